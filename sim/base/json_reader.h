@@ -1,0 +1,78 @@
+// Strict reading of JSON inputs: typed field access that reports the JSON path and the bad
+// value, units parsed with the quantity parser, and unknown keys rejected with a suggestion.
+// Part of the base layer as a separate target (dtsim_json) because it needs nlohmann-json.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/base/status.h"
+#include "sim/base/time.h"
+#include "sim/base/units.h"
+
+namespace dtsim {
+
+using Json = nlohmann::json;
+
+// Parses JSON text; a syntax error names `file`, the line and column, and the parser's reason.
+Expected<Json> ParseJson(std::string_view text, const std::string& file);
+// Reads and parses a file.
+Expected<Json> ReadJsonFile(const std::string& path);
+
+// The path of a child of `parent`: JsonChildPath("tasks[3]", "rank") == "tasks[3].rank".
+std::string JsonChildPath(const std::string& parent, std::string_view key);
+std::string JsonIndexPath(const std::string& parent, size_t index);
+// A short rendering of a JSON value for error messages (truncated past 60 characters).
+std::string JsonValueForError(const Json& value);
+
+// Reads one JSON object. Every getter records its key as known; Finish() reports any key of
+// the object that no getter asked about, suggesting the nearest known key. Errors carry the
+// object's path joined with the key; callers attribute them to a file with Error::InFile.
+class JsonObjectReader {
+ public:
+  // Errors unless `value` is an object.
+  static Expected<JsonObjectReader> Make(const Json& value, std::string path);
+
+  const std::string& path() const { return path_; }
+  bool Has(std::string_view key) const;
+  // The raw value, or nullptr when absent; marks the key as known.
+  const Json* Find(std::string_view key);
+  // Declares a key as known without reading it (for keys read elsewhere or kept opaque).
+  void Allow(std::string_view key);
+
+  Expected<std::string> String(std::string_view key);
+  Expected<std::string> StringOr(std::string_view key, std::string fallback);
+  Expected<int64_t> Int(std::string_view key);
+  Expected<int64_t> IntOr(std::string_view key, int64_t fallback);
+  Expected<double> Number(std::string_view key);
+
+  // The key holds a quantity string ("2 us", "1 MiB", "100 Gbps").
+  Expected<DurationNs> Duration(std::string_view key);
+  Expected<Bytes> Size(std::string_view key);
+  Expected<Bandwidth> Rate(std::string_view key);
+
+  // Errors unless exactly one of the two keys is present; returns which (0 = first).
+  Expected<int> OneOf(std::string_view first, std::string_view second);
+
+  Status Finish() const;
+
+ private:
+  JsonObjectReader(const Json& object, std::string path) : object_(&object), path_(std::move(path)) {}
+  Expected<const Json*> Required(std::string_view key);
+  Error TypeError(std::string_view key, std::string_view expected, const Json& value) const;
+
+  const Json* object_;
+  std::string path_;
+  std::vector<std::string_view> known_keys_;
+};
+
+// An integer in [min, max], else an error at `path` naming the value.
+Expected<int64_t> JsonToInt(const Json& value, const std::string& path, int64_t min,
+                            int64_t max);
+
+}  // namespace dtsim

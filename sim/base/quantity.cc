@@ -1,0 +1,150 @@
+#include "sim/base/quantity.h"
+
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "sim/base/strings.h"
+
+namespace dtsim {
+namespace {
+
+struct Unit {
+  std::string_view name;
+  long double factor;  // storage units (ns, bytes, bits/s, FLOP/s) per one of this unit
+};
+
+// The order matters only for suggestions: on a tie the earlier unit is suggested.
+constexpr std::array kByteUnits = {
+    Unit{"B", 1},        Unit{"kB", 1e3},          Unit{"KB", 1e3},
+    Unit{"MB", 1e6},     Unit{"GB", 1e9},          Unit{"TB", 1e12},
+    Unit{"PB", 1e15},    Unit{"KiB", 1024.0L},     Unit{"MiB", 1048576.0L},
+    Unit{"GiB", 1073741824.0L}, Unit{"TiB", 1099511627776.0L},
+    Unit{"PiB", 1125899906842624.0L},
+};
+constexpr std::array kDurationUnits = {
+    Unit{"ns", 1}, Unit{"us", 1e3}, Unit{"\u00b5s", 1e3}, Unit{"ms", 1e6}, Unit{"s", 1e9},
+};
+constexpr std::array kBandwidthUnits = {  // factors in bits per second
+    Unit{"bps", 1},        Unit{"kbps", 1e3},      Unit{"Kbps", 1e3},
+    Unit{"Mbps", 1e6},     Unit{"Gbps", 1e9},      Unit{"Tbps", 1e12},
+    Unit{"b/s", 1},        Unit{"kb/s", 1e3},      Unit{"Mb/s", 1e6},
+    Unit{"Gb/s", 1e9},     Unit{"Tb/s", 1e12},     Unit{"B/s", 8},
+    Unit{"kB/s", 8e3},     Unit{"KB/s", 8e3},      Unit{"MB/s", 8e6},
+    Unit{"GB/s", 8e9},     Unit{"TB/s", 8e12},     Unit{"KiB/s", 8 * 1024.0L},
+    Unit{"MiB/s", 8 * 1048576.0L}, Unit{"GiB/s", 8 * 1073741824.0L},
+    Unit{"TiB/s", 8 * 1099511627776.0L},
+};
+constexpr std::array kFlopRateUnits = {
+    Unit{"FLOP/s", 1},     Unit{"GFLOP/s", 1e9},   Unit{"TFLOP/s", 1e12},
+    Unit{"PFLOP/s", 1e15}, Unit{"FLOPS", 1},       Unit{"GFLOPS", 1e9},
+    Unit{"TFLOPS", 1e12},  Unit{"PFLOPS", 1e15},
+};
+
+std::string_view Trim(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
+    text.remove_suffix(1);
+  }
+  return text;
+}
+
+// Parses "<number> [spaces] <unit>" into a value in storage units (not yet rounded).
+template <size_t N>
+Expected<long double> ParseScaled(std::string_view original, std::string_view kind,
+                                  const std::array<Unit, N>& units) {
+  const std::string value = Quote(original);
+  const std::string_view text = Trim(original);
+  if (text.empty()) return Error(fmt::format("empty {}", kind), "", value);
+  if (text.front() == '-') return Error(fmt::format("{} must not be negative", kind), "", value);
+  if (!std::isdigit(static_cast<unsigned char>(text.front())) && text.front() != '.') {
+    return Error(fmt::format("{} must start with a number, as in \"{}\"", kind, "1 " +
+                             std::string(units[0].name)), "", value);
+  }
+  double number = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
+  if (ec != std::errc()) return Error(fmt::format("malformed number in {}", kind), "", value);
+  const std::string_view unit_text = Trim(text.substr(end - text.data()));
+  std::vector<std::string_view> names;
+  for (const Unit& unit : units) {
+    if (unit.name == unit_text) return static_cast<long double>(number) * unit.factor;
+    names.push_back(unit.name);
+  }
+  if (unit_text.empty()) {
+    return Error(fmt::format("{} needs a unit, one of {}", kind, JoinQuoted(names)), "", value);
+  }
+  std::string hint = DidYouMean(unit_text, names);
+  if (hint.empty()) hint = fmt::format(" (expected one of {})", JoinQuoted(names));
+  return Error(fmt::format("unknown {} unit {}{}", kind, Quote(unit_text), hint), "", value);
+}
+
+// Rounds a scaled value to an integer count of storage units, rejecting overflow and
+// non-zero values below the resolution.
+Expected<int64_t> RoundToStorage(long double scaled, std::string_view original,
+                                 std::string_view kind, std::string_view resolution) {
+  if (scaled >= static_cast<long double>(std::numeric_limits<int64_t>::max())) {
+    return Error(fmt::format("{} is too large", kind), "", Quote(original));
+  }
+  const auto rounded = static_cast<int64_t>(std::llround(scaled));
+  if (rounded == 0 && scaled > 0) {
+    return Error(fmt::format("{} is below the resolution of {}", kind, resolution), "",
+                 Quote(original));
+  }
+  return rounded;
+}
+
+}  // namespace
+
+Expected<Bytes> ParseBytes(std::string_view text) {
+  DTSIM_ASSIGN_OR_RETURN(const long double scaled, ParseScaled(text, "size", kByteUnits));
+  DTSIM_ASSIGN_OR_RETURN(const int64_t count, RoundToStorage(scaled, text, "size", "1 B"));
+  return Bytes(count);
+}
+
+Expected<DurationNs> ParseDuration(std::string_view text) {
+  DTSIM_ASSIGN_OR_RETURN(const long double scaled, ParseScaled(text, "duration", kDurationUnits));
+  DTSIM_ASSIGN_OR_RETURN(const int64_t ns, RoundToStorage(scaled, text, "duration", "1 ns"));
+  return DurationNs(ns);
+}
+
+Expected<Bandwidth> ParseBandwidth(std::string_view text) {
+  DTSIM_ASSIGN_OR_RETURN(const long double scaled,
+                         ParseScaled(text, "bandwidth", kBandwidthUnits));
+  DTSIM_ASSIGN_OR_RETURN(const int64_t bits,
+                         RoundToStorage(scaled, text, "bandwidth", "1 bps"));
+  return Bandwidth::BitsPerSecond(bits);
+}
+
+Expected<FlopRate> ParseFlopRate(std::string_view text) {
+  DTSIM_ASSIGN_OR_RETURN(const long double scaled,
+                         ParseScaled(text, "FLOP rate", kFlopRateUnits));
+  return FlopRate(static_cast<double>(scaled));
+}
+
+std::string FormatDuration(DurationNs duration) {
+  const int64_t ns = duration.ns();
+  const int64_t magnitude = ns < 0 ? -ns : ns;
+  if (magnitude < 1000) return fmt::format("{} ns", ns);
+  if (magnitude < 1000 * 1000) return fmt::format("{:.3f} us", static_cast<double>(ns) / 1e3);
+  if (magnitude < 1000 * 1000 * 1000) {
+    return fmt::format("{:.3f} ms", static_cast<double>(ns) / 1e6);
+  }
+  return fmt::format("{:.3f} s", static_cast<double>(ns) / 1e9);
+}
+
+std::string FormatBandwidth(Bandwidth bandwidth) {
+  const double bytes = bandwidth.bytes_per_second();
+  if (bytes >= 1e12) return fmt::format("{:.3g} TB/s", bytes / 1e12);
+  if (bytes >= 1e9) return fmt::format("{:.3g} GB/s", bytes / 1e9);
+  if (bytes >= 1e6) return fmt::format("{:.3g} MB/s", bytes / 1e6);
+  return fmt::format("{:.3g} B/s", bytes);
+}
+
+}  // namespace dtsim

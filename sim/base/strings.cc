@@ -1,0 +1,86 @@
+#include "sim/base/strings.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <vector>
+
+namespace dtsim {
+
+int EditDistance(std::string_view a, std::string_view b) {
+  std::vector<int> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = static_cast<int>(j);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    int diagonal = row[0];
+    row[0] = static_cast<int>(i);
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const int substitute = diagonal + (a[i - 1] == b[j - 1] ? 0 : 1);
+      diagonal = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, substitute});
+    }
+  }
+  return row[b.size()];
+}
+
+namespace {
+std::string Lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+}  // namespace
+
+std::string ClosestMatch(std::string_view word, std::span<const std::string_view> candidates) {
+  const std::string lowered = Lower(word);
+  const int limit = std::max<int>(2, static_cast<int>(word.size()) / 2);
+  std::string best;
+  int best_distance = limit + 1;
+  for (std::string_view candidate : candidates) {
+    // Case differences cost half: "gbps" is closer to "Gbps" than to "GB/s".
+    const int exact = EditDistance(word, candidate);
+    const int folded = EditDistance(lowered, Lower(candidate));
+    const int distance = std::min(exact, folded + (exact > folded ? 1 : 0));
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = std::string(candidate);
+    }
+  }
+  return best;
+}
+
+std::string DidYouMean(std::string_view word, std::span<const std::string_view> candidates) {
+  const std::string match = ClosestMatch(word, candidates);
+  return match.empty() ? std::string() : " (did you mean " + Quote(match) + "?)";
+}
+
+std::string Quote(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buffer[8];
+          std::snprintf(buffer, sizeof buffer, "\\u%04x", c);
+          out += buffer;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string JoinQuoted(std::span<const std::string_view> candidates) {
+  std::string out;
+  for (std::string_view candidate : candidates) {
+    if (!out.empty()) out += ", ";
+    out += Quote(candidate);
+  }
+  return out;
+}
+
+}  // namespace dtsim

@@ -1,0 +1,26 @@
+// Small string helpers shared by the parsers: "did you mean" suggestions and quoting.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace dtsim {
+
+// Levenshtein distance (insert, delete, substitute each cost 1).
+int EditDistance(std::string_view a, std::string_view b);
+
+// The candidate closest to `word` by edit distance (case-insensitively), or "" when none is
+// close enough to be a plausible typo (distance above max(2, |word| / 2)).
+std::string ClosestMatch(std::string_view word, std::span<const std::string_view> candidates);
+
+// " (did you mean \"x\"?)" for the closest candidate, or "" when none is close.
+std::string DidYouMean(std::string_view word, std::span<const std::string_view> candidates);
+
+// `text` in double quotes with JSON escapes, for error messages.
+std::string Quote(std::string_view text);
+
+// The candidates joined as "a", "b", "c" — for "expected one of …" messages.
+std::string JoinQuoted(std::span<const std::string_view> candidates);
+
+}  // namespace dtsim

@@ -1,0 +1,18 @@
+#include "sim/base/units.h"
+
+#include "sim/base/check.h"
+
+namespace dtsim {
+namespace {
+__extension__ typedef __int128 Int128;  // GCC/Clang extension; exact bits x ns products
+}  // namespace
+
+DurationNs TransferTime(Bytes size, Bandwidth bandwidth) {
+  DTSIM_CHECK(bandwidth.bits_per_second() > 0, "bandwidth must be positive");
+  DTSIM_CHECK(size.count() >= 0, "negative transfer size");
+  const Int128 bits_ns = static_cast<Int128>(size.count()) * 8 * kGiga;
+  const Int128 rate = bandwidth.bits_per_second();
+  return DurationNs(static_cast<int64_t>((bits_ns + rate - 1) / rate));
+}
+
+}  // namespace dtsim

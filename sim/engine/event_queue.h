@@ -1,0 +1,55 @@
+// The engine's event queue. Events are delivered in a total, documented order:
+//   (time, priority, insertion sequence) — earlier time first; at equal times the lower
+//   priority value first; at equal priority the event pushed first.
+// So two runs of the same input deliver the same sequence. A binary heap; Cancel() is O(1)
+// and lazy (the event stays in the heap and is dropped when it reaches the top).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <unordered_set>
+#include <vector>
+
+#include "sim/base/time.h"
+
+namespace dtsim::engine {
+
+using HandlerId = uint32_t;
+
+struct EventId {
+  uint64_t sequence = 0;
+};
+
+struct Event {
+  TimeNs time;
+  uint64_t order;    // priority << 48 | insertion sequence
+  uint64_t payload;  // meaning is the handler's (a task id, a comm id, a flow id)
+  HandlerId handler;
+};
+
+class EventQueue {
+ public:
+  static constexpr uint32_t kMaxPriority = (1u << 16) - 1;
+
+  EventId Push(TimeNs time, uint32_t priority, HandlerId handler, uint64_t payload);
+  // Precondition: the event was pushed and has not been delivered yet.
+  void Cancel(EventId id);
+  // Moves the next live event into `out`; false when none is left.
+  bool PopNext(Event& out);
+
+  size_t size() const { return heap_.size(); }  // including cancelled events not yet dropped
+  size_t MemoryBytes() const { return heap_.capacity() * sizeof(Event); }
+
+ private:
+  static bool Later(const Event& a, const Event& b) {
+    return a.time != b.time ? a.time > b.time : a.order > b.order;
+  }
+  void SiftUp(size_t index);
+  void SiftDown(size_t index);
+
+  std::vector<Event> heap_;
+  uint64_t next_sequence_ = 0;
+  std::unordered_set<uint64_t> cancelled_;
+};
+
+}  // namespace dtsim::engine

@@ -1,0 +1,268 @@
+#include "sim/engine/simulator.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "sim/base/check.h"
+#include "sim/base/quantity.h"
+#include "sim/base/strings.h"
+
+namespace dtsim::engine {
+
+using graph::CommId;
+using graph::StreamId;
+using graph::Task;
+using graph::TaskId;
+using graph::TaskKind;
+
+namespace {
+
+// FNV-1a over 64-bit words: cheap enough to run on every event.
+constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
+constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
+inline uint64_t Mix(uint64_t hash, uint64_t word) { return (hash ^ word) * kFnvPrime; }
+
+template <typename T>
+size_t VectorBytes(const std::vector<T>& v) {
+  return v.capacity() * sizeof(T);
+}
+
+}  // namespace
+
+Simulator::Simulator(const graph::TaskGraph& graph, CommunicationModel& model)
+    : graph_(graph),
+      model_(model),
+      fingerprint_(kFnvOffset),
+      remaining_dependencies_(graph.task_count()),
+      state_(graph.task_count(), TaskState::kWaiting),
+      stream_head_(graph.stream_count(), 0),
+      arrived_(graph.comm_count(), 0),
+      completion_scheduled_(graph.comm_count(), 0),
+      working_(static_cast<size_t>(graph.rank_count()), 0),
+      busy_since_(static_cast<size_t>(graph.rank_count())),
+      busy_(static_cast<size_t>(graph.rank_count())) {
+  for (uint32_t t = 0; t < graph.task_count(); ++t) {
+    remaining_dependencies_[t] = static_cast<uint32_t>(graph.dependencies(TaskId(t)).size());
+  }
+  times_.task_start.resize(graph.task_count());
+  times_.task_end.resize(graph.task_count());
+  times_.comm_start.resize(graph.comm_count());
+  times_.comm_end.resize(graph.comm_count());
+}
+
+HandlerId Simulator::RegisterHandler(EventHandler& handler) {
+  handlers_.push_back(&handler);
+  return kFirstModelHandler + static_cast<HandlerId>(handlers_.size() - 1);
+}
+
+EventId Simulator::Schedule(TimeNs time, HandlerId handler, uint64_t payload) {
+  DTSIM_CHECK(time >= now_, "event scheduled in the past");
+  DTSIM_CHECK(handler >= kFirstModelHandler &&
+                  handler - kFirstModelHandler < handlers_.size(), "unknown event handler");
+  return queue_.Push(time, 0, handler, payload);
+}
+
+void Simulator::CompleteAt(CommId comm, TimeNs time) {
+  DTSIM_CHECK(time >= now_, "communication completed in the past");
+  DTSIM_CHECK(arrived_[comm.value()] == graph_.comm(comm).participant_count,
+              "completing a communication that has not started");
+  DTSIM_CHECK(!completion_scheduled_[comm.value()], "communication completed twice");
+  completion_scheduled_[comm.value()] = 1;
+  queue_.Push(time, 0, kCommEnd, comm.value());
+}
+
+Status Simulator::Run() {
+  DTSIM_CHECK(!ran_, "Simulator::Run called twice");
+  ran_ = true;
+  model_.Attach(*this);
+  for (uint32_t s = 0; s < graph_.stream_count(); ++s) StartStreamHead(StreamId(s));
+  Event event;
+  while (queue_.PopNext(event)) {
+    now_ = event.time;
+    ++events_;
+    fingerprint_ = Mix(Mix(Mix(fingerprint_, static_cast<uint64_t>(event.time.ns())),
+                           event.handler), event.payload);
+    Dispatch(event);
+  }
+  makespan_ = now_;
+  if (finished_ != graph_.task_count()) return DeadlockReport();
+  return Status::Ok();
+}
+
+void Simulator::Dispatch(const Event& event) {
+  if (event.handler == kTaskEnd) {
+    FinishTask(TaskId(static_cast<uint32_t>(event.payload)));
+  } else if (event.handler == kCommEnd) {
+    FinishComm(CommId(static_cast<uint32_t>(event.payload)));
+  } else {
+    handlers_[event.handler - kFirstModelHandler]->OnEvent(event.payload);
+  }
+}
+
+void Simulator::SetBusy(int32_t rank, bool busy) {
+  const auto r = static_cast<size_t>(rank);
+  if (busy) {
+    if (working_[r]++ == 0) busy_since_[r] = now_;
+  } else if (--working_[r] == 0) {
+    busy_[r] += now_ - busy_since_[r];
+  }
+}
+
+void Simulator::StartTask(TaskId id) {
+  const Task& task = graph_.task(id);
+  times_.task_start[id.value()] = now_;
+  if (!graph::IsCommunication(task.kind)) {
+    state_[id.value()] = TaskState::kRunning;
+    if (graph::CountsAsBusy(task.kind)) SetBusy(graph_.stream(task.stream).rank, true);
+    queue_.Push(now_ + task.duration, 0, kTaskEnd, id.value());
+    return;
+  }
+  state_[id.value()] = TaskState::kArrived;
+  const graph::Communication& comm = graph_.comm(task.comm);
+  if (++arrived_[task.comm.value()] < comm.participant_count) return;
+  times_.comm_start[task.comm.value()] = now_;
+  for (TaskId participant : graph_.participants(task.comm)) {
+    state_[participant.value()] = TaskState::kRunning;
+    SetBusy(graph_.rank_of(participant), true);
+  }
+  model_.Start(task.comm, *this);
+}
+
+void Simulator::StartIfHead(TaskId id) {
+  const StreamId stream = graph_.task(id).stream;
+  if (graph_.stream_tasks(stream)[stream_head_[stream.value()]] == id) StartTask(id);
+}
+
+void Simulator::StartStreamHead(StreamId stream) {
+  const std::span<const TaskId> tasks = graph_.stream_tasks(stream);
+  const uint32_t head = stream_head_[stream.value()];
+  if (head < tasks.size() && remaining_dependencies_[tasks[head].value()] == 0) {
+    StartTask(tasks[head]);
+  }
+}
+
+void Simulator::FinishTask(TaskId id) {
+  const Task& task = graph_.task(id);
+  state_[id.value()] = TaskState::kDone;
+  times_.task_end[id.value()] = now_;
+  ++finished_;
+  if (graph::CountsAsBusy(task.kind)) SetBusy(graph_.stream(task.stream).rank, false);
+  for (TaskId successor : graph_.successors(id)) {
+    if (--remaining_dependencies_[successor.value()] == 0) StartIfHead(successor);
+  }
+  // The stream's head advances only now, so a successor next in this stream starts here.
+  ++stream_head_[task.stream.value()];
+  StartStreamHead(task.stream);
+}
+
+void Simulator::FinishComm(CommId comm) {
+  times_.comm_end[comm.value()] = now_;
+  for (TaskId participant : graph_.participants(comm)) FinishTask(participant);
+}
+
+std::string Simulator::WhatBlocks(TaskId id) const {
+  const Task& task = graph_.task(id);
+  switch (state_[id.value()]) {
+    case TaskState::kWaiting: {
+      std::vector<std::string> blockers;
+      for (TaskId dep : graph_.dependencies(id)) {
+        if (state_[dep.value()] != TaskState::kDone) blockers.push_back(graph_.Describe(dep));
+      }
+      const size_t shown = std::min<size_t>(blockers.size(), 3);
+      return fmt::format("waits for {} unfinished dependenc{}: {}{}", blockers.size(),
+                         blockers.size() == 1 ? "y" : "ies",
+                         fmt::join(blockers.begin(), blockers.begin() + static_cast<long>(shown), "; "),
+                         blockers.size() > shown ? "; …" : "");
+    }
+    case TaskState::kArrived: {
+      std::vector<std::string> absent;
+      for (TaskId p : graph_.participants(task.comm)) {
+        if (state_[p.value()] == TaskState::kWaiting) absent.push_back(graph_.Describe(p));
+      }
+      return fmt::format("arrived at {} and waits for {} participant{} to arrive: {}",
+                         graph_.DescribeComm(task.comm), absent.size(),
+                         absent.size() == 1 ? "" : "s", fmt::join(absent, "; "));
+    }
+    case TaskState::kRunning:
+      if (graph::IsCommunication(task.kind)) {
+        return fmt::format("is in {}, started at {}, which the \"{}\" communication model never "
+                           "completed", graph_.DescribeComm(task.comm),
+                           FormatDuration(times_.comm_start[task.comm.value()] - TimeNs::Zero()),
+                           model_.name());
+      }
+      return "is running (its end event was lost)";
+    case TaskState::kDone:
+      break;
+  }
+  return "is done";
+}
+
+Error Simulator::DeadlockReport() const {
+  constexpr size_t kMaxListed = 20;
+  std::string lines;
+  size_t stuck_streams = 0;
+  for (uint32_t s = 0; s < graph_.stream_count(); ++s) {
+    const std::span<const TaskId> tasks = graph_.stream_tasks(StreamId(s));
+    const uint32_t head = stream_head_[s];
+    if (head >= tasks.size()) continue;
+    if (++stuck_streams <= kMaxListed) {
+      lines += fmt::format("\n  {} {}", graph_.Describe(tasks[head]), WhatBlocks(tasks[head]));
+    }
+  }
+  if (stuck_streams > kMaxListed) {
+    lines += fmt::format("\n  … and {} more stuck streams", stuck_streams - kMaxListed);
+  }
+  return Error(fmt::format("deadlock at {}: {} of {} tasks never finished; the first unfinished "
+                           "task of each stuck stream:{}", FormatDuration(now_ - TimeNs::Zero()),
+                           graph_.task_count() - finished_, graph_.task_count(), lines));
+}
+
+RunSummary Simulator::Summarize() const {
+  RunSummary summary{.makespan = makespan_,
+                     .events = events_,
+                     .fingerprint = fingerprint_,
+                     .tasks = graph_.task_count(),
+                     .communications = graph_.comm_count()};
+  summary.ranks.resize(static_cast<size_t>(graph_.rank_count()));
+  for (int32_t r = 0; r < graph_.rank_count(); ++r) {
+    RankSummary& rank = summary.ranks[static_cast<size_t>(r)];
+    rank.rank = r;
+    rank.busy = busy_[static_cast<size_t>(r)];
+    rank.idle = (makespan_ - TimeNs::Zero()) - rank.busy;
+  }
+  summary.categories.resize(graph_.category_count());
+  for (uint16_t c = 0; c < graph_.category_count(); ++c) {
+    summary.categories[c].name = graph_.category_name(c);
+  }
+  const std::span<const std::string_view> kind_names = graph::TaskKindNames();
+  for (std::string_view name : kind_names) summary.kinds.push_back({.name = std::string(name)});
+  for (uint32_t t = 0; t < graph_.task_count(); ++t) {
+    const Task& task = graph_.task(TaskId(t));
+    const TimeNs end = times_.task_end[t];
+    TimeNs start = times_.task_start[t];
+    RankSummary& rank = summary.ranks[static_cast<size_t>(graph_.stream(task.stream).rank)];
+    if (graph::IsCommunication(task.kind)) {
+      start = times_.comm_start[task.comm.value()];
+      rank.rendezvous_wait += start - times_.task_start[t];
+    }
+    rank.finish = std::max(rank.finish, end);
+    for (GroupTotal* total : {&summary.categories[task.category],
+                              &summary.kinds[static_cast<size_t>(task.kind)]}) {
+      ++total->tasks;
+      total->total += end - start;
+    }
+  }
+  return summary;
+}
+
+size_t Simulator::MemoryBytes() const {
+  return sizeof(*this) + queue_.MemoryBytes() + VectorBytes(handlers_) +
+         VectorBytes(remaining_dependencies_) + VectorBytes(state_) + VectorBytes(stream_head_) +
+         VectorBytes(arrived_) + VectorBytes(completion_scheduled_) + VectorBytes(working_) +
+         VectorBytes(busy_since_) + VectorBytes(busy_) + VectorBytes(times_.task_start) +
+         VectorBytes(times_.task_end) + VectorBytes(times_.comm_start) +
+         VectorBytes(times_.comm_end);
+}
+
+}  // namespace dtsim::engine

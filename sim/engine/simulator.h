@@ -1,0 +1,123 @@
+// Runs a task graph (DESIGN §4). One Simulator per run; no global state, so tests and
+// searches create as many as they like.
+//
+// Semantics:
+//  - Each stream runs its tasks one at a time in graph order, like a CUDA stream: the first
+//    unfinished task of a stream (its head) starts once all its dependencies are done; tasks
+//    behind it wait even if their own dependencies are done.
+//  - Compute, memcpy and delay tasks take their fixed duration.
+//  - A collective, send or recv task "arrives" when it would start; it occupies its stream from
+//    then on. When the last participant arrives, the CommunicationModel starts the
+//    communication; all participants end when the model completes it.
+//  - A rank is busy while at least one of its compute, memcpy or communication tasks is
+//    running (communications count from their start, not from arrival; delays never count).
+//  - Events are delivered in (time, priority, sequence) order; the fingerprint hashes every
+//    delivered event (time, handler, payload), so equal inputs give equal fingerprints.
+//  - When the queue empties with tasks unfinished, Run() returns a deadlock report naming the
+//    head task of every stuck stream and what it waits on.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sim/base/status.h"
+#include "sim/engine/communication.h"
+#include "sim/engine/event_queue.h"
+#include "sim/graph/task_graph.h"
+#include "sim/graph/task_times.h"
+
+namespace dtsim::engine {
+
+struct RankSummary {
+  int32_t rank = 0;
+  DurationNs busy;       // union of the rank's working intervals
+  DurationNs idle;       // makespan - busy
+  DurationNs rendezvous_wait;  // summed over its communication tasks: arrival to start
+  TimeNs finish;         // when its last task ended
+};
+
+struct GroupTotal {
+  std::string name;
+  int64_t tasks = 0;
+  // Summed task time; a communication task counts from its communication's start.
+  DurationNs total;
+};
+
+struct RunSummary {
+  TimeNs makespan;
+  uint64_t events = 0;
+  uint64_t fingerprint = 0;
+  size_t tasks = 0;
+  size_t communications = 0;
+  std::vector<RankSummary> ranks;
+  std::vector<GroupTotal> categories;  // in category order; "" is uncategorised
+  std::vector<GroupTotal> kinds;       // compute, memcpy, collective, send, recv, delay
+};
+
+class Simulator final : public CommunicationContext {
+ public:
+  // Both must outlive the simulator.
+  Simulator(const graph::TaskGraph& graph, CommunicationModel& model);
+  Simulator(const Simulator&) = delete;
+  Simulator& operator=(const Simulator&) = delete;
+
+  // Simulates the whole graph. May be called once.
+  Status Run();
+
+  const graph::TaskTimes& times() const { return times_; }
+  TimeNs makespan() const { return makespan_; }
+  uint64_t events_processed() const { return events_; }
+  uint64_t fingerprint() const { return fingerprint_; }
+  RunSummary Summarize() const;
+  // Bytes of simulation state (not counting the graph).
+  size_t MemoryBytes() const;
+
+  // CommunicationContext
+  TimeNs Now() const override { return now_; }
+  const graph::TaskGraph& graph() const override { return graph_; }
+  HandlerId RegisterHandler(EventHandler& handler) override;
+  EventId Schedule(TimeNs time, HandlerId handler, uint64_t payload) override;
+  void Cancel(EventId event) override { queue_.Cancel(event); }
+  void CompleteAt(graph::CommId comm, TimeNs time) override;
+
+ private:
+  enum class TaskState : uint8_t { kWaiting, kArrived, kRunning, kDone };
+  // The engine's own events; handler ids at or above kFirstModelHandler are the model's.
+  static constexpr HandlerId kTaskEnd = 0;
+  static constexpr HandlerId kCommEnd = 1;
+  static constexpr HandlerId kFirstModelHandler = 2;
+
+  void Dispatch(const Event& event);
+  void StartTask(graph::TaskId task);
+  void StartIfHead(graph::TaskId task);
+  void StartStreamHead(graph::StreamId stream);
+  void FinishTask(graph::TaskId task);
+  void FinishComm(graph::CommId comm);
+  void SetBusy(int32_t rank, bool busy);
+  Error DeadlockReport() const;
+  std::string WhatBlocks(graph::TaskId task) const;
+
+  const graph::TaskGraph& graph_;
+  CommunicationModel& model_;
+  EventQueue queue_;
+  std::vector<EventHandler*> handlers_;  // model handlers, indexed from kFirstModelHandler
+  TimeNs now_;
+  TimeNs makespan_;
+  bool ran_ = false;
+  uint64_t events_ = 0;
+  uint64_t fingerprint_;
+  size_t finished_ = 0;
+
+  std::vector<uint32_t> remaining_dependencies_;  // per task
+  std::vector<TaskState> state_;                  // per task
+  std::vector<uint32_t> stream_head_;             // per stream: position of its first unfinished task
+  std::vector<uint32_t> arrived_;                 // per comm
+  std::vector<uint8_t> completion_scheduled_;     // per comm
+  std::vector<uint32_t> working_;                 // per rank: tasks running now
+  std::vector<TimeNs> busy_since_;                // per rank
+  std::vector<DurationNs> busy_;                  // per rank
+  graph::TaskTimes times_;
+};
+
+}  // namespace dtsim::engine

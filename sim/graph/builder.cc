@@ -1,0 +1,273 @@
+#include "sim/graph/builder.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "sim/base/check.h"
+
+namespace dtsim::graph {
+
+TaskGraphBuilder::TaskGraphBuilder() { graph_.categories_.push_back(NameId(0)); }
+
+StreamId TaskGraphBuilder::Stream(int32_t rank, std::string_view name) {
+  DTSIM_CHECK(rank >= 0, "negative rank");
+  const NameId name_id = graph_.strings_.Intern(name);
+  const auto [it, inserted] = stream_ids_.try_emplace(
+      {rank, name_id}, StreamId(static_cast<uint32_t>(graph_.streams_.size())));
+  if (inserted) {
+    graph_.streams_.push_back({.rank = rank, .name = name_id});
+    graph_.rank_count_ = std::max(graph_.rank_count_, rank + 1);
+  }
+  return it->second;
+}
+
+uint16_t TaskGraphBuilder::Category(std::string_view category) {
+  const NameId id = graph_.strings_.Intern(category);
+  const auto [it, inserted] =
+      category_index_.try_emplace(id, static_cast<uint16_t>(graph_.categories_.size()));
+  if (inserted) {
+    DTSIM_CHECK(graph_.categories_.size() < 65535, "more than 65535 task categories");
+    graph_.categories_.push_back(id);
+  }
+  return it->second;
+}
+
+TaskId TaskGraphBuilder::Append(StreamId stream, TaskKind kind, std::string_view name,
+                                std::string_view category, DurationNs duration) {
+  DTSIM_CHECK(stream.value() < graph_.streams_.size(), "stream id from another builder");
+  DTSIM_CHECK(duration >= DurationNs::Zero(), "negative task duration");
+  DTSIM_CHECK(graph_.tasks_.size() < TaskId::kInvalidValue - 1, "too many tasks");
+  const TaskId id(static_cast<uint32_t>(graph_.tasks_.size()));
+  graph_.tasks_.push_back({.duration = duration,
+                           .stream = stream,
+                           .comm = CommId::Invalid(),
+                           .name = graph_.strings_.Intern(name),
+                           .category = category.empty() ? uint16_t{0} : Category(category),
+                           .kind = kind});
+  ++graph_.streams_[stream.value()].task_count;
+  if (!graph_.external_ids_.empty()) graph_.external_ids_.emplace_back();
+  return id;
+}
+
+TaskId TaskGraphBuilder::AddTask(StreamId stream, TaskKind kind, std::string_view name,
+                                 std::string_view category, DurationNs duration) {
+  DTSIM_CHECK(!IsCommunication(kind), "communication tasks have their own Add functions");
+  return Append(stream, kind, name, category, duration);
+}
+
+GroupId TaskGraphBuilder::Group(std::vector<int32_t> ranks) {
+  const auto [it, inserted] = group_ids_.try_emplace(
+      ranks, GroupId(static_cast<uint32_t>(graph_.group_offsets_.size() - 1)));
+  if (inserted) {
+    for (int32_t rank : ranks) graph_.rank_count_ = std::max(graph_.rank_count_, rank + 1);
+    graph_.group_ranks_.insert(graph_.group_ranks_.end(), ranks.begin(), ranks.end());
+    graph_.group_offsets_.push_back(static_cast<uint32_t>(graph_.group_ranks_.size()));
+  }
+  return it->second;
+}
+
+CommId TaskGraphBuilder::AddCollective(CommKind kind, Bytes size_per_rank,
+                                       std::span<const int32_t> group, std::string_view label,
+                                       std::string_view algorithm, int32_t root) {
+  DTSIM_CHECK(kind != CommKind::kSendRecv, "use AddSend/AddRecv for point-to-point");
+  DTSIM_CHECK(size_per_rank.count() >= 0, "negative collective size");
+  DTSIM_CHECK(!group.empty(), "empty collective group");
+  std::vector<int32_t> sorted(group.begin(), group.end());
+  std::sort(sorted.begin(), sorted.end());
+  DTSIM_CHECK(sorted.front() >= 0, "negative rank in group");
+  DTSIM_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(),
+              "duplicate rank in group");
+  const bool rooted = kind == CommKind::kBroadcast || kind == CommKind::kReduce;
+  DTSIM_CHECK(!rooted || std::binary_search(sorted.begin(), sorted.end(), root),
+              "broadcast/reduce root must be a group member");
+  const CommId id(static_cast<uint32_t>(graph_.comms_.size()));
+  graph_.comms_.push_back({.kind = kind,
+                           .size = size_per_rank,
+                           .group = Group(std::vector<int32_t>(group.begin(), group.end())),
+                           .root = rooted ? root : -1,
+                           .algorithm = graph_.strings_.Intern(algorithm),
+                           .label = graph_.strings_.Intern(label)});
+  return id;
+}
+
+TaskId TaskGraphBuilder::AddCollectiveTask(StreamId stream, CommId comm, std::string_view name,
+                                           std::string_view category) {
+  DTSIM_CHECK(comm.value() < graph_.comms_.size(), "unknown collective id");
+  const TaskId id = Append(stream, TaskKind::kCollective, name, category, DurationNs::Zero());
+  graph_.tasks_[id.value()].comm = comm;
+  collective_posts_.emplace_back(comm, id);
+  return id;
+}
+
+TaskId TaskGraphBuilder::AddSend(StreamId stream, int32_t peer, Bytes size, int64_t tag,
+                                 std::string_view name, std::string_view category) {
+  DTSIM_CHECK(peer >= 0 && size.count() >= 0, "bad send arguments");
+  const TaskId id = Append(stream, TaskKind::kSend, name, category, DurationNs::Zero());
+  sends_.push_back({id, graph_.streams_[stream.value()].rank, peer, tag, size});
+  return id;
+}
+
+TaskId TaskGraphBuilder::AddRecv(StreamId stream, int32_t peer, int64_t tag,
+                                 std::string_view name, std::string_view category,
+                                 std::optional<Bytes> expected_size) {
+  DTSIM_CHECK(peer >= 0, "bad recv peer");
+  const TaskId id = Append(stream, TaskKind::kRecv, name, category, DurationNs::Zero());
+  recvs_.push_back({id, peer, graph_.streams_[stream.value()].rank, tag, expected_size});
+  return id;
+}
+
+void TaskGraphBuilder::AddDependency(TaskId task, TaskId prerequisite) {
+  DTSIM_CHECK(task.value() < graph_.tasks_.size() && prerequisite.value() < graph_.tasks_.size(),
+              "dependency on a task id from another builder");
+  edges_.emplace_back(task, prerequisite);
+}
+
+void TaskGraphBuilder::SetExternalId(TaskId task, std::string external_id) {
+  if (graph_.external_ids_.empty()) graph_.external_ids_.resize(graph_.tasks_.size());
+  graph_.external_ids_[task.value()] = std::move(external_id);
+}
+
+void TaskGraphBuilder::BuildStreams() {
+  uint32_t offset = 0;
+  for (graph::Stream& s : graph_.streams_) {
+    s.first_task = offset;
+    offset += s.task_count;
+    s.task_count = 0;
+  }
+  graph_.stream_tasks_.resize(graph_.tasks_.size());
+  for (uint32_t i = 0; i < graph_.tasks_.size(); ++i) {
+    graph::Stream& s = graph_.streams_[graph_.tasks_[i].stream.value()];
+    graph_.stream_tasks_[s.first_task + s.task_count++] = TaskId(i);
+  }
+}
+
+// Both CSR arrays from the edge list: counting sort by task, then by prerequisite.
+void TaskGraphBuilder::BuildAdjacency() {
+  std::sort(edges_.begin(), edges_.end());
+  edges_.erase(std::unique(edges_.begin(), edges_.end()), edges_.end());
+  const size_t n = graph_.tasks_.size();
+  graph_.dependency_offsets_.assign(n + 1, 0);
+  graph_.successor_offsets_.assign(n + 1, 0);
+  for (const auto& [task, prerequisite] : edges_) {
+    ++graph_.dependency_offsets_[task.value() + 1];
+    ++graph_.successor_offsets_[prerequisite.value() + 1];
+  }
+  for (size_t i = 0; i < n; ++i) {
+    graph_.dependency_offsets_[i + 1] += graph_.dependency_offsets_[i];
+    graph_.successor_offsets_[i + 1] += graph_.successor_offsets_[i];
+  }
+  graph_.dependencies_.resize(edges_.size());
+  graph_.successors_.resize(edges_.size());
+  std::vector<uint32_t> fill(graph_.successor_offsets_.begin(),
+                             graph_.successor_offsets_.end() - 1);
+  for (size_t e = 0; e < edges_.size(); ++e) {
+    const auto [task, prerequisite] = edges_[e];
+    graph_.dependencies_[e] = prerequisite;  // edges_ is sorted by task: CSR order already
+    graph_.successors_[fill[prerequisite.value()]++] = task;
+  }
+  std::vector<std::pair<TaskId, TaskId>>().swap(edges_);
+}
+
+Status TaskGraphBuilder::BuildCollectives() {
+  // Bucket the posts by collective, then check each against its group.
+  std::stable_sort(collective_posts_.begin(), collective_posts_.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  graph_.participants_.reserve(collective_posts_.size());
+  size_t next = 0;
+  for (uint32_t c = 0; c < graph_.comms_.size(); ++c) {
+    Communication& comm = graph_.comms_[c];
+    const std::span<const int32_t> group = graph_.group(comm.group);
+    // (rank, position in group), sorted by rank: O(log g) membership for groups of 1000s.
+    std::vector<std::pair<int32_t, uint32_t>> positions(group.size());
+    for (uint32_t i = 0; i < group.size(); ++i) positions[i] = {group[i], i};
+    std::sort(positions.begin(), positions.end());
+    std::vector<TaskId> by_position(group.size(), TaskId::Invalid());
+    for (; next < collective_posts_.size() && collective_posts_[next].first.value() == c; ++next) {
+      const TaskId task = collective_posts_[next].second;
+      const int32_t rank = graph_.rank_of(task);
+      const auto it = std::lower_bound(positions.begin(), positions.end(),
+                                       std::pair<int32_t, uint32_t>(rank, 0));
+      if (it == positions.end() || it->first != rank) {
+        return Error(fmt::format("{} posts {}, but rank {} is not in its group",
+                                 graph_.Describe(task), graph_.DescribeComm(CommId(c)), rank));
+      }
+      TaskId& slot = by_position[it->second];
+      if (slot.valid()) {
+        return Error(fmt::format("rank {} posts {} twice: {} and {}", rank,
+                                 graph_.DescribeComm(CommId(c)), graph_.Describe(slot),
+                                 graph_.Describe(task)));
+      }
+      slot = task;
+    }
+    std::vector<int32_t> missing;
+    for (size_t i = 0; i < group.size(); ++i) {
+      if (!by_position[i].valid()) missing.push_back(group[i]);
+    }
+    if (!missing.empty()) {
+      return Error(fmt::format("{} is posted by only part of its group: rank{} {} never post{} it",
+                               graph_.DescribeComm(CommId(c)), missing.size() > 1 ? "s" : "",
+                               fmt::join(missing, ", "), missing.size() > 1 ? "" : "s"));
+    }
+    comm.first_participant = static_cast<uint32_t>(graph_.participants_.size());
+    comm.participant_count = static_cast<uint32_t>(group.size());
+    graph_.participants_.insert(graph_.participants_.end(), by_position.begin(),
+                                by_position.end());
+  }
+  return Status::Ok();
+}
+
+Status TaskGraphBuilder::MatchPointToPoint() {
+  const auto by_key = [](const PointToPoint& a, const PointToPoint& b) {
+    return std::tie(a.source, a.destination, a.tag) < std::tie(b.source, b.destination, b.tag);
+  };
+  std::stable_sort(sends_.begin(), sends_.end(), by_key);
+  std::stable_sort(recvs_.begin(), recvs_.end(), by_key);
+  size_t s = 0;
+  size_t r = 0;
+  while (s < sends_.size() || r < recvs_.size()) {
+    const bool have_both = s < sends_.size() && r < recvs_.size();
+    if (!have_both || by_key(sends_[s], recvs_[r]) || by_key(recvs_[r], sends_[s])) {
+      const bool send_unmatched =
+          r == recvs_.size() || (s < sends_.size() && by_key(sends_[s], recvs_[r]));
+      const PointToPoint& lone = send_unmatched ? sends_[s] : recvs_[r];
+      return Error(fmt::format(
+          "{} has no matching {} (rank {} to rank {}, tag {}; pairs match in order)",
+          graph_.Describe(lone.task), send_unmatched ? "recv on rank " +
+              std::to_string(lone.destination) : "send on rank " + std::to_string(lone.source),
+          lone.source, lone.destination, lone.tag));
+    }
+    const PointToPoint& send = sends_[s++];
+    const PointToPoint& recv = recvs_[r++];
+    if (recv.size.has_value() && *recv.size != *send.size) {
+      return Error(fmt::format("{} expects {} B but its send {} carries {} B",
+                               graph_.Describe(recv.task), recv.size->count(),
+                               graph_.Describe(send.task), send.size->count()));
+    }
+    const CommId id(static_cast<uint32_t>(graph_.comms_.size()));
+    graph_.comms_.push_back({.kind = CommKind::kSendRecv,
+                             .size = *send.size,
+                             .group = Group({send.source, send.destination}),
+                             .root = -1,
+                             .algorithm = NameId(0),
+                             .label = NameId(0),
+                             .first_participant = static_cast<uint32_t>(graph_.participants_.size()),
+                             .participant_count = 2});
+    graph_.participants_.push_back(send.task);
+    graph_.participants_.push_back(recv.task);
+    graph_.tasks_[send.task.value()].comm = id;
+    graph_.tasks_[recv.task.value()].comm = id;
+  }
+  return Status::Ok();
+}
+
+Expected<TaskGraph> TaskGraphBuilder::Build() && {
+  BuildStreams();
+  BuildAdjacency();
+  DTSIM_RETURN_IF_ERROR(BuildCollectives());
+  DTSIM_RETURN_IF_ERROR(MatchPointToPoint());
+  DTSIM_RETURN_IF_ERROR(CheckAcyclic(graph_));
+  return std::move(graph_);
+}
+
+}  // namespace dtsim::graph

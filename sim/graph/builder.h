@@ -1,0 +1,93 @@
+// Builds a TaskGraph. Arguments that only a bug could make wrong (a negative duration, an id
+// from another builder) are checked with DTSIM_CHECK; problems that only appear once the whole
+// graph is known are returned by Build() as an Error naming the tasks involved:
+//   - a send or recv with no partner (pairs match in order per (source, destination, tag)),
+//     or a recv whose expected size differs from its send's;
+//   - a collective some group member never posts, posts twice, or a non-member posts;
+//   - a cycle through dependencies, stream order and collective rendezvous (the last is a
+//     deadlock of mismatched collective order: rank 0 posts A then B, rank 1 B then A).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sim/base/status.h"
+#include "sim/graph/task_graph.h"
+
+namespace dtsim::graph {
+
+class TaskGraphBuilder {
+ public:
+  TaskGraphBuilder();
+
+  // The stream `name` of `rank`, created on first use. Precondition: rank >= 0.
+  StreamId Stream(int32_t rank, std::string_view name);
+
+  // A compute, memcpy or delay task with a fixed duration, appended to `stream`.
+  TaskId AddTask(StreamId stream, TaskKind kind, std::string_view name, std::string_view category,
+                 DurationNs duration);
+
+  // A collective over `group` (distinct ranks, in the order the algorithm sees them). `root`
+  // is required for broadcast and reduce and must be a member. Each member then posts it once
+  // with AddCollectiveTask.
+  CommId AddCollective(CommKind kind, Bytes size_per_rank, std::span<const int32_t> group,
+                       std::string_view label = {}, std::string_view algorithm = {},
+                       int32_t root = -1);
+  TaskId AddCollectiveTask(StreamId stream, CommId comm, std::string_view name,
+                           std::string_view category);
+
+  // Point-to-point: a send from the stream's rank to `peer`, and a recv from `peer`. The k-th
+  // send and the k-th recv with the same (source, destination, tag) form a pair. A recv may
+  // state the size it expects; it must then equal its send's.
+  TaskId AddSend(StreamId stream, int32_t peer, Bytes size, int64_t tag, std::string_view name,
+                 std::string_view category);
+  TaskId AddRecv(StreamId stream, int32_t peer, int64_t tag, std::string_view name,
+                 std::string_view category, std::optional<Bytes> expected_size = std::nullopt);
+
+  // `task` may not start before `prerequisite` is done. Duplicates are merged.
+  void AddDependency(TaskId task, TaskId prerequisite);
+  // The id the task has in the user's file, used in messages and outputs.
+  void SetExternalId(TaskId task, std::string external_id);
+
+  size_t task_count() const { return graph_.tasks_.size(); }
+
+  Expected<TaskGraph> Build() &&;
+
+ private:
+  struct PointToPoint {
+    TaskId task;
+    int32_t source;
+    int32_t destination;
+    int64_t tag;
+    std::optional<Bytes> size;  // always set for sends
+  };
+
+  TaskId Append(StreamId stream, TaskKind kind, std::string_view name, std::string_view category,
+                DurationNs duration);
+  uint16_t Category(std::string_view category);
+  GroupId Group(std::vector<int32_t> ranks);
+  void BuildStreams();
+  void BuildAdjacency();
+  Status BuildCollectives();
+  Status MatchPointToPoint();
+
+  TaskGraph graph_;
+  std::map<std::pair<int32_t, NameId>, StreamId> stream_ids_;
+  std::vector<std::pair<TaskId, TaskId>> edges_;  // (task, prerequisite)
+  std::vector<std::pair<CommId, TaskId>> collective_posts_;
+  std::vector<PointToPoint> sends_;
+  std::vector<PointToPoint> recvs_;
+  std::map<NameId, uint16_t> category_index_;
+  std::map<std::vector<int32_t>, GroupId> group_ids_;
+};
+
+// Checks that every task can run: no cycle through dependencies, stream order and collective
+// rendezvous. The error shows one cycle, edge by edge. Exposed for tests; Build() calls it.
+Status CheckAcyclic(const TaskGraph& graph);
+
+}  // namespace dtsim::graph

@@ -1,0 +1,89 @@
+// The task graph: the IR every producer of work emits (strategies from a model and plan, trace
+// readers from a real run) and the only thing the engine consumes (DESIGN §4).
+//
+// A TaskGraph is immutable and valid by construction: TaskGraphBuilder::Build() is the only way
+// to make one, and it rejects unknown dependencies, cycles (through dependencies, stream order
+// and collective rendezvous), unmatched sends and receives, and collectives that only part of
+// their group posts. Storage is compact (flat arrays, CSR adjacency, interned strings) so that
+// graphs of 10^7 tasks fit in memory.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/graph/string_table.h"
+#include "sim/graph/task.h"
+
+namespace dtsim::graph {
+
+class TaskGraph {
+ public:
+  TaskGraph(TaskGraph&&) = default;
+  TaskGraph& operator=(TaskGraph&&) = default;
+  TaskGraph(const TaskGraph&) = delete;
+  TaskGraph& operator=(const TaskGraph&) = delete;
+
+  size_t task_count() const { return tasks_.size(); }
+  size_t stream_count() const { return streams_.size(); }
+  size_t comm_count() const { return comms_.size(); }
+  size_t dependency_count() const { return dependencies_.size(); }
+  // Ranks are 0 .. rank_count() - 1; a rank may have no tasks.
+  int32_t rank_count() const { return rank_count_; }
+
+  const Task& task(TaskId id) const { return tasks_[id.value()]; }
+  std::span<const Task> tasks() const { return tasks_; }
+  int32_t rank_of(TaskId id) const { return streams_[task(id).stream.value()].rank; }
+  // The tasks `id` waits for, and the tasks that wait for `id`; sorted, no duplicates.
+  std::span<const TaskId> dependencies(TaskId id) const;
+  std::span<const TaskId> successors(TaskId id) const;
+
+  const Stream& stream(StreamId id) const { return streams_[id.value()]; }
+  // A stream's tasks in execution order.
+  std::span<const TaskId> stream_tasks(StreamId id) const;
+
+  const Communication& comm(CommId id) const { return comms_[id.value()]; }
+  // The tasks taking part, in group order (for send/recv: the send, then the recv).
+  std::span<const TaskId> participants(CommId id) const;
+  std::span<const int32_t> group(GroupId id) const;
+  size_t group_count() const { return group_offsets_.size() - 1; }
+
+  std::string_view name(NameId id) const { return strings_.Get(id); }
+  std::string_view category_name(uint16_t category) const {
+    return strings_.Get(categories_[category]);
+  }
+  size_t category_count() const { return categories_.size(); }
+
+  // The id the task had in its source file (empty for generated graphs).
+  std::string_view external_id(TaskId id) const;
+  // "task \"fwd0\" (rank 0, stream \"compute\", gemm)" — for error and deadlock reports.
+  std::string Describe(TaskId id) const;
+  // "collective \"ar0\" (all_reduce of 1048576 B over ranks [0, 1])" or a send/recv pair.
+  std::string DescribeComm(CommId id) const;
+
+  // Bytes held by this graph (capacities of its arrays and the string table).
+  size_t MemoryBytes() const;
+
+ private:
+  friend class TaskGraphBuilder;
+  TaskGraph() = default;
+
+  int32_t rank_count_ = 0;
+  std::vector<Task> tasks_;
+  std::vector<uint32_t> dependency_offsets_;  // CSR: task_count + 1 entries
+  std::vector<TaskId> dependencies_;
+  std::vector<uint32_t> successor_offsets_;
+  std::vector<TaskId> successors_;
+  std::vector<Stream> streams_;
+  std::vector<TaskId> stream_tasks_;
+  std::vector<Communication> comms_;
+  std::vector<TaskId> participants_;
+  std::vector<uint32_t> group_offsets_{0};
+  std::vector<int32_t> group_ranks_;
+  std::vector<NameId> categories_;
+  std::vector<std::string> external_ids_;  // empty, or one per task
+  StringTable strings_;
+};
+
+}  // namespace dtsim::graph

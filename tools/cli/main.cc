@@ -1,0 +1,78 @@
+// dtsim's entry point: dispatches to a command and maps its outcome to an exit code. The only
+// place in dtsim that decides how the process ends.
+#include <array>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "sim/base/strings.h"
+#include "tools/cli/command.h"
+#include "tools/cli/run_command.h"
+
+namespace {
+
+using dtsim::cli::Command;
+using dtsim::cli::CommandOutcome;
+
+constexpr std::array kCommands = {
+    Command{"run", "simulate a task-graph file; write a result and a timeline",
+            dtsim::cli::RunCommand},
+};
+
+void PrintUsage(std::ostream& out) {
+  fmt::print(out,
+             "dtsim {} — trace-driven simulator of distributed deep-learning training\n\n"
+             "Usage: dtsim COMMAND [options]\n"
+             "       dtsim COMMAND --help\n"
+             "       dtsim --version\n\nCommands:\n",
+             DTSIM_VERSION);
+  for (const Command& command : kCommands) {
+    fmt::print(out, "  {:<10} {}\n", command.name, command.summary);
+  }
+  fmt::print(out, "\nExit status: 0 success, 1 bad input or failed run, 2 bad command line.\n"
+                  "Documentation: docs/cli.md\n");
+}
+
+int Report(std::string_view command, const CommandOutcome& outcome) {
+  if (outcome.kind == CommandOutcome::Kind::kOk) return 0;
+  const std::string message = outcome.error ? outcome.error->ToString() : "failed";
+  if (outcome.kind == CommandOutcome::Kind::kUsage) {
+    fmt::print(std::cerr, "dtsim {}: {}\nTry 'dtsim {} --help'.\n", command, message, command);
+    return 2;
+  }
+  fmt::print(std::cerr, "dtsim {}: error: {}\n", command, message);
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    PrintUsage(std::cerr);
+    return 2;
+  }
+  const std::string& first = args[0];
+  if (first == "--help" || first == "-h" || first == "help") {
+    PrintUsage(std::cout);
+    return 0;
+  }
+  if (first == "--version") {
+    fmt::print("dtsim {}\n", DTSIM_VERSION);
+    return 0;
+  }
+  std::vector<std::string_view> names;
+  for (const Command& command : kCommands) {
+    if (command.name == first) {
+      const std::span<const std::string> rest(args.begin() + 1, args.end());
+      return Report(command.name, command.run(rest, std::cout));
+    }
+    names.push_back(command.name);
+  }
+  fmt::print(std::cerr, "dtsim: unknown command {}{}\nTry 'dtsim --help'.\n",
+             dtsim::Quote(first), dtsim::DidYouMean(first, names));
+  return 2;
+}

@@ -1,0 +1,114 @@
+#include "tools/cli/run_report.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "sim/base/quantity.h"
+
+namespace dtsim::cli {
+namespace {
+
+std::string Hex(uint64_t value) { return fmt::format("0x{:016x}", value); }
+
+Json TotalsToJson(const std::vector<engine::GroupTotal>& totals) {
+  Json list = Json::array();
+  for (const engine::GroupTotal& total : totals) {
+    if (total.tasks == 0) continue;
+    list.push_back({{"name", total.name}, {"tasks", total.tasks}, {"total_ns", total.total.ns()}});
+  }
+  return list;
+}
+
+std::string Percent(DurationNs part, DurationNs whole) {
+  if (whole.ns() == 0) return "-";
+  return fmt::format("{:.1f}%", 100.0 * static_cast<double>(part.ns()) /
+                                    static_cast<double>(whole.ns()));
+}
+
+void PrintRanks(std::ostream& out, const engine::RunSummary& summary, DurationNs makespan) {
+  const auto& ranks = summary.ranks;
+  if (ranks.empty()) return;
+  constexpr size_t kMaxRankRows = 16;
+  fmt::print(out, "\n  {:<8} {:>14} {:>8} {:>14} {:>16}\n", "rank", "busy", "busy %", "idle",
+             "rendezvous wait");
+  auto row = [&](const std::string& label, DurationNs busy, DurationNs idle, DurationNs wait) {
+    fmt::print(out, "  {:<8} {:>14} {:>8} {:>14} {:>16}\n", label, FormatDuration(busy),
+               Percent(busy, makespan), FormatDuration(idle), FormatDuration(wait));
+  };
+  if (ranks.size() <= kMaxRankRows) {
+    for (const auto& r : ranks) row(std::to_string(r.rank), r.busy, r.idle, r.rendezvous_wait);
+    return;
+  }
+  const auto by_busy = [](const auto& a, const auto& b) { return a.busy < b.busy; };
+  const auto& least = *std::min_element(ranks.begin(), ranks.end(), by_busy);
+  const auto& most = *std::max_element(ranks.begin(), ranks.end(), by_busy);
+  DurationNs busy_sum, idle_sum, wait_sum;
+  for (const auto& r : ranks) {
+    busy_sum += r.busy;
+    idle_sum += r.idle;
+    wait_sum += r.rendezvous_wait;
+  }
+  const auto n = static_cast<int64_t>(ranks.size());
+  row(fmt::format("min ({})", least.rank), least.busy, least.idle, least.rendezvous_wait);
+  row("mean", DurationNs(busy_sum.ns() / n), DurationNs(idle_sum.ns() / n),
+      DurationNs(wait_sum.ns() / n));
+  row(fmt::format("max ({})", most.rank), most.busy, most.idle, most.rendezvous_wait);
+}
+
+void PrintTotals(std::ostream& out, std::string_view title,
+                 const std::vector<engine::GroupTotal>& totals) {
+  fmt::print(out, "\n  {:<24} {:>10} {:>14}\n", title, "tasks", "total time");
+  for (const engine::GroupTotal& total : totals) {
+    if (total.tasks == 0) continue;
+    fmt::print(out, "  {:<24} {:>10} {:>14}\n", total.name.empty() ? "(none)" : total.name,
+               total.tasks, FormatDuration(total.total));
+  }
+}
+
+}  // namespace
+
+Json RunResultToJson(const engine::RunSummary& summary, const RunContext& context) {
+  Json ranks = Json::array();
+  for (const engine::RankSummary& r : summary.ranks) {
+    ranks.push_back({{"rank", r.rank},
+                     {"busy_ns", r.busy.ns()},
+                     {"idle_ns", r.idle.ns()},
+                     {"rendezvous_wait_ns", r.rendezvous_wait.ns()},
+                     {"finish_ns", r.finish.ns()}});
+  }
+  const double rate = context.wall_seconds > 0
+                          ? static_cast<double>(summary.events) / context.wall_seconds : 0.0;
+  return {{"format", kRunResultFormat},
+          {"version", kRunResultVersion},
+          {"input", {{"graph", context.graph_path},
+                     {"communication_model", context.communication_model}}},
+          {"makespan_ns", summary.makespan.ns()},
+          {"ranks", std::move(ranks)},
+          {"categories", TotalsToJson(summary.categories)},
+          {"kinds", TotalsToJson(summary.kinds)},
+          {"simulator", {{"tasks", summary.tasks},
+                         {"communications", summary.communications},
+                         {"streams", context.streams},
+                         {"events", summary.events},
+                         {"fingerprint", Hex(summary.fingerprint)},
+                         {"wall_seconds", context.wall_seconds},
+                         {"events_per_second", rate}}}};
+}
+
+void PrintRunSummary(std::ostream& out, const engine::RunSummary& summary,
+                     const RunContext& context) {
+  const DurationNs makespan = summary.makespan - TimeNs::Zero();
+  fmt::print(out, "dtsim run {}\n", context.graph_path);
+  fmt::print(out, "  makespan       {}\n", FormatDuration(makespan));
+  fmt::print(out, "  graph          {} tasks, {} communications, {} ranks, {} streams\n",
+             summary.tasks, summary.communications, summary.ranks.size(), context.streams);
+  fmt::print(out, "  simulator      {} events in {:.3f} s, fingerprint {}\n", summary.events,
+             context.wall_seconds, Hex(summary.fingerprint));
+  PrintRanks(out, summary, makespan);
+  PrintTotals(out, "category", summary.categories);
+  PrintTotals(out, "kind", summary.kinds);
+}
+
+}  // namespace dtsim::cli

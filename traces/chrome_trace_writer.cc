@@ -1,0 +1,173 @@
+#include "traces/chrome_trace_writer.h"
+
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "sim/base/atomic_file.h"
+#include "sim/base/strings.h"
+
+namespace dtsim::traces {
+
+using graph::CommId;
+using graph::TaskId;
+
+namespace {
+
+// Microseconds with nanosecond precision, exactly: 1234567 ns -> "1234.567".
+struct Micros {
+  int64_t ns;
+};
+
+}  // namespace
+}  // namespace dtsim::traces
+
+template <>
+struct fmt::formatter<dtsim::traces::Micros> : fmt::formatter<std::string_view> {
+  auto format(dtsim::traces::Micros m, format_context& ctx) const {
+    const char* sign = m.ns < 0 ? "-" : "";
+    const int64_t magnitude = m.ns < 0 ? -m.ns : m.ns;
+    return fmt::format_to(ctx.out(), "{}{}.{:03d}", sign, magnitude / 1000, magnitude % 1000);
+  }
+};
+
+namespace dtsim::traces {
+namespace {
+
+class TraceWriter {
+ public:
+  TraceWriter(std::ostream& out, const graph::TaskGraph& graph, const graph::TaskTimes& times)
+      : out_(out), graph_(graph), times_(times), thread_of_stream_(graph.stream_count()) {}
+
+  void Write(const TimelineInfo& info) {
+    Append(R"({{"otherData":{{"format":"{}","version":"{}","source":{},"communication_model":{}}},)"
+           "\n\"traceEvents\":[",
+           kTimelineFormat, kTimelineVersion, Quote(info.source), Quote(info.communication_model));
+    WriteMetadata();
+    for (uint32_t t = 0; t < graph_.task_count(); ++t) WriteTask(TaskId(t));
+    for (uint32_t c = 0; c < graph_.comm_count(); ++c) {
+      if (graph_.comm(CommId(c)).kind == graph::CommKind::kSendRecv) WriteFlow(CommId(c));
+    }
+    Append("\n]}}\n");
+    Flush();
+  }
+
+ private:
+  template <typename... Args>
+  void Append(fmt::format_string<Args...> format, Args&&... args) {
+    fmt::format_to(std::back_inserter(buffer_), format, std::forward<Args>(args)...);
+    if (buffer_.size() > (1 << 20)) Flush();
+  }
+
+  void Flush() {
+    out_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+    buffer_.clear();
+  }
+
+  const char* Separator() {
+    const char* separator = first_event_ ? "\n" : ",\n";
+    first_event_ = false;
+    return separator;
+  }
+
+  void WriteMetadata() {
+    std::vector<uint32_t> streams_per_rank(static_cast<size_t>(graph_.rank_count()), 0);
+    for (int32_t rank = 0; rank < graph_.rank_count(); ++rank) {
+      Append(R"({}{{"name":"process_name","ph":"M","pid":{},"tid":0,"args":{{"name":"rank {}"}}}})",
+             Separator(), rank, rank);
+      Append(R"({}{{"name":"process_sort_index","ph":"M","pid":{},"tid":0,"args":{{"sort_index":{}}}}})",
+             Separator(), rank, rank);
+    }
+    for (uint32_t s = 0; s < graph_.stream_count(); ++s) {
+      const graph::Stream& stream = graph_.stream(graph::StreamId(s));
+      const uint32_t tid = ++streams_per_rank[static_cast<size_t>(stream.rank)];
+      thread_of_stream_[s] = tid;
+      Append(R"({}{{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":{}}}}})",
+             Separator(), stream.rank, tid, Quote(graph_.name(stream.name)));
+      Append(R"({}{{"name":"thread_sort_index","ph":"M","pid":{},"tid":{},"args":{{"sort_index":{}}}}})",
+             Separator(), stream.rank, tid, tid);
+    }
+  }
+
+  std::string TaskName(TaskId id) const {
+    const graph::Task& task = graph_.task(id);
+    if (!graph_.name(task.name).empty()) return std::string(graph_.name(task.name));
+    if (graph::IsCommunication(task.kind)) {
+      return std::string(graph::CommKindName(graph_.comm(task.comm).kind));
+    }
+    return std::string(graph::TaskKindName(task.kind));
+  }
+
+  std::string CommArgs(const graph::Task& task) const {
+    const graph::Communication& comm = graph_.comm(task.comm);
+    std::string args = fmt::format(R"(,"op":"{}","size_bytes":{},"group":[{}])",
+                                   graph::CommKindName(comm.kind), comm.size.count(),
+                                   fmt::join(graph_.group(comm.group), ","));
+    if (!graph_.name(comm.label).empty()) args += ",\"collective\":" + Quote(graph_.name(comm.label));
+    if (!graph_.name(comm.algorithm).empty()) {
+      args += ",\"algorithm\":" + Quote(graph_.name(comm.algorithm));
+    }
+    return args;
+  }
+
+  void WriteTask(TaskId id) {
+    const graph::Task& task = graph_.task(id);
+    const int32_t pid = graph_.stream(task.stream).rank;
+    const uint32_t tid = thread_of_stream_[task.stream.value()];
+    const std::string name = Quote(TaskName(id));
+    const std::string category = Quote(graph_.category_name(task.category));
+    const std::string_view external = graph_.external_id(id);
+    const std::string id_arg = external.empty() ? std::to_string(id.value()) : Quote(external);
+    TimeNs start = times_.task_start[id.value()];
+    std::string extra;
+    if (graph::IsCommunication(task.kind)) {
+      const TimeNs comm_start = times_.comm_start[task.comm.value()];
+      if (comm_start > start) {
+        Append(R"({}{{"name":{},"cat":"rendezvous_wait","ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"task":{}}}}})",
+               Separator(), Quote("wait: " + TaskName(id)), pid, tid, Micros{start.ns()},
+               Micros{(comm_start - start).ns()}, id_arg);
+      }
+      start = comm_start;
+      extra = CommArgs(task);
+    }
+    Append(R"({}{{"name":{},"cat":{},"ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"task":{},"kind":"{}"{}}}}})",
+           Separator(), name, category, pid, tid, Micros{start.ns()},
+           Micros{(times_.task_end[id.value()] - start).ns()}, id_arg,
+           graph::TaskKindName(task.kind), extra);
+  }
+
+  // A flow arrow from the send slice to the recv slice, both bound at the transfer's start.
+  void WriteFlow(CommId comm) {
+    const std::span<const TaskId> pair = graph_.participants(comm);
+    const Micros ts{times_.comm_start[comm.value()].ns()};
+    for (int i = 0; i < 2; ++i) {
+      const graph::Task& task = graph_.task(pair[static_cast<size_t>(i)]);
+      Append(R"({}{{"name":"send/recv","cat":"p2p","ph":"{}",{}"id":{},"pid":{},"tid":{},"ts":{}}})",
+             Separator(), i == 0 ? "s" : "f", i == 0 ? "" : R"("bp":"e",)", comm.value(),
+             graph_.stream(task.stream).rank, thread_of_stream_[task.stream.value()], ts);
+    }
+  }
+
+  std::ostream& out_;
+  const graph::TaskGraph& graph_;
+  const graph::TaskTimes& times_;
+  std::vector<uint32_t> thread_of_stream_;
+  fmt::memory_buffer buffer_;
+  bool first_event_ = true;
+};
+
+}  // namespace
+
+void WriteChromeTrace(std::ostream& out, const graph::TaskGraph& graph,
+                      const graph::TaskTimes& times, const TimelineInfo& info) {
+  TraceWriter(out, graph, times).Write(info);
+}
+
+Status WriteChromeTraceFile(const std::string& path, const graph::TaskGraph& graph,
+                            const graph::TaskTimes& times, const TimelineInfo& info) {
+  DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> writer, AtomicFileWriter::Open(path));
+  WriteChromeTrace(writer->stream(), graph, times, info);
+  return writer->Commit();
+}
+
+}  // namespace dtsim::traces

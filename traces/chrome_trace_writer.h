@@ -1,0 +1,37 @@
+// Writes a simulated run as a Chrome trace event file (the JSON Object Format), which Perfetto
+// and chrome://tracing both open: one process per rank (pid = rank), one thread per stream
+// (tid = the stream's index within its rank, in creation order), named by metadata events.
+//
+// Every task is a complete event ("ph": "X"). A communication task is drawn from its
+// communication's start to its end, with a separate "wait" slice (category
+// "rendezvous_wait") from its arrival to that start when it had to wait. Each send/recv pair is
+// linked by a flow arrow. Timestamps are microseconds written with three decimals, i.e. exact
+// nanoseconds; no displayTimeUnit is written, so both viewers read µs as the spec says.
+// The first key, "otherData", names the format and version (docs/formats/timeline.md).
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "sim/base/status.h"
+#include "sim/graph/task_graph.h"
+#include "sim/graph/task_times.h"
+
+namespace dtsim::traces {
+
+inline constexpr std::string_view kTimelineFormat = "dtsim.timeline";
+inline constexpr std::string_view kTimelineVersion = "1.0";
+
+struct TimelineInfo {
+  std::string source;  // what was simulated, e.g. the graph file
+  std::string communication_model;
+};
+
+void WriteChromeTrace(std::ostream& out, const graph::TaskGraph& graph,
+                      const graph::TaskTimes& times, const TimelineInfo& info);
+
+// Writes to `path` atomically (a failed write leaves any previous file in place).
+Status WriteChromeTraceFile(const std::string& path, const graph::TaskGraph& graph,
+                            const graph::TaskTimes& times, const TimelineInfo& info);
+
+}  // namespace dtsim::traces
