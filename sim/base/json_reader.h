@@ -35,7 +35,7 @@ std::string JsonValueForError(const Json& value);
 // object's path joined with the key; callers attribute them to a file with Error::InFile.
 class JsonObjectReader {
  public:
-  // Errors unless `value` is an object.
+  // Errors unless `value` is an object. The reader points into `value`, which must outlive it.
   static Expected<JsonObjectReader> Make(const Json& value, std::string path);
 
   const std::string& path() const { return path_; }

@@ -2,7 +2,7 @@
 
 #include <array>
 #include <cctype>
-#include <charconv>
+#include <optional>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -56,6 +56,60 @@ std::string_view Trim(std::string_view text) {
   return text;
 }
 
+// A decimal number read exactly: significand * 10^exponent. Going through binary floating
+// point first would round "1.2345 us" to 1234.4999… ns and then to 1234 instead of 1235.
+struct ExactDecimal {
+  uint64_t significand = 0;
+  int exponent = 0;
+  size_t length = 0;  // characters consumed
+
+  // significand * factor * 10^exponent, correctly rounded in long double: the product of the
+  // significand and an integral factor is exact below 2^64, and so is 10^k for k <= 27.
+  long double Scale(long double factor) const {
+    const long double scaled = static_cast<long double>(significand) * factor;
+    if (exponent >= 0) return scaled * std::pow(10.0L, exponent);
+    return scaled / std::pow(10.0L, -exponent);
+  }
+};
+
+// digits [ "." digits ] [ ("e" | "E") [sign] digits ], at least one digit before the exponent.
+std::optional<ExactDecimal> ParseDecimal(std::string_view text) {
+  constexpr uint64_t kMaxSignificand = 1'000'000'000'000'000'000ULL;  // keep 18 digits exactly
+  ExactDecimal number;
+  size_t i = 0;
+  int digits = 0;
+  auto is_digit = [&](size_t at) {
+    return at < text.size() && std::isdigit(static_cast<unsigned char>(text[at]));
+  };
+  for (bool fraction = false;; ++i) {
+    if (!fraction && i < text.size() && text[i] == '.') {
+      fraction = true;
+      continue;
+    }
+    if (!is_digit(i)) break;
+    ++digits;
+    if (number.significand < kMaxSignificand) {
+      number.significand = number.significand * 10 + static_cast<uint64_t>(text[i] - '0');
+      if (fraction) --number.exponent;
+    } else if (!fraction) {
+      ++number.exponent;  // digits past the 18th only scale the value
+    }
+  }
+  if (digits == 0) return std::nullopt;
+  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    size_t j = i + 1;
+    const bool negative = j < text.size() && text[j] == '-';
+    if (j < text.size() && (text[j] == '-' || text[j] == '+')) ++j;
+    if (!is_digit(j)) return std::nullopt;
+    int exponent = 0;
+    for (; is_digit(j); ++j) exponent = std::min(exponent * 10 + (text[j] - '0'), 9999);
+    number.exponent += negative ? -exponent : exponent;
+    i = j;
+  }
+  number.length = i;
+  return number;
+}
+
 // Parses "<number> [spaces] <unit>" into a value in storage units (not yet rounded).
 template <size_t N>
 Expected<long double> ParseScaled(std::string_view original, std::string_view kind,
@@ -68,13 +122,12 @@ Expected<long double> ParseScaled(std::string_view original, std::string_view ki
     return Error(fmt::format("{} must start with a number, as in \"{}\"", kind, "1 " +
                              std::string(units[0].name)), "", value);
   }
-  double number = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
-  if (ec != std::errc()) return Error(fmt::format("malformed number in {}", kind), "", value);
-  const std::string_view unit_text = Trim(text.substr(end - text.data()));
+  const std::optional<ExactDecimal> number = ParseDecimal(text);
+  if (!number.has_value()) return Error(fmt::format("malformed number in {}", kind), "", value);
+  const std::string_view unit_text = Trim(text.substr(number->length));
   std::vector<std::string_view> names;
   for (const Unit& unit : units) {
-    if (unit.name == unit_text) return static_cast<long double>(number) * unit.factor;
+    if (unit.name == unit_text) return number->Scale(unit.factor);
     names.push_back(unit.name);
   }
   if (unit_text.empty()) {

@@ -32,16 +32,17 @@ std::string Lower(std::string_view text) {
 
 std::string ClosestMatch(std::string_view word, std::span<const std::string_view> candidates) {
   const std::string lowered = Lower(word);
-  const int limit = std::max<int>(2, static_cast<int>(word.size()) / 2);
+  // Scores are doubled distances; a match that differs only in case scores one better than
+  // an edit, so "Us" suggests "us" over "ns" and "gbps" suggests "Gbps" over "bps".
+  const int limit = 2 * std::max<int>(2, static_cast<int>(word.size()) / 2);
   std::string best;
-  int best_distance = limit + 1;
+  int best_score = limit + 1;
   for (std::string_view candidate : candidates) {
-    // Case differences cost half: "gbps" is closer to "Gbps" than to "GB/s".
     const int exact = EditDistance(word, candidate);
     const int folded = EditDistance(lowered, Lower(candidate));
-    const int distance = std::min(exact, folded + (exact > folded ? 1 : 0));
-    if (distance < best_distance) {
-      best_distance = distance;
+    const int score = std::min(2 * exact, 2 * folded + 1);
+    if (score < best_score) {
+      best_score = score;
       best = std::string(candidate);
     }
   }

@@ -132,8 +132,8 @@ class CycleFinder {
     }
     const char* what = through_comm
                            ? "deadlock: communications are posted in an order that can never "
-                             "rendezvous; each step waits for the next:"
-                           : "dependency cycle; each step waits for the next:";
+                             "rendezvous; each must finish before the next:"
+                           : "dependency cycle; each must finish before the next:";
     return Error(what + text);
   }
 

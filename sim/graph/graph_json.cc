@@ -63,11 +63,11 @@ class GraphLoader {
     DTSIM_RETURN_IF_ERROR(CheckHeader(root));
     root.Allow("metadata");
     const Json* collectives = root.Find("collectives");
-    if (collectives != nullptr) DTSIM_RETURN_IF_ERROR(LoadCollectives(*collectives));
     const Json* tasks = root.Find("tasks");
+    DTSIM_RETURN_IF_ERROR(root.Finish());  // first, so a misspelt "tasks" gets a suggestion
+    if (collectives != nullptr) DTSIM_RETURN_IF_ERROR(LoadCollectives(*collectives));
     if (tasks == nullptr) return Error("missing required field", "tasks");
     if (!tasks->is_array()) return Error("expected an array", "tasks", JsonValueForError(*tasks));
-    DTSIM_RETURN_IF_ERROR(root.Finish());
     for (size_t i = 0; i < tasks->size(); ++i) {
       DTSIM_RETURN_IF_ERROR(LoadTask((*tasks)[i], JsonIndexPath("tasks", i)));
     }

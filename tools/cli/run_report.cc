@@ -12,8 +12,8 @@ namespace {
 
 std::string Hex(uint64_t value) { return fmt::format("0x{:016x}", value); }
 
-Json TotalsToJson(const std::vector<engine::GroupTotal>& totals) {
-  Json list = Json::array();
+OrderedJson TotalsToJson(const std::vector<engine::GroupTotal>& totals) {
+  OrderedJson list = OrderedJson::array();
   for (const engine::GroupTotal& total : totals) {
     if (total.tasks == 0) continue;
     list.push_back({{"name", total.name}, {"tasks", total.tasks}, {"total_ns", total.total.ns()}});
@@ -69,8 +69,8 @@ void PrintTotals(std::ostream& out, std::string_view title,
 
 }  // namespace
 
-Json RunResultToJson(const engine::RunSummary& summary, const RunContext& context) {
-  Json ranks = Json::array();
+OrderedJson RunResultToJson(const engine::RunSummary& summary, const RunContext& context) {
+  OrderedJson ranks = OrderedJson::array();
   for (const engine::RankSummary& r : summary.ranks) {
     ranks.push_back({{"rank", r.rank},
                      {"busy_ns", r.busy.ns()},

@@ -13,14 +13,17 @@ namespace dtsim::cli {
 inline constexpr std::string_view kRunResultFormat = "dtsim.run_result";
 inline constexpr std::string_view kRunResultVersion = "1.0";
 
+// Outputs keep their keys in the order written, so "format" and "version" come first.
+using OrderedJson = nlohmann::ordered_json;
+
 struct RunContext {
   std::string graph_path;
-  Json communication_model;  // the model's name and parameters, as given
+  OrderedJson communication_model;  // the model's name and parameters, as given
   size_t streams = 0;
   double wall_seconds = 0;   // of the simulation alone (not loading or writing)
 };
 
-Json RunResultToJson(const engine::RunSummary& summary, const RunContext& context);
+OrderedJson RunResultToJson(const engine::RunSummary& summary, const RunContext& context);
 
 // The summary table: totals, then per rank (every rank up to 16, else min / mean / max), then
 // per category and per kind.

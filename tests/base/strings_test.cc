@@ -1,0 +1,30 @@
+#include "sim/base/strings.h"
+
+#include <array>
+
+#include <gtest/gtest.h>
+
+namespace dtsim {
+namespace {
+
+TEST(EditDistanceTest, ClassicCases) {
+  EXPECT_EQ(EditDistance("kitten", "sitting"), 3);
+  EXPECT_EQ(EditDistance("", "abc"), 3);
+  EXPECT_EQ(EditDistance("same", "same"), 0);
+}
+
+TEST(ClosestMatchTest, SuggestsOnlyPlausibleTypos) {
+  constexpr std::array<std::string_view, 3> kKeys = {"duration", "deps", "rank"};
+  EXPECT_EQ(ClosestMatch("durtion", kKeys), "duration");
+  EXPECT_EQ(ClosestMatch("dep", kKeys), "deps");
+  EXPECT_EQ(ClosestMatch("completely_different", kKeys), "");
+  EXPECT_EQ(DidYouMean("rnak", kKeys), " (did you mean \"rank\"?)");
+}
+
+TEST(QuoteTest, EscapesLikeJson) {
+  EXPECT_EQ(Quote("a\"b\\c\n"), "\"a\\\"b\\\\c\\n\"");
+  EXPECT_EQ(Quote(std::string_view("\x01", 1)), "\"\\u0001\"");
+}
+
+}  // namespace
+}  // namespace dtsim

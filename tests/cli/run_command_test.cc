@@ -1,0 +1,133 @@
+#include "tools/cli/run_command.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "sim/base/atomic_file.h"
+#include "sim/base/json_reader.h"
+
+namespace dtsim::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::HasSubstr;
+
+const std::string kExample = DTSIM_EXAMPLES_DIR "/pipeline_2x2.json";
+
+class RunCommandTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("dtsim_cli_" + std::to_string(::getpid()) + "_" +
+            testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  CommandOutcome Run(std::vector<std::string> args) {
+    output_.str("");
+    return RunCommand(args, output_);
+  }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  fs::path dir_;
+  std::ostringstream output_;
+};
+
+TEST_F(RunCommandTest, WritesResultAndTimeline) {
+  const CommandOutcome outcome =
+      Run({kExample, "-o", Path("result.json"), "--timeline", Path("timeline.json")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  const Expected<Json> result = ReadJsonFile(Path("result.json"));
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ((*result)["format"], "dtsim.run_result");
+  EXPECT_EQ((*result)["makespan_ns"], 3'973'863);  // derived in tests/engine/example_graph_test.cc
+  const Expected<Json> timeline = ReadJsonFile(Path("timeline.json"));
+  ASSERT_TRUE(timeline.ok());
+  EXPECT_EQ((*timeline)["otherData"]["format"], "dtsim.timeline");
+  EXPECT_THAT(output_.str(), HasSubstr("makespan       3.974 ms"));
+}
+
+// Golden scenario: the result of the shipped example, less the wall-clock fields, is checked in.
+// After an intended change, regenerate with DTSIM_UPDATE_GOLDEN=1 and say why in the commit.
+TEST_F(RunCommandTest, ResultMatchesTheGoldenFile) {
+  ASSERT_EQ(Run({kExample, "-o", Path("result.json"), "--quiet"}).kind, CommandOutcome::Kind::kOk);
+  Json result = *ReadJsonFile(Path("result.json"));
+  result["simulator"].erase("wall_seconds");
+  result["simulator"].erase("events_per_second");
+  result["input"]["graph"] = "tools/examples/pipeline_2x2.json";
+  const std::string golden_path = DTSIM_SOURCE_DIR "/tests/golden/pipeline_2x2.result.json";
+  if (std::getenv("DTSIM_UPDATE_GOLDEN") != nullptr) {
+    ASSERT_TRUE(WriteFileAtomically(golden_path, result.dump(2) + "\n").ok());
+  }
+  const Expected<Json> golden = ReadJsonFile(golden_path);
+  ASSERT_TRUE(golden.ok()) << golden.error().ToString();
+  EXPECT_EQ(result, *golden) << "diff against " << golden_path << ":\n"
+                             << Json::diff(*golden, result).dump(2);
+  EXPECT_TRUE(output_.str().empty());  // --quiet
+}
+
+TEST_F(RunCommandTest, HelpPrintsOptions) {
+  ASSERT_EQ(Run({"--help"}).kind, CommandOutcome::Kind::kOk);
+  EXPECT_THAT(output_.str(), HasSubstr("--timeline"));
+  EXPECT_THAT(output_.str(), HasSubstr("--comm-bandwidth"));
+}
+
+TEST_F(RunCommandTest, UsageErrors) {
+  EXPECT_EQ(Run({}).error->ToString(), "missing the GRAPH file");
+  EXPECT_EQ(Run({kExample, "--bogus"}).kind, CommandOutcome::Kind::kUsage);
+  const CommandOutcome bad_unit = Run({kExample, "--comm-bandwidth", "100 Gbs"});
+  EXPECT_EQ(bad_unit.kind, CommandOutcome::Kind::kUsage);
+  EXPECT_EQ(bad_unit.error->ToString(),
+            "--comm-bandwidth: unknown bandwidth unit \"Gbs\" (did you mean \"Gbps\"?), "
+            "got \"100 Gbs\"");
+  EXPECT_EQ(Run({kExample, "--comm-bandwidth", "0 Gbps"}).error->ToString(),
+            "--comm-bandwidth: bandwidth must be positive, got \"0 Gbps\"");
+  EXPECT_EQ(Run({kExample, "--comm-latency", "-1 us"}).error->ToString(),
+            "--comm-latency: duration must not be negative, got \"-1 us\"");
+}
+
+TEST_F(RunCommandTest, InputErrorsAreFailures) {
+  const CommandOutcome missing = Run({Path("nope.json")});
+  EXPECT_EQ(missing.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(missing.error->ToString(), HasSubstr("nope.json: cannot open"));
+  const CommandOutcome broken = Run({DTSIM_TEST_DATA_DIR "/broken_graph.json"});
+  EXPECT_EQ(broken.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(broken.error->ToString(), HasSubstr("line 4"));
+}
+
+TEST_F(RunCommandTest, FailedWriteLeavesNoPartialFile) {
+  const CommandOutcome outcome = Run({kExample, "-o", Path("no/such/dir/result.json")});
+  EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_FALSE(fs::exists(Path("no")));
+  // An existing good file is not replaced by a failed run.
+  ASSERT_TRUE(WriteFileAtomically(Path("result.json"), "previous").ok());
+  Run({DTSIM_TEST_DATA_DIR "/broken_graph.json", "-o", Path("result.json")});
+  EXPECT_EQ(*ReadFile(Path("result.json")), "previous");
+}
+
+// The binary itself: exit codes are main's job.
+int ExitCode(const std::string& arguments) {
+  const int status = std::system((std::string(DTSIM_BINARY) + " " + arguments + " >/dev/null 2>&1").c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(DtsimBinaryTest, ExitCodes) {
+  EXPECT_EQ(ExitCode("--help"), 0);
+  EXPECT_EQ(ExitCode("--version"), 0);
+  EXPECT_EQ(ExitCode("run --quiet " + kExample), 0);
+  EXPECT_EQ(ExitCode(""), 2);
+  EXPECT_EQ(ExitCode("runn"), 2);
+  EXPECT_EQ(ExitCode("run --comm-bandwidth '100 Gbs' " + kExample), 2);
+  EXPECT_EQ(ExitCode("run /nonexistent.json"), 1);
+}
+
+}  // namespace
+}  // namespace dtsim::cli

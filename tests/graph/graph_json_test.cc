@@ -1,0 +1,216 @@
+#include "sim/graph/graph_json.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace dtsim::graph {
+namespace {
+
+using testing::HasSubstr;
+
+// A graph document with the standard header around `body` (the rest of the top-level object).
+Json Document(const std::string& body) {
+  return Json::parse(R"({"format": "dtsim.task_graph", "version": "1.0", )" + body + "}");
+}
+
+Expected<TaskGraph> Load(const std::string& body) {
+  return TaskGraphFromJson(Document(body), "g.json");
+}
+
+std::string LoadError(const std::string& body) {
+  const Expected<TaskGraph> graph = Load(body);
+  return graph.ok() ? "(loaded fine)" : graph.error().ToString();
+}
+
+TEST(GraphJsonTest, LoadsTheShippedExample) {
+  const Expected<TaskGraph> graph = LoadTaskGraph(DTSIM_EXAMPLES_DIR "/pipeline_2x2.json");
+  ASSERT_TRUE(graph.ok()) << graph.error().ToString();
+  EXPECT_EQ(graph->task_count(), 40u);
+  EXPECT_EQ(graph->rank_count(), 4);
+  // 2 all-reduces + 2 replicas x 2 micro-batches x (activation + gradient) send/recv pairs.
+  EXPECT_EQ(graph->comm_count(), 2u + 2 * 2 * 2);
+}
+
+TEST(GraphJsonTest, QuantityAndIntegerFormsAreEquivalent) {
+  const Expected<TaskGraph> graph = Load(R"(
+    "collectives": [{"id": 1, "op": "broadcast", "size": "1 KiB", "group": [0, 1], "root": 1}],
+    "tasks": [
+      {"id": "a", "rank": 0, "duration": "1.5 us"},
+      {"id": "b", "rank": 0, "duration_ns": 1500, "deps": ["a"]},
+      {"id": 7, "rank": 0, "kind": "collective", "collective": "1", "deps": ["b"]},
+      {"id": "d", "rank": 1, "kind": "collective", "collective": "1"},
+      {"id": "e", "rank": 1, "duration": "1 us", "deps": [7]}])");
+  ASSERT_TRUE(graph.ok()) << graph.error().ToString();
+  EXPECT_EQ(graph->task(TaskId(0)).duration, graph->task(TaskId(1)).duration);
+  EXPECT_EQ(graph->comm(CommId(0)).size, Bytes(1024));
+  EXPECT_EQ(graph->comm(CommId(0)).root, 1);
+  EXPECT_EQ(graph->external_id(TaskId(2)), "7");
+  EXPECT_EQ(graph->dependencies(TaskId(4))[0], TaskId(2));  // integer id 7 in "deps"
+}
+
+TEST(GraphJsonTest, WriteThenReadGivesTheSameGraph) {
+  const Expected<TaskGraph> original = LoadTaskGraph(DTSIM_EXAMPLES_DIR "/pipeline_2x2.json");
+  ASSERT_TRUE(original.ok());
+  const Json written = TaskGraphToJson(*original);
+  const Expected<TaskGraph> reread = TaskGraphFromJson(written, "written");
+  ASSERT_TRUE(reread.ok()) << reread.error().ToString();
+  EXPECT_EQ(TaskGraphToJson(*reread), written);
+  ASSERT_EQ(reread->task_count(), original->task_count());
+  for (uint32_t t = 0; t < original->task_count(); ++t) {
+    const Task& a = original->task(TaskId(t));
+    const Task& b = reread->task(TaskId(t));
+    EXPECT_EQ(a.kind, b.kind);
+    EXPECT_EQ(a.duration, b.duration);
+    EXPECT_EQ(original->external_id(TaskId(t)), reread->external_id(TaskId(t)));
+    EXPECT_EQ(original->dependencies(TaskId(t)).size(), reread->dependencies(TaskId(t)).size());
+  }
+}
+
+struct BadGraph {
+  const char* what;
+  const char* body;
+  const char* error;
+};
+
+class BadGraphTest : public testing::TestWithParam<BadGraph> {};
+
+TEST_P(BadGraphTest, ReportsFilePathAndValue) {
+  EXPECT_EQ(LoadError(GetParam().body), GetParam().error);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Errors, BadGraphTest,
+    testing::Values(
+        BadGraph{"missing field", R"("tasks": [{"id": "a", "duration": "1 us"}])",
+                 "g.json: tasks[0].rank: missing required field"},
+        BadGraph{"wrong type", R"("tasks": [{"id": "a", "rank": "zero", "duration": "1 us"}])",
+                 "g.json: tasks[0].rank: expected an integer, got \"zero\""},
+        BadGraph{"rank out of range",
+                 R"("tasks": [{"id": "a", "rank": 99999999, "duration": "1 us"}])",
+                 "g.json: tasks[0].rank: must be in [0, 4194303], got 99999999"},
+        BadGraph{"unknown key", R"("tasks": [{"id": "a", "rank": 0, "duration": "1 us", "dep": []}])",
+                 "g.json: tasks[0].dep: unknown key (did you mean \"deps\"?)"},
+        BadGraph{"unknown top-level key", R"("task": [])",
+                 "g.json: task: unknown key (did you mean \"tasks\"?)"},
+        BadGraph{"negative duration", R"("tasks": [{"id": "a", "rank": 0, "duration": "-5 us"}])",
+                 "g.json: tasks[0].duration: duration must not be negative, got \"-5 us\""},
+        BadGraph{"negative duration_ns", R"("tasks": [{"id": "a", "rank": 0, "duration_ns": -5}])",
+                 "g.json: tasks[0].duration_ns: duration must not be negative, got -5"},
+        BadGraph{"bad unit", R"("tasks": [{"id": "a", "rank": 0, "duration": "5 sec"}])",
+                 "g.json: tasks[0].duration: unknown duration unit \"sec\" (did you mean \"s\"?), "
+                 "got \"5 sec\""},
+        BadGraph{"both duration forms",
+                 R"("tasks": [{"id": "a", "rank": 0, "duration": "1 us", "duration_ns": 1}])",
+                 "g.json: tasks[0]: give either \"duration\" or \"duration_ns\", not both"},
+        BadGraph{"no duration", R"("tasks": [{"id": "a", "rank": 0}])",
+                 "g.json: tasks[0]: missing required field \"duration\" (or \"duration_ns\")"},
+        BadGraph{"dangling dependency",
+                 R"("tasks": [{"id": "a", "rank": 0, "duration": "1 us"},
+                              {"id": "b", "rank": 0, "duration": "1 us", "deps": ["a", "nope"]}])",
+                 "g.json: tasks[1].deps[1]: dependency on an unknown task id, got \"nope\""},
+        BadGraph{"duplicate id",
+                 R"("tasks": [{"id": "a", "rank": 0, "duration": "1 us"},
+                              {"id": "a", "rank": 1, "duration": "1 us"}])",
+                 "g.json: tasks[1].id: duplicate task id, got \"a\""},
+        BadGraph{"bad id", R"("tasks": [{"id": -3, "rank": 0, "duration": "1 us"}])",
+                 "g.json: tasks[0].id: expected a non-empty string or a non-negative integer, "
+                 "got -3"},
+        BadGraph{"unknown kind", R"("tasks": [{"id": "a", "rank": 0, "kind": "compte"}])",
+                 "g.json: tasks[0].kind: unknown task kind (did you mean \"compute\"?); expected "
+                 "one of \"compute\", \"memcpy\", \"collective\", \"send\", \"recv\", \"delay\", "
+                 "got \"compte\""},
+        BadGraph{"communication with a duration",
+                 R"("tasks": [{"id": "a", "rank": 0, "kind": "send", "peer": 1,
+                               "size": "1 MiB", "duration": "1 us"}])",
+                 "g.json: tasks[0].duration: a send task takes the time the network model gives "
+                 "it; remove the fixed duration"},
+        BadGraph{"send without size", R"("tasks": [{"id": "a", "rank": 0, "kind": "send", "peer": 1}])",
+                 "g.json: tasks[0]: missing required field \"size\" (or \"size_bytes\")"},
+        BadGraph{"send to self",
+                 R"("tasks": [{"id": "a", "rank": 2, "kind": "send", "peer": 2, "size": "1 B"}])",
+                 "g.json: tasks[0].peer: a task cannot send to or receive from its own rank, got 2"},
+        BadGraph{"unmatched send",
+                 R"("tasks": [{"id": "a", "rank": 0, "kind": "send", "peer": 1, "size": "1 B"}])",
+                 "g.json: task \"a\" (rank 0, stream \"compute\") has no matching recv on rank 1 "
+                 "(rank 0 to rank 1, tag 0; pairs match in order)"},
+        BadGraph{"unknown collective reference",
+                 R"("tasks": [{"id": "a", "rank": 0, "kind": "collective", "collective": "x"}])",
+                 "g.json: tasks[0].collective: no collective with this id in \"collectives\", "
+                 "got \"x\""},
+        BadGraph{"unknown collective op",
+                 R"("collectives": [{"id": "c", "op": "allreduce", "size": "1 B", "group": [0]}],
+                    "tasks": [])",
+                 "g.json: collectives[0].op: unknown collective op (did you mean \"all_reduce\"?); "
+                 "expected one of \"all_reduce\", \"all_gather\", \"reduce_scatter\", "
+                 "\"all_to_all\", \"broadcast\", \"reduce\", \"barrier\", got \"allreduce\""},
+        BadGraph{"bad size unit",
+                 R"("collectives": [{"id": "c", "op": "all_reduce", "size": "4 MiBs", "group": [0]}],
+                    "tasks": [])",
+                 "g.json: collectives[0].size: unknown size unit \"MiBs\" (did you mean \"MiB\"?), "
+                 "got \"4 MiBs\""},
+        BadGraph{"empty group",
+                 R"("collectives": [{"id": "c", "op": "all_reduce", "size": "1 B", "group": []}],
+                    "tasks": [])",
+                 "g.json: collectives[0].group: expected a non-empty array of ranks, got []"},
+        BadGraph{"repeated rank in group",
+                 R"("collectives": [{"id": "c", "op": "all_reduce", "size": "1 B", "group": [0, 1, 0]}],
+                    "tasks": [])",
+                 "g.json: collectives[0].group[2]: rank appears twice in the group, got 0"},
+        BadGraph{"broadcast without root",
+                 R"("collectives": [{"id": "c", "op": "broadcast", "size": "1 B", "group": [0, 1]}],
+                    "tasks": [])",
+                 "g.json: collectives[0].root: missing required field (a broadcast needs a root "
+                 "rank)"},
+        BadGraph{"root outside the group",
+                 R"("collectives": [{"id": "c", "op": "reduce", "size": "1 B", "group": [0, 1],
+                                     "root": 5}], "tasks": [])",
+                 "g.json: collectives[0].root: root is not a member of the group, got 5"},
+        BadGraph{"duplicate collective id",
+                 R"("collectives": [{"id": "c", "op": "barrier", "size": "0 B", "group": [0]},
+                                    {"id": "c", "op": "barrier", "size": "0 B", "group": [0]}],
+                    "tasks": [])",
+                 "g.json: collectives[1].id: duplicate collective id, got \"c\""},
+        BadGraph{"collective posted by part of its group",
+                 R"("collectives": [{"id": "c", "op": "all_reduce", "size": "1 B", "group": [0, 1]}],
+                    "tasks": [{"id": "a", "rank": 0, "kind": "collective", "collective": "c"}])",
+                 "g.json: collective \"c\" (all_reduce of 1 B over ranks [0, 1]) is posted by only "
+                 "part of its group: rank 1 never posts it"},
+        BadGraph{"cycle",
+                 R"("tasks": [{"id": "a", "rank": 0, "duration": "1 us", "deps": ["b"]},
+                              {"id": "b", "rank": 1, "duration": "1 us", "deps": ["a"]}])",
+                 "g.json: dependency cycle; each must finish before the next:\n"
+                 "    task \"a\" (rank 0, stream \"compute\")\n"
+                 "    -> (dependency) task \"b\" (rank 1, stream \"compute\")\n"
+                 "    -> (dependency) task \"a\" (rank 0, stream \"compute\")"},
+        BadGraph{"tasks not an array", R"("tasks": {})",
+                 "g.json: tasks: expected an array, got {}"}),
+    [](const testing::TestParamInfo<BadGraph>& param_info) {
+      std::string name = param_info.param.what;
+      for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+      return name;
+    });
+
+TEST(GraphJsonHeaderTest, RejectsOtherFormatsAndMajorVersions) {
+  EXPECT_EQ(TaskGraphFromJson(Json::parse(R"({"format": "chrome", "version": "1.0", "tasks": []})"),
+                              "g.json").error().ToString(),
+            "g.json: format: not a task graph: expected format \"dtsim.task_graph\", got \"chrome\"");
+  EXPECT_EQ(TaskGraphFromJson(Json::parse(R"({"format": "dtsim.task_graph", "version": "2.0",
+                                               "tasks": []})"), "g.json").error().ToString(),
+            "g.json: version: unsupported major version (this dtsim reads 1.x), got \"2.0\"");
+  EXPECT_EQ(TaskGraphFromJson(Json::parse(R"({"format": "dtsim.task_graph", "version": "one",
+                                               "tasks": []})"), "g.json").error().ToString(),
+            "g.json: version: expected a version \"MAJOR.MINOR\", got \"one\"");
+  EXPECT_EQ(TaskGraphFromJson(Json::parse("[]"), "g.json").error().ToString(),
+            "g.json: expected a JSON object, got []");
+  EXPECT_TRUE(TaskGraphFromJson(Json::parse(R"({"format": "dtsim.task_graph", "version": "1.7",
+                                              "tasks": []})"), "g.json").ok());
+}
+
+TEST(GraphJsonFileTest, SyntaxErrorsNameTheLine) {
+  const Expected<TaskGraph> graph = LoadTaskGraph(DTSIM_TEST_DATA_DIR "/broken_graph.json");
+  ASSERT_FALSE(graph.ok());
+  EXPECT_THAT(graph.error().ToString(), HasSubstr("broken_graph.json: line 4, column"));
+}
+
+}  // namespace
+}  // namespace dtsim::graph
