@@ -29,7 +29,7 @@ class CommunicationContext {
   virtual TimeNs Now() const = 0;
   virtual const graph::TaskGraph& graph() const = 0;
   virtual HandlerId RegisterHandler(EventHandler& handler) = 0;
-  // Schedules handler.OnEvent(payload) at `time` (>= Now()).
+  // Schedules handler.OnEvent(payload) at `time` (>= Now()); payload < 2^48.
   virtual EventId Schedule(TimeNs time, HandlerId handler, uint64_t payload) = 0;
   virtual void Cancel(EventId event) = 0;
   // Ends the communication at `time` (>= Now()): all its participant tasks end then.

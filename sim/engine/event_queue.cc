@@ -1,5 +1,7 @@
 #include "sim/engine/event_queue.h"
 
+#include <algorithm>
+
 #include "sim/base/check.h"
 
 namespace dtsim::engine {
@@ -10,9 +12,10 @@ constexpr uint64_t kSequenceMask = (uint64_t{1} << kSequenceBits) - 1;
 
 EventId EventQueue::Push(TimeNs time, uint32_t priority, HandlerId handler, uint64_t payload) {
   DTSIM_CHECK(priority <= kMaxPriority, "event priority out of range");
+  DTSIM_CHECK(handler <= kMaxHandler && payload <= Event::kMaxPayload, "event target out of range");
   DTSIM_CHECK(next_sequence_ <= kSequenceMask, "event sequence exhausted");
   const uint64_t sequence = next_sequence_++;
-  heap_.push_back({time, (uint64_t{priority} << kSequenceBits) | sequence, payload, handler});
+  heap_.emplace_back(time, (uint64_t{priority} << kSequenceBits) | sequence, handler, payload);
   SiftUp(heap_.size() - 1);
   return EventId{sequence};
 }
@@ -37,7 +40,7 @@ bool EventQueue::PopNext(Event& out) {
 void EventQueue::SiftUp(size_t index) {
   const Event moving = heap_[index];
   while (index > 0) {
-    const size_t parent = (index - 1) / 2;
+    const size_t parent = (index - 1) / kArity;
     if (!Later(heap_[parent], moving)) break;
     heap_[index] = heap_[parent];
     index = parent;
@@ -49,12 +52,16 @@ void EventQueue::SiftDown(size_t index) {
   const size_t count = heap_.size();
   const Event moving = heap_[index];
   while (true) {
-    size_t child = 2 * index + 1;
-    if (child >= count) break;
-    if (child + 1 < count && Later(heap_[child], heap_[child + 1])) ++child;
-    if (!Later(moving, heap_[child])) break;
-    heap_[index] = heap_[child];
-    index = child;
+    const size_t first = kArity * index + 1;
+    if (first >= count) break;
+    const size_t last = std::min(first + kArity, count);
+    size_t best = first;
+    for (size_t child = first + 1; child < last; ++child) {
+      if (Later(heap_[best], heap_[child])) best = child;
+    }
+    if (!Later(moving, heap_[best])) break;
+    heap_[index] = heap_[best];
+    index = best;
   }
   heap_[index] = moving;
 }

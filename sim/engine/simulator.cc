@@ -82,7 +82,7 @@ Status Simulator::Run() {
     now_ = event.time;
     ++events_;
     fingerprint_ = Mix(Mix(Mix(fingerprint_, static_cast<uint64_t>(event.time.ns())),
-                           event.handler), event.payload);
+                           event.handler()), event.payload());
     Dispatch(event);
   }
   makespan_ = now_;
@@ -91,12 +91,13 @@ Status Simulator::Run() {
 }
 
 void Simulator::Dispatch(const Event& event) {
-  if (event.handler == kTaskEnd) {
-    FinishTask(TaskId(static_cast<uint32_t>(event.payload)));
-  } else if (event.handler == kCommEnd) {
-    FinishComm(CommId(static_cast<uint32_t>(event.payload)));
+  const HandlerId handler = event.handler();
+  if (handler == kTaskEnd) {
+    FinishTask(TaskId(static_cast<uint32_t>(event.payload())));
+  } else if (handler == kCommEnd) {
+    FinishComm(CommId(static_cast<uint32_t>(event.payload())));
   } else {
-    handlers_[event.handler - kFirstModelHandler]->OnEvent(event.payload);
+    handlers_[handler - kFirstModelHandler]->OnEvent(event.payload());
   }
 }
 

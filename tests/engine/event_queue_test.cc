@@ -10,7 +10,7 @@ namespace {
 std::vector<uint64_t> DrainPayloads(EventQueue& queue) {
   std::vector<uint64_t> payloads;
   Event event;
-  while (queue.PopNext(event)) payloads.push_back(event.payload);
+  while (queue.PopNext(event)) payloads.push_back(event.payload());
   return payloads;
 }
 

@@ -5,7 +5,8 @@ Rules:
   1. A module includes only itself and the modules below it (the arrows of the layer
      diagram, followed transitively). No upward includes, none between L2 siblings.
   2. <cupti.h> and the other CUPTI headers only under profiler/cupti/.
-  3. exit() only in the CLI's main (tools/cli/main.cc).
+  3. exit(), _Exit() and quick_exit() only in program entry files: the CLI's main
+     (tools/cli/main.cc) and the standalone benchmark drivers (tools/bench/*_bench.cc).
 
 Usage: check_layering.py [ROOT]        check the tree at ROOT (default: the repository)
        check_layering.py --self-test   check that the checker catches each kind of violation
@@ -33,8 +34,8 @@ ARROWS = {
 SOURCE_SUFFIXES = (".h", ".hpp", ".cc", ".cpp", ".cu")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 CUPTI_HEADER = re.compile(r"^(cupti[^/]*\.h|generated_cuda.*_meta\.h)$")
-EXIT_CALL = re.compile(r"(?<![\w:.>])(?:std::)?_?exit\s*\(")
-MAIN_FILE = "tools/cli/main.cc"
+EXIT_CALL = re.compile(r"(?<![\w:.>])(?:std::)?(?:_?exit|_Exit|quick_exit)\s*\(")
+ENTRY_FILES = re.compile(r"^(tools/cli/main\.cc|tools/bench/[a-z_]+_bench\.cc)$")
 
 
 def closure(module):
@@ -81,9 +82,9 @@ def check_file(root, relative):
                                     f"{', '.join(sorted(allowed))}")
                 continue
             code = strip_comments(line)
-            if relative != MAIN_FILE and module != "tests" and EXIT_CALL.search(code):
-                problems.append(f"{where}: calls exit(); only {MAIN_FILE} decides how the "
-                                "process ends (return an Error instead)")
+            if not ENTRY_FILES.match(relative) and module != "tests" and EXIT_CALL.search(code):
+                problems.append(f"{where}: ends the process; only program entry files "
+                                "(tools/cli/main.cc) may (return an Error instead)")
     return problems
 
 
@@ -105,12 +106,15 @@ def self_test():
         "network/bad_sibling.cc": '#include "models/gpu.h"\n',
         "traces/bad_cupti.cc": "#include <cupti.h>\n",
         "sim/engine/bad_exit.cc": "void F() { std::exit(1); }\n",
+        "network/bad_quick_exit.cc": "void F() { std::_Exit(1); }\n",
+        "tools/cli/run_command.cc": "void F() { exit(2); }\n",
     }
     clean = {
         "network/good.cc": '#include "sim/engine/simulator.h"\n#include "sim/base/time.h"\n',
         "strategies/good.cc": '#include "sim/graph/task.h"  // transitively allowed\n',
         "profiler/cupti/good.cc": "#include <cupti.h>\n",
         "tools/cli/main.cc": "int main() { exit(0); }\n",
+        "tools/bench/engine_bench.cc": "int main() { std::_Exit(0); }\n",
         "sim/base/good.cc": "// exit( in a comment is fine\nint on_exit_count = 0;\n",
     }
     with tempfile.TemporaryDirectory() as root:
