@@ -184,9 +184,9 @@ Expected<FlopRate> ParseFlopRate(std::string_view text) {
 std::string FormatDuration(DurationNs duration) {
   const int64_t ns = duration.ns();
   const int64_t magnitude = ns < 0 ? -ns : ns;
-  if (magnitude < 1000) return fmt::format("{} ns", ns);
-  if (magnitude < 1000 * 1000) return fmt::format("{:.3f} us", static_cast<double>(ns) / 1e3);
-  if (magnitude < 1000 * 1000 * 1000) {
+  if (magnitude < kKilo) return fmt::format("{} ns", ns);
+  if (magnitude < kMega) return fmt::format("{:.3f} us", static_cast<double>(ns) / 1e3);
+  if (magnitude < kGiga) {
     return fmt::format("{:.3f} ms", static_cast<double>(ns) / 1e6);
   }
   return fmt::format("{:.3f} s", static_cast<double>(ns) / 1e9);

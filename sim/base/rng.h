@@ -27,7 +27,7 @@ class Rng {
   // Uniform in [0, bound). Precondition: bound > 0. Uses Lemire's multiply-shift; the bias is
   // below 2^-32 for bounds under 2^32, irrelevant for synthetic workloads.
   uint64_t Uniform(uint64_t bound) {
-    __extension__ typedef unsigned __int128 Uint128;
+    __extension__ typedef unsigned __int128 Uint128;  // NOLINT(modernize-use-using)
     return static_cast<uint64_t>((static_cast<Uint128>(Next()) * bound) >> 64);
   }
 

@@ -4,7 +4,8 @@
 
 namespace dtsim {
 namespace {
-__extension__ typedef __int128 Int128;  // GCC/Clang extension; exact bits x ns products
+// GCC/Clang extension for exact bits x ns products; `using` cannot take __extension__.
+__extension__ typedef __int128 Int128;  // NOLINT(modernize-use-using)
 }  // namespace
 
 DurationNs TransferTime(Bytes size, Bandwidth bandwidth) {

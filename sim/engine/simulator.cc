@@ -14,7 +14,6 @@ using graph::CommId;
 using graph::StreamId;
 using graph::Task;
 using graph::TaskId;
-using graph::TaskKind;
 
 namespace {
 
@@ -25,7 +24,7 @@ inline uint64_t Mix(uint64_t hash, uint64_t word) { return (hash ^ word) * kFnvP
 
 template <typename T>
 size_t VectorBytes(const std::vector<T>& v) {
-  return v.capacity() * sizeof(T);
+  return v.capacity() * sizeof(T);  // NOLINT(bugprone-sizeof-expression): T may be a pointer
 }
 
 }  // namespace
@@ -233,8 +232,8 @@ RunSummary Simulator::Summarize() const {
     rank.idle = (makespan_ - TimeNs::Zero()) - rank.busy;
   }
   summary.categories.resize(graph_.category_count());
-  for (uint16_t c = 0; c < graph_.category_count(); ++c) {
-    summary.categories[c].name = graph_.category_name(c);
+  for (size_t c = 0; c < graph_.category_count(); ++c) {
+    summary.categories[c].name = graph_.category_name(static_cast<uint16_t>(c));
   }
   const std::span<const std::string_view> kind_names = graph::TaskKindNames();
   for (std::string_view name : kind_names) summary.kinds.push_back({.name = std::string(name)});

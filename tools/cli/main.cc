@@ -47,10 +47,7 @@ int Report(std::string_view command, const CommandOutcome& outcome) {
   return 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const std::vector<std::string> args(argv + 1, argv + argc);
+int Main(const std::vector<std::string>& args) {
   if (args.empty()) {
     PrintUsage(std::cerr);
     return 2;
@@ -75,4 +72,17 @@ int main(int argc, char** argv) {
   fmt::print(std::cerr, "dtsim: unknown command {}{}\nTry 'dtsim --help'.\n",
              dtsim::Quote(first), dtsim::DidYouMean(first, names));
   return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const std::exception& e) {
+    // Input errors are Status values; an exception here is a resource failure (out of memory)
+    // or a bug. Report it instead of terminating with no message.
+    std::cerr << "dtsim: internal error: " << e.what() << "\n";
+    return 1;
+  }
 }
