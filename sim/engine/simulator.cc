@@ -36,6 +36,7 @@ Simulator::Simulator(const graph::TaskGraph& graph, CommunicationModel& model)
       remaining_dependencies_(graph.task_count()),
       state_(graph.task_count(), TaskState::kWaiting),
       stream_head_(graph.stream_count(), 0),
+      stream_head_task_(graph.stream_count(), TaskId::Invalid()),
       arrived_(graph.comm_count(), 0),
       completion_scheduled_(graph.comm_count(), 0),
       working_(static_cast<size_t>(graph.rank_count()), 0),
@@ -43,6 +44,10 @@ Simulator::Simulator(const graph::TaskGraph& graph, CommunicationModel& model)
       busy_(static_cast<size_t>(graph.rank_count())) {
   for (uint32_t t = 0; t < graph.task_count(); ++t) {
     remaining_dependencies_[t] = static_cast<uint32_t>(graph.dependencies(TaskId(t)).size());
+  }
+  for (uint32_t s = 0; s < graph.stream_count(); ++s) {
+    const std::span<const TaskId> tasks = graph.stream_tasks(StreamId(s));
+    if (!tasks.empty()) stream_head_task_[s] = tasks.front();
   }
   times_.task_start.resize(graph.task_count());
   times_.task_end.resize(graph.task_count());
@@ -130,16 +135,19 @@ void Simulator::StartTask(TaskId id) {
 }
 
 void Simulator::StartIfHead(TaskId id) {
-  const StreamId stream = graph_.task(id).stream;
-  if (graph_.stream_tasks(stream)[stream_head_[stream.value()]] == id) StartTask(id);
+  if (stream_head_task_[graph_.task(id).stream.value()] == id) StartTask(id);
 }
 
 void Simulator::StartStreamHead(StreamId stream) {
+  const TaskId head = stream_head_task_[stream.value()];
+  if (head.valid() && remaining_dependencies_[head.value()] == 0) StartTask(head);
+}
+
+void Simulator::AdvanceStream(StreamId stream) {
   const std::span<const TaskId> tasks = graph_.stream_tasks(stream);
-  const uint32_t head = stream_head_[stream.value()];
-  if (head < tasks.size() && remaining_dependencies_[tasks[head].value()] == 0) {
-    StartTask(tasks[head]);
-  }
+  const uint32_t head = ++stream_head_[stream.value()];
+  stream_head_task_[stream.value()] = head < tasks.size() ? tasks[head] : TaskId::Invalid();
+  StartStreamHead(stream);
 }
 
 void Simulator::FinishTask(TaskId id) {
@@ -152,8 +160,7 @@ void Simulator::FinishTask(TaskId id) {
     if (--remaining_dependencies_[successor.value()] == 0) StartIfHead(successor);
   }
   // The stream's head advances only now, so a successor next in this stream starts here.
-  ++stream_head_[task.stream.value()];
-  StartStreamHead(task.stream);
+  AdvanceStream(task.stream);
 }
 
 void Simulator::FinishComm(CommId comm) {
@@ -203,11 +210,10 @@ Error Simulator::DeadlockReport() const {
   std::string lines;
   size_t stuck_streams = 0;
   for (uint32_t s = 0; s < graph_.stream_count(); ++s) {
-    const std::span<const TaskId> tasks = graph_.stream_tasks(StreamId(s));
-    const uint32_t head = stream_head_[s];
-    if (head >= tasks.size()) continue;
+    const TaskId head = stream_head_task_[s];
+    if (!head.valid()) continue;
     if (++stuck_streams <= kMaxListed) {
-      lines += fmt::format("\n  {} {}", graph_.Describe(tasks[head]), WhatBlocks(tasks[head]));
+      lines += fmt::format("\n  {} {}", graph_.Describe(head), WhatBlocks(head));
     }
   }
   if (stuck_streams > kMaxListed) {
@@ -259,6 +265,7 @@ RunSummary Simulator::Summarize() const {
 size_t Simulator::MemoryBytes() const {
   return sizeof(*this) + queue_.MemoryBytes() + VectorBytes(handlers_) +
          VectorBytes(remaining_dependencies_) + VectorBytes(state_) + VectorBytes(stream_head_) +
+         VectorBytes(stream_head_task_) +
          VectorBytes(arrived_) + VectorBytes(completion_scheduled_) + VectorBytes(working_) +
          VectorBytes(busy_since_) + VectorBytes(busy_) + VectorBytes(times_.task_start) +
          VectorBytes(times_.task_end) + VectorBytes(times_.comm_start) +

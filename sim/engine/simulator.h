@@ -92,6 +92,7 @@ class Simulator final : public CommunicationContext {
   void StartTask(graph::TaskId task);
   void StartIfHead(graph::TaskId task);
   void StartStreamHead(graph::StreamId stream);
+  void AdvanceStream(graph::StreamId stream);
   void FinishTask(graph::TaskId task);
   void FinishComm(graph::CommId comm);
   void SetBusy(int32_t rank, bool busy);
@@ -112,6 +113,7 @@ class Simulator final : public CommunicationContext {
   std::vector<uint32_t> remaining_dependencies_;  // per task
   std::vector<TaskState> state_;                  // per task
   std::vector<uint32_t> stream_head_;             // per stream: position of its first unfinished task
+  std::vector<graph::TaskId> stream_head_task_;   // per stream: that task (Invalid when done)
   std::vector<uint32_t> arrived_;                 // per comm
   std::vector<uint8_t> completion_scheduled_;     // per comm
   std::vector<uint32_t> working_;                 // per rank: tasks running now

@@ -14,31 +14,6 @@ size_t VectorBytes(const std::vector<T>& v) {
 
 }  // namespace
 
-std::span<const TaskId> TaskGraph::dependencies(TaskId id) const {
-  const uint32_t begin = dependency_offsets_[id.value()];
-  return {dependencies_.data() + begin, dependency_offsets_[id.value() + 1] - begin};
-}
-
-std::span<const TaskId> TaskGraph::successors(TaskId id) const {
-  const uint32_t begin = successor_offsets_[id.value()];
-  return {successors_.data() + begin, successor_offsets_[id.value() + 1] - begin};
-}
-
-std::span<const TaskId> TaskGraph::stream_tasks(StreamId id) const {
-  const Stream& s = streams_[id.value()];
-  return {stream_tasks_.data() + s.first_task, s.task_count};
-}
-
-std::span<const TaskId> TaskGraph::participants(CommId id) const {
-  const Communication& c = comms_[id.value()];
-  return {participants_.data() + c.first_participant, c.participant_count};
-}
-
-std::span<const int32_t> TaskGraph::group(GroupId id) const {
-  const uint32_t begin = group_offsets_[id.value()];
-  return {group_ranks_.data() + begin, group_offsets_[id.value() + 1] - begin};
-}
-
 std::string_view TaskGraph::external_id(TaskId id) const {
   return external_ids_.empty() ? std::string_view() : external_ids_[id.value()];
 }

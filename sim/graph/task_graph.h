@@ -29,24 +29,40 @@ class TaskGraph {
   size_t stream_count() const { return streams_.size(); }
   size_t comm_count() const { return comms_.size(); }
   size_t dependency_count() const { return dependencies_.size(); }
-  // Ranks are 0 .. rank_count() - 1; a rank may have no tasks.
+  // Ranks are 0 .. rank_count() - 1; a rank may have no tasks. The accessors below are inline:
+  // the engine calls them for every event.
   int32_t rank_count() const { return rank_count_; }
 
   const Task& task(TaskId id) const { return tasks_[id.value()]; }
   std::span<const Task> tasks() const { return tasks_; }
   int32_t rank_of(TaskId id) const { return streams_[task(id).stream.value()].rank; }
   // The tasks `id` waits for, and the tasks that wait for `id`; sorted, no duplicates.
-  std::span<const TaskId> dependencies(TaskId id) const;
-  std::span<const TaskId> successors(TaskId id) const;
+  std::span<const TaskId> dependencies(TaskId id) const {
+    const uint32_t begin = dependency_offsets_[id.value()];
+    return {dependencies_.data() + begin, dependency_offsets_[id.value() + 1] - begin};
+  }
+  std::span<const TaskId> successors(TaskId id) const {
+    const uint32_t begin = successor_offsets_[id.value()];
+    return {successors_.data() + begin, successor_offsets_[id.value() + 1] - begin};
+  }
 
   const Stream& stream(StreamId id) const { return streams_[id.value()]; }
   // A stream's tasks in execution order.
-  std::span<const TaskId> stream_tasks(StreamId id) const;
+  std::span<const TaskId> stream_tasks(StreamId id) const {
+    const Stream& s = streams_[id.value()];
+    return {stream_tasks_.data() + s.first_task, s.task_count};
+  }
 
   const Communication& comm(CommId id) const { return comms_[id.value()]; }
   // The tasks taking part, in group order (for send/recv: the send, then the recv).
-  std::span<const TaskId> participants(CommId id) const;
-  std::span<const int32_t> group(GroupId id) const;
+  std::span<const TaskId> participants(CommId id) const {
+    const Communication& c = comms_[id.value()];
+    return {participants_.data() + c.first_participant, c.participant_count};
+  }
+  std::span<const int32_t> group(GroupId id) const {
+    const uint32_t begin = group_offsets_[id.value()];
+    return {group_ranks_.data() + begin, group_offsets_[id.value() + 1] - begin};
+  }
   size_t group_count() const { return group_offsets_.size() - 1; }
 
   std::string_view name(NameId id) const { return strings_.Get(id); }
