@@ -1,36 +1,26 @@
 #include "sim/base/atomic_file.h"
 
-#include <unistd.h>
-
 #include <filesystem>
 
 #include <gtest/gtest.h>
+
+#include "tests/testing/temp_dir.h"
 
 namespace dtsim {
 namespace {
 
 namespace fs = std::filesystem;
 
-class AtomicFileTest : public testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("dtsim_atomic_" + std::to_string(::getpid()) + "_" +
-            testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
-};
+using AtomicFileTest = testing_support::TempDirTest;
 
 TEST_F(AtomicFileTest, WritesAndReadsBack) {
-  const std::string path = (dir_ / "out.json").string();
+  const std::string path = Path("out.json");
   ASSERT_TRUE(WriteFileAtomically(path, "{\"a\": 1}\n").ok());
   EXPECT_EQ(*ReadFile(path), "{\"a\": 1}\n");
 }
 
 TEST_F(AtomicFileTest, UncommittedWriteLeavesThePreviousFileAndNoTemporary) {
-  const std::string path = (dir_ / "result.json").string();
+  const std::string path = Path("result.json");
   ASSERT_TRUE(WriteFileAtomically(path, "good").ok());
   {
     auto writer = AtomicFileWriter::Open(path);
@@ -43,7 +33,7 @@ TEST_F(AtomicFileTest, UncommittedWriteLeavesThePreviousFileAndNoTemporary) {
 }
 
 TEST_F(AtomicFileTest, UnwritableDirectoryIsAnErrorNamingThePath) {
-  const std::string path = (dir_ / "missing" / "out.json").string();
+  const std::string path = Path("missing/out.json");
   const Status status = WriteFileAtomically(path, "x");
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(status.error().file(), path);

@@ -68,6 +68,8 @@ INSTANTIATE_TEST_SUITE_P(
                            "\"Tb/s\", \"B/s\", \"kB/s\", \"KB/s\", \"MB/s\", \"GB/s\", \"TB/s\", "
                            "\"KiB/s\", \"MiB/s\", \"GiB/s\", \"TiB/s\""},
         BadQuantity{"fast", "bandwidth must start with a number, as in \"1 bps\""},
+        BadQuantity{". Gbps", "malformed number in bandwidth"},
+        BadQuantity{"1e+ Gbps", "malformed number in bandwidth"},
         BadQuantity{"0.01 bps", "bandwidth is below the resolution of 1 bps"},
         BadQuantity{"1e30 Tbps", "bandwidth is too large"}));
 

@@ -1,7 +1,6 @@
 #include "tools/cli/run_command.h"
 
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +11,7 @@
 
 #include "sim/base/atomic_file.h"
 #include "sim/base/json_reader.h"
+#include "tests/testing/temp_dir.h"
 
 namespace dtsim::cli {
 namespace {
@@ -21,23 +21,12 @@ using testing::HasSubstr;
 
 const std::string kExample = DTSIM_EXAMPLES_DIR "/pipeline_2x2.json";
 
-class RunCommandTest : public testing::Test {
+class RunCommandTest : public testing_support::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("dtsim_cli_" + std::to_string(::getpid()) + "_" +
-            testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   CommandOutcome Run(std::vector<std::string> args) {
     output_.str("");
     return RunCommand(args, output_);
   }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-
-  fs::path dir_;
   std::ostringstream output_;
 };
 
