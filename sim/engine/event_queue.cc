@@ -28,12 +28,39 @@ void EventQueue::Cancel(EventId id) {
 bool EventQueue::PopNext(Event& out) {
   while (!heap_.empty()) {
     out = heap_.front();
-    heap_.front() = heap_.back();
+    const Event last = heap_.back();
     heap_.pop_back();
-    if (!heap_.empty()) SiftDown(0);
+    if (!heap_.empty()) ReplaceTop(last);
     if (cancelled_.empty() || cancelled_.erase(out.order & kSequenceMask) == 0) return true;
   }
   return false;
+}
+
+// Bottom-up replacement of the top (Floyd): move the hole from the root down to a leaf,
+// always to the earliest child, without comparing against `moving`; then sift `moving` up
+// from there. `moving` came from the bottom, so it rarely rises far: about one comparison per
+// level fewer than a top-down sift.
+void EventQueue::ReplaceTop(const Event& moving) {
+  const size_t count = heap_.size();
+  size_t index = 0;
+  while (true) {
+    const size_t first = kArity * index + 1;
+    if (first >= count) break;
+    size_t best = first;
+    if (first + kArity <= count) {
+      const size_t a = Later(heap_[first], heap_[first + 1]) ? first + 1 : first;
+      const size_t b = Later(heap_[first + 2], heap_[first + 3]) ? first + 3 : first + 2;
+      best = Later(heap_[a], heap_[b]) ? b : a;
+    } else {
+      for (size_t child = first + 1; child < count; ++child) {
+        if (Later(heap_[best], heap_[child])) best = child;
+      }
+    }
+    heap_[index] = heap_[best];
+    index = best;
+  }
+  heap_[index] = moving;
+  SiftUp(index);
 }
 
 // Hole-based sifts: move the hole instead of swapping, one write per level.
@@ -44,24 +71,6 @@ void EventQueue::SiftUp(size_t index) {
     if (!Later(heap_[parent], moving)) break;
     heap_[index] = heap_[parent];
     index = parent;
-  }
-  heap_[index] = moving;
-}
-
-void EventQueue::SiftDown(size_t index) {
-  const size_t count = heap_.size();
-  const Event moving = heap_[index];
-  while (true) {
-    const size_t first = kArity * index + 1;
-    if (first >= count) break;
-    const size_t last = std::min(first + kArity, count);
-    size_t best = first;
-    for (size_t child = first + 1; child < last; ++child) {
-      if (Later(heap_[best], heap_[child])) best = child;
-    }
-    if (!Later(moving, heap_[best])) break;
-    heap_[index] = heap_[best];
-    index = best;
   }
   heap_[index] = moving;
 }

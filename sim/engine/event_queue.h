@@ -65,7 +65,7 @@ class EventQueue {
     return a.time != b.time ? a.time > b.time : a.order > b.order;
   }
   void SiftUp(size_t index);
-  void SiftDown(size_t index);
+  void ReplaceTop(const Event& moving);
 
   std::vector<Event> heap_;
   uint64_t next_sequence_ = 0;
