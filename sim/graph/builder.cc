@@ -217,25 +217,28 @@ Status TaskGraphBuilder::BuildCollectives() {
   return Status::Ok();
 }
 
+Error TaskGraphBuilder::Unmatched(const PointToPoint& lone, std::string_view partner,
+                                  int32_t partner_rank) const {
+  return Error(fmt::format("{} has no matching {} {} (rank {} to rank {}, tag {}; pairs match "
+                           "in order)", graph_.Describe(lone.task), partner, partner_rank,
+                           lone.source, lone.destination, lone.tag));
+}
+
 Status TaskGraphBuilder::MatchPointToPoint() {
   const auto by_key = [](const PointToPoint& a, const PointToPoint& b) {
     return std::tie(a.source, a.destination, a.tag) < std::tie(b.source, b.destination, b.tag);
   };
   std::stable_sort(sends_.begin(), sends_.end(), by_key);
   std::stable_sort(recvs_.begin(), recvs_.end(), by_key);
+  // Merge the two sorted lists: at each step the smaller key, if alone, has no partner.
   size_t s = 0;
   size_t r = 0;
   while (s < sends_.size() || r < recvs_.size()) {
-    const bool have_both = s < sends_.size() && r < recvs_.size();
-    if (!have_both || by_key(sends_[s], recvs_[r]) || by_key(recvs_[r], sends_[s])) {
-      const bool send_unmatched =
-          r == recvs_.size() || (s < sends_.size() && by_key(sends_[s], recvs_[r]));
-      const PointToPoint& lone = send_unmatched ? sends_[s] : recvs_[r];
-      return Error(fmt::format(
-          "{} has no matching {} (rank {} to rank {}, tag {}; pairs match in order)",
-          graph_.Describe(lone.task), send_unmatched ? "recv on rank " +
-              std::to_string(lone.destination) : "send on rank " + std::to_string(lone.source),
-          lone.source, lone.destination, lone.tag));
+    if (s == sends_.size() || (r < recvs_.size() && by_key(recvs_[r], sends_[s]))) {
+      return Unmatched(recvs_[r], "send on rank", recvs_[r].source);
+    }
+    if (r == recvs_.size() || by_key(sends_[s], recvs_[r])) {
+      return Unmatched(sends_[s], "recv on rank", sends_[s].destination);
     }
     const PointToPoint& send = sends_[s++];
     const PointToPoint& recv = recvs_[r++];

@@ -75,6 +75,7 @@ class TaskGraphBuilder {
   void BuildAdjacency();
   Status BuildCollectives();
   Status MatchPointToPoint();
+  Error Unmatched(const PointToPoint& lone, std::string_view partner, int32_t partner_rank) const;
 
   TaskGraph graph_;
   std::map<std::pair<int32_t, NameId>, StreamId> stream_ids_;

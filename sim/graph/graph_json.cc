@@ -21,8 +21,7 @@ Expected<std::string> ReadId(JsonObjectReader& reader) {
   const std::string path = JsonChildPath(reader.path(), "id");
   if (id == nullptr) return Error("missing required field", path);
   if (id->is_string() && !id->get<std::string>().empty()) return id->get<std::string>();
-  if (id->is_number_integer() && !(id->is_number_integer() && id->get<int64_t>() < 0 &&
-                                   !id->is_number_unsigned())) {
+  if (id->is_number_unsigned() || (id->is_number_integer() && id->get<int64_t>() >= 0)) {
     return id->dump();
   }
   return Error("expected a non-empty string or a non-negative integer", path,

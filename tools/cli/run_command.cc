@@ -1,7 +1,6 @@
 #include "tools/cli/run_command.h"
 
 #include <chrono>
-#include <sstream>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
@@ -47,9 +46,15 @@ po::options_description Describe(RunOptions& options) {
        "latency of every communication (default \"5 us\")")
       ("comm-bandwidth", po::value(&options.bandwidth_text)->value_name("BANDWIDTH"),
        "bandwidth of every communication (default \"100 GB/s\")")
-      ("quiet,q", po::bool_switch(&options.quiet), "print nothing on success")
-      ("graph", po::value(&options.graph_path)->value_name("GRAPH"), "the task-graph file");
+      ("quiet,q", po::bool_switch(&options.quiet), "print nothing on success");
   return description;
+}
+
+// The positional GRAPH, kept out of the help text.
+po::options_description Positional(RunOptions& options) {
+  po::options_description hidden;
+  hidden.add_options()("graph", po::value(&options.graph_path));
+  return hidden;
 }
 
 struct CommunicationCost {
@@ -68,8 +73,7 @@ Expected<CommunicationCost> ParseCommunicationCost(const RunOptions& options) {
   return CommunicationCost{*latency, *bandwidth};
 }
 
-Expected<CommandOutcome> Execute(const RunOptions& options, const CommunicationCost& cost,
-                                 std::ostream& out) {
+Status Execute(const RunOptions& options, const CommunicationCost& cost, std::ostream& out) {
   const DurationNs latency = cost.latency;
   const Bandwidth bandwidth = cost.bandwidth;
   DTSIM_ASSIGN_OR_RETURN(const graph::TaskGraph graph, graph::LoadTaskGraph(options.graph_path));
@@ -99,7 +103,7 @@ Expected<CommandOutcome> Execute(const RunOptions& options, const CommunicationC
         {.source = options.graph_path, .communication_model = std::string(model.name())}));
   }
   if (!options.quiet) PrintRunSummary(out, summary, context);
-  return CommandOutcome::Ok();
+  return Status::Ok();
 }
 
 }  // namespace
@@ -107,12 +111,14 @@ Expected<CommandOutcome> Execute(const RunOptions& options, const CommunicationC
 CommandOutcome RunCommand(std::span<const std::string> args, std::ostream& out) {
   RunOptions options;
   const po::options_description description = Describe(options);
+  po::options_description all;
+  all.add(description).add(Positional(options));
   po::positional_options_description positional;
   positional.add("graph", 1);
   try {
     po::variables_map variables;
     po::store(po::command_line_parser(std::vector<std::string>(args.begin(), args.end()))
-                  .options(description).positional(positional).run(), variables);
+                  .options(all).positional(positional).run(), variables);
     po::notify(variables);
   } catch (const po::error& e) {
     return CommandOutcome::Usage(Error(e.what()));
@@ -125,9 +131,9 @@ CommandOutcome RunCommand(std::span<const std::string> args, std::ostream& out) 
   // Quantity options are part of the command line: a bad one is a usage error.
   Expected<CommunicationCost> cost = ParseCommunicationCost(options);
   if (!cost.ok()) return CommandOutcome::Usage(std::move(cost).error());
-  Expected<CommandOutcome> outcome = Execute(options, *cost, out);
-  if (!outcome.ok()) return CommandOutcome::Failure(std::move(outcome).error());
-  return std::move(outcome).value();
+  Status status = Execute(options, *cost, out);
+  if (!status.ok()) return CommandOutcome::Failure(std::move(status).error());
+  return CommandOutcome::Ok();
 }
 
 }  // namespace dtsim::cli

@@ -104,8 +104,9 @@ void PrintRunSummary(std::ostream& out, const engine::RunSummary& summary,
   fmt::print(out, "  makespan       {}\n", FormatDuration(makespan));
   fmt::print(out, "  graph          {} tasks, {} communications, {} ranks, {} streams\n",
              summary.tasks, summary.communications, summary.ranks.size(), context.streams);
-  fmt::print(out, "  simulator      {} events in {:.3f} s, fingerprint {}\n", summary.events,
-             context.wall_seconds, Hex(summary.fingerprint));
+  fmt::print(out, "  simulator      {} events in {} (wall clock), fingerprint {}\n",
+             summary.events, FormatDuration(DurationNs(static_cast<int64_t>(context.wall_seconds * 1e9))),
+             Hex(summary.fingerprint));
   PrintRanks(out, summary, makespan);
   PrintTotals(out, "category", summary.categories);
   PrintTotals(out, "kind", summary.kinds);
