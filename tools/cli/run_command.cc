@@ -1,6 +1,8 @@
 #include "tools/cli/run_command.h"
 
+#include <array>
 #include <chrono>
+#include <memory>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
@@ -9,6 +11,7 @@
 #include "sim/base/atomic_file.h"
 #include "sim/base/quantity.h"
 #include "sim/base/strings.h"
+#include "network/analytical_model.h"
 #include "sim/engine/fixed_cost_model.h"
 #include "sim/engine/simulator.h"
 #include "sim/graph/graph_json.h"
@@ -26,6 +29,8 @@ struct RunOptions {
   std::string timeline_path;
   std::string latency_text = "5 us";
   std::string bandwidth_text = "100 GB/s";
+  std::string cluster;
+  std::string network_model;  // empty: "analytical" with --cluster, else "fixed"
   bool quiet = false;
   bool help = false;
 };
@@ -33,8 +38,9 @@ struct RunOptions {
 po::options_description Describe(RunOptions& options) {
   po::options_description description(
       "Usage: dtsim run GRAPH [options]\n\n"
-      "Simulates a task-graph file (docs/formats/task-graph.md). Every collective and send/recv\n"
-      "takes latency + size / bandwidth (the fixed-cost model; a barrier takes the latency).\n\n"
+      "Simulates a task-graph file (docs/formats/task-graph.md). Communication is priced by the\n"
+      "fixed-cost model (latency + size / bandwidth for every collective and send/recv) or, with\n"
+      "--cluster, by the analytical model (each collective algorithm's cost on the cluster).\n\n"
       "Options");
   description.add_options()
       ("help,h", po::bool_switch(&options.help), "show this help")
@@ -42,10 +48,15 @@ po::options_description Describe(RunOptions& options) {
        "write the result JSON here (docs/formats/run-result.md)")
       ("timeline", po::value(&options.timeline_path)->value_name("FILE"),
        "write a Chrome trace / Perfetto timeline here (docs/formats/timeline.md)")
+      ("network-model", po::value(&options.network_model)->value_name("NAME"),
+       "fixed or analytical (default: analytical with --cluster, else fixed)")
+      ("cluster", po::value(&options.cluster)->value_name("PRESET|FILE"),
+       "the cluster for the analytical model: a preset (dgx-a100, dgx-h100, dgx1-v100, "
+       "ethernet-25g) or a cluster JSON file (docs/network.md)")
       ("comm-latency", po::value(&options.latency_text)->value_name("DURATION"),
-       "latency of every communication (default \"5 us\")")
+       "fixed model: latency of every communication (default \"5 us\")")
       ("comm-bandwidth", po::value(&options.bandwidth_text)->value_name("BANDWIDTH"),
-       "bandwidth of every communication (default \"100 GB/s\")")
+       "fixed model: bandwidth of every communication (default \"100 GB/s\")")
       ("quiet,q", po::bool_switch(&options.quiet), "print nothing on success");
   return description;
 }
@@ -73,12 +84,64 @@ Expected<CommunicationCost> ParseCommunicationCost(const RunOptions& options) {
   return CommunicationCost{*latency, *bandwidth};
 }
 
-Status Execute(const RunOptions& options, const CommunicationCost& cost, std::ostream& out) {
-  const DurationNs latency = cost.latency;
-  const Bandwidth bandwidth = cost.bandwidth;
-  DTSIM_ASSIGN_OR_RETURN(const graph::TaskGraph graph, graph::LoadTaskGraph(options.graph_path));
+// A communication model made for one graph, and how the result describes it.
+struct ModelSetup {
+  std::unique_ptr<engine::CommunicationModel> model;
+  OrderedJson description;
+};
 
-  engine::FixedCostModel model(latency, bandwidth);
+Expected<ModelSetup> MakeFixedModel(const RunOptions&, const CommunicationCost& cost,
+                                    const graph::TaskGraph&) {
+  return ModelSetup{std::make_unique<engine::FixedCostModel>(cost.latency, cost.bandwidth),
+                    {{"name", "fixed"},
+                     {"latency_ns", cost.latency.ns()},
+                     {"bandwidth_bits_per_second", cost.bandwidth.bits_per_second()}}};
+}
+
+Expected<ModelSetup> MakeAnalyticalModel(const RunOptions& options, const CommunicationCost&,
+                                         const graph::TaskGraph& graph) {
+  if (options.cluster.empty()) {
+    return Error("the analytical model needs a cluster: give --cluster PRESET|FILE",
+                 "--network-model", "analytical");
+  }
+  DTSIM_ASSIGN_OR_RETURN(network::ClusterSpec cluster, network::LoadCluster(options.cluster));
+  auto model = std::make_unique<network::AnalyticalModel>(std::move(cluster));
+  Status prepared = model->Prepare(graph);
+  if (!prepared.ok()) return std::move(prepared).error().InFile(options.graph_path);
+  const network::ClusterSpec& sized = model->cluster();
+  OrderedJson description = {{"name", "analytical"},
+                             {"cluster", sized.name},
+                             {"nodes", sized.nodes},
+                             {"gpus_per_node", sized.gpus_per_node}};
+  return ModelSetup{std::move(model), std::move(description)};
+}
+
+struct ModelEntry {
+  std::string_view name;
+  Expected<ModelSetup> (*make)(const RunOptions&, const CommunicationCost&,
+                               const graph::TaskGraph&);
+};
+constexpr std::array<ModelEntry, 2> kModels = {{{"fixed", MakeFixedModel},
+                                                {"analytical", MakeAnalyticalModel}}};
+
+Expected<const ModelEntry*> FindModel(const RunOptions& options) {
+  const std::string name = !options.network_model.empty() ? options.network_model
+                           : options.cluster.empty()      ? "fixed"
+                                                          : "analytical";
+  std::vector<std::string_view> names;
+  for (const ModelEntry& entry : kModels) {
+    if (entry.name == name) return &entry;
+    names.push_back(entry.name);
+  }
+  return Error("unknown network model" + DidYouMean(name, names) + "; registered: " +
+                   JoinQuoted(names), "--network-model", Quote(name));
+}
+
+Status Execute(const RunOptions& options, const ModelEntry& entry, const CommunicationCost& cost,
+               std::ostream& out) {
+  DTSIM_ASSIGN_OR_RETURN(const graph::TaskGraph graph, graph::LoadTaskGraph(options.graph_path));
+  DTSIM_ASSIGN_OR_RETURN(ModelSetup setup, entry.make(options, cost, graph));
+  engine::CommunicationModel& model = *setup.model;
   engine::Simulator simulator(graph, model);
   const auto begin = std::chrono::steady_clock::now();
   Status status = simulator.Run();
@@ -86,10 +149,7 @@ Status Execute(const RunOptions& options, const CommunicationCost& cost, std::os
   if (!status.ok()) return std::move(status).error().InFile(options.graph_path);
 
   RunContext context{.graph_path = options.graph_path,
-                     .communication_model = {{"name", model.name()},
-                                             {"latency_ns", latency.ns()},
-                                             {"bandwidth_bits_per_second",
-                                              bandwidth.bits_per_second()}},
+                     .communication_model = std::move(setup.description),
                      .streams = graph.stream_count(),
                      .wall_seconds = wall.count()};
   const engine::RunSummary summary = simulator.Summarize();
@@ -131,7 +191,9 @@ CommandOutcome RunCommand(std::span<const std::string> args, std::ostream& out) 
   // Quantity options are part of the command line: a bad one is a usage error.
   Expected<CommunicationCost> cost = ParseCommunicationCost(options);
   if (!cost.ok()) return CommandOutcome::Usage(std::move(cost).error());
-  Status status = Execute(options, *cost, out);
+  Expected<const ModelEntry*> entry = FindModel(options);
+  if (!entry.ok()) return CommandOutcome::Usage(std::move(entry).error());
+  Status status = Execute(options, **entry, *cost, out);
   if (!status.ok()) return CommandOutcome::Failure(std::move(status).error());
   return CommandOutcome::Ok();
 }

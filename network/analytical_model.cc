@@ -1,0 +1,63 @@
+#include "network/analytical_model.h"
+
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+namespace dtsim::network {
+
+Status AnalyticalModel::Prepare(const graph::TaskGraph& graph) {
+  if (cluster_.nodes == 0) {
+    cluster_.nodes = std::max(1, (graph.rank_count() + cluster_.gpus_per_node - 1) /
+                                     cluster_.gpus_per_node);
+  }
+  if (graph.rank_count() > cluster_.gpu_count()) {
+    return Error(fmt::format("the graph has {} ranks but the cluster has {} GPUs ({} nodes of {})",
+                             graph.rank_count(), cluster_.gpu_count(), cluster_.nodes,
+                             cluster_.gpus_per_node));
+  }
+  std::vector<GroupShape> shapes(graph.group_count());
+  std::vector<bool> shaped(graph.group_count(), false);
+  // Iterations repeat the same collectives: price each distinct (kind, size, group, algorithm)
+  // once.
+  std::map<std::tuple<graph::CommKind, int64_t, uint32_t, uint32_t>, AlgorithmChoice> priced;
+  costs_.resize(graph.comm_count());
+  algorithms_.resize(graph.comm_count());
+  for (uint32_t c = 0; c < graph.comm_count(); ++c) {
+    const graph::Communication& comm = graph.comm(graph::CommId(c));
+    const uint32_t group = comm.group.value();
+    if (!shaped[group]) {
+      shapes[group] = ShapeOfGroup(graph.group(comm.group), cluster_);
+      shaped[group] = true;
+    }
+    const auto key = std::make_tuple(comm.kind, comm.size.count(), group, comm.algorithm.value());
+    auto it = priced.find(key);
+    if (it == priced.end()) {
+      const CollectiveRequest request{
+          .kind = comm.kind, .size = comm.size, .shape = shapes[group], .cluster = &cluster_};
+      Expected<AlgorithmChoice> choice =
+          ChooseCollectiveAlgorithm(request, graph.name(comm.algorithm));
+      if (!choice.ok()) {
+        Error error = std::move(choice).error();
+        return Error(graph.DescribeComm(graph::CommId(c)) + ": " + error.message(), "",
+                     error.value());
+      }
+      it = priced.emplace(key, *choice).first;
+    }
+    costs_[c] = it->second.time;
+    algorithms_[c] = it->second.algorithm;
+  }
+  return Status::Ok();
+}
+
+void AnalyticalModel::Start(graph::CommId comm, engine::CommunicationContext& context) {
+  context.CompleteAt(comm, context.Now() + costs_[comm.value()]);
+}
+
+std::string_view AnalyticalModel::AlgorithmOf(graph::CommId comm) const {
+  const CollectiveAlgorithm* algorithm = algorithms_[comm.value()];
+  return algorithm == nullptr ? std::string_view() : algorithm->name;
+}
+
+}  // namespace dtsim::network

@@ -1,0 +1,286 @@
+#include "network/cluster.h"
+
+#include <array>
+#include <filesystem>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "sim/base/quantity.h"
+#include "sim/base/strings.h"
+
+namespace dtsim::network {
+namespace {
+
+constexpr std::array<std::string_view, 4> kIntraNames = {"switch", "ring", "mesh", "pcie"};
+constexpr std::array<std::string_view, 5> kInterNames = {"fat-tree", "rail-optimized", "ring",
+                                                         "torus-2d", "torus-3d"};
+constexpr int kMaxNodes = 1 << 20;
+
+struct Preset {
+  std::string_view name;
+  int gpus_per_node;
+  IntraNodeSpec intra;
+  InterNodeSpec inter;
+};
+
+Bandwidth Rate(std::string_view text) { return ParseBandwidth(text).value(); }
+DurationNs Time(std::string_view text) { return ParseDuration(text).value(); }
+
+// Sources and the reasoning behind each number: docs/network.md, "Presets".
+const std::array<Preset, 4>& Presets() {
+  static const std::array<Preset, 4> presets = {{
+      {"dgx-a100", 8,
+       {IntraTopology::kSwitch, Rate("300 GB/s"), Time("2 us"), 1.0},
+       {InterTopology::kRailOptimized, 8, Rate("200 Gbps"), Time("5 us"), 1.0, 32, {}, 1.0}},
+      {"dgx-h100", 8,
+       {IntraTopology::kSwitch, Rate("450 GB/s"), Time("2 us"), 1.0},
+       {InterTopology::kRailOptimized, 8, Rate("400 Gbps"), Time("5 us"), 1.0, 32, {}, 1.0}},
+      {"dgx1-v100", 8,
+       {IntraTopology::kMesh, Rate("150 GB/s"), Time("3 us"), 1.0},
+       {InterTopology::kFatTree, 4, Rate("100 Gbps"), Time("5 us"), 1.0, 16, {}, 1.0}},
+      {"ethernet-25g", 8,
+       {IntraTopology::kPcie, Rate("12 GB/s"), Time("5 us"), 1.0},
+       {InterTopology::kFatTree, 1, Rate("25 Gbps"), Time("25 us"), 1.0, 32, {}, 1.0}},
+  }};
+  return presets;
+}
+
+std::vector<std::string_view> PresetNameList() {
+  std::vector<std::string_view> names;
+  for (const Preset& preset : Presets()) names.push_back(preset.name);
+  return names;
+}
+
+template <typename Enum, size_t N>
+Expected<Enum> ReadEnum(JsonObjectReader& reader, std::string_view key,
+                        const std::array<std::string_view, N>& names, std::string_view what) {
+  DTSIM_ASSIGN_OR_RETURN(const std::string name, reader.String(key));
+  for (size_t i = 0; i < N; ++i) {
+    if (names[i] == name) return static_cast<Enum>(i);
+  }
+  return Error(fmt::format("unknown {}{}; registered: {}", what, DidYouMean(name, names),
+                           JoinQuoted(names)),
+               JsonChildPath(reader.path(), key), Quote(name));
+}
+
+// The optional readers below leave `out` as it is (a preset's value) when the key is absent,
+// and register the key as known either way.
+Status ReadPositiveRate(JsonObjectReader& reader, std::string_view key, Bandwidth& out) {
+  reader.Allow(key);
+  if (!reader.Has(key)) return Status::Ok();
+  DTSIM_ASSIGN_OR_RETURN(out, reader.Rate(key));
+  if (out.bits_per_second() == 0) {
+    return Error("bandwidth must be positive", JsonChildPath(reader.path(), key),
+                 JsonValueForError(*reader.Find(key)));
+  }
+  return Status::Ok();
+}
+
+Status ReadLatency(JsonObjectReader& reader, DurationNs& out) {
+  reader.Allow("latency");
+  if (!reader.Has("latency")) return Status::Ok();
+  DTSIM_ASSIGN_OR_RETURN(out, reader.Duration("latency"));
+  return Status::Ok();
+}
+
+Status ReadFraction(JsonObjectReader& reader, std::string_view key, double low, double high,
+                    bool low_inclusive, double& out) {
+  reader.Allow(key);
+  if (!reader.Has(key)) return Status::Ok();
+  DTSIM_ASSIGN_OR_RETURN(out, reader.Number(key));
+  if (out > high || out < low || (!low_inclusive && out == low)) {
+    return Error(fmt::format("must be in {}{}, {}]", low_inclusive ? "[" : "(", low, high),
+                 JsonChildPath(reader.path(), key), JsonValueForError(*reader.Find(key)));
+  }
+  return Status::Ok();
+}
+
+Status ReadCount(JsonObjectReader& reader, std::string_view key, int64_t max, int& out) {
+  const Json* value = reader.Find(key);
+  if (value == nullptr) return Status::Ok();
+  DTSIM_ASSIGN_OR_RETURN(const int64_t count,
+                         JsonToInt(*value, JsonChildPath(reader.path(), key), 1, max));
+  out = static_cast<int>(count);
+  return Status::Ok();
+}
+
+Status ReadIntra(const Json& value, const std::string& path, bool preset, IntraNodeSpec& intra) {
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, path));
+  if (!preset) {
+    for (const char* key : {"topology", "bandwidth", "latency"}) {
+      if (!reader.Has(key)) return Error("missing required field", JsonChildPath(path, key));
+    }
+  }
+  reader.Allow("topology");
+  if (reader.Has("topology")) {
+    DTSIM_ASSIGN_OR_RETURN(intra.topology, (ReadEnum<IntraTopology>(
+                                               reader, "topology", kIntraNames,
+                                               "intra-node topology")));
+  }
+  DTSIM_RETURN_IF_ERROR(ReadPositiveRate(reader, "bandwidth", intra.bandwidth));
+  DTSIM_RETURN_IF_ERROR(ReadLatency(reader, intra.latency));
+  DTSIM_RETURN_IF_ERROR(ReadFraction(reader, "efficiency", 0, 1, false, intra.efficiency));
+  return reader.Finish();
+}
+
+Status ReadDimensions(JsonObjectReader& reader, InterNodeSpec& inter) {
+  const Json* value = reader.Find("dimensions");
+  if (value == nullptr) return Status::Ok();
+  const std::string path = JsonChildPath(reader.path(), "dimensions");
+  if (!value->is_array() || value->empty()) {
+    return Error("expected a non-empty array of node counts", path, JsonValueForError(*value));
+  }
+  inter.dimensions.clear();
+  for (size_t i = 0; i < value->size(); ++i) {
+    DTSIM_ASSIGN_OR_RETURN(const int64_t extent,
+                           JsonToInt((*value)[i], JsonIndexPath(path, i), 1, kMaxNodes));
+    inter.dimensions.push_back(static_cast<int>(extent));
+  }
+  return Status::Ok();
+}
+
+Status ReadInter(const Json& value, const std::string& path, bool preset, InterNodeSpec& inter) {
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, path));
+  if (!preset) {
+    for (const char* key : {"topology", "nic_bandwidth", "latency"}) {
+      if (!reader.Has(key)) return Error("missing required field", JsonChildPath(path, key));
+    }
+  }
+  reader.Allow("topology");
+  if (reader.Has("topology")) {
+    DTSIM_ASSIGN_OR_RETURN(inter.topology, (ReadEnum<InterTopology>(
+                                               reader, "topology", kInterNames,
+                                               "inter-node topology")));
+  }
+  DTSIM_RETURN_IF_ERROR(ReadCount(reader, "nics_per_node", 64, inter.nics_per_node));
+  DTSIM_RETURN_IF_ERROR(ReadPositiveRate(reader, "nic_bandwidth", inter.nic_bandwidth));
+  DTSIM_RETURN_IF_ERROR(ReadLatency(reader, inter.latency));
+  DTSIM_RETURN_IF_ERROR(ReadFraction(reader, "oversubscription", 1, 1e6, true,
+                                     inter.oversubscription));
+  DTSIM_RETURN_IF_ERROR(ReadCount(reader, "nodes_per_leaf", kMaxNodes, inter.nodes_per_leaf));
+  DTSIM_RETURN_IF_ERROR(ReadDimensions(reader, inter));
+  DTSIM_RETURN_IF_ERROR(ReadFraction(reader, "efficiency", 0, 1, false, inter.efficiency));
+  return reader.Finish();
+}
+
+// "nodes", or "gpus" (the total, which must divide into nodes of gpus_per_node), not both.
+Status ReadNodes(JsonObjectReader& reader, ClusterSpec& cluster) {
+  if (reader.Has("nodes") && reader.Has("gpus")) {
+    return Error("give either \"nodes\" or \"gpus\", not both", reader.path());
+  }
+  DTSIM_RETURN_IF_ERROR(ReadCount(reader, "nodes", kMaxNodes, cluster.nodes));
+  int gpus = 0;
+  DTSIM_RETURN_IF_ERROR(ReadCount(reader, "gpus", int64_t{kMaxNodes} * 8, gpus));
+  if (gpus == 0) return Status::Ok();
+  if (gpus % cluster.gpus_per_node != 0) {
+    return Error(fmt::format("{} GPUs do not divide into nodes of {} (gpus_per_node)", gpus,
+                             cluster.gpus_per_node),
+                 JsonChildPath(reader.path(), "gpus"), std::to_string(gpus));
+  }
+  cluster.nodes = gpus / cluster.gpus_per_node;
+  return Status::Ok();
+}
+
+// Checks that need the whole spec: torus dimensions against the node count.
+Status CheckConsistent(const ClusterSpec& cluster, const std::string& path) {
+  const InterNodeSpec& inter = cluster.inter;
+  const bool torus = inter.topology == InterTopology::kTorus2d ||
+                     inter.topology == InterTopology::kTorus3d;
+  const std::string dims_path = JsonChildPath(JsonChildPath(path, "inter_node"), "dimensions");
+  if (!torus) {
+    if (!inter.dimensions.empty()) {
+      return Error(fmt::format("only a torus has dimensions, not a {}",
+                               InterTopologyName(inter.topology)), dims_path);
+    }
+    return Status::Ok();
+  }
+  const size_t rank = inter.topology == InterTopology::kTorus2d ? 2 : 3;
+  if (inter.dimensions.size() != rank) {
+    return Error(fmt::format("a {} needs {} dimensions", InterTopologyName(inter.topology), rank),
+                 dims_path, fmt::format("[{}]", fmt::join(inter.dimensions, ", ")));
+  }
+  int64_t product = 1;
+  for (int extent : inter.dimensions) product *= extent;
+  if (product != cluster.nodes) {
+    return Error(fmt::format("the torus dimensions multiply to {} nodes, but the cluster has {}",
+                             product, cluster.nodes),
+                 dims_path, fmt::format("[{}]", fmt::join(inter.dimensions, ", ")));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string_view IntraTopologyName(IntraTopology topology) {
+  return kIntraNames[static_cast<size_t>(topology)];
+}
+
+std::string_view InterTopologyName(InterTopology topology) {
+  return kInterNames[static_cast<size_t>(topology)];
+}
+
+std::span<const std::string_view> ClusterPresetNames() {
+  static const std::vector<std::string_view> names = PresetNameList();
+  return names;
+}
+
+Expected<ClusterSpec> ClusterPreset(std::string_view name, int nodes) {
+  for (const Preset& preset : Presets()) {
+    if (preset.name != name) continue;
+    ClusterSpec cluster{.name = std::string(name),
+                        .nodes = nodes,
+                        .gpus_per_node = preset.gpus_per_node,
+                        .intra = preset.intra,
+                        .inter = preset.inter};
+    return cluster;
+  }
+  return Error(fmt::format("unknown cluster preset{}; presets: {}",
+                           DidYouMean(name, ClusterPresetNames()),
+                           JoinQuoted(ClusterPresetNames())), "", Quote(name));
+}
+
+Expected<ClusterSpec> ClusterFromJson(const Json& value, const std::string& path) {
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, path));
+  ClusterSpec cluster{.name = "custom"};
+  const bool preset = reader.Has("preset");
+  if (preset) {
+    DTSIM_ASSIGN_OR_RETURN(const std::string name, reader.String("preset"));
+    Expected<ClusterSpec> base = ClusterPreset(name);
+    if (!base.ok()) return std::move(base).error().Under(JsonChildPath(path, "preset"));
+    cluster = std::move(base).value();
+  }
+  reader.Allow("preset");
+  if (!preset && !reader.Has("gpus_per_node")) {
+    return Error("missing required field (or give a \"preset\")",
+                 JsonChildPath(path, "gpus_per_node"));
+  }
+  DTSIM_RETURN_IF_ERROR(ReadCount(reader, "gpus_per_node", 1024, cluster.gpus_per_node));
+  DTSIM_RETURN_IF_ERROR(ReadNodes(reader, cluster));
+  const Json* intra = reader.Find("intra_node");
+  const Json* inter = reader.Find("inter_node");
+  for (const char* key : {"intra_node", "inter_node"}) {
+    if (!preset && !reader.Has(key)) return Error("missing required field", JsonChildPath(path, key));
+  }
+  if (intra != nullptr) {
+    DTSIM_RETURN_IF_ERROR(ReadIntra(*intra, JsonChildPath(path, "intra_node"), preset, cluster.intra));
+  }
+  if (inter != nullptr) {
+    DTSIM_RETURN_IF_ERROR(ReadInter(*inter, JsonChildPath(path, "inter_node"), preset, cluster.inter));
+  }
+  DTSIM_RETURN_IF_ERROR(reader.Finish());
+  DTSIM_RETURN_IF_ERROR(CheckConsistent(cluster, path));
+  return cluster;
+}
+
+Expected<ClusterSpec> LoadCluster(const std::string& preset_or_path) {
+  const bool is_preset = !preset_or_path.ends_with(".json") &&
+                         !std::filesystem::exists(preset_or_path);
+  if (is_preset) return ClusterPreset(preset_or_path);
+  DTSIM_ASSIGN_OR_RETURN(const Json document, ReadJsonFile(preset_or_path));
+  Expected<ClusterSpec> cluster = ClusterFromJson(document, "");
+  if (!cluster.ok()) return std::move(cluster).error().InFile(preset_or_path);
+  return cluster;
+}
+
+}  // namespace dtsim::network

@@ -1,0 +1,67 @@
+// Cluster and network specs (docs/network.md): GPUs per node, the intra-node fabric and the
+// inter-node fabric, read strictly from JSON with quantities in units, or from a preset.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/base/json_reader.h"
+#include "sim/base/status.h"
+#include "sim/base/time.h"
+#include "sim/base/units.h"
+
+namespace dtsim::network {
+
+enum class IntraTopology { kSwitch, kRing, kMesh, kPcie };
+enum class InterTopology { kFatTree, kRailOptimized, kRing, kTorus2d, kTorus3d };
+
+std::string_view IntraTopologyName(IntraTopology topology);
+std::string_view InterTopologyName(InterTopology topology);
+
+struct IntraNodeSpec {
+  IntraTopology topology = IntraTopology::kSwitch;
+  Bandwidth bandwidth;  // what one GPU can send to its peers, per direction
+  DurationNs latency;
+  double efficiency = 1.0;  // fraction of `bandwidth` collectives achieve (0, 1]
+};
+
+struct InterNodeSpec {
+  InterTopology topology = InterTopology::kFatTree;
+  int nics_per_node = 1;
+  Bandwidth nic_bandwidth;  // per NIC, per direction
+  DurationNs latency;
+  double oversubscription = 1.0;  // fat-tree: leaf down-links / up-links (>= 1)
+  int nodes_per_leaf = 0;         // fat-tree / rail-optimized: nodes under one leaf switch
+  std::vector<int> dimensions;    // torus: nodes along each dimension (product = nodes)
+  double efficiency = 1.0;
+};
+
+struct ClusterSpec {
+  std::string name;  // the preset's name, or "custom"
+  int nodes = 1;
+  int gpus_per_node = 1;
+  IntraNodeSpec intra;
+  InterNodeSpec inter;
+
+  int gpu_count() const { return nodes * gpus_per_node; }
+  int NodeOf(int32_t rank) const { return rank / gpus_per_node; }
+};
+
+std::span<const std::string_view> ClusterPresetNames();
+// A preset with `nodes` nodes. Errors list the presets.
+Expected<ClusterSpec> ClusterPreset(std::string_view name, int nodes = 1);
+
+// {"preset": "dgx-a100", "nodes": 4 (or "gpus": 32), "gpus_per_node": 8,
+//  "intra_node": {"topology", "bandwidth", "latency", "efficiency"},
+//  "inter_node": {"topology", "nics_per_node", "nic_bandwidth", "latency", "oversubscription",
+//                 "nodes_per_leaf", "dimensions", "efficiency"}}
+// Without a preset every field but the optional ones is required; with one, any field
+// overrides the preset's. Errors carry the JSON path under `path`.
+Expected<ClusterSpec> ClusterFromJson(const Json& value, const std::string& path);
+
+// A preset name, or a JSON file holding a cluster spec.
+Expected<ClusterSpec> LoadCluster(const std::string& preset_or_path);
+
+}  // namespace dtsim::network

@@ -1,0 +1,288 @@
+#include "network/collective_algorithms.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "sim/base/strings.h"
+
+namespace dtsim::network {
+
+using graph::CommKind;
+
+namespace {
+
+// The bandwidths and latency a group sees (docs/network.md, "Analytical model").
+struct Rates {
+  double intra_bytes_per_second;  // one GPU to its node peers
+  double node_bytes_per_second;   // one node's NICs available to this group's k members
+  DurationNs alpha;               // per step: intra-node latency if the group is on one node
+  DurationNs alpha_intra;
+  DurationNs alpha_inter;
+  bool single_node;
+};
+
+Rates RatesFor(const CollectiveRequest& request) {
+  const ClusterSpec& cluster = *request.cluster;
+  const GroupShape& shape = request.shape;
+  const double nics = std::min(shape.per_node, cluster.inter.nics_per_node);
+  const double spine = shape.crosses_spine ? cluster.inter.oversubscription : 1.0;
+  Rates rates{.intra_bytes_per_second =
+                  cluster.intra.bandwidth.bytes_per_second() * cluster.intra.efficiency,
+              .node_bytes_per_second = nics * cluster.inter.nic_bandwidth.bytes_per_second() *
+                                       cluster.inter.efficiency / spine,
+              .alpha_intra = cluster.intra.latency,
+              .alpha_inter = cluster.inter.latency,
+              .single_node = shape.nodes <= 1};
+  rates.alpha = rates.single_node ? rates.alpha_intra : rates.alpha_inter;
+  return rates;
+}
+
+// Seconds to move `bytes` at `rate`, as whole nanoseconds rounded up (0 for no bytes).
+DurationNs Move(double bytes, double bytes_per_second) {
+  if (bytes <= 0) return DurationNs::Zero();
+  return DurationNs(static_cast<int64_t>(std::ceil(bytes / bytes_per_second * 1e9)));
+}
+
+// steps · α + max(intra bytes per rank / intra rate, inter bytes per node / node rate).
+DurationNs Phase(const Rates& rates, int64_t steps, DurationNs alpha, double intra_bytes,
+                 double node_bytes) {
+  const DurationNs wire = std::max(Move(intra_bytes, rates.intra_bytes_per_second),
+                                   Move(rates.single_node ? 0 : node_bytes,
+                                        rates.node_bytes_per_second));
+  return alpha * steps + wire;
+}
+
+int CeilLog2(int n) { return n <= 1 ? 0 : std::bit_width(static_cast<unsigned>(n - 1)); }
+
+// The share of a rank's ring traffic that goes to a peer on its own node: on one node all of
+// it; across nodes, k - 1 of every k hops in a node-major ring.
+double IntraShare(const CollectiveRequest& r) {
+  return r.shape.nodes <= 1 ? 1.0 : static_cast<double>(r.shape.per_node - 1) / r.shape.per_node;
+}
+
+Error NeedsUniform(std::string_view name) {
+  return Error(fmt::format("the {} algorithm needs the same number of group members on every "
+                           "node", name));
+}
+
+// --- all-reduce ---------------------------------------------------------------------------
+
+// Ring: reduce-scatter then all-gather around a ring, 2(p-1) steps, each rank sends
+// 2(p-1)/p · S. Across nodes the node's NICs carry the same 2(p-1)/p · S (one crossing per
+// channel, the data split across channels): T = 2(p-1)α + 2(p-1)/p · S / B.
+Expected<DurationNs> AllReduceRing(const CollectiveRequest& r) {
+  const Rates rates = RatesFor(r);
+  const double p = r.shape.ranks;
+  const double bytes = 2 * (p - 1) / p * static_cast<double>(r.size.count());
+  return Phase(rates, 2 * (r.shape.ranks - 1), rates.alpha, bytes * IntraShare(r), bytes);
+}
+
+// Double binary tree (NCCL): reduce up and broadcast down two trees, pipelined; each rank
+// moves about 2S and the depth is ceil(log2 p): T = 2⌈log2 p⌉α + 2S / B.
+Expected<DurationNs> AllReduceTree(const CollectiveRequest& r) {
+  const Rates rates = RatesFor(r);
+  const double bytes = 2.0 * static_cast<double>(r.size.count());
+  return Phase(rates, 2 * CeilLog2(r.shape.ranks), rates.alpha, bytes * IntraShare(r), bytes);
+}
+
+// Recursive halving (reduce-scatter) then doubling (all-gather), Rabenseifner: for p' = 2^⌊log2
+// p⌋, 2 log2 p' steps moving 2(p'-1)/p' · S; p - p' extra ranks first fold into partners and
+// get the result back (2 more steps of S). Partners at distance >= k are off-node: over the
+// first log2 N steps each rank sends S(N-1)/N off-node per phase, so a node's NICs carry
+// k · 2(N-1)/N · S.
+Expected<DurationNs> AllReduceHalvingDoubling(const CollectiveRequest& r) {
+  const Rates rates = RatesFor(r);
+  const int p = r.shape.ranks;
+  const int p2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(p)));
+  const double size = static_cast<double>(r.size.count());
+  const bool extra = p != p2;
+  const double intra = 2.0 * (p2 - 1) / p2 * size + (extra ? 2 * size : 0);
+  const double n = r.shape.nodes;
+  const double node = r.shape.per_node * 2 * (n - 1) / n * size;
+  return Phase(rates, 2 * CeilLog2(p2) + (extra ? 2 : 0), rates.alpha, intra, node);
+}
+
+// Hierarchical: ring reduce-scatter inside each node (k-1 steps, (k-1)/k · S), ring all-reduce
+// of each S/k shard across the N nodes on k parallel rails (2(N-1) steps; a node's NICs carry
+// k · 2(N-1)/N · S/k), ring all-gather inside each node.
+Expected<DurationNs> AllReduceHierarchical(const CollectiveRequest& r) {
+  if (!r.shape.uniform) return NeedsUniform("hierarchical");
+  const Rates rates = RatesFor(r);
+  const double k = r.shape.per_node;
+  const double n = r.shape.nodes;
+  const double size = static_cast<double>(r.size.count());
+  const DurationNs local =
+      Phase(rates, r.shape.per_node - 1, rates.alpha_intra, (k - 1) / k * size, 0);
+  const DurationNs across =
+      Phase(rates, 2 * (r.shape.nodes - 1), rates.alpha_inter, 0, 2 * (n - 1) / n * size);
+  return local + across + local;
+}
+
+// --- reduce-scatter, all-gather ------------------------------------------------------------
+
+// Ring reduce-scatter of an S-byte input: p-1 steps, (p-1)/p · S per rank and per node.
+Expected<DurationNs> ReduceScatterRing(const CollectiveRequest& r) {
+  const Rates rates = RatesFor(r);
+  const double p = r.shape.ranks;
+  const double bytes = (p - 1) / p * static_cast<double>(r.size.count());
+  return Phase(rates, r.shape.ranks - 1, rates.alpha, bytes * IntraShare(r), bytes);
+}
+
+// Ring all-gather of S-byte contributions: p-1 steps, each rank forwards (p-1) · S.
+Expected<DurationNs> AllGatherRing(const CollectiveRequest& r) {
+  const Rates rates = RatesFor(r);
+  const double bytes = (r.shape.ranks - 1) * static_cast<double>(r.size.count());
+  return Phase(rates, r.shape.ranks - 1, rates.alpha, bytes * IntraShare(r), bytes);
+}
+
+// --- broadcast, reduce ---------------------------------------------------------------------
+
+// Pipelined chain (NCCL's ring broadcast/reduce): p-1 hops of latency, S through every link.
+Expected<DurationNs> RootedRing(const CollectiveRequest& r) {
+  const Rates rates = RatesFor(r);
+  const double size = static_cast<double>(r.size.count());
+  return Phase(rates, r.shape.ranks - 1, rates.alpha, size, size);
+}
+
+// Binomial tree, not pipelined: ⌈log2 p⌉ rounds each moving the whole S.
+Expected<DurationNs> RootedBinomialTree(const CollectiveRequest& r) {
+  const Rates rates = RatesFor(r);
+  const double size = static_cast<double>(r.size.count());
+  return Phase(rates, 1, rates.alpha, size, size) * CeilLog2(r.shape.ranks);
+}
+
+// --- all-to-all ----------------------------------------------------------------------------
+
+// Direct pairwise exchange: p-1 steps; a rank sends S/p to each peer, (k-1)/p · S of it on its
+// node; a node's NICs carry its k members' off-node shares, k(p-k)/p · S.
+Expected<DurationNs> AllToAllDirect(const CollectiveRequest& r) {
+  const Rates rates = RatesFor(r);
+  const double p = r.shape.ranks;
+  const double k = r.shape.per_node;
+  const double size = static_cast<double>(r.size.count());
+  return Phase(rates, r.shape.ranks - 1, rates.alpha, (k - 1) / p * size, k * (p - k) / p * size);
+}
+
+// Two-level (Tutel's 2DH): an all-to-all inside each node groups data by destination node
+// (k-1 steps, (k-1)/k · S), then one across nodes per local index (N-1 steps; a node's NICs
+// carry k(N-1)/N · S, the same volume as direct, in N-1 instead of p-1 messages per rank).
+Expected<DurationNs> AllToAllHierarchical(const CollectiveRequest& r) {
+  if (!r.shape.uniform) return NeedsUniform("hierarchical");
+  const Rates rates = RatesFor(r);
+  const double k = r.shape.per_node;
+  const double n = r.shape.nodes;
+  const double size = static_cast<double>(r.size.count());
+  return Phase(rates, r.shape.per_node - 1, rates.alpha_intra, (k - 1) / k * size, 0) +
+         Phase(rates, r.shape.nodes - 1, rates.alpha_inter, 0, k * (n - 1) / n * size);
+}
+
+// --- barrier, send/recv --------------------------------------------------------------------
+
+// Dissemination barrier: ⌈log2 p⌉ rounds of latency.
+Expected<DurationNs> BarrierDissemination(const CollectiveRequest& r) {
+  return RatesFor(r).alpha * CeilLog2(r.shape.ranks);
+}
+
+// One message: α + S / B, where B is NVLink on one node, else one NIC (a single pair uses one).
+Expected<DurationNs> SendRecvDirect(const CollectiveRequest& r) {
+  CollectiveRequest one_nic = r;
+  one_nic.shape.per_node = 1;
+  const Rates rates = RatesFor(one_nic);
+  const double size = static_cast<double>(r.size.count());
+  return Phase(rates, 1, rates.alpha, rates.single_node ? size : 0, size);
+}
+
+constexpr std::array kAlgorithms = {
+    CollectiveAlgorithm{"ring", CommKind::kAllReduce, true,
+                        "reduce-scatter + all-gather around a ring", AllReduceRing},
+    CollectiveAlgorithm{"tree", CommKind::kAllReduce, true,
+                        "double binary tree (NCCL), pipelined", AllReduceTree},
+    CollectiveAlgorithm{"halving_doubling", CommKind::kAllReduce, false,
+                        "recursive halving + doubling (Rabenseifner)", AllReduceHalvingDoubling},
+    CollectiveAlgorithm{"hierarchical", CommKind::kAllReduce, false,
+                        "intra-node reduce-scatter, inter-node all-reduce, intra-node all-gather",
+                        AllReduceHierarchical},
+    CollectiveAlgorithm{"ring", CommKind::kReduceScatter, true, "ring", ReduceScatterRing},
+    CollectiveAlgorithm{"ring", CommKind::kAllGather, true, "ring", AllGatherRing},
+    CollectiveAlgorithm{"ring", CommKind::kBroadcast, true, "pipelined chain", RootedRing},
+    CollectiveAlgorithm{"binomial_tree", CommKind::kBroadcast, false, "binomial tree",
+                        RootedBinomialTree},
+    CollectiveAlgorithm{"ring", CommKind::kReduce, true, "pipelined chain", RootedRing},
+    CollectiveAlgorithm{"binomial_tree", CommKind::kReduce, false, "binomial tree",
+                        RootedBinomialTree},
+    CollectiveAlgorithm{"direct", CommKind::kAllToAll, true, "pairwise exchange",
+                        AllToAllDirect},
+    CollectiveAlgorithm{"hierarchical", CommKind::kAllToAll, false,
+                        "intra-node then inter-node all-to-all (Tutel 2DH)",
+                        AllToAllHierarchical},
+    CollectiveAlgorithm{"dissemination", CommKind::kBarrier, true, "dissemination barrier",
+                        BarrierDissemination},
+    CollectiveAlgorithm{"direct", CommKind::kSendRecv, true, "one message", SendRecvDirect},
+};
+
+}  // namespace
+
+GroupShape ShapeOfGroup(std::span<const int32_t> ranks, const ClusterSpec& cluster) {
+  std::vector<int> nodes;
+  nodes.reserve(ranks.size());
+  for (int32_t rank : ranks) nodes.push_back(cluster.NodeOf(rank));
+  std::sort(nodes.begin(), nodes.end());
+  GroupShape shape{.ranks = static_cast<int>(ranks.size())};
+  for (size_t i = 0; i < nodes.size();) {
+    size_t j = i;
+    while (j < nodes.size() && nodes[j] == nodes[i]) ++j;
+    const int count = static_cast<int>(j - i);
+    if (shape.nodes > 0 && count != shape.per_node) shape.uniform = false;
+    shape.per_node = std::max(shape.per_node, count);
+    ++shape.nodes;
+    i = j;
+  }
+  const int per_leaf = cluster.inter.nodes_per_leaf;
+  const bool leafed = cluster.inter.topology == InterTopology::kFatTree ||
+                      cluster.inter.topology == InterTopology::kRailOptimized;
+  shape.crosses_spine = leafed && per_leaf > 0 && !nodes.empty() &&
+                        nodes.front() / per_leaf != nodes.back() / per_leaf;
+  return shape;
+}
+
+std::span<const CollectiveAlgorithm> CollectiveAlgorithms() { return kAlgorithms; }
+
+Expected<const CollectiveAlgorithm*> FindCollectiveAlgorithm(CommKind kind,
+                                                             std::string_view name) {
+  std::vector<std::string_view> names;
+  for (const CollectiveAlgorithm& algorithm : kAlgorithms) {
+    if (algorithm.kind != kind) continue;
+    if (algorithm.name == name) return &algorithm;
+    names.push_back(algorithm.name);
+  }
+  return Error(fmt::format("unknown {} algorithm{}; registered: {}", graph::CommKindName(kind),
+                           DidYouMean(name, names), JoinQuoted(names)),
+               "", Quote(name));
+}
+
+Expected<AlgorithmChoice> ChooseCollectiveAlgorithm(const CollectiveRequest& request,
+                                                    std::string_view forced) {
+  if (!forced.empty()) {
+    DTSIM_ASSIGN_OR_RETURN(const CollectiveAlgorithm* algorithm,
+                           FindCollectiveAlgorithm(request.kind, forced));
+    if (request.shape.ranks <= 1) return AlgorithmChoice{algorithm, DurationNs::Zero()};
+    DTSIM_ASSIGN_OR_RETURN(const DurationNs time, algorithm->cost(request));
+    return AlgorithmChoice{algorithm, time};
+  }
+  if (request.shape.ranks <= 1) return AlgorithmChoice{nullptr, DurationNs::Zero()};
+  AlgorithmChoice best{nullptr, DurationNs::Max()};
+  for (const CollectiveAlgorithm& algorithm : kAlgorithms) {
+    if (algorithm.kind != request.kind || !algorithm.default_candidate) continue;
+    const Expected<DurationNs> time = algorithm.cost(request);
+    if (time.ok() && *time < best.time) best = {&algorithm, *time};
+  }
+  DTSIM_CHECK(best.algorithm != nullptr, "every collective kind has a default algorithm");
+  return best;
+}
+
+}  // namespace dtsim::network

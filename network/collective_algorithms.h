@@ -1,0 +1,58 @@
+// Collective algorithms, registered by name per collective kind, each with its analytical
+// α-β cost on the levels a group spans (docs/network.md derives every formula). A cost is a
+// sum of phases; a phase takes  steps · α  +  max(intra bytes per rank / intra bandwidth,
+// inter-node bytes per node / the node's inter-node bandwidth for this group).
+#pragma once
+
+#include <span>
+#include <string_view>
+
+#include "network/cluster.h"
+#include "sim/base/status.h"
+#include "sim/graph/task.h"
+
+namespace dtsim::network {
+
+// Where a group's ranks sit (rank r is GPU r: node r / gpus_per_node).
+struct GroupShape {
+  int ranks = 0;           // p
+  int nodes = 0;           // N: nodes holding at least one member
+  int per_node = 0;        // k: the most members on one node
+  bool uniform = true;     // every one of the N nodes holds exactly k members
+  bool crosses_spine = false;  // fat-tree/rail: members under more than one leaf switch
+};
+
+GroupShape ShapeOfGroup(std::span<const int32_t> ranks, const ClusterSpec& cluster);
+
+struct CollectiveRequest {
+  graph::CommKind kind = graph::CommKind::kAllReduce;
+  Bytes size;  // each rank's input buffer (docs/formats/task-graph.md)
+  GroupShape shape;
+  const ClusterSpec* cluster = nullptr;
+};
+
+struct CollectiveAlgorithm {
+  std::string_view name;
+  graph::CommKind kind;
+  bool default_candidate;  // considered when the graph does not force an algorithm
+  std::string_view summary;
+  // The analytical time, or an error when the algorithm does not apply to this group.
+  Expected<DurationNs> (*cost)(const CollectiveRequest& request);
+};
+
+std::span<const CollectiveAlgorithm> CollectiveAlgorithms();
+// The algorithm `name` for `kind`; the error lists the names registered for that kind.
+Expected<const CollectiveAlgorithm*> FindCollectiveAlgorithm(graph::CommKind kind,
+                                                             std::string_view name);
+
+struct AlgorithmChoice {
+  const CollectiveAlgorithm* algorithm = nullptr;  // null for a group of one rank (no cost)
+  DurationNs time;
+};
+
+// The forced algorithm when `forced` is not empty; otherwise, as NCCL's tuner does, the
+// default candidate with the lowest predicted time for this size and placement.
+Expected<AlgorithmChoice> ChooseCollectiveAlgorithm(const CollectiveRequest& request,
+                                                    std::string_view forced);
+
+}  // namespace dtsim::network

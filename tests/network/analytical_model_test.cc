@@ -1,0 +1,71 @@
+// The analytical model inside the engine. Cluster: dgx-a100 (8 GPUs per node, 300 GB/s
+// NVLink per GPU, α_intra = 2 us; 8 NICs of 200 Gbps = 25 GB/s, α_inter = 5 us).
+#include "network/analytical_model.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "sim/engine/simulator.h"
+#include "sim/graph/builder.h"
+
+namespace dtsim::network {
+namespace {
+
+using graph::CommKind;
+using graph::TaskGraph;
+using graph::TaskGraphBuilder;
+using graph::TaskId;
+using testing::HasSubstr;
+
+// A data-parallel all-reduce over `ranks` ranks after 1 ms of compute each.
+TaskGraph AllReduceGraph(int32_t ranks, int64_t bytes, std::string_view algorithm = "") {
+  TaskGraphBuilder builder;
+  std::vector<int32_t> group;
+  for (int32_t r = 0; r < ranks; ++r) group.push_back(r);
+  const graph::CommId ar =
+      builder.AddCollective(CommKind::kAllReduce, Bytes(bytes), group, "grads", algorithm);
+  for (int32_t r : group) {
+    const graph::StreamId s = builder.Stream(r, "compute");
+    const TaskId work = builder.AddTask(s, graph::TaskKind::kCompute, "bwd", "", Milliseconds(1));
+    const TaskId post = builder.AddCollectiveTask(builder.Stream(r, "dp"), ar, "ar", "dp");
+    builder.AddDependency(post, work);
+  }
+  return std::move(builder).Build().value();
+}
+
+TEST(AnalyticalModelTest, PricesAnAllReduceInTheEngine) {
+  // 16 ranks: nodes sized to the graph, 2. Ring: 2 · 15 · 5 us = 150 us; a node's 8 NICs
+  // (2e11 B/s) carry 2 · 15/16 · 1e9 = 1.875e9 B: 9.375 ms. Tree: 2 · 4 · 5 us + 2e9 / 2e11 s
+  // = 10.04 ms. Ring is chosen: 9.525 ms after the 1 ms of compute.
+  const TaskGraph graph = AllReduceGraph(16, 1'000'000'000);
+  AnalyticalModel model(*ClusterPreset("dgx-a100", 0));
+  ASSERT_TRUE(model.Prepare(graph).ok());
+  EXPECT_EQ(model.cluster().nodes, 2);
+  EXPECT_EQ(model.AlgorithmOf(graph::CommId(0)), "ring");
+  engine::Simulator sim(graph, model);
+  ASSERT_TRUE(sim.Run().ok());
+  EXPECT_EQ(sim.makespan(), TimeNs(Milliseconds(1).ns() + Microseconds(9525).ns()));
+}
+
+TEST(AnalyticalModelTest, ForcedAlgorithmIsUsed) {
+  // Forced tree on the same graph: 10.04 ms after the compute.
+  const TaskGraph graph = AllReduceGraph(16, 1'000'000'000, "tree");
+  AnalyticalModel model(*ClusterPreset("dgx-a100", 0));
+  ASSERT_TRUE(model.Prepare(graph).ok());
+  EXPECT_EQ(model.Cost(graph::CommId(0)), Microseconds(10'040));
+}
+
+TEST(AnalyticalModelTest, RejectsWhatCannotRun) {
+  AnalyticalModel small(*ClusterPreset("dgx-a100", 1));
+  EXPECT_EQ(small.Prepare(AllReduceGraph(16, 1000)).error().message(),
+            "the graph has 16 ranks but the cluster has 8 GPUs (1 nodes of 8)");
+  AnalyticalModel model(*ClusterPreset("dgx-a100", 0));
+  const Status unknown = model.Prepare(AllReduceGraph(4, 1000, "rnig"));
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.error().ToString(),
+              HasSubstr("collective \"grads\" (all_reduce of 1000 B over ranks [0, 1, 2, 3]): "
+                        "unknown all_reduce algorithm (did you mean \"ring\"?)"));
+}
+
+}  // namespace
+}  // namespace dtsim::network

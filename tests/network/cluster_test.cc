@@ -1,0 +1,122 @@
+#include "network/cluster.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace dtsim::network {
+namespace {
+
+using testing::HasSubstr;
+
+std::string ErrorOf(const std::string& text) {
+  const Expected<ClusterSpec> cluster = ClusterFromJson(Json::parse(text), "cluster");
+  return cluster.ok() ? "(loaded fine)" : cluster.error().ToString();
+}
+
+constexpr const char* kCustom = R"({
+  "nodes": 4, "gpus_per_node": 8,
+  "intra_node": {"topology": "switch", "bandwidth": "300 GB/s", "latency": "2 us"},
+  "inter_node": {"topology": "fat-tree", "nics_per_node": 8, "nic_bandwidth": "200 Gbps",
+                 "latency": "5 us", "oversubscription": 2, "nodes_per_leaf": 2}})";
+
+TEST(ClusterPresetTest, DgxA100) {
+  const Expected<ClusterSpec> cluster = ClusterPreset("dgx-a100", 4);
+  ASSERT_TRUE(cluster.ok());
+  EXPECT_EQ(cluster->gpu_count(), 32);
+  EXPECT_EQ(cluster->intra.bandwidth.bits_per_second(), 300 * kGiga * 8);  // 300 GB/s
+  EXPECT_EQ(cluster->inter.nics_per_node, 8);
+  EXPECT_EQ(cluster->inter.nic_bandwidth.bits_per_second(), 200 * kGiga);  // HDR 200 Gb/s
+  EXPECT_EQ(cluster->NodeOf(17), 2);
+}
+
+TEST(ClusterPresetTest, AllPresetsLoad) {
+  for (std::string_view name : ClusterPresetNames()) EXPECT_TRUE(ClusterPreset(name).ok()) << name;
+  EXPECT_EQ(ClusterPreset("dgx-a10").error().ToString(),
+            "unknown cluster preset (did you mean \"dgx-a100\"?); presets: \"dgx-a100\", "
+            "\"dgx-h100\", \"dgx1-v100\", \"ethernet-25g\", got \"dgx-a10\"");
+}
+
+TEST(ClusterFromJsonTest, CustomSpec) {
+  const Expected<ClusterSpec> cluster = ClusterFromJson(Json::parse(kCustom), "cluster");
+  ASSERT_TRUE(cluster.ok()) << cluster.error().ToString();
+  EXPECT_EQ(cluster->name, "custom");
+  EXPECT_EQ(cluster->inter.oversubscription, 2.0);
+  EXPECT_EQ(cluster->inter.latency, Microseconds(5));
+}
+
+TEST(ClusterFromJsonTest, PresetFieldsCanBeOverridden) {
+  const Expected<ClusterSpec> cluster = ClusterFromJson(
+      Json::parse(R"({"preset": "dgx-h100", "gpus": 64,
+                      "inter_node": {"nic_bandwidth": "200 Gbps", "efficiency": 0.9}})"),
+      "cluster");
+  ASSERT_TRUE(cluster.ok()) << cluster.error().ToString();
+  EXPECT_EQ(cluster->nodes, 8);                                            // 64 / 8
+  EXPECT_EQ(cluster->inter.nic_bandwidth.bits_per_second(), 200 * kGiga);  // overridden
+  EXPECT_EQ(cluster->inter.nics_per_node, 8);                              // from the preset
+  EXPECT_EQ(cluster->intra.bandwidth.bits_per_second(), 450 * kGiga * 8);  // from the preset
+}
+
+TEST(ClusterFromJsonTest, TorusDimensionsMustMultiplyToTheNodes) {
+  const std::string torus = R"({"preset": "dgx-a100", "nodes": 12,
+      "inter_node": {"topology": "torus-2d", "dimensions": [4, 4]}})";
+  EXPECT_EQ(ErrorOf(torus),
+            "cluster.inter_node.dimensions: the torus dimensions multiply to 16 nodes, but the "
+            "cluster has 12, got [4, 4]");
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-a100", "nodes": 12,
+                        "inter_node": {"topology": "torus-3d", "dimensions": [3, 4]}})"),
+            "cluster.inter_node.dimensions: a torus-3d needs 3 dimensions, got [3, 4]");
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-a100", "inter_node": {"dimensions": [2]}})"),
+            "cluster.inter_node.dimensions: only a torus has dimensions, not a rail-optimized");
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-a100", "nodes": 12,
+                        "inter_node": {"topology": "torus-2d", "dimensions": [3, 4]}})"),
+            "(loaded fine)");
+}
+
+TEST(ClusterFromJsonTest, BadInputNamesThePath) {
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-a100", "intra_node": {"topology": "nvswitch"}})"),
+            "cluster.intra_node.topology: unknown intra-node topology (did you mean \"switch\"?); "
+            "registered: \"switch\", "
+            "\"ring\", \"mesh\", \"pcie\", got \"nvswitch\"");
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-a100", "inter_node": {"topology": "fattree"}})"),
+            "cluster.inter_node.topology: unknown inter-node topology (did you mean "
+            "\"fat-tree\"?); registered: \"fat-tree\", \"rail-optimized\", \"ring\", "
+            "\"torus-2d\", \"torus-3d\", got \"fattree\"");
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-a100", "gpus": 12})"),
+            "cluster.gpus: 12 GPUs do not divide into nodes of 8 (gpus_per_node), got 12");
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-a100", "gpus": 16, "nodes": 2})"),
+            "cluster: give either \"nodes\" or \"gpus\", not both");
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-a100", "inter_node": {"nic_bandwidth": "0 Gbps"}})"),
+            "cluster.inter_node.nic_bandwidth: bandwidth must be positive, got \"0 Gbps\"");
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-a100", "intra_node": {"bandwidth": "-300 GB/s"}})"),
+            "cluster.intra_node.bandwidth: bandwidth must not be negative, got \"-300 GB/s\"");
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-a100", "nodes": 0})"),
+            "cluster.nodes: must be in [1, 1048576], got 0");
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-a100", "inter_node": {"oversubscription": 0.5}})"),
+            "cluster.inter_node.oversubscription: must be in [1, 1000000], got 0.5");
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-a100", "intra_node": {"efficiency": 0}})"),
+            "cluster.intra_node.efficiency: must be in (0, 1], got 0");
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-a100", "node": 2})"),
+            "cluster.node: unknown key (did you mean \"nodes\"?)");
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-a100", "inter_node": {"nic_bandwith": "1 Gbps"}})"),
+            "cluster.inter_node.nic_bandwith: unknown key (did you mean \"nic_bandwidth\"?)");
+  EXPECT_EQ(ErrorOf(R"({"gpus_per_node": 8, "intra_node": {"topology": "switch"}})"),
+            "cluster.inter_node: missing required field");
+  EXPECT_EQ(ErrorOf(R"({"gpus_per_node": 8, "intra_node": {"topology": "switch"},
+                        "inter_node": {"topology": "ring", "nic_bandwidth": "1 Gbps",
+                                       "latency": "1 us"}})"),
+            "cluster.intra_node.bandwidth: missing required field");
+  EXPECT_EQ(ErrorOf(R"({"nodes": 2})"),
+            "cluster.gpus_per_node: missing required field (or give a \"preset\")");
+  EXPECT_THAT(ErrorOf(R"({"preset": "dgx"})"), HasSubstr("cluster.preset: unknown cluster preset"));
+}
+
+TEST(LoadClusterTest, PresetNameOrFile) {
+  EXPECT_EQ(LoadCluster("dgx-h100")->name, "dgx-h100");
+  EXPECT_EQ(LoadCluster("dgx-h100")->nodes, 1);
+  const Expected<ClusterSpec> missing = LoadCluster("/nonexistent/cluster.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.error().ToString(), HasSubstr("cannot open"));
+}
+
+}  // namespace
+}  // namespace dtsim::network

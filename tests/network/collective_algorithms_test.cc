@@ -1,0 +1,213 @@
+// Analytic tests of every collective algorithm's α-β cost. Test cluster (round numbers):
+//   4 GPUs per node, NVLink-like 100 GB/s per GPU (1e11 B/s), α_intra = 1 us;
+//   2 NICs per node of 100 Gbps (12.5 GB/s each), α_inter = 10 us; efficiency 1.
+// A group of k members on a node gets min(k, 2) NICs: 25 GB/s (2.5e10 B/s) for k >= 2.
+// S = 1e8 bytes unless said otherwise.
+#include "network/collective_algorithms.h"
+
+#include <numeric>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace dtsim::network {
+namespace {
+
+using graph::CommKind;
+using testing::HasSubstr;
+
+constexpr int64_t kS = 100'000'000;
+
+ClusterSpec TestCluster(int nodes = 4) {
+  return ClusterSpec{
+      .name = "test",
+      .nodes = nodes,
+      .gpus_per_node = 4,
+      .intra = {IntraTopology::kSwitch, Bandwidth::BytesPerSecond(100 * kGiga), Microseconds(1),
+                1.0},
+      .inter = {InterTopology::kFatTree, 2, Bandwidth::BitsPerSecond(100 * kGiga),
+                Microseconds(10), 1.0, 0, {}, 1.0}};
+}
+
+std::vector<int32_t> Ranks(int first, int count) {
+  std::vector<int32_t> ranks(static_cast<size_t>(count));
+  std::iota(ranks.begin(), ranks.end(), first);
+  return ranks;
+}
+
+DurationNs Cost(CommKind kind, std::string_view algorithm, const std::vector<int32_t>& group,
+                int64_t size = kS, const ClusterSpec& cluster = TestCluster()) {
+  const CollectiveRequest request{.kind = kind,
+                                  .size = Bytes(size),
+                                  .shape = ShapeOfGroup(group, cluster),
+                                  .cluster = &cluster};
+  const Expected<AlgorithmChoice> choice = ChooseCollectiveAlgorithm(request, algorithm);
+  EXPECT_TRUE(choice.ok()) << choice.error().ToString();
+  return choice.ok() ? choice->time : DurationNs::Zero();
+}
+
+std::string_view Chosen(CommKind kind, const std::vector<int32_t>& group, int64_t size) {
+  const ClusterSpec cluster = TestCluster();
+  const CollectiveRequest request{.kind = kind,
+                                  .size = Bytes(size),
+                                  .shape = ShapeOfGroup(group, cluster),
+                                  .cluster = &cluster};
+  return ChooseCollectiveAlgorithm(request, "")->algorithm->name;
+}
+
+TEST(GroupShapeTest, CountsNodesAndMembersPerNode) {
+  const ClusterSpec cluster = TestCluster();
+  const GroupShape all = ShapeOfGroup(Ranks(0, 16), cluster);
+  EXPECT_EQ(all.nodes, 4);
+  EXPECT_EQ(all.per_node, 4);
+  EXPECT_TRUE(all.uniform);
+  const std::vector<int32_t> uneven = {0, 1, 2, 4};  // 3 on node 0, 1 on node 1
+  const GroupShape shape = ShapeOfGroup(uneven, cluster);
+  EXPECT_EQ(shape.nodes, 2);
+  EXPECT_EQ(shape.per_node, 3);
+  EXPECT_FALSE(shape.uniform);
+}
+
+TEST(AllReduceTest, RingOnOneNode) {
+  // p = 4: 2(p-1)α + 2(p-1)/p · S/B = 6 · 1 us + 1.5e8 / 1e11 s = 6 us + 1.5 ms.
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "ring", Ranks(0, 4)), Microseconds(1506));
+}
+
+TEST(AllReduceTest, RingAcrossNodes) {
+  // p = 16 on 4 nodes: 2 · 15 · 10 us = 300 us of latency; a node's NICs carry
+  // 2 · 15/16 · 1e8 = 1.875e8 B at 2.5e10 B/s = 7.5 ms (NVLink carries 3/4 of that at 1e11 B/s,
+  // 1.406 ms, not the bottleneck). T = 7.8 ms.
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "ring", Ranks(0, 16)), Microseconds(7800));
+}
+
+TEST(AllReduceTest, RingWithOneMemberPerNodeUsesOneNic) {
+  // Ranks 0, 4, 8, 12: one per node, so one NIC (1.25e10 B/s): 2 · 3/4 · 1e8 = 1.5e8 B takes
+  // 12 ms, plus 2 · 3 · 10 us. T = 12.06 ms.
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "ring", {0, 4, 8, 12}), Microseconds(12'060));
+}
+
+TEST(AllReduceTest, DoubleBinaryTree) {
+  // p = 16: 2⌈log2 16⌉ · 10 us = 80 us; 2S = 2e8 B over the node's NICs at 2.5e10 B/s = 8 ms.
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "tree", Ranks(0, 16)), Microseconds(8080));
+}
+
+TEST(AllReduceTest, HalvingDoubling) {
+  // One node, p = 4: 2 log2 4 · 1 us + 2 · 3/4 · 1e8 / 1e11 s = 4 us + 1.5 ms.
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "halving_doubling", Ranks(0, 4)), Microseconds(1504));
+  // p = 3: p' = 2, one extra rank: 2 · 1 + 2 = 4 steps; 2 · 1/2 · S + 2S = 3e8 B: 3 ms + 4 us.
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "halving_doubling", Ranks(0, 3)), Microseconds(3004));
+  // p = 16 on 4 nodes: 8 steps · 10 us; a node's NICs carry k · 2(N-1)/N · S = 4 · 1.5 · 1e8
+  // = 6e8 B at 2.5e10 B/s = 24 ms (the partners of the first steps are all off-node).
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "halving_doubling", Ranks(0, 16)), Microseconds(24'080));
+}
+
+TEST(AllReduceTest, Hierarchical) {
+  // k = 4, N = 4. Intra reduce-scatter: 3 · 1 us + 3/4 · 1e8 / 1e11 s = 753 us; inter ring
+  // all-reduce of the shards: 2 · 3 · 10 us + 2 · 3/4 · 1e8 / 2.5e10 s = 6.06 ms; intra
+  // all-gather 753 us. T = 7.566 ms.
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "hierarchical", Ranks(0, 16)), Microseconds(7566));
+}
+
+TEST(AllReduceTest, HierarchicalNeedsEvenPlacement) {
+  const ClusterSpec cluster = TestCluster();
+  const std::vector<int32_t> uneven = {0, 1, 2, 4};
+  const CollectiveRequest request{.kind = CommKind::kAllReduce,
+                                  .size = Bytes(kS),
+                                  .shape = ShapeOfGroup(uneven, cluster),
+                                  .cluster = &cluster};
+  EXPECT_THAT(ChooseCollectiveAlgorithm(request, "hierarchical").error().message(),
+              HasSubstr("needs the same number of group members on every node"));
+  EXPECT_TRUE(ChooseCollectiveAlgorithm(request, "").ok());  // the default skips it
+}
+
+TEST(AllReduceTest, DefaultChoiceFollowsSizeAndPlacement) {
+  // 16 ranks, 1 kB: ring 300 us + 75 ns, tree 80 us + 80 ns: the tree wins on latency.
+  EXPECT_EQ(Chosen(CommKind::kAllReduce, Ranks(0, 16), 1000), "tree");
+  // 1e8 B: ring 7.8 ms < tree 8.08 ms.
+  EXPECT_EQ(Chosen(CommKind::kAllReduce, Ranks(0, 16), kS), "ring");
+  // One node, 1e8 B: ring 1.506 ms, tree 2 · 2 · 1 us + 2e8/1e11 s = 2.004 ms.
+  EXPECT_EQ(Chosen(CommKind::kAllReduce, Ranks(0, 4), kS), "ring");
+}
+
+TEST(ReduceScatterAllGatherTest, Rings) {
+  // Reduce-scatter of a 1e8 B input, p = 4: 3 · 1 us + 3/4 · 1e8 / 1e11 s = 753 us.
+  EXPECT_EQ(Cost(CommKind::kReduceScatter, "ring", Ranks(0, 4)), Microseconds(753));
+  // All-gather of 1e8 B contributions, p = 4: 3 · 1 us + 3 · 1e8 / 1e11 s = 3.003 ms.
+  EXPECT_EQ(Cost(CommKind::kAllGather, "ring", Ranks(0, 4)), Microseconds(3003));
+}
+
+TEST(BroadcastReduceTest, ChainAndBinomialTree) {
+  // Pipelined chain, p = 4: 3 · 1 us + 1e8 / 1e11 s = 1.003 ms.
+  EXPECT_EQ(Cost(CommKind::kBroadcast, "ring", Ranks(0, 4)), Microseconds(1003));
+  EXPECT_EQ(Cost(CommKind::kReduce, "ring", Ranks(0, 4)), Microseconds(1003));
+  // Binomial tree: ⌈log2 4⌉ = 2 rounds of (1 us + 1 ms).
+  EXPECT_EQ(Cost(CommKind::kBroadcast, "binomial_tree", Ranks(0, 4)), Microseconds(2002));
+}
+
+TEST(AllToAllTest, DirectAndHierarchical) {
+  // Direct, 16 ranks on 4 nodes: 15 · 10 us; a node's NICs carry k(p-k)/p · S = 4 · 12/16 ·
+  // 1e8 = 3e8 B at 2.5e10 B/s = 12 ms. T = 12.15 ms.
+  EXPECT_EQ(Cost(CommKind::kAllToAll, "direct", Ranks(0, 16)), Microseconds(12'150));
+  // 2DH: intra 3 · 1 us + 3/4 · 1e8 / 1e11 s = 753 us; inter 3 · 10 us + 4 · 3/4 · 1e8 /
+  // 2.5e10 s = 12.03 ms. T = 12.783 ms: the same volume, more phases.
+  EXPECT_EQ(Cost(CommKind::kAllToAll, "hierarchical", Ranks(0, 16)), Microseconds(12'783));
+  // At 1 kB messages the 15 inter-node steps dominate direct (150 us), while 2DH takes
+  // 3 · 1 + 3 · 10 = 33 us of latency: the hierarchical one is faster.
+  EXPECT_LT(Cost(CommKind::kAllToAll, "hierarchical", Ranks(0, 16), 1000),
+            Cost(CommKind::kAllToAll, "direct", Ranks(0, 16), 1000));
+}
+
+TEST(BarrierAndSendRecvTest, LatencyAndOneLink) {
+  // Dissemination over 16 ranks on 4 nodes: ⌈log2 16⌉ · 10 us.
+  EXPECT_EQ(Cost(CommKind::kBarrier, "", Ranks(0, 16), 0), Microseconds(40));
+  // Same node: 1 us + 1e8 / 1e11 s. Across nodes one NIC: 10 us + 1e8 / 1.25e10 s = 8.01 ms.
+  EXPECT_EQ(Cost(CommKind::kSendRecv, "", {0, 1}), Microseconds(1001));
+  EXPECT_EQ(Cost(CommKind::kSendRecv, "", {0, 4}), Microseconds(8010));
+}
+
+TEST(CollectiveAlgorithmsTest, GroupOfOneCostsNothing) {
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "", {3}), DurationNs::Zero());
+}
+
+TEST(CollectiveAlgorithmsTest, OversubscribedSpineSlowsCrossLeafGroups) {
+  // 2 nodes per leaf, 2:1 oversubscription: a group over 4 nodes crosses the spine, its nodes
+  // get half the NIC bandwidth (1.25e10 B/s): ring all-reduce of 16 ranks = 300 us +
+  // 1.875e8 / 1.25e10 s = 15.3 ms (7.8 ms without the spine).
+  ClusterSpec cluster = TestCluster();
+  cluster.inter.nodes_per_leaf = 2;
+  cluster.inter.oversubscription = 2;
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "ring", Ranks(0, 16), kS, cluster), Microseconds(15'300));
+  // Ranks 0..7 sit on nodes 0 and 1, under one leaf: no spine, full rate. 2 · 7 · 10 us +
+  // 2 · 7/8 · 1e8 / 2.5e10 s = 140 us + 7 ms.
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "ring", Ranks(0, 8), kS, cluster), Microseconds(7140));
+}
+
+TEST(CollectiveAlgorithmsTest, EfficiencyScalesBandwidth) {
+  // Half the NVLink efficiency doubles the bandwidth term: 6 us + 3 ms.
+  ClusterSpec cluster = TestCluster();
+  cluster.intra.efficiency = 0.5;
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "ring", Ranks(0, 4), kS, cluster), Microseconds(3006));
+}
+
+TEST(CollectiveAlgorithmsTest, UnknownAlgorithmListsTheRegisteredOnes) {
+  const Expected<const CollectiveAlgorithm*> found =
+      FindCollectiveAlgorithm(CommKind::kAllReduce, "rign");
+  ASSERT_FALSE(found.ok());
+  EXPECT_EQ(found.error().ToString(),
+            "unknown all_reduce algorithm (did you mean \"ring\"?); registered: \"ring\", "
+            "\"tree\", \"halving_doubling\", \"hierarchical\", got \"rign\"");
+}
+
+TEST(CollectiveAlgorithmsTest, EveryKindHasADefault) {
+  for (CommKind kind : {CommKind::kAllReduce, CommKind::kAllGather, CommKind::kReduceScatter,
+                        CommKind::kAllToAll, CommKind::kBroadcast, CommKind::kReduce,
+                        CommKind::kBarrier, CommKind::kSendRecv}) {
+    const int size = kind == CommKind::kSendRecv ? 2 : 8;
+    EXPECT_GT(Cost(kind, "", Ranks(0, size), 1000), DurationNs::Zero())
+        << graph::CommKindName(kind);
+  }
+}
+
+}  // namespace
+}  // namespace dtsim::network
