@@ -63,6 +63,37 @@ TEST_F(RunCommandTest, ResultMatchesTheGoldenFile) {
   EXPECT_TRUE(output_.str().empty());  // --quiet
 }
 
+// The example on one DGX A100 node (4 ranks fit on it): α_intra = 2 us, NVLink 300 GB/s.
+//   8 MiB send/recv: 2 us + 8388608 / 3e11 s = 2000 + 27962.03 -> 29963 ns
+//   64 MiB all-reduce over 2 ranks: ring 2 · 2 us + 67108864 / 3e11 s = 4000 + 223696.21 ->
+//   227697 ns (the tree's 2 · 2 us + 2 · 67108864 / 3e11 s is slower).
+// Following tests/engine/example_graph_test.cc with these costs: stage 0 finishes at
+// bwd1 end + all-reduce + adam, where grad1 arrives after stage 1's bwd1:
+//   act0 300000-329963; stage 1 fwd0 -679963, bwd0 -1379963; act1 600000-629963;
+//   stage 1 fwd1 1379963-1729963, bwd1 -2429963, grad1 -2459926;
+//   stage 0 bwd1 2459926-3059926, all-reduce -3287623, adam -3407623.
+TEST_F(RunCommandTest, AnalyticalModelOnAPreset) {
+  ASSERT_EQ(Run({kExample, "--cluster", "dgx-a100", "-o", Path("result.json")}).kind,
+            CommandOutcome::Kind::kOk);
+  const Json result = *ReadJsonFile(Path("result.json"));
+  EXPECT_EQ(result["makespan_ns"], 3'407'623);
+  EXPECT_EQ(result["input"]["communication_model"]["name"], "analytical");
+  EXPECT_EQ(result["input"]["communication_model"]["cluster"], "dgx-a100");
+  EXPECT_EQ(result["input"]["communication_model"]["nodes"], 1);
+}
+
+TEST_F(RunCommandTest, NetworkModelErrors) {
+  EXPECT_EQ(Run({kExample, "--network-model", "analytic"}).error->ToString(),
+            "--network-model: unknown network model (did you mean \"analytical\"?); registered: "
+            "\"fixed\", \"analytical\", got \"analytic\"");
+  EXPECT_EQ(Run({kExample, "--network-model", "analytical"}).error->ToString(),
+            "--network-model: the analytical model needs a cluster: give --cluster PRESET|FILE, "
+            "got \"analytical\"");
+  const CommandOutcome bad = Run({kExample, "--cluster", "dgx-a10"});
+  EXPECT_EQ(bad.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(bad.error->ToString(), HasSubstr("unknown cluster preset (did you mean \"dgx-a100\"?)"));
+}
+
 TEST_F(RunCommandTest, HelpPrintsOptions) {
   ASSERT_EQ(Run({"--help"}).kind, CommandOutcome::Kind::kOk);
   EXPECT_THAT(output_.str(), HasSubstr("--timeline"));

@@ -102,7 +102,7 @@ Expected<ModelSetup> MakeAnalyticalModel(const RunOptions& options, const Commun
                                          const graph::TaskGraph& graph) {
   if (options.cluster.empty()) {
     return Error("the analytical model needs a cluster: give --cluster PRESET|FILE",
-                 "--network-model", "analytical");
+                 "--network-model", Quote("analytical"));
   }
   DTSIM_ASSIGN_OR_RETURN(network::ClusterSpec cluster, network::LoadCluster(options.cluster));
   auto model = std::make_unique<network::AnalyticalModel>(std::move(cluster));
