@@ -8,15 +8,7 @@
 namespace dtsim::network {
 
 Status AnalyticalModel::Prepare(const graph::TaskGraph& graph) {
-  if (cluster_.nodes == 0) {
-    cluster_.nodes = std::max(1, (graph.rank_count() + cluster_.gpus_per_node - 1) /
-                                     cluster_.gpus_per_node);
-  }
-  if (graph.rank_count() > cluster_.gpu_count()) {
-    return Error(fmt::format("the graph has {} ranks but the cluster has {} GPUs ({} nodes of {})",
-                             graph.rank_count(), cluster_.gpu_count(), cluster_.nodes,
-                             cluster_.gpus_per_node));
-  }
+  DTSIM_RETURN_IF_ERROR(FitCluster(cluster_, graph.rank_count()));
   std::vector<GroupShape> shapes(graph.group_count());
   std::vector<bool> shaped(graph.group_count(), false);
   // Iterations repeat the same collectives: price each distinct (kind, size, group, algorithm)

@@ -182,8 +182,9 @@ Status ReadNodes(JsonObjectReader& reader, ClusterSpec& cluster) {
   return Status::Ok();
 }
 
-// Checks that need the whole spec: torus dimensions against the node count.
-Status CheckConsistent(const ClusterSpec& cluster, const std::string& path) {
+// Checks that need the whole spec: torus dimensions against the node count; a torus given
+// without a node count takes it from its dimensions.
+Status CheckConsistent(ClusterSpec& cluster, const std::string& path) {
   const InterNodeSpec& inter = cluster.inter;
   const bool torus = inter.topology == InterTopology::kTorus2d ||
                      inter.topology == InterTopology::kTorus3d;
@@ -202,11 +203,12 @@ Status CheckConsistent(const ClusterSpec& cluster, const std::string& path) {
   }
   int64_t product = 1;
   for (int extent : inter.dimensions) product *= extent;
-  if (product != cluster.nodes) {
+  if (product != cluster.nodes && cluster.nodes != 0) {
     return Error(fmt::format("the torus dimensions multiply to {} nodes, but the cluster has {}",
                              product, cluster.nodes),
                  dims_path, fmt::format("[{}]", fmt::join(inter.dimensions, ", ")));
   }
+  cluster.nodes = static_cast<int>(product);  // a torus's dimensions give its node count
   return Status::Ok();
 }
 
@@ -250,6 +252,7 @@ Expected<ClusterSpec> ClusterFromJson(const Json& value, const std::string& path
     if (!base.ok()) return std::move(base).error().Under(JsonChildPath(path, "preset"));
     cluster = std::move(base).value();
   }
+  cluster.nodes = 0;  // unless given: sized to the workload (FitCluster)
   reader.Allow("preset");
   if (!preset && !reader.Has("gpus_per_node")) {
     return Error("missing required field (or give a \"preset\")",
@@ -273,10 +276,21 @@ Expected<ClusterSpec> ClusterFromJson(const Json& value, const std::string& path
   return cluster;
 }
 
+Status FitCluster(ClusterSpec& cluster, int32_t ranks) {
+  if (cluster.nodes == 0) {
+    cluster.nodes = std::max(1, (ranks + cluster.gpus_per_node - 1) / cluster.gpus_per_node);
+  }
+  if (ranks > cluster.gpu_count()) {
+    return Error(fmt::format("the graph has {} ranks but the cluster has {} GPUs ({} nodes of {})",
+                             ranks, cluster.gpu_count(), cluster.nodes, cluster.gpus_per_node));
+  }
+  return Status::Ok();
+}
+
 Expected<ClusterSpec> LoadCluster(const std::string& preset_or_path) {
   const bool is_preset = !preset_or_path.ends_with(".json") &&
                          !std::filesystem::exists(preset_or_path);
-  if (is_preset) return ClusterPreset(preset_or_path);
+  if (is_preset) return ClusterPreset(preset_or_path, 0);
   DTSIM_ASSIGN_OR_RETURN(const Json document, ReadJsonFile(preset_or_path));
   Expected<ClusterSpec> cluster = ClusterFromJson(document, "");
   if (!cluster.ok()) return std::move(cluster).error().InFile(preset_or_path);

@@ -40,7 +40,7 @@ struct InterNodeSpec {
 
 struct ClusterSpec {
   std::string name;  // the preset's name, or "custom"
-  int nodes = 1;
+  int nodes = 0;     // 0: not given; FitCluster sizes it to the workload
   int gpus_per_node = 1;
   IntraNodeSpec intra;
   InterNodeSpec inter;
@@ -50,7 +50,7 @@ struct ClusterSpec {
 };
 
 std::span<const std::string_view> ClusterPresetNames();
-// A preset with `nodes` nodes. Errors list the presets.
+// A preset with `nodes` nodes (0: sized to the workload later). Errors list the presets.
 Expected<ClusterSpec> ClusterPreset(std::string_view name, int nodes = 1);
 
 // {"preset": "dgx-a100", "nodes": 4 (or "gpus": 32), "gpus_per_node": 8,
@@ -60,6 +60,10 @@ Expected<ClusterSpec> ClusterPreset(std::string_view name, int nodes = 1);
 // Without a preset every field but the optional ones is required; with one, any field
 // overrides the preset's. Errors carry the JSON path under `path`.
 Expected<ClusterSpec> ClusterFromJson(const Json& value, const std::string& path);
+
+// Sizes a cluster with 0 nodes (none given) to `ranks`: ceil(ranks / gpus_per_node) nodes.
+// Errors when the ranks do not fit on the cluster's GPUs.
+Status FitCluster(ClusterSpec& cluster, int32_t ranks);
 
 // A preset name, or a JSON file holding a cluster spec.
 Expected<ClusterSpec> LoadCluster(const std::string& preset_or_path);

@@ -56,6 +56,15 @@ TEST(ClusterFromJsonTest, PresetFieldsCanBeOverridden) {
   EXPECT_EQ(cluster->intra.bandwidth.bits_per_second(), 450 * kGiga * 8);  // from the preset
 }
 
+TEST(ClusterFromJsonTest, TorusDimensionsGiveTheNodeCount) {
+  const Expected<ClusterSpec> cluster = ClusterFromJson(
+      Json::parse(R"({"preset": "dgx-a100", "inter_node": {"topology": "torus-3d",
+                                                          "dimensions": [2, 3, 4]}})"),
+      "cluster");
+  ASSERT_TRUE(cluster.ok()) << cluster.error().ToString();
+  EXPECT_EQ(cluster->nodes, 24);
+}
+
 TEST(ClusterFromJsonTest, TorusDimensionsMustMultiplyToTheNodes) {
   const std::string torus = R"({"preset": "dgx-a100", "nodes": 12,
       "inter_node": {"topology": "torus-2d", "dimensions": [4, 4]}})";
@@ -112,7 +121,14 @@ TEST(ClusterFromJsonTest, BadInputNamesThePath) {
 
 TEST(LoadClusterTest, PresetNameOrFile) {
   EXPECT_EQ(LoadCluster("dgx-h100")->name, "dgx-h100");
-  EXPECT_EQ(LoadCluster("dgx-h100")->nodes, 1);
+  // No node count: sized to the workload, 20 ranks on nodes of 8 take 3.
+  ClusterSpec cluster = *LoadCluster("dgx-h100");
+  EXPECT_EQ(cluster.nodes, 0);
+  ASSERT_TRUE(FitCluster(cluster, 20).ok());
+  EXPECT_EQ(cluster.nodes, 3);
+  ClusterSpec fixed = *ClusterPreset("dgx-h100", 2);
+  EXPECT_EQ(FitCluster(fixed, 20).error().message(),
+            "the graph has 20 ranks but the cluster has 16 GPUs (2 nodes of 8)");
   const Expected<ClusterSpec> missing = LoadCluster("/nonexistent/cluster.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_THAT(missing.error().ToString(), HasSubstr("cannot open"));

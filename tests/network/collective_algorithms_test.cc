@@ -5,11 +5,12 @@
 // S = 1e8 bytes unless said otherwise.
 #include "network/collective_algorithms.h"
 
-#include <numeric>
 #include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "tests/network/test_cluster.h"
 
 namespace dtsim::network {
 namespace {
@@ -19,22 +20,8 @@ using testing::HasSubstr;
 
 constexpr int64_t kS = 100'000'000;
 
-ClusterSpec TestCluster(int nodes = 4) {
-  return ClusterSpec{
-      .name = "test",
-      .nodes = nodes,
-      .gpus_per_node = 4,
-      .intra = {IntraTopology::kSwitch, Bandwidth::BytesPerSecond(100 * kGiga), Microseconds(1),
-                1.0},
-      .inter = {InterTopology::kFatTree, 2, Bandwidth::BitsPerSecond(100 * kGiga),
-                Microseconds(10), 1.0, 0, {}, 1.0}};
-}
-
-std::vector<int32_t> Ranks(int first, int count) {
-  std::vector<int32_t> ranks(static_cast<size_t>(count));
-  std::iota(ranks.begin(), ranks.end(), first);
-  return ranks;
-}
+using testing_support::Ranks;
+using testing_support::TestCluster;
 
 DurationNs Cost(CommKind kind, std::string_view algorithm, const std::vector<int32_t>& group,
                 int64_t size = kS, const ClusterSpec& cluster = TestCluster()) {

@@ -12,6 +12,7 @@
 #include "sim/base/quantity.h"
 #include "sim/base/strings.h"
 #include "network/analytical_model.h"
+#include "network/flow_model.h"
 #include "sim/engine/fixed_cost_model.h"
 #include "sim/engine/simulator.h"
 #include "sim/graph/graph_json.h"
@@ -40,7 +41,8 @@ po::options_description Describe(RunOptions& options) {
       "Usage: dtsim run GRAPH [options]\n\n"
       "Simulates a task-graph file (docs/formats/task-graph.md). Communication is priced by the\n"
       "fixed-cost model (latency + size / bandwidth for every collective and send/recv) or, with\n"
-      "--cluster, by the analytical model (each collective algorithm's cost on the cluster).\n\n"
+      "--cluster, by the analytical model (each collective algorithm's cost on the cluster) or\n"
+      "the flow model (algorithm steps as flows sharing links max-min fairly).\n\n"
       "Options");
   description.add_options()
       ("help,h", po::bool_switch(&options.help), "show this help")
@@ -49,7 +51,7 @@ po::options_description Describe(RunOptions& options) {
       ("timeline", po::value(&options.timeline_path)->value_name("FILE"),
        "write a Chrome trace / Perfetto timeline here (docs/formats/timeline.md)")
       ("network-model", po::value(&options.network_model)->value_name("NAME"),
-       "fixed or analytical (default: analytical with --cluster, else fixed)")
+       "fixed, analytical or flow (default: analytical with --cluster, else fixed)")
       ("cluster", po::value(&options.cluster)->value_name("PRESET|FILE"),
        "the cluster for the analytical model: a preset (dgx-a100, dgx-h100, dgx1-v100, "
        "ethernet-25g) or a cluster JSON file (docs/network.md)")
@@ -98,18 +100,21 @@ Expected<ModelSetup> MakeFixedModel(const RunOptions&, const CommunicationCost& 
                      {"bandwidth_bits_per_second", cost.bandwidth.bits_per_second()}}};
 }
 
-Expected<ModelSetup> MakeAnalyticalModel(const RunOptions& options, const CommunicationCost&,
-                                         const graph::TaskGraph& graph) {
+// The analytical and flow models both price communication on a cluster.
+template <typename Model>
+Expected<ModelSetup> MakeClusterModel(const RunOptions& options, const CommunicationCost&,
+                                      const graph::TaskGraph& graph) {
   if (options.cluster.empty()) {
-    return Error("the analytical model needs a cluster: give --cluster PRESET|FILE",
-                 "--network-model", Quote("analytical"));
+    return Error(fmt::format("the {} model needs a cluster: give --cluster PRESET|FILE",
+                             options.network_model),
+                 "--network-model", Quote(options.network_model));
   }
   DTSIM_ASSIGN_OR_RETURN(network::ClusterSpec cluster, network::LoadCluster(options.cluster));
-  auto model = std::make_unique<network::AnalyticalModel>(std::move(cluster));
+  auto model = std::make_unique<Model>(std::move(cluster));
   Status prepared = model->Prepare(graph);
   if (!prepared.ok()) return std::move(prepared).error().InFile(options.graph_path);
   const network::ClusterSpec& sized = model->cluster();
-  OrderedJson description = {{"name", "analytical"},
+  OrderedJson description = {{"name", model->name()},
                              {"cluster", sized.name},
                              {"nodes", sized.nodes},
                              {"gpus_per_node", sized.gpus_per_node}};
@@ -121,13 +126,13 @@ struct ModelEntry {
   Expected<ModelSetup> (*make)(const RunOptions&, const CommunicationCost&,
                                const graph::TaskGraph&);
 };
-constexpr std::array<ModelEntry, 2> kModels = {{{"fixed", MakeFixedModel},
-                                                {"analytical", MakeAnalyticalModel}}};
+constexpr std::array<ModelEntry, 3> kModels = {
+    {{"fixed", MakeFixedModel},
+     {"analytical", MakeClusterModel<network::AnalyticalModel>},
+     {"flow", MakeClusterModel<network::FlowModel>}}};
 
 Expected<const ModelEntry*> FindModel(const RunOptions& options) {
-  const std::string name = !options.network_model.empty() ? options.network_model
-                           : options.cluster.empty()      ? "fixed"
-                                                          : "analytical";
+  const std::string& name = options.network_model;
   std::vector<std::string_view> names;
   for (const ModelEntry& entry : kModels) {
     if (entry.name == name) return &entry;
@@ -191,6 +196,9 @@ CommandOutcome RunCommand(std::span<const std::string> args, std::ostream& out) 
   // Quantity options are part of the command line: a bad one is a usage error.
   Expected<CommunicationCost> cost = ParseCommunicationCost(options);
   if (!cost.ok()) return CommandOutcome::Usage(std::move(cost).error());
+  if (options.network_model.empty()) {
+    options.network_model = options.cluster.empty() ? "fixed" : "analytical";
+  }
   Expected<const ModelEntry*> entry = FindModel(options);
   if (!entry.ok()) return CommandOutcome::Usage(std::move(entry).error());
   Status status = Execute(options, **entry, *cost, out);

@@ -1,0 +1,222 @@
+#include "network/flow_programs.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+
+#include <fmt/format.h>
+
+namespace dtsim::network {
+
+using graph::CommKind;
+
+namespace {
+
+// The group's ranks per node, nodes in order, each node's ranks in order.
+std::vector<std::vector<int32_t>> ByNode(const FlowRequest& r) {
+  std::vector<int32_t> ranks(r.ranks.begin(), r.ranks.end());
+  std::sort(ranks.begin(), ranks.end());
+  std::vector<std::vector<int32_t>> nodes;
+  for (int32_t rank : ranks) {
+    if (nodes.empty() || r.cluster->NodeOf(nodes.back().front()) != r.cluster->NodeOf(rank)) {
+      nodes.emplace_back();
+    }
+    nodes.back().push_back(rank);
+  }
+  return nodes;
+}
+
+size_t MostPerNode(const std::vector<std::vector<int32_t>>& nodes) {
+  size_t most = 0;
+  for (const auto& node : nodes) most = std::max(most, node.size());
+  return most;
+}
+
+bool Uniform(const std::vector<std::vector<int32_t>>& nodes) {
+  return std::all_of(nodes.begin(), nodes.end(),
+                     [&](const auto& node) { return node.size() == nodes.front().size(); });
+}
+
+DurationNs Alpha(const FlowRequest& r, size_t nodes) {
+  return nodes > 1 ? r.cluster->inter.latency : r.cluster->intra.latency;
+}
+
+// NCCL-style channels: across nodes, min(k, NICs) rings, each crossing node boundaries through
+// a different NIC (each node's ranks rotated by the channel index); one ring on one node.
+std::vector<std::vector<int32_t>> Rings(const std::vector<std::vector<int32_t>>& nodes,
+                                        const ClusterSpec& cluster) {
+  const size_t channels =
+      nodes.size() > 1 ? std::min<size_t>(MostPerNode(nodes), cluster.inter.nics_per_node) : 1;
+  std::vector<std::vector<int32_t>> rings(channels);
+  for (size_t c = 0; c < channels; ++c) {
+    for (const auto& node : nodes) {
+      for (size_t i = 0; i < node.size(); ++i) rings[c].push_back(node[(i + c) % node.size()]);
+    }
+  }
+  return rings;
+}
+
+// Every ring edge carries `bytes` (per channel: the caller divides by the channel count).
+std::vector<Transfer> RingTransfers(const std::vector<std::vector<int32_t>>& rings, double bytes,
+                                    bool close_ring) {
+  std::vector<Transfer> transfers;
+  for (const auto& ring : rings) {
+    const size_t edges = close_ring ? ring.size() : ring.size() - 1;
+    for (size_t i = 0; i < edges; ++i) {
+      transfers.push_back({ring[i], ring[(i + 1) % ring.size()], bytes});
+    }
+  }
+  return transfers;
+}
+
+// A ring collective: `steps` repeats of every ring edge carrying `bytes_per_step` split
+// across the channels.
+FlowProgram RingProgram(const FlowRequest& r, double bytes_per_step, int64_t steps) {
+  const auto nodes = ByNode(r);
+  const auto rings = Rings(nodes, *r.cluster);
+  const double per_channel = bytes_per_step / static_cast<double>(rings.size());
+  return {{Alpha(r, nodes.size()), RingTransfers(rings, per_channel, true), steps}};
+}
+
+double Size(const FlowRequest& r) { return static_cast<double>(r.size.count()); }
+double P(const FlowRequest& r) { return static_cast<double>(r.ranks.size()); }
+
+Expected<FlowProgram> AllReduceRing(const FlowRequest& r) {
+  return RingProgram(r, Size(r) / P(r), 2 * (static_cast<int64_t>(r.ranks.size()) - 1));
+}
+
+Expected<FlowProgram> ReduceScatterRing(const FlowRequest& r) {
+  return RingProgram(r, Size(r) / P(r), static_cast<int64_t>(r.ranks.size()) - 1);
+}
+
+Expected<FlowProgram> AllGatherRing(const FlowRequest& r) {
+  return RingProgram(r, Size(r), static_cast<int64_t>(r.ranks.size()) - 1);
+}
+
+// Pipelined chain from the root (broadcast) or to it (reduce): every chain edge streams S
+// at once, after the p-1 hops of latency.
+Expected<FlowProgram> RootedRing(const FlowRequest& r) {
+  const auto nodes = ByNode(r);
+  auto rings = Rings(nodes, *r.cluster);
+  for (auto& ring : rings) {
+    std::rotate(ring.begin(), std::find(ring.begin(), ring.end(), r.root), ring.end());
+    if (r.kind == CommKind::kReduce) std::reverse(ring.begin(), ring.end());
+  }
+  const double per_channel = Size(r) / static_cast<double>(rings.size());
+  return FlowProgram{{Alpha(r, nodes.size()) * static_cast<int64_t>(r.ranks.size() - 1),
+                      RingTransfers(rings, per_channel, false), 1}};
+}
+
+// All pairs at once, S/p each, after p-1 steps of latency.
+Expected<FlowProgram> AllToAllDirect(const FlowRequest& r) {
+  const auto nodes = ByNode(r);
+  FlowStep step{Alpha(r, nodes.size()) * static_cast<int64_t>(r.ranks.size() - 1), {}, 1};
+  for (int32_t from : r.ranks) {
+    for (int32_t to : r.ranks) {
+      if (from != to) step.transfers.push_back({from, to, Size(r) / P(r)});
+    }
+  }
+  return FlowProgram{std::move(step)};
+}
+
+Error NeedsUniform(std::string_view name) {
+  return Error(fmt::format("the {} algorithm needs the same number of group members on every "
+                           "node", name));
+}
+
+// Tutel's 2DH: all pairs inside each node (S/k each), then all pairs among the same local
+// index across nodes (S/N each).
+Expected<FlowProgram> AllToAllHierarchical(const FlowRequest& r) {
+  const auto nodes = ByNode(r);
+  if (!Uniform(nodes)) return NeedsUniform("hierarchical");
+  const size_t k = nodes.front().size();
+  const double n = static_cast<double>(nodes.size());
+  FlowStep local{r.cluster->intra.latency * static_cast<int64_t>(k - 1), {}, 1};
+  for (const auto& node : nodes) {
+    for (int32_t from : node) {
+      for (int32_t to : node) {
+        if (from != to) local.transfers.push_back({from, to, Size(r) / static_cast<double>(k)});
+      }
+    }
+  }
+  FlowStep across{r.cluster->inter.latency * static_cast<int64_t>(nodes.size() - 1), {}, 1};
+  for (size_t j = 0; j < k; ++j) {
+    for (const auto& a : nodes) {
+      for (const auto& b : nodes) {
+        if (&a != &b) across.transfers.push_back({a[j], b[j], Size(r) / n});
+      }
+    }
+  }
+  return FlowProgram{std::move(local), std::move(across)};
+}
+
+// Ring reduce-scatter inside each node, ring all-reduce of each S/k shard across nodes per
+// local index, ring all-gather inside each node.
+Expected<FlowProgram> AllReduceHierarchical(const FlowRequest& r) {
+  const auto nodes = ByNode(r);
+  if (!Uniform(nodes)) return NeedsUniform("hierarchical");
+  const size_t k = nodes.front().size();
+  const double n = static_cast<double>(nodes.size());
+  const double shard = Size(r) / static_cast<double>(k);
+  FlowStep local{r.cluster->intra.latency, RingTransfers(nodes, shard, true),
+                 static_cast<int64_t>(k) - 1};
+  std::vector<std::vector<int32_t>> rails(k);
+  for (const auto& node : nodes) {
+    for (size_t j = 0; j < k; ++j) rails[j].push_back(node[j]);
+  }
+  FlowStep across{r.cluster->inter.latency, RingTransfers(rails, shard / n, true),
+                  2 * (static_cast<int64_t>(nodes.size()) - 1)};
+  FlowProgram program;
+  if (k > 1) program.push_back(local);
+  if (nodes.size() > 1) program.push_back(std::move(across));
+  if (k > 1) program.push_back(std::move(local));
+  return program;
+}
+
+Expected<FlowProgram> BarrierDissemination(const FlowRequest& r) {
+  const auto nodes = ByNode(r);
+  const int rounds = std::bit_width(static_cast<unsigned>(r.ranks.size() - 1));
+  return FlowProgram{{Alpha(r, nodes.size()) * rounds, {}, 1}};
+}
+
+Expected<FlowProgram> SendRecvDirect(const FlowRequest& r) {
+  const bool same_node = r.cluster->NodeOf(r.ranks[0]) == r.cluster->NodeOf(r.ranks[1]);
+  return FlowProgram{{same_node ? r.cluster->intra.latency : r.cluster->inter.latency,
+                      {{r.ranks[0], r.ranks[1], Size(r)}}, 1}};
+}
+
+struct Entry {
+  CommKind kind;
+  std::string_view name;
+  Expected<FlowProgram> (*build)(const FlowRequest&);
+};
+
+constexpr std::array kPrograms = {
+    Entry{CommKind::kAllReduce, "ring", AllReduceRing},
+    Entry{CommKind::kAllReduce, "hierarchical", AllReduceHierarchical},
+    Entry{CommKind::kReduceScatter, "ring", ReduceScatterRing},
+    Entry{CommKind::kAllGather, "ring", AllGatherRing},
+    Entry{CommKind::kBroadcast, "ring", RootedRing},
+    Entry{CommKind::kReduce, "ring", RootedRing},
+    Entry{CommKind::kAllToAll, "direct", AllToAllDirect},
+    Entry{CommKind::kAllToAll, "hierarchical", AllToAllHierarchical},
+    Entry{CommKind::kBarrier, "dissemination", BarrierDissemination},
+    Entry{CommKind::kSendRecv, "direct", SendRecvDirect},
+};
+
+}  // namespace
+
+bool HasFlowProgram(CommKind kind, std::string_view name) {
+  return std::any_of(kPrograms.begin(), kPrograms.end(),
+                     [&](const Entry& e) { return e.kind == kind && e.name == name; });
+}
+
+Expected<FlowProgram> BuildFlowProgram(std::string_view name, const FlowRequest& request) {
+  for (const Entry& entry : kPrograms) {
+    if (entry.kind == request.kind && entry.name == name) return entry.build(request);
+  }
+  return Error(fmt::format("the {} algorithm \"{}\" has no flow program yet; use the analytical "
+                           "model or another algorithm", graph::CommKindName(request.kind), name));
+}
+
+}  // namespace dtsim::network

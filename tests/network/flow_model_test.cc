@@ -1,0 +1,167 @@
+// The flow model: agreement with the analytical model where nothing contends, and contention
+// where traffic shares links. Cluster: tests/network/test_cluster.h.
+#include "network/flow_model.h"
+
+#include <cmath>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "network/analytical_model.h"
+#include "sim/engine/simulator.h"
+#include "sim/graph/builder.h"
+#include "tests/network/test_cluster.h"
+
+namespace dtsim::network {
+namespace {
+
+using graph::CommKind;
+using graph::TaskGraph;
+using graph::TaskGraphBuilder;
+using testing::HasSubstr;
+using testing_support::Ranks;
+using testing_support::TestCluster;
+
+constexpr int64_t kS = 100'000'000;
+
+struct Collective {
+  CommKind kind;
+  std::vector<int32_t> group;
+  int64_t size = kS;
+  std::string_view algorithm = "";
+  int32_t root = -1;
+};
+
+// Each collective on its own stream of every member, all posted at time 0.
+TaskGraph Graph(const std::vector<Collective>& collectives) {
+  TaskGraphBuilder builder;
+  int index = 0;
+  for (const Collective& c : collectives) {
+    const std::string stream = "comm" + std::to_string(index++);
+    if (c.kind == CommKind::kSendRecv) {
+      builder.AddSend(builder.Stream(c.group[0], stream), c.group[1], Bytes(c.size), 0, "", "");
+      builder.AddRecv(builder.Stream(c.group[1], stream), c.group[0], 0, "", "");
+      continue;
+    }
+    const graph::CommId comm =
+        builder.AddCollective(c.kind, Bytes(c.size), c.group, "", c.algorithm, c.root);
+    for (int32_t rank : c.group) builder.AddCollectiveTask(builder.Stream(rank, stream), comm, "", "");
+  }
+  return std::move(builder).Build().value();
+}
+
+template <typename Model>
+TimeNs Makespan(const std::vector<Collective>& collectives, const ClusterSpec& cluster) {
+  const TaskGraph graph = Graph(collectives);
+  Model model(cluster);
+  const Status prepared = model.Prepare(graph);
+  EXPECT_TRUE(prepared.ok()) << prepared.error().ToString();
+  engine::Simulator sim(graph, model);
+  EXPECT_TRUE(sim.Run().ok());
+  return sim.makespan();
+}
+
+double Ratio(TimeNs flow, TimeNs analytical) {
+  return static_cast<double>(flow.ns()) / static_cast<double>(analytical.ns());
+}
+
+class AgreementTest : public testing::TestWithParam<Collective> {};
+
+// Where nothing contends the flow model moves the analytical model's volumes at the same
+// rates: the two agree within 1%.
+TEST_P(AgreementTest, FlowMatchesAnalyticalWithinOnePercent) {
+  const ClusterSpec cluster = TestCluster();
+  const TimeNs analytical = Makespan<AnalyticalModel>({GetParam()}, cluster);
+  const TimeNs flow = Makespan<FlowModel>({GetParam()}, cluster);
+  EXPECT_NEAR(Ratio(flow, analytical), 1.0, 0.01)
+      << "flow " << flow.ns() << " ns, analytical " << analytical.ns() << " ns";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Algorithms, AgreementTest,
+    testing::Values(Collective{CommKind::kAllReduce, Ranks(0, 4), kS, "ring"},
+                    Collective{CommKind::kAllReduce, Ranks(0, 16), kS, "ring"},
+                    Collective{CommKind::kAllReduce, {0, 4, 8, 12}, kS, "ring"},
+                    Collective{CommKind::kAllReduce, Ranks(0, 8), kS, "ring"},
+                    Collective{CommKind::kAllReduce, Ranks(0, 16), kS, "hierarchical"},
+                    Collective{CommKind::kReduceScatter, Ranks(0, 16), kS, "ring"},
+                    Collective{CommKind::kAllGather, Ranks(0, 16), kS / 16, "ring"},
+                    Collective{CommKind::kBroadcast, Ranks(0, 4), kS, "ring", 2},
+                    Collective{CommKind::kReduce, Ranks(0, 16), kS, "ring", 0},
+                    Collective{CommKind::kAllToAll, Ranks(0, 16), kS, "direct"},
+                    Collective{CommKind::kAllToAll, Ranks(0, 4), kS, "direct"},
+                    Collective{CommKind::kAllToAll, Ranks(0, 16), kS, "hierarchical"},
+                    Collective{CommKind::kBarrier, Ranks(0, 16), 0, ""},
+                    Collective{CommKind::kSendRecv, {0, 1}, kS, ""},
+                    Collective{CommKind::kSendRecv, {0, 5}, kS, ""}));
+
+TEST(FlowContentionTest, TwoAllReducesSharingTheNicsTakeTwiceAsLong) {
+  // One NIC per node, 2 nodes. Groups {0, 4} and {1, 5} each run a ring all-reduce across the
+  // two nodes through the same NICs. Alone: 2 · 1/2 · 2 steps... = 2 · 10 us + 1e8 / 1.25e10 s
+  // = 8.02 ms. Together each gets half of each NIC: the bandwidth term doubles, 16.02 ms.
+  ClusterSpec cluster = TestCluster(2);
+  cluster.inter.nics_per_node = 1;
+  const TimeNs one = Makespan<FlowModel>({{CommKind::kAllReduce, {0, 4}, kS, "ring"}}, cluster);
+  const TimeNs two = Makespan<FlowModel>({{CommKind::kAllReduce, {0, 4}, kS, "ring"},
+                                          {CommKind::kAllReduce, {1, 5}, kS, "ring"}},
+                                         cluster);
+  EXPECT_EQ(one, TimeNs(8'020'000));
+  EXPECT_EQ(two, TimeNs(16'020'000));
+  // The analytical model, blind to contention, gives the single time for both.
+  EXPECT_EQ(Makespan<AnalyticalModel>({{CommKind::kAllReduce, {0, 4}, kS, "ring"},
+                                       {CommKind::kAllReduce, {1, 5}, kS, "ring"}},
+                                      cluster),
+            one);
+}
+
+TEST(FlowContentionTest, IntraNodeAllReduceIsNotSlowedByTrafficItDoesNotShare) {
+  // A tensor-parallel all-reduce over node 0's four GPUs uses only NVLink ports; a
+  // data-parallel all-reduce between GPU 0 and GPU 4 uses only NICs. Run together, the TP one
+  // still takes its own time: 6 · 1 us + 1.5 ms = 1.506 ms.
+  const ClusterSpec cluster = TestCluster(2);
+  const Collective tp{CommKind::kAllReduce, Ranks(0, 4), kS, "ring"};
+  const Collective dp{CommKind::kAllReduce, {0, 4}, kS / 100, "ring"};
+  EXPECT_EQ(Makespan<FlowModel>({tp}, cluster), TimeNs(1'506'000));
+  // The DP ring is shorter (2 · 10 us + 1e6 / 1.25e10 s = 100 us), so the makespan is TP's.
+  EXPECT_EQ(Makespan<FlowModel>({tp, dp}, cluster), TimeNs(1'506'000));
+}
+
+TEST(FlowContentionTest, IntraNodeTrafficIsSlowedWhereItSharesAPort) {
+  // Two TP all-reduces on the same four GPUs share every NVLink port: twice the bandwidth
+  // term, 6 us + 3 ms.
+  const ClusterSpec cluster = TestCluster(1);
+  const Collective tp{CommKind::kAllReduce, Ranks(0, 4), kS, "ring"};
+  EXPECT_EQ(Makespan<FlowModel>({tp, tp}, cluster), TimeNs(3'006'000));
+}
+
+TEST(FlowContentionTest, TwoToOneOversubscriptionHalvesCrossSpineThroughput) {
+  // 4 nodes, 2 per leaf, 1 NIC each. Node 0 sends to node 2 and node 1 to node 3, both across
+  // the spine. Leaf 0's uplink is 2 nodes · 1 NIC · 1.25e10 B/s / oversubscription.
+  // At 1:1 each transfer gets a full NIC: 10 us + 1e8 / 1.25e10 s = 8.01 ms; at 2:1 the two
+  // share an uplink of one NIC's rate: 10 us + 16 ms.
+  ClusterSpec cluster = TestCluster(4);
+  cluster.inter.nics_per_node = 1;
+  cluster.inter.nodes_per_leaf = 2;
+  const std::vector<Collective> traffic = {{CommKind::kSendRecv, {0, 8}, kS},
+                                           {CommKind::kSendRecv, {4, 12}, kS}};
+  EXPECT_EQ(Makespan<FlowModel>(traffic, cluster), TimeNs(8'010'000));
+  cluster.inter.oversubscription = 2;
+  EXPECT_EQ(Makespan<FlowModel>(traffic, cluster), TimeNs(16'010'000));
+}
+
+TEST(FlowModelTest, RejectsWhatItCannotRunYet) {
+  const TaskGraph graph = Graph({{CommKind::kAllReduce, Ranks(0, 4), kS, "tree"}});
+  FlowModel model(TestCluster());
+  EXPECT_THAT(model.Prepare(graph).error().message(),
+              HasSubstr("the all_reduce algorithm \"tree\" cannot be used by this model yet"));
+  ClusterSpec torus = TestCluster(4);
+  torus.inter.topology = InterTopology::kTorus2d;
+  torus.inter.dimensions = {2, 2};
+  FlowModel on_torus(torus);
+  EXPECT_THAT(on_torus.Prepare(Graph({{CommKind::kAllReduce, Ranks(0, 4), kS, "ring"}}))
+                  .error().message(),
+              HasSubstr("does not route a torus-2d inter-node fabric yet"));
+}
+
+}  // namespace
+}  // namespace dtsim::network
