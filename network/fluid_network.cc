@@ -39,8 +39,10 @@ FluidNetwork::FlowId FluidNetwork::StartFlow(std::span<const LinkId> path, doubl
   flow.owner = owner;
   flow.active_index = static_cast<uint32_t>(active_.size());
   active_.push_back(id);
+  flow.slots.clear();
   for (LinkId link : path) {
     DTSIM_CHECK(link < links_.size(), "unknown link");
+    flow.slots.push_back(static_cast<uint32_t>(links_[link].flows.size()));
     links_[link].flows.push_back(id);
   }
   return id;
@@ -116,11 +118,22 @@ std::vector<uint64_t> FluidNetwork::TakeCompleted() {
   return owners;
 }
 
+// O(path length): each link's list is unordered; the removed flow's slot takes the list's last
+// flow, whose slot for that link is updated.
 void FluidNetwork::RemoveFlow(FlowId id) {
   Flow& flow = flows_[id];
-  for (LinkId link : flow.path) {
-    std::vector<FlowId>& on_link = links_[link].flows;
-    on_link.erase(std::find(on_link.begin(), on_link.end(), id));
+  for (size_t i = 0; i < flow.path.size(); ++i) {
+    std::vector<FlowId>& on_link = links_[flow.path[i]].flows;
+    const FlowId last = on_link.back();
+    on_link[flow.slots[i]] = last;
+    Flow& moved = flows_[last];
+    for (size_t j = 0; j < moved.path.size(); ++j) {
+      if (moved.path[j] == flow.path[i] && moved.slots[j] == on_link.size() - 1) {
+        moved.slots[j] = flow.slots[i];
+        break;
+      }
+    }
+    on_link.pop_back();
   }
   const FlowId moved = active_.back();
   active_[flow.active_index] = moved;

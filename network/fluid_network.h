@@ -46,6 +46,7 @@ class FluidNetwork {
   };
   struct Flow {
     std::vector<LinkId> path;
+    std::vector<uint32_t> slots;  // slots[i]: this flow's index in links_[path[i]].flows
     double remaining = 0;
     double rate = 0;
     uint64_t owner = 0;

@@ -1,6 +1,9 @@
 // Max-min fairness on the textbook cases, with the rates derived by hand.
 #include "network/fluid_network.h"
 
+#include <algorithm>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 namespace dtsim::network {
@@ -77,6 +80,71 @@ TEST(FluidNetworkTest, SlotsAreReused) {
     ASSERT_EQ(net.TakeCompleted().size(), 1u);
   }
   EXPECT_EQ(net.active_flows(), 0u);
+}
+
+}  // namespace
+}  // namespace dtsim::network
+
+namespace dtsim::network {
+namespace {
+
+// Max-min fairness by its definition (Bertsekas & Gallager §6.5.2): the rates are feasible
+// (no link over capacity) and every flow has a bottleneck link — saturated, and no flow on it
+// has a higher rate.
+void ExpectMaxMinFair(const FluidNetwork& net, const std::vector<std::vector<uint32_t>>& paths,
+                      const std::vector<FluidNetwork::FlowId>& ids, const std::vector<bool>& live,
+                      const std::vector<double>& capacity) {
+  std::vector<double> load(capacity.size(), 0);
+  for (size_t f = 0; f < ids.size(); ++f) {
+    if (!live[f]) continue;
+    for (uint32_t link : paths[f]) load[link] += net.rate(ids[f]);
+  }
+  for (size_t l = 0; l < capacity.size(); ++l) EXPECT_LE(load[l], capacity[l] * (1 + 1e-9));
+  for (size_t f = 0; f < ids.size(); ++f) {
+    if (!live[f]) continue;
+    bool has_bottleneck = false;
+    for (uint32_t link : paths[f]) {
+      bool fastest = true;
+      for (size_t g = 0; g < ids.size(); ++g) {
+        const bool shares = live[g] && std::find(paths[g].begin(), paths[g].end(), link) !=
+                                           paths[g].end();
+        if (shares && net.rate(ids[g]) > net.rate(ids[f]) * (1 + 1e-9)) fastest = false;
+      }
+      has_bottleneck |= fastest && load[link] >= capacity[link] * (1 - 1e-9);
+    }
+    EXPECT_TRUE(has_bottleneck) << "flow " << f << " has no bottleneck link";
+  }
+}
+
+TEST(FluidNetworkTest, StaysMaxMinFairAsFlowsComeAndGo) {
+  // Four links of unequal capacity, twelve flows over one to three links each, of different
+  // sizes, so they finish at different times and removal reshuffles every link's flow list.
+  const std::vector<double> capacity = {6, 10, 3, 8};
+  FluidNetwork net;
+  for (double c : capacity) net.AddLink(c);
+  std::vector<std::vector<uint32_t>> paths;
+  std::vector<FluidNetwork::FlowId> ids;
+  for (uint32_t i = 0; i < 12; ++i) {
+    std::vector<uint32_t> path = {i % 4};
+    if (i % 3 != 0) path.push_back((i + 1) % 4);
+    if (i % 5 == 0) path.push_back((i + 2) % 4);
+    paths.push_back(path);
+    ids.push_back(net.StartFlow(path, 1.0 + 0.37 * i, i));
+  }
+  std::vector<bool> live(ids.size(), true);
+  size_t finished = 0;
+  net.UpdateRates();
+  while (net.active_flows() > 0) {
+    ExpectMaxMinFair(net, paths, ids, live, capacity);
+    net.Advance(net.NextCompletion());
+    for (uint64_t owner : net.TakeCompleted()) {
+      ASSERT_TRUE(live[owner]) << "flow " << owner << " completed twice";
+      live[owner] = false;
+      ++finished;
+    }
+    net.UpdateRates();
+  }
+  EXPECT_EQ(finished, ids.size());
 }
 
 }  // namespace
