@@ -1,5 +1,6 @@
 #include "network/flow_model.h"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -10,8 +11,10 @@
 namespace dtsim::network {
 namespace {
 
-// Event payloads: the top bit says which; the rest is a run index.
+// Event payloads: the top bits say which; the rest is a run index.
 constexpr uint64_t kCompletionCheck = uint64_t{1} << 47;
+constexpr uint64_t kFastStepEnd = uint64_t{1} << 46;
+constexpr uint64_t kRunMask = kFastStepEnd - 1;
 
 bool HasProgram(const CollectiveAlgorithm& algorithm) {
   return HasFlowProgram(algorithm.kind, algorithm.name);
@@ -23,6 +26,8 @@ Status FlowModel::Prepare(const graph::TaskGraph& graph) {
   DTSIM_RETURN_IF_ERROR(FitCluster(cluster_, graph.rank_count()));
   DTSIM_ASSIGN_OR_RETURN(Topology topology, Topology::Build(cluster_, net_));
   topology_.emplace(std::move(topology));
+  DTSIM_ASSIGN_OR_RETURN(Topology scratch_topology, Topology::Build(cluster_, scratch_));
+  scratch_topology_.emplace(std::move(scratch_topology));
   programs_.resize(graph.comm_count());
   algorithms_.resize(graph.comm_count());
   std::map<std::tuple<graph::CommKind, int64_t, uint32_t, uint32_t, int32_t>,
@@ -92,17 +97,21 @@ void FlowModel::BeginStep(uint32_t run) {
 }
 
 void FlowModel::StartTransfers(uint32_t run) {
+  if (TryFastStep(run)) return;
+  MaterializeFastSteps();
   Run& state = runs_[run];
-  const FlowStep& step = (*state.program)[state.step];
+  state.step_start = context_->Now();
+  // A step starting on an empty network is a candidate for the fast path's memory.
+  state.epoch_at_start = net_.active_flows() == 0 ? ++disturbances_ : 0;
+  if (net_.active_flows() > 0) ++disturbances_;  // joining others disturbs their steps
   net_.Advance(context_->Now());
-  for (const Transfer& transfer : step.transfers) {
-    if (transfer.bytes <= 0) continue;
-    path_.clear();
-    topology_->Route(transfer.from, transfer.to, path_);
-    net_.StartFlow(path_, transfer.bytes, run);
-    ++state.outstanding;
-    ++flows_started_;
+  const FlowStep& step = (*state.program)[state.step];
+  std::vector<std::pair<size_t, double>> transfers;
+  transfers.reserve(step.transfers.size());
+  for (size_t i = 0; i < step.transfers.size(); ++i) {
+    if (step.transfers[i].bytes > 0) transfers.emplace_back(i, step.transfers[i].bytes);
   }
+  AddFlows(run, transfers);
   if (state.outstanding == 0) {
     FinishStep(run);
     return;
@@ -110,9 +119,88 @@ void FlowModel::StartTransfers(uint32_t run) {
   Reschedule();
 }
 
+void FlowModel::AddFlows(uint32_t run, const std::vector<std::pair<size_t, double>>& transfers) {
+  Run& state = runs_[run];
+  const FlowStep& step = (*state.program)[state.step];
+  for (const auto& [index, bytes] : transfers) {
+    const Transfer& transfer = step.transfers[index];
+    path_.clear();
+    topology_->Route(transfer.from, transfer.to, path_);
+    net_.StartFlow(path_, bytes, run);
+    ++state.outstanding;
+    ++flows_started_;
+  }
+}
+
+// The fast path: on an empty network with nothing else on the fast path, a step whose
+// isolated duration is known is one event.
+bool FlowModel::TryFastStep(uint32_t run) {
+  if (!fast_isolated_steps_ || net_.active_flows() > 0 || !fast_runs_.empty()) return false;
+  Run& state = runs_[run];
+  const auto known = isolated_duration_.find({state.program, state.step});
+  if (known == isolated_duration_.end()) return false;
+  state.step_start = context_->Now();
+  state.fast_end = context_->Schedule(context_->Now() + known->second, handler_,
+                                      kFastStepEnd | run);
+  fast_runs_.push_back(run);
+  ++fast_steps_;
+  return true;
+}
+
+// Other traffic is about to join: every fast step in flight is replayed alone in the scratch
+// network from its start to now, and its unfinished flows join the real network with the
+// bytes they have left. A step that had finished by now keeps its end event (it is due now).
+void FlowModel::MaterializeFastSteps() {
+  if (fast_runs_.empty()) return;
+  ++disturbances_;
+  net_.Advance(context_->Now());
+  std::vector<uint32_t> still_fast;
+  for (uint32_t run : fast_runs_) {
+    Run& state = runs_[run];
+    const FlowStep& step = (*state.program)[state.step];
+    scratch_.Advance(state.step_start);
+    for (size_t i = 0; i < step.transfers.size(); ++i) {
+      const Transfer& transfer = step.transfers[i];
+      if (transfer.bytes <= 0) continue;
+      path_.clear();
+      scratch_topology_->Route(transfer.from, transfer.to, path_);
+      scratch_.StartFlow(path_, transfer.bytes, i);
+    }
+    while (true) {
+      scratch_.UpdateRates();
+      const TimeNs next = scratch_.NextCompletion();
+      if (next > context_->Now()) break;
+      scratch_.Advance(next);
+      scratch_.TakeCompleted();
+    }
+    scratch_.Advance(context_->Now());
+    std::vector<std::pair<size_t, double>> left;
+    for (const auto& [index, bytes] : scratch_.ActiveFlows()) {
+      if (bytes > 0) left.emplace_back(index, bytes);
+    }
+    scratch_.Clear();
+    std::sort(left.begin(), left.end());  // a deterministic order of insertion
+    if (left.empty()) {
+      still_fast.push_back(run);
+      continue;
+    }
+    context_->Cancel(*state.fast_end);
+    state.fast_end.reset();
+    state.epoch_at_start = 0;
+    AddFlows(run, left);
+  }
+  fast_runs_ = std::move(still_fast);
+}
+
 void FlowModel::FinishStep(uint32_t run) {
   Run& state = runs_[run];
   const FlowProgram& program = *state.program;
+  // A step that started on an empty network and was never joined took its isolated time.
+  if (state.epoch_at_start != 0 && state.epoch_at_start == disturbances_) {
+    isolated_duration_.emplace(StepKey{state.program, state.step},
+                               context_->Now() - state.step_start);
+  }
+  state.epoch_at_start = 0;
   if (++state.repeats_done < program[state.step].repeat) {
     BeginStep(run);
     return;
@@ -127,6 +215,13 @@ void FlowModel::FinishStep(uint32_t run) {
 }
 
 void FlowModel::OnEvent(uint64_t payload) {
+  if ((payload & kFastStepEnd) != 0) {
+    const auto run = static_cast<uint32_t>(payload & kRunMask);
+    runs_[run].fast_end.reset();
+    fast_runs_.erase(std::find(fast_runs_.begin(), fast_runs_.end(), run));
+    FinishStep(run);
+    return;
+  }
   if ((payload & kCompletionCheck) == 0) {
     StartTransfers(static_cast<uint32_t>(payload));
     return;

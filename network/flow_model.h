@@ -3,8 +3,16 @@
 // communication at once — share link bandwidth max-min fairly (fluid_network.h), recomputed
 // whenever a flow starts or ends. So tensor-, data-, pipeline- and expert-parallel traffic slow
 // each other down exactly where they share links.
+//
+// Isolated steps run fast, exactly. A step that starts on an empty network and ends before
+// anything else joins it took a time that depends only on its own flows; it is remembered per
+// (program, step). When the same step later starts on an empty network it becomes one timed
+// event with no flows (a ring all-reduce repeats one step 2(p-1) times). If other traffic
+// arrives while such a step is in flight, the step is replayed alone in a scratch network up
+// to that moment and its flows join the real network with exactly the bytes they have left.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -20,7 +28,10 @@ namespace dtsim::network {
 
 class FlowModel final : public engine::CommunicationModel, public engine::EventHandler {
  public:
-  explicit FlowModel(ClusterSpec cluster) : cluster_(std::move(cluster)) {}
+  // `fast_isolated_steps` turns the exact fast path on (the default); off is for tests that
+  // check it changes nothing.
+  explicit FlowModel(ClusterSpec cluster, bool fast_isolated_steps = true)
+      : cluster_(std::move(cluster)), fast_isolated_steps_(fast_isolated_steps) {}
 
   // Must succeed before the run: sizes a 0-node cluster to the graph, builds the topology,
   // chooses each communication's algorithm (forced, or the cheapest analytically among those
@@ -36,6 +47,7 @@ class FlowModel final : public engine::CommunicationModel, public engine::EventH
   std::string_view AlgorithmOf(graph::CommId comm) const { return algorithms_[comm.value()]; }
   uint64_t flows_started() const { return flows_started_; }
   uint64_t rate_updates() const { return rate_updates_; }
+  uint64_t fast_steps() const { return fast_steps_; }
 
  private:
   struct Run {
@@ -44,12 +56,19 @@ class FlowModel final : public engine::CommunicationModel, public engine::EventH
     size_t step = 0;
     int64_t repeats_done = 0;
     size_t outstanding = 0;
+    TimeNs step_start;                // when the current step's transfers began
+    uint64_t epoch_at_start = 0;      // disturbances_ then; 0 when it did not start isolated
+    std::optional<engine::EventId> fast_end;  // set while the step runs on the fast path
   };
+  using StepKey = std::pair<const FlowProgram*, size_t>;
 
   void BeginStep(uint32_t run);
   void StartTransfers(uint32_t run);
   void FinishStep(uint32_t run);
   void Reschedule();
+  bool TryFastStep(uint32_t run);
+  void MaterializeFastSteps();
+  void AddFlows(uint32_t run, const std::vector<std::pair<size_t, double>>& transfers);
 
   ClusterSpec cluster_;
   FluidNetwork net_;
@@ -64,6 +83,15 @@ class FlowModel final : public engine::CommunicationModel, public engine::EventH
   std::vector<FluidNetwork::LinkId> path_;  // scratch
   uint64_t flows_started_ = 0;
   uint64_t rate_updates_ = 0;
+  uint64_t fast_steps_ = 0;
+
+  // The fast path's state.
+  bool fast_isolated_steps_;
+  FluidNetwork scratch_;                 // same links, used to replay a step alone
+  std::optional<Topology> scratch_topology_;
+  std::map<StepKey, DurationNs> isolated_duration_;
+  std::vector<uint32_t> fast_runs_;      // runs on the fast path now
+  uint64_t disturbances_ = 1;            // bumped whenever a run's flows join others' traffic
 };
 
 }  // namespace dtsim::network

@@ -118,6 +118,17 @@ std::vector<uint64_t> FluidNetwork::TakeCompleted() {
   return owners;
 }
 
+std::vector<std::pair<uint64_t, double>> FluidNetwork::ActiveFlows() const {
+  std::vector<std::pair<uint64_t, double>> flows;
+  flows.reserve(active_.size());
+  for (FlowId id : active_) flows.emplace_back(flows_[id].owner, flows_[id].remaining);
+  return flows;
+}
+
+void FluidNetwork::Clear() {
+  while (!active_.empty()) RemoveFlow(active_.back());
+}
+
 // O(path length): each link's list is unordered; the removed flow's slot takes the list's last
 // flow, whose slot for that link is updated.
 void FluidNetwork::RemoveFlow(FlowId id) {

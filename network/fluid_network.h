@@ -36,6 +36,10 @@ class FluidNetwork {
   std::vector<uint64_t> TakeCompleted();
 
   size_t active_flows() const { return active_.size(); }
+  // (owner, bytes left) of every active flow, in no particular order.
+  std::vector<std::pair<uint64_t, double>> ActiveFlows() const;
+  // Removes every active flow.
+  void Clear();
   double rate(FlowId flow) const { return flows_[flow].rate; }
   double remaining(FlowId flow) const { return flows_[flow].remaining; }
 

@@ -165,3 +165,64 @@ TEST(FlowModelTest, RejectsWhatItCannotRunYet) {
 
 }  // namespace
 }  // namespace dtsim::network
+
+namespace dtsim::network {
+namespace {
+
+// Group A = {0, 4, 8, 12} starts at 0; group B = {1, 5, 9, 13} after `delay` of compute, so it
+// joins A's NICs mid-way through one of A's steps (forcing A's fast step to be replayed and
+// materialized). Returns every task's end time.
+std::vector<TimeNs> TwoRingsEndTimes(bool fast, DurationNs delay, int64_t size) {
+  graph::TaskGraphBuilder builder;
+  const std::vector<int32_t> a = {0, 4, 8, 12};
+  const std::vector<int32_t> b = {1, 5, 9, 13};
+  const graph::CommId ring_a = builder.AddCollective(CommKind::kAllReduce, Bytes(size), a, "a", "ring");
+  const graph::CommId ring_b = builder.AddCollective(CommKind::kAllReduce, Bytes(size), b, "b", "ring");
+  for (int32_t r : a) builder.AddCollectiveTask(builder.Stream(r, "nccl"), ring_a, "", "");
+  for (int32_t r : b) {
+    const graph::StreamId s = builder.Stream(r, "nccl");
+    builder.AddTask(s, graph::TaskKind::kCompute, "", "", delay);
+    builder.AddCollectiveTask(s, ring_b, "", "");
+  }
+  const TaskGraph graph = std::move(builder).Build().value();
+  ClusterSpec cluster = testing_support::TestCluster(4);
+  cluster.inter.nics_per_node = 1;  // A and B share every NIC
+  FlowModel model(cluster, fast);
+  EXPECT_TRUE(model.Prepare(graph).ok());
+  engine::Simulator sim(graph, model);
+  EXPECT_TRUE(sim.Run().ok());
+  // With no delay the rings contend from their first step: nothing is isolated, nothing fast.
+  if (fast) {
+    EXPECT_EQ(model.fast_steps() > 0, delay > DurationNs::Zero());
+  }
+  return sim.times().task_end;
+}
+
+TEST(FlowFastPathTest, IsExactWhenAloneAndWhenJoinedMidStep) {
+  // A's ring: 6 steps of 10 us + 2.5e7 B / 1.25e10 B/s = 2 ms each. B joins at 5.3 ms, inside
+  // A's third step, which is on the fast path by then.
+  for (const int64_t delay_us : {0, 5'300, 20'000}) {
+    const auto slow = TwoRingsEndTimes(false, Microseconds(delay_us), kS);
+    const auto fast = TwoRingsEndTimes(true, Microseconds(delay_us), kS);
+    EXPECT_EQ(slow, fast) << "B delayed by " << delay_us << " us";
+  }
+}
+
+TEST(FlowFastPathTest, MakesLargeRingsCheap) {
+  // 64 ranks on 16 nodes of the test cluster: 126 ring steps, of which only the first is
+  // simulated flow by flow.
+  const TaskGraph graph = Graph({{CommKind::kAllReduce, Ranks(0, 64), kS, "ring"}});
+  FlowModel fast(TestCluster(16));
+  ASSERT_TRUE(fast.Prepare(graph).ok());
+  engine::Simulator sim(graph, fast);
+  ASSERT_TRUE(sim.Run().ok());
+  EXPECT_EQ(fast.fast_steps(), 2u * 63 - 1);
+  FlowModel slow(TestCluster(16), false);
+  ASSERT_TRUE(slow.Prepare(graph).ok());
+  engine::Simulator reference(graph, slow);
+  ASSERT_TRUE(reference.Run().ok());
+  EXPECT_EQ(sim.makespan(), reference.makespan());
+}
+
+}  // namespace
+}  // namespace dtsim::network
