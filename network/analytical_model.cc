@@ -26,8 +26,11 @@ Status AnalyticalModel::Prepare(const graph::TaskGraph& graph) {
     const auto key = std::make_tuple(comm.kind, comm.size.count(), group, comm.algorithm.value());
     auto it = priced.find(key);
     if (it == priced.end()) {
-      const CollectiveRequest request{
-          .kind = comm.kind, .size = comm.size, .shape = shapes[group], .cluster = &cluster_};
+      const CollectiveRequest request{.kind = comm.kind,
+                                      .size = comm.size,
+                                      .shape = shapes[group],
+                                      .cluster = &cluster_,
+                                      .ranks = graph.group(comm.group)};
       Expected<AlgorithmChoice> choice =
           ChooseCollectiveAlgorithm(request, graph.name(comm.algorithm));
       if (!choice.ok()) {

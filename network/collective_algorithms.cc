@@ -90,21 +90,57 @@ Expected<DurationNs> AllReduceTree(const CollectiveRequest& r) {
   return Phase(rates, 2 * CeilLog2(r.shape.ranks), rates.alpha, bytes * IntraShare(r), bytes);
 }
 
-// Recursive halving (reduce-scatter) then doubling (all-gather), Rabenseifner: for p' = 2^⌊log2
-// p⌋, 2 log2 p' steps moving 2(p'-1)/p' · S; p - p' extra ranks first fold into partners and
-// get the result back (2 more steps of S). Partners at distance >= k are off-node: over the
-// first log2 N steps each rank sends S(N-1)/N off-node per phase, so a node's NICs carry
-// k · 2(N-1)/N · S.
+// One step of pairwise exchanges, each pair (a, b) moving `bytes` from a to b: the latency of
+// the slowest level crossed, then the slower of an on-node transfer (one per GPU) and the
+// busiest node's off-node transfers over its NICs (a sender uses its rail's NIC).
+DurationNs ExchangeStep(const CollectiveRequest& r,
+                        const std::vector<std::pair<int32_t, int32_t>>& pairs, double bytes) {
+  const ClusterSpec& cluster = *r.cluster;
+  std::vector<int> off_node(static_cast<size_t>(cluster.nodes), 0);
+  bool on_node = false;
+  for (const auto& [from, to] : pairs) {
+    if (cluster.NodeOf(from) == cluster.NodeOf(to)) {
+      on_node = true;
+    } else {
+      ++off_node[static_cast<size_t>(cluster.NodeOf(from))];
+    }
+  }
+  const int busiest = *std::max_element(off_node.begin(), off_node.end());
+  const DurationNs alpha = busiest > 0 ? cluster.inter.latency : cluster.intra.latency;
+  const double nic = cluster.inter.nic_bandwidth.bytes_per_second() * cluster.inter.efficiency;
+  const int rails = std::min(cluster.gpus_per_node, cluster.inter.nics_per_node);
+  // Senders are spread over the rails; the busiest rail carries ceil(busiest / rails) flows.
+  const double per_nic = std::ceil(static_cast<double>(busiest) / rails);
+  const DurationNs wire = std::max(
+      on_node ? Move(bytes, cluster.intra.bandwidth.bytes_per_second() * cluster.intra.efficiency)
+              : DurationNs::Zero(),
+      busiest > 0 ? Move(per_nic * bytes, nic) : DurationNs::Zero());
+  return alpha + wire;
+}
+
+// Recursive halving (reduce-scatter) then doubling (all-gather), Rabenseifner, over the
+// group in node-major order: with p' = 2^⌊log2 p⌋, the p - p' extra ranks first fold their S
+// into a partner (and get the result back at the end); halving exchanges with the partner
+// at distance p'/2, p'/4, ... moving S/2, S/4, ...; doubling mirrors it. The steps run one
+// after the other: T = Σ steps (α + wire), each priced by ExchangeStep.
 Expected<DurationNs> AllReduceHalvingDoubling(const CollectiveRequest& r) {
-  const Rates rates = RatesFor(r);
-  const int p = r.shape.ranks;
-  const int p2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(p)));
+  std::vector<int32_t> order(r.ranks.begin(), r.ranks.end());
+  std::sort(order.begin(), order.end());  // node-major, as rank r sits on node r / k
+  const size_t p = order.size();
+  const size_t p2 = std::bit_floor(p);
   const double size = static_cast<double>(r.size.count());
-  const bool extra = p != p2;
-  const double intra = 2.0 * (p2 - 1) / p2 * size + (extra ? 2 * size : 0);
-  const double n = r.shape.nodes;
-  const double node = r.shape.per_node * 2 * (n - 1) / n * size;
-  return Phase(rates, 2 * CeilLog2(p2) + (extra ? 2 : 0), rates.alpha, intra, node);
+  DurationNs total;
+  std::vector<std::pair<int32_t, int32_t>> pairs;
+  for (size_t i = p2; i < p; ++i) pairs.emplace_back(order[i], order[i - p2]);
+  if (!pairs.empty()) total += ExchangeStep(r, pairs, size) * 2;  // fold in, and back out
+  double bytes = size;
+  for (size_t distance = p2 / 2; distance >= 1; distance /= 2) {
+    bytes /= 2;
+    pairs.clear();
+    for (size_t i = 0; i < p2; ++i) pairs.emplace_back(order[i], order[i ^ distance]);
+    total += ExchangeStep(r, pairs, bytes) * 2;  // the halving step and its doubling mirror
+  }
+  return total;
 }
 
 // Hierarchical: ring reduce-scatter inside each node (k-1 steps, (k-1)/k · S), ring all-reduce

@@ -29,6 +29,7 @@ struct CollectiveRequest {
   Bytes size;  // each rank's input buffer (docs/formats/task-graph.md)
   GroupShape shape;
   const ClusterSpec* cluster = nullptr;
+  std::span<const int32_t> ranks;  // the group (algorithms whose steps depend on placement)
 };
 
 struct CollectiveAlgorithm {

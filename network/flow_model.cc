@@ -42,7 +42,8 @@ Status FlowModel::Prepare(const graph::TaskGraph& graph) {
       const CollectiveRequest request{.kind = comm.kind,
                                       .size = comm.size,
                                       .shape = ShapeOfGroup(ranks, cluster_),
-                                      .cluster = &cluster_};
+                                      .cluster = &cluster_,
+                                      .ranks = ranks};
       const std::string_view forced = graph.name(comm.algorithm);
       Expected<AlgorithmChoice> choice = ChooseCollectiveAlgorithm(request, forced, HasProgram);
       auto program = std::make_shared<FlowProgram>();

@@ -173,6 +173,46 @@ Expected<FlowProgram> AllReduceHierarchical(const FlowRequest& r) {
   return program;
 }
 
+// Rabenseifner over the group's ranks in node-major order (docs/network.md): the extra ranks
+// beyond p' = 2^⌊log2 p⌋ fold S into a partner; recursive halving with partners at distance
+// p'/2, p'/4, ... moving S/2, S/4, ...; recursive doubling back; the extras get S back.
+Expected<FlowProgram> AllReduceHalvingDoubling(const FlowRequest& r) {
+  std::vector<int32_t> order;
+  for (const auto& node : ByNode(r)) order.insert(order.end(), node.begin(), node.end());
+  const size_t p = order.size();
+  const size_t p2 = std::bit_floor(p);
+  const auto latency = [&](int32_t a, int32_t b) {
+    return r.cluster->NodeOf(a) == r.cluster->NodeOf(b) ? r.cluster->intra.latency
+                                                        : r.cluster->inter.latency;
+  };
+  FlowProgram program;
+  FlowStep fold{DurationNs::Zero(), {}, 1};
+  for (size_t i = p2; i < p; ++i) {
+    fold.transfers.push_back({order[i], order[i - p2], Size(r)});
+    fold.latency = std::max(fold.latency, latency(order[i], order[i - p2]));
+  }
+  if (!fold.transfers.empty()) program.push_back(fold);
+  std::vector<FlowStep> halving;
+  double bytes = Size(r);
+  for (size_t distance = p2 / 2; distance >= 1; distance /= 2) {
+    bytes /= 2;
+    FlowStep step{DurationNs::Zero(), {}, 1};
+    for (size_t i = 0; i < p2; ++i) {
+      const size_t partner = i ^ distance;
+      step.transfers.push_back({order[i], order[partner], bytes});
+      step.latency = std::max(step.latency, latency(order[i], order[partner]));
+    }
+    halving.push_back(std::move(step));
+  }
+  program.insert(program.end(), halving.begin(), halving.end());
+  program.insert(program.end(), halving.rbegin(), halving.rend());
+  if (!fold.transfers.empty()) {
+    for (Transfer& t : fold.transfers) std::swap(t.from, t.to);
+    program.push_back(std::move(fold));
+  }
+  return program;
+}
+
 Expected<FlowProgram> BarrierDissemination(const FlowRequest& r) {
   const auto nodes = ByNode(r);
   const int rounds = std::bit_width(static_cast<unsigned>(r.ranks.size() - 1));
@@ -194,6 +234,7 @@ struct Entry {
 constexpr std::array kPrograms = {
     Entry{CommKind::kAllReduce, "ring", AllReduceRing},
     Entry{CommKind::kAllReduce, "hierarchical", AllReduceHierarchical},
+    Entry{CommKind::kAllReduce, "halving_doubling", AllReduceHalvingDoubling},
     Entry{CommKind::kReduceScatter, "ring", ReduceScatterRing},
     Entry{CommKind::kAllGather, "ring", AllGatherRing},
     Entry{CommKind::kBroadcast, "ring", RootedRing},

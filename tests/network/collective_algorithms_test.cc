@@ -28,7 +28,8 @@ DurationNs Cost(CommKind kind, std::string_view algorithm, const std::vector<int
   const CollectiveRequest request{.kind = kind,
                                   .size = Bytes(size),
                                   .shape = ShapeOfGroup(group, cluster),
-                                  .cluster = &cluster};
+                                  .cluster = &cluster,
+                                  .ranks = group};
   const Expected<AlgorithmChoice> choice = ChooseCollectiveAlgorithm(request, algorithm);
   EXPECT_TRUE(choice.ok()) << choice.error().ToString();
   return choice.ok() ? choice->time : DurationNs::Zero();
@@ -39,7 +40,8 @@ std::string_view Chosen(CommKind kind, const std::vector<int32_t>& group, int64_
   const CollectiveRequest request{.kind = kind,
                                   .size = Bytes(size),
                                   .shape = ShapeOfGroup(group, cluster),
-                                  .cluster = &cluster};
+                                  .cluster = &cluster,
+                                  .ranks = group};
   return ChooseCollectiveAlgorithm(request, "")->algorithm->name;
 }
 
@@ -82,11 +84,14 @@ TEST(AllReduceTest, DoubleBinaryTree) {
 TEST(AllReduceTest, HalvingDoubling) {
   // One node, p = 4: 2 log2 4 · 1 us + 2 · 3/4 · 1e8 / 1e11 s = 4 us + 1.5 ms.
   EXPECT_EQ(Cost(CommKind::kAllReduce, "halving_doubling", Ranks(0, 4)), Microseconds(1504));
-  // p = 3: p' = 2, one extra rank: 2 · 1 + 2 = 4 steps; 2 · 1/2 · S + 2S = 3e8 B: 3 ms + 4 us.
+  // p = 3: p' = 2, one extra rank folds in and gets the result back: 2 · (1 us + 1e8 / 1e11 s)
+  // = 2.002 ms; then 2 steps of 1 us moving 2 · 1/2 · S = 1e8 B: 1.002 ms. T = 3.004 ms.
   EXPECT_EQ(Cost(CommKind::kAllReduce, "halving_doubling", Ranks(0, 3)), Microseconds(3004));
-  // p = 16 on 4 nodes: 8 steps · 10 us; a node's NICs carry k · 2(N-1)/N · S = 4 · 1.5 · 1e8
-  // = 6e8 B at 2.5e10 B/s = 24 ms (the partners of the first steps are all off-node).
-  EXPECT_EQ(Cost(CommKind::kAllReduce, "halving_doubling", Ranks(0, 16)), Microseconds(24'080));
+  // p = 16 on 4 nodes of k = 4 (2 NICs: 2 of a node's 4 senders per NIC). Halving: 2 far
+  // steps (distance 8, 4: off-node), each 10 us + 2 · bytes / 1.25e10 B/s with bytes S/2, S/4:
+  // 8.01 ms + 4.01 ms; 2 near steps, 1 us + bytes / 1e11 B/s with S/8, S/16: 126 us + 63.5 us.
+  // Doubling mirrors it: T = 2 · (12.02 ms + 189.5 us) = 24.419 ms.
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "halving_doubling", Ranks(0, 16)), Microseconds(24'419));
 }
 
 TEST(AllReduceTest, Hierarchical) {
