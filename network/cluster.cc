@@ -30,12 +30,13 @@ DurationNs Time(std::string_view text) { return ParseDuration(text).value(); }
 // Sources and the reasoning behind each number: docs/network.md, "Presets".
 const std::array<Preset, 4>& Presets() {
   static const std::array<Preset, 4> presets = {{
+      // Efficiencies: measured nccl-tests bus bandwidth / line rate (docs/network.md).
       {"dgx-a100", 8,
-       {IntraTopology::kSwitch, Rate("300 GB/s"), Time("2 us"), 1.0},
-       {InterTopology::kRailOptimized, 8, Rate("200 Gbps"), Time("5 us"), 1.0, 32, {}, 1.0}},
+       {IntraTopology::kSwitch, Rate("300 GB/s"), Time("2 us"), 0.775},
+       {InterTopology::kRailOptimized, 8, Rate("200 Gbps"), Time("5 us"), 1.0, 32, {}, 0.96}},
       {"dgx-h100", 8,
-       {IntraTopology::kSwitch, Rate("450 GB/s"), Time("2 us"), 1.0},
-       {InterTopology::kRailOptimized, 8, Rate("400 Gbps"), Time("5 us"), 1.0, 32, {}, 1.0}},
+       {IntraTopology::kSwitch, Rate("450 GB/s"), Time("2 us"), 0.822},
+       {InterTopology::kRailOptimized, 8, Rate("400 Gbps"), Time("5 us"), 1.0, 32, {}, 0.97}},
       {"dgx1-v100", 8,
        {IntraTopology::kMesh, Rate("150 GB/s"), Time("3 us"), 1.0},
        {InterTopology::kFatTree, 4, Rate("100 Gbps"), Time("5 us"), 1.0, 16, {}, 1.0}},

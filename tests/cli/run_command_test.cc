@@ -63,35 +63,36 @@ TEST_F(RunCommandTest, ResultMatchesTheGoldenFile) {
   EXPECT_TRUE(output_.str().empty());  // --quiet
 }
 
-// The example on one DGX A100 node (4 ranks fit on it): α_intra = 2 us, NVLink 300 GB/s.
-//   8 MiB send/recv: 2 us + 8388608 / 3e11 s = 2000 + 27962.03 -> 29963 ns
-//   64 MiB all-reduce over 2 ranks: ring 2 · 2 us + 67108864 / 3e11 s = 4000 + 223696.21 ->
-//   227697 ns (the tree's 2 · 2 us + 2 · 67108864 / 3e11 s is slower).
-// Following tests/engine/example_graph_test.cc with these costs: stage 0 finishes at
-// bwd1 end + all-reduce + adam, where grad1 arrives after stage 1's bwd1:
-//   act0 300000-329963; stage 1 fwd0 -679963, bwd0 -1379963; act1 600000-629963;
-//   stage 1 fwd1 1379963-1729963, bwd1 -2429963, grad1 -2459926;
-//   stage 0 bwd1 2459926-3059926, all-reduce -3287623, adam -3407623.
+// The example on one DGX A100 node (4 ranks fit on it): α_intra = 2 us, NVLink 300 GB/s at
+// the preset's efficiency 0.775 = 2.325e11 B/s.
+//   8 MiB send/recv: 2 us + 8388608 / 2.325e11 s = 2000 + 36080.03 -> 38081 ns
+//   64 MiB all-reduce over 2 ranks: ring 2 · 2 us + 67108864 / 2.325e11 s = 4000 + 288640.27 ->
+//   292641 ns (the tree's 2 · 2 us + 2 · 67108864 / 2.325e11 s is slower).
+// Following tests/engine/example_graph_test.cc with these costs:
+//   act0 300000-338081; stage 1 fwd0 -688081, bwd0 -1388081; act1 600000-638081;
+//   stage 1 fwd1 1388081-1738081, bwd1 -2438081, grad1 -2476162;
+//   stage 0 bwd0 1426162-2026162, bwd1 2476162-3076162, all-reduce -3368803, adam -3488803.
 TEST_F(RunCommandTest, AnalyticalModelOnAPreset) {
   ASSERT_EQ(Run({kExample, "--cluster", "dgx-a100", "-o", Path("result.json")}).kind,
             CommandOutcome::Kind::kOk);
   const Json result = *ReadJsonFile(Path("result.json"));
-  EXPECT_EQ(result["makespan_ns"], 3'407'623);
+  EXPECT_EQ(result["makespan_ns"], 3'488'803);
   EXPECT_EQ(result["input"]["communication_model"]["name"], "analytical");
   EXPECT_EQ(result["input"]["communication_model"]["cluster"], "dgx-a100");
   EXPECT_EQ(result["input"]["communication_model"]["nodes"], 1);
 }
 
 TEST_F(RunCommandTest, FlowModelSeesTheExamplesContention) {
-  // Stage 1's all-reduce (ranks 2 <-> 3) starts when its last gradient sends (2 -> 0, 3 -> 1)
-  // do, and shares GPU 2's and 3's ports with them: the flow model is slower than the
-  // contention-blind analytical one (3407623 ns), by less than 1% here.
+  // Stage 1's all-reduce (2 <-> 3) and its last gradient sends (2 -> 0, 3 -> 1) start together
+  // at 2438081 + 2 us = 2440081 ns and share GPU 2's and 3's out-ports: each flow gets
+  // 2.325e11 / 2 B/s, so the 8 MiB gradient takes 8388608 / 1.1625e11 s = 72160.07 -> 72161 ns
+  // (36081 ns more than alone). Stage 0's last backward starts at 2512242 instead of 2476162
+  // and everything after it shifts: 3488803 + 36081 = 3524884 ns.
   ASSERT_EQ(Run({kExample, "--cluster", "dgx-a100", "--network-model", "flow", "-o",
                  Path("result.json")}).kind, CommandOutcome::Kind::kOk);
   const Json result = *ReadJsonFile(Path("result.json"));
   EXPECT_EQ(result["input"]["communication_model"]["name"], "flow");
-  EXPECT_GT(result["makespan_ns"].get<int64_t>(), 3'407'623);
-  EXPECT_LT(result["makespan_ns"].get<int64_t>(), 3'407'623 * 1.01);
+  EXPECT_EQ(result["makespan_ns"], 3'524'884);
 }
 
 TEST_F(RunCommandTest, NetworkModelErrors) {

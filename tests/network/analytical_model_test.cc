@@ -1,5 +1,6 @@
 // The analytical model inside the engine. Cluster: dgx-a100 (8 GPUs per node, 300 GB/s
-// NVLink per GPU, α_intra = 2 us; 8 NICs of 200 Gbps = 25 GB/s, α_inter = 5 us).
+// NVLink per GPU, α_intra = 2 us; 8 NICs of 200 Gbps = 25 GB/s, α_inter = 5 us) with its
+// calibrated efficiencies set to 1, for round numbers.
 #include "network/analytical_model.h"
 
 #include <gmock/gmock.h>
@@ -33,12 +34,19 @@ TaskGraph AllReduceGraph(int32_t ranks, int64_t bytes, std::string_view algorith
   return std::move(builder).Build().value();
 }
 
+ClusterSpec DgxA100AtLineRate(int nodes) {
+  ClusterSpec cluster = *ClusterPreset("dgx-a100", nodes);
+  cluster.intra.efficiency = 1.0;
+  cluster.inter.efficiency = 1.0;
+  return cluster;
+}
+
 TEST(AnalyticalModelTest, PricesAnAllReduceInTheEngine) {
   // 16 ranks: nodes sized to the graph, 2. Ring: 2 · 15 · 5 us = 150 us; a node's 8 NICs
   // (2e11 B/s) carry 2 · 15/16 · 1e9 = 1.875e9 B: 9.375 ms. Tree: 2 · 4 · 5 us + 2e9 / 2e11 s
   // = 10.04 ms. Ring is chosen: 9.525 ms after the 1 ms of compute.
   const TaskGraph graph = AllReduceGraph(16, 1'000'000'000);
-  AnalyticalModel model(*ClusterPreset("dgx-a100", 0));
+  AnalyticalModel model(DgxA100AtLineRate(0));
   ASSERT_TRUE(model.Prepare(graph).ok());
   EXPECT_EQ(model.cluster().nodes, 2);
   EXPECT_EQ(model.AlgorithmOf(graph::CommId(0)), "ring");
@@ -50,16 +58,16 @@ TEST(AnalyticalModelTest, PricesAnAllReduceInTheEngine) {
 TEST(AnalyticalModelTest, ForcedAlgorithmIsUsed) {
   // Forced tree on the same graph: 10.04 ms after the compute.
   const TaskGraph graph = AllReduceGraph(16, 1'000'000'000, "tree");
-  AnalyticalModel model(*ClusterPreset("dgx-a100", 0));
+  AnalyticalModel model(DgxA100AtLineRate(0));
   ASSERT_TRUE(model.Prepare(graph).ok());
   EXPECT_EQ(model.Cost(graph::CommId(0)), Microseconds(10'040));
 }
 
 TEST(AnalyticalModelTest, RejectsWhatCannotRun) {
-  AnalyticalModel small(*ClusterPreset("dgx-a100", 1));
+  AnalyticalModel small(DgxA100AtLineRate(1));
   EXPECT_EQ(small.Prepare(AllReduceGraph(16, 1000)).error().message(),
             "the graph has 16 ranks but the cluster has 8 GPUs (1 nodes of 8)");
-  AnalyticalModel model(*ClusterPreset("dgx-a100", 0));
+  AnalyticalModel model(DgxA100AtLineRate(0));
   const Status unknown = model.Prepare(AllReduceGraph(4, 1000, "rnig"));
   ASSERT_FALSE(unknown.ok());
   EXPECT_THAT(unknown.error().ToString(),

@@ -4,6 +4,8 @@
 // time next to the analytical model's.
 //
 //   dtsim_network_bench [--gpus N] [--size BYTES]
+//   dtsim_network_bench --busbw   bus bandwidth of all-reduce and all-to-all on the DGX presets,
+//                                 1 MiB to 4 GiB, next to published nccl-tests figures
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -69,10 +71,64 @@ bool RunCase(const char* label, graph::CommKind kind, std::string_view algorithm
   return true;
 }
 
+// nccl-tests' bus bandwidth (doc/PERFORMANCE.md): algbw = S / t; all-reduce busbw = algbw ·
+// 2(n-1)/n; all-to-all busbw = algbw · (n-1)/n; S is one rank's buffer.
+double BusBandwidth(graph::CommKind kind, int32_t gpus, int64_t size, DurationNs time) {
+  const double algbw = static_cast<double>(size) / time.ToSecondsDouble();
+  const double n = gpus;
+  return algbw * (kind == graph::CommKind::kAllReduce ? 2 * (n - 1) / n : (n - 1) / n);
+}
+
+void BusBandwidthTable() {
+  struct Case {
+    const char* preset;
+    const char* label;
+    graph::CommKind kind;
+    int32_t gpus;
+    double published_gbps;  // peak bus bandwidth reported for this system (docs/network.md)
+  };
+  const Case cases[] = {
+      {"dgx-a100", "all_reduce 8 GPUs (1 node)", graph::CommKind::kAllReduce, 8, 232.5},
+      {"dgx-a100", "all_reduce 128 GPUs (16 nodes)", graph::CommKind::kAllReduce, 128, 192},
+      // All-to-all across nodes runs at one NIC's rate per GPU; busbw = NIC · N/(N-1) · (n-1)/n
+      // with N = 16 nodes, n = 128 GPUs: HDR 24 GB/s -> 25.40, NDR 48.5 GB/s -> 51.33.
+      {"dgx-a100", "all_to_all 128 GPUs (16 nodes)", graph::CommKind::kAllToAll, 128, 25.40},
+      {"dgx-h100", "all_reduce 8 GPUs (1 node)", graph::CommKind::kAllReduce, 8, 370},
+      {"dgx-h100", "all_reduce 128 GPUs (16 nodes)", graph::CommKind::kAllReduce, 128, 0},
+      {"dgx-h100", "all_to_all 128 GPUs (16 nodes)", graph::CommKind::kAllToAll, 128, 51.33},
+  };
+  std::printf("| preset   | case                           |    size | algorithm | busbw GB/s | published | ratio |\n");
+  std::printf("|----------|--------------------------------|--------:|-----------|-----------:|----------:|------:|\n");
+  for (const Case& c : cases) {
+    for (int64_t size = int64_t{1} << 20; size <= int64_t{4} << 30; size *= 16) {
+      const graph::TaskGraph graph = OneCollective(c.kind, c.gpus, size, "");
+      network::AnalyticalModel model(*network::ClusterPreset(c.preset, 0));
+      if (!model.Prepare(graph).ok()) return;
+      const double busbw = BusBandwidth(c.kind, c.gpus, size, model.Cost(graph::CommId(0))) / 1e9;
+      const std::string size_text = size >= (int64_t{1} << 30)
+                                        ? std::to_string(size >> 30) + " GiB"
+                                        : std::to_string(size >> 20) + " MiB";
+      if (c.published_gbps > 0 && size == (int64_t{4} << 30)) {
+        std::printf("| %-8s | %-30s | %7s | %-9s | %10.1f | %9.1f | %5.3f |\n", c.preset,
+                    c.label, size_text.c_str(), std::string(model.AlgorithmOf(graph::CommId(0))).c_str(),
+                    busbw, c.published_gbps, busbw / c.published_gbps);
+      } else {
+        std::printf("| %-8s | %-30s | %7s | %-9s | %10.1f |           |       |\n", c.preset,
+                    c.label, size_text.c_str(), std::string(model.AlgorithmOf(graph::CommId(0))).c_str(),
+                    busbw);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dtsim
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "--busbw") {
+    dtsim::BusBandwidthTable();
+    return 0;
+  }
   int32_t gpus = 1024;
   int64_t size = int64_t{1} << 30;
   for (int i = 1; i + 1 < argc; i += 2) {
