@@ -11,9 +11,10 @@ Status AnalyticalModel::Prepare(const graph::TaskGraph& graph) {
   DTSIM_RETURN_IF_ERROR(FitCluster(cluster_, graph.rank_count()));
   std::vector<GroupShape> shapes(graph.group_count());
   std::vector<bool> shaped(graph.group_count(), false);
-  // Iterations repeat the same collectives: price each distinct (kind, size, group, algorithm)
-  // once.
-  std::map<std::tuple<graph::CommKind, int64_t, uint32_t, uint32_t>, AlgorithmChoice> priced;
+  // Iterations repeat the same collectives: price each distinct (kind, size, group, algorithm,
+  // root) once.
+  std::map<std::tuple<graph::CommKind, int64_t, uint32_t, uint32_t, int32_t>, AlgorithmChoice>
+      priced;
   costs_.resize(graph.comm_count());
   algorithms_.resize(graph.comm_count());
   for (uint32_t c = 0; c < graph.comm_count(); ++c) {
@@ -23,14 +24,16 @@ Status AnalyticalModel::Prepare(const graph::TaskGraph& graph) {
       shapes[group] = ShapeOfGroup(graph.group(comm.group), cluster_);
       shaped[group] = true;
     }
-    const auto key = std::make_tuple(comm.kind, comm.size.count(), group, comm.algorithm.value());
+    const auto key =
+        std::make_tuple(comm.kind, comm.size.count(), group, comm.algorithm.value(), comm.root);
     auto it = priced.find(key);
     if (it == priced.end()) {
       const CollectiveRequest request{.kind = comm.kind,
                                       .size = comm.size,
                                       .shape = shapes[group],
                                       .cluster = &cluster_,
-                                      .ranks = graph.group(comm.group)};
+                                      .ranks = graph.group(comm.group),
+                                      .root = comm.root};
       Expected<AlgorithmChoice> choice =
           ChooseCollectiveAlgorithm(request, graph.name(comm.algorithm));
       if (!choice.ok()) {

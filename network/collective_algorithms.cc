@@ -176,6 +176,9 @@ Expected<DurationNs> AllGatherRing(const CollectiveRequest& r) {
   return Phase(rates, r.shape.ranks - 1, rates.alpha, bytes * IntraShare(r), bytes);
 }
 
+DurationNs ExchangeStep(const CollectiveRequest& r,
+                        const std::vector<std::pair<int32_t, int32_t>>& pairs, double bytes);
+
 // --- broadcast, reduce ---------------------------------------------------------------------
 
 // Pipelined chain (NCCL's ring broadcast/reduce): p-1 hops of latency, S through every link.
@@ -185,11 +188,26 @@ Expected<DurationNs> RootedRing(const CollectiveRequest& r) {
   return Phase(rates, r.shape.ranks - 1, rates.alpha, size, size);
 }
 
-// Binomial tree, not pipelined: ⌈log2 p⌉ rounds each moving the whole S.
+// Binomial tree, not pipelined: ⌈log2 p⌉ rounds each moving the whole S; in round j the
+// 2^j members that have the data (counted from the root) send it to the member 2^j further on.
+// Each round is priced by ExchangeStep, so a node whose members send off-node together in the
+// late rounds pays for all of them. A reduce is the same rounds reversed.
 Expected<DurationNs> RootedBinomialTree(const CollectiveRequest& r) {
-  const Rates rates = RatesFor(r);
-  const double size = static_cast<double>(r.size.count());
-  return Phase(rates, 1, rates.alpha, size, size) * CeilLog2(r.shape.ranks);
+  std::vector<int32_t> order(r.ranks.begin(), r.ranks.end());
+  std::sort(order.begin(), order.end());
+  // Count from the root: rotate the node-major order to start at it.
+  const auto root = std::find(order.begin(), order.end(), r.root);
+  if (root != order.end()) std::rotate(order.begin(), root, order.end());
+  DurationNs total;
+  std::vector<std::pair<int32_t, int32_t>> pairs;
+  for (size_t span = 1; span < order.size(); span *= 2) {
+    pairs.clear();
+    for (size_t i = 0; i < span && i + span < order.size(); ++i) {
+      pairs.emplace_back(order[i], order[i + span]);
+    }
+    total += ExchangeStep(r, pairs, static_cast<double>(r.size.count()));
+  }
+  return total;
 }
 
 // --- all-to-all ----------------------------------------------------------------------------

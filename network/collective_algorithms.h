@@ -30,6 +30,7 @@ struct CollectiveRequest {
   GroupShape shape;
   const ClusterSpec* cluster = nullptr;
   std::span<const int32_t> ranks;  // the group (algorithms whose steps depend on placement)
+  int32_t root = -1;               // broadcast / reduce root
 };
 
 struct CollectiveAlgorithm {

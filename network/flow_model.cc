@@ -43,7 +43,8 @@ Status FlowModel::Prepare(const graph::TaskGraph& graph) {
                                       .size = comm.size,
                                       .shape = ShapeOfGroup(ranks, cluster_),
                                       .cluster = &cluster_,
-                                      .ranks = ranks};
+                                      .ranks = ranks,
+                                      .root = comm.root};
       const std::string_view forced = graph.name(comm.algorithm);
       Expected<AlgorithmChoice> choice = ChooseCollectiveAlgorithm(request, forced, HasProgram);
       auto program = std::make_shared<FlowProgram>();

@@ -213,6 +213,28 @@ Expected<FlowProgram> AllReduceHalvingDoubling(const FlowRequest& r) {
   return program;
 }
 
+// Binomial tree: the analytical model's rounds, one flow step each (reversed for a reduce).
+Expected<FlowProgram> RootedBinomialTree(const FlowRequest& r) {
+  std::vector<int32_t> order(r.ranks.begin(), r.ranks.end());
+  std::sort(order.begin(), order.end());
+  const auto root = std::find(order.begin(), order.end(), r.root);
+  if (root != order.end()) std::rotate(order.begin(), root, order.end());
+  FlowProgram program;
+  for (size_t span = 1; span < order.size(); span *= 2) {
+    FlowStep step{r.cluster->intra.latency, {}, 1};
+    for (size_t i = 0; i < span && i + span < order.size(); ++i) {
+      int32_t from = order[i];
+      int32_t to = order[i + span];
+      if (r.cluster->NodeOf(from) != r.cluster->NodeOf(to)) step.latency = r.cluster->inter.latency;
+      if (r.kind == CommKind::kReduce) std::swap(from, to);
+      step.transfers.push_back({from, to, Size(r)});
+    }
+    program.push_back(std::move(step));
+  }
+  if (r.kind == CommKind::kReduce) std::reverse(program.begin(), program.end());
+  return program;
+}
+
 Expected<FlowProgram> BarrierDissemination(const FlowRequest& r) {
   const auto nodes = ByNode(r);
   const int rounds = std::bit_width(static_cast<unsigned>(r.ranks.size() - 1));
@@ -239,6 +261,8 @@ constexpr std::array kPrograms = {
     Entry{CommKind::kAllGather, "ring", AllGatherRing},
     Entry{CommKind::kBroadcast, "ring", RootedRing},
     Entry{CommKind::kReduce, "ring", RootedRing},
+    Entry{CommKind::kBroadcast, "binomial_tree", RootedBinomialTree},
+    Entry{CommKind::kReduce, "binomial_tree", RootedBinomialTree},
     Entry{CommKind::kAllToAll, "direct", AllToAllDirect},
     Entry{CommKind::kAllToAll, "hierarchical", AllToAllHierarchical},
     Entry{CommKind::kBarrier, "dissemination", BarrierDissemination},

@@ -24,12 +24,13 @@ using testing_support::Ranks;
 using testing_support::TestCluster;
 
 DurationNs Cost(CommKind kind, std::string_view algorithm, const std::vector<int32_t>& group,
-                int64_t size = kS, const ClusterSpec& cluster = TestCluster()) {
+                int64_t size = kS, const ClusterSpec& cluster = TestCluster(), int32_t root = -1) {
   const CollectiveRequest request{.kind = kind,
                                   .size = Bytes(size),
                                   .shape = ShapeOfGroup(group, cluster),
                                   .cluster = &cluster,
-                                  .ranks = group};
+                                  .ranks = group,
+                                  .root = root};
   const Expected<AlgorithmChoice> choice = ChooseCollectiveAlgorithm(request, algorithm);
   EXPECT_TRUE(choice.ok()) << choice.error().ToString();
   return choice.ok() ? choice->time : DurationNs::Zero();
@@ -134,7 +135,14 @@ TEST(BroadcastReduceTest, ChainAndBinomialTree) {
   EXPECT_EQ(Cost(CommKind::kBroadcast, "ring", Ranks(0, 4)), Microseconds(1003));
   EXPECT_EQ(Cost(CommKind::kReduce, "ring", Ranks(0, 4)), Microseconds(1003));
   // Binomial tree: ⌈log2 4⌉ = 2 rounds of (1 us + 1 ms).
-  EXPECT_EQ(Cost(CommKind::kBroadcast, "binomial_tree", Ranks(0, 4)), Microseconds(2002));
+  EXPECT_EQ(Cost(CommKind::kBroadcast, "binomial_tree", Ranks(0, 4), kS, TestCluster(), 0),
+            Microseconds(2002));
+  // 16 ranks on 4 nodes from root 0: rounds with span 1, 2 stay on node 0 (1 us + 1 ms each);
+  // span 4: 0->4, 1->5, 2->6, 3->7, four senders off node 0 over its 2 NICs, two per NIC:
+  // 10 us + 2 · 1e8 / 1.25e10 s = 16.01 ms; span 8: 8 senders, 4 per node on nodes 0 and 1,
+  // again two per NIC: 16.01 ms. T = 2 · 1.001 + 2 · 16.01 = 34.022 ms.
+  EXPECT_EQ(Cost(CommKind::kBroadcast, "binomial_tree", Ranks(0, 16), kS, TestCluster(), 0),
+            Microseconds(34'022));
 }
 
 TEST(AllToAllTest, DirectAndHierarchical) {
