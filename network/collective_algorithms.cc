@@ -124,21 +124,10 @@ DurationNs ExchangeStep(const CollectiveRequest& r,
 // at distance p'/2, p'/4, ... moving S/2, S/4, ...; doubling mirrors it. The steps run one
 // after the other: T = Σ steps (α + wire), each priced by ExchangeStep.
 Expected<DurationNs> AllReduceHalvingDoubling(const CollectiveRequest& r) {
-  std::vector<int32_t> order(r.ranks.begin(), r.ranks.end());
-  std::sort(order.begin(), order.end());  // node-major, as rank r sits on node r / k
-  const size_t p = order.size();
-  const size_t p2 = std::bit_floor(p);
-  const double size = static_cast<double>(r.size.count());
   DurationNs total;
-  std::vector<std::pair<int32_t, int32_t>> pairs;
-  for (size_t i = p2; i < p; ++i) pairs.emplace_back(order[i], order[i - p2]);
-  if (!pairs.empty()) total += ExchangeStep(r, pairs, size) * 2;  // fold in, and back out
-  double bytes = size;
-  for (size_t distance = p2 / 2; distance >= 1; distance /= 2) {
-    bytes /= 2;
-    pairs.clear();
-    for (size_t i = 0; i < p2; ++i) pairs.emplace_back(order[i], order[i ^ distance]);
-    total += ExchangeStep(r, pairs, bytes) * 2;  // the halving step and its doubling mirror
+  for (const ExchangeRound& round :
+       HalvingDoublingRounds(r.ranks, static_cast<double>(r.size.count()))) {
+    total += ExchangeStep(r, round.pairs, round.bytes);
   }
   return total;
 }
@@ -193,19 +182,10 @@ Expected<DurationNs> RootedRing(const CollectiveRequest& r) {
 // Each round is priced by ExchangeStep, so a node whose members send off-node together in the
 // late rounds pays for all of them. A reduce is the same rounds reversed.
 Expected<DurationNs> RootedBinomialTree(const CollectiveRequest& r) {
-  std::vector<int32_t> order(r.ranks.begin(), r.ranks.end());
-  std::sort(order.begin(), order.end());
-  // Count from the root: rotate the node-major order to start at it.
-  const auto root = std::find(order.begin(), order.end(), r.root);
-  if (root != order.end()) std::rotate(order.begin(), root, order.end());
   DurationNs total;
-  std::vector<std::pair<int32_t, int32_t>> pairs;
-  for (size_t span = 1; span < order.size(); span *= 2) {
-    pairs.clear();
-    for (size_t i = 0; i < span && i + span < order.size(); ++i) {
-      pairs.emplace_back(order[i], order[i + span]);
-    }
-    total += ExchangeStep(r, pairs, static_cast<double>(r.size.count()));
+  for (const ExchangeRound& round :
+       BinomialRounds(r.ranks, r.root, static_cast<double>(r.size.count()))) {
+    total += ExchangeStep(r, round.pairs, round.bytes);
   }
   return total;
 }
@@ -280,6 +260,46 @@ constexpr std::array kAlgorithms = {
 };
 
 }  // namespace
+
+std::vector<ExchangeRound> BinomialRounds(std::span<const int32_t> ranks, int32_t root,
+                                          double size) {
+  std::vector<int32_t> order(ranks.begin(), ranks.end());
+  std::sort(order.begin(), order.end());
+  const auto first = std::find(order.begin(), order.end(), root);
+  if (first != order.end()) std::rotate(order.begin(), first, order.end());
+  std::vector<ExchangeRound> rounds;
+  for (size_t span = 1; span < order.size(); span *= 2) {
+    ExchangeRound& round = rounds.emplace_back(ExchangeRound{{}, size});
+    for (size_t i = 0; i < span && i + span < order.size(); ++i) {
+      round.pairs.emplace_back(order[i], order[i + span]);
+    }
+  }
+  return rounds;
+}
+
+std::vector<ExchangeRound> HalvingDoublingRounds(std::span<const int32_t> ranks, double size) {
+  std::vector<int32_t> order(ranks.begin(), ranks.end());
+  std::sort(order.begin(), order.end());
+  const size_t p2 = std::bit_floor(order.size());
+  ExchangeRound fold{{}, size};
+  for (size_t i = p2; i < order.size(); ++i) fold.pairs.emplace_back(order[i], order[i - p2]);
+  std::vector<ExchangeRound> halving;
+  double bytes = size;
+  for (size_t distance = p2 / 2; distance >= 1; distance /= 2) {
+    bytes /= 2;
+    ExchangeRound& round = halving.emplace_back(ExchangeRound{{}, bytes});
+    for (size_t i = 0; i < p2; ++i) round.pairs.emplace_back(order[i], order[i ^ distance]);
+  }
+  std::vector<ExchangeRound> rounds;
+  if (!fold.pairs.empty()) rounds.push_back(fold);
+  rounds.insert(rounds.end(), halving.begin(), halving.end());
+  rounds.insert(rounds.end(), halving.rbegin(), halving.rend());
+  if (!fold.pairs.empty()) {
+    for (auto& [from, to] : fold.pairs) std::swap(from, to);
+    rounds.push_back(std::move(fold));
+  }
+  return rounds;
+}
 
 GroupShape ShapeOfGroup(std::span<const int32_t> ranks, const ClusterSpec& cluster) {
   std::vector<int> nodes;

@@ -6,6 +6,8 @@
 
 #include <span>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "network/cluster.h"
 #include "sim/base/status.h"
@@ -41,6 +43,19 @@ struct CollectiveAlgorithm {
   // The analytical time, or an error when the algorithm does not apply to this group.
   Expected<DurationNs> (*cost)(const CollectiveRequest& request);
 };
+
+// Exchange schedules shared by the analytical costs and the flow programs, so both models
+// price the same steps. A step is a list of (from, to) rank pairs moving `bytes` each.
+struct ExchangeRound {
+  std::vector<std::pair<int32_t, int32_t>> pairs;
+  double bytes = 0;
+};
+// Binomial-tree broadcast rounds from `root` over `ranks` (node-major order counted from the
+// root): in round j the first 2^j members send S to the member 2^j further on.
+std::vector<ExchangeRound> BinomialRounds(std::span<const int32_t> ranks, int32_t root, double size);
+// Rabenseifner over `ranks` in node-major order: the fold of the extra ranks (if any), the
+// halving steps, the doubling steps (the halving mirrored), the unfold.
+std::vector<ExchangeRound> HalvingDoublingRounds(std::span<const int32_t> ranks, double size);
 
 std::span<const CollectiveAlgorithm> CollectiveAlgorithms();
 // The algorithm `name` for `kind`; the error lists the names registered for that kind.

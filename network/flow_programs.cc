@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "network/collective_algorithms.h"
+
 namespace dtsim::network {
 
 using graph::CommKind;
@@ -173,66 +175,31 @@ Expected<FlowProgram> AllReduceHierarchical(const FlowRequest& r) {
   return program;
 }
 
-// Rabenseifner over the group's ranks in node-major order (docs/network.md): the extra ranks
-// beyond p' = 2^⌊log2 p⌋ fold S into a partner; recursive halving with partners at distance
-// p'/2, p'/4, ... moving S/2, S/4, ...; recursive doubling back; the extras get S back.
-Expected<FlowProgram> AllReduceHalvingDoubling(const FlowRequest& r) {
-  std::vector<int32_t> order;
-  for (const auto& node : ByNode(r)) order.insert(order.end(), node.begin(), node.end());
-  const size_t p = order.size();
-  const size_t p2 = std::bit_floor(p);
-  const auto latency = [&](int32_t a, int32_t b) {
-    return r.cluster->NodeOf(a) == r.cluster->NodeOf(b) ? r.cluster->intra.latency
-                                                        : r.cluster->inter.latency;
-  };
+// One flow step per exchange round, its latency that of the slowest level a pair crosses.
+FlowProgram ExchangeProgram(const FlowRequest& r, const std::vector<ExchangeRound>& rounds,
+                            bool reverse) {
   FlowProgram program;
-  FlowStep fold{DurationNs::Zero(), {}, 1};
-  for (size_t i = p2; i < p; ++i) {
-    fold.transfers.push_back({order[i], order[i - p2], Size(r)});
-    fold.latency = std::max(fold.latency, latency(order[i], order[i - p2]));
-  }
-  if (!fold.transfers.empty()) program.push_back(fold);
-  std::vector<FlowStep> halving;
-  double bytes = Size(r);
-  for (size_t distance = p2 / 2; distance >= 1; distance /= 2) {
-    bytes /= 2;
-    FlowStep step{DurationNs::Zero(), {}, 1};
-    for (size_t i = 0; i < p2; ++i) {
-      const size_t partner = i ^ distance;
-      step.transfers.push_back({order[i], order[partner], bytes});
-      step.latency = std::max(step.latency, latency(order[i], order[partner]));
-    }
-    halving.push_back(std::move(step));
-  }
-  program.insert(program.end(), halving.begin(), halving.end());
-  program.insert(program.end(), halving.rbegin(), halving.rend());
-  if (!fold.transfers.empty()) {
-    for (Transfer& t : fold.transfers) std::swap(t.from, t.to);
-    program.push_back(std::move(fold));
-  }
-  return program;
-}
-
-// Binomial tree: the analytical model's rounds, one flow step each (reversed for a reduce).
-Expected<FlowProgram> RootedBinomialTree(const FlowRequest& r) {
-  std::vector<int32_t> order(r.ranks.begin(), r.ranks.end());
-  std::sort(order.begin(), order.end());
-  const auto root = std::find(order.begin(), order.end(), r.root);
-  if (root != order.end()) std::rotate(order.begin(), root, order.end());
-  FlowProgram program;
-  for (size_t span = 1; span < order.size(); span *= 2) {
+  for (const ExchangeRound& round : rounds) {
     FlowStep step{r.cluster->intra.latency, {}, 1};
-    for (size_t i = 0; i < span && i + span < order.size(); ++i) {
-      int32_t from = order[i];
-      int32_t to = order[i + span];
+    for (auto [from, to] : round.pairs) {
       if (r.cluster->NodeOf(from) != r.cluster->NodeOf(to)) step.latency = r.cluster->inter.latency;
-      if (r.kind == CommKind::kReduce) std::swap(from, to);
-      step.transfers.push_back({from, to, Size(r)});
+      if (reverse) std::swap(from, to);
+      step.transfers.push_back({from, to, round.bytes});
     }
     program.push_back(std::move(step));
   }
-  if (r.kind == CommKind::kReduce) std::reverse(program.begin(), program.end());
+  if (reverse) std::reverse(program.begin(), program.end());
   return program;
+}
+
+Expected<FlowProgram> AllReduceHalvingDoubling(const FlowRequest& r) {
+  return ExchangeProgram(r, HalvingDoublingRounds(r.ranks, Size(r)), false);
+}
+
+// A reduce is the broadcast's rounds reversed, data flowing toward the root.
+Expected<FlowProgram> RootedBinomialTree(const FlowRequest& r) {
+  return ExchangeProgram(r, BinomialRounds(r.ranks, r.root, Size(r)),
+                         r.kind == CommKind::kReduce);
 }
 
 Expected<FlowProgram> BarrierDissemination(const FlowRequest& r) {
