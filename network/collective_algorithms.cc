@@ -79,7 +79,7 @@ Expected<DurationNs> AllReduceRing(const CollectiveRequest& r) {
   const Rates rates = RatesFor(r);
   const double p = r.shape.ranks;
   const double bytes = 2 * (p - 1) / p * static_cast<double>(r.size.count());
-  return Phase(rates, 2 * (r.shape.ranks - 1), rates.alpha, bytes * IntraShare(r), bytes);
+  return Phase(rates, int64_t{2} * (r.shape.ranks - 1), rates.alpha, bytes * IntraShare(r), bytes);
 }
 
 // Double binary tree (NCCL): reduce up and broadcast down two trees, pipelined; each rank
@@ -87,7 +87,7 @@ Expected<DurationNs> AllReduceRing(const CollectiveRequest& r) {
 Expected<DurationNs> AllReduceTree(const CollectiveRequest& r) {
   const Rates rates = RatesFor(r);
   const double bytes = 2.0 * static_cast<double>(r.size.count());
-  return Phase(rates, 2 * CeilLog2(r.shape.ranks), rates.alpha, bytes * IntraShare(r), bytes);
+  return Phase(rates, int64_t{2} * CeilLog2(r.shape.ranks), rates.alpha, bytes * IntraShare(r), bytes);
 }
 
 // One step of pairwise exchanges, each pair (a, b) moving `bytes` from a to b: the latency of
@@ -144,7 +144,7 @@ Expected<DurationNs> AllReduceHierarchical(const CollectiveRequest& r) {
   const DurationNs local =
       Phase(rates, r.shape.per_node - 1, rates.alpha_intra, (k - 1) / k * size, 0);
   const DurationNs across =
-      Phase(rates, 2 * (r.shape.nodes - 1), rates.alpha_inter, 0, 2 * (n - 1) / n * size);
+      Phase(rates, int64_t{2} * (r.shape.nodes - 1), rates.alpha_inter, 0, 2 * (n - 1) / n * size);
   return local + across + local;
 }
 
@@ -164,9 +164,6 @@ Expected<DurationNs> AllGatherRing(const CollectiveRequest& r) {
   const double bytes = (r.shape.ranks - 1) * static_cast<double>(r.size.count());
   return Phase(rates, r.shape.ranks - 1, rates.alpha, bytes * IntraShare(r), bytes);
 }
-
-DurationNs ExchangeStep(const CollectiveRequest& r,
-                        const std::vector<std::pair<int32_t, int32_t>>& pairs, double bytes);
 
 // --- broadcast, reduce ---------------------------------------------------------------------
 

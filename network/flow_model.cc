@@ -22,7 +22,32 @@ bool HasProgram(const CollectiveAlgorithm& algorithm) {
 
 }  // namespace
 
+// The algorithm for one communication and its flow program: the forced algorithm, or the
+// analytically cheapest default among those with a program.
+Expected<FlowModel::Planned> FlowModel::Plan(const graph::TaskGraph& graph,
+                                             const graph::Communication& comm) const {
+  const std::span<const int32_t> ranks = graph.group(comm.group);
+  const CollectiveRequest request{.kind = comm.kind,
+                                  .size = comm.size,
+                                  .shape = ShapeOfGroup(ranks, cluster_),
+                                  .cluster = &cluster_,
+                                  .ranks = ranks,
+                                  .root = comm.root};
+  DTSIM_ASSIGN_OR_RETURN(const AlgorithmChoice choice,
+                         ChooseCollectiveAlgorithm(request, graph.name(comm.algorithm),
+                                                   HasProgram));
+  Planned planned{std::make_shared<FlowProgram>(), {}};
+  if (choice.algorithm == nullptr) return planned;  // a group of one rank: nothing to move
+  planned.algorithm = choice.algorithm->name;
+  DTSIM_ASSIGN_OR_RETURN(
+      *planned.program,
+      BuildFlowProgram(planned.algorithm, {.kind = comm.kind, .size = comm.size, .ranks = ranks,
+                                           .root = comm.root, .cluster = &cluster_}));
+  return planned;
+}
+
 Status FlowModel::Prepare(const graph::TaskGraph& graph) {
+  DTSIM_CHECK(!topology_.has_value(), "FlowModel::Prepare called twice");
   DTSIM_RETURN_IF_ERROR(FitCluster(cluster_, graph.rank_count()));
   DTSIM_ASSIGN_OR_RETURN(Topology topology, Topology::Build(cluster_, net_));
   topology_.emplace(std::move(topology));
@@ -30,42 +55,24 @@ Status FlowModel::Prepare(const graph::TaskGraph& graph) {
   scratch_topology_.emplace(std::move(scratch_topology));
   programs_.resize(graph.comm_count());
   algorithms_.resize(graph.comm_count());
-  std::map<std::tuple<graph::CommKind, int64_t, uint32_t, uint32_t, int32_t>,
-           std::pair<std::shared_ptr<const FlowProgram>, std::string_view>> built;
+  // Iterations repeat the same communications: plan each distinct one once.
+  std::map<std::tuple<graph::CommKind, int64_t, uint32_t, uint32_t, int32_t>, Planned> planned;
   for (uint32_t c = 0; c < graph.comm_count(); ++c) {
     const graph::Communication& comm = graph.comm(graph::CommId(c));
     const auto key = std::make_tuple(comm.kind, comm.size.count(), comm.group.value(),
                                      comm.algorithm.value(), comm.root);
-    auto it = built.find(key);
-    if (it == built.end()) {
-      const std::span<const int32_t> ranks = graph.group(comm.group);
-      const CollectiveRequest request{.kind = comm.kind,
-                                      .size = comm.size,
-                                      .shape = ShapeOfGroup(ranks, cluster_),
-                                      .cluster = &cluster_,
-                                      .ranks = ranks,
-                                      .root = comm.root};
-      const std::string_view forced = graph.name(comm.algorithm);
-      Expected<AlgorithmChoice> choice = ChooseCollectiveAlgorithm(request, forced, HasProgram);
-      auto program = std::make_shared<FlowProgram>();
-      std::string_view name;
-      if (choice.ok() && choice->algorithm != nullptr) {
-        name = choice->algorithm->name;
-        Expected<FlowProgram> steps = BuildFlowProgram(
-            name, {.kind = comm.kind, .size = comm.size, .ranks = ranks, .root = comm.root,
-                   .cluster = &cluster_});
-        if (steps.ok()) *program = std::move(steps).value();
-        else choice = std::move(steps).error();
-      }
-      if (!choice.ok()) {
-        Error error = std::move(choice).error();
+    auto it = planned.find(key);
+    if (it == planned.end()) {
+      Expected<Planned> plan = Plan(graph, comm);
+      if (!plan.ok()) {
+        const Error& error = plan.error();
         return Error(graph.DescribeComm(graph::CommId(c)) + ": " + error.message(), "",
                      error.value());
       }
-      it = built.emplace(key, std::make_pair(std::move(program), name)).first;
+      it = planned.emplace(key, std::move(plan).value()).first;
     }
-    programs_[c] = it->second.first;
-    algorithms_[c] = it->second.second;
+    programs_[c] = it->second.program;
+    algorithms_[c] = it->second.algorithm;
   }
   return Status::Ok();
 }

@@ -33,9 +33,9 @@ class FlowModel final : public engine::CommunicationModel, public engine::EventH
   explicit FlowModel(ClusterSpec cluster, bool fast_isolated_steps = true)
       : cluster_(std::move(cluster)), fast_isolated_steps_(fast_isolated_steps) {}
 
-  // Must succeed before the run: sizes a 0-node cluster to the graph, builds the topology,
-  // chooses each communication's algorithm (forced, or the cheapest analytically among those
-  // with a flow program) and builds its program.
+  // Must succeed before the run (call once): sizes a 0-node cluster to the graph, builds the
+  // topology, chooses each communication's algorithm (forced, or the cheapest analytically
+  // among those with a flow program) and builds its program.
   Status Prepare(const graph::TaskGraph& graph);
 
   std::string_view name() const override { return "flow"; }
@@ -61,6 +61,12 @@ class FlowModel final : public engine::CommunicationModel, public engine::EventH
     std::optional<engine::EventId> fast_end;  // set while the step runs on the fast path
   };
   using StepKey = std::pair<const FlowProgram*, size_t>;
+  struct Planned {
+    std::shared_ptr<FlowProgram> program;  // shared by identical communications
+    std::string_view algorithm;
+  };
+
+  Expected<Planned> Plan(const graph::TaskGraph& graph, const graph::Communication& comm) const;
 
   void BeginStep(uint32_t run);
   void StartTransfers(uint32_t run);
@@ -73,7 +79,7 @@ class FlowModel final : public engine::CommunicationModel, public engine::EventH
   ClusterSpec cluster_;
   FluidNetwork net_;
   std::optional<Topology> topology_;
-  std::vector<std::shared_ptr<const FlowProgram>> programs_;  // per comm; shared when identical
+  std::vector<std::shared_ptr<FlowProgram>> programs_;  // per comm; shared when identical
   std::vector<std::string_view> algorithms_;
   engine::CommunicationContext* context_ = nullptr;
   engine::HandlerId handler_ = 0;
