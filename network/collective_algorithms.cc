@@ -82,12 +82,30 @@ Expected<DurationNs> AllReduceRing(const CollectiveRequest& r) {
   return Phase(rates, int64_t{2} * (r.shape.ranks - 1), rates.alpha, bytes * IntraShare(r), bytes);
 }
 
-// Double binary tree (NCCL): reduce up and broadcast down two trees, pipelined; each rank
-// moves about 2S and the depth is ceil(log2 p): T = 2⌈log2 p⌉α + 2S / B.
+// Double binary tree (NCCL), pipelined: 2⌈log2 p⌉ steps of latency, then every tree edge
+// streams at once (network/flow_programs.cc builds the same trees). On each node a chain moves
+// S each way: a member with two chain neighbours sends 2S, with one sends S. Across nodes two
+// binary trees carry S/2 each: a heap over the N nodes and the heap over the nodes reversed; a
+// node sends S/2 to its parent and to each child in each tree, so the busiest node sends
+// max over n of (edges(n) + edges(N-1-n)) · S/2 — 2S for large N, less for small N (1.5S on 4
+// nodes, S on 2: the "busbw above the NIC rate" NCCL users see on 2-node trees).
+int HeapEdges(int position, int count) {
+  const int children = (2 * position + 1 < count ? 1 : 0) + (2 * position + 2 < count ? 1 : 0);
+  return (position > 0 ? 1 : 0) + children;
+}
+
 Expected<DurationNs> AllReduceTree(const CollectiveRequest& r) {
   const Rates rates = RatesFor(r);
-  const double bytes = 2.0 * static_cast<double>(r.size.count());
-  return Phase(rates, int64_t{2} * CeilLog2(r.shape.ranks), rates.alpha, bytes * IntraShare(r), bytes);
+  const double size = static_cast<double>(r.size.count());
+  const int k = r.shape.per_node;
+  const double chain = k >= 3 ? 2 * size : (k == 2 ? size : 0);
+  const int n = r.shape.nodes;
+  int busiest = 0;
+  for (int node = 0; node < n; ++node) {
+    busiest = std::max(busiest, HeapEdges(node, n) + HeapEdges(n - 1 - node, n));
+  }
+  return Phase(rates, int64_t{2} * CeilLog2(r.shape.ranks), rates.alpha, chain,
+               busiest * size / 2);
 }
 
 // One step of pairwise exchanges, each pair (a, b) moving `bytes` from a to b: the latency of

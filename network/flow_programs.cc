@@ -175,6 +175,43 @@ Expected<FlowProgram> AllReduceHierarchical(const FlowRequest& r) {
   return program;
 }
 
+// NCCL's double binary tree, pipelined: one step after 2⌈log2 p⌉ · α in which every edge
+// streams at once. On each node a chain carries S each way (reduce toward the first member,
+// broadcast back). Across nodes two binary trees carry S/2 each: a heap over the nodes, and the
+// same heap over the nodes reversed. A heap's internal positions are 0 .. ⌊N/2⌋ - 1, so no node
+// is internal in both: each node sends at most 1.5 · S/2 · 2 + 0.5 · S/2 · 2 = 2S over its NICs.
+// The inter-node part is split over min(k, NICs) channels, channel c using each node's c-th
+// member (and so its NIC).
+Expected<FlowProgram> AllReduceTree(const FlowRequest& r) {
+  const auto nodes = ByNode(r);
+  const int rounds = std::bit_width(static_cast<unsigned>(r.ranks.size() - 1));
+  FlowStep step{Alpha(r, nodes.size()) * (2 * rounds), {}, 1};
+  for (const auto& node : nodes) {
+    for (size_t i = 1; i < node.size(); ++i) {
+      step.transfers.push_back({node[i], node[i - 1], Size(r)});
+      step.transfers.push_back({node[i - 1], node[i], Size(r)});
+    }
+  }
+  if (nodes.size() > 1) {
+    const size_t channels = std::min<size_t>(MostPerNode(nodes), r.cluster->inter.nics_per_node);
+    const double bytes = Size(r) / 2 / static_cast<double>(channels);
+    const size_t n = nodes.size();
+    for (size_t c = 0; c < channels; ++c) {
+      for (const bool mirrored : {false, true}) {
+        const auto member = [&](size_t position) {
+          const auto& node = nodes[mirrored ? n - 1 - position : position];
+          return node[c % node.size()];
+        };
+        for (size_t j = 1; j < n; ++j) {
+          step.transfers.push_back({member(j), member((j - 1) / 2), bytes});
+          step.transfers.push_back({member((j - 1) / 2), member(j), bytes});
+        }
+      }
+    }
+  }
+  return FlowProgram{std::move(step)};
+}
+
 // One flow step per exchange round, its latency that of the slowest level a pair crosses.
 FlowProgram ExchangeProgram(const FlowRequest& r, const std::vector<ExchangeRound>& rounds,
                             bool reverse) {
@@ -222,6 +259,7 @@ struct Entry {
 
 constexpr std::array kPrograms = {
     Entry{CommKind::kAllReduce, "ring", AllReduceRing},
+    Entry{CommKind::kAllReduce, "tree", AllReduceTree},
     Entry{CommKind::kAllReduce, "hierarchical", AllReduceHierarchical},
     Entry{CommKind::kAllReduce, "halving_doubling", AllReduceHalvingDoubling},
     Entry{CommKind::kReduceScatter, "ring", ReduceScatterRing},

@@ -43,24 +43,26 @@ ClusterSpec DgxA100AtLineRate(int nodes) {
 
 TEST(AnalyticalModelTest, PricesAnAllReduceInTheEngine) {
   // 16 ranks: nodes sized to the graph, 2. Ring: 2 · 15 · 5 us = 150 us; a node's 8 NICs
-  // (2e11 B/s) carry 2 · 15/16 · 1e9 = 1.875e9 B: 9.375 ms. Tree: 2 · 4 · 5 us + 2e9 / 2e11 s
-  // = 10.04 ms. Ring is chosen: 9.525 ms after the 1 ms of compute.
+  // (2e11 B/s) carry 2 · 15/16 · 1e9 = 1.875e9 B: 9.375 ms; 9.525 ms. Tree: 2 · 4 · 5 us = 40 us;
+  // on 2 nodes each node sends S = 1e9 B over its NICs (5 ms) while the 8-GPU chain moves
+  // 2S = 2e9 B per GPU over NVLink at 3e11 B/s (6666667 ns): 6706667 ns. The tree is chosen.
   const TaskGraph graph = AllReduceGraph(16, 1'000'000'000);
   AnalyticalModel model(DgxA100AtLineRate(0));
   ASSERT_TRUE(model.Prepare(graph).ok());
   EXPECT_EQ(model.cluster().nodes, 2);
-  EXPECT_EQ(model.AlgorithmOf(graph::CommId(0)), "ring");
+  EXPECT_EQ(model.AlgorithmOf(graph::CommId(0)), "tree");
   engine::Simulator sim(graph, model);
   ASSERT_TRUE(sim.Run().ok());
-  EXPECT_EQ(sim.makespan(), TimeNs(Milliseconds(1).ns() + Microseconds(9525).ns()));
+  EXPECT_EQ(sim.makespan(), TimeNs(Milliseconds(1).ns() + 6'706'667));
 }
 
 TEST(AnalyticalModelTest, ForcedAlgorithmIsUsed) {
-  // Forced tree on the same graph: 10.04 ms after the compute.
-  const TaskGraph graph = AllReduceGraph(16, 1'000'000'000, "tree");
+  // Forcing the ring on the same graph overrides the default: 9.525 ms.
+  const TaskGraph graph = AllReduceGraph(16, 1'000'000'000, "ring");
   AnalyticalModel model(DgxA100AtLineRate(0));
   ASSERT_TRUE(model.Prepare(graph).ok());
-  EXPECT_EQ(model.Cost(graph::CommId(0)), Microseconds(10'040));
+  EXPECT_EQ(model.AlgorithmOf(graph::CommId(0)), "ring");
+  EXPECT_EQ(model.Cost(graph::CommId(0)), Microseconds(9525));
 }
 
 TEST(AnalyticalModelTest, RejectsWhatCannotRun) {

@@ -78,8 +78,21 @@ TEST(AllReduceTest, RingWithOneMemberPerNodeUsesOneNic) {
 }
 
 TEST(AllReduceTest, DoubleBinaryTree) {
-  // p = 16: 2⌈log2 16⌉ · 10 us = 80 us; 2S = 2e8 B over the node's NICs at 2.5e10 B/s = 8 ms.
-  EXPECT_EQ(Cost(CommKind::kAllReduce, "tree", Ranks(0, 16)), Microseconds(8080));
+  // One node, p = 4: 2⌈log2 4⌉ · 1 us; the chain's middle members send 2S = 2e8 B at 1e11 B/s.
+  // T = 4 us + 2 ms.
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "tree", Ranks(0, 4)), Microseconds(2004));
+  // p = 16 on 4 nodes: 2 · 4 · 10 us = 80 us. Heap over nodes 0..3: node 0 has 2 children,
+  // node 1 a parent and a child, nodes 2, 3 a parent only; the mirrored heap gives node n the
+  // edges of position 3 - n. Node 0: 2 + 1, node 1: 2 + 1, so the busiest node sends
+  // 3 · S/2 = 1.5e8 B over its NICs at 2.5e10 B/s = 6 ms (the chain's 2e8 B on NVLink, 2 ms).
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "tree", Ranks(0, 16)), Microseconds(6080));
+  // 16 nodes: a node with a parent and two children in one heap is a leaf in the other:
+  // (3 + 1) · S/2 = 2S, the large-N bound: 2 · 6 · 10 us... at 16 ranks, one per node of a
+  // 16-node cluster: 2⌈log2 16⌉ · 10 us = 80 us + 2e8 / 1.25e10 s = 16 ms.
+  std::vector<int32_t> one_per_node;
+  for (int32_t node = 0; node < 16; ++node) one_per_node.push_back(4 * node);
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "tree", one_per_node, kS, TestCluster(16)),
+            Microseconds(16'080));
 }
 
 TEST(AllReduceTest, HalvingDoubling) {
@@ -115,10 +128,10 @@ TEST(AllReduceTest, HierarchicalNeedsEvenPlacement) {
 }
 
 TEST(AllReduceTest, DefaultChoiceFollowsSizeAndPlacement) {
-  // 16 ranks, 1 kB: ring 300 us + 75 ns, tree 80 us + 80 ns: the tree wins on latency.
+  // 16 ranks on 4 nodes, 1 kB: ring 300 us + 75 ns, tree 80 us + 60 ns: the tree wins on
+  // latency; at 1e8 B too (ring 7.8 ms, tree 6.08 ms: on 4 nodes a tree node sends 1.5S).
   EXPECT_EQ(Chosen(CommKind::kAllReduce, Ranks(0, 16), 1000), "tree");
-  // 1e8 B: ring 7.8 ms < tree 8.08 ms.
-  EXPECT_EQ(Chosen(CommKind::kAllReduce, Ranks(0, 16), kS), "ring");
+  EXPECT_EQ(Chosen(CommKind::kAllReduce, Ranks(0, 16), kS), "tree");
   // One node, 1e8 B: ring 1.506 ms, tree 2 · 2 · 1 us + 2e8/1e11 s = 2.004 ms.
   EXPECT_EQ(Chosen(CommKind::kAllReduce, Ranks(0, 4), kS), "ring");
 }

@@ -84,6 +84,10 @@ INSTANTIATE_TEST_SUITE_P(
                     Collective{CommKind::kAllReduce, {0, 4, 8, 12}, kS, "ring"},
                     Collective{CommKind::kAllReduce, Ranks(0, 8), kS, "ring"},
                     Collective{CommKind::kAllReduce, Ranks(0, 16), kS, "hierarchical"},
+                    Collective{CommKind::kAllReduce, Ranks(0, 4), kS, "tree"},
+                    Collective{CommKind::kAllReduce, Ranks(0, 16), kS, "tree"},
+                    Collective{CommKind::kAllReduce, {0, 4, 8, 12}, kS, "tree"},
+                    Collective{CommKind::kAllReduce, Ranks(0, 12), 1000, "tree"},
                     Collective{CommKind::kAllReduce, Ranks(0, 16), kS, "halving_doubling"},
                     Collective{CommKind::kAllReduce, Ranks(0, 4), kS, "halving_doubling"},
                     Collective{CommKind::kAllReduce, Ranks(0, 6), kS, "halving_doubling"},
@@ -156,10 +160,6 @@ TEST(FlowContentionTest, TwoToOneOversubscriptionHalvesCrossSpineThroughput) {
 }
 
 TEST(FlowModelTest, RejectsWhatItCannotRunYet) {
-  const TaskGraph graph = Graph({{CommKind::kAllReduce, Ranks(0, 4), kS, "tree"}});
-  FlowModel model(TestCluster());
-  EXPECT_THAT(model.Prepare(graph).error().message(),
-              HasSubstr("the all_reduce algorithm \"tree\" cannot be used by this model yet"));
   ClusterSpec torus = TestCluster(4);
   torus.inter.topology = InterTopology::kTorus2d;
   torus.inter.dimensions = {2, 2};
