@@ -2,6 +2,7 @@
 
 #include <array>
 #include <filesystem>
+#include <initializer_list>
 #include <optional>
 
 #include <fmt/format.h>
@@ -106,19 +107,30 @@ Status ReadCount(JsonObjectReader& reader, std::string_view key, int64_t max, in
   return Status::Ok();
 }
 
+// Without a preset to fall back on, a section must give these keys.
+Status RequireUnlessPreset(const JsonObjectReader& reader, bool preset,
+                           std::initializer_list<const char*> keys) {
+  if (preset) return Status::Ok();
+  for (const char* key : keys) {
+    if (!reader.Has(key)) return Error("missing required field", JsonChildPath(reader.path(), key));
+  }
+  return Status::Ok();
+}
+
+// The section's "topology", when given, replaces `topology`.
+template <typename Enum, size_t N>
+Status ReadTopology(JsonObjectReader& reader, const std::array<std::string_view, N>& names,
+                    std::string_view what, Enum& topology) {
+  reader.Allow("topology");
+  if (!reader.Has("topology")) return Status::Ok();
+  DTSIM_ASSIGN_OR_RETURN(topology, (ReadEnum<Enum>(reader, "topology", names, what)));
+  return Status::Ok();
+}
+
 Status ReadIntra(const Json& value, const std::string& path, bool preset, IntraNodeSpec& intra) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, path));
-  if (!preset) {
-    for (const char* key : {"topology", "bandwidth", "latency"}) {
-      if (!reader.Has(key)) return Error("missing required field", JsonChildPath(path, key));
-    }
-  }
-  reader.Allow("topology");
-  if (reader.Has("topology")) {
-    DTSIM_ASSIGN_OR_RETURN(intra.topology, (ReadEnum<IntraTopology>(
-                                               reader, "topology", kIntraNames,
-                                               "intra-node topology")));
-  }
+  DTSIM_RETURN_IF_ERROR(RequireUnlessPreset(reader, preset, {"topology", "bandwidth", "latency"}));
+  DTSIM_RETURN_IF_ERROR(ReadTopology(reader, kIntraNames, "intra-node topology", intra.topology));
   DTSIM_RETURN_IF_ERROR(ReadPositiveRate(reader, "bandwidth", intra.bandwidth));
   DTSIM_RETURN_IF_ERROR(ReadLatency(reader, intra.latency));
   DTSIM_RETURN_IF_ERROR(ReadFraction(reader, "efficiency", 0, 1, false, intra.efficiency));
@@ -143,17 +155,9 @@ Status ReadDimensions(JsonObjectReader& reader, InterNodeSpec& inter) {
 
 Status ReadInter(const Json& value, const std::string& path, bool preset, InterNodeSpec& inter) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, path));
-  if (!preset) {
-    for (const char* key : {"topology", "nic_bandwidth", "latency"}) {
-      if (!reader.Has(key)) return Error("missing required field", JsonChildPath(path, key));
-    }
-  }
-  reader.Allow("topology");
-  if (reader.Has("topology")) {
-    DTSIM_ASSIGN_OR_RETURN(inter.topology, (ReadEnum<InterTopology>(
-                                               reader, "topology", kInterNames,
-                                               "inter-node topology")));
-  }
+  DTSIM_RETURN_IF_ERROR(
+      RequireUnlessPreset(reader, preset, {"topology", "nic_bandwidth", "latency"}));
+  DTSIM_RETURN_IF_ERROR(ReadTopology(reader, kInterNames, "inter-node topology", inter.topology));
   DTSIM_RETURN_IF_ERROR(ReadCount(reader, "nics_per_node", 64, inter.nics_per_node));
   DTSIM_RETURN_IF_ERROR(ReadPositiveRate(reader, "nic_bandwidth", inter.nic_bandwidth));
   DTSIM_RETURN_IF_ERROR(ReadLatency(reader, inter.latency));
