@@ -355,15 +355,10 @@ Expected<const CollectiveAlgorithm*> FindCollectiveAlgorithm(CommKind kind,
 }
 
 Expected<AlgorithmChoice> ChooseCollectiveAlgorithm(const CollectiveRequest& request,
-                                                    std::string_view forced,
-                                                    bool (*usable)(const CollectiveAlgorithm&)) {
+                                                    std::string_view forced) {
   if (!forced.empty()) {
     DTSIM_ASSIGN_OR_RETURN(const CollectiveAlgorithm* algorithm,
                            FindCollectiveAlgorithm(request.kind, forced));
-    if (usable != nullptr && !usable(*algorithm)) {
-      return Error(fmt::format("the {} algorithm \"{}\" cannot be used by this model yet",
-                               graph::CommKindName(request.kind), forced));
-    }
     if (request.shape.ranks <= 1) return AlgorithmChoice{algorithm, DurationNs::Zero()};
     DTSIM_ASSIGN_OR_RETURN(const DurationNs time, algorithm->cost(request));
     return AlgorithmChoice{algorithm, time};
@@ -372,7 +367,6 @@ Expected<AlgorithmChoice> ChooseCollectiveAlgorithm(const CollectiveRequest& req
   AlgorithmChoice best{nullptr, DurationNs::Max()};
   for (const CollectiveAlgorithm& algorithm : kAlgorithms) {
     if (algorithm.kind != request.kind || !algorithm.default_candidate) continue;
-    if (usable != nullptr && !usable(algorithm)) continue;
     const Expected<DurationNs> time = algorithm.cost(request);
     if (time.ok() && *time < best.time) best = {&algorithm, *time};
   }

@@ -68,10 +68,8 @@ struct AlgorithmChoice {
 };
 
 // The forced algorithm when `forced` is not empty; otherwise, as NCCL's tuner does, the
-// default candidate with the lowest predicted time for this size and placement. `usable`, if
-// given, restricts the algorithms considered (the flow model passes "has a flow program").
-Expected<AlgorithmChoice> ChooseCollectiveAlgorithm(
-    const CollectiveRequest& request, std::string_view forced,
-    bool (*usable)(const CollectiveAlgorithm&) = nullptr);
+// default candidate with the lowest predicted time for this size and placement.
+Expected<AlgorithmChoice> ChooseCollectiveAlgorithm(const CollectiveRequest& request,
+                                                    std::string_view forced);
 
 }  // namespace dtsim::network

@@ -16,14 +16,10 @@ constexpr uint64_t kCompletionCheck = uint64_t{1} << 47;
 constexpr uint64_t kFastStepEnd = uint64_t{1} << 46;
 constexpr uint64_t kRunMask = kFastStepEnd - 1;
 
-bool HasProgram(const CollectiveAlgorithm& algorithm) {
-  return HasFlowProgram(algorithm.kind, algorithm.name);
-}
-
 }  // namespace
 
 // The algorithm for one communication and its flow program: the forced algorithm, or the
-// analytically cheapest default among those with a program.
+// analytically cheapest default (every registered algorithm has a flow program).
 Expected<FlowModel::Planned> FlowModel::Plan(const graph::TaskGraph& graph,
                                              const graph::Communication& comm) const {
   const std::span<const int32_t> ranks = graph.group(comm.group);
@@ -34,8 +30,7 @@ Expected<FlowModel::Planned> FlowModel::Plan(const graph::TaskGraph& graph,
                                   .ranks = ranks,
                                   .root = comm.root};
   DTSIM_ASSIGN_OR_RETURN(const AlgorithmChoice choice,
-                         ChooseCollectiveAlgorithm(request, graph.name(comm.algorithm),
-                                                   HasProgram));
+                         ChooseCollectiveAlgorithm(request, graph.name(comm.algorithm)));
   Planned planned{std::make_shared<FlowProgram>(), {}};
   if (choice.algorithm == nullptr) return planned;  // a group of one rank: nothing to move
   planned.algorithm = choice.algorithm->name;

@@ -276,11 +276,6 @@ constexpr std::array kPrograms = {
 
 }  // namespace
 
-bool HasFlowProgram(CommKind kind, std::string_view name) {
-  return std::any_of(kPrograms.begin(), kPrograms.end(),
-                     [&](const Entry& e) { return e.kind == kind && e.name == name; });
-}
-
 Expected<FlowProgram> BuildFlowProgram(std::string_view name, const FlowRequest& request) {
   for (const Entry& entry : kPrograms) {
     if (entry.kind == request.kind && entry.name == name) return entry.build(request);

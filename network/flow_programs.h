@@ -36,9 +36,8 @@ struct FlowRequest {
   const ClusterSpec* cluster = nullptr;
 };
 
-// Whether algorithm `name` of `kind` has a flow program.
-bool HasFlowProgram(graph::CommKind kind, std::string_view name);
-// The program; an error when the algorithm does not apply (e.g. uneven placement).
+// The program; an error when the algorithm does not apply (e.g. uneven placement) or has no
+// program (every registered algorithm has one; a test keeps it so).
 Expected<FlowProgram> BuildFlowProgram(std::string_view name, const FlowRequest& request);
 
 }  // namespace dtsim::network

@@ -159,6 +159,22 @@ TEST(FlowContentionTest, TwoToOneOversubscriptionHalvesCrossSpineThroughput) {
   EXPECT_EQ(Makespan<FlowModel>(traffic, cluster), TimeNs(16'010'000));
 }
 
+TEST(FlowModelTest, EveryRegisteredAlgorithmHasAFlowProgram) {
+  // The flow model runs whatever algorithm the analytical chooser picks or a graph forces, so
+  // an algorithm registered without a flow program must fail here, not in a user's run.
+  const ClusterSpec cluster = TestCluster();
+  const std::vector<int32_t> group = Ranks(0, 8);  // 2 nodes of 4: uniform, power of two
+  for (const CollectiveAlgorithm& algorithm : CollectiveAlgorithms()) {
+    const std::span<const int32_t> ranks =
+        algorithm.kind == CommKind::kSendRecv ? std::span(group).first(2) : std::span(group);
+    const Expected<FlowProgram> program = BuildFlowProgram(
+        algorithm.name,
+        {.kind = algorithm.kind, .size = Bytes(kS), .ranks = ranks, .root = 0, .cluster = &cluster});
+    EXPECT_TRUE(program.ok()) << graph::CommKindName(algorithm.kind) << " " << algorithm.name
+                              << ": " << program.error().ToString();
+  }
+}
+
 TEST(FlowModelTest, RejectsWhatItCannotRunYet) {
   ClusterSpec torus = TestCluster(4);
   torus.inter.topology = InterTopology::kTorus2d;
