@@ -34,8 +34,8 @@ class FlowModel final : public engine::CommunicationModel, public engine::EventH
       : cluster_(std::move(cluster)), fast_isolated_steps_(fast_isolated_steps) {}
 
   // Must succeed before the run (call once): sizes a 0-node cluster to the graph, builds the
-  // topology, chooses each communication's algorithm (forced, or the cheapest analytically
-  // among those with a flow program) and builds its program.
+  // topology, chooses each communication's algorithm (forced, or the cheapest analytically)
+  // and builds its flow program.
   Status Prepare(const graph::TaskGraph& graph);
 
   std::string_view name() const override { return "flow"; }
