@@ -1,0 +1,208 @@
+#include "models/gpu.h"
+
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "sim/base/quantity.h"
+#include "sim/base/strings.h"
+
+namespace dtsim::models {
+
+double EfficiencyCurve::TimeSeconds(double work, double peak_per_second) const {
+  return work / (peak_per_second * max) + ramp.ToSecondsDouble();
+}
+
+double EfficiencyCurve::Efficiency(double work, double peak_per_second) const {
+  const double half = ramp.ToSecondsDouble() * peak_per_second * max;
+  return work <= 0 ? 0.0 : max * work / (work + half);
+}
+
+namespace {
+
+constexpr double kTera = 1e12;
+
+struct Peaks {
+  double fp64, fp32, tf32, fp16, bf16, fp8, int8;  // dense, TFLOP/s (TOPS for int8)
+};
+
+// Efficiency defaults shared by the presets. They are not fitted to a measurement yet (no
+// profile of these GPUs ships with dtsim); docs/models.md says how they were chosen and how to
+// fit them from an op-cost table.
+constexpr EfficiencyCurve kMatrixDefault{0.80, DurationNs(5'000)};
+constexpr EfficiencyCurve kMatrixHopper{0.75, DurationNs(5'000)};
+constexpr EfficiencyCurve kMemoryDefault{0.85, DurationNs(2'000)};
+constexpr DurationNs kLaunchOverhead(1'000);
+
+GpuSpec MakeGpu(std::string name, const Peaks& peaks, double vector_tflops, int64_t gb_per_s,
+                Bytes memory, EfficiencyCurve matrix) {
+  GpuSpec gpu;
+  gpu.name = std::move(name);
+  auto set = [&gpu](DType dtype, double tflops) {
+    gpu.matrix_peak[static_cast<size_t>(dtype)] = FlopRate(tflops * kTera);
+  };
+  set(DType::kFp64, peaks.fp64);
+  set(DType::kFp32, peaks.fp32);
+  set(DType::kTf32, peaks.tf32);
+  set(DType::kFp16, peaks.fp16);
+  set(DType::kBf16, peaks.bf16);
+  set(DType::kFp8, peaks.fp8);
+  set(DType::kInt8, peaks.int8);
+  gpu.vector_peak = FlopRate(vector_tflops * kTera);
+  gpu.memory_bandwidth = Bandwidth::BytesPerSecond(gb_per_s * kGiga);
+  gpu.memory = memory;
+  gpu.launch_overhead = kLaunchOverhead;
+  gpu.matrix_efficiency = matrix;
+  gpu.memory_efficiency = kMemoryDefault;
+  return gpu;
+}
+
+// Dense (no structured sparsity) peaks from the NVIDIA datasheets cited in docs/models.md.
+// fp32 "matrix" is the non-tensor fp32 rate: a GEMM in fp32 without tf32 runs on CUDA cores.
+const std::vector<GpuSpec>& Presets() {
+  static const std::vector<GpuSpec> presets = {
+      MakeGpu("v100-sxm2-32gb", {7.8, 15.7, 0, 125, 0, 0, 0}, 15.7, 900, Bytes(32 * kGibi),
+              kMatrixDefault),
+      MakeGpu("a100-sxm4-40gb", {19.5, 19.5, 156, 312, 312, 0, 624}, 19.5, 1555,
+              Bytes(40 * kGibi), kMatrixDefault),
+      MakeGpu("a100-sxm4-80gb", {19.5, 19.5, 156, 312, 312, 0, 624}, 19.5, 2039,
+              Bytes(80 * kGibi), kMatrixDefault),
+      MakeGpu("h100-sxm5-80gb", {66.9, 66.9, 494.7, 989.4, 989.4, 1978.9, 1978.9}, 66.9, 3350,
+              Bytes(80 * kGibi), kMatrixHopper),
+      MakeGpu("h100-pcie-80gb", {51.2, 51.2, 378, 756, 756, 1513, 1513}, 51.2, 2000,
+              Bytes(80 * kGibi), kMatrixHopper),
+      MakeGpu("h200-sxm-141gb", {66.9, 66.9, 494.7, 989.4, 989.4, 1978.9, 1978.9}, 66.9, 4800,
+              Bytes(141 * kGiga), kMatrixHopper),
+      MakeGpu("b200-sxm-180gb", {40, 75, 1100, 2250, 2250, 4500, 4500}, 75, 8000,
+              Bytes(180 * kGiga), kMatrixHopper),
+  };
+  return presets;
+}
+
+std::vector<std::string_view> NameList() {
+  std::vector<std::string_view> names;
+  for (const GpuSpec& gpu : Presets()) names.push_back(gpu.name);
+  return names;
+}
+
+Status ReadCurve(JsonObjectReader& parent, std::string_view key, EfficiencyCurve& curve) {
+  const Json* value = parent.Find(key);
+  if (value == nullptr) return Status::Ok();
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader,
+                         JsonObjectReader::Make(*value, JsonChildPath(parent.path(), key)));
+  if (reader.Has("max")) {
+    DTSIM_ASSIGN_OR_RETURN(curve.max, reader.Number("max"));
+    if (!(curve.max > 0 && curve.max <= 1)) {
+      return Error("must be in (0, 1]", JsonChildPath(reader.path(), "max"),
+                   JsonValueForError(*reader.Find("max")));
+    }
+  }
+  if (reader.Has("ramp")) {
+    DTSIM_ASSIGN_OR_RETURN(curve.ramp, reader.Duration("ramp"));
+  }
+  reader.Allow("max");
+  reader.Allow("ramp");
+  return reader.Finish();
+}
+
+Expected<FlopRate> ReadFlopRate(const Json& value, const std::string& path) {
+  if (!value.is_string()) {
+    return Error("expected a FLOP rate such as \"312 TFLOP/s\"", path, JsonValueForError(value));
+  }
+  Expected<FlopRate> rate = ParseFlopRate(value.get<std::string>());
+  if (!rate.ok()) return std::move(rate).error().Under(path);
+  return rate;
+}
+
+Status ReadMatrixPeaks(const Json& value, const std::string& path, GpuSpec& gpu) {
+  if (!value.is_object()) {
+    return Error("expected an object of dtype → FLOP rate", path, JsonValueForError(value));
+  }
+  for (const auto& [name, rate_json] : value.items()) {
+    const std::optional<DType> dtype = DTypeFromName(name);
+    if (!dtype) {
+      return Error(fmt::format("unknown dtype{}; known: {}", DidYouMean(name, DTypeNames()),
+                               JoinQuoted(DTypeNames())),
+                   JsonChildPath(path, name), Quote(name));
+    }
+    DTSIM_ASSIGN_OR_RETURN(const FlopRate rate, ReadFlopRate(rate_json, JsonChildPath(path, name)));
+    gpu.matrix_peak[static_cast<size_t>(*dtype)] = rate;
+  }
+  return Status::Ok();
+}
+
+Status ReadFields(JsonObjectReader& reader, GpuSpec& gpu) {
+  if (const Json* peaks = reader.Find("matrix_peak")) {
+    DTSIM_RETURN_IF_ERROR(ReadMatrixPeaks(*peaks, JsonChildPath(reader.path(), "matrix_peak"), gpu));
+  }
+  if (const Json* rate = reader.Find("vector_peak")) {
+    DTSIM_ASSIGN_OR_RETURN(gpu.vector_peak,
+                           ReadFlopRate(*rate, JsonChildPath(reader.path(), "vector_peak")));
+  }
+  if (reader.Has("memory_bandwidth")) {
+    DTSIM_ASSIGN_OR_RETURN(gpu.memory_bandwidth, reader.Rate("memory_bandwidth"));
+  }
+  if (reader.Has("memory")) {
+    DTSIM_ASSIGN_OR_RETURN(gpu.memory, reader.Size("memory"));
+  }
+  if (reader.Has("launch_overhead")) {
+    DTSIM_ASSIGN_OR_RETURN(gpu.launch_overhead, reader.Duration("launch_overhead"));
+  }
+  for (std::string_view key : {"memory_bandwidth", "memory", "launch_overhead"}) reader.Allow(key);
+  DTSIM_RETURN_IF_ERROR(ReadCurve(reader, "matrix_efficiency", gpu.matrix_efficiency));
+  return ReadCurve(reader, "memory_efficiency", gpu.memory_efficiency);
+}
+
+Status CheckComplete(const GpuSpec& gpu, const std::string& path) {
+  if (gpu.memory_bandwidth.bits_per_second() <= 0) {
+    return Error("memory_bandwidth must be positive", JsonChildPath(path, "memory_bandwidth"));
+  }
+  if (gpu.memory.count() <= 0) return Error("memory must be positive", JsonChildPath(path, "memory"));
+  if (gpu.vector_peak.flop_per_second() <= 0) {
+    return Error("vector_peak must be positive", JsonChildPath(path, "vector_peak"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::span<const std::string_view> GpuPresetNames() {
+  static const std::vector<std::string_view> names = NameList();
+  return names;
+}
+
+Expected<GpuSpec> GpuPreset(std::string_view name) {
+  for (const GpuSpec& gpu : Presets()) {
+    if (gpu.name == name) return gpu;
+  }
+  return Error(fmt::format("unknown GPU{}; presets: {}", DidYouMean(name, GpuPresetNames()),
+                           JoinQuoted(GpuPresetNames())),
+               "", Quote(name));
+}
+
+Expected<GpuSpec> GpuFromJson(const Json& value, const std::string& path) {
+  if (value.is_string()) {
+    Expected<GpuSpec> preset = GpuPreset(value.get<std::string>());
+    if (!preset.ok()) return std::move(preset).error().Under(path);
+    return preset;
+  }
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, path));
+  GpuSpec gpu;
+  gpu.name = "custom";
+  gpu.launch_overhead = kLaunchOverhead;
+  gpu.matrix_efficiency = kMatrixDefault;
+  gpu.memory_efficiency = kMemoryDefault;
+  if (reader.Has("preset")) {
+    DTSIM_ASSIGN_OR_RETURN(const std::string name, reader.String("preset"));
+    Expected<GpuSpec> preset = GpuPreset(name);
+    if (!preset.ok()) return std::move(preset).error().Under(JsonChildPath(path, "preset"));
+    gpu = *std::move(preset);
+  }
+  reader.Allow("preset");
+  DTSIM_RETURN_IF_ERROR(ReadFields(reader, gpu));
+  DTSIM_RETURN_IF_ERROR(reader.Finish());
+  DTSIM_RETURN_IF_ERROR(CheckComplete(gpu, path));
+  return gpu;
+}
+
+}  // namespace dtsim::models

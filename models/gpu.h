@@ -1,0 +1,56 @@
+// GPU presets and specs (docs/models.md, "GPUs"): dense matrix peak per dtype, vector peak,
+// HBM bandwidth and capacity, and the efficiency curves the roofline cost model applies.
+#pragma once
+
+#include <array>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "sim/base/dtype.h"
+#include "sim/base/json_reader.h"
+#include "sim/base/status.h"
+#include "sim/base/time.h"
+#include "sim/base/units.h"
+
+namespace dtsim::models {
+
+// The fraction of a peak an op of a given size achieves:
+//   efficiency(x) = max · x / (x + x_half),
+// where x is the op's work (FLOPs or bytes) and x_half the work at which it reaches half of
+// `max`. We store x_half as `ramp`, the time the op would take at `max` efficiency:
+// x_half = ramp · peak · max. Then time(x) = x / (peak · max) + ramp — a fixed cost plus a
+// throughput, which is what a least-squares fit of measured times recovers (FitEfficiency).
+struct EfficiencyCurve {
+  double max = 1.0;  // (0, 1]
+  DurationNs ramp;   // >= 0
+
+  // The time for `work` units at `peak_per_second` units per second.
+  double TimeSeconds(double work, double peak_per_second) const;
+  double Efficiency(double work, double peak_per_second) const;
+};
+
+struct GpuSpec {
+  std::string name;
+  std::array<FlopRate, kDTypeCount> matrix_peak{};  // dense tensor-core peak; 0: unsupported
+  FlopRate vector_peak;                             // fp32 on the CUDA cores
+  Bandwidth memory_bandwidth;                       // HBM
+  Bytes memory;                                     // HBM capacity
+  DurationNs launch_overhead;                       // added to every op
+  EfficiencyCurve matrix_efficiency;
+  EfficiencyCurve memory_efficiency;
+
+  FlopRate MatrixPeak(DType dtype) const { return matrix_peak[static_cast<size_t>(dtype)]; }
+};
+
+std::span<const std::string_view> GpuPresetNames();
+// Errors list the known presets.
+Expected<GpuSpec> GpuPreset(std::string_view name);
+
+// {"preset": "a100-sxm4-80gb", "matrix_peak": {"bf16": "312 TFLOP/s"}, "vector_peak",
+//  "memory_bandwidth", "memory", "launch_overhead", "matrix_efficiency": {"max", "ramp"},
+//  "memory_efficiency": {...}}, or a bare preset name. With a preset any field overrides it;
+// without one all but the efficiencies and launch overhead are required.
+Expected<GpuSpec> GpuFromJson(const Json& value, const std::string& path);
+
+}  // namespace dtsim::models

@@ -1,0 +1,229 @@
+#include "models/memory.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "models/parameters.h"
+
+namespace dtsim::models {
+namespace {
+
+int64_t LocalMlpParameters(const TransformerSpec& spec, int64_t ffn, int t) {
+  const int64_t local = ffn / t;
+  if (spec.activation == Activation::kSwiGlu) {
+    return 3 * spec.hidden * local + (spec.linear_bias ? 2 * local + spec.hidden : 0);
+  }
+  return 2 * spec.hidden * local + (spec.linear_bias ? local + spec.hidden : 0);
+}
+
+// One layer's parameters on one tensor-parallel rank: column-parallel QKV and FC1 and
+// row-parallel projections split t ways (KV heads replicated when fewer than t), norms and the
+// row-parallel biases replicated; experts split over EP, the router replicated.
+int64_t LocalLayerParameters(const TransformerSpec& spec, int t, int ep, int index) {
+  const int64_t h = spec.hidden;
+  const int64_t q = spec.q_dim() / t;
+  const int64_t kv = std::max<int64_t>(1, spec.kv_heads / t) * spec.head_dim();
+  int64_t params = 2 * h * q + 2 * h * kv + 2 * NormParameters(spec);
+  if (spec.linear_bias) params += q + 2 * kv + h;
+  if (spec.IsMoeLayer(index)) {
+    params += spec.moe.experts / ep * LocalMlpParameters(spec, spec.MoeFfnHidden(), t) +
+              h * spec.moe.experts;
+  } else {
+    params += LocalMlpParameters(spec, spec.ffn_hidden, t);
+  }
+  return params;
+}
+
+// The layer indices pipeline rank `stage` holds: chunks stage, stage + p, ... of L/(p·v).
+std::vector<int> StageLayers(const TransformerSpec& spec, const MemoryPlan& plan) {
+  const int chunks = plan.pipeline_stages * plan.virtual_stages;
+  const int per_chunk = spec.layers / chunks;
+  std::vector<int> layers;
+  for (int chunk = 0; chunk < plan.virtual_stages; ++chunk) {
+    const int first = (chunk * plan.pipeline_stages + plan.stage) * per_chunk;
+    for (int i = 0; i < per_chunk; ++i) layers.push_back(first + i);
+  }
+  return layers;
+}
+
+bool IsFirstStage(const MemoryPlan& plan) { return plan.stage == 0; }
+bool IsLastStage(const MemoryPlan& plan) { return plan.stage == plan.pipeline_stages - 1; }
+
+int64_t TransformerStageParameters(const TransformerSpec& spec, const MemoryPlan& plan) {
+  const int t = plan.shard.tensor_parallel;
+  int64_t params = 0;
+  for (int index : StageLayers(spec, plan)) {
+    params += LocalLayerParameters(spec, t, plan.shard.expert_parallel, index);
+  }
+  const int64_t vocab_shard = spec.vocab / t * spec.hidden;
+  if (IsFirstStage(plan)) {
+    params += vocab_shard + spec.token_types * spec.hidden;
+    if (spec.position == PositionEmbedding::kLearned) params += spec.max_seq * spec.hidden;
+    if (spec.embedding_norm) params += NormParameters(spec);
+  }
+  if (IsLastStage(plan)) {
+    if (spec.final_norm) params += NormParameters(spec);
+    // An untied output layer, or the tied embedding's copy on a last stage that is not first.
+    if (!spec.tied_embeddings || !IsFirstStage(plan)) params += vocab_shard;
+    if (spec.pooler) params += spec.hidden * spec.hidden + spec.hidden;
+    if (spec.lm_head_transform) {
+      params += spec.hidden * spec.hidden + spec.hidden + NormParameters(spec) + spec.vocab / t;
+    }
+  }
+  return params;
+}
+
+Status CheckPlan(const ModelSpec& model, const MemoryPlan& plan) {
+  if (plan.pipeline_stages < 1 || plan.virtual_stages < 1 || plan.stage < 0 ||
+      plan.stage >= plan.pipeline_stages || plan.microbatches < 1 || plan.data_parallel < 1 ||
+      plan.embedding_shards < 1) {
+    return Error(fmt::format("invalid plan: stages={} virtual={} stage={} microbatches={} dp={}",
+                             plan.pipeline_stages, plan.virtual_stages, plan.stage,
+                             plan.microbatches, plan.data_parallel));
+  }
+  if (plan.zero_stage < 0 || plan.zero_stage > 3) {
+    return Error("ZeRO stage must be 0, 1, 2 or 3", "", std::to_string(plan.zero_stage));
+  }
+  if (model.family != ModelFamily::kTransformer) return Status::Ok();
+  const TransformerSpec& spec = model.transformer;
+  const int chunks = plan.pipeline_stages * plan.virtual_stages;
+  if (spec.layers % chunks != 0) {
+    return Error(fmt::format("pipeline stages × virtual stages ({}) must divide layers ({})",
+                             chunks, spec.layers),
+                 "", std::to_string(chunks));
+  }
+  return ValidateShard(spec, plan.shard);
+}
+
+int64_t MaxOpBytes(const LayerOps& ops, int64_t current) {
+  for (const std::vector<Op>* list : {&ops.forward, &ops.backward}) {
+    for (const Op& op : *list) current = std::max(current, static_cast<int64_t>(op.bytes));
+  }
+  return current;
+}
+
+void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
+                            MemoryBreakdown& memory) {
+  const double in_flight = memory.microbatches_in_flight;
+  int64_t per_microbatch = 0;
+  int64_t largest_op = 0;
+  for (int index : StageLayers(spec, plan)) {
+    const LayerOps layer = TransformerLayerOps(spec, index, plan.shard);
+    per_microbatch += LayerActivationBytes(layer, plan.recompute, plan.shard, spec.hidden);
+    largest_op = MaxOpBytes(layer, largest_op);
+  }
+  if (IsFirstStage(plan)) {
+    const LayerOps embedding = EmbeddingOps(spec, plan.shard);
+    per_microbatch += TotalSavedBytes(embedding.forward);
+    largest_op = MaxOpBytes(embedding, largest_op);
+  }
+  memory.activations = static_cast<int64_t>(std::ceil(per_microbatch * in_flight));
+  if (IsLastStage(plan)) {
+    // The last stage runs each micro-batch's backward right after its forward: one in flight.
+    const LayerOps output = OutputOps(spec, plan.shard);
+    memory.activations += TotalSavedBytes(output.forward);
+    largest_op = MaxOpBytes(output, largest_op);
+  }
+  memory.temporary = largest_op;
+}
+
+}  // namespace
+
+int64_t LayerActivationBytes(const LayerOps& layer, Recompute recompute,
+                             const TransformerShard& shard, int64_t hidden) {
+  if (recompute == Recompute::kFull) {
+    // Only the layer's input is kept: 2·s·b·h for 2-byte activations (÷t with SP).
+    const int64_t tokens =
+        shard.sequence_parallel ? shard.tokens() / shard.tensor_parallel : shard.tokens();
+    return tokens * hidden * DTypeBytes(shard.dtype);
+  }
+  int64_t bytes = 0;
+  for (const Op& op : layer.forward) {
+    if (recompute == Recompute::kSelective && op.core_attention) continue;
+    bytes += op.saved_bytes;
+  }
+  return bytes;
+}
+
+double MicrobatchesInFlight(PipelineSchedule schedule, int stages, int stage, int virtual_stages,
+                            int64_t microbatches) {
+  const auto m = static_cast<double>(microbatches);
+  switch (schedule) {
+    case PipelineSchedule::kGpipe:
+      return m;
+    case PipelineSchedule::kOneForwardOneBackward:
+      return std::min<double>(stages - stage, m);
+    case PipelineSchedule::kInterleaved: {
+      // Megatron's warm-up: 2(p − r − 1) + (v − 1)·p chunk forwards, plus the steady one.
+      const double chunks = 2.0 * (stages - stage - 1) + (virtual_stages - 1.0) * stages + 1;
+      return std::min(chunks, m * virtual_stages) / virtual_stages;
+    }
+  }
+  return m;
+}
+
+int OptimizerBytesPerParameter(Optimizer optimizer, DType param_dtype) {
+  const int master = param_dtype == DType::kFp32 ? 0 : 4;
+  return (optimizer == Optimizer::kAdam ? 8 : 4) + master;
+}
+
+int64_t StageParameterCount(const ModelSpec& model, const MemoryPlan& plan) {
+  switch (model.family) {
+    case ModelFamily::kTransformer:
+      return TransformerStageParameters(model.transformer, plan);
+    case ModelFamily::kDlrm: {
+      const ParameterCount count = CountParameters(model);
+      return count.layers + (count.embedding + plan.embedding_shards - 1) / plan.embedding_shards;
+    }
+    case ModelFamily::kResNet:
+      return CountParameters(model).total;
+  }
+  return 0;
+}
+
+Expected<MemoryBreakdown> EstimateMemory(const ModelSpec& model, const MemoryPlan& plan) {
+  DTSIM_RETURN_IF_ERROR(CheckPlan(model, plan));
+  MemoryBreakdown memory;
+  memory.parameter_count = StageParameterCount(model, plan);
+  const auto params = static_cast<double>(memory.parameter_count);
+  const double n = plan.data_parallel;
+  // ZeRO (Rajbhandari et al. SC'20 §5): stage 1 shards the optimizer state over the N
+  // data-parallel ranks, stage 2 also the gradients, stage 3 also the parameters.
+  auto shard = [&](double bytes, int from_stage) {
+    return static_cast<int64_t>(std::ceil(plan.zero_stage >= from_stage ? bytes / n : bytes));
+  };
+  memory.parameters = shard(params * DTypeBytes(plan.param_dtype), 3);
+  memory.gradients = shard(params * DTypeBytes(plan.grad_dtype), 2);
+  memory.optimizer_state =
+      shard(params * OptimizerBytesPerParameter(plan.optimizer, plan.param_dtype), 1);
+  memory.microbatches_in_flight =
+      MicrobatchesInFlight(plan.schedule, plan.pipeline_stages, plan.stage, plan.virtual_stages,
+                           plan.microbatches);
+  switch (model.family) {
+    case ModelFamily::kTransformer:
+      TransformerActivations(model.transformer, plan, memory);
+      if (plan.zero_stage == 3) {
+        // Gathered parameters: the layer being computed and the one prefetched.
+        const int64_t layer = LocalLayerParameters(model.transformer, plan.shard.tensor_parallel,
+                                                   plan.shard.expert_parallel, 0);
+        memory.temporary += 2 * layer * DTypeBytes(plan.param_dtype);
+      }
+      break;
+    case ModelFamily::kResNet:
+    case ModelFamily::kDlrm: {
+      const LayerOps ops = model.family == ModelFamily::kResNet
+                               ? ResNetOps(model.resnet, plan.shard.micro_batch, plan.shard.dtype)
+                               : DlrmOps(model.dlrm, plan.shard.micro_batch, plan.shard.dtype);
+      memory.activations = TotalSavedBytes(ops.forward);
+      memory.temporary = MaxOpBytes(ops, 0);
+      memory.microbatches_in_flight = 1;
+      break;
+    }
+  }
+  return memory;
+}
+
+}  // namespace dtsim::models

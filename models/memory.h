@@ -1,0 +1,67 @@
+// Per-GPU memory (docs/models.md, "Memory"): parameters, gradients and optimizer state after
+// ZeRO, activations after Korthikanti et al. 2022 times the micro-batches a pipeline schedule
+// keeps in flight, embedding tables, and temporary buffers, against the GPU's capacity.
+#pragma once
+
+#include <cstdint>
+
+#include "models/model_spec.h"
+#include "models/ops.h"
+#include "sim/base/dtype.h"
+#include "sim/base/status.h"
+#include "sim/base/units.h"
+
+namespace dtsim::models {
+
+enum class PipelineSchedule { kGpipe, kOneForwardOneBackward, kInterleaved };
+
+// Activation bytes one layer keeps for its backward pass: the sum of its forward ops' saved
+// bytes (none), without the core attention's (selective), or only the layer input (full).
+int64_t LayerActivationBytes(const LayerOps& layer, Recompute recompute,
+                             const TransformerShard& shard, int64_t hidden);
+
+// Micro-batches a pipeline rank holds activations for, in units of one stage's activations
+// (fractional for interleaving, whose chunks are 1/v of a stage): GPipe m; 1F1B
+// min(p − r, m); interleaved (2(p − r − 1) + (v − 1)·p + 1) / v chunks, capped at m.
+double MicrobatchesInFlight(PipelineSchedule schedule, int stages, int stage, int virtual_stages,
+                            int64_t microbatches);
+
+struct MemoryPlan {
+  TransformerShard shard;  // micro-batch, sequence, dtype, TP/SP/EP (transformers)
+  Recompute recompute = Recompute::kNone;
+  PipelineSchedule schedule = PipelineSchedule::kOneForwardOneBackward;
+  int pipeline_stages = 1;
+  int virtual_stages = 1;
+  int stage = 0;  // which pipeline rank (0 = first: embedding; p − 1 = last: output)
+  int64_t microbatches = 1;
+  int data_parallel = 1;
+  int zero_stage = 0;  // 0..3: optimizer state, + gradients, + parameters sharded over DP
+  Optimizer optimizer = Optimizer::kAdam;
+  DType param_dtype = DType::kBf16;
+  DType grad_dtype = DType::kBf16;  // fp32 for Megatron-style main gradients
+  int embedding_shards = 1;         // DLRM: tables split over this many ranks
+};
+
+struct MemoryBreakdown {
+  int64_t parameter_count = 0;  // parameters this rank holds before ZeRO
+  int64_t parameters = 0;       // bytes
+  int64_t gradients = 0;
+  int64_t optimizer_state = 0;
+  int64_t activations = 0;
+  int64_t temporary = 0;
+  double microbatches_in_flight = 0;
+
+  int64_t total() const { return parameters + gradients + optimizer_state + activations + temporary; }
+};
+
+// Bytes of optimizer state per parameter: Adam keeps fp32 moments (8) and, when the
+// parameters are not fp32, an fp32 master copy (4); SGD with momentum 4 (+4).
+int OptimizerBytesPerParameter(Optimizer optimizer, DType param_dtype);
+
+// Parameters one rank of stage `plan.stage` holds (tensor/expert sharded, before ZeRO).
+int64_t StageParameterCount(const ModelSpec& model, const MemoryPlan& plan);
+
+// Errors when the plan does not fit the model (layers by stages, the shard, ZeRO stage).
+Expected<MemoryBreakdown> EstimateMemory(const ModelSpec& model, const MemoryPlan& plan);
+
+}  // namespace dtsim::models

@@ -1,0 +1,159 @@
+// The model presets. Every architecture number comes from the source named beside it (full
+// citations in docs/models.md, "Model presets"); tests/models/parameters_test.cc checks each
+// preset's parameter count against its published figure.
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "models/model_spec.h"
+#include "sim/base/strings.h"
+
+namespace dtsim::models {
+namespace {
+
+TransformerSpec Gpt(int layers, int64_t hidden, int heads, int64_t vocab, int64_t max_seq) {
+  TransformerSpec t;
+  t.layers = layers;
+  t.hidden = hidden;
+  t.heads = heads;
+  t.kv_heads = heads;
+  t.ffn_hidden = 4 * hidden;
+  t.vocab = vocab;
+  t.max_seq = max_seq;
+  return t;  // LayerNorm, GeLU, learned positions, biases, tied embeddings, final norm
+}
+
+TransformerSpec WithHeadDim(TransformerSpec t, int64_t head_dim) {
+  t.head_dim_override = head_dim;
+  return t;
+}
+
+TransformerSpec Llama(int layers, int64_t hidden, int heads, int kv_heads, int64_t ffn,
+                      int64_t vocab, int64_t max_seq) {
+  TransformerSpec t = Gpt(layers, hidden, heads, vocab, max_seq);
+  t.kv_heads = kv_heads;
+  t.ffn_hidden = ffn;
+  t.norm = Norm::kRmsNorm;
+  t.activation = Activation::kSwiGlu;
+  t.position = PositionEmbedding::kRotary;
+  t.linear_bias = false;
+  t.tied_embeddings = false;
+  return t;
+}
+
+TransformerSpec Bert(int layers, int64_t hidden, int heads) {
+  TransformerSpec t = Gpt(layers, hidden, heads, 30522, 512);
+  t.causal = false;
+  t.token_types = 2;
+  t.embedding_norm = true;
+  t.final_norm = false;
+  t.pooler = true;
+  t.lm_head_transform = true;
+  return t;
+}
+
+TransformerSpec Mixtral() {
+  TransformerSpec t = Llama(32, 4096, 32, 8, 14336, 32000, 32768);
+  t.moe = {.experts = 8, .top_k = 2, .capacity_factor = 1.0, .every = 1, .expert_ffn_hidden = 0};
+  return t;
+}
+
+ModelSpec Transformer(std::string name, TransformerSpec spec) {
+  return {.name = std::move(name), .family = ModelFamily::kTransformer, .transformer = spec};
+}
+
+// Megatron-LM GPT: SC'21 Table 1 and Korthikanti et al. Table 3 (vocabulary 51,200, sequence 2,048).
+ModelSpec Megatron(std::string name, int layers, int64_t hidden, int heads) {
+  return Transformer(std::move(name), Gpt(layers, hidden, heads, 51200, 2048));
+}
+
+ModelSpec ResNet50() {
+  ModelSpec model{.name = "resnet-50", .family = ModelFamily::kResNet};
+  model.resnet.blocks = {3, 4, 6, 3};
+  return model;
+}
+
+// MLPerf Training DLRM on Criteo Terabyte with rows capped at 40M (the reference
+// implementation's --max-ind-range=40000000 configuration).
+ModelSpec DlrmMlperf() {
+  ModelSpec model{.name = "dlrm-mlperf", .family = ModelFamily::kDlrm};
+  model.dlrm.table_rows = {39884406, 39043,   17289,    7420,     20263,    3,     7120,
+                           1543,     63,      38532951, 2953546,  403346,   10,    2208,
+                           11938,    155,     4,        976,      14,       39979771,
+                           25641295, 39664984, 585935,  12972,    108,      36};
+  model.dlrm.bottom_mlp = {512, 256, 128};
+  model.dlrm.top_mlp = {1024, 1024, 512, 256, 1};
+  return model;
+}
+
+const std::vector<ModelSpec>& Presets() {
+  static const std::vector<ModelSpec> presets = {
+      // GPT-2 (Radford et al. 2019; the released checkpoints' configs).
+      Transformer("gpt2-124m", Gpt(12, 768, 12, 50257, 1024)),
+      Transformer("gpt2-355m", Gpt(24, 1024, 16, 50257, 1024)),
+      Transformer("gpt2-774m", Gpt(36, 1280, 20, 50257, 1024)),
+      Transformer("gpt2-1.5b", Gpt(48, 1600, 25, 50257, 1024)),
+      // GPT-3 (Brown et al. 2020, Table 2.1). 13B has d_model 5140 with 40 heads of 128 (an
+      // attention width of 5120). 1.3B lists 24 heads of 128, which would give 1.52B
+      // parameters, not the table's 1.3B; we use 16 heads of 128 (= d_model 2048).
+      Transformer("gpt3-125m", Gpt(12, 768, 12, 50257, 2048)),
+      Transformer("gpt3-350m", Gpt(24, 1024, 16, 50257, 2048)),
+      Transformer("gpt3-760m", Gpt(24, 1536, 16, 50257, 2048)),
+      Transformer("gpt3-1.3b", Gpt(24, 2048, 16, 50257, 2048)),
+      Transformer("gpt3-2.7b", Gpt(32, 2560, 32, 50257, 2048)),
+      Transformer("gpt3-6.7b", Gpt(32, 4096, 32, 50257, 2048)),
+      Transformer("gpt3-13b", WithHeadDim(Gpt(40, 5140, 40, 50257, 2048), 128)),
+      Transformer("gpt3-175b", Gpt(96, 12288, 96, 50257, 2048)),
+      Megatron("megatron-1.7b", 24, 2304, 24),
+      Megatron("megatron-3.6b", 30, 3072, 32),
+      Megatron("megatron-7.5b", 36, 4096, 32),
+      Megatron("megatron-18.4b", 40, 6144, 48),
+      Megatron("megatron-22b", 48, 6144, 64),
+      Megatron("megatron-39.1b", 48, 8192, 64),
+      Megatron("megatron-76.1b", 60, 10240, 80),
+      Megatron("megatron-145.6b", 80, 12288, 96),
+      Megatron("megatron-310.1b", 96, 16384, 128),
+      Megatron("megatron-529.6b", 105, 20480, 128),
+      Megatron("megatron-1t", 128, 25600, 160),
+      // LLaMA-2 (Touvron et al. 2023) and LLaMA-3 (Grattafiori et al. 2024): the released
+      // configs (RMSNorm, SwiGLU, rotary, no biases, untied output layer).
+      Transformer("llama2-7b", Llama(32, 4096, 32, 32, 11008, 32000, 4096)),
+      Transformer("llama2-13b", Llama(40, 5120, 40, 40, 13824, 32000, 4096)),
+      Transformer("llama2-70b", Llama(80, 8192, 64, 8, 28672, 32000, 4096)),
+      Transformer("llama3-8b", Llama(32, 4096, 32, 8, 14336, 128256, 8192)),
+      Transformer("llama3-70b", Llama(80, 8192, 64, 8, 28672, 128256, 8192)),
+      Transformer("llama3.1-405b", Llama(126, 16384, 128, 8, 53248, 128256, 8192)),
+      // BERT (Devlin et al. 2019) with its pre-training heads.
+      Transformer("bert-base", Bert(12, 768, 12)),
+      Transformer("bert-large", Bert(24, 1024, 16)),
+      // Mixtral 8x7B (Jiang et al. 2024): 8 experts, top-2, on every layer.
+      Transformer("mixtral-8x7b", Mixtral()),
+      ResNet50(),
+      DlrmMlperf(),
+  };
+  return presets;
+}
+
+std::vector<std::string_view> NameList() {
+  std::vector<std::string_view> names;
+  for (const ModelSpec& model : Presets()) names.push_back(model.name);
+  return names;
+}
+
+}  // namespace
+
+std::span<const std::string_view> ModelPresetNames() {
+  static const std::vector<std::string_view> names = NameList();
+  return names;
+}
+
+Expected<ModelSpec> ModelPreset(std::string_view name) {
+  for (const ModelSpec& model : Presets()) {
+    if (model.name == name) return model;
+  }
+  return Error(fmt::format("unknown model preset{}; presets: {}",
+                           DidYouMean(name, ModelPresetNames()), JoinQuoted(ModelPresetNames())),
+               "", Quote(name));
+}
+
+}  // namespace dtsim::models

@@ -1,0 +1,286 @@
+#include "models/model_spec.h"
+
+#include <array>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "sim/base/strings.h"
+
+namespace dtsim::models {
+namespace {
+
+constexpr std::array<std::string_view, 3> kFamilyNames = {"transformer", "resnet", "dlrm"};
+constexpr std::array<std::string_view, 2> kNormNames = {"layernorm", "rmsnorm"};
+constexpr std::array<std::string_view, 3> kActivationNames = {"gelu", "swiglu", "relu"};
+constexpr std::array<std::string_view, 2> kPositionNames = {"learned", "rotary"};
+constexpr int64_t kMaxSize = std::numeric_limits<int64_t>::max() / 1024;
+
+template <typename Enum, size_t N>
+Status ReadEnum(JsonObjectReader& reader, std::string_view key,
+                const std::array<std::string_view, N>& names, Enum& out) {
+  reader.Allow(key);
+  if (!reader.Has(key)) return Status::Ok();
+  DTSIM_ASSIGN_OR_RETURN(const std::string name, reader.String(key));
+  for (size_t i = 0; i < N; ++i) {
+    if (names[i] == name) {
+      out = static_cast<Enum>(i);
+      return Status::Ok();
+    }
+  }
+  return Error(fmt::format("unknown {}{}; known: {}", key, DidYouMean(name, names),
+                           JoinQuoted(names)),
+               JsonChildPath(reader.path(), key), Quote(name));
+}
+
+// Reads an optional integer >= `min` into `out` (which keeps the preset's value when absent).
+template <typename Int>
+Status ReadInt(JsonObjectReader& reader, std::string_view key, Int& out, int64_t min = 1) {
+  const Json* value = reader.Find(key);
+  if (value == nullptr) return Status::Ok();
+  const int64_t max = std::min<int64_t>(kMaxSize, std::numeric_limits<Int>::max());
+  DTSIM_ASSIGN_OR_RETURN(const int64_t result,
+                         JsonToInt(*value, JsonChildPath(reader.path(), key), min, max));
+  out = static_cast<Int>(result);
+  return Status::Ok();
+}
+
+Status ReadBool(JsonObjectReader& reader, std::string_view key, bool& out) {
+  const Json* value = reader.Find(key);
+  if (value == nullptr) return Status::Ok();
+  if (!value->is_boolean()) {
+    return Error("expected true or false", JsonChildPath(reader.path(), key),
+                 JsonValueForError(*value));
+  }
+  out = value->get<bool>();
+  return Status::Ok();
+}
+
+template <typename Int>
+Status ReadIntList(JsonObjectReader& reader, std::string_view key, std::vector<Int>& out) {
+  const Json* value = reader.Find(key);
+  if (value == nullptr) return Status::Ok();
+  const std::string path = JsonChildPath(reader.path(), key);
+  if (!value->is_array() || value->empty()) {
+    return Error("expected a non-empty array of positive integers", path,
+                 JsonValueForError(*value));
+  }
+  out.clear();
+  for (size_t i = 0; i < value->size(); ++i) {
+    DTSIM_ASSIGN_OR_RETURN(const int64_t item,
+                           JsonToInt((*value)[i], JsonIndexPath(path, i), 1, kMaxSize));
+    out.push_back(static_cast<Int>(item));
+  }
+  return Status::Ok();
+}
+
+Status RequireUnlessPreset(const JsonObjectReader& reader, bool preset,
+                           std::initializer_list<std::string_view> keys) {
+  if (preset) return Status::Ok();
+  for (std::string_view key : keys) {
+    if (!reader.Has(key)) {
+      return Error("missing required field (or give a \"preset\")",
+                   JsonChildPath(reader.path(), key));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ReadMoe(JsonObjectReader& parent, MoeSpec& moe) {
+  const Json* value = parent.Find("moe");
+  if (value == nullptr) return Status::Ok();
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader,
+                         JsonObjectReader::Make(*value, JsonChildPath(parent.path(), "moe")));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "experts", moe.experts, 0));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "top_k", moe.top_k));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "every", moe.every));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "expert_ffn_hidden", moe.expert_ffn_hidden));
+  if (reader.Has("capacity_factor")) {
+    DTSIM_ASSIGN_OR_RETURN(moe.capacity_factor, reader.Number("capacity_factor"));
+  }
+  reader.Allow("capacity_factor");
+  return reader.Finish();
+}
+
+// Fields derived from others in a preset (kv_heads == heads for multi-head attention,
+// ffn_hidden == 4·hidden) follow an override of their source unless given themselves.
+void FollowDerived(const TransformerSpec& before, const JsonObjectReader& reader,
+                   TransformerSpec& t) {
+  if (!reader.Has("kv_heads") && before.kv_heads == before.heads) t.kv_heads = t.heads;
+  if (!reader.Has("ffn_hidden") && before.ffn_hidden == 4 * before.hidden) {
+    t.ffn_hidden = 4 * t.hidden;
+  }
+}
+
+Status ReadTransformer(JsonObjectReader& reader, bool preset, TransformerSpec& t) {
+  DTSIM_RETURN_IF_ERROR(
+      RequireUnlessPreset(reader, preset, {"layers", "hidden", "heads", "vocab", "max_seq"}));
+  const TransformerSpec before = preset ? t : TransformerSpec{.kv_heads = 0, .ffn_hidden = 0};
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "layers", t.layers));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "hidden", t.hidden));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "heads", t.heads));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "kv_heads", t.kv_heads));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "head_dim", t.head_dim_override));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "ffn_hidden", t.ffn_hidden));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "vocab", t.vocab));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "max_seq", t.max_seq));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "token_types", t.token_types, 0));
+  FollowDerived(before, reader, t);
+  DTSIM_RETURN_IF_ERROR(ReadEnum(reader, "norm", kNormNames, t.norm));
+  DTSIM_RETURN_IF_ERROR(ReadEnum(reader, "activation", kActivationNames, t.activation));
+  DTSIM_RETURN_IF_ERROR(ReadEnum(reader, "position", kPositionNames, t.position));
+  for (auto [key, field] : {std::pair{"linear_bias", &t.linear_bias},
+                            {"tied_embeddings", &t.tied_embeddings}, {"causal", &t.causal},
+                            {"embedding_norm", &t.embedding_norm}, {"final_norm", &t.final_norm},
+                            {"pooler", &t.pooler}, {"lm_head_transform", &t.lm_head_transform}}) {
+    DTSIM_RETURN_IF_ERROR(ReadBool(reader, key, *field));
+  }
+  return ReadMoe(reader, t.moe);
+}
+
+Status ReadResNet(JsonObjectReader& reader, bool preset, ResNetSpec& r) {
+  DTSIM_RETURN_IF_ERROR(RequireUnlessPreset(reader, preset, {"blocks"}));
+  DTSIM_RETURN_IF_ERROR(ReadIntList(reader, "blocks", r.blocks));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "width", r.width));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "image_size", r.image_size));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "in_channels", r.in_channels));
+  return ReadInt(reader, "classes", r.classes);
+}
+
+Status ReadDlrm(JsonObjectReader& reader, bool preset, DlrmSpec& d) {
+  DTSIM_RETURN_IF_ERROR(
+      RequireUnlessPreset(reader, preset, {"table_rows", "bottom_mlp", "top_mlp"}));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "dense_features", d.dense_features));
+  DTSIM_RETURN_IF_ERROR(ReadIntList(reader, "table_rows", d.table_rows));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "embedding_dim", d.embedding_dim));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "lookups_per_table", d.lookups_per_table));
+  DTSIM_RETURN_IF_ERROR(ReadIntList(reader, "bottom_mlp", d.bottom_mlp));
+  return ReadIntList(reader, "top_mlp", d.top_mlp);
+}
+
+Status Require(bool condition, const std::string& message, const std::string& path,
+               std::string_view key, int64_t value) {
+  if (condition) return Status::Ok();
+  return Error(message, JsonChildPath(path, key), std::to_string(value));
+}
+
+Status ValidateTransformer(const TransformerSpec& t, const std::string& path) {
+  for (auto [key, value] : {std::pair<std::string_view, int64_t>{"layers", t.layers},
+                            {"hidden", t.hidden}, {"heads", t.heads}, {"kv_heads", t.kv_heads},
+                            {"ffn_hidden", t.ffn_hidden}, {"vocab", t.vocab},
+                            {"max_seq", t.max_seq}}) {
+    DTSIM_RETURN_IF_ERROR(Require(value >= 1, "must be a positive integer", path, key, value));
+  }
+  DTSIM_RETURN_IF_ERROR(Require(
+      t.head_dim_override > 0 || t.hidden % t.heads == 0,
+      fmt::format("heads must divide hidden ({} % {} = {}), or give head_dim", t.hidden, t.heads,
+                  t.hidden % t.heads),
+      path, "heads", t.heads));
+  DTSIM_RETURN_IF_ERROR(Require(
+      t.heads % t.kv_heads == 0,
+      fmt::format("kv_heads must divide heads ({} % {} = {})", t.heads, t.kv_heads,
+                  t.heads % t.kv_heads),
+      path, "kv_heads", t.kv_heads));
+  const MoeSpec& moe = t.moe;
+  if (!moe.enabled()) return Status::Ok();
+  const std::string moe_path = JsonChildPath(path, "moe");
+  DTSIM_RETURN_IF_ERROR(Require(moe.top_k >= 1 && moe.top_k <= moe.experts,
+                                fmt::format("top_k must be in [1, experts = {}]", moe.experts),
+                                moe_path, "top_k", moe.top_k));
+  DTSIM_RETURN_IF_ERROR(Require(moe.every >= 1 && moe.every <= t.layers,
+                                fmt::format("every must be in [1, layers = {}]", t.layers),
+                                moe_path, "every", moe.every));
+  if (!(moe.capacity_factor > 0)) {
+    return Error("capacity_factor must be positive", JsonChildPath(moe_path, "capacity_factor"),
+                 fmt::format("{}", moe.capacity_factor));
+  }
+  return Status::Ok();
+}
+
+Status ValidateDlrm(const DlrmSpec& d, const std::string& path) {
+  if (d.table_rows.empty() || d.bottom_mlp.empty() || d.top_mlp.empty()) {
+    return Error("a DLRM needs table_rows, bottom_mlp and top_mlp", path);
+  }
+  DTSIM_RETURN_IF_ERROR(Require(
+      d.bottom_mlp.back() == d.embedding_dim,
+      fmt::format("the bottom MLP must end at embedding_dim ({}) for the dot-product interaction",
+                  d.embedding_dim),
+      path, "bottom_mlp", d.bottom_mlp.back()));
+  return Status::Ok();
+}
+
+Status ReadFamilyFields(JsonObjectReader& reader, bool preset, ModelSpec& model) {
+  switch (model.family) {
+    case ModelFamily::kTransformer:
+      return ReadTransformer(reader, preset, model.transformer);
+    case ModelFamily::kResNet:
+      return ReadResNet(reader, preset, model.resnet);
+    case ModelFamily::kDlrm:
+      return ReadDlrm(reader, preset, model.dlrm);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string_view ModelFamilyName(ModelFamily family) {
+  return kFamilyNames[static_cast<size_t>(family)];
+}
+std::string_view NormName(Norm norm) { return kNormNames[static_cast<size_t>(norm)]; }
+std::string_view ActivationName(Activation activation) {
+  return kActivationNames[static_cast<size_t>(activation)];
+}
+std::string_view PositionEmbeddingName(PositionEmbedding position) {
+  return kPositionNames[static_cast<size_t>(position)];
+}
+
+int64_t DlrmSpec::InteractionWidth() const {
+  const int64_t vectors = static_cast<int64_t>(table_rows.size()) + 1;
+  return embedding_dim + vectors * (vectors - 1) / 2;
+}
+
+Expected<ModelSpec> ModelFromJson(const Json& value, const std::string& path) {
+  if (value.is_string()) {
+    Expected<ModelSpec> preset = ModelPreset(value.get<std::string>());
+    if (!preset.ok()) return std::move(preset).error().Under(path);
+    return preset;
+  }
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, path));
+  ModelSpec model{.name = "custom"};
+  const bool preset = reader.Has("preset");
+  if (preset) {
+    DTSIM_ASSIGN_OR_RETURN(const std::string name, reader.String("preset"));
+    Expected<ModelSpec> base = ModelPreset(name);
+    if (!base.ok()) return std::move(base).error().Under(JsonChildPath(path, "preset"));
+    model = *std::move(base);
+  }
+  reader.Allow("preset");
+  const ModelFamily preset_family = model.family;
+  if (!preset && !reader.Has("family")) {
+    return Error("missing required field (or give a \"preset\")", JsonChildPath(path, "family"));
+  }
+  DTSIM_RETURN_IF_ERROR(ReadEnum(reader, "family", kFamilyNames, model.family));
+  if (preset && model.family != preset_family) {
+    return Error(fmt::format("the preset is a {} model", ModelFamilyName(preset_family)),
+                 JsonChildPath(path, "family"), Quote(ModelFamilyName(model.family)));
+  }
+  DTSIM_RETURN_IF_ERROR(ReadFamilyFields(reader, preset, model));
+  DTSIM_RETURN_IF_ERROR(reader.Finish());
+  DTSIM_RETURN_IF_ERROR(ValidateModel(model, path));
+  return model;
+}
+
+Status ValidateModel(const ModelSpec& model, const std::string& path) {
+  switch (model.family) {
+    case ModelFamily::kTransformer:
+      return ValidateTransformer(model.transformer, path);
+    case ModelFamily::kResNet:
+      if (model.resnet.blocks.empty()) return Error("a ResNet needs blocks", JsonChildPath(path, "blocks"));
+      return Status::Ok();
+    case ModelFamily::kDlrm:
+      return ValidateDlrm(model.dlrm, path);
+  }
+  return Status::Ok();
+}
+
+}  // namespace dtsim::models

@@ -1,0 +1,110 @@
+// Model specs and presets (docs/models.md, "Models"): dense and MoE transformers (GPT, BERT,
+// LLaMA, Mixtral), ResNet-50 and a DLRM-style recommender, read strictly from JSON where a
+// preset can be overridden field by field.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/base/json_reader.h"
+#include "sim/base/status.h"
+
+namespace dtsim::models {
+
+enum class ModelFamily { kTransformer, kResNet, kDlrm };
+enum class Norm { kLayerNorm, kRmsNorm };
+enum class Activation { kGelu, kSwiGlu, kRelu };
+enum class PositionEmbedding { kLearned, kRotary };
+
+std::string_view ModelFamilyName(ModelFamily family);
+std::string_view NormName(Norm norm);
+std::string_view ActivationName(Activation activation);
+std::string_view PositionEmbeddingName(PositionEmbedding position);
+
+// Mixture of experts in place of the MLP of every `every`-th layer (Switch/Mixtral style).
+struct MoeSpec {
+  int experts = 0;  // 0: dense model
+  int top_k = 1;
+  double capacity_factor = 1.0;  // expert capacity = ceil(top_k · tokens · factor / experts)
+  int every = 1;                 // MoE layers: those with (index + 1) % every == 0
+  int64_t expert_ffn_hidden = 0;  // 0: the model's ffn_hidden
+
+  bool enabled() const { return experts > 0; }
+};
+
+struct TransformerSpec {
+  int layers = 0;
+  int64_t hidden = 0;
+  int heads = 0;
+  int kv_heads = 0;  // grouped-query attention; == heads for multi-head attention
+  int64_t head_dim_override = 0;  // 0: hidden / heads (GPT-3 13B: 40 heads of 128, hidden 5140)
+  int64_t ffn_hidden = 0;
+  int64_t vocab = 0;
+  int64_t max_seq = 0;  // learned position table length; also the default sequence length
+  Norm norm = Norm::kLayerNorm;
+  Activation activation = Activation::kGelu;
+  PositionEmbedding position = PositionEmbedding::kLearned;
+  bool linear_bias = true;
+  bool tied_embeddings = true;  // the output layer reuses the input embedding
+  bool causal = true;           // decoder (causal mask) or encoder (BERT)
+  int token_types = 0;          // BERT segment embeddings
+  bool embedding_norm = false;  // a norm after the embeddings (BERT)
+  bool final_norm = true;       // a norm before the output layer (GPT, LLaMA)
+  bool pooler = false;          // BERT pooler (h×h + h)
+  bool lm_head_transform = false;  // BERT MLM head: dense h×h + norm + output bias
+  MoeSpec moe;
+
+  int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden / heads; }
+  int64_t q_dim() const { return head_dim() * heads; }  // attention's inner width
+  int64_t kv_dim() const { return head_dim() * kv_heads; }
+  int64_t MoeFfnHidden() const { return moe.expert_ffn_hidden > 0 ? moe.expert_ffn_hidden : ffn_hidden; }
+  bool IsMoeLayer(int index) const { return moe.enabled() && (index + 1) % moe.every == 0; }
+  int MoeLayerCount() const { return moe.enabled() ? layers / moe.every : 0; }
+};
+
+// A ResNet with bottleneck blocks (ResNet-50: 3, 4, 6, 3).
+struct ResNetSpec {
+  std::vector<int> blocks;
+  int64_t width = 64;  // channels of the stem and of the first stage's bottleneck
+  int64_t image_size = 224;
+  int64_t in_channels = 3;
+  int64_t classes = 1000;
+};
+
+// DLRM (Naumov et al. 2019): dense features through a bottom MLP, sparse features through
+// embedding tables, pairwise dot-product interaction, top MLP.
+struct DlrmSpec {
+  int64_t dense_features = 13;
+  std::vector<int64_t> table_rows;
+  int64_t embedding_dim = 128;
+  int64_t lookups_per_table = 1;  // pooling factor: rows summed per sample and table
+  std::vector<int64_t> bottom_mlp;  // layer widths after the dense input; last = embedding_dim
+  std::vector<int64_t> top_mlp;     // layer widths after the interaction; last = 1
+
+  int64_t InteractionWidth() const;  // the top MLP's input width
+};
+
+struct ModelSpec {
+  std::string name;  // the preset's name, or "custom"
+  ModelFamily family = ModelFamily::kTransformer;
+  TransformerSpec transformer;
+  ResNetSpec resnet;
+  DlrmSpec dlrm;
+};
+
+std::span<const std::string_view> ModelPresetNames();
+// Errors list the known presets.
+Expected<ModelSpec> ModelPreset(std::string_view name);
+
+// {"preset": "gpt3-175b", "layers": 48, ...} (any field overrides the preset's), a bare
+// preset name, or a full spec with "family". Every spec is validated (ValidateModel).
+Expected<ModelSpec> ModelFromJson(const Json& value, const std::string& path);
+
+// Structural checks: positive sizes, heads dividing hidden, KV heads dividing heads, top-k
+// within the experts, an MLP ending where the next part starts. Errors carry `path`.
+Status ValidateModel(const ModelSpec& model, const std::string& path);
+
+}  // namespace dtsim::models

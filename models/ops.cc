@@ -1,0 +1,133 @@
+#include "models/ops.h"
+
+#include <array>
+
+#include <fmt/format.h>
+
+namespace dtsim::models {
+namespace {
+
+constexpr std::array<std::string_view, 14> kKindNames = {
+    "gemm",         "flash_attention", "norm",      "softmax", "dropout",
+    "activation",   "elementwise",     "embedding", "cross_entropy", "router",
+    "permute",      "batch_norm",      "pool",      "optimizer"};
+constexpr std::array<std::string_view, 4> kPassNames = {"forward", "backward", "recompute",
+                                                        "optimizer"};
+constexpr std::array<std::string_view, 3> kRecomputeNames = {"none", "selective", "full"};
+
+Status Divides(int64_t divisor, int64_t value, std::string_view what, std::string_view by) {
+  if (divisor > 0 && value % divisor == 0) return Status::Ok();
+  return Error(fmt::format("{} ({}) must divide {} ({})", by, divisor, what, value), "",
+               std::to_string(divisor));
+}
+
+}  // namespace
+
+std::string_view OpKindName(OpKind kind) { return kKindNames[static_cast<size_t>(kind)]; }
+std::string_view PassName(Pass pass) { return kPassNames[static_cast<size_t>(pass)]; }
+std::string_view RecomputeName(Recompute recompute) {
+  return kRecomputeNames[static_cast<size_t>(recompute)];
+}
+
+Op Op::Gemm(std::string name, Pass pass, DType dtype, int64_t m, int64_t n, int64_t k,
+            int64_t batch) {
+  Op op{.name = std::move(name), .kind = OpKind::kGemm, .pass = pass, .dtype = dtype};
+  op.signature = {.op = "gemm", .dtype = dtype, .dims = {}};
+  op.signature.SetDim("m", m);
+  op.signature.SetDim("n", n);
+  op.signature.SetDim("k", k);
+  if (batch > 1) op.signature.SetDim("batch", batch);
+  const double b = static_cast<double>(batch);
+  op.flops = op.model_flops = 2.0 * b * static_cast<double>(m) * static_cast<double>(n) *
+                              static_cast<double>(k);
+  op.bytes = b * DTypeBytes(dtype) *
+             (static_cast<double>(m) * k + static_cast<double>(k) * n + static_cast<double>(m) * n);
+  op.matmul = true;
+  return op;
+}
+
+Op Op::Streaming(std::string name, OpKind kind, Pass pass, DType dtype, int64_t elements,
+                 double bytes_per_element, double flops_per_element) {
+  Op op{.name = std::move(name), .kind = kind, .pass = pass, .dtype = dtype};
+  std::string op_name(OpKindName(kind));
+  if (pass == Pass::kBackward) op_name += "_bwd";
+  op.signature = {.op = std::move(op_name), .dtype = dtype, .dims = {}};
+  op.signature.SetDim("elements", elements);
+  op.bytes = static_cast<double>(elements) * bytes_per_element;
+  op.flops = static_cast<double>(elements) * flops_per_element;
+  return op;
+}
+
+Status ValidateShard(const TransformerSpec& spec, const TransformerShard& shard) {
+  const int t = shard.tensor_parallel;
+  if (shard.micro_batch < 1 || shard.seq_len < 1 || t < 1 || shard.expert_parallel < 1) {
+    return Error(fmt::format("micro-batch, sequence length and parallel sizes must be positive "
+                             "(b={}, s={}, t={}, ep={})",
+                             shard.micro_batch, shard.seq_len, t, shard.expert_parallel));
+  }
+  DTSIM_RETURN_IF_ERROR(Divides(t, spec.heads, "heads", "tensor parallel size"));
+  if (spec.kv_heads % t != 0 && t % spec.kv_heads != 0) {
+    return Error(fmt::format("tensor parallel size ({}) must divide kv_heads ({}) or be a "
+                             "multiple of it (KV heads are then replicated)",
+                             t, spec.kv_heads),
+                 "", std::to_string(t));
+  }
+  DTSIM_RETURN_IF_ERROR(Divides(t, spec.ffn_hidden, "ffn_hidden", "tensor parallel size"));
+  DTSIM_RETURN_IF_ERROR(Divides(t, spec.vocab, "vocab", "tensor parallel size"));
+  if (spec.moe.enabled()) {
+    DTSIM_RETURN_IF_ERROR(Divides(t, spec.MoeFfnHidden(), "expert ffn_hidden", "tensor parallel size"));
+    DTSIM_RETURN_IF_ERROR(Divides(shard.expert_parallel, spec.moe.experts, "experts",
+                                  "expert parallel size"));
+  }
+  if (shard.sequence_parallel) {
+    DTSIM_RETURN_IF_ERROR(Divides(t, shard.seq_len, "the sequence length",
+                                  "tensor parallel size (sequence parallel)"));
+  }
+  return Status::Ok();
+}
+
+std::vector<Op> RecomputeOps(const LayerOps& layer, Recompute recompute) {
+  std::vector<Op> ops;
+  if (recompute == Recompute::kNone) return ops;
+  for (const Op& op : layer.forward) {
+    if (recompute == Recompute::kSelective && !op.core_attention) continue;
+    Op again = op;
+    again.pass = Pass::kRecompute;
+    again.saved_bytes = 0;
+    ops.push_back(std::move(again));
+  }
+  return ops;
+}
+
+Op OptimizerOp(Optimizer optimizer, int64_t parameters, DType grad_dtype) {
+  // Mixed-precision Adam reads the fp32 master weight and both fp32 moments, the gradient and
+  // writes the three fp32 states and the bf16/fp16 weight: 4·3·2 + g + 2 bytes per parameter,
+  // about 12 FLOPs. SGD with momentum: fp32 weight and momentum read and written, the gradient.
+  const double grad = DTypeBytes(grad_dtype);
+  const bool adam = optimizer == Optimizer::kAdam;
+  Op op = Op::Streaming(adam ? "optimizer.adam" : "optimizer.sgd", OpKind::kOptimizer,
+                        Pass::kOptimizer, DType::kFp32, parameters,
+                        adam ? 24 + grad + 2 : 16 + grad + 2, adam ? 12 : 4);
+  op.signature.op = adam ? "adam" : "sgd";
+  return op;
+}
+
+double TotalFlops(const std::vector<Op>& ops) {
+  double sum = 0;
+  for (const Op& op : ops) sum += op.flops;
+  return sum;
+}
+
+double TotalModelFlops(const std::vector<Op>& ops) {
+  double sum = 0;
+  for (const Op& op : ops) sum += op.model_flops;
+  return sum;
+}
+
+int64_t TotalSavedBytes(const std::vector<Op>& ops) {
+  int64_t sum = 0;
+  for (const Op& op : ops) sum += op.saved_bytes;
+  return sum;
+}
+
+}  // namespace dtsim::models

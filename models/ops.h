@@ -1,0 +1,116 @@
+// Ops: the compute a model runs, one record per kernel-sized piece of work, with the FLOPs,
+// bytes and saved activations a cost or memory model needs (docs/models.md, "Ops").
+// Decompositions are functions of micro-batch, sequence length and sharding, so a strategy can
+// ask for the ops of one tensor-parallel shard of one layer, or of one expert.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/model_spec.h"
+#include "sim/base/dtype.h"
+#include "sim/base/status.h"
+#include "traces/op_cost_table.h"
+
+namespace dtsim::models {
+
+enum class OpKind : uint8_t {
+  kGemm,            // (batch ×) m×k · k×n; dims m, n, k, batch
+  kFlashAttention,  // fused attention (forward or backward kernel)
+  kNorm,            // LayerNorm / RMSNorm
+  kSoftmax,         // scale + mask + softmax over attention scores
+  kDropout,
+  kActivation,      // GeLU, SwiGLU, ReLU
+  kElementwise,     // residual add, bias, scale
+  kEmbedding,       // lookup (forward) or gradient accumulation (backward)
+  kCrossEntropy,
+  kRouter,          // MoE top-k selection over the router's logits
+  kPermute,         // MoE token dispatch / combine within a rank
+  kBatchNorm,
+  kPool,
+  kOptimizer,
+};
+
+enum class Pass : uint8_t { kForward, kBackward, kRecompute, kOptimizer };
+
+std::string_view OpKindName(OpKind kind);
+std::string_view PassName(Pass pass);
+
+struct Op {
+  std::string name;  // "attn.qkv", "mlp.fc1.dgrad", ...
+  OpKind kind = OpKind::kElementwise;
+  Pass pass = Pass::kForward;
+  DType dtype = DType::kBf16;
+  traces::OpSignature signature;  // the key of measured op-cost tables
+  double flops = 0;        // arithmetic the kernel executes (a causal flash kernel skips half)
+  double model_flops = 0;  // what MFU counts: matmuls only, attention unmasked (SC'21 convention)
+  double bytes = 0;        // HBM traffic: each input read and each output written once
+  bool matmul = false;     // runs on the tensor cores
+  int64_t saved_bytes = 0;      // forward ops: activation bytes kept until the backward pass
+  bool core_attention = false;  // scores/softmax/dropout: dropped by selective recompute
+
+  // The ops' matmul-ness and FLOPs, for GEMMs: 2·m·n·k·batch.
+  static Op Gemm(std::string name, Pass pass, DType dtype, int64_t m, int64_t n, int64_t k,
+                 int64_t batch = 1);
+  // An op that reads and writes element arrays: bytes = elements · bytes_per_element.
+  static Op Streaming(std::string name, OpKind kind, Pass pass, DType dtype, int64_t elements,
+                      double bytes_per_element, double flops_per_element = 1);
+};
+
+enum class Recompute { kNone, kSelective, kFull };
+std::string_view RecomputeName(Recompute recompute);
+
+// How one rank sees one transformer layer.
+struct TransformerShard {
+  int64_t micro_batch = 1;
+  int64_t seq_len = 0;
+  DType dtype = DType::kBf16;
+  int tensor_parallel = 1;         // 1D Megatron: heads, FFN and vocabulary split t ways
+  bool sequence_parallel = false;  // norms, dropout, residuals on s/t tokens
+  int expert_parallel = 1;         // experts split over this many ranks
+  bool flash_attention = false;
+  bool dropout = true;             // GPT/BERT train with dropout; LLaMA-style models without
+
+  int64_t tokens() const { return micro_batch * seq_len; }
+};
+
+// Errors when the shard does not divide the model: heads, KV heads (or t a multiple of them),
+// FFN, vocabulary by t; the sequence by t under sequence parallelism; experts by EP.
+Status ValidateShard(const TransformerSpec& spec, const TransformerShard& shard);
+
+// The ops of one layer on one rank: forward in execution order, backward in execution order
+// (the reverse of the layer's dataflow).
+struct LayerOps {
+  std::vector<Op> forward;
+  std::vector<Op> backward;
+};
+
+// Precondition: ValidateShard passed.
+LayerOps TransformerLayerOps(const TransformerSpec& spec, int layer_index,
+                             const TransformerShard& shard);
+// The first stage's input: token (+ position, segment) embedding, its norm and dropout.
+LayerOps EmbeddingOps(const TransformerSpec& spec, const TransformerShard& shard);
+// The last stage's output: final norm, (BERT head,) logits over V/t and the loss.
+LayerOps OutputOps(const TransformerSpec& spec, const TransformerShard& shard);
+// The forward ops a backward pass re-runs first: all of `layer` (full), only its core
+// attention (selective), none. Their pass is kRecompute and they save nothing.
+std::vector<Op> RecomputeOps(const LayerOps& layer, Recompute recompute);
+
+enum class Optimizer { kAdam, kSgd };
+// The optimizer step over `parameters` local parameters; grads of `grad_dtype`.
+Op OptimizerOp(Optimizer optimizer, int64_t parameters, DType grad_dtype);
+
+// ResNet and DLRM: the whole model's forward and backward ops for a micro-batch of images or
+// samples (data parallel: no sharding of the dense part). DLRM embedding ops carry the table
+// index in their name ("embedding.table7") so a strategy can place tables.
+LayerOps ResNetOps(const ResNetSpec& spec, int64_t micro_batch, DType dtype);
+LayerOps DlrmOps(const DlrmSpec& spec, int64_t micro_batch, DType dtype);
+
+// Sums over op lists.
+double TotalFlops(const std::vector<Op>& ops);
+double TotalModelFlops(const std::vector<Op>& ops);
+int64_t TotalSavedBytes(const std::vector<Op>& ops);
+
+}  // namespace dtsim::models

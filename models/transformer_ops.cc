@@ -1,0 +1,258 @@
+// The op decomposition of a transformer on one rank (docs/models.md, "Ops"). Saved-activation
+// bytes follow Korthikanti et al. 2022, §4.1: every tensor a backward op needs is attributed
+// to the forward op that produces (or first reads) it, so the layer's sum is their formula.
+#include <algorithm>
+#include <cmath>
+
+#include "models/layer_builder.h"
+#include "models/ops.h"
+
+namespace dtsim::models {
+namespace {
+
+// The sizes of one rank's share of a layer.
+struct Shape {
+  int64_t b, s, tokens, replicated_tokens;  // replicated_tokens: T/t under sequence parallel
+  int64_t h, heads, kv_heads, head_dim, q, kv, ffn;
+  double e;  // bytes per activation element
+  DType dtype;
+  bool flash, dropout, causal;
+};
+
+Shape MakeShape(const TransformerSpec& spec, const TransformerShard& shard) {
+  const int t = shard.tensor_parallel;
+  Shape x{};
+  x.b = shard.micro_batch;
+  x.s = shard.seq_len;
+  x.tokens = shard.tokens();
+  x.replicated_tokens = shard.sequence_parallel ? x.tokens / t : x.tokens;
+  x.h = spec.hidden;
+  x.heads = spec.heads / t;
+  // KV heads split t ways, or replicated when there are fewer than t (grouped-query attention).
+  x.kv_heads = std::max<int64_t>(1, spec.kv_heads / t);
+  x.head_dim = spec.head_dim();
+  x.q = x.heads * x.head_dim;
+  x.kv = x.kv_heads * x.head_dim;
+  x.ffn = spec.ffn_hidden / t;
+  x.dtype = shard.dtype;
+  x.e = DTypeBytes(shard.dtype);
+  x.flash = shard.flash_attention;
+  x.dropout = shard.dropout;
+  x.causal = spec.causal;
+  return x;
+}
+
+void NormOp(LayerBuilder& layer, std::string_view name, const Shape& x) {
+  const int64_t elements = x.replicated_tokens * x.h;
+  // Saves its input (Korthikanti: "two LayerNorm inputs, 2·e·sbh" per layer).
+  layer.Stream(name, OpKind::kNorm, x.dtype, elements, 2 * x.e, 3 * x.e, x.e * elements);
+}
+
+// Dropout (when trained with it) fused with the residual add: reads the branch and the
+// residual, writes the sum and a 1-byte mask it saves.
+void ResidualAdd(LayerBuilder& layer, std::string_view name, const Shape& x) {
+  const int64_t elements = x.replicated_tokens * x.h;
+  if (x.dropout) {
+    layer.Stream(name, OpKind::kDropout, x.dtype, elements, 3 * x.e + 1, 2 * x.e + 1, elements);
+  } else {
+    layer.Stream(name, OpKind::kElementwise, x.dtype, elements, 3 * x.e, 3 * x.e, 0);
+  }
+}
+
+Op FlashOp(const Shape& x, Pass pass, std::string name) {
+  const double pairs = static_cast<double>(x.b) * x.heads * x.s * x.s * x.head_dim;
+  const double executed = x.causal ? 0.5 : 1.0;  // a causal kernel skips the masked blocks
+  const bool forward = pass == Pass::kForward;
+  Op op{.name = std::move(name), .kind = OpKind::kFlashAttention, .pass = pass, .dtype = x.dtype};
+  op.signature = {.op = forward ? "flash_attention" : "flash_attention_bwd", .dtype = x.dtype,
+                  .dims = {}};
+  op.signature.SetDim("batch", x.b);
+  op.signature.SetDim("heads", x.heads);
+  op.signature.SetDim("kv_heads", x.kv_heads);
+  op.signature.SetDim("seq", x.s);
+  op.signature.SetDim("head_dim", x.head_dim);
+  op.signature.SetDim("causal", x.causal ? 1 : 0);
+  // Forward: QKᵀ and PV, 4·s²·d per head. Backward: QKᵀ again, dV, dP, dQ, dK: 10·s²·d
+  // executed; the MFU convention counts backward as twice forward.
+  op.flops = (forward ? 4 : 10) * pairs * executed;
+  op.model_flops = (forward ? 4 : 8) * pairs;
+  const double qkv = static_cast<double>(x.tokens) * (x.q + 2 * x.kv) * x.e;
+  const double out = static_cast<double>(x.tokens) * x.q * x.e;
+  const double stats = 4.0 * x.b * x.heads * x.s;  // fp32 log-sum-exp per row
+  op.bytes = forward ? qkv + out + stats : 2 * qkv + 2 * out + stats;
+  op.matmul = true;
+  return op;
+}
+
+// Q, K and V are saved by the QKV projection that produces them (Korthikanti: "Q and K
+// 2·e·sbh, V e·sbh"), so that selective recompute, which drops and re-runs everything here,
+// keeps them.
+void CoreAttention(LayerBuilder& layer, const Shape& x) {
+  const int64_t batch = x.b * x.heads;
+  if (x.flash) {
+    std::vector<Op> backward;
+    backward.push_back(FlashOp(x, Pass::kBackward, layer.Name("attn.core.bwd")));
+    // Keeps only the fp32 row statistics besides Q, K, V and the output.
+    layer.Forward(FlashOp(x, Pass::kForward, layer.Name("attn.core")), 4.0 * x.b * x.heads * x.s,
+                  std::move(backward));
+    return;
+  }
+  const int64_t scores = batch * x.s * x.s;
+  // QKᵀ; backward dQ = dS·K and dK = dSᵀ·Q.
+  std::vector<Op> scores_backward;
+  scores_backward.push_back(Op::Gemm(layer.Name("attn.scores.dq"), Pass::kBackward, x.dtype, x.s,
+                                     x.head_dim, x.s, batch));
+  scores_backward.push_back(Op::Gemm(layer.Name("attn.scores.dk"), Pass::kBackward, x.dtype, x.s,
+                                     x.head_dim, x.s, batch));
+  layer.Forward(Op::Gemm(layer.Name("attn.scores"), Pass::kForward, x.dtype, x.s, x.s, x.head_dim,
+                         batch),
+                0, std::move(scores_backward))
+      .core_attention = true;
+  // Softmax saves its output; dropout its 1-byte mask and its output: Korthikanti's
+  // (2e + 1)·a·s²·b. Without dropout the softmax output is what PV reads.
+  layer.Stream("attn.softmax", OpKind::kSoftmax, x.dtype, scores, 2 * x.e, 3 * x.e, x.e * scores)
+      .core_attention = true;
+  if (x.dropout) {
+    layer.Stream("attn.dropout", OpKind::kDropout, x.dtype, scores, 2 * x.e + 1, 2 * x.e + 1,
+                 (x.e + 1) * scores)
+        .core_attention = true;
+  }
+  // PV; backward dP = dO·Vᵀ and dV = Pᵀ·dO.
+  std::vector<Op> context_backward;
+  context_backward.push_back(Op::Gemm(layer.Name("attn.context.dp"), Pass::kBackward, x.dtype,
+                                      x.s, x.s, x.head_dim, batch));
+  context_backward.push_back(Op::Gemm(layer.Name("attn.context.dv"), Pass::kBackward, x.dtype,
+                                      x.s, x.head_dim, x.s, batch));
+  layer.Forward(Op::Gemm(layer.Name("attn.context"), Pass::kForward, x.dtype, x.s, x.head_dim,
+                         x.s, batch),
+                0, std::move(context_backward))
+      .core_attention = true;
+}
+
+void Attention(LayerBuilder& layer, const Shape& x) {
+  const double tokens = static_cast<double>(x.tokens);
+  NormOp(layer, "attn.norm", x);
+  // Saves its input (the sequence shard under sequence parallelism, which the backward
+  // all-gathers again) and its outputs Q, K, V for the core attention's backward.
+  layer.Linear("attn.qkv", x.dtype, x.tokens, x.q + 2 * x.kv, x.h,
+               x.e * x.replicated_tokens * x.h + x.e * tokens * (x.q + 2 * x.kv));
+  CoreAttention(layer, x);
+  layer.Linear("attn.proj", x.dtype, x.tokens, x.h, x.q, x.e * tokens * x.q);
+  ResidualAdd(layer, "attn.residual", x);
+}
+
+void DenseMlp(LayerBuilder& layer, const Shape& x, bool swiglu) {
+  const double tokens = static_cast<double>(x.tokens);
+  const int64_t width = swiglu ? 2 * x.ffn : x.ffn;  // SwiGLU: gate and up in one GEMM
+  layer.Linear("mlp.fc1", x.dtype, x.tokens, width, x.h, x.e * x.replicated_tokens * x.h);
+  // GeLU saves its input (e·sbf); SwiGLU reads 2f and writes f, saving both halves.
+  const int64_t elements = x.tokens * x.ffn;
+  layer.Stream("mlp.act", OpKind::kActivation, x.dtype, elements, swiglu ? 3 * x.e : 2 * x.e,
+               swiglu ? 5 * x.e : 3 * x.e, x.e * tokens * width);
+  layer.Linear("mlp.fc2", x.dtype, x.tokens, x.h, x.ffn, x.e * tokens * x.ffn);
+}
+
+// Expert MLP: router, top-k, dispatch into a capacity-padded [experts, capacity, h] buffer,
+// the local experts as grouped GEMMs, combine. Tokens cross ranks by all-to-alls the strategy
+// inserts between dispatch/combine and the experts.
+void MoeMlp(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
+            const TransformerShard& shard) {
+  const MoeSpec& moe = spec.moe;
+  const int64_t ep = shard.expert_parallel;
+  const int64_t local_experts = moe.experts / ep;
+  // Capacity per expert of the tokens one rank sends: ceil(k·T·c / E) (Switch Transformer
+  // Eq. 3, top-k as Megatron and DeepSpeed do); each local expert receives it from ep ranks.
+  const auto capacity = static_cast<int64_t>(
+      std::ceil(static_cast<double>(moe.top_k) * x.tokens * moe.capacity_factor / moe.experts));
+  const int64_t rows = ep * capacity;  // tokens per local expert
+  const int64_t processed = local_experts * rows;
+  const int64_t ffn = spec.MoeFfnHidden() / shard.tensor_parallel;
+  const bool swiglu = spec.activation == Activation::kSwiGlu;
+  const int64_t width = swiglu ? 2 * ffn : ffn;
+  const double routed = static_cast<double>(moe.top_k) * x.tokens;  // tokens without padding
+
+  layer.Linear("moe.router", x.dtype, x.tokens, moe.experts, x.h, x.e * x.replicated_tokens * x.h);
+  layer.Stream("moe.topk", OpKind::kRouter, x.dtype, x.tokens * moe.experts, 8, 8,
+               4.0 * x.tokens * moe.experts);
+  const int64_t buffer = moe.experts * capacity * x.h;
+  layer.Stream("moe.dispatch", OpKind::kPermute, x.dtype, buffer, 2 * x.e, 2 * x.e, 0);
+  // MFU counts routed tokens only; the padded capacity is executed work.
+  const double share = routed / static_cast<double>(processed);
+  layer.Linear("moe.expert.fc1", x.dtype, rows, width, x.h, x.e * processed * x.h, local_experts,
+               share);
+  layer.Stream("moe.expert.act", OpKind::kActivation, x.dtype, processed * ffn,
+               swiglu ? 3 * x.e : 2 * x.e, swiglu ? 5 * x.e : 3 * x.e,
+               x.e * static_cast<double>(processed) * width);
+  layer.Linear("moe.expert.fc2", x.dtype, rows, x.h, ffn, x.e * processed * ffn, local_experts,
+               share);
+  layer.Stream("moe.combine", OpKind::kPermute, x.dtype, buffer, 2 * x.e, 2 * x.e, x.e * buffer);
+}
+
+}  // namespace
+
+LayerOps TransformerLayerOps(const TransformerSpec& spec, int layer_index,
+                             const TransformerShard& shard) {
+  const Shape x = MakeShape(spec, shard);
+  LayerBuilder layer("");
+  Attention(layer, x);
+  NormOp(layer, "mlp.norm", x);
+  if (spec.IsMoeLayer(layer_index)) {
+    MoeMlp(layer, x, spec, shard);
+  } else {
+    DenseMlp(layer, x, spec.activation == Activation::kSwiGlu);
+  }
+  ResidualAdd(layer, "mlp.residual", x);
+  return std::move(layer).Finish();
+}
+
+LayerOps EmbeddingOps(const TransformerSpec& spec, const TransformerShard& shard) {
+  const Shape x = MakeShape(spec, shard);
+  const int t = shard.tensor_parallel;
+  LayerBuilder layer("");
+  const int64_t elements = x.tokens * x.h;
+  // Vocabulary-parallel lookup: each rank gathers the rows of its V/t shard (others zero) and
+  // the strategy all-reduces (reduce-scatters) the result. Saves the int64 token ids.
+  Op lookup = Op::Streaming("embedding.lookup", OpKind::kEmbedding, Pass::kForward, x.dtype,
+                            elements, 2 * x.e);
+  lookup.bytes += 8.0 * x.tokens;
+  std::vector<Op> grad;
+  // The gradient of the V/t × h table: zeroed, then the token rows accumulated into it.
+  grad.push_back(Op::Streaming("embedding.grad", OpKind::kEmbedding, Pass::kBackward, x.dtype,
+                               spec.vocab / t * x.h + elements, 2 * x.e));
+  layer.Forward(std::move(lookup), 8.0 * x.tokens, std::move(grad));
+  if (spec.position == PositionEmbedding::kLearned) {
+    layer.Stream("embedding.position", OpKind::kElementwise, x.dtype, elements, 3 * x.e, 3 * x.e, 0);
+  }
+  if (spec.token_types > 0) {
+    layer.Stream("embedding.token_type", OpKind::kElementwise, x.dtype, elements, 3 * x.e, 3 * x.e, 0);
+  }
+  if (spec.embedding_norm) NormOp(layer, "embedding.norm", x);
+  if (x.dropout) {
+    const int64_t local = x.replicated_tokens * x.h;
+    layer.Stream("embedding.dropout", OpKind::kDropout, x.dtype, local, 2 * x.e + 1, 2 * x.e + 1, local);
+  }
+  return std::move(layer).Finish();
+}
+
+LayerOps OutputOps(const TransformerSpec& spec, const TransformerShard& shard) {
+  const Shape x = MakeShape(spec, shard);
+  const int64_t vocab = spec.vocab / shard.tensor_parallel;
+  LayerBuilder layer("");
+  if (spec.final_norm) NormOp(layer, "output.norm", x);
+  if (spec.lm_head_transform) {  // BERT: dense h→h, GeLU, norm before the logits
+    layer.Linear("output.transform", x.dtype, x.tokens, x.h, x.h, x.e * x.tokens * x.h);
+    layer.Stream("output.transform_act", OpKind::kActivation, x.dtype, x.tokens * x.h, 2 * x.e, 3 * x.e,
+                 x.e * x.tokens * x.h);
+    NormOp(layer, "output.transform_norm", x);
+  }
+  if (spec.pooler) layer.Linear("output.pooler", x.dtype, x.b, x.h, x.h, x.e * x.b * x.h);
+  layer.Linear("output.logits", x.dtype, x.tokens, vocab, x.h, x.e * x.replicated_tokens * x.h);
+  // Vocabulary-parallel cross-entropy in fp32: reads the logits, keeps the fp32 softmax for the
+  // backward (the 4·s·b·V term of Korthikanti's output-layer memory).
+  const int64_t logits = x.tokens * vocab;
+  layer.Stream("output.cross_entropy", OpKind::kCrossEntropy, x.dtype, logits, x.e + 4, 4 + x.e,
+               4.0 * logits);
+  return std::move(layer).Finish();
+}
+
+}  // namespace dtsim::models

@@ -1,0 +1,200 @@
+// Analytic checks of the op decomposition: FLOPs per iteration against Narayanan et al. SC'21
+// and activation bytes per layer against Korthikanti et al. 2022 (Table 2).
+#include "models/ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "models/memory.h"
+#include "models/model_spec.h"
+
+namespace dtsim::models {
+namespace {
+
+TransformerSpec Preset(const char* name) {
+  Expected<ModelSpec> model = ModelPreset(name);
+  EXPECT_TRUE(model.ok()) << name;
+  return model->transformer;
+}
+
+struct IterationFlops {
+  double model = 0;     // forward + backward
+  double hardware = 0;  // + the recomputed forward
+};
+
+// One iteration of `global_batch` sequences through every layer and the output layer, summed
+// over the t ranks of one tensor-parallel group (each computes 1/t of every op).
+IterationFlops Iteration(const TransformerSpec& spec, int64_t global_batch, int64_t micro_batch,
+                         int t, bool sequence_parallel, Recompute recompute) {
+  const TransformerShard shard{.micro_batch = micro_batch, .seq_len = spec.max_seq,
+                               .dtype = DType::kFp16, .tensor_parallel = t,
+                               .sequence_parallel = sequence_parallel};
+  EXPECT_TRUE(ValidateShard(spec, shard).ok());
+  IterationFlops flops;
+  for (int layer = 0; layer < spec.layers; ++layer) {
+    const LayerOps ops = TransformerLayerOps(spec, layer, shard);
+    flops.model += TotalModelFlops(ops.forward) + TotalModelFlops(ops.backward);
+    flops.hardware += TotalModelFlops(RecomputeOps(ops, recompute));
+  }
+  const LayerOps output = OutputOps(spec, shard);
+  const LayerOps embedding = EmbeddingOps(spec, shard);
+  flops.model += TotalModelFlops(output.forward) + TotalModelFlops(output.backward) +
+                 TotalModelFlops(embedding.forward) + TotalModelFlops(embedding.backward);
+  flops.hardware += flops.model;
+  const double scale = static_cast<double>(global_batch / micro_batch) * t;
+  return {flops.model * scale, flops.hardware * scale};
+}
+
+struct Sc21Row {
+  const char* preset;
+  int64_t global_batch;
+  int t;
+};
+
+// Narayanan et al. SC'21 Table 1 (global batch and TP size per row).
+const Sc21Row kSc21[] = {{"megatron-1.7b", 512, 1},    {"megatron-3.6b", 512, 2},
+                         {"megatron-7.5b", 512, 4},    {"megatron-18.4b", 1024, 8},
+                         {"megatron-39.1b", 1536, 8},  {"megatron-76.1b", 1792, 8},
+                         {"megatron-145.6b", 2304, 8}, {"megatron-310.1b", 2160, 8},
+                         {"megatron-529.6b", 2520, 8}, {"megatron-1t", 3072, 8}};
+
+TEST(OpsTest, Sc21FlopsWithFullRecomputeAndModelFlops) {
+  for (const Sc21Row& row : kSc21) {
+    const TransformerSpec spec = Preset(row.preset);
+    const double B = row.global_batch, s = spec.max_seq, l = spec.layers, h = spec.hidden,
+                 V = spec.vocab;
+    // Per layer forward: GEMMs 24·B·s·h² and attention 4·B·s²·h; backward twice forward; the
+    // logits 2·B·s·h·V forward, 6·B·s·h·V with backward; full recompute runs each layer's
+    // forward again (not the logits). Hence (SC'21 §5.1, Eq. 3 and its no-recompute form):
+    const double hardware = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+    const double model = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+    for (bool sp : {false, true}) {
+      const IterationFlops got = Iteration(spec, row.global_batch, 1, row.t, sp, Recompute::kFull);
+      EXPECT_NEAR(got.hardware / hardware, 1.0, 1e-12) << row.preset << " sp=" << sp;
+      EXPECT_NEAR(got.model / model, 1.0, 1e-12) << row.preset << " sp=" << sp;
+    }
+  }
+}
+
+TEST(OpsTest, FlashAttentionKeepsModelFlopsAndHalvesExecutedCausalWork) {
+  const TransformerSpec spec = Preset("megatron-22b");
+  TransformerShard shard{.micro_batch = 4, .seq_len = 2048, .dtype = DType::kBf16,
+                         .tensor_parallel = 8};
+  const LayerOps unfused = TransformerLayerOps(spec, 0, shard);
+  shard.flash_attention = true;
+  const LayerOps flash = TransformerLayerOps(spec, 0, shard);
+  EXPECT_DOUBLE_EQ(TotalModelFlops(flash.forward), TotalModelFlops(unfused.forward));
+  EXPECT_DOUBLE_EQ(TotalModelFlops(flash.backward), TotalModelFlops(unfused.backward));
+  // Forward attention 4·b·(a/t)·s²·d, executed at half for a causal mask; backward counts
+  // 8·b·(a/t)·s²·d for MFU and executes 10·b·(a/t)·s²·d (QKᵀ recomputed inside), halved.
+  const double pairs = 4.0 * (64 / 8) * 2048.0 * 2048 * 96;
+  const Op& core = flash.forward[2];
+  ASSERT_EQ(core.name, "attn.core");
+  EXPECT_DOUBLE_EQ(core.model_flops, 4 * pairs);
+  EXPECT_DOUBLE_EQ(core.flops, 2 * pairs);
+  const auto it = std::find_if(flash.backward.begin(), flash.backward.end(),
+                               [](const Op& op) { return op.name == "attn.core.bwd"; });
+  ASSERT_NE(it, flash.backward.end());
+  const Op& core_backward = *it;
+  EXPECT_DOUBLE_EQ(core_backward.model_flops, 8 * pairs);
+  EXPECT_DOUBLE_EQ(core_backward.flops, 5 * pairs);
+}
+
+// s·b·h·(…) bytes per layer, Korthikanti et al. 2022 Table 2 (2-byte activations, 1-byte
+// dropout masks, f = 4h).
+struct ActivationCase {
+  int t;
+  bool sp;
+  Recompute recompute;
+  double (*per_sbh)(double a, double s, double h, double t);
+};
+
+const ActivationCase kActivationCases[] = {
+    {1, false, Recompute::kNone, [](double a, double s, double h, double) { return 34 + 5 * a * s / h; }},
+    {8, false, Recompute::kNone,
+     [](double a, double s, double h, double t) { return 10 + 24 / t + 5 * a * s / (h * t); }},
+    {8, true, Recompute::kNone,
+     [](double a, double s, double h, double t) { return (34 + 5 * a * s / h) / t; }},
+    {8, false, Recompute::kSelective, [](double, double, double, double t) { return 10 + 24 / t; }},
+    {8, true, Recompute::kSelective, [](double, double, double, double t) { return 34 / t; }},
+    {8, false, Recompute::kFull, [](double, double, double, double) { return 2.0; }},
+    {8, true, Recompute::kFull, [](double, double, double, double t) { return 2 / t; }},
+};
+
+TEST(OpsTest, ActivationBytesPerLayerMatchKorthikanti) {
+  for (const char* name : {"megatron-22b", "gpt3-175b", "megatron-529.6b", "megatron-1t"}) {
+    const TransformerSpec spec = Preset(name);
+    for (const ActivationCase& c : kActivationCases) {
+      const TransformerShard shard{.micro_batch = 4, .seq_len = 2048, .dtype = DType::kFp16,
+                                   .tensor_parallel = c.t, .sequence_parallel = c.sp};
+      const LayerOps layer = TransformerLayerOps(spec, 0, shard);
+      const double sbh = 2048.0 * 4 * spec.hidden;
+      const double expected = sbh * c.per_sbh(spec.heads, 2048, spec.hidden, c.t);
+      EXPECT_EQ(LayerActivationBytes(layer, c.recompute, shard, spec.hidden),
+                static_cast<int64_t>(expected))
+          << name << " t=" << c.t << " sp=" << c.sp << " " << RecomputeName(c.recompute);
+    }
+  }
+}
+
+TEST(OpsTest, FlashAttentionDropsTheScoreTensors) {
+  const TransformerSpec spec = Preset("megatron-22b");
+  const TransformerShard shard{.micro_batch = 1, .seq_len = 4096, .dtype = DType::kBf16,
+                               .tensor_parallel = 1, .flash_attention = true};
+  // 34·s·b·h without the (2e + 1)·a·s²·b term, plus fp32 row statistics 4·a·s·b.
+  const double expected = 34.0 * 4096 * 6144 + 4.0 * 64 * 4096;
+  EXPECT_EQ(LayerActivationBytes(TransformerLayerOps(spec, 0, shard), Recompute::kNone, shard,
+                                 spec.hidden),
+            static_cast<int64_t>(expected));
+}
+
+TEST(OpsTest, BackwardGemmsDoubleTheForward) {
+  const TransformerSpec spec = Preset("llama3-8b");  // GQA + SwiGLU
+  const TransformerShard shard{.micro_batch = 2, .seq_len = 1024, .dtype = DType::kBf16,
+                               .tensor_parallel = 4, .dropout = false};
+  const LayerOps layer = TransformerLayerOps(spec, 0, shard);
+  EXPECT_DOUBLE_EQ(TotalModelFlops(layer.backward), 2 * TotalModelFlops(layer.forward));
+  // GEMM FLOPs per token and rank: 2·(h·(q + 2kv) + q·h + 3·h·f)/t, q = h, kv = h/4.
+  const double h = 4096, f = 14336, tokens = 2048;
+  const double gemms = 2 * tokens * (h * (h + 2 * h / 4) + h * h + 3 * h * f) / 4;
+  const double attention = 4 * 2 * (32 / 4) * 1024.0 * 1024 * 128;
+  EXPECT_DOUBLE_EQ(TotalModelFlops(layer.forward), gemms + attention);
+}
+
+TEST(OpsTest, MoeCountsRoutedTokensAndExecutesCapacity) {
+  const TransformerSpec spec = Preset("mixtral-8x7b");
+  const TransformerShard shard{.micro_batch = 1, .seq_len = 4096, .dtype = DType::kBf16,
+                               .expert_parallel = 8, .dropout = false};
+  const LayerOps layer = TransformerLayerOps(spec, 0, shard);
+  double expert_model = 0, expert_executed = 0;
+  for (const Op& op : layer.forward) {
+    if (op.name.starts_with("moe.expert.fc")) {
+      expert_model += op.model_flops;
+      expert_executed += op.flops;
+    }
+  }
+  // top-2 of 4096 tokens through SwiGLU experts: 2·(k·T)·3·h·f; capacity factor 1 pads nothing
+  // (ceil(2·4096/8) = 1024 tokens per expert and source rank, 8 sources, 1 local expert).
+  const double routed = 2.0 * (2 * 4096) * 3 * 4096 * 14336;
+  EXPECT_DOUBLE_EQ(expert_model, routed);
+  EXPECT_DOUBLE_EQ(expert_executed, routed);
+}
+
+TEST(OpsTest, ShardValidationNamesTheMismatch) {
+  const TransformerSpec spec = Preset("llama2-70b");  // 64 heads, 8 KV heads
+  Status bad = ValidateShard(spec, {.micro_batch = 1, .seq_len = 4096, .tensor_parallel = 3});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().ToString().find("must divide heads (64)"), std::string::npos)
+      << bad.error().ToString();
+  // t = 16 > 8 KV heads: replicated, allowed.
+  EXPECT_TRUE(ValidateShard(spec, {.micro_batch = 1, .seq_len = 4096, .tensor_parallel = 16}).ok());
+  Status sp = ValidateShard(spec, {.micro_batch = 1, .seq_len = 4100, .tensor_parallel = 8,
+                                   .sequence_parallel = true});
+  ASSERT_FALSE(sp.ok());
+  EXPECT_NE(sp.error().ToString().find("sequence length (4100)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dtsim::models

@@ -1,0 +1,170 @@
+#include "traces/op_cost_table.h"
+
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "sim/base/atomic_file.h"
+#include "sim/base/strings.h"
+
+namespace dtsim::traces {
+
+void OpSignature::SetDim(std::string_view name, int64_t value) {
+  auto it = std::lower_bound(dims.begin(), dims.end(), name,
+                             [](const auto& dim, std::string_view key) { return dim.first < key; });
+  if (it != dims.end() && it->first == name) {
+    it->second = value;
+  } else {
+    dims.insert(it, {std::string(name), value});
+  }
+}
+
+int64_t OpSignature::Dim(std::string_view name) const {
+  for (const auto& [key, value] : dims) {
+    if (key == name) return value;
+  }
+  return 0;
+}
+
+std::string OpSignature::FamilyKey() const { return fmt::format("{} {}", op, DTypeName(dtype)); }
+
+std::string OpSignature::Key() const {
+  std::string key = FamilyKey();
+  for (const auto& [name, value] : dims) key += fmt::format(" {}={}", name, value);
+  return key;
+}
+
+Expected<OpCostTable> OpCostTable::Make(std::string gpu, std::string source,
+                                        std::vector<MeasuredOp> ops) {
+  OpCostTable table;
+  table.gpu_ = std::move(gpu);
+  table.source_ = std::move(source);
+  table.ops_ = std::move(ops);
+  for (uint32_t i = 0; i < table.ops_.size(); ++i) {
+    const OpSignature& signature = table.ops_[i].signature;
+    auto [it, inserted] = table.by_key_.emplace(signature.Key(), i);
+    if (!inserted) {
+      return Error(fmt::format("duplicate op signature (also ops[{}])", it->second),
+                   fmt::format("ops[{}]", i), Quote(signature.Key()));
+    }
+    table.by_family_[signature.FamilyKey()].push_back(i);
+  }
+  return table;
+}
+
+const MeasuredOp* OpCostTable::Find(const OpSignature& signature) const {
+  auto it = by_key_.find(signature.Key());
+  return it == by_key_.end() ? nullptr : &ops_[it->second];
+}
+
+const std::vector<uint32_t>& OpCostTable::Family(const OpSignature& signature) const {
+  static const std::vector<uint32_t> kNone;
+  auto it = by_family_.find(signature.FamilyKey());
+  return it == by_family_.end() ? kNone : it->second;
+}
+
+namespace {
+
+Expected<DType> ReadDType(JsonObjectReader& reader) {
+  DTSIM_ASSIGN_OR_RETURN(const std::string name, reader.String("dtype"));
+  if (std::optional<DType> dtype = DTypeFromName(name)) return *dtype;
+  return Error(fmt::format("unknown dtype{}; known: {}", DidYouMean(name, DTypeNames()),
+                           JoinQuoted(DTypeNames())),
+               JsonChildPath(reader.path(), "dtype"), Quote(name));
+}
+
+Expected<MeasuredOp> ReadMeasuredOp(const Json& value, const std::string& path) {
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, path));
+  MeasuredOp op;
+  DTSIM_ASSIGN_OR_RETURN(op.signature.op, reader.String("op"));
+  if (op.signature.op.empty()) {
+    return Error("op name must not be empty", JsonChildPath(path, "op"), "\"\"");
+  }
+  DTSIM_ASSIGN_OR_RETURN(op.signature.dtype, ReadDType(reader));
+  const Json* dims = reader.Find("dims");
+  if (dims != nullptr) {
+    const std::string dims_path = JsonChildPath(path, "dims");
+    if (!dims->is_object()) {
+      return Error("expected an object of named dimensions", dims_path, JsonValueForError(*dims));
+    }
+    for (const auto& [name, dim] : dims->items()) {
+      DTSIM_ASSIGN_OR_RETURN(
+          const int64_t size,
+          JsonToInt(dim, JsonChildPath(dims_path, name), 1, std::numeric_limits<int64_t>::max()));
+      op.signature.SetDim(name, size);
+    }
+  }
+  DTSIM_ASSIGN_OR_RETURN(op.duration, reader.Duration("time"));
+  if (op.duration <= DurationNs::Zero()) {
+    return Error("a measured time must be positive", JsonChildPath(path, "time"),
+                 JsonValueForError(*reader.Find("time")));
+  }
+  DTSIM_ASSIGN_OR_RETURN(op.samples, reader.IntOr("samples", 1));
+  if (op.samples < 1) {
+    return Error("samples must be at least 1", JsonChildPath(path, "samples"),
+                 std::to_string(op.samples));
+  }
+  DTSIM_RETURN_IF_ERROR(reader.Finish());
+  return op;
+}
+
+}  // namespace
+
+Expected<OpCostTable> OpCostTableFromJson(const Json& value) {
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, ""));
+  DTSIM_ASSIGN_OR_RETURN(const std::string format, reader.String("format"));
+  if (format != kOpCostFormat) {
+    return Error(fmt::format("not an op-cost table (expected format \"{}\")", kOpCostFormat),
+                 "format", Quote(format));
+  }
+  DTSIM_ASSIGN_OR_RETURN(const int64_t version, reader.Int("version"));
+  if (version != kOpCostVersion) {
+    return Error(fmt::format("unsupported op-cost table version (this dtsim reads {})",
+                             kOpCostVersion),
+                 "version", std::to_string(version));
+  }
+  DTSIM_ASSIGN_OR_RETURN(std::string gpu, reader.String("gpu"));
+  DTSIM_ASSIGN_OR_RETURN(std::string source, reader.StringOr("source", ""));
+  const Json* ops_json = reader.Find("ops");
+  if (ops_json == nullptr || !ops_json->is_array()) {
+    return Error("expected an array of measured ops", "ops",
+                 ops_json == nullptr ? "" : JsonValueForError(*ops_json));
+  }
+  std::vector<MeasuredOp> ops;
+  ops.reserve(ops_json->size());
+  for (size_t i = 0; i < ops_json->size(); ++i) {
+    DTSIM_ASSIGN_OR_RETURN(MeasuredOp op, ReadMeasuredOp((*ops_json)[i], JsonIndexPath("ops", i)));
+    ops.push_back(std::move(op));
+  }
+  DTSIM_RETURN_IF_ERROR(reader.Finish());
+  return OpCostTable::Make(std::move(gpu), std::move(source), std::move(ops));
+}
+
+Expected<OpCostTable> ReadOpCostTable(const std::string& path) {
+  DTSIM_ASSIGN_OR_RETURN(const Json json, ReadJsonFile(path));
+  Expected<OpCostTable> table = OpCostTableFromJson(json);
+  if (!table.ok()) return std::move(table).error().InFile(path);
+  return table;
+}
+
+Json OpCostTableToJson(const OpCostTable& table) {
+  Json ops = Json::array();
+  for (const MeasuredOp& op : table.ops()) {
+    Json dims = Json::object();
+    for (const auto& [name, value] : op.signature.dims) dims[name] = value;
+    ops.push_back({{"op", op.signature.op},
+                   {"dtype", DTypeName(op.signature.dtype)},
+                   {"dims", dims},
+                   {"time", fmt::format("{} ns", op.duration.ns())},
+                   {"samples", op.samples}});
+  }
+  return {{"format", kOpCostFormat}, {"version", kOpCostVersion}, {"gpu", table.gpu()},
+          {"source", table.source()}, {"ops", ops}};
+}
+
+Status WriteOpCostTable(const OpCostTable& table, const std::string& path) {
+  return WriteFileAtomically(path, OpCostTableToJson(table).dump(1) + "\n");
+}
+
+}  // namespace dtsim::traces
