@@ -58,7 +58,7 @@ int64_t TransformerStageParameters(const TransformerSpec& spec, const MemoryPlan
   for (int index : StageLayers(spec, plan)) {
     params += LocalLayerParameters(spec, t, plan.shard.expert_parallel, index);
   }
-  const int64_t vocab_shard = spec.vocab / t * spec.hidden;
+  const int64_t vocab_shard = spec.PaddedVocab(t) / t * spec.hidden;
   if (IsFirstStage(plan)) {
     params += vocab_shard + spec.token_types * spec.hidden;
     if (spec.position == PositionEmbedding::kLearned) params += spec.max_seq * spec.hidden;
@@ -70,7 +70,7 @@ int64_t TransformerStageParameters(const TransformerSpec& spec, const MemoryPlan
     if (!spec.tied_embeddings || !IsFirstStage(plan)) params += vocab_shard;
     if (spec.pooler) params += spec.hidden * spec.hidden + spec.hidden;
     if (spec.lm_head_transform) {
-      params += spec.hidden * spec.hidden + spec.hidden + NormParameters(spec) + spec.vocab / t;
+      params += spec.hidden * spec.hidden + spec.hidden + NormParameters(spec) + spec.PaddedVocab(t) / t;
     }
   }
   return params;

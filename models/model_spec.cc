@@ -38,9 +38,12 @@ template <typename Int>
 Status ReadInt(JsonObjectReader& reader, std::string_view key, Int& out, int64_t min = 1) {
   const Json* value = reader.Find(key);
   if (value == nullptr) return Status::Ok();
-  const int64_t max = std::min<int64_t>(kMaxSize, std::numeric_limits<Int>::max());
+  const std::string path = JsonChildPath(reader.path(), key);
   DTSIM_ASSIGN_OR_RETURN(const int64_t result,
-                         JsonToInt(*value, JsonChildPath(reader.path(), key), min, max));
+                         JsonToInt(*value, path, min, std::numeric_limits<int64_t>::max()));
+  if (result > std::min<int64_t>(kMaxSize, std::numeric_limits<Int>::max())) {
+    return Error("too large", path, JsonValueForError(*value));
+  }
   out = static_cast<Int>(result);
   return Status::Ok();
 }
@@ -68,7 +71,9 @@ Status ReadIntList(JsonObjectReader& reader, std::string_view key, std::vector<I
   out.clear();
   for (size_t i = 0; i < value->size(); ++i) {
     DTSIM_ASSIGN_OR_RETURN(const int64_t item,
-                           JsonToInt((*value)[i], JsonIndexPath(path, i), 1, kMaxSize));
+                           JsonToInt((*value)[i], JsonIndexPath(path, i), 1,
+                                     std::numeric_limits<int64_t>::max()));
+    if (item > kMaxSize) return Error("too large", JsonIndexPath(path, i), std::to_string(item));
     out.push_back(static_cast<Int>(item));
   }
   return Status::Ok();
@@ -123,6 +128,7 @@ Status ReadTransformer(JsonObjectReader& reader, bool preset, TransformerSpec& t
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "head_dim", t.head_dim_override));
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "ffn_hidden", t.ffn_hidden));
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "vocab", t.vocab));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "vocab_divisible_by", t.vocab_divisible_by));
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "max_seq", t.max_seq));
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "token_types", t.token_types, 0));
   FollowDerived(before, reader, t);

@@ -43,6 +43,9 @@ struct TransformerSpec {
   int64_t head_dim_override = 0;  // 0: hidden / heads (GPT-3 13B: 40 heads of 128, hidden 5140)
   int64_t ffn_hidden = 0;
   int64_t vocab = 0;
+  // Training pads the embedding to a multiple of this × the tensor-parallel size (Megatron's
+  // make_vocab_size_divisible_by, 128); parameter counts use the unpadded vocabulary.
+  int64_t vocab_divisible_by = 128;
   int64_t max_seq = 0;  // learned position table length; also the default sequence length
   Norm norm = Norm::kLayerNorm;
   Activation activation = Activation::kGelu;
@@ -61,6 +64,10 @@ struct TransformerSpec {
   int64_t q_dim() const { return head_dim() * heads; }  // attention's inner width
   int64_t kv_dim() const { return head_dim() * kv_heads; }
   int64_t MoeFfnHidden() const { return moe.expert_ffn_hidden > 0 ? moe.expert_ffn_hidden : ffn_hidden; }
+  int64_t PaddedVocab(int tensor_parallel) const {
+    const int64_t multiple = vocab_divisible_by * tensor_parallel;
+    return (vocab + multiple - 1) / multiple * multiple;
+  }
   bool IsMoeLayer(int index) const { return moe.enabled() && (index + 1) % moe.every == 0; }
   int MoeLayerCount() const { return moe.enabled() ? layers / moe.every : 0; }
 };

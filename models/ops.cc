@@ -73,7 +73,6 @@ Status ValidateShard(const TransformerSpec& spec, const TransformerShard& shard)
                  "", std::to_string(t));
   }
   DTSIM_RETURN_IF_ERROR(Divides(t, spec.ffn_hidden, "ffn_hidden", "tensor parallel size"));
-  DTSIM_RETURN_IF_ERROR(Divides(t, spec.vocab, "vocab", "tensor parallel size"));
   if (spec.moe.enabled()) {
     DTSIM_RETURN_IF_ERROR(Divides(t, spec.MoeFfnHidden(), "expert ffn_hidden", "tensor parallel size"));
     DTSIM_RETURN_IF_ERROR(Divides(shard.expert_parallel, spec.moe.experts, "experts",

@@ -218,7 +218,7 @@ LayerOps EmbeddingOps(const TransformerSpec& spec, const TransformerShard& shard
   std::vector<Op> grad;
   // The gradient of the V/t × h table: zeroed, then the token rows accumulated into it.
   grad.push_back(Op::Streaming("embedding.grad", OpKind::kEmbedding, Pass::kBackward, x.dtype,
-                               spec.vocab / t * x.h + elements, 2 * x.e));
+                               spec.PaddedVocab(t) / t * x.h + elements, 2 * x.e));
   layer.Forward(std::move(lookup), 8.0 * x.tokens, std::move(grad));
   if (spec.position == PositionEmbedding::kLearned) {
     layer.Stream("embedding.position", OpKind::kElementwise, x.dtype, elements, 3 * x.e, 3 * x.e, 0);
@@ -236,7 +236,7 @@ LayerOps EmbeddingOps(const TransformerSpec& spec, const TransformerShard& shard
 
 LayerOps OutputOps(const TransformerSpec& spec, const TransformerShard& shard) {
   const Shape x = MakeShape(spec, shard);
-  const int64_t vocab = spec.vocab / shard.tensor_parallel;
+  const int64_t vocab = spec.PaddedVocab(shard.tensor_parallel) / shard.tensor_parallel;
   LayerBuilder layer("");
   if (spec.final_norm) NormOp(layer, "output.norm", x);
   if (spec.lm_head_transform) {  // BERT: dense h→h, GeLU, norm before the logits

@@ -1,0 +1,218 @@
+#include "models/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "sim/base/strings.h"
+
+namespace dtsim::models {
+namespace {
+
+constexpr std::array<std::string_view, kCostSourceCount> kSourceNames = {"measured",
+                                                                          "interpolated",
+                                                                          "roofline"};
+
+DurationNs FromSeconds(double seconds) {
+  return DurationNs(std::max<int64_t>(1, std::llround(seconds * 1e9)));
+}
+
+double Dim(const traces::OpSignature& signature, std::string_view name) {
+  return static_cast<double>(signature.Dim(name));
+}
+
+// The quantity an op family's time grows with (see the class comment).
+double Work(const traces::OpSignature& s) {
+  if (s.op == "gemm") return Dim(s, "m") * Dim(s, "n") * Dim(s, "k") * std::max(1.0, Dim(s, "batch"));
+  if (s.op.starts_with("flash_attention")) {
+    return Dim(s, "batch") * Dim(s, "heads") * Dim(s, "seq") * Dim(s, "seq") * Dim(s, "head_dim");
+  }
+  if (s.op.starts_with("conv2d")) {
+    const double out = Dim(s, "size") / Dim(s, "stride");
+    return Dim(s, "batch") * Dim(s, "in_channels") * Dim(s, "out_channels") * out * out *
+           Dim(s, "kernel") * Dim(s, "kernel");
+  }
+  double work = 1;
+  for (const auto& [name, value] : s.dims) work *= static_cast<double>(value);
+  return work;
+}
+
+// Dimensions that select a different kernel rather than scale one: never interpolated across.
+bool IsCategorical(std::string_view dim) {
+  return dim == "causal" || dim == "stride" || dim == "kernel";
+}
+
+bool SameShapeKind(const traces::OpSignature& a, const traces::OpSignature& b) {
+  if (a.dims.size() != b.dims.size()) return false;
+  for (size_t i = 0; i < a.dims.size(); ++i) {
+    if (a.dims[i].first != b.dims[i].first) return false;
+    if (IsCategorical(a.dims[i].first) && a.dims[i].second != b.dims[i].second) return false;
+  }
+  return true;
+}
+
+struct Neighbor {
+  double distance;  // squared, in log-dimension space
+  const traces::MeasuredOp* op;
+};
+
+// The family members comparable with `signature`, or empty when the signature lies outside
+// their range in some dimension (interpolation only).
+std::vector<Neighbor> Neighbors(const traces::OpCostTable& table,
+                                const traces::OpSignature& signature) {
+  std::vector<Neighbor> neighbors;
+  std::vector<std::pair<double, double>> range(signature.dims.size(), {INFINITY, -INFINITY});
+  for (uint32_t index : table.Family(signature)) {
+    const traces::MeasuredOp& measured = table.ops()[index];
+    if (!SameShapeKind(measured.signature, signature)) continue;
+    double distance = 0;
+    for (size_t d = 0; d < signature.dims.size(); ++d) {
+      const auto value = static_cast<double>(measured.signature.dims[d].second);
+      range[d] = {std::min(range[d].first, value), std::max(range[d].second, value)};
+      const double delta = std::log(value) - std::log(static_cast<double>(signature.dims[d].second));
+      distance += delta * delta;
+    }
+    neighbors.push_back({distance, &measured});
+  }
+  for (size_t d = 0; d < signature.dims.size(); ++d) {
+    const auto value = static_cast<double>(signature.dims[d].second);
+    if (value < range[d].first || value > range[d].second) return {};
+  }
+  return neighbors;
+}
+
+}  // namespace
+
+std::string_view CostSourceName(CostSource source) {
+  return kSourceNames[static_cast<size_t>(source)];
+}
+
+std::optional<OpCost> RooflineCostModel::Price(const Op& op) const {
+  double compute = 0;
+  if (op.flops > 0) {
+    const FlopRate matrix = gpu_.MatrixPeak(op.dtype);
+    if (op.matmul && matrix.flop_per_second() > 0) {
+      compute = gpu_.matrix_efficiency.TimeSeconds(op.flops, matrix.flop_per_second());
+    } else {
+      compute = op.flops / gpu_.vector_peak.flop_per_second();
+    }
+  }
+  const double memory =
+      op.bytes > 0
+          ? gpu_.memory_efficiency.TimeSeconds(op.bytes, gpu_.memory_bandwidth.bytes_per_second())
+          : 0;
+  return OpCost{FromSeconds(std::max(compute, memory)) + gpu_.launch_overhead,
+                CostSource::kRoofline};
+}
+
+std::optional<OpCost> MeasuredCostModel::Price(const Op& op) const {
+  const traces::MeasuredOp* measured = table_->Find(op.signature);
+  if (measured == nullptr) return std::nullopt;
+  return OpCost{measured->duration, CostSource::kMeasured};
+}
+
+std::optional<OpCost> InterpolatedCostModel::Price(const Op& op) const {
+  std::vector<Neighbor> neighbors = Neighbors(*table_, op.signature);
+  if (neighbors.empty()) return std::nullopt;
+  const size_t nearest = std::min<size_t>(4, neighbors.size());
+  std::partial_sort(neighbors.begin(), neighbors.begin() + static_cast<ptrdiff_t>(nearest),
+                    neighbors.end(),
+                    [](const Neighbor& a, const Neighbor& b) { return a.distance < b.distance; });
+  if (neighbors.front().distance == 0) {
+    return OpCost{neighbors.front().op->duration, CostSource::kInterpolated};
+  }
+  double weights = 0;
+  double throughput = 0;  // work per second
+  for (size_t i = 0; i < nearest; ++i) {
+    const double weight = 1 / neighbors[i].distance;
+    weights += weight;
+    throughput += weight * Work(neighbors[i].op->signature) /
+                  neighbors[i].op->duration.ToSecondsDouble();
+  }
+  return OpCost{FromSeconds(Work(op.signature) / (throughput / weights)), CostSource::kInterpolated};
+}
+
+std::optional<OpCost> ChainCostModel::Price(const Op& op) const {
+  for (const auto& model : models_) {
+    if (std::optional<OpCost> cost = model->Price(op)) return cost;
+  }
+  return std::nullopt;
+}
+
+void CostSourceTally::Add(const OpCost& cost, int64_t count) {
+  time_[static_cast<size_t>(cost.source)] += cost.duration * count;
+  ops_[static_cast<size_t>(cost.source)] += count;
+}
+
+double CostSourceTally::Share(CostSource source) const {
+  DurationNs total;
+  for (DurationNs time : time_) total += time;
+  return total.ns() == 0 ? 0.0
+                         : static_cast<double>(time(source).ns()) / static_cast<double>(total.ns());
+}
+
+std::span<const std::string_view> CostModelNames() {
+  static constexpr std::array<std::string_view, 4> kNames = {"chain", "measured", "interpolated",
+                                                             "roofline"};
+  return kNames;
+}
+
+Expected<std::unique_ptr<OpCostModel>> MakeCostModel(std::string_view name, const GpuSpec& gpu,
+                                                     const traces::OpCostTable* table) {
+  if (name == "roofline") return std::unique_ptr<OpCostModel>(new RooflineCostModel(gpu));
+  const bool known = std::ranges::find(CostModelNames(), name) != CostModelNames().end();
+  if (!known) {
+    return Error(fmt::format("unknown cost model{}; registered: {}",
+                             DidYouMean(name, CostModelNames()), JoinQuoted(CostModelNames())),
+                 "", Quote(name));
+  }
+  if (table == nullptr) {
+    return Error(fmt::format("cost model \"{}\" needs a measured op-cost table (a profile)", name),
+                 "", Quote(name));
+  }
+  if (name == "measured") return std::unique_ptr<OpCostModel>(new MeasuredCostModel(*table));
+  if (name == "interpolated") return std::unique_ptr<OpCostModel>(new InterpolatedCostModel(*table));
+  std::vector<std::unique_ptr<OpCostModel>> chain;
+  chain.push_back(std::make_unique<MeasuredCostModel>(*table));
+  chain.push_back(std::make_unique<InterpolatedCostModel>(*table));
+  chain.push_back(std::make_unique<RooflineCostModel>(gpu));
+  return std::unique_ptr<OpCostModel>(new ChainCostModel(std::move(chain)));
+}
+
+Expected<EfficiencyCurve> FitMatrixEfficiency(const traces::OpCostTable& table, const GpuSpec& gpu,
+                                              DType dtype) {
+  const double peak = gpu.MatrixPeak(dtype).flop_per_second();
+  if (peak <= 0) {
+    return Error(fmt::format("{} has no matrix peak for {}", gpu.name, DTypeName(dtype)));
+  }
+  // Ordinary least squares of t = a + b·F over the table's GEMMs of this dtype.
+  double n = 0, sum_f = 0, sum_t = 0, sum_ff = 0, sum_ft = 0;
+  for (const traces::MeasuredOp& op : table.ops()) {
+    if (op.signature.op != "gemm" || op.signature.dtype != dtype) continue;
+    const double flops = 2 * Work(op.signature);
+    const double seconds = op.duration.ToSecondsDouble();
+    n += 1;
+    sum_f += flops;
+    sum_t += seconds;
+    sum_ff += flops * flops;
+    sum_ft += flops * seconds;
+  }
+  const double denominator = n * sum_ff - sum_f * sum_f;
+  if (n < 2 || denominator <= 0) {
+    return Error(fmt::format("need GEMMs of at least two sizes in {} to fit a curve (found {})",
+                             DTypeName(dtype), n));
+  }
+  const double slope = (n * sum_ft - sum_f * sum_t) / denominator;  // seconds per FLOP
+  const double intercept = (sum_t - slope * sum_f) / n;
+  const double max = 1 / (slope * peak);
+  if (!(slope > 0) || max > 1) {
+    return Error(fmt::format("the fitted efficiency ({:.3f} of the {} peak) is not in (0, 1]: "
+                             "are the table and the GPU the same?",
+                             max, DTypeName(dtype)));
+  }
+  return EfficiencyCurve{max, DurationNs(std::max<int64_t>(0, std::llround(intercept * 1e9)))};
+}
+
+}  // namespace dtsim::models

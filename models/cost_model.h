@@ -1,0 +1,117 @@
+// Op cost models, registered by name (docs/models.md, "Cost models"): measured (exact op
+// signature in an op-cost table), interpolated (the same op family measured at nearby
+// shapes), roofline (GPU peaks with efficiency curves), and the chain that tries them in that
+// order and records which one priced each op.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "models/gpu.h"
+#include "models/ops.h"
+#include "sim/base/status.h"
+#include "sim/base/time.h"
+#include "traces/op_cost_table.h"
+
+namespace dtsim::models {
+
+enum class CostSource : uint8_t { kMeasured, kInterpolated, kRoofline };
+inline constexpr int kCostSourceCount = 3;
+std::string_view CostSourceName(CostSource source);
+
+struct OpCost {
+  DurationNs duration;
+  CostSource source = CostSource::kRoofline;
+};
+
+class OpCostModel {
+ public:
+  virtual ~OpCostModel() = default;
+  virtual std::string_view name() const = 0;
+  // The op's duration, or nullopt when this model cannot price it.
+  virtual std::optional<OpCost> Price(const Op& op) const = 0;
+};
+
+// max(compute, memory) + launch overhead, where compute = FLOPs over the matrix peak of the
+// op's dtype (the vector peak for non-matmul ops and dtypes without tensor-core support) and
+// memory = bytes over HBM bandwidth, each through the GPU's efficiency curve.
+class RooflineCostModel final : public OpCostModel {
+ public:
+  explicit RooflineCostModel(GpuSpec gpu) : gpu_(std::move(gpu)) {}
+  std::string_view name() const override { return "roofline"; }
+  std::optional<OpCost> Price(const Op& op) const override;
+  const GpuSpec& gpu() const { return gpu_; }
+
+ private:
+  GpuSpec gpu_;
+};
+
+// Exact signature lookup. The table must outlive the model.
+class MeasuredCostModel final : public OpCostModel {
+ public:
+  explicit MeasuredCostModel(const traces::OpCostTable& table) : table_(&table) {}
+  std::string_view name() const override { return "measured"; }
+  std::optional<OpCost> Price(const Op& op) const override;
+
+ private:
+  const traces::OpCostTable* table_;
+};
+
+// Within an op family (same op and dtype, same dimension names), interpolates the achieved
+// throughput, work / time, over the measured points: inverse-squared-distance weights over the
+// nearest four in log-dimension space, exact at a measured point. Work is the family's cost
+// driver (GEMM m·n·k·batch, flash attention batch·heads·seq²·head_dim, convolution
+// batch·in·out·(size/stride)²·kernel², otherwise the product of the dimensions). Only inside
+// the measured range of every dimension: it never extrapolates (nullopt outside).
+class InterpolatedCostModel final : public OpCostModel {
+ public:
+  explicit InterpolatedCostModel(const traces::OpCostTable& table) : table_(&table) {}
+  std::string_view name() const override { return "interpolated"; }
+  std::optional<OpCost> Price(const Op& op) const override;
+
+ private:
+  const traces::OpCostTable* table_;
+};
+
+// Tries each model in order; the first that prices an op wins.
+class ChainCostModel final : public OpCostModel {
+ public:
+  explicit ChainCostModel(std::vector<std::unique_ptr<OpCostModel>> models)
+      : models_(std::move(models)) {}
+  std::string_view name() const override { return "chain"; }
+  std::optional<OpCost> Price(const Op& op) const override;
+
+ private:
+  std::vector<std::unique_ptr<OpCostModel>> models_;
+};
+
+// What share of the priced time each source priced (result.json's cost-source shares).
+class CostSourceTally {
+ public:
+  void Add(const OpCost& cost, int64_t count = 1);
+  DurationNs time(CostSource source) const { return time_[static_cast<size_t>(source)]; }
+  int64_t ops(CostSource source) const { return ops_[static_cast<size_t>(source)]; }
+  double Share(CostSource source) const;
+
+ private:
+  std::array<DurationNs, kCostSourceCount> time_{};
+  std::array<int64_t, kCostSourceCount> ops_{};
+};
+
+// The registered names: "roofline", "measured", "interpolated", "chain" (measured ▸
+// interpolated ▸ roofline, the default). `table` may be null only for "roofline"; the error for
+// an unknown name lists the registered ones.
+std::span<const std::string_view> CostModelNames();
+Expected<std::unique_ptr<OpCostModel>> MakeCostModel(std::string_view name, const GpuSpec& gpu,
+                                                     const traces::OpCostTable* table);
+
+// Fits the matrix efficiency curve of `gpu` for `dtype` to the table's GEMMs by least squares
+// on time = ramp + FLOPs / (peak · max) (the curve's time form, EfficiencyCurve). Errors with
+// fewer than two distinct GEMM sizes or a fit outside 0 < max <= 1.
+Expected<EfficiencyCurve> FitMatrixEfficiency(const traces::OpCostTable& table, const GpuSpec& gpu,
+                                              DType dtype);
+
+}  // namespace dtsim::models

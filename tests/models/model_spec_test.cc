@@ -1,0 +1,143 @@
+// Model and GPU specs from JSON: presets, field-by-field overrides, and every bad-input error
+// naming its JSON path and value.
+#include "models/model_spec.h"
+
+#include <gtest/gtest.h>
+
+#include "models/gpu.h"
+#include "models/parameters.h"
+
+namespace dtsim::models {
+namespace {
+
+std::string ModelError(const char* text) {
+  Expected<ModelSpec> model = ModelFromJson(Json::parse(text), "model");
+  EXPECT_FALSE(model.ok()) << text;
+  return model.ok() ? "" : model.error().ToString();
+}
+
+std::string GpuError(const char* text) {
+  Expected<GpuSpec> gpu = GpuFromJson(Json::parse(text), "cluster.gpu");
+  EXPECT_FALSE(gpu.ok()) << text;
+  return gpu.ok() ? "" : gpu.error().ToString();
+}
+
+void ExpectContains(const std::string& text, const std::string& part) {
+  EXPECT_NE(text.find(part), std::string::npos) << "in: " << text << "\nmissing: " << part;
+}
+
+TEST(ModelSpecTest, PresetOverriddenFieldByField) {
+  Expected<ModelSpec> model =
+      ModelFromJson(Json::parse(R"({"preset": "gpt3-175b", "layers": 48, "hidden": 8192,
+                                    "heads": 64})"), "model");
+  ASSERT_TRUE(model.ok()) << model.error().ToString();
+  const TransformerSpec& t = model->transformer;
+  EXPECT_EQ(model->name, "gpt3-175b");
+  EXPECT_EQ(t.layers, 48);
+  EXPECT_EQ(t.hidden, 8192);
+  EXPECT_EQ(t.kv_heads, 64);        // multi-head attention follows heads
+  EXPECT_EQ(t.ffn_hidden, 4 * 8192);  // 4h follows hidden
+  EXPECT_EQ(t.vocab, 50257);          // untouched
+  // A GQA preset keeps its KV heads when heads change.
+  Expected<ModelSpec> llama =
+      ModelFromJson(Json::parse(R"({"preset": "llama3-8b", "heads": 64})"), "model");
+  ASSERT_TRUE(llama.ok());
+  EXPECT_EQ(llama->transformer.kv_heads, 8);
+  EXPECT_EQ(llama->transformer.ffn_hidden, 14336);
+}
+
+TEST(ModelSpecTest, CustomModelsOfEveryFamily) {
+  Expected<ModelSpec> moe = ModelFromJson(Json::parse(R"({
+      "family": "transformer", "layers": 4, "hidden": 512, "heads": 8, "vocab": 1000,
+      "max_seq": 128, "norm": "rmsnorm", "activation": "swiglu", "position": "rotary",
+      "linear_bias": false, "tied_embeddings": false,
+      "moe": {"experts": 4, "top_k": 2, "capacity_factor": 1.25, "every": 2}})"), "model");
+  ASSERT_TRUE(moe.ok()) << moe.error().ToString();
+  EXPECT_EQ(moe->transformer.MoeLayerCount(), 2);
+  EXPECT_EQ(moe->transformer.ffn_hidden, 2048);
+  Expected<ModelSpec> dlrm = ModelFromJson(Json::parse(R"({"family": "dlrm",
+      "table_rows": [1000, 50], "embedding_dim": 16, "bottom_mlp": [64, 16], "top_mlp": [32, 1]})"),
+      "model");
+  ASSERT_TRUE(dlrm.ok()) << dlrm.error().ToString();
+  // Tables 1050·16 + bottom 13·64+64 + 64·16+16 + top (16 + 3·2/2 = 19)·32+32 + 32+1.
+  EXPECT_EQ(CountParameters(*dlrm).total, 1050 * 16 + (13 * 64 + 64) + (64 * 16 + 16) +
+                                              (19 * 32 + 32) + (32 + 1));
+  Expected<ModelSpec> resnet =
+      ModelFromJson(Json::parse(R"({"preset": "resnet-50", "classes": 10})"), "model");
+  ASSERT_TRUE(resnet.ok());
+  // 25,557,032 − 2048·990 − 990 (the classifier's 990 fewer outputs).
+  EXPECT_EQ(CountParameters(*resnet).total, 25'557'032 - 2048 * 990 - 990);
+  EXPECT_TRUE(ModelFromJson(Json("bert-large"), "model").ok());
+}
+
+TEST(ModelSpecTest, BadModelInputNamesPathAndValue) {
+  std::string e = ModelError(R"({"preset": "gpt3-175b", "heads": 100})");
+  ExpectContains(e, "model.heads");
+  ExpectContains(e, "heads must divide hidden (12288 % 100 = 88)");
+  ExpectContains(e, "100");
+  e = ModelError(R"({"preset": "llama2-70b", "kv_heads": 7})");
+  ExpectContains(e, "model.kv_heads");
+  ExpectContains(e, "kv_heads must divide heads (64 % 7 = 1)");
+  e = ModelError(R"({"preset": "gpt-3-175b"})");
+  ExpectContains(e, "model.preset");
+  ExpectContains(e, "unknown model preset");
+  ExpectContains(e, "\"gpt3-175b\"");  // the suggestion and the list
+  ExpectContains(e, "\"llama3-70b\"");
+  e = ModelError(R"({"preset": "gpt3-175b", "hidden": -4096})");
+  ExpectContains(e, "model.hidden");
+  ExpectContains(e, "-4096");
+  e = ModelError(R"({"preset": "gpt3-175b", "layer": 4})");
+  ExpectContains(e, "model.layer");
+  ExpectContains(e, "did you mean \"layers\"");
+  e = ModelError(R"({"family": "transformer", "layers": 2, "hidden": 64, "heads": 4})");
+  ExpectContains(e, "model.vocab");
+  ExpectContains(e, "missing required field");
+  e = ModelError(R"({"preset": "mixtral-8x7b", "moe": {"top_k": 9}})");
+  ExpectContains(e, "model.moe.top_k");
+  ExpectContains(e, "top_k must be in [1, experts = 8]");
+  e = ModelError(R"({"preset": "resnet-50", "family": "dlrm"})");
+  ExpectContains(e, "the preset is a resnet model");
+  e = ModelError(R"({"preset": "gpt3-175b", "norm": "batchnorm"})");
+  ExpectContains(e, "model.norm");
+  ExpectContains(e, "\"layernorm\", \"rmsnorm\"");
+  e = ModelError(R"({"preset": "dlrm-mlperf", "bottom_mlp": [512, 64]})");
+  ExpectContains(e, "model.bottom_mlp");
+  ExpectContains(e, "must end at embedding_dim (128)");
+  e = ModelError(R"({"preset": "dlrm-mlperf", "table_rows": [10, -1]})");
+  ExpectContains(e, "model.table_rows[1]");
+}
+
+TEST(ModelSpecTest, GpuPresetsAndOverrides) {
+  Expected<GpuSpec> gpu = GpuFromJson(Json::parse(R"({"preset": "h100-sxm5-80gb",
+      "memory": "94 GiB", "matrix_peak": {"fp8": "1000 TFLOP/s"},
+      "matrix_efficiency": {"max": 0.6}})"), "gpu");
+  ASSERT_TRUE(gpu.ok()) << gpu.error().ToString();
+  EXPECT_EQ(gpu->memory.count(), 94 * kGibi);
+  EXPECT_DOUBLE_EQ(gpu->MatrixPeak(DType::kFp8).flop_per_second(), 1000e12);
+  EXPECT_DOUBLE_EQ(gpu->MatrixPeak(DType::kBf16).flop_per_second(), 989.4e12);
+  EXPECT_DOUBLE_EQ(gpu->matrix_efficiency.max, 0.6);
+  EXPECT_EQ(gpu->matrix_efficiency.ramp.ns(), 5000);  // the preset's, untouched
+  for (std::string_view name : GpuPresetNames()) EXPECT_TRUE(GpuPreset(name).ok()) << name;
+}
+
+TEST(ModelSpecTest, BadGpuInputNamesPathAndValue) {
+  std::string e = GpuError(R"("a100")");
+  ExpectContains(e, "cluster.gpu");
+  ExpectContains(e, "unknown GPU");
+  ExpectContains(e, "\"a100-sxm4-40gb\", \"a100-sxm4-80gb\"");
+  e = GpuError(R"({"preset": "h100", "memory": "80 GiB"})");
+  ExpectContains(e, "cluster.gpu.preset");
+  e = GpuError(R"({"preset": "a100-sxm4-80gb", "matrix_peak": {"bf17": "1 TFLOP/s"}})");
+  ExpectContains(e, "cluster.gpu.matrix_peak.bf17");
+  ExpectContains(e, "did you mean \"bf16\"");
+  e = GpuError(R"({"preset": "a100-sxm4-80gb", "memory": "-80 GiB"})");
+  ExpectContains(e, "cluster.gpu.memory");
+  e = GpuError(R"({"preset": "a100-sxm4-80gb", "matrix_efficiency": {"max": 1.5}})");
+  ExpectContains(e, "cluster.gpu.matrix_efficiency.max");
+  ExpectContains(e, "must be in (0, 1]");
+  e = GpuError(R"({"matrix_peak": {"bf16": "100 TFLOP/s"}})");
+  ExpectContains(e, "cluster.gpu.memory_bandwidth");
+}
+
+}  // namespace
+}  // namespace dtsim::models
