@@ -10,6 +10,7 @@
 
 #include "sim/base/strings.h"
 #include "tools/cli/command.h"
+#include "tools/cli/model_command.h"
 #include "tools/cli/run_command.h"
 
 namespace {
@@ -20,6 +21,8 @@ using dtsim::cli::CommandOutcome;
 constexpr std::array kCommands = {
     Command{"run", "simulate a task-graph file; write a result and a timeline",
             dtsim::cli::RunCommand},
+    Command{"model", "show a model's parameters, ops, FLOPs, roofline times and activations",
+            dtsim::cli::ModelCommand},
 };
 
 void PrintUsage(std::ostream& out) {

@@ -16,6 +16,7 @@
 #include "sim/engine/fixed_cost_model.h"
 #include "sim/engine/simulator.h"
 #include "sim/graph/graph_json.h"
+#include "tools/cli/command_line.h"
 #include "tools/cli/run_report.h"
 #include "traces/chrome_trace_writer.h"
 
@@ -61,13 +62,6 @@ po::options_description Describe(RunOptions& options) {
        "fixed model: bandwidth of every communication (default \"100 GB/s\")")
       ("quiet,q", po::bool_switch(&options.quiet), "print nothing on success");
   return description;
-}
-
-// The positional GRAPH, kept out of the help text.
-po::options_description Positional(RunOptions& options) {
-  po::options_description hidden;
-  hidden.add_options()("graph", po::value(&options.graph_path));
-  return hidden;
 }
 
 struct CommunicationCost {
@@ -176,18 +170,8 @@ Status Execute(const RunOptions& options, const ModelEntry& entry, const Communi
 CommandOutcome RunCommand(std::span<const std::string> args, std::ostream& out) {
   RunOptions options;
   const po::options_description description = Describe(options);
-  po::options_description all;
-  all.add(description).add(Positional(options));
-  po::positional_options_description positional;
-  positional.add("graph", 1);
-  try {
-    po::variables_map variables;
-    po::store(po::command_line_parser(std::vector<std::string>(args.begin(), args.end()))
-                  .options(all).positional(positional).run(), variables);
-    po::notify(variables);
-  } catch (const po::error& e) {
-    return CommandOutcome::Usage(Error(e.what()));
-  }
+  Status parsed = ParseCommandLine(args, description, "graph", options.graph_path);
+  if (!parsed.ok()) return CommandOutcome::Usage(std::move(parsed).error());
   if (options.help) {
     out << description << "\n";
     return CommandOutcome::Ok();

@@ -1,0 +1,54 @@
+#include "tools/cli/model_command.h"
+
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "sim/base/atomic_file.h"
+#include "tests/testing/temp_dir.h"
+
+namespace dtsim::cli {
+namespace {
+
+using testing::HasSubstr;
+
+class ModelCommandTest : public testing_support::TempDirTest {
+ protected:
+  CommandOutcome Run(std::vector<std::string> args) {
+    output_.str("");
+    return ModelCommand(args, output_);
+  }
+  std::ostringstream output_;
+};
+
+TEST_F(ModelCommandTest, PresetSummaryAndOps) {
+  const CommandOutcome outcome = Run({"gpt3-175b", "--tp", "8", "--sp", "--ops"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("174.604 B total"));
+  EXPECT_THAT(output_.str(), HasSubstr("attn.qkv.wgrad"));
+  // 34·s·b·h/t with SP and no recompute plus the score tensors 5·a·s²·b/t:
+  // (34·2048·12288 + 5·96·2048²) / 8 bytes = 358.6 MB.
+  EXPECT_THAT(output_.str(), HasSubstr("358.613 MB"));
+}
+
+TEST_F(ModelCommandTest, ModelFileAndErrors) {
+  ASSERT_TRUE(WriteFileAtomically(Path("m.json"), R"({"preset": "llama3-8b", "layers": 2})").ok());
+  EXPECT_EQ(Run({Path("m.json")}).kind, CommandOutcome::Kind::kOk);
+  ASSERT_TRUE(WriteFileAtomically(Path("bad.json"), R"({"preset": "llama3-8b", "kv_heads": 5})").ok());
+  CommandOutcome bad = Run({Path("bad.json")});
+  ASSERT_EQ(bad.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(bad.error->ToString(), HasSubstr("bad.json"));
+  EXPECT_THAT(bad.error->ToString(), HasSubstr("kv_heads must divide heads"));
+  CommandOutcome unknown = Run({"llama-3-8b"});
+  ASSERT_EQ(unknown.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(unknown.error->ToString(), HasSubstr("did you mean \"llama3-8b\""));
+  CommandOutcome tp = Run({"llama3-8b", "--tp", "3"});
+  ASSERT_EQ(tp.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(tp.error->ToString(), HasSubstr("must divide heads (32)"));
+  EXPECT_EQ(Run({"llama3-8b", "--recompute", "some"}).kind, CommandOutcome::Kind::kFailure);
+  EXPECT_EQ(Run({}).kind, CommandOutcome::Kind::kUsage);
+}
+
+}  // namespace
+}  // namespace dtsim::cli

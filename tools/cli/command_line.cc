@@ -1,0 +1,27 @@
+#include "tools/cli/command_line.h"
+
+#include <vector>
+
+namespace dtsim::cli {
+
+namespace po = boost::program_options;
+
+Status ParseCommandLine(std::span<const std::string> args, const po::options_description& visible,
+                        const char* positional_name, std::string& positional_value) {
+  po::options_description all;
+  all.add(visible);
+  all.add_options()(positional_name, po::value(&positional_value));
+  po::positional_options_description positional;
+  positional.add(positional_name, 1);
+  try {
+    po::variables_map variables;
+    po::store(po::command_line_parser(std::vector<std::string>(args.begin(), args.end()))
+                  .options(all).positional(positional).run(), variables);
+    po::notify(variables);
+  } catch (const po::error& e) {
+    return Error(e.what());
+  }
+  return Status::Ok();
+}
+
+}  // namespace dtsim::cli

@@ -1,0 +1,182 @@
+#include "tools/cli/model_command.h"
+
+#include <filesystem>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "models/cost_model.h"
+#include "models/gpu.h"
+#include "models/memory.h"
+#include "models/model_spec.h"
+#include "models/ops.h"
+#include "models/parameters.h"
+#include "sim/base/strings.h"
+#include "tools/cli/command_line.h"
+
+namespace dtsim::cli {
+namespace {
+
+namespace po = boost::program_options;
+
+struct ModelOptions {
+  std::string model;
+  std::string gpu = "a100-sxm4-80gb";
+  int64_t micro_batch = 1;
+  int64_t seq_len = 0;  // 0: the model's max_seq
+  std::string dtype = "bf16";
+  int tensor_parallel = 1;
+  bool sequence_parallel = false;
+  bool flash = false;
+  bool no_dropout = false;
+  std::string recompute = "none";
+  bool ops = false;
+  bool help = false;
+};
+
+po::options_description Describe(ModelOptions& o) {
+  po::options_description description(
+      "Usage: dtsim model MODEL [options]\n\n"
+      "MODEL is a preset (gpt3-175b, llama3-70b, mixtral-8x7b, resnet-50, ...) or a model JSON\n"
+      "file (docs/models.md). Prints its parameters and, for transformers, one layer on one\n"
+      "tensor-parallel rank: FLOPs, bytes and roofline time per op on the GPU, and the layer's\n"
+      "activation memory.\n\nOptions");
+  description.add_options()
+      ("help,h", po::bool_switch(&o.help), "show this help")
+      ("gpu", po::value(&o.gpu)->value_name("PRESET"), "GPU preset (default a100-sxm4-80gb)")
+      ("micro-batch", po::value(&o.micro_batch)->value_name("B"), "micro-batch size (default 1)")
+      ("seq", po::value(&o.seq_len)->value_name("S"), "sequence length (default: max_seq)")
+      ("dtype", po::value(&o.dtype)->value_name("D"), "activation dtype (default bf16)")
+      ("tp", po::value(&o.tensor_parallel)->value_name("T"), "tensor-parallel size (default 1)")
+      ("sp", po::bool_switch(&o.sequence_parallel), "sequence parallelism")
+      ("flash", po::bool_switch(&o.flash), "fused (flash) attention")
+      ("no-dropout", po::bool_switch(&o.no_dropout), "train without dropout")
+      ("recompute", po::value(&o.recompute)->value_name("R"), "none, selective or full")
+      ("ops", po::bool_switch(&o.ops), "list every op of the layer");
+  return description;
+}
+
+Expected<models::ModelSpec> LoadModel(const std::string& name) {
+  if (!name.ends_with(".json") && !std::filesystem::exists(name)) {
+    return models::ModelPreset(name);
+  }
+  DTSIM_ASSIGN_OR_RETURN(const Json json, ReadJsonFile(name));
+  Expected<models::ModelSpec> model = models::ModelFromJson(json, "");
+  if (!model.ok()) return std::move(model).error().InFile(name);
+  return model;
+}
+
+std::string Billions(int64_t count) { return fmt::format("{:.3f} B", static_cast<double>(count) / 1e9); }
+
+void PrintParameters(std::ostream& out, const models::ModelSpec& model) {
+  const models::ParameterCount count = models::CountParameters(model);
+  fmt::print(out, "parameters  {} total: embedding {}, layers {}, output {}", Billions(count.total),
+             Billions(count.embedding), Billions(count.layers), Billions(count.output));
+  if (count.active != count.total) fmt::print(out, "; active per token {}", Billions(count.active));
+  fmt::print(out, "\n");
+}
+
+Expected<models::Recompute> ParseRecompute(const std::string& text) {
+  for (auto r : {models::Recompute::kNone, models::Recompute::kSelective, models::Recompute::kFull}) {
+    if (models::RecomputeName(r) == text) return r;
+  }
+  return Error("expected none, selective or full", "--recompute", Quote(text));
+}
+
+struct PassTotals {
+  double flops = 0, model_flops = 0, bytes = 0, seconds = 0;
+};
+
+PassTotals PrintOps(std::ostream& out, const std::vector<models::Op>& ops,
+                    const models::OpCostModel& cost, bool each) {
+  PassTotals totals;
+  for (const models::Op& op : ops) {
+    const double seconds = cost.Price(op)->duration.ToSecondsDouble();
+    totals.flops += op.flops;
+    totals.model_flops += op.model_flops;
+    totals.bytes += op.bytes;
+    totals.seconds += seconds;
+    if (each) {
+      fmt::print(out, "  {:<24} {:<9} {:>10.3f} {:>10.3f} {:>10.1f} {:>10.3f}\n", op.name,
+                 models::PassName(op.pass), op.flops / 1e9, op.bytes / 1e6, seconds * 1e6,
+                 static_cast<double>(op.saved_bytes) / 1e6);
+    }
+  }
+  return totals;
+}
+
+Status PrintLayer(std::ostream& out, const models::ModelSpec& model, const ModelOptions& o) {
+  const models::TransformerSpec& spec = model.transformer;
+  const std::optional<DType> dtype = DTypeFromName(o.dtype);
+  if (!dtype) return Error("unknown dtype", "--dtype", Quote(o.dtype));
+  DTSIM_ASSIGN_OR_RETURN(const models::Recompute recompute, ParseRecompute(o.recompute));
+  DTSIM_ASSIGN_OR_RETURN(const models::GpuSpec gpu, models::GpuPreset(o.gpu));
+  const models::TransformerShard shard{
+      .micro_batch = o.micro_batch, .seq_len = o.seq_len > 0 ? o.seq_len : spec.max_seq,
+      .dtype = *dtype, .tensor_parallel = o.tensor_parallel,
+      .sequence_parallel = o.sequence_parallel, .flash_attention = o.flash,
+      .dropout = !o.no_dropout};
+  DTSIM_RETURN_IF_ERROR(models::ValidateShard(spec, shard));
+  const models::RooflineCostModel roofline(gpu);
+  const models::LayerOps layer = models::TransformerLayerOps(spec, 0, shard);
+  fmt::print(out, "layer 0 on one of {} tensor-parallel ranks: micro-batch {} × sequence {}, {}{}{}; "
+                  "{} roofline\n",
+             shard.tensor_parallel, shard.micro_batch, shard.seq_len, o.dtype,
+             shard.sequence_parallel ? ", sequence parallel" : "",
+             shard.flash_attention ? ", flash attention" : "", gpu.name);
+  if (o.ops) {
+    fmt::print(out, "  {:<24} {:<9} {:>10} {:>10} {:>10} {:>10}\n", "op", "pass", "GFLOP", "MB",
+               "time us", "saved MB");
+  }
+  const PassTotals forward = PrintOps(out, layer.forward, roofline, o.ops);
+  const PassTotals backward = PrintOps(out, layer.backward, roofline, o.ops);
+  const PassTotals again = PrintOps(out, models::RecomputeOps(layer, recompute), roofline, o.ops);
+  for (const auto& [name, totals] : {std::pair{"forward", forward}, {"backward", backward},
+                                     {"recompute", again}}) {
+    fmt::print(out, "  {:<9} {:>10.3f} GFLOP ({:.3f} model)  {:>10.3f} MB  {:>9.3f} ms\n", name,
+               totals.flops / 1e9, totals.model_flops / 1e9, totals.bytes / 1e6,
+               totals.seconds * 1e3);
+  }
+  const int64_t activations =
+      models::LayerActivationBytes(layer, recompute, shard, spec.hidden);
+  fmt::print(out, "  activations kept per layer and micro-batch ({} recompute): {:.3f} MB\n",
+             o.recompute, static_cast<double>(activations) / 1e6);
+  return Status::Ok();
+}
+
+Status Execute(const ModelOptions& o, std::ostream& out) {
+  DTSIM_ASSIGN_OR_RETURN(const models::ModelSpec model, LoadModel(o.model));
+  fmt::print(out, "model       {} ({})\n", model.name, models::ModelFamilyName(model.family));
+  if (model.family == models::ModelFamily::kTransformer) {
+    const models::TransformerSpec& t = model.transformer;
+    fmt::print(out, "            {} layers, hidden {}, {} heads ({} KV) of {}, ffn {} ({}), vocab {}, "
+                    "{}, {} positions{}\n",
+               t.layers, t.hidden, t.heads, t.kv_heads, t.head_dim(), t.ffn_hidden,
+               models::ActivationName(t.activation), t.vocab, models::NormName(t.norm),
+               models::PositionEmbeddingName(t.position),
+               t.moe.enabled() ? fmt::format(", {} experts top-{}", t.moe.experts, t.moe.top_k) : "");
+  }
+  PrintParameters(out, model);
+  if (model.family == models::ModelFamily::kTransformer) return PrintLayer(out, model, o);
+  return Status::Ok();
+}
+
+}  // namespace
+
+CommandOutcome ModelCommand(std::span<const std::string> args, std::ostream& out) {
+  ModelOptions options;
+  const po::options_description description = Describe(options);
+  Status parsed = ParseCommandLine(args, description, "model", options.model);
+  if (!parsed.ok()) return CommandOutcome::Usage(std::move(parsed).error());
+  if (options.help) {
+    out << description << "\n";
+    return CommandOutcome::Ok();
+  }
+  if (options.model.empty()) return CommandOutcome::Usage(Error("missing the MODEL"));
+  Status status = Execute(options, out);
+  if (!status.ok()) return CommandOutcome::Failure(std::move(status).error());
+  return CommandOutcome::Ok();
+}
+
+}  // namespace dtsim::cli
