@@ -25,7 +25,8 @@ double Dim(const traces::OpSignature& signature, std::string_view name) {
 
 // The quantity an op family's time grows with (see the class comment).
 double Work(const traces::OpSignature& s) {
-  if (s.op == "gemm") return Dim(s, "m") * Dim(s, "n") * Dim(s, "k") * std::max(1.0, Dim(s, "batch"));
+  if (s.op == "gemm")
+    return Dim(s, "m") * Dim(s, "n") * Dim(s, "k") * std::max(1.0, Dim(s, "batch"));
   if (s.op.starts_with("flash_attention")) {
     return Dim(s, "batch") * Dim(s, "heads") * Dim(s, "seq") * Dim(s, "seq") * Dim(s, "head_dim");
   }
@@ -71,7 +72,8 @@ std::vector<Neighbor> Neighbors(const traces::OpCostTable& table,
     for (size_t d = 0; d < signature.dims.size(); ++d) {
       const auto value = static_cast<double>(measured.signature.dims[d].second);
       range[d] = {std::min(range[d].first, value), std::max(range[d].second, value)};
-      const double delta = std::log(value) - std::log(static_cast<double>(signature.dims[d].second));
+      const double delta =
+          std::log(value) - std::log(static_cast<double>(signature.dims[d].second));
       distance += delta * delta;
     }
     neighbors.push_back({distance, &measured});
@@ -131,7 +133,8 @@ std::optional<OpCost> InterpolatedCostModel::Price(const Op& op) const {
     throughput += weight * Work(neighbors[i].op->signature) /
                   neighbors[i].op->duration.ToSecondsDouble();
   }
-  return OpCost{FromSeconds(Work(op.signature) / (throughput / weights)), CostSource::kInterpolated};
+  return OpCost{FromSeconds(Work(op.signature) / (throughput / weights)),
+                CostSource::kInterpolated};
 }
 
 std::optional<OpCost> ChainCostModel::Price(const Op& op) const {
@@ -173,7 +176,8 @@ Expected<std::unique_ptr<OpCostModel>> MakeCostModel(std::string_view name, cons
                  "", Quote(name));
   }
   if (name == "measured") return std::unique_ptr<OpCostModel>(new MeasuredCostModel(*table));
-  if (name == "interpolated") return std::unique_ptr<OpCostModel>(new InterpolatedCostModel(*table));
+  if (name == "interpolated")
+    return std::unique_ptr<OpCostModel>(new InterpolatedCostModel(*table));
   std::vector<std::unique_ptr<OpCostModel>> chain;
   chain.push_back(std::make_unique<MeasuredCostModel>(*table));
   chain.push_back(std::make_unique<InterpolatedCostModel>(*table));

@@ -133,7 +133,8 @@ Status ReadMatrixPeaks(const Json& value, const std::string& path, GpuSpec& gpu)
 
 Status ReadFields(JsonObjectReader& reader, GpuSpec& gpu) {
   if (const Json* peaks = reader.Find("matrix_peak")) {
-    DTSIM_RETURN_IF_ERROR(ReadMatrixPeaks(*peaks, JsonChildPath(reader.path(), "matrix_peak"), gpu));
+    DTSIM_RETURN_IF_ERROR(
+        ReadMatrixPeaks(*peaks, JsonChildPath(reader.path(), "matrix_peak"), gpu));
   }
   if (const Json* rate = reader.Find("vector_peak")) {
     DTSIM_ASSIGN_OR_RETURN(gpu.vector_peak,
@@ -157,7 +158,8 @@ Status CheckComplete(const GpuSpec& gpu, const std::string& path) {
   if (gpu.memory_bandwidth.bits_per_second() <= 0) {
     return Error("memory_bandwidth must be positive", JsonChildPath(path, "memory_bandwidth"));
   }
-  if (gpu.memory.count() <= 0) return Error("memory must be positive", JsonChildPath(path, "memory"));
+  if (gpu.memory.count() <= 0)
+    return Error("memory must be positive", JsonChildPath(path, "memory"));
   if (gpu.vector_peak.flop_per_second() <= 0) {
     return Error("vector_peak must be positive", JsonChildPath(path, "vector_peak"));
   }

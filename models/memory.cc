@@ -70,7 +70,8 @@ int64_t TransformerStageParameters(const TransformerSpec& spec, const MemoryPlan
     if (!spec.tied_embeddings || !IsFirstStage(plan)) params += vocab_shard;
     if (spec.pooler) params += spec.hidden * spec.hidden + spec.hidden;
     if (spec.lm_head_transform) {
-      params += spec.hidden * spec.hidden + spec.hidden + NormParameters(spec) + spec.PaddedVocab(t) / t;
+      params +=
+          spec.hidden * spec.hidden + spec.hidden + NormParameters(spec) + spec.PaddedVocab(t) / t;
     }
   }
   return params;

@@ -51,7 +51,9 @@ struct MemoryBreakdown {
   int64_t temporary = 0;
   double microbatches_in_flight = 0;
 
-  int64_t total() const { return parameters + gradients + optimizer_state + activations + temporary; }
+  int64_t total() const {
+    return parameters + gradients + optimizer_state + activations + temporary;
+  }
 };
 
 // Bytes of optimizer state per parameter: Adam keeps fp32 moments (8) and, when the

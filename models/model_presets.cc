@@ -62,7 +62,8 @@ ModelSpec Transformer(std::string name, TransformerSpec spec) {
   return {.name = std::move(name), .family = ModelFamily::kTransformer, .transformer = spec};
 }
 
-// Megatron-LM GPT: SC'21 Table 1 and Korthikanti et al. Table 3 (vocabulary 51,200, sequence 2,048).
+// Megatron-LM GPT: SC'21 Table 1 and Korthikanti et al. Table 3 (vocabulary 51,200, sequence
+// 2,048).
 ModelSpec Megatron(std::string name, int layers, int64_t hidden, int heads) {
   return Transformer(std::move(name), Gpt(layers, hidden, heads, 51200, 2048));
 }

@@ -281,7 +281,8 @@ Status ValidateModel(const ModelSpec& model, const std::string& path) {
     case ModelFamily::kTransformer:
       return ValidateTransformer(model.transformer, path);
     case ModelFamily::kResNet:
-      if (model.resnet.blocks.empty()) return Error("a ResNet needs blocks", JsonChildPath(path, "blocks"));
+      if (model.resnet.blocks.empty())
+        return Error("a ResNet needs blocks", JsonChildPath(path, "blocks"));
       return Status::Ok();
     case ModelFamily::kDlrm:
       return ValidateDlrm(model.dlrm, path);

@@ -63,7 +63,9 @@ struct TransformerSpec {
   int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden / heads; }
   int64_t q_dim() const { return head_dim() * heads; }  // attention's inner width
   int64_t kv_dim() const { return head_dim() * kv_heads; }
-  int64_t MoeFfnHidden() const { return moe.expert_ffn_hidden > 0 ? moe.expert_ffn_hidden : ffn_hidden; }
+  int64_t MoeFfnHidden() const {
+    return moe.expert_ffn_hidden > 0 ? moe.expert_ffn_hidden : ffn_hidden;
+  }
   int64_t PaddedVocab(int tensor_parallel) const {
     const int64_t multiple = vocab_divisible_by * tensor_parallel;
     return (vocab + multiple - 1) / multiple * multiple;

@@ -74,7 +74,8 @@ Status ValidateShard(const TransformerSpec& spec, const TransformerShard& shard)
   }
   DTSIM_RETURN_IF_ERROR(Divides(t, spec.ffn_hidden, "ffn_hidden", "tensor parallel size"));
   if (spec.moe.enabled()) {
-    DTSIM_RETURN_IF_ERROR(Divides(t, spec.MoeFfnHidden(), "expert ffn_hidden", "tensor parallel size"));
+    DTSIM_RETURN_IF_ERROR(
+        Divides(t, spec.MoeFfnHidden(), "expert ffn_hidden", "tensor parallel size"));
     DTSIM_RETURN_IF_ERROR(Divides(shard.expert_parallel, spec.moe.experts, "experts",
                                   "expert parallel size"));
   }

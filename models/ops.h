@@ -77,7 +77,8 @@ struct TransformerShard {
 };
 
 // Errors when the shard does not divide the model: heads, KV heads (or t a multiple of them),
-// FFN by t (the vocabulary is padded, TransformerSpec::PaddedVocab); the sequence by t under sequence parallelism; experts by EP.
+// FFN by t (the vocabulary is padded, TransformerSpec::PaddedVocab); the sequence by t under
+// sequence parallelism; experts by EP.
 Status ValidateShard(const TransformerSpec& spec, const TransformerShard& shard);
 
 // The ops of one layer on one rank: forward in execution order, backward in execution order

@@ -51,7 +51,8 @@ ParameterCount CountTransformer(const TransformerSpec& t) {
   if (t.final_norm) count.output += NormParameters(t);
   if (!t.tied_embeddings) count.output += t.vocab * t.hidden;
   if (t.pooler) count.output += t.hidden * t.hidden + t.hidden;
-  if (t.lm_head_transform) count.output += t.hidden * t.hidden + t.hidden + NormParameters(t) + t.vocab;
+  if (t.lm_head_transform)
+    count.output += t.hidden * t.hidden + t.hidden + NormParameters(t) + t.vocab;
 
   count.total = count.embedding + count.layers + count.output;
   const int64_t idle_experts = moe_layers * (t.moe.experts - t.moe.top_k) *
@@ -72,7 +73,8 @@ int64_t MlpChain(int64_t input, const std::vector<int64_t>& widths) {
 ParameterCount CountDlrm(const DlrmSpec& d) {
   ParameterCount count;
   for (int64_t rows : d.table_rows) count.embedding += rows * d.embedding_dim;
-  count.layers = MlpChain(d.dense_features, d.bottom_mlp) + MlpChain(d.InteractionWidth(), d.top_mlp);
+  count.layers =
+      MlpChain(d.dense_features, d.bottom_mlp) + MlpChain(d.InteractionWidth(), d.top_mlp);
   count.total = count.active = count.embedding + count.layers;
   return count;
 }

@@ -44,7 +44,8 @@ std::vector<ConvLayer> ResNetConvs(const ResNetSpec& spec) {
       convs.push_back(Conv(prefix + ".conv3", width, kExpansion * width, 1, 1, out_size));
       convs.back().residual_end = true;
       if (block == 0) {
-        convs.push_back(Conv(prefix + ".downsample", channels, kExpansion * width, 1, stride, size));
+        convs.push_back(
+            Conv(prefix + ".downsample", channels, kExpansion * width, 1, stride, size));
       }
       channels = kExpansion * width;
       size = out_size;

@@ -221,15 +221,18 @@ LayerOps EmbeddingOps(const TransformerSpec& spec, const TransformerShard& shard
                                spec.PaddedVocab(t) / t * x.h + elements, 2 * x.e));
   layer.Forward(std::move(lookup), 8.0 * x.tokens, std::move(grad));
   if (spec.position == PositionEmbedding::kLearned) {
-    layer.Stream("embedding.position", OpKind::kElementwise, x.dtype, elements, 3 * x.e, 3 * x.e, 0);
+    layer.Stream("embedding.position", OpKind::kElementwise, x.dtype, elements, 3 * x.e, 3 * x.e,
+                 0);
   }
   if (spec.token_types > 0) {
-    layer.Stream("embedding.token_type", OpKind::kElementwise, x.dtype, elements, 3 * x.e, 3 * x.e, 0);
+    layer.Stream("embedding.token_type", OpKind::kElementwise, x.dtype, elements, 3 * x.e, 3 * x.e,
+                 0);
   }
   if (spec.embedding_norm) NormOp(layer, "embedding.norm", x);
   if (x.dropout) {
     const int64_t local = x.replicated_tokens * x.h;
-    layer.Stream("embedding.dropout", OpKind::kDropout, x.dtype, local, 2 * x.e + 1, 2 * x.e + 1, local);
+    layer.Stream("embedding.dropout", OpKind::kDropout, x.dtype, local, 2 * x.e + 1, 2 * x.e + 1,
+                 local);
   }
   return std::move(layer).Finish();
 }
@@ -241,8 +244,8 @@ LayerOps OutputOps(const TransformerSpec& spec, const TransformerShard& shard) {
   if (spec.final_norm) NormOp(layer, "output.norm", x);
   if (spec.lm_head_transform) {  // BERT: dense h→h, GeLU, norm before the logits
     layer.Linear("output.transform", x.dtype, x.tokens, x.h, x.h, x.e * x.tokens * x.h);
-    layer.Stream("output.transform_act", OpKind::kActivation, x.dtype, x.tokens * x.h, 2 * x.e, 3 * x.e,
-                 x.e * x.tokens * x.h);
+    layer.Stream("output.transform_act", OpKind::kActivation, x.dtype, x.tokens * x.h, 2 * x.e,
+                 3 * x.e, x.e * x.tokens * x.h);
     NormOp(layer, "output.transform_norm", x);
   }
   if (spec.pooler) layer.Linear("output.pooler", x.dtype, x.b, x.h, x.h, x.e * x.b * x.h);

@@ -22,8 +22,10 @@ void Conv(LayerBuilder& layer, const ConvLayer& conv, int64_t batch, DType dtype
   signature.SetDim("kernel", conv.kernel);
   signature.SetDim("stride", conv.stride);
   std::vector<Op> backward;
-  backward.push_back(Op::Gemm(conv.name + ".dgrad", Pass::kBackward, dtype, m, k, conv.out_channels));
-  backward.push_back(Op::Gemm(conv.name + ".wgrad", Pass::kBackward, dtype, k, conv.out_channels, m));
+  backward.push_back(
+      Op::Gemm(conv.name + ".dgrad", Pass::kBackward, dtype, m, k, conv.out_channels));
+  backward.push_back(
+      Op::Gemm(conv.name + ".wgrad", Pass::kBackward, dtype, k, conv.out_channels, m));
   backward[0].signature = signature;
   backward[0].signature.op = "conv2d_dgrad";
   backward[1].signature = signature;
@@ -54,7 +56,8 @@ LayerOps ResNetOps(const ResNetSpec& spec, int64_t micro_batch, DType dtype) {
     Conv(layer, conv, micro_batch, dtype);
     const int64_t elements = micro_batch * conv.out_channels * conv.out_size * conv.out_size;
     // BatchNorm saves its input; ReLU's output is the next convolution's saved input.
-    layer.Stream(conv.name + ".bn", OpKind::kBatchNorm, dtype, elements, 2 * e, 3 * e, e * elements);
+    layer.Stream(conv.name + ".bn", OpKind::kBatchNorm, dtype, elements, 2 * e, 3 * e,
+                 e * elements);
     if (conv.residual_end) {
       layer.Stream(conv.name + ".residual", OpKind::kElementwise, dtype, elements, 3 * e, 3 * e, 0);
     }
@@ -87,8 +90,9 @@ LayerOps DlrmOps(const DlrmSpec& spec, int64_t micro_batch, DType dtype) {
     // Embedding bag: reads lookups_per_table rows per sample, writes their sum; backward
     // scatters the output gradient into those rows (a sparse update).
     const int64_t rows_read = micro_batch * spec.lookups_per_table;
-    Op bag = Op::Streaming(fmt::format("embedding.table{}", i), OpKind::kEmbedding, Pass::kForward,
-                           dtype, rows_read * dim, e + e / static_cast<double>(spec.lookups_per_table));
+    Op bag =
+        Op::Streaming(fmt::format("embedding.table{}", i), OpKind::kEmbedding, Pass::kForward,
+                      dtype, rows_read * dim, e + e / static_cast<double>(spec.lookups_per_table));
     bag.signature.SetDim("rows", spec.table_rows[i]);
     std::vector<Op> grad;
     grad.push_back(Op::Streaming(fmt::format("embedding.table{}.grad", i), OpKind::kEmbedding,

@@ -35,7 +35,8 @@ TEST_F(ModelCommandTest, PresetSummaryAndOps) {
 TEST_F(ModelCommandTest, ModelFileAndErrors) {
   ASSERT_TRUE(WriteFileAtomically(Path("m.json"), R"({"preset": "llama3-8b", "layers": 2})").ok());
   EXPECT_EQ(Run({Path("m.json")}).kind, CommandOutcome::Kind::kOk);
-  ASSERT_TRUE(WriteFileAtomically(Path("bad.json"), R"({"preset": "llama3-8b", "kv_heads": 5})").ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(Path("bad.json"), R"({"preset": "llama3-8b", "kv_heads": 5})").ok());
   CommandOutcome bad = Run({Path("bad.json")});
   ASSERT_EQ(bad.kind, CommandOutcome::Kind::kFailure);
   EXPECT_THAT(bad.error->ToString(), HasSubstr("bad.json"));

@@ -97,8 +97,10 @@ TEST(CostModelTest, InterpolationWeighsTheNearestPoints) {
   // Two measured points at 100 and 300 TFLOP/s; the geometric midpoint is equidistant, so its
   // throughput is their mean, 200 TFLOP/s.
   std::vector<traces::MeasuredOp> ops = {
-      {GemmSignature(1024, 1024, 1024), DurationNs(std::llround(2.0 * 1024 * 1024 * 1024 / 100e12 * 1e9))},
-      {GemmSignature(4096, 4096, 4096), DurationNs(std::llround(2.0 * 4096 * 4096 * 4096 / 300e12 * 1e9))}};
+      {GemmSignature(1024, 1024, 1024),
+       DurationNs(std::llround(2.0 * 1024 * 1024 * 1024 / 100e12 * 1e9))},
+      {GemmSignature(4096, 4096, 4096),
+       DurationNs(std::llround(2.0 * 4096 * 4096 * 4096 / 300e12 * 1e9))}};
   Expected<traces::OpCostTable> table = traces::OpCostTable::Make("a100", "", std::move(ops));
   ASSERT_TRUE(table.ok());
   const InterpolatedCostModel interpolated(*table);
@@ -115,9 +117,10 @@ TEST(CostModelTest, ChainRecordsWhichSourcePricedEachOp) {
   Expected<std::unique_ptr<OpCostModel>> chain = MakeCostModel("chain", A100(), &table);
   ASSERT_TRUE(chain.ok());
   CostSourceTally tally;
-  for (const Op& op : {Op::Gemm("a", Pass::kForward, DType::kBf16, 1024, 1024, 1024),
-                       Op::Gemm("b", Pass::kForward, DType::kBf16, 2048, 2048, 2048),
-                       Op::Streaming("c", OpKind::kNorm, Pass::kForward, DType::kBf16, 1 << 20, 4)}) {
+  for (const Op& op :
+       {Op::Gemm("a", Pass::kForward, DType::kBf16, 1024, 1024, 1024),
+        Op::Gemm("b", Pass::kForward, DType::kBf16, 2048, 2048, 2048),
+        Op::Streaming("c", OpKind::kNorm, Pass::kForward, DType::kBf16, 1 << 20, 4)}) {
     const std::optional<OpCost> cost = (*chain)->Price(op);
     ASSERT_TRUE(cost.has_value());
     tally.Add(*cost);

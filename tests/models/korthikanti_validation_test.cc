@@ -107,7 +107,8 @@ TEST(KorthikantiValidationTest, LayerTimesAgainstTable4) {
     double measured_forward = 0, measured_backward = 0;
     for (const Json& metric : point["metrics"]) {
       if (metric["name"] == "forward_time") measured_forward = metric["value"].get<double>() / 1e3;
-      if (metric["name"] == "backward_time") measured_backward = metric["value"].get<double>() / 1e3;
+      if (metric["name"] == "backward_time")
+        measured_backward = metric["value"].get<double>() / 1e3;
     }
     const double forward_error = forward / measured_forward - 1;
     const double backward_error = backward / measured_backward - 1;

@@ -112,7 +112,8 @@ struct ActivationCase {
 };
 
 const ActivationCase kActivationCases[] = {
-    {1, false, Recompute::kNone, [](double a, double s, double h, double) { return 34 + 5 * a * s / h; }},
+    {1, false, Recompute::kNone,
+     [](double a, double s, double h, double) { return 34 + 5 * a * s / h; }},
     {8, false, Recompute::kNone,
      [](double a, double s, double h, double t) { return 10 + 24 / t + 5 * a * s / (h * t); }},
     {8, true, Recompute::kNone,

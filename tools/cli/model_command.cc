@@ -67,7 +67,9 @@ Expected<models::ModelSpec> LoadModel(const std::string& name) {
   return model;
 }
 
-std::string Billions(int64_t count) { return fmt::format("{:.3f} B", static_cast<double>(count) / 1e9); }
+std::string Billions(int64_t count) {
+  return fmt::format("{:.3f} B", static_cast<double>(count) / 1e9);
+}
 
 void PrintParameters(std::ostream& out, const models::ModelSpec& model) {
   const models::ParameterCount count = models::CountParameters(model);
@@ -78,7 +80,8 @@ void PrintParameters(std::ostream& out, const models::ModelSpec& model) {
 }
 
 Expected<models::Recompute> ParseRecompute(const std::string& text) {
-  for (auto r : {models::Recompute::kNone, models::Recompute::kSelective, models::Recompute::kFull}) {
+  for (auto r :
+       {models::Recompute::kNone, models::Recompute::kSelective, models::Recompute::kFull}) {
     if (models::RecomputeName(r) == text) return r;
   }
   return Error("expected none, selective or full", "--recompute", Quote(text));
@@ -120,8 +123,9 @@ Status PrintLayer(std::ostream& out, const models::ModelSpec& model, const Model
   DTSIM_RETURN_IF_ERROR(models::ValidateShard(spec, shard));
   const models::RooflineCostModel roofline(gpu);
   const models::LayerOps layer = models::TransformerLayerOps(spec, 0, shard);
-  fmt::print(out, "layer 0 on one of {} tensor-parallel ranks: micro-batch {} × sequence {}, {}{}{}; "
-                  "{} roofline\n",
+  fmt::print(out,
+             "layer 0 on one of {} tensor-parallel ranks: micro-batch {} × sequence {}, {}{}{}; "
+             "{} roofline\n",
              shard.tensor_parallel, shard.micro_batch, shard.seq_len, o.dtype,
              shard.sequence_parallel ? ", sequence parallel" : "",
              shard.flash_attention ? ", flash attention" : "", gpu.name);
@@ -150,12 +154,14 @@ Status Execute(const ModelOptions& o, std::ostream& out) {
   fmt::print(out, "model       {} ({})\n", model.name, models::ModelFamilyName(model.family));
   if (model.family == models::ModelFamily::kTransformer) {
     const models::TransformerSpec& t = model.transformer;
-    fmt::print(out, "            {} layers, hidden {}, {} heads ({} KV) of {}, ffn {} ({}), vocab {}, "
-                    "{}, {} positions{}\n",
-               t.layers, t.hidden, t.heads, t.kv_heads, t.head_dim(), t.ffn_hidden,
-               models::ActivationName(t.activation), t.vocab, models::NormName(t.norm),
-               models::PositionEmbeddingName(t.position),
-               t.moe.enabled() ? fmt::format(", {} experts top-{}", t.moe.experts, t.moe.top_k) : "");
+    fmt::print(
+        out,
+        "            {} layers, hidden {}, {} heads ({} KV) of {}, ffn {} ({}), vocab {}, "
+        "{}, {} positions{}\n",
+        t.layers, t.hidden, t.heads, t.kv_heads, t.head_dim(), t.ffn_hidden,
+        models::ActivationName(t.activation), t.vocab, models::NormName(t.norm),
+        models::PositionEmbeddingName(t.position),
+        t.moe.enabled() ? fmt::format(", {} experts top-{}", t.moe.experts, t.moe.top_k) : "");
   }
   PrintParameters(out, model);
   if (model.family == models::ModelFamily::kTransformer) return PrintLayer(out, model, o);
