@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "network/collective_algorithms.h"
+#include "network/topology.h"
 
 namespace dtsim::network {
 
@@ -44,16 +45,23 @@ DurationNs Alpha(const FlowRequest& r, size_t nodes) {
 }
 
 // NCCL-style channels: across nodes, min(k, NICs) rings, each crossing node boundaries through
-// a different NIC (each node's ranks rotated by the channel index); one ring on one node.
+// a different NIC (each node's ranks rotated by the channel index); one ring on one node. On
+// fabrics whose links have a direction — an NVLink ring inside a node, a ring or torus between
+// nodes — at least two channels run, every odd one the other way round, so both directions of
+// each link carry traffic as NCCL's bidirectional rings do.
 std::vector<std::vector<int32_t>> Rings(const std::vector<std::vector<int32_t>>& nodes,
                                         const ClusterSpec& cluster) {
-  const size_t channels =
-      nodes.size() > 1 ? std::min<size_t>(MostPerNode(nodes), cluster.inter.nics_per_node) : 1;
+  const bool across = nodes.size() > 1;
+  size_t channels = across ? std::min<size_t>(MostPerNode(nodes), cluster.inter.nics_per_node) : 1;
+  const bool directed = across ? IsDirectConnected(cluster.inter.topology)
+                               : cluster.intra.topology == IntraTopology::kRing;
+  if (directed) channels = std::max<size_t>(2, channels + channels % 2);
   std::vector<std::vector<int32_t>> rings(channels);
   for (size_t c = 0; c < channels; ++c) {
     for (const auto& node : nodes) {
       for (size_t i = 0; i < node.size(); ++i) rings[c].push_back(node[(i + c) % node.size()]);
     }
+    if (directed && c % 2 == 1) std::reverse(rings[c].begin(), rings[c].end());
   }
   return rings;
 }

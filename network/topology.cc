@@ -1,51 +1,102 @@
 #include "network/topology.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace dtsim::network {
 
+bool IsDirectConnected(InterTopology topology) {
+  return topology == InterTopology::kRing || topology == InterTopology::kTorus2d ||
+         topology == InterTopology::kTorus3d;
+}
+
 Expected<Topology> Topology::Build(const ClusterSpec& cluster, FluidNetwork& net) {
-  const InterTopology inter = cluster.inter.topology;
-  if (inter != InterTopology::kFatTree && inter != InterTopology::kRailOptimized) {
-    return Error(fmt::format("the flow model does not route a {} inter-node fabric yet; use the "
-                             "analytical model", InterTopologyName(inter)));
-  }
   Topology topology(cluster);
-  const double gpu_port = cluster.intra.bandwidth.bytes_per_second() * cluster.intra.efficiency;
-  const double nic = cluster.inter.nic_bandwidth.bytes_per_second() * cluster.inter.efficiency;
-  topology.first_gpu_out_ = static_cast<FluidNetwork::LinkId>(net.link_count());
-  for (int g = 0; g < cluster.gpu_count(); ++g) {
-    net.AddLink(gpu_port);
-    net.AddLink(gpu_port);
-  }
-  topology.first_nic_up_ = static_cast<FluidNetwork::LinkId>(net.link_count());
-  for (int n = 0; n < cluster.nodes * cluster.inter.nics_per_node; ++n) {
-    net.AddLink(nic);
-    net.AddLink(nic);
-  }
-  const int per_leaf = cluster.inter.nodes_per_leaf;
-  topology.leaves_ = per_leaf > 0 && per_leaf < cluster.nodes;
-  if (topology.leaves_) {
-    topology.first_leaf_up_ = static_cast<FluidNetwork::LinkId>(net.link_count());
-    for (int first = 0; first < cluster.nodes; first += per_leaf) {
-      const int nodes = std::min(per_leaf, cluster.nodes - first);
-      const double uplink =
-          nodes * cluster.inter.nics_per_node * nic / cluster.inter.oversubscription;
-      net.AddLink(uplink);
-      net.AddLink(uplink);
-    }
-  }
+  topology.AddIntra(net);
+  topology.AddInter(net);
   return topology;
+}
+
+void Topology::AddIntra(FluidNetwork& net) {
+  const double gpu = cluster_.intra.bandwidth.bytes_per_second() * cluster_.intra.efficiency;
+  intra_ring_ = cluster_.intra.topology == IntraTopology::kRing && cluster_.gpus_per_node > 1;
+  // A ring splits a GPU's bandwidth over its two neighbours; a switch gives it one port.
+  const double link = intra_ring_ ? gpu / 2 : gpu;
+  first_gpu_out_ = static_cast<FluidNetwork::LinkId>(net.link_count());
+  for (int g = 0; g < cluster_.gpu_count(); ++g) {
+    net.AddLink(link);
+    net.AddLink(link);
+  }
+}
+
+void Topology::AddInter(FluidNetwork& net) {
+  const InterNodeSpec& inter = cluster_.inter;
+  const double nic = inter.nic_bandwidth.bytes_per_second() * inter.efficiency;
+  if (IsDirectConnected(inter.topology)) {
+    extents_ = inter.topology == InterTopology::kRing ? std::vector<int>{cluster_.nodes}
+                                                      : inter.dimensions;
+    const auto active = std::count_if(extents_.begin(), extents_.end(), [](int e) { return e > 1; });
+    const double port = active == 0 ? nic : inter.nics_per_node * nic / (2.0 * static_cast<double>(active));
+    first_direct_ = static_cast<FluidNetwork::LinkId>(net.link_count());
+    for (size_t i = 0; i < static_cast<size_t>(cluster_.nodes) * extents_.size(); ++i) {
+      net.AddLink(port);
+      net.AddLink(port);
+    }
+    return;
+  }
+  first_nic_up_ = static_cast<FluidNetwork::LinkId>(net.link_count());
+  for (int n = 0; n < cluster_.nodes * inter.nics_per_node; ++n) {
+    net.AddLink(nic);
+    net.AddLink(nic);
+  }
+  const int per_leaf = inter.nodes_per_leaf;
+  leaves_ = per_leaf > 0 && per_leaf < cluster_.nodes;
+  if (!leaves_) return;
+  first_leaf_up_ = static_cast<FluidNetwork::LinkId>(net.link_count());
+  for (int first = 0; first < cluster_.nodes; first += per_leaf) {
+    const int nodes = std::min(per_leaf, cluster_.nodes - first);
+    const double uplink = nodes * inter.nics_per_node * nic / inter.oversubscription;
+    net.AddLink(uplink);
+    net.AddLink(uplink);
+  }
 }
 
 void Topology::Route(int32_t from, int32_t to, std::vector<FluidNetwork::LinkId>& path) const {
   const int from_node = cluster_.NodeOf(from);
   const int to_node = cluster_.NodeOf(to);
   if (from_node == to_node) {
+    RouteIntra(from, to, path);
+  } else if (IsDirectConnected(cluster_.inter.topology)) {
+    RouteDirect(from_node, to_node, path);
+  } else {
+    RouteSwitched(from, to, path);
+  }
+}
+
+void Topology::RouteIntra(int32_t from, int32_t to, std::vector<FluidNetwork::LinkId>& path) const {
+  if (!intra_ring_) {
     path.push_back(first_gpu_out_ + 2 * static_cast<uint32_t>(from));
     path.push_back(first_gpu_out_ + 2 * static_cast<uint32_t>(to) + 1);
     return;
   }
+  // Hop by hop around the node's ring, the shorter way (ties go up).
+  const int k = cluster_.gpus_per_node;
+  const int base = cluster_.NodeOf(from) * k;
+  const int up = ((to - from) % k + k) % k;
+  const bool upward = up <= k - up;
+  int32_t at = from;
+  for (int hop = 0, hops = upward ? up : k - up; hop < hops; ++hop) {
+    path.push_back(first_gpu_out_ + 2 * static_cast<uint32_t>(at) + (upward ? 0 : 1));
+    const int local = at - base;
+    at = base + (upward ? (local + 1) % k : (local + k - 1) % k);
+  }
+}
+
+void Topology::RouteSwitched(int32_t from, int32_t to,
+                             std::vector<FluidNetwork::LinkId>& path) const {
+  const int from_node = cluster_.NodeOf(from);
+  const int to_node = cluster_.NodeOf(to);
   const int nics = cluster_.inter.nics_per_node;
   auto nic_link = [&](int node, int32_t gpu) {
     const int rail = (gpu % cluster_.gpus_per_node) % nics;
@@ -57,6 +108,29 @@ void Topology::Route(int32_t from, int32_t to, std::vector<FluidNetwork::LinkId>
     path.push_back(first_leaf_up_ + 2 * static_cast<uint32_t>(LeafOf(to_node)) + 1);
   }
   path.push_back(nic_link(to_node, to) + 1);
+}
+
+// Dimension-order routing: node coordinates with dimension 0 varying fastest; dimension by
+// dimension, step the shorter way round its ring.
+void Topology::RouteDirect(int from_node, int to_node,
+                           std::vector<FluidNetwork::LinkId>& path) const {
+  const auto dims = static_cast<int>(extents_.size());
+  int at = from_node;
+  int stride = 1;
+  for (int d = 0; d < dims; ++d) {
+    const int extent = extents_[static_cast<size_t>(d)];
+    const int here = (at / stride) % extent;
+    const int there = (to_node / stride) % extent;
+    const int up = ((there - here) % extent + extent) % extent;
+    const bool upward = up <= extent - up;
+    for (int hop = 0, hops = upward ? up : extent - up; hop < hops; ++hop) {
+      path.push_back(first_direct_ + 2 * static_cast<uint32_t>(at * dims + d) + (upward ? 0 : 1));
+      const int coordinate = (at / stride) % extent;
+      const int next = upward ? (coordinate + 1) % extent : (coordinate + extent - 1) % extent;
+      at += (next - coordinate) * stride;
+    }
+    stride *= extent;
+  }
 }
 
 }  // namespace dtsim::network

@@ -1,15 +1,19 @@
 // The links of a cluster and the route between any two GPUs, for the flow model.
 //
 // Links (each one direction, capacity = bandwidth x efficiency, in bytes per second):
-//   - per GPU, a port into and out of the node fabric (NVSwitch-style; the flow model treats
-//     every intra-node topology as a switch for now);
-//   - per node, `nics_per_node` NICs, each with an up and a down link; GPU g uses NIC
-//     g mod nics_per_node of its node (its rail);
-//   - fat-tree and rail-optimized fabrics with leaves (nodes_per_leaf > 0): per leaf an
-//     aggregate up-link to the spine and a down-link from it, of capacity
-//     (nodes under the leaf x NICs x NIC bandwidth) / oversubscription.
-// Routes: same node: GPU out-port, GPU in-port. Across nodes: sender's NIC up, [its leaf up,
-// the receiver's leaf down when the leaves differ], receiver's NIC down.
+//   - intra-node: with a switch, mesh or PCIe fabric, per GPU a port into and out of the node
+//     fabric (a mesh is modelled as a switch; see docs/network.md); with an NVLink ring, per
+//     GPU a link to each ring neighbour, half the GPU's bandwidth each;
+//   - fat-tree and rail-optimized: per node `nics_per_node` NICs, each with an up and a down
+//     link; GPU g uses NIC g mod nics_per_node of its node (its rail); with leaves
+//     (nodes_per_leaf > 0), per leaf an aggregate up-link to the spine and a down-link from it,
+//     of capacity (nodes under the leaf x NICs x NIC bandwidth) / oversubscription;
+//   - ring and torus: nodes are direct-connected to their neighbours; per node and dimension
+//     of extent > 1, a link in each direction, the node's NIC bandwidth split evenly over them.
+// Routes: same node: GPU out-port, GPU in-port (ring: hop by hop the shorter way round).
+// Across nodes: fat-tree/rail: sender's NIC up, [its leaf up, the receiver's leaf down when the
+// leaves differ], receiver's NIC down; ring/torus: dimension-order routing, each dimension the
+// shorter way round (ties go up).
 #pragma once
 
 #include <vector>
@@ -20,9 +24,12 @@
 
 namespace dtsim::network {
 
+// Whether an inter-node fabric connects nodes directly (ring, torus) rather than by switches.
+bool IsDirectConnected(InterTopology topology);
+
 class Topology {
  public:
-  // Adds the cluster's links to `net`. Errors for fabrics the flow model does not route yet.
+  // Adds the cluster's links to `net`.
   static Expected<Topology> Build(const ClusterSpec& cluster, FluidNetwork& net);
 
   // Appends the links from GPU `from` to GPU `to` (distinct) to `path`.
@@ -31,11 +38,20 @@ class Topology {
  private:
   explicit Topology(const ClusterSpec& cluster) : cluster_(cluster) {}
   int LeafOf(int node) const { return node / cluster_.inter.nodes_per_leaf; }
+  void AddIntra(FluidNetwork& net);
+  void AddInter(FluidNetwork& net);
+  void RouteIntra(int32_t from, int32_t to, std::vector<FluidNetwork::LinkId>& path) const;
+  void RouteSwitched(int32_t from, int32_t to, std::vector<FluidNetwork::LinkId>& path) const;
+  void RouteDirect(int from_node, int to_node, std::vector<FluidNetwork::LinkId>& path) const;
 
   ClusterSpec cluster_;
-  FluidNetwork::LinkId first_gpu_out_ = 0;  // GPU g: out = first_gpu_out_ + 2g, in = +1
+  bool intra_ring_ = false;
+  FluidNetwork::LinkId first_gpu_out_ = 0;  // switch: GPU g out = first + 2g, in = +1;
+                                            // ring: GPU g to g+1 = first + 2g, to g-1 = +1
   FluidNetwork::LinkId first_nic_up_ = 0;   // node n, NIC i: up = first + 2(n·nics + i), down +1
   FluidNetwork::LinkId first_leaf_up_ = 0;  // leaf l: up = first + 2l, down = +1
+  FluidNetwork::LinkId first_direct_ = 0;   // node n, dimension d: up = first + 2(n·D + d), down +1
+  std::vector<int> extents_;                // ring/torus: nodes along each dimension
   bool leaves_ = false;
 };
 

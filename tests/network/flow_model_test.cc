@@ -175,14 +175,67 @@ TEST(FlowModelTest, EveryRegisteredAlgorithmHasAFlowProgram) {
   }
 }
 
-TEST(FlowModelTest, RejectsWhatItCannotRunYet) {
+// A 4 × 4 torus of single-GPU nodes with 4 NICs of 100 Gbps: each node's 5e10 B/s is split
+// over its 4 direction links (±x, ±y), 1.25e10 B/s each; α_inter = 10 us.
+ClusterSpec Torus4x4() {
+  ClusterSpec torus = TestCluster(16);
+  torus.gpus_per_node = 1;
+  torus.inter.topology = InterTopology::kTorus2d;
+  torus.inter.dimensions = {4, 4};
+  torus.inter.nics_per_node = 4;
+  return torus;
+}
+
+TEST(FlowTorusTest, RoutesDimensionOrderTheShorterWayRound) {
+  const ClusterSpec torus = Torus4x4();
+  // 0 → 5 is (0,0) → (1,1): +x then +y, two links of 1.25e10 B/s: 10 us + 1e8 / 1.25e10 s.
+  EXPECT_EQ(Makespan<FlowModel>({{CommKind::kSendRecv, {0, 5}}}, torus), TimeNs(8'010'000));
+  // 0 → 1 (+x) and 0 → 2 (+x twice) share node 0's +x link: each at half rate, 16.01 ms.
+  EXPECT_EQ(Makespan<FlowModel>({{CommKind::kSendRecv, {0, 1}}, {CommKind::kSendRecv, {0, 2}}},
+                                torus),
+            TimeNs(16'010'000));
+  // 0 → 3 goes the other way round (−x, one hop): no shared link with 0 → 1.
+  EXPECT_EQ(Makespan<FlowModel>({{CommKind::kSendRecv, {0, 1}}, {CommKind::kSendRecv, {0, 3}}},
+                                torus),
+            TimeNs(8'010'000));
+}
+
+TEST(FlowTorusTest, RingAllReduceOnARingFabricMatchesAnalytical) {
+  // 4 nodes of 4 GPUs on a node ring, 2 NICs pooled per node: the +/− links carry 1.25e10 B/s
+  // each; the two channels run opposite ways, so a node moves 2.5e10 B/s, the analytical
+  // model's min(k, NICs) × NIC rate. Both give 2·15 · 10 us + 2·15/16 · 1e8 / 2.5e10 s.
+  ClusterSpec ring = TestCluster(4);
+  ring.inter.topology = InterTopology::kRing;
+  const Collective all_reduce{CommKind::kAllReduce, Ranks(0, 16), kS, "ring"};
+  const TimeNs analytical = Makespan<AnalyticalModel>({all_reduce}, ring);
+  EXPECT_EQ(analytical, TimeNs(300'000 + 7'500'000));
+  EXPECT_NEAR(Ratio(Makespan<FlowModel>({all_reduce}, ring), analytical), 1.0, 0.01);
+}
+
+TEST(FlowTorusTest, NvlinkRingInsideANode) {
+  // Four GPUs on an NVLink ring: each GPU's 1e11 B/s is two links of 5e10 B/s. GPU 0 → 2 is two
+  // hops (0→1→2): 1 us + 1e8 / 5e10 s = 2.001 ms, twice the switch's 1.001 ms.
+  ClusterSpec ring = TestCluster(1);
+  ring.intra.topology = IntraTopology::kRing;
+  EXPECT_EQ(Makespan<FlowModel>({{CommKind::kSendRecv, {0, 2}}}, ring), TimeNs(2'001'000));
+  EXPECT_EQ(Makespan<FlowModel>({{CommKind::kSendRecv, {0, 2}}}, TestCluster(1)), TimeNs(1'001'000));
+  // The ring all-reduce runs both directions and matches the analytical model's
+  // 6 · 1 us + 6/4 · 1e8 / 1e11 s = 1.506 ms.
+  const Collective all_reduce{CommKind::kAllReduce, Ranks(0, 4), kS, "ring"};
+  EXPECT_EQ(Makespan<AnalyticalModel>({all_reduce}, ring), TimeNs(1'506'000));
+  EXPECT_NEAR(Ratio(Makespan<FlowModel>({all_reduce}, ring), TimeNs(1'506'000)), 1.0, 0.01);
+}
+
+TEST(FlowTorusTest, EveryAlgorithmRunsOnATorus) {
   ClusterSpec torus = TestCluster(4);
   torus.inter.topology = InterTopology::kTorus2d;
   torus.inter.dimensions = {2, 2};
-  FlowModel on_torus(torus);
-  EXPECT_THAT(on_torus.Prepare(Graph({{CommKind::kAllReduce, Ranks(0, 4), kS, "ring"}}))
-                  .error().message(),
-              HasSubstr("does not route a torus-2d inter-node fabric yet"));
+  for (const Collective& c : {Collective{CommKind::kAllReduce, Ranks(0, 16), kS, "tree"},
+                              Collective{CommKind::kAllReduce, Ranks(0, 16), kS, "hierarchical"},
+                              Collective{CommKind::kAllToAll, Ranks(0, 16), kS, "direct"},
+                              Collective{CommKind::kAllReduce, Ranks(0, 16), kS, "halving_doubling"}}) {
+    EXPECT_GT(Makespan<FlowModel>({c}, torus), TimeNs(0)) << c.algorithm;
+  }
 }
 
 }  // namespace
