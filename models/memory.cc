@@ -19,9 +19,6 @@ int64_t LocalMlpParameters(const TransformerSpec& spec, int64_t ffn, int t) {
   return 2 * spec.hidden * local + (spec.linear_bias ? local + spec.hidden : 0);
 }
 
-// One layer's parameters on one tensor-parallel rank: column-parallel QKV and FC1 and
-// row-parallel projections split t ways (KV heads replicated when fewer than t), norms and the
-// row-parallel biases replicated; experts split over EP, the router replicated.
 int64_t LocalLayerParameters(const TransformerSpec& spec, int t, int ep, int index) {
   const int64_t h = spec.hidden;
   const int64_t q = spec.q_dim() / t;
@@ -132,6 +129,11 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
 }
 
 }  // namespace
+
+int64_t LayerParameterCount(const TransformerSpec& spec, int tensor_parallel, int expert_parallel,
+                            int index) {
+  return LocalLayerParameters(spec, tensor_parallel, expert_parallel, index);
+}
 
 int64_t LayerActivationBytes(const LayerOps& layer, Recompute recompute,
                              const TransformerShard& shard, int64_t hidden) {

@@ -60,6 +60,12 @@ struct MemoryBreakdown {
 // parameters are not fp32, an fp32 master copy (4); SGD with momentum 4 (+4).
 int OptimizerBytesPerParameter(Optimizer optimizer, DType param_dtype);
 
+// One transformer layer's parameters on one tensor/expert-parallel rank: column-parallel QKV
+// and FC1 and row-parallel projections split t ways (KV heads replicated when fewer than t),
+// norms and row-parallel biases replicated, experts split over EP, the router replicated.
+int64_t LayerParameterCount(const TransformerSpec& spec, int tensor_parallel, int expert_parallel,
+                            int index);
+
 // Parameters one rank of stage `plan.stage` holds (tensor/expert sharded, before ZeRO).
 int64_t StageParameterCount(const ModelSpec& model, const MemoryPlan& plan);
 

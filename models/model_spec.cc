@@ -16,47 +16,10 @@ constexpr std::array<std::string_view, 3> kActivationNames = {"gelu", "swiglu", 
 constexpr std::array<std::string_view, 2> kPositionNames = {"learned", "rotary"};
 constexpr int64_t kMaxSize = std::numeric_limits<int64_t>::max() / 1024;
 
-template <typename Enum, size_t N>
-Status ReadEnum(JsonObjectReader& reader, std::string_view key,
-                const std::array<std::string_view, N>& names, Enum& out) {
-  reader.Allow(key);
-  if (!reader.Has(key)) return Status::Ok();
-  DTSIM_ASSIGN_OR_RETURN(const std::string name, reader.String(key));
-  for (size_t i = 0; i < N; ++i) {
-    if (names[i] == name) {
-      out = static_cast<Enum>(i);
-      return Status::Ok();
-    }
-  }
-  return Error(fmt::format("unknown {}{}; known: {}", key, DidYouMean(name, names),
-                           JoinQuoted(names)),
-               JsonChildPath(reader.path(), key), Quote(name));
-}
-
-// Reads an optional integer >= `min` into `out` (which keeps the preset's value when absent).
+// An optional positive size (or >= min), capped so that products of sizes cannot overflow.
 template <typename Int>
 Status ReadInt(JsonObjectReader& reader, std::string_view key, Int& out, int64_t min = 1) {
-  const Json* value = reader.Find(key);
-  if (value == nullptr) return Status::Ok();
-  const std::string path = JsonChildPath(reader.path(), key);
-  DTSIM_ASSIGN_OR_RETURN(const int64_t result,
-                         JsonToInt(*value, path, min, std::numeric_limits<int64_t>::max()));
-  if (result > std::min<int64_t>(kMaxSize, std::numeric_limits<Int>::max())) {
-    return Error("too large", path, JsonValueForError(*value));
-  }
-  out = static_cast<Int>(result);
-  return Status::Ok();
-}
-
-Status ReadBool(JsonObjectReader& reader, std::string_view key, bool& out) {
-  const Json* value = reader.Find(key);
-  if (value == nullptr) return Status::Ok();
-  if (!value->is_boolean()) {
-    return Error("expected true or false", JsonChildPath(reader.path(), key),
-                 JsonValueForError(*value));
-  }
-  out = value->get<bool>();
-  return Status::Ok();
+  return reader.ReadOptionalInt(key, out, min, kMaxSize);
 }
 
 template <typename Int>
@@ -132,14 +95,14 @@ Status ReadTransformer(JsonObjectReader& reader, bool preset, TransformerSpec& t
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "max_seq", t.max_seq));
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "token_types", t.token_types, 0));
   FollowDerived(before, reader, t);
-  DTSIM_RETURN_IF_ERROR(ReadEnum(reader, "norm", kNormNames, t.norm));
-  DTSIM_RETURN_IF_ERROR(ReadEnum(reader, "activation", kActivationNames, t.activation));
-  DTSIM_RETURN_IF_ERROR(ReadEnum(reader, "position", kPositionNames, t.position));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("norm", kNormNames, t.norm));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("activation", kActivationNames, t.activation));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("position", kPositionNames, t.position));
   for (auto [key, field] : {std::pair{"linear_bias", &t.linear_bias},
                             {"tied_embeddings", &t.tied_embeddings}, {"causal", &t.causal},
                             {"embedding_norm", &t.embedding_norm}, {"final_norm", &t.final_norm},
                             {"pooler", &t.pooler}, {"lm_head_transform", &t.lm_head_transform}}) {
-    DTSIM_RETURN_IF_ERROR(ReadBool(reader, key, *field));
+    DTSIM_RETURN_IF_ERROR(reader.ReadOptional(key, *field));
   }
   return ReadMoe(reader, t.moe);
 }
@@ -265,7 +228,7 @@ Expected<ModelSpec> ModelFromJson(const Json& value, const std::string& path) {
   if (!preset && !reader.Has("family")) {
     return Error("missing required field (or give a \"preset\")", JsonChildPath(path, "family"));
   }
-  DTSIM_RETURN_IF_ERROR(ReadEnum(reader, "family", kFamilyNames, model.family));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("family", kFamilyNames, model.family));
   if (preset && model.family != preset_family) {
     return Error(fmt::format("the preset is a {} model", ModelFamilyName(preset_family)),
                  JsonChildPath(path, "family"), Quote(ModelFamilyName(model.family)));

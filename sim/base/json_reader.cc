@@ -111,6 +111,45 @@ Expected<std::string> JsonObjectReader::StringOr(std::string_view key, std::stri
   return String(key);
 }
 
+Status JsonObjectReader::ReadOptional(std::string_view key, int64_t min, int64_t max,
+                                      int64_t& out) {
+  const Json* value = Find(key);
+  if (value == nullptr) return Status::Ok();
+  DTSIM_ASSIGN_OR_RETURN(out, JsonToInt(*value, JsonChildPath(path_, key), min, max));
+  return Status::Ok();
+}
+
+Error JsonObjectReader::TooLarge(std::string_view key) const {
+  return Error("too large", JsonChildPath(path_, key), JsonValueForError(*object_->find(key)));
+}
+
+Status JsonObjectReader::ReadOptional(std::string_view key, bool& out) {
+  const Json* value = Find(key);
+  if (value == nullptr) return Status::Ok();
+  if (!value->is_boolean()) {
+    return Error("expected true or false", JsonChildPath(path_, key), JsonValueForError(*value));
+  }
+  out = value->get<bool>();
+  return Status::Ok();
+}
+
+Status JsonObjectReader::ReadOptionalChoice(std::string_view key,
+                                            std::span<const std::string_view> names,
+                                            size_t& index) {
+  Allow(key);
+  if (!Has(key)) return Status::Ok();
+  DTSIM_ASSIGN_OR_RETURN(const std::string name, String(key));
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) {
+      index = i;
+      return Status::Ok();
+    }
+  }
+  return Error(fmt::format("unknown {}{}; known: {}", key, DidYouMean(name, names),
+                           JoinQuoted(names)),
+               JsonChildPath(path_, key), Quote(name));
+}
+
 Expected<int64_t> JsonToInt(const Json& value, const std::string& path, int64_t min,
                             int64_t max) {
   int64_t result = 0;

@@ -3,8 +3,11 @@
 // Part of the base layer as a separate target (dtsim_json) because it needs nlohmann-json.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,6 +59,32 @@ class JsonObjectReader {
   Expected<Bytes> Size(std::string_view key);
   Expected<Bandwidth> Rate(std::string_view key);
 
+  // Optional fields: `out` keeps its value (a default, or a preset's) when the key is absent.
+  // An integer in [min, max] ("must be at least 1, got -4"), a boolean, or one of `names`
+  // (stored as its index; an unknown name suggests the nearest and lists them all).
+  Status ReadOptional(std::string_view key, int64_t min, int64_t max, int64_t& out);
+  Status ReadOptional(std::string_view key, bool& out);
+  Status ReadOptionalChoice(std::string_view key, std::span<const std::string_view> names,
+                            size_t& index);
+  // An integer >= min that fits `Int` and is at most `cap` ("too large" otherwise).
+  template <typename Int>
+  Status ReadOptionalInt(std::string_view key, Int& out, int64_t min = 1,
+                         int64_t cap = std::numeric_limits<int64_t>::max()) {
+    int64_t value = out;
+    DTSIM_RETURN_IF_ERROR(ReadOptional(key, min, std::numeric_limits<int64_t>::max(), value));
+    if (value > std::min<int64_t>(cap, std::numeric_limits<Int>::max())) return TooLarge(key);
+    out = static_cast<Int>(value);
+    return Status::Ok();
+  }
+  template <typename Enum>
+  Status ReadOptionalEnum(std::string_view key, std::span<const std::string_view> names,
+                          Enum& out) {
+    auto index = static_cast<size_t>(out);
+    DTSIM_RETURN_IF_ERROR(ReadOptionalChoice(key, names, index));
+    out = static_cast<Enum>(index);
+    return Status::Ok();
+  }
+
   // Errors unless exactly one of the two keys is present; returns which (0 = first).
   Expected<int> OneOf(std::string_view first, std::string_view second);
 
@@ -65,6 +94,7 @@ class JsonObjectReader {
   JsonObjectReader(const Json& object, std::string path) : object_(&object), path_(std::move(path)) {}
   Expected<const Json*> Required(std::string_view key);
   Error TypeError(std::string_view key, std::string_view expected, const Json& value) const;
+  Error TooLarge(std::string_view key) const;
 
   const Json* object_;
   std::string path_;

@@ -12,6 +12,7 @@
 #include "tools/cli/command.h"
 #include "tools/cli/model_command.h"
 #include "tools/cli/run_command.h"
+#include "tools/cli/simulate_command.h"
 
 namespace {
 
@@ -19,6 +20,8 @@ using dtsim::cli::Command;
 using dtsim::cli::CommandOutcome;
 
 constexpr std::array kCommands = {
+    Command{"simulate", "simulate one training iteration of a config (model, cluster, plan)",
+            dtsim::cli::SimulateCommand},
     Command{"run", "simulate a task-graph file; write a result and a timeline",
             dtsim::cli::RunCommand},
     Command{"model", "show a model's parameters, ops, FLOPs, roofline times and activations",

@@ -1,0 +1,271 @@
+#include "strategies/config.h"
+
+#include <array>
+#include <filesystem>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "sim/base/quantity.h"
+#include "sim/base/strings.h"
+
+namespace dtsim::strategies {
+namespace {
+
+constexpr std::array<std::string_view, 3> kScheduleNames = {"gpipe", "1f1b", "interleaved"};
+constexpr std::array<std::string_view, 2> kOptimizerNames = {"adam", "sgd"};
+constexpr std::array<std::string_view, 3> kRecomputeNames = {"none", "selective", "full"};
+constexpr std::array<std::string_view, 2> kRanksNames = {"full", "symmetric"};
+constexpr std::array<std::string_view, 2> kNetworkNames = {"analytical", "flow"};
+
+Status ReadDType(JsonObjectReader& reader, std::string_view key, DType& out) {
+  reader.Allow(key);
+  if (!reader.Has(key)) return Status::Ok();
+  DTSIM_ASSIGN_OR_RETURN(const std::string name, reader.String(key));
+  for (std::string_view allowed : {"fp32", "fp16", "bf16"}) {
+    if (name == allowed) {
+      out = *DTypeFromName(name);
+      return Status::Ok();
+    }
+  }
+  return Error("expected \"bf16\", \"fp16\" or \"fp32\"", JsonChildPath(reader.path(), key),
+               Quote(name));
+}
+
+Status ReadTraining(const Json& value, TrainingConfig& training) {
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, "training"));
+  if (!reader.Has("global_batch")) return Error("missing required field", "training.global_batch");
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("global_batch", training.global_batch));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("micro_batch", training.micro_batch));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("seq_len", training.seq_len));
+  DTSIM_RETURN_IF_ERROR(ReadDType(reader, "precision", training.dtype));
+  DTSIM_RETURN_IF_ERROR(ReadDType(reader, "grad_precision", training.grad_dtype));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("optimizer", kOptimizerNames, training.optimizer));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("recompute", kRecomputeNames, training.recompute));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptional("flash_attention", training.flash_attention));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptional("dropout", training.dropout));
+  return reader.Finish();
+}
+
+// "tensor": 8 or {"size": 8, "sequence_parallel": true}; "pipeline": 16 or {"size": 16,
+// "schedule": "1f1b", "virtual_stages": 1}.
+Status ReadSized(JsonObjectReader& parent, std::string_view key, int& size,
+                 const std::function<Status(JsonObjectReader&)>& more) {
+  const Json* value = parent.Find(key);
+  if (value == nullptr) return Status::Ok();
+  const std::string path = JsonChildPath(parent.path(), key);
+  if (!value->is_object()) {
+    DTSIM_ASSIGN_OR_RETURN(const int64_t result, JsonToInt(*value, path, 1, 1 << 20));
+    size = static_cast<int>(result);
+    return Status::Ok();
+  }
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(*value, path));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("size", size));
+  DTSIM_RETURN_IF_ERROR(more(reader));
+  return reader.Finish();
+}
+
+Status ReadParallelism(const Json& value, ParallelPlan& plan) {
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, "parallelism"));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("data", plan.data));
+  DTSIM_RETURN_IF_ERROR(ReadSized(reader, "tensor", plan.tensor, [&](JsonObjectReader& r) -> Status {
+    if (r.Has("mode")) {
+      DTSIM_ASSIGN_OR_RETURN(const std::string mode, r.String("mode"));
+      if (mode != "1d") {
+        return Error("only 1D (Megatron) tensor parallelism is built yet; 2D and 2.5D are not",
+                     JsonChildPath(r.path(), "mode"), Quote(mode));
+      }
+    }
+    r.Allow("mode");
+    return r.ReadOptional("sequence_parallel", plan.sequence_parallel);
+  }));
+  DTSIM_RETURN_IF_ERROR(ReadSized(reader, "pipeline", plan.pipeline, [&](JsonObjectReader& r) -> Status {
+    DTSIM_RETURN_IF_ERROR(r.ReadOptionalEnum("schedule", kScheduleNames, plan.schedule));
+    return r.ReadOptionalInt("virtual_stages", plan.virtual_stages);
+  }));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("zero_stage", plan.zero_stage, 0));
+  if (plan.zero_stage > 3) {
+    return Error("ZeRO stage must be 0, 1, 2 or 3", "parallelism.zero_stage",
+                 std::to_string(plan.zero_stage));
+  }
+  if (reader.Has("gradient_bucket")) {
+    DTSIM_ASSIGN_OR_RETURN(plan.gradient_bucket, reader.Size("gradient_bucket"));
+    if (plan.gradient_bucket.count() <= 0) {
+      return Error("must be positive", "parallelism.gradient_bucket",
+                   JsonValueForError(*reader.Find("gradient_bucket")));
+    }
+  }
+  reader.Allow("gradient_bucket");
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptional("overlap_gradient_reduce", plan.overlap_gradient_reduce));
+  return reader.Finish();
+}
+
+Status ReadCluster(const Json& value, SimulationConfig& config) {
+  if (!value.is_object()) return Error("expected an object", "cluster", JsonValueForError(value));
+  if (!value.contains("gpu")) return Error("missing required field", "cluster.gpu");
+  DTSIM_ASSIGN_OR_RETURN(config.gpu, models::GpuFromJson(value["gpu"], "cluster.gpu"));
+  Json network = value;
+  network.erase("gpu");
+  DTSIM_ASSIGN_OR_RETURN(config.cluster, network::ClusterFromJson(network, "cluster"));
+  return Status::Ok();
+}
+
+Status ReadSimulation(const Json& value, SimulationConfig& config) {
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, "simulation"));
+  int network = config.network_model == "flow" ? 1 : 0;
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("network_model", kNetworkNames, network));
+  config.network_model = std::string(kNetworkNames[static_cast<size_t>(network)]);
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("ranks", kRanksNames, config.ranks));
+  DTSIM_ASSIGN_OR_RETURN(config.cost_model, reader.StringOr("cost_model", config.cost_model));
+  return reader.Finish();
+}
+
+Status Divisible(int64_t value, int64_t by, const std::string& what, const std::string& path) {
+  if (by > 0 && value % by == 0) return Status::Ok();
+  return Error(fmt::format("{} ({}) is not divisible by {} ({})", what.substr(0, what.find('|')),
+                           value, what.substr(what.find('|') + 1), by),
+               path, std::to_string(value));
+}
+
+// Cross-section checks: the plan against the model and the cluster.
+Status CheckPlan(SimulationConfig& config) {
+  const ParallelPlan& plan = config.plan;
+  TrainingConfig& training = config.training;
+  DTSIM_RETURN_IF_ERROR(Divisible(training.global_batch, training.micro_batch * plan.data,
+                                  "global batch|micro-batch × data-parallel size",
+                                  "training.global_batch"));
+  // A cluster without a node count is sized to the plan; one with a node count must match it.
+  const bool sized = config.cluster.nodes > 0;
+  Status fits = network::FitCluster(config.cluster, plan.world());
+  if (!fits.ok() || (sized && config.cluster.gpu_count() != plan.world())) {
+    return Error(fmt::format("data × tensor × pipeline = {} × {} × {} = {} ranks, but the cluster "
+                             "has {} GPUs",
+                             plan.data, plan.tensor, plan.pipeline, plan.world(),
+                             config.cluster.gpu_count()),
+                 "parallelism", std::to_string(plan.world()));
+  }
+  if (config.model.family != models::ModelFamily::kTransformer) {
+    return Error("only transformer models are simulated yet (ResNet and DLRM plans are not "
+                 "built)",
+                 "model", Quote(config.model.name));
+  }
+  const models::TransformerSpec& spec = config.model.transformer;
+  if (spec.moe.enabled()) {
+    return Error("mixture-of-experts plans are not built yet", "model.moe",
+                 std::to_string(spec.moe.experts));
+  }
+  if (training.seq_len == 0) training.seq_len = spec.max_seq;
+  const int chunks = plan.pipeline * plan.virtual_stages;
+  DTSIM_RETURN_IF_ERROR(Divisible(spec.layers, chunks, "layers|pipeline stages × virtual stages",
+                                  "parallelism.pipeline"));
+  const models::TransformerShard shard{.micro_batch = training.micro_batch,
+                                       .seq_len = training.seq_len,
+                                       .dtype = training.dtype,
+                                       .tensor_parallel = plan.tensor,
+                                       .sequence_parallel = plan.sequence_parallel};
+  Status valid = models::ValidateShard(spec, shard);
+  if (!valid.ok()) return std::move(valid).error().Under("parallelism.tensor");
+  if (plan.schedule == ScheduleKind::kInterleaved) {
+    return Error("the interleaved schedule is not built yet (gpipe and 1f1b are)",
+                 "parallelism.pipeline.schedule", "\"interleaved\"");
+  }
+  if (plan.zero_stage == 3) {
+    return Error("ZeRO-3 is not built yet (stages 0, 1 and 2 are)", "parallelism.zero_stage", "3");
+  }
+  if (config.ranks == RanksMode::kSymmetric) {
+    return Error("symmetric ranks are not built yet; use \"full\"", "simulation.ranks",
+                 "\"symmetric\"");
+  }
+  return Status::Ok();
+}
+
+Status SplitAssignment(std::string_view assignment, std::vector<std::string>& keys,
+                       std::string& value) {
+  const size_t equals = assignment.find('=');
+  if (equals == std::string_view::npos || equals == 0) {
+    return Error("expected KEY.PATH=VALUE", "--set", Quote(assignment));
+  }
+  value = std::string(assignment.substr(equals + 1));
+  std::string_view path = assignment.substr(0, equals);
+  while (!path.empty()) {
+    const size_t dot = path.find('.');
+    keys.emplace_back(path.substr(0, dot));
+    if (keys.back().empty()) return Error("empty key in the path", "--set", Quote(assignment));
+    path = dot == std::string_view::npos ? std::string_view() : path.substr(dot + 1);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string_view ScheduleName(ScheduleKind schedule) {
+  return kScheduleNames[static_cast<size_t>(schedule)];
+}
+
+Status ApplyOverride(Json& config, std::string_view assignment) {
+  std::vector<std::string> keys;
+  std::string text;
+  DTSIM_RETURN_IF_ERROR(SplitAssignment(assignment, keys, text));
+  Json* node = &config;
+  for (size_t i = 0; i + 1 < keys.size(); ++i) {
+    if (!node->is_object()) {
+      return Error(fmt::format("\"{}\" is not an object in the config", i == 0 ? "" : keys[i - 1]),
+                   "--set", Quote(assignment));
+    }
+    // A preset name given as a string becomes {"preset": name} so fields can override it.
+    Json& child = (*node)[keys[i]];
+    if (child.is_string()) child = Json{{"preset", child.get<std::string>()}};
+    if (child.is_number_integer() && keys[i + 1] == "size") child = Json{{"size", child}};
+    if (child.is_null()) child = Json::object();
+    node = &child;
+  }
+  if (!node->is_object()) {
+    return Error("the path does not lead to an object", "--set", Quote(assignment));
+  }
+  Json parsed = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  (*node)[keys.back()] = parsed.is_discarded() ? Json(text) : parsed;
+  return Status::Ok();
+}
+
+Expected<SimulationConfig> ConfigFromJson(const Json& value, const std::string& source) {
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, ""));
+  SimulationConfig config;
+  config.source = source;
+  for (std::string_view key : {"model", "training", "cluster"}) {
+    if (!reader.Has(key)) return Error("missing required section", std::string(key));
+  }
+  DTSIM_ASSIGN_OR_RETURN(config.model, models::ModelFromJson(*reader.Find("model"), "model"));
+  DTSIM_RETURN_IF_ERROR(ReadTraining(*reader.Find("training"), config.training));
+  DTSIM_RETURN_IF_ERROR(ReadCluster(*reader.Find("cluster"), config));
+  if (const Json* parallelism = reader.Find("parallelism")) {
+    DTSIM_RETURN_IF_ERROR(ReadParallelism(*parallelism, config.plan));
+  }
+  if (reader.Has("profile")) {
+    DTSIM_ASSIGN_OR_RETURN(config.profile, reader.String("profile"));
+    // Relative to the config file.
+    const std::filesystem::path profile(config.profile);
+    if (profile.is_relative() && !source.empty()) {
+      config.profile = (std::filesystem::path(source).parent_path() / profile).string();
+    }
+  }
+  reader.Allow("profile");
+  if (const Json* simulation = reader.Find("simulation")) {
+    DTSIM_RETURN_IF_ERROR(ReadSimulation(*simulation, config));
+  }
+  DTSIM_RETURN_IF_ERROR(reader.Finish());
+  DTSIM_RETURN_IF_ERROR(CheckPlan(config));
+  return config;
+}
+
+Expected<SimulationConfig> LoadConfig(const std::string& path,
+                                      const std::vector<std::string>& overrides) {
+  DTSIM_ASSIGN_OR_RETURN(Json json, ReadJsonFile(path));
+  for (const std::string& assignment : overrides) {
+    DTSIM_RETURN_IF_ERROR(ApplyOverride(json, assignment));
+  }
+  Expected<SimulationConfig> config = ConfigFromJson(json, path);
+  if (!config.ok()) return std::move(config).error().InFile(path);
+  return config;
+}
+
+}  // namespace dtsim::strategies

@@ -1,0 +1,85 @@
+// The simulation config (docs/config.md): model, training, cluster with its GPU, parallel plan,
+// an optional measured profile, and how to simulate. Read strictly from JSON; `--set` overrides
+// any field by its dotted path before reading.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/gpu.h"
+#include "models/memory.h"
+#include "models/model_spec.h"
+#include "models/ops.h"
+#include "network/cluster.h"
+#include "sim/base/dtype.h"
+#include "sim/base/json_reader.h"
+#include "sim/base/status.h"
+#include "sim/base/units.h"
+
+namespace dtsim::strategies {
+
+struct TrainingConfig {
+  int64_t global_batch = 0;  // sequences (samples) per iteration
+  int64_t micro_batch = 1;
+  int64_t seq_len = 0;  // 0: the model's max_seq
+  DType dtype = DType::kBf16;
+  DType grad_dtype = DType::kFp32;  // Megatron keeps fp32 main gradients
+  models::Optimizer optimizer = models::Optimizer::kAdam;
+  models::Recompute recompute = models::Recompute::kNone;
+  bool flash_attention = false;
+  bool dropout = true;
+};
+
+enum class ScheduleKind { kGpipe, kOneForwardOneBackward, kInterleaved };
+std::string_view ScheduleName(ScheduleKind schedule);
+
+struct ParallelPlan {
+  int data = 1;
+  int tensor = 1;
+  int pipeline = 1;
+  bool sequence_parallel = false;
+  ScheduleKind schedule = ScheduleKind::kOneForwardOneBackward;
+  int virtual_stages = 1;
+  int zero_stage = 0;
+  Bytes gradient_bucket = Bytes(25 * kMebi);  // PyTorch DDP's bucket_cap_mb default
+  bool overlap_gradient_reduce = true;
+
+  int world() const { return data * tensor * pipeline; }
+  // Megatron's order: tensor-parallel peers adjacent (inside a node), then data, then pipeline.
+  int32_t Rank(int dp, int pp, int tp) const { return tp + tensor * (dp + data * pp); }
+  int TensorIndex(int32_t rank) const { return rank % tensor; }
+  int DataIndex(int32_t rank) const { return (rank / tensor) % data; }
+  int StageOf(int32_t rank) const { return rank / (tensor * data); }
+};
+
+enum class RanksMode { kFull, kSymmetric };
+
+struct SimulationConfig {
+  std::string source;  // the config file, for messages
+  models::ModelSpec model;
+  TrainingConfig training;
+  models::GpuSpec gpu;
+  network::ClusterSpec cluster;
+  ParallelPlan plan;
+  std::string profile;  // an op-cost table file, or empty
+  std::string network_model = "analytical";
+  std::string cost_model = "chain";
+  RanksMode ranks = RanksMode::kFull;
+
+  int64_t Microbatches() const {
+    return training.global_batch / (training.micro_batch * plan.data);
+  }
+};
+
+// Applies "a.b.c=value" to `config`: value is parsed as JSON when it is valid JSON (numbers,
+// true, objects) and taken as a string otherwise. Creates missing objects on the way.
+Status ApplyOverride(Json& config, std::string_view assignment);
+
+// Reads and checks a whole config; errors name the file, the JSON path and the value.
+Expected<SimulationConfig> ConfigFromJson(const Json& value, const std::string& source);
+Expected<SimulationConfig> LoadConfig(const std::string& path,
+                                      const std::vector<std::string>& overrides);
+
+}  // namespace dtsim::strategies

@@ -1,0 +1,115 @@
+#include "strategies/simulate.h"
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "network/analytical_model.h"
+#include "network/flow_model.h"
+#include "traces/op_cost_table.h"
+
+namespace dtsim::strategies {
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+Expected<engine::RunSummary> Run(const SimulationConfig& config, const graph::TaskGraph& graph,
+                                 graph::TaskTimes& times) {
+  auto run = [&](auto& model) -> Expected<engine::RunSummary> {
+    DTSIM_RETURN_IF_ERROR(model.Prepare(graph));
+    engine::Simulator simulator(graph, model);
+    DTSIM_RETURN_IF_ERROR(simulator.Run());
+    times = simulator.times();
+    return simulator.Summarize();
+  };
+  if (config.network_model == "flow") {
+    network::FlowModel model(config.cluster);
+    return run(model);
+  }
+  network::AnalyticalModel model(config.cluster);
+  return run(model);
+}
+
+TimeBreakdown Breakdown(const graph::TaskGraph& graph, const graph::TaskTimes& times,
+                        int32_t rank, TimeNs makespan) {
+  TimeBreakdown breakdown{.rank = rank};
+  TimeNs before_optimizer = TimeNs::Zero();
+  for (size_t s = 0; s < graph.stream_count(); ++s) {
+    const graph::Stream& stream = graph.stream(graph::StreamId(static_cast<uint32_t>(s)));
+    if (stream.rank != rank || graph.name(stream.name) != kComputeStream) continue;
+    for (graph::TaskId id : graph.stream_tasks(graph::StreamId(static_cast<uint32_t>(s)))) {
+      const DurationNs length = times.task_end[id.value()] - times.task_start[id.value()];
+      const std::string_view category = graph.category_name(graph.task(id).category);
+      if (category == kOptimizerCategory) {
+        breakdown.optimizer += length;
+        breakdown.data_exposed += times.task_start[id.value()] - before_optimizer;
+        continue;
+      }
+      before_optimizer = times.task_end[id.value()];
+      if (category == kComputeCategory) breakdown.compute += length;
+      if (category == kRecomputeCategory) breakdown.recompute += length;
+      if (category == kTensorCategory) breakdown.tensor += length;
+      if (category == kPipelineCategory) breakdown.pipeline += length;
+    }
+  }
+  breakdown.idle = (makespan - TimeNs::Zero()) - breakdown.compute - breakdown.recompute -
+                   breakdown.tensor - breakdown.pipeline - breakdown.data_exposed -
+                   breakdown.optimizer;
+  return breakdown;
+}
+
+Expected<std::unique_ptr<models::OpCostModel>> CostModel(const SimulationConfig& config,
+                                                         std::unique_ptr<traces::OpCostTable>& table) {
+  if (config.profile.empty()) {
+    // Without a measured profile the chain has nothing to look up: roofline alone.
+    if (config.cost_model != "chain" && config.cost_model != "roofline") {
+      return Error(fmt::format("cost model \"{}\" needs a \"profile\"", config.cost_model),
+                   "simulation.cost_model", config.cost_model);
+    }
+    return models::MakeCostModel("roofline", config.gpu, nullptr);
+  }
+  DTSIM_ASSIGN_OR_RETURN(traces::OpCostTable loaded, traces::ReadOpCostTable(config.profile));
+  table = std::make_unique<traces::OpCostTable>(std::move(loaded));
+  Expected<std::unique_ptr<models::OpCostModel>> model =
+      models::MakeCostModel(config.cost_model, config.gpu, table.get());
+  if (!model.ok()) return std::move(model).error().Under("simulation.cost_model");
+  return model;
+}
+
+}  // namespace
+
+Expected<SimulationResult> Simulate(const SimulationConfig& config) {
+  std::unique_ptr<traces::OpCostTable> table;
+  DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<models::OpCostModel> cost, CostModel(config, table));
+  SimulationResult result;
+  result.cost_model = std::string(cost->name());
+  const auto build_start = std::chrono::steady_clock::now();
+  DTSIM_ASSIGN_OR_RETURN(IterationGraph iteration, BuildTransformerIteration(config, *cost));
+  result.iteration.emplace(std::move(iteration));
+  const graph::TaskGraph& graph = result.iteration->graph;
+  const IterationStats& stats = result.iteration->stats;
+  result.build_seconds = Seconds(build_start);
+  const auto run_start = std::chrono::steady_clock::now();
+  DTSIM_ASSIGN_OR_RETURN(result.summary, Run(config, graph, result.times));
+  result.simulate_seconds = Seconds(run_start);
+
+  result.iteration_time = result.summary.makespan - TimeNs::Zero();
+  const double seconds = result.iteration_time.ToSecondsDouble();
+  const double gpus = config.plan.world();
+  const double peak = config.gpu.MatrixPeak(config.training.dtype).flop_per_second();
+  result.samples_per_second = static_cast<double>(config.training.global_batch) / seconds;
+  result.tokens_per_second = result.samples_per_second * static_cast<double>(config.training.seq_len);
+  result.model_tflops_per_gpu = stats.model_flops / seconds / gpus / 1e12;
+  result.hardware_tflops_per_gpu = stats.hardware_flops / seconds / gpus / 1e12;
+  result.mfu = result.model_tflops_per_gpu * 1e12 / peak;
+  result.hfu = result.hardware_tflops_per_gpu * 1e12 / peak;
+  for (int stage = 0; stage < config.plan.pipeline; ++stage) {
+    result.stages.push_back(Breakdown(graph, result.times,
+                                      config.plan.Rank(0, stage, 0), result.summary.makespan));
+  }
+  return result;
+}
+
+}  // namespace dtsim::strategies

@@ -1,0 +1,50 @@
+// `simulate`: a config in, one simulated training iteration out — the task graph built from
+// the plan, run on the engine with the configured network model, and the figures a result
+// reports (docs/formats/simulate-result.md).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/cost_model.h"
+#include "sim/engine/simulator.h"
+#include "sim/graph/task_times.h"
+#include "strategies/config.h"
+#include "strategies/transformer_iteration.h"
+
+namespace dtsim::strategies {
+
+// Where one rank's iteration went, on its compute stream (durations add up to the iteration).
+struct TimeBreakdown {
+  int32_t rank = 0;
+  DurationNs compute;        // forward and backward ops
+  DurationNs recompute;      // the recomputed forward
+  DurationNs tensor;         // tensor-parallel collectives (blocking the compute stream)
+  DurationNs pipeline;       // waiting in pipeline receives
+  DurationNs data_exposed;   // waiting for gradient reduction before the optimizer step
+  DurationNs optimizer;
+  DurationNs idle;           // the rest: pipeline bubble and other waits
+};
+
+struct SimulationResult {
+  std::optional<IterationGraph> iteration;  // always set in a returned result
+  engine::RunSummary summary;
+  graph::TaskTimes times;
+  std::string cost_model;
+  DurationNs iteration_time;
+  double samples_per_second = 0;
+  double tokens_per_second = 0;
+  double model_tflops_per_gpu = 0;
+  double hardware_tflops_per_gpu = 0;
+  double mfu = 0;  // model FLOP/s over the GPU's dense peak for the training dtype
+  double hfu = 0;
+  std::vector<TimeBreakdown> stages;  // the first rank of each pipeline stage
+  double build_seconds = 0;
+  double simulate_seconds = 0;
+};
+
+Expected<SimulationResult> Simulate(const SimulationConfig& config);
+
+}  // namespace dtsim::strategies

@@ -1,0 +1,506 @@
+#include "strategies/transformer_iteration.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <set>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "models/parameters.h"
+#include "sim/base/quantity.h"
+#include "sim/graph/builder.h"
+#include "strategies/pipeline_schedule.h"
+
+namespace dtsim::strategies {
+namespace {
+
+using graph::CommKind;
+using graph::StreamId;
+using graph::TaskGraphBuilder;
+using graph::TaskId;
+using graph::TaskKind;
+using models::Op;
+
+// Megatron's f/g operators: the tensor-parallel collective follows the row-parallel GEMM in the
+// forward pass and the column-parallel GEMM's weight gradient (after its dgrad) in backward.
+const std::set<std::string, std::less<>> kForwardBoundaries = {"attn.proj", "mlp.fc2"};
+const std::set<std::string, std::less<>> kBackwardBoundaries = {"mlp.fc1.wgrad", "attn.qkv.wgrad"};
+
+struct PricedOp {
+  std::string segment;  // "attn" or "mlp": names the compute task the op lands in
+  DurationNs duration;
+  bool collective_after = false;
+};
+
+struct PricedPass {
+  std::vector<PricedOp> ops;
+  double model_flops = 0;
+};
+
+class Pricer {
+ public:
+  explicit Pricer(const models::OpCostModel& cost) : cost_(cost) {}
+
+  Expected<PricedPass> Price(const std::vector<Op>& ops,
+                             const std::set<std::string, std::less<>>& boundaries) {
+    PricedPass pass;
+    for (const Op& op : ops) {
+      const std::optional<models::OpCost> cost = cost_.Price(op);
+      if (!cost) {
+        return Error(fmt::format("cost model \"{}\" cannot price op {} ({})", cost_.name(),
+                                 op.name, op.signature.Key()));
+      }
+      const std::string_view name = op.name;
+      pass.ops.push_back({std::string(name.substr(0, name.find('.'))), cost->duration,
+                          boundaries.contains(name)});
+      pass.model_flops += op.model_flops;
+      sources_.push_back(*cost);
+    }
+    return pass;
+  }
+
+  // The costs priced since the last call (for tallying by use count).
+  std::vector<models::OpCost> TakeSources() { return std::exchange(sources_, {}); }
+
+ private:
+  const models::OpCostModel& cost_;
+  std::vector<models::OpCost> sources_;
+};
+
+// The t tensor-parallel peers of one (data index, stage): they run the same tasks, so each
+// helper adds one task per peer, and collectives span the peers.
+class PeerGroup {
+ public:
+  PeerGroup(TaskGraphBuilder& builder, std::vector<int32_t> ranks) : builder_(builder), ranks_(std::move(ranks)) {
+    for (int32_t rank : ranks_) {
+      compute_.push_back(builder_.Stream(rank, kComputeStream));
+      send_forward_.push_back(builder_.Stream(rank, "pp-send-fwd"));
+      send_backward_.push_back(builder_.Stream(rank, "pp-send-bwd"));
+      last_.emplace_back();
+    }
+  }
+
+  const std::vector<int32_t>& ranks() const { return ranks_; }
+  std::optional<TaskId> last(size_t peer) const { return last_[peer]; }
+
+  void Add(DurationNs duration, std::string name, std::string_view category) {
+    if (category != pending_category_ || name != pending_name_) Flush();
+    pending_ += duration;
+    pending_name_ = std::move(name);
+    pending_category_ = category;
+  }
+
+  void Flush() {
+    if (pending_ > DurationNs::Zero()) {
+      for (size_t i = 0; i < ranks_.size(); ++i) {
+        last_[i] = builder_.AddTask(compute_[i], TaskKind::kCompute, pending_name_,
+                                    pending_category_, pending_);
+      }
+    }
+    pending_ = DurationNs::Zero();
+  }
+
+  void Collective(CommKind kind, Bytes size, std::string_view name) {
+    Flush();
+    if (ranks_.size() < 2) return;
+    const graph::CommId comm = builder_.AddCollective(kind, size, ranks_);
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      last_[i] = builder_.AddCollectiveTask(compute_[i], comm, name, kTensorCategory);
+    }
+  }
+
+  void Recv(const std::vector<int32_t>& peers, int64_t tag, Bytes size, std::string_view name) {
+    Flush();
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      last_[i] = builder_.AddRecv(compute_[i], peers[i], tag, name, kPipelineCategory, size);
+    }
+  }
+
+  void Send(const std::vector<int32_t>& peers, int64_t tag, Bytes size, bool forward,
+            std::string_view name) {
+    Flush();
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      const TaskId send = builder_.AddSend(forward ? send_forward_[i] : send_backward_[i], peers[i],
+                                           size, tag, name, kPipelineCategory);
+      if (last_[i]) builder_.AddDependency(send, *last_[i]);
+    }
+  }
+
+ private:
+  TaskGraphBuilder& builder_;
+  std::vector<int32_t> ranks_;
+  std::vector<StreamId> compute_, send_forward_, send_backward_;
+  std::vector<std::optional<TaskId>> last_;
+  DurationNs pending_;
+  std::string pending_name_;
+  std::string_view pending_category_;
+};
+
+// Where each peer's gradients become ready in the last micro-batch's backward, in the order
+// they do: the output layer (last stage), each layer from the last, the embedding (first).
+struct GradientReady {
+  std::vector<std::vector<TaskId>> at;  // per peer
+  std::vector<int64_t> parameters;      // parameters whose gradients are ready there
+};
+
+class IterationBuilder {
+ public:
+  IterationBuilder(const SimulationConfig& config, const models::OpCostModel& cost)
+      : config_(config), spec_(config.model.transformer), plan_(config.plan), cost_(cost),
+        pricer_(cost) {}
+
+  Expected<IterationGraph> Build() {
+    DTSIM_RETURN_IF_ERROR(PricePasses());
+    const int64_t microbatches = config_.Microbatches();
+    std::vector<std::vector<GradientReady>> ready(static_cast<size_t>(plan_.pipeline));
+    for (int stage = 0; stage < plan_.pipeline; ++stage) {
+      for (int dp = 0; dp < plan_.data; ++dp) {
+        ready[static_cast<size_t>(stage)].push_back(BuildStage(stage, dp, microbatches));
+      }
+    }
+    ReduceGradients(ready);
+    DTSIM_ASSIGN_OR_RETURN(graph::TaskGraph graph, std::move(builder_).Build());
+    return IterationGraph{std::move(graph), std::move(result_)};
+  }
+
+ private:
+  models::TransformerShard Shard() const {
+    return {.micro_batch = config_.training.micro_batch, .seq_len = config_.training.seq_len,
+            .dtype = config_.training.dtype, .tensor_parallel = plan_.tensor,
+            .sequence_parallel = plan_.sequence_parallel, .expert_parallel = 1,
+            .flash_attention = config_.training.flash_attention,
+            .dropout = config_.training.dropout};
+  }
+
+  Status PricePasses() {
+    const models::TransformerShard shard = Shard();
+    const models::LayerOps layer = models::TransformerLayerOps(spec_, 0, shard);
+    const models::LayerOps embedding = models::EmbeddingOps(spec_, shard);
+    const models::LayerOps output = models::OutputOps(spec_, shard);
+    const std::set<std::string, std::less<>> none;
+    DTSIM_ASSIGN_OR_RETURN(layer_forward_, pricer_.Price(layer.forward, kForwardBoundaries));
+    DTSIM_ASSIGN_OR_RETURN(layer_backward_, pricer_.Price(layer.backward, kBackwardBoundaries));
+    DTSIM_ASSIGN_OR_RETURN(layer_recompute_,
+                           pricer_.Price(models::RecomputeOps(layer, config_.training.recompute),
+                                         kForwardBoundaries));
+    layer_sources_ = pricer_.TakeSources();
+    DTSIM_ASSIGN_OR_RETURN(embedding_forward_, pricer_.Price(embedding.forward, none));
+    DTSIM_ASSIGN_OR_RETURN(embedding_backward_, pricer_.Price(embedding.backward, none));
+    embedding_sources_ = pricer_.TakeSources();
+    DTSIM_ASSIGN_OR_RETURN(output_forward_, pricer_.Price(output.forward, none));
+    DTSIM_ASSIGN_OR_RETURN(output_backward_, pricer_.Price(output.backward, none));
+    output_sources_ = pricer_.TakeSources();
+    return Status::Ok();
+  }
+
+  Bytes ActivationBytes() const {
+    return Bytes(config_.training.micro_batch * config_.training.seq_len * spec_.hidden *
+                 DTypeBytes(config_.training.dtype));
+  }
+
+  // A tensor-parallel all-reduce of the b·s·h activations, or with sequence parallelism the
+  // reduce-scatter and all-gather it splits into (same bytes; docs/strategies.md).
+  void TensorReduce(PeerGroup& group, std::string_view name) {
+    if (!plan_.sequence_parallel) {
+      group.Collective(CommKind::kAllReduce, ActivationBytes(), name);
+      return;
+    }
+    group.Collective(CommKind::kReduceScatter, ActivationBytes(), name);
+    group.Collective(CommKind::kAllGather, Bytes(ActivationBytes().count() / plan_.tensor), name);
+  }
+
+  void Emit(PeerGroup& group, const PricedPass& pass, int layer, std::string_view suffix,
+            std::string_view category) {
+    for (const PricedOp& op : pass.ops) {
+      group.Add(op.duration, fmt::format("layer{}.{} {}", layer, op.segment, suffix), category);
+      if (op.collective_after) TensorReduce(group, fmt::format("layer{}.{} tp", layer, op.segment));
+    }
+  }
+
+  void EmitWhole(PeerGroup& group, const PricedPass& pass, std::string name) {
+    for (const PricedOp& op : pass.ops) group.Add(op.duration, name, kComputeCategory);
+  }
+
+  std::vector<int32_t> Peers(int dp, int stage) const {
+    std::vector<int32_t> ranks;
+    for (int tp = 0; tp < plan_.tensor; ++tp) ranks.push_back(plan_.Rank(dp, stage, tp));
+    return ranks;
+  }
+
+  Bytes PipelineBytes() const {
+    // Megatron's scatter/gather (or the sequence-parallel shard): each peer sends 1/t.
+    return Bytes(ActivationBytes().count() / plan_.tensor);
+  }
+
+  void Forward(PeerGroup& group, int stage, int64_t microbatch) {
+    const int first_layer = stage * (spec_.layers / plan_.pipeline);
+    if (stage > 0) group.Recv(Peers(group_dp_, stage - 1), 2 * microbatch, PipelineBytes(), "recv activations");
+    if (stage == 0) {
+      EmitWhole(group, embedding_forward_, "embedding fwd");
+      TensorReduce(group, "embedding tp");
+    }
+    for (int i = 0; i < spec_.layers / plan_.pipeline; ++i) {
+      Emit(group, layer_forward_, first_layer + i, "fwd", kComputeCategory);
+    }
+    if (stage == plan_.pipeline - 1) {
+      EmitWhole(group, output_forward_, "output fwd");
+    } else {
+      group.Send(Peers(group_dp_, stage + 1), 2 * microbatch, PipelineBytes(), true, "send activations");
+    }
+    Account(stage, false);
+  }
+
+  void Backward(PeerGroup& group, int stage, int64_t microbatch, GradientReady* ready) {
+    const int layers = spec_.layers / plan_.pipeline;
+    const int first_layer = stage * layers;
+    auto mark = [&](int64_t parameters) {
+      if (ready == nullptr) return;
+      group.Flush();
+      for (size_t i = 0; i < group.ranks().size(); ++i) ready->at[i].push_back(*group.last(i));
+      ready->parameters.push_back(parameters);
+    };
+    if (stage < plan_.pipeline - 1) {
+      group.Recv(Peers(group_dp_, stage + 1), 2 * microbatch + 1, PipelineBytes(), "recv gradients");
+    } else {
+      EmitWhole(group, output_backward_, "output bwd");
+      TensorReduce(group, "output tp");
+      mark(OutputParameters(stage));
+    }
+    for (int i = layers - 1; i >= 0; --i) {
+      Emit(group, layer_recompute_, first_layer + i, "recompute", kRecomputeCategory);
+      Emit(group, layer_backward_, first_layer + i, "bwd", kComputeCategory);
+      mark(models::LayerParameterCount(spec_, plan_.tensor, 1, first_layer + i));
+    }
+    if (stage == 0) {
+      EmitWhole(group, embedding_backward_, "embedding bwd");
+      mark(EmbeddingParameters());
+    } else {
+      group.Send(Peers(group_dp_, stage - 1), 2 * microbatch + 1, PipelineBytes(), false, "send gradients");
+    }
+    group.Flush();
+    Account(stage, true);
+  }
+
+  int64_t EmbeddingParameters() const {
+    int64_t params = spec_.PaddedVocab(plan_.tensor) / plan_.tensor * spec_.hidden;
+    if (spec_.position == models::PositionEmbedding::kLearned) params += spec_.max_seq * spec_.hidden;
+    return params + spec_.token_types * spec_.hidden;
+  }
+
+  int64_t OutputParameters(int stage) const {
+    const bool holds_output = !spec_.tied_embeddings || stage != 0;
+    return (holds_output ? spec_.PaddedVocab(plan_.tensor) / plan_.tensor * spec_.hidden : 0) +
+           (spec_.final_norm ? models::NormParameters(spec_) : 0);
+  }
+
+  // FLOPs and cost sources of one micro-batch pass on the t peers of a stage.
+  void Account(int stage, bool backward) {
+    const double peers = plan_.tensor;
+    const int layers = spec_.layers / plan_.pipeline;
+    const PricedPass& layer = backward ? layer_backward_ : layer_forward_;
+    double flops = layers * layer.model_flops;
+    if (stage == 0) flops += (backward ? embedding_backward_ : embedding_forward_).model_flops;
+    if (stage == plan_.pipeline - 1) flops += (backward ? output_backward_ : output_forward_).model_flops;
+    result_.model_flops += peers * flops;
+    result_.hardware_flops += peers * (flops + (backward ? layers * layer_recompute_.model_flops : 0));
+    // Cost sources: each priced op once per use.
+    const auto count = static_cast<int64_t>(peers);
+    if (!backward) {
+      size_t forward_ops = layer_forward_.ops.size();
+      for (size_t i = 0; i < forward_ops; ++i) result_.sources.Add(layer_sources_[i], count * layers);
+    } else {
+      for (size_t i = layer_forward_.ops.size(); i < layer_sources_.size(); ++i) {
+        result_.sources.Add(layer_sources_[i], count * layers);
+      }
+    }
+    if (stage == 0) TallyPart(embedding_sources_, embedding_forward_.ops.size(), backward, count);
+    if (stage == plan_.pipeline - 1) TallyPart(output_sources_, output_forward_.ops.size(), backward, count);
+  }
+
+  void TallyPart(const std::vector<models::OpCost>& sources, size_t forward_ops, bool backward,
+                 int64_t count) {
+    const size_t begin = backward ? forward_ops : 0;
+    const size_t end = backward ? sources.size() : forward_ops;
+    for (size_t i = begin; i < end; ++i) result_.sources.Add(sources[i], count);
+  }
+
+  GradientReady BuildStage(int stage, int dp, int64_t microbatches) {
+    group_dp_ = dp;
+    PeerGroup group(builder_, Peers(dp, stage));
+    GradientReady ready;
+    ready.at.resize(group.ranks().size());
+    for (const PipelineStep& step :
+         StageSchedule(plan_.schedule, plan_.pipeline, stage, microbatches)) {
+      if (step.forward) {
+        Forward(group, stage, step.microbatch);
+      } else {
+        const bool last = step.microbatch == microbatches - 1;
+        Backward(group, stage, step.microbatch, last ? &ready : nullptr);
+      }
+    }
+    return ready;
+  }
+
+  // Data-parallel gradient reduction: gradients fill buckets of plan.gradient_bucket bytes in the
+  // order the last backward produces them; each bucket's collective starts when its last
+  // gradient is ready (overlapping the rest of the backward, as PyTorch DDP and Megatron's
+  // overlap_grad_reduce do), or after the whole backward without overlap. ZeRO-1/2 reduce-
+  // scatter instead and all-gather the updated parameters after the optimizer step.
+  void ReduceGradients(const std::vector<std::vector<GradientReady>>& ready) {
+    std::map<int32_t, std::vector<TaskId>> waits = TiedEmbeddingReduce(ready);
+    const int64_t grad_bytes = DTypeBytes(config_.training.grad_dtype);
+    const bool zero = plan_.zero_stage >= 1;
+    for (int stage = 0; stage < plan_.pipeline; ++stage) {
+      const auto& stage_ready = ready[static_cast<size_t>(stage)];
+      const std::vector<int64_t>& parameters = stage_ready.front().parameters;
+      for (int tp = 0; tp < plan_.tensor; ++tp) {
+        std::vector<int32_t> group;
+        for (int dp = 0; dp < plan_.data; ++dp) group.push_back(plan_.Rank(dp, stage, tp));
+        int64_t bucket = 0;
+        int64_t stage_params = 0;
+        for (size_t point = 0; point < parameters.size(); ++point) {
+          bucket += parameters[point];
+          stage_params += parameters[point];
+          const bool full = bucket * grad_bytes >= plan_.gradient_bucket.count();
+          if ((!full && point + 1 < parameters.size()) || group.size() < 2) continue;
+          const graph::CommId comm = builder_.AddCollective(
+              zero ? CommKind::kReduceScatter : CommKind::kAllReduce, Bytes(bucket * grad_bytes),
+              group);
+          const size_t at = plan_.overlap_gradient_reduce ? point : parameters.size() - 1;
+          for (size_t i = 0; i < group.size(); ++i) {
+            const TaskId task = builder_.AddCollectiveTask(builder_.Stream(group[i], "dp"), comm,
+                                                           "gradient bucket", kDataCategory);
+            builder_.AddDependency(task, stage_ready[i].at[static_cast<size_t>(tp)][at]);
+            waits[group[i]].push_back(task);
+          }
+          bucket = 0;
+        }
+        Optimizer(group, stage_params, waits);
+      }
+    }
+  }
+
+  // Megatron keeps a tied embedding on the first and the last stage and all-reduces its
+  // gradient between the two before the step. Returns, per rank, what its step waits for.
+  std::map<int32_t, std::vector<TaskId>> TiedEmbeddingReduce(
+      const std::vector<std::vector<GradientReady>>& ready) {
+    std::map<int32_t, std::vector<TaskId>> waits;
+    if (!spec_.tied_embeddings || plan_.pipeline < 2) return waits;
+    const int last = plan_.pipeline - 1;
+    const int64_t bytes = spec_.PaddedVocab(plan_.tensor) / plan_.tensor * spec_.hidden *
+                          DTypeBytes(config_.training.grad_dtype);
+    for (int dp = 0; dp < plan_.data; ++dp) {
+      for (int tp = 0; tp < plan_.tensor; ++tp) {
+        const std::vector<int32_t> pair = {plan_.Rank(dp, 0, tp), plan_.Rank(dp, last, tp)};
+        const graph::CommId comm = builder_.AddCollective(CommKind::kAllReduce, Bytes(bytes), pair);
+        // Ready after the embedding's backward (first stage: the last gradient point) and the
+        // output layer's (last stage: the first).
+        const auto& first_at = ready.front()[static_cast<size_t>(dp)].at[static_cast<size_t>(tp)];
+        const auto& last_at = ready.back()[static_cast<size_t>(dp)].at[static_cast<size_t>(tp)];
+        const std::array<TaskId, 2> after = {first_at.back(), last_at.front()};
+        for (size_t i = 0; i < 2; ++i) {
+          const TaskId task = builder_.AddCollectiveTask(builder_.Stream(pair[i], "dp"), comm,
+                                                         "tied embedding", kDataCategory);
+          builder_.AddDependency(task, after[i]);
+          waits[pair[i]].push_back(task);
+        }
+      }
+    }
+    return waits;
+  }
+
+  void Optimizer(const std::vector<int32_t>& group, int64_t stage_params,
+                 std::map<int32_t, std::vector<TaskId>>& waits) {
+    const bool zero = plan_.zero_stage >= 1;
+    const int64_t local = zero ? (stage_params + plan_.data - 1) / plan_.data : stage_params;
+    const std::optional<models::OpCost> cost = cost_.Price(
+        models::OptimizerOp(config_.training.optimizer, local, config_.training.grad_dtype));
+    const models::OpCost step = cost.value_or(models::OpCost{});
+    std::optional<graph::CommId> gather;
+    if (zero && group.size() > 1) {
+      gather = builder_.AddCollective(
+          CommKind::kAllGather, Bytes(local * DTypeBytes(config_.training.dtype)), group);
+    }
+    for (int32_t rank : group) {
+      const TaskId task =
+          builder_.AddTask(builder_.Stream(rank, kComputeStream), TaskKind::kCompute,
+                           "optimizer step", kOptimizerCategory, step.duration);
+      for (TaskId prerequisite : waits[rank]) builder_.AddDependency(task, prerequisite);
+      if (gather) {
+        const TaskId all_gather = builder_.AddCollectiveTask(
+            builder_.Stream(rank, "dp"), *gather, "parameter all-gather", kDataCategory);
+        builder_.AddDependency(all_gather, task);
+      }
+    }
+    result_.sources.Add(step, static_cast<int64_t>(group.size()));
+  }
+
+  const SimulationConfig& config_;
+  const models::TransformerSpec& spec_;
+  const ParallelPlan& plan_;
+  const models::OpCostModel& cost_;
+  Pricer pricer_;
+  TaskGraphBuilder builder_;
+  IterationStats result_;
+  PricedPass layer_forward_, layer_backward_, layer_recompute_;
+  PricedPass embedding_forward_, embedding_backward_, output_forward_, output_backward_;
+  std::vector<models::OpCost> layer_sources_, embedding_sources_, output_sources_;
+  int group_dp_ = 0;
+};
+
+std::string GiB(int64_t bytes) { return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / kGibi); }
+
+}  // namespace
+
+Expected<std::vector<models::MemoryBreakdown>> StageMemory(const SimulationConfig& config) {
+  const ParallelPlan& plan = config.plan;
+  std::vector<models::MemoryBreakdown> stages;
+  for (int stage = 0; stage < plan.pipeline; ++stage) {
+    const models::MemoryPlan memory_plan{
+        .shard = {.micro_batch = config.training.micro_batch, .seq_len = config.training.seq_len,
+                  .dtype = config.training.dtype, .tensor_parallel = plan.tensor,
+                  .sequence_parallel = plan.sequence_parallel,
+                  .flash_attention = config.training.flash_attention,
+                  .dropout = config.training.dropout},
+        .recompute = config.training.recompute,
+        .schedule = plan.schedule == ScheduleKind::kGpipe
+                        ? models::PipelineSchedule::kGpipe
+                        : models::PipelineSchedule::kOneForwardOneBackward,
+        .pipeline_stages = plan.pipeline,
+        .virtual_stages = plan.virtual_stages,
+        .stage = stage,
+        .microbatches = config.Microbatches(),
+        .data_parallel = plan.data,
+        .zero_stage = plan.zero_stage,
+        .optimizer = config.training.optimizer,
+        .param_dtype = config.training.dtype,
+        .grad_dtype = config.training.grad_dtype};
+    DTSIM_ASSIGN_OR_RETURN(models::MemoryBreakdown memory,
+                           models::EstimateMemory(config.model, memory_plan));
+    if (memory.total() > config.gpu.memory.count()) {
+      return Error(fmt::format("the plan does not fit: pipeline stage {} needs {} per GPU, {} has "
+                               "{} (parameters {}, gradients {}, optimizer state {}, activations "
+                               "{}, temporary {})",
+                               stage, GiB(memory.total()), config.gpu.name,
+                               GiB(config.gpu.memory.count()), GiB(memory.parameters),
+                               GiB(memory.gradients), GiB(memory.optimizer_state),
+                               GiB(memory.activations), GiB(memory.temporary)),
+                   "parallelism", GiB(memory.total()));
+    }
+    stages.push_back(memory);
+  }
+  return stages;
+}
+
+Expected<IterationGraph> BuildTransformerIteration(const SimulationConfig& config,
+                                                   const models::OpCostModel& cost) {
+  DTSIM_ASSIGN_OR_RETURN(std::vector<models::MemoryBreakdown> memory, StageMemory(config));
+  IterationBuilder builder(config, cost);
+  DTSIM_ASSIGN_OR_RETURN(IterationGraph iteration, builder.Build());
+  iteration.stats.stage_memory = std::move(memory);
+  return iteration;
+}
+
+}  // namespace dtsim::strategies

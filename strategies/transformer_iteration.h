@@ -1,0 +1,47 @@
+// One training iteration of a dense transformer under data, 1D tensor and pipeline
+// parallelism, as a task graph: every rank's compute (priced op by op by a cost model), its
+// tensor-parallel collectives, pipeline sends and receives, bucketed data-parallel gradient
+// reduction and the optimizer step (docs/strategies.md).
+#pragma once
+
+#include <vector>
+
+#include "models/cost_model.h"
+#include "models/memory.h"
+#include "sim/base/status.h"
+#include "sim/graph/task_graph.h"
+#include "strategies/config.h"
+
+namespace dtsim::strategies {
+
+// Task categories of the built graph.
+inline constexpr std::string_view kComputeCategory = "compute";
+inline constexpr std::string_view kRecomputeCategory = "recompute";
+inline constexpr std::string_view kTensorCategory = "tp";
+inline constexpr std::string_view kPipelineCategory = "pp";
+inline constexpr std::string_view kDataCategory = "dp";
+inline constexpr std::string_view kOptimizerCategory = "optimizer";
+// The stream every rank computes on (tensor-parallel collectives and pipeline receives block
+// it, as in Megatron); sends and gradient reduction have their own streams.
+inline constexpr std::string_view kComputeStream = "compute";
+
+struct IterationStats {
+  double model_flops = 0;     // one iteration, all ranks (MFU convention, no recompute)
+  double hardware_flops = 0;  // with the recomputed forward
+  models::CostSourceTally sources;  // compute time per cost source, all ranks
+  std::vector<models::MemoryBreakdown> stage_memory;  // per pipeline stage (one rank each)
+};
+
+struct IterationGraph {
+  graph::TaskGraph graph;
+  IterationStats stats;
+};
+
+// Per-stage memory; errors when a stage does not fit the GPU ("needs 97.2 GiB per GPU, …").
+Expected<std::vector<models::MemoryBreakdown>> StageMemory(const SimulationConfig& config);
+
+// Precondition: `config` came from ConfigFromJson (the plan fits the model and cluster).
+Expected<IterationGraph> BuildTransformerIteration(const SimulationConfig& config,
+                                                   const models::OpCostModel& cost);
+
+}  // namespace dtsim::strategies

@@ -1,0 +1,67 @@
+#include "tools/cli/simulate_command.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "sim/base/atomic_file.h"
+#include "sim/base/json_reader.h"
+#include "tests/testing/temp_dir.h"
+
+namespace dtsim::cli {
+namespace {
+
+using testing::HasSubstr;
+
+const std::string kSmall = DTSIM_EXAMPLES_DIR "/gpt3_1.3b_16gpu.json";
+
+class SimulateCommandTest : public testing_support::TempDirTest {
+ protected:
+  CommandOutcome Simulate(std::vector<std::string> args) {
+    output_.str("");
+    return SimulateCommand(args, output_);
+  }
+  std::ostringstream output_;
+};
+
+// Golden scenario: the small example's result, less the wall-clock fields, is checked in.
+// After an intended change, regenerate with DTSIM_UPDATE_GOLDEN=1 and say why in the commit.
+TEST_F(SimulateCommandTest, SmallExampleMatchesTheGoldenResult) {
+  const CommandOutcome outcome =
+      Simulate({kSmall, "-o", Path("result.json"), "--timeline", Path("timeline.json")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("DP 2 × TP 4 (SP) × PP 2 (1f1b), 8 micro-batches of 4"));
+  Json result = *ReadJsonFile(Path("result.json"));
+  EXPECT_EQ(result["format"], kSimulateResultFormat);
+  result["simulator"].erase("build_seconds");
+  result["simulator"].erase("simulate_seconds");
+  result["input"]["config"] = "tools/examples/gpt3_1.3b_16gpu.json";
+  const std::string golden_path = DTSIM_SOURCE_DIR "/tests/golden/gpt3_1.3b_16gpu.result.json";
+  if (std::getenv("DTSIM_UPDATE_GOLDEN") != nullptr) {
+    ASSERT_TRUE(WriteFileAtomically(golden_path, result.dump(2) + "\n").ok());
+  }
+  const Expected<Json> golden = ReadJsonFile(golden_path);
+  ASSERT_TRUE(golden.ok()) << golden.error().ToString();
+  EXPECT_EQ(result, *golden) << Json::diff(*golden, result).dump(2);
+  const Expected<Json> timeline = ReadJsonFile(Path("timeline.json"));
+  ASSERT_TRUE(timeline.ok());
+  EXPECT_GT((*timeline)["traceEvents"].size(), 27000u);
+}
+
+TEST_F(SimulateCommandTest, OverridesAndErrors) {
+  const CommandOutcome what_if =
+      Simulate({kSmall, "--set", "parallelism.pipeline.schedule=gpipe", "--quiet"});
+  EXPECT_EQ(what_if.kind, CommandOutcome::Kind::kOk) << what_if.error->ToString();
+  const CommandOutcome bad = Simulate({kSmall, "--set", "parallelism.data=3"});
+  ASSERT_EQ(bad.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(bad.error->ToString(), HasSubstr("gpt3_1.3b_16gpu.json"));
+  EXPECT_THAT(bad.error->ToString(), HasSubstr("training.global_batch"));
+  EXPECT_EQ(Simulate({}).kind, CommandOutcome::Kind::kUsage);
+  EXPECT_EQ(Simulate({kSmall, "--set", "nonsense"}).kind, CommandOutcome::Kind::kFailure);
+  EXPECT_EQ(Simulate({Path("missing.json")}).kind, CommandOutcome::Kind::kFailure);
+}
+
+}  // namespace
+}  // namespace dtsim::cli

@@ -1,0 +1,210 @@
+// Plans to task graphs, simulated: analytic checks (pipeline bubble, hidden data-parallel
+// reduction, tensor-parallel bytes), config overrides and bad-config errors.
+#include "strategies/simulate.h"
+
+#include <cmath>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "strategies/config.h"
+
+namespace dtsim::strategies {
+namespace {
+
+using testing::HasSubstr;
+
+// A model whose layers dominate: 16 layers of hidden 2048 and a 1,024-token vocabulary, so the
+// embedding and the output layer cost little next to a stage's layers.
+Json BaseConfig() {
+  return Json::parse(R"({
+    "model": {"family": "transformer", "layers": 16, "hidden": 2048, "heads": 16,
+              "vocab": 1024, "max_seq": 1024},
+    "training": {"global_batch": 16, "micro_batch": 1, "seq_len": 1024},
+    "cluster": {"preset": "dgx-a100", "gpu": "a100-sxm4-80gb"},
+    "parallelism": {"data": 1, "tensor": 1, "pipeline": 1}
+  })");
+}
+
+SimulationConfig Config(const Json& json) {
+  Expected<SimulationConfig> config = ConfigFromJson(json, "");
+  EXPECT_TRUE(config.ok()) << config.error().ToString();
+  return *config;
+}
+
+SimulationResult SimulateJson(const Json& json) {
+  Expected<SimulationResult> result = Simulate(Config(json));
+  EXPECT_TRUE(result.ok()) << result.error().ToString();
+  return std::move(*result);
+}
+
+std::string ConfigError(const Json& json) {
+  Expected<SimulationConfig> config = ConfigFromJson(json, "");
+  if (!config.ok()) return config.error().ToString();
+  Expected<SimulationResult> result = Simulate(*config);
+  EXPECT_FALSE(result.ok());
+  return result.ok() ? "" : result.error().ToString();
+}
+
+// Per micro-batch compute of one stage: the durations of its "layer…" tasks in one pass.
+struct StageTimes {
+  double forward = 0, backward = 0;
+};
+StageTimes MiddleStageTimes(const SimulationResult& r, int32_t rank, int64_t microbatches) {
+  StageTimes t;
+  const graph::TaskGraph& graph = r.iteration->graph;
+  for (size_t i = 0; i < graph.task_count(); ++i) {
+    const graph::TaskId id(static_cast<uint32_t>(i));
+    const graph::Task& task = graph.task(id);
+    if (graph.rank_of(id) != rank || task.kind != graph::TaskKind::kCompute) continue;
+    const std::string_view name = graph.name(task.name);
+    if (name.ends_with(" fwd")) t.forward += task.duration.ToSecondsDouble();
+    if (name.ends_with(" bwd")) t.backward += task.duration.ToSecondsDouble();
+  }
+  return {t.forward / static_cast<double>(microbatches), t.backward / static_cast<double>(microbatches)};
+}
+
+TEST(SimulateTest, PipelineBubbleOfUniformStages) {
+  // p = 4 stages of 4 layers, m = 16 micro-batches. With uniform stages and negligible
+  // transfers, both GPipe and 1F1B flush after (m + p − 1)·(t_f + t_b) (SC'21 §2.2): a bubble
+  // of (p − 1)/(m + p − 1) of the pipeline's time. The optimizer step (and the tied-embedding
+  // all-reduce before it) follow the flush, so they are taken off first. Stages 1 and 2 are
+  // uniform; stage 0 adds the embedding and stage 3 the output layer (a 1,024 vocabulary:
+  // small) and each boundary a 4 MB transfer, so allow 2%.
+  for (const char* schedule : {"1f1b", "gpipe"}) {
+    Json json = BaseConfig();
+    json["parallelism"]["pipeline"] = {{"size", 4}, {"schedule", schedule}};
+    const SimulationResult r = SimulateJson(json);
+    const StageTimes t = MiddleStageTimes(r, 1, 16);
+    const double pipeline = (r.iteration_time - r.stages[0].optimizer - r.stages[0].data_exposed)
+                                .ToSecondsDouble();
+    EXPECT_NEAR(pipeline / ((16 + 4 - 1) * (t.forward + t.backward)), 1.0, 0.02) << schedule;
+    const double bubble = 1 - 16 * (t.forward + t.backward) / pipeline;
+    EXPECT_NEAR(bubble, 3.0 / 19.0, 0.02) << schedule;
+  }
+}
+
+TEST(SimulateTest, DataParallelReductionHidesBehindTheBackwardPass) {
+  // Two replicas over two nodes (TP 8 fills a node), one micro-batch of 8 × 1,024 tokens each:
+  // each layer's backward (≈ 2 ms) is longer than a 25 MiB bucket's all-reduce (≈ 2.1 ms per
+  // 2 layers), so with overlap every bucket but the last (the embedding's, ready at the very
+  // end) runs behind the backward; without overlap all of them follow it.
+  Json json = BaseConfig();
+  json["parallelism"] = {{"data", 2}, {"tensor", 8}};
+  json["training"]["micro_batch"] = 8;
+  json["training"]["global_batch"] = 16;
+  json["parallelism"]["overlap_gradient_reduce"] = true;
+  const SimulationResult overlapped = SimulateJson(json);
+  json["parallelism"]["overlap_gradient_reduce"] = false;
+  const SimulationResult serial = SimulateJson(json);
+  json["parallelism"]["data"] = 1;
+  json["training"]["global_batch"] = 8;
+  const SimulationResult alone = SimulateJson(json);
+  const double exposed_overlapped =
+      (overlapped.iteration_time - alone.iteration_time).ToSecondsDouble();
+  const double exposed_serial = (serial.iteration_time - alone.iteration_time).ToSecondsDouble();
+  EXPECT_GT(exposed_serial, 0);
+  EXPECT_LT(exposed_overlapped, 0.2 * exposed_serial);
+  // The breakdown attributes the difference to the wait before the step.
+  EXPECT_NEAR(serial.stages[0].data_exposed.ToSecondsDouble(), exposed_serial, 1e-6);
+  EXPECT_NEAR(overlapped.stages[0].data_exposed.ToSecondsDouble(), exposed_overlapped, 1e-6);
+}
+
+TEST(SimulateTest, TensorParallelBytesPerLayer) {
+  // Megatron 1D TP without sequence parallelism: per layer and micro-batch two all-reduces
+  // forward and two backward, each of b·s·h·e = 1·1024·2048·2 bytes per rank; the embedding
+  // forward and output backward add one each. With SP each all-reduce is a reduce-scatter of
+  // b·s·h·e and an all-gather of b·s·h·e/t.
+  Json json = BaseConfig();
+  json["parallelism"]["tensor"] = 4;
+  json["training"]["global_batch"] = 2;
+  const SimulationResult plain = SimulateJson(json);
+  const graph::TaskGraph& graph = plain.iteration->graph;
+  int64_t all_reduce_bytes = 0;
+  for (size_t c = 0; c < graph.comm_count(); ++c) {
+    const graph::Communication& comm = graph.comm(graph::CommId(static_cast<uint32_t>(c)));
+    if (comm.kind == graph::CommKind::kAllReduce) all_reduce_bytes += comm.size.count();
+  }
+  const int64_t activation = 1LL * 1024 * 2048 * 2;
+  EXPECT_EQ(all_reduce_bytes, 2 * (16 * 4 + 2) * activation);  // 2 micro-batches
+  json["parallelism"]["tensor"] = {{"size", 4}, {"sequence_parallel", true}};
+  const SimulationResult sp = SimulateJson(json);
+  int64_t scatter = 0, gather = 0;
+  for (size_t c = 0; c < sp.iteration->graph.comm_count(); ++c) {
+    const graph::Communication& comm = sp.iteration->graph.comm(graph::CommId(static_cast<uint32_t>(c)));
+    if (comm.kind == graph::CommKind::kReduceScatter) scatter += comm.size.count();
+    if (comm.kind == graph::CommKind::kAllGather) gather += comm.size.count();
+  }
+  EXPECT_EQ(scatter, 2 * (16 * 4 + 2) * activation);
+  EXPECT_EQ(gather, 2 * (16 * 4 + 2) * activation / 4);
+}
+
+TEST(SimulateTest, MfuAndThroughputFollowFromFlopsAndTime) {
+  const SimulationResult r = SimulateJson(BaseConfig());
+  const SimulationConfig c = Config(BaseConfig());
+  // Model FLOPs: 72·B·s·l·h²·(1 + s/6h + V/12lh) with the padded vocabulary (1,024).
+  const double B = 16, s = 1024, l = 16, h = 2048, V = 1024;
+  const double flops = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+  EXPECT_NEAR(r.iteration->stats.model_flops / flops, 1.0, 1e-9);
+  const double seconds = r.iteration_time.ToSecondsDouble();
+  EXPECT_NEAR(r.mfu, flops / seconds / 312e12, 1e-9);
+  EXPECT_NEAR(r.tokens_per_second, B * s / seconds, 1e-6);
+  EXPECT_DOUBLE_EQ(r.iteration->stats.sources.Share(models::CostSource::kRoofline), 1.0);
+}
+
+TEST(SimulateTest, OverridesByPath) {
+  Json json = BaseConfig();
+  ASSERT_TRUE(ApplyOverride(json, "parallelism.pipeline=2").ok());
+  ASSERT_TRUE(ApplyOverride(json, "model.layers=8").ok());
+  ASSERT_TRUE(ApplyOverride(json, "simulation.network_model=flow").ok());
+  const SimulationConfig config = Config(json);
+  EXPECT_EQ(config.plan.pipeline, 2);
+  EXPECT_EQ(config.model.transformer.layers, 8);
+  EXPECT_EQ(config.network_model, "flow");
+  Json preset = BaseConfig();
+  preset["model"] = "gpt3-1.3b";
+  ASSERT_TRUE(ApplyOverride(preset, "model.layers=4").ok());
+  EXPECT_EQ(Config(preset).model.transformer.layers, 4);
+  EXPECT_FALSE(ApplyOverride(json, "noequals").ok());
+}
+
+TEST(SimulateTest, AnalyticalAndFlowAgreeWithoutContention) {
+  Json json = BaseConfig();
+  json["parallelism"]["tensor"] = 4;
+  json["training"]["global_batch"] = 2;
+  const SimulationResult analytical = SimulateJson(json);
+  json["simulation"] = {{"network_model", "flow"}};
+  const SimulationResult flow = SimulateJson(json);
+  EXPECT_NEAR(flow.iteration_time.ToSecondsDouble() / analytical.iteration_time.ToSecondsDouble(),
+              1.0, 0.01);
+}
+
+TEST(SimulateTest, BadConfigsNameTheFieldAndTheValue) {
+  Json json = BaseConfig();
+  json["cluster"]["nodes"] = 2;
+  json["parallelism"] = {{"data", 2}, {"tensor", 4}, {"pipeline", 4}};
+  EXPECT_THAT(ConfigError(json), HasSubstr("data × tensor × pipeline = 2 × 4 × 4 = 32 ranks, but "
+                                           "the cluster has 16 GPUs"));
+  json = BaseConfig();
+  json["parallelism"]["tensor"] = 3;
+  EXPECT_THAT(ConfigError(json), HasSubstr("parallelism.tensor"));
+  EXPECT_THAT(ConfigError(json), HasSubstr("must divide heads (16)"));
+  json = BaseConfig();
+  json["parallelism"]["data"] = 3;
+  EXPECT_THAT(ConfigError(json), HasSubstr("training.global_batch: global batch (16) is not "
+                                           "divisible by micro-batch × data-parallel size (3)"));
+  json = BaseConfig();
+  json["model"] = "gpt3-175b";
+  json["training"]["seq_len"] = 2048;
+  EXPECT_THAT(ConfigError(json), HasSubstr("the plan does not fit: pipeline stage 0 needs"));
+  EXPECT_THAT(ConfigError(json), HasSubstr("a100-sxm4-80gb has 80.0 GiB (parameters"));
+  json = BaseConfig();
+  json["parallelism"]["pipeline"] = {{"size", 2}, {"schedule", "zigzag"}};
+  EXPECT_THAT(ConfigError(json), HasSubstr("\"gpipe\", \"1f1b\", \"interleaved\""));
+  json = BaseConfig();
+  json["trainin"] = json["training"];
+  EXPECT_THAT(ConfigError(json), HasSubstr("did you mean \"training\""));
+}
+
+}  // namespace
+}  // namespace dtsim::strategies

@@ -1,0 +1,196 @@
+#include "tools/cli/simulate_command.h"
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "sim/base/atomic_file.h"
+#include "sim/base/quantity.h"
+#include "strategies/simulate.h"
+#include "tools/cli/command_line.h"
+#include "tools/cli/run_report.h"
+#include "traces/chrome_trace_writer.h"
+
+namespace dtsim::cli {
+namespace {
+
+namespace po = boost::program_options;
+using strategies::SimulationConfig;
+using strategies::SimulationResult;
+
+struct SimulateOptions {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string result_path;
+  std::string timeline_path;
+  bool quiet = false;
+  bool help = false;
+};
+
+po::options_description Describe(SimulateOptions& o) {
+  po::options_description description(
+      "Usage: dtsim simulate CONFIG [options]\n\n"
+      "Builds one training iteration of the model, cluster and parallel plan in CONFIG\n"
+      "(docs/config.md), simulates it, and reports iteration time, throughput, MFU, where the\n"
+      "time went and memory per GPU.\n\nOptions");
+  description.add_options()
+      ("help,h", po::bool_switch(&o.help), "show this help")
+      ("set", po::value(&o.overrides)->value_name("KEY.PATH=VALUE")->composing(),
+       "override a config field, e.g. --set parallelism.data=16 (repeatable)")
+      ("output,o", po::value(&o.result_path)->value_name("FILE"),
+       "write the result JSON here (docs/formats/simulate-result.md)")
+      ("timeline", po::value(&o.timeline_path)->value_name("FILE"),
+       "write a Chrome trace / Perfetto timeline here")
+      ("quiet,q", po::bool_switch(&o.quiet), "print nothing on success");
+  return description;
+}
+
+OrderedJson PlanJson(const SimulationConfig& c) {
+  return {{"data", c.plan.data},
+          {"tensor", c.plan.tensor},
+          {"pipeline", c.plan.pipeline},
+          {"sequence_parallel", c.plan.sequence_parallel},
+          {"schedule", strategies::ScheduleName(c.plan.schedule)},
+          {"zero_stage", c.plan.zero_stage},
+          {"global_batch", c.training.global_batch},
+          {"micro_batch", c.training.micro_batch},
+          {"microbatches", c.Microbatches()},
+          {"seq_len", c.training.seq_len},
+          {"recompute", models::RecomputeName(c.training.recompute)}};
+}
+
+OrderedJson BreakdownJson(const strategies::TimeBreakdown& b) {
+  return {{"rank", b.rank},
+          {"compute_ns", b.compute.ns()},
+          {"recompute_ns", b.recompute.ns()},
+          {"tp_exposed_ns", b.tensor.ns()},
+          {"pp_wait_ns", b.pipeline.ns()},
+          {"dp_exposed_ns", b.data_exposed.ns()},
+          {"optimizer_ns", b.optimizer.ns()},
+          {"idle_ns", b.idle.ns()}};
+}
+
+OrderedJson MemoryJson(const models::MemoryBreakdown& m, Bytes capacity) {
+  return {{"parameters_bytes", m.parameters},
+          {"gradients_bytes", m.gradients},
+          {"optimizer_state_bytes", m.optimizer_state},
+          {"activations_bytes", m.activations},
+          {"temporary_bytes", m.temporary},
+          {"total_bytes", m.total()},
+          {"capacity_bytes", capacity.count()},
+          {"microbatches_in_flight", m.microbatches_in_flight}};
+}
+
+OrderedJson ResultJson(const SimulationConfig& c, const SimulationResult& r) {
+  const strategies::IterationStats& stats = r.iteration->stats;
+  OrderedJson stages = OrderedJson::array();
+  for (size_t i = 0; i < r.stages.size(); ++i) {
+    OrderedJson stage = {{"stage", i}, {"time", BreakdownJson(r.stages[i])},
+                         {"memory", MemoryJson(stats.stage_memory[i], c.gpu.memory)}};
+    stages.push_back(std::move(stage));
+  }
+  OrderedJson sources = OrderedJson::object();
+  for (auto source : {models::CostSource::kMeasured, models::CostSource::kInterpolated,
+                      models::CostSource::kRoofline}) {
+    sources[std::string(models::CostSourceName(source))] = stats.sources.Share(source);
+  }
+  return {{"format", kSimulateResultFormat},
+          {"version", kSimulateResultVersion},
+          {"input", {{"config", c.source}, {"model", c.model.name}, {"gpu", c.gpu.name},
+                     {"cluster", c.cluster.name}, {"nodes", c.cluster.nodes},
+                     {"gpus_per_node", c.cluster.gpus_per_node},
+                     {"network_model", c.network_model}, {"cost_model", r.cost_model},
+                     {"plan", PlanJson(c)}}},
+          {"iteration_time_ns", r.iteration_time.ns()},
+          {"samples_per_second", r.samples_per_second},
+          {"tokens_per_second", r.tokens_per_second},
+          {"model_tflops_per_gpu", r.model_tflops_per_gpu},
+          {"hardware_tflops_per_gpu", r.hardware_tflops_per_gpu},
+          {"mfu", r.mfu},
+          {"hfu", r.hfu},
+          {"model_flops_per_iteration", stats.model_flops},
+          {"hardware_flops_per_iteration", stats.hardware_flops},
+          {"stages", std::move(stages)},
+          {"cost_source_shares", std::move(sources)},
+          {"simulator", {{"tasks", r.summary.tasks},
+                         {"communications", r.summary.communications},
+                         {"events", r.summary.events},
+                         {"fingerprint", fmt::format("0x{:016x}", r.summary.fingerprint)},
+                         {"build_seconds", r.build_seconds},
+                         {"simulate_seconds", r.simulate_seconds}}}};
+}
+
+std::string Ms(DurationNs d) { return fmt::format("{:.2f}", d.ToSecondsDouble() * 1e3); }
+std::string GiB(int64_t bytes) { return fmt::format("{:.1f}", static_cast<double>(bytes) / kGibi); }
+
+void PrintSummary(std::ostream& out, const SimulationConfig& c, const SimulationResult& r) {
+  const strategies::IterationStats& stats = r.iteration->stats;
+  fmt::print(out, "dtsim simulate {}\n", c.source);
+  fmt::print(out, "  model          {} on {} × {} ({}, {} network)\n", c.model.name,
+             c.plan.world(), c.gpu.name, c.cluster.name, c.network_model);
+  fmt::print(out, "  plan           DP {} × TP {}{} × PP {} ({}), {} micro-batches of {}, ZeRO {}, "
+                  "recompute {}\n",
+             c.plan.data, c.plan.tensor, c.plan.sequence_parallel ? " (SP)" : "", c.plan.pipeline,
+             strategies::ScheduleName(c.plan.schedule), c.Microbatches(), c.training.micro_batch,
+             c.plan.zero_stage, models::RecomputeName(c.training.recompute));
+  fmt::print(out, "  iteration      {}\n", FormatDuration(r.iteration_time));
+  fmt::print(out, "  throughput     {:.2f} samples/s, {:.0f} tokens/s\n", r.samples_per_second,
+             r.tokens_per_second);
+  fmt::print(out, "  per GPU        {:.1f} model TFLOP/s (MFU {:.1f}%), {:.1f} hardware TFLOP/s "
+                  "(HFU {:.1f}%)\n",
+             r.model_tflops_per_gpu, 100 * r.mfu, r.hardware_tflops_per_gpu, 100 * r.hfu);
+  fmt::print(out, "  cost sources   measured {:.1f}%, interpolated {:.1f}%, roofline {:.1f}% "
+                  "({} model)\n",
+             100 * stats.sources.Share(models::CostSource::kMeasured),
+             100 * stats.sources.Share(models::CostSource::kInterpolated),
+             100 * stats.sources.Share(models::CostSource::kRoofline), r.cost_model);
+  fmt::print(out, "\n  {:<6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>8} {:>8}\n", "stage",
+             "compute", "recompute", "tp", "pp wait", "dp", "optim", "idle", "mem GiB", "of GiB");
+  for (size_t i = 0; i < r.stages.size(); ++i) {
+    const auto& b = r.stages[i];
+    fmt::print(out, "  {:<6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>8} {:>8}\n", i,
+               Ms(b.compute), Ms(b.recompute), Ms(b.tensor), Ms(b.pipeline), Ms(b.data_exposed),
+               Ms(b.optimizer), Ms(b.idle), GiB(stats.stage_memory[i].total()),
+               GiB(c.gpu.memory.count()));
+  }
+  fmt::print(out, "  (times in ms on each stage's first rank)\n");
+  fmt::print(out, "\n  simulator      {} tasks, {} events; built in {:.3f} s, simulated in {:.3f} s\n",
+             r.summary.tasks, r.summary.events, r.build_seconds, r.simulate_seconds);
+}
+
+Status Execute(const SimulateOptions& options, std::ostream& out) {
+  DTSIM_ASSIGN_OR_RETURN(const SimulationConfig config,
+                         strategies::LoadConfig(options.config, options.overrides));
+  Expected<SimulationResult> result = strategies::Simulate(config);
+  if (!result.ok()) return std::move(result).error().InFile(options.config);
+  if (!options.result_path.empty()) {
+    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(options.result_path,
+                                              ResultJson(config, *result).dump(2) + "\n"));
+  }
+  if (!options.timeline_path.empty()) {
+    DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(
+        options.timeline_path, result->iteration->graph, result->times,
+        {.source = options.config, .communication_model = config.network_model}));
+  }
+  if (!options.quiet) PrintSummary(out, config, *result);
+  return Status::Ok();
+}
+
+}  // namespace
+
+CommandOutcome SimulateCommand(std::span<const std::string> args, std::ostream& out) {
+  SimulateOptions options;
+  const po::options_description description = Describe(options);
+  Status parsed = ParseCommandLine(args, description, "config", options.config);
+  if (!parsed.ok()) return CommandOutcome::Usage(std::move(parsed).error());
+  if (options.help) {
+    out << description << "\n";
+    return CommandOutcome::Ok();
+  }
+  if (options.config.empty()) return CommandOutcome::Usage(Error("missing the CONFIG file"));
+  Status status = Execute(options, out);
+  if (!status.ok()) return CommandOutcome::Failure(std::move(status).error());
+  return CommandOutcome::Ok();
+}
+
+}  // namespace dtsim::cli
