@@ -68,7 +68,7 @@ Status ReadSized(JsonObjectReader& parent, std::string_view key, int& size,
 Status ReadParallelism(const Json& value, ParallelPlan& plan) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, "parallelism"));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("data", plan.data));
-  DTSIM_RETURN_IF_ERROR(ReadSized(reader, "tensor", plan.tensor, [&](JsonObjectReader& r) -> Status {
+  const auto tensor_options = [&plan](JsonObjectReader& r) -> Status {
     if (r.Has("mode")) {
       DTSIM_ASSIGN_OR_RETURN(const std::string mode, r.String("mode"));
       if (mode != "1d") {
@@ -78,11 +78,13 @@ Status ReadParallelism(const Json& value, ParallelPlan& plan) {
     }
     r.Allow("mode");
     return r.ReadOptional("sequence_parallel", plan.sequence_parallel);
-  }));
-  DTSIM_RETURN_IF_ERROR(ReadSized(reader, "pipeline", plan.pipeline, [&](JsonObjectReader& r) -> Status {
+  };
+  const auto pipeline_options = [&plan](JsonObjectReader& r) -> Status {
     DTSIM_RETURN_IF_ERROR(r.ReadOptionalEnum("schedule", kScheduleNames, plan.schedule));
     return r.ReadOptionalInt("virtual_stages", plan.virtual_stages);
-  }));
+  };
+  DTSIM_RETURN_IF_ERROR(ReadSized(reader, "tensor", plan.tensor, tensor_options));
+  DTSIM_RETURN_IF_ERROR(ReadSized(reader, "pipeline", plan.pipeline, pipeline_options));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("zero_stage", plan.zero_stage, 0));
   if (plan.zero_stage > 3) {
     return Error("ZeRO stage must be 0, 1, 2 or 3", "parallelism.zero_stage",
@@ -165,6 +167,10 @@ Status CheckPlan(SimulationConfig& config) {
                                        .sequence_parallel = plan.sequence_parallel};
   Status valid = models::ValidateShard(spec, shard);
   if (!valid.ok()) return std::move(valid).error().Under("parallelism.tensor");
+  if (plan.virtual_stages > 1 && plan.schedule != ScheduleKind::kInterleaved) {
+    return Error("virtual stages need the interleaved schedule",
+                 "parallelism.pipeline.virtual_stages", std::to_string(plan.virtual_stages));
+  }
   if (plan.schedule == ScheduleKind::kInterleaved) {
     return Error("the interleaved schedule is not built yet (gpipe and 1f1b are)",
                  "parallelism.pipeline.schedule", "\"interleaved\"");
@@ -215,7 +221,8 @@ Status ApplyOverride(Json& config, std::string_view assignment) {
     // A preset name given as a string becomes {"preset": name} so fields can override it.
     Json& child = (*node)[keys[i]];
     if (child.is_string()) child = Json{{"preset", child.get<std::string>()}};
-    if (child.is_number_integer() && keys[i + 1] == "size") child = Json{{"size", child}};
+    // A size given as a number ("tensor": 8) becomes {"size": 8} so its options can be set.
+    if (child.is_number_integer()) child = Json{{"size", child}};
     if (child.is_null()) child = Json::object();
     node = &child;
   }

@@ -166,6 +166,9 @@ TEST(SimulateTest, OverridesByPath) {
   ASSERT_TRUE(ApplyOverride(preset, "model.layers=4").ok());
   EXPECT_EQ(Config(preset).model.transformer.layers, 4);
   EXPECT_FALSE(ApplyOverride(json, "noequals").ok());
+  // A size given as a number takes options too.
+  ASSERT_TRUE(ApplyOverride(json, "parallelism.tensor.sequence_parallel=true").ok());
+  EXPECT_EQ(json["parallelism"]["tensor"], Json::parse(R"({"size": 1, "sequence_parallel": true})"));
 }
 
 TEST(SimulateTest, AnalyticalAndFlowAgreeWithoutContention) {
