@@ -19,9 +19,9 @@ Status AnalyticalModel::Prepare(const graph::TaskGraph& graph) {
   algorithms_.resize(graph.comm_count());
   for (uint32_t c = 0; c < graph.comm_count(); ++c) {
     const graph::Communication& comm = graph.comm(graph::CommId(c));
-    const uint32_t group = comm.group.value();
+    const uint32_t group = comm.priced_group.value();
     if (!shaped[group]) {
-      shapes[group] = ShapeOfGroup(graph.group(comm.group), cluster_);
+      shapes[group] = ShapeOfGroup(graph.group(comm.priced_group), cluster_);
       shaped[group] = true;
     }
     const auto key =
@@ -32,7 +32,7 @@ Status AnalyticalModel::Prepare(const graph::TaskGraph& graph) {
                                       .size = comm.size,
                                       .shape = shapes[group],
                                       .cluster = &cluster_,
-                                      .ranks = graph.group(comm.group),
+                                      .ranks = graph.group(comm.priced_group),
                                       .root = comm.root};
       Expected<AlgorithmChoice> choice =
           ChooseCollectiveAlgorithm(request, graph.name(comm.algorithm));

@@ -22,7 +22,7 @@ constexpr uint64_t kRunMask = kFastStepEnd - 1;
 // analytically cheapest default (every registered algorithm has a flow program).
 Expected<FlowModel::Planned> FlowModel::Plan(const graph::TaskGraph& graph,
                                              const graph::Communication& comm) const {
-  const std::span<const int32_t> ranks = graph.group(comm.group);
+  const std::span<const int32_t> ranks = graph.group(comm.priced_group);
   const CollectiveRequest request{.kind = comm.kind,
                                   .size = comm.size,
                                   .shape = ShapeOfGroup(ranks, cluster_),
@@ -54,7 +54,7 @@ Status FlowModel::Prepare(const graph::TaskGraph& graph) {
   std::map<std::tuple<graph::CommKind, int64_t, uint32_t, uint32_t, int32_t>, Planned> planned;
   for (uint32_t c = 0; c < graph.comm_count(); ++c) {
     const graph::Communication& comm = graph.comm(graph::CommId(c));
-    const auto key = std::make_tuple(comm.kind, comm.size.count(), comm.group.value(),
+    const auto key = std::make_tuple(comm.kind, comm.size.count(), comm.priced_group.value(),
                                      comm.algorithm.value(), comm.root);
     auto it = planned.find(key);
     if (it == planned.end()) {

@@ -178,10 +178,6 @@ Status CheckPlan(SimulationConfig& config) {
   if (plan.zero_stage == 3) {
     return Error("ZeRO-3 is not built yet (stages 0, 1 and 2 are)", "parallelism.zero_stage", "3");
   }
-  if (config.ranks == RanksMode::kSymmetric) {
-    return Error("symmetric ranks are not built yet; use \"full\"", "simulation.ranks",
-                 "\"symmetric\"");
-  }
   return Status::Ok();
 }
 

@@ -73,7 +73,10 @@ class Pricer {
 // helper adds one task per peer, and collectives span the peers.
 class PeerGroup {
  public:
-  PeerGroup(TaskGraphBuilder& builder, std::vector<int32_t> ranks) : builder_(builder), ranks_(std::move(ranks)) {
+  // `ranks` are the simulated peers; `logical` all of them (more when only one peer per class
+  // of identical ranks is simulated): collectives are priced over `logical`.
+  PeerGroup(TaskGraphBuilder& builder, std::vector<int32_t> ranks, std::vector<int32_t> logical)
+      : builder_(builder), ranks_(std::move(ranks)), logical_(std::move(logical)) {
     for (int32_t rank : ranks_) {
       compute_.push_back(builder_.Stream(rank, kComputeStream));
       send_forward_.push_back(builder_.Stream(rank, "pp-send-fwd"));
@@ -85,11 +88,13 @@ class PeerGroup {
   const std::vector<int32_t>& ranks() const { return ranks_; }
   std::optional<TaskId> last(size_t peer) const { return last_[peer]; }
 
-  void Add(DurationNs duration, std::string name, std::string_view category) {
-    if (category != pending_category_ || name != pending_name_) Flush();
+  void Add(DurationNs duration, const std::string& name, std::string_view category) {
+    if (category != pending_category_ || name != pending_name_) {
+      Flush();
+      pending_name_ = name;
+      pending_category_ = category;
+    }
     pending_ += duration;
-    pending_name_ = std::move(name);
-    pending_category_ = category;
   }
 
   void Flush() {
@@ -104,8 +109,9 @@ class PeerGroup {
 
   void Collective(CommKind kind, Bytes size, std::string_view name) {
     Flush();
-    if (ranks_.size() < 2) return;
+    if (logical_.size() < 2) return;
     const graph::CommId comm = builder_.AddCollective(kind, size, ranks_);
+    if (logical_.size() != ranks_.size()) builder_.PriceAs(comm, logical_);
     for (size_t i = 0; i < ranks_.size(); ++i) {
       last_[i] = builder_.AddCollectiveTask(compute_[i], comm, name, kTensorCategory);
     }
@@ -131,6 +137,7 @@ class PeerGroup {
  private:
   TaskGraphBuilder& builder_;
   std::vector<int32_t> ranks_;
+  std::vector<int32_t> logical_;
   std::vector<StreamId> compute_, send_forward_, send_backward_;
   std::vector<std::optional<TaskId>> last_;
   DurationNs pending_;
@@ -149,14 +156,16 @@ class IterationBuilder {
  public:
   IterationBuilder(const SimulationConfig& config, const models::OpCostModel& cost)
       : config_(config), spec_(config.model.transformer), plan_(config.plan), cost_(cost),
-        pricer_(cost) {}
+        pricer_(cost), symmetric_(config.ranks == RanksMode::kSymmetric),
+        simulated_data_(symmetric_ ? 1 : plan_.data),
+        simulated_tensor_(symmetric_ ? 1 : plan_.tensor) {}
 
   Expected<IterationGraph> Build() {
     DTSIM_RETURN_IF_ERROR(PricePasses());
     const int64_t microbatches = config_.Microbatches();
     std::vector<std::vector<GradientReady>> ready(static_cast<size_t>(plan_.pipeline));
     for (int stage = 0; stage < plan_.pipeline; ++stage) {
-      for (int dp = 0; dp < plan_.data; ++dp) {
+      for (int dp = 0; dp < simulated_data_; ++dp) {
         ready[static_cast<size_t>(stage)].push_back(BuildStage(stage, dp, microbatches));
       }
     }
@@ -213,9 +222,15 @@ class IterationBuilder {
 
   void Emit(PeerGroup& group, const PricedPass& pass, int layer, std::string_view suffix,
             std::string_view category) {
+    std::string_view segment;
+    std::string name;
     for (const PricedOp& op : pass.ops) {
-      group.Add(op.duration, fmt::format("layer{}.{} {}", layer, op.segment, suffix), category);
-      if (op.collective_after) TensorReduce(group, fmt::format("layer{}.{} tp", layer, op.segment));
+      if (op.segment != segment) {  // names change with the segment only: format them once
+        segment = op.segment;
+        name = fmt::format("layer{}.{} {}", layer, segment, suffix);
+      }
+      group.Add(op.duration, name, category);
+      if (op.collective_after) TensorReduce(group, fmt::format("layer{}.{} tp", layer, segment));
     }
   }
 
@@ -223,9 +238,12 @@ class IterationBuilder {
     for (const PricedOp& op : pass.ops) group.Add(op.duration, name, kComputeCategory);
   }
 
-  std::vector<int32_t> Peers(int dp, int stage) const {
+  // The simulated tensor-parallel peers of (dp, stage), or all of them (`all`).
+  std::vector<int32_t> Peers(int dp, int stage, bool all = false) const {
     std::vector<int32_t> ranks;
-    for (int tp = 0; tp < plan_.tensor; ++tp) ranks.push_back(plan_.Rank(dp, stage, tp));
+    for (int tp = 0; tp < (all ? plan_.tensor : simulated_tensor_); ++tp) {
+      ranks.push_back(plan_.Rank(dp, stage, tp));
+    }
     return ranks;
   }
 
@@ -297,7 +315,9 @@ class IterationBuilder {
 
   // FLOPs and cost sources of one micro-batch pass on the t peers of a stage.
   void Account(int stage, bool backward) {
-    const double peers = plan_.tensor;
+    // Every tensor-parallel peer, and with symmetric ranks every data-parallel replica, does
+    // the same work.
+    const double peers = static_cast<double>(plan_.tensor) * (plan_.data / simulated_data_);
     const int layers = spec_.layers / plan_.pipeline;
     const PricedPass& layer = backward ? layer_backward_ : layer_forward_;
     double flops = layers * layer.model_flops;
@@ -328,7 +348,7 @@ class IterationBuilder {
 
   GradientReady BuildStage(int stage, int dp, int64_t microbatches) {
     group_dp_ = dp;
-    PeerGroup group(builder_, Peers(dp, stage));
+    PeerGroup group(builder_, Peers(dp, stage), Peers(dp, stage, true));
     GradientReady ready;
     ready.at.resize(group.ranks().size());
     for (const PipelineStep& step :
@@ -355,19 +375,23 @@ class IterationBuilder {
     for (int stage = 0; stage < plan_.pipeline; ++stage) {
       const auto& stage_ready = ready[static_cast<size_t>(stage)];
       const std::vector<int64_t>& parameters = stage_ready.front().parameters;
-      for (int tp = 0; tp < plan_.tensor; ++tp) {
-        std::vector<int32_t> group;
-        for (int dp = 0; dp < plan_.data; ++dp) group.push_back(plan_.Rank(dp, stage, tp));
+      for (int tp = 0; tp < simulated_tensor_; ++tp) {
+        std::vector<int32_t> group, logical;
+        for (int dp = 0; dp < plan_.data; ++dp) {
+          logical.push_back(plan_.Rank(dp, stage, tp));
+          if (dp < simulated_data_) group.push_back(logical.back());
+        }
         int64_t bucket = 0;
         int64_t stage_params = 0;
         for (size_t point = 0; point < parameters.size(); ++point) {
           bucket += parameters[point];
           stage_params += parameters[point];
           const bool full = bucket * grad_bytes >= plan_.gradient_bucket.count();
-          if ((!full && point + 1 < parameters.size()) || group.size() < 2) continue;
+          if ((!full && point + 1 < parameters.size()) || logical.size() < 2) continue;
           const graph::CommId comm = builder_.AddCollective(
               zero ? CommKind::kReduceScatter : CommKind::kAllReduce, Bytes(bucket * grad_bytes),
               group);
+          if (logical.size() != group.size()) builder_.PriceAs(comm, logical);
           const size_t at = plan_.overlap_gradient_reduce ? point : parameters.size() - 1;
           for (size_t i = 0; i < group.size(); ++i) {
             const TaskId task = builder_.AddCollectiveTask(builder_.Stream(group[i], "dp"), comm,
@@ -377,7 +401,7 @@ class IterationBuilder {
           }
           bucket = 0;
         }
-        Optimizer(group, stage_params, waits);
+        Optimizer(group, logical, stage_params, waits);
       }
     }
   }
@@ -391,8 +415,8 @@ class IterationBuilder {
     const int last = plan_.pipeline - 1;
     const int64_t bytes = spec_.PaddedVocab(plan_.tensor) / plan_.tensor * spec_.hidden *
                           DTypeBytes(config_.training.grad_dtype);
-    for (int dp = 0; dp < plan_.data; ++dp) {
-      for (int tp = 0; tp < plan_.tensor; ++tp) {
+    for (int dp = 0; dp < simulated_data_; ++dp) {
+      for (int tp = 0; tp < simulated_tensor_; ++tp) {
         const std::vector<int32_t> pair = {plan_.Rank(dp, 0, tp), plan_.Rank(dp, last, tp)};
         const graph::CommId comm = builder_.AddCollective(CommKind::kAllReduce, Bytes(bytes), pair);
         // Ready after the embedding's backward (first stage: the last gradient point) and the
@@ -411,17 +435,18 @@ class IterationBuilder {
     return waits;
   }
 
-  void Optimizer(const std::vector<int32_t>& group, int64_t stage_params,
-                 std::map<int32_t, std::vector<TaskId>>& waits) {
+  void Optimizer(const std::vector<int32_t>& group, const std::vector<int32_t>& logical,
+                 int64_t stage_params, std::map<int32_t, std::vector<TaskId>>& waits) {
     const bool zero = plan_.zero_stage >= 1;
     const int64_t local = zero ? (stage_params + plan_.data - 1) / plan_.data : stage_params;
     const std::optional<models::OpCost> cost = cost_.Price(
         models::OptimizerOp(config_.training.optimizer, local, config_.training.grad_dtype));
     const models::OpCost step = cost.value_or(models::OpCost{});
     std::optional<graph::CommId> gather;
-    if (zero && group.size() > 1) {
+    if (zero && logical.size() > 1) {
       gather = builder_.AddCollective(
           CommKind::kAllGather, Bytes(local * DTypeBytes(config_.training.dtype)), group);
+      if (logical.size() != group.size()) builder_.PriceAs(*gather, logical);
     }
     for (int32_t rank : group) {
       const TaskId task =
@@ -434,7 +459,8 @@ class IterationBuilder {
         builder_.AddDependency(all_gather, task);
       }
     }
-    result_.sources.Add(step, static_cast<int64_t>(group.size()));
+    // One step per rank: the simulated ones stand for their class.
+    result_.sources.Add(step, static_cast<int64_t>(logical.size()) * (plan_.tensor / simulated_tensor_));
   }
 
   const SimulationConfig& config_;
@@ -447,6 +473,9 @@ class IterationBuilder {
   PricedPass layer_forward_, layer_backward_, layer_recompute_;
   PricedPass embedding_forward_, embedding_backward_, output_forward_, output_backward_;
   std::vector<models::OpCost> layer_sources_, embedding_sources_, output_sources_;
+  bool symmetric_;
+  int simulated_data_;
+  int simulated_tensor_;
   int group_dp_ = 0;
 };
 

@@ -82,13 +82,31 @@ CommId TaskGraphBuilder::AddCollective(CommKind kind, Bytes size_per_rank,
   DTSIM_CHECK(!rooted || std::binary_search(sorted.begin(), sorted.end(), root),
               "broadcast/reduce root must be a group member");
   const CommId id(static_cast<uint32_t>(graph_.comms_.size()));
+  const GroupId members = Group(std::vector<int32_t>(group.begin(), group.end()));
   graph_.comms_.push_back({.kind = kind,
                            .size = size_per_rank,
-                           .group = Group(std::vector<int32_t>(group.begin(), group.end())),
+                           .group = members,
+                           .priced_group = members,
                            .root = rooted ? root : -1,
                            .algorithm = graph_.strings_.Intern(algorithm),
                            .label = graph_.strings_.Intern(label)});
   return id;
+}
+
+void TaskGraphBuilder::PriceAs(CommId comm, std::span<const int32_t> logical_group) {
+  DTSIM_CHECK(comm.value() < graph_.comms_.size(), "unknown collective id");
+  std::vector<int32_t> logical(logical_group.begin(), logical_group.end());
+  std::vector<int32_t> sorted = logical;
+  std::sort(sorted.begin(), sorted.end());
+  DTSIM_CHECK(!sorted.empty() && sorted.front() >= 0 &&
+                  std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(),
+              "a logical group needs distinct non-negative ranks");
+  Communication& c = graph_.comms_[comm.value()];
+  for (int32_t member : graph_.group(c.group)) {
+    DTSIM_CHECK(std::binary_search(sorted.begin(), sorted.end(), member),
+                "a collective's logical group must contain its members");
+  }
+  c.priced_group = Group(std::move(logical));
 }
 
 TaskId TaskGraphBuilder::AddCollectiveTask(StreamId stream, CommId comm, std::string_view name,
@@ -248,9 +266,11 @@ Status TaskGraphBuilder::MatchPointToPoint() {
                                graph_.Describe(send.task), send.size->count()));
     }
     const CommId id(static_cast<uint32_t>(graph_.comms_.size()));
+    const GroupId pair_group = Group({send.source, send.destination});
     graph_.comms_.push_back({.kind = CommKind::kSendRecv,
                              .size = *send.size,
-                             .group = Group({send.source, send.destination}),
+                             .group = pair_group,
+                             .priced_group = pair_group,
                              .root = -1,
                              .algorithm = NameId(0),
                              .label = NameId(0),

@@ -40,6 +40,10 @@ class TaskGraphBuilder {
                        int32_t root = -1);
   TaskId AddCollectiveTask(StreamId stream, CommId comm, std::string_view name,
                            std::string_view category);
+  // Prices `comm` as a collective over `logical_group` (a superset of its group, in the order
+  // the algorithm sees them) while only its group's members post it: how a graph that
+  // simulates one rank per class of identical ranks keeps the collectives' real cost.
+  void PriceAs(CommId comm, std::span<const int32_t> logical_group);
 
   // Point-to-point: a send from the stream's rank to `peer`, and a recv from `peer`. The k-th
   // send and the k-th recv with the same (source, destination, tag) form a pair. A recv may

@@ -104,9 +104,9 @@ class GraphLoader {
     return Status::Ok();
   }
 
-  Expected<std::vector<int32_t>> ReadGroup(JsonObjectReader& reader) {
-    const std::string path = JsonChildPath(reader.path(), "group");
-    const Json* group = reader.Find("group");
+  Expected<std::vector<int32_t>> ReadGroup(JsonObjectReader& reader, std::string_view key = "group") {
+    const std::string path = JsonChildPath(reader.path(), key);
+    const Json* group = reader.Find(key);
     if (group == nullptr) return Error("missing required field", path);
     if (!group->is_array() || group->empty()) {
       return Error("expected a non-empty array of ranks", path, JsonValueForError(*group));
@@ -136,6 +136,17 @@ class GraphLoader {
     DTSIM_ASSIGN_OR_RETURN(const Bytes size, ReadSize(reader));
     DTSIM_ASSIGN_OR_RETURN(const std::vector<int32_t> group, ReadGroup(reader));
     DTSIM_ASSIGN_OR_RETURN(const std::string algorithm, reader.StringOr("algorithm", ""));
+    std::vector<int32_t> priced_as;
+    if (reader.Has("priced_as")) {
+      DTSIM_ASSIGN_OR_RETURN(priced_as, ReadGroup(reader, "priced_as"));
+      for (int32_t member : group) {
+        if (std::find(priced_as.begin(), priced_as.end(), member) == priced_as.end()) {
+          return Error("priced_as must contain every member of the group",
+                       JsonChildPath(path, "priced_as"), std::to_string(member));
+        }
+      }
+    }
+    reader.Allow("priced_as");
     int32_t root = -1;
     if (*op == CommKind::kBroadcast || *op == CommKind::kReduce) {
       const Json* root_value = reader.Find("root");
@@ -151,6 +162,7 @@ class GraphLoader {
     }
     DTSIM_RETURN_IF_ERROR(reader.Finish());
     const CommId comm = builder_.AddCollective(*op, size, group, id, algorithm, root);
+    if (!priced_as.empty()) builder_.PriceAs(comm, priced_as);
     if (!collective_ids_.emplace(id, comm).second) {
       return Error("duplicate collective id", JsonChildPath(path, "id"), Quote(id));
     }
@@ -319,6 +331,7 @@ Json TaskGraphToJson(const TaskGraph& graph) {
                   {"op", CommKindName(comm.kind)},
                   {"size_bytes", comm.size.count()},
                   {"group", graph.group(comm.group)}};
+    if (comm.priced_group != comm.group) entry["priced_as"] = graph.group(comm.priced_group);
     if (!graph.name(comm.algorithm).empty()) entry["algorithm"] = graph.name(comm.algorithm);
     if (comm.root >= 0) entry["root"] = comm.root;
     collectives.push_back(std::move(entry));

@@ -17,7 +17,7 @@ namespace dtsim::graph {
 
 inline constexpr std::string_view kTaskGraphFormat = "dtsim.task_graph";
 inline constexpr int kTaskGraphMajorVersion = 1;
-inline constexpr int kTaskGraphMinorVersion = 0;
+inline constexpr int kTaskGraphMinorVersion = 1;  // 1.1: collectives may carry "priced_as"
 inline constexpr int32_t kMaxRank = (1 << 22) - 1;
 
 // Builds a graph from its JSON form; `file` is used in error messages only.

@@ -72,6 +72,9 @@ struct Communication {
   CommKind kind = CommKind::kAllReduce;
   Bytes size;              // bytes per rank for collectives; the message size for send/recv
   GroupId group;           // member ranks; for send/recv: {source, destination}
+  GroupId priced_group;    // the ranks the network prices it for: `group`, or (a graph that
+                           // simulates one rank per class of identical ranks) the whole
+                           // logical group, of which `group` is the simulated part
   int32_t root = -1;       // broadcast/reduce root rank; -1 otherwise
   NameId algorithm;        // forced algorithm name, or the empty name for the model's choice
   NameId label;            // the user's id for a collective ("dp_allreduce_3"), else empty

@@ -66,6 +66,28 @@ TEST(GraphJsonTest, WriteThenReadGivesTheSameGraph) {
   }
 }
 
+TEST(GraphJsonTest, PricedAsGroupsRoundTrip) {
+  // One simulated member of a collective priced over eight ranks (symmetric simulation).
+  const Json document = Json::parse(R"({
+    "format": "dtsim.task_graph", "version": "1.0",
+    "collectives": [{"id": "tp0", "op": "all_reduce", "size_bytes": 1000, "group": [0],
+                     "priced_as": [0, 1, 2, 3, 4, 5, 6, 7]}],
+    "tasks": [{"id": "a", "rank": 0, "stream": "compute", "kind": "collective",
+               "collective": "tp0"}]})");
+  const Expected<TaskGraph> graph = TaskGraphFromJson(document, "g.json");
+  ASSERT_TRUE(graph.ok()) << graph.error().ToString();
+  const Communication& comm = graph->comm(CommId(0));
+  EXPECT_EQ(graph->group(comm.group).size(), 1u);
+  EXPECT_EQ(graph->group(comm.priced_group).size(), 8u);
+  EXPECT_EQ(graph->rank_count(), 8);
+  EXPECT_EQ(TaskGraphToJson(*graph)["collectives"][0]["priced_as"], document["collectives"][0]["priced_as"]);
+  Json bad = document;
+  bad["collectives"][0]["priced_as"] = {1, 2};
+  EXPECT_EQ(TaskGraphFromJson(bad, "g.json").error().ToString(),
+            "g.json: collectives[0].priced_as: priced_as must contain every member of the group, "
+            "got 0");
+}
+
 struct BadGraph {
   const char* what;
   const char* body;

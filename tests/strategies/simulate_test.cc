@@ -182,6 +182,28 @@ TEST(SimulateTest, AnalyticalAndFlowAgreeWithoutContention) {
               1.0, 0.01);
 }
 
+TEST(SimulateTest, SymmetricRanksAgreeWithFullRanks) {
+  // DP 2 × TP 4 × PP 2: every data-parallel replica and tensor-parallel peer does the same
+  // work, so simulating one rank per stage (collectives priced over their whole groups) must
+  // give the full graph's iteration, on both network models (DESIGN §4: within 0.1%).
+  Json json = BaseConfig();
+  json["parallelism"] = {{"data", 2}, {"tensor", {{"size", 4}, {"sequence_parallel", true}}},
+                         {"pipeline", 2}, {"zero_stage", 1}};
+  json["training"]["global_batch"] = 8;
+  for (const char* network : {"analytical", "flow"}) {
+    json["simulation"] = {{"network_model", network}, {"ranks", "full"}};
+    const SimulationResult full = SimulateJson(json);
+    json["simulation"]["ranks"] = "symmetric";
+    const SimulationResult symmetric = SimulateJson(json);
+    EXPECT_NEAR(symmetric.iteration_time.ToSecondsDouble() / full.iteration_time.ToSecondsDouble(),
+                1.0, 0.001)
+        << network;
+    EXPECT_LT(symmetric.summary.tasks * 4, full.summary.tasks);
+    EXPECT_DOUBLE_EQ(symmetric.iteration->stats.model_flops, full.iteration->stats.model_flops);
+    EXPECT_NEAR(symmetric.mfu, full.mfu, 0.001 * full.mfu);
+  }
+}
+
 TEST(SimulateTest, BadConfigsNameTheFieldAndTheValue) {
   Json json = BaseConfig();
   json["cluster"]["nodes"] = 2;
