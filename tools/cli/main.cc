@@ -13,6 +13,7 @@
 #include "tools/cli/model_command.h"
 #include "tools/cli/run_command.h"
 #include "tools/cli/simulate_command.h"
+#include "tools/cli/validate_command.h"
 
 namespace {
 
@@ -26,6 +27,8 @@ constexpr std::array kCommands = {
             dtsim::cli::RunCommand},
     Command{"model", "show a model's parameters, ops, FLOPs, roofline times and activations",
             dtsim::cli::ModelCommand},
+    Command{"validate", "simulate published measurements; print the error per point and MAPE",
+            dtsim::cli::ValidateCommand},
 };
 
 void PrintUsage(std::ostream& out) {

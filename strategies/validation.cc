@@ -1,0 +1,172 @@
+#include "strategies/validation.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "models/cost_model.h"
+#include "network/collective_algorithms.h"
+#include "sim/base/strings.h"
+#include "strategies/simulate.h"
+
+namespace dtsim::strategies {
+namespace {
+
+Expected<const Json*> Member(const Json& object, std::string_view key, const std::string& path) {
+  if (!object.is_object() || !object.contains(key)) {
+    return Error("missing required field", JsonChildPath(path, key));
+  }
+  return &object[std::string(key)];
+}
+
+Expected<int64_t> IntAt(const Json& object, std::string_view key, const std::string& path) {
+  DTSIM_ASSIGN_OR_RETURN(const Json* value, Member(object, key, path));
+  return JsonToInt(*value, JsonChildPath(path, key), 1, int64_t{1} << 40);
+}
+
+Expected<double> Metric(const Json& point, std::string_view name, const std::string& path) {
+  DTSIM_ASSIGN_OR_RETURN(const Json* metrics, Member(point, "metrics", path));
+  for (const Json& metric : *metrics) {
+    if (metric.value("name", "") == name && metric.contains("value") &&
+        metric["value"].is_number()) {
+      return metric["value"].get<double>();
+    }
+  }
+  return Error(fmt::format("no \"{}\" metric", name), JsonChildPath(path, "metrics"));
+}
+
+// The model of a point: a GPT (LayerNorm, GeLU, learned positions, tied embeddings).
+Expected<Json> ModelOf(const Json& point, const std::string& path, int64_t layers) {
+  DTSIM_ASSIGN_OR_RETURN(const Json* model, Member(point, "model", path));
+  const std::string model_path = JsonChildPath(path, "model");
+  Json spec = {{"family", "transformer"}, {"layers", layers}};
+  for (std::string_view key : {"hidden", "heads", "ffn_hidden", "seq_len"}) {
+    DTSIM_ASSIGN_OR_RETURN(const int64_t value, IntAt(*model, key, model_path));
+    spec[key == "seq_len" ? "max_seq" : std::string(key)] = value;
+  }
+  spec["vocab"] = model->contains("vocab") && (*model)["vocab"].is_number_integer()
+                      ? (*model)["vocab"].get<int64_t>()
+                      : 51200;
+  return spec;
+}
+
+Expected<ValidationRow> WeakScalingPoint(const Json& point, const std::string& path,
+                                         const std::string& id) {
+  DTSIM_ASSIGN_OR_RETURN(const Json* model, Member(point, "model", path));
+  DTSIM_ASSIGN_OR_RETURN(const int64_t layers, IntAt(*model, "layers", JsonChildPath(path, "model")));
+  DTSIM_ASSIGN_OR_RETURN(Json model_spec, ModelOf(point, path, layers));
+  DTSIM_ASSIGN_OR_RETURN(const Json* parallel, Member(point, "parallel", path));
+  const std::string parallel_path = JsonChildPath(path, "parallel");
+  DTSIM_ASSIGN_OR_RETURN(const int64_t tp, IntAt(*parallel, "tp", parallel_path));
+  DTSIM_ASSIGN_OR_RETURN(const int64_t pp, IntAt(*parallel, "pp", parallel_path));
+  DTSIM_ASSIGN_OR_RETURN(const int64_t dp, IntAt(*parallel, "dp", parallel_path));
+  DTSIM_ASSIGN_OR_RETURN(const int64_t batch, IntAt(*parallel, "global_batch", parallel_path));
+  const bool micro_given = (*parallel).contains("micro_batch") && (*parallel)["micro_batch"].is_number_integer();
+  const int64_t micro = micro_given ? (*parallel)["micro_batch"].get<int64_t>() : 1;
+  const Json config = {
+      {"model", model_spec},
+      {"training", {{"global_batch", batch}, {"micro_batch", micro}, {"precision", "fp16"},
+                    {"recompute", "full"}}},
+      {"cluster", {{"preset", "dgx-a100"}, {"gpu", "a100-sxm4-80gb"}}},
+      {"parallelism", {{"data", dp}, {"tensor", tp}, {"pipeline", pp}}},
+      {"simulation", {{"ranks", "symmetric"}, {"network_model", "analytical"}}}};
+  Expected<SimulationConfig> simulation = ConfigFromJson(config, id);
+  if (!simulation.ok()) return std::move(simulation).error().Under(path);
+  Expected<SimulationResult> result = Simulate(*simulation);
+  if (!result.ok()) return std::move(result).error().Under(path);
+  DTSIM_ASSIGN_OR_RETURN(const double measured, Metric(point, "achieved_tflops_per_gpu", path));
+  return ValidationRow{
+      .id = id, .metric = "achieved_tflops_per_gpu", .unit = "TFLOP/s",
+      .measured = measured, .predicted = result->hardware_tflops_per_gpu,
+      .how = fmt::format("TP {} PP {} DP {}, 1F1B, micro-batch {}{}, full recompute", tp, pp, dp,
+                         micro, micro_given ? "" : " (inferred)")};
+}
+
+// One layer at TP = t on dgx-a100: the roofline cost of its ops plus its tensor-parallel
+// collectives (as models_validation_test).
+Expected<ValidationRow> LayerPoint(const Json& point, const std::string& path,
+                                   const std::string& id) {
+  DTSIM_ASSIGN_OR_RETURN(Json model_json, ModelOf(point, path, 1));
+  DTSIM_ASSIGN_OR_RETURN(models::ModelSpec model, models::ModelFromJson(model_json, path));
+  DTSIM_ASSIGN_OR_RETURN(const Json* parallel, Member(point, "parallel", path));
+  const std::string parallel_path = JsonChildPath(path, "parallel");
+  DTSIM_ASSIGN_OR_RETURN(const int64_t tp, IntAt(*parallel, "tp", parallel_path));
+  DTSIM_ASSIGN_OR_RETURN(const int64_t micro, IntAt(*parallel, "micro_batch", parallel_path));
+  const std::string recompute = (*parallel).value("recompute", "");
+  const bool sp = recompute.find("sequence_parallel") != std::string::npos;
+  const models::Recompute mode = recompute.starts_with("full")        ? models::Recompute::kFull
+                                 : recompute.starts_with("selective") ? models::Recompute::kSelective
+                                                                       : models::Recompute::kNone;
+  const models::TransformerShard shard{.micro_batch = micro, .seq_len = model.transformer.max_seq,
+                                       .dtype = DType::kFp16, .tensor_parallel = static_cast<int>(tp),
+                                       .sequence_parallel = sp};
+  Status valid = models::ValidateShard(model.transformer, shard);
+  if (!valid.ok()) return std::move(valid).error().Under(parallel_path);
+  DTSIM_ASSIGN_OR_RETURN(const models::GpuSpec gpu, models::GpuPreset("a100-sxm4-80gb"));
+  DTSIM_ASSIGN_OR_RETURN(const network::ClusterSpec cluster, network::ClusterPreset("dgx-a100", 1));
+  const models::RooflineCostModel roofline(gpu);
+  const models::LayerOps layer = models::TransformerLayerOps(model.transformer, 0, shard);
+  auto seconds = [&](const std::vector<models::Op>& ops) {
+    double sum = 0;
+    for (const models::Op& op : ops) sum += roofline.Price(op)->duration.ToSecondsDouble();
+    return sum;
+  };
+  std::vector<int32_t> ranks(static_cast<size_t>(tp));
+  for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = static_cast<int32_t>(i);
+  auto collective = [&](graph::CommKind kind, int64_t bytes) -> Expected<double> {
+    const network::CollectiveRequest request{.kind = kind, .size = Bytes(bytes),
+                                             .shape = network::ShapeOfGroup(ranks, cluster),
+                                             .cluster = &cluster, .ranks = ranks};
+    DTSIM_ASSIGN_OR_RETURN(const network::AlgorithmChoice choice,
+                           network::ChooseCollectiveAlgorithm(request, ""));
+    return choice.time.ToSecondsDouble();
+  };
+  const int64_t activation = shard.tokens() * model.transformer.hidden * 2;
+  double comm = 0;
+  if (sp) {
+    DTSIM_ASSIGN_OR_RETURN(const double gather, collective(graph::CommKind::kAllGather, activation / tp));
+    DTSIM_ASSIGN_OR_RETURN(const double scatter, collective(graph::CommKind::kReduceScatter, activation));
+    comm = 2 * (gather + scatter);
+  } else {
+    DTSIM_ASSIGN_OR_RETURN(const double all_reduce, collective(graph::CommKind::kAllReduce, activation));
+    comm = 2 * all_reduce;
+  }
+  const double forward = seconds(layer.forward) + comm;
+  const double backward = seconds(layer.backward) + comm + seconds(models::RecomputeOps(layer, mode)) +
+                          (mode == models::Recompute::kFull ? comm : 0);
+  DTSIM_ASSIGN_OR_RETURN(const double measured, Metric(point, "fwd+bwd_time", path));
+  return ValidationRow{.id = id, .metric = "fwd+bwd_time", .unit = "ms", .measured = measured,
+                       .predicted = (forward + backward) * 1e3,
+                       .how = fmt::format("one layer, TP {}, micro-batch {}, {}", tp, micro, recompute)};
+}
+
+}  // namespace
+
+Expected<ValidationReport> Validate(const Json& points, const std::string& source) {
+  DTSIM_ASSIGN_OR_RETURN(const Json* list, Member(points, "points", ""));
+  if (!list->is_array()) return Error("expected an array", "points").InFile(source);
+  ValidationReport report;
+  double sum = 0;
+  for (size_t i = 0; i < list->size(); ++i) {
+    const Json& point = (*list)[i];
+    const std::string path = JsonIndexPath("points", i);
+    const std::string id = point.value("id", path);
+    const std::string category = point.value("category", "");
+    Expected<ValidationRow> row = category == "megatron_weak_scaling" ? WeakScalingPoint(point, path, id)
+                                  : category == "layer_microbenchmark"
+                                      ? LayerPoint(point, path, id)
+                                      : Expected<ValidationRow>(Error(
+                                            "unknown category (known: \"megatron_weak_scaling\", "
+                                            "\"layer_microbenchmark\")",
+                                            JsonChildPath(path, "category"), Quote(category)));
+    if (!row.ok()) return std::move(row).error().InFile(source);
+    sum += std::abs(row->Error());
+    report.rows.push_back(std::move(*row));
+  }
+  if (!report.rows.empty()) {
+    report.mean_absolute_percentage_error = 100 * sum / static_cast<double>(report.rows.size());
+  }
+  return report;
+}
+
+}  // namespace dtsim::strategies

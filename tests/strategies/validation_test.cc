@@ -1,0 +1,40 @@
+// The accuracy report over ../shared/validation/published-points.json: every point simulated,
+// the error per point printed (the figures docs/validation.md quotes). The bound checked is a
+// sanity bound — a model this far off is broken — not a tuned target.
+#include "strategies/validation.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include <gtest/gtest.h>
+
+namespace dtsim::strategies {
+namespace {
+
+TEST(ValidationTest, EveryPublishedPoint) {
+  const std::string path = std::string(DTSIM_SHARED_DIR) + "/validation/published-points.json";
+  Expected<Json> points = ReadJsonFile(path);
+  ASSERT_TRUE(points.ok()) << points.error().ToString();
+  Expected<ValidationReport> report = Validate(*points, path);
+  ASSERT_TRUE(report.ok()) << report.error().ToString();
+  EXPECT_EQ(report->rows.size(), (*points)["points"].size());
+  for (const ValidationRow& row : report->rows) {
+    std::printf("%-58s %-24s %9.2f %9.2f %+7.1f%%\n", row.id.c_str(), row.metric.c_str(),
+                row.measured, row.predicted, 100 * row.Error());
+    EXPECT_LT(std::abs(row.Error()), 0.5) << row.id;
+  }
+  std::printf("MAPE over %zu points: %.1f%%\n", report->rows.size(),
+              report->mean_absolute_percentage_error);
+}
+
+TEST(ValidationTest, UnknownCategoryNamesThePoint) {
+  const Json points = Json::parse(R"({"points": [{"id": "x", "category": "vision"}]})");
+  Expected<ValidationReport> report = Validate(points, "p.json");
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.error().ToString(),
+            "p.json: points[0].category: unknown category (known: \"megatron_weak_scaling\", "
+            "\"layer_microbenchmark\"), got \"vision\"");
+}
+
+}  // namespace
+}  // namespace dtsim::strategies
