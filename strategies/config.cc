@@ -172,8 +172,13 @@ Status CheckPlan(SimulationConfig& config) {
                  "parallelism.pipeline.virtual_stages", std::to_string(plan.virtual_stages));
   }
   if (plan.schedule == ScheduleKind::kInterleaved) {
-    return Error("the interleaved schedule is not built yet (gpipe and 1f1b are)",
-                 "parallelism.pipeline.schedule", "\"interleaved\"");
+    if (plan.pipeline < 2) {
+      return Error("the interleaved schedule needs at least 2 pipeline stages",
+                   "parallelism.pipeline.size", std::to_string(plan.pipeline));
+    }
+    DTSIM_RETURN_IF_ERROR(Divisible(config.Microbatches(), plan.pipeline,
+                                    "micro-batches per replica|pipeline stages (interleaving)",
+                                    "parallelism.pipeline"));
   }
   if (plan.zero_stage == 3) {
     return Error("ZeRO-3 is not built yet (stages 0, 1 and 2 are)", "parallelism.zero_stage", "3");

@@ -252,53 +252,77 @@ class IterationBuilder {
     return Bytes(ActivationBytes().count() / plan_.tensor);
   }
 
-  void Forward(PeerGroup& group, int stage, int64_t microbatch) {
-    const int first_layer = stage * (spec_.layers / plan_.pipeline);
-    if (stage > 0) group.Recv(Peers(group_dp_, stage - 1), 2 * microbatch, PipelineBytes(), "recv activations");
-    if (stage == 0) {
+  int LayersPerChunk() const { return spec_.layers / (plan_.pipeline * plan_.virtual_stages); }
+  int FirstLayer(int stage, int chunk) const {
+    return (chunk * plan_.pipeline + stage) * LayersPerChunk();
+  }
+  // The pipeline tag of a transfer: unique per (micro-batch, chunk, direction).
+  int64_t Tag(int64_t microbatch, int chunk, bool backward) const {
+    return (microbatch * plan_.virtual_stages + chunk) * 2 + (backward ? 1 : 0);
+  }
+  bool HoldsEmbedding(int stage, int chunk) const { return stage == 0 && chunk == 0; }
+  bool HoldsOutput(int stage, int chunk) const {
+    return stage == plan_.pipeline - 1 && chunk == plan_.virtual_stages - 1;
+  }
+
+  // Chunk c of stage s receives from chunk c of stage s − 1, or from the last stage's chunk
+  // c − 1 on the first stage (interleaving wraps around); sends the mirror way.
+  void Forward(PeerGroup& group, int stage, int chunk, int64_t microbatch) {
+    const int last = plan_.pipeline - 1;
+    if (!HoldsEmbedding(stage, chunk)) {
+      const int from = stage > 0 ? stage - 1 : last;
+      const int from_chunk = stage > 0 ? chunk : chunk - 1;
+      group.Recv(Peers(group_dp_, from), Tag(microbatch, from_chunk, false), PipelineBytes(),
+                 "recv activations");
+    } else {
       EmitWhole(group, embedding_forward_, "embedding fwd");
       TensorReduce(group, "embedding tp");
     }
-    for (int i = 0; i < spec_.layers / plan_.pipeline; ++i) {
-      Emit(group, layer_forward_, first_layer + i, "fwd", kComputeCategory);
+    for (int i = 0; i < LayersPerChunk(); ++i) {
+      Emit(group, layer_forward_, FirstLayer(stage, chunk) + i, "fwd", kComputeCategory);
     }
-    if (stage == plan_.pipeline - 1) {
+    if (HoldsOutput(stage, chunk)) {
       EmitWhole(group, output_forward_, "output fwd");
     } else {
-      group.Send(Peers(group_dp_, stage + 1), 2 * microbatch, PipelineBytes(), true, "send activations");
+      group.Send(Peers(group_dp_, stage < last ? stage + 1 : 0), Tag(microbatch, chunk, false),
+                 PipelineBytes(), true, "send activations");
     }
-    Account(stage, false);
+    Account(stage, chunk, false);
   }
 
-  void Backward(PeerGroup& group, int stage, int64_t microbatch, GradientReady* ready) {
-    const int layers = spec_.layers / plan_.pipeline;
-    const int first_layer = stage * layers;
+  void Backward(PeerGroup& group, int stage, int chunk, int64_t microbatch, GradientReady* ready) {
+    const int last = plan_.pipeline - 1;
     auto mark = [&](int64_t parameters) {
       if (ready == nullptr) return;
       group.Flush();
       for (size_t i = 0; i < group.ranks().size(); ++i) ready->at[i].push_back(*group.last(i));
       ready->parameters.push_back(parameters);
     };
-    if (stage < plan_.pipeline - 1) {
-      group.Recv(Peers(group_dp_, stage + 1), 2 * microbatch + 1, PipelineBytes(), "recv gradients");
+    if (!HoldsOutput(stage, chunk)) {
+      const int from = stage < last ? stage + 1 : 0;
+      const int from_chunk = stage < last ? chunk : chunk + 1;
+      group.Recv(Peers(group_dp_, from), Tag(microbatch, from_chunk, true), PipelineBytes(),
+                 "recv gradients");
     } else {
       EmitWhole(group, output_backward_, "output bwd");
       TensorReduce(group, "output tp");
       mark(OutputParameters(stage));
     }
-    for (int i = layers - 1; i >= 0; --i) {
-      Emit(group, layer_recompute_, first_layer + i, "recompute", kRecomputeCategory);
-      Emit(group, layer_backward_, first_layer + i, "bwd", kComputeCategory);
-      mark(models::LayerParameterCount(spec_, plan_.tensor, 1, first_layer + i));
+    for (int i = LayersPerChunk() - 1; i >= 0; --i) {
+      const int layer = FirstLayer(stage, chunk) + i;
+      Emit(group, layer_recompute_, layer, "recompute", kRecomputeCategory);
+      Emit(group, layer_backward_, layer, "bwd", kComputeCategory);
+      mark(models::LayerParameterCount(spec_, plan_.tensor, 1, layer));
     }
-    if (stage == 0) {
+    if (HoldsEmbedding(stage, chunk)) {
       EmitWhole(group, embedding_backward_, "embedding bwd");
       mark(EmbeddingParameters());
     } else {
-      group.Send(Peers(group_dp_, stage - 1), 2 * microbatch + 1, PipelineBytes(), false, "send gradients");
+      group.Send(Peers(group_dp_, stage > 0 ? stage - 1 : last), Tag(microbatch, chunk, true),
+                 PipelineBytes(), false, "send gradients");
     }
     group.Flush();
-    Account(stage, true);
+    Account(stage, chunk, true);
   }
 
   int64_t EmbeddingParameters() const {
@@ -314,15 +338,17 @@ class IterationBuilder {
   }
 
   // FLOPs and cost sources of one micro-batch pass on the t peers of a stage.
-  void Account(int stage, bool backward) {
+  void Account(int stage, int chunk, bool backward) {
     // Every tensor-parallel peer, and with symmetric ranks every data-parallel replica, does
     // the same work.
     const double peers = static_cast<double>(plan_.tensor) * (plan_.data / simulated_data_);
-    const int layers = spec_.layers / plan_.pipeline;
+    const int layers = LayersPerChunk();
     const PricedPass& layer = backward ? layer_backward_ : layer_forward_;
     double flops = layers * layer.model_flops;
-    if (stage == 0) flops += (backward ? embedding_backward_ : embedding_forward_).model_flops;
-    if (stage == plan_.pipeline - 1) flops += (backward ? output_backward_ : output_forward_).model_flops;
+    const bool embedding = HoldsEmbedding(stage, chunk);
+    const bool output = HoldsOutput(stage, chunk);
+    if (embedding) flops += (backward ? embedding_backward_ : embedding_forward_).model_flops;
+    if (output) flops += (backward ? output_backward_ : output_forward_).model_flops;
     result_.model_flops += peers * flops;
     result_.hardware_flops += peers * (flops + (backward ? layers * layer_recompute_.model_flops : 0));
     // Cost sources: each priced op once per use.
@@ -335,8 +361,8 @@ class IterationBuilder {
         result_.sources.Add(layer_sources_[i], count * layers);
       }
     }
-    if (stage == 0) TallyPart(embedding_sources_, embedding_forward_.ops.size(), backward, count);
-    if (stage == plan_.pipeline - 1) TallyPart(output_sources_, output_forward_.ops.size(), backward, count);
+    if (embedding) TallyPart(embedding_sources_, embedding_forward_.ops.size(), backward, count);
+    if (output) TallyPart(output_sources_, output_forward_.ops.size(), backward, count);
   }
 
   void TallyPart(const std::vector<models::OpCost>& sources, size_t forward_ops, bool backward,
@@ -351,13 +377,14 @@ class IterationBuilder {
     PeerGroup group(builder_, Peers(dp, stage), Peers(dp, stage, true));
     GradientReady ready;
     ready.at.resize(group.ranks().size());
-    for (const PipelineStep& step :
-         StageSchedule(plan_.schedule, plan_.pipeline, stage, microbatches)) {
+    for (const PipelineStep& step : StageSchedule(plan_.schedule, plan_.pipeline, stage,
+                                                  microbatches, plan_.virtual_stages)) {
       if (step.forward) {
-        Forward(group, stage, step.microbatch);
+        Forward(group, stage, step.chunk, step.microbatch);
       } else {
+        // Gradients are final in each chunk's last backward.
         const bool last = step.microbatch == microbatches - 1;
-        Backward(group, stage, step.microbatch, last ? &ready : nullptr);
+        Backward(group, stage, step.chunk, step.microbatch, last ? &ready : nullptr);
       }
     }
     return ready;
@@ -494,8 +521,9 @@ Expected<std::vector<models::MemoryBreakdown>> StageMemory(const SimulationConfi
                   .flash_attention = config.training.flash_attention,
                   .dropout = config.training.dropout},
         .recompute = config.training.recompute,
-        .schedule = plan.schedule == ScheduleKind::kGpipe
-                        ? models::PipelineSchedule::kGpipe
+        .schedule = plan.schedule == ScheduleKind::kGpipe ? models::PipelineSchedule::kGpipe
+                    : plan.schedule == ScheduleKind::kInterleaved
+                        ? models::PipelineSchedule::kInterleaved
                         : models::PipelineSchedule::kOneForwardOneBackward,
         .pipeline_stages = plan.pipeline,
         .virtual_stages = plan.virtual_stages,

@@ -84,6 +84,29 @@ TEST(SimulateTest, PipelineBubbleOfUniformStages) {
   }
 }
 
+TEST(SimulateTest, InterleavingDividesTheBubbleByTheChunks) {
+  // Interleaved 1F1B with v = 2 chunks per stage (SC'21 §2.2.2): the flush comes after
+  // (m + (p − 1)/v)·(t_f + t_b), the bubble (p − 1)/v stage-passes instead of p − 1
+  // (notes §7.1). Each chunk boundary adds a 4 MB transfer (v times as many as 1F1B): 3%.
+  Json json = BaseConfig();
+  json["parallelism"]["pipeline"] = {{"size", 4}, {"schedule", "interleaved"},
+                                     {"virtual_stages", 2}};
+  const SimulationResult r = SimulateJson(json);
+  const StageTimes t = MiddleStageTimes(r, 1, 16);
+  const double pipeline =
+      (r.iteration_time - r.stages[0].optimizer - r.stages[0].data_exposed).ToSecondsDouble();
+  EXPECT_NEAR(pipeline / ((16 + 3.0 / 2) * (t.forward + t.backward)), 1.0, 0.03);
+  // And it beats plain 1F1B, whose flush comes after (m + p − 1)·(t_f + t_b).
+  json["parallelism"]["pipeline"] = {{"size", 4}, {"schedule", "1f1b"}};
+  EXPECT_LT(r.iteration_time, SimulateJson(json).iteration_time);
+  // Interleaving needs the micro-batches to divide into groups of p.
+  json["parallelism"]["pipeline"] = {{"size", 4}, {"schedule", "interleaved"},
+                                     {"virtual_stages", 2}};
+  json["training"]["global_batch"] = 6;
+  EXPECT_THAT(ConfigError(json), HasSubstr("micro-batches per replica (6) is not divisible by "
+                                           "pipeline stages (interleaving) (4)"));
+}
+
 TEST(SimulateTest, DataParallelReductionHidesBehindTheBackwardPass) {
   // Two replicas over two nodes (TP 8 fills a node), one micro-batch of 8 × 1,024 tokens each:
   // each layer's backward (≈ 2 ms) is longer than a 25 MiB bucket's all-reduce (≈ 2.1 ms per
@@ -225,6 +248,7 @@ TEST(SimulateTest, BadConfigsNameTheFieldAndTheValue) {
   EXPECT_THAT(ConfigError(json), HasSubstr("a100-sxm4-80gb has 80.0 GiB (parameters"));
   json = BaseConfig();
   json["parallelism"]["pipeline"] = {{"size", 2}, {"schedule", "zigzag"}};
+  EXPECT_THAT(ConfigError(json), HasSubstr("parallelism.pipeline.schedule"));
   EXPECT_THAT(ConfigError(json), HasSubstr("\"gpipe\", \"1f1b\", \"interleaved\""));
   json = BaseConfig();
   json["trainin"] = json["training"];
