@@ -24,4 +24,26 @@ Status ParseCommandLine(std::span<const std::string> args, const po::options_des
   return Status::Ok();
 }
 
+CommandOutcome RunCommandLine(std::span<const std::string> args,
+                              const po::options_description& visible, const char* positional_name,
+                              std::string& positional_value, const bool& help,
+                              std::string_view missing, std::ostream& out,
+                              const std::function<CommandOutcome()>& execute) {
+  Status parsed = ParseCommandLine(args, visible, positional_name, positional_value);
+  if (!parsed.ok()) return CommandOutcome::Usage(std::move(parsed).error());
+  if (help) {
+    out << visible << "\n";
+    return CommandOutcome::Ok();
+  }
+  if (!missing.empty() && positional_value.empty()) {
+    return CommandOutcome::Usage(Error(std::string(missing)));
+  }
+  return execute();
+}
+
+CommandOutcome FailureUnlessOk(Status status) {
+  if (status.ok()) return CommandOutcome::Ok();
+  return CommandOutcome::Failure(std::move(status).error());
+}
+
 }  // namespace dtsim::cli

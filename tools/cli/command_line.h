@@ -2,12 +2,16 @@
 // argument kept out of the help text.
 #pragma once
 
+#include <functional>
+#include <ostream>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include <boost/program_options.hpp>
 
 #include "sim/base/status.h"
+#include "tools/cli/command.h"
 
 namespace dtsim::cli {
 
@@ -17,5 +21,17 @@ namespace dtsim::cli {
 Status ParseCommandLine(std::span<const std::string> args,
                         const boost::program_options::options_description& visible,
                         const char* positional_name, std::string& positional_value);
+
+// The shape every command shares: parse (a bad command line is a usage error), print
+// `visible` for --help (`help` is the option's flag, set by the parse), require the positional
+// argument unless `missing` is empty (its message is then the usage error), then `execute`.
+CommandOutcome RunCommandLine(std::span<const std::string> args,
+                              const boost::program_options::options_description& visible,
+                              const char* positional_name, std::string& positional_value,
+                              const bool& help, std::string_view missing, std::ostream& out,
+                              const std::function<CommandOutcome()>& execute);
+
+// Ok for an ok status, else a failure (exit status 1) carrying its error.
+CommandOutcome FailureUnlessOk(Status status);
 
 }  // namespace dtsim::cli

@@ -173,16 +173,9 @@ Status Execute(const ModelOptions& o, std::ostream& out) {
 CommandOutcome ModelCommand(std::span<const std::string> args, std::ostream& out) {
   ModelOptions options;
   const po::options_description description = Describe(options);
-  Status parsed = ParseCommandLine(args, description, "model", options.model);
-  if (!parsed.ok()) return CommandOutcome::Usage(std::move(parsed).error());
-  if (options.help) {
-    out << description << "\n";
-    return CommandOutcome::Ok();
-  }
-  if (options.model.empty()) return CommandOutcome::Usage(Error("missing the MODEL"));
-  Status status = Execute(options, out);
-  if (!status.ok()) return CommandOutcome::Failure(std::move(status).error());
-  return CommandOutcome::Ok();
+  return RunCommandLine(args, description, "model", options.model, options.help,
+                        "missing the MODEL", out,
+                        [&] { return FailureUnlessOk(Execute(options, out)); });
 }
 
 }  // namespace dtsim::cli

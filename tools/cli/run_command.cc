@@ -170,24 +170,18 @@ Status Execute(const RunOptions& options, const ModelEntry& entry, const Communi
 CommandOutcome RunCommand(std::span<const std::string> args, std::ostream& out) {
   RunOptions options;
   const po::options_description description = Describe(options);
-  Status parsed = ParseCommandLine(args, description, "graph", options.graph_path);
-  if (!parsed.ok()) return CommandOutcome::Usage(std::move(parsed).error());
-  if (options.help) {
-    out << description << "\n";
-    return CommandOutcome::Ok();
-  }
-  if (options.graph_path.empty()) return CommandOutcome::Usage(Error("missing the GRAPH file"));
-  // Quantity options are part of the command line: a bad one is a usage error.
-  Expected<CommunicationCost> cost = ParseCommunicationCost(options);
-  if (!cost.ok()) return CommandOutcome::Usage(std::move(cost).error());
-  if (options.network_model.empty()) {
-    options.network_model = options.cluster.empty() ? "fixed" : "analytical";
-  }
-  Expected<const ModelEntry*> entry = FindModel(options);
-  if (!entry.ok()) return CommandOutcome::Usage(std::move(entry).error());
-  Status status = Execute(options, **entry, *cost, out);
-  if (!status.ok()) return CommandOutcome::Failure(std::move(status).error());
-  return CommandOutcome::Ok();
+  return RunCommandLine(args, description, "graph", options.graph_path, options.help,
+                        "missing the GRAPH file", out, [&]() -> CommandOutcome {
+    // Quantity options are part of the command line: a bad one is a usage error.
+    Expected<CommunicationCost> cost = ParseCommunicationCost(options);
+    if (!cost.ok()) return CommandOutcome::Usage(std::move(cost).error());
+    if (options.network_model.empty()) {
+      options.network_model = options.cluster.empty() ? "fixed" : "analytical";
+    }
+    Expected<const ModelEntry*> entry = FindModel(options);
+    if (!entry.ok()) return CommandOutcome::Usage(std::move(entry).error());
+    return FailureUnlessOk(Execute(options, **entry, *cost, out));
+  });
 }
 
 }  // namespace dtsim::cli

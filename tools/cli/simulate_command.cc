@@ -181,16 +181,9 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
 CommandOutcome SimulateCommand(std::span<const std::string> args, std::ostream& out) {
   SimulateOptions options;
   const po::options_description description = Describe(options);
-  Status parsed = ParseCommandLine(args, description, "config", options.config);
-  if (!parsed.ok()) return CommandOutcome::Usage(std::move(parsed).error());
-  if (options.help) {
-    out << description << "\n";
-    return CommandOutcome::Ok();
-  }
-  if (options.config.empty()) return CommandOutcome::Usage(Error("missing the CONFIG file"));
-  Status status = Execute(options, out);
-  if (!status.ok()) return CommandOutcome::Failure(std::move(status).error());
-  return CommandOutcome::Ok();
+  return RunCommandLine(args, description, "config", options.config, options.help,
+                        "missing the CONFIG file", out,
+                        [&] { return FailureUnlessOk(Execute(options, out)); });
 }
 
 }  // namespace dtsim::cli

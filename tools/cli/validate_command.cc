@@ -62,17 +62,11 @@ Status Execute(const ValidateOptions& options, std::ostream& out) {
 CommandOutcome ValidateCommand(std::span<const std::string> args, std::ostream& out) {
   ValidateOptions options;
   const po::options_description description = Describe(options);
-  std::string points;
-  Status parsed = ParseCommandLine(args, description, "points", points);
-  if (!parsed.ok()) return CommandOutcome::Usage(std::move(parsed).error());
-  if (options.help) {
-    out << description << "\n";
-    return CommandOutcome::Ok();
-  }
-  if (!points.empty()) options.points = points;
-  Status status = Execute(options, out);
-  if (!status.ok()) return CommandOutcome::Failure(std::move(status).error());
-  return CommandOutcome::Ok();
+  std::string points;  // optional: the default path stays when none is given
+  return RunCommandLine(args, description, "points", points, options.help, "", out, [&] {
+    if (!points.empty()) options.points = points;
+    return FailureUnlessOk(Execute(options, out));
+  });
 }
 
 }  // namespace dtsim::cli
