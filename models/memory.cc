@@ -19,7 +19,9 @@ int64_t LocalMlpParameters(const TransformerSpec& spec, int64_t ffn, int t) {
   return 2 * spec.hidden * local + (spec.linear_bias ? local + spec.hidden : 0);
 }
 
-int64_t LocalLayerParameters(const TransformerSpec& spec, int t, int ep, int index) {
+}  // namespace
+
+int64_t LayerParameterCount(const TransformerSpec& spec, int t, int ep, int index) {
   const int64_t h = spec.hidden;
   const int64_t q = spec.q_dim() / t;
   const int64_t kv = std::max<int64_t>(1, spec.kv_heads / t) * spec.head_dim();
@@ -33,6 +35,8 @@ int64_t LocalLayerParameters(const TransformerSpec& spec, int t, int ep, int ind
   }
   return params;
 }
+
+namespace {
 
 // The layer indices pipeline rank `stage` holds: chunks stage, stage + p, ... of L/(p·v).
 std::vector<int> StageLayers(const TransformerSpec& spec, const MemoryPlan& plan) {
@@ -53,7 +57,7 @@ int64_t TransformerStageParameters(const TransformerSpec& spec, const MemoryPlan
   const int t = plan.shard.tensor_parallel;
   int64_t params = 0;
   for (int index : StageLayers(spec, plan)) {
-    params += LocalLayerParameters(spec, t, plan.shard.expert_parallel, index);
+    params += LayerParameterCount(spec, t, plan.shard.expert_parallel, index);
   }
   const int64_t vocab_shard = spec.PaddedVocab(t) / t * spec.hidden;
   if (IsFirstStage(plan)) {
@@ -130,11 +134,6 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
 
 }  // namespace
 
-int64_t LayerParameterCount(const TransformerSpec& spec, int tensor_parallel, int expert_parallel,
-                            int index) {
-  return LocalLayerParameters(spec, tensor_parallel, expert_parallel, index);
-}
-
 int64_t LayerActivationBytes(const LayerOps& layer, Recompute recompute,
                              const TransformerShard& shard, int64_t hidden) {
   if (recompute == Recompute::kFull) {
@@ -210,7 +209,7 @@ Expected<MemoryBreakdown> EstimateMemory(const ModelSpec& model, const MemoryPla
       TransformerActivations(model.transformer, plan, memory);
       if (plan.zero_stage == 3) {
         // Gathered parameters: the layer being computed and the one prefetched.
-        const int64_t layer = LocalLayerParameters(model.transformer, plan.shard.tensor_parallel,
+        const int64_t layer = LayerParameterCount(model.transformer, plan.shard.tensor_parallel,
                                                    plan.shard.expert_parallel, 0);
         memory.temporary += 2 * layer * DTypeBytes(plan.param_dtype);
       }

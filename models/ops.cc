@@ -14,6 +14,7 @@ constexpr std::array<std::string_view, 14> kKindNames = {
 constexpr std::array<std::string_view, 4> kPassNames = {"forward", "backward", "recompute",
                                                         "optimizer"};
 constexpr std::array<std::string_view, 3> kRecomputeNames = {"none", "selective", "full"};
+constexpr std::array<std::string_view, 2> kOptimizerNames = {"adam", "sgd"};
 
 Status Divides(int64_t divisor, int64_t value, std::string_view what, std::string_view by) {
   if (divisor > 0 && value % divisor == 0) return Status::Ok();
@@ -25,6 +26,9 @@ Status Divides(int64_t divisor, int64_t value, std::string_view what, std::strin
 
 std::string_view OpKindName(OpKind kind) { return kKindNames[static_cast<size_t>(kind)]; }
 std::string_view PassName(Pass pass) { return kPassNames[static_cast<size_t>(pass)]; }
+std::span<const std::string_view> RecomputeNames() { return kRecomputeNames; }
+std::span<const std::string_view> OptimizerNames() { return kOptimizerNames; }
+
 std::string_view RecomputeName(Recompute recompute) {
   return kRecomputeNames[static_cast<size_t>(recompute)];
 }
@@ -105,10 +109,11 @@ Op OptimizerOp(Optimizer optimizer, int64_t parameters, DType grad_dtype) {
   // about 12 FLOPs. SGD with momentum: fp32 weight and momentum read and written, the gradient.
   const double grad = DTypeBytes(grad_dtype);
   const bool adam = optimizer == Optimizer::kAdam;
-  Op op = Op::Streaming(adam ? "optimizer.adam" : "optimizer.sgd", OpKind::kOptimizer,
+  const std::string_view name = kOptimizerNames[static_cast<size_t>(optimizer)];
+  Op op = Op::Streaming(fmt::format("optimizer.{}", name), OpKind::kOptimizer,
                         Pass::kOptimizer, DType::kFp32, parameters,
                         adam ? 24 + grad + 2 : 16 + grad + 2, adam ? 12 : 4);
-  op.signature.op = adam ? "adam" : "sgd";
+  op.signature.op = std::string(name);
   return op;
 }
 

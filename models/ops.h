@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,6 +62,7 @@ struct Op {
 
 enum class Recompute { kNone, kSelective, kFull };
 std::string_view RecomputeName(Recompute recompute);
+std::span<const std::string_view> RecomputeNames();  // indexed by Recompute
 
 // How one rank sees one transformer layer.
 struct TransformerShard {
@@ -100,6 +102,7 @@ LayerOps OutputOps(const TransformerSpec& spec, const TransformerShard& shard);
 std::vector<Op> RecomputeOps(const LayerOps& layer, Recompute recompute);
 
 enum class Optimizer { kAdam, kSgd };
+std::span<const std::string_view> OptimizerNames();  // indexed by Optimizer
 // The optimizer step over `parameters` local parameters; grads of `grad_dtype`.
 Op OptimizerOp(Optimizer optimizer, int64_t parameters, DType grad_dtype);
 

@@ -13,8 +13,6 @@ namespace dtsim::strategies {
 namespace {
 
 constexpr std::array<std::string_view, 3> kScheduleNames = {"gpipe", "1f1b", "interleaved"};
-constexpr std::array<std::string_view, 2> kOptimizerNames = {"adam", "sgd"};
-constexpr std::array<std::string_view, 3> kRecomputeNames = {"none", "selective", "full"};
 constexpr std::array<std::string_view, 2> kRanksNames = {"full", "symmetric"};
 constexpr std::array<std::string_view, 2> kNetworkNames = {"analytical", "flow"};
 
@@ -40,8 +38,8 @@ Status ReadTraining(const Json& value, TrainingConfig& training) {
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("seq_len", training.seq_len));
   DTSIM_RETURN_IF_ERROR(ReadDType(reader, "precision", training.dtype));
   DTSIM_RETURN_IF_ERROR(ReadDType(reader, "grad_precision", training.grad_dtype));
-  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("optimizer", kOptimizerNames, training.optimizer));
-  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("recompute", kRecomputeNames, training.recompute));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("optimizer", models::OptimizerNames(), training.optimizer));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("recompute", models::RecomputeNames(), training.recompute));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("flash_attention", training.flash_attention));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("dropout", training.dropout));
   return reader.Finish();

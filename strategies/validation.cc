@@ -105,13 +105,32 @@ Expected<ValidationRow> LayerPoint(const Json& point, const std::string& path,
   DTSIM_ASSIGN_OR_RETURN(const models::GpuSpec gpu, models::GpuPreset("a100-sxm4-80gb"));
   DTSIM_ASSIGN_OR_RETURN(const network::ClusterSpec cluster, network::ClusterPreset("dgx-a100", 1));
   const models::RooflineCostModel roofline(gpu);
-  const models::LayerOps layer = models::TransformerLayerOps(model.transformer, 0, shard);
-  auto seconds = [&](const std::vector<models::Op>& ops) {
+  DTSIM_ASSIGN_OR_RETURN(const LayerTimes times,
+                         PredictLayerTimes(model.transformer, shard, mode, roofline, cluster));
+  DTSIM_ASSIGN_OR_RETURN(const double measured, Metric(point, "fwd+bwd_time", path));
+  return ValidationRow{.id = id, .metric = "fwd+bwd_time", .unit = "ms", .measured = measured,
+                       .predicted = (times.forward_seconds + times.backward_seconds) * 1e3,
+                       .how = fmt::format("one layer, TP {}, micro-batch {}, {}", tp, micro, recompute)};
+}
+
+}  // namespace
+
+Expected<LayerTimes> PredictLayerTimes(const models::TransformerSpec& spec,
+                                       const models::TransformerShard& shard,
+                                       models::Recompute recompute,
+                                       const models::OpCostModel& cost,
+                                       const network::ClusterSpec& cluster) {
+  const models::LayerOps layer = models::TransformerLayerOps(spec, 0, shard);
+  auto seconds = [&](const std::vector<models::Op>& ops) -> Expected<double> {
     double sum = 0;
-    for (const models::Op& op : ops) sum += roofline.Price(op)->duration.ToSecondsDouble();
+    for (const models::Op& op : ops) {
+      const std::optional<models::OpCost> price = cost.Price(op);
+      if (!price) return Error(fmt::format("cost model \"{}\" cannot price op {}", cost.name(), op.name));
+      sum += price->duration.ToSecondsDouble();
+    }
     return sum;
   };
-  std::vector<int32_t> ranks(static_cast<size_t>(tp));
+  std::vector<int32_t> ranks(static_cast<size_t>(shard.tensor_parallel));
   for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = static_cast<int32_t>(i);
   auto collective = [&](graph::CommKind kind, int64_t bytes) -> Expected<double> {
     const network::CollectiveRequest request{.kind = kind, .size = Bytes(bytes),
@@ -121,26 +140,28 @@ Expected<ValidationRow> LayerPoint(const Json& point, const std::string& path,
                            network::ChooseCollectiveAlgorithm(request, ""));
     return choice.time.ToSecondsDouble();
   };
-  const int64_t activation = shard.tokens() * model.transformer.hidden * 2;
+  // Per pass: two all-reduces of the b·s·h activations (Megatron), or with sequence
+  // parallelism two all-gathers and two reduce-scatters (Korthikanti §4.2.2, the paper's count).
+  const int64_t activation = shard.tokens() * spec.hidden * DTypeBytes(shard.dtype);
   double comm = 0;
-  if (sp) {
-    DTSIM_ASSIGN_OR_RETURN(const double gather, collective(graph::CommKind::kAllGather, activation / tp));
+  if (shard.sequence_parallel) {
+    DTSIM_ASSIGN_OR_RETURN(const double gather,
+                           collective(graph::CommKind::kAllGather, activation / shard.tensor_parallel));
     DTSIM_ASSIGN_OR_RETURN(const double scatter, collective(graph::CommKind::kReduceScatter, activation));
     comm = 2 * (gather + scatter);
   } else {
     DTSIM_ASSIGN_OR_RETURN(const double all_reduce, collective(graph::CommKind::kAllReduce, activation));
     comm = 2 * all_reduce;
   }
-  const double forward = seconds(layer.forward) + comm;
-  const double backward = seconds(layer.backward) + comm + seconds(models::RecomputeOps(layer, mode)) +
-                          (mode == models::Recompute::kFull ? comm : 0);
-  DTSIM_ASSIGN_OR_RETURN(const double measured, Metric(point, "fwd+bwd_time", path));
-  return ValidationRow{.id = id, .metric = "fwd+bwd_time", .unit = "ms", .measured = measured,
-                       .predicted = (forward + backward) * 1e3,
-                       .how = fmt::format("one layer, TP {}, micro-batch {}, {}", tp, micro, recompute)};
+  DTSIM_ASSIGN_OR_RETURN(const double forward, seconds(layer.forward));
+  DTSIM_ASSIGN_OR_RETURN(const double backward, seconds(layer.backward));
+  DTSIM_ASSIGN_OR_RETURN(const double again, seconds(models::RecomputeOps(layer, recompute)));
+  // The backward re-runs what recompute dropped first (full: the whole forward, collectives
+  // included).
+  return LayerTimes{.forward_seconds = forward + comm,
+                    .backward_seconds = backward + comm + again +
+                                        (recompute == models::Recompute::kFull ? comm : 0)};
 }
-
-}  // namespace
 
 Expected<ValidationReport> Validate(const Json& points, const std::string& source) {
   DTSIM_ASSIGN_OR_RETURN(const Json* list, Member(points, "points", ""));

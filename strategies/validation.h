@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "models/cost_model.h"
+#include "models/ops.h"
+#include "network/cluster.h"
 #include "sim/base/json_reader.h"
 #include "sim/base/status.h"
 
@@ -26,6 +29,20 @@ struct ValidationReport {
   std::vector<ValidationRow> rows;
   double mean_absolute_percentage_error = 0;  // over every row, in percent
 };
+
+struct LayerTimes {
+  double forward_seconds = 0;
+  double backward_seconds = 0;  // with what recompute re-runs
+};
+
+// One transformer layer on one of the shard's t tensor-parallel ranks: its ops priced by `cost`
+// plus its tensor-parallel collectives priced analytically over ranks 0 … t − 1 of `cluster`
+// (Korthikanti et al. Table 4's setting). Precondition: ValidateShard(spec, shard) passed.
+Expected<LayerTimes> PredictLayerTimes(const models::TransformerSpec& spec,
+                                       const models::TransformerShard& shard,
+                                       models::Recompute recompute,
+                                       const models::OpCostModel& cost,
+                                       const network::ClusterSpec& cluster);
 
 // Points of category "megatron_weak_scaling" are simulated whole (symmetric ranks, analytical
 // network, full recompute as the paper's FLOP formula assumes, micro-batch 1 where the

@@ -2,7 +2,8 @@
 // (Korthikanti et al. 2022, Table 4; ../shared/validation/published-points.json, korth-t4-*).
 // Forward and backward times = the roofline cost of the layer's ops on one A100-80GB (uncalibrated
 // preset efficiencies) + the tensor-parallel collectives priced by the analytical network model
-// on the dgx-a100 preset. Prints the error on every point; the bound checked is a sanity bound
+// on the dgx-a100 preset: two all-reduces of the b·s·h activations per pass (Megatron §3), or
+// two all-gathers and two reduce-scatters with sequence parallelism (Korthikanti §4.2.2). Prints the error on every point; the bound checked is a sanity bound
 // (a model this far off is broken), not a tuned target.
 #include <cmath>
 #include <cstdio>
@@ -15,8 +16,8 @@
 #include "models/model_spec.h"
 #include "models/ops.h"
 #include "network/cluster.h"
-#include "network/collective_algorithms.h"
 #include "sim/base/json_reader.h"
+#include "strategies/validation.h"
 
 namespace dtsim::models {
 namespace {
@@ -35,34 +36,6 @@ Expected<Case> CaseOf(const std::string& recompute) {
     return Case{.sequence_parallel = true, .recompute = Recompute::kSelective};
   }
   return Error("unknown configuration", "parallel.recompute", recompute);
-}
-
-double Seconds(const OpCostModel& model, const std::vector<Op>& ops) {
-  double sum = 0;
-  for (const Op& op : ops) sum += model.Price(op)->duration.ToSecondsDouble();
-  return sum;
-}
-
-double CollectiveSeconds(graph::CommKind kind, int64_t bytes, const network::ClusterSpec& cluster) {
-  static const std::vector<int32_t> kRanks = {0, 1, 2, 3, 4, 5, 6, 7};
-  const network::CollectiveRequest request{.kind = kind, .size = Bytes(bytes),
-                                           .shape = network::ShapeOfGroup(kRanks, cluster),
-                                           .cluster = &cluster, .ranks = kRanks};
-  Expected<network::AlgorithmChoice> choice = network::ChooseCollectiveAlgorithm(request, "");
-  EXPECT_TRUE(choice.ok());
-  return choice->time.ToSecondsDouble();
-}
-
-// Per layer and micro-batch: two all-reduces of the b·s·h activations in each pass (Megatron
-// §3), or with sequence parallelism two all-gathers and two reduce-scatters (Korthikanti
-// §4.2.2, the paper's count; Megatron's extra backward re-gathers overlap the dgrad GEMMs).
-double TensorParallelSeconds(bool sequence_parallel, int64_t activation_bytes, int t,
-                             const network::ClusterSpec& cluster) {
-  if (!sequence_parallel) {
-    return 2 * CollectiveSeconds(graph::CommKind::kAllReduce, activation_bytes, cluster);
-  }
-  return 2 * CollectiveSeconds(graph::CommKind::kAllGather, activation_bytes / t, cluster) +
-         2 * CollectiveSeconds(graph::CommKind::kReduceScatter, activation_bytes, cluster);
 }
 
 TEST(KorthikantiValidationTest, LayerTimesAgainstTable4) {
@@ -94,15 +67,14 @@ TEST(KorthikantiValidationTest, LayerTimesAgainstTable4) {
                                  .dtype = DType::kFp16, .tensor_parallel = t,
                                  .sequence_parallel = c->sequence_parallel};
     ASSERT_TRUE(ValidateShard(spec, shard).ok());
-    const LayerOps layer = TransformerLayerOps(spec, 0, shard);
-    const int64_t activation_bytes = shard.tokens() * spec.hidden * DTypeBytes(shard.dtype);
-    const double comm = TensorParallelSeconds(c->sequence_parallel, activation_bytes, t, *cluster);
-    const double forward = Seconds(roofline, layer.forward) + comm;
-    // The backward pass re-runs what recompute dropped (full: the whole forward, collectives
-    // included) before its own ops and collectives.
-    double backward = Seconds(roofline, layer.backward) + comm +
-                      Seconds(roofline, RecomputeOps(layer, c->recompute));
-    if (c->recompute == Recompute::kFull) backward += comm;
+    // Forward: the layer's ops + its collectives; backward: what recompute dropped, re-run
+    // first (full: the forward again, collectives included), then the backward ops and its
+    // collectives (strategies::PredictLayerTimes, shared with `dtsim validate`).
+    Expected<strategies::LayerTimes> times =
+        strategies::PredictLayerTimes(spec, shard, c->recompute, roofline, *cluster);
+    ASSERT_TRUE(times.ok()) << times.error().ToString();
+    const double forward = times->forward_seconds;
+    const double backward = times->backward_seconds;
 
     double measured_forward = 0, measured_backward = 0;
     for (const Json& metric : point["metrics"]) {

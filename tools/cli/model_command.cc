@@ -80,9 +80,9 @@ void PrintParameters(std::ostream& out, const models::ModelSpec& model) {
 }
 
 Expected<models::Recompute> ParseRecompute(const std::string& text) {
-  for (auto r :
-       {models::Recompute::kNone, models::Recompute::kSelective, models::Recompute::kFull}) {
-    if (models::RecomputeName(r) == text) return r;
+  const auto names = models::RecomputeNames();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == text) return static_cast<models::Recompute>(i);
   }
   return Error("expected none, selective or full", "--recompute", Quote(text));
 }
