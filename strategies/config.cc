@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 
-#include "sim/base/quantity.h"
 #include "sim/base/strings.h"
 
 namespace dtsim::strategies {
@@ -120,19 +119,21 @@ Status ReadSimulation(const Json& value, SimulationConfig& config) {
   return reader.Finish();
 }
 
-Status Divisible(int64_t value, int64_t by, const std::string& what, const std::string& path) {
+// "<what> (<value>) is not divisible by <by_what> (<by>)" at `path`.
+Status Divisible(int64_t value, std::string_view what, int64_t by, std::string_view by_what,
+                 const std::string& path) {
   if (by > 0 && value % by == 0) return Status::Ok();
-  return Error(fmt::format("{} ({}) is not divisible by {} ({})", what.substr(0, what.find('|')),
-                           value, what.substr(what.find('|') + 1), by),
-               path, std::to_string(value));
+  return Error(fmt::format("{} ({}) is not divisible by {} ({})", what, value, by_what, by), path,
+               std::to_string(value));
 }
 
 // Cross-section checks: the plan against the model and the cluster.
 Status CheckPlan(SimulationConfig& config) {
   const ParallelPlan& plan = config.plan;
   TrainingConfig& training = config.training;
-  DTSIM_RETURN_IF_ERROR(Divisible(training.global_batch, training.micro_batch * plan.data,
-                                  "global batch|micro-batch × data-parallel size",
+  DTSIM_RETURN_IF_ERROR(Divisible(training.global_batch, "global batch",
+                                  training.micro_batch * plan.data,
+                                  "micro-batch × data-parallel size",
                                   "training.global_batch"));
   // A cluster without a node count is sized to the plan; one with a node count must match it.
   const bool sized = config.cluster.nodes > 0;
@@ -156,7 +157,7 @@ Status CheckPlan(SimulationConfig& config) {
   }
   if (training.seq_len == 0) training.seq_len = spec.max_seq;
   const int chunks = plan.pipeline * plan.virtual_stages;
-  DTSIM_RETURN_IF_ERROR(Divisible(spec.layers, chunks, "layers|pipeline stages × virtual stages",
+  DTSIM_RETURN_IF_ERROR(Divisible(spec.layers, "layers", chunks, "pipeline stages × virtual stages",
                                   "parallelism.pipeline"));
   const models::TransformerShard shard{.micro_batch = training.micro_batch,
                                        .seq_len = training.seq_len,
@@ -174,8 +175,8 @@ Status CheckPlan(SimulationConfig& config) {
       return Error("the interleaved schedule needs at least 2 pipeline stages",
                    "parallelism.pipeline.size", std::to_string(plan.pipeline));
     }
-    DTSIM_RETURN_IF_ERROR(Divisible(config.Microbatches(), plan.pipeline,
-                                    "micro-batches per replica|pipeline stages (interleaving)",
+    DTSIM_RETURN_IF_ERROR(Divisible(config.Microbatches(), "micro-batches per replica",
+                                    plan.pipeline, "pipeline stages (interleaving)",
                                     "parallelism.pipeline"));
   }
   if (plan.zero_stage == 3) {

@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 #include "models/parameters.h"
-#include "sim/base/quantity.h"
 #include "sim/graph/builder.h"
 #include "strategies/pipeline_schedule.h"
 
