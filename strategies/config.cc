@@ -179,6 +179,17 @@ Status CheckPlan(SimulationConfig& config) {
                                     plan.pipeline, "pipeline stages (interleaving)",
                                     "parallelism.pipeline"));
   }
+  const std::string& method = config.compression.method;
+  if (method != "none" && plan.zero_stage >= 1) {
+    return Error(fmt::format("gradient compression replaces the all-reduce of gradients; ZeRO "
+                             "stage {} reduce-scatters them instead (use zero_stage 0)",
+                             plan.zero_stage),
+                 "compression.method", Quote(method));
+  }
+  if (method.starts_with("onebit_") && training.optimizer != models::Optimizer::kAdam) {
+    return Error("the 1-bit optimizers replace Adam (or LAMB); training.optimizer must be \"adam\"",
+                 "compression.method", Quote(method));
+  }
   if (plan.zero_stage == 3) {
     return Error("ZeRO-3 is not built yet (stages 0, 1 and 2 are)", "parallelism.zero_stage", "3");
   }
@@ -256,6 +267,9 @@ Expected<SimulationConfig> ConfigFromJson(const Json& value, const std::string& 
     }
   }
   reader.Allow("profile");
+  if (const Json* compression = reader.Find("compression")) {
+    DTSIM_ASSIGN_OR_RETURN(config.compression, CompressionFromJson(*compression, "compression"));
+  }
   if (const Json* simulation = reader.Find("simulation")) {
     DTSIM_RETURN_IF_ERROR(ReadSimulation(*simulation, config));
   }

@@ -17,6 +17,7 @@
 #include "sim/base/json_reader.h"
 #include "sim/base/status.h"
 #include "sim/base/units.h"
+#include "strategies/compression.h"
 
 namespace dtsim::strategies {
 
@@ -63,6 +64,7 @@ struct SimulationConfig {
   models::GpuSpec gpu;
   network::ClusterSpec cluster;
   ParallelPlan plan;
+  CompressionConfig compression;
   std::string profile;  // an op-cost table file, or empty
   std::string network_model = "analytical";
   std::string cost_model = "chain";

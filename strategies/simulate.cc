@@ -1,6 +1,7 @@
 #include "strategies/simulate.h"
 
 #include <chrono>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -78,6 +79,29 @@ Expected<std::unique_ptr<models::OpCostModel>> CostModel(const SimulationConfig&
   return model;
 }
 
+// A compression method with a full-precision warm-up: simulate a warm-up iteration too and
+// average the two over the run, weighted by their steps.
+Status SimulatePhases(const SimulationConfig& config, const models::OpCostModel& cost,
+                      SimulationResult& result) {
+  const std::unique_ptr<GradientCompression> compression = MakeCompression(config.compression);
+  const int64_t warmup = compression->warmup_steps();
+  if (!compression->Compresses() || warmup == 0 || config.plan.data < 2) return Status::Ok();
+  DTSIM_ASSIGN_OR_RETURN(const IterationGraph iteration,
+                         BuildTransformerIteration(config, cost, CompressionPhase::kWarmup));
+  graph::TaskTimes times;
+  DTSIM_ASSIGN_OR_RETURN(const engine::RunSummary summary, Run(config, iteration.graph, times));
+  const DurationNs warm = summary.makespan - TimeNs::Zero();
+  const int64_t steps = compression->steps();
+  result.phases = {{CompressionPhase::kWarmup, warmup, warm},
+                   {CompressionPhase::kCompressed, steps - warmup, result.iteration_time}};
+  const double average_ns = (static_cast<double>(warmup) * static_cast<double>(warm.ns()) +
+                             static_cast<double>(steps - warmup) *
+                                 static_cast<double>(result.iteration_time.ns())) /
+                            static_cast<double>(steps);
+  result.average_iteration_time = DurationNs(std::llround(average_ns));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Expected<SimulationResult> Simulate(const SimulationConfig& config) {
@@ -96,6 +120,8 @@ Expected<SimulationResult> Simulate(const SimulationConfig& config) {
   result.simulate_seconds = Seconds(run_start);
 
   result.iteration_time = result.summary.makespan - TimeNs::Zero();
+  result.average_iteration_time = result.iteration_time;
+  DTSIM_RETURN_IF_ERROR(SimulatePhases(config, *cost, result));
   const double seconds = result.iteration_time.ToSecondsDouble();
   const double gpus = config.plan.world();
   const double peak = config.gpu.MatrixPeak(config.training.dtype).flop_per_second();

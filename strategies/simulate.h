@@ -28,6 +28,13 @@ struct TimeBreakdown {
   DurationNs idle;           // the rest: pipeline bubble and other waits
 };
 
+// With gradient compression: one phase of the training run (docs/strategies.md).
+struct PhaseResult {
+  CompressionPhase phase = CompressionPhase::kCompressed;
+  int64_t steps = 0;
+  DurationNs iteration_time;
+};
+
 struct SimulationResult {
   std::optional<IterationGraph> iteration;  // always set in a returned result
   engine::RunSummary summary;
@@ -41,6 +48,11 @@ struct SimulationResult {
   double mfu = 0;  // model FLOP/s over the GPU's dense peak for the training dtype
   double hfu = 0;
   std::vector<TimeBreakdown> stages;  // the first rank of each pipeline stage
+  // Compressing with a warm-up: the full-precision warm-up and the compressed phase (the one
+  // the rest of the result describes), and the iteration time averaged over the run. Without:
+  // no phases, and the average is the iteration time.
+  std::vector<PhaseResult> phases;
+  DurationNs average_iteration_time;
   double build_seconds = 0;
   double simulate_seconds = 0;
 };

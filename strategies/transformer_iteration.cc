@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 
@@ -144,18 +145,92 @@ class PeerGroup {
   std::string_view pending_category_;
 };
 
+// One layer's gradients on one rank: fused QKV (h × (q + 2·kv)/t), the output projection
+// (q/t × h), the MLP (h × f/t, two of them fused for SwiGLU, and f/t × h) — per local expert and
+// the router (h × E) in a MoE layer — and, as plain elements, the biases and norms.
+GradientTensors LayerGradients(const models::TransformerSpec& spec, int t, int ep, int layer) {
+  GradientTensors tensors;
+  const int64_t h = spec.hidden;
+  const int64_t q = spec.q_dim() / t;
+  const int64_t kv = std::max<int64_t>(1, spec.kv_heads / t) * spec.head_dim();
+  tensors.matrices.push_back({h, q + 2 * kv});
+  tensors.matrices.push_back({q, h});
+  const bool moe = spec.IsMoeLayer(layer);
+  const int64_t ffn = (moe ? spec.MoeFfnHidden() : spec.ffn_hidden) / t;
+  const int64_t up = spec.activation == models::Activation::kSwiGlu ? 2 * ffn : ffn;
+  for (int expert = 0; expert < (moe ? spec.moe.experts / ep : 1); ++expert) {
+    tensors.matrices.push_back({h, up});
+    tensors.matrices.push_back({ffn, h});
+  }
+  if (moe) tensors.matrices.push_back({h, spec.moe.experts});
+  tensors.vector_elements = models::LayerParameterCount(spec, t, ep, layer) - tensors.elements();
+  return tensors;
+}
+
+// The first stage's embedding gradients: the token table's V/t rows, learned positions and
+// segments; the embedding norm.
+GradientTensors EmbeddingGradients(const models::TransformerSpec& spec, int t) {
+  GradientTensors tensors;
+  tensors.matrices.push_back({spec.PaddedVocab(t) / t, spec.hidden});
+  if (spec.position == models::PositionEmbedding::kLearned) {
+    tensors.matrices.push_back({spec.max_seq, spec.hidden});
+  }
+  if (spec.token_types > 0) tensors.matrices.push_back({spec.token_types, spec.hidden});
+  if (spec.embedding_norm) tensors.vector_elements += models::NormParameters(spec);
+  return tensors;
+}
+
+// The last stage's: the output layer (`holds_table`: untied, or tied on a stage other than the
+// first, which keeps a copy), the final norm, BERT's pooler and MLM head transform with its
+// V/t output bias.
+GradientTensors OutputGradients(const models::TransformerSpec& spec, int t, bool holds_table) {
+  GradientTensors tensors;
+  const int64_t vocab = spec.PaddedVocab(t) / t;
+  if (holds_table) tensors.matrices.push_back({vocab, spec.hidden});
+  if (spec.final_norm) tensors.vector_elements += models::NormParameters(spec);
+  if (spec.pooler) {
+    tensors.matrices.push_back({spec.hidden, spec.hidden});
+    tensors.vector_elements += spec.hidden;
+  }
+  if (spec.lm_head_transform) {
+    tensors.matrices.push_back({spec.hidden, spec.hidden});
+    tensors.vector_elements += spec.hidden + models::NormParameters(spec) + vocab;
+  }
+  return tensors;
+}
+
+// The gradients one rank of pipeline stage `stage` holds.
+GradientTensors StageGradients(const SimulationConfig& config, int stage) {
+  const models::TransformerSpec& spec = config.model.transformer;
+  const ParallelPlan& plan = config.plan;
+  GradientTensors tensors;
+  if (stage == 0) tensors.Append(EmbeddingGradients(spec, plan.tensor));
+  const int per_chunk = spec.layers / (plan.pipeline * plan.virtual_stages);
+  for (int chunk = 0; chunk < plan.virtual_stages; ++chunk) {
+    for (int i = 0; i < per_chunk; ++i) {
+      tensors.Append(LayerGradients(spec, plan.tensor, 1, (chunk * plan.pipeline + stage) * per_chunk + i));
+    }
+  }
+  if (stage == plan.pipeline - 1) {
+    tensors.Append(OutputGradients(spec, plan.tensor, !spec.tied_embeddings || stage != 0));
+  }
+  return tensors;
+}
+
 // Where each peer's gradients become ready in the last micro-batch's backward, in the order
 // they do: the output layer (last stage), each layer from the last, the embedding (first).
 struct GradientReady {
-  std::vector<std::vector<TaskId>> at;  // per peer
-  std::vector<int64_t> parameters;      // parameters whose gradients are ready there
+  std::vector<std::vector<TaskId>> at;    // per peer
+  std::vector<GradientTensors> tensors;  // the gradients ready there
 };
 
 class IterationBuilder {
  public:
-  IterationBuilder(const SimulationConfig& config, const models::OpCostModel& cost)
+  IterationBuilder(const SimulationConfig& config, const models::OpCostModel& cost,
+                   CompressionPhase phase)
       : config_(config), spec_(config.model.transformer), plan_(config.plan), cost_(cost),
-        pricer_(cost), symmetric_(config.ranks == RanksMode::kSymmetric),
+        pricer_(cost), compression_(MakeCompression(config.compression)), phase_(phase),
+        symmetric_(config.ranks == RanksMode::kSymmetric),
         simulated_data_(symmetric_ ? 1 : plan_.data),
         simulated_tensor_(symmetric_ ? 1 : plan_.tensor) {}
 
@@ -168,7 +243,7 @@ class IterationBuilder {
         ready[static_cast<size_t>(stage)].push_back(BuildStage(stage, dp, microbatches));
       }
     }
-    ReduceGradients(ready);
+    DTSIM_RETURN_IF_ERROR(ReduceGradients(ready));
     DTSIM_ASSIGN_OR_RETURN(graph::TaskGraph graph, std::move(builder_).Build());
     return IterationGraph{std::move(graph), std::move(result_)};
   }
@@ -291,11 +366,11 @@ class IterationBuilder {
 
   void Backward(PeerGroup& group, int stage, int chunk, int64_t microbatch, GradientReady* ready) {
     const int last = plan_.pipeline - 1;
-    auto mark = [&](int64_t parameters) {
+    auto mark = [&](GradientTensors tensors) {
       if (ready == nullptr) return;
       group.Flush();
       for (size_t i = 0; i < group.ranks().size(); ++i) ready->at[i].push_back(*group.last(i));
-      ready->parameters.push_back(parameters);
+      ready->tensors.push_back(std::move(tensors));
     };
     if (!HoldsOutput(stage, chunk)) {
       const int from = stage < last ? stage + 1 : 0;
@@ -305,35 +380,23 @@ class IterationBuilder {
     } else {
       EmitWhole(group, output_backward_, "output bwd");
       TensorReduce(group, "output tp");
-      mark(OutputParameters(stage));
+      mark(OutputGradients(spec_, plan_.tensor, !spec_.tied_embeddings || stage != 0));
     }
     for (int i = LayersPerChunk() - 1; i >= 0; --i) {
       const int layer = FirstLayer(stage, chunk) + i;
       Emit(group, layer_recompute_, layer, "recompute", kRecomputeCategory);
       Emit(group, layer_backward_, layer, "bwd", kComputeCategory);
-      mark(models::LayerParameterCount(spec_, plan_.tensor, 1, layer));
+      mark(LayerGradients(spec_, plan_.tensor, 1, layer));
     }
     if (HoldsEmbedding(stage, chunk)) {
       EmitWhole(group, embedding_backward_, "embedding bwd");
-      mark(EmbeddingParameters());
+      mark(EmbeddingGradients(spec_, plan_.tensor));
     } else {
       group.Send(Peers(group_dp_, stage > 0 ? stage - 1 : last), Tag(microbatch, chunk, true),
                  PipelineBytes(), false, "send gradients");
     }
     group.Flush();
     Account(stage, chunk, true);
-  }
-
-  int64_t EmbeddingParameters() const {
-    int64_t params = spec_.PaddedVocab(plan_.tensor) / plan_.tensor * spec_.hidden;
-    if (spec_.position == models::PositionEmbedding::kLearned) params += spec_.max_seq * spec_.hidden;
-    return params + spec_.token_types * spec_.hidden;
-  }
-
-  int64_t OutputParameters(int stage) const {
-    const bool holds_output = !spec_.tied_embeddings || stage != 0;
-    return (holds_output ? spec_.PaddedVocab(plan_.tensor) / plan_.tensor * spec_.hidden : 0) +
-           (spec_.final_norm ? models::NormParameters(spec_) : 0);
   }
 
   // FLOPs and cost sources of one micro-batch pass on the t peers of a stage.
@@ -390,46 +453,101 @@ class IterationBuilder {
   }
 
   // Data-parallel gradient reduction: gradients fill buckets of plan.gradient_bucket bytes in the
-  // order the last backward produces them; each bucket's collective starts when its last
+  // order the last backward produces them; each bucket's reduction starts when its last
   // gradient is ready (overlapping the rest of the backward, as PyTorch DDP and Megatron's
   // overlap_grad_reduce do), or after the whole backward without overlap. ZeRO-1/2 reduce-
-  // scatter instead and all-gather the updated parameters after the optimizer step.
-  void ReduceGradients(const std::vector<std::vector<GradientReady>>& ready) {
+  // scatter instead and all-gather the updated parameters after the optimizer step. Compressed
+  // (phase kCompressed), each bucket goes through the method's kernels and collectives; the
+  // 1-bit optimizers reduce one buffer at the step.
+  Status ReduceGradients(const std::vector<std::vector<GradientReady>>& ready) {
     std::map<int32_t, std::vector<TaskId>> waits = TiedEmbeddingReduce(ready);
     const int64_t grad_bytes = DTypeBytes(config_.training.grad_dtype);
-    const bool zero = plan_.zero_stage >= 1;
+    const bool compressed = phase_ == CompressionPhase::kCompressed && compression_->Compresses();
+    const bool one_buffer = compressed && compression_->ReducesAtStep();
+    const bool overlap = plan_.overlap_gradient_reduce && !one_buffer;
     for (int stage = 0; stage < plan_.pipeline; ++stage) {
       const auto& stage_ready = ready[static_cast<size_t>(stage)];
-      const std::vector<int64_t>& parameters = stage_ready.front().parameters;
+      const std::vector<GradientTensors>& points = stage_ready.front().tensors;
       for (int tp = 0; tp < simulated_tensor_; ++tp) {
         std::vector<int32_t> group, logical;
         for (int dp = 0; dp < plan_.data; ++dp) {
           logical.push_back(plan_.Rank(dp, stage, tp));
           if (dp < simulated_data_) group.push_back(logical.back());
         }
-        int64_t bucket = 0;
+        GradientTensors bucket;
         int64_t stage_params = 0;
-        for (size_t point = 0; point < parameters.size(); ++point) {
-          bucket += parameters[point];
-          stage_params += parameters[point];
-          const bool full = bucket * grad_bytes >= plan_.gradient_bucket.count();
-          if ((!full && point + 1 < parameters.size()) || logical.size() < 2) continue;
-          const graph::CommId comm = builder_.AddCollective(
-              zero ? CommKind::kReduceScatter : CommKind::kAllReduce, Bytes(bucket * grad_bytes),
-              group);
-          if (logical.size() != group.size()) builder_.PriceAs(comm, logical);
-          const size_t at = plan_.overlap_gradient_reduce ? point : parameters.size() - 1;
+        for (size_t point = 0; point < points.size(); ++point) {
+          bucket.Append(points[point]);
+          stage_params += points[point].elements();
+          const bool full = !one_buffer && bucket.elements() * grad_bytes >= plan_.gradient_bucket.count();
+          if ((!full && point + 1 < points.size()) || logical.size() < 2) continue;
+          const size_t at = overlap ? point : points.size() - 1;
+          std::vector<TaskId> after;
           for (size_t i = 0; i < group.size(); ++i) {
-            const TaskId task = builder_.AddCollectiveTask(builder_.Stream(group[i], "dp"), comm,
-                                                           "gradient bucket", kDataCategory);
-            builder_.AddDependency(task, stage_ready[i].at[static_cast<size_t>(tp)][at]);
-            waits[group[i]].push_back(task);
+            after.push_back(stage_ready[i].at[static_cast<size_t>(tp)][at]);
           }
-          bucket = 0;
+          DTSIM_RETURN_IF_ERROR(ReduceBucket(bucket, group, logical, after, compressed, waits));
+          bucket = {};
         }
         Optimizer(group, logical, stage_params, waits);
       }
     }
+    return Status::Ok();
+  }
+
+  // One bucket's reduction on each rank's "dp" stream, after `after[i]`: the collective
+  // (reduce-scatter under ZeRO, all-reduce otherwise), or the compression method's steps.
+  Status ReduceBucket(const GradientTensors& bucket, const std::vector<int32_t>& group,
+                      const std::vector<int32_t>& logical, const std::vector<TaskId>& after,
+                      bool compressed, std::map<int32_t, std::vector<TaskId>>& waits) {
+    const DType grad_dtype = config_.training.grad_dtype;
+    const auto ranks = static_cast<int>(logical.size());
+    std::vector<ReductionStep> steps;
+    if (plan_.zero_stage >= 1) {
+      steps.push_back({.name = "gradient reduce-scatter", .collective = CommKind::kReduceScatter,
+                       .bytes = Bytes(bucket.elements() * DTypeBytes(grad_dtype)), .kernels = {}});
+    } else {
+      steps = compressed ? compression_->Reduce(bucket, ranks, grad_dtype)
+                         : PlainAllReduce(bucket.elements(), grad_dtype);
+    }
+    // Every rank of the group, and with symmetric ranks every tensor-parallel peer, runs it.
+    const int64_t represented =
+        static_cast<int64_t>(logical.size()) * (plan_.tensor / simulated_tensor_);
+    std::vector<std::optional<TaskId>> last(group.size());
+    for (const ReductionStep& step : steps) {
+      std::vector<TaskId> tasks;
+      if (step.collective) {
+        const graph::CommId comm = builder_.AddCollective(*step.collective, step.bytes, group);
+        if (logical.size() != group.size()) builder_.PriceAs(comm, logical);
+        for (int32_t rank : group) {
+          tasks.push_back(builder_.AddCollectiveTask(builder_.Stream(rank, "dp"), comm, step.name,
+                                                     kDataCategory));
+        }
+      } else {
+        DurationNs duration;
+        for (const Op& kernel : step.kernels) {
+          const std::optional<models::OpCost> cost = cost_.Price(kernel);
+          if (!cost) {
+            return Error(fmt::format("cost model \"{}\" cannot price compression kernel {} ({})",
+                                     cost_.name(), kernel.name, kernel.signature.Key()));
+          }
+          duration += cost->duration;
+          result_.sources.Add(*cost, represented);
+        }
+        for (int32_t rank : group) {
+          tasks.push_back(builder_.AddTask(builder_.Stream(rank, "dp"), TaskKind::kCompute,
+                                           step.name, kDataCategory, duration));
+        }
+      }
+      for (size_t i = 0; i < group.size(); ++i) {
+        if (!last[i]) builder_.AddDependency(tasks[i], after[i]);
+        last[i] = tasks[i];
+      }
+    }
+    for (size_t i = 0; i < group.size(); ++i) {
+      if (last[i]) waits[group[i]].push_back(*last[i]);
+    }
+    return Status::Ok();
   }
 
   // Megatron keeps a tied embedding on the first and the last stage and all-reduces its
@@ -494,6 +612,8 @@ class IterationBuilder {
   const ParallelPlan& plan_;
   const models::OpCostModel& cost_;
   Pricer pricer_;
+  std::unique_ptr<GradientCompression> compression_;
+  CompressionPhase phase_;
   TaskGraphBuilder builder_;
   IterationStats result_;
   PricedPass layer_forward_, layer_backward_, layer_recompute_;
@@ -511,6 +631,7 @@ std::string GiB(int64_t bytes) { return fmt::format("{:.1f} GiB", static_cast<do
 
 Expected<std::vector<models::MemoryBreakdown>> StageMemory(const SimulationConfig& config) {
   const ParallelPlan& plan = config.plan;
+  const std::unique_ptr<GradientCompression> compression = MakeCompression(config.compression);
   std::vector<models::MemoryBreakdown> stages;
   for (int stage = 0; stage < plan.pipeline; ++stage) {
     const models::MemoryPlan memory_plan{
@@ -535,6 +656,11 @@ Expected<std::vector<models::MemoryBreakdown>> StageMemory(const SimulationConfi
         .grad_dtype = config.training.grad_dtype};
     DTSIM_ASSIGN_OR_RETURN(models::MemoryBreakdown memory,
                            models::EstimateMemory(config.model, memory_plan));
+    // Error-feedback residuals of gradient compression count as optimizer state.
+    if (compression->Compresses() && plan.data > 1) {
+      memory.optimizer_state += compression->StateBytes(StageGradients(config, stage), plan.data,
+                                                        config.training.grad_dtype);
+    }
     if (memory.total() > config.gpu.memory.count()) {
       return Error(fmt::format("the plan does not fit: pipeline stage {} needs {} per GPU, {} has "
                                "{} (parameters {}, gradients {}, optimizer state {}, activations "
@@ -551,9 +677,10 @@ Expected<std::vector<models::MemoryBreakdown>> StageMemory(const SimulationConfi
 }
 
 Expected<IterationGraph> BuildTransformerIteration(const SimulationConfig& config,
-                                                   const models::OpCostModel& cost) {
+                                                   const models::OpCostModel& cost,
+                                                   CompressionPhase phase) {
   DTSIM_ASSIGN_OR_RETURN(std::vector<models::MemoryBreakdown> memory, StageMemory(config));
-  IterationBuilder builder(config, cost);
+  IterationBuilder builder(config, cost, phase);
   DTSIM_ASSIGN_OR_RETURN(IterationGraph iteration, builder.Build());
   iteration.stats.stage_memory = std::move(memory);
   return iteration;

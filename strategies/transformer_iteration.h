@@ -10,6 +10,7 @@
 #include "models/memory.h"
 #include "sim/base/status.h"
 #include "sim/graph/task_graph.h"
+#include "strategies/compression.h"
 #include "strategies/config.h"
 
 namespace dtsim::strategies {
@@ -41,7 +42,9 @@ struct IterationGraph {
 Expected<std::vector<models::MemoryBreakdown>> StageMemory(const SimulationConfig& config);
 
 // Precondition: `config` came from ConfigFromJson (the plan fits the model and cluster).
-Expected<IterationGraph> BuildTransformerIteration(const SimulationConfig& config,
-                                                   const models::OpCostModel& cost);
+// `phase`: with gradient compression, the full-precision warm-up or the compressed steps.
+Expected<IterationGraph> BuildTransformerIteration(
+    const SimulationConfig& config, const models::OpCostModel& cost,
+    CompressionPhase phase = CompressionPhase::kCompressed);
 
 }  // namespace dtsim::strategies

@@ -229,15 +229,17 @@ TEST(SimulateTest, SymmetricRanksAgreeWithFullRanks) {
 
 TEST(SimulateTest, ShippedExamplesLoad) {
   for (const char* name : {"gpt3_175b_1024gpu.json", "gpt3_1.3b_16gpu.json",
-                           "llama2_70b_64h100.json", "bert_large_64gpu_ethernet.json"}) {
+                           "llama2_70b_64h100.json", "bert_large_64gpu_ethernet.json",
+                           "bert_large_64gpu_ethernet_onebit_adam.json"}) {
     const std::string path = std::string(DTSIM_EXAMPLES_DIR) + "/" + name;
     Expected<SimulationConfig> config = LoadConfig(path, {});
     ASSERT_TRUE(config.ok()) << config.error().ToString();
     // Every example fits its GPUs (the 175B one is simulated by the README's command).
     EXPECT_TRUE(StageMemory(*config).ok()) << name;
   }
-  // The two symmetric examples run in well under a second.
-  for (const char* name : {"llama2_70b_64h100.json", "bert_large_64gpu_ethernet.json"}) {
+  // The symmetric examples run in well under a second.
+  for (const char* name : {"llama2_70b_64h100.json", "bert_large_64gpu_ethernet.json",
+                           "bert_large_64gpu_ethernet_onebit_adam.json"}) {
     Expected<SimulationConfig> config = LoadConfig(std::string(DTSIM_EXAMPLES_DIR) + "/" + name, {});
     ASSERT_TRUE(config.ok());
     Expected<SimulationResult> result = Simulate(*config);

@@ -81,6 +81,18 @@ OrderedJson MemoryJson(const models::MemoryBreakdown& m, Bytes capacity) {
           {"microbatches_in_flight", m.microbatches_in_flight}};
 }
 
+OrderedJson CompressionJson(const SimulationConfig& c, const SimulationResult& r) {
+  OrderedJson phases = OrderedJson::array();
+  for (const strategies::PhaseResult& phase : r.phases) {
+    phases.push_back({{"phase", strategies::CompressionPhaseName(phase.phase)},
+                      {"steps", phase.steps},
+                      {"iteration_time_ns", phase.iteration_time.ns()}});
+  }
+  return {{"method", c.compression.method},
+          {"phases", std::move(phases)},
+          {"average_iteration_time_ns", r.average_iteration_time.ns()}};
+}
+
 OrderedJson ResultJson(const SimulationConfig& c, const SimulationResult& r) {
   const strategies::IterationStats& stats = r.iteration->stats;
   OrderedJson stages = OrderedJson::array();
@@ -111,6 +123,7 @@ OrderedJson ResultJson(const SimulationConfig& c, const SimulationResult& r) {
           {"model_flops_per_iteration", stats.model_flops},
           {"hardware_flops_per_iteration", stats.hardware_flops},
           {"stages", std::move(stages)},
+          {"compression", CompressionJson(c, r)},
           {"cost_source_shares", std::move(sources)},
           {"simulator", {{"tasks", r.summary.tasks},
                          {"communications", r.summary.communications},
@@ -133,7 +146,19 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
              c.plan.data, c.plan.tensor, c.plan.sequence_parallel ? " (SP)" : "", c.plan.pipeline,
              strategies::ScheduleName(c.plan.schedule), c.Microbatches(), c.training.micro_batch,
              c.plan.zero_stage, models::RecomputeName(c.training.recompute));
-  fmt::print(out, "  iteration      {}\n", FormatDuration(r.iteration_time));
+  fmt::print(out, "  iteration      {}{}\n", FormatDuration(r.iteration_time),
+             r.phases.empty() ? "" : " (compressed phase)");
+  if (c.compression.method != "none") {
+    fmt::print(out, "  compression    {}", c.compression.method);
+    for (const strategies::PhaseResult& phase : r.phases) {
+      fmt::print(out, "; {} {} steps × {}", strategies::CompressionPhaseName(phase.phase),
+                 phase.steps, FormatDuration(phase.iteration_time));
+    }
+    if (!r.phases.empty()) {
+      fmt::print(out, "; run average {}", FormatDuration(r.average_iteration_time));
+    }
+    fmt::print(out, "\n");
+  }
   fmt::print(out, "  throughput     {:.2f} samples/s, {:.0f} tokens/s\n", r.samples_per_second,
              r.tokens_per_second);
   fmt::print(out, "  per GPU        {:.1f} model TFLOP/s (MFU {:.1f}%), {:.1f} hardware TFLOP/s "
