@@ -54,7 +54,9 @@ TransformerSpec Bert(int layers, int64_t hidden, int heads) {
 
 TransformerSpec Mixtral() {
   TransformerSpec t = Llama(32, 4096, 32, 8, 14336, 32000, 32768);
-  t.moe = {.experts = 8, .top_k = 2, .capacity_factor = 1.0, .every = 1, .expert_ffn_hidden = 0};
+  // Dropless top-2 routing (no capacity in the reference implementation or Megatron's recipe).
+  t.moe = {.experts = 8, .top_k = 2, .capacity_factor = 1.0, .dropless = true, .every = 1,
+           .expert_ffn_hidden = 0};
   return t;
 }
 

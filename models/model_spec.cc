@@ -1,6 +1,7 @@
 #include "models/model_spec.h"
 
 #include <array>
+#include <cmath>
 #include <limits>
 
 #include <fmt/format.h>
@@ -67,6 +68,7 @@ Status ReadMoe(JsonObjectReader& parent, MoeSpec& moe) {
     DTSIM_ASSIGN_OR_RETURN(moe.capacity_factor, reader.Number("capacity_factor"));
   }
   reader.Allow("capacity_factor");
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptional("dropless", moe.dropless));
   return reader.Finish();
 }
 
@@ -191,6 +193,12 @@ Status ReadFamilyFields(JsonObjectReader& reader, bool preset, ModelSpec& model)
 }
 
 }  // namespace
+
+int64_t MoeSpec::Capacity(int64_t tokens) const {
+  const double factor = dropless ? 1.0 : capacity_factor;
+  return static_cast<int64_t>(
+      std::ceil(static_cast<double>(top_k) * static_cast<double>(tokens) * factor / experts));
+}
 
 std::string_view ModelFamilyName(ModelFamily family) {
   return kFamilyNames[static_cast<size_t>(family)];

@@ -29,10 +29,16 @@ struct MoeSpec {
   int experts = 0;  // 0: dense model
   int top_k = 1;
   double capacity_factor = 1.0;  // expert capacity = ceil(top_k · tokens · factor / experts)
+  // Dropless routing (Megatron's grouped GEMMs, Mixtral): experts process the tokens routed to
+  // them, no capacity padding or dropping; balanced, that is the capacity at factor 1.
+  bool dropless = false;
   int every = 1;                 // MoE layers: those with (index + 1) % every == 0
   int64_t expert_ffn_hidden = 0;  // 0: the model's ffn_hidden
 
   bool enabled() const { return experts > 0; }
+  // Tokens each expert takes from one rank's `tokens` with balanced routing:
+  // ceil(top_k · tokens · factor / experts), factor 1 when dropless.
+  int64_t Capacity(int64_t tokens) const;
 };
 
 struct TransformerSpec {

@@ -161,9 +161,9 @@ void MoeMlp(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
   const int64_t ep = shard.expert_parallel;
   const int64_t local_experts = moe.experts / ep;
   // Capacity per expert of the tokens one rank sends: ceil(k·T·c / E) (Switch Transformer
-  // Eq. 3, top-k as Megatron and DeepSpeed do); each local expert receives it from ep ranks.
-  const auto capacity = static_cast<int64_t>(
-      std::ceil(static_cast<double>(moe.top_k) * x.tokens * moe.capacity_factor / moe.experts));
+  // Eq. 3, top-k as Megatron and DeepSpeed do; c = 1 dropless and balanced); each local expert
+  // receives it from ep ranks.
+  const int64_t capacity = moe.Capacity(x.tokens);
   const int64_t rows = ep * capacity;  // tokens per local expert
   const int64_t processed = local_experts * rows;
   const int64_t ffn = spec.MoeFfnHidden() / shard.tensor_parallel;

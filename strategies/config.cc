@@ -82,6 +82,17 @@ Status ReadParallelism(const Json& value, ParallelPlan& plan) {
   };
   DTSIM_RETURN_IF_ERROR(ReadSized(reader, "tensor", plan.tensor, tensor_options));
   DTSIM_RETURN_IF_ERROR(ReadSized(reader, "pipeline", plan.pipeline, pipeline_options));
+  const auto expert_options = [&plan](JsonObjectReader& r) -> Status {
+    r.Allow("imbalance");
+    if (!r.Has("imbalance")) return Status::Ok();
+    DTSIM_ASSIGN_OR_RETURN(plan.expert_imbalance, r.Number("imbalance"));
+    if (!(plan.expert_imbalance >= 1)) {
+      return Error("must be at least 1 (the busiest expert's load over the mean)",
+                   JsonChildPath(r.path(), "imbalance"), fmt::format("{}", plan.expert_imbalance));
+    }
+    return Status::Ok();
+  };
+  DTSIM_RETURN_IF_ERROR(ReadSized(reader, "expert", plan.expert, expert_options));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("zero_stage", plan.zero_stage, 0));
   if (plan.zero_stage > 3) {
     return Error("ZeRO stage must be 0, 1, 2 or 3", "parallelism.zero_stage",
@@ -151,9 +162,23 @@ Status CheckPlan(SimulationConfig& config) {
                  "model", Quote(config.model.name));
   }
   const models::TransformerSpec& spec = config.model.transformer;
-  if (spec.moe.enabled()) {
-    return Error("mixture-of-experts plans are not built yet", "model.moe",
-                 std::to_string(spec.moe.experts));
+  if (plan.expert > 1) {
+    if (!spec.moe.enabled()) {
+      return Error("expert parallelism needs a mixture-of-experts model (model.moe.experts)",
+                   "parallelism.expert", std::to_string(plan.expert));
+    }
+    DTSIM_RETURN_IF_ERROR(Divisible(plan.data, "data-parallel size", plan.expert,
+                                    "expert-parallel size (experts are carved out of data "
+                                    "parallelism)",
+                                    "parallelism.data"));
+    DTSIM_RETURN_IF_ERROR(Divisible(spec.moe.experts, "experts", plan.expert,
+                                    "expert-parallel size", "parallelism.expert"));
+  }
+  if (plan.expert_imbalance > plan.expert) {
+    return Error(fmt::format("the busiest of {} expert-parallel ranks can get at most {}× the "
+                             "mean load (all of it)",
+                             plan.expert, plan.expert),
+                 "parallelism.expert.imbalance", fmt::format("{}", plan.expert_imbalance));
   }
   if (training.seq_len == 0) training.seq_len = spec.max_seq;
   const int chunks = plan.pipeline * plan.virtual_stages;
@@ -163,7 +188,8 @@ Status CheckPlan(SimulationConfig& config) {
                                        .seq_len = training.seq_len,
                                        .dtype = training.dtype,
                                        .tensor_parallel = plan.tensor,
-                                       .sequence_parallel = plan.sequence_parallel};
+                                       .sequence_parallel = plan.sequence_parallel,
+                                       .expert_parallel = plan.expert};
   Status valid = models::ValidateShard(spec, shard);
   if (!valid.ok()) return std::move(valid).error().Under("parallelism.tensor");
   if (plan.virtual_stages > 1 && plan.schedule != ScheduleKind::kInterleaved) {
@@ -189,6 +215,11 @@ Status CheckPlan(SimulationConfig& config) {
   if (method.starts_with("onebit_") && training.optimizer != models::Optimizer::kAdam) {
     return Error("the 1-bit optimizers replace Adam (or LAMB); training.optimizer must be \"adam\"",
                  "compression.method", Quote(method));
+  }
+  if (plan.zero_stage >= 1 && plan.expert > 1) {
+    return Error("ZeRO with expert parallelism is not built yet (expert gradients would shard "
+                 "over the expert-data-parallel group)",
+                 "parallelism.zero_stage", std::to_string(plan.zero_stage));
   }
   if (plan.zero_stage == 3) {
     return Error("ZeRO-3 is not built yet (stages 0, 1 and 2 are)", "parallelism.zero_stage", "3");

@@ -43,6 +43,12 @@ struct ParallelPlan {
   bool sequence_parallel = false;
   ScheduleKind schedule = ScheduleKind::kOneForwardOneBackward;
   int virtual_stages = 1;
+  // Expert parallelism, carved out of data parallelism as in Megatron: the experts of each MoE
+  // layer split over `expert` consecutive data-parallel ranks.
+  int expert = 1;
+  // Skewed routing: the busiest expert receives this many times the mean tokens (1: balanced;
+  // at most `expert`). Changes time only with dropless routing (docs/strategies.md).
+  double expert_imbalance = 1.0;
   int zero_stage = 0;
   Bytes gradient_bucket = Bytes(25 * kMebi);  // PyTorch DDP's bucket_cap_mb default
   bool overlap_gradient_reduce = true;
@@ -53,6 +59,8 @@ struct ParallelPlan {
   int TensorIndex(int32_t rank) const { return rank % tensor; }
   int DataIndex(int32_t rank) const { return (rank / tensor) % data; }
   int StageOf(int32_t rank) const { return rank / (tensor * data); }
+  // The expert-parallel group of data index `dp`: data indices first … first + expert − 1.
+  int ExpertGroupFirst(int dp) const { return dp / expert * expert; }
 };
 
 enum class RanksMode { kFull, kSymmetric };

@@ -53,10 +53,11 @@ TimeBreakdown Breakdown(const graph::TaskGraph& graph, const graph::TaskTimes& t
       if (category == kRecomputeCategory) breakdown.recompute += length;
       if (category == kTensorCategory) breakdown.tensor += length;
       if (category == kPipelineCategory) breakdown.pipeline += length;
+      if (category == kExpertCategory) breakdown.expert += length;
     }
   }
   breakdown.idle = (makespan - TimeNs::Zero()) - breakdown.compute - breakdown.recompute -
-                   breakdown.tensor - breakdown.pipeline - breakdown.data_exposed -
+                   breakdown.tensor - breakdown.pipeline - breakdown.expert - breakdown.data_exposed -
                    breakdown.optimizer;
   return breakdown;
 }
@@ -121,6 +122,14 @@ Expected<SimulationResult> Simulate(const SimulationConfig& config) {
 
   result.iteration_time = result.summary.makespan - TimeNs::Zero();
   result.average_iteration_time = result.iteration_time;
+  const ParallelPlan& plan = config.plan;
+  if (config.ranks == RanksMode::kSymmetric && plan.expert > 1 && plan.expert_imbalance > 1 &&
+      config.model.transformer.moe.dropless) {
+    result.warnings.push_back(fmt::format(
+        "symmetric ranks simulate balanced routing: the expert imbalance of {} is not in this "
+        "result (simulate \"ranks\": \"full\" to see it)",
+        plan.expert_imbalance));
+  }
   DTSIM_RETURN_IF_ERROR(SimulatePhases(config, *cost, result));
   const double seconds = result.iteration_time.ToSecondsDouble();
   const double gpus = config.plan.world();

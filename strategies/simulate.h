@@ -23,6 +23,7 @@ struct TimeBreakdown {
   DurationNs recompute;      // the recomputed forward
   DurationNs tensor;         // tensor-parallel collectives (blocking the compute stream)
   DurationNs pipeline;       // waiting in pipeline receives
+  DurationNs expert;         // expert-parallel all-to-alls (blocking the compute stream)
   DurationNs data_exposed;   // waiting for gradient reduction before the optimizer step
   DurationNs optimizer;
   DurationNs idle;           // the rest: pipeline bubble and other waits
@@ -53,6 +54,8 @@ struct SimulationResult {
   // no phases, and the average is the iteration time.
   std::vector<PhaseResult> phases;
   DurationNs average_iteration_time;
+  // What the result cannot show (symmetric ranks with skewed routing, …).
+  std::vector<std::string> warnings;
   double build_seconds = 0;
   double simulate_seconds = 0;
 };

@@ -4,6 +4,7 @@
 #include <array>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <set>
 #include <string>
 
@@ -23,15 +24,31 @@ using graph::TaskId;
 using graph::TaskKind;
 using models::Op;
 
+// What follows an op in a pass: nothing, a tensor-parallel reduction or an expert-parallel
+// all-to-all.
+enum class After : uint8_t { kNothing, kTensor, kExpert };
+using Boundaries = std::map<std::string, After, std::less<>>;
+
 // Megatron's f/g operators: the tensor-parallel collective follows the row-parallel GEMM in the
-// forward pass and the column-parallel GEMM's weight gradient (after its dgrad) in backward.
-const std::set<std::string, std::less<>> kForwardBoundaries = {"attn.proj", "mlp.fc2"};
-const std::set<std::string, std::less<>> kBackwardBoundaries = {"mlp.fc1.wgrad", "attn.qkv.wgrad"};
+// forward pass and the column-parallel GEMM's weight gradient (after its dgrad) in backward —
+// in a MoE layer, the combine and the router's backward. Tokens go to their experts by an
+// all-to-all after the dispatch and come back after the last expert GEMM; backward mirrors it.
+const Boundaries kForwardBoundaries = {{"attn.proj", After::kTensor},
+                                       {"mlp.fc2", After::kTensor},
+                                       {"moe.dispatch", After::kExpert},
+                                       {"moe.expert.fc2", After::kExpert},
+                                       {"moe.combine", After::kTensor}};
+const Boundaries kBackwardBoundaries = {{"mlp.fc1.wgrad", After::kTensor},
+                                        {"attn.qkv.wgrad", After::kTensor},
+                                        {"moe.combine.bwd", After::kExpert},
+                                        {"moe.expert.fc1.wgrad", After::kExpert},
+                                        {"moe.router.wgrad", After::kTensor}};
 
 struct PricedOp {
-  std::string segment;  // "attn" or "mlp": names the compute task the op lands in
+  std::string segment;  // "attn", "mlp" or "moe": names the compute task the op lands in
   DurationNs duration;
-  bool collective_after = false;
+  After after = After::kNothing;
+  bool expert = false;  // an expert's GEMM or activation: scales with the rank's routed tokens
 };
 
 struct PricedPass {
@@ -43,8 +60,7 @@ class Pricer {
  public:
   explicit Pricer(const models::OpCostModel& cost) : cost_(cost) {}
 
-  Expected<PricedPass> Price(const std::vector<Op>& ops,
-                             const std::set<std::string, std::less<>>& boundaries) {
+  Expected<PricedPass> Price(const std::vector<Op>& ops, const Boundaries& boundaries) {
     PricedPass pass;
     for (const Op& op : ops) {
       const std::optional<models::OpCost> cost = cost_.Price(op);
@@ -53,8 +69,10 @@ class Pricer {
                                  op.name, op.signature.Key()));
       }
       const std::string_view name = op.name;
+      const auto boundary = boundaries.find(name);
       pass.ops.push_back({std::string(name.substr(0, name.find('.'))), cost->duration,
-                          boundaries.contains(name)});
+                          boundary != boundaries.end() ? boundary->second : After::kNothing,
+                          name.starts_with("moe.expert.")});
       pass.model_flops += op.model_flops;
       sources_.push_back(*cost);
     }
@@ -112,8 +130,15 @@ class PeerGroup {
     if (logical_.size() < 2) return;
     const graph::CommId comm = builder_.AddCollective(kind, size, ranks_);
     if (logical_.size() != ranks_.size()) builder_.PriceAs(comm, logical_);
+    Post(std::vector<graph::CommId>(ranks_.size(), comm), name, kTensorCategory);
+  }
+
+  // Each peer's part in a collective made elsewhere: comms[i] for peer i, on the compute stream.
+  void Post(const std::vector<graph::CommId>& comms, std::string_view name,
+            std::string_view category) {
+    Flush();
     for (size_t i = 0; i < ranks_.size(); ++i) {
-      last_[i] = builder_.AddCollectiveTask(compute_[i], comm, name, kTensorCategory);
+      last_[i] = builder_.AddCollectiveTask(compute_[i], comms[i], name, category);
     }
   }
 
@@ -146,25 +171,35 @@ class PeerGroup {
 };
 
 // One layer's gradients on one rank: fused QKV (h × (q + 2·kv)/t), the output projection
-// (q/t × h), the MLP (h × f/t, two of them fused for SwiGLU, and f/t × h) — per local expert and
-// the router (h × E) in a MoE layer — and, as plain elements, the biases and norms.
-GradientTensors LayerGradients(const models::TransformerSpec& spec, int t, int ep, int layer) {
-  GradientTensors tensors;
+// (q/t × h), the MLP (h × f/t, two of them fused for SwiGLU, and f/t × h) and, as plain
+// elements, the biases and norms. In a MoE layer the local experts' MLPs are apart (they are
+// reduced over the expert-data-parallel group only) and the router (h × E) stays dense.
+struct LayerGradientSplit {
+  GradientTensors dense;
+  GradientTensors experts;
+};
+
+LayerGradientSplit LayerGradients(const models::TransformerSpec& spec, int t, int ep, int layer) {
+  LayerGradientSplit split;
   const int64_t h = spec.hidden;
   const int64_t q = spec.q_dim() / t;
   const int64_t kv = std::max<int64_t>(1, spec.kv_heads / t) * spec.head_dim();
-  tensors.matrices.push_back({h, q + 2 * kv});
-  tensors.matrices.push_back({q, h});
+  split.dense.matrices.push_back({h, q + 2 * kv});
+  split.dense.matrices.push_back({q, h});
   const bool moe = spec.IsMoeLayer(layer);
   const int64_t ffn = (moe ? spec.MoeFfnHidden() : spec.ffn_hidden) / t;
   const int64_t up = spec.activation == models::Activation::kSwiGlu ? 2 * ffn : ffn;
+  GradientTensors& mlp = moe ? split.experts : split.dense;
   for (int expert = 0; expert < (moe ? spec.moe.experts / ep : 1); ++expert) {
-    tensors.matrices.push_back({h, up});
-    tensors.matrices.push_back({ffn, h});
+    mlp.matrices.push_back({h, up});
+    mlp.matrices.push_back({ffn, h});
+    // Expert biases: fc1's f/t (2f/t for SwiGLU) and fc2's h.
+    if (moe && spec.linear_bias) mlp.vector_elements += up + h;
   }
-  if (moe) tensors.matrices.push_back({h, spec.moe.experts});
-  tensors.vector_elements = models::LayerParameterCount(spec, t, ep, layer) - tensors.elements();
-  return tensors;
+  if (moe) split.dense.matrices.push_back({h, spec.moe.experts});
+  split.dense.vector_elements = models::LayerParameterCount(spec, t, ep, layer) -
+                                split.dense.elements() - split.experts.elements();
+  return split;
 }
 
 // The first stage's embedding gradients: the token table's V/t rows, learned positions and
@@ -208,7 +243,10 @@ GradientTensors StageGradients(const SimulationConfig& config, int stage) {
   const int per_chunk = spec.layers / (plan.pipeline * plan.virtual_stages);
   for (int chunk = 0; chunk < plan.virtual_stages; ++chunk) {
     for (int i = 0; i < per_chunk; ++i) {
-      tensors.Append(LayerGradients(spec, plan.tensor, 1, (chunk * plan.pipeline + stage) * per_chunk + i));
+      const LayerGradientSplit layer = LayerGradients(
+          spec, plan.tensor, plan.expert, (chunk * plan.pipeline + stage) * per_chunk + i);
+      tensors.Append(layer.dense);
+      tensors.Append(layer.experts);
     }
   }
   if (stage == plan.pipeline - 1) {
@@ -220,8 +258,9 @@ GradientTensors StageGradients(const SimulationConfig& config, int stage) {
 // Where each peer's gradients become ready in the last micro-batch's backward, in the order
 // they do: the output layer (last stage), each layer from the last, the embedding (first).
 struct GradientReady {
-  std::vector<std::vector<TaskId>> at;    // per peer
-  std::vector<GradientTensors> tensors;  // the gradients ready there
+  std::vector<std::vector<TaskId>> at;           // per peer
+  std::vector<GradientTensors> tensors;          // the gradients ready there
+  std::vector<GradientTensors> expert_tensors;   // of which the experts'
 };
 
 class IterationBuilder {
@@ -252,23 +291,40 @@ class IterationBuilder {
   models::TransformerShard Shard() const {
     return {.micro_batch = config_.training.micro_batch, .seq_len = config_.training.seq_len,
             .dtype = config_.training.dtype, .tensor_parallel = plan_.tensor,
-            .sequence_parallel = plan_.sequence_parallel, .expert_parallel = 1,
+            .sequence_parallel = plan_.sequence_parallel, .expert_parallel = plan_.expert,
             .flash_attention = config_.training.flash_attention,
             .dropout = config_.training.dropout};
   }
 
-  Status PricePasses() {
-    const models::TransformerShard shard = Shard();
-    const models::LayerOps layer = models::TransformerLayerOps(spec_, 0, shard);
-    const models::LayerOps embedding = models::EmbeddingOps(spec_, shard);
-    const models::LayerOps output = models::OutputOps(spec_, shard);
-    const std::set<std::string, std::less<>> none;
-    DTSIM_ASSIGN_OR_RETURN(layer_forward_, pricer_.Price(layer.forward, kForwardBoundaries));
-    DTSIM_ASSIGN_OR_RETURN(layer_backward_, pricer_.Price(layer.backward, kBackwardBoundaries));
-    DTSIM_ASSIGN_OR_RETURN(layer_recompute_,
+  // The passes of one kind of layer (dense, or MoE) and the costs they were priced from.
+  struct LayerPasses {
+    PricedPass forward, backward, recompute;
+    std::vector<models::OpCost> sources;
+  };
+
+  const LayerPasses& Passes(int layer) const { return spec_.IsMoeLayer(layer) ? moe_ : dense_; }
+
+  Status PriceLayer(int index, LayerPasses& passes) {
+    const models::LayerOps layer = models::TransformerLayerOps(spec_, index, Shard());
+    DTSIM_ASSIGN_OR_RETURN(passes.forward, pricer_.Price(layer.forward, kForwardBoundaries));
+    DTSIM_ASSIGN_OR_RETURN(passes.backward, pricer_.Price(layer.backward, kBackwardBoundaries));
+    DTSIM_ASSIGN_OR_RETURN(passes.recompute,
                            pricer_.Price(models::RecomputeOps(layer, config_.training.recompute),
                                          kForwardBoundaries));
-    layer_sources_ = pricer_.TakeSources();
+    passes.sources = pricer_.TakeSources();
+    return Status::Ok();
+  }
+
+  Status PricePasses() {
+    const models::TransformerShard shard = Shard();
+    // The first dense and the first MoE layer stand for all of their kind.
+    for (int index = 0; index < spec_.layers; ++index) {
+      LayerPasses& passes = spec_.IsMoeLayer(index) ? moe_ : dense_;
+      if (passes.sources.empty()) DTSIM_RETURN_IF_ERROR(PriceLayer(index, passes));
+    }
+    const models::LayerOps embedding = models::EmbeddingOps(spec_, shard);
+    const models::LayerOps output = models::OutputOps(spec_, shard);
+    const Boundaries none;
     DTSIM_ASSIGN_OR_RETURN(embedding_forward_, pricer_.Price(embedding.forward, none));
     DTSIM_ASSIGN_OR_RETURN(embedding_backward_, pricer_.Price(embedding.backward, none));
     embedding_sources_ = pricer_.TakeSources();
@@ -303,9 +359,67 @@ class IterationBuilder {
         segment = op.segment;
         name = fmt::format("layer{}.{} {}", layer, segment, suffix);
       }
-      group.Add(op.duration, name, category);
-      if (op.collective_after) TensorReduce(group, fmt::format("layer{}.{} tp", layer, segment));
+      DurationNs duration = op.duration;
+      if (op.expert && expert_load_ != 1.0) {
+        duration = DurationNs(std::llround(static_cast<double>(duration.ns()) * expert_load_));
+      }
+      group.Add(duration, name, category);
+      if (op.after == After::kTensor) {
+        TensorReduce(group, fmt::format("layer{}.{} tp", layer, segment));
+      } else if (op.after == After::kExpert) {
+        ExpertAllToAll(group, fmt::format("layer{}.moe all-to-all", layer));
+      }
     }
+  }
+
+  // Bytes each rank sends in one expert all-to-all: its E·C tokens of h elements (C, the
+  // capacity, is the balanced share when dropless). With skewed dropless routing in full
+  // mode, the rank of the busiest expert receives `imbalance` times its share and every rank
+  // waits for it: priced as if every rank moved that much.
+  Bytes ExpertBytes() const {
+    const models::MoeSpec& moe = spec_.moe;
+    const int64_t tokens = config_.training.micro_batch * config_.training.seq_len;
+    const double bytes = static_cast<double>(moe.experts * moe.Capacity(tokens) * spec_.hidden *
+                                             DTypeBytes(config_.training.dtype));
+    return Bytes(std::llround(bytes * (Skewed() ? plan_.expert_imbalance : 1.0)));
+  }
+
+  // Whether ranks differ by the tokens their experts get (full ranks, dropless, imbalance).
+  bool Skewed() const {
+    return !symmetric_ && spec_.moe.dropless && plan_.expert_imbalance > 1 && plan_.expert > 1;
+  }
+
+  // The routed-token load of data index `dp`'s experts relative to the mean: the busiest
+  // expert sits on the first rank of each expert-parallel group, the others share the rest.
+  double ExpertLoad(int dp) const {
+    if (!Skewed()) return 1.0;
+    const double s = plan_.expert_imbalance;
+    return dp % plan_.expert == 0 ? s : (plan_.expert - s) / (plan_.expert - 1);
+  }
+
+  // The expert-parallel all-to-all of the group's tensor-parallel peers: peer i of data index
+  // dp exchanges with peer i of the other data indices of its expert group. Members build
+  // their stages one after another, so the first to reach the n-th all-to-all of its program
+  // makes it and the others (same stage, same program) join it by that index.
+  void ExpertAllToAll(PeerGroup& group, std::string_view name) {
+    if (plan_.expert < 2) return;
+    const int first = plan_.ExpertGroupFirst(group_dp_);
+    std::vector<std::vector<graph::CommId>>& made = expert_comms_[{group_stage_, first}];
+    const size_t index = expert_sequence_++;
+    if (index == made.size()) {
+      std::vector<graph::CommId> comms;
+      for (int tp = 0; tp < simulated_tensor_; ++tp) {
+        std::vector<int32_t> members, logical;
+        for (int dp = first; dp < first + plan_.expert; ++dp) {
+          logical.push_back(plan_.Rank(dp, group_stage_, tp));
+          if (dp < simulated_data_) members.push_back(logical.back());
+        }
+        comms.push_back(builder_.AddCollective(CommKind::kAllToAll, ExpertBytes(), members));
+        if (members.size() != logical.size()) builder_.PriceAs(comms.back(), logical);
+      }
+      made.push_back(std::move(comms));
+    }
+    group.Post(made[index], name, kExpertCategory);
   }
 
   void EmitWhole(PeerGroup& group, const PricedPass& pass, std::string name) {
@@ -353,7 +467,8 @@ class IterationBuilder {
       TensorReduce(group, "embedding tp");
     }
     for (int i = 0; i < LayersPerChunk(); ++i) {
-      Emit(group, layer_forward_, FirstLayer(stage, chunk) + i, "fwd", kComputeCategory);
+      const int layer = FirstLayer(stage, chunk) + i;
+      Emit(group, Passes(layer).forward, layer, "fwd", kComputeCategory);
     }
     if (HoldsOutput(stage, chunk)) {
       EmitWhole(group, output_forward_, "output fwd");
@@ -366,11 +481,12 @@ class IterationBuilder {
 
   void Backward(PeerGroup& group, int stage, int chunk, int64_t microbatch, GradientReady* ready) {
     const int last = plan_.pipeline - 1;
-    auto mark = [&](GradientTensors tensors) {
+    auto mark = [&](GradientTensors tensors, GradientTensors experts = {}) {
       if (ready == nullptr) return;
       group.Flush();
       for (size_t i = 0; i < group.ranks().size(); ++i) ready->at[i].push_back(*group.last(i));
       ready->tensors.push_back(std::move(tensors));
+      ready->expert_tensors.push_back(std::move(experts));
     };
     if (!HoldsOutput(stage, chunk)) {
       const int from = stage < last ? stage + 1 : 0;
@@ -384,9 +500,10 @@ class IterationBuilder {
     }
     for (int i = LayersPerChunk() - 1; i >= 0; --i) {
       const int layer = FirstLayer(stage, chunk) + i;
-      Emit(group, layer_recompute_, layer, "recompute", kRecomputeCategory);
-      Emit(group, layer_backward_, layer, "bwd", kComputeCategory);
-      mark(LayerGradients(spec_, plan_.tensor, 1, layer));
+      Emit(group, Passes(layer).recompute, layer, "recompute", kRecomputeCategory);
+      Emit(group, Passes(layer).backward, layer, "bwd", kComputeCategory);
+      LayerGradientSplit gradients = LayerGradients(spec_, plan_.tensor, plan_.expert, layer);
+      mark(std::move(gradients.dense), std::move(gradients.experts));
     }
     if (HoldsEmbedding(stage, chunk)) {
       EmitWhole(group, embedding_backward_, "embedding bwd");
@@ -403,26 +520,27 @@ class IterationBuilder {
   void Account(int stage, int chunk, bool backward) {
     // Every tensor-parallel peer, and with symmetric ranks every data-parallel replica, does
     // the same work.
+    // (Skewed routing moves expert work between ranks; the sums stay.)
     const double peers = static_cast<double>(plan_.tensor) * (plan_.data / simulated_data_);
-    const int layers = LayersPerChunk();
-    const PricedPass& layer = backward ? layer_backward_ : layer_forward_;
-    double flops = layers * layer.model_flops;
+    const auto count = static_cast<int64_t>(peers);
+    double flops = 0;
+    double recompute = 0;
+    for (int i = 0; i < LayersPerChunk(); ++i) {
+      const LayerPasses& layer = Passes(FirstLayer(stage, chunk) + i);
+      flops += (backward ? layer.backward : layer.forward).model_flops;
+      if (backward) recompute += layer.recompute.model_flops;
+      // Cost sources: each priced op once per use (backward with its recompute).
+      const size_t forward_ops = layer.forward.ops.size();
+      const size_t begin = backward ? forward_ops : 0;
+      const size_t end = backward ? layer.sources.size() : forward_ops;
+      for (size_t op = begin; op < end; ++op) result_.sources.Add(layer.sources[op], count);
+    }
     const bool embedding = HoldsEmbedding(stage, chunk);
     const bool output = HoldsOutput(stage, chunk);
     if (embedding) flops += (backward ? embedding_backward_ : embedding_forward_).model_flops;
     if (output) flops += (backward ? output_backward_ : output_forward_).model_flops;
     result_.model_flops += peers * flops;
-    result_.hardware_flops += peers * (flops + (backward ? layers * layer_recompute_.model_flops : 0));
-    // Cost sources: each priced op once per use.
-    const auto count = static_cast<int64_t>(peers);
-    if (!backward) {
-      size_t forward_ops = layer_forward_.ops.size();
-      for (size_t i = 0; i < forward_ops; ++i) result_.sources.Add(layer_sources_[i], count * layers);
-    } else {
-      for (size_t i = layer_forward_.ops.size(); i < layer_sources_.size(); ++i) {
-        result_.sources.Add(layer_sources_[i], count * layers);
-      }
-    }
+    result_.hardware_flops += peers * (flops + recompute);
     if (embedding) TallyPart(embedding_sources_, embedding_forward_.ops.size(), backward, count);
     if (output) TallyPart(output_sources_, output_forward_.ops.size(), backward, count);
   }
@@ -436,6 +554,9 @@ class IterationBuilder {
 
   GradientReady BuildStage(int stage, int dp, int64_t microbatches) {
     group_dp_ = dp;
+    group_stage_ = stage;
+    expert_sequence_ = 0;
+    expert_load_ = ExpertLoad(dp);
     PeerGroup group(builder_, Peers(dp, stage), Peers(dp, stage, true));
     GradientReady ready;
     ready.at.resize(group.ranks().size());
@@ -461,36 +582,68 @@ class IterationBuilder {
   // 1-bit optimizers reduce one buffer at the step.
   Status ReduceGradients(const std::vector<std::vector<GradientReady>>& ready) {
     std::map<int32_t, std::vector<TaskId>> waits = TiedEmbeddingReduce(ready);
-    const int64_t grad_bytes = DTypeBytes(config_.training.grad_dtype);
-    const bool compressed = phase_ == CompressionPhase::kCompressed && compression_->Compresses();
-    const bool one_buffer = compressed && compression_->ReducesAtStep();
-    const bool overlap = plan_.overlap_gradient_reduce && !one_buffer;
     for (int stage = 0; stage < plan_.pipeline; ++stage) {
       const auto& stage_ready = ready[static_cast<size_t>(stage)];
-      const std::vector<GradientTensors>& points = stage_ready.front().tensors;
+      int64_t stage_params = 0;
+      for (const GradientTensors& point : stage_ready.front().tensors) stage_params += point.elements();
+      for (const GradientTensors& point : stage_ready.front().expert_tensors) {
+        stage_params += point.elements();
+      }
       for (int tp = 0; tp < simulated_tensor_; ++tp) {
+        // Dense gradients over the whole data-parallel group; the experts' over the data
+        // indices holding the same experts (expert-data parallelism, D/EP ranks).
+        std::vector<int> all(static_cast<size_t>(plan_.data));
+        std::iota(all.begin(), all.end(), 0);
+        DTSIM_RETURN_IF_ERROR(ReduceOver(stage_ready, stage, tp, all, false, waits));
+        for (int first = 0; first < std::min(plan_.expert, simulated_data_); ++first) {
+          std::vector<int> holders;
+          for (int dp = first; dp < plan_.data; dp += plan_.expert) holders.push_back(dp);
+          DTSIM_RETURN_IF_ERROR(ReduceOver(stage_ready, stage, tp, holders, true, waits));
+        }
         std::vector<int32_t> group, logical;
         for (int dp = 0; dp < plan_.data; ++dp) {
           logical.push_back(plan_.Rank(dp, stage, tp));
           if (dp < simulated_data_) group.push_back(logical.back());
         }
-        GradientTensors bucket;
-        int64_t stage_params = 0;
-        for (size_t point = 0; point < points.size(); ++point) {
-          bucket.Append(points[point]);
-          stage_params += points[point].elements();
-          const bool full = !one_buffer && bucket.elements() * grad_bytes >= plan_.gradient_bucket.count();
-          if ((!full && point + 1 < points.size()) || logical.size() < 2) continue;
-          const size_t at = overlap ? point : points.size() - 1;
-          std::vector<TaskId> after;
-          for (size_t i = 0; i < group.size(); ++i) {
-            after.push_back(stage_ready[i].at[static_cast<size_t>(tp)][at]);
-          }
-          DTSIM_RETURN_IF_ERROR(ReduceBucket(bucket, group, logical, after, compressed, waits));
-          bucket = {};
-        }
         Optimizer(group, logical, stage_params, waits);
       }
+    }
+    return Status::Ok();
+  }
+
+  // Buckets the dense (or expert) gradients of one stage's tensor-parallel peer `tp` in the
+  // order they become ready and reduces each over the data indices `dps`.
+  Status ReduceOver(const std::vector<GradientReady>& stage_ready, int stage, int tp,
+                    const std::vector<int>& dps, bool experts,
+                    std::map<int32_t, std::vector<TaskId>>& waits) {
+    const int64_t grad_bytes = DTypeBytes(config_.training.grad_dtype);
+    const bool compressed = phase_ == CompressionPhase::kCompressed && compression_->Compresses();
+    const bool one_buffer = compressed && compression_->ReducesAtStep();
+    const bool overlap = plan_.overlap_gradient_reduce && !one_buffer;
+    std::vector<int32_t> group, logical;
+    std::vector<int> simulated;
+    for (int dp : dps) {
+      logical.push_back(plan_.Rank(dp, stage, tp));
+      if (dp < simulated_data_) {
+        group.push_back(logical.back());
+        simulated.push_back(dp);
+      }
+    }
+    if (logical.size() < 2) return Status::Ok();
+    const std::vector<GradientTensors>& points =
+        experts ? stage_ready.front().expert_tensors : stage_ready.front().tensors;
+    GradientTensors bucket;
+    for (size_t point = 0; point < points.size(); ++point) {
+      bucket.Append(points[point]);
+      const bool full = !one_buffer && bucket.elements() * grad_bytes >= plan_.gradient_bucket.count();
+      if ((!full && point + 1 < points.size()) || bucket.elements() == 0) continue;
+      const size_t at = overlap ? point : points.size() - 1;
+      std::vector<TaskId> after;
+      for (int dp : simulated) {
+        after.push_back(stage_ready[static_cast<size_t>(dp)].at[static_cast<size_t>(tp)][at]);
+      }
+      DTSIM_RETURN_IF_ERROR(ReduceBucket(bucket, group, logical, after, compressed, waits));
+      bucket = {};
     }
     return Status::Ok();
   }
@@ -510,9 +663,9 @@ class IterationBuilder {
       steps = compressed ? compression_->Reduce(bucket, ranks, grad_dtype)
                          : PlainAllReduce(bucket.elements(), grad_dtype);
     }
-    // Every rank of the group, and with symmetric ranks every tensor-parallel peer, runs it.
-    const int64_t represented =
-        static_cast<int64_t>(logical.size()) * (plan_.tensor / simulated_tensor_);
+    // Every rank of the group runs it; with symmetric ranks, every rank of the stage.
+    const int64_t represented = symmetric_ ? static_cast<int64_t>(plan_.data) * plan_.tensor
+                                           : static_cast<int64_t>(group.size());
     std::vector<std::optional<TaskId>> last(group.size());
     for (const ReductionStep& step : steps) {
       std::vector<TaskId> tasks;
@@ -616,13 +769,19 @@ class IterationBuilder {
   CompressionPhase phase_;
   TaskGraphBuilder builder_;
   IterationStats result_;
-  PricedPass layer_forward_, layer_backward_, layer_recompute_;
+  LayerPasses dense_, moe_;
   PricedPass embedding_forward_, embedding_backward_, output_forward_, output_backward_;
-  std::vector<models::OpCost> layer_sources_, embedding_sources_, output_sources_;
+  std::vector<models::OpCost> embedding_sources_, output_sources_;
   bool symmetric_;
   int simulated_data_;
   int simulated_tensor_;
   int group_dp_ = 0;
+  int group_stage_ = 0;
+  // Expert all-to-alls made so far per (stage, first data index of the expert group), each
+  // one comm per simulated tensor-parallel peer; the index of the next in this stage's program.
+  std::map<std::pair<int, int>, std::vector<std::vector<graph::CommId>>> expert_comms_;
+  size_t expert_sequence_ = 0;
+  double expert_load_ = 1.0;
 };
 
 std::string GiB(int64_t bytes) { return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / kGibi); }
@@ -638,6 +797,7 @@ Expected<std::vector<models::MemoryBreakdown>> StageMemory(const SimulationConfi
         .shard = {.micro_batch = config.training.micro_batch, .seq_len = config.training.seq_len,
                   .dtype = config.training.dtype, .tensor_parallel = plan.tensor,
                   .sequence_parallel = plan.sequence_parallel,
+                  .expert_parallel = plan.expert,
                   .flash_attention = config.training.flash_attention,
                   .dropout = config.training.dropout},
         .recompute = config.training.recompute,

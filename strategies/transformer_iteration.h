@@ -20,6 +20,7 @@ inline constexpr std::string_view kComputeCategory = "compute";
 inline constexpr std::string_view kRecomputeCategory = "recompute";
 inline constexpr std::string_view kTensorCategory = "tp";
 inline constexpr std::string_view kPipelineCategory = "pp";
+inline constexpr std::string_view kExpertCategory = "ep";
 inline constexpr std::string_view kDataCategory = "dp";
 inline constexpr std::string_view kOptimizerCategory = "optimizer";
 // The stream every rank computes on (tensor-parallel collectives and pipeline receives block

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "strategies/simulate.h"
+#include "tests/strategies/simulate_helpers.h"
 
 namespace dtsim::strategies {
 namespace {
@@ -143,14 +144,6 @@ Json DataParallelConfig() {
     "cluster": {"preset": "ethernet-25g", "nodes": 8, "gpus_per_node": 1, "gpu": "v100-sxm2-32gb"},
     "parallelism": {"data": 8}
   })");
-}
-
-SimulationResult SimulateJson(const Json& json) {
-  Expected<SimulationConfig> config = ConfigFromJson(json, "");
-  EXPECT_TRUE(config.ok()) << config.error().ToString();
-  Expected<SimulationResult> result = Simulate(*config);
-  EXPECT_TRUE(result.ok()) << result.error().ToString();
-  return std::move(*result);
 }
 
 TEST(CompressionTest, OneBitAdamRunHasTwoPhasesAndTheirAverage) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "strategies/config.h"
+#include "tests/strategies/simulate_helpers.h"
 
 namespace dtsim::strategies {
 namespace {
@@ -24,26 +25,6 @@ Json BaseConfig() {
     "cluster": {"preset": "dgx-a100", "gpu": "a100-sxm4-80gb"},
     "parallelism": {"data": 1, "tensor": 1, "pipeline": 1}
   })");
-}
-
-SimulationConfig Config(const Json& json) {
-  Expected<SimulationConfig> config = ConfigFromJson(json, "");
-  EXPECT_TRUE(config.ok()) << config.error().ToString();
-  return *config;
-}
-
-SimulationResult SimulateJson(const Json& json) {
-  Expected<SimulationResult> result = Simulate(Config(json));
-  EXPECT_TRUE(result.ok()) << result.error().ToString();
-  return std::move(*result);
-}
-
-std::string ConfigError(const Json& json) {
-  Expected<SimulationConfig> config = ConfigFromJson(json, "");
-  if (!config.ok()) return config.error().ToString();
-  Expected<SimulationResult> result = Simulate(*config);
-  EXPECT_FALSE(result.ok());
-  return result.ok() ? "" : result.error().ToString();
 }
 
 // Per micro-batch compute of one stage: the durations of its "layer…" tasks in one pass.
@@ -164,7 +145,7 @@ TEST(SimulateTest, TensorParallelBytesPerLayer) {
 
 TEST(SimulateTest, MfuAndThroughputFollowFromFlopsAndTime) {
   const SimulationResult r = SimulateJson(BaseConfig());
-  const SimulationConfig c = Config(BaseConfig());
+  const SimulationConfig c = ConfigOf(BaseConfig());
   // Model FLOPs: 72·B·s·l·h²·(1 + s/6h + V/12lh) with the padded vocabulary (1,024).
   const double B = 16, s = 1024, l = 16, h = 2048, V = 1024;
   const double flops = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
@@ -180,14 +161,14 @@ TEST(SimulateTest, OverridesByPath) {
   ASSERT_TRUE(ApplyOverride(json, "parallelism.pipeline=2").ok());
   ASSERT_TRUE(ApplyOverride(json, "model.layers=8").ok());
   ASSERT_TRUE(ApplyOverride(json, "simulation.network_model=flow").ok());
-  const SimulationConfig config = Config(json);
+  const SimulationConfig config = ConfigOf(json);
   EXPECT_EQ(config.plan.pipeline, 2);
   EXPECT_EQ(config.model.transformer.layers, 8);
   EXPECT_EQ(config.network_model, "flow");
   Json preset = BaseConfig();
   preset["model"] = "gpt3-1.3b";
   ASSERT_TRUE(ApplyOverride(preset, "model.layers=4").ok());
-  EXPECT_EQ(Config(preset).model.transformer.layers, 4);
+  EXPECT_EQ(ConfigOf(preset).model.transformer.layers, 4);
   EXPECT_FALSE(ApplyOverride(json, "noequals").ok());
   // A size given as a number takes options too.
   ASSERT_TRUE(ApplyOverride(json, "parallelism.tensor.sequence_parallel=true").ok());
@@ -230,16 +211,18 @@ TEST(SimulateTest, SymmetricRanksAgreeWithFullRanks) {
 TEST(SimulateTest, ShippedExamplesLoad) {
   for (const char* name : {"gpt3_175b_1024gpu.json", "gpt3_1.3b_16gpu.json",
                            "llama2_70b_64h100.json", "bert_large_64gpu_ethernet.json",
-                           "bert_large_64gpu_ethernet_onebit_adam.json"}) {
+                           "bert_large_64gpu_ethernet_onebit_adam.json",
+                           "mixtral_8x7b_ep8_64h100.json"}) {
     const std::string path = std::string(DTSIM_EXAMPLES_DIR) + "/" + name;
     Expected<SimulationConfig> config = LoadConfig(path, {});
     ASSERT_TRUE(config.ok()) << config.error().ToString();
     // Every example fits its GPUs (the 175B one is simulated by the README's command).
     EXPECT_TRUE(StageMemory(*config).ok()) << name;
   }
-  // The symmetric examples run in well under a second.
+  // These run in well under a second.
   for (const char* name : {"llama2_70b_64h100.json", "bert_large_64gpu_ethernet.json",
-                           "bert_large_64gpu_ethernet_onebit_adam.json"}) {
+                           "bert_large_64gpu_ethernet_onebit_adam.json",
+                           "mixtral_8x7b_ep8_64h100.json"}) {
     Expected<SimulationConfig> config = LoadConfig(std::string(DTSIM_EXAMPLES_DIR) + "/" + name, {});
     ASSERT_TRUE(config.ok());
     Expected<SimulationResult> result = Simulate(*config);

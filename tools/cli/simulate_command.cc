@@ -50,6 +50,8 @@ OrderedJson PlanJson(const SimulationConfig& c) {
           {"tensor", c.plan.tensor},
           {"pipeline", c.plan.pipeline},
           {"sequence_parallel", c.plan.sequence_parallel},
+          {"expert", c.plan.expert},
+          {"expert_imbalance", c.plan.expert_imbalance},
           {"schedule", strategies::ScheduleName(c.plan.schedule)},
           {"zero_stage", c.plan.zero_stage},
           {"global_batch", c.training.global_batch},
@@ -65,6 +67,7 @@ OrderedJson BreakdownJson(const strategies::TimeBreakdown& b) {
           {"recompute_ns", b.recompute.ns()},
           {"tp_exposed_ns", b.tensor.ns()},
           {"pp_wait_ns", b.pipeline.ns()},
+          {"ep_exposed_ns", b.expert.ns()},
           {"dp_exposed_ns", b.data_exposed.ns()},
           {"optimizer_ns", b.optimizer.ns()},
           {"idle_ns", b.idle.ns()}};
@@ -124,6 +127,7 @@ OrderedJson ResultJson(const SimulationConfig& c, const SimulationResult& r) {
           {"hardware_flops_per_iteration", stats.hardware_flops},
           {"stages", std::move(stages)},
           {"compression", CompressionJson(c, r)},
+          {"warnings", r.warnings},
           {"cost_source_shares", std::move(sources)},
           {"simulator", {{"tasks", r.summary.tasks},
                          {"communications", r.summary.communications},
@@ -141,9 +145,10 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
   fmt::print(out, "dtsim simulate {}\n", c.source);
   fmt::print(out, "  model          {} on {} × {} ({}, {} network)\n", c.model.name,
              c.plan.world(), c.gpu.name, c.cluster.name, c.network_model);
-  fmt::print(out, "  plan           DP {} × TP {}{} × PP {} ({}), {} micro-batches of {}, ZeRO {}, "
+  fmt::print(out, "  plan           DP {}{} × TP {}{} × PP {} ({}), {} micro-batches of {}, ZeRO {}, "
                   "recompute {}\n",
-             c.plan.data, c.plan.tensor, c.plan.sequence_parallel ? " (SP)" : "", c.plan.pipeline,
+             c.plan.data, c.plan.expert > 1 ? fmt::format(" (EP {})", c.plan.expert) : "",
+             c.plan.tensor, c.plan.sequence_parallel ? " (SP)" : "", c.plan.pipeline,
              strategies::ScheduleName(c.plan.schedule), c.Microbatches(), c.training.micro_batch,
              c.plan.zero_stage, models::RecomputeName(c.training.recompute));
   fmt::print(out, "  iteration      {}{}\n", FormatDuration(r.iteration_time),
@@ -169,16 +174,18 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
              100 * stats.sources.Share(models::CostSource::kMeasured),
              100 * stats.sources.Share(models::CostSource::kInterpolated),
              100 * stats.sources.Share(models::CostSource::kRoofline), r.cost_model);
-  fmt::print(out, "\n  {:<6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>8} {:>8}\n", "stage",
-             "compute", "recompute", "tp", "pp wait", "dp", "optim", "idle", "mem GiB", "of GiB");
+  fmt::print(out, "\n  {:<6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>8} {:>8}\n",
+             "stage", "compute", "recompute", "tp", "ep", "pp wait", "dp", "optim", "idle",
+             "mem GiB", "of GiB");
   for (size_t i = 0; i < r.stages.size(); ++i) {
     const auto& b = r.stages[i];
-    fmt::print(out, "  {:<6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>8} {:>8}\n", i,
-               Ms(b.compute), Ms(b.recompute), Ms(b.tensor), Ms(b.pipeline), Ms(b.data_exposed),
-               Ms(b.optimizer), Ms(b.idle), GiB(stats.stage_memory[i].total()),
-               GiB(c.gpu.memory.count()));
+    fmt::print(out, "  {:<6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>8} {:>8}\n",
+               i, Ms(b.compute), Ms(b.recompute), Ms(b.tensor), Ms(b.expert), Ms(b.pipeline),
+               Ms(b.data_exposed), Ms(b.optimizer), Ms(b.idle),
+               GiB(stats.stage_memory[i].total()), GiB(c.gpu.memory.count()));
   }
   fmt::print(out, "  (times in ms on each stage's first rank)\n");
+  for (const std::string& warning : r.warnings) fmt::print(out, "\n  warning: {}\n", warning);
   fmt::print(out, "\n  simulator      {} tasks, {} events; built in {:.3f} s, simulated in {:.3f} s\n",
              r.summary.tasks, r.summary.events, r.build_seconds, r.simulate_seconds);
 }

@@ -1,0 +1,134 @@
+// Mixture-of-experts plans: expert-parallel all-to-alls around each MoE layer, expert gradients
+// reduced over the expert-data-parallel group, skewed routing, and the plan's errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "strategies/simulate.h"
+#include "tests/strategies/simulate_helpers.h"
+
+namespace dtsim::strategies {
+namespace {
+
+using testing::HasSubstr;
+
+// 4 layers, every one MoE with 4 experts top-2, dropless; hidden 512; 8 GPUs in one node:
+// DP 8 with EP 4.
+Json MoeConfig() {
+  return Json::parse(R"({
+    "model": {"family": "transformer", "layers": 4, "hidden": 512, "heads": 8, "vocab": 1024,
+              "max_seq": 512, "moe": {"experts": 4, "top_k": 2, "dropless": true}},
+    "training": {"global_batch": 16, "micro_batch": 1, "seq_len": 512},
+    "cluster": {"preset": "dgx-a100", "nodes": 1, "gpu": "a100-sxm4-80gb"},
+    "parallelism": {"data": 8, "expert": 4}
+  })");
+}
+
+struct CommTally {
+  int count = 0;
+  int64_t bytes = 0;
+};
+
+CommTally Tally(const graph::TaskGraph& graph, graph::CommKind kind, size_t group_size) {
+  CommTally tally;
+  for (size_t c = 0; c < graph.comm_count(); ++c) {
+    const graph::Communication& comm = graph.comm(graph::CommId(static_cast<uint32_t>(c)));
+    if (comm.kind != kind || graph.group(comm.group).size() != group_size) continue;
+    ++tally.count;
+    tally.bytes += comm.size.count();
+  }
+  return tally;
+}
+
+TEST(MoeTest, AllToAllBytesAreTokensTimesTopKTimesHidden) {
+  // Each MoE layer moves every micro-batch's tokens to their experts and back, forward and
+  // backward: 4 all-to-alls per layer per micro-batch per expert group. Each rank sends
+  // E·C·h·e bytes with C = ⌈k·T/E⌉ (dropless, balanced) = ⌈2·512/4⌉ = 256: 4·256·512·2 =
+  // 1 MiB = T·k·h·e (tokens × top-k × hidden × bytes per element; notes §8.2).
+  const SimulationResult r = SimulateJson(MoeConfig());
+  const CommTally a2a = Tally(r.iteration->graph, graph::CommKind::kAllToAll, 4);
+  const int64_t per_rank = 512LL * 2 * 512 * 2;
+  // 2 expert groups × 4 layers × 2 micro-batches × 4 all-to-alls.
+  EXPECT_EQ(a2a.count, 2 * 4 * 2 * 4);
+  EXPECT_EQ(a2a.bytes, a2a.count * per_rank);
+  // With capacity padding (factor 1.25, not dropless): C = ⌈2·512·1.25/4⌉ = 320.
+  Json padded = MoeConfig();
+  padded["model"]["moe"]["dropless"] = false;
+  padded["model"]["moe"]["capacity_factor"] = 1.25;
+  const SimulationResult p = SimulateJson(padded);
+  EXPECT_EQ(Tally(p.iteration->graph, graph::CommKind::kAllToAll, 4).bytes,
+            a2a.count * 4LL * 320 * 512 * 2);
+  // The time they block shows as "ep" in the breakdown.
+  EXPECT_GT(r.stages[0].expert.ns(), 0);
+}
+
+TEST(MoeTest, ExpertGradientsReduceOverTheExpertDataParallelGroup) {
+  // DP 8, EP 4: each expert lives on 8/4 = 2 ranks, so its gradients all-reduce over pairs;
+  // dense gradients (attention, norms, router, embedding) over all 8. Per rank and layer the
+  // experts hold 4/4 = 1 expert of 2·512·2048 weights + 2048 + 512 biases, fp32 gradients.
+  const SimulationResult r = SimulateJson(MoeConfig());
+  const CommTally pairs = Tally(r.iteration->graph, graph::CommKind::kAllReduce, 2);
+  EXPECT_EQ(pairs.bytes, 4 /* pairs */ * 4 /* layers */ * (2LL * 512 * 2048 + 2048 + 512) * 4);
+  EXPECT_GT(Tally(r.iteration->graph, graph::CommKind::kAllReduce, 8).bytes, 0);
+}
+
+TEST(MoeTest, BalancedRoutingFullAndSymmetricAgree) {
+  Json json = MoeConfig();
+  const SimulationResult full = SimulateJson(json);
+  json["simulation"] = {{"ranks", "symmetric"}};
+  const SimulationResult symmetric = SimulateJson(json);
+  EXPECT_NEAR(symmetric.iteration_time.ToSecondsDouble() / full.iteration_time.ToSecondsDouble(),
+              1.0, 0.001);
+  EXPECT_DOUBLE_EQ(symmetric.iteration->stats.model_flops, full.iteration->stats.model_flops);
+  EXPECT_TRUE(symmetric.warnings.empty());
+}
+
+TEST(MoeTest, SkewedRoutingSetsThePaceOnlyWithEveryRankSimulated) {
+  // Imbalance 2 over EP 4: the first rank of each expert group gets 2× the mean tokens, the
+  // other three (4 − 2)/3 each; the all-to-alls make everyone wait for the busiest. Full ranks
+  // show it, symmetric ranks (one balanced rank per stage) cannot and say so.
+  Json json = MoeConfig();
+  const SimulationResult balanced = SimulateJson(json);
+  json["parallelism"]["expert"] = {{"size", 4}, {"imbalance", 2.0}};
+  const SimulationResult skewed = SimulateJson(json);
+  EXPECT_GT(skewed.iteration_time.ToSecondsDouble(),
+            1.05 * balanced.iteration_time.ToSecondsDouble());
+  // The hot rank computes longer; a cold rank waits in the all-to-alls.
+  const auto compute = [&](int32_t rank) {
+    for (const TimeBreakdown& b : skewed.stages) {
+      if (b.rank == rank) return b.compute;
+    }
+    return DurationNs::Zero();
+  };
+  EXPECT_GT(compute(0), balanced.stages[0].compute);
+  json["simulation"] = {{"ranks", "symmetric"}};
+  const SimulationResult symmetric = SimulateJson(json);
+  EXPECT_EQ(symmetric.iteration_time, balanced.iteration_time);
+  ASSERT_EQ(symmetric.warnings.size(), 1u);
+  EXPECT_THAT(symmetric.warnings[0], HasSubstr("symmetric ranks simulate balanced routing"));
+  // Model FLOPs do not change: skew moves tokens between experts.
+  EXPECT_NEAR(skewed.iteration->stats.model_flops / balanced.iteration->stats.model_flops, 1.0,
+              1e-12);
+}
+
+TEST(MoeTest, BadPlansNameTheField) {
+  Json json = MoeConfig();
+  json["parallelism"]["expert"] = 3;
+  EXPECT_THAT(ConfigError(json), HasSubstr("parallelism.data: data-parallel size (8) is not "
+                                           "divisible by expert-parallel size"));
+  json = MoeConfig();
+  json["parallelism"] = {{"data", 8}, {"expert", 8}};
+  EXPECT_THAT(ConfigError(json), HasSubstr("parallelism.expert: experts (4) is not divisible by "
+                                           "expert-parallel size (8)"));
+  json = MoeConfig();
+  json["parallelism"]["expert"] = {{"size", 4}, {"imbalance", 5}};
+  EXPECT_THAT(ConfigError(json), HasSubstr("parallelism.expert.imbalance"));
+  json = MoeConfig();
+  json["model"].erase("moe");
+  EXPECT_THAT(ConfigError(json), HasSubstr("expert parallelism needs a mixture-of-experts model"));
+  json = MoeConfig();
+  json["parallelism"]["zero_stage"] = 1;
+  EXPECT_THAT(ConfigError(json), HasSubstr("ZeRO with expert parallelism is not built yet"));
+}
+
+}  // namespace
+}  // namespace dtsim::strategies
