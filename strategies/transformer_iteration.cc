@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <tuple>
 #include <set>
 #include <string>
 
@@ -121,8 +122,15 @@ class PeerGroup {
         last_[i] = builder_.AddTask(compute_[i], TaskKind::kCompute, pending_name_,
                                     pending_category_, pending_);
       }
+      ApplyWaits();
     }
     pending_ = DurationNs::Zero();
+  }
+
+  // The next task of each peer also waits for waits[i] (a parameter gather on another stream).
+  void WaitBefore(std::vector<TaskId> waits) {
+    Flush();
+    waits_ = std::move(waits);
   }
 
   void Collective(CommKind kind, Bytes size, std::string_view name) {
@@ -130,7 +138,7 @@ class PeerGroup {
     if (logical_.size() < 2) return;
     const graph::CommId comm = builder_.AddCollective(kind, size, ranks_);
     if (logical_.size() != ranks_.size()) builder_.PriceAs(comm, logical_);
-    Post(std::vector<graph::CommId>(ranks_.size(), comm), name, kTensorCategory);
+    Post(std::vector<graph::CommId>(ranks_.size(), comm), name, kTensorCategory);  // applies waits
   }
 
   // Each peer's part in a collective made elsewhere: comms[i] for peer i, on the compute stream.
@@ -140,6 +148,7 @@ class PeerGroup {
     for (size_t i = 0; i < ranks_.size(); ++i) {
       last_[i] = builder_.AddCollectiveTask(compute_[i], comms[i], name, category);
     }
+    ApplyWaits();
   }
 
   void Recv(const std::vector<int32_t>& peers, int64_t tag, Bytes size, std::string_view name) {
@@ -147,6 +156,7 @@ class PeerGroup {
     for (size_t i = 0; i < ranks_.size(); ++i) {
       last_[i] = builder_.AddRecv(compute_[i], peers[i], tag, name, kPipelineCategory, size);
     }
+    ApplyWaits();
   }
 
   void Send(const std::vector<int32_t>& peers, int64_t tag, Bytes size, bool forward,
@@ -160,9 +170,15 @@ class PeerGroup {
   }
 
  private:
+  void ApplyWaits() {
+    for (size_t i = 0; i < waits_.size(); ++i) builder_.AddDependency(*last_[i], waits_[i]);
+    waits_.clear();
+  }
+
   TaskGraphBuilder& builder_;
   std::vector<int32_t> ranks_;
   std::vector<int32_t> logical_;
+  std::vector<TaskId> waits_;
   std::vector<StreamId> compute_, send_forward_, send_backward_;
   std::vector<std::optional<TaskId>> last_;
   DurationNs pending_;
@@ -403,23 +419,61 @@ class IterationBuilder {
   // makes it and the others (same stage, same program) join it by that index.
   void ExpertAllToAll(PeerGroup& group, std::string_view name) {
     if (plan_.expert < 2) return;
-    const int first = plan_.ExpertGroupFirst(group_dp_);
-    std::vector<std::vector<graph::CommId>>& made = expert_comms_[{group_stage_, first}];
-    const size_t index = expert_sequence_++;
+    group.Post(Matched(Across::kExpert, CommKind::kAllToAll, ExpertBytes()), name,
+                       kExpertCategory);
+  }
+
+  // Collectives across data indices (the expert group, or all of data parallelism) of the
+  // group's stage, one per simulated tensor-parallel peer i (over peer i of each data index).
+  // Members build their stages one after another, so the first to reach the n-th such
+  // collective of its program makes it and the others (same stage, same program) join it by
+  // that index.
+  enum class Across : uint8_t { kExpert, kData };
+  const std::vector<graph::CommId>& Matched(Across across, CommKind kind, Bytes bytes) {
+    const bool expert = across == Across::kExpert;
+    const int first = expert ? plan_.ExpertGroupFirst(group_dp_) : 0;
+    const int size = expert ? plan_.expert : plan_.data;
+    std::vector<std::vector<graph::CommId>>& made = matched_[{across, group_stage_, first}];
+    const size_t index = sequence_[static_cast<size_t>(across)]++;
     if (index == made.size()) {
       std::vector<graph::CommId> comms;
       for (int tp = 0; tp < simulated_tensor_; ++tp) {
         std::vector<int32_t> members, logical;
-        for (int dp = first; dp < first + plan_.expert; ++dp) {
+        for (int dp = first; dp < first + size; ++dp) {
           logical.push_back(plan_.Rank(dp, group_stage_, tp));
           if (dp < simulated_data_) members.push_back(logical.back());
         }
-        comms.push_back(builder_.AddCollective(CommKind::kAllToAll, ExpertBytes(), members));
+        comms.push_back(builder_.AddCollective(kind, bytes, members));
         if (members.size() != logical.size()) builder_.PriceAs(comms.back(), logical);
       }
       made.push_back(std::move(comms));
     }
-    group.Post(made[index], name, kExpertCategory);
+    return made[index];
+  }
+
+  // ZeRO-3: each layer's (embedding's, output's) parameter shards are all-gathered from the
+  // data-parallel group before its forward and again before its backward, on the rank's
+  // "zero" stream, one layer ahead: the gather for the next piece may start once the compute
+  // before the current one has ended, and the piece's first task waits for its own gather.
+  void GatherParameters(PeerGroup& group, int64_t parameters, std::string_view name) {
+    if (plan_.zero_stage < 3 || plan_.data < 2) return;
+    const int64_t shard = (parameters + plan_.data - 1) / plan_.data;
+    const std::vector<graph::CommId>& comms =
+        Matched(Across::kData, CommKind::kAllGather,
+                Bytes(shard * DTypeBytes(config_.training.dtype)));
+    group.Flush();
+    std::vector<TaskId> gathers;
+    for (size_t i = 0; i < group.ranks().size(); ++i) {
+      const TaskId gather = builder_.AddCollectiveTask(
+          builder_.Stream(group.ranks()[i], "zero"), comms[i], name, kDataCategory);
+      if (!gather_after_.empty() && gather_after_[i]) {
+        builder_.AddDependency(gather, *gather_after_[i]);
+      }
+      gathers.push_back(gather);
+    }
+    gather_after_.clear();
+    for (size_t i = 0; i < group.ranks().size(); ++i) gather_after_.push_back(group.last(i));
+    group.WaitBefore(std::move(gathers));
   }
 
   void EmitWhole(PeerGroup& group, const PricedPass& pass, std::string name) {
@@ -463,14 +517,19 @@ class IterationBuilder {
       group.Recv(Peers(group_dp_, from), Tag(microbatch, from_chunk, false), PipelineBytes(),
                  "recv activations");
     } else {
+      GatherParameters(group, EmbeddingGradients(spec_, plan_.tensor).elements(),
+                       "embedding gather");
       EmitWhole(group, embedding_forward_, "embedding fwd");
       TensorReduce(group, "embedding tp");
     }
     for (int i = 0; i < LayersPerChunk(); ++i) {
       const int layer = FirstLayer(stage, chunk) + i;
+      GatherParameters(group, LayerParameters(layer), fmt::format("layer{} gather", layer));
       Emit(group, Passes(layer).forward, layer, "fwd", kComputeCategory);
     }
     if (HoldsOutput(stage, chunk)) {
+      GatherParameters(group, OutputGradients(spec_, plan_.tensor, OutputHoldsTable(stage)).elements(),
+                       "output gather");
       EmitWhole(group, output_forward_, "output fwd");
     } else {
       group.Send(Peers(group_dp_, stage < last ? stage + 1 : 0), Tag(microbatch, chunk, false),
@@ -494,18 +553,23 @@ class IterationBuilder {
       group.Recv(Peers(group_dp_, from), Tag(microbatch, from_chunk, true), PipelineBytes(),
                  "recv gradients");
     } else {
+      GatherParameters(group, OutputGradients(spec_, plan_.tensor, OutputHoldsTable(stage)).elements(),
+                       "output gather");
       EmitWhole(group, output_backward_, "output bwd");
       TensorReduce(group, "output tp");
-      mark(OutputGradients(spec_, plan_.tensor, !spec_.tied_embeddings || stage != 0));
+      mark(OutputGradients(spec_, plan_.tensor, OutputHoldsTable(stage)));
     }
     for (int i = LayersPerChunk() - 1; i >= 0; --i) {
       const int layer = FirstLayer(stage, chunk) + i;
+      GatherParameters(group, LayerParameters(layer), fmt::format("layer{} gather", layer));
       Emit(group, Passes(layer).recompute, layer, "recompute", kRecomputeCategory);
       Emit(group, Passes(layer).backward, layer, "bwd", kComputeCategory);
       LayerGradientSplit gradients = LayerGradients(spec_, plan_.tensor, plan_.expert, layer);
       mark(std::move(gradients.dense), std::move(gradients.experts));
     }
     if (HoldsEmbedding(stage, chunk)) {
+      GatherParameters(group, EmbeddingGradients(spec_, plan_.tensor).elements(),
+                       "embedding gather");
       EmitWhole(group, embedding_backward_, "embedding bwd");
       mark(EmbeddingGradients(spec_, plan_.tensor));
     } else {
@@ -515,6 +579,12 @@ class IterationBuilder {
     group.Flush();
     Account(stage, chunk, true);
   }
+
+  int64_t LayerParameters(int layer) const {
+    return models::LayerParameterCount(spec_, plan_.tensor, plan_.expert, layer);
+  }
+  // The last stage holds the output table unless it is tied to the first stage's embedding.
+  bool OutputHoldsTable(int stage) const { return !spec_.tied_embeddings || stage != 0; }
 
   // FLOPs and cost sources of one micro-batch pass on the t peers of a stage.
   void Account(int stage, int chunk, bool backward) {
@@ -555,7 +625,8 @@ class IterationBuilder {
   GradientReady BuildStage(int stage, int dp, int64_t microbatches) {
     group_dp_ = dp;
     group_stage_ = stage;
-    expert_sequence_ = 0;
+    sequence_ = {};
+    gather_after_.clear();
     expert_load_ = ExpertLoad(dp);
     PeerGroup group(builder_, Peers(dp, stage), Peers(dp, stage, true));
     GradientReady ready;
@@ -740,7 +811,9 @@ class IterationBuilder {
         models::OptimizerOp(config_.training.optimizer, local, config_.training.grad_dtype));
     const models::OpCost step = cost.value_or(models::OpCost{});
     std::optional<graph::CommId> gather;
-    if (zero && logical.size() > 1) {
+    // ZeRO-1/2 all-gather the updated shards after the step; ZeRO-3 gathers them per layer
+    // before use instead.
+    if (zero && plan_.zero_stage < 3 && logical.size() > 1) {
       gather = builder_.AddCollective(
           CommKind::kAllGather, Bytes(local * DTypeBytes(config_.training.dtype)), group);
       if (logical.size() != group.size()) builder_.PriceAs(*gather, logical);
@@ -777,10 +850,12 @@ class IterationBuilder {
   int simulated_tensor_;
   int group_dp_ = 0;
   int group_stage_ = 0;
-  // Expert all-to-alls made so far per (stage, first data index of the expert group), each
-  // one comm per simulated tensor-parallel peer; the index of the next in this stage's program.
-  std::map<std::pair<int, int>, std::vector<std::vector<graph::CommId>>> expert_comms_;
-  size_t expert_sequence_ = 0;
+  // Matched collectives made so far per (across, stage, first data index), each one comm per
+  // simulated tensor-parallel peer; per kind, the index of the next in this stage's program.
+  std::map<std::tuple<Across, int, int>, std::vector<std::vector<graph::CommId>>> matched_;
+  std::array<size_t, 2> sequence_{};
+  // ZeRO-3: per peer, the end of the compute before the last gathered piece.
+  std::vector<std::optional<TaskId>> gather_after_;
   double expert_load_ = 1.0;
 };
 
