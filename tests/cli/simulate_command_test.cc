@@ -63,5 +63,30 @@ TEST_F(SimulateCommandTest, OverridesAndErrors) {
   EXPECT_EQ(Simulate({Path("missing.json")}).kind, CommandOutcome::Kind::kFailure);
 }
 
+TEST_F(SimulateCommandTest, CompressionPhasesAndWarningsReachTheSummaryAndTheResult) {
+  const std::string onebit = DTSIM_EXAMPLES_DIR "/bert_large_64gpu_ethernet_onebit_adam.json";
+  ASSERT_EQ(Simulate({onebit, "-o", Path("onebit.json")}).kind, CommandOutcome::Kind::kOk);
+  EXPECT_THAT(output_.str(), HasSubstr("(compressed phase)"));
+  EXPECT_THAT(output_.str(), HasSubstr("compression    onebit_adam; warmup 23000 steps × "));
+  const Json result = *ReadJsonFile(Path("onebit.json"));
+  ASSERT_EQ(result["compression"]["phases"].size(), 2u);
+  EXPECT_EQ(result["compression"]["phases"][0]["phase"], "warmup");
+  EXPECT_EQ(result["compression"]["phases"][1]["steps"], 152000 - 23000);
+  EXPECT_EQ(result["compression"]["phases"][1]["iteration_time_ns"], result["iteration_time_ns"]);
+  // Symmetric ranks with skewed routing: the warning is printed and written.
+  const std::string mixtral = DTSIM_EXAMPLES_DIR "/mixtral_8x7b_ep8_64h100.json";
+  ASSERT_EQ(Simulate({mixtral, "--set", "simulation.ranks=symmetric", "--set",
+                      "parallelism.expert.imbalance=2", "-o", Path("mixtral.json")})
+                .kind,
+            CommandOutcome::Kind::kOk);
+  EXPECT_THAT(output_.str(), HasSubstr("warning: symmetric ranks simulate balanced routing"));
+  EXPECT_EQ((*ReadJsonFile(Path("mixtral.json")))["warnings"].size(), 1u);
+  // An unknown method lists the registered ones, naming the file.
+  const CommandOutcome bad = Simulate({onebit, "--set", "compression.method=1bit"});
+  ASSERT_EQ(bad.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(bad.error->ToString(), HasSubstr("bert_large_64gpu_ethernet_onebit_adam.json"));
+  EXPECT_THAT(bad.error->ToString(), HasSubstr("registered: \"none\", \"fp16\""));
+}
+
 }  // namespace
 }  // namespace dtsim::cli
