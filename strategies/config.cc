@@ -257,9 +257,13 @@ Status ApplyOverride(Json& config, std::string_view assignment) {
       return Error(fmt::format("\"{}\" is not an object in the config", i == 0 ? "" : keys[i - 1]),
                    "--set", Quote(assignment));
     }
-    // A preset name given as a string becomes {"preset": name} so fields can override it.
+    // A preset name given as a string becomes {"preset": name} so fields can override it (a
+    // compression method name, {"method": name}).
     Json& child = (*node)[keys[i]];
-    if (child.is_string()) child = Json{{"preset", child.get<std::string>()}};
+    if (child.is_string()) {
+      const bool method = i == 0 && keys[i] == "compression";
+      child = Json{{method ? "method" : "preset", child.get<std::string>()}};
+    }
     // A size given as a number ("tensor": 8) becomes {"size": 8} so its options can be set.
     if (child.is_number_integer()) child = Json{{"size", child}};
     if (child.is_null()) child = Json::object();

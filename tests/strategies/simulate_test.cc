@@ -175,6 +175,10 @@ TEST(SimulateTest, OverridesByPath) {
   // A size given as a number takes options too.
   ASSERT_TRUE(ApplyOverride(json, "parallelism.tensor.sequence_parallel=true").ok());
   EXPECT_EQ(json["parallelism"]["tensor"], Json::parse(R"({"size": 1, "sequence_parallel": true})"));
+  // A compression method given by name takes options too.
+  json["compression"] = "topk";
+  ASSERT_TRUE(ApplyOverride(json, "compression.density=0.1").ok());
+  EXPECT_EQ(json["compression"], Json::parse(R"({"method": "topk", "density": 0.1})"));
 }
 
 TEST(SimulateTest, AnalyticalAndFlowAgreeWithoutContention) {
