@@ -21,6 +21,17 @@ int64_t LocalMlpParameters(const TransformerSpec& spec, int64_t ffn, int t) {
 
 }  // namespace
 
+std::vector<int> StageLayerIndices(const TransformerSpec& spec, int pipeline_stages,
+                                   int virtual_stages, int stage) {
+  const int per_chunk = spec.layers / (pipeline_stages * virtual_stages);
+  std::vector<int> layers;
+  for (int chunk = 0; chunk < virtual_stages; ++chunk) {
+    const int first = (chunk * pipeline_stages + stage) * per_chunk;
+    for (int i = 0; i < per_chunk; ++i) layers.push_back(first + i);
+  }
+  return layers;
+}
+
 int64_t LayerParameterCount(const TransformerSpec& spec, int t, int ep, int index) {
   const int64_t h = spec.hidden;
   const int64_t q = spec.q_dim() / t;
@@ -38,16 +49,8 @@ int64_t LayerParameterCount(const TransformerSpec& spec, int t, int ep, int inde
 
 namespace {
 
-// The layer indices pipeline rank `stage` holds: chunks stage, stage + p, ... of L/(p·v).
 std::vector<int> StageLayers(const TransformerSpec& spec, const MemoryPlan& plan) {
-  const int chunks = plan.pipeline_stages * plan.virtual_stages;
-  const int per_chunk = spec.layers / chunks;
-  std::vector<int> layers;
-  for (int chunk = 0; chunk < plan.virtual_stages; ++chunk) {
-    const int first = (chunk * plan.pipeline_stages + plan.stage) * per_chunk;
-    for (int i = 0; i < per_chunk; ++i) layers.push_back(first + i);
-  }
-  return layers;
+  return StageLayerIndices(spec, plan.pipeline_stages, plan.virtual_stages, plan.stage);
 }
 
 bool IsFirstStage(const MemoryPlan& plan) { return plan.stage == 0; }

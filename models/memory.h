@@ -66,6 +66,10 @@ int OptimizerBytesPerParameter(Optimizer optimizer, DType param_dtype);
 int64_t LayerParameterCount(const TransformerSpec& spec, int tensor_parallel, int expert_parallel,
                             int index);
 
+// The layer indices pipeline rank `stage` holds: chunks stage, stage + p, … of L/(p·v) layers.
+std::vector<int> StageLayerIndices(const TransformerSpec& spec, int pipeline_stages,
+                                   int virtual_stages, int stage);
+
 // Parameters one rank of stage `plan.stage` holds (tensor/expert sharded, before ZeRO).
 int64_t StageParameterCount(const ModelSpec& model, const MemoryPlan& plan);
 

@@ -66,7 +66,7 @@ class GradientCompression {
   // Whether compressed gradients are reduced as one buffer after the backward pass instead of
   // bucket by bucket during it: the 1-bit optimizers compress the momentum at the step.
   virtual bool ReducesAtStep() const { return false; }
-  // Whether the method can ride the same buffer through ZeRO's reduce-scatter (none can).
+  // Whether the method changes the reduction at all (false only for "none").
   virtual bool Compresses() const { return true; }
   // The steps that reduce one bucket over `ranks` (≥ 2) data-parallel ranks once compressing.
   virtual std::vector<ReductionStep> Reduce(const GradientTensors& bucket, int ranks,

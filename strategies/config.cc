@@ -243,6 +243,11 @@ Status SplitAssignment(std::string_view assignment, std::vector<std::string>& ke
 
 }  // namespace
 
+bool SkewedRouting(const SimulationConfig& config) {
+  return config.model.transformer.moe.dropless && config.plan.expert > 1 &&
+         config.plan.expert_imbalance > 1;
+}
+
 std::string_view ScheduleName(ScheduleKind schedule) {
   return kScheduleNames[static_cast<size_t>(schedule)];
 }

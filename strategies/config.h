@@ -83,6 +83,10 @@ struct SimulationConfig {
   }
 };
 
+// Whether skewed expert routing changes time: a dropless MoE model, expert parallelism and an
+// imbalance above 1 (with capacity padding the excess tokens are dropped instead).
+bool SkewedRouting(const SimulationConfig& config);
+
 // Applies "a.b.c=value" to `config`: value is parsed as JSON when it is valid JSON (numbers,
 // true, objects) and taken as a string otherwise. Creates missing objects on the way.
 Status ApplyOverride(Json& config, std::string_view assignment);

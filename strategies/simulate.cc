@@ -122,13 +122,11 @@ Expected<SimulationResult> Simulate(const SimulationConfig& config) {
 
   result.iteration_time = result.summary.makespan - TimeNs::Zero();
   result.average_iteration_time = result.iteration_time;
-  const ParallelPlan& plan = config.plan;
-  if (config.ranks == RanksMode::kSymmetric && plan.expert > 1 && plan.expert_imbalance > 1 &&
-      config.model.transformer.moe.dropless) {
+  if (config.ranks == RanksMode::kSymmetric && SkewedRouting(config)) {
     result.warnings.push_back(fmt::format(
         "symmetric ranks simulate balanced routing: the expert imbalance of {} is not in this "
         "result (simulate \"ranks\": \"full\" to see it)",
-        plan.expert_imbalance));
+        config.plan.expert_imbalance));
   }
   DTSIM_RETURN_IF_ERROR(SimulatePhases(config, *cost, result));
   const double seconds = result.iteration_time.ToSecondsDouble();

@@ -250,23 +250,24 @@ GradientTensors OutputGradients(const models::TransformerSpec& spec, int t, bool
   return tensors;
 }
 
+// The last stage holds the output table unless it is tied to the first stage's embedding.
+bool HoldsOutputTable(const models::TransformerSpec& spec, int stage) {
+  return !spec.tied_embeddings || stage != 0;
+}
+
 // The gradients one rank of pipeline stage `stage` holds.
 GradientTensors StageGradients(const SimulationConfig& config, int stage) {
   const models::TransformerSpec& spec = config.model.transformer;
   const ParallelPlan& plan = config.plan;
   GradientTensors tensors;
   if (stage == 0) tensors.Append(EmbeddingGradients(spec, plan.tensor));
-  const int per_chunk = spec.layers / (plan.pipeline * plan.virtual_stages);
-  for (int chunk = 0; chunk < plan.virtual_stages; ++chunk) {
-    for (int i = 0; i < per_chunk; ++i) {
-      const LayerGradientSplit layer = LayerGradients(
-          spec, plan.tensor, plan.expert, (chunk * plan.pipeline + stage) * per_chunk + i);
-      tensors.Append(layer.dense);
-      tensors.Append(layer.experts);
-    }
+  for (int index : models::StageLayerIndices(spec, plan.pipeline, plan.virtual_stages, stage)) {
+    const LayerGradientSplit layer = LayerGradients(spec, plan.tensor, plan.expert, index);
+    tensors.Append(layer.dense);
+    tensors.Append(layer.experts);
   }
   if (stage == plan.pipeline - 1) {
-    tensors.Append(OutputGradients(spec, plan.tensor, !spec.tied_embeddings || stage != 0));
+    tensors.Append(OutputGradients(spec, plan.tensor, HoldsOutputTable(spec, stage)));
   }
   return tensors;
 }
@@ -400,10 +401,8 @@ class IterationBuilder {
     return Bytes(std::llround(bytes * (Skewed() ? plan_.expert_imbalance : 1.0)));
   }
 
-  // Whether ranks differ by the tokens their experts get (full ranks, dropless, imbalance).
-  bool Skewed() const {
-    return !symmetric_ && spec_.moe.dropless && plan_.expert_imbalance > 1 && plan_.expert > 1;
-  }
+  // Whether ranks differ by the tokens their experts get (full ranks only).
+  bool Skewed() const { return !symmetric_ && SkewedRouting(config_); }
 
   // The routed-token load of data index `dp`'s experts relative to the mean: the busiest
   // expert sits on the first rank of each expert-parallel group, the others share the rest.
@@ -414,9 +413,7 @@ class IterationBuilder {
   }
 
   // The expert-parallel all-to-all of the group's tensor-parallel peers: peer i of data index
-  // dp exchanges with peer i of the other data indices of its expert group. Members build
-  // their stages one after another, so the first to reach the n-th all-to-all of its program
-  // makes it and the others (same stage, same program) join it by that index.
+  // dp exchanges with peer i of the other data indices of its expert group.
   void ExpertAllToAll(PeerGroup& group, std::string_view name) {
     if (plan_.expert < 2) return;
     group.Post(Matched(Across::kExpert, CommKind::kAllToAll, ExpertBytes()), name,
@@ -429,26 +426,43 @@ class IterationBuilder {
   // collective of its program makes it and the others (same stage, same program) join it by
   // that index.
   enum class Across : uint8_t { kExpert, kData };
-  const std::vector<graph::CommId>& Matched(Across across, CommKind kind, Bytes bytes) {
+  std::vector<graph::CommId> Matched(Across across, CommKind kind, Bytes bytes) {
     const bool expert = across == Across::kExpert;
     const int first = expert ? plan_.ExpertGroupFirst(group_dp_) : 0;
-    const int size = expert ? plan_.expert : plan_.data;
+    std::vector<int> dps(static_cast<size_t>(expert ? plan_.expert : plan_.data));
+    std::iota(dps.begin(), dps.end(), first);
     std::vector<std::vector<graph::CommId>>& made = matched_[{across, group_stage_, first}];
     const size_t index = sequence_[static_cast<size_t>(across)]++;
     if (index == made.size()) {
       std::vector<graph::CommId> comms;
       for (int tp = 0; tp < simulated_tensor_; ++tp) {
-        std::vector<int32_t> members, logical;
-        for (int dp = first; dp < first + size; ++dp) {
-          logical.push_back(plan_.Rank(dp, group_stage_, tp));
-          if (dp < simulated_data_) members.push_back(logical.back());
+        const RankGroup ranks = RanksOver(group_stage_, tp, dps);
+        comms.push_back(builder_.AddCollective(kind, bytes, ranks.simulated));
+        if (ranks.simulated.size() != ranks.logical.size()) {
+          builder_.PriceAs(comms.back(), ranks.logical);
         }
-        comms.push_back(builder_.AddCollective(kind, bytes, members));
-        if (members.size() != logical.size()) builder_.PriceAs(comms.back(), logical);
       }
       made.push_back(std::move(comms));
     }
     return made[index];
+  }
+
+  // Peer `tp` of data indices `dps` on `stage`: all of them (`logical`, what collectives are
+  // priced over) and the simulated ones, with their data indices.
+  struct RankGroup {
+    std::vector<int32_t> logical, simulated;
+    std::vector<int> simulated_dps;
+  };
+  RankGroup RanksOver(int stage, int tp, const std::vector<int>& dps) const {
+    RankGroup group;
+    for (int dp : dps) {
+      group.logical.push_back(plan_.Rank(dp, stage, tp));
+      if (dp < simulated_data_) {
+        group.simulated.push_back(group.logical.back());
+        group.simulated_dps.push_back(dp);
+      }
+    }
+    return group;
   }
 
   // ZeRO-3: each layer's (embedding's, output's) parameter shards are all-gathered from the
@@ -458,9 +472,8 @@ class IterationBuilder {
   void GatherParameters(PeerGroup& group, int64_t parameters, std::string_view name) {
     if (plan_.zero_stage < 3 || plan_.data < 2) return;
     const int64_t shard = (parameters + plan_.data - 1) / plan_.data;
-    const std::vector<graph::CommId>& comms =
-        Matched(Across::kData, CommKind::kAllGather,
-                Bytes(shard * DTypeBytes(config_.training.dtype)));
+    const std::vector<graph::CommId> comms = Matched(
+        Across::kData, CommKind::kAllGather, Bytes(shard * DTypeBytes(config_.training.dtype)));
     group.Flush();
     std::vector<TaskId> gathers;
     for (size_t i = 0; i < group.ranks().size(); ++i) {
@@ -517,8 +530,7 @@ class IterationBuilder {
       group.Recv(Peers(group_dp_, from), Tag(microbatch, from_chunk, false), PipelineBytes(),
                  "recv activations");
     } else {
-      GatherParameters(group, EmbeddingGradients(spec_, plan_.tensor).elements(),
-                       "embedding gather");
+      GatherParameters(group, EmbeddingParameters(), "embedding gather");
       EmitWhole(group, embedding_forward_, "embedding fwd");
       TensorReduce(group, "embedding tp");
     }
@@ -528,8 +540,7 @@ class IterationBuilder {
       Emit(group, Passes(layer).forward, layer, "fwd", kComputeCategory);
     }
     if (HoldsOutput(stage, chunk)) {
-      GatherParameters(group, OutputGradients(spec_, plan_.tensor, OutputHoldsTable(stage)).elements(),
-                       "output gather");
+      GatherParameters(group, OutputParameters(stage), "output gather");
       EmitWhole(group, output_forward_, "output fwd");
     } else {
       group.Send(Peers(group_dp_, stage < last ? stage + 1 : 0), Tag(microbatch, chunk, false),
@@ -553,11 +564,10 @@ class IterationBuilder {
       group.Recv(Peers(group_dp_, from), Tag(microbatch, from_chunk, true), PipelineBytes(),
                  "recv gradients");
     } else {
-      GatherParameters(group, OutputGradients(spec_, plan_.tensor, OutputHoldsTable(stage)).elements(),
-                       "output gather");
+      GatherParameters(group, OutputParameters(stage), "output gather");
       EmitWhole(group, output_backward_, "output bwd");
       TensorReduce(group, "output tp");
-      mark(OutputGradients(spec_, plan_.tensor, OutputHoldsTable(stage)));
+      mark(OutputGradients(spec_, plan_.tensor, HoldsOutputTable(spec_, stage)));
     }
     for (int i = LayersPerChunk() - 1; i >= 0; --i) {
       const int layer = FirstLayer(stage, chunk) + i;
@@ -568,8 +578,7 @@ class IterationBuilder {
       mark(std::move(gradients.dense), std::move(gradients.experts));
     }
     if (HoldsEmbedding(stage, chunk)) {
-      GatherParameters(group, EmbeddingGradients(spec_, plan_.tensor).elements(),
-                       "embedding gather");
+      GatherParameters(group, EmbeddingParameters(), "embedding gather");
       EmitWhole(group, embedding_backward_, "embedding bwd");
       mark(EmbeddingGradients(spec_, plan_.tensor));
     } else {
@@ -580,11 +589,14 @@ class IterationBuilder {
     Account(stage, chunk, true);
   }
 
+  // Parameters of one piece on one rank (as many as its gradients).
   int64_t LayerParameters(int layer) const {
     return models::LayerParameterCount(spec_, plan_.tensor, plan_.expert, layer);
   }
-  // The last stage holds the output table unless it is tied to the first stage's embedding.
-  bool OutputHoldsTable(int stage) const { return !spec_.tied_embeddings || stage != 0; }
+  int64_t EmbeddingParameters() const { return EmbeddingGradients(spec_, plan_.tensor).elements(); }
+  int64_t OutputParameters(int stage) const {
+    return OutputGradients(spec_, plan_.tensor, HoldsOutputTable(spec_, stage)).elements();
+  }
 
   // FLOPs and cost sources of one micro-batch pass on the t peers of a stage.
   void Account(int stage, int chunk, bool backward) {
@@ -665,42 +677,29 @@ class IterationBuilder {
         // indices holding the same experts (expert-data parallelism, D/EP ranks).
         std::vector<int> all(static_cast<size_t>(plan_.data));
         std::iota(all.begin(), all.end(), 0);
-        DTSIM_RETURN_IF_ERROR(ReduceOver(stage_ready, stage, tp, all, false, waits));
+        const RankGroup data = RanksOver(stage, tp, all);
+        DTSIM_RETURN_IF_ERROR(ReduceOver(stage_ready, data, tp, false, waits));
         for (int first = 0; first < std::min(plan_.expert, simulated_data_); ++first) {
           std::vector<int> holders;
           for (int dp = first; dp < plan_.data; dp += plan_.expert) holders.push_back(dp);
-          DTSIM_RETURN_IF_ERROR(ReduceOver(stage_ready, stage, tp, holders, true, waits));
+          DTSIM_RETURN_IF_ERROR(
+              ReduceOver(stage_ready, RanksOver(stage, tp, holders), tp, true, waits));
         }
-        std::vector<int32_t> group, logical;
-        for (int dp = 0; dp < plan_.data; ++dp) {
-          logical.push_back(plan_.Rank(dp, stage, tp));
-          if (dp < simulated_data_) group.push_back(logical.back());
-        }
-        Optimizer(group, logical, stage_params, waits);
+        Optimizer(data.simulated, data.logical, stage_params, waits);
       }
     }
     return Status::Ok();
   }
 
   // Buckets the dense (or expert) gradients of one stage's tensor-parallel peer `tp` in the
-  // order they become ready and reduces each over the data indices `dps`.
-  Status ReduceOver(const std::vector<GradientReady>& stage_ready, int stage, int tp,
-                    const std::vector<int>& dps, bool experts,
-                    std::map<int32_t, std::vector<TaskId>>& waits) {
+  // order they become ready and reduces each over `ranks`.
+  Status ReduceOver(const std::vector<GradientReady>& stage_ready, const RankGroup& ranks, int tp,
+                    bool experts, std::map<int32_t, std::vector<TaskId>>& waits) {
     const int64_t grad_bytes = DTypeBytes(config_.training.grad_dtype);
     const bool compressed = phase_ == CompressionPhase::kCompressed && compression_->Compresses();
     const bool one_buffer = compressed && compression_->ReducesAtStep();
     const bool overlap = plan_.overlap_gradient_reduce && !one_buffer;
-    std::vector<int32_t> group, logical;
-    std::vector<int> simulated;
-    for (int dp : dps) {
-      logical.push_back(plan_.Rank(dp, stage, tp));
-      if (dp < simulated_data_) {
-        group.push_back(logical.back());
-        simulated.push_back(dp);
-      }
-    }
-    if (logical.size() < 2) return Status::Ok();
+    if (ranks.logical.size() < 2) return Status::Ok();
     const std::vector<GradientTensors>& points =
         experts ? stage_ready.front().expert_tensors : stage_ready.front().tensors;
     GradientTensors bucket;
@@ -710,10 +709,11 @@ class IterationBuilder {
       if ((!full && point + 1 < points.size()) || bucket.elements() == 0) continue;
       const size_t at = overlap ? point : points.size() - 1;
       std::vector<TaskId> after;
-      for (int dp : simulated) {
+      for (int dp : ranks.simulated_dps) {
         after.push_back(stage_ready[static_cast<size_t>(dp)].at[static_cast<size_t>(tp)][at]);
       }
-      DTSIM_RETURN_IF_ERROR(ReduceBucket(bucket, group, logical, after, compressed, waits));
+      DTSIM_RETURN_IF_ERROR(
+          ReduceBucket(bucket, ranks.simulated, ranks.logical, after, compressed, waits));
       bucket = {};
     }
     return Status::Ok();
