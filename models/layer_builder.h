@@ -25,16 +25,23 @@ class LayerBuilder {
     return ops_.forward.back();
   }
 
-  // A GEMM with a weight: x (m×k) · W (k×n). Backward: dgrad dx = dy·Wᵀ, wgrad dW = xᵀ·dy.
-  // `model_share` scales the FLOPs MFU counts (MoE experts: routed / capacity-padded tokens).
+  // A GEMM with a weight: x (m×k) · W (k×n), `batch` times (MoE: local experts; SUMMA: the q
+  // steps over k-blocks). Backward: dgrad dx = dy·Wᵀ, wgrad dW = xᵀ·dy. `model_share` scales
+  // the FLOPs MFU counts (MoE experts: routed / capacity-padded tokens).
   Op& Linear(std::string_view name, DType dtype, int64_t m, int64_t n, int64_t k,
              double saved_bytes, int64_t batch = 1, double model_share = 1.0) {
     std::vector<Op> backward;
     backward.push_back(Op::Gemm(Name(name) + ".dgrad", Pass::kBackward, dtype, m, k, n, batch));
+    backward.back().weight_gemm = Op::WeightGemm::kDgrad;
     backward.push_back(Op::Gemm(Name(name) + ".wgrad", Pass::kBackward, dtype, k, n, m, batch));
-    for (Op& op : backward) op.model_flops *= model_share;
+    backward.back().weight_gemm = Op::WeightGemm::kWgrad;
     Op forward = Op::Gemm(Name(name), Pass::kForward, dtype, m, n, k, batch);
-    forward.model_flops *= model_share;
+    forward.weight_gemm = Op::WeightGemm::kForward;
+    for (Op* op : {&forward, &backward[0], &backward[1]}) {
+      op->model_flops *= model_share;
+      op->activation_block = m * k;
+      op->weight_block = k * n;
+    }
     return Forward(std::move(forward), saved_bytes, std::move(backward));
   }
 

@@ -57,6 +57,16 @@ bool IsFirstStage(const MemoryPlan& plan) { return plan.stage == 0; }
 bool IsLastStage(const MemoryPlan& plan) { return plan.stage == plan.pipeline_stages - 1; }
 
 int64_t TransformerStageParameters(const TransformerSpec& spec, const MemoryPlan& plan) {
+  if (plan.shard.tensor_layout != TensorLayout::k1D) {
+    // 2D/2.5D: every weight, bias and norm is split q×q (Optimus; ColossalAI's Linear2D,
+    // LayerNorm2D, VocabParallelEmbedding2D), the same blocks on every depth layer.
+    MemoryPlan whole = plan;
+    whole.shard.tensor_layout = TensorLayout::k1D;
+    whole.shard.tensor_parallel = 1;
+    whole.shard.tensor_depth = 1;
+    const int64_t split = plan.shard.weight_split();
+    return (TransformerStageParameters(spec, whole) + split - 1) / split;
+  }
   const int t = plan.shard.tensor_parallel;
   int64_t params = 0;
   for (int index : StageLayers(spec, plan)) {
@@ -140,10 +150,9 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
 int64_t LayerActivationBytes(const LayerOps& layer, Recompute recompute,
                              const TransformerShard& shard, int64_t hidden) {
   if (recompute == Recompute::kFull) {
-    // Only the layer's input is kept: 2·s·b·h for 2-byte activations (÷t with SP).
-    const int64_t tokens =
-        shard.sequence_parallel ? shard.tokens() / shard.tensor_parallel : shard.tokens();
-    return tokens * hidden * DTypeBytes(shard.dtype);
+    // Only the layer's input is kept: 2·s·b·h for 2-byte activations (÷t with SP, ÷q²·d on a
+    // 2D/2.5D grid).
+    return shard.ActivationElements(hidden) * DTypeBytes(shard.dtype);
   }
   int64_t bytes = 0;
   for (const Op& op : layer.forward) {

@@ -14,6 +14,7 @@ constexpr std::array<std::string_view, 14> kKindNames = {
 constexpr std::array<std::string_view, 4> kPassNames = {"forward", "backward", "recompute",
                                                         "optimizer"};
 constexpr std::array<std::string_view, 3> kRecomputeNames = {"none", "selective", "full"};
+constexpr std::array<std::string_view, 3> kTensorLayoutNames = {"1d", "2d", "2.5d"};
 constexpr std::array<std::string_view, 2> kOptimizerNames = {"adam", "sgd"};
 
 Status Divides(int64_t divisor, int64_t value, std::string_view what, std::string_view by) {
@@ -27,6 +28,19 @@ Status Divides(int64_t divisor, int64_t value, std::string_view what, std::strin
 std::string_view OpKindName(OpKind kind) { return kKindNames[static_cast<size_t>(kind)]; }
 std::string_view PassName(Pass pass) { return kPassNames[static_cast<size_t>(pass)]; }
 std::span<const std::string_view> RecomputeNames() { return kRecomputeNames; }
+std::span<const std::string_view> TensorLayoutNames() { return kTensorLayoutNames; }
+
+int TensorGrid(TensorLayout layout, int ranks, int depth) {
+  if (layout == TensorLayout::k1D || depth < 1) return 1;
+  int q = 1;
+  while ((q + 1) * (q + 1) * depth <= ranks) ++q;
+  return q;
+}
+
+int64_t TransformerShard::ActivationElements(int64_t hidden) const {
+  if (sequence_parallel) return tokens() / tensor_parallel * hidden;
+  return tokens() / batch_split() * (hidden / hidden_split());
+}
 std::span<const std::string_view> OptimizerNames() { return kOptimizerNames; }
 
 std::string_view RecomputeName(Recompute recompute) {
@@ -62,6 +76,38 @@ Op Op::Streaming(std::string name, OpKind kind, Pass pass, DType dtype, int64_t 
   return op;
 }
 
+namespace {
+
+// 2D/2.5D: t = q²·d with the grid dividing the batch and every split dimension.
+Status ValidateGrid(const TransformerSpec& spec, const TransformerShard& shard) {
+  const int t = shard.tensor_parallel;
+  const int d = shard.tensor_depth;
+  const int q = shard.grid();
+  if (shard.tensor_layout == TensorLayout::k2D && (d != 1 || q * q != t)) {
+    return Error(fmt::format("2D tensor parallelism needs a square number of ranks (q×q), not {}",
+                             t),
+                 "", std::to_string(t));
+  }
+  if (d < 1 || q * q * d != t) {
+    return Error(fmt::format("2.5D tensor parallelism needs q×q×depth ranks, not {} with depth {}",
+                             t, d),
+                 "", std::to_string(t));
+  }
+  if (shard.sequence_parallel || shard.expert_parallel > 1 || spec.moe.enabled()) {
+    return Error("2D and 2.5D tensor parallelism are built for dense transformers without "
+                 "sequence or expert parallelism",
+                 "", std::to_string(t));
+  }
+  DTSIM_RETURN_IF_ERROR(Divides(q, spec.heads, "heads", "the tensor grid side q"));
+  DTSIM_RETURN_IF_ERROR(Divides(q, spec.kv_heads, "kv_heads", "the tensor grid side q"));
+  DTSIM_RETURN_IF_ERROR(Divides(q, spec.hidden, "hidden", "the tensor grid side q"));
+  DTSIM_RETURN_IF_ERROR(Divides(q, spec.ffn_hidden, "ffn_hidden", "the tensor grid side q"));
+  return Divides(q * d, shard.micro_batch, "the micro-batch",
+                 "q × depth (the grid splits the batch)");
+}
+
+}  // namespace
+
 Status ValidateShard(const TransformerSpec& spec, const TransformerShard& shard) {
   const int t = shard.tensor_parallel;
   if (shard.micro_batch < 1 || shard.seq_len < 1 || t < 1 || shard.expert_parallel < 1) {
@@ -69,6 +115,7 @@ Status ValidateShard(const TransformerSpec& spec, const TransformerShard& shard)
                              "(b={}, s={}, t={}, ep={})",
                              shard.micro_batch, shard.seq_len, t, shard.expert_parallel));
   }
+  if (shard.tensor_layout != TensorLayout::k1D) return ValidateGrid(spec, shard);
   DTSIM_RETURN_IF_ERROR(Divides(t, spec.heads, "heads", "tensor parallel size"));
   if (spec.kv_heads % t != 0 && t % spec.kv_heads != 0) {
     return Error(fmt::format("tensor parallel size ({}) must divide kv_heads ({}) or be a "

@@ -51,6 +51,13 @@ struct Op {
   bool matmul = false;     // runs on the tensor cores
   int64_t saved_bytes = 0;      // forward ops: activation bytes kept until the backward pass
   bool core_attention = false;  // scores/softmax/dropout: dropped by selective recompute
+  // The GEMMs of a weight (LayerBuilder::Linear) name their role and the operand blocks a
+  // strategy that distributes the GEMM itself (SUMMA) moves: the input activation block
+  // (tokens × in elements) and the weight block (in × out), per step of `batch` steps.
+  enum class WeightGemm : uint8_t { kNone, kForward, kDgrad, kWgrad };
+  WeightGemm weight_gemm = WeightGemm::kNone;
+  int64_t activation_block = 0;
+  int64_t weight_block = 0;
 
   // The ops' matmul-ness and FLOPs, for GEMMs: 2·m·n·k·batch.
   static Op Gemm(std::string name, Pass pass, DType dtype, int64_t m, int64_t n, int64_t k,
@@ -64,23 +71,48 @@ enum class Recompute { kNone, kSelective, kFull };
 std::string_view RecomputeName(Recompute recompute);
 std::span<const std::string_view> RecomputeNames();  // indexed by Recompute
 
+// How tensor parallelism cuts a layer (docs/strategies.md, "Tensor parallelism"):
+// 1D Megatron splits heads, FFN and vocabulary t ways; 2D (Optimus/SUMMA) on a q×q grid splits
+// the batch q ways and every weight q×q; 2.5D (Tesseract) on q×q×d also splits the batch over
+// the d depth layers, which hold replicas of the q×q weight blocks.
+enum class TensorLayout : uint8_t { k1D, k2D, k2p5D };
+std::span<const std::string_view> TensorLayoutNames();  // "1d", "2d", "2.5d"
+// The side q of a 2D/2.5D grid of `ranks` = q²·depth (the largest q with q²·depth ≤ ranks, so
+// a size that is not q²·depth shows as a mismatch); 1 for 1D.
+int TensorGrid(TensorLayout layout, int ranks, int depth);
+
 // How one rank sees one transformer layer.
 struct TransformerShard {
   int64_t micro_batch = 1;
   int64_t seq_len = 0;
   DType dtype = DType::kBf16;
-  int tensor_parallel = 1;         // 1D Megatron: heads, FFN and vocabulary split t ways
-  bool sequence_parallel = false;  // norms, dropout, residuals on s/t tokens
+  int tensor_parallel = 1;         // ranks of the tensor-parallel group: t, q² or q²·d
+  TensorLayout tensor_layout = TensorLayout::k1D;
+  int tensor_depth = 1;            // 2.5D: d
+  bool sequence_parallel = false;  // 1D: norms, dropout, residuals on s/t tokens
   int expert_parallel = 1;         // experts split over this many ranks
   bool flash_attention = false;
   bool dropout = true;             // GPT/BERT train with dropout; LLaMA-style models without
 
   int64_t tokens() const { return micro_batch * seq_len; }
+  int grid() const { return TensorGrid(tensor_layout, tensor_parallel, tensor_depth); }
+  // Ways heads, FFN columns and the vocabulary divide: t (1D) or q.
+  int column_split() const { return tensor_layout == TensorLayout::k1D ? tensor_parallel : grid(); }
+  // Ways the hidden dimension of activations and weight rows divide: 1 (1D) or q.
+  int hidden_split() const { return grid(); }
+  // Ways the micro-batch divides: 1 (1D), q (2D) or q·d (2.5D).
+  int batch_split() const { return tensor_layout == TensorLayout::k1D ? 1 : grid() * tensor_depth; }
+  // Ways every weight divides: t (1D, the split matrices) or q² (2D/2.5D, all of them).
+  int weight_split() const { return column_split() * hidden_split(); }
+  // Elements of one rank's share of a [tokens, hidden] activation (a layer's input): all of
+  // it (1D), the sequence shard (1D with SP), [b/(q·d)·s, h/q] (2D/2.5D).
+  int64_t ActivationElements(int64_t hidden) const;
 };
 
 // Errors when the shard does not divide the model: heads, KV heads (or t a multiple of them),
 // FFN by t (the vocabulary is padded, TransformerSpec::PaddedVocab); the sequence by t under
-// sequence parallelism; experts by EP.
+// sequence parallelism; experts by EP. 2D/2.5D: t = q²·d, q dividing heads, KV heads, FFN and
+// hidden, q·d the micro-batch; no sequence or expert parallelism.
 Status ValidateShard(const TransformerSpec& spec, const TransformerShard& shard);
 
 // The ops of one layer on one rank: forward in execution order, backward in execution order

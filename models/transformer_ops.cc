@@ -10,30 +10,35 @@
 namespace dtsim::models {
 namespace {
 
-// The sizes of one rank's share of a layer.
+// The sizes of one rank's share of a layer: 1D Megatron splits heads and FFN t ways (and, with
+// sequence parallelism, the replicated ops' tokens); 2D/2.5D split the batch q (q·d) ways and
+// the hidden dimension, heads and FFN q ways, and run each weight GEMM as q SUMMA steps.
 struct Shape {
   int64_t b, s, tokens, replicated_tokens;  // replicated_tokens: T/t under sequence parallel
-  int64_t h, heads, kv_heads, head_dim, q, kv, ffn;
-  double e;  // bytes per activation element
+  int64_t width;  // hidden elements per token on this rank: h (1D) or h/q
+  int64_t heads, kv_heads, head_dim, q, kv, ffn;
+  int64_t steps;  // GEMM steps of a weight: 1, or q (SUMMA)
+  double e;       // bytes per activation element
   DType dtype;
   bool flash, dropout, causal;
 };
 
 Shape MakeShape(const TransformerSpec& spec, const TransformerShard& shard) {
-  const int t = shard.tensor_parallel;
+  const int split = shard.column_split();
   Shape x{};
-  x.b = shard.micro_batch;
+  x.b = shard.micro_batch / shard.batch_split();
   x.s = shard.seq_len;
-  x.tokens = shard.tokens();
-  x.replicated_tokens = shard.sequence_parallel ? x.tokens / t : x.tokens;
-  x.h = spec.hidden;
-  x.heads = spec.heads / t;
+  x.tokens = x.b * x.s;
+  x.replicated_tokens = shard.sequence_parallel ? x.tokens / shard.tensor_parallel : x.tokens;
+  x.width = spec.hidden / shard.hidden_split();
+  x.heads = spec.heads / split;
   // KV heads split t ways, or replicated when there are fewer than t (grouped-query attention).
-  x.kv_heads = std::max<int64_t>(1, spec.kv_heads / t);
+  x.kv_heads = std::max<int64_t>(1, spec.kv_heads / split);
   x.head_dim = spec.head_dim();
   x.q = x.heads * x.head_dim;
   x.kv = x.kv_heads * x.head_dim;
-  x.ffn = spec.ffn_hidden / t;
+  x.ffn = spec.ffn_hidden / split;
+  x.steps = shard.hidden_split();
   x.dtype = shard.dtype;
   x.e = DTypeBytes(shard.dtype);
   x.flash = shard.flash_attention;
@@ -43,7 +48,7 @@ Shape MakeShape(const TransformerSpec& spec, const TransformerShard& shard) {
 }
 
 void NormOp(LayerBuilder& layer, std::string_view name, const Shape& x) {
-  const int64_t elements = x.replicated_tokens * x.h;
+  const int64_t elements = x.replicated_tokens * x.width;
   // Saves its input (Korthikanti: "two LayerNorm inputs, 2·e·sbh" per layer).
   layer.Stream(name, OpKind::kNorm, x.dtype, elements, 2 * x.e, 3 * x.e, x.e * elements);
 }
@@ -51,7 +56,7 @@ void NormOp(LayerBuilder& layer, std::string_view name, const Shape& x) {
 // Dropout (when trained with it) fused with the residual add: reads the branch and the
 // residual, writes the sum and a 1-byte mask it saves.
 void ResidualAdd(LayerBuilder& layer, std::string_view name, const Shape& x) {
-  const int64_t elements = x.replicated_tokens * x.h;
+  const int64_t elements = x.replicated_tokens * x.width;
   if (x.dropout) {
     layer.Stream(name, OpKind::kDropout, x.dtype, elements, 3 * x.e + 1, 2 * x.e + 1, elements);
   } else {
@@ -134,22 +139,23 @@ void Attention(LayerBuilder& layer, const Shape& x) {
   NormOp(layer, "attn.norm", x);
   // Saves its input (the sequence shard under sequence parallelism, which the backward
   // all-gathers again) and its outputs Q, K, V for the core attention's backward.
-  layer.Linear("attn.qkv", x.dtype, x.tokens, x.q + 2 * x.kv, x.h,
-               x.e * x.replicated_tokens * x.h + x.e * tokens * (x.q + 2 * x.kv));
+  layer.Linear("attn.qkv", x.dtype, x.tokens, x.q + 2 * x.kv, x.width,
+               x.e * x.replicated_tokens * x.width + x.e * tokens * (x.q + 2 * x.kv), x.steps);
   CoreAttention(layer, x);
-  layer.Linear("attn.proj", x.dtype, x.tokens, x.h, x.q, x.e * tokens * x.q);
+  layer.Linear("attn.proj", x.dtype, x.tokens, x.width, x.q, x.e * tokens * x.q, x.steps);
   ResidualAdd(layer, "attn.residual", x);
 }
 
 void DenseMlp(LayerBuilder& layer, const Shape& x, bool swiglu) {
   const double tokens = static_cast<double>(x.tokens);
   const int64_t width = swiglu ? 2 * x.ffn : x.ffn;  // SwiGLU: gate and up in one GEMM
-  layer.Linear("mlp.fc1", x.dtype, x.tokens, width, x.h, x.e * x.replicated_tokens * x.h);
+  layer.Linear("mlp.fc1", x.dtype, x.tokens, width, x.width, x.e * x.replicated_tokens * x.width,
+               x.steps);
   // GeLU saves its input (e·sbf); SwiGLU reads 2f and writes f, saving both halves.
   const int64_t elements = x.tokens * x.ffn;
   layer.Stream("mlp.act", OpKind::kActivation, x.dtype, elements, swiglu ? 3 * x.e : 2 * x.e,
                swiglu ? 5 * x.e : 3 * x.e, x.e * tokens * width);
-  layer.Linear("mlp.fc2", x.dtype, x.tokens, x.h, x.ffn, x.e * tokens * x.ffn);
+  layer.Linear("mlp.fc2", x.dtype, x.tokens, x.width, x.ffn, x.e * tokens * x.ffn, x.steps);
 }
 
 // Expert MLP: router, top-k, dispatch into a capacity-padded [experts, capacity, h] buffer,
@@ -171,19 +177,20 @@ void MoeMlp(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
   const int64_t width = swiglu ? 2 * ffn : ffn;
   const double routed = static_cast<double>(moe.top_k) * x.tokens;  // tokens without padding
 
-  layer.Linear("moe.router", x.dtype, x.tokens, moe.experts, x.h, x.e * x.replicated_tokens * x.h);
+  layer.Linear("moe.router", x.dtype, x.tokens, moe.experts, x.width,
+               x.e * x.replicated_tokens * x.width);
   layer.Stream("moe.topk", OpKind::kRouter, x.dtype, x.tokens * moe.experts, 8, 8,
                4.0 * x.tokens * moe.experts);
-  const int64_t buffer = moe.experts * capacity * x.h;
+  const int64_t buffer = moe.experts * capacity * x.width;
   layer.Stream("moe.dispatch", OpKind::kPermute, x.dtype, buffer, 2 * x.e, 2 * x.e, 0);
   // MFU counts routed tokens only; the padded capacity is executed work.
   const double share = routed / static_cast<double>(processed);
-  layer.Linear("moe.expert.fc1", x.dtype, rows, width, x.h, x.e * processed * x.h, local_experts,
-               share);
+  layer.Linear("moe.expert.fc1", x.dtype, rows, width, x.width, x.e * processed * x.width,
+               local_experts, share);
   layer.Stream("moe.expert.act", OpKind::kActivation, x.dtype, processed * ffn,
                swiglu ? 3 * x.e : 2 * x.e, swiglu ? 5 * x.e : 3 * x.e,
                x.e * static_cast<double>(processed) * width);
-  layer.Linear("moe.expert.fc2", x.dtype, rows, x.h, ffn, x.e * processed * ffn, local_experts,
+  layer.Linear("moe.expert.fc2", x.dtype, rows, x.width, ffn, x.e * processed * ffn, local_experts,
                share);
   layer.Stream("moe.combine", OpKind::kPermute, x.dtype, buffer, 2 * x.e, 2 * x.e, x.e * buffer);
 }
@@ -207,9 +214,9 @@ LayerOps TransformerLayerOps(const TransformerSpec& spec, int layer_index,
 
 LayerOps EmbeddingOps(const TransformerSpec& spec, const TransformerShard& shard) {
   const Shape x = MakeShape(spec, shard);
-  const int t = shard.tensor_parallel;
+  const int split = shard.column_split();
   LayerBuilder layer("");
-  const int64_t elements = x.tokens * x.h;
+  const int64_t elements = x.tokens * x.width;
   // Vocabulary-parallel lookup: each rank gathers the rows of its V/t shard (others zero) and
   // the strategy all-reduces (reduce-scatters) the result. Saves the int64 token ids.
   Op lookup = Op::Streaming("embedding.lookup", OpKind::kEmbedding, Pass::kForward, x.dtype,
@@ -218,7 +225,7 @@ LayerOps EmbeddingOps(const TransformerSpec& spec, const TransformerShard& shard
   std::vector<Op> grad;
   // The gradient of the V/t × h table: zeroed, then the token rows accumulated into it.
   grad.push_back(Op::Streaming("embedding.grad", OpKind::kEmbedding, Pass::kBackward, x.dtype,
-                               spec.PaddedVocab(t) / t * x.h + elements, 2 * x.e));
+                               spec.PaddedVocab(split) / split * x.width + elements, 2 * x.e));
   layer.Forward(std::move(lookup), 8.0 * x.tokens, std::move(grad));
   if (spec.position == PositionEmbedding::kLearned) {
     layer.Stream("embedding.position", OpKind::kElementwise, x.dtype, elements, 3 * x.e, 3 * x.e,
@@ -230,7 +237,7 @@ LayerOps EmbeddingOps(const TransformerSpec& spec, const TransformerShard& shard
   }
   if (spec.embedding_norm) NormOp(layer, "embedding.norm", x);
   if (x.dropout) {
-    const int64_t local = x.replicated_tokens * x.h;
+    const int64_t local = x.replicated_tokens * x.width;
     layer.Stream("embedding.dropout", OpKind::kDropout, x.dtype, local, 2 * x.e + 1, 2 * x.e + 1,
                  local);
   }
@@ -239,17 +246,22 @@ LayerOps EmbeddingOps(const TransformerSpec& spec, const TransformerShard& shard
 
 LayerOps OutputOps(const TransformerSpec& spec, const TransformerShard& shard) {
   const Shape x = MakeShape(spec, shard);
-  const int64_t vocab = spec.PaddedVocab(shard.tensor_parallel) / shard.tensor_parallel;
+  const int split = shard.column_split();
+  const int64_t vocab = spec.PaddedVocab(split) / split;
   LayerBuilder layer("");
   if (spec.final_norm) NormOp(layer, "output.norm", x);
   if (spec.lm_head_transform) {  // BERT: dense h→h, GeLU, norm before the logits
-    layer.Linear("output.transform", x.dtype, x.tokens, x.h, x.h, x.e * x.tokens * x.h);
-    layer.Stream("output.transform_act", OpKind::kActivation, x.dtype, x.tokens * x.h, 2 * x.e,
-                 3 * x.e, x.e * x.tokens * x.h);
+    layer.Linear("output.transform", x.dtype, x.tokens, x.width, x.width, x.e * x.tokens * x.width,
+                 x.steps);
+    layer.Stream("output.transform_act", OpKind::kActivation, x.dtype, x.tokens * x.width, 2 * x.e,
+                 3 * x.e, x.e * x.tokens * x.width);
     NormOp(layer, "output.transform_norm", x);
   }
-  if (spec.pooler) layer.Linear("output.pooler", x.dtype, x.b, x.h, x.h, x.e * x.b * x.h);
-  layer.Linear("output.logits", x.dtype, x.tokens, vocab, x.h, x.e * x.replicated_tokens * x.h);
+  if (spec.pooler) {
+    layer.Linear("output.pooler", x.dtype, x.b, x.width, x.width, x.e * x.b * x.width, x.steps);
+  }
+  layer.Linear("output.logits", x.dtype, x.tokens, vocab, x.width,
+               x.e * x.replicated_tokens * x.width, x.steps);
   // Vocabulary-parallel cross-entropy in fp32: reads the logits, keeps the fp32 softmax for the
   // backward (the 4·s·b·V term of Korthikanti's output-layer memory).
   const int64_t logits = x.tokens * vocab;

@@ -66,14 +66,13 @@ Status ReadParallelism(const Json& value, ParallelPlan& plan) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, "parallelism"));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("data", plan.data));
   const auto tensor_options = [&plan](JsonObjectReader& r) -> Status {
-    if (r.Has("mode")) {
-      DTSIM_ASSIGN_OR_RETURN(const std::string mode, r.String("mode"));
-      if (mode != "1d") {
-        return Error("only 1D (Megatron) tensor parallelism is built yet; 2D and 2.5D are not",
-                     JsonChildPath(r.path(), "mode"), Quote(mode));
-      }
+    DTSIM_RETURN_IF_ERROR(
+        r.ReadOptionalEnum("mode", models::TensorLayoutNames(), plan.tensor_layout));
+    if (r.Has("depth") && plan.tensor_layout != models::TensorLayout::k2p5D) {
+      return Error("depth is a 2.5D setting (\"mode\": \"2.5d\")", JsonChildPath(r.path(), "depth"),
+                   JsonValueForError(*r.Find("depth")));
     }
-    r.Allow("mode");
+    DTSIM_RETURN_IF_ERROR(r.ReadOptionalInt("depth", plan.tensor_depth));
     return r.ReadOptional("sequence_parallel", plan.sequence_parallel);
   };
   const auto pipeline_options = [&plan](JsonObjectReader& r) -> Status {
@@ -184,13 +183,7 @@ Status CheckPlan(SimulationConfig& config) {
   const int chunks = plan.pipeline * plan.virtual_stages;
   DTSIM_RETURN_IF_ERROR(Divisible(spec.layers, "layers", chunks, "pipeline stages × virtual stages",
                                   "parallelism.pipeline"));
-  const models::TransformerShard shard{.micro_batch = training.micro_batch,
-                                       .seq_len = training.seq_len,
-                                       .dtype = training.dtype,
-                                       .tensor_parallel = plan.tensor,
-                                       .sequence_parallel = plan.sequence_parallel,
-                                       .expert_parallel = plan.expert};
-  Status valid = models::ValidateShard(spec, shard);
+  Status valid = models::ValidateShard(spec, ShardOf(config));
   if (!valid.ok()) return std::move(valid).error().Under("parallelism.tensor");
   if (plan.virtual_stages > 1 && plan.schedule != ScheduleKind::kInterleaved) {
     return Error("virtual stages need the interleaved schedule",
@@ -215,6 +208,10 @@ Status CheckPlan(SimulationConfig& config) {
   if (method.starts_with("onebit_") && training.optimizer != models::Optimizer::kAdam) {
     return Error("the 1-bit optimizers replace Adam (or LAMB); training.optimizer must be \"adam\"",
                  "compression.method", Quote(method));
+  }
+  if (plan.zero_stage >= 1 && plan.tensor_layout != models::TensorLayout::k1D) {
+    return Error("ZeRO with 2D or 2.5D tensor parallelism is not built yet",
+                 "parallelism.zero_stage", std::to_string(plan.zero_stage));
   }
   if (plan.zero_stage >= 1 && plan.expert > 1) {
     return Error("ZeRO with expert parallelism is not built yet (expert gradients would shard "
@@ -242,6 +239,21 @@ Status SplitAssignment(std::string_view assignment, std::vector<std::string>& ke
 }
 
 }  // namespace
+
+models::TransformerShard ShardOf(const SimulationConfig& config) {
+  const TrainingConfig& training = config.training;
+  const ParallelPlan& plan = config.plan;
+  return {.micro_batch = training.micro_batch,
+          .seq_len = training.seq_len,
+          .dtype = training.dtype,
+          .tensor_parallel = plan.tensor,
+          .tensor_layout = plan.tensor_layout,
+          .tensor_depth = plan.tensor_depth,
+          .sequence_parallel = plan.sequence_parallel,
+          .expert_parallel = plan.expert,
+          .flash_attention = training.flash_attention,
+          .dropout = training.dropout};
+}
 
 bool SkewedRouting(const SimulationConfig& config) {
   return config.model.transformer.moe.dropless && config.plan.expert > 1 &&

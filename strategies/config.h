@@ -38,7 +38,9 @@ std::string_view ScheduleName(ScheduleKind schedule);
 
 struct ParallelPlan {
   int data = 1;
-  int tensor = 1;
+  int tensor = 1;  // ranks of a tensor-parallel group: t (1D), q² (2D) or q²·d (2.5D)
+  models::TensorLayout tensor_layout = models::TensorLayout::k1D;
+  int tensor_depth = 1;  // 2.5D: d
   int pipeline = 1;
   bool sequence_parallel = false;
   ScheduleKind schedule = ScheduleKind::kOneForwardOneBackward;
@@ -54,7 +56,11 @@ struct ParallelPlan {
   bool overlap_gradient_reduce = true;
 
   int world() const { return data * tensor * pipeline; }
+  int grid() const { return models::TensorGrid(tensor_layout, tensor, tensor_depth); }
+  bool on_grid() const { return tensor_layout != models::TensorLayout::k1D; }
   // Megatron's order: tensor-parallel peers adjacent (inside a node), then data, then pipeline.
+  // On a 2D/2.5D grid, tensor index tp = i + q·(j + q·k): column i, row j, depth k
+  // (ColossalAI's order: a row's q ranks adjacent).
   int32_t Rank(int dp, int pp, int tp) const { return tp + tensor * (dp + data * pp); }
   int TensorIndex(int32_t rank) const { return rank % tensor; }
   int DataIndex(int32_t rank) const { return (rank / tensor) % data; }
@@ -82,6 +88,9 @@ struct SimulationConfig {
     return training.global_batch / (training.micro_batch * plan.data);
   }
 };
+
+// How one rank sees a transformer layer under the config's training and plan.
+models::TransformerShard ShardOf(const SimulationConfig& config);
 
 // Whether skewed expert routing changes time: a dropless MoE model, expert parallelism and an
 // imbalance above 1 (with capacity padding the excess tokens are dropped instead).

@@ -33,6 +33,18 @@ Expected<engine::RunSummary> Run(const SimulationConfig& config, const graph::Ta
   return run(model);
 }
 
+// The category of the dependency of `id` that ended last (what it waited for), or "".
+std::string_view LastDependencyCategory(const graph::TaskGraph& graph,
+                                        const graph::TaskTimes& times, graph::TaskId id) {
+  std::optional<graph::TaskId> last;
+  for (graph::TaskId dependency : graph.dependencies(id)) {
+    if (!last || times.task_end[dependency.value()] > times.task_end[last->value()]) {
+      last = dependency;
+    }
+  }
+  return last ? graph.category_name(graph.task(*last).category) : std::string_view();
+}
+
 TimeBreakdown Breakdown(const graph::TaskGraph& graph, const graph::TaskTimes& times,
                         int32_t rank, TimeNs makespan) {
   TimeBreakdown breakdown{.rank = rank};
@@ -40,9 +52,17 @@ TimeBreakdown Breakdown(const graph::TaskGraph& graph, const graph::TaskTimes& t
   for (size_t s = 0; s < graph.stream_count(); ++s) {
     const graph::Stream& stream = graph.stream(graph::StreamId(static_cast<uint32_t>(s)));
     if (stream.rank != rank || graph.name(stream.name) != kComputeStream) continue;
+    TimeNs previous_end = TimeNs::Zero();
     for (graph::TaskId id : graph.stream_tasks(graph::StreamId(static_cast<uint32_t>(s)))) {
       const DurationNs length = times.task_end[id.value()] - times.task_start[id.value()];
       const std::string_view category = graph.category_name(graph.task(id).category);
+      // A wait for a tensor-parallel collective on another stream (SUMMA's broadcasts and
+      // reduces on the "tp" stream) is exposed tensor-parallel time.
+      if (times.task_start[id.value()] > previous_end &&
+          LastDependencyCategory(graph, times, id) == kTensorCategory) {
+        breakdown.tensor += times.task_start[id.value()] - previous_end;
+      }
+      previous_end = times.task_end[id.value()];
       if (category == kOptimizerCategory) {
         breakdown.optimizer += length;
         breakdown.data_exposed += times.task_start[id.value()] - before_optimizer;

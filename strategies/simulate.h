@@ -21,7 +21,8 @@ struct TimeBreakdown {
   int32_t rank = 0;
   DurationNs compute;        // forward and backward ops
   DurationNs recompute;      // the recomputed forward
-  DurationNs tensor;         // tensor-parallel collectives (blocking the compute stream)
+  DurationNs tensor;         // tensor-parallel collectives blocking the compute stream, and
+                             // waits for those on the "tp" stream (SUMMA)
   DurationNs pipeline;       // waiting in pipeline receives
   DurationNs expert;         // expert-parallel all-to-alls (blocking the compute stream)
   DurationNs data_exposed;   // waiting for gradient reduction before the optimizer step

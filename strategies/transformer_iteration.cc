@@ -25,9 +25,9 @@ using graph::TaskId;
 using graph::TaskKind;
 using models::Op;
 
-// What follows an op in a pass: nothing, a tensor-parallel reduction or an expert-parallel
-// all-to-all.
-enum class After : uint8_t { kNothing, kTensor, kExpert };
+// What follows an op in a pass: nothing, a tensor-parallel reduction, an expert-parallel
+// all-to-all, or (2D/2.5D) the all-reduces of a norm's row statistics.
+enum class After : uint8_t { kNothing, kTensor, kExpert, kRowStats };
 using Boundaries = std::map<std::string, After, std::less<>>;
 
 // Megatron's f/g operators: the tensor-parallel collective follows the row-parallel GEMM in the
@@ -50,6 +50,10 @@ struct PricedOp {
   DurationNs duration;
   After after = After::kNothing;
   bool expert = false;  // an expert's GEMM or activation: scales with the rank's routed tokens
+  // On a 2D/2.5D grid: a weight GEMM run as SUMMA steps, and its operand blocks (elements).
+  Op::WeightGemm summa = Op::WeightGemm::kNone;
+  int64_t activation_block = 0;
+  int64_t weight_block = 0;
 };
 
 struct PricedPass {
@@ -57,9 +61,16 @@ struct PricedPass {
   double model_flops = 0;
 };
 
+// On a 2D/2.5D grid the Megatron boundaries do not exist: weight GEMMs become SUMMA steps and
+// LayerNorm2D all-reduces its row statistics in forward and backward (as does the loss).
+bool RowStatistics(const Op& op) {
+  return op.kind == models::OpKind::kNorm ||
+         (op.kind == models::OpKind::kCrossEntropy && op.pass == models::Pass::kForward);
+}
+
 class Pricer {
  public:
-  explicit Pricer(const models::OpCostModel& cost) : cost_(cost) {}
+  Pricer(const models::OpCostModel& cost, bool grid) : cost_(cost), grid_(grid) {}
 
   Expected<PricedPass> Price(const std::vector<Op>& ops, const Boundaries& boundaries) {
     PricedPass pass;
@@ -71,9 +82,16 @@ class Pricer {
       }
       const std::string_view name = op.name;
       const auto boundary = boundaries.find(name);
-      pass.ops.push_back({std::string(name.substr(0, name.find('.'))), cost->duration,
-                          boundary != boundaries.end() ? boundary->second : After::kNothing,
-                          name.starts_with("moe.expert.")});
+      PricedOp& priced = pass.ops.emplace_back(
+          std::string(name.substr(0, name.find('.'))), cost->duration,
+          boundary != boundaries.end() ? boundary->second : After::kNothing,
+          name.starts_with("moe.expert."));
+      if (grid_) {
+        priced.after = RowStatistics(op) ? After::kRowStats : After::kNothing;
+        priced.summa = op.weight_gemm;
+        priced.activation_block = op.activation_block;
+        priced.weight_block = op.weight_block;
+      }
       pass.model_flops += op.model_flops;
       sources_.push_back(*cost);
     }
@@ -85,6 +103,7 @@ class Pricer {
 
  private:
   const models::OpCostModel& cost_;
+  bool grid_;
   std::vector<models::OpCost> sources_;
 };
 
@@ -98,9 +117,11 @@ class PeerGroup {
       : builder_(builder), ranks_(std::move(ranks)), logical_(std::move(logical)) {
     for (int32_t rank : ranks_) {
       compute_.push_back(builder_.Stream(rank, kComputeStream));
+      tensor_.push_back(builder_.Stream(rank, "tp"));
       send_forward_.push_back(builder_.Stream(rank, "pp-send-fwd"));
       send_backward_.push_back(builder_.Stream(rank, "pp-send-bwd"));
       last_.emplace_back();
+      tensor_tail_.emplace_back();
     }
   }
 
@@ -151,6 +172,63 @@ class PeerGroup {
     ApplyWaits();
   }
 
+  // One weight GEMM as SUMMA steps (Optimus; Tesseract per depth layer): step s's broadcasts
+  // (before[c][peer]) run on the peer's "tp" stream, double-buffered — once the GEMM chunk of
+  // step s − 2 (the op before, for the first two) has ended — and its 1/q of the GEMM waits for
+  // them; its reduces (after[c][peer]) follow the chunk. When they reduce the op's output
+  // (`output_reduced`, dgrad), the next task waits for the last of them; a weight gradient's
+  // (wgrad) only gates the gradient's reduction (GradientsReady).
+  struct SummaStep {
+    std::vector<std::vector<graph::CommId>> before, after;
+  };
+  void Summa(DurationNs duration, const std::string& name, std::string_view comm_name,
+             std::string_view category, const std::vector<SummaStep>& steps,
+             bool output_reduced) {
+    Flush();
+    const auto count = static_cast<int64_t>(steps.size());
+    std::vector<TaskId> reduced;
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      const std::optional<TaskId> start = last_[i];
+      std::vector<TaskId> chunks;
+      for (int64_t s = 0; s < count; ++s) {
+        const SummaStep& step = steps[static_cast<size_t>(s)];
+        const std::optional<TaskId> buffer_free =
+            s >= 2 ? chunks[static_cast<size_t>(s - 2)] : start;
+        std::vector<TaskId> inputs;
+        for (const std::vector<graph::CommId>& comms : step.before) {
+          inputs.push_back(TensorTask(i, comms[i], comm_name));
+          if (buffer_free) builder_.AddDependency(inputs.back(), *buffer_free);
+        }
+        // Chunks that add up to the GEMM exactly.
+        const DurationNs part(duration.ns() * (s + 1) / count - duration.ns() * s / count);
+        chunks.push_back(builder_.AddTask(compute_[i], TaskKind::kCompute, name, category, part));
+        for (TaskId input : inputs) builder_.AddDependency(chunks.back(), input);
+        if (s == 0 && output_reduced && i < waits_.size()) {
+          builder_.AddDependency(chunks.back(), waits_[i]);
+        }
+        for (const std::vector<graph::CommId>& comms : step.after) {
+          builder_.AddDependency(TensorTask(i, comms[i], comm_name), chunks.back());
+        }
+      }
+      last_[i] = chunks.back();
+      if (output_reduced && !steps.back().after.empty()) reduced.push_back(*tensor_tail_[i]);
+    }
+    if (output_reduced) waits_ = std::move(reduced);
+  }
+
+  // Where a peer's gradients so far are final: its last task, or, once SUMMA reduces run on
+  // its "tp" stream, a point after both that and the stream's last reduce.
+  TaskId GradientsReady(size_t peer) {
+    Flush();
+    if (!tensor_tail_[peer]) return *last_[peer];
+    const TaskId join = builder_.AddTask(builder_.Stream(ranks_[peer], "tp-join"),
+                                         TaskKind::kCompute, "gradients ready", kTensorCategory,
+                                         DurationNs::Zero());
+    builder_.AddDependency(join, *last_[peer]);
+    builder_.AddDependency(join, *tensor_tail_[peer]);
+    return join;
+  }
+
   void Recv(const std::vector<int32_t>& peers, int64_t tag, Bytes size, std::string_view name) {
     Flush();
     for (size_t i = 0; i < ranks_.size(); ++i) {
@@ -170,6 +248,11 @@ class PeerGroup {
   }
 
  private:
+  TaskId TensorTask(size_t peer, graph::CommId comm, std::string_view name) {
+    tensor_tail_[peer] = builder_.AddCollectiveTask(tensor_[peer], comm, name, kTensorCategory);
+    return *tensor_tail_[peer];
+  }
+
   void ApplyWaits() {
     for (size_t i = 0; i < waits_.size(); ++i) builder_.AddDependency(*last_[i], waits_[i]);
     waits_.clear();
@@ -179,8 +262,8 @@ class PeerGroup {
   std::vector<int32_t> ranks_;
   std::vector<int32_t> logical_;
   std::vector<TaskId> waits_;
-  std::vector<StreamId> compute_, send_forward_, send_backward_;
-  std::vector<std::optional<TaskId>> last_;
+  std::vector<StreamId> compute_, tensor_, send_forward_, send_backward_;
+  std::vector<std::optional<TaskId>> last_, tensor_tail_;
   DurationNs pending_;
   std::string pending_name_;
   std::string_view pending_category_;
@@ -195,7 +278,8 @@ struct LayerGradientSplit {
   GradientTensors experts;
 };
 
-LayerGradientSplit LayerGradients(const models::TransformerSpec& spec, int t, int ep, int layer) {
+LayerGradientSplit OneDLayerGradients(const models::TransformerSpec& spec, int t, int ep,
+                                      int layer) {
   LayerGradientSplit split;
   const int64_t h = spec.hidden;
   const int64_t q = spec.q_dim() / t;
@@ -218,25 +302,50 @@ LayerGradientSplit LayerGradients(const models::TransformerSpec& spec, int t, in
   return split;
 }
 
+// On a 2D/2.5D grid a rank holds the q×q block of every matrix and 1/q² of every vector
+// (Optimus; ColossalAI's Linear2D, LayerNorm2D).
+GradientTensors OnGrid(GradientTensors whole, int q) {
+  for (std::array<int64_t, 2>& matrix : whole.matrices) matrix = {matrix[0] / q, matrix[1] / q};
+  whole.vector_elements = (whole.vector_elements + q * q - 1) / (q * q);
+  return whole;
+}
+
+// The 1D split of t ways, or the q×q block of the unsplit layer on a grid.
+LayerGradientSplit LayerGradients(const models::TransformerSpec& spec, const ParallelPlan& plan,
+                                  int layer) {
+  if (!plan.on_grid()) return OneDLayerGradients(spec, plan.tensor, plan.expert, layer);
+  LayerGradientSplit whole = OneDLayerGradients(spec, 1, 1, layer);
+  return {OnGrid(std::move(whole.dense), plan.grid()),
+          OnGrid(std::move(whole.experts), plan.grid())};
+}
+
+// The vocabulary rows of a rank's table before a grid cuts it q×q: V/t (1D), or all of V
+// padded to a multiple of 128·q.
+int64_t VocabRows(const models::TransformerSpec& spec, const ParallelPlan& plan) {
+  if (plan.on_grid()) return spec.PaddedVocab(plan.grid());
+  return spec.PaddedVocab(plan.tensor) / plan.tensor;
+}
+
 // The first stage's embedding gradients: the token table's V/t rows, learned positions and
 // segments; the embedding norm.
-GradientTensors EmbeddingGradients(const models::TransformerSpec& spec, int t) {
+GradientTensors EmbeddingGradients(const models::TransformerSpec& spec, const ParallelPlan& plan) {
   GradientTensors tensors;
-  tensors.matrices.push_back({spec.PaddedVocab(t) / t, spec.hidden});
+  tensors.matrices.push_back({VocabRows(spec, plan), spec.hidden});
   if (spec.position == models::PositionEmbedding::kLearned) {
     tensors.matrices.push_back({spec.max_seq, spec.hidden});
   }
   if (spec.token_types > 0) tensors.matrices.push_back({spec.token_types, spec.hidden});
   if (spec.embedding_norm) tensors.vector_elements += models::NormParameters(spec);
-  return tensors;
+  return plan.on_grid() ? OnGrid(std::move(tensors), plan.grid()) : tensors;
 }
 
 // The last stage's: the output layer (`holds_table`: untied, or tied on a stage other than the
 // first, which keeps a copy), the final norm, BERT's pooler and MLM head transform with its
 // V/t output bias.
-GradientTensors OutputGradients(const models::TransformerSpec& spec, int t, bool holds_table) {
+GradientTensors OutputGradients(const models::TransformerSpec& spec, const ParallelPlan& plan,
+                                bool holds_table) {
   GradientTensors tensors;
-  const int64_t vocab = spec.PaddedVocab(t) / t;
+  const int64_t vocab = VocabRows(spec, plan);
   if (holds_table) tensors.matrices.push_back({vocab, spec.hidden});
   if (spec.final_norm) tensors.vector_elements += models::NormParameters(spec);
   if (spec.pooler) {
@@ -247,7 +356,7 @@ GradientTensors OutputGradients(const models::TransformerSpec& spec, int t, bool
     tensors.matrices.push_back({spec.hidden, spec.hidden});
     tensors.vector_elements += spec.hidden + models::NormParameters(spec) + vocab;
   }
-  return tensors;
+  return plan.on_grid() ? OnGrid(std::move(tensors), plan.grid()) : tensors;
 }
 
 // The last stage holds the output table unless it is tied to the first stage's embedding.
@@ -260,14 +369,14 @@ GradientTensors StageGradients(const SimulationConfig& config, int stage) {
   const models::TransformerSpec& spec = config.model.transformer;
   const ParallelPlan& plan = config.plan;
   GradientTensors tensors;
-  if (stage == 0) tensors.Append(EmbeddingGradients(spec, plan.tensor));
+  if (stage == 0) tensors.Append(EmbeddingGradients(spec, plan));
   for (int index : models::StageLayerIndices(spec, plan.pipeline, plan.virtual_stages, stage)) {
-    const LayerGradientSplit layer = LayerGradients(spec, plan.tensor, plan.expert, index);
+    const LayerGradientSplit layer = LayerGradients(spec, plan, index);
     tensors.Append(layer.dense);
     tensors.Append(layer.experts);
   }
   if (stage == plan.pipeline - 1) {
-    tensors.Append(OutputGradients(spec, plan.tensor, HoldsOutputTable(spec, stage)));
+    tensors.Append(OutputGradients(spec, plan, HoldsOutputTable(spec, stage)));
   }
   return tensors;
 }
@@ -285,7 +394,8 @@ class IterationBuilder {
   IterationBuilder(const SimulationConfig& config, const models::OpCostModel& cost,
                    CompressionPhase phase)
       : config_(config), spec_(config.model.transformer), plan_(config.plan), cost_(cost),
-        pricer_(cost), compression_(MakeCompression(config.compression)), phase_(phase),
+        pricer_(cost, config.plan.on_grid()), compression_(MakeCompression(config.compression)),
+        phase_(phase),
         symmetric_(config.ranks == RanksMode::kSymmetric),
         simulated_data_(symmetric_ ? 1 : plan_.data),
         simulated_tensor_(symmetric_ ? 1 : plan_.tensor) {}
@@ -305,13 +415,7 @@ class IterationBuilder {
   }
 
  private:
-  models::TransformerShard Shard() const {
-    return {.micro_batch = config_.training.micro_batch, .seq_len = config_.training.seq_len,
-            .dtype = config_.training.dtype, .tensor_parallel = plan_.tensor,
-            .sequence_parallel = plan_.sequence_parallel, .expert_parallel = plan_.expert,
-            .flash_attention = config_.training.flash_attention,
-            .dropout = config_.training.dropout};
-  }
+  models::TransformerShard Shard() const { return ShardOf(config_); }
 
   // The passes of one kind of layer (dense, or MoE) and the costs they were priced from.
   struct LayerPasses {
@@ -370,23 +474,130 @@ class IterationBuilder {
   void Emit(PeerGroup& group, const PricedPass& pass, int layer, std::string_view suffix,
             std::string_view category) {
     std::string_view segment;
-    std::string name;
+    std::string name, tensor_name;
     for (const PricedOp& op : pass.ops) {
       if (op.segment != segment) {  // names change with the segment only: format them once
         segment = op.segment;
         name = fmt::format("layer{}.{} {}", layer, segment, suffix);
+        tensor_name = fmt::format("layer{}.{} tp", layer, segment);
       }
       DurationNs duration = op.duration;
       if (op.expert && expert_load_ != 1.0) {
         duration = DurationNs(std::llround(static_cast<double>(duration.ns()) * expert_load_));
       }
-      group.Add(duration, name, category);
+      EmitOp(group, op, duration, name, tensor_name, category);
       if (op.after == After::kTensor) {
-        TensorReduce(group, fmt::format("layer{}.{} tp", layer, segment));
+        TensorReduce(group, tensor_name);
       } else if (op.after == After::kExpert) {
         ExpertAllToAll(group, fmt::format("layer{}.moe all-to-all", layer));
       }
     }
+  }
+
+  // An op's compute, as SUMMA steps on a grid, and the row statistics' all-reduces after it.
+  void EmitOp(PeerGroup& group, const PricedOp& op, DurationNs duration, const std::string& name,
+              std::string_view tensor_name, std::string_view category) {
+    if (op.summa != Op::WeightGemm::kNone) {
+      SummaGemm(group, op, duration, name, tensor_name, category);
+    } else {
+      group.Add(duration, name, category);
+    }
+    if (op.after == After::kRowStats) {
+      // LayerNorm2D: the per-token sum and sum of squares, one all-reduce each over the ROW
+      // group, in forward and backward (the loss: its max and sum of exponentials).
+      const Bytes bytes(GridTokens() * DTypeBytes(config_.training.dtype));
+      for (int i = 0; i < 2; ++i) {
+        group.Post(GridComms(CommKind::kAllReduce, bytes, Axis::kRow), tensor_name,
+                   kTensorCategory);
+      }
+    }
+  }
+
+  // Tokens on one rank of a grid: the micro-batch's b·s split q·d ways.
+  int64_t GridTokens() const {
+    return config_.training.micro_batch / Shard().batch_split() * config_.training.seq_len;
+  }
+
+  // SUMMA (ColossalAI's Matmul_AB/ABT/ATB_2D, per depth layer for 2.5D), q steps each:
+  // forward C = XW broadcasts the X block over ROW and the W block over COL; dgrad dX = dY·Wᵀ
+  // broadcasts W over COL and reduces the partial dX block over ROW; wgrad dW = Xᵀ·dY
+  // broadcasts X over ROW and reduces the partial dW block over COL (docs/strategies.md).
+  void SummaGemm(PeerGroup& group, const PricedOp& op, DurationNs duration,
+                 const std::string& name, std::string_view tensor_name,
+                 std::string_view category) {
+    const int64_t e = DTypeBytes(config_.training.dtype);
+    const Bytes activation(op.activation_block * e);
+    const Bytes weight(op.weight_block * e);
+    std::vector<PeerGroup::SummaStep> steps(static_cast<size_t>(plan_.grid()));
+    for (int s = 0; s < plan_.grid(); ++s) {  // step s: blocks from (to) row/column s
+      PeerGroup::SummaStep& step = steps[static_cast<size_t>(s)];
+      switch (op.summa) {
+        case Op::WeightGemm::kForward:
+          step.before = {GridComms(CommKind::kBroadcast, activation, Axis::kRow, s),
+                         GridComms(CommKind::kBroadcast, weight, Axis::kColumn, s)};
+          break;
+        case Op::WeightGemm::kDgrad:
+          step.before = {GridComms(CommKind::kBroadcast, weight, Axis::kColumn, s)};
+          step.after = {GridComms(CommKind::kReduce, activation, Axis::kRow, s)};
+          break;
+        case Op::WeightGemm::kWgrad:
+          step.before = {GridComms(CommKind::kBroadcast, activation, Axis::kRow, s)};
+          step.after = {GridComms(CommKind::kReduce, weight, Axis::kColumn, s)};
+          break;
+        case Op::WeightGemm::kNone:
+          break;
+      }
+    }
+    group.Summa(duration, name, tensor_name, category, steps,
+                op.summa != Op::WeightGemm::kWgrad);
+  }
+
+  // The grid's groups inside one depth layer: ROW, the q ranks of a grid row (tensor indices
+  // i + q·(j + q·k) for i = 0..q−1, adjacent), and COL, those of a grid column (j varies).
+  enum class Axis : uint8_t { kRow, kColumn };
+
+  // One collective per ROW (COL) group of the current (data index, stage), over the group's
+  // simulated members and priced over all q: per simulated peer, the one it takes part in.
+  // A broadcast's or reduce's root is the member at `root` along the axis (with symmetric
+  // ranks, the simulated member: by the grid's symmetry it costs the same).
+  std::vector<graph::CommId> GridComms(CommKind kind, Bytes bytes, Axis axis, int root = 0) {
+    const int q = plan_.grid();
+    const int stride = axis == Axis::kRow ? 1 : q;
+    std::vector<graph::CommId> comms;
+    std::vector<std::optional<graph::CommId>> made(static_cast<size_t>(simulated_tensor_));
+    for (int tp = 0; tp < simulated_tensor_; ++tp) {
+      const int first = tp - (tp / stride % q) * stride;
+      std::optional<graph::CommId>& comm = made[static_cast<size_t>(first)];
+      if (!comm) {
+        std::vector<int32_t> logical, simulated;
+        for (int c = 0; c < q; ++c) {
+          const int member = first + c * stride;
+          logical.push_back(plan_.Rank(group_dp_, group_stage_, member));
+          if (member < simulated_tensor_) simulated.push_back(logical.back());
+        }
+        const int32_t root_rank = first + root * stride < simulated_tensor_
+                                      ? logical[static_cast<size_t>(root)]
+                                      : simulated.front();
+        comm = builder_.AddCollective(kind, bytes, simulated, {}, {}, root_rank);
+        if (simulated.size() != logical.size()) builder_.PriceAs(*comm, logical);
+      }
+      comms.push_back(*comm);
+    }
+    return comms;
+  }
+
+  // The embedding's tensor-parallel collective: 1D, the all-reduce (reduce-scatter) of the
+  // vocabulary-parallel lookup in forward; on a grid, VocabParallelEmbedding2D's reduce-scatter
+  // over COL of the depth layer's B/d tokens × h/q in forward and its all-gather in backward.
+  void EmbeddingCollective(PeerGroup& group, bool backward) {
+    if (!plan_.on_grid()) {
+      if (!backward) TensorReduce(group, "embedding tp");
+      return;
+    }
+    const Bytes bytes(GridTokens() * spec_.hidden * DTypeBytes(config_.training.dtype));
+    group.Post(GridComms(backward ? CommKind::kAllGather : CommKind::kReduceScatter, bytes,
+                         Axis::kColumn),
+               "embedding tp", kTensorCategory);
   }
 
   // Bytes each rank sends in one expert all-to-all: its E·C tokens of h elements (C, the
@@ -447,23 +658,29 @@ class IterationBuilder {
     return made[index];
   }
 
-  // Peer `tp` of data indices `dps` on `stage`: all of them (`logical`, what collectives are
-  // priced over) and the simulated ones, with their data indices.
+  // Peer `tp` of data indices `dps` on `stage` — with 2.5D, at every depth layer, which hold
+  // the same weights: all of them (`logical`, what collectives are priced over) and the
+  // simulated ones, with their (data index, tensor index).
   struct RankGroup {
     std::vector<int32_t> logical, simulated;
-    std::vector<int> simulated_dps;
+    std::vector<std::pair<int, int>> simulated_at;
   };
   RankGroup RanksOver(int stage, int tp, const std::vector<int>& dps) const {
     RankGroup group;
     for (int dp : dps) {
-      group.logical.push_back(plan_.Rank(dp, stage, tp));
-      if (dp < simulated_data_) {
-        group.simulated.push_back(group.logical.back());
-        group.simulated_dps.push_back(dp);
+      for (int member = tp; member < plan_.tensor; member += WeightPeers()) {
+        group.logical.push_back(plan_.Rank(dp, stage, member));
+        if (dp < simulated_data_ && member < simulated_tensor_) {
+          group.simulated.push_back(group.logical.back());
+          group.simulated_at.emplace_back(dp, member);
+        }
       }
     }
     return group;
   }
+
+  // Tensor-parallel ranks with distinct weights: all t, or the q² of one 2.5D depth layer.
+  int WeightPeers() const { return plan_.tensor / plan_.tensor_depth; }
 
   // ZeRO-3: each layer's (embedding's, output's) parameter shards are all-gathered from the
   // data-parallel group before its forward and again before its backward, on the rank's
@@ -489,8 +706,11 @@ class IterationBuilder {
     group.WaitBefore(std::move(gathers));
   }
 
-  void EmitWhole(PeerGroup& group, const PricedPass& pass, std::string name) {
-    for (const PricedOp& op : pass.ops) group.Add(op.duration, name, kComputeCategory);
+  void EmitWhole(PeerGroup& group, const PricedPass& pass, const std::string& name,
+                 std::string_view tensor_name) {
+    for (const PricedOp& op : pass.ops) {
+      EmitOp(group, op, op.duration, name, tensor_name, kComputeCategory);
+    }
   }
 
   // The simulated tensor-parallel peers of (dp, stage), or all of them (`all`).
@@ -531,8 +751,8 @@ class IterationBuilder {
                  "recv activations");
     } else {
       GatherParameters(group, EmbeddingParameters(), "embedding gather");
-      EmitWhole(group, embedding_forward_, "embedding fwd");
-      TensorReduce(group, "embedding tp");
+      EmitWhole(group, embedding_forward_, "embedding fwd", "embedding tp");
+      EmbeddingCollective(group, false);
     }
     for (int i = 0; i < LayersPerChunk(); ++i) {
       const int layer = FirstLayer(stage, chunk) + i;
@@ -541,7 +761,7 @@ class IterationBuilder {
     }
     if (HoldsOutput(stage, chunk)) {
       GatherParameters(group, OutputParameters(stage), "output gather");
-      EmitWhole(group, output_forward_, "output fwd");
+      EmitWhole(group, output_forward_, "output fwd", "output tp");
     } else {
       group.Send(Peers(group_dp_, stage < last ? stage + 1 : 0), Tag(microbatch, chunk, false),
                  PipelineBytes(), true, "send activations");
@@ -554,7 +774,9 @@ class IterationBuilder {
     auto mark = [&](GradientTensors tensors, GradientTensors experts = {}) {
       if (ready == nullptr) return;
       group.Flush();
-      for (size_t i = 0; i < group.ranks().size(); ++i) ready->at[i].push_back(*group.last(i));
+      for (size_t i = 0; i < group.ranks().size(); ++i) {
+        ready->at[i].push_back(group.GradientsReady(i));
+      }
       ready->tensors.push_back(std::move(tensors));
       ready->expert_tensors.push_back(std::move(experts));
     };
@@ -565,22 +787,23 @@ class IterationBuilder {
                  "recv gradients");
     } else {
       GatherParameters(group, OutputParameters(stage), "output gather");
-      EmitWhole(group, output_backward_, "output bwd");
-      TensorReduce(group, "output tp");
-      mark(OutputGradients(spec_, plan_.tensor, HoldsOutputTable(spec_, stage)));
+      EmitWhole(group, output_backward_, "output bwd", "output tp");
+      if (!plan_.on_grid()) TensorReduce(group, "output tp");
+      mark(OutputGradients(spec_, plan_, HoldsOutputTable(spec_, stage)));
     }
     for (int i = LayersPerChunk() - 1; i >= 0; --i) {
       const int layer = FirstLayer(stage, chunk) + i;
       GatherParameters(group, LayerParameters(layer), fmt::format("layer{} gather", layer));
       Emit(group, Passes(layer).recompute, layer, "recompute", kRecomputeCategory);
       Emit(group, Passes(layer).backward, layer, "bwd", kComputeCategory);
-      LayerGradientSplit gradients = LayerGradients(spec_, plan_.tensor, plan_.expert, layer);
+      LayerGradientSplit gradients = LayerGradients(spec_, plan_, layer);
       mark(std::move(gradients.dense), std::move(gradients.experts));
     }
     if (HoldsEmbedding(stage, chunk)) {
       GatherParameters(group, EmbeddingParameters(), "embedding gather");
-      EmitWhole(group, embedding_backward_, "embedding bwd");
-      mark(EmbeddingGradients(spec_, plan_.tensor));
+      EmbeddingCollective(group, true);
+      EmitWhole(group, embedding_backward_, "embedding bwd", "embedding tp");
+      mark(EmbeddingGradients(spec_, plan_));
     } else {
       group.Send(Peers(group_dp_, stage > 0 ? stage - 1 : last), Tag(microbatch, chunk, true),
                  PipelineBytes(), false, "send gradients");
@@ -593,9 +816,9 @@ class IterationBuilder {
   int64_t LayerParameters(int layer) const {
     return models::LayerParameterCount(spec_, plan_.tensor, plan_.expert, layer);
   }
-  int64_t EmbeddingParameters() const { return EmbeddingGradients(spec_, plan_.tensor).elements(); }
+  int64_t EmbeddingParameters() const { return EmbeddingGradients(spec_, plan_).elements(); }
   int64_t OutputParameters(int stage) const {
-    return OutputGradients(spec_, plan_.tensor, HoldsOutputTable(spec_, stage)).elements();
+    return OutputGradients(spec_, plan_, HoldsOutputTable(spec_, stage)).elements();
   }
 
   // FLOPs and cost sources of one micro-batch pass on the t peers of a stage.
@@ -672,18 +895,20 @@ class IterationBuilder {
       for (const GradientTensors& point : stage_ready.front().expert_tensors) {
         stage_params += point.elements();
       }
-      for (int tp = 0; tp < simulated_tensor_; ++tp) {
-        // Dense gradients over the whole data-parallel group; the experts' over the data
-        // indices holding the same experts (expert-data parallelism, D/EP ranks).
+      for (int tp = 0; tp < std::min(simulated_tensor_, WeightPeers()); ++tp) {
+        // Dense gradients over the whole data-parallel group (with 2.5D, of every depth layer:
+        // Tesseract's depth all-reduce of weight gradients, folded into data parallelism); the
+        // experts' over the data indices holding the same experts (expert-data parallelism,
+        // D/EP ranks).
         std::vector<int> all(static_cast<size_t>(plan_.data));
         std::iota(all.begin(), all.end(), 0);
         const RankGroup data = RanksOver(stage, tp, all);
-        DTSIM_RETURN_IF_ERROR(ReduceOver(stage_ready, data, tp, false, waits));
+        DTSIM_RETURN_IF_ERROR(ReduceOver(stage_ready, data, false, waits));
         for (int first = 0; first < std::min(plan_.expert, simulated_data_); ++first) {
           std::vector<int> holders;
           for (int dp = first; dp < plan_.data; dp += plan_.expert) holders.push_back(dp);
           DTSIM_RETURN_IF_ERROR(
-              ReduceOver(stage_ready, RanksOver(stage, tp, holders), tp, true, waits));
+              ReduceOver(stage_ready, RanksOver(stage, tp, holders), true, waits));
         }
         Optimizer(data.simulated, data.logical, stage_params, waits);
       }
@@ -691,9 +916,9 @@ class IterationBuilder {
     return Status::Ok();
   }
 
-  // Buckets the dense (or expert) gradients of one stage's tensor-parallel peer `tp` in the
-  // order they become ready and reduces each over `ranks`.
-  Status ReduceOver(const std::vector<GradientReady>& stage_ready, const RankGroup& ranks, int tp,
+  // Buckets the dense (or expert) gradients of one stage's ranks `ranks` (the same weights) in
+  // the order they become ready and reduces each over them.
+  Status ReduceOver(const std::vector<GradientReady>& stage_ready, const RankGroup& ranks,
                     bool experts, std::map<int32_t, std::vector<TaskId>>& waits) {
     const int64_t grad_bytes = DTypeBytes(config_.training.grad_dtype);
     const bool compressed = phase_ == CompressionPhase::kCompressed && compression_->Compresses();
@@ -709,8 +934,8 @@ class IterationBuilder {
       if ((!full && point + 1 < points.size()) || bucket.elements() == 0) continue;
       const size_t at = overlap ? point : points.size() - 1;
       std::vector<TaskId> after;
-      for (int dp : ranks.simulated_dps) {
-        after.push_back(stage_ready[static_cast<size_t>(dp)].at[static_cast<size_t>(tp)][at]);
+      for (const auto& [dp, member] : ranks.simulated_at) {
+        after.push_back(stage_ready[static_cast<size_t>(dp)].at[static_cast<size_t>(member)][at]);
       }
       DTSIM_RETURN_IF_ERROR(
           ReduceBucket(bucket, ranks.simulated, ranks.logical, after, compressed, waits));
@@ -781,8 +1006,8 @@ class IterationBuilder {
     std::map<int32_t, std::vector<TaskId>> waits;
     if (!spec_.tied_embeddings || plan_.pipeline < 2) return waits;
     const int last = plan_.pipeline - 1;
-    const int64_t bytes = spec_.PaddedVocab(plan_.tensor) / plan_.tensor * spec_.hidden *
-                          DTypeBytes(config_.training.grad_dtype);
+    const std::array<int64_t, 2> table = EmbeddingGradients(spec_, plan_).matrices.front();
+    const int64_t bytes = table[0] * table[1] * DTypeBytes(config_.training.grad_dtype);
     for (int dp = 0; dp < simulated_data_; ++dp) {
       for (int tp = 0; tp < simulated_tensor_; ++tp) {
         const std::vector<int32_t> pair = {plan_.Rank(dp, 0, tp), plan_.Rank(dp, last, tp)};
@@ -830,7 +1055,9 @@ class IterationBuilder {
       }
     }
     // One step per rank: the simulated ones stand for their class.
-    result_.sources.Add(step, static_cast<int64_t>(logical.size()) * (plan_.tensor / simulated_tensor_));
+    const int weight_peers = WeightPeers();
+    result_.sources.Add(step, static_cast<int64_t>(logical.size()) *
+                                  (weight_peers / std::min(simulated_tensor_, weight_peers)));
   }
 
   const SimulationConfig& config_;
@@ -869,12 +1096,7 @@ Expected<std::vector<models::MemoryBreakdown>> StageMemory(const SimulationConfi
   std::vector<models::MemoryBreakdown> stages;
   for (int stage = 0; stage < plan.pipeline; ++stage) {
     const models::MemoryPlan memory_plan{
-        .shard = {.micro_batch = config.training.micro_batch, .seq_len = config.training.seq_len,
-                  .dtype = config.training.dtype, .tensor_parallel = plan.tensor,
-                  .sequence_parallel = plan.sequence_parallel,
-                  .expert_parallel = plan.expert,
-                  .flash_attention = config.training.flash_attention,
-                  .dropout = config.training.dropout},
+        .shard = ShardOf(config),
         .recompute = config.training.recompute,
         .schedule = plan.schedule == ScheduleKind::kGpipe ? models::PipelineSchedule::kGpipe
                     : plan.schedule == ScheduleKind::kInterleaved

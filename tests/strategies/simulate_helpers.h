@@ -30,4 +30,22 @@ inline std::string ConfigError(const Json& json) {
   return result.ok() ? "" : result.error().ToString();
 }
 
+// Simulates `json` with full and with symmetric ranks on both network models and expects the
+// same iteration (DESIGN §4: within 0.1%), model FLOPs and MFU, from a graph at least
+// `fewer_tasks` times smaller.
+inline void ExpectSymmetricMatchesFull(Json json, int fewer_tasks = 1) {
+  for (const char* network : {"analytical", "flow"}) {
+    json["simulation"] = {{"network_model", network}, {"ranks", "full"}};
+    const SimulationResult full = SimulateJson(json);
+    json["simulation"]["ranks"] = "symmetric";
+    const SimulationResult symmetric = SimulateJson(json);
+    EXPECT_NEAR(symmetric.iteration_time.ToSecondsDouble() / full.iteration_time.ToSecondsDouble(),
+                1.0, 0.001)
+        << json["parallelism"].dump() << " " << network;
+    EXPECT_LE(symmetric.summary.tasks * static_cast<size_t>(fewer_tasks), full.summary.tasks);
+    EXPECT_DOUBLE_EQ(symmetric.iteration->stats.model_flops, full.iteration->stats.model_flops);
+    EXPECT_NEAR(symmetric.mfu, full.mfu, 0.001 * full.mfu);
+  }
+}
+
 }  // namespace dtsim::strategies

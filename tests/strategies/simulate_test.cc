@@ -200,25 +200,14 @@ TEST(SimulateTest, SymmetricRanksAgreeWithFullRanks) {
   json["parallelism"] = {{"data", 2}, {"tensor", {{"size", 4}, {"sequence_parallel", true}}},
                          {"pipeline", 2}, {"zero_stage", 1}};
   json["training"]["global_batch"] = 8;
-  for (const char* network : {"analytical", "flow"}) {
-    json["simulation"] = {{"network_model", network}, {"ranks", "full"}};
-    const SimulationResult full = SimulateJson(json);
-    json["simulation"]["ranks"] = "symmetric";
-    const SimulationResult symmetric = SimulateJson(json);
-    EXPECT_NEAR(symmetric.iteration_time.ToSecondsDouble() / full.iteration_time.ToSecondsDouble(),
-                1.0, 0.001)
-        << network;
-    EXPECT_LT(symmetric.summary.tasks * 4, full.summary.tasks);
-    EXPECT_DOUBLE_EQ(symmetric.iteration->stats.model_flops, full.iteration->stats.model_flops);
-    EXPECT_NEAR(symmetric.mfu, full.mfu, 0.001 * full.mfu);
-  }
+  ExpectSymmetricMatchesFull(json, 4);
 }
 
 TEST(SimulateTest, ShippedExamplesLoad) {
   for (const char* name : {"gpt3_175b_1024gpu.json", "gpt3_1.3b_16gpu.json",
                            "llama2_70b_64h100.json", "bert_large_64gpu_ethernet.json",
                            "bert_large_64gpu_ethernet_onebit_adam.json",
-                           "mixtral_8x7b_ep8_64h100.json"}) {
+                           "mixtral_8x7b_ep8_64h100.json", "gpt3_6.7b_tesseract_64gpu.json"}) {
     const std::string path = std::string(DTSIM_EXAMPLES_DIR) + "/" + name;
     Expected<SimulationConfig> config = LoadConfig(path, {});
     ASSERT_TRUE(config.ok()) << config.error().ToString();
@@ -228,7 +217,7 @@ TEST(SimulateTest, ShippedExamplesLoad) {
   // These run in well under a second.
   for (const char* name : {"llama2_70b_64h100.json", "bert_large_64gpu_ethernet.json",
                            "bert_large_64gpu_ethernet_onebit_adam.json",
-                           "mixtral_8x7b_ep8_64h100.json"}) {
+                           "mixtral_8x7b_ep8_64h100.json", "gpt3_6.7b_tesseract_64gpu.json"}) {
     Expected<SimulationConfig> config = LoadConfig(std::string(DTSIM_EXAMPLES_DIR) + "/" + name, {});
     ASSERT_TRUE(config.ok());
     Expected<SimulationResult> result = Simulate(*config);

@@ -49,6 +49,8 @@ OrderedJson PlanJson(const SimulationConfig& c) {
   return {{"data", c.plan.data},
           {"tensor", c.plan.tensor},
           {"pipeline", c.plan.pipeline},
+          {"tensor_mode", models::TensorLayoutNames()[static_cast<size_t>(c.plan.tensor_layout)]},
+          {"tensor_depth", c.plan.tensor_depth},
           {"sequence_parallel", c.plan.sequence_parallel},
           {"expert", c.plan.expert},
           {"expert_imbalance", c.plan.expert_imbalance},
@@ -140,6 +142,19 @@ OrderedJson ResultJson(const SimulationConfig& c, const SimulationResult& r) {
 std::string Ms(DurationNs d) { return fmt::format("{:.2f}", d.ToSecondsDouble() * 1e3); }
 std::string GiB(int64_t bytes) { return fmt::format("{:.1f}", static_cast<double>(bytes) / kGibi); }
 
+// " (SP)", " (2D 2×2)", " (2.5D 2×2×2)" or nothing.
+std::string TensorNote(const strategies::ParallelPlan& plan) {
+  switch (plan.tensor_layout) {
+    case models::TensorLayout::k1D:
+      return plan.sequence_parallel ? " (SP)" : "";
+    case models::TensorLayout::k2D:
+      return fmt::format(" (2D {0}×{0})", plan.grid());
+    case models::TensorLayout::k2p5D:
+      return fmt::format(" (2.5D {0}×{0}×{1})", plan.grid(), plan.tensor_depth);
+  }
+  return "";
+}
+
 void PrintSummary(std::ostream& out, const SimulationConfig& c, const SimulationResult& r) {
   const strategies::IterationStats& stats = r.iteration->stats;
   fmt::print(out, "dtsim simulate {}\n", c.source);
@@ -148,7 +163,7 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
   fmt::print(out, "  plan           DP {}{} × TP {}{} × PP {} ({}), {} micro-batches of {}, ZeRO {}, "
                   "recompute {}\n",
              c.plan.data, c.plan.expert > 1 ? fmt::format(" (EP {})", c.plan.expert) : "",
-             c.plan.tensor, c.plan.sequence_parallel ? " (SP)" : "", c.plan.pipeline,
+             c.plan.tensor, TensorNote(c.plan), c.plan.pipeline,
              strategies::ScheduleName(c.plan.schedule), c.Microbatches(), c.training.micro_batch,
              c.plan.zero_stage, models::RecomputeName(c.training.recompute));
   fmt::print(out, "  iteration      {}{}\n", FormatDuration(r.iteration_time),
