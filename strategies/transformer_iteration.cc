@@ -13,6 +13,7 @@
 
 #include "models/parameters.h"
 #include "sim/graph/builder.h"
+#include "strategies/gradient_reduction.h"
 #include "strategies/pipeline_schedule.h"
 
 namespace dtsim::strategies {
@@ -394,8 +395,7 @@ class IterationBuilder {
   IterationBuilder(const SimulationConfig& config, const models::OpCostModel& cost,
                    CompressionPhase phase)
       : config_(config), spec_(config.model.transformer), plan_(config.plan), cost_(cost),
-        pricer_(cost, config.plan.on_grid()), compression_(MakeCompression(config.compression)),
-        phase_(phase),
+        pricer_(cost, config.plan.on_grid()), phase_(phase),
         symmetric_(config.ranks == RanksMode::kSymmetric),
         simulated_data_(symmetric_ ? 1 : plan_.data),
         simulated_tensor_(symmetric_ ? 1 : plan_.tensor) {}
@@ -879,15 +879,11 @@ class IterationBuilder {
     return ready;
   }
 
-  // Data-parallel gradient reduction: gradients fill buckets of plan.gradient_bucket bytes in the
-  // order the last backward produces them; each bucket's reduction starts when its last
-  // gradient is ready (overlapping the rest of the backward, as PyTorch DDP and Megatron's
-  // overlap_grad_reduce do), or after the whole backward without overlap. ZeRO-1/2 reduce-
-  // scatter instead and all-gather the updated parameters after the optimizer step. Compressed
-  // (phase kCompressed), each bucket goes through the method's kernels and collectives; the
-  // 1-bit optimizers reduce one buffer at the step.
+  // Data-parallel gradient reduction (GradientReducer) of each stage's gradients, bucketed in
+  // the order the last backward produces them, and the optimizer step.
   Status ReduceGradients(const std::vector<std::vector<GradientReady>>& ready) {
-    std::map<int32_t, std::vector<TaskId>> waits = TiedEmbeddingReduce(ready);
+    GradientReducer reducer(config_, cost_, phase_, builder_, result_.sources);
+    StepWaits waits = TiedEmbeddingReduce(ready);
     for (int stage = 0; stage < plan_.pipeline; ++stage) {
       const auto& stage_ready = ready[static_cast<size_t>(stage)];
       int64_t stage_params = 0;
@@ -902,108 +898,40 @@ class IterationBuilder {
         // D/EP ranks).
         std::vector<int> all(static_cast<size_t>(plan_.data));
         std::iota(all.begin(), all.end(), 0);
-        const RankGroup data = RanksOver(stage, tp, all);
-        DTSIM_RETURN_IF_ERROR(ReduceOver(stage_ready, data, false, waits));
+        const ReductionGroup data = Reduction(stage_ready, RanksOver(stage, tp, all));
+        DTSIM_RETURN_IF_ERROR(reducer.Reduce(stage_ready.front().tensors, data, waits));
         for (int first = 0; first < std::min(plan_.expert, simulated_data_); ++first) {
           std::vector<int> holders;
           for (int dp = first; dp < plan_.data; dp += plan_.expert) holders.push_back(dp);
           DTSIM_RETURN_IF_ERROR(
-              ReduceOver(stage_ready, RanksOver(stage, tp, holders), true, waits));
+              reducer.Reduce(stage_ready.front().expert_tensors,
+                             Reduction(stage_ready, RanksOver(stage, tp, holders)), waits));
         }
-        Optimizer(data.simulated, data.logical, stage_params, waits);
+        reducer.Step(data, stage_params, waits);
       }
     }
     return Status::Ok();
   }
 
-  // Buckets the dense (or expert) gradients of one stage's ranks `ranks` (the same weights) in
-  // the order they become ready and reduces each over them.
-  Status ReduceOver(const std::vector<GradientReady>& stage_ready, const RankGroup& ranks,
-                    bool experts, std::map<int32_t, std::vector<TaskId>>& waits) {
-    const int64_t grad_bytes = DTypeBytes(config_.training.grad_dtype);
-    const bool compressed = phase_ == CompressionPhase::kCompressed && compression_->Compresses();
-    const bool one_buffer = compressed && compression_->ReducesAtStep();
-    const bool overlap = plan_.overlap_gradient_reduce && !one_buffer;
-    if (ranks.logical.size() < 2) return Status::Ok();
-    const std::vector<GradientTensors>& points =
-        experts ? stage_ready.front().expert_tensors : stage_ready.front().tensors;
-    GradientTensors bucket;
-    for (size_t point = 0; point < points.size(); ++point) {
-      bucket.Append(points[point]);
-      const bool full = !one_buffer && bucket.elements() * grad_bytes >= plan_.gradient_bucket.count();
-      if ((!full && point + 1 < points.size()) || bucket.elements() == 0) continue;
-      const size_t at = overlap ? point : points.size() - 1;
-      std::vector<TaskId> after;
-      for (const auto& [dp, member] : ranks.simulated_at) {
-        after.push_back(stage_ready[static_cast<size_t>(dp)].at[static_cast<size_t>(member)][at]);
-      }
-      DTSIM_RETURN_IF_ERROR(
-          ReduceBucket(bucket, ranks.simulated, ranks.logical, after, compressed, waits));
-      bucket = {};
+  // `ranks` with, per simulated member, where each gradient point is ready in its stage's last
+  // backward; every rank of the group runs each reduction (with symmetric ranks, every rank of
+  // the stage).
+  ReductionGroup Reduction(const std::vector<GradientReady>& stage_ready,
+                           const RankGroup& ranks) const {
+    ReductionGroup group{.simulated = ranks.simulated, .logical = ranks.logical, .ready = {},
+                         .represented = symmetric_
+                                            ? static_cast<int64_t>(plan_.data) * plan_.tensor
+                                            : static_cast<int64_t>(ranks.simulated.size())};
+    for (const auto& [dp, member] : ranks.simulated_at) {
+      group.ready.emplace_back(stage_ready[static_cast<size_t>(dp)].at[static_cast<size_t>(member)]);
     }
-    return Status::Ok();
-  }
-
-  // One bucket's reduction on each rank's "dp" stream, after `after[i]`: the collective
-  // (reduce-scatter under ZeRO, all-reduce otherwise), or the compression method's steps.
-  Status ReduceBucket(const GradientTensors& bucket, const std::vector<int32_t>& group,
-                      const std::vector<int32_t>& logical, const std::vector<TaskId>& after,
-                      bool compressed, std::map<int32_t, std::vector<TaskId>>& waits) {
-    const DType grad_dtype = config_.training.grad_dtype;
-    const auto ranks = static_cast<int>(logical.size());
-    std::vector<ReductionStep> steps;
-    if (plan_.zero_stage >= 1) {
-      steps.push_back({.name = "gradient reduce-scatter", .collective = CommKind::kReduceScatter,
-                       .bytes = Bytes(bucket.elements() * DTypeBytes(grad_dtype)), .kernels = {}});
-    } else {
-      steps = compressed ? compression_->Reduce(bucket, ranks, grad_dtype)
-                         : PlainAllReduce(bucket.elements(), grad_dtype);
-    }
-    // Every rank of the group runs it; with symmetric ranks, every rank of the stage.
-    const int64_t represented = symmetric_ ? static_cast<int64_t>(plan_.data) * plan_.tensor
-                                           : static_cast<int64_t>(group.size());
-    std::vector<std::optional<TaskId>> last(group.size());
-    for (const ReductionStep& step : steps) {
-      std::vector<TaskId> tasks;
-      if (step.collective) {
-        const graph::CommId comm = builder_.AddCollective(*step.collective, step.bytes, group);
-        if (logical.size() != group.size()) builder_.PriceAs(comm, logical);
-        for (int32_t rank : group) {
-          tasks.push_back(builder_.AddCollectiveTask(builder_.Stream(rank, "dp"), comm, step.name,
-                                                     kDataCategory));
-        }
-      } else {
-        DurationNs duration;
-        for (const Op& kernel : step.kernels) {
-          const std::optional<models::OpCost> cost = cost_.Price(kernel);
-          if (!cost) {
-            return Error(fmt::format("cost model \"{}\" cannot price compression kernel {} ({})",
-                                     cost_.name(), kernel.name, kernel.signature.Key()));
-          }
-          duration += cost->duration;
-          result_.sources.Add(*cost, represented);
-        }
-        for (int32_t rank : group) {
-          tasks.push_back(builder_.AddTask(builder_.Stream(rank, "dp"), TaskKind::kCompute,
-                                           step.name, kDataCategory, duration));
-        }
-      }
-      for (size_t i = 0; i < group.size(); ++i) {
-        if (!last[i]) builder_.AddDependency(tasks[i], after[i]);
-        last[i] = tasks[i];
-      }
-    }
-    for (size_t i = 0; i < group.size(); ++i) {
-      if (last[i]) waits[group[i]].push_back(*last[i]);
-    }
-    return Status::Ok();
+    return group;
   }
 
   // Megatron keeps a tied embedding on the first and the last stage and all-reduces its
   // gradient between the two before the step. Returns, per rank, what its step waits for.
-  std::map<int32_t, std::vector<TaskId>> TiedEmbeddingReduce(
-      const std::vector<std::vector<GradientReady>>& ready) {
-    std::map<int32_t, std::vector<TaskId>> waits;
+  StepWaits TiedEmbeddingReduce(const std::vector<std::vector<GradientReady>>& ready) {
+    StepWaits waits;
     if (!spec_.tied_embeddings || plan_.pipeline < 2) return waits;
     const int last = plan_.pipeline - 1;
     const std::array<int64_t, 2> table = EmbeddingGradients(spec_, plan_).matrices.front();
@@ -1028,44 +956,11 @@ class IterationBuilder {
     return waits;
   }
 
-  void Optimizer(const std::vector<int32_t>& group, const std::vector<int32_t>& logical,
-                 int64_t stage_params, std::map<int32_t, std::vector<TaskId>>& waits) {
-    const bool zero = plan_.zero_stage >= 1;
-    const int64_t local = zero ? (stage_params + plan_.data - 1) / plan_.data : stage_params;
-    const std::optional<models::OpCost> cost = cost_.Price(
-        models::OptimizerOp(config_.training.optimizer, local, config_.training.grad_dtype));
-    const models::OpCost step = cost.value_or(models::OpCost{});
-    std::optional<graph::CommId> gather;
-    // ZeRO-1/2 all-gather the updated shards after the step; ZeRO-3 gathers them per layer
-    // before use instead.
-    if (zero && plan_.zero_stage < 3 && logical.size() > 1) {
-      gather = builder_.AddCollective(
-          CommKind::kAllGather, Bytes(local * DTypeBytes(config_.training.dtype)), group);
-      if (logical.size() != group.size()) builder_.PriceAs(*gather, logical);
-    }
-    for (int32_t rank : group) {
-      const TaskId task =
-          builder_.AddTask(builder_.Stream(rank, kComputeStream), TaskKind::kCompute,
-                           "optimizer step", kOptimizerCategory, step.duration);
-      for (TaskId prerequisite : waits[rank]) builder_.AddDependency(task, prerequisite);
-      if (gather) {
-        const TaskId all_gather = builder_.AddCollectiveTask(
-            builder_.Stream(rank, "dp"), *gather, "parameter all-gather", kDataCategory);
-        builder_.AddDependency(all_gather, task);
-      }
-    }
-    // One step per rank: the simulated ones stand for their class.
-    const int weight_peers = WeightPeers();
-    result_.sources.Add(step, static_cast<int64_t>(logical.size()) *
-                                  (weight_peers / std::min(simulated_tensor_, weight_peers)));
-  }
-
   const SimulationConfig& config_;
   const models::TransformerSpec& spec_;
   const ParallelPlan& plan_;
   const models::OpCostModel& cost_;
   Pricer pricer_;
-  std::unique_ptr<GradientCompression> compression_;
   CompressionPhase phase_;
   TaskGraphBuilder builder_;
   IterationStats result_;

@@ -10,22 +10,11 @@
 #include "models/memory.h"
 #include "sim/base/status.h"
 #include "sim/graph/task_graph.h"
+#include "strategies/categories.h"
 #include "strategies/compression.h"
 #include "strategies/config.h"
 
 namespace dtsim::strategies {
-
-// Task categories of the built graph.
-inline constexpr std::string_view kComputeCategory = "compute";
-inline constexpr std::string_view kRecomputeCategory = "recompute";
-inline constexpr std::string_view kTensorCategory = "tp";
-inline constexpr std::string_view kPipelineCategory = "pp";
-inline constexpr std::string_view kExpertCategory = "ep";
-inline constexpr std::string_view kDataCategory = "dp";
-inline constexpr std::string_view kOptimizerCategory = "optimizer";
-// The stream every rank computes on (tensor-parallel collectives and pipeline receives block
-// it, as in Megatron); sends and gradient reduction have their own streams.
-inline constexpr std::string_view kComputeStream = "compute";
 
 struct IterationStats {
   double model_flops = 0;     // one iteration, all ranks (MFU convention, no recompute)

@@ -1,0 +1,121 @@
+#include "strategies/gradient_reduction.h"
+
+#include <fmt/format.h>
+
+namespace dtsim::strategies {
+
+using graph::CommKind;
+using graph::TaskId;
+using graph::TaskKind;
+
+GradientReducer::GradientReducer(const SimulationConfig& config, const models::OpCostModel& cost,
+                                 CompressionPhase phase, graph::TaskGraphBuilder& builder,
+                                 models::CostSourceTally& sources)
+    : config_(config), cost_(cost), phase_(phase), builder_(builder), sources_(sources),
+      compression_(MakeCompression(config.compression)) {}
+
+Status GradientReducer::Reduce(const std::vector<GradientTensors>& points,
+                               const ReductionGroup& group, StepWaits& waits) {
+  const ParallelPlan& plan = config_.plan;
+  const int64_t grad_bytes = DTypeBytes(config_.training.grad_dtype);
+  const bool compressed = phase_ == CompressionPhase::kCompressed && compression_->Compresses();
+  const bool one_buffer = compressed && compression_->ReducesAtStep();
+  const bool overlap = plan.overlap_gradient_reduce && !one_buffer;
+  if (group.logical.size() < 2) return Status::Ok();
+  GradientTensors bucket;
+  for (size_t point = 0; point < points.size(); ++point) {
+    bucket.Append(points[point]);
+    const bool full = !one_buffer && bucket.elements() * grad_bytes >= plan.gradient_bucket.count();
+    if ((!full && point + 1 < points.size()) || bucket.elements() == 0) continue;
+    const size_t at = overlap ? point : points.size() - 1;
+    std::vector<TaskId> after;
+    for (std::span<const TaskId> ready : group.ready) after.push_back(ready[at]);
+    DTSIM_RETURN_IF_ERROR(ReduceBucket(bucket, group, after, compressed, waits));
+    bucket = {};
+  }
+  return Status::Ok();
+}
+
+// One bucket's reduction on each member's "dp" stream, after `after[i]`: the collective
+// (reduce-scatter under ZeRO, all-reduce otherwise), or the compression method's steps.
+Status GradientReducer::ReduceBucket(const GradientTensors& bucket, const ReductionGroup& group,
+                                     const std::vector<TaskId>& after, bool compressed,
+                                     StepWaits& waits) {
+  const DType grad_dtype = config_.training.grad_dtype;
+  const std::vector<int32_t>& members = group.simulated;
+  std::vector<ReductionStep> steps;
+  if (config_.plan.zero_stage >= 1) {
+    steps.push_back({.name = "gradient reduce-scatter", .collective = CommKind::kReduceScatter,
+                     .bytes = Bytes(bucket.elements() * DTypeBytes(grad_dtype)), .kernels = {}});
+  } else {
+    steps = compressed
+                ? compression_->Reduce(bucket, static_cast<int>(group.logical.size()), grad_dtype)
+                : PlainAllReduce(bucket.elements(), grad_dtype);
+  }
+  std::vector<std::optional<TaskId>> last(members.size());
+  for (const ReductionStep& step : steps) {
+    std::vector<TaskId> tasks;
+    if (step.collective) {
+      const graph::CommId comm = builder_.AddCollective(*step.collective, step.bytes, members);
+      if (group.logical.size() != members.size()) builder_.PriceAs(comm, group.logical);
+      for (int32_t rank : members) {
+        tasks.push_back(builder_.AddCollectiveTask(builder_.Stream(rank, "dp"), comm, step.name,
+                                                   kDataCategory));
+      }
+    } else {
+      DurationNs duration;
+      for (const models::Op& kernel : step.kernels) {
+        const std::optional<models::OpCost> cost = cost_.Price(kernel);
+        if (!cost) {
+          return Error(fmt::format("cost model \"{}\" cannot price compression kernel {} ({})",
+                                   cost_.name(), kernel.name, kernel.signature.Key()));
+        }
+        duration += cost->duration;
+        sources_.Add(*cost, group.represented);
+      }
+      for (int32_t rank : members) {
+        tasks.push_back(builder_.AddTask(builder_.Stream(rank, "dp"), TaskKind::kCompute,
+                                         step.name, kDataCategory, duration));
+      }
+    }
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (!last[i]) builder_.AddDependency(tasks[i], after[i]);
+      last[i] = tasks[i];
+    }
+  }
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (last[i]) waits[members[i]].push_back(*last[i]);
+  }
+  return Status::Ok();
+}
+
+void GradientReducer::Step(const ReductionGroup& group, int64_t parameters, StepWaits& waits) {
+  const ParallelPlan& plan = config_.plan;
+  const bool zero = plan.zero_stage >= 1;
+  const int64_t local = zero ? (parameters + plan.data - 1) / plan.data : parameters;
+  const std::optional<models::OpCost> cost = cost_.Price(
+      models::OptimizerOp(config_.training.optimizer, local, config_.training.grad_dtype));
+  const models::OpCost step = cost.value_or(models::OpCost{});
+  std::optional<graph::CommId> gather;
+  // ZeRO-1/2 all-gather the updated shards after the step; ZeRO-3 gathers them per layer
+  // before use instead.
+  if (zero && plan.zero_stage < 3 && group.logical.size() > 1) {
+    gather = builder_.AddCollective(
+        CommKind::kAllGather, Bytes(local * DTypeBytes(config_.training.dtype)), group.simulated);
+    if (group.logical.size() != group.simulated.size()) builder_.PriceAs(*gather, group.logical);
+  }
+  for (int32_t rank : group.simulated) {
+    const TaskId task = builder_.AddTask(builder_.Stream(rank, kComputeStream), TaskKind::kCompute,
+                                         "optimizer step", kOptimizerCategory, step.duration);
+    for (TaskId prerequisite : waits[rank]) builder_.AddDependency(task, prerequisite);
+    if (gather) {
+      const TaskId all_gather = builder_.AddCollectiveTask(
+          builder_.Stream(rank, "dp"), *gather, "parameter all-gather", kDataCategory);
+      builder_.AddDependency(all_gather, task);
+    }
+  }
+  // One step per rank: the simulated ones stand for their class.
+  sources_.Add(step, group.represented);
+}
+
+}  // namespace dtsim::strategies

@@ -1,0 +1,67 @@
+// Data-parallel gradient reduction and the optimizer step, shared by every plan builder:
+// gradients fill buckets in the order the last backward pass produces them and each bucket is
+// reduced on the ranks' "dp" stream — an all-reduce, ZeRO's reduce-scatter, or a gradient
+// compression method's kernels and collectives — then each rank steps its optimizer
+// (docs/strategies.md, "Data parallelism").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "models/cost_model.h"
+#include "sim/base/status.h"
+#include "sim/graph/builder.h"
+#include "strategies/categories.h"
+#include "strategies/compression.h"
+#include "strategies/config.h"
+
+namespace dtsim::strategies {
+
+// Ranks that hold the same weights and reduce their gradients together.
+struct ReductionGroup {
+  std::vector<int32_t> simulated;  // the members in the graph
+  std::vector<int32_t> logical;    // all members: what collectives are priced over
+  // Per simulated member, per gradient point: the task after which its gradients are ready.
+  std::vector<std::span<const graph::TaskId>> ready;
+  int64_t represented = 0;  // ranks the simulated members stand for (for the cost tally)
+};
+
+// Per rank, the tasks its optimizer step waits for.
+using StepWaits = std::map<int32_t, std::vector<graph::TaskId>>;
+
+class GradientReducer {
+ public:
+  GradientReducer(const SimulationConfig& config, const models::OpCostModel& cost,
+                  CompressionPhase phase, graph::TaskGraphBuilder& builder,
+                  models::CostSourceTally& sources);
+
+  // Buckets `points` (the gradients ready at each point, in order) up to
+  // plan.gradient_bucket bytes; each bucket's reduction starts once its last gradient is ready
+  // (overlapping the rest of the backward, as PyTorch DDP and Megatron's overlap_grad_reduce
+  // do), or after the whole backward without overlap. ZeRO-1/2 reduce-scatter. Compressed
+  // (phase kCompressed), each bucket goes through the method's steps; the 1-bit optimizers
+  // reduce one buffer at the step. Adds each member's last reduction to `waits`.
+  Status Reduce(const std::vector<GradientTensors>& points, const ReductionGroup& group,
+                StepWaits& waits);
+
+  // The optimizer step over `parameters` local parameters on each simulated member, after its
+  // waits (its shard of them under ZeRO, whose stages 1 and 2 all-gather the updated
+  // parameters after it).
+  void Step(const ReductionGroup& group, int64_t parameters, StepWaits& waits);
+
+ private:
+  Status ReduceBucket(const GradientTensors& bucket, const ReductionGroup& group,
+                      const std::vector<graph::TaskId>& after, bool compressed, StepWaits& waits);
+
+  const SimulationConfig& config_;
+  const models::OpCostModel& cost_;
+  CompressionPhase phase_;
+  graph::TaskGraphBuilder& builder_;
+  models::CostSourceTally& sources_;
+  std::unique_ptr<GradientCompression> compression_;
+};
+
+}  // namespace dtsim::strategies
