@@ -32,6 +32,13 @@ void Conv(LayerBuilder& layer, const ConvLayer& conv, int64_t batch, DType dtype
   backward[1].signature.op = "conv2d_wgrad";
   Op forward = Op::Gemm(conv.name, Pass::kForward, dtype, m, conv.out_channels, k);
   forward.signature = std::move(signature);
+  forward.weight_gemm = Op::WeightGemm::kForward;
+  backward[0].weight_gemm = Op::WeightGemm::kDgrad;
+  backward[1].weight_gemm = Op::WeightGemm::kWgrad;
+  for (Op* op : {&forward, &backward[0], &backward[1]}) {
+    op->activation_block = m * k;
+    op->weight_block = k * conv.out_channels;
+  }
   const double input = static_cast<double>(batch) * conv.in_channels * conv.in_size * conv.in_size;
   layer.Forward(std::move(forward), DTypeBytes(dtype) * input, std::move(backward));
 }

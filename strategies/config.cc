@@ -137,29 +137,36 @@ Status Divisible(int64_t value, std::string_view what, int64_t by, std::string_v
                std::to_string(value));
 }
 
-// Cross-section checks: the plan against the model and the cluster.
-Status CheckPlan(SimulationConfig& config) {
+// A ResNet is trained data parallel: no tensor, pipeline or expert parallelism, no ZeRO-3
+// (whose per-layer gathers are built for transformer layers).
+Status CheckDataParallelPlan(const SimulationConfig& config) {
+  const ParallelPlan& plan = config.plan;
+  for (const auto& [key, size] : {std::pair{"tensor", plan.tensor}, std::pair{"pipeline", plan.pipeline},
+                                  std::pair{"expert", plan.expert}}) {
+    if (size != 1) {
+      return Error(fmt::format("{} plans are data parallel only ({} parallelism is built for "
+                               "transformers)",
+                               models::ModelFamilyName(config.model.family), key),
+                   fmt::format("parallelism.{}", key), std::to_string(size));
+    }
+  }
+  if (plan.zero_stage == 3) {
+    return Error("ZeRO-3 is built for transformers (per-layer parameter gathers); use 0, 1 or 2",
+                 "parallelism.zero_stage", "3");
+  }
+  if (config.training.seq_len != 0) {
+    return Error(fmt::format("{} models take no sequence length",
+                             models::ModelFamilyName(config.model.family)),
+                 "training.seq_len", std::to_string(config.training.seq_len));
+  }
+  return Status::Ok();
+}
+
+// A transformer's plan: expert parallelism against the MoE model, the shard against the
+// model, the pipeline against the layers and the schedule. Fills in the sequence length.
+Status CheckTransformerPlan(SimulationConfig& config) {
   const ParallelPlan& plan = config.plan;
   TrainingConfig& training = config.training;
-  DTSIM_RETURN_IF_ERROR(Divisible(training.global_batch, "global batch",
-                                  training.micro_batch * plan.data,
-                                  "micro-batch × data-parallel size",
-                                  "training.global_batch"));
-  // A cluster without a node count is sized to the plan; one with a node count must match it.
-  const bool sized = config.cluster.nodes > 0;
-  Status fits = network::FitCluster(config.cluster, plan.world());
-  if (!fits.ok() || (sized && config.cluster.gpu_count() != plan.world())) {
-    return Error(fmt::format("data × tensor × pipeline = {} × {} × {} = {} ranks, but the cluster "
-                             "has {} GPUs",
-                             plan.data, plan.tensor, plan.pipeline, plan.world(),
-                             config.cluster.gpu_count()),
-                 "parallelism", std::to_string(plan.world()));
-  }
-  if (config.model.family != models::ModelFamily::kTransformer) {
-    return Error("only transformer models are simulated yet (ResNet and DLRM plans are not "
-                 "built)",
-                 "model", Quote(config.model.name));
-  }
   const models::TransformerSpec& spec = config.model.transformer;
   if (plan.expert > 1) {
     if (!spec.moe.enabled()) {
@@ -198,6 +205,34 @@ Status CheckPlan(SimulationConfig& config) {
                                     plan.pipeline, "pipeline stages (interleaving)",
                                     "parallelism.pipeline"));
   }
+  return Status::Ok();
+}
+
+// Cross-section checks: the plan against the model and the cluster.
+Status CheckPlan(SimulationConfig& config) {
+  const ParallelPlan& plan = config.plan;
+  TrainingConfig& training = config.training;
+  DTSIM_RETURN_IF_ERROR(Divisible(training.global_batch, "global batch",
+                                  training.micro_batch * plan.data,
+                                  "micro-batch × data-parallel size",
+                                  "training.global_batch"));
+  // A cluster without a node count is sized to the plan; one with a node count must match it.
+  const bool sized = config.cluster.nodes > 0;
+  Status fits = network::FitCluster(config.cluster, plan.world());
+  if (!fits.ok() || (sized && config.cluster.gpu_count() != plan.world())) {
+    return Error(fmt::format("data × tensor × pipeline = {} × {} × {} = {} ranks, but the cluster "
+                             "has {} GPUs",
+                             plan.data, plan.tensor, plan.pipeline, plan.world(),
+                             config.cluster.gpu_count()),
+                 "parallelism", std::to_string(plan.world()));
+  }
+  if (config.model.family == models::ModelFamily::kDlrm) {
+    return Error("DLRM plans are not built yet (its embedding tables need model parallelism)",
+                 "model", Quote(config.model.name));
+  }
+  DTSIM_RETURN_IF_ERROR(config.model.family == models::ModelFamily::kResNet
+                            ? CheckDataParallelPlan(config)
+                            : CheckTransformerPlan(config));
   const std::string& method = config.compression.method;
   if (method != "none" && plan.zero_stage >= 1) {
     return Error(fmt::format("gradient compression replaces the all-reduce of gradients; ZeRO "

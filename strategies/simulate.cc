@@ -108,7 +108,7 @@ Status SimulatePhases(const SimulationConfig& config, const models::OpCostModel&
   const int64_t warmup = compression->warmup_steps();
   if (!compression->Compresses() || warmup == 0 || config.plan.data < 2) return Status::Ok();
   DTSIM_ASSIGN_OR_RETURN(const IterationGraph iteration,
-                         BuildTransformerIteration(config, cost, CompressionPhase::kWarmup));
+                         BuildIteration(config, cost, CompressionPhase::kWarmup));
   graph::TaskTimes times;
   DTSIM_ASSIGN_OR_RETURN(const engine::RunSummary summary, Run(config, iteration.graph, times));
   const DurationNs warm = summary.makespan - TimeNs::Zero();
@@ -131,7 +131,8 @@ Expected<SimulationResult> Simulate(const SimulationConfig& config) {
   SimulationResult result;
   result.cost_model = std::string(cost->name());
   const auto build_start = std::chrono::steady_clock::now();
-  DTSIM_ASSIGN_OR_RETURN(IterationGraph iteration, BuildTransformerIteration(config, *cost));
+  DTSIM_ASSIGN_OR_RETURN(IterationGraph iteration,
+                         BuildIteration(config, *cost, CompressionPhase::kCompressed));
   result.iteration.emplace(std::move(iteration));
   const graph::TaskGraph& graph = result.iteration->graph;
   const IterationStats& stats = result.iteration->stats;

@@ -13,6 +13,7 @@
 
 #include "models/parameters.h"
 #include "sim/graph/builder.h"
+#include "strategies/data_parallel_iteration.h"
 #include "strategies/gradient_reduction.h"
 #include "strategies/pipeline_schedule.h"
 
@@ -378,6 +379,16 @@ GradientTensors StageGradients(const SimulationConfig& config, int stage) {
   }
   if (stage == plan.pipeline - 1) {
     tensors.Append(OutputGradients(spec, plan, HoldsOutputTable(spec, stage)));
+  }
+  return tensors;
+}
+
+// The gradients one rank of `stage` holds, of any model.
+GradientTensors ModelGradients(const SimulationConfig& config, int stage) {
+  if (config.model.family != models::ModelFamily::kResNet) return StageGradients(config, stage);
+  GradientTensors tensors;
+  for (const GradientTensors& point : ResNetGradientPoints(config.model.resnet)) {
+    tensors.Append(point);
   }
   return tensors;
 }
@@ -1010,7 +1021,7 @@ Expected<std::vector<models::MemoryBreakdown>> StageMemory(const SimulationConfi
                            models::EstimateMemory(config.model, memory_plan));
     // Error-feedback residuals of gradient compression count as optimizer state.
     if (compression->Compresses() && plan.data > 1) {
-      memory.optimizer_state += compression->StateBytes(StageGradients(config, stage), plan.data,
+      memory.optimizer_state += compression->StateBytes(ModelGradients(config, stage), plan.data,
                                                         config.training.grad_dtype);
     }
     if (memory.total() > config.gpu.memory.count()) {
@@ -1031,9 +1042,16 @@ Expected<std::vector<models::MemoryBreakdown>> StageMemory(const SimulationConfi
 Expected<IterationGraph> BuildTransformerIteration(const SimulationConfig& config,
                                                    const models::OpCostModel& cost,
                                                    CompressionPhase phase) {
+  return IterationBuilder(config, cost, phase).Build();
+}
+
+Expected<IterationGraph> BuildIteration(const SimulationConfig& config,
+                                        const models::OpCostModel& cost, CompressionPhase phase) {
   DTSIM_ASSIGN_OR_RETURN(std::vector<models::MemoryBreakdown> memory, StageMemory(config));
-  IterationBuilder builder(config, cost, phase);
-  DTSIM_ASSIGN_OR_RETURN(IterationGraph iteration, builder.Build());
+  DTSIM_ASSIGN_OR_RETURN(IterationGraph iteration,
+                         config.model.family == models::ModelFamily::kResNet
+                             ? BuildDataParallelIteration(config, cost, phase)
+                             : BuildTransformerIteration(config, cost, phase));
   iteration.stats.stage_memory = std::move(memory);
   return iteration;
 }

@@ -30,6 +30,24 @@ inline std::string ConfigError(const Json& json) {
   return result.ok() ? "" : result.error().ToString();
 }
 
+// Bytes of the collectives of `kind` that rank 0 takes part in from tasks whose name starts
+// with `prefix` and, when given, of `category`.
+inline int64_t RankBytes(const SimulationResult& result, graph::CommKind kind,
+                         std::string_view prefix, std::string_view category = {}) {
+  const graph::TaskGraph& graph = result.iteration->graph;
+  int64_t bytes = 0;
+  for (size_t i = 0; i < graph.task_count(); ++i) {
+    const graph::TaskId id(static_cast<uint32_t>(i));
+    const graph::Task& task = graph.task(id);
+    if (task.kind != graph::TaskKind::kCollective || graph.rank_of(id) != 0) continue;
+    if (!graph.name(task.name).starts_with(prefix)) continue;
+    if (!category.empty() && graph.category_name(task.category) != category) continue;
+    const graph::Communication& comm = graph.comm(task.comm);
+    if (comm.kind == kind) bytes += comm.size.count();
+  }
+  return bytes;
+}
+
 // Simulates `json` with full and with symmetric ranks on both network models and expects the
 // same iteration (DESIGN §4: within 0.1%), model FLOPs and MFU, from a graph at least
 // `fewer_tasks` times smaller.

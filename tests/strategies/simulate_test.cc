@@ -207,7 +207,8 @@ TEST(SimulateTest, ShippedExamplesLoad) {
   for (const char* name : {"gpt3_175b_1024gpu.json", "gpt3_1.3b_16gpu.json",
                            "llama2_70b_64h100.json", "bert_large_64gpu_ethernet.json",
                            "bert_large_64gpu_ethernet_onebit_adam.json",
-                           "mixtral_8x7b_ep8_64h100.json", "gpt3_6.7b_tesseract_64gpu.json"}) {
+                           "mixtral_8x7b_ep8_64h100.json", "gpt3_6.7b_tesseract_64gpu.json",
+                           "resnet50_256gpu.json"}) {
     const std::string path = std::string(DTSIM_EXAMPLES_DIR) + "/" + name;
     Expected<SimulationConfig> config = LoadConfig(path, {});
     ASSERT_TRUE(config.ok()) << config.error().ToString();
@@ -217,7 +218,8 @@ TEST(SimulateTest, ShippedExamplesLoad) {
   // These run in well under a second.
   for (const char* name : {"llama2_70b_64h100.json", "bert_large_64gpu_ethernet.json",
                            "bert_large_64gpu_ethernet_onebit_adam.json",
-                           "mixtral_8x7b_ep8_64h100.json", "gpt3_6.7b_tesseract_64gpu.json"}) {
+                           "mixtral_8x7b_ep8_64h100.json", "gpt3_6.7b_tesseract_64gpu.json",
+                           "resnet50_256gpu.json"}) {
     Expected<SimulationConfig> config = LoadConfig(std::string(DTSIM_EXAMPLES_DIR) + "/" + name, {});
     ASSERT_TRUE(config.ok());
     Expected<SimulationResult> result = Simulate(*config);

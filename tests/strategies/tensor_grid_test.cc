@@ -33,21 +33,8 @@ Json GridConfig(const Json& tensor) {
   return json;
 }
 
-// Bytes of the collectives of one kind that rank 0 takes part in from tasks named `prefix…`
-// (each broadcast or reduce costs its size over the link: "broadcast-equivalent" bytes).
-int64_t RankBytes(const SimulationResult& result, graph::CommKind kind, std::string_view prefix) {
-  const graph::TaskGraph& graph = result.iteration->graph;
-  int64_t bytes = 0;
-  for (size_t i = 0; i < graph.task_count(); ++i) {
-    const graph::TaskId id(static_cast<uint32_t>(i));
-    const graph::Task& task = graph.task(id);
-    if (task.kind != graph::TaskKind::kCollective || graph.rank_of(id) != 0) continue;
-    if (!graph.name(task.name).starts_with(prefix)) continue;
-    const graph::Communication& comm = graph.comm(task.comm);
-    if (comm.kind == kind) bytes += comm.size.count();
-  }
-  return bytes;
-}
+// RankBytes counts each broadcast or reduce at its size: what it costs over the link
+// ("broadcast-equivalent" bytes).
 
 TEST(TensorGridTest, TwoDimensionalBytesPerLayerMatchTheNotes) {
   // Per linear and micro-batch (notes §4.2), forward: q broadcasts of the X block

@@ -179,8 +179,8 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
     }
     fmt::print(out, "\n");
   }
-  fmt::print(out, "  throughput     {:.2f} samples/s, {:.0f} tokens/s\n", r.samples_per_second,
-             r.tokens_per_second);
+  fmt::print(out, "  throughput     {:.2f} samples/s{}\n", r.samples_per_second,
+             c.training.seq_len > 0 ? fmt::format(", {:.0f} tokens/s", r.tokens_per_second) : "");
   fmt::print(out, "  per GPU        {:.1f} model TFLOP/s (MFU {:.1f}%), {:.1f} hardware TFLOP/s "
                   "(HFU {:.1f}%)\n",
              r.model_tflops_per_gpu, 100 * r.mfu, r.hardware_tflops_per_gpu, 100 * r.hfu);
