@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 
-#include "models/memory.h"
 #include "models/resnet.h"
 #include "sim/graph/builder.h"
 #include "strategies/gradient_reduction.h"
