@@ -219,4 +219,13 @@ Expected<EfficiencyCurve> FitMatrixEfficiency(const traces::OpCostTable& table, 
   return EfficiencyCurve{max, DurationNs(std::max<int64_t>(0, std::llround(intercept * 1e9)))};
 }
 
+Expected<OpCost> OpCostModel::PriceOrError(const Op& op, std::string_view what) const {
+  std::optional<OpCost> cost = Price(op);
+  if (!cost) {
+    return Error(fmt::format("cost model \"{}\" cannot price {} {} ({})", name(), what, op.name,
+                             op.signature.Key()));
+  }
+  return *cost;
+}
+
 }  // namespace dtsim::models

@@ -33,6 +33,9 @@ class OpCostModel {
   virtual std::string_view name() const = 0;
   // The op's duration, or nullopt when this model cannot price it.
   virtual std::optional<OpCost> Price(const Op& op) const = 0;
+  // Price, or an error naming the model, the op (as `what`, e.g. "op", "compression kernel")
+  // and its signature.
+  Expected<OpCost> PriceOrError(const Op& op, std::string_view what = "op") const;
 };
 
 // max(compute, memory) + launch overhead, where compute = FLOPs over the matrix peak of the

@@ -99,14 +99,10 @@ class DataParallelBuilder {
   Expected<PricedOps> Price(const std::vector<Op>& ops) {
     PricedOps priced;
     for (const Op& op : ops) {
-      const std::optional<models::OpCost> cost = cost_.Price(op);
-      if (!cost) {
-        return Error(fmt::format("cost model \"{}\" cannot price op {} ({})", cost_.name(),
-                                 op.name, op.signature.Key()));
-      }
-      priced.durations.push_back(cost->duration);
+      DTSIM_ASSIGN_OR_RETURN(const models::OpCost cost, cost_.PriceOrError(op));
+      priced.durations.push_back(cost.duration);
       priced.model_flops += op.model_flops;
-      sources_.push_back(*cost);
+      sources_.push_back(cost);
     }
     return priced;
   }

@@ -65,13 +65,10 @@ Status GradientReducer::ReduceBucket(const GradientTensors& bucket, const Reduct
     } else {
       DurationNs duration;
       for (const models::Op& kernel : step.kernels) {
-        const std::optional<models::OpCost> cost = cost_.Price(kernel);
-        if (!cost) {
-          return Error(fmt::format("cost model \"{}\" cannot price compression kernel {} ({})",
-                                   cost_.name(), kernel.name, kernel.signature.Key()));
-        }
-        duration += cost->duration;
-        sources_.Add(*cost, group.represented);
+        DTSIM_ASSIGN_OR_RETURN(const models::OpCost cost,
+                               cost_.PriceOrError(kernel, "compression kernel"));
+        duration += cost.duration;
+        sources_.Add(cost, group.represented);
       }
       for (int32_t rank : members) {
         tasks.push_back(builder_.AddTask(builder_.Stream(rank, "dp"), TaskKind::kCompute,

@@ -77,15 +77,11 @@ class Pricer {
   Expected<PricedPass> Price(const std::vector<Op>& ops, const Boundaries& boundaries) {
     PricedPass pass;
     for (const Op& op : ops) {
-      const std::optional<models::OpCost> cost = cost_.Price(op);
-      if (!cost) {
-        return Error(fmt::format("cost model \"{}\" cannot price op {} ({})", cost_.name(),
-                                 op.name, op.signature.Key()));
-      }
+      DTSIM_ASSIGN_OR_RETURN(const models::OpCost cost, cost_.PriceOrError(op));
       const std::string_view name = op.name;
       const auto boundary = boundaries.find(name);
       PricedOp& priced = pass.ops.emplace_back(
-          std::string(name.substr(0, name.find('.'))), cost->duration,
+          std::string(name.substr(0, name.find('.'))), cost.duration,
           boundary != boundaries.end() ? boundary->second : After::kNothing,
           name.starts_with("moe.expert."));
       if (grid_) {
@@ -95,7 +91,7 @@ class Pricer {
         priced.weight_block = op.weight_block;
       }
       pass.model_flops += op.model_flops;
-      sources_.push_back(*cost);
+      sources_.push_back(cost);
     }
     return pass;
   }

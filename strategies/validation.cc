@@ -124,9 +124,8 @@ Expected<LayerTimes> PredictLayerTimes(const models::TransformerSpec& spec,
   auto seconds = [&](const std::vector<models::Op>& ops) -> Expected<double> {
     double sum = 0;
     for (const models::Op& op : ops) {
-      const std::optional<models::OpCost> price = cost.Price(op);
-      if (!price) return Error(fmt::format("cost model \"{}\" cannot price op {}", cost.name(), op.name));
-      sum += price->duration.ToSecondsDouble();
+      DTSIM_ASSIGN_OR_RETURN(const models::OpCost price, cost.PriceOrError(op));
+      sum += price.duration.ToSecondsDouble();
     }
     return sum;
   };
