@@ -25,7 +25,7 @@ done
 # Debian 12 package names. python3-matplotlib draws the report figures (through /usr/bin/python3).
 packages=(
   cmake ninja-build g++ pkg-config
-  libboost-program-options-dev nlohmann-json3-dev libfmt-dev
+  libboost-program-options-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-matplotlib
 )

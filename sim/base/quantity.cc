@@ -46,16 +46,6 @@ constexpr std::array kFlopRateUnits = {
     Unit{"TFLOPS", 1e12},  Unit{"PFLOPS", 1e15},
 };
 
-std::string_view Trim(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
-    text.remove_prefix(1);
-  }
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
-    text.remove_suffix(1);
-  }
-  return text;
-}
-
 // A decimal number read exactly: significand * 10^exponent. Going through binary floating
 // point first would round "1.2345 us" to 1234.4999… ns and then to 1234 instead of 1235.
 struct ExactDecimal {

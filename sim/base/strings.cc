@@ -22,16 +22,24 @@ int EditDistance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
-namespace {
-std::string Lower(std::string_view text) {
+std::string ToLower(std::string_view text) {
   std::string out(text);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
-}  // namespace
+
+std::string_view Trim(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
+    text.remove_suffix(1);
+  }
+  return text;
+}
 
 std::string ClosestMatch(std::string_view word, std::span<const std::string_view> candidates) {
-  const std::string lowered = Lower(word);
+  const std::string lowered = ToLower(word);
   // Scores are doubled distances; a match that differs only in case scores one better than
   // an edit, so "Us" suggests "us" over "ns" and "gbps" suggests "Gbps" over "bps".
   const int limit = 2 * std::max<int>(2, static_cast<int>(word.size()) / 2);
@@ -39,7 +47,7 @@ std::string ClosestMatch(std::string_view word, std::span<const std::string_view
   int best_score = limit + 1;
   for (std::string_view candidate : candidates) {
     const int exact = EditDistance(word, candidate);
-    const int folded = EditDistance(lowered, Lower(candidate));
+    const int folded = EditDistance(lowered, ToLower(candidate));
     const int score = std::min(2 * exact, 2 * folded + 1);
     if (score < best_score) {
       best_score = score;

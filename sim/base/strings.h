@@ -7,6 +7,11 @@
 
 namespace dtsim {
 
+// ASCII lower case.
+std::string ToLower(std::string_view text);
+// `text` without leading and trailing whitespace.
+std::string_view Trim(std::string_view text);
+
 // Levenshtein distance (insert, delete, substitute each cost 1).
 int EditDistance(std::string_view a, std::string_view b);
 

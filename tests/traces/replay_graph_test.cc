@@ -1,0 +1,155 @@
+// The replay graph's edges on a small hand-written trace whose every dependency is known, and
+// the errors for traces that cannot be replayed.
+#include "traces/replay_graph.h"
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/testing/temp_dir.h"
+#include "tests/traces/trace_test_files.h"
+#include "traces/kineto_reader.h"
+
+namespace dtsim::traces {
+namespace {
+
+using graph::TaskId;
+
+// One step on host thread 10 (times in µs):
+//   1010 cudaLaunchKernel (corr 1, 5 us) -> gemm on stream 7, 1013-1053 (starts while the
+//        call is still returning: the call splits at 1013)
+//   1016 cudaEventRecord (corr 2), 1018 cudaStreamWaitEvent (corr 3): stream 20 waits for
+//        the event recorded on stream 7 after the gemm
+//   1020 cudaLaunchKernel (corr 4) -> NCCL all-reduce on stream 20, 1054-1074 (1 us after
+//        the gemm ended: a GPU gap of 1 us)
+//   1030 cudaStreamSynchronize(stream 20) (corr 5), returns at 1076, 2 us after the all-reduce
+//   ProfilerStep#7 spans 1000-1100.
+constexpr const char* kTwoStreamStep = R"json({"schemaVersion": 1,
+  "distributedInfo": {"rank": 3, "world_size": 8, "backend": "nccl"},
+  "traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#7", "pid": 10, "tid": 10,
+   "ts": 1000, "dur": 100},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10,
+   "ts": 1010, "dur": 5, "args": {"correlation": 1}},
+  {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1013, "dur": 40,
+   "args": {"correlation": 1, "stream": 7, "device": 0}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaEventRecord", "pid": 10, "tid": 10,
+   "ts": 1016, "dur": 1, "args": {"correlation": 2}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamWaitEvent", "pid": 10, "tid": 10,
+   "ts": 1018, "dur": 1, "args": {"correlation": 3}},
+  {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 20,
+   "ts": 1018, "dur": 1, "args": {"correlation": 3, "stream": 20, "wait_on_stream": 7,
+   "wait_on_cuda_event_record_corr_id": 2, "cuda_sync_kind": "Stream Wait Event"}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10,
+   "ts": 1020, "dur": 5, "args": {"correlation": 4}},
+  {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)",
+   "pid": 0, "tid": 20, "ts": 1054, "dur": 20,
+   "args": {"correlation": 4, "stream": 20, "Collective name": "allreduce",
+            "In msg nelems": 1024, "dtype": "Float", "Group size": 8}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 10, "tid": 10,
+   "ts": 1030, "dur": 46, "args": {"correlation": 5}},
+  {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": 20, "ts": 1031,
+   "dur": 44, "args": {"correlation": 5, "stream": 20, "cuda_sync_kind": "Stream Sync"}}
+]})json";
+
+class ReplayGraphTest : public testing_support::TempDirTest {
+ protected:
+  Trace Read(const std::string& text) {
+    const std::string path = Path("trace.json");
+    std::ofstream(path) << text;
+    Expected<Trace> trace = ReadKinetoTrace(path);
+    EXPECT_TRUE(trace.ok()) << trace.error().ToString();
+    return std::move(trace).value();
+  }
+
+  // The task named `name` (the first one).
+  static TaskId Named(const graph::TaskGraph& graph, std::string_view name) {
+    for (uint32_t t = 0; t < graph.task_count(); ++t) {
+      if (graph.name(graph.task(TaskId(t)).name) == name) return TaskId(t);
+    }
+    ADD_FAILURE() << "no task " << name;
+    return TaskId(0);
+  }
+
+  static bool DependsOn(const graph::TaskGraph& graph, TaskId task, TaskId prerequisite) {
+    const auto deps = graph.dependencies(task);
+    return std::find(deps.begin(), deps.end(), prerequisite) != deps.end();
+  }
+};
+
+TEST_F(ReplayGraphTest, RebuildsLaunchStreamWaitAndSyncEdges) {
+  const Trace trace = Read(kTwoStreamStep);
+  const Expected<ReplayGraph> replay = BuildReplayGraph(trace);
+  ASSERT_TRUE(replay.ok()) << replay.error().ToString();
+  const graph::TaskGraph& g = replay->graph;
+  const ReplayStats& s = replay->stats;
+  EXPECT_EQ(s.launch_edges, 2);
+  EXPECT_EQ(s.stream_wait_edges, 1);
+  EXPECT_EQ(s.sync_edges, 1);
+  EXPECT_EQ(s.inferred_sync_edges + s.inferred_stream_edges, 0);
+  EXPECT_EQ(s.collectives, 1);
+  EXPECT_EQ(s.gpu_gaps, 1);  // the 1 us between the gemm's end and the all-reduce
+  EXPECT_EQ(s.gpu_gap_time, Microseconds(1));
+
+  // The gemm depends on the first 3 us of its launch call; the call's last 2 us follow.
+  const TaskId gemm = Named(g, "gemm");
+  const TaskId launch = Named(g, "cudaLaunchKernel");
+  EXPECT_TRUE(DependsOn(g, gemm, launch));
+  EXPECT_EQ(g.task(launch).duration, Microseconds(3));
+  EXPECT_EQ(g.task(Named(g, "cudaLaunchKernel (returning)")).duration, Microseconds(2));
+
+  // The gap before the all-reduce waits for the gemm (the event) and its launch.
+  const TaskId gap = Named(g, "gpu gap");
+  EXPECT_TRUE(DependsOn(g, gap, gemm));
+  const TaskId all_reduce = Named(g, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)");
+  EXPECT_EQ(g.task(all_reduce).kind, graph::TaskKind::kCollective);
+  const graph::Communication& comm = g.comm(g.task(all_reduce).comm);
+  EXPECT_EQ(comm.kind, graph::CommKind::kAllReduce);
+  EXPECT_EQ(comm.size, Bytes(4096));
+  EXPECT_EQ(g.group(comm.priced_group).size(), 8u);  // priced as the 8-rank group
+  EXPECT_EQ(replay->comm_durations.at(g.task(all_reduce).comm.value()), Microseconds(20));
+
+  // The sync: its remainder (2 us after the all-reduce ended) depends on the all-reduce.
+  const TaskId wait = Named(g, "cudaStreamSynchronize (after the wait)");
+  EXPECT_TRUE(DependsOn(g, wait, all_reduce));
+  EXPECT_EQ(g.task(wait).duration, Microseconds(2));
+
+  // The step's markers sit at 1000 and 1100 us, the first event at 1000 us.
+  ASSERT_EQ(replay->steps.size(), 1u);
+  const ReplayStep& step = replay->steps[0];
+  EXPECT_EQ(step.number, 7);
+  EXPECT_EQ(step.measured, Microseconds(100));
+  EXPECT_EQ(replay->measured_start[step.begin.value()], DurationNs::Zero());
+  EXPECT_EQ(replay->measured_start[step.end.value()], Microseconds(100));
+  EXPECT_EQ(replay->measured_start[all_reduce.value()], Microseconds(54));
+}
+
+TEST_F(ReplayGraphTest, InfersAWaitTheTraceDidNotRecord) {
+  // The same step without the Stream Wait Event record: the all-reduce starts 1 us after the
+  // gemm on another stream ended, within the tolerance, so the edge is inferred.
+  std::string text = kTwoStreamStep;
+  const size_t begin = text.find(R"(  {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event")");
+  const size_t end = text.find(R"(  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10,
+   "ts": 1020)");
+  ASSERT_NE(begin, std::string::npos);
+  ASSERT_NE(end, std::string::npos);
+  text.erase(begin, end - begin);
+  const Expected<ReplayGraph> replay = BuildReplayGraph(Read(text));
+  ASSERT_TRUE(replay.ok()) << replay.error().ToString();
+  EXPECT_EQ(replay->stats.stream_wait_edges, 0);
+  EXPECT_EQ(replay->stats.inferred_stream_edges, 1);
+}
+
+TEST_F(ReplayGraphTest, ATraceWithoutGpuEventsIsAnError) {
+  const Expected<Trace> trace = ReadKinetoTrace(SharedKineto(kCuptiProfilerTrace));
+  ASSERT_TRUE(trace.ok());
+  const Expected<ReplayGraph> replay = BuildReplayGraph(*trace);
+  ASSERT_FALSE(replay.ok());
+  EXPECT_THAT(replay.error().ToString(), testing::HasSubstr("no GPU events"));
+}
+
+}  // namespace
+}  // namespace dtsim::traces

@@ -1,0 +1,33 @@
+// Reads PyTorch profiler (Kineto) traces and plain Chrome trace JSON (docs/formats/kineto.md):
+// gzip or plain, detected by content; the JSON is parsed as a stream (SAX), one event at a
+// time, so memory holds the compact Trace and never the document. Both timestamp styles are
+// read exactly: integer epoch microseconds, and relative microseconds with three decimals
+// next to baseTimeNanoseconds; `ts`/`dur` go from their decimal text to integer nanoseconds,
+// never through a double. The legacy 2021 schema (Operator/Runtime/Kernel categories, string
+// tids like "stream 7") is mapped too.
+//
+// Errors name the file and, for JSON syntax, the byte offset: a truncated gzip stream, a
+// truncated or malformed document, a document that is not a trace. Events that cannot be used
+// (no timestamp, a complete event without duration, a negative duration, a GPU op whose
+// timestamps CUPTI lost) are counted in ImportStats::dropped by reason, not fatal.
+#pragma once
+
+#include <string>
+
+#include "sim/base/status.h"
+#include "traces/trace.h"
+
+namespace dtsim::traces {
+
+Expected<Trace> ReadKinetoTrace(const std::string& path);
+
+// "123.456" µs → 123456 ns: exact for up to three decimals, rounded beyond; an exponent form
+// goes through a double. Nothing when the text is not a number or does not fit.
+std::optional<int64_t> MicrosecondsTextToNs(std::string_view text);
+
+// The collective an NCCL kernel name performs ("ncclDevKernel_AllGather_RING_LL(...)",
+// "ncclKernel_AllReduce_RING_LL_Sum_float(...)"); kSendRecv for point-to-point kernels,
+// nothing when the name is not an NCCL kernel.
+std::optional<graph::CommKind> NcclKernelKind(std::string_view kernel_name);
+
+}  // namespace dtsim::traces

@@ -1,0 +1,484 @@
+#include "traces/replay_graph.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "sim/graph/builder.h"
+
+namespace dtsim::traces {
+namespace {
+
+using graph::TaskId;
+using graph::TaskKind;
+
+constexpr std::string_view kHostCategory = "host";
+constexpr std::string_view kApiCategory = "cuda_api";
+constexpr std::string_view kWaitCategory = "host_wait";
+constexpr std::string_view kMarkerCategory = "step_marker";
+constexpr std::string_view kGapCategory = "gpu_gap";
+
+bool IsApiCall(const HostEvent& event) {
+  return event.kind == HostEventKind::kRuntime || event.kind == HostEventKind::kDriver;
+}
+
+// API calls that block the host until GPU work finishes, told by a cuda_sync record.
+bool IsBlockingSync(std::string_view api) {
+  return api.find("StreamSynchronize") != std::string_view::npos ||
+         api.find("EventSynchronize") != std::string_view::npos ||
+         api.find("DeviceSynchronize") != std::string_view::npos ||
+         api.find("CtxSynchronize") != std::string_view::npos;
+}
+
+// Copies that return to the host only once the copy is done: the synchronous API, and a copy
+// to pageable host memory (the data must have landed when the call returns). A copy from
+// pageable memory is staged and may return first, so it is not counted.
+bool IsBlockingCopy(std::string_view api, std::string_view op_name) {
+  const bool synchronous_api = api == "cudaMemcpy" || api == "cuMemcpy" ||
+                               api == "cuMemcpyDtoH_v2" || api == "cuMemcpyHtoD_v2";
+  return synchronous_api || op_name.find("-> Pageable") != std::string_view::npos;
+}
+
+// One top-level API call of a host thread, with the correlation ids of the calls nested in it.
+struct ApiCall {
+  uint32_t event = 0;
+  std::vector<int64_t> correlations;
+};
+
+class ReplayBuilder {
+ public:
+  ReplayBuilder(const Trace& trace, const ReplayOptions& options)
+      : trace_(trace), options_(options) {}
+
+  Expected<ReplayGraph> Build() {
+    if (trace_.device.empty()) {
+      return Error(fmt::format(
+                       "no GPU events (kernels, copies or sets) to replay: the trace has {} host "
+                       "events; was it recorded with ProfilerActivity.CUDA?",
+                       trace_.host.size()))
+          .InFile(trace_.file);
+    }
+    Index();
+    for (uint32_t thread = 0; thread < trace_.threads.size(); ++thread) BuildHostThread(thread);
+    for (auto& [stream, events] : streams_) BuildDeviceStream(stream, events);
+    for (const auto& [task, event] : pending_edges_) {
+      builder_.AddDependency(task, device_task_[event]);
+    }
+    std::vector<uint32_t> task_device_event(builder_.task_count(), kNone);
+    for (uint32_t event = 0; event < device_task_.size(); ++event) {
+      if (device_task_[event].valid()) task_device_event[device_task_[event].value()] = event;
+    }
+    DTSIM_ASSIGN_OR_RETURN(graph::TaskGraph graph, std::move(builder_).Build());
+    ReplayGraph replay{std::move(graph)};
+    replay.rank = 0;
+    replay.origin = origin_;
+    replay.steps = std::move(steps_);
+    replay.comm_durations = std::move(comm_durations_);
+    replay.task_device_event = std::move(task_device_event);
+    measured_start_.resize(replay.graph.task_count());
+    replay.measured_start = std::move(measured_start_);
+    replay.stats = stats_;
+    return replay;
+  }
+
+ private:
+  using StreamKey = std::pair<int32_t, int64_t>;  // (device, stream)
+
+  void Index() {
+    origin_ = TimeNs::Max();
+    for (const HostEvent& event : trace_.host) origin_ = std::min(origin_, event.start);
+    for (const DeviceEvent& event : trace_.device) origin_ = std::min(origin_, event.start);
+    for (uint32_t i = 0; i < trace_.device.size(); ++i) {
+      const DeviceEvent& event = trace_.device[i];
+      streams_[{event.device, event.stream}].push_back(i);
+      if (event.correlation >= 0) launched_[event.correlation].push_back(i);
+    }
+    for (auto& [key, events] : streams_) {
+      std::sort(events.begin(), events.end(), [&](uint32_t a, uint32_t b) {
+        const DeviceEvent& x = trace_.device[a];
+        const DeviceEvent& y = trace_.device[b];
+        return x.start != y.start ? x.start < y.start : x.correlation < y.correlation;
+      });
+      // Launch order per stream, for "the last op launched before correlation k".
+      std::vector<uint32_t>& by_correlation = by_correlation_[key];
+      for (uint32_t event : events) {
+        if (trace_.device[event].correlation >= 0) by_correlation.push_back(event);
+      }
+      std::sort(by_correlation.begin(), by_correlation.end(), [&](uint32_t a, uint32_t b) {
+        return trace_.device[a].correlation < trace_.device[b].correlation;
+      });
+    }
+    for (uint32_t i = 0; i < trace_.device.size(); ++i) {
+      ends_by_device_[trace_.device[i].device].push_back(i);
+    }
+    for (auto& [device, events] : ends_by_device_) {
+      std::sort(events.begin(), events.end(), [&](uint32_t a, uint32_t b) {
+        return trace_.device[a].end() < trace_.device[b].end();
+      });
+    }
+    for (uint32_t i = 0; i < trace_.syncs.size(); ++i) {
+      syncs_[trace_.syncs[i].correlation].push_back(i);
+    }
+    // Stream Wait Event: the waiting stream's next op after the wait call depends on the op
+    // the event captured.
+    for (const SyncEvent& sync : trace_.syncs) {
+      if (sync.kind != SyncKind::kStreamWaitEvent) continue;
+      const std::optional<uint32_t> recorded =
+          LastLaunchedBefore({sync.device, sync.wait_on_stream}, sync.record_correlation);
+      const std::optional<uint32_t> waiter = FirstLaunchedAfter({sync.device, sync.stream},
+                                                                sync.correlation);
+      if (recorded && waiter) {
+        stream_waits_[*waiter].push_back(*recorded);
+        ++stats_.stream_wait_edges;
+      }
+    }
+    device_task_.assign(trace_.device.size(), TaskId::Invalid());
+  }
+
+  std::optional<uint32_t> LastLaunchedBefore(StreamKey stream, int64_t correlation) const {
+    if (correlation < 0) return std::nullopt;
+    const auto it = by_correlation_.find(stream);
+    if (it == by_correlation_.end()) return std::nullopt;
+    const std::vector<uint32_t>& events = it->second;
+    const auto after = std::lower_bound(events.begin(), events.end(), correlation,
+                                        [&](uint32_t event, int64_t value) {
+                                          return trace_.device[event].correlation < value;
+                                        });
+    if (after == events.begin()) return std::nullopt;
+    return *(after - 1);
+  }
+
+  std::optional<uint32_t> FirstLaunchedAfter(StreamKey stream, int64_t correlation) const {
+    const auto it = by_correlation_.find(stream);
+    if (it == by_correlation_.end() || correlation < 0) return std::nullopt;
+    const std::vector<uint32_t>& events = it->second;
+    const auto after = std::upper_bound(events.begin(), events.end(), correlation,
+                                        [&](int64_t value, uint32_t event) {
+                                          return value < trace_.device[event].correlation;
+                                        });
+    if (after == events.end()) return std::nullopt;
+    return *after;
+  }
+
+  // The GPU ops a host API call waits for: from its sync records, else (a blocking call the
+  // trace has no record for) the op launched before it that ended last inside it.
+  std::vector<uint32_t> AwaitedOps(const HostEvent& call, std::string_view api) {
+    std::vector<uint32_t> awaited;
+    bool recorded = false;
+    if (const auto it = syncs_.find(call.correlation); it != syncs_.end()) {
+      for (uint32_t index : it->second) {
+        const SyncEvent& sync = trace_.syncs[index];
+        switch (sync.kind) {
+          case SyncKind::kStreamSync:
+            recorded = true;
+            if (auto op = LastLaunchedBefore({sync.device, sync.stream}, call.correlation)) {
+              awaited.push_back(*op);
+            }
+            break;
+          case SyncKind::kEventSync:
+            if (!IsBlockingSync(api)) break;  // Kineto records cudaEventQuery as an Event Sync
+            recorded = true;
+            if (auto op = LastLaunchedBefore({sync.device, sync.wait_on_stream},
+                                             sync.record_correlation)) {
+              awaited.push_back(*op);
+            }
+            break;
+          case SyncKind::kContextSync:
+            recorded = true;
+            for (const auto& [stream, events] : by_correlation_) {
+              if (stream.first != sync.device) continue;
+              if (auto op = LastLaunchedBefore(stream, call.correlation)) awaited.push_back(*op);
+            }
+            break;
+          case SyncKind::kStreamWaitEvent: break;  // GPU-side; see Index()
+        }
+      }
+    }
+    if (recorded) {
+      stats_.sync_edges += static_cast<int64_t>(awaited.size());
+      return awaited;
+    }
+    if (!IsBlockingSync(api)) return awaited;
+    // No record: the launched op that finished last while the call ran.
+    std::optional<uint32_t> best;
+    for (const auto& [device, events] : ends_by_device_) {
+      const auto last = std::upper_bound(events.begin(), events.end(), call.end(),
+                                         [&](TimeNs time, uint32_t event) {
+                                           return time < trace_.device[event].end();
+                                         });
+      for (auto it = last; it != events.begin();) {
+        const DeviceEvent& op = trace_.device[*--it];
+        if (op.end() <= call.start) break;
+        if (op.correlation >= 0 && op.correlation < call.correlation) {
+          if (!best || op.end() > trace_.device[*best].end()) best = *it;
+          break;
+        }
+      }
+    }
+    if (best) {
+      awaited.push_back(*best);
+      ++stats_.inferred_sync_edges;
+    }
+    return awaited;
+  }
+
+  // Records when a task started in the trace.
+  TaskId Measured(TaskId task, TimeNs start) {
+    if (measured_start_.size() <= task.value()) measured_start_.resize(task.value() + 1);
+    measured_start_[task.value()] = start - origin_;
+    return task;
+  }
+
+  TaskId Host(graph::StreamId stream, std::string_view name, std::string_view category,
+              TimeNs start, DurationNs duration) {
+    ++stats_.host_tasks;
+    return Measured(builder_.AddTask(stream, TaskKind::kDelay, name, category, duration), start);
+  }
+
+  // Host time from `from` to `to`, with a step marker at every boundary inside it.
+  void HostGap(graph::StreamId stream, TimeNs from, TimeNs to,
+               std::vector<std::pair<TimeNs, std::function<void(TaskId)>>>& cuts, size_t& next) {
+    while (next < cuts.size() && cuts[next].first <= to) {
+      const TimeNs cut = std::max(cuts[next].first, from);
+      if (cut > from) Host(stream, "host", kHostCategory, from, cut - from);
+      cuts[next].second(Host(stream, "step boundary", kMarkerCategory, cut, DurationNs::Zero()));
+      from = cut;
+      ++next;
+    }
+    if (to > from) Host(stream, "host", kHostCategory, from, to - from);
+  }
+
+  void BuildHostThread(uint32_t thread) {
+    std::vector<ApiCall> calls;
+    std::vector<uint32_t> api_events;
+    for (uint32_t i = 0; i < trace_.host.size(); ++i) {
+      if (trace_.host[i].thread == thread && IsApiCall(trace_.host[i])) api_events.push_back(i);
+    }
+    std::sort(api_events.begin(), api_events.end(), [&](uint32_t a, uint32_t b) {
+      const HostEvent& x = trace_.host[a];
+      const HostEvent& y = trace_.host[b];
+      return x.start != y.start ? x.start < y.start : x.duration > y.duration;
+    });
+    for (uint32_t event : api_events) {
+      const HostEvent& call = trace_.host[event];
+      if (!calls.empty() && call.start < trace_.host[calls.back().event].end()) {
+        calls.back().correlations.push_back(call.correlation);  // nested (driver in runtime)
+      } else {
+        calls.push_back({event, {call.correlation}});
+      }
+    }
+    // Step boundaries on this thread, each with what to do with its marker.
+    std::vector<std::pair<TimeNs, std::function<void(TaskId)>>> cuts;
+    for (size_t s = 0; s < trace_.steps.size(); ++s) {
+      const ProfilerStep& step = trace_.steps[s];
+      if (step.thread != thread) continue;
+      steps_.push_back({step.number, step.duration, TaskId::Invalid(), TaskId::Invalid()});
+      const size_t index = steps_.size() - 1;
+      cuts.emplace_back(step.start, [this, index](TaskId task) { steps_[index].begin = task; });
+      cuts.emplace_back(step.start + step.duration,
+                        [this, index](TaskId task) { steps_[index].end = task; });
+    }
+    std::stable_sort(cuts.begin(), cuts.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    if (calls.empty() && cuts.empty()) return;
+
+    const HostThread& info = trace_.threads[thread];
+    const graph::StreamId stream =
+        builder_.Stream(0, fmt::format("cpu {} thread {}", info.pid, info.tid));
+    TimeNs now = origin_;
+    size_t next_cut = 0;
+    for (const ApiCall& api : calls) {
+      const HostEvent& call = trace_.host[api.event];
+      HostGap(stream, now, call.start, cuts, next_cut);
+      // A boundary inside the call is put before it.
+      while (next_cut < cuts.size() && cuts[next_cut].first < call.end()) {
+        cuts[next_cut++].second(
+            Host(stream, "step boundary", kMarkerCategory, call.start, DurationNs::Zero()));
+      }
+      Call(stream, call, api.correlations);
+      now = std::max(now, call.end());
+    }
+    TimeNs last = now;
+    if (!cuts.empty()) last = std::max(last, cuts.back().first);
+    HostGap(stream, now, last, cuts, next_cut);
+  }
+
+  // One API call: the launch (the ops it launched depend on it) and, for a blocking call, the
+  // wait for the awaited ops and the measured remainder after them.
+  void Call(graph::StreamId stream, const HostEvent& call, const std::vector<int64_t>& correlations) {
+    const std::string_view api = trace_.Name(call.name);
+    std::vector<uint32_t> launched;
+    for (int64_t correlation : correlations) {
+      if (const auto it = launched_.find(correlation); it != launched_.end()) {
+        launched.insert(launched.end(), it->second.begin(), it->second.end());
+      }
+    }
+    std::vector<uint32_t> awaited = AwaitedOps(call, api);
+    for (uint32_t op : launched) {
+      const DeviceEvent& copy = trace_.device[op];
+      // The call must also have lasted until the copy ended: one that returned first did not
+      // block on it.
+      if (copy.kind == DeviceEventKind::kMemcpy && IsBlockingCopy(api, trace_.Name(copy.name)) &&
+          call.end() + options_.match_tolerance >= copy.end()) {
+        awaited.push_back(op);
+        ++stats_.sync_edges;
+      }
+    }
+    // The launch part: until the first launched op started, when that was before the call
+    // returned (a kernel often starts while cudaLaunchKernel is still returning; a staged copy
+    // long before cudaMemcpyAsync does); the rest of the call follows it.
+    DurationNs launch = call.duration;
+    if (!launched.empty()) {
+      TimeNs first_start = TimeNs::Max();
+      for (uint32_t op : launched) first_start = std::min(first_start, trace_.device[op].start);
+      if (first_start < call.end()) {
+        launch = std::clamp(first_start - call.start, DurationNs::Zero(), call.duration);
+      }
+    }
+    if (awaited.empty()) {
+      const TaskId task = Host(stream, api, kApiCategory, call.start, launch);
+      for (uint32_t op : launched) launch_task_[op] = {task, call.start + launch};
+      if (launch < call.duration) {
+        Host(stream, fmt::format("{} (returning)", api), kApiCategory, call.start + launch,
+             call.duration - launch);
+      }
+      return;
+    }
+    if (launched.empty()) {
+      launch = DurationNs::Zero();  // a pure wait: it waits from the start
+    } else {
+      const TaskId task = Host(stream, api, kApiCategory, call.start, launch);
+      for (uint32_t op : launched) launch_task_[op] = {task, call.start + launch};
+    }
+    TimeNs awaited_end = call.start + launch;
+    for (uint32_t op : awaited) awaited_end = std::max(awaited_end, trace_.device[op].end());
+    const DurationNs remainder =
+        std::clamp(call.end() - awaited_end, DurationNs::Zero(), call.duration - launch);
+    const TaskId wait = Host(stream, fmt::format("{} (after the wait)", api), kWaitCategory,
+                             call.end() - remainder, remainder);
+    for (uint32_t op : awaited) pending_edges_.emplace_back(wait, op);
+  }
+
+  void BuildDeviceStream(const StreamKey& key, const std::vector<uint32_t>& events) {
+    const graph::StreamId stream =
+        builder_.Stream(0, fmt::format("gpu {} stream {}", key.first, key.second));
+    std::optional<TimeNs> previous_end;
+    for (uint32_t index : events) {
+      const DeviceEvent& op = trace_.device[index];
+      std::vector<TaskId> host_prerequisites;
+      std::vector<uint32_t> device_prerequisites;
+      TimeNs ready = previous_end.value_or(origin_);
+      if (const auto it = launch_task_.find(index); it != launch_task_.end()) {
+        host_prerequisites.push_back(it->second.first);
+        ready = std::max(ready, it->second.second);
+        ++stats_.launch_edges;
+      }
+      if (const auto it = stream_waits_.find(index); it != stream_waits_.end()) {
+        for (uint32_t prerequisite : it->second) {
+          device_prerequisites.push_back(prerequisite);
+          ready = std::max(ready, trace_.device[prerequisite].end());
+        }
+      }
+      if (op.start - ready > options_.match_tolerance) {
+        if (const std::optional<uint32_t> other = UnrecordedWait(op, ready)) {
+          device_prerequisites.push_back(*other);
+          ready = std::max(ready, trace_.device[*other].end());
+          ++stats_.inferred_stream_edges;
+        }
+      }
+      TaskId first;
+      if (op.start > ready) {
+        first = Measured(builder_.AddTask(stream, TaskKind::kDelay, "gpu gap", kGapCategory,
+                                          op.start - ready),
+                         ready);
+        ++stats_.gpu_gaps;
+        stats_.gpu_gap_time += op.start - ready;
+      }
+      const TaskId task = Measured(DeviceTask(stream, op), op.start);
+      if (!first.valid()) first = task;
+      for (TaskId prerequisite : host_prerequisites) builder_.AddDependency(first, prerequisite);
+      for (uint32_t prerequisite : device_prerequisites) pending_edges_.emplace_back(first, prerequisite);
+      device_task_[index] = task;
+      previous_end = std::max(previous_end.value_or(op.end()), op.end());
+    }
+  }
+
+  // An op on another stream of the device that ended within the tolerance before `op` started,
+  // after `ready`: the wait the trace did not record.
+  std::optional<uint32_t> UnrecordedWait(const DeviceEvent& op, TimeNs ready) const {
+    const std::vector<uint32_t>& ends = ends_by_device_.at(op.device);
+    auto it = std::upper_bound(ends.begin(), ends.end(), op.start, [&](TimeNs time, uint32_t e) {
+      return time < trace_.device[e].end();
+    });
+    while (it != ends.begin()) {
+      const DeviceEvent& other = trace_.device[*--it];
+      if (other.end() <= ready || op.start - other.end() > options_.match_tolerance) break;
+      if (other.stream != op.stream) return *it;
+    }
+    return std::nullopt;
+  }
+
+  TaskId DeviceTask(graph::StreamId stream, const DeviceEvent& op) {
+    ++stats_.gpu_tasks;
+    const std::string_view name = trace_.Name(op.name);
+    if (op.collective != kNone) {
+      const CollectiveInfo& info = trace_.collectives[op.collective];
+      if (info.kind != graph::CommKind::kSendRecv) {
+        const int32_t rank = 0;
+        const graph::CommId comm = builder_.AddCollective(info.kind, info.bytes, std::span<const int32_t>(&rank, 1), name);
+        if (info.group_size > 1) {
+          std::vector<int32_t> logical(static_cast<size_t>(info.group_size));
+          std::iota(logical.begin(), logical.end(), 0);
+          builder_.PriceAs(comm, logical);
+        }
+        if (comm_durations_.size() <= comm.value()) comm_durations_.resize(comm.value() + 1);
+        comm_durations_[comm.value()] = op.duration;
+        ++stats_.collectives;
+        return builder_.AddCollectiveTask(stream, comm, name, "nccl");
+      }
+      return builder_.AddTask(stream, TaskKind::kCompute, name, "nccl", op.duration);
+    }
+    switch (op.kind) {
+      case DeviceEventKind::kKernel:
+        return builder_.AddTask(stream, TaskKind::kCompute, name, "kernel", op.duration);
+      case DeviceEventKind::kMemcpy:
+        return builder_.AddTask(stream, TaskKind::kMemcpy, name, "memcpy", op.duration);
+      case DeviceEventKind::kMemset:
+        return builder_.AddTask(stream, TaskKind::kMemcpy, name, "memset", op.duration);
+    }
+    return TaskId::Invalid();
+  }
+
+  const Trace& trace_;
+  const ReplayOptions& options_;
+  graph::TaskGraphBuilder builder_;
+  TimeNs origin_;
+  std::map<StreamKey, std::vector<uint32_t>> streams_;         // in start order
+  std::map<StreamKey, std::vector<uint32_t>> by_correlation_;  // in launch order
+  std::map<int32_t, std::vector<uint32_t>> ends_by_device_;    // in end order
+  std::unordered_map<int64_t, std::vector<uint32_t>> launched_;
+  std::unordered_map<int64_t, std::vector<uint32_t>> syncs_;
+  std::unordered_map<uint32_t, std::vector<uint32_t>> stream_waits_;
+  // Per launched op: the host task that launched it and when that task ended in the trace.
+  std::unordered_map<uint32_t, std::pair<TaskId, TimeNs>> launch_task_;
+  std::vector<std::pair<TaskId, uint32_t>> pending_edges_;  // (task, device event it awaits)
+  std::vector<TaskId> device_task_;
+  std::vector<DurationNs> measured_start_;  // per task, since origin_
+  std::vector<ReplayStep> steps_;
+  std::vector<DurationNs> comm_durations_;
+  ReplayStats stats_;
+};
+
+}  // namespace
+
+Expected<ReplayGraph> BuildReplayGraph(const Trace& trace, const ReplayOptions& options) {
+  return ReplayBuilder(trace, options).Build();
+}
+
+}  // namespace dtsim::traces

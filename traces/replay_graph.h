@@ -1,0 +1,74 @@
+// The replay graph of one traced process (docs/replay.md): the task graph that, simulated with
+// the measured durations, reproduces the trace, and that what-ifs change.
+//
+//  - Each CPU thread that calls CUDA is a stream of delay tasks: the measured CUDA API calls
+//    and, between them, the host time that separates them (framework and Python work), so a
+//    host-bound phase replays as host-bound. The host thread starts where it started in the
+//    trace.
+//  - Each CUDA stream is a stream of its kernels, copies and sets in start order. A GPU op
+//    depends on the API call that launched it (by correlation id).
+//  - Synchronization, from the cuda_sync records: a Stream Wait Event makes the first op the
+//    waiting stream runs after the cudaStreamWaitEvent depend on the last op the recording
+//    stream ran before the cudaEventRecord; a stream, event or context sync splits the API
+//    call into the waiting and a measured remainder that depends on the awaited ops. Copies
+//    that block the host (cudaMemcpy, pageable memory) do the same. A blocking call without a
+//    record waits for the launched op that ended last inside the call (inferred, counted).
+//  - A GPU gap the edges do not explain, ending within `match_tolerance` of an op on another
+//    stream of the device, is taken as an unrecorded cross-stream wait (inferred, counted);
+//    what remains is kept as a measured delay ("gpu_gap") before the op.
+//  - NCCL kernels are collectives with their kind, bytes and group (Trace::collectives); a
+//    p2p kernel stays a compute task. Their measured durations are in comm_durations.
+//  - ProfilerStep#N boundaries are zero-length marker tasks on the annotating thread; a
+//    step's simulated time is the time between its two markers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/base/status.h"
+#include "sim/base/time.h"
+#include "sim/graph/task_graph.h"
+#include "traces/trace.h"
+
+namespace dtsim::traces {
+
+struct ReplayOptions {
+  DurationNs match_tolerance = Microseconds(5);
+};
+
+struct ReplayStep {
+  int64_t number = 0;
+  DurationNs measured;
+  graph::TaskId begin;  // zero-length markers
+  graph::TaskId end;
+};
+
+struct ReplayStats {
+  int64_t host_tasks = 0;
+  int64_t gpu_tasks = 0;
+  int64_t collectives = 0;
+  int64_t launch_edges = 0;
+  int64_t stream_wait_edges = 0;  // from Stream Wait Event records
+  int64_t sync_edges = 0;         // host waits from sync records and blocking copies
+  int64_t inferred_sync_edges = 0;
+  int64_t inferred_stream_edges = 0;
+  int64_t gpu_gaps = 0;
+  DurationNs gpu_gap_time;
+};
+
+struct ReplayGraph {
+  graph::TaskGraph graph;
+  int32_t rank = 0;
+  TimeNs origin;  // the trace time that simulated time 0 stands for
+  std::vector<ReplayStep> steps;
+  std::vector<DurationNs> comm_durations;   // measured, indexed by CommId
+  std::vector<uint32_t> task_device_event;  // per task: its Trace::device index, or kNone
+  std::vector<DurationNs> measured_start;   // per task: when it started in the trace, since origin
+  ReplayStats stats;
+};
+
+// Errors when the trace has no GPU op to replay.
+Expected<ReplayGraph> BuildReplayGraph(const Trace& trace, const ReplayOptions& options = {});
+
+}  // namespace dtsim::traces

@@ -1,0 +1,75 @@
+#include "traces/trace_input.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include <fmt/format.h>
+#include <zlib.h>
+
+namespace dtsim::traces {
+namespace {
+
+constexpr size_t kChunkBytes = size_t{1} << 18;  // 256 KiB: large enough to amortize gzread
+
+gzFile AsGz(void* handle) { return static_cast<gzFile>(handle); }
+
+// True when the file starts with the gzip magic bytes.
+Expected<bool> StartsWithGzipMagic(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error(fmt::format("cannot open: {}", std::strerror(errno))).InFile(path);
+  unsigned char magic[2] = {0, 0};
+  in.read(reinterpret_cast<char*>(magic), 2);
+  return in.gcount() == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<TraceInputBuffer>> TraceInputBuffer::Open(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return Error("is a directory, not a trace file").InFile(path);
+  }
+  DTSIM_ASSIGN_OR_RETURN(const bool compressed, StartsWithGzipMagic(path));
+  std::unique_ptr<TraceInputBuffer> buffer(new TraceInputBuffer(path));
+  buffer->compressed_ = compressed;
+  buffer->file_bytes_ = std::filesystem::file_size(path, ec);
+  // "rb": read-only. zlib reads a file without the gzip header as plain bytes ("transparent").
+  gzFile gz = gzopen(path.c_str(), "rb");
+  if (gz == nullptr) {
+    return Error(fmt::format("cannot open: {}", std::strerror(errno))).InFile(path);
+  }
+  gzbuffer(gz, static_cast<unsigned>(kChunkBytes));
+  buffer->gz_ = gz;
+  buffer->chunk_.resize(kChunkBytes);
+  return buffer;
+}
+
+TraceInputBuffer::~TraceInputBuffer() {
+  if (gz_ != nullptr) gzclose(AsGz(gz_));
+}
+
+TraceInputBuffer::int_type TraceInputBuffer::underflow() {
+  if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+  if (gz_ == nullptr || error_) return traits_type::eof();
+  const int got = gzread(AsGz(gz_), chunk_.data(), static_cast<unsigned>(chunk_.size()));
+  if (got <= 0) {
+    int code = Z_OK;
+    const char* message = gzerror(AsGz(gz_), &code);
+    if (got < 0 || (code != Z_OK && code != Z_STREAM_END)) {
+      error_ = Error(fmt::format("{} after {} uncompressed bytes (a truncated or corrupt {} file)",
+                                 code == Z_BUF_ERROR ? "unexpected end of the gzip stream"
+                                                     : std::string(message),
+                                 bytes_read_, compressed_ ? "gzip" : "plain"))
+                   .InFile(path_);
+    }
+    return traits_type::eof();
+  }
+  bytes_read_ += static_cast<uint64_t>(got);
+  setg(chunk_.data(), chunk_.data(), chunk_.data() + got);
+  return traits_type::to_int_type(*gptr());
+}
+
+}  // namespace dtsim::traces
