@@ -1,5 +1,6 @@
 #include "tools/cli/replay_command.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include <boost/program_options.hpp>
@@ -26,6 +27,7 @@ struct ReplayOptions {
   std::string trace;
   std::string result_path;
   std::string timeline_path;
+  bool stats_only = false;
   bool help = false;
 };
 
@@ -41,7 +43,9 @@ po::options_description Describe(ReplayOptions& o) {
       ("output,o", po::value(&o.result_path)->value_name("FILE"),
        "write the import statistics and per-step comparison as JSON")
       ("timeline", po::value(&o.timeline_path)->value_name("FILE"),
-       "write the simulated replay as a Chrome trace / Perfetto timeline");
+       "write the simulated replay as a Chrome trace / Perfetto timeline")
+      ("stats-only", po::bool_switch(&o.stats_only),
+       "import the trace, print its statistics and stop (no graph, no simulation)");
   return description;
 }
 
@@ -54,6 +58,11 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   fmt::print(out, "dtsim replay {}\n\n", options.trace);
   PrintImportStats(out, trace);
+  if (options.stats_only) {
+    fmt::print(out, "  read in    {:.2f} s ({:.0f} MB/s of JSON)\n", import_seconds,
+               static_cast<double>(trace.stats.bytes) / 1e6 / std::max(import_seconds, 1e-9));
+    return Status::Ok();
+  }
   DTSIM_ASSIGN_OR_RETURN(const traces::ReplayGraph replay, traces::BuildReplayGraph(trace));
   DTSIM_ASSIGN_OR_RETURN(const strategies::ReplayResult result, strategies::SimulateReplay(replay));
   const traces::ReplayStats& g = replay.stats;
