@@ -45,8 +45,8 @@ Expected<ReplayResult> SimulateReplay(const traces::ReplayGraph& replay) {
     row.number = step.number;
     row.measured = step.measured;
     if (step.begin.valid() && step.end.valid()) {
-      row.simulated = result.times.task_start[step.end.value()] -
-                      result.times.task_start[step.begin.value()];
+      row.simulated =
+          result.times.task_start[step.end.value()] - result.times.task_start[step.begin.value()];
     }
     error_sum += std::abs(row.Error());
     result.steps.push_back(row);

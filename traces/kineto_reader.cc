@@ -1,5 +1,7 @@
 #include "traces/kineto_reader.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -8,8 +10,6 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "sim/base/json_reader.h"
 #include "sim/base/strings.h"
@@ -23,7 +23,7 @@ namespace {
 constexpr int64_t kMaxTimestampNs = int64_t{1} << 61;  // ~73 years of epoch nanoseconds
 constexpr int64_t kMaxDurationNs = int64_t{1} << 56;   // ~2.3 years
 constexpr int64_t kMaxGroupSize = int64_t{1} << 20;
-constexpr int64_t kMaxElements = int64_t{1} << 44;     // 16 Ti elements in one message
+constexpr int64_t kMaxElements = int64_t{1} << 44;  // 16 Ti elements in one message
 
 // A pid or tid: Kineto writes integers, and strings for its own tracks ("Spans", "stream 7").
 struct TrackId {
@@ -150,11 +150,11 @@ int64_t DtypeBytes(std::string_view dtype) {
   std::string name = ToLower(dtype);
   if (name.starts_with("c10::")) name = name.substr(5);
   static const std::unordered_map<std::string, int64_t> kSizes = {
-      {"float", 4},         {"float32", 4},   {"double", 8},       {"float64", 8},
-      {"half", 2},          {"float16", 2},   {"bfloat16", 2},     {"long", 8},
-      {"int64", 8},         {"int", 4},       {"int32", 4},        {"short", 2},
-      {"int16", 2},         {"char", 1},      {"signed char", 1},  {"unsigned char", 1},
-      {"byte", 1},          {"uint8", 1},     {"int8", 1},         {"bool", 1},
+      {"float", 4},         {"float32", 4},     {"double", 8},       {"float64", 8},
+      {"half", 2},          {"float16", 2},     {"bfloat16", 2},     {"long", 8},
+      {"int64", 8},         {"int", 4},         {"int32", 4},        {"short", 2},
+      {"int16", 2},         {"char", 1},        {"signed char", 1},  {"unsigned char", 1},
+      {"byte", 1},          {"uint8", 1},       {"int8", 1},         {"bool", 1},
       {"float8_e4m3fn", 1}, {"float8_e5m2", 1}, {"complexfloat", 8}, {"complexdouble", 16},
   };
   const auto it = kSizes.find(name);
@@ -280,8 +280,8 @@ class TraceAssembler {
   uint32_t Thread(const RawEvent& event) {
     const int64_t pid = event.pid.Integer().value_or(-1);
     const int64_t tid = event.tid.Integer().value_or(pid);
-    const auto [it, added] =
-        thread_index_.emplace(std::make_pair(pid, tid), static_cast<uint32_t>(trace_.threads.size()));
+    const auto [it, added] = thread_index_.emplace(std::make_pair(pid, tid),
+                                                   static_cast<uint32_t>(trace_.threads.size()));
     if (added) trace_.threads.push_back({pid, tid});
     return it->second;
   }
@@ -302,11 +302,18 @@ class TraceAssembler {
     }
     ImportStats& stats = trace_.stats;
     switch (kind) {
-      case HostEventKind::kOp: ++stats.host_ops; break;
-      case HostEventKind::kAnnotation: ++stats.annotations; break;
+      case HostEventKind::kOp:
+        ++stats.host_ops;
+        break;
+      case HostEventKind::kAnnotation:
+        ++stats.annotations;
+        break;
       case HostEventKind::kRuntime:
-      case HostEventKind::kDriver: ++stats.api_calls; break;
-      case HostEventKind::kOther: break;
+      case HostEventKind::kDriver:
+        ++stats.api_calls;
+        break;
+      case HostEventKind::kOther:
+        break;
     }
     if (kind == HostEventKind::kAnnotation && event.name.starts_with("ProfilerStep#")) {
       int64_t number = 0;
@@ -326,7 +333,8 @@ class TraceAssembler {
     device.start = TimeNs(*event.ts_ns);
     device.duration = DurationNs(*event.dur_ns);
     device.correlation = ArgInt(event.args, "correlation");
-    device.device = static_cast<int32_t>(ArgInt(event.args, "device", event.pid.Integer().value_or(0)));
+    device.device =
+        static_cast<int32_t>(ArgInt(event.args, "device", event.pid.Integer().value_or(0)));
     const std::optional<int64_t> tid_stream = event.tid.Integer();
     device.stream = ArgInt(event.args, "stream", tid_stream.value_or(0));
     device.name = trace_.names.Intern(event.name);
@@ -359,7 +367,8 @@ class TraceAssembler {
       info.size_unknown = true;  // DescribeCollectives infers it from the annotation
     }
     const int64_t group_size = ArgInt(args, "Group size", 0);
-    info.group_size = group_size > 0 && group_size <= kMaxGroupSize ? static_cast<int32_t>(group_size) : 0;
+    info.group_size =
+        group_size > 0 && group_size <= kMaxGroupSize ? static_cast<int32_t>(group_size) : 0;
     info.process_group = ArgString(args, "Process Group Name");
     if (const Json* ranks = ArgFind(args, "Process Group Ranks")) {
       Json list = *ranks;
@@ -383,7 +392,8 @@ class TraceAssembler {
 
   void Sync(RawEvent& event) {
     const std::string kind_name = ArgString(event.args, "cuda_sync_kind");
-    const std::optional<SyncKind> kind = SyncKindFromName(kind_name.empty() ? event.name : kind_name);
+    const std::optional<SyncKind> kind =
+        SyncKindFromName(kind_name.empty() ? event.name : kind_name);
     if (!kind) return Drop(fmt::format("unknown cuda_sync kind '{}'", event.name));
     SyncEvent sync;
     sync.start = TimeNs(*event.ts_ns);
@@ -392,7 +402,8 @@ class TraceAssembler {
     sync.stream = ArgInt(event.args, "stream");
     sync.wait_on_stream = ArgInt(event.args, "wait_on_stream");
     sync.record_correlation = ArgInt(event.args, "wait_on_cuda_event_record_corr_id");
-    sync.device = static_cast<int32_t>(ArgInt(event.args, "device", event.pid.Integer().value_or(0)));
+    sync.device =
+        static_cast<int32_t>(ArgInt(event.args, "device", event.pid.Integer().value_or(0)));
     sync.kind = *kind;
     ++trace_.stats.syncs;
     trace_.syncs.push_back(sync);

@@ -1,5 +1,7 @@
 #include "traces/replay_graph.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -7,8 +9,6 @@
 #include <optional>
 #include <unordered_map>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "sim/graph/builder.h"
 
@@ -131,8 +131,8 @@ class ReplayBuilder {
       if (sync.kind != SyncKind::kStreamWaitEvent) continue;
       const std::optional<uint32_t> recorded =
           LastLaunchedBefore({sync.device, sync.wait_on_stream}, sync.record_correlation);
-      const std::optional<uint32_t> waiter = FirstLaunchedAfter({sync.device, sync.stream},
-                                                                sync.correlation);
+      const std::optional<uint32_t> waiter =
+          FirstLaunchedAfter({sync.device, sync.stream}, sync.correlation);
       if (recorded && waiter) {
         stream_waits_[*waiter].push_back(*recorded);
         ++stats_.stream_wait_edges;
@@ -146,10 +146,9 @@ class ReplayBuilder {
     const auto it = by_correlation_.find(stream);
     if (it == by_correlation_.end()) return std::nullopt;
     const std::vector<uint32_t>& events = it->second;
-    const auto after = std::lower_bound(events.begin(), events.end(), correlation,
-                                        [&](uint32_t event, int64_t value) {
-                                          return trace_.device[event].correlation < value;
-                                        });
+    const auto after = std::lower_bound(
+        events.begin(), events.end(), correlation,
+        [&](uint32_t event, int64_t value) { return trace_.device[event].correlation < value; });
     if (after == events.begin()) return std::nullopt;
     return *(after - 1);
   }
@@ -158,10 +157,9 @@ class ReplayBuilder {
     const auto it = by_correlation_.find(stream);
     if (it == by_correlation_.end() || correlation < 0) return std::nullopt;
     const std::vector<uint32_t>& events = it->second;
-    const auto after = std::upper_bound(events.begin(), events.end(), correlation,
-                                        [&](int64_t value, uint32_t event) {
-                                          return value < trace_.device[event].correlation;
-                                        });
+    const auto after = std::upper_bound(
+        events.begin(), events.end(), correlation,
+        [&](int64_t value, uint32_t event) { return value < trace_.device[event].correlation; });
     if (after == events.end()) return std::nullopt;
     return *after;
   }
@@ -196,7 +194,8 @@ class ReplayBuilder {
               if (auto op = LastLaunchedBefore(stream, call.correlation)) awaited.push_back(*op);
             }
             break;
-          case SyncKind::kStreamWaitEvent: break;  // GPU-side; see Index()
+          case SyncKind::kStreamWaitEvent:
+            break;  // GPU-side; see Index()
         }
       }
     }
@@ -208,10 +207,9 @@ class ReplayBuilder {
     // No record: the launched op that finished last while the call ran.
     std::optional<uint32_t> best;
     for (const auto& [device, events] : ends_by_device_) {
-      const auto last = std::upper_bound(events.begin(), events.end(), call.end(),
-                                         [&](TimeNs time, uint32_t event) {
-                                           return time < trace_.device[event].end();
-                                         });
+      const auto last = std::upper_bound(
+          events.begin(), events.end(), call.end(),
+          [&](TimeNs time, uint32_t event) { return time < trace_.device[event].end(); });
       for (auto it = last; it != events.begin();) {
         const DeviceEvent& op = trace_.device[*--it];
         if (op.end() <= call.start) break;
@@ -311,7 +309,8 @@ class ReplayBuilder {
 
   // One API call: the launch (the ops it launched depend on it) and, for a blocking call, the
   // wait for the awaited ops and the measured remainder after them.
-  void Call(graph::StreamId stream, const HostEvent& call, const std::vector<int64_t>& correlations) {
+  void Call(graph::StreamId stream, const HostEvent& call,
+            const std::vector<int64_t>& correlations) {
     const std::string_view api = trace_.Name(call.name);
     std::vector<uint32_t> launched;
     for (int64_t correlation : correlations) {
@@ -394,16 +393,17 @@ class ReplayBuilder {
       }
       TaskId first;
       if (op.start > ready) {
-        first = Measured(builder_.AddTask(stream, TaskKind::kDelay, "gpu gap", kGapCategory,
-                                          op.start - ready),
-                         ready);
+        first = Measured(
+            builder_.AddTask(stream, TaskKind::kDelay, "gpu gap", kGapCategory, op.start - ready),
+            ready);
         ++stats_.gpu_gaps;
         stats_.gpu_gap_time += op.start - ready;
       }
       const TaskId task = Measured(DeviceTask(stream, op), op.start);
       if (!first.valid()) first = task;
       for (TaskId prerequisite : host_prerequisites) builder_.AddDependency(first, prerequisite);
-      for (uint32_t prerequisite : device_prerequisites) pending_edges_.emplace_back(first, prerequisite);
+      for (uint32_t prerequisite : device_prerequisites)
+        pending_edges_.emplace_back(first, prerequisite);
       device_task_[index] = task;
       previous_end = std::max(previous_end.value_or(op.end()), op.end());
     }
@@ -431,7 +431,8 @@ class ReplayBuilder {
       const CollectiveInfo& info = trace_.collectives[op.collective];
       if (info.kind != graph::CommKind::kSendRecv) {
         const int32_t rank = 0;
-        const graph::CommId comm = builder_.AddCollective(info.kind, info.bytes, std::span<const int32_t>(&rank, 1), name);
+        const graph::CommId comm =
+            builder_.AddCollective(info.kind, info.bytes, std::span<const int32_t>(&rank, 1), name);
         if (info.group_size > 1) {
           std::vector<int32_t> logical(static_cast<size_t>(info.group_size));
           std::iota(logical.begin(), logical.end(), 0);

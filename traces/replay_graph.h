@@ -11,8 +11,8 @@
 //    waiting stream runs after the cudaStreamWaitEvent depend on the last op the recording
 //    stream ran before the cudaEventRecord; a stream, event or context sync splits the API
 //    call into the waiting and a measured remainder that depends on the awaited ops. Copies
-//    that block the host (cudaMemcpy, pageable memory) do the same. A blocking call without a
-//    record waits for the launched op that ended last inside the call (inferred, counted).
+//    that block the host (cudaMemcpy, copies to pageable memory) do the same. A blocking call
+//    without a record waits for the launched op that ended last inside it (inferred, counted).
 //  - A GPU gap the edges do not explain, ending within `match_tolerance` of an op on another
 //    stream of the device, is taken as an unrecorded cross-stream wait (inferred, counted);
 //    what remains is kept as a measured delay ("gpu_gap") before the op.

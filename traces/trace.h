@@ -44,8 +44,8 @@ struct HostEvent {
   int64_t correlation = -1;  // CUPTI correlation id of an API call
   int64_t external_id = -1;
   graph::NameId name;
-  uint32_t thread = 0;        // index into Trace::threads
-  uint32_t shapes = kNone;    // index into Trace::shapes (ops recorded with record_shapes)
+  uint32_t thread = 0;      // index into Trace::threads
+  uint32_t shapes = kNone;  // index into Trace::shapes (ops recorded with record_shapes)
   HostEventKind kind = HostEventKind::kOp;
   TimeNs end() const { return start + duration; }
 };
@@ -55,7 +55,7 @@ struct DeviceEvent {
   DurationNs duration;
   int64_t correlation = -1;  // the launching API call's correlation id
   int64_t stream = 0;
-  Bytes bytes;               // memcpy / memset size
+  Bytes bytes;  // memcpy / memset size
   graph::NameId name;
   int32_t device = 0;
   uint32_t collective = kNone;  // index into Trace::collectives for NCCL kernels
@@ -106,7 +106,7 @@ struct ImportStats {
   uint64_t bytes = 0;       // uncompressed bytes parsed
   uint64_t file_bytes = 0;  // the file's size on disk
   bool gzip = false;
-  int64_t events = 0;   // entries of traceEvents
+  int64_t events = 0;                         // entries of traceEvents
   std::map<std::string, int64_t> categories;  // events per "ph/cat"
   int64_t host_ops = 0;
   int64_t annotations = 0;
@@ -117,11 +117,11 @@ struct ImportStats {
   int64_t syncs = 0;
   int64_t flows = 0;
   int64_t collectives = 0;
-  int64_t collectives_inferred = 0;       // kind or size taken from names and annotations
-  int64_t launches_without_gpu_op = 0;    // kernel/copy API calls whose GPU op is absent
-  int64_t gpu_ops_without_launch = 0;     // GPU ops whose API call is absent
-  int64_t zero_timestamp_gpu_ops = 0;     // start == end == 0: CUPTI lost the timestamps
-  std::map<std::string, int64_t> dropped; // events left out, by reason
+  int64_t collectives_inferred = 0;        // kind or size taken from names and annotations
+  int64_t launches_without_gpu_op = 0;     // kernel/copy API calls whose GPU op is absent
+  int64_t gpu_ops_without_launch = 0;      // GPU ops whose API call is absent
+  int64_t zero_timestamp_gpu_ops = 0;      // start == end == 0: CUPTI lost the timestamps
+  std::map<std::string, int64_t> dropped;  // events left out, by reason
 };
 
 struct Trace {
@@ -130,7 +130,7 @@ struct Trace {
   int32_t rank = -1;   // distributedInfo.rank, -1 when absent
   int32_t world_size = 0;
   std::string backend;
-  std::string gpu_name;  // deviceProperties[0].name
+  std::string gpu_name;                 // deviceProperties[0].name
   std::optional<int64_t> base_time_ns;  // baseTimeNanoseconds (newer traces)
 
   graph::StringTable names;

@@ -1,12 +1,13 @@
 #include "traces/trace_input.h"
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 
-#include <fmt/format.h>
 #include <zlib.h>
 
 namespace dtsim::traces {

@@ -4,6 +4,8 @@
 // each give a clear error or a replay, never a crash or a hang.
 #include "strategies/replay.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -11,7 +13,6 @@
 #include <random>
 #include <string>
 
-#include <gtest/gtest.h>
 #include <zlib.h>
 
 #include "tests/testing/temp_dir.h"
@@ -93,13 +94,15 @@ TEST_F(CorruptedTraces, GiveAnErrorOrAReplayNeverACrash) {
         corrupted = text;
         const int flips = 1 + static_cast<int>(rng() % 8);
         for (int i = 0; i < flips; ++i) {
-          corrupted[rng() % corrupted.size()] = static_cast<char>("0123456789{}[]\",:-.e "[rng() % 21]);
+          corrupted[rng() % corrupted.size()] =
+              static_cast<char>("0123456789{}[]\",:-.e "[rng() % 21]);
         }
       } else if (mode == 1) {
         corrupted = text.substr(0, rng() % text.size());
       } else {
         corrupted = gzip;
-        for (int i = 0; i < 4; ++i) corrupted[rng() % corrupted.size()] ^= static_cast<char>(1 + rng() % 255);
+        for (int i = 0; i < 4; ++i)
+          corrupted[rng() % corrupted.size()] ^= static_cast<char>(1 + rng() % 255);
       }
       const std::string path = Path("copy.json" + std::string(mode == 2 ? ".gz" : ""));
       std::ofstream(path, std::ios::binary | std::ios::trunc) << corrupted;

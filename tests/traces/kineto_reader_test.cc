@@ -3,13 +3,13 @@
 // traces: timestamp styles, B/E pairs, the legacy schema, NCCL collectives, and bad input.
 #include "traces/kineto_reader.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "tests/testing/temp_dir.h"
 #include "tests/traces/trace_test_files.h"
@@ -23,7 +23,7 @@ TEST(MicrosecondsTextToNs, ReadsBothTimestampStylesExactly) {
   EXPECT_EQ(MicrosecondsTextToNs("1682725898079292"), 1682725898079292000);  // epoch µs
   EXPECT_EQ(MicrosecondsTextToNs("13336315.805"), 13336315805);  // relative, three decimals
   EXPECT_EQ(MicrosecondsTextToNs("0.5"), 500);
-  EXPECT_EQ(MicrosecondsTextToNs("2.0004"), 2000);   // a fourth decimal rounds
+  EXPECT_EQ(MicrosecondsTextToNs("2.0004"), 2000);  // a fourth decimal rounds
   EXPECT_EQ(MicrosecondsTextToNs("2.0005"), 2001);
   EXPECT_EQ(MicrosecondsTextToNs("-3.25"), -3250);
   EXPECT_EQ(MicrosecondsTextToNs("1.5e3"), 1500000);
@@ -223,12 +223,15 @@ TEST_F(KinetoReaderTest, ErrorsNameTheFileAndTheProblem) {
   };
   EXPECT_THAT(error_of(Path("missing.json")), HasSubstr("missing.json: cannot open"));
   EXPECT_THAT(error_of(dir_.string()), HasSubstr("is a directory"));
-  EXPECT_THAT(error_of(Write("empty.json", "")), HasSubstr("JSON syntax error at line 1, column 1 (byte 1): while parsing value - unexpected end of input"));
+  EXPECT_THAT(error_of(Write("empty.json", "")),
+              HasSubstr("JSON syntax error at line 1, column 1 (byte 1): while parsing value - "
+                        "unexpected end of input"));
   EXPECT_THAT(error_of(Write("object.json", R"({"schemaVersion": 1})")),
               HasSubstr("no \"traceEvents\" array"));
   EXPECT_THAT(error_of(Write("truncated.json",
                              R"({"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "du)")),
-              HasSubstr("truncated.json: JSON syntax error at line 1, column 55 (byte 55): while parsing object key - invalid string: missing closing quote"));
+              HasSubstr("truncated.json: JSON syntax error at line 1, column 55 (byte 55): while "
+                        "parsing object key - invalid string: missing closing quote"));
   EXPECT_THAT(error_of(SharedKineto(kExecutionTraceHost)), HasSubstr("a PyTorch execution trace"));
   // Half of a real gzip file: zlib reports the stream's early end.
   const std::string whole = FileBytes(SharedKineto(kAlexnetTrace));

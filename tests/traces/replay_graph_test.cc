@@ -2,12 +2,12 @@
 // the errors for traces that cannot be replayed.
 #include "traces/replay_graph.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <fstream>
 #include <string>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "tests/testing/temp_dir.h"
 #include "tests/traces/trace_test_files.h"
@@ -131,8 +131,10 @@ TEST_F(ReplayGraphTest, InfersAWaitTheTraceDidNotRecord) {
   // The same step without the Stream Wait Event record: the all-reduce starts 1 us after the
   // gemm on another stream ended, within the tolerance, so the edge is inferred.
   std::string text = kTwoStreamStep;
-  const size_t begin = text.find(R"(  {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event")");
-  const size_t end = text.find(R"(  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10,
+  const size_t begin =
+      text.find(R"(  {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event")");
+  const size_t end = text.find(
+      R"(  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10,
    "ts": 1020)");
   ASSERT_NE(begin, std::string::npos);
   ASSERT_NE(end, std::string::npos);

@@ -20,15 +20,21 @@ inline constexpr const char* kCuptiProfilerTrace =
     "cupti_profiler__benchmark_result_924719_1679055439_trace.json.gz";
 inline constexpr const char* kExecutionTraceDeviceTrace =
     "execution_trace__benchmark_simple_add_trace.json.gz";
-inline constexpr const char* kExecutionTraceHost = "execution_trace__benchmark_simple_add_et.json.gz";
+inline constexpr const char* kExecutionTraceHost =
+    "execution_trace__benchmark_simple_add_et.json.gz";
 inline constexpr const char* kSampledRank0Trace = "timeline_analysis__sampled_rank-0.json.gz";
 inline constexpr const char* kSampledRank1Trace = "trace_filter__sampled_rank-1.json.gz";
 inline constexpr const char* kTritonTrace = "triton_example__triton_example.json.gz";
 
 // Every shared Kineto trace with GPU events (the replay and fuzz tests walk these).
-inline constexpr const char* kReplayableTraces[] = {
-    kAlexnetTrace,      kEventSyncTrace,    kEventSyncMultiStreamTrace, kSimpleAddTrace,
-    kExecutionTraceDeviceTrace, kSampledRank0Trace, kSampledRank1Trace, kTritonTrace};
+inline constexpr const char* kReplayableTraces[] = {kAlexnetTrace,
+                                                    kEventSyncTrace,
+                                                    kEventSyncMultiStreamTrace,
+                                                    kSimpleAddTrace,
+                                                    kExecutionTraceDeviceTrace,
+                                                    kSampledRank0Trace,
+                                                    kSampledRank1Trace,
+                                                    kTritonTrace};
 
 inline std::string SharedKineto(const std::string& file) {
   return std::string(DTSIM_SHARED_DIR) + "/traces/kineto/" + file;

@@ -1,11 +1,11 @@
 #include "tools/cli/replay_command.h"
 
-#include <algorithm>
-#include <chrono>
-
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+
+#include <algorithm>
+#include <chrono>
 
 #include "sim/base/atomic_file.h"
 #include "strategies/replay.h"
@@ -38,14 +38,13 @@ po::options_description Describe(ReplayOptions& o) {
       "dependency graph (launches, stream order, event waits, syncs, host time between API\n"
       "calls), simulates it with the measured durations and compares each ProfilerStep's\n"
       "simulated duration with the measured one (docs/replay.md).\n\nOptions");
-  description.add_options()
-      ("help,h", po::bool_switch(&o.help), "show this help")
-      ("output,o", po::value(&o.result_path)->value_name("FILE"),
-       "write the import statistics and per-step comparison as JSON")
-      ("timeline", po::value(&o.timeline_path)->value_name("FILE"),
-       "write the simulated replay as a Chrome trace / Perfetto timeline")
-      ("stats-only", po::bool_switch(&o.stats_only),
-       "import the trace, print its statistics and stop (no graph, no simulation)");
+  description.add_options()("help,h", po::bool_switch(&o.help), "show this help")(
+      "output,o", po::value(&o.result_path)->value_name("FILE"),
+      "write the import statistics and per-step comparison as JSON")(
+      "timeline", po::value(&o.timeline_path)->value_name("FILE"),
+      "write the simulated replay as a Chrome trace / Perfetto timeline")(
+      "stats-only", po::bool_switch(&o.stats_only),
+      "import the trace, print its statistics and stop (no graph, no simulation)");
   return description;
 }
 
@@ -85,8 +84,8 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
     fmt::print(out, "  {:<22} {:>14} {:>14} {:>9}\n", "step", "measured", "simulated", "error");
     for (const strategies::ReplayStepResult& step : result.steps) {
       fmt::print(out, "  {:<22} {:>14} {:>14} {:>+8.2f}%\n",
-                 fmt::format("ProfilerStep#{}", step.number), Ms(step.measured),
-                 Ms(step.simulated), 100 * step.Error());
+                 fmt::format("ProfilerStep#{}", step.number), Ms(step.measured), Ms(step.simulated),
+                 100 * step.Error());
       steps.push_back({{"step", step.number},
                        {"measured_ms", step.measured.ns() / 1e6},
                        {"simulated_ms", step.simulated.ns() / 1e6},
@@ -123,8 +122,7 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
   }
   if (!options.timeline_path.empty()) {
     DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(options.timeline_path, replay.graph,
-                                                       result.times,
-                                                       {options.trace, "measured"}));
+                                                       result.times, {options.trace, "measured"}));
   }
   return Status::Ok();
 }
