@@ -242,8 +242,9 @@ class TraceAssembler {
     DescribeCollectives();
   }
 
- private:
   void Drop(std::string reason, int64_t count = 1) { trace_.stats.dropped[reason] += count; }
+
+ private:
 
   void BeginEnd(RawEvent& event) {
     if (!event.ts_ns) return Drop("no timestamp");
@@ -585,7 +586,7 @@ class KinetoSax {
         event_.Clear();
         in_event_ = true;
       } else {
-        ++skipped_values_;
+        assembler_.Drop("traceEvents entry that is not an object");
         dom_.Begin(&scratch_);
         dom_.Open(object);
       }
@@ -618,7 +619,7 @@ class KinetoSax {
     } else if (depth_ == 1 && !root_is_array_) {
       metadata_[top_key_] = std::move(value);
     } else if (in_events_array_ && depth_ == event_depth_) {
-      ++skipped_values_;
+      assembler_.Drop("traceEvents entry that is not an object");
     }
     return true;
   }
@@ -667,7 +668,6 @@ class KinetoSax {
   bool in_events_array_ = false;
   bool in_event_ = false;
   bool saw_events_ = false;
-  int64_t skipped_values_ = 0;
   std::optional<std::string> error_;
 };
 

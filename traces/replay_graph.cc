@@ -76,7 +76,6 @@ class ReplayBuilder {
     }
     DTSIM_ASSIGN_OR_RETURN(graph::TaskGraph graph, std::move(builder_).Build());
     ReplayGraph replay{std::move(graph)};
-    replay.rank = 0;
     replay.origin = origin_;
     replay.steps = std::move(steps_);
     replay.comm_durations = std::move(comm_durations_);

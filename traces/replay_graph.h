@@ -34,6 +34,9 @@
 namespace dtsim::traces {
 
 struct ReplayOptions {
+  // How close a GPU gap's end must be to another stream's op end to be read as a wait on it:
+  // above the 1–3 µs a dependent kernel takes to start after its event fired in the shared
+  // traces, far below the gaps of unrelated work.
   DurationNs match_tolerance = Microseconds(5);
 };
 
@@ -59,7 +62,6 @@ struct ReplayStats {
 
 struct ReplayGraph {
   graph::TaskGraph graph;
-  int32_t rank = 0;
   TimeNs origin;  // the trace time that simulated time 0 stands for
   std::vector<ReplayStep> steps;
   std::vector<DurationNs> comm_durations;   // measured, indexed by CommId

@@ -24,7 +24,6 @@ class TraceInputBuffer final : public std::streambuf {
   TraceInputBuffer(const TraceInputBuffer&) = delete;
   TraceInputBuffer& operator=(const TraceInputBuffer&) = delete;
 
-  const std::string& path() const { return path_; }
   bool compressed() const { return compressed_; }
   // Uncompressed bytes handed out so far.
   uint64_t bytes_read() const { return bytes_read_; }
