@@ -245,7 +245,6 @@ class TraceAssembler {
   void Drop(std::string reason, int64_t count = 1) { trace_.stats.dropped[reason] += count; }
 
  private:
-
   void BeginEnd(RawEvent& event) {
     if (!event.ts_ns) return Drop("no timestamp");
     const std::string track = fmt::format("{}|{}|{}|{}", event.pid.number, event.pid.text,
