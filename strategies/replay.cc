@@ -32,13 +32,19 @@ double ReplayStepResult::Error() const {
   return static_cast<double>(simulated.ns() - measured.ns()) / static_cast<double>(measured.ns());
 }
 
-Expected<ReplayResult> SimulateReplay(const traces::ReplayGraph& replay) {
-  MeasuredCommunicationModel model(replay.comm_durations);
-  engine::Simulator simulator(replay.graph, model);
+Expected<MeasuredRun> SimulateMeasured(const graph::TaskGraph& graph,
+                                       const std::vector<DurationNs>& comm_durations) {
+  MeasuredCommunicationModel model(comm_durations);
+  engine::Simulator simulator(graph, model);
   DTSIM_RETURN_IF_ERROR(simulator.Run());
+  return MeasuredRun{.summary = simulator.Summarize(), .times = simulator.times()};
+}
+
+Expected<ReplayResult> SimulateReplay(const traces::ReplayGraph& replay) {
+  DTSIM_ASSIGN_OR_RETURN(MeasuredRun run, SimulateMeasured(replay.graph, replay.comm_durations));
   ReplayResult result;
-  result.summary = simulator.Summarize();
-  result.times = simulator.times();
+  result.summary = run.summary;
+  result.times = std::move(run.times);
   double error_sum = 0;
   for (const traces::ReplayStep& step : replay.steps) {
     ReplayStepResult row;

@@ -35,4 +35,14 @@ struct ReplayResult {
 
 Expected<ReplayResult> SimulateReplay(const traces::ReplayGraph& replay);
 
+struct MeasuredRun {
+  engine::RunSummary summary;
+  graph::TaskTimes times;
+};
+
+// Simulates `graph` with every collective taking the duration given for it (zero past the
+// end of `comm_durations`): how a Chakra trace of another tool replays (traces/chakra_graph.h).
+Expected<MeasuredRun> SimulateMeasured(const graph::TaskGraph& graph,
+                                       const std::vector<DurationNs>& comm_durations);
+
 }  // namespace dtsim::strategies

@@ -13,6 +13,7 @@
 
 #include "sim/base/json_reader.h"
 #include "sim/base/strings.h"
+#include "traces/json_stream.h"
 #include "traces/trace_input.h"
 
 namespace dtsim::traces {
@@ -74,53 +75,6 @@ struct RawEvent {
     tid.Clear();
     args = Json();
   }
-};
-
-// Builds one JSON value from SAX callbacks (metadata values, an event's args).
-class DomBuilder {
- public:
-  void Begin(Json* root) {
-    root_ = root;
-    stack_.clear();
-  }
-  bool active() const { return root_ != nullptr; }
-  // Adds a scalar; true when it completes the value.
-  bool Scalar(Json value) {
-    Put(std::move(value));
-    return Done();
-  }
-  void Open(bool object) { stack_.push_back(Put(object ? Json::object() : Json::array())); }
-  // Closes the innermost container; true when that completes the value.
-  bool Close() {
-    stack_.pop_back();
-    return Done();
-  }
-  void Key(std::string key) { key_ = std::move(key); }
-
- private:
-  bool Done() {
-    if (!stack_.empty()) return false;
-    root_ = nullptr;
-    return true;
-  }
-  Json* Put(Json value) {
-    if (stack_.empty()) {
-      *root_ = std::move(value);
-      return root_;
-    }
-    Json& top = *stack_.back();
-    if (top.is_array()) {
-      top.push_back(std::move(value));
-      return &top.back();
-    }
-    Json& slot = top[key_];
-    slot = std::move(value);
-    return &slot;
-  }
-
-  Json* root_ = nullptr;
-  std::vector<Json*> stack_;
-  std::string key_;
 };
 
 int64_t ArgInt(const Json& args, std::string_view key, int64_t fallback = -1) {
@@ -495,12 +449,11 @@ class TraceAssembler {
 };
 
 // The SAX handler: streams traceEvents into the assembler, keeps the other top-level keys.
-class KinetoSax {
+class KinetoSax : public SaxErrors {
  public:
   KinetoSax(TraceAssembler& assembler, Json& metadata)
       : assembler_(assembler), metadata_(metadata) {}
 
-  const std::optional<std::string>& error() const { return error_; }
   bool saw_events() const { return saw_events_; }
   bool root_is_array() const { return root_is_array_; }
 
@@ -532,25 +485,6 @@ class KinetoSax {
       event_key_ = key;
     }
     return true;
-  }
-
-  bool parse_error(size_t position, const std::string& /*last_token*/,
-                   const nlohmann::detail::exception& exception) {
-    // nlohmann's message: "[json.exception.parse_error.101] parse error at line 1, column 5:
-    // syntax error while parsing value - unexpected end of input; expected '['".
-    std::string what = exception.what();
-    std::string where;
-    if (const size_t at = what.find("parse error at "); at != std::string::npos) {
-      const size_t colon = what.find(": ", at);
-      if (colon != std::string::npos) {
-        where = what.substr(at + 15, colon - at - 15);  // "line 1, column 5"
-        what = what.substr(colon + 2);
-      }
-    }
-    if (what.starts_with("syntax error ")) what = what.substr(13);
-    error_ = fmt::format("JSON syntax error at {}{}(byte {}): {}", where, where.empty() ? "" : " ",
-                         position, what);
-    return false;
   }
 
  private:
@@ -667,7 +601,6 @@ class KinetoSax {
   bool in_events_array_ = false;
   bool in_event_ = false;
   bool saw_events_ = false;
-  std::optional<std::string> error_;
 };
 
 void ReadMetadata(const Json& metadata, Trace& trace) {

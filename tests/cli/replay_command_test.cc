@@ -1,5 +1,7 @@
 #include "tools/cli/replay_command.h"
 
+#include "tools/cli/simulate_command.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -42,6 +44,40 @@ TEST_F(ReplayCommandTest, PrintsStatisticsAndStepsAndWritesResultAndTimeline) {
   const Expected<Json> timeline = ReadJsonFile(Path("timeline.json"));
   ASSERT_TRUE(timeline.ok()) << timeline.error().ToString();
   EXPECT_GT((*timeline)["traceEvents"].size(), 4000u);
+}
+
+TEST_F(ReplayCommandTest, ReplaysAChakraTraceAndWritesItsStatistics) {
+  const CommandOutcome outcome =
+      Replay({DTSIM_SHARED_DIR "/traces/chakra/chakra.0.et", "-o", Path("replay.json")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("3664 nodes (3.0 MB): 3643 COMP_NODE, 21 COMM_COLL_NODE"));
+  EXPECT_THAT(output_.str(), HasSubstr("14 (no comm_type), 5 ALL_REDUCE, 2 BROADCAST"));
+  EXPECT_THAT(output_.str(), HasSubstr("3664 tasks (2448 host, 1216 GPU, 7 collectives"));
+  const Json result = *ReadJsonFile(Path("replay.json"));
+  EXPECT_EQ(result["trace"]["form"], "protobuf");
+  EXPECT_EQ(result["trace"]["nodes_by_type"]["COMM_COLL_NODE"], 21);
+  // strategies/replay_test derives this span from the stream schedule.
+  EXPECT_GT(result["simulated_span_ms"].get<double>(), 46.0);
+}
+
+// `dtsim simulate --chakra` exports every rank; `dtsim replay --all-ranks` reads them back.
+TEST_F(ReplayCommandTest, ReplaysEveryRankOfAChakraExport) {
+  std::ostringstream simulate_output;
+  const std::vector<std::string> simulate_args = {DTSIM_EXAMPLES_DIR "/gpt3_1.3b_16gpu.json",
+                                                  "--chakra", Path("gpt")};
+  const CommandOutcome simulated = SimulateCommand(simulate_args, simulate_output);
+  ASSERT_EQ(simulated.kind, CommandOutcome::Kind::kOk) << simulated.error->ToString();
+  EXPECT_THAT(simulate_output.str(), HasSubstr("16 ET files"));
+  const Expected<Json> groups = ReadJsonFile(Path("gpt.comm_groups.json"));
+  ASSERT_TRUE(groups.ok()) << groups.error().ToString();
+  const CommandOutcome outcome = Replay({Path("gpt.3.et"), "--all-ranks"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("16 files"));
+  EXPECT_THAT(output_.str(), HasSubstr("27136 tasks"));
+  // One rank alone cannot run: its collectives wait for ranks that are not there.
+  EXPECT_THAT(Replay({Path("gpt.3.et")}).error->ToString(), HasSubstr("never post it"));
+  EXPECT_THAT(Replay({Path("gpt.comm_groups.json"), "--all-ranks"}).error->ToString(),
+              HasSubstr("--all-ranks reads the rank files of a Chakra trace"));
 }
 
 TEST_F(ReplayCommandTest, BadInputIsAFailureNamingTheFile) {

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <string>
 
@@ -17,6 +18,8 @@
 
 #include "tests/testing/temp_dir.h"
 #include "tests/traces/trace_test_files.h"
+#include "traces/chakra_graph.h"
+#include "traces/chakra_reader.h"
 #include "traces/kineto_reader.h"
 #include "traces/replay_graph.h"
 
@@ -119,6 +122,69 @@ TEST_F(CorruptedTraces, GiveAnErrorOrAReplayNeverACrash) {
   std::printf("  corrupted copies: %d replayed, %d rejected with an error\n", outcomes_ok,
               outcomes_error);
   EXPECT_GT(outcomes_error, 0);
+}
+
+// The shared Chakra trace replayed with its recorded durations. Every stream runs its tasks in
+// order, so the schedule is the longest-path recurrence end = duration + max(end of the stream
+// predecessor, end of every dependency), computed here over the graph without the engine; it
+// must also lie between the critical path of the file's data_deps (the bound with unlimited
+// parallelism) and the sum of all durations (everything one after another).
+TEST(ChakraReplay, ReproducesTheStreamScheduleOfTheSharedTrace) {
+  const Expected<traces::ChakraTrace> trace =
+      traces::ReadChakraTrace(traces::SharedChakra(traces::kChakraEt));
+  ASSERT_TRUE(trace.ok()) << trace.error().ToString();
+  const Expected<traces::ChakraGraph> chakra = traces::BuildChakraGraph(std::span(&*trace, 1));
+  ASSERT_TRUE(chakra.ok()) << chakra.error().ToString();
+  const Expected<MeasuredRun> run = SimulateMeasured(chakra->graph, chakra->comm_durations);
+  ASSERT_TRUE(run.ok()) << run.error().ToString();
+
+  const graph::TaskGraph& g = chakra->graph;
+  std::vector<int64_t> end(g.task_count(), -1);
+  std::vector<graph::TaskId> previous(g.task_count());
+  for (uint32_t s = 0; s < g.stream_count(); ++s) {
+    graph::TaskId last;
+    for (const graph::TaskId t : g.stream_tasks(graph::StreamId(s))) {
+      previous[t.value()] = last;
+      last = t;
+    }
+  }
+  // The graph adds tasks in a topological order, so one pass in index order settles them.
+  int64_t span = 0;
+  for (uint32_t t = 0; t < g.task_count(); ++t) {
+    int64_t start = previous[t].valid() ? end[previous[t].value()] : 0;
+    for (const graph::TaskId dep : g.dependencies(graph::TaskId(t))) {
+      ASSERT_LT(dep.value(), t);
+      start = std::max(start, end[dep.value()]);
+    }
+    const graph::Task& task = g.task(graph::TaskId(t));
+    const int64_t duration = task.kind == graph::TaskKind::kCollective
+                                 ? chakra->comm_durations[task.comm.value()].ns()
+                                 : task.duration.ns();
+    end[t] = start + duration;
+    span = std::max(span, end[t]);
+  }
+  EXPECT_EQ((run->summary.makespan - TimeNs::Zero()).ns(), span);
+
+  std::map<uint64_t, int64_t> node_end;
+  int64_t critical_path = 0;
+  int64_t total = 0;
+  for (const traces::ChakraNode& node : trace->nodes) total += node.duration_micros * 1000;
+  // Critical path over data_deps alone, in the graph's (topological) task order.
+  std::map<std::string, const traces::ChakraNode*> by_external;
+  for (const traces::ChakraNode& node : trace->nodes) {
+    by_external["0:" + std::to_string(node.id)] = &node;
+  }
+  for (uint32_t t = 0; t < g.task_count(); ++t) {
+    const traces::ChakraNode& node = *by_external.at(std::string(g.external_id(graph::TaskId(t))));
+    int64_t start = 0;
+    for (const uint64_t dep : node.data_deps) start = std::max(start, node_end[dep]);
+    node_end[node.id] = start + static_cast<int64_t>(node.duration_micros) * 1000;
+    critical_path = std::max(critical_path, node_end[node.id]);
+  }
+  EXPECT_GE(span, critical_path);
+  EXPECT_LE(span, total);
+  std::printf("chakra.0.et: simulated %.3f ms; data_deps critical path %.3f ms; all work %.3f ms\n",
+              span / 1e6, critical_path / 1e6, total / 1e6);
 }
 
 }  // namespace

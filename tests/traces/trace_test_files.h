@@ -36,8 +36,16 @@ inline constexpr const char* kReplayableTraces[] = {kAlexnetTrace,
                                                     kSampledRank1Trace,
                                                     kTritonTrace};
 
+inline constexpr const char* kChakraEt = "chakra.0.et";
+inline constexpr const char* kChakraWorkloadJson = "chakra.0.json.gz";
+inline constexpr const char* kSmallChakraJson = "small_chakra.0.json";
+
 inline std::string SharedKineto(const std::string& file) {
   return std::string(DTSIM_SHARED_DIR) + "/traces/kineto/" + file;
+}
+
+inline std::string SharedChakra(const std::string& file) {
+  return std::string(DTSIM_SHARED_DIR) + "/traces/chakra/" + file;
 }
 
 // A gtest parameter name for a trace file: its first 40 letters and digits.

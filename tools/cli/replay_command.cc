@@ -6,14 +6,19 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <regex>
 
 #include "sim/base/atomic_file.h"
 #include "strategies/replay.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/trace_report.h"
+#include "traces/chakra_graph.h"
+#include "traces/chakra_reader.h"
 #include "traces/chrome_trace_writer.h"
 #include "traces/kineto_reader.h"
 #include "traces/replay_graph.h"
+#include "traces/trace_format.h"
 
 namespace dtsim::cli {
 namespace {
@@ -28,6 +33,7 @@ struct ReplayOptions {
   std::string result_path;
   std::string timeline_path;
   bool stats_only = false;
+  bool all_ranks = false;
   bool help = false;
 };
 
@@ -37,24 +43,121 @@ po::options_description Describe(ReplayOptions& o) {
       "Imports a PyTorch profiler (Kineto) or Chrome trace (.json or .json.gz), rebuilds its\n"
       "dependency graph (launches, stream order, event waits, syncs, host time between API\n"
       "calls), simulates it with the measured durations and compares each ProfilerStep's\n"
-      "simulated duration with the measured one (docs/replay.md).\n\nOptions");
+      "simulated duration with the measured one (docs/replay.md).\n\n"
+      "A Chakra execution trace (.et protobuf stream or one of its JSON forms, plain or gzip)\n"
+      "is imported as its node graph and simulated with the recorded node durations\n"
+      "(docs/formats/chakra.md). The format is detected from the content.\n\nOptions");
   description.add_options()("help,h", po::bool_switch(&o.help), "show this help")(
       "output,o", po::value(&o.result_path)->value_name("FILE"),
       "write the import statistics and per-step comparison as JSON")(
       "timeline", po::value(&o.timeline_path)->value_name("FILE"),
       "write the simulated replay as a Chrome trace / Perfetto timeline")(
       "stats-only", po::bool_switch(&o.stats_only),
-      "import the trace, print its statistics and stop (no graph, no simulation)");
+      "import the trace, print its statistics and stop (no graph, no simulation)")(
+      "all-ranks", po::bool_switch(&o.all_ranks),
+      "Chakra: TRACE is PREFIX.<rank>.et[.gz]; replay PREFIX.0.et, PREFIX.1.et, ... together");
   return description;
 }
 
 std::string Ms(DurationNs duration) { return fmt::format("{:.3f} ms", duration.ns() / 1e6); }
 
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The files of every rank of the job `path` (PREFIX.<rank>.et[.gz]) belongs to, in rank order.
+Expected<std::vector<std::string>> RankFiles(const std::string& path) {
+  static const std::regex kRankFile(R"((.*)\.(\d+)\.et(\.gz)?)");
+  std::smatch match;
+  if (!std::regex_match(path, match, kRankFile)) {
+    return Error("--all-ranks needs a trace named PREFIX.<rank>.et or PREFIX.<rank>.et.gz", "",
+                 path);
+  }
+  std::vector<std::string> files;
+  for (int rank = 0;; ++rank) {
+    const std::string file = fmt::format("{}.{}.et{}", match[1].str(), rank, match[3].str());
+    if (!std::filesystem::exists(file)) break;
+    files.push_back(file);
+  }
+  if (files.empty()) return Error("no rank 0 file beside it", "", path);
+  return files;
+}
+
+Status ExecuteChakra(const ReplayOptions& options, std::ostream& out) {
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<std::string> files = {options.trace};
+  if (options.all_ranks) {
+    DTSIM_ASSIGN_OR_RETURN(files, RankFiles(options.trace));
+  }
+  std::vector<traces::ChakraTrace> ranks;
+  for (const std::string& file : files) {
+    DTSIM_ASSIGN_OR_RETURN(traces::ChakraTrace trace, traces::ReadChakraTrace(file));
+    ranks.push_back(std::move(trace));
+  }
+  const traces::ChakraTrace& trace = ranks.front();
+  const double import_seconds = SecondsSince(started);
+  fmt::print(out, "dtsim replay {}\n\n", options.trace);
+  if (ranks.size() > 1) {
+    int64_t nodes = 0;
+    for (const traces::ChakraTrace& rank : ranks) nodes += rank.stats.nodes;
+    fmt::print(out, "  ranks      {} files ({} ... {}), {} nodes in all; rank 0:\n", ranks.size(),
+               files.front(), files.back(), nodes);
+  }
+  PrintChakraImportStats(out, trace);
+  if (options.stats_only) {
+    fmt::print(out, "  read in    {:.2f} s\n", import_seconds);
+    return Status::Ok();
+  }
+  Expected<traces::ChakraGraph> chakra = traces::BuildChakraGraph(ranks);
+  if (!chakra.ok()) return std::move(chakra).error().InFile(options.trace);
+  DTSIM_ASSIGN_OR_RETURN(const strategies::MeasuredRun run,
+                         strategies::SimulateMeasured(chakra->graph, chakra->comm_durations));
+  const traces::ChakraGraphStats& g = chakra->stats;
+  const DurationNs span = run.summary.makespan - TimeNs::Zero();
+  fmt::print(out,
+             "  graph      {} tasks ({} host, {} GPU, {} collectives, {} sends/recvs), {} "
+             "dependencies\n",
+             chakra->graph.task_count(), g.host_tasks, g.gpu_tasks, g.collectives, g.point_to_point,
+             g.dependencies);
+  fmt::print(out, "  simulated  {} with the recorded durations{}; imported in {:.2f} s\n", Ms(span),
+             chakra->written_by_dtsim ? " (collectives of dtsim's own export take no time here: "
+                                        "simulate its config to price them)"
+                                      : "",
+             import_seconds);
+  if (!options.result_path.empty()) {
+    const OrderedJson document = {{"format", kReplayResultFormat},
+                                  {"version", kReplayResultVersion},
+                                  {"trace", ChakraImportStatsJson(trace)},
+                                  {"graph",
+                                   {{"tasks", chakra->graph.task_count()},
+                                    {"host_tasks", g.host_tasks},
+                                    {"gpu_tasks", g.gpu_tasks},
+                                    {"collectives", g.collectives},
+                                    {"point_to_point", g.point_to_point},
+                                    {"dependencies", g.dependencies},
+                                    {"dangling_dependencies", g.dangling_dependencies}}},
+                                  {"simulated_span_ms", span.ns() / 1e6},
+                                  {"steps", OrderedJson::array()}};
+    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(options.result_path, document.dump(2) + "\n"));
+  }
+  if (!options.timeline_path.empty()) {
+    DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(options.timeline_path, chakra->graph,
+                                                       run.times, {options.trace, "measured"}));
+  }
+  return Status::Ok();
+}
+
 Status Execute(const ReplayOptions& options, std::ostream& out) {
+  DTSIM_ASSIGN_OR_RETURN(const traces::TraceFormat format,
+                         traces::DetectTraceFormat(options.trace));
+  if (traces::IsChakraFormat(format)) return ExecuteChakra(options, out);
+  if (options.all_ranks) {
+    return Error("--all-ranks reads the rank files of a Chakra trace; this is a profiler trace")
+        .InFile(options.trace);
+  }
   const auto started = std::chrono::steady_clock::now();
   DTSIM_ASSIGN_OR_RETURN(const traces::Trace trace, traces::ReadKinetoTrace(options.trace));
-  const double import_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double import_seconds = SecondsSince(started);
   fmt::print(out, "dtsim replay {}\n\n", options.trace);
   PrintImportStats(out, trace);
   if (options.stats_only) {

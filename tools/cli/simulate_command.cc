@@ -9,6 +9,7 @@
 #include "strategies/simulate.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/run_report.h"
+#include "traces/chakra_writer.h"
 #include "traces/chrome_trace_writer.h"
 
 namespace dtsim::cli {
@@ -23,6 +24,7 @@ struct SimulateOptions {
   std::vector<std::string> overrides;
   std::string result_path;
   std::string timeline_path;
+  std::string chakra_prefix;
   bool quiet = false;
   bool help = false;
 };
@@ -41,6 +43,9 @@ po::options_description Describe(SimulateOptions& o) {
        "write the result JSON here (docs/formats/simulate-result.md)")
       ("timeline", po::value(&o.timeline_path)->value_name("FILE"),
        "write a Chrome trace / Perfetto timeline here")
+      ("chakra", po::value(&o.chakra_prefix)->value_name("PREFIX"),
+       "export the simulated task graph as Chakra ET files PREFIX.<rank>.et (+ "
+       "PREFIX.comm_groups.json) for ASTRA-sim and Chakra tools")
       ("quiet,q", po::bool_switch(&o.quiet), "print nothing on success");
   return description;
 }
@@ -220,6 +225,15 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
         {.source = options.config, .communication_model = config.network_model}));
   }
   if (!options.quiet) PrintSummary(out, config, *result);
+  if (!options.chakra_prefix.empty()) {
+    DTSIM_ASSIGN_OR_RETURN(
+        const std::vector<std::string> paths,
+        traces::WriteChakraGraph(result->iteration->graph, options.chakra_prefix));
+    if (!options.quiet) {
+      fmt::print(out, "\n  chakra         {} ET files ({}.0.et ...) and {}\n", paths.size() - 1,
+                 options.chakra_prefix, paths.back());
+    }
+  }
   return Status::Ok();
 }
 

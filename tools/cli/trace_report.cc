@@ -69,4 +69,74 @@ OrderedJson ImportStatsJson(const traces::Trace& trace) {
           {"categories", std::move(categories)}};
 }
 
+namespace {
+
+// "3643 COMP_NODE, 21 COMM_COLL_NODE": the node types present.
+std::string NodeTypeCounts(const traces::ChakraImportStats& s) {
+  std::string text;
+  for (int type = 0; type < traces::kChakraNodeTypeCount; ++type) {
+    if (s.nodes_by_type[type] == 0) continue;
+    text += fmt::format("{}{} {}", text.empty() ? "" : ", ", s.nodes_by_type[type],
+                        traces::ChakraNodeTypeName(static_cast<traces::ChakraNodeType>(type)));
+  }
+  return text.empty() ? "none" : text;
+}
+
+std::string MetadataString(const traces::ChakraTrace& trace, std::string_view name) {
+  const traces::ChakraAttribute* attr = trace.MetadataAttr(name);
+  return attr != nullptr ? std::string(attr->AsString().value_or("")) : "";
+}
+
+}  // namespace
+
+void PrintChakraImportStats(std::ostream& out, const traces::ChakraTrace& trace) {
+  const traces::ChakraImportStats& s = trace.stats;
+  const std::string schema = MetadataString(trace, "schema");
+  fmt::print(out, "  trace      Chakra ET, {} form; schema version {}{}\n", s.form,
+             trace.version.empty() ? "(none)" : trace.version,
+             schema.empty() ? "" : fmt::format(", PyTorch ET schema {}", schema));
+  fmt::print(out, "  imported   {} nodes ({:.1f} MB{}): {}; {} CPU ops; {} attributes\n", s.nodes,
+             static_cast<double>(s.bytes) / 1e6,
+             s.gzip ? fmt::format(", {:.2f} MB gzip", static_cast<double>(s.file_bytes) / 1e6) : "",
+             NodeTypeCounts(s), s.cpu_ops, s.attributes);
+  std::string collectives;
+  for (const auto& [kind, count] : s.collectives) {
+    collectives += fmt::format("{}{} {}", collectives.empty() ? "" : ", ", count, kind);
+  }
+  fmt::print(out, "  collectives {}\n", collectives.empty() ? "none" : collectives);
+  fmt::print(out,
+             "  links      {} data deps ({} naming no node), {} ctrl deps; {} duplicate ids; {} "
+             "nodes without a duration; {} unknown fields skipped\n",
+             s.data_deps, s.dangling_data_deps, s.ctrl_deps, s.duplicate_ids,
+             s.nodes_without_duration, s.unknown_fields);
+}
+
+OrderedJson ChakraImportStatsJson(const traces::ChakraTrace& trace) {
+  const traces::ChakraImportStats& s = trace.stats;
+  OrderedJson types = OrderedJson::object();
+  for (int type = 0; type < traces::kChakraNodeTypeCount; ++type) {
+    if (s.nodes_by_type[type] == 0) continue;
+    types[std::string(traces::ChakraNodeTypeName(static_cast<traces::ChakraNodeType>(type)))] =
+        s.nodes_by_type[type];
+  }
+  return {{"file", trace.file},
+          {"format", "chakra"},
+          {"form", s.form},
+          {"schema_version", trace.version},
+          {"bytes", s.bytes},
+          {"file_bytes", s.file_bytes},
+          {"gzip", s.gzip},
+          {"nodes", s.nodes},
+          {"nodes_by_type", std::move(types)},
+          {"collectives", s.collectives},
+          {"cpu_ops", s.cpu_ops},
+          {"attributes", s.attributes},
+          {"data_deps", s.data_deps},
+          {"dangling_data_deps", s.dangling_data_deps},
+          {"ctrl_deps", s.ctrl_deps},
+          {"duplicate_ids", s.duplicate_ids},
+          {"nodes_without_duration", s.nodes_without_duration},
+          {"unknown_fields", s.unknown_fields}};
+}
+
 }  // namespace dtsim::cli

@@ -1,0 +1,180 @@
+// Chakra export and import of task graphs: dtsim's ET output read back gives the same graph
+// (the hand-made pipeline example, a replay graph of a real Kineto trace, and a graph with
+// every task kind, roots, priced groups, labels, a dependency on a later task and one across
+// ranks); the shared chakra.0.et as a graph; multi-rank matching and the errors of traces that
+// cannot be a graph.
+#include "traces/chakra_graph.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "sim/graph/builder.h"
+#include "sim/graph/graph_json.h"
+#include "tests/testing/temp_dir.h"
+#include "tests/traces/trace_test_files.h"
+#include "traces/chakra_reader.h"
+#include "traces/chakra_writer.h"
+#include "traces/kineto_reader.h"
+#include "traces/replay_graph.h"
+
+namespace dtsim::traces {
+namespace {
+
+using graph::TaskKind;
+using testing::HasSubstr;
+
+class ChakraGraphTest : public testing_support::TempDirTest {
+ protected:
+  // Writes `graph` as Chakra files, reads every rank back and rebuilds the graph.
+  Expected<ChakraGraph> RoundTrip(const graph::TaskGraph& graph) {
+    const Expected<std::vector<std::string>> paths = WriteChakraGraph(graph, Path("workload"));
+    EXPECT_TRUE(paths.ok()) << paths.error().ToString();
+    std::vector<ChakraTrace> traces;
+    for (int32_t rank = 0; rank < graph.rank_count(); ++rank) {
+      Expected<ChakraTrace> trace = ReadChakraTrace(paths->at(rank));
+      EXPECT_TRUE(trace.ok()) << trace.error().ToString();
+      EXPECT_EQ(trace->version, kChakraSchemaVersion);
+      traces.push_back(std::move(trace).value());
+    }
+    return BuildChakraGraph(traces);
+  }
+
+  void ExpectSameGraphAfterRoundTrip(const graph::TaskGraph& graph) {
+    const Expected<ChakraGraph> back = RoundTrip(graph);
+    ASSERT_TRUE(back.ok()) << back.error().ToString();
+    EXPECT_TRUE(back->written_by_dtsim);
+    EXPECT_EQ(graph::TaskGraphToJson(back->graph), graph::TaskGraphToJson(graph));
+  }
+};
+
+TEST_F(ChakraGraphTest, ThePipelineExampleRoundTrips) {
+  const Expected<graph::TaskGraph> graph =
+      graph::LoadTaskGraph(std::string(DTSIM_SOURCE_DIR) + "/tools/examples/pipeline_2x2.json");
+  ASSERT_TRUE(graph.ok()) << graph.error().ToString();
+  ExpectSameGraphAfterRoundTrip(*graph);
+}
+
+TEST_F(ChakraGraphTest, AReplayGraphOfARealTraceRoundTrips) {
+  const Expected<Trace> trace = ReadKinetoTrace(SharedKineto(kSampledRank0Trace));
+  ASSERT_TRUE(trace.ok()) << trace.error().ToString();
+  const Expected<ReplayGraph> replay = BuildReplayGraph(*trace);
+  ASSERT_TRUE(replay.ok()) << replay.error().ToString();
+  ExpectSameGraphAfterRoundTrip(replay->graph);
+}
+
+TEST_F(ChakraGraphTest, EveryTaskKindAndCollectiveFieldRoundTrips) {
+  graph::TaskGraphBuilder b;
+  const auto s0 = b.Stream(0, "compute");
+  const auto c0 = b.Stream(0, "cpu host");
+  const auto s1 = b.Stream(1, "compute");
+  const auto s2 = b.Stream(2, "comm");
+  const std::vector<int32_t> group = {0, 1};
+  const auto bcast =
+      b.AddCollective(graph::CommKind::kBroadcast, Bytes(1000), group, "bcast", "ring", 1);
+  const auto all_reduce = b.AddCollective(graph::CommKind::kAllReduce, Bytes(4096), group);
+  b.PriceAs(all_reduce, std::vector<int32_t>{0, 1, 2, 3});
+  const auto late = b.AddTask(s0, TaskKind::kCompute, "gemm", "compute", DurationNs(1234567));
+  const auto host = b.AddTask(c0, TaskKind::kDelay, "launch", "host", DurationNs(1499));
+  const auto copy = b.AddTask(s0, TaskKind::kMemcpy, "h2d", "memcpy", DurationNs(3));
+  b.AddCollectiveTask(s0, bcast, "bcast", "dp");
+  b.AddCollectiveTask(s1, bcast, "bcast", "dp");
+  b.AddCollectiveTask(s0, all_reduce, "ar", "");
+  b.AddCollectiveTask(s1, all_reduce, "ar", "");
+  const auto send = b.AddSend(s1, 2, Bytes(77), 5, "send", "pp");
+  const auto recv = b.AddRecv(s2, 1, 5, "recv", "pp", Bytes(77));
+  b.AddDependency(copy, host);
+  b.AddDependency(late, host);  // a dependency on a task created after it
+  b.AddDependency(recv, copy);
+  b.AddDependency(send, late);
+  b.SetExternalId(late, "the gemm");
+  Expected<graph::TaskGraph> graph = std::move(b).Build();
+  ASSERT_TRUE(graph.ok()) << graph.error().ToString();
+  ExpectSameGraphAfterRoundTrip(*graph);
+
+  // What ASTRA-sim reads: microseconds, Chakra's comm attributes, the stream order in data_deps.
+  const std::vector<ChakraTrace> traces = ChakraTracesFromGraph(*graph);
+  const ChakraNode& gemm = traces[0].nodes[0];
+  EXPECT_EQ(gemm.duration_micros, 1235u);  // 1,234,567 ns rounded to µs
+  EXPECT_EQ(gemm.data_deps, std::vector<uint64_t>{host.value()});
+  EXPECT_FALSE(gemm.is_cpu_op());
+  EXPECT_TRUE(traces[0].nodes[1].is_cpu_op());  // the "cpu host" stream
+  const ChakraNode& h2d = traces[0].nodes[2];
+  EXPECT_EQ(h2d.data_deps, (std::vector<uint64_t>{host.value(), late.value()}));  // + stream
+  const ChakraNode& broadcast = traces[0].nodes[3];
+  EXPECT_EQ(broadcast.type, ChakraNodeType::kCommCollective);
+  EXPECT_EQ(broadcast.Attr("comm_type")->AsInteger(), 5);  // BROADCAST
+  EXPECT_EQ(broadcast.Attr("comm_size")->AsInteger(), 1000);
+  const ChakraNode& send_node = traces[1].nodes[2];
+  EXPECT_EQ(send_node.type, ChakraNodeType::kCommSend);
+  EXPECT_EQ(send_node.Attr("comm_src")->AsInteger(), 1);
+  EXPECT_EQ(send_node.Attr("comm_dst")->AsInteger(), 2);
+  EXPECT_EQ(send_node.Attr("comm_dst")->type, AttributeType::kInt32);
+}
+
+// chakra.0.et: 3,643 COMP_NODEs and 21 COMM_COLL_NODEs; 2,448 CPU ops (the 14 c10d
+// COMM_COLL_NODEs among them) become host tasks, the 1,216 GPU ops GPU tasks, the 7 NCCL
+// kernels single-rank collectives that take their measured time.
+TEST_F(ChakraGraphTest, TheSharedChakraTraceBecomesAGraph) {
+  const Expected<ChakraTrace> trace = ReadChakraTrace(SharedChakra(kChakraEt));
+  ASSERT_TRUE(trace.ok()) << trace.error().ToString();
+  const Expected<ChakraGraph> graph = BuildChakraGraph(std::span(&*trace, 1));
+  ASSERT_TRUE(graph.ok()) << graph.error().ToString();
+  EXPECT_FALSE(graph->written_by_dtsim);
+  EXPECT_EQ(graph->graph.task_count(), 3664u);
+  EXPECT_EQ(graph->stats.host_tasks, 2448);
+  EXPECT_EQ(graph->stats.gpu_tasks, 1216);
+  EXPECT_EQ(graph->stats.collectives, 7);
+  EXPECT_EQ(graph->stats.dependencies, trace->stats.data_deps);
+  EXPECT_EQ(graph->stats.dangling_dependencies, 0);
+  ASSERT_EQ(graph->comm_durations.size(), 7u);
+  EXPECT_EQ(graph->graph.external_id(graph::TaskId(0)), "0:216");
+}
+
+TEST_F(ChakraGraphTest, RanksOfAnotherToolsTraceMatchTheirCollectivesByOrder) {
+  const auto make_rank = [](int64_t rank, int64_t comm_type, uint64_t micros) {
+    ChakraTrace trace;
+    trace.file = "rank" + std::to_string(rank) + ".et";
+    trace.metadata = {ChakraAttribute::Integer("rank", AttributeType::kInt64, rank)};
+    ChakraNode compute;
+    compute.id = 1;
+    compute.type = ChakraNodeType::kCompute;
+    compute.duration_micros = 10 * (rank + 1);
+    ChakraNode collective;
+    collective.id = 2;
+    collective.type = ChakraNodeType::kCommCollective;
+    collective.data_deps = {1};
+    collective.duration_micros = micros;
+    collective.attrs = {ChakraAttribute::Integer("comm_type", AttributeType::kInt64, comm_type),
+                        ChakraAttribute::Integer("comm_size", AttributeType::kInt64, 1 << 20)};
+    trace.nodes = {compute, collective};
+    return trace;
+  };
+  std::vector<ChakraTrace> ranks = {make_rank(1, 0, 40), make_rank(0, 0, 30)};
+  const Expected<ChakraGraph> graph = BuildChakraGraph(ranks);
+  ASSERT_TRUE(graph.ok()) << graph.error().ToString();
+  ASSERT_EQ(graph->graph.comm_count(), 1u);
+  const auto group = graph->graph.group(graph->graph.comm(graph::CommId(0)).group);
+  EXPECT_EQ(std::vector<int32_t>(group.begin(), group.end()), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(graph->comm_durations[0], Microseconds(40));  // the longer of the two
+
+  ranks[0] = make_rank(1, 5, 40);  // a broadcast where rank 0 all-reduces
+  EXPECT_THAT(BuildChakraGraph(ranks).error().ToString(),
+              HasSubstr("collective #0 is a all_reduce here but a broadcast on another rank"));
+  ranks[0] = make_rank(0, 0, 40);
+  EXPECT_THAT(BuildChakraGraph(ranks).error().ToString(),
+              HasSubstr("rank 0 is also the rank of rank0.et"));
+  ranks = {make_rank(0, 0, 1)};
+  ranks[0].nodes[0].data_deps = {2};  // 1 waits for 2, which waits for 1
+  EXPECT_THAT(BuildChakraGraph(ranks).error().ToString(),
+              HasSubstr("rank0.et: the data_deps of 2 nodes form a cycle (among them ids 1, 2)"));
+  ranks[0].nodes[0].data_deps = {99};
+  const Expected<ChakraGraph> dangling = BuildChakraGraph(ranks);
+  ASSERT_TRUE(dangling.ok());
+  EXPECT_EQ(dangling->stats.dangling_dependencies, 1);
+  ranks[0].nodes[1].id = 1;
+  EXPECT_THAT(BuildChakraGraph(ranks).error().ToString(),
+              HasSubstr("node 1 (id 1): node id 1 is also the id of node 0"));
+}
+
+}  // namespace
+}  // namespace dtsim::traces

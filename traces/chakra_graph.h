@@ -1,0 +1,60 @@
+// Chakra execution traces as task graphs, both ways (docs/formats/chakra.md).
+//
+// Export: every task of a dtsim task graph becomes a node in its rank's trace, in task order,
+// with node id = task index. data_deps hold everything a simulator must respect: the task's
+// dependencies and its stream predecessor (ASTRA-sim's feeder reads nothing else). Collectives
+// are COMM_COLL_NODEs with comm_type, comm_size (bytes per rank) and pg_name; sends and recvs
+// are COMM_SEND/RECV_NODEs with comm_src, comm_dst, comm_tag and comm_size. Attributes under
+// "dtsim." keep what Chakra has no field for (stream, kind, category, exact nanoseconds, group,
+// priced group, root, algorithm, labels), so that reading the files back gives the same graph.
+//
+// Import: a file written by dtsim ("dtsim.format" in its metadata) is rebuilt exactly. Any
+// other trace is read the way ASTRA-sim runs it, on FIFO streams: CPU ops on a stream per
+// thread ("cpu tid N"), GPU ops on a stream per CUDA stream ("gpu stream N", from the `tid`
+// or `stream` attribute, else "gpu"), each stream in a topological order of data_deps (ties
+// by node id); durations from duration_micros. GPU COMM_COLL_NODEs become collectives over
+// every rank given (ASTRA-sim's default without a comm group), matched across ranks by their
+// order; their measured durations are kept for replay. CPU ops are delay tasks (host time),
+// metadata nodes zero-length delays.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sim/base/status.h"
+#include "sim/base/time.h"
+#include "sim/graph/task_graph.h"
+#include "traces/chakra_trace.h"
+
+namespace dtsim::traces {
+
+inline constexpr std::string_view kChakraExportFormat = "dtsim.chakra";
+inline constexpr std::string_view kChakraExportVersion = "1.0";
+
+struct ChakraGraphStats {
+  int64_t nodes = 0;
+  int64_t gpu_tasks = 0;
+  int64_t host_tasks = 0;
+  int64_t collectives = 0;  // collectives of the graph (one per matched set of nodes)
+  int64_t point_to_point = 0;
+  int64_t dependencies = 0;
+  int64_t dangling_dependencies = 0;  // data_deps naming no node of the file: dropped
+};
+
+struct ChakraGraph {
+  graph::TaskGraph graph;
+  // Per CommId: the longest duration the collective's nodes recorded (zero for dtsim's own
+  // files, whose communication the network model prices).
+  std::vector<DurationNs> comm_durations;
+  bool written_by_dtsim = false;
+  ChakraGraphStats stats;
+};
+
+// One trace per rank; a trace's rank is its "rank" metadata attribute, else its index.
+Expected<ChakraGraph> BuildChakraGraph(std::span<const ChakraTrace> ranks);
+
+// One trace per rank of `graph`, in rank order.
+std::vector<ChakraTrace> ChakraTracesFromGraph(const graph::TaskGraph& graph);
+
+}  // namespace dtsim::traces
