@@ -74,6 +74,18 @@ Expected<DType> ReadDType(JsonObjectReader& reader) {
                JsonChildPath(reader.path(), "dtype"), Quote(name));
 }
 
+// An optional positive duration field.
+Expected<std::optional<DurationNs>> ReadOptionalTime(JsonObjectReader& reader,
+                                                      std::string_view key) {
+  if (reader.Find(key) == nullptr) return std::optional<DurationNs>();
+  DTSIM_ASSIGN_OR_RETURN(const DurationNs duration, reader.Duration(key));
+  if (duration <= DurationNs::Zero()) {
+    return Error("a measured time must be positive", JsonChildPath(reader.path(), key),
+                 JsonValueForError(*reader.Find(key)));
+  }
+  return std::optional<DurationNs>(duration);
+}
+
 Expected<MeasuredOp> ReadMeasuredOp(const Json& value, const std::string& path) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, path));
   MeasuredOp op;
@@ -104,6 +116,12 @@ Expected<MeasuredOp> ReadMeasuredOp(const Json& value, const std::string& path) 
   if (op.samples < 1) {
     return Error("samples must be at least 1", JsonChildPath(path, "samples"),
                  std::to_string(op.samples));
+  }
+  DTSIM_ASSIGN_OR_RETURN(op.median, ReadOptionalTime(reader, "median"));
+  DTSIM_ASSIGN_OR_RETURN(op.min, ReadOptionalTime(reader, "min"));
+  if (op.min && (*op.min > op.duration || (op.median && *op.min > *op.median))) {
+    return Error("min must not exceed the mean (time) or the median", JsonChildPath(path, "min"),
+                 JsonValueForError(*reader.Find("min")));
   }
   DTSIM_RETURN_IF_ERROR(reader.Finish());
   return op;
@@ -153,11 +171,14 @@ Json OpCostTableToJson(const OpCostTable& table) {
   for (const MeasuredOp& op : table.ops()) {
     Json dims = Json::object();
     for (const auto& [name, value] : op.signature.dims) dims[name] = value;
-    ops.push_back({{"op", op.signature.op},
-                   {"dtype", DTypeName(op.signature.dtype)},
-                   {"dims", dims},
-                   {"time", fmt::format("{} ns", op.duration.ns())},
-                   {"samples", op.samples}});
+    Json entry = {{"op", op.signature.op},
+                  {"dtype", DTypeName(op.signature.dtype)},
+                  {"dims", dims},
+                  {"time", fmt::format("{} ns", op.duration.ns())},
+                  {"samples", op.samples}};
+    if (op.median) entry["median"] = fmt::format("{} ns", op.median->ns());
+    if (op.min) entry["min"] = fmt::format("{} ns", op.min->ns());
+    ops.push_back(std::move(entry));
   }
   return {{"format", kOpCostFormat}, {"version", kOpCostVersion}, {"gpu", table.gpu()},
           {"source", table.source()}, {"ops", ops}};

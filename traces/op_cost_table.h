@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -39,6 +40,10 @@ struct MeasuredOp {
   OpSignature signature;
   DurationNs duration;  // mean over the samples
   int64_t samples = 1;
+  // The median and the fastest sample, when the table was aggregated from samples (profiles
+  // made by `dtsim ops`); absent in hand-written tables.
+  std::optional<DurationNs> median;
+  std::optional<DurationNs> min;
 };
 
 // An immutable set of measured ops with exact lookup by signature and lookup by family.
@@ -71,7 +76,8 @@ inline constexpr int kOpCostVersion = 1;
 
 // The file form: {"format": "dtsim.op_costs", "version": 1, "gpu": "...", "source": "...",
 // "ops": [{"op": "gemm", "dtype": "bf16", "dims": {"m": 8192, ...}, "time": "1.25 ms",
-// "samples": 10}, ...]}. Errors name the JSON path and the bad value.
+// "samples": 10, "median": "1.2 ms", "min": "1.1 ms"}, ...]}. Errors name the JSON path and the
+// bad value.
 Expected<OpCostTable> OpCostTableFromJson(const Json& value);
 Expected<OpCostTable> ReadOpCostTable(const std::string& path);
 Json OpCostTableToJson(const OpCostTable& table);

@@ -11,6 +11,7 @@
 #include "sim/base/strings.h"
 #include "tools/cli/command.h"
 #include "tools/cli/model_command.h"
+#include "tools/cli/ops_command.h"
 #include "tools/cli/replay_command.h"
 #include "tools/cli/run_command.h"
 #include "tools/cli/simulate_command.h"
@@ -28,6 +29,8 @@ constexpr std::array kCommands = {
             dtsim::cli::RunCommand},
     Command{"replay", "replay a PyTorch profiler trace; compare simulated and measured steps",
             dtsim::cli::ReplayCommand},
+    Command{"ops", "aggregate a profiler trace's GPU time per op signature into an op-cost table",
+            dtsim::cli::OpsCommand},
     Command{"model", "show a model's parameters, ops, FLOPs, roofline times and activations",
             dtsim::cli::ModelCommand},
     Command{"validate", "simulate published measurements; print the error per point and MAPE",

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <regex>
 
 #include "sim/base/atomic_file.h"
 #include "strategies/replay.h"
@@ -67,15 +66,21 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 
 // The files of every rank of the job `path` (PREFIX.<rank>.et[.gz]) belongs to, in rank order.
 Expected<std::vector<std::string>> RankFiles(const std::string& path) {
-  static const std::regex kRankFile(R"((.*)\.(\d+)\.et(\.gz)?)");
-  std::smatch match;
-  if (!std::regex_match(path, match, kRankFile)) {
+  std::string_view stem = path;
+  const bool gzip = stem.ends_with(".gz");
+  if (gzip) stem.remove_suffix(3);
+  const bool et = stem.ends_with(".et");
+  if (et) stem.remove_suffix(3);
+  const size_t dot = stem.find_last_of('.');
+  const std::string_view rank = dot == std::string_view::npos ? "" : stem.substr(dot + 1);
+  if (!et || rank.empty() || rank.find_first_not_of("0123456789") != std::string_view::npos) {
     return Error("--all-ranks needs a trace named PREFIX.<rank>.et or PREFIX.<rank>.et.gz", "",
                  path);
   }
+  const std::string_view prefix = stem.substr(0, dot);
   std::vector<std::string> files;
-  for (int rank = 0;; ++rank) {
-    const std::string file = fmt::format("{}.{}.et{}", match[1].str(), rank, match[3].str());
+  for (int r = 0;; ++r) {
+    const std::string file = fmt::format("{}.{}.et{}", prefix, r, gzip ? ".gz" : "");
     if (!std::filesystem::exists(file)) break;
     files.push_back(file);
   }

@@ -1,0 +1,49 @@
+#include "tools/cli/ops_command.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "tests/testing/temp_dir.h"
+#include "traces/op_cost_table.h"
+
+namespace dtsim::cli {
+namespace {
+
+using testing::HasSubstr;
+
+class OpsCommandTest : public testing_support::TempDirTest {
+ protected:
+  CommandOutcome Ops(std::vector<std::string> args) {
+    output_.str("");
+    return OpsCommand(args, output_);
+  }
+  std::ostringstream output_;
+};
+
+// The numbers are traces/op_profile_test's, which checks them against a Python count.
+TEST_F(OpsCommandTest, PrintsTheTopSignaturesAndWritesAReadableTable) {
+  const CommandOutcome outcome =
+      Ops({DTSIM_SHARED_DIR "/traces/kineto/timeline_analysis__sampled_rank-0.json.gz", "-o",
+           Path("profile.json"), "--gpu", "a100-sxm4-80gb", "--top", "40"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("1194 GPU ops (collectives excluded), 1178 launched inside "
+                                       "a framework op; 1062 op instances"));
+  EXPECT_THAT(output_.str(), HasSubstr("16 GPU op launched outside any framework op"));
+  EXPECT_THAT(output_.str(), HasSubstr("1251.5     1251.5     1251.0"));  // the 8192² gemm
+  const Expected<traces::OpCostTable> table = traces::ReadOpCostTable(Path("profile.json"));
+  ASSERT_TRUE(table.ok()) << table.error().ToString();
+  EXPECT_EQ(table->gpu(), "a100-sxm4-80gb");
+  EXPECT_FALSE(table->empty());
+}
+
+TEST_F(OpsCommandTest, BadInputIsAFailure) {
+  EXPECT_THAT(Ops({Path("missing.json")}).error->ToString(), HasSubstr("cannot open"));
+  EXPECT_EQ(Ops({}).kind, CommandOutcome::Kind::kUsage);
+  EXPECT_THAT(Ops({DTSIM_SHARED_DIR "/traces/chakra/chakra.0.et"}).error->ToString(),
+              HasSubstr("chakra.0.et: a Chakra execution trace: op tables are built from"));
+}
+
+}  // namespace
+}  // namespace dtsim::cli
