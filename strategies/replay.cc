@@ -1,9 +1,12 @@
 #include "strategies/replay.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
+#include "network/analytical_model.h"
 #include "sim/engine/communication.h"
 
 namespace dtsim::strategies {
@@ -70,6 +73,95 @@ Expected<ReplayResult> SimulateReplay(const traces::ReplayGraph& replay) {
   if (result.gpu_ops > 0) result.mean_start_drift = DurationNs(drift_sum / result.gpu_ops);
   if (!result.steps.empty()) {
     result.mean_absolute_error = error_sum / static_cast<double>(result.steps.size());
+  }
+  return result;
+}
+
+double WhatIfStep::Change() const {
+  if (replayed.ns() == 0) return 0;
+  return static_cast<double>(what_if.ns() - replayed.ns()) / static_cast<double>(replayed.ns());
+}
+
+std::string ReplayWhatIf::Describe() const {
+  std::vector<std::string> parts;
+  for (const traces::KernelSpeedup& speedup : speedups) {
+    parts.push_back(fmt::format("{} kernels ×{:g} faster", traces::KernelClassName(speedup.kernels),
+                                speedup.factor));
+  }
+  if (serialize_gpu_streams) parts.push_back("GPU streams serialized (no overlap)");
+  if (cluster) {
+    parts.push_back(fmt::format("collectives priced on {} (analytical)", cluster->name));
+  }
+  if (data_parallel > 0) {
+    parts.push_back(fmt::format("world collectives over {} ranks", data_parallel));
+  }
+  return parts.empty() ? "none" : fmt::format("{}", fmt::join(parts, "; "));
+}
+
+namespace {
+
+// The largest rank any collective is priced over, plus one: the GPUs the cluster needs.
+int32_t PricedRanks(const graph::TaskGraph& graph) {
+  int32_t ranks = graph.rank_count();
+  for (uint32_t c = 0; c < graph.comm_count(); ++c) {
+    for (const int32_t rank : graph.group(graph.comm(graph::CommId(c)).priced_group)) {
+      ranks = std::max(ranks, rank + 1);
+    }
+  }
+  return ranks;
+}
+
+Expected<MeasuredRun> SimulateAnalytical(const graph::TaskGraph& graph,
+                                         network::ClusterSpec cluster) {
+  DTSIM_RETURN_IF_ERROR(network::FitCluster(cluster, PricedRanks(graph)));
+  network::AnalyticalModel model(std::move(cluster));
+  DTSIM_RETURN_IF_ERROR(model.Prepare(graph));
+  engine::Simulator simulator(graph, model);
+  DTSIM_RETURN_IF_ERROR(simulator.Run());
+  return MeasuredRun{.summary = simulator.Summarize(), .times = simulator.times()};
+}
+
+}  // namespace
+
+Expected<WhatIfResult> SimulateWhatIf(const traces::Trace& trace, const ReplayResult& replay,
+                                      const ReplayWhatIf& what_if) {
+  if (what_if.data_parallel > 0 && !what_if.cluster) {
+    return Error(
+        "scaling data parallelism re-prices collectives: it needs a cluster to price "
+        "them on");
+  }
+  if (what_if.data_parallel > 0 && trace.world_size <= 0) {
+    return Error(
+               "the trace has no world size (distributedInfo): its data-parallel collectives "
+               "cannot be told apart")
+        .InFile(trace.file);
+  }
+  traces::ReplayOptions options;
+  options.speedups = what_if.speedups;
+  options.serialize_gpu_streams = what_if.serialize_gpu_streams;
+  options.world_group_size = what_if.data_parallel;
+  DTSIM_ASSIGN_OR_RETURN(traces::ReplayGraph graph, traces::BuildReplayGraph(trace, options));
+  Expected<MeasuredRun> run = what_if.cluster ? SimulateAnalytical(graph.graph, *what_if.cluster)
+                                              : SimulateMeasured(graph.graph, graph.comm_durations);
+  if (!run.ok()) return std::move(run).error();
+  WhatIfResult result{.graph = std::move(graph),
+                      .summary = run->summary,
+                      .times = std::move(run->times),
+                      .communication_model = what_if.cluster ? "analytical" : "measured",
+                      .steps = {},
+                      .replayed_span = replay.summary.makespan - TimeNs::Zero(),
+                      .what_if_span = run->summary.makespan - TimeNs::Zero()};
+  for (size_t i = 0; i < result.graph.steps.size() && i < replay.steps.size(); ++i) {
+    const traces::ReplayStep& step = result.graph.steps[i];
+    WhatIfStep row{.number = step.number,
+                   .measured = step.measured,
+                   .replayed = replay.steps[i].simulated,
+                   .what_if = DurationNs::Zero()};
+    if (step.begin.valid() && step.end.valid()) {
+      row.what_if =
+          result.times.task_start[step.end.value()] - result.times.task_start[step.begin.value()];
+    }
+    result.steps.push_back(row);
   }
   return result;
 }

@@ -4,8 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
+#include "network/cluster.h"
 #include "sim/base/status.h"
 #include "sim/engine/simulator.h"
 #include "sim/graph/task_times.h"
@@ -44,5 +47,48 @@ struct MeasuredRun {
 // end of `comm_durations`): how a Chakra trace of another tool replays (traces/chakra_graph.h).
 Expected<MeasuredRun> SimulateMeasured(const graph::TaskGraph& graph,
                                        const std::vector<DurationNs>& comm_durations);
+
+// A what-if on a replay (docs/replay.md): what the trace would have done with faster kernels,
+// without overlap on the GPU, with its collectives priced by the network model on a cluster,
+// or with the data-parallel world scaled.
+struct ReplayWhatIf {
+  std::vector<traces::KernelSpeedup> speedups;
+  bool serialize_gpu_streams = false;
+  // Collectives re-priced by the analytical network model on this cluster (sized to the
+  // largest group when it gives no node count) instead of taking their measured time.
+  std::optional<network::ClusterSpec> cluster;
+  // Collectives over the traced world priced over this many ranks (needs `cluster`).
+  int32_t data_parallel = 0;
+
+  bool empty() const {
+    return speedups.empty() && !serialize_gpu_streams && !cluster && data_parallel == 0;
+  }
+  // "gemm ÷1.5, GPU streams serialized, collectives on dgx-a100 (analytical), ..."
+  std::string Describe() const;
+};
+
+struct WhatIfStep {
+  int64_t number = 0;
+  DurationNs measured;
+  DurationNs replayed;  // the replay with measured durations
+  DurationNs what_if;
+  // (what_if - replayed) / replayed; 0 for a zero-length step.
+  double Change() const;
+};
+
+struct WhatIfResult {
+  traces::ReplayGraph graph;  // the what-if's graph
+  engine::RunSummary summary;
+  graph::TaskTimes times;
+  std::string communication_model;  // "measured" or "analytical"
+  std::vector<WhatIfStep> steps;
+  DurationNs replayed_span;
+  DurationNs what_if_span;
+};
+
+// Replays `trace` as measured and under `what_if`, step by step. `replay` is the measured
+// replay's result (SimulateReplay of the trace's default replay graph).
+Expected<WhatIfResult> SimulateWhatIf(const traces::Trace& trace, const ReplayResult& replay,
+                                      const ReplayWhatIf& what_if);
 
 }  // namespace dtsim::strategies

@@ -66,7 +66,13 @@ class ReplayBuilder {
     }
     Index();
     for (uint32_t thread = 0; thread < trace_.threads.size(); ++thread) BuildHostThread(thread);
-    for (auto& [stream, events] : streams_) BuildDeviceStream(stream, events);
+    if (options_.serialize_gpu_streams) {
+      for (auto& [device, events] : MergedDeviceStreams()) {
+        BuildDeviceStream({device, kAllStreams}, events);
+      }
+    } else {
+      for (auto& [stream, events] : streams_) BuildDeviceStream(stream, events);
+    }
     for (const auto& [task, event] : pending_edges_) {
       builder_.AddDependency(task, device_task_[event]);
     }
@@ -88,6 +94,7 @@ class ReplayBuilder {
 
  private:
   using StreamKey = std::pair<int32_t, int64_t>;  // (device, stream)
+  static constexpr int64_t kAllStreams = -1;      // the merged stream of serialize_gpu_streams
 
   void Index() {
     origin_ = TimeNs::Max();
@@ -363,9 +370,26 @@ class ReplayBuilder {
     for (uint32_t op : awaited) pending_edges_.emplace_back(wait, op);
   }
 
+  // Per device, the ops of all its streams in start order (launch order at equal starts).
+  std::map<int32_t, std::vector<uint32_t>> MergedDeviceStreams() const {
+    std::map<int32_t, std::vector<uint32_t>> merged;
+    for (const auto& [key, events] : streams_) {
+      merged[key.first].insert(merged[key.first].end(), events.begin(), events.end());
+    }
+    for (auto& [device, events] : merged) {
+      std::sort(events.begin(), events.end(), [&](uint32_t a, uint32_t b) {
+        const DeviceEvent& x = trace_.device[a];
+        const DeviceEvent& y = trace_.device[b];
+        return x.start != y.start ? x.start < y.start : x.correlation < y.correlation;
+      });
+    }
+    return merged;
+  }
+
   void BuildDeviceStream(const StreamKey& key, const std::vector<uint32_t>& events) {
-    const graph::StreamId stream =
-        builder_.Stream(0, fmt::format("gpu {} stream {}", key.first, key.second));
+    const graph::StreamId stream = builder_.Stream(
+        0, key.second == kAllStreams ? fmt::format("gpu {} all streams", key.first)
+                                     : fmt::format("gpu {} stream {}", key.first, key.second));
     std::optional<TimeNs> previous_end;
     for (uint32_t index : events) {
       const DeviceEvent& op = trace_.device[index];
@@ -432,8 +456,9 @@ class ReplayBuilder {
         const int32_t rank = 0;
         const graph::CommId comm =
             builder_.AddCollective(info.kind, info.bytes, std::span<const int32_t>(&rank, 1), name);
-        if (info.group_size > 1) {
-          std::vector<int32_t> logical(static_cast<size_t>(info.group_size));
+        const int32_t group_size = PricedGroupSize(info);
+        if (group_size > 1) {
+          std::vector<int32_t> logical(static_cast<size_t>(group_size));
           std::iota(logical.begin(), logical.end(), 0);
           builder_.PriceAs(comm, logical);
         }
@@ -446,13 +471,34 @@ class ReplayBuilder {
     }
     switch (op.kind) {
       case DeviceEventKind::kKernel:
-        return builder_.AddTask(stream, TaskKind::kCompute, name, "kernel", op.duration);
+        return builder_.AddTask(stream, TaskKind::kCompute, name, "kernel", Duration(op));
       case DeviceEventKind::kMemcpy:
-        return builder_.AddTask(stream, TaskKind::kMemcpy, name, "memcpy", op.duration);
+        return builder_.AddTask(stream, TaskKind::kMemcpy, name, "memcpy", Duration(op));
       case DeviceEventKind::kMemset:
-        return builder_.AddTask(stream, TaskKind::kMemcpy, name, "memset", op.duration);
+        return builder_.AddTask(stream, TaskKind::kMemcpy, name, "memset", Duration(op));
     }
     return TaskId::Invalid();
+  }
+
+  // The op's measured duration, divided by the first speedup whose class it belongs to.
+  DurationNs Duration(const DeviceEvent& op) {
+    for (const KernelSpeedup& speedup : options_.speedups) {
+      if (InKernelClass(speedup.kernels, op.kind, trace_.Name(op.name))) {
+        ++stats_.sped_up_ops;
+        return DurationNs(static_cast<int64_t>(
+            std::llround(static_cast<double>(op.duration.ns()) / speedup.factor)));
+      }
+    }
+    return op.duration;
+  }
+
+  int32_t PricedGroupSize(const CollectiveInfo& info) {
+    if (options_.world_group_size > 0 && trace_.world_size > 0 &&
+        info.group_size == trace_.world_size) {
+      ++stats_.rescaled_collectives;
+      return options_.world_group_size;
+    }
+    return info.group_size;
   }
 
   const Trace& trace_;

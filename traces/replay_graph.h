@@ -29,6 +29,7 @@
 #include "sim/base/status.h"
 #include "sim/base/time.h"
 #include "sim/graph/task_graph.h"
+#include "traces/kernel_class.h"
 #include "traces/trace.h"
 
 namespace dtsim::traces {
@@ -38,6 +39,16 @@ struct ReplayOptions {
   // above the 1–3 µs a dependent kernel takes to start after its event fired in the shared
   // traces, far below the gaps of unrelated work.
   DurationNs match_tolerance = Microseconds(5);
+
+  // What-ifs (docs/replay.md). A GPU op's duration is divided by the first speedup whose
+  // kernel class it belongs to.
+  std::vector<KernelSpeedup> speedups;
+  // Every CUDA stream of a device merged into one stream in start order: nothing on the GPU
+  // overlaps (communication with computation, or compute streams with each other).
+  bool serialize_gpu_streams = false;
+  // Collectives over the whole traced world (their group size is the trace's world size) are
+  // priced over this many ranks instead; 0 keeps the traced size. How data parallelism scales.
+  int32_t world_group_size = 0;
 };
 
 struct ReplayStep {
@@ -58,6 +69,8 @@ struct ReplayStats {
   int64_t inferred_stream_edges = 0;
   int64_t gpu_gaps = 0;
   DurationNs gpu_gap_time;
+  int64_t sped_up_ops = 0;           // what-if: GPU ops a speedup applied to
+  int64_t rescaled_collectives = 0;  // what-if: world collectives priced over another size
 };
 
 struct ReplayGraph {

@@ -1,7 +1,5 @@
 #include "tools/cli/replay_command.h"
 
-#include "tools/cli/simulate_command.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -9,6 +7,7 @@
 
 #include "sim/base/json_reader.h"
 #include "tests/testing/temp_dir.h"
+#include "tools/cli/simulate_command.h"
 
 namespace dtsim::cli {
 namespace {
@@ -78,6 +77,26 @@ TEST_F(ReplayCommandTest, ReplaysEveryRankOfAChakraExport) {
   EXPECT_THAT(Replay({Path("gpt.3.et")}).error->ToString(), HasSubstr("never post it"));
   EXPECT_THAT(Replay({Path("gpt.comm_groups.json"), "--all-ranks"}).error->ToString(),
               HasSubstr("--all-ranks reads the rank files of a Chakra trace"));
+}
+
+TEST_F(ReplayCommandTest, WhatIfsPrintEveryStepAndBadOnesAreErrors) {
+  const CommandOutcome outcome =
+      Replay({kSampledRank0, "--speedup", "gemm=2", "--network", "dgx-a100", "--data-parallel",
+              "256", "-o", Path("what_if.json")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("gemm kernels ×2 faster; collectives priced on dgx-a100 "
+                                       "(analytical); world collectives over 256 ranks"));
+  EXPECT_THAT(output_.str(), HasSubstr("what-if    change"));
+  const Json result = *ReadJsonFile(Path("what_if.json"));
+  EXPECT_EQ(result["what_if"]["communication_model"], "analytical");
+  EXPECT_EQ(result["what_if"]["steps"].size(), 2u);
+  EXPECT_THAT(Replay({kSampledRank0, "--speedup", "gemmm=2"}).error->ToString(),
+              HasSubstr("--speedup: unknown kernel class"));
+  EXPECT_THAT(Replay({kSampledRank0, "--data-parallel", "8"}).error->ToString(),
+              HasSubstr("needs a cluster"));
+  EXPECT_THAT(
+      Replay({DTSIM_SHARED_DIR "/traces/chakra/chakra.0.et", "--no-overlap"}).error->ToString(),
+      HasSubstr("what-ifs apply to profiler traces"));
 }
 
 TEST_F(ReplayCommandTest, BadInputIsAFailureNamingTheFile) {

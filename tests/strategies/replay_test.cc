@@ -4,6 +4,7 @@
 // each give a clear error or a replay, never a crash or a hang.
 #include "strategies/replay.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,11 +12,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <random>
 #include <string>
 
 #include <zlib.h>
 
+#include "network/analytical_model.h"
+#include "sim/graph/builder.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/traces/trace_test_files.h"
 #include "traces/chakra_graph.h"
@@ -122,6 +126,112 @@ TEST_F(CorruptedTraces, GiveAnErrorOrAReplayNeverACrash) {
   std::printf("  corrupted copies: %d replayed, %d rejected with an error\n", outcomes_ok,
               outcomes_error);
   EXPECT_GT(outcomes_error, 0);
+}
+
+// A GPU-bound step, written by hand so that every what-if's effect can be derived:
+//   host: ProfilerStep#1 over [0, 310] µs; launches (1 µs each) of k1, k2, k3 on stream 7 and of
+//         an all-reduce on stream 20; cudaDeviceSynchronize [4, 306] µs with its Context Sync.
+//   GPU:  k1, k2 GEMMs [5, 105], [105, 205] and k3 elementwise [205, 305] on stream 7; the
+//         all-reduce of 64 MiB over the 8-rank world [207, 287] on stream 20, 2 µs after k2
+//         (read as a wait on k2), overlapping k3.
+// The replay: the sync waits for k3 and the all-reduce, returns 1 µs after the later of them,
+// and the host spends 4 µs more before the step ends: 305 + 1 + 4 = 310 µs.
+class ReplayWhatIfTest : public testing_support::TempDirTest {
+ protected:
+  traces::Trace GpuBoundTrace() {
+    const std::string path = Path("gpu_bound.json");
+    std::ofstream(path)
+        << R"json({"distributedInfo": {"rank": 0, "world_size": 8, "backend": "nccl"},
+    "traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 310},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 0, "dur": 1, "args": {"correlation": 1}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {"correlation": 2}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 2, "dur": 1, "args": {"correlation": 3}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 3, "dur": 1, "args": {"correlation": 4}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1, "ts": 4, "dur": 302, "args": {"correlation": 5}},
+    {"ph": "X", "cat": "cuda_sync", "name": "Context Sync", "pid": 0, "tid": 7, "ts": 305, "dur": 1, "args": {"correlation": 5, "device": 0}},
+    {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": 5, "dur": 100, "args": {"correlation": 1, "stream": 7, "device": 0}},
+    {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": 105, "dur": 100, "args": {"correlation": 2, "stream": 7, "device": 0}},
+    {"ph": "X", "cat": "kernel", "name": "vectorized_elementwise_kernel", "pid": 0, "tid": 7, "ts": 205, "dur": 100, "args": {"correlation": 3, "stream": 7, "device": 0}},
+    {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)", "pid": 0, "tid": 20, "ts": 207, "dur": 80,
+     "args": {"correlation": 4, "stream": 20, "device": 0, "Collective name": "allreduce", "In msg nelems": 16777216, "dtype": "Float", "Group size": 8}}
+    ]})json";
+    Expected<traces::Trace> trace = traces::ReadKinetoTrace(path);
+    EXPECT_TRUE(trace.ok()) << trace.error().ToString();
+    return std::move(trace).value();
+  }
+
+  Expected<WhatIfResult> WhatIf(const traces::Trace& trace, const ReplayWhatIf& what_if) {
+    const Expected<traces::ReplayGraph> replay = traces::BuildReplayGraph(trace);
+    EXPECT_TRUE(replay.ok()) << replay.error().ToString();
+    const Expected<ReplayResult> baseline = SimulateReplay(*replay);
+    EXPECT_TRUE(baseline.ok());
+    EXPECT_EQ(baseline->steps.at(0).simulated, Microseconds(310));
+    return SimulateWhatIf(trace, *baseline, what_if);
+  }
+
+  // The analytical model's cost of the trace's all-reduce over `ranks` GPUs of DGX A100s.
+  static DurationNs AllReduceCost(const network::ClusterSpec& cluster, int32_t ranks) {
+    graph::TaskGraphBuilder b;
+    const std::vector<int32_t> one = {0};
+    const graph::CommId ar = b.AddCollective(graph::CommKind::kAllReduce, Bytes(64 << 20), one);
+    std::vector<int32_t> group(static_cast<size_t>(ranks));
+    std::iota(group.begin(), group.end(), 0);
+    b.PriceAs(ar, group);
+    b.AddCollectiveTask(b.Stream(0, "s"), ar, "ar", "");
+    Expected<graph::TaskGraph> alone = std::move(b).Build();
+    network::ClusterSpec sized = cluster;
+    EXPECT_TRUE(network::FitCluster(sized, ranks).ok());
+    network::AnalyticalModel model(sized);
+    EXPECT_TRUE(model.Prepare(*alone).ok());
+    return model.Cost(ar);
+  }
+};
+
+TEST_F(ReplayWhatIfTest, FasterKernelsShortenAGpuBoundStepByWhatTheySave) {
+  const traces::Trace trace = GpuBoundTrace();
+  // GEMMs ×2: k1, k2 take 50 µs; k3 ends at 205, the all-reduce (after k2 + 2 µs) at 187:
+  // 205 + 1 + 4 = 210 µs.
+  const Expected<WhatIfResult> gemm =
+      WhatIf(trace, {.speedups = {{traces::KernelClass::kGemm, 2}}});
+  ASSERT_TRUE(gemm.ok()) << gemm.error().ToString();
+  EXPECT_EQ(gemm->graph.stats.sped_up_ops, 2);
+  EXPECT_EQ(gemm->steps.at(0).what_if, Microseconds(210));
+  EXPECT_NEAR(gemm->steps.at(0).Change(), -100.0 / 310, 1e-12);
+  // Every kernel ×4 (the all-reduce is communication and keeps its 80 µs): k2 ends at 55, the
+  // all-reduce runs [57, 137] and is now the last: 137 + 1 + 4 = 142 µs.
+  const Expected<WhatIfResult> all = WhatIf(trace, {.speedups = {{traces::KernelClass::kAll, 4}}});
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->graph.stats.sped_up_ops, 3);
+  EXPECT_EQ(all->steps.at(0).what_if, Microseconds(142));
+}
+
+TEST_F(ReplayWhatIfTest, SerializingStreamsAndRepricingCollectivesChangeWhatTheyShould) {
+  const traces::Trace trace = GpuBoundTrace();
+  // One stream per GPU: the all-reduce no longer overlaps k3 and runs [305, 385]: 390 µs.
+  const Expected<WhatIfResult> serial = WhatIf(trace, {.serialize_gpu_streams = true});
+  ASSERT_TRUE(serial.ok()) << serial.error().ToString();
+  EXPECT_EQ(serial->steps.at(0).what_if, Microseconds(390));
+  EXPECT_EQ(serial->graph.graph.stream_count(), 2u);  // the host thread and one GPU stream
+
+  // Priced by the analytical model on a DGX A100 node, the all-reduce takes the model's cost C
+  // of 64 MiB over 8 GPUs; it outlasts k3 when it ends after 305 µs: 207 + C + 1 + 4.
+  const Expected<network::ClusterSpec> dgx = network::ClusterPreset("dgx-a100", 0);  // sized
+  ASSERT_TRUE(dgx.ok());
+  const DurationNs node = AllReduceCost(*dgx, 8);
+  ASSERT_GT(node, Microseconds(98));
+  const Expected<WhatIfResult> priced = WhatIf(trace, {.cluster = *dgx});
+  ASSERT_TRUE(priced.ok()) << priced.error().ToString();
+  EXPECT_EQ(priced->communication_model, "analytical");
+  EXPECT_EQ(priced->steps.at(0).what_if, Microseconds(212) + node);
+
+  // Data parallelism over 64 ranks: the world all-reduce spans 8 nodes.
+  const Expected<WhatIfResult> scaled = WhatIf(trace, {.cluster = *dgx, .data_parallel = 64});
+  ASSERT_TRUE(scaled.ok()) << scaled.error().ToString();
+  EXPECT_EQ(scaled->graph.stats.rescaled_collectives, 1);
+  EXPECT_EQ(scaled->steps.at(0).what_if, Microseconds(212) + AllReduceCost(*dgx, 64));
+  EXPECT_THAT(SimulateWhatIf(trace, {}, {.data_parallel = 64}).error().ToString(),
+              testing::HasSubstr("needs a cluster"));
 }
 
 // The shared Chakra trace replayed with its recorded durations. Every stream runs its tasks in

@@ -155,3 +155,35 @@ TEST_F(ReplayGraphTest, ATraceWithoutGpuEventsIsAnError) {
 
 }  // namespace
 }  // namespace dtsim::traces
+
+namespace dtsim::traces {
+namespace {
+
+TEST(KernelClass, ClassifiesKernelNamesAndParsesSpeedups) {
+  const auto in = [](KernelClass c, std::string_view name) {
+    return InKernelClass(c, DeviceEventKind::kKernel, name);
+  };
+  EXPECT_TRUE(in(KernelClass::kGemm, "ampere_sgemm_128x64_nn"));
+  EXPECT_TRUE(in(KernelClass::kGemm, "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128"));
+  EXPECT_TRUE(in(KernelClass::kGemm, "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm>(...)"));
+  EXPECT_TRUE(in(KernelClass::kAttention, "flash_fwd_kernel<Flash_fwd_kernel_traits<128>>"));
+  EXPECT_TRUE(in(KernelClass::kElementwise, "void at::native::vectorized_elementwise_kernel<4>"));
+  EXPECT_FALSE(in(KernelClass::kGemm, "void at::native::vectorized_elementwise_kernel<4>"));
+  EXPECT_FALSE(in(KernelClass::kAll, "ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
+  EXPECT_TRUE(InKernelClass(KernelClass::kMemory, DeviceEventKind::kMemcpy, "Memcpy HtoD"));
+  EXPECT_FALSE(InKernelClass(KernelClass::kAll, DeviceEventKind::kMemset, "Memset"));
+
+  const Expected<KernelSpeedup> gemm = ParseKernelSpeedup("gemm=1.5");
+  ASSERT_TRUE(gemm.ok());
+  EXPECT_EQ(gemm->kernels, KernelClass::kGemm);
+  EXPECT_EQ(gemm->factor, 1.5);
+  EXPECT_THAT(ParseKernelSpeedup("gemmm=2").error().ToString(),
+              testing::HasSubstr("unknown kernel class (did you mean \"gemm\"?)"));
+  EXPECT_THAT(ParseKernelSpeedup("gemm=0").error().ToString(),
+              testing::HasSubstr("a speedup factor is a positive number"));
+  EXPECT_THAT(ParseKernelSpeedup("gemm").error().ToString(),
+              testing::HasSubstr("a speedup is CLASS=FACTOR"));
+}
+
+}  // namespace
+}  // namespace dtsim::traces

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
+#include "network/cluster.h"
 #include "sim/base/atomic_file.h"
 #include "strategies/replay.h"
 #include "tools/cli/command_line.h"
@@ -34,6 +36,11 @@ struct ReplayOptions {
   bool stats_only = false;
   bool all_ranks = false;
   bool help = false;
+  // What-ifs.
+  std::vector<std::string> speedups;
+  bool no_overlap = false;
+  std::string network;
+  int32_t data_parallel = 0;
 };
 
 po::options_description Describe(ReplayOptions& o) {
@@ -54,7 +61,17 @@ po::options_description Describe(ReplayOptions& o) {
       "stats-only", po::bool_switch(&o.stats_only),
       "import the trace, print its statistics and stop (no graph, no simulation)")(
       "all-ranks", po::bool_switch(&o.all_ranks),
-      "Chakra: TRACE is PREFIX.<rank>.et[.gz]; replay PREFIX.0.et, PREFIX.1.et, ... together");
+      "Chakra: TRACE is PREFIX.<rank>.et[.gz]; replay PREFIX.0.et, PREFIX.1.et, ... together")(
+      "speedup", po::value(&o.speedups)->value_name("CLASS=FACTOR")->composing(),
+      "what-if: GPU ops of a kernel class run FACTOR times faster (gemm, attention, conv, "
+      "elementwise, memory, all; repeatable)")(
+      "no-overlap", po::bool_switch(&o.no_overlap),
+      "what-if: merge each GPU's streams into one, so nothing on the GPU overlaps")(
+      "network", po::value(&o.network)->value_name("CLUSTER"),
+      "what-if: price collectives with the analytical network model on CLUSTER (a preset "
+      "such as dgx-a100, or a cluster JSON file) instead of their measured time")(
+      "data-parallel", po::value(&o.data_parallel)->value_name("N"),
+      "what-if: collectives over the traced world run over N ranks (needs --network)");
   return description;
 }
 
@@ -152,10 +169,68 @@ Status ExecuteChakra(const ReplayOptions& options, std::ostream& out) {
   return Status::Ok();
 }
 
+Expected<strategies::ReplayWhatIf> WhatIfOf(const ReplayOptions& options) {
+  strategies::ReplayWhatIf what_if;
+  for (const std::string& text : options.speedups) {
+    Expected<traces::KernelSpeedup> speedup = traces::ParseKernelSpeedup(text);
+    if (!speedup.ok()) return std::move(speedup).error().Under("--speedup");
+    what_if.speedups.push_back(*speedup);
+  }
+  what_if.serialize_gpu_streams = options.no_overlap;
+  if (!options.network.empty()) {
+    DTSIM_ASSIGN_OR_RETURN(what_if.cluster, network::LoadCluster(options.network));
+  }
+  if (options.data_parallel < 0) {
+    return Error("must be positive", "--data-parallel", std::to_string(options.data_parallel));
+  }
+  what_if.data_parallel = options.data_parallel;
+  return what_if;
+}
+
+// The what-if's steps beside the replay's, and its JSON.
+OrderedJson PrintWhatIf(std::ostream& out, const strategies::ReplayWhatIf& what_if,
+                        const strategies::WhatIfResult& result) {
+  const traces::ReplayStats& g = result.graph.stats;
+  fmt::print(out, "\n  what-if    {}\n", what_if.Describe());
+  fmt::print(out, "             {} GPU ops sped up, {} collectives re-sized; communication {}\n",
+             g.sped_up_ops, g.rescaled_collectives, result.communication_model);
+  fmt::print(out, "  span       {} replayed, {} what-if\n", Ms(result.replayed_span),
+             Ms(result.what_if_span));
+  OrderedJson steps = OrderedJson::array();
+  if (!result.steps.empty()) {
+    fmt::print(out, "  {:<22} {:>14} {:>14} {:>14} {:>9}\n", "step", "measured", "replayed",
+               "what-if", "change");
+  }
+  for (const strategies::WhatIfStep& step : result.steps) {
+    fmt::print(out, "  {:<22} {:>14} {:>14} {:>14} {:>+8.2f}%\n",
+               fmt::format("ProfilerStep#{}", step.number), Ms(step.measured), Ms(step.replayed),
+               Ms(step.what_if), 100 * step.Change());
+    steps.push_back({{"step", step.number},
+                     {"measured_ms", step.measured.ns() / 1e6},
+                     {"replayed_ms", step.replayed.ns() / 1e6},
+                     {"what_if_ms", step.what_if.ns() / 1e6},
+                     {"change", step.Change()}});
+  }
+  return {{"description", what_if.Describe()},
+          {"communication_model", result.communication_model},
+          {"sped_up_ops", g.sped_up_ops},
+          {"rescaled_collectives", g.rescaled_collectives},
+          {"replayed_span_ms", result.replayed_span.ns() / 1e6},
+          {"what_if_span_ms", result.what_if_span.ns() / 1e6},
+          {"steps", std::move(steps)}};
+}
+
 Status Execute(const ReplayOptions& options, std::ostream& out) {
+  DTSIM_ASSIGN_OR_RETURN(const strategies::ReplayWhatIf what_if, WhatIfOf(options));
   DTSIM_ASSIGN_OR_RETURN(const traces::TraceFormat format,
                          traces::DetectTraceFormat(options.trace));
-  if (traces::IsChakraFormat(format)) return ExecuteChakra(options, out);
+  if (traces::IsChakraFormat(format)) {
+    if (!what_if.empty()) {
+      return Error("what-ifs apply to profiler traces; a Chakra trace replays as recorded")
+          .InFile(options.trace);
+    }
+    return ExecuteChakra(options, out);
+  }
   if (options.all_ranks) {
     return Error("--all-ranks reads the rank files of a Chakra trace; this is a profiler trace")
         .InFile(options.trace);
@@ -202,8 +277,17 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
     fmt::print(out, "\n  mean absolute error over {} steps: {:.2f}%\n", result.steps.size(),
                100 * result.mean_absolute_error);
   }
+  std::optional<strategies::WhatIfResult> what_if_result;
+  OrderedJson what_if_json;
+  if (!what_if.empty()) {
+    Expected<strategies::WhatIfResult> simulated =
+        strategies::SimulateWhatIf(trace, result, what_if);
+    if (!simulated.ok()) return std::move(simulated).error().InFile(options.trace);
+    what_if_result = std::move(simulated).value();
+    what_if_json = PrintWhatIf(out, what_if, *what_if_result);
+  }
   if (!options.result_path.empty()) {
-    const OrderedJson document = {
+    OrderedJson document = {
         {"format", kReplayResultFormat},
         {"version", kReplayResultVersion},
         {"trace", ImportStatsJson(trace)},
@@ -226,7 +310,13 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
           {"ops", result.gpu_ops}}},
         {"steps", std::move(steps)},
         {"mean_absolute_error", result.mean_absolute_error}};
+    if (what_if_result) document["what_if"] = std::move(what_if_json);
     DTSIM_RETURN_IF_ERROR(WriteFileAtomically(options.result_path, document.dump(2) + "\n"));
+  }
+  if (!options.timeline_path.empty() && what_if_result) {
+    return traces::WriteChromeTraceFile(options.timeline_path, what_if_result->graph.graph,
+                                        what_if_result->times,
+                                        {options.trace, what_if_result->communication_model});
   }
   if (!options.timeline_path.empty()) {
     DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(options.timeline_path, replay.graph,

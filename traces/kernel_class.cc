@@ -1,0 +1,91 @@
+#include "traces/kernel_class.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+
+#include "sim/base/strings.h"
+
+namespace dtsim::traces {
+namespace {
+
+constexpr std::array<std::string_view, 6> kNames = {"gemm",        "attention", "conv",
+                                                    "elementwise", "memory",    "all"};
+
+// Lower-case name fragments per class (cuBLAS/cuBLASLt, CUTLASS and Hopper wgmma GEMMs;
+// FlashAttention and cuDNN fused attention; cuDNN convolutions; PyTorch's elementwise and
+// reduction kernels).
+constexpr std::array<std::string_view, 6> kGemmPatterns = {"gemm",   "cutlass", "xmma",
+                                                           "cublas", "wgmma",   "matmul"};
+constexpr std::array<std::string_view, 5> kAttentionPatterns = {"flash", "fmha", "attention",
+                                                                "sdpa", "mha_"};
+constexpr std::array<std::string_view, 3> kConvolutionPatterns = {"conv", "winograd", "dgrad"};
+constexpr std::array<std::string_view, 4> kElementwisePatterns = {"elementwise", "vectorized",
+                                                                  "unrolled", "reduce_kernel"};
+
+template <size_t N>
+bool Contains(const std::string& lower, const std::array<std::string_view, N>& patterns) {
+  return std::any_of(patterns.begin(), patterns.end(),
+                     [&](std::string_view p) { return lower.find(p) != std::string::npos; });
+}
+
+}  // namespace
+
+std::string_view KernelClassName(KernelClass kind) { return kNames[static_cast<size_t>(kind)]; }
+
+std::span<const std::string_view> KernelClassNames() { return kNames; }
+
+std::optional<KernelClass> KernelClassFromName(std::string_view name) {
+  const auto it = std::find(kNames.begin(), kNames.end(), name);
+  if (it == kNames.end()) return std::nullopt;
+  return static_cast<KernelClass>(it - kNames.begin());
+}
+
+bool InKernelClass(KernelClass kind_class, DeviceEventKind kind, std::string_view name) {
+  if (kind != DeviceEventKind::kKernel) return kind_class == KernelClass::kMemory;
+  const std::string lower = ToLower(name);
+  if (lower.find("nccl") != std::string::npos) return false;
+  switch (kind_class) {
+    case KernelClass::kGemm:
+      return Contains(lower, kGemmPatterns);
+    case KernelClass::kAttention:
+      return Contains(lower, kAttentionPatterns);
+    case KernelClass::kConvolution:
+      return Contains(lower, kConvolutionPatterns);
+    case KernelClass::kElementwise:
+      return Contains(lower, kElementwisePatterns);
+    case KernelClass::kMemory:
+      return false;
+    case KernelClass::kAll:
+      return true;
+  }
+  return false;
+}
+
+Expected<KernelSpeedup> ParseKernelSpeedup(std::string_view text) {
+  const size_t equals = text.find('=');
+  if (equals == std::string_view::npos) {
+    return Error("a speedup is CLASS=FACTOR, e.g. gemm=1.5", "", std::string(text));
+  }
+  const std::string_view name = text.substr(0, equals);
+  const std::optional<KernelClass> kind = KernelClassFromName(name);
+  if (!kind) {
+    return Error(fmt::format("unknown kernel class{}; known: {}", DidYouMean(name, kNames),
+                             JoinQuoted(kNames)),
+                 "", std::string(name));
+  }
+  const std::string_view factor_text = text.substr(equals + 1);
+  double factor = 0;
+  const auto [end, ec] =
+      std::from_chars(factor_text.data(), factor_text.data() + factor_text.size(), factor);
+  if (ec != std::errc() || end != factor_text.data() + factor_text.size() ||
+      !std::isfinite(factor) || factor <= 0) {
+    return Error("a speedup factor is a positive number", "", std::string(factor_text));
+  }
+  return KernelSpeedup{*kind, factor};
+}
+
+}  // namespace dtsim::traces

@@ -1,0 +1,34 @@
+// Classes of GPU ops that replay what-ifs speed up ("GEMMs ×1.5 on a newer GPU"), recognized
+// by the kernel's name (docs/replay.md lists the patterns). A kernel may belong to several
+// classes; a what-if applies the first of its speedups whose class matches.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "sim/base/status.h"
+#include "traces/trace.h"
+
+namespace dtsim::traces {
+
+enum class KernelClass : uint8_t { kGemm, kAttention, kConvolution, kElementwise, kMemory, kAll };
+
+std::string_view KernelClassName(KernelClass kind);
+std::span<const std::string_view> KernelClassNames();
+std::optional<KernelClass> KernelClassFromName(std::string_view name);
+
+// Whether a GPU op of `kind` named `name` belongs to `kind_class`. NCCL kernels belong to no
+// class: communication is re-priced by the network model, not sped up.
+bool InKernelClass(KernelClass kind_class, DeviceEventKind kind, std::string_view name);
+
+struct KernelSpeedup {
+  KernelClass kernels = KernelClass::kAll;
+  double factor = 1;  // durations are divided by it
+};
+
+// "gemm=1.5" → {kGemm, 1.5}. Errors name the class (with the known ones) or the factor.
+Expected<KernelSpeedup> ParseKernelSpeedup(std::string_view text);
+
+}  // namespace dtsim::traces
