@@ -417,11 +417,13 @@ class ChakraGraphBuilder {
   }
 
   DurationNs NodeDuration(const ChakraNode& node) const {
+    // Durations from a file are bounded like the Kineto reader's (~2.3 years), so that sums of
+    // them stay far from int64 overflow.
+    constexpr int64_t kMaxNs = int64_t{1} << 56;
     if (const std::optional<int64_t> ns = IntegerAttr(node, attr::kDurationNs)) {
-      return DurationNs(std::max<int64_t>(0, *ns));
+      return DurationNs(std::clamp<int64_t>(*ns, 0, kMaxNs));
     }
-    // duration_micros is a uint64 from the file: keep it inside int64 nanoseconds.
-    constexpr uint64_t kMaxMicros = (uint64_t{1} << 56) / kNanosecondsPerMicrosecond;
+    constexpr uint64_t kMaxMicros = kMaxNs / kNanosecondsPerMicrosecond;
     return Microseconds(static_cast<int64_t>(std::min(node.duration_micros, kMaxMicros)));
   }
 
@@ -459,8 +461,11 @@ class ChakraGraphBuilder {
     }
     TaskId task;
     if (kind == TaskKind::kCollective) {
-      task = builder_.AddCollectiveTask(stream, collective_of_.at({ref.trace, ref.node}), node.name,
-                                        category);
+      const auto comm = collective_of_.find({ref.trace, ref.node});
+      if (comm == collective_of_.end()) {
+        return NodeError(ref, "dtsim.kind says collective but the node is no COMM_COLL_NODE");
+      }
+      task = builder_.AddCollectiveTask(stream, comm->second, node.name, category);
     } else if (kind == TaskKind::kSend || kind == TaskKind::kRecv) {
       DTSIM_ASSIGN_OR_RETURN(task, AddPointToPoint(ref, stream, kind, category));
     } else {

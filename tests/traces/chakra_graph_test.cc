@@ -109,6 +109,17 @@ TEST_F(ChakraGraphTest, EveryTaskKindAndCollectiveFieldRoundTrips) {
   EXPECT_EQ(send_node.Attr("comm_src")->AsInteger(), 1);
   EXPECT_EQ(send_node.Attr("comm_dst")->AsInteger(), 2);
   EXPECT_EQ(send_node.Attr("comm_dst")->type, AttributeType::kInt32);
+
+  // Files whose dtsim attributes contradict the node are errors, not crashes.
+  std::vector<ChakraTrace> broken = traces;
+  broken[0].nodes[3].type = ChakraNodeType::kCompute;
+  EXPECT_THAT(BuildChakraGraph(broken).error().ToString(),
+              HasSubstr("dtsim.kind says collective but the node is no COMM_COLL_NODE"));
+  broken = traces;
+  for (ChakraAttribute& attr : broken[0].nodes[3].attrs) {
+    if (attr.name == "dtsim.group") attr.integers = {0, 0};
+  }
+  EXPECT_THAT(BuildChakraGraph(broken).error().ToString(), HasSubstr("distinct ranks"));
 }
 
 // chakra.0.et: 3,643 COMP_NODEs and 21 COMM_COLL_NODEs; 2,448 CPU ops (the 14 c10d

@@ -7,15 +7,19 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
 #include <string>
 
+#include "sim/graph/graph_json.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/traces/trace_test_files.h"
+#include "traces/chakra_graph.h"
 #include "traces/chakra_wire.h"
+#include "traces/chakra_writer.h"
 #include "traces/protobuf_wire.h"
 #include "traces/trace_format.h"
 
@@ -366,14 +370,20 @@ TEST_F(ChakraReaderTest, CorruptFilesGiveClearErrors) {
               HasSubstr("half.json.gz: unexpected end of the gzip stream"));
 }
 
-// Random byte corruption of the shared Chakra files: every copy imports or fails with an
-// error naming the file; none crashes or hangs (ASan and UBSan runs check the rest).
+// Random byte corruption of the shared Chakra files and of a dtsim export: every copy imports
+// (and then builds a graph or fails clearly) or fails with an error naming the file; none
+// crashes or hangs (ASan and UBSan runs check the rest).
 TEST_F(ChakraReaderTest, SurvivesRandomCorruptionOfTheSharedTraces) {
   int imported = 0;
   int failed = 0;
+  // dtsim's own export too: its dtsim.* attributes are input like any other.
+  const Expected<graph::TaskGraph> example =
+      graph::LoadTaskGraph(std::string(DTSIM_SOURCE_DIR) + "/tools/examples/pipeline_2x2.json");
+  ASSERT_TRUE(example.ok());
+  ASSERT_TRUE(WriteChakraGraph(*example, Path("export")).ok());
   for (const std::string& source :
        {SharedChakra(kChakraEt), SharedChakra(kChakraWorkloadJson), SharedChakra(kSmallChakraJson),
-        SharedKineto(kExecutionTraceHost)}) {
+        SharedKineto(kExecutionTraceHost), Path("export.0.et")}) {
     const std::string original = FileBytes(source);
     uint64_t state = 0x9e3779b97f4a7c15ULL;
     for (int copy = 0; copy < 40; ++copy) {
@@ -387,13 +397,17 @@ TEST_F(ChakraReaderTest, SurvivesRandomCorruptionOfTheSharedTraces) {
       const Expected<ChakraTrace> trace = ReadChakraTrace(path);
       if (trace.ok()) {
         ++imported;
+        // Whatever imported must become a graph or a clear error, never a crash.
+        const Expected<ChakraGraph> graph = BuildChakraGraph(std::span(&*trace, 1));
+        if (!graph.ok()) EXPECT_FALSE(graph.error().ToString().empty());
       } else {
         ++failed;
         EXPECT_THAT(trace.error().ToString(), HasSubstr(path));
       }
     }
   }
-  EXPECT_EQ(imported + failed, 160);
+  EXPECT_EQ(imported + failed, 200);
+  std::printf("corrupted Chakra copies: %d imported, %d clear errors\n", imported, failed);
   EXPECT_GT(failed, 0);
 }
 
