@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 
+#include "models/cost_model.h"
 #include "network/analytical_model.h"
 #include "sim/engine/communication.h"
 
@@ -95,6 +97,10 @@ std::string ReplayWhatIf::Describe() const {
   if (data_parallel > 0) {
     parts.push_back(fmt::format("world collectives over {} ranks", data_parallel));
   }
+  if (compression) {
+    parts.push_back(fmt::format("{} gradient compression (compressed phase, kernels on {})",
+                                compression->method, gpu ? gpu->name : "?"));
+  }
   return parts.empty() ? "none" : fmt::format("{}", fmt::join(parts, "; "));
 }
 
@@ -121,6 +127,48 @@ Expected<MeasuredRun> SimulateAnalytical(const graph::TaskGraph& graph,
   return MeasuredRun{.summary = simulator.Summarize(), .times = simulator.times()};
 }
 
+// The compressed reduction of a world all-reduce: the method's steps over the priced group,
+// kernels priced by the roofline model. Collectives the method does not apply to (not an
+// all-reduce, an element type other than 16 or 32 bits) are kept.
+class CompressionRewrite {
+ public:
+  CompressionRewrite(const CompressionConfig& config, const models::GpuSpec& gpu)
+      : method_(MakeCompression(config)), cost_(gpu) {}
+
+  std::optional<std::vector<traces::CollectiveRewriteStep>> operator()(
+      const traces::CollectiveInfo& info, int32_t ranks) {
+    if (!method_->Compresses() || info.kind != graph::CommKind::kAllReduce || ranks < 2 ||
+        (info.element_bytes != 2 && info.element_bytes != 4)) {
+      return std::nullopt;
+    }
+    const DType dtype = info.element_bytes == 2 ? DType::kBf16 : DType::kFp32;
+    const GradientTensors bucket{.matrices = {},
+                                 .vector_elements = info.bytes.count() / info.element_bytes};
+    std::vector<traces::CollectiveRewriteStep> steps;
+    for (const ReductionStep& step : method_->Reduce(bucket, ranks, dtype)) {
+      traces::CollectiveRewriteStep rewritten{
+          .name = step.name, .collective = step.collective, .bytes = step.bytes, .duration = {}};
+      for (const models::Op& kernel : step.kernels) {
+        Expected<models::OpCost> cost = cost_.PriceOrError(kernel, "compression kernel");
+        if (!cost.ok()) {
+          if (!error_) error_ = std::move(cost).error();
+          return std::nullopt;
+        }
+        rewritten.duration += cost->duration;
+      }
+      steps.push_back(std::move(rewritten));
+    }
+    return steps;
+  }
+
+  const std::optional<Error>& error() const { return error_; }
+
+ private:
+  std::unique_ptr<GradientCompression> method_;
+  models::RooflineCostModel cost_;
+  std::optional<Error> error_;
+};
+
 }  // namespace
 
 Expected<WhatIfResult> SimulateWhatIf(const traces::Trace& trace, const ReplayResult& replay,
@@ -136,11 +184,25 @@ Expected<WhatIfResult> SimulateWhatIf(const traces::Trace& trace, const ReplayRe
                "cannot be told apart")
         .InFile(trace.file);
   }
+  if (what_if.compression && (!what_if.cluster || !what_if.gpu)) {
+    return Error(
+        "gradient compression changes the collectives and adds kernels: it needs a "
+        "cluster to price the collectives on and a GPU to price the kernels on");
+  }
   traces::ReplayOptions options;
   options.speedups = what_if.speedups;
   options.serialize_gpu_streams = what_if.serialize_gpu_streams;
   options.world_group_size = what_if.data_parallel;
+  std::shared_ptr<CompressionRewrite> rewrite;
+  if (what_if.compression) {
+    rewrite = std::make_shared<CompressionRewrite>(*what_if.compression, *what_if.gpu);
+    options.rewrite_world_collectives = [rewrite](const traces::CollectiveInfo& info,
+                                                  int32_t ranks) {
+      return (*rewrite)(info, ranks);
+    };
+  }
   DTSIM_ASSIGN_OR_RETURN(traces::ReplayGraph graph, traces::BuildReplayGraph(trace, options));
+  if (rewrite && rewrite->error()) return *rewrite->error();
   Expected<MeasuredRun> run = what_if.cluster ? SimulateAnalytical(graph.graph, *what_if.cluster)
                                               : SimulateMeasured(graph.graph, graph.comm_durations);
   if (!run.ok()) return std::move(run).error();

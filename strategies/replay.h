@@ -8,10 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "models/gpu.h"
 #include "network/cluster.h"
 #include "sim/base/status.h"
 #include "sim/engine/simulator.h"
 #include "sim/graph/task_times.h"
+#include "strategies/compression.h"
 #include "traces/replay_graph.h"
 
 namespace dtsim::strategies {
@@ -59,9 +61,15 @@ struct ReplayWhatIf {
   std::optional<network::ClusterSpec> cluster;
   // Collectives over the traced world priced over this many ranks (needs `cluster`).
   int32_t data_parallel = 0;
+  // Gradient compression of the all-reduces over the traced world, in its compressed phase:
+  // each becomes the method's steps (strategies/compression.h) with their kernels priced by
+  // the roofline model on `gpu` (needs `cluster` for the new collectives).
+  std::optional<CompressionConfig> compression;
+  std::optional<models::GpuSpec> gpu;
 
   bool empty() const {
-    return speedups.empty() && !serialize_gpu_streams && !cluster && data_parallel == 0;
+    return speedups.empty() && !serialize_gpu_streams && !cluster && data_parallel == 0 &&
+           !compression;
   }
   // "gemm ÷1.5, GPU streams serialized, collectives on dgx-a100 (analytical), ..."
   std::string Describe() const;

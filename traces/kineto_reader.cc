@@ -317,6 +317,7 @@ class TraceAssembler {
     const int64_t element_bytes = DtypeBytes(ArgString(args, "dtype"));
     if (elements >= 0 && elements <= kMaxElements && element_bytes > 0) {
       info.bytes = Bytes(elements * element_bytes);
+      info.element_bytes = static_cast<int32_t>(element_bytes);
     } else {
       info.size_unknown = true;  // DescribeCollectives infers it from the annotation
     }
@@ -439,6 +440,7 @@ class TraceAssembler {
       const int64_t element_bytes = DtypeBytes((*types)[0].get<std::string>());
       if (element_bytes == 0 || elements < 0 || elements > kMaxElements) continue;
       info.bytes = Bytes(elements * element_bytes);
+      info.element_bytes = static_cast<int32_t>(element_bytes);
       info.size_unknown = false;
     }
   }

@@ -422,8 +422,9 @@ class ReplayBuilder {
         ++stats_.gpu_gaps;
         stats_.gpu_gap_time += op.start - ready;
       }
-      const TaskId task = Measured(DeviceTask(stream, op), op.start);
-      if (!first.valid()) first = task;
+      TaskId chain_first;  // set when a what-if replaced the op by a chain of tasks
+      const TaskId task = Measured(DeviceTask(stream, op, chain_first), op.start);
+      if (!first.valid()) first = chain_first.valid() ? chain_first : task;
       for (TaskId prerequisite : host_prerequisites) builder_.AddDependency(first, prerequisite);
       for (uint32_t prerequisite : device_prerequisites)
         pending_edges_.emplace_back(first, prerequisite);
@@ -447,22 +448,23 @@ class ReplayBuilder {
     return std::nullopt;
   }
 
-  TaskId DeviceTask(graph::StreamId stream, const DeviceEvent& op) {
+  // The task of a GPU op; for a collective a what-if rewrote, the last of its chain, the first
+  // going to `chain_first`.
+  TaskId DeviceTask(graph::StreamId stream, const DeviceEvent& op, TaskId& chain_first) {
     ++stats_.gpu_tasks;
     const std::string_view name = trace_.Name(op.name);
     if (op.collective != kNone) {
       const CollectiveInfo& info = trace_.collectives[op.collective];
       if (info.kind != graph::CommKind::kSendRecv) {
-        const int32_t rank = 0;
-        const graph::CommId comm =
-            builder_.AddCollective(info.kind, info.bytes, std::span<const int32_t>(&rank, 1), name);
+        const bool world = trace_.world_size > 0 && info.group_size == trace_.world_size;
         const int32_t group_size = PricedGroupSize(info);
-        if (group_size > 1) {
-          std::vector<int32_t> logical(static_cast<size_t>(group_size));
-          std::iota(logical.begin(), logical.end(), 0);
-          builder_.PriceAs(comm, logical);
+        if (world && options_.rewrite_world_collectives) {
+          if (const auto steps = options_.rewrite_world_collectives(info, group_size)) {
+            ++stats_.rewritten_collectives;
+            return RewriteChain(stream, name, *steps, group_size, chain_first);
+          }
         }
-        if (comm_durations_.size() <= comm.value()) comm_durations_.resize(comm.value() + 1);
+        const graph::CommId comm = Collective(info.kind, info.bytes, name, group_size);
         comm_durations_[comm.value()] = op.duration;
         ++stats_.collectives;
         return builder_.AddCollectiveTask(stream, comm, name, "nccl");
@@ -478,6 +480,40 @@ class ReplayBuilder {
         return builder_.AddTask(stream, TaskKind::kMemcpy, name, "memset", Duration(op));
     }
     return TaskId::Invalid();
+  }
+
+  // A single-rank collective priced as one over `group_size` ranks.
+  graph::CommId Collective(graph::CommKind kind, Bytes bytes, std::string_view name,
+                           int32_t group_size) {
+    const int32_t rank = 0;
+    const graph::CommId comm =
+        builder_.AddCollective(kind, bytes, std::span<const int32_t>(&rank, 1), name);
+    if (group_size > 1) {
+      std::vector<int32_t> logical(static_cast<size_t>(group_size));
+      std::iota(logical.begin(), logical.end(), 0);
+      builder_.PriceAs(comm, logical);
+    }
+    if (comm_durations_.size() <= comm.value()) comm_durations_.resize(comm.value() + 1);
+    return comm;
+  }
+
+  TaskId RewriteChain(graph::StreamId stream, std::string_view name,
+                      const std::vector<CollectiveRewriteStep>& steps, int32_t group_size,
+                      TaskId& chain_first) {
+    TaskId last;
+    for (const CollectiveRewriteStep& step : steps) {
+      const std::string step_name = fmt::format("{} ({})", name, step.name);
+      if (step.collective) {
+        const graph::CommId comm = Collective(*step.collective, step.bytes, step_name, group_size);
+        ++stats_.collectives;
+        last = builder_.AddCollectiveTask(stream, comm, step_name, "nccl");
+      } else {
+        last =
+            builder_.AddTask(stream, TaskKind::kCompute, step_name, "compression", step.duration);
+      }
+      if (!chain_first.valid()) chain_first = last;
+    }
+    return last;
   }
 
   // The op's measured duration, divided by the first speedup whose class it belongs to.

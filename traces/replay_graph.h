@@ -23,6 +23,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,19 @@
 #include "traces/trace.h"
 
 namespace dtsim::traces {
+
+// One step of what a what-if reduces a collective with instead (strategies::ReplayWhatIf's
+// gradient compression): a collective over the same logical group, or GPU work of a fixed
+// duration, run one after another on the collective's stream.
+struct CollectiveRewriteStep {
+  std::string name;
+  std::optional<graph::CommKind> collective;
+  Bytes bytes;          // the collective's bytes per rank
+  DurationNs duration;  // the GPU work's, for a step that is no collective
+};
+// The steps that replace a collective over `group_size` ranks, or nothing to keep it.
+using CollectiveRewrite = std::function<std::optional<std::vector<CollectiveRewriteStep>>(
+    const CollectiveInfo& collective, int32_t group_size)>;
 
 struct ReplayOptions {
   // How close a GPU gap's end must be to another stream's op end to be read as a wait on it:
@@ -49,6 +64,9 @@ struct ReplayOptions {
   // Collectives over the whole traced world (their group size is the trace's world size) are
   // priced over this many ranks instead; 0 keeps the traced size. How data parallelism scales.
   int32_t world_group_size = 0;
+  // Applied to the collectives over the traced world; their measured durations no longer hold,
+  // so the what-if must price communication with a network model.
+  CollectiveRewrite rewrite_world_collectives;
 };
 
 struct ReplayStep {
@@ -69,8 +87,9 @@ struct ReplayStats {
   int64_t inferred_stream_edges = 0;
   int64_t gpu_gaps = 0;
   DurationNs gpu_gap_time;
-  int64_t sped_up_ops = 0;           // what-if: GPU ops a speedup applied to
-  int64_t rescaled_collectives = 0;  // what-if: world collectives priced over another size
+  int64_t sped_up_ops = 0;            // what-if: GPU ops a speedup applied to
+  int64_t rescaled_collectives = 0;   // what-if: world collectives priced over another size
+  int64_t rewritten_collectives = 0;  // what-if: world collectives replaced by rewrite steps
 };
 
 struct ReplayGraph {

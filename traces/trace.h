@@ -82,6 +82,7 @@ struct SyncEvent {
 struct CollectiveInfo {
   graph::CommKind kind = graph::CommKind::kAllReduce;
   Bytes bytes;                // bytes per rank (the input message)
+  int32_t element_bytes = 0;  // of the message's dtype; 0 when unknown
   int32_t group_size = 0;     // 0 when unknown
   std::string process_group;  // "Process Group Name" when known
   std::vector<int32_t> group_ranks;

@@ -18,8 +18,10 @@
 
 #include <zlib.h>
 
+#include "models/cost_model.h"
 #include "network/analytical_model.h"
 #include "sim/graph/builder.h"
+#include "strategies/compression.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/traces/trace_test_files.h"
 #include "traces/chakra_graph.h"
@@ -172,9 +174,15 @@ class ReplayWhatIfTest : public testing_support::TempDirTest {
 
   // The analytical model's cost of the trace's all-reduce over `ranks` GPUs of DGX A100s.
   static DurationNs AllReduceCost(const network::ClusterSpec& cluster, int32_t ranks) {
+    return CollectiveCost(cluster, ranks, graph::CommKind::kAllReduce, Bytes(64 << 20));
+  }
+
+  // The analytical model's cost of one collective priced on its own.
+  static DurationNs CollectiveCost(const network::ClusterSpec& cluster, int32_t ranks,
+                                   graph::CommKind kind, Bytes bytes) {
     graph::TaskGraphBuilder b;
     const std::vector<int32_t> one = {0};
-    const graph::CommId ar = b.AddCollective(graph::CommKind::kAllReduce, Bytes(64 << 20), one);
+    const graph::CommId ar = b.AddCollective(kind, bytes, one);
     std::vector<int32_t> group(static_cast<size_t>(ranks));
     std::iota(group.begin(), group.end(), 0);
     b.PriceAs(ar, group);
@@ -232,6 +240,38 @@ TEST_F(ReplayWhatIfTest, SerializingStreamsAndRepricingCollectivesChangeWhatThey
   EXPECT_EQ(scaled->steps.at(0).what_if, Microseconds(212) + AllReduceCost(*dgx, 64));
   EXPECT_THAT(SimulateWhatIf(trace, {}, {.data_parallel = 64}).error().ToString(),
               testing::HasSubstr("needs a cluster"));
+}
+
+// Compressing the world all-reduce (64 MiB fp32 = 16 Mi elements over 8 ranks) replaces it by
+// the method's steps, run one after another where the all-reduce ran: each collective at the
+// analytical model's cost on its own, each kernel at the roofline's. The chain starts at 207 µs
+// and outlasts k3, so the step is 207 + chain + 1 + 4 µs.
+TEST_F(ReplayWhatIfTest, CompressionReplacesTheWorldAllReduceByTheMethodsSteps) {
+  const traces::Trace trace = GpuBoundTrace();
+  const Expected<network::ClusterSpec> dgx = network::ClusterPreset("dgx-a100", 0);
+  const Expected<models::GpuSpec> a100 = models::GpuPreset("a100-sxm4-80gb");
+  ASSERT_TRUE(dgx.ok() && a100.ok());
+  for (const char* method : {"topk", "qsgd", "onebit_adam", "fp16"}) {
+    SCOPED_TRACE(method);
+    const Expected<CompressionConfig> config =
+        CompressionFromJson(Json{{"method", method}}, "compression");
+    ASSERT_TRUE(config.ok()) << config.error().ToString();
+    const models::RooflineCostModel roofline(*a100);
+    DurationNs chain;
+    const GradientTensors bucket{.matrices = {}, .vector_elements = 16 << 20};
+    for (const ReductionStep& step : MakeCompression(*config)->Reduce(bucket, 8, DType::kFp32)) {
+      if (step.collective) chain += CollectiveCost(*dgx, 8, *step.collective, step.bytes);
+      for (const models::Op& kernel : step.kernels) chain += roofline.Price(kernel)->duration;
+    }
+    ASSERT_GT(Microseconds(207) + chain, Microseconds(305));
+    const Expected<WhatIfResult> compressed =
+        WhatIf(trace, {.cluster = *dgx, .compression = *config, .gpu = *a100});
+    ASSERT_TRUE(compressed.ok()) << compressed.error().ToString();
+    EXPECT_EQ(compressed->graph.stats.rewritten_collectives, 1);
+    EXPECT_EQ(compressed->steps.at(0).what_if, Microseconds(212) + chain);
+  }
+  EXPECT_THAT(SimulateWhatIf(trace, {}, {.compression = CompressionConfig{}}).error().ToString(),
+              testing::HasSubstr("needs a cluster to price the collectives on and a GPU"));
 }
 
 // The shared Chakra trace replayed with its recorded durations. Every stream runs its tasks in

@@ -399,7 +399,9 @@ TEST_F(ChakraReaderTest, SurvivesRandomCorruptionOfTheSharedTraces) {
         ++imported;
         // Whatever imported must become a graph or a clear error, never a crash.
         const Expected<ChakraGraph> graph = BuildChakraGraph(std::span(&*trace, 1));
-        if (!graph.ok()) EXPECT_FALSE(graph.error().ToString().empty());
+        if (!graph.ok()) {
+          EXPECT_FALSE(graph.error().ToString().empty());
+        }
       } else {
         ++failed;
         EXPECT_THAT(trace.error().ToString(), HasSubstr(path));

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "models/gpu.h"
 #include "network/cluster.h"
 #include "sim/base/atomic_file.h"
 #include "strategies/replay.h"
@@ -41,6 +42,8 @@ struct ReplayOptions {
   bool no_overlap = false;
   std::string network;
   int32_t data_parallel = 0;
+  std::string compression;
+  std::string gpu;
 };
 
 po::options_description Describe(ReplayOptions& o) {
@@ -71,7 +74,12 @@ po::options_description Describe(ReplayOptions& o) {
       "what-if: price collectives with the analytical network model on CLUSTER (a preset "
       "such as dgx-a100, or a cluster JSON file) instead of their measured time")(
       "data-parallel", po::value(&o.data_parallel)->value_name("N"),
-      "what-if: collectives over the traced world run over N ranks (needs --network)");
+      "what-if: collectives over the traced world run over N ranks (needs --network)")(
+      "compression", po::value(&o.compression)->value_name("METHOD|JSON"),
+      "what-if: compress the all-reduces over the traced world with a registered method "
+      "(onebit_adam, topk, qsgd, ...; or a compression section as JSON); needs --network and "
+      "--gpu")("gpu", po::value(&o.gpu)->value_name("PRESET"),
+               "the GPU that prices compression kernels (a preset such as a100-sxm4-80gb)");
   return description;
 }
 
@@ -184,6 +192,17 @@ Expected<strategies::ReplayWhatIf> WhatIfOf(const ReplayOptions& options) {
     return Error("must be positive", "--data-parallel", std::to_string(options.data_parallel));
   }
   what_if.data_parallel = options.data_parallel;
+  if (!options.compression.empty()) {
+    Json section = Json{{"method", options.compression}};
+    if (options.compression.starts_with("{")) {
+      DTSIM_ASSIGN_OR_RETURN(section, ParseJson(options.compression, "--compression"));
+    }
+    DTSIM_ASSIGN_OR_RETURN(what_if.compression,
+                           strategies::CompressionFromJson(section, "--compression"));
+  }
+  if (!options.gpu.empty()) {
+    DTSIM_ASSIGN_OR_RETURN(what_if.gpu, models::GpuPreset(options.gpu));
+  }
   return what_if;
 }
 
@@ -192,8 +211,11 @@ OrderedJson PrintWhatIf(std::ostream& out, const strategies::ReplayWhatIf& what_
                         const strategies::WhatIfResult& result) {
   const traces::ReplayStats& g = result.graph.stats;
   fmt::print(out, "\n  what-if    {}\n", what_if.Describe());
-  fmt::print(out, "             {} GPU ops sped up, {} collectives re-sized; communication {}\n",
-             g.sped_up_ops, g.rescaled_collectives, result.communication_model);
+  fmt::print(out,
+             "             {} GPU ops sped up, {} collectives re-sized, {} compressed; "
+             "communication {}\n",
+             g.sped_up_ops, g.rescaled_collectives, g.rewritten_collectives,
+             result.communication_model);
   fmt::print(out, "  span       {} replayed, {} what-if\n", Ms(result.replayed_span),
              Ms(result.what_if_span));
   OrderedJson steps = OrderedJson::array();
@@ -215,6 +237,7 @@ OrderedJson PrintWhatIf(std::ostream& out, const strategies::ReplayWhatIf& what_
           {"communication_model", result.communication_model},
           {"sped_up_ops", g.sped_up_ops},
           {"rescaled_collectives", g.rescaled_collectives},
+          {"compressed_collectives", g.rewritten_collectives},
           {"replayed_span_ms", result.replayed_span.ns() / 1e6},
           {"what_if_span_ms", result.what_if_span.ns() / 1e6},
           {"steps", std::move(steps)}};
