@@ -94,6 +94,12 @@ TEST_F(ReplayCommandTest, WhatIfsPrintEveryStepAndBadOnesAreErrors) {
               HasSubstr("--speedup: unknown kernel class"));
   EXPECT_THAT(Replay({kSampledRank0, "--data-parallel", "8"}).error->ToString(),
               HasSubstr("needs a cluster"));
+  EXPECT_THAT(Replay({kSampledRank0, "--gpu", "a100-sxm4-80gb"}).error->ToString(),
+              HasSubstr("--gpu prices compression kernels"));
+  EXPECT_THAT(Replay({kSampledRank0, "--compression", "{\"method\": \"topk\", \"density\": 2}",
+                      "--network", "dgx-a100", "--gpu", "a100-sxm4-80gb"})
+                  .error->ToString(),
+              HasSubstr("--compression.density"));
   EXPECT_THAT(
       Replay({DTSIM_SHARED_DIR "/traces/chakra/chakra.0.et", "--no-overlap"}).error->ToString(),
       HasSubstr("what-ifs apply to profiler traces"));

@@ -201,6 +201,10 @@ Expected<strategies::ReplayWhatIf> WhatIfOf(const ReplayOptions& options) {
                            strategies::CompressionFromJson(section, "--compression"));
   }
   if (!options.gpu.empty()) {
+    if (!what_if.compression) {
+      return Error("--gpu prices compression kernels: it goes with --compression", "--gpu",
+                   options.gpu);
+    }
     DTSIM_ASSIGN_OR_RETURN(what_if.gpu, models::GpuPreset(options.gpu));
   }
   return what_if;
