@@ -27,7 +27,7 @@ constexpr std::array kCommands = {
             dtsim::cli::SimulateCommand},
     Command{"run", "simulate a task-graph file; write a result and a timeline",
             dtsim::cli::RunCommand},
-    Command{"replay", "replay a PyTorch profiler trace; compare simulated and measured steps",
+    Command{"replay", "replay a profiler or Chakra trace; compare steps; run what-ifs on it",
             dtsim::cli::ReplayCommand},
     Command{"ops", "aggregate a profiler trace's GPU time per op signature into an op-cost table",
             dtsim::cli::OpsCommand},
