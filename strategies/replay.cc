@@ -30,6 +30,12 @@ class MeasuredCommunicationModel final : public engine::CommunicationModel {
   const std::vector<DurationNs>& durations_;
 };
 
+Expected<MeasuredRun> RunWith(const graph::TaskGraph& graph, engine::CommunicationModel& model) {
+  engine::Simulator simulator(graph, model);
+  DTSIM_RETURN_IF_ERROR(simulator.Run());
+  return MeasuredRun{.summary = simulator.Summarize(), .times = simulator.times()};
+}
+
 }  // namespace
 
 double ReplayStepResult::Error() const {
@@ -40,9 +46,7 @@ double ReplayStepResult::Error() const {
 Expected<MeasuredRun> SimulateMeasured(const graph::TaskGraph& graph,
                                        const std::vector<DurationNs>& comm_durations) {
   MeasuredCommunicationModel model(comm_durations);
-  engine::Simulator simulator(graph, model);
-  DTSIM_RETURN_IF_ERROR(simulator.Run());
-  return MeasuredRun{.summary = simulator.Summarize(), .times = simulator.times()};
+  return RunWith(graph, model);
 }
 
 Expected<ReplayResult> SimulateReplay(const traces::ReplayGraph& replay) {
@@ -122,9 +126,7 @@ Expected<MeasuredRun> SimulateAnalytical(const graph::TaskGraph& graph,
   DTSIM_RETURN_IF_ERROR(network::FitCluster(cluster, PricedRanks(graph)));
   network::AnalyticalModel model(std::move(cluster));
   DTSIM_RETURN_IF_ERROR(model.Prepare(graph));
-  engine::Simulator simulator(graph, model);
-  DTSIM_RETURN_IF_ERROR(simulator.Run());
-  return MeasuredRun{.summary = simulator.Summarize(), .times = simulator.times()};
+  return RunWith(graph, model);
 }
 
 // The compressed reduction of a world all-reduce: the method's steps over the priced group,

@@ -222,9 +222,13 @@ class ChakraGraphBuilder {
 
   Status IndexNodes() {
     ids_.resize(traces_.size());
+    tasks_.resize(traces_.size());
+    collective_of_.resize(traces_.size());
     for (size_t t = 0; t < traces_.size(); ++t) {
       const std::vector<ChakraNode>& nodes = traces_[t].nodes;
       ids_[t].reserve(nodes.size());
+      tasks_[t].resize(nodes.size());
+      collective_of_[t].resize(nodes.size());
       for (size_t n = 0; n < nodes.size(); ++n) {
         if (const auto [it, inserted] = ids_[t].emplace(nodes[n].id, n); !inserted) {
           return NodeError(
@@ -329,7 +333,7 @@ class ChakraGraphBuilder {
       }
       DurationNs& measured = comm_durations_[comms_[k].value()];
       measured = std::max(measured, Microseconds(static_cast<int64_t>(node.duration_micros)));
-      collective_of_[{ref.trace, ref.node}] = comms_[k];
+      collective_of_[ref.trace][ref.node] = comms_[k];
     }
     for (size_t t = 0; t < traces_.size(); ++t) {
       if (posted[t] != comms_.size()) {
@@ -397,7 +401,7 @@ class ChakraGraphBuilder {
     }
     for (const NodeRef& ref : order_) {
       if (Node(ref).type != ChakraNodeType::kCommCollective) continue;
-      collective_of_[{ref.trace, ref.node}] =
+      collective_of_[ref.trace][ref.node] =
           exported_comms_.at(*IntegerAttr(Node(ref), attr::kComm));
     }
     return Status::Ok();
@@ -461,11 +465,11 @@ class ChakraGraphBuilder {
     }
     TaskId task;
     if (kind == TaskKind::kCollective) {
-      const auto comm = collective_of_.find({ref.trace, ref.node});
-      if (comm == collective_of_.end()) {
+      const CommId comm = collective_of_[ref.trace][ref.node];
+      if (!comm.valid()) {
         return NodeError(ref, "dtsim.kind says collective but the node is no COMM_COLL_NODE");
       }
-      task = builder_.AddCollectiveTask(stream, comm->second, node.name, category);
+      task = builder_.AddCollectiveTask(stream, comm, node.name, category);
     } else if (kind == TaskKind::kSend || kind == TaskKind::kRecv) {
       DTSIM_ASSIGN_OR_RETURN(task, AddPointToPoint(ref, stream, kind, category));
     } else {
@@ -477,7 +481,7 @@ class ChakraGraphBuilder {
     } else if (!written_by_dtsim_) {
       builder_.SetExternalId(task, fmt::format("{}:{}", rank, node.id));
     }
-    tasks_[{ref.trace, ref.node}] = task;
+    tasks_[ref.trace][ref.node] = task;
     return Status::Ok();
   }
 
@@ -504,7 +508,7 @@ class ChakraGraphBuilder {
   void AddDependencies() {
     for (const NodeRef& ref : order_) {
       const ChakraNode& node = Node(ref);
-      const TaskId task = tasks_.at({ref.trace, ref.node});
+      const TaskId task = tasks_[ref.trace][ref.node];
       size_t count = node.data_deps.size();
       // dtsim's own stream-order edge repeats what the stream already says.
       if (node.Attr(attr::kStreamDep) != nullptr && count > 0) --count;
@@ -514,7 +518,7 @@ class ChakraGraphBuilder {
           ++stats_.dangling_dependencies;
           continue;
         }
-        builder_.AddDependency(task, tasks_.at({ref.trace, it->second}));
+        builder_.AddDependency(task, tasks_[ref.trace][it->second]);
         ++stats_.dependencies;
       }
       if (const ChakraAttribute* remote = node.Attr(attr::kRemoteDeps);
@@ -529,7 +533,7 @@ class ChakraGraphBuilder {
     for (size_t t = 0; t < traces_.size(); ++t) {
       const auto it = ids_[t].find(static_cast<uint64_t>(id));
       if (it == ids_[t].end()) continue;
-      builder_.AddDependency(task, tasks_.at({t, it->second}));
+      builder_.AddDependency(task, tasks_[t][it->second]);
       ++stats_.dependencies;
       return;
     }
@@ -541,8 +545,9 @@ class ChakraGraphBuilder {
   std::vector<int32_t> all_ranks_;                         // sorted
   std::vector<std::unordered_map<uint64_t, size_t>> ids_;  // per trace: node id → index
   std::vector<NodeRef> order_;
-  std::map<std::pair<size_t, size_t>, TaskId> tasks_;
-  std::map<std::pair<size_t, size_t>, CommId> collective_of_;
+  // Per trace, per node: its task, and the collective it posts (invalid when none).
+  std::vector<std::vector<TaskId>> tasks_;
+  std::vector<std::vector<CommId>> collective_of_;
   std::vector<CommId> comms_;  // foreign traces: the k-th collective
   std::vector<graph::CommKind> kinds_;
   std::map<int64_t, CommId> exported_comms_;

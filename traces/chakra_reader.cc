@@ -11,6 +11,7 @@
 #include "sim/base/json_reader.h"
 #include "traces/chakra_wire.h"
 #include "traces/json_stream.h"
+#include "traces/protobuf_wire.h"
 #include "traces/trace_format.h"
 #include "traces/trace_input.h"
 
@@ -49,7 +50,7 @@ Status CheckPytorchSchema(std::string_view schema) {
 // Reads the varint length prefix of the next record; nothing at a clean end of file.
 Expected<std::optional<uint64_t>> ReadRecordLength(std::streambuf& in, int64_t record) {
   uint64_t value = 0;
-  for (int i = 0; i < 10; ++i) {
+  for (int i = 0; i < wire::kMaxVarintBytes; ++i) {
     const std::streambuf::int_type c = in.sbumpc();
     if (c == std::streambuf::traits_type::eof()) {
       if (i == 0) return std::optional<uint64_t>();

@@ -5,9 +5,6 @@
 namespace dtsim::traces::wire {
 namespace {
 
-// A varint holds at most 64 bits in ten bytes of seven bits each.
-constexpr int kMaxVarintBytes = 10;
-
 // Decodes a varint at `offset`, advancing it; nothing if cut off or longer than ten bytes.
 std::optional<uint64_t> DecodeVarint(std::string_view buffer, size_t& offset) {
   uint64_t value = 0;

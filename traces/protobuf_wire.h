@@ -14,6 +14,9 @@
 
 namespace dtsim::traces::wire {
 
+// A varint holds at most 64 bits in ten bytes of seven bits each.
+inline constexpr int kMaxVarintBytes = 10;
+
 enum class WireType : uint8_t {
   kVarint = 0,
   kFixed64 = 1,
