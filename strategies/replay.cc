@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
@@ -95,6 +96,7 @@ std::string ReplayWhatIf::Describe() const {
                                 speedup.factor));
   }
   if (serialize_gpu_streams) parts.push_back("GPU streams serialized (no overlap)");
+  if (overlap_collectives) parts.push_back("collectives moved off compute streams (overlap)");
   if (cluster) {
     parts.push_back(fmt::format("collectives priced on {} (analytical)", cluster->name));
   }
@@ -106,6 +108,61 @@ std::string ReplayWhatIf::Describe() const {
                                 compression->method, gpu ? gpu->name : "?"));
   }
   return parts.empty() ? "none" : fmt::format("{}", fmt::join(parts, "; "));
+}
+
+namespace {
+
+constexpr std::array<std::string_view, 3> kOverlapNames = {"as_traced", "none", "collectives"};
+
+}  // namespace
+
+Expected<ReplayWhatIf> ReplayWhatIfFromJson(const Json& value, const std::string& path) {
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, path));
+  ReplayWhatIf what_if;
+  if (const Json* speedups = reader.Find("speedups")) {
+    const std::string speedups_path = JsonChildPath(path, "speedups");
+    if (!speedups->is_array()) {
+      return Error("must be an array of \"CLASS=FACTOR\" strings", speedups_path,
+                   JsonValueForError(*speedups));
+    }
+    for (size_t i = 0; i < speedups->size(); ++i) {
+      const Json& item = (*speedups)[i];
+      const std::string item_path = JsonIndexPath(speedups_path, i);
+      if (!item.is_string()) {
+        return Error("must be a \"CLASS=FACTOR\" string, e.g. \"gemm=1.5\"", item_path,
+                     JsonValueForError(item));
+      }
+      Expected<traces::KernelSpeedup> speedup = traces::ParseKernelSpeedup(item.get<std::string>());
+      if (!speedup.ok()) return std::move(speedup).error().Under(item_path);
+      what_if.speedups.push_back(*speedup);
+    }
+  }
+  size_t overlap = 0;
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalChoice("overlap", kOverlapNames, overlap));
+  what_if.serialize_gpu_streams = overlap == 1;
+  what_if.overlap_collectives = overlap == 2;
+  if (const Json* network = reader.Find("network")) {
+    const std::string network_path = JsonChildPath(path, "network");
+    if (network->is_string()) {
+      Expected<network::ClusterSpec> cluster =
+          network::ClusterPreset(network->get<std::string>(), 0);
+      if (!cluster.ok()) return std::move(cluster).error().Under(network_path);
+      what_if.cluster = *std::move(cluster);
+    } else {
+      DTSIM_ASSIGN_OR_RETURN(what_if.cluster, network::ClusterFromJson(*network, network_path));
+    }
+  }
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("data_parallel", what_if.data_parallel, 1, 1 << 24));
+  if (const Json* compression = reader.Find("compression")) {
+    const std::string compression_path = JsonChildPath(path, "compression");
+    const Json section = compression->is_string() ? Json{{"method", *compression}} : *compression;
+    DTSIM_ASSIGN_OR_RETURN(what_if.compression, CompressionFromJson(section, compression_path));
+  }
+  if (const Json* gpu = reader.Find("gpu")) {
+    DTSIM_ASSIGN_OR_RETURN(what_if.gpu, models::GpuFromJson(*gpu, JsonChildPath(path, "gpu")));
+  }
+  DTSIM_RETURN_IF_ERROR(reader.Finish());
+  return what_if;
 }
 
 namespace {
@@ -186,6 +243,11 @@ Expected<WhatIfResult> SimulateWhatIf(const traces::Trace& trace, const ReplayRe
                "cannot be told apart")
         .InFile(trace.file);
   }
+  if (what_if.serialize_gpu_streams && what_if.overlap_collectives) {
+    return Error(
+        "removing overlap (GPU streams serialized) and adding it (collectives moved off "
+        "compute streams) contradict each other: choose one");
+  }
   if (what_if.compression && (!what_if.cluster || !what_if.gpu)) {
     return Error(
         "gradient compression changes the collectives and adds kernels: it needs a "
@@ -194,6 +256,7 @@ Expected<WhatIfResult> SimulateWhatIf(const traces::Trace& trace, const ReplayRe
   traces::ReplayOptions options;
   options.speedups = what_if.speedups;
   options.serialize_gpu_streams = what_if.serialize_gpu_streams;
+  options.overlap_collectives = what_if.overlap_collectives;
   options.world_group_size = what_if.data_parallel;
   std::shared_ptr<CompressionRewrite> rewrite;
   if (what_if.compression) {

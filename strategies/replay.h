@@ -10,6 +10,7 @@
 
 #include "models/gpu.h"
 #include "network/cluster.h"
+#include "sim/base/json_reader.h"
 #include "sim/base/status.h"
 #include "sim/engine/simulator.h"
 #include "sim/graph/task_times.h"
@@ -51,11 +52,14 @@ Expected<MeasuredRun> SimulateMeasured(const graph::TaskGraph& graph,
                                        const std::vector<DurationNs>& comm_durations);
 
 // A what-if on a replay (docs/replay.md): what the trace would have done with faster kernels,
-// without overlap on the GPU, with its collectives priced by the network model on a cluster,
-// or with the data-parallel world scaled.
+// without or with more overlap on the GPU, with its collectives priced by the network model on a
+// cluster, or with the data-parallel world scaled.
 struct ReplayWhatIf {
   std::vector<traces::KernelSpeedup> speedups;
   bool serialize_gpu_streams = false;
+  // Collectives launched on a stream that also computes move to a stream of their own, so
+  // the work after them no longer waits for them (traces::ReplayOptions::overlap_collectives).
+  bool overlap_collectives = false;
   // Collectives re-priced by the analytical network model on this cluster (sized to the
   // largest group when it gives no node count) instead of taking their measured time.
   std::optional<network::ClusterSpec> cluster;
@@ -68,12 +72,19 @@ struct ReplayWhatIf {
   std::optional<models::GpuSpec> gpu;
 
   bool empty() const {
-    return speedups.empty() && !serialize_gpu_streams && !cluster && data_parallel == 0 &&
-           !compression;
+    return speedups.empty() && !serialize_gpu_streams && !overlap_collectives && !cluster &&
+           data_parallel == 0 && !compression;
   }
   // "gemm ÷1.5, GPU streams serialized, collectives on dgx-a100 (analytical), ..."
   std::string Describe() const;
 };
+
+// A what-if from JSON (docs/replay.md, "What-ifs from a file"), strict:
+//   {"speedups": ["gemm=1.5", ...], "overlap": "as_traced" | "none" | "collectives",
+//    "network": PRESET | {cluster}, "data_parallel": N, "compression": METHOD | {section},
+//    "gpu": PRESET | {gpu}}
+// Errors carry the JSON path under `path`.
+Expected<ReplayWhatIf> ReplayWhatIfFromJson(const Json& value, const std::string& path);
 
 struct WhatIfStep {
   int64_t number = 0;

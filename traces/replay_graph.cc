@@ -111,14 +111,17 @@ class ReplayBuilder {
         const DeviceEvent& y = trace_.device[b];
         return x.start != y.start ? x.start < y.start : x.correlation < y.correlation;
       });
-      // Launch order per stream, for "the last op launched before correlation k".
-      std::vector<uint32_t>& by_correlation = by_correlation_[key];
+      // Launch order per lane, for "the last op launched before correlation k".
+      std::vector<std::vector<uint32_t>>& lanes = lanes_[key];
+      lanes.resize(MovesCollectives(events) ? 2 : 1);
       for (uint32_t event : events) {
-        if (trace_.device[event].correlation >= 0) by_correlation.push_back(event);
+        if (trace_.device[event].correlation >= 0) lanes[LaneOf(event)].push_back(event);
       }
-      std::sort(by_correlation.begin(), by_correlation.end(), [&](uint32_t a, uint32_t b) {
-        return trace_.device[a].correlation < trace_.device[b].correlation;
-      });
+      for (std::vector<uint32_t>& lane : lanes) {
+        std::sort(lane.begin(), lane.end(), [&](uint32_t a, uint32_t b) {
+          return trace_.device[a].correlation < trace_.device[b].correlation;
+        });
+      }
     }
     for (uint32_t i = 0; i < trace_.device.size(); ++i) {
       ends_by_device_[trace_.device[i].device].push_back(i);
@@ -135,39 +138,60 @@ class ReplayBuilder {
     // the event captured.
     for (const SyncEvent& sync : trace_.syncs) {
       if (sync.kind != SyncKind::kStreamWaitEvent) continue;
-      const std::optional<uint32_t> recorded =
+      const std::vector<uint32_t> recorded =
           LastLaunchedBefore({sync.device, sync.wait_on_stream}, sync.record_correlation);
-      const std::optional<uint32_t> waiter =
-          FirstLaunchedAfter({sync.device, sync.stream}, sync.correlation);
-      if (recorded && waiter) {
-        stream_waits_[*waiter].push_back(*recorded);
-        ++stats_.stream_wait_edges;
+      if (recorded.empty()) continue;
+      for (uint32_t waiter : FirstLaunchedAfter({sync.device, sync.stream}, sync.correlation)) {
+        std::vector<uint32_t>& waits = stream_waits_[waiter];
+        waits.insert(waits.end(), recorded.begin(), recorded.end());
+        stats_.stream_wait_edges += static_cast<int64_t>(recorded.size());
       }
     }
     device_task_.assign(trace_.device.size(), TaskId::Invalid());
   }
 
-  std::optional<uint32_t> LastLaunchedBefore(StreamKey stream, int64_t correlation) const {
-    if (correlation < 0) return std::nullopt;
-    const auto it = by_correlation_.find(stream);
-    if (it == by_correlation_.end()) return std::nullopt;
-    const std::vector<uint32_t>& events = it->second;
-    const auto after = std::lower_bound(
-        events.begin(), events.end(), correlation,
-        [&](uint32_t event, int64_t value) { return trace_.device[event].correlation < value; });
-    if (after == events.begin()) return std::nullopt;
-    return *(after - 1);
+  // Whether `events` (one stream's ops) is a stream whose collectives the overlap what-if moves
+  // to a lane of their own: it also runs other work.
+  bool MovesCollectives(const std::vector<uint32_t>& events) const {
+    if (!options_.overlap_collectives || options_.serialize_gpu_streams) return false;
+    const auto collective = [&](uint32_t e) { return trace_.device[e].collective != kNone; };
+    return std::any_of(events.begin(), events.end(), collective) &&
+           !std::all_of(events.begin(), events.end(), collective);
   }
 
-  std::optional<uint32_t> FirstLaunchedAfter(StreamKey stream, int64_t correlation) const {
-    const auto it = by_correlation_.find(stream);
-    if (it == by_correlation_.end() || correlation < 0) return std::nullopt;
-    const std::vector<uint32_t>& events = it->second;
-    const auto after = std::upper_bound(
-        events.begin(), events.end(), correlation,
-        [&](int64_t value, uint32_t event) { return value < trace_.device[event].correlation; });
-    if (after == events.end()) return std::nullopt;
-    return *after;
+  // 0 for the ops that stay in their stream, 1 for a collective the overlap what-if moved.
+  size_t LaneOf(uint32_t event) const {
+    const DeviceEvent& op = trace_.device[event];
+    return lanes_.at({op.device, op.stream}).size() > 1 && op.collective != kNone ? 1 : 0;
+  }
+
+  // The ops a wait on `stream` at launch `correlation` covers: per lane, the last op launched
+  // before it (FIFO order within the lane implies the others).
+  std::vector<uint32_t> LastLaunchedBefore(StreamKey stream, int64_t correlation) const {
+    std::vector<uint32_t> last;
+    const auto it = lanes_.find(stream);
+    if (it == lanes_.end() || correlation < 0) return last;
+    for (const std::vector<uint32_t>& lane : it->second) {
+      const auto after = std::lower_bound(
+          lane.begin(), lane.end(), correlation,
+          [&](uint32_t event, int64_t value) { return trace_.device[event].correlation < value; });
+      if (after != lane.begin()) last.push_back(*(after - 1));
+    }
+    return last;
+  }
+
+  // Per lane, the first op launched on `stream` after launch `correlation`.
+  std::vector<uint32_t> FirstLaunchedAfter(StreamKey stream, int64_t correlation) const {
+    std::vector<uint32_t> first;
+    const auto it = lanes_.find(stream);
+    if (it == lanes_.end() || correlation < 0) return first;
+    for (const std::vector<uint32_t>& lane : it->second) {
+      const auto after = std::upper_bound(
+          lane.begin(), lane.end(), correlation,
+          [&](int64_t value, uint32_t event) { return value < trace_.device[event].correlation; });
+      if (after != lane.end()) first.push_back(*after);
+    }
+    return first;
   }
 
   // The GPU ops a host API call waits for: from its sync records, else (a blocking call the
@@ -181,23 +205,25 @@ class ReplayBuilder {
         switch (sync.kind) {
           case SyncKind::kStreamSync:
             recorded = true;
-            if (auto op = LastLaunchedBefore({sync.device, sync.stream}, call.correlation)) {
-              awaited.push_back(*op);
+            for (uint32_t op : LastLaunchedBefore({sync.device, sync.stream}, call.correlation)) {
+              awaited.push_back(op);
             }
             break;
           case SyncKind::kEventSync:
             if (!IsBlockingSync(api)) break;  // Kineto records cudaEventQuery as an Event Sync
             recorded = true;
-            if (auto op = LastLaunchedBefore({sync.device, sync.wait_on_stream},
-                                             sync.record_correlation)) {
-              awaited.push_back(*op);
+            for (uint32_t op :
+                 LastLaunchedBefore({sync.device, sync.wait_on_stream}, sync.record_correlation)) {
+              awaited.push_back(op);
             }
             break;
           case SyncKind::kContextSync:
             recorded = true;
-            for (const auto& [stream, events] : by_correlation_) {
+            for (const auto& [stream, lanes] : lanes_) {
               if (stream.first != sync.device) continue;
-              if (auto op = LastLaunchedBefore(stream, call.correlation)) awaited.push_back(*op);
+              for (uint32_t op : LastLaunchedBefore(stream, call.correlation)) {
+                awaited.push_back(op);
+              }
             }
             break;
           case SyncKind::kStreamWaitEvent:
@@ -386,20 +412,34 @@ class ReplayBuilder {
     return merged;
   }
 
+  // One CUDA stream (or, serialized, a device's merged streams) as one graph stream per lane.
+  // Gaps are measured against the op that ran before in the trace, whatever its lane; a moved
+  // collective still depends on the op before it in its stream (its producer).
   void BuildDeviceStream(const StreamKey& key, const std::vector<uint32_t>& events) {
-    const graph::StreamId stream = builder_.Stream(
-        0, key.second == kAllStreams ? fmt::format("gpu {} all streams", key.first)
-                                     : fmt::format("gpu {} stream {}", key.first, key.second));
+    const std::string name = key.second == kAllStreams
+                                 ? fmt::format("gpu {} all streams", key.first)
+                                 : fmt::format("gpu {} stream {}", key.first, key.second);
+    const bool moves = key.second != kAllStreams && lanes_.at(key).size() > 1;
+    const graph::StreamId kept = builder_.Stream(0, name);
+    const graph::StreamId moved =
+        moves ? builder_.Stream(0, name + " (collectives moved off)") : kept;
+    TaskId last_kept;
     std::optional<TimeNs> previous_end;
     for (uint32_t index : events) {
       const DeviceEvent& op = trace_.device[index];
-      std::vector<TaskId> host_prerequisites;
+      const bool lane_moved = moves && LaneOf(index) == 1;
+      const graph::StreamId stream = lane_moved ? moved : kept;
+      std::vector<TaskId> prerequisites;
       std::vector<uint32_t> device_prerequisites;
       TimeNs ready = previous_end.value_or(origin_);
       if (const auto it = launch_task_.find(index); it != launch_task_.end()) {
-        host_prerequisites.push_back(it->second.first);
+        prerequisites.push_back(it->second.first);
         ready = std::max(ready, it->second.second);
         ++stats_.launch_edges;
+      }
+      if (lane_moved) {
+        ++stats_.moved_collectives;
+        if (last_kept.valid()) prerequisites.push_back(last_kept);
       }
       if (const auto it = stream_waits_.find(index); it != stream_waits_.end()) {
         for (uint32_t prerequisite : it->second) {
@@ -425,10 +465,11 @@ class ReplayBuilder {
       TaskId chain_first;  // set when a what-if replaced the op by a chain of tasks
       const TaskId task = Measured(DeviceTask(stream, op, chain_first), op.start);
       if (!first.valid()) first = chain_first.valid() ? chain_first : task;
-      for (TaskId prerequisite : host_prerequisites) builder_.AddDependency(first, prerequisite);
+      for (TaskId prerequisite : prerequisites) builder_.AddDependency(first, prerequisite);
       for (uint32_t prerequisite : device_prerequisites)
         pending_edges_.emplace_back(first, prerequisite);
       device_task_[index] = task;
+      if (!lane_moved) last_kept = task;
       previous_end = std::max(previous_end.value_or(op.end()), op.end());
     }
   }
@@ -541,9 +582,11 @@ class ReplayBuilder {
   const ReplayOptions& options_;
   graph::TaskGraphBuilder builder_;
   TimeNs origin_;
-  std::map<StreamKey, std::vector<uint32_t>> streams_;         // in start order
-  std::map<StreamKey, std::vector<uint32_t>> by_correlation_;  // in launch order
-  std::map<int32_t, std::vector<uint32_t>> ends_by_device_;    // in end order
+  std::map<StreamKey, std::vector<uint32_t>> streams_;  // in start order
+  // Per stream, its ops in launch order: one lane, or with the overlap what-if two (the ops
+  // that stay, and the collectives moved off it).
+  std::map<StreamKey, std::vector<std::vector<uint32_t>>> lanes_;
+  std::map<int32_t, std::vector<uint32_t>> ends_by_device_;  // in end order
   std::unordered_map<int64_t, std::vector<uint32_t>> launched_;
   std::unordered_map<int64_t, std::vector<uint32_t>> syncs_;
   std::unordered_map<uint32_t, std::vector<uint32_t>> stream_waits_;

@@ -61,6 +61,12 @@ struct ReplayOptions {
   // Every CUDA stream of a device merged into one stream in start order: nothing on the GPU
   // overlaps (communication with computation, or compute streams with each other).
   bool serialize_gpu_streams = false;
+  // The opposite: a stream that runs collectives and other work keeps the other work, and its
+  // collectives move to a stream of their own (in their order), each still after the op before
+  // it (its input) — so the work launched after a collective no longer waits for it, as if the
+  // framework had issued it on a side stream. Event records, stream and device syncs after it
+  // still wait for it. Ignored with serialize_gpu_streams.
+  bool overlap_collectives = false;
   // Collectives over the whole traced world (their group size is the trace's world size) are
   // priced over this many ranks instead; 0 keeps the traced size. How data parallelism scales.
   int32_t world_group_size = 0;
@@ -88,6 +94,7 @@ struct ReplayStats {
   int64_t gpu_gaps = 0;
   DurationNs gpu_gap_time;
   int64_t sped_up_ops = 0;            // what-if: GPU ops a speedup applied to
+  int64_t moved_collectives = 0;      // what-if: collectives moved off a compute stream
   int64_t rescaled_collectives = 0;   // what-if: world collectives priced over another size
   int64_t rewritten_collectives = 0;  // what-if: world collectives replaced by rewrite steps
 };

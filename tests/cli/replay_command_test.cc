@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <sstream>
 
 #include "sim/base/json_reader.h"
@@ -95,7 +96,7 @@ TEST_F(ReplayCommandTest, WhatIfsPrintEveryStepAndBadOnesAreErrors) {
   EXPECT_THAT(Replay({kSampledRank0, "--data-parallel", "8"}).error->ToString(),
               HasSubstr("needs a cluster"));
   EXPECT_THAT(Replay({kSampledRank0, "--gpu", "a100-sxm4-80gb"}).error->ToString(),
-              HasSubstr("--gpu prices compression kernels"));
+              HasSubstr("--gpu: prices compression kernels"));
   EXPECT_THAT(Replay({kSampledRank0, "--compression", "{\"method\": \"topk\", \"density\": 2}",
                       "--network", "dgx-a100", "--gpu", "a100-sxm4-80gb"})
                   .error->ToString(),
@@ -103,6 +104,29 @@ TEST_F(ReplayCommandTest, WhatIfsPrintEveryStepAndBadOnesAreErrors) {
   EXPECT_THAT(
       Replay({DTSIM_SHARED_DIR "/traces/chakra/chakra.0.et", "--no-overlap"}).error->ToString(),
       HasSubstr("what-ifs apply to profiler traces"));
+}
+
+TEST_F(ReplayCommandTest, WhatIfsComeFromAFileWithFlagsOverridingIt) {
+  const std::string file = DTSIM_EXAMPLES_DIR "/what_ifs/h100_dp256.json";
+  const CommandOutcome outcome = Replay({kSampledRank0, "--what-if", file, "--speedup", "gemm=2",
+                                         "--data-parallel", "64", "--overlap"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  // The flag's speedup comes first and wins for GEMMs; the file's attention one stays.
+  EXPECT_THAT(output_.str(),
+              HasSubstr("gemm kernels ×2 faster; gemm kernels ×3 faster; attention kernels ×2 "
+                        "faster; collectives moved off compute streams (overlap); collectives "
+                        "priced on dgx-h100 (analytical); world collectives over 64 ranks"));
+
+  std::ofstream(Path("bad.json")) << R"({"network": "dgx-h100", "overlap": "more"})";
+  EXPECT_THAT(Replay({kSampledRank0, "--what-if", Path("bad.json")}).error->ToString(),
+              HasSubstr("bad.json: overlap: unknown"));
+  std::ofstream(Path("gpu_alone.json")) << R"({"gpu": "a100-sxm4-80gb"})";
+  EXPECT_THAT(Replay({kSampledRank0, "--what-if", Path("gpu_alone.json")}).error->ToString(),
+              HasSubstr("gpu: prices compression kernels"));
+  EXPECT_THAT(Replay({kSampledRank0, "--what-if", Path("missing.json")}).error->ToString(),
+              HasSubstr("missing.json"));
+  EXPECT_THAT(Replay({kSampledRank0, "--overlap", "--no-overlap"}).error->ToString(),
+              HasSubstr("choose one"));
 }
 
 TEST_F(ReplayCommandTest, BadInputIsAFailureNamingTheFile) {

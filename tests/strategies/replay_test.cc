@@ -242,6 +242,106 @@ TEST_F(ReplayWhatIfTest, SerializingStreamsAndRepricingCollectivesChangeWhatThey
               testing::HasSubstr("needs a cluster"));
 }
 
+// The same work with the all-reduce issued on the compute stream between k2 and k3, as a
+// framework without a communication stream does:
+//   GPU:  k1 [5, 105], k2 [105, 205], the all-reduce [205, 285], k3 [285, 385], all on stream
+//         7; the sync returns at 386 and the step ends at 390 µs.
+// Adding overlap moves the all-reduce to a stream of its own, still after k2 (its input): it
+// runs [205, 285] while k3 runs [205, 305]; the sync waits for both, so the step is the 310 µs
+// of GpuBoundTrace again: 305 + 1 + 4.
+TEST_F(ReplayWhatIfTest, AddingOverlapMovesACollectiveOffTheComputeStream) {
+  const std::string path = Path("serial_all_reduce.json");
+  std::ofstream(path) << R"json({"distributedInfo": {"rank": 0, "world_size": 8, "backend": "nccl"},
+    "traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 390},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 0, "dur": 1, "args": {"correlation": 1}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {"correlation": 2}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 2, "dur": 1, "args": {"correlation": 3}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 3, "dur": 1, "args": {"correlation": 4}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1, "ts": 4, "dur": 382, "args": {"correlation": 5}},
+    {"ph": "X", "cat": "cuda_sync", "name": "Context Sync", "pid": 0, "tid": 7, "ts": 385, "dur": 1, "args": {"correlation": 5, "device": 0}},
+    {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": 5, "dur": 100, "args": {"correlation": 1, "stream": 7, "device": 0}},
+    {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": 105, "dur": 100, "args": {"correlation": 2, "stream": 7, "device": 0}},
+    {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)", "pid": 0, "tid": 7, "ts": 205, "dur": 80,
+     "args": {"correlation": 3, "stream": 7, "device": 0, "Collective name": "allreduce", "In msg nelems": 16777216, "dtype": "Float", "Group size": 8}},
+    {"ph": "X", "cat": "kernel", "name": "vectorized_elementwise_kernel", "pid": 0, "tid": 7, "ts": 285, "dur": 100, "args": {"correlation": 4, "stream": 7, "device": 0}}
+    ]})json";
+  Expected<traces::Trace> trace = traces::ReadKinetoTrace(path);
+  ASSERT_TRUE(trace.ok()) << trace.error().ToString();
+  const Expected<traces::ReplayGraph> replay = traces::BuildReplayGraph(*trace);
+  ASSERT_TRUE(replay.ok()) << replay.error().ToString();
+  const Expected<ReplayResult> baseline = SimulateReplay(*replay);
+  ASSERT_TRUE(baseline.ok());
+  ASSERT_EQ(baseline->steps.at(0).simulated, Microseconds(390));
+
+  const Expected<WhatIfResult> overlapped =
+      SimulateWhatIf(*trace, *baseline, {.overlap_collectives = true});
+  ASSERT_TRUE(overlapped.ok()) << overlapped.error().ToString();
+  EXPECT_EQ(overlapped->graph.stats.moved_collectives, 1);
+  EXPECT_EQ(overlapped->graph.graph.stream_count(), 3u);  // host, stream 7, the moved lane
+  EXPECT_EQ(overlapped->steps.at(0).what_if, Microseconds(310));
+  // The all-reduce still starts after k2, its input, and k3 right after k2.
+  const traces::ReplayGraph& graph = overlapped->graph;
+  for (uint32_t t = 0; t < graph.graph.task_count(); ++t) {
+    const graph::Task& task = graph.graph.task(graph::TaskId(t));
+    if (graph.graph.name(task.name).starts_with("ncclDevKernel")) {
+      EXPECT_EQ(overlapped->times.task_start[t] - TimeNs::Zero(), Microseconds(205));
+    }
+    if (graph.graph.name(task.name) == "vectorized_elementwise_kernel") {
+      EXPECT_EQ(overlapped->times.task_start[t] - TimeNs::Zero(), Microseconds(205));
+    }
+  }
+
+  // Where the collective already has its own stream there is nothing to move.
+  const Expected<WhatIfResult> unchanged = WhatIf(GpuBoundTrace(), {.overlap_collectives = true});
+  ASSERT_TRUE(unchanged.ok());
+  EXPECT_EQ(unchanged->graph.stats.moved_collectives, 0);
+  EXPECT_EQ(unchanged->steps.at(0).what_if, Microseconds(310));
+  EXPECT_THAT(SimulateWhatIf(*trace, *baseline,
+                             {.serialize_gpu_streams = true, .overlap_collectives = true})
+                  .error()
+                  .ToString(),
+              testing::HasSubstr("contradict"));
+}
+
+TEST(ReplayWhatIfFromJson, ReadsEverySettingAndRejectsBadOnes) {
+  const Expected<ReplayWhatIf> what_if = ReplayWhatIfFromJson(
+      Json::parse(R"({"speedups": ["gemm=1.5", "all=1.2"], "overlap": "collectives",
+                      "network": {"preset": "dgx-h100", "nodes": 8}, "data_parallel": 64,
+                      "compression": {"method": "topk", "density": 0.01},
+                      "gpu": "h100-sxm5-80gb"})"),
+      "");
+  ASSERT_TRUE(what_if.ok()) << what_if.error().ToString();
+  ASSERT_EQ(what_if->speedups.size(), 2u);
+  EXPECT_EQ(what_if->speedups[0].kernels, traces::KernelClass::kGemm);
+  EXPECT_EQ(what_if->speedups[1].factor, 1.2);
+  EXPECT_TRUE(what_if->overlap_collectives);
+  EXPECT_FALSE(what_if->serialize_gpu_streams);
+  EXPECT_EQ(what_if->cluster->nodes, 8);
+  EXPECT_EQ(what_if->data_parallel, 64);
+  EXPECT_EQ(what_if->compression->method, "topk");
+  EXPECT_EQ(what_if->gpu->name, "h100-sxm5-80gb");
+  const Expected<ReplayWhatIf> preset =
+      ReplayWhatIfFromJson(Json::parse(R"({"network": "dgx-a100", "overlap": "none"})"), "");
+  ASSERT_TRUE(preset.ok()) << preset.error().ToString();
+  EXPECT_TRUE(preset->serialize_gpu_streams);
+  EXPECT_EQ(preset->cluster->name, "dgx-a100");
+
+  const auto error = [](const char* text) {
+    const Expected<ReplayWhatIf> bad = ReplayWhatIfFromJson(Json::parse(text), "");
+    return bad.ok() ? std::string("(accepted)") : bad.error().ToString();
+  };
+  EXPECT_THAT(error(R"({"speedup": ["gemm=2"]})"), testing::HasSubstr("speedups"));
+  EXPECT_THAT(error(R"({"speedups": ["gemm=0"]})"), testing::HasSubstr("speedups[0]"));
+  EXPECT_THAT(error(R"({"speedups": "gemm=2"})"), testing::HasSubstr("must be an array"));
+  EXPECT_THAT(error(R"({"overlap": "more"})"), testing::HasSubstr("as_traced"));
+  EXPECT_THAT(error(R"({"network": "dgx-z100"})"), testing::HasSubstr("network"));
+  EXPECT_THAT(error(R"({"data_parallel": 0})"), testing::HasSubstr("data_parallel"));
+  EXPECT_THAT(error(R"({"compression": "zip"})"), testing::HasSubstr("compression"));
+  EXPECT_THAT(error(R"({"gpu": {"preset": "a100-sxm4-80gb", "memmory": "1 GiB"}})"),
+              testing::HasSubstr("gpu.memmory"));
+}
+
 // Compressing the world all-reduce (64 MiB fp32 = 16 Mi elements over 8 ranks) replaces it by
 // the method's steps, run one after another where the all-reduce ran: each collective at the
 // analytical model's cost on its own, each kernel at the roofline's. The chain starts at 207 µs

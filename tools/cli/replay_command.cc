@@ -38,8 +38,10 @@ struct ReplayOptions {
   bool all_ranks = false;
   bool help = false;
   // What-ifs.
+  std::string what_if_file;
   std::vector<std::string> speedups;
   bool no_overlap = false;
+  bool overlap = false;
   std::string network;
   int32_t data_parallel = 0;
   std::string compression;
@@ -65,11 +67,16 @@ po::options_description Describe(ReplayOptions& o) {
       "import the trace, print its statistics and stop (no graph, no simulation)")(
       "all-ranks", po::bool_switch(&o.all_ranks),
       "Chakra: TRACE is PREFIX.<rank>.et[.gz]; replay PREFIX.0.et, PREFIX.1.et, ... together")(
+      "what-if", po::value(&o.what_if_file)->value_name("FILE"),
+      "what-if read from a JSON file (docs/replay.md); the flags below override its values")(
       "speedup", po::value(&o.speedups)->value_name("CLASS=FACTOR")->composing(),
       "what-if: GPU ops of a kernel class run FACTOR times faster (gemm, attention, conv, "
       "elementwise, memory, all; repeatable)")(
       "no-overlap", po::bool_switch(&o.no_overlap),
       "what-if: merge each GPU's streams into one, so nothing on the GPU overlaps")(
+      "overlap", po::bool_switch(&o.overlap),
+      "what-if: collectives on a stream that also computes move to a stream of their own, so "
+      "the work after them no longer waits for them")(
       "network", po::value(&o.network)->value_name("CLUSTER"),
       "what-if: price collectives with the analytical network model on CLUSTER (a preset "
       "such as dgx-a100, or a cluster JSON file) instead of their measured time")(
@@ -177,21 +184,37 @@ Status ExecuteChakra(const ReplayOptions& options, std::ostream& out) {
   return Status::Ok();
 }
 
+// The what-if of the file (if any) with the flags applied over it: a flag replaces the file's
+// value; speedups from the flags come first, so they win where classes overlap.
 Expected<strategies::ReplayWhatIf> WhatIfOf(const ReplayOptions& options) {
   strategies::ReplayWhatIf what_if;
+  if (!options.what_if_file.empty()) {
+    DTSIM_ASSIGN_OR_RETURN(const Json file, ReadJsonFile(options.what_if_file));
+    Expected<strategies::ReplayWhatIf> read = strategies::ReplayWhatIfFromJson(file, "");
+    if (!read.ok()) return std::move(read).error().InFile(options.what_if_file);
+    what_if = *std::move(read);
+  }
+  std::vector<traces::KernelSpeedup> speedups;
   for (const std::string& text : options.speedups) {
     Expected<traces::KernelSpeedup> speedup = traces::ParseKernelSpeedup(text);
     if (!speedup.ok()) return std::move(speedup).error().Under("--speedup");
-    what_if.speedups.push_back(*speedup);
+    speedups.push_back(*speedup);
   }
-  what_if.serialize_gpu_streams = options.no_overlap;
+  what_if.speedups.insert(what_if.speedups.begin(), speedups.begin(), speedups.end());
+  if (options.no_overlap && options.overlap) {
+    return Error("--no-overlap removes overlap and --overlap adds it: choose one");
+  }
+  if (options.no_overlap || options.overlap) {
+    what_if.serialize_gpu_streams = options.no_overlap;
+    what_if.overlap_collectives = options.overlap;
+  }
   if (!options.network.empty()) {
     DTSIM_ASSIGN_OR_RETURN(what_if.cluster, network::LoadCluster(options.network));
   }
   if (options.data_parallel < 0) {
     return Error("must be positive", "--data-parallel", std::to_string(options.data_parallel));
   }
-  what_if.data_parallel = options.data_parallel;
+  if (options.data_parallel > 0) what_if.data_parallel = options.data_parallel;
   if (!options.compression.empty()) {
     Json section = Json{{"method", options.compression}};
     if (options.compression.starts_with("{")) {
@@ -201,11 +224,13 @@ Expected<strategies::ReplayWhatIf> WhatIfOf(const ReplayOptions& options) {
                            strategies::CompressionFromJson(section, "--compression"));
   }
   if (!options.gpu.empty()) {
-    if (!what_if.compression) {
-      return Error("--gpu prices compression kernels: it goes with --compression", "--gpu",
-                   options.gpu);
-    }
     DTSIM_ASSIGN_OR_RETURN(what_if.gpu, models::GpuPreset(options.gpu));
+  }
+  if (what_if.gpu && !what_if.compression) {
+    return Error(
+        "prices compression kernels: it goes with a compression method (--compression, or "
+        "\"compression\" in the what-if file)",
+        options.gpu.empty() ? "gpu" : "--gpu", what_if.gpu->name);
   }
   return what_if;
 }
@@ -216,9 +241,9 @@ OrderedJson PrintWhatIf(std::ostream& out, const strategies::ReplayWhatIf& what_
   const traces::ReplayStats& g = result.graph.stats;
   fmt::print(out, "\n  what-if    {}\n", what_if.Describe());
   fmt::print(out,
-             "             {} GPU ops sped up, {} collectives re-sized, {} compressed; "
-             "communication {}\n",
-             g.sped_up_ops, g.rescaled_collectives, g.rewritten_collectives,
+             "             {} GPU ops sped up, {} collectives moved off a compute stream, {} "
+             "re-sized, {} compressed; communication {}\n",
+             g.sped_up_ops, g.moved_collectives, g.rescaled_collectives, g.rewritten_collectives,
              result.communication_model);
   fmt::print(out, "  span       {} replayed, {} what-if\n", Ms(result.replayed_span),
              Ms(result.what_if_span));
@@ -240,6 +265,7 @@ OrderedJson PrintWhatIf(std::ostream& out, const strategies::ReplayWhatIf& what_
   return {{"description", what_if.Describe()},
           {"communication_model", result.communication_model},
           {"sped_up_ops", g.sped_up_ops},
+          {"moved_collectives", g.moved_collectives},
           {"rescaled_collectives", g.rescaled_collectives},
           {"compressed_collectives", g.rewritten_collectives},
           {"replayed_span_ms", result.replayed_span.ns() / 1e6},
