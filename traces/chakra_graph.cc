@@ -9,6 +9,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "sim/base/json_reader.h"
 #include "sim/graph/builder.h"
 #include "sim/graph/graph_json.h"
 #include "traces/kineto_reader.h"
@@ -170,7 +171,8 @@ struct NodeRef {
 
 class ChakraGraphBuilder {
  public:
-  explicit ChakraGraphBuilder(std::span<const ChakraTrace> traces) : traces_(traces) {}
+  ChakraGraphBuilder(std::span<const ChakraTrace> traces, const ChakraCommGroups& comm_groups)
+      : traces_(traces), comm_groups_(comm_groups) {}
 
   Expected<ChakraGraph> Build() && {
     DTSIM_RETURN_IF_ERROR(AssignRanks());
@@ -311,36 +313,90 @@ class ChakraGraphBuilder {
     return Bytes(std::max<int64_t>(0, IntegerAttr(node, "comm_size").value_or(0)));
   }
 
-  // Collectives over every rank, the k-th of each rank together (ASTRA-sim's order matching).
+  // A foreign collective's communicator: the comm group its pg_name names, else (no comm
+  // groups, no pg_name, or one the groups do not list, counted) every rank given.
+  Expected<std::string> CommunicatorOf(const NodeRef& ref) {
+    const std::string_view pg = StringAttr(Node(ref), "pg_name");
+    if (comm_groups_.empty() || pg.empty()) return std::string();
+    const auto group = comm_groups_.find(std::string(pg));
+    if (group == comm_groups_.end()) {
+      ++stats_.collectives_outside_groups;
+      return std::string();
+    }
+    if (std::find(group->second.begin(), group->second.end(), ranks_[ref.trace]) ==
+        group->second.end()) {
+      return NodeError(ref, fmt::format("a collective of comm group \"{}\" ({}), which does not "
+                                        "list this trace's rank {}",
+                                        pg, fmt::join(group->second, ", "), ranks_[ref.trace]));
+    }
+    return std::string(pg);
+  }
+
+  // One communicator's collectives, the k-th of each member rank together (ASTRA-sim's order
+  // matching).
+  struct Communicator {
+    std::vector<int32_t> members;  // the ranks given that belong to it, in group order
+    std::vector<int32_t> logical;  // the whole group, when ranks of it are not given
+    std::vector<CommId> comms;
+    std::vector<graph::CommKind> kinds;
+    std::map<size_t, size_t> posted;  // per trace
+  };
+
+  Communicator MakeCommunicator(const std::string& name) const {
+    if (name.empty()) return {.members = all_ranks_};
+    Communicator communicator;
+    for (const int32_t rank : comm_groups_.at(name)) {
+      if (std::binary_search(all_ranks_.begin(), all_ranks_.end(), rank)) {
+        communicator.members.push_back(rank);
+      }
+    }
+    if (communicator.members.size() < comm_groups_.at(name).size()) {
+      communicator.logical = comm_groups_.at(name);
+    }
+    return communicator;
+  }
+
   Status MatchCollectives() {
-    std::vector<size_t> posted(traces_.size(), 0);
+    std::map<std::string, Communicator> communicators;
     for (const NodeRef& ref : order_) {
       const ChakraNode& node = Node(ref);
       const std::optional<graph::CommKind> kind = ForeignCollective(node);
       if (!kind) continue;
-      const size_t k = posted[ref.trace]++;
-      if (k == comms_.size()) {
-        // Chakra has no root field: a broadcast or reduce is rooted at the first rank.
-        comms_.push_back(builder_.AddCollective(*kind, CommSize(node), all_ranks_, node.name, {},
-                                                IsRooted(*kind) ? all_ranks_.front() : -1));
-        kinds_.push_back(*kind);
+      DTSIM_ASSIGN_OR_RETURN(const std::string name, CommunicatorOf(ref));
+      auto it = communicators.find(name);
+      if (it == communicators.end()) it = communicators.emplace(name, MakeCommunicator(name)).first;
+      Communicator& c = it->second;
+      const size_t k = c.posted[ref.trace]++;
+      if (k == c.comms.size()) {
+        // Chakra has no root field: a broadcast or reduce is rooted at the group's first rank.
+        const CommId comm = builder_.AddCollective(*kind, CommSize(node), c.members, node.name, {},
+                                                   IsRooted(*kind) ? c.members.front() : -1);
+        if (!c.logical.empty()) builder_.PriceAs(comm, c.logical);
+        c.comms.push_back(comm);
+        c.kinds.push_back(*kind);
         comm_durations_.emplace_back(0);
         ++stats_.collectives;
-      } else if (kinds_[k] != *kind) {
+      } else if (c.kinds[k] != *kind) {
         return NodeError(ref,
                          fmt::format("collective #{} is a {} here but a {} on another rank", k,
-                                     graph::CommKindName(*kind), graph::CommKindName(kinds_[k])));
+                                     graph::CommKindName(*kind), graph::CommKindName(c.kinds[k])));
       }
-      DurationNs& measured = comm_durations_[comms_[k].value()];
+      DurationNs& measured = comm_durations_[c.comms[k].value()];
       measured = std::max(measured, Microseconds(static_cast<int64_t>(node.duration_micros)));
-      collective_of_[ref.trace][ref.node] = comms_[k];
+      collective_of_[ref.trace][ref.node] = c.comms[k];
     }
-    for (size_t t = 0; t < traces_.size(); ++t) {
-      if (posted[t] != comms_.size()) {
-        return Error(fmt::format("posts {} collectives where another rank posts {}: the ranks' "
-                                 "traces do not belong together",
-                                 posted[t], comms_.size()))
-            .InFile(traces_[t].file);
+    for (const auto& [name, c] : communicators) {
+      for (size_t t = 0; t < traces_.size(); ++t) {
+        if (std::find(c.members.begin(), c.members.end(), ranks_[t]) == c.members.end()) continue;
+        const size_t posted = c.posted.contains(t) ? c.posted.at(t) : 0;
+        if (posted != c.comms.size()) {
+          return Error(fmt::format("posts {} collectives{} where another rank posts {}: the "
+                                   "ranks' traces do not belong together",
+                                   posted,
+                                   name.empty() ? "" : fmt::format(" of comm group \"{}\"", name),
+                                   c.comms.size()))
+              .InFile(traces_[t].file);
+        }
       }
     }
     return Status::Ok();
@@ -548,8 +604,7 @@ class ChakraGraphBuilder {
   // Per trace, per node: its task, and the collective it posts (invalid when none).
   std::vector<std::vector<TaskId>> tasks_;
   std::vector<std::vector<CommId>> collective_of_;
-  std::vector<CommId> comms_;  // foreign traces: the k-th collective
-  std::vector<graph::CommKind> kinds_;
+  const ChakraCommGroups& comm_groups_;
   std::map<int64_t, CommId> exported_comms_;
   graph::TaskGraphBuilder builder_;
   std::vector<DurationNs> comm_durations_;
@@ -559,9 +614,38 @@ class ChakraGraphBuilder {
 
 }  // namespace
 
-Expected<ChakraGraph> BuildChakraGraph(std::span<const ChakraTrace> ranks) {
+Expected<ChakraGraph> BuildChakraGraph(std::span<const ChakraTrace> ranks,
+                                       const ChakraCommGroups& comm_groups) {
   if (ranks.empty()) return Error("no Chakra traces to build a graph from");
-  return ChakraGraphBuilder(ranks).Build();
+  return ChakraGraphBuilder(ranks, comm_groups).Build();
+}
+
+Expected<ChakraCommGroups> ReadChakraCommGroups(const std::string& path) {
+  DTSIM_ASSIGN_OR_RETURN(const Json json, ReadJsonFile(path));
+  if (!json.is_object()) {
+    return Error("a comm group file is an object of group names to rank lists", "",
+                 JsonValueForError(json))
+        .InFile(path);
+  }
+  ChakraCommGroups groups;
+  for (const auto& [name, ranks] : json.items()) {
+    const std::string key = JsonChildPath("", name);
+    if (!ranks.is_array() || ranks.empty()) {
+      return Error("must be a non-empty array of ranks", key, JsonValueForError(ranks))
+          .InFile(path);
+    }
+    std::vector<int32_t>& group = groups[name];
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      Expected<int64_t> rank = JsonToInt(ranks[i], JsonIndexPath(key, i), 0, graph::kMaxRank);
+      if (!rank.ok()) return std::move(rank).error().InFile(path);
+      if (std::find(group.begin(), group.end(), *rank) != group.end()) {
+        return Error("lists a rank twice", JsonIndexPath(key, i), std::to_string(*rank))
+            .InFile(path);
+      }
+      group.push_back(static_cast<int32_t>(*rank));
+    }
+  }
+  return groups;
 }
 
 std::vector<ChakraTrace> ChakraTracesFromGraph(const graph::TaskGraph& graph) {

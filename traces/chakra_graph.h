@@ -13,11 +13,15 @@
 // thread ("cpu tid N"), GPU ops on a stream per CUDA stream ("gpu stream N", from the `tid`
 // or `stream` attribute, else "gpu"), each stream in a topological order of data_deps (ties
 // by node id); durations from duration_micros. GPU COMM_COLL_NODEs become collectives over
-// every rank given (ASTRA-sim's default without a comm group), matched across ranks by their
-// order; their measured durations are kept for replay. CPU ops are delay tasks (host time),
+// the comm group their pg_name attribute names in a comm group file (ASTRA-sim's
+// --comm-group-configuration), else over every rank given (ASTRA-sim's default), matched
+// across the group's ranks by their order; a group with ranks whose traces are not given
+// becomes a collective of the given ones priced as the whole group. Their measured durations
+// are kept for replay. CPU ops are delay tasks (host time),
 // metadata nodes zero-length delays.
 #pragma once
 
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -39,8 +43,15 @@ struct ChakraGraphStats {
   int64_t collectives = 0;  // collectives of the graph (one per matched set of nodes)
   int64_t point_to_point = 0;
   int64_t dependencies = 0;
-  int64_t dangling_dependencies = 0;  // data_deps naming no node of the file: dropped
+  int64_t dangling_dependencies = 0;       // data_deps naming no node of the file: dropped
+  int64_t collectives_outside_groups = 0;  // nodes whose pg_name the comm groups do not list
 };
+
+// ASTRA-sim's comm group file: {"<pg_name>": [rank, ...], ...}.
+using ChakraCommGroups = std::map<std::string, std::vector<int32_t>>;
+
+// Reads a comm group file; errors name the file, the group and the bad value.
+Expected<ChakraCommGroups> ReadChakraCommGroups(const std::string& path);
 
 struct ChakraGraph {
   graph::TaskGraph graph;
@@ -52,7 +63,9 @@ struct ChakraGraph {
 };
 
 // One trace per rank; a trace's rank is its "rank" metadata attribute, else its index.
-Expected<ChakraGraph> BuildChakraGraph(std::span<const ChakraTrace> ranks);
+// `comm_groups` apply to other tools' traces (dtsim's own files name their groups).
+Expected<ChakraGraph> BuildChakraGraph(std::span<const ChakraTrace> ranks,
+                                       const ChakraCommGroups& comm_groups = {});
 
 // One trace per rank of `graph`, in rank order.
 std::vector<ChakraTrace> ChakraTracesFromGraph(const graph::TaskGraph& graph);

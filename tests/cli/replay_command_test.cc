@@ -8,7 +8,9 @@
 
 #include "sim/base/json_reader.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/traces/chakra_test_traces.h"
 #include "tools/cli/simulate_command.h"
+#include "traces/chakra_writer.h"
 
 namespace dtsim::cli {
 namespace {
@@ -77,7 +79,34 @@ TEST_F(ReplayCommandTest, ReplaysEveryRankOfAChakraExport) {
   // One rank alone cannot run: its collectives wait for ranks that are not there.
   EXPECT_THAT(Replay({Path("gpt.3.et")}).error->ToString(), HasSubstr("never post it"));
   EXPECT_THAT(Replay({Path("gpt.comm_groups.json"), "--all-ranks"}).error->ToString(),
-              HasSubstr("--all-ranks reads the rank files of a Chakra trace"));
+              HasSubstr("--all-ranks applies to Chakra traces"));
+}
+
+// Another tool's four-rank job with TP and DP groups: with the comm group file each collective
+// spans its pair, so all four replay; every collective takes its recorded 10 µs and the two
+// run one after another: 20 µs.
+TEST_F(ReplayCommandTest, ChakraRanksReplayWithTheirCommGroups) {
+  for (int64_t rank = 0; rank < 4; ++rank) {
+    const traces::ChakraTrace trace = traces::TwoGroupRank(rank);
+    ASSERT_TRUE(traces::WriteChakraTrace(trace, Path(fmt::format("job.{}.et", rank))).ok());
+  }
+  std::ofstream(Path("groups.json")) << traces::kTwoGroupCommGroups;
+  const CommandOutcome outcome = Replay({Path("job.0.et"), "--all-ranks", "--comm-groups",
+                                         Path("groups.json"), "-o", Path("replay.json")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("4 files"));
+  const Json result = *ReadJsonFile(Path("replay.json"));
+  EXPECT_EQ(result["graph"]["collectives"], 4);
+  EXPECT_DOUBLE_EQ(result["simulated_span_ms"].get<double>(), 0.020);
+  // Without it the k-th collectives of all four ranks go together: 2 collectives.
+  ASSERT_EQ(Replay({Path("job.0.et"), "--all-ranks", "-o", Path("world.json")}).kind,
+            CommandOutcome::Kind::kOk);
+  EXPECT_EQ((*ReadJsonFile(Path("world.json")))["graph"]["collectives"], 2);
+  EXPECT_THAT(Replay({Path("job.0.et"), "--all-ranks", "--comm-groups", Path("none.json")})
+                  .error->ToString(),
+              HasSubstr("none.json"));
+  EXPECT_THAT(Replay({kSampledRank0, "--comm-groups", Path("groups.json")}).error->ToString(),
+              HasSubstr("--comm-groups applies to Chakra traces"));
 }
 
 TEST_F(ReplayCommandTest, WhatIfsPrintEveryStepAndBadOnesAreErrors) {

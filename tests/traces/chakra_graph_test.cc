@@ -8,9 +8,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "sim/graph/builder.h"
 #include "sim/graph/graph_json.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/traces/chakra_test_traces.h"
 #include "tests/traces/trace_test_files.h"
 #include "traces/chakra_reader.h"
 #include "traces/chakra_writer.h"
@@ -185,6 +188,72 @@ TEST_F(ChakraGraphTest, RanksOfAnotherToolsTraceMatchTheirCollectivesByOrder) {
   ranks[0].nodes[1].id = 1;
   EXPECT_THAT(BuildChakraGraph(ranks).error().ToString(),
               HasSubstr("node 1 (id 1): node id 1 is also the id of node 0"));
+}
+
+// Four ranks of TwoGroupRank: the comm group file (ASTRA-sim's) says which ranks each pg_name
+// spans.
+TEST_F(ChakraGraphTest, CommGroupsSayWhichRanksACollectiveSpans) {
+  const auto make_rank = TwoGroupRank;
+  std::ofstream(Path("groups.json")) << kTwoGroupCommGroups;
+  const Expected<ChakraCommGroups> groups = ReadChakraCommGroups(Path("groups.json"));
+  ASSERT_TRUE(groups.ok()) << groups.error().ToString();
+  const auto group_of = [](const ChakraGraph& g, uint32_t comm) {
+    const auto ranks = g.graph.group(g.graph.comm(graph::CommId(comm)).group);
+    return std::vector<int32_t>(ranks.begin(), ranks.end());
+  };
+  std::vector<ChakraTrace> ranks = {make_rank(0), make_rank(1), make_rank(2), make_rank(3)};
+  const Expected<ChakraGraph> grouped = BuildChakraGraph(ranks, *groups);
+  ASSERT_TRUE(grouped.ok()) << grouped.error().ToString();
+  ASSERT_EQ(grouped->graph.comm_count(), 4u);
+  // Created in trace order: rank 0's tp0 and dp0, then rank 1's dp1, rank 2's tp1.
+  EXPECT_EQ(group_of(*grouped, 0), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(group_of(*grouped, 1), (std::vector<int32_t>{0, 2}));
+  EXPECT_EQ(group_of(*grouped, 2), (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(group_of(*grouped, 3), (std::vector<int32_t>{2, 3}));
+  // Without the file every collective spans the world, the k-th of each rank together.
+  const Expected<ChakraGraph> world = BuildChakraGraph(ranks);
+  ASSERT_TRUE(world.ok());
+  EXPECT_EQ(world->graph.comm_count(), 2u);
+  EXPECT_EQ(group_of(*world, 0), (std::vector<int32_t>{0, 1, 2, 3}));
+
+  // Ranks 0 and 1 alone: their TP collective is whole, each DP one has one member given and is
+  // priced as its whole group.
+  const std::vector<ChakraTrace> pair = {make_rank(0), make_rank(1)};
+  const Expected<ChakraGraph> partial = BuildChakraGraph(pair, *groups);
+  ASSERT_TRUE(partial.ok()) << partial.error().ToString();
+  ASSERT_EQ(partial->graph.comm_count(), 3u);
+  EXPECT_EQ(group_of(*partial, 1), (std::vector<int32_t>{0}));
+  const auto priced = partial->graph.group(partial->graph.comm(graph::CommId(1)).priced_group);
+  EXPECT_EQ(std::vector<int32_t>(priced.begin(), priced.end()), (std::vector<int32_t>{0, 2}));
+
+  // A pg_name the file does not list spans the world, counted; a rank outside its group errs.
+  ranks[0].nodes[0].attrs.back() = ChakraAttribute::String("pg_name", "pp0");
+  ranks[1].nodes[0].attrs.back() = ChakraAttribute::String("pg_name", "pp0");
+  ranks[2].nodes[0].attrs.back() = ChakraAttribute::String("pg_name", "pp0");
+  ranks[3].nodes[0].attrs.back() = ChakraAttribute::String("pg_name", "pp0");
+  const Expected<ChakraGraph> unlisted = BuildChakraGraph(ranks, *groups);
+  ASSERT_TRUE(unlisted.ok()) << unlisted.error().ToString();
+  EXPECT_EQ(unlisted->stats.collectives_outside_groups, 4);
+  ranks[0].nodes[0].attrs.back() = ChakraAttribute::String("pg_name", "tp1");
+  EXPECT_THAT(BuildChakraGraph(ranks, *groups).error().ToString(),
+              HasSubstr("rank0.et: node 0 (id 1): a collective of comm group \"tp1\" (2, 3), "
+                        "which does not list this trace's rank 0"));
+  ranks = {make_rank(0), make_rank(1), make_rank(2), make_rank(3)};
+  ranks[3].nodes.pop_back();  // rank 3 skips its DP all-reduce
+  EXPECT_THAT(BuildChakraGraph(ranks, *groups).error().ToString(),
+              HasSubstr("rank3.et: posts 0 collectives of comm group \"dp1\" where another "
+                        "rank posts 1"));
+
+  const auto bad = [&](const char* text) {
+    std::ofstream(Path("bad.json")) << text;
+    const Expected<ChakraCommGroups> read = ReadChakraCommGroups(Path("bad.json"));
+    return read.ok() ? std::string("(accepted)") : read.error().ToString();
+  };
+  EXPECT_THAT(bad("[0, 1]"), HasSubstr("bad.json: a comm group file is an object"));
+  EXPECT_THAT(bad(R"({"tp0": []})"), HasSubstr("tp0: must be a non-empty array"));
+  EXPECT_THAT(bad(R"({"tp0": [0, -1]})"), HasSubstr("tp0[1]"));
+  EXPECT_THAT(bad(R"({"tp0": [0, 0]})"), HasSubstr("tp0[1]: lists a rank twice"));
+  EXPECT_THAT(bad(R"({"tp0": [0, 1)"), HasSubstr("bad.json"));
 }
 
 }  // namespace

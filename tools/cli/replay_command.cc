@@ -36,6 +36,7 @@ struct ReplayOptions {
   std::string timeline_path;
   bool stats_only = false;
   bool all_ranks = false;
+  std::string comm_groups;
   bool help = false;
   // What-ifs.
   std::string what_if_file;
@@ -67,6 +68,9 @@ po::options_description Describe(ReplayOptions& o) {
       "import the trace, print its statistics and stop (no graph, no simulation)")(
       "all-ranks", po::bool_switch(&o.all_ranks),
       "Chakra: TRACE is PREFIX.<rank>.et[.gz]; replay PREFIX.0.et, PREFIX.1.et, ... together")(
+      "comm-groups", po::value(&o.comm_groups)->value_name("FILE"),
+      "Chakra: the ranks of each pg_name, as ASTRA-sim's comm group file ({\"name\": [ranks]}); "
+      "without it every collective spans all ranks given")(
       "what-if", po::value(&o.what_if_file)->value_name("FILE"),
       "what-if read from a JSON file (docs/replay.md); the flags below override its values")(
       "speedup", po::value(&o.speedups)->value_name("CLASS=FACTOR")->composing(),
@@ -145,7 +149,11 @@ Status ExecuteChakra(const ReplayOptions& options, std::ostream& out) {
     fmt::print(out, "  read in    {:.2f} s\n", import_seconds);
     return Status::Ok();
   }
-  Expected<traces::ChakraGraph> chakra = traces::BuildChakraGraph(ranks);
+  traces::ChakraCommGroups groups;
+  if (!options.comm_groups.empty()) {
+    DTSIM_ASSIGN_OR_RETURN(groups, traces::ReadChakraCommGroups(options.comm_groups));
+  }
+  Expected<traces::ChakraGraph> chakra = traces::BuildChakraGraph(ranks, groups);
   if (!chakra.ok()) return std::move(chakra).error().InFile(options.trace);
   DTSIM_ASSIGN_OR_RETURN(const strategies::MeasuredRun run,
                          strategies::SimulateMeasured(chakra->graph, chakra->comm_durations));
@@ -156,6 +164,12 @@ Status ExecuteChakra(const ReplayOptions& options, std::ostream& out) {
              "dependencies\n",
              chakra->graph.task_count(), g.host_tasks, g.gpu_tasks, g.collectives, g.point_to_point,
              g.dependencies);
+  if (g.collectives_outside_groups > 0) {
+    fmt::print(out,
+               "             {} collective nodes name a pg_name the comm groups do not list: "
+               "they span every rank given\n",
+               g.collectives_outside_groups);
+  }
   fmt::print(out, "  simulated  {} with the recorded durations{}; imported in {:.2f} s\n", Ms(span),
              chakra->written_by_dtsim ? " (collectives of dtsim's own export take no time here: "
                                         "simulate its config to price them)"
@@ -172,7 +186,8 @@ Status ExecuteChakra(const ReplayOptions& options, std::ostream& out) {
                                     {"collectives", g.collectives},
                                     {"point_to_point", g.point_to_point},
                                     {"dependencies", g.dependencies},
-                                    {"dangling_dependencies", g.dangling_dependencies}}},
+                                    {"dangling_dependencies", g.dangling_dependencies},
+                                    {"collectives_outside_groups", g.collectives_outside_groups}}},
                                   {"simulated_span_ms", span.ns() / 1e6},
                                   {"steps", OrderedJson::array()}};
     DTSIM_RETURN_IF_ERROR(WriteFileAtomically(options.result_path, document.dump(2) + "\n"));
@@ -284,8 +299,9 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
     }
     return ExecuteChakra(options, out);
   }
-  if (options.all_ranks) {
-    return Error("--all-ranks reads the rank files of a Chakra trace; this is a profiler trace")
+  if (options.all_ranks || !options.comm_groups.empty()) {
+    return Error(fmt::format("{} applies to Chakra traces; this is a profiler trace",
+                             options.all_ranks ? "--all-ranks" : "--comm-groups"))
         .InFile(options.trace);
   }
   const auto started = std::chrono::steady_clock::now();
