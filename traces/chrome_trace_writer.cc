@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 
 #include "sim/base/atomic_file.h"
+#include "sim/base/buffered_text_writer.h"
 #include "sim/base/strings.h"
+#include "sim/base/time_format.h"
 
 namespace dtsim::traces {
 
@@ -14,30 +16,16 @@ using graph::TaskId;
 
 namespace {
 
-// Microseconds with nanosecond precision, exactly: 1234567 ns -> "1234.567".
-struct Micros {
-  int64_t ns;
-};
+using Micros = ExactMicros;
 
-}  // namespace
-}  // namespace dtsim::traces
-
-template <>
-struct fmt::formatter<dtsim::traces::Micros> : fmt::formatter<std::string_view> {
-  auto format(dtsim::traces::Micros m, format_context& ctx) const {
-    const char* sign = m.ns < 0 ? "-" : "";
-    const int64_t magnitude = m.ns < 0 ? -m.ns : m.ns;
-    return fmt::format_to(ctx.out(), "{}{}.{:03d}", sign, magnitude / 1000, magnitude % 1000);
-  }
-};
-
-namespace dtsim::traces {
-namespace {
-
-class TraceWriter {
+// Appends through BufferedTextWriter (Append, Separator, Flush).
+class TraceWriter : private BufferedTextWriter {
  public:
   TraceWriter(std::ostream& out, const graph::TaskGraph& graph, const graph::TaskTimes& times)
-      : out_(out), graph_(graph), times_(times), thread_of_stream_(graph.stream_count()) {}
+      : BufferedTextWriter(out),
+        graph_(graph),
+        times_(times),
+        thread_of_stream_(graph.stream_count()) {}
 
   void Write(const TimelineInfo& info) {
     Append(R"({{"otherData":{{"format":"{}","version":"{}","source":{},"communication_model":{}}},)"
@@ -53,23 +41,6 @@ class TraceWriter {
   }
 
  private:
-  template <typename... Args>
-  void Append(fmt::format_string<Args...> format, Args&&... args) {
-    fmt::format_to(std::back_inserter(buffer_), format, std::forward<Args>(args)...);
-    if (buffer_.size() > (1 << 20)) Flush();
-  }
-
-  void Flush() {
-    out_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
-    buffer_.clear();
-  }
-
-  const char* Separator() {
-    const char* separator = first_event_ ? "\n" : ",\n";
-    first_event_ = false;
-    return separator;
-  }
-
   void WriteMetadata() {
     std::vector<uint32_t> streams_per_rank(static_cast<size_t>(graph_.rank_count()), 0);
     for (int32_t rank = 0; rank < graph_.rank_count(); ++rank) {
@@ -148,12 +119,9 @@ class TraceWriter {
     }
   }
 
-  std::ostream& out_;
   const graph::TaskGraph& graph_;
   const graph::TaskTimes& times_;
   std::vector<uint32_t> thread_of_stream_;
-  fmt::memory_buffer buffer_;
-  bool first_event_ = true;
 };
 
 }  // namespace
