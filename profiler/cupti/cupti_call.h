@@ -3,10 +3,10 @@
 // function (which must return Status or Expected<T>). Only profiler/cupti/ includes <cupti.h>.
 #pragma once
 
-#include <cupti.h>
-
 #include <cstdint>
 #include <string>
+
+#include <cupti.h>
 
 #include "sim/base/status.h"
 
@@ -23,10 +23,10 @@ constexpr uint32_t CuptiHeaderVersion() { return CUPTI_API_VERSION; }
 
 }  // namespace dtsim::profiler
 
-#define DTSIM_CUPTI_CALL(call)                                                 \
-  do {                                                                        \
-    const CUptiResult dtsim_cupti_result_ = (call);                           \
-    if (dtsim_cupti_result_ != CUPTI_SUCCESS) {                               \
-      return ::dtsim::profiler::CuptiError(#call, dtsim_cupti_result_);       \
-    }                                                                         \
+#define DTSIM_CUPTI_CALL(call)                                          \
+  do {                                                                  \
+    const CUptiResult dtsim_cupti_result_ = (call);                     \
+    if (dtsim_cupti_result_ != CUPTI_SUCCESS) {                         \
+      return ::dtsim::profiler::CuptiError(#call, dtsim_cupti_result_); \
+    }                                                                   \
   } while (false)

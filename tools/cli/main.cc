@@ -12,6 +12,7 @@
 #include "tools/cli/command.h"
 #include "tools/cli/model_command.h"
 #include "tools/cli/ops_command.h"
+#include "tools/cli/profile_command.h"
 #include "tools/cli/replay_command.h"
 #include "tools/cli/run_command.h"
 #include "tools/cli/simulate_command.h"
@@ -31,6 +32,8 @@ constexpr std::array kCommands = {
             dtsim::cli::ReplayCommand},
     Command{"ops", "aggregate a profiler trace's GPU time per op signature into an op-cost table",
             dtsim::cli::OpsCommand},
+    Command{"profile", "run a CUDA program under dtsim's CUPTI profiler; write a Kineto trace",
+            dtsim::cli::ProfileCommand},
     Command{"model", "show a model's parameters, ops, FLOPs, roofline times and activations",
             dtsim::cli::ModelCommand},
     Command{"validate", "simulate published measurements; print the error per point and MAPE",
@@ -47,7 +50,8 @@ void PrintUsage(std::ostream& out) {
   for (const Command& command : kCommands) {
     fmt::print(out, "  {:<10} {}\n", command.name, command.summary);
   }
-  fmt::print(out, "\nExit status: 0 success, 1 bad input or failed run, 2 bad command line.\n"
+  fmt::print(out, "\nExit status: 0 success, 1 bad input or failed run, 2 bad command line (dtsim profile: "
+                  "a failing program's own status).\n"
                   "Documentation: docs/cli.md\n");
 }
 
@@ -59,7 +63,7 @@ int Report(std::string_view command, const CommandOutcome& outcome) {
     return 2;
   }
   fmt::print(std::cerr, "dtsim {}: error: {}\n", command, message);
-  return 1;
+  return outcome.program_exit_status.value_or(1);
 }
 
 int Main(const std::vector<std::string>& args) {

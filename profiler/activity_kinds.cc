@@ -1,0 +1,57 @@
+#include "profiler/activity_kinds.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <vector>
+
+#include "sim/base/strings.h"
+
+namespace dtsim::profiler {
+namespace {
+
+constexpr std::array<std::string_view, kActivityKindCount> kNames = {
+    "kernel", "memcpy",     "memset",   "runtime", "driver",
+    "sync",   "cuda_event", "external", "nvtx",    "overhead"};
+
+}  // namespace
+
+ActivityKinds ActivityKinds::All() {
+  ActivityKinds all;
+  for (size_t k = 0; k < kActivityKindCount; ++k) all.Add(static_cast<ActivityKind>(k));
+  return all;
+}
+
+std::string ActivityKinds::ToString() const {
+  std::vector<std::string_view> names;
+  for (size_t k = 0; k < kActivityKindCount; ++k) {
+    if (Has(static_cast<ActivityKind>(k))) names.push_back(kNames[k]);
+  }
+  return fmt::format("{}", fmt::join(names, ","));
+}
+
+std::span<const std::string_view> ActivityKindNames() { return kNames; }
+
+std::string_view ActivityKindName(ActivityKind kind) { return kNames[static_cast<size_t>(kind)]; }
+
+Expected<ActivityKinds> ParseActivityKinds(std::string_view text) {
+  if (text == "all") return ActivityKinds::All();
+  ActivityKinds kinds;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    const size_t comma = std::min(text.find(',', begin), text.size());
+    const std::string_view name = text.substr(begin, comma - begin);
+    const auto it = std::find(kNames.begin(), kNames.end(), name);
+    if (it == kNames.end()) {
+      return Error(fmt::format("unknown activity kind{}; known: {} (or all)",
+                               DidYouMean(name, kNames), JoinQuoted(kNames)),
+                   "", Quote(name));
+    }
+    kinds.Add(static_cast<ActivityKind>(it - kNames.begin()));
+    begin = comma + 1;
+  }
+  return kinds;
+}
+
+}  // namespace dtsim::profiler

@@ -1,0 +1,164 @@
+#include "profiler/cupti/cupti_session.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+
+#include <cupti.h>
+
+#include "profiler/cupti/cupti_call.h"
+#include "profiler/cupti/cupti_records.h"
+
+namespace dtsim::profiler {
+namespace {
+
+// The process's session, for CUPTI's plain-function callbacks.
+std::atomic<CuptiSession*> g_session{nullptr};
+
+constexpr size_t kBufferAlignment = 8;  // CUPTI requires 8-byte aligned buffers
+
+// Per dtsim kind, the CUPTI kinds it enables.
+std::vector<CUpti_ActivityKind> CuptiKinds(ActivityKinds kinds) {
+  constexpr std::array<CUpti_ActivityKind, kActivityKindCount> kMap = {
+      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+      CUPTI_ACTIVITY_KIND_MEMCPY,
+      CUPTI_ACTIVITY_KIND_MEMSET,
+      CUPTI_ACTIVITY_KIND_RUNTIME,
+      CUPTI_ACTIVITY_KIND_DRIVER,
+      CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+      CUPTI_ACTIVITY_KIND_CUDA_EVENT,
+      CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+      CUPTI_ACTIVITY_KIND_MARKER,
+      CUPTI_ACTIVITY_KIND_OVERHEAD};
+  // Device properties and the context -> device map are always wanted.
+  std::vector<CUpti_ActivityKind> enabled = {CUPTI_ACTIVITY_KIND_DEVICE,
+                                             CUPTI_ACTIVITY_KIND_CONTEXT};
+  for (size_t k = 0; k < kActivityKindCount; ++k) {
+    if (kinds.Has(static_cast<ActivityKind>(k))) enabled.push_back(kMap[k]);
+  }
+  return enabled;
+}
+
+Status EnableKind(CUpti_ActivityKind kind) {
+  const CUptiResult result = cuptiActivityEnable(kind);
+  if (result == CUPTI_SUCCESS) return Status::Ok();
+  Error error =
+      CuptiError(fmt::format("cuptiActivityEnable({})", ActivityKindNameOf(kind)).c_str(), result);
+  if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ||
+      result == CUPTI_ERROR_NOT_COMPATIBLE) {
+    return Error(error.message() +
+                 "; another profiler (Nsight Systems, torch.profiler, ...) already traces this "
+                 "process: CUPTI allows one");
+  }
+  return error;
+}
+
+TimeNs CuptiNow() {
+  uint64_t now = 0;
+  cuptiGetTimestamp(&now);
+  return TimeNs(static_cast<int64_t>(now));
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<CuptiSession>> CuptiSession::Start(const SessionOptions& options) {
+  std::unique_ptr<CuptiSession> session(new CuptiSession(options));
+  CuptiSession* expected = nullptr;
+  if (!g_session.compare_exchange_strong(expected, session.get())) {
+    return Error("a CUPTI session is already running in this process");
+  }
+  if (Status enabled = session->Enable(); !enabled.ok()) {
+    session->Disable();
+    g_session = nullptr;
+    return std::move(enabled).error();
+  }
+  session->start_ = CuptiNow();
+  return session;
+}
+
+Status CuptiSession::Enable() {
+  DTSIM_CUPTI_CALL(cuptiActivityRegisterCallbacks(
+      [](uint8_t** buffer, size_t* size, size_t* max_records) {
+        RequestBuffer(buffer, size, max_records);
+      },
+      [](CUcontext context, uint32_t stream, uint8_t* buffer, size_t size, size_t valid) {
+        CompleteBuffer(context, stream, buffer, size, valid);
+      }));
+  for (const CUpti_ActivityKind kind : CuptiKinds(options_.kinds)) {
+    DTSIM_RETURN_IF_ERROR(EnableKind(kind));
+  }
+  return Status::Ok();
+}
+
+void CuptiSession::Disable() {
+  for (const CUpti_ActivityKind kind : CuptiKinds(options_.kinds)) cuptiActivityDisable(kind);
+}
+
+CuptiSession::~CuptiSession() {
+  if (!finished_) Disable();
+  for (const auto& [buffer, valid] : completed_) std::free(buffer);
+  g_session = nullptr;
+}
+
+void CuptiSession::RequestBuffer(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = nullptr;
+  *size = 0;
+  *max_records = 0;  // as many as fit
+  CuptiSession* session = g_session.load();
+  if (session == nullptr) return;
+  const size_t bytes = session->options_.buffer_bytes;
+  {
+    const std::lock_guard lock(session->mutex_);
+    if (session->allocated_bytes_ + bytes > session->options_.max_buffer_bytes) {
+      ++session->declined_buffers_;
+      return;
+    }
+    session->allocated_bytes_ += bytes;
+  }
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(kBufferAlignment, bytes));
+  if (*buffer != nullptr) *size = bytes;
+}
+
+void CuptiSession::CompleteBuffer(void* context, uint32_t stream, uint8_t* buffer, size_t,
+                                  size_t valid_size) {
+  CuptiSession* session = g_session.load();
+  if (session == nullptr) {
+    std::free(buffer);
+    return;
+  }
+  // Asked before taking our lock: CUPTI's own lock is held while it requests buffers, which
+  // takes ours (Kineto's ABBA deadlock).
+  size_t dropped = 0;
+  cuptiActivityGetNumDroppedRecords(static_cast<CUcontext>(context), stream, &dropped);
+  const std::lock_guard lock(session->mutex_);
+  session->dropped_records_ += static_cast<int64_t>(dropped);
+  session->completed_.emplace_back(buffer, valid_size);
+}
+
+Expected<Profile> CuptiSession::Finish() {
+  DTSIM_CUPTI_CALL(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  Disable();
+  finished_ = true;
+  Profile profile;
+  profile.session_start = start_;
+  profile.session_end = CuptiNow();
+  profile.enabled_kinds = options_.kinds.ToString();
+  DTSIM_ASSIGN_OR_RETURN(profile.cupti_version, CuptiRuntimeVersion());
+  std::vector<std::pair<uint8_t*, size_t>> completed;
+  {
+    const std::lock_guard lock(mutex_);
+    completed.swap(completed_);
+    profile.counters.declined_buffers = declined_buffers_;
+    profile.counters.dropped_records = dropped_records_;
+  }
+  CuptiRecordConverter converter(profile);
+  for (const auto& [buffer, valid] : completed) {
+    converter.AddBuffer(buffer, valid);
+    std::free(buffer);
+  }
+  return profile;
+}
+
+}  // namespace dtsim::profiler

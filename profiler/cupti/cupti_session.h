@@ -1,0 +1,60 @@
+// One CUPTI activity-tracing session in this process (docs/profiler.md): registers the buffer
+// callbacks, enables the chosen activity kinds, and at Finish() force-flushes, disables them
+// and converts every completed buffer into a Profile. Buffers are handed out up to a cap;
+// a request past it is declined and counted (CUPTI then drops records, also counted). The
+// completion callback only queues the buffer: records are parsed after the run, off CUPTI's
+// worker thread (Kineto's practice).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "profiler/activity_kinds.h"
+#include "profiler/profile.h"
+#include "sim/base/status.h"
+
+namespace dtsim::profiler {
+
+struct SessionOptions {
+  ActivityKinds kinds = ActivityKinds::All();
+  size_t buffer_bytes = size_t{4} << 20;        // CUPTI recommends 1 to 10 MiB
+  size_t max_buffer_bytes = size_t{256} << 20;  // the cap on host memory for records
+};
+
+class CuptiSession {
+ public:
+  // At most one session per process (CUPTI's callbacks are process-wide). Errors name the
+  // CUPTI call and, when another tool holds CUPTI, say so.
+  static Expected<std::unique_ptr<CuptiSession>> Start(const SessionOptions& options);
+  ~CuptiSession();
+  CuptiSession(const CuptiSession&) = delete;
+  CuptiSession& operator=(const CuptiSession&) = delete;
+
+  // Flushes every buffer (forced), disables the kinds and returns what was captured. The
+  // session captures nothing after it.
+  Expected<Profile> Finish();
+
+ private:
+  explicit CuptiSession(const SessionOptions& options) : options_(options) {}
+  Status Enable();
+  void Disable();
+
+  static void RequestBuffer(uint8_t** buffer, size_t* size, size_t* max_records);
+  static void CompleteBuffer(void* context, uint32_t stream, uint8_t* buffer, size_t size,
+                             size_t valid_size);
+
+  SessionOptions options_;
+  std::mutex mutex_;  // guards the fields below; never held while calling CUPTI
+  std::vector<std::pair<uint8_t*, size_t>> completed_;  // (buffer, valid bytes)
+  size_t allocated_bytes_ = 0;
+  int64_t declined_buffers_ = 0;
+  int64_t dropped_records_ = 0;
+  bool finished_ = false;
+  TimeNs start_;
+};
+
+}  // namespace dtsim::profiler

@@ -1,0 +1,270 @@
+#include "tools/cli/profile_command.h"
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <spawn.h>
+
+extern char** environ;
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "profiler/activity_kinds.h"
+#include "sim/base/strings.h"
+#include "tools/cli/command_line.h"
+#include "tools/cli/trace_report.h"
+#include "traces/kineto_reader.h"
+
+namespace dtsim::cli {
+namespace {
+
+namespace po = boost::program_options;
+
+struct ProfileOptions {
+  std::string output;
+  std::string kinds = "all";
+  int32_t max_buffer_mb = 256;
+  bool help = false;
+  std::vector<std::string> program;  // after "--"
+};
+
+po::options_description Describe(ProfileOptions& o) {
+  po::options_description description(
+      "Usage: dtsim profile -o TRACE.json [options] -- PROGRAM [ARGS...]\n\n"
+      "Runs PROGRAM with dtsim's CUPTI profiler injected (CUDA_INJECTION64_PATH) and writes a\n"
+      "Kineto-compatible JSON trace of its GPU work: kernels, copies, sets, CUDA API calls,\n"
+      "syncs, NVTX ranges, with every dropped or unlinked record counted in its metadata\n"
+      "(docs/profiler.md). Other CUDA processes PROGRAM starts write TRACE.pid<N>.json.\n"
+      "A failing PROGRAM's exit status is passed through.\n\nOptions");
+  description.add_options()("help,h", po::bool_switch(&o.help), "show this help")(
+      "output,o", po::value(&o.output)->value_name("FILE"), "the trace to write (required)")(
+      "kinds", po::value(&o.kinds)->value_name("LIST"),
+      "activity kinds to record, comma-separated: kernel, memcpy, memset, runtime, driver, "
+      "sync, cuda_event, external, nvtx, overhead; or all (default)")(
+      "max-buffer-mb", po::value(&o.max_buffer_mb)->value_name("N"),
+      "cap on the host memory for CUPTI's record buffers (default 256); past it records are "
+      "dropped and counted");
+  return description;
+}
+
+// PROGRAM as execv needs it: a path with a slash as given, else the first executable match on
+// PATH.
+Expected<std::string> ResolveProgram(const std::string& program) {
+  const auto executable = [](const std::string& path) {
+    struct stat info {};
+    return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+           access(path.c_str(), X_OK) == 0;
+  };
+  if (program.find('/') != std::string::npos) {
+    if (executable(program)) return program;
+    const bool exists = access(program.c_str(), F_OK) == 0;
+    return Error(fmt::format("program {} {}", Quote(program),
+                             exists ? "is not an executable file" : "does not exist"));
+  }
+  const char* path = std::getenv("PATH");
+  std::string_view directories = path != nullptr ? path : "/usr/bin:/bin";
+  while (true) {
+    const size_t colon = directories.find(':');
+    const std::string directory(directories.substr(0, colon));
+    const std::string candidate = (directory.empty() ? "." : directory) + "/" + program;
+    if (executable(candidate)) return candidate;
+    if (colon == std::string_view::npos) break;
+    directories.remove_prefix(colon + 1);
+  }
+  return Error(fmt::format("program {} is not found on PATH", Quote(program)));
+}
+
+std::string CommandLineText(const std::vector<std::string>& program) {
+  std::string text;
+  for (const std::string& word : program) {
+    if (!text.empty()) text += ' ';
+    text += word.find_first_of(" \t\"'") == std::string::npos ? word : Quote(word);
+  }
+  return text;
+}
+
+// Runs the program with the profiler's environment added to ours (posix_spawn: no fork of a
+// large process, and an exec failure comes back as an error); returns its wait status.
+Expected<int> RunProgram(const std::string& path, const std::vector<std::string>& program,
+                         const std::vector<std::pair<std::string, std::string>>& environment) {
+  std::vector<std::string> variables;
+  for (const auto& [name, value] : environment) variables.push_back(name + "=" + value);
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string_view variable(*entry);
+    const bool replaced = std::any_of(environment.begin(), environment.end(), [&](const auto& e) {
+      return variable.starts_with(e.first + "=");
+    });
+    if (!replaced) variables.emplace_back(variable);
+  }
+  std::vector<char*> envp;
+  for (std::string& variable : variables) envp.push_back(variable.data());
+  envp.push_back(nullptr);
+  std::vector<char*> argv;
+  for (const std::string& word : program) argv.push_back(const_cast<char*>(word.c_str()));
+  argv.push_back(nullptr);
+  pid_t child = 0;
+  if (const int error =
+          posix_spawn(&child, path.c_str(), nullptr, nullptr, argv.data(), envp.data());
+      error != 0) {
+    return Error(fmt::format("cannot run the program: {}", std::strerror(error)), "", path);
+  }
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0) {
+    if (errno != EINTR) {
+      return Error(fmt::format("waiting for the program: {}", std::strerror(errno)));
+    }
+  }
+  return status;
+}
+
+struct StatusReport {
+  std::vector<std::string> traces;
+  std::vector<std::string> errors;
+};
+
+// The lines the injection library appended, one per profiled process.
+StatusReport ReadStatus(const std::string& path) {
+  StatusReport report;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("ok ")) report.traces.push_back(line.substr(3));
+    if (line.starts_with("error ")) report.errors.push_back(line.substr(6));
+  }
+  return report;
+}
+
+CommandOutcome Execute(const ProfileOptions& options, std::ostream& out,
+                       const ProfileEnvironment& environment) {
+  Expected<profiler::ActivityKinds> kinds = profiler::ParseActivityKinds(options.kinds);
+  if (!kinds.ok()) return CommandOutcome::Usage(std::move(kinds).error().Under("--kinds"));
+  if (options.max_buffer_mb < 1) {
+    return CommandOutcome::Usage(
+        Error("must be at least 1", "--max-buffer-mb", std::to_string(options.max_buffer_mb)));
+  }
+  Expected<std::string> program = ResolveProgram(options.program.front());
+  if (!program.ok()) return CommandOutcome::Failure(std::move(program).error());
+  if (Expected<profiler::CudaDriverInfo> driver = environment.probe_driver(); !driver.ok()) {
+    return CommandOutcome::Failure(Error("cannot profile here: " + driver.error().ToString()));
+  }
+  Expected<std::string> library = environment.injection_library();
+  if (!library.ok()) return CommandOutcome::Failure(std::move(library).error());
+
+  const std::string output = std::filesystem::absolute(options.output).string();
+  const std::string status_path = fmt::format("{}.status-{}", output, getpid());
+  std::filesystem::remove(status_path);
+  const Expected<int> status =
+      RunProgram(*program, options.program,
+                 {{"CUDA_INJECTION64_PATH", *library},
+                  {"DTSIM_PROFILE_OUTPUT", output},
+                  {"DTSIM_PROFILE_KINDS", kinds->ToString()},
+                  {"DTSIM_PROFILE_MAX_BUFFER_MB", std::to_string(options.max_buffer_mb)},
+                  {"DTSIM_PROFILE_PROGRAM", CommandLineText(options.program)},
+                  {"DTSIM_PROFILE_STATUS", status_path},
+                  {"DTSIM_PROFILE_PARENT_PID", std::to_string(getpid())}});
+  const StatusReport report = ReadStatus(status_path);
+  std::filesystem::remove(status_path);
+  if (!status.ok()) return CommandOutcome::Failure(status.error());
+
+  for (const std::string& trace_path : report.traces) {
+    Expected<traces::Trace> trace = traces::ReadKinetoTrace(trace_path);
+    if (!trace.ok()) return CommandOutcome::Failure(std::move(trace).error());
+    fmt::print(out, "dtsim profile: wrote {}\n", trace_path);
+    PrintImportStats(out, *trace);
+  }
+  CommandOutcome outcome;
+  if (WIFSIGNALED(*status)) {
+    const int signal = WTERMSIG(*status);
+    outcome = CommandOutcome::Failure(
+        Error(fmt::format("the program was killed by signal {} ({})", signal, strsignal(signal))));
+    outcome.program_exit_status = 128 + signal;
+  } else if (WEXITSTATUS(*status) != 0) {
+    outcome = CommandOutcome::Failure(
+        Error(fmt::format("the program exited with status {}", WEXITSTATUS(*status))));
+    outcome.program_exit_status = WEXITSTATUS(*status);
+  }
+  if (!report.errors.empty()) {
+    std::string message = fmt::format("the profiler failed: {}", fmt::join(report.errors, "; "));
+    if (outcome.error) message = outcome.error->message() + "; " + message;
+    outcome.kind = CommandOutcome::Kind::kFailure;
+    outcome.error = Error(message);
+  } else if (report.traces.empty() && outcome.kind == CommandOutcome::Kind::kOk) {
+    return CommandOutcome::Failure(
+        Error("the program made no CUDA calls: the driver never loaded the profiler, so no trace "
+              "was written"));
+  }
+  return outcome;
+}
+
+// The directory of the running dtsim executable.
+std::filesystem::path ExecutableDirectory() {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? std::filesystem::path(".") : self.parent_path();
+}
+
+}  // namespace
+
+ProfileEnvironment MachineProfileEnvironment() {
+  return {.probe_driver = [] { return profiler::ProbeCudaDriver(); },
+          .injection_library = []() -> Expected<std::string> {
+            if (const char* path = std::getenv("DTSIM_INJECTION_LIBRARY")) return std::string(path);
+#ifdef DTSIM_INJECTION_LIBRARY_NAME
+            // In the build tree the library sits in profiler/ beside the dtsim executable; an
+            // installed one in ../lib/dtsim/.
+            const std::filesystem::path bin = ExecutableDirectory();
+            for (const std::filesystem::path& candidate :
+                 {bin / "profiler" / DTSIM_INJECTION_LIBRARY_NAME,
+                  bin / ".." / "lib" / "dtsim" / DTSIM_INJECTION_LIBRARY_NAME}) {
+              if (std::filesystem::exists(candidate)) return candidate.lexically_normal().string();
+            }
+            return Error(
+                fmt::format("the injection library {} is not beside {} (set "
+                            "DTSIM_INJECTION_LIBRARY to its path)",
+                            DTSIM_INJECTION_LIBRARY_NAME, bin.string()));
+#else
+            return Error(
+                "this dtsim was built without CUPTI (CMake did not find the CUDA toolkit's "
+                "CUDA::cupti), so it has no profiler to inject; rebuild where the toolkit is "
+                "installed");
+#endif
+          }};
+}
+
+CommandOutcome ProfileCommand(std::span<const std::string> args, std::ostream& out,
+                              const ProfileEnvironment& environment) {
+  ProfileOptions options;
+  const auto separator = std::find(args.begin(), args.end(), "--");
+  if (separator != args.end()) options.program.assign(separator + 1, args.end());
+  const std::span<const std::string> own(args.begin(), separator);
+  const po::options_description description = Describe(options);
+  std::string unused;
+  return RunCommandLine(own, description, "unexpected", unused, options.help, "", out, [&] {
+    if (!unused.empty()) {
+      return CommandOutcome::Usage(Error(fmt::format(
+          "the program to profile goes after --: dtsim profile -o run.json -- {} ...", unused)));
+    }
+    if (options.output.empty()) return CommandOutcome::Usage(Error("-o TRACE.json is required"));
+    if (options.program.empty()) {
+      return CommandOutcome::Usage(
+          Error("no program to profile: dtsim profile -o run.json -- PROGRAM [ARGS...]"));
+    }
+    return Execute(options, out, environment);
+  });
+}
+
+CommandOutcome ProfileCommand(std::span<const std::string> args, std::ostream& out) {
+  return ProfileCommand(args, out, MachineProfileEnvironment());
+}
+
+}  // namespace dtsim::cli
