@@ -20,6 +20,9 @@
 #include <mutex>
 #include <string>
 
+#include <cupti.h>
+#include <dlfcn.h>
+
 #include "profiler/cupti/cupti_session.h"
 #include "profiler/kineto_writer.h"
 
@@ -82,6 +85,18 @@ void FinishAtExit() {
   Report(written.ok() ? "ok " + path : "error " + written.error().ToString());
 }
 
+// NVTX ranges reach CUPTI only when NVTX is injected with the libcupti in use. NVTX reads
+// NVTX_INJECTION64_PATH at the program's first NVTX call; setting it here, at cuInit, catches
+// the ranges opened after the first CUDA call (PyTorch's emit_nvtx ranges are). A path the
+// user set is kept.
+void InjectNvtx() {
+  if (std::getenv("NVTX_INJECTION64_PATH") != nullptr) return;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&cuptiGetVersion), &info) != 0 && info.dli_fname != nullptr) {
+    setenv("NVTX_INJECTION64_PATH", info.dli_fname, 0);
+  }
+}
+
 void Start() {
   if (Environment("DTSIM_PROFILE_OUTPUT").empty()) {
     Report("error DTSIM_PROFILE_OUTPUT is not set: run the program through `dtsim profile`");
@@ -104,6 +119,7 @@ void Start() {
     return;
   }
   g_session = std::move(session).value();
+  if (options.kinds.Has(ActivityKind::kNvtx)) InjectNvtx();
   std::atexit(FinishAtExit);
 }
 
