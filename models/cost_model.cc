@@ -144,6 +144,13 @@ std::optional<OpCost> ChainCostModel::Price(const Op& op) const {
   return std::nullopt;
 }
 
+std::optional<OpCost> RecordingCostModel::Price(const Op& op) const {
+  const auto [it, inserted] = index_.emplace(op.signature.Key(), recorded_.size());
+  if (inserted) recorded_.push_back({op.signature, op.name, 0});
+  ++recorded_[it->second].count;
+  return inner_->Price(op);
+}
+
 void CostSourceTally::Add(const OpCost& cost, int64_t count) {
   time_[static_cast<size_t>(cost.source)] += cost.duration * count;
   ops_[static_cast<size_t>(cost.source)] += count;

@@ -8,7 +8,10 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
+#include <unordered_map>
+#include <vector>
 
 #include "models/gpu.h"
 #include "models/ops.h"
@@ -89,6 +92,30 @@ class ChainCostModel final : public OpCostModel {
 
  private:
   std::vector<std::unique_ptr<OpCostModel>> models_;
+};
+
+// Prices through `inner` and records every distinct signature asked about, with how often
+// and the name of the first op that had it: the ops a plan needs measured (`dtsim simulate
+// --op-list`, which tools/op_benchmark.py runs on a GPU). `inner` must outlive it.
+class RecordingCostModel final : public OpCostModel {
+ public:
+  struct Recorded {
+    traces::OpSignature signature;
+    std::string example;  // the first op priced with it ("attn.qkv")
+    int64_t count = 0;
+  };
+
+  explicit RecordingCostModel(const OpCostModel& inner) : inner_(&inner) {}
+  std::string_view name() const override { return inner_->name(); }
+  std::optional<OpCost> Price(const Op& op) const override;
+  // In the order first asked about.
+  const std::vector<Recorded>& recorded() const { return recorded_; }
+
+ private:
+  const OpCostModel* inner_;
+  // Pricing is const for callers; recording is bookkeeping beside it.
+  mutable std::vector<Recorded> recorded_;
+  mutable std::unordered_map<std::string, size_t> index_;
 };
 
 // What share of the priced time each source priced (result.json's cost-source shares).

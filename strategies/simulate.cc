@@ -166,4 +166,16 @@ Expected<SimulationResult> Simulate(const SimulationConfig& config) {
   return result;
 }
 
+Expected<std::vector<models::RecordingCostModel::Recorded>> PricedOps(
+    const SimulationConfig& config) {
+  std::unique_ptr<traces::OpCostTable> table;
+  DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<models::OpCostModel> cost, CostModel(config, table));
+  const models::RecordingCostModel recording(*cost);
+  DTSIM_RETURN_IF_ERROR(BuildIteration(config, recording, CompressionPhase::kCompressed));
+  if (MakeCompression(config.compression)->warmup_steps() > 0) {
+    DTSIM_RETURN_IF_ERROR(BuildIteration(config, recording, CompressionPhase::kWarmup));
+  }
+  return recording.recorded();
+}
+
 }  // namespace dtsim::strategies

@@ -63,4 +63,10 @@ struct SimulationResult {
 
 Expected<SimulationResult> Simulate(const SimulationConfig& config);
 
+// Every distinct op signature the config's iteration prices (both phases with a compression
+// warm-up), through the config's cost model: what a GPU must measure for `simulate` to price
+// the plan from measurements alone.
+Expected<std::vector<models::RecordingCostModel::Recorded>> PricedOps(
+    const SimulationConfig& config);
+
 }  // namespace dtsim::strategies

@@ -162,4 +162,24 @@ TEST(CostModelTest, FitRecoversTheCurveThatMadeTheTable) {
 }
 
 }  // namespace
+// The recording model prices through the one it wraps and lists each signature once, in the
+// order first asked, with how often and the first op's name.
+TEST(CostModelTest, RecordingListsEverySignatureOnce) {
+  const RooflineCostModel roofline(A100());
+  const RecordingCostModel recording(roofline);
+  const Op qkv = Op::Gemm("attn.qkv", Pass::kForward, DType::kBf16, 8192, 1536, 2048);
+  const Op again = Op::Gemm("mlp.fc1", Pass::kForward, DType::kBf16, 8192, 1536, 2048);
+  const Op norm =
+      Op::Streaming("attn.norm", OpKind::kNorm, Pass::kForward, DType::kBf16, 1 << 22, 4);
+  EXPECT_EQ(recording.Price(qkv)->duration, roofline.Price(qkv)->duration);
+  EXPECT_TRUE(recording.Price(norm).has_value());
+  EXPECT_TRUE(recording.Price(again).has_value());
+  ASSERT_EQ(recording.recorded().size(), 2u);
+  EXPECT_EQ(recording.recorded()[0].signature.Key(), "gemm bf16 k=2048 m=8192 n=1536");
+  EXPECT_EQ(recording.recorded()[0].example, "attn.qkv");
+  EXPECT_EQ(recording.recorded()[0].count, 2);
+  EXPECT_EQ(recording.recorded()[1].signature.op, "norm");
+  EXPECT_EQ(recording.name(), "roofline");
+}
+
 }  // namespace dtsim::models

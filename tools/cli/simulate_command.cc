@@ -25,6 +25,7 @@ struct SimulateOptions {
   std::string result_path;
   std::string timeline_path;
   std::string chakra_prefix;
+  std::string op_list_path;
   bool quiet = false;
   bool help = false;
 };
@@ -46,6 +47,9 @@ po::options_description Describe(SimulateOptions& o) {
       ("chakra", po::value(&o.chakra_prefix)->value_name("PREFIX"),
        "export the simulated task graph as Chakra ET files PREFIX.<rank>.et (+ "
        "PREFIX.comm_groups.json) for ASTRA-sim and Chakra tools")
+      ("op-list", po::value(&o.op_list_path)->value_name("FILE"),
+       "write every distinct op signature the plan prices (docs/formats/op-list.md): what "
+       "tools/op_benchmark.py measures on a GPU")
       ("quiet,q", po::bool_switch(&o.quiet), "print nothing on success");
   return description;
 }
@@ -210,6 +214,29 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
              r.summary.tasks, r.summary.events, r.build_seconds, r.simulate_seconds);
 }
 
+// The op list (docs/formats/op-list.md): every distinct signature the plan prices.
+Status WriteOpList(const std::string& path, const SimulationConfig& config) {
+  Expected<std::vector<models::RecordingCostModel::Recorded>> ops = strategies::PricedOps(config);
+  if (!ops.ok()) return std::move(ops).error().InFile(config.source);
+  OrderedJson list = OrderedJson::array();
+  for (const models::RecordingCostModel::Recorded& op : *ops) {
+    OrderedJson dims = OrderedJson::object();
+    for (const auto& [name, value] : op.signature.dims) dims[name] = value;
+    list.push_back({{"op", op.signature.op},
+                    {"dtype", DTypeName(op.signature.dtype)},
+                    {"dims", std::move(dims)},
+                    {"count", op.count},
+                    {"example", op.example}});
+  }
+  const OrderedJson document = {{"format", "dtsim.op_list"},
+                                {"version", 1},
+                                {"config", config.source},
+                                {"model", config.model.name},
+                                {"gpu", config.gpu.name},
+                                {"ops", std::move(list)}};
+  return WriteFileAtomically(path, document.dump(2) + "\n");
+}
+
 Status Execute(const SimulateOptions& options, std::ostream& out) {
   DTSIM_ASSIGN_OR_RETURN(const SimulationConfig config,
                          strategies::LoadConfig(options.config, options.overrides));
@@ -233,6 +260,10 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
       fmt::print(out, "\n  chakra         {} ET files ({}.0.et ...) and {}\n", paths.size() - 1,
                  options.chakra_prefix, paths.back());
     }
+  }
+  if (!options.op_list_path.empty()) {
+    DTSIM_RETURN_IF_ERROR(WriteOpList(options.op_list_path, config));
+    if (!options.quiet) fmt::print(out, "\n  op list        {}\n", options.op_list_path);
   }
   return Status::Ok();
 }
