@@ -118,7 +118,13 @@ void CuptiSession::RequestBuffer(uint8_t** buffer, size_t* size, size_t* max_rec
     session->allocated_bytes_ += bytes;
   }
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(kBufferAlignment, bytes));
-  if (*buffer != nullptr) *size = bytes;
+  if (*buffer != nullptr) {
+    *size = bytes;
+    return;
+  }
+  const std::lock_guard lock(session->mutex_);  // out of memory: declined after all
+  session->allocated_bytes_ -= bytes;
+  ++session->declined_buffers_;
 }
 
 void CuptiSession::CompleteBuffer(void* context, uint32_t stream, uint8_t* buffer, size_t,
