@@ -1,0 +1,73 @@
+// A CUDA program whose GPU work is known exactly, for checking `dtsim profile` on a GPU
+// (tools/gpu_checks/profile_known_kernels.sh, docs/profiler.md). Per step, inside an NVTX
+// range "ProfilerStep#N":
+//   stream 1: a pinned HtoD copy, 10 `scale` kernels, an event record;
+//   stream 2: waits for the event, 5 `add` kernels, a memset, a DtoH copy; the host syncs it.
+// It prints what a faithful profile must contain as JSON on stdout.
+#include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace {
+
+constexpr int kSteps = 3;
+constexpr int kScaleKernels = 10;
+constexpr int kAddKernels = 5;
+constexpr int kElements = 1 << 22;
+
+__global__ void scale(float* x, float factor, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= factor;
+}
+
+__global__ void add(const float* x, float* y, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += x[i];
+}
+
+void Check(cudaError_t result, const char* call) {
+  if (result == cudaSuccess) return;
+  std::fprintf(stderr, "%s failed: %s\n", call, cudaGetErrorString(result));
+  std::exit(2);
+}
+
+}  // namespace
+
+int main() {
+  float* host = nullptr;
+  float* x = nullptr;
+  float* y = nullptr;
+  Check(cudaMallocHost(&host, kElements * sizeof(float)), "cudaMallocHost");
+  Check(cudaMalloc(&x, kElements * sizeof(float)), "cudaMalloc");
+  Check(cudaMalloc(&y, kElements * sizeof(float)), "cudaMalloc");
+  for (int i = 0; i < kElements; ++i) host[i] = 1.0f;
+  cudaStream_t first, second;
+  Check(cudaStreamCreateWithFlags(&first, cudaStreamNonBlocking), "cudaStreamCreate");
+  Check(cudaStreamCreateWithFlags(&second, cudaStreamNonBlocking), "cudaStreamCreate");
+  cudaEvent_t ready;
+  Check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
+  const int threads = 256;
+  const int blocks = (kElements + threads - 1) / threads;
+  for (int step = 1; step <= kSteps; ++step) {
+    const std::string name = "ProfilerStep#" + std::to_string(step);
+    nvtxRangePushA(name.c_str());
+    Check(cudaMemcpyAsync(x, host, kElements * sizeof(float), cudaMemcpyHostToDevice, first),
+          "cudaMemcpyAsync");
+    for (int k = 0; k < kScaleKernels; ++k) scale<<<blocks, threads, 0, first>>>(x, 1.01f, kElements);
+    Check(cudaEventRecord(ready, first), "cudaEventRecord");
+    Check(cudaStreamWaitEvent(second, ready, 0), "cudaStreamWaitEvent");
+    Check(cudaMemsetAsync(y, 0, kElements * sizeof(float), second), "cudaMemsetAsync");
+    for (int k = 0; k < kAddKernels; ++k) add<<<blocks, threads, 0, second>>>(x, y, kElements);
+    Check(cudaMemcpyAsync(host, y, kElements * sizeof(float), cudaMemcpyDeviceToHost, second),
+          "cudaMemcpyAsync");
+    Check(cudaStreamSynchronize(second), "cudaStreamSynchronize");
+    nvtxRangePop();
+  }
+  Check(cudaGetLastError(), "kernel launch");
+  std::printf("{\"kernels\": %d, \"memcpys\": %d, \"memsets\": %d, \"steps\": %d}\n",
+              kSteps * (kScaleKernels + kAddKernels), 2 * kSteps, kSteps, kSteps);
+  return 0;
+}
