@@ -113,6 +113,9 @@ TEST_F(ProfileCommandTest, BadCommandLinesAndMissingProgramsAreTheirOwnErrors) {
   EXPECT_THAT(usage({"-o", "t.json", "--max-buffer-mb", "0", "--", "true"}),
               HasSubstr("--max-buffer-mb"));
 
+  EXPECT_THAT(Profile({"-o", Path("no/such/dir/t.json"), "--", "true"}).error->ToString(),
+              HasSubstr("-o: cannot write beside the output"));
+
   CommandOutcome missing = Profile({"-o", "t.json", "--", "dtsim-no-such-program"});
   EXPECT_EQ(missing.kind, CommandOutcome::Kind::kFailure);
   EXPECT_THAT(missing.error->ToString(),

@@ -161,8 +161,14 @@ CommandOutcome Execute(const ProfileOptions& options, std::ostream& out,
   if (!library.ok()) return CommandOutcome::Failure(std::move(library).error());
 
   const std::string output = std::filesystem::absolute(options.output).string();
+  // The profiled processes write beside the output: its directory must take files now, or the
+  // failure would only show as a trace that never appeared.
   const std::string status_path = fmt::format("{}.status-{}", output, getpid());
-  std::filesystem::remove(status_path);
+  if (!std::ofstream(status_path)) {
+    return CommandOutcome::Failure(
+        Error(fmt::format("cannot write beside the output: {}", std::strerror(errno)), "-o",
+              options.output));
+  }
   const Expected<int> status =
       RunProgram(*program, options.program,
                  {{"CUDA_INJECTION64_PATH", *library},
@@ -173,7 +179,8 @@ CommandOutcome Execute(const ProfileOptions& options, std::ostream& out,
                   {"DTSIM_PROFILE_STATUS", status_path},
                   {"DTSIM_PROFILE_PARENT_PID", std::to_string(getpid())}});
   const StatusReport report = ReadStatus(status_path);
-  std::filesystem::remove(status_path);
+  std::error_code ignored;
+  std::filesystem::remove(status_path, ignored);
   if (!status.ok()) return CommandOutcome::Failure(status.error());
 
   for (const std::string& trace_path : report.traces) {

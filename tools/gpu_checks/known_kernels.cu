@@ -8,7 +8,6 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 namespace {
@@ -28,11 +27,17 @@ __global__ void add(const float* x, float* y, int n) {
   if (i < n) y[i] += x[i];
 }
 
-void Check(cudaError_t result, const char* call) {
-  if (result == cudaSuccess) return;
+bool Succeeded(cudaError_t result, const char* call) {
+  if (result == cudaSuccess) return true;
   std::fprintf(stderr, "%s failed: %s\n", call, cudaGetErrorString(result));
-  std::exit(2);
+  return false;
 }
+
+// Returns 2 from main when a CUDA call fails.
+#define CHECK(call, name)                   \
+  do {                                      \
+    if (!Succeeded((call), name)) return 2; \
+  } while (false)
 
 }  // namespace
 
@@ -40,33 +45,33 @@ int main() {
   float* host = nullptr;
   float* x = nullptr;
   float* y = nullptr;
-  Check(cudaMallocHost(&host, kElements * sizeof(float)), "cudaMallocHost");
-  Check(cudaMalloc(&x, kElements * sizeof(float)), "cudaMalloc");
-  Check(cudaMalloc(&y, kElements * sizeof(float)), "cudaMalloc");
+  CHECK(cudaMallocHost(&host, kElements * sizeof(float)), "cudaMallocHost");
+  CHECK(cudaMalloc(&x, kElements * sizeof(float)), "cudaMalloc");
+  CHECK(cudaMalloc(&y, kElements * sizeof(float)), "cudaMalloc");
   for (int i = 0; i < kElements; ++i) host[i] = 1.0f;
   cudaStream_t first, second;
-  Check(cudaStreamCreateWithFlags(&first, cudaStreamNonBlocking), "cudaStreamCreate");
-  Check(cudaStreamCreateWithFlags(&second, cudaStreamNonBlocking), "cudaStreamCreate");
+  CHECK(cudaStreamCreateWithFlags(&first, cudaStreamNonBlocking), "cudaStreamCreate");
+  CHECK(cudaStreamCreateWithFlags(&second, cudaStreamNonBlocking), "cudaStreamCreate");
   cudaEvent_t ready;
-  Check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
+  CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
   const int threads = 256;
   const int blocks = (kElements + threads - 1) / threads;
   for (int step = 1; step <= kSteps; ++step) {
     const std::string name = "ProfilerStep#" + std::to_string(step);
     nvtxRangePushA(name.c_str());
-    Check(cudaMemcpyAsync(x, host, kElements * sizeof(float), cudaMemcpyHostToDevice, first),
+    CHECK(cudaMemcpyAsync(x, host, kElements * sizeof(float), cudaMemcpyHostToDevice, first),
           "cudaMemcpyAsync");
     for (int k = 0; k < kScaleKernels; ++k) scale<<<blocks, threads, 0, first>>>(x, 1.01f, kElements);
-    Check(cudaEventRecord(ready, first), "cudaEventRecord");
-    Check(cudaStreamWaitEvent(second, ready, 0), "cudaStreamWaitEvent");
-    Check(cudaMemsetAsync(y, 0, kElements * sizeof(float), second), "cudaMemsetAsync");
+    CHECK(cudaEventRecord(ready, first), "cudaEventRecord");
+    CHECK(cudaStreamWaitEvent(second, ready, 0), "cudaStreamWaitEvent");
+    CHECK(cudaMemsetAsync(y, 0, kElements * sizeof(float), second), "cudaMemsetAsync");
     for (int k = 0; k < kAddKernels; ++k) add<<<blocks, threads, 0, second>>>(x, y, kElements);
-    Check(cudaMemcpyAsync(host, y, kElements * sizeof(float), cudaMemcpyDeviceToHost, second),
+    CHECK(cudaMemcpyAsync(host, y, kElements * sizeof(float), cudaMemcpyDeviceToHost, second),
           "cudaMemcpyAsync");
-    Check(cudaStreamSynchronize(second), "cudaStreamSynchronize");
+    CHECK(cudaStreamSynchronize(second), "cudaStreamSynchronize");
     nvtxRangePop();
   }
-  Check(cudaGetLastError(), "kernel launch");
+  CHECK(cudaGetLastError(), "kernel launch");
   std::printf("{\"kernels\": %d, \"memcpys\": %d, \"memsets\": %d, \"steps\": %d}\n",
               kSteps * (kScaleKernels + kAddKernels), 2 * kSteps, kSteps, kSteps);
   return 0;
