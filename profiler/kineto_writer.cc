@@ -275,7 +275,7 @@ class KinetoWriter : private BufferedTextWriter {
       wait = fmt::format(R"(,"wait_on_stream":{},"wait_on_cuda_event_record_corr_id":{})",
                          origin->stream, origin->correlation);
     }
-    const uint32_t device = linked_.sync_device[s];
+    const uint32_t device = profile_.DeviceOfContext(sync.context);
     Append(
         R"({}{{"ph":"X","cat":"cuda_sync","name":"{}","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"cuda_sync_kind":"{}","device":{},"context":{},"stream":{},"correlation":{},"cuda_event":{}{}{}}}}})",
         Separator(), kind, device, sync.stream, Ts(sync.start), Dur(sync.start, sync.end), kind,

@@ -202,6 +202,11 @@ struct Profile {
   std::vector<DeviceInfo> devices;
   // context id -> device id, from CONTEXT records (sync records name only the context).
   std::map<uint32_t, uint32_t> context_devices;
+  // The device of a context, 0 when no CONTEXT record named it.
+  uint32_t DeviceOfContext(uint32_t context) const {
+    const auto it = context_devices.find(context);
+    return it == context_devices.end() ? 0 : it->second;
+  }
   ProfileCounters counters;
 
   // The session.

@@ -128,13 +128,8 @@ void LinkEventWaits(const Profile& profile, LinkedProfile& linked) {
     });
   }
   linked.sync_event_origin.assign(profile.syncs.size(), std::nullopt);
-  linked.sync_device.assign(profile.syncs.size(), 0);
   for (size_t s = 0; s < profile.syncs.size(); ++s) {
     const SyncRecord& sync = profile.syncs[s];
-    if (const auto device = profile.context_devices.find(sync.context);
-        device != profile.context_devices.end()) {
-      linked.sync_device[s] = device->second;
-    }
     if (sync.type != SyncType::kEventSynchronize && sync.type != SyncType::kStreamWaitEvent) {
       continue;
     }

@@ -56,8 +56,6 @@ struct LinkedProfile {
   std::unordered_map<uint32_t, uint32_t> api_by_correlation;
   // Per sync record (index into Profile::syncs): where its event was recorded, if resolved.
   std::vector<std::optional<EventOrigin>> sync_event_origin;
-  // Per sync record: its device, from the context records (0 when unknown).
-  std::vector<uint32_t> sync_device;
   LinkStats stats;
 
   // The API call that launched a GPU op with `correlation`, or kNoIndex.

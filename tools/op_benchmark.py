@@ -191,7 +191,7 @@ Dropout, DropoutBackward = make(
     "Dropout", lambda s: _functional().dropout(s.x, p=0.1, training=True), "dropout p=0.1")
 Activation, ActivationBackward = make(
     "Activation", lambda s: _functional().gelu(s.x), "gelu")
-Residual, ResidualBackward = make("Elementwise", Elementwise.forward, "x + y")
+Residual, ResidualBackward = make("Residual", Elementwise.forward, "x + y")
 CrossEntropy, CrossEntropyBackward = make(
     "CrossEntropy", lambda s: _functional().cross_entropy(s.x.float(), s.labels),
     "cross_entropy of logits [tokens, vocab]",

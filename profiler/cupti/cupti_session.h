@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "profiler/activity_kinds.h"
+#include "profiler/injection_environment.h"
 #include "profiler/profile.h"
 #include "sim/base/status.h"
 
@@ -21,8 +22,9 @@ namespace dtsim::profiler {
 
 struct SessionOptions {
   ActivityKinds kinds = ActivityKinds::All();
-  size_t buffer_bytes = size_t{4} << 20;        // CUPTI recommends 1 to 10 MiB
-  size_t max_buffer_bytes = size_t{256} << 20;  // the cap on host memory for records
+  size_t buffer_bytes = size_t{4} << 20;  // CUPTI recommends 1 to 10 MiB
+  // The cap on host memory for records.
+  size_t max_buffer_bytes = size_t{environment::kDefaultMaxBufferMb} << 20;
 };
 
 class CuptiSession {

@@ -1,7 +1,8 @@
 // The injection library (libdtsim_inject.so) that `dtsim profile` names in
 // CUDA_INJECTION64_PATH: the CUDA driver loads it at cuInit and calls InitializeInjection,
 // which starts a CuptiSession; an atexit handler finishes it and writes the Kineto JSON trace
-// (docs/profiler.md). Configured by the environment `dtsim profile` sets:
+// (docs/profiler.md). Configured by the environment `dtsim profile` sets
+// (profiler/injection_environment.h):
 //   DTSIM_PROFILE_OUTPUT   the trace to write (required); a process other than the one
 //                          `dtsim profile` started (a data-loader worker, a child) writes
 //                          OUTPUT with ".pid<N>" before its extension
@@ -24,10 +25,13 @@
 #include <dlfcn.h>
 
 #include "profiler/cupti/cupti_session.h"
+#include "profiler/injection_environment.h"
 #include "profiler/kineto_writer.h"
 
 namespace dtsim::profiler {
 namespace {
+
+namespace environment = profiler::environment;
 
 std::unique_ptr<CuptiSession> g_session;
 std::once_flag g_started;
@@ -46,7 +50,7 @@ int32_t EnvironmentInt(const char* name, int32_t fallback) {
 
 // Appends one line to the status file (small O_APPEND writes do not interleave).
 void Report(const std::string& line) {
-  const std::string path = Environment("DTSIM_PROFILE_STATUS");
+  const std::string path = Environment(environment::kStatus);
   if (path.empty()) {
     std::fprintf(stderr, "dtsim profile: %s\n", line.c_str());
     return;
@@ -58,8 +62,8 @@ void Report(const std::string& line) {
 }
 
 std::string OutputPath() {
-  const std::string output = Environment("DTSIM_PROFILE_OUTPUT");
-  if (EnvironmentInt("DTSIM_PROFILE_PARENT_PID", -1) == getppid()) return output;
+  const std::string output = Environment(environment::kOutput);
+  if (EnvironmentInt(environment::kParentPid, -1) == getppid()) return output;
   const size_t dot = output.rfind('.');
   const size_t slash = output.rfind('/');
   const bool has_extension =
@@ -76,7 +80,7 @@ void FinishAtExit() {
     Report("error " + profile.error().ToString());
     return;
   }
-  profile->program = Environment("DTSIM_PROFILE_PROGRAM");
+  profile->program = Environment(environment::kProgram);
   profile->process = static_cast<uint32_t>(getpid());
   profile->rank = EnvironmentInt("RANK", -1);
   profile->world_size = EnvironmentInt("WORLD_SIZE", -1);
@@ -98,12 +102,12 @@ void InjectNvtx() {
 }
 
 void Start() {
-  if (Environment("DTSIM_PROFILE_OUTPUT").empty()) {
+  if (Environment(environment::kOutput).empty()) {
     Report("error DTSIM_PROFILE_OUTPUT is not set: run the program through `dtsim profile`");
     return;
   }
   SessionOptions options;
-  if (const std::string kinds = Environment("DTSIM_PROFILE_KINDS"); !kinds.empty()) {
+  if (const std::string kinds = Environment(environment::kKinds); !kinds.empty()) {
     Expected<ActivityKinds> parsed = ParseActivityKinds(kinds);
     if (!parsed.ok()) {
       Report("error DTSIM_PROFILE_KINDS: " + parsed.error().ToString());
@@ -112,7 +116,9 @@ void Start() {
     options.kinds = *parsed;
   }
   options.max_buffer_bytes =
-      static_cast<size_t>(std::max(1, EnvironmentInt("DTSIM_PROFILE_MAX_BUFFER_MB", 256))) << 20;
+      static_cast<size_t>(
+          std::max(1, EnvironmentInt(environment::kMaxBufferMb, environment::kDefaultMaxBufferMb)))
+      << 20;
   Expected<std::unique_ptr<CuptiSession>> session = CuptiSession::Start(options);
   if (!session.ok()) {
     Report("error " + session.error().ToString());

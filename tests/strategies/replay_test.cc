@@ -140,10 +140,17 @@ TEST_F(CorruptedTraces, GiveAnErrorOrAReplayNeverACrash) {
 // and the host spends 4 µs more before the step ends: 305 + 1 + 4 = 310 µs.
 class ReplayWhatIfTest : public testing_support::TempDirTest {
  protected:
+  // Writes `text` as the trace file `name` and reads it.
+  traces::Trace ReadTrace(const std::string& name, std::string_view text) {
+    const std::string path = Path(name);
+    std::ofstream(path) << text;
+    Expected<traces::Trace> trace = traces::ReadKinetoTrace(path);
+    EXPECT_TRUE(trace.ok()) << trace.error().ToString();
+    return std::move(trace).value();
+  }
+
   traces::Trace GpuBoundTrace() {
-    const std::string path = Path("gpu_bound.json");
-    std::ofstream(path)
-        << R"json({"distributedInfo": {"rank": 0, "world_size": 8, "backend": "nccl"},
+    return ReadTrace("gpu_bound.json", R"json({"distributedInfo": {"rank": 0, "world_size": 8, "backend": "nccl"},
     "traceEvents": [
     {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 310},
     {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 0, "dur": 1, "args": {"correlation": 1}},
@@ -157,18 +164,17 @@ class ReplayWhatIfTest : public testing_support::TempDirTest {
     {"ph": "X", "cat": "kernel", "name": "vectorized_elementwise_kernel", "pid": 0, "tid": 7, "ts": 205, "dur": 100, "args": {"correlation": 3, "stream": 7, "device": 0}},
     {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)", "pid": 0, "tid": 20, "ts": 207, "dur": 80,
      "args": {"correlation": 4, "stream": 20, "device": 0, "Collective name": "allreduce", "In msg nelems": 16777216, "dtype": "Float", "Group size": 8}}
-    ]})json";
-    Expected<traces::Trace> trace = traces::ReadKinetoTrace(path);
-    EXPECT_TRUE(trace.ok()) << trace.error().ToString();
-    return std::move(trace).value();
+    ]})json");
   }
 
-  Expected<WhatIfResult> WhatIf(const traces::Trace& trace, const ReplayWhatIf& what_if) {
+  // The what-if of a trace whose one step replays in `replayed` (310 µs for GpuBoundTrace).
+  Expected<WhatIfResult> WhatIf(const traces::Trace& trace, const ReplayWhatIf& what_if,
+                                DurationNs replayed = Microseconds(310)) {
     const Expected<traces::ReplayGraph> replay = traces::BuildReplayGraph(trace);
     EXPECT_TRUE(replay.ok()) << replay.error().ToString();
     const Expected<ReplayResult> baseline = SimulateReplay(*replay);
     EXPECT_TRUE(baseline.ok());
-    EXPECT_EQ(baseline->steps.at(0).simulated, Microseconds(310));
+    EXPECT_EQ(baseline->steps.at(0).simulated, replayed);
     return SimulateWhatIf(trace, *baseline, what_if);
   }
 
@@ -250,8 +256,7 @@ TEST_F(ReplayWhatIfTest, SerializingStreamsAndRepricingCollectivesChangeWhatThey
 // runs [205, 285] while k3 runs [205, 305]; the sync waits for both, so the step is the 310 µs
 // of GpuBoundTrace again: 305 + 1 + 4.
 TEST_F(ReplayWhatIfTest, AddingOverlapMovesACollectiveOffTheComputeStream) {
-  const std::string path = Path("serial_all_reduce.json");
-  std::ofstream(path) << R"json({"distributedInfo": {"rank": 0, "world_size": 8, "backend": "nccl"},
+  const traces::Trace trace = ReadTrace("serial_all_reduce.json", R"json({"distributedInfo": {"rank": 0, "world_size": 8, "backend": "nccl"},
     "traceEvents": [
     {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 390},
     {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 0, "dur": 1, "args": {"correlation": 1}},
@@ -265,17 +270,9 @@ TEST_F(ReplayWhatIfTest, AddingOverlapMovesACollectiveOffTheComputeStream) {
     {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)", "pid": 0, "tid": 7, "ts": 205, "dur": 80,
      "args": {"correlation": 3, "stream": 7, "device": 0, "Collective name": "allreduce", "In msg nelems": 16777216, "dtype": "Float", "Group size": 8}},
     {"ph": "X", "cat": "kernel", "name": "vectorized_elementwise_kernel", "pid": 0, "tid": 7, "ts": 285, "dur": 100, "args": {"correlation": 4, "stream": 7, "device": 0}}
-    ]})json";
-  Expected<traces::Trace> trace = traces::ReadKinetoTrace(path);
-  ASSERT_TRUE(trace.ok()) << trace.error().ToString();
-  const Expected<traces::ReplayGraph> replay = traces::BuildReplayGraph(*trace);
-  ASSERT_TRUE(replay.ok()) << replay.error().ToString();
-  const Expected<ReplayResult> baseline = SimulateReplay(*replay);
-  ASSERT_TRUE(baseline.ok());
-  ASSERT_EQ(baseline->steps.at(0).simulated, Microseconds(390));
-
+    ]})json");
   const Expected<WhatIfResult> overlapped =
-      SimulateWhatIf(*trace, *baseline, {.overlap_collectives = true});
+      WhatIf(trace, {.overlap_collectives = true}, Microseconds(390));
   ASSERT_TRUE(overlapped.ok()) << overlapped.error().ToString();
   EXPECT_EQ(overlapped->graph.stats.moved_collectives, 1);
   EXPECT_EQ(overlapped->graph.graph.stream_count(), 3u);  // host, stream 7, the moved lane
@@ -297,8 +294,7 @@ TEST_F(ReplayWhatIfTest, AddingOverlapMovesACollectiveOffTheComputeStream) {
   ASSERT_TRUE(unchanged.ok());
   EXPECT_EQ(unchanged->graph.stats.moved_collectives, 0);
   EXPECT_EQ(unchanged->steps.at(0).what_if, Microseconds(310));
-  EXPECT_THAT(SimulateWhatIf(*trace, *baseline,
-                             {.serialize_gpu_streams = true, .overlap_collectives = true})
+  EXPECT_THAT(SimulateWhatIf(trace, {}, {.serialize_gpu_streams = true, .overlap_collectives = true})
                   .error()
                   .ToString(),
               testing::HasSubstr("contradict"));

@@ -21,6 +21,7 @@ extern char** environ;
 #include <vector>
 
 #include "profiler/activity_kinds.h"
+#include "profiler/injection_environment.h"
 #include "sim/base/strings.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/trace_report.h"
@@ -30,11 +31,12 @@ namespace dtsim::cli {
 namespace {
 
 namespace po = boost::program_options;
+namespace environment = profiler::environment;
 
 struct ProfileOptions {
   std::string output;
   std::string kinds = "all";
-  int32_t max_buffer_mb = 256;
+  int32_t max_buffer_mb = profiler::environment::kDefaultMaxBufferMb;
   bool help = false;
   std::vector<std::string> program;  // after "--"
 };
@@ -53,7 +55,7 @@ po::options_description Describe(ProfileOptions& o) {
       "activity kinds to record, comma-separated: kernel, memcpy, memset, runtime, driver, "
       "sync, cuda_event, external, nvtx, overhead; or all (default)")(
       "max-buffer-mb", po::value(&o.max_buffer_mb)->value_name("N"),
-      "cap on the host memory for CUPTI's record buffers (default 256); past it records are "
+      "cap on the host memory for CUPTI's record buffers (default 256 MiB); past it records are "
       "dropped and counted");
   return description;
 }
@@ -171,13 +173,13 @@ CommandOutcome Execute(const ProfileOptions& options, std::ostream& out,
   }
   const Expected<int> status =
       RunProgram(*program, options.program,
-                 {{"CUDA_INJECTION64_PATH", *library},
-                  {"DTSIM_PROFILE_OUTPUT", output},
-                  {"DTSIM_PROFILE_KINDS", kinds->ToString()},
-                  {"DTSIM_PROFILE_MAX_BUFFER_MB", std::to_string(options.max_buffer_mb)},
-                  {"DTSIM_PROFILE_PROGRAM", CommandLineText(options.program)},
-                  {"DTSIM_PROFILE_STATUS", status_path},
-                  {"DTSIM_PROFILE_PARENT_PID", std::to_string(getpid())}});
+                 {{environment::kInjectionPath, *library},
+                  {environment::kOutput, output},
+                  {environment::kKinds, kinds->ToString()},
+                  {environment::kMaxBufferMb, std::to_string(options.max_buffer_mb)},
+                  {environment::kProgram, CommandLineText(options.program)},
+                  {environment::kStatus, status_path},
+                  {environment::kParentPid, std::to_string(getpid())}});
   const StatusReport report = ReadStatus(status_path);
   std::error_code ignored;
   std::filesystem::remove(status_path, ignored);
