@@ -208,7 +208,8 @@ Status CheckTransformerPlan(SimulationConfig& config) {
   return Status::Ok();
 }
 
-// Cross-section checks: the plan against the model and the cluster.
+}  // namespace
+
 Status CheckPlan(SimulationConfig& config) {
   const ParallelPlan& plan = config.plan;
   TrainingConfig& training = config.training;
@@ -256,6 +257,8 @@ Status CheckPlan(SimulationConfig& config) {
   return Status::Ok();
 }
 
+namespace {
+
 Status SplitAssignment(std::string_view assignment, std::vector<std::string>& keys,
                        std::string& value) {
   const size_t equals = assignment.find('=');
@@ -299,6 +302,8 @@ std::string_view ScheduleName(ScheduleKind schedule) {
   return kScheduleNames[static_cast<size_t>(schedule)];
 }
 
+std::span<const std::string_view> ScheduleNames() { return kScheduleNames; }
+
 Status ApplyOverride(Json& config, std::string_view assignment) {
   std::vector<std::string> keys;
   std::string text;
@@ -329,8 +334,10 @@ Status ApplyOverride(Json& config, std::string_view assignment) {
   return Status::Ok();
 }
 
-Expected<SimulationConfig> ConfigFromJson(const Json& value, const std::string& source) {
+Expected<SimulationConfig> ReadConfigSections(const Json& value, const std::string& source,
+                                              std::span<const std::string_view> also_allowed) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, ""));
+  for (std::string_view key : also_allowed) reader.Allow(key);
   SimulationConfig config;
   config.source = source;
   for (std::string_view key : {"model", "training", "cluster"}) {
@@ -358,6 +365,11 @@ Expected<SimulationConfig> ConfigFromJson(const Json& value, const std::string& 
     DTSIM_RETURN_IF_ERROR(ReadSimulation(*simulation, config));
   }
   DTSIM_RETURN_IF_ERROR(reader.Finish());
+  return config;
+}
+
+Expected<SimulationConfig> ConfigFromJson(const Json& value, const std::string& source) {
+  DTSIM_ASSIGN_OR_RETURN(SimulationConfig config, ReadConfigSections(value, source, {}));
   DTSIM_RETURN_IF_ERROR(CheckPlan(config));
   return config;
 }

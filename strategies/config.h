@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,7 @@ struct TrainingConfig {
 
 enum class ScheduleKind { kGpipe, kOneForwardOneBackward, kInterleaved };
 std::string_view ScheduleName(ScheduleKind schedule);
+std::span<const std::string_view> ScheduleNames();  // indexed by ScheduleKind
 
 struct ParallelPlan {
   int data = 1;
@@ -100,7 +102,18 @@ bool SkewedRouting(const SimulationConfig& config);
 // true, objects) and taken as a string otherwise. Creates missing objects on the way.
 Status ApplyOverride(Json& config, std::string_view assignment);
 
-// Reads and checks a whole config; errors name the file, the JSON path and the value.
+// Checks the plan against the model, the training and the cluster (divisibility, sizes,
+// combinations not built yet; not memory: StageMemory); fills in the sequence length and sizes
+// a cluster given without nodes. Errors name the field and the value.
+Status CheckPlan(SimulationConfig& config);
+
+// Reads every section strictly without checking the plan against the rest (what `dtsim
+// search` starts from: it chooses the plan). `also_allowed`: top-level keys another reader
+// takes (the search section).
+Expected<SimulationConfig> ReadConfigSections(const Json& value, const std::string& source,
+                                              std::span<const std::string_view> also_allowed);
+
+// Reads and checks a whole config (ReadConfigSections, then CheckPlan); errors name the file, the JSON path and the value.
 Expected<SimulationConfig> ConfigFromJson(const Json& value, const std::string& source);
 Expected<SimulationConfig> LoadConfig(const std::string& path,
                                       const std::vector<std::string>& overrides);

@@ -82,24 +82,6 @@ TimeBreakdown Breakdown(const graph::TaskGraph& graph, const graph::TaskTimes& t
   return breakdown;
 }
 
-Expected<std::unique_ptr<models::OpCostModel>> CostModel(const SimulationConfig& config,
-                                                         std::unique_ptr<traces::OpCostTable>& table) {
-  if (config.profile.empty()) {
-    // Without a measured profile the chain has nothing to look up: roofline alone.
-    if (config.cost_model != "chain" && config.cost_model != "roofline") {
-      return Error(fmt::format("cost model \"{}\" needs a \"profile\"", config.cost_model),
-                   "simulation.cost_model", config.cost_model);
-    }
-    return models::MakeCostModel("roofline", config.gpu, nullptr);
-  }
-  DTSIM_ASSIGN_OR_RETURN(traces::OpCostTable loaded, traces::ReadOpCostTable(config.profile));
-  table = std::make_unique<traces::OpCostTable>(std::move(loaded));
-  Expected<std::unique_ptr<models::OpCostModel>> model =
-      models::MakeCostModel(config.cost_model, config.gpu, table.get());
-  if (!model.ok()) return std::move(model).error().Under("simulation.cost_model");
-  return model;
-}
-
 // A compression method with a full-precision warm-up: simulate a warm-up iteration too and
 // average the two over the run, weighted by their steps.
 Status SimulatePhases(const SimulationConfig& config, const models::OpCostModel& cost,
@@ -125,14 +107,38 @@ Status SimulatePhases(const SimulationConfig& config, const models::OpCostModel&
 
 }  // namespace
 
+Expected<ConfigCostModel> LoadCostModel(const SimulationConfig& config) {
+  ConfigCostModel loaded;
+  if (config.profile.empty()) {
+    // Without a measured profile the chain has nothing to look up: roofline alone.
+    if (config.cost_model != "chain" && config.cost_model != "roofline") {
+      return Error(fmt::format("cost model \"{}\" needs a \"profile\"", config.cost_model),
+                   "simulation.cost_model", config.cost_model);
+    }
+    DTSIM_ASSIGN_OR_RETURN(loaded.model, models::MakeCostModel("roofline", config.gpu, nullptr));
+    return loaded;
+  }
+  DTSIM_ASSIGN_OR_RETURN(traces::OpCostTable table, traces::ReadOpCostTable(config.profile));
+  loaded.table = std::make_unique<traces::OpCostTable>(std::move(table));
+  Expected<std::unique_ptr<models::OpCostModel>> model =
+      models::MakeCostModel(config.cost_model, config.gpu, loaded.table.get());
+  if (!model.ok()) return std::move(model).error().Under("simulation.cost_model");
+  loaded.model = std::move(model).value();
+  return loaded;
+}
+
 Expected<SimulationResult> Simulate(const SimulationConfig& config) {
-  std::unique_ptr<traces::OpCostTable> table;
-  DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<models::OpCostModel> cost, CostModel(config, table));
+  DTSIM_ASSIGN_OR_RETURN(const ConfigCostModel cost, LoadCostModel(config));
+  return Simulate(config, *cost.model);
+}
+
+Expected<SimulationResult> Simulate(const SimulationConfig& config,
+                                    const models::OpCostModel& cost) {
   SimulationResult result;
-  result.cost_model = std::string(cost->name());
+  result.cost_model = std::string(cost.name());
   const auto build_start = std::chrono::steady_clock::now();
   DTSIM_ASSIGN_OR_RETURN(IterationGraph iteration,
-                         BuildIteration(config, *cost, CompressionPhase::kCompressed));
+                         BuildIteration(config, cost, CompressionPhase::kCompressed));
   result.iteration.emplace(std::move(iteration));
   const graph::TaskGraph& graph = result.iteration->graph;
   const IterationStats& stats = result.iteration->stats;
@@ -149,7 +155,7 @@ Expected<SimulationResult> Simulate(const SimulationConfig& config) {
         "result (simulate \"ranks\": \"full\" to see it)",
         config.plan.expert_imbalance));
   }
-  DTSIM_RETURN_IF_ERROR(SimulatePhases(config, *cost, result));
+  DTSIM_RETURN_IF_ERROR(SimulatePhases(config, cost, result));
   const double seconds = result.iteration_time.ToSecondsDouble();
   const double gpus = config.plan.world();
   const double peak = config.gpu.MatrixPeak(config.training.dtype).flop_per_second();
@@ -168,9 +174,8 @@ Expected<SimulationResult> Simulate(const SimulationConfig& config) {
 
 Expected<std::vector<models::RecordingCostModel::Recorded>> PricedOps(
     const SimulationConfig& config) {
-  std::unique_ptr<traces::OpCostTable> table;
-  DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<models::OpCostModel> cost, CostModel(config, table));
-  const models::RecordingCostModel recording(*cost);
+  DTSIM_ASSIGN_OR_RETURN(const ConfigCostModel cost, LoadCostModel(config));
+  const models::RecordingCostModel recording(*cost.model);
   DTSIM_RETURN_IF_ERROR(BuildIteration(config, recording, CompressionPhase::kCompressed));
   if (MakeCompression(config.compression)->warmup_steps() > 0) {
     DTSIM_RETURN_IF_ERROR(BuildIteration(config, recording, CompressionPhase::kWarmup));

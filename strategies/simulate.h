@@ -13,6 +13,7 @@
 #include "sim/graph/task_times.h"
 #include "strategies/config.h"
 #include "strategies/transformer_iteration.h"
+#include "traces/op_cost_table.h"
 
 namespace dtsim::strategies {
 
@@ -61,7 +62,17 @@ struct SimulationResult {
   double simulate_seconds = 0;
 };
 
+// The config's op cost model: its profile's table (when it has one) and the model over it.
+struct ConfigCostModel {
+  std::unique_ptr<traces::OpCostTable> table;
+  std::unique_ptr<models::OpCostModel> model;  // prices from `table`; safe to share by threads
+};
+Expected<ConfigCostModel> LoadCostModel(const SimulationConfig& config);
+
 Expected<SimulationResult> Simulate(const SimulationConfig& config);
+// With a cost model loaded once for many configs of the same GPU and profile (`dtsim search`).
+Expected<SimulationResult> Simulate(const SimulationConfig& config,
+                                    const models::OpCostModel& cost);
 
 // Every distinct op signature the config's iteration prices (both phases with a compression
 // warm-up), through the config's cost model: what a GPU must measure for `simulate` to price

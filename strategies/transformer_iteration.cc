@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "models/parameters.h"
+#include "network/collective_algorithms.h"
 #include "sim/graph/builder.h"
 #include "strategies/data_parallel_iteration.h"
 #include "strategies/gradient_reduction.h"
@@ -421,6 +422,32 @@ class IterationBuilder {
     return IterationGraph{std::move(graph), std::move(result_)};
   }
 
+  // The work the graph would hold per piece and micro-batch, priced without building it.
+  Expected<PassTimes> Times() {
+    DTSIM_RETURN_IF_ERROR(PricePasses());
+    const auto piece = [&](const PricedPass& forward, const PricedPass& backward,
+                           const PricedPass& recompute) -> Expected<PieceTimes> {
+      PieceTimes times;
+      DTSIM_RETURN_IF_ERROR(PassWork(forward, times.forward, times.forward_grid));
+      DTSIM_RETURN_IF_ERROR(PassWork(backward, times.backward, times.backward_grid));
+      DTSIM_RETURN_IF_ERROR(PassWork(recompute, times.recompute, times.recompute_grid));
+      return times;
+    };
+    PassTimes times;
+    DTSIM_ASSIGN_OR_RETURN(times.dense, piece(dense_.forward, dense_.backward, dense_.recompute));
+    DTSIM_ASSIGN_OR_RETURN(times.moe, piece(moe_.forward, moe_.backward, moe_.recompute));
+    const PricedPass none;
+    DTSIM_ASSIGN_OR_RETURN(times.embedding, piece(embedding_forward_, embedding_backward_, none));
+    DTSIM_ASSIGN_OR_RETURN(times.output, piece(output_forward_, output_backward_, none));
+    // The output layer's backward ends in a 1D reduction (Backward); the embedding's
+    // collectives are left out.
+    if (!plan_.on_grid()) {
+      DTSIM_ASSIGN_OR_RETURN(const DurationNs reduce, TensorReduceTime());
+      times.output.backward += reduce;
+    }
+    return times;
+  }
+
  private:
   models::TransformerShard Shard() const { return ShardOf(config_); }
 
@@ -562,6 +589,93 @@ class IterationBuilder {
   // The grid's groups inside one depth layer: ROW, the q ranks of a grid row (tensor indices
   // i + q·(j + q·k) for i = 0..q−1, adjacent), and COL, those of a grid column (j varies).
   enum class Axis : uint8_t { kRow, kColumn };
+
+  // One collective over `ranks` as the analytical network model prices it (its cheapest
+  // algorithm for the group's placement).
+  Expected<DurationNs> CollectiveTime(CommKind kind, Bytes bytes, const std::vector<int32_t>& ranks,
+                                      int32_t root) const {
+    const network::GroupShape shape = network::ShapeOfGroup(ranks, config_.cluster);
+    DTSIM_ASSIGN_OR_RETURN(const network::AlgorithmChoice choice,
+                           network::ChooseCollectiveAlgorithm(
+                               {.kind = kind, .size = bytes, .shape = shape,
+                                .cluster = &config_.cluster, .ranks = ranks, .root = root},
+                               ""));
+    return choice.time;
+  }
+
+  // TensorReduce's time on the first tensor-parallel group.
+  Expected<DurationNs> TensorReduceTime() const {
+    if (plan_.tensor < 2) return DurationNs::Zero();
+    std::vector<int32_t> ranks;
+    for (int tp = 0; tp < plan_.tensor; ++tp) ranks.push_back(plan_.Rank(0, 0, tp));
+    if (!plan_.sequence_parallel) {
+      return CollectiveTime(CommKind::kAllReduce, ActivationBytes(), ranks, ranks.front());
+    }
+    DTSIM_ASSIGN_OR_RETURN(const DurationNs scatter,
+                           CollectiveTime(CommKind::kReduceScatter, ActivationBytes(), ranks,
+                                          ranks.front()));
+    DTSIM_ASSIGN_OR_RETURN(const DurationNs gather,
+                           CollectiveTime(CommKind::kAllGather,
+                                          Bytes(ActivationBytes().count() / plan_.tensor), ranks,
+                                          ranks.front()));
+    return scatter + gather;
+  }
+
+  // A grid collective of the first ROW (COL) group rooted at member `root` — the cheaper of
+  // that and member 0, as a rank may be priced either way (GridComms).
+  Expected<DurationNs> GridTime(CommKind kind, Bytes bytes, Axis axis, int root) const {
+    const int q = plan_.grid();
+    std::vector<int32_t> ranks;
+    for (int c = 0; c < q; ++c) ranks.push_back(plan_.Rank(0, 0, c * (axis == Axis::kRow ? 1 : q)));
+    DTSIM_ASSIGN_OR_RETURN(const DurationNs at_root,
+                           CollectiveTime(kind, bytes, ranks, ranks[static_cast<size_t>(root)]));
+    DTSIM_ASSIGN_OR_RETURN(const DurationNs at_first, CollectiveTime(kind, bytes, ranks, ranks.front()));
+    return std::min(at_root, at_first);
+  }
+
+  // One pass's work on a rank's compute stream (ops, 1D reductions, a grid's row-statistics
+  // all-reduces) and on its "tp" stream (SUMMA's broadcasts and reduces), as Emit lays it out.
+  Status PassWork(const PricedPass& pass, DurationNs& compute, DurationNs& grid) const {
+    const int64_t e = DTypeBytes(config_.training.dtype);
+    for (const PricedOp& op : pass.ops) {
+      compute += op.duration;
+      if (op.after == After::kTensor) {
+        DTSIM_ASSIGN_OR_RETURN(const DurationNs reduce, TensorReduceTime());
+        compute += reduce;
+      } else if (op.after == After::kRowStats) {
+        DTSIM_ASSIGN_OR_RETURN(const DurationNs stats,
+                               GridTime(CommKind::kAllReduce, Bytes(GridTokens() * e), Axis::kRow, 0));
+        compute += stats + stats;
+      }
+      if (op.summa == Op::WeightGemm::kNone) continue;
+      const Bytes activation(op.activation_block * e);
+      const Bytes weight(op.weight_block * e);
+      for (int step = 0; step < plan_.grid(); ++step) {
+        std::vector<std::tuple<CommKind, Bytes, Axis>> comms;
+        switch (op.summa) {
+          case Op::WeightGemm::kForward:
+            comms = {{CommKind::kBroadcast, activation, Axis::kRow},
+                     {CommKind::kBroadcast, weight, Axis::kColumn}};
+            break;
+          case Op::WeightGemm::kDgrad:
+            comms = {{CommKind::kBroadcast, weight, Axis::kColumn},
+                     {CommKind::kReduce, activation, Axis::kRow}};
+            break;
+          case Op::WeightGemm::kWgrad:
+            comms = {{CommKind::kBroadcast, activation, Axis::kRow},
+                     {CommKind::kReduce, weight, Axis::kColumn}};
+            break;
+          case Op::WeightGemm::kNone:
+            break;
+        }
+        for (const auto& [kind, bytes, axis] : comms) {
+          DTSIM_ASSIGN_OR_RETURN(const DurationNs time, GridTime(kind, bytes, axis, step));
+          grid += time;
+        }
+      }
+    }
+    return Status::Ok();
+  }
 
   // One collective per ROW (COL) group of the current (data index, stage), over the group's
   // simulated members and priced over all q: per simulated peer, the one it takes part in.
@@ -992,7 +1106,7 @@ std::string GiB(int64_t bytes) { return fmt::format("{:.1f} GiB", static_cast<do
 
 }  // namespace
 
-Expected<std::vector<models::MemoryBreakdown>> StageMemory(const SimulationConfig& config) {
+Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const SimulationConfig& config) {
   const ParallelPlan& plan = config.plan;
   const std::unique_ptr<GradientCompression> compression = MakeCompression(config.compression);
   std::vector<models::MemoryBreakdown> stages;
@@ -1020,6 +1134,15 @@ Expected<std::vector<models::MemoryBreakdown>> StageMemory(const SimulationConfi
       memory.optimizer_state += compression->StateBytes(ModelGradients(config, stage), plan.data,
                                                         config.training.grad_dtype);
     }
+    stages.push_back(memory);
+  }
+  return stages;
+}
+
+Expected<std::vector<models::MemoryBreakdown>> StageMemory(const SimulationConfig& config) {
+  DTSIM_ASSIGN_OR_RETURN(std::vector<models::MemoryBreakdown> stages, EstimateStageMemory(config));
+  for (size_t stage = 0; stage < stages.size(); ++stage) {
+    const models::MemoryBreakdown& memory = stages[stage];
     if (memory.total() > config.gpu.memory.count()) {
       return Error(fmt::format("the plan does not fit: pipeline stage {} needs {} per GPU, {} has "
                                "{} (parameters {}, gradients {}, optimizer state {}, activations "
@@ -1030,9 +1153,13 @@ Expected<std::vector<models::MemoryBreakdown>> StageMemory(const SimulationConfi
                                GiB(memory.activations), GiB(memory.temporary)),
                    "parallelism", GiB(memory.total()));
     }
-    stages.push_back(memory);
   }
   return stages;
+}
+
+Expected<PassTimes> PricePassTimes(const SimulationConfig& config,
+                                   const models::OpCostModel& cost) {
+  return IterationBuilder(config, cost, CompressionPhase::kCompressed).Times();
 }
 
 Expected<IterationGraph> BuildTransformerIteration(const SimulationConfig& config,
