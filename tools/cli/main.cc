@@ -15,6 +15,7 @@
 #include "tools/cli/profile_command.h"
 #include "tools/cli/replay_command.h"
 #include "tools/cli/run_command.h"
+#include "tools/cli/search_command.h"
 #include "tools/cli/simulate_command.h"
 #include "tools/cli/validate_command.h"
 
@@ -26,6 +27,8 @@ using dtsim::cli::CommandOutcome;
 constexpr std::array kCommands = {
     Command{"simulate", "simulate one training iteration of a config (model, cluster, plan)",
             dtsim::cli::SimulateCommand},
+    Command{"search", "rank every parallel plan of a model on a cluster by simulated throughput",
+            dtsim::cli::SearchCommand},
     Command{"run", "simulate a task-graph file; write a result and a timeline",
             dtsim::cli::RunCommand},
     Command{"replay", "replay a profiler or Chakra trace; compare steps; run what-ifs on it",

@@ -1,0 +1,575 @@
+#include "strategies/search.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <limits>
+#include <mutex>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "sim/base/parallel.h"
+#include "sim/base/strings.h"
+
+namespace dtsim::strategies {
+namespace {
+
+constexpr std::array<std::string_view, 5> kStatusNames = {"simulated", "bounded", "out_of_memory",
+                                                          "invalid", "failed"};
+
+// A non-empty array at `key` of `reader`, each element read by `element(value, path)`.
+template <typename T, typename ReadElement>
+Status ReadList(JsonObjectReader& reader, std::string_view key, std::vector<T>& out,
+                ReadElement element) {
+  reader.Allow(key);
+  const Json* list = reader.Find(key);
+  if (list == nullptr) return Status::Ok();
+  const std::string path = JsonChildPath(reader.path(), key);
+  if (!list->is_array() || list->empty()) {
+    return Error("expected a non-empty array", path, JsonValueForError(*list));
+  }
+  out.clear();
+  for (size_t i = 0; i < list->size(); ++i) {
+    DTSIM_ASSIGN_OR_RETURN(T value, element((*list)[i], JsonIndexPath(path, i)));
+    out.push_back(std::move(value));
+  }
+  return Status::Ok();
+}
+
+// One of `names` at `path`, as its index.
+template <typename Enum>
+Expected<Enum> EnumAt(const Json& value, const std::string& path,
+                      std::span<const std::string_view> names) {
+  if (value.is_string()) {
+    const std::string name = value.get<std::string>();
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (names[i] == name) return static_cast<Enum>(i);
+    }
+    return Error(fmt::format("unknown value{}; known: {}", DidYouMean(name, names),
+                             JoinQuoted(names)),
+                 path, Quote(name));
+  }
+  return Error(fmt::format("expected one of {}", JoinQuoted(names)), path,
+               JsonValueForError(value));
+}
+
+std::vector<int> Divisors(int n) {
+  std::vector<int> divisors;
+  for (int d = 1; d <= n; ++d) {
+    if (n % d == 0) divisors.push_back(d);
+  }
+  return divisors;
+}
+
+// The (layout, depth) pairs a tensor-parallel group of `size` ranks can take among `modes`:
+// 1D; a q×q grid (size q², q ≥ 2); q×q×d (size q²·d, q ≥ 2, d ≥ 2).
+std::vector<std::pair<models::TensorLayout, int>> TensorShapes(
+    int size, const std::vector<models::TensorLayout>& modes) {
+  std::vector<std::pair<models::TensorLayout, int>> shapes;
+  for (models::TensorLayout mode : modes) {
+    if (mode == models::TensorLayout::k1D) shapes.emplace_back(mode, 1);
+    for (int q = 2; q * q <= size; ++q) {
+      if (size % (q * q) != 0) continue;
+      const int depth = size / (q * q);
+      if (mode == models::TensorLayout::k2D && depth == 1) shapes.emplace_back(mode, 1);
+      if (mode == models::TensorLayout::k2p5D && depth >= 2) shapes.emplace_back(mode, depth);
+    }
+  }
+  return shapes;
+}
+
+// The schedules and virtual stages of `pipeline` stages over `layers` layers.
+std::vector<std::pair<ScheduleKind, int>> Schedules(int pipeline, int layers,
+                                                    const SearchSpace& space) {
+  if (pipeline == 1) return {{ScheduleKind::kOneForwardOneBackward, 1}};
+  std::vector<std::pair<ScheduleKind, int>> schedules;
+  for (ScheduleKind schedule : space.schedules) {
+    if (schedule != ScheduleKind::kInterleaved) {
+      schedules.emplace_back(schedule, 1);
+      continue;
+    }
+    const int per_stage = layers % pipeline == 0 ? layers / pipeline : 0;
+    for (int v = 2; v <= std::min(per_stage, space.max_virtual_stages); ++v) {
+      if (per_stage % v == 0) schedules.emplace_back(schedule, v);
+    }
+  }
+  return schedules;
+}
+
+// The piece of the plan that prices a transformer's passes (PricePassTimes): configs that
+// agree on it have the same pass times.
+using ShardKey = std::tuple<int64_t, int, int, int, bool, int, int>;
+ShardKey KeyOf(const SimulationConfig& config) {
+  const ParallelPlan& plan = config.plan;
+  return {config.training.micro_batch, plan.tensor, static_cast<int>(plan.tensor_layout),
+          plan.tensor_depth, plan.sequence_parallel, plan.expert,
+          static_cast<int>(config.training.recompute)};
+}
+
+std::string GiB(int64_t bytes) {
+  return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / kGibi);
+}
+
+PlanFigures FiguresOf(const SimulationResult& result) {
+  PlanFigures figures{.iteration_time = result.iteration_time,
+                      .average_iteration_time = result.average_iteration_time,
+                      .samples_per_second = result.samples_per_second,
+                      .tokens_per_second = result.tokens_per_second,
+                      .mfu = result.mfu};
+  // The result's throughput is the compressed phase's; rank by the run's average.
+  const double ratio = static_cast<double>(result.iteration_time.ns()) /
+                       static_cast<double>(result.average_iteration_time.ns());
+  figures.samples_per_second *= ratio;
+  figures.tokens_per_second *= ratio;
+  figures.mfu *= ratio;
+  TimeBreakdown& mean = figures.breakdown;
+  const auto stages = static_cast<int64_t>(result.stages.size());
+  for (const TimeBreakdown& stage : result.stages) {
+    mean.compute += stage.compute;
+    mean.recompute += stage.recompute;
+    mean.tensor += stage.tensor;
+    mean.pipeline += stage.pipeline;
+    mean.expert += stage.expert;
+    mean.data_exposed += stage.data_exposed;
+    mean.optimizer += stage.optimizer;
+    mean.idle += stage.idle;
+  }
+  for (DurationNs* part : {&mean.compute, &mean.recompute, &mean.tensor, &mean.pipeline,
+                           &mean.expert, &mean.data_exposed, &mean.optimizer, &mean.idle}) {
+    *part = DurationNs(part->ns() / std::max<int64_t>(stages, 1));
+  }
+  return figures;
+}
+
+// The K best times seen so far, shared by the threads simulating: a plan whose lower bound
+// exceeds the K-th cannot enter the top K.
+class TopTimes {
+ public:
+  explicit TopTimes(size_t k) : k_(std::max<size_t>(k, 1)) {}
+
+  int64_t Kth() const { return kth_.load(std::memory_order_relaxed); }
+
+  void Add(int64_t ns) {
+    const std::lock_guard lock(mutex_);
+    times_.insert(std::upper_bound(times_.begin(), times_.end(), ns), ns);
+    if (times_.size() > k_) times_.pop_back();
+    if (times_.size() == k_) kth_.store(times_.back(), std::memory_order_relaxed);
+  }
+
+ private:
+  size_t k_;
+  std::mutex mutex_;
+  std::vector<int64_t> times_;
+  std::atomic<int64_t> kth_{std::numeric_limits<int64_t>::max()};
+};
+
+// Pass times per ShardKey, priced once and shared by the threads.
+class PassTimesCache {
+ public:
+  explicit PassTimesCache(const models::OpCostModel& cost) : cost_(cost) {}
+
+  Expected<PassTimes> Get(const SimulationConfig& config) {
+    const ShardKey key = KeyOf(config);
+    {
+      const std::lock_guard lock(mutex_);
+      if (const auto found = cache_.find(key); found != cache_.end()) return found->second;
+    }
+    DTSIM_ASSIGN_OR_RETURN(PassTimes times, PricePassTimes(config, cost_));
+    const std::lock_guard lock(mutex_);
+    cache_.emplace(key, times);
+    return times;
+  }
+
+ private:
+  const models::OpCostModel& cost_;
+  std::mutex mutex_;
+  std::map<ShardKey, PassTimes> cache_;
+};
+
+// Checks, memory and lower bound of one plan: everything short of simulating it.
+EvaluatedPlan Check(const SimulationConfig& base, const SearchSpace& space, size_t index,
+                    const PlanChoice& choice, PassTimesCache& passes) {
+  EvaluatedPlan evaluated{.index = index, .choice = choice};
+  SimulationConfig config = ConfigFor(base, space, choice);
+  if (Status valid = CheckPlan(config); !valid.ok()) {
+    evaluated.status = PlanStatus::kInvalid;
+    evaluated.reason = valid.error().location();
+    evaluated.detail = valid.error().message();
+    return evaluated;
+  }
+  Expected<std::vector<models::MemoryBreakdown>> memory = EstimateStageMemory(config);
+  if (!memory.ok()) {
+    evaluated.status = PlanStatus::kInvalid;
+    evaluated.reason = memory.error().location();
+    evaluated.detail = memory.error().message();
+    return evaluated;
+  }
+  size_t largest = 0;
+  for (size_t stage = 0; stage < memory->size(); ++stage) {
+    if ((*memory)[stage].total() > (*memory)[largest].total()) largest = stage;
+  }
+  evaluated.memory_bytes = (*memory)[largest].total();
+  if (evaluated.memory_bytes > config.gpu.memory.count()) {
+    evaluated.status = PlanStatus::kOutOfMemory;
+    evaluated.reason = "memory";
+    evaluated.detail = fmt::format("pipeline stage {} needs {} per GPU, {} has {}", largest,
+                                   GiB(evaluated.memory_bytes), config.gpu.name,
+                                   GiB(config.gpu.memory.count()));
+    return evaluated;
+  }
+  evaluated.status = PlanStatus::kBounded;  // until simulated
+  if (config.model.family != models::ModelFamily::kTransformer) return evaluated;
+  Expected<PassTimes> times = passes.Get(config);
+  if (!times.ok()) {
+    evaluated.status = PlanStatus::kFailed;
+    evaluated.reason = "cost model";
+    evaluated.detail = times.error().ToString();
+    return evaluated;
+  }
+  evaluated.lower_bound = IterationLowerBound(config, *times);
+  return evaluated;
+}
+
+// Simulates `plan` (analytical or flow network model) and records the figures.
+Status SimulatePlan(const SimulationConfig& base, const SearchSpace& space,
+                    const SearchOptions& options, const models::OpCostModel& cost,
+                    std::string_view network_model, EvaluatedPlan& plan) {
+  SimulationConfig config = ConfigFor(base, space, plan.choice);
+  DTSIM_RETURN_IF_ERROR(CheckPlan(config));
+  config.ranks = options.ranks;
+  config.network_model = std::string(network_model);
+  DTSIM_ASSIGN_OR_RETURN(const SimulationResult result, Simulate(config, cost));
+  if (network_model == "flow") {
+    plan.figures->flow_iteration_time = result.iteration_time;
+    plan.figures->flow_average_iteration_time = result.average_iteration_time;
+  } else {
+    plan.figures = FiguresOf(result);
+  }
+  return Status::Ok();
+}
+
+void Fail(EvaluatedPlan& plan, const Status& status) {
+  plan.status = PlanStatus::kFailed;
+  plan.reason = "simulation";
+  plan.detail = status.error().ToString();
+}
+
+}  // namespace
+
+std::string_view PlanStatusName(PlanStatus status) {
+  return kStatusNames[static_cast<size_t>(status)];
+}
+
+Expected<SearchSpace> SearchSpaceFromJson(const Json* value, const SimulationConfig& base) {
+  SearchSpace space;
+  space.compression = {base.compression};
+  if (value == nullptr) return space;
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(*value, "search"));
+  const auto integer = [](int64_t min, int64_t max) {
+    return [min, max](const Json& v, const std::string& path) { return JsonToInt(v, path, min, max); };
+  };
+  DTSIM_RETURN_IF_ERROR(ReadList(reader, "micro_batches", space.micro_batches, integer(1, 1 << 20)));
+  std::vector<int64_t> zero;
+  DTSIM_RETURN_IF_ERROR(ReadList(reader, "zero_stages", zero, integer(0, 3)));
+  if (!zero.empty()) space.zero_stages.assign(zero.begin(), zero.end());
+  DTSIM_RETURN_IF_ERROR(ReadList(reader, "recompute", space.recompute,
+                                 [](const Json& v, const std::string& path) {
+                                   return EnumAt<models::Recompute>(v, path, models::RecomputeNames());
+                                 }));
+  DTSIM_RETURN_IF_ERROR(ReadList(reader, "schedules", space.schedules,
+                                 [](const Json& v, const std::string& path) {
+                                   return EnumAt<ScheduleKind>(v, path, ScheduleNames());
+                                 }));
+  DTSIM_RETURN_IF_ERROR(ReadList(reader, "tensor_modes", space.tensor_modes,
+                                 [](const Json& v, const std::string& path) {
+                                   return EnumAt<models::TensorLayout>(v, path,
+                                                                       models::TensorLayoutNames());
+                                 }));
+  DTSIM_RETURN_IF_ERROR(ReadList(reader, "sequence_parallel", space.sequence_parallel,
+                                 [](const Json& v, const std::string& path) -> Expected<bool> {
+                                   if (!v.is_boolean()) {
+                                     return Error("expected true or false", path, JsonValueForError(v));
+                                   }
+                                   return v.get<bool>();
+                                 }));
+  DTSIM_RETURN_IF_ERROR(ReadList(reader, "compression", space.compression, CompressionFromJson));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("max_virtual_stages", space.max_virtual_stages));
+  DTSIM_RETURN_IF_ERROR(reader.Finish());
+  return space;
+}
+
+std::string PlanLabel(const PlanChoice& choice, const SearchSpace& space) {
+  const ParallelPlan& plan = choice.plan;
+  std::string tensor = fmt::format("TP {}", plan.tensor);
+  if (plan.on_grid()) {
+    tensor += fmt::format(" ({}{})", models::TensorLayoutNames()[static_cast<size_t>(plan.tensor_layout)],
+                          plan.tensor_layout == models::TensorLayout::k2p5D
+                              ? fmt::format(", depth {}", plan.tensor_depth)
+                              : "");
+  } else if (plan.sequence_parallel) {
+    tensor += " (SP)";
+  }
+  std::string pipeline = fmt::format("PP {}", plan.pipeline);
+  if (plan.pipeline > 1) {
+    pipeline += plan.virtual_stages > 1
+                    ? fmt::format(" (interleaved ×{})", plan.virtual_stages)
+                    : fmt::format(" ({})", ScheduleName(plan.schedule));
+  }
+  std::string label = fmt::format("DP {} × {} × {}", plan.data, tensor, pipeline);
+  if (plan.expert > 1) label += fmt::format(" × EP {}", plan.expert);
+  label += fmt::format(" · mb {} · ZeRO {} · recompute {}", choice.micro_batch, plan.zero_stage,
+                       models::RecomputeName(choice.recompute));
+  const std::string& method = space.compression[static_cast<size_t>(choice.compression)].method;
+  if (space.compression.size() > 1 || method != "none") label += fmt::format(" · {}", method);
+  return label;
+}
+
+std::vector<PlanChoice> EnumeratePlans(const SimulationConfig& base, const SearchSpace& space) {
+  std::vector<PlanChoice> plans;
+  const int gpus = base.cluster.gpu_count();
+  const bool transformer = base.model.family == models::ModelFamily::kTransformer;
+  const models::TransformerSpec& spec = base.model.transformer;
+  const int experts = transformer && spec.moe.enabled() ? spec.moe.experts : 1;
+  for (int tensor : transformer ? Divisors(gpus) : std::vector<int>{1}) {
+    for (int pipeline : transformer ? Divisors(gpus / tensor) : std::vector<int>{1}) {
+      const int data = gpus / (tensor * pipeline);
+      for (const auto& [layout, depth] : TensorShapes(tensor, space.tensor_modes)) {
+        for (bool sequence : space.sequence_parallel) {
+          // Sequence parallelism splits a 1D group's norms and dropouts: nothing to split
+          // without one (and on a grid the layout already does).
+          if (sequence && (tensor == 1 || layout != models::TensorLayout::k1D)) continue;
+          for (int expert : experts > 1 ? Divisors(data) : std::vector<int>{1}) {
+            for (const auto& [schedule, virtual_stages] :
+                 Schedules(pipeline, transformer ? spec.layers : 1, space)) {
+              // ZeRO shards over data parallelism; compression compresses its reduction.
+              const std::vector<int> zero_stages = data > 1 ? space.zero_stages : std::vector<int>{0};
+              const int methods = data > 1 ? static_cast<int>(space.compression.size()) : 1;
+              for (int zero : zero_stages) {
+                for (int64_t micro_batch : space.micro_batches) {
+                  for (models::Recompute recompute :
+                       transformer ? space.recompute
+                                   : std::vector<models::Recompute>{base.training.recompute}) {
+                    for (int method = 0; method < methods; ++method) {
+                      PlanChoice choice{.plan = base.plan, .micro_batch = micro_batch,
+                                        .recompute = recompute, .compression = method};
+                      ParallelPlan& plan = choice.plan;
+                      plan.data = data;
+                      plan.tensor = tensor;
+                      plan.tensor_layout = layout;
+                      plan.tensor_depth = depth;
+                      plan.sequence_parallel = sequence;
+                      plan.pipeline = pipeline;
+                      plan.schedule = schedule;
+                      plan.virtual_stages = virtual_stages;
+                      plan.expert = expert;
+                      if (expert == 1) plan.expert_imbalance = 1.0;
+                      plan.zero_stage = zero;
+                      plans.push_back(choice);
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return plans;
+}
+
+SimulationConfig ConfigFor(const SimulationConfig& base, const SearchSpace& space,
+                           const PlanChoice& choice) {
+  SimulationConfig config = base;
+  config.plan = choice.plan;
+  config.training.micro_batch = choice.micro_batch;
+  config.training.recompute = choice.recompute;
+  config.compression = space.compression[static_cast<size_t>(choice.compression)];
+  return config;
+}
+
+DurationNs IterationLowerBound(const SimulationConfig& config, const PassTimes& times) {
+  const models::TransformerSpec& spec = config.model.transformer;
+  const ParallelPlan& plan = config.plan;
+  const int per_chunk = spec.layers / (plan.pipeline * plan.virtual_stages);
+  const int64_t microbatches = config.Microbatches();
+  DurationNs before;  // the first micro-batch's forward and the last one's backward, stages < s
+  DurationNs bound;
+  for (int stage = 0; stage < plan.pipeline; ++stage) {
+    const std::vector<int> layers =
+        models::StageLayerIndices(spec, plan.pipeline, plan.virtual_stages, stage);
+    // All chunks' compute and grid work, and chunk 0's compute forward and backward.
+    DurationNs compute, grid, first_forward, first_backward;
+    const auto add = [&](const PieceTimes& piece, bool first_chunk) {
+      compute += piece.forward + piece.backward + piece.recompute;
+      grid += piece.forward_grid + piece.backward_grid + piece.recompute_grid;
+      if (first_chunk) {
+        first_forward += piece.forward;
+        first_backward += piece.backward + piece.recompute;
+      }
+    };
+    for (size_t i = 0; i < layers.size(); ++i) {
+      add(times.Layer(spec, layers[i]), static_cast<int>(i) < per_chunk);
+    }
+    if (stage == 0) add(times.embedding, true);
+    if (stage == plan.pipeline - 1) add(times.output, plan.virtual_stages == 1);
+    // Both streams start after the stage's first receive.
+    const DurationNs work = std::max(compute, grid);
+    bound = std::max(bound, before + DurationNs(work.ns() * microbatches));
+    before += first_forward + first_backward;
+  }
+  return bound;
+}
+
+size_t SearchResult::Count(PlanStatus status) const {
+  return static_cast<size_t>(std::count_if(plans.begin(), plans.end(), [status](const EvaluatedPlan& p) {
+    return p.status == status;
+  }));
+}
+
+std::vector<std::pair<std::string, size_t>> SearchResult::PrunedByReason() const {
+  std::map<std::string, size_t> counts;
+  for (const EvaluatedPlan& plan : plans) {
+    if (plan.status == PlanStatus::kInvalid || plan.status == PlanStatus::kOutOfMemory) {
+      ++counts[plan.reason];
+    }
+  }
+  std::vector<std::pair<std::string, size_t>> sorted(counts.begin(), counts.end());
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  return sorted;
+}
+
+void RankPlans(SearchResult& result, int rerank) {
+  std::vector<size_t>& ranking = result.ranking;
+  ranking.clear();
+  for (size_t i = 0; i < result.plans.size(); ++i) {
+    if (result.plans[i].status == PlanStatus::kSimulated) ranking.push_back(i);
+  }
+  const auto by = [&result](auto time) {
+    return [&result, time](size_t a, size_t b) {
+      const EvaluatedPlan& pa = result.plans[a];
+      const EvaluatedPlan& pb = result.plans[b];
+      return std::tuple(time(*pa.figures), pa.index) < std::tuple(time(*pb.figures), pb.index);
+    };
+  };
+  std::sort(ranking.begin(), ranking.end(),
+            by([](const PlanFigures& f) { return f.average_iteration_time.ns(); }));
+  const auto flowed = ranking.begin() + std::min<std::ptrdiff_t>(std::max(rerank, 0), std::ssize(ranking));
+  std::sort(ranking.begin(), flowed, by([](const PlanFigures& f) {
+              return std::tuple(f.flow_average_iteration_time.value_or(f.average_iteration_time).ns(),
+                                f.average_iteration_time.ns());
+            }));
+}
+
+Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& space,
+                              const SearchOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  if (base.cluster.nodes <= 0) {
+    return Error("the search needs the cluster's size: give cluster.nodes (or --gpus)",
+                 "cluster.nodes");
+  }
+  const int threads = options.threads > 0 ? options.threads : DefaultThreads();
+  const auto report = [&options](std::string_view phase, size_t done, size_t total) {
+    if (options.progress) options.progress(phase, done, total);
+  };
+  DTSIM_ASSIGN_OR_RETURN(const ConfigCostModel cost, LoadCostModel(base));
+  const std::vector<PlanChoice> all = EnumeratePlans(base, space);
+  SearchResult result;
+  result.enumerated = all.size();
+  for (size_t i = static_cast<size_t>(options.shard - 1); i < all.size();
+       i += static_cast<size_t>(options.shards)) {
+    result.plans.push_back({.index = i, .choice = all[i]});
+  }
+  std::vector<EvaluatedPlan>& plans = result.plans;
+
+  // Divisibility, memory and lower bounds.
+  PassTimesCache passes(*cost.model);
+  std::atomic<size_t> done{0};
+  ParallelFor(plans.size(), threads, [&](size_t i) {
+    plans[i] = Check(base, space, plans[i].index, plans[i].choice, passes);
+    report("checking", ++done, plans.size());
+  });
+
+  // Simulate in order of lower bound; stop where the bound passes the K-th best.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (plans[i].status == PlanStatus::kBounded) order.push_back(i);
+  }
+  std::sort(order.begin(), order.end(), [&plans](size_t a, size_t b) {
+    return std::tuple(plans[a].lower_bound.ns(), a) < std::tuple(plans[b].lower_bound.ns(), b);
+  });
+  TopTimes best(static_cast<size_t>(std::max(options.top, options.rerank)));
+  done = 0;
+  ParallelFor(order.size(), threads, [&](size_t k) {
+    EvaluatedPlan& plan = plans[order[k]];
+    if (plan.lower_bound.ns() <= best.Kth()) {
+      if (Status simulated = SimulatePlan(base, space, options, *cost.model, "analytical", plan);
+          simulated.ok()) {
+        plan.status = PlanStatus::kSimulated;
+        best.Add(plan.figures->average_iteration_time.ns());
+      } else {
+        Fail(plan, simulated);
+      }
+    }
+    report("simulating", ++done, order.size());
+  });
+
+  // Re-rank the best with the flow model.
+  RankPlans(result, 0);
+  const size_t reranked = std::min(result.ranking.size(), static_cast<size_t>(std::max(options.rerank, 0)));
+  done = 0;
+  ParallelFor(reranked, threads, [&](size_t k) {
+    EvaluatedPlan& plan = plans[result.ranking[k]];
+    if (Status simulated = SimulatePlan(base, space, options, *cost.model, "flow", plan);
+        !simulated.ok()) {
+      Fail(plan, simulated);
+    }
+    report("flow model", ++done, reranked);
+  });
+  RankPlans(result, options.rerank);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+Status ExplainEmptySearch(const SearchResult& result, const SimulationConfig& base) {
+  if (result.Count(PlanStatus::kSimulated) > 0) return Status::Ok();
+  std::vector<std::string> parts;
+  for (const auto& [reason, count] : result.PrunedByReason()) {
+    const auto example = std::find_if(result.plans.begin(), result.plans.end(),
+                                      [&reason](const EvaluatedPlan& p) {
+                                        return (p.status == PlanStatus::kInvalid ||
+                                                p.status == PlanStatus::kOutOfMemory) &&
+                                               p.reason == reason;
+                                      });
+    if (reason == "memory") {
+      const auto smallest = std::min_element(
+          result.plans.begin(), result.plans.end(), [](const EvaluatedPlan& a, const EvaluatedPlan& b) {
+            const auto key = [](const EvaluatedPlan& p) {
+              return p.status == PlanStatus::kOutOfMemory ? p.memory_bytes
+                                                          : std::numeric_limits<int64_t>::max();
+            };
+            return key(a) < key(b);
+          });
+      parts.push_back(fmt::format("{} do not fit in memory (the smallest needs {} per GPU, {} has {})",
+                                  count, GiB(smallest->memory_bytes), base.gpu.name,
+                                  GiB(base.gpu.memory.count())));
+    } else {
+      parts.push_back(fmt::format("{} fail the check of {} (e.g. {})", count, reason, example->detail));
+    }
+  }
+  if (const size_t failed = result.Count(PlanStatus::kFailed); failed > 0) {
+    const auto example = std::find_if(result.plans.begin(), result.plans.end(), [](const EvaluatedPlan& p) {
+      return p.status == PlanStatus::kFailed;
+    });
+    parts.push_back(fmt::format("{} failed to simulate (e.g. {})", failed, example->detail));
+  }
+  return Error(fmt::format("no plan survives: of {} plans{}, {}", result.plans.size(),
+                           result.plans.size() == result.enumerated ? "" : " in this shard",
+                           parts.empty() ? "none were enumerated" : fmt::format("{}", fmt::join(parts, "; "))),
+               "search", std::to_string(result.plans.size()));
+}
+
+}  // namespace dtsim::strategies

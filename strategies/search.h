@@ -1,0 +1,139 @@
+// `dtsim search` (docs/search.md): every parallel plan of a model on a cluster — data ×
+// tensor × pipeline × expert factorizations, tensor mode (1D, 2D, 2.5D), sequence
+// parallelism, schedule and virtual stages, micro-batch, ZeRO stage, recompute, gradient
+// compression — checked for divisibility and memory, bounded from below by their compute, and
+// the rest simulated with the analytical network model; the best re-simulated with the flow
+// model. Plans whose lower bound is above the K-th best simulated time cannot enter the top K
+// and are not simulated (branch and bound: the top K equals that of simulating every plan).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/cost_model.h"
+#include "sim/base/json_reader.h"
+#include "sim/base/status.h"
+#include "sim/base/time.h"
+#include "strategies/compression.h"
+#include "strategies/config.h"
+#include "strategies/simulate.h"
+#include "strategies/transformer_iteration.h"
+
+namespace dtsim::strategies {
+
+// The values each dimension of the plan may take (the config's "search" section).
+struct SearchSpace {
+  std::vector<int64_t> micro_batches = {1, 2, 4, 8, 16};
+  std::vector<models::Recompute> recompute = {models::Recompute::kNone,
+                                              models::Recompute::kSelective,
+                                              models::Recompute::kFull};
+  std::vector<int> zero_stages = {0, 1, 2, 3};
+  std::vector<ScheduleKind> schedules = {ScheduleKind::kGpipe, ScheduleKind::kOneForwardOneBackward,
+                                         ScheduleKind::kInterleaved};
+  std::vector<models::TensorLayout> tensor_modes = {
+      models::TensorLayout::k1D, models::TensorLayout::k2D, models::TensorLayout::k2p5D};
+  std::vector<bool> sequence_parallel = {false, true};
+  // Largest interleaving factor tried (every divisor of the layers per stage up to it).
+  int max_virtual_stages = 8;
+  // Gradient compression methods; by default only the config's own (compression changes
+  // what is trained, so the search tries methods only when asked).
+  std::vector<CompressionConfig> compression;
+};
+
+// Reads the config's "search" section (null: the defaults) for `base`, the config read without
+// its plan checked; errors name the JSON path under "search".
+Expected<SearchSpace> SearchSpaceFromJson(const Json* value, const SimulationConfig& base);
+
+// One point of the space: the plan and the training settings the search varies.
+struct PlanChoice {
+  ParallelPlan plan;
+  int64_t micro_batch = 1;
+  models::Recompute recompute = models::Recompute::kNone;
+  int compression = 0;  // index into SearchSpace::compression
+};
+
+// "DP 8 × TP 8 (1d, SP) × PP 16 (1f1b) · mb 1 · ZeRO 1 · recompute selective".
+std::string PlanLabel(const PlanChoice& choice, const SearchSpace& space);
+
+// Every plan of the space for the base config's model and cluster, in a fixed order.
+std::vector<PlanChoice> EnumeratePlans(const SimulationConfig& base, const SearchSpace& space);
+
+// `base` with `choice` applied (not yet checked).
+SimulationConfig ConfigFor(const SimulationConfig& base, const SearchSpace& space,
+                           const PlanChoice& choice);
+
+// A lower bound on the iteration time of a checked transformer config from the work its
+// streams must serialize (PassTimes): stage s cannot start before the first micro-batch's
+// forward through stages 0…s−1, then its compute stream (and a grid's "tp" stream) runs m
+// micro-batches of all its chunks, and the last micro-batch's backward must still pass back
+// through stages s−1…0 (chunk 0 each). Sends, other collectives, the optimizer and every wait
+// only add to it (tests/strategies/search_test.cc checks it against simulation).
+DurationNs IterationLowerBound(const SimulationConfig& config, const PassTimes& times);
+
+enum class PlanStatus { kSimulated, kBounded, kOutOfMemory, kInvalid, kFailed };
+std::string_view PlanStatusName(PlanStatus status);
+
+// What one simulation of a plan showed.
+struct PlanFigures {
+  DurationNs iteration_time;
+  DurationNs average_iteration_time;  // with a compression warm-up, over the run
+  double samples_per_second = 0;      // from the average iteration time
+  double tokens_per_second = 0;
+  double mfu = 0;
+  TimeBreakdown breakdown;  // the mean over pipeline stages (adds up to the iteration time)
+  std::optional<DurationNs> flow_iteration_time;  // re-simulated with the flow model
+  std::optional<DurationNs> flow_average_iteration_time;
+};
+
+struct EvaluatedPlan {
+  size_t index = 0;  // in the enumeration
+  PlanChoice choice;
+  PlanStatus status = PlanStatus::kInvalid;
+  // kInvalid: the JSON path of the check that failed ("parallelism.tensor"); kOutOfMemory:
+  // "memory"; kFailed: "simulation". `detail`: the check's whole message.
+  std::string reason;
+  std::string detail;
+  int64_t memory_bytes = 0;  // the largest pipeline stage's, per GPU (0: not estimated)
+  DurationNs lower_bound;    // 0: not computed
+  std::optional<PlanFigures> figures;
+};
+
+struct SearchOptions {
+  int top = 10;     // plans ranked and printed
+  int rerank = 3;   // of those, re-simulated with the flow model (0: none)
+  int threads = 0;  // 0: every core
+  int shard = 1;    // this process evaluates every shards-th plan from shard − 1
+  int shards = 1;
+  RanksMode ranks = RanksMode::kSymmetric;
+  // Called from any thread as work completes; `phase` names the step.
+  std::function<void(std::string_view phase, size_t done, size_t total)> progress;
+};
+
+struct SearchResult {
+  size_t enumerated = 0;  // the whole space (all shards)
+  std::vector<EvaluatedPlan> plans;  // this shard's, in enumeration order
+  // Simulated plans best first: the best `rerank` by flow-model time, then the rest by
+  // analytical time (the run's average with a compression warm-up); indices into `plans`.
+  std::vector<size_t> ranking;
+  double seconds = 0;
+
+  size_t Count(PlanStatus status) const;
+  // Pruned plans per reason, most first.
+  std::vector<std::pair<std::string, size_t>> PrunedByReason() const;
+};
+
+Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& space,
+                              const SearchOptions& options);
+
+// Orders the simulated plans of `result` (Search does; a merge of shards does again).
+void RankPlans(SearchResult& result, int rerank);
+
+// When nothing was simulated: which constraints emptied the space, as an error.
+Status ExplainEmptySearch(const SearchResult& result, const SimulationConfig& base);
+
+}  // namespace dtsim::strategies

@@ -1,0 +1,118 @@
+#include "tools/cli/search_command.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "sim/base/atomic_file.h"
+#include "sim/base/json_reader.h"
+#include "tests/testing/temp_dir.h"
+#include "tools/cli/search_results.h"
+
+namespace dtsim::cli {
+namespace {
+
+using testing::HasSubstr;
+
+const std::string kSmall = DTSIM_EXAMPLES_DIR "/gpt3_1.3b_16gpu.json";
+
+class SearchCommandTest : public testing_support::TempDirTest {
+ protected:
+  CommandOutcome Search(std::vector<std::string> args) {
+    output_.str("");
+    return SearchCommand(args, output_);
+  }
+  // The search of the small example on 16 GPUs, narrowed to keep the test quick.
+  std::vector<std::string> SmallSearch(std::vector<std::string> more) {
+    std::vector<std::string> args = {kSmall, "--gpus", "16", "--set", "search.micro_batches=[2,4]",
+                                      "--set", "search.zero_stages=[0,1]", "--top", "3",
+                                      "--rerank", "1"};
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  }
+  std::ostringstream output_;
+};
+
+TEST_F(SearchCommandTest, PrintsTheTopPlansAndWritesEveryPlan) {
+  const CommandOutcome outcome = Search(SmallSearch({"-o", Path("all")}));
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  const std::string text = output_.str();
+  EXPECT_THAT(text, HasSubstr("gpt3-1.3b on 16 × a100-sxm4-80gb (dgx-a100); symmetric ranks"));
+  EXPECT_THAT(text, HasSubstr("why #1 wins over #2"));
+  EXPECT_THAT(text, HasSubstr("   1  DP "));
+  Expected<SearchFile> file = ReadSearchFile(Path("all.json"));
+  ASSERT_TRUE(file.ok()) << file.error().ToString();
+  EXPECT_EQ(file->result.plans.size(), file->result.enumerated);
+  ASSERT_GE(file->result.ranking.size(), 3u);
+  EXPECT_TRUE(file->result.plans[file->result.ranking[0]].figures->flow_iteration_time);
+  // The CSV holds a header and one row per plan.
+  std::ifstream csv(Path("all.csv"));
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_EQ(header.substr(0, 45), "rank,plan,index,status,reason,data,tensor,ten");
+  size_t rows = 0;
+  for (std::string line; std::getline(csv, line);) ++rows;
+  EXPECT_EQ(rows, file->result.enumerated);
+}
+
+TEST_F(SearchCommandTest, MergedShardsEqualTheWholeSearch) {
+  ASSERT_EQ(Search(SmallSearch({"-o", Path("whole"), "-q"})).kind, CommandOutcome::Kind::kOk);
+  for (const char* shard : {"1/2", "2/2"}) {
+    const std::string name = Path(std::string("part") + shard[0]);
+    const CommandOutcome outcome = Search(SmallSearch({"--shard", shard, "-o", name, "-q"}));
+    ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  }
+  const CommandOutcome merged =
+      Search({"--merge", Path("part2.json"), Path("part1.json"), "-o", Path("merged")});
+  ASSERT_EQ(merged.kind, CommandOutcome::Kind::kOk) << merged.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("(merged from 2 shards)"));
+  const Expected<SearchFile> whole = ReadSearchFile(Path("whole.json"));
+  const Expected<SearchFile> both = ReadSearchFile(Path("merged.json"));
+  ASSERT_TRUE(whole.ok() && both.ok());
+  ASSERT_EQ(whole->result.plans.size(), both->result.plans.size());
+  for (size_t k = 0; k < 3; ++k) {
+    const auto& a = whole->result.plans[whole->result.ranking[k]];
+    const auto& b = both->result.plans[both->result.ranking[k]];
+    EXPECT_EQ(a.index, b.index);
+    EXPECT_EQ(a.figures->average_iteration_time, b.figures->average_iteration_time);
+    EXPECT_EQ(a.figures->flow_average_iteration_time, b.figures->flow_average_iteration_time);
+  }
+}
+
+TEST_F(SearchCommandTest, BadInputIsNamed) {
+  CommandOutcome outcome = Search(SmallSearch({"--shard", "3/2"}));
+  EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kUsage);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("--shard: expected K/N with 1 ≤ K ≤ N"));
+
+  outcome = Search(SmallSearch({"--set", "search.micro_batches=[3]"}));
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("gpt3_1.3b_16gpu.json: search: no plan survives"));
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("training.global_batch"));
+
+  outcome = Search(SmallSearch({"--set", "search.schedule=[\"gpipe\"]"}));
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("did you mean \"schedules\""));
+
+  outcome = Search({kSmall, "--gpus", "12"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("--gpus: not a multiple of the cluster's 8"));
+
+  EXPECT_EQ(Search({}).kind, CommandOutcome::Kind::kUsage);
+
+  // Merging: an unreadable file, something that is not a search, a missing shard.
+  outcome = Search({"--merge", Path("absent.json")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("absent.json"));
+  ASSERT_TRUE(WriteFileAtomically(Path("other.json"), R"({"format": "dtsim.simulate_result"})").ok());
+  outcome = Search({"--merge", Path("other.json")});
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("other.json: format: not a search result"));
+  ASSERT_EQ(Search(SmallSearch({"--shard", "1/2", "-o", Path("half"), "-q"})).kind,
+            CommandOutcome::Kind::kOk);
+  outcome = Search({"--merge", Path("half.json")});
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("split into 2 shards, 1 given"));
+}
+
+}  // namespace
+}  // namespace dtsim::cli

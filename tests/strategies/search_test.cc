@@ -1,0 +1,190 @@
+// `dtsim search` against brute force: simulating every plan of a small space must give the
+// same top plans as the search, whose lower bound must never exceed a plan's simulated time.
+#include "strategies/search.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include <gtest/gtest.h>
+
+namespace dtsim::strategies {
+namespace {
+
+// A small transformer on 16 GPUs in nodes of 4 (tensor groups of 8 cross nodes), with a GPU
+// small enough that memory prunes plans, and a space covering every dimension the search
+// varies: 1D/2D/2.5D, SP, the three schedules with interleaving, ZeRO, micro-batch, recompute
+// and compression.
+Json SmallSearch() {
+  return Json::parse(R"json({
+    "model": {"family": "transformer", "layers": 8, "hidden": 1024, "heads": 16,
+              "vocab": 8192, "max_seq": 512},
+    "training": {"global_batch": 32, "seq_len": 512, "precision": "bf16"},
+    "cluster": {"preset": "dgx-a100", "nodes": 4, "gpus_per_node": 4,
+                "gpu": {"preset": "a100-sxm4-80gb", "memory": "2 GiB"}},
+    "search": {"micro_batches": [1, 2, 4], "zero_stages": [0, 1, 3],
+               "max_virtual_stages": 4, "compression": ["none", "fp16"]}
+  })json");
+}
+
+struct SearchSetup {
+  SimulationConfig base;
+  SearchSpace space;
+};
+
+SearchSetup Read(const Json& json) {
+  SearchSetup setup;
+  constexpr std::array<std::string_view, 1> kSearch = {"search"};
+  Expected<SimulationConfig> base = ReadConfigSections(json, "", kSearch);
+  EXPECT_TRUE(base.ok()) << base.error().ToString();
+  setup.base = *base;
+  const Json* section = json.contains("search") ? &json["search"] : nullptr;
+  Expected<SearchSpace> space = SearchSpaceFromJson(section, setup.base);
+  EXPECT_TRUE(space.ok()) << space.error().ToString();
+  setup.space = *space;
+  return setup;
+}
+
+// Every plan that passes the checks and fits, simulated (symmetric ranks, analytical model):
+// (average iteration time, enumeration index), best first. Checks each plan's lower bound.
+std::vector<std::pair<int64_t, size_t>> BruteForce(const SearchSetup& setup, size_t& fitting) {
+  const std::vector<PlanChoice> plans = EnumeratePlans(setup.base, setup.space);
+  Expected<ConfigCostModel> cost = LoadCostModel(setup.base);
+  EXPECT_TRUE(cost.ok());
+  std::vector<std::pair<int64_t, size_t>> times;
+  fitting = 0;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    SimulationConfig config = ConfigFor(setup.base, setup.space, plans[i]);
+    if (!CheckPlan(config).ok() || !StageMemory(config).ok()) continue;
+    ++fitting;
+    config.ranks = RanksMode::kSymmetric;
+    Expected<SimulationResult> result = Simulate(config, *cost->model);
+    EXPECT_TRUE(result.ok()) << PlanLabel(plans[i], setup.space) << ": " << result.error().ToString();
+    if (!result.ok()) continue;
+    Expected<PassTimes> passes = PricePassTimes(config, *cost->model);
+    EXPECT_TRUE(passes.ok());
+    EXPECT_LE(IterationLowerBound(config, *passes), result->iteration_time)
+        << PlanLabel(plans[i], setup.space);
+    times.emplace_back(result->average_iteration_time.ns(), i);
+  }
+  std::sort(times.begin(), times.end());
+  return times;
+}
+
+TEST(SearchTest, TopPlansEqualBruteForceAndTheBoundHolds) {
+  const SearchSetup setup = Read(SmallSearch());
+  size_t fitting = 0;
+  const std::vector<std::pair<int64_t, size_t>> brute = BruteForce(setup, fitting);
+  ASSERT_GE(brute.size(), 50u);
+
+  Expected<SearchResult> result =
+      Search(setup.base, setup.space, {.top = 5, .rerank = 0, .threads = 2});
+  ASSERT_TRUE(result.ok()) << result.error().ToString();
+  const SearchResult& r = *result;
+  EXPECT_EQ(r.enumerated, EnumeratePlans(setup.base, setup.space).size());
+  EXPECT_EQ(r.Count(PlanStatus::kSimulated) + r.Count(PlanStatus::kBounded), fitting);
+  // Memory and divisibility pruned plans, and the bound spared simulations.
+  EXPECT_GT(r.Count(PlanStatus::kOutOfMemory), 0u);
+  EXPECT_GT(r.Count(PlanStatus::kInvalid), 0u);
+  EXPECT_GT(r.Count(PlanStatus::kBounded), fitting / 4);
+  ASSERT_GE(r.ranking.size(), 5u);
+  for (size_t k = 0; k < 5; ++k) {
+    const EvaluatedPlan& plan = r.plans[r.ranking[k]];
+    EXPECT_EQ(plan.index, brute[k].second) << "rank " << k + 1 << ": "
+                                           << PlanLabel(plan.choice, setup.space);
+    EXPECT_EQ(plan.figures->average_iteration_time.ns(), brute[k].first);
+  }
+  // The space did hold grids, SP, interleaving, ZeRO-3 and compression among the simulated.
+  bool grid = false, sequence = false, interleaved = false, zero3 = false, compressed = false;
+  for (const EvaluatedPlan& plan : r.plans) {
+    if (plan.status != PlanStatus::kSimulated) continue;
+    grid |= plan.choice.plan.on_grid();
+    sequence |= plan.choice.plan.sequence_parallel;
+    interleaved |= plan.choice.plan.virtual_stages > 1;
+    zero3 |= plan.choice.plan.zero_stage == 3;
+    compressed |= plan.choice.compression == 1;
+  }
+  EXPECT_TRUE(grid && sequence && interleaved && zero3 && compressed);
+}
+
+TEST(SearchTest, ShardsTogetherHoldTheWholeSearch) {
+  const SearchSetup setup = Read(SmallSearch());
+  Expected<SearchResult> whole = Search(setup.base, setup.space, {.top = 3, .rerank = 0});
+  ASSERT_TRUE(whole.ok());
+  std::vector<std::pair<int64_t, size_t>> best;
+  size_t plans = 0;
+  for (int shard = 1; shard <= 3; ++shard) {
+    Expected<SearchResult> part =
+        Search(setup.base, setup.space, {.top = 3, .rerank = 0, .shard = shard, .shards = 3});
+    ASSERT_TRUE(part.ok());
+    plans += part->plans.size();
+    for (size_t i : part->ranking) {
+      best.emplace_back(part->plans[i].figures->average_iteration_time.ns(), part->plans[i].index);
+    }
+  }
+  EXPECT_EQ(plans, whole->enumerated);
+  std::sort(best.begin(), best.end());
+  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(best[k].second, whole->plans[whole->ranking[k]].index);
+}
+
+TEST(SearchTest, FlowModelReranksTheBest) {
+  const SearchSetup setup = Read(SmallSearch());
+  Expected<SearchResult> result = Search(setup.base, setup.space, {.top = 4, .rerank = 2});
+  ASSERT_TRUE(result.ok());
+  const auto& plans = result->plans;
+  const auto& ranking = result->ranking;
+  for (size_t k = 0; k < ranking.size(); ++k) {
+    EXPECT_EQ(plans[ranking[k]].figures->flow_iteration_time.has_value(), k < 2) << k;
+  }
+  EXPECT_LE(*plans[ranking[0]].figures->flow_average_iteration_time,
+            *plans[ranking[1]].figures->flow_average_iteration_time);
+}
+
+TEST(SearchTest, EmptySpaceSaysWhichConstraintEmptiedIt) {
+  Json json = SmallSearch();
+  json["search"]["micro_batches"] = {3};  // 32 sequences never divide into micro-batches of 3
+  SearchSetup setup = Read(json);
+  Expected<SearchResult> result = Search(setup.base, setup.space, {});
+  ASSERT_TRUE(result.ok());
+  const std::string error = ExplainEmptySearch(*result, setup.base).error().ToString();
+  EXPECT_NE(error.find("no plan survives"), std::string::npos) << error;
+  EXPECT_NE(error.find("training.global_batch"), std::string::npos) << error;
+  EXPECT_NE(error.find("global batch (32) is not divisible"), std::string::npos) << error;
+
+  json = SmallSearch();
+  json["cluster"]["gpu"]["memory"] = "64 MiB";
+  setup = Read(json);
+  result = Search(setup.base, setup.space, {});
+  ASSERT_TRUE(result.ok());
+  const std::string memory = ExplainEmptySearch(*result, setup.base).error().ToString();
+  EXPECT_NE(memory.find("do not fit in memory (the smallest needs"), std::string::npos) << memory;
+}
+
+TEST(SearchTest, BadSearchSectionsNameThePath) {
+  const SearchSetup setup = Read(SmallSearch());
+  const auto error = [&setup](const char* text) {
+    const Json section = Json::parse(text);
+    Expected<SearchSpace> space = SearchSpaceFromJson(&section, setup.base);
+    return space.ok() ? std::string() : space.error().ToString();
+  };
+  EXPECT_EQ(error(R"({"recompute": ["selectiv"]})"),
+            "search.recompute[0]: unknown value (did you mean \"selective\"?); known: \"none\", "
+            "\"selective\", \"full\", got \"selectiv\"");
+  EXPECT_EQ(error(R"({"micro_batches": []})"),
+            "search.micro_batches: expected a non-empty array, got []");
+  EXPECT_EQ(error(R"({"zero_stages": [4]})").substr(0, 21), "search.zero_stages[0]");
+  EXPECT_NE(error(R"({"micro_batch": [1]})").find("did you mean \"micro_batches\""),
+            std::string::npos);
+  EXPECT_NE(error(R"({"compression": ["zip"]})").find("search.compression[0]"), std::string::npos);
+}
+
+TEST(SearchTest, SearchNeedsTheClusterSize) {
+  Json json = SmallSearch();
+  json["cluster"].erase("nodes");
+  const SearchSetup setup = Read(json);
+  Expected<SearchResult> result = Search(setup.base, setup.space, {});
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.error().location(), "cluster.nodes");
+}
+
+}  // namespace
+}  // namespace dtsim::strategies

@@ -1,0 +1,300 @@
+#include "tools/cli/search_command.h"
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "sim/base/quantity.h"
+#include "sim/base/strings.h"
+#include "strategies/search.h"
+#include "tools/cli/command_line.h"
+#include "tools/cli/progress.h"
+#include "tools/cli/search_results.h"
+
+namespace dtsim::cli {
+namespace {
+
+namespace po = boost::program_options;
+using strategies::EvaluatedPlan;
+using strategies::PlanStatus;
+using strategies::SearchResult;
+using strategies::SearchSpace;
+using strategies::SimulationConfig;
+using strategies::TimeBreakdown;
+
+struct SearchCommandOptions {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::vector<std::string> merge;
+  int gpus = 0;
+  int top = 10;
+  int rerank = 3;
+  int threads = 0;
+  std::string shard_text;
+  int shard = 1;
+  int shards = 1;
+  std::string ranks = "symmetric";
+  std::string output_prefix;
+  bool quiet = false;
+  bool help = false;
+};
+
+po::options_description Describe(SearchCommandOptions& o) {
+  po::options_description description(
+      "Usage: dtsim search CONFIG [options]\n"
+      "       dtsim search --merge SHARD.json... [-o PREFIX]\n\n"
+      "Enumerates every parallel plan of CONFIG's model on its cluster (data × tensor × pipeline\n"
+      "× expert sizes, tensor mode, sequence parallelism, schedule, virtual stages, micro-batch,\n"
+      "ZeRO stage, recompute, compression; the space is CONFIG's \"search\" section), prunes by\n"
+      "divisibility and memory, simulates the rest with the analytical network model in order of\n"
+      "a compute lower bound (skipping plans that cannot reach the top), re-simulates the best\n"
+      "with the flow model and prints the top plans and why the best wins (docs/search.md).\n\n"
+      "Options");
+  description.add_options()
+      ("help,h", po::bool_switch(&o.help), "show this help")
+      ("set", po::value(&o.overrides)->value_name("KEY.PATH=VALUE")->composing(),
+       "override a config field before searching (repeatable)")
+      ("gpus", po::value(&o.gpus)->value_name("N"),
+       "search for N GPUs (a multiple of the cluster's GPUs per node) instead of cluster.nodes")
+      ("top", po::value(&o.top)->value_name("K")->default_value(10), "plans to rank and print")
+      ("rerank", po::value(&o.rerank)->value_name("R")->default_value(3),
+       "of the best, how many to re-simulate with the flow model (0: none)")
+      ("ranks", po::value(&o.ranks)->value_name("MODE")->default_value("symmetric"),
+       "simulate \"symmetric\" ranks (one per pipeline stage; fast) or \"full\"")
+      ("threads,j", po::value(&o.threads)->value_name("N"), "threads (default: every core)")
+      ("shard", po::value(&o.shard_text)->value_name("K/N"),
+       "evaluate only the K-th of N interleaved slices of the space (K from 1); merge the "
+       "shards' JSON files with --merge")
+      ("merge", po::value(&o.merge)->value_name("SHARD.json")->multitoken()->composing(),
+       "merge the JSON results of all shards of one search")
+      ("output,o", po::value(&o.output_prefix)->value_name("PREFIX"),
+       "write every evaluated plan to PREFIX.json and PREFIX.csv "
+       "(docs/formats/search-result.md)")
+      ("quiet,q", po::bool_switch(&o.quiet), "print nothing on success");
+  return description;
+}
+
+Status ParseShard(const std::string& text, int& shard, int& shards) {
+  const size_t slash = text.find('/');
+  const auto number = [](std::string_view digits, int& out) {
+    if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string_view::npos) {
+      return false;
+    }
+    out = std::stoi(std::string(digits));
+    return true;
+  };
+  if (slash == std::string::npos || !number(std::string_view(text).substr(0, slash), shard) ||
+      !number(std::string_view(text).substr(slash + 1), shards) || shards < 1 || shard < 1 ||
+      shard > shards) {
+    return Error("expected K/N with 1 ≤ K ≤ N (e.g. 3/8: the third of eight shards)", "--shard",
+                 Quote(text));
+  }
+  return Status::Ok();
+}
+
+std::string Ms(DurationNs d) { return fmt::format("{:.1f}", d.ToSecondsDouble() * 1e3); }
+std::string GiB(int64_t bytes) { return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / kGibi); }
+
+std::string FlowTime(const strategies::PlanFigures& f) {
+  return f.flow_average_iteration_time ? FormatDuration(*f.flow_average_iteration_time) : "—";
+}
+
+void PrintCounts(std::ostream& out, const SearchFile& file) {
+  const SearchResult& r = file.result;
+  fmt::print(out, "  plans          {} enumerated{}: {} invalid, {} out of memory, {} bounded "
+                  "(cannot reach the top), {} simulated",
+             r.enumerated,
+             r.plans.size() == r.enumerated ? "" : fmt::format(" ({} in this shard)", r.plans.size()),
+             r.Count(PlanStatus::kInvalid), r.Count(PlanStatus::kOutOfMemory),
+             r.Count(PlanStatus::kBounded), r.Count(PlanStatus::kSimulated));
+  if (const size_t failed = r.Count(PlanStatus::kFailed); failed > 0) {
+    fmt::print(out, ", {} failed", failed);
+  }
+  fmt::print(out, "\n");
+  std::vector<std::string> reasons;
+  for (const auto& [reason, count] : r.PrunedByReason()) {
+    reasons.push_back(fmt::format("{} {}", reason, count));
+  }
+  if (!reasons.empty()) fmt::print(out, "  pruned by      {}\n", fmt::join(reasons, ", "));
+}
+
+void PrintTop(std::ostream& out, const SearchFile& file, int top) {
+  const SearchResult& r = file.result;
+  fmt::print(out, "\n  {:>4}  {:<84} {:>10} {:>10} {:>10} {:>6} {:>10}\n", "rank", "plan",
+             "iteration", "flow", "samples/s", "MFU", "memory");
+  for (size_t k = 0; k < std::min(r.ranking.size(), static_cast<size_t>(std::max(top, 0))); ++k) {
+    const EvaluatedPlan& plan = r.plans[r.ranking[k]];
+    const strategies::PlanFigures& f = *plan.figures;
+    fmt::print(out, "  {:>4}  {:<84} {:>10} {:>10} {:>10.2f} {:>5.1f}% {:>10}\n", k + 1,
+               strategies::PlanLabel(plan.choice, file.space),
+               FormatDuration(f.average_iteration_time), FlowTime(f), f.samples_per_second,
+               100 * f.mfu, GiB(plan.memory_bytes));
+  }
+  fmt::print(out, "  (iteration: analytical network model; flow: the flow model, for the best "
+                  "{}; memory: the largest stage's, per GPU)\n",
+             file.settings.value("rerank", 0));
+}
+
+// Why the best wins: where the two plans differ and their mean time per stage, part by part.
+void PrintWhy(std::ostream& out, const SearchFile& file) {
+  const SearchResult& r = file.result;
+  if (r.ranking.size() < 2) return;
+  const EvaluatedPlan& best = r.plans[r.ranking[0]];
+  const EvaluatedPlan& next = r.plans[r.ranking[1]];
+  fmt::print(out, "\n  why #1 wins over #2 (mean time per pipeline stage, ms):\n");
+  const TimeBreakdown& a = best.figures->breakdown;
+  const TimeBreakdown& b = next.figures->breakdown;
+  fmt::print(out, "    {:<12} {:>10} {:>10} {:>10}\n", "", "#1", "#2", "#2 − #1");
+  const auto row = [&out](std::string_view name, DurationNs x, DurationNs y) {
+    fmt::print(out, "    {:<12} {:>10} {:>10} {:>10}\n", name, Ms(x), Ms(y), Ms(y - x));
+  };
+  row("compute", a.compute, b.compute);
+  row("recompute", a.recompute, b.recompute);
+  row("tp exposed", a.tensor, b.tensor);
+  row("ep exposed", a.expert, b.expert);
+  row("pp wait", a.pipeline, b.pipeline);
+  row("dp exposed", a.data_exposed, b.data_exposed);
+  row("optimizer", a.optimizer, b.optimizer);
+  row("idle/bubble", a.idle, b.idle);
+  row("iteration", best.figures->iteration_time, next.figures->iteration_time);
+  // The part that moved most names the reason.
+  const std::array<std::pair<std::string_view, DurationNs>, 8> deltas = {{
+      {"compute", b.compute - a.compute},        {"recompute", b.recompute - a.recompute},
+      {"exposed tensor-parallel communication", b.tensor - a.tensor},
+      {"exposed expert all-to-alls", b.expert - a.expert},
+      {"pipeline waits", b.pipeline - a.pipeline},
+      {"exposed gradient reduction", b.data_exposed - a.data_exposed},
+      {"the optimizer step", b.optimizer - a.optimizer},
+      {"idle time (pipeline bubble)", b.idle - a.idle}}};
+  const auto largest = std::max_element(deltas.begin(), deltas.end(), [](const auto& x, const auto& y) {
+    return x.second < y.second;
+  });
+  if (largest->second > DurationNs::Zero()) {
+    fmt::print(out, "    #2 loses most to {} (+{} ms per stage)\n", largest->first, Ms(largest->second));
+  }
+}
+
+Expected<SearchFile> RunSearch(const SearchCommandOptions& options, Progress& progress) {
+  DTSIM_ASSIGN_OR_RETURN(Json json, ReadJsonFile(options.config));
+  for (const std::string& assignment : options.overrides) {
+    DTSIM_RETURN_IF_ERROR(strategies::ApplyOverride(json, assignment));
+  }
+  const auto in_file = [&options](Error error) { return std::move(error).InFile(options.config); };
+  constexpr std::array<std::string_view, 1> kSearchKey = {"search"};
+  Expected<SimulationConfig> base = strategies::ReadConfigSections(json, options.config, kSearchKey);
+  if (!base.ok()) return in_file(std::move(base).error());
+  if (options.gpus > 0) {
+    const int per_node = base->cluster.gpus_per_node;
+    if (options.gpus % per_node != 0) {
+      return Error(fmt::format("not a multiple of the cluster's {} GPUs per node", per_node),
+                   "--gpus", std::to_string(options.gpus));
+    }
+    base->cluster.nodes = options.gpus / per_node;
+  }
+  const Json* section = json.contains("search") ? &json["search"] : nullptr;
+  Expected<SearchSpace> space = strategies::SearchSpaceFromJson(section, *base);
+  if (!space.ok()) return in_file(std::move(space).error());
+
+  SearchFile file;
+  strategies::SearchOptions search{.top = options.top, .rerank = options.rerank,
+                                   .threads = options.threads};
+  search.shard = options.shard;
+  search.shards = options.shards;
+  search.ranks = options.ranks == "full" ? strategies::RanksMode::kFull : strategies::RanksMode::kSymmetric;
+  search.progress = [&progress](std::string_view phase, size_t done, size_t total) {
+    progress.Update(phase, done, total);
+  };
+  Expected<SearchResult> result = strategies::Search(*base, *space, search);
+  progress.Finish();
+  if (!result.ok()) return in_file(std::move(result).error());
+  OrderedJson compression = OrderedJson::array();
+  for (const strategies::CompressionConfig& method : space->compression) compression.push_back(method.method);
+  json.erase("search");
+  file.settings = {{"config", options.config},
+                   {"simulation_config", json},
+                   {"model", base->model.name},
+                   {"gpu", base->gpu.name},
+                   {"cluster", base->cluster.name},
+                   {"gpus", base->cluster.gpu_count()},
+                   {"space", {{"search", section != nullptr ? *section : Json::object()},
+                              {"compression", std::move(compression)}}},
+                   {"top", options.top},
+                   {"rerank", options.rerank},
+                   {"ranks", options.ranks}};
+  file.shard = search.shard;
+  file.shards = search.shards;
+  file.space = std::move(space).value();
+  file.result = std::move(result).value();
+  // An empty shard is no error: other shards may hold the plans.
+  if (search.shards == 1) {
+    if (Status explained = ExplainEmptySearch(file.result, *base); !explained.ok()) {
+      return in_file(explained.error());
+    }
+  }
+  return file;
+}
+
+Expected<SearchFile> RunMerge(const SearchCommandOptions& options) {
+  std::vector<SearchFile> shards;
+  for (const std::string& path : options.merge) {
+    DTSIM_ASSIGN_OR_RETURN(SearchFile shard, ReadSearchFile(path));
+    shards.push_back(std::move(shard));
+  }
+  const int rerank = shards.empty() ? 0 : shards.front().settings.value("rerank", 0);
+  return MergeSearchFiles(std::move(shards), rerank);
+}
+
+Status Execute(const SearchCommandOptions& options, std::ostream& out) {
+  Progress progress = Progress::ForTerminal();
+  const bool merging = !options.merge.empty();
+  DTSIM_ASSIGN_OR_RETURN(const SearchFile file,
+                         merging ? RunMerge(options) : RunSearch(options, progress));
+  if (!options.output_prefix.empty()) DTSIM_RETURN_IF_ERROR(WriteSearchFiles(options.output_prefix, file));
+  if (options.quiet) return Status::Ok();
+  fmt::print(out, "dtsim search {}{}\n", file.settings.value("config", ""),
+             merging ? fmt::format(" (merged from {} shards)", options.merge.size())
+             : file.shards > 1 ? fmt::format(" (shard {}/{})", file.shard, file.shards)
+                               : "");
+  fmt::print(out, "  space          {} on {} × {} ({}); {} ranks\n", file.settings.value("model", ""),
+             file.settings.value("gpus", 0), file.settings.value("gpu", ""),
+             file.settings.value("cluster", ""), file.settings.value("ranks", ""));
+  PrintCounts(out, file);
+  fmt::print(out, "  wall time      {:.1f} s{}\n", file.result.seconds,
+             merging ? " (the slowest shard)" : "");
+  PrintTop(out, file, options.top);
+  PrintWhy(out, file);
+  if (!options.output_prefix.empty()) {
+    fmt::print(out, "\n  every plan     {0}.json, {0}.csv\n", options.output_prefix);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+CommandOutcome SearchCommand(std::span<const std::string> args, std::ostream& out) {
+  SearchCommandOptions options;
+  const po::options_description description = Describe(options);
+  return RunCommandLine(args, description, "config", options.config, options.help, "", out, [&] {
+    if (options.config.empty() == options.merge.empty()) {
+      return CommandOutcome::Usage(Error(options.config.empty()
+                                             ? "give a CONFIG to search, or --merge shard files"
+                                             : "give either a CONFIG or --merge, not both"));
+    }
+    if (options.top < 1) return CommandOutcome::Usage(Error("must be at least 1", "--top", std::to_string(options.top)));
+    if (options.rerank < 0) {
+      return CommandOutcome::Usage(Error("must be at least 0", "--rerank", std::to_string(options.rerank)));
+    }
+    if (options.ranks != "symmetric" && options.ranks != "full") {
+      return CommandOutcome::Usage(
+          Error("expected \"symmetric\" or \"full\"", "--ranks", Quote(options.ranks)));
+    }
+    if (!options.shard_text.empty()) {
+      if (Status parsed = ParseShard(options.shard_text, options.shard, options.shards); !parsed.ok()) {
+        return CommandOutcome::Usage(parsed.error());
+      }
+    }
+    return FailureUnlessOk(Execute(options, out));
+  });
+}
+
+}  // namespace dtsim::cli

@@ -1,0 +1,361 @@
+#include "tools/cli/search_results.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "sim/base/atomic_file.h"
+#include "sim/base/buffered_text_writer.h"
+#include "sim/base/strings.h"
+
+namespace dtsim::cli {
+namespace {
+
+using strategies::EvaluatedPlan;
+using strategies::PlanFigures;
+using strategies::PlanStatus;
+
+// A column: how a plan's cell is written, and read back into a plan.
+struct Column {
+  std::string_view name;
+  std::function<Json(const EvaluatedPlan&)> write;
+  std::function<Status(const Json&, EvaluatedPlan&)> read;
+};
+
+template <typename T>
+Status Get(const Json& cell, T& out) {
+  try {
+    out = cell.get<T>();
+  } catch (const Json::exception&) {
+    return Error("unexpected value", "", JsonValueForError(cell));
+  }
+  return Status::Ok();
+}
+
+template <typename Enum>
+Status GetName(const Json& cell, std::span<const std::string_view> names, Enum& out) {
+  std::string name;
+  DTSIM_RETURN_IF_ERROR(Get(cell, name));
+  const auto found = std::find(names.begin(), names.end(), name);
+  if (found == names.end()) return Error("unknown name", "", Quote(name));
+  out = static_cast<Enum>(found - names.begin());
+  return Status::Ok();
+}
+
+// An integer field of the plan choice.
+template <typename Field>
+Column PlanInt(std::string_view name, Field field) {
+  return {name, [field](const EvaluatedPlan& p) { return Json(field(p)); },
+          [field](const Json& cell, EvaluatedPlan& p) { return Get(cell, field(p)); }};
+}
+
+// A duration of the figures, absent (null) when the plan was not simulated.
+template <typename Field>
+Column FigureNs(std::string_view name, Field field) {
+  return {name,
+          [field](const EvaluatedPlan& p) { return p.figures ? Json(field(*p.figures).ns()) : Json(); },
+          [field](const Json& cell, EvaluatedPlan& p) -> Status {
+            if (cell.is_null()) return Status::Ok();
+            if (!p.figures) p.figures.emplace();
+            int64_t ns = 0;
+            DTSIM_RETURN_IF_ERROR(Get(cell, ns));
+            field(*p.figures) = DurationNs(ns);
+            return Status::Ok();
+          }};
+}
+
+Column FigureNumber(std::string_view name, double PlanFigures::*field) {
+  return {name,
+          [field](const EvaluatedPlan& p) { return p.figures ? Json((*p.figures).*field) : Json(); },
+          [field](const Json& cell, EvaluatedPlan& p) -> Status {
+            if (cell.is_null()) return Status::Ok();
+            if (!p.figures) p.figures.emplace();
+            return Get(cell, (*p.figures).*field);
+          }};
+}
+
+// Optional flow-model times: null unless re-simulated.
+Column FlowNs(std::string_view name, std::optional<DurationNs> PlanFigures::*field) {
+  return {name,
+          [field](const EvaluatedPlan& p) {
+            return p.figures && ((*p.figures).*field) ? Json(((*p.figures).*field)->ns()) : Json();
+          },
+          [field](const Json& cell, EvaluatedPlan& p) -> Status {
+            if (cell.is_null()) return Status::Ok();
+            if (!p.figures) p.figures.emplace();
+            int64_t ns = 0;
+            DTSIM_RETURN_IF_ERROR(Get(cell, ns));
+            (*p.figures).*field = DurationNs(ns);
+            return Status::Ok();
+          }};
+}
+
+const std::vector<Column>& Columns() {
+  static const std::vector<Column> columns = {
+      {"index", [](const EvaluatedPlan& p) { return Json(p.index); },
+       [](const Json& c, EvaluatedPlan& p) { return Get(c, p.index); }},
+      {"status", [](const EvaluatedPlan& p) { return Json(strategies::PlanStatusName(p.status)); },
+       [](const Json& c, EvaluatedPlan& p) {
+         static constexpr std::array<std::string_view, 5> kNames = {
+             "simulated", "bounded", "out_of_memory", "invalid", "failed"};
+         return GetName(c, kNames, p.status);
+       }},
+      {"reason", [](const EvaluatedPlan& p) { return Json(p.reason); },
+       [](const Json& c, EvaluatedPlan& p) { return Get(c, p.reason); }},
+      PlanInt("data", [](auto& p) -> auto& { return p.choice.plan.data; }),
+      PlanInt("tensor", [](auto& p) -> auto& { return p.choice.plan.tensor; }),
+      {"tensor_mode",
+       [](const EvaluatedPlan& p) {
+         return Json(models::TensorLayoutNames()[static_cast<size_t>(p.choice.plan.tensor_layout)]);
+       },
+       [](const Json& c, EvaluatedPlan& p) {
+         return GetName(c, models::TensorLayoutNames(), p.choice.plan.tensor_layout);
+       }},
+      PlanInt("tensor_depth", [](auto& p) -> auto& { return p.choice.plan.tensor_depth; }),
+      PlanInt("sequence_parallel", [](auto& p) -> auto& { return p.choice.plan.sequence_parallel; }),
+      PlanInt("pipeline", [](auto& p) -> auto& { return p.choice.plan.pipeline; }),
+      {"schedule",
+       [](const EvaluatedPlan& p) { return Json(strategies::ScheduleName(p.choice.plan.schedule)); },
+       [](const Json& c, EvaluatedPlan& p) {
+         return GetName(c, strategies::ScheduleNames(), p.choice.plan.schedule);
+       }},
+      PlanInt("virtual_stages", [](auto& p) -> auto& { return p.choice.plan.virtual_stages; }),
+      PlanInt("expert", [](auto& p) -> auto& { return p.choice.plan.expert; }),
+      PlanInt("zero_stage", [](auto& p) -> auto& { return p.choice.plan.zero_stage; }),
+      PlanInt("micro_batch", [](auto& p) -> auto& { return p.choice.micro_batch; }),
+      {"recompute",
+       [](const EvaluatedPlan& p) { return Json(models::RecomputeName(p.choice.recompute)); },
+       [](const Json& c, EvaluatedPlan& p) {
+         return GetName(c, models::RecomputeNames(), p.choice.recompute);
+       }},
+      PlanInt("compression", [](auto& p) -> auto& { return p.choice.compression; }),
+      PlanInt("memory_bytes", [](auto& p) -> auto& { return p.memory_bytes; }),
+      {"lower_bound_ns", [](const EvaluatedPlan& p) { return Json(p.lower_bound.ns()); },
+       [](const Json& c, EvaluatedPlan& p) -> Status {
+         int64_t ns = 0;
+         DTSIM_RETURN_IF_ERROR(Get(c, ns));
+         p.lower_bound = DurationNs(ns);
+         return Status::Ok();
+       }},
+      FigureNs("iteration_time_ns", [](auto& f) -> auto& { return f.iteration_time; }),
+      FigureNs("average_iteration_time_ns",
+               [](auto& f) -> auto& { return f.average_iteration_time; }),
+      FlowNs("flow_iteration_time_ns", &PlanFigures::flow_iteration_time),
+      FlowNs("flow_average_iteration_time_ns", &PlanFigures::flow_average_iteration_time),
+      FigureNumber("samples_per_second", &PlanFigures::samples_per_second),
+      FigureNumber("tokens_per_second", &PlanFigures::tokens_per_second),
+      FigureNumber("mfu", &PlanFigures::mfu),
+      FigureNs("compute_ns", [](auto& f) -> auto& { return f.breakdown.compute; }),
+      FigureNs("recompute_ns", [](auto& f) -> auto& { return f.breakdown.recompute; }),
+      FigureNs("tp_exposed_ns", [](auto& f) -> auto& { return f.breakdown.tensor; }),
+      FigureNs("pp_wait_ns", [](auto& f) -> auto& { return f.breakdown.pipeline; }),
+      FigureNs("ep_exposed_ns", [](auto& f) -> auto& { return f.breakdown.expert; }),
+      FigureNs("dp_exposed_ns",
+               [](auto& f) -> auto& { return f.breakdown.data_exposed; }),
+      FigureNs("optimizer_ns", [](auto& f) -> auto& { return f.breakdown.optimizer; }),
+      FigureNs("idle_ns", [](auto& f) -> auto& { return f.breakdown.idle; }),
+      {"detail", [](const EvaluatedPlan& p) { return Json(p.detail); },
+       [](const Json& c, EvaluatedPlan& p) { return Get(c, p.detail); }},
+  };
+  return columns;
+}
+
+// Each plan's row position in the ranking (1 = best), 0 when not ranked.
+std::vector<size_t> Ranks(const strategies::SearchResult& result) {
+  std::vector<size_t> ranks(result.plans.size(), 0);
+  for (size_t r = 0; r < result.ranking.size(); ++r) ranks[result.ranking[r]] = r + 1;
+  return ranks;
+}
+
+std::string CsvCell(const Json& cell) {
+  if (cell.is_null()) return "";
+  if (cell.is_boolean()) return cell.get<bool>() ? "true" : "false";
+  if (!cell.is_string()) return cell.dump();
+  const std::string text = cell.get<std::string>();
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
+Status WriteCsv(const std::string& path, const SearchFile& file) {
+  DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> writer, AtomicFileWriter::Open(path));
+  BufferedTextWriter out(writer->stream());
+  out.Append("rank,plan");
+  for (const Column& column : Columns()) out.Append(",{}", column.name);
+  out.Append("\n");
+  const std::vector<size_t> ranks = Ranks(file.result);
+  for (size_t i = 0; i < file.result.plans.size(); ++i) {
+    const EvaluatedPlan& plan = file.result.plans[i];
+    out.Append("{},{}", ranks[i] > 0 ? std::to_string(ranks[i]) : "",
+               CsvCell(Json(strategies::PlanLabel(plan.choice, file.space))));
+    for (const Column& column : Columns()) out.Append(",{}", CsvCell(column.write(plan)));
+    out.Append("\n");
+  }
+  out.Flush();
+  return writer->Commit();
+}
+
+Status WriteJson(const std::string& path, const SearchFile& file) {
+  const strategies::SearchResult& result = file.result;
+  OrderedJson counts = OrderedJson::object();
+  for (PlanStatus status : {PlanStatus::kSimulated, PlanStatus::kBounded, PlanStatus::kOutOfMemory,
+                            PlanStatus::kInvalid, PlanStatus::kFailed}) {
+    counts[std::string(strategies::PlanStatusName(status))] = result.Count(status);
+  }
+  OrderedJson pruned = OrderedJson::object();
+  for (const auto& [reason, count] : result.PrunedByReason()) pruned[reason] = count;
+  OrderedJson ranking = OrderedJson::array();
+  for (size_t i : result.ranking) ranking.push_back(result.plans[i].index);
+  OrderedJson columns = OrderedJson::array();
+  for (const Column& column : Columns()) columns.push_back(column.name);
+  OrderedJson head = {{"format", kSearchResultFormat},
+                      {"version", kSearchResultVersion},
+                      {"settings", file.settings},
+                      {"shard", file.shard},
+                      {"shards", file.shards},
+                      {"enumerated", result.enumerated},
+                      {"evaluated", result.plans.size()},
+                      {"counts", std::move(counts)},
+                      {"pruned_by_reason", std::move(pruned)},
+                      {"seconds", result.seconds},
+                      {"ranking", std::move(ranking)},
+                      {"columns", std::move(columns)}};
+  // The plans are streamed row by row after the head (a search may hold 10⁵ of them).
+  std::string text = head.dump(2);
+  text.pop_back();  // the closing brace
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> writer, AtomicFileWriter::Open(path));
+  BufferedTextWriter out(writer->stream());
+  out.Append("{},\n  \"plans\": [", text);
+  for (size_t i = 0; i < result.plans.size(); ++i) {
+    Json row = Json::array();
+    for (const Column& column : Columns()) row.push_back(column.write(result.plans[i]));
+    out.Append("{}\n    {}", i == 0 ? "" : ",", row.dump());
+  }
+  out.Append("\n  ]\n}}\n");
+  out.Flush();
+  return writer->Commit();
+}
+
+}  // namespace
+
+Status WriteSearchFiles(const std::string& prefix, const SearchFile& file) {
+  DTSIM_RETURN_IF_ERROR(WriteJson(prefix + ".json", file));
+  return WriteCsv(prefix + ".csv", file);
+}
+
+Expected<SearchFile> ReadSearchFile(const std::string& path) {
+  DTSIM_ASSIGN_OR_RETURN(const Json json, ReadJsonFile(path));
+  const auto fail = [&path](std::string message, std::string location, std::string value = "") {
+    return Error(std::move(message), std::move(location), std::move(value)).InFile(path);
+  };
+  if (!json.is_object() || json.value("format", "") != kSearchResultFormat) {
+    return fail(fmt::format("not a search result (expected \"format\": \"{}\")", kSearchResultFormat),
+                "format");
+  }
+  if (json.value("version", 0) != kSearchResultVersion) {
+    return fail(fmt::format("unsupported version (this dtsim reads {})", kSearchResultVersion),
+                "version", JsonValueForError(json.value("version", Json())));
+  }
+  SearchFile file;
+  try {
+    file.settings = json.at("settings");
+    file.shard = json.at("shard").get<int>();
+    file.shards = json.at("shards").get<int>();
+    file.result.enumerated = json.at("enumerated").get<size_t>();
+    file.result.seconds = json.at("seconds").get<double>();
+    for (const Json& method : json.at("settings").at("space").at("compression")) {
+      file.space.compression.push_back({.method = method.get<std::string>()});
+    }
+  } catch (const Json::exception& e) {
+    return fail(fmt::format("malformed search result head: {}", e.what()), "");
+  }
+  const Json& columns = json.value("columns", Json::array());
+  const Json& plans = json.value("plans", Json::array());
+  std::map<std::string, size_t> at;
+  for (size_t i = 0; i < columns.size(); ++i) at[columns[i].get<std::string>()] = i;
+  for (const Column& column : Columns()) {
+    if (!at.contains(std::string(column.name))) {
+      return fail("missing column", "columns", Quote(column.name));
+    }
+  }
+  for (size_t row = 0; row < plans.size(); ++row) {
+    const Json& cells = plans[row];
+    const std::string location = JsonIndexPath("plans", row);
+    if (!cells.is_array() || cells.size() != columns.size()) {
+      return fail(fmt::format("expected {} cells", columns.size()), location,
+                  JsonValueForError(cells));
+    }
+    EvaluatedPlan plan;
+    for (const Column& column : Columns()) {
+      const size_t index = at[std::string(column.name)];
+      if (Status read = column.read(cells[index], plan); !read.ok()) {
+        return fail(fmt::format("{}: {}", column.name, read.error().message()),
+                    JsonIndexPath(location, index), read.error().value());
+      }
+    }
+    if (plan.choice.compression < 0 ||
+        static_cast<size_t>(plan.choice.compression) >= file.space.compression.size()) {
+      return fail("compression index out of range", location,
+                  std::to_string(plan.choice.compression));
+    }
+    if (plan.status == PlanStatus::kSimulated && !plan.figures) {
+      return fail("a simulated plan without figures", location);
+    }
+    file.result.plans.push_back(std::move(plan));
+  }
+  RankPlans(file.result, json.at("settings").value("rerank", 0));
+  return file;
+}
+
+Expected<SearchFile> MergeSearchFiles(std::vector<SearchFile> shards, int rerank) {
+  if (shards.empty()) return Error("nothing to merge", "--merge");
+  std::sort(shards.begin(), shards.end(),
+            [](const SearchFile& a, const SearchFile& b) { return a.shard < b.shard; });
+  SearchFile merged = std::move(shards.front());
+  const int count = merged.shards;
+  if (static_cast<int>(shards.size()) != count) {
+    return Error(fmt::format("the search was split into {} shards, {} given", count, shards.size()),
+                 "--merge", std::to_string(shards.size()));
+  }
+  for (size_t i = 1; i < shards.size(); ++i) {
+    SearchFile& shard = shards[i];
+    if (shard.settings != merged.settings || shard.shards != count) {
+      return Error("shard is from a different search (its settings differ)", "--merge",
+                   fmt::format("shard {}/{}", shard.shard, shard.shards));
+    }
+    if (shard.shard != static_cast<int>(i) + 1) {
+      return Error(fmt::format("shard {}/{} is missing or repeated", i + 1, count), "--merge",
+                   fmt::format("shard {}/{}", shard.shard, shard.shards));
+    }
+    for (EvaluatedPlan& plan : shard.result.plans) merged.result.plans.push_back(std::move(plan));
+    merged.result.seconds = std::max(merged.result.seconds, shard.result.seconds);
+  }
+  if (merged.shard != 1) {
+    return Error(fmt::format("shard 1/{} is missing", count), "--merge",
+                 fmt::format("shard {}/{}", merged.shard, count));
+  }
+  std::sort(merged.result.plans.begin(), merged.result.plans.end(),
+            [](const EvaluatedPlan& a, const EvaluatedPlan& b) { return a.index < b.index; });
+  merged.shard = 1;
+  merged.shards = 1;
+  RankPlans(merged.result, rerank);
+  // Each shard re-simulated its own best with the flow model; the whole search only the best
+  // overall (among those, as every one of them is among its shard's best).
+  std::vector<size_t>& ranking = merged.result.ranking;
+  for (size_t k = static_cast<size_t>(std::max(rerank, 0)); k < ranking.size(); ++k) {
+    std::optional<PlanFigures>& figures = merged.result.plans[ranking[k]].figures;
+    figures->flow_iteration_time.reset();
+    figures->flow_average_iteration_time.reset();
+  }
+  return merged;
+}
+
+}  // namespace dtsim::cli

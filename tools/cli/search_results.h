@@ -1,0 +1,40 @@
+// The files `dtsim search` writes (docs/formats/search-result.md): every evaluated plan as one
+// row of a table — JSON (with what identifies the search, so shards can be merged) and CSV —
+// and reading the JSON back (`dtsim search --merge`, `dtsim report`).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/base/json_reader.h"
+#include "sim/base/status.h"
+#include "strategies/search.h"
+#include "tools/cli/run_report.h"
+
+namespace dtsim::cli {
+
+inline constexpr std::string_view kSearchResultFormat = "dtsim.search";
+inline constexpr int kSearchResultVersion = 1;
+
+// One search, or one shard of it.
+struct SearchFile {
+  // What must agree between shards of one search: the config as read (after --set), the
+  // space, the ranking settings and the number of shards.
+  OrderedJson settings;
+  int shard = 1;
+  int shards = 1;
+  strategies::SearchSpace space;  // compression methods by name only, when read back
+  strategies::SearchResult result;
+};
+
+// Writes PREFIX.json and PREFIX.csv, each atomically.
+Status WriteSearchFiles(const std::string& prefix, const SearchFile& file);
+
+// Reads a search result JSON; errors name the file and the row.
+Expected<SearchFile> ReadSearchFile(const std::string& path);
+
+// The shards of one search, each once, as one result (ranked again with `rerank`); errors
+// when they are not shards of the same search or one is missing or repeated.
+Expected<SearchFile> MergeSearchFiles(std::vector<SearchFile> shards, int rerank);
+
+}  // namespace dtsim::cli
