@@ -369,7 +369,9 @@ Expected<SimulationConfig> ReadConfigSections(const Json& value, const std::stri
 }
 
 Expected<SimulationConfig> ConfigFromJson(const Json& value, const std::string& source) {
-  DTSIM_ASSIGN_OR_RETURN(SimulationConfig config, ReadConfigSections(value, source, {}));
+  // The search section is `dtsim search`'s (SearchSpaceFromJson): one file serves both.
+  constexpr std::array<std::string_view, 1> kSearch = {"search"};
+  DTSIM_ASSIGN_OR_RETURN(SimulationConfig config, ReadConfigSections(value, source, kSearch));
   DTSIM_RETURN_IF_ERROR(CheckPlan(config));
   return config;
 }

@@ -113,7 +113,8 @@ Status CheckPlan(SimulationConfig& config);
 Expected<SimulationConfig> ReadConfigSections(const Json& value, const std::string& source,
                                               std::span<const std::string_view> also_allowed);
 
-// Reads and checks a whole config (ReadConfigSections, then CheckPlan); errors name the file, the JSON path and the value.
+// Reads and checks a whole config (ReadConfigSections, then CheckPlan; a "search" section
+// is left to SearchSpaceFromJson); errors name the file, the JSON path and the value.
 Expected<SimulationConfig> ConfigFromJson(const Json& value, const std::string& source);
 Expected<SimulationConfig> LoadConfig(const std::string& path,
                                       const std::vector<std::string>& overrides);

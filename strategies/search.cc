@@ -112,37 +112,6 @@ std::string GiB(int64_t bytes) {
   return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / kGibi);
 }
 
-PlanFigures FiguresOf(const SimulationResult& result) {
-  PlanFigures figures{.iteration_time = result.iteration_time,
-                      .average_iteration_time = result.average_iteration_time,
-                      .samples_per_second = result.samples_per_second,
-                      .tokens_per_second = result.tokens_per_second,
-                      .mfu = result.mfu};
-  // The result's throughput is the compressed phase's; rank by the run's average.
-  const double ratio = static_cast<double>(result.iteration_time.ns()) /
-                       static_cast<double>(result.average_iteration_time.ns());
-  figures.samples_per_second *= ratio;
-  figures.tokens_per_second *= ratio;
-  figures.mfu *= ratio;
-  TimeBreakdown& mean = figures.breakdown;
-  const auto stages = static_cast<int64_t>(result.stages.size());
-  for (const TimeBreakdown& stage : result.stages) {
-    mean.compute += stage.compute;
-    mean.recompute += stage.recompute;
-    mean.tensor += stage.tensor;
-    mean.pipeline += stage.pipeline;
-    mean.expert += stage.expert;
-    mean.data_exposed += stage.data_exposed;
-    mean.optimizer += stage.optimizer;
-    mean.idle += stage.idle;
-  }
-  for (DurationNs* part : {&mean.compute, &mean.recompute, &mean.tensor, &mean.pipeline,
-                           &mean.expert, &mean.data_exposed, &mean.optimizer, &mean.idle}) {
-    *part = DurationNs(part->ns() / std::max<int64_t>(stages, 1));
-  }
-  return figures;
-}
-
 // The K best times seen so far, shared by the threads simulating: a plan whose lower bound
 // exceeds the K-th cannot enter the top K.
 class TopTimes {
@@ -257,6 +226,37 @@ void Fail(EvaluatedPlan& plan, const Status& status) {
 }
 
 }  // namespace
+
+PlanFigures FiguresOf(const SimulationResult& result) {
+  PlanFigures figures{.iteration_time = result.iteration_time,
+                      .average_iteration_time = result.average_iteration_time,
+                      .samples_per_second = result.samples_per_second,
+                      .tokens_per_second = result.tokens_per_second,
+                      .mfu = result.mfu};
+  // The result's throughput is the compressed phase's; rank by the run's average.
+  const double ratio = static_cast<double>(result.iteration_time.ns()) /
+                       static_cast<double>(result.average_iteration_time.ns());
+  figures.samples_per_second *= ratio;
+  figures.tokens_per_second *= ratio;
+  figures.mfu *= ratio;
+  TimeBreakdown& mean = figures.breakdown;
+  const auto stages = static_cast<int64_t>(result.stages.size());
+  for (const TimeBreakdown& stage : result.stages) {
+    mean.compute += stage.compute;
+    mean.recompute += stage.recompute;
+    mean.tensor += stage.tensor;
+    mean.pipeline += stage.pipeline;
+    mean.expert += stage.expert;
+    mean.data_exposed += stage.data_exposed;
+    mean.optimizer += stage.optimizer;
+    mean.idle += stage.idle;
+  }
+  for (DurationNs* part : {&mean.compute, &mean.recompute, &mean.tensor, &mean.pipeline,
+                           &mean.expert, &mean.data_exposed, &mean.optimizer, &mean.idle}) {
+    *part = DurationNs(part->ns() / std::max<int64_t>(stages, 1));
+  }
+  return figures;
+}
 
 std::string_view PlanStatusName(PlanStatus status) {
   return kStatusNames[static_cast<size_t>(status)];

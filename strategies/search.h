@@ -90,6 +90,9 @@ struct PlanFigures {
   std::optional<DurationNs> flow_average_iteration_time;
 };
 
+// The figures of one simulation (`dtsim sweep` tabulates them too).
+PlanFigures FiguresOf(const SimulationResult& result);
+
 struct EvaluatedPlan {
   size_t index = 0;  // in the enumeration
   PlanChoice choice;

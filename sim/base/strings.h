@@ -28,4 +28,8 @@ std::string Quote(std::string_view text);
 // The candidates joined as "a", "b", "c" — for "expected one of …" messages.
 std::string JoinQuoted(std::span<const std::string_view> candidates);
 
+// A CSV field (RFC 4180): as is, or in double quotes (inner quotes doubled) when it holds a
+// comma, a quote or a line break.
+std::string CsvField(std::string_view text);
+
 }  // namespace dtsim

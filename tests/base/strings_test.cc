@@ -28,3 +28,16 @@ TEST(QuoteTest, EscapesLikeJson) {
 
 }  // namespace
 }  // namespace dtsim
+
+namespace dtsim {
+namespace {
+
+TEST(CsvFieldTest, QuotesOnlyWhatNeedsIt) {
+  EXPECT_EQ(CsvField("DP 8 × TP 8"), "DP 8 × TP 8");
+  EXPECT_EQ(CsvField("a,b"), "\"a,b\"");
+  EXPECT_EQ(CsvField("say \"hi\""), "\"say \"\"hi\"\"\"");
+  EXPECT_EQ(CsvField("two\nlines"), "\"two\nlines\"");
+}
+
+}  // namespace
+}  // namespace dtsim

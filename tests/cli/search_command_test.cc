@@ -40,7 +40,7 @@ TEST_F(SearchCommandTest, PrintsTheTopPlansAndWritesEveryPlan) {
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
   const std::string text = output_.str();
   EXPECT_THAT(text, HasSubstr("gpt3-1.3b on 16 × a100-sxm4-80gb (dgx-a100); symmetric ranks"));
-  EXPECT_THAT(text, HasSubstr("why #1 wins over #2"));
+  EXPECT_THAT(text, HasSubstr("why #1 wins over #2 (they differ in "));
   EXPECT_THAT(text, HasSubstr("   1  DP "));
   Expected<SearchFile> file = ReadSearchFile(Path("all.json"));
   ASSERT_TRUE(file.ok()) << file.error().ToString();

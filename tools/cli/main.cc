@@ -17,6 +17,7 @@
 #include "tools/cli/run_command.h"
 #include "tools/cli/search_command.h"
 #include "tools/cli/simulate_command.h"
+#include "tools/cli/sweep_command.h"
 #include "tools/cli/validate_command.h"
 
 namespace {
@@ -29,6 +30,8 @@ constexpr std::array kCommands = {
             dtsim::cli::SimulateCommand},
     Command{"search", "rank every parallel plan of a model on a cluster by simulated throughput",
             dtsim::cli::SearchCommand},
+    Command{"sweep", "simulate a config over every combination of values of its keys",
+            dtsim::cli::SweepCommand},
     Command{"run", "simulate a task-graph file; write a result and a timeline",
             dtsim::cli::RunCommand},
     Command{"replay", "replay a profiler or Chakra trace; compare steps; run what-ifs on it",

@@ -135,13 +135,46 @@ void PrintTop(std::ostream& out, const SearchFile& file, int top) {
              file.settings.value("rerank", 0));
 }
 
+// "pipeline 1 vs 2, zero_stage 3 vs 1": the choices two plans differ in.
+std::string Differences(const EvaluatedPlan& a, const EvaluatedPlan& b, const SearchSpace& space) {
+  const strategies::ParallelPlan& x = a.choice.plan;
+  const strategies::ParallelPlan& y = b.choice.plan;
+  std::vector<std::string> parts;
+  const auto differ = [&parts](std::string_view name, const auto& u, const auto& v) {
+    if (u != v) parts.push_back(fmt::format("{} {} vs {}", name, u, v));
+  };
+  const auto layout = [](const strategies::ParallelPlan& p) {
+    return models::TensorLayoutNames()[static_cast<size_t>(p.tensor_layout)];
+  };
+  differ("data", x.data, y.data);
+  differ("tensor", x.tensor, y.tensor);
+  differ("tensor mode", layout(x), layout(y));
+  differ("tensor depth", x.tensor_depth, y.tensor_depth);
+  differ("sequence parallel", x.sequence_parallel, y.sequence_parallel);
+  differ("pipeline", x.pipeline, y.pipeline);
+  differ("schedule", strategies::ScheduleName(x.schedule), strategies::ScheduleName(y.schedule));
+  differ("virtual stages", x.virtual_stages, y.virtual_stages);
+  differ("expert", x.expert, y.expert);
+  differ("ZeRO", x.zero_stage, y.zero_stage);
+  differ("micro-batch", a.choice.micro_batch, b.choice.micro_batch);
+  differ("recompute", models::RecomputeName(a.choice.recompute), models::RecomputeName(b.choice.recompute));
+  const auto method = [&space](const EvaluatedPlan& p) {
+    return space.compression[static_cast<size_t>(p.choice.compression)].method;
+  };
+  differ("compression", method(a), method(b));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
 // Why the best wins: where the two plans differ and their mean time per stage, part by part.
 void PrintWhy(std::ostream& out, const SearchFile& file) {
   const SearchResult& r = file.result;
   if (r.ranking.size() < 2) return;
   const EvaluatedPlan& best = r.plans[r.ranking[0]];
   const EvaluatedPlan& next = r.plans[r.ranking[1]];
-  fmt::print(out, "\n  why #1 wins over #2 (mean time per pipeline stage, ms):\n");
+  const bool tie = best.figures->average_iteration_time == next.figures->average_iteration_time &&
+                   best.figures->flow_average_iteration_time == next.figures->flow_average_iteration_time;
+  fmt::print(out, "\n  why #1 {} #2 (they differ in {}; mean time per pipeline stage, ms):\n",
+             tie ? "ties with" : "wins over", Differences(best, next, file.space));
   const TimeBreakdown& a = best.figures->breakdown;
   const TimeBreakdown& b = next.figures->breakdown;
   fmt::print(out, "    {:<12} {:>10} {:>10} {:>10}\n", "", "#1", "#2", "#2 − #1");

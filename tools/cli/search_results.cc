@@ -174,14 +174,7 @@ std::string CsvCell(const Json& cell) {
   if (cell.is_null()) return "";
   if (cell.is_boolean()) return cell.get<bool>() ? "true" : "false";
   if (!cell.is_string()) return cell.dump();
-  const std::string text = cell.get<std::string>();
-  if (text.find_first_of(",\"\n") == std::string::npos) return text;
-  std::string quoted = "\"";
-  for (char c : text) {
-    if (c == '"') quoted += '"';
-    quoted += c;
-  }
-  return quoted + "\"";
+  return CsvField(cell.get<std::string>());
 }
 
 Status WriteCsv(const std::string& path, const SearchFile& file) {

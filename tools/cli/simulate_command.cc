@@ -107,7 +107,9 @@ OrderedJson CompressionJson(const SimulationConfig& c, const SimulationResult& r
           {"average_iteration_time_ns", r.average_iteration_time.ns()}};
 }
 
-OrderedJson ResultJson(const SimulationConfig& c, const SimulationResult& r) {
+}  // namespace
+
+OrderedJson SimulateResultJson(const SimulationConfig& c, const SimulationResult& r) {
   const strategies::IterationStats& stats = r.iteration->stats;
   OrderedJson stages = OrderedJson::array();
   for (size_t i = 0; i < r.stages.size(); ++i) {
@@ -147,6 +149,8 @@ OrderedJson ResultJson(const SimulationConfig& c, const SimulationResult& r) {
                          {"build_seconds", r.build_seconds},
                          {"simulate_seconds", r.simulate_seconds}}}};
 }
+
+namespace {
 
 std::string Ms(DurationNs d) { return fmt::format("{:.2f}", d.ToSecondsDouble() * 1e3); }
 std::string GiB(int64_t bytes) { return fmt::format("{:.1f}", static_cast<double>(bytes) / kGibi); }
@@ -244,7 +248,7 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
   if (!result.ok()) return std::move(result).error().InFile(options.config);
   if (!options.result_path.empty()) {
     DTSIM_RETURN_IF_ERROR(WriteFileAtomically(options.result_path,
-                                              ResultJson(config, *result).dump(2) + "\n"));
+                                              SimulateResultJson(config, *result).dump(2) + "\n"));
   }
   if (!options.timeline_path.empty()) {
     DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(

@@ -1,0 +1,81 @@
+#include "tools/cli/sweep_command.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "sim/base/json_reader.h"
+#include "tests/testing/temp_dir.h"
+
+namespace dtsim::cli {
+namespace {
+
+using testing::HasSubstr;
+
+const std::string kBert = DTSIM_EXAMPLES_DIR "/bert_large_64gpu_ethernet.json";
+
+class SweepCommandTest : public testing_support::TempDirTest {
+ protected:
+  CommandOutcome Sweep(std::vector<std::string> args) {
+    output_.str("");
+    return SweepCommand(args, output_);
+  }
+  std::ostringstream output_;
+};
+
+// BERT-Large data parallel on 64 V100s over Ethernet, with and without 1-bit Adam (DeepSpeed's
+// 23,000 of 152,000 steps as the full-precision warm-up): compression pays off on slow links
+// and not on fast ones, where its warm-up and compression kernels cost more than it saves.
+TEST_F(SweepCommandTest, OneBitAdamPaysOffOnSlowNetworksOnly) {
+  const CommandOutcome outcome =
+      Sweep({kBert, "--vary",
+             R"(compression=none,{"method": "onebit_adam", "steps": 152000, "warmup_steps": 23000})",
+             "--vary", "cluster.inter_node.nic_bandwidth=10 Gbps,40 Gbps,200 Gbps", "-o",
+             Path("bert")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("6 points"));
+  const Expected<Json> json = ReadJsonFile(Path("bert.json"));
+  ASSERT_TRUE(json.ok());
+  EXPECT_EQ((*json)["format"], "dtsim.sweep");
+  const Json& points = (*json)["points"];
+  ASSERT_EQ(points.size(), 6u);
+  // The first --vary changes slowest.
+  EXPECT_EQ(points[0]["values"]["compression"], "none");
+  EXPECT_EQ(points[1]["values"]["cluster.inter_node.nic_bandwidth"], "40 Gbps");
+  EXPECT_EQ(points[3]["values"]["compression"]["method"], "onebit_adam");
+  const auto time = [&points](size_t i) {
+    return points[i]["result"]["compression"]["average_iteration_time_ns"].get<double>();
+  };
+  EXPECT_GT(time(0) / time(3), 2.0);  // 10 Gb/s
+  EXPECT_GT(time(1) / time(4), 1.1);  // 40 Gb/s
+  EXPECT_LT(time(2) / time(5), 1.0);  // 200 Gb/s: the warm-up and the kernels cost more
+  std::ifstream csv(Path("bert.csv"));
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_EQ(header.substr(0, 56), "compression,cluster.inter_node.nic_bandwidth,status,iter");
+}
+
+TEST_F(SweepCommandTest, BadInputIsNamed) {
+  CommandOutcome outcome = Sweep({kBert, "--vary", "training.globl_batch=1,2"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_EQ(outcome.error->ToString(),
+            "--vary: unknown key (did you mean \"global_batch\"?), got \"training.globl_batch\"");
+  outcome = Sweep({kBert, "--vary", "parallelism.data=3,5"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("every point failed; the first: "));
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("bert_large_64gpu_ethernet.json: training.global_batch"));
+  // A failing point among good ones is reported in its row.
+  outcome = Sweep({kBert, "--vary", "parallelism.data=64,3"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk);
+  EXPECT_THAT(output_.str(), HasSubstr("  3                failed: "));
+  EXPECT_EQ(Sweep({kBert}).kind, CommandOutcome::Kind::kUsage);
+  EXPECT_EQ(Sweep({kBert, "--vary", "training.global_batch"}).kind, CommandOutcome::Kind::kUsage);
+  EXPECT_EQ(Sweep({kBert, "--vary", "training.global_batch=1,,2"}).kind, CommandOutcome::Kind::kUsage);
+  outcome = Sweep({kBert, "--vary", "training.micro_batch=1", "--vary", "training.micro_batch=2"});
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("key varied twice"));
+}
+
+}  // namespace
+}  // namespace dtsim::cli

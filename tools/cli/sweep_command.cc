@@ -1,0 +1,308 @@
+#include "tools/cli/sweep_command.h"
+
+#include <algorithm>
+#include <atomic>
+#include <optional>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <fmt/ranges.h>
+
+#include "sim/base/atomic_file.h"
+#include "sim/base/buffered_text_writer.h"
+#include "sim/base/parallel.h"
+#include "sim/base/quantity.h"
+#include "sim/base/strings.h"
+#include "strategies/search.h"
+#include "tools/cli/command_line.h"
+#include "tools/cli/progress.h"
+#include "tools/cli/simulate_command.h"
+
+namespace dtsim::cli {
+namespace {
+
+namespace po = boost::program_options;
+using strategies::SimulationConfig;
+
+struct SweepOptions {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::vector<std::string> vary;
+  std::string output_prefix;
+  int threads = 0;
+  bool quiet = false;
+  bool help = false;
+};
+
+po::options_description Describe(SweepOptions& o) {
+  po::options_description description(
+      "Usage: dtsim sweep CONFIG --vary KEY.PATH=V1,V2,... [--vary ...] [options]\n\n"
+      "Simulates CONFIG at every combination of the values given for config keys (bandwidth,\n"
+      "nodes, compression, batch size, any field docs/config.md names) and tabulates iteration\n"
+      "time, throughput, MFU and memory per point (docs/search.md).\n\nOptions");
+  description.add_options()
+      ("help,h", po::bool_switch(&o.help), "show this help")
+      ("vary", po::value(&o.vary)->value_name("KEY.PATH=V1,V2,...")->composing(),
+       "a config key and its values, separated by commas (a value is JSON when it parses as "
+       "JSON, text otherwise; commas inside [], {} or quotes do not separate); repeatable: "
+       "the sweep is the cartesian product, the first --vary changing slowest")
+      ("set", po::value(&o.overrides)->value_name("KEY.PATH=VALUE")->composing(),
+       "override a config field at every point (repeatable)")
+      ("threads,j", po::value(&o.threads)->value_name("N"), "threads (default: every core)")
+      ("output,o", po::value(&o.output_prefix)->value_name("PREFIX"),
+       "write PREFIX.json (every point's full result) and PREFIX.csv "
+       "(docs/formats/sweep-result.md)")
+      ("quiet,q", po::bool_switch(&o.quiet), "print nothing on success");
+  return description;
+}
+
+inline constexpr std::string_view kSweepFormat = "dtsim.sweep";
+inline constexpr int kSweepVersion = 1;
+
+struct Axis {
+  std::string key;
+  std::vector<std::string> values;
+};
+
+// "a,b,[1,2],{"x": 1},"c,d"" → a | b | [1,2] | {"x": 1} | "c,d": commas at the top level only.
+std::vector<std::string> SplitValues(std::string_view text) {
+  std::vector<std::string> values;
+  std::string current;
+  int depth = 0;
+  bool quoted = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '\\' && i + 1 < text.size()) current += text[i++];
+      else if (c == '"') quoted = false;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == '[' || c == '{') {
+      ++depth;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    } else if (c == ',' && depth == 0) {
+      values.push_back(std::move(current));
+      current.clear();
+      continue;
+    }
+    current += c;
+  }
+  values.push_back(std::move(current));
+  return values;
+}
+
+Expected<Axis> ParseVary(const std::string& text) {
+  const size_t equals = text.find('=');
+  if (equals == std::string::npos || equals == 0) {
+    return Error("expected KEY.PATH=V1,V2,...", "--vary", Quote(text));
+  }
+  Axis axis{.key = text.substr(0, equals), .values = SplitValues(std::string_view(text).substr(equals + 1))};
+  for (const std::string& value : axis.values) {
+    if (value.empty()) return Error("empty value in the list", "--vary", Quote(text));
+  }
+  return axis;
+}
+
+// An --vary key the config cannot have: the strict reader's "unknown key" at the key or one of
+// its parents, with its suggestion.
+Status CheckKey(const Json& base, const Axis& axis, const std::string& source) {
+  Json trial = base;
+  DTSIM_RETURN_IF_ERROR(strategies::ApplyOverride(trial, axis.key + "=" + axis.values.front()));
+  Expected<SimulationConfig> config = strategies::ConfigFromJson(trial, source);
+  if (config.ok()) return Status::Ok();
+  const Error& error = config.error();
+  const std::string& at = error.location();
+  const bool on_path = axis.key == at || axis.key.starts_with(at + ".");
+  if (on_path && error.message().starts_with("unknown key")) {
+    return Error(error.message(), "--vary", Quote(axis.key));
+  }
+  return Status::Ok();  // other errors belong to points (a value may be bad with others only)
+}
+
+struct Point {
+  std::vector<size_t> choice;  // a value index per axis
+  std::optional<OrderedJson> result;
+  std::optional<strategies::PlanFigures> figures;
+  int64_t memory_bytes = 0;
+  std::string error;
+};
+
+Status Evaluate(const Json& base, const std::vector<Axis>& axes, const std::string& source,
+                Point& point) {
+  Json json = base;
+  for (size_t a = 0; a < axes.size(); ++a) {
+    DTSIM_RETURN_IF_ERROR(strategies::ApplyOverride(
+        json, axes[a].key + "=" + axes[a].values[point.choice[a]]));
+  }
+  Expected<SimulationConfig> config = strategies::ConfigFromJson(json, source);
+  if (!config.ok()) return std::move(config).error().InFile(source);
+  Expected<strategies::SimulationResult> result = strategies::Simulate(*config);
+  if (!result.ok()) return std::move(result).error().InFile(source);
+  point.result = SimulateResultJson(*config, *result);
+  point.figures = strategies::FiguresOf(*result);
+  for (const models::MemoryBreakdown& stage : result->iteration->stats.stage_memory) {
+    point.memory_bytes = std::max(point.memory_bytes, stage.total());
+  }
+  return Status::Ok();
+}
+
+// A value as the JSON it parses as, or as text (how --set and --vary read it).
+OrderedJson ValueJson(const std::string& text) {
+  OrderedJson parsed = OrderedJson::parse(text, nullptr, /*allow_exceptions=*/false);
+  return parsed.is_discarded() ? OrderedJson(text) : parsed;
+}
+
+Status WriteOutputs(const std::string& prefix, const SweepOptions& options,
+                    const std::vector<Axis>& axes, const std::vector<Point>& points) {
+  OrderedJson vary = OrderedJson::array();
+  for (const Axis& axis : axes) {
+    OrderedJson values = OrderedJson::array();
+    for (const std::string& value : axis.values) values.push_back(ValueJson(value));
+    vary.push_back({{"key", axis.key}, {"values", std::move(values)}});
+  }
+  OrderedJson list = OrderedJson::array();
+  for (const Point& point : points) {
+    OrderedJson values = OrderedJson::object();
+    for (size_t a = 0; a < axes.size(); ++a) values[axes[a].key] = ValueJson(axes[a].values[point.choice[a]]);
+    list.push_back({{"values", std::move(values)},
+                    {"status", point.result ? "ok" : "failed"},
+                    {"error", point.result ? OrderedJson() : OrderedJson(point.error)},
+                    {"result", point.result ? *point.result : OrderedJson()}});
+  }
+  const OrderedJson document = {{"format", kSweepFormat},      {"version", kSweepVersion},
+                                {"config", options.config},    {"set", options.overrides},
+                                {"vary", std::move(vary)},     {"points", std::move(list)}};
+  DTSIM_RETURN_IF_ERROR(WriteFileAtomically(prefix + ".json", document.dump(2) + "\n"));
+
+  DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> writer,
+                         AtomicFileWriter::Open(prefix + ".csv"));
+  BufferedTextWriter csv(writer->stream());
+  for (const Axis& axis : axes) csv.Append("{},", CsvField(axis.key));
+  csv.Append("status,iteration_time_s,average_iteration_time_s,samples_per_second,"
+             "tokens_per_second,mfu,memory_gib,compute_s,recompute_s,tp_exposed_s,ep_exposed_s,"
+             "pp_wait_s,dp_exposed_s,optimizer_s,idle_s,error\n");
+  for (const Point& point : points) {
+    for (size_t a = 0; a < axes.size(); ++a) csv.Append("{},", CsvField(axes[a].values[point.choice[a]]));
+    if (!point.figures) {
+      csv.Append("failed,,,,,,,,,,,,,,,{}\n", CsvField(point.error));
+      continue;
+    }
+    const strategies::PlanFigures& f = *point.figures;
+    const strategies::TimeBreakdown& b = f.breakdown;
+    csv.Append("ok,{},{},{},{},{},{}", f.iteration_time.ToSecondsDouble(),
+               f.average_iteration_time.ToSecondsDouble(), f.samples_per_second,
+               f.tokens_per_second, f.mfu, static_cast<double>(point.memory_bytes) / kGibi);
+    for (DurationNs part : {b.compute, b.recompute, b.tensor, b.expert, b.pipeline,
+                            b.data_exposed, b.optimizer, b.idle}) {
+      csv.Append(",{}", part.ToSecondsDouble());
+    }
+    csv.Append(",\n");
+  }
+  csv.Flush();
+  return writer->Commit();
+}
+
+void PrintTable(std::ostream& out, const SweepOptions& options, const std::vector<Axis>& axes,
+                const std::vector<Point>& points) {
+  fmt::print(out, "dtsim sweep {}: {} points\n\n", options.config, points.size());
+  std::vector<size_t> widths;
+  for (const Axis& axis : axes) {
+    size_t width = axis.key.size();
+    for (const std::string& value : axis.values) width = std::max(width, value.size());
+    widths.push_back(width);
+  }
+  fmt::print(out, " ");
+  for (size_t a = 0; a < axes.size(); ++a) fmt::print(out, " {:<{}}", axes[a].key, widths[a]);
+  fmt::print(out, " {:>12} {:>12} {:>6} {:>10}\n", "iteration", "samples/s", "MFU", "memory");
+  for (const Point& point : points) {
+    fmt::print(out, " ");
+    for (size_t a = 0; a < axes.size(); ++a) {
+      fmt::print(out, " {:<{}}", axes[a].values[point.choice[a]], widths[a]);
+    }
+    if (!point.figures) {
+      fmt::print(out, " failed: {}\n", point.error);
+      continue;
+    }
+    const strategies::PlanFigures& f = *point.figures;
+    fmt::print(out, " {:>12} {:>12.2f} {:>5.1f}% {:>6.1f} GiB\n",
+               FormatDuration(f.average_iteration_time), f.samples_per_second, 100 * f.mfu,
+               static_cast<double>(point.memory_bytes) / kGibi);
+  }
+  fmt::print(out, "  (iteration: the run's average with a compression warm-up; memory: the largest "
+                  "stage's, per GPU)\n");
+}
+
+Status Execute(const SweepOptions& options, std::ostream& out) {
+  DTSIM_ASSIGN_OR_RETURN(Json base, ReadJsonFile(options.config));
+  for (const std::string& assignment : options.overrides) {
+    DTSIM_RETURN_IF_ERROR(strategies::ApplyOverride(base, assignment));
+  }
+  std::vector<Axis> axes;
+  for (const std::string& text : options.vary) {
+    DTSIM_ASSIGN_OR_RETURN(Axis axis, ParseVary(text));
+    for (const Axis& other : axes) {
+      if (other.key == axis.key) return Error("key varied twice", "--vary", Quote(axis.key));
+    }
+    DTSIM_RETURN_IF_ERROR(CheckKey(base, axis, options.config));
+    axes.push_back(std::move(axis));
+  }
+  // Points in order, the last axis changing fastest.
+  std::vector<Point> points(1);
+  for (const Axis& axis : axes) {
+    std::vector<Point> next;
+    for (const Point& point : points) {
+      for (size_t v = 0; v < axis.values.size(); ++v) {
+        next.push_back(point);
+        next.back().choice.push_back(v);
+      }
+    }
+    points = std::move(next);
+  }
+  Progress progress = Progress::ForTerminal();
+  std::atomic<size_t> done{0};
+  ParallelFor(points.size(), options.threads > 0 ? options.threads : DefaultThreads(), [&](size_t i) {
+    if (Status status = Evaluate(base, axes, options.config, points[i]); !status.ok()) {
+      points[i].error = status.error().ToString();
+    }
+    progress.Update("simulating", ++done, points.size());
+  });
+  progress.Finish();
+  const bool any = std::any_of(points.begin(), points.end(), [](const Point& p) { return p.result.has_value(); });
+  if (!any) {
+    return Error(fmt::format("every point failed; the first: {}", points.front().error), "--vary");
+  }
+  if (!options.output_prefix.empty()) {
+    DTSIM_RETURN_IF_ERROR(WriteOutputs(options.output_prefix, options, axes, points));
+  }
+  if (!options.quiet) {
+    PrintTable(out, options, axes, points);
+    if (!options.output_prefix.empty()) {
+      fmt::print(out, "\n  every point    {0}.json, {0}.csv\n", options.output_prefix);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+CommandOutcome SweepCommand(std::span<const std::string> args, std::ostream& out) {
+  SweepOptions options;
+  const po::options_description description = Describe(options);
+  return RunCommandLine(args, description, "config", options.config, options.help,
+                        "missing the CONFIG file", out, [&] {
+                          if (options.vary.empty()) {
+                            return CommandOutcome::Usage(
+                                Error("give at least one --vary KEY.PATH=V1,V2,..."));
+                          }
+                          for (const std::string& text : options.vary) {
+                            if (Expected<Axis> axis = ParseVary(text); !axis.ok()) {
+                              return CommandOutcome::Usage(axis.error());
+                            }
+                          }
+                          return FailureUnlessOk(Execute(options, out));
+                        });
+}
+
+}  // namespace dtsim::cli
