@@ -1,5 +1,7 @@
 #include "tools/cli/search_command.h"
 
+#include <optional>
+
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
@@ -224,8 +226,11 @@ Expected<SearchFile> RunSearch(const SearchCommandOptions& options, Progress& pr
     }
     base->cluster.nodes = options.gpus / per_node;
   }
-  const Json* section = json.contains("search") ? &json["search"] : nullptr;
-  Expected<SearchSpace> space = strategies::SearchSpaceFromJson(section, *base);
+  // A copy: the section leaves `json` before the settings are recorded.
+  const std::optional<Json> section =
+      json.contains("search") ? std::optional<Json>(json["search"]) : std::nullopt;
+  Expected<SearchSpace> space =
+      strategies::SearchSpaceFromJson(section ? &*section : nullptr, *base);
   if (!space.ok()) return in_file(std::move(space).error());
 
   SearchFile file;
@@ -247,9 +252,10 @@ Expected<SearchFile> RunSearch(const SearchCommandOptions& options, Progress& pr
                    {"simulation_config", json},
                    {"model", base->model.name},
                    {"gpu", base->gpu.name},
+                   {"gpu_memory_bytes", base->gpu.memory.count()},
                    {"cluster", base->cluster.name},
                    {"gpus", base->cluster.gpu_count()},
-                   {"space", {{"search", section != nullptr ? *section : Json::object()},
+                   {"space", {{"search", section.value_or(Json::object())},
                               {"compression", std::move(compression)}}},
                    {"top", options.top},
                    {"rerank", options.rerank},
