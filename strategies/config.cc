@@ -330,6 +330,11 @@ Status ApplyOverride(Json& config, std::string_view assignment) {
     return Error("the path does not lead to an object", "--set", Quote(assignment));
   }
   Json parsed = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // null removes the key: the field falls back to its default (a cluster sized to the plan).
+  if (parsed.is_null()) {
+    node->erase(keys.back());
+    return Status::Ok();
+  }
   (*node)[keys.back()] = parsed.is_discarded() ? Json(text) : parsed;
   return Status::Ok();
 }

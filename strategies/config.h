@@ -99,7 +99,8 @@ models::TransformerShard ShardOf(const SimulationConfig& config);
 bool SkewedRouting(const SimulationConfig& config);
 
 // Applies "a.b.c=value" to `config`: value is parsed as JSON when it is valid JSON (numbers,
-// true, objects) and taken as a string otherwise. Creates missing objects on the way.
+// true, objects) and taken as a string otherwise; null removes the key (its default applies).
+// Creates missing objects on the way.
 Status ApplyOverride(Json& config, std::string_view assignment);
 
 // Checks the plan against the model, the training and the cluster (divisibility, sizes,

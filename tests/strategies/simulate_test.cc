@@ -179,6 +179,9 @@ TEST(SimulateTest, OverridesByPath) {
   json["compression"] = "topk";
   ASSERT_TRUE(ApplyOverride(json, "compression.density=0.1").ok());
   EXPECT_EQ(json["compression"], Json::parse(R"({"method": "topk", "density": 0.1})"));
+  // null removes a key: its default applies.
+  ASSERT_TRUE(ApplyOverride(json, "compression.density=null").ok());
+  EXPECT_EQ(json["compression"], Json::parse(R"({"method": "topk"})"));
 }
 
 TEST(SimulateTest, AnalyticalAndFlowAgreeWithoutContention) {

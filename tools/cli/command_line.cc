@@ -6,13 +6,17 @@ namespace dtsim::cli {
 
 namespace po = boost::program_options;
 
-Status ParseCommandLine(std::span<const std::string> args, const po::options_description& visible,
-                        const char* positional_name, std::string& positional_value) {
+namespace {
+
+// Parses `args` with `visible` plus the hidden positional option `value` (`max` occurrences).
+template <typename Value>
+Status Parse(std::span<const std::string> args, const po::options_description& visible,
+             const char* positional_name, Value& value, int max) {
   po::options_description all;
   all.add(visible);
-  all.add_options()(positional_name, po::value(&positional_value));
+  all.add_options()(positional_name, po::value(&value));
   po::positional_options_description positional;
-  positional.add(positional_name, 1);
+  positional.add(positional_name, max);
   try {
     po::variables_map variables;
     po::store(po::command_line_parser(std::vector<std::string>(args.begin(), args.end()))
@@ -22,6 +26,18 @@ Status ParseCommandLine(std::span<const std::string> args, const po::options_des
     return Error(e.what());
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status ParseCommandLine(std::span<const std::string> args, const po::options_description& visible,
+                        const char* positional_name, std::string& positional_value) {
+  return Parse(args, visible, positional_name, positional_value, 1);
+}
+
+Status ParseCommandLine(std::span<const std::string> args, const po::options_description& visible,
+                        const char* positional_name, std::vector<std::string>& positional_values) {
+  return Parse(args, visible, positional_name, positional_values, -1);
 }
 
 CommandOutcome RunCommandLine(std::span<const std::string> args,

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <boost/program_options.hpp>
 
@@ -21,6 +22,11 @@ namespace dtsim::cli {
 Status ParseCommandLine(std::span<const std::string> args,
                         const boost::program_options::options_description& visible,
                         const char* positional_name, std::string& positional_value);
+
+// The same with any number of positional arguments (`dtsim report RESULT...`).
+Status ParseCommandLine(std::span<const std::string> args,
+                        const boost::program_options::options_description& visible,
+                        const char* positional_name, std::vector<std::string>& positional_values);
 
 // The shape every command shares: parse (a bad command line is a usage error), print
 // `visible` for --help (`help` is the option's flag, set by the parse), require the positional

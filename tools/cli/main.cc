@@ -14,6 +14,7 @@
 #include "tools/cli/ops_command.h"
 #include "tools/cli/profile_command.h"
 #include "tools/cli/replay_command.h"
+#include "tools/cli/report_command.h"
 #include "tools/cli/run_command.h"
 #include "tools/cli/search_command.h"
 #include "tools/cli/simulate_command.h"
@@ -32,6 +33,8 @@ constexpr std::array kCommands = {
             dtsim::cli::SearchCommand},
     Command{"sweep", "simulate a config over every combination of values of its keys",
             dtsim::cli::SweepCommand},
+    Command{"report", "compare simulate, sweep and search results in an HTML page with plots",
+            dtsim::cli::ReportCommand},
     Command{"run", "simulate a task-graph file; write a result and a timeline",
             dtsim::cli::RunCommand},
     Command{"replay", "replay a profiler or Chakra trace; compare steps; run what-ifs on it",

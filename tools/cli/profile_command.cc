@@ -7,10 +7,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <spawn.h>
-
-extern char** environ;
-
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
@@ -24,6 +20,7 @@ extern char** environ;
 #include "profiler/injection_environment.h"
 #include "sim/base/strings.h"
 #include "tools/cli/command_line.h"
+#include "tools/cli/run_program.h"
 #include "tools/cli/trace_report.h"
 #include "traces/kineto_reader.h"
 
@@ -94,40 +91,6 @@ std::string CommandLineText(const std::vector<std::string>& program) {
     text += word.find_first_of(" \t\"'") == std::string::npos ? word : Quote(word);
   }
   return text;
-}
-
-// Runs the program with the profiler's environment added to ours (posix_spawn: no fork of a
-// large process, and an exec failure comes back as an error); returns its wait status.
-Expected<int> RunProgram(const std::string& path, const std::vector<std::string>& program,
-                         const std::vector<std::pair<std::string, std::string>>& environment) {
-  std::vector<std::string> variables;
-  for (const auto& [name, value] : environment) variables.push_back(name + "=" + value);
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    const std::string_view variable(*entry);
-    const bool replaced = std::any_of(environment.begin(), environment.end(), [&](const auto& e) {
-      return variable.starts_with(e.first + "=");
-    });
-    if (!replaced) variables.emplace_back(variable);
-  }
-  std::vector<char*> envp;
-  for (std::string& variable : variables) envp.push_back(variable.data());
-  envp.push_back(nullptr);
-  std::vector<char*> argv;
-  for (const std::string& word : program) argv.push_back(const_cast<char*>(word.c_str()));
-  argv.push_back(nullptr);
-  pid_t child = 0;
-  if (const int error =
-          posix_spawn(&child, path.c_str(), nullptr, nullptr, argv.data(), envp.data());
-      error != 0) {
-    return Error(fmt::format("cannot run the program: {}", std::strerror(error)), "", path);
-  }
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0) {
-    if (errno != EINTR) {
-      return Error(fmt::format("waiting for the program: {}", std::strerror(errno)));
-    }
-  }
-  return status;
 }
 
 struct StatusReport {

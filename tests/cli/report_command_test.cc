@@ -1,0 +1,70 @@
+#include "tools/cli/report_command.h"
+
+#include <filesystem>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "sim/base/atomic_file.h"
+#include "tests/testing/temp_dir.h"
+#include "tools/cli/simulate_command.h"
+
+namespace dtsim::cli {
+namespace {
+
+using testing::HasSubstr;
+
+class ReportCommandTest : public testing_support::TempDirTest {
+ protected:
+  CommandOutcome Report(std::vector<std::string> args) {
+    output_.str("");
+    return ReportCommand(args, output_);
+  }
+  std::ostringstream output_;
+};
+
+// One simulate result renders the per-run figures; the rest are listed as not drawn, with why.
+// (The README's worked examples render every figure: tests/tools/worked_examples_test.py.)
+TEST_F(ReportCommandTest, RendersOneResult) {
+  std::ostringstream ignored;
+  const std::vector<std::string> simulate = {DTSIM_EXAMPLES_DIR "/gpt3_1.3b_16gpu.json", "--set",
+                                             "model.layers=4", "-o", Path("small.json"), "-q"};
+  ASSERT_EQ(SimulateCommand(simulate, ignored).kind, CommandOutcome::Kind::kOk);
+  const CommandOutcome outcome = Report({Path("small.json"), "-o", Path("report")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  for (const char* file : {"index.html", "throughput.png", "breakdown.png", "memory.png"}) {
+    EXPECT_TRUE(std::filesystem::exists(Path("report/") + file)) << file;
+  }
+  EXPECT_FALSE(std::filesystem::exists(Path("report/scaling.png")));
+  const Expected<std::string> page = ReadFile(Path("report/index.html"));
+  ASSERT_TRUE(page.ok());
+  EXPECT_THAT(*page, HasSubstr("Scaling curves: not drawn — the runs do not differ in GPU count"));
+}
+
+TEST_F(ReportCommandTest, BadInputIsNamed) {
+  CommandOutcome outcome = Report({Path("absent.json"), "-o", Path("report")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("absent.json: cannot open"));
+  ASSERT_TRUE(WriteFileAtomically(Path("broken.json"), "{\"format\": ").ok());
+  outcome = Report({Path("broken.json"), "-o", Path("report")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("broken.json"));
+  ASSERT_TRUE(WriteFileAtomically(Path("other.json"), R"({"format": "dtsim.run_result"})").ok());
+  outcome = Report({Path("other.json"), "-o", Path("report")});
+  EXPECT_THAT(outcome.error->ToString(),
+              HasSubstr("other.json: format: not a dtsim result (expected \"format\" "
+                        "\"dtsim.simulate_result\", \"dtsim.sweep\", \"dtsim.search\"), got "
+                        "\"dtsim.run_result\""));
+  // A result of a known format with missing fields: the script names the file.
+  ASSERT_TRUE(WriteFileAtomically(Path("empty.json"), R"({"format": "dtsim.simulate_result"})").ok());
+  outcome = Report({Path("empty.json"), "-o", Path("report")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("the report script failed (exit status 1)"));
+  EXPECT_FALSE(std::filesystem::exists(Path("report/index.html")));
+  EXPECT_EQ(Report({Path("empty.json")}).kind, CommandOutcome::Kind::kUsage);
+  EXPECT_EQ(Report({"-o", Path("report")}).kind, CommandOutcome::Kind::kUsage);
+}
+
+}  // namespace
+}  // namespace dtsim::cli

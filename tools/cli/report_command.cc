@@ -1,0 +1,131 @@
+#include "tools/cli/report_command.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdlib>
+#include <filesystem>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "sim/base/json_reader.h"
+#include "sim/base/strings.h"
+#include "tools/cli/command_line.h"
+#include "tools/cli/run_program.h"
+
+namespace dtsim::cli {
+namespace {
+
+namespace po = boost::program_options;
+
+// Debian's interpreter, which has python3-matplotlib (the first python3 on PATH may not).
+constexpr std::string_view kDefaultPython = "/usr/bin/python3";
+constexpr std::array<std::string_view, 3> kResultFormats = {"dtsim.simulate_result", "dtsim.sweep",
+                                                            "dtsim.search"};
+
+struct ReportOptions {
+  std::vector<std::string> results;
+  std::string output_dir;
+  std::string timeline;
+  std::string title = "dtsim report";
+  bool help = false;
+};
+
+po::options_description Describe(ReportOptions& o) {
+  po::options_description description(
+      "Usage: dtsim report RESULT... -o DIR [--timeline TIMELINE.json]\n\n"
+      "Compares results of dtsim simulate, sweep and search (their -o JSON files) in DIR/index.html\n"
+      "with matplotlib figures: throughput, time breakdown, memory against capacity, scaling,\n"
+      "bandwidth sensitivity per compression method, a pipeline Gantt chart from a timeline, and\n"
+      "the inputs that differ between runs (docs/report.md). Needs /usr/bin/python3 with\n"
+      "python3-matplotlib (DTSIM_PYTHON overrides the interpreter).\n\nOptions");
+  description.add_options()
+      ("help,h", po::bool_switch(&o.help), "show this help")
+      ("output,o", po::value(&o.output_dir)->value_name("DIR"), "the report's directory (created)")
+      ("timeline", po::value(&o.timeline)->value_name("FILE"),
+       "a timeline (dtsim simulate --timeline) for the pipeline Gantt chart")
+      ("title", po::value(&o.title)->value_name("TEXT"), "the page's title");
+  return description;
+}
+
+// The plotting script: DTSIM_REPORT_SCRIPT, else the source tree's.
+std::string ScriptPath() {
+  if (const char* script = std::getenv("DTSIM_REPORT_SCRIPT"); script != nullptr && *script != 0) {
+    return script;
+  }
+  return DTSIM_REPORT_SCRIPT;
+}
+
+// Reads each result far enough to name a bad one before any plotting.
+Status CheckResults(const ReportOptions& options) {
+  for (const std::string& path : options.results) {
+    DTSIM_ASSIGN_OR_RETURN(const Json json, ReadJsonFile(path));
+    const Json* format = json.is_object() && json.contains("format") ? &json["format"] : nullptr;
+    const bool known = format != nullptr && format->is_string() &&
+                       std::find(kResultFormats.begin(), kResultFormats.end(),
+                                 format->get<std::string>()) != kResultFormats.end();
+    if (!known) {
+      return Error(fmt::format("not a dtsim result (expected \"format\" {})", JoinQuoted(kResultFormats)),
+                   "format", format != nullptr ? JsonValueForError(*format) : "nothing")
+          .InFile(path);
+    }
+  }
+  if (!options.timeline.empty()) {
+    DTSIM_ASSIGN_OR_RETURN(const Json json, ReadJsonFile(options.timeline));
+    if (!json.is_object() || !json.contains("traceEvents")) {
+      return Error("not a timeline (no traceEvents)", "traceEvents").InFile(options.timeline);
+    }
+  }
+  return Status::Ok();
+}
+
+Status Execute(const ReportOptions& options, std::ostream& out) {
+  DTSIM_RETURN_IF_ERROR(CheckResults(options));
+  const char* python_env = std::getenv("DTSIM_PYTHON");
+  const std::string python = python_env != nullptr && *python_env != 0 ? python_env : std::string(kDefaultPython);
+  const std::string script = ScriptPath();
+  if (::access(python.c_str(), X_OK) != 0) {
+    return Error("the report needs Python 3 with matplotlib (Debian: apt-get install python3-matplotlib)",
+                 "DTSIM_PYTHON", python);
+  }
+  if (!std::filesystem::exists(script)) {
+    return Error("the report script is missing (set DTSIM_REPORT_SCRIPT)", "DTSIM_REPORT_SCRIPT", script);
+  }
+  std::vector<std::string> argv = {python, script, "--out", options.output_dir, "--title", options.title};
+  if (!options.timeline.empty()) {
+    argv.push_back("--timeline");
+    argv.push_back(options.timeline);
+  }
+  argv.insert(argv.end(), options.results.begin(), options.results.end());
+  out.flush();
+  DTSIM_ASSIGN_OR_RETURN(const int status, RunProgram(python, argv, {{"MPLBACKEND", "Agg"}}));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return Error(fmt::format("the report script failed ({}); its message is above",
+                             WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status))
+                                               : "killed by a signal"),
+                 "", script);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+CommandOutcome ReportCommand(std::span<const std::string> args, std::ostream& out) {
+  ReportOptions options;
+  const po::options_description description = Describe(options);
+  if (Status parsed = ParseCommandLine(args, description, "results", options.results); !parsed.ok()) {
+    return CommandOutcome::Usage(std::move(parsed).error());
+  }
+  if (options.help) {
+    out << description << "\n";
+    return CommandOutcome::Ok();
+  }
+  if (options.results.empty()) return CommandOutcome::Usage(Error("give at least one RESULT file"));
+  if (options.output_dir.empty()) return CommandOutcome::Usage(Error("missing -o DIR"));
+  return FailureUnlessOk(Execute(options, out));
+}
+
+}  // namespace dtsim::cli

@@ -1,0 +1,398 @@
+#!/usr/bin/python3
+"""Draws dtsim's comparison report: OUT/index.html and the figures it shows (docs/report.md).
+
+Run by `dtsim report` (which checks the inputs first) with Debian's /usr/bin/python3 and
+python3-matplotlib. Inputs: simulate results (dtsim.simulate_result), sweeps (dtsim.sweep),
+searches (dtsim.search) and optionally one timeline (Chrome trace) for the pipeline Gantt chart.
+"""
+
+import argparse
+import html
+import json
+import math
+import os
+import re
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+PARTS = [  # breakdown key in a simulate result's stage time, label, colour
+    ("compute_ns", "compute", "#4c72b0"),
+    ("recompute_ns", "recompute", "#8172b2"),
+    ("tp_exposed_ns", "exposed TP", "#dd8452"),
+    ("ep_exposed_ns", "exposed EP", "#937860"),
+    ("pp_wait_ns", "PP wait", "#da8bc3"),
+    ("dp_exposed_ns", "exposed DP", "#c44e52"),
+    ("optimizer_ns", "optimizer", "#55a868"),
+    ("idle_ns", "idle / bubble", "#bbbbbb"),
+]
+MEMORY = [
+    ("parameters_bytes", "parameters", "#4c72b0"),
+    ("gradients_bytes", "gradients", "#dd8452"),
+    ("optimizer_state_bytes", "optimizer state", "#55a868"),
+    ("activations_bytes", "activations", "#c44e52"),
+    ("temporary_bytes", "temporary", "#8172b2"),
+]
+SEARCH_TOP = 10  # ranked plans of a search shown as runs
+GIB = 2.0**30
+
+
+class ReportError(Exception):
+    pass
+
+
+def plan_label(plan):
+    tensor = f"TP {plan['tensor']}"
+    if plan.get("tensor_mode", "1d") != "1d":
+        tensor += f" ({plan['tensor_mode']})"
+    elif plan.get("sequence_parallel"):
+        tensor += " (SP)"
+    label = f"DP {plan['data']} × {tensor} × PP {plan['pipeline']}"
+    if plan["pipeline"] > 1:
+        v = plan.get("virtual_stages", 1)
+        label += f" (interleaved ×{v})" if v > 1 else f" ({plan['schedule']})"
+    if plan.get("expert", 1) > 1:
+        label += f" × EP {plan['expert']}"
+    return (label + f" · mb {plan['micro_batch']} · ZeRO {plan['zero_stage']}"
+            f" · recompute {plan.get('recompute', 'none')}")
+
+
+def run_from_simulate(result, label, extra_inputs):
+    """One run from a simulate result (docs/formats/simulate-result.md)."""
+    inputs = {k: v for k, v in result["input"].items() if k != "plan"}
+    inputs.update(result["input"]["plan"])
+    inputs["compression"] = result["compression"]["method"]
+    inputs["gpus"] = inputs["nodes"] * inputs["gpus_per_node"]
+    inputs.update(extra_inputs)
+    iteration = result["iteration_time_ns"]
+    average = result["compression"]["average_iteration_time_ns"] or iteration
+    stages = result["stages"]
+    breakdown = {key: sum(s["time"][key] for s in stages) / len(stages) / 1e6 for key, _, _ in PARTS}
+    largest = max(stages, key=lambda s: s["memory"]["total_bytes"])["memory"]
+    return {
+        "label": label,
+        "inputs": inputs,
+        "gpus": inputs["gpus"],
+        "iteration_s": average / 1e9,
+        "samples_per_second": result["samples_per_second"] * iteration / average,
+        "mfu": result["mfu"] * iteration / average,
+        "breakdown_ms": breakdown,
+        "memory": largest,
+    }
+
+
+def runs_from_sweep(sweep, source):
+    runs, axes = [], [axis["key"] for axis in sweep["vary"]]
+    for point in sweep["points"]:
+        if point["status"] != "ok":
+            continue
+        values = point["values"]
+        label = ", ".join(f"{k.split('.')[-1]}={short(values[k])}" for k in axes)
+        runs.append(run_from_simulate(point["result"], label, {k: values[k] for k in axes}))
+    return runs
+
+
+def runs_from_search(search, source):
+    settings = search["settings"]
+    columns = search["columns"]
+    rows = {row[0]: dict(zip(columns, row)) for row in search["plans"]}
+    methods = settings["space"]["compression"]
+    runs = []
+    for rank, index in enumerate(search["ranking"][:SEARCH_TOP], start=1):
+        row = rows[index]
+        plan = {k: row[k] for k in ("data", "tensor", "tensor_mode", "tensor_depth", "sequence_parallel",
+                                     "pipeline", "schedule", "virtual_stages", "expert", "zero_stage",
+                                     "micro_batch", "recompute")}
+        inputs = {"model": settings["model"], "gpu": settings["gpu"], "cluster": settings["cluster"],
+                  "gpus": settings["gpus"], "compression": methods[row["compression"]], **plan}
+        time = row["flow_average_iteration_time_ns"] or row["average_iteration_time_ns"]
+        runs.append({
+            "label": f"#{rank} {plan_label(plan)}",
+            "inputs": inputs,
+            "gpus": settings["gpus"],
+            "iteration_s": time / 1e9,
+            "samples_per_second": row["samples_per_second"] * row["average_iteration_time_ns"] / time,
+            "mfu": row["mfu"] * row["average_iteration_time_ns"] / time,
+            "breakdown_ms": {key: row[key] / 1e6 for key, _, _ in PARTS},
+            "memory": {"total_bytes": row["memory_bytes"],
+                       "capacity_bytes": settings.get("gpu_memory_bytes", 0)},
+        })
+    return runs
+
+
+def short(value):
+    if isinstance(value, dict):
+        return value.get("method") or value.get("preset") or json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def load(paths):
+    runs = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError) as e:
+            raise ReportError(f"{path}: cannot read a result: {e}")
+        kind = data.get("format") if isinstance(data, dict) else None
+        stem = os.path.splitext(os.path.basename(path))[0]
+        try:
+            if kind == "dtsim.simulate_result":
+                runs.append(run_from_simulate(data, stem, {}))
+            elif kind == "dtsim.sweep":
+                runs.extend(runs_from_sweep(data, path))
+            elif kind == "dtsim.search":
+                runs.extend(runs_from_search(data, path))
+            else:
+                raise ReportError(f"{path}: not a dtsim result (format {kind!r})")
+        except (KeyError, TypeError, ZeroDivisionError, ValueError) as e:
+            raise ReportError(f"{path}: malformed {kind}: missing or bad field {e}")
+    if not runs:
+        raise ReportError("no successful run in the inputs")
+    return runs
+
+
+def bandwidth_gbps(value):
+    """'25 Gbps' / '100 Gb/s' / '12.5 GB/s' → Gb/s, else None."""
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([GMT])(b|B)(ps|/s)\s*", str(value))
+    if not m:
+        return None
+    scale = {"M": 1e-3, "G": 1.0, "T": 1e3}[m.group(2)] * (8 if m.group(3) == "B" else 1)
+    return float(m.group(1)) * scale
+
+
+def save(fig, out, name):
+    """Writes the figure beside its final name and renames it: never a half-written PNG."""
+    fig.tight_layout()
+    temporary = os.path.join(out, f".{name}.tmp")
+    fig.savefig(temporary, dpi=110, format="png")
+    plt.close(fig)
+    os.replace(temporary, os.path.join(out, name))
+    return name
+
+
+def figure_throughput(runs, out):
+    fig, ax = plt.subplots(figsize=(12, 0.4 * len(runs) + 1.5))
+    labels = [r["label"] for r in runs][::-1]
+    ax.barh(labels, [r["samples_per_second"] for r in runs][::-1], color="#4c72b0")
+    ax.set_xlabel("samples / s")
+    ax.set_title("Throughput per run")
+    return save(fig, out, "throughput.png")
+
+
+def figure_breakdown(runs, out):
+    fig, ax = plt.subplots(figsize=(12, 0.4 * len(runs) + 1.8))
+    labels = [r["label"] for r in runs][::-1]
+    left = [0.0] * len(runs)
+    for key, name, colour in PARTS:
+        values = [r["breakdown_ms"][key] for r in runs][::-1]
+        ax.barh(labels, values, left=left, label=name, color=colour)
+        left = [a + b for a, b in zip(left, values)]
+    ax.set_xlabel("ms per iteration (mean over pipeline stages)")
+    ax.set_title("Where the time goes")
+    ax.legend(fontsize=8, loc="lower right", framealpha=0.9)
+    return save(fig, out, "breakdown.png")
+
+
+def figure_memory(runs, out):
+    fig, ax = plt.subplots(figsize=(12, 0.4 * len(runs) + 1.8))
+    labels = [r["label"] for r in runs][::-1]
+    left = [0.0] * len(runs)
+
+    def split(r):
+        return all(key in r["memory"] for key, _, _ in MEMORY)
+
+    # Search rows carry the total only: drawn as one grey bar.
+    parts = MEMORY + [("total_bytes", "total (not split)", "#999999")]
+    for key, name, colour in parts:
+        values = [(r["memory"].get(key, 0) if split(r) != (key == "total_bytes") else 0) / GIB
+                  for r in runs][::-1]
+        if any(values):
+            ax.barh(labels, values, left=left, label=name, color=colour)
+        left = [a + b for a, b in zip(left, values)]
+    capacities = {r["memory"].get("capacity_bytes", 0) for r in runs} - {0}
+    for capacity in sorted(capacities):
+        ax.axvline(capacity / GIB, color="black", linestyle="--", linewidth=1)
+        ax.text(capacity / GIB, len(runs) - 0.4, f"capacity {capacity / GIB:.0f} GiB ", fontsize=8, ha="right")
+    ax.set_xlabel("GiB per GPU (largest pipeline stage)")
+    ax.set_title("Memory per GPU against capacity")
+    ax.legend(fontsize=8, loc="lower right", framealpha=0.9)
+    return save(fig, out, "memory.png")
+
+
+def figure_scaling(runs, out):
+    """GPUs → best throughput and efficiency against the smallest run, per GPU count."""
+    best = {}
+    for r in runs:
+        if r["gpus"] not in best or r["samples_per_second"] > best[r["gpus"]]["samples_per_second"]:
+            best[r["gpus"]] = r
+    if len(best) < 2:
+        return None, "the runs do not differ in GPU count"
+    gpus = sorted(best)
+    throughput = [best[g]["samples_per_second"] for g in gpus]
+    base = throughput[0] / gpus[0]
+    efficiency = [100 * t / g / base for t, g in zip(throughput, gpus)]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.plot(gpus, throughput, "o-", color="#4c72b0", label="throughput")
+    ax.plot(gpus, [base * g for g in gpus], ":", color="#4c72b0", label="linear")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("GPUs")
+    ax.set_ylabel("samples / s")
+    right = ax.twinx()
+    right.plot(gpus, efficiency, "s--", color="#c44e52", label="efficiency")
+    right.set_ylabel("scaling efficiency (%)")
+    right.set_ylim(0, max(110, max(efficiency) + 5))
+    lines = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
+    ax.legend(lines, [l.get_label() for l in lines], fontsize=8, loc="upper left")
+    ax.set_title("Scaling: GPUs → throughput and efficiency")
+    return save(fig, out, "scaling.png"), None
+
+
+def figure_bandwidth(runs, out):
+    """Bandwidth (any input whose key names a bandwidth) → throughput, a line per compression."""
+    keys = sorted({k for r in runs for k in r["inputs"] if "bandwidth" in k.lower()})
+    for key in keys:
+        series = {}
+        for r in runs:
+            gbps = bandwidth_gbps(r["inputs"].get(key))
+            if gbps is not None:
+                series.setdefault(short(r["inputs"].get("compression", "none")), []).append(
+                    (gbps, r["samples_per_second"]))
+        if not series or max(len({g for g, _ in s}) for s in series.values()) < 2:
+            continue
+        fig, ax = plt.subplots(figsize=(7, 4.2))
+        for method, points in sorted(series.items()):
+            points.sort()
+            ax.plot([p[0] for p in points], [p[1] for p in points], "o-", label=method)
+        ax.set_xscale("log")
+        ax.set_xlabel(f"{key} (Gb/s)")
+        ax.set_ylabel("samples / s")
+        ax.set_title("Bandwidth sensitivity per compression method")
+        ax.legend(fontsize=8)
+        return save(fig, out, "bandwidth.png"), None
+    return None, "no input names a bandwidth that varies between runs"
+
+
+def figure_gantt(timeline, out):
+    """One iteration's compute streams from a Chrome trace: a row per rank, coloured by category."""
+    if not timeline:
+        return None, "no timeline given (--timeline)"
+    try:
+        with open(timeline, encoding="utf-8") as f:
+            events = json.load(f)["traceEvents"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ReportError(f"{timeline}: cannot read a timeline: {e}")
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    ranks = {e["pid"]: e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    rows = {}
+    for e in events:
+        if e.get("ph") != "X" or names.get((e["pid"], e["tid"]), "compute") != "compute":
+            continue
+        rows.setdefault(e["pid"], []).append(e)
+    if not rows:
+        raise ReportError(f"{timeline}: no compute-stream events")
+    pids = sorted(rows)[:16]
+    colours = {}
+    palette = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b2", "#937860", "#da8bc3", "#8c8c8c"]
+    fig, ax = plt.subplots(figsize=(11, 0.5 * len(pids) + 1.6))
+    for y, pid in enumerate(pids):
+        by_cat = {}
+        for e in rows[pid]:
+            by_cat.setdefault(e.get("cat", "other"), []).append((e["ts"] / 1e3, e["dur"] / 1e3))
+        for cat, spans in by_cat.items():
+            colour = colours.setdefault(cat, palette[len(colours) % len(palette)])
+            ax.broken_barh(spans, (y - 0.4, 0.8), facecolors=colour, label=cat)
+    ax.set_yticks(range(len(pids)), [ranks.get(p, f"rank {p}") for p in pids])
+    ax.invert_yaxis()
+    ax.set_xlabel("ms")
+    ax.set_title("One iteration, compute streams (pipeline Gantt)")
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    ax.legend(unique.values(), unique.keys(), fontsize=8, ncol=len(unique), loc="upper center",
+              bbox_to_anchor=(0.5, -0.5 / (len(pids) + 1) - 0.15))
+    return save(fig, out, "gantt.png"), None
+
+
+def differing_inputs(runs):
+    keys = sorted({k for r in runs for k in r["inputs"]})
+    return [k for k in keys if len({json.dumps(r["inputs"].get(k), sort_keys=True) for r in runs}) > 1]
+
+
+def write_html(out, title, runs, figures, skipped, sources):
+    esc = html.escape
+    rows = "".join(
+        f"<tr><td>{esc(r['label'])}</td><td>{r['gpus']}</td><td>{r['iteration_s'] * 1e3:.1f}</td>"
+        f"<td>{r['samples_per_second']:.2f}</td><td>{100 * r['mfu']:.1f}%</td>"
+        f"<td>{r['memory'].get('total_bytes', 0) / GIB:.1f}</td></tr>" for r in runs)
+    keys = differing_inputs(runs)
+    diff = "<p>The runs differ in no input.</p>" if not keys else (
+        "<table><tr><th>run</th>" + "".join(f"<th>{esc(k)}</th>" for k in keys) + "</tr>"
+        + "".join("<tr><td>" + esc(r["label"]) + "</td>"
+                  + "".join(f"<td>{esc(short(r['inputs'].get(k, '—')))}</td>" for k in keys) + "</tr>"
+                  for r in runs) + "</table>")
+    images = "".join(f'<figure><img src="{esc(name)}" alt="{esc(caption)}"><figcaption>{esc(caption)}'
+                     f"</figcaption></figure>" for name, caption in figures)
+    missing = "".join(f"<li>{esc(caption)}: not drawn — {esc(reason)}</li>" for caption, reason in skipped)
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
+<style>
+body {{ font-family: sans-serif; margin: 2em; max-width: 1200px; color: #222; }}
+table {{ border-collapse: collapse; margin: 1em 0; font-size: 14px; }}
+td, th {{ border: 1px solid #ccc; padding: 4px 8px; text-align: right; }}
+td:first-child, th:first-child {{ text-align: left; }}
+figure {{ margin: 1.5em 0; }} img {{ max-width: 100%; border: 1px solid #eee; }}
+figcaption {{ color: #555; font-size: 13px; }}
+</style></head><body>
+<h1>{esc(title)}</h1>
+<p>From {len(sources)} result file(s): {esc(', '.join(sources))}. {len(runs)} run(s).</p>
+<h2>Runs</h2>
+<table><tr><th>run</th><th>GPUs</th><th>iteration (ms)</th><th>samples/s</th><th>MFU</th>
+<th>memory/GPU (GiB)</th></tr>{rows}</table>
+<h2>Inputs that differ between runs</h2>{diff}
+<h2>Figures</h2>{images}
+{f"<ul>{missing}</ul>" if missing else ""}
+</body></html>
+"""
+    with open(os.path.join(out, "index.html.tmp"), "w", encoding="utf-8") as f:
+        f.write(page)
+    os.replace(os.path.join(out, "index.html.tmp"), os.path.join(out, "index.html"))
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("results", nargs="+")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--timeline")
+    parser.add_argument("--title", default="dtsim report")
+    args = parser.parse_args(argv)
+    try:
+        runs = load(args.results)
+        os.makedirs(args.out, exist_ok=True)
+        figures, skipped = [], []
+        figures.append((figure_throughput(runs, args.out), "Throughput per run"))
+        figures.append((figure_breakdown(runs, args.out), "Time breakdown"))
+        figures.append((figure_memory(runs, args.out), "Memory per GPU against capacity"))
+        for draw, caption in ((lambda: figure_scaling(runs, args.out), "Scaling curves"),
+                              (lambda: figure_bandwidth(runs, args.out), "Bandwidth sensitivity"),
+                              (lambda: figure_gantt(args.timeline, args.out), "Pipeline Gantt chart")):
+            name, reason = draw()
+            (figures.append((name, caption)) if name else skipped.append((caption, reason)))
+        write_html(args.out, args.title, runs, figures, skipped, args.results)
+    except ReportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    for name, _ in figures:
+        print(os.path.join(args.out, name))
+    for caption, reason in skipped:
+        print(f"not drawn: {caption}: {reason}")
+    print(os.path.join(args.out, "index.html"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
