@@ -39,7 +39,7 @@ TEST_F(ReportCommandTest, RendersOneResult) {
   EXPECT_FALSE(std::filesystem::exists(Path("report/scaling.png")));
   const Expected<std::string> page = ReadFile(Path("report/index.html"));
   ASSERT_TRUE(page.ok());
-  EXPECT_THAT(*page, HasSubstr("Scaling curves: not drawn — the runs do not differ in GPU count"));
+  EXPECT_THAT(*page, HasSubstr("Scaling curves: not drawn — no input file holds runs that differ in GPU count"));
 }
 
 TEST_F(ReportCommandTest, BadInputIsNamed) {

@@ -106,16 +106,21 @@ def runs_from_search(search, source):
         plan = {k: row[k] for k in ("data", "tensor", "tensor_mode", "tensor_depth", "sequence_parallel",
                                      "pipeline", "schedule", "virtual_stages", "expert", "zero_stage",
                                      "micro_batch", "recompute")}
+        training = settings.get("simulation_config", {}).get("training", {})
         inputs = {"model": settings["model"], "gpu": settings["gpu"], "cluster": settings["cluster"],
-                  "gpus": settings["gpus"], "compression": methods[row["compression"]], **plan}
-        time = row["flow_average_iteration_time_ns"] or row["average_iteration_time_ns"]
+                  "gpus": settings["gpus"], "compression": methods[row["compression"]],
+                  "network_model": "analytical", "config": settings["config"],
+                  **{k: training[k] for k in ("global_batch", "seq_len") if k in training}, **plan}
+        # The analytical model's time, as every other run's (the flow model's is in the search's
+        # own printout and files).
+        time = row["average_iteration_time_ns"]
         runs.append({
             "label": f"#{rank} {plan_label(plan)}",
             "inputs": inputs,
             "gpus": settings["gpus"],
             "iteration_s": time / 1e9,
-            "samples_per_second": row["samples_per_second"] * row["average_iteration_time_ns"] / time,
-            "mfu": row["mfu"] * row["average_iteration_time_ns"] / time,
+            "samples_per_second": row["samples_per_second"],
+            "mfu": row["mfu"],
             "breakdown_ms": {key: row[key] / 1e6 for key, _, _ in PARTS},
             "memory": {"total_bytes": row["memory_bytes"],
                        "capacity_bytes": settings.get("gpu_memory_bytes", 0)},
@@ -141,15 +146,18 @@ def load(paths):
         stem = os.path.splitext(os.path.basename(path))[0]
         try:
             if kind == "dtsim.simulate_result":
-                runs.append(run_from_simulate(data, stem, {}))
+                added = [run_from_simulate(data, stem, {})]
             elif kind == "dtsim.sweep":
-                runs.extend(runs_from_sweep(data, path))
+                added = runs_from_sweep(data, path)
             elif kind == "dtsim.search":
-                runs.extend(runs_from_search(data, path))
+                added = runs_from_search(data, path)
             else:
                 raise ReportError(f"{path}: not a dtsim result (format {kind!r})")
         except (KeyError, TypeError, ZeroDivisionError, ValueError) as e:
             raise ReportError(f"{path}: malformed {kind}: missing or bad field {e}")
+        for run in added:
+            run["series"] = path
+        runs.extend(added)
     if not runs:
         raise ReportError("no successful run in the inputs")
     return runs
@@ -224,29 +232,35 @@ def figure_memory(runs, out):
 
 
 def figure_scaling(runs, out):
-    """GPUs → best throughput and efficiency against the smallest run, per GPU count."""
-    best = {}
+    """GPUs → throughput and efficiency against the smallest run, one line per input file whose
+    runs differ in GPU count (a sweep over nodes or data parallelism; the best per count)."""
+    series = {}
     for r in runs:
-        if r["gpus"] not in best or r["samples_per_second"] > best[r["gpus"]]["samples_per_second"]:
-            best[r["gpus"]] = r
-    if len(best) < 2:
-        return None, "the runs do not differ in GPU count"
-    gpus = sorted(best)
-    throughput = [best[g]["samples_per_second"] for g in gpus]
-    base = throughput[0] / gpus[0]
-    efficiency = [100 * t / g / base for t, g in zip(throughput, gpus)]
+        best = series.setdefault(r["series"], {})
+        if r["gpus"] not in best or r["samples_per_second"] > best[r["gpus"]]:
+            best[r["gpus"]] = r["samples_per_second"]
+    series = {name: best for name, best in series.items() if len(best) >= 2}
+    if not series:
+        return None, "no input file holds runs that differ in GPU count"
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    ax.plot(gpus, throughput, "o-", color="#4c72b0", label="throughput")
-    ax.plot(gpus, [base * g for g in gpus], ":", color="#4c72b0", label="linear")
+    right = ax.twinx()
+    for i, (name, best) in enumerate(sorted(series.items())):
+        colour = f"C{i}"
+        gpus = sorted(best)
+        throughput = [best[g] for g in gpus]
+        base = throughput[0] / gpus[0]
+        label = os.path.splitext(os.path.basename(name))[0]
+        ax.plot(gpus, throughput, "o-", color=colour, label=f"{label}: throughput")
+        ax.plot(gpus, [base * g for g in gpus], ":", color=colour, label=f"{label}: linear")
+        right.plot(gpus, [100 * t / g / base for t, g in zip(throughput, gpus)], "s--", color=colour,
+                   alpha=0.6, label=f"{label}: efficiency")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("GPUs")
     ax.set_ylabel("samples / s")
-    right = ax.twinx()
-    right.plot(gpus, efficiency, "s--", color="#c44e52", label="efficiency")
-    right.set_ylabel("scaling efficiency (%)")
-    right.set_ylim(0, max(110, max(efficiency) + 5))
+    right.set_ylabel("scaling efficiency (%, dashed)")
+    right.set_ylim(0, 130)  # room for the legend above 100%
     lines = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
-    ax.legend(lines, [l.get_label() for l in lines], fontsize=8, loc="upper left")
+    ax.legend(lines, [line.get_label() for line in lines], fontsize=8, loc="upper left")
     ax.set_title("Scaling: GPUs → throughput and efficiency")
     return save(fig, out, "scaling.png"), None
 
@@ -319,8 +333,10 @@ def figure_gantt(timeline, out):
 
 
 def differing_inputs(runs):
+    """Inputs with two or more values among the runs that have them (a search's rows lack some)."""
     keys = sorted({k for r in runs for k in r["inputs"]})
-    return [k for k in keys if len({json.dumps(r["inputs"].get(k), sort_keys=True) for r in runs}) > 1]
+    return [k for k in keys
+            if len({json.dumps(r["inputs"][k], sort_keys=True) for r in runs if k in r["inputs"]}) > 1]
 
 
 def write_html(out, title, runs, figures, skipped, sources):
@@ -344,7 +360,7 @@ def write_html(out, title, runs, figures, skipped, sources):
 body {{ font-family: sans-serif; margin: 2em; max-width: 1200px; color: #222; }}
 table {{ border-collapse: collapse; margin: 1em 0; font-size: 14px; }}
 td, th {{ border: 1px solid #ccc; padding: 4px 8px; text-align: right; }}
-td:first-child, th:first-child {{ text-align: left; }}
+td:first-child, th:first-child {{ text-align: left; white-space: nowrap; }}
 figure {{ margin: 1.5em 0; }} img {{ max-width: 100%; border: 1px solid #eee; }}
 figcaption {{ color: #555; font-size: 13px; }}
 </style></head><body>
