@@ -108,6 +108,11 @@ TEST_F(SearchCommandTest, BadInputIsNamed) {
   ASSERT_TRUE(WriteFileAtomically(Path("other.json"), R"({"format": "dtsim.simulate_result"})").ok());
   outcome = Search({"--merge", Path("other.json")});
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("other.json: format: not a search result"));
+  ASSERT_TRUE(WriteFileAtomically(Path("columns.json"), R"({"format": "dtsim.search", "version": 1,
+      "settings": {"space": {"compression": ["none"]}}, "shard": 1, "shards": 1,
+      "enumerated": 0, "seconds": 0, "columns": [7], "plans": []})").ok());
+  outcome = Search({"--merge", Path("columns.json")});
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("columns.json: columns[0]: expected a column name"));
   ASSERT_EQ(Search(SmallSearch({"--shard", "1/2", "-o", Path("half"), "-q"})).kind,
             CommandOutcome::Kind::kOk);
   outcome = Search({"--merge", Path("half.json")});

@@ -272,8 +272,16 @@ Expected<SearchFile> ReadSearchFile(const std::string& path) {
   }
   const Json& columns = json.value("columns", Json::array());
   const Json& plans = json.value("plans", Json::array());
+  if (!columns.is_array() || !plans.is_array()) {
+    return fail("expected \"columns\" and \"plans\" arrays", "columns");
+  }
   std::map<std::string, size_t> at;
-  for (size_t i = 0; i < columns.size(); ++i) at[columns[i].get<std::string>()] = i;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    if (!columns[i].is_string()) {
+      return fail("expected a column name", JsonIndexPath("columns", i), JsonValueForError(columns[i]));
+    }
+    at[columns[i].get<std::string>()] = i;
+  }
   for (const Column& column : Columns()) {
     if (!at.contains(std::string(column.name))) {
       return fail("missing column", "columns", Quote(column.name));
