@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "sim/base/parallel.h"
+#include "sim/base/quantity.h"
 #include "sim/base/strings.h"
 
 namespace dtsim::strategies {
@@ -108,10 +109,6 @@ ShardKey KeyOf(const SimulationConfig& config) {
           static_cast<int>(config.training.recompute)};
 }
 
-std::string GiB(int64_t bytes) {
-  return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / kGibi);
-}
-
 // The K best times seen so far, shared by the threads simulating: a plan whose lower bound
 // exceeds the K-th cannot enter the top K.
 class TopTimes {
@@ -184,8 +181,8 @@ EvaluatedPlan Check(const SimulationConfig& base, const SearchSpace& space, size
     evaluated.status = PlanStatus::kOutOfMemory;
     evaluated.reason = "memory";
     evaluated.detail = fmt::format("pipeline stage {} needs {} per GPU, {} has {}", largest,
-                                   GiB(evaluated.memory_bytes), config.gpu.name,
-                                   GiB(config.gpu.memory.count()));
+                                   FormatGiB(evaluated.memory_bytes), config.gpu.name,
+                                   FormatGiB(config.gpu.memory.count()));
     return evaluated;
   }
   evaluated.status = PlanStatus::kBounded;  // until simulated
@@ -554,8 +551,8 @@ Status ExplainEmptySearch(const SearchResult& result, const SimulationConfig& ba
             return key(a) < key(b);
           });
       parts.push_back(fmt::format("{} do not fit in memory (the smallest needs {} per GPU, {} has {})",
-                                  count, GiB(smallest->memory_bytes), base.gpu.name,
-                                  GiB(base.gpu.memory.count())));
+                                  count, FormatGiB(smallest->memory_bytes), base.gpu.name,
+                                  FormatGiB(base.gpu.memory.count())));
     } else {
       parts.push_back(fmt::format("{} fail the check of {} (e.g. {})", count, reason, example->detail));
     }

@@ -13,6 +13,7 @@
 
 #include "models/parameters.h"
 #include "network/collective_algorithms.h"
+#include "sim/base/quantity.h"
 #include "sim/graph/builder.h"
 #include "strategies/data_parallel_iteration.h"
 #include "strategies/gradient_reduction.h"
@@ -1102,8 +1103,6 @@ class IterationBuilder {
   double expert_load_ = 1.0;
 };
 
-std::string GiB(int64_t bytes) { return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / kGibi); }
-
 }  // namespace
 
 Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const SimulationConfig& config) {
@@ -1147,11 +1146,11 @@ Expected<std::vector<models::MemoryBreakdown>> StageMemory(const SimulationConfi
       return Error(fmt::format("the plan does not fit: pipeline stage {} needs {} per GPU, {} has "
                                "{} (parameters {}, gradients {}, optimizer state {}, activations "
                                "{}, temporary {})",
-                               stage, GiB(memory.total()), config.gpu.name,
-                               GiB(config.gpu.memory.count()), GiB(memory.parameters),
-                               GiB(memory.gradients), GiB(memory.optimizer_state),
-                               GiB(memory.activations), GiB(memory.temporary)),
-                   "parallelism", GiB(memory.total()));
+                               stage, FormatGiB(memory.total()), config.gpu.name,
+                               FormatGiB(config.gpu.memory.count()), FormatGiB(memory.parameters),
+                               FormatGiB(memory.gradients), FormatGiB(memory.optimizer_state),
+                               FormatGiB(memory.activations), FormatGiB(memory.temporary)),
+                   "parallelism", FormatGiB(memory.total()));
     }
   }
   return stages;

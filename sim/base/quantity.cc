@@ -182,6 +182,10 @@ std::string FormatDuration(DurationNs duration) {
   return fmt::format("{:.3f} s", static_cast<double>(ns) / 1e9);
 }
 
+std::string FormatGiB(int64_t bytes) {
+  return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / kGibi);
+}
+
 std::string FormatBandwidth(Bandwidth bandwidth) {
   const double bytes = bandwidth.bytes_per_second();
   if (bytes >= 1e12) return fmt::format("{:.3g} TB/s", bytes / 1e12);

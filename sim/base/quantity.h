@@ -26,5 +26,7 @@ Expected<FlopRate> ParseFlopRate(std::string_view text);
 // which always writes integers in the unit named by the field.
 std::string FormatDuration(DurationNs duration);
 std::string FormatBandwidth(Bandwidth bandwidth);
+// Memory sizes as the memory errors and tables print them: "97.2 GiB" (one decimal, binary).
+std::string FormatGiB(int64_t bytes);
 
 }  // namespace dtsim

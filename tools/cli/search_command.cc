@@ -95,8 +95,6 @@ Status ParseShard(const std::string& text, int& shard, int& shards) {
 }
 
 std::string Ms(DurationNs d) { return fmt::format("{:.1f}", d.ToSecondsDouble() * 1e3); }
-std::string GiB(int64_t bytes) { return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / kGibi); }
-
 std::string FlowTime(const strategies::PlanFigures& f) {
   return f.flow_average_iteration_time ? FormatDuration(*f.flow_average_iteration_time) : "—";
 }
@@ -130,7 +128,7 @@ void PrintTop(std::ostream& out, const SearchFile& file, int top) {
     fmt::print(out, "  {:>4}  {:<84} {:>10} {:>10} {:>10.2f} {:>5.1f}% {:>10}\n", k + 1,
                strategies::PlanLabel(plan.choice, file.space),
                FormatDuration(f.average_iteration_time), FlowTime(f), f.samples_per_second,
-               100 * f.mfu, GiB(plan.memory_bytes));
+               100 * f.mfu, FormatGiB(plan.memory_bytes));
   }
   fmt::print(out, "  (iteration: analytical network model; flow: the flow model, for the best "
                   "{}; memory: the largest stage's, per GPU)\n",
