@@ -42,8 +42,14 @@ FluidNetwork::FlowId FluidNetwork::StartFlow(std::span<const LinkId> path, doubl
   flow.slots.clear();
   for (LinkId link : path) {
     DTSIM_CHECK(link < links_.size(), "unknown link");
-    flow.slots.push_back(static_cast<uint32_t>(links_[link].flows.size()));
-    links_[link].flows.push_back(id);
+    Link& on = links_[link];
+    if (on.flows.empty()) {
+      on.busy_index = static_cast<uint32_t>(busy_links_.size());
+      busy_links_.push_back(link);
+    }
+    flow.slots.push_back(static_cast<uint32_t>(on.flows.size()));
+    on.flows.push_back(id);
+    MarkDirty(link);
   }
   return id;
 }
@@ -55,38 +61,76 @@ void FluidNetwork::Advance(TimeNs now) {
   for (FlowId id : active_) flows_[id].remaining -= flows_[id].rate * seconds;
 }
 
-// Progressive filling: repeatedly take the link whose residual capacity split among its
-// unfrozen flows is smallest, give those flows that share, and freeze them. A link's share
-// never decreases as flows elsewhere freeze (each frozen flow takes at most the current
+// A link is marked with the current epoch when dirtied. UpdateRates visits under the next epoch
+// and leaves epoch_ one past it, so a dirty mark is never mistaken for a visit or vice versa.
+void FluidNetwork::MarkDirty(LinkId link) {
+  if (links_[link].seen == epoch_) return;
+  links_[link].seen = epoch_;
+  dirty_links_.push_back(link);
+}
+
+// First the component: every busy link reachable from a dirty one through the flows crossing
+// them. Then progressive filling on it: repeatedly take the link whose residual capacity split
+// among its unfrozen flows is smallest, give those flows that share, and freeze them. A link's
+// share never decreases as flows elsewhere freeze (each frozen flow takes at most the current
 // minimum), so stale heap entries are detected by recomputing and simply pushed again.
+// O((F·path + B) log B) for the component's F flows on B links; the arithmetic is the same as
+// a recomputation of every flow, so rates do not depend on what was dirty.
 void FluidNetwork::UpdateRates() {
-  residual_.assign(links_.size(), 0);
-  unfrozen_.assign(links_.size(), 0);
-  frozen_.assign(flows_.size(), 0);
-  using Entry = std::pair<double, LinkId>;  // (share, link)
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
-  for (LinkId l = 0; l < links_.size(); ++l) {
-    if (links_[l].flows.empty()) continue;
-    residual_[l] = links_[l].capacity;
-    unfrozen_[l] = static_cast<uint32_t>(links_[l].flows.size());
-    heap.emplace(residual_[l] / unfrozen_[l], l);
+  const uint64_t epoch = ++epoch_;
+  ++epoch_;  // the epoch of the dirty marks that follow this call
+  component_links_.clear();
+  component_flows_.clear();
+  for (LinkId l : dirty_links_) {
+    if (links_[l].flows.empty() || links_[l].seen == epoch) continue;
+    links_[l].seen = epoch;
+    component_links_.push_back(l);
   }
-  while (!heap.empty()) {
-    const auto [share, link] = heap.top();
-    heap.pop();
-    if (unfrozen_[link] == 0) continue;
-    const double current = std::max(0.0, residual_[link]) / unfrozen_[link];
+  dirty_links_.clear();
+  for (size_t next = 0; next < component_links_.size(); ++next) {
+    for (FlowId id : links_[component_links_[next]].flows) {
+      Flow& flow = flows_[id];
+      if (flow.seen == epoch) continue;
+      flow.seen = epoch;
+      flow.frozen = false;
+      component_flows_.push_back(id);
+      for (LinkId other : flow.path) {
+        if (links_[other].seen == epoch) continue;
+        links_[other].seen = epoch;
+        component_links_.push_back(other);
+      }
+    }
+  }
+  using Entry = std::pair<double, LinkId>;  // (share, link): ties go to the lower link id
+  heap_.clear();
+  for (LinkId l : component_links_) {
+    Link& link = links_[l];
+    link.residual = link.capacity;
+    link.unfrozen = static_cast<uint32_t>(link.flows.size());
+    heap_.emplace_back(link.residual / link.unfrozen, l);
+  }
+  const auto later = std::greater<Entry>();
+  std::make_heap(heap_.begin(), heap_.end(), later);
+  while (!heap_.empty()) {
+    std::pop_heap(heap_.begin(), heap_.end(), later);
+    const auto [share, l] = heap_.back();
+    heap_.pop_back();
+    const Link& link = links_[l];
+    if (link.unfrozen == 0) continue;
+    const double current = std::max(0.0, link.residual) / link.unfrozen;
     if (current > share) {
-      heap.emplace(current, link);
+      heap_.emplace_back(current, l);
+      std::push_heap(heap_.begin(), heap_.end(), later);
       continue;
     }
-    for (FlowId id : links_[link].flows) {
-      if (frozen_[id]) continue;
-      frozen_[id] = 1;
-      flows_[id].rate = current;
-      for (LinkId other : flows_[id].path) {
-        residual_[other] -= current;
-        --unfrozen_[other];
+    for (FlowId id : link.flows) {
+      Flow& flow = flows_[id];
+      if (flow.frozen) continue;
+      flow.frozen = true;
+      flow.rate = current;
+      for (LinkId other : flow.path) {
+        links_[other].residual -= current;
+        --links_[other].unfrozen;
       }
     }
   }
@@ -134,6 +178,7 @@ void FluidNetwork::Clear() {
 void FluidNetwork::RemoveFlow(FlowId id) {
   Flow& flow = flows_[id];
   for (size_t i = 0; i < flow.path.size(); ++i) {
+    MarkDirty(flow.path[i]);
     std::vector<FlowId>& on_link = links_[flow.path[i]].flows;
     const FlowId last = on_link.back();
     on_link[flow.slots[i]] = last;
@@ -145,6 +190,13 @@ void FluidNetwork::RemoveFlow(FlowId id) {
       }
     }
     on_link.pop_back();
+    if (on_link.empty()) {
+      const LinkId idle = flow.path[i];
+      const LinkId last_busy = busy_links_.back();
+      busy_links_[links_[idle].busy_index] = last_busy;
+      links_[last_busy].busy_index = links_[idle].busy_index;
+      busy_links_.pop_back();
+    }
   }
   const FlowId moved = active_.back();
   active_[flow.active_index] = moved;

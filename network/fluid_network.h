@@ -28,7 +28,9 @@ class FluidNetwork {
 
   // Moves every active flow forward to `now` at its current rate.
   void Advance(TimeNs now);
-  // Recomputes the max-min fair rates of all active flows.
+  // Recomputes the max-min fair rates of the active flows. Only the flows that share links,
+  // directly or through other flows, with a flow started or removed since the last call can
+  // change rate (max-min fairness separates over such components), so only they are recomputed.
   void UpdateRates();
   // When the first active flow will finish at current rates (TimeNs::Max() if none).
   TimeNs NextCompletion() const;
@@ -47,6 +49,11 @@ class FluidNetwork {
   struct Link {
     double capacity = 0;
     std::vector<FlowId> flows;  // active flows crossing it
+    uint32_t busy_index = 0;    // position in busy_links_ while it has flows
+    // UpdateRates scratch: capacity not yet given out, and flows crossing it still unfrozen.
+    double residual = 0;
+    uint32_t unfrozen = 0;
+    uint64_t seen = 0;  // the UpdateRates (or dirtying) epoch that last visited it
   };
   struct Flow {
     std::vector<LinkId> path;
@@ -55,19 +62,29 @@ class FluidNetwork {
     double rate = 0;
     uint64_t owner = 0;
     uint32_t active_index = 0;  // position in active_
+    bool frozen = false;        // UpdateRates scratch: its rate is final
+    uint64_t seen = 0;          // the UpdateRates epoch that last visited it
   };
 
   void RemoveFlow(FlowId flow);
+  void MarkDirty(LinkId link);
 
   std::vector<Link> links_;
   std::vector<Flow> flows_;
   std::vector<FlowId> free_flows_;  // slots to reuse (their path vectors keep their capacity)
   std::vector<FlowId> active_;
+  // Links with at least one active flow: UpdateRates touches only these, so its cost follows
+  // the traffic in flight, not the size of the cluster.
+  std::vector<LinkId> busy_links_;
   TimeNs now_;
-  // Scratch for UpdateRates, kept to avoid reallocating.
-  std::vector<double> residual_;
-  std::vector<uint32_t> unfrozen_;
-  std::vector<uint8_t> frozen_;
+  // Links whose flows changed since the last UpdateRates (each once: Link::seen == dirty_epoch_).
+  std::vector<LinkId> dirty_links_;
+  uint64_t epoch_ = 1;        // bumped by every UpdateRates
+  // UpdateRates scratch, kept to avoid reallocating: the component to recompute, the heap of
+  // (share, link).
+  std::vector<LinkId> component_links_;
+  std::vector<FlowId> component_flows_;
+  std::vector<std::pair<double, LinkId>> heap_;
 };
 
 }  // namespace dtsim::network
