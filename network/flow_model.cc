@@ -31,13 +31,15 @@ Expected<FlowModel::Planned> FlowModel::Plan(const graph::TaskGraph& graph,
                                   .root = comm.root};
   DTSIM_ASSIGN_OR_RETURN(const AlgorithmChoice choice,
                          ChooseCollectiveAlgorithm(request, graph.name(comm.algorithm)));
-  Planned planned{std::make_shared<FlowProgram>(), {}};
+  Planned planned{std::make_shared<FlowProgram>(), std::make_shared<StepLinks>(), {}};
   if (choice.algorithm == nullptr) return planned;  // a group of one rank: nothing to move
   planned.algorithm = choice.algorithm->name;
   DTSIM_ASSIGN_OR_RETURN(
       *planned.program,
       BuildFlowProgram(planned.algorithm, {.kind = comm.kind, .size = comm.size, .ranks = ranks,
                                            .root = comm.root, .cluster = &cluster_}));
+  planned.links->links.resize(planned.program->size());
+  planned.links->routed.assign(planned.program->size(), false);
   return planned;
 }
 
@@ -48,7 +50,10 @@ Status FlowModel::Prepare(const graph::TaskGraph& graph) {
   topology_.emplace(std::move(topology));
   DTSIM_ASSIGN_OR_RETURN(Topology scratch_topology, Topology::Build(cluster_, scratch_));
   scratch_topology_.emplace(std::move(scratch_topology));
+  holder_.assign(net_.link_count(), kNoRun);
+  link_stamp_.assign(net_.link_count(), 0);
   programs_.resize(graph.comm_count());
+  links_.resize(graph.comm_count());
   algorithms_.resize(graph.comm_count());
   // Iterations repeat the same communications: plan each distinct one once.
   std::map<std::tuple<graph::CommKind, int64_t, uint32_t, uint32_t, int32_t>, Planned> planned;
@@ -67,6 +72,7 @@ Status FlowModel::Prepare(const graph::TaskGraph& graph) {
       it = planned.emplace(key, std::move(plan).value()).first;
     }
     programs_[c] = it->second.program;
+    links_[c] = it->second.links;
     algorithms_[c] = it->second.algorithm;
   }
   return Status::Ok();
@@ -91,7 +97,7 @@ void FlowModel::Start(graph::CommId comm, engine::CommunicationContext& context)
     run = free_runs_.back();
     free_runs_.pop_back();
   }
-  runs_[run] = Run{.comm = comm, .program = &program};
+  runs_[run] = Run{.comm = comm, .program = &program, .links = links_[comm.value()].get()};
   BeginStep(run);
 }
 
@@ -100,14 +106,61 @@ void FlowModel::BeginStep(uint32_t run) {
   context_->Schedule(context_->Now() + step.latency, handler_, run);
 }
 
+const std::vector<FluidNetwork::LinkId>& FlowModel::LinksOf(const Run& run) {
+  std::vector<FluidNetwork::LinkId>& links = run.links->links[run.step];
+  if (run.links->routed[run.step]) return links;
+  run.links->routed[run.step] = true;
+  const uint64_t stamp = ++routings_;
+  for (const Transfer& transfer : (*run.program)[run.step].transfers) {
+    if (transfer.bytes <= 0) continue;
+    path_.clear();
+    topology_->Route(transfer.from, transfer.to, path_);
+    for (FluidNetwork::LinkId link : path_) {
+      if (link_stamp_[link] == stamp) continue;
+      link_stamp_[link] = stamp;
+      links.push_back(link);
+    }
+  }
+  return links;
+}
+
 void FlowModel::StartTransfers(uint32_t run) {
-  if (TryFastStep(run)) return;
-  MaterializeFastSteps();
   Run& state = runs_[run];
+  // A step alone on an empty network holds its links without marking them (a 1,024-GPU ring
+  // step crosses thousands); they are marked when anything else starts.
+  if (unmarked_ != kNoRun && unmarked_ != run) {
+    for (FluidNetwork::LinkId link : LinksOf(runs_[unmarked_])) holder_[link] = unmarked_;
+    unmarked_ = kNoRun;
+  }
   state.step_start = context_->Now();
-  // A step starting on an empty network is a candidate for the fast path's memory.
-  state.epoch_at_start = net_.active_flows() == 0 ? ++disturbances_ : 0;
-  if (net_.active_flows() > 0) ++disturbances_;  // joining others disturbs their steps
+  if (fast_isolated_steps_ && isolated_runs_ == 0 && net_.active_flows() == 0) {
+    state.isolated = true;
+    ++isolated_runs_;
+    unmarked_ = run;
+  } else {
+    // Isolated steps on these links stop being isolated (a fast one joins the real network)
+    // before this step's flows arrive; then this step is isolated if its links are idle.
+    const std::vector<FluidNetwork::LinkId>& links = LinksOf(state);
+    for (FluidNetwork::LinkId link : links) {
+      if (holder_[link] != kNoRun) Disturb(holder_[link]);
+    }
+    const bool idle = std::none_of(links.begin(), links.end(),
+                                   [&](FluidNetwork::LinkId link) { return net_.busy(link); });
+    if (fast_isolated_steps_ && idle) {
+      state.isolated = true;
+      ++isolated_runs_;
+      for (FluidNetwork::LinkId link : links) holder_[link] = run;
+    }
+  }
+  if (state.isolated) {
+    const auto known = isolated_duration_.find({state.program, state.step});
+    if (known != isolated_duration_.end()) {
+      state.fast_end = context_->Schedule(context_->Now() + known->second, handler_,
+                                          kFastStepEnd | run);
+      ++fast_steps_;
+      return;
+    }
+  }
   net_.Advance(context_->Now());
   const FlowStep& step = (*state.program)[state.step];
   std::vector<std::pair<size_t, double>> transfers;
@@ -136,75 +189,74 @@ void FlowModel::AddFlows(uint32_t run, const std::vector<std::pair<size_t, doubl
   }
 }
 
-// The fast path: on an empty network with nothing else on the fast path, a step whose
-// isolated duration is known is one event.
-bool FlowModel::TryFastStep(uint32_t run) {
-  if (!fast_isolated_steps_ || net_.active_flows() > 0 || !fast_runs_.empty()) return false;
-  Run& state = runs_[run];
-  const auto known = isolated_duration_.find({state.program, state.step});
-  if (known == isolated_duration_.end()) return false;
-  state.step_start = context_->Now();
-  state.fast_end = context_->Schedule(context_->Now() + known->second, handler_,
-                                      kFastStepEnd | run);
-  fast_runs_.push_back(run);
-  ++fast_steps_;
-  return true;
+// Other traffic is about to join the run's links: it is no longer isolated, and if it is on
+// the fast path its flows join the real network now.
+void FlowModel::Disturb(uint32_t run) {
+  Release(run);
+  if (runs_[run].fast_end.has_value()) Materialize(run);
 }
 
-// Other traffic is about to join: every fast step in flight is replayed alone in the scratch
-// network from its start to now, and its unfinished flows join the real network with the
-// bytes they have left. A step that had finished by now keeps its end event (it is due now).
-void FlowModel::MaterializeFastSteps() {
-  if (fast_runs_.empty()) return;
-  ++disturbances_;
-  net_.Advance(context_->Now());
-  std::vector<uint32_t> still_fast;
-  for (uint32_t run : fast_runs_) {
-    Run& state = runs_[run];
-    const FlowStep& step = (*state.program)[state.step];
-    scratch_.Advance(state.step_start);
-    for (size_t i = 0; i < step.transfers.size(); ++i) {
-      const Transfer& transfer = step.transfers[i];
-      if (transfer.bytes <= 0) continue;
-      path_.clear();
-      scratch_topology_->Route(transfer.from, transfer.to, path_);
-      scratch_.StartFlow(path_, transfer.bytes, i);
-    }
-    while (true) {
-      scratch_.UpdateRates();
-      const TimeNs next = scratch_.NextCompletion();
-      if (next > context_->Now()) break;
-      scratch_.Advance(next);
-      scratch_.TakeCompleted();
-    }
-    scratch_.Advance(context_->Now());
-    std::vector<std::pair<size_t, double>> left;
-    for (const auto& [index, bytes] : scratch_.ActiveFlows()) {
-      if (bytes > 0) left.emplace_back(index, bytes);
-    }
-    scratch_.Clear();
-    std::sort(left.begin(), left.end());  // a deterministic order of insertion
-    if (left.empty()) {
-      still_fast.push_back(run);
-      continue;
-    }
-    context_->Cancel(*state.fast_end);
-    state.fast_end.reset();
-    state.epoch_at_start = 0;
-    AddFlows(run, left);
+void FlowModel::Release(uint32_t run) {
+  Run& state = runs_[run];
+  if (!state.isolated) return;
+  state.isolated = false;
+  --isolated_runs_;
+  if (unmarked_ == run) {
+    unmarked_ = kNoRun;
+    return;
   }
-  fast_runs_ = std::move(still_fast);
+  for (FluidNetwork::LinkId link : LinksOf(state)) {
+    if (holder_[link] == run) holder_[link] = kNoRun;
+  }
+}
+
+// A fast step is replayed alone in the scratch network from its start to now (exact: nothing
+// shared its links), and its unfinished flows join the real network with the bytes they have
+// left. A step that has finished by now keeps its end event (it is due now).
+void FlowModel::Materialize(uint32_t run) {
+  Run& state = runs_[run];
+  const FlowStep& step = (*state.program)[state.step];
+  scratch_.Advance(state.step_start);
+  for (size_t i = 0; i < step.transfers.size(); ++i) {
+    const Transfer& transfer = step.transfers[i];
+    if (transfer.bytes <= 0) continue;
+    path_.clear();
+    scratch_topology_->Route(transfer.from, transfer.to, path_);
+    scratch_.StartFlow(path_, transfer.bytes, i);
+  }
+  while (true) {
+    scratch_.UpdateRates();
+    const TimeNs next = scratch_.NextCompletion();
+    if (next > context_->Now()) break;
+    scratch_.Advance(next);
+    scratch_.TakeCompleted();
+  }
+  scratch_.Advance(context_->Now());
+  std::vector<std::pair<size_t, double>> left;
+  for (const auto& [index, bytes] : scratch_.ActiveFlows()) {
+    if (bytes > 0) left.emplace_back(index, bytes);
+  }
+  scratch_.Clear();
+  if (left.empty()) return;
+  std::sort(left.begin(), left.end());  // a deterministic order of insertion
+  context_->Cancel(*state.fast_end);
+  state.fast_end.reset();
+  net_.Advance(context_->Now());
+  AddFlows(run, left);
+  // The disturbing step may itself go fast (the flows left may not cross its links), so the
+  // completions of these flows are scheduled here.
+  Reschedule();
 }
 
 void FlowModel::FinishStep(uint32_t run) {
   Run& state = runs_[run];
   const FlowProgram& program = *state.program;
-  // A step that started on an empty network and was never joined took its isolated time.
-  if (state.epoch_at_start != 0 && state.epoch_at_start == disturbances_) {
+  // A step that started on idle links and was never joined took its isolated time.
+  if (state.isolated) {
     isolated_duration_.emplace(StepKey{state.program, state.step},
                                context_->Now() - state.step_start);
+    Release(run);
   }
-  state.epoch_at_start = 0;
   if (++state.repeats_done < program[state.step].repeat) {
     BeginStep(run);
     return;
@@ -222,7 +274,6 @@ void FlowModel::OnEvent(uint64_t payload) {
   if ((payload & kFastStepEnd) != 0) {
     const auto run = static_cast<uint32_t>(payload & kRunMask);
     runs_[run].fast_end.reset();
-    fast_runs_.erase(std::find(fast_runs_.begin(), fast_runs_.end(), run));
     FinishStep(run);
     return;
   }

@@ -4,12 +4,15 @@
 // whenever a flow starts or ends. So tensor-, data-, pipeline- and expert-parallel traffic slow
 // each other down exactly where they share links.
 //
-// Isolated steps run fast, exactly. A step that starts on an empty network and ends before
-// anything else joins it took a time that depends only on its own flows; it is remembered per
-// (program, step). When the same step later starts on an empty network it becomes one timed
-// event with no flows (a ring all-reduce repeats one step 2(p-1) times). If other traffic
-// arrives while such a step is in flight, the step is replayed alone in a scratch network up
-// to that moment and its flows join the real network with exactly the bytes they have left.
+// Isolated steps run fast, exactly. A step whose links carry no other traffic when it starts,
+// and which nobody joins until it ends, took a time that depends only on its own flows (max-min
+// rates separate over flows that share no links); it is remembered per (program, step). When
+// the same step later starts on idle links it becomes one timed event with no flows (a ring
+// all-reduce repeats one step 2(p-1) times) — while the rest of the cluster is busy elsewhere,
+// as the tensor-parallel rings of a thousand GPUs are, each inside its node. A step on the
+// fast path holds its links; if other traffic arrives on one of them, the step is replayed
+// alone in a scratch network up to that moment and its flows join the real network with
+// exactly the bytes they have left.
 #pragma once
 
 #include <map>
@@ -50,19 +53,28 @@ class FlowModel final : public engine::CommunicationModel, public engine::EventH
   uint64_t fast_steps() const { return fast_steps_; }
 
  private:
+  // Per step of a program, the links its transfers cross, each once; routed on first use (a
+  // step alone on an empty network never needs them).
+  struct StepLinks {
+    std::vector<std::vector<FluidNetwork::LinkId>> links;
+    std::vector<bool> routed;
+  };
   struct Run {
     graph::CommId comm;
     const FlowProgram* program = nullptr;
+    StepLinks* links = nullptr;  // the program's
     size_t step = 0;
     int64_t repeats_done = 0;
     size_t outstanding = 0;
     TimeNs step_start;                // when the current step's transfers began
-    uint64_t epoch_at_start = 0;      // disturbances_ then; 0 when it did not start isolated
+    // The step started on idle links and nobody has joined them: it holds them (holder_).
+    bool isolated = false;
     std::optional<engine::EventId> fast_end;  // set while the step runs on the fast path
   };
   using StepKey = std::pair<const FlowProgram*, size_t>;
   struct Planned {
     std::shared_ptr<FlowProgram> program;  // shared by identical communications
+    std::shared_ptr<StepLinks> links;
     std::string_view algorithm;
   };
 
@@ -72,14 +84,17 @@ class FlowModel final : public engine::CommunicationModel, public engine::EventH
   void StartTransfers(uint32_t run);
   void FinishStep(uint32_t run);
   void Reschedule();
-  bool TryFastStep(uint32_t run);
-  void MaterializeFastSteps();
+  const std::vector<FluidNetwork::LinkId>& LinksOf(const Run& run);
+  void Disturb(uint32_t run);
+  void Release(uint32_t run);
+  void Materialize(uint32_t run);
   void AddFlows(uint32_t run, const std::vector<std::pair<size_t, double>>& transfers);
 
   ClusterSpec cluster_;
   FluidNetwork net_;
   std::optional<Topology> topology_;
   std::vector<std::shared_ptr<FlowProgram>> programs_;  // per comm; shared when identical
+  std::vector<std::shared_ptr<StepLinks>> links_;       // per comm, with its program
   std::vector<std::string_view> algorithms_;
   engine::CommunicationContext* context_ = nullptr;
   engine::HandlerId handler_ = 0;
@@ -96,8 +111,12 @@ class FlowModel final : public engine::CommunicationModel, public engine::EventH
   FluidNetwork scratch_;                 // same links, used to replay a step alone
   std::optional<Topology> scratch_topology_;
   std::map<StepKey, DurationNs> isolated_duration_;
-  std::vector<uint32_t> fast_runs_;      // runs on the fast path now
-  uint64_t disturbances_ = 1;            // bumped whenever a run's flows join others' traffic
+  static constexpr uint32_t kNoRun = ~uint32_t{0};
+  std::vector<uint32_t> holder_;         // per link: the isolated run holding it, or kNoRun
+  uint32_t isolated_runs_ = 0;           // runs with Run::isolated set
+  uint32_t unmarked_ = kNoRun;           // the isolated run whose links holder_ does not show
+  std::vector<uint64_t> link_stamp_;     // LinksOf scratch: the routing that last saw a link
+  uint64_t routings_ = 0;
 };
 
 }  // namespace dtsim::network

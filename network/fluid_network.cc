@@ -35,7 +35,10 @@ FluidNetwork::FlowId FluidNetwork::StartFlow(std::span<const LinkId> path, doubl
   Flow& flow = flows_[id];
   flow.path.assign(path.begin(), path.end());
   flow.remaining = bytes;
+  flow.since = now_;
   flow.rate = 0;
+  flow.finish = TimeNs::Max();
+  ++flow.version;
   flow.owner = owner;
   flow.active_index = static_cast<uint32_t>(active_.size());
   active_.push_back(id);
@@ -51,14 +54,36 @@ FluidNetwork::FlowId FluidNetwork::StartFlow(std::span<const LinkId> path, doubl
     on.flows.push_back(id);
     MarkDirty(link);
   }
+  if (bytes <= kDoneBytes) SetRate(id, 0);  // nothing to send: finished now
   return id;
 }
 
 void FluidNetwork::Advance(TimeNs now) {
-  const double seconds = static_cast<double>((now - now_).ns()) * 1e-9;
+  DTSIM_CHECK(now >= now_ || active_.empty(), "time went back with flows in flight");
   now_ = now;
-  if (seconds <= 0) return;
-  for (FlowId id : active_) flows_[id].remaining -= flows_[id].rate * seconds;
+}
+
+double FluidNetwork::remaining(FlowId id) const {
+  const Flow& flow = flows_[id];
+  return flow.remaining - flow.rate * static_cast<double>((now_ - flow.since).ns()) * 1e-9;
+}
+
+void FluidNetwork::SetRate(FlowId id, double rate) {
+  Flow& flow = flows_[id];
+  flow.remaining = remaining(id);
+  flow.since = now_;
+  flow.rate = rate;
+  if (flow.remaining <= kDoneBytes) {
+    flow.finish = now_;
+  } else if (rate > 0) {
+    flow.finish = now_ + DurationNs(static_cast<int64_t>(std::ceil(flow.remaining / rate * 1e9)));
+  } else {
+    flow.finish = TimeNs::Max();
+  }
+  ++flow.version;
+  if (flow.finish == TimeNs::Max()) return;
+  finishes_.push_back({flow.finish, id, flow.version});
+  std::push_heap(finishes_.begin(), finishes_.end(), std::greater<Finish>());
 }
 
 // A link is marked with the current epoch when dirtied. UpdateRates visits under the next epoch
@@ -93,6 +118,7 @@ void FluidNetwork::UpdateRates() {
       if (flow.seen == epoch) continue;
       flow.seen = epoch;
       flow.frozen = false;
+      flow.new_rate = 0;
       component_flows_.push_back(id);
       for (LinkId other : flow.path) {
         if (links_[other].seen == epoch) continue;
@@ -127,37 +153,64 @@ void FluidNetwork::UpdateRates() {
       Flow& flow = flows_[id];
       if (flow.frozen) continue;
       flow.frozen = true;
-      flow.rate = current;
+      flow.new_rate = current;
       for (LinkId other : flow.path) {
         links_[other].residual -= current;
         --links_[other].unfrozen;
       }
     }
   }
-}
-
-TimeNs FluidNetwork::NextCompletion() const {
-  TimeNs first = TimeNs::Max();
-  for (FlowId id : active_) {
-    const Flow& flow = flows_[id];
-    if (flow.remaining <= kDoneBytes) return now_;
-    if (flow.rate <= 0) continue;
-    const double ns = std::ceil(flow.remaining / flow.rate * 1e9);
-    first = std::min(first, now_ + DurationNs(static_cast<int64_t>(ns)));
-  }
-  return first;
-}
-
-std::vector<uint64_t> FluidNetwork::TakeCompleted() {
-  std::vector<uint64_t> owners;
-  for (size_t i = 0; i < active_.size();) {
-    const FlowId id = active_[i];
-    if (flows_[id].remaining <= kDoneBytes) {
-      owners.push_back(flows_[id].owner);
-      RemoveFlow(id);  // moves the last active flow into slot i
-    } else {
-      ++i;
+  // A flow whose rate is unchanged keeps its bytes and finish time as they are (a flow new
+  // since the last update has rate 0 and no finish, so it always gets one).
+  for (FlowId id : component_flows_) {
+    if (flows_[id].new_rate != flows_[id].rate || flows_[id].finish == TimeNs::Max()) {
+      SetRate(id, flows_[id].new_rate);
     }
+  }
+}
+
+TimeNs FluidNetwork::NextCompletion() {
+  const auto later = std::greater<Finish>();
+  while (!finishes_.empty()) {
+    const Finish& first = finishes_.front();
+    if (flows_[first.flow].version == first.version) return first.at;
+    std::pop_heap(finishes_.begin(), finishes_.end(), later);
+    finishes_.pop_back();
+  }
+  return TimeNs::Max();
+}
+
+// Completions come off the heap one by one. When many finish at once (the p(p-1) flows of an
+// all-to-all step) popping each costs O(log F) scattered reads, so past a few the active flows
+// are swept in order instead and the heap is rebuilt from those left: O(F), sequential.
+std::vector<uint64_t> FluidNetwork::TakeCompleted() {
+  constexpr int kPopsBeforeSweep = 64;
+  std::vector<uint64_t> owners;
+  const auto later = std::greater<Finish>();
+  for (int popped = 0; NextCompletion() <= now_; ++popped) {
+    if (popped == kPopsBeforeSweep) {
+      for (size_t i = 0; i < active_.size();) {
+        const FlowId id = active_[i];
+        if (flows_[id].finish <= now_) {
+          owners.push_back(flows_[id].owner);
+          RemoveFlow(id);  // moves the last active flow into slot i
+        } else {
+          ++i;
+        }
+      }
+      finishes_.clear();
+      for (FlowId id : active_) {
+        const Flow& flow = flows_[id];
+        if (flow.finish != TimeNs::Max()) finishes_.push_back({flow.finish, id, flow.version});
+      }
+      std::make_heap(finishes_.begin(), finishes_.end(), later);
+      break;
+    }
+    const FlowId id = finishes_.front().flow;
+    std::pop_heap(finishes_.begin(), finishes_.end(), later);
+    finishes_.pop_back();
+    owners.push_back(flows_[id].owner);
+    RemoveFlow(id);
   }
   return owners;
 }
@@ -165,12 +218,13 @@ std::vector<uint64_t> FluidNetwork::TakeCompleted() {
 std::vector<std::pair<uint64_t, double>> FluidNetwork::ActiveFlows() const {
   std::vector<std::pair<uint64_t, double>> flows;
   flows.reserve(active_.size());
-  for (FlowId id : active_) flows.emplace_back(flows_[id].owner, flows_[id].remaining);
+  for (FlowId id : active_) flows.emplace_back(flows_[id].owner, remaining(id));
   return flows;
 }
 
 void FluidNetwork::Clear() {
   while (!active_.empty()) RemoveFlow(active_.back());
+  finishes_.clear();
 }
 
 // O(path length): each link's list is unordered; the removed flow's slot takes the list's last
@@ -202,6 +256,8 @@ void FluidNetwork::RemoveFlow(FlowId id) {
   active_[flow.active_index] = moved;
   flows_[moved].active_index = flow.active_index;
   active_.pop_back();
+  ++flow.version;  // its heap entries, if any, are stale
+  flow.finish = TimeNs::Max();
   free_flows_.push_back(id);
 }
 

@@ -3,10 +3,16 @@
 // over capacity, and no flow's rate can grow without shrinking a flow whose rate is not larger
 // (Bertsekas & Gallager, Data Networks, §6.5). Rates are recomputed by progressive filling
 // whenever the set of flows changes; between changes every flow moves at its rate.
+//
+// Costs follow the change, not the traffic in flight: a flow's bytes are settled only when its
+// rate changes, its finish time sits in a heap, and a rate update recomputes only the flows a
+// change can affect. So Advance is O(1), NextCompletion amortized O(log F), TakeCompleted
+// O(k log F) for k completions.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <tuple>
 #include <vector>
 
 #include "sim/base/time.h"
@@ -21,20 +27,25 @@ class FluidNetwork {
   // Precondition: capacity > 0 (bytes per second).
   LinkId AddLink(double capacity);
   size_t link_count() const { return links_.size(); }
+  // Whether any active flow crosses the link.
+  bool busy(LinkId link) const { return !links_[link].flows.empty(); }
 
   // A flow of `bytes` over `path` (at least one link), starting at the last Advance() time.
   // Its rate is 0 until the next UpdateRates(). `owner` is returned with it on completion.
   FlowId StartFlow(std::span<const LinkId> path, double bytes, uint64_t owner);
 
-  // Moves every active flow forward to `now` at its current rate.
+  // Moves every active flow forward to `now` at its current rate. Time may only go back on a
+  // network with no active flows.
   void Advance(TimeNs now);
   // Recomputes the max-min fair rates of the active flows. Only the flows that share links,
   // directly or through other flows, with a flow started or removed since the last call can
   // change rate (max-min fairness separates over such components), so only they are recomputed.
   void UpdateRates();
-  // When the first active flow will finish at current rates (TimeNs::Max() if none).
-  TimeNs NextCompletion() const;
-  // Removes and returns the owners of flows with nothing left to send (after Advance()).
+  // When the first active flow will finish at current rates (TimeNs::Max() if none): the
+  // nanosecond at or after which it has nothing left to send.
+  TimeNs NextCompletion();
+  // Removes and returns the owners of flows finished by the last Advance() time, in an order
+  // that depends only on the calls made (earliest first while few are due at once).
   std::vector<uint64_t> TakeCompleted();
 
   size_t active_flows() const { return active_.size(); }
@@ -43,7 +54,8 @@ class FluidNetwork {
   // Removes every active flow.
   void Clear();
   double rate(FlowId flow) const { return flows_[flow].rate; }
-  double remaining(FlowId flow) const { return flows_[flow].remaining; }
+  // Bytes left at the last Advance() time.
+  double remaining(FlowId flow) const;
 
  private:
   struct Link {
@@ -58,16 +70,22 @@ class FluidNetwork {
   struct Flow {
     std::vector<LinkId> path;
     std::vector<uint32_t> slots;  // slots[i]: this flow's index in links_[path[i]].flows
-    double remaining = 0;
+    double remaining = 0;         // bytes left at `since`
+    TimeNs since;                 // when `rate` was set
     double rate = 0;
+    TimeNs finish = TimeNs::Max();  // at this rate
+    uint32_t version = 0;         // bumped when finish changes or the slot is reused
     uint64_t owner = 0;
     uint32_t active_index = 0;  // position in active_
     bool frozen = false;        // UpdateRates scratch: its rate is final
+    double new_rate = 0;        // UpdateRates scratch: the rate it is given
     uint64_t seen = 0;          // the UpdateRates epoch that last visited it
   };
 
   void RemoveFlow(FlowId flow);
   void MarkDirty(LinkId link);
+  // Settles the flow's bytes at now_, gives it `rate` and files its new finish time.
+  void SetRate(FlowId flow, double rate);
 
   std::vector<Link> links_;
   std::vector<Flow> flows_;
@@ -85,6 +103,17 @@ class FluidNetwork {
   std::vector<LinkId> component_links_;
   std::vector<FlowId> component_flows_;
   std::vector<std::pair<double, LinkId>> heap_;
+  // Finish times of active flows, earliest first; an entry whose version differs from its
+  // flow's is stale and skipped.
+  struct Finish {
+    TimeNs at;
+    FlowId flow;
+    uint32_t version;
+    bool operator>(const Finish& other) const {
+      return std::tie(at, flow, version) > std::tie(other.at, other.flow, other.version);
+    }
+  };
+  std::vector<Finish> finishes_;
 };
 
 }  // namespace dtsim::network

@@ -3,6 +3,7 @@
 #include "network/flow_model.h"
 
 #include <cmath>
+#include <optional>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -297,6 +298,96 @@ TEST(FlowFastPathTest, MakesLargeRingsCheap) {
   engine::Simulator reference(graph, slow);
   ASSERT_TRUE(reference.Run().ok());
   EXPECT_EQ(sim.makespan(), reference.makespan());
+}
+
+// Ring all-reduces inside node 0 (ranks 0-3) and node 1 (4-7) run at the same time on disjoint
+// NVLink ports, while a ring over nodes 2 and 3 (8, 12) keeps the NICs busy; optionally a
+// send 1 -> 2 after `delay` joins node 0's ring on its ports. Returns every task's end time and
+// the fast steps taken.
+std::pair<std::vector<TimeNs>, uint64_t> ConcurrentRingsEndTimes(bool fast,
+                                                                 std::optional<DurationNs> delay) {
+  TaskGraphBuilder builder;
+  auto ring = [&](std::vector<int32_t> group, std::string_view name) {
+    const graph::CommId comm = builder.AddCollective(CommKind::kAllReduce, Bytes(kS), group, name,
+                                                     "ring");
+    for (int32_t r : group) builder.AddCollectiveTask(builder.Stream(r, "nccl"), comm, "", "");
+  };
+  ring({0, 1, 2, 3}, "node0");
+  ring({4, 5, 6, 7}, "node1");
+  ring({8, 12}, "nics");
+  if (delay.has_value()) {
+    const graph::StreamId from = builder.Stream(1, "p2p");
+    builder.AddTask(from, graph::TaskKind::kCompute, "", "", *delay);
+    builder.AddSend(from, 2, Bytes(kS), 0, "", "");
+    builder.AddRecv(builder.Stream(2, "p2p"), 1, 0, "", "");
+  }
+  const TaskGraph graph = std::move(builder).Build().value();
+  FlowModel model(TestCluster(4), fast);
+  EXPECT_TRUE(model.Prepare(graph).ok());
+  engine::Simulator sim(graph, model);
+  EXPECT_TRUE(sim.Run().ok());
+  return {sim.times().task_end, model.fast_steps()};
+}
+
+TEST(FlowFastPathTest, StepsOnIdleLinksRunFastWhileOtherLinksAreBusy) {
+  // Each intra-node ring: one step of 3 transfers of S/4 repeated 2(p-1) = 6 times; the first
+  // repeat is simulated flow by flow, the other 5 are one event each, for both rings at once
+  // (the NIC ring elsewhere does not touch their links). The NIC ring's 2 repeats: 1 fast.
+  const auto [slow, none] = ConcurrentRingsEndTimes(false, std::nullopt);
+  const auto [fast, fast_steps] = ConcurrentRingsEndTimes(true, std::nullopt);
+  EXPECT_EQ(none, 0u);
+  EXPECT_EQ(fast_steps, 5u + 5u + 1u);
+  EXPECT_EQ(slow, fast);
+  // A send joining node 0's ring inside its fourth step (each step: 1 us + 2.5e7 B / 1e11 B/s
+  // = 251 us): the ring's fast step is replayed up to then and both contend from there, with
+  // the same end times as without the fast path; node 1's ring stays fast throughout.
+  for (const int64_t delay_us : {0, 900, 3'000}) {
+    const auto [joined_slow, unused] = ConcurrentRingsEndTimes(false, Microseconds(delay_us));
+    const auto [joined_fast, joined_steps] = ConcurrentRingsEndTimes(true, Microseconds(delay_us));
+    EXPECT_EQ(joined_slow, joined_fast) << "send after " << delay_us << " us";
+    EXPECT_GE(joined_steps, 5u) << "send after " << delay_us << " us";
+  }
+}
+
+// A ring over ranks {0, 1, 4, 5} (nodes 0 and 1): each step moves S/4 over NVLink (0 -> 1,
+// 4 -> 5: 250 us at 1e11 B/s) and over NICs (1 -> 4, 5 -> 0: 2 ms at 1.25e10 B/s), so its
+// NVLink flows are done long before the step ends. Rank 0 sends 1 MB to rank 1 at 0 (alone: the
+// send's time is learned) and again at `second_send`, inside the ring's third step (fast by
+// then) after its NVLink flows are done: the send's links are idle, so it runs fast too, while
+// the ring's fast step must be replayed and its NIC flows must still complete.
+std::pair<std::vector<TimeNs>, Status> RingAndLateSendEndTimes(bool fast, DurationNs second_send) {
+  TaskGraphBuilder builder;
+  const std::vector<int32_t> group = {0, 1, 4, 5};
+  const graph::CommId ring = builder.AddCollective(CommKind::kAllReduce, Bytes(kS), group, "ring",
+                                                   "ring");
+  for (int32_t r : group) {
+    const graph::StreamId stream = builder.Stream(r, "nccl");
+    builder.AddTask(stream, graph::TaskKind::kCompute, "", "", Microseconds(100));
+    builder.AddCollectiveTask(stream, ring, "", "");
+  }
+  const graph::StreamId from = builder.Stream(0, "p2p");
+  const graph::StreamId to = builder.Stream(1, "p2p");
+  builder.AddSend(from, 1, Bytes(1'000'000), 0, "", "");
+  builder.AddRecv(to, 0, 0, "", "");
+  builder.AddTask(from, graph::TaskKind::kCompute, "", "", second_send);
+  builder.AddSend(from, 1, Bytes(1'000'000), 1, "", "");
+  builder.AddRecv(to, 0, 1, "", "");
+  const TaskGraph graph = std::move(builder).Build().value();
+  FlowModel model(TestCluster(2), fast);
+  EXPECT_TRUE(model.Prepare(graph).ok());
+  engine::Simulator sim(graph, model);
+  Status run = sim.Run();
+  return {sim.times().task_end, run};
+}
+
+TEST(FlowFastPathTest, AFastStepDisturbedByAnotherFastStepStillCompletes) {
+  // Ring steps: 10 us + 2 ms; the third runs from 100 + 2·2010 = 4120 us to 6130 us. The
+  // second send starts at 11 us (the first send: 1 us + 1e6 / 1e11 s = 11 us) + 5000 us.
+  const auto [slow, slow_run] = RingAndLateSendEndTimes(false, Microseconds(5'000));
+  const auto [fast, fast_run] = RingAndLateSendEndTimes(true, Microseconds(5'000));
+  ASSERT_TRUE(slow_run.ok()) << slow_run.error().ToString();
+  ASSERT_TRUE(fast_run.ok()) << fast_run.error().ToString();
+  EXPECT_EQ(slow, fast);
 }
 
 }  // namespace
