@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "models/parameters.h"
 
@@ -22,7 +24,14 @@ int64_t LocalMlpParameters(const TransformerSpec& spec, int64_t ffn, int t) {
 }  // namespace
 
 std::vector<int> StageLayerIndices(const TransformerSpec& spec, int pipeline_stages,
-                                   int virtual_stages, int stage) {
+                                   int virtual_stages, int stage,
+                                   std::span<const int> stage_layers) {
+  if (!stage_layers.empty()) {
+    const int first = std::accumulate(stage_layers.begin(), stage_layers.begin() + stage, 0);
+    std::vector<int> layers(static_cast<size_t>(stage_layers[static_cast<size_t>(stage)]));
+    std::iota(layers.begin(), layers.end(), first);
+    return layers;
+  }
   const int per_chunk = spec.layers / (pipeline_stages * virtual_stages);
   std::vector<int> layers;
   for (int chunk = 0; chunk < virtual_stages; ++chunk) {
@@ -50,7 +59,8 @@ int64_t LayerParameterCount(const TransformerSpec& spec, int t, int ep, int inde
 namespace {
 
 std::vector<int> StageLayers(const TransformerSpec& spec, const MemoryPlan& plan) {
-  return StageLayerIndices(spec, plan.pipeline_stages, plan.virtual_stages, plan.stage);
+  return StageLayerIndices(spec, plan.pipeline_stages, plan.virtual_stages, plan.stage,
+                           plan.stage_layers);
 }
 
 bool IsFirstStage(const MemoryPlan& plan) { return plan.stage == 0; }
@@ -105,7 +115,14 @@ Status CheckPlan(const ModelSpec& model, const MemoryPlan& plan) {
   if (model.family != ModelFamily::kTransformer) return Status::Ok();
   const TransformerSpec& spec = model.transformer;
   const int chunks = plan.pipeline_stages * plan.virtual_stages;
-  if (spec.layers % chunks != 0) {
+  if (!plan.stage_layers.empty()) {
+    if (std::ssize(plan.stage_layers) != plan.pipeline_stages || plan.virtual_stages != 1 ||
+        std::accumulate(plan.stage_layers.begin(), plan.stage_layers.end(), 0) != spec.layers) {
+      return Error(fmt::format("stage layer counts must be one per stage (one chunk each) and "
+                               "add up to the layers ({})", spec.layers),
+                   "", fmt::format("{}", fmt::join(plan.stage_layers, ", ")));
+    }
+  } else if (spec.layers % chunks != 0) {
     return Error(fmt::format("pipeline stages × virtual stages ({}) must divide layers ({})",
                              chunks, spec.layers),
                  "", std::to_string(chunks));

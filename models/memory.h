@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "models/model_spec.h"
 #include "models/ops.h"
@@ -40,6 +42,7 @@ struct MemoryPlan {
   DType param_dtype = DType::kBf16;
   DType grad_dtype = DType::kBf16;  // fp32 for Megatron-style main gradients
   int embedding_shards = 1;         // DLRM: tables split over this many ranks
+  std::vector<int> stage_layers;    // layers per stage when uneven (one chunk each); else empty
 };
 
 struct MemoryBreakdown {
@@ -66,9 +69,11 @@ int OptimizerBytesPerParameter(Optimizer optimizer, DType param_dtype);
 int64_t LayerParameterCount(const TransformerSpec& spec, int tensor_parallel, int expert_parallel,
                             int index);
 
-// The layer indices pipeline rank `stage` holds: chunks stage, stage + p, … of L/(p·v) layers.
+// The layer indices pipeline rank `stage` holds: chunks stage, stage + p, … of L/(p·v) layers;
+// or, given `stage_layers` (one count per stage, one chunk each), its consecutive share.
 std::vector<int> StageLayerIndices(const TransformerSpec& spec, int pipeline_stages,
-                                   int virtual_stages, int stage);
+                                   int virtual_stages, int stage,
+                                   std::span<const int> stage_layers = {});
 
 // Parameters one rank of stage `plan.stage` holds (tensor/expert sharded, before ZeRO).
 int64_t StageParameterCount(const ModelSpec& model, const MemoryPlan& plan);

@@ -3,8 +3,10 @@
 #include <array>
 #include <filesystem>
 #include <functional>
+#include <numeric>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "sim/base/strings.h"
 
@@ -62,6 +64,38 @@ Status ReadSized(JsonObjectReader& parent, std::string_view key, int& size,
   return reader.Finish();
 }
 
+// "layers": "uniform" | "balanced" | [n_0, …, n_{p−1}].
+Status ReadStageLayers(JsonObjectReader& reader, ParallelPlan& plan) {
+  reader.Allow("layers");
+  const Json* value = reader.Find("layers");
+  if (value == nullptr) return Status::Ok();
+  const std::string path = JsonChildPath(reader.path(), "layers");
+  if (value->is_string()) {
+    const std::string name = value->get<std::string>();
+    if (name == "uniform") {
+      plan.layer_split = ParallelPlan::LayerSplit::kUniform;
+    } else if (name == "balanced") {
+      plan.layer_split = ParallelPlan::LayerSplit::kBalanced;
+    } else {
+      return Error("must be \"uniform\", \"balanced\" or a list of layer counts, one per stage",
+                   path, JsonValueForError(*value));
+    }
+    return Status::Ok();
+  }
+  if (!value->is_array()) {
+    return Error("must be \"uniform\", \"balanced\" or a list of layer counts, one per stage",
+                 path, JsonValueForError(*value));
+  }
+  plan.layer_split = ParallelPlan::LayerSplit::kGiven;
+  plan.stage_layers.clear();
+  for (size_t i = 0; i < value->size(); ++i) {
+    DTSIM_ASSIGN_OR_RETURN(const int64_t count,
+                           JsonToInt((*value)[i], fmt::format("{}[{}]", path, i), 1, 1 << 20));
+    plan.stage_layers.push_back(static_cast<int>(count));
+  }
+  return Status::Ok();
+}
+
 Status ReadParallelism(const Json& value, ParallelPlan& plan) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, "parallelism"));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("data", plan.data));
@@ -77,7 +111,8 @@ Status ReadParallelism(const Json& value, ParallelPlan& plan) {
   };
   const auto pipeline_options = [&plan](JsonObjectReader& r) -> Status {
     DTSIM_RETURN_IF_ERROR(r.ReadOptionalEnum("schedule", kScheduleNames, plan.schedule));
-    return r.ReadOptionalInt("virtual_stages", plan.virtual_stages);
+    DTSIM_RETURN_IF_ERROR(r.ReadOptionalInt("virtual_stages", plan.virtual_stages));
+    return ReadStageLayers(r, plan);
   };
   DTSIM_RETURN_IF_ERROR(ReadSized(reader, "tensor", plan.tensor, tensor_options));
   DTSIM_RETURN_IF_ERROR(ReadSized(reader, "pipeline", plan.pipeline, pipeline_options));
@@ -164,6 +199,40 @@ Status CheckDataParallelPlan(const SimulationConfig& config) {
 
 // A transformer's plan: expert parallelism against the MoE model, the shard against the
 // model, the pipeline against the layers and the schedule. Fills in the sequence length.
+
+// Uniform: pipeline stages × virtual stages divide the layers. Otherwise one chunk per stage,
+// and given counts must be one per stage, adding up to the layers.
+Status CheckStageLayers(const models::TransformerSpec& spec, const ParallelPlan& plan) {
+  const std::string path = "parallelism.pipeline.layers";
+  if (plan.layer_split == ParallelPlan::LayerSplit::kUniform) {
+    return Divisible(spec.layers, "layers", plan.pipeline * plan.virtual_stages,
+                     "pipeline stages × virtual stages", "parallelism.pipeline");
+  }
+  if (plan.virtual_stages > 1) {
+    return Error("uneven stages are for one model chunk per stage: use \"uniform\" with "
+                 "virtual stages", path, std::to_string(plan.virtual_stages));
+  }
+  if (plan.layer_split == ParallelPlan::LayerSplit::kBalanced) {
+    if (spec.layers < plan.pipeline) {
+      return Error(fmt::format("{} pipeline stages need at least as many layers ({})",
+                               plan.pipeline, spec.layers), path, "balanced");
+    }
+    return Status::Ok();
+  }
+  if (std::ssize(plan.stage_layers) != plan.pipeline) {
+    return Error(fmt::format("needs one layer count per pipeline stage ({}), got {}",
+                             plan.pipeline, plan.stage_layers.size()),
+                 path, fmt::format("{}", fmt::join(plan.stage_layers, ", ")));
+  }
+  const int total = std::accumulate(plan.stage_layers.begin(), plan.stage_layers.end(), 0);
+  if (total != spec.layers) {
+    return Error(fmt::format("the layer counts add up to {}, the model has {} layers", total,
+                             spec.layers),
+                 path, fmt::format("{}", fmt::join(plan.stage_layers, ", ")));
+  }
+  return Status::Ok();
+}
+
 Status CheckTransformerPlan(SimulationConfig& config) {
   const ParallelPlan& plan = config.plan;
   TrainingConfig& training = config.training;
@@ -187,9 +256,7 @@ Status CheckTransformerPlan(SimulationConfig& config) {
                  "parallelism.expert.imbalance", fmt::format("{}", plan.expert_imbalance));
   }
   if (training.seq_len == 0) training.seq_len = spec.max_seq;
-  const int chunks = plan.pipeline * plan.virtual_stages;
-  DTSIM_RETURN_IF_ERROR(Divisible(spec.layers, "layers", chunks, "pipeline stages × virtual stages",
-                                  "parallelism.pipeline"));
+  DTSIM_RETURN_IF_ERROR(CheckStageLayers(spec, plan));
   Status valid = models::ValidateShard(spec, ShardOf(config));
   if (!valid.ok()) return std::move(valid).error().Under("parallelism.tensor");
   if (plan.virtual_stages > 1 && plan.schedule != ScheduleKind::kInterleaved) {

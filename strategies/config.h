@@ -47,6 +47,12 @@ struct ParallelPlan {
   bool sequence_parallel = false;
   ScheduleKind schedule = ScheduleKind::kOneForwardOneBackward;
   int virtual_stages = 1;
+  // Transformer layers per pipeline stage: L/p each (Megatron's default), balanced by cost
+  // (Simulate chooses the counts; docs/strategies.md "Stage balancing"), or given. The counts
+  // are in `stage_layers` once known: given, or balanced by Simulate; empty while uniform.
+  enum class LayerSplit { kUniform, kBalanced, kGiven };
+  LayerSplit layer_split = LayerSplit::kUniform;
+  std::vector<int> stage_layers;
   // Expert parallelism, carved out of data parallelism as in Megatron: the experts of each MoE
   // layer split over `expert` consecutive data-parallel ranks.
   int expert = 1;

@@ -468,6 +468,13 @@ Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& s
     return Error("the search needs the cluster's size: give cluster.nodes (or --gpus)",
                  "cluster.nodes");
   }
+  if (base.plan.layer_split != ParallelPlan::LayerSplit::kUniform) {
+    return Error("the search varies the pipeline size with uniform stages; simulate a balanced "
+                 "or given split of its best plan instead",
+                 "parallelism.pipeline.layers",
+                 base.plan.layer_split == ParallelPlan::LayerSplit::kBalanced ? "balanced"
+                                                                               : "a list");
+  }
   const int threads = options.threads > 0 ? options.threads : DefaultThreads();
   const auto report = [&options](std::string_view phase, size_t done, size_t total) {
     if (options.progress) options.progress(phase, done, total);

@@ -132,9 +132,15 @@ Expected<SimulationResult> Simulate(const SimulationConfig& config) {
   return Simulate(config, *cost.model);
 }
 
-Expected<SimulationResult> Simulate(const SimulationConfig& config,
+Expected<SimulationResult> Simulate(const SimulationConfig& input,
                                     const models::OpCostModel& cost) {
+  SimulationConfig config = input;
+  if (config.plan.layer_split == ParallelPlan::LayerSplit::kBalanced &&
+      config.plan.stage_layers.empty() && config.model.family == models::ModelFamily::kTransformer) {
+    DTSIM_ASSIGN_OR_RETURN(config.plan.stage_layers, BalanceStageLayers(config, cost));
+  }
   SimulationResult result;
+  result.stage_layers = config.plan.stage_layers;
   result.cost_model = std::string(cost.name());
   const auto build_start = std::chrono::steady_clock::now();
   DTSIM_ASSIGN_OR_RETURN(IterationGraph iteration,

@@ -51,6 +51,8 @@ struct SimulationResult {
   double mfu = 0;  // model FLOP/s over the GPU's dense peak for the training dtype
   double hfu = 0;
   std::vector<TimeBreakdown> stages;  // the first rank of each pipeline stage
+  // Layers per stage when uneven (given, or as balanced); empty when uniform.
+  std::vector<int> stage_layers;
   // Compressing with a warm-up: the full-precision warm-up and the compressed phase (the one
   // the rest of the result describes), and the iteration time averaged over the run. Without:
   // no phases, and the average is the iteration time.

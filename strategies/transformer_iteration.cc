@@ -4,6 +4,7 @@
 #include <array>
 #include <map>
 #include <memory>
+#include <limits>
 #include <numeric>
 #include <tuple>
 #include <set>
@@ -370,7 +371,8 @@ GradientTensors StageGradients(const SimulationConfig& config, int stage) {
   const ParallelPlan& plan = config.plan;
   GradientTensors tensors;
   if (stage == 0) tensors.Append(EmbeddingGradients(spec, plan));
-  for (int index : models::StageLayerIndices(spec, plan.pipeline, plan.virtual_stages, stage)) {
+  for (int index : models::StageLayerIndices(spec, plan.pipeline, plan.virtual_stages, stage,
+                                             plan.stage_layers)) {
     const LayerGradientSplit layer = LayerGradients(spec, plan, index);
     tensors.Append(layer.dense);
     tensors.Append(layer.experts);
@@ -849,9 +851,17 @@ class IterationBuilder {
     return Bytes(ActivationBytes().count() / plan_.tensor);
   }
 
-  int LayersPerChunk() const { return spec_.layers / (plan_.pipeline * plan_.virtual_stages); }
+  // Layers in each chunk of `stage` (uneven stages have one chunk each), and the first layer of
+  // chunk `chunk`.
+  int LayerCount(int stage) const {
+    if (!plan_.stage_layers.empty()) return plan_.stage_layers[static_cast<size_t>(stage)];
+    return spec_.layers / (plan_.pipeline * plan_.virtual_stages);
+  }
   int FirstLayer(int stage, int chunk) const {
-    return (chunk * plan_.pipeline + stage) * LayersPerChunk();
+    if (!plan_.stage_layers.empty()) {
+      return std::accumulate(plan_.stage_layers.begin(), plan_.stage_layers.begin() + stage, 0);
+    }
+    return (chunk * plan_.pipeline + stage) * LayerCount(stage);
   }
   // The pipeline tag of a transfer: unique per (micro-batch, chunk, direction).
   int64_t Tag(int64_t microbatch, int chunk, bool backward) const {
@@ -876,7 +886,7 @@ class IterationBuilder {
       EmitWhole(group, embedding_forward_, "embedding fwd", "embedding tp");
       EmbeddingCollective(group, false);
     }
-    for (int i = 0; i < LayersPerChunk(); ++i) {
+    for (int i = 0; i < LayerCount(stage); ++i) {
       const int layer = FirstLayer(stage, chunk) + i;
       GatherParameters(group, LayerParameters(layer), fmt::format("layer{} gather", layer));
       Emit(group, Passes(layer).forward, layer, "fwd", kComputeCategory);
@@ -913,7 +923,7 @@ class IterationBuilder {
       if (!plan_.on_grid()) TensorReduce(group, "output tp");
       mark(OutputGradients(spec_, plan_, HoldsOutputTable(spec_, stage)));
     }
-    for (int i = LayersPerChunk() - 1; i >= 0; --i) {
+    for (int i = LayerCount(stage) - 1; i >= 0; --i) {
       const int layer = FirstLayer(stage, chunk) + i;
       GatherParameters(group, LayerParameters(layer), fmt::format("layer{} gather", layer));
       Emit(group, Passes(layer).recompute, layer, "recompute", kRecomputeCategory);
@@ -952,7 +962,7 @@ class IterationBuilder {
     const auto count = static_cast<int64_t>(peers);
     double flops = 0;
     double recompute = 0;
-    for (int i = 0; i < LayersPerChunk(); ++i) {
+    for (int i = 0; i < LayerCount(stage); ++i) {
       const LayerPasses& layer = Passes(FirstLayer(stage, chunk) + i);
       flops += (backward ? layer.backward : layer.forward).model_flops;
       if (backward) recompute += layer.recompute.model_flops;
@@ -1107,6 +1117,10 @@ class IterationBuilder {
 
 Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const SimulationConfig& config) {
   const ParallelPlan& plan = config.plan;
+  if (plan.layer_split == ParallelPlan::LayerSplit::kBalanced && plan.stage_layers.empty()) {
+    return Error("balanced stages have no layer counts until Simulate balances them",
+                 "parallelism.pipeline.layers", "balanced");
+  }
   const std::unique_ptr<GradientCompression> compression = MakeCompression(config.compression);
   std::vector<models::MemoryBreakdown> stages;
   for (int stage = 0; stage < plan.pipeline; ++stage) {
@@ -1125,7 +1139,8 @@ Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const Simulat
         .zero_stage = plan.zero_stage,
         .optimizer = config.training.optimizer,
         .param_dtype = config.training.dtype,
-        .grad_dtype = config.training.grad_dtype};
+        .grad_dtype = config.training.grad_dtype,
+        .stage_layers = plan.stage_layers};
     DTSIM_ASSIGN_OR_RETURN(models::MemoryBreakdown memory,
                            models::EstimateMemory(config.model, memory_plan));
     // Error-feedback residuals of gradient compression count as optimizer state.
@@ -1159,6 +1174,70 @@ Expected<std::vector<models::MemoryBreakdown>> StageMemory(const SimulationConfi
 Expected<PassTimes> PricePassTimes(const SimulationConfig& config,
                                    const models::OpCostModel& cost) {
   return IterationBuilder(config, cost, CompressionPhase::kCompressed).Times();
+}
+
+// Contiguous layers per stage minimizing the slowest stage's work per micro-batch (its
+// forward, backward and recompute on the compute stream plus a grid's SUMMA traffic), the
+// embedding on the first stage and the output layer on the last: the linear partition problem,
+// solved exactly by dynamic programming over (stage, layers so far), O(p·L²). Each stage gets at
+// least one layer; among equally slow splits the one giving earlier stages fewer layers wins
+// (under 1F1B they hold more micro-batches' activations).
+Expected<std::vector<int>> BalanceStageLayers(const SimulationConfig& config,
+                                              const models::OpCostModel& cost) {
+  const models::TransformerSpec& spec = config.model.transformer;
+  const int p = config.plan.pipeline;
+  const int layers = spec.layers;
+  if (p > layers) {
+    return Error(fmt::format("{} pipeline stages need at least as many layers ({})", p, layers),
+                 "parallelism.pipeline.layers", "balanced");
+  }
+  SimulationConfig uniform = config;
+  uniform.plan.layer_split = ParallelPlan::LayerSplit::kUniform;
+  uniform.plan.stage_layers.clear();
+  DTSIM_ASSIGN_OR_RETURN(const PassTimes times, PricePassTimes(uniform, cost));
+  const auto work = [](const PieceTimes& piece) {
+    return (piece.forward + piece.backward + piece.recompute + piece.forward_grid +
+            piece.backward_grid + piece.recompute_grid).ns();
+  };
+  std::vector<int64_t> prefix(static_cast<size_t>(layers) + 1, 0);
+  for (int i = 0; i < layers; ++i) {
+    prefix[static_cast<size_t>(i) + 1] = prefix[static_cast<size_t>(i)] + work(times.Layer(spec, i));
+  }
+  const int64_t embedding = work(times.embedding);
+  const int64_t output = work(times.output);
+  // slowest[s][i]: the least possible slowest stage when stages 0..s hold layers [0, i);
+  // cut[s][i]: where stage s starts in that split.
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  const auto n = static_cast<size_t>(layers) + 1;
+  std::vector<std::vector<int64_t>> slowest(static_cast<size_t>(p), std::vector<int64_t>(n, kNone));
+  std::vector<std::vector<int>> cut(static_cast<size_t>(p), std::vector<int>(n, 0));
+  const auto stage_work = [&](int s, int from, int to) {
+    return prefix[static_cast<size_t>(to)] - prefix[static_cast<size_t>(from)] +
+           (s == 0 ? embedding : 0) + (s == p - 1 ? output : 0);
+  };
+  for (int i = 1; i <= layers; ++i) slowest[0][static_cast<size_t>(i)] = stage_work(0, 0, i);
+  for (int s = 1; s < p; ++s) {
+    for (int i = s + 1; i <= layers - (p - 1 - s); ++i) {
+      for (int j = s; j < i; ++j) {  // stage s holds [j, i); the first j wins a tie
+        const int64_t before = slowest[static_cast<size_t>(s - 1)][static_cast<size_t>(j)];
+        if (before == kNone) continue;
+        const int64_t slow = std::max(before, stage_work(s, j, i));
+        if (slow < slowest[static_cast<size_t>(s)][static_cast<size_t>(i)]) {
+          slowest[static_cast<size_t>(s)][static_cast<size_t>(i)] = slow;
+          cut[static_cast<size_t>(s)][static_cast<size_t>(i)] = j;
+        }
+      }
+    }
+  }
+  std::vector<int> counts(static_cast<size_t>(p));
+  int end = layers;
+  for (int s = p - 1; s > 0; --s) {
+    const int start = cut[static_cast<size_t>(s)][static_cast<size_t>(end)];
+    counts[static_cast<size_t>(s)] = end - start;
+    end = start;
+  }
+  counts[0] = end;
+  return counts;
 }
 
 Expected<IterationGraph> BuildTransformerIteration(const SimulationConfig& config,

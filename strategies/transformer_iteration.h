@@ -57,6 +57,11 @@ struct PassTimes {
 Expected<PassTimes> PricePassTimes(const SimulationConfig& config,
                                    const models::OpCostModel& cost);
 
+// Layers per pipeline stage balanced by cost ("layers": "balanced"; docs/strategies.md "Stage
+// balancing"): one count per stage, adding up to the model's layers.
+Expected<std::vector<int>> BalanceStageLayers(const SimulationConfig& config,
+                                              const models::OpCostModel& cost);
+
 // Precondition: `config` came from ConfigFromJson (the plan fits the model and cluster).
 // `phase`: with gradient compression, the full-precision warm-up or the compressed steps.
 // The graph without `stats.stage_memory`.

@@ -2,6 +2,7 @@
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fmt/ostream.h>
 
 #include "sim/base/atomic_file.h"
@@ -54,6 +55,19 @@ po::options_description Describe(SimulateOptions& o) {
   return description;
 }
 
+// As the config says it: "uniform", "balanced", or the given counts.
+OrderedJson LayerSplitJson(const strategies::ParallelPlan& plan) {
+  switch (plan.layer_split) {
+    case strategies::ParallelPlan::LayerSplit::kUniform:
+      return "uniform";
+    case strategies::ParallelPlan::LayerSplit::kBalanced:
+      return "balanced";
+    case strategies::ParallelPlan::LayerSplit::kGiven:
+      break;
+  }
+  return plan.stage_layers;
+}
+
 OrderedJson PlanJson(const SimulationConfig& c) {
   return {{"data", c.plan.data},
           {"tensor", c.plan.tensor},
@@ -64,6 +78,7 @@ OrderedJson PlanJson(const SimulationConfig& c) {
           {"expert", c.plan.expert},
           {"expert_imbalance", c.plan.expert_imbalance},
           {"schedule", strategies::ScheduleName(c.plan.schedule)},
+          {"layers", LayerSplitJson(c.plan)},
           {"zero_stage", c.plan.zero_stage},
           {"global_batch", c.training.global_batch},
           {"micro_batch", c.training.micro_batch},
@@ -107,13 +122,21 @@ OrderedJson CompressionJson(const SimulationConfig& c, const SimulationResult& r
           {"average_iteration_time_ns", r.average_iteration_time.ns()}};
 }
 
+// The transformer layers stage `i` holds (null for a model without layers to split).
+OrderedJson StageLayerCount(const SimulationConfig& c, const SimulationResult& r, size_t i) {
+  if (c.model.family != models::ModelFamily::kTransformer) return nullptr;
+  if (!r.stage_layers.empty()) return r.stage_layers[i];
+  return c.model.transformer.layers / c.plan.pipeline;
+}
+
 }  // namespace
 
 OrderedJson SimulateResultJson(const SimulationConfig& c, const SimulationResult& r) {
   const strategies::IterationStats& stats = r.iteration->stats;
   OrderedJson stages = OrderedJson::array();
   for (size_t i = 0; i < r.stages.size(); ++i) {
-    OrderedJson stage = {{"stage", i}, {"time", BreakdownJson(r.stages[i])},
+    OrderedJson stage = {{"stage", i}, {"layers", StageLayerCount(c, r, i)},
+                         {"time", BreakdownJson(r.stages[i])},
                          {"memory", MemoryJson(stats.stage_memory[i], c.gpu.memory)}};
     stages.push_back(std::move(stage));
   }
@@ -202,6 +225,12 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
              100 * stats.sources.Share(models::CostSource::kMeasured),
              100 * stats.sources.Share(models::CostSource::kInterpolated),
              100 * stats.sources.Share(models::CostSource::kRoofline), r.cost_model);
+  if (!r.stage_layers.empty()) {
+    fmt::print(out, "  stage layers   {} ({})\n", fmt::join(r.stage_layers, ", "),
+               c.plan.layer_split == strategies::ParallelPlan::LayerSplit::kBalanced
+                   ? "balanced by cost"
+                   : "as given");
+  }
   fmt::print(out, "\n  {:<6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>8} {:>8}\n",
              "stage", "compute", "recompute", "tp", "ep", "pp wait", "dp", "optim", "idle",
              "mem GiB", "of GiB");
