@@ -50,6 +50,21 @@ TEST_F(SimulateCommandTest, SmallExampleMatchesTheGoldenResult) {
   EXPECT_GT((*timeline)["traceEvents"].size(), 27000u);
 }
 
+TEST_F(SimulateCommandTest, SummaryShowsOnlyThePlanTheModelHas) {
+  // A ResNet trains data parallel only: no tensor or pipeline sizes, no schedule.
+  ASSERT_EQ(Simulate({DTSIM_EXAMPLES_DIR "/resnet50_256gpu.json"}).kind, CommandOutcome::Kind::kOk);
+  EXPECT_THAT(output_.str(), HasSubstr("plan           DP 256 (data parallel), 1 micro-batch of 128, "
+                                       "ZeRO 0\n"));
+  // One pipeline stage: no schedule; uneven stages: the split.
+  ASSERT_EQ(Simulate({kSmall, "--set", "parallelism.pipeline.size=1", "--set", "parallelism.data=4"})
+                .kind,
+            CommandOutcome::Kind::kOk);
+  EXPECT_THAT(output_.str(), HasSubstr("DP 4 × TP 4 (SP) × PP 1, 4 micro-batches of 4"));
+  ASSERT_EQ(Simulate({kSmall, "--set", "parallelism.pipeline.layers=[10,14]"}).kind,
+            CommandOutcome::Kind::kOk);
+  EXPECT_THAT(output_.str(), HasSubstr("stage layers   10, 14 (as given)"));
+}
+
 TEST_F(SimulateCommandTest, OverridesAndErrors) {
   const CommandOutcome what_if =
       Simulate({kSmall, "--set", "parallelism.pipeline.schedule=gpipe", "--quiet"});

@@ -191,17 +191,31 @@ std::string TensorNote(const strategies::ParallelPlan& plan) {
   return "";
 }
 
+// "DP 2 × TP 4 (SP) × PP 2 (1f1b), 8 micro-batches of 4, ZeRO 1, recompute selective"; a model
+// trained data parallel only (ResNet) shows no tensor or pipeline sizes, and one stage no schedule.
+std::string PlanLine(const SimulationConfig& c) {
+  const int64_t microbatches = c.Microbatches();
+  const std::string batches = fmt::format("{} micro-batch{} of {}, ZeRO {}", microbatches,
+                                          microbatches == 1 ? "" : "es", c.training.micro_batch,
+                                          c.plan.zero_stage);
+  if (c.model.family != models::ModelFamily::kTransformer) {
+    return fmt::format("DP {} (data parallel), {}", c.plan.data, batches);
+  }
+  return fmt::format("DP {}{} × TP {}{} × PP {}{}, {}, recompute {}", c.plan.data,
+                     c.plan.expert > 1 ? fmt::format(" (EP {})", c.plan.expert) : "",
+                     c.plan.tensor, TensorNote(c.plan), c.plan.pipeline,
+                     c.plan.pipeline > 1
+                         ? fmt::format(" ({})", strategies::ScheduleName(c.plan.schedule))
+                         : "",
+                     batches, models::RecomputeName(c.training.recompute));
+}
+
 void PrintSummary(std::ostream& out, const SimulationConfig& c, const SimulationResult& r) {
   const strategies::IterationStats& stats = r.iteration->stats;
   fmt::print(out, "dtsim simulate {}\n", c.source);
   fmt::print(out, "  model          {} on {} × {} ({}, {} network)\n", c.model.name,
              c.plan.world(), c.gpu.name, c.cluster.name, c.network_model);
-  fmt::print(out, "  plan           DP {}{} × TP {}{} × PP {} ({}), {} micro-batches of {}, ZeRO {}, "
-                  "recompute {}\n",
-             c.plan.data, c.plan.expert > 1 ? fmt::format(" (EP {})", c.plan.expert) : "",
-             c.plan.tensor, TensorNote(c.plan), c.plan.pipeline,
-             strategies::ScheduleName(c.plan.schedule), c.Microbatches(), c.training.micro_batch,
-             c.plan.zero_stage, models::RecomputeName(c.training.recompute));
+  fmt::print(out, "  plan           {}\n", PlanLine(c));
   fmt::print(out, "  iteration      {}{}\n", FormatDuration(r.iteration_time),
              r.phases.empty() ? "" : " (compressed phase)");
   if (c.compression.method != "none") {
