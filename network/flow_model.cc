@@ -155,9 +155,14 @@ void FlowModel::StartTransfers(uint32_t run) {
   if (state.isolated) {
     const auto known = isolated_duration_.find({state.program, state.step});
     if (known != isolated_duration_.end()) {
-      state.fast_end = context_->Schedule(context_->Now() + known->second, handler_,
-                                          kFastStepEnd | run);
-      ++fast_steps_;
+      // This repeat and each later one (after the step's latency) take the same isolated time
+      // while nothing joins the links, which the run holds meanwhile: one event for them all.
+      const FlowStep& step = (*state.program)[state.step];
+      state.fast_repeats = step.repeat - state.repeats_done;
+      state.fast_duration = known->second;
+      const DurationNs total =
+          known->second + (step.latency + known->second) * (state.fast_repeats - 1);
+      state.fast_end = context_->Schedule(context_->Now() + total, handler_, kFastStepEnd | run);
       return;
     }
   }
@@ -212,35 +217,59 @@ void FlowModel::Release(uint32_t run) {
 
 // A fast step is replayed alone in the scratch network from its start to now (exact: nothing
 // shared its links), and its unfinished flows join the real network with the bytes they have
-// left. A step that has finished by now keeps its end event (it is due now).
+// left. When the event covers several repeats, `now` falls in one of them: inside its transfers
+// (replayed from that repeat's start), or in the latency after it, when the next repeat is
+// scheduled as the slow path would start it. A sequence that has finished by now keeps its end
+// event (it is due now).
 void FlowModel::Materialize(uint32_t run) {
   Run& state = runs_[run];
   const FlowStep& step = (*state.program)[state.step];
-  scratch_.Advance(state.step_start);
-  for (size_t i = 0; i < step.transfers.size(); ++i) {
-    const Transfer& transfer = step.transfers[i];
-    if (transfer.bytes <= 0) continue;
-    path_.clear();
-    scratch_topology_->Route(transfer.from, transfer.to, path_);
-    scratch_.StartFlow(path_, transfer.bytes, i);
-  }
-  while (true) {
-    scratch_.UpdateRates();
-    const TimeNs next = scratch_.NextCompletion();
-    if (next > context_->Now()) break;
-    scratch_.Advance(next);
-    scratch_.TakeCompleted();
-  }
-  scratch_.Advance(context_->Now());
+  const DurationNs cycle = state.fast_duration + step.latency;
+  const DurationNs elapsed = context_->Now() - state.step_start;
+  const int64_t repeat = std::min(elapsed.ns() / std::max<int64_t>(cycle.ns(), 1), state.fast_repeats - 1);
+  const TimeNs repeat_start = state.step_start + cycle * repeat;
   std::vector<std::pair<size_t, double>> left;
-  for (const auto& [index, bytes] : scratch_.ActiveFlows()) {
-    if (bytes > 0) left.emplace_back(index, bytes);
+  if (context_->Now() - repeat_start < state.fast_duration) {
+    scratch_.Advance(repeat_start);
+    for (size_t i = 0; i < step.transfers.size(); ++i) {
+      const Transfer& transfer = step.transfers[i];
+      if (transfer.bytes <= 0) continue;
+      path_.clear();
+      scratch_topology_->Route(transfer.from, transfer.to, path_);
+      scratch_.StartFlow(path_, transfer.bytes, i);
+    }
+    while (true) {
+      scratch_.UpdateRates();
+      const TimeNs next = scratch_.NextCompletion();
+      if (next > context_->Now()) break;
+      scratch_.Advance(next);
+      scratch_.TakeCompleted();
+    }
+    scratch_.Advance(context_->Now());
+    for (const auto& [index, bytes] : scratch_.ActiveFlows()) {
+      if (bytes > 0) left.emplace_back(index, bytes);
+    }
+    scratch_.Clear();
   }
-  scratch_.Clear();
-  if (left.empty()) return;
+  if (left.empty()) {
+    // Repeat `repeat` is done: the last one ends the sequence now; otherwise the run waits
+    // for the next repeat's start, after the latency.
+    if (repeat == state.fast_repeats - 1) return;
+    context_->Cancel(*state.fast_end);
+    state.fast_end.reset();
+    state.repeats_done += repeat + 1;
+    fast_steps_ += static_cast<uint64_t>(repeat + 1);
+    state.fast_repeats = 0;
+    context_->Schedule(repeat_start + cycle, handler_, run);
+    return;
+  }
   std::sort(left.begin(), left.end());  // a deterministic order of insertion
   context_->Cancel(*state.fast_end);
   state.fast_end.reset();
+  state.repeats_done += repeat;
+  fast_steps_ += static_cast<uint64_t>(repeat);
+  state.fast_repeats = 0;
+  state.step_start = repeat_start;
   net_.Advance(context_->Now());
   AddFlows(run, left);
   // The disturbing step may itself go fast (the flows left may not cross its links), so the
@@ -253,10 +282,13 @@ void FlowModel::FinishStep(uint32_t run) {
   const FlowProgram& program = *state.program;
   // A step that started on idle links and was never joined took its isolated time.
   if (state.isolated) {
-    isolated_duration_.emplace(StepKey{state.program, state.step},
-                               context_->Now() - state.step_start);
+    if (state.fast_repeats == 0) {
+      isolated_duration_.emplace(StepKey{state.program, state.step},
+                                 context_->Now() - state.step_start);
+    }
     Release(run);
   }
+  state.fast_repeats = 0;
   if (++state.repeats_done < program[state.step].repeat) {
     BeginStep(run);
     return;
@@ -273,7 +305,10 @@ void FlowModel::FinishStep(uint32_t run) {
 void FlowModel::OnEvent(uint64_t payload) {
   if ((payload & kFastStepEnd) != 0) {
     const auto run = static_cast<uint32_t>(payload & kRunMask);
-    runs_[run].fast_end.reset();
+    Run& state = runs_[run];
+    state.fast_end.reset();
+    fast_steps_ += static_cast<uint64_t>(state.fast_repeats);
+    state.repeats_done += state.fast_repeats - 1;  // FinishStep counts the last
     FinishStep(run);
     return;
   }

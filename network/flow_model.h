@@ -7,8 +7,8 @@
 // Isolated steps run fast, exactly. A step whose links carry no other traffic when it starts,
 // and which nobody joins until it ends, took a time that depends only on its own flows (max-min
 // rates separate over flows that share no links); it is remembered per (program, step). When
-// the same step later starts on idle links it becomes one timed event with no flows (a ring
-// all-reduce repeats one step 2(p-1) times) — while the rest of the cluster is busy elsewhere,
+// the same step later starts on idle links it becomes one timed event with no flows, covering
+// all its remaining repeats (a ring all-reduce repeats one step 2(p-1) times) — while the rest of the cluster is busy elsewhere,
 // as the tensor-parallel rings of a thousand GPUs are, each inside its node. A step on the
 // fast path holds its links; if other traffic arrives on one of them, the step is replayed
 // alone in a scratch network up to that moment and its flows join the real network with
@@ -70,6 +70,10 @@ class FlowModel final : public engine::CommunicationModel, public engine::EventH
     // The step started on idle links and nobody has joined them: it holds them (holder_).
     bool isolated = false;
     std::optional<engine::EventId> fast_end;  // set while the step runs on the fast path
+    // On the fast path: how many repeats of the step the event covers (this one and the rest,
+    // each after the step's latency), and one repeat's isolated transfer time.
+    int64_t fast_repeats = 0;
+    DurationNs fast_duration;
   };
   using StepKey = std::pair<const FlowProgram*, size_t>;
   struct Planned {
