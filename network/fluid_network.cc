@@ -46,10 +46,6 @@ FluidNetwork::FlowId FluidNetwork::StartFlow(std::span<const LinkId> path, doubl
   for (LinkId link : path) {
     DTSIM_CHECK(link < links_.size(), "unknown link");
     Link& on = links_[link];
-    if (on.flows.empty()) {
-      on.busy_index = static_cast<uint32_t>(busy_links_.size());
-      busy_links_.push_back(link);
-    }
     flow.slots.push_back(static_cast<uint32_t>(on.flows.size()));
     on.flows.push_back(id);
     MarkDirty(link);
@@ -84,6 +80,18 @@ void FluidNetwork::SetRate(FlowId id, double rate) {
   if (flow.finish == TimeNs::Max()) return;
   finishes_.push_back({flow.finish, id, flow.version});
   std::push_heap(finishes_.begin(), finishes_.end(), std::greater<Finish>());
+  // A rate that rises leaves a stale entry later than the new one, dropped only when its time
+  // comes; long contended flows could pile them up, so past twice the live ones they go.
+  if (finishes_.size() > 2 * active_.size() + 1024) RebuildFinishes();
+}
+
+void FluidNetwork::RebuildFinishes() {
+  finishes_.clear();
+  for (FlowId id : active_) {
+    const Flow& flow = flows_[id];
+    if (flow.finish != TimeNs::Max()) finishes_.push_back({flow.finish, id, flow.version});
+  }
+  std::make_heap(finishes_.begin(), finishes_.end(), std::greater<Finish>());
 }
 
 // A link is marked with the current epoch when dirtied. UpdateRates visits under the next epoch
@@ -198,12 +206,7 @@ std::vector<uint64_t> FluidNetwork::TakeCompleted() {
           ++i;
         }
       }
-      finishes_.clear();
-      for (FlowId id : active_) {
-        const Flow& flow = flows_[id];
-        if (flow.finish != TimeNs::Max()) finishes_.push_back({flow.finish, id, flow.version});
-      }
-      std::make_heap(finishes_.begin(), finishes_.end(), later);
+      RebuildFinishes();
       break;
     }
     const FlowId id = finishes_.front().flow;
@@ -244,13 +247,6 @@ void FluidNetwork::RemoveFlow(FlowId id) {
       }
     }
     on_link.pop_back();
-    if (on_link.empty()) {
-      const LinkId idle = flow.path[i];
-      const LinkId last_busy = busy_links_.back();
-      busy_links_[links_[idle].busy_index] = last_busy;
-      links_[last_busy].busy_index = links_[idle].busy_index;
-      busy_links_.pop_back();
-    }
   }
   const FlowId moved = active_.back();
   active_[flow.active_index] = moved;

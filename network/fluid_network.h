@@ -61,7 +61,6 @@ class FluidNetwork {
   struct Link {
     double capacity = 0;
     std::vector<FlowId> flows;  // active flows crossing it
-    uint32_t busy_index = 0;    // position in busy_links_ while it has flows
     // UpdateRates scratch: capacity not yet given out, and flows crossing it still unfrozen.
     double residual = 0;
     uint32_t unfrozen = 0;
@@ -86,16 +85,15 @@ class FluidNetwork {
   void MarkDirty(LinkId link);
   // Settles the flow's bytes at now_, gives it `rate` and files its new finish time.
   void SetRate(FlowId flow, double rate);
+  // The finish heap from the active flows alone (no stale entries).
+  void RebuildFinishes();
 
   std::vector<Link> links_;
   std::vector<Flow> flows_;
   std::vector<FlowId> free_flows_;  // slots to reuse (their path vectors keep their capacity)
   std::vector<FlowId> active_;
-  // Links with at least one active flow: UpdateRates touches only these, so its cost follows
-  // the traffic in flight, not the size of the cluster.
-  std::vector<LinkId> busy_links_;
   TimeNs now_;
-  // Links whose flows changed since the last UpdateRates (each once: Link::seen == dirty_epoch_).
+  // Links whose flows changed since the last UpdateRates (each once: Link::seen == epoch_).
   std::vector<LinkId> dirty_links_;
   uint64_t epoch_ = 1;        // bumped by every UpdateRates
   // UpdateRates scratch, kept to avoid reallocating: the component to recompute, the heap of
@@ -104,7 +102,7 @@ class FluidNetwork {
   std::vector<FlowId> component_flows_;
   std::vector<std::pair<double, LinkId>> heap_;
   // Finish times of active flows, earliest first; an entry whose version differs from its
-  // flow's is stale and skipped.
+  // flow's is stale and skipped (and all of them dropped when they outnumber the live ones).
   struct Finish {
     TimeNs at;
     FlowId flow;
