@@ -201,6 +201,20 @@ int OptimizerBytesPerParameter(Optimizer optimizer, DType param_dtype) {
   return (optimizer == Optimizer::kAdam ? 8 : 4) + master;
 }
 
+int64_t StageExpertParameterCount(const ModelSpec& model, const MemoryPlan& plan) {
+  if (model.family != ModelFamily::kTransformer || plan.shard.tensor_layout != TensorLayout::k1D) {
+    return 0;
+  }
+  const TransformerSpec& spec = model.transformer;
+  int64_t params = 0;
+  for (int index : StageLayers(spec, plan)) {
+    if (!spec.IsMoeLayer(index)) continue;
+    params += spec.moe.experts / plan.shard.expert_parallel *
+              LocalMlpParameters(spec, spec.MoeFfnHidden(), plan.shard.tensor_parallel);
+  }
+  return params;
+}
+
 int64_t StageParameterCount(const ModelSpec& model, const MemoryPlan& plan) {
   switch (model.family) {
     case ModelFamily::kTransformer:
@@ -219,17 +233,22 @@ Expected<MemoryBreakdown> EstimateMemory(const ModelSpec& model, const MemoryPla
   DTSIM_RETURN_IF_ERROR(CheckPlan(model, plan));
   MemoryBreakdown memory;
   memory.parameter_count = StageParameterCount(model, plan);
-  const auto params = static_cast<double>(memory.parameter_count);
-  const double n = plan.data_parallel;
   // ZeRO (Rajbhandari et al. SC'20 §5): stage 1 shards the optimizer state over the N
-  // data-parallel ranks, stage 2 also the gradients, stage 3 also the parameters.
-  auto shard = [&](double bytes, int from_stage) {
-    return static_cast<int64_t>(std::ceil(plan.zero_stage >= from_stage ? bytes / n : bytes));
+  // data-parallel ranks, stage 2 also the gradients, stage 3 also the parameters. Expert
+  // weights are held by N/EP ranks each (the expert-data-parallel group) and shard over those,
+  // as DeepSpeed-MoE shards them.
+  const auto experts = static_cast<double>(StageExpertParameterCount(model, plan));
+  const double dense = static_cast<double>(memory.parameter_count) - experts;
+  const double n = plan.data_parallel;
+  const double expert_n = n / plan.shard.expert_parallel;
+  auto shard = [&](double bytes_per_parameter, int from_stage) {
+    const bool sharded = plan.zero_stage >= from_stage;
+    return static_cast<int64_t>(std::ceil(
+        (sharded ? dense / n + experts / expert_n : dense + experts) * bytes_per_parameter));
   };
-  memory.parameters = shard(params * DTypeBytes(plan.param_dtype), 3);
-  memory.gradients = shard(params * DTypeBytes(plan.grad_dtype), 2);
-  memory.optimizer_state =
-      shard(params * OptimizerBytesPerParameter(plan.optimizer, plan.param_dtype), 1);
+  memory.parameters = shard(DTypeBytes(plan.param_dtype), 3);
+  memory.gradients = shard(DTypeBytes(plan.grad_dtype), 2);
+  memory.optimizer_state = shard(OptimizerBytesPerParameter(plan.optimizer, plan.param_dtype), 1);
   memory.microbatches_in_flight =
       MicrobatchesInFlight(plan.schedule, plan.pipeline_stages, plan.stage, plan.virtual_stages,
                            plan.microbatches);

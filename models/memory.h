@@ -77,6 +77,8 @@ std::vector<int> StageLayerIndices(const TransformerSpec& spec, int pipeline_sta
 
 // Parameters one rank of stage `plan.stage` holds (tensor/expert sharded, before ZeRO).
 int64_t StageParameterCount(const ModelSpec& model, const MemoryPlan& plan);
+// Of those, the local experts' (MoE layers' expert MLPs, 1D tensor parallelism); 0 otherwise.
+int64_t StageExpertParameterCount(const ModelSpec& model, const MemoryPlan& plan);
 
 // Errors when the plan does not fit the model (layers by stages, the shard, ZeRO stage).
 Expected<MemoryBreakdown> EstimateMemory(const ModelSpec& model, const MemoryPlan& plan);

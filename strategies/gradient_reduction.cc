@@ -1,5 +1,7 @@
 #include "strategies/gradient_reduction.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace dtsim::strategies {
@@ -86,29 +88,51 @@ Status GradientReducer::ReduceBucket(const GradientTensors& bucket, const Reduct
   return Status::Ok();
 }
 
-void GradientReducer::Step(const ReductionGroup& group, int64_t parameters, StepWaits& waits) {
+void GradientReducer::Step(const ReductionGroup& group, int64_t parameters, StepWaits& waits,
+                           int64_t expert_parameters,
+                           std::span<const ReductionGroup> expert_groups) {
   const ParallelPlan& plan = config_.plan;
   const bool zero = plan.zero_stage >= 1;
-  const int64_t local = zero ? (parameters + plan.data - 1) / plan.data : parameters;
-  const std::optional<models::OpCost> cost = cost_.Price(
-      models::OptimizerOp(config_.training.optimizer, local, config_.training.grad_dtype));
+  const int64_t dense = parameters - expert_parameters;
+  const auto expert_data = static_cast<int64_t>(plan.data / plan.expert);
+  const int64_t dense_shard = zero ? (dense + plan.data - 1) / plan.data : dense;
+  const int64_t expert_shard =
+      zero ? (expert_parameters + expert_data - 1) / expert_data : expert_parameters;
+  const std::optional<models::OpCost> cost = cost_.Price(models::OptimizerOp(
+      config_.training.optimizer, dense_shard + expert_shard, config_.training.grad_dtype));
   const models::OpCost step = cost.value_or(models::OpCost{});
-  std::optional<graph::CommId> gather;
-  // ZeRO-1/2 all-gather the updated shards after the step; ZeRO-3 gathers them per layer
-  // before use instead.
-  if (zero && plan.zero_stage < 3 && group.logical.size() > 1) {
-    gather = builder_.AddCollective(
-        CommKind::kAllGather, Bytes(local * DTypeBytes(config_.training.dtype)), group.simulated);
-    if (group.logical.size() != group.simulated.size()) builder_.PriceAs(*gather, group.logical);
+  // ZeRO-1/2 all-gather the updated shards after the step, dense ones over the data-parallel
+  // group and the experts' over their expert-data-parallel group; ZeRO-3 gathers them per
+  // layer before use instead.
+  const bool gather = zero && plan.zero_stage < 3;
+  const auto all_gather = [&](const ReductionGroup& over, int64_t shard) -> std::optional<graph::CommId> {
+    if (!gather || over.logical.size() < 2 || shard == 0) return std::nullopt;
+    const graph::CommId comm = builder_.AddCollective(
+        CommKind::kAllGather, Bytes(shard * DTypeBytes(config_.training.dtype)), over.simulated);
+    if (over.logical.size() != over.simulated.size()) builder_.PriceAs(comm, over.logical);
+    return comm;
+  };
+  const std::optional<graph::CommId> dense_gather = all_gather(group, dense_shard);
+  std::vector<std::pair<const ReductionGroup*, std::optional<graph::CommId>>> expert_gathers;
+  for (const ReductionGroup& experts : expert_groups) {
+    expert_gathers.emplace_back(&experts, all_gather(experts, expert_shard));
   }
   for (int32_t rank : group.simulated) {
     const TaskId task = builder_.AddTask(builder_.Stream(rank, kComputeStream), TaskKind::kCompute,
                                          "optimizer step", kOptimizerCategory, step.duration);
     for (TaskId prerequisite : waits[rank]) builder_.AddDependency(task, prerequisite);
-    if (gather) {
-      const TaskId all_gather = builder_.AddCollectiveTask(
-          builder_.Stream(rank, "dp"), *gather, "parameter all-gather", kDataCategory);
-      builder_.AddDependency(all_gather, task);
+    const auto gather_after_step = [&](const std::optional<graph::CommId>& comm) {
+      if (!comm) return;
+      const TaskId gathered = builder_.AddCollectiveTask(builder_.Stream(rank, "dp"), *comm,
+                                                         "parameter all-gather", kDataCategory);
+      builder_.AddDependency(gathered, task);
+    };
+    gather_after_step(dense_gather);
+    for (const auto& [experts, comm] : expert_gathers) {
+      if (std::find(experts->simulated.begin(), experts->simulated.end(), rank) !=
+          experts->simulated.end()) {
+        gather_after_step(comm);
+      }
     }
   }
   // One step per rank: the simulated ones stand for their class.

@@ -49,8 +49,11 @@ class GradientReducer {
 
   // The optimizer step over `parameters` local parameters on each simulated member, after its
   // waits (its shard of them under ZeRO, whose stages 1 and 2 all-gather the updated
-  // parameters after it).
-  void Step(const ReductionGroup& group, int64_t parameters, StepWaits& waits);
+  // parameters after it). With expert parallelism `expert_parameters` of them are the local
+  // experts', held by the expert-data-parallel groups `expert_groups` (each simulated member
+  // in one): ZeRO shards those over their group and all-gathers them there.
+  void Step(const ReductionGroup& group, int64_t parameters, StepWaits& waits,
+            int64_t expert_parameters = 0, std::span<const ReductionGroup> expert_groups = {});
 
  private:
   Status ReduceBucket(const GradientTensors& bucket, const ReductionGroup& group,

@@ -1019,10 +1019,12 @@ class IterationBuilder {
     for (int stage = 0; stage < plan_.pipeline; ++stage) {
       const auto& stage_ready = ready[static_cast<size_t>(stage)];
       int64_t stage_params = 0;
+      int64_t expert_params = 0;
       for (const GradientTensors& point : stage_ready.front().tensors) stage_params += point.elements();
       for (const GradientTensors& point : stage_ready.front().expert_tensors) {
-        stage_params += point.elements();
+        expert_params += point.elements();
       }
+      stage_params += expert_params;
       for (int tp = 0; tp < std::min(simulated_tensor_, WeightPeers()); ++tp) {
         // Dense gradients over the whole data-parallel group (with 2.5D, of every depth layer:
         // Tesseract's depth all-reduce of weight gradients, folded into data parallelism); the
@@ -1032,14 +1034,16 @@ class IterationBuilder {
         std::iota(all.begin(), all.end(), 0);
         const ReductionGroup data = Reduction(stage_ready, RanksOver(stage, tp, all));
         DTSIM_RETURN_IF_ERROR(reducer.Reduce(stage_ready.front().tensors, data, waits));
+        std::vector<ReductionGroup> expert_groups;
         for (int first = 0; first < std::min(plan_.expert, simulated_data_); ++first) {
           std::vector<int> holders;
           for (int dp = first; dp < plan_.data; dp += plan_.expert) holders.push_back(dp);
+          expert_groups.push_back(Reduction(stage_ready, RanksOver(stage, tp, holders)));
           DTSIM_RETURN_IF_ERROR(
-              reducer.Reduce(stage_ready.front().expert_tensors,
-                             Reduction(stage_ready, RanksOver(stage, tp, holders)), waits));
+              reducer.Reduce(stage_ready.front().expert_tensors, expert_groups.back(), waits));
         }
-        reducer.Step(data, stage_params, waits);
+        reducer.Step(data, stage_params, waits, plan_.expert > 1 ? expert_params : 0,
+                     expert_groups);
       }
     }
     return Status::Ok();
