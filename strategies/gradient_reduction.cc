@@ -105,7 +105,8 @@ void GradientReducer::Step(const ReductionGroup& group, int64_t parameters, Step
   // group and the experts' over their expert-data-parallel group; ZeRO-3 gathers them per
   // layer before use instead.
   const bool gather = zero && plan.zero_stage < 3;
-  const auto all_gather = [&](const ReductionGroup& over, int64_t shard) -> std::optional<graph::CommId> {
+  const auto all_gather = [&](const ReductionGroup& over,
+                              int64_t shard) -> std::optional<graph::CommId> {
     if (!gather || over.logical.size() < 2 || shard == 0) return std::nullopt;
     const graph::CommId comm = builder_.AddCollective(
         CommKind::kAllGather, Bytes(shard * DTypeBytes(config_.training.dtype)), over.simulated);
