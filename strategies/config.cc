@@ -197,9 +197,6 @@ Status CheckDataParallelPlan(const SimulationConfig& config) {
   return Status::Ok();
 }
 
-// A transformer's plan: expert parallelism against the MoE model, the shard against the
-// model, the pipeline against the layers and the schedule. Fills in the sequence length.
-
 // Uniform: pipeline stages × virtual stages divide the layers. Otherwise one chunk per stage,
 // and given counts must be one per stage, adding up to the layers.
 Status CheckStageLayers(const models::TransformerSpec& spec, const ParallelPlan& plan) {
@@ -233,6 +230,8 @@ Status CheckStageLayers(const models::TransformerSpec& spec, const ParallelPlan&
   return Status::Ok();
 }
 
+// A transformer's plan: expert parallelism against the MoE model, the shard against the
+// model, the pipeline against the layers and the schedule. Fills in the sequence length.
 Status CheckTransformerPlan(SimulationConfig& config) {
   const ParallelPlan& plan = config.plan;
   TrainingConfig& training = config.training;
