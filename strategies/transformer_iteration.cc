@@ -8,6 +8,7 @@
 #include <numeric>
 #include <tuple>
 #include <set>
+#include <span>
 #include <string>
 
 #include <fmt/format.h>
@@ -409,7 +410,13 @@ class IterationBuilder {
         pricer_(cost, config.plan.on_grid()), phase_(phase),
         symmetric_(config.ranks == RanksMode::kSymmetric),
         simulated_data_(symmetric_ ? 1 : plan_.data),
-        simulated_tensor_(symmetric_ ? 1 : plan_.tensor) {}
+        simulated_tensor_(symmetric_ ? 1 : plan_.tensor) {
+    for (int stage = 0; stage < plan_.pipeline; ++stage) {
+      stage_layers_.push_back(models::StageLayerIndices(spec_, plan_.pipeline,
+                                                        plan_.virtual_stages, stage,
+                                                        plan_.stage_layers));
+    }
+  }
 
   Expected<IterationGraph> Build() {
     DTSIM_RETURN_IF_ERROR(PricePasses());
@@ -851,17 +858,13 @@ class IterationBuilder {
     return Bytes(ActivationBytes().count() / plan_.tensor);
   }
 
-  // Layers in each chunk of `stage` (uneven stages have one chunk each), and the first layer of
-  // chunk `chunk`.
-  int LayerCount(int stage) const {
-    if (!plan_.stage_layers.empty()) return plan_.stage_layers[static_cast<size_t>(stage)];
-    return spec_.layers / (plan_.pipeline * plan_.virtual_stages);
-  }
-  int FirstLayer(int stage, int chunk) const {
-    if (!plan_.stage_layers.empty()) {
-      return std::accumulate(plan_.stage_layers.begin(), plan_.stage_layers.begin() + stage, 0);
-    }
-    return (chunk * plan_.pipeline + stage) * LayerCount(stage);
+  // The layers of chunk `chunk` of `stage`, in order: the stage's layers
+  // (models::StageLayerIndices, which the memory model and gradient layout use too) split into
+  // its equal chunks (uneven stages have one chunk each).
+  std::span<const int> ChunkLayers(int stage, int chunk) const {
+    const std::vector<int>& layers = stage_layers_[static_cast<size_t>(stage)];
+    const size_t per_chunk = layers.size() / static_cast<size_t>(plan_.virtual_stages);
+    return std::span<const int>(layers).subspan(static_cast<size_t>(chunk) * per_chunk, per_chunk);
   }
   // The pipeline tag of a transfer: unique per (micro-batch, chunk, direction).
   int64_t Tag(int64_t microbatch, int chunk, bool backward) const {
@@ -886,8 +889,7 @@ class IterationBuilder {
       EmitWhole(group, embedding_forward_, "embedding fwd", "embedding tp");
       EmbeddingCollective(group, false);
     }
-    for (int i = 0; i < LayerCount(stage); ++i) {
-      const int layer = FirstLayer(stage, chunk) + i;
+    for (const int layer : ChunkLayers(stage, chunk)) {
       GatherParameters(group, LayerParameters(layer), fmt::format("layer{} gather", layer));
       Emit(group, Passes(layer).forward, layer, "fwd", kComputeCategory);
     }
@@ -923,8 +925,9 @@ class IterationBuilder {
       if (!plan_.on_grid()) TensorReduce(group, "output tp");
       mark(OutputGradients(spec_, plan_, HoldsOutputTable(spec_, stage)));
     }
-    for (int i = LayerCount(stage) - 1; i >= 0; --i) {
-      const int layer = FirstLayer(stage, chunk) + i;
+    const std::span<const int> layers = ChunkLayers(stage, chunk);
+    for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+      const int layer = *it;
       GatherParameters(group, LayerParameters(layer), fmt::format("layer{} gather", layer));
       Emit(group, Passes(layer).recompute, layer, "recompute", kRecomputeCategory);
       Emit(group, Passes(layer).backward, layer, "bwd", kComputeCategory);
@@ -962,8 +965,8 @@ class IterationBuilder {
     const auto count = static_cast<int64_t>(peers);
     double flops = 0;
     double recompute = 0;
-    for (int i = 0; i < LayerCount(stage); ++i) {
-      const LayerPasses& layer = Passes(FirstLayer(stage, chunk) + i);
+    for (const int index : ChunkLayers(stage, chunk)) {
+      const LayerPasses& layer = Passes(index);
       flops += (backward ? layer.backward : layer.forward).model_flops;
       if (backward) recompute += layer.recompute.model_flops;
       // Cost sources: each priced op once per use (backward with its recompute).
@@ -1106,6 +1109,7 @@ class IterationBuilder {
   bool symmetric_;
   int simulated_data_;
   int simulated_tensor_;
+  std::vector<std::vector<int>> stage_layers_;  // per stage, its layers (StageLayerIndices)
   int group_dp_ = 0;
   int group_stage_ = 0;
   // Matched collectives made so far per (across, stage, first data index), each one comm per
