@@ -16,6 +16,7 @@ namespace {
 constexpr std::array<std::string_view, 4> kIntraNames = {"switch", "ring", "mesh", "pcie"};
 constexpr std::array<std::string_view, 5> kInterNames = {"fat-tree", "rail-optimized", "ring",
                                                          "torus-2d", "torus-3d"};
+constexpr std::array<std::string_view, 2> kPlacementNames = {"dedicated", "colocated"};
 constexpr int kMaxNodes = 1 << 20;
 
 struct Preset {
@@ -169,6 +170,47 @@ Status ReadInter(const Json& value, const std::string& path, bool preset, InterN
   return reader.Finish();
 }
 
+// {"count", "placement", "nic_bandwidth", "partition"}; a dedicated server's NIC defaults to
+// the workers' NIC bandwidth (resolved by the caller, which knows the inter-node spec).
+Status ReadServers(const Json& value, const std::string& path, ServerSpec& servers) {
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, path));
+  if (!reader.Has("count")) return Error("missing required field", JsonChildPath(path, "count"));
+  DTSIM_RETURN_IF_ERROR(ReadCount(reader, "count", kMaxNodes, servers.count));
+  reader.Allow("placement");
+  if (reader.Has("placement")) {
+    DTSIM_ASSIGN_OR_RETURN(servers.placement,
+                           (ReadEnum<ServerPlacement>(reader, "placement", kPlacementNames,
+                                                      "server placement")));
+  }
+  DTSIM_RETURN_IF_ERROR(ReadPositiveRate(reader, "nic_bandwidth", servers.nic_bandwidth));
+  if (servers.placement == ServerPlacement::kColocated && reader.Has("nic_bandwidth")) {
+    return Error("colocated servers use their node's NICs; nic_bandwidth is for dedicated ones",
+                 JsonChildPath(path, "nic_bandwidth"));
+  }
+  reader.Allow("partition");
+  if (reader.Has("partition")) {
+    DTSIM_ASSIGN_OR_RETURN(servers.partition, reader.Size("partition"));
+    if (servers.partition.count() <= 0) {
+      return Error("must be positive", JsonChildPath(path, "partition"),
+                   JsonValueForError(*reader.Find("partition")));
+    }
+  }
+  return reader.Finish();
+}
+
+// Colocated servers run on the first `count` nodes, so there must be that many.
+Status CheckColocatedServers(const ClusterSpec& cluster, const std::string& path) {
+  const ServerSpec& servers = cluster.servers;
+  if (servers.placement != ServerPlacement::kColocated || cluster.nodes == 0 ||
+      servers.count <= cluster.nodes) {
+    return Status::Ok();
+  }
+  return Error(fmt::format("{} colocated servers need as many nodes, but the cluster has {}",
+                           servers.count, cluster.nodes),
+               JsonChildPath(JsonChildPath(path, "servers"), "count"),
+               std::to_string(servers.count));
+}
+
 // "nodes", or "gpus" (the total, which must divide into nodes of gpus_per_node), not both.
 Status ReadNodes(JsonObjectReader& reader, ClusterSpec& cluster) {
   if (reader.Has("nodes") && reader.Has("gpus")) {
@@ -191,6 +233,17 @@ Status ReadNodes(JsonObjectReader& reader, ClusterSpec& cluster) {
 // without a node count takes it from its dimensions.
 Status CheckConsistent(ClusterSpec& cluster, const std::string& path) {
   const InterNodeSpec& inter = cluster.inter;
+  if (cluster.servers.count > 0 && cluster.servers.placement == ServerPlacement::kDedicated &&
+      IsDirectConnected(inter.topology)) {
+    return Error(fmt::format("dedicated parameter servers attach to a switched fabric "
+                             "(fat-tree or rail-optimized), not a {}; colocate them instead",
+                             InterTopologyName(inter.topology)),
+                 JsonChildPath(JsonChildPath(path, "servers"), "placement"), "\"dedicated\"");
+  }
+  if (cluster.servers.count > 0 && cluster.servers.nic_bandwidth.bits_per_second() == 0) {
+    cluster.servers.nic_bandwidth = inter.nic_bandwidth;
+  }
+  DTSIM_RETURN_IF_ERROR(CheckColocatedServers(cluster, path));
   const bool torus = inter.topology == InterTopology::kTorus2d ||
                      inter.topology == InterTopology::kTorus3d;
   const std::string dims_path = JsonChildPath(JsonChildPath(path, "inter_node"), "dimensions");
@@ -214,7 +267,7 @@ Status CheckConsistent(ClusterSpec& cluster, const std::string& path) {
                  dims_path, fmt::format("[{}]", fmt::join(inter.dimensions, ", ")));
   }
   cluster.nodes = static_cast<int>(product);  // a torus's dimensions give its node count
-  return Status::Ok();
+  return CheckColocatedServers(cluster, path);
 }
 
 }  // namespace
@@ -225,6 +278,15 @@ std::string_view IntraTopologyName(IntraTopology topology) {
 
 std::string_view InterTopologyName(InterTopology topology) {
   return kInterNames[static_cast<size_t>(topology)];
+}
+
+bool IsDirectConnected(InterTopology topology) {
+  return topology == InterTopology::kRing || topology == InterTopology::kTorus2d ||
+         topology == InterTopology::kTorus3d;
+}
+
+std::string_view ServerPlacementName(ServerPlacement placement) {
+  return kPlacementNames[static_cast<size_t>(placement)];
 }
 
 std::span<const std::string_view> ClusterPresetNames() {
@@ -276,6 +338,9 @@ Expected<ClusterSpec> ClusterFromJson(const Json& value, const std::string& path
   if (inter != nullptr) {
     DTSIM_RETURN_IF_ERROR(ReadInter(*inter, JsonChildPath(path, "inter_node"), preset, cluster.inter));
   }
+  if (const Json* servers = reader.Find("servers")) {
+    DTSIM_RETURN_IF_ERROR(ReadServers(*servers, JsonChildPath(path, "servers"), cluster.servers));
+  }
   DTSIM_RETURN_IF_ERROR(reader.Finish());
   DTSIM_RETURN_IF_ERROR(CheckConsistent(cluster, path));
   return cluster;
@@ -289,7 +354,7 @@ Status FitCluster(ClusterSpec& cluster, int32_t ranks) {
     return Error(fmt::format("the graph has {} ranks but the cluster has {} GPUs ({} nodes of {})",
                              ranks, cluster.gpu_count(), cluster.nodes, cluster.gpus_per_node));
   }
-  return Status::Ok();
+  return CheckColocatedServers(cluster, "");
 }
 
 Expected<ClusterSpec> LoadCluster(const std::string& preset_or_path) {

@@ -19,6 +19,8 @@ enum class InterTopology { kFatTree, kRailOptimized, kRing, kTorus2d, kTorus3d }
 
 std::string_view IntraTopologyName(IntraTopology topology);
 std::string_view InterTopologyName(InterTopology topology);
+// Whether an inter-node fabric connects nodes directly (ring, torus) rather than by switches.
+bool IsDirectConnected(InterTopology topology);
 
 struct IntraNodeSpec {
   IntraTopology topology = IntraTopology::kSwitch;
@@ -38,15 +40,34 @@ struct InterNodeSpec {
   double efficiency = 1.0;
 };
 
+enum class ServerPlacement { kDedicated, kColocated };
+std::string_view ServerPlacementName(ServerPlacement placement);
+
+// Parameter servers, BytePS-style summation servers: the `parameter_server` all-reduce pushes
+// gradient partitions to them and pulls the sums back (docs/network.md, "Parameter servers").
+// Dedicated: CPU machines of their own, one NIC each, attached to the spine of a switched
+// fabric. Colocated: a server process on each of the first `count` nodes, using that node's
+// NICs. In the flow model server s is endpoint gpu_count() + s.
+struct ServerSpec {
+  int count = 0;  // 0: none
+  ServerPlacement placement = ServerPlacement::kDedicated;
+  Bandwidth nic_bandwidth;  // dedicated: one server's NIC, per direction
+  Bytes partition = Bytes(4096000);  // the push/pull unit (BytePS's BYTEPS_PARTITION_BYTES)
+};
+
 struct ClusterSpec {
   std::string name;  // the preset's name, or "custom"
   int nodes = 0;     // 0: not given; FitCluster sizes it to the workload
   int gpus_per_node = 1;
   IntraNodeSpec intra;
   InterNodeSpec inter;
+  ServerSpec servers;
 
   int gpu_count() const { return nodes * gpus_per_node; }
   int NodeOf(int32_t rank) const { return rank / gpus_per_node; }
+  // Server s as a flow endpoint, and whether an endpoint is a server.
+  int32_t ServerEndpoint(int server) const { return gpu_count() + server; }
+  bool IsServer(int32_t endpoint) const { return endpoint >= gpu_count(); }
 };
 
 std::span<const std::string_view> ClusterPresetNames();
@@ -56,13 +77,14 @@ Expected<ClusterSpec> ClusterPreset(std::string_view name, int nodes = 1);
 // {"preset": "dgx-a100", "nodes": 4 (or "gpus": 32), "gpus_per_node": 8,
 //  "intra_node": {"topology", "bandwidth", "latency", "efficiency"},
 //  "inter_node": {"topology", "nics_per_node", "nic_bandwidth", "latency", "oversubscription",
-//                 "nodes_per_leaf", "dimensions", "efficiency"}}
+//                 "nodes_per_leaf", "dimensions", "efficiency"},
+//  "servers": {"count", "placement" ("dedicated" | "colocated"), "nic_bandwidth", "partition"}}
 // Without a preset every field but the optional ones is required; with one, any field
 // overrides the preset's. Errors carry the JSON path under `path`.
 Expected<ClusterSpec> ClusterFromJson(const Json& value, const std::string& path);
 
 // Sizes a cluster with 0 nodes (none given) to `ranks`: ceil(ranks / gpus_per_node) nodes.
-// Errors when the ranks do not fit on the cluster's GPUs.
+// Errors when the ranks do not fit on the cluster's GPUs, or colocated servers on its nodes.
 Status FitCluster(ClusterSpec& cluster, int32_t ranks);
 
 // A preset name, or a JSON file holding a cluster spec.

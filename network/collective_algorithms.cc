@@ -166,6 +166,71 @@ Expected<DurationNs> AllReduceHierarchical(const CollectiveRequest& r) {
   return local + across + local;
 }
 
+// Parameter servers (BytePS): ring reduce-scatter inside each node, then each rank pushes its
+// S/k shard to the m servers and pulls the sums back, slice by slice (PlanServerExchange):
+// c + 1 steps, each α_inter + the slower of
+//   - a node's NICs: dedicated servers, k · slice out (push) and k · slice in (pull); colocated,
+//     the pushes to servers on other nodes, k_n · slice · (m − h_n)/m, plus, on a node hosting
+//     a server (h_n = 1), its pulls to the group's ranks on other nodes, (p − k_n) · slice/m;
+//   - a dedicated server's NIC: p · slice/m in and out;
+// then ring all-gather inside each node. A group on one node reduces without the servers
+// (BytePS with one worker machine runs NCCL alone). With m = N dedicated servers each NIC
+// carries S once each way, against 2(N−1)/N · S for a ring; colocated ones carry 2(N−1)/N · S.
+Expected<DurationNs> AllReduceParameterServer(const CollectiveRequest& r) {
+  const ClusterSpec& cluster = *r.cluster;
+  const ServerSpec& servers = cluster.servers;
+  if (servers.count == 0) {
+    return Error("the parameter_server algorithm needs parameter servers (cluster.servers)");
+  }
+  if (!r.shape.uniform) return NeedsUniform("parameter_server");
+  const Rates rates = RatesFor(r);
+  const double k = r.shape.per_node;
+  const double size = static_cast<double>(r.size.count());
+  const DurationNs local = Phase(rates, r.shape.per_node - 1, rates.alpha_intra,
+                                 (k - 1) / k * size, 0);
+  if (rates.single_node) return local + local;
+  const ServerExchange exchange = PlanServerExchange(cluster, size, r.shape.per_node);
+  const double m = servers.count;
+  const double slice = exchange.shard / static_cast<double>(exchange.slices);
+  // Every byte to or from a dedicated server crosses the leaf up-links when there are leaves;
+  // colocated ones are priced like the group's own traffic (RatesFor).
+  const bool leaves = cluster.inter.nodes_per_leaf > 0 &&
+                      cluster.inter.nodes_per_leaf < cluster.nodes;
+  const bool dedicated = servers.placement == ServerPlacement::kDedicated;
+  const double node_rate = dedicated && leaves && !r.shape.crosses_spine
+                               ? rates.node_bytes_per_second / cluster.inter.oversubscription
+                               : rates.node_bytes_per_second;
+  // The busiest node's (or server's) bytes in one direction, in a step that pushes a slice,
+  // pulls one, or both.
+  DurationNs push_step, both_step;
+  if (dedicated) {
+    const double server_rate =
+        servers.nic_bandwidth.bytes_per_second() * cluster.inter.efficiency;
+    const DurationNs wire = std::max(Move(k * slice, node_rate),
+                                     Move(r.shape.ranks * slice / m, server_rate));
+    push_step = both_step = wire;
+  } else {
+    std::vector<double> members(static_cast<size_t>(cluster.nodes), 0);
+    for (int32_t rank : r.ranks) members[static_cast<size_t>(cluster.NodeOf(rank))] += 1;
+    double push = 0;
+    double both = 0;
+    for (int node = 0; node < cluster.nodes; ++node) {
+      const double k_n = members[static_cast<size_t>(node)];
+      const bool hosts = node < servers.count;
+      const double worker = k_n * slice * (m - (hosts ? 1 : 0)) / m;
+      const double server = hosts ? (r.shape.ranks - k_n) * slice / m : 0;
+      push = std::max({push, worker, server});  // push: workers out, the server in
+      both = std::max(both, worker + server);
+    }
+    push_step = Move(push, node_rate);
+    both_step = Move(both, node_rate);
+  }
+  // Step 0 pushes, steps 1 … c − 1 push and pull, step c pulls (as long as step 0).
+  const DurationNs across = cluster.inter.latency * (exchange.slices + 1) + push_step * 2 +
+                            both_step * (exchange.slices - 1);
+  return local + across + local;
+}
+
 // --- reduce-scatter, all-gather ------------------------------------------------------------
 
 // Ring reduce-scatter of an S-byte input: p-1 steps, (p-1)/p · S per rank and per node.
@@ -256,6 +321,9 @@ constexpr std::array kAlgorithms = {
     CollectiveAlgorithm{"hierarchical", CommKind::kAllReduce, false,
                         "intra-node reduce-scatter, inter-node all-reduce, intra-node all-gather",
                         AllReduceHierarchical},
+    CollectiveAlgorithm{"parameter_server", CommKind::kAllReduce, false,
+                        "push to and pull from parameter servers (BytePS), slice by slice",
+                        AllReduceParameterServer},
     CollectiveAlgorithm{"ring", CommKind::kReduceScatter, true, "ring", ReduceScatterRing},
     CollectiveAlgorithm{"ring", CommKind::kAllGather, true, "ring", AllGatherRing},
     CollectiveAlgorithm{"ring", CommKind::kBroadcast, true, "pipelined chain", RootedRing},
@@ -314,6 +382,19 @@ std::vector<ExchangeRound> HalvingDoublingRounds(std::span<const int32_t> ranks,
     rounds.push_back(std::move(fold));
   }
   return rounds;
+}
+
+ServerExchange PlanServerExchange(const ClusterSpec& cluster, double size, int per_node) {
+  ServerExchange exchange{.shard = size / per_node};
+  const double partition = static_cast<double>(cluster.servers.partition.count());
+  exchange.slices = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(exchange.shard / partition)));
+  exchange.piece = exchange.shard / static_cast<double>(exchange.slices) / cluster.servers.count;
+  return exchange;
+}
+
+bool ServerIsLocal(const ClusterSpec& cluster, int32_t rank, int server) {
+  return cluster.servers.placement == ServerPlacement::kColocated &&
+         cluster.NodeOf(rank) == server;
 }
 
 GroupShape ShapeOfGroup(std::span<const int32_t> ranks, const ClusterSpec& cluster) {

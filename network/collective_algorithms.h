@@ -57,6 +57,21 @@ std::vector<ExchangeRound> BinomialRounds(std::span<const int32_t> ranks, int32_
 // halving steps, the doubling steps (the halving mirrored), the unfold.
 std::vector<ExchangeRound> HalvingDoublingRounds(std::span<const int32_t> ranks, double size);
 
+// The parameter-server all-reduce's push/pull schedule (docs/network.md, "Parameter servers"):
+// after the on-node reduce-scatter each rank holds a shard of S/k bytes, cut into `slices`
+// equal slices of at most the servers' partition size; every slice is spread evenly over the
+// servers (`piece` bytes from each rank to each server). Slice i is pushed in step i and its
+// sum pulled in step i + 1, while slice i + 1 is pushed: slices + 1 steps.
+struct ServerExchange {
+  double shard = 0;
+  int64_t slices = 1;
+  double piece = 0;
+};
+ServerExchange PlanServerExchange(const ClusterSpec& cluster, double size, int per_node);
+// Whether rank `rank` reaches server `server` without the network (a colocated server on
+// the rank's own node).
+bool ServerIsLocal(const ClusterSpec& cluster, int32_t rank, int server);
+
 std::span<const CollectiveAlgorithm> CollectiveAlgorithms();
 // The algorithm `name` for `kind`; the error lists the names registered for that kind.
 Expected<const CollectiveAlgorithm*> FindCollectiveAlgorithm(graph::CommKind kind,

@@ -183,6 +183,46 @@ Expected<FlowProgram> AllReduceHierarchical(const FlowRequest& r) {
   return program;
 }
 
+// Parameter servers (collective_algorithms.cc derives the volumes): the ring reduce-scatter of
+// the hierarchical all-reduce on each node; then, slice by slice, every rank pushes a piece to
+// each server and pulls the previous slice's piece back (transfers to a colocated server on the
+// rank's own node stay off the network); then the ring all-gather on each node.
+Expected<FlowProgram> AllReduceParameterServer(const FlowRequest& r) {
+  const ClusterSpec& cluster = *r.cluster;
+  if (cluster.servers.count == 0) {
+    return Error("the parameter_server algorithm needs parameter servers (cluster.servers)");
+  }
+  const auto nodes = ByNode(r);
+  if (!Uniform(nodes)) return NeedsUniform("parameter_server");
+  const size_t k = nodes.front().size();
+  FlowStep local{cluster.intra.latency, RingTransfers(nodes, Size(r) / static_cast<double>(k), true),
+                 static_cast<int64_t>(k) - 1};
+  FlowProgram program;
+  if (k > 1) program.push_back(local);
+  if (nodes.size() > 1) {
+    const ServerExchange exchange = PlanServerExchange(cluster, Size(r), static_cast<int>(k));
+    FlowStep push{cluster.inter.latency, {}, 1};
+    FlowStep pull{cluster.inter.latency, {}, 1};
+    for (const auto& node : nodes) {
+      for (int32_t rank : node) {
+        for (int server = 0; server < cluster.servers.count; ++server) {
+          if (ServerIsLocal(cluster, rank, server)) continue;
+          const int32_t endpoint = cluster.ServerEndpoint(server);
+          push.transfers.push_back({rank, endpoint, exchange.piece});
+          pull.transfers.push_back({endpoint, rank, exchange.piece});
+        }
+      }
+    }
+    FlowStep both{cluster.inter.latency, push.transfers, exchange.slices - 1};
+    both.transfers.insert(both.transfers.end(), pull.transfers.begin(), pull.transfers.end());
+    program.push_back(std::move(push));
+    if (exchange.slices > 1) program.push_back(std::move(both));
+    program.push_back(std::move(pull));
+  }
+  if (k > 1) program.push_back(std::move(local));
+  return program;
+}
+
 // NCCL's double binary tree, pipelined: one step after 2⌈log2 p⌉ · α in which every edge
 // streams at once. On each node a chain carries S each way (reduce toward the first member,
 // broadcast back). Across nodes two binary trees carry S/2 each: a heap over the nodes, and the
@@ -270,6 +310,7 @@ constexpr std::array kPrograms = {
     Entry{CommKind::kAllReduce, "tree", AllReduceTree},
     Entry{CommKind::kAllReduce, "hierarchical", AllReduceHierarchical},
     Entry{CommKind::kAllReduce, "halving_doubling", AllReduceHalvingDoubling},
+    Entry{CommKind::kAllReduce, "parameter_server", AllReduceParameterServer},
     Entry{CommKind::kReduceScatter, "ring", ReduceScatterRing},
     Entry{CommKind::kAllGather, "ring", AllGatherRing},
     Entry{CommKind::kBroadcast, "ring", RootedRing},

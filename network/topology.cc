@@ -4,12 +4,9 @@
 
 #include <fmt/format.h>
 
-namespace dtsim::network {
+#include "sim/base/check.h"
 
-bool IsDirectConnected(InterTopology topology) {
-  return topology == InterTopology::kRing || topology == InterTopology::kTorus2d ||
-         topology == InterTopology::kTorus3d;
-}
+namespace dtsim::network {
 
 Expected<Topology> Topology::Build(const ClusterSpec& cluster, FluidNetwork& net) {
   Topology topology(cluster);
@@ -50,6 +47,15 @@ void Topology::AddInter(FluidNetwork& net) {
     net.AddLink(nic);
     net.AddLink(nic);
   }
+  const ServerSpec& servers = cluster_.servers;
+  if (servers.count > 0 && servers.placement == ServerPlacement::kDedicated) {
+    const double server_nic = servers.nic_bandwidth.bytes_per_second() * inter.efficiency;
+    first_server_up_ = static_cast<FluidNetwork::LinkId>(net.link_count());
+    for (int server = 0; server < servers.count; ++server) {
+      net.AddLink(server_nic);
+      net.AddLink(server_nic);
+    }
+  }
   const int per_leaf = inter.nodes_per_leaf;
   leaves_ = per_leaf > 0 && per_leaf < cluster_.nodes;
   if (!leaves_) return;
@@ -63,6 +69,14 @@ void Topology::AddInter(FluidNetwork& net) {
 }
 
 void Topology::Route(int32_t from, int32_t to, std::vector<FluidNetwork::LinkId>& path) const {
+  if (cluster_.IsServer(from) || cluster_.IsServer(to)) {
+    DTSIM_CHECK(cluster_.IsServer(from) != cluster_.IsServer(to), "servers exchange only with GPUs");
+    const bool to_server = cluster_.IsServer(to);
+    const int32_t server = (to_server ? to : from) - cluster_.gpu_count();
+    DTSIM_CHECK(server < cluster_.servers.count, "no such server");
+    RouteServer(to_server ? from : to, server, to_server, path);
+    return;
+  }
   const int from_node = cluster_.NodeOf(from);
   const int to_node = cluster_.NodeOf(to);
   if (from_node == to_node) {
@@ -108,6 +122,33 @@ void Topology::RouteSwitched(int32_t from, int32_t to,
     path.push_back(first_leaf_up_ + 2 * static_cast<uint32_t>(LeafOf(to_node)) + 1);
   }
   path.push_back(nic_link(to_node, to) + 1);
+}
+
+void Topology::RouteServer(int32_t gpu, int server, bool to_server,
+                           std::vector<FluidNetwork::LinkId>& path) const {
+  const int node = cluster_.NodeOf(gpu);
+  if (cluster_.servers.placement == ServerPlacement::kColocated) {
+    DTSIM_CHECK(server != node, "a colocated server is reached from its own node without the network");
+    // Rail-matched: the server's node receives on the NIC of the GPU's local index.
+    const int32_t peer = server * cluster_.gpus_per_node + gpu % cluster_.gpus_per_node;
+    Route(to_server ? gpu : peer, to_server ? peer : gpu, path);
+    return;
+  }
+  const int nics = cluster_.inter.nics_per_node;
+  const FluidNetwork::LinkId nic =
+      first_nic_up_ + 2 * static_cast<uint32_t>(node * nics + (gpu % cluster_.gpus_per_node) % nics);
+  const FluidNetwork::LinkId server_up = first_server_up_ + 2 * static_cast<uint32_t>(server);
+  const FluidNetwork::LinkId leaf =
+      leaves_ ? first_leaf_up_ + 2 * static_cast<uint32_t>(LeafOf(node)) : 0;
+  if (to_server) {
+    path.push_back(nic);
+    if (leaves_) path.push_back(leaf);
+    path.push_back(server_up + 1);
+  } else {
+    path.push_back(server_up);
+    if (leaves_) path.push_back(leaf + 1);
+    path.push_back(nic + 1);
+  }
 }
 
 // Dimension-order routing: node coordinates with dimension 0 varying fastest; dimension by

@@ -10,10 +10,15 @@
 //     of capacity (nodes under the leaf x NICs x NIC bandwidth) / oversubscription;
 //   - ring and torus: nodes are direct-connected to their neighbours; per node and dimension
 //     of extent > 1, a link in each direction, the node's NIC bandwidth split evenly over them.
+//   - dedicated parameter servers (switched fabrics only): per server an up and a down link of
+//     its NIC's capacity, attached to the spine.
 // Routes: same node: GPU out-port, GPU in-port (ring: hop by hop the shorter way round).
 // Across nodes: fat-tree/rail: sender's NIC up, [its leaf up, the receiver's leaf down when the
 // leaves differ], receiver's NIC down; ring/torus: dimension-order routing, each dimension the
-// shorter way round (ties go up).
+// shorter way round (ties go up). To and from a dedicated server: the GPU's NIC, [its leaf's
+// up- or down-link when there are leaves], the server's NIC. A colocated server on node n is
+// reached as the GPU on node n with the sender's local index (rail-matched); not at all from
+// its own node (host memory, not the network).
 #pragma once
 
 #include <vector>
@@ -24,15 +29,13 @@
 
 namespace dtsim::network {
 
-// Whether an inter-node fabric connects nodes directly (ring, torus) rather than by switches.
-bool IsDirectConnected(InterTopology topology);
-
 class Topology {
  public:
   // Adds the cluster's links to `net`.
   static Expected<Topology> Build(const ClusterSpec& cluster, FluidNetwork& net);
 
-  // Appends the links from GPU `from` to GPU `to` (distinct) to `path`.
+  // Appends the links from endpoint `from` to endpoint `to` (distinct; GPUs, or a GPU and a
+  // server: ClusterSpec::ServerEndpoint) to `path`.
   void Route(int32_t from, int32_t to, std::vector<FluidNetwork::LinkId>& path) const;
 
  private:
@@ -43,6 +46,8 @@ class Topology {
   void RouteIntra(int32_t from, int32_t to, std::vector<FluidNetwork::LinkId>& path) const;
   void RouteSwitched(int32_t from, int32_t to, std::vector<FluidNetwork::LinkId>& path) const;
   void RouteDirect(int from_node, int to_node, std::vector<FluidNetwork::LinkId>& path) const;
+  void RouteServer(int32_t gpu, int server, bool to_server,
+                   std::vector<FluidNetwork::LinkId>& path) const;
 
   ClusterSpec cluster_;
   bool intra_ring_ = false;
@@ -51,6 +56,7 @@ class Topology {
   FluidNetwork::LinkId first_nic_up_ = 0;   // node n, NIC i: up = first + 2(n·nics + i), down +1
   FluidNetwork::LinkId first_leaf_up_ = 0;  // leaf l: up = first + 2l, down = +1
   FluidNetwork::LinkId first_direct_ = 0;   // node n, dimension d: up = first + 2(n·D + d), down +1
+  FluidNetwork::LinkId first_server_up_ = 0;  // dedicated server s: up = first + 2s, down +1
   std::vector<int> extents_;                // ring/torus: nodes along each dimension
   bool leaves_ = false;
 };

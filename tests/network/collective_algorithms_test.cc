@@ -209,7 +209,7 @@ TEST(CollectiveAlgorithmsTest, UnknownAlgorithmListsTheRegisteredOnes) {
   ASSERT_FALSE(found.ok());
   EXPECT_EQ(found.error().ToString(),
             "unknown all_reduce algorithm (did you mean \"ring\"?); registered: \"ring\", "
-            "\"tree\", \"halving_doubling\", \"hierarchical\", got \"rign\"");
+            "\"tree\", \"halving_doubling\", \"hierarchical\", \"parameter_server\", got \"rign\"");
 }
 
 TEST(CollectiveAlgorithmsTest, EveryKindHasADefault) {

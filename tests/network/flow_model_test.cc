@@ -163,7 +163,8 @@ TEST(FlowContentionTest, TwoToOneOversubscriptionHalvesCrossSpineThroughput) {
 TEST(FlowModelTest, EveryRegisteredAlgorithmHasAFlowProgram) {
   // The flow model runs whatever algorithm the analytical chooser picks or a graph forces, so
   // an algorithm registered without a flow program must fail here, not in a user's run.
-  const ClusterSpec cluster = TestCluster();
+  ClusterSpec cluster = TestCluster();
+  cluster.servers = {.count = 2, .nic_bandwidth = cluster.inter.nic_bandwidth};
   const std::vector<int32_t> group = Ranks(0, 8);  // 2 nodes of 4: uniform, power of two
   for (const CollectiveAlgorithm& algorithm : CollectiveAlgorithms()) {
     const std::span<const int32_t> ranks =
