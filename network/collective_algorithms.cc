@@ -166,16 +166,21 @@ Expected<DurationNs> AllReduceHierarchical(const CollectiveRequest& r) {
   return local + across + local;
 }
 
-// Parameter servers (BytePS): ring reduce-scatter inside each node, then each rank pushes its
-// S/k shard to the m servers and pulls the sums back, slice by slice (PlanServerExchange):
-// c + 1 steps, each α_inter + the slower of
-//   - a node's NICs: dedicated servers, k · slice out (push) and k · slice in (pull); colocated,
-//     the pushes to servers on other nodes, k_n · slice · (m − h_n)/m, plus, on a node hosting
-//     a server (h_n = 1), its pulls to the group's ranks on other nodes, (p − k_n) · slice/m;
-//   - a dedicated server's NIC: p · slice/m in and out;
-// then ring all-gather inside each node. A group on one node reduces without the servers
-// (BytePS with one worker machine runs NCCL alone). With m = N dedicated servers each NIC
-// carries S once each way, against 2(N−1)/N · S for a ring; colocated ones carry 2(N−1)/N · S.
+// Parameter servers (BytePS), pipelined over partitions (PlanServerPipeline): each step costs
+// the latency of the slowest level its stages cross ((k−1) α_intra for the on-node stages,
+// α_inter for push and pull) plus the slowest of
+//   - a rank's on-node ring traffic: (k−1)/k · partition for each on-node stage active;
+//   - a node's NICs (B_node, as for the group's own traffic): with dedicated servers a node
+//     sends a partition up while pushing and receives one while pulling; colocated, it sends
+//     its pushes to the servers on other nodes, W_n = k_n · piece · (m − h_n), and, when it
+//     hosts a server (h_n = 1), that server's pulls to the group's ranks on other nodes,
+//     V_n = (p − k_n) · piece; it receives the mirror (out: push·W_n + pull·V_n, in:
+//     push·V_n + pull·W_n);
+//   - a dedicated server's NIC (`servers.nic_bandwidth` × efficiency): p · piece each way.
+// A group on one node runs the ring all-reduce (BytePS with one worker machine runs NCCL
+// alone). With m = N dedicated servers as fast as the workers' NICs each NIC carries S once
+// each way, against 2(N−1)/N · S for a ring; colocated servers carry 2(N−1)/N · S.
+
 Expected<DurationNs> AllReduceParameterServer(const CollectiveRequest& r) {
   const ClusterSpec& cluster = *r.cluster;
   const ServerSpec& servers = cluster.servers;
@@ -184,51 +189,51 @@ Expected<DurationNs> AllReduceParameterServer(const CollectiveRequest& r) {
   }
   if (!r.shape.uniform) return NeedsUniform("parameter_server");
   const Rates rates = RatesFor(r);
-  const double k = r.shape.per_node;
-  const double size = static_cast<double>(r.size.count());
-  const DurationNs local = Phase(rates, r.shape.per_node - 1, rates.alpha_intra,
-                                 (k - 1) / k * size, 0);
-  if (rates.single_node) return local + local;
-  const ServerExchange exchange = PlanServerExchange(cluster, size, r.shape.per_node);
-  const double m = servers.count;
-  const double slice = exchange.shard / static_cast<double>(exchange.slices);
+  if (rates.single_node) return AllReduceRing(r);
+  const int k = r.shape.per_node;
+  const ServerPipeline pipeline =
+      PlanServerPipeline(cluster, static_cast<double>(r.size.count()), k);
   // Every byte to or from a dedicated server crosses the leaf up-links when there are leaves;
-  // colocated ones are priced like the group's own traffic (RatesFor).
+  // colocated servers are priced like the group's own traffic (RatesFor).
+  const bool dedicated = servers.placement == ServerPlacement::kDedicated;
   const bool leaves = cluster.inter.nodes_per_leaf > 0 &&
                       cluster.inter.nodes_per_leaf < cluster.nodes;
-  const bool dedicated = servers.placement == ServerPlacement::kDedicated;
   const double node_rate = dedicated && leaves && !r.shape.crosses_spine
                                ? rates.node_bytes_per_second / cluster.inter.oversubscription
                                : rates.node_bytes_per_second;
-  // The busiest node's (or server's) bytes in one direction, in a step that pushes a slice,
-  // pulls one, or both.
-  DurationNs push_step, both_step;
-  if (dedicated) {
-    const double server_rate =
-        servers.nic_bandwidth.bytes_per_second() * cluster.inter.efficiency;
-    const DurationNs wire = std::max(Move(k * slice, node_rate),
-                                     Move(r.shape.ranks * slice / m, server_rate));
-    push_step = both_step = wire;
-  } else {
-    std::vector<double> members(static_cast<size_t>(cluster.nodes), 0);
-    for (int32_t rank : r.ranks) members[static_cast<size_t>(cluster.NodeOf(rank))] += 1;
-    double push = 0;
-    double both = 0;
-    for (int node = 0; node < cluster.nodes; ++node) {
-      const double k_n = members[static_cast<size_t>(node)];
-      const bool hosts = node < servers.count;
-      const double worker = k_n * slice * (m - (hosts ? 1 : 0)) / m;
-      const double server = hosts ? (r.shape.ranks - k_n) * slice / m : 0;
-      push = std::max({push, worker, server});  // push: workers out, the server in
-      both = std::max(both, worker + server);
+  const double server_rate = servers.nic_bandwidth.bytes_per_second() * cluster.inter.efficiency;
+  std::vector<double> members(static_cast<size_t>(cluster.nodes), 0);
+  for (int32_t rank : r.ranks) members[static_cast<size_t>(cluster.NodeOf(rank))] += 1;
+  const double m = servers.count;
+  const double p = r.shape.ranks;
+  DurationNs total;
+  for (const ServerRun& run : pipeline.runs) {
+    const bool push = (run.stages & kServerPush) != 0;
+    const bool pull = (run.stages & kServerPull) != 0;
+    const int local_stages = ((run.stages & kServerScatter) != 0 ? 1 : 0) +
+                             ((run.stages & kServerGather) != 0 ? 1 : 0);
+    DurationNs alpha = local_stages > 0 ? rates.alpha_intra * (k - 1) : DurationNs::Zero();
+    if (push || pull) alpha = std::max(alpha, rates.alpha_inter);
+    double node = 0;
+    double server = 0;
+    if (dedicated) {
+      node = push || pull ? pipeline.partition : 0;
+      server = push || pull ? p * pipeline.piece : 0;
+    } else {
+      for (int n = 0; n < cluster.nodes; ++n) {
+        const double k_n = members[static_cast<size_t>(n)];
+        const bool hosts = n < servers.count;
+        const double w = k_n * pipeline.piece * (m - (hosts ? 1 : 0));
+        const double v = hosts ? (p - k_n) * pipeline.piece : 0;
+        node = std::max({node, (push ? w : 0) + (pull ? v : 0), (push ? v : 0) + (pull ? w : 0)});
+      }
     }
-    push_step = Move(push, node_rate);
-    both_step = Move(both, node_rate);
+    const double intra = local_stages * (k - 1.0) / k * pipeline.partition;
+    const DurationNs wire = std::max({Move(intra, rates.intra_bytes_per_second),
+                                      Move(node, node_rate), Move(server, server_rate)});
+    total += (alpha + wire) * run.steps;
   }
-  // Step 0 pushes, steps 1 … c − 1 push and pull, step c pulls (as long as step 0).
-  const DurationNs across = cluster.inter.latency * (exchange.slices + 1) + push_step * 2 +
-                            both_step * (exchange.slices - 1);
-  return local + across + local;
+  return total;
 }
 
 // --- reduce-scatter, all-gather ------------------------------------------------------------
@@ -384,12 +389,32 @@ std::vector<ExchangeRound> HalvingDoublingRounds(std::span<const int32_t> ranks,
   return rounds;
 }
 
-ServerExchange PlanServerExchange(const ClusterSpec& cluster, double size, int per_node) {
-  ServerExchange exchange{.shard = size / per_node};
-  const double partition = static_cast<double>(cluster.servers.partition.count());
-  exchange.slices = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(exchange.shard / partition)));
-  exchange.piece = exchange.shard / static_cast<double>(exchange.slices) / cluster.servers.count;
-  return exchange;
+ServerPipeline PlanServerPipeline(const ClusterSpec& cluster, double size, int per_node) {
+  ServerPipeline pipeline;
+  const double limit = static_cast<double>(cluster.servers.partition.count());
+  pipeline.partitions = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(size / limit)));
+  pipeline.partition = size / static_cast<double>(pipeline.partitions);
+  pipeline.piece = pipeline.partition / per_node / cluster.servers.count;
+  std::vector<unsigned> stages = {kServerPush, kServerPull};
+  if (per_node > 1) {
+    stages.insert(stages.begin(), kServerScatter);
+    stages.push_back(kServerGather);
+  }
+  // Stage i works on partition t − i in step t; consecutive steps with the same stages
+  // active form a run (at most 2 · stages − 1 runs).
+  const auto count = static_cast<int64_t>(stages.size());
+  for (int64_t step = 0; step < pipeline.partitions + count - 1; ++step) {
+    unsigned active = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      if (step - i >= 0 && step - i < pipeline.partitions) active |= stages[static_cast<size_t>(i)];
+    }
+    if (!pipeline.runs.empty() && pipeline.runs.back().stages == active) {
+      ++pipeline.runs.back().steps;
+    } else {
+      pipeline.runs.push_back({active, 1});
+    }
+  }
+  return pipeline;
 }
 
 bool ServerIsLocal(const ClusterSpec& cluster, int32_t rank, int server) {

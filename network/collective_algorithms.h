@@ -57,17 +57,29 @@ std::vector<ExchangeRound> BinomialRounds(std::span<const int32_t> ranks, int32_
 // halving steps, the doubling steps (the halving mirrored), the unfold.
 std::vector<ExchangeRound> HalvingDoublingRounds(std::span<const int32_t> ranks, double size);
 
-// The parameter-server all-reduce's push/pull schedule (docs/network.md, "Parameter servers"):
-// after the on-node reduce-scatter each rank holds a shard of S/k bytes, cut into `slices`
-// equal slices of at most the servers' partition size; every slice is spread evenly over the
-// servers (`piece` bytes from each rank to each server). Slice i is pushed in step i and its
-// sum pulled in step i + 1, while slice i + 1 is pushed: slices + 1 steps.
-struct ServerExchange {
-  double shard = 0;
-  int64_t slices = 1;
-  double piece = 0;
+// The parameter-server all-reduce's schedule (docs/network.md, "Parameter servers"), a
+// pipeline over partitions as BytePS runs it: the S-byte buffer is cut into c = ⌈S / partition⌉
+// partitions, and each partition goes through the stages on-node reduce-scatter (when k > 1),
+// push, pull, on-node all-gather (when k > 1), stage i of partition j in step j + i. After the
+// reduce-scatter each of a node's k ranks holds 1/k of a partition and pushes it spread evenly
+// over the m servers: `piece` = partition / (k · m) bytes to each.
+enum ServerStage : unsigned {
+  kServerScatter = 1,
+  kServerPush = 2,
+  kServerPull = 4,
+  kServerGather = 8,
 };
-ServerExchange PlanServerExchange(const ClusterSpec& cluster, double size, int per_node);
+struct ServerRun {
+  unsigned stages = 0;  // ServerStage bits active in each of these steps
+  int64_t steps = 0;    // consecutive steps with exactly these stages
+};
+struct ServerPipeline {
+  int64_t partitions = 1;
+  double partition = 0;
+  double piece = 0;
+  std::vector<ServerRun> runs;
+};
+ServerPipeline PlanServerPipeline(const ClusterSpec& cluster, double size, int per_node);
 // Whether rank `rank` reaches server `server` without the network (a colocated server on
 // the rank's own node).
 bool ServerIsLocal(const ClusterSpec& cluster, int32_t rank, int server);

@@ -183,10 +183,12 @@ Expected<FlowProgram> AllReduceHierarchical(const FlowRequest& r) {
   return program;
 }
 
-// Parameter servers (collective_algorithms.cc derives the volumes): the ring reduce-scatter of
-// the hierarchical all-reduce on each node; then, slice by slice, every rank pushes a piece to
-// each server and pulls the previous slice's piece back (transfers to a colocated server on the
-// rank's own node stay off the network); then the ring all-gather on each node.
+// Parameter servers, the pipeline of collective_algorithms.cc (PlanServerPipeline): one flow
+// step per run of steps with the same stages active, repeated. An on-node stage moves its
+// whole ring reduce-scatter (or all-gather) of a partition at once, (k−1)/k of it over each
+// ring edge, after (k−1) α_intra; push and pull send a piece between every rank and every
+// server (transfers to a colocated server on the rank's own node stay off the network). A
+// group on one node runs the ring all-reduce.
 Expected<FlowProgram> AllReduceParameterServer(const FlowRequest& r) {
   const ClusterSpec& cluster = *r.cluster;
   if (cluster.servers.count == 0) {
@@ -194,32 +196,39 @@ Expected<FlowProgram> AllReduceParameterServer(const FlowRequest& r) {
   }
   const auto nodes = ByNode(r);
   if (!Uniform(nodes)) return NeedsUniform("parameter_server");
+  if (nodes.size() == 1) return AllReduceRing(r);
   const size_t k = nodes.front().size();
-  FlowStep local{cluster.intra.latency, RingTransfers(nodes, Size(r) / static_cast<double>(k), true),
-                 static_cast<int64_t>(k) - 1};
-  FlowProgram program;
-  if (k > 1) program.push_back(local);
-  if (nodes.size() > 1) {
-    const ServerExchange exchange = PlanServerExchange(cluster, Size(r), static_cast<int>(k));
-    FlowStep push{cluster.inter.latency, {}, 1};
-    FlowStep pull{cluster.inter.latency, {}, 1};
-    for (const auto& node : nodes) {
-      for (int32_t rank : node) {
-        for (int server = 0; server < cluster.servers.count; ++server) {
-          if (ServerIsLocal(cluster, rank, server)) continue;
-          const int32_t endpoint = cluster.ServerEndpoint(server);
-          push.transfers.push_back({rank, endpoint, exchange.piece});
-          pull.transfers.push_back({endpoint, rank, exchange.piece});
-        }
+  const ServerPipeline pipeline = PlanServerPipeline(cluster, Size(r), static_cast<int>(k));
+  const double kd = static_cast<double>(k);
+  const std::vector<Transfer> local =
+      k > 1 ? RingTransfers(nodes, (kd - 1) / kd * pipeline.partition, true)
+            : std::vector<Transfer>{};
+  std::vector<Transfer> push;
+  std::vector<Transfer> pull;
+  for (const auto& node : nodes) {
+    for (int32_t rank : node) {
+      for (int server = 0; server < cluster.servers.count; ++server) {
+        if (ServerIsLocal(cluster, rank, server)) continue;
+        push.push_back({rank, cluster.ServerEndpoint(server), pipeline.piece});
+        pull.push_back({cluster.ServerEndpoint(server), rank, pipeline.piece});
       }
     }
-    FlowStep both{cluster.inter.latency, push.transfers, exchange.slices - 1};
-    both.transfers.insert(both.transfers.end(), pull.transfers.begin(), pull.transfers.end());
-    program.push_back(std::move(push));
-    if (exchange.slices > 1) program.push_back(std::move(both));
-    program.push_back(std::move(pull));
   }
-  if (k > 1) program.push_back(std::move(local));
+  FlowProgram program;
+  for (const ServerRun& run : pipeline.runs) {
+    FlowStep step{DurationNs::Zero(), {}, run.steps};
+    const auto add = [&](unsigned stage, const std::vector<Transfer>& transfers, DurationNs alpha) {
+      if ((run.stages & stage) == 0) return;
+      step.latency = std::max(step.latency, alpha);
+      step.transfers.insert(step.transfers.end(), transfers.begin(), transfers.end());
+    };
+    const DurationNs intra = cluster.intra.latency * static_cast<int64_t>(k - 1);
+    add(kServerScatter, local, intra);
+    add(kServerPush, push, cluster.inter.latency);
+    add(kServerPull, pull, cluster.inter.latency);
+    add(kServerGather, local, intra);
+    program.push_back(std::move(step));
+  }
   return program;
 }
 

@@ -14,6 +14,7 @@ namespace dtsim::strategies {
 namespace {
 
 constexpr std::array<std::string_view, 3> kScheduleNames = {"gpipe", "1f1b", "interleaved"};
+constexpr std::array<std::string_view, 2> kGradientSyncNames = {"all_reduce", "parameter_server"};
 constexpr std::array<std::string_view, 2> kRanksNames = {"full", "symmetric"};
 constexpr std::array<std::string_view, 2> kNetworkNames = {"analytical", "flow"};
 
@@ -141,6 +142,8 @@ Status ReadParallelism(const Json& value, ParallelPlan& plan) {
   }
   reader.Allow("gradient_bucket");
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("overlap_gradient_reduce", plan.overlap_gradient_reduce));
+  DTSIM_RETURN_IF_ERROR(
+      reader.ReadOptionalEnum("gradient_sync", kGradientSyncNames, plan.gradient_sync));
   return reader.Finish();
 }
 
@@ -274,6 +277,40 @@ Status CheckTransformerPlan(SimulationConfig& config) {
   return Status::Ok();
 }
 
+// Parameter servers sum what the workers push: they take the data-parallel all-reduces (of
+// plain, cast or PowerSGD-compressed gradients), not ZeRO's reduce-scatters or a compression
+// method's all-gathers and all-to-alls.
+Status CheckParameterServers(const SimulationConfig& config) {
+  const ParallelPlan& plan = config.plan;
+  if (plan.gradient_sync != GradientSync::kParameterServer) return Status::Ok();
+  const std::string path = "parallelism.gradient_sync";
+  if (config.cluster.servers.count == 0) {
+    return Error("parameter servers are needed: give cluster.servers {\"count\", \"placement\", "
+                 "…} (docs/network.md)", path, "\"parameter_server\"");
+  }
+  if (plan.zero_stage >= 1) {
+    return Error(fmt::format("ZeRO stage {} reduce-scatters gradients among the replicas; "
+                             "parameter servers need zero_stage 0", plan.zero_stage),
+                 path, "\"parameter_server\"");
+  }
+  const std::unique_ptr<GradientCompression> method = MakeCompression(config.compression);
+  if (method != nullptr && method->Compresses()) {
+    const GradientTensors sample{.matrices = {{1024, 1024}}, .vector_elements = 1024};
+    for (const ReductionStep& step :
+         method->Reduce(sample, plan.data, config.training.grad_dtype)) {
+      if (step.collective && *step.collective != graph::CommKind::kAllReduce) {
+        return Error(fmt::format("compression method \"{}\" reduces with a {}, which parameter "
+                                 "servers do not run (they sum pushed gradients: use none, a "
+                                 "cast or powersgd)",
+                                 config.compression.method,
+                                 graph::CommKindName(*step.collective)),
+                     path, "\"parameter_server\"");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status CheckPlan(SimulationConfig& config) {
@@ -286,6 +323,9 @@ Status CheckPlan(SimulationConfig& config) {
   // A cluster without a node count is sized to the plan; one with a node count must match it.
   const bool sized = config.cluster.nodes > 0;
   Status fits = network::FitCluster(config.cluster, plan.world());
+  if (!fits.ok() && config.cluster.gpu_count() >= plan.world()) {
+    return std::move(fits).error().Under("cluster");  // the ranks fit; the servers do not
+  }
   if (!fits.ok() || (sized && config.cluster.gpu_count() != plan.world())) {
     return Error(fmt::format("data × tensor × pipeline = {} × {} × {} = {} ranks, but the cluster "
                              "has {} GPUs",
@@ -320,7 +360,7 @@ Status CheckPlan(SimulationConfig& config) {
                  "gradients and optimizer state shard over the expert-data-parallel group)",
                  "parallelism.zero_stage", std::to_string(plan.zero_stage));
   }
-  return Status::Ok();
+  return CheckParameterServers(config);
 }
 
 namespace {
@@ -369,6 +409,10 @@ std::string_view ScheduleName(ScheduleKind schedule) {
 }
 
 std::span<const std::string_view> ScheduleNames() { return kScheduleNames; }
+
+std::string_view GradientSyncName(GradientSync sync) {
+  return kGradientSyncNames[static_cast<size_t>(sync)];
+}
 
 Status ApplyOverride(Json& config, std::string_view assignment) {
   std::vector<std::string> keys;

@@ -38,6 +38,12 @@ enum class ScheduleKind { kGpipe, kOneForwardOneBackward, kInterleaved };
 std::string_view ScheduleName(ScheduleKind schedule);
 std::span<const std::string_view> ScheduleNames();  // indexed by ScheduleKind
 
+// How data-parallel replicas combine their gradients: collectives among themselves (an
+// all-reduce, or ZeRO's reduce-scatter), or a push to parameter servers and a pull of the sums
+// (BytePS; the cluster's `servers`, docs/network.md "Parameter servers").
+enum class GradientSync { kAllReduce, kParameterServer };
+std::string_view GradientSyncName(GradientSync sync);
+
 struct ParallelPlan {
   int data = 1;
   int tensor = 1;  // ranks of a tensor-parallel group: t (1D), q² (2D) or q²·d (2.5D)
@@ -62,6 +68,7 @@ struct ParallelPlan {
   int zero_stage = 0;
   Bytes gradient_bucket = Bytes(25 * kMebi);  // PyTorch DDP's bucket_cap_mb default
   bool overlap_gradient_reduce = true;
+  GradientSync gradient_sync = GradientSync::kAllReduce;
 
   int world() const { return data * tensor * pipeline; }
   int grid() const { return models::TensorGrid(tensor_layout, tensor, tensor_depth); }

@@ -58,7 +58,11 @@ Status GradientReducer::ReduceBucket(const GradientTensors& bucket, const Reduct
   for (const ReductionStep& step : steps) {
     std::vector<TaskId> tasks;
     if (step.collective) {
-      const graph::CommId comm = builder_.AddCollective(*step.collective, step.bytes, members);
+      // With parameter servers the all-reduces go through them (validated by CheckPlan).
+      const bool to_servers = config_.plan.gradient_sync == GradientSync::kParameterServer &&
+                              *step.collective == CommKind::kAllReduce;
+      const graph::CommId comm = builder_.AddCollective(*step.collective, step.bytes, members, {},
+                                                        to_servers ? "parameter_server" : "");
       if (group.logical.size() != members.size()) builder_.PriceAs(comm, group.logical);
       for (int32_t rank : members) {
         tasks.push_back(builder_.AddCollectiveTask(builder_.Stream(rank, "dp"), comm, step.name,

@@ -161,6 +161,18 @@ Expected<SimulationResult> Simulate(const SimulationConfig& input,
         "result (simulate \"ranks\": \"full\" to see it)",
         config.plan.expert_imbalance));
   }
+  // Every tensor-parallel peer's and every stage's data-parallel group pushes to the same
+  // servers; only the flow model with every rank simulated sees them share.
+  const int sharing = config.plan.tensor * config.plan.pipeline;
+  if (config.plan.gradient_sync == GradientSync::kParameterServer && sharing > 1 &&
+      (config.network_model != "flow" || config.ranks == RanksMode::kSymmetric)) {
+    result.warnings.push_back(fmt::format(
+        "{} data-parallel groups (one per tensor-parallel rank and stage) push to the same {} "
+        "parameter server{}; {} prices each group alone, as if it had the servers to itself "
+        "(simulate \"network_model\": \"flow\" with \"ranks\": \"full\" to see them share)",
+        sharing, config.cluster.servers.count, config.cluster.servers.count == 1 ? "" : "s",
+        config.network_model != "flow" ? "the analytical model" : "symmetric ranks"));
+  }
   DTSIM_RETURN_IF_ERROR(SimulatePhases(config, cost, result));
   const double seconds = result.iteration_time.ToSecondsDouble();
   const double gpus = config.plan.world();

@@ -93,21 +93,49 @@ TEST(ParameterServerTest, FewServersBoundTheExchange) {
   EXPECT_NEAR(static_cast<double>(flow.ns()), 33'540'000, 33'540'000 * 0.01);
 }
 
-TEST(ParameterServerTest, WholeNodesReduceOnTheNodeFirst) {
-  // 16 ranks, 4 per node, 4 dedicated servers. On-node ring reduce-scatter: 3 steps of 1 us
-  // and 3/4 · 1e8 B at 1e11 B/s = 753 us; the all-gather mirrors it. Each rank's shard is
-  // 2.5e7 B in c = ⌈2.5e7 / 4.096e6⌉ = 7 slices of 2.5e7/7 B. Per step a node's 2 NICs
-  // (2.5e10 B/s) carry 4 slices, 571,429 ns; a server receives 16 slices / 4 = 4 · 2.5e7/7 B at
-  // 1.25e10 B/s, 1,142,858 ns (rounded up): the servers bound it. 8 · (10 us + 1,142,858 ns)
-  // = 9,222,864 ns; with the on-node phases 10,728,864 ns.
+TEST(ParameterServerTest, WholeNodesPipelineTheOnNodeStagesWithPushAndPull) {
+  // 16 ranks, 4 per node, 4 dedicated servers. c = 25 partitions of 4e6 B, each through
+  // reduce-scatter (RS), push, pull, all-gather (AG): 28 steps, stage i on partition t − i.
+  //   RS or AG: each rank sends 3/4 · 4e6 B over NVLink, 30 us, after 3 · 1 us;
+  //   push or pull: a node's 2 NICs (2.5e10 B/s) carry 4e6 B, 160 us; a server receives
+  //   16 ranks · 4e6/16 B = 4e6 B at 1.25e10 B/s, 320 us — the servers bound it; α 10 us.
+  // Step 0 {RS}: 33 us; steps 1–26 (push or pull active, NVLink's ≤ 60 us hidden): 330 us;
+  // step 27 {AG}: 33 us. Total 2 · 33 + 26 · 330 = 8,646 us.
   const ClusterSpec cluster = WithServers(4, ServerPlacement::kDedicated);
-  EXPECT_EQ(*Makespan<AnalyticalModel>({Ranks(0, 16)}, cluster), TimeNs(10'728'864));
+  EXPECT_EQ(*Makespan<AnalyticalModel>({Ranks(0, 16)}, cluster), TimeNs(8'646'000));
   const TimeNs flow = *Makespan<FlowModel>({Ranks(0, 16)}, cluster);
-  EXPECT_NEAR(static_cast<double>(flow.ns()), 10'728'864, 10'728'864 * 0.01);
+  EXPECT_NEAR(static_cast<double>(flow.ns()), 8'646'000, 8'646'000 * 0.01);
+}
+
+TEST(ParameterServerTest, PipelineRunsCoverEveryStageOfEveryPartition) {
+  // 3 partitions through 4 stages: steps {RS}, {RS, push}, {RS, push, pull},
+  // {push, pull, AG}, {pull, AG}, {AG}; with 10 partitions the full step repeats 7 times.
+  ClusterSpec cluster = WithServers(2, ServerPlacement::kDedicated);
+  cluster.servers.partition = Bytes(1000);
+  const ServerPipeline three = PlanServerPipeline(cluster, 3000, 4);
+  EXPECT_EQ(three.partitions, 3);
+  EXPECT_EQ(three.piece, 1000.0 / 4 / 2);
+  std::vector<std::pair<unsigned, int64_t>> runs;
+  for (const ServerRun& run : three.runs) runs.emplace_back(run.stages, run.steps);
+  const unsigned rs = kServerScatter, push = kServerPush, pull = kServerPull, ag = kServerGather;
+  EXPECT_EQ(runs, (std::vector<std::pair<unsigned, int64_t>>{
+                      {rs, 1}, {rs | push, 1}, {rs | push | pull, 1}, {push | pull | ag, 1},
+                      {pull | ag, 1}, {ag, 1}}));
+  const ServerPipeline ten = PlanServerPipeline(cluster, 9500, 4);
+  EXPECT_EQ(ten.partitions, 10);
+  EXPECT_EQ(ten.runs.size(), 7u);
+  EXPECT_EQ(ten.runs[3].stages, rs | push | pull | ag);
+  EXPECT_EQ(ten.runs[3].steps, 7);
+  // One rank per node: push and pull only, c + 1 steps.
+  const ServerPipeline flat = PlanServerPipeline(cluster, 3000, 1);
+  ASSERT_EQ(flat.runs.size(), 3u);
+  EXPECT_EQ(flat.runs[1].stages, push | pull);
+  EXPECT_EQ(flat.runs[1].steps, 2);
 }
 
 TEST(ParameterServerTest, OneNodeReducesWithoutTheServers) {
-  // BytePS with one worker machine runs NCCL alone: reduce-scatter + all-gather, 2 · 753 us.
+  // BytePS with one worker machine runs NCCL alone: a ring all-reduce, 2 · 3 · 1 us +
+  // 2 · 3/4 · 1e8 B / 1e11 B/s = 1.506 ms.
   const ClusterSpec cluster = WithServers(2, ServerPlacement::kDedicated);
   EXPECT_EQ(*Makespan<AnalyticalModel>({Ranks(0, 4)}, cluster), TimeNs(1'506'000));
   EXPECT_EQ(*Makespan<FlowModel>({Ranks(0, 4)}, cluster), TimeNs(1'506'000));

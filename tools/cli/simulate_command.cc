@@ -80,6 +80,7 @@ OrderedJson PlanJson(const SimulationConfig& c) {
           {"schedule", strategies::ScheduleName(c.plan.schedule)},
           {"layers", LayerSplitJson(c.plan)},
           {"zero_stage", c.plan.zero_stage},
+          {"gradient_sync", strategies::GradientSyncName(c.plan.gradient_sync)},
           {"global_batch", c.training.global_batch},
           {"micro_batch", c.training.micro_batch},
           {"microbatches", c.Microbatches()},
@@ -192,12 +193,20 @@ std::string TensorNote(const strategies::ParallelPlan& plan) {
 }
 
 // "DP 2 × TP 4 (SP) × PP 2 (1f1b), 8 micro-batches of 4, ZeRO 1, recompute selective"; a model
-// trained data parallel only (ResNet) shows no tensor or pipeline sizes, and one stage no schedule.
+// trained data parallel only (ResNet) shows no tensor or pipeline sizes, and one stage no
+// schedule; parameter servers are named after the ZeRO stage.
 std::string PlanLine(const SimulationConfig& c) {
   const int64_t microbatches = c.Microbatches();
-  const std::string batches = fmt::format("{} micro-batch{} of {}, ZeRO {}", microbatches,
+  const network::ServerSpec& servers = c.cluster.servers;
+  const std::string sync =
+      c.plan.gradient_sync == strategies::GradientSync::kParameterServer
+          ? fmt::format(", gradients through {} {} parameter server{}", servers.count,
+                        network::ServerPlacementName(servers.placement),
+                        servers.count == 1 ? "" : "s")
+          : "";
+  const std::string batches = fmt::format("{} micro-batch{} of {}, ZeRO {}{}", microbatches,
                                           microbatches == 1 ? "" : "es", c.training.micro_batch,
-                                          c.plan.zero_stage);
+                                          c.plan.zero_stage, sync);
   if (c.model.family != models::ModelFamily::kTransformer) {
     return fmt::format("DP {} (data parallel), {}", c.plan.data, batches);
   }
