@@ -188,21 +188,33 @@ void TaskGraphBuilder::BuildAdjacency() {
 }
 
 Status TaskGraphBuilder::BuildCollectives() {
-  // Bucket the posts by collective, then check each against its group.
-  std::stable_sort(collective_posts_.begin(), collective_posts_.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Bucket the posts by collective (a counting sort, stable: a collective's posts keep their
+  // order), then check each against its group.
+  std::vector<uint32_t> first(graph_.comms_.size() + 1, 0);
+  for (const auto& [comm, task] : collective_posts_) ++first[comm.value() + 1];
+  for (size_t c = 1; c < first.size(); ++c) first[c] += first[c - 1];
+  std::vector<TaskId> posts(collective_posts_.size());
+  {
+    std::vector<uint32_t> fill(first.begin(), first.end() - 1);
+    for (const auto& [comm, task] : collective_posts_) posts[fill[comm.value()]++] = task;
+  }
   graph_.participants_.reserve(collective_posts_.size());
-  size_t next = 0;
+  // Per group, (rank, position in group) sorted by rank: O(log g) membership for groups of
+  // 1000s; made once per group, which many collectives share.
+  std::vector<std::vector<std::pair<int32_t, uint32_t>>> positions_of(graph_.group_count());
+  std::vector<TaskId> by_position;
   for (uint32_t c = 0; c < graph_.comms_.size(); ++c) {
     Communication& comm = graph_.comms_[c];
     const std::span<const int32_t> group = graph_.group(comm.group);
-    // (rank, position in group), sorted by rank: O(log g) membership for groups of 1000s.
-    std::vector<std::pair<int32_t, uint32_t>> positions(group.size());
-    for (uint32_t i = 0; i < group.size(); ++i) positions[i] = {group[i], i};
-    std::sort(positions.begin(), positions.end());
-    std::vector<TaskId> by_position(group.size(), TaskId::Invalid());
-    for (; next < collective_posts_.size() && collective_posts_[next].first.value() == c; ++next) {
-      const TaskId task = collective_posts_[next].second;
+    std::vector<std::pair<int32_t, uint32_t>>& positions = positions_of[comm.group.value()];
+    if (positions.empty()) {
+      positions.resize(group.size());
+      for (uint32_t i = 0; i < group.size(); ++i) positions[i] = {group[i], i};
+      std::sort(positions.begin(), positions.end());
+    }
+    by_position.assign(group.size(), TaskId::Invalid());
+    for (uint32_t next = first[c]; next < first[c + 1]; ++next) {
+      const TaskId task = posts[next];
       const int32_t rank = graph_.rank_of(task);
       const auto it = std::lower_bound(positions.begin(), positions.end(),
                                        std::pair<int32_t, uint32_t>(rank, 0));

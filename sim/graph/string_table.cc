@@ -5,11 +5,18 @@ namespace dtsim::graph {
 StringTable::StringTable() { Intern(""); }
 
 NameId StringTable::Intern(std::string_view text) {
+  Recent& recent = recent_[(reinterpret_cast<uintptr_t>(text.data()) >> 2) % kRecent];
+  if (recent.data == text.data() && strings_[recent.id] == text) return NameId(recent.id);
   const auto it = index_.find(text);
-  if (it != index_.end()) return NameId(it->second);
-  const auto id = static_cast<uint32_t>(strings_.size());
-  strings_.emplace_back(text);
-  index_.emplace(strings_.back(), id);
+  uint32_t id = 0;
+  if (it != index_.end()) {
+    id = it->second;
+  } else {
+    id = static_cast<uint32_t>(strings_.size());
+    strings_.emplace_back(text);
+    index_.emplace(strings_.back(), id);
+  }
+  recent = {text.data(), id};
   return NameId(id);
 }
 

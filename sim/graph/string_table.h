@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <array>
 #include <deque>
 #include <string>
 #include <string_view>
@@ -29,8 +30,18 @@ class StringTable {
   size_t MemoryBytes() const;
 
  private:
+  // The ids of recently interned texts by where the caller's text lives: callers intern the
+  // same literal or stored name again and again, and comparing it with the interned copy is
+  // cheaper than hashing it. The comparison makes a reused buffer with new text a miss.
+  struct Recent {
+    const char* data = nullptr;
+    uint32_t id = 0;
+  };
+  static constexpr size_t kRecent = 256;
+
   std::deque<std::string> strings_;  // deque: views into it stay valid as it grows
   std::unordered_map<std::string_view, uint32_t> index_;
+  std::array<Recent, kRecent> recent_{};
 };
 
 }  // namespace dtsim::graph

@@ -1,5 +1,7 @@
 #include "sim/graph/builder.h"
 
+#include <string>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -7,6 +9,24 @@ namespace dtsim::graph {
 namespace {
 
 using testing::HasSubstr;
+
+TEST(StringTableTest, ABufferReusedWithNewTextInternsTheNewText) {
+  // The table remembers recent texts by address; the same buffer holding another text (a name
+  // formatted into a reused string) must not get the old text's id.
+  StringTable table;
+  std::string buffer = "layer1 fwd";
+  const NameId first = table.Intern(buffer);
+  EXPECT_EQ(table.Intern(buffer), first);
+  buffer[5] = '2';  // same address, same length, new text
+  const NameId second = table.Intern(buffer);
+  EXPECT_NE(second, first);
+  EXPECT_EQ(table.Get(second), "layer2 fwd");
+  EXPECT_EQ(table.Get(first), "layer1 fwd");
+  EXPECT_EQ(table.Intern("layer1 fwd"), first);  // another address, found by hash
+  buffer = "layer1 fwd";
+  EXPECT_EQ(table.Intern(buffer), first);
+  EXPECT_EQ(table.size(), 3u);  // "", "layer1 fwd", "layer2 fwd"
+}
 
 TEST(TaskGraphBuilderTest, BuildsCompactAdjacency) {
   TaskGraphBuilder builder;
