@@ -1015,10 +1015,20 @@ class IterationBuilder {
   }
 
   // Data-parallel gradient reduction (GradientReducer) of each stage's gradients, bucketed in
-  // the order the last backward produces them, and the optimizer step.
+  // the order the last backward produces them; then, as Megatron's finalize step does, the
+  // tied embedding's all-reduce between the first and last stages (queued behind the buckets,
+  // so that waiting for the embedding's gradient, the first stage's last, holds none of them
+  // back); then the optimizer step.
   Status ReduceGradients(const std::vector<std::vector<GradientReady>>& ready) {
     GradientReducer reducer(config_, cost_, phase_, builder_, result_.sources);
-    StepWaits waits = TiedEmbeddingReduce(ready);
+    StepWaits waits;
+    struct StepArgs {
+      ReductionGroup data;
+      int64_t parameters = 0;
+      int64_t expert_parameters = 0;
+      std::vector<ReductionGroup> expert_groups;
+    };
+    std::vector<StepArgs> steps;
     for (int stage = 0; stage < plan_.pipeline; ++stage) {
       const auto& stage_ready = ready[static_cast<size_t>(stage)];
       int64_t stage_params = 0;
@@ -1035,19 +1045,23 @@ class IterationBuilder {
         // D/EP ranks).
         std::vector<int> all(static_cast<size_t>(plan_.data));
         std::iota(all.begin(), all.end(), 0);
-        const ReductionGroup data = Reduction(stage_ready, RanksOver(stage, tp, all));
-        DTSIM_RETURN_IF_ERROR(reducer.Reduce(stage_ready.front().tensors, data, waits));
-        std::vector<ReductionGroup> expert_groups;
+        StepArgs& step = steps.emplace_back();
+        step.data = Reduction(stage_ready, RanksOver(stage, tp, all));
+        step.parameters = stage_params;
+        step.expert_parameters = plan_.expert > 1 ? expert_params : 0;
+        DTSIM_RETURN_IF_ERROR(reducer.Reduce(stage_ready.front().tensors, step.data, waits));
         for (int first = 0; first < std::min(plan_.expert, simulated_data_); ++first) {
           std::vector<int> holders;
           for (int dp = first; dp < plan_.data; dp += plan_.expert) holders.push_back(dp);
-          expert_groups.push_back(Reduction(stage_ready, RanksOver(stage, tp, holders)));
-          DTSIM_RETURN_IF_ERROR(
-              reducer.Reduce(stage_ready.front().expert_tensors, expert_groups.back(), waits));
+          step.expert_groups.push_back(Reduction(stage_ready, RanksOver(stage, tp, holders)));
+          DTSIM_RETURN_IF_ERROR(reducer.Reduce(stage_ready.front().expert_tensors,
+                                               step.expert_groups.back(), waits));
         }
-        reducer.Step(data, stage_params, waits, plan_.expert > 1 ? expert_params : 0,
-                     expert_groups);
       }
+    }
+    TiedEmbeddingReduce(ready, waits);
+    for (const StepArgs& step : steps) {
+      reducer.Step(step.data, step.parameters, waits, step.expert_parameters, step.expert_groups);
     }
     return Status::Ok();
   }
@@ -1068,10 +1082,10 @@ class IterationBuilder {
   }
 
   // Megatron keeps a tied embedding on the first and the last stage and all-reduces its
-  // gradient between the two before the step. Returns, per rank, what its step waits for.
-  StepWaits TiedEmbeddingReduce(const std::vector<std::vector<GradientReady>>& ready) {
-    StepWaits waits;
-    if (!spec_.tied_embeddings || plan_.pipeline < 2) return waits;
+  // gradient between the two before the step. Adds to `waits`, per rank, what its step waits for.
+  void TiedEmbeddingReduce(const std::vector<std::vector<GradientReady>>& ready,
+                           StepWaits& waits) {
+    if (!spec_.tied_embeddings || plan_.pipeline < 2) return;
     const int last = plan_.pipeline - 1;
     const std::array<int64_t, 2> table = EmbeddingGradients(spec_, plan_).matrices.front();
     const int64_t bytes = table[0] * table[1] * DTypeBytes(config_.training.grad_dtype);
@@ -1092,7 +1106,6 @@ class IterationBuilder {
         }
       }
     }
-    return waits;
   }
 
   const SimulationConfig& config_;
