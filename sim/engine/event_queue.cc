@@ -48,9 +48,11 @@ void EventQueue::ReplaceTop(const Event& moving) {
     if (first >= count) break;
     size_t best = first;
     if (first + kArity <= count) {
-      const size_t a = Later(heap_[first], heap_[first + 1]) ? first + 1 : first;
-      const size_t b = Later(heap_[first + 2], heap_[first + 3]) ? first + 3 : first + 2;
-      best = Later(heap_[a], heap_[b]) ? b : a;
+      // Index arithmetic rather than branches (see Later).
+      const size_t a = first + static_cast<size_t>(Later(heap_[first], heap_[first + 1]));
+      const size_t b = first + 2 + static_cast<size_t>(Later(heap_[first + 2], heap_[first + 3]));
+      const size_t later = static_cast<size_t>(Later(heap_[a], heap_[b]));
+      best = a + later * (b - a);
     } else {
       for (size_t child = first + 1; child < count; ++child) {
         if (Later(heap_[best], heap_[child])) best = child;

@@ -22,11 +22,6 @@ constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
 constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
 inline uint64_t Mix(uint64_t hash, uint64_t word) { return (hash ^ word) * kFnvPrime; }
 
-template <typename T>
-size_t VectorBytes(const std::vector<T>& v) {
-  return v.capacity() * sizeof(T);  // NOLINT(bugprone-sizeof-expression): T may be a pointer
-}
-
 }  // namespace
 
 Simulator::Simulator(const graph::TaskGraph& graph, CommunicationModel& model)

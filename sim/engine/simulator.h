@@ -110,8 +110,8 @@ class Simulator final : public CommunicationContext {
   uint64_t fingerprint_;
   size_t finished_ = 0;
 
-  std::vector<uint32_t> remaining_dependencies_;  // per task
-  std::vector<TaskState> state_;                  // per task
+  LargeVector<uint32_t> remaining_dependencies_;  // per task (huge pages)
+  LargeVector<TaskState> state_;                  // per task
   std::vector<uint32_t> stream_head_;             // per stream: position of its first unfinished task
   std::vector<graph::TaskId> stream_head_task_;   // per stream: that task (Invalid when done)
   std::vector<uint32_t> arrived_;                 // per comm

@@ -139,8 +139,8 @@ class CycleFinder {
 
   const TaskGraph& graph_;
   const uint32_t task_count_;
-  std::vector<uint32_t> next_in_stream_;
-  std::vector<uint32_t> in_degree_;
+  LargeVector<uint32_t> next_in_stream_;
+  LargeVector<uint32_t> in_degree_;
 };
 
 }  // namespace

@@ -184,7 +184,7 @@ void TaskGraphBuilder::BuildAdjacency() {
     graph_.dependencies_[e] = prerequisite;  // edges_ is sorted by task: CSR order already
     graph_.successors_[fill[prerequisite.value()]++] = task;
   }
-  std::vector<std::pair<TaskId, TaskId>>().swap(edges_);
+  decltype(edges_)().swap(edges_);
 }
 
 Status TaskGraphBuilder::BuildCollectives() {

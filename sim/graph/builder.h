@@ -83,8 +83,8 @@ class TaskGraphBuilder {
 
   TaskGraph graph_;
   std::map<std::pair<int32_t, NameId>, StreamId> stream_ids_;
-  std::vector<std::pair<TaskId, TaskId>> edges_;  // (task, prerequisite)
-  std::vector<std::pair<CommId, TaskId>> collective_posts_;
+  LargeVector<std::pair<TaskId, TaskId>> edges_;  // (task, prerequisite)
+  LargeVector<std::pair<CommId, TaskId>> collective_posts_;
   std::vector<PointToPoint> sends_;
   std::vector<PointToPoint> recvs_;
   std::map<NameId, uint16_t> category_index_;

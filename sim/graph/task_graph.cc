@@ -5,14 +5,6 @@
 #include "sim/base/strings.h"
 
 namespace dtsim::graph {
-namespace {
-
-template <typename T>
-size_t VectorBytes(const std::vector<T>& v) {
-  return v.capacity() * sizeof(T);
-}
-
-}  // namespace
 
 std::string_view TaskGraph::external_id(TaskId id) const {
   return external_ids_.empty() ? std::string_view() : external_ids_[id.value()];

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/base/huge_page_allocator.h"
 #include "sim/graph/string_table.h"
 #include "sim/graph/task.h"
 
@@ -86,15 +87,16 @@ class TaskGraph {
   TaskGraph() = default;
 
   int32_t rank_count_ = 0;
-  std::vector<Task> tasks_;
-  std::vector<uint32_t> dependency_offsets_;  // CSR: task_count + 1 entries
-  std::vector<TaskId> dependencies_;
-  std::vector<uint32_t> successor_offsets_;
-  std::vector<TaskId> successors_;
+  // Per-task and per-edge arrays in huge pages (sim/base/huge_page_allocator.h).
+  LargeVector<Task> tasks_;
+  LargeVector<uint32_t> dependency_offsets_;  // CSR: task_count + 1 entries
+  LargeVector<TaskId> dependencies_;
+  LargeVector<uint32_t> successor_offsets_;
+  LargeVector<TaskId> successors_;
   std::vector<Stream> streams_;
-  std::vector<TaskId> stream_tasks_;
-  std::vector<Communication> comms_;
-  std::vector<TaskId> participants_;
+  LargeVector<TaskId> stream_tasks_;
+  LargeVector<Communication> comms_;
+  LargeVector<TaskId> participants_;
   std::vector<uint32_t> group_offsets_{0};
   std::vector<int32_t> group_ranks_;
   std::vector<NameId> categories_;

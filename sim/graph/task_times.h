@@ -3,17 +3,16 @@
 // communication's own start is when the last participant arrived.
 #pragma once
 
-#include <vector>
-
+#include "sim/base/huge_page_allocator.h"
 #include "sim/base/time.h"
 
 namespace dtsim::graph {
 
 struct TaskTimes {
-  std::vector<TimeNs> task_start;  // indexed by TaskId
-  std::vector<TimeNs> task_end;
-  std::vector<TimeNs> comm_start;  // indexed by CommId
-  std::vector<TimeNs> comm_end;
+  LargeVector<TimeNs> task_start;  // indexed by TaskId (huge pages: tens of millions of tasks)
+  LargeVector<TimeNs> task_end;
+  LargeVector<TimeNs> comm_start;  // indexed by CommId
+  LargeVector<TimeNs> comm_end;
 };
 
 }  // namespace dtsim::graph

@@ -274,7 +274,7 @@ std::vector<TimeNs> TwoRingsEndTimes(bool fast, DurationNs delay, int64_t size) 
   if (fast) {
     EXPECT_EQ(model.fast_steps() > 0, delay > Microseconds(2'012)) << delay.ns();
   }
-  return sim.times().task_end;
+  return {sim.times().task_end.begin(), sim.times().task_end.end()};
 }
 
 TEST(FlowFastPathTest, IsExactWhenAloneAndWhenJoinedMidStep) {
@@ -331,7 +331,8 @@ std::pair<std::vector<TimeNs>, uint64_t> ConcurrentRingsEndTimes(bool fast,
   EXPECT_TRUE(model.Prepare(graph).ok());
   engine::Simulator sim(graph, model);
   EXPECT_TRUE(sim.Run().ok());
-  return {sim.times().task_end, model.fast_steps()};
+  const auto& end = sim.times().task_end;
+  return {std::vector<TimeNs>(end.begin(), end.end()), model.fast_steps()};
 }
 
 TEST(FlowFastPathTest, StepsOnIdleLinksRunFastWhileOtherLinksAreBusy) {
@@ -382,7 +383,8 @@ std::pair<std::vector<TimeNs>, Status> RingAndLateSendEndTimes(bool fast, Durati
   EXPECT_TRUE(model.Prepare(graph).ok());
   engine::Simulator sim(graph, model);
   Status run = sim.Run();
-  return {sim.times().task_end, run};
+  const auto& end = sim.times().task_end;
+  return {std::vector<TimeNs>(end.begin(), end.end()), run};
 }
 
 TEST(FlowFastPathTest, AFastStepDisturbedByAnotherFastStepStillCompletes) {
