@@ -180,7 +180,6 @@ Expected<DurationNs> AllReduceHierarchical(const CollectiveRequest& r) {
 // A group on one node runs the ring all-reduce (BytePS with one worker machine runs NCCL
 // alone). With m = N dedicated servers as fast as the workers' NICs each NIC carries S once
 // each way, against 2(N−1)/N · S for a ring; colocated servers carry 2(N−1)/N · S.
-
 Expected<DurationNs> AllReduceParameterServer(const CollectiveRequest& r) {
   const ClusterSpec& cluster = *r.cluster;
   const ServerSpec& servers = cluster.servers;
@@ -327,7 +326,7 @@ constexpr std::array kAlgorithms = {
                         "intra-node reduce-scatter, inter-node all-reduce, intra-node all-gather",
                         AllReduceHierarchical},
     CollectiveAlgorithm{"parameter_server", CommKind::kAllReduce, false,
-                        "push to and pull from parameter servers (BytePS), slice by slice",
+                        "push to and pull from parameter servers (BytePS), pipelined over partitions",
                         AllReduceParameterServer},
     CollectiveAlgorithm{"ring", CommKind::kReduceScatter, true, "ring", ReduceScatterRing},
     CollectiveAlgorithm{"ring", CommKind::kAllGather, true, "ring", AllGatherRing},
