@@ -299,9 +299,9 @@ Status CheckParameterServers(const SimulationConfig& config) {
     for (const ReductionStep& step :
          method->Reduce(sample, plan.data, config.training.grad_dtype)) {
       if (step.collective && *step.collective != graph::CommKind::kAllReduce) {
-        return Error(fmt::format("compression method \"{}\" reduces with a {}, which parameter "
-                                 "servers do not run (they sum pushed gradients: use none, a "
-                                 "cast or powersgd)",
+        return Error(fmt::format("compression method \"{}\" reduces with the collective {}, "
+                                 "which parameter servers do not run (they sum pushed "
+                                 "gradients: use none, a cast or powersgd)",
                                  config.compression.method,
                                  graph::CommKindName(*step.collective)),
                      path, "\"parameter_server\"");

@@ -146,8 +146,9 @@ TEST(DataParallelTest, ParameterServerPlansThatCannotWorkAreErrors) {
                                            "replicas; parameter servers need zero_stage 0"));
   json = ResNetWithServers(4, "dedicated");
   json["compression"] = "topk";
-  EXPECT_THAT(ConfigError(json), HasSubstr("compression method \"topk\" reduces with a "
-                                           "all_gather, which parameter servers do not run"));
+  EXPECT_THAT(ConfigError(json), HasSubstr("compression method \"topk\" reduces with the "
+                                           "collective all_gather, which parameter servers do "
+                                           "not run"));
   json["compression"] = "powersgd";
   EXPECT_EQ(ConfigError(json), "");
   json = ResNetWithServers(4, "dedicated");
