@@ -68,6 +68,10 @@ struct ClusterSpec {
   // Server s as a flow endpoint, and whether an endpoint is a server.
   int32_t ServerEndpoint(int server) const { return gpu_count() + server; }
   bool IsServer(int32_t endpoint) const { return endpoint >= gpu_count(); }
+  // Whether nodes sit under more than one leaf switch (fat-tree, rail-optimized).
+  bool HasLeafSwitches() const {
+    return inter.nodes_per_leaf > 0 && inter.nodes_per_leaf < nodes;
+  }
 };
 
 std::span<const std::string_view> ClusterPresetNames();

@@ -183,9 +183,7 @@ Expected<DurationNs> AllReduceHierarchical(const CollectiveRequest& r) {
 Expected<DurationNs> AllReduceParameterServer(const CollectiveRequest& r) {
   const ClusterSpec& cluster = *r.cluster;
   const ServerSpec& servers = cluster.servers;
-  if (servers.count == 0) {
-    return Error("the parameter_server algorithm needs parameter servers (cluster.servers)");
-  }
+  DTSIM_RETURN_IF_ERROR(NeedsServers(cluster));
   if (!r.shape.uniform) return NeedsUniform("parameter_server");
   const Rates rates = RatesFor(r);
   if (rates.single_node) return AllReduceRing(r);
@@ -195,9 +193,7 @@ Expected<DurationNs> AllReduceParameterServer(const CollectiveRequest& r) {
   // Every byte to or from a dedicated server crosses the leaf up-links when there are leaves;
   // colocated servers are priced like the group's own traffic (RatesFor).
   const bool dedicated = servers.placement == ServerPlacement::kDedicated;
-  const bool leaves = cluster.inter.nodes_per_leaf > 0 &&
-                      cluster.inter.nodes_per_leaf < cluster.nodes;
-  const double node_rate = dedicated && leaves && !r.shape.crosses_spine
+  const double node_rate = dedicated && cluster.HasLeafSwitches() && !r.shape.crosses_spine
                                ? rates.node_bytes_per_second / cluster.inter.oversubscription
                                : rates.node_bytes_per_second;
   const double server_rate = servers.nic_bandwidth.bytes_per_second() * cluster.inter.efficiency;
@@ -414,6 +410,11 @@ ServerPipeline PlanServerPipeline(const ClusterSpec& cluster, double size, int p
     }
   }
   return pipeline;
+}
+
+Status NeedsServers(const ClusterSpec& cluster) {
+  if (cluster.servers.count > 0) return Status::Ok();
+  return Error("the parameter_server algorithm needs parameter servers (cluster.servers)");
 }
 
 bool ServerIsLocal(const ClusterSpec& cluster, int32_t rank, int server) {

@@ -80,6 +80,8 @@ struct ServerPipeline {
   std::vector<ServerRun> runs;
 };
 ServerPipeline PlanServerPipeline(const ClusterSpec& cluster, double size, int per_node);
+// An error unless the cluster has parameter servers (both models check it first).
+Status NeedsServers(const ClusterSpec& cluster);
 // Whether rank `rank` reaches server `server` without the network (a colocated server on
 // the rank's own node).
 bool ServerIsLocal(const ClusterSpec& cluster, int32_t rank, int server);

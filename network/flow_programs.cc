@@ -191,9 +191,7 @@ Expected<FlowProgram> AllReduceHierarchical(const FlowRequest& r) {
 // group on one node runs the ring all-reduce.
 Expected<FlowProgram> AllReduceParameterServer(const FlowRequest& r) {
   const ClusterSpec& cluster = *r.cluster;
-  if (cluster.servers.count == 0) {
-    return Error("the parameter_server algorithm needs parameter servers (cluster.servers)");
-  }
+  DTSIM_RETURN_IF_ERROR(NeedsServers(cluster));
   const auto nodes = ByNode(r);
   if (!Uniform(nodes)) return NeedsUniform("parameter_server");
   if (nodes.size() == 1) return AllReduceRing(r);

@@ -57,7 +57,7 @@ void Topology::AddInter(FluidNetwork& net) {
     }
   }
   const int per_leaf = inter.nodes_per_leaf;
-  leaves_ = per_leaf > 0 && per_leaf < cluster_.nodes;
+  leaves_ = cluster_.HasLeafSwitches();
   if (!leaves_) return;
   first_leaf_up_ = static_cast<FluidNetwork::LinkId>(net.link_count());
   for (int first = 0; first < cluster_.nodes; first += per_leaf) {

@@ -295,6 +295,8 @@ Status CheckParameterServers(const SimulationConfig& config) {
   }
   const std::unique_ptr<GradientCompression> method = MakeCompression(config.compression);
   if (method != nullptr && method->Compresses()) {
+    // Which collectives a method runs does not depend on the bucket's size: ask it about one
+    // bucket holding a matrix and a vector, as a layer's gradients do.
     const GradientTensors sample{.matrices = {{1024, 1024}}, .vector_elements = 1024};
     for (const ReductionStep& step :
          method->Reduce(sample, plan.data, config.training.grad_dtype)) {
