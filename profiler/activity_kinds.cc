@@ -23,6 +23,13 @@ ActivityKinds ActivityKinds::All() {
   return all;
 }
 
+ActivityKinds ActivityKinds::Default() {
+  ActivityKinds kinds = All();
+  kinds.Remove(ActivityKind::kSync);
+  kinds.Remove(ActivityKind::kCudaEvent);
+  return kinds;
+}
+
 std::string ActivityKinds::ToString() const {
   std::vector<std::string_view> names;
   for (size_t k = 0; k < kActivityKindCount; ++k) {
@@ -36,20 +43,23 @@ std::span<const std::string_view> ActivityKindNames() { return kNames; }
 std::string_view ActivityKindName(ActivityKind kind) { return kNames[static_cast<size_t>(kind)]; }
 
 Expected<ActivityKinds> ParseActivityKinds(std::string_view text) {
-  if (text == "all") return ActivityKinds::All();
   ActivityKinds kinds;
   size_t begin = 0;
   while (begin <= text.size()) {
     const size_t comma = std::min(text.find(',', begin), text.size());
     const std::string_view name = text.substr(begin, comma - begin);
+    begin = comma + 1;
+    if (name == "all" || name == "default") {
+      kinds.Add(name == "all" ? ActivityKinds::All() : ActivityKinds::Default());
+      continue;
+    }
     const auto it = std::find(kNames.begin(), kNames.end(), name);
     if (it == kNames.end()) {
-      return Error(fmt::format("unknown activity kind{}; known: {} (or all)",
+      return Error(fmt::format("unknown activity kind{}; known: {} (or all, default)",
                                DidYouMean(name, kNames), JoinQuoted(kNames)),
                    "", Quote(name));
     }
     kinds.Add(static_cast<ActivityKind>(it - kNames.begin()));
-    begin = comma + 1;
   }
   return kinds;
 }

@@ -29,10 +29,17 @@ inline constexpr size_t kActivityKindCount = 10;
 // A set of kinds as a bit mask.
 class ActivityKinds {
  public:
-  // Every kind: what `dtsim profile` enables unless told otherwise.
+  // Every kind.
   static ActivityKinds All();
+  // What `dtsim profile` enables unless told otherwise: every kind but sync and cuda_event.
+  // Those two each added ~10% to a GPT-2 small training step on an H100 (docs/profiler.md,
+  // "Overhead"); without them the replay infers host syncs from the sync API calls, as it
+  // does for torch.profiler's traces, which lack them too.
+  static ActivityKinds Default();
   bool Has(ActivityKind kind) const { return (bits_ >> static_cast<int>(kind)) & 1; }
   void Add(ActivityKind kind) { bits_ |= uint32_t{1} << static_cast<int>(kind); }
+  void Add(ActivityKinds kinds) { bits_ |= kinds.bits_; }
+  void Remove(ActivityKind kind) { bits_ &= ~(uint32_t{1} << static_cast<int>(kind)); }
   bool empty() const { return bits_ == 0; }
   // "kernel,memcpy,..." in enum order.
   std::string ToString() const;
@@ -44,7 +51,8 @@ class ActivityKinds {
 std::span<const std::string_view> ActivityKindNames();
 std::string_view ActivityKindName(ActivityKind kind);
 
-// "kernel,memcpy,runtime" or "all". Unknown names are errors that list the known ones.
+// "kernel,memcpy,runtime", "all" or "default", or a mix ("default,sync"). Unknown names are
+// errors that list the known ones.
 Expected<ActivityKinds> ParseActivityKinds(std::string_view text);
 
 }  // namespace dtsim::profiler

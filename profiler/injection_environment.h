@@ -14,6 +14,8 @@ inline constexpr const char* kKinds = "DTSIM_PROFILE_KINDS";
 inline constexpr const char* kMaxBufferMb = "DTSIM_PROFILE_MAX_BUFFER_MB";
 inline constexpr const char* kProgram = "DTSIM_PROFILE_PROGRAM";
 inline constexpr const char* kStatus = "DTSIM_PROFILE_STATUS";
+// "1": record every runtime and driver API call, the query calls too (--all-api-calls).
+inline constexpr const char* kAllApiCalls = "DTSIM_PROFILE_ALL_API_CALLS";
 
 // The cap on host memory for CUPTI's record buffers, MiB: 64 of the 4 MiB buffers Kineto and
 // CUPTI's guidance use; past it records are dropped and counted.

@@ -119,6 +119,7 @@ class KinetoWriter : private BufferedTextWriter {
         {"program", profile_.program},
         {"cupti_version", profile_.cupti_version},
         {"activity_kinds", profile_.enabled_kinds},
+        {"api_calls_not_recorded", profile_.api_calls_not_recorded},
         {"records",
          {{"api_calls", profile_.api_calls.size()},
           {"kernels", profile_.kernels.size()},

@@ -214,6 +214,10 @@ struct Profile {
   uint32_t process = 0;
   uint32_t cupti_version = 0;  // cuptiGetVersion() at run time
   std::string enabled_kinds;   // "kernel,memcpy,..."
+  // Runtime and driver API calls whose records were switched off (query calls that launch,
+  // copy, set, sync or record nothing; kQuietApiCalls in the CUPTI session), by name. Empty
+  // when every call was recorded (`dtsim profile --all-api-calls`).
+  std::vector<std::string> api_calls_not_recorded;
   TimeNs session_start;
   TimeNs session_end;
   // Distributed job facts from the environment (RANK, WORLD_SIZE), -1 when absent.

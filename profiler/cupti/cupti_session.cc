@@ -5,6 +5,8 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <span>
+#include <string>
 
 #include <cupti.h>
 
@@ -55,6 +57,79 @@ Status EnableKind(CUpti_ActivityKind kind) {
   return error;
 }
 
+// API calls that only ask something: they launch, copy, set, synchronize and record nothing,
+// so no GPU op, sync or stream wait links to them. PyTorch makes ~12 of them per kernel it
+// launches (cudaGetDevice alone ~9, cuDevicePrimaryCtxGetState ~3: 535,370 API records for
+// 25,507 kernels in a GPT-2 small run on an H100), and recording them is most of the
+// session's host overhead. Their records are switched off unless --all-api-calls; the trace's
+// metadata lists them (api_calls_not_recorded).
+struct QuietCall {
+  CUpti_CallbackId id;
+  const char* name;
+};
+#define DTSIM_RUNTIME_QUERY(name, version) {CUPTI_RUNTIME_TRACE_CBID_##name##_##version, #name}
+constexpr QuietCall kQuietRuntimeCalls[] = {
+    DTSIM_RUNTIME_QUERY(cudaGetDevice, v3020),
+    DTSIM_RUNTIME_QUERY(cudaGetDeviceCount, v3020),
+    DTSIM_RUNTIME_QUERY(cudaGetDeviceProperties, v3020),
+    DTSIM_RUNTIME_QUERY(cudaDeviceGetAttribute, v5000),
+    DTSIM_RUNTIME_QUERY(cudaDeviceGetStreamPriorityRange, v5050),
+    DTSIM_RUNTIME_QUERY(cudaGetLastError, v3020),
+    DTSIM_RUNTIME_QUERY(cudaPeekAtLastError, v3020),
+    DTSIM_RUNTIME_QUERY(cudaGetErrorString, v3020),
+    DTSIM_RUNTIME_QUERY(cudaGetErrorName, v6050),
+    DTSIM_RUNTIME_QUERY(cudaDriverGetVersion, v3020),
+    DTSIM_RUNTIME_QUERY(cudaRuntimeGetVersion, v3020),
+    DTSIM_RUNTIME_QUERY(cudaGetDriverEntryPoint, v11030),
+    DTSIM_RUNTIME_QUERY(cudaGetDriverEntryPointByVersion, v12050),
+    DTSIM_RUNTIME_QUERY(cudaGetFuncBySymbol, v11000),
+    DTSIM_RUNTIME_QUERY(cudaFuncGetAttributes, v3020),
+    DTSIM_RUNTIME_QUERY(cudaPointerGetAttributes, v4000),
+    DTSIM_RUNTIME_QUERY(cudaStreamIsCapturing, v10000),
+    DTSIM_RUNTIME_QUERY(cudaStreamGetCaptureInfo, v10010),
+    DTSIM_RUNTIME_QUERY(cudaStreamGetCaptureInfo_v2, v11030),
+    DTSIM_RUNTIME_QUERY(cudaStreamGetPriority, v5050),
+    DTSIM_RUNTIME_QUERY(cudaOccupancyMaxActiveBlocksPerMultiprocessor, v6000),
+    DTSIM_RUNTIME_QUERY(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, v7000),
+};
+#undef DTSIM_RUNTIME_QUERY
+#define DTSIM_DRIVER_QUERY(name) {CUPTI_DRIVER_TRACE_CBID_##name, #name}
+constexpr QuietCall kQuietDriverCalls[] = {
+    DTSIM_DRIVER_QUERY(cuDevicePrimaryCtxGetState),
+    DTSIM_DRIVER_QUERY(cuDeviceGet),
+    DTSIM_DRIVER_QUERY(cuDeviceGetCount),
+    DTSIM_DRIVER_QUERY(cuDeviceGetAttribute),
+    DTSIM_DRIVER_QUERY(cuDriverGetVersion),
+    DTSIM_DRIVER_QUERY(cuGetProcAddress),
+    DTSIM_DRIVER_QUERY(cuGetProcAddress_v2),
+    DTSIM_DRIVER_QUERY(cuGetErrorString),
+    DTSIM_DRIVER_QUERY(cuGetErrorName),
+    DTSIM_DRIVER_QUERY(cuCtxGetCurrent),
+    DTSIM_DRIVER_QUERY(cuCtxGetDevice),
+    DTSIM_DRIVER_QUERY(cuCtxGetDevice_v2),
+    DTSIM_DRIVER_QUERY(cuCtxGetId),
+    DTSIM_DRIVER_QUERY(cuCtxGetLimit),
+    DTSIM_DRIVER_QUERY(cuCtxGetStreamPriorityRange),
+    DTSIM_DRIVER_QUERY(cuKernelGetName),
+    DTSIM_DRIVER_QUERY(cuKernelGetAttribute),
+    DTSIM_DRIVER_QUERY(cuFuncGetName),
+    DTSIM_DRIVER_QUERY(cuFuncGetAttribute),
+    DTSIM_DRIVER_QUERY(cuPointerGetAttribute),
+    DTSIM_DRIVER_QUERY(cuPointerGetAttributes),
+    DTSIM_DRIVER_QUERY(cuStreamIsCapturing),
+    DTSIM_DRIVER_QUERY(cuStreamIsCapturing_ptsz),
+    DTSIM_DRIVER_QUERY(cuStreamGetCaptureInfo),
+    DTSIM_DRIVER_QUERY(cuStreamGetCaptureInfo_v2),
+    DTSIM_DRIVER_QUERY(cuStreamGetCaptureInfo_v3),
+    DTSIM_DRIVER_QUERY(cuStreamGetPriority),
+    DTSIM_DRIVER_QUERY(cuStreamGetCtx),
+    DTSIM_DRIVER_QUERY(cuStreamGetDevice),
+    DTSIM_DRIVER_QUERY(cuStreamGetId),
+    DTSIM_DRIVER_QUERY(cuOccupancyMaxActiveBlocksPerMultiprocessor),
+    DTSIM_DRIVER_QUERY(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags),
+};
+#undef DTSIM_DRIVER_QUERY
+
 TimeNs CuptiNow() {
   uint64_t now = 0;
   cuptiGetTimestamp(&now);
@@ -89,7 +164,26 @@ Status CuptiSession::Enable() {
   for (const CUpti_ActivityKind kind : CuptiKinds(options_.kinds)) {
     DTSIM_RETURN_IF_ERROR(EnableKind(kind));
   }
+  if (!options_.all_api_calls) quiet_calls_ = QuietQueryCalls();
   return Status::Ok();
+}
+
+// After the RUNTIME and DRIVER kinds are enabled (enabling a kind again would undo this). A
+// call CUPTI refuses to switch off stays recorded and is not listed.
+std::vector<std::string> CuptiSession::QuietQueryCalls() {
+  std::vector<std::string> quiet;
+  const auto switch_off = [&](std::span<const QuietCall> calls, auto disable) {
+    for (const QuietCall& call : calls) {
+      if (disable(call.id, 0) == CUPTI_SUCCESS) quiet.emplace_back(call.name);
+    }
+  };
+  if (options_.kinds.Has(ActivityKind::kRuntime)) {
+    switch_off(kQuietRuntimeCalls, cuptiActivityEnableRuntimeApi);
+  }
+  if (options_.kinds.Has(ActivityKind::kDriver)) {
+    switch_off(kQuietDriverCalls, cuptiActivityEnableDriverApi);
+  }
+  return quiet;
 }
 
 void CuptiSession::Disable() {
@@ -151,6 +245,7 @@ Expected<Profile> CuptiSession::Finish() {
   profile.session_start = start_;
   profile.session_end = CuptiNow();
   profile.enabled_kinds = options_.kinds.ToString();
+  profile.api_calls_not_recorded = quiet_calls_;
   DTSIM_ASSIGN_OR_RETURN(profile.cupti_version, CuptiRuntimeVersion());
   std::vector<std::pair<uint8_t*, size_t>> completed;
   {

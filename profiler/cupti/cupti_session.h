@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -21,10 +22,14 @@
 namespace dtsim::profiler {
 
 struct SessionOptions {
-  ActivityKinds kinds = ActivityKinds::All();
+  ActivityKinds kinds = ActivityKinds::Default();
   size_t buffer_bytes = size_t{4} << 20;  // CUPTI recommends 1 to 10 MiB
   // The cap on host memory for records.
   size_t max_buffer_bytes = size_t{environment::kDefaultMaxBufferMb} << 20;
+  // Record the query API calls too (cudaGetDevice, cuDevicePrimaryCtxGetState, ...). Off by
+  // default: PyTorch makes ~12 of them per kernel it launches, and their records cost more
+  // host time than everything else the session records.
+  bool all_api_calls = false;
 };
 
 class CuptiSession {
@@ -43,6 +48,8 @@ class CuptiSession {
  private:
   explicit CuptiSession(const SessionOptions& options) : options_(options) {}
   Status Enable();
+  // Switches off the records of the query API calls; returns the names switched off.
+  std::vector<std::string> QuietQueryCalls();
   void Disable();
 
   static void RequestBuffer(uint8_t** buffer, size_t* size, size_t* max_records);
@@ -57,6 +64,7 @@ class CuptiSession {
   int64_t dropped_records_ = 0;
   bool finished_ = false;
   TimeNs start_;
+  std::vector<std::string> quiet_calls_;
 };
 
 }  // namespace dtsim::profiler

@@ -7,8 +7,10 @@
 //                          `dtsim profile` started (a data-loader worker, a child) writes
 //                          OUTPUT with ".pid<N>" before its extension
 //   DTSIM_PROFILE_PARENT_PID  the pid of `dtsim profile`: its child writes OUTPUT
-//   DTSIM_PROFILE_KINDS    activity kinds ("kernel,memcpy,..." or "all"; default all)
+//   DTSIM_PROFILE_KINDS    activity kinds ("kernel,memcpy,...", "all" or "default";
+//                          default: default)
 //   DTSIM_PROFILE_MAX_BUFFER_MB  the cap on record buffers (default 256)
+//   DTSIM_PROFILE_ALL_API_CALLS  "1": record the query API calls too
 //   DTSIM_PROFILE_PROGRAM  the command line, for the trace's metadata
 //   DTSIM_PROFILE_STATUS   a file to which each process appends "ok PATH" or "error MESSAGE"
 // Inside InitializeInjection only CUPTI may be called, never the CUDA runtime or driver.
@@ -115,6 +117,7 @@ void Start() {
     }
     options.kinds = *parsed;
   }
+  options.all_api_calls = Environment(environment::kAllApiCalls) == "1";
   options.max_buffer_bytes =
       static_cast<size_t>(
           std::max(1, EnvironmentInt(environment::kMaxBufferMb, environment::kDefaultMaxBufferMb)))

@@ -63,6 +63,7 @@ TEST_F(ProfileCommandTest, AProfiledProgramsTraceIsReadBackAndSummarized) {
   const std::string script =
       "test \"$CUDA_INJECTION64_PATH\" = /fake/libdtsim_inject.so && "
       "test \"$DTSIM_PROFILE_KINDS\" = kernel,memcpy && "
+      "test \"$DTSIM_PROFILE_ALL_API_CALLS\" = 0 && "
       "test \"$DTSIM_PROFILE_PARENT_PID\" = $PPID && "
       "test \"$DTSIM_PROFILE_PROGRAM\" != '' || exit 9; "
       "cp " +
@@ -74,6 +75,16 @@ TEST_F(ProfileCommandTest, AProfiledProgramsTraceIsReadBackAndSummarized) {
   EXPECT_THAT(output_.str(), HasSubstr("dtsim profile: wrote " + Path("trace.json")));
   EXPECT_THAT(output_.str(), HasSubstr("3 kernels, 1 copies, 1 sets"));
   EXPECT_FALSE(std::filesystem::exists(Path("trace.json") + ".status-" + std::to_string(getpid())));
+}
+
+TEST_F(ProfileCommandTest, AllApiCallsAsksTheLibraryToRecordTheQueryCallsToo) {
+  const std::string script =
+      "test \"$DTSIM_PROFILE_ALL_API_CALLS\" = 1 || exit 9; "
+      "echo 'error stop here' >> \"$DTSIM_PROFILE_STATUS\"";
+  const CommandOutcome outcome =
+      Profile({"-o", Path("trace.json"), "--all-api-calls", "--", "sh", "-c", script});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("the profiler failed: stop here"));
 }
 
 TEST_F(ProfileCommandTest, AFailingProgramsStatusIsPassedThrough) {

@@ -119,6 +119,7 @@ TEST_F(KinetoWriterTest, DtsimsReaderReadsEveryRecordAndItsLinks) {
   EXPECT_EQ(other["format"], kProfileFormat);
   EXPECT_EQ(other["version"], kProfileVersion);
   EXPECT_EQ(other["cupti_version"], 130001);
+  EXPECT_EQ(other["api_calls_not_recorded"], Json({"cudaGetDevice", "cuDevicePrimaryCtxGetState"}));
   EXPECT_EQ(other["records"]["kernels"], 3);
   EXPECT_EQ(other["unlinked"]["gpu_ops_without_launch"], 1);
   EXPECT_EQ(other["unlinked"]["external_ids_without_api"], 1);

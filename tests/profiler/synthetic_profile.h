@@ -29,6 +29,7 @@ inline Profile SyntheticProfile() {
   p.program = "python train.py";
   p.process = 4242;
   p.cupti_version = 130001;
+  p.api_calls_not_recorded = {"cudaGetDevice", "cuDevicePrimaryCtxGetState"};
   p.session_start = SyntheticAt(0);
   p.session_end = SyntheticAt(100);
   p.context_devices[1] = 0;
