@@ -8,17 +8,22 @@ Usage:
 
 Each signature of the op list (docs/formats/op-list.md) is run in PyTorch at its shape and
 dtype: `warmup` untimed repetitions, then `reps` repetitions under torch.profiler, each inside
-its own record_function; an op's time per repetition is the GPU time of the kernels it launched
-(the profiler's device time), so host overhead between launches is not counted. The table
+its own record_function ended by a device synchronize; an op's time per repetition is the summed
+duration of the kernels, copies and sets launched inside that range (matched through the
+launching call's correlation id, on whichever thread autograd ran it), so host overhead between
+launches is not counted. The table
 (docs/formats/op-costs.md) gives per signature the mean, median and minimum over the
 repetitions; `simulate` reads it with "profile" in its config (profile once on one GPU,
 predict any cluster). How each op family is run is in RUNNERS below and in docs/profiler.md.
 """
 import argparse
+import bisect
 import datetime
 import json
+import os
 import statistics
 import sys
+import tempfile
 
 DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16",
           "fp64": "float64"}
@@ -363,12 +368,38 @@ def load_op_list(path):
     return document
 
 
-def device_time_us(event):
-    for name in ("device_time_total", "cuda_time_total"):
-        value = getattr(event, name, None)
-        if value is not None:
-            return float(value)
-    return 0.0
+REP_PREFIX = "dtsim_op_rep_"
+LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def rep_gpu_times(events):
+    """GPU time of each rep in a torch.profiler Chrome trace's events, in microseconds.
+
+    A rep is a host range named REP_PREFIX + N that ends with a device synchronize, so every GPU
+    op it launched ran inside it. A GPU op (kernel, copy, set) belongs to the rep whose range
+    holds the CUDA runtime or driver call that launched it (matched by `correlation`), whichever
+    thread made the call: autograd runs backward ops on a thread of its own, so the op's own
+    record_function would not see them. A rep's time is the sum of its GPU ops' durations (host
+    gaps between launches are not counted); reps that launched nothing are left out.
+    """
+    reps = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["name"]) for e in events
+                  if e.get("ph") == "X" and e.get("name", "").startswith(REP_PREFIX)
+                  and e.get("cat") in ("user_annotation", "cpu_op"))
+    launches = {e["args"]["correlation"]: float(e["ts"]) for e in events
+                if e.get("cat") in LAUNCH_CATS and "correlation" in e.get("args", {})}
+    starts = [start for start, _, _ in reps]
+    totals = {}
+    for e in events:
+        if e.get("cat") not in GPU_CATS:
+            continue
+        launch = launches.get(e.get("args", {}).get("correlation"))
+        if launch is None:
+            continue
+        i = bisect.bisect_right(starts, launch) - 1
+        if i >= 0 and launch <= reps[i][1]:
+            totals[reps[i][2]] = totals.get(reps[i][2], 0.0) + float(e["dur"])
+    return [totals[name] for _, _, name in reps if totals.get(name, 0.0) > 0]
 
 
 def measure(torch, runner, reps, warmup):
@@ -378,11 +409,14 @@ def measure(torch, runner, reps, warmup):
     from torch.profiler import ProfilerActivity, profile, record_function
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for rep in range(reps):
-            with record_function(f"dtsim_op_rep_{rep}"):
+            with record_function(f"{REP_PREFIX}{rep}"):
                 runner.run()
-        torch.cuda.synchronize()
-    times = [device_time_us(e) for e in prof.events() if e.name.startswith("dtsim_op_rep_")]
-    return [t for t in times if t > 0]
+                torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            return rep_gpu_times(json.load(f)["traceEvents"])
 
 
 def main():
@@ -436,7 +470,6 @@ def main():
     with open(args.output + ".tmp", "w") as f:
         json.dump(table, f, indent=1)
         f.write("\n")
-    import os
     os.replace(args.output + ".tmp", args.output)
     print(f"wrote {args.output}: {len(entries)} of {len(ops)} signatures", file=sys.stderr)
     return 0
