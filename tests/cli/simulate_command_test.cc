@@ -50,6 +50,19 @@ TEST_F(SimulateCommandTest, SmallExampleMatchesTheGoldenResult) {
   EXPECT_GT((*timeline)["traceEvents"].size(), 27000u);
 }
 
+// tools/examples/profiles/h100-sxm5-80gb.json, measured by tools/op_benchmark.py on an H100,
+// has every op signature of the H100 examples but the residual add's backward (autograd passes
+// that gradient through without a kernel: nothing to time), which falls back to the roofline.
+TEST_F(SimulateCommandTest, TheShippedH100ProfilePricesTheH100ExamplesFromMeasurements) {
+  for (const char* example : {DTSIM_EXAMPLES_DIR "/llama2_70b_64h100.json",
+                              DTSIM_EXAMPLES_DIR "/mixtral_8x7b_ep8_64h100.json"}) {
+    const CommandOutcome outcome =
+        Simulate({example, "--set", "profile=profiles/h100-sxm5-80gb.json"});
+    ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+    EXPECT_THAT(output_.str(), HasSubstr("cost sources   measured 99.")) << example;
+  }
+}
+
 TEST_F(SimulateCommandTest, SummaryShowsOnlyThePlanTheModelHas) {
   // A ResNet trains data parallel only: no tensor or pipeline sizes, no schedule.
   ASSERT_EQ(Simulate({DTSIM_EXAMPLES_DIR "/resnet50_256gpu.json"}).kind, CommandOutcome::Kind::kOk);

@@ -16,8 +16,6 @@
 #include <random>
 #include <string>
 
-#include <zlib.h>
-
 #include "models/cost_model.h"
 #include "network/analytical_model.h"
 #include "sim/graph/builder.h"
@@ -73,16 +71,6 @@ std::string ReplayOutcome(const std::string& path) {
   return result.ok() ? "ok" : result.error().ToString();
 }
 
-std::string Inflate(const std::string& path) {
-  gzFile gz = gzopen(path.c_str(), "rb");
-  std::string text;
-  char block[1 << 16];
-  int got = 0;
-  while ((got = gzread(gz, block, sizeof block)) > 0) text.append(block, static_cast<size_t>(got));
-  gzclose(gz);
-  return text;
-}
-
 class CorruptedTraces : public testing_support::TempDirTest {};
 
 TEST_F(CorruptedTraces, GiveAnErrorOrAReplayNeverACrash) {
@@ -93,7 +81,7 @@ TEST_F(CorruptedTraces, GiveAnErrorOrAReplayNeverACrash) {
   int outcomes_ok = 0;
   int outcomes_error = 0;
   for (const char* file : kReplayableTraces) {
-    const std::string text = Inflate(SharedKineto(file));
+    const std::string text = traces::GunzipFile(SharedKineto(file));
     const std::string gzip = traces::FileBytes(SharedKineto(file));
     ASSERT_FALSE(text.empty());
     for (int copy = 0; copy < kCopiesPerTrace; ++copy) {

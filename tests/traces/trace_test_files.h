@@ -6,6 +6,8 @@
 #include <iterator>
 #include <string>
 
+#include <zlib.h>
+
 namespace dtsim::traces {
 
 inline constexpr const char* kAlexnetTrace =
@@ -56,6 +58,18 @@ inline std::string TraceTestName(const std::string& file) {
     if (name.size() == 40) break;
   }
   return name;
+}
+
+// A file's text, gunzipped when it is gzip (zlib reads plain files as they are).
+inline std::string GunzipFile(const std::string& path) {
+  gzFile gz = gzopen(path.c_str(), "rb");
+  if (gz == nullptr) return {};
+  std::string text;
+  char block[1 << 16];
+  int got = 0;
+  while ((got = gzread(gz, block, sizeof block)) > 0) text.append(block, static_cast<size_t>(got));
+  gzclose(gz);
+  return text;
 }
 
 inline std::string FileBytes(const std::string& path) {
