@@ -16,6 +16,10 @@ inline constexpr const char* kProgram = "DTSIM_PROFILE_PROGRAM";
 inline constexpr const char* kStatus = "DTSIM_PROFILE_STATUS";
 // "1": record every runtime and driver API call, the query calls too (--all-api-calls).
 inline constexpr const char* kAllApiCalls = "DTSIM_PROFILE_ALL_API_CALLS";
+// "whole" (cuInit to exit) or "cuda_profiler_api" (between cudaProfilerStart and Stop).
+inline constexpr const char* kCaptureRange = "DTSIM_PROFILE_CAPTURE_RANGE";
+inline constexpr const char* kCaptureWhole = "whole";
+inline constexpr const char* kCaptureProfilerApi = "cuda_profiler_api";
 
 // The cap on host memory for CUPTI's record buffers, MiB: 64 of the 4 MiB buffers Kineto and
 // CUPTI's guidance use; past it records are dropped and counted.

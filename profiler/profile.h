@@ -218,6 +218,14 @@ struct Profile {
   // copy, set, sync or record nothing; kQuietApiCalls in the CUPTI session), by name. Empty
   // when every call was recorded (`dtsim profile --all-api-calls`).
   std::vector<std::string> api_calls_not_recorded;
+  // "whole" (cuInit to exit) or "cuda_profiler_api" (cuProfilerStart to cuProfilerStop), and
+  // the windows opened.
+  std::string capture_range = "whole";
+  int32_t capture_windows = 0;
+  // Whether the session could hook cudaDeviceReset (the callback API was free) to flush the
+  // records of the contexts it destroys, and how often it did.
+  bool flush_before_device_reset = false;
+  int32_t device_reset_flushes = 0;
   TimeNs session_start;
   TimeNs session_end;
   // Distributed job facts from the environment (RANK, WORLD_SIZE), -1 when absent.

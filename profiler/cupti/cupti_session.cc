@@ -161,11 +161,81 @@ Status CuptiSession::Enable() {
       [](CUcontext context, uint32_t stream, uint8_t* buffer, size_t size, size_t valid) {
         CompleteBuffer(context, stream, buffer, size, valid);
       }));
+  DTSIM_RETURN_IF_ERROR(Subscribe());
+  if (!options_.capture_profiler_api) {
+    DTSIM_RETURN_IF_ERROR(EnableKinds());
+    capture_windows_ = 1;
+  }
+  return Status::Ok();
+}
+
+Status CuptiSession::EnableKinds() {
   for (const CUpti_ActivityKind kind : CuptiKinds(options_.kinds)) {
     DTSIM_RETURN_IF_ERROR(EnableKind(kind));
   }
   if (!options_.all_api_calls) quiet_calls_ = QuietQueryCalls();
+  capturing_ = true;
   return Status::Ok();
+}
+
+void CuptiSession::DisableKinds() {
+  for (const CUpti_ActivityKind kind : CuptiKinds(options_.kinds)) cuptiActivityDisable(kind);
+  capturing_ = false;
+}
+
+Status CuptiSession::Subscribe() {
+  CUpti_SubscriberHandle subscriber = nullptr;
+  const CUptiResult result = cuptiSubscribe(
+      &subscriber,
+      [](void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
+        OnApiCall(userdata, domain, id, data);
+      },
+      this);
+  if (result != CUPTI_SUCCESS) {
+    // Another tool holds the callback API. A whole-run capture only loses the flush before
+    // cudaDeviceReset; a capture by the profiler API cannot work without it.
+    if (!options_.capture_profiler_api) return Status::Ok();
+    return CuptiError("cuptiSubscribe (for --capture-range cuda-profiler-api)", result);
+  }
+  subscriber_ = subscriber;
+  flush_armed_ = true;
+  DTSIM_CUPTI_CALL(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
+                                       CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020));
+  if (options_.capture_profiler_api) {
+    DTSIM_CUPTI_CALL(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
+                                         CUPTI_DRIVER_TRACE_CBID_cuProfilerStart));
+    DTSIM_CUPTI_CALL(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
+                                         CUPTI_DRIVER_TRACE_CBID_cuProfilerStop));
+  }
+  return Status::Ok();
+}
+
+// On the application's thread, inside its CUDA call: only CUPTI may be called here.
+void CuptiSession::OnApiCall(void* userdata, uint32_t domain, uint32_t id, const void* data) {
+  auto* session = static_cast<CuptiSession*>(userdata);
+  const auto* call = static_cast<const CUpti_CallbackData*>(data);
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && id == CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020) {
+    // The reset destroys the contexts: take their records first.
+    if (call->callbackSite == CUPTI_API_ENTER && session->capturing_) {
+      cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+      ++session->reset_flushes_;
+    }
+    return;
+  }
+  if (domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+  if (id == CUPTI_DRIVER_TRACE_CBID_cuProfilerStart && call->callbackSite == CUPTI_API_EXIT &&
+      !session->capturing_) {
+    if (Status enabled = session->EnableKinds(); enabled.ok()) {
+      ++session->capture_windows_;
+    } else {
+      session->DisableKinds();
+      const std::lock_guard lock(session->mutex_);
+      session->capture_errors_.push_back(enabled.error().ToString());
+    }
+  } else if (id == CUPTI_DRIVER_TRACE_CBID_cuProfilerStop && call->callbackSite == CUPTI_API_ENTER &&
+             session->capturing_) {
+    session->DisableKinds();
+  }
 }
 
 // After the RUNTIME and DRIVER kinds are enabled (enabling a kind again would undo this). A
@@ -187,7 +257,11 @@ std::vector<std::string> CuptiSession::QuietQueryCalls() {
 }
 
 void CuptiSession::Disable() {
-  for (const CUpti_ActivityKind kind : CuptiKinds(options_.kinds)) cuptiActivityDisable(kind);
+  if (subscriber_ != nullptr) {
+    cuptiUnsubscribe(static_cast<CUpti_SubscriberHandle>(subscriber_));
+    subscriber_ = nullptr;
+  }
+  DisableKinds();
 }
 
 CuptiSession::~CuptiSession() {
@@ -246,6 +320,16 @@ Expected<Profile> CuptiSession::Finish() {
   profile.session_end = CuptiNow();
   profile.enabled_kinds = options_.kinds.ToString();
   profile.api_calls_not_recorded = quiet_calls_;
+  profile.capture_range = options_.capture_profiler_api ? "cuda_profiler_api" : "whole";
+  profile.capture_windows = capture_windows_;
+  profile.flush_before_device_reset = flush_armed_;
+  profile.device_reset_flushes = reset_flushes_;
+  {
+    const std::lock_guard lock(mutex_);
+    if (!capture_errors_.empty()) {
+      return Error(fmt::format("at cuProfilerStart: {}", fmt::join(capture_errors_, "; ")));
+    }
+  }
   DTSIM_ASSIGN_OR_RETURN(profile.cupti_version, CuptiRuntimeVersion());
   std::vector<std::pair<uint8_t*, size_t>> completed;
   {

@@ -6,6 +6,7 @@
 // worker thread (Kineto's practice).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -30,6 +31,9 @@ struct SessionOptions {
   // default: PyTorch makes ~12 of them per kernel it launches, and their records cost more
   // host time than everything else the session records.
   bool all_api_calls = false;
+  // Record only between cuProfilerStart and cuProfilerStop (cudaProfilerStart/Stop), as many
+  // windows as the program opens, instead of from cuInit to exit.
+  bool capture_profiler_api = false;
 };
 
 class CuptiSession {
@@ -48,8 +52,15 @@ class CuptiSession {
  private:
   explicit CuptiSession(const SessionOptions& options) : options_(options) {}
   Status Enable();
+  // Enables or disables the kinds (and switches off the query calls' records).
+  Status EnableKinds();
+  void DisableKinds();
   // Switches off the records of the query API calls; returns the names switched off.
   std::vector<std::string> QuietQueryCalls();
+  // The callback API: cuProfilerStart/Stop windows, and a flush before cudaDeviceReset
+  // destroys the contexts whose records are still on the GPU.
+  Status Subscribe();
+  static void OnApiCall(void* userdata, uint32_t domain, uint32_t id, const void* data);
   void Disable();
 
   static void RequestBuffer(uint8_t** buffer, size_t* size, size_t* max_records);
@@ -65,6 +76,13 @@ class CuptiSession {
   bool finished_ = false;
   TimeNs start_;
   std::vector<std::string> quiet_calls_;
+  void* subscriber_ = nullptr;  // CUpti_SubscriberHandle; null when another tool holds it
+  // Touched by the application's threads inside their CUDA calls.
+  std::atomic<bool> capturing_{false};  // the kinds are enabled
+  std::atomic<int32_t> capture_windows_{0};
+  std::atomic<int32_t> reset_flushes_{0};
+  std::vector<std::string> capture_errors_;  // guarded by mutex_
+  bool flush_armed_ = false;                  // cudaDeviceReset is hooked
 };
 
 }  // namespace dtsim::profiler

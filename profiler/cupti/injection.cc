@@ -11,6 +11,8 @@
 //                          default: default)
 //   DTSIM_PROFILE_MAX_BUFFER_MB  the cap on record buffers (default 256)
 //   DTSIM_PROFILE_ALL_API_CALLS  "1": record the query API calls too
+//   DTSIM_PROFILE_CAPTURE_RANGE  "whole" (default) or "cuda_profiler_api": record only between
+//                          cudaProfilerStart and cudaProfilerStop
 //   DTSIM_PROFILE_PROGRAM  the command line, for the trace's metadata
 //   DTSIM_PROFILE_STATUS   a file to which each process appends "ok PATH" or "error MESSAGE"
 // Inside InitializeInjection only CUPTI may be called, never the CUDA runtime or driver.
@@ -82,6 +84,12 @@ void FinishAtExit() {
     Report("error " + profile.error().ToString());
     return;
   }
+  if (profile->capture_windows == 0) {
+    Report(
+        "error the program never called cudaProfilerStart (or cuProfilerStart), so "
+        "--capture-range cuda-profiler-api captured nothing and no trace was written");
+    return;
+  }
   profile->program = Environment(environment::kProgram);
   profile->process = static_cast<uint32_t>(getpid());
   profile->rank = EnvironmentInt("RANK", -1);
@@ -118,6 +126,12 @@ void Start() {
     options.kinds = *parsed;
   }
   options.all_api_calls = Environment(environment::kAllApiCalls) == "1";
+  const std::string range = Environment(environment::kCaptureRange, environment::kCaptureWhole);
+  if (range != environment::kCaptureWhole && range != environment::kCaptureProfilerApi) {
+    Report(fmt::format("error {}: unknown capture range '{}'", environment::kCaptureRange, range));
+    return;
+  }
+  options.capture_profiler_api = range == environment::kCaptureProfilerApi;
   options.max_buffer_bytes =
       static_cast<size_t>(
           std::max(1, EnvironmentInt(environment::kMaxBufferMb, environment::kDefaultMaxBufferMb)))

@@ -64,6 +64,7 @@ TEST_F(ProfileCommandTest, AProfiledProgramsTraceIsReadBackAndSummarized) {
       "test \"$CUDA_INJECTION64_PATH\" = /fake/libdtsim_inject.so && "
       "test \"$DTSIM_PROFILE_KINDS\" = kernel,memcpy && "
       "test \"$DTSIM_PROFILE_ALL_API_CALLS\" = 0 && "
+      "test \"$DTSIM_PROFILE_CAPTURE_RANGE\" = whole && "
       "test \"$DTSIM_PROFILE_PARENT_PID\" = $PPID && "
       "test \"$DTSIM_PROFILE_PROGRAM\" != '' || exit 9; "
       "cp " +
@@ -77,12 +78,14 @@ TEST_F(ProfileCommandTest, AProfiledProgramsTraceIsReadBackAndSummarized) {
   EXPECT_FALSE(std::filesystem::exists(Path("trace.json") + ".status-" + std::to_string(getpid())));
 }
 
-TEST_F(ProfileCommandTest, AllApiCallsAsksTheLibraryToRecordTheQueryCallsToo) {
+TEST_F(ProfileCommandTest, AllApiCallsAndCaptureRangeReachTheLibrary) {
   const std::string script =
       "test \"$DTSIM_PROFILE_ALL_API_CALLS\" = 1 || exit 9; "
+      "test \"$DTSIM_PROFILE_CAPTURE_RANGE\" = cuda_profiler_api || exit 9; "
       "echo 'error stop here' >> \"$DTSIM_PROFILE_STATUS\"";
   const CommandOutcome outcome =
-      Profile({"-o", Path("trace.json"), "--all-api-calls", "--", "sh", "-c", script});
+      Profile({"-o", Path("trace.json"), "--all-api-calls", "--capture-range",
+               "cuda-profiler-api", "--", "sh", "-c", script});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("the profiler failed: stop here"));
 }
@@ -119,6 +122,8 @@ TEST_F(ProfileCommandTest, BadCommandLinesAndMissingProgramsAreTheirOwnErrors) {
   EXPECT_THAT(usage({"-o", "t.json"}), HasSubstr("no program to profile"));
   EXPECT_THAT(usage({"-o", "t.json", "true"}), HasSubstr("goes after --"));
   EXPECT_THAT(usage({"--bogus", "-o", "t.json", "--", "true"}), HasSubstr("--bogus"));
+  EXPECT_THAT(usage({"-o", "t.json", "--capture-range", "cudaProfilerApi", "--", "true"}),
+              HasSubstr("--capture-range: must be whole or cuda-profiler-api"));
   EXPECT_THAT(usage({"-o", "t.json", "--kinds", "kernal", "--", "true"}),
               HasSubstr("did you mean \"kernel\""));
   EXPECT_THAT(usage({"-o", "t.json", "--max-buffer-mb", "0", "--", "true"}),

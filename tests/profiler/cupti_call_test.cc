@@ -36,6 +36,28 @@ TEST(CuptiSessionTest, StartsAndFinishesOrNamesTheFailingCall) {
   ASSERT_TRUE(profile.ok()) << profile.error().ToString();
   EXPECT_TRUE(profile->kernels.empty());
   EXPECT_GE(profile->cupti_version, CuptiHeaderVersion());
+  // The query calls' records are off by default and listed; a whole-run capture is one window
+  // and hooks cudaDeviceReset.
+  EXPECT_THAT(profile->api_calls_not_recorded,
+              testing::IsSupersetOf({"cudaGetDevice", "cuDevicePrimaryCtxGetState"}));
+  EXPECT_EQ(profile->capture_range, "whole");
+  EXPECT_EQ(profile->capture_windows, 1);
+  EXPECT_TRUE(profile->flush_before_device_reset);
+  session->reset();  // a session ends before the next one starts
+  const auto run = [](const SessionOptions& options) -> Expected<Profile> {
+    DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<CuptiSession> next, CuptiSession::Start(options));
+    return next->Finish();
+  };
+  // --all-api-calls keeps them.
+  const Expected<Profile> everything = run({.all_api_calls = true});
+  ASSERT_TRUE(everything.ok()) << everything.error().ToString();
+  EXPECT_THAT(everything->api_calls_not_recorded, testing::IsEmpty());
+  // A capture by the profiler API records nothing until the program calls cuProfilerStart.
+  const Expected<Profile> unopened = run({.capture_profiler_api = true});
+  ASSERT_TRUE(unopened.ok()) << unopened.error().ToString();
+  EXPECT_EQ(unopened->capture_range, "cuda_profiler_api");
+  EXPECT_EQ(unopened->capture_windows, 0);
+  EXPECT_THAT(unopened->api_calls_not_recorded, testing::IsEmpty());
 }
 
 }  // namespace

@@ -120,6 +120,10 @@ TEST_F(KinetoWriterTest, DtsimsReaderReadsEveryRecordAndItsLinks) {
   EXPECT_EQ(other["version"], kProfileVersion);
   EXPECT_EQ(other["cupti_version"], 130001);
   EXPECT_EQ(other["api_calls_not_recorded"], Json({"cudaGetDevice", "cuDevicePrimaryCtxGetState"}));
+  EXPECT_EQ(other["capture_range"], "whole");
+  EXPECT_EQ(other["capture_windows"], 1);
+  EXPECT_EQ(other["flush_before_device_reset"], true);
+  EXPECT_EQ(other["device_reset_flushes"], 0);
   EXPECT_EQ(other["records"]["kernels"], 3);
   EXPECT_EQ(other["unlinked"]["gpu_ops_without_launch"], 1);
   EXPECT_EQ(other["unlinked"]["external_ids_without_api"], 1);

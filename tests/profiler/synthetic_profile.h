@@ -30,6 +30,8 @@ inline Profile SyntheticProfile() {
   p.process = 4242;
   p.cupti_version = 130001;
   p.api_calls_not_recorded = {"cudaGetDevice", "cuDevicePrimaryCtxGetState"};
+  p.capture_windows = 1;
+  p.flush_before_device_reset = true;
   p.session_start = SyntheticAt(0);
   p.session_end = SyntheticAt(100);
   p.context_devices[1] = 0;

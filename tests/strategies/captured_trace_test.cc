@@ -2,6 +2,9 @@
 // 2026-11-23; docs/profiler.md, "On a GPU"), kept as test data in tests/data/captured/:
 //   h100_known_kernels_default_kinds  tools/gpu_checks/known_kernels.cu, default kinds
 //   h100_known_kernels_all_kinds      the same program with --kinds all (sync, cuda_event)
+//   h100_known_kernels_capture_range  --capture-range cuda-profiler-api, the program run with
+//                                     --profiler-api: steps 2 and 3 only
+//   h100_known_kernels_device_reset   the program run with --device-reset
 //   h100_gpt2_small_step              gpt2_step.py --batch 2 --seq 256 --warmup 1 --steps 2
 //                                     --emit-nvtx: GPT-2 small, one NVTX range per ATen op
 // Each is read back by the Kineto reader with exactly the record counts the writer put in its
@@ -67,7 +70,9 @@ TEST_P(CapturedTrace, ReadsBackWhatTheProfilerWroteAndReplaysExactly) {
   EXPECT_EQ(r.trace.stats.memsets, records["memsets"]);
   EXPECT_EQ(r.trace.stats.api_calls, records["api_calls"]);
   for (const auto& [counter, value] : r.metadata["lost"].items()) {
-    if (value.is_number()) EXPECT_EQ(value, 0) << counter;
+    if (value.is_number()) {
+      EXPECT_EQ(value, 0) << counter;
+    }
   }
   for (const auto& [counter, value] : r.metadata["unlinked"].items()) {
     EXPECT_EQ(value, 0) << counter;
@@ -88,7 +93,8 @@ TEST_P(CapturedTrace, ReadsBackWhatTheProfilerWroteAndReplaysExactly) {
 
 INSTANTIATE_TEST_SUITE_P(H100, CapturedTrace,
                          testing::Values("known_kernels_default_kinds", "known_kernels_all_kinds",
-                                         "gpt2_small_step"));
+                                         "known_kernels_capture_range",
+                                         "known_kernels_device_reset", "gpt2_small_step"));
 
 // known_kernels.cu per step: 15 kernels, 2 copies, 1 set; stream 2 waits on an event stream 1
 // recorded, and the host syncs stream 2: 3 steps.
@@ -101,6 +107,29 @@ TEST(CapturedKnownKernels, HoldExactlyWhatTheProgramRan) {
     EXPECT_EQ(r->trace.stats.memsets, 3) << name;
     EXPECT_EQ(r->trace.steps.size(), 3u) << name;
   }
+}
+
+// cudaProfilerStart before step 2, cudaProfilerStop after step 3: one window of two steps.
+TEST(CapturedKnownKernels, ACaptureRangeHoldsOnlyItsWindow) {
+  const std::optional<Replayed> r = Replay("known_kernels_capture_range");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->metadata["capture_range"], "cuda_profiler_api");
+  EXPECT_EQ(r->metadata["capture_windows"], 1);
+  EXPECT_EQ(r->trace.stats.kernels, 30);
+  EXPECT_EQ(r->trace.stats.memcpys, 4);
+  EXPECT_EQ(r->trace.stats.memsets, 2);
+  ASSERT_EQ(r->trace.steps.size(), 2u);
+  EXPECT_EQ(r->trace.steps[0].number, 2);
+}
+
+// cudaDeviceReset at the end: the records were flushed before it destroyed the context.
+TEST(CapturedKnownKernels, ADeviceResetIsFlushedFirst) {
+  const std::optional<Replayed> r = Replay("known_kernels_device_reset");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->metadata["flush_before_device_reset"], true);
+  EXPECT_EQ(r->metadata["device_reset_flushes"], 1);
+  EXPECT_EQ(r->trace.stats.kernels, 45);
+  EXPECT_EQ(r->trace.steps.size(), 3u);
 }
 
 TEST(CapturedKnownKernels, TheWaitsAreRecordedWithAllKindsAndInferredWithout) {

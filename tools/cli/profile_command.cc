@@ -35,6 +35,7 @@ struct ProfileOptions {
   std::string kinds = "default";
   int32_t max_buffer_mb = profiler::environment::kDefaultMaxBufferMb;
   bool all_api_calls = false;
+  std::string capture_range = "whole";
   bool help = false;
   std::vector<std::string> program;  // after "--"
 };
@@ -59,7 +60,10 @@ po::options_description Describe(ProfileOptions& o) {
       "all-api-calls", po::bool_switch(&o.all_api_calls),
       "also record the CUDA API calls that only ask something (cudaGetDevice, "
       "cudaGetLastError, cuDevicePrimaryCtxGetState, ...; left out by default, listed in the "
-      "trace's metadata): they launch nothing, and PyTorch makes ~12 per kernel");
+      "trace's metadata): they launch nothing, and PyTorch makes ~12 per kernel")(
+      "capture-range", po::value(&o.capture_range)->value_name("RANGE"),
+      "whole (default: from the first CUDA call to exit) or cuda-profiler-api (only between "
+      "cudaProfilerStart and cudaProfilerStop, as many windows as the program opens)");
   return description;
 }
 
@@ -119,6 +123,10 @@ CommandOutcome Execute(const ProfileOptions& options, std::ostream& out,
                        const ProfileEnvironment& environment) {
   Expected<profiler::ActivityKinds> kinds = profiler::ParseActivityKinds(options.kinds);
   if (!kinds.ok()) return CommandOutcome::Usage(std::move(kinds).error().Under("--kinds"));
+  if (options.capture_range != "whole" && options.capture_range != "cuda-profiler-api") {
+    return CommandOutcome::Usage(Error("must be whole or cuda-profiler-api", "--capture-range",
+                                       Quote(options.capture_range)));
+  }
   if (options.max_buffer_mb < 1) {
     return CommandOutcome::Usage(
         Error("must be at least 1", "--max-buffer-mb", std::to_string(options.max_buffer_mb)));
@@ -147,6 +155,9 @@ CommandOutcome Execute(const ProfileOptions& options, std::ostream& out,
                   {environment::kKinds, kinds->ToString()},
                   {environment::kMaxBufferMb, std::to_string(options.max_buffer_mb)},
                   {environment::kAllApiCalls, options.all_api_calls ? "1" : "0"},
+                  {environment::kCaptureRange, options.capture_range == "whole"
+                                                   ? environment::kCaptureWhole
+                                                   : environment::kCaptureProfilerApi},
                   {environment::kProgram, CommandLineText(options.program)},
                   {environment::kStatus, status_path},
                   {environment::kParentPid, std::to_string(getpid())}});

@@ -4,10 +4,15 @@
 //   stream 1: a pinned HtoD copy, 10 `scale` kernels, an event record;
 //   stream 2: waits for the event, 5 `add` kernels, a memset, a DtoH copy; the host syncs it.
 // It prints what a faithful profile must contain as JSON on stdout.
+// Options: --profiler-api  brackets steps 2..3 with cudaProfilerStart/Stop (what
+//                          `dtsim profile --capture-range cuda-profiler-api` must keep);
+//          --device-reset  ends with cudaDeviceReset (whose records the profiler must flush).
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 namespace {
@@ -41,7 +46,20 @@ bool Succeeded(cudaError_t result, const char* call) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  bool profiler_api = false;
+  bool device_reset = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--profiler-api") == 0) {
+      profiler_api = true;
+    } else if (std::strcmp(argv[i], "--device-reset") == 0) {
+      device_reset = true;
+    } else {
+      std::fprintf(stderr, "unknown option %s (--profiler-api, --device-reset)\n", argv[i]);
+      return 1;
+    }
+  }
+  constexpr int kFirstProfiled = 2;  // with --profiler-api: steps 2..kSteps
   float* host = nullptr;
   float* x = nullptr;
   float* y = nullptr;
@@ -57,6 +75,7 @@ int main() {
   const int threads = 256;
   const int blocks = (kElements + threads - 1) / threads;
   for (int step = 1; step <= kSteps; ++step) {
+    if (profiler_api && step == kFirstProfiled) CHECK(cudaProfilerStart(), "cudaProfilerStart");
     const std::string name = "ProfilerStep#" + std::to_string(step);
     nvtxRangePushA(name.c_str());
     CHECK(cudaMemcpyAsync(x, host, kElements * sizeof(float), cudaMemcpyHostToDevice, first),
@@ -71,8 +90,11 @@ int main() {
     CHECK(cudaStreamSynchronize(second), "cudaStreamSynchronize");
     nvtxRangePop();
   }
+  if (profiler_api) CHECK(cudaProfilerStop(), "cudaProfilerStop");
   CHECK(cudaGetLastError(), "kernel launch");
+  if (device_reset) CHECK(cudaDeviceReset(), "cudaDeviceReset");
+  const int steps = profiler_api ? kSteps - kFirstProfiled + 1 : kSteps;
   std::printf("{\"kernels\": %d, \"memcpys\": %d, \"memsets\": %d, \"steps\": %d}\n",
-              kSteps * (kScaleKernels + kAddKernels), 2 * kSteps, kSteps, kSteps);
+              steps * (kScaleKernels + kAddKernels), 2 * steps, steps, steps);
   return 0;
 }
