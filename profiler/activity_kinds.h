@@ -33,7 +33,7 @@ class ActivityKinds {
   static ActivityKinds All();
   // What `dtsim profile` enables unless told otherwise: every kind but sync and cuda_event.
   // Those two each added ~10% to a GPT-2 small training step on an H100 (docs/profiler.md,
-  // "Overhead"); without them the replay infers host syncs from the sync API calls, as it
+  // "What is recorded"); without them the replay infers host syncs from the sync API calls, as it
   // does for torch.profiler's traces, which lack them too.
   static ActivityKinds Default();
   bool Has(ActivityKind kind) const { return (bits_ >> static_cast<int>(kind)) & 1; }

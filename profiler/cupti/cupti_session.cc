@@ -173,7 +173,11 @@ Status CuptiSession::EnableKinds() {
   for (const CUpti_ActivityKind kind : CuptiKinds(options_.kinds)) {
     DTSIM_RETURN_IF_ERROR(EnableKind(kind));
   }
-  if (!options_.all_api_calls) quiet_calls_ = QuietQueryCalls();
+  if (!options_.all_api_calls) {
+    std::vector<std::string> quiet = QuietQueryCalls();
+    const std::lock_guard lock(mutex_);
+    quiet_calls_ = std::move(quiet);
+  }
   capturing_ = true;
   return Status::Ok();
 }
@@ -215,8 +219,9 @@ void CuptiSession::OnApiCall(void* userdata, uint32_t domain, uint32_t id, const
   auto* session = static_cast<CuptiSession*>(userdata);
   const auto* call = static_cast<const CUpti_CallbackData*>(data);
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && id == CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020) {
-    // The reset destroys the contexts: take their records first.
-    if (call->callbackSite == CUPTI_API_ENTER && session->capturing_) {
+    // The reset destroys the contexts: take their records first (also those of a window that
+    // has closed but whose buffers CUPTI still holds).
+    if (call->callbackSite == CUPTI_API_ENTER) {
       cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
       ++session->reset_flushes_;
     }
@@ -319,13 +324,13 @@ Expected<Profile> CuptiSession::Finish() {
   profile.session_start = start_;
   profile.session_end = CuptiNow();
   profile.enabled_kinds = options_.kinds.ToString();
-  profile.api_calls_not_recorded = quiet_calls_;
   profile.capture_range = options_.capture_profiler_api ? "cuda_profiler_api" : "whole";
   profile.capture_windows = capture_windows_;
   profile.flush_before_device_reset = flush_armed_;
   profile.device_reset_flushes = reset_flushes_;
   {
     const std::lock_guard lock(mutex_);
+    profile.api_calls_not_recorded = quiet_calls_;
     if (!capture_errors_.empty()) {
       return Error(fmt::format("at cuProfilerStart: {}", fmt::join(capture_errors_, "; ")));
     }

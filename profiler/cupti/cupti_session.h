@@ -75,7 +75,7 @@ class CuptiSession {
   int64_t dropped_records_ = 0;
   bool finished_ = false;
   TimeNs start_;
-  std::vector<std::string> quiet_calls_;
+  std::vector<std::string> quiet_calls_;  // guarded by mutex_
   void* subscriber_ = nullptr;  // CUpti_SubscriberHandle; null when another tool holds it
   // Touched by the application's threads inside their CUDA calls.
   std::atomic<bool> capturing_{false};  // the kinds are enabled
