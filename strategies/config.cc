@@ -357,11 +357,6 @@ Status CheckPlan(SimulationConfig& config) {
     return Error("ZeRO with 2D or 2.5D tensor parallelism is not built yet",
                  "parallelism.zero_stage", std::to_string(plan.zero_stage));
   }
-  if (plan.zero_stage == 3 && plan.expert > 1) {
-    return Error("ZeRO-3 with expert parallelism is not built yet (ZeRO-1 and -2 are: expert "
-                 "gradients and optimizer state shard over the expert-data-parallel group)",
-                 "parallelism.zero_stage", std::to_string(plan.zero_stage));
-  }
   return CheckParameterServers(config);
 }
 

@@ -762,17 +762,31 @@ class IterationBuilder {
                        kExpertCategory);
   }
 
-  // Collectives across data indices (the expert group, or all of data parallelism) of the
+  // Collectives across data indices (the expert group; all of data parallelism; or the expert
+  // data-parallel group, the D/EP indices holding the same experts as the group's) of the
   // group's stage, one per simulated tensor-parallel peer i (over peer i of each data index).
   // Members build their stages one after another, so the first to reach the n-th such
   // collective of its program makes it and the others (same stage, same program) join it by
   // that index.
-  enum class Across : uint8_t { kExpert, kData };
+  enum class Across : uint8_t { kExpert, kData, kExpertData };
   std::vector<graph::CommId> Matched(Across across, CommKind kind, Bytes bytes) {
-    const bool expert = across == Across::kExpert;
-    const int first = expert ? plan_.ExpertGroupFirst(group_dp_) : 0;
-    std::vector<int> dps(static_cast<size_t>(expert ? plan_.expert : plan_.data));
-    std::iota(dps.begin(), dps.end(), first);
+    int first = 0;
+    std::vector<int> dps;
+    switch (across) {
+      case Across::kExpert:
+        first = plan_.ExpertGroupFirst(group_dp_);
+        dps.resize(static_cast<size_t>(plan_.expert));
+        std::iota(dps.begin(), dps.end(), first);
+        break;
+      case Across::kData:
+        dps.resize(static_cast<size_t>(plan_.data));
+        std::iota(dps.begin(), dps.end(), 0);
+        break;
+      case Across::kExpertData:
+        first = group_dp_ % plan_.expert;
+        for (int dp = first; dp < plan_.data; dp += plan_.expert) dps.push_back(dp);
+        break;
+    }
     std::vector<std::vector<graph::CommId>>& made = matched_[{across, group_stage_, first}];
     const size_t index = sequence_[static_cast<size_t>(across)]++;
     if (index == made.size()) {
@@ -817,20 +831,40 @@ class IterationBuilder {
   // data-parallel group before its forward and again before its backward, on the rank's
   // "zero" stream, one layer ahead: the gather for the next piece may start once the compute
   // before the current one has ended, and the piece's first task waits for its own gather.
-  void GatherParameters(PeerGroup& group, int64_t parameters, std::string_view name) {
+  // With expert parallelism a MoE layer's local experts (`expert_parameters` of `parameters`)
+  // are sharded over their expert-data-parallel group instead (D/EP ranks, as ZeRO-1/2 shard
+  // their optimizer state and gradients): a second gather over that group follows the dense
+  // one on the same stream.
+  void GatherParameters(PeerGroup& group, int64_t parameters, std::string_view name,
+                        int64_t expert_parameters = 0) {
     if (plan_.zero_stage < 3 || plan_.data < 2) return;
-    const int64_t shard = (parameters + plan_.data - 1) / plan_.data;
-    const std::vector<graph::CommId> comms = Matched(
-        Across::kData, CommKind::kAllGather, Bytes(shard * DTypeBytes(config_.training.dtype)));
+    const int64_t dense = parameters - expert_parameters;
+    const int64_t element_bytes = DTypeBytes(config_.training.dtype);
+    std::vector<std::vector<graph::CommId>> pieces;
+    pieces.push_back(Matched(Across::kData, CommKind::kAllGather,
+                             Bytes((dense + plan_.data - 1) / plan_.data * element_bytes)));
+    const int expert_data = plan_.data / plan_.expert;
+    if (expert_parameters > 0 && expert_data > 1) {
+      pieces.push_back(
+          Matched(Across::kExpertData, CommKind::kAllGather,
+                  Bytes((expert_parameters + expert_data - 1) / expert_data * element_bytes)));
+    }
     group.Flush();
     std::vector<TaskId> gathers;
     for (size_t i = 0; i < group.ranks().size(); ++i) {
-      const TaskId gather = builder_.AddCollectiveTask(
-          builder_.Stream(group.ranks()[i], "zero"), comms[i], name, kDataCategory);
+      const StreamId stream = builder_.Stream(group.ranks()[i], "zero");
+      const TaskId gather =
+          builder_.AddCollectiveTask(stream, pieces.front()[i], name, kDataCategory);
       if (!gather_after_.empty() && gather_after_[i]) {
         builder_.AddDependency(gather, *gather_after_[i]);
       }
-      gathers.push_back(gather);
+      // The experts' gather runs after the dense one on the same stream: waiting for it is
+      // waiting for both.
+      gathers.push_back(pieces.size() > 1
+                            ? builder_.AddCollectiveTask(stream, pieces.back()[i],
+                                                         fmt::format("{} experts", name),
+                                                         kDataCategory)
+                            : gather);
     }
     gather_after_.clear();
     for (size_t i = 0; i < group.ranks().size(); ++i) gather_after_.push_back(group.last(i));
@@ -890,7 +924,8 @@ class IterationBuilder {
       EmbeddingCollective(group, false);
     }
     for (const int layer : ChunkLayers(stage, chunk)) {
-      GatherParameters(group, LayerParameters(layer), fmt::format("layer{} gather", layer));
+      GatherParameters(group, LayerParameters(layer), fmt::format("layer{} gather", layer),
+                       LayerExpertParameters(layer));
       Emit(group, Passes(layer).forward, layer, "fwd", kComputeCategory);
     }
     if (HoldsOutput(stage, chunk)) {
@@ -928,7 +963,8 @@ class IterationBuilder {
     const std::span<const int> layers = ChunkLayers(stage, chunk);
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
       const int layer = *it;
-      GatherParameters(group, LayerParameters(layer), fmt::format("layer{} gather", layer));
+      GatherParameters(group, LayerParameters(layer), fmt::format("layer{} gather", layer),
+                       LayerExpertParameters(layer));
       Emit(group, Passes(layer).recompute, layer, "recompute", kRecomputeCategory);
       Emit(group, Passes(layer).backward, layer, "bwd", kComputeCategory);
       LayerGradientSplit gradients = LayerGradients(spec_, plan_, layer);
@@ -950,6 +986,10 @@ class IterationBuilder {
   // Parameters of one piece on one rank (as many as its gradients).
   int64_t LayerParameters(int layer) const {
     return models::LayerParameterCount(spec_, plan_.tensor, plan_.expert, layer);
+  }
+  // Of those, the local experts' when expert parallelism shards them (0 otherwise).
+  int64_t LayerExpertParameters(int layer) const {
+    return plan_.expert > 1 ? LayerGradients(spec_, plan_, layer).experts.elements() : 0;
   }
   int64_t EmbeddingParameters() const { return EmbeddingGradients(spec_, plan_).elements(); }
   int64_t OutputParameters(int stage) const {
@@ -1128,7 +1168,7 @@ class IterationBuilder {
   // Matched collectives made so far per (across, stage, first data index), each one comm per
   // simulated tensor-parallel peer; per kind, the index of the next in this stage's program.
   std::map<std::tuple<Across, int, int>, std::vector<std::vector<graph::CommId>>> matched_;
-  std::array<size_t, 2> sequence_{};
+  std::array<size_t, 3> sequence_{};
   // ZeRO-3: per peer, the end of the compute before the last gathered piece.
   std::vector<std::optional<TaskId>> gather_after_;
   double expert_load_ = 1.0;

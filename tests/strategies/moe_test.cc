@@ -128,9 +128,6 @@ TEST(MoeTest, BadPlansNameTheField) {
   json = MoeConfig();
   json["model"].erase("moe");
   EXPECT_THAT(ConfigError(json), HasSubstr("expert parallelism needs a mixture-of-experts model"));
-  json = MoeConfig();
-  json["parallelism"]["zero_stage"] = 3;
-  EXPECT_THAT(ConfigError(json), HasSubstr("ZeRO-3 with expert parallelism is not built yet"));
 }
 
 TEST(MoeTest, ZeroShardsExpertStateOverTheExpertDataParallelGroup) {
@@ -165,6 +162,44 @@ TEST(MoeTest, ZeroShardsExpertStateOverTheExpertDataParallelGroup) {
   EXPECT_LT(memory.optimizer_state,
             SimulateJson(json).iteration->stats.stage_memory.front().optimizer_state);
   json["parallelism"]["zero_stage"] = 2;
+  ExpectSymmetricMatchesFull(json);
+}
+
+TEST(MoeTest, ZeroThreeGathersExpertsOverTheirExpertDataParallelGroup) {
+  // ZeRO-3 with DP 8, EP 4: before each layer's forward and again before its backward, the
+  // dense parameters (attention, norms, router) are all-gathered over all 8 data-parallel
+  // ranks, ⌈dense/8⌉ bf16 each, and the local expert (2,099,712 parameters, as above) over
+  // the 2 ranks holding it, ⌈2,099,712/2⌉ = 1,049,856 bf16 each: per micro-batch 2 gathers per
+  // layer per direction. 4 layers × 2 micro-batches × 2 = 16 per rank and group; there are 4
+  // pairs of expert holders and one group of 8.
+  constexpr int64_t kLocalExpert = 2 * 512 * 2048 + 2048 + 512;
+  // Per layer: QKV and projection with biases, two norms, the router (h·E).
+  constexpr int64_t kDenseLayer = 4 * 512 * 512 + 4 * 512 + 2 * 2 * 512 + 512 * 4;
+  Json json = MoeConfig();
+  json["parallelism"]["zero_stage"] = 3;
+  const SimulationResult r = SimulateJson(json);
+  const CommTally experts = Tally(r.iteration->graph, graph::CommKind::kAllGather, 2);
+  EXPECT_EQ(experts.count, 4 * 16);
+  EXPECT_EQ(experts.bytes, 4 * 16 * (kLocalExpert / 2) * 2);
+  // Over all 8: the 16 layer gathers plus the embedding's and the output's, forward and
+  // backward, per micro-batch (the dense shards of everything else).
+  const CommTally dense = Tally(r.iteration->graph, graph::CommKind::kAllGather, 8);
+  int64_t layer_gathers = 0;
+  for (size_t c = 0; c < r.iteration->graph.comm_count(); ++c) {
+    const graph::Communication& comm =
+        r.iteration->graph.comm(graph::CommId(static_cast<uint32_t>(c)));
+    if (comm.kind == graph::CommKind::kAllGather && comm.size.count() == (kDenseLayer + 7) / 8 * 2) {
+      ++layer_gathers;
+    }
+  }
+  EXPECT_EQ(layer_gathers, 16);
+  EXPECT_EQ(dense.count, 16 + 2 * 2 * 2);
+  // Parameters are sharded the same way in memory: dense over 8, experts over 2.
+  const models::MemoryBreakdown& memory = r.iteration->stats.stage_memory.front();
+  constexpr int64_t kExperts = 4 * kLocalExpert;
+  const double dense_params = static_cast<double>(memory.parameter_count - kExperts);
+  EXPECT_EQ(memory.parameters,
+            static_cast<int64_t>(std::ceil((dense_params / 8 + kExperts / 2.0) * 2)));
   ExpectSymmetricMatchesFull(json);
 }
 
