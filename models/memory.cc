@@ -239,7 +239,8 @@ Expected<MemoryBreakdown> EstimateMemory(const ModelSpec& model, const MemoryPla
   // as DeepSpeed-MoE shards them.
   const auto experts = static_cast<double>(StageExpertParameterCount(model, plan));
   const double dense = static_cast<double>(memory.parameter_count) - experts;
-  const double n = plan.data_parallel;
+  // The ranks holding the same dense weights: the replicas, times a 2.5D grid's depth layers.
+  const double n = static_cast<double>(plan.data_parallel) * plan.shard.tensor_depth;
   const double expert_n = n / plan.shard.expert_parallel;
   auto shard = [&](double bytes_per_parameter, int from_stage) {
     const bool sharded = plan.zero_stage >= from_stage;
@@ -257,8 +258,13 @@ Expected<MemoryBreakdown> EstimateMemory(const ModelSpec& model, const MemoryPla
       TransformerActivations(model.transformer, plan, memory);
       if (plan.zero_stage == 3) {
         // Gathered parameters: the layer being computed and the one prefetched.
-        const int64_t layer = LayerParameterCount(model.transformer, plan.shard.tensor_parallel,
-                                                   plan.shard.expert_parallel, 0);
+        // (On a grid every weight is split q×q: the whole layer over q².)
+        const int64_t layer =
+            plan.shard.tensor_layout == TensorLayout::k1D
+                ? LayerParameterCount(model.transformer, plan.shard.tensor_parallel,
+                                      plan.shard.expert_parallel, 0)
+                : LayerParameterCount(model.transformer, 1, plan.shard.expert_parallel, 0) /
+                      plan.shard.grid();
         memory.temporary += 2 * layer * DTypeBytes(plan.param_dtype);
       }
       break;

@@ -353,10 +353,6 @@ Status CheckPlan(SimulationConfig& config) {
     return Error("the 1-bit optimizers replace Adam (or LAMB); training.optimizer must be \"adam\"",
                  "compression.method", Quote(method));
   }
-  if (plan.zero_stage >= 1 && plan.tensor_layout != models::TensorLayout::k1D) {
-    return Error("ZeRO with 2D or 2.5D tensor parallelism is not built yet",
-                 "parallelism.zero_stage", std::to_string(plan.zero_stage));
-  }
   return CheckParameterServers(config);
 }
 

@@ -71,6 +71,10 @@ struct ParallelPlan {
   GradientSync gradient_sync = GradientSync::kAllReduce;
 
   int world() const { return data * tensor * pipeline; }
+  // The ranks holding the same dense weights, over which their gradients are reduced and ZeRO
+  // shards them: the data-parallel replicas, times the depth layers of a 2.5D grid (Tesseract's
+  // depth all-reduce folded into data parallelism).
+  int WeightReplicas() const { return data * tensor_depth; }
   int grid() const { return models::TensorGrid(tensor_layout, tensor, tensor_depth); }
   bool on_grid() const { return tensor_layout != models::TensorLayout::k1D; }
   // Megatron's order: tensor-parallel peers adjacent (inside a node), then data, then pipeline.

@@ -99,7 +99,8 @@ void GradientReducer::Step(const ReductionGroup& group, int64_t parameters, Step
   const bool zero = plan.zero_stage >= 1;
   const int64_t dense = parameters - expert_parameters;
   const auto expert_data = static_cast<int64_t>(plan.data / plan.expert);
-  const int64_t dense_shard = zero ? (dense + plan.data - 1) / plan.data : dense;
+  const int64_t replicas = plan.WeightReplicas();
+  const int64_t dense_shard = zero ? (dense + replicas - 1) / replicas : dense;
   const int64_t expert_shard =
       zero ? (expert_parameters + expert_data - 1) / expert_data : expert_parameters;
   const std::optional<models::OpCost> cost = cost_.Price(models::OptimizerOp(

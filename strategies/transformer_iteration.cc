@@ -790,8 +790,14 @@ class IterationBuilder {
     std::vector<std::vector<graph::CommId>>& made = matched_[{across, group_stage_, first}];
     const size_t index = sequence_[static_cast<size_t>(across)]++;
     if (index == made.size()) {
+      // On a 2.5D grid peer tp shares its weights with tp ± q² (the other depth layers): one
+      // collective spans them all (RanksOver), and each depth layer's peer joins it.
       std::vector<graph::CommId> comms;
       for (int tp = 0; tp < simulated_tensor_; ++tp) {
+        if (tp >= WeightPeers()) {
+          comms.push_back(comms[static_cast<size_t>(tp % WeightPeers())]);
+          continue;
+        }
         const RankGroup ranks = RanksOver(group_stage_, tp, dps);
         comms.push_back(builder_.AddCollective(kind, bytes, ranks.simulated));
         if (ranks.simulated.size() != ranks.logical.size()) {
@@ -837,12 +843,13 @@ class IterationBuilder {
   // one on the same stream.
   void GatherParameters(PeerGroup& group, int64_t parameters, std::string_view name,
                         int64_t expert_parameters = 0) {
-    if (plan_.zero_stage < 3 || plan_.data < 2) return;
+    const int replicas = plan_.WeightReplicas();
+    if (plan_.zero_stage < 3 || replicas < 2) return;
     const int64_t dense = parameters - expert_parameters;
     const int64_t element_bytes = DTypeBytes(config_.training.dtype);
     std::vector<std::vector<graph::CommId>> pieces;
     pieces.push_back(Matched(Across::kData, CommKind::kAllGather,
-                             Bytes((dense + plan_.data - 1) / plan_.data * element_bytes)));
+                             Bytes((dense + replicas - 1) / replicas * element_bytes)));
     const int expert_data = plan_.data / plan_.expert;
     if (expert_parameters > 0 && expert_data > 1) {
       pieces.push_back(
@@ -985,6 +992,7 @@ class IterationBuilder {
 
   // Parameters of one piece on one rank (as many as its gradients).
   int64_t LayerParameters(int layer) const {
+    if (plan_.on_grid()) return LayerGradients(spec_, plan_, layer).dense.elements();
     return models::LayerParameterCount(spec_, plan_.tensor, plan_.expert, layer);
   }
   // Of those, the local experts' when expert parallelism shards them (0 otherwise).

@@ -108,21 +108,26 @@ TEST(TensorGridTest, ComputeAndActivationsSplitOverTheGrid) {
   }
 }
 
+// DP 2 × the grid × PP 2 on a 4-layer model of h = 1024.
+Json SmallGridConfig(const Json& tensor) {
+  Json json = GridConfig(tensor);
+  json["model"]["layers"] = 4;
+  json["model"]["hidden"] = 1024;
+  json["model"]["heads"] = 16;
+  json["training"]["global_batch"] = 64;
+  json["training"]["micro_batch"] = 4;
+  json["training"]["seq_len"] = 1024;
+  json["parallelism"]["data"] = 2;
+  json["parallelism"]["pipeline"] = 2;
+  return json;
+}
+
 TEST(TensorGridTest, SymmetricRanksAgreeWithFullRanks) {
   // DP 2 × 2.5D (2×2×2) × PP 2, and DP 2 × 2D (2×2) × PP 2: every grid rank does the same
   // work, so one simulated rank per stage gives the full graph's iteration (within 0.1%).
   for (const Json& tensor : {Json{{"size", 8}, {"mode", "2.5d"}, {"depth", 2}},
                              Json{{"size", 4}, {"mode", "2d"}}}) {
-    Json json = GridConfig(tensor);
-    json["model"]["layers"] = 4;
-    json["model"]["hidden"] = 1024;
-    json["model"]["heads"] = 16;
-    json["training"]["global_batch"] = 64;
-    json["training"]["micro_batch"] = 4;
-    json["training"]["seq_len"] = 1024;
-    json["parallelism"]["data"] = 2;
-    json["parallelism"]["pipeline"] = 2;
-    ExpectSymmetricMatchesFull(json, 4);
+    ExpectSymmetricMatchesFull(SmallGridConfig(tensor), 4);
   }
 }
 
@@ -142,11 +147,58 @@ TEST(TensorGridTest, BadGridsAreErrors) {
                                            "divide the micro-batch (2)"));
   json = GridConfig({{"size", 4}, {"mode", "2d"}, {"sequence_parallel", true}});
   EXPECT_THAT(ConfigError(json), HasSubstr("without sequence or expert parallelism"));
-  json = GridConfig({{"size", 4}, {"mode", "2d"}});
-  json["parallelism"]["data"] = 2;
-  json["training"]["global_batch"] = 16;
+}
+
+// The bytes of the collectives of `kind` over exactly the ranks {0, 4} (rank 0 and its depth
+// replica on the 2×2×2 grid).
+int64_t DepthPairBytes(const graph::TaskGraph& graph, graph::CommKind kind, int* count = nullptr) {
+  int64_t bytes = 0;
+  for (size_t c = 0; c < graph.comm_count(); ++c) {
+    const graph::Communication& comm = graph.comm(graph::CommId(static_cast<uint32_t>(c)));
+    const std::span<const int32_t> group = graph.group(comm.group);
+    if (comm.kind != kind || group.size() != 2 || group[0] != 0 || group[1] != 4) continue;
+    bytes += comm.size.count();
+    if (count != nullptr) ++*count;
+  }
+  return bytes;
+}
+
+TEST(TensorGridTest, ZeroShardsOverTheReplicasAndTheDepthLayers) {
+  // 2.5D 2×2×2, DP 1: rank 0 holds the same 53,492,736 weights as its depth replica, rank 4
+  // (TesseractBytesPerLayerAndTheDepthAllReduce), so ZeRO shards them over those 2 ranks.
+  constexpr int64_t kWeights = 53'492'736;
+  Json json = GridConfig({{"size", 8}, {"mode", "2.5d"}, {"depth", 2}});
   json["parallelism"]["zero_stage"] = 1;
-  EXPECT_THAT(ConfigError(json), HasSubstr("ZeRO with 2D or 2.5D tensor parallelism"));
+  const SimulationResult one = SimulateJson(json);
+  const graph::TaskGraph& graph = one.iteration->graph;
+  // ZeRO-1: the gradients reduce-scattered over the pair (fp16, 2 bytes), the optimizer state
+  // halved (fp16 Adam: 12 bytes per parameter), the updated halves all-gathered after the step.
+  EXPECT_EQ(DepthPairBytes(graph, graph::CommKind::kReduceScatter), kWeights * 2);
+  EXPECT_EQ(DepthPairBytes(graph, graph::CommKind::kAllReduce), 0);
+  EXPECT_EQ(DepthPairBytes(graph, graph::CommKind::kAllGather), kWeights / 2 * 2);
+  const models::MemoryBreakdown& memory = one.iteration->stats.stage_memory.front();
+  EXPECT_EQ(memory.parameter_count, kWeights);
+  EXPECT_EQ(memory.optimizer_state, kWeights / 2 * 12);
+  EXPECT_EQ(memory.parameters, kWeights * 2);
+  // ZeRO-3: the parameters too; each piece (embedding, layer, final norm) is gathered before
+  // its forward and its backward: twice the weights' halves, and no gather after the step.
+  json["parallelism"]["zero_stage"] = 3;
+  const SimulationResult three = SimulateJson(json);
+  int gathers = 0;
+  EXPECT_EQ(DepthPairBytes(three.iteration->graph, graph::CommKind::kAllGather, &gathers),
+            2 * (kWeights / 2) * 2);
+  EXPECT_EQ(gathers, 6);
+  EXPECT_EQ(three.iteration->stats.stage_memory.front().parameters, kWeights / 2 * 2);
+  // With data parallelism too (DP 2 × 2D 2×2 and × 2.5D 2×2×2, PP 2), symmetric ranks still
+  // agree with full ones.
+  for (const Json& tensor : {Json{{"size", 8}, {"mode", "2.5d"}, {"depth", 2}},
+                             Json{{"size", 4}, {"mode", "2d"}}}) {
+    for (const int stage : {1, 3}) {
+      Json small = SmallGridConfig(tensor);
+      small["parallelism"]["zero_stage"] = stage;
+      ExpectSymmetricMatchesFull(small, 4);
+    }
+  }
 }
 
 }  // namespace
