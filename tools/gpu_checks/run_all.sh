@@ -9,7 +9,7 @@
 #    alternating, then --all-api-calls, emit_nvtx alone and under dtsim, torch.profiler: step
 #    times (overhead);
 #    kernels and GPU time per step of dtsim's trace against torch.profiler's (compare_traces.py);
-#    each trace replayed with `dtsim replay`; a one-step capture kept as test data;
+#    each trace replayed with `dtsim replay`; a two-step capture kept as test data;
 # 3. the op benchmark (tools/op_benchmark.py) on each OP_LIST, written as OUT_DIR/<name>.costs.json.
 # Every part runs even when an earlier one fails; the exit status says whether all passed.
 set -u
@@ -82,7 +82,7 @@ for name, t in rows.items():
           f"{100 * (m - base) / base:+8.2f}%")
 PY
 
-# A small capture kept as test data: one step after one warm-up step, emit_nvtx ranges on.
+# A small capture kept as test data: two steps after one warm-up step, emit_nvtx ranges on.
 run gpt2_capture "$dtsim" profile -o "$out/gpt2_small_step.json" -- python3 "$here/gpt2_step.py" \
   --batch 2 --seq 256 --warmup 1 --steps 2 --profiler nvtx --emit-nvtx \
   --summary "$out/gpt2_small_step.summary.json"
