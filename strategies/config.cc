@@ -97,6 +97,34 @@ Status ReadStageLayers(JsonObjectReader& reader, ParallelPlan& plan) {
   return Status::Ok();
 }
 
+// "tp-dp-pp": each of tp, dp, pp once, innermost first.
+Expected<std::array<PlanDimension, 3>> ParsePlanOrder(std::string_view text) {
+  constexpr std::array<std::string_view, 3> kNames = {"tp", "dp", "pp"};
+  std::array<PlanDimension, 3> order{};
+  std::array<bool, 3> seen{};
+  size_t count = 0;
+  const auto bad = [&](std::string_view why) {
+    return Error(fmt::format("{}: the order names tp, dp and pp once each, innermost first "
+                             "(\"tp-dp-pp\", Megatron's, is the default)",
+                             why),
+                 "parallelism.order", Quote(text));
+  };
+  for (size_t begin = 0; begin <= text.size();) {
+    const size_t dash = std::min(text.find('-', begin), text.size());
+    const std::string_view name = text.substr(begin, dash - begin);
+    begin = dash + 1;
+    const auto it = std::find(kNames.begin(), kNames.end(), name);
+    if (it == kNames.end()) return bad(fmt::format("unknown dimension {}", Quote(name)));
+    const auto d = static_cast<size_t>(it - kNames.begin());
+    if (seen[d]) return bad(fmt::format("{} appears twice", name));
+    if (count == order.size()) return bad("too many dimensions");
+    seen[d] = true;
+    order[count++] = static_cast<PlanDimension>(d);
+  }
+  if (count != order.size()) return bad("a dimension is missing");
+  return order;
+}
+
 Status ReadParallelism(const Json& value, ParallelPlan& plan) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, "parallelism"));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("data", plan.data));
@@ -144,6 +172,15 @@ Status ReadParallelism(const Json& value, ParallelPlan& plan) {
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("overlap_gradient_reduce", plan.overlap_gradient_reduce));
   DTSIM_RETURN_IF_ERROR(
       reader.ReadOptionalEnum("gradient_sync", kGradientSyncNames, plan.gradient_sync));
+  if (reader.Has("order")) {
+    const Json& order = *reader.Find("order");
+    if (!order.is_string()) {
+      return Error("expected a string such as \"tp-dp-pp\"", "parallelism.order",
+                   JsonValueForError(order));
+    }
+    DTSIM_ASSIGN_OR_RETURN(plan.order, ParsePlanOrder(order.get<std::string>()));
+  }
+  reader.Allow("order");
   return reader.Finish();
 }
 
@@ -402,6 +439,13 @@ std::string_view ScheduleName(ScheduleKind schedule) {
 }
 
 std::span<const std::string_view> ScheduleNames() { return kScheduleNames; }
+
+std::string PlanOrderName(const ParallelPlan& plan) {
+  constexpr std::array<std::string_view, 3> kNames = {"tp", "dp", "pp"};
+  return fmt::format("{}-{}-{}", kNames[static_cast<size_t>(plan.order[0])],
+                     kNames[static_cast<size_t>(plan.order[1])],
+                     kNames[static_cast<size_t>(plan.order[2])]);
+}
 
 std::string_view GradientSyncName(GradientSync sync) {
   return kGradientSyncNames[static_cast<size_t>(sync)];

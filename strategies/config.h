@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <span>
+#include <array>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,13 @@ std::span<const std::string_view> ScheduleNames();  // indexed by ScheduleKind
 enum class GradientSync { kAllReduce, kParameterServer };
 std::string_view GradientSyncName(GradientSync sync);
 
+// The parallel dimensions a rank's index is made of, for the placement order.
+enum class PlanDimension : uint8_t { kTensor, kData, kPipeline };
+
+struct ParallelPlan;
+// "tp-dp-pp": the plan's placement order as `parallelism.order` writes it.
+std::string PlanOrderName(const ParallelPlan& plan);
+
 struct ParallelPlan {
   int data = 1;
   int tensor = 1;  // ranks of a tensor-parallel group: t (1D), q² (2D) or q²·d (2.5D)
@@ -69,6 +77,11 @@ struct ParallelPlan {
   Bytes gradient_bucket = Bytes(25 * kMebi);  // PyTorch DDP's bucket_cap_mb default
   bool overlap_gradient_reduce = true;
   GradientSync gradient_sync = GradientSync::kAllReduce;
+  // How ranks are numbered, innermost dimension first (`parallelism.order`, "tp-dp-pp" by
+  // default: Megatron's order, tensor-parallel peers adjacent and so inside a node, then data,
+  // then pipeline). Rank r runs on GPU r, node r / gpus_per_node.
+  std::array<PlanDimension, 3> order = {PlanDimension::kTensor, PlanDimension::kData,
+                                        PlanDimension::kPipeline};
 
   int world() const { return data * tensor * pipeline; }
   // The ranks holding the same dense weights, over which their gradients are reduced and ZeRO
@@ -77,13 +90,18 @@ struct ParallelPlan {
   int WeightReplicas() const { return data * tensor_depth; }
   int grid() const { return models::TensorGrid(tensor_layout, tensor, tensor_depth); }
   bool on_grid() const { return tensor_layout != models::TensorLayout::k1D; }
-  // Megatron's order: tensor-parallel peers adjacent (inside a node), then data, then pipeline.
+  // The rank of (data index, stage, tensor index) in `order`: by default tp + t·(dp + D·pp).
   // On a 2D/2.5D grid, tensor index tp = i + q·(j + q·k): column i, row j, depth k
   // (ColossalAI's order: a row's q ranks adjacent).
-  int32_t Rank(int dp, int pp, int tp) const { return tp + tensor * (dp + data * pp); }
-  int TensorIndex(int32_t rank) const { return rank % tensor; }
-  int DataIndex(int32_t rank) const { return (rank / tensor) % data; }
-  int StageOf(int32_t rank) const { return rank / (tensor * data); }
+  int32_t Rank(int dp, int pp, int tp) const {
+    const auto index = [&](PlanDimension d) { return d == PlanDimension::kTensor ? tp
+                                                     : d == PlanDimension::kData ? dp
+                                                                                 : pp; };
+    const auto size = [&](PlanDimension d) { return d == PlanDimension::kTensor ? tensor
+                                                    : d == PlanDimension::kData ? data
+                                                                                : pipeline; };
+    return index(order[0]) + size(order[0]) * (index(order[1]) + size(order[1]) * index(order[2]));
+  }
   // The expert-parallel group of data index `dp`: data indices first … first + expert − 1.
   int ExpertGroupFirst(int dp) const { return dp / expert * expert; }
 };

@@ -81,6 +81,7 @@ OrderedJson PlanJson(const SimulationConfig& c) {
           {"layers", LayerSplitJson(c.plan)},
           {"zero_stage", c.plan.zero_stage},
           {"gradient_sync", strategies::GradientSyncName(c.plan.gradient_sync)},
+          {"order", strategies::PlanOrderName(c.plan)},
           {"global_batch", c.training.global_batch},
           {"micro_batch", c.training.micro_batch},
           {"microbatches", c.Microbatches()},
@@ -210,13 +211,15 @@ std::string PlanLine(const SimulationConfig& c) {
   if (c.model.family != models::ModelFamily::kTransformer) {
     return fmt::format("DP {} (data parallel), {}", c.plan.data, batches);
   }
-  return fmt::format("DP {}{} × TP {}{} × PP {}{}, {}, recompute {}", c.plan.data,
+  const std::string order = strategies::PlanOrderName(c.plan);
+  return fmt::format("DP {}{} × TP {}{} × PP {}{}{}, {}, recompute {}", c.plan.data,
                      c.plan.expert > 1 ? fmt::format(" (EP {})", c.plan.expert) : "",
                      c.plan.tensor, TensorNote(c.plan), c.plan.pipeline,
                      c.plan.pipeline > 1
                          ? fmt::format(" ({})", strategies::ScheduleName(c.plan.schedule))
                          : "",
-                     batches, models::RecomputeName(c.training.recompute));
+                     order == "tp-dp-pp" ? "" : fmt::format(", ranks in order {}", order), batches,
+                     models::RecomputeName(c.training.recompute));
 }
 
 void PrintSummary(std::ostream& out, const SimulationConfig& c, const SimulationResult& r) {
