@@ -15,6 +15,7 @@ namespace {
 
 constexpr std::array<std::string_view, 3> kScheduleNames = {"gpipe", "1f1b", "interleaved"};
 constexpr std::array<std::string_view, 2> kGradientSyncNames = {"all_reduce", "parameter_server"};
+constexpr std::array<std::string_view, 3> kPlanDimensionNames = {"tp", "dp", "pp"};  // by PlanDimension
 constexpr std::array<std::string_view, 2> kRanksNames = {"full", "symmetric"};
 constexpr std::array<std::string_view, 2> kNetworkNames = {"analytical", "flow"};
 
@@ -99,7 +100,6 @@ Status ReadStageLayers(JsonObjectReader& reader, ParallelPlan& plan) {
 
 // "tp-dp-pp": each of tp, dp, pp once, innermost first.
 Expected<std::array<PlanDimension, 3>> ParsePlanOrder(std::string_view text) {
-  constexpr std::array<std::string_view, 3> kNames = {"tp", "dp", "pp"};
   std::array<PlanDimension, 3> order{};
   std::array<bool, 3> seen{};
   size_t count = 0;
@@ -113,9 +113,11 @@ Expected<std::array<PlanDimension, 3>> ParsePlanOrder(std::string_view text) {
     const size_t dash = std::min(text.find('-', begin), text.size());
     const std::string_view name = text.substr(begin, dash - begin);
     begin = dash + 1;
-    const auto it = std::find(kNames.begin(), kNames.end(), name);
-    if (it == kNames.end()) return bad(fmt::format("unknown dimension {}", Quote(name)));
-    const auto d = static_cast<size_t>(it - kNames.begin());
+    const auto it = std::find(kPlanDimensionNames.begin(), kPlanDimensionNames.end(), name);
+    if (it == kPlanDimensionNames.end()) {
+      return bad(fmt::format("unknown dimension {}", Quote(name)));
+    }
+    const auto d = static_cast<size_t>(it - kPlanDimensionNames.begin());
     if (seen[d]) return bad(fmt::format("{} appears twice", name));
     if (count == order.size()) return bad("too many dimensions");
     seen[d] = true;
@@ -441,10 +443,8 @@ std::string_view ScheduleName(ScheduleKind schedule) {
 std::span<const std::string_view> ScheduleNames() { return kScheduleNames; }
 
 std::string PlanOrderName(const ParallelPlan& plan) {
-  constexpr std::array<std::string_view, 3> kNames = {"tp", "dp", "pp"};
-  return fmt::format("{}-{}-{}", kNames[static_cast<size_t>(plan.order[0])],
-                     kNames[static_cast<size_t>(plan.order[1])],
-                     kNames[static_cast<size_t>(plan.order[2])]);
+  const auto name = [](PlanDimension d) { return kPlanDimensionNames[static_cast<size_t>(d)]; };
+  return fmt::format("{}-{}-{}", name(plan.order[0]), name(plan.order[1]), name(plan.order[2]));
 }
 
 std::string_view GradientSyncName(GradientSync sync) {

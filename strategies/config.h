@@ -3,9 +3,9 @@
 // any field by its dotted path before reading.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <span>
-#include <array>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,10 +47,6 @@ std::string_view GradientSyncName(GradientSync sync);
 
 // The parallel dimensions a rank's index is made of, for the placement order.
 enum class PlanDimension : uint8_t { kTensor, kData, kPipeline };
-
-struct ParallelPlan;
-// "tp-dp-pp": the plan's placement order as `parallelism.order` writes it.
-std::string PlanOrderName(const ParallelPlan& plan);
 
 struct ParallelPlan {
   int data = 1;
@@ -105,6 +101,9 @@ struct ParallelPlan {
   // The expert-parallel group of data index `dp`: data indices first … first + expert − 1.
   int ExpertGroupFirst(int dp) const { return dp / expert * expert; }
 };
+
+// "tp-dp-pp": the plan's placement order as `parallelism.order` writes it.
+std::string PlanOrderName(const ParallelPlan& plan);
 
 enum class RanksMode { kFull, kSymmetric };
 
