@@ -878,6 +878,13 @@ class IterationBuilder {
     group.WaitBefore(std::move(gathers));
   }
 
+  // A layer's gather; its parameter counts and name are worked out only under ZeRO-3.
+  void GatherLayer(PeerGroup& group, int layer) {
+    if (plan_.zero_stage < 3) return;
+    GatherParameters(group, LayerParameters(layer), fmt::format("layer{} gather", layer),
+                     LayerExpertParameters(layer));
+  }
+
   void EmitWhole(PeerGroup& group, const PricedPass& pass, const std::string& name,
                  std::string_view tensor_name) {
     for (const PricedOp& op : pass.ops) {
@@ -931,8 +938,7 @@ class IterationBuilder {
       EmbeddingCollective(group, false);
     }
     for (const int layer : ChunkLayers(stage, chunk)) {
-      GatherParameters(group, LayerParameters(layer), fmt::format("layer{} gather", layer),
-                       LayerExpertParameters(layer));
+      GatherLayer(group, layer);
       Emit(group, Passes(layer).forward, layer, "fwd", kComputeCategory);
     }
     if (HoldsOutput(stage, chunk)) {
@@ -970,8 +976,7 @@ class IterationBuilder {
     const std::span<const int> layers = ChunkLayers(stage, chunk);
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
       const int layer = *it;
-      GatherParameters(group, LayerParameters(layer), fmt::format("layer{} gather", layer),
-                       LayerExpertParameters(layer));
+      GatherLayer(group, layer);
       Emit(group, Passes(layer).recompute, layer, "recompute", kRecomputeCategory);
       Emit(group, Passes(layer).backward, layer, "bwd", kComputeCategory);
       LayerGradientSplit gradients = LayerGradients(spec_, plan_, layer);
