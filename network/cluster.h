@@ -62,6 +62,9 @@ struct ClusterSpec {
   IntraNodeSpec intra;
   InterNodeSpec inter;
   ServerSpec servers;
+  // Charged once per collective before its first step: the kernel launch and the set-up
+  // NCCL's tuning model calls its base latency (docs/network.md, "Collective latency").
+  DurationNs collective_latency;
 
   int gpu_count() const { return nodes * gpus_per_node; }
   int NodeOf(int32_t rank) const { return rank / gpus_per_node; }
@@ -78,7 +81,7 @@ std::span<const std::string_view> ClusterPresetNames();
 // A preset with `nodes` nodes (0: sized to the workload later). Errors list the presets.
 Expected<ClusterSpec> ClusterPreset(std::string_view name, int nodes = 1);
 
-// {"preset": "dgx-a100", "nodes": 4 (or "gpus": 32), "gpus_per_node": 8,
+// {"preset": "dgx-a100", "nodes": 4 (or "gpus": 32), "gpus_per_node": 8, "collective_latency",
 //  "intra_node": {"topology", "bandwidth", "latency", "efficiency"},
 //  "inter_node": {"topology", "nics_per_node", "nic_bandwidth", "latency", "oversubscription",
 //                 "nodes_per_leaf", "dimensions", "efficiency"},

@@ -57,6 +57,11 @@ DurationNs Phase(const Rates& rates, int64_t steps, DurationNs alpha, double int
   return alpha * steps + wire;
 }
 
+// The ring hop latency of the group (RingHopLatency).
+DurationNs RingHop(const CollectiveRequest& r) {
+  return RingHopLatency(r.shape.ranks, r.shape.nodes, *r.cluster);
+}
+
 int CeilLog2(int n) { return n <= 1 ? 0 : std::bit_width(static_cast<unsigned>(n - 1)); }
 
 // The share of a rank's ring traffic that goes to a peer on its own node: on one node all of
@@ -79,16 +84,23 @@ Expected<DurationNs> AllReduceRing(const CollectiveRequest& r) {
   const Rates rates = RatesFor(r);
   const double p = r.shape.ranks;
   const double bytes = 2 * (p - 1) / p * static_cast<double>(r.size.count());
-  return Phase(rates, int64_t{2} * (r.shape.ranks - 1), rates.alpha, bytes * IntraShare(r), bytes);
+  return Phase(rates, int64_t{2} * (r.shape.ranks - 1), RingHop(r), bytes * IntraShare(r), bytes);
 }
 
-// Double binary tree (NCCL), pipelined: 2⌈log2 p⌉ steps of latency, then every tree edge
-// streams at once (network/flow_programs.cc builds the same trees). On each node a chain moves
+// Double binary tree (NCCL), pipelined: every tree edge streams at once
+// (network/flow_programs.cc builds the same trees) after the latency of the longest path up
+// and back down, the k−1 chain hops on a node and ⌈log2 N⌉ tree levels across nodes:
+// 2((k−1)α_intra + ⌈log2 N⌉α_inter), the latency NCCL's tuning model charges its trees
+// (src/graph/tuning.cc). On one node that is the ring's 2(p−1) hops. On each node a chain moves
 // S each way: a member with two chain neighbours sends 2S, with one sends S. Across nodes two
 // binary trees carry S/2 each: a heap over the N nodes and the heap over the nodes reversed; a
 // node sends S/2 to its parent and to each child in each tree, so the busiest node sends
 // max over n of (edges(n) + edges(N-1-n)) · S/2 — 2S for large N, less for small N (1.5S on 4
 // nodes, S on 2: the "busbw above the NIC rate" NCCL users see on 2-node trees).
+DurationNs TreeLatency(int per_node, int nodes, const ClusterSpec& cluster) {
+  return (cluster.intra.latency * (per_node - 1) + cluster.inter.latency * CeilLog2(nodes)) * 2;
+}
+
 int HeapEdges(int position, int count) {
   const int children = (2 * position + 1 < count ? 1 : 0) + (2 * position + 2 < count ? 1 : 0);
   return (position > 0 ? 1 : 0) + children;
@@ -104,8 +116,7 @@ Expected<DurationNs> AllReduceTree(const CollectiveRequest& r) {
   for (int node = 0; node < n; ++node) {
     busiest = std::max(busiest, HeapEdges(node, n) + HeapEdges(n - 1 - node, n));
   }
-  return Phase(rates, int64_t{2} * CeilLog2(r.shape.ranks), rates.alpha, chain,
-               busiest * size / 2);
+  return Phase(rates, 1, TreeLatency(r.shape.per_node, n, *r.cluster), chain, busiest * size / 2);
 }
 
 // One step of pairwise exchanges, each pair (a, b) moving `bytes` from a to b: the latency of
@@ -238,14 +249,14 @@ Expected<DurationNs> ReduceScatterRing(const CollectiveRequest& r) {
   const Rates rates = RatesFor(r);
   const double p = r.shape.ranks;
   const double bytes = (p - 1) / p * static_cast<double>(r.size.count());
-  return Phase(rates, r.shape.ranks - 1, rates.alpha, bytes * IntraShare(r), bytes);
+  return Phase(rates, r.shape.ranks - 1, RingHop(r), bytes * IntraShare(r), bytes);
 }
 
 // Ring all-gather of S-byte contributions: p-1 steps, each rank forwards (p-1) · S.
 Expected<DurationNs> AllGatherRing(const CollectiveRequest& r) {
   const Rates rates = RatesFor(r);
   const double bytes = (r.shape.ranks - 1) * static_cast<double>(r.size.count());
-  return Phase(rates, r.shape.ranks - 1, rates.alpha, bytes * IntraShare(r), bytes);
+  return Phase(rates, r.shape.ranks - 1, RingHop(r), bytes * IntraShare(r), bytes);
 }
 
 // --- broadcast, reduce ---------------------------------------------------------------------
@@ -254,7 +265,7 @@ Expected<DurationNs> AllGatherRing(const CollectiveRequest& r) {
 Expected<DurationNs> RootedRing(const CollectiveRequest& r) {
   const Rates rates = RatesFor(r);
   const double size = static_cast<double>(r.size.count());
-  return Phase(rates, r.shape.ranks - 1, rates.alpha, size, size);
+  return Phase(rates, r.shape.ranks - 1, RingHop(r), size, size);
 }
 
 // Binomial tree, not pipelined: ⌈log2 p⌉ rounds each moving the whole S; in round j the
@@ -343,6 +354,13 @@ constexpr std::array kAlgorithms = {
 };
 
 }  // namespace
+
+DurationNs RingHopLatency(int ranks, int nodes, const ClusterSpec& cluster) {
+  if (nodes <= 1) return cluster.intra.latency;
+  const int64_t circuit = cluster.intra.latency.ns() * (ranks - nodes) +
+                          cluster.inter.latency.ns() * nodes;
+  return DurationNs((circuit + ranks - 1) / ranks);
+}
 
 std::vector<ExchangeRound> BinomialRounds(std::span<const int32_t> ranks, int32_t root,
                                           double size) {
@@ -462,12 +480,14 @@ Expected<const CollectiveAlgorithm*> FindCollectiveAlgorithm(CommKind kind,
 
 Expected<AlgorithmChoice> ChooseCollectiveAlgorithm(const CollectiveRequest& request,
                                                     std::string_view forced) {
+  // Every algorithm pays the cluster's collective latency once (it does not change the choice).
+  const DurationNs launch = request.cluster->collective_latency;
   if (!forced.empty()) {
     DTSIM_ASSIGN_OR_RETURN(const CollectiveAlgorithm* algorithm,
                            FindCollectiveAlgorithm(request.kind, forced));
     if (request.shape.ranks <= 1) return AlgorithmChoice{algorithm, DurationNs::Zero()};
     DTSIM_ASSIGN_OR_RETURN(const DurationNs time, algorithm->cost(request));
-    return AlgorithmChoice{algorithm, time};
+    return AlgorithmChoice{algorithm, launch + time};
   }
   if (request.shape.ranks <= 1) return AlgorithmChoice{nullptr, DurationNs::Zero()};
   AlgorithmChoice best{nullptr, DurationNs::Max()};
@@ -477,6 +497,7 @@ Expected<AlgorithmChoice> ChooseCollectiveAlgorithm(const CollectiveRequest& req
     if (time.ok() && *time < best.time) best = {&algorithm, *time};
   }
   DTSIM_CHECK(best.algorithm != nullptr, "every collective kind has a default algorithm");
+  best.time += launch;
   return best;
 }
 

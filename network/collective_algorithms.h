@@ -44,6 +44,12 @@ struct CollectiveAlgorithm {
   Expected<DurationNs> (*cost)(const CollectiveRequest& request);
 };
 
+// The latency of one hop of a node-major ring over p ranks on N nodes, as NCCL's tuning model
+// counts a ring's latency (src/graph/tuning.cc): a circuit crosses a node boundary N times, so
+// its hops average ((p − N) α_intra + N α_inter) / p (rounded up to whole ns); α_intra on one
+// node, α_inter with one rank per node. Ring steps pay it once each in both models.
+DurationNs RingHopLatency(int ranks, int nodes, const ClusterSpec& cluster);
+
 // Exchange schedules shared by the analytical costs and the flow programs, so both models
 // price the same steps. A step is a list of (from, to) rank pairs moving `bytes` each.
 struct ExchangeRound {

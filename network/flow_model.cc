@@ -98,12 +98,13 @@ void FlowModel::Start(graph::CommId comm, engine::CommunicationContext& context)
     free_runs_.pop_back();
   }
   runs_[run] = Run{.comm = comm, .program = &program, .links = links_[comm.value()].get()};
-  BeginStep(run);
+  // The collective latency comes once, before the first step's own (as in the analytical model).
+  BeginStep(run, cluster_.collective_latency);
 }
 
-void FlowModel::BeginStep(uint32_t run) {
+void FlowModel::BeginStep(uint32_t run, DurationNs extra) {
   const FlowStep& step = (*runs_[run].program)[runs_[run].step];
-  context_->Schedule(context_->Now() + step.latency, handler_, run);
+  context_->Schedule(context_->Now() + extra + step.latency, handler_, run);
 }
 
 const std::vector<FluidNetwork::LinkId>& FlowModel::LinksOf(const Run& run) {

@@ -84,7 +84,7 @@ class FlowModel final : public engine::CommunicationModel, public engine::EventH
 
   Expected<Planned> Plan(const graph::TaskGraph& graph, const graph::Communication& comm) const;
 
-  void BeginStep(uint32_t run);
+  void BeginStep(uint32_t run, DurationNs extra = DurationNs::Zero());
   void StartTransfers(uint32_t run);
   void FinishStep(uint32_t run);
   void Reschedule();

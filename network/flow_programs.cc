@@ -44,6 +44,11 @@ DurationNs Alpha(const FlowRequest& r, size_t nodes) {
   return nodes > 1 ? r.cluster->inter.latency : r.cluster->intra.latency;
 }
 
+// One hop of a node-major ring over the group (RingHopLatency).
+DurationNs RingHop(const FlowRequest& r, size_t nodes) {
+  return RingHopLatency(static_cast<int>(r.ranks.size()), static_cast<int>(nodes), *r.cluster);
+}
+
 // NCCL-style channels: across nodes, min(k, NICs) rings, each crossing node boundaries through
 // a different NIC (each node's ranks rotated by the channel index); one ring on one node. On
 // fabrics whose links have a direction — an NVLink ring inside a node, a ring or torus between
@@ -85,7 +90,7 @@ FlowProgram RingProgram(const FlowRequest& r, double bytes_per_step, int64_t ste
   const auto nodes = ByNode(r);
   const auto rings = Rings(nodes, *r.cluster);
   const double per_channel = bytes_per_step / static_cast<double>(rings.size());
-  return {{Alpha(r, nodes.size()), RingTransfers(rings, per_channel, true), steps}};
+  return {{RingHop(r, nodes.size()), RingTransfers(rings, per_channel, true), steps}};
 }
 
 double Size(const FlowRequest& r) { return static_cast<double>(r.size.count()); }
@@ -113,7 +118,7 @@ Expected<FlowProgram> RootedRing(const FlowRequest& r) {
     if (r.kind == CommKind::kReduce) std::reverse(ring.begin(), ring.end());
   }
   const double per_channel = Size(r) / static_cast<double>(rings.size());
-  return FlowProgram{{Alpha(r, nodes.size()) * static_cast<int64_t>(r.ranks.size() - 1),
+  return FlowProgram{{RingHop(r, nodes.size()) * static_cast<int64_t>(r.ranks.size() - 1),
                       RingTransfers(rings, per_channel, false), 1}};
 }
 
@@ -230,8 +235,8 @@ Expected<FlowProgram> AllReduceParameterServer(const FlowRequest& r) {
   return program;
 }
 
-// NCCL's double binary tree, pipelined: one step after 2⌈log2 p⌉ · α in which every edge
-// streams at once. On each node a chain carries S each way (reduce toward the first member,
+// NCCL's double binary tree, pipelined: one step in which every edge streams at once, after
+// 2((k−1)α_intra + ⌈log2 N⌉α_inter), the hops up the chain and the trees and back down. On each node a chain carries S each way (reduce toward the first member,
 // broadcast back). Across nodes two binary trees carry S/2 each: a heap over the nodes, and the
 // same heap over the nodes reversed. A heap's internal positions are 0 .. ⌊N/2⌋ - 1, so no node
 // is internal in both: each node sends at most 1.5 · S/2 · 2 + 0.5 · S/2 · 2 = 2S over its NICs.
@@ -239,8 +244,10 @@ Expected<FlowProgram> AllReduceParameterServer(const FlowRequest& r) {
 // member (and so its NIC).
 Expected<FlowProgram> AllReduceTree(const FlowRequest& r) {
   const auto nodes = ByNode(r);
-  const int rounds = std::bit_width(static_cast<unsigned>(r.ranks.size() - 1));
-  FlowStep step{Alpha(r, nodes.size()) * (2 * rounds), {}, 1};
+  const int levels = std::bit_width(static_cast<unsigned>(nodes.size() - 1));
+  const auto chain_hops = static_cast<int64_t>(MostPerNode(nodes) - 1);
+  FlowStep step{(r.cluster->intra.latency * chain_hops + r.cluster->inter.latency * levels) * 2,
+                {}, 1};
   for (const auto& node : nodes) {
     for (size_t i = 1; i < node.size(); ++i) {
       step.transfers.push_back({node[i], node[i - 1], Size(r)});

@@ -63,20 +63,21 @@ TEST_F(RunCommandTest, ResultMatchesTheGoldenFile) {
   EXPECT_TRUE(output_.str().empty());  // --quiet
 }
 
-// The example on one DGX A100 node (4 ranks fit on it): α_intra = 2 us, NVLink 300 GB/s at
-// the preset's efficiency 0.775 = 2.325e11 B/s.
-//   8 MiB send/recv: 2 us + 8388608 / 2.325e11 s = 2000 + 36080.03 -> 38081 ns
-//   64 MiB all-reduce over 2 ranks: ring 2 · 2 us + 67108864 / 2.325e11 s = 4000 + 288640.27 ->
-//   292641 ns (the tree's 2 · 2 us + 2 · 67108864 / 2.325e11 s is slower).
+// The example on one DGX A100 node (4 ranks fit on it): every collective and send first pays
+// the preset's collective latency, 8.4 us; α_intra = 2 us, NVLink 300 GB/s at the preset's
+// efficiency 0.775 = 2.325e11 B/s.
+//   8 MiB send/recv: 8.4 us + 2 us + 8388608 / 2.325e11 s = 10400 + 36080.03 -> 46481 ns
+//   64 MiB all-reduce over 2 ranks: ring 8.4 us + 2 · 2 us + 67108864 / 2.325e11 s = 12400 +
+//   288640.27 -> 301041 ns (the tree's 2 · 2 us + 2 · 67108864 / 2.325e11 s is slower).
 // Following tests/engine/example_graph_test.cc with these costs:
-//   act0 300000-338081; stage 1 fwd0 -688081, bwd0 -1388081; act1 600000-638081;
-//   stage 1 fwd1 1388081-1738081, bwd1 -2438081, grad1 -2476162;
-//   stage 0 bwd0 1426162-2026162, bwd1 2476162-3076162, all-reduce -3368803, adam -3488803.
+//   act0 300000-346481; stage 1 fwd0 -696481, bwd0 -1396481; act1 600000-646481;
+//   stage 1 fwd1 1396481-1746481, bwd1 -2446481, grad1 -2492962;
+//   stage 0 bwd0 1442962-2042962, bwd1 2492962-3092962, all-reduce -3394003, adam -3514003.
 TEST_F(RunCommandTest, AnalyticalModelOnAPreset) {
   ASSERT_EQ(Run({kExample, "--cluster", "dgx-a100", "-o", Path("result.json")}).kind,
             CommandOutcome::Kind::kOk);
   const Json result = *ReadJsonFile(Path("result.json"));
-  EXPECT_EQ(result["makespan_ns"], 3'488'803);
+  EXPECT_EQ(result["makespan_ns"], 3'514'003);
   EXPECT_EQ(result["input"]["communication_model"]["name"], "analytical");
   EXPECT_EQ(result["input"]["communication_model"]["cluster"], "dgx-a100");
   EXPECT_EQ(result["input"]["communication_model"]["nodes"], 1);
@@ -84,15 +85,15 @@ TEST_F(RunCommandTest, AnalyticalModelOnAPreset) {
 
 TEST_F(RunCommandTest, FlowModelSeesTheExamplesContention) {
   // Stage 1's all-reduce (2 <-> 3) and its last gradient sends (2 -> 0, 3 -> 1) start together
-  // at 2438081 + 2 us = 2440081 ns and share GPU 2's and 3's out-ports: each flow gets
-  // 2.325e11 / 2 B/s, so the 8 MiB gradient takes 8388608 / 1.1625e11 s = 72160.07 -> 72161 ns
-  // (36081 ns more than alone). Stage 0's last backward starts at 2512242 instead of 2476162
-  // and everything after it shifts: 3488803 + 36081 = 3524884 ns.
+  // at 2446481 + 8.4 us + 2 us = 2456881 ns and share GPU 2's and 3's out-ports: each flow
+  // gets 2.325e11 / 2 B/s, so the 8 MiB gradient takes 8388608 / 1.1625e11 s = 72160.07 ->
+  // 72161 ns (36081 ns more than alone). Stage 0's last backward starts at 2529043 instead of
+  // 2492962 and everything after it shifts: 3514003 + 36081 = 3550084 ns.
   ASSERT_EQ(Run({kExample, "--cluster", "dgx-a100", "--network-model", "flow", "-o",
                  Path("result.json")}).kind, CommandOutcome::Kind::kOk);
   const Json result = *ReadJsonFile(Path("result.json"));
   EXPECT_EQ(result["input"]["communication_model"]["name"], "flow");
-  EXPECT_EQ(result["makespan_ns"], 3'524'884);
+  EXPECT_EQ(result["makespan_ns"], 3'550'084);
 }
 
 TEST_F(RunCommandTest, NetworkModelErrors) {

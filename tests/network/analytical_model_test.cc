@@ -42,10 +42,13 @@ ClusterSpec DgxA100AtLineRate(int nodes) {
 }
 
 TEST(AnalyticalModelTest, PricesAnAllReduceInTheEngine) {
-  // 16 ranks: nodes sized to the graph, 2. Ring: 2 · 15 · 5 us = 150 us; a node's 8 NICs
-  // (2e11 B/s) carry 2 · 15/16 · 1e9 = 1.875e9 B: 9.375 ms; 9.525 ms. Tree: 2 · 4 · 5 us = 40 us;
-  // on 2 nodes each node sends S = 1e9 B over its NICs (5 ms) while the 8-GPU chain moves
-  // 2S = 2e9 B per GPU over NVLink at 3e11 B/s (6666667 ns): 6706667 ns. The tree is chosen.
+  // 16 ranks: nodes sized to the graph, 2. Every collective first pays the preset's 8.4 us
+  // collective latency. Ring: a circuit of 16 hops crosses 2 node boundaries, (14 · 2 us + 2 ·
+  // 5 us) / 16 = 2.375 us a hop, 2 · 15 hops = 71.25 us; a node's 8 NICs (2e11 B/s) carry
+  // 2 · 15/16 · 1e9 = 1.875e9 B: 9.375 ms; 9.44625 ms. Tree: 2 · (7 chain hops · 2 us + 1 level
+  // · 5 us) = 38 us; on 2 nodes each node sends S = 1e9 B over its NICs (5 ms) while the 8-GPU
+  // chain moves 2S = 2e9 B per GPU over NVLink at 3e11 B/s (6666667 ns): 6704667 ns. The tree
+  // is chosen: 8.4 us + 6704667 ns = 6713067 ns.
   const TaskGraph graph = AllReduceGraph(16, 1'000'000'000);
   AnalyticalModel model(DgxA100AtLineRate(0));
   ASSERT_TRUE(model.Prepare(graph).ok());
@@ -53,16 +56,16 @@ TEST(AnalyticalModelTest, PricesAnAllReduceInTheEngine) {
   EXPECT_EQ(model.AlgorithmOf(graph::CommId(0)), "tree");
   engine::Simulator sim(graph, model);
   ASSERT_TRUE(sim.Run().ok());
-  EXPECT_EQ(sim.makespan(), TimeNs(Milliseconds(1).ns() + 6'706'667));
+  EXPECT_EQ(sim.makespan(), TimeNs(Milliseconds(1).ns() + 6'713'067));
 }
 
 TEST(AnalyticalModelTest, ForcedAlgorithmIsUsed) {
-  // Forcing the ring on the same graph overrides the default: 9.525 ms.
+  // Forcing the ring on the same graph overrides the default: 8.4 us + 9.44625 ms.
   const TaskGraph graph = AllReduceGraph(16, 1'000'000'000, "ring");
   AnalyticalModel model(DgxA100AtLineRate(0));
   ASSERT_TRUE(model.Prepare(graph).ok());
   EXPECT_EQ(model.AlgorithmOf(graph::CommId(0)), "ring");
-  EXPECT_EQ(model.Cost(graph::CommId(0)), Microseconds(9525));
+  EXPECT_EQ(model.Cost(graph::CommId(0)), Nanoseconds(9'454'650));
 }
 
 TEST(AnalyticalModelTest, RejectsWhatCannotRun) {

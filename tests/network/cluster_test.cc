@@ -27,6 +27,7 @@ TEST(ClusterPresetTest, DgxA100) {
   EXPECT_EQ(cluster->inter.nics_per_node, 8);
   EXPECT_EQ(cluster->inter.nic_bandwidth.bits_per_second(), 200 * kGiga);  // HDR 200 Gb/s
   EXPECT_EQ(cluster->NodeOf(17), 2);
+  EXPECT_EQ(cluster->collective_latency, Nanoseconds(8400));  // NCCL's ring base latency
 }
 
 TEST(ClusterPresetTest, AllPresetsLoad) {
@@ -42,6 +43,18 @@ TEST(ClusterFromJsonTest, CustomSpec) {
   EXPECT_EQ(cluster->name, "custom");
   EXPECT_EQ(cluster->inter.oversubscription, 2.0);
   EXPECT_EQ(cluster->inter.latency, Microseconds(5));
+  EXPECT_EQ(cluster->collective_latency, DurationNs::Zero());  // not given: none
+}
+
+TEST(ClusterFromJsonTest, CollectiveLatency) {
+  const Expected<ClusterSpec> cluster = ClusterFromJson(
+      Json::parse(R"({"preset": "dgx-a100", "collective_latency": "12 us"})"), "cluster");
+  ASSERT_TRUE(cluster.ok()) << cluster.error().ToString();
+  EXPECT_EQ(cluster->collective_latency, Microseconds(12));
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-a100", "collective_latency": 12})"),
+            "cluster.collective_latency: expected a quantity with a unit, such as \"2 us\", got 12");
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-a100", "collective_latency": "-1 us"})"),
+            "cluster.collective_latency: duration must not be negative, got \"-1 us\"");
 }
 
 TEST(ClusterFromJsonTest, PresetFieldsCanBeOverridden) {

@@ -65,10 +65,11 @@ TEST(AllReduceTest, RingOnOneNode) {
 }
 
 TEST(AllReduceTest, RingAcrossNodes) {
-  // p = 16 on 4 nodes: 2 · 15 · 10 us = 300 us of latency; a node's NICs carry
-  // 2 · 15/16 · 1e8 = 1.875e8 B at 2.5e10 B/s = 7.5 ms (NVLink carries 3/4 of that at 1e11 B/s,
-  // 1.406 ms, not the bottleneck). T = 7.8 ms.
-  EXPECT_EQ(Cost(CommKind::kAllReduce, "ring", Ranks(0, 16)), Microseconds(7800));
+  // p = 16 on 4 nodes: a circuit of the node-major ring has 12 hops inside nodes (1 us) and 4
+  // across (10 us), (12 + 40) / 16 = 3.25 us a hop; 2 · 15 hops = 97.5 us of latency. A node's
+  // NICs carry 2 · 15/16 · 1e8 = 1.875e8 B at 2.5e10 B/s = 7.5 ms (NVLink carries 3/4 of that
+  // at 1e11 B/s, 1.406 ms, not the bottleneck). T = 7.5975 ms.
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "ring", Ranks(0, 16)), Nanoseconds(7'597'500));
 }
 
 TEST(AllReduceTest, RingWithOneMemberPerNodeUsesOneNic) {
@@ -78,17 +79,18 @@ TEST(AllReduceTest, RingWithOneMemberPerNodeUsesOneNic) {
 }
 
 TEST(AllReduceTest, DoubleBinaryTree) {
-  // One node, p = 4: 2⌈log2 4⌉ · 1 us; the chain's middle members send 2S = 2e8 B at 1e11 B/s.
-  // T = 4 us + 2 ms.
-  EXPECT_EQ(Cost(CommKind::kAllReduce, "tree", Ranks(0, 4)), Microseconds(2004));
-  // p = 16 on 4 nodes: 2 · 4 · 10 us = 80 us. Heap over nodes 0..3: node 0 has 2 children,
-  // node 1 a parent and a child, nodes 2, 3 a parent only; the mirrored heap gives node n the
-  // edges of position 3 - n. Node 0: 2 + 1, node 1: 2 + 1, so the busiest node sends
-  // 3 · S/2 = 1.5e8 B over its NICs at 2.5e10 B/s = 6 ms (the chain's 2e8 B on NVLink, 2 ms).
-  EXPECT_EQ(Cost(CommKind::kAllReduce, "tree", Ranks(0, 16)), Microseconds(6080));
+  // One node, p = 4: the chain's 3 hops up and back, 2 · 3 · 1 us; its middle members send
+  // 2S = 2e8 B at 1e11 B/s. T = 6 us + 2 ms.
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "tree", Ranks(0, 4)), Microseconds(2006));
+  // p = 16 on 4 nodes of k = 4: 2 · (3 · 1 us + ⌈log2 4⌉ · 10 us) = 46 us. Heap over nodes
+  // 0..3: node 0 has 2 children, node 1 a parent and a child, nodes 2, 3 a parent only; the
+  // mirrored heap gives node n the edges of position 3 - n. Node 0: 2 + 1, node 1: 2 + 1, so
+  // the busiest node sends 3 · S/2 = 1.5e8 B over its NICs at 2.5e10 B/s = 6 ms (the chain's
+  // 2e8 B on NVLink, 2 ms).
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "tree", Ranks(0, 16)), Microseconds(6046));
   // 16 nodes: a node with a parent and two children in one heap is a leaf in the other:
-  // (3 + 1) · S/2 = 2S, the large-N bound: 2 · 6 · 10 us... at 16 ranks, one per node of a
-  // 16-node cluster: 2⌈log2 16⌉ · 10 us = 80 us + 2e8 / 1.25e10 s = 16 ms.
+  // (3 + 1) · S/2 = 2S, the large-N bound. At 16 ranks, one per node of a 16-node cluster (no
+  // chain): 2⌈log2 16⌉ · 10 us = 80 us + 2e8 / 1.25e10 s = 16 ms.
   std::vector<int32_t> one_per_node;
   for (int32_t node = 0; node < 16; ++node) one_per_node.push_back(4 * node);
   EXPECT_EQ(Cost(CommKind::kAllReduce, "tree", one_per_node, kS, TestCluster(16)),
@@ -128,11 +130,11 @@ TEST(AllReduceTest, HierarchicalNeedsEvenPlacement) {
 }
 
 TEST(AllReduceTest, DefaultChoiceFollowsSizeAndPlacement) {
-  // 16 ranks on 4 nodes, 1 kB: ring 300 us + 75 ns, tree 80 us + 60 ns: the tree wins on
-  // latency; at 1e8 B too (ring 7.8 ms, tree 6.08 ms: on 4 nodes a tree node sends 1.5S).
+  // 16 ranks on 4 nodes, 1 kB: ring 97.5 us + 75 ns, tree 46 us + 60 ns: the tree wins on
+  // latency; at 1e8 B too (ring 7.5975 ms, tree 6.046 ms: on 4 nodes a tree node sends 1.5S).
   EXPECT_EQ(Chosen(CommKind::kAllReduce, Ranks(0, 16), 1000), "tree");
   EXPECT_EQ(Chosen(CommKind::kAllReduce, Ranks(0, 16), kS), "tree");
-  // One node, 1e8 B: ring 1.506 ms, tree 2 · 2 · 1 us + 2e8/1e11 s = 2.004 ms.
+  // One node, 1e8 B: ring 1.506 ms, tree 2 · 3 · 1 us + 2e8/1e11 s = 2.006 ms.
   EXPECT_EQ(Chosen(CommKind::kAllReduce, Ranks(0, 4), kS), "ring");
 }
 
@@ -185,15 +187,16 @@ TEST(CollectiveAlgorithmsTest, GroupOfOneCostsNothing) {
 
 TEST(CollectiveAlgorithmsTest, OversubscribedSpineSlowsCrossLeafGroups) {
   // 2 nodes per leaf, 2:1 oversubscription: a group over 4 nodes crosses the spine, its nodes
-  // get half the NIC bandwidth (1.25e10 B/s): ring all-reduce of 16 ranks = 300 us +
-  // 1.875e8 / 1.25e10 s = 15.3 ms (7.8 ms without the spine).
+  // get half the NIC bandwidth (1.25e10 B/s): ring all-reduce of 16 ranks = 30 hops of 3.25 us
+  // (RingAcrossNodes) + 1.875e8 / 1.25e10 s = 15.0975 ms (7.5975 ms without the spine).
   ClusterSpec cluster = TestCluster();
   cluster.inter.nodes_per_leaf = 2;
   cluster.inter.oversubscription = 2;
-  EXPECT_EQ(Cost(CommKind::kAllReduce, "ring", Ranks(0, 16), kS, cluster), Microseconds(15'300));
-  // Ranks 0..7 sit on nodes 0 and 1, under one leaf: no spine, full rate. 2 · 7 · 10 us +
-  // 2 · 7/8 · 1e8 / 2.5e10 s = 140 us + 7 ms.
-  EXPECT_EQ(Cost(CommKind::kAllReduce, "ring", Ranks(0, 8), kS, cluster), Microseconds(7140));
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "ring", Ranks(0, 16), kS, cluster), Nanoseconds(15'097'500));
+  // Ranks 0..7 sit on nodes 0 and 1, under one leaf: no spine, full rate. A circuit of 8 hops
+  // crosses 2 node boundaries: (6 · 1 us + 2 · 10 us) / 8 = 3.25 us a hop, 14 hops = 45.5 us;
+  // 2 · 7/8 · 1e8 / 2.5e10 s = 7 ms.
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "ring", Ranks(0, 8), kS, cluster), Nanoseconds(7'045'500));
 }
 
 TEST(CollectiveAlgorithmsTest, EfficiencyScalesBandwidth) {
