@@ -4,9 +4,12 @@
 // time next to the analytical model's.
 //
 //   dtsim_network_bench [--gpus N] [--size BYTES]
-//   dtsim_network_bench --busbw   bus bandwidth of all-reduce and all-to-all on the DGX presets,
-//                                 1 MiB to 4 GiB, next to published nccl-tests figures
+//   dtsim_network_bench --busbw [FILE]   the analytical model's bus bandwidth next to every
+//       published figure of FILE (default tests/data/network/published_busbw.json), then on
+//       every preset from 1 MiB to 4 GiB
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -14,6 +17,7 @@
 
 #include "network/analytical_model.h"
 #include "network/flow_model.h"
+#include "network/published_busbw.h"
 #include "sim/engine/simulator.h"
 #include "sim/graph/builder.h"
 
@@ -71,53 +75,90 @@ bool RunCase(const char* label, graph::CommKind kind, std::string_view algorithm
   return true;
 }
 
-// nccl-tests' bus bandwidth (doc/PERFORMANCE.md): algbw = S / t; all-reduce busbw = algbw ·
-// 2(n-1)/n; all-to-all busbw = algbw · (n-1)/n; S is one rank's buffer.
-double BusBandwidth(graph::CommKind kind, int32_t gpus, int64_t size, DurationNs time) {
-  const double algbw = static_cast<double>(size) / time.ToSecondsDouble();
-  const double n = gpus;
-  return algbw * (kind == graph::CommKind::kAllReduce ? 2 * (n - 1) / n : (n - 1) / n);
+std::string SizeText(int64_t size) {
+  if (size >= (int64_t{1} << 30)) return std::to_string(size >> 30) + " GiB";
+  if (size >= (int64_t{1} << 20)) return std::to_string(size >> 20) + " MiB";
+  return std::to_string(size >> 10) + " KiB";
 }
 
-void BusBandwidthTable() {
+// Every published point next to the analytical model's prediction, then each curve's ratios
+// over its scored points (those that ran an algorithm dtsim models).
+bool CompareWithPublished(const std::string& path) {
+  Expected<std::vector<network::PublishedCurve>> curves = network::ReadPublishedCurves(path);
+  if (!curves.ok()) {
+    std::fprintf(stderr, "%s\n", curves.error().ToString().c_str());
+    return false;
+  }
+  std::printf("| curve                 | preset   | kind       | GPUs |    size | algorithm | model GB/s | published | ratio | note |\n");
+  std::printf("|-----------------------|----------|------------|-----:|--------:|-----------|-----------:|----------:|------:|------|\n");
+  struct Summary {
+    std::string id;
+    int scored = 0;
+    double log_sum = 0, low = 1e300, high = 0;
+  };
+  std::vector<Summary> summaries;
+  for (const network::PublishedCurve& curve : *curves) {
+    Summary summary{.id = curve.id};
+    for (const network::PublishedPoint& point : curve.points) {
+      Expected<network::PredictedBusbw> predicted =
+          network::PredictBusbw(curve.preset, curve.kind, curve.gpus, point.size);
+      if (!predicted.ok()) {
+        std::fprintf(stderr, "%s: %s\n", curve.id.c_str(), predicted.error().ToString().c_str());
+        return false;
+      }
+      const double ratio = predicted->busbw / point.busbw;
+      const bool scored = curve.Scored(point) && !curve.fitted;
+      if (scored) {
+        ++summary.scored;
+        summary.log_sum += std::log(ratio);
+        summary.low = std::min(summary.low, ratio);
+        summary.high = std::max(summary.high, ratio);
+      }
+      std::printf("| %-21s | %-8s | %-10s | %4d | %7s | %-9s | %10.1f | %9.1f | %5.2f | %s |\n",
+                  curve.id.c_str(), curve.preset.c_str(),
+                  std::string(graph::CommKindName(curve.kind)).c_str(), curve.gpus,
+                  SizeText(point.size).c_str(), std::string(predicted->algorithm).c_str(),
+                  predicted->busbw, point.busbw, ratio,
+                  curve.fitted ? "fitted" : (curve.Scored(point) ? "" : "not modeled (NVLS)"));
+    }
+    summaries.push_back(summary);
+  }
+  std::printf("\n| curve                 | scored points | geometric-mean ratio | lowest | highest |\n");
+  std::printf("|-----------------------|--------------:|---------------------:|-------:|--------:|\n");
+  for (const Summary& summary : summaries) {
+    if (summary.scored == 0) continue;
+    std::printf("| %-21s | %13d | %20.2f | %6.2f | %7.2f |\n", summary.id.c_str(), summary.scored,
+                std::exp(summary.log_sum / summary.scored), summary.low, summary.high);
+  }
+  return true;
+}
+
+// The model's bus bandwidth on every preset, 1 MiB to 4 GiB (no published figure needed).
+void PresetSweep() {
   struct Case {
     const char* preset;
-    const char* label;
     graph::CommKind kind;
-    int32_t gpus;
-    double published_gbps;  // peak bus bandwidth reported for this system (docs/network.md)
+    int gpus;
   };
   const Case cases[] = {
-      {"dgx-a100", "all_reduce 8 GPUs (1 node)", graph::CommKind::kAllReduce, 8, 232.5},
-      {"dgx-a100", "all_reduce 128 GPUs (16 nodes)", graph::CommKind::kAllReduce, 128, 192},
-      // All-to-all across nodes runs at one NIC's rate per GPU; busbw = NIC · N/(N-1) · (n-1)/n
-      // with N = 16 nodes, n = 128 GPUs: HDR 24 GB/s -> 25.40, NDR 48.5 GB/s -> 51.33.
-      {"dgx-a100", "all_to_all 128 GPUs (16 nodes)", graph::CommKind::kAllToAll, 128, 25.40},
-      {"dgx-h100", "all_reduce 8 GPUs (1 node)", graph::CommKind::kAllReduce, 8, 370},
-      {"dgx-h100", "all_reduce 128 GPUs (16 nodes)", graph::CommKind::kAllReduce, 128, 0},
-      {"dgx-h100", "all_to_all 128 GPUs (16 nodes)", graph::CommKind::kAllToAll, 128, 51.33},
+      {"dgx-a100", graph::CommKind::kAllReduce, 8},   {"dgx-a100", graph::CommKind::kAllReduce, 128},
+      {"dgx-a100", graph::CommKind::kAllToAll, 128},  {"dgx-h100", graph::CommKind::kAllReduce, 8},
+      {"dgx-h100", graph::CommKind::kAllReduce, 128}, {"dgx-h100", graph::CommKind::kAllToAll, 128},
+      {"dgx1-v100", graph::CommKind::kAllReduce, 8},  {"dgx1-v100", graph::CommKind::kAllReduce, 128},
+      {"ethernet-25g", graph::CommKind::kAllReduce, 8},
+      {"ethernet-25g", graph::CommKind::kAllReduce, 128},
   };
-  std::printf("| preset   | case                           |    size | algorithm | busbw GB/s | published | ratio |\n");
-  std::printf("|----------|--------------------------------|--------:|-----------|-----------:|----------:|------:|\n");
+  std::printf("\n| preset       | kind       | GPUs |   1 MiB |  16 MiB | 256 MiB |   4 GiB |\n");
+  std::printf("|--------------|------------|-----:|--------:|--------:|--------:|--------:|\n");
   for (const Case& c : cases) {
+    std::printf("| %-12s | %-10s | %4d |", c.preset, std::string(graph::CommKindName(c.kind)).c_str(),
+                c.gpus);
     for (int64_t size = int64_t{1} << 20; size <= int64_t{4} << 30; size *= 16) {
-      const graph::TaskGraph graph = OneCollective(c.kind, c.gpus, size, "");
-      network::AnalyticalModel model(*network::ClusterPreset(c.preset, 0));
-      if (!model.Prepare(graph).ok()) return;
-      const double busbw = BusBandwidth(c.kind, c.gpus, size, model.Cost(graph::CommId(0))) / 1e9;
-      const std::string size_text = size >= (int64_t{1} << 30)
-                                        ? std::to_string(size >> 30) + " GiB"
-                                        : std::to_string(size >> 20) + " MiB";
-      if (c.published_gbps > 0 && size == (int64_t{4} << 30)) {
-        std::printf("| %-8s | %-30s | %7s | %-9s | %10.1f | %9.1f | %5.3f |\n", c.preset,
-                    c.label, size_text.c_str(), std::string(model.AlgorithmOf(graph::CommId(0))).c_str(),
-                    busbw, c.published_gbps, busbw / c.published_gbps);
-      } else {
-        std::printf("| %-8s | %-30s | %7s | %-9s | %10.1f |           |       |\n", c.preset,
-                    c.label, size_text.c_str(), std::string(model.AlgorithmOf(graph::CommId(0))).c_str(),
-                    busbw);
-      }
+      const Expected<network::PredictedBusbw> predicted =
+          network::PredictBusbw(c.preset, c.kind, c.gpus, size);
+      std::printf(" %7.1f |", predicted.ok() ? predicted->busbw : 0.0);
     }
+    std::printf("\n");
   }
 }
 
@@ -125,8 +166,10 @@ void BusBandwidthTable() {
 }  // namespace dtsim
 
 int main(int argc, char** argv) {
-  if (argc == 2 && std::string(argv[1]) == "--busbw") {
-    dtsim::BusBandwidthTable();
+  if (argc >= 2 && std::string(argv[1]) == "--busbw") {
+    const std::string published = argc >= 3 ? argv[2] : "tests/data/network/published_busbw.json";
+    if (!dtsim::CompareWithPublished(published)) return 1;
+    dtsim::PresetSweep();
     return 0;
   }
   int32_t gpus = 1024;
