@@ -42,7 +42,8 @@ const std::array<Preset, 4>& Presets() {
        {InterTopology::kRailOptimized, 8, Rate("200 Gbps"), Time("5 us"), 1.0, 32, {}, 0.96},
        kNcclBaseLatency},
       {"dgx-h100", 8,
-       {IntraTopology::kSwitch, Rate("450 GB/s"), Time("2 us"), 0.822},
+       {IntraTopology::kSwitch, Rate("450 GB/s"), Time("2 us"), 0.822,
+        {true, Time("23 us"), 0.686}},
        {InterTopology::kRailOptimized, 8, Rate("400 Gbps"), Time("5 us"), 1.0, 32, {}, 0.97},
        kNcclBaseLatency},
       {"dgx1-v100", 8,
@@ -136,6 +137,27 @@ Status ReadTopology(JsonObjectReader& reader, const std::array<std::string_view,
   return Status::Ok();
 }
 
+// "nvls": {"latency", "efficiency"} turns NVLink SHARP on (a preset's values fill what is not
+// given; without a preset both are required), false turns it off.
+Status ReadNvls(JsonObjectReader& parent, NvlsSpec& nvls) {
+  const Json* value = parent.Find("nvls");
+  if (value == nullptr) return Status::Ok();
+  const std::string path = JsonChildPath(parent.path(), "nvls");
+  if (value->is_boolean() && !value->get<bool>()) {
+    nvls.enabled = false;
+    return Status::Ok();
+  }
+  if (!value->is_object()) {
+    return Error("expected {\"latency\", \"efficiency\"} or false", path, JsonValueForError(*value));
+  }
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(*value, path));
+  DTSIM_RETURN_IF_ERROR(RequireUnlessPreset(reader, nvls.enabled, {"latency", "efficiency"}));
+  nvls.enabled = true;
+  DTSIM_RETURN_IF_ERROR(ReadLatency(reader, nvls.latency));
+  DTSIM_RETURN_IF_ERROR(ReadFraction(reader, "efficiency", 0, 1, false, nvls.efficiency));
+  return reader.Finish();
+}
+
 Status ReadIntra(const Json& value, const std::string& path, bool preset, IntraNodeSpec& intra) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, path));
   DTSIM_RETURN_IF_ERROR(RequireUnlessPreset(reader, preset, {"topology", "bandwidth", "latency"}));
@@ -143,6 +165,13 @@ Status ReadIntra(const Json& value, const std::string& path, bool preset, IntraN
   DTSIM_RETURN_IF_ERROR(ReadPositiveRate(reader, "bandwidth", intra.bandwidth));
   DTSIM_RETURN_IF_ERROR(ReadLatency(reader, intra.latency));
   DTSIM_RETURN_IF_ERROR(ReadFraction(reader, "efficiency", 0, 1, false, intra.efficiency));
+  DTSIM_RETURN_IF_ERROR(ReadNvls(reader, intra.nvls));
+  if (intra.nvls.enabled && intra.topology != IntraTopology::kSwitch) {
+    return Error(fmt::format("NVLink SHARP needs an NVSwitch (topology \"switch\"), not a {}; "
+                             "set \"nvls\": false",
+                             IntraTopologyName(intra.topology)),
+                 JsonChildPath(path, "nvls"));
+  }
   return reader.Finish();
 }
 

@@ -22,11 +22,20 @@ std::string_view InterTopologyName(InterTopology topology);
 // Whether an inter-node fabric connects nodes directly (ring, torus) rather than by switches.
 bool IsDirectConnected(InterTopology topology);
 
+// NVLink SHARP (NVLS): an NVSwitch that reduces in the switch (third generation, H100), which
+// NCCL's `nvls` all-reduce uses inside a node (docs/network.md, "NVLink SHARP").
+struct NvlsSpec {
+  bool enabled = false;
+  DurationNs latency;       // the algorithm's latency, on top of the collective latency
+  double efficiency = 1.0;  // fraction of the intra-node bandwidth it achieves (0, 1]
+};
+
 struct IntraNodeSpec {
   IntraTopology topology = IntraTopology::kSwitch;
   Bandwidth bandwidth;  // what one GPU can send to its peers, per direction
   DurationNs latency;
   double efficiency = 1.0;  // fraction of `bandwidth` collectives achieve (0, 1]
+  NvlsSpec nvls;
 };
 
 struct InterNodeSpec {
@@ -82,7 +91,8 @@ std::span<const std::string_view> ClusterPresetNames();
 Expected<ClusterSpec> ClusterPreset(std::string_view name, int nodes = 1);
 
 // {"preset": "dgx-a100", "nodes": 4 (or "gpus": 32), "gpus_per_node": 8, "collective_latency",
-//  "intra_node": {"topology", "bandwidth", "latency", "efficiency"},
+//  "intra_node": {"topology", "bandwidth", "latency", "efficiency",
+//                 "nvls": {"latency", "efficiency"} or false},
 //  "inter_node": {"topology", "nics_per_node", "nic_bandwidth", "latency", "oversubscription",
 //                 "nodes_per_leaf", "dimensions", "efficiency"},
 //  "servers": {"count", "placement" ("dedicated" | "colocated"), "nic_bandwidth", "partition"}}

@@ -242,6 +242,18 @@ Expected<DurationNs> AllReduceParameterServer(const CollectiveRequest& r) {
   return total;
 }
 
+// NVLS (NVLink SHARP, NCCL's default all-reduce inside an H100 node from a few MiB): the
+// switch reduces what the GPUs send up and multicasts the result down, so a GPU's port carries
+// (p+1)/p · S each way (NvlsPortBytes) in one phase, at the NVLS efficiency, after the NVLS
+// latency: T = latency + (p+1)/p · S / (B · nvls efficiency).
+Expected<DurationNs> AllReduceNvls(const CollectiveRequest& r) {
+  DTSIM_RETURN_IF_ERROR(NeedsNvls(r));
+  const IntraNodeSpec& intra = r.cluster->intra;
+  return intra.nvls.latency +
+         Move(NvlsPortBytes(r.shape.ranks, static_cast<double>(r.size.count())),
+              intra.bandwidth.bytes_per_second() * intra.nvls.efficiency);
+}
+
 // --- reduce-scatter, all-gather ------------------------------------------------------------
 
 // Ring reduce-scatter of an S-byte input: p-1 steps, (p-1)/p · S per rank and per node.
@@ -332,6 +344,9 @@ constexpr std::array kAlgorithms = {
     CollectiveAlgorithm{"hierarchical", CommKind::kAllReduce, false,
                         "intra-node reduce-scatter, inter-node all-reduce, intra-node all-gather",
                         AllReduceHierarchical},
+    CollectiveAlgorithm{"nvls", CommKind::kAllReduce, true,
+                        "NVLink SHARP: reduction and multicast in the NVSwitch (one node)",
+                        AllReduceNvls},
     CollectiveAlgorithm{"parameter_server", CommKind::kAllReduce, false,
                         "push to and pull from parameter servers (BytePS), pipelined over partitions",
                         AllReduceParameterServer},
@@ -354,6 +369,21 @@ constexpr std::array kAlgorithms = {
 };
 
 }  // namespace
+
+Status NeedsNvls(const CollectiveRequest& request) {
+  if (!request.cluster->intra.nvls.enabled) {
+    return Error("the nvls algorithm needs an NVSwitch with NVLink SHARP (intra_node.nvls)");
+  }
+  if (request.shape.nodes > 1) {
+    return Error("the nvls algorithm runs inside one node; this group spans " +
+                 std::to_string(request.shape.nodes));
+  }
+  return Status::Ok();
+}
+
+double NvlsPortBytes(int ranks, double size) {
+  return (ranks + 1.0) / ranks * size;
+}
 
 DurationNs RingHopLatency(int ranks, int nodes, const ClusterSpec& cluster) {
   if (nodes <= 1) return cluster.intra.latency;

@@ -50,6 +50,13 @@ struct CollectiveAlgorithm {
 // node, α_inter with one rank per node. Ring steps pay it once each in both models.
 DurationNs RingHopLatency(int ranks, int nodes, const ClusterSpec& cluster);
 
+// NVLS all-reduce (NVLink SHARP): an error unless the cluster's NVSwitch reduces in the switch
+// and the group sits on one node (both models check it first). Each GPU's port carries
+// (p + 1)/p · S each way: its whole buffer up to the switch's reductions and the reduced 1/p
+// it owns, and that 1/p multicast back and everyone else's reduced parts down.
+Status NeedsNvls(const CollectiveRequest& request);
+double NvlsPortBytes(int ranks, double size);
+
 // Exchange schedules shared by the analytical costs and the flow programs, so both models
 // price the same steps. A step is a list of (from, to) rank pairs moving `bytes` each.
 struct ExchangeRound {

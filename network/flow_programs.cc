@@ -274,6 +274,28 @@ Expected<FlowProgram> AllReduceTree(const FlowRequest& r) {
   return FlowProgram{std::move(step)};
 }
 
+// NVLS: one step after the NVLS latency in which every GPU sends to every other, so each
+// port carries NvlsPortBytes each way. The links run at the intra-node efficiency and NVLS at
+// its own, so the bytes are scaled by their ratio: the step takes the analytical time, at the
+// price of overstating NVLS's share of a port another transfer contends for.
+Expected<FlowProgram> AllReduceNvls(const FlowRequest& r) {
+  const CollectiveRequest request{.shape = {.ranks = static_cast<int>(r.ranks.size()),
+                                            .nodes = static_cast<int>(ByNode(r).size())},
+                                  .cluster = r.cluster};
+  DTSIM_RETURN_IF_ERROR(NeedsNvls(request));
+  const IntraNodeSpec& intra = r.cluster->intra;
+  const double p = P(r);
+  const double bytes = NvlsPortBytes(static_cast<int>(r.ranks.size()), Size(r)) / (p - 1) *
+                       intra.efficiency / intra.nvls.efficiency;
+  FlowStep step{intra.nvls.latency, {}, 1};
+  for (int32_t from : r.ranks) {
+    for (int32_t to : r.ranks) {
+      if (from != to) step.transfers.push_back({from, to, bytes});
+    }
+  }
+  return FlowProgram{std::move(step)};
+}
+
 // One flow step per exchange round, its latency that of the slowest level a pair crosses.
 FlowProgram ExchangeProgram(const FlowRequest& r, const std::vector<ExchangeRound>& rounds,
                             bool reverse) {
@@ -325,6 +347,7 @@ constexpr std::array kPrograms = {
     Entry{CommKind::kAllReduce, "hierarchical", AllReduceHierarchical},
     Entry{CommKind::kAllReduce, "halving_doubling", AllReduceHalvingDoubling},
     Entry{CommKind::kAllReduce, "parameter_server", AllReduceParameterServer},
+    Entry{CommKind::kAllReduce, "nvls", AllReduceNvls},
     Entry{CommKind::kReduceScatter, "ring", ReduceScatterRing},
     Entry{CommKind::kAllGather, "ring", AllGatherRing},
     Entry{CommKind::kBroadcast, "ring", RootedRing},

@@ -53,6 +53,14 @@ Expected<PublishedCurve> ReadCurve(const Json& value, const std::string& path) {
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("gpus", 2, 1 << 20, gpus));
   if (gpus == 0) return Error("missing required field", JsonChildPath(path, "gpus"));
   curve.gpus = static_cast<int>(gpus);
+  DTSIM_ASSIGN_OR_RETURN(curve.algorithm, reader.StringOr("algorithm", ""));
+  if (!curve.algorithm.empty()) {
+    if (Expected<const CollectiveAlgorithm*> found =
+            FindCollectiveAlgorithm(curve.kind, curve.algorithm);
+        !found.ok()) {
+      return std::move(found).error().Under(JsonChildPath(path, "algorithm"));
+    }
+  }
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("fitted", curve.fitted));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("modeled_up_to", 1, int64_t{1} << 50,
                                             curve.modeled_up_to));
@@ -103,7 +111,7 @@ Expected<std::vector<PublishedCurve>> ReadPublishedCurves(const std::string& pat
 }
 
 Expected<PredictedBusbw> PredictBusbw(std::string_view preset, graph::CommKind kind, int gpus,
-                                      int64_t size) {
+                                      int64_t size, std::string_view algorithm) {
   DTSIM_ASSIGN_OR_RETURN(ClusterSpec cluster, ClusterPreset(preset, 0));
   DTSIM_RETURN_IF_ERROR(FitCluster(cluster, gpus));
   std::vector<int32_t> ranks(static_cast<size_t>(gpus));
@@ -113,7 +121,8 @@ Expected<PredictedBusbw> PredictBusbw(std::string_view preset, graph::CommKind k
                                   .shape = ShapeOfGroup(ranks, cluster),
                                   .cluster = &cluster,
                                   .ranks = ranks};
-  DTSIM_ASSIGN_OR_RETURN(const AlgorithmChoice choice, ChooseCollectiveAlgorithm(request, ""));
+  DTSIM_ASSIGN_OR_RETURN(const AlgorithmChoice choice,
+                         ChooseCollectiveAlgorithm(request, algorithm));
   return PredictedBusbw{.busbw = BusBandwidth(kind, gpus, size, choice.time) / 1e9,
                         .algorithm = choice.algorithm->name,
                         .time = choice.time};

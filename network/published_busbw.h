@@ -27,6 +27,7 @@ struct PublishedCurve {
   std::string preset;  // the dtsim cluster preset that stands for the measured system
   graph::CommKind kind = graph::CommKind::kAllReduce;
   int gpus = 0;
+  std::string algorithm;       // forced (NCCL_ALGO), or empty: the default choice
   bool fitted = false;         // the preset's efficiency was fitted to it
   int64_t modeled_up_to = 0;   // 0: every point ran an algorithm dtsim models
   std::string source;
@@ -48,8 +49,9 @@ struct PredictedBusbw {
 };
 
 // The analytical model's bus bandwidth for one collective of `size` bytes over `gpus` GPUs
-// of `preset` (ranks 0..gpus−1, node-major, the nodes they fill), default algorithm choice.
+// of `preset` (ranks 0..gpus−1, node-major, the nodes they fill): `algorithm`, or the default
+// choice when it is empty.
 Expected<PredictedBusbw> PredictBusbw(std::string_view preset, graph::CommKind kind, int gpus,
-                                      int64_t size);
+                                      int64_t size, std::string_view algorithm = "");
 
 }  // namespace dtsim::network

@@ -46,6 +46,35 @@ TEST(ClusterFromJsonTest, CustomSpec) {
   EXPECT_EQ(cluster->collective_latency, DurationNs::Zero());  // not given: none
 }
 
+TEST(ClusterFromJsonTest, NvlinkSharp) {
+  const Expected<ClusterSpec> h100 = ClusterPreset("dgx-h100");
+  ASSERT_TRUE(h100.ok());
+  EXPECT_TRUE(h100->intra.nvls.enabled);
+  EXPECT_EQ(h100->intra.nvls.latency, Microseconds(23));
+  EXPECT_EQ(h100->intra.nvls.efficiency, 0.686);
+  EXPECT_FALSE(ClusterPreset("dgx-a100")->intra.nvls.enabled);
+  const auto read = [](const char* text) { return ClusterFromJson(Json::parse(text), "cluster"); };
+  EXPECT_FALSE(read(R"({"preset": "dgx-h100", "intra_node": {"nvls": false}})")->intra.nvls.enabled);
+  const Expected<ClusterSpec> tuned =
+      read(R"({"preset": "dgx-h100", "intra_node": {"nvls": {"efficiency": 0.7}}})");
+  ASSERT_TRUE(tuned.ok()) << tuned.error().ToString();
+  EXPECT_EQ(tuned->intra.nvls.efficiency, 0.7);
+  EXPECT_EQ(tuned->intra.nvls.latency, Microseconds(23));  // from the preset
+  const Expected<ClusterSpec> a100 =
+      read(R"({"preset": "dgx-a100", "intra_node": {"nvls": {"latency": "20 us", "efficiency": 0.6}}})");
+  ASSERT_TRUE(a100.ok()) << a100.error().ToString();
+  EXPECT_TRUE(a100->intra.nvls.enabled);
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-a100", "intra_node": {"nvls": {"efficiency": 0.6}}})"),
+            "cluster.intra_node.nvls.latency: missing required field");
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-h100", "intra_node": {"nvls": true}})"),
+            "cluster.intra_node.nvls: expected {\"latency\", \"efficiency\"} or false, got true");
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-h100", "intra_node": {"nvls": {"efficiency": 0}}})"),
+            "cluster.intra_node.nvls.efficiency: must be in (0, 1], got 0");
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-h100", "intra_node": {"topology": "ring"}})"),
+            "cluster.intra_node.nvls: NVLink SHARP needs an NVSwitch (topology \"switch\"), not a "
+            "ring; set \"nvls\": false");
+}
+
 TEST(ClusterFromJsonTest, CollectiveLatency) {
   const Expected<ClusterSpec> cluster = ClusterFromJson(
       Json::parse(R"({"preset": "dgx-a100", "collective_latency": "12 us"})"), "cluster");

@@ -117,6 +117,40 @@ TEST(AllReduceTest, Hierarchical) {
   EXPECT_EQ(Cost(CommKind::kAllReduce, "hierarchical", Ranks(0, 16)), Microseconds(7566));
 }
 
+TEST(AllReduceTest, NvlsReducesInTheSwitch) {
+  // NVLink SHARP with a 3 us latency at efficiency 1: each port carries (p+1)/p · S =
+  // 5/4 · 1e8 B at 1e11 B/s = 1.25 ms. T = 1.253 ms, less than the ring's 1.506 ms, so it is
+  // the default on one node; at efficiency 0.5, 2.503 ms, and the ring is chosen again.
+  ClusterSpec cluster = TestCluster();
+  cluster.intra.nvls = {.enabled = true, .latency = Microseconds(3), .efficiency = 1.0};
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "nvls", Ranks(0, 4), kS, cluster), Microseconds(1253));
+  const auto chosen = [&](const std::vector<int32_t>& group) {
+    const CollectiveRequest request{.kind = CommKind::kAllReduce, .size = Bytes(kS),
+                                    .shape = ShapeOfGroup(group, cluster), .cluster = &cluster,
+                                    .ranks = group};
+    return ChooseCollectiveAlgorithm(request, "")->algorithm->name;
+  };
+  EXPECT_EQ(chosen(Ranks(0, 4)), "nvls");
+  EXPECT_EQ(chosen(Ranks(0, 8)), "tree");  // two nodes: NVLS does not apply
+  cluster.intra.nvls.efficiency = 0.5;
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "nvls", Ranks(0, 4), kS, cluster), Microseconds(2503));
+  EXPECT_EQ(chosen(Ranks(0, 4)), "ring");
+}
+
+TEST(AllReduceTest, NvlsNeedsSharpAndOneNode) {
+  const auto error = [](const ClusterSpec& cluster, const std::vector<int32_t>& group) {
+    const CollectiveRequest request{.kind = CommKind::kAllReduce, .size = Bytes(kS),
+                                    .shape = ShapeOfGroup(group, cluster), .cluster = &cluster,
+                                    .ranks = group};
+    return ChooseCollectiveAlgorithm(request, "nvls").error().message();
+  };
+  EXPECT_EQ(error(TestCluster(), Ranks(0, 4)),
+            "the nvls algorithm needs an NVSwitch with NVLink SHARP (intra_node.nvls)");
+  ClusterSpec sharp = TestCluster();
+  sharp.intra.nvls = {.enabled = true, .latency = Microseconds(3), .efficiency = 1.0};
+  EXPECT_EQ(error(sharp, Ranks(0, 8)), "the nvls algorithm runs inside one node; this group spans 2");
+}
+
 TEST(AllReduceTest, HierarchicalNeedsEvenPlacement) {
   const ClusterSpec cluster = TestCluster();
   const std::vector<int32_t> uneven = {0, 1, 2, 4};
@@ -212,7 +246,8 @@ TEST(CollectiveAlgorithmsTest, UnknownAlgorithmListsTheRegisteredOnes) {
   ASSERT_FALSE(found.ok());
   EXPECT_EQ(found.error().ToString(),
             "unknown all_reduce algorithm (did you mean \"ring\"?); registered: \"ring\", "
-            "\"tree\", \"halving_doubling\", \"hierarchical\", \"parameter_server\", got \"rign\"");
+            "\"tree\", \"halving_doubling\", \"hierarchical\", \"nvls\", \"parameter_server\", got "
+            "\"rign\"");
 }
 
 TEST(CollectiveAlgorithmsTest, EveryKindHasADefault) {

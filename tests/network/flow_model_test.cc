@@ -116,6 +116,19 @@ INSTANTIATE_TEST_SUITE_P(
                     Collective{CommKind::kSendRecv, {0, 1}, kS, ""},
                     Collective{CommKind::kSendRecv, {0, 5}, kS, ""}));
 
+// NVLS moves its port volume at its own efficiency in both models: the flow program scales its
+// bytes by intra efficiency / NVLS efficiency (here 0.8 / 0.5) so that links priced at the
+// intra efficiency take the analytical time. p = 4, S = 1e8: 5/4 · 1e8 B at 1e11 · 0.5 B/s =
+// 2.5 ms, after 3 us.
+TEST(FlowModelTest, NvlsMatchesAnalytical) {
+  ClusterSpec cluster = TestCluster();
+  cluster.intra.efficiency = 0.8;
+  cluster.intra.nvls = {.enabled = true, .latency = Microseconds(3), .efficiency = 0.5};
+  const Collective nvls{CommKind::kAllReduce, Ranks(0, 4), kS, "nvls"};
+  EXPECT_EQ(Makespan<AnalyticalModel>({nvls}, cluster), TimeNs(2'503'000));
+  EXPECT_NEAR(Ratio(Makespan<FlowModel>({nvls}, cluster), TimeNs(2'503'000)), 1.0, 0.001);
+}
+
 TEST(FlowContentionTest, TwoAllReducesSharingTheNicsTakeTwiceAsLong) {
   // One NIC per node, 2 nodes. Groups {0, 4} and {1, 5} each run a ring all-reduce across the
   // two nodes through the same NICs. Alone: 2 · 1/2 · 2 steps... = 2 · 10 us + 1e8 / 1.25e10 s
@@ -175,10 +188,14 @@ TEST(FlowModelTest, EveryRegisteredAlgorithmHasAFlowProgram) {
   // an algorithm registered without a flow program must fail here, not in a user's run.
   ClusterSpec cluster = TestCluster();
   cluster.servers = {.count = 2, .nic_bandwidth = cluster.inter.nic_bandwidth};
+  cluster.intra.nvls = {.enabled = true, .latency = Microseconds(3), .efficiency = 0.5};
   const std::vector<int32_t> group = Ranks(0, 8);  // 2 nodes of 4: uniform, power of two
   for (const CollectiveAlgorithm& algorithm : CollectiveAlgorithms()) {
+    // Send/recv takes a pair; NVLS runs inside one node.
     const std::span<const int32_t> ranks =
-        algorithm.kind == CommKind::kSendRecv ? std::span(group).first(2) : std::span(group);
+        algorithm.kind == CommKind::kSendRecv ? std::span(group).first(2)
+        : algorithm.name == "nvls"            ? std::span(group).first(4)
+                                              : std::span(group);
     const Expected<FlowProgram> program = BuildFlowProgram(
         algorithm.name,
         {.kind = algorithm.kind, .size = Bytes(kS), .ranks = ranks, .root = 0, .cluster = &cluster});

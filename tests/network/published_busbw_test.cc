@@ -41,7 +41,7 @@ TEST(PublishedBusbwTest, ModelStaysWithinItsBandOnEveryPublishedPoint) {
   for (const PublishedCurve& curve : *curves) {
     for (const PublishedPoint& point : curve.points) {
       const Expected<PredictedBusbw> predicted =
-          PredictBusbw(curve.preset, curve.kind, curve.gpus, point.size);
+          PredictBusbw(curve.preset, curve.kind, curve.gpus, point.size, curve.algorithm);
       ASSERT_TRUE(predicted.ok()) << curve.id << ": " << predicted.error().ToString();
       const double ratio = predicted->busbw / point.busbw;
       const std::string where = curve.id + " at " + std::to_string(point.size) + " B";

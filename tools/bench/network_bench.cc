@@ -101,7 +101,7 @@ bool CompareWithPublished(const std::string& path) {
     Summary summary{.id = curve.id};
     for (const network::PublishedPoint& point : curve.points) {
       Expected<network::PredictedBusbw> predicted =
-          network::PredictBusbw(curve.preset, curve.kind, curve.gpus, point.size);
+          network::PredictBusbw(curve.preset, curve.kind, curve.gpus, point.size, curve.algorithm);
       if (!predicted.ok()) {
         std::fprintf(stderr, "%s: %s\n", curve.id.c_str(), predicted.error().ToString().c_str());
         return false;
@@ -119,7 +119,7 @@ bool CompareWithPublished(const std::string& path) {
                   std::string(graph::CommKindName(curve.kind)).c_str(), curve.gpus,
                   SizeText(point.size).c_str(), std::string(predicted->algorithm).c_str(),
                   predicted->busbw, point.busbw, ratio,
-                  curve.fitted ? "fitted" : (curve.Scored(point) ? "" : "not modeled (NVLS)"));
+                  curve.fitted ? "fitted" : (curve.Scored(point) ? "" : "not modeled"));
     }
     summaries.push_back(summary);
   }
