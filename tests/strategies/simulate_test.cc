@@ -273,7 +273,7 @@ TEST(SimulateTest, TensorParallelGroupsShareTheParameterServers) {
   // and says so. A rank holds ~16 · 12 · 2048² / 4 ≈ 0.2 G parameters, 0.8 GB of fp32
   // gradients; a group's 4 ranks (2 per node) send each server 4 · 0.8 / (2 · 2) = 0.8 GB,
   // ~34 ms at 200 Gb/s · 0.96 — alone. Four groups at once make it ~134 ms, most of it exposed
-  // (measured: 31.4 ms exposed analytically, 141.7 ms with the flow model).
+  // (measured: 31.3 ms exposed analytically, 141.6 ms with the flow model).
   Json json = BaseConfig();
   json["parallelism"] = {{"data", 4}, {"tensor", 4}, {"gradient_sync", "parameter_server"}};
   json["training"]["global_batch"] = 8;
