@@ -23,7 +23,8 @@ std::string_view InterTopologyName(InterTopology topology);
 bool IsDirectConnected(InterTopology topology);
 
 // NVLink SHARP (NVLS): an NVSwitch that reduces in the switch (third generation, H100), which
-// NCCL's `nvls` all-reduce uses inside a node (docs/network.md, "NVLink SHARP").
+// NCCL's `nvls` all-reduce uses inside a node (docs/network.md, "Presets" and "Analytical
+// model").
 struct NvlsSpec {
   bool enabled = false;
   DurationNs latency;       // the algorithm's latency, on top of the collective latency
@@ -72,7 +73,7 @@ struct ClusterSpec {
   InterNodeSpec inter;
   ServerSpec servers;
   // Charged once per collective before its first step: the kernel launch and the set-up
-  // NCCL's tuning model calls its base latency (docs/network.md, "Collective latency").
+  // NCCL's tuning model calls its base latency (docs/network.md, "Presets").
   DurationNs collective_latency;
 
   int gpu_count() const { return nodes * gpus_per_node; }
