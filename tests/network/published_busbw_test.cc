@@ -100,6 +100,25 @@ TEST_F(PublishedFileTest, BadInputNamesTheFileAndPath) {
                       R"(, "points": [[1, 1]], "gpu": 8}]})"),
               HasSubstr("curves[0].gpu: unknown key"));
   EXPECT_THAT(ErrorOf("{"), HasSubstr("published_busbw_test.json"));
+  EXPECT_THAT(ErrorOf(R"({"format": "dtsim.published_busbw", "curves": [{)" + curve +
+                      R"(, "algorithm": "rign", "points": [[1, 1]]}]})"),
+              HasSubstr("curves[0].algorithm: unknown all_reduce algorithm"));
+}
+
+TEST_F(PublishedFileTest, ReadsWhatACurveSays) {
+  const Expected<std::vector<PublishedCurve>> curves = ReadPublishedCurves(
+      Write(R"({"format": "dtsim.published_busbw", "curves": [{"id": "x", "preset": "dgx-h100",
+               "kind": "all_reduce", "gpus": 8, "source": "s", "algorithm": "ring",
+               "modeled_up_to": 1048576, "points": [[1048576, 40], [2097152, 60]]}]})"));
+  ASSERT_TRUE(curves.ok()) << curves.error().ToString();
+  const PublishedCurve& curve = curves->front();
+  EXPECT_EQ(curve.algorithm, "ring");
+  EXPECT_FALSE(curve.fitted);
+  EXPECT_TRUE(curve.Scored(curve.points[0]));   // ran an algorithm dtsim models
+  EXPECT_FALSE(curve.Scored(curve.points[1]));  // above modeled_up_to: listed, not scored
+  EXPECT_EQ(PredictBusbw("dgx-h100", CommKind::kAllReduce, 8, 1 << 20, curve.algorithm)->algorithm,
+            "ring");
+  EXPECT_EQ(PredictBusbw("dgx-h100", CommKind::kAllReduce, 8, 1 << 20)->algorithm, "nvls");
 }
 
 }  // namespace
