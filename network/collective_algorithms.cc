@@ -376,7 +376,7 @@ Status NeedsNvls(const CollectiveRequest& request) {
   }
   if (request.shape.nodes > 1) {
     return Error("the nvls algorithm runs inside one node; this group spans " +
-                 std::to_string(request.shape.nodes));
+                 std::to_string(request.shape.nodes) + " nodes");
   }
   return Status::Ok();
 }

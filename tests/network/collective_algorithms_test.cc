@@ -148,7 +148,8 @@ TEST(AllReduceTest, NvlsNeedsSharpAndOneNode) {
             "the nvls algorithm needs an NVSwitch with NVLink SHARP (intra_node.nvls)");
   ClusterSpec sharp = TestCluster();
   sharp.intra.nvls = {.enabled = true, .latency = Microseconds(3), .efficiency = 1.0};
-  EXPECT_EQ(error(sharp, Ranks(0, 8)), "the nvls algorithm runs inside one node; this group spans 2");
+  EXPECT_EQ(error(sharp, Ranks(0, 8)),
+            "the nvls algorithm runs inside one node; this group spans 2 nodes");
 }
 
 TEST(AllReduceTest, HierarchicalNeedsEvenPlacement) {

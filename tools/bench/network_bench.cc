@@ -134,7 +134,7 @@ bool CompareWithPublished(const std::string& path) {
 }
 
 // The model's bus bandwidth on every preset, 1 MiB to 4 GiB (no published figure needed).
-void PresetSweep() {
+bool PresetSweep() {
   struct Case {
     const char* preset;
     graph::CommKind kind;
@@ -156,10 +156,16 @@ void PresetSweep() {
     for (int64_t size = int64_t{1} << 20; size <= int64_t{4} << 30; size *= 16) {
       const Expected<network::PredictedBusbw> predicted =
           network::PredictBusbw(c.preset, c.kind, c.gpus, size);
-      std::printf(" %7.1f |", predicted.ok() ? predicted->busbw : 0.0);
+      if (!predicted.ok()) {
+        std::printf("\n");
+        std::fprintf(stderr, "%s: %s\n", c.preset, predicted.error().ToString().c_str());
+        return false;
+      }
+      std::printf(" %7.1f |", predicted->busbw);
     }
     std::printf("\n");
   }
+  return true;
 }
 
 }  // namespace
@@ -168,9 +174,7 @@ void PresetSweep() {
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "--busbw") {
     const std::string published = argc >= 3 ? argv[2] : "tests/data/network/published_busbw.json";
-    if (!dtsim::CompareWithPublished(published)) return 1;
-    dtsim::PresetSweep();
-    return 0;
+    return dtsim::CompareWithPublished(published) && dtsim::PresetSweep() ? 0 : 1;
   }
   int32_t gpus = 1024;
   int64_t size = int64_t{1} << 30;
