@@ -97,10 +97,6 @@ Expected<DurationNs> AllReduceRing(const CollectiveRequest& r) {
 // node sends S/2 to its parent and to each child in each tree, so the busiest node sends
 // max over n of (edges(n) + edges(N-1-n)) · S/2 — 2S for large N, less for small N (1.5S on 4
 // nodes, S on 2: the "busbw above the NIC rate" NCCL users see on 2-node trees).
-DurationNs TreeLatency(int per_node, int nodes, const ClusterSpec& cluster) {
-  return (cluster.intra.latency * (per_node - 1) + cluster.inter.latency * CeilLog2(nodes)) * 2;
-}
-
 int HeapEdges(int position, int count) {
   const int children = (2 * position + 1 < count ? 1 : 0) + (2 * position + 2 < count ? 1 : 0);
   return (position > 0 ? 1 : 0) + children;
@@ -383,6 +379,10 @@ Status NeedsNvls(const CollectiveRequest& request) {
 
 double NvlsPortBytes(int ranks, double size) {
   return (ranks + 1.0) / ranks * size;
+}
+
+DurationNs TreeLatency(int per_node, int nodes, const ClusterSpec& cluster) {
+  return (cluster.intra.latency * (per_node - 1) + cluster.inter.latency * CeilLog2(nodes)) * 2;
 }
 
 DurationNs RingHopLatency(int ranks, int nodes, const ClusterSpec& cluster) {

@@ -49,6 +49,10 @@ struct CollectiveAlgorithm {
 // its hops average ((p − N) α_intra + N α_inter) / p (rounded up to whole ns); α_intra on one
 // node, α_inter with one rank per node. Ring steps pay it once each in both models.
 DurationNs RingHopLatency(int ranks, int nodes, const ClusterSpec& cluster);
+// The double binary tree's latency with at most k members on a node and N nodes, as NCCL's
+// tuning model counts it: the chain's k−1 hops and ⌈log2 N⌉ tree levels, up and back down,
+// 2((k−1) α_intra + ⌈log2 N⌉ α_inter). Both models charge it once.
+DurationNs TreeLatency(int per_node, int nodes, const ClusterSpec& cluster);
 
 // NVLS all-reduce (NVLink SHARP): an error unless the cluster's NVSwitch reduces in the switch
 // and the group sits on one node (both models check it first). Each GPU's port carries

@@ -236,17 +236,16 @@ Expected<FlowProgram> AllReduceParameterServer(const FlowRequest& r) {
 }
 
 // NCCL's double binary tree, pipelined: one step in which every edge streams at once, after
-// 2((k−1)α_intra + ⌈log2 N⌉α_inter), the hops up the chain and the trees and back down. On each node a chain carries S each way (reduce toward the first member,
-// broadcast back). Across nodes two binary trees carry S/2 each: a heap over the nodes, and the
+// the tree latency (TreeLatency). On each node a chain carries S each way (reduce toward the
+// first member, broadcast back). Across nodes two binary trees carry S/2 each: a heap over the nodes, and the
 // same heap over the nodes reversed. A heap's internal positions are 0 .. ⌊N/2⌋ - 1, so no node
 // is internal in both: each node sends at most 1.5 · S/2 · 2 + 0.5 · S/2 · 2 = 2S over its NICs.
 // The inter-node part is split over min(k, NICs) channels, channel c using each node's c-th
 // member (and so its NIC).
 Expected<FlowProgram> AllReduceTree(const FlowRequest& r) {
   const auto nodes = ByNode(r);
-  const int levels = std::bit_width(static_cast<unsigned>(nodes.size() - 1));
-  const auto chain_hops = static_cast<int64_t>(MostPerNode(nodes) - 1);
-  FlowStep step{(r.cluster->intra.latency * chain_hops + r.cluster->inter.latency * levels) * 2,
+  FlowStep step{TreeLatency(static_cast<int>(MostPerNode(nodes)), static_cast<int>(nodes.size()),
+                            *r.cluster),
                 {}, 1};
   for (const auto& node : nodes) {
     for (size_t i = 1; i < node.size(); ++i) {

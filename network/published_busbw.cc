@@ -2,8 +2,6 @@
 
 #include <numeric>
 
-#include <fmt/format.h>
-
 #include "network/cluster.h"
 #include "network/collective_algorithms.h"
 #include "sim/base/json_reader.h"
