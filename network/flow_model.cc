@@ -185,6 +185,7 @@ void FlowModel::StartTransfers(uint32_t run) {
 void FlowModel::AddFlows(uint32_t run, const std::vector<std::pair<size_t, double>>& transfers) {
   Run& state = runs_[run];
   const FlowStep& step = (*state.program)[state.step];
+  net_.ReserveFlows(transfers.size());
   for (const auto& [index, bytes] : transfers) {
     const Transfer& transfer = step.transfers[index];
     path_.clear();
@@ -232,6 +233,7 @@ void FlowModel::Materialize(uint32_t run) {
   std::vector<std::pair<size_t, double>> left;
   if (context_->Now() - repeat_start < state.fast_duration) {
     scratch_.Advance(repeat_start);
+    scratch_.ReserveFlows(step.transfers.size());
     for (size_t i = 0; i < step.transfers.size(); ++i) {
       const Transfer& transfer = step.transfers[i];
       if (transfer.bytes <= 0) continue;

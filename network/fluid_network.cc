@@ -1,6 +1,7 @@
 #include "network/fluid_network.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <queue>
 
@@ -12,6 +13,16 @@ namespace {
 // A flow with less than this many bytes left is complete: the remainders of exact
 // completions are rounding noise of rate x time in doubles.
 constexpr double kDoneBytes = 1e-3;
+// The smallest span of hops_ a flow slot takes: a switched route's longest path.
+constexpr uint32_t kMinHopSpan = 4;
+
+// Room for `more` elements past the end, growing geometrically as push_back would: a bare
+// reserve(size + more) on every step of a simulation would reallocate (and copy) each time.
+template <typename T>
+void ReserveMore(std::vector<T>& vector, size_t more) {
+  const size_t needed = vector.size() + more;
+  if (needed > vector.capacity()) vector.reserve(std::max(needed, 2 * vector.capacity()));
+}
 
 }  // namespace
 
@@ -33,7 +44,7 @@ FluidNetwork::FlowId FluidNetwork::StartFlow(std::span<const LinkId> path, doubl
     free_flows_.pop_back();
   }
   Flow& flow = flows_[id];
-  flow.path.assign(path.begin(), path.end());
+  ReserveHops(flow, static_cast<uint32_t>(path.size()));
   flow.remaining = bytes;
   flow.since = now_;
   flow.rate = 0;
@@ -42,16 +53,38 @@ FluidNetwork::FlowId FluidNetwork::StartFlow(std::span<const LinkId> path, doubl
   flow.owner = owner;
   flow.active_index = static_cast<uint32_t>(active_.size());
   active_.push_back(id);
-  flow.slots.clear();
+  Hop* hop = hops_.data() + flow.first;
   for (LinkId link : path) {
     DTSIM_CHECK(link < links_.size(), "unknown link");
     Link& on = links_[link];
-    flow.slots.push_back(static_cast<uint32_t>(on.flows.size()));
+    *hop++ = {link, static_cast<uint32_t>(on.flows.size())};
     on.flows.push_back(id);
     MarkDirty(link);
   }
   if (bytes <= kDoneBytes) SetRate(id, 0);  // nothing to send: finished now
   return id;
+}
+
+void FluidNetwork::ReserveFlows(size_t flows) {
+  ReserveMore(active_, flows);
+  if (flows <= free_flows_.size()) return;
+  const size_t new_slots = flows - free_flows_.size();
+  ReserveMore(flows_, new_slots);
+  ReserveMore(hops_, kMinHopSpan * new_slots);  // exact for switched routes
+}
+
+// Spans come in powers of two of at least four hops (a switched route has at most four), so
+// a slot moves to a new span at most a few times in its life and the spans it leaves behind
+// total less than the one it holds: hops_ stays within a small factor of the largest number of
+// flows ever active at once times their longest path, and is never repacked.
+void FluidNetwork::ReserveHops(Flow& flow, uint32_t length) {
+  flow.length = length;
+  if (length <= flow.capacity) return;
+  const uint32_t capacity = std::bit_ceil(std::max(length, kMinHopSpan));
+  DTSIM_CHECK(hops_.size() + capacity <= UINT32_MAX, "too many flow hops");
+  flow.first = static_cast<uint32_t>(hops_.size());
+  flow.capacity = capacity;
+  hops_.resize(hops_.size() + capacity);
 }
 
 void FluidNetwork::Advance(TimeNs now) {
@@ -128,10 +161,10 @@ void FluidNetwork::UpdateRates() {
       flow.frozen = false;
       flow.new_rate = 0;
       component_flows_.push_back(id);
-      for (LinkId other : flow.path) {
-        if (links_[other].seen == epoch) continue;
-        links_[other].seen = epoch;
-        component_links_.push_back(other);
+      for (const Hop& hop : HopsOf(flow)) {
+        if (links_[hop.link].seen == epoch) continue;
+        links_[hop.link].seen = epoch;
+        component_links_.push_back(hop.link);
       }
     }
   }
@@ -162,9 +195,9 @@ void FluidNetwork::UpdateRates() {
       if (flow.frozen) continue;
       flow.frozen = true;
       flow.new_rate = current;
-      for (LinkId other : flow.path) {
-        links_[other].residual -= current;
-        --links_[other].unfrozen;
+      for (const Hop& hop : HopsOf(flow)) {
+        links_[hop.link].residual -= current;
+        --links_[hop.link].unfrozen;
       }
     }
   }
@@ -234,15 +267,14 @@ void FluidNetwork::Clear() {
 // flow, whose slot for that link is updated.
 void FluidNetwork::RemoveFlow(FlowId id) {
   Flow& flow = flows_[id];
-  for (size_t i = 0; i < flow.path.size(); ++i) {
-    MarkDirty(flow.path[i]);
-    std::vector<FlowId>& on_link = links_[flow.path[i]].flows;
+  for (const Hop& hop : HopsOf(flow)) {
+    MarkDirty(hop.link);
+    std::vector<FlowId>& on_link = links_[hop.link].flows;
     const FlowId last = on_link.back();
-    on_link[flow.slots[i]] = last;
-    Flow& moved = flows_[last];
-    for (size_t j = 0; j < moved.path.size(); ++j) {
-      if (moved.path[j] == flow.path[i] && moved.slots[j] == on_link.size() - 1) {
-        moved.slots[j] = flow.slots[i];
+    on_link[hop.slot] = last;
+    for (Hop& moved : HopsOf(flows_[last])) {
+      if (moved.link == hop.link && moved.slot == on_link.size() - 1) {
+        moved.slot = hop.slot;
         break;
       }
     }

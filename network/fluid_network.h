@@ -33,6 +33,9 @@ class FluidNetwork {
   // A flow of `bytes` over `path` (at least one link), starting at the last Advance() time.
   // Its rate is 0 until the next UpdateRates(). `owner` is returned with it on completion.
   FlowId StartFlow(std::span<const LinkId> path, double bytes, uint64_t owner);
+  // Makes room for `flows` more flows at once (a step of an all-to-all starts p(p − 1)), so
+  // the flow table grows once instead of doubling its way there, copying itself each time.
+  void ReserveFlows(size_t flows);
 
   // Moves every active flow forward to `now` at its current rate. Time may only go back on a
   // network with no active flows.
@@ -66,21 +69,36 @@ class FluidNetwork {
     uint32_t unfrozen = 0;
     uint64_t seen = 0;  // the UpdateRates (or dirtying) epoch that last visited it
   };
-  struct Flow {
-    std::vector<LinkId> path;
-    std::vector<uint32_t> slots;  // slots[i]: this flow's index in links_[path[i]].flows
-    double remaining = 0;         // bytes left at `since`
-    TimeNs since;                 // when `rate` was set
-    double rate = 0;
-    TimeNs finish = TimeNs::Max();  // at this rate
-    uint32_t version = 0;         // bumped when finish changes or the slot is reused
-    uint64_t owner = 0;
+  // One link of a flow's path, and the flow's index in that link's list of flows.
+  struct Hop {
+    LinkId link;
+    uint32_t slot;
+  };
+  struct Flow {  // 80 bytes: the 32-bit fields first, so no padding falls between them
+    // Its path: hops_[first, first + length). A reused slot keeps its span when the new path
+    // fits (`capacity`); otherwise it takes a new, larger one at the end of hops_.
+    uint32_t first = 0;
+    uint32_t length = 0;
+    uint32_t capacity = 0;
+    uint32_t version = 0;       // bumped when finish changes or the slot is reused
     uint32_t active_index = 0;  // position in active_
     bool frozen = false;        // UpdateRates scratch: its rate is final
-    double new_rate = 0;        // UpdateRates scratch: the rate it is given
-    uint64_t seen = 0;          // the UpdateRates epoch that last visited it
+    double remaining = 0;       // bytes left at `since`
+    TimeNs since;               // when `rate` was set
+    double rate = 0;
+    TimeNs finish = TimeNs::Max();  // at this rate
+    uint64_t owner = 0;
+    double new_rate = 0;  // UpdateRates scratch: the rate it is given
+    uint64_t seen = 0;    // the UpdateRates epoch that last visited it
   };
+  static_assert(sizeof(Flow) <= 80, "a million flows of an all-to-all touch this many bytes each");
 
+  std::span<Hop> HopsOf(const Flow& flow) { return {hops_.data() + flow.first, flow.length}; }
+  std::span<const Hop> HopsOf(const Flow& flow) const {
+    return {hops_.data() + flow.first, flow.length};
+  }
+  // Gives the flow a span of `length` hops, reusing its own when large enough.
+  void ReserveHops(Flow& flow, uint32_t length);
   void RemoveFlow(FlowId flow);
   void MarkDirty(LinkId link);
   // Settles the flow's bytes at now_, gives it `rate` and files its new finish time.
@@ -90,7 +108,9 @@ class FluidNetwork {
 
   std::vector<Link> links_;
   std::vector<Flow> flows_;
-  std::vector<FlowId> free_flows_;  // slots to reuse (their path vectors keep their capacity)
+  std::vector<FlowId> free_flows_;  // slots to reuse (they keep their span of hops_)
+  // Every flow's path in one array (one allocation for a million flows, not two each).
+  std::vector<Hop> hops_;
   std::vector<FlowId> active_;
   TimeNs now_;
   // Links whose flows changed since the last UpdateRates (each once: Link::seen == epoch_).

@@ -148,41 +148,33 @@ TEST(FluidNetworkTest, StaysMaxMinFairAsFlowsComeAndGo) {
   EXPECT_EQ(finished, ids.size());
 }
 
-TEST(FluidNetworkTest, RecomputingOnlyTheChangedComponentGivesEveryFlowItsFairRate) {
-  // Three groups of four links (as three nodes' NVLink ports) plus two links every group can
-  // reach (as spine uplinks). Flows over one or two random links of a group (a quarter also
-  // over a spine link) arrive two per completion while others are in flight, with random
-  // sizes, so UpdateRates sees components that merge (a flow over a spine link joins two
-  // groups) and split again. After every update each live flow's rate must equal its rate in a
-  // fresh network holding only the live flows and their remaining bytes, recomputed from
-  // scratch — bit for bit, as the incremental path promises — and be max-min fair.
-  std::vector<double> capacity;
-  for (int i = 0; i < 12; ++i) capacity.push_back(4 + i % 4);
-  capacity.push_back(5);  // link 12: spine 0
-  capacity.push_back(9);  // link 13: spine 1
-  FluidNetwork net;
-  for (double c : capacity) net.AddLink(c);
-  std::vector<std::vector<uint32_t>> paths;
-  std::vector<FluidNetwork::FlowId> ids;
-  std::vector<bool> live;
-  uint32_t next_flow = 0;
-  std::mt19937 random(20261122);  // raw draws only: the sequence is the same everywhere
-  auto start = [&] {
-    const uint32_t i = next_flow++;
-    const uint32_t group = random() % 3;
-    std::vector<uint32_t> path = {group * 4 + static_cast<uint32_t>(random() % 4)};
-    const uint32_t second = group * 4 + static_cast<uint32_t>(random() % 4);
-    if (second != path[0]) path.push_back(second);
-    if (random() % 4 == 0) path.push_back(12 + static_cast<uint32_t>(random() % 2));
-    paths.push_back(path);
+// A network whose flows a test starts with random paths and sizes and completes in turn,
+// remembering each flow's path and whether it is live.
+struct Churn {
+  explicit Churn(std::vector<double> link_capacity) : capacity(std::move(link_capacity)) {
+    for (double c : capacity) net.AddLink(c);
+  }
+  void Start(std::vector<uint32_t> path, double bytes) {
+    const uint64_t owner = paths.size();
+    paths.push_back(std::move(path));
     live.push_back(true);
-    ids.push_back(net.StartFlow(path, 1.0 + static_cast<double>(random() % 1000) / 250, i));
-  };
-  for (int i = 0; i < 10; ++i) start();
-  net.UpdateRates();
-  size_t updates = 0;
-  while (net.active_flows() > 0) {
-    ExpectMaxMinFair(net, paths, ids, live, capacity);
+    ids.push_back(net.StartFlow(paths.back(), bytes, owner));
+  }
+  // Advances to the next completion and retires the flows due then; returns how many.
+  size_t CompleteNext() {
+    net.Advance(net.NextCompletion());
+    size_t completed = 0;
+    for (uint64_t owner : net.TakeCompleted()) {
+      EXPECT_TRUE(live[owner]) << "flow " << owner << " completed twice";
+      live[owner] = false;
+      ++completed;
+    }
+    return completed;
+  }
+  // Each live flow's rate equals its rate in a fresh network holding only the live flows and
+  // their remaining bytes, recomputed from scratch — bit for bit, as the incremental path
+  // promises.
+  void ExpectRatesOfAFreshNetwork(size_t update) const {
     FluidNetwork fresh;
     for (double c : capacity) fresh.AddLink(c);
     std::vector<std::pair<size_t, FluidNetwork::FlowId>> twins;
@@ -192,16 +184,79 @@ TEST(FluidNetworkTest, RecomputingOnlyTheChangedComponentGivesEveryFlowItsFairRa
     fresh.UpdateRates();
     for (const auto& [owner, twin] : twins) {
       EXPECT_EQ(net.rate(ids[owner]), fresh.rate(twin)) << "flow " << owner << ", update "
-                                                          << updates;
+                                                          << update;
     }
-    net.Advance(net.NextCompletion());
-    for (uint64_t owner : net.TakeCompleted()) live[owner] = false;
-    for (int k = 0; k < 2 && next_flow < 60; ++k) start();  // two arrivals per completion
-    net.UpdateRates();
+  }
+
+  std::vector<double> capacity;
+  FluidNetwork net;
+  std::vector<std::vector<uint32_t>> paths;
+  std::vector<FluidNetwork::FlowId> ids;
+  std::vector<bool> live;
+};
+
+TEST(FluidNetworkTest, RecomputingOnlyTheChangedComponentGivesEveryFlowItsFairRate) {
+  // Three groups of four links (as three nodes' NVLink ports) plus two links every group can
+  // reach (as spine uplinks). Flows over one or two random links of a group (a quarter also
+  // over a spine link) arrive two per completion while others are in flight, with random
+  // sizes, so UpdateRates sees components that merge (a flow over a spine link joins two
+  // groups) and split again. After every update each live flow's rate must equal a fresh
+  // network's and be max-min fair.
+  std::vector<double> capacity;
+  for (int i = 0; i < 12; ++i) capacity.push_back(4 + i % 4);
+  capacity.push_back(5);  // link 12: spine 0
+  capacity.push_back(9);  // link 13: spine 1
+  Churn churn(capacity);
+  std::mt19937 random(20261122);  // raw draws only: the sequence is the same everywhere
+  auto start = [&] {
+    const uint32_t group = random() % 3;
+    std::vector<uint32_t> path = {group * 4 + static_cast<uint32_t>(random() % 4)};
+    const uint32_t second = group * 4 + static_cast<uint32_t>(random() % 4);
+    if (second != path[0]) path.push_back(second);
+    if (random() % 4 == 0) path.push_back(12 + static_cast<uint32_t>(random() % 2));
+    churn.Start(path, 1.0 + static_cast<double>(random() % 1000) / 250);
+  };
+  for (int i = 0; i < 10; ++i) start();
+  churn.net.UpdateRates();
+  size_t updates = 0;
+  while (churn.net.active_flows() > 0) {
+    ExpectMaxMinFair(churn.net, churn.paths, churn.ids, churn.live, capacity);
+    churn.ExpectRatesOfAFreshNetwork(updates);
+    churn.CompleteNext();
+    for (int k = 0; k < 2 && churn.paths.size() < 60; ++k) start();  // two per completion
+    churn.net.UpdateRates();
     ++updates;
   }
-  EXPECT_EQ(next_flow, 60u);
+  EXPECT_EQ(churn.paths.size(), 60u);
   EXPECT_GE(updates, 25u);
+}
+
+TEST(FluidNetworkTest, ReusedSlotsKeepEachFlowsOwnPath) {
+  // Flow slots are reused, and a slot whose span of the shared hop array is too short for its
+  // new path moves to a longer one. 6,000 flows over 1 to 8 of 8 links (random, distinct),
+  // about ten alive at once, so slots are reused hundreds of times with paths longer and
+  // shorter than before. Every flow must keep its own path: after each update the rates equal
+  // a fresh network's, and every flow completes exactly once.
+  Churn churn({4, 7, 5, 9, 6, 3, 8, 5});
+  std::mt19937 random(20261123);
+  auto start = [&] {
+    std::vector<uint32_t> links = {0, 1, 2, 3, 4, 5, 6, 7};
+    for (uint32_t i = 7; i > 0; --i) std::swap(links[i], links[random() % (i + 1)]);
+    links.resize(1 + random() % 8);
+    churn.Start(links, 1.0 + static_cast<double>(random() % 1000) / 250);
+  };
+  for (int i = 0; i < 10; ++i) start();
+  churn.net.UpdateRates();
+  size_t updates = 0;
+  while (churn.net.active_flows() > 0) {
+    churn.ExpectRatesOfAFreshNetwork(updates);
+    const size_t completed = churn.CompleteNext();
+    for (size_t k = 0; k < completed && churn.paths.size() < 6000; ++k) start();
+    churn.net.UpdateRates();
+    ++updates;
+  }
+  EXPECT_EQ(churn.paths.size(), 6000u);
+  EXPECT_EQ(std::count(churn.live.begin(), churn.live.end(), true), 0);
 }
 
 }  // namespace
