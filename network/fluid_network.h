@@ -91,7 +91,8 @@ class FluidNetwork {
     double new_rate = 0;  // UpdateRates scratch: the rate it is given
     uint64_t seen = 0;    // the UpdateRates epoch that last visited it
   };
-  static_assert(sizeof(Flow) <= 80, "a million flows of an all-to-all touch this many bytes each");
+  static_assert(sizeof(Flow) <= 80,
+                "the flow record grew: a million-flow all-to-all touches all of it");
 
   std::span<Hop> HopsOf(const Flow& flow) { return {hops_.data() + flow.first, flow.length}; }
   std::span<const Hop> HopsOf(const Flow& flow) const {
