@@ -237,9 +237,10 @@ Expected<FlowProgram> AllReduceParameterServer(const FlowRequest& r) {
 
 // NCCL's double binary tree, pipelined: one step in which every edge streams at once, after
 // the tree latency (TreeLatency). On each node a chain carries S each way (reduce toward the
-// first member, broadcast back). Across nodes two binary trees carry S/2 each: a heap over the nodes, and the
-// same heap over the nodes reversed. A heap's internal positions are 0 .. ⌊N/2⌋ - 1, so no node
-// is internal in both: each node sends at most 1.5 · S/2 · 2 + 0.5 · S/2 · 2 = 2S over its NICs.
+// first member, broadcast back). Across nodes two binary trees carry S/2 each: a heap over the
+// nodes, and the same heap over the nodes reversed. A heap's internal positions are
+// 0 .. ⌊N/2⌋ - 1, so no node is internal in both: each node sends at most
+// 1.5 · S/2 · 2 + 0.5 · S/2 · 2 = 2S over its NICs.
 // The inter-node part is split over min(k, NICs) channels, channel c using each node's c-th
 // member (and so its NIC).
 Expected<FlowProgram> AllReduceTree(const FlowRequest& r) {

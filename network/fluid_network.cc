@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <queue>
 
 #include "sim/base/check.h"
 
