@@ -22,6 +22,8 @@
 namespace dtsim::profiler {
 namespace {
 
+constexpr int kMaxShapeDepth = 64;
+
 constexpr std::string_view kCopyKindNames[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
                                                "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
 constexpr std::string_view kMemoryKindNames[] = {"Unknown",       "Pageable",      "Pinned",
@@ -58,6 +60,9 @@ std::optional<EmitNvtxRange> ParseEmitNvtx(std::string_view text) {
   int depth = 0;
   for (size_t i = open; i < text.size(); ++i) {
     depth += text[i] == '[' ? 1 : text[i] == ']' ? -1 : 0;
+    // Shapes nest two or three levels; deeper text is not a shape list, and dumping a
+    // deeply nested value would recurse that deep.
+    if (depth > kMaxShapeDepth) return range;
     if (depth != 0) continue;
     const nlohmann::json dims =
         nlohmann::json::parse(text.substr(open, i + 1 - open), nullptr, /*allow_exceptions=*/false);

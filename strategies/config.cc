@@ -476,6 +476,10 @@ Status ApplyOverride(Json& config, std::string_view assignment) {
   if (!node->is_object()) {
     return Error("the path does not lead to an object", "--set", Quote(assignment));
   }
+  if (FindJsonNestingPastLimit(text, kMaxJsonDepth)) {
+    return Error(fmt::format("the value nests deeper than {} levels", kMaxJsonDepth), "--set",
+                 Quote(assignment.substr(0, 60)));
+  }
   Json parsed = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   // null removes the key: the field falls back to its default (a cluster sized to the plan).
   if (parsed.is_null()) {

@@ -110,6 +110,9 @@ class ElementSax : public SaxErrors {
   }
 
   bool Open(bool object) {
+    if (depth_ >= kMaxJsonDepth) {
+      return Fail(fmt::format("JSON nested deeper than {} levels", kMaxJsonDepth));
+    }
     ++depth_;
     if (dom_.active()) {
       dom_.Open(object);

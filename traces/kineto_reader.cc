@@ -496,6 +496,10 @@ class KinetoSax : public SaxErrors {
   bool InEventField() const { return !dom_.active() && in_event_ && depth_ == event_depth_ + 1; }
 
   bool Open(bool object) {
+    if (depth_ >= kMaxJsonDepth) {
+      error_ = fmt::format("JSON nested deeper than {} levels", kMaxJsonDepth);
+      return false;
+    }
     if (dom_.active()) {
       dom_.Open(object);
       ++depth_;

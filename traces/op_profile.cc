@@ -43,6 +43,10 @@ struct TensorInput {
 // The tensor inputs of an op from the trace's "Input Dims" and "Input type" texts; nothing when
 // they cannot be read or an input tensor has a zero dimension.
 std::optional<std::vector<TensorInput>> TensorInputs(const OpShapes& shapes) {
+  if (FindJsonNestingPastLimit(shapes.input_dims, kMaxJsonDepth) ||
+      FindJsonNestingPastLimit(shapes.input_types, kMaxJsonDepth)) {
+    return std::nullopt;
+  }
   const Json dims = Json::parse(shapes.input_dims, nullptr, /*allow_exceptions=*/false);
   const Json types = Json::parse(shapes.input_types, nullptr, /*allow_exceptions=*/false);
   if (!dims.is_array() || !types.is_array()) return std::nullopt;

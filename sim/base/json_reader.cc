@@ -31,7 +31,35 @@ std::pair<size_t, size_t> LineAndColumn(std::string_view text, size_t offset) {
 
 }  // namespace
 
+std::optional<size_t> FindJsonNestingPastLimit(std::string_view text, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character cannot end the string
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return i;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
 Expected<Json> ParseJson(std::string_view text, const std::string& file) {
+  if (const std::optional<size_t> offset = FindJsonNestingPastLimit(text, kMaxJsonDepth)) {
+    const auto [line, column] = LineAndColumn(text, *offset);
+    return Error(fmt::format("JSON nested deeper than {} levels", kMaxJsonDepth),
+                 fmt::format("line {}, column {}", line, column))
+        .InFile(file);
+  }
   try {
     return Json::parse(text.begin(), text.end());
   } catch (const Json::parse_error& e) {

@@ -22,8 +22,17 @@ namespace dtsim {
 
 using Json = nlohmann::json;
 
+// The deepest nesting of arrays and objects any reader accepts. Real inputs nest a few levels
+// (a config ~6, a trace event's args ~4); the limit keeps a hostile file from exhausting the
+// stack of the recursive code that copies, compares or prints a JSON value.
+inline constexpr int kMaxJsonDepth = 256;
+
 // Parses JSON text; a syntax error names `file`, the line and column, and the parser's reason.
+// Nesting deeper than kMaxJsonDepth is an error naming where the limit was crossed.
 Expected<Json> ParseJson(std::string_view text, const std::string& file);
+// The byte offset where `text` first opens an array or object deeper than `max_depth`, if it
+// does (strings are skipped; the text need not be valid JSON).
+std::optional<size_t> FindJsonNestingPastLimit(std::string_view text, int max_depth);
 // Reads and parses a file.
 Expected<Json> ReadJsonFile(const std::string& path);
 

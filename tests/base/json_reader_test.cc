@@ -20,6 +20,26 @@ TEST(ParseJsonTest, SyntaxErrorNamesFileLineAndColumn) {
   EXPECT_NE(parsed.error().message().find("invalid JSON"), std::string::npos);
 }
 
+// Regression (issue 26): 100,000 nested arrays overflowed the stack of the recursive code that
+// copies, compares and prints JSON values; the parser now stops at kMaxJsonDepth.
+TEST(ParseJsonTest, NestingPastTheLimitIsAnErrorNamingWhere) {
+  const std::string deep = "{\"a\":\n" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  const Expected<Json> parsed = ParseJson(deep, "deep.json");
+  ASSERT_FALSE(parsed.ok());
+  // The 257th open bracket: the object is level 1, the arrays 2..; line 2 holds the arrays.
+  EXPECT_EQ(parsed.error().ToString(),
+            "deep.json: line 2, column 256: JSON nested deeper than 256 levels");
+  const std::string at_limit = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
+  EXPECT_TRUE(ParseJson(at_limit, "ok.json").ok());
+}
+
+TEST(ParseJsonTest, BracketsInsideStringsDoNotCountAsNesting) {
+  const std::string text = "[\"" + std::string(1000, '[') + "\\\"{\"]";
+  EXPECT_FALSE(FindJsonNestingPastLimit(text, 1).has_value());
+  EXPECT_TRUE(ParseJson(text, "s.json").ok());
+  EXPECT_EQ(FindJsonNestingPastLimit("[[{}]]", 2), std::optional<size_t>(2));
+}
+
 TEST(ReadJsonFileTest, MissingFile) {
   const Expected<Json> parsed = ReadJsonFile("/nonexistent/x.json");
   ASSERT_FALSE(parsed.ok());

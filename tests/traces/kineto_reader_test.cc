@@ -237,6 +237,13 @@ TEST_F(KinetoReaderTest, ErrorsNameTheFileAndTheProblem) {
   const std::string whole = FileBytes(SharedKineto(kAlexnetTrace));
   const std::string half = Write("half.json.gz", whole.substr(0, whole.size() / 2));
   EXPECT_THAT(error_of(half), HasSubstr("half.json.gz: unexpected end of the gzip stream"));
+  // Nesting past kMaxJsonDepth, in an event's args and in the metadata, stops the parse.
+  const std::string deep = std::string(100000, '[');
+  EXPECT_EQ(error_of(Write("deep_args.json", R"({"traceEvents": [{"ph": "X", "args": {"a": )" +
+                                                 deep + "}]}")),
+            Path("deep_args.json") + ": JSON nested deeper than 256 levels");
+  EXPECT_EQ(error_of(Write("deep_meta.json", R"({"deviceProperties": )" + deep)),
+            Path("deep_meta.json") + ": JSON nested deeper than 256 levels");
 }
 
 }  // namespace
