@@ -527,8 +527,12 @@ class ReplayBuilder {
   graph::CommId Collective(graph::CommKind kind, Bytes bytes, std::string_view name,
                            int32_t group_size) {
     const int32_t rank = 0;
-    const graph::CommId comm =
-        builder_.AddCollective(kind, bytes, std::span<const int32_t>(&rank, 1), name);
+    // The replayed rank stands for the whole group, so a broadcast or reduce is rooted at it:
+    // the root the real job used (a global rank, often another process's) does not change
+    // what the network model charges for the collective.
+    const bool rooted = kind == graph::CommKind::kBroadcast || kind == graph::CommKind::kReduce;
+    const graph::CommId comm = builder_.AddCollective(
+        kind, bytes, std::span<const int32_t>(&rank, 1), name, {}, rooted ? rank : -1);
     if (group_size > 1) {
       std::vector<int32_t> logical(static_cast<size_t>(group_size));
       std::iota(logical.begin(), logical.end(), 0);

@@ -11,6 +11,7 @@
 #include "tests/traces/chakra_test_traces.h"
 #include "tools/cli/simulate_command.h"
 #include "traces/chakra_writer.h"
+#include "traces/kineto_reader.h"
 
 namespace dtsim::cli {
 namespace {
@@ -46,6 +47,34 @@ TEST_F(ReplayCommandTest, PrintsStatisticsAndStepsAndWritesResultAndTimeline) {
   const Expected<Json> timeline = ReadJsonFile(Path("timeline.json"));
   ASSERT_TRUE(timeline.ok()) << timeline.error().ToString();
   EXPECT_GT((*timeline)["traceEvents"].size(), 4000u);
+}
+
+// Regression (issue 26): rank 0 of a real 2-rank NCCL job (6 broadcasts, 15 all-reduces over
+// process group "0" = ranks [0, 1]) aborted on an internal check: a broadcast's root was not a
+// member of the one-rank group the replay simulates. It replays, its steps to the nanosecond,
+// and keeps its process group: every collective is priced over the group's 2 ranks.
+TEST_F(ReplayCommandTest, TheTwoRankNcclTraceReplaysWithItsProcessGroup) {
+  const std::string nccl = DTSIM_SHARED_DIR "/traces/kineto/nccl_parser_config__nccl_data.json.gz";
+  const Expected<traces::Trace> trace = traces::ReadKinetoTrace(nccl);
+  ASSERT_TRUE(trace.ok()) << trace.error().ToString();
+  ASSERT_EQ(trace->collectives.size(), 21u);
+  int broadcasts = 0;
+  for (const traces::CollectiveInfo& collective : trace->collectives) {
+    EXPECT_EQ(collective.group_size, 2);
+    EXPECT_EQ(collective.process_group, "0");
+    EXPECT_EQ(collective.group_ranks, (std::vector<int32_t>{0, 1}));
+    broadcasts += collective.kind == graph::CommKind::kBroadcast ? 1 : 0;
+  }
+  EXPECT_EQ(broadcasts, 6);
+  const CommandOutcome outcome = Replay({nccl, "-o", Path("replay.json")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("rank 0 of 2 (nccl)"));
+  EXPECT_THAT(output_.str(), HasSubstr("21 collectives"));
+  EXPECT_THAT(output_.str(), HasSubstr("mean absolute error over 3 steps: 0.00%"));
+  // Re-priced by the network model, the broadcasts run over the process group's two GPUs.
+  const CommandOutcome priced = Replay({nccl, "--network", "dgx-a100"});
+  ASSERT_EQ(priced.kind, CommandOutcome::Kind::kOk) << priced.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("collectives priced on dgx-a100"));
 }
 
 TEST_F(ReplayCommandTest, ReplaysAChakraTraceAndWritesItsStatistics) {
