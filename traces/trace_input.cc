@@ -10,6 +10,8 @@
 
 #include <zlib.h>
 
+#include "sim/base/input_files.h"
+
 namespace dtsim::traces {
 namespace {
 
@@ -34,6 +36,7 @@ Expected<std::unique_ptr<TraceInputBuffer>> TraceInputBuffer::Open(const std::st
     return Error("is a directory, not a trace file").InFile(path);
   }
   DTSIM_ASSIGN_OR_RETURN(const bool compressed, StartsWithGzipMagic(path));
+  NoteInputFile(path);
   std::unique_ptr<TraceInputBuffer> buffer(new TraceInputBuffer(path));
   buffer->compressed_ = compressed;
   buffer->file_bytes_ = std::filesystem::file_size(path, ec);

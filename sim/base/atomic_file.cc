@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include "sim/base/input_files.h"
+
 namespace dtsim {
 namespace {
 std::string SystemReason() { return std::strerror(errno); }
@@ -17,6 +19,7 @@ AtomicFileWriter::AtomicFileWriter(std::string path, std::string temp_path)
     : path_(std::move(path)), temp_path_(std::move(temp_path)) {}
 
 Expected<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Open(const std::string& path) {
+  DTSIM_RETURN_IF_ERROR(CheckNotAnInput(path));
   std::string temp_path = path + ".tmp-" + std::to_string(::getpid());
   std::unique_ptr<AtomicFileWriter> writer(new AtomicFileWriter(path, temp_path));
   writer->stream_.open(temp_path, std::ios::binary | std::ios::trunc);
@@ -58,6 +61,7 @@ Expected<std::string> ReadFile(const std::string& path) {
   if (std::filesystem::is_directory(path, code)) return Error("is a directory, not a file").InFile(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error("cannot open: " + SystemReason()).InFile(path);
+  NoteInputFile(path);
   std::ostringstream buffer;
   buffer << in.rdbuf();
   if (in.bad()) return Error("read failed: " + SystemReason()).InFile(path);

@@ -13,7 +13,8 @@ namespace dtsim {
 
 class AtomicFileWriter {
  public:
-  // Opens "<path>.tmp-<pid>" for writing. Errors name the path and the system's reason.
+  // Opens "<path>.tmp-<pid>" for writing. Errors name the path and the system's reason, and
+  // refuse a path that is one of this process's inputs (sim/base/input_files.h).
   static Expected<std::unique_ptr<AtomicFileWriter>> Open(const std::string& path);
   ~AtomicFileWriter();  // removes the temporary file unless committed
   AtomicFileWriter(const AtomicFileWriter&) = delete;
@@ -34,7 +35,8 @@ class AtomicFileWriter {
 // Writes `content` to `path` atomically.
 Status WriteFileAtomically(const std::string& path, std::string_view content);
 
-// Reads a whole file; the error names the path and the system's reason.
+// Reads a whole file and records it as an input; the error names the path and the system's
+// reason.
 Expected<std::string> ReadFile(const std::string& path);
 
 }  // namespace dtsim

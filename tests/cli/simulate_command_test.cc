@@ -91,6 +91,48 @@ TEST_F(SimulateCommandTest, OverridesAndErrors) {
   EXPECT_EQ(Simulate({Path("missing.json")}).kind, CommandOutcome::Kind::kFailure);
 }
 
+// Regression (issue 26): `dtsim simulate same.json -o same.json` replaced the config with the
+// result. Every output that resolves to an input is refused before any work, the config and a
+// profile it names included, and nothing is written.
+TEST_F(SimulateCommandTest, AnOutputOverAnInputIsRefusedAndTheInputKept) {
+  const std::string config = Path("same.json");
+  const std::string text = *ReadFile(kSmall);
+  ASSERT_TRUE(WriteFileAtomically(config, text).ok());
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{config, "-o", config},
+        std::vector<std::string>{config, "--timeline", dir_.string() + "/../" +
+                                                            dir_.filename().string() + "/same.json"},
+        std::vector<std::string>{config, "--op-list", config}}) {
+    const CommandOutcome outcome = Simulate(args);
+    ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure) << args[2];
+    EXPECT_THAT(outcome.error->ToString(),
+                HasSubstr("refusing to write an output over an input of this command"));
+    EXPECT_EQ(*ReadFile(config), text);
+  }
+  const std::string profile = DTSIM_EXAMPLES_DIR "/profiles/h100-sxm5-80gb.json";
+  const std::string copy = Path("profile.json");
+  ASSERT_TRUE(WriteFileAtomically(copy, *ReadFile(profile)).ok());
+  const CommandOutcome over_profile =
+      Simulate({DTSIM_EXAMPLES_DIR "/llama2_70b_64h100.json", "--set", "profile=" + copy,
+                "--set", "simulation.ranks=symmetric", "-o", copy, "--quiet"});
+  ASSERT_EQ(over_profile.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(over_profile.error->ToString(), HasSubstr(copy + ": refusing to write"));
+  EXPECT_EQ(*ReadFile(copy), *ReadFile(profile));
+}
+
+// Regression (issue 26): a config of 100,000 nested arrays crashed with a stack overflow.
+TEST_F(SimulateCommandTest, ADeeplyNestedConfigIsAnError) {
+  const std::string config = Path("deep.json");
+  ASSERT_TRUE(WriteFileAtomically(config, std::string(100000, '[') + std::string(100000, ']')).ok());
+  const CommandOutcome outcome = Simulate({config});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_EQ(outcome.error->ToString(),
+            config + ": line 1, column 257: JSON nested deeper than 256 levels");
+  const CommandOutcome set = Simulate({kSmall, "--set", "model.layers=" + std::string(300, '[')});
+  ASSERT_EQ(set.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(set.error->ToString(), HasSubstr("nests deeper than 256 levels"));
+}
+
 TEST_F(SimulateCommandTest, CompressionPhasesAndWarningsReachTheSummaryAndTheResult) {
   const std::string onebit = DTSIM_EXAMPLES_DIR "/bert_large_64gpu_ethernet_onebit_adam.json";
   ASSERT_EQ(Simulate({onebit, "-o", Path("onebit.json")}).kind, CommandOutcome::Kind::kOk);

@@ -1,4 +1,5 @@
-// A fresh directory per test, named after the test and removed afterwards.
+// A fresh directory per test, named after the test and removed afterwards; the inputs that
+// earlier tests of the process read are forgotten (sim/base/input_files.h).
 #pragma once
 
 #include <unistd.h>
@@ -7,6 +8,8 @@
 #include <string>
 
 #include <gtest/gtest.h>
+
+#include "sim/base/input_files.h"
 
 namespace dtsim::testing_support {
 
@@ -17,6 +20,8 @@ class TempDirTest : public testing::Test {
            ("dtsim_" + std::to_string(::getpid()) + "_" +
             testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
+    // Files an earlier test read may have been removed and their inodes reused by this one's.
+    ForgetInputFiles();
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "sim/base/input_files.h"
+
 namespace dtsim::cli {
 
 namespace po = boost::program_options;
@@ -60,6 +62,17 @@ CommandOutcome RunCommandLine(std::span<const std::string> args,
 CommandOutcome FailureUnlessOk(Status status) {
   if (status.ok()) return CommandOutcome::Ok();
   return CommandOutcome::Failure(std::move(status).error());
+}
+
+Status RefuseOutputsOverInputs(const std::vector<std::string>& inputs,
+                               const std::vector<std::string>& outputs) {
+  for (const std::string& input : inputs) {
+    if (!input.empty()) NoteInputFile(input);
+  }
+  for (const std::string& output : outputs) {
+    if (!output.empty()) DTSIM_RETURN_IF_ERROR(CheckNotAnInput(output));
+  }
+  return Status::Ok();
 }
 
 }  // namespace dtsim::cli

@@ -37,6 +37,13 @@ CommandOutcome RunCommandLine(std::span<const std::string> args,
                               const bool& help, std::string_view missing, std::ostream& out,
                               const std::function<CommandOutcome()>& execute);
 
+// Refuses, before any work is done, an output that is one of the inputs named on the command
+// line; the inputs are recorded (sim/base/input_files.h), so the writers also refuse them,
+// and every file a reader opens later (a profile a config names), when they open it. Empty
+// paths are skipped.
+Status RefuseOutputsOverInputs(const std::vector<std::string>& inputs,
+                               const std::vector<std::string>& outputs);
+
 // Ok for an ok status, else a failure (exit status 1) carrying its error.
 CommandOutcome FailureUnlessOk(Status status);
 

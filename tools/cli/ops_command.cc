@@ -53,6 +53,7 @@ std::string Dims(const traces::OpSignature& signature) {
 }
 
 Status Execute(const OpsOptions& options, std::ostream& out) {
+  DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs({options.trace}, {options.output_path}));
   if (options.top < 0) return Error("--top must not be negative", "", std::to_string(options.top));
   DTSIM_ASSIGN_OR_RETURN(const traces::TraceFormat format,
                          traces::DetectTraceFormat(options.trace));

@@ -133,6 +133,12 @@ CommandOutcome Execute(const ProfileOptions& options, std::ostream& out,
   }
   Expected<std::string> program = ResolveProgram(options.program.front());
   if (!program.ok()) return CommandOutcome::Failure(std::move(program).error());
+  // The profiled program and every file its arguments name are inputs (a script, a config).
+  std::vector<std::string> inputs = options.program;
+  inputs.push_back(*program);
+  if (Status refused = RefuseOutputsOverInputs(inputs, {options.output}); !refused.ok()) {
+    return CommandOutcome::Failure(std::move(refused).error());
+  }
   if (Expected<profiler::CudaDriverInfo> driver = environment.probe_driver(); !driver.ok()) {
     return CommandOutcome::Failure(Error("cannot profile here: " + driver.error().ToString()));
   }

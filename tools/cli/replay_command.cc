@@ -289,6 +289,9 @@ OrderedJson PrintWhatIf(std::ostream& out, const strategies::ReplayWhatIf& what_
 }
 
 Status Execute(const ReplayOptions& options, std::ostream& out) {
+  DTSIM_RETURN_IF_ERROR(
+      RefuseOutputsOverInputs({options.trace, options.comm_groups, options.what_if_file},
+                              {options.result_path, options.timeline_path}));
   DTSIM_ASSIGN_OR_RETURN(const strategies::ReplayWhatIf what_if, WhatIfOf(options));
   DTSIM_ASSIGN_OR_RETURN(const traces::TraceFormat format,
                          traces::DetectTraceFormat(options.trace));

@@ -82,7 +82,28 @@ Status CheckResults(const ReportOptions& options) {
   return Status::Ok();
 }
 
+// The report writes DIR/index.html and DIR/*.png (tools/report/report.py): an input at one of
+// those paths would be replaced.
+Status RefuseInputsInTheReport(const ReportOptions& options) {
+  std::vector<std::string> inputs = options.results;
+  inputs.push_back(options.timeline);
+  DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(inputs, {options.output_dir}));
+  std::error_code code;
+  const std::filesystem::path dir = std::filesystem::weakly_canonical(options.output_dir, code);
+  for (const std::string& input : inputs) {
+    if (input.empty()) continue;
+    const std::filesystem::path path = std::filesystem::weakly_canonical(input, code);
+    const bool written = path.filename() == "index.html" || path.extension() == ".png";
+    if (!code && written && path.parent_path() == dir) {
+      return Error("refusing to write the report here: it would replace the input " + input)
+          .InFile(options.output_dir);
+    }
+  }
+  return Status::Ok();
+}
+
 Status Execute(const ReportOptions& options, std::ostream& out) {
+  DTSIM_RETURN_IF_ERROR(RefuseInputsInTheReport(options));
   DTSIM_RETURN_IF_ERROR(CheckResults(options));
   const char* python_env = std::getenv("DTSIM_PYTHON");
   const std::string python = python_env != nullptr && *python_env != 0 ? python_env : std::string(kDefaultPython);

@@ -138,6 +138,8 @@ Expected<const ModelEntry*> FindModel(const RunOptions& options) {
 
 Status Execute(const RunOptions& options, const ModelEntry& entry, const CommunicationCost& cost,
                std::ostream& out) {
+  DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(
+      {options.graph_path, options.cluster}, {options.result_path, options.timeline_path}));
   DTSIM_ASSIGN_OR_RETURN(const graph::TaskGraph graph, graph::LoadTaskGraph(options.graph_path));
   DTSIM_ASSIGN_OR_RETURN(ModelSetup setup, entry.make(options, cost, graph));
   engine::CommunicationModel& model = *setup.model;

@@ -282,6 +282,11 @@ Expected<SearchFile> RunMerge(const SearchCommandOptions& options) {
 }
 
 Status Execute(const SearchCommandOptions& options, std::ostream& out) {
+  std::vector<std::string> inputs = options.merge;
+  inputs.push_back(options.config);
+  const std::string& prefix = options.output_prefix;
+  DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(
+      inputs, {prefix.empty() ? "" : prefix + ".json", prefix.empty() ? "" : prefix + ".csv"}));
   Progress progress = Progress::ForTerminal();
   const bool merging = !options.merge.empty();
   DTSIM_ASSIGN_OR_RETURN(const SearchFile file,

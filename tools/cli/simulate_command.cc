@@ -297,6 +297,8 @@ Status WriteOpList(const std::string& path, const SimulationConfig& config) {
 }
 
 Status Execute(const SimulateOptions& options, std::ostream& out) {
+  DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(
+      {options.config}, {options.result_path, options.timeline_path, options.op_list_path}));
   DTSIM_ASSIGN_OR_RETURN(const SimulationConfig config,
                          strategies::LoadConfig(options.config, options.overrides));
   Expected<SimulationResult> result = strategies::Simulate(config);

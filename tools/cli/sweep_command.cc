@@ -18,6 +18,7 @@
 #include "tools/cli/command_line.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/simulate_command.h"
+#include "tools/cli/sweep_axes.h"
 
 namespace dtsim::cli {
 namespace {
@@ -60,67 +61,6 @@ po::options_description Describe(SweepOptions& o) {
 inline constexpr std::string_view kSweepFormat = "dtsim.sweep";
 inline constexpr int kSweepVersion = 1;
 
-struct Axis {
-  std::string key;
-  std::vector<std::string> values;
-};
-
-// "a,b,[1,2],{"x": 1},"c,d"" → a | b | [1,2] | {"x": 1} | "c,d": commas at the top level only.
-std::vector<std::string> SplitValues(std::string_view text) {
-  std::vector<std::string> values;
-  std::string current;
-  int depth = 0;
-  bool quoted = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (quoted) {
-      if (c == '\\' && i + 1 < text.size()) current += text[i++];
-      else if (c == '"') quoted = false;
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == '[' || c == '{') {
-      ++depth;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    } else if (c == ',' && depth == 0) {
-      values.push_back(std::move(current));
-      current.clear();
-      continue;
-    }
-    current += c;
-  }
-  values.push_back(std::move(current));
-  return values;
-}
-
-Expected<Axis> ParseVary(const std::string& text) {
-  const size_t equals = text.find('=');
-  if (equals == std::string::npos || equals == 0) {
-    return Error("expected KEY.PATH=V1,V2,...", "--vary", Quote(text));
-  }
-  Axis axis{.key = text.substr(0, equals), .values = SplitValues(std::string_view(text).substr(equals + 1))};
-  for (const std::string& value : axis.values) {
-    if (value.empty()) return Error("empty value in the list", "--vary", Quote(text));
-  }
-  return axis;
-}
-
-// An --vary key the config cannot have: the strict reader's "unknown key" at the key or one of
-// its parents, with its suggestion.
-Status CheckKey(const Json& base, const Axis& axis, const std::string& source) {
-  Json trial = base;
-  DTSIM_RETURN_IF_ERROR(strategies::ApplyOverride(trial, axis.key + "=" + axis.values.front()));
-  Expected<SimulationConfig> config = strategies::ConfigFromJson(trial, source);
-  if (config.ok()) return Status::Ok();
-  const Error& error = config.error();
-  const std::string& at = error.location();
-  const bool on_path = axis.key == at || axis.key.starts_with(at + ".");
-  if (on_path && error.message().starts_with("unknown key")) {
-    return Error(error.message(), "--vary", Quote(axis.key));
-  }
-  return Status::Ok();  // other errors belong to points (a value may be bad with others only)
-}
-
 struct Point {
   std::vector<size_t> choice;  // a value index per axis
   std::optional<OrderedJson> result;
@@ -148,11 +88,6 @@ Status Evaluate(const Json& base, const std::vector<Axis>& axes, const std::stri
   return Status::Ok();
 }
 
-// A value as the JSON it parses as, or as text (how --set and --vary read it).
-OrderedJson ValueJson(const std::string& text) {
-  OrderedJson parsed = OrderedJson::parse(text, nullptr, /*allow_exceptions=*/false);
-  return parsed.is_discarded() ? OrderedJson(text) : parsed;
-}
 
 Status WriteOutputs(const std::string& prefix, const SweepOptions& options,
                     const std::vector<Axis>& axes, const std::vector<Point>& points) {
@@ -235,6 +170,10 @@ void PrintTable(std::ostream& out, const SweepOptions& options, const std::vecto
 }
 
 Status Execute(const SweepOptions& options, std::ostream& out) {
+  const std::string& prefix = options.output_prefix;
+  DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(
+      {options.config},
+      {prefix.empty() ? "" : prefix + ".json", prefix.empty() ? "" : prefix + ".csv"}));
   DTSIM_ASSIGN_OR_RETURN(Json base, ReadJsonFile(options.config));
   for (const std::string& assignment : options.overrides) {
     DTSIM_RETURN_IF_ERROR(strategies::ApplyOverride(base, assignment));

@@ -33,6 +33,7 @@ po::options_description Describe(ValidateOptions& o) {
 }
 
 Status Execute(const ValidateOptions& options, std::ostream& out) {
+  DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs({options.points}, {options.report_path}));
   DTSIM_ASSIGN_OR_RETURN(const Json points, ReadJsonFile(options.points));
   DTSIM_ASSIGN_OR_RETURN(const strategies::ValidationReport report,
                          strategies::Validate(points, options.points));

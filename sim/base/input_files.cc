@@ -1,0 +1,65 @@
+#include "sim/base/input_files.h"
+
+#include <sys/stat.h>
+
+#include <map>
+#include <mutex>
+#include <utility>
+
+namespace dtsim {
+namespace {
+
+using FileIdentity = std::pair<dev_t, ino_t>;
+
+struct InputRegistry {
+  std::mutex mutex;
+  std::map<FileIdentity, std::string> inputs;  // identity -> the path as first named
+};
+
+InputRegistry& Registry() {
+  static InputRegistry registry;  // NOLINT: process-wide by design, see the header
+  return registry;
+}
+
+std::optional<FileIdentity> IdentityOf(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return std::nullopt;
+  return FileIdentity(info.st_dev, info.st_ino);
+}
+
+}  // namespace
+
+void NoteInputFile(const std::string& path) {
+  const std::optional<FileIdentity> identity = IdentityOf(path);
+  if (!identity) return;
+  InputRegistry& registry = Registry();
+  const std::lock_guard<std::mutex> lock(registry.mutex);
+  registry.inputs.emplace(*identity, path);
+}
+
+std::optional<std::string> InputAt(const std::string& path) {
+  const std::optional<FileIdentity> identity = IdentityOf(path);
+  if (!identity) return std::nullopt;
+  InputRegistry& registry = Registry();
+  const std::lock_guard<std::mutex> lock(registry.mutex);
+  const auto it = registry.inputs.find(*identity);
+  if (it == registry.inputs.end()) return std::nullopt;
+  return it->second;
+}
+
+Status CheckNotAnInput(const std::string& output_path) {
+  const std::optional<std::string> input = InputAt(output_path);
+  if (!input) return Status::Ok();
+  const std::string same = *input == output_path ? "" : " (the same file as " + *input + ")";
+  return Error("refusing to write an output over an input of this command" + same +
+               ": the input would be lost")
+      .InFile(output_path);
+}
+
+void ForgetInputFiles() {
+  InputRegistry& registry = Registry();
+  const std::lock_guard<std::mutex> lock(registry.mutex);
+  registry.inputs.clear();
+}
+
+}  // namespace dtsim
