@@ -36,9 +36,11 @@ Status ReadDType(JsonObjectReader& reader, std::string_view key, DType& out) {
 Status ReadTraining(const Json& value, TrainingConfig& training) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, "training"));
   if (!reader.Has("global_batch")) return Error("missing required field", "training.global_batch");
-  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("global_batch", training.global_batch));
-  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("micro_batch", training.micro_batch));
-  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("seq_len", training.seq_len));
+  DTSIM_RETURN_IF_ERROR(
+      reader.ReadOptionalInt("global_batch", training.global_batch, 1, kMaxGlobalBatch));
+  DTSIM_RETURN_IF_ERROR(
+      reader.ReadOptionalInt("micro_batch", training.micro_batch, 1, kMaxGlobalBatch));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("seq_len", training.seq_len, 1, kMaxSequenceLength));
   DTSIM_RETURN_IF_ERROR(ReadDType(reader, "precision", training.dtype));
   DTSIM_RETURN_IF_ERROR(ReadDType(reader, "grad_precision", training.grad_dtype));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("optimizer", models::OptimizerNames(), training.optimizer));
@@ -203,6 +205,15 @@ Status ReadSimulation(const Json& value, SimulationConfig& config) {
   config.network_model = std::string(kNetworkNames[static_cast<size_t>(network)]);
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("ranks", kRanksNames, config.ranks));
   DTSIM_ASSIGN_OR_RETURN(config.cost_model, reader.StringOr("cost_model", config.cost_model));
+  if (reader.Has("max_memory")) {
+    DTSIM_ASSIGN_OR_RETURN(const Bytes max_memory, reader.Size("max_memory"));
+    if (max_memory.count() <= 0) {
+      return Error("must be more than zero", "simulation.max_memory",
+                   JsonValueForError(value["max_memory"]));
+    }
+    config.max_memory = max_memory.count();
+  }
+  reader.Allow("max_memory");
   return reader.Finish();
 }
 
@@ -357,6 +368,14 @@ Status CheckParameterServers(const SimulationConfig& config) {
 Status CheckPlan(SimulationConfig& config) {
   const ParallelPlan& plan = config.plan;
   TrainingConfig& training = config.training;
+  // First, so that the products below (and ParallelPlan::world()) cannot overflow.
+  const double ranks = static_cast<double>(plan.data) * plan.tensor * plan.pipeline;
+  if (ranks > static_cast<double>(kMaxPlanRanks)) {
+    return Error(fmt::format("data × tensor × pipeline = {} × {} × {} is more than the {} ranks "
+                             "dtsim simulates",
+                             plan.data, plan.tensor, plan.pipeline, kMaxPlanRanks),
+                 "parallelism", fmt::format("{:.0f}", ranks));
+  }
   DTSIM_RETURN_IF_ERROR(Divisible(training.global_batch, "global batch",
                                   training.micro_batch * plan.data,
                                   "micro-batch × data-parallel size",

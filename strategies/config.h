@@ -23,6 +23,13 @@
 
 namespace dtsim::strategies {
 
+// Bounds on what a config may ask for, far above any real run, that keep every product of
+// them (tokens, ranks, bytes) inside 64-bit integers: 2^36 sequences a batch (68.7 billion),
+// 2^24 tokens a sequence (16.8 million), 2^24 ranks.
+inline constexpr int64_t kMaxGlobalBatch = int64_t{1} << 36;
+inline constexpr int64_t kMaxSequenceLength = int64_t{1} << 24;
+inline constexpr int64_t kMaxPlanRanks = int64_t{1} << 24;
+
 struct TrainingConfig {
   int64_t global_batch = 0;  // sequences (samples) per iteration
   int64_t micro_batch = 1;
@@ -119,6 +126,9 @@ struct SimulationConfig {
   std::string network_model = "analytical";
   std::string cost_model = "chain";
   RanksMode ranks = RanksMode::kFull;
+  // The memory a simulation may take (`--max-memory`), checked before its graph is built
+  // (strategies/footprint.h); 0: three quarters of the machine's.
+  int64_t max_memory = 0;
 
   int64_t Microbatches() const {
     return training.global_batch / (training.micro_batch * plan.data);

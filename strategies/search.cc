@@ -541,7 +541,8 @@ Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& s
 Status ExplainEmptySearch(const SearchResult& result, const SimulationConfig& base) {
   if (result.Count(PlanStatus::kSimulated) > 0) return Status::Ok();
   std::vector<std::string> parts;
-  for (const auto& [reason, count] : result.PrunedByReason()) {
+  for (const auto& [pruned_reason, count] : result.PrunedByReason()) {
+    const std::string& reason = pruned_reason;  // clang 14 cannot capture a structured binding
     const auto example = std::find_if(result.plans.begin(), result.plans.end(),
                                       [&reason](const EvaluatedPlan& p) {
                                         return (p.status == PlanStatus::kInvalid ||

@@ -7,6 +7,7 @@
 
 #include "network/analytical_model.h"
 #include "network/flow_model.h"
+#include "strategies/footprint.h"
 #include "traces/op_cost_table.h"
 
 namespace dtsim::strategies {
@@ -134,6 +135,7 @@ Expected<SimulationResult> Simulate(const SimulationConfig& config) {
 
 Expected<SimulationResult> Simulate(const SimulationConfig& input,
                                     const models::OpCostModel& cost) {
+  DTSIM_RETURN_IF_ERROR(CheckFootprint(input, input.max_memory));
   SimulationConfig config = input;
   if (config.plan.layer_split == ParallelPlan::LayerSplit::kBalanced &&
       config.plan.stage_layers.empty() && config.model.family == models::ModelFamily::kTransformer) {

@@ -18,6 +18,7 @@
 #include "sim/base/quantity.h"
 #include "sim/graph/builder.h"
 #include "strategies/data_parallel_iteration.h"
+#include "strategies/footprint.h"
 #include "strategies/gradient_reduction.h"
 #include "strategies/pipeline_schedule.h"
 
@@ -422,9 +423,20 @@ class IterationBuilder {
     DTSIM_RETURN_IF_ERROR(PricePasses());
     const int64_t microbatches = config_.Microbatches();
     std::vector<std::vector<GradientReady>> ready(static_cast<size_t>(plan_.pipeline));
+    // EstimateFootprint is a lower bound: the graph may still outgrow the memory allowed.
+    const double max_memory = static_cast<double>(
+        config_.max_memory > 0 ? config_.max_memory : DefaultMaxMemory());
     for (int stage = 0; stage < plan_.pipeline; ++stage) {
       for (int dp = 0; dp < simulated_data_; ++dp) {
         ready[static_cast<size_t>(stage)].push_back(BuildStage(stage, dp, microbatches));
+        const double bytes = static_cast<double>(builder_.task_count()) * kBytesPerTask;
+        if (bytes > max_memory) {
+          return Error(fmt::format("the graph outgrew the {:.3g} GiB allowed (--max-memory) "
+                                   "at {} tasks, while building pipeline stage {} of {}",
+                                   max_memory / (1 << 30), builder_.task_count(), stage + 1,
+                                   plan_.pipeline),
+                       "simulation");
+        }
       }
     }
     DTSIM_RETURN_IF_ERROR(ReduceGradients(ready));

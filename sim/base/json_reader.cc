@@ -147,8 +147,9 @@ Status JsonObjectReader::ReadOptional(std::string_view key, int64_t min, int64_t
   return Status::Ok();
 }
 
-Error JsonObjectReader::TooLarge(std::string_view key) const {
-  return Error("too large", JsonChildPath(path_, key), JsonValueForError(*object_->find(key)));
+Error JsonObjectReader::TooLarge(std::string_view key, int64_t most) const {
+  return Error(fmt::format("too large: at most {}", most), JsonChildPath(path_, key),
+               JsonValueForError(*object_->find(key)));
 }
 
 Status JsonObjectReader::ReadOptional(std::string_view key, bool& out) {

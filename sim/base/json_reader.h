@@ -81,7 +81,8 @@ class JsonObjectReader {
                          int64_t cap = std::numeric_limits<int64_t>::max()) {
     int64_t value = out;
     DTSIM_RETURN_IF_ERROR(ReadOptional(key, min, std::numeric_limits<int64_t>::max(), value));
-    if (value > std::min<int64_t>(cap, std::numeric_limits<Int>::max())) return TooLarge(key);
+    const int64_t most = std::min<int64_t>(cap, std::numeric_limits<Int>::max());
+    if (value > most) return TooLarge(key, most);
     out = static_cast<Int>(value);
     return Status::Ok();
   }
@@ -103,7 +104,7 @@ class JsonObjectReader {
   JsonObjectReader(const Json& object, std::string path) : object_(&object), path_(std::move(path)) {}
   Expected<const Json*> Required(std::string_view key);
   Error TypeError(std::string_view key, std::string_view expected, const Json& value) const;
-  Error TooLarge(std::string_view key) const;
+  Error TooLarge(std::string_view key, int64_t most) const;
 
   const Json* object_;
   std::string path_;

@@ -1,5 +1,6 @@
 #include "tools/cli/simulate_command.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <sstream>
 
@@ -131,6 +132,42 @@ TEST_F(SimulateCommandTest, ADeeplyNestedConfigIsAnError) {
   const CommandOutcome set = Simulate({kSmall, "--set", "model.layers=" + std::string(300, '[')});
   ASSERT_EQ(set.kind, CommandOutcome::Kind::kFailure);
   EXPECT_THAT(set.error->ToString(), HasSubstr("nests deeper than 256 levels"));
+}
+
+// Issue 26: a config that asks for 10⁹ GPUs or 10¹² tokens fails in well under a second with a
+// message, before anything is built (not by the kernel's OOM killer).
+TEST_F(SimulateCommandTest, AbsurdSizesFailFastWithAMessage) {
+  const auto timed = [this](std::vector<std::string> args) {
+    const auto start = std::chrono::steady_clock::now();
+    const CommandOutcome outcome = Simulate(std::move(args));
+    const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
+    EXPECT_LT(seconds.count(), 1.0);
+    EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+    return outcome.error.has_value() ? outcome.error->ToString() : std::string();
+  };
+  // 10⁹ GPUs: 125,000,000 nodes of 8, or a plan of 15,625,000 × 8 × 8 ranks.
+  EXPECT_THAT(timed({kSmall, "--set", "cluster.nodes=125000000"}),
+              HasSubstr("cluster.nodes: must be in [1, 1048576], got 125000000"));
+  EXPECT_THAT(timed({kSmall, "--set", "parallelism.data=15625000", "--set",
+                     "parallelism.tensor=8", "--set", "parallelism.pipeline=8", "--set",
+                     "training.global_batch=62500000", "--set", "cluster.nodes=null"}),
+              HasSubstr("parallelism: data × tensor × pipeline = 15625000 × 8 × 8 is more than "
+                        "the 16777216 ranks dtsim simulates, got 1000000000"));
+  // 10¹² tokens an iteration: 1,953,125,000 sequences of 512 (2³·5¹² × 2⁹), 244,140,625
+  // micro-batches of 4 on each of 2 replicas; and one sequence of 10¹² tokens.
+  const std::vector<std::string> tokens = {kSmall, "--set", "training.global_batch=1953125000",
+                                           "--set", "training.seq_len=512"};
+  EXPECT_THAT(timed(tokens), HasSubstr("16 simulated ranks × 244140625 micro-batches"));
+  std::vector<std::string> symmetric = tokens;
+  symmetric.insert(symmetric.end(), {"--set", "simulation.ranks=\"symmetric\""});
+  EXPECT_THAT(timed(symmetric), HasSubstr("2 simulated ranks × 244140625 micro-batches"));
+  EXPECT_THAT(timed({kSmall, "--set", "training.seq_len=1000000000000"}),
+              HasSubstr("training.seq_len: too large: at most 16777216, got 1000000000000"));
+  // --max-memory is simulation.max_memory.
+  EXPECT_THAT(timed({kSmall, "--max-memory", "100 KiB"}),
+              HasSubstr("over the 9.54e-05 GiB allowed (--max-memory)"));
+  EXPECT_THAT(timed({kSmall, "--max-memory", "0 GiB"}),
+              HasSubstr("simulation.max_memory: must be more than zero"));
 }
 
 TEST_F(SimulateCommandTest, CompressionPhasesAndWarningsReachTheSummaryAndTheResult) {

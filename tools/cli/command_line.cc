@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "sim/base/input_files.h"
+#include "sim/base/json_reader.h"
 
 namespace dtsim::cli {
 
@@ -62,6 +63,10 @@ CommandOutcome RunCommandLine(std::span<const std::string> args,
 CommandOutcome FailureUnlessOk(Status status) {
   if (status.ok()) return CommandOutcome::Ok();
   return CommandOutcome::Failure(std::move(status).error());
+}
+
+void AddMaxMemoryOverride(const std::string& size, std::vector<std::string>& overrides) {
+  if (!size.empty()) overrides.push_back("simulation.max_memory=" + Json(size).dump());
 }
 
 Status RefuseOutputsOverInputs(const std::vector<std::string>& inputs,

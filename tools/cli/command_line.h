@@ -44,6 +44,15 @@ CommandOutcome RunCommandLine(std::span<const std::string> args,
 Status RefuseOutputsOverInputs(const std::vector<std::string>& inputs,
                                const std::vector<std::string>& outputs);
 
+// The help of --max-memory (simulate, search, sweep), which sets simulation.max_memory.
+inline constexpr const char* kMaxMemoryHelp =
+    "the memory a simulation may take, e.g. \"64 GiB\" (default: three quarters of this "
+    "machine's); a config needing more fails before its graph is built. Same as --set "
+    "simulation.max_memory=SIZE";
+
+// "--set simulation.max_memory=SIZE" for a --max-memory SIZE (nothing when `size` is empty).
+void AddMaxMemoryOverride(const std::string& size, std::vector<std::string>& overrides);
+
 // Ok for an ok status, else a failure (exit status 1) carrying its error.
 CommandOutcome FailureUnlessOk(Status status);
 

@@ -37,6 +37,7 @@ struct SearchCommandOptions {
   int shards = 1;
   std::string ranks = "symmetric";
   std::string output_prefix;
+  std::string max_memory;
   bool quiet = false;
   bool help = false;
 };
@@ -64,6 +65,7 @@ po::options_description Describe(SearchCommandOptions& o) {
       ("ranks", po::value(&o.ranks)->value_name("MODE")->default_value("symmetric"),
        "simulate \"symmetric\" ranks (one per pipeline stage; fast) or \"full\"")
       ("threads,j", po::value(&o.threads)->value_name("N"), "threads (default: every core)")
+      ("max-memory", po::value(&o.max_memory)->value_name("SIZE"), kMaxMemoryHelp)
       ("shard", po::value(&o.shard_text)->value_name("K/N"),
        "evaluate only the K-th of N interleaved slices of the space (K from 1); merge the "
        "shards' JSON files with --merge")
@@ -209,7 +211,9 @@ void PrintWhy(std::ostream& out, const SearchFile& file) {
 
 Expected<SearchFile> RunSearch(const SearchCommandOptions& options, Progress& progress) {
   DTSIM_ASSIGN_OR_RETURN(Json json, ReadJsonFile(options.config));
-  for (const std::string& assignment : options.overrides) {
+  std::vector<std::string> overrides = options.overrides;
+  AddMaxMemoryOverride(options.max_memory, overrides);
+  for (const std::string& assignment : overrides) {
     DTSIM_RETURN_IF_ERROR(strategies::ApplyOverride(json, assignment));
   }
   const auto in_file = [&options](Error error) { return std::move(error).InFile(options.config); };

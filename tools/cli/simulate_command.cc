@@ -27,6 +27,7 @@ struct SimulateOptions {
   std::string timeline_path;
   std::string chakra_prefix;
   std::string op_list_path;
+  std::string max_memory;
   bool quiet = false;
   bool help = false;
 };
@@ -51,6 +52,7 @@ po::options_description Describe(SimulateOptions& o) {
       ("op-list", po::value(&o.op_list_path)->value_name("FILE"),
        "write every distinct op signature the plan prices (docs/formats/op-list.md): what "
        "tools/op_benchmark.py measures on a GPU")
+      ("max-memory", po::value(&o.max_memory)->value_name("SIZE"), kMaxMemoryHelp)
       ("quiet,q", po::bool_switch(&o.quiet), "print nothing on success");
   return description;
 }
@@ -299,8 +301,10 @@ Status WriteOpList(const std::string& path, const SimulationConfig& config) {
 Status Execute(const SimulateOptions& options, std::ostream& out) {
   DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(
       {options.config}, {options.result_path, options.timeline_path, options.op_list_path}));
+  std::vector<std::string> overrides = options.overrides;
+  AddMaxMemoryOverride(options.max_memory, overrides);
   DTSIM_ASSIGN_OR_RETURN(const SimulationConfig config,
-                         strategies::LoadConfig(options.config, options.overrides));
+                         strategies::LoadConfig(options.config, overrides));
   Expected<SimulationResult> result = strategies::Simulate(config);
   if (!result.ok()) return std::move(result).error().InFile(options.config);
   if (!options.result_path.empty()) {

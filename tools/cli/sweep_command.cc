@@ -31,6 +31,7 @@ struct SweepOptions {
   std::vector<std::string> overrides;
   std::vector<std::string> vary;
   std::string output_prefix;
+  std::string max_memory;
   int threads = 0;
   bool quiet = false;
   bool help = false;
@@ -51,6 +52,7 @@ po::options_description Describe(SweepOptions& o) {
       ("set", po::value(&o.overrides)->value_name("KEY.PATH=VALUE")->composing(),
        "override a config field at every point (repeatable)")
       ("threads,j", po::value(&o.threads)->value_name("N"), "threads (default: every core)")
+      ("max-memory", po::value(&o.max_memory)->value_name("SIZE"), kMaxMemoryHelp)
       ("output,o", po::value(&o.output_prefix)->value_name("PREFIX"),
        "write PREFIX.json (every point's full result) and PREFIX.csv "
        "(docs/formats/sweep-result.md)")
@@ -175,7 +177,9 @@ Status Execute(const SweepOptions& options, std::ostream& out) {
       {options.config},
       {prefix.empty() ? "" : prefix + ".json", prefix.empty() ? "" : prefix + ".csv"}));
   DTSIM_ASSIGN_OR_RETURN(Json base, ReadJsonFile(options.config));
-  for (const std::string& assignment : options.overrides) {
+  std::vector<std::string> overrides = options.overrides;
+  AddMaxMemoryOverride(options.max_memory, overrides);
+  for (const std::string& assignment : overrides) {
     DTSIM_RETURN_IF_ERROR(strategies::ApplyOverride(base, assignment));
   }
   std::vector<Axis> axes;

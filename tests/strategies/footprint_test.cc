@@ -1,0 +1,86 @@
+// The memory check before a graph is built (strategies/footprint.h): its estimate is a lower
+// bound on every shipped example, in both rank modes; a config past the limit fails before it
+// is built; and a graph that outgrows the limit the estimate let through is stopped.
+#include "strategies/footprint.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "strategies/simulate.h"
+#include "tests/strategies/simulate_helpers.h"
+
+namespace dtsim::strategies {
+namespace {
+
+using testing::HasSubstr;
+
+SimulationConfig Example(const std::string& name, const std::vector<std::string>& overrides) {
+  Expected<SimulationConfig> config =
+      LoadConfig(std::string(DTSIM_EXAMPLES_DIR) + "/" + name, overrides);
+  EXPECT_TRUE(config.ok()) << config.error().ToString();
+  return *config;
+}
+
+TEST(FootprintTest, TheEstimateIsALowerBoundOnEveryExamplesTasks) {
+  for (const char* name : {"gpt3_1.3b_16gpu.json", "llama2_70b_64h100.json",
+                           "bert_large_64gpu_ethernet.json", "bert_large_64gpu_ethernet_byteps.json",
+                           "mixtral_8x7b_ep8_64h100.json", "gpt3_6.7b_tesseract_64gpu.json",
+                           "resnet50_256gpu.json", "gpt3_175b_1024gpu.json"}) {
+    for (const char* ranks : {"full", "symmetric"}) {
+      if (std::string(name) == "gpt3_175b_1024gpu.json" && std::string(ranks) == "full") continue;
+      const SimulationConfig config =
+          Example(name, {fmt::format("simulation.ranks=\"{}\"", ranks)});
+      const Footprint footprint = EstimateFootprint(config);
+      const Expected<SimulationResult> result = Simulate(config);
+      ASSERT_TRUE(result.ok()) << result.error().ToString();
+      const double tasks = static_cast<double>(result->iteration->graph.task_count());
+      EXPECT_LE(footprint.tasks, tasks) << name << " " << ranks;
+      std::printf("  %-40s %-9s estimate %10.0f tasks, built %10.0f (%.2f)\n", name, ranks,
+                  footprint.tasks, tasks, footprint.tasks / tasks);
+    }
+  }
+}
+
+TEST(FootprintTest, AConfigPastTheLimitFailsBeforeItsGraphIsBuilt) {
+  // The small example: 16 ranks × 8 micro-batches × 2 passes × 24 layers / 2 stages × 8 ranks
+  // per stage = 16 × 8 × 2 × 24 / 2 = 3,072 tasks at least, 245,760 bytes.
+  SimulationConfig config = Example("gpt3_1.3b_16gpu.json", {});
+  EXPECT_EQ(EstimateFootprint(config).tasks, 3072);
+  EXPECT_EQ(EstimateFootprint(config).bytes, 3072 * kBytesPerTask);
+  config.max_memory = 200000;
+  const Expected<SimulationResult> result = Simulate(config);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.error().ToString(),
+              HasSubstr("simulation: the simulation would need at least 0.0002289 GiB, over the "
+                        "0.000186 GiB allowed (--max-memory): 16 simulated ranks × 8 "
+                        "micro-batches × forward and backward of their layers make at least "
+                        "3.07e+03 tasks of ~80 bytes"));
+}
+
+TEST(FootprintTest, AGraphThatOutgrowsTheLimitIsStoppedWhileItIsBuilt) {
+  // The estimate (3,072 tasks) is below the 27,136 tasks the example builds: a limit between
+  // them passes the check and stops the builder after the first pipeline stage passes it.
+  SimulationConfig config = Example("gpt3_1.3b_16gpu.json", {});
+  config.max_memory = 10000 * kBytesPerTask;
+  const Expected<SimulationResult> result = Simulate(config);
+  ASSERT_FALSE(result.ok());
+  // 10,000 × 80 bytes = 0.000745 GiB; stage 0's two replicas build 13,440 tasks.
+  EXPECT_EQ(result.error().ToString(),
+            "simulation: the graph outgrew the 0.000745 GiB allowed (--max-memory) at 13440 "
+            "tasks, while building pipeline stage 1 of 2");
+}
+
+TEST(FootprintTest, TheDefaultIsThreeQuartersOfTheMachine) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGE_SIZE);
+  EXPECT_EQ(DefaultMaxMemory(), static_cast<int64_t>(pages) * page / 4 * 3);
+}
+
+}  // namespace
+}  // namespace dtsim::strategies
