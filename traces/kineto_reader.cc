@@ -167,6 +167,8 @@ class TraceAssembler {
  public:
   explicit TraceAssembler(Trace& trace) : trace_(trace) {}
 
+  int64_t events() const { return trace_.stats.events; }
+
   void Add(RawEvent& event) {
     ImportStats& stats = trace_.stats;
     ++stats.events;
@@ -465,6 +467,12 @@ class KinetoSax : public SaxErrors {
   bool number_unsigned(uint64_t value) { return Number(Json(value), std::to_string(value)); }
   bool number_float(double value, const std::string& text) { return Number(Json(value), text); }
   bool string(std::string& value) {
+    if (value.size() > kMaxTraceStringBytes) {
+      error_ = fmt::format("a string of {} bytes in traceEvents entry {}: more than the {} MiB a "
+                           "name or argument may take",
+                           value.size(), assembler_.events(), kMaxTraceStringBytes >> 20);
+      return false;
+    }
     if (InEventField()) {
       EventString(value);
       return true;
@@ -545,6 +553,12 @@ class KinetoSax : public SaxErrors {
     }
     if (in_event_ && depth_ == event_depth_) {
       in_event_ = false;
+      if (assembler_.events() >= kMaxTraceEvents) {
+        error_ = fmt::format("more than {} traceEvents entries: dtsim indexes a trace's events "
+                             "with 32 bits",
+                             kMaxTraceEvents);
+        return false;
+      }
       assembler_.Add(event_);
     } else if (in_events_array_ && depth_ == event_depth_ - 1) {
       in_events_array_ = false;

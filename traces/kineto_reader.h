@@ -19,6 +19,12 @@
 
 namespace dtsim::traces {
 
+// Limits with errors, not crashes: events are indexed with 32 bits (a 1 GB trace has ~2.7 M);
+// one string (a name, an argument) is at most 16 MiB (the longest "Input Dims" seen are a few
+// KiB); arrays and objects nest at most kMaxJsonDepth deep.
+inline constexpr int64_t kMaxTraceEvents = int64_t{1} << 31;
+inline constexpr size_t kMaxTraceStringBytes = size_t{16} << 20;
+
 Expected<Trace> ReadKinetoTrace(const std::string& path);
 
 // "123.456" µs → 123456 ns: exact for up to three decimals, rounded beyond; an exponent form
