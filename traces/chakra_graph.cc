@@ -518,6 +518,10 @@ class ChakraGraphBuilder {
       if (!named) return NodeError(ref, "dtsim.kind is missing or not a task kind");
       kind = *named;
       category = StringAttr(node, attr::kCategory);
+      if (!builder_.HasRoomForCategory(category)) {
+        return NodeError(ref, fmt::format("more than {} distinct dtsim.category values",
+                                          graph::TaskGraphBuilder::kMaxCategories));
+      }
     }
     TaskId task;
     if (kind == TaskKind::kCollective) {

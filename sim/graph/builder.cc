@@ -27,10 +27,16 @@ uint16_t TaskGraphBuilder::Category(std::string_view category) {
   const auto [it, inserted] =
       category_index_.try_emplace(id, static_cast<uint16_t>(graph_.categories_.size()));
   if (inserted) {
-    DTSIM_CHECK(graph_.categories_.size() < 65535, "more than 65535 task categories");
+    DTSIM_CHECK(graph_.categories_.size() <= kMaxCategories, "more than 65534 task categories");
     graph_.categories_.push_back(id);
   }
   return it->second;
+}
+
+bool TaskGraphBuilder::HasRoomForCategory(std::string_view category) {
+  // categories_[0] stands for "no category".
+  if (category.empty() || graph_.categories_.size() <= kMaxCategories) return true;
+  return category_index_.contains(graph_.strings_.Intern(category));
 }
 
 TaskId TaskGraphBuilder::Append(StreamId stream, TaskKind kind, std::string_view name,

@@ -60,6 +60,13 @@ class TaskGraphBuilder {
 
   size_t task_count() const { return graph_.tasks_.size(); }
 
+  // A graph has at most kMaxCategories distinct task categories (a task stores one in 16 bits,
+  // 0 meaning none).
+  // Readers ask before adding a task whose category comes from a file, to report an input
+  // error instead of tripping the builder's check.
+  static constexpr size_t kMaxCategories = 65534;
+  bool HasRoomForCategory(std::string_view category);
+
   Expected<TaskGraph> Build() &&;
 
  private:

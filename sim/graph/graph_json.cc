@@ -190,6 +190,11 @@ class GraphLoader {
     DTSIM_ASSIGN_OR_RETURN(const TaskKind kind, ReadKind(reader));
     DTSIM_ASSIGN_OR_RETURN(const std::string name, reader.StringOr("name", ""));
     DTSIM_ASSIGN_OR_RETURN(const std::string category, reader.StringOr("category", ""));
+    if (!builder_.HasRoomForCategory(category)) {
+      return Error(fmt::format("more than {} distinct task categories",
+                               graph::TaskGraphBuilder::kMaxCategories),
+                   JsonChildPath(path, "category"), Quote(category));
+    }
     reader.Allow("deps");  // resolved in the second pass, once every id is known
     const StreamId stream = builder_.Stream(rank, stream_name);
     DTSIM_ASSIGN_OR_RETURN(const TaskId task,

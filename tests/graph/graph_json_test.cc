@@ -263,6 +263,23 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+// A task keeps its category in 16 bits, 0 meaning none: the 65,535th distinct one is an input
+// error naming the task, not the builder's internal check (issue 26's audit).
+TEST(GraphJsonTest, TooManyCategoriesIsAnError) {
+  Json document = Document(R"("tasks": [])");
+  for (int i = 0; i <= 65534; ++i) {
+    document["tasks"].push_back({{"id", std::to_string(i)}, {"rank", 0},
+                                 {"duration", "1 us"}, {"category", "c" + std::to_string(i)}});
+  }
+  const Expected<TaskGraph> graph = TaskGraphFromJson(document, "g.json");
+  ASSERT_FALSE(graph.ok());
+  EXPECT_EQ(graph.error().ToString(),
+            "g.json: tasks[65534].category: more than 65534 distinct task categories, got "
+            "\"c65534\"");
+  document["tasks"].erase(65534);
+  EXPECT_TRUE(TaskGraphFromJson(document, "g.json").ok());
+}
+
 TEST(GraphJsonHeaderTest, RejectsOtherFormatsAndMajorVersions) {
   EXPECT_EQ(TaskGraphFromJson(Json::parse(R"({"format": "chrome", "version": "1.0", "tasks": []})"),
                               "g.json").error().ToString(),
