@@ -14,6 +14,18 @@ if(DTSIM_SANITIZE)
   target_link_options(dtsim_compile_options INTERFACE -fsanitize=address,undefined)
 endif()
 
+if(DTSIM_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "DTSIM_FUZZ needs clang (libFuzzer): CXX=clang++ (tools/dev/fuzz.sh)")
+  endif()
+  # Every library is instrumented for coverage and checked by ASan and UBSan; the harnesses
+  # add libFuzzer's main (tests/fuzz/CMakeLists.txt).
+  target_compile_options(dtsim_compile_options INTERFACE -fsanitize=fuzzer-no-link,address,undefined
+                         -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g
+                         -fsized-deallocation)  # clang 14 does not enable it under C++20
+  target_link_options(dtsim_compile_options INTERFACE -fsanitize=address,undefined)
+endif()
+
 # Makes a library target for one module: dtsim_add_module(NAME SOURCES ... DEPS ...).
 # Public includes are rooted at the repository top, so code includes "sim/base/time.h".
 function(dtsim_add_module name)

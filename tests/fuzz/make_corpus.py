@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""Assembles the fuzz harnesses' seed corpora and dictionaries (docs/development.md, "Fuzzing").
+
+Usage: make_corpus.py OUT_DIR [--shared DIR]
+
+Writes OUT_DIR/corpus/HARNESS/ (seed inputs) and OUT_DIR/dicts/HARNESS.dict from what the
+project ships and the real traces beside it: tools/examples (configs, what-ifs, a task graph,
+the H100 op-cost table), tests/data, tests/fuzz/seeds (inputs nothing else provides), and
+../shared/traces (Kineto, Chakra protobuf and JSON). Large files are cut to small, still valid
+documents (the first events or nodes), since libFuzzer mutates small inputs best. The kineto
+and chakra harnesses read their first byte as a flag (odd: gzip the rest), so each trace seed
+is written twice, plain and gzip.
+"""
+import argparse
+import gzip
+import json
+import pathlib
+import re
+import sys
+
+TOP = pathlib.Path(__file__).resolve().parents[2]
+HARNESSES = ["quantity", "config", "overrides", "task_graph", "kineto", "chakra", "comm_groups",
+             "op_costs", "search_file"]
+MAX_SEED_BYTES = 48 * 1024
+QUANTITY = re.compile(r"^\s*[0-9.][0-9.eE+-]*\s*[A-Za-z/]+\s*$")
+
+
+def read_text(path):
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    return data.decode("utf-8", errors="replace")
+
+
+def cut_list(document, key, limit=MAX_SEED_BYTES):
+    """`document` with its list under `key` cut to the longest prefix that fits in `limit`."""
+    items = document.get(key, [])
+    lo, hi = 0, len(items)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        trial = dict(document, **{key: items[:mid]})
+        if len(json.dumps(trial)) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    return dict(document, **{key: items[:lo]})
+
+
+def leaves(value, path=""):
+    """(dotted path, JSON text) of every leaf of a config, for --set lines."""
+    if isinstance(value, dict):
+        for key, child in value.items():
+            yield from leaves(child, f"{path}.{key}" if path else key)
+    else:
+        yield path, json.dumps(value)
+
+
+def keys_of(value, found):
+    if isinstance(value, dict):
+        for key, child in value.items():
+            found.add(key)
+            keys_of(child, found)
+    elif isinstance(value, list):
+        for child in value:
+            keys_of(child, found)
+    elif isinstance(value, str) and len(value) < 40:
+        found.add(value)
+
+
+class Corpus:
+    def __init__(self, out):
+        self.out = out
+        self.tokens = {name: set() for name in HARNESSES}
+
+    def add(self, harness, name, data):
+        folder = self.out / "corpus" / harness
+        folder.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, str):
+            data = data.encode()
+        (folder / name).write_bytes(data)
+
+    def add_json(self, harness, name, document):
+        self.add(harness, name, json.dumps(document, indent=1))
+        keys_of(document, self.tokens[harness])
+
+    def add_trace(self, harness, name, text):
+        self.add(harness, name + ".plain", b"\x00" + text.encode())
+        self.add(harness, name + ".gzip", b"\x01" + text.encode())
+
+
+def add_configs(corpus):
+    examples = sorted((TOP / "tools/examples").glob("*.json"))
+    examples += sorted((TOP / "tools/examples/what_ifs").glob("*.json"))
+    examples += sorted((TOP / "tests/fuzz/seeds/config").glob("*.json"))
+    for path in examples:
+        document = json.loads(read_text(path))
+        if "tasks" in document:
+            continue  # a task graph (pipeline_2x2.json)
+        corpus.add_json("config", path.name, document)
+        lines = [f"{key}={value}" for key, value in leaves(document)]
+        corpus.add("overrides", path.stem + ".txt", "\n".join(lines[:12]) + "\n")
+        for key, value in leaves(document):
+            if isinstance(json.loads(value), str) and QUANTITY.match(json.loads(value)):
+                corpus.add("quantity", f"{path.stem}.{key}.txt", json.loads(value))
+    corpus.add("overrides", "vary.txt",
+               "vary parallelism.tensor.size=1,2,4\nvary compression=none,{\"method\": \"topk\"}\n"
+               "parallelism.pipeline.schedule=gpipe\ncluster.nodes=null\n")
+
+
+def add_task_graphs(corpus):
+    corpus.add_json("task_graph", "pipeline_2x2.json",
+                    json.loads(read_text(TOP / "tools/examples/pipeline_2x2.json")))
+    corpus.add("task_graph", "broken_graph.json", (TOP / "tests/data/broken_graph.json").read_bytes())
+
+
+def add_kineto(corpus, shared):
+    traces = sorted((shared / "traces/kineto").glob("*.json.gz"))
+    traces += sorted((TOP / "tests/data/captured").glob("*.json.gz"))
+    for path in traces:
+        document = json.loads(read_text(path))
+        if "traceEvents" not in document:
+            continue  # an execution trace: a chakra seed
+        cut = cut_list(document, "traceEvents")
+        corpus.add_trace("kineto", path.name.replace(".json.gz", ""), json.dumps(cut))
+        keys_of({k: v for k, v in cut.items() if k != "traceEvents"}, corpus.tokens["kineto"])
+        for event in cut["traceEvents"][:200]:
+            keys_of(event, corpus.tokens["kineto"])
+
+
+def protobuf_prefix(data, limit=MAX_SEED_BYTES):
+    """The leading varint-length-framed records of a Chakra .et stream that fit in `limit`."""
+    position = 0
+    while position < len(data):
+        length, shift, start = 0, 0, position
+        while True:
+            byte = data[position]
+            position += 1
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        if position + length > limit:
+            return data[:start]
+        position += length
+    return data
+
+
+def add_chakra(corpus, shared):
+    chakra = shared / "traces/chakra"
+    for path in sorted(chakra.glob("*.et")):
+        corpus.add("chakra", path.name + ".plain", b"\x00" + protobuf_prefix(path.read_bytes()))
+    for path in sorted(chakra.glob("*.json*")) + sorted((shared / "traces/kineto").glob("*_et.json.gz")):
+        document = json.loads(read_text(path))
+        key = "workload_graph" if "workload_graph" in document else "nodes"
+        text = json.dumps(cut_list(document, key) if key in document else document)
+        corpus.add_trace("chakra", path.name.split(".json")[0], text)
+        keys_of(json.loads(text), corpus.tokens["chakra"])
+    for path in sorted((TOP / "tests/fuzz/seeds/comm_groups").glob("*")):
+        corpus.add("comm_groups", path.name, path.read_bytes())
+
+
+def add_op_costs(corpus):
+    document = json.loads(read_text(TOP / "tools/examples/profiles/h100-sxm5-80gb.json"))
+    corpus.add_json("op_costs", "h100-sxm5-80gb.json", cut_list(document, "ops", 16 * 1024))
+
+
+def add_checked_in(corpus):
+    for harness in ["quantity", "search_file"]:
+        for path in sorted((TOP / "tests/fuzz/seeds" / harness).glob("*")):
+            corpus.add(harness, path.name, path.read_bytes())
+            if path.suffix == ".json":
+                keys_of(json.loads(read_text(path)), corpus.tokens[harness])
+
+
+def write_dicts(corpus):
+    """The JSON dictionary (tests/fuzz/dicts/json.dict) plus each harness's keys and names;
+    the chakra harness also gets the protobuf dictionary."""
+    folder = corpus.out / "dicts"
+    folder.mkdir(parents=True, exist_ok=True)
+    common = (TOP / "tests/fuzz/dicts/json.dict").read_text()
+    protobuf = (TOP / "tests/fuzz/dicts/protobuf.dict").read_text()
+    for harness in HARNESSES:
+        words = sorted(t for t in corpus.tokens[harness] if t and t.isprintable() and '"' not in t
+                       and "\\" not in t)
+        lines = [f'"{word}"' for word in words]
+        if harness in ("config", "overrides"):
+            lines += [f'"{w}"' for w in sorted(corpus.tokens["config"])
+                      if w and w.isprintable() and '"' not in w and "\\" not in w]
+        text = common + (protobuf if harness == "chakra" else "") + "\n".join(sorted(set(lines)))
+        (folder / f"{harness}.dict").write_text(text + "\n")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=pathlib.Path)
+    parser.add_argument("--shared", type=pathlib.Path, default=TOP.parent / "shared")
+    args = parser.parse_args()
+    corpus = Corpus(args.out)
+    add_configs(corpus)
+    add_task_graphs(corpus)
+    if (args.shared / "traces").is_dir():
+        add_kineto(corpus, args.shared)
+        add_chakra(corpus, args.shared)
+    else:
+        print(f"make_corpus.py: no {args.shared}/traces: trace seeds from tests/data only",
+              file=sys.stderr)
+        add_kineto(corpus, TOP / "tests/data")
+    add_op_costs(corpus)
+    add_checked_in(corpus)
+    write_dicts(corpus)
+    for harness in HARNESSES:
+        folder = args.out / "corpus" / harness
+        count = len(list(folder.iterdir())) if folder.is_dir() else 0
+        print(f"  {harness:<12} {count:>3} seeds")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Builds the fuzz harnesses of tests/fuzz with clang, libFuzzer, ASan and UBSan, assembles their
+# seed corpora and dictionaries, runs them, and prints what they found (docs/development.md,
+# "Fuzzing"). Installs clang and libFuzzer from Debian when they are missing.
+#
+# Usage: tools/dev/fuzz.sh [--seconds S | --runs N] [--jobs J] [--build-dir DIR] [HARNESS...]
+#   --seconds S      run each harness for S seconds (default 60: CI's smoke run)
+#   --runs N         run each harness for N executions instead (the long run: 10000000)
+#   --jobs J         harnesses run side by side (default: the number of cores)
+#   --build-dir DIR  where to build and keep corpora and findings (default: build-fuzz)
+#   HARNESS...       some of: quantity config overrides task_graph kineto chakra comm_groups
+#                    op_costs search_file (default: all)
+# Prints a table (harness, executions, crashes, hangs, out-of-memory) and exits 1 when any
+# harness found one; the inputs that did are in DIR/findings/HARNESS/. Inputs that reached new
+# code stay in DIR/corpus/HARNESS/ for the next run.
+set -euo pipefail
+
+top="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build_dir="$top/build-fuzz"
+seconds=60
+runs=""
+jobs="$(nproc)"
+harnesses=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --seconds) seconds="$2"; shift 2 ;;
+    --runs) runs="$2"; shift 2 ;;
+    --jobs) jobs="$2"; shift 2 ;;
+    --build-dir) build_dir="$(realpath -m "$2")"; shift 2 ;;
+    -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "fuzz.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    *) harnesses+=("$1"); shift ;;
+  esac
+done
+all=(quantity config overrides task_graph kineto chakra comm_groups op_costs search_file)
+[[ ${#harnesses[@]} -gt 0 ]] || harnesses=("${all[@]}")
+
+# clang 16: the oldest Debian clang that compiles dtsim's C++20 (parenthesized aggregate
+# initialization); its libFuzzer is in libclang-rt-16-dev.
+if ! command -v clang++-16 >/dev/null || ! ls /usr/lib/llvm-16/lib/clang/16/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
+  echo "fuzz.sh: installing clang 16 and libFuzzer (clang-16, libclang-rt-16-dev)"
+  sudo=(); [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+  "${sudo[@]}" apt-get update -q
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q --no-install-recommends \
+    clang-16 libclang-rt-16-dev
+fi
+
+mkdir -p "$build_dir"
+"$top/tools/setup.sh" --build-dir "$build_dir" --type RelWithDebInfo -- \
+  -DCMAKE_CXX_COMPILER=clang++-16 -DDTSIM_FUZZ=ON -DDTSIM_BUILD_BENCH=OFF -DDTSIM_CUPTI=OFF \
+  >"$build_dir/setup.log" 2>&1 || { tail -40 "$build_dir/setup.log"; exit 1; }
+/usr/bin/python3 "$top/tests/fuzz/make_corpus.py" "$build_dir" >/dev/null
+
+# One harness: its corpus (grown in place), its dictionary, limits that make a hang or a
+# memory blow-up a finding: 10 s for one input, 2 GiB of memory.
+run_one() {
+  local name="$1" corpus="$build_dir/corpus/$1" findings="$build_dir/findings/$1"
+  mkdir -p "$corpus" "$findings"
+  local budget=(-max_total_time="$seconds")
+  [[ -z "$runs" ]] || budget=(-runs="$runs")
+  local max_len=65536
+  [[ "$name" == kineto || "$name" == chakra ]] && max_len=131072
+  ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    "$build_dir/tests/fuzz/${name}_fuzzer" "${budget[@]}" -timeout=10 -rss_limit_mb=2048 \
+    -malloc_limit_mb=2048 -max_len="$max_len" -dict="$build_dir/dicts/$name.dict" \
+    -artifact_prefix="$findings/" -print_final_stats=1 "$corpus" \
+    "$top/tests/fuzz/regressions/$name" >"$build_dir/$name.log" 2>&1 || true
+}
+export -f run_one
+export build_dir top seconds runs
+printf '%s\n' "${harnesses[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one {}'
+
+status=0
+printf '\n%-12s %12s %8s %6s %5s  %s\n' harness executions crashes hangs oom log
+for name in "${harnesses[@]}"; do
+  log="$build_dir/$name.log" findings="$build_dir/findings/$name"
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  crashes=$(find "$findings" -name 'crash-*' -o -name 'leak-*' -o -name 'deadly-*' | wc -l)
+  hangs=$(find "$findings" -name 'timeout-*' -o -name 'slow-unit-*' | wc -l)
+  ooms=$(find "$findings" -name 'oom-*' | wc -l)
+  printf '%-12s %12s %8s %6s %5s  %s\n' "$name" "${execs:-none}" "$crashes" "$hangs" "$ooms" "$log"
+  if [[ -z "$execs" || $crashes -gt 0 || $hangs -gt 0 || $ooms -gt 0 ]]; then
+    status=1
+    echo "  findings in $findings; the end of the log:"
+    tail -25 "$log" | sed 's/^/    /'
+  fi
+done
+exit $status
