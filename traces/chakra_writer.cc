@@ -50,7 +50,7 @@ Expected<std::vector<std::string>> WriteChakraGraph(const graph::TaskGraph& grap
     groups[std::to_string(comm.group.value())] = std::vector<int32_t>(ranks.begin(), ranks.end());
   }
   paths.push_back(prefix + ".comm_groups.json");
-  DTSIM_RETURN_IF_ERROR(WriteFileAtomically(paths.back(), groups.dump(2) + "\n"));
+  DTSIM_RETURN_IF_ERROR(WriteFileAtomically(paths.back(), DumpJson(groups, 2) + "\n"));
   return paths;
 }
 

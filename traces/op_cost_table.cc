@@ -185,7 +185,7 @@ Json OpCostTableToJson(const OpCostTable& table) {
 }
 
 Status WriteOpCostTable(const OpCostTable& table, const std::string& path) {
-  return WriteFileAtomically(path, OpCostTableToJson(table).dump(1) + "\n");
+  return WriteFileAtomically(path, DumpJson(OpCostTableToJson(table), 1) + "\n");
 }
 
 }  // namespace dtsim::traces

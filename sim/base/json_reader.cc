@@ -70,6 +70,12 @@ Expected<Json> ParseJson(std::string_view text, const std::string& file) {
     if (colon != std::string::npos) reason = reason.substr(colon + 2);
     return Error("invalid JSON: " + reason, fmt::format("line {}, column {}", line, column))
         .InFile(file);
+  } catch (const Json::exception& e) {  // a number too large for a double ("1e400")
+    std::string reason = e.what();
+    if (const size_t bracket = reason.find("] "); bracket != std::string::npos) {
+      reason = reason.substr(bracket + 2);
+    }
+    return Error("invalid JSON: " + reason).InFile(file);
   }
 }
 
@@ -87,7 +93,7 @@ std::string JsonIndexPath(const std::string& parent, size_t index) {
 }
 
 std::string JsonValueForError(const Json& value) {
-  std::string text = value.dump();
+  std::string text = DumpJson(value);
   if (text.size() > 60) text = text.substr(0, 57) + "...";
   return text;
 }

@@ -42,6 +42,13 @@ std::string JsonIndexPath(const std::string& parent, size_t index);
 // A short rendering of a JSON value for error messages (truncated past 60 characters).
 std::string JsonValueForError(const Json& value);
 
+// `value` as JSON text, with bytes that are not UTF-8 (a path or a --set value from the
+// command line) replaced by U+FFFD instead of nlohmann's exception. Every writer uses it.
+template <typename AnyJson>
+std::string DumpJson(const AnyJson& value, int indent = -1) {
+  return value.dump(indent, ' ', /*ensure_ascii=*/false, AnyJson::error_handler_t::replace);
+}
+
 // Reads one JSON object. Every getter records its key as known; Finish() reports any key of
 // the object that no getter asked about, suggesting the nearest known key. Errors carry the
 // object's path joined with the key; callers attribute them to a file with Error::InFile.

@@ -269,13 +269,13 @@ TEST(GraphJsonTest, TooManyCategoriesIsAnError) {
   Json document = Document(R"("tasks": [])");
   for (int i = 0; i <= 65534; ++i) {
     document["tasks"].push_back({{"id", std::to_string(i)}, {"rank", 0},
-                                 {"duration", "1 us"}, {"category", "c" + std::to_string(i)}});
+                                 {"duration", "1 us"}, {"category", std::to_string(i) + "c"}});
   }
   const Expected<TaskGraph> graph = TaskGraphFromJson(document, "g.json");
   ASSERT_FALSE(graph.ok());
   EXPECT_EQ(graph.error().ToString(),
             "g.json: tasks[65534].category: more than 65534 distinct task categories, got "
-            "\"c65534\"");
+            "\"65534c\"");
   document["tasks"].erase(65534);
   EXPECT_TRUE(TaskGraphFromJson(document, "g.json").ok());
 }

@@ -190,7 +190,7 @@ Status ExecuteChakra(const ReplayOptions& options, std::ostream& out) {
                                     {"collectives_outside_groups", g.collectives_outside_groups}}},
                                   {"simulated_span_ms", span.ns() / 1e6},
                                   {"steps", OrderedJson::array()}};
-    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(options.result_path, document.dump(2) + "\n"));
+    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(options.result_path, DumpJson(document, 2) + "\n"));
   }
   if (!options.timeline_path.empty()) {
     DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(options.timeline_path, chakra->graph,
@@ -383,7 +383,7 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
         {"steps", std::move(steps)},
         {"mean_absolute_error", result.mean_absolute_error}};
     if (what_if_result) document["what_if"] = std::move(what_if_json);
-    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(options.result_path, document.dump(2) + "\n"));
+    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(options.result_path, DumpJson(document, 2) + "\n"));
   }
   if (!options.timeline_path.empty() && what_if_result) {
     return traces::WriteChromeTraceFile(options.timeline_path, what_if_result->graph.graph,

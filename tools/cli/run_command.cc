@@ -156,7 +156,7 @@ Status Execute(const RunOptions& options, const ModelEntry& entry, const Communi
   const engine::RunSummary summary = simulator.Summarize();
   if (!options.result_path.empty()) {
     DTSIM_RETURN_IF_ERROR(WriteFileAtomically(
-        options.result_path, RunResultToJson(summary, context).dump(2) + "\n"));
+        options.result_path, DumpJson(RunResultToJson(summary, context), 2) + "\n"));
   }
   if (!options.timeline_path.empty()) {
     DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(

@@ -173,7 +173,7 @@ std::vector<size_t> Ranks(const strategies::SearchResult& result) {
 std::string CsvCell(const Json& cell) {
   if (cell.is_null()) return "";
   if (cell.is_boolean()) return cell.get<bool>() ? "true" : "false";
-  if (!cell.is_string()) return cell.dump();
+  if (!cell.is_string()) return DumpJson(cell);
   return CsvField(cell.get<std::string>());
 }
 
@@ -221,7 +221,7 @@ Status WriteJson(const std::string& path, const SearchFile& file) {
                       {"ranking", std::move(ranking)},
                       {"columns", std::move(columns)}};
   // The plans are streamed row by row after the head (a search may hold 10⁵ of them).
-  std::string text = head.dump(2);
+  std::string text = DumpJson(head, 2);
   text.pop_back();  // the closing brace
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> writer, AtomicFileWriter::Open(path));
@@ -230,7 +230,7 @@ Status WriteJson(const std::string& path, const SearchFile& file) {
   for (size_t i = 0; i < result.plans.size(); ++i) {
     Json row = Json::array();
     for (const Column& column : Columns()) row.push_back(column.write(result.plans[i]));
-    out.Append("{}\n    {}", i == 0 ? "" : ",", row.dump());
+    out.Append("{}\n    {}", i == 0 ? "" : ",", DumpJson(row));
   }
   out.Append("\n  ]\n}}\n");
   out.Flush();

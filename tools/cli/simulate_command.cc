@@ -295,7 +295,7 @@ Status WriteOpList(const std::string& path, const SimulationConfig& config) {
                                 {"model", config.model.name},
                                 {"gpu", config.gpu.name},
                                 {"ops", std::move(list)}};
-  return WriteFileAtomically(path, document.dump(2) + "\n");
+  return WriteFileAtomically(path, DumpJson(document, 2) + "\n");
 }
 
 Status Execute(const SimulateOptions& options, std::ostream& out) {
@@ -309,7 +309,7 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
   if (!result.ok()) return std::move(result).error().InFile(options.config);
   if (!options.result_path.empty()) {
     DTSIM_RETURN_IF_ERROR(WriteFileAtomically(options.result_path,
-                                              SimulateResultJson(config, *result).dump(2) + "\n"));
+                                              DumpJson(SimulateResultJson(config, *result), 2) + "\n"));
   }
   if (!options.timeline_path.empty()) {
     DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(

@@ -111,7 +111,7 @@ Status WriteOutputs(const std::string& prefix, const SweepOptions& options,
   const OrderedJson document = {{"format", kSweepFormat},      {"version", kSweepVersion},
                                 {"config", options.config},    {"set", options.overrides},
                                 {"vary", std::move(vary)},     {"points", std::move(list)}};
-  DTSIM_RETURN_IF_ERROR(WriteFileAtomically(prefix + ".json", document.dump(2) + "\n"));
+  DTSIM_RETURN_IF_ERROR(WriteFileAtomically(prefix + ".json", DumpJson(document, 2) + "\n"));
 
   DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> writer,
                          AtomicFileWriter::Open(prefix + ".csv"));

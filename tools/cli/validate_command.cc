@@ -53,7 +53,7 @@ Status Execute(const ValidateOptions& options, std::ostream& out) {
     const OrderedJson document = {{"format", "dtsim.validation_report"}, {"version", 1},
                                   {"points", options.points}, {"rows", std::move(rows)},
                                   {"mape_percent", report.mean_absolute_percentage_error}};
-    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(options.report_path, document.dump(2) + "\n"));
+    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(options.report_path, DumpJson(document, 2) + "\n"));
   }
   return Status::Ok();
 }
