@@ -21,8 +21,8 @@ if(DTSIM_FUZZ)
   # Every library is instrumented for coverage and checked by ASan and UBSan; the harnesses
   # add libFuzzer's main (tests/fuzz/CMakeLists.txt).
   target_compile_options(dtsim_compile_options INTERFACE -fsanitize=fuzzer-no-link,address,undefined
-                         -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g
-                         -fsized-deallocation)  # clang 14 does not enable it under C++20
+                         -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+                         -fsized-deallocation)  # clang enables it by default only from 19
   target_link_options(dtsim_compile_options INTERFACE -fsanitize=address,undefined)
 endif()
 
