@@ -67,17 +67,21 @@ Expected<ReplayResult> SimulateReplay(const traces::ReplayGraph& replay) {
     error_sum += std::abs(row.Error());
     result.steps.push_back(row);
   }
-  int64_t drift_sum = 0;
+  // In double: a corrupt trace's drifts (each up to the timestamp range) overflow an int64 sum.
+  double drift_sum = 0;
   for (uint32_t task = 0; task < replay.graph.task_count(); ++task) {
     if (replay.task_device_event[task] == traces::kNone) continue;
     const DurationNs drift =
         result.times.task_start[task] - (TimeNs::Zero() + replay.measured_start[task]);
     const DurationNs magnitude(std::abs(drift.ns()));
     result.max_start_drift = std::max(result.max_start_drift, magnitude);
-    drift_sum += magnitude.ns();
+    drift_sum += static_cast<double>(magnitude.ns());
     ++result.gpu_ops;
   }
-  if (result.gpu_ops > 0) result.mean_start_drift = DurationNs(drift_sum / result.gpu_ops);
+  if (result.gpu_ops > 0) {
+    result.mean_start_drift =
+        DurationNs(std::llround(drift_sum / static_cast<double>(result.gpu_ops)));
+  }
   if (!result.steps.empty()) {
     result.mean_absolute_error = error_sum / static_cast<double>(result.steps.size());
   }
