@@ -1,10 +1,9 @@
 #include "strategies/footprint.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
-
-#include <fmt/format.h>
 
 namespace dtsim::strategies {
 

@@ -1,11 +1,11 @@
 // Issue 26: no command writes an output over one of its inputs. Each command is run with an
 // output naming its own input, through another spelling of the path; each refuses before any
 // work, and the input is left as it was.
-#include <functional>
-#include <sstream>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <functional>
+#include <sstream>
 
 #include "sim/base/atomic_file.h"
 #include "tests/testing/temp_dir.h"
@@ -68,8 +68,8 @@ TEST_F(OutputsOverInputsTest, EveryCommandRefusesToReplaceItsInput) {
   ExpectRefused(SweepCommand,
                 {config, "--vary", "parallelism.pipeline.schedule=gpipe", "-o", prefix, "--quiet"},
                 config);
-  const std::string points = Copy(DTSIM_SHARED_DIR "/validation/published-points.json",
-                                  "points.json");
+  const std::string points =
+      Copy(DTSIM_SHARED_DIR "/validation/published-points.json", "points.json");
   ExpectRefused(ValidateCommand, {points, "-o", Respelled(points)}, points);
 }
 

@@ -16,9 +16,9 @@ std::vector<dtsim::models::Op> PricedOps() {
   const ModelSpec model = *ModelPreset("gpt2-124m");
   const TransformerShard shard{.micro_batch = 2, .seq_len = 1024, .tensor_parallel = 2};
   std::vector<Op> ops;
-  for (const LayerOps& layer : {TransformerLayerOps(model.transformer, 0, shard),
-                                EmbeddingOps(model.transformer, shard),
-                                OutputOps(model.transformer, shard)}) {
+  for (const LayerOps& layer :
+       {TransformerLayerOps(model.transformer, 0, shard), EmbeddingOps(model.transformer, shard),
+        OutputOps(model.transformer, shard)}) {
     ops.insert(ops.end(), layer.forward.begin(), layer.forward.end());
     ops.insert(ops.end(), layer.backward.begin(), layer.backward.end());
   }

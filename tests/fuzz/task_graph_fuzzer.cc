@@ -14,7 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Expected<graph::TaskGraph> graph = graph::TaskGraphFromJson(*json, "graph.json");
   if (!fuzz::Succeeded(graph)) return 0;
   if (graph->task_count() > 10000 || graph->rank_count() > 4096) return 0;
-  engine::FixedCostModel model(Microseconds(5), Bandwidth::BytesPerSecond(int64_t{100} * 1000 * 1000 * 1000));
+  engine::FixedCostModel model(Microseconds(5),
+                               Bandwidth::BytesPerSecond(int64_t{100} * 1000 * 1000 * 1000));
   engine::Simulator simulator(*graph, model);
   if (!simulator.Run().ok()) __builtin_trap();
   return 0;

@@ -3,14 +3,13 @@
 // is built; and a graph that outgrows the limit the estimate let through is stopped.
 #include "strategies/footprint.h"
 
-#include <chrono>
-#include <cstdio>
-
-#include <unistd.h>
-
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
 
 #include "strategies/simulate.h"
 #include "tests/strategies/simulate_helpers.h"
@@ -28,10 +27,10 @@ SimulationConfig Example(const std::string& name, const std::vector<std::string>
 }
 
 TEST(FootprintTest, TheEstimateIsALowerBoundOnEveryExamplesTasks) {
-  for (const char* name : {"gpt3_1.3b_16gpu.json", "llama2_70b_64h100.json",
-                           "bert_large_64gpu_ethernet.json", "bert_large_64gpu_ethernet_byteps.json",
-                           "mixtral_8x7b_ep8_64h100.json", "gpt3_6.7b_tesseract_64gpu.json",
-                           "resnet50_256gpu.json", "gpt3_175b_1024gpu.json"}) {
+  for (const char* name :
+       {"gpt3_1.3b_16gpu.json", "llama2_70b_64h100.json", "bert_large_64gpu_ethernet.json",
+        "bert_large_64gpu_ethernet_byteps.json", "mixtral_8x7b_ep8_64h100.json",
+        "gpt3_6.7b_tesseract_64gpu.json", "resnet50_256gpu.json", "gpt3_175b_1024gpu.json"}) {
     for (const char* ranks : {"full", "symmetric"}) {
       // Every rank of the two largest (21 M and 5.3 M tasks) takes too long for a unit test.
       const bool large = std::string(name) == "gpt3_175b_1024gpu.json" ||

@@ -13,8 +13,10 @@ std::vector<std::string> SplitValues(std::string_view text) {
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (quoted) {
-      if (c == '\\' && i + 1 < text.size()) current += text[i++];
-      else if (c == '"') quoted = false;
+      if (c == '\\' && i + 1 < text.size())
+        current += text[i++];
+      else if (c == '"')
+        quoted = false;
     } else if (c == '"') {
       quoted = true;
     } else if (c == '[' || c == '{') {
@@ -37,7 +39,8 @@ Expected<Axis> ParseVary(const std::string& text) {
   if (equals == std::string::npos || equals == 0) {
     return Error("expected KEY.PATH=V1,V2,...", "--vary", Quote(text));
   }
-  Axis axis{.key = text.substr(0, equals), .values = SplitValues(std::string_view(text).substr(equals + 1))};
+  Axis axis{.key = text.substr(0, equals),
+            .values = SplitValues(std::string_view(text).substr(equals + 1))};
   for (const std::string& value : axis.values) {
     if (value.empty()) return Error("empty value in the list", "--vary", Quote(text));
   }
