@@ -55,7 +55,9 @@ struct ExactDecimal {
 
   // significand * factor * 10^exponent, correctly rounded in long double: the product of the
   // significand and an integral factor is exact below 2^64, and so is 10^k for k <= 27.
+  // A zero significand is zero whatever the exponent ("0e9999 s" would be 0 * inf = NaN).
   long double Scale(long double factor) const {
+    if (significand == 0) return 0;
     const long double scaled = static_cast<long double>(significand) * factor;
     if (exponent >= 0) return scaled * std::pow(10.0L, exponent);
     return scaled / std::pow(10.0L, -exponent);
@@ -132,7 +134,8 @@ Expected<long double> ParseScaled(std::string_view original, std::string_view ki
 // non-zero values below the resolution.
 Expected<int64_t> RoundToStorage(long double scaled, std::string_view original,
                                  std::string_view kind, std::string_view resolution) {
-  if (scaled >= static_cast<long double>(std::numeric_limits<int64_t>::max())) {
+  // Written so that NaN is refused too: llround(NaN) is INT64_MIN.
+  if (!(scaled < static_cast<long double>(std::numeric_limits<int64_t>::max()))) {
     return Error(fmt::format("{} is too large", kind), "", Quote(original));
   }
   const auto rounded = static_cast<int64_t>(std::llround(scaled));
@@ -168,12 +171,15 @@ Expected<Bandwidth> ParseBandwidth(std::string_view text) {
 Expected<FlopRate> ParseFlopRate(std::string_view text) {
   DTSIM_ASSIGN_OR_RETURN(const long double scaled,
                          ParseScaled(text, "FLOP rate", kFlopRateUnits));
+  if (!std::isfinite(static_cast<double>(scaled))) {
+    return Error("FLOP rate is too large", "", Quote(text));
+  }
   return FlopRate(static_cast<double>(scaled));
 }
 
 std::string FormatDuration(DurationNs duration) {
   const int64_t ns = duration.ns();
-  const int64_t magnitude = ns < 0 ? -ns : ns;
+  const double magnitude = std::abs(static_cast<double>(ns));  // -INT64_MIN overflows int64
   if (magnitude < kKilo) return fmt::format("{} ns", ns);
   if (magnitude < kMega) return fmt::format("{:.3f} us", static_cast<double>(ns) / 1e3);
   if (magnitude < kGiga) {

@@ -99,6 +99,17 @@ TEST(ParseQuantityErrorsTest, BytesErrors) {
             "unknown size unit \"GiBB\" (did you mean \"GiB\"?), got \"4 GiBB\"");
 }
 
+// Found by the quantity fuzzer in CI: 0 * 10^9501 was 0 * inf = NaN, which llround turned into
+// INT64_MIN (and FormatDuration then negated it). Zero is zero whatever its exponent; a value too
+// large for long double is "too large", not NaN or infinity.
+TEST(ParseQuantityErrorsTest, HugeExponentsAreZeroOrTooLarge) {
+  EXPECT_EQ(ParseDuration(".0e09501s")->ns(), 0);
+  EXPECT_EQ(ParseBytes("0e9999 B")->count(), 0);
+  EXPECT_EQ(ParseFlopRate("0e9999 FLOP/s")->flop_per_second(), 0.0);
+  EXPECT_EQ(ParseDuration("1e9999 s").error().message(), "duration is too large");
+  EXPECT_EQ(ParseFlopRate("1e9999 PFLOP/s").error().message(), "FLOP rate is too large");
+}
+
 TEST(FormatTest, HumanRenderings) {
   EXPECT_EQ(FormatDuration(Nanoseconds(999)), "999 ns");
   EXPECT_EQ(FormatDuration(Nanoseconds(1'234'567)), "1.235 ms");

@@ -3,9 +3,13 @@
 # seed corpora and dictionaries, runs them, and prints what they found (docs/development.md,
 # "Fuzzing"). Installs clang and libFuzzer from Debian when they are missing.
 #
-# Usage: tools/dev/fuzz.sh [--seconds S | --runs N] [--jobs J] [--build-dir DIR] [HARNESS...]
+# Usage: tools/dev/fuzz.sh [--seconds S | --runs N] [--seed N] [--jobs J] [--build-dir DIR]
+#                          [HARNESS...]
 #   --seconds S      run each harness for S seconds (default 60: CI's smoke run)
 #   --runs N         run each harness for N executions instead (the long run: 10000000)
+#   --seed N         libFuzzer's random seed (default: a new one each run). CI passes 1 so that
+#                    its smoke run replays the same inputs as a local run with that seed and a
+#                    fresh corpus does: a finding there is reproducible, not luck
 #   --jobs J         harnesses run side by side (default: the number of cores)
 #   --build-dir DIR  where to build and keep corpora and findings (default: build-fuzz)
 #   HARNESS...       some of: quantity config overrides task_graph kineto chakra comm_groups
@@ -19,15 +23,17 @@ top="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build_dir="$top/build-fuzz"
 seconds=60
 runs=""
+seed=0
 jobs="$(nproc)"
 harnesses=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
+    --seed) seed="$2"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
     --build-dir) build_dir="$(realpath -m "$2")"; shift 2 ;;
-    -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) harnesses+=("$1"); shift ;;
   esac
@@ -62,13 +68,13 @@ run_one() {
   local max_len=65536
   [[ "$name" == kineto || "$name" == chakra ]] && max_len=131072
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    "$build_dir/tests/fuzz/${name}_fuzzer" "${budget[@]}" -timeout=10 -rss_limit_mb=2048 \
+    "$build_dir/tests/fuzz/${name}_fuzzer" "${budget[@]}" -seed="$seed" -timeout=10 -rss_limit_mb=2048 \
     -malloc_limit_mb=2048 -max_len="$max_len" -dict="$build_dir/dicts/$name.dict" \
     -artifact_prefix="$findings/" -print_final_stats=1 "$corpus" \
     "$top/tests/fuzz/regressions/$name" >"$build_dir/$name.log" 2>&1 || true
 }
 export -f run_one
-export build_dir top seconds runs
+export build_dir top seconds runs seed
 printf '%s\n' "${harnesses[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one {}'
 
 status=0
