@@ -64,6 +64,19 @@ TEST_F(SimulateCommandTest, TheShippedH100ProfilePricesTheH100ExamplesFromMeasur
   }
 }
 
+// tools/examples/profiles/h200-sxm-141gb.json, measured the same way on an H200 for the same
+// examples' ops at h200-sxm-141gb and GPT-2 small's, prices them too when they run on H200s.
+TEST_F(SimulateCommandTest, TheShippedH200ProfilePricesTheExamplesOnH200s) {
+  for (const char* example : {DTSIM_EXAMPLES_DIR "/llama2_70b_64h100.json",
+                              DTSIM_EXAMPLES_DIR "/mixtral_8x7b_ep8_64h100.json"}) {
+    const CommandOutcome outcome =
+        Simulate({example, "--set", "cluster.gpu=h200-sxm-141gb", "--set",
+                  "profile=profiles/h200-sxm-141gb.json"});
+    ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+    EXPECT_THAT(output_.str(), HasSubstr("cost sources   measured 99.")) << example;
+  }
+}
+
 TEST_F(SimulateCommandTest, SummaryShowsOnlyThePlanTheModelHas) {
   // A ResNet trains data parallel only: no tensor or pipeline sizes, no schedule.
   ASSERT_EQ(Simulate({DTSIM_EXAMPLES_DIR "/resnet50_256gpu.json"}).kind, CommandOutcome::Kind::kOk);

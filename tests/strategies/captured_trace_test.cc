@@ -7,6 +7,10 @@
 //   h100_known_kernels_device_reset   the program run with --device-reset
 //   h100_gpt2_small_step              gpt2_step.py --batch 2 --seq 256 --warmup 1 --steps 2
 //                                     --emit-nvtx: GPT-2 small, one NVTX range per ATen op
+// and on an H200 (tools/gpu_checks/what_if_and_memory.sh, 2026-11-26; docs/replay.md):
+//   h200_gpt2_fp32_steps              gpt2_step.py --precision fp32 --batch 8 --seq 1024
+//                                     --warmup 3 --steps 10: GPT-2 small in fp32, no TF32
+//   h200_gpt2_tf32_steps              the same with --precision tf32 (TF32 matmuls)
 // Each is read back by the Kineto reader with exactly the record counts the writer put in its
 // metadata, nothing lost or unlinked, and replays every step and GPU op start exactly.
 #include <gmock/gmock.h>
@@ -19,6 +23,7 @@
 #include <vector>
 
 #include "strategies/replay.h"
+#include "traces/kernel_class.h"
 #include "tests/traces/trace_test_files.h"
 #include "traces/kineto_reader.h"
 #include "traces/replay_graph.h"
@@ -27,7 +32,7 @@ namespace dtsim::strategies {
 namespace {
 
 std::string Captured(const std::string& name) {
-  return std::string(DTSIM_TEST_DATA_DIR) + "/captured/h100_" + name + ".json.gz";
+  return std::string(DTSIM_TEST_DATA_DIR) + "/captured/" + name + ".json.gz";
 }
 
 struct Replayed {
@@ -92,14 +97,62 @@ TEST_P(CapturedTrace, ReadsBackWhatTheProfilerWroteAndReplaysExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(H100, CapturedTrace,
-                         testing::Values("known_kernels_default_kinds", "known_kernels_all_kinds",
-                                         "known_kernels_capture_range",
-                                         "known_kernels_device_reset", "gpt2_small_step"));
+                         testing::Values("h100_known_kernels_default_kinds", "h100_known_kernels_all_kinds",
+                                         "h100_known_kernels_capture_range",
+                                         "h100_known_kernels_device_reset", "h100_gpt2_small_step"));
+
+INSTANTIATE_TEST_SUITE_P(H200, CapturedTrace,
+                         testing::Values("h200_gpt2_fp32_steps", "h200_gpt2_tf32_steps"));
+
+// GPU time per step of one kernel class over the timed steps (the first 3 are warm-up).
+double ClassMsPerTimedStep(const traces::Trace& trace, traces::KernelClass kind) {
+  const TimeNs begin = trace.steps[3].start;
+  const TimeNs end = trace.steps.back().start + trace.steps.back().duration;
+  DurationNs total;
+  for (const traces::DeviceEvent& op : trace.device) {
+    if (op.start >= begin && op.start < end &&
+        traces::InKernelClass(kind, op.kind, trace.Name(op.name))) {
+      total += op.duration;
+    }
+  }
+  return static_cast<double>(total.ns()) / 1e6 / static_cast<double>(trace.steps.size() - 3);
+}
+
+// The what-if pair docs/replay.md checks `--speedup` against: one program, TF32 on or off.
+// Measured on the H200: the same 6,713 kernels; GEMM time per step 145.3 ms in fp32 and
+// 41.4 ms with TF32 (3.51x; flash attention is the cutlass fmha kernel, which the gemm class
+// also matches), elementwise 6.36 and 6.43 ms: only the matmuls changed. Steps: 159.4 and
+// 55.9 ms (2.85x).
+TEST(CapturedFp32AndTf32, AreOneProgramWithFasterMatmuls) {
+  const std::optional<Replayed> fp32 = Replay("h200_gpt2_fp32_steps");
+  const std::optional<Replayed> tf32 = Replay("h200_gpt2_tf32_steps");
+  ASSERT_TRUE(fp32 && tf32);
+  EXPECT_EQ(fp32->trace.stats.kernels, 6713);
+  EXPECT_EQ(tf32->trace.stats.kernels, 6713);
+  ASSERT_EQ(fp32->trace.steps.size(), 13u);
+  ASSERT_EQ(tf32->trace.steps.size(), 13u);
+  const double gemm_speedup = ClassMsPerTimedStep(fp32->trace, traces::KernelClass::kGemm) /
+                              ClassMsPerTimedStep(tf32->trace, traces::KernelClass::kGemm);
+  EXPECT_NEAR(gemm_speedup, 3.51, 0.01);
+  const double elementwise_ratio =
+      ClassMsPerTimedStep(fp32->trace, traces::KernelClass::kElementwise) /
+      ClassMsPerTimedStep(tf32->trace, traces::KernelClass::kElementwise);
+  EXPECT_NEAR(elementwise_ratio, 1.0, 0.02);
+  const auto timed_mean = [](const Replayed& r) {  // ms per measured step after the warm-up
+    double sum = 0;
+    for (size_t i = 3; i < r.result.steps.size(); ++i) {
+      sum += static_cast<double>(r.result.steps[i].measured.ns()) / 1e6;
+    }
+    return sum / static_cast<double>(r.result.steps.size() - 3);
+  };
+  EXPECT_NEAR(timed_mean(*fp32), 159.4, 0.05);
+  EXPECT_NEAR(timed_mean(*tf32), 55.9, 0.05);
+}
 
 // known_kernels.cu per step: 15 kernels, 2 copies, 1 set; stream 2 waits on an event stream 1
 // recorded, and the host syncs stream 2: 3 steps.
 TEST(CapturedKnownKernels, HoldExactlyWhatTheProgramRan) {
-  for (const char* name : {"known_kernels_default_kinds", "known_kernels_all_kinds"}) {
+  for (const char* name : {"h100_known_kernels_default_kinds", "h100_known_kernels_all_kinds"}) {
     const std::optional<Replayed> r = Replay(name);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->trace.stats.kernels, 45) << name;
@@ -111,7 +164,7 @@ TEST(CapturedKnownKernels, HoldExactlyWhatTheProgramRan) {
 
 // cudaProfilerStart before step 2, cudaProfilerStop after step 3: one window of two steps.
 TEST(CapturedKnownKernels, ACaptureRangeHoldsOnlyItsWindow) {
-  const std::optional<Replayed> r = Replay("known_kernels_capture_range");
+  const std::optional<Replayed> r = Replay("h100_known_kernels_capture_range");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->metadata["capture_range"], "cuda_profiler_api");
   EXPECT_EQ(r->metadata["capture_windows"], 1);
@@ -124,7 +177,7 @@ TEST(CapturedKnownKernels, ACaptureRangeHoldsOnlyItsWindow) {
 
 // cudaDeviceReset at the end: the records were flushed before it destroyed the context.
 TEST(CapturedKnownKernels, ADeviceResetIsFlushedFirst) {
-  const std::optional<Replayed> r = Replay("known_kernels_device_reset");
+  const std::optional<Replayed> r = Replay("h100_known_kernels_device_reset");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->metadata["flush_before_device_reset"], true);
   EXPECT_EQ(r->metadata["device_reset_flushes"], 1);
@@ -134,8 +187,8 @@ TEST(CapturedKnownKernels, ADeviceResetIsFlushedFirst) {
 
 TEST(CapturedKnownKernels, TheWaitsAreRecordedWithAllKindsAndInferredWithout) {
   // --kinds all: the sync and CUDA-event records give each step's stream wait and host sync.
-  const std::optional<Replayed> all_kinds = Replay("known_kernels_all_kinds");
-  const std::optional<Replayed> default_kinds = Replay("known_kernels_default_kinds");
+  const std::optional<Replayed> all_kinds = Replay("h100_known_kernels_all_kinds");
+  const std::optional<Replayed> default_kinds = Replay("h100_known_kernels_default_kinds");
   ASSERT_TRUE(all_kinds && default_kinds);
   const traces::ReplayStats& all = all_kinds->graph.stats;
   EXPECT_EQ(all.stream_wait_edges, 3);
@@ -152,7 +205,7 @@ TEST(CapturedKnownKernels, TheWaitsAreRecordedWithAllKindsAndInferredWithout) {
 }
 
 TEST(CapturedGpt2, EveryAtenOpIsAHostOpWithItsShapes) {
-  const std::optional<Replayed> replayed = Replay("gpt2_small_step");
+  const std::optional<Replayed> replayed = Replay("h100_gpt2_small_step");
   ASSERT_TRUE(replayed);
   const Replayed& r = *replayed;
   EXPECT_EQ(r.metadata["activity_kinds"], "kernel,memcpy,memset,runtime,driver,external,nvtx,overhead");

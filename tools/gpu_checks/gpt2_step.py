@@ -15,7 +15,19 @@ measures the step.
   --profiler torch   torch.profiler (CPU + CUDA activities, record_shapes) over the timed
                      steps, the trace exported to --trace
 
-Writes a JSON summary (--summary): the step wall times (ms) of the timed steps and their median.
+  --precision bf16   bf16 autocast (the default); fp32: no autocast and no TF32 anywhere;
+                     tf32: fp32 tensors with TF32 matmuls and convolutions (the same program,
+                     faster GEMM kernels: the what-if `dtsim replay --speedup` is checked on)
+  --model            the GPT-2 size: 124m (default), 355m, 774m, 1.5b (the released configs)
+  --recompute        activation checkpointing per block, as torchtitan configures it:
+                     none; full (every block); every-2nd (every second block, torchtitan's
+                     "selective layer" with frequency 2); op (selective op checkpointing:
+                     save the outputs of matmuls and attention except every second matmul,
+                     recompute the rest: torchtitan's "selective op" policy)
+
+Writes a JSON summary (--summary): the step wall times (ms) of the timed steps and their median,
+and the CUDA caching allocator's peaks over the timed steps (allocated and reserved bytes) with
+the device memory in use at the end (what nvidia-smi shows: the CUDA context included).
 """
 import argparse
 import contextlib
@@ -27,6 +39,32 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import (CheckpointPolicy, checkpoint,
+                                    create_selective_checkpoint_contexts)
+
+# The released GPT-2 configurations: layers, heads, width.
+SIZES = {"124m": (12, 12, 768), "355m": (24, 16, 1024), "774m": (36, 20, 1280),
+         "1.5b": (48, 25, 1600)}
+
+# Selective op checkpointing: the ops whose outputs a block keeps; every second matmul of a
+# pass is recomputed all the same (torchtitan's "op" policy; nn.Linear with a bias is addmm).
+_MATMULS = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default}
+_SAVED = _MATMULS | {torch.ops.aten._scaled_dot_product_flash_attention.default,
+                     torch.ops.aten._scaled_dot_product_efficient_attention.default,
+                     torch.ops.aten._scaled_dot_product_cudnn_attention.default}
+
+
+def _op_policy_contexts():
+    counts = {"forward": 0, "recompute": 0}
+
+    def policy(ctx, op, *args, **kwargs):
+        if op in _MATMULS:
+            counts["recompute" if ctx.is_recompute else "forward"] += 1
+            if counts["recompute" if ctx.is_recompute else "forward"] % 2 == 0:
+                return CheckpointPolicy.PREFER_RECOMPUTE
+        return CheckpointPolicy.MUST_SAVE if op in _SAVED else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return create_selective_checkpoint_contexts(policy)
 
 
 class Block(nn.Module):
@@ -51,8 +89,10 @@ class Block(nn.Module):
 
 
 class Gpt2(nn.Module):
-    def __init__(self, layers=12, heads=12, width=768, context=1024, vocab=50304):
+    def __init__(self, layers=12, heads=12, width=768, context=1024, vocab=50304,
+                 recompute="none"):
         super().__init__()
+        self.recompute = recompute
         self.tokens = nn.Embedding(vocab, width)
         self.positions = nn.Embedding(context, width)
         self.blocks = nn.ModuleList(Block(width, heads) for _ in range(layers))
@@ -69,8 +109,13 @@ class Gpt2(nn.Module):
     def forward(self, tokens, targets):
         positions = torch.arange(tokens.shape[1], device=tokens.device)
         x = self.tokens(tokens) + self.positions(positions)
-        for block in self.blocks:
-            x = block(x)
+        for i, block in enumerate(self.blocks):
+            if self.recompute == "full" or (self.recompute == "every-2nd" and i % 2 == 1):
+                x = checkpoint(block, x, use_reentrant=False)
+            elif self.recompute == "op":
+                x = checkpoint(block, x, use_reentrant=False, context_fn=_op_policy_contexts)
+            else:
+                x = block(x)
         logits = self.head(self.ln(x))
         return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
 
@@ -79,6 +124,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--profiler", choices=("none", "nvtx", "torch"), default="none")
     parser.add_argument("--emit-nvtx", action="store_true", help="one NVTX range per ATen op")
+    parser.add_argument("--precision", choices=("bf16", "fp32", "tf32"), default="bf16")
+    parser.add_argument("--model", choices=tuple(SIZES), default="124m")
+    parser.add_argument("--recompute", choices=("none", "full", "every-2nd", "op"),
+                        default="none")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=1024)
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first")
@@ -89,14 +138,17 @@ def main():
 
     torch.manual_seed(0)
     device = "cuda"
-    model = Gpt2().to(device)
+    torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
+    layers, heads, width = SIZES[args.model]
+    model = Gpt2(layers, heads, width, recompute=args.recompute).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     generator = torch.Generator(device=device).manual_seed(1)
     tokens = torch.randint(0, 50257, (args.batch, args.seq + 1), device=device, generator=generator)
     inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
 
     def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
             loss = model(inputs, targets)
         loss.backward()
         optimizer.step()
@@ -118,6 +170,8 @@ def main():
     losses = []
     with profiler as prof, nvtx_ops:
         for i in range(args.warmup + args.steps):
+            if i == args.warmup:
+                torch.cuda.reset_peak_memory_stats()
             if args.profiler != "torch":
                 torch.cuda.nvtx.range_push(f"ProfilerStep#{i}")
             start = time.perf_counter()
@@ -130,18 +184,29 @@ def main():
                 prof.step()
             if i >= args.warmup:
                 times.append(elapsed * 1e3)
+    free, total = torch.cuda.mem_get_info()
     summary = {
-        "profiler": args.profiler, "emit_nvtx": args.emit_nvtx, "batch": args.batch,
+        "profiler": args.profiler, "emit_nvtx": args.emit_nvtx, "precision": args.precision,
+        "model": f"gpt2-{args.model}", "layers": layers, "heads": heads, "width": width,
+        "vocab": 50304, "recompute": args.recompute, "batch": args.batch,
         "seq": args.seq, "warmup": args.warmup, "steps": args.steps,
         "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
         "parameters": sum(p.numel() for p in model.parameters()),
         "step_ms": times, "median_ms": statistics.median(times),
         "first_loss": losses[0], "last_loss": losses[-1],
+        "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
+        "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
+        "device_used_bytes_at_end": total - free, "device_total_bytes": total,
     }
     with open(args.summary, "w") as out:
         json.dump(summary, out, indent=1)
-    print(f"{args.profiler}{' +emit_nvtx' if args.emit_nvtx else ''}: median step "
-          f"{summary['median_ms']:.3f} ms over {args.steps} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}")
+    print(f"gpt2-{args.model} {args.precision} recompute {args.recompute} "
+          f"{args.batch}x{args.seq}, {args.profiler}{' +emit_nvtx' if args.emit_nvtx else ''}: "
+          f"median step {summary['median_ms']:.3f} ms over {args.steps} steps, loss "
+          f"{losses[0]:.3f} -> {losses[-1]:.3f}; peak allocated "
+          f"{summary['peak_allocated_bytes'] / 2**30:.2f} GiB, reserved "
+          f"{summary['peak_reserved_bytes'] / 2**30:.2f} GiB, device in use "
+          f"{summary['device_used_bytes_at_end'] / 2**30:.2f} GiB")
 
 
 if __name__ == "__main__":

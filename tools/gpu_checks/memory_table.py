@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Predicted against measured peak memory for the runs what_if_and_memory.sh recorded.
+
+Usage: memory_table.py DTSIM MEASURED_JSON [--markdown]
+
+For each run of MEASURED_JSON (tests/data/measured/h200_gpt2_memory.json), simulates the same
+model, batch, sequence and recompute policy on one h200-sxm-141gb with flash attention and no
+dropout, and prints dtsim's per-GPU memory total against the measured peak allocated and
+reserved bytes and the device memory in use, with the error against the allocated peak.
+Runs whose recompute policy dtsim cannot express yet (every-2nd block, selective op
+checkpointing) are listed with no prediction. Exits 1 if a simulation fails.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+GIB = 2**30
+# gpt2_step.py's recompute policies and dtsim's training.recompute (None: no counterpart).
+POLICIES = {"none": "none", "full": "full", "every-2nd": None, "op": None}
+
+
+def predict(dtsim, run, work):
+    config = {
+        "model": run["model"],
+        "training": {"global_batch": run["batch"], "micro_batch": run["batch"],
+                     "seq_len": run["seq"], "precision": "bf16",
+                     "recompute": POLICIES[run["recompute"]], "flash_attention": True,
+                     "dropout": False},
+        "cluster": {"preset": "dgx-a100", "gpu": "h200-sxm-141gb", "nodes": 1,
+                    "gpus_per_node": 1},
+        "parallelism": {"data": 1},
+    }
+    config_path = os.path.join(work, "config.json")
+    result_path = os.path.join(work, "result.json")
+    with open(config_path, "w") as out:
+        json.dump(config, out)
+    done = subprocess.run([dtsim, "simulate", config_path, "-o", result_path],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"dtsim simulate failed for {run['model']}: {done.stderr.strip()}")
+    with open(result_path) as result:
+        return json.load(result)["stages"][0]["memory"]["total_bytes"]
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    dtsim, measured_path = sys.argv[1], sys.argv[2]
+    with open(measured_path) as measured:
+        runs = json.load(measured)["runs"]
+    header = ("run", "measured allocated", "reserved", "device in use", "dtsim", "error")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    errors = []
+    with tempfile.TemporaryDirectory() as work:
+        for run in runs:
+            name = f"{run['model']} {run['batch']}×{run['seq']}, recompute {run['recompute']}"
+            allocated = run["peak_allocated_bytes"]
+            cells = [name, f"{allocated / GIB:.2f} GiB", f"{run['peak_reserved_bytes'] / GIB:.2f} GiB",
+                     f"{run['device_used_bytes_at_end'] / GIB:.2f} GiB"]
+            if POLICIES[run["recompute"]] is None:
+                cells += ["no such policy", "—"]
+            else:
+                predicted = predict(dtsim, run, work)
+                error = (predicted - allocated) / allocated
+                errors.append(abs(error))
+                cells += [f"{predicted / GIB:.2f} GiB", f"{100 * error:+.1f}%"]
+            print("| " + " | ".join(cells) + " |")
+    print(f"\nmean absolute error against the allocated peak over {len(errors)} runs: "
+          f"{100 * sum(errors) / len(errors):.1f}%")
+
+
+if __name__ == "__main__":
+    main()
