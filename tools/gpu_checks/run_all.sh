@@ -20,20 +20,9 @@ shift 3
 here=$(dirname "$0")
 mkdir -p "$out"
 work=$(mktemp -d)
-failures=()
-run() {  # run NAME COMMAND...: logs the command and its status, remembers failures
-  local name=$1
-  shift
-  echo "=== $name: $*"
-  "$@"
-  local status=$?
-  echo "=== $name: exit $status"
-  [[ $status -eq 0 ]] || failures+=("$name")
-}
-
-echo "=== environment"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
-python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name())'
+# shellcheck source=tools/gpu_checks/common.sh
+source "$here/common.sh"
+print_environment
 ldd "$dtsim" "$DTSIM_INJECTION_LIBRARY" | grep -E 'not found|cupti|fmt|boost' || true
 
 run known_kernels sh "$here/profile_known_kernels.sh" "$dtsim" "$out/known_kernels"

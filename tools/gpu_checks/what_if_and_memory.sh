@@ -21,39 +21,28 @@ out=$(realpath -m "$3")
 op_list=${4:-}
 here=$(dirname "$0")
 mkdir -p "$out"
-failures=()
-run() {  # run NAME LIMIT_S COMMAND...: logs the command and its status, remembers failures
-  local name=$1 limit=$2
-  shift 2
-  echo "=== $name: $*"
-  timeout "$limit" "$@"
-  local status=$?
-  echo "=== $name: exit $status"
-  [[ $status -eq 0 ]] || failures+=("$name")
-}
-
-echo "=== environment"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
-python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name())'
+# shellcheck source=tools/gpu_checks/common.sh
+source "$here/common.sh"
+print_environment
 
 gpt2=(python3 "$here/gpt2_step.py" --batch 8 --seq 1024 --warmup 3 --steps 10)
 for i in $(seq "${REPEATS:-2}"); do
   for precision in fp32 tf32; do
-    run "${precision}_none_$i" 120 "${gpt2[@]}" --precision "$precision" --profiler none \
+    run_limited "${precision}_none_$i" 120 "${gpt2[@]}" --precision "$precision" --profiler none \
       --summary "$out/whatif_${precision}_none_$i.json"
-    run "${precision}_dtsim_$i" 120 "$dtsim" profile -o "$out/whatif_${precision}_dtsim_$i.json" -- \
+    run_limited "${precision}_dtsim_$i" 120 "$dtsim" profile -o "$out/whatif_${precision}_dtsim_$i.json" -- \
       "${gpt2[@]}" --precision "$precision" --profiler nvtx \
       --summary "$out/whatif_${precision}_dtsim_$i.summary.json"
   done
 done
 # torch.profiler's trace of each too (Kineto JSON: the other format `dtsim replay` reads).
 for precision in fp32 tf32; do
-  run "${precision}_torch" 120 "${gpt2[@]}" --precision "$precision" --profiler torch \
+  run_limited "${precision}_torch" 120 "${gpt2[@]}" --precision "$precision" --profiler torch \
     --trace "$out/whatif_${precision}_torch.json" --summary "$out/whatif_${precision}_torch.summary.json"
   gzip -f "$out/whatif_${precision}_torch.json"
 done
 for precision in fp32 tf32; do
-  run "replay_$precision" 60 "$dtsim" replay "$out/whatif_${precision}_dtsim_1.json" \
+  run_limited "replay_$precision" 60 "$dtsim" replay "$out/whatif_${precision}_dtsim_1.json" \
     -o "$out/whatif_${precision}_replay.json"
 done
 # Keep one trace of each precision, gzipped; the others were only timed.
@@ -69,7 +58,7 @@ memory_runs=(
 )
 for spec in "${memory_runs[@]}"; do
   read -r model batch recompute <<<"$spec"
-  run "memory_${model}_b${batch}_${recompute}" 90 python3 "$here/gpt2_step.py" --model "$model" \
+  run_limited "memory_${model}_b${batch}_${recompute}" 90 python3 "$here/gpt2_step.py" --model "$model" \
     --batch "$batch" --seq 1024 --recompute "$recompute" --warmup 2 --steps 3 \
     --summary "$out/memory_${model}_b${batch}_${recompute}.json"
 done
