@@ -22,14 +22,14 @@
 #include <vector>
 
 #include "network/cluster.h"
+#include "network/cluster_model.h"
 #include "network/flow_programs.h"
 #include "network/fluid_network.h"
 #include "network/topology.h"
-#include "sim/engine/communication.h"
 
 namespace dtsim::network {
 
-class FlowModel final : public engine::CommunicationModel, public engine::EventHandler {
+class FlowModel final : public ClusterModel, public engine::EventHandler {
  public:
   // `fast_isolated_steps` turns the exact fast path on (the default); off is for tests that
   // check it changes nothing.
@@ -39,14 +39,14 @@ class FlowModel final : public engine::CommunicationModel, public engine::EventH
   // Must succeed before the run (call once): sizes a 0-node cluster to the graph, builds the
   // topology, chooses each communication's algorithm (forced, or the cheapest analytically)
   // and builds its flow program.
-  Status Prepare(const graph::TaskGraph& graph);
+  Status Prepare(const graph::TaskGraph& graph) override;
 
   std::string_view name() const override { return "flow"; }
   void Attach(engine::CommunicationContext& context) override;
   void Start(graph::CommId comm, engine::CommunicationContext& context) override;
   void OnEvent(uint64_t payload) override;
 
-  const ClusterSpec& cluster() const { return cluster_; }
+  const ClusterSpec& cluster() const override { return cluster_; }
   std::string_view AlgorithmOf(graph::CommId comm) const { return algorithms_[comm.value()]; }
   uint64_t flows_started() const { return flows_started_; }
   uint64_t rate_updates() const { return rate_updates_; }

@@ -17,7 +17,6 @@ constexpr std::array<std::string_view, 3> kScheduleNames = {"gpipe", "1f1b", "in
 constexpr std::array<std::string_view, 2> kGradientSyncNames = {"all_reduce", "parameter_server"};
 constexpr std::array<std::string_view, 3> kPlanDimensionNames = {"tp", "dp", "pp"};  // by PlanDimension
 constexpr std::array<std::string_view, 2> kRanksNames = {"full", "symmetric"};
-constexpr std::array<std::string_view, 2> kNetworkNames = {"analytical", "flow"};
 
 Status ReadDType(JsonObjectReader& reader, std::string_view key, DType& out) {
   reader.Allow(key);
@@ -200,9 +199,10 @@ Status ReadCluster(const Json& value, SimulationConfig& config) {
 
 Status ReadSimulation(const Json& value, SimulationConfig& config) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, "simulation"));
-  int network = config.network_model == "flow" ? 1 : 0;
-  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("network_model", kNetworkNames, network));
-  config.network_model = std::string(kNetworkNames[static_cast<size_t>(network)]);
+  auto network = static_cast<size_t>(config.network_model - network::NetworkModels().data());
+  DTSIM_RETURN_IF_ERROR(
+      reader.ReadOptionalChoice("network_model", network::NetworkModelNames(), network));
+  config.network_model = &network::NetworkModels()[network];
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("ranks", kRanksNames, config.ranks));
   DTSIM_ASSIGN_OR_RETURN(config.cost_model, reader.StringOr("cost_model", config.cost_model));
   if (reader.Has("max_memory")) {

@@ -15,6 +15,7 @@
 #include "models/model_spec.h"
 #include "models/ops.h"
 #include "network/cluster.h"
+#include "network/network_models.h"
 #include "sim/base/dtype.h"
 #include "sim/base/json_reader.h"
 #include "sim/base/status.h"
@@ -123,7 +124,8 @@ struct SimulationConfig {
   ParallelPlan plan;
   CompressionConfig compression;
   std::string profile;  // an op-cost table file, or empty
-  std::string network_model = "analytical";
+  // The network model that prices communication (network/network_models.h).
+  const network::NetworkModelEntry* network_model = &network::DefaultNetworkModel();
   std::string cost_model = "chain";
   RanksMode ranks = RanksMode::kFull;
   // The memory a simulation may take (`--max-memory`), checked before its graph is built

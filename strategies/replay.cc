@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "models/cost_model.h"
-#include "network/analytical_model.h"
+#include "network/network_models.h"
 #include "sim/engine/communication.h"
 
 namespace dtsim::strategies {
@@ -182,12 +182,14 @@ int32_t PricedRanks(const graph::TaskGraph& graph) {
   return ranks;
 }
 
-Expected<MeasuredRun> SimulateAnalytical(const graph::TaskGraph& graph,
-                                         network::ClusterSpec cluster) {
+// The what-if's collectives priced by the default network model on `cluster`.
+Expected<MeasuredRun> SimulateOnCluster(const graph::TaskGraph& graph,
+                                        network::ClusterSpec cluster) {
   DTSIM_RETURN_IF_ERROR(network::FitCluster(cluster, PricedRanks(graph)));
-  network::AnalyticalModel model(std::move(cluster));
-  DTSIM_RETURN_IF_ERROR(model.Prepare(graph));
-  return RunWith(graph, model);
+  DTSIM_ASSIGN_OR_RETURN(
+      const std::unique_ptr<network::ClusterModel> model,
+      network::MakePreparedModel(network::DefaultNetworkModel(), std::move(cluster), graph));
+  return RunWith(graph, *model);
 }
 
 // The compressed reduction of a world all-reduce: the method's steps over the priced group,
@@ -272,7 +274,7 @@ Expected<WhatIfResult> SimulateWhatIf(const traces::Trace& trace, const ReplayRe
   }
   DTSIM_ASSIGN_OR_RETURN(traces::ReplayGraph graph, traces::BuildReplayGraph(trace, options));
   if (rewrite && rewrite->error()) return *rewrite->error();
-  Expected<MeasuredRun> run = what_if.cluster ? SimulateAnalytical(graph.graph, *what_if.cluster)
+  Expected<MeasuredRun> run = what_if.cluster ? SimulateOnCluster(graph.graph, *what_if.cluster)
                                               : SimulateMeasured(graph.graph, graph.comm_durations);
   if (!run.ok()) return std::move(run).error();
   WhatIfResult result{.graph = std::move(graph),

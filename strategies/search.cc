@@ -198,16 +198,17 @@ EvaluatedPlan Check(const SimulationConfig& base, const SearchSpace& space, size
   return evaluated;
 }
 
-// Simulates `plan` (analytical or flow network model) and records the figures.
+// Simulates `plan` with `network_model` and records the figures: the ranking's, or with the
+// link-sharing model, the re-ranking's.
 Status SimulatePlan(const SimulationConfig& base, const SearchSpace& space,
                     const SearchOptions& options, const models::OpCostModel& cost,
-                    std::string_view network_model, EvaluatedPlan& plan) {
+                    const network::NetworkModelEntry& network_model, EvaluatedPlan& plan) {
   SimulationConfig config = ConfigFor(base, space, plan.choice);
   DTSIM_RETURN_IF_ERROR(CheckPlan(config));
   config.ranks = options.ranks;
-  config.network_model = std::string(network_model);
+  config.network_model = &network_model;
   DTSIM_ASSIGN_OR_RETURN(const SimulationResult result, Simulate(config, cost));
-  if (network_model == "flow") {
+  if (network_model.shares_links) {
     plan.figures->flow_iteration_time = result.iteration_time;
     plan.figures->flow_average_iteration_time = result.average_iteration_time;
   } else {
@@ -510,7 +511,8 @@ Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& s
   ParallelFor(order.size(), threads, [&](size_t k) {
     EvaluatedPlan& plan = plans[order[k]];
     if (plan.lower_bound.ns() <= best.Kth()) {
-      if (Status simulated = SimulatePlan(base, space, options, *cost.model, "analytical", plan);
+      if (Status simulated =
+              SimulatePlan(base, space, options, *cost.model, network::DefaultNetworkModel(), plan);
           simulated.ok()) {
         plan.status = PlanStatus::kSimulated;
         best.Add(plan.figures->average_iteration_time.ns());
@@ -527,7 +529,8 @@ Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& s
   done = 0;
   ParallelFor(reranked, threads, [&](size_t k) {
     EvaluatedPlan& plan = plans[result.ranking[k]];
-    if (Status simulated = SimulatePlan(base, space, options, *cost.model, "flow", plan);
+    if (Status simulated = SimulatePlan(base, space, options, *cost.model,
+                                        network::LinkSharingNetworkModel(), plan);
         !simulated.ok()) {
       Fail(plan, simulated);
     }

@@ -1,12 +1,11 @@
 #include "strategies/simulate.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cmath>
 
-#include <fmt/format.h>
-
-#include "network/analytical_model.h"
-#include "network/flow_model.h"
+#include "network/network_models.h"
 #include "strategies/footprint.h"
 #include "traces/op_cost_table.h"
 
@@ -19,19 +18,12 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 
 Expected<engine::RunSummary> Run(const SimulationConfig& config, const graph::TaskGraph& graph,
                                  graph::TaskTimes& times) {
-  auto run = [&](auto& model) -> Expected<engine::RunSummary> {
-    DTSIM_RETURN_IF_ERROR(model.Prepare(graph));
-    engine::Simulator simulator(graph, model);
-    DTSIM_RETURN_IF_ERROR(simulator.Run());
-    times = simulator.times();
-    return simulator.Summarize();
-  };
-  if (config.network_model == "flow") {
-    network::FlowModel model(config.cluster);
-    return run(model);
-  }
-  network::AnalyticalModel model(config.cluster);
-  return run(model);
+  DTSIM_ASSIGN_OR_RETURN(const std::unique_ptr<network::ClusterModel> model,
+                         network::MakePreparedModel(*config.network_model, config.cluster, graph));
+  engine::Simulator simulator(graph, *model);
+  DTSIM_RETURN_IF_ERROR(simulator.Run());
+  times = simulator.times();
+  return simulator.Summarize();
 }
 
 // The category of the dependency of `id` that ended last (what it waited for), or "".
@@ -167,13 +159,16 @@ Expected<SimulationResult> Simulate(const SimulationConfig& input,
   // servers; only the flow model with every rank simulated sees them share.
   const int sharing = config.plan.tensor * config.plan.pipeline;
   if (config.plan.gradient_sync == GradientSync::kParameterServer && sharing > 1 &&
-      (config.network_model != "flow" || config.ranks == RanksMode::kSymmetric)) {
+      (!config.network_model->shares_links || config.ranks == RanksMode::kSymmetric)) {
     result.warnings.push_back(fmt::format(
         "{} data-parallel groups (one per tensor-parallel rank and stage) push to the same {} "
         "parameter server{}; {} prices each group alone, as if it had the servers to itself "
-        "(simulate \"network_model\": \"flow\" with \"ranks\": \"full\" to see them share)",
+        "(simulate \"network_model\": \"{}\" with \"ranks\": \"full\" to see them share)",
         sharing, config.cluster.servers.count, config.cluster.servers.count == 1 ? "" : "s",
-        config.network_model != "flow" ? "the analytical model" : "symmetric ranks"));
+        config.network_model->shares_links
+            ? "symmetric ranks"
+            : fmt::format("the {} model", config.network_model->name),
+        network::LinkSharingNetworkModel().name));
   }
   DTSIM_RETURN_IF_ERROR(SimulatePhases(config, cost, result));
   const double seconds = result.iteration_time.ToSecondsDouble();

@@ -226,7 +226,7 @@ TEST(SimulateTest, OverridesByPath) {
   const SimulationConfig config = ConfigOf(json);
   EXPECT_EQ(config.plan.pipeline, 2);
   EXPECT_EQ(config.model.transformer.layers, 8);
-  EXPECT_EQ(config.network_model, "flow");
+  EXPECT_EQ(config.network_model->name, "flow");
   Json preset = BaseConfig();
   preset["model"] = "gpt3-1.3b";
   ASSERT_TRUE(ApplyOverride(preset, "model.layers=4").ok());

@@ -1,18 +1,17 @@
 #include "tools/cli/run_command.h"
 
-#include <array>
-#include <chrono>
-#include <memory>
-
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "network/network_models.h"
 #include "sim/base/atomic_file.h"
 #include "sim/base/quantity.h"
 #include "sim/base/strings.h"
-#include "network/analytical_model.h"
-#include "network/flow_model.h"
 #include "sim/engine/fixed_cost_model.h"
 #include "sim/engine/simulator.h"
 #include "sim/graph/graph_json.h"
@@ -25,6 +24,17 @@ namespace {
 
 namespace po = boost::program_options;
 
+// The run command's own model, beside the network models of network/network_models.h: the
+// engine's fixed cost per communication, which needs no cluster.
+constexpr std::string_view kFixedModel = "fixed";
+
+// "fixed", "analytical", "flow": every name --network-model accepts.
+std::vector<std::string_view> ModelNames() {
+  std::vector<std::string_view> names = {kFixedModel};
+  for (std::string_view name : network::NetworkModelNames()) names.push_back(name);
+  return names;
+}
+
 struct RunOptions {
   std::string graph_path;
   std::string result_path;
@@ -32,7 +42,7 @@ struct RunOptions {
   std::string latency_text = "5 us";
   std::string bandwidth_text = "100 GB/s";
   std::string cluster;
-  std::string network_model;  // empty: "analytical" with --cluster, else "fixed"
+  std::string network_model;  // empty: the default network model with --cluster, else fixed
   bool quiet = false;
   bool help = false;
 };
@@ -45,22 +55,23 @@ po::options_description Describe(RunOptions& options) {
       "--cluster, by the analytical model (each collective algorithm's cost on the cluster) or\n"
       "the flow model (algorithm steps as flows sharing links max-min fairly).\n\n"
       "Options");
-  description.add_options()
-      ("help,h", po::bool_switch(&options.help), "show this help")
-      ("output,o", po::value(&options.result_path)->value_name("FILE"),
-       "write the result JSON here (docs/formats/run-result.md)")
-      ("timeline", po::value(&options.timeline_path)->value_name("FILE"),
-       "write a Chrome trace / Perfetto timeline here (docs/formats/timeline.md)")
-      ("network-model", po::value(&options.network_model)->value_name("NAME"),
-       "fixed, analytical or flow (default: analytical with --cluster, else fixed)")
-      ("cluster", po::value(&options.cluster)->value_name("PRESET|FILE"),
-       "the cluster for the analytical model: a preset (dgx-a100, dgx-h100, dgx1-v100, "
-       "ethernet-25g) or a cluster JSON file (docs/network.md)")
-      ("comm-latency", po::value(&options.latency_text)->value_name("DURATION"),
-       "fixed model: latency of every communication (default \"5 us\")")
-      ("comm-bandwidth", po::value(&options.bandwidth_text)->value_name("BANDWIDTH"),
-       "fixed model: bandwidth of every communication (default \"100 GB/s\")")
-      ("quiet,q", po::bool_switch(&options.quiet), "print nothing on success");
+  description.add_options()("help,h", po::bool_switch(&options.help), "show this help")(
+      "output,o", po::value(&options.result_path)->value_name("FILE"),
+      "write the result JSON here (docs/formats/run-result.md)")(
+      "timeline", po::value(&options.timeline_path)->value_name("FILE"),
+      "write a Chrome trace / Perfetto timeline here (docs/formats/timeline.md)")(
+      "network-model", po::value(&options.network_model)->value_name("NAME"),
+      fmt::format("one of {} (default: {} with --cluster, else {})", JoinQuoted(ModelNames()),
+                  network::DefaultNetworkModel().name, kFixedModel)
+          .c_str())(
+      "cluster", po::value(&options.cluster)->value_name("PRESET|FILE"),
+      "the cluster for the analytical model: a preset (dgx-a100, dgx-h100, dgx1-v100, "
+      "ethernet-25g) or a cluster JSON file (docs/network.md)")(
+      "comm-latency", po::value(&options.latency_text)->value_name("DURATION"),
+      "fixed model: latency of every communication (default \"5 us\")")(
+      "comm-bandwidth", po::value(&options.bandwidth_text)->value_name("BANDWIDTH"),
+      "fixed model: bandwidth of every communication (default \"100 GB/s\")")(
+      "quiet,q", po::bool_switch(&options.quiet), "print nothing on success");
   return description;
 }
 
@@ -86,62 +97,55 @@ struct ModelSetup {
   OrderedJson description;
 };
 
-Expected<ModelSetup> MakeFixedModel(const RunOptions&, const CommunicationCost& cost,
-                                    const graph::TaskGraph&) {
+Expected<ModelSetup> MakeFixedModel(const CommunicationCost& cost) {
   return ModelSetup{std::make_unique<engine::FixedCostModel>(cost.latency, cost.bandwidth),
-                    {{"name", "fixed"},
+                    {{"name", kFixedModel},
                      {"latency_ns", cost.latency.ns()},
                      {"bandwidth_bits_per_second", cost.bandwidth.bits_per_second()}}};
 }
 
-// The analytical and flow models both price communication on a cluster.
-template <typename Model>
-Expected<ModelSetup> MakeClusterModel(const RunOptions& options, const CommunicationCost&,
+// A network model on the cluster of --cluster, prepared for `graph`.
+Expected<ModelSetup> MakeClusterModel(const RunOptions& options,
+                                      const network::NetworkModelEntry& entry,
                                       const graph::TaskGraph& graph) {
   if (options.cluster.empty()) {
-    return Error(fmt::format("the {} model needs a cluster: give --cluster PRESET|FILE",
-                             options.network_model),
-                 "--network-model", Quote(options.network_model));
+    return Error(
+        fmt::format("the {} model needs a cluster: give --cluster PRESET|FILE", entry.name),
+        "--network-model", Quote(options.network_model));
   }
   DTSIM_ASSIGN_OR_RETURN(network::ClusterSpec cluster, network::LoadCluster(options.cluster));
-  auto model = std::make_unique<Model>(std::move(cluster));
-  Status prepared = model->Prepare(graph);
-  if (!prepared.ok()) return std::move(prepared).error().InFile(options.graph_path);
-  const network::ClusterSpec& sized = model->cluster();
-  OrderedJson description = {{"name", model->name()},
+  Expected<std::unique_ptr<network::ClusterModel>> model =
+      network::MakePreparedModel(entry, std::move(cluster), graph);
+  if (!model.ok()) return std::move(model).error().InFile(options.graph_path);
+  const network::ClusterSpec& sized = (*model)->cluster();
+  OrderedJson description = {{"name", entry.name},
                              {"cluster", sized.name},
                              {"nodes", sized.nodes},
                              {"gpus_per_node", sized.gpus_per_node}};
-  return ModelSetup{std::move(model), std::move(description)};
+  return ModelSetup{std::move(model).value(), std::move(description)};
 }
 
-struct ModelEntry {
-  std::string_view name;
-  Expected<ModelSetup> (*make)(const RunOptions&, const CommunicationCost&,
-                               const graph::TaskGraph&);
-};
-constexpr std::array<ModelEntry, 3> kModels = {
-    {{"fixed", MakeFixedModel},
-     {"analytical", MakeClusterModel<network::AnalyticalModel>},
-     {"flow", MakeClusterModel<network::FlowModel>}}};
-
-Expected<const ModelEntry*> FindModel(const RunOptions& options) {
+// The network model --network-model names; nullptr for the fixed model.
+Expected<const network::NetworkModelEntry*> FindModel(const RunOptions& options) {
   const std::string& name = options.network_model;
-  std::vector<std::string_view> names;
-  for (const ModelEntry& entry : kModels) {
-    if (entry.name == name) return &entry;
-    names.push_back(entry.name);
+  if (name == kFixedModel) return nullptr;
+  if (Expected<const network::NetworkModelEntry*> entry = network::FindNetworkModel(name);
+      entry.ok()) {
+    return *entry;
   }
+  const std::vector<std::string_view> names = ModelNames();
   return Error("unknown network model" + DidYouMean(name, names) + "; registered: " +
                    JoinQuoted(names), "--network-model", Quote(name));
 }
 
-Status Execute(const RunOptions& options, const ModelEntry& entry, const CommunicationCost& cost,
-               std::ostream& out) {
+Status Execute(const RunOptions& options, const network::NetworkModelEntry* entry,
+               const CommunicationCost& cost, std::ostream& out) {
   DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(
       {options.graph_path, options.cluster}, {options.result_path, options.timeline_path}));
   DTSIM_ASSIGN_OR_RETURN(const graph::TaskGraph graph, graph::LoadTaskGraph(options.graph_path));
-  DTSIM_ASSIGN_OR_RETURN(ModelSetup setup, entry.make(options, cost, graph));
+  DTSIM_ASSIGN_OR_RETURN(ModelSetup setup, entry == nullptr
+                                               ? MakeFixedModel(cost)
+                                               : MakeClusterModel(options, *entry, graph));
   engine::CommunicationModel& model = *setup.model;
   engine::Simulator simulator(graph, model);
   const auto begin = std::chrono::steady_clock::now();
@@ -178,11 +182,12 @@ CommandOutcome RunCommand(std::span<const std::string> args, std::ostream& out) 
     Expected<CommunicationCost> cost = ParseCommunicationCost(options);
     if (!cost.ok()) return CommandOutcome::Usage(std::move(cost).error());
     if (options.network_model.empty()) {
-      options.network_model = options.cluster.empty() ? "fixed" : "analytical";
+      options.network_model =
+          options.cluster.empty() ? kFixedModel : network::DefaultNetworkModel().name;
     }
-    Expected<const ModelEntry*> entry = FindModel(options);
+    Expected<const network::NetworkModelEntry*> entry = FindModel(options);
     if (!entry.ok()) return CommandOutcome::Usage(std::move(entry).error());
-    return FailureUnlessOk(Execute(options, **entry, *cost, out));
+    return FailureUnlessOk(Execute(options, *entry, *cost, out));
   });
 }
 

@@ -151,11 +151,16 @@ OrderedJson SimulateResultJson(const SimulationConfig& c, const SimulationResult
   }
   return {{"format", kSimulateResultFormat},
           {"version", kSimulateResultVersion},
-          {"input", {{"config", c.source}, {"model", c.model.name}, {"gpu", c.gpu.name},
-                     {"cluster", c.cluster.name}, {"nodes", c.cluster.nodes},
-                     {"gpus_per_node", c.cluster.gpus_per_node},
-                     {"network_model", c.network_model}, {"cost_model", r.cost_model},
-                     {"plan", PlanJson(c)}}},
+          {"input",
+           {{"config", c.source},
+            {"model", c.model.name},
+            {"gpu", c.gpu.name},
+            {"cluster", c.cluster.name},
+            {"nodes", c.cluster.nodes},
+            {"gpus_per_node", c.cluster.gpus_per_node},
+            {"network_model", c.network_model->name},
+            {"cost_model", r.cost_model},
+            {"plan", PlanJson(c)}}},
           {"iteration_time_ns", r.iteration_time.ns()},
           {"samples_per_second", r.samples_per_second},
           {"tokens_per_second", r.tokens_per_second},
@@ -169,12 +174,13 @@ OrderedJson SimulateResultJson(const SimulationConfig& c, const SimulationResult
           {"compression", CompressionJson(c, r)},
           {"warnings", r.warnings},
           {"cost_source_shares", std::move(sources)},
-          {"simulator", {{"tasks", r.summary.tasks},
-                         {"communications", r.summary.communications},
-                         {"events", r.summary.events},
-                         {"fingerprint", fmt::format("0x{:016x}", r.summary.fingerprint)},
-                         {"build_seconds", r.build_seconds},
-                         {"simulate_seconds", r.simulate_seconds}}}};
+          {"simulator",
+           {{"tasks", r.summary.tasks},
+            {"communications", r.summary.communications},
+            {"events", r.summary.events},
+            {"fingerprint", fmt::format("0x{:016x}", r.summary.fingerprint)},
+            {"build_seconds", r.build_seconds},
+            {"simulate_seconds", r.simulate_seconds}}}};
 }
 
 namespace {
@@ -227,8 +233,8 @@ std::string PlanLine(const SimulationConfig& c) {
 void PrintSummary(std::ostream& out, const SimulationConfig& c, const SimulationResult& r) {
   const strategies::IterationStats& stats = r.iteration->stats;
   fmt::print(out, "dtsim simulate {}\n", c.source);
-  fmt::print(out, "  model          {} on {} × {} ({}, {} network)\n", c.model.name,
-             c.plan.world(), c.gpu.name, c.cluster.name, c.network_model);
+  fmt::print(out, "  model          {} on {} × {} ({}, {} network)\n", c.model.name, c.plan.world(),
+             c.gpu.name, c.cluster.name, c.network_model->name);
   fmt::print(out, "  plan           {}\n", PlanLine(c));
   fmt::print(out, "  iteration      {}{}\n", FormatDuration(r.iteration_time),
              r.phases.empty() ? "" : " (compressed phase)");
@@ -314,7 +320,8 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
   if (!options.timeline_path.empty()) {
     DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(
         options.timeline_path, result->iteration->graph, result->times,
-        {.source = options.config, .communication_model = config.network_model}));
+        {.source = options.config,
+         .communication_model = std::string(config.network_model->name)}));
   }
   if (!options.quiet) PrintSummary(out, config, *result);
   if (!options.chakra_prefix.empty()) {
