@@ -1,5 +1,6 @@
-// Collective algorithms, registered by name per collective kind, each with its analytical
-// α-β cost on the levels a group spans (docs/network.md derives every formula). A cost is a
+// Collective algorithms, registered by name per collective kind: one entry each, holding its
+// analytical α-β cost on the levels a group spans (docs/network.md derives every formula) and
+// the flow program the flow model runs (flow_programs.h). A cost is a
 // sum of phases; a phase takes  steps · α  +  max(intra bytes per rank / intra bandwidth,
 // inter-node bytes per node / the node's inter-node bandwidth for this group).
 #pragma once
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "network/cluster.h"
+#include "network/flow_programs.h"
 #include "sim/base/status.h"
 #include "sim/graph/task.h"
 
@@ -42,6 +44,8 @@ struct CollectiveAlgorithm {
   std::string_view summary;
   // The analytical time, or an error when the algorithm does not apply to this group.
   Expected<DurationNs> (*cost)(const CollectiveRequest& request);
+  // How it moves data, step by step, for the flow model: the volumes `cost` counts.
+  Expected<FlowProgram> (*program)(const FlowRequest& request);
 };
 
 // The latency of one hop of a node-major ring over p ranks on N nodes, as NCCL's tuning model

@@ -34,10 +34,11 @@ Expected<FlowModel::Planned> FlowModel::Plan(const graph::TaskGraph& graph,
   Planned planned{std::make_shared<FlowProgram>(), std::make_shared<StepLinks>(), {}};
   if (choice.algorithm == nullptr) return planned;  // a group of one rank: nothing to move
   planned.algorithm = choice.algorithm->name;
-  DTSIM_ASSIGN_OR_RETURN(
-      *planned.program,
-      BuildFlowProgram(planned.algorithm, {.kind = comm.kind, .size = comm.size, .ranks = ranks,
-                                           .root = comm.root, .cluster = &cluster_}));
+  DTSIM_ASSIGN_OR_RETURN(*planned.program, choice.algorithm->program({.kind = comm.kind,
+                                                                      .size = comm.size,
+                                                                      .ranks = ranks,
+                                                                      .root = comm.root,
+                                                                      .cluster = &cluster_}));
   planned.links->links.resize(planned.program->size());
   planned.links->routed.assign(planned.program->size(), false);
   return planned;

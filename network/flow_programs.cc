@@ -1,10 +1,9 @@
 #include "network/flow_programs.h"
 
-#include <algorithm>
-#include <array>
-#include <bit>
-
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
 
 #include "network/collective_algorithms.h"
 #include "network/topology.h"
@@ -96,6 +95,34 @@ FlowProgram RingProgram(const FlowRequest& r, double bytes_per_step, int64_t ste
 double Size(const FlowRequest& r) { return static_cast<double>(r.size.count()); }
 double P(const FlowRequest& r) { return static_cast<double>(r.ranks.size()); }
 
+Error NeedsUniform(std::string_view name) {
+  return Error(
+      fmt::format("the {} algorithm needs the same number of group members on every "
+                  "node",
+                  name));
+}
+
+// One flow step per exchange round, its latency that of the slowest level a pair crosses.
+FlowProgram ExchangeProgram(const FlowRequest& r, const std::vector<ExchangeRound>& rounds,
+                            bool reverse) {
+  FlowProgram program;
+  for (const ExchangeRound& round : rounds) {
+    FlowStep step{r.cluster->intra.latency, {}, 1};
+    for (auto [from, to] : round.pairs) {
+      if (r.cluster->NodeOf(from) != r.cluster->NodeOf(to)) step.latency = r.cluster->inter.latency;
+      if (reverse) std::swap(from, to);
+      step.transfers.push_back({from, to, round.bytes});
+    }
+    program.push_back(std::move(step));
+  }
+  if (reverse) std::reverse(program.begin(), program.end());
+  return program;
+}
+
+}  // namespace
+
+namespace programs {
+
 Expected<FlowProgram> AllReduceRing(const FlowRequest& r) {
   return RingProgram(r, Size(r) / P(r), 2 * (static_cast<int64_t>(r.ranks.size()) - 1));
 }
@@ -132,11 +159,6 @@ Expected<FlowProgram> AllToAllDirect(const FlowRequest& r) {
     }
   }
   return FlowProgram{std::move(step)};
-}
-
-Error NeedsUniform(std::string_view name) {
-  return Error(fmt::format("the {} algorithm needs the same number of group members on every "
-                           "node", name));
 }
 
 // Tutel's 2DH: all pairs inside each node (S/k each), then all pairs among the same local
@@ -296,23 +318,6 @@ Expected<FlowProgram> AllReduceNvls(const FlowRequest& r) {
   return FlowProgram{std::move(step)};
 }
 
-// One flow step per exchange round, its latency that of the slowest level a pair crosses.
-FlowProgram ExchangeProgram(const FlowRequest& r, const std::vector<ExchangeRound>& rounds,
-                            bool reverse) {
-  FlowProgram program;
-  for (const ExchangeRound& round : rounds) {
-    FlowStep step{r.cluster->intra.latency, {}, 1};
-    for (auto [from, to] : round.pairs) {
-      if (r.cluster->NodeOf(from) != r.cluster->NodeOf(to)) step.latency = r.cluster->inter.latency;
-      if (reverse) std::swap(from, to);
-      step.transfers.push_back({from, to, round.bytes});
-    }
-    program.push_back(std::move(step));
-  }
-  if (reverse) std::reverse(program.begin(), program.end());
-  return program;
-}
-
 Expected<FlowProgram> AllReduceHalvingDoubling(const FlowRequest& r) {
   return ExchangeProgram(r, HalvingDoublingRounds(r.ranks, Size(r)), false);
 }
@@ -335,39 +340,5 @@ Expected<FlowProgram> SendRecvDirect(const FlowRequest& r) {
                       {{r.ranks[0], r.ranks[1], Size(r)}}, 1}};
 }
 
-struct Entry {
-  CommKind kind;
-  std::string_view name;
-  Expected<FlowProgram> (*build)(const FlowRequest&);
-};
-
-constexpr std::array kPrograms = {
-    Entry{CommKind::kAllReduce, "ring", AllReduceRing},
-    Entry{CommKind::kAllReduce, "tree", AllReduceTree},
-    Entry{CommKind::kAllReduce, "hierarchical", AllReduceHierarchical},
-    Entry{CommKind::kAllReduce, "halving_doubling", AllReduceHalvingDoubling},
-    Entry{CommKind::kAllReduce, "parameter_server", AllReduceParameterServer},
-    Entry{CommKind::kAllReduce, "nvls", AllReduceNvls},
-    Entry{CommKind::kReduceScatter, "ring", ReduceScatterRing},
-    Entry{CommKind::kAllGather, "ring", AllGatherRing},
-    Entry{CommKind::kBroadcast, "ring", RootedRing},
-    Entry{CommKind::kReduce, "ring", RootedRing},
-    Entry{CommKind::kBroadcast, "binomial_tree", RootedBinomialTree},
-    Entry{CommKind::kReduce, "binomial_tree", RootedBinomialTree},
-    Entry{CommKind::kAllToAll, "direct", AllToAllDirect},
-    Entry{CommKind::kAllToAll, "hierarchical", AllToAllHierarchical},
-    Entry{CommKind::kBarrier, "dissemination", BarrierDissemination},
-    Entry{CommKind::kSendRecv, "direct", SendRecvDirect},
-};
-
-}  // namespace
-
-Expected<FlowProgram> BuildFlowProgram(std::string_view name, const FlowRequest& request) {
-  for (const Entry& entry : kPrograms) {
-    if (entry.kind == request.kind && entry.name == name) return entry.build(request);
-  }
-  return Error(fmt::format("the {} algorithm \"{}\" has no flow program yet; use the analytical "
-                           "model or another algorithm", graph::CommKindName(request.kind), name));
-}
-
+}  // namespace programs
 }  // namespace dtsim::network

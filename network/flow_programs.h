@@ -36,8 +36,24 @@ struct FlowRequest {
   const ClusterSpec* cluster = nullptr;
 };
 
-// The program; an error when the algorithm does not apply (e.g. uneven placement) or has no
-// program (every registered algorithm has one; a test keeps it so).
-Expected<FlowProgram> BuildFlowProgram(std::string_view name, const FlowRequest& request);
+// Each registered algorithm's program (collective_algorithms.cc holds the registry: one entry
+// per algorithm with its analytical cost and its program); an error when the algorithm does
+// not apply to the request (e.g. uneven placement).
+namespace programs {
+Expected<FlowProgram> AllReduceRing(const FlowRequest& r);
+Expected<FlowProgram> AllReduceTree(const FlowRequest& r);
+Expected<FlowProgram> AllReduceHalvingDoubling(const FlowRequest& r);
+Expected<FlowProgram> AllReduceHierarchical(const FlowRequest& r);
+Expected<FlowProgram> AllReduceNvls(const FlowRequest& r);
+Expected<FlowProgram> AllReduceParameterServer(const FlowRequest& r);
+Expected<FlowProgram> ReduceScatterRing(const FlowRequest& r);
+Expected<FlowProgram> AllGatherRing(const FlowRequest& r);
+Expected<FlowProgram> RootedRing(const FlowRequest& r);          // broadcast and reduce
+Expected<FlowProgram> RootedBinomialTree(const FlowRequest& r);  // broadcast and reduce
+Expected<FlowProgram> AllToAllDirect(const FlowRequest& r);
+Expected<FlowProgram> AllToAllHierarchical(const FlowRequest& r);
+Expected<FlowProgram> BarrierDissemination(const FlowRequest& r);
+Expected<FlowProgram> SendRecvDirect(const FlowRequest& r);
+}  // namespace programs
 
 }  // namespace dtsim::network
