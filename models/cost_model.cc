@@ -1,11 +1,14 @@
 #include "models/cost_model.h"
 
-#include <algorithm>
-#include <cmath>
-#include <vector>
-
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "sim/base/registry.h"
 #include "sim/base/strings.h"
 
 namespace dtsim::models {
@@ -163,33 +166,70 @@ double CostSourceTally::Share(CostSource source) const {
                          : static_cast<double>(time(source).ns()) / static_cast<double>(total.ns());
 }
 
-std::span<const std::string_view> CostModelNames() {
-  static constexpr std::array<std::string_view, 4> kNames = {"chain", "measured", "interpolated",
-                                                             "roofline"};
-  return kNames;
+namespace {
+
+std::unique_ptr<OpCostModel> MakeRoofline(const GpuSpec& gpu, const traces::OpCostTable*) {
+  return std::make_unique<RooflineCostModel>(gpu);
 }
 
-Expected<std::unique_ptr<OpCostModel>> MakeCostModel(std::string_view name, const GpuSpec& gpu,
-                                                     const traces::OpCostTable* table) {
-  if (name == "roofline") return std::unique_ptr<OpCostModel>(new RooflineCostModel(gpu));
-  const bool known = std::ranges::find(CostModelNames(), name) != CostModelNames().end();
-  if (!known) {
-    return Error(fmt::format("unknown cost model{}; registered: {}",
-                             DidYouMean(name, CostModelNames()), JoinQuoted(CostModelNames())),
-                 "", Quote(name));
-  }
-  if (table == nullptr) {
-    return Error(fmt::format("cost model \"{}\" needs a measured op-cost table (a profile)", name),
-                 "", Quote(name));
-  }
-  if (name == "measured") return std::unique_ptr<OpCostModel>(new MeasuredCostModel(*table));
-  if (name == "interpolated")
-    return std::unique_ptr<OpCostModel>(new InterpolatedCostModel(*table));
+std::unique_ptr<OpCostModel> MakeMeasured(const GpuSpec&, const traces::OpCostTable* table) {
+  return std::make_unique<MeasuredCostModel>(*table);
+}
+
+std::unique_ptr<OpCostModel> MakeInterpolated(const GpuSpec&, const traces::OpCostTable* table) {
+  return std::make_unique<InterpolatedCostModel>(*table);
+}
+
+std::unique_ptr<OpCostModel> MakeChain(const GpuSpec& gpu, const traces::OpCostTable* table) {
+  if (table == nullptr) return MakeRoofline(gpu, table);
   std::vector<std::unique_ptr<OpCostModel>> chain;
   chain.push_back(std::make_unique<MeasuredCostModel>(*table));
   chain.push_back(std::make_unique<InterpolatedCostModel>(*table));
   chain.push_back(std::make_unique<RooflineCostModel>(gpu));
-  return std::unique_ptr<OpCostModel>(new ChainCostModel(std::move(chain)));
+  return std::make_unique<ChainCostModel>(std::move(chain));
+}
+
+constexpr std::array<CostModelEntry, 4> kCostModels = {{
+    {.name = "chain",
+     .summary = "measured, else interpolated, else roofline, op by op",
+     .needs_table = false,
+     .make = MakeChain},
+    {.name = "measured",
+     .summary = "the table's time for the op's exact signature",
+     .needs_table = true,
+     .make = MakeMeasured},
+    {.name = "interpolated",
+     .summary = "the table's times for the op's kind, interpolated in its size",
+     .needs_table = true,
+     .make = MakeInterpolated},
+    {.name = "roofline",
+     .summary = "max(FLOPs / achieved compute, bytes / achieved memory bandwidth)",
+     .needs_table = false,
+     .make = MakeRoofline},
+}};
+
+constexpr std::array kCostModelNames = RegistryNames(kCostModels);
+
+}  // namespace
+
+std::span<const CostModelEntry> CostModels() { return kCostModels; }
+
+std::span<const std::string_view> CostModelNames() { return kCostModelNames; }
+
+const CostModelEntry& DefaultCostModel() { return kCostModels[0]; }
+
+Expected<const CostModelEntry*> FindCostModel(std::string_view name) {
+  return FindInRegistry<CostModelEntry>(kCostModels, kCostModelNames, name, "cost model");
+}
+
+Expected<std::unique_ptr<OpCostModel>> MakeCostModel(std::string_view name, const GpuSpec& gpu,
+                                                     const traces::OpCostTable* table) {
+  DTSIM_ASSIGN_OR_RETURN(const CostModelEntry* entry, FindCostModel(name));
+  if (entry->needs_table && table == nullptr) {
+    return Error(fmt::format("cost model \"{}\" needs a measured op-cost table (a profile)", name),
+                 "", Quote(name));
+  }
+  return entry->make(gpu, table);
 }
 
 Expected<EfficiencyCurve> FitMatrixEfficiency(const traces::OpCostTable& table, const GpuSpec& gpu,

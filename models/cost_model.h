@@ -131,10 +131,23 @@ class CostSourceTally {
   std::array<int64_t, kCostSourceCount> ops_{};
 };
 
-// The registered names: "roofline", "measured", "interpolated", "chain" (measured ▸
-// interpolated ▸ roofline, the default). `table` may be null only for "roofline"; the error for
-// an unknown name lists the registered ones.
-std::span<const std::string_view> CostModelNames();
+// The cost models, one entry each: the config's `simulation.cost_model` is read against them
+// and a model is made only from its entry (docs/models.md). "chain" (measured ▸ interpolated ▸
+// roofline) is the default; without a table it has nothing to look up and is the roofline.
+struct CostModelEntry {
+  std::string_view name;
+  std::string_view summary;
+  bool needs_table = false;  // a measured op-cost table (a profile) is required
+  // `table` is null when no profile was given (only for entries that do not need one).
+  std::unique_ptr<OpCostModel> (*make)(const GpuSpec& gpu,
+                                       const traces::OpCostTable* table) = nullptr;
+};
+std::span<const CostModelEntry> CostModels();
+std::span<const std::string_view> CostModelNames();  // in registry order
+const CostModelEntry& DefaultCostModel();            // chain
+// The entry named `name`; the error lists the registered names with the nearest.
+Expected<const CostModelEntry*> FindCostModel(std::string_view name);
+// FindCostModel, then the entry's model; an error if it needs a table and `table` is null.
 Expected<std::unique_ptr<OpCostModel>> MakeCostModel(std::string_view name, const GpuSpec& gpu,
                                                      const traces::OpCostTable* table);
 

@@ -4,7 +4,7 @@
 
 #include "network/analytical_model.h"
 #include "network/flow_model.h"
-#include "sim/base/strings.h"
+#include "sim/base/registry.h"
 
 namespace dtsim::network {
 namespace {
@@ -27,11 +27,7 @@ constexpr std::array<NetworkModelEntry, 2> kModels = {{
      .make = Make<FlowModel>},
 }};
 
-constexpr std::array<std::string_view, kModels.size()> kNames = [] {
-  std::array<std::string_view, kModels.size()> names{};
-  for (size_t i = 0; i < kModels.size(); ++i) names[i] = kModels[i].name;
-  return names;
-}();
+constexpr std::array kNames = RegistryNames(kModels);
 
 }  // namespace
 
@@ -44,12 +40,7 @@ const NetworkModelEntry& DefaultNetworkModel() { return kModels[0]; }
 const NetworkModelEntry& LinkSharingNetworkModel() { return kModels[1]; }
 
 Expected<const NetworkModelEntry*> FindNetworkModel(std::string_view name) {
-  for (const NetworkModelEntry& entry : kModels) {
-    if (entry.name == name) return &entry;
-  }
-  return Error(
-      "unknown network model" + DidYouMean(name, kNames) + "; registered: " + JoinQuoted(kNames),
-      "", Quote(name));
+  return FindInRegistry<NetworkModelEntry>(kModels, kNames, name, "network model");
 }
 
 Expected<std::unique_ptr<ClusterModel>> MakePreparedModel(const NetworkModelEntry& entry,

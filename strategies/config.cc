@@ -204,7 +204,10 @@ Status ReadSimulation(const Json& value, SimulationConfig& config) {
       reader.ReadOptionalChoice("network_model", network::NetworkModelNames(), network));
   config.network_model = &network::NetworkModels()[network];
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("ranks", kRanksNames, config.ranks));
-  DTSIM_ASSIGN_OR_RETURN(config.cost_model, reader.StringOr("cost_model", config.cost_model));
+  auto cost_model = static_cast<size_t>(config.cost_model - models::CostModels().data());
+  DTSIM_RETURN_IF_ERROR(
+      reader.ReadOptionalChoice("cost_model", models::CostModelNames(), cost_model));
+  config.cost_model = &models::CostModels()[cost_model];
   if (reader.Has("max_memory")) {
     DTSIM_ASSIGN_OR_RETURN(const Bytes max_memory, reader.Size("max_memory"));
     if (max_memory.count() <= 0) {

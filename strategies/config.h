@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "models/cost_model.h"
 #include "models/gpu.h"
 #include "models/memory.h"
 #include "models/model_spec.h"
@@ -126,7 +127,8 @@ struct SimulationConfig {
   std::string profile;  // an op-cost table file, or empty
   // The network model that prices communication (network/network_models.h).
   const network::NetworkModelEntry* network_model = &network::DefaultNetworkModel();
-  std::string cost_model = "chain";
+  // How ops are priced (models/cost_model.h).
+  const models::CostModelEntry* cost_model = &models::DefaultCostModel();
   RanksMode ranks = RanksMode::kFull;
   // The memory a simulation may take (`--max-memory`), checked before its graph is built
   // (strategies/footprint.h); 0: three quarters of the machine's.

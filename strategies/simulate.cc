@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "network/network_models.h"
+#include "sim/base/strings.h"
 #include "strategies/footprint.h"
 #include "traces/op_cost_table.h"
 
@@ -101,22 +102,18 @@ Status SimulatePhases(const SimulationConfig& config, const models::OpCostModel&
 }  // namespace
 
 Expected<ConfigCostModel> LoadCostModel(const SimulationConfig& config) {
+  const models::CostModelEntry& entry = *config.cost_model;
   ConfigCostModel loaded;
   if (config.profile.empty()) {
-    // Without a measured profile the chain has nothing to look up: roofline alone.
-    if (config.cost_model != "chain" && config.cost_model != "roofline") {
-      return Error(fmt::format("cost model \"{}\" needs a \"profile\"", config.cost_model),
-                   "simulation.cost_model", config.cost_model);
+    if (entry.needs_table) {
+      return Error(fmt::format("cost model \"{}\" needs a \"profile\"", entry.name),
+                   "simulation.cost_model", Quote(entry.name));
     }
-    DTSIM_ASSIGN_OR_RETURN(loaded.model, models::MakeCostModel("roofline", config.gpu, nullptr));
-    return loaded;
+  } else {
+    DTSIM_ASSIGN_OR_RETURN(traces::OpCostTable table, traces::ReadOpCostTable(config.profile));
+    loaded.table = std::make_unique<traces::OpCostTable>(std::move(table));
   }
-  DTSIM_ASSIGN_OR_RETURN(traces::OpCostTable table, traces::ReadOpCostTable(config.profile));
-  loaded.table = std::make_unique<traces::OpCostTable>(std::move(table));
-  Expected<std::unique_ptr<models::OpCostModel>> model =
-      models::MakeCostModel(config.cost_model, config.gpu, loaded.table.get());
-  if (!model.ok()) return std::move(model).error().Under("simulation.cost_model");
-  loaded.model = std::move(model).value();
+  loaded.model = entry.make(config.gpu, loaded.table.get());
   return loaded;
 }
 

@@ -139,9 +139,24 @@ TEST(CostModelTest, RegistryErrors) {
   EXPECT_NE(unknown.error().ToString().find("did you mean \"roofline\""), std::string::npos)
       << unknown.error().ToString();
   EXPECT_NE(unknown.error().ToString().find("\"chain\", \"measured\""), std::string::npos);
-  Expected<std::unique_ptr<OpCostModel>> no_table = MakeCostModel("chain", A100(), nullptr);
+  Expected<std::unique_ptr<OpCostModel>> no_table = MakeCostModel("measured", A100(), nullptr);
   ASSERT_FALSE(no_table.ok());
   EXPECT_NE(no_table.error().ToString().find("needs a measured op-cost table"), std::string::npos);
+  // The chain without a table has nothing to look up: it is the roofline.
+  Expected<std::unique_ptr<OpCostModel>> chain = MakeCostModel("chain", A100(), nullptr);
+  ASSERT_TRUE(chain.ok());
+  EXPECT_EQ((*chain)->name(), "roofline");
+}
+
+TEST(CostModelTest, EveryEntryMakesTheModelItNames) {
+  traces::OpCostTable table;
+  for (const CostModelEntry& entry : CostModels()) {
+    Expected<std::unique_ptr<OpCostModel>> model = MakeCostModel(entry.name, A100(), &table);
+    ASSERT_TRUE(model.ok()) << entry.name;
+    EXPECT_EQ((*model)->name(), entry.name);
+  }
+  EXPECT_EQ(DefaultCostModel().name, "chain");
+  EXPECT_EQ(CostModelNames().size(), CostModels().size());
 }
 
 TEST(CostModelTest, FitRecoversTheCurveThatMadeTheTable) {
