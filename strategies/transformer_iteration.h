@@ -1,7 +1,9 @@
-// One training iteration of a dense transformer under data, 1D tensor and pipeline
-// parallelism, as a task graph: every rank's compute (priced op by op by a cost model), its
-// tensor-parallel collectives, pipeline sends and receives, bucketed data-parallel gradient
-// reduction and the optimizer step (docs/strategies.md).
+// One training iteration of a transformer as a task graph, under data, tensor (1D with
+// sequence parallelism, 2D and 2.5D SUMMA grids), pipeline (GPipe, 1F1B, interleaved) and
+// expert parallelism, ZeRO-1/2/3 and gradient compression, on every rank or one rank per stage
+// (symmetric ranks): every rank's compute (priced op by op by a cost model), its
+// tensor-parallel collectives, pipeline sends and receives, expert all-to-alls, bucketed
+// data-parallel gradient reduction and the optimizer step (docs/strategies.md).
 #pragma once
 
 #include <vector>

@@ -7,6 +7,9 @@ Rules:
   2. <cupti.h> and the other CUPTI headers only under profiler/cupti/.
   3. exit(), _Exit() and quick_exit() only in program entry files: the CLI's main
      (tools/cli/main.cc) and the standalone benchmark drivers (tools/bench/*_bench.cc).
+  4. Every directory of a module that holds C++ sources has a README.md naming each of its
+     source files and scripts in backticks (`name.cc`), and naming no file it lacks: the
+     module maps stay true.
 
 Usage: check_layering.py [ROOT]        check the tree at ROOT (default: the repository)
        check_layering.py --self-test   check that the checker catches each kind of violation
@@ -35,6 +38,8 @@ SOURCE_SUFFIXES = (".h", ".hpp", ".cc", ".cpp", ".cu")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 CUPTI_HEADER = re.compile(r"^(cupti[^/]*\.h|generated_cuda.*_meta\.h)$")
 EXIT_CALL = re.compile(r"(?<![\w:.>])(?:std::)?(?:_?exit|_Exit|quick_exit)\s*\(")
+README_LISTED = (".h", ".hpp", ".cc", ".cpp", ".cu", ".py", ".sh")
+README_FILE_NAME = re.compile(r"`([\w.+-]+\.(?:h|hpp|cc|cpp|cu|py|sh))`")
 ENTRY_FILES = re.compile(r"^(tools/cli/main\.cc|tools/bench/[a-z_]+_bench\.cc)$")
 
 
@@ -88,8 +93,30 @@ def check_file(root, relative):
     return problems
 
 
+def check_readme(root, directory, files):
+    """Rule 4 for one directory holding C++ sources."""
+    relative = os.path.relpath(directory, root).replace(os.sep, "/")
+    readme = os.path.join(directory, "README.md")
+    if not os.path.exists(readme):
+        return [f"{relative}: no README.md (one line per file, in pipeline order)"]
+    with open(readme, encoding="utf-8", errors="replace") as handle:
+        named = set(README_FILE_NAME.findall(handle.read()))
+    problems = [f"{relative}/README.md: does not name `{name}`"
+                for name in sorted(files) if name.endswith(README_LISTED) and name not in named]
+    problems += [f"{relative}/README.md: names `{name}`, which {relative}/ does not hold"
+                 for name in sorted(named - set(files))]
+    return problems
+
+
 def check_tree(root):
     problems = []
+    for module in ARROWS:
+        if module == "tests":
+            continue
+        top = os.path.join(root, module)
+        for directory, _, files in os.walk(top):
+            if any(name.endswith(SOURCE_SUFFIXES) for name in files):
+                problems.extend(check_readme(root, directory, files))
     for module in ARROWS:
         top = os.path.join(root, module)
         for directory, _, files in os.walk(top):
@@ -117,13 +144,28 @@ def self_test():
         "tools/bench/engine_bench.cc": "int main() { std::_Exit(0); }\n",
         "sim/base/good.cc": "// exit( in a comment is fine\nint on_exit_count = 0;\n",
     }
+    # Rule 4: each (README text or None, source files) directory, and the problem it must get.
+    readme_cases = {
+        "models": (None, ["a.cc"], "models: no README.md"),
+        "sim/graph": ("- `a.h` — one\n", ["a.h", "b.cc"], "sim/graph/README.md: does not name `b.cc`"),
+        "sim/engine": ("- `a.h`, `gone.cc`\n", ["a.h"],
+                       "sim/engine/README.md: names `gone.cc`, which sim/engine/ does not hold"),
+    }
     with tempfile.TemporaryDirectory() as root:
         for relative, text in {**cases, **clean}.items():
             os.makedirs(os.path.join(root, os.path.dirname(relative)), exist_ok=True)
             with open(os.path.join(root, relative), "w") as handle:
                 handle.write(text)
+        for directory, (readme, files, _) in readme_cases.items():
+            os.makedirs(os.path.join(root, directory), exist_ok=True)
+            for name in files:
+                open(os.path.join(root, directory, name), "w").close()
+            if readme is not None:
+                with open(os.path.join(root, directory, "README.md"), "w") as handle:
+                    handle.write(readme)
         problems = check_tree(root)
-    failures = []
+    failures = [f"not caught: {expected}" for _, _, expected in readme_cases.values()
+                if not any(p.startswith(expected) for p in problems)]
     for relative in cases:
         if not any(p.startswith(relative + ":") for p in problems):
             failures.append(f"not caught: {relative}")
@@ -131,7 +173,7 @@ def self_test():
         failures += [f"false alarm: {p}" for p in problems if p.startswith(relative + ":")]
     for failure in failures:
         print(failure)
-    print(f"self-test: {len(cases)} violations, {len(clean)} clean files, "
+    print(f"self-test: {len(cases) + len(readme_cases)} violations, {len(clean)} clean files, "
           f"{'ok' if not failures else 'FAILED'}")
     return 1 if failures else 0
 
