@@ -15,8 +15,6 @@
 
 namespace dtsim::models {
 
-enum class PipelineSchedule { kGpipe, kOneForwardOneBackward, kInterleaved };
-
 // Activation bytes one layer keeps for its backward pass: the sum of its forward ops' saved
 // bytes (none), without the core attention's (selective), or only the layer input (full).
 int64_t LayerActivationBytes(const LayerOps& layer, Recompute recompute,

@@ -13,7 +13,6 @@
 namespace dtsim::strategies {
 namespace {
 
-constexpr std::array<std::string_view, 3> kScheduleNames = {"gpipe", "1f1b", "interleaved"};
 constexpr std::array<std::string_view, 2> kGradientSyncNames = {"all_reduce", "parameter_server"};
 constexpr std::array<std::string_view, 3> kPlanDimensionNames = {"tp", "dp", "pp"};  // by PlanDimension
 constexpr std::array<std::string_view, 2> kRanksNames = {"full", "symmetric"};
@@ -142,7 +141,8 @@ Status ReadParallelism(const Json& value, ParallelPlan& plan) {
     return r.ReadOptional("sequence_parallel", plan.sequence_parallel);
   };
   const auto pipeline_options = [&plan](JsonObjectReader& r) -> Status {
-    DTSIM_RETURN_IF_ERROR(r.ReadOptionalEnum("schedule", kScheduleNames, plan.schedule));
+    DTSIM_RETURN_IF_ERROR(
+        r.ReadOptionalEnum("schedule", models::PipelineScheduleNames(), plan.schedule));
     DTSIM_RETURN_IF_ERROR(r.ReadOptionalInt("virtual_stages", plan.virtual_stages));
     return ReadStageLayers(r, plan);
   };
@@ -314,11 +314,11 @@ Status CheckTransformerPlan(SimulationConfig& config) {
   DTSIM_RETURN_IF_ERROR(CheckStageLayers(spec, plan));
   Status valid = models::ValidateShard(spec, ShardOf(config));
   if (!valid.ok()) return std::move(valid).error().Under("parallelism.tensor");
-  if (plan.virtual_stages > 1 && plan.schedule != ScheduleKind::kInterleaved) {
+  if (plan.virtual_stages > 1 && plan.schedule != models::PipelineSchedule::kInterleaved) {
     return Error("virtual stages need the interleaved schedule",
                  "parallelism.pipeline.virtual_stages", std::to_string(plan.virtual_stages));
   }
-  if (plan.schedule == ScheduleKind::kInterleaved) {
+  if (plan.schedule == models::PipelineSchedule::kInterleaved) {
     if (plan.pipeline < 2) {
       return Error("the interleaved schedule needs at least 2 pipeline stages",
                    "parallelism.pipeline.size", std::to_string(plan.pipeline));
@@ -457,12 +457,6 @@ bool SkewedRouting(const SimulationConfig& config) {
   return config.model.transformer.moe.dropless && config.plan.expert > 1 &&
          config.plan.expert_imbalance > 1;
 }
-
-std::string_view ScheduleName(ScheduleKind schedule) {
-  return kScheduleNames[static_cast<size_t>(schedule)];
-}
-
-std::span<const std::string_view> ScheduleNames() { return kScheduleNames; }
 
 std::string PlanOrderName(const ParallelPlan& plan) {
   const auto name = [](PlanDimension d) { return kPlanDimensionNames[static_cast<size_t>(d)]; };

@@ -44,10 +44,6 @@ struct TrainingConfig {
   bool dropout = true;
 };
 
-enum class ScheduleKind { kGpipe, kOneForwardOneBackward, kInterleaved };
-std::string_view ScheduleName(ScheduleKind schedule);
-std::span<const std::string_view> ScheduleNames();  // indexed by ScheduleKind
-
 // How data-parallel replicas combine their gradients: collectives among themselves (an
 // all-reduce, or ZeRO's reduce-scatter), or a push to parameter servers and a pull of the sums
 // (BytePS; the cluster's `servers`, docs/network.md "Parameter servers").
@@ -64,7 +60,7 @@ struct ParallelPlan {
   int tensor_depth = 1;  // 2.5D: d
   int pipeline = 1;
   bool sequence_parallel = false;
-  ScheduleKind schedule = ScheduleKind::kOneForwardOneBackward;
+  models::PipelineSchedule schedule = models::PipelineSchedule::kOneForwardOneBackward;
   int virtual_stages = 1;
   // Transformer layers per pipeline stage: L/p each (Megatron's default), balanced by cost
   // (Simulate chooses the counts; docs/strategies.md "Stage balancing"), or given. The counts

@@ -39,14 +39,14 @@ std::vector<PipelineStep> Interleaved(int stages, int stage, int64_t microbatche
 
 }  // namespace
 
-std::vector<PipelineStep> StageSchedule(ScheduleKind schedule, int stages, int stage,
+std::vector<PipelineStep> StageSchedule(models::PipelineSchedule schedule, int stages, int stage,
                                         int64_t microbatches, int chunks) {
-  if (schedule == ScheduleKind::kInterleaved) {
+  if (schedule == models::PipelineSchedule::kInterleaved) {
     return Interleaved(stages, stage, microbatches, chunks);
   }
   std::vector<PipelineStep> steps;
   steps.reserve(static_cast<size_t>(2 * microbatches));
-  if (schedule == ScheduleKind::kGpipe) {
+  if (schedule == models::PipelineSchedule::kGpipe) {
     for (int64_t i = 0; i < microbatches; ++i) steps.push_back({true, i});
     for (int64_t i = 0; i < microbatches; ++i) steps.push_back({false, i});
     return steps;

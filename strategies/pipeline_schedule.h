@@ -21,7 +21,7 @@ struct PipelineStep {
 // with v chunks per stage: the m·v chunk passes go in groups of p micro-batches per chunk
 // (forward chunks ascending, backward descending), with 2(p − s − 1) + (v − 1)·p warm-up
 // forwards (all of them when m == p). Precondition for interleaved: m divisible by p.
-std::vector<PipelineStep> StageSchedule(ScheduleKind schedule, int stages, int stage,
+std::vector<PipelineStep> StageSchedule(models::PipelineSchedule schedule, int stages, int stage,
                                         int64_t microbatches, int chunks = 1);
 
 }  // namespace dtsim::strategies

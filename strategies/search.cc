@@ -82,12 +82,12 @@ std::vector<std::pair<models::TensorLayout, int>> TensorShapes(
 }
 
 // The schedules and virtual stages of `pipeline` stages over `layers` layers.
-std::vector<std::pair<ScheduleKind, int>> Schedules(int pipeline, int layers,
-                                                    const SearchSpace& space) {
-  if (pipeline == 1) return {{ScheduleKind::kOneForwardOneBackward, 1}};
-  std::vector<std::pair<ScheduleKind, int>> schedules;
-  for (ScheduleKind schedule : space.schedules) {
-    if (schedule != ScheduleKind::kInterleaved) {
+std::vector<std::pair<models::PipelineSchedule, int>> Schedules(int pipeline, int layers,
+                                                                const SearchSpace& space) {
+  if (pipeline == 1) return {{models::PipelineSchedule::kOneForwardOneBackward, 1}};
+  std::vector<std::pair<models::PipelineSchedule, int>> schedules;
+  for (models::PipelineSchedule schedule : space.schedules) {
+    if (schedule != models::PipelineSchedule::kInterleaved) {
       schedules.emplace_back(schedule, 1);
       continue;
     }
@@ -276,10 +276,10 @@ Expected<SearchSpace> SearchSpaceFromJson(const Json* value, const SimulationCon
                                  [](const Json& v, const std::string& path) {
                                    return EnumAt<models::Recompute>(v, path, models::RecomputeNames());
                                  }));
-  DTSIM_RETURN_IF_ERROR(ReadList(reader, "schedules", space.schedules,
-                                 [](const Json& v, const std::string& path) {
-                                   return EnumAt<ScheduleKind>(v, path, ScheduleNames());
-                                 }));
+  DTSIM_RETURN_IF_ERROR(
+      ReadList(reader, "schedules", space.schedules, [](const Json& v, const std::string& path) {
+        return EnumAt<models::PipelineSchedule>(v, path, models::PipelineScheduleNames());
+      }));
   DTSIM_RETURN_IF_ERROR(ReadList(reader, "tensor_modes", space.tensor_modes,
                                  [](const Json& v, const std::string& path) {
                                    return EnumAt<models::TensorLayout>(v, path,
@@ -313,7 +313,7 @@ std::string PlanLabel(const PlanChoice& choice, const SearchSpace& space) {
   if (plan.pipeline > 1) {
     pipeline += plan.virtual_stages > 1
                     ? fmt::format(" (interleaved ×{})", plan.virtual_stages)
-                    : fmt::format(" ({})", ScheduleName(plan.schedule));
+                    : fmt::format(" ({})", models::PipelineScheduleName(plan.schedule));
   }
   std::string label = fmt::format("DP {} × {} × {}", plan.data, tensor, pipeline);
   if (plan.expert > 1) label += fmt::format(" × EP {}", plan.expert);

@@ -33,8 +33,9 @@ struct SearchSpace {
                                               models::Recompute::kSelective,
                                               models::Recompute::kFull};
   std::vector<int> zero_stages = {0, 1, 2, 3};
-  std::vector<ScheduleKind> schedules = {ScheduleKind::kGpipe, ScheduleKind::kOneForwardOneBackward,
-                                         ScheduleKind::kInterleaved};
+  std::vector<models::PipelineSchedule> schedules = {
+      models::PipelineSchedule::kGpipe, models::PipelineSchedule::kOneForwardOneBackward,
+      models::PipelineSchedule::kInterleaved};
   std::vector<models::TensorLayout> tensor_modes = {
       models::TensorLayout::k1D, models::TensorLayout::k2D, models::TensorLayout::k2p5D};
   std::vector<bool> sequence_parallel = {false, true};

@@ -1210,23 +1210,19 @@ Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const Simulat
   const std::unique_ptr<GradientCompression> compression = MakeCompression(config.compression);
   std::vector<models::MemoryBreakdown> stages;
   for (int stage = 0; stage < plan.pipeline; ++stage) {
-    const models::MemoryPlan memory_plan{
-        .shard = ShardOf(config),
-        .recompute = config.training.recompute,
-        .schedule = plan.schedule == ScheduleKind::kGpipe ? models::PipelineSchedule::kGpipe
-                    : plan.schedule == ScheduleKind::kInterleaved
-                        ? models::PipelineSchedule::kInterleaved
-                        : models::PipelineSchedule::kOneForwardOneBackward,
-        .pipeline_stages = plan.pipeline,
-        .virtual_stages = plan.virtual_stages,
-        .stage = stage,
-        .microbatches = config.Microbatches(),
-        .data_parallel = plan.data,
-        .zero_stage = plan.zero_stage,
-        .optimizer = config.training.optimizer,
-        .param_dtype = config.training.dtype,
-        .grad_dtype = config.training.grad_dtype,
-        .stage_layers = plan.stage_layers};
+    const models::MemoryPlan memory_plan{.shard = ShardOf(config),
+                                         .recompute = config.training.recompute,
+                                         .schedule = plan.schedule,
+                                         .pipeline_stages = plan.pipeline,
+                                         .virtual_stages = plan.virtual_stages,
+                                         .stage = stage,
+                                         .microbatches = config.Microbatches(),
+                                         .data_parallel = plan.data,
+                                         .zero_stage = plan.zero_stage,
+                                         .optimizer = config.training.optimizer,
+                                         .param_dtype = config.training.dtype,
+                                         .grad_dtype = config.training.grad_dtype,
+                                         .stage_layers = plan.stage_layers};
     DTSIM_ASSIGN_OR_RETURN(models::MemoryBreakdown memory,
                            models::EstimateMemory(config.model, memory_plan));
     // Error-feedback residuals of gradient compression count as optimizer state.

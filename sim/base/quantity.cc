@@ -188,6 +188,10 @@ std::string FormatDuration(DurationNs duration) {
   return fmt::format("{:.3f} s", static_cast<double>(ns) / 1e9);
 }
 
+std::string FormatMilliseconds(DurationNs duration, int decimals) {
+  return fmt::format("{:.{}f}", static_cast<double>(duration.ns()) / 1e6, decimals);
+}
+
 std::string FormatGiB(int64_t bytes) {
   return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / kGibi);
 }

@@ -25,6 +25,8 @@ Expected<FlopRate> ParseFlopRate(std::string_view text);
 // Human-readable renderings for summaries ("1.234 ms", "12.5 GB/s"); not for serialization,
 // which always writes integers in the unit named by the field.
 std::string FormatDuration(DurationNs duration);
+// A duration in milliseconds with `decimals` places, for table columns: "12.35" (no unit).
+std::string FormatMilliseconds(DurationNs duration, int decimals);
 std::string FormatBandwidth(Bandwidth bandwidth);
 // Memory sizes as the memory errors and tables print them: "97.2 GiB" (one decimal, binary).
 std::string FormatGiB(int64_t bytes);

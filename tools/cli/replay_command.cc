@@ -12,6 +12,7 @@
 #include "models/gpu.h"
 #include "network/cluster.h"
 #include "sim/base/atomic_file.h"
+#include "sim/base/quantity.h"
 #include "strategies/replay.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/trace_report.h"
@@ -24,6 +25,9 @@
 
 namespace dtsim::cli {
 namespace {
+
+// Durations in the replay tables: "12.346 ms".
+std::string MsWithUnit(DurationNs duration) { return FormatMilliseconds(duration, 3) + " ms"; }
 
 namespace po = boost::program_options;
 
@@ -93,8 +97,6 @@ po::options_description Describe(ReplayOptions& o) {
                "the GPU that prices compression kernels (a preset such as a100-sxm4-80gb)");
   return description;
 }
-
-std::string Ms(DurationNs duration) { return fmt::format("{:.3f} ms", duration.ns() / 1e6); }
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -170,7 +172,8 @@ Status ExecuteChakra(const ReplayOptions& options, std::ostream& out) {
                "they span every rank given\n",
                g.collectives_outside_groups);
   }
-  fmt::print(out, "  simulated  {} with the recorded durations{}; imported in {:.2f} s\n", Ms(span),
+  fmt::print(out, "  simulated  {} with the recorded durations{}; imported in {:.2f} s\n",
+             MsWithUnit(span),
              chakra->written_by_dtsim ? " (collectives of dtsim's own export take no time here: "
                                         "simulate its config to price them)"
                                       : "",
@@ -260,8 +263,8 @@ OrderedJson PrintWhatIf(std::ostream& out, const strategies::ReplayWhatIf& what_
              "re-sized, {} compressed; communication {}\n",
              g.sped_up_ops, g.moved_collectives, g.rescaled_collectives, g.rewritten_collectives,
              result.communication_model);
-  fmt::print(out, "  span       {} replayed, {} what-if\n", Ms(result.replayed_span),
-             Ms(result.what_if_span));
+  fmt::print(out, "  span       {} replayed, {} what-if\n", MsWithUnit(result.replayed_span),
+             MsWithUnit(result.what_if_span));
   OrderedJson steps = OrderedJson::array();
   if (!result.steps.empty()) {
     fmt::print(out, "  {:<22} {:>14} {:>14} {:>14} {:>9}\n", "step", "measured", "replayed",
@@ -269,8 +272,8 @@ OrderedJson PrintWhatIf(std::ostream& out, const strategies::ReplayWhatIf& what_
   }
   for (const strategies::WhatIfStep& step : result.steps) {
     fmt::print(out, "  {:<22} {:>14} {:>14} {:>14} {:>+8.2f}%\n",
-               fmt::format("ProfilerStep#{}", step.number), Ms(step.measured), Ms(step.replayed),
-               Ms(step.what_if), 100 * step.Change());
+               fmt::format("ProfilerStep#{}", step.number), MsWithUnit(step.measured),
+               MsWithUnit(step.replayed), MsWithUnit(step.what_if), 100 * step.Change());
     steps.push_back({{"step", step.number},
                      {"measured_ms", step.measured.ns() / 1e6},
                      {"replayed_ms", step.replayed.ns() / 1e6},
@@ -325,11 +328,11 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
              "stream-wait, {} sync, inferred {} sync + {} cross-stream; {} GPU gaps kept ({})\n",
              replay.graph.task_count(), g.host_tasks, g.gpu_tasks, g.collectives, g.launch_edges,
              g.stream_wait_edges, g.sync_edges, g.inferred_sync_edges, g.inferred_stream_edges,
-             g.gpu_gaps, Ms(g.gpu_gap_time));
+             g.gpu_gaps, MsWithUnit(g.gpu_gap_time));
   fmt::print(out,
              "  simulated  {} (trace span); GPU op starts vs measured: mean {:.3f} us, max {:.3f} "
              "us over {} ops; imported in {:.2f} s\n\n",
-             Ms(result.summary.makespan - TimeNs::Zero()),
+             MsWithUnit(result.summary.makespan - TimeNs::Zero()),
              result.mean_start_drift.ToMicrosecondsDouble(),
              result.max_start_drift.ToMicrosecondsDouble(), result.gpu_ops, import_seconds);
   OrderedJson steps = OrderedJson::array();
@@ -339,8 +342,8 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
     fmt::print(out, "  {:<22} {:>14} {:>14} {:>9}\n", "step", "measured", "simulated", "error");
     for (const strategies::ReplayStepResult& step : result.steps) {
       fmt::print(out, "  {:<22} {:>14} {:>14} {:>+8.2f}%\n",
-                 fmt::format("ProfilerStep#{}", step.number), Ms(step.measured), Ms(step.simulated),
-                 100 * step.Error());
+                 fmt::format("ProfilerStep#{}", step.number), MsWithUnit(step.measured),
+                 MsWithUnit(step.simulated), 100 * step.Error());
       steps.push_back({{"step", step.number},
                        {"measured_ms", step.measured.ns() / 1e6},
                        {"simulated_ms", step.simulated.ns() / 1e6},

@@ -96,7 +96,6 @@ Status ParseShard(const std::string& text, int& shard, int& shards) {
   return Status::Ok();
 }
 
-std::string Ms(DurationNs d) { return fmt::format("{:.1f}", d.ToSecondsDouble() * 1e3); }
 std::string FlowTime(const strategies::PlanFigures& f) {
   return f.flow_average_iteration_time ? FormatDuration(*f.flow_average_iteration_time) : "—";
 }
@@ -154,7 +153,8 @@ std::string Differences(const EvaluatedPlan& a, const EvaluatedPlan& b, const Se
   differ("tensor depth", x.tensor_depth, y.tensor_depth);
   differ("sequence parallel", x.sequence_parallel, y.sequence_parallel);
   differ("pipeline", x.pipeline, y.pipeline);
-  differ("schedule", strategies::ScheduleName(x.schedule), strategies::ScheduleName(y.schedule));
+  differ("schedule", models::PipelineScheduleName(x.schedule),
+         models::PipelineScheduleName(y.schedule));
   differ("virtual stages", x.virtual_stages, y.virtual_stages);
   differ("expert", x.expert, y.expert);
   differ("ZeRO", x.zero_stage, y.zero_stage);
@@ -181,7 +181,8 @@ void PrintWhy(std::ostream& out, const SearchFile& file) {
   const TimeBreakdown& b = next.figures->breakdown;
   fmt::print(out, "    {:<12} {:>10} {:>10} {:>10}\n", "", "#1", "#2", "#2 − #1");
   const auto row = [&out](std::string_view name, DurationNs x, DurationNs y) {
-    fmt::print(out, "    {:<12} {:>10} {:>10} {:>10}\n", name, Ms(x), Ms(y), Ms(y - x));
+    fmt::print(out, "    {:<12} {:>10} {:>10} {:>10}\n", name, FormatMilliseconds(x, 1),
+               FormatMilliseconds(y, 1), FormatMilliseconds(y - x, 1));
   };
   row("compute", a.compute, b.compute);
   row("recompute", a.recompute, b.recompute);
@@ -205,7 +206,8 @@ void PrintWhy(std::ostream& out, const SearchFile& file) {
     return x.second < y.second;
   });
   if (largest->second > DurationNs::Zero()) {
-    fmt::print(out, "    #2 loses most to {} (+{} ms per stage)\n", largest->first, Ms(largest->second));
+    fmt::print(out, "    #2 loses most to {} (+{} ms per stage)\n", largest->first,
+               FormatMilliseconds(largest->second, 1));
   }
 }
 

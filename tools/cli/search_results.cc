@@ -105,8 +105,10 @@ const std::vector<Column>& Columns() {
        }},
       {"reason", [](const EvaluatedPlan& p) { return Json(p.reason); },
        [](const Json& c, EvaluatedPlan& p) { return Get(c, p.reason); }},
-      PlanInt("data", [](auto& p) -> auto& { return p.choice.plan.data; }),
-      PlanInt("tensor", [](auto& p) -> auto& { return p.choice.plan.tensor; }),
+      PlanInt(
+          "data", [](auto& p) -> auto& { return p.choice.plan.data; }),
+      PlanInt(
+          "tensor", [](auto& p) -> auto& { return p.choice.plan.tensor; }),
       {"tensor_mode",
        [](const EvaluatedPlan& p) {
          return Json(models::TensorLayoutNames()[static_cast<size_t>(p.choice.plan.tensor_layout)]);
@@ -114,25 +116,36 @@ const std::vector<Column>& Columns() {
        [](const Json& c, EvaluatedPlan& p) {
          return GetName(c, models::TensorLayoutNames(), p.choice.plan.tensor_layout);
        }},
-      PlanInt("tensor_depth", [](auto& p) -> auto& { return p.choice.plan.tensor_depth; }),
-      PlanInt("sequence_parallel", [](auto& p) -> auto& { return p.choice.plan.sequence_parallel; }),
-      PlanInt("pipeline", [](auto& p) -> auto& { return p.choice.plan.pipeline; }),
+      PlanInt(
+          "tensor_depth", [](auto& p) -> auto& { return p.choice.plan.tensor_depth; }),
+      PlanInt(
+          "sequence_parallel", [](auto& p) -> auto& { return p.choice.plan.sequence_parallel; }),
+      PlanInt(
+          "pipeline", [](auto& p) -> auto& { return p.choice.plan.pipeline; }),
       {"schedule",
-       [](const EvaluatedPlan& p) { return Json(strategies::ScheduleName(p.choice.plan.schedule)); },
+       [](const EvaluatedPlan& p) {
+         return Json(models::PipelineScheduleName(p.choice.plan.schedule));
+       },
        [](const Json& c, EvaluatedPlan& p) {
-         return GetName(c, strategies::ScheduleNames(), p.choice.plan.schedule);
+         return GetName(c, models::PipelineScheduleNames(), p.choice.plan.schedule);
        }},
-      PlanInt("virtual_stages", [](auto& p) -> auto& { return p.choice.plan.virtual_stages; }),
-      PlanInt("expert", [](auto& p) -> auto& { return p.choice.plan.expert; }),
-      PlanInt("zero_stage", [](auto& p) -> auto& { return p.choice.plan.zero_stage; }),
-      PlanInt("micro_batch", [](auto& p) -> auto& { return p.choice.micro_batch; }),
+      PlanInt(
+          "virtual_stages", [](auto& p) -> auto& { return p.choice.plan.virtual_stages; }),
+      PlanInt(
+          "expert", [](auto& p) -> auto& { return p.choice.plan.expert; }),
+      PlanInt(
+          "zero_stage", [](auto& p) -> auto& { return p.choice.plan.zero_stage; }),
+      PlanInt(
+          "micro_batch", [](auto& p) -> auto& { return p.choice.micro_batch; }),
       {"recompute",
        [](const EvaluatedPlan& p) { return Json(models::RecomputeName(p.choice.recompute)); },
        [](const Json& c, EvaluatedPlan& p) {
          return GetName(c, models::RecomputeNames(), p.choice.recompute);
        }},
-      PlanInt("compression", [](auto& p) -> auto& { return p.choice.compression; }),
-      PlanInt("memory_bytes", [](auto& p) -> auto& { return p.memory_bytes; }),
+      PlanInt(
+          "compression", [](auto& p) -> auto& { return p.choice.compression; }),
+      PlanInt(
+          "memory_bytes", [](auto& p) -> auto& { return p.memory_bytes; }),
       {"lower_bound_ns", [](const EvaluatedPlan& p) { return Json(p.lower_bound.ns()); },
        [](const Json& c, EvaluatedPlan& p) -> Status {
          int64_t ns = 0;
@@ -140,23 +153,31 @@ const std::vector<Column>& Columns() {
          p.lower_bound = DurationNs(ns);
          return Status::Ok();
        }},
-      FigureNs("iteration_time_ns", [](auto& f) -> auto& { return f.iteration_time; }),
-      FigureNs("average_iteration_time_ns",
-               [](auto& f) -> auto& { return f.average_iteration_time; }),
+      FigureNs(
+          "iteration_time_ns", [](auto& f) -> auto& { return f.iteration_time; }),
+      FigureNs(
+          "average_iteration_time_ns", [](auto& f) -> auto& { return f.average_iteration_time; }),
       FlowNs("flow_iteration_time_ns", &PlanFigures::flow_iteration_time),
       FlowNs("flow_average_iteration_time_ns", &PlanFigures::flow_average_iteration_time),
       FigureNumber("samples_per_second", &PlanFigures::samples_per_second),
       FigureNumber("tokens_per_second", &PlanFigures::tokens_per_second),
       FigureNumber("mfu", &PlanFigures::mfu),
-      FigureNs("compute_ns", [](auto& f) -> auto& { return f.breakdown.compute; }),
-      FigureNs("recompute_ns", [](auto& f) -> auto& { return f.breakdown.recompute; }),
-      FigureNs("tp_exposed_ns", [](auto& f) -> auto& { return f.breakdown.tensor; }),
-      FigureNs("pp_wait_ns", [](auto& f) -> auto& { return f.breakdown.pipeline; }),
-      FigureNs("ep_exposed_ns", [](auto& f) -> auto& { return f.breakdown.expert; }),
-      FigureNs("dp_exposed_ns",
-               [](auto& f) -> auto& { return f.breakdown.data_exposed; }),
-      FigureNs("optimizer_ns", [](auto& f) -> auto& { return f.breakdown.optimizer; }),
-      FigureNs("idle_ns", [](auto& f) -> auto& { return f.breakdown.idle; }),
+      FigureNs(
+          "compute_ns", [](auto& f) -> auto& { return f.breakdown.compute; }),
+      FigureNs(
+          "recompute_ns", [](auto& f) -> auto& { return f.breakdown.recompute; }),
+      FigureNs(
+          "tp_exposed_ns", [](auto& f) -> auto& { return f.breakdown.tensor; }),
+      FigureNs(
+          "pp_wait_ns", [](auto& f) -> auto& { return f.breakdown.pipeline; }),
+      FigureNs(
+          "ep_exposed_ns", [](auto& f) -> auto& { return f.breakdown.expert; }),
+      FigureNs(
+          "dp_exposed_ns", [](auto& f) -> auto& { return f.breakdown.data_exposed; }),
+      FigureNs(
+          "optimizer_ns", [](auto& f) -> auto& { return f.breakdown.optimizer; }),
+      FigureNs(
+          "idle_ns", [](auto& f) -> auto& { return f.breakdown.idle; }),
       {"detail", [](const EvaluatedPlan& p) { return Json(p.detail); },
        [](const Json& c, EvaluatedPlan& p) { return Get(c, p.detail); }},
   };

@@ -79,7 +79,7 @@ OrderedJson PlanJson(const SimulationConfig& c) {
           {"sequence_parallel", c.plan.sequence_parallel},
           {"expert", c.plan.expert},
           {"expert_imbalance", c.plan.expert_imbalance},
-          {"schedule", strategies::ScheduleName(c.plan.schedule)},
+          {"schedule", models::PipelineScheduleName(c.plan.schedule)},
           {"layers", LayerSplitJson(c.plan)},
           {"zero_stage", c.plan.zero_stage},
           {"gradient_sync", strategies::GradientSyncName(c.plan.gradient_sync)},
@@ -185,7 +185,6 @@ OrderedJson SimulateResultJson(const SimulationConfig& c, const SimulationResult
 
 namespace {
 
-std::string Ms(DurationNs d) { return fmt::format("{:.2f}", d.ToSecondsDouble() * 1e3); }
 std::string GiB(int64_t bytes) { return fmt::format("{:.1f}", static_cast<double>(bytes) / kGibi); }
 
 // " (SP)", " (2D 2×2)", " (2.5D 2×2×2)" or nothing.
@@ -221,10 +220,10 @@ std::string PlanLine(const SimulationConfig& c) {
   }
   const std::string order = strategies::PlanOrderName(c.plan);
   return fmt::format("DP {}{} × TP {}{} × PP {}{}{}, {}, recompute {}", c.plan.data,
-                     c.plan.expert > 1 ? fmt::format(" (EP {})", c.plan.expert) : "",
-                     c.plan.tensor, TensorNote(c.plan), c.plan.pipeline,
+                     c.plan.expert > 1 ? fmt::format(" (EP {})", c.plan.expert) : "", c.plan.tensor,
+                     TensorNote(c.plan), c.plan.pipeline,
                      c.plan.pipeline > 1
-                         ? fmt::format(" ({})", strategies::ScheduleName(c.plan.schedule))
+                         ? fmt::format(" ({})", models::PipelineScheduleName(c.plan.schedule))
                          : "",
                      order == "tp-dp-pp" ? "" : fmt::format(", ranks in order {}", order), batches,
                      models::RecomputeName(c.training.recompute));
@@ -270,9 +269,11 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
              "mem GiB", "of GiB");
   for (size_t i = 0; i < r.stages.size(); ++i) {
     const auto& b = r.stages[i];
-    fmt::print(out, "  {:<6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>8} {:>8}\n",
-               i, Ms(b.compute), Ms(b.recompute), Ms(b.tensor), Ms(b.expert), Ms(b.pipeline),
-               Ms(b.data_exposed), Ms(b.optimizer), Ms(b.idle),
+    fmt::print(out, "  {:<6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>8} {:>8}\n", i,
+               FormatMilliseconds(b.compute, 2), FormatMilliseconds(b.recompute, 2),
+               FormatMilliseconds(b.tensor, 2), FormatMilliseconds(b.expert, 2),
+               FormatMilliseconds(b.pipeline, 2), FormatMilliseconds(b.data_exposed, 2),
+               FormatMilliseconds(b.optimizer, 2), FormatMilliseconds(b.idle, 2),
                GiB(stats.stage_memory[i].total()), GiB(c.gpu.memory.count()));
   }
   fmt::print(out, "  (times in ms on each stage's first rank)\n");
