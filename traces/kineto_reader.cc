@@ -14,6 +14,7 @@
 #include "sim/base/json_reader.h"
 #include "sim/base/strings.h"
 #include "traces/json_stream.h"
+#include "traces/torch_dtype.h"
 #include "traces/trace_input.h"
 
 namespace dtsim::traces {
@@ -98,21 +99,10 @@ std::string ArgString(const Json& args, std::string_view key) {
   return value->is_string() ? value->get<std::string>() : value->dump();
 }
 
-// Bytes per element of a PyTorch / Kineto dtype name ("float", "c10::BFloat16", "Float",
-// "unsigned char", "Long"); 0 when unknown.
+// Bytes per element of a PyTorch dtype name (traces/torch_dtype.h); 0 when unknown.
 int64_t DtypeBytes(std::string_view dtype) {
-  std::string name = ToLower(dtype);
-  if (name.starts_with("c10::")) name = name.substr(5);
-  static const std::unordered_map<std::string, int64_t> kSizes = {
-      {"float", 4},         {"float32", 4},     {"double", 8},       {"float64", 8},
-      {"half", 2},          {"float16", 2},     {"bfloat16", 2},     {"long", 8},
-      {"int64", 8},         {"int", 4},         {"int32", 4},        {"short", 2},
-      {"int16", 2},         {"char", 1},        {"signed char", 1},  {"unsigned char", 1},
-      {"byte", 1},          {"uint8", 1},       {"int8", 1},         {"bool", 1},
-      {"float8_e4m3fn", 1}, {"float8_e5m2", 1}, {"complexfloat", 8}, {"complexdouble", 16},
-  };
-  const auto it = kSizes.find(name);
-  return it == kSizes.end() ? 0 : it->second;
+  const std::optional<TorchDtype> type = LookUpTorchDtype(dtype);
+  return type ? type->bytes : 0;
 }
 
 // The collective a PyTorch collective name names ("allreduce", "all_reduce",

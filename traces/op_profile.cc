@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <unordered_map>
 
 #include "sim/base/json_reader.h"
+#include "traces/torch_dtype.h"
 
 namespace dtsim::traces {
 namespace {
@@ -16,22 +16,6 @@ constexpr std::string_view kNoOp = "GPU op launched outside any framework op";
 constexpr std::string_view kNoShapes = "op instance recorded without input shapes";
 constexpr std::string_view kBadShapes = "op instance with unreadable, zero-sized or untyped inputs";
 constexpr std::string_view kBadGemm = "gemm whose input shapes do not multiply";
-
-struct TorchType {
-  std::string_view name;
-  DType dtype;
-};
-constexpr std::array<TorchType, 11> kTorchTypes = {{{"double", DType::kFp64},
-                                                    {"float", DType::kFp32},
-                                                    {"c10::Half", DType::kFp16},
-                                                    {"c10::BFloat16", DType::kBf16},
-                                                    {"c10::Float8_e4m3fn", DType::kFp8},
-                                                    {"c10::Float8_e5m2", DType::kFp8},
-                                                    {"signed char", DType::kInt8},
-                                                    {"unsigned char", DType::kInt8},
-                                                    {"int", DType::kInt32},
-                                                    {"long int", DType::kInt64},
-                                                    {"long", DType::kInt64}}};
 
 // One tensor input: its index among the op's inputs, dimensions and dtype.
 struct TensorInput {
@@ -53,7 +37,8 @@ std::optional<std::vector<TensorInput>> TensorInputs(const OpShapes& shapes) {
   std::vector<TensorInput> inputs;
   for (size_t i = 0; i < dims.size() && i < types.size(); ++i) {
     if (!dims[i].is_array() || dims[i].empty() || !types[i].is_string()) continue;
-    const std::optional<DType> dtype = DTypeOfTorchType(types[i].get<std::string>());
+    const std::optional<TorchDtype> torch_type = LookUpTorchDtype(types[i].get<std::string>());
+    const std::optional<DType> dtype = torch_type ? torch_type->dtype : std::nullopt;
     if (!dtype) continue;  // a list of tensors, a scalar list: not one tensor
     TensorInput input{i, {}, *dtype};
     for (const Json& d : dims[i]) {
@@ -146,13 +131,6 @@ DurationNs Median(std::vector<DurationNs>& samples) {
 }
 
 }  // namespace
-
-std::optional<DType> DTypeOfTorchType(std::string_view type) {
-  for (const TorchType& known : kTorchTypes) {
-    if (known.name == type) return known.dtype;
-  }
-  return std::nullopt;
-}
 
 Expected<OpProfile> BuildOpProfile(const Trace& trace, std::string gpu) {
   OpProfileStats stats;

@@ -38,7 +38,4 @@ struct OpProfile {
 // `gpu` names the table's GPU (the trace's device name when empty).
 Expected<OpProfile> BuildOpProfile(const Trace& trace, std::string gpu = {});
 
-// The dtype of a PyTorch profiler input type ("float", "c10::BFloat16", "long int", ...).
-std::optional<DType> DTypeOfTorchType(std::string_view type);
-
 }  // namespace dtsim::traces
