@@ -14,9 +14,8 @@
 namespace dtsim::models {
 namespace {
 
-constexpr std::array<std::string_view, kCostSourceCount> kSourceNames = {"measured",
-                                                                          "interpolated",
-                                                                          "roofline"};
+constexpr std::array<std::string_view, kCostSourceCount> kSourceNames = {"measured", "interpolated",
+                                                                         "roofline"};
 
 DurationNs FromSeconds(double seconds) {
   return DurationNs(std::max<int64_t>(1, std::llround(seconds * 1e9)));
@@ -104,10 +103,9 @@ std::optional<OpCost> RooflineCostModel::Price(const Op& op) const {
       compute = op.flops / gpu_.vector_peak.flop_per_second();
     }
   }
-  const double memory =
-      op.bytes > 0
-          ? gpu_.memory_efficiency.TimeSeconds(op.bytes, gpu_.memory_bandwidth.bytes_per_second())
-          : 0;
+  const double memory = op.bytes > 0 ? gpu_.memory_efficiency.TimeSeconds(
+                                           op.bytes, gpu_.memory_bandwidth.bytes_per_second())
+                                     : 0;
   return OpCost{FromSeconds(std::max(compute, memory)) + gpu_.launch_overhead,
                 CostSource::kRoofline};
 }
@@ -133,8 +131,8 @@ std::optional<OpCost> InterpolatedCostModel::Price(const Op& op) const {
   for (size_t i = 0; i < nearest; ++i) {
     const double weight = 1 / neighbors[i].distance;
     weights += weight;
-    throughput += weight * Work(neighbors[i].op->signature) /
-                  neighbors[i].op->duration.ToSecondsDouble();
+    throughput +=
+        weight * Work(neighbors[i].op->signature) / neighbors[i].op->duration.ToSecondsDouble();
   }
   return OpCost{FromSeconds(Work(op.signature) / (throughput / weights)),
                 CostSource::kInterpolated};
@@ -259,9 +257,10 @@ Expected<EfficiencyCurve> FitMatrixEfficiency(const traces::OpCostTable& table, 
   const double intercept = (sum_t - slope * sum_f) / n;
   const double max = 1 / (slope * peak);
   if (!(slope > 0) || max > 1) {
-    return Error(fmt::format("the fitted efficiency ({:.3f} of the {} peak) is not in (0, 1]: "
-                             "are the table and the GPU the same?",
-                             max, DTypeName(dtype)));
+    return Error(
+        fmt::format("the fitted efficiency ({:.3f} of the {} peak) is not in (0, 1]: "
+                    "are the table and the GPU the same?",
+                    max, DTypeName(dtype)));
   }
   return EfficiencyCurve{max, DurationNs(std::max<int64_t>(0, std::llround(intercept * 1e9)))};
 }

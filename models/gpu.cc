@@ -1,8 +1,8 @@
 #include "models/gpu.h"
 
-#include <vector>
-
 #include <fmt/format.h>
+
+#include <vector>
 
 #include "sim/base/quantity.h"
 #include "sim/base/strings.h"
@@ -63,10 +63,10 @@ const std::vector<GpuSpec>& Presets() {
   static const std::vector<GpuSpec> presets = {
       MakeGpu("v100-sxm2-32gb", {7.8, 15.7, 0, 125, 0, 0, 0}, 15.7, 900, Bytes(32 * kGibi),
               kMatrixDefault),
-      MakeGpu("a100-sxm4-40gb", {19.5, 19.5, 156, 312, 312, 0, 624}, 19.5, 1555,
-              Bytes(40 * kGibi), kMatrixDefault),
-      MakeGpu("a100-sxm4-80gb", {19.5, 19.5, 156, 312, 312, 0, 624}, 19.5, 2039,
-              Bytes(80 * kGibi), kMatrixDefault),
+      MakeGpu("a100-sxm4-40gb", {19.5, 19.5, 156, 312, 312, 0, 624}, 19.5, 1555, Bytes(40 * kGibi),
+              kMatrixDefault),
+      MakeGpu("a100-sxm4-80gb", {19.5, 19.5, 156, 312, 312, 0, 624}, 19.5, 2039, Bytes(80 * kGibi),
+              kMatrixDefault),
       MakeGpu("h100-sxm5-80gb", {66.9, 66.9, 494.7, 989.4, 989.4, 1978.9, 1978.9}, 66.9, 3350,
               Bytes(80 * kGibi), kMatrixHopper),
       MakeGpu("h100-pcie-80gb", {51.2, 51.2, 378, 756, 756, 1513, 1513}, 51.2, 2000,

@@ -1,12 +1,12 @@
 #include "models/memory.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <vector>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "models/parameters.h"
 
@@ -119,7 +119,8 @@ Status CheckPlan(const ModelSpec& model, const MemoryPlan& plan) {
     if (std::ssize(plan.stage_layers) != plan.pipeline_stages || plan.virtual_stages != 1 ||
         std::accumulate(plan.stage_layers.begin(), plan.stage_layers.end(), 0) != spec.layers) {
       return Error(fmt::format("stage layer counts must be one per stage (one chunk each) and "
-                               "add up to the layers ({})", spec.layers),
+                               "add up to the layers ({})",
+                               spec.layers),
                    "", fmt::format("{}", fmt::join(plan.stage_layers, ", ")));
     }
   } else if (spec.layers % chunks != 0) {
@@ -250,9 +251,8 @@ Expected<MemoryBreakdown> EstimateMemory(const ModelSpec& model, const MemoryPla
   memory.parameters = shard(DTypeBytes(plan.param_dtype), 3);
   memory.gradients = shard(DTypeBytes(plan.grad_dtype), 2);
   memory.optimizer_state = shard(OptimizerBytesPerParameter(plan.optimizer, plan.param_dtype), 1);
-  memory.microbatches_in_flight =
-      MicrobatchesInFlight(plan.schedule, plan.pipeline_stages, plan.stage, plan.virtual_stages,
-                           plan.microbatches);
+  memory.microbatches_in_flight = MicrobatchesInFlight(
+      plan.schedule, plan.pipeline_stages, plan.stage, plan.virtual_stages, plan.microbatches);
   switch (model.family) {
     case ModelFamily::kTransformer:
       TransformerActivations(model.transformer, plan, memory);

@@ -1,9 +1,9 @@
 // The model presets. Every architecture number comes from the source named beside it (full
 // citations in docs/models.md, "Model presets"); tests/models/parameters_test.cc checks each
 // preset's parameter count against its published figure.
-#include <vector>
-
 #include <fmt/format.h>
+
+#include <vector>
 
 #include "models/model_spec.h"
 #include "sim/base/strings.h"
@@ -55,7 +55,11 @@ TransformerSpec Bert(int layers, int64_t hidden, int heads) {
 TransformerSpec Mixtral() {
   TransformerSpec t = Llama(32, 4096, 32, 8, 14336, 32000, 32768);
   // Dropless top-2 routing (no capacity in the reference implementation or Megatron's recipe).
-  t.moe = {.experts = 8, .top_k = 2, .capacity_factor = 1.0, .dropless = true, .every = 1,
+  t.moe = {.experts = 8,
+           .top_k = 2,
+           .capacity_factor = 1.0,
+           .dropless = true,
+           .every = 1,
            .expert_ffn_hidden = 0};
   return t;
 }
@@ -80,10 +84,9 @@ ModelSpec ResNet50() {
 // implementation's --max-ind-range=40000000 configuration).
 ModelSpec DlrmMlperf() {
   ModelSpec model{.name = "dlrm-mlperf", .family = ModelFamily::kDlrm};
-  model.dlrm.table_rows = {39884406, 39043,   17289,    7420,     20263,    3,     7120,
-                           1543,     63,      38532951, 2953546,  403346,   10,    2208,
-                           11938,    155,     4,        976,      14,       39979771,
-                           25641295, 39664984, 585935,  12972,    108,      36};
+  model.dlrm.table_rows = {39884406, 39043,    17289,    7420,     20263,  3,     7120, 1543, 63,
+                           38532951, 2953546,  403346,   10,       2208,   11938, 155,  4,    976,
+                           14,       39979771, 25641295, 39664984, 585935, 12972, 108,  36};
   model.dlrm.bottom_mlp = {512, 256, 128};
   model.dlrm.top_mlp = {1024, 1024, 512, 256, 1};
   return model;

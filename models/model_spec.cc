@@ -1,10 +1,10 @@
 #include "models/model_spec.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <cmath>
 #include <limits>
-
-#include <fmt/format.h>
 
 #include "sim/base/strings.h"
 
@@ -34,9 +34,8 @@ Status ReadIntList(JsonObjectReader& reader, std::string_view key, std::vector<I
   }
   out.clear();
   for (size_t i = 0; i < value->size(); ++i) {
-    DTSIM_ASSIGN_OR_RETURN(const int64_t item,
-                           JsonToInt((*value)[i], JsonIndexPath(path, i), 1,
-                                     std::numeric_limits<int64_t>::max()));
+    DTSIM_ASSIGN_OR_RETURN(const int64_t item, JsonToInt((*value)[i], JsonIndexPath(path, i), 1,
+                                                         std::numeric_limits<int64_t>::max()));
     if (item > kMaxSize) return Error("too large", JsonIndexPath(path, i), std::to_string(item));
     out.push_back(static_cast<Int>(item));
   }
@@ -101,9 +100,12 @@ Status ReadTransformer(JsonObjectReader& reader, bool preset, TransformerSpec& t
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("activation", kActivationNames, t.activation));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("position", kPositionNames, t.position));
   for (auto [key, field] : {std::pair{"linear_bias", &t.linear_bias},
-                            {"tied_embeddings", &t.tied_embeddings}, {"causal", &t.causal},
-                            {"embedding_norm", &t.embedding_norm}, {"final_norm", &t.final_norm},
-                            {"pooler", &t.pooler}, {"lm_head_transform", &t.lm_head_transform}}) {
+                            {"tied_embeddings", &t.tied_embeddings},
+                            {"causal", &t.causal},
+                            {"embedding_norm", &t.embedding_norm},
+                            {"final_norm", &t.final_norm},
+                            {"pooler", &t.pooler},
+                            {"lm_head_transform", &t.lm_head_transform}}) {
     DTSIM_RETURN_IF_ERROR(reader.ReadOptional(key, *field));
   }
   return ReadMoe(reader, t.moe);
@@ -137,21 +139,23 @@ Status Require(bool condition, const std::string& message, const std::string& pa
 
 Status ValidateTransformer(const TransformerSpec& t, const std::string& path) {
   for (auto [key, value] : {std::pair<std::string_view, int64_t>{"layers", t.layers},
-                            {"hidden", t.hidden}, {"heads", t.heads}, {"kv_heads", t.kv_heads},
-                            {"ffn_hidden", t.ffn_hidden}, {"vocab", t.vocab},
+                            {"hidden", t.hidden},
+                            {"heads", t.heads},
+                            {"kv_heads", t.kv_heads},
+                            {"ffn_hidden", t.ffn_hidden},
+                            {"vocab", t.vocab},
                             {"max_seq", t.max_seq}}) {
     DTSIM_RETURN_IF_ERROR(Require(value >= 1, "must be a positive integer", path, key, value));
   }
-  DTSIM_RETURN_IF_ERROR(Require(
-      t.head_dim_override > 0 || t.hidden % t.heads == 0,
-      fmt::format("heads must divide hidden ({} % {} = {}), or give head_dim", t.hidden, t.heads,
-                  t.hidden % t.heads),
-      path, "heads", t.heads));
-  DTSIM_RETURN_IF_ERROR(Require(
-      t.heads % t.kv_heads == 0,
-      fmt::format("kv_heads must divide heads ({} % {} = {})", t.heads, t.kv_heads,
-                  t.heads % t.kv_heads),
-      path, "kv_heads", t.kv_heads));
+  DTSIM_RETURN_IF_ERROR(
+      Require(t.head_dim_override > 0 || t.hidden % t.heads == 0,
+              fmt::format("heads must divide hidden ({} % {} = {}), or give head_dim", t.hidden,
+                          t.heads, t.hidden % t.heads),
+              path, "heads", t.heads));
+  DTSIM_RETURN_IF_ERROR(Require(t.heads % t.kv_heads == 0,
+                                fmt::format("kv_heads must divide heads ({} % {} = {})", t.heads,
+                                            t.kv_heads, t.heads % t.kv_heads),
+                                path, "kv_heads", t.kv_heads));
   const MoeSpec& moe = t.moe;
   if (!moe.enabled()) return Status::Ok();
   const std::string moe_path = JsonChildPath(path, "moe");

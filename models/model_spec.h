@@ -32,7 +32,7 @@ struct MoeSpec {
   // Dropless routing (Megatron's grouped GEMMs, Mixtral): experts process the tokens routed to
   // them, no capacity padding or dropping; balanced, that is the capacity at factor 1.
   bool dropless = false;
-  int every = 1;                 // MoE layers: those with (index + 1) % every == 0
+  int every = 1;                  // MoE layers: those with (index + 1) % every == 0
   int64_t expert_ffn_hidden = 0;  // 0: the model's ffn_hidden
 
   bool enabled() const { return experts > 0; }
@@ -45,7 +45,7 @@ struct TransformerSpec {
   int layers = 0;
   int64_t hidden = 0;
   int heads = 0;
-  int kv_heads = 0;  // grouped-query attention; == heads for multi-head attention
+  int kv_heads = 0;               // grouped-query attention; == heads for multi-head attention
   int64_t head_dim_override = 0;  // 0: hidden / heads (GPT-3 13B: 40 heads of 128, hidden 5140)
   int64_t ffn_hidden = 0;
   int64_t vocab = 0;
@@ -57,12 +57,12 @@ struct TransformerSpec {
   Activation activation = Activation::kGelu;
   PositionEmbedding position = PositionEmbedding::kLearned;
   bool linear_bias = true;
-  bool tied_embeddings = true;  // the output layer reuses the input embedding
-  bool causal = true;           // decoder (causal mask) or encoder (BERT)
-  int token_types = 0;          // BERT segment embeddings
-  bool embedding_norm = false;  // a norm after the embeddings (BERT)
-  bool final_norm = true;       // a norm before the output layer (GPT, LLaMA)
-  bool pooler = false;          // BERT pooler (h×h + h)
+  bool tied_embeddings = true;     // the output layer reuses the input embedding
+  bool causal = true;              // decoder (causal mask) or encoder (BERT)
+  int token_types = 0;             // BERT segment embeddings
+  bool embedding_norm = false;     // a norm after the embeddings (BERT)
+  bool final_norm = true;          // a norm before the output layer (GPT, LLaMA)
+  bool pooler = false;             // BERT pooler (h×h + h)
   bool lm_head_transform = false;  // BERT MLM head: dense h×h + norm + output bias
   MoeSpec moe;
 
@@ -95,7 +95,7 @@ struct DlrmSpec {
   int64_t dense_features = 13;
   std::vector<int64_t> table_rows;
   int64_t embedding_dim = 128;
-  int64_t lookups_per_table = 1;  // pooling factor: rows summed per sample and table
+  int64_t lookups_per_table = 1;    // pooling factor: rows summed per sample and table
   std::vector<int64_t> bottom_mlp;  // layer widths after the dense input; last = embedding_dim
   std::vector<int64_t> top_mlp;     // layer widths after the interaction; last = 1
 

@@ -1,16 +1,15 @@
 #include "models/ops.h"
 
-#include <array>
-
 #include <fmt/format.h>
+
+#include <array>
 
 namespace dtsim::models {
 namespace {
 
 constexpr std::array<std::string_view, 14> kKindNames = {
-    "gemm",         "flash_attention", "norm",      "softmax", "dropout",
-    "activation",   "elementwise",     "embedding", "cross_entropy", "router",
-    "permute",      "batch_norm",      "pool",      "optimizer"};
+    "gemm",      "flash_attention", "norm",   "softmax", "dropout",    "activation", "elementwise",
+    "embedding", "cross_entropy",   "router", "permute", "batch_norm", "pool",       "optimizer"};
 constexpr std::array<std::string_view, 4> kPassNames = {"forward", "backward", "recompute",
                                                         "optimizer"};
 constexpr std::array<std::string_view, 3> kRecomputeNames = {"none", "selective", "full"};
@@ -61,8 +60,8 @@ Op Op::Gemm(std::string name, Pass pass, DType dtype, int64_t m, int64_t n, int6
   op.signature.SetDim("k", k);
   if (batch > 1) op.signature.SetDim("batch", batch);
   const double b = static_cast<double>(batch);
-  op.flops = op.model_flops = 2.0 * b * static_cast<double>(m) * static_cast<double>(n) *
-                              static_cast<double>(k);
+  op.flops = op.model_flops =
+      2.0 * b * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   op.bytes = b * DTypeBytes(dtype) *
              (static_cast<double>(m) * k + static_cast<double>(k) * n + static_cast<double>(m) * n);
   op.matmul = true;
@@ -89,19 +88,20 @@ Status ValidateGrid(const TransformerSpec& spec, const TransformerShard& shard) 
   const int d = shard.tensor_depth;
   const int q = shard.grid();
   if (shard.tensor_layout == TensorLayout::k2D && (d != 1 || q * q != t)) {
-    return Error(fmt::format("2D tensor parallelism needs a square number of ranks (q×q), not {}",
-                             t),
-                 "", std::to_string(t));
+    return Error(
+        fmt::format("2D tensor parallelism needs a square number of ranks (q×q), not {}", t), "",
+        std::to_string(t));
   }
   if (d < 1 || q * q * d != t) {
-    return Error(fmt::format("2.5D tensor parallelism needs q×q×depth ranks, not {} with depth {}",
-                             t, d),
-                 "", std::to_string(t));
+    return Error(
+        fmt::format("2.5D tensor parallelism needs q×q×depth ranks, not {} with depth {}", t, d),
+        "", std::to_string(t));
   }
   if (shard.sequence_parallel || shard.expert_parallel > 1 || spec.moe.enabled()) {
-    return Error("2D and 2.5D tensor parallelism are built for dense transformers without "
-                 "sequence or expert parallelism",
-                 "", std::to_string(t));
+    return Error(
+        "2D and 2.5D tensor parallelism are built for dense transformers without "
+        "sequence or expert parallelism",
+        "", std::to_string(t));
   }
   DTSIM_RETURN_IF_ERROR(Divides(q, spec.heads, "heads", "the tensor grid side q"));
   DTSIM_RETURN_IF_ERROR(Divides(q, spec.kv_heads, "kv_heads", "the tensor grid side q"));
@@ -116,9 +116,10 @@ Status ValidateGrid(const TransformerSpec& spec, const TransformerShard& shard) 
 Status ValidateShard(const TransformerSpec& spec, const TransformerShard& shard) {
   const int t = shard.tensor_parallel;
   if (shard.micro_batch < 1 || shard.seq_len < 1 || t < 1 || shard.expert_parallel < 1) {
-    return Error(fmt::format("micro-batch, sequence length and parallel sizes must be positive "
-                             "(b={}, s={}, t={}, ep={})",
-                             shard.micro_batch, shard.seq_len, t, shard.expert_parallel));
+    return Error(
+        fmt::format("micro-batch, sequence length and parallel sizes must be positive "
+                    "(b={}, s={}, t={}, ep={})",
+                    shard.micro_batch, shard.seq_len, t, shard.expert_parallel));
   }
   if (shard.tensor_layout != TensorLayout::k1D) return ValidateGrid(spec, shard);
   DTSIM_RETURN_IF_ERROR(Divides(t, spec.heads, "heads", "tensor parallel size"));
@@ -132,8 +133,8 @@ Status ValidateShard(const TransformerSpec& spec, const TransformerShard& shard)
   if (spec.moe.enabled()) {
     DTSIM_RETURN_IF_ERROR(
         Divides(t, spec.MoeFfnHidden(), "expert ffn_hidden", "tensor parallel size"));
-    DTSIM_RETURN_IF_ERROR(Divides(shard.expert_parallel, spec.moe.experts, "experts",
-                                  "expert parallel size"));
+    DTSIM_RETURN_IF_ERROR(
+        Divides(shard.expert_parallel, spec.moe.experts, "experts", "expert parallel size"));
   }
   if (shard.sequence_parallel) {
     DTSIM_RETURN_IF_ERROR(Divides(t, shard.seq_len, "the sequence length",
@@ -162,9 +163,9 @@ Op OptimizerOp(Optimizer optimizer, int64_t parameters, DType grad_dtype) {
   const double grad = DTypeBytes(grad_dtype);
   const bool adam = optimizer == Optimizer::kAdam;
   const std::string_view name = kOptimizerNames[static_cast<size_t>(optimizer)];
-  Op op = Op::Streaming(fmt::format("optimizer.{}", name), OpKind::kOptimizer,
-                        Pass::kOptimizer, DType::kFp32, parameters,
-                        adam ? 24 + grad + 2 : 16 + grad + 2, adam ? 12 : 4);
+  Op op =
+      Op::Streaming(fmt::format("optimizer.{}", name), OpKind::kOptimizer, Pass::kOptimizer,
+                    DType::kFp32, parameters, adam ? 24 + grad + 2 : 16 + grad + 2, adam ? 12 : 4);
   op.signature.op = std::string(name);
   return op;
 }

@@ -23,12 +23,12 @@ enum class OpKind : uint8_t {
   kNorm,            // LayerNorm / RMSNorm
   kSoftmax,         // scale + mask + softmax over attention scores
   kDropout,
-  kActivation,      // GeLU, SwiGLU, ReLU
-  kElementwise,     // residual add, bias, scale
-  kEmbedding,       // lookup (forward) or gradient accumulation (backward)
+  kActivation,   // GeLU, SwiGLU, ReLU
+  kElementwise,  // residual add, bias, scale
+  kEmbedding,    // lookup (forward) or gradient accumulation (backward)
   kCrossEntropy,
-  kRouter,          // MoE top-k selection over the router's logits
-  kPermute,         // MoE token dispatch / combine within a rank
+  kRouter,   // MoE top-k selection over the router's logits
+  kPermute,  // MoE token dispatch / combine within a rank
   kBatchNorm,
   kPool,
   kOptimizer,
@@ -45,11 +45,11 @@ struct Op {
   Pass pass = Pass::kForward;
   DType dtype = DType::kBf16;
   traces::OpSignature signature;  // the key of measured op-cost tables
-  double flops = 0;        // arithmetic the kernel executes (a causal flash kernel skips half)
-  double model_flops = 0;  // what MFU counts: matmuls only, attention unmasked (SC'21 convention)
-  double bytes = 0;        // HBM traffic: each input read and each output written once
-  bool matmul = false;     // runs on the tensor cores
-  int64_t saved_bytes = 0;      // forward ops: activation bytes kept until the backward pass
+  double flops = 0;         // arithmetic the kernel executes (a causal flash kernel skips half)
+  double model_flops = 0;   // what MFU counts: matmuls only, attention unmasked (SC'21 convention)
+  double bytes = 0;         // HBM traffic: each input read and each output written once
+  bool matmul = false;      // runs on the tensor cores
+  int64_t saved_bytes = 0;  // forward ops: activation bytes kept until the backward pass
   bool core_attention = false;  // scores/softmax/dropout: dropped by selective recompute
   // The GEMMs of a weight (LayerBuilder::Linear) name their role and the operand blocks a
   // strategy that distributes the GEMM itself (SUMMA) moves: the input activation block
@@ -92,13 +92,13 @@ struct TransformerShard {
   int64_t micro_batch = 1;
   int64_t seq_len = 0;
   DType dtype = DType::kBf16;
-  int tensor_parallel = 1;         // ranks of the tensor-parallel group: t, q² or q²·d
+  int tensor_parallel = 1;  // ranks of the tensor-parallel group: t, q² or q²·d
   TensorLayout tensor_layout = TensorLayout::k1D;
   int tensor_depth = 1;            // 2.5D: d
   bool sequence_parallel = false;  // 1D: norms, dropout, residuals on s/t tokens
   int expert_parallel = 1;         // experts split over this many ranks
   bool flash_attention = false;
-  bool dropout = true;             // GPT/BERT train with dropout; LLaMA-style models without
+  bool dropout = true;  // GPT/BERT train with dropout; LLaMA-style models without
 
   int64_t tokens() const { return micro_batch * seq_len; }
   int grid() const { return TensorGrid(tensor_layout, tensor_parallel, tensor_depth); }

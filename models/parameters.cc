@@ -55,8 +55,8 @@ ParameterCount CountTransformer(const TransformerSpec& t) {
     count.output += t.hidden * t.hidden + t.hidden + NormParameters(t) + t.vocab;
 
   count.total = count.embedding + count.layers + count.output;
-  const int64_t idle_experts = moe_layers * (t.moe.experts - t.moe.top_k) *
-                               MlpParameters(t, t.MoeFfnHidden());
+  const int64_t idle_experts =
+      moe_layers * (t.moe.experts - t.moe.top_k) * MlpParameters(t, t.MoeFfnHidden());
   count.active = count.total - idle_experts;
   return count;
 }
@@ -83,8 +83,8 @@ ParameterCount CountResNet(const ResNetSpec& r) {
   ParameterCount count;
   for (const ConvLayer& conv : ResNetConvs(r)) {
     // Convolutions have no bias; each is followed by a BatchNorm with scale and shift.
-    count.layers += conv.in_channels * conv.out_channels * conv.kernel * conv.kernel +
-                    2 * conv.out_channels;
+    count.layers +=
+        conv.in_channels * conv.out_channels * conv.kernel * conv.kernel + 2 * conv.out_channels;
   }
   const int64_t features = ResNetFeatures(r);
   count.output = features * r.classes + r.classes;

@@ -12,9 +12,9 @@ struct ParameterCount {
   int64_t layers = 0;     // transformer layers (all experts); ResNet convs; DLRM MLPs
   int64_t output = 0;     // final norm, untied output layer, pooler/MLM head; ResNet's fc
   int64_t total = 0;
-  int64_t active = 0;     // parameters one token uses: a MoE layer counts top_k experts
+  int64_t active = 0;  // parameters one token uses: a MoE layer counts top_k experts
 
-  int64_t expert = 0;     // of `layers`: the experts' MLP parameters (MoE only)
+  int64_t expert = 0;  // of `layers`: the experts' MLP parameters (MoE only)
 };
 
 // Per-layer counts of a transformer (one layer of each kind).

@@ -14,8 +14,13 @@ int64_t ConvOut(int64_t size, int64_t kernel, int64_t stride) {
 
 ConvLayer Conv(std::string name, int64_t in, int64_t out, int64_t kernel, int64_t stride,
                int64_t size) {
-  return {.name = std::move(name), .in_channels = in, .out_channels = out, .kernel = kernel,
-          .stride = stride, .in_size = size, .out_size = ConvOut(size, kernel, stride)};
+  return {.name = std::move(name),
+          .in_channels = in,
+          .out_channels = out,
+          .kernel = kernel,
+          .stride = stride,
+          .in_size = size,
+          .out_size = ConvOut(size, kernel, stride)};
 }
 
 }  // namespace

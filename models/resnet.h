@@ -16,8 +16,8 @@ struct ConvLayer {
   int64_t out_channels = 0;
   int64_t kernel = 1;  // square kernels
   int64_t stride = 1;
-  int64_t in_size = 0;   // input height = width
-  int64_t out_size = 0;  // output height = width
+  int64_t in_size = 0;        // input height = width
+  int64_t out_size = 0;       // output height = width
   bool residual_end = false;  // the block's last conv: its output joins the residual add
 };
 

@@ -15,7 +15,7 @@ namespace {
 // the hidden dimension, heads and FFN q ways, and run each weight GEMM as q SUMMA steps.
 struct Shape {
   int64_t b, s, tokens, replicated_tokens;  // replicated_tokens: T/t under sequence parallel
-  int64_t width;  // hidden elements per token on this rank: h (1D) or h/q
+  int64_t width;                            // hidden elements per token on this rank: h (1D) or h/q
   int64_t heads, kv_heads, head_dim, q, kv, ffn;
   int64_t steps;  // GEMM steps of a weight: 1, or q (SUMMA)
   double e;       // bytes per activation element
@@ -69,8 +69,8 @@ Op FlashOp(const Shape& x, Pass pass, std::string name) {
   const double executed = x.causal ? 0.5 : 1.0;  // a causal kernel skips the masked blocks
   const bool forward = pass == Pass::kForward;
   Op op{.name = std::move(name), .kind = OpKind::kFlashAttention, .pass = pass, .dtype = x.dtype};
-  op.signature = {.op = forward ? "flash_attention" : "flash_attention_bwd", .dtype = x.dtype,
-                  .dims = {}};
+  op.signature = {
+      .op = forward ? "flash_attention" : "flash_attention_bwd", .dtype = x.dtype, .dims = {}};
   op.signature.SetDim("batch", x.b);
   op.signature.SetDim("heads", x.heads);
   op.signature.SetDim("kv_heads", x.kv_heads);
@@ -109,28 +109,31 @@ void CoreAttention(LayerBuilder& layer, const Shape& x) {
                                      x.head_dim, x.s, batch));
   scores_backward.push_back(Op::Gemm(layer.Name("attn.scores.dk"), Pass::kBackward, x.dtype, x.s,
                                      x.head_dim, x.s, batch));
-  layer.Forward(Op::Gemm(layer.Name("attn.scores"), Pass::kForward, x.dtype, x.s, x.s, x.head_dim,
-                         batch),
-                0, std::move(scores_backward))
+  layer
+      .Forward(
+          Op::Gemm(layer.Name("attn.scores"), Pass::kForward, x.dtype, x.s, x.s, x.head_dim, batch),
+          0, std::move(scores_backward))
       .core_attention = true;
   // Softmax saves its output; dropout its 1-byte mask and its output: Korthikanti's
   // (2e + 1)·a·s²·b. Without dropout the softmax output is what PV reads.
   layer.Stream("attn.softmax", OpKind::kSoftmax, x.dtype, scores, 2 * x.e, 3 * x.e, x.e * scores)
       .core_attention = true;
   if (x.dropout) {
-    layer.Stream("attn.dropout", OpKind::kDropout, x.dtype, scores, 2 * x.e + 1, 2 * x.e + 1,
-                 (x.e + 1) * scores)
+    layer
+        .Stream("attn.dropout", OpKind::kDropout, x.dtype, scores, 2 * x.e + 1, 2 * x.e + 1,
+                (x.e + 1) * scores)
         .core_attention = true;
   }
   // PV; backward dP = dO·Vᵀ and dV = Pᵀ·dO.
   std::vector<Op> context_backward;
-  context_backward.push_back(Op::Gemm(layer.Name("attn.context.dp"), Pass::kBackward, x.dtype,
-                                      x.s, x.s, x.head_dim, batch));
-  context_backward.push_back(Op::Gemm(layer.Name("attn.context.dv"), Pass::kBackward, x.dtype,
-                                      x.s, x.head_dim, x.s, batch));
-  layer.Forward(Op::Gemm(layer.Name("attn.context"), Pass::kForward, x.dtype, x.s, x.head_dim,
-                         x.s, batch),
-                0, std::move(context_backward))
+  context_backward.push_back(Op::Gemm(layer.Name("attn.context.dp"), Pass::kBackward, x.dtype, x.s,
+                                      x.s, x.head_dim, batch));
+  context_backward.push_back(Op::Gemm(layer.Name("attn.context.dv"), Pass::kBackward, x.dtype, x.s,
+                                      x.head_dim, x.s, batch));
+  layer
+      .Forward(Op::Gemm(layer.Name("attn.context"), Pass::kForward, x.dtype, x.s, x.head_dim, x.s,
+                        batch),
+               0, std::move(context_backward))
       .core_attention = true;
 }
 

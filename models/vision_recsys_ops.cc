@@ -72,11 +72,11 @@ LayerOps ResNetOps(const ResNetSpec& spec, int64_t micro_batch, DType dtype) {
       layer.Stream(conv.name + ".relu", OpKind::kActivation, dtype, elements, 2 * e, 3 * e, 0);
     }
     if (conv.name == "stem") {
-      const int64_t pooled = micro_batch * conv.out_channels * ResNetPooledSize(spec) *
-                             ResNetPooledSize(spec);
+      const int64_t pooled =
+          micro_batch * conv.out_channels * ResNetPooledSize(spec) * ResNetPooledSize(spec);
       // Max pool reads the stem's output and keeps it (plus indices) for its backward.
-      layer.Stream("stem.maxpool", OpKind::kPool, dtype, elements, e + e * pooled / elements,
-                   2 * e, e * elements);
+      layer.Stream("stem.maxpool", OpKind::kPool, dtype, elements, e + e * pooled / elements, 2 * e,
+                   e * elements);
     }
   }
   const int64_t features = ResNetFeatures(spec);
@@ -110,10 +110,10 @@ LayerOps DlrmOps(const DlrmSpec& spec, int64_t micro_batch, DType dtype) {
   // triangle concatenated with the bottom MLP's output.
   const auto vectors = static_cast<int64_t>(spec.table_rows.size()) + 1;
   std::vector<Op> interaction_backward;
-  interaction_backward.push_back(Op::Gemm("interaction.dz", Pass::kBackward, dtype, vectors, dim,
-                                          vectors, micro_batch));
-  interaction_backward.push_back(Op::Gemm("interaction.dzt", Pass::kBackward, dtype, vectors, dim,
-                                          vectors, micro_batch));
+  interaction_backward.push_back(
+      Op::Gemm("interaction.dz", Pass::kBackward, dtype, vectors, dim, vectors, micro_batch));
+  interaction_backward.push_back(
+      Op::Gemm("interaction.dzt", Pass::kBackward, dtype, vectors, dim, vectors, micro_batch));
   layer.Forward(Op::Gemm("interaction", Pass::kForward, dtype, vectors, vectors, dim, micro_batch),
                 e * micro_batch * vectors * dim, std::move(interaction_backward));
   layer.Stream("interaction.concat", OpKind::kElementwise, dtype,

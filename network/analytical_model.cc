@@ -1,9 +1,9 @@
 #include "network/analytical_model.h"
 
+#include <fmt/format.h>
+
 #include <map>
 #include <tuple>
-
-#include <fmt/format.h>
 
 namespace dtsim::network {
 

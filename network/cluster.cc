@@ -1,11 +1,11 @@
 #include "network/cluster.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <filesystem>
 #include <initializer_list>
 #include <optional>
-
-#include <fmt/format.h>
 
 #include "sim/base/quantity.h"
 #include "sim/base/strings.h"
@@ -37,20 +37,27 @@ const std::array<Preset, 4>& Presets() {
   static const DurationNs kNcclBaseLatency = Time("8.4 us");
   static const std::array<Preset, 4> presets = {{
       // Efficiencies: measured nccl-tests bus bandwidth / line rate (docs/network.md).
-      {"dgx-a100", 8,
+      {"dgx-a100",
+       8,
        {IntraTopology::kSwitch, Rate("300 GB/s"), Time("2 us"), 0.775},
        {InterTopology::kRailOptimized, 8, Rate("200 Gbps"), Time("5 us"), 1.0, 32, {}, 0.96},
        kNcclBaseLatency},
-      {"dgx-h100", 8,
-       {IntraTopology::kSwitch, Rate("450 GB/s"), Time("2 us"), 0.822,
+      {"dgx-h100",
+       8,
+       {IntraTopology::kSwitch,
+        Rate("450 GB/s"),
+        Time("2 us"),
+        0.822,
         {true, Time("23 us"), 0.686}},
        {InterTopology::kRailOptimized, 8, Rate("400 Gbps"), Time("5 us"), 1.0, 32, {}, 0.97},
        kNcclBaseLatency},
-      {"dgx1-v100", 8,
+      {"dgx1-v100",
+       8,
        {IntraTopology::kMesh, Rate("150 GB/s"), Time("3 us"), 1.0},
        {InterTopology::kFatTree, 4, Rate("100 Gbps"), Time("5 us"), 1.0, 16, {}, 1.0},
        kNcclBaseLatency},
-      {"ethernet-25g", 8,
+      {"ethernet-25g",
+       8,
        {IntraTopology::kPcie, Rate("12 GB/s"), Time("5 us"), 1.0},
        {InterTopology::kFatTree, 1, Rate("25 Gbps"), Time("25 us"), 1.0, 32, {}, 1.0},
        kNcclBaseLatency},
@@ -71,9 +78,9 @@ Expected<Enum> ReadEnum(JsonObjectReader& reader, std::string_view key,
   for (size_t i = 0; i < N; ++i) {
     if (names[i] == name) return static_cast<Enum>(i);
   }
-  return Error(fmt::format("unknown {}{}; registered: {}", what, DidYouMean(name, names),
-                           JoinQuoted(names)),
-               JsonChildPath(reader.path(), key), Quote(name));
+  return Error(
+      fmt::format("unknown {}{}; registered: {}", what, DidYouMean(name, names), JoinQuoted(names)),
+      JsonChildPath(reader.path(), key), Quote(name));
 }
 
 // The optional readers below leave `out` as it is (a preset's value) when the key is absent,
@@ -148,7 +155,8 @@ Status ReadNvls(JsonObjectReader& parent, NvlsSpec& nvls) {
     return Status::Ok();
   }
   if (!value->is_object()) {
-    return Error("expected {\"latency\", \"efficiency\"} or false", path, JsonValueForError(*value));
+    return Error("expected {\"latency\", \"efficiency\"} or false", path,
+                 JsonValueForError(*value));
   }
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(*value, path));
   DTSIM_RETURN_IF_ERROR(RequireUnlessPreset(reader, nvls.enabled, {"latency", "efficiency"}));
@@ -199,8 +207,8 @@ Status ReadInter(const Json& value, const std::string& path, bool preset, InterN
   DTSIM_RETURN_IF_ERROR(ReadCount(reader, "nics_per_node", 64, inter.nics_per_node));
   DTSIM_RETURN_IF_ERROR(ReadPositiveRate(reader, "nic_bandwidth", inter.nic_bandwidth));
   DTSIM_RETURN_IF_ERROR(ReadLatency(reader, inter.latency));
-  DTSIM_RETURN_IF_ERROR(ReadFraction(reader, "oversubscription", 1, 1e6, true,
-                                     inter.oversubscription));
+  DTSIM_RETURN_IF_ERROR(
+      ReadFraction(reader, "oversubscription", 1, 1e6, true, inter.oversubscription));
   DTSIM_RETURN_IF_ERROR(ReadCount(reader, "nodes_per_leaf", kMaxNodes, inter.nodes_per_leaf));
   DTSIM_RETURN_IF_ERROR(ReadDimensions(reader, inter));
   DTSIM_RETURN_IF_ERROR(ReadFraction(reader, "efficiency", 0, 1, false, inter.efficiency));
@@ -215,9 +223,9 @@ Status ReadServers(const Json& value, const std::string& path, ServerSpec& serve
   DTSIM_RETURN_IF_ERROR(ReadCount(reader, "count", kMaxNodes, servers.count));
   reader.Allow("placement");
   if (reader.Has("placement")) {
-    DTSIM_ASSIGN_OR_RETURN(servers.placement,
-                           (ReadEnum<ServerPlacement>(reader, "placement", kPlacementNames,
-                                                      "server placement")));
+    DTSIM_ASSIGN_OR_RETURN(
+        servers.placement,
+        (ReadEnum<ServerPlacement>(reader, "placement", kPlacementNames, "server placement")));
   }
   DTSIM_RETURN_IF_ERROR(ReadPositiveRate(reader, "nic_bandwidth", servers.nic_bandwidth));
   if (servers.placement == ServerPlacement::kColocated && reader.Has("nic_bandwidth")) {
@@ -281,13 +289,14 @@ Status CheckConsistent(ClusterSpec& cluster, const std::string& path) {
     cluster.servers.nic_bandwidth = inter.nic_bandwidth;
   }
   DTSIM_RETURN_IF_ERROR(CheckColocatedServers(cluster, path));
-  const bool torus = inter.topology == InterTopology::kTorus2d ||
-                     inter.topology == InterTopology::kTorus3d;
+  const bool torus =
+      inter.topology == InterTopology::kTorus2d || inter.topology == InterTopology::kTorus3d;
   const std::string dims_path = JsonChildPath(JsonChildPath(path, "inter_node"), "dimensions");
   if (!torus) {
     if (!inter.dimensions.empty()) {
-      return Error(fmt::format("only a torus has dimensions, not a {}",
-                               InterTopologyName(inter.topology)), dims_path);
+      return Error(
+          fmt::format("only a torus has dimensions, not a {}", InterTopologyName(inter.topology)),
+          dims_path);
     }
     return Status::Ok();
   }
@@ -342,9 +351,10 @@ Expected<ClusterSpec> ClusterPreset(std::string_view name, int nodes) {
                         .collective_latency = preset.collective_latency};
     return cluster;
   }
-  return Error(fmt::format("unknown cluster preset{}; presets: {}",
-                           DidYouMean(name, ClusterPresetNames()),
-                           JoinQuoted(ClusterPresetNames())), "", Quote(name));
+  return Error(
+      fmt::format("unknown cluster preset{}; presets: {}", DidYouMean(name, ClusterPresetNames()),
+                  JoinQuoted(ClusterPresetNames())),
+      "", Quote(name));
 }
 
 Expected<ClusterSpec> ClusterFromJson(const Json& value, const std::string& path) {
@@ -372,13 +382,16 @@ Expected<ClusterSpec> ClusterFromJson(const Json& value, const std::string& path
   const Json* intra = reader.Find("intra_node");
   const Json* inter = reader.Find("inter_node");
   for (const char* key : {"intra_node", "inter_node"}) {
-    if (!preset && !reader.Has(key)) return Error("missing required field", JsonChildPath(path, key));
+    if (!preset && !reader.Has(key))
+      return Error("missing required field", JsonChildPath(path, key));
   }
   if (intra != nullptr) {
-    DTSIM_RETURN_IF_ERROR(ReadIntra(*intra, JsonChildPath(path, "intra_node"), preset, cluster.intra));
+    DTSIM_RETURN_IF_ERROR(
+        ReadIntra(*intra, JsonChildPath(path, "intra_node"), preset, cluster.intra));
   }
   if (inter != nullptr) {
-    DTSIM_RETURN_IF_ERROR(ReadInter(*inter, JsonChildPath(path, "inter_node"), preset, cluster.inter));
+    DTSIM_RETURN_IF_ERROR(
+        ReadInter(*inter, JsonChildPath(path, "inter_node"), preset, cluster.inter));
   }
   if (const Json* servers = reader.Find("servers")) {
     DTSIM_RETURN_IF_ERROR(ReadServers(*servers, JsonChildPath(path, "servers"), cluster.servers));
@@ -400,8 +413,8 @@ Status FitCluster(ClusterSpec& cluster, int32_t ranks) {
 }
 
 Expected<ClusterSpec> LoadCluster(const std::string& preset_or_path) {
-  const bool is_preset = !preset_or_path.ends_with(".json") &&
-                         !std::filesystem::exists(preset_or_path);
+  const bool is_preset =
+      !preset_or_path.ends_with(".json") && !std::filesystem::exists(preset_or_path);
   if (is_preset) return ClusterPreset(preset_or_path, 0);
   DTSIM_ASSIGN_OR_RETURN(const Json document, ReadJsonFile(preset_or_path));
   Expected<ClusterSpec> cluster = ClusterFromJson(document, "");

@@ -61,7 +61,7 @@ std::string_view ServerPlacementName(ServerPlacement placement);
 struct ServerSpec {
   int count = 0;  // 0: none
   ServerPlacement placement = ServerPlacement::kDedicated;
-  Bandwidth nic_bandwidth;  // dedicated: one server's NIC, per direction
+  Bandwidth nic_bandwidth;           // dedicated: one server's NIC, per direction
   Bytes partition = Bytes(4096000);  // the push/pull unit (BytePS's BYTEPS_PARTITION_BYTES)
 };
 
@@ -82,9 +82,7 @@ struct ClusterSpec {
   int32_t ServerEndpoint(int server) const { return gpu_count() + server; }
   bool IsServer(int32_t endpoint) const { return endpoint >= gpu_count(); }
   // Whether nodes sit under more than one leaf switch (fat-tree, rail-optimized).
-  bool HasLeafSwitches() const {
-    return inter.nodes_per_leaf > 0 && inter.nodes_per_leaf < nodes;
-  }
+  bool HasLeafSwitches() const { return inter.nodes_per_leaf > 0 && inter.nodes_per_leaf < nodes; }
 };
 
 std::span<const std::string_view> ClusterPresetNames();

@@ -1,12 +1,12 @@
 #include "network/collective_algorithms.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "sim/base/strings.h"
 
@@ -51,9 +51,9 @@ DurationNs Move(double bytes, double bytes_per_second) {
 // steps · α + max(intra bytes per rank / intra rate, inter bytes per node / node rate).
 DurationNs Phase(const Rates& rates, int64_t steps, DurationNs alpha, double intra_bytes,
                  double node_bytes) {
-  const DurationNs wire = std::max(Move(intra_bytes, rates.intra_bytes_per_second),
-                                   Move(rates.single_node ? 0 : node_bytes,
-                                        rates.node_bytes_per_second));
+  const DurationNs wire =
+      std::max(Move(intra_bytes, rates.intra_bytes_per_second),
+               Move(rates.single_node ? 0 : node_bytes, rates.node_bytes_per_second));
   return alpha * steps + wire;
 }
 
@@ -71,8 +71,10 @@ double IntraShare(const CollectiveRequest& r) {
 }
 
 Error NeedsUniform(std::string_view name) {
-  return Error(fmt::format("the {} algorithm needs the same number of group members on every "
-                           "node", name));
+  return Error(
+      fmt::format("the {} algorithm needs the same number of group members on every "
+                  "node",
+                  name));
 }
 
 // --- all-reduce ---------------------------------------------------------------------------
@@ -212,8 +214,8 @@ Expected<DurationNs> AllReduceParameterServer(const CollectiveRequest& r) {
   for (const ServerRun& run : pipeline.runs) {
     const bool push = (run.stages & kServerPush) != 0;
     const bool pull = (run.stages & kServerPull) != 0;
-    const int local_stages = ((run.stages & kServerScatter) != 0 ? 1 : 0) +
-                             ((run.stages & kServerGather) != 0 ? 1 : 0);
+    const int local_stages =
+        ((run.stages & kServerScatter) != 0 ? 1 : 0) + ((run.stages & kServerGather) != 0 ? 1 : 0);
     DurationNs alpha = local_stages > 0 ? rates.alpha_intra * (k - 1) : DurationNs::Zero();
     if (push || pull) alpha = std::max(alpha, rates.alpha_inter);
     double node = 0;
@@ -388,9 +390,7 @@ Status NeedsNvls(const CollectiveRequest& request) {
   return Status::Ok();
 }
 
-double NvlsPortBytes(int ranks, double size) {
-  return (ranks + 1.0) / ranks * size;
-}
+double NvlsPortBytes(int ranks, double size) { return (ranks + 1.0) / ranks * size; }
 
 DurationNs TreeLatency(int per_node, int nodes, const ClusterSpec& cluster) {
   return (cluster.intra.latency * (per_node - 1) + cluster.inter.latency * CeilLog2(nodes)) * 2;
@@ -398,8 +398,8 @@ DurationNs TreeLatency(int per_node, int nodes, const ClusterSpec& cluster) {
 
 DurationNs RingHopLatency(int ranks, int nodes, const ClusterSpec& cluster) {
   if (nodes <= 1) return cluster.intra.latency;
-  const int64_t circuit = cluster.intra.latency.ns() * (ranks - nodes) +
-                          cluster.inter.latency.ns() * nodes;
+  const int64_t circuit =
+      cluster.intra.latency.ns() * (ranks - nodes) + cluster.inter.latency.ns() * nodes;
   return DurationNs((circuit + ranks - 1) / ranks);
 }
 
@@ -477,8 +477,7 @@ Status NeedsServers(const ClusterSpec& cluster) {
 }
 
 bool ServerIsLocal(const ClusterSpec& cluster, int32_t rank, int server) {
-  return cluster.servers.placement == ServerPlacement::kColocated &&
-         cluster.NodeOf(rank) == server;
+  return cluster.servers.placement == ServerPlacement::kColocated && cluster.NodeOf(rank) == server;
 }
 
 GroupShape ShapeOfGroup(std::span<const int32_t> ranks, const ClusterSpec& cluster) {
@@ -506,8 +505,7 @@ GroupShape ShapeOfGroup(std::span<const int32_t> ranks, const ClusterSpec& clust
 
 std::span<const CollectiveAlgorithm> CollectiveAlgorithms() { return kAlgorithms; }
 
-Expected<const CollectiveAlgorithm*> FindCollectiveAlgorithm(CommKind kind,
-                                                             std::string_view name) {
+Expected<const CollectiveAlgorithm*> FindCollectiveAlgorithm(CommKind kind, std::string_view name) {
   std::vector<std::string_view> names;
   for (const CollectiveAlgorithm& algorithm : kAlgorithms) {
     if (algorithm.kind != kind) continue;

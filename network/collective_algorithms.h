@@ -19,10 +19,10 @@ namespace dtsim::network {
 
 // Where a group's ranks sit (rank r is GPU r: node r / gpus_per_node).
 struct GroupShape {
-  int ranks = 0;           // p
-  int nodes = 0;           // N: nodes holding at least one member
-  int per_node = 0;        // k: the most members on one node
-  bool uniform = true;     // every one of the N nodes holds exactly k members
+  int ranks = 0;               // p
+  int nodes = 0;               // N: nodes holding at least one member
+  int per_node = 0;            // k: the most members on one node
+  bool uniform = true;         // every one of the N nodes holds exactly k members
   bool crosses_spine = false;  // fat-tree/rail: members under more than one leaf switch
 };
 
@@ -73,7 +73,8 @@ struct ExchangeRound {
 };
 // Binomial-tree broadcast rounds from `root` over `ranks` (node-major order counted from the
 // root): in round j the first 2^j members send S to the member 2^j further on.
-std::vector<ExchangeRound> BinomialRounds(std::span<const int32_t> ranks, int32_t root, double size);
+std::vector<ExchangeRound> BinomialRounds(std::span<const int32_t> ranks, int32_t root,
+                                          double size);
 // Rabenseifner over `ranks` in node-major order: the fold of the extra ranks (if any), the
 // halving steps, the doubling steps (the halving mirrored), the unfold.
 std::vector<ExchangeRound> HalvingDoublingRounds(std::span<const int32_t> ranks, double size);

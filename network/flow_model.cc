@@ -1,10 +1,10 @@
 #include "network/flow_model.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <tuple>
-
-#include <fmt/format.h>
 
 #include "network/collective_algorithms.h"
 
@@ -229,7 +229,8 @@ void FlowModel::Materialize(uint32_t run) {
   const FlowStep& step = (*state.program)[state.step];
   const DurationNs cycle = state.fast_duration + step.latency;
   const DurationNs elapsed = context_->Now() - state.step_start;
-  const int64_t repeat = std::min(elapsed.ns() / std::max<int64_t>(cycle.ns(), 1), state.fast_repeats - 1);
+  const int64_t repeat =
+      std::min(elapsed.ns() / std::max<int64_t>(cycle.ns(), 1), state.fast_repeats - 1);
   const TimeNs repeat_start = state.step_start + cycle * repeat;
   std::vector<std::pair<size_t, double>> left;
   if (context_->Now() - repeat_start < state.fast_duration) {
@@ -340,8 +341,8 @@ void FlowModel::Reschedule() {
   }
   const TimeNs next = net_.NextCompletion();
   if (next == TimeNs::Max()) return;
-  pending_completion_ = context_->Schedule(std::max(next, context_->Now()), handler_,
-                                           kCompletionCheck);
+  pending_completion_ =
+      context_->Schedule(std::max(next, context_->Now()), handler_, kCompletionCheck);
 }
 
 }  // namespace dtsim::network

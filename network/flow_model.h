@@ -8,11 +8,11 @@
 // and which nobody joins until it ends, took a time that depends only on its own flows (max-min
 // rates separate over flows that share no links); it is remembered per (program, step). When
 // the same step later starts on idle links it becomes one timed event with no flows, covering
-// all its remaining repeats (a ring all-reduce repeats one step 2(p-1) times) — while the rest of the cluster is busy elsewhere,
-// as the tensor-parallel rings of a thousand GPUs are, each inside its node. A step on the
-// fast path holds its links; if other traffic arrives on one of them, the step is replayed
-// alone in a scratch network up to that moment and its flows join the real network with
-// exactly the bytes they have left.
+// all its remaining repeats (a ring all-reduce repeats one step 2(p-1) times) — while the rest of
+// the cluster is busy elsewhere, as the tensor-parallel rings of a thousand GPUs are, each inside
+// its node. A step on the fast path holds its links; if other traffic arrives on one of them, the
+// step is replayed alone in a scratch network up to that moment and its flows join the real network
+// with exactly the bytes they have left.
 #pragma once
 
 #include <map>
@@ -66,7 +66,7 @@ class FlowModel final : public ClusterModel, public engine::EventHandler {
     size_t step = 0;
     int64_t repeats_done = 0;
     size_t outstanding = 0;
-    TimeNs step_start;                // when the current step's transfers began
+    TimeNs step_start;  // when the current step's transfers began
     // The step started on idle links and nobody has joined them: it holds them (holder_).
     bool isolated = false;
     std::optional<engine::EventId> fast_end;  // set while the step runs on the fast path
@@ -112,14 +112,14 @@ class FlowModel final : public ClusterModel, public engine::EventHandler {
 
   // The fast path's state.
   bool fast_isolated_steps_;
-  FluidNetwork scratch_;                 // same links, used to replay a step alone
+  FluidNetwork scratch_;  // same links, used to replay a step alone
   std::optional<Topology> scratch_topology_;
   std::map<StepKey, DurationNs> isolated_duration_;
   static constexpr uint32_t kNoRun = ~uint32_t{0};
-  std::vector<uint32_t> holder_;         // per link: the isolated run holding it, or kNoRun
-  uint32_t isolated_runs_ = 0;           // runs with Run::isolated set
-  uint32_t unmarked_ = kNoRun;           // the isolated run whose links holder_ does not show
-  std::vector<uint64_t> link_stamp_;     // LinksOf scratch: the routing that last saw a link
+  std::vector<uint32_t> holder_;      // per link: the isolated run holding it, or kNoRun
+  uint32_t isolated_runs_ = 0;        // runs with Run::isolated set
+  uint32_t unmarked_ = kNoRun;        // the isolated run whose links holder_ does not show
+  std::vector<uint64_t> link_stamp_;  // LinksOf scratch: the routing that last saw a link
   uint64_t routings_ = 0;
 };
 

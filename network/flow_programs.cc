@@ -267,9 +267,10 @@ Expected<FlowProgram> AllReduceParameterServer(const FlowRequest& r) {
 // member (and so its NIC).
 Expected<FlowProgram> AllReduceTree(const FlowRequest& r) {
   const auto nodes = ByNode(r);
-  FlowStep step{TreeLatency(static_cast<int>(MostPerNode(nodes)), static_cast<int>(nodes.size()),
-                            *r.cluster),
-                {}, 1};
+  FlowStep step{
+      TreeLatency(static_cast<int>(MostPerNode(nodes)), static_cast<int>(nodes.size()), *r.cluster),
+      {},
+      1};
   for (const auto& node : nodes) {
     for (size_t i = 1; i < node.size(); ++i) {
       step.transfers.push_back({node[i], node[i - 1], Size(r)});
@@ -324,8 +325,7 @@ Expected<FlowProgram> AllReduceHalvingDoubling(const FlowRequest& r) {
 
 // A reduce is the broadcast's rounds reversed, data flowing toward the root.
 Expected<FlowProgram> RootedBinomialTree(const FlowRequest& r) {
-  return ExchangeProgram(r, BinomialRounds(r.ranks, r.root, Size(r)),
-                         r.kind == CommKind::kReduce);
+  return ExchangeProgram(r, BinomialRounds(r.ranks, r.root, Size(r)), r.kind == CommKind::kReduce);
 }
 
 Expected<FlowProgram> BarrierDissemination(const FlowRequest& r) {
@@ -337,7 +337,8 @@ Expected<FlowProgram> BarrierDissemination(const FlowRequest& r) {
 Expected<FlowProgram> SendRecvDirect(const FlowRequest& r) {
   const bool same_node = r.cluster->NodeOf(r.ranks[0]) == r.cluster->NodeOf(r.ranks[1]);
   return FlowProgram{{same_node ? r.cluster->intra.latency : r.cluster->inter.latency,
-                      {{r.ranks[0], r.ranks[1], Size(r)}}, 1}};
+                      {{r.ranks[0], r.ranks[1], Size(r)}},
+                      1}};
 }
 
 }  // namespace programs

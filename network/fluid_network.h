@@ -116,7 +116,7 @@ class FluidNetwork {
   TimeNs now_;
   // Links whose flows changed since the last UpdateRates (each once: Link::seen == epoch_).
   std::vector<LinkId> dirty_links_;
-  uint64_t epoch_ = 1;        // bumped by every UpdateRates
+  uint64_t epoch_ = 1;  // bumped by every UpdateRates
   // UpdateRates scratch, kept to avoid reallocating: the component to recompute, the heap of
   // (share, link).
   std::vector<LinkId> component_links_;

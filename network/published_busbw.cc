@@ -22,8 +22,8 @@ Expected<PublishedPoint> ReadPoint(const Json& value, const std::string& path) {
     return Error("expected [size in bytes, busbw in GB/s]", path, JsonValueForError(value));
   }
   PublishedPoint point;
-  DTSIM_ASSIGN_OR_RETURN(point.size, JsonToInt(value[0], JsonIndexPath(path, 0), 1,
-                                               int64_t{1} << 50));
+  DTSIM_ASSIGN_OR_RETURN(point.size,
+                         JsonToInt(value[0], JsonIndexPath(path, 0), 1, int64_t{1} << 50));
   if (!value[1].is_number() || value[1].get<double>() <= 0) {
     return Error("expected a positive bus bandwidth in GB/s", JsonIndexPath(path, 1),
                  JsonValueForError(value[1]));
@@ -42,7 +42,8 @@ Expected<PublishedCurve> ReadCurve(const Json& value, const std::string& path) {
   }
   DTSIM_ASSIGN_OR_RETURN(const std::string kind, reader.String("kind"));
   const std::optional<graph::CommKind> parsed = graph::CollectiveKindFromName(kind);
-  if (!parsed || (*parsed != graph::CommKind::kAllReduce && *parsed != graph::CommKind::kAllToAll)) {
+  if (!parsed ||
+      (*parsed != graph::CommKind::kAllReduce && *parsed != graph::CommKind::kAllToAll)) {
     return Error("expected \"all_reduce\" or \"all_to_all\"", JsonChildPath(path, "kind"),
                  Quote(kind));
   }
@@ -60,8 +61,8 @@ Expected<PublishedCurve> ReadCurve(const Json& value, const std::string& path) {
     }
   }
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("fitted", curve.fitted));
-  DTSIM_RETURN_IF_ERROR(reader.ReadOptional("modeled_up_to", 1, int64_t{1} << 50,
-                                            curve.modeled_up_to));
+  DTSIM_RETURN_IF_ERROR(
+      reader.ReadOptional("modeled_up_to", 1, int64_t{1} << 50, curve.modeled_up_to));
   DTSIM_ASSIGN_OR_RETURN(curve.source, reader.String("source"));
   for (const char* text : {"system", "measurement"}) reader.Allow(text);
   const Json* points = reader.Find("points");

@@ -18,8 +18,8 @@ namespace dtsim::network {
 double BusBandwidth(graph::CommKind kind, int gpus, int64_t size, DurationNs time);
 
 struct PublishedPoint {
-  int64_t size = 0;    // bytes, one rank's buffer
-  double busbw = 0;    // GB/s (1e9 B/s)
+  int64_t size = 0;  // bytes, one rank's buffer
+  double busbw = 0;  // GB/s (1e9 B/s)
 };
 
 struct PublishedCurve {
@@ -27,9 +27,9 @@ struct PublishedCurve {
   std::string preset;  // the dtsim cluster preset that stands for the measured system
   graph::CommKind kind = graph::CommKind::kAllReduce;
   int gpus = 0;
-  std::string algorithm;       // forced (NCCL_ALGO), or empty: the default choice
-  bool fitted = false;         // the preset's efficiency was fitted to it
-  int64_t modeled_up_to = 0;   // 0: every point ran an algorithm dtsim models
+  std::string algorithm;      // forced (NCCL_ALGO), or empty: the default choice
+  bool fitted = false;        // the preset's efficiency was fitted to it
+  int64_t modeled_up_to = 0;  // 0: every point ran an algorithm dtsim models
   std::string source;
   std::vector<PublishedPoint> points;
 

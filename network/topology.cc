@@ -1,8 +1,8 @@
 #include "network/topology.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "sim/base/check.h"
 
@@ -33,8 +33,10 @@ void Topology::AddInter(FluidNetwork& net) {
   if (IsDirectConnected(inter.topology)) {
     extents_ = inter.topology == InterTopology::kRing ? std::vector<int>{cluster_.nodes}
                                                       : inter.dimensions;
-    const auto active = std::count_if(extents_.begin(), extents_.end(), [](int e) { return e > 1; });
-    const double port = active == 0 ? nic : inter.nics_per_node * nic / (2.0 * static_cast<double>(active));
+    const auto active =
+        std::count_if(extents_.begin(), extents_.end(), [](int e) { return e > 1; });
+    const double port =
+        active == 0 ? nic : inter.nics_per_node * nic / (2.0 * static_cast<double>(active));
     first_direct_ = static_cast<FluidNetwork::LinkId>(net.link_count());
     for (size_t i = 0; i < static_cast<size_t>(cluster_.nodes) * extents_.size(); ++i) {
       net.AddLink(port);
@@ -70,7 +72,8 @@ void Topology::AddInter(FluidNetwork& net) {
 
 void Topology::Route(int32_t from, int32_t to, std::vector<FluidNetwork::LinkId>& path) const {
   if (cluster_.IsServer(from) || cluster_.IsServer(to)) {
-    DTSIM_CHECK(cluster_.IsServer(from) != cluster_.IsServer(to), "servers exchange only with GPUs");
+    DTSIM_CHECK(cluster_.IsServer(from) != cluster_.IsServer(to),
+                "servers exchange only with GPUs");
     const bool to_server = cluster_.IsServer(to);
     const int32_t server = (to_server ? to : from) - cluster_.gpu_count();
     DTSIM_CHECK(server < cluster_.servers.count, "no such server");
@@ -128,7 +131,8 @@ void Topology::RouteServer(int32_t gpu, int server, bool to_server,
                            std::vector<FluidNetwork::LinkId>& path) const {
   const int node = cluster_.NodeOf(gpu);
   if (cluster_.servers.placement == ServerPlacement::kColocated) {
-    DTSIM_CHECK(server != node, "a colocated server is reached from its own node without the network");
+    DTSIM_CHECK(server != node,
+                "a colocated server is reached from its own node without the network");
     // Rail-matched: the server's node receives on the NIC of the GPU's local index.
     const int32_t peer = server * cluster_.gpus_per_node + gpu % cluster_.gpus_per_node;
     Route(to_server ? gpu : peer, to_server ? peer : gpu, path);
@@ -136,7 +140,8 @@ void Topology::RouteServer(int32_t gpu, int server, bool to_server,
   }
   const int nics = cluster_.inter.nics_per_node;
   const FluidNetwork::LinkId nic =
-      first_nic_up_ + 2 * static_cast<uint32_t>(node * nics + (gpu % cluster_.gpus_per_node) % nics);
+      first_nic_up_ +
+      2 * static_cast<uint32_t>(node * nics + (gpu % cluster_.gpus_per_node) % nics);
   const FluidNetwork::LinkId server_up = first_server_up_ + 2 * static_cast<uint32_t>(server);
   const FluidNetwork::LinkId leaf =
       leaves_ ? first_leaf_up_ + 2 * static_cast<uint32_t>(LeafOf(node)) : 0;

@@ -55,9 +55,9 @@ class Topology {
                                             // ring: GPU g to g+1 = first + 2g, to g-1 = +1
   FluidNetwork::LinkId first_nic_up_ = 0;   // node n, NIC i: up = first + 2(n·nics + i), down +1
   FluidNetwork::LinkId first_leaf_up_ = 0;  // leaf l: up = first + 2l, down = +1
-  FluidNetwork::LinkId first_direct_ = 0;   // node n, dimension d: up = first + 2(n·D + d), down +1
+  FluidNetwork::LinkId first_direct_ = 0;  // node n, dimension d: up = first + 2(n·D + d), down +1
   FluidNetwork::LinkId first_server_up_ = 0;  // dedicated server s: up = first + 2s, down +1
-  std::vector<int> extents_;                // ring/torus: nodes along each dimension
+  std::vector<int> extents_;                  // ring/torus: nodes along each dimension
   bool leaves_ = false;
 };
 

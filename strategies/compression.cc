@@ -1,10 +1,10 @@
 #include "strategies/compression.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <functional>
 #include <numeric>
-
-#include <fmt/format.h>
 
 #include "sim/base/json_reader.h"
 #include "sim/base/strings.h"
@@ -21,20 +21,24 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // compression kernels apart from the model's element-wise ops).
 Op Kernel(std::string_view signature, int64_t elements, double bytes_per_element,
           double flops_per_element, DType dtype = DType::kFp32) {
-  Op op = Op::Streaming(std::string(signature), models::OpKind::kElementwise,
-                        models::Pass::kOptimizer, dtype, elements, bytes_per_element,
-                        flops_per_element);
+  Op op =
+      Op::Streaming(std::string(signature), models::OpKind::kElementwise, models::Pass::kOptimizer,
+                    dtype, elements, bytes_per_element, flops_per_element);
   op.signature.op = std::string(signature);
   return op;
 }
 
 ReductionStep Collective(std::string name, CommKind kind, double bytes) {
-  return {.name = std::move(name), .collective = kind,
-          .bytes = Bytes(static_cast<int64_t>(std::ceil(bytes))), .kernels = {}};
+  return {.name = std::move(name),
+          .collective = kind,
+          .bytes = Bytes(static_cast<int64_t>(std::ceil(bytes))),
+          .kernels = {}};
 }
 
 ReductionStep Kernels(std::string name, std::vector<Op> kernels) {
-  return {.name = std::move(name), .collective = std::nullopt, .bytes = Bytes(0),
+  return {.name = std::move(name),
+          .collective = std::nullopt,
+          .bytes = Bytes(0),
           .kernels = std::move(kernels)};
 }
 
@@ -96,8 +100,7 @@ class OneBitCompression final : public GradientCompression {
         // (N FLOPs), add the server error, norm, sign and pack (16 bytes, ~5 FLOPs).
         Kernels("1-bit server average",
                 {Kernel("onebit_server", chunk, n_ranks / 8 + 16, n_ranks + 5)}),
-        Collective("1-bit server all-gather", CommKind::kAllGather,
-                   static_cast<double>(chunk) / 8),
+        Collective("1-bit server all-gather", CommKind::kAllGather, static_cast<double>(chunk) / 8),
         Collective("1-bit server scale all-gather", CommKind::kAllGather, 4),
         // Unpack every sign times its chunk's scale into the fp32 averaged momentum.
         Kernels("1-bit decompress", {Kernel("onebit_decompress", padded, 4.125, 1)})};
@@ -157,7 +160,8 @@ class QsgdCompression final : public GradientCompression {
  public:
   explicit QsgdCompression(const CompressionConfig& config)
       : GradientCompression(config.steps, config.warmup_steps.value_or(0)),
-        bits_(config.bits), bucket_(config.quantization_bucket) {}
+        bits_(config.bits),
+        bucket_(config.quantization_bucket) {}
   std::string_view name() const override { return "qsgd"; }
 
   std::vector<ReductionStep> Reduce(const GradientTensors& bucket, int ranks,
@@ -166,13 +170,12 @@ class QsgdCompression final : public GradientCompression {
     const double e = DTypeBytes(grad_dtype);
     const double payload = std::ceil(static_cast<double>(n) * bits_ / 8) +
                            4.0 * static_cast<double>(CeilDiv(n, bucket_));
-    return {
-        // Norm pass, then quantize with one random draw per element.
-        Kernels("quantize", {Kernel("qsgd_quantize", n, 2 * e + bits_ / 8.0, 6)}),
-        Collective("quantized all-gather", CommKind::kAllGather, payload),
-        // Decode the N contributions and sum them into the dense gradient.
-        Kernels("dequantize and sum", {Kernel("qsgd_dequantize", n,
-                                              ranks * bits_ / 8.0 + e, 2.0 * ranks)})};
+    return {// Norm pass, then quantize with one random draw per element.
+            Kernels("quantize", {Kernel("qsgd_quantize", n, 2 * e + bits_ / 8.0, 6)}),
+            Collective("quantized all-gather", CommKind::kAllGather, payload),
+            // Decode the N contributions and sum them into the dense gradient.
+            Kernels("dequantize and sum",
+                    {Kernel("qsgd_dequantize", n, ranks * bits_ / 8.0 + e, 2.0 * ranks)})};
   }
 
   int64_t StateBytes(const GradientTensors&, int, DType) const override { return 0; }
@@ -189,7 +192,8 @@ class PowerSgdCompression final : public GradientCompression {
  public:
   explicit PowerSgdCompression(const CompressionConfig& config)
       : GradientCompression(config.steps, config.warmup_steps.value_or(1000)),
-        rank_(config.rank), min_rate_(config.min_compression_rate) {}
+        rank_(config.rank),
+        min_rate_(config.min_compression_rate) {}
   std::string_view name() const override { return "powersgd"; }
 
   bool Compressible(const std::array<int64_t, 2>& matrix) const {
@@ -215,13 +219,16 @@ class PowerSgdCompression final : public GradientCompression {
       q_elements += cols * rank_;
       // M += error (read both, write M), then P = M·Q.
       project.push_back(Kernel("powersgd_error_add", rows * cols, 3 * e, 1, grad_dtype));
-      project.push_back(Op::Gemm("powersgd.p", models::Pass::kOptimizer, grad_dtype, rows, rank_, cols));
+      project.push_back(
+          Op::Gemm("powersgd.p", models::Pass::kOptimizer, grad_dtype, rows, rank_, cols));
       // Gram-Schmidt over r columns of length rows: ~2·rows·r² FLOPs, each column read r times.
-      orthogonalize.push_back(Kernel("powersgd_orthogonalize", rows * rank_, rank_ * e,
-                                     2.0 * rank_, grad_dtype));
-      back.push_back(Op::Gemm("powersgd.q", models::Pass::kOptimizer, grad_dtype, cols, rank_, rows));
+      orthogonalize.push_back(
+          Kernel("powersgd_orthogonalize", rows * rank_, rank_ * e, 2.0 * rank_, grad_dtype));
+      back.push_back(
+          Op::Gemm("powersgd.q", models::Pass::kOptimizer, grad_dtype, cols, rank_, rows));
       // M̂ = P·Qᵀ, then error = M − M̂ (read both, write the error).
-      rebuild.push_back(Op::Gemm("powersgd.rebuild", models::Pass::kOptimizer, grad_dtype, rows, cols, rank_));
+      rebuild.push_back(
+          Op::Gemm("powersgd.rebuild", models::Pass::kOptimizer, grad_dtype, rows, cols, rank_));
       rebuild.push_back(Kernel("powersgd_error_update", rows * cols, 3 * e, 1, grad_dtype));
     }
     std::vector<ReductionStep> steps;
@@ -258,8 +265,7 @@ class PowerSgdCompression final : public GradientCompression {
 // No compression: one all-reduce per bucket.
 class NoCompression final : public GradientCompression {
  public:
-  explicit NoCompression(const CompressionConfig& config)
-      : GradientCompression(config.steps, 0) {}
+  explicit NoCompression(const CompressionConfig& config) : GradientCompression(config.steps, 0) {}
   std::string_view name() const override { return "none"; }
   bool Compresses() const override { return false; }
   std::vector<ReductionStep> Reduce(const GradientTensors& bucket, int,
@@ -278,16 +284,24 @@ struct Method {
 const std::vector<Method>& Methods() {
   static const std::vector<Method> methods = {
       {"none", {}, [](const auto& c) { return std::make_unique<NoCompression>(c); }},
-      {"fp16", {}, [](const auto& c) { return std::make_unique<CastCompression>(c, DType::kFp16); }},
-      {"bf16", {}, [](const auto& c) { return std::make_unique<CastCompression>(c, DType::kBf16); }},
-      {"onebit_adam", {},
+      {"fp16",
+       {},
+       [](const auto& c) { return std::make_unique<CastCompression>(c, DType::kFp16); }},
+      {"bf16",
+       {},
+       [](const auto& c) { return std::make_unique<CastCompression>(c, DType::kBf16); }},
+      {"onebit_adam",
+       {},
        [](const auto& c) { return std::make_unique<OneBitCompression>(c, "onebit_adam"); }},
-      {"onebit_lamb", {},
+      {"onebit_lamb",
+       {},
        [](const auto& c) { return std::make_unique<OneBitCompression>(c, "onebit_lamb"); }},
       {"topk", {"density"}, [](const auto& c) { return std::make_unique<TopKCompression>(c); }},
-      {"qsgd", {"bits", "bucket"},
+      {"qsgd",
+       {"bits", "bucket"},
        [](const auto& c) { return std::make_unique<QsgdCompression>(c); }},
-      {"powersgd", {"rank", "min_compression_rate"},
+      {"powersgd",
+       {"rank", "min_compression_rate"},
        [](const auto& c) { return std::make_unique<PowerSgdCompression>(c); }},
   };
   return methods;
@@ -345,10 +359,10 @@ Expected<CompressionConfig> CompressionFromJson(const Json& value, const std::st
   DTSIM_ASSIGN_OR_RETURN(config.method, reader.StringOr("method", config.method));
   const Method* method = FindMethod(config.method);
   if (method == nullptr) {
-    return Error(fmt::format("unknown compression method{}; registered: {}",
-                             DidYouMean(config.method, CompressionNames()),
-                             JoinQuoted(CompressionNames())),
-                 JsonChildPath(path, "method"), Quote(config.method));
+    return Error(
+        fmt::format("unknown compression method{}; registered: {}",
+                    DidYouMean(config.method, CompressionNames()), JoinQuoted(CompressionNames())),
+        JsonChildPath(path, "method"), Quote(config.method));
   }
   if (config.method != "none") {
     DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("steps", config.steps));
@@ -363,12 +377,14 @@ Expected<CompressionConfig> CompressionFromJson(const Json& value, const std::st
     }
   }
   for (std::string_view option : method->options) {
-    if (option == "density") DTSIM_RETURN_IF_ERROR(ReadNumber(reader, option, 0, 1, config.density));
+    if (option == "density")
+      DTSIM_RETURN_IF_ERROR(ReadNumber(reader, option, 0, 1, config.density));
     if (option == "bits") DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt(option, config.bits, 2, 16));
     if (option == "bucket") {
       DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt(option, config.quantization_bucket));
     }
-    if (option == "rank") DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt(option, config.rank, 1, 1024));
+    if (option == "rank")
+      DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt(option, config.rank, 1, 1024));
     if (option == "min_compression_rate") {
       DTSIM_RETURN_IF_ERROR(ReadNumber(reader, option, 0, 1e9, config.min_compression_rate));
     }

@@ -1,12 +1,12 @@
 #include "strategies/config.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <array>
 #include <filesystem>
 #include <functional>
 #include <numeric>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "sim/base/strings.h"
 
@@ -14,7 +14,8 @@ namespace dtsim::strategies {
 namespace {
 
 constexpr std::array<std::string_view, 2> kGradientSyncNames = {"all_reduce", "parameter_server"};
-constexpr std::array<std::string_view, 3> kPlanDimensionNames = {"tp", "dp", "pp"};  // by PlanDimension
+constexpr std::array<std::string_view, 3> kPlanDimensionNames = {"tp", "dp",
+                                                                 "pp"};  // by PlanDimension
 constexpr std::array<std::string_view, 2> kRanksNames = {"full", "symmetric"};
 
 Status ReadDType(JsonObjectReader& reader, std::string_view key, DType& out) {
@@ -41,8 +42,10 @@ Status ReadTraining(const Json& value, TrainingConfig& training) {
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("seq_len", training.seq_len, 1, kMaxSequenceLength));
   DTSIM_RETURN_IF_ERROR(ReadDType(reader, "precision", training.dtype));
   DTSIM_RETURN_IF_ERROR(ReadDType(reader, "grad_precision", training.grad_dtype));
-  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("optimizer", models::OptimizerNames(), training.optimizer));
-  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("recompute", models::RecomputeNames(), training.recompute));
+  DTSIM_RETURN_IF_ERROR(
+      reader.ReadOptionalEnum("optimizer", models::OptimizerNames(), training.optimizer));
+  DTSIM_RETURN_IF_ERROR(
+      reader.ReadOptionalEnum("recompute", models::RecomputeNames(), training.recompute));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("flash_attention", training.flash_attention));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("dropout", training.dropout));
   return reader.Finish();
@@ -85,8 +88,8 @@ Status ReadStageLayers(JsonObjectReader& reader, ParallelPlan& plan) {
     return Status::Ok();
   }
   if (!value->is_array()) {
-    return Error("must be \"uniform\", \"balanced\" or a list of layer counts, one per stage",
-                 path, JsonValueForError(*value));
+    return Error("must be \"uniform\", \"balanced\" or a list of layer counts, one per stage", path,
+                 JsonValueForError(*value));
   }
   plan.layer_split = ParallelPlan::LayerSplit::kGiven;
   plan.stage_layers.clear();
@@ -172,7 +175,8 @@ Status ReadParallelism(const Json& value, ParallelPlan& plan) {
     }
   }
   reader.Allow("gradient_bucket");
-  DTSIM_RETURN_IF_ERROR(reader.ReadOptional("overlap_gradient_reduce", plan.overlap_gradient_reduce));
+  DTSIM_RETURN_IF_ERROR(
+      reader.ReadOptional("overlap_gradient_reduce", plan.overlap_gradient_reduce));
   DTSIM_RETURN_IF_ERROR(
       reader.ReadOptionalEnum("gradient_sync", kGradientSyncNames, plan.gradient_sync));
   if (reader.Has("order")) {
@@ -232,8 +236,9 @@ Status Divisible(int64_t value, std::string_view what, int64_t by, std::string_v
 // (whose per-layer gathers are built for transformer layers).
 Status CheckDataParallelPlan(const SimulationConfig& config) {
   const ParallelPlan& plan = config.plan;
-  for (const auto& [key, size] : {std::pair{"tensor", plan.tensor}, std::pair{"pipeline", plan.pipeline},
-                                  std::pair{"expert", plan.expert}}) {
+  for (const auto& [key, size] :
+       {std::pair{"tensor", plan.tensor}, std::pair{"pipeline", plan.pipeline},
+        std::pair{"expert", plan.expert}}) {
     if (size != 1) {
       return Error(fmt::format("{} plans are data parallel only ({} parallelism is built for "
                                "transformers)",
@@ -262,26 +267,29 @@ Status CheckStageLayers(const models::TransformerSpec& spec, const ParallelPlan&
                      "pipeline stages × virtual stages", "parallelism.pipeline");
   }
   if (plan.virtual_stages > 1) {
-    return Error("uneven stages are for one model chunk per stage: use \"uniform\" with "
-                 "virtual stages", path, std::to_string(plan.virtual_stages));
+    return Error(
+        "uneven stages are for one model chunk per stage: use \"uniform\" with "
+        "virtual stages",
+        path, std::to_string(plan.virtual_stages));
   }
   if (plan.layer_split == ParallelPlan::LayerSplit::kBalanced) {
     if (spec.layers < plan.pipeline) {
       return Error(fmt::format("{} pipeline stages need at least as many layers ({})",
-                               plan.pipeline, spec.layers), path, "balanced");
+                               plan.pipeline, spec.layers),
+                   path, "balanced");
     }
     return Status::Ok();
   }
   if (std::ssize(plan.stage_layers) != plan.pipeline) {
-    return Error(fmt::format("needs one layer count per pipeline stage ({}), got {}",
-                             plan.pipeline, plan.stage_layers.size()),
+    return Error(fmt::format("needs one layer count per pipeline stage ({}), got {}", plan.pipeline,
+                             plan.stage_layers.size()),
                  path, fmt::format("{}", fmt::join(plan.stage_layers, ", ")));
   }
   const int total = std::accumulate(plan.stage_layers.begin(), plan.stage_layers.end(), 0);
   if (total != spec.layers) {
-    return Error(fmt::format("the layer counts add up to {}, the model has {} layers", total,
-                             spec.layers),
-                 path, fmt::format("{}", fmt::join(plan.stage_layers, ", ")));
+    return Error(
+        fmt::format("the layer counts add up to {}, the model has {} layers", total, spec.layers),
+        path, fmt::format("{}", fmt::join(plan.stage_layers, ", ")));
   }
   return Status::Ok();
 }
@@ -338,12 +346,15 @@ Status CheckParameterServers(const SimulationConfig& config) {
   if (plan.gradient_sync != GradientSync::kParameterServer) return Status::Ok();
   const std::string path = "parallelism.gradient_sync";
   if (config.cluster.servers.count == 0) {
-    return Error("parameter servers are needed: give cluster.servers {\"count\", \"placement\", "
-                 "…} (docs/network.md)", path, "\"parameter_server\"");
+    return Error(
+        "parameter servers are needed: give cluster.servers {\"count\", \"placement\", "
+        "…} (docs/network.md)",
+        path, "\"parameter_server\"");
   }
   if (plan.zero_stage >= 1) {
     return Error(fmt::format("ZeRO stage {} reduce-scatters gradients among the replicas; "
-                             "parameter servers need zero_stage 0", plan.zero_stage),
+                             "parameter servers need zero_stage 0",
+                             plan.zero_stage),
                  path, "\"parameter_server\"");
   }
   const std::unique_ptr<GradientCompression> method = MakeCompression(config.compression);
@@ -357,8 +368,7 @@ Status CheckParameterServers(const SimulationConfig& config) {
         return Error(fmt::format("compression method \"{}\" reduces with the collective {}, "
                                  "which parameter servers do not run (they sum pushed "
                                  "gradients: use none, a cast or powersgd)",
-                                 config.compression.method,
-                                 graph::CommKindName(*step.collective)),
+                                 config.compression.method, graph::CommKindName(*step.collective)),
                      path, "\"parameter_server\"");
       }
     }
@@ -381,8 +391,7 @@ Status CheckPlan(SimulationConfig& config) {
   }
   DTSIM_RETURN_IF_ERROR(Divisible(training.global_batch, "global batch",
                                   training.micro_batch * plan.data,
-                                  "micro-batch × data-parallel size",
-                                  "training.global_batch"));
+                                  "micro-batch × data-parallel size", "training.global_batch"));
   // A cluster without a node count is sized to the plan; one with a node count must match it.
   const bool sized = config.cluster.nodes > 0;
   Status fits = network::FitCluster(config.cluster, plan.world());

@@ -95,12 +95,12 @@ struct ParallelPlan {
   // On a 2D/2.5D grid, tensor index tp = i + q·(j + q·k): column i, row j, depth k
   // (ColossalAI's order: a row's q ranks adjacent).
   int32_t Rank(int dp, int pp, int tp) const {
-    const auto index = [&](PlanDimension d) { return d == PlanDimension::kTensor ? tp
-                                                     : d == PlanDimension::kData ? dp
-                                                                                 : pp; };
-    const auto size = [&](PlanDimension d) { return d == PlanDimension::kTensor ? tensor
-                                                    : d == PlanDimension::kData ? data
-                                                                                : pipeline; };
+    const auto index = [&](PlanDimension d) {
+      return d == PlanDimension::kTensor ? tp : d == PlanDimension::kData ? dp : pp;
+    };
+    const auto size = [&](PlanDimension d) {
+      return d == PlanDimension::kTensor ? tensor : d == PlanDimension::kData ? data : pipeline;
+    };
     return index(order[0]) + size(order[0]) * (index(order[1]) + size(order[1]) * index(order[2]));
   }
   // The expert-parallel group of data index `dp`: data indices first … first + expert − 1.

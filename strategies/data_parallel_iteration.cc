@@ -1,9 +1,9 @@
 #include "strategies/data_parallel_iteration.h"
 
+#include <fmt/format.h>
+
 #include <numeric>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "models/resnet.h"
 #include "sim/graph/builder.h"
@@ -49,12 +49,14 @@ class DataParallelBuilder {
  public:
   DataParallelBuilder(const SimulationConfig& config, const models::OpCostModel& cost,
                       CompressionPhase phase)
-      : config_(config), cost_(cost), phase_(phase),
+      : config_(config),
+        cost_(cost),
+        phase_(phase),
         simulated_(config.ranks == RanksMode::kSymmetric ? 1 : config.plan.data) {}
 
   Expected<IterationGraph> Build() {
-    const models::LayerOps ops = models::ResNetOps(config_.model.resnet, config_.training.micro_batch,
-                                                   config_.training.dtype);
+    const models::LayerOps ops = models::ResNetOps(
+        config_.model.resnet, config_.training.micro_batch, config_.training.dtype);
     DTSIM_ASSIGN_OR_RETURN(const PricedOps forward, Price(ops.forward));
     DTSIM_ASSIGN_OR_RETURN(const PricedOps backward, Price(ops.backward));
     const int64_t microbatches = config_.Microbatches();
@@ -66,7 +68,8 @@ class DataParallelBuilder {
       for (int64_t microbatch = 0; microbatch < microbatches; ++microbatch) {
         const bool last = microbatch == microbatches - 1;
         Emit(stream, ops.forward, forward, "fwd", nullptr);
-        Emit(stream, ops.backward, backward, "bwd", last ? &ready[static_cast<size_t>(rank)] : nullptr);
+        Emit(stream, ops.backward, backward, "bwd",
+             last ? &ready[static_cast<size_t>(rank)] : nullptr);
       }
     }
     // Every op runs on every rank for every micro-batch.
@@ -80,8 +83,8 @@ class DataParallelBuilder {
     DTSIM_CHECK(ready.front().size() == points.size(),
                 "a ResNet's weight-gradient GEMMs and its gradient points must pair up");
     GradientReducer reducer(config_, cost_, phase_, builder_, result_.sources);
-    ReductionGroup group{.simulated = {}, .logical = {}, .ready = {},
-                         .represented = config_.plan.data};
+    ReductionGroup group{
+        .simulated = {}, .logical = {}, .ready = {}, .represented = config_.plan.data};
     group.logical.resize(static_cast<size_t>(config_.plan.data));
     std::iota(group.logical.begin(), group.logical.end(), 0);
     group.simulated.assign(group.logical.begin(), group.logical.begin() + simulated_);

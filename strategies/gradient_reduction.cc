@@ -1,8 +1,8 @@
 #include "strategies/gradient_reduction.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 namespace dtsim::strategies {
 
@@ -13,7 +13,11 @@ using graph::TaskKind;
 GradientReducer::GradientReducer(const SimulationConfig& config, const models::OpCostModel& cost,
                                  CompressionPhase phase, graph::TaskGraphBuilder& builder,
                                  models::CostSourceTally& sources)
-    : config_(config), cost_(cost), phase_(phase), builder_(builder), sources_(sources),
+    : config_(config),
+      cost_(cost),
+      phase_(phase),
+      builder_(builder),
+      sources_(sources),
       compression_(MakeCompression(config.compression)) {}
 
 Status GradientReducer::Reduce(const std::vector<GradientTensors>& points,
@@ -47,8 +51,10 @@ Status GradientReducer::ReduceBucket(const GradientTensors& bucket, const Reduct
   const std::vector<int32_t>& members = group.simulated;
   std::vector<ReductionStep> steps;
   if (config_.plan.zero_stage >= 1) {
-    steps.push_back({.name = "gradient reduce-scatter", .collective = CommKind::kReduceScatter,
-                     .bytes = Bytes(bucket.elements() * DTypeBytes(grad_dtype)), .kernels = {}});
+    steps.push_back({.name = "gradient reduce-scatter",
+                     .collective = CommKind::kReduceScatter,
+                     .bytes = Bytes(bucket.elements() * DTypeBytes(grad_dtype)),
+                     .kernels = {}});
   } else {
     steps = compressed
                 ? compression_->Reduce(bucket, static_cast<int>(group.logical.size()), grad_dtype)
@@ -77,8 +83,8 @@ Status GradientReducer::ReduceBucket(const GradientTensors& bucket, const Reduct
         sources_.Add(cost, group.represented);
       }
       for (int32_t rank : members) {
-        tasks.push_back(builder_.AddTask(builder_.Stream(rank, "dp"), TaskKind::kCompute,
-                                         step.name, kDataCategory, duration));
+        tasks.push_back(builder_.AddTask(builder_.Stream(rank, "dp"), TaskKind::kCompute, step.name,
+                                         kDataCategory, duration));
       }
     }
     for (size_t i = 0; i < members.size(); ++i) {

@@ -1,14 +1,14 @@
 #include "strategies/search.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <limits>
 #include <mutex>
 #include <tuple>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "sim/base/parallel.h"
 #include "sim/base/quantity.h"
@@ -48,9 +48,9 @@ Expected<Enum> EnumAt(const Json& value, const std::string& path,
     for (size_t i = 0; i < names.size(); ++i) {
       if (names[i] == name) return static_cast<Enum>(i);
     }
-    return Error(fmt::format("unknown value{}; known: {}", DidYouMean(name, names),
-                             JoinQuoted(names)),
-                 path, Quote(name));
+    return Error(
+        fmt::format("unknown value{}; known: {}", DidYouMean(name, names), JoinQuoted(names)), path,
+        Quote(name));
   }
   return Error(fmt::format("expected one of {}", JoinQuoted(names)), path,
                JsonValueForError(value));
@@ -104,8 +104,12 @@ std::vector<std::pair<models::PipelineSchedule, int>> Schedules(int pipeline, in
 using ShardKey = std::tuple<int64_t, int, int, int, bool, int, int>;
 ShardKey KeyOf(const SimulationConfig& config) {
   const ParallelPlan& plan = config.plan;
-  return {config.training.micro_batch, plan.tensor, static_cast<int>(plan.tensor_layout),
-          plan.tensor_depth, plan.sequence_parallel, plan.expert,
+  return {config.training.micro_batch,
+          plan.tensor,
+          static_cast<int>(plan.tensor_layout),
+          plan.tensor_depth,
+          plan.sequence_parallel,
+          plan.expert,
           static_cast<int>(config.training.recompute)};
 }
 
@@ -266,29 +270,31 @@ Expected<SearchSpace> SearchSpaceFromJson(const Json* value, const SimulationCon
   if (value == nullptr) return space;
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(*value, "search"));
   const auto integer = [](int64_t min, int64_t max) {
-    return [min, max](const Json& v, const std::string& path) { return JsonToInt(v, path, min, max); };
+    return
+        [min, max](const Json& v, const std::string& path) { return JsonToInt(v, path, min, max); };
   };
-  DTSIM_RETURN_IF_ERROR(ReadList(reader, "micro_batches", space.micro_batches, integer(1, 1 << 20)));
+  DTSIM_RETURN_IF_ERROR(
+      ReadList(reader, "micro_batches", space.micro_batches, integer(1, 1 << 20)));
   std::vector<int64_t> zero;
   DTSIM_RETURN_IF_ERROR(ReadList(reader, "zero_stages", zero, integer(0, 3)));
   if (!zero.empty()) space.zero_stages.assign(zero.begin(), zero.end());
-  DTSIM_RETURN_IF_ERROR(ReadList(reader, "recompute", space.recompute,
-                                 [](const Json& v, const std::string& path) {
-                                   return EnumAt<models::Recompute>(v, path, models::RecomputeNames());
-                                 }));
+  DTSIM_RETURN_IF_ERROR(
+      ReadList(reader, "recompute", space.recompute, [](const Json& v, const std::string& path) {
+        return EnumAt<models::Recompute>(v, path, models::RecomputeNames());
+      }));
   DTSIM_RETURN_IF_ERROR(
       ReadList(reader, "schedules", space.schedules, [](const Json& v, const std::string& path) {
         return EnumAt<models::PipelineSchedule>(v, path, models::PipelineScheduleNames());
       }));
-  DTSIM_RETURN_IF_ERROR(ReadList(reader, "tensor_modes", space.tensor_modes,
-                                 [](const Json& v, const std::string& path) {
-                                   return EnumAt<models::TensorLayout>(v, path,
-                                                                       models::TensorLayoutNames());
-                                 }));
+  DTSIM_RETURN_IF_ERROR(ReadList(
+      reader, "tensor_modes", space.tensor_modes, [](const Json& v, const std::string& path) {
+        return EnumAt<models::TensorLayout>(v, path, models::TensorLayoutNames());
+      }));
   DTSIM_RETURN_IF_ERROR(ReadList(reader, "sequence_parallel", space.sequence_parallel,
                                  [](const Json& v, const std::string& path) -> Expected<bool> {
                                    if (!v.is_boolean()) {
-                                     return Error("expected true or false", path, JsonValueForError(v));
+                                     return Error("expected true or false", path,
+                                                  JsonValueForError(v));
                                    }
                                    return v.get<bool>();
                                  }));
@@ -302,10 +308,11 @@ std::string PlanLabel(const PlanChoice& choice, const SearchSpace& space) {
   const ParallelPlan& plan = choice.plan;
   std::string tensor = fmt::format("TP {}", plan.tensor);
   if (plan.on_grid()) {
-    tensor += fmt::format(" ({}{})", models::TensorLayoutNames()[static_cast<size_t>(plan.tensor_layout)],
-                          plan.tensor_layout == models::TensorLayout::k2p5D
-                              ? fmt::format(", depth {}", plan.tensor_depth)
-                              : "");
+    tensor +=
+        fmt::format(" ({}{})", models::TensorLayoutNames()[static_cast<size_t>(plan.tensor_layout)],
+                    plan.tensor_layout == models::TensorLayout::k2p5D
+                        ? fmt::format(", depth {}", plan.tensor_depth)
+                        : "");
   } else if (plan.sequence_parallel) {
     tensor += " (SP)";
   }
@@ -342,7 +349,8 @@ std::vector<PlanChoice> EnumeratePlans(const SimulationConfig& base, const Searc
             for (const auto& [schedule, virtual_stages] :
                  Schedules(pipeline, transformer ? spec.layers : 1, space)) {
               // ZeRO shards over data parallelism; compression compresses its reduction.
-              const std::vector<int> zero_stages = data > 1 ? space.zero_stages : std::vector<int>{0};
+              const std::vector<int> zero_stages =
+                  data > 1 ? space.zero_stages : std::vector<int>{0};
               const int methods = data > 1 ? static_cast<int>(space.compression.size()) : 1;
               for (int zero : zero_stages) {
                 for (int64_t micro_batch : space.micro_batches) {
@@ -350,8 +358,10 @@ std::vector<PlanChoice> EnumeratePlans(const SimulationConfig& base, const Searc
                        transformer ? space.recompute
                                    : std::vector<models::Recompute>{base.training.recompute}) {
                     for (int method = 0; method < methods; ++method) {
-                      PlanChoice choice{.plan = base.plan, .micro_batch = micro_batch,
-                                        .recompute = recompute, .compression = method};
+                      PlanChoice choice{.plan = base.plan,
+                                        .micro_batch = micro_batch,
+                                        .recompute = recompute,
+                                        .compression = method};
                       ParallelPlan& plan = choice.plan;
                       plan.data = data;
                       plan.tensor = tensor;
@@ -422,9 +432,8 @@ DurationNs IterationLowerBound(const SimulationConfig& config, const PassTimes& 
 }
 
 size_t SearchResult::Count(PlanStatus status) const {
-  return static_cast<size_t>(std::count_if(plans.begin(), plans.end(), [status](const EvaluatedPlan& p) {
-    return p.status == status;
-  }));
+  return static_cast<size_t>(std::count_if(
+      plans.begin(), plans.end(), [status](const EvaluatedPlan& p) { return p.status == status; }));
 }
 
 std::vector<std::pair<std::string, size_t>> SearchResult::PrunedByReason() const {
@@ -455,10 +464,12 @@ void RankPlans(SearchResult& result, int rerank) {
   };
   std::sort(ranking.begin(), ranking.end(),
             by([](const PlanFigures& f) { return f.average_iteration_time.ns(); }));
-  const auto flowed = ranking.begin() + std::min<std::ptrdiff_t>(std::max(rerank, 0), std::ssize(ranking));
+  const auto flowed =
+      ranking.begin() + std::min<std::ptrdiff_t>(std::max(rerank, 0), std::ssize(ranking));
   std::sort(ranking.begin(), flowed, by([](const PlanFigures& f) {
-              return std::tuple(f.flow_average_iteration_time.value_or(f.average_iteration_time).ns(),
-                                f.average_iteration_time.ns());
+              return std::tuple(
+                  f.flow_average_iteration_time.value_or(f.average_iteration_time).ns(),
+                  f.average_iteration_time.ns());
             }));
 }
 
@@ -470,11 +481,11 @@ Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& s
                  "cluster.nodes");
   }
   if (base.plan.layer_split != ParallelPlan::LayerSplit::kUniform) {
-    return Error("the search varies the pipeline size with uniform stages; simulate a balanced "
-                 "or given split of its best plan instead",
-                 "parallelism.pipeline.layers",
-                 base.plan.layer_split == ParallelPlan::LayerSplit::kBalanced ? "balanced"
-                                                                               : "a list");
+    return Error(
+        "the search varies the pipeline size with uniform stages; simulate a balanced "
+        "or given split of its best plan instead",
+        "parallelism.pipeline.layers",
+        base.plan.layer_split == ParallelPlan::LayerSplit::kBalanced ? "balanced" : "a list");
   }
   const int threads = options.threads > 0 ? options.threads : DefaultThreads();
   const auto report = [&options](std::string_view phase, size_t done, size_t total) {
@@ -525,7 +536,8 @@ Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& s
 
   // Re-rank the best with the flow model.
   RankPlans(result, 0);
-  const size_t reranked = std::min(result.ranking.size(), static_cast<size_t>(std::max(options.rerank, 0)));
+  const size_t reranked =
+      std::min(result.ranking.size(), static_cast<size_t>(std::max(options.rerank, 0)));
   done = 0;
   ParallelFor(reranked, threads, [&](size_t k) {
     EvaluatedPlan& plan = plans[result.ranking[k]];
@@ -546,37 +558,39 @@ Status ExplainEmptySearch(const SearchResult& result, const SimulationConfig& ba
   std::vector<std::string> parts;
   for (const auto& [pruned_reason, count] : result.PrunedByReason()) {
     const std::string& reason = pruned_reason;  // clang 14 cannot capture a structured binding
-    const auto example = std::find_if(result.plans.begin(), result.plans.end(),
-                                      [&reason](const EvaluatedPlan& p) {
-                                        return (p.status == PlanStatus::kInvalid ||
-                                                p.status == PlanStatus::kOutOfMemory) &&
-                                               p.reason == reason;
-                                      });
+    const auto example =
+        std::find_if(result.plans.begin(), result.plans.end(), [&reason](const EvaluatedPlan& p) {
+          return (p.status == PlanStatus::kInvalid || p.status == PlanStatus::kOutOfMemory) &&
+                 p.reason == reason;
+        });
     if (reason == "memory") {
-      const auto smallest = std::min_element(
-          result.plans.begin(), result.plans.end(), [](const EvaluatedPlan& a, const EvaluatedPlan& b) {
-            const auto key = [](const EvaluatedPlan& p) {
-              return p.status == PlanStatus::kOutOfMemory ? p.memory_bytes
-                                                          : std::numeric_limits<int64_t>::max();
-            };
-            return key(a) < key(b);
-          });
-      parts.push_back(fmt::format("{} do not fit in memory (the smallest needs {} per GPU, {} has {})",
-                                  count, FormatGiB(smallest->memory_bytes), base.gpu.name,
-                                  FormatGiB(base.gpu.memory.count())));
+      const auto smallest = std::min_element(result.plans.begin(), result.plans.end(),
+                                             [](const EvaluatedPlan& a, const EvaluatedPlan& b) {
+                                               const auto key = [](const EvaluatedPlan& p) {
+                                                 return p.status == PlanStatus::kOutOfMemory
+                                                            ? p.memory_bytes
+                                                            : std::numeric_limits<int64_t>::max();
+                                               };
+                                               return key(a) < key(b);
+                                             });
+      parts.push_back(fmt::format(
+          "{} do not fit in memory (the smallest needs {} per GPU, {} has {})", count,
+          FormatGiB(smallest->memory_bytes), base.gpu.name, FormatGiB(base.gpu.memory.count())));
     } else {
-      parts.push_back(fmt::format("{} fail the check of {} (e.g. {})", count, reason, example->detail));
+      parts.push_back(
+          fmt::format("{} fail the check of {} (e.g. {})", count, reason, example->detail));
     }
   }
   if (const size_t failed = result.Count(PlanStatus::kFailed); failed > 0) {
-    const auto example = std::find_if(result.plans.begin(), result.plans.end(), [](const EvaluatedPlan& p) {
-      return p.status == PlanStatus::kFailed;
-    });
+    const auto example =
+        std::find_if(result.plans.begin(), result.plans.end(),
+                     [](const EvaluatedPlan& p) { return p.status == PlanStatus::kFailed; });
     parts.push_back(fmt::format("{} failed to simulate (e.g. {})", failed, example->detail));
   }
   return Error(fmt::format("no plan survives: of {} plans{}, {}", result.plans.size(),
                            result.plans.size() == result.enumerated ? "" : " in this shard",
-                           parts.empty() ? "none were enumerated" : fmt::format("{}", fmt::join(parts, "; "))),
+                           parts.empty() ? "none were enumerated"
+                                         : fmt::format("{}", fmt::join(parts, "; "))),
                "search", std::to_string(result.plans.size()));
 }
 

@@ -29,9 +29,8 @@ namespace dtsim::strategies {
 // The values each dimension of the plan may take (the config's "search" section).
 struct SearchSpace {
   std::vector<int64_t> micro_batches = {1, 2, 4, 8, 16};
-  std::vector<models::Recompute> recompute = {models::Recompute::kNone,
-                                              models::Recompute::kSelective,
-                                              models::Recompute::kFull};
+  std::vector<models::Recompute> recompute = {
+      models::Recompute::kNone, models::Recompute::kSelective, models::Recompute::kFull};
   std::vector<int> zero_stages = {0, 1, 2, 3};
   std::vector<models::PipelineSchedule> schedules = {
       models::PipelineSchedule::kGpipe, models::PipelineSchedule::kOneForwardOneBackward,
@@ -119,7 +118,7 @@ struct SearchOptions {
 };
 
 struct SearchResult {
-  size_t enumerated = 0;  // the whole space (all shards)
+  size_t enumerated = 0;             // the whole space (all shards)
   std::vector<EvaluatedPlan> plans;  // this shard's, in enumeration order
   // Simulated plans best first: the best `rerank` by flow-model time, then the rest by
   // analytical time (the run's average with a compression warm-up); indices into `plans`.

@@ -39,8 +39,8 @@ std::string_view LastDependencyCategory(const graph::TaskGraph& graph,
   return last ? graph.category_name(graph.task(*last).category) : std::string_view();
 }
 
-TimeBreakdown Breakdown(const graph::TaskGraph& graph, const graph::TaskTimes& times,
-                        int32_t rank, TimeNs makespan) {
+TimeBreakdown Breakdown(const graph::TaskGraph& graph, const graph::TaskTimes& times, int32_t rank,
+                        TimeNs makespan) {
   TimeBreakdown breakdown{.rank = rank};
   TimeNs before_optimizer = TimeNs::Zero();
   for (size_t s = 0; s < graph.stream_count(); ++s) {
@@ -71,8 +71,8 @@ TimeBreakdown Breakdown(const graph::TaskGraph& graph, const graph::TaskTimes& t
     }
   }
   breakdown.idle = (makespan - TimeNs::Zero()) - breakdown.compute - breakdown.recompute -
-                   breakdown.tensor - breakdown.pipeline - breakdown.expert - breakdown.data_exposed -
-                   breakdown.optimizer;
+                   breakdown.tensor - breakdown.pipeline - breakdown.expert -
+                   breakdown.data_exposed - breakdown.optimizer;
   return breakdown;
 }
 
@@ -91,10 +91,10 @@ Status SimulatePhases(const SimulationConfig& config, const models::OpCostModel&
   const int64_t steps = compression->steps();
   result.phases = {{CompressionPhase::kWarmup, warmup, warm},
                    {CompressionPhase::kCompressed, steps - warmup, result.iteration_time}};
-  const double average_ns = (static_cast<double>(warmup) * static_cast<double>(warm.ns()) +
-                             static_cast<double>(steps - warmup) *
-                                 static_cast<double>(result.iteration_time.ns())) /
-                            static_cast<double>(steps);
+  const double average_ns =
+      (static_cast<double>(warmup) * static_cast<double>(warm.ns()) +
+       static_cast<double>(steps - warmup) * static_cast<double>(result.iteration_time.ns())) /
+      static_cast<double>(steps);
   result.average_iteration_time = DurationNs(std::llround(average_ns));
   return Status::Ok();
 }
@@ -127,7 +127,8 @@ Expected<SimulationResult> Simulate(const SimulationConfig& input,
   DTSIM_RETURN_IF_ERROR(CheckFootprint(input, input.max_memory));
   SimulationConfig config = input;
   if (config.plan.layer_split == ParallelPlan::LayerSplit::kBalanced &&
-      config.plan.stage_layers.empty() && config.model.family == models::ModelFamily::kTransformer) {
+      config.plan.stage_layers.empty() &&
+      config.model.family == models::ModelFamily::kTransformer) {
     DTSIM_ASSIGN_OR_RETURN(config.plan.stage_layers, BalanceStageLayers(config, cost));
   }
   SimulationResult result;
@@ -172,14 +173,15 @@ Expected<SimulationResult> Simulate(const SimulationConfig& input,
   const double gpus = config.plan.world();
   const double peak = config.gpu.MatrixPeak(config.training.dtype).flop_per_second();
   result.samples_per_second = static_cast<double>(config.training.global_batch) / seconds;
-  result.tokens_per_second = result.samples_per_second * static_cast<double>(config.training.seq_len);
+  result.tokens_per_second =
+      result.samples_per_second * static_cast<double>(config.training.seq_len);
   result.model_tflops_per_gpu = stats.model_flops / seconds / gpus / 1e12;
   result.hardware_tflops_per_gpu = stats.hardware_flops / seconds / gpus / 1e12;
   result.mfu = result.model_tflops_per_gpu * 1e12 / peak;
   result.hfu = result.hardware_tflops_per_gpu * 1e12 / peak;
   for (int stage = 0; stage < config.plan.pipeline; ++stage) {
-    result.stages.push_back(Breakdown(graph, result.times,
-                                      config.plan.Rank(0, stage, 0), result.summary.makespan));
+    result.stages.push_back(
+        Breakdown(graph, result.times, config.plan.Rank(0, stage, 0), result.summary.makespan));
   }
   return result;
 }

@@ -20,15 +20,15 @@ namespace dtsim::strategies {
 // Where one rank's iteration went, on its compute stream (durations add up to the iteration).
 struct TimeBreakdown {
   int32_t rank = 0;
-  DurationNs compute;        // forward and backward ops
-  DurationNs recompute;      // the recomputed forward
-  DurationNs tensor;         // tensor-parallel collectives blocking the compute stream, and
-                             // waits for those on the "tp" stream (SUMMA)
-  DurationNs pipeline;       // waiting in pipeline receives
-  DurationNs expert;         // expert-parallel all-to-alls (blocking the compute stream)
-  DurationNs data_exposed;   // waiting for gradient reduction before the optimizer step
+  DurationNs compute;       // forward and backward ops
+  DurationNs recompute;     // the recomputed forward
+  DurationNs tensor;        // tensor-parallel collectives blocking the compute stream, and
+                            // waits for those on the "tp" stream (SUMMA)
+  DurationNs pipeline;      // waiting in pipeline receives
+  DurationNs expert;        // expert-parallel all-to-alls (blocking the compute stream)
+  DurationNs data_exposed;  // waiting for gradient reduction before the optimizer step
   DurationNs optimizer;
-  DurationNs idle;           // the rest: pipeline bubble and other waits
+  DurationNs idle;  // the rest: pipeline bubble and other waits
 };
 
 // With gradient compression: one phase of the training run (docs/strategies.md).

@@ -1,17 +1,17 @@
 #include "strategies/transformer_iteration.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <map>
 #include <memory>
-#include <limits>
 #include <numeric>
-#include <tuple>
 #include <set>
 #include <span>
 #include <string>
-
-#include <fmt/format.h>
+#include <tuple>
 
 #include "models/parameters.h"
 #include "network/collective_algorithms.h"
@@ -85,10 +85,10 @@ class Pricer {
       DTSIM_ASSIGN_OR_RETURN(const models::OpCost cost, cost_.PriceOrError(op));
       const std::string_view name = op.name;
       const auto boundary = boundaries.find(name);
-      PricedOp& priced = pass.ops.emplace_back(
-          std::string(name.substr(0, name.find('.'))), cost.duration,
-          boundary != boundaries.end() ? boundary->second : After::kNothing,
-          name.starts_with("moe.expert."));
+      PricedOp& priced =
+          pass.ops.emplace_back(std::string(name.substr(0, name.find('.'))), cost.duration,
+                                boundary != boundaries.end() ? boundary->second : After::kNothing,
+                                name.starts_with("moe.expert."));
       if (grid_) {
         priced.after = RowStatistics(op) ? After::kRowStats : After::kNothing;
         priced.summa = op.weight_gemm;
@@ -185,8 +185,7 @@ class PeerGroup {
     std::vector<std::vector<graph::CommId>> before, after;
   };
   void Summa(DurationNs duration, const std::string& name, std::string_view comm_name,
-             std::string_view category, const std::vector<SummaStep>& steps,
-             bool output_reduced) {
+             std::string_view category, const std::vector<SummaStep>& steps, bool output_reduced) {
     Flush();
     const auto count = static_cast<int64_t>(steps.size());
     std::vector<TaskId> reduced;
@@ -224,9 +223,9 @@ class PeerGroup {
   TaskId GradientsReady(size_t peer) {
     Flush();
     if (!tensor_tail_[peer]) return *last_[peer];
-    const TaskId join = builder_.AddTask(builder_.Stream(ranks_[peer], "tp-join"),
-                                         TaskKind::kCompute, "gradients ready", kTensorCategory,
-                                         DurationNs::Zero());
+    const TaskId join =
+        builder_.AddTask(builder_.Stream(ranks_[peer], "tp-join"), TaskKind::kCompute,
+                         "gradients ready", kTensorCategory, DurationNs::Zero());
     builder_.AddDependency(join, *last_[peer]);
     builder_.AddDependency(join, *tensor_tail_[peer]);
     return join;
@@ -398,24 +397,27 @@ GradientTensors ModelGradients(const SimulationConfig& config, int stage) {
 // Where each peer's gradients become ready in the last micro-batch's backward, in the order
 // they do: the output layer (last stage), each layer from the last, the embedding (first).
 struct GradientReady {
-  std::vector<std::vector<TaskId>> at;           // per peer
-  std::vector<GradientTensors> tensors;          // the gradients ready there
-  std::vector<GradientTensors> expert_tensors;   // of which the experts'
+  std::vector<std::vector<TaskId>> at;          // per peer
+  std::vector<GradientTensors> tensors;         // the gradients ready there
+  std::vector<GradientTensors> expert_tensors;  // of which the experts'
 };
 
 class IterationBuilder {
  public:
   IterationBuilder(const SimulationConfig& config, const models::OpCostModel& cost,
                    CompressionPhase phase)
-      : config_(config), spec_(config.model.transformer), plan_(config.plan), cost_(cost),
-        pricer_(cost, config.plan.on_grid()), phase_(phase),
+      : config_(config),
+        spec_(config.model.transformer),
+        plan_(config.plan),
+        cost_(cost),
+        pricer_(cost, config.plan.on_grid()),
+        phase_(phase),
         symmetric_(config.ranks == RanksMode::kSymmetric),
         simulated_data_(symmetric_ ? 1 : plan_.data),
         simulated_tensor_(symmetric_ ? 1 : plan_.tensor) {
     for (int stage = 0; stage < plan_.pipeline; ++stage) {
-      stage_layers_.push_back(models::StageLayerIndices(spec_, plan_.pipeline,
-                                                        plan_.virtual_stages, stage,
-                                                        plan_.stage_layers));
+      stage_layers_.push_back(models::StageLayerIndices(spec_, plan_.pipeline, plan_.virtual_stages,
+                                                        stage, plan_.stage_layers));
     }
   }
 
@@ -424,18 +426,18 @@ class IterationBuilder {
     const int64_t microbatches = config_.Microbatches();
     std::vector<std::vector<GradientReady>> ready(static_cast<size_t>(plan_.pipeline));
     // EstimateFootprint is a lower bound: the graph may still outgrow the memory allowed.
-    const double max_memory = static_cast<double>(
-        config_.max_memory > 0 ? config_.max_memory : DefaultMaxMemory());
+    const double max_memory =
+        static_cast<double>(config_.max_memory > 0 ? config_.max_memory : DefaultMaxMemory());
     for (int stage = 0; stage < plan_.pipeline; ++stage) {
       for (int dp = 0; dp < simulated_data_; ++dp) {
         ready[static_cast<size_t>(stage)].push_back(BuildStage(stage, dp, microbatches));
         const double bytes = static_cast<double>(builder_.task_count()) * kBytesPerTask;
         if (bytes > max_memory) {
-          return Error(fmt::format("the graph outgrew the {:.3g} GiB allowed (--max-memory) "
-                                   "at {} tasks, while building pipeline stage {} of {}",
-                                   max_memory / (1 << 30), builder_.task_count(), stage + 1,
-                                   plan_.pipeline),
-                       "simulation");
+          return Error(
+              fmt::format("the graph outgrew the {:.3g} GiB allowed (--max-memory) "
+                          "at {} tasks, while building pipeline stage {} of {}",
+                          max_memory / (1 << 30), builder_.task_count(), stage + 1, plan_.pipeline),
+              "simulation");
         }
       }
     }
@@ -485,9 +487,9 @@ class IterationBuilder {
     const models::LayerOps layer = models::TransformerLayerOps(spec_, index, Shard());
     DTSIM_ASSIGN_OR_RETURN(passes.forward, pricer_.Price(layer.forward, kForwardBoundaries));
     DTSIM_ASSIGN_OR_RETURN(passes.backward, pricer_.Price(layer.backward, kBackwardBoundaries));
-    DTSIM_ASSIGN_OR_RETURN(passes.recompute,
-                           pricer_.Price(models::RecomputeOps(layer, config_.training.recompute),
-                                         kForwardBoundaries));
+    DTSIM_ASSIGN_OR_RETURN(
+        passes.recompute,
+        pricer_.Price(models::RecomputeOps(layer, config_.training.recompute), kForwardBoundaries));
     passes.sources = pricer_.TakeSources();
     return Status::Ok();
   }
@@ -578,9 +580,8 @@ class IterationBuilder {
   // forward C = XW broadcasts the X block over ROW and the W block over COL; dgrad dX = dY·Wᵀ
   // broadcasts W over COL and reduces the partial dX block over ROW; wgrad dW = Xᵀ·dY
   // broadcasts X over ROW and reduces the partial dW block over COL (docs/strategies.md).
-  void SummaGemm(PeerGroup& group, const PricedOp& op, DurationNs duration,
-                 const std::string& name, std::string_view tensor_name,
-                 std::string_view category) {
+  void SummaGemm(PeerGroup& group, const PricedOp& op, DurationNs duration, const std::string& name,
+                 std::string_view tensor_name, std::string_view category) {
     const int64_t e = DTypeBytes(config_.training.dtype);
     const Bytes activation(op.activation_block * e);
     const Bytes weight(op.weight_block * e);
@@ -604,8 +605,7 @@ class IterationBuilder {
           break;
       }
     }
-    group.Summa(duration, name, tensor_name, category, steps,
-                op.summa != Op::WeightGemm::kWgrad);
+    group.Summa(duration, name, tensor_name, category, steps, op.summa != Op::WeightGemm::kWgrad);
   }
 
   // The grid's groups inside one depth layer: ROW, the q ranks of a grid row (tensor indices
@@ -618,10 +618,13 @@ class IterationBuilder {
                                       int32_t root) const {
     const network::GroupShape shape = network::ShapeOfGroup(ranks, config_.cluster);
     DTSIM_ASSIGN_OR_RETURN(const network::AlgorithmChoice choice,
-                           network::ChooseCollectiveAlgorithm(
-                               {.kind = kind, .size = bytes, .shape = shape,
-                                .cluster = &config_.cluster, .ranks = ranks, .root = root},
-                               ""));
+                           network::ChooseCollectiveAlgorithm({.kind = kind,
+                                                               .size = bytes,
+                                                               .shape = shape,
+                                                               .cluster = &config_.cluster,
+                                                               .ranks = ranks,
+                                                               .root = root},
+                                                              ""));
     return choice.time;
   }
 
@@ -633,13 +636,13 @@ class IterationBuilder {
     if (!plan_.sequence_parallel) {
       return CollectiveTime(CommKind::kAllReduce, ActivationBytes(), ranks, ranks.front());
     }
-    DTSIM_ASSIGN_OR_RETURN(const DurationNs scatter,
-                           CollectiveTime(CommKind::kReduceScatter, ActivationBytes(), ranks,
-                                          ranks.front()));
-    DTSIM_ASSIGN_OR_RETURN(const DurationNs gather,
-                           CollectiveTime(CommKind::kAllGather,
-                                          Bytes(ActivationBytes().count() / plan_.tensor), ranks,
-                                          ranks.front()));
+    DTSIM_ASSIGN_OR_RETURN(
+        const DurationNs scatter,
+        CollectiveTime(CommKind::kReduceScatter, ActivationBytes(), ranks, ranks.front()));
+    DTSIM_ASSIGN_OR_RETURN(
+        const DurationNs gather,
+        CollectiveTime(CommKind::kAllGather, Bytes(ActivationBytes().count() / plan_.tensor), ranks,
+                       ranks.front()));
     return scatter + gather;
   }
 
@@ -651,7 +654,8 @@ class IterationBuilder {
     for (int c = 0; c < q; ++c) ranks.push_back(plan_.Rank(0, 0, c * (axis == Axis::kRow ? 1 : q)));
     DTSIM_ASSIGN_OR_RETURN(const DurationNs at_root,
                            CollectiveTime(kind, bytes, ranks, ranks[static_cast<size_t>(root)]));
-    DTSIM_ASSIGN_OR_RETURN(const DurationNs at_first, CollectiveTime(kind, bytes, ranks, ranks.front()));
+    DTSIM_ASSIGN_OR_RETURN(const DurationNs at_first,
+                           CollectiveTime(kind, bytes, ranks, ranks.front()));
     return std::min(at_root, at_first);
   }
 
@@ -665,8 +669,9 @@ class IterationBuilder {
         DTSIM_ASSIGN_OR_RETURN(const DurationNs reduce, TensorReduceTime());
         compute += reduce;
       } else if (op.after == After::kRowStats) {
-        DTSIM_ASSIGN_OR_RETURN(const DurationNs stats,
-                               GridTime(CommKind::kAllReduce, Bytes(GridTokens() * e), Axis::kRow, 0));
+        DTSIM_ASSIGN_OR_RETURN(
+            const DurationNs stats,
+            GridTime(CommKind::kAllReduce, Bytes(GridTokens() * e), Axis::kRow, 0));
         compute += stats + stats;
       }
       if (op.summa == Op::WeightGemm::kNone) continue;
@@ -738,9 +743,9 @@ class IterationBuilder {
       return;
     }
     const Bytes bytes(GridTokens() * spec_.hidden * DTypeBytes(config_.training.dtype));
-    group.Post(GridComms(backward ? CommKind::kAllGather : CommKind::kReduceScatter, bytes,
-                         Axis::kColumn),
-               "embedding tp", kTensorCategory);
+    group.Post(
+        GridComms(backward ? CommKind::kAllGather : CommKind::kReduceScatter, bytes, Axis::kColumn),
+        "embedding tp", kTensorCategory);
   }
 
   // Bytes each rank sends in one expert all-to-all: its E·C tokens of h elements (C, the
@@ -770,8 +775,7 @@ class IterationBuilder {
   // dp exchanges with peer i of the other data indices of its expert group.
   void ExpertAllToAll(PeerGroup& group, std::string_view name) {
     if (plan_.expert < 2) return;
-    group.Post(Matched(Across::kExpert, CommKind::kAllToAll, ExpertBytes()), name,
-                       kExpertCategory);
+    group.Post(Matched(Across::kExpert, CommKind::kAllToAll, ExpertBytes()), name, kExpertCategory);
   }
 
   // Collectives across data indices (the expert group; all of data parallelism; or the expert
@@ -879,11 +883,10 @@ class IterationBuilder {
       }
       // The experts' gather runs after the dense one on the same stream: waiting for it is
       // waiting for both.
-      gathers.push_back(pieces.size() > 1
-                            ? builder_.AddCollectiveTask(stream, pieces.back()[i],
-                                                         fmt::format("{} experts", name),
-                                                         kDataCategory)
-                            : gather);
+      gathers.push_back(pieces.size() > 1 ? builder_.AddCollectiveTask(
+                                                stream, pieces.back()[i],
+                                                fmt::format("{} experts", name), kDataCategory)
+                                          : gather);
     }
     gather_after_.clear();
     for (size_t i = 0; i < group.ranks().size(); ++i) gather_after_.push_back(group.last(i));
@@ -1066,8 +1069,8 @@ class IterationBuilder {
     PeerGroup group(builder_, Peers(dp, stage), Peers(dp, stage, true));
     GradientReady ready;
     ready.at.resize(group.ranks().size());
-    for (const PipelineStep& step : StageSchedule(plan_.schedule, plan_.pipeline, stage,
-                                                  microbatches, plan_.virtual_stages)) {
+    for (const PipelineStep& step :
+         StageSchedule(plan_.schedule, plan_.pipeline, stage, microbatches, plan_.virtual_stages)) {
       if (step.forward) {
         Forward(group, stage, step.chunk, step.microbatch);
       } else {
@@ -1098,7 +1101,8 @@ class IterationBuilder {
       const auto& stage_ready = ready[static_cast<size_t>(stage)];
       int64_t stage_params = 0;
       int64_t expert_params = 0;
-      for (const GradientTensors& point : stage_ready.front().tensors) stage_params += point.elements();
+      for (const GradientTensors& point : stage_ready.front().tensors)
+        stage_params += point.elements();
       for (const GradientTensors& point : stage_ready.front().expert_tensors) {
         expert_params += point.elements();
       }
@@ -1119,8 +1123,8 @@ class IterationBuilder {
           std::vector<int> holders;
           for (int dp = first; dp < plan_.data; dp += plan_.expert) holders.push_back(dp);
           step.expert_groups.push_back(Reduction(stage_ready, RanksOver(stage, tp, holders)));
-          DTSIM_RETURN_IF_ERROR(reducer.Reduce(stage_ready.front().expert_tensors,
-                                               step.expert_groups.back(), waits));
+          DTSIM_RETURN_IF_ERROR(
+              reducer.Reduce(stage_ready.front().expert_tensors, step.expert_groups.back(), waits));
         }
       }
     }
@@ -1136,20 +1140,21 @@ class IterationBuilder {
   // the stage).
   ReductionGroup Reduction(const std::vector<GradientReady>& stage_ready,
                            const RankGroup& ranks) const {
-    ReductionGroup group{.simulated = ranks.simulated, .logical = ranks.logical, .ready = {},
-                         .represented = symmetric_
-                                            ? static_cast<int64_t>(plan_.data) * plan_.tensor
-                                            : static_cast<int64_t>(ranks.simulated.size())};
+    ReductionGroup group{.simulated = ranks.simulated,
+                         .logical = ranks.logical,
+                         .ready = {},
+                         .represented = symmetric_ ? static_cast<int64_t>(plan_.data) * plan_.tensor
+                                                   : static_cast<int64_t>(ranks.simulated.size())};
     for (const auto& [dp, member] : ranks.simulated_at) {
-      group.ready.emplace_back(stage_ready[static_cast<size_t>(dp)].at[static_cast<size_t>(member)]);
+      group.ready.emplace_back(
+          stage_ready[static_cast<size_t>(dp)].at[static_cast<size_t>(member)]);
     }
     return group;
   }
 
   // Megatron keeps a tied embedding on the first and the last stage and all-reduces its
   // gradient between the two before the step. Adds to `waits`, per rank, what its step waits for.
-  void TiedEmbeddingReduce(const std::vector<std::vector<GradientReady>>& ready,
-                           StepWaits& waits) {
+  void TiedEmbeddingReduce(const std::vector<std::vector<GradientReady>>& ready, StepWaits& waits) {
     if (!spec_.tied_embeddings || plan_.pipeline < 2) return;
     const int last = plan_.pipeline - 1;
     const std::array<int64_t, 2> table = EmbeddingGradients(spec_, plan_).matrices.front();
@@ -1279,11 +1284,13 @@ Expected<std::vector<int>> BalanceStageLayers(const SimulationConfig& config,
   DTSIM_ASSIGN_OR_RETURN(const PassTimes times, PricePassTimes(uniform, cost));
   const auto work = [](const PieceTimes& piece) {
     return (piece.forward + piece.backward + piece.recompute + piece.forward_grid +
-            piece.backward_grid + piece.recompute_grid).ns();
+            piece.backward_grid + piece.recompute_grid)
+        .ns();
   };
   std::vector<int64_t> prefix(static_cast<size_t>(layers) + 1, 0);
   for (int i = 0; i < layers; ++i) {
-    prefix[static_cast<size_t>(i) + 1] = prefix[static_cast<size_t>(i)] + work(times.Layer(spec, i));
+    prefix[static_cast<size_t>(i) + 1] =
+        prefix[static_cast<size_t>(i)] + work(times.Layer(spec, i));
   }
   const int64_t embedding = work(times.embedding);
   const int64_t output = work(times.output);

@@ -20,8 +20,8 @@
 namespace dtsim::strategies {
 
 struct IterationStats {
-  double model_flops = 0;     // one iteration, all ranks (MFU convention, no recompute)
-  double hardware_flops = 0;  // with the recomputed forward
+  double model_flops = 0;           // one iteration, all ranks (MFU convention, no recompute)
+  double hardware_flops = 0;        // with the recomputed forward
   models::CostSourceTally sources;  // compute time per cost source, all ranks
   std::vector<models::MemoryBreakdown> stage_memory;  // per pipeline stage (one rank each)
 };
@@ -46,9 +46,9 @@ struct PieceTimes {
   DurationNs forward_grid, backward_grid, recompute_grid;
 };
 struct PassTimes {
-  PieceTimes dense, moe;   // one layer of each kind (moe: zero without MoE layers)
-  PieceTimes embedding;    // the first stage's
-  PieceTimes output;       // the last stage's
+  PieceTimes dense, moe;  // one layer of each kind (moe: zero without MoE layers)
+  PieceTimes embedding;   // the first stage's
+  PieceTimes output;      // the last stage's
   const PieceTimes& Layer(const models::TransformerSpec& spec, int index) const {
     return spec.IsMoeLayer(index) ? moe : dense;
   }
@@ -56,8 +56,7 @@ struct PassTimes {
 
 // The pass times of a transformer `config` (checked by CheckPlan): what a lower bound on its
 // iteration time is built from (`dtsim search`).
-Expected<PassTimes> PricePassTimes(const SimulationConfig& config,
-                                   const models::OpCostModel& cost);
+Expected<PassTimes> PricePassTimes(const SimulationConfig& config, const models::OpCostModel& cost);
 
 // Layers per pipeline stage balanced by cost ("layers": "balanced"; docs/strategies.md "Stage
 // balancing"): one count per stage, adding up to the model's layers.

@@ -1,8 +1,8 @@
 #include "strategies/validation.h"
 
-#include <cmath>
-
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "models/cost_model.h"
 #include "network/collective_algorithms.h"
@@ -53,7 +53,8 @@ Expected<Json> ModelOf(const Json& point, const std::string& path, int64_t layer
 Expected<ValidationRow> WeakScalingPoint(const Json& point, const std::string& path,
                                          const std::string& id) {
   DTSIM_ASSIGN_OR_RETURN(const Json* model, Member(point, "model", path));
-  DTSIM_ASSIGN_OR_RETURN(const int64_t layers, IntAt(*model, "layers", JsonChildPath(path, "model")));
+  DTSIM_ASSIGN_OR_RETURN(const int64_t layers,
+                         IntAt(*model, "layers", JsonChildPath(path, "model")));
   DTSIM_ASSIGN_OR_RETURN(Json model_spec, ModelOf(point, path, layers));
   DTSIM_ASSIGN_OR_RETURN(const Json* parallel, Member(point, "parallel", path));
   const std::string parallel_path = JsonChildPath(path, "parallel");
@@ -61,12 +62,16 @@ Expected<ValidationRow> WeakScalingPoint(const Json& point, const std::string& p
   DTSIM_ASSIGN_OR_RETURN(const int64_t pp, IntAt(*parallel, "pp", parallel_path));
   DTSIM_ASSIGN_OR_RETURN(const int64_t dp, IntAt(*parallel, "dp", parallel_path));
   DTSIM_ASSIGN_OR_RETURN(const int64_t batch, IntAt(*parallel, "global_batch", parallel_path));
-  const bool micro_given = (*parallel).contains("micro_batch") && (*parallel)["micro_batch"].is_number_integer();
+  const bool micro_given =
+      (*parallel).contains("micro_batch") && (*parallel)["micro_batch"].is_number_integer();
   const int64_t micro = micro_given ? (*parallel)["micro_batch"].get<int64_t>() : 1;
   const Json config = {
       {"model", model_spec},
-      {"training", {{"global_batch", batch}, {"micro_batch", micro}, {"precision", "fp16"},
-                    {"recompute", "full"}}},
+      {"training",
+       {{"global_batch", batch},
+        {"micro_batch", micro},
+        {"precision", "fp16"},
+        {"recompute", "full"}}},
       {"cluster", {{"preset", "dgx-a100"}, {"gpu", "a100-sxm4-80gb"}}},
       // Megatron-LM all-reduces the gradients after the backward: the SC'21 code had no
       // overlap, and later releases keep it opt-in (--overlap-grad-reduce, default off).
@@ -79,11 +84,14 @@ Expected<ValidationRow> WeakScalingPoint(const Json& point, const std::string& p
   if (!result.ok()) return std::move(result).error().Under(path);
   DTSIM_ASSIGN_OR_RETURN(const double measured, Metric(point, "achieved_tflops_per_gpu", path));
   return ValidationRow{
-      .id = id, .metric = "achieved_tflops_per_gpu", .unit = "TFLOP/s",
-      .measured = measured, .predicted = result->hardware_tflops_per_gpu,
+      .id = id,
+      .metric = "achieved_tflops_per_gpu",
+      .unit = "TFLOP/s",
+      .measured = measured,
+      .predicted = result->hardware_tflops_per_gpu,
       .how = fmt::format("TP {} PP {} DP {}, 1F1B, micro-batch {}{}, full recompute, gradients "
-                         "all-reduced after the backward", tp, pp, dp, micro,
-                         micro_given ? "" : " (inferred)")};
+                         "all-reduced after the backward",
+                         tp, pp, dp, micro, micro_given ? "" : " (inferred)")};
 }
 
 // One layer at TP = t on dgx-a100: the roofline cost of its ops plus its tensor-parallel
@@ -98,11 +106,14 @@ Expected<ValidationRow> LayerPoint(const Json& point, const std::string& path,
   DTSIM_ASSIGN_OR_RETURN(const int64_t micro, IntAt(*parallel, "micro_batch", parallel_path));
   const std::string recompute = (*parallel).value("recompute", "");
   const bool sp = recompute.find("sequence_parallel") != std::string::npos;
-  const models::Recompute mode = recompute.starts_with("full")        ? models::Recompute::kFull
-                                 : recompute.starts_with("selective") ? models::Recompute::kSelective
-                                                                       : models::Recompute::kNone;
-  const models::TransformerShard shard{.micro_batch = micro, .seq_len = model.transformer.max_seq,
-                                       .dtype = DType::kFp16, .tensor_parallel = static_cast<int>(tp),
+  const models::Recompute mode = recompute.starts_with("full") ? models::Recompute::kFull
+                                 : recompute.starts_with("selective")
+                                     ? models::Recompute::kSelective
+                                     : models::Recompute::kNone;
+  const models::TransformerShard shard{.micro_batch = micro,
+                                       .seq_len = model.transformer.max_seq,
+                                       .dtype = DType::kFp16,
+                                       .tensor_parallel = static_cast<int>(tp),
                                        .sequence_parallel = sp};
   Status valid = models::ValidateShard(model.transformer, shard);
   if (!valid.ok()) return std::move(valid).error().Under(parallel_path);
@@ -112,17 +123,20 @@ Expected<ValidationRow> LayerPoint(const Json& point, const std::string& path,
   DTSIM_ASSIGN_OR_RETURN(const LayerTimes times,
                          PredictLayerTimes(model.transformer, shard, mode, roofline, cluster));
   DTSIM_ASSIGN_OR_RETURN(const double measured, Metric(point, "fwd+bwd_time", path));
-  return ValidationRow{.id = id, .metric = "fwd+bwd_time", .unit = "ms", .measured = measured,
-                       .predicted = (times.forward_seconds + times.backward_seconds) * 1e3,
-                       .how = fmt::format("one layer, TP {}, micro-batch {}, {}", tp, micro, recompute)};
+  return ValidationRow{
+      .id = id,
+      .metric = "fwd+bwd_time",
+      .unit = "ms",
+      .measured = measured,
+      .predicted = (times.forward_seconds + times.backward_seconds) * 1e3,
+      .how = fmt::format("one layer, TP {}, micro-batch {}, {}", tp, micro, recompute)};
 }
 
 }  // namespace
 
 Expected<LayerTimes> PredictLayerTimes(const models::TransformerSpec& spec,
                                        const models::TransformerShard& shard,
-                                       models::Recompute recompute,
-                                       const models::OpCostModel& cost,
+                                       models::Recompute recompute, const models::OpCostModel& cost,
                                        const network::ClusterSpec& cluster) {
   const models::LayerOps layer = models::TransformerLayerOps(spec, 0, shard);
   auto seconds = [&](const std::vector<models::Op>& ops) -> Expected<double> {
@@ -136,9 +150,11 @@ Expected<LayerTimes> PredictLayerTimes(const models::TransformerSpec& spec,
   std::vector<int32_t> ranks(static_cast<size_t>(shard.tensor_parallel));
   for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = static_cast<int32_t>(i);
   auto collective = [&](graph::CommKind kind, int64_t bytes) -> Expected<double> {
-    const network::CollectiveRequest request{.kind = kind, .size = Bytes(bytes),
+    const network::CollectiveRequest request{.kind = kind,
+                                             .size = Bytes(bytes),
                                              .shape = network::ShapeOfGroup(ranks, cluster),
-                                             .cluster = &cluster, .ranks = ranks};
+                                             .cluster = &cluster,
+                                             .ranks = ranks};
     DTSIM_ASSIGN_OR_RETURN(const network::AlgorithmChoice choice,
                            network::ChooseCollectiveAlgorithm(request, ""));
     return choice.time.ToSecondsDouble();
@@ -148,12 +164,14 @@ Expected<LayerTimes> PredictLayerTimes(const models::TransformerSpec& spec,
   const int64_t activation = shard.tokens() * spec.hidden * DTypeBytes(shard.dtype);
   double comm = 0;
   if (shard.sequence_parallel) {
-    DTSIM_ASSIGN_OR_RETURN(const double gather,
-                           collective(graph::CommKind::kAllGather, activation / shard.tensor_parallel));
-    DTSIM_ASSIGN_OR_RETURN(const double scatter, collective(graph::CommKind::kReduceScatter, activation));
+    DTSIM_ASSIGN_OR_RETURN(const double gather, collective(graph::CommKind::kAllGather,
+                                                           activation / shard.tensor_parallel));
+    DTSIM_ASSIGN_OR_RETURN(const double scatter,
+                           collective(graph::CommKind::kReduceScatter, activation));
     comm = 2 * (gather + scatter);
   } else {
-    DTSIM_ASSIGN_OR_RETURN(const double all_reduce, collective(graph::CommKind::kAllReduce, activation));
+    DTSIM_ASSIGN_OR_RETURN(const double all_reduce,
+                           collective(graph::CommKind::kAllReduce, activation));
     comm = 2 * all_reduce;
   }
   DTSIM_ASSIGN_OR_RETURN(const double forward, seconds(layer.forward));
@@ -176,11 +194,11 @@ Expected<ValidationReport> Validate(const Json& points, const std::string& sourc
     const std::string path = JsonIndexPath("points", i);
     const std::string id = point.value("id", path);
     const std::string category = point.value("category", "");
-    Expected<ValidationRow> row = category == "megatron_weak_scaling" ? WeakScalingPoint(point, path, id)
-                                  : category == "layer_microbenchmark"
-                                      ? LayerPoint(point, path, id)
-                                      : Expected<ValidationRow>(Error(
-                                            "unknown category (known: \"megatron_weak_scaling\", "
+    Expected<ValidationRow> row =
+        category == "megatron_weak_scaling" ? WeakScalingPoint(point, path, id)
+        : category == "layer_microbenchmark"
+            ? LayerPoint(point, path, id)
+            : Expected<ValidationRow>(Error("unknown category (known: \"megatron_weak_scaling\", "
                                             "\"layer_microbenchmark\")",
                                             JsonChildPath(path, "category"), Quote(category)));
     if (!row.ok()) return std::move(row).error().InFile(source);

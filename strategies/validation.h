@@ -20,7 +20,7 @@ struct ValidationRow {
   std::string unit;
   double measured = 0;
   double predicted = 0;
-  std::string how;     // what was simulated, and what was inferred
+  std::string how;  // what was simulated, and what was inferred
 
   double Error() const { return predicted / measured - 1; }
 };
@@ -40,8 +40,7 @@ struct LayerTimes {
 // (Korthikanti et al. Table 4's setting). Precondition: ValidateShard(spec, shard) passed.
 Expected<LayerTimes> PredictLayerTimes(const models::TransformerSpec& spec,
                                        const models::TransformerShard& shard,
-                                       models::Recompute recompute,
-                                       const models::OpCostModel& cost,
+                                       models::Recompute recompute, const models::OpCostModel& cost,
                                        const network::ClusterSpec& cluster);
 
 // Points of category "megatron_weak_scaling" are simulated whole (symmetric ranks, analytical

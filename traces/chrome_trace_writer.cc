@@ -1,8 +1,8 @@
 #include "traces/chrome_trace_writer.h"
 
-#include <vector>
-
 #include <fmt/format.h>
+
+#include <vector>
 
 #include "sim/base/atomic_file.h"
 #include "sim/base/buffered_text_writer.h"
@@ -46,8 +46,9 @@ class TraceWriter : private BufferedTextWriter {
     for (int32_t rank = 0; rank < graph_.rank_count(); ++rank) {
       Append(R"({}{{"name":"process_name","ph":"M","pid":{},"tid":0,"args":{{"name":"rank {}"}}}})",
              Separator(), rank, rank);
-      Append(R"({}{{"name":"process_sort_index","ph":"M","pid":{},"tid":0,"args":{{"sort_index":{}}}}})",
-             Separator(), rank, rank);
+      Append(
+          R"({}{{"name":"process_sort_index","ph":"M","pid":{},"tid":0,"args":{{"sort_index":{}}}}})",
+          Separator(), rank, rank);
     }
     for (uint32_t s = 0; s < graph_.stream_count(); ++s) {
       const graph::Stream& stream = graph_.stream(graph::StreamId(s));
@@ -55,8 +56,9 @@ class TraceWriter : private BufferedTextWriter {
       thread_of_stream_[s] = tid;
       Append(R"({}{{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":{}}}}})",
              Separator(), stream.rank, tid, Quote(graph_.name(stream.name)));
-      Append(R"({}{{"name":"thread_sort_index","ph":"M","pid":{},"tid":{},"args":{{"sort_index":{}}}}})",
-             Separator(), stream.rank, tid, tid);
+      Append(
+          R"({}{{"name":"thread_sort_index","ph":"M","pid":{},"tid":{},"args":{{"sort_index":{}}}}})",
+          Separator(), stream.rank, tid, tid);
     }
   }
 
@@ -71,10 +73,11 @@ class TraceWriter : private BufferedTextWriter {
 
   std::string CommArgs(const graph::Task& task) const {
     const graph::Communication& comm = graph_.comm(task.comm);
-    std::string args = fmt::format(R"(,"op":"{}","size_bytes":{},"group":[{}])",
-                                   graph::CommKindName(comm.kind), comm.size.count(),
-                                   fmt::join(graph_.group(comm.group), ","));
-    if (!graph_.name(comm.label).empty()) args += ",\"collective\":" + Quote(graph_.name(comm.label));
+    std::string args =
+        fmt::format(R"(,"op":"{}","size_bytes":{},"group":[{}])", graph::CommKindName(comm.kind),
+                    comm.size.count(), fmt::join(graph_.group(comm.group), ","));
+    if (!graph_.name(comm.label).empty())
+      args += ",\"collective\":" + Quote(graph_.name(comm.label));
     if (!graph_.name(comm.algorithm).empty()) {
       args += ",\"algorithm\":" + Quote(graph_.name(comm.algorithm));
     }
@@ -94,17 +97,19 @@ class TraceWriter : private BufferedTextWriter {
     if (graph::IsCommunication(task.kind)) {
       const TimeNs comm_start = times_.comm_start[task.comm.value()];
       if (comm_start > start) {
-        Append(R"({}{{"name":{},"cat":"rendezvous_wait","ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"task":{}}}}})",
-               Separator(), Quote("wait: " + TaskName(id)), pid, tid, Micros{start.ns()},
-               Micros{(comm_start - start).ns()}, id_arg);
+        Append(
+            R"({}{{"name":{},"cat":"rendezvous_wait","ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"task":{}}}}})",
+            Separator(), Quote("wait: " + TaskName(id)), pid, tid, Micros{start.ns()},
+            Micros{(comm_start - start).ns()}, id_arg);
       }
       start = comm_start;
       extra = CommArgs(task);
     }
-    Append(R"({}{{"name":{},"cat":{},"ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"task":{},"kind":"{}"{}}}}})",
-           Separator(), name, category, pid, tid, Micros{start.ns()},
-           Micros{(times_.task_end[id.value()] - start).ns()}, id_arg,
-           graph::TaskKindName(task.kind), extra);
+    Append(
+        R"({}{{"name":{},"cat":{},"ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"task":{},"kind":"{}"{}}}}})",
+        Separator(), name, category, pid, tid, Micros{start.ns()},
+        Micros{(times_.task_end[id.value()] - start).ns()}, id_arg, graph::TaskKindName(task.kind),
+        extra);
   }
 
   // A flow arrow from the send slice to the recv slice, both bound at the transfer's start.
@@ -113,9 +118,10 @@ class TraceWriter : private BufferedTextWriter {
     const Micros ts{times_.comm_start[comm.value()].ns()};
     for (int i = 0; i < 2; ++i) {
       const graph::Task& task = graph_.task(pair[static_cast<size_t>(i)]);
-      Append(R"({}{{"name":"send/recv","cat":"p2p","ph":"{}",{}"id":{},"pid":{},"tid":{},"ts":{}}})",
-             Separator(), i == 0 ? "s" : "f", i == 0 ? "" : R"("bp":"e",)", comm.value(),
-             graph_.stream(task.stream).rank, thread_of_stream_[task.stream.value()], ts);
+      Append(
+          R"({}{{"name":"send/recv","cat":"p2p","ph":"{}",{}"id":{},"pid":{},"tid":{},"ts":{}}})",
+          Separator(), i == 0 ? "s" : "f", i == 0 ? "" : R"("bp":"e",)", comm.value(),
+          graph_.stream(task.stream).rank, thread_of_stream_[task.stream.value()], ts);
     }
   }
 

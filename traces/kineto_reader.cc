@@ -458,9 +458,10 @@ class KinetoSax : public SaxErrors {
   bool number_float(double value, const std::string& text) { return Number(Json(value), text); }
   bool string(std::string& value) {
     if (value.size() > kMaxTraceStringBytes) {
-      error_ = fmt::format("a string of {} bytes in traceEvents entry {}: more than the {} MiB a "
-                           "name or argument may take",
-                           value.size(), assembler_.events(), kMaxTraceStringBytes >> 20);
+      error_ = fmt::format(
+          "a string of {} bytes in traceEvents entry {}: more than the {} MiB a "
+          "name or argument may take",
+          value.size(), assembler_.events(), kMaxTraceStringBytes >> 20);
       return false;
     }
     if (InEventField()) {
@@ -544,9 +545,10 @@ class KinetoSax : public SaxErrors {
     if (in_event_ && depth_ == event_depth_) {
       in_event_ = false;
       if (assembler_.events() >= kMaxTraceEvents) {
-        error_ = fmt::format("more than {} traceEvents entries: dtsim indexes a trace's events "
-                             "with 32 bits",
-                             kMaxTraceEvents);
+        error_ = fmt::format(
+            "more than {} traceEvents entries: dtsim indexes a trace's events "
+            "with 32 bits",
+            kMaxTraceEvents);
         return false;
       }
       assembler_.Add(event_);

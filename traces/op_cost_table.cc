@@ -1,9 +1,9 @@
 #include "traces/op_cost_table.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
-
-#include <fmt/format.h>
 
 #include "sim/base/atomic_file.h"
 #include "sim/base/strings.h"
@@ -76,7 +76,7 @@ Expected<DType> ReadDType(JsonObjectReader& reader) {
 
 // An optional positive duration field.
 Expected<std::optional<DurationNs>> ReadOptionalTime(JsonObjectReader& reader,
-                                                      std::string_view key) {
+                                                     std::string_view key) {
   if (reader.Find(key) == nullptr) return std::optional<DurationNs>();
   DTSIM_ASSIGN_OR_RETURN(const DurationNs duration, reader.Duration(key));
   if (duration <= DurationNs::Zero()) {
@@ -101,9 +101,8 @@ Expected<MeasuredOp> ReadMeasuredOp(const Json& value, const std::string& path) 
       return Error("expected an object of named dimensions", dims_path, JsonValueForError(*dims));
     }
     for (const auto& [name, dim] : dims->items()) {
-      DTSIM_ASSIGN_OR_RETURN(
-          const int64_t size,
-          JsonToInt(dim, JsonChildPath(dims_path, name), 1, std::numeric_limits<int64_t>::max()));
+      DTSIM_ASSIGN_OR_RETURN(const int64_t size, JsonToInt(dim, JsonChildPath(dims_path, name), 1,
+                                                           std::numeric_limits<int64_t>::max()));
       op.signature.SetDim(name, size);
     }
   }
@@ -138,9 +137,9 @@ Expected<OpCostTable> OpCostTableFromJson(const Json& value) {
   }
   DTSIM_ASSIGN_OR_RETURN(const int64_t version, reader.Int("version"));
   if (version != kOpCostVersion) {
-    return Error(fmt::format("unsupported op-cost table version (this dtsim reads {})",
-                             kOpCostVersion),
-                 "version", std::to_string(version));
+    return Error(
+        fmt::format("unsupported op-cost table version (this dtsim reads {})", kOpCostVersion),
+        "version", std::to_string(version));
   }
   DTSIM_ASSIGN_OR_RETURN(std::string gpu, reader.String("gpu"));
   DTSIM_ASSIGN_OR_RETURN(std::string source, reader.StringOr("source", ""));
@@ -180,8 +179,11 @@ Json OpCostTableToJson(const OpCostTable& table) {
     if (op.min) entry["min"] = fmt::format("{} ns", op.min->ns());
     ops.push_back(std::move(entry));
   }
-  return {{"format", kOpCostFormat}, {"version", kOpCostVersion}, {"gpu", table.gpu()},
-          {"source", table.source()}, {"ops", ops}};
+  return {{"format", kOpCostFormat},
+          {"version", kOpCostVersion},
+          {"gpu", table.gpu()},
+          {"source", table.source()},
+          {"ops", ops}};
 }
 
 Status WriteOpCostTable(const OpCostTable& table, const std::string& path) {

@@ -67,7 +67,8 @@ struct QuietCall {
   CUpti_CallbackId id;
   const char* name;
 };
-#define DTSIM_RUNTIME_QUERY(name, version) {CUPTI_RUNTIME_TRACE_CBID_##name##_##version, #name}
+#define DTSIM_RUNTIME_QUERY(name, version) \
+  { CUPTI_RUNTIME_TRACE_CBID_##name##_##version, #name }
 constexpr QuietCall kQuietRuntimeCalls[] = {
     DTSIM_RUNTIME_QUERY(cudaGetDevice, v3020),
     DTSIM_RUNTIME_QUERY(cudaGetDeviceCount, v3020),
@@ -93,7 +94,8 @@ constexpr QuietCall kQuietRuntimeCalls[] = {
     DTSIM_RUNTIME_QUERY(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, v7000),
 };
 #undef DTSIM_RUNTIME_QUERY
-#define DTSIM_DRIVER_QUERY(name) {CUPTI_DRIVER_TRACE_CBID_##name, #name}
+#define DTSIM_DRIVER_QUERY(name) \
+  { CUPTI_DRIVER_TRACE_CBID_##name, #name }
 constexpr QuietCall kQuietDriverCalls[] = {
     DTSIM_DRIVER_QUERY(cuDevicePrimaryCtxGetState),
     DTSIM_DRIVER_QUERY(cuDeviceGet),
@@ -218,7 +220,8 @@ Status CuptiSession::Subscribe() {
 void CuptiSession::OnApiCall(void* userdata, uint32_t domain, uint32_t id, const void* data) {
   auto* session = static_cast<CuptiSession*>(userdata);
   const auto* call = static_cast<const CUpti_CallbackData*>(data);
-  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && id == CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020) {
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
+      id == CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020) {
     // The reset destroys the contexts: take their records first (also those of a window that
     // has closed but whose buffers CUPTI still holds).
     if (call->callbackSite == CUPTI_API_ENTER) {
@@ -237,8 +240,8 @@ void CuptiSession::OnApiCall(void* userdata, uint32_t domain, uint32_t id, const
       const std::lock_guard lock(session->mutex_);
       session->capture_errors_.push_back(enabled.error().ToString());
     }
-  } else if (id == CUPTI_DRIVER_TRACE_CBID_cuProfilerStop && call->callbackSite == CUPTI_API_ENTER &&
-             session->capturing_) {
+  } else if (id == CUPTI_DRIVER_TRACE_CBID_cuProfilerStop &&
+             call->callbackSite == CUPTI_API_ENTER && session->capturing_) {
     session->DisableKinds();
   }
 }

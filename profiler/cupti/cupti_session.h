@@ -76,13 +76,13 @@ class CuptiSession {
   bool finished_ = false;
   TimeNs start_;
   std::vector<std::string> quiet_calls_;  // guarded by mutex_
-  void* subscriber_ = nullptr;  // CUpti_SubscriberHandle; null when another tool holds it
+  void* subscriber_ = nullptr;            // CUpti_SubscriberHandle; null when another tool holds it
   // Touched by the application's threads inside their CUDA calls.
   std::atomic<bool> capturing_{false};  // the kinds are enabled
   std::atomic<int32_t> capture_windows_{0};
   std::atomic<int32_t> reset_flushes_{0};
   std::vector<std::string> capture_errors_;  // guarded by mutex_
-  bool flush_armed_ = false;                  // cudaDeviceReset is hooked
+  bool flush_armed_ = false;                 // cudaDeviceReset is hooked
 };
 
 }  // namespace dtsim::profiler

@@ -58,7 +58,8 @@ Status WriteFileAtomically(const std::string& path, std::string_view content) {
 
 Expected<std::string> ReadFile(const std::string& path) {
   std::error_code code;
-  if (std::filesystem::is_directory(path, code)) return Error("is a directory, not a file").InFile(path);
+  if (std::filesystem::is_directory(path, code))
+    return Error("is a directory, not a file").InFile(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error("cannot open: " + SystemReason()).InFile(path);
   NoteInputFile(path);

@@ -9,9 +9,9 @@ namespace dtsim::internal {
                               std::string_view message);
 }  // namespace dtsim::internal
 
-#define DTSIM_CHECK(condition, message)                                            \
-  do {                                                                            \
-    if (!(condition)) [[unlikely]] {                                              \
-      ::dtsim::internal::CheckFailed(#condition, __FILE__, __LINE__, (message));  \
-    }                                                                             \
+#define DTSIM_CHECK(condition, message)                                          \
+  do {                                                                           \
+    if (!(condition)) [[unlikely]] {                                             \
+      ::dtsim::internal::CheckFailed(#condition, __FILE__, __LINE__, (message)); \
+    }                                                                            \
   } while (false)

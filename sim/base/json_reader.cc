@@ -1,10 +1,10 @@
 #include "sim/base/json_reader.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
-
-#include <fmt/format.h>
 
 #include "sim/base/atomic_file.h"
 #include "sim/base/quantity.h"
@@ -180,13 +180,12 @@ Status JsonObjectReader::ReadOptionalChoice(std::string_view key,
       return Status::Ok();
     }
   }
-  return Error(fmt::format("unknown {}{}; known: {}", key, DidYouMean(name, names),
-                           JoinQuoted(names)),
-               JsonChildPath(path_, key), Quote(name));
+  return Error(
+      fmt::format("unknown {}{}; known: {}", key, DidYouMean(name, names), JoinQuoted(names)),
+      JsonChildPath(path_, key), Quote(name));
 }
 
-Expected<int64_t> JsonToInt(const Json& value, const std::string& path, int64_t min,
-                            int64_t max) {
+Expected<int64_t> JsonToInt(const Json& value, const std::string& path, int64_t min, int64_t max) {
   int64_t result = 0;
   if (value.is_number_integer()) {
     if (value.is_number_unsigned() &&

@@ -3,6 +3,8 @@
 // Part of the base layer as a separate target (dtsim_json) because it needs nlohmann-json.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -11,8 +13,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "sim/base/status.h"
 #include "sim/base/time.h"
@@ -108,7 +108,8 @@ class JsonObjectReader {
   Status Finish() const;
 
  private:
-  JsonObjectReader(const Json& object, std::string path) : object_(&object), path_(std::move(path)) {}
+  JsonObjectReader(const Json& object, std::string path)
+      : object_(&object), path_(std::move(path)) {}
   Expected<const Json*> Required(std::string_view key);
   Error TypeError(std::string_view key, std::string_view expected, const Json& value) const;
   Error TooLarge(std::string_view key, int64_t most) const;
@@ -119,7 +120,6 @@ class JsonObjectReader {
 };
 
 // An integer in [min, max], else an error at `path` naming the value.
-Expected<int64_t> JsonToInt(const Json& value, const std::string& path, int64_t min,
-                            int64_t max);
+Expected<int64_t> JsonToInt(const Json& value, const std::string& path, int64_t min, int64_t max);
 
 }  // namespace dtsim

@@ -7,9 +7,7 @@
 
 namespace dtsim {
 
-int DefaultThreads() {
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-}
+int DefaultThreads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
 
 void ParallelFor(size_t count, int threads, const std::function<void(size_t)>& body) {
   std::atomic<size_t> next{0};

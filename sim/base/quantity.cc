@@ -1,13 +1,13 @@
 #include "sim/base/quantity.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <cctype>
-#include <optional>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "sim/base/strings.h"
 
@@ -21,29 +21,49 @@ struct Unit {
 
 // The order matters only for suggestions: on a tie the earlier unit is suggested.
 constexpr std::array kByteUnits = {
-    Unit{"B", 1},        Unit{"kB", 1e3},          Unit{"KB", 1e3},
-    Unit{"MB", 1e6},     Unit{"GB", 1e9},          Unit{"TB", 1e12},
-    Unit{"PB", 1e15},    Unit{"KiB", 1024.0L},     Unit{"MiB", 1048576.0L},
-    Unit{"GiB", 1073741824.0L}, Unit{"TiB", 1099511627776.0L},
+    Unit{"B", 1},
+    Unit{"kB", 1e3},
+    Unit{"KB", 1e3},
+    Unit{"MB", 1e6},
+    Unit{"GB", 1e9},
+    Unit{"TB", 1e12},
+    Unit{"PB", 1e15},
+    Unit{"KiB", 1024.0L},
+    Unit{"MiB", 1048576.0L},
+    Unit{"GiB", 1073741824.0L},
+    Unit{"TiB", 1099511627776.0L},
     Unit{"PiB", 1125899906842624.0L},
 };
 constexpr std::array kDurationUnits = {
     Unit{"ns", 1}, Unit{"us", 1e3}, Unit{"\u00b5s", 1e3}, Unit{"ms", 1e6}, Unit{"s", 1e9},
 };
-constexpr std::array kBandwidthUnits = {  // factors in bits per second
-    Unit{"bps", 1},        Unit{"kbps", 1e3},      Unit{"Kbps", 1e3},
-    Unit{"Mbps", 1e6},     Unit{"Gbps", 1e9},      Unit{"Tbps", 1e12},
-    Unit{"b/s", 1},        Unit{"kb/s", 1e3},      Unit{"Mb/s", 1e6},
-    Unit{"Gb/s", 1e9},     Unit{"Tb/s", 1e12},     Unit{"B/s", 8},
-    Unit{"kB/s", 8e3},     Unit{"KB/s", 8e3},      Unit{"MB/s", 8e6},
-    Unit{"GB/s", 8e9},     Unit{"TB/s", 8e12},     Unit{"KiB/s", 8 * 1024.0L},
-    Unit{"MiB/s", 8 * 1048576.0L}, Unit{"GiB/s", 8 * 1073741824.0L},
+constexpr std::array kBandwidthUnits = {
+    // factors in bits per second
+    Unit{"bps", 1},
+    Unit{"kbps", 1e3},
+    Unit{"Kbps", 1e3},
+    Unit{"Mbps", 1e6},
+    Unit{"Gbps", 1e9},
+    Unit{"Tbps", 1e12},
+    Unit{"b/s", 1},
+    Unit{"kb/s", 1e3},
+    Unit{"Mb/s", 1e6},
+    Unit{"Gb/s", 1e9},
+    Unit{"Tb/s", 1e12},
+    Unit{"B/s", 8},
+    Unit{"kB/s", 8e3},
+    Unit{"KB/s", 8e3},
+    Unit{"MB/s", 8e6},
+    Unit{"GB/s", 8e9},
+    Unit{"TB/s", 8e12},
+    Unit{"KiB/s", 8 * 1024.0L},
+    Unit{"MiB/s", 8 * 1048576.0L},
+    Unit{"GiB/s", 8 * 1073741824.0L},
     Unit{"TiB/s", 8 * 1099511627776.0L},
 };
 constexpr std::array kFlopRateUnits = {
-    Unit{"FLOP/s", 1},     Unit{"GFLOP/s", 1e9},   Unit{"TFLOP/s", 1e12},
-    Unit{"PFLOP/s", 1e15}, Unit{"FLOPS", 1},       Unit{"GFLOPS", 1e9},
-    Unit{"TFLOPS", 1e12},  Unit{"PFLOPS", 1e15},
+    Unit{"FLOP/s", 1}, Unit{"GFLOP/s", 1e9}, Unit{"TFLOP/s", 1e12}, Unit{"PFLOP/s", 1e15},
+    Unit{"FLOPS", 1},  Unit{"GFLOPS", 1e9},  Unit{"TFLOPS", 1e12},  Unit{"PFLOPS", 1e15},
 };
 
 // A decimal number read exactly: significand * 10^exponent. Going through binary floating
@@ -111,8 +131,9 @@ Expected<long double> ParseScaled(std::string_view original, std::string_view ki
   if (text.empty()) return Error(fmt::format("empty {}", kind), "", value);
   if (text.front() == '-') return Error(fmt::format("{} must not be negative", kind), "", value);
   if (!std::isdigit(static_cast<unsigned char>(text.front())) && text.front() != '.') {
-    return Error(fmt::format("{} must start with a number, as in \"{}\"", kind, "1 " +
-                             std::string(units[0].name)), "", value);
+    return Error(fmt::format("{} must start with a number, as in \"{}\"", kind,
+                             "1 " + std::string(units[0].name)),
+                 "", value);
   }
   const std::optional<ExactDecimal> number = ParseDecimal(text);
   if (!number.has_value()) return Error(fmt::format("malformed number in {}", kind), "", value);
@@ -161,16 +182,13 @@ Expected<DurationNs> ParseDuration(std::string_view text) {
 }
 
 Expected<Bandwidth> ParseBandwidth(std::string_view text) {
-  DTSIM_ASSIGN_OR_RETURN(const long double scaled,
-                         ParseScaled(text, "bandwidth", kBandwidthUnits));
-  DTSIM_ASSIGN_OR_RETURN(const int64_t bits,
-                         RoundToStorage(scaled, text, "bandwidth", "1 bps"));
+  DTSIM_ASSIGN_OR_RETURN(const long double scaled, ParseScaled(text, "bandwidth", kBandwidthUnits));
+  DTSIM_ASSIGN_OR_RETURN(const int64_t bits, RoundToStorage(scaled, text, "bandwidth", "1 bps"));
   return Bandwidth::BitsPerSecond(bits);
 }
 
 Expected<FlopRate> ParseFlopRate(std::string_view text) {
-  DTSIM_ASSIGN_OR_RETURN(const long double scaled,
-                         ParseScaled(text, "FLOP rate", kFlopRateUnits));
+  DTSIM_ASSIGN_OR_RETURN(const long double scaled, ParseScaled(text, "FLOP rate", kFlopRateUnits));
   if (!std::isfinite(static_cast<double>(scaled))) {
     return Error("FLOP rate is too large", "", Quote(text));
   }

@@ -62,7 +62,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Expected {
  public:
-  Expected(T value) : state_(std::move(value)) {}    // NOLINT(google-explicit-constructor)
+  Expected(T value) : state_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
   Expected(Error error) : state_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return std::holds_alternative<T>(state_); }
@@ -101,10 +101,10 @@ class [[nodiscard]] Expected {
 #define DTSIM_INTERNAL_CONCAT(a, b) DTSIM_INTERNAL_CONCAT2(a, b)
 
 // Returns the error of a Status or Expected expression from the enclosing function.
-#define DTSIM_RETURN_IF_ERROR(expr)                                       \
-  do {                                                                   \
-    auto dtsim_status_ = (expr);                                         \
-    if (!dtsim_status_.ok()) return std::move(dtsim_status_).error();    \
+#define DTSIM_RETURN_IF_ERROR(expr)                                   \
+  do {                                                                \
+    auto dtsim_status_ = (expr);                                      \
+    if (!dtsim_status_.ok()) return std::move(dtsim_status_).error(); \
   } while (false)
 
 // Declares `lhs` from an Expected expression, or returns its error.

@@ -1,8 +1,8 @@
 #include "sim/engine/simulator.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "sim/base/check.h"
 #include "sim/base/quantity.h"
@@ -57,8 +57,8 @@ HandlerId Simulator::RegisterHandler(EventHandler& handler) {
 
 EventId Simulator::Schedule(TimeNs time, HandlerId handler, uint64_t payload) {
   DTSIM_CHECK(time >= now_, "event scheduled in the past");
-  DTSIM_CHECK(handler >= kFirstModelHandler &&
-                  handler - kFirstModelHandler < handlers_.size(), "unknown event handler");
+  DTSIM_CHECK(handler >= kFirstModelHandler && handler - kFirstModelHandler < handlers_.size(),
+              "unknown event handler");
   return queue_.Push(time, 0, handler, payload);
 }
 
@@ -80,8 +80,9 @@ Status Simulator::Run() {
   while (queue_.PopNext(event)) {
     now_ = event.time;
     ++events_;
-    fingerprint_ = Mix(Mix(Mix(fingerprint_, static_cast<uint64_t>(event.time.ns())),
-                           event.handler()), event.payload());
+    fingerprint_ =
+        Mix(Mix(Mix(fingerprint_, static_cast<uint64_t>(event.time.ns())), event.handler()),
+            event.payload());
     Dispatch(event);
   }
   makespan_ = now_;
@@ -172,10 +173,11 @@ std::string Simulator::WhatBlocks(TaskId id) const {
         if (state_[dep.value()] != TaskState::kDone) blockers.push_back(graph_.Describe(dep));
       }
       const size_t shown = std::min<size_t>(blockers.size(), 3);
-      return fmt::format("waits for {} unfinished dependenc{}: {}{}", blockers.size(),
-                         blockers.size() == 1 ? "y" : "ies",
-                         fmt::join(blockers.begin(), blockers.begin() + static_cast<long>(shown), "; "),
-                         blockers.size() > shown ? "; …" : "");
+      return fmt::format(
+          "waits for {} unfinished dependenc{}: {}{}", blockers.size(),
+          blockers.size() == 1 ? "y" : "ies",
+          fmt::join(blockers.begin(), blockers.begin() + static_cast<long>(shown), "; "),
+          blockers.size() > shown ? "; …" : "");
     }
     case TaskState::kArrived: {
       std::vector<std::string> absent;
@@ -188,10 +190,11 @@ std::string Simulator::WhatBlocks(TaskId id) const {
     }
     case TaskState::kRunning:
       if (graph::IsCommunication(task.kind)) {
-        return fmt::format("is in {}, started at {}, which the \"{}\" communication model never "
-                           "completed", graph_.DescribeComm(task.comm),
-                           FormatDuration(times_.comm_start[task.comm.value()] - TimeNs::Zero()),
-                           model_.name());
+        return fmt::format(
+            "is in {}, started at {}, which the \"{}\" communication model never "
+            "completed",
+            graph_.DescribeComm(task.comm),
+            FormatDuration(times_.comm_start[task.comm.value()] - TimeNs::Zero()), model_.name());
       }
       return "is running (its end event was lost)";
     case TaskState::kDone:
@@ -214,9 +217,11 @@ Error Simulator::DeadlockReport() const {
   if (stuck_streams > kMaxListed) {
     lines += fmt::format("\n  … and {} more stuck streams", stuck_streams - kMaxListed);
   }
-  return Error(fmt::format("deadlock at {}: {} of {} tasks never finished; the first unfinished "
-                           "task of each stuck stream:{}", FormatDuration(now_ - TimeNs::Zero()),
-                           graph_.task_count() - finished_, graph_.task_count(), lines));
+  return Error(
+      fmt::format("deadlock at {}: {} of {} tasks never finished; the first unfinished "
+                  "task of each stuck stream:{}",
+                  FormatDuration(now_ - TimeNs::Zero()), graph_.task_count() - finished_,
+                  graph_.task_count(), lines));
 }
 
 RunSummary Simulator::Summarize() const {
@@ -248,8 +253,8 @@ RunSummary Simulator::Summarize() const {
       rank.rendezvous_wait += start - times_.task_start[t];
     }
     rank.finish = std::max(rank.finish, end);
-    for (GroupTotal* total : {&summary.categories[task.category],
-                              &summary.kinds[static_cast<size_t>(task.kind)]}) {
+    for (GroupTotal* total :
+         {&summary.categories[task.category], &summary.kinds[static_cast<size_t>(task.kind)]}) {
       ++total->tasks;
       total->total += end - start;
     }
@@ -260,11 +265,10 @@ RunSummary Simulator::Summarize() const {
 size_t Simulator::MemoryBytes() const {
   return sizeof(*this) + queue_.MemoryBytes() + VectorBytes(handlers_) +
          VectorBytes(remaining_dependencies_) + VectorBytes(state_) + VectorBytes(stream_head_) +
-         VectorBytes(stream_head_task_) +
-         VectorBytes(arrived_) + VectorBytes(completion_scheduled_) + VectorBytes(working_) +
-         VectorBytes(busy_since_) + VectorBytes(busy_) + VectorBytes(times_.task_start) +
-         VectorBytes(times_.task_end) + VectorBytes(times_.comm_start) +
-         VectorBytes(times_.comm_end);
+         VectorBytes(stream_head_task_) + VectorBytes(arrived_) +
+         VectorBytes(completion_scheduled_) + VectorBytes(working_) + VectorBytes(busy_since_) +
+         VectorBytes(busy_) + VectorBytes(times_.task_start) + VectorBytes(times_.task_end) +
+         VectorBytes(times_.comm_start) + VectorBytes(times_.comm_end);
 }
 
 }  // namespace dtsim::engine

@@ -31,10 +31,10 @@ namespace dtsim::engine {
 
 struct RankSummary {
   int32_t rank = 0;
-  DurationNs busy;       // union of the rank's working intervals
-  DurationNs idle;       // makespan - busy
+  DurationNs busy;             // union of the rank's working intervals
+  DurationNs idle;             // makespan - busy
   DurationNs rendezvous_wait;  // summed over its communication tasks: arrival to start
-  TimeNs finish;         // when its last task ended
+  TimeNs finish;               // when its last task ended
 };
 
 struct GroupTotal {
@@ -112,13 +112,13 @@ class Simulator final : public CommunicationContext {
 
   LargeVector<uint32_t> remaining_dependencies_;  // per task (huge pages)
   LargeVector<TaskState> state_;                  // per task
-  std::vector<uint32_t> stream_head_;             // per stream: position of its first unfinished task
-  std::vector<graph::TaskId> stream_head_task_;   // per stream: that task (Invalid when done)
-  std::vector<uint32_t> arrived_;                 // per comm
-  std::vector<uint8_t> completion_scheduled_;     // per comm
-  std::vector<uint32_t> working_;                 // per rank: tasks running now
-  std::vector<TimeNs> busy_since_;                // per rank
-  std::vector<DurationNs> busy_;                  // per rank
+  std::vector<uint32_t> stream_head_;  // per stream: position of its first unfinished task
+  std::vector<graph::TaskId> stream_head_task_;  // per stream: that task (Invalid when done)
+  std::vector<uint32_t> arrived_;                // per comm
+  std::vector<uint8_t> completion_scheduled_;    // per comm
+  std::vector<uint32_t> working_;                // per rank: tasks running now
+  std::vector<TimeNs> busy_since_;               // per rank
+  std::vector<DurationNs> busy_;                 // per rank
   graph::TaskTimes times_;
 };
 

@@ -5,11 +5,11 @@
 // So each participant's incoming edges (dependencies, stream order) are redirected into C, and
 // C gets an edge to each participant. A cycle in this graph is exactly a graph that cannot run
 // to completion whatever the durations, including collectives posted in crossing orders.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "sim/graph/builder.h"
 
@@ -27,7 +27,8 @@ class CycleFinder {
         in_degree_(graph.task_count() + graph.comm_count(), 0) {
     for (uint32_t s = 0; s < graph.stream_count(); ++s) {
       const std::span<const TaskId> tasks = graph.stream_tasks(StreamId(s));
-      for (size_t i = 1; i < tasks.size(); ++i) next_in_stream_[tasks[i - 1].value()] = tasks[i].value();
+      for (size_t i = 1; i < tasks.size(); ++i)
+        next_in_stream_[tasks[i - 1].value()] = tasks[i].value();
     }
   }
 

@@ -1,8 +1,8 @@
 #include "sim/graph/builder.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "sim/base/check.h"
 
@@ -132,9 +132,8 @@ TaskId TaskGraphBuilder::AddSend(StreamId stream, int32_t peer, Bytes size, int6
   return id;
 }
 
-TaskId TaskGraphBuilder::AddRecv(StreamId stream, int32_t peer, int64_t tag,
-                                 std::string_view name, std::string_view category,
-                                 std::optional<Bytes> expected_size) {
+TaskId TaskGraphBuilder::AddRecv(StreamId stream, int32_t peer, int64_t tag, std::string_view name,
+                                 std::string_view category, std::optional<Bytes> expected_size) {
   DTSIM_CHECK(peer >= 0, "bad recv peer");
   const TaskId id = Append(stream, TaskKind::kRecv, name, category, DurationNs::Zero());
   recvs_.push_back({id, peer, graph_.streams_[stream.value()].rank, tag, expected_size});
@@ -247,17 +246,17 @@ Status TaskGraphBuilder::BuildCollectives() {
     }
     comm.first_participant = static_cast<uint32_t>(graph_.participants_.size());
     comm.participant_count = static_cast<uint32_t>(group.size());
-    graph_.participants_.insert(graph_.participants_.end(), by_position.begin(),
-                                by_position.end());
+    graph_.participants_.insert(graph_.participants_.end(), by_position.begin(), by_position.end());
   }
   return Status::Ok();
 }
 
 Error TaskGraphBuilder::Unmatched(const PointToPoint& lone, std::string_view partner,
                                   int32_t partner_rank) const {
-  return Error(fmt::format("{} has no matching {} {} (rank {} to rank {}, tag {}; pairs match "
-                           "in order)", graph_.Describe(lone.task), partner, partner_rank,
-                           lone.source, lone.destination, lone.tag));
+  return Error(fmt::format(
+      "{} has no matching {} {} (rank {} to rank {}, tag {}; pairs match "
+      "in order)",
+      graph_.Describe(lone.task), partner, partner_rank, lone.source, lone.destination, lone.tag));
 }
 
 Status TaskGraphBuilder::MatchPointToPoint() {
@@ -285,15 +284,16 @@ Status TaskGraphBuilder::MatchPointToPoint() {
     }
     const CommId id(static_cast<uint32_t>(graph_.comms_.size()));
     const GroupId pair_group = Group({send.source, send.destination});
-    graph_.comms_.push_back({.kind = CommKind::kSendRecv,
-                             .size = *send.size,
-                             .group = pair_group,
-                             .priced_group = pair_group,
-                             .root = -1,
-                             .algorithm = NameId(0),
-                             .label = NameId(0),
-                             .first_participant = static_cast<uint32_t>(graph_.participants_.size()),
-                             .participant_count = 2});
+    graph_.comms_.push_back(
+        {.kind = CommKind::kSendRecv,
+         .size = *send.size,
+         .group = pair_group,
+         .priced_group = pair_group,
+         .root = -1,
+         .algorithm = NameId(0),
+         .label = NameId(0),
+         .first_participant = static_cast<uint32_t>(graph_.participants_.size()),
+         .participant_count = 2});
     graph_.participants_.push_back(send.task);
     graph_.participants_.push_back(recv.task);
     graph_.tasks_[send.task.value()].comm = id;

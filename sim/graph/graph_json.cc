@@ -1,11 +1,11 @@
 #include "sim/graph/graph_json.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <limits>
 #include <optional>
 #include <unordered_map>
-
-#include <fmt/format.h>
 
 #include "sim/base/strings.h"
 #include "sim/graph/builder.h"
@@ -51,7 +51,8 @@ Expected<Bytes> ReadSize(JsonObjectReader& reader) {
   DTSIM_ASSIGN_OR_RETURN(const int which, reader.OneOf("size", "size_bytes"));
   if (which == 0) return reader.Size("size");
   const std::string path = JsonChildPath(reader.path(), "size_bytes");
-  DTSIM_ASSIGN_OR_RETURN(const int64_t count, JsonToInt(*reader.Find("size_bytes"), path, 0, kMaxInt));
+  DTSIM_ASSIGN_OR_RETURN(const int64_t count,
+                         JsonToInt(*reader.Find("size_bytes"), path, 0, kMaxInt));
   return Bytes(count);
 }
 
@@ -90,8 +91,9 @@ class GraphLoader {
       return Error("expected a version \"MAJOR.MINOR\"", "version", Quote(version));
     }
     if (major != kTaskGraphMajorVersion) {
-      return Error(fmt::format("unsupported major version (this dtsim reads {}.x)",
-                               kTaskGraphMajorVersion), "version", Quote(version));
+      return Error(
+          fmt::format("unsupported major version (this dtsim reads {}.x)", kTaskGraphMajorVersion),
+          "version", Quote(version));
     }
     return Status::Ok();
   }
@@ -104,7 +106,8 @@ class GraphLoader {
     return Status::Ok();
   }
 
-  Expected<std::vector<int32_t>> ReadGroup(JsonObjectReader& reader, std::string_view key = "group") {
+  Expected<std::vector<int32_t>> ReadGroup(JsonObjectReader& reader,
+                                           std::string_view key = "group") {
     const std::string path = JsonChildPath(reader.path(), key);
     const Json* group = reader.Find(key);
     if (group == nullptr) return Error("missing required field", path);
@@ -207,8 +210,8 @@ class GraphLoader {
     return Status::Ok();
   }
 
-  Expected<TaskId> AddByKind(JsonObjectReader& reader, TaskKind kind, StreamId stream,
-                             int32_t rank, const std::string& name, const std::string& category) {
+  Expected<TaskId> AddByKind(JsonObjectReader& reader, TaskKind kind, StreamId stream, int32_t rank,
+                             const std::string& name, const std::string& category) {
     const std::string& path = reader.path();
     if (!IsCommunication(kind)) {
       DTSIM_ASSIGN_OR_RETURN(const DurationNs duration, ReadDuration(reader));
@@ -217,7 +220,8 @@ class GraphLoader {
     for (const char* key : {"duration", "duration_ns"}) {
       if (reader.Has(key)) {
         return Error(fmt::format("a {} task takes the time the network model gives it; remove "
-                                 "the fixed duration", TaskKindName(kind)),
+                                 "the fixed duration",
+                                 TaskKindName(kind)),
                      JsonChildPath(path, key));
       }
     }
@@ -255,7 +259,8 @@ class GraphLoader {
     const auto it = value.find("deps");
     if (it == value.end()) return Status::Ok();
     const std::string deps_path = JsonChildPath(path, "deps");
-    if (!it->is_array()) return Error("expected an array of task ids", deps_path, JsonValueForError(*it));
+    if (!it->is_array())
+      return Error("expected an array of task ids", deps_path, JsonValueForError(*it));
     for (size_t i = 0; i < it->size(); ++i) {
       const Json& dep = (*it)[i];
       const std::string dep_path = JsonIndexPath(deps_path, i);

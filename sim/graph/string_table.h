@@ -2,8 +2,8 @@
 // task stores a 32-bit NameId and the table stores each distinct string once.
 #pragma once
 
-#include <cstdint>
 #include <array>
+#include <cstdint>
 #include <deque>
 #include <string>
 #include <string_view>

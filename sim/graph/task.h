@@ -51,7 +51,7 @@ inline bool CountsAsBusy(TaskKind kind) { return kind != TaskKind::kDelay; }
 struct Task {
   DurationNs duration;  // fixed cost of compute, memcpy and delay tasks; zero for communication
   StreamId stream;
-  CommId comm;           // the communication a collective, send or recv task takes part in
+  CommId comm;  // the communication a collective, send or recv task takes part in
   NameId name;
   uint16_t category = 0;  // index into TaskGraph::categories()
   TaskKind kind = TaskKind::kCompute;
@@ -70,14 +70,14 @@ struct Stream {
 // (rendezvous) before the communication model starts it; all participants end together.
 struct Communication {
   CommKind kind = CommKind::kAllReduce;
-  Bytes size;              // bytes per rank for collectives; the message size for send/recv
-  GroupId group;           // member ranks; for send/recv: {source, destination}
-  GroupId priced_group;    // the ranks the network prices it for: `group`, or (a graph that
-                           // simulates one rank per class of identical ranks) the whole
-                           // logical group, of which `group` is the simulated part
-  int32_t root = -1;       // broadcast/reduce root rank; -1 otherwise
-  NameId algorithm;        // forced algorithm name, or the empty name for the model's choice
-  NameId label;            // the user's id for a collective ("dp_allreduce_3"), else empty
+  Bytes size;            // bytes per rank for collectives; the message size for send/recv
+  GroupId group;         // member ranks; for send/recv: {source, destination}
+  GroupId priced_group;  // the ranks the network prices it for: `group`, or (a graph that
+                         // simulates one rank per class of identical ranks) the whole
+                         // logical group, of which `group` is the simulated part
+  int32_t root = -1;     // broadcast/reduce root rank; -1 otherwise
+  NameId algorithm;      // forced algorithm name, or the empty name for the model's choice
+  NameId label;          // the user's id for a collective ("dp_allreduce_3"), else empty
   uint32_t first_participant = 0;  // participants()[first, first + count), in group order
   uint32_t participant_count = 0;
 };

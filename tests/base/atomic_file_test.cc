@@ -1,8 +1,8 @@
 #include "sim/base/atomic_file.h"
 
-#include <filesystem>
-
 #include <gtest/gtest.h>
+
+#include <filesystem>
 
 #include "tests/testing/temp_dir.h"
 
@@ -40,8 +40,9 @@ TEST_F(AtomicFileTest, AFileThatWasReadIsNeverReplaced) {
   Status status = WriteFileAtomically(path, "result");
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(status.error().ToString(),
-            path + ": refusing to write an output over an input of this command: the input "
-                   "would be lost");
+            path +
+                ": refusing to write an output over an input of this command: the input "
+                "would be lost");
   // Another spelling and a link to it are the same file.
   fs::create_symlink(path, Path("link.json"));
   status = WriteFileAtomically(dir_.string() + "/./link.json", "result");
@@ -62,9 +63,7 @@ TEST_F(AtomicFileTest, UnwritableDirectoryIsAnErrorNamingThePath) {
   EXPECT_NE(status.error().message().find("No such file or directory"), std::string::npos);
 }
 
-TEST_F(AtomicFileTest, ReadingADirectoryIsAnError) {
-  EXPECT_FALSE(ReadFile(dir_.string()).ok());
-}
+TEST_F(AtomicFileTest, ReadingADirectoryIsAnError) { EXPECT_FALSE(ReadFile(dir_.string()).ok()); }
 
 }  // namespace
 }  // namespace dtsim

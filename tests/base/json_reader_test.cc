@@ -48,8 +48,11 @@ TEST(ReadJsonFileTest, MissingFile) {
 }
 
 TEST(JsonObjectReaderTest, ReadsTypedFields) {
-  const Json value = {{"name", "a100"}, {"nodes", 4}, {"latency", "2 us"},
-                      {"bandwidth", "200 Gbps"}, {"memory", "80 GiB"}};
+  const Json value = {{"name", "a100"},
+                      {"nodes", 4},
+                      {"latency", "2 us"},
+                      {"bandwidth", "200 Gbps"},
+                      {"memory", "80 GiB"}};
   JsonObjectReader reader = Reader(value);
   EXPECT_EQ(*reader.String("name"), "a100");
   EXPECT_EQ(*reader.Int("nodes"), 4);
@@ -115,8 +118,7 @@ TEST(JsonObjectReaderTest, OneOfRejectsBothAndNeither) {
 TEST(JsonToIntTest, RangeAndType) {
   EXPECT_EQ(*JsonToInt(Json(5), "x", 0, 10), 5);
   EXPECT_EQ(*JsonToInt(Json(1e6), "x", 0, 2'000'000), 1'000'000);  // exponent form, integral
-  EXPECT_EQ(JsonToInt(Json(2.5), "x", 0, 10).error().ToString(),
-            "x: expected an integer, got 2.5");
+  EXPECT_EQ(JsonToInt(Json(2.5), "x", 0, 10).error().ToString(), "x: expected an integer, got 2.5");
   EXPECT_EQ(JsonToInt(Json(-1), "x", 0, 10).error().ToString(), "x: must be in [0, 10], got -1");
 }
 

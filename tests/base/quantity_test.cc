@@ -60,13 +60,13 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(
         BadQuantity{"100 Gbs", "unknown bandwidth unit \"Gbs\" (did you mean \"Gbps\"?)"},
         BadQuantity{"100 gbps", "unknown bandwidth unit \"gbps\" (did you mean \"Gbps\"?)"},
-        BadQuantity{"", "empty bandwidth"},
-        BadQuantity{"   ", "empty bandwidth"},
+        BadQuantity{"", "empty bandwidth"}, BadQuantity{"   ", "empty bandwidth"},
         BadQuantity{"-5 Gbps", "bandwidth must not be negative"},
-        BadQuantity{"100", "bandwidth needs a unit, one of \"bps\", \"kbps\", \"Kbps\", "
-                           "\"Mbps\", \"Gbps\", \"Tbps\", \"b/s\", \"kb/s\", \"Mb/s\", \"Gb/s\", "
-                           "\"Tb/s\", \"B/s\", \"kB/s\", \"KB/s\", \"MB/s\", \"GB/s\", \"TB/s\", "
-                           "\"KiB/s\", \"MiB/s\", \"GiB/s\", \"TiB/s\""},
+        BadQuantity{"100",
+                    "bandwidth needs a unit, one of \"bps\", \"kbps\", \"Kbps\", "
+                    "\"Mbps\", \"Gbps\", \"Tbps\", \"b/s\", \"kb/s\", \"Mb/s\", \"Gb/s\", "
+                    "\"Tb/s\", \"B/s\", \"kB/s\", \"KB/s\", \"MB/s\", \"GB/s\", \"TB/s\", "
+                    "\"KiB/s\", \"MiB/s\", \"GiB/s\", \"TiB/s\""},
         BadQuantity{"fast", "bandwidth must start with a number, as in \"1 bps\""},
         BadQuantity{". Gbps", "malformed number in bandwidth"},
         BadQuantity{"1e+ Gbps", "malformed number in bandwidth"},

@@ -1,8 +1,8 @@
 #include "sim/base/strings.h"
 
-#include <array>
-
 #include <gtest/gtest.h>
+
+#include <array>
 
 namespace dtsim {
 namespace {

@@ -1,9 +1,9 @@
 #include "tools/cli/model_command.h"
 
-#include <sstream>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <sstream>
 
 #include "sim/base/atomic_file.h"
 #include "tests/testing/temp_dir.h"

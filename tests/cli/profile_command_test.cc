@@ -84,8 +84,8 @@ TEST_F(ProfileCommandTest, AllApiCallsAndCaptureRangeReachTheLibrary) {
       "test \"$DTSIM_PROFILE_CAPTURE_RANGE\" = cuda_profiler_api || exit 9; "
       "echo 'error stop here' >> \"$DTSIM_PROFILE_STATUS\"";
   const CommandOutcome outcome =
-      Profile({"-o", Path("trace.json"), "--all-api-calls", "--capture-range",
-               "cuda-profiler-api", "--", "sh", "-c", script});
+      Profile({"-o", Path("trace.json"), "--all-api-calls", "--capture-range", "cuda-profiler-api",
+               "--", "sh", "-c", script});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("the profiler failed: stop here"));
 }

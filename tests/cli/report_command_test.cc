@@ -1,10 +1,10 @@
 #include "tools/cli/report_command.h"
 
-#include <filesystem>
-#include <sstream>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
 
 #include "sim/base/atomic_file.h"
 #include "tests/testing/temp_dir.h"
@@ -28,8 +28,12 @@ class ReportCommandTest : public testing_support::TempDirTest {
 // (The README's worked examples render every figure: tests/tools/worked_examples_test.py.)
 TEST_F(ReportCommandTest, RendersOneResult) {
   std::ostringstream ignored;
-  const std::vector<std::string> simulate = {DTSIM_EXAMPLES_DIR "/gpt3_1.3b_16gpu.json", "--set",
-                                             "model.layers=4", "-o", Path("small.json"), "-q"};
+  const std::vector<std::string> simulate = {DTSIM_EXAMPLES_DIR "/gpt3_1.3b_16gpu.json",
+                                             "--set",
+                                             "model.layers=4",
+                                             "-o",
+                                             Path("small.json"),
+                                             "-q"};
   ASSERT_EQ(SimulateCommand(simulate, ignored).kind, CommandOutcome::Kind::kOk);
   const CommandOutcome outcome = Report({Path("small.json"), "-o", Path("report")});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
@@ -39,7 +43,9 @@ TEST_F(ReportCommandTest, RendersOneResult) {
   EXPECT_FALSE(std::filesystem::exists(Path("report/scaling.png")));
   const Expected<std::string> page = ReadFile(Path("report/index.html"));
   ASSERT_TRUE(page.ok());
-  EXPECT_THAT(*page, HasSubstr("Scaling curves: not drawn — no input file holds runs that differ in GPU count"));
+  EXPECT_THAT(
+      *page,
+      HasSubstr("Scaling curves: not drawn — no input file holds runs that differ in GPU count"));
 }
 
 TEST_F(ReportCommandTest, BadInputIsNamed) {
@@ -57,7 +63,8 @@ TEST_F(ReportCommandTest, BadInputIsNamed) {
                         "\"dtsim.simulate_result\", \"dtsim.sweep\", \"dtsim.search\"), got "
                         "\"dtsim.run_result\""));
   // A result of a known format with missing fields: the script names the file.
-  ASSERT_TRUE(WriteFileAtomically(Path("empty.json"), R"({"format": "dtsim.simulate_result"})").ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(Path("empty.json"), R"({"format": "dtsim.simulate_result"})").ok());
   outcome = Report({Path("empty.json"), "-o", Path("report")});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("the report script failed (exit status 1)"));

@@ -1,13 +1,12 @@
 #include "tools/cli/run_command.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "sim/base/atomic_file.h"
 #include "sim/base/json_reader.h"
@@ -89,8 +88,10 @@ TEST_F(RunCommandTest, FlowModelSeesTheExamplesContention) {
   // gets 2.325e11 / 2 B/s, so the 8 MiB gradient takes 8388608 / 1.1625e11 s = 72160.07 ->
   // 72161 ns (36081 ns more than alone). Stage 0's last backward starts at 2529043 instead of
   // 2492962 and everything after it shifts: 3514003 + 36081 = 3550084 ns.
-  ASSERT_EQ(Run({kExample, "--cluster", "dgx-a100", "--network-model", "flow", "-o",
-                 Path("result.json")}).kind, CommandOutcome::Kind::kOk);
+  ASSERT_EQ(
+      Run({kExample, "--cluster", "dgx-a100", "--network-model", "flow", "-o", Path("result.json")})
+          .kind,
+      CommandOutcome::Kind::kOk);
   const Json result = *ReadJsonFile(Path("result.json"));
   EXPECT_EQ(result["input"]["communication_model"]["name"], "flow");
   EXPECT_EQ(result["makespan_ns"], 3'550'084);
@@ -105,7 +106,8 @@ TEST_F(RunCommandTest, NetworkModelErrors) {
             "got \"analytical\"");
   const CommandOutcome bad = Run({kExample, "--cluster", "dgx-a10"});
   EXPECT_EQ(bad.kind, CommandOutcome::Kind::kFailure);
-  EXPECT_THAT(bad.error->ToString(), HasSubstr("unknown cluster preset (did you mean \"dgx-a100\"?)"));
+  EXPECT_THAT(bad.error->ToString(),
+              HasSubstr("unknown cluster preset (did you mean \"dgx-a100\"?)"));
 }
 
 TEST_F(RunCommandTest, HelpPrintsOptions) {
@@ -149,7 +151,8 @@ TEST_F(RunCommandTest, FailedWriteLeavesNoPartialFile) {
 
 // The binary itself: exit codes are main's job.
 int ExitCode(const std::string& arguments) {
-  const int status = std::system((std::string(DTSIM_BINARY) + " " + arguments + " >/dev/null 2>&1").c_str());
+  const int status =
+      std::system((std::string(DTSIM_BINARY) + " " + arguments + " >/dev/null 2>&1").c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 

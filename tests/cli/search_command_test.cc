@@ -1,10 +1,10 @@
 #include "tools/cli/search_command.h"
 
-#include <fstream>
-#include <sstream>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
 
 #include "sim/base/atomic_file.h"
 #include "sim/base/json_reader.h"
@@ -26,9 +26,17 @@ class SearchCommandTest : public testing_support::TempDirTest {
   }
   // The search of the small example on 16 GPUs, narrowed to keep the test quick.
   std::vector<std::string> SmallSearch(std::vector<std::string> more) {
-    std::vector<std::string> args = {kSmall, "--gpus", "16", "--set", "search.micro_batches=[2,4]",
-                                      "--set", "search.zero_stages=[0,1]", "--top", "3",
-                                      "--rerank", "1"};
+    std::vector<std::string> args = {kSmall,
+                                     "--gpus",
+                                     "16",
+                                     "--set",
+                                     "search.micro_batches=[2,4]",
+                                     "--set",
+                                     "search.zero_stages=[0,1]",
+                                     "--top",
+                                     "3",
+                                     "--rerank",
+                                     "1"};
     args.insert(args.end(), more.begin(), more.end());
     return args;
   }
@@ -88,7 +96,8 @@ TEST_F(SearchCommandTest, BadInputIsNamed) {
 
   outcome = Search(SmallSearch({"--set", "search.micro_batches=[3]"}));
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
-  EXPECT_THAT(outcome.error->ToString(), HasSubstr("gpt3_1.3b_16gpu.json: search: no plan survives"));
+  EXPECT_THAT(outcome.error->ToString(),
+              HasSubstr("gpt3_1.3b_16gpu.json: search: no plan survives"));
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("training.global_batch"));
 
   outcome = Search(SmallSearch({"--set", "search.schedule=[\"gpipe\"]"}));
@@ -105,14 +114,17 @@ TEST_F(SearchCommandTest, BadInputIsNamed) {
   outcome = Search({"--merge", Path("absent.json")});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("absent.json"));
-  ASSERT_TRUE(WriteFileAtomically(Path("other.json"), R"({"format": "dtsim.simulate_result"})").ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(Path("other.json"), R"({"format": "dtsim.simulate_result"})").ok());
   outcome = Search({"--merge", Path("other.json")});
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("other.json: format: not a search result"));
   ASSERT_TRUE(WriteFileAtomically(Path("columns.json"), R"({"format": "dtsim.search", "version": 1,
       "settings": {"space": {"compression": ["none"]}}, "shard": 1, "shards": 1,
-      "enumerated": 0, "seconds": 0, "columns": [7], "plans": []})").ok());
+      "enumerated": 0, "seconds": 0, "columns": [7], "plans": []})")
+                  .ok());
   outcome = Search({"--merge", Path("columns.json")});
-  EXPECT_THAT(outcome.error->ToString(), HasSubstr("columns.json: columns[0]: expected a column name"));
+  EXPECT_THAT(outcome.error->ToString(),
+              HasSubstr("columns.json: columns[0]: expected a column name"));
   ASSERT_EQ(Search(SmallSearch({"--shard", "1/2", "-o", Path("half"), "-q"})).kind,
             CommandOutcome::Kind::kOk);
   outcome = Search({"--merge", Path("half.json")});

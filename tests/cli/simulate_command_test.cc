@@ -1,11 +1,11 @@
 #include "tools/cli/simulate_command.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <sstream>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "sim/base/atomic_file.h"
 #include "sim/base/json_reader.h"
@@ -69,9 +69,8 @@ TEST_F(SimulateCommandTest, TheShippedH100ProfilePricesTheH100ExamplesFromMeasur
 TEST_F(SimulateCommandTest, TheShippedH200ProfilePricesTheExamplesOnH200s) {
   for (const char* example : {DTSIM_EXAMPLES_DIR "/llama2_70b_64h100.json",
                               DTSIM_EXAMPLES_DIR "/mixtral_8x7b_ep8_64h100.json"}) {
-    const CommandOutcome outcome =
-        Simulate({example, "--set", "cluster.gpu=h200-sxm-141gb", "--set",
-                  "profile=profiles/h200-sxm-141gb.json"});
+    const CommandOutcome outcome = Simulate({example, "--set", "cluster.gpu=h200-sxm-141gb",
+                                             "--set", "profile=profiles/h200-sxm-141gb.json"});
     ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
     EXPECT_THAT(output_.str(), HasSubstr("cost sources   measured 99.")) << example;
   }
@@ -80,12 +79,14 @@ TEST_F(SimulateCommandTest, TheShippedH200ProfilePricesTheExamplesOnH200s) {
 TEST_F(SimulateCommandTest, SummaryShowsOnlyThePlanTheModelHas) {
   // A ResNet trains data parallel only: no tensor or pipeline sizes, no schedule.
   ASSERT_EQ(Simulate({DTSIM_EXAMPLES_DIR "/resnet50_256gpu.json"}).kind, CommandOutcome::Kind::kOk);
-  EXPECT_THAT(output_.str(), HasSubstr("plan           DP 256 (data parallel), 1 micro-batch of 128, "
-                                       "ZeRO 0\n"));
+  EXPECT_THAT(output_.str(),
+              HasSubstr("plan           DP 256 (data parallel), 1 micro-batch of 128, "
+                        "ZeRO 0\n"));
   // One pipeline stage: no schedule; uneven stages: the split.
-  ASSERT_EQ(Simulate({kSmall, "--set", "parallelism.pipeline.size=1", "--set", "parallelism.data=4"})
-                .kind,
-            CommandOutcome::Kind::kOk);
+  ASSERT_EQ(
+      Simulate({kSmall, "--set", "parallelism.pipeline.size=1", "--set", "parallelism.data=4"})
+          .kind,
+      CommandOutcome::Kind::kOk);
   EXPECT_THAT(output_.str(), HasSubstr("DP 4 × TP 4 (SP) × PP 1, 4 micro-batches of 4"));
   ASSERT_EQ(Simulate({kSmall, "--set", "parallelism.pipeline.layers=[10,14]"}).kind,
             CommandOutcome::Kind::kOk);
@@ -114,8 +115,8 @@ TEST_F(SimulateCommandTest, AnOutputOverAnInputIsRefusedAndTheInputKept) {
   ASSERT_TRUE(WriteFileAtomically(config, text).ok());
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{config, "-o", config},
-        std::vector<std::string>{config, "--timeline", dir_.string() + "/../" +
-                                                            dir_.filename().string() + "/same.json"},
+        std::vector<std::string>{config, "--timeline",
+                                 dir_.string() + "/../" + dir_.filename().string() + "/same.json"},
         std::vector<std::string>{config, "--op-list", config}}) {
     const CommandOutcome outcome = Simulate(args);
     ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure) << args[2];
@@ -127,8 +128,8 @@ TEST_F(SimulateCommandTest, AnOutputOverAnInputIsRefusedAndTheInputKept) {
   const std::string copy = Path("profile.json");
   ASSERT_TRUE(WriteFileAtomically(copy, *ReadFile(profile)).ok());
   const CommandOutcome over_profile =
-      Simulate({DTSIM_EXAMPLES_DIR "/llama2_70b_64h100.json", "--set", "profile=" + copy,
-                "--set", "simulation.ranks=symmetric", "-o", copy, "--quiet"});
+      Simulate({DTSIM_EXAMPLES_DIR "/llama2_70b_64h100.json", "--set", "profile=" + copy, "--set",
+                "simulation.ranks=symmetric", "-o", copy, "--quiet"});
   ASSERT_EQ(over_profile.kind, CommandOutcome::Kind::kFailure);
   EXPECT_THAT(over_profile.error->ToString(), HasSubstr(copy + ": refusing to write"));
   EXPECT_EQ(*ReadFile(copy), *ReadFile(profile));
@@ -137,7 +138,8 @@ TEST_F(SimulateCommandTest, AnOutputOverAnInputIsRefusedAndTheInputKept) {
 // Regression (issue 26): a config of 100,000 nested arrays crashed with a stack overflow.
 TEST_F(SimulateCommandTest, ADeeplyNestedConfigIsAnError) {
   const std::string config = Path("deep.json");
-  ASSERT_TRUE(WriteFileAtomically(config, std::string(100000, '[') + std::string(100000, ']')).ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(config, std::string(100000, '[') + std::string(100000, ']')).ok());
   const CommandOutcome outcome = Simulate({config});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
   EXPECT_EQ(outcome.error->ToString(),
@@ -161,9 +163,9 @@ TEST_F(SimulateCommandTest, AbsurdSizesFailFastWithAMessage) {
   // 10⁹ GPUs: 125,000,000 nodes of 8, or a plan of 15,625,000 × 8 × 8 ranks.
   EXPECT_THAT(timed({kSmall, "--set", "cluster.nodes=125000000"}),
               HasSubstr("cluster.nodes: must be in [1, 1048576], got 125000000"));
-  EXPECT_THAT(timed({kSmall, "--set", "parallelism.data=15625000", "--set",
-                     "parallelism.tensor=8", "--set", "parallelism.pipeline=8", "--set",
-                     "training.global_batch=62500000", "--set", "cluster.nodes=null"}),
+  EXPECT_THAT(timed({kSmall, "--set", "parallelism.data=15625000", "--set", "parallelism.tensor=8",
+                     "--set", "parallelism.pipeline=8", "--set", "training.global_batch=62500000",
+                     "--set", "cluster.nodes=null"}),
               HasSubstr("parallelism: data × tensor × pipeline = 15625000 × 8 × 8 is more than "
                         "the 16777216 ranks dtsim simulates, got 1000000000"));
   // 10¹² tokens an iteration: 1,953,125,000 sequences of 512 (2³·5¹² × 2⁹), 244,140,625

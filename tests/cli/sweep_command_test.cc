@@ -1,10 +1,10 @@
 #include "tools/cli/sweep_command.h"
 
-#include <fstream>
-#include <sstream>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
 
 #include "sim/base/json_reader.h"
 #include "tests/testing/temp_dir.h"
@@ -29,11 +29,10 @@ class SweepCommandTest : public testing_support::TempDirTest {
 // 23,000 of 152,000 steps as the full-precision warm-up): compression pays off on slow links
 // and not on fast ones, where its warm-up and compression kernels cost more than it saves.
 TEST_F(SweepCommandTest, OneBitAdamPaysOffOnSlowNetworksOnly) {
-  const CommandOutcome outcome =
-      Sweep({kBert, "--vary",
-             R"(compression=none,{"method": "onebit_adam", "steps": 152000, "warmup_steps": 23000})",
-             "--vary", "cluster.inter_node.nic_bandwidth=10 Gbps,40 Gbps,200 Gbps", "-o",
-             Path("bert")});
+  const CommandOutcome outcome = Sweep(
+      {kBert, "--vary",
+       R"(compression=none,{"method": "onebit_adam", "steps": 152000, "warmup_steps": 23000})",
+       "--vary", "cluster.inter_node.nic_bandwidth=10 Gbps,40 Gbps,200 Gbps", "-o", Path("bert")});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
   EXPECT_THAT(output_.str(), HasSubstr("6 points"));
   const Expected<Json> json = ReadJsonFile(Path("bert.json"));
@@ -65,14 +64,16 @@ TEST_F(SweepCommandTest, BadInputIsNamed) {
   outcome = Sweep({kBert, "--vary", "parallelism.data=3,5"});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("every point failed; the first: "));
-  EXPECT_THAT(outcome.error->ToString(), HasSubstr("bert_large_64gpu_ethernet.json: training.global_batch"));
+  EXPECT_THAT(outcome.error->ToString(),
+              HasSubstr("bert_large_64gpu_ethernet.json: training.global_batch"));
   // A failing point among good ones is reported in its row.
   outcome = Sweep({kBert, "--vary", "parallelism.data=64,3"});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk);
   EXPECT_THAT(output_.str(), HasSubstr("  3                failed: "));
   EXPECT_EQ(Sweep({kBert}).kind, CommandOutcome::Kind::kUsage);
   EXPECT_EQ(Sweep({kBert, "--vary", "training.global_batch"}).kind, CommandOutcome::Kind::kUsage);
-  EXPECT_EQ(Sweep({kBert, "--vary", "training.global_batch=1,,2"}).kind, CommandOutcome::Kind::kUsage);
+  EXPECT_EQ(Sweep({kBert, "--vary", "training.global_batch=1,,2"}).kind,
+            CommandOutcome::Kind::kUsage);
   outcome = Sweep({kBert, "--vary", "training.micro_batch=1", "--vary", "training.micro_batch=2"});
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("key varied twice"));
 }

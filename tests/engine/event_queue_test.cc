@@ -1,8 +1,8 @@
 #include "sim/engine/event_queue.h"
 
-#include <vector>
-
 #include <gtest/gtest.h>
+
+#include <vector>
 
 namespace dtsim::engine {
 namespace {
@@ -44,7 +44,8 @@ TEST(EventQueueTest, CancellingTheOnlyEventEmptiesTheQueue) {
 TEST(EventQueueTest, ManyEventsComeOutSorted) {
   EventQueue queue;
   // A permutation of 0..999 (multiplication by 7919, a prime, modulo 1000 is a bijection).
-  for (uint64_t i = 0; i < 1000; ++i) queue.Push(TimeNs(static_cast<int64_t>((i * 7919) % 1000)), 0, 0, i);
+  for (uint64_t i = 0; i < 1000; ++i)
+    queue.Push(TimeNs(static_cast<int64_t>((i * 7919) % 1000)), 0, 0, i);
   Event event;
   int64_t last = -1;
   while (queue.PopNext(event)) {

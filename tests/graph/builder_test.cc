@@ -1,9 +1,9 @@
 #include "sim/graph/builder.h"
 
-#include <string>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <string>
 
 namespace dtsim::graph {
 namespace {

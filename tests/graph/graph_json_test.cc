@@ -80,7 +80,8 @@ TEST(GraphJsonTest, PricedAsGroupsRoundTrip) {
   EXPECT_EQ(graph->group(comm.group).size(), 1u);
   EXPECT_EQ(graph->group(comm.priced_group).size(), 8u);
   EXPECT_EQ(graph->rank_count(), 8);
-  EXPECT_EQ(TaskGraphToJson(*graph)["collectives"][0]["priced_as"], document["collectives"][0]["priced_as"]);
+  EXPECT_EQ(TaskGraphToJson(*graph)["collectives"][0]["priced_as"],
+            document["collectives"][0]["priced_as"]);
   Json bad = document;
   bad["collectives"][0]["priced_as"] = {1, 2};
   EXPECT_EQ(TaskGraphFromJson(bad, "g.json").error().ToString(),
@@ -110,7 +111,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadGraph{"rank out of range",
                  R"("tasks": [{"id": "a", "rank": 99999999, "duration": "1 us"}])",
                  "g.json: tasks[0].rank: must be in [0, 4194303], got 99999999"},
-        BadGraph{"unknown key", R"("tasks": [{"id": "a", "rank": 0, "duration": "1 us", "dep": []}])",
+        BadGraph{"unknown key",
+                 R"("tasks": [{"id": "a", "rank": 0, "duration": "1 us", "dep": []}])",
                  "g.json: tasks[0].dep: unknown key (did you mean \"deps\"?)"},
         BadGraph{"unknown top-level key", R"("task": [])",
                  "g.json: task: unknown key (did you mean \"tasks\"?)"},
@@ -146,11 +148,13 @@ INSTANTIATE_TEST_SUITE_P(
                                "size": "1 MiB", "duration": "1 us"}])",
                  "g.json: tasks[0].duration: a send task takes the time the network model gives "
                  "it; remove the fixed duration"},
-        BadGraph{"send without size", R"("tasks": [{"id": "a", "rank": 0, "kind": "send", "peer": 1}])",
+        BadGraph{"send without size",
+                 R"("tasks": [{"id": "a", "rank": 0, "kind": "send", "peer": 1}])",
                  "g.json: tasks[0]: missing required field \"size\" (or \"size_bytes\")"},
-        BadGraph{"send to self",
-                 R"("tasks": [{"id": "a", "rank": 2, "kind": "send", "peer": 2, "size": "1 B"}])",
-                 "g.json: tasks[0].peer: a task cannot send to or receive from its own rank, got 2"},
+        BadGraph{
+            "send to self",
+            R"("tasks": [{"id": "a", "rank": 2, "kind": "send", "peer": 2, "size": "1 B"}])",
+            "g.json: tasks[0].peer: a task cannot send to or receive from its own rank, got 2"},
         BadGraph{"unmatched send",
                  R"("tasks": [{"id": "a", "rank": 0, "kind": "send", "peer": 1, "size": "1 B"}])",
                  "g.json: task \"a\" (rank 0, stream \"compute\") has no matching recv on rank 1 "
@@ -165,19 +169,21 @@ INSTANTIATE_TEST_SUITE_P(
                  "g.json: collectives[0].op: unknown collective op (did you mean \"all_reduce\"?); "
                  "expected one of \"all_reduce\", \"all_gather\", \"reduce_scatter\", "
                  "\"all_to_all\", \"broadcast\", \"reduce\", \"barrier\", got \"allreduce\""},
-        BadGraph{"bad size unit",
-                 R"("collectives": [{"id": "c", "op": "all_reduce", "size": "4 MiBs", "group": [0]}],
+        BadGraph{
+            "bad size unit",
+            R"("collectives": [{"id": "c", "op": "all_reduce", "size": "4 MiBs", "group": [0]}],
                     "tasks": [])",
-                 "g.json: collectives[0].size: unknown size unit \"MiBs\" (did you mean \"MiB\"?), "
-                 "got \"4 MiBs\""},
+            "g.json: collectives[0].size: unknown size unit \"MiBs\" (did you mean \"MiB\"?), "
+            "got \"4 MiBs\""},
         BadGraph{"empty group",
                  R"("collectives": [{"id": "c", "op": "all_reduce", "size": "1 B", "group": []}],
                     "tasks": [])",
                  "g.json: collectives[0].group: expected a non-empty array of ranks, got []"},
-        BadGraph{"repeated rank in group",
-                 R"("collectives": [{"id": "c", "op": "all_reduce", "size": "1 B", "group": [0, 1, 0]}],
+        BadGraph{
+            "repeated rank in group",
+            R"("collectives": [{"id": "c", "op": "all_reduce", "size": "1 B", "group": [0, 1, 0]}],
                     "tasks": [])",
-                 "g.json: collectives[0].group[2]: rank appears twice in the group, got 0"},
+            "g.json: collectives[0].group[2]: rank appears twice in the group, got 0"},
         BadGraph{"broadcast without root",
                  R"("collectives": [{"id": "c", "op": "broadcast", "size": "1 B", "group": [0, 1]}],
                     "tasks": [])",
@@ -192,11 +198,12 @@ INSTANTIATE_TEST_SUITE_P(
                                     {"id": "c", "op": "barrier", "size": "0 B", "group": [0]}],
                     "tasks": [])",
                  "g.json: collectives[1].id: duplicate collective id, got \"c\""},
-        BadGraph{"collective posted by part of its group",
-                 R"("collectives": [{"id": "c", "op": "all_reduce", "size": "1 B", "group": [0, 1]}],
+        BadGraph{
+            "collective posted by part of its group",
+            R"("collectives": [{"id": "c", "op": "all_reduce", "size": "1 B", "group": [0, 1]}],
                     "tasks": [{"id": "a", "rank": 0, "kind": "collective", "collective": "c"}])",
-                 "g.json: collective \"c\" (all_reduce of 1 B over ranks [0, 1]) is posted by only "
-                 "part of its group: rank 1 never posts it"},
+            "g.json: collective \"c\" (all_reduce of 1 B over ranks [0, 1]) is posted by only "
+            "part of its group: rank 1 never posts it"},
         BadGraph{"cycle",
                  R"("tasks": [{"id": "a", "rank": 0, "duration": "1 us", "deps": ["b"]},
                               {"id": "b", "rank": 1, "duration": "1 us", "deps": ["a"]}])",
@@ -211,7 +218,8 @@ INSTANTIATE_TEST_SUITE_P(
                  "g.json: tasks[0]: expected a JSON object, got 3"},
         BadGraph{"missing id", R"("tasks": [{"rank": 0, "duration": "1 us"}])",
                  "g.json: tasks[0].id: missing required field"},
-        BadGraph{"fractional duration_ns", R"("tasks": [{"id": "a", "rank": 0, "duration_ns": 1.5}])",
+        BadGraph{"fractional duration_ns",
+                 R"("tasks": [{"id": "a", "rank": 0, "duration_ns": 1.5}])",
                  "g.json: tasks[0].duration_ns: expected an integer, got 1.5"},
         BadGraph{"duration not a string", R"("tasks": [{"id": "a", "rank": 0, "duration": 5}])",
                  "g.json: tasks[0].duration: expected a quantity with a unit, such as \"2 us\", "
@@ -224,9 +232,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadGraph{"tag not an integer",
                  R"("tasks": [{"id": "a", "rank": 0, "kind": "recv", "peer": 1, "tag": "x"}])",
                  "g.json: tasks[0].tag: expected an integer, got \"x\""},
-        BadGraph{"negative size_bytes",
-                 R"("tasks": [{"id": "a", "rank": 0, "kind": "send", "peer": 1, "size_bytes": -1}])",
-                 "g.json: tasks[0].size_bytes: must be at least 0, got -1"},
+        BadGraph{
+            "negative size_bytes",
+            R"("tasks": [{"id": "a", "rank": 0, "kind": "send", "peer": 1, "size_bytes": -1}])",
+            "g.json: tasks[0].size_bytes: must be at least 0, got -1"},
         BadGraph{"recv size differs from its send",
                  R"("tasks": [{"id": "s", "rank": 0, "kind": "send", "peer": 1, "size": "2 KiB"},
                               {"id": "r", "rank": 1, "kind": "recv", "peer": 0, "size_bytes": 1}])",
@@ -268,8 +277,10 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(GraphJsonTest, TooManyCategoriesIsAnError) {
   Json document = Document(R"("tasks": [])");
   for (int i = 0; i <= 65534; ++i) {
-    document["tasks"].push_back({{"id", std::to_string(i)}, {"rank", 0},
-                                 {"duration", "1 us"}, {"category", std::to_string(i) + "c"}});
+    document["tasks"].push_back({{"id", std::to_string(i)},
+                                 {"rank", 0},
+                                 {"duration", "1 us"},
+                                 {"category", std::to_string(i) + "c"}});
   }
   const Expected<TaskGraph> graph = TaskGraphFromJson(document, "g.json");
   ASSERT_FALSE(graph.ok());
@@ -281,22 +292,34 @@ TEST(GraphJsonTest, TooManyCategoriesIsAnError) {
 }
 
 TEST(GraphJsonHeaderTest, RejectsOtherFormatsAndMajorVersions) {
-  EXPECT_EQ(TaskGraphFromJson(Json::parse(R"({"format": "chrome", "version": "1.0", "tasks": []})"),
-                              "g.json").error().ToString(),
-            "g.json: format: not a task graph: expected format \"dtsim.task_graph\", got \"chrome\"");
+  EXPECT_EQ(
+      TaskGraphFromJson(Json::parse(R"({"format": "chrome", "version": "1.0", "tasks": []})"),
+                        "g.json")
+          .error()
+          .ToString(),
+      "g.json: format: not a task graph: expected format \"dtsim.task_graph\", got \"chrome\"");
   EXPECT_EQ(TaskGraphFromJson(Json::parse(R"({"format": "dtsim.task_graph", "version": "2.0",
-                                               "tasks": []})"), "g.json").error().ToString(),
+                                               "tasks": []})"),
+                              "g.json")
+                .error()
+                .ToString(),
             "g.json: version: unsupported major version (this dtsim reads 1.x), got \"2.0\"");
   EXPECT_EQ(TaskGraphFromJson(Json::parse(R"({"format": "dtsim.task_graph", "version": "one",
-                                               "tasks": []})"), "g.json").error().ToString(),
+                                               "tasks": []})"),
+                              "g.json")
+                .error()
+                .ToString(),
             "g.json: version: expected a version \"MAJOR.MINOR\", got \"one\"");
   EXPECT_EQ(TaskGraphFromJson(Json::parse(R"({"version": "1.0", "tasks": []})"), "g.json")
-                .error().ToString(),
+                .error()
+                .ToString(),
             "g.json: format: missing required field");
   EXPECT_EQ(TaskGraphFromJson(Json::parse("[]"), "g.json").error().ToString(),
             "g.json: expected a JSON object, got []");
   EXPECT_TRUE(TaskGraphFromJson(Json::parse(R"({"format": "dtsim.task_graph", "version": "1.7",
-                                              "tasks": []})"), "g.json").ok());
+                                              "tasks": []})"),
+                                "g.json")
+                  .ok());
 }
 
 TEST(GraphJsonFileTest, SyntaxErrorsNameTheLine) {

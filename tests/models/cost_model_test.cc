@@ -2,9 +2,9 @@
 // efficiency fit.
 #include "models/cost_model.h"
 
-#include <cmath>
-
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 namespace dtsim::models {
 namespace {
@@ -47,8 +47,8 @@ TEST(CostModelTest, RooflineComputeBoundGemm) {
 
 TEST(CostModelTest, RooflineMemoryBoundAndVectorFallbacks) {
   const RooflineCostModel roofline(A100());
-  const Op add = Op::Streaming("add", OpKind::kElementwise, Pass::kForward, DType::kBf16,
-                               100'000'000, 6);
+  const Op add =
+      Op::Streaming("add", OpKind::kElementwise, Pass::kForward, DType::kBf16, 100'000'000, 6);
   // 6e8 B / (2039e9 B/s · 0.85) + 2 us, + 1 us launch.
   const double memory_ns = 6e8 / (2039e9 * 0.85) * 1e9 + 2000;
   EXPECT_EQ(roofline.Price(add)->duration.ns(), std::llround(memory_ns) + 1000);
@@ -112,8 +112,7 @@ TEST(CostModelTest, InterpolationWeighsTheNearestPoints) {
 }
 
 TEST(CostModelTest, ChainRecordsWhichSourcePricedEachOp) {
-  const traces::OpCostTable table =
-      UniformGemms(200e12, {{1024, 1024, 1024}, {4096, 4096, 4096}});
+  const traces::OpCostTable table = UniformGemms(200e12, {{1024, 1024, 1024}, {4096, 4096, 4096}});
   Expected<std::unique_ptr<OpCostModel>> chain = MakeCostModel("chain", A100(), &table);
   ASSERT_TRUE(chain.ok());
   CostSourceTally tally;

@@ -3,13 +3,14 @@
 // Forward and backward times = the roofline cost of the layer's ops on one A100-80GB (uncalibrated
 // preset efficiencies) + the tensor-parallel collectives priced by the analytical network model
 // on the dgx-a100 preset: two all-reduces of the b·s·h activations per pass (Megatron §3), or
-// two all-gathers and two reduce-scatters with sequence parallelism (Korthikanti §4.2.2). Prints the error on every point; the bound checked is a sanity bound
-// (a model this far off is broken), not a tuned target.
+// two all-gathers and two reduce-scatters with sequence parallelism (Korthikanti §4.2.2). Prints
+// the error on every point; the bound checked is a sanity bound (a model this far off is broken),
+// not a tuned target.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdio>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "models/cost_model.h"
 #include "models/gpu.h"
@@ -64,7 +65,8 @@ TEST(KorthikantiValidationTest, LayerTimesAgainstTable4) {
     const int t = parallel["tp"].get<int>();
     const TransformerShard shard{.micro_batch = parallel["micro_batch"].get<int64_t>(),
                                  .seq_len = model["seq_len"].get<int64_t>(),
-                                 .dtype = DType::kFp16, .tensor_parallel = t,
+                                 .dtype = DType::kFp16,
+                                 .tensor_parallel = t,
                                  .sequence_parallel = c->sequence_parallel};
     ASSERT_TRUE(ValidateShard(spec, shard).ok());
     // Forward: the layer's ops + its collectives; backward: what recompute dropped, re-run
@@ -85,8 +87,8 @@ TEST(KorthikantiValidationTest, LayerTimesAgainstTable4) {
     const double forward_error = forward / measured_forward - 1;
     const double backward_error = backward / measured_backward - 1;
     std::printf("%-56s %9.2f %9.2f %+7.1f%% %9.2f %9.2f %+7.1f%%\n", id.c_str(),
-                measured_forward * 1e3, forward * 1e3, 100 * forward_error,
-                measured_backward * 1e3, backward * 1e3, 100 * backward_error);
+                measured_forward * 1e3, forward * 1e3, 100 * forward_error, measured_backward * 1e3,
+                backward * 1e3, 100 * backward_error);
     EXPECT_LT(std::abs(forward_error), 0.5) << id;
     EXPECT_LT(std::abs(backward_error), 0.5) << id;
     ++cases;

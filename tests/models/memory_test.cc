@@ -26,13 +26,15 @@ TEST(MemoryTest, ZeroStagesDivideModelStatesAsThePaperSays) {
                              16 * psi / n};
   for (int stage = 0; stage <= 3; ++stage) {
     MemoryPlan plan{.shard = {.micro_batch = 1, .seq_len = 2048, .dtype = DType::kFp16},
-                    .data_parallel = 64, .zero_stage = stage, .param_dtype = DType::kFp16,
+                    .data_parallel = 64,
+                    .zero_stage = stage,
+                    .param_dtype = DType::kFp16,
                     .grad_dtype = DType::kFp16};
     Expected<MemoryBreakdown> memory = EstimateMemory(model, plan);
     ASSERT_TRUE(memory.ok()) << memory.error().ToString();
     EXPECT_EQ(memory->parameter_count, CountParameters(model).total);
-    const double states = static_cast<double>(memory->parameters + memory->gradients +
-                                              memory->optimizer_state);
+    const double states =
+        static_cast<double>(memory->parameters + memory->gradients + memory->optimizer_state);
     EXPECT_NEAR(states, expected[stage], 3) << "ZeRO stage " << stage;  // ceil per part
   }
 }
@@ -53,10 +55,16 @@ TEST(MemoryTest, FirstStageHoldsAllLayersWorthOfActivations) {
   // 34·s·b·h/t bytes (Korthikanti §4.3: L layers' worth, independent of p), plus per
   // micro-batch the embedding's int64 ids 8·s·b and its dropout mask s·b·h/t.
   const ModelSpec model = Preset("gpt3-175b");
-  const MemoryPlan plan{.shard = {.micro_batch = 1, .seq_len = 2048, .dtype = DType::kBf16,
-                                  .tensor_parallel = 8, .sequence_parallel = true},
-                        .recompute = Recompute::kSelective, .pipeline_stages = 16,
-                        .microbatches = 64, .data_parallel = 8, .zero_stage = 1};
+  const MemoryPlan plan{.shard = {.micro_batch = 1,
+                                  .seq_len = 2048,
+                                  .dtype = DType::kBf16,
+                                  .tensor_parallel = 8,
+                                  .sequence_parallel = true},
+                        .recompute = Recompute::kSelective,
+                        .pipeline_stages = 16,
+                        .microbatches = 64,
+                        .data_parallel = 8,
+                        .zero_stage = 1};
   Expected<MemoryBreakdown> memory = EstimateMemory(model, plan);
   ASSERT_TRUE(memory.ok()) << memory.error().ToString();
   const int64_t sbh = 2048LL * 12288;
@@ -92,7 +100,8 @@ TEST(MemoryTest, RecsysAndVisionModels) {
   const ModelSpec dlrm = Preset("dlrm-mlperf");
   const ParameterCount count = CountParameters(dlrm);
   const MemoryPlan plan{.shard = {.micro_batch = 2048, .dtype = DType::kFp32},
-                        .param_dtype = DType::kFp32, .grad_dtype = DType::kFp32,
+                        .param_dtype = DType::kFp32,
+                        .grad_dtype = DType::kFp32,
                         .embedding_shards = 8};
   EXPECT_EQ(StageParameterCount(dlrm, plan), count.layers + (count.embedding + 7) / 8);
   Expected<MemoryBreakdown> memory = EstimateMemory(Preset("resnet-50"), plan);

@@ -29,13 +29,14 @@ void ExpectContains(const std::string& text, const std::string& part) {
 TEST(ModelSpecTest, PresetOverriddenFieldByField) {
   Expected<ModelSpec> model =
       ModelFromJson(Json::parse(R"({"preset": "gpt3-175b", "layers": 48, "hidden": 8192,
-                                    "heads": 64})"), "model");
+                                    "heads": 64})"),
+                    "model");
   ASSERT_TRUE(model.ok()) << model.error().ToString();
   const TransformerSpec& t = model->transformer;
   EXPECT_EQ(model->name, "gpt3-175b");
   EXPECT_EQ(t.layers, 48);
   EXPECT_EQ(t.hidden, 8192);
-  EXPECT_EQ(t.kv_heads, 64);        // multi-head attention follows heads
+  EXPECT_EQ(t.kv_heads, 64);          // multi-head attention follows heads
   EXPECT_EQ(t.ffn_hidden, 4 * 8192);  // 4h follows hidden
   EXPECT_EQ(t.vocab, 50257);          // untouched
   // A GQA preset keeps its KV heads when heads change.
@@ -51,17 +52,18 @@ TEST(ModelSpecTest, CustomModelsOfEveryFamily) {
       "family": "transformer", "layers": 4, "hidden": 512, "heads": 8, "vocab": 1000,
       "max_seq": 128, "norm": "rmsnorm", "activation": "swiglu", "position": "rotary",
       "linear_bias": false, "tied_embeddings": false,
-      "moe": {"experts": 4, "top_k": 2, "capacity_factor": 1.25, "every": 2}})"), "model");
+      "moe": {"experts": 4, "top_k": 2, "capacity_factor": 1.25, "every": 2}})"),
+                                          "model");
   ASSERT_TRUE(moe.ok()) << moe.error().ToString();
   EXPECT_EQ(moe->transformer.MoeLayerCount(), 2);
   EXPECT_EQ(moe->transformer.ffn_hidden, 2048);
   Expected<ModelSpec> dlrm = ModelFromJson(Json::parse(R"({"family": "dlrm",
       "table_rows": [1000, 50], "embedding_dim": 16, "bottom_mlp": [64, 16], "top_mlp": [32, 1]})"),
-      "model");
+                                           "model");
   ASSERT_TRUE(dlrm.ok()) << dlrm.error().ToString();
   // Tables 1050·16 + bottom 13·64+64 + 64·16+16 + top (16 + 3·2/2 = 19)·32+32 + 32+1.
-  EXPECT_EQ(CountParameters(*dlrm).total, 1050 * 16 + (13 * 64 + 64) + (64 * 16 + 16) +
-                                              (19 * 32 + 32) + (32 + 1));
+  EXPECT_EQ(CountParameters(*dlrm).total,
+            1050 * 16 + (13 * 64 + 64) + (64 * 16 + 16) + (19 * 32 + 32) + (32 + 1));
   Expected<ModelSpec> resnet =
       ModelFromJson(Json::parse(R"({"preset": "resnet-50", "classes": 10})"), "model");
   ASSERT_TRUE(resnet.ok());
@@ -110,7 +112,8 @@ TEST(ModelSpecTest, BadModelInputNamesPathAndValue) {
 TEST(ModelSpecTest, GpuPresetsAndOverrides) {
   Expected<GpuSpec> gpu = GpuFromJson(Json::parse(R"({"preset": "h100-sxm5-80gb",
       "memory": "94 GiB", "matrix_peak": {"fp8": "1000 TFLOP/s"},
-      "matrix_efficiency": {"max": 0.6}})"), "gpu");
+      "matrix_efficiency": {"max": 0.6}})"),
+                                      "gpu");
   ASSERT_TRUE(gpu.ok()) << gpu.error().ToString();
   EXPECT_EQ(gpu->memory.count(), 94 * kGibi);
   EXPECT_DOUBLE_EQ(gpu->MatrixPeak(DType::kFp8).flop_per_second(), 1000e12);

@@ -2,10 +2,10 @@
 // and activation bytes per layer against Korthikanti et al. 2022 (Table 2).
 #include "models/ops.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <gtest/gtest.h>
 
 #include "models/memory.h"
 #include "models/model_spec.h"
@@ -28,8 +28,10 @@ struct IterationFlops {
 // over the t ranks of one tensor-parallel group (each computes 1/t of every op).
 IterationFlops Iteration(const TransformerSpec& spec, int64_t global_batch, int64_t micro_batch,
                          int t, bool sequence_parallel, Recompute recompute) {
-  const TransformerShard shard{.micro_batch = micro_batch, .seq_len = spec.max_seq,
-                               .dtype = DType::kFp16, .tensor_parallel = t,
+  const TransformerShard shard{.micro_batch = micro_batch,
+                               .seq_len = spec.max_seq,
+                               .dtype = DType::kFp16,
+                               .tensor_parallel = t,
                                .sequence_parallel = sequence_parallel};
   EXPECT_TRUE(ValidateShard(spec, shard).ok());
   IterationFlops flops;
@@ -80,8 +82,8 @@ TEST(OpsTest, Sc21FlopsWithFullRecomputeAndModelFlops) {
 
 TEST(OpsTest, FlashAttentionKeepsModelFlopsAndHalvesExecutedCausalWork) {
   const TransformerSpec spec = Preset("megatron-22b");
-  TransformerShard shard{.micro_batch = 4, .seq_len = 2048, .dtype = DType::kBf16,
-                         .tensor_parallel = 8};
+  TransformerShard shard{
+      .micro_batch = 4, .seq_len = 2048, .dtype = DType::kBf16, .tensor_parallel = 8};
   const LayerOps unfused = TransformerLayerOps(spec, 0, shard);
   shard.flash_attention = true;
   const LayerOps flash = TransformerLayerOps(spec, 0, shard);
@@ -128,8 +130,11 @@ TEST(OpsTest, ActivationBytesPerLayerMatchKorthikanti) {
   for (const char* name : {"megatron-22b", "gpt3-175b", "megatron-529.6b", "megatron-1t"}) {
     const TransformerSpec spec = Preset(name);
     for (const ActivationCase& c : kActivationCases) {
-      const TransformerShard shard{.micro_batch = 4, .seq_len = 2048, .dtype = DType::kFp16,
-                                   .tensor_parallel = c.t, .sequence_parallel = c.sp};
+      const TransformerShard shard{.micro_batch = 4,
+                                   .seq_len = 2048,
+                                   .dtype = DType::kFp16,
+                                   .tensor_parallel = c.t,
+                                   .sequence_parallel = c.sp};
       const LayerOps layer = TransformerLayerOps(spec, 0, shard);
       const double sbh = 2048.0 * 4 * spec.hidden;
       const double expected = sbh * c.per_sbh(spec.heads, 2048, spec.hidden, c.t);
@@ -142,8 +147,11 @@ TEST(OpsTest, ActivationBytesPerLayerMatchKorthikanti) {
 
 TEST(OpsTest, FlashAttentionDropsTheScoreTensors) {
   const TransformerSpec spec = Preset("megatron-22b");
-  const TransformerShard shard{.micro_batch = 1, .seq_len = 4096, .dtype = DType::kBf16,
-                               .tensor_parallel = 1, .flash_attention = true};
+  const TransformerShard shard{.micro_batch = 1,
+                               .seq_len = 4096,
+                               .dtype = DType::kBf16,
+                               .tensor_parallel = 1,
+                               .flash_attention = true};
   // 34·s·b·h without the (2e + 1)·a·s²·b term, plus fp32 row statistics 4·a·s·b.
   const double expected = 34.0 * 4096 * 6144 + 4.0 * 64 * 4096;
   EXPECT_EQ(LayerActivationBytes(TransformerLayerOps(spec, 0, shard), Recompute::kNone, shard,
@@ -153,8 +161,11 @@ TEST(OpsTest, FlashAttentionDropsTheScoreTensors) {
 
 TEST(OpsTest, BackwardGemmsDoubleTheForward) {
   const TransformerSpec spec = Preset("llama3-8b");  // GQA + SwiGLU
-  const TransformerShard shard{.micro_batch = 2, .seq_len = 1024, .dtype = DType::kBf16,
-                               .tensor_parallel = 4, .dropout = false};
+  const TransformerShard shard{.micro_batch = 2,
+                               .seq_len = 1024,
+                               .dtype = DType::kBf16,
+                               .tensor_parallel = 4,
+                               .dropout = false};
   const LayerOps layer = TransformerLayerOps(spec, 0, shard);
   EXPECT_DOUBLE_EQ(TotalModelFlops(layer.backward), 2 * TotalModelFlops(layer.forward));
   // GEMM FLOPs per token and rank: 2·(h·(q + 2kv) + q·h + 3·h·f)/t, q = h, kv = h/4.
@@ -166,8 +177,11 @@ TEST(OpsTest, BackwardGemmsDoubleTheForward) {
 
 TEST(OpsTest, MoeCountsRoutedTokensAndExecutesCapacity) {
   const TransformerSpec spec = Preset("mixtral-8x7b");
-  const TransformerShard shard{.micro_batch = 1, .seq_len = 4096, .dtype = DType::kBf16,
-                               .expert_parallel = 8, .dropout = false};
+  const TransformerShard shard{.micro_batch = 1,
+                               .seq_len = 4096,
+                               .dtype = DType::kBf16,
+                               .expert_parallel = 8,
+                               .dropout = false};
   const LayerOps layer = TransformerLayerOps(spec, 0, shard);
   double expert_model = 0, expert_executed = 0;
   for (const Op& op : layer.forward) {
@@ -191,8 +205,8 @@ TEST(OpsTest, ShardValidationNamesTheMismatch) {
       << bad.error().ToString();
   // t = 16 > 8 KV heads: replicated, allowed.
   EXPECT_TRUE(ValidateShard(spec, {.micro_batch = 1, .seq_len = 4096, .tensor_parallel = 16}).ok());
-  Status sp = ValidateShard(spec, {.micro_batch = 1, .seq_len = 4100, .tensor_parallel = 8,
-                                   .sequence_parallel = true});
+  Status sp = ValidateShard(
+      spec, {.micro_batch = 1, .seq_len = 4100, .tensor_parallel = 8, .sequence_parallel = true});
   ASSERT_FALSE(sp.ok());
   EXPECT_NE(sp.error().ToString().find("sequence length (4100)"), std::string::npos);
 }

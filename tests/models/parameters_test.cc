@@ -1,10 +1,10 @@
 // Parameter counts of every preset against its published figure (issue: within 1%).
 #include "models/parameters.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdio>
-
-#include <gtest/gtest.h>
 
 #include "models/model_spec.h"
 
@@ -13,8 +13,8 @@ namespace {
 
 struct Published {
   const char* preset;
-  double params;       // the published figure
-  double rounding;     // half a unit of its last printed digit (0: an exact count)
+  double params;    // the published figure
+  double rounding;  // half a unit of its last printed digit (0: an exact count)
   const char* source;
 };
 
@@ -65,8 +65,8 @@ TEST(ParametersTest, EveryPublishedPresetWithinOnePercentOrItsRounding) {
     ASSERT_TRUE(model.ok()) << row.preset;
     const double count = static_cast<double>(CountParameters(*model).total);
     const double error = (count - row.params) / row.params;
-    std::printf("%-16s %16.0f %16.0f %+7.2f%%  %s\n", row.preset, count, row.params,
-                100 * error, row.source);
+    std::printf("%-16s %16.0f %16.0f %+7.2f%%  %s\n", row.preset, count, row.params, 100 * error,
+                row.source);
     const bool rounds_to_it = std::abs(count - row.params) <= row.rounding;
     EXPECT_TRUE(std::abs(error) <= 0.01 || rounds_to_it)
         << row.preset << ": " << count << " vs published " << row.params;

@@ -54,14 +54,15 @@ TEST(ClusterFromJsonTest, NvlinkSharp) {
   EXPECT_EQ(h100->intra.nvls.efficiency, 0.686);
   EXPECT_FALSE(ClusterPreset("dgx-a100")->intra.nvls.enabled);
   const auto read = [](const char* text) { return ClusterFromJson(Json::parse(text), "cluster"); };
-  EXPECT_FALSE(read(R"({"preset": "dgx-h100", "intra_node": {"nvls": false}})")->intra.nvls.enabled);
+  EXPECT_FALSE(
+      read(R"({"preset": "dgx-h100", "intra_node": {"nvls": false}})")->intra.nvls.enabled);
   const Expected<ClusterSpec> tuned =
       read(R"({"preset": "dgx-h100", "intra_node": {"nvls": {"efficiency": 0.7}}})");
   ASSERT_TRUE(tuned.ok()) << tuned.error().ToString();
   EXPECT_EQ(tuned->intra.nvls.efficiency, 0.7);
   EXPECT_EQ(tuned->intra.nvls.latency, Microseconds(23));  // from the preset
-  const Expected<ClusterSpec> a100 =
-      read(R"({"preset": "dgx-a100", "intra_node": {"nvls": {"latency": "20 us", "efficiency": 0.6}}})");
+  const Expected<ClusterSpec> a100 = read(
+      R"({"preset": "dgx-a100", "intra_node": {"nvls": {"latency": "20 us", "efficiency": 0.6}}})");
   ASSERT_TRUE(a100.ok()) << a100.error().ToString();
   EXPECT_TRUE(a100->intra.nvls.enabled);
   EXPECT_EQ(ErrorOf(R"({"preset": "dgx-a100", "intra_node": {"nvls": {"efficiency": 0.6}}})"),
@@ -80,17 +81,18 @@ TEST(ClusterFromJsonTest, CollectiveLatency) {
       Json::parse(R"({"preset": "dgx-a100", "collective_latency": "12 us"})"), "cluster");
   ASSERT_TRUE(cluster.ok()) << cluster.error().ToString();
   EXPECT_EQ(cluster->collective_latency, Microseconds(12));
-  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-a100", "collective_latency": 12})"),
-            "cluster.collective_latency: expected a quantity with a unit, such as \"2 us\", got 12");
+  EXPECT_EQ(
+      ErrorOf(R"({"preset": "dgx-a100", "collective_latency": 12})"),
+      "cluster.collective_latency: expected a quantity with a unit, such as \"2 us\", got 12");
   EXPECT_EQ(ErrorOf(R"({"preset": "dgx-a100", "collective_latency": "-1 us"})"),
             "cluster.collective_latency: duration must not be negative, got \"-1 us\"");
 }
 
 TEST(ClusterFromJsonTest, PresetFieldsCanBeOverridden) {
-  const Expected<ClusterSpec> cluster = ClusterFromJson(
-      Json::parse(R"({"preset": "dgx-h100", "gpus": 64,
+  const Expected<ClusterSpec> cluster =
+      ClusterFromJson(Json::parse(R"({"preset": "dgx-h100", "gpus": 64,
                       "inter_node": {"nic_bandwidth": "200 Gbps", "efficiency": 0.9}})"),
-      "cluster");
+                      "cluster");
   ASSERT_TRUE(cluster.ok()) << cluster.error().ToString();
   EXPECT_EQ(cluster->nodes, 8);                                            // 64 / 8
   EXPECT_EQ(cluster->inter.nic_bandwidth.bits_per_second(), 200 * kGiga);  // overridden
@@ -99,10 +101,10 @@ TEST(ClusterFromJsonTest, PresetFieldsCanBeOverridden) {
 }
 
 TEST(ClusterFromJsonTest, TorusDimensionsGiveTheNodeCount) {
-  const Expected<ClusterSpec> cluster = ClusterFromJson(
-      Json::parse(R"({"preset": "dgx-a100", "inter_node": {"topology": "torus-3d",
+  const Expected<ClusterSpec> cluster =
+      ClusterFromJson(Json::parse(R"({"preset": "dgx-a100", "inter_node": {"topology": "torus-3d",
                                                           "dimensions": [2, 3, 4]}})"),
-      "cluster");
+                      "cluster");
   ASSERT_TRUE(cluster.ok()) << cluster.error().ToString();
   EXPECT_EQ(cluster->nodes, 24);
 }

@@ -5,10 +5,10 @@
 // S = 1e8 bytes unless said otherwise.
 #include "network/collective_algorithms.h"
 
-#include <vector>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <vector>
 
 #include "tests/network/test_cluster.h"
 
@@ -125,8 +125,10 @@ TEST(AllReduceTest, NvlsReducesInTheSwitch) {
   cluster.intra.nvls = {.enabled = true, .latency = Microseconds(3), .efficiency = 1.0};
   EXPECT_EQ(Cost(CommKind::kAllReduce, "nvls", Ranks(0, 4), kS, cluster), Microseconds(1253));
   const auto chosen = [&](const std::vector<int32_t>& group) {
-    const CollectiveRequest request{.kind = CommKind::kAllReduce, .size = Bytes(kS),
-                                    .shape = ShapeOfGroup(group, cluster), .cluster = &cluster,
+    const CollectiveRequest request{.kind = CommKind::kAllReduce,
+                                    .size = Bytes(kS),
+                                    .shape = ShapeOfGroup(group, cluster),
+                                    .cluster = &cluster,
                                     .ranks = group};
     return ChooseCollectiveAlgorithm(request, "")->algorithm->name;
   };
@@ -139,8 +141,10 @@ TEST(AllReduceTest, NvlsReducesInTheSwitch) {
 
 TEST(AllReduceTest, NvlsNeedsSharpAndOneNode) {
   const auto error = [](const ClusterSpec& cluster, const std::vector<int32_t>& group) {
-    const CollectiveRequest request{.kind = CommKind::kAllReduce, .size = Bytes(kS),
-                                    .shape = ShapeOfGroup(group, cluster), .cluster = &cluster,
+    const CollectiveRequest request{.kind = CommKind::kAllReduce,
+                                    .size = Bytes(kS),
+                                    .shape = ShapeOfGroup(group, cluster),
+                                    .cluster = &cluster,
                                     .ranks = group};
     return ChooseCollectiveAlgorithm(request, "nvls").error().message();
   };
@@ -252,9 +256,9 @@ TEST(CollectiveAlgorithmsTest, UnknownAlgorithmListsTheRegisteredOnes) {
 }
 
 TEST(CollectiveAlgorithmsTest, EveryKindHasADefault) {
-  for (CommKind kind : {CommKind::kAllReduce, CommKind::kAllGather, CommKind::kReduceScatter,
-                        CommKind::kAllToAll, CommKind::kBroadcast, CommKind::kReduce,
-                        CommKind::kBarrier, CommKind::kSendRecv}) {
+  for (CommKind kind :
+       {CommKind::kAllReduce, CommKind::kAllGather, CommKind::kReduceScatter, CommKind::kAllToAll,
+        CommKind::kBroadcast, CommKind::kReduce, CommKind::kBarrier, CommKind::kSendRecv}) {
     const int size = kind == CommKind::kSendRecv ? 2 : 8;
     EXPECT_GT(Cost(kind, "", Ranks(0, size), 1000), DurationNs::Zero())
         << graph::CommKindName(kind);

@@ -2,11 +2,11 @@
 // where traffic shares links. Cluster: tests/network/test_cluster.h.
 #include "network/flow_model.h"
 
-#include <cmath>
-#include <optional>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <optional>
 
 #include "network/analytical_model.h"
 #include "sim/engine/simulator.h"
@@ -46,7 +46,8 @@ TaskGraph Graph(const std::vector<Collective>& collectives) {
     }
     const graph::CommId comm =
         builder.AddCollective(c.kind, Bytes(c.size), c.group, "", c.algorithm, c.root);
-    for (int32_t rank : c.group) builder.AddCollectiveTask(builder.Stream(rank, stream), comm, "", "");
+    for (int32_t rank : c.group)
+      builder.AddCollectiveTask(builder.Stream(rank, stream), comm, "", "");
   }
   return std::move(builder).Build().value();
 }
@@ -136,9 +137,9 @@ TEST(FlowContentionTest, TwoAllReducesSharingTheNicsTakeTwiceAsLong) {
   ClusterSpec cluster = TestCluster(2);
   cluster.inter.nics_per_node = 1;
   const TimeNs one = Makespan<FlowModel>({{CommKind::kAllReduce, {0, 4}, kS, "ring"}}, cluster);
-  const TimeNs two = Makespan<FlowModel>({{CommKind::kAllReduce, {0, 4}, kS, "ring"},
-                                          {CommKind::kAllReduce, {1, 5}, kS, "ring"}},
-                                         cluster);
+  const TimeNs two = Makespan<FlowModel>(
+      {{CommKind::kAllReduce, {0, 4}, kS, "ring"}, {CommKind::kAllReduce, {1, 5}, kS, "ring"}},
+      cluster);
   EXPECT_EQ(one, TimeNs(8'020'000));
   EXPECT_EQ(two, TimeNs(16'020'000));
   // The analytical model, blind to contention, gives the single time for both.
@@ -192,10 +193,10 @@ TEST(FlowModelTest, EveryRegisteredAlgorithmsFlowProgramBuilds) {
   const std::vector<int32_t> group = Ranks(0, 8);  // 2 nodes of 4: uniform, power of two
   for (const CollectiveAlgorithm& algorithm : CollectiveAlgorithms()) {
     // Send/recv takes a pair; NVLS runs inside one node.
-    const std::span<const int32_t> ranks =
-        algorithm.kind == CommKind::kSendRecv ? std::span(group).first(2)
-        : algorithm.name == "nvls"            ? std::span(group).first(4)
-                                              : std::span(group);
+    const std::span<const int32_t> ranks = algorithm.kind == CommKind::kSendRecv
+                                               ? std::span(group).first(2)
+                                           : algorithm.name == "nvls" ? std::span(group).first(4)
+                                                                      : std::span(group);
     const Expected<FlowProgram> program = algorithm.program({.kind = algorithm.kind,
                                                              .size = Bytes(kS),
                                                              .ranks = ranks,
@@ -222,13 +223,13 @@ TEST(FlowTorusTest, RoutesDimensionOrderTheShorterWayRound) {
   // 0 → 5 is (0,0) → (1,1): +x then +y, two links of 1.25e10 B/s: 10 us + 1e8 / 1.25e10 s.
   EXPECT_EQ(Makespan<FlowModel>({{CommKind::kSendRecv, {0, 5}}}, torus), TimeNs(8'010'000));
   // 0 → 1 (+x) and 0 → 2 (+x twice) share node 0's +x link: each at half rate, 16.01 ms.
-  EXPECT_EQ(Makespan<FlowModel>({{CommKind::kSendRecv, {0, 1}}, {CommKind::kSendRecv, {0, 2}}},
-                                torus),
-            TimeNs(16'010'000));
+  EXPECT_EQ(
+      Makespan<FlowModel>({{CommKind::kSendRecv, {0, 1}}, {CommKind::kSendRecv, {0, 2}}}, torus),
+      TimeNs(16'010'000));
   // 0 → 3 goes the other way round (−x, one hop): no shared link with 0 → 1.
-  EXPECT_EQ(Makespan<FlowModel>({{CommKind::kSendRecv, {0, 1}}, {CommKind::kSendRecv, {0, 3}}},
-                                torus),
-            TimeNs(8'010'000));
+  EXPECT_EQ(
+      Makespan<FlowModel>({{CommKind::kSendRecv, {0, 1}}, {CommKind::kSendRecv, {0, 3}}}, torus),
+      TimeNs(8'010'000));
 }
 
 TEST(FlowTorusTest, RingAllReduceOnARingFabricMatchesAnalytical) {
@@ -250,7 +251,8 @@ TEST(FlowTorusTest, NvlinkRingInsideANode) {
   ClusterSpec ring = TestCluster(1);
   ring.intra.topology = IntraTopology::kRing;
   EXPECT_EQ(Makespan<FlowModel>({{CommKind::kSendRecv, {0, 2}}}, ring), TimeNs(2'001'000));
-  EXPECT_EQ(Makespan<FlowModel>({{CommKind::kSendRecv, {0, 2}}}, TestCluster(1)), TimeNs(1'001'000));
+  EXPECT_EQ(Makespan<FlowModel>({{CommKind::kSendRecv, {0, 2}}}, TestCluster(1)),
+            TimeNs(1'001'000));
   // The ring all-reduce runs both directions and matches the analytical model's
   // 6 · 1 us + 6/4 · 1e8 / 1e11 s = 1.506 ms.
   const Collective all_reduce{CommKind::kAllReduce, Ranks(0, 4), kS, "ring"};
@@ -262,10 +264,11 @@ TEST(FlowTorusTest, EveryAlgorithmRunsOnATorus) {
   ClusterSpec torus = TestCluster(4);
   torus.inter.topology = InterTopology::kTorus2d;
   torus.inter.dimensions = {2, 2};
-  for (const Collective& c : {Collective{CommKind::kAllReduce, Ranks(0, 16), kS, "tree"},
-                              Collective{CommKind::kAllReduce, Ranks(0, 16), kS, "hierarchical"},
-                              Collective{CommKind::kAllToAll, Ranks(0, 16), kS, "direct"},
-                              Collective{CommKind::kAllReduce, Ranks(0, 16), kS, "halving_doubling"}}) {
+  for (const Collective& c :
+       {Collective{CommKind::kAllReduce, Ranks(0, 16), kS, "tree"},
+        Collective{CommKind::kAllReduce, Ranks(0, 16), kS, "hierarchical"},
+        Collective{CommKind::kAllToAll, Ranks(0, 16), kS, "direct"},
+        Collective{CommKind::kAllReduce, Ranks(0, 16), kS, "halving_doubling"}}) {
     EXPECT_GT(Makespan<FlowModel>({c}, torus), TimeNs(0)) << c.algorithm;
   }
 }
@@ -283,8 +286,10 @@ std::vector<TimeNs> TwoRingsEndTimes(bool fast, DurationNs delay, int64_t size) 
   graph::TaskGraphBuilder builder;
   const std::vector<int32_t> a = {0, 4, 8, 12};
   const std::vector<int32_t> b = {1, 5, 9, 13};
-  const graph::CommId ring_a = builder.AddCollective(CommKind::kAllReduce, Bytes(size), a, "a", "ring");
-  const graph::CommId ring_b = builder.AddCollective(CommKind::kAllReduce, Bytes(size), b, "b", "ring");
+  const graph::CommId ring_a =
+      builder.AddCollective(CommKind::kAllReduce, Bytes(size), a, "a", "ring");
+  const graph::CommId ring_b =
+      builder.AddCollective(CommKind::kAllReduce, Bytes(size), b, "b", "ring");
   for (int32_t r : a) builder.AddCollectiveTask(builder.Stream(r, "nccl"), ring_a, "", "");
   for (int32_t r : b) {
     const graph::StreamId s = builder.Stream(r, "nccl");
@@ -343,8 +348,8 @@ std::pair<std::vector<TimeNs>, uint64_t> ConcurrentRingsEndTimes(bool fast,
                                                                  std::optional<DurationNs> delay) {
   TaskGraphBuilder builder;
   auto ring = [&](std::vector<int32_t> group, std::string_view name) {
-    const graph::CommId comm = builder.AddCollective(CommKind::kAllReduce, Bytes(kS), group, name,
-                                                     "ring");
+    const graph::CommId comm =
+        builder.AddCollective(CommKind::kAllReduce, Bytes(kS), group, name, "ring");
     for (int32_t r : group) builder.AddCollectiveTask(builder.Stream(r, "nccl"), comm, "", "");
   };
   ring({0, 1, 2, 3}, "node0");
@@ -394,8 +399,8 @@ TEST(FlowFastPathTest, StepsOnIdleLinksRunFastWhileOtherLinksAreBusy) {
 std::pair<std::vector<TimeNs>, Status> RingAndLateSendEndTimes(bool fast, DurationNs second_send) {
   TaskGraphBuilder builder;
   const std::vector<int32_t> group = {0, 1, 4, 5};
-  const graph::CommId ring = builder.AddCollective(CommKind::kAllReduce, Bytes(kS), group, "ring",
-                                                   "ring");
+  const graph::CommId ring =
+      builder.AddCollective(CommKind::kAllReduce, Bytes(kS), group, "ring", "ring");
   for (int32_t r : group) {
     const graph::StreamId stream = builder.Stream(r, "nccl");
     builder.AddTask(stream, graph::TaskKind::kCompute, "", "", Microseconds(100));

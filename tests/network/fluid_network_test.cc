@@ -1,11 +1,11 @@
 // Max-min fairness on the textbook cases, with the rates derived by hand.
 #include "network/fluid_network.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <random>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace dtsim::network {
 namespace {
@@ -107,8 +107,8 @@ void ExpectMaxMinFair(const FluidNetwork& net, const std::vector<std::vector<uin
     for (uint32_t link : paths[f]) {
       bool fastest = true;
       for (size_t g = 0; g < ids.size(); ++g) {
-        const bool shares = live[g] && std::find(paths[g].begin(), paths[g].end(), link) !=
-                                           paths[g].end();
+        const bool shares =
+            live[g] && std::find(paths[g].begin(), paths[g].end(), link) != paths[g].end();
         if (shares && net.rate(ids[g]) > net.rate(ids[f]) * (1 + 1e-9)) fastest = false;
       }
       has_bottleneck |= fastest && load[link] >= capacity[link] * (1 - 1e-9);
@@ -183,8 +183,8 @@ struct Churn {
     }
     fresh.UpdateRates();
     for (const auto& [owner, twin] : twins) {
-      EXPECT_EQ(net.rate(ids[owner]), fresh.rate(twin)) << "flow " << owner << ", update "
-                                                          << update;
+      EXPECT_EQ(net.rate(ids[owner]), fresh.rate(twin))
+          << "flow " << owner << ", update " << update;
     }
   }
 

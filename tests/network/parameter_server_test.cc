@@ -25,8 +25,8 @@ constexpr int64_t kS = 100'000'000;
 
 ClusterSpec WithServers(int count, ServerPlacement placement, int nodes = 4) {
   ClusterSpec cluster = TestCluster(nodes);
-  cluster.servers = {.count = count, .placement = placement,
-                     .nic_bandwidth = cluster.inter.nic_bandwidth};
+  cluster.servers = {
+      .count = count, .placement = placement, .nic_bandwidth = cluster.inter.nic_bandwidth};
   return cluster;
 }
 
@@ -39,7 +39,8 @@ graph::TaskGraph Graph(const std::vector<std::vector<int32_t>>& groups,
     const std::string stream = "dp" + std::to_string(index++);
     const graph::CommId comm =
         builder.AddCollective(CommKind::kAllReduce, Bytes(kS), group, "", algorithm);
-    for (int32_t rank : group) builder.AddCollectiveTask(builder.Stream(rank, stream), comm, "", "");
+    for (int32_t rank : group)
+      builder.AddCollectiveTask(builder.Stream(rank, stream), comm, "", "");
   }
   return std::move(builder).Build().value();
 }
@@ -118,9 +119,12 @@ TEST(ParameterServerTest, PipelineRunsCoverEveryStageOfEveryPartition) {
   std::vector<std::pair<unsigned, int64_t>> runs;
   for (const ServerRun& run : three.runs) runs.emplace_back(run.stages, run.steps);
   const unsigned rs = kServerScatter, push = kServerPush, pull = kServerPull, ag = kServerGather;
-  EXPECT_EQ(runs, (std::vector<std::pair<unsigned, int64_t>>{
-                      {rs, 1}, {rs | push, 1}, {rs | push | pull, 1}, {push | pull | ag, 1},
-                      {pull | ag, 1}, {ag, 1}}));
+  EXPECT_EQ(runs, (std::vector<std::pair<unsigned, int64_t>>{{rs, 1},
+                                                             {rs | push, 1},
+                                                             {rs | push | pull, 1},
+                                                             {push | pull | ag, 1},
+                                                             {pull | ag, 1},
+                                                             {ag, 1}}));
   const ServerPipeline ten = PlanServerPipeline(cluster, 9500, 4);
   EXPECT_EQ(ten.partitions, 10);
   EXPECT_EQ(ten.runs.size(), 7u);
@@ -180,10 +184,12 @@ TEST(ParameterServerTest, RoutesToDedicatedAndColocatedServers) {
 }
 
 TEST(ParameterServerTest, ClearErrors) {
-  EXPECT_THAT(Makespan<AnalyticalModel>({kOnePerNode}, TestCluster()).error().ToString(),
-              HasSubstr("the parameter_server algorithm needs parameter servers (cluster.servers)"));
-  EXPECT_THAT(Makespan<FlowModel>({kOnePerNode}, TestCluster()).error().ToString(),
-              HasSubstr("the parameter_server algorithm needs parameter servers (cluster.servers)"));
+  EXPECT_THAT(
+      Makespan<AnalyticalModel>({kOnePerNode}, TestCluster()).error().ToString(),
+      HasSubstr("the parameter_server algorithm needs parameter servers (cluster.servers)"));
+  EXPECT_THAT(
+      Makespan<FlowModel>({kOnePerNode}, TestCluster()).error().ToString(),
+      HasSubstr("the parameter_server algorithm needs parameter servers (cluster.servers)"));
   const ClusterSpec cluster = WithServers(2, ServerPlacement::kDedicated);
   EXPECT_THAT(Makespan<AnalyticalModel>({{0, 1, 4}}, cluster).error().ToString(),
               HasSubstr("the parameter_server algorithm needs the same number of group members "
@@ -197,8 +203,7 @@ std::string ErrorOf(const std::string& text) {
 
 TEST(ServerSpecTest, ReadsAndDefaults) {
   const Expected<ClusterSpec> cluster = ClusterFromJson(
-      Json::parse(R"({"preset": "ethernet-25g", "nodes": 8, "servers": {"count": 8}})"),
-      "cluster");
+      Json::parse(R"({"preset": "ethernet-25g", "nodes": 8, "servers": {"count": 8}})"), "cluster");
   ASSERT_TRUE(cluster.ok()) << cluster.error().ToString();
   EXPECT_EQ(cluster->servers.count, 8);
   EXPECT_EQ(cluster->servers.placement, ServerPlacement::kDedicated);

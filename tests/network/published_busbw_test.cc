@@ -3,11 +3,11 @@
 // nccl-tests"), and the reader of that file.
 #include "network/published_busbw.h"
 
-#include <cmath>
-#include <fstream>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
 
 namespace dtsim::network {
 namespace {

@@ -11,14 +11,19 @@
 namespace dtsim::network::testing_support {
 
 inline ClusterSpec TestCluster(int nodes = 4) {
-  return ClusterSpec{
-      .name = "test",
-      .nodes = nodes,
-      .gpus_per_node = 4,
-      .intra = {IntraTopology::kSwitch, Bandwidth::BytesPerSecond(100 * kGiga), Microseconds(1),
-                1.0},
-      .inter = {InterTopology::kFatTree, 2, Bandwidth::BitsPerSecond(100 * kGiga),
-                Microseconds(10), 1.0, 0, {}, 1.0}};
+  return ClusterSpec{.name = "test",
+                     .nodes = nodes,
+                     .gpus_per_node = 4,
+                     .intra = {IntraTopology::kSwitch, Bandwidth::BytesPerSecond(100 * kGiga),
+                               Microseconds(1), 1.0},
+                     .inter = {InterTopology::kFatTree,
+                               2,
+                               Bandwidth::BitsPerSecond(100 * kGiga),
+                               Microseconds(10),
+                               1.0,
+                               0,
+                               {},
+                               1.0}};
 }
 
 inline std::vector<int32_t> Ranks(int first, int count) {

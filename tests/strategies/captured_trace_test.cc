@@ -15,7 +15,6 @@
 // metadata, nothing lost or unlinked, and replays every step and GPU op start exactly.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <nlohmann/json.hpp>
 
 #include <optional>
@@ -23,8 +22,8 @@
 #include <vector>
 
 #include "strategies/replay.h"
-#include "traces/kernel_class.h"
 #include "tests/traces/trace_test_files.h"
+#include "traces/kernel_class.h"
 #include "traces/kineto_reader.h"
 #include "traces/replay_graph.h"
 
@@ -97,9 +96,11 @@ TEST_P(CapturedTrace, ReadsBackWhatTheProfilerWroteAndReplaysExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(H100, CapturedTrace,
-                         testing::Values("h100_known_kernels_default_kinds", "h100_known_kernels_all_kinds",
+                         testing::Values("h100_known_kernels_default_kinds",
+                                         "h100_known_kernels_all_kinds",
                                          "h100_known_kernels_capture_range",
-                                         "h100_known_kernels_device_reset", "h100_gpt2_small_step"));
+                                         "h100_known_kernels_device_reset",
+                                         "h100_gpt2_small_step"));
 
 INSTANTIATE_TEST_SUITE_P(H200, CapturedTrace,
                          testing::Values("h200_gpt2_fp32_steps", "h200_gpt2_tf32_steps"));
@@ -208,7 +209,8 @@ TEST(CapturedGpt2, EveryAtenOpIsAHostOpWithItsShapes) {
   const std::optional<Replayed> replayed = Replay("h100_gpt2_small_step");
   ASSERT_TRUE(replayed);
   const Replayed& r = *replayed;
-  EXPECT_EQ(r.metadata["activity_kinds"], "kernel,memcpy,memset,runtime,driver,external,nvtx,overhead");
+  EXPECT_EQ(r.metadata["activity_kinds"],
+            "kernel,memcpy,memset,runtime,driver,external,nvtx,overhead");
   // emit_nvtx ranges become host ops: 13,697 over model set-up, the warm-up and two steps.
   EXPECT_EQ(r.trace.stats.host_ops, 13697);
   EXPECT_EQ(r.trace.steps.size(), 3u);  // ProfilerStep#0 (warm-up), #1, #2

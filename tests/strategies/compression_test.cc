@@ -55,17 +55,16 @@ TEST(CompressionTest, OneBitAdamSendsAThirtySecondOfFp32PlusScales) {
   const double fp32 = WireBytes(PlainAllReduce(340'000'000, DType::kFp32), 64);
   EXPECT_DOUBLE_EQ(fp32, 2'677'500'000.0);
   EXPECT_NEAR(fp32 / WireBytes(steps, 64), 32.0, 0.01);
-  EXPECT_NEAR(WireBytes(PlainAllReduce(340'000'000, DType::kFp16), 64) / WireBytes(steps, 64),
-              16.0, 0.01);
+  EXPECT_NEAR(WireBytes(PlainAllReduce(340'000'000, DType::kFp16), 64) / WireBytes(steps, 64), 16.0,
+              0.01);
   // The collectives it turns into, in order: sign all-to-all, then gathers (not all-reduce).
   std::vector<graph::CommKind> kinds;
   for (const ReductionStep& step : steps) {
     if (step.collective) kinds.push_back(*step.collective);
   }
-  EXPECT_EQ(kinds, (std::vector<graph::CommKind>{graph::CommKind::kAllToAll,
-                                                 graph::CommKind::kAllGather,
-                                                 graph::CommKind::kAllGather,
-                                                 graph::CommKind::kAllGather}));
+  EXPECT_EQ(kinds, (std::vector<graph::CommKind>{
+                       graph::CommKind::kAllToAll, graph::CommKind::kAllGather,
+                       graph::CommKind::kAllGather, graph::CommKind::kAllGather}));
   // It compresses the momentum at the step, one buffer; warm-up 15% of the run by default.
   EXPECT_TRUE(onebit->ReducesAtStep());
   EXPECT_EQ(onebit->warmup_steps(), 15000);
@@ -127,7 +126,8 @@ TEST(CompressionTest, ConfigErrorsNameThePathAndTheChoices) {
   EXPECT_THAT(ReadError(Json{{"method", "zip"}}),
               HasSubstr("\"none\", \"fp16\", \"bf16\", \"onebit_adam\", \"onebit_lamb\", "
                         "\"topk\", \"qsgd\", \"powersgd\""));
-  EXPECT_THAT(ReadError(Json{{"method", "topk"}, {"density", 2}}), HasSubstr("compression.density"));
+  EXPECT_THAT(ReadError(Json{{"method", "topk"}, {"density", 2}}),
+              HasSubstr("compression.density"));
   EXPECT_THAT(ReadError(Json{{"method", "topk"}, {"rank", 2}}), HasSubstr("compression.rank"));
   EXPECT_THAT(ReadError(Json{{"method", "onebit_adam"}, {"steps", 10}, {"warmup_steps", 20}}),
               HasSubstr("more warm-up steps than the run has (10)"));
@@ -162,7 +162,8 @@ TEST(CompressionTest, OneBitAdamRunHasTwoPhasesAndTheirAverage) {
   EXPECT_LT(onebit.iteration_time.ToSecondsDouble(), 0.7 * plain.iteration_time.ToSecondsDouble());
   // Average over the run: (250·warm + 750·compressed)/1000.
   const double average = (250 * plain.iteration_time.ToSecondsDouble() +
-                          750 * onebit.iteration_time.ToSecondsDouble()) / 1000;
+                          750 * onebit.iteration_time.ToSecondsDouble()) /
+                         1000;
   EXPECT_NEAR(onebit.average_iteration_time.ToSecondsDouble(), average, 1e-9);
   // The error buffers count as optimizer state: 4·ñ + 4·ñ/8 bytes more.
   const models::MemoryBreakdown& with = onebit.iteration->stats.stage_memory[0];

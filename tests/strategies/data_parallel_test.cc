@@ -71,7 +71,9 @@ TEST(DataParallelTest, IterationIsThePassesPlusTheExposedReduction) {
   EXPECT_LT(data.stages.front().data_exposed.ns() * 20, stage.compute.ns());
 }
 
-TEST(DataParallelTest, SymmetricRanksAgreeWithFullRanks) { ExpectSymmetricMatchesFull(ResNetConfig(), 8); }
+TEST(DataParallelTest, SymmetricRanksAgreeWithFullRanks) {
+  ExpectSymmetricMatchesFull(ResNetConfig(), 8);
+}
 
 TEST(DataParallelTest, CompressionShrinksTheExposedReductionOnEthernet) {
   // Over 25 Gb/s Ethernet the 51 MB fp16 all-reduce outlasts the backward; PowerSGD of rank 1
@@ -127,8 +129,9 @@ TEST(DataParallelTest, DedicatedParameterServersBeatTheRingOnEthernet) {
   const double ring_exposed = all_reduce.stages.front().data_exposed.ToSecondsDouble();
   EXPECT_LT(dedicated.stages.front().data_exposed.ToSecondsDouble(), 0.8 * ring_exposed);
   EXPECT_LT(dedicated.iteration_time, all_reduce.iteration_time);
-  EXPECT_NEAR(colocated.iteration_time.ToSecondsDouble() / all_reduce.iteration_time.ToSecondsDouble(),
-              1.0, 0.05);
+  EXPECT_NEAR(
+      colocated.iteration_time.ToSecondsDouble() / all_reduce.iteration_time.ToSecondsDouble(), 1.0,
+      0.05);
 }
 
 TEST(DataParallelTest, ParameterServersSymmetricRanksAgreeWithFullRanks) {

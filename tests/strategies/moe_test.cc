@@ -1,9 +1,9 @@
 // Mixture-of-experts plans: expert-parallel all-to-alls around each MoE layer, expert gradients
 // reduced over the expert-data-parallel group, skewed routing, and the plan's errors.
-#include <cmath>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "sim/base/dtype.h"
 #include "strategies/simulate.h"
@@ -188,7 +188,8 @@ TEST(MoeTest, ZeroThreeGathersExpertsOverTheirExpertDataParallelGroup) {
   for (size_t c = 0; c < r.iteration->graph.comm_count(); ++c) {
     const graph::Communication& comm =
         r.iteration->graph.comm(graph::CommId(static_cast<uint32_t>(c)));
-    if (comm.kind == graph::CommKind::kAllGather && comm.size.count() == (kDenseLayer + 7) / 8 * 2) {
+    if (comm.kind == graph::CommKind::kAllGather &&
+        comm.size.count() == (kDenseLayer + 7) / 8 * 2) {
       ++layer_gathers;
     }
   }

@@ -138,7 +138,8 @@ class ReplayWhatIfTest : public testing_support::TempDirTest {
   }
 
   traces::Trace GpuBoundTrace() {
-    return ReadTrace("gpu_bound.json", R"json({"distributedInfo": {"rank": 0, "world_size": 8, "backend": "nccl"},
+    return ReadTrace("gpu_bound.json",
+                     R"json({"distributedInfo": {"rank": 0, "world_size": 8, "backend": "nccl"},
     "traceEvents": [
     {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 310},
     {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 0, "dur": 1, "args": {"correlation": 1}},
@@ -244,7 +245,9 @@ TEST_F(ReplayWhatIfTest, SerializingStreamsAndRepricingCollectivesChangeWhatThey
 // runs [205, 285] while k3 runs [205, 305]; the sync waits for both, so the step is the 310 µs
 // of GpuBoundTrace again: 305 + 1 + 4.
 TEST_F(ReplayWhatIfTest, AddingOverlapMovesACollectiveOffTheComputeStream) {
-  const traces::Trace trace = ReadTrace("serial_all_reduce.json", R"json({"distributedInfo": {"rank": 0, "world_size": 8, "backend": "nccl"},
+  const traces::Trace trace =
+      ReadTrace("serial_all_reduce.json",
+                R"json({"distributedInfo": {"rank": 0, "world_size": 8, "backend": "nccl"},
     "traceEvents": [
     {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 390},
     {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 0, "dur": 1, "args": {"correlation": 1}},
@@ -282,10 +285,11 @@ TEST_F(ReplayWhatIfTest, AddingOverlapMovesACollectiveOffTheComputeStream) {
   ASSERT_TRUE(unchanged.ok());
   EXPECT_EQ(unchanged->graph.stats.moved_collectives, 0);
   EXPECT_EQ(unchanged->steps.at(0).what_if, Microseconds(310));
-  EXPECT_THAT(SimulateWhatIf(trace, {}, {.serialize_gpu_streams = true, .overlap_collectives = true})
-                  .error()
-                  .ToString(),
-              testing::HasSubstr("contradict"));
+  EXPECT_THAT(
+      SimulateWhatIf(trace, {}, {.serialize_gpu_streams = true, .overlap_collectives = true})
+          .error()
+          .ToString(),
+      testing::HasSubstr("contradict"));
 }
 
 TEST(ReplayWhatIfFromJson, ReadsEverySettingAndRejectsBadOnes) {

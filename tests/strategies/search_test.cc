@@ -2,10 +2,10 @@
 // same top plans as the search, whose lower bound must never exceed a plan's simulated time.
 #include "strategies/search.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <tuple>
-
-#include <gtest/gtest.h>
 
 namespace dtsim::strategies {
 namespace {
@@ -58,7 +58,8 @@ std::vector<std::pair<int64_t, size_t>> BruteForce(const SearchSetup& setup, siz
     ++fitting;
     config.ranks = RanksMode::kSymmetric;
     Expected<SimulationResult> result = Simulate(config, *cost->model);
-    EXPECT_TRUE(result.ok()) << PlanLabel(plans[i], setup.space) << ": " << result.error().ToString();
+    EXPECT_TRUE(result.ok()) << PlanLabel(plans[i], setup.space) << ": "
+                             << result.error().ToString();
     if (!result.ok()) continue;
     Expected<PassTimes> passes = PricePassTimes(config, *cost->model);
     EXPECT_TRUE(passes.ok());
@@ -89,8 +90,8 @@ TEST(SearchTest, TopPlansEqualBruteForceAndTheBoundHolds) {
   ASSERT_GE(r.ranking.size(), 5u);
   for (size_t k = 0; k < 5; ++k) {
     const EvaluatedPlan& plan = r.plans[r.ranking[k]];
-    EXPECT_EQ(plan.index, brute[k].second) << "rank " << k + 1 << ": "
-                                           << PlanLabel(plan.choice, setup.space);
+    EXPECT_EQ(plan.index, brute[k].second)
+        << "rank " << k + 1 << ": " << PlanLabel(plan.choice, setup.space);
     EXPECT_EQ(plan.figures->average_iteration_time.ns(), brute[k].first);
   }
   // The space did hold grids, SP, interleaving, ZeRO-3 and compression among the plans that

@@ -1,9 +1,9 @@
 // Helpers shared by the strategies tests: simulate a config given as JSON, or get its error.
 #pragma once
 
-#include <string>
-
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "strategies/config.h"
 #include "strategies/simulate.h"

@@ -2,12 +2,12 @@
 // reduction, tensor-parallel bytes), config overrides and bad-config errors.
 #include "strategies/simulate.h"
 
-#include <cmath>
-#include <map>
-
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
 
 #include "strategies/config.h"
 #include "tests/strategies/simulate_helpers.h"
@@ -44,7 +44,8 @@ StageTimes MiddleStageTimes(const SimulationResult& r, int32_t rank, int64_t mic
     if (name.ends_with(" fwd")) t.forward += task.duration.ToSecondsDouble();
     if (name.ends_with(" bwd")) t.backward += task.duration.ToSecondsDouble();
   }
-  return {t.forward / static_cast<double>(microbatches), t.backward / static_cast<double>(microbatches)};
+  return {t.forward / static_cast<double>(microbatches),
+          t.backward / static_cast<double>(microbatches)};
 }
 
 TEST(SimulateTest, PipelineBubbleOfUniformStages) {
@@ -59,8 +60,8 @@ TEST(SimulateTest, PipelineBubbleOfUniformStages) {
     json["parallelism"]["pipeline"] = {{"size", 4}, {"schedule", schedule}};
     const SimulationResult r = SimulateJson(json);
     const StageTimes t = MiddleStageTimes(r, 1, 16);
-    const double pipeline = (r.iteration_time - r.stages[0].optimizer - r.stages[0].data_exposed)
-                                .ToSecondsDouble();
+    const double pipeline =
+        (r.iteration_time - r.stages[0].optimizer - r.stages[0].data_exposed).ToSecondsDouble();
     EXPECT_NEAR(pipeline / ((16 + 4 - 1) * (t.forward + t.backward)), 1.0, 0.02) << schedule;
     const double bubble = 1 - 16 * (t.forward + t.backward) / pipeline;
     EXPECT_NEAR(bubble, 3.0 / 19.0, 0.02) << schedule;
@@ -72,8 +73,8 @@ TEST(SimulateTest, InterleavingDividesTheBubbleByTheChunks) {
   // (m + (p − 1)/v)·(t_f + t_b), the bubble (p − 1)/v stage-passes instead of p − 1
   // (notes §7.1). Each chunk boundary adds a 4 MB transfer (v times as many as 1F1B): 3%.
   Json json = BaseConfig();
-  json["parallelism"]["pipeline"] = {{"size", 4}, {"schedule", "interleaved"},
-                                     {"virtual_stages", 2}};
+  json["parallelism"]["pipeline"] = {
+      {"size", 4}, {"schedule", "interleaved"}, {"virtual_stages", 2}};
   const SimulationResult r = SimulateJson(json);
   const StageTimes t = MiddleStageTimes(r, 1, 16);
   const double pipeline =
@@ -83,8 +84,8 @@ TEST(SimulateTest, InterleavingDividesTheBubbleByTheChunks) {
   json["parallelism"]["pipeline"] = {{"size", 4}, {"schedule", "1f1b"}};
   EXPECT_LT(r.iteration_time, SimulateJson(json).iteration_time);
   // Interleaving needs the micro-batches to divide into groups of p.
-  json["parallelism"]["pipeline"] = {{"size", 4}, {"schedule", "interleaved"},
-                                     {"virtual_stages", 2}};
+  json["parallelism"]["pipeline"] = {
+      {"size", 4}, {"schedule", "interleaved"}, {"virtual_stages", 2}};
   json["training"]["global_batch"] = 6;
   EXPECT_THAT(ConfigError(json), HasSubstr("micro-batches per replica (6) is not divisible by "
                                            "pipeline stages (interleaving) (4)"));
@@ -159,7 +160,8 @@ TEST(SimulateTest, TensorParallelBytesPerLayer) {
   const SimulationResult sp = SimulateJson(json);
   int64_t scatter = 0, gather = 0;
   for (size_t c = 0; c < sp.iteration->graph.comm_count(); ++c) {
-    const graph::Communication& comm = sp.iteration->graph.comm(graph::CommId(static_cast<uint32_t>(c)));
+    const graph::Communication& comm =
+        sp.iteration->graph.comm(graph::CommId(static_cast<uint32_t>(c)));
     if (comm.kind == graph::CommKind::kReduceScatter) scatter += comm.size.count();
     if (comm.kind == graph::CommKind::kAllGather) gather += comm.size.count();
   }
@@ -234,7 +236,8 @@ TEST(SimulateTest, OverridesByPath) {
   EXPECT_FALSE(ApplyOverride(json, "noequals").ok());
   // A size given as a number takes options too.
   ASSERT_TRUE(ApplyOverride(json, "parallelism.tensor.sequence_parallel=true").ok());
-  EXPECT_EQ(json["parallelism"]["tensor"], Json::parse(R"({"size": 1, "sequence_parallel": true})"));
+  EXPECT_EQ(json["parallelism"]["tensor"],
+            Json::parse(R"({"size": 1, "sequence_parallel": true})"));
   // A compression method given by name takes options too.
   json["compression"] = "topk";
   ASSERT_TRUE(ApplyOverride(json, "compression.density=0.1").ok());
@@ -260,8 +263,10 @@ TEST(SimulateTest, SymmetricRanksAgreeWithFullRanks) {
   // work, so simulating one rank per stage (collectives priced over their whole groups) must
   // give the full graph's iteration, on both network models (DESIGN §4: within 0.1%).
   Json json = BaseConfig();
-  json["parallelism"] = {{"data", 2}, {"tensor", {{"size", 4}, {"sequence_parallel", true}}},
-                         {"pipeline", 2}, {"zero_stage", 1}};
+  json["parallelism"] = {{"data", 2},
+                         {"tensor", {{"size", 4}, {"sequence_parallel", true}}},
+                         {"pipeline", 2},
+                         {"zero_stage", 1}};
   json["training"]["global_batch"] = 8;
   ExpectSymmetricMatchesFull(json, 4);
 }
@@ -286,19 +291,17 @@ TEST(SimulateTest, TensorParallelGroupsShareTheParameterServers) {
   json["simulation"] = {{"network_model", "flow"}, {"ranks", "full"}};
   const SimulationResult flow = SimulateJson(json);
   EXPECT_TRUE(flow.warnings.empty());
-  EXPECT_GT(flow.stages.front().data_exposed.ns(),
-            analytical.stages.front().data_exposed.ns() * 2);
+  EXPECT_GT(flow.stages.front().data_exposed.ns(), analytical.stages.front().data_exposed.ns() * 2);
   json["simulation"]["ranks"] = "symmetric";
   EXPECT_THAT(SimulateJson(json).warnings.at(0), HasSubstr("symmetric ranks prices each group"));
 }
 
 TEST(SimulateTest, ShippedExamplesLoad) {
-  for (const char* name : {"gpt3_175b_1024gpu.json", "gpt3_1.3b_16gpu.json",
-                           "llama2_70b_64h100.json", "bert_large_64gpu_ethernet.json",
-                           "bert_large_64gpu_ethernet_onebit_adam.json",
-                           "bert_large_64gpu_ethernet_byteps.json",
-                           "mixtral_8x7b_ep8_64h100.json", "gpt3_6.7b_tesseract_64gpu.json",
-                           "resnet50_256gpu.json"}) {
+  for (const char* name :
+       {"gpt3_175b_1024gpu.json", "gpt3_1.3b_16gpu.json", "llama2_70b_64h100.json",
+        "bert_large_64gpu_ethernet.json", "bert_large_64gpu_ethernet_onebit_adam.json",
+        "bert_large_64gpu_ethernet_byteps.json", "mixtral_8x7b_ep8_64h100.json",
+        "gpt3_6.7b_tesseract_64gpu.json", "resnet50_256gpu.json"}) {
     const std::string path = std::string(DTSIM_EXAMPLES_DIR) + "/" + name;
     Expected<SimulationConfig> config = LoadConfig(path, {});
     ASSERT_TRUE(config.ok()) << config.error().ToString();
@@ -306,12 +309,12 @@ TEST(SimulateTest, ShippedExamplesLoad) {
     EXPECT_TRUE(StageMemory(*config).ok()) << name;
   }
   // These run in well under a second.
-  for (const char* name : {"llama2_70b_64h100.json", "bert_large_64gpu_ethernet.json",
-                           "bert_large_64gpu_ethernet_onebit_adam.json",
-                           "bert_large_64gpu_ethernet_byteps.json",
-                           "mixtral_8x7b_ep8_64h100.json", "gpt3_6.7b_tesseract_64gpu.json",
-                           "resnet50_256gpu.json"}) {
-    Expected<SimulationConfig> config = LoadConfig(std::string(DTSIM_EXAMPLES_DIR) + "/" + name, {});
+  for (const char* name :
+       {"llama2_70b_64h100.json", "bert_large_64gpu_ethernet.json",
+        "bert_large_64gpu_ethernet_onebit_adam.json", "bert_large_64gpu_ethernet_byteps.json",
+        "mixtral_8x7b_ep8_64h100.json", "gpt3_6.7b_tesseract_64gpu.json", "resnet50_256gpu.json"}) {
+    Expected<SimulationConfig> config =
+        LoadConfig(std::string(DTSIM_EXAMPLES_DIR) + "/" + name, {});
     ASSERT_TRUE(config.ok());
     Expected<SimulationResult> result = Simulate(*config);
     ASSERT_TRUE(result.ok()) << result.error().ToString();
@@ -414,9 +417,9 @@ TEST(SimulateTest, ZeroThreeMovesOneAndAHalfTimesTheDataParallelBytes) {
   json["training"]["global_batch"] = 4;
   const SimulationResult full = SimulateJson(json);
   json["simulation"] = {{"ranks", "symmetric"}};
-  EXPECT_NEAR(SimulateJson(json).iteration_time.ToSecondsDouble() /
-                  full.iteration_time.ToSecondsDouble(),
-              1.0, 0.001);
+  EXPECT_NEAR(
+      SimulateJson(json).iteration_time.ToSecondsDouble() / full.iteration_time.ToSecondsDouble(),
+      1.0, 0.001);
 }
 
 }  // namespace

@@ -79,8 +79,12 @@ TEST(TensorGridTest, TesseractBytesPerLayerAndTheDepthAllReduce) {
 }
 
 models::TransformerShard GridShard(models::TensorLayout layout, int ranks, int depth) {
-  return {.micro_batch = 8, .seq_len = 2048, .dtype = DType::kFp16, .tensor_parallel = ranks,
-          .tensor_layout = layout, .tensor_depth = depth};
+  return {.micro_batch = 8,
+          .seq_len = 2048,
+          .dtype = DType::kFp16,
+          .tensor_parallel = ranks,
+          .tensor_layout = layout,
+          .tensor_depth = depth};
 }
 
 TEST(TensorGridTest, ComputeAndActivationsSplitOverTheGrid) {
@@ -125,8 +129,8 @@ Json SmallGridConfig(const Json& tensor) {
 TEST(TensorGridTest, SymmetricRanksAgreeWithFullRanks) {
   // DP 2 × 2.5D (2×2×2) × PP 2, and DP 2 × 2D (2×2) × PP 2: every grid rank does the same
   // work, so one simulated rank per stage gives the full graph's iteration (within 0.1%).
-  for (const Json& tensor : {Json{{"size", 8}, {"mode", "2.5d"}, {"depth", 2}},
-                             Json{{"size", 4}, {"mode", "2d"}}}) {
+  for (const Json& tensor :
+       {Json{{"size", 8}, {"mode", "2.5d"}, {"depth", 2}}, Json{{"size", 4}, {"mode", "2d"}}}) {
     ExpectSymmetricMatchesFull(SmallGridConfig(tensor), 4);
   }
 }
@@ -191,8 +195,8 @@ TEST(TensorGridTest, ZeroShardsOverTheReplicasAndTheDepthLayers) {
   EXPECT_EQ(three.iteration->stats.stage_memory.front().parameters, kWeights / 2 * 2);
   // With data parallelism too (DP 2 × 2D 2×2 and × 2.5D 2×2×2, PP 2), symmetric ranks still
   // agree with full ones.
-  for (const Json& tensor : {Json{{"size", 8}, {"mode", "2.5d"}, {"depth", 2}},
-                             Json{{"size", 4}, {"mode", "2d"}}}) {
+  for (const Json& tensor :
+       {Json{{"size", 8}, {"mode", "2.5d"}, {"depth", 2}}, Json{{"size", 4}, {"mode", "2d"}}}) {
     for (const int stage : {1, 3}) {
       Json small = SmallGridConfig(tensor);
       small["parallelism"]["zero_stage"] = stage;

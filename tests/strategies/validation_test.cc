@@ -3,10 +3,10 @@
 // sanity bound — a model this far off is broken — not a tuned target.
 #include "strategies/validation.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdio>
-
-#include <gtest/gtest.h>
 
 namespace dtsim::strategies {
 namespace {

@@ -2,12 +2,11 @@
 // earlier tests of the process read are forgotten (sim/base/input_files.h).
 #pragma once
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "sim/base/input_files.h"
 

@@ -2,11 +2,11 @@
 // process and thread names in metadata events, microsecond timestamps with ns precision.
 #include "traces/chrome_trace_writer.h"
 
-#include <set>
-#include <sstream>
-
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include <set>
+#include <sstream>
 
 #include "sim/engine/fixed_cost_model.h"
 #include "sim/engine/simulator.h"
@@ -29,8 +29,8 @@ class ChromeTraceTest : public testing::Test {
     builder.AddSend(builder.Stream(0, "pp"), 1, Bytes(1000), 0, "send act", "pipeline");
     builder.AddRecv(builder.Stream(1, "pp"), 0, 0, "recv act", "pipeline");
     const std::vector<int32_t> group = {0, 1};
-    const graph::CommId ar = builder.AddCollective(graph::CommKind::kAllReduce, Bytes(1000),
-                                                   group, "grads", "ring");
+    const graph::CommId ar =
+        builder.AddCollective(graph::CommKind::kAllReduce, Bytes(1000), group, "grads", "ring");
     builder.AddCollectiveTask(s0, ar, "", "dp");
     builder.AddCollectiveTask(builder.Stream(1, "compute"), ar, "", "dp");
     Expected<graph::TaskGraph> built = std::move(builder).Build();
@@ -59,7 +59,8 @@ class ChromeTraceTest : public testing::Test {
 };
 
 TEST_F(ChromeTraceTest, NamesItsFormatFirstAndNoDisplayTimeUnit) {
-  EXPECT_EQ(text_.rfind("{\"otherData\":{\"format\":\"dtsim.timeline\",\"version\":\"1.0\"", 0), 0u);
+  EXPECT_EQ(text_.rfind("{\"otherData\":{\"format\":\"dtsim.timeline\",\"version\":\"1.0\"", 0),
+            0u);
   EXPECT_FALSE(trace_.contains("displayTimeUnit"));
   ASSERT_TRUE(trace_["traceEvents"].is_array());
 }

@@ -239,17 +239,18 @@ TEST_F(KinetoReaderTest, ErrorsNameTheFileAndTheProblem) {
   EXPECT_THAT(error_of(half), HasSubstr("half.json.gz: unexpected end of the gzip stream"));
   // Nesting past kMaxJsonDepth, in an event's args and in the metadata, stops the parse.
   const std::string deep = std::string(100000, '[');
-  EXPECT_EQ(error_of(Write("deep_args.json", R"({"traceEvents": [{"ph": "X", "args": {"a": )" +
-                                                 deep + "}]}")),
+  EXPECT_EQ(error_of(Write("deep_args.json",
+                           R"({"traceEvents": [{"ph": "X", "args": {"a": )" + deep + "}]}")),
             Path("deep_args.json") + ": JSON nested deeper than 256 levels");
   EXPECT_EQ(error_of(Write("deep_meta.json", R"({"deviceProperties": )" + deep)),
             Path("deep_meta.json") + ": JSON nested deeper than 256 levels");
   // A string past kMaxTraceStringBytes (16 MiB) names its event.
   const std::string huge(kMaxTraceStringBytes + 1, 'a');
-  EXPECT_EQ(error_of(Write("huge.json", R"({"traceEvents": [{"ph": "i"}, {"name": ")" + huge +
-                                            "\"}]}")),
-            Path("huge.json") + ": a string of 16777217 bytes in traceEvents entry 1: more than "
-                                "the 16 MiB a name or argument may take");
+  EXPECT_EQ(
+      error_of(Write("huge.json", R"({"traceEvents": [{"ph": "i"}, {"name": ")" + huge + "\"}]}")),
+      Path("huge.json") +
+          ": a string of 16777217 bytes in traceEvents entry 1: more than "
+          "the 16 MiB a name or argument may take");
 }
 
 }  // namespace

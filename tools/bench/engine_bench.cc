@@ -17,6 +17,7 @@
 // and tasks/s of the simulation alone, bytes per task (graph + simulator state, counted from
 // container capacities), and the process's peak RSS growth per task (getrusage; each case runs
 // in a forked process; an upper bound, as it includes the builder's temporaries).
+#include <fmt/format.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,8 +29,6 @@
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "sim/base/rng.h"
 #include "sim/engine/fixed_cost_model.h"
@@ -58,7 +57,9 @@ long PeakRssKiB() {
   return usage.ru_maxrss;
 }
 
-DurationNs RandomDuration(Rng& rng) { return Nanoseconds(1000 + static_cast<int64_t>(rng.Uniform(9000))); }
+DurationNs RandomDuration(Rng& rng) {
+  return Nanoseconds(1000 + static_cast<int64_t>(rng.Uniform(9000)));
+}
 
 TaskGraph Chain(size_t n) {
   TaskGraphBuilder b;
@@ -82,8 +83,8 @@ TaskGraph FanOut(size_t n) {
     for (int s = 0; s < 8; ++s) streams.push_back(b.Stream(rank, fmt::format("s{}", s)));
   }
   for (size_t i = 1; i < n; ++i) {
-    const TaskId t = b.AddTask(streams[i % streams.size()], TaskKind::kCompute, "leaf", "",
-                               RandomDuration(rng));
+    const TaskId t =
+        b.AddTask(streams[i % streams.size()], TaskKind::kCompute, "leaf", "", RandomDuration(rng));
     b.AddDependency(t, root);
   }
   return std::move(b).Build().value();
@@ -102,8 +103,8 @@ TaskGraph Collectives(size_t n) {
       for (int32_t r = first; r < first + kGroup; ++r) group.push_back(r);
       const CommId ar = b.AddCollective(graph::CommKind::kAllReduce, Bytes(1 << 20), group);
       for (int32_t r : group) {
-        const TaskId work = b.AddTask(b.Stream(r, "compute"), TaskKind::kCompute, "gemm", "",
-                                      RandomDuration(rng));
+        const TaskId work =
+            b.AddTask(b.Stream(r, "compute"), TaskKind::kCompute, "gemm", "", RandomDuration(rng));
         if (last[r].valid()) b.AddDependency(work, last[r]);
         const TaskId post = b.AddCollectiveTask(b.Stream(r, "tp"), ar, "all-reduce", "");
         b.AddDependency(post, work);
@@ -169,11 +170,12 @@ bool RunOne(const Shape& shape, size_t n, int repeat) {
   const double tasks = static_cast<double>(graph.task_count());
   const double bytes = static_cast<double>(graph.MemoryBytes() + simulator_bytes);
   const double rss_growth = static_cast<double>(PeakRssKiB() - rss_before) * 1024.0;
-  std::printf("| %-11s | %10zu | %10zu | %10llu | %8.3f | %8.3f | %9.2f M | %9.2f M | %7.1f | %11.1f |\n",
-              shape.name, graph.task_count(), graph.dependency_count(),
-              static_cast<unsigned long long>(events), build_seconds,
-              run_seconds, static_cast<double>(events) / run_seconds / 1e6,
-              tasks / run_seconds / 1e6, bytes / tasks, rss_growth > 0 ? rss_growth / tasks : 0.0);
+  std::printf(
+      "| %-11s | %10zu | %10zu | %10llu | %8.3f | %8.3f | %9.2f M | %9.2f M | %7.1f | %11.1f |\n",
+      shape.name, graph.task_count(), graph.dependency_count(),
+      static_cast<unsigned long long>(events), build_seconds, run_seconds,
+      static_cast<double>(events) / run_seconds / 1e6, tasks / run_seconds / 1e6, bytes / tasks,
+      rss_growth > 0 ? rss_growth / tasks : 0.0);
   std::fflush(stdout);
   return true;
 }
@@ -194,8 +196,10 @@ int main(int argc, char** argv) {
     } else if (flag == "--shapes") {
       only = fmt::format(",{},", argv[i + 1]);
     } else {
-      std::fprintf(stderr, "usage: %s [--max-tasks N] [--repeat R] [--shapes chain,fanout,collectives,layered]\n",
-                   argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [--max-tasks N] [--repeat R] [--shapes chain,fanout,collectives,layered]\n",
+          argv[0]);
       return 2;
     }
   }
@@ -203,10 +207,12 @@ int main(int argc, char** argv) {
                                             {"fanout", dtsim::FanOut},
                                             {"collectives", dtsim::Collectives},
                                             {"layered", dtsim::Layered}};
-  std::printf("| shape       |      tasks |       deps |     events |  build s |    sim s |"
-              "  events/s  |   tasks/s  | B/task  | peak RSS B/t|\n");
-  std::printf("|-------------|-----------:|-----------:|-----------:|---------:|---------:|"
-              "-----------:|-----------:|--------:|-----------:|\n");
+  std::printf(
+      "| shape       |      tasks |       deps |     events |  build s |    sim s |"
+      "  events/s  |   tasks/s  | B/task  | peak RSS B/t|\n");
+  std::printf(
+      "|-------------|-----------:|-----------:|-----------:|---------:|---------:|"
+      "-----------:|-----------:|--------:|-----------:|\n");
   for (const dtsim::Shape& shape : shapes) {
     if (!only.empty() && only.find(fmt::format(",{},", shape.name)) == std::string::npos) {
       continue;

@@ -64,14 +64,15 @@ bool RunCase(const char* label, graph::CommKind kind, std::string_view algorithm
       !Simulate(graph, analytical, analytical_wall, analytical_time, analytical_events)) {
     return false;
   }
-  std::printf("| %-24s | %5d | %10lld | %9.1f | %11llu | %10llu | %9llu | %9llu | %8.2f M | %12.3f | %12.3f |\n",
-              label, gpus, static_cast<long long>(size), flow_wall * 1e3,
-              static_cast<unsigned long long>(flow.flows_started()),
-              static_cast<unsigned long long>(flow.fast_steps()),
-              static_cast<unsigned long long>(flow.rate_updates()),
-              static_cast<unsigned long long>(events),
-              static_cast<double>(flow.flows_started()) / flow_wall / 1e6,
-              flow_time.ToSecondsDouble() * 1e3, analytical_time.ToSecondsDouble() * 1e3);
+  std::printf(
+      "| %-24s | %5d | %10lld | %9.1f | %11llu | %10llu | %9llu | %9llu | %8.2f M | %12.3f | "
+      "%12.3f |\n",
+      label, gpus, static_cast<long long>(size), flow_wall * 1e3,
+      static_cast<unsigned long long>(flow.flows_started()),
+      static_cast<unsigned long long>(flow.fast_steps()),
+      static_cast<unsigned long long>(flow.rate_updates()), static_cast<unsigned long long>(events),
+      static_cast<double>(flow.flows_started()) / flow_wall / 1e6,
+      flow_time.ToSecondsDouble() * 1e3, analytical_time.ToSecondsDouble() * 1e3);
   return true;
 }
 
@@ -89,8 +90,12 @@ bool CompareWithPublished(const std::string& path) {
     std::fprintf(stderr, "%s\n", curves.error().ToString().c_str());
     return false;
   }
-  std::printf("| curve                 | preset   | kind       | GPUs |    size | algorithm | model GB/s | published | ratio | note |\n");
-  std::printf("|-----------------------|----------|------------|-----:|--------:|-----------|-----------:|----------:|------:|------|\n");
+  std::printf(
+      "| curve                 | preset   | kind       | GPUs |    size | algorithm | model GB/s | "
+      "published | ratio | note |\n");
+  std::printf(
+      "|-----------------------|----------|------------|-----:|--------:|-----------|-----------:|-"
+      "---------:|------:|------|\n");
   struct Summary {
     std::string id;
     int scored = 0;
@@ -123,8 +128,10 @@ bool CompareWithPublished(const std::string& path) {
     }
     summaries.push_back(summary);
   }
-  std::printf("\n| curve                 | scored points | geometric-mean ratio | lowest | highest |\n");
-  std::printf("|-----------------------|--------------:|---------------------:|-------:|--------:|\n");
+  std::printf(
+      "\n| curve                 | scored points | geometric-mean ratio | lowest | highest |\n");
+  std::printf(
+      "|-----------------------|--------------:|---------------------:|-------:|--------:|\n");
   for (const Summary& summary : summaries) {
     if (summary.scored == 0) continue;
     std::printf("| %-21s | %13d | %20.2f | %6.2f | %7.2f |\n", summary.id.c_str(), summary.scored,
@@ -141,18 +148,22 @@ bool PresetSweep() {
     int gpus;
   };
   const Case cases[] = {
-      {"dgx-a100", graph::CommKind::kAllReduce, 8},   {"dgx-a100", graph::CommKind::kAllReduce, 128},
-      {"dgx-a100", graph::CommKind::kAllToAll, 128},  {"dgx-h100", graph::CommKind::kAllReduce, 8},
-      {"dgx-h100", graph::CommKind::kAllReduce, 128}, {"dgx-h100", graph::CommKind::kAllToAll, 128},
-      {"dgx1-v100", graph::CommKind::kAllReduce, 8},  {"dgx1-v100", graph::CommKind::kAllReduce, 128},
+      {"dgx-a100", graph::CommKind::kAllReduce, 8},
+      {"dgx-a100", graph::CommKind::kAllReduce, 128},
+      {"dgx-a100", graph::CommKind::kAllToAll, 128},
+      {"dgx-h100", graph::CommKind::kAllReduce, 8},
+      {"dgx-h100", graph::CommKind::kAllReduce, 128},
+      {"dgx-h100", graph::CommKind::kAllToAll, 128},
+      {"dgx1-v100", graph::CommKind::kAllReduce, 8},
+      {"dgx1-v100", graph::CommKind::kAllReduce, 128},
       {"ethernet-25g", graph::CommKind::kAllReduce, 8},
       {"ethernet-25g", graph::CommKind::kAllReduce, 128},
   };
   std::printf("\n| preset       | kind       | GPUs |   1 MiB |  16 MiB | 256 MiB |   4 GiB |\n");
   std::printf("|--------------|------------|-----:|--------:|--------:|--------:|--------:|\n");
   for (const Case& c : cases) {
-    std::printf("| %-12s | %-10s | %4d |", c.preset, std::string(graph::CommKindName(c.kind)).c_str(),
-                c.gpus);
+    std::printf("| %-12s | %-10s | %4d |", c.preset,
+                std::string(graph::CommKindName(c.kind)).c_str(), c.gpus);
     for (int64_t size = int64_t{1} << 20; size <= int64_t{4} << 30; size *= 16) {
       const Expected<network::PredictedBusbw> predicted =
           network::PredictBusbw(c.preset, c.kind, c.gpus, size);
@@ -189,12 +200,16 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::printf("| case                     |  GPUs |      bytes |  wall ms |       flows | fast steps | rate upd. |    events | flows/s    | flow sim ms | analytical ms |\n");
-  std::printf("|--------------------------|------:|-----------:|---------:|------------:|-----------:|----------:|----------:|-----------:|------------:|-------------:|\n");
+  std::printf(
+      "| case                     |  GPUs |      bytes |  wall ms |       flows | fast steps | "
+      "rate upd. |    events | flows/s    | flow sim ms | analytical ms |\n");
+  std::printf(
+      "|--------------------------|------:|-----------:|---------:|------------:|-----------:|-----"
+      "-----:|----------:|-----------:|------------:|-------------:|\n");
   using dtsim::graph::CommKind;
-  const bool ok = dtsim::RunCase("all_reduce ring", CommKind::kAllReduce, "ring", gpus, size) &&
-                  dtsim::RunCase("all_to_all direct", CommKind::kAllToAll, "direct", gpus, size) &&
-                  dtsim::RunCase("all_to_all hierarchical", CommKind::kAllToAll, "hierarchical",
-                                 gpus, size);
+  const bool ok =
+      dtsim::RunCase("all_reduce ring", CommKind::kAllReduce, "ring", gpus, size) &&
+      dtsim::RunCase("all_to_all direct", CommKind::kAllToAll, "direct", gpus, size) &&
+      dtsim::RunCase("all_to_all hierarchical", CommKind::kAllToAll, "hierarchical", gpus, size);
   return ok ? 0 : 1;
 }

@@ -23,7 +23,10 @@ Status Parse(std::span<const std::string> args, const po::options_description& v
   try {
     po::variables_map variables;
     po::store(po::command_line_parser(std::vector<std::string>(args.begin(), args.end()))
-                  .options(all).positional(positional).run(), variables);
+                  .options(all)
+                  .positional(positional)
+                  .run(),
+              variables);
     po::notify(variables);
   } catch (const po::error& e) {
     return Error(e.what());

@@ -2,14 +2,14 @@
 // argument kept out of the help text.
 #pragma once
 
+#include <boost/program_options.hpp>
+
 #include <functional>
 #include <ostream>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <boost/program_options.hpp>
 
 #include "sim/base/status.h"
 #include "tools/cli/command.h"

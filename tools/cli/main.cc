@@ -1,12 +1,12 @@
 // dtsim's entry point: dispatches to a command and maps its outcome to an exit code. The only
 // place in dtsim that decides how the process ends.
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
 #include <array>
 #include <iostream>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
-#include <fmt/ostream.h>
 
 #include "sim/base/strings.h"
 #include "tools/cli/command.h"
@@ -59,9 +59,11 @@ void PrintUsage(std::ostream& out) {
   for (const Command& command : kCommands) {
     fmt::print(out, "  {:<10} {}\n", command.name, command.summary);
   }
-  fmt::print(out, "\nExit status: 0 success, 1 bad input or failed run, 2 bad command line (dtsim profile: "
-                  "a failing program's own status).\n"
-                  "Documentation: docs/cli.md\n");
+  fmt::print(
+      out,
+      "\nExit status: 0 success, 1 bad input or failed run, 2 bad command line (dtsim profile: "
+      "a failing program's own status).\n"
+      "Documentation: docs/cli.md\n");
 }
 
 int Report(std::string_view command, const CommandOutcome& outcome) {
@@ -97,8 +99,8 @@ int Main(const std::vector<std::string>& args) {
     }
     names.push_back(command.name);
   }
-  fmt::print(std::cerr, "dtsim: unknown command {}{}\nTry 'dtsim --help'.\n",
-             dtsim::Quote(first), dtsim::DidYouMean(first, names));
+  fmt::print(std::cerr, "dtsim: unknown command {}{}\nTry 'dtsim --help'.\n", dtsim::Quote(first),
+             dtsim::DidYouMean(first, names));
   return 2;
 }
 

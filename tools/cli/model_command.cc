@@ -1,10 +1,10 @@
 #include "tools/cli/model_command.h"
 
-#include <filesystem>
-
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+
+#include <filesystem>
 
 #include "models/cost_model.h"
 #include "models/gpu.h"
@@ -42,18 +42,17 @@ po::options_description Describe(ModelOptions& o) {
       "file (docs/models.md). Prints its parameters and, for transformers, one layer on one\n"
       "tensor-parallel rank: FLOPs, bytes and roofline time per op on the GPU, and the layer's\n"
       "activation memory.\n\nOptions");
-  description.add_options()
-      ("help,h", po::bool_switch(&o.help), "show this help")
-      ("gpu", po::value(&o.gpu)->value_name("PRESET"), "GPU preset (default a100-sxm4-80gb)")
-      ("micro-batch", po::value(&o.micro_batch)->value_name("B"), "micro-batch size (default 1)")
-      ("seq", po::value(&o.seq_len)->value_name("S"), "sequence length (default: max_seq)")
-      ("dtype", po::value(&o.dtype)->value_name("D"), "activation dtype (default bf16)")
-      ("tp", po::value(&o.tensor_parallel)->value_name("T"), "tensor-parallel size (default 1)")
-      ("sp", po::bool_switch(&o.sequence_parallel), "sequence parallelism")
-      ("flash", po::bool_switch(&o.flash), "fused (flash) attention")
-      ("no-dropout", po::bool_switch(&o.no_dropout), "train without dropout")
-      ("recompute", po::value(&o.recompute)->value_name("R"), "none, selective or full")
-      ("ops", po::bool_switch(&o.ops), "list every op of the layer");
+  description.add_options()("help,h", po::bool_switch(&o.help), "show this help")(
+      "gpu", po::value(&o.gpu)->value_name("PRESET"), "GPU preset (default a100-sxm4-80gb)")(
+      "micro-batch", po::value(&o.micro_batch)->value_name("B"), "micro-batch size (default 1)")(
+      "seq", po::value(&o.seq_len)->value_name("S"), "sequence length (default: max_seq)")(
+      "dtype", po::value(&o.dtype)->value_name("D"), "activation dtype (default bf16)")(
+      "tp", po::value(&o.tensor_parallel)->value_name("T"), "tensor-parallel size (default 1)")(
+      "sp", po::bool_switch(&o.sequence_parallel), "sequence parallelism")(
+      "flash", po::bool_switch(&o.flash), "fused (flash) attention")(
+      "no-dropout", po::bool_switch(&o.no_dropout), "train without dropout")(
+      "recompute", po::value(&o.recompute)->value_name("R"), "none, selective or full")(
+      "ops", po::bool_switch(&o.ops), "list every op of the layer");
   return description;
 }
 
@@ -115,11 +114,13 @@ Status PrintLayer(std::ostream& out, const models::ModelSpec& model, const Model
   if (!dtype) return Error("unknown dtype", "--dtype", Quote(o.dtype));
   DTSIM_ASSIGN_OR_RETURN(const models::Recompute recompute, ParseRecompute(o.recompute));
   DTSIM_ASSIGN_OR_RETURN(const models::GpuSpec gpu, models::GpuPreset(o.gpu));
-  const models::TransformerShard shard{
-      .micro_batch = o.micro_batch, .seq_len = o.seq_len > 0 ? o.seq_len : spec.max_seq,
-      .dtype = *dtype, .tensor_parallel = o.tensor_parallel,
-      .sequence_parallel = o.sequence_parallel, .flash_attention = o.flash,
-      .dropout = !o.no_dropout};
+  const models::TransformerShard shard{.micro_batch = o.micro_batch,
+                                       .seq_len = o.seq_len > 0 ? o.seq_len : spec.max_seq,
+                                       .dtype = *dtype,
+                                       .tensor_parallel = o.tensor_parallel,
+                                       .sequence_parallel = o.sequence_parallel,
+                                       .flash_attention = o.flash,
+                                       .dropout = !o.no_dropout};
   DTSIM_RETURN_IF_ERROR(models::ValidateShard(spec, shard));
   const models::RooflineCostModel roofline(gpu);
   const models::LayerOps layer = models::TransformerLayerOps(spec, 0, shard);
@@ -136,14 +137,13 @@ Status PrintLayer(std::ostream& out, const models::ModelSpec& model, const Model
   const PassTotals forward = PrintOps(out, layer.forward, roofline, o.ops);
   const PassTotals backward = PrintOps(out, layer.backward, roofline, o.ops);
   const PassTotals again = PrintOps(out, models::RecomputeOps(layer, recompute), roofline, o.ops);
-  for (const auto& [name, totals] : {std::pair{"forward", forward}, {"backward", backward},
-                                     {"recompute", again}}) {
+  for (const auto& [name, totals] :
+       {std::pair{"forward", forward}, {"backward", backward}, {"recompute", again}}) {
     fmt::print(out, "  {:<9} {:>10.3f} GFLOP ({:.3f} model)  {:>10.3f} MB  {:>9.3f} ms\n", name,
                totals.flops / 1e9, totals.model_flops / 1e9, totals.bytes / 1e6,
                totals.seconds * 1e3);
   }
-  const int64_t activations =
-      models::LayerActivationBytes(layer, recompute, shard, spec.hidden);
+  const int64_t activations = models::LayerActivationBytes(layer, recompute, shard, spec.hidden);
   fmt::print(out, "  activations kept per layer and micro-batch ({} recompute): {:.3f} MB\n",
              o.recompute, static_cast<double>(activations) / 1e6);
   return Status::Ok();

@@ -1,10 +1,9 @@
 #include "tools/cli/progress.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cmath>
-
-#include <fmt/format.h>
 
 namespace dtsim::cli {
 namespace {

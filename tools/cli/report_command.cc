@@ -1,15 +1,14 @@
 #include "tools/cli/report_command.h"
 
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <fmt/ostream.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <cstdlib>
 #include <filesystem>
-
-#include <boost/program_options.hpp>
-#include <fmt/format.h>
-#include <fmt/ostream.h>
 
 #include "sim/base/json_reader.h"
 #include "sim/base/strings.h"
@@ -37,17 +36,17 @@ struct ReportOptions {
 po::options_description Describe(ReportOptions& o) {
   po::options_description description(
       "Usage: dtsim report RESULT... -o DIR [--timeline TIMELINE.json]\n\n"
-      "Compares results of dtsim simulate, sweep and search (their -o JSON files) in DIR/index.html\n"
+      "Compares results of dtsim simulate, sweep and search (their -o JSON files) in "
+      "DIR/index.html\n"
       "with matplotlib figures: throughput, time breakdown, memory against capacity, scaling,\n"
       "bandwidth sensitivity per compression method, a pipeline Gantt chart from a timeline, and\n"
       "the inputs that differ between runs (docs/report.md). Needs /usr/bin/python3 with\n"
       "python3-matplotlib (DTSIM_PYTHON overrides the interpreter).\n\nOptions");
-  description.add_options()
-      ("help,h", po::bool_switch(&o.help), "show this help")
-      ("output,o", po::value(&o.output_dir)->value_name("DIR"), "the report's directory (created)")
-      ("timeline", po::value(&o.timeline)->value_name("FILE"),
-       "a timeline (dtsim simulate --timeline) for the pipeline Gantt chart")
-      ("title", po::value(&o.title)->value_name("TEXT"), "the page's title");
+  description.add_options()("help,h", po::bool_switch(&o.help), "show this help")(
+      "output,o", po::value(&o.output_dir)->value_name("DIR"), "the report's directory (created)")(
+      "timeline", po::value(&o.timeline)->value_name("FILE"),
+      "a timeline (dtsim simulate --timeline) for the pipeline Gantt chart")(
+      "title", po::value(&o.title)->value_name("TEXT"), "the page's title");
   return description;
 }
 
@@ -68,7 +67,8 @@ Status CheckResults(const ReportOptions& options) {
                        std::find(kResultFormats.begin(), kResultFormats.end(),
                                  format->get<std::string>()) != kResultFormats.end();
     if (!known) {
-      return Error(fmt::format("not a dtsim result (expected \"format\" {})", JoinQuoted(kResultFormats)),
+      return Error(fmt::format("not a dtsim result (expected \"format\" {})",
+                               JoinQuoted(kResultFormats)),
                    "format", format != nullptr ? JsonValueForError(*format) : "nothing")
           .InFile(path);
     }
@@ -106,16 +106,20 @@ Status Execute(const ReportOptions& options, std::ostream& out) {
   DTSIM_RETURN_IF_ERROR(RefuseInputsInTheReport(options));
   DTSIM_RETURN_IF_ERROR(CheckResults(options));
   const char* python_env = std::getenv("DTSIM_PYTHON");
-  const std::string python = python_env != nullptr && *python_env != 0 ? python_env : std::string(kDefaultPython);
+  const std::string python =
+      python_env != nullptr && *python_env != 0 ? python_env : std::string(kDefaultPython);
   const std::string script = ScriptPath();
   if (::access(python.c_str(), X_OK) != 0) {
-    return Error("the report needs Python 3 with matplotlib (Debian: apt-get install python3-matplotlib)",
-                 "DTSIM_PYTHON", python);
+    return Error(
+        "the report needs Python 3 with matplotlib (Debian: apt-get install python3-matplotlib)",
+        "DTSIM_PYTHON", python);
   }
   if (!std::filesystem::exists(script)) {
-    return Error("the report script is missing (set DTSIM_REPORT_SCRIPT)", "DTSIM_REPORT_SCRIPT", script);
+    return Error("the report script is missing (set DTSIM_REPORT_SCRIPT)", "DTSIM_REPORT_SCRIPT",
+                 script);
   }
-  std::vector<std::string> argv = {python, script, "--out", options.output_dir, "--title", options.title};
+  std::vector<std::string> argv = {python,    script,       "--out", options.output_dir,
+                                   "--title", options.title};
   if (!options.timeline.empty()) {
     argv.push_back("--timeline");
     argv.push_back(options.timeline);
@@ -137,7 +141,8 @@ Status Execute(const ReportOptions& options, std::ostream& out) {
 CommandOutcome ReportCommand(std::span<const std::string> args, std::ostream& out) {
   ReportOptions options;
   const po::options_description description = Describe(options);
-  if (Status parsed = ParseCommandLine(args, description, "results", options.results); !parsed.ok()) {
+  if (Status parsed = ParseCommandLine(args, description, "results", options.results);
+      !parsed.ok()) {
     return CommandOutcome::Usage(std::move(parsed).error());
   }
   if (options.help) {

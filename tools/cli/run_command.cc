@@ -134,14 +134,15 @@ Expected<const network::NetworkModelEntry*> FindModel(const RunOptions& options)
     return *entry;
   }
   const std::vector<std::string_view> names = ModelNames();
-  return Error("unknown network model" + DidYouMean(name, names) + "; registered: " +
-                   JoinQuoted(names), "--network-model", Quote(name));
+  return Error(
+      "unknown network model" + DidYouMean(name, names) + "; registered: " + JoinQuoted(names),
+      "--network-model", Quote(name));
 }
 
 Status Execute(const RunOptions& options, const network::NetworkModelEntry* entry,
                const CommunicationCost& cost, std::ostream& out) {
-  DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(
-      {options.graph_path, options.cluster}, {options.result_path, options.timeline_path}));
+  DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs({options.graph_path, options.cluster},
+                                                {options.result_path, options.timeline_path}));
   DTSIM_ASSIGN_OR_RETURN(const graph::TaskGraph graph, graph::LoadTaskGraph(options.graph_path));
   DTSIM_ASSIGN_OR_RETURN(ModelSetup setup, entry == nullptr
                                                ? MakeFixedModel(cost)
@@ -178,17 +179,19 @@ CommandOutcome RunCommand(std::span<const std::string> args, std::ostream& out) 
   const po::options_description description = Describe(options);
   return RunCommandLine(args, description, "graph", options.graph_path, options.help,
                         "missing the GRAPH file", out, [&]() -> CommandOutcome {
-    // Quantity options are part of the command line: a bad one is a usage error.
-    Expected<CommunicationCost> cost = ParseCommunicationCost(options);
-    if (!cost.ok()) return CommandOutcome::Usage(std::move(cost).error());
-    if (options.network_model.empty()) {
-      options.network_model =
-          options.cluster.empty() ? kFixedModel : network::DefaultNetworkModel().name;
-    }
-    Expected<const network::NetworkModelEntry*> entry = FindModel(options);
-    if (!entry.ok()) return CommandOutcome::Usage(std::move(entry).error());
-    return FailureUnlessOk(Execute(options, *entry, *cost, out));
-  });
+                          // Quantity options are part of the command line: a bad one is a usage
+                          // error.
+                          Expected<CommunicationCost> cost = ParseCommunicationCost(options);
+                          if (!cost.ok()) return CommandOutcome::Usage(std::move(cost).error());
+                          if (options.network_model.empty()) {
+                            options.network_model = options.cluster.empty()
+                                                        ? kFixedModel
+                                                        : network::DefaultNetworkModel().name;
+                          }
+                          Expected<const network::NetworkModelEntry*> entry = FindModel(options);
+                          if (!entry.ok()) return CommandOutcome::Usage(std::move(entry).error());
+                          return FailureUnlessOk(Execute(options, *entry, *cost, out));
+                        });
 }
 
 }  // namespace dtsim::cli

@@ -1,6 +1,6 @@
 #include "tools/cli/run_program.h"
 
-#include <spawn.h>
+#include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include <fmt/format.h>
+#include <spawn.h>
 
 extern char** environ;
 

@@ -1,9 +1,9 @@
 #include "tools/cli/run_report.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+
+#include <algorithm>
 
 #include "sim/base/quantity.h"
 
@@ -23,8 +23,8 @@ OrderedJson TotalsToJson(const std::vector<engine::GroupTotal>& totals) {
 
 std::string Percent(DurationNs part, DurationNs whole) {
   if (whole.ns() == 0) return "-";
-  return fmt::format("{:.1f}%", 100.0 * static_cast<double>(part.ns()) /
-                                    static_cast<double>(whole.ns()));
+  return fmt::format("{:.1f}%",
+                     100.0 * static_cast<double>(part.ns()) / static_cast<double>(whole.ns()));
 }
 
 void PrintRanks(std::ostream& out, const engine::RunSummary& summary, DurationNs makespan) {
@@ -78,23 +78,24 @@ OrderedJson RunResultToJson(const engine::RunSummary& summary, const RunContext&
                      {"rendezvous_wait_ns", r.rendezvous_wait.ns()},
                      {"finish_ns", r.finish.ns()}});
   }
-  const double rate = context.wall_seconds > 0
-                          ? static_cast<double>(summary.events) / context.wall_seconds : 0.0;
+  const double rate =
+      context.wall_seconds > 0 ? static_cast<double>(summary.events) / context.wall_seconds : 0.0;
   return {{"format", kRunResultFormat},
           {"version", kRunResultVersion},
-          {"input", {{"graph", context.graph_path},
-                     {"communication_model", context.communication_model}}},
+          {"input",
+           {{"graph", context.graph_path}, {"communication_model", context.communication_model}}},
           {"makespan_ns", summary.makespan.ns()},
           {"ranks", std::move(ranks)},
           {"categories", TotalsToJson(summary.categories)},
           {"kinds", TotalsToJson(summary.kinds)},
-          {"simulator", {{"tasks", summary.tasks},
-                         {"communications", summary.communications},
-                         {"streams", context.streams},
-                         {"events", summary.events},
-                         {"fingerprint", Hex(summary.fingerprint)},
-                         {"wall_seconds", context.wall_seconds},
-                         {"events_per_second", rate}}}};
+          {"simulator",
+           {{"tasks", summary.tasks},
+            {"communications", summary.communications},
+            {"streams", context.streams},
+            {"events", summary.events},
+            {"fingerprint", Hex(summary.fingerprint)},
+            {"wall_seconds", context.wall_seconds},
+            {"events_per_second", rate}}}};
 }
 
 void PrintRunSummary(std::ostream& out, const engine::RunSummary& summary,
@@ -104,8 +105,8 @@ void PrintRunSummary(std::ostream& out, const engine::RunSummary& summary,
   fmt::print(out, "  makespan       {}\n", FormatDuration(makespan));
   fmt::print(out, "  graph          {} tasks, {} communications, {} ranks, {} streams\n",
              summary.tasks, summary.communications, summary.ranks.size(), context.streams);
-  fmt::print(out, "  simulator      {} events in {} (wall clock), fingerprint {}\n",
-             summary.events, FormatDuration(DurationNs(static_cast<int64_t>(context.wall_seconds * 1e9))),
+  fmt::print(out, "  simulator      {} events in {} (wall clock), fingerprint {}\n", summary.events,
+             FormatDuration(DurationNs(static_cast<int64_t>(context.wall_seconds * 1e9))),
              Hex(summary.fingerprint));
   PrintRanks(out, summary, makespan);
   PrintTotals(out, "category", summary.categories);

@@ -20,7 +20,7 @@ struct RunContext {
   std::string graph_path;
   OrderedJson communication_model;  // the model's name and parameters, as given
   size_t streams = 0;
-  double wall_seconds = 0;   // of the simulation alone (not loading or writing)
+  double wall_seconds = 0;  // of the simulation alone (not loading or writing)
 };
 
 OrderedJson RunResultToJson(const engine::RunSummary& summary, const RunContext& context);

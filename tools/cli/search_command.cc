@@ -1,10 +1,10 @@
 #include "tools/cli/search_command.h"
 
-#include <optional>
-
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+
+#include <optional>
 
 #include "sim/base/quantity.h"
 #include "sim/base/strings.h"
@@ -53,35 +53,35 @@ po::options_description Describe(SearchCommandOptions& o) {
       "a compute lower bound (skipping plans that cannot reach the top), re-simulates the best\n"
       "with the flow model and prints the top plans and why the best wins (docs/search.md).\n\n"
       "Options");
-  description.add_options()
-      ("help,h", po::bool_switch(&o.help), "show this help")
-      ("set", po::value(&o.overrides)->value_name("KEY.PATH=VALUE")->composing(),
-       "override a config field before searching (repeatable)")
-      ("gpus", po::value(&o.gpus)->value_name("N"),
-       "search for N GPUs (a multiple of the cluster's GPUs per node) instead of cluster.nodes")
-      ("top", po::value(&o.top)->value_name("K")->default_value(10), "plans to rank and print")
-      ("rerank", po::value(&o.rerank)->value_name("R")->default_value(3),
-       "of the best, how many to re-simulate with the flow model (0: none)")
-      ("ranks", po::value(&o.ranks)->value_name("MODE")->default_value("symmetric"),
-       "simulate \"symmetric\" ranks (one per pipeline stage; fast) or \"full\"")
-      ("threads,j", po::value(&o.threads)->value_name("N"), "threads (default: every core)")
-      ("max-memory", po::value(&o.max_memory)->value_name("SIZE"), kMaxMemoryHelp)
-      ("shard", po::value(&o.shard_text)->value_name("K/N"),
-       "evaluate only the K-th of N interleaved slices of the space (K from 1); merge the "
-       "shards' JSON files with --merge")
-      ("merge", po::value(&o.merge)->value_name("SHARD.json")->multitoken()->composing(),
-       "merge the JSON results of all shards of one search")
-      ("output,o", po::value(&o.output_prefix)->value_name("PREFIX"),
-       "write every evaluated plan to PREFIX.json and PREFIX.csv "
-       "(docs/formats/search-result.md)")
-      ("quiet,q", po::bool_switch(&o.quiet), "print nothing on success");
+  description.add_options()("help,h", po::bool_switch(&o.help), "show this help")(
+      "set", po::value(&o.overrides)->value_name("KEY.PATH=VALUE")->composing(),
+      "override a config field before searching (repeatable)")(
+      "gpus", po::value(&o.gpus)->value_name("N"),
+      "search for N GPUs (a multiple of the cluster's GPUs per node) instead of cluster.nodes")(
+      "top", po::value(&o.top)->value_name("K")->default_value(10), "plans to rank and print")(
+      "rerank", po::value(&o.rerank)->value_name("R")->default_value(3),
+      "of the best, how many to re-simulate with the flow model (0: none)")(
+      "ranks", po::value(&o.ranks)->value_name("MODE")->default_value("symmetric"),
+      "simulate \"symmetric\" ranks (one per pipeline stage; fast) or \"full\"")(
+      "threads,j", po::value(&o.threads)->value_name("N"), "threads (default: every core)")(
+      "max-memory", po::value(&o.max_memory)->value_name("SIZE"), kMaxMemoryHelp)(
+      "shard", po::value(&o.shard_text)->value_name("K/N"),
+      "evaluate only the K-th of N interleaved slices of the space (K from 1); merge the "
+      "shards' JSON files with --merge")(
+      "merge", po::value(&o.merge)->value_name("SHARD.json")->multitoken()->composing(),
+      "merge the JSON results of all shards of one search")(
+      "output,o", po::value(&o.output_prefix)->value_name("PREFIX"),
+      "write every evaluated plan to PREFIX.json and PREFIX.csv "
+      "(docs/formats/search-result.md)")("quiet,q", po::bool_switch(&o.quiet),
+                                         "print nothing on success");
   return description;
 }
 
 Status ParseShard(const std::string& text, int& shard, int& shards) {
   const size_t slash = text.find('/');
   const auto number = [](std::string_view digits, int& out) {
-    if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string_view::npos) {
+    if (digits.empty() || digits.size() > 6 ||
+        digits.find_first_not_of("0123456789") != std::string_view::npos) {
       return false;
     }
     out = std::stoi(std::string(digits));
@@ -102,12 +102,14 @@ std::string FlowTime(const strategies::PlanFigures& f) {
 
 void PrintCounts(std::ostream& out, const SearchFile& file) {
   const SearchResult& r = file.result;
-  fmt::print(out, "  plans          {} enumerated{}: {} invalid, {} out of memory, {} bounded "
-                  "(cannot reach the top), {} simulated",
-             r.enumerated,
-             r.plans.size() == r.enumerated ? "" : fmt::format(" ({} in this shard)", r.plans.size()),
-             r.Count(PlanStatus::kInvalid), r.Count(PlanStatus::kOutOfMemory),
-             r.Count(PlanStatus::kBounded), r.Count(PlanStatus::kSimulated));
+  fmt::print(
+      out,
+      "  plans          {} enumerated{}: {} invalid, {} out of memory, {} bounded "
+      "(cannot reach the top), {} simulated",
+      r.enumerated,
+      r.plans.size() == r.enumerated ? "" : fmt::format(" ({} in this shard)", r.plans.size()),
+      r.Count(PlanStatus::kInvalid), r.Count(PlanStatus::kOutOfMemory),
+      r.Count(PlanStatus::kBounded), r.Count(PlanStatus::kSimulated));
   if (const size_t failed = r.Count(PlanStatus::kFailed); failed > 0) {
     fmt::print(out, ", {} failed", failed);
   }
@@ -131,8 +133,9 @@ void PrintTop(std::ostream& out, const SearchFile& file, int top) {
                FormatDuration(f.average_iteration_time), FlowTime(f), f.samples_per_second,
                100 * f.mfu, FormatGiB(plan.memory_bytes));
   }
-  fmt::print(out, "  (iteration: analytical network model; flow: the flow model, for the best "
-                  "{}; memory: the largest stage's, per GPU)\n",
+  fmt::print(out,
+             "  (iteration: analytical network model; flow: the flow model, for the best "
+             "{}; memory: the largest stage's, per GPU)\n",
              file.settings.value("rerank", 0));
 }
 
@@ -159,7 +162,8 @@ std::string Differences(const EvaluatedPlan& a, const EvaluatedPlan& b, const Se
   differ("expert", x.expert, y.expert);
   differ("ZeRO", x.zero_stage, y.zero_stage);
   differ("micro-batch", a.choice.micro_batch, b.choice.micro_batch);
-  differ("recompute", models::RecomputeName(a.choice.recompute), models::RecomputeName(b.choice.recompute));
+  differ("recompute", models::RecomputeName(a.choice.recompute),
+         models::RecomputeName(b.choice.recompute));
   const auto method = [&space](const EvaluatedPlan& p) {
     return space.compression[static_cast<size_t>(p.choice.compression)].method;
   };
@@ -173,8 +177,9 @@ void PrintWhy(std::ostream& out, const SearchFile& file) {
   if (r.ranking.size() < 2) return;
   const EvaluatedPlan& best = r.plans[r.ranking[0]];
   const EvaluatedPlan& next = r.plans[r.ranking[1]];
-  const bool tie = best.figures->average_iteration_time == next.figures->average_iteration_time &&
-                   best.figures->flow_average_iteration_time == next.figures->flow_average_iteration_time;
+  const bool tie =
+      best.figures->average_iteration_time == next.figures->average_iteration_time &&
+      best.figures->flow_average_iteration_time == next.figures->flow_average_iteration_time;
   fmt::print(out, "\n  why #1 {} #2 (they differ in {}; mean time per pipeline stage, ms):\n",
              tie ? "ties with" : "wins over", Differences(best, next, file.space));
   const TimeBreakdown& a = best.figures->breakdown;
@@ -194,17 +199,18 @@ void PrintWhy(std::ostream& out, const SearchFile& file) {
   row("idle/bubble", a.idle, b.idle);
   row("iteration", best.figures->iteration_time, next.figures->iteration_time);
   // The part that moved most names the reason.
-  const std::array<std::pair<std::string_view, DurationNs>, 8> deltas = {{
-      {"compute", b.compute - a.compute},        {"recompute", b.recompute - a.recompute},
-      {"exposed tensor-parallel communication", b.tensor - a.tensor},
-      {"exposed expert all-to-alls", b.expert - a.expert},
-      {"pipeline waits", b.pipeline - a.pipeline},
-      {"exposed gradient reduction", b.data_exposed - a.data_exposed},
-      {"the optimizer step", b.optimizer - a.optimizer},
-      {"idle time (pipeline bubble)", b.idle - a.idle}}};
-  const auto largest = std::max_element(deltas.begin(), deltas.end(), [](const auto& x, const auto& y) {
-    return x.second < y.second;
-  });
+  const std::array<std::pair<std::string_view, DurationNs>, 8> deltas = {
+      {{"compute", b.compute - a.compute},
+       {"recompute", b.recompute - a.recompute},
+       {"exposed tensor-parallel communication", b.tensor - a.tensor},
+       {"exposed expert all-to-alls", b.expert - a.expert},
+       {"pipeline waits", b.pipeline - a.pipeline},
+       {"exposed gradient reduction", b.data_exposed - a.data_exposed},
+       {"the optimizer step", b.optimizer - a.optimizer},
+       {"idle time (pipeline bubble)", b.idle - a.idle}}};
+  const auto largest =
+      std::max_element(deltas.begin(), deltas.end(),
+                       [](const auto& x, const auto& y) { return x.second < y.second; });
   if (largest->second > DurationNs::Zero()) {
     fmt::print(out, "    #2 loses most to {} (+{} ms per stage)\n", largest->first,
                FormatMilliseconds(largest->second, 1));
@@ -220,7 +226,8 @@ Expected<SearchFile> RunSearch(const SearchCommandOptions& options, Progress& pr
   }
   const auto in_file = [&options](Error error) { return std::move(error).InFile(options.config); };
   constexpr std::array<std::string_view, 1> kSearchKey = {"search"};
-  Expected<SimulationConfig> base = strategies::ReadConfigSections(json, options.config, kSearchKey);
+  Expected<SimulationConfig> base =
+      strategies::ReadConfigSections(json, options.config, kSearchKey);
   if (!base.ok()) return in_file(std::move(base).error());
   if (options.gpus > 0) {
     const int per_node = base->cluster.gpus_per_node;
@@ -238,11 +245,12 @@ Expected<SearchFile> RunSearch(const SearchCommandOptions& options, Progress& pr
   if (!space.ok()) return in_file(std::move(space).error());
 
   SearchFile file;
-  strategies::SearchOptions search{.top = options.top, .rerank = options.rerank,
-                                   .threads = options.threads};
+  strategies::SearchOptions search{
+      .top = options.top, .rerank = options.rerank, .threads = options.threads};
   search.shard = options.shard;
   search.shards = options.shards;
-  search.ranks = options.ranks == "full" ? strategies::RanksMode::kFull : strategies::RanksMode::kSymmetric;
+  search.ranks =
+      options.ranks == "full" ? strategies::RanksMode::kFull : strategies::RanksMode::kSymmetric;
   search.progress = [&progress](std::string_view phase, size_t done, size_t total) {
     progress.Update(phase, done, total);
   };
@@ -250,20 +258,22 @@ Expected<SearchFile> RunSearch(const SearchCommandOptions& options, Progress& pr
   progress.Finish();
   if (!result.ok()) return in_file(std::move(result).error());
   OrderedJson compression = OrderedJson::array();
-  for (const strategies::CompressionConfig& method : space->compression) compression.push_back(method.method);
+  for (const strategies::CompressionConfig& method : space->compression)
+    compression.push_back(method.method);
   json.erase("search");
-  file.settings = {{"config", options.config},
-                   {"simulation_config", json},
-                   {"model", base->model.name},
-                   {"gpu", base->gpu.name},
-                   {"gpu_memory_bytes", base->gpu.memory.count()},
-                   {"cluster", base->cluster.name},
-                   {"gpus", base->cluster.gpu_count()},
-                   {"space", {{"search", section.value_or(Json::object())},
-                              {"compression", std::move(compression)}}},
-                   {"top", options.top},
-                   {"rerank", options.rerank},
-                   {"ranks", options.ranks}};
+  file.settings = {
+      {"config", options.config},
+      {"simulation_config", json},
+      {"model", base->model.name},
+      {"gpu", base->gpu.name},
+      {"gpu_memory_bytes", base->gpu.memory.count()},
+      {"cluster", base->cluster.name},
+      {"gpus", base->cluster.gpu_count()},
+      {"space",
+       {{"search", section.value_or(Json::object())}, {"compression", std::move(compression)}}},
+      {"top", options.top},
+      {"rerank", options.rerank},
+      {"ranks", options.ranks}};
   file.shard = search.shard;
   file.shards = search.shards;
   file.space = std::move(space).value();
@@ -297,15 +307,17 @@ Status Execute(const SearchCommandOptions& options, std::ostream& out) {
   const bool merging = !options.merge.empty();
   DTSIM_ASSIGN_OR_RETURN(const SearchFile file,
                          merging ? RunMerge(options) : RunSearch(options, progress));
-  if (!options.output_prefix.empty()) DTSIM_RETURN_IF_ERROR(WriteSearchFiles(options.output_prefix, file));
+  if (!options.output_prefix.empty())
+    DTSIM_RETURN_IF_ERROR(WriteSearchFiles(options.output_prefix, file));
   if (options.quiet) return Status::Ok();
   fmt::print(out, "dtsim search {}{}\n", file.settings.value("config", ""),
-             merging ? fmt::format(" (merged from {} shards)", options.merge.size())
+             merging           ? fmt::format(" (merged from {} shards)", options.merge.size())
              : file.shards > 1 ? fmt::format(" (shard {}/{})", file.shard, file.shards)
                                : "");
-  fmt::print(out, "  space          {} on {} × {} ({}); {} ranks\n", file.settings.value("model", ""),
-             file.settings.value("gpus", 0), file.settings.value("gpu", ""),
-             file.settings.value("cluster", ""), file.settings.value("ranks", ""));
+  fmt::print(out, "  space          {} on {} × {} ({}); {} ranks\n",
+             file.settings.value("model", ""), file.settings.value("gpus", 0),
+             file.settings.value("gpu", ""), file.settings.value("cluster", ""),
+             file.settings.value("ranks", ""));
   PrintCounts(out, file);
   fmt::print(out, "  wall time      {:.1f} s{}\n", file.result.seconds,
              merging ? " (the slowest shard)" : "");
@@ -328,16 +340,20 @@ CommandOutcome SearchCommand(std::span<const std::string> args, std::ostream& ou
                                              ? "give a CONFIG to search, or --merge shard files"
                                              : "give either a CONFIG or --merge, not both"));
     }
-    if (options.top < 1) return CommandOutcome::Usage(Error("must be at least 1", "--top", std::to_string(options.top)));
+    if (options.top < 1)
+      return CommandOutcome::Usage(
+          Error("must be at least 1", "--top", std::to_string(options.top)));
     if (options.rerank < 0) {
-      return CommandOutcome::Usage(Error("must be at least 0", "--rerank", std::to_string(options.rerank)));
+      return CommandOutcome::Usage(
+          Error("must be at least 0", "--rerank", std::to_string(options.rerank)));
     }
     if (options.ranks != "symmetric" && options.ranks != "full") {
       return CommandOutcome::Usage(
           Error("expected \"symmetric\" or \"full\"", "--ranks", Quote(options.ranks)));
     }
     if (!options.shard_text.empty()) {
-      if (Status parsed = ParseShard(options.shard_text, options.shard, options.shards); !parsed.ok()) {
+      if (Status parsed = ParseShard(options.shard_text, options.shard, options.shards);
+          !parsed.ok()) {
         return CommandOutcome::Usage(parsed.error());
       }
     }

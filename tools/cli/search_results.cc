@@ -1,11 +1,11 @@
 #include "tools/cli/search_results.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <functional>
 #include <map>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "sim/base/atomic_file.h"
 #include "sim/base/buffered_text_writer.h"
@@ -55,26 +55,28 @@ Column PlanInt(std::string_view name, Field field) {
 // A duration of the figures, absent (null) when the plan was not simulated.
 template <typename Field>
 Column FigureNs(std::string_view name, Field field) {
-  return {name,
-          [field](const EvaluatedPlan& p) { return p.figures ? Json(field(*p.figures).ns()) : Json(); },
-          [field](const Json& cell, EvaluatedPlan& p) -> Status {
-            if (cell.is_null()) return Status::Ok();
-            if (!p.figures) p.figures.emplace();
-            int64_t ns = 0;
-            DTSIM_RETURN_IF_ERROR(Get(cell, ns));
-            field(*p.figures) = DurationNs(ns);
-            return Status::Ok();
-          }};
+  return {
+      name,
+      [field](const EvaluatedPlan& p) { return p.figures ? Json(field(*p.figures).ns()) : Json(); },
+      [field](const Json& cell, EvaluatedPlan& p) -> Status {
+        if (cell.is_null()) return Status::Ok();
+        if (!p.figures) p.figures.emplace();
+        int64_t ns = 0;
+        DTSIM_RETURN_IF_ERROR(Get(cell, ns));
+        field(*p.figures) = DurationNs(ns);
+        return Status::Ok();
+      }};
 }
 
 Column FigureNumber(std::string_view name, double PlanFigures::*field) {
-  return {name,
-          [field](const EvaluatedPlan& p) { return p.figures ? Json((*p.figures).*field) : Json(); },
-          [field](const Json& cell, EvaluatedPlan& p) -> Status {
-            if (cell.is_null()) return Status::Ok();
-            if (!p.figures) p.figures.emplace();
-            return Get(cell, (*p.figures).*field);
-          }};
+  return {
+      name,
+      [field](const EvaluatedPlan& p) { return p.figures ? Json((*p.figures).*field) : Json(); },
+      [field](const Json& cell, EvaluatedPlan& p) -> Status {
+        if (cell.is_null()) return Status::Ok();
+        if (!p.figures) p.figures.emplace();
+        return Get(cell, (*p.figures).*field);
+      }};
 }
 
 // Optional flow-model times: null unless re-simulated.
@@ -271,8 +273,9 @@ Expected<SearchFile> ReadSearchFile(const std::string& path) {
     return Error(std::move(message), std::move(location), std::move(value)).InFile(path);
   };
   if (!json.is_object() || json.value("format", "") != kSearchResultFormat) {
-    return fail(fmt::format("not a search result (expected \"format\": \"{}\")", kSearchResultFormat),
-                "format");
+    return fail(
+        fmt::format("not a search result (expected \"format\": \"{}\")", kSearchResultFormat),
+        "format");
   }
   if (json.value("version", 0) != kSearchResultVersion) {
     return fail(fmt::format("unsupported version (this dtsim reads {})", kSearchResultVersion),
@@ -299,7 +302,8 @@ Expected<SearchFile> ReadSearchFile(const std::string& path) {
   std::map<std::string, size_t> at;
   for (size_t i = 0; i < columns.size(); ++i) {
     if (!columns[i].is_string()) {
-      return fail("expected a column name", JsonIndexPath("columns", i), JsonValueForError(columns[i]));
+      return fail("expected a column name", JsonIndexPath("columns", i),
+                  JsonValueForError(columns[i]));
     }
     at[columns[i].get<std::string>()] = i;
   }

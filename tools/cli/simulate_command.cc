@@ -2,8 +2,8 @@
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <fmt/ostream.h>
+#include <fmt/ranges.h>
 
 #include "sim/base/atomic_file.h"
 #include "sim/base/quantity.h"
@@ -38,22 +38,21 @@ po::options_description Describe(SimulateOptions& o) {
       "Builds one training iteration of the model, cluster and parallel plan in CONFIG\n"
       "(docs/config.md), simulates it, and reports iteration time, throughput, MFU, where the\n"
       "time went and memory per GPU.\n\nOptions");
-  description.add_options()
-      ("help,h", po::bool_switch(&o.help), "show this help")
-      ("set", po::value(&o.overrides)->value_name("KEY.PATH=VALUE")->composing(),
-       "override a config field, e.g. --set parallelism.data=16 (repeatable)")
-      ("output,o", po::value(&o.result_path)->value_name("FILE"),
-       "write the result JSON here (docs/formats/simulate-result.md)")
-      ("timeline", po::value(&o.timeline_path)->value_name("FILE"),
-       "write a Chrome trace / Perfetto timeline here")
-      ("chakra", po::value(&o.chakra_prefix)->value_name("PREFIX"),
-       "export the simulated task graph as Chakra ET files PREFIX.<rank>.et (+ "
-       "PREFIX.comm_groups.json) for ASTRA-sim and Chakra tools")
-      ("op-list", po::value(&o.op_list_path)->value_name("FILE"),
-       "write every distinct op signature the plan prices (docs/formats/op-list.md): what "
-       "tools/op_benchmark.py measures on a GPU")
-      ("max-memory", po::value(&o.max_memory)->value_name("SIZE"), kMaxMemoryHelp)
-      ("quiet,q", po::bool_switch(&o.quiet), "print nothing on success");
+  description.add_options()("help,h", po::bool_switch(&o.help), "show this help")(
+      "set", po::value(&o.overrides)->value_name("KEY.PATH=VALUE")->composing(),
+      "override a config field, e.g. --set parallelism.data=16 (repeatable)")(
+      "output,o", po::value(&o.result_path)->value_name("FILE"),
+      "write the result JSON here (docs/formats/simulate-result.md)")(
+      "timeline", po::value(&o.timeline_path)->value_name("FILE"),
+      "write a Chrome trace / Perfetto timeline here")(
+      "chakra", po::value(&o.chakra_prefix)->value_name("PREFIX"),
+      "export the simulated task graph as Chakra ET files PREFIX.<rank>.et (+ "
+      "PREFIX.comm_groups.json) for ASTRA-sim and Chakra tools")(
+      "op-list", po::value(&o.op_list_path)->value_name("FILE"),
+      "write every distinct op signature the plan prices (docs/formats/op-list.md): what "
+      "tools/op_benchmark.py measures on a GPU")(
+      "max-memory", po::value(&o.max_memory)->value_name("SIZE"), kMaxMemoryHelp)(
+      "quiet,q", po::bool_switch(&o.quiet), "print nothing on success");
   return description;
 }
 
@@ -139,7 +138,8 @@ OrderedJson SimulateResultJson(const SimulationConfig& c, const SimulationResult
   const strategies::IterationStats& stats = r.iteration->stats;
   OrderedJson stages = OrderedJson::array();
   for (size_t i = 0; i < r.stages.size(); ++i) {
-    OrderedJson stage = {{"stage", i}, {"layers", StageLayerCount(c, r, i)},
+    OrderedJson stage = {{"stage", i},
+                         {"layers", StageLayerCount(c, r, i)},
                          {"time", BreakdownJson(r.stages[i])},
                          {"memory", MemoryJson(stats.stage_memory[i], c.gpu.memory)}};
     stages.push_back(std::move(stage));
@@ -212,9 +212,9 @@ std::string PlanLine(const SimulationConfig& c) {
                         network::ServerPlacementName(servers.placement),
                         servers.count == 1 ? "" : "s")
           : "";
-  const std::string batches = fmt::format("{} micro-batch{} of {}, ZeRO {}{}", microbatches,
-                                          microbatches == 1 ? "" : "es", c.training.micro_batch,
-                                          c.plan.zero_stage, sync);
+  const std::string batches =
+      fmt::format("{} micro-batch{} of {}, ZeRO {}{}", microbatches, microbatches == 1 ? "" : "es",
+                  c.training.micro_batch, c.plan.zero_stage, sync);
   if (c.model.family != models::ModelFamily::kTransformer) {
     return fmt::format("DP {} (data parallel), {}", c.plan.data, batches);
   }
@@ -250,11 +250,13 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
   }
   fmt::print(out, "  throughput     {:.2f} samples/s{}\n", r.samples_per_second,
              c.training.seq_len > 0 ? fmt::format(", {:.0f} tokens/s", r.tokens_per_second) : "");
-  fmt::print(out, "  per GPU        {:.1f} model TFLOP/s (MFU {:.1f}%), {:.1f} hardware TFLOP/s "
-                  "(HFU {:.1f}%)\n",
+  fmt::print(out,
+             "  per GPU        {:.1f} model TFLOP/s (MFU {:.1f}%), {:.1f} hardware TFLOP/s "
+             "(HFU {:.1f}%)\n",
              r.model_tflops_per_gpu, 100 * r.mfu, r.hardware_tflops_per_gpu, 100 * r.hfu);
-  fmt::print(out, "  cost sources   measured {:.1f}%, interpolated {:.1f}%, roofline {:.1f}% "
-                  "({} model)\n",
+  fmt::print(out,
+             "  cost sources   measured {:.1f}%, interpolated {:.1f}%, roofline {:.1f}% "
+             "({} model)\n",
              100 * stats.sources.Share(models::CostSource::kMeasured),
              100 * stats.sources.Share(models::CostSource::kInterpolated),
              100 * stats.sources.Share(models::CostSource::kRoofline), r.cost_model);
@@ -278,7 +280,8 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
   }
   fmt::print(out, "  (times in ms on each stage's first rank)\n");
   for (const std::string& warning : r.warnings) fmt::print(out, "\n  warning: {}\n", warning);
-  fmt::print(out, "\n  simulator      {} tasks, {} events; built in {:.3f} s, simulated in {:.3f} s\n",
+  fmt::print(out,
+             "\n  simulator      {} tasks, {} events; built in {:.3f} s, simulated in {:.3f} s\n",
              r.summary.tasks, r.summary.events, r.build_seconds, r.simulate_seconds);
 }
 
@@ -296,12 +299,9 @@ Status WriteOpList(const std::string& path, const SimulationConfig& config) {
                     {"count", op.count},
                     {"example", op.example}});
   }
-  const OrderedJson document = {{"format", "dtsim.op_list"},
-                                {"version", 1},
-                                {"config", config.source},
-                                {"model", config.model.name},
-                                {"gpu", config.gpu.name},
-                                {"ops", std::move(list)}};
+  const OrderedJson document = {{"format", "dtsim.op_list"}, {"version", 1},
+                                {"config", config.source},   {"model", config.model.name},
+                                {"gpu", config.gpu.name},    {"ops", std::move(list)}};
   return WriteFileAtomically(path, DumpJson(document, 2) + "\n");
 }
 
@@ -315,8 +315,8 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
   Expected<SimulationResult> result = strategies::Simulate(config);
   if (!result.ok()) return std::move(result).error().InFile(options.config);
   if (!options.result_path.empty()) {
-    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(options.result_path,
-                                              DumpJson(SimulateResultJson(config, *result), 2) + "\n"));
+    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(
+        options.result_path, DumpJson(SimulateResultJson(config, *result), 2) + "\n"));
   }
   if (!options.timeline_path.empty()) {
     DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(

@@ -1,13 +1,13 @@
 #include "tools/cli/sweep_command.h"
 
-#include <algorithm>
-#include <atomic>
-#include <optional>
-
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 #include <fmt/ranges.h>
+
+#include <algorithm>
+#include <atomic>
+#include <optional>
 
 #include "sim/base/atomic_file.h"
 #include "sim/base/buffered_text_writer.h"
@@ -43,20 +43,19 @@ po::options_description Describe(SweepOptions& o) {
       "Simulates CONFIG at every combination of the values given for config keys (bandwidth,\n"
       "nodes, compression, batch size, any field docs/config.md names) and tabulates iteration\n"
       "time, throughput, MFU and memory per point (docs/search.md).\n\nOptions");
-  description.add_options()
-      ("help,h", po::bool_switch(&o.help), "show this help")
-      ("vary", po::value(&o.vary)->value_name("KEY.PATH=V1,V2,...")->composing(),
-       "a config key and its values, separated by commas (a value is JSON when it parses as "
-       "JSON, text otherwise; commas inside [], {} or quotes do not separate); repeatable: "
-       "the sweep is the cartesian product, the first --vary changing slowest")
-      ("set", po::value(&o.overrides)->value_name("KEY.PATH=VALUE")->composing(),
-       "override a config field at every point (repeatable)")
-      ("threads,j", po::value(&o.threads)->value_name("N"), "threads (default: every core)")
-      ("max-memory", po::value(&o.max_memory)->value_name("SIZE"), kMaxMemoryHelp)
-      ("output,o", po::value(&o.output_prefix)->value_name("PREFIX"),
-       "write PREFIX.json (every point's full result) and PREFIX.csv "
-       "(docs/formats/sweep-result.md)")
-      ("quiet,q", po::bool_switch(&o.quiet), "print nothing on success");
+  description.add_options()("help,h", po::bool_switch(&o.help), "show this help")(
+      "vary", po::value(&o.vary)->value_name("KEY.PATH=V1,V2,...")->composing(),
+      "a config key and its values, separated by commas (a value is JSON when it parses as "
+      "JSON, text otherwise; commas inside [], {} or quotes do not separate); repeatable: "
+      "the sweep is the cartesian product, the first --vary changing slowest")(
+      "set", po::value(&o.overrides)->value_name("KEY.PATH=VALUE")->composing(),
+      "override a config field at every point (repeatable)")(
+      "threads,j", po::value(&o.threads)->value_name("N"), "threads (default: every core)")(
+      "max-memory", po::value(&o.max_memory)->value_name("SIZE"), kMaxMemoryHelp)(
+      "output,o", po::value(&o.output_prefix)->value_name("PREFIX"),
+      "write PREFIX.json (every point's full result) and PREFIX.csv "
+      "(docs/formats/sweep-result.md)")("quiet,q", po::bool_switch(&o.quiet),
+                                        "print nothing on success");
   return description;
 }
 
@@ -75,8 +74,8 @@ Status Evaluate(const Json& base, const std::vector<Axis>& axes, const std::stri
                 Point& point) {
   Json json = base;
   for (size_t a = 0; a < axes.size(); ++a) {
-    DTSIM_RETURN_IF_ERROR(strategies::ApplyOverride(
-        json, axes[a].key + "=" + axes[a].values[point.choice[a]]));
+    DTSIM_RETURN_IF_ERROR(
+        strategies::ApplyOverride(json, axes[a].key + "=" + axes[a].values[point.choice[a]]));
   }
   Expected<SimulationConfig> config = strategies::ConfigFromJson(json, source);
   if (!config.ok()) return std::move(config).error().InFile(source);
@@ -90,7 +89,6 @@ Status Evaluate(const Json& base, const std::vector<Axis>& axes, const std::stri
   return Status::Ok();
 }
 
-
 Status WriteOutputs(const std::string& prefix, const SweepOptions& options,
                     const std::vector<Axis>& axes, const std::vector<Point>& points) {
   OrderedJson vary = OrderedJson::array();
@@ -102,26 +100,29 @@ Status WriteOutputs(const std::string& prefix, const SweepOptions& options,
   OrderedJson list = OrderedJson::array();
   for (const Point& point : points) {
     OrderedJson values = OrderedJson::object();
-    for (size_t a = 0; a < axes.size(); ++a) values[axes[a].key] = ValueJson(axes[a].values[point.choice[a]]);
+    for (size_t a = 0; a < axes.size(); ++a)
+      values[axes[a].key] = ValueJson(axes[a].values[point.choice[a]]);
     list.push_back({{"values", std::move(values)},
                     {"status", point.result ? "ok" : "failed"},
                     {"error", point.result ? OrderedJson() : OrderedJson(point.error)},
                     {"result", point.result ? *point.result : OrderedJson()}});
   }
-  const OrderedJson document = {{"format", kSweepFormat},      {"version", kSweepVersion},
-                                {"config", options.config},    {"set", options.overrides},
-                                {"vary", std::move(vary)},     {"points", std::move(list)}};
+  const OrderedJson document = {{"format", kSweepFormat},   {"version", kSweepVersion},
+                                {"config", options.config}, {"set", options.overrides},
+                                {"vary", std::move(vary)},  {"points", std::move(list)}};
   DTSIM_RETURN_IF_ERROR(WriteFileAtomically(prefix + ".json", DumpJson(document, 2) + "\n"));
 
   DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> writer,
                          AtomicFileWriter::Open(prefix + ".csv"));
   BufferedTextWriter csv(writer->stream());
   for (const Axis& axis : axes) csv.Append("{},", CsvField(axis.key));
-  csv.Append("status,iteration_time_s,average_iteration_time_s,samples_per_second,"
-             "tokens_per_second,mfu,memory_gib,compute_s,recompute_s,tp_exposed_s,ep_exposed_s,"
-             "pp_wait_s,dp_exposed_s,optimizer_s,idle_s,error\n");
+  csv.Append(
+      "status,iteration_time_s,average_iteration_time_s,samples_per_second,"
+      "tokens_per_second,mfu,memory_gib,compute_s,recompute_s,tp_exposed_s,ep_exposed_s,"
+      "pp_wait_s,dp_exposed_s,optimizer_s,idle_s,error\n");
   for (const Point& point : points) {
-    for (size_t a = 0; a < axes.size(); ++a) csv.Append("{},", CsvField(axes[a].values[point.choice[a]]));
+    for (size_t a = 0; a < axes.size(); ++a)
+      csv.Append("{},", CsvField(axes[a].values[point.choice[a]]));
     if (!point.figures) {
       csv.Append("failed,,,,,,,,,,,,,,,{}\n", CsvField(point.error));
       continue;
@@ -131,8 +132,8 @@ Status WriteOutputs(const std::string& prefix, const SweepOptions& options,
     csv.Append("ok,{},{},{},{},{},{}", f.iteration_time.ToSecondsDouble(),
                f.average_iteration_time.ToSecondsDouble(), f.samples_per_second,
                f.tokens_per_second, f.mfu, static_cast<double>(point.memory_bytes) / kGibi);
-    for (DurationNs part : {b.compute, b.recompute, b.tensor, b.expert, b.pipeline,
-                            b.data_exposed, b.optimizer, b.idle}) {
+    for (DurationNs part : {b.compute, b.recompute, b.tensor, b.expert, b.pipeline, b.data_exposed,
+                            b.optimizer, b.idle}) {
       csv.Append(",{}", part.ToSecondsDouble());
     }
     csv.Append(",\n");
@@ -167,8 +168,9 @@ void PrintTable(std::ostream& out, const SweepOptions& options, const std::vecto
                FormatDuration(f.average_iteration_time), f.samples_per_second, 100 * f.mfu,
                static_cast<double>(point.memory_bytes) / kGibi);
   }
-  fmt::print(out, "  (iteration: the run's average with a compression warm-up; memory: the largest "
-                  "stage's, per GPU)\n");
+  fmt::print(out,
+             "  (iteration: the run's average with a compression warm-up; memory: the largest "
+             "stage's, per GPU)\n");
 }
 
 Status Execute(const SweepOptions& options, std::ostream& out) {
@@ -205,14 +207,16 @@ Status Execute(const SweepOptions& options, std::ostream& out) {
   }
   Progress progress = Progress::ForTerminal();
   std::atomic<size_t> done{0};
-  ParallelFor(points.size(), options.threads > 0 ? options.threads : DefaultThreads(), [&](size_t i) {
-    if (Status status = Evaluate(base, axes, options.config, points[i]); !status.ok()) {
-      points[i].error = status.error().ToString();
-    }
-    progress.Update("simulating", ++done, points.size());
-  });
+  ParallelFor(points.size(), options.threads > 0 ? options.threads : DefaultThreads(),
+              [&](size_t i) {
+                if (Status status = Evaluate(base, axes, options.config, points[i]); !status.ok()) {
+                  points[i].error = status.error().ToString();
+                }
+                progress.Update("simulating", ++done, points.size());
+              });
   progress.Finish();
-  const bool any = std::any_of(points.begin(), points.end(), [](const Point& p) { return p.result.has_value(); });
+  const bool any = std::any_of(points.begin(), points.end(),
+                               [](const Point& p) { return p.result.has_value(); });
   if (!any) {
     return Error(fmt::format("every point failed; the first: {}", points.front().error), "--vary");
   }
@@ -233,19 +237,19 @@ Status Execute(const SweepOptions& options, std::ostream& out) {
 CommandOutcome SweepCommand(std::span<const std::string> args, std::ostream& out) {
   SweepOptions options;
   const po::options_description description = Describe(options);
-  return RunCommandLine(args, description, "config", options.config, options.help,
-                        "missing the CONFIG file", out, [&] {
-                          if (options.vary.empty()) {
-                            return CommandOutcome::Usage(
-                                Error("give at least one --vary KEY.PATH=V1,V2,..."));
-                          }
-                          for (const std::string& text : options.vary) {
-                            if (Expected<Axis> axis = ParseVary(text); !axis.ok()) {
-                              return CommandOutcome::Usage(axis.error());
-                            }
-                          }
-                          return FailureUnlessOk(Execute(options, out));
-                        });
+  return RunCommandLine(
+      args, description, "config", options.config, options.help, "missing the CONFIG file", out,
+      [&] {
+        if (options.vary.empty()) {
+          return CommandOutcome::Usage(Error("give at least one --vary KEY.PATH=V1,V2,..."));
+        }
+        for (const std::string& text : options.vary) {
+          if (Expected<Axis> axis = ParseVary(text); !axis.ok()) {
+            return CommandOutcome::Usage(axis.error());
+          }
+        }
+        return FailureUnlessOk(Execute(options, out));
+      });
 }
 
 }  // namespace dtsim::cli

@@ -26,9 +26,8 @@ po::options_description Describe(ValidateOptions& o) {
       "Simulates every point of a published-measurements file (default\n"
       "../shared/validation/published-points.json) and prints predicted against measured with\n"
       "the error per point and the mean absolute percentage error.\n\nOptions");
-  description.add_options()
-      ("help,h", po::bool_switch(&o.help), "show this help")
-      ("output,o", po::value(&o.report_path)->value_name("FILE"), "write the report as JSON");
+  description.add_options()("help,h", po::bool_switch(&o.help), "show this help")(
+      "output,o", po::value(&o.report_path)->value_name("FILE"), "write the report as JSON");
   return description;
 }
 
@@ -43,15 +42,21 @@ Status Execute(const ValidateOptions& options, std::ostream& out) {
   for (const strategies::ValidationRow& row : report.rows) {
     fmt::print(out, "  {:<56} {:<24} {:>10.2f} {:>10.2f} {:>+7.1f}%\n", row.id, row.metric,
                row.measured, row.predicted, 100 * row.Error());
-    rows.push_back({{"id", row.id}, {"metric", row.metric}, {"unit", row.unit},
-                    {"measured", row.measured}, {"predicted", row.predicted},
-                    {"error", row.Error()}, {"simulated", row.how}});
+    rows.push_back({{"id", row.id},
+                    {"metric", row.metric},
+                    {"unit", row.unit},
+                    {"measured", row.measured},
+                    {"predicted", row.predicted},
+                    {"error", row.Error()},
+                    {"simulated", row.how}});
   }
   fmt::print(out, "\n  mean absolute percentage error over {} points: {:.1f}%\n",
              report.rows.size(), report.mean_absolute_percentage_error);
   if (!options.report_path.empty()) {
-    const OrderedJson document = {{"format", "dtsim.validation_report"}, {"version", 1},
-                                  {"points", options.points}, {"rows", std::move(rows)},
+    const OrderedJson document = {{"format", "dtsim.validation_report"},
+                                  {"version", 1},
+                                  {"points", options.points},
+                                  {"rows", std::move(rows)},
                                   {"mape_percent", report.mean_absolute_percentage_error}};
     DTSIM_RETURN_IF_ERROR(WriteFileAtomically(options.report_path, DumpJson(document, 2) + "\n"));
   }

@@ -7,13 +7,13 @@
 // Options: --profiler-api  brackets steps 2..3 with cudaProfilerStart/Stop (what
 //                          `dtsim profile --capture-range cuda-profiler-api` must keep);
 //          --device-reset  ends with cudaDeviceReset (whose records the profiler must flush).
-#include <cuda_profiler_api.h>
-#include <cuda_runtime.h>
-#include <nvtx3/nvToolsExt.h>
-
 #include <cstdio>
 #include <cstring>
 #include <string>
+
+#include <cuda_profiler_api.h>
+#include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
 
 namespace {
 
@@ -80,7 +80,8 @@ int main(int argc, char** argv) {
     nvtxRangePushA(name.c_str());
     CHECK(cudaMemcpyAsync(x, host, kElements * sizeof(float), cudaMemcpyHostToDevice, first),
           "cudaMemcpyAsync");
-    for (int k = 0; k < kScaleKernels; ++k) scale<<<blocks, threads, 0, first>>>(x, 1.01f, kElements);
+    for (int k = 0; k < kScaleKernels; ++k)
+      scale<<<blocks, threads, 0, first>>>(x, 1.01f, kElements);
     CHECK(cudaEventRecord(ready, first), "cudaEventRecord");
     CHECK(cudaStreamWaitEvent(second, ready, 0), "cudaStreamWaitEvent");
     CHECK(cudaMemsetAsync(y, 0, kElements * sizeof(float), second), "cudaMemsetAsync");
