@@ -185,13 +185,15 @@ TEST(FlowContentionTest, TwoToOneOversubscriptionHalvesCrossSpineThroughput) {
 }
 
 TEST(FlowModelTest, EveryRegisteredAlgorithmsFlowProgramBuilds) {
-  // The flow model runs whatever algorithm the analytical chooser picks or a graph forces; every
-  // entry has a program (a static_assert in the registry), and each builds for a plain group.
+  // The flow model runs whatever algorithm the analytical chooser picks or a graph forces: every
+  // entry has a cost and a program, and each program builds for a plain group.
   ClusterSpec cluster = TestCluster();
   cluster.servers = {.count = 2, .nic_bandwidth = cluster.inter.nic_bandwidth};
   cluster.intra.nvls = {.enabled = true, .latency = Microseconds(3), .efficiency = 0.5};
   const std::vector<int32_t> group = Ranks(0, 8);  // 2 nodes of 4: uniform, power of two
   for (const CollectiveAlgorithm& algorithm : CollectiveAlgorithms()) {
+    ASSERT_NE(algorithm.cost, nullptr) << algorithm.name;
+    ASSERT_NE(algorithm.program, nullptr) << algorithm.name;
     // Send/recv takes a pair; NVLS runs inside one node.
     const std::span<const int32_t> ranks = algorithm.kind == CommKind::kSendRecv
                                                ? std::span(group).first(2)
