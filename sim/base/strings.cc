@@ -46,6 +46,13 @@ std::string ClosestMatch(std::string_view word, std::span<const std::string_view
   std::string best;
   int best_score = limit + 1;
   for (std::string_view candidate : candidates) {
+    // Both distances are at least the length difference, so a candidate that far off cannot
+    // beat the best so far: skipping it changes no answer and keeps a long word (a 64 KiB
+    // garbage key) from costing |word| x |candidate| per candidate.
+    const auto gap =
+        static_cast<int>(word.size() > candidate.size() ? word.size() - candidate.size()
+                                                        : candidate.size() - word.size());
+    if (2 * gap >= best_score) continue;
     const int exact = EditDistance(word, candidate);
     const int folded = EditDistance(lowered, ToLower(candidate));
     const int score = std::min(2 * exact, 2 * folded + 1);

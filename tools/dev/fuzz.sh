@@ -4,7 +4,8 @@
 # "Fuzzing"). Installs clang and libFuzzer from Debian when they are missing.
 #
 # Usage: tools/dev/fuzz.sh [--seconds S | --runs N] [--seed N] [--jobs J] [--build-dir DIR]
-#                          [HARNESS...]
+#                          [--no-build] [HARNESS...]
+#        tools/dev/fuzz.sh --totals [--build-dir DIR]
 #   --seconds S      run each harness for S seconds (default 60: CI's smoke run)
 #   --runs N         run each harness for N executions instead (the long run: 10000000)
 #   --seed N         libFuzzer's random seed (default: a new one each run). CI passes 1 so that
@@ -12,11 +13,16 @@
 #                    fresh corpus does: a finding there is reproducible, not luck
 #   --jobs J         harnesses run side by side (default: the number of cores)
 #   --build-dir DIR  where to build and keep corpora and findings (default: build-fuzz)
+#   --no-build       run the harnesses already built in DIR (a long run in a copy, say, while
+#                    the tree changes)
+#   --totals         print the campaign so far (every run's line in DIR/campaign.tsv, summed
+#                    per harness) and exit
 #   HARNESS...       some of: quantity config overrides task_graph kineto chakra comm_groups
 #                    op_costs search_file (default: all)
 # Prints a table (harness, executions, crashes, hangs, out-of-memory) and exits 1 when any
 # harness found one; the inputs that did are in DIR/findings/HARNESS/. Inputs that reached new
-# code stay in DIR/corpus/HARNESS/ for the next run.
+# code stay in DIR/corpus/HARNESS/ for the next run, so runs add up to one campaign: each appends
+# a line per harness (date, commit, harness, seconds, executions, findings) to DIR/campaign.tsv.
 set -euo pipefail
 
 top="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -25,6 +31,8 @@ seconds=60
 runs=""
 seed=0
 jobs="$(nproc)"
+build=1
+totals=0
 harnesses=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -33,30 +41,48 @@ while [[ $# -gt 0 ]]; do
     --seed) seed="$2"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
     --build-dir) build_dir="$(realpath -m "$2")"; shift 2 ;;
-    -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --no-build) build=0; shift ;;
+    --totals) totals=1; shift ;;
+    -h|--help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) harnesses+=("$1"); shift ;;
   esac
 done
 all=(quantity config overrides task_graph kineto chakra comm_groups op_costs search_file)
 [[ ${#harnesses[@]} -gt 0 ]] || harnesses=("${all[@]}")
+campaign="$build_dir/campaign.tsv"
 
-# clang 16: the oldest Debian clang that compiles dtsim's C++20 (parenthesized aggregate
-# initialization); its libFuzzer is in libclang-rt-16-dev.
-if ! command -v clang++-16 >/dev/null || ! ls /usr/lib/llvm-16/lib/clang/16/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
-  echo "fuzz.sh: installing clang 16 and libFuzzer (clang-16, libclang-rt-16-dev)"
-  sudo=(); [[ $(id -u) -eq 0 ]] || sudo=(sudo)
-  "${sudo[@]}" apt-get update -q
-  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q --no-install-recommends \
-    clang-16 libclang-rt-16-dev
+if [[ $totals -eq 1 ]]; then
+  [[ -f "$campaign" ]] || { echo "fuzz.sh: no campaign yet ($campaign)" >&2; exit 1; }
+  printf '%-12s %5s %9s %12s %8s %6s %5s  %s\n' harness runs seconds executions crashes hangs oom \
+    commits
+  awk -F'\t' 'NR > 1 { runs[$3]++; secs[$3] += $4; ex[$3] += $5; cr[$3] += $6; hg[$3] += $7;
+                        om[$3] += $8; c = $2; commits[$3] = commits[$3] (index(commits[$3], c) ? "" : " " c) }
+    END { for (h in runs) printf "%-12s %5d %9d %12d %8d %6d %5d %s\n", h, runs[h], secs[h], ex[h],
+                                 cr[h], hg[h], om[h], commits[h] }' "$campaign" | sort
+  exit 0
 fi
 
 mkdir -p "$build_dir"
-# -O1 and line tables: what fuzzing needs (speed, stack traces), and quicker to build than -O2 -g.
-"$top/tools/setup.sh" --build-dir "$build_dir" --type RelWithDebInfo -- \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" -DCMAKE_CXX_COMPILER=clang++-16 -DDTSIM_FUZZ=ON -DDTSIM_BUILD_BENCH=OFF -DDTSIM_CUPTI=OFF \
-  >"$build_dir/setup.log" 2>&1 || { tail -40 "$build_dir/setup.log"; exit 1; }
-/usr/bin/python3 "$top/tests/fuzz/make_corpus.py" "$build_dir" >/dev/null
+if [[ $build -eq 1 ]]; then
+  # clang 16: the oldest Debian clang that compiles dtsim's C++20 (parenthesized aggregate
+  # initialization); its libFuzzer is in libclang-rt-16-dev.
+  if ! command -v clang++-16 >/dev/null || ! ls /usr/lib/llvm-16/lib/clang/16/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
+    echo "fuzz.sh: installing clang 16 and libFuzzer (clang-16, libclang-rt-16-dev)"
+    sudo=(); [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+    "${sudo[@]}" apt-get update -q
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q --no-install-recommends \
+      clang-16 libclang-rt-16-dev
+  fi
+
+  # -O1 and line tables: what fuzzing needs (speed, stack traces), and quicker to build than -O2 -g.
+  "$top/tools/setup.sh" --build-dir "$build_dir" --type RelWithDebInfo -- \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" -DCMAKE_CXX_COMPILER=clang++-16 -DDTSIM_FUZZ=ON -DDTSIM_BUILD_BENCH=OFF -DDTSIM_CUPTI=OFF \
+    >"$build_dir/setup.log" 2>&1 || { tail -40 "$build_dir/setup.log"; exit 1; }
+  /usr/bin/python3 "$top/tests/fuzz/make_corpus.py" "$build_dir" >/dev/null
+  git -C "$top" rev-parse --short HEAD >"$build_dir/built-commit" 2>/dev/null || echo unknown >"$build_dir/built-commit"
+  git -C "$top" diff --quiet HEAD 2>/dev/null || sed -i 's/$/+changes/' "$build_dir/built-commit"
+fi
 
 # One harness: its corpus (grown in place), its dictionary, limits that make a hang or a
 # memory blow-up a finding: 10 s for one input, 2 GiB of memory.
@@ -73,19 +99,28 @@ run_one() {
     -artifact_prefix="$findings/" -print_final_stats=1 "$corpus" \
     "$top/tests/fuzz/regressions/$name" >"$build_dir/$name.log" 2>&1 || true
 }
+# Findings are counted from this run's start: a campaign's findings dir keeps earlier ones.
+started="$build_dir/.run-started"
+touch "$started"
 export -f run_one
 export build_dir top seconds runs seed
 printf '%s\n' "${harnesses[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one {}'
 
+[[ -f "$campaign" ]] || printf 'date\tcommit\tharness\tseconds\texecutions\tcrashes\thangs\toom\n' >"$campaign"
+commit="$(cat "$build_dir/built-commit" 2>/dev/null || echo unknown)"
 status=0
 printf '\n%-12s %12s %8s %6s %5s  %s\n' harness executions crashes hangs oom log
 for name in "${harnesses[@]}"; do
   log="$build_dir/$name.log" findings="$build_dir/findings/$name"
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  crashes=$(find "$findings" -name 'crash-*' -o -name 'leak-*' -o -name 'deadly-*' | wc -l)
-  hangs=$(find "$findings" -name 'timeout-*' -o -name 'slow-unit-*' | wc -l)
-  ooms=$(find "$findings" -name 'oom-*' | wc -l)
+  found=(find "$findings" -newer "$started" -name)
+  crashes=$("${found[@]}" 'crash-*' -o -newer "$started" -name 'leak-*' -o -newer "$started" -name 'deadly-*' | wc -l)
+  hangs=$("${found[@]}" 'timeout-*' -o -newer "$started" -name 'slow-unit-*' | wc -l)
+  ooms=$("${found[@]}" 'oom-*' | wc -l)
   printf '%-12s %12s %8s %6s %5s  %s\n' "$name" "${execs:-none}" "$crashes" "$hangs" "$ooms" "$log"
+  secs=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log" | tail -1)
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$commit" "$name" "${secs:-0}" \
+    "${execs:-0}" "$crashes" "$hangs" "$ooms" >>"$campaign"
   if [[ -z "$execs" || $crashes -gt 0 || $hangs -gt 0 || $ooms -gt 0 ]]; then
     status=1
     echo "  findings in $findings; the end of the log:"
