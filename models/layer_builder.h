@@ -55,6 +55,19 @@ class LayerBuilder {
                    saved_bytes, std::move(backward));
   }
 
+  // Marks the op added last: the collective after it in forward (and recompute) and after the
+  // last of its backward ops (a GEMM's wgrad, an elementwise op's backward).
+  void Boundaries(Op::Boundary forward, Op::Boundary backward) {
+    ops_.forward.back().boundary = forward;
+    pending_.back().back().boundary = backward;
+  }
+
+  // Marks the op added last, and its backward ops, as an expert's.
+  void MarkExpert() {
+    ops_.forward.back().expert = true;
+    for (Op& op : pending_.back()) op.expert = true;
+  }
+
   LayerOps Finish() && {
     for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) {
       for (Op& op : *it) ops_.backward.push_back(std::move(op));

@@ -58,6 +58,14 @@ struct Op {
   WeightGemm weight_gemm = WeightGemm::kNone;
   int64_t activation_block = 0;
   int64_t weight_block = 0;
+  // The collective 1D tensor and expert parallelism put right after the op, set where the op
+  // is made: Megatron's f/g (the tensor-parallel reduction after the row-parallel GEMM in
+  // forward and after the column-parallel GEMM's weight gradient in backward; in a MoE layer
+  // after the combine and the router's backward) and the expert all-to-alls (after the
+  // dispatch and the last expert GEMM; backward mirrors them). 2D/2.5D grids have neither.
+  enum class Boundary : uint8_t { kNone, kTensorReduce, kExpertAllToAll };
+  Boundary boundary = Boundary::kNone;
+  bool expert = false;  // an expert's GEMM or activation: its work follows the routed tokens
 
   // The ops' matmul-ness and FLOPs, for GEMMs: 2·m·n·k·batch.
   static Op Gemm(std::string name, Pass pass, DType dtype, int64_t m, int64_t n, int64_t k,

@@ -10,6 +10,8 @@
 namespace dtsim::models {
 namespace {
 
+using Boundary = Op::Boundary;
+
 // The sizes of one rank's share of a layer: 1D Megatron splits heads and FFN t ways (and, with
 // sequence parallelism, the replicated ops' tokens); 2D/2.5D split the batch q (q·d) ways and
 // the hidden dimension, heads and FFN q ways, and run each weight GEMM as q SUMMA steps.
@@ -144,8 +146,10 @@ void Attention(LayerBuilder& layer, const Shape& x) {
   // all-gathers again) and its outputs Q, K, V for the core attention's backward.
   layer.Linear("attn.qkv", x.dtype, x.tokens, x.q + 2 * x.kv, x.width,
                x.e * x.replicated_tokens * x.width + x.e * tokens * (x.q + 2 * x.kv), x.steps);
+  layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);  // column-parallel: g in backward
   CoreAttention(layer, x);
   layer.Linear("attn.proj", x.dtype, x.tokens, x.width, x.q, x.e * tokens * x.q, x.steps);
+  layer.Boundaries(Boundary::kTensorReduce, Boundary::kNone);  // row-parallel: f in forward
   ResidualAdd(layer, "attn.residual", x);
 }
 
@@ -154,11 +158,13 @@ void DenseMlp(LayerBuilder& layer, const Shape& x, bool swiglu) {
   const int64_t width = swiglu ? 2 * x.ffn : x.ffn;  // SwiGLU: gate and up in one GEMM
   layer.Linear("mlp.fc1", x.dtype, x.tokens, width, x.width, x.e * x.replicated_tokens * x.width,
                x.steps);
+  layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
   // GeLU saves its input (e·sbf); SwiGLU reads 2f and writes f, saving both halves.
   const int64_t elements = x.tokens * x.ffn;
   layer.Stream("mlp.act", OpKind::kActivation, x.dtype, elements, swiglu ? 3 * x.e : 2 * x.e,
                swiglu ? 5 * x.e : 3 * x.e, x.e * tokens * width);
   layer.Linear("mlp.fc2", x.dtype, x.tokens, x.width, x.ffn, x.e * tokens * x.ffn, x.steps);
+  layer.Boundaries(Boundary::kTensorReduce, Boundary::kNone);
 }
 
 // Expert MLP: router, top-k, dispatch into a capacity-padded [experts, capacity, h] buffer,
@@ -182,20 +188,28 @@ void MoeMlp(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
 
   layer.Linear("moe.router", x.dtype, x.tokens, moe.experts, x.width,
                x.e * x.replicated_tokens * x.width);
+  layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
   layer.Stream("moe.topk", OpKind::kRouter, x.dtype, x.tokens * moe.experts, 8, 8,
                4.0 * x.tokens * moe.experts);
   const int64_t buffer = moe.experts * capacity * x.width;
   layer.Stream("moe.dispatch", OpKind::kPermute, x.dtype, buffer, 2 * x.e, 2 * x.e, 0);
+  layer.Boundaries(Boundary::kExpertAllToAll, Boundary::kNone);  // tokens to their experts
   // MFU counts routed tokens only; the padded capacity is executed work.
   const double share = routed / static_cast<double>(processed);
   layer.Linear("moe.expert.fc1", x.dtype, rows, width, x.width, x.e * processed * x.width,
                local_experts, share);
+  layer.MarkExpert();
+  layer.Boundaries(Boundary::kNone, Boundary::kExpertAllToAll);  // gradients back to the tokens
   layer.Stream("moe.expert.act", OpKind::kActivation, x.dtype, processed * ffn,
                swiglu ? 3 * x.e : 2 * x.e, swiglu ? 5 * x.e : 3 * x.e,
                x.e * static_cast<double>(processed) * width);
+  layer.MarkExpert();
   layer.Linear("moe.expert.fc2", x.dtype, rows, x.width, ffn, x.e * processed * ffn, local_experts,
                share);
+  layer.MarkExpert();
+  layer.Boundaries(Boundary::kExpertAllToAll, Boundary::kNone);  // tokens back to their ranks
   layer.Stream("moe.combine", OpKind::kPermute, x.dtype, buffer, 2 * x.e, 2 * x.e, x.e * buffer);
+  layer.Boundaries(Boundary::kTensorReduce, Boundary::kExpertAllToAll);
 }
 
 }  // namespace

@@ -1,8 +1,12 @@
-// The task categories and the compute stream of the graphs the plan builders make (the
-// breakdown of a result reads them).
+// The task categories and the stream roles of the graphs the plan builders make (the breakdown
+// of a result reads them).
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <string_view>
+
+#include "sim/graph/builder.h"
 
 namespace dtsim::strategies {
 
@@ -13,8 +17,31 @@ inline constexpr std::string_view kPipelineCategory = "pp";
 inline constexpr std::string_view kExpertCategory = "ep";
 inline constexpr std::string_view kDataCategory = "dp";
 inline constexpr std::string_view kOptimizerCategory = "optimizer";
-// The stream every rank computes on (tensor-parallel collectives and pipeline receives block
-// it, as in Megatron); sends and gradient reduction have their own streams.
-inline constexpr std::string_view kComputeStream = "compute";
+
+// The streams of a rank, by what runs on them. Every rank computes on kCompute (tensor-parallel
+// collectives and pipeline receives block it, as in Megatron); SUMMA's broadcasts and reduces
+// run on kTensor, joined to the compute stream by kTensorJoin; pipeline sends, gradient
+// reduction and ZeRO-3's parameter gathers have their own streams.
+enum class StreamRole : uint8_t {
+  kCompute,
+  kTensor,
+  kTensorJoin,
+  kSendForward,
+  kSendBackward,
+  kData,
+  kZero,
+};
+
+// The stream's name in the graph, its traces and timelines.
+constexpr std::string_view StreamName(StreamRole role) {
+  constexpr std::array<std::string_view, 7> kNames = {"compute",     "tp", "tp-join", "pp-send-fwd",
+                                                      "pp-send-bwd", "dp", "zero"};
+  return kNames[static_cast<size_t>(role)];
+}
+
+// `rank`'s stream of `role`.
+inline graph::StreamId RoleStream(graph::TaskGraphBuilder& builder, int32_t rank, StreamRole role) {
+  return builder.Stream(rank, StreamName(role));
+}
 
 }  // namespace dtsim::strategies

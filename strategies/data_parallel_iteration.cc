@@ -64,7 +64,7 @@ class DataParallelBuilder {
     // Per simulated rank, where each gradient point is ready in the last backward.
     std::vector<std::vector<TaskId>> ready(static_cast<size_t>(simulated_));
     for (int32_t rank = 0; rank < simulated_; ++rank) {
-      const graph::StreamId stream = builder_.Stream(rank, kComputeStream);
+      const graph::StreamId stream = RoleStream(builder_, rank, StreamRole::kCompute);
       for (int64_t microbatch = 0; microbatch < microbatches; ++microbatch) {
         const bool last = microbatch == microbatches - 1;
         Emit(stream, ops.forward, forward, "fwd", nullptr);

@@ -71,8 +71,8 @@ Status GradientReducer::ReduceBucket(const GradientTensors& bucket, const Reduct
                                                         to_servers ? "parameter_server" : "");
       if (group.logical.size() != members.size()) builder_.PriceAs(comm, group.logical);
       for (int32_t rank : members) {
-        tasks.push_back(builder_.AddCollectiveTask(builder_.Stream(rank, "dp"), comm, step.name,
-                                                   kDataCategory));
+        tasks.push_back(builder_.AddCollectiveTask(RoleStream(builder_, rank, StreamRole::kData),
+                                                   comm, step.name, kDataCategory));
       }
     } else {
       DurationNs duration;
@@ -83,8 +83,8 @@ Status GradientReducer::ReduceBucket(const GradientTensors& bucket, const Reduct
         sources_.Add(cost, group.represented);
       }
       for (int32_t rank : members) {
-        tasks.push_back(builder_.AddTask(builder_.Stream(rank, "dp"), TaskKind::kCompute, step.name,
-                                         kDataCategory, duration));
+        tasks.push_back(builder_.AddTask(RoleStream(builder_, rank, StreamRole::kData),
+                                         TaskKind::kCompute, step.name, kDataCategory, duration));
       }
     }
     for (size_t i = 0; i < members.size(); ++i) {
@@ -130,13 +130,15 @@ void GradientReducer::Step(const ReductionGroup& group, int64_t parameters, Step
     expert_gathers.emplace_back(&experts, all_gather(experts, expert_shard));
   }
   for (int32_t rank : group.simulated) {
-    const TaskId task = builder_.AddTask(builder_.Stream(rank, kComputeStream), TaskKind::kCompute,
-                                         "optimizer step", kOptimizerCategory, step.duration);
+    const TaskId task =
+        builder_.AddTask(RoleStream(builder_, rank, StreamRole::kCompute), TaskKind::kCompute,
+                         "optimizer step", kOptimizerCategory, step.duration);
     for (TaskId prerequisite : waits[rank]) builder_.AddDependency(task, prerequisite);
     const auto gather_after_step = [&](const std::optional<graph::CommId>& comm) {
       if (!comm) return;
-      const TaskId gathered = builder_.AddCollectiveTask(builder_.Stream(rank, "dp"), *comm,
-                                                         "parameter all-gather", kDataCategory);
+      const TaskId gathered =
+          builder_.AddCollectiveTask(RoleStream(builder_, rank, StreamRole::kData), *comm,
+                                     "parameter all-gather", kDataCategory);
       builder_.AddDependency(gathered, task);
     };
     gather_after_step(dense_gather);

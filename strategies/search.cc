@@ -13,6 +13,7 @@
 #include "sim/base/parallel.h"
 #include "sim/base/quantity.h"
 #include "sim/base/strings.h"
+#include "strategies/stage_memory.h"
 
 namespace dtsim::strategies {
 namespace {

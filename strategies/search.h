@@ -21,6 +21,7 @@
 #include "sim/base/time.h"
 #include "strategies/compression.h"
 #include "strategies/config.h"
+#include "strategies/pass_times.h"
 #include "strategies/simulate.h"
 #include "strategies/transformer_iteration.h"
 

@@ -8,6 +8,7 @@
 #include "network/network_models.h"
 #include "sim/base/strings.h"
 #include "strategies/footprint.h"
+#include "strategies/stage_balance.h"
 #include "traces/op_cost_table.h"
 
 namespace dtsim::strategies {
@@ -45,7 +46,8 @@ TimeBreakdown Breakdown(const graph::TaskGraph& graph, const graph::TaskTimes& t
   TimeNs before_optimizer = TimeNs::Zero();
   for (size_t s = 0; s < graph.stream_count(); ++s) {
     const graph::Stream& stream = graph.stream(graph::StreamId(static_cast<uint32_t>(s)));
-    if (stream.rank != rank || graph.name(stream.name) != kComputeStream) continue;
+    if (stream.rank != rank || graph.name(stream.name) != StreamName(StreamRole::kCompute))
+      continue;
     TimeNs previous_end = TimeNs::Zero();
     for (graph::TaskId id : graph.stream_tasks(graph::StreamId(static_cast<uint32_t>(s)))) {
       const DurationNs length = times.task_end[id.value()] - times.task_start[id.value()];

@@ -31,38 +31,6 @@ struct IterationGraph {
   IterationStats stats;
 };
 
-// Per-stage memory (one rank of each pipeline stage), fitting the GPU or not.
-Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const SimulationConfig& config);
-// The same; errors when a stage does not fit the GPU ("needs 97.2 GiB per GPU, …").
-Expected<std::vector<models::MemoryBreakdown>> StageMemory(const SimulationConfig& config);
-
-// One micro-batch of a piece of the model on one rank, as the graph lays it out, with its
-// collectives priced by the analytical network model's algorithms: the work its compute stream
-// serializes — the ops (experts at the balanced load), 1D tensor-parallel reductions and a
-// grid's row-statistics all-reduces — and the SUMMA broadcasts and reduces its "tp" stream
-// serializes on a 2D/2.5D grid. No other collective, no waits.
-struct PieceTimes {
-  DurationNs forward, backward, recompute;
-  DurationNs forward_grid, backward_grid, recompute_grid;
-};
-struct PassTimes {
-  PieceTimes dense, moe;  // one layer of each kind (moe: zero without MoE layers)
-  PieceTimes embedding;   // the first stage's
-  PieceTimes output;      // the last stage's
-  const PieceTimes& Layer(const models::TransformerSpec& spec, int index) const {
-    return spec.IsMoeLayer(index) ? moe : dense;
-  }
-};
-
-// The pass times of a transformer `config` (checked by CheckPlan): what a lower bound on its
-// iteration time is built from (`dtsim search`).
-Expected<PassTimes> PricePassTimes(const SimulationConfig& config, const models::OpCostModel& cost);
-
-// Layers per pipeline stage balanced by cost ("layers": "balanced"; docs/strategies.md "Stage
-// balancing"): one count per stage, adding up to the model's layers.
-Expected<std::vector<int>> BalanceStageLayers(const SimulationConfig& config,
-                                              const models::OpCostModel& cost);
-
 // Precondition: `config` came from ConfigFromJson (the plan fits the model and cluster).
 // `phase`: with gradient compression, the full-precision warm-up or the compressed steps.
 // The graph without `stats.stage_memory`.

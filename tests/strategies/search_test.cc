@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <tuple>
 
+#include "strategies/pass_times.h"
+#include "strategies/stage_memory.h"
+
 namespace dtsim::strategies {
 namespace {
 

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "strategies/config.h"
+#include "strategies/stage_memory.h"
 #include "tests/strategies/simulate_helpers.h"
 
 namespace dtsim::strategies {

@@ -1,5 +1,7 @@
 // Uneven pipeline stages: "layers": "balanced" (dtsim chooses the counts by cost) and given
 // counts. The balanced split is checked against brute force over every contiguous split.
+#include "strategies/stage_balance.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -9,6 +11,7 @@
 
 #include "models/memory.h"
 #include "strategies/config.h"
+#include "strategies/pass_times.h"
 #include "strategies/simulate.h"
 #include "strategies/transformer_iteration.h"
 #include "tests/strategies/simulate_helpers.h"

@@ -1,0 +1,104 @@
+#include "strategies/microbatch_layout.h"
+
+namespace dtsim::strategies {
+namespace {
+
+using graph::CommKind;
+using models::Op;
+
+}  // namespace
+
+MicrobatchLayout::MicrobatchLayout(const SimulationConfig& config) : config_(config) {}
+
+Bytes MicrobatchLayout::ActivationBytes() const {
+  return Bytes(config_.training.micro_batch * config_.training.seq_len *
+               config_.model.transformer.hidden * DTypeBytes(config_.training.dtype));
+}
+
+int64_t MicrobatchLayout::GridTokens() const {
+  return config_.training.micro_batch / ShardOf(config_).batch_split() * config_.training.seq_len;
+}
+
+std::vector<LayoutComm> MicrobatchLayout::TensorReduce() const {
+  if (!config_.plan.sequence_parallel) return {{CommKind::kAllReduce, ActivationBytes()}};
+  return {{CommKind::kReduceScatter, ActivationBytes()},
+          {CommKind::kAllGather, Bytes(ActivationBytes().count() / config_.plan.tensor)}};
+}
+
+void MicrobatchLayout::LayOut(const PricedOp& op, LayoutSink& sink) const {
+  if (op.summa != Op::WeightGemm::kNone) {
+    sink.Summa(op, SummaSteps(op));
+  } else {
+    sink.Compute(op);
+  }
+  switch (op.after) {
+    case After::kTensor:
+      for (const LayoutComm& comm : TensorReduce()) sink.Collective(comm);
+      break;
+    case After::kExpert:
+      sink.ExpertAllToAll();
+      break;
+    case After::kRowStats: {
+      // LayerNorm2D: the per-token sum and sum of squares, one all-reduce each over the ROW
+      // group, in forward and backward (the loss: its max and sum of exponentials).
+      const LayoutComm stats{CommKind::kAllReduce,
+                             Bytes(GridTokens() * DTypeBytes(config_.training.dtype)),
+                             CommGroup::kGridRow};
+      sink.Collective(stats);
+      sink.Collective(stats);
+      break;
+    }
+    case After::kNothing:
+      break;
+  }
+}
+
+// SUMMA (ColossalAI's Matmul_AB/ABT/ATB_2D, per depth layer for 2.5D), q steps each: forward
+// C = XW broadcasts the X block over ROW and the W block over COL; dgrad dX = dY·Wᵀ broadcasts
+// W over COL and reduces the partial dX block over ROW; wgrad dW = Xᵀ·dY broadcasts X over ROW
+// and reduces the partial dW block over COL (docs/strategies.md). Step s moves the blocks from
+// (to) row/column s.
+std::vector<SummaStep> MicrobatchLayout::SummaSteps(const PricedOp& op) const {
+  const int64_t e = DTypeBytes(config_.training.dtype);
+  const Bytes activation(op.activation_block * e);
+  const Bytes weight(op.weight_block * e);
+  const int q = config_.plan.grid();
+  std::vector<SummaStep> steps(static_cast<size_t>(q));
+  for (int s = 0; s < q; ++s) {
+    const LayoutComm x_row{CommKind::kBroadcast, activation, CommGroup::kGridRow, s};
+    const LayoutComm w_column{CommKind::kBroadcast, weight, CommGroup::kGridColumn, s};
+    SummaStep& step = steps[static_cast<size_t>(s)];
+    switch (op.summa) {
+      case Op::WeightGemm::kForward:
+        step.before = {x_row, w_column};
+        break;
+      case Op::WeightGemm::kDgrad:
+        step.before = {w_column};
+        step.after = {{CommKind::kReduce, activation, CommGroup::kGridRow, s}};
+        break;
+      case Op::WeightGemm::kWgrad:
+        step.before = {x_row};
+        step.after = {{CommKind::kReduce, weight, CommGroup::kGridColumn, s}};
+        break;
+      case Op::WeightGemm::kNone:
+        break;
+    }
+  }
+  return steps;
+}
+
+std::vector<LayoutComm> MicrobatchLayout::EmbeddingComms(models::Pass pass) const {
+  const bool backward = pass == models::Pass::kBackward;
+  if (!config_.plan.on_grid()) return backward ? std::vector<LayoutComm>{} : TensorReduce();
+  const Bytes bytes(GridTokens() * config_.model.transformer.hidden *
+                    DTypeBytes(config_.training.dtype));
+  return {
+      {backward ? CommKind::kAllGather : CommKind::kReduceScatter, bytes, CommGroup::kGridColumn}};
+}
+
+std::vector<LayoutComm> MicrobatchLayout::OutputComms(models::Pass pass) const {
+  if (config_.plan.on_grid() || pass != models::Pass::kBackward) return {};
+  return TensorReduce();
+}
+
+}  // namespace dtsim::strategies

@@ -1,0 +1,81 @@
+// One description of what a micro-batch's pass puts on a rank's streams, op by op — its
+// compute, the 1D tensor-parallel reductions and expert all-to-alls after Megatron's
+// boundaries, a grid's row-statistics all-reduces and SUMMA steps — and its two consumers:
+// the graph builder emits it as tasks (transformer_iteration.cc) and the search's lower bound
+// prices it (pass_times.cc), so the bound cannot drift from what is simulated
+// (docs/strategies.md).
+#pragma once
+
+#include <vector>
+
+#include "models/ops.h"
+#include "sim/base/units.h"
+#include "sim/graph/task.h"
+#include "strategies/config.h"
+#include "strategies/priced_passes.h"
+
+namespace dtsim::strategies {
+
+// Where a collective runs: over the rank's t tensor-parallel peers (1D), or inside one depth
+// layer of a 2D/2.5D grid over ROW, the q ranks of a grid row (tensor indices i + q·(j + q·k)
+// for i = 0..q−1, adjacent), or COL, those of a grid column (j varies).
+enum class CommGroup : uint8_t { kTensor, kGridRow, kGridColumn };
+
+// One collective of the layout; a broadcast's or reduce's root is the member at `root` along
+// the grid axis.
+struct LayoutComm {
+  graph::CommKind kind = graph::CommKind::kAllReduce;
+  Bytes bytes;
+  CommGroup group = CommGroup::kTensor;
+  int root = 0;
+};
+
+// One SUMMA step of a weight GEMM: what is broadcast before its 1/q chunk of the GEMM, and what
+// is reduced after it.
+struct SummaStep {
+  std::vector<LayoutComm> before, after;
+};
+
+// What the layout hands its consumer, in order.
+class LayoutSink {
+ public:
+  virtual ~LayoutSink() = default;
+  // The op's compute on the rank's compute stream.
+  virtual void Compute(const PricedOp& op) = 0;
+  // The op as SUMMA steps, each a 1/q chunk of it between its broadcasts and reduces.
+  virtual void Summa(const PricedOp& op, const std::vector<SummaStep>& steps) = 0;
+  // A collective the compute stream waits for (tensor-parallel reduction, row statistics).
+  virtual void Collective(const LayoutComm& comm) = 0;
+  // The expert-parallel all-to-all of the rank's tokens.
+  virtual void ExpertAllToAll() = 0;
+};
+
+class MicrobatchLayout {
+ public:
+  explicit MicrobatchLayout(const SimulationConfig& config);
+
+  // One op and what follows it.
+  void LayOut(const PricedOp& op, LayoutSink& sink) const;
+
+  // The embedding's tensor-parallel collectives: 1D, the all-reduce (reduce-scatter) of the
+  // vocabulary-parallel lookup in forward; on a grid, VocabParallelEmbedding2D's reduce-scatter
+  // over COL of the depth layer's B/d tokens × h/q in forward and its all-gather in backward.
+  std::vector<LayoutComm> EmbeddingComms(models::Pass pass) const;
+  // The output layer's: 1D, the tensor-parallel reduction ending its backward.
+  std::vector<LayoutComm> OutputComms(models::Pass pass) const;
+
+  // The b·s·h activations of a micro-batch.
+  Bytes ActivationBytes() const;
+
+ private:
+  // A tensor-parallel all-reduce of the activations, or with sequence parallelism the
+  // reduce-scatter and all-gather it splits into (same bytes; docs/strategies.md).
+  std::vector<LayoutComm> TensorReduce() const;
+  // Tokens on one rank of a grid: the micro-batch's b·s split q·d ways.
+  int64_t GridTokens() const;
+  std::vector<SummaStep> SummaSteps(const PricedOp& op) const;
+
+  const SimulationConfig& config_;
+};
+
+}  // namespace dtsim::strategies

@@ -1,0 +1,134 @@
+#include "strategies/pass_times.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "network/collective_algorithms.h"
+#include "strategies/microbatch_layout.h"
+#include "strategies/priced_passes.h"
+
+namespace dtsim::strategies {
+namespace {
+
+// Sums a pass's layout: compute-stream work (ops and the collectives it waits for) and, on a
+// grid, the SUMMA traffic of the "tp" stream. Collectives are priced on the first group of
+// their kind: the first tensor-parallel group, or the first ROW (COL) group of the grid.
+class PassTimer final : public LayoutSink {
+ public:
+  explicit PassTimer(const SimulationConfig& config) : config_(config) {}
+
+  Status Time(const MicrobatchLayout& layout, const PricedPass& pass, DurationNs& compute,
+              DurationNs& grid) {
+    compute_ = &compute;
+    grid_ = &grid;
+    for (const PricedOp& op : pass.ops) layout.LayOut(op, *this);
+    return status_;
+  }
+
+  // The comms' time on the compute stream.
+  Expected<DurationNs> Time(const std::vector<LayoutComm>& comms) {
+    DurationNs total;
+    DurationNs unused;
+    compute_ = &total;
+    grid_ = &unused;
+    for (const LayoutComm& comm : comms) Collective(comm);
+    if (!status_.ok()) return status_.error();
+    return total;
+  }
+
+  void Compute(const PricedOp& op) override { *compute_ += op.duration; }
+
+  void Summa(const PricedOp& op, const std::vector<SummaStep>& steps) override {
+    *compute_ += op.duration;
+    for (const SummaStep& step : steps) {
+      for (const std::vector<LayoutComm>* comms : {&step.before, &step.after}) {
+        for (const LayoutComm& comm : *comms) *grid_ += CommTime(comm);
+      }
+    }
+  }
+
+  void Collective(const LayoutComm& comm) override { *compute_ += CommTime(comm); }
+
+  void ExpertAllToAll() override {}  // left out: it depends on the routing, not the layout
+
+ private:
+  // One collective over `ranks` as the analytical network model prices it (its cheapest
+  // algorithm for the group's placement).
+  Expected<DurationNs> CollectiveTime(const LayoutComm& comm, const std::vector<int32_t>& ranks,
+                                      int32_t root) const {
+    const network::GroupShape shape = network::ShapeOfGroup(ranks, config_.cluster);
+    DTSIM_ASSIGN_OR_RETURN(const network::AlgorithmChoice choice,
+                           network::ChooseCollectiveAlgorithm({.kind = comm.kind,
+                                                               .size = comm.bytes,
+                                                               .shape = shape,
+                                                               .cluster = &config_.cluster,
+                                                               .ranks = ranks,
+                                                               .root = root},
+                                                              ""));
+    return choice.time;
+  }
+
+  // On the first tensor-parallel group; on a grid, the cheaper of the first ROW (COL) group
+  // rooted at member `root` and at member 0, as a rank may be priced either way (the builder's
+  // GridComms roots a group without the member at the simulated one).
+  Expected<DurationNs> PriceComm(const LayoutComm& comm) const {
+    const ParallelPlan& plan = config_.plan;
+    std::vector<int32_t> ranks;
+    if (comm.group == CommGroup::kTensor) {
+      if (plan.tensor < 2) return DurationNs::Zero();
+      for (int tp = 0; tp < plan.tensor; ++tp) ranks.push_back(plan.Rank(0, 0, tp));
+      return CollectiveTime(comm, ranks, ranks.front());
+    }
+    const int q = plan.grid();
+    const int stride = comm.group == CommGroup::kGridRow ? 1 : q;
+    for (int c = 0; c < q; ++c) ranks.push_back(plan.Rank(0, 0, c * stride));
+    DTSIM_ASSIGN_OR_RETURN(const DurationNs at_root,
+                           CollectiveTime(comm, ranks, ranks[static_cast<size_t>(comm.root)]));
+    DTSIM_ASSIGN_OR_RETURN(const DurationNs at_first, CollectiveTime(comm, ranks, ranks.front()));
+    return std::min(at_root, at_first);
+  }
+
+  DurationNs CommTime(const LayoutComm& comm) {
+    if (!status_.ok()) return DurationNs::Zero();
+    Expected<DurationNs> time = PriceComm(comm);
+    if (!time.ok()) {
+      status_ = std::move(time).error();
+      return DurationNs::Zero();
+    }
+    return *time;
+  }
+
+  const SimulationConfig& config_;
+  DurationNs* compute_ = nullptr;
+  DurationNs* grid_ = nullptr;
+  Status status_ = Status::Ok();
+};
+
+Expected<PieceTimes> TimePiece(PassTimer& timer, const MicrobatchLayout& layout,
+                               const PiecePasses& piece) {
+  PieceTimes times;
+  DTSIM_RETURN_IF_ERROR(timer.Time(layout, piece.forward, times.forward, times.forward_grid));
+  DTSIM_RETURN_IF_ERROR(timer.Time(layout, piece.backward, times.backward, times.backward_grid));
+  DTSIM_RETURN_IF_ERROR(timer.Time(layout, piece.recompute, times.recompute, times.recompute_grid));
+  return times;
+}
+
+}  // namespace
+
+Expected<PassTimes> PricePassTimes(const SimulationConfig& config,
+                                   const models::OpCostModel& cost) {
+  DTSIM_ASSIGN_OR_RETURN(const PricedModel model, PriceModel(config, cost));
+  const MicrobatchLayout layout(config);
+  PassTimer timer(config);
+  PassTimes times;
+  DTSIM_ASSIGN_OR_RETURN(times.dense, TimePiece(timer, layout, model.dense));
+  DTSIM_ASSIGN_OR_RETURN(times.moe, TimePiece(timer, layout, model.moe));
+  DTSIM_ASSIGN_OR_RETURN(times.embedding, TimePiece(timer, layout, model.embedding));
+  DTSIM_ASSIGN_OR_RETURN(times.output, TimePiece(timer, layout, model.output));
+  DTSIM_ASSIGN_OR_RETURN(const DurationNs reduce,
+                         timer.Time(layout.OutputComms(models::Pass::kBackward)));
+  times.output.backward += reduce;
+  return times;
+}
+
+}  // namespace dtsim::strategies

@@ -1,0 +1,143 @@
+#include "strategies/peer_group.h"
+
+#include <utility>
+
+#include "strategies/categories.h"
+
+namespace dtsim::strategies {
+
+using graph::CommKind;
+using graph::TaskId;
+using graph::TaskKind;
+
+PeerGroup::PeerGroup(graph::TaskGraphBuilder& builder, std::vector<int32_t> ranks,
+                     std::vector<int32_t> logical)
+    : builder_(builder), ranks_(std::move(ranks)), logical_(std::move(logical)) {
+  for (int32_t rank : ranks_) {
+    compute_.push_back(RoleStream(builder_, rank, StreamRole::kCompute));
+    tensor_.push_back(RoleStream(builder_, rank, StreamRole::kTensor));
+    send_forward_.push_back(RoleStream(builder_, rank, StreamRole::kSendForward));
+    send_backward_.push_back(RoleStream(builder_, rank, StreamRole::kSendBackward));
+    last_.emplace_back();
+    tensor_tail_.emplace_back();
+  }
+}
+
+void PeerGroup::Add(DurationNs duration, const std::string& name, std::string_view category) {
+  if (category != pending_category_ || name != pending_name_) {
+    Flush();
+    pending_name_ = name;
+    pending_category_ = category;
+  }
+  pending_ += duration;
+}
+
+void PeerGroup::Flush() {
+  if (pending_ > DurationNs::Zero()) {
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      last_[i] = builder_.AddTask(compute_[i], TaskKind::kCompute, pending_name_, pending_category_,
+                                  pending_);
+    }
+    ApplyWaits();
+  }
+  pending_ = DurationNs::Zero();
+}
+
+void PeerGroup::WaitBefore(std::vector<TaskId> waits) {
+  Flush();
+  waits_ = std::move(waits);
+}
+
+void PeerGroup::Collective(CommKind kind, Bytes size, std::string_view name) {
+  Flush();
+  if (logical_.size() < 2) return;
+  const graph::CommId comm = builder_.AddCollective(kind, size, ranks_);
+  if (logical_.size() != ranks_.size()) builder_.PriceAs(comm, logical_);
+  Post(std::vector<graph::CommId>(ranks_.size(), comm), name, kTensorCategory);  // applies waits
+}
+
+void PeerGroup::Post(const std::vector<graph::CommId>& comms, std::string_view name,
+                     std::string_view category) {
+  Flush();
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    last_[i] = builder_.AddCollectiveTask(compute_[i], comms[i], name, category);
+  }
+  ApplyWaits();
+}
+
+void PeerGroup::Summa(DurationNs duration, const std::string& name, std::string_view comm_name,
+                      std::string_view category, const std::vector<SummaStepComms>& steps,
+                      bool output_reduced) {
+  Flush();
+  const auto count = static_cast<int64_t>(steps.size());
+  std::vector<TaskId> reduced;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    const std::optional<TaskId> start = last_[i];
+    std::vector<TaskId> chunks;
+    for (int64_t s = 0; s < count; ++s) {
+      const SummaStepComms& step = steps[static_cast<size_t>(s)];
+      const std::optional<TaskId> buffer_free = s >= 2 ? chunks[static_cast<size_t>(s - 2)] : start;
+      std::vector<TaskId> inputs;
+      for (const std::vector<graph::CommId>& comms : step.before) {
+        inputs.push_back(TensorTask(i, comms[i], comm_name));
+        if (buffer_free) builder_.AddDependency(inputs.back(), *buffer_free);
+      }
+      // Chunks that add up to the GEMM exactly.
+      const DurationNs part(duration.ns() * (s + 1) / count - duration.ns() * s / count);
+      chunks.push_back(builder_.AddTask(compute_[i], TaskKind::kCompute, name, category, part));
+      for (TaskId input : inputs) builder_.AddDependency(chunks.back(), input);
+      if (s == 0 && output_reduced && i < waits_.size()) {
+        builder_.AddDependency(chunks.back(), waits_[i]);
+      }
+      for (const std::vector<graph::CommId>& comms : step.after) {
+        builder_.AddDependency(TensorTask(i, comms[i], comm_name), chunks.back());
+      }
+    }
+    last_[i] = chunks.back();
+    if (output_reduced && !steps.back().after.empty()) reduced.push_back(*tensor_tail_[i]);
+  }
+  if (output_reduced) waits_ = std::move(reduced);
+}
+
+TaskId PeerGroup::GradientsReady(size_t peer) {
+  Flush();
+  if (!tensor_tail_[peer]) return *last_[peer];
+  const TaskId join =
+      builder_.AddTask(RoleStream(builder_, ranks_[peer], StreamRole::kTensorJoin),
+                       TaskKind::kCompute, "gradients ready", kTensorCategory, DurationNs::Zero());
+  builder_.AddDependency(join, *last_[peer]);
+  builder_.AddDependency(join, *tensor_tail_[peer]);
+  return join;
+}
+
+void PeerGroup::Recv(const std::vector<int32_t>& peers, int64_t tag, Bytes size,
+                     std::string_view name) {
+  Flush();
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    last_[i] = builder_.AddRecv(compute_[i], peers[i], tag, name, kPipelineCategory, size);
+  }
+  ApplyWaits();
+}
+
+void PeerGroup::Send(const std::vector<int32_t>& peers, int64_t tag, Bytes size, models::Pass pass,
+                     std::string_view name) {
+  Flush();
+  const bool forward = pass == models::Pass::kForward;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    const TaskId send = builder_.AddSend(forward ? send_forward_[i] : send_backward_[i], peers[i],
+                                         size, tag, name, kPipelineCategory);
+    if (last_[i]) builder_.AddDependency(send, *last_[i]);
+  }
+}
+
+TaskId PeerGroup::TensorTask(size_t peer, graph::CommId comm, std::string_view name) {
+  tensor_tail_[peer] = builder_.AddCollectiveTask(tensor_[peer], comm, name, kTensorCategory);
+  return *tensor_tail_[peer];
+}
+
+void PeerGroup::ApplyWaits() {
+  for (size_t i = 0; i < waits_.size(); ++i) builder_.AddDependency(*last_[i], waits_[i]);
+  waits_.clear();
+}
+
+}  // namespace dtsim::strategies

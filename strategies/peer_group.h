@@ -1,0 +1,82 @@
+// The t tensor-parallel peers of one (data index, pipeline stage) as the transformer builder
+// emits them: they run the same tasks, so each call adds one task per peer, and collectives
+// span the peers. Consecutive compute of one name and category merges into one task.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/ops.h"
+#include "sim/base/time.h"
+#include "sim/base/units.h"
+#include "sim/graph/builder.h"
+
+namespace dtsim::strategies {
+
+class PeerGroup {
+ public:
+  // `ranks` are the simulated peers; `logical` all of them (more when only one peer per class
+  // of identical ranks is simulated): collectives are priced over `logical`.
+  PeerGroup(graph::TaskGraphBuilder& builder, std::vector<int32_t> ranks,
+            std::vector<int32_t> logical);
+
+  const std::vector<int32_t>& ranks() const { return ranks_; }
+  std::optional<graph::TaskId> last(size_t peer) const { return last_[peer]; }
+
+  // Compute on each peer's compute stream, merged with the pending compute of the same name.
+  void Add(DurationNs duration, const std::string& name, std::string_view category);
+  // Emits the pending compute.
+  void Flush();
+
+  // The next task of each peer also waits for waits[i] (a parameter gather on another stream).
+  void WaitBefore(std::vector<graph::TaskId> waits);
+
+  // A tensor-parallel collective over the peers (none when there is one), on the compute
+  // stream.
+  void Collective(graph::CommKind kind, Bytes size, std::string_view name);
+
+  // Each peer's part in a collective made elsewhere: comms[i] for peer i, on the compute stream.
+  void Post(const std::vector<graph::CommId>& comms, std::string_view name,
+            std::string_view category);
+
+  // One weight GEMM as SUMMA steps (Optimus; Tesseract per depth layer): step s's broadcasts
+  // (before[c][peer]) run on the peer's "tp" stream, double-buffered — once the GEMM chunk of
+  // step s − 2 (the op before, for the first two) has ended — and its 1/q of the GEMM waits for
+  // them; its reduces (after[c][peer]) follow the chunk. When they reduce the op's output
+  // (`output_reduced`, dgrad), the next task waits for the last of them; a weight gradient's
+  // (wgrad) only gates the gradient's reduction (GradientsReady).
+  struct SummaStepComms {
+    std::vector<std::vector<graph::CommId>> before, after;
+  };
+  void Summa(DurationNs duration, const std::string& name, std::string_view comm_name,
+             std::string_view category, const std::vector<SummaStepComms>& steps,
+             bool output_reduced);
+
+  // Where a peer's gradients so far are final: its last task, or, once SUMMA reduces run on
+  // its "tp" stream, a point after both that and the stream's last reduce.
+  graph::TaskId GradientsReady(size_t peer);
+
+  // Pipeline transfers: peer i receives from (sends to) peers[i], on the compute stream (on
+  // its send stream of `pass`, forward's activations or backward's gradients).
+  void Recv(const std::vector<int32_t>& peers, int64_t tag, Bytes size, std::string_view name);
+  void Send(const std::vector<int32_t>& peers, int64_t tag, Bytes size, models::Pass pass,
+            std::string_view name);
+
+ private:
+  graph::TaskId TensorTask(size_t peer, graph::CommId comm, std::string_view name);
+  void ApplyWaits();
+
+  graph::TaskGraphBuilder& builder_;
+  std::vector<int32_t> ranks_;
+  std::vector<int32_t> logical_;
+  std::vector<graph::TaskId> waits_;
+  std::vector<graph::StreamId> compute_, tensor_, send_forward_, send_backward_;
+  std::vector<std::optional<graph::TaskId>> last_, tensor_tail_;
+  DurationNs pending_;
+  std::string pending_name_;
+  std::string_view pending_category_;
+};
+
+}  // namespace dtsim::strategies

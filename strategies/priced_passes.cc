@@ -1,0 +1,95 @@
+#include "strategies/priced_passes.h"
+
+#include <optional>
+#include <utility>
+
+namespace dtsim::strategies {
+namespace {
+
+using models::Op;
+
+// On a grid LayerNorm2D all-reduces its row statistics in forward and backward, as does the
+// loss in forward.
+bool RowStatistics(const Op& op) {
+  return op.kind == models::OpKind::kNorm ||
+         (op.kind == models::OpKind::kCrossEntropy && op.pass == models::Pass::kForward);
+}
+
+After AfterOf(const Op& op, bool grid) {
+  if (grid) return RowStatistics(op) ? After::kRowStats : After::kNothing;
+  switch (op.boundary) {
+    case Op::Boundary::kTensorReduce:
+      return After::kTensor;
+    case Op::Boundary::kExpertAllToAll:
+      return After::kExpert;
+    case Op::Boundary::kNone:
+      break;
+  }
+  return After::kNothing;
+}
+
+class Pricer {
+ public:
+  Pricer(const models::OpCostModel& cost, bool grid) : cost_(cost), grid_(grid) {}
+
+  Expected<PricedPass> Price(const std::vector<Op>& ops) {
+    PricedPass pass;
+    for (const Op& op : ops) {
+      DTSIM_ASSIGN_OR_RETURN(const models::OpCost cost, cost_.PriceOrError(op));
+      const std::string_view name = op.name;
+      PricedOp& priced = pass.ops.emplace_back(std::string(name.substr(0, name.find('.'))),
+                                               cost.duration, AfterOf(op, grid_), op.expert);
+      if (grid_) {
+        priced.summa = op.weight_gemm;
+        priced.activation_block = op.activation_block;
+        priced.weight_block = op.weight_block;
+      }
+      pass.model_flops += op.model_flops;
+      sources_.push_back(cost);
+    }
+    return pass;
+  }
+
+  Expected<PiecePasses> Piece(const models::LayerOps& ops,
+                              std::optional<models::Recompute> recompute) {
+    PiecePasses piece;
+    DTSIM_ASSIGN_OR_RETURN(piece.forward, Price(ops.forward));
+    DTSIM_ASSIGN_OR_RETURN(piece.backward, Price(ops.backward));
+    if (recompute) {
+      DTSIM_ASSIGN_OR_RETURN(piece.recompute, Price(models::RecomputeOps(ops, *recompute)));
+    }
+    piece.sources = std::exchange(sources_, {});
+    return piece;
+  }
+
+ private:
+  const models::OpCostModel& cost_;
+  bool grid_;
+  std::vector<models::OpCost> sources_;
+};
+
+}  // namespace
+
+Expected<PricedModel> PriceModel(const SimulationConfig& config, const models::OpCostModel& cost) {
+  const models::TransformerSpec& spec = config.model.transformer;
+  const models::TransformerShard shard = ShardOf(config);
+  Pricer pricer(cost, config.plan.on_grid());
+  PricedModel model;
+  bool dense_priced = false;
+  bool moe_priced = false;
+  for (int index = 0; index < spec.layers; ++index) {
+    const bool moe = spec.IsMoeLayer(index);
+    bool& priced = moe ? moe_priced : dense_priced;
+    if (priced) continue;
+    PiecePasses& piece = moe ? model.moe : model.dense;
+    DTSIM_ASSIGN_OR_RETURN(piece, pricer.Piece(models::TransformerLayerOps(spec, index, shard),
+                                               config.training.recompute));
+    priced = true;
+  }
+  DTSIM_ASSIGN_OR_RETURN(model.embedding,
+                         pricer.Piece(models::EmbeddingOps(spec, shard), std::nullopt));
+  DTSIM_ASSIGN_OR_RETURN(model.output, pricer.Piece(models::OutputOps(spec, shard), std::nullopt));
+  return model;
+}
+
+}  // namespace dtsim::strategies

@@ -1,0 +1,57 @@
+// A transformer's passes on one rank, priced op by op by the cost model once per kind of piece
+// (a dense layer, a MoE layer, the embedding, the output layer): what the graph builder emits
+// and the search's lower bound sums, both through strategies/microbatch_layout.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/cost_model.h"
+#include "models/ops.h"
+#include "sim/base/status.h"
+#include "sim/base/time.h"
+#include "strategies/config.h"
+
+namespace dtsim::strategies {
+
+// What follows an op in a pass: nothing, a tensor-parallel reduction, an expert-parallel
+// all-to-all (models::Op::Boundary, 1D), or on a 2D/2.5D grid, where those boundaries do not
+// exist, the all-reduces of a norm's row statistics (LayerNorm2D, and the loss).
+enum class After : uint8_t { kNothing, kTensor, kExpert, kRowStats };
+
+struct PricedOp {
+  std::string segment;  // "attn", "mlp" or "moe": names the compute task the op lands in
+  DurationNs duration;
+  After after = After::kNothing;
+  bool expert = false;  // an expert's GEMM or activation: scales with the rank's routed tokens
+  // On a 2D/2.5D grid: a weight GEMM run as SUMMA steps, and its operand blocks (elements).
+  models::Op::WeightGemm summa = models::Op::WeightGemm::kNone;
+  int64_t activation_block = 0;
+  int64_t weight_block = 0;
+};
+
+struct PricedPass {
+  std::vector<PricedOp> ops;
+  double model_flops = 0;
+};
+
+// The passes of one kind of piece, and the costs they were priced from: forward's ops, then
+// backward's and recompute's (a tally counts each priced op once per use).
+struct PiecePasses {
+  PricedPass forward, backward, recompute;
+  std::vector<models::OpCost> sources;
+};
+
+// Every piece of the model: the first dense and the first MoE layer stand for all of their kind.
+struct PricedModel {
+  PiecePasses dense, moe, embedding, output;
+  const PiecePasses& Layer(const models::TransformerSpec& spec, int index) const {
+    return spec.IsMoeLayer(index) ? moe : dense;
+  }
+};
+
+// Precondition: `config` is a transformer's, checked by CheckPlan.
+Expected<PricedModel> PriceModel(const SimulationConfig& config, const models::OpCostModel& cost);
+
+}  // namespace dtsim::strategies

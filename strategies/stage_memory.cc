@@ -1,0 +1,65 @@
+#include "strategies/stage_memory.h"
+
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "sim/base/quantity.h"
+#include "strategies/compression.h"
+#include "strategies/layer_gradients.h"
+
+namespace dtsim::strategies {
+
+Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const SimulationConfig& config) {
+  const ParallelPlan& plan = config.plan;
+  if (plan.layer_split == ParallelPlan::LayerSplit::kBalanced && plan.stage_layers.empty()) {
+    return Error("balanced stages have no layer counts until Simulate balances them",
+                 "parallelism.pipeline.layers", "balanced");
+  }
+  const std::unique_ptr<GradientCompression> compression = MakeCompression(config.compression);
+  std::vector<models::MemoryBreakdown> stages;
+  for (int stage = 0; stage < plan.pipeline; ++stage) {
+    const models::MemoryPlan memory_plan{.shard = ShardOf(config),
+                                         .recompute = config.training.recompute,
+                                         .schedule = plan.schedule,
+                                         .pipeline_stages = plan.pipeline,
+                                         .virtual_stages = plan.virtual_stages,
+                                         .stage = stage,
+                                         .microbatches = config.Microbatches(),
+                                         .data_parallel = plan.data,
+                                         .zero_stage = plan.zero_stage,
+                                         .optimizer = config.training.optimizer,
+                                         .param_dtype = config.training.dtype,
+                                         .grad_dtype = config.training.grad_dtype,
+                                         .stage_layers = plan.stage_layers};
+    DTSIM_ASSIGN_OR_RETURN(models::MemoryBreakdown memory,
+                           models::EstimateMemory(config.model, memory_plan));
+    // Error-feedback residuals of gradient compression count as optimizer state.
+    if (compression->Compresses() && plan.data > 1) {
+      memory.optimizer_state += compression->StateBytes(ModelGradients(config, stage), plan.data,
+                                                        config.training.grad_dtype);
+    }
+    stages.push_back(memory);
+  }
+  return stages;
+}
+
+Expected<std::vector<models::MemoryBreakdown>> StageMemory(const SimulationConfig& config) {
+  DTSIM_ASSIGN_OR_RETURN(std::vector<models::MemoryBreakdown> stages, EstimateStageMemory(config));
+  for (size_t stage = 0; stage < stages.size(); ++stage) {
+    const models::MemoryBreakdown& memory = stages[stage];
+    if (memory.total() > config.gpu.memory.count()) {
+      return Error(fmt::format("the plan does not fit: pipeline stage {} needs {} per GPU, {} has "
+                               "{} (parameters {}, gradients {}, optimizer state {}, activations "
+                               "{}, temporary {})",
+                               stage, FormatGiB(memory.total()), config.gpu.name,
+                               FormatGiB(config.gpu.memory.count()), FormatGiB(memory.parameters),
+                               FormatGiB(memory.gradients), FormatGiB(memory.optimizer_state),
+                               FormatGiB(memory.activations), FormatGiB(memory.temporary)),
+                   "parallelism", FormatGiB(memory.total()));
+    }
+  }
+  return stages;
+}
+
+}  // namespace dtsim::strategies

@@ -1,0 +1,18 @@
+// The memory one rank of each pipeline stage needs (models/memory.h's estimate under the plan,
+// plus gradient compression's error-feedback residuals), and the check that it fits the GPU.
+#pragma once
+
+#include <vector>
+
+#include "models/memory.h"
+#include "sim/base/status.h"
+#include "strategies/config.h"
+
+namespace dtsim::strategies {
+
+// Per-stage memory (one rank of each pipeline stage), fitting the GPU or not.
+Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const SimulationConfig& config);
+// The same; errors when a stage does not fit the GPU ("needs 97.2 GiB per GPU, …").
+Expected<std::vector<models::MemoryBreakdown>> StageMemory(const SimulationConfig& config);
+
+}  // namespace dtsim::strategies

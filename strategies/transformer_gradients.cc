@@ -1,0 +1,128 @@
+#include "strategies/transformer_gradients.h"
+
+#include <algorithm>
+#include <array>
+#include <numeric>
+
+#include "strategies/categories.h"
+#include "strategies/gradient_reduction.h"
+#include "strategies/layer_gradients.h"
+
+namespace dtsim::strategies {
+namespace {
+
+// `ranks` with, per simulated member, where each gradient point is ready in its stage's last
+// backward; every rank of the group runs each reduction (with symmetric ranks, every rank of
+// the stage).
+ReductionGroup Reduction(const SimulationConfig& config,
+                         const std::vector<GradientReady>& stage_ready, const RankGroup& ranks) {
+  const bool symmetric = config.ranks == RanksMode::kSymmetric;
+  ReductionGroup group{
+      .simulated = ranks.simulated,
+      .logical = ranks.logical,
+      .ready = {},
+      .represented = symmetric ? static_cast<int64_t>(config.plan.data) * config.plan.tensor
+                               : static_cast<int64_t>(ranks.simulated.size())};
+  for (const auto& [dp, member] : ranks.simulated_at) {
+    group.ready.emplace_back(stage_ready[static_cast<size_t>(dp)].at[static_cast<size_t>(member)]);
+  }
+  return group;
+}
+
+// Megatron keeps a tied embedding on the first and the last stage and all-reduces its
+// gradient between the two before the step. Adds to `waits`, per rank, what its step waits for.
+void TiedEmbeddingReduce(const SimulationConfig& config,
+                         const std::vector<std::vector<GradientReady>>& ready,
+                         graph::TaskGraphBuilder& builder, StepWaits& waits) {
+  const models::TransformerSpec& spec = config.model.transformer;
+  const ParallelPlan& plan = config.plan;
+  if (!spec.tied_embeddings || plan.pipeline < 2) return;
+  const int last = plan.pipeline - 1;
+  const std::array<int64_t, 2> table = EmbeddingGradients(spec, plan).matrices.front();
+  const int64_t bytes = table[0] * table[1] * DTypeBytes(config.training.grad_dtype);
+  const size_t simulated_tensor = ready.front().front().at.size();
+  for (size_t dp = 0; dp < ready.front().size(); ++dp) {
+    for (size_t tp = 0; tp < simulated_tensor; ++tp) {
+      const std::vector<int32_t> pair = {
+          plan.Rank(static_cast<int>(dp), 0, static_cast<int>(tp)),
+          plan.Rank(static_cast<int>(dp), last, static_cast<int>(tp))};
+      const graph::CommId comm =
+          builder.AddCollective(graph::CommKind::kAllReduce, Bytes(bytes), pair);
+      // Ready after the embedding's backward (first stage: the last gradient point) and the
+      // output layer's (last stage: the first).
+      const std::array<graph::TaskId, 2> after = {ready.front()[dp].at[tp].back(),
+                                                  ready.back()[dp].at[tp].front()};
+      for (size_t i = 0; i < 2; ++i) {
+        const graph::TaskId task = builder.AddCollectiveTask(
+            RoleStream(builder, pair[i], StreamRole::kData), comm, "tied embedding", kDataCategory);
+        builder.AddDependency(task, after[i]);
+        waits[pair[i]].push_back(task);
+      }
+    }
+  }
+}
+
+int64_t Elements(const std::vector<GradientTensors>& points) {
+  int64_t elements = 0;
+  for (const GradientTensors& point : points) elements += point.elements();
+  return elements;
+}
+
+}  // namespace
+
+// Data-parallel gradient reduction (GradientReducer) of each stage's gradients, bucketed in the
+// order the last backward produces them; then, as Megatron's finalize step does, the tied
+// embedding's all-reduce between the first and last stages (queued behind the buckets, so that
+// waiting for the embedding's gradient, the first stage's last, holds none of them back); then
+// the optimizer step.
+Status ReduceTransformerGradients(const SimulationConfig& config, const models::OpCostModel& cost,
+                                  CompressionPhase phase, const StageCollectives& collectives,
+                                  const std::vector<std::vector<GradientReady>>& ready,
+                                  graph::TaskGraphBuilder& builder,
+                                  models::CostSourceTally& sources) {
+  const ParallelPlan& plan = config.plan;
+  GradientReducer reducer(config, cost, phase, builder, sources);
+  StepWaits waits;
+  struct StepArgs {
+    ReductionGroup data;
+    int64_t parameters = 0;
+    int64_t expert_parameters = 0;
+    std::vector<ReductionGroup> expert_groups;
+  };
+  std::vector<StepArgs> steps;
+  for (int stage = 0; stage < plan.pipeline; ++stage) {
+    const std::vector<GradientReady>& stage_ready = ready[static_cast<size_t>(stage)];
+    const auto simulated_data = static_cast<int>(stage_ready.size());
+    const auto simulated_tensor = static_cast<int>(stage_ready.front().at.size());
+    const int64_t expert_params = Elements(stage_ready.front().expert_tensors);
+    const int64_t stage_params = Elements(stage_ready.front().tensors) + expert_params;
+    for (int tp = 0; tp < std::min(simulated_tensor, collectives.WeightPeers()); ++tp) {
+      // Dense gradients over the whole data-parallel group (with 2.5D, of every depth layer:
+      // Tesseract's depth all-reduce of weight gradients, folded into data parallelism); the
+      // experts' over the data indices holding the same experts (expert-data parallelism,
+      // D/EP ranks).
+      std::vector<int> all(static_cast<size_t>(plan.data));
+      std::iota(all.begin(), all.end(), 0);
+      StepArgs& step = steps.emplace_back();
+      step.data = Reduction(config, stage_ready, collectives.RanksOver(stage, tp, all));
+      step.parameters = stage_params;
+      step.expert_parameters = plan.expert > 1 ? expert_params : 0;
+      DTSIM_RETURN_IF_ERROR(reducer.Reduce(stage_ready.front().tensors, step.data, waits));
+      for (int first = 0; first < std::min(plan.expert, simulated_data); ++first) {
+        std::vector<int> holders;
+        for (int dp = first; dp < plan.data; dp += plan.expert) holders.push_back(dp);
+        step.expert_groups.push_back(
+            Reduction(config, stage_ready, collectives.RanksOver(stage, tp, holders)));
+        DTSIM_RETURN_IF_ERROR(
+            reducer.Reduce(stage_ready.front().expert_tensors, step.expert_groups.back(), waits));
+      }
+    }
+  }
+  TiedEmbeddingReduce(config, ready, builder, waits);
+  for (const StepArgs& step : steps) {
+    reducer.Step(step.data, step.parameters, waits, step.expert_parameters, step.expert_groups);
+  }
+  return Status::Ok();
+}
+
+}  // namespace dtsim::strategies
