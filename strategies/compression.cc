@@ -78,6 +78,7 @@ class OneBitCompression final : public GradientCompression {
         name_(name) {}
   std::string_view name() const override { return name_; }
   bool ReducesAtStep() const override { return true; }
+  bool ReplacesAdam() const override { return true; }
 
   // ñ: n padded to a multiple of N·lcm(N, 8) so that every chunk packs into whole bytes.
   static int64_t Padded(int64_t n, int ranks) {

@@ -68,6 +68,9 @@ class GradientCompression {
   virtual bool ReducesAtStep() const { return false; }
   // Whether the method changes the reduction at all (false only for "none").
   virtual bool Compresses() const { return true; }
+  // Whether the method is an optimizer of its own built on Adam's state (1-bit Adam and LAMB
+  // compress its momentum): the config's optimizer must be Adam.
+  virtual bool ReplacesAdam() const { return false; }
   // The steps that reduce one bucket over `ranks` (≥ 2) data-parallel ranks once compressing.
   virtual std::vector<ReductionStep> Reduce(const GradientTensors& bucket, int ranks,
                                             DType grad_dtype) const = 0;

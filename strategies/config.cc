@@ -191,37 +191,48 @@ Status ReadParallelism(const Json& value, ParallelPlan& plan) {
   return reader.Finish();
 }
 
-Status ReadCluster(const Json& value, SimulationConfig& config) {
+// The cluster section: the GPU and the network.
+Status ReadCluster(const Json& value, models::GpuSpec& gpu, network::ClusterSpec& cluster) {
   if (!value.is_object()) return Error("expected an object", "cluster", JsonValueForError(value));
   if (!value.contains("gpu")) return Error("missing required field", "cluster.gpu");
-  DTSIM_ASSIGN_OR_RETURN(config.gpu, models::GpuFromJson(value["gpu"], "cluster.gpu"));
+  DTSIM_ASSIGN_OR_RETURN(gpu, models::GpuFromJson(value["gpu"], "cluster.gpu"));
   Json network = value;
   network.erase("gpu");
-  DTSIM_ASSIGN_OR_RETURN(config.cluster, network::ClusterFromJson(network, "cluster"));
+  DTSIM_ASSIGN_OR_RETURN(cluster, network::ClusterFromJson(network, "cluster"));
   return Status::Ok();
 }
 
-Status ReadSimulation(const Json& value, SimulationConfig& config) {
+// The simulation section: how the config is simulated, not what.
+struct SimulationSection {
+  const network::NetworkModelEntry* network_model = &network::DefaultNetworkModel();
+  const models::CostModelEntry* cost_model = &models::DefaultCostModel();
+  RanksMode ranks = RanksMode::kFull;
+  int64_t max_memory = 0;
+};
+
+Expected<SimulationSection> ReadSimulation(const Json& value) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, "simulation"));
-  auto network = static_cast<size_t>(config.network_model - network::NetworkModels().data());
+  SimulationSection section;
+  auto network = static_cast<size_t>(section.network_model - network::NetworkModels().data());
   DTSIM_RETURN_IF_ERROR(
       reader.ReadOptionalChoice("network_model", network::NetworkModelNames(), network));
-  config.network_model = &network::NetworkModels()[network];
-  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("ranks", kRanksNames, config.ranks));
-  auto cost_model = static_cast<size_t>(config.cost_model - models::CostModels().data());
+  section.network_model = &network::NetworkModels()[network];
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("ranks", kRanksNames, section.ranks));
+  auto cost_model = static_cast<size_t>(section.cost_model - models::CostModels().data());
   DTSIM_RETURN_IF_ERROR(
       reader.ReadOptionalChoice("cost_model", models::CostModelNames(), cost_model));
-  config.cost_model = &models::CostModels()[cost_model];
+  section.cost_model = &models::CostModels()[cost_model];
   if (reader.Has("max_memory")) {
     DTSIM_ASSIGN_OR_RETURN(const Bytes max_memory, reader.Size("max_memory"));
     if (max_memory.count() <= 0) {
       return Error("must be more than zero", "simulation.max_memory",
                    JsonValueForError(value["max_memory"]));
     }
-    config.max_memory = max_memory.count();
+    section.max_memory = max_memory.count();
   }
   reader.Allow("max_memory");
-  return reader.Finish();
+  DTSIM_RETURN_IF_ERROR(reader.Finish());
+  return section;
 }
 
 // "<what> (<value>) is not divisible by <by_what> (<by>)" at `path`.
@@ -294,11 +305,10 @@ Status CheckStageLayers(const models::TransformerSpec& spec, const ParallelPlan&
   return Status::Ok();
 }
 
-// A transformer's plan: expert parallelism against the MoE model, the shard against the
-// model, the pipeline against the layers and the schedule. Fills in the sequence length.
-Status CheckTransformerPlan(SimulationConfig& config) {
+// A transformer's plan (its sequence length resolved): expert parallelism against the MoE
+// model, the shard against the model, the pipeline against the layers and the schedule.
+Status CheckTransformerPlan(const SimulationConfig& config) {
   const ParallelPlan& plan = config.plan;
-  TrainingConfig& training = config.training;
   const models::TransformerSpec& spec = config.model.transformer;
   if (plan.expert > 1) {
     if (!spec.moe.enabled()) {
@@ -318,7 +328,6 @@ Status CheckTransformerPlan(SimulationConfig& config) {
                              plan.expert, plan.expert),
                  "parallelism.expert.imbalance", fmt::format("{}", plan.expert_imbalance));
   }
-  if (training.seq_len == 0) training.seq_len = spec.max_seq;
   DTSIM_RETURN_IF_ERROR(CheckStageLayers(spec, plan));
   Status valid = models::ValidateShard(spec, ShardOf(config));
   if (!valid.ok()) return std::move(valid).error().Under("parallelism.tensor");
@@ -378,7 +387,8 @@ Status CheckParameterServers(const SimulationConfig& config) {
 
 }  // namespace
 
-Status CheckPlan(SimulationConfig& config) {
+Expected<SimulationConfig> Resolve(const SimulationConfig& input) {
+  SimulationConfig config = input;
   const ParallelPlan& plan = config.plan;
   TrainingConfig& training = config.training;
   // First, so that the products below (and ParallelPlan::world()) cannot overflow.
@@ -409,21 +419,26 @@ Status CheckPlan(SimulationConfig& config) {
     return Error("DLRM plans are not built yet (its embedding tables need model parallelism)",
                  "model", Quote(config.model.name));
   }
-  DTSIM_RETURN_IF_ERROR(config.model.family == models::ModelFamily::kResNet
-                            ? CheckDataParallelPlan(config)
-                            : CheckTransformerPlan(config));
+  if (config.model.family == models::ModelFamily::kResNet) {
+    DTSIM_RETURN_IF_ERROR(CheckDataParallelPlan(config));
+  } else {
+    if (training.seq_len == 0) training.seq_len = config.model.transformer.max_seq;
+    DTSIM_RETURN_IF_ERROR(CheckTransformerPlan(config));
+  }
   const std::string& method = config.compression.method;
-  if (method != "none" && plan.zero_stage >= 1) {
+  const std::unique_ptr<GradientCompression> compression = MakeCompression(config.compression);
+  if (compression->Compresses() && plan.zero_stage >= 1) {
     return Error(fmt::format("gradient compression replaces the all-reduce of gradients; ZeRO "
                              "stage {} reduce-scatters them instead (use zero_stage 0)",
                              plan.zero_stage),
                  "compression.method", Quote(method));
   }
-  if (method.starts_with("onebit_") && training.optimizer != models::Optimizer::kAdam) {
+  if (compression->ReplacesAdam() && training.optimizer != models::Optimizer::kAdam) {
     return Error("the 1-bit optimizers replace Adam (or LAMB); training.optimizer must be \"adam\"",
                  "compression.method", Quote(method));
   }
-  return CheckParameterServers(config);
+  DTSIM_RETURN_IF_ERROR(CheckParameterServers(config));
+  return config;
 }
 
 namespace {
@@ -526,7 +541,7 @@ Expected<SimulationConfig> ReadConfigSections(const Json& value, const std::stri
   }
   DTSIM_ASSIGN_OR_RETURN(config.model, models::ModelFromJson(*reader.Find("model"), "model"));
   DTSIM_RETURN_IF_ERROR(ReadTraining(*reader.Find("training"), config.training));
-  DTSIM_RETURN_IF_ERROR(ReadCluster(*reader.Find("cluster"), config));
+  DTSIM_RETURN_IF_ERROR(ReadCluster(*reader.Find("cluster"), config.gpu, config.cluster));
   if (const Json* parallelism = reader.Find("parallelism")) {
     DTSIM_RETURN_IF_ERROR(ReadParallelism(*parallelism, config.plan));
   }
@@ -543,7 +558,11 @@ Expected<SimulationConfig> ReadConfigSections(const Json& value, const std::stri
     DTSIM_ASSIGN_OR_RETURN(config.compression, CompressionFromJson(*compression, "compression"));
   }
   if (const Json* simulation = reader.Find("simulation")) {
-    DTSIM_RETURN_IF_ERROR(ReadSimulation(*simulation, config));
+    DTSIM_ASSIGN_OR_RETURN(const SimulationSection section, ReadSimulation(*simulation));
+    config.network_model = section.network_model;
+    config.cost_model = section.cost_model;
+    config.ranks = section.ranks;
+    config.max_memory = section.max_memory;
   }
   DTSIM_RETURN_IF_ERROR(reader.Finish());
   return config;
@@ -552,9 +571,8 @@ Expected<SimulationConfig> ReadConfigSections(const Json& value, const std::stri
 Expected<SimulationConfig> ConfigFromJson(const Json& value, const std::string& source) {
   // The search section is `dtsim search`'s (SearchSpaceFromJson): one file serves both.
   constexpr std::array<std::string_view, 1> kSearch = {"search"};
-  DTSIM_ASSIGN_OR_RETURN(SimulationConfig config, ReadConfigSections(value, source, kSearch));
-  DTSIM_RETURN_IF_ERROR(CheckPlan(config));
-  return config;
+  DTSIM_ASSIGN_OR_RETURN(const SimulationConfig config, ReadConfigSections(value, source, kSearch));
+  return Resolve(config);
 }
 
 Expected<SimulationConfig> LoadConfig(const std::string& path,

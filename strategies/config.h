@@ -147,10 +147,12 @@ bool SkewedRouting(const SimulationConfig& config);
 // Creates missing objects on the way.
 Status ApplyOverride(Json& config, std::string_view assignment);
 
-// Checks the plan against the model, the training and the cluster (divisibility, sizes,
-// combinations not built yet; not memory: StageMemory); fills in the sequence length and sizes
-// a cluster given without nodes. Errors name the field and the value.
-Status CheckPlan(SimulationConfig& config);
+// The config with its plan checked against the model, the training and the cluster
+// (divisibility, sizes, combinations not built yet; not memory: StageMemory) and what it left
+// to defaults filled in: the sequence length (the model's max_seq) and the cluster sized to
+// the plan when given without nodes. `config` itself is not changed. Errors name the field
+// and the value.
+Expected<SimulationConfig> Resolve(const SimulationConfig& config);
 
 // Reads every section strictly without checking the plan against the rest (what `dtsim
 // search` starts from: it chooses the plan). `also_allowed`: top-level keys another reader
@@ -158,7 +160,7 @@ Status CheckPlan(SimulationConfig& config);
 Expected<SimulationConfig> ReadConfigSections(const Json& value, const std::string& source,
                                               std::span<const std::string_view> also_allowed);
 
-// Reads and checks a whole config (ReadConfigSections, then CheckPlan; a "search" section
+// Reads and checks a whole config (ReadConfigSections, then Resolve; a "search" section
 // is left to SearchSpaceFromJson); errors name the file, the JSON path and the value.
 Expected<SimulationConfig> ConfigFromJson(const Json& value, const std::string& source);
 Expected<SimulationConfig> LoadConfig(const std::string& path,

@@ -25,7 +25,7 @@ struct Footprint {
   double bytes = 0;  // tasks × kBytesPerTask
 };
 
-// Precondition: CheckPlan passed.
+// Precondition: `config` came from Resolve.
 Footprint EstimateFootprint(const SimulationConfig& config);
 
 // The default of --max-memory: three quarters of this machine's physical memory.

@@ -64,7 +64,7 @@ Status GradientReducer::ReduceBucket(const GradientTensors& bucket, const Reduct
   for (const ReductionStep& step : steps) {
     std::vector<TaskId> tasks;
     if (step.collective) {
-      // With parameter servers the all-reduces go through them (validated by CheckPlan).
+      // With parameter servers the all-reduces go through them (validated by Resolve).
       const bool to_servers = config_.plan.gradient_sync == GradientSync::kParameterServer &&
                               *step.collective == CommKind::kAllReduce;
       const graph::CommId comm = builder_.AddCollective(*step.collective, step.bytes, members, {},

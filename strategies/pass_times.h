@@ -28,7 +28,7 @@ struct PassTimes {
   }
 };
 
-// The pass times of a transformer `config` (checked by CheckPlan).
+// The pass times of a transformer `config` (resolved by Resolve).
 Expected<PassTimes> PricePassTimes(const SimulationConfig& config, const models::OpCostModel& cost);
 
 }  // namespace dtsim::strategies

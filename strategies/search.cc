@@ -163,13 +163,14 @@ class PassTimesCache {
 EvaluatedPlan Check(const SimulationConfig& base, const SearchSpace& space, size_t index,
                     const PlanChoice& choice, PassTimesCache& passes) {
   EvaluatedPlan evaluated{.index = index, .choice = choice};
-  SimulationConfig config = ConfigFor(base, space, choice);
-  if (Status valid = CheckPlan(config); !valid.ok()) {
+  Expected<SimulationConfig> resolved = Resolve(ConfigFor(base, space, choice));
+  if (!resolved.ok()) {
     evaluated.status = PlanStatus::kInvalid;
-    evaluated.reason = valid.error().location();
-    evaluated.detail = valid.error().message();
+    evaluated.reason = resolved.error().location();
+    evaluated.detail = resolved.error().message();
     return evaluated;
   }
+  const SimulationConfig& config = *resolved;
   Expected<std::vector<models::MemoryBreakdown>> memory = EstimateStageMemory(config);
   if (!memory.ok()) {
     evaluated.status = PlanStatus::kInvalid;
@@ -208,8 +209,7 @@ EvaluatedPlan Check(const SimulationConfig& base, const SearchSpace& space, size
 Status SimulatePlan(const SimulationConfig& base, const SearchSpace& space,
                     const SearchOptions& options, const models::OpCostModel& cost,
                     const network::NetworkModelEntry& network_model, EvaluatedPlan& plan) {
-  SimulationConfig config = ConfigFor(base, space, plan.choice);
-  DTSIM_RETURN_IF_ERROR(CheckPlan(config));
+  DTSIM_ASSIGN_OR_RETURN(SimulationConfig config, Resolve(ConfigFor(base, space, plan.choice)));
   config.ranks = options.ranks;
   config.network_model = &network_model;
   DTSIM_ASSIGN_OR_RETURN(const SimulationResult result, Simulate(config, cost));
