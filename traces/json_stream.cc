@@ -67,22 +67,10 @@ namespace {
 // The SAX side of both streaming parsers. With an empty array key every root value is an
 // element; otherwise the root must be an object, its member `array_key` an array whose entries
 // are the elements, and every other member is built into `members`.
-class ElementSax : public SaxErrors {
+class ElementSax : public ValueSax<ElementSax> {
  public:
   ElementSax(std::string_view array_key, Json* members, const JsonElementSink& sink)
       : array_key_(array_key), members_(members), sink_(sink) {}
-
-  bool null() { return Scalar(Json()); }
-  bool boolean(bool value) { return Scalar(Json(value)); }
-  bool number_integer(int64_t value) { return Scalar(Json(value)); }
-  bool number_unsigned(uint64_t value) { return Scalar(Json(value)); }
-  bool number_float(double value, const std::string& /*text*/) { return Scalar(Json(value)); }
-  bool string(std::string& value) { return Scalar(Json(std::move(value))); }
-  bool binary(Json::binary_t& /*value*/) { return Scalar(Json()); }
-  bool start_object(size_t /*size*/) { return Open(true); }
-  bool start_array(size_t /*size*/) { return Open(false); }
-  bool end_object() { return Close(); }
-  bool end_array() { return Close(); }
 
   bool key(std::string& key) {
     if (dom_.active()) {
@@ -108,6 +96,8 @@ class ElementSax : public SaxErrors {
     }
     return &(*members_)[top_key_];
   }
+
+  friend class ValueSax<ElementSax>;
 
   bool Open(bool object) {
     if (depth_ >= kMaxJsonDepth) {

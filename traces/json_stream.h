@@ -51,6 +51,30 @@ class SaxErrors {
   std::optional<std::string> error_;
 };
 
+// The SAX callbacks of a reader that builds values: every scalar goes to Derived::Scalar(Json),
+// objects and arrays to Derived::Open(bool object) and Derived::Close(). A reader that treats
+// some callback differently (numbers, strings) defines its own, which hides this one.
+template <typename Derived>
+class ValueSax : public SaxErrors {
+ public:
+  bool null() { return self().Scalar(Json()); }
+  bool boolean(bool value) { return self().Scalar(Json(value)); }
+  bool number_integer(int64_t value) { return self().Scalar(Json(value)); }
+  bool number_unsigned(uint64_t value) { return self().Scalar(Json(value)); }
+  bool number_float(double value, const std::string& /*text*/) {
+    return self().Scalar(Json(value));
+  }
+  bool string(std::string& value) { return self().Scalar(Json(std::move(value))); }
+  bool binary(Json::binary_t& /*value*/) { return self().Scalar(Json()); }
+  bool start_object(size_t /*size*/) { return self().Open(true); }
+  bool start_array(size_t /*size*/) { return self().Open(false); }
+  bool end_object() { return self().Close(); }
+  bool end_array() { return self().Close(); }
+
+ private:
+  Derived& self() { return static_cast<Derived&>(*this); }
+};
+
 // Called with each streamed element; returns an error message to stop the parse.
 using JsonElementSink = std::function<std::optional<std::string>(Json& element)>;
 

@@ -443,7 +443,7 @@ class TraceAssembler {
 };
 
 // The SAX handler: streams traceEvents into the assembler, keeps the other top-level keys.
-class KinetoSax : public SaxErrors {
+class KinetoSax : public ValueSax<KinetoSax> {
  public:
   KinetoSax(TraceAssembler& assembler, Json& metadata)
       : assembler_(assembler), metadata_(metadata) {}
@@ -451,8 +451,6 @@ class KinetoSax : public SaxErrors {
   bool saw_events() const { return saw_events_; }
   bool root_is_array() const { return root_is_array_; }
 
-  bool null() { return Scalar(Json()); }
-  bool boolean(bool value) { return Scalar(Json(value)); }
   bool number_integer(int64_t value) { return Number(Json(value), std::to_string(value)); }
   bool number_unsigned(uint64_t value) { return Number(Json(value), std::to_string(value)); }
   bool number_float(double value, const std::string& text) { return Number(Json(value), text); }
@@ -470,12 +468,6 @@ class KinetoSax : public SaxErrors {
     }
     return Scalar(Json(std::move(value)));
   }
-  bool binary(Json::binary_t& /*value*/) { return Scalar(Json()); }
-
-  bool start_object(size_t /*size*/) { return Open(true); }
-  bool start_array(size_t /*size*/) { return Open(false); }
-  bool end_object() { return Close(); }
-  bool end_array() { return Close(); }
 
   bool key(std::string& key) {
     if (dom_.active()) {
@@ -493,6 +485,8 @@ class KinetoSax : public SaxErrors {
   // event_depth_ (2 inside {"traceEvents": [...]}, 1 inside a bare array) and their fields
   // one deeper.
   bool InEventField() const { return !dom_.active() && in_event_ && depth_ == event_depth_ + 1; }
+
+  friend class ValueSax<KinetoSax>;
 
   bool Open(bool object) {
     if (depth_ >= kMaxJsonDepth) {
