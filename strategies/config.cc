@@ -387,7 +387,7 @@ Status CheckParameterServers(const SimulationConfig& config) {
 
 }  // namespace
 
-Expected<SimulationConfig> Resolve(const SimulationConfig& input) {
+Expected<ResolvedConfig> Resolve(const SimulationConfig& input) {
   SimulationConfig config = input;
   const ParallelPlan& plan = config.plan;
   TrainingConfig& training = config.training;
@@ -438,7 +438,7 @@ Expected<SimulationConfig> Resolve(const SimulationConfig& input) {
                  "compression.method", Quote(method));
   }
   DTSIM_RETURN_IF_ERROR(CheckParameterServers(config));
-  return config;
+  return ResolvedConfig(std::move(config));
 }
 
 namespace {
@@ -568,20 +568,20 @@ Expected<SimulationConfig> ReadConfigSections(const Json& value, const std::stri
   return config;
 }
 
-Expected<SimulationConfig> ConfigFromJson(const Json& value, const std::string& source) {
+Expected<ResolvedConfig> ConfigFromJson(const Json& value, const std::string& source) {
   // The search section is `dtsim search`'s (SearchSpaceFromJson): one file serves both.
   constexpr std::array<std::string_view, 1> kSearch = {"search"};
   DTSIM_ASSIGN_OR_RETURN(const SimulationConfig config, ReadConfigSections(value, source, kSearch));
   return Resolve(config);
 }
 
-Expected<SimulationConfig> LoadConfig(const std::string& path,
-                                      const std::vector<std::string>& overrides) {
+Expected<ResolvedConfig> LoadConfig(const std::string& path,
+                                    const std::vector<std::string>& overrides) {
   DTSIM_ASSIGN_OR_RETURN(Json json, ReadJsonFile(path));
   for (const std::string& assignment : overrides) {
     DTSIM_RETURN_IF_ERROR(ApplyOverride(json, assignment));
   }
-  Expected<SimulationConfig> config = ConfigFromJson(json, path);
+  Expected<ResolvedConfig> config = ConfigFromJson(json, path);
   if (!config.ok()) return std::move(config).error().InFile(path);
   return config;
 }

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "models/cost_model.h"
@@ -147,12 +148,24 @@ bool SkewedRouting(const SimulationConfig& config);
 // Creates missing objects on the way.
 Status ApplyOverride(Json& config, std::string_view assignment);
 
+// A config that went through Resolve: its plan checked against the model, the training and
+// the cluster, and what it left to defaults filled in. Only Resolve (so also ConfigFromJson and
+// LoadConfig) makes one, so what takes one — the graph builders, the memory model, the pass
+// times, Simulate — cannot be handed an unchecked config. Its fields stay public to read; a
+// caller that changes the plan resolves again (how it is simulated — ranks, network model,
+// max_memory — may be set on a resolved config).
+class ResolvedConfig : public SimulationConfig {
+ private:
+  explicit ResolvedConfig(SimulationConfig config) : SimulationConfig(std::move(config)) {}
+  friend Expected<ResolvedConfig> Resolve(const SimulationConfig& config);
+};
+
 // The config with its plan checked against the model, the training and the cluster
 // (divisibility, sizes, combinations not built yet; not memory: StageMemory) and what it left
 // to defaults filled in: the sequence length (the model's max_seq) and the cluster sized to
 // the plan when given without nodes. `config` itself is not changed. Errors name the field
 // and the value.
-Expected<SimulationConfig> Resolve(const SimulationConfig& config);
+Expected<ResolvedConfig> Resolve(const SimulationConfig& config);
 
 // Reads every section strictly without checking the plan against the rest (what `dtsim
 // search` starts from: it chooses the plan). `also_allowed`: top-level keys another reader
@@ -162,8 +175,8 @@ Expected<SimulationConfig> ReadConfigSections(const Json& value, const std::stri
 
 // Reads and checks a whole config (ReadConfigSections, then Resolve; a "search" section
 // is left to SearchSpaceFromJson); errors name the file, the JSON path and the value.
-Expected<SimulationConfig> ConfigFromJson(const Json& value, const std::string& source);
-Expected<SimulationConfig> LoadConfig(const std::string& path,
-                                      const std::vector<std::string>& overrides);
+Expected<ResolvedConfig> ConfigFromJson(const Json& value, const std::string& source);
+Expected<ResolvedConfig> LoadConfig(const std::string& path,
+                                    const std::vector<std::string>& overrides);
 
 }  // namespace dtsim::strategies

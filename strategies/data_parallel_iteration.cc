@@ -149,7 +149,7 @@ class DataParallelBuilder {
 
 }  // namespace
 
-Expected<IterationGraph> BuildDataParallelIteration(const SimulationConfig& config,
+Expected<IterationGraph> BuildDataParallelIteration(const ResolvedConfig& config,
                                                     const models::OpCostModel& cost,
                                                     CompressionPhase phase) {
   return DataParallelBuilder(config, cost, phase).Build();

@@ -17,10 +17,10 @@ namespace dtsim::strategies {
 // with its BatchNorm's scale and shift).
 std::vector<GradientTensors> ResNetGradientPoints(const models::ResNetSpec& spec);
 
-// Precondition: `config` came from ConfigFromJson with a ResNet model. The graph without
+// Precondition: `config` is a ResNet's. The graph without
 // `stats.stage_memory` (BuildIteration adds it).
 Expected<IterationGraph> BuildDataParallelIteration(
-    const SimulationConfig& config, const models::OpCostModel& cost,
+    const ResolvedConfig& config, const models::OpCostModel& cost,
     CompressionPhase phase = CompressionPhase::kCompressed);
 
 }  // namespace dtsim::strategies

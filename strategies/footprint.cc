@@ -7,7 +7,7 @@
 
 namespace dtsim::strategies {
 
-Footprint EstimateFootprint(const SimulationConfig& config) {
+Footprint EstimateFootprint(const ResolvedConfig& config) {
   const ParallelPlan& plan = config.plan;
   const bool transformer = config.model.family == models::ModelFamily::kTransformer;
   Footprint footprint;
@@ -33,7 +33,7 @@ int64_t DefaultMaxMemory() {
   return static_cast<int64_t>(pages) * page_size / 4 * 3;
 }
 
-Status CheckFootprint(const SimulationConfig& config, int64_t max_memory) {
+Status CheckFootprint(const ResolvedConfig& config, int64_t max_memory) {
   if (max_memory <= 0) max_memory = DefaultMaxMemory();
   const Footprint footprint = EstimateFootprint(config);
   if (footprint.bytes <= static_cast<double>(max_memory)) return Status::Ok();

@@ -25,14 +25,13 @@ struct Footprint {
   double bytes = 0;  // tasks × kBytesPerTask
 };
 
-// Precondition: `config` came from Resolve.
-Footprint EstimateFootprint(const SimulationConfig& config);
+Footprint EstimateFootprint(const ResolvedConfig& config);
 
 // The default of --max-memory: three quarters of this machine's physical memory.
 int64_t DefaultMaxMemory();
 
 // An error when the config's footprint exceeds `max_memory` bytes (0: DefaultMaxMemory()),
 // saying what it needs, why, and what would shrink it.
-Status CheckFootprint(const SimulationConfig& config, int64_t max_memory);
+Status CheckFootprint(const ResolvedConfig& config, int64_t max_memory);
 
 }  // namespace dtsim::strategies

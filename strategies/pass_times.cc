@@ -115,8 +115,7 @@ Expected<PieceTimes> TimePiece(PassTimer& timer, const MicrobatchLayout& layout,
 
 }  // namespace
 
-Expected<PassTimes> PricePassTimes(const SimulationConfig& config,
-                                   const models::OpCostModel& cost) {
+Expected<PassTimes> PricePassTimes(const ResolvedConfig& config, const models::OpCostModel& cost) {
   DTSIM_ASSIGN_OR_RETURN(const PricedModel model, PriceModel(config, cost));
   const MicrobatchLayout layout(config);
   PassTimer timer(config);

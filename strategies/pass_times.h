@@ -28,7 +28,7 @@ struct PassTimes {
   }
 };
 
-// The pass times of a transformer `config` (resolved by Resolve).
-Expected<PassTimes> PricePassTimes(const SimulationConfig& config, const models::OpCostModel& cost);
+// The pass times of a transformer's config.
+Expected<PassTimes> PricePassTimes(const ResolvedConfig& config, const models::OpCostModel& cost);
 
 }  // namespace dtsim::strategies

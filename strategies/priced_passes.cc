@@ -70,7 +70,7 @@ class Pricer {
 
 }  // namespace
 
-Expected<PricedModel> PriceModel(const SimulationConfig& config, const models::OpCostModel& cost) {
+Expected<PricedModel> PriceModel(const ResolvedConfig& config, const models::OpCostModel& cost) {
   const models::TransformerSpec& spec = config.model.transformer;
   const models::TransformerShard shard = ShardOf(config);
   Pricer pricer(cost, config.plan.on_grid());

@@ -51,7 +51,7 @@ struct PricedModel {
   }
 };
 
-// Precondition: `config` is a transformer's, resolved by Resolve (strategies/config.h).
-Expected<PricedModel> PriceModel(const SimulationConfig& config, const models::OpCostModel& cost);
+// Precondition: `config` is a transformer's.
+Expected<PricedModel> PriceModel(const ResolvedConfig& config, const models::OpCostModel& cost);
 
 }  // namespace dtsim::strategies

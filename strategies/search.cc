@@ -141,7 +141,7 @@ class PassTimesCache {
  public:
   explicit PassTimesCache(const models::OpCostModel& cost) : cost_(cost) {}
 
-  Expected<PassTimes> Get(const SimulationConfig& config) {
+  Expected<PassTimes> Get(const ResolvedConfig& config) {
     const ShardKey key = KeyOf(config);
     {
       const std::lock_guard lock(mutex_);
@@ -163,14 +163,14 @@ class PassTimesCache {
 EvaluatedPlan Check(const SimulationConfig& base, const SearchSpace& space, size_t index,
                     const PlanChoice& choice, PassTimesCache& passes) {
   EvaluatedPlan evaluated{.index = index, .choice = choice};
-  Expected<SimulationConfig> resolved = Resolve(ConfigFor(base, space, choice));
+  Expected<ResolvedConfig> resolved = Resolve(ConfigFor(base, space, choice));
   if (!resolved.ok()) {
     evaluated.status = PlanStatus::kInvalid;
     evaluated.reason = resolved.error().location();
     evaluated.detail = resolved.error().message();
     return evaluated;
   }
-  const SimulationConfig& config = *resolved;
+  const ResolvedConfig& config = *resolved;
   Expected<std::vector<models::MemoryBreakdown>> memory = EstimateStageMemory(config);
   if (!memory.ok()) {
     evaluated.status = PlanStatus::kInvalid;
@@ -209,7 +209,7 @@ EvaluatedPlan Check(const SimulationConfig& base, const SearchSpace& space, size
 Status SimulatePlan(const SimulationConfig& base, const SearchSpace& space,
                     const SearchOptions& options, const models::OpCostModel& cost,
                     const network::NetworkModelEntry& network_model, EvaluatedPlan& plan) {
-  DTSIM_ASSIGN_OR_RETURN(SimulationConfig config, Resolve(ConfigFor(base, space, plan.choice)));
+  DTSIM_ASSIGN_OR_RETURN(ResolvedConfig config, Resolve(ConfigFor(base, space, plan.choice)));
   config.ranks = options.ranks;
   config.network_model = &network_model;
   DTSIM_ASSIGN_OR_RETURN(const SimulationResult result, Simulate(config, cost));
@@ -399,7 +399,7 @@ SimulationConfig ConfigFor(const SimulationConfig& base, const SearchSpace& spac
   return config;
 }
 
-DurationNs IterationLowerBound(const SimulationConfig& config, const PassTimes& times) {
+DurationNs IterationLowerBound(const ResolvedConfig& config, const PassTimes& times) {
   const models::TransformerSpec& spec = config.model.transformer;
   const ParallelPlan& plan = config.plan;
   const int per_chunk = spec.layers / (plan.pipeline * plan.virtual_stages);

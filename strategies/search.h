@@ -74,7 +74,7 @@ SimulationConfig ConfigFor(const SimulationConfig& base, const SearchSpace& spac
 // micro-batches of all its chunks, and the last micro-batch's backward must still pass back
 // through stages s−1…0 (chunk 0 each). Sends, other collectives, the optimizer and every wait
 // only add to it (tests/strategies/search_test.cc checks it against simulation).
-DurationNs IterationLowerBound(const SimulationConfig& config, const PassTimes& times);
+DurationNs IterationLowerBound(const ResolvedConfig& config, const PassTimes& times);
 
 enum class PlanStatus { kSimulated, kBounded, kOutOfMemory, kInvalid, kFailed };
 std::string_view PlanStatusName(PlanStatus status);

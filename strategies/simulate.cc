@@ -80,7 +80,7 @@ TimeBreakdown Breakdown(const graph::TaskGraph& graph, const graph::TaskTimes& t
 
 // A compression method with a full-precision warm-up: simulate a warm-up iteration too and
 // average the two over the run, weighted by their steps.
-Status SimulatePhases(const SimulationConfig& config, const models::OpCostModel& cost,
+Status SimulatePhases(const ResolvedConfig& config, const models::OpCostModel& cost,
                       SimulationResult& result) {
   const std::unique_ptr<GradientCompression> compression = MakeCompression(config.compression);
   const int64_t warmup = compression->warmup_steps();
@@ -119,15 +119,14 @@ Expected<ConfigCostModel> LoadCostModel(const SimulationConfig& config) {
   return loaded;
 }
 
-Expected<SimulationResult> Simulate(const SimulationConfig& config) {
+Expected<SimulationResult> Simulate(const ResolvedConfig& config) {
   DTSIM_ASSIGN_OR_RETURN(const ConfigCostModel cost, LoadCostModel(config));
   return Simulate(config, *cost.model);
 }
 
-Expected<SimulationResult> Simulate(const SimulationConfig& input,
-                                    const models::OpCostModel& cost) {
+Expected<SimulationResult> Simulate(const ResolvedConfig& input, const models::OpCostModel& cost) {
   DTSIM_RETURN_IF_ERROR(CheckFootprint(input, input.max_memory));
-  SimulationConfig config = input;
+  ResolvedConfig config = input;  // with the balanced stages filled in
   if (config.plan.layer_split == ParallelPlan::LayerSplit::kBalanced &&
       config.plan.stage_layers.empty() &&
       config.model.family == models::ModelFamily::kTransformer) {
@@ -189,7 +188,7 @@ Expected<SimulationResult> Simulate(const SimulationConfig& input,
 }
 
 Expected<std::vector<models::RecordingCostModel::Recorded>> PricedOps(
-    const SimulationConfig& config) {
+    const ResolvedConfig& config) {
   DTSIM_ASSIGN_OR_RETURN(const ConfigCostModel cost, LoadCostModel(config));
   const models::RecordingCostModel recording(*cost.model);
   DTSIM_RETURN_IF_ERROR(BuildIteration(config, recording, CompressionPhase::kCompressed));

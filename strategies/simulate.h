@@ -71,15 +71,13 @@ struct ConfigCostModel {
 };
 Expected<ConfigCostModel> LoadCostModel(const SimulationConfig& config);
 
-Expected<SimulationResult> Simulate(const SimulationConfig& config);
+Expected<SimulationResult> Simulate(const ResolvedConfig& config);
 // With a cost model loaded once for many configs of the same GPU and profile (`dtsim search`).
-Expected<SimulationResult> Simulate(const SimulationConfig& config,
-                                    const models::OpCostModel& cost);
+Expected<SimulationResult> Simulate(const ResolvedConfig& config, const models::OpCostModel& cost);
 
 // Every distinct op signature the config's iteration prices (both phases with a compression
 // warm-up), through the config's cost model: what a GPU must measure for `simulate` to price
 // the plan from measurements alone.
-Expected<std::vector<models::RecordingCostModel::Recorded>> PricedOps(
-    const SimulationConfig& config);
+Expected<std::vector<models::RecordingCostModel::Recorded>> PricedOps(const ResolvedConfig& config);
 
 }  // namespace dtsim::strategies

@@ -15,7 +15,7 @@ namespace dtsim::strategies {
 // solved exactly by dynamic programming over (stage, layers so far), O(p·L²). Each stage gets at
 // least one layer; among equally slow splits the one giving earlier stages fewer layers wins
 // (under 1F1B they hold more micro-batches' activations).
-Expected<std::vector<int>> BalanceStageLayers(const SimulationConfig& config,
+Expected<std::vector<int>> BalanceStageLayers(const ResolvedConfig& config,
                                               const models::OpCostModel& cost) {
   const models::TransformerSpec& spec = config.model.transformer;
   const int p = config.plan.pipeline;
@@ -24,7 +24,7 @@ Expected<std::vector<int>> BalanceStageLayers(const SimulationConfig& config,
     return Error(fmt::format("{} pipeline stages need at least as many layers ({})", p, layers),
                  "parallelism.pipeline.layers", "balanced");
   }
-  SimulationConfig uniform = config;
+  ResolvedConfig uniform = config;  // the same plan with uniform stages (still resolved)
   uniform.plan.layer_split = ParallelPlan::LayerSplit::kUniform;
   uniform.plan.stage_layers.clear();
   DTSIM_ASSIGN_OR_RETURN(const PassTimes times, PricePassTimes(uniform, cost));

@@ -11,7 +11,7 @@
 namespace dtsim::strategies {
 
 // One count per stage, adding up to the model's layers.
-Expected<std::vector<int>> BalanceStageLayers(const SimulationConfig& config,
+Expected<std::vector<int>> BalanceStageLayers(const ResolvedConfig& config,
                                               const models::OpCostModel& cost);
 
 }  // namespace dtsim::strategies

@@ -10,7 +10,7 @@
 
 namespace dtsim::strategies {
 
-Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const SimulationConfig& config) {
+Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const ResolvedConfig& config) {
   const ParallelPlan& plan = config.plan;
   if (plan.layer_split == ParallelPlan::LayerSplit::kBalanced && plan.stage_layers.empty()) {
     return Error("balanced stages have no layer counts until Simulate balances them",
@@ -44,7 +44,7 @@ Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const Simulat
   return stages;
 }
 
-Expected<std::vector<models::MemoryBreakdown>> StageMemory(const SimulationConfig& config) {
+Expected<std::vector<models::MemoryBreakdown>> StageMemory(const ResolvedConfig& config) {
   DTSIM_ASSIGN_OR_RETURN(std::vector<models::MemoryBreakdown> stages, EstimateStageMemory(config));
   for (size_t stage = 0; stage < stages.size(); ++stage) {
     const models::MemoryBreakdown& memory = stages[stage];

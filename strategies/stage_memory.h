@@ -11,8 +11,8 @@
 namespace dtsim::strategies {
 
 // Per-stage memory (one rank of each pipeline stage), fitting the GPU or not.
-Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const SimulationConfig& config);
+Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const ResolvedConfig& config);
 // The same; errors when a stage does not fit the GPU ("needs 97.2 GiB per GPU, …").
-Expected<std::vector<models::MemoryBreakdown>> StageMemory(const SimulationConfig& config);
+Expected<std::vector<models::MemoryBreakdown>> StageMemory(const ResolvedConfig& config);
 
 }  // namespace dtsim::strategies

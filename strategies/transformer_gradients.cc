@@ -75,7 +75,7 @@ int64_t Elements(const std::vector<GradientTensors>& points) {
 // embedding's all-reduce between the first and last stages (queued behind the buckets, so that
 // waiting for the embedding's gradient, the first stage's last, holds none of them back); then
 // the optimizer step.
-Status ReduceTransformerGradients(const SimulationConfig& config, const models::OpCostModel& cost,
+Status ReduceTransformerGradients(const ResolvedConfig& config, const models::OpCostModel& cost,
                                   CompressionPhase phase, const StageCollectives& collectives,
                                   const std::vector<std::vector<GradientReady>>& ready,
                                   graph::TaskGraphBuilder& builder,

@@ -26,7 +26,7 @@ struct GradientReady {
 };
 
 // `ready[stage][dp]` for each stage and simulated data index.
-Status ReduceTransformerGradients(const SimulationConfig& config, const models::OpCostModel& cost,
+Status ReduceTransformerGradients(const ResolvedConfig& config, const models::OpCostModel& cost,
                                   CompressionPhase phase, const StageCollectives& collectives,
                                   const std::vector<std::vector<GradientReady>>& ready,
                                   graph::TaskGraphBuilder& builder,

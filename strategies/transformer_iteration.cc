@@ -100,7 +100,7 @@ class PassEmitter final : public LayoutSink {
 
 class IterationBuilder {
  public:
-  IterationBuilder(const SimulationConfig& config, const models::OpCostModel& cost,
+  IterationBuilder(const ResolvedConfig& config, const models::OpCostModel& cost,
                    CompressionPhase phase)
       : config_(config),
         spec_(config.model.transformer),
@@ -431,7 +431,7 @@ class IterationBuilder {
     return ready;
   }
 
-  const SimulationConfig& config_;
+  const ResolvedConfig& config_;
   const models::TransformerSpec& spec_;
   const ParallelPlan& plan_;
   const models::OpCostModel& cost_;
@@ -453,13 +453,13 @@ class IterationBuilder {
 
 }  // namespace
 
-Expected<IterationGraph> BuildTransformerIteration(const SimulationConfig& config,
+Expected<IterationGraph> BuildTransformerIteration(const ResolvedConfig& config,
                                                    const models::OpCostModel& cost,
                                                    CompressionPhase phase) {
   return IterationBuilder(config, cost, phase).Build();
 }
 
-Expected<IterationGraph> BuildIteration(const SimulationConfig& config,
+Expected<IterationGraph> BuildIteration(const ResolvedConfig& config,
                                         const models::OpCostModel& cost, CompressionPhase phase) {
   DTSIM_ASSIGN_OR_RETURN(std::vector<models::MemoryBreakdown> memory, StageMemory(config));
   DTSIM_ASSIGN_OR_RETURN(IterationGraph iteration,

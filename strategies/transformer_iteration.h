@@ -31,16 +31,15 @@ struct IterationGraph {
   IterationStats stats;
 };
 
-// Precondition: `config` came from ConfigFromJson (the plan fits the model and cluster).
 // `phase`: with gradient compression, the full-precision warm-up or the compressed steps.
 // The graph without `stats.stage_memory`.
 Expected<IterationGraph> BuildTransformerIteration(
-    const SimulationConfig& config, const models::OpCostModel& cost,
+    const ResolvedConfig& config, const models::OpCostModel& cost,
     CompressionPhase phase = CompressionPhase::kCompressed);
 
 // The iteration of any config — a transformer under its plan, or a data-parallel ResNet
 // (BuildDataParallelIteration) — with its per-stage memory; errors when a stage does not fit.
-Expected<IterationGraph> BuildIteration(const SimulationConfig& config,
+Expected<IterationGraph> BuildIteration(const ResolvedConfig& config,
                                         const models::OpCostModel& cost,
                                         CompressionPhase phase = CompressionPhase::kCompressed);
 

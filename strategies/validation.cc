@@ -78,7 +78,7 @@ Expected<ValidationRow> WeakScalingPoint(const Json& point, const std::string& p
       {"parallelism",
        {{"data", dp}, {"tensor", tp}, {"pipeline", pp}, {"overlap_gradient_reduce", false}}},
       {"simulation", {{"ranks", "symmetric"}, {"network_model", "analytical"}}}};
-  Expected<SimulationConfig> simulation = ConfigFromJson(config, id);
+  Expected<ResolvedConfig> simulation = ConfigFromJson(config, id);
   if (!simulation.ok()) return std::move(simulation).error().Under(path);
   Expected<SimulationResult> result = Simulate(*simulation);
   if (!result.ok()) return std::move(result).error().Under(path);

@@ -192,13 +192,13 @@ TEST(CompressionTest, PlansCompressionCannotJoinAreRejected) {
   Json json = DataParallelConfig();
   json["compression"] = "topk";
   json["parallelism"]["zero_stage"] = 1;
-  Expected<SimulationConfig> zero = ConfigFromJson(json, "");
+  Expected<ResolvedConfig> zero = ConfigFromJson(json, "");
   ASSERT_FALSE(zero.ok());
   EXPECT_THAT(zero.error().ToString(), HasSubstr("ZeRO stage 1 reduce-scatters them"));
   json = DataParallelConfig();
   json["compression"] = "onebit_adam";
   json["training"]["optimizer"] = "sgd";
-  Expected<SimulationConfig> sgd = ConfigFromJson(json, "");
+  Expected<ResolvedConfig> sgd = ConfigFromJson(json, "");
   ASSERT_FALSE(sgd.ok());
   EXPECT_THAT(sgd.error().ToString(), HasSubstr("training.optimizer must be \"adam\""));
 }

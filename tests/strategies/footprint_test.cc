@@ -19,8 +19,8 @@ namespace {
 
 using testing::HasSubstr;
 
-SimulationConfig Example(const std::string& name, const std::vector<std::string>& overrides) {
-  Expected<SimulationConfig> config =
+ResolvedConfig Example(const std::string& name, const std::vector<std::string>& overrides) {
+  Expected<ResolvedConfig> config =
       LoadConfig(std::string(DTSIM_EXAMPLES_DIR) + "/" + name, overrides);
   EXPECT_TRUE(config.ok()) << config.error().ToString();
   return *config;
@@ -36,8 +36,7 @@ TEST(FootprintTest, TheEstimateIsALowerBoundOnEveryExamplesTasks) {
       const bool large = std::string(name) == "gpt3_175b_1024gpu.json" ||
                          std::string(name) == "llama2_70b_64h100.json";
       if (large && std::string(ranks) == "full") continue;
-      const SimulationConfig config =
-          Example(name, {fmt::format("simulation.ranks=\"{}\"", ranks)});
+      const ResolvedConfig config = Example(name, {fmt::format("simulation.ranks=\"{}\"", ranks)});
       const Footprint footprint = EstimateFootprint(config);
       const Expected<SimulationResult> result = Simulate(config);
       ASSERT_TRUE(result.ok()) << result.error().ToString();
@@ -52,7 +51,7 @@ TEST(FootprintTest, TheEstimateIsALowerBoundOnEveryExamplesTasks) {
 TEST(FootprintTest, AConfigPastTheLimitFailsBeforeItsGraphIsBuilt) {
   // The small example: 16 ranks × 8 micro-batches × 2 passes × 24 layers / 2 stages × 8 ranks
   // per stage = 16 × 8 × 2 × 24 / 2 = 3,072 tasks at least, 245,760 bytes.
-  SimulationConfig config = Example("gpt3_1.3b_16gpu.json", {});
+  ResolvedConfig config = Example("gpt3_1.3b_16gpu.json", {});
   EXPECT_EQ(EstimateFootprint(config).tasks, 3072);
   EXPECT_EQ(EstimateFootprint(config).bytes, 3072 * kBytesPerTask);
   config.max_memory = 200000;
@@ -68,7 +67,7 @@ TEST(FootprintTest, AConfigPastTheLimitFailsBeforeItsGraphIsBuilt) {
 TEST(FootprintTest, AGraphThatOutgrowsTheLimitIsStoppedWhileItIsBuilt) {
   // The estimate (3,072 tasks) is below the 27,136 tasks the example builds: a limit between
   // them passes the check and stops the builder after the first pipeline stage passes it.
-  SimulationConfig config = Example("gpt3_1.3b_16gpu.json", {});
+  ResolvedConfig config = Example("gpt3_1.3b_16gpu.json", {});
   config.max_memory = 10000 * kBytesPerTask;
   const Expected<SimulationResult> result = Simulate(config);
   ASSERT_FALSE(result.ok());

@@ -63,7 +63,7 @@ int64_t ComputeStreamWork(const SimulationResult& result) {
 }
 
 void ExpectBoundIsTheGraphsWork(const Json& json) {
-  const SimulationConfig config = ConfigOf(json);
+  const ResolvedConfig config = ConfigOf(json);
   const auto cost = LoadCostModel(config);
   ASSERT_TRUE(cost.ok());
   const Expected<PassTimes> times = PricePassTimes(config, *cost->model);

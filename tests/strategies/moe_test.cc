@@ -146,7 +146,7 @@ TEST(MoeTest, ZeroShardsExpertStateOverTheExpertDataParallelGroup) {
             static_cast<int64_t>(std::ceil((dense / 8 + static_cast<double>(kExperts) / 2) * 12)));
   // Gradients: the experts' reduce-scattered over each pair of holders (4 pairs), all of them
   // once; after the step each pair all-gathers its updated expert halves (⌈E/2⌉ bf16 each).
-  const SimulationConfig config = ConfigOf(json);
+  const ResolvedConfig config = ConfigOf(json);
   const int64_t grad_bytes = DTypeBytes(config.training.grad_dtype);
   const CommTally scatter = Tally(r.iteration->graph, graph::CommKind::kReduceScatter, 2);
   EXPECT_EQ(scatter.bytes, 4 * kExperts * grad_bytes);

@@ -56,9 +56,9 @@ std::vector<std::pair<int64_t, size_t>> BruteForce(const SearchSetup& setup, siz
   std::vector<std::pair<int64_t, size_t>> times;
   fitting = 0;
   for (size_t i = 0; i < plans.size(); ++i) {
-    Expected<SimulationConfig> resolved = Resolve(ConfigFor(setup.base, setup.space, plans[i]));
+    Expected<ResolvedConfig> resolved = Resolve(ConfigFor(setup.base, setup.space, plans[i]));
     if (!resolved.ok() || !StageMemory(*resolved).ok()) continue;
-    SimulationConfig config = *resolved;
+    ResolvedConfig config = *resolved;
     ++fitting;
     config.ranks = RanksMode::kSymmetric;
     Expected<SimulationResult> result = Simulate(config, *cost->model);

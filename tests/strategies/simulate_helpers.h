@@ -10,8 +10,8 @@
 
 namespace dtsim::strategies {
 
-inline SimulationConfig ConfigOf(const Json& json) {
-  Expected<SimulationConfig> config = ConfigFromJson(json, "");
+inline ResolvedConfig ConfigOf(const Json& json) {
+  Expected<ResolvedConfig> config = ConfigFromJson(json, "");
   EXPECT_TRUE(config.ok()) << config.error().ToString();
   return *config;
 }
@@ -24,7 +24,7 @@ inline SimulationResult SimulateJson(const Json& json) {
 
 // The error reading the config, or (a config that reads) simulating it; empty when both work.
 inline std::string ConfigError(const Json& json) {
-  Expected<SimulationConfig> config = ConfigFromJson(json, "");
+  Expected<ResolvedConfig> config = ConfigFromJson(json, "");
   if (!config.ok()) return config.error().ToString();
   Expected<SimulationResult> result = Simulate(*config);
   return result.ok() ? "" : result.error().ToString();

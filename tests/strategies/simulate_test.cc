@@ -210,7 +210,7 @@ TEST(SimulateTest, ThePlacementOrderDecidesWhichGpusAGroupSpans) {
 
 TEST(SimulateTest, MfuAndThroughputFollowFromFlopsAndTime) {
   const SimulationResult r = SimulateJson(BaseConfig());
-  const SimulationConfig c = ConfigOf(BaseConfig());
+  const ResolvedConfig c = ConfigOf(BaseConfig());
   // Model FLOPs: 72·B·s·l·h²·(1 + s/6h + V/12lh) with the padded vocabulary (1,024).
   const double B = 16, s = 1024, l = 16, h = 2048, V = 1024;
   const double flops = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
@@ -226,7 +226,7 @@ TEST(SimulateTest, OverridesByPath) {
   ASSERT_TRUE(ApplyOverride(json, "parallelism.pipeline=2").ok());
   ASSERT_TRUE(ApplyOverride(json, "model.layers=8").ok());
   ASSERT_TRUE(ApplyOverride(json, "simulation.network_model=flow").ok());
-  const SimulationConfig config = ConfigOf(json);
+  const ResolvedConfig config = ConfigOf(json);
   EXPECT_EQ(config.plan.pipeline, 2);
   EXPECT_EQ(config.model.transformer.layers, 8);
   EXPECT_EQ(config.network_model->name, "flow");
@@ -304,7 +304,7 @@ TEST(SimulateTest, ShippedExamplesLoad) {
         "bert_large_64gpu_ethernet_byteps.json", "mixtral_8x7b_ep8_64h100.json",
         "gpt3_6.7b_tesseract_64gpu.json", "resnet50_256gpu.json"}) {
     const std::string path = std::string(DTSIM_EXAMPLES_DIR) + "/" + name;
-    Expected<SimulationConfig> config = LoadConfig(path, {});
+    Expected<ResolvedConfig> config = LoadConfig(path, {});
     ASSERT_TRUE(config.ok()) << config.error().ToString();
     // Every example fits its GPUs (the 175B one is simulated by the README's command).
     EXPECT_TRUE(StageMemory(*config).ok()) << name;
@@ -314,8 +314,7 @@ TEST(SimulateTest, ShippedExamplesLoad) {
        {"llama2_70b_64h100.json", "bert_large_64gpu_ethernet.json",
         "bert_large_64gpu_ethernet_onebit_adam.json", "bert_large_64gpu_ethernet_byteps.json",
         "mixtral_8x7b_ep8_64h100.json", "gpt3_6.7b_tesseract_64gpu.json", "resnet50_256gpu.json"}) {
-    Expected<SimulationConfig> config =
-        LoadConfig(std::string(DTSIM_EXAMPLES_DIR) + "/" + name, {});
+    Expected<ResolvedConfig> config = LoadConfig(std::string(DTSIM_EXAMPLES_DIR) + "/" + name, {});
     ASSERT_TRUE(config.ok());
     Expected<SimulationResult> result = Simulate(*config);
     ASSERT_TRUE(result.ok()) << result.error().ToString();

@@ -61,7 +61,7 @@ int64_t Slowest(const std::vector<int64_t>& work) {
 }
 
 TEST(StageBalanceTest, BalancedSplitIsTheBestContiguousSplit) {
-  const SimulationConfig config = ConfigOf(HeavyOutputConfig("balanced"));
+  const ResolvedConfig config = ConfigOf(HeavyOutputConfig("balanced"));
   const auto cost = LoadCostModel(config);
   ASSERT_TRUE(cost.ok());
   const Expected<std::vector<int>> balanced = BalanceStageLayers(config, *cost->model);
@@ -93,7 +93,7 @@ TEST(StageBalanceTest, BalancedStagesShortenTheIterationAsThePipelineFormulaSays
   // leaves the slowest stage after about Σ_s w_s + (m − 1)·max_s w_s (fill, then the slowest
   // stage's pace). Both splits are checked against it within 4% (pipeline transfers, the
   // optimizer step and the reductions are not in it) and the balanced one must be faster.
-  const SimulationConfig uniform_config = ConfigOf(HeavyOutputConfig("uniform"));
+  const ResolvedConfig uniform_config = ConfigOf(HeavyOutputConfig("uniform"));
   const auto cost = LoadCostModel(uniform_config);
   ASSERT_TRUE(cost.ok());
   const Expected<PassTimes> times = PricePassTimes(uniform_config, *cost->model);
@@ -124,7 +124,7 @@ TEST(StageBalanceTest, GivenCountsPlaceTheLayersAndTheirMemory) {
   // layers' (TP 2 shards), and the four stages hold every layer once.
   const Json json = HeavyOutputConfig(Json::array({5, 3, 2, 2}));
   const SimulationResult r = SimulateJson(json);
-  const SimulationConfig config = ConfigOf(json);
+  const ResolvedConfig config = ConfigOf(json);
   const auto& spec = config.model.transformer;
   const auto& memory = r.iteration->stats.stage_memory;
   ASSERT_EQ(memory.size(), 4u);

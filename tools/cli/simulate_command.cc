@@ -286,7 +286,7 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
 }
 
 // The op list (docs/formats/op-list.md): every distinct signature the plan prices.
-Status WriteOpList(const std::string& path, const SimulationConfig& config) {
+Status WriteOpList(const std::string& path, const strategies::ResolvedConfig& config) {
   Expected<std::vector<models::RecordingCostModel::Recorded>> ops = strategies::PricedOps(config);
   if (!ops.ok()) return std::move(ops).error().InFile(config.source);
   OrderedJson list = OrderedJson::array();
@@ -310,7 +310,7 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
       {options.config}, {options.result_path, options.timeline_path, options.op_list_path}));
   std::vector<std::string> overrides = options.overrides;
   AddMaxMemoryOverride(options.max_memory, overrides);
-  DTSIM_ASSIGN_OR_RETURN(const SimulationConfig config,
+  DTSIM_ASSIGN_OR_RETURN(const strategies::ResolvedConfig config,
                          strategies::LoadConfig(options.config, overrides));
   Expected<SimulationResult> result = strategies::Simulate(config);
   if (!result.ok()) return std::move(result).error().InFile(options.config);

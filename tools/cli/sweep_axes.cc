@@ -50,7 +50,7 @@ Expected<Axis> ParseVary(const std::string& text) {
 Status CheckKey(const Json& base, const Axis& axis, const std::string& source) {
   Json trial = base;
   DTSIM_RETURN_IF_ERROR(strategies::ApplyOverride(trial, axis.key + "=" + axis.values.front()));
-  Expected<strategies::SimulationConfig> config = strategies::ConfigFromJson(trial, source);
+  Expected<strategies::ResolvedConfig> config = strategies::ConfigFromJson(trial, source);
   if (config.ok()) return Status::Ok();
   const Error& error = config.error();
   const std::string& at = error.location();

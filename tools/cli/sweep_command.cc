@@ -77,7 +77,7 @@ Status Evaluate(const Json& base, const std::vector<Axis>& axes, const std::stri
     DTSIM_RETURN_IF_ERROR(
         strategies::ApplyOverride(json, axes[a].key + "=" + axes[a].values[point.choice[a]]));
   }
-  Expected<SimulationConfig> config = strategies::ConfigFromJson(json, source);
+  Expected<strategies::ResolvedConfig> config = strategies::ConfigFromJson(json, source);
   if (!config.ok()) return std::move(config).error().InFile(source);
   Expected<strategies::SimulationResult> result = strategies::Simulate(*config);
   if (!result.ok()) return std::move(result).error().InFile(source);
