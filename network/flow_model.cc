@@ -11,10 +11,16 @@
 namespace dtsim::network {
 namespace {
 
-// Event payloads: the top bits say which; the rest is a run index.
-constexpr uint64_t kCompletionCheck = uint64_t{1} << 47;
-constexpr uint64_t kFastStepEnd = uint64_t{1} << 46;
-constexpr uint64_t kRunMask = kFastStepEnd - 1;
+// The model's events: a run's next step starts; a step on the fast path ends (all the repeats
+// its event covers); the next flow completion is due. A payload holds the kind in its top bits
+// and the run in the rest.
+enum class FlowEvent : uint8_t { kStepStart = 0, kFastStepEnd = 1, kCompletionCheck = 2 };
+constexpr int kKindShift = 46;
+constexpr uint64_t kRunMask = (uint64_t{1} << kKindShift) - 1;
+
+constexpr uint64_t Payload(FlowEvent kind, uint32_t run = 0) {
+  return (uint64_t{static_cast<uint8_t>(kind)} << kKindShift) | run;
+}
 
 }  // namespace
 
@@ -105,7 +111,8 @@ void FlowModel::Start(graph::CommId comm, engine::CommunicationContext& context)
 
 void FlowModel::BeginStep(uint32_t run, DurationNs extra) {
   const FlowStep& step = (*runs_[run].program)[runs_[run].step];
-  context_->Schedule(context_->Now() + extra + step.latency, handler_, run);
+  context_->Schedule(context_->Now() + extra + step.latency, handler_,
+                     Payload(FlowEvent::kStepStart, run));
 }
 
 const std::vector<FluidNetwork::LinkId>& FlowModel::LinksOf(const Run& run) {
@@ -164,7 +171,8 @@ void FlowModel::StartTransfers(uint32_t run) {
       state.fast_duration = known->second;
       const DurationNs total =
           known->second + (step.latency + known->second) * (state.fast_repeats - 1);
-      state.fast_end = context_->Schedule(context_->Now() + total, handler_, kFastStepEnd | run);
+      state.fast_end = context_->Schedule(context_->Now() + total, handler_,
+                                          Payload(FlowEvent::kFastStepEnd, run));
       return;
     }
   }
@@ -265,7 +273,7 @@ void FlowModel::Materialize(uint32_t run) {
     state.repeats_done += repeat + 1;
     fast_steps_ += static_cast<uint64_t>(repeat + 1);
     state.fast_repeats = 0;
-    context_->Schedule(repeat_start + cycle, handler_, run);
+    context_->Schedule(repeat_start + cycle, handler_, Payload(FlowEvent::kStepStart, run));
     return;
   }
   std::sort(left.begin(), left.end());  // a deterministic order of insertion
@@ -308,19 +316,32 @@ void FlowModel::FinishStep(uint32_t run) {
 }
 
 void FlowModel::OnEvent(uint64_t payload) {
-  if ((payload & kFastStepEnd) != 0) {
-    const auto run = static_cast<uint32_t>(payload & kRunMask);
-    Run& state = runs_[run];
-    state.fast_end.reset();
-    fast_steps_ += static_cast<uint64_t>(state.fast_repeats);
-    state.repeats_done += state.fast_repeats - 1;  // FinishStep counts the last
-    FinishStep(run);
-    return;
+  const auto run = static_cast<uint32_t>(payload & kRunMask);
+  switch (static_cast<FlowEvent>(payload >> kKindShift)) {
+    case FlowEvent::kStepStart:
+      StartTransfers(run);
+      return;
+    case FlowEvent::kFastStepEnd:
+      EndFastStep(run);
+      return;
+    case FlowEvent::kCompletionCheck:
+      CompleteFlows();
+      return;
   }
-  if ((payload & kCompletionCheck) == 0) {
-    StartTransfers(static_cast<uint32_t>(payload));
-    return;
-  }
+  DTSIM_CHECK(false, "an event payload the flow model did not schedule");
+}
+
+// The fast path's event: every repeat it covered has ended.
+void FlowModel::EndFastStep(uint32_t run) {
+  Run& state = runs_[run];
+  state.fast_end.reset();
+  fast_steps_ += static_cast<uint64_t>(state.fast_repeats);
+  state.repeats_done += state.fast_repeats - 1;  // FinishStep counts the last
+  FinishStep(run);
+}
+
+// The flows due by now have completed: their steps may finish.
+void FlowModel::CompleteFlows() {
   pending_completion_.reset();
   net_.Advance(context_->Now());
   for (uint64_t owner : net_.TakeCompleted()) {
@@ -341,8 +362,8 @@ void FlowModel::Reschedule() {
   }
   const TimeNs next = net_.NextCompletion();
   if (next == TimeNs::Max()) return;
-  pending_completion_ =
-      context_->Schedule(std::max(next, context_->Now()), handler_, kCompletionCheck);
+  pending_completion_ = context_->Schedule(std::max(next, context_->Now()), handler_,
+                                           Payload(FlowEvent::kCompletionCheck));
 }
 
 }  // namespace dtsim::network

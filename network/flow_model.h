@@ -87,6 +87,8 @@ class FlowModel final : public ClusterModel, public engine::EventHandler {
   void BeginStep(uint32_t run, DurationNs extra = DurationNs::Zero());
   void StartTransfers(uint32_t run);
   void FinishStep(uint32_t run);
+  void EndFastStep(uint32_t run);
+  void CompleteFlows();
   void Reschedule();
   const std::vector<FluidNetwork::LinkId>& LinksOf(const Run& run);
   void Disturb(uint32_t run);
