@@ -14,6 +14,7 @@
 #include "strategies/footprint.h"
 #include "strategies/layer_gradients.h"
 #include "strategies/microbatch_layout.h"
+#include "strategies/parameter_gathers.h"
 #include "strategies/peer_group.h"
 #include "strategies/pipeline_schedule.h"
 #include "strategies/priced_passes.h"
@@ -111,7 +112,8 @@ class IterationBuilder {
         symmetric_(config.ranks == RanksMode::kSymmetric),
         simulated_data_(symmetric_ ? 1 : plan_.data),
         simulated_tensor_(symmetric_ ? 1 : plan_.tensor),
-        collectives_(builder_, plan_, simulated_data_, simulated_tensor_) {
+        collectives_(builder_, plan_, simulated_data_, simulated_tensor_),
+        gathers_(builder_, config, collectives_) {
     for (int stage = 0; stage < plan_.pipeline; ++stage) {
       stage_layers_.push_back(models::StageLayerIndices(spec_, plan_.pipeline, plan_.virtual_stages,
                                                         stage, plan_.stage_layers));
@@ -203,58 +205,6 @@ class IterationBuilder {
     return dp % plan_.expert == 0 ? s : (plan_.expert - s) / (plan_.expert - 1);
   }
 
-  // ZeRO-3: each layer's (embedding's, output's) parameter shards are all-gathered from the
-  // data-parallel group before its forward and again before its backward, on the rank's
-  // "zero" stream, one layer ahead: the gather for the next piece may start once the compute
-  // before the current one has ended, and the piece's first task waits for its own gather.
-  // With expert parallelism a MoE layer's local experts (`expert_parameters` of `parameters`)
-  // are sharded over their expert-data-parallel group instead (D/EP ranks, as ZeRO-1/2 shard
-  // their optimizer state and gradients): a second gather over that group follows the dense
-  // one on the same stream.
-  void GatherParameters(PeerGroup& group, int64_t parameters, std::string_view name,
-                        int64_t expert_parameters = 0) {
-    const int replicas = plan_.WeightReplicas();
-    if (plan_.zero_stage < 3 || replicas < 2) return;
-    const int64_t dense = parameters - expert_parameters;
-    const int64_t element_bytes = DTypeBytes(config_.training.dtype);
-    std::vector<std::vector<graph::CommId>> pieces;
-    pieces.push_back(
-        collectives_.Matched(StageCollectives::Across::kData, CommKind::kAllGather,
-                             Bytes((dense + replicas - 1) / replicas * element_bytes)));
-    const int expert_data = plan_.data / plan_.expert;
-    if (expert_parameters > 0 && expert_data > 1) {
-      pieces.push_back(collectives_.Matched(
-          StageCollectives::Across::kExpertData, CommKind::kAllGather,
-          Bytes((expert_parameters + expert_data - 1) / expert_data * element_bytes)));
-    }
-    group.Flush();
-    std::vector<TaskId> gathers;
-    for (size_t i = 0; i < group.ranks().size(); ++i) {
-      const StreamId stream = RoleStream(builder_, group.ranks()[i], StreamRole::kZero);
-      const TaskId gather =
-          builder_.AddCollectiveTask(stream, pieces.front()[i], name, kDataCategory);
-      if (!gather_after_.empty() && gather_after_[i]) {
-        builder_.AddDependency(gather, *gather_after_[i]);
-      }
-      // The experts' gather runs after the dense one on the same stream: waiting for it is
-      // waiting for both.
-      gathers.push_back(pieces.size() > 1 ? builder_.AddCollectiveTask(
-                                                stream, pieces.back()[i],
-                                                fmt::format("{} experts", name), kDataCategory)
-                                          : gather);
-    }
-    gather_after_.clear();
-    for (size_t i = 0; i < group.ranks().size(); ++i) gather_after_.push_back(group.last(i));
-    group.WaitBefore(std::move(gathers));
-  }
-
-  // A layer's gather; its parameter counts and name are worked out only under ZeRO-3.
-  void GatherLayer(PeerGroup& group, int layer) {
-    if (plan_.zero_stage < 3) return;
-    GatherParameters(group, LayerParameters(layer), fmt::format("layer{} gather", layer),
-                     LayerExpertParameters(layer));
-  }
-
   // The simulated tensor-parallel peers of (dp, stage), or all of them (`all`).
   std::vector<int32_t> Peers(int dp, int stage, bool all = false) const {
     std::vector<int32_t> ranks;
@@ -296,16 +246,16 @@ class IterationBuilder {
       group.Recv(Peers(group_dp_, from), Tag(microbatch, from_chunk, Pass::kForward),
                  PipelineBytes(), "recv activations");
     } else {
-      GatherParameters(group, EmbeddingParameters(), "embedding gather");
+      gathers_.Embedding(group);
       EmitWhole(group, model_.embedding.forward, "embedding fwd", "embedding tp");
       EmitComms(group, layout_.EmbeddingComms(Pass::kForward), "embedding tp");
     }
     for (const int layer : ChunkLayers(stage, chunk)) {
-      GatherLayer(group, layer);
+      gathers_.Layer(group, layer);
       Emit(group, model_.Layer(spec_, layer).forward, layer, "fwd", kComputeCategory);
     }
     if (HoldsOutput(stage, chunk)) {
-      GatherParameters(group, OutputParameters(stage), "output gather");
+      gathers_.Output(group, stage);
       EmitWhole(group, model_.output.forward, "output fwd", "output tp");
     } else {
       group.Send(Peers(group_dp_, stage < last ? stage + 1 : 0),
@@ -332,7 +282,7 @@ class IterationBuilder {
       group.Recv(Peers(group_dp_, from), Tag(microbatch, from_chunk, Pass::kBackward),
                  PipelineBytes(), "recv gradients");
     } else {
-      GatherParameters(group, OutputParameters(stage), "output gather");
+      gathers_.Output(group, stage);
       EmitWhole(group, model_.output.backward, "output bwd", "output tp");
       EmitComms(group, layout_.OutputComms(Pass::kBackward), "output tp");
       mark(OutputGradients(spec_, plan_, HoldsOutputTable(spec_, stage)));
@@ -340,14 +290,14 @@ class IterationBuilder {
     const std::span<const int> layers = ChunkLayers(stage, chunk);
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
       const int layer = *it;
-      GatherLayer(group, layer);
+      gathers_.Layer(group, layer);
       Emit(group, model_.Layer(spec_, layer).recompute, layer, "recompute", kRecomputeCategory);
       Emit(group, model_.Layer(spec_, layer).backward, layer, "bwd", kComputeCategory);
       LayerGradientSplit gradients = LayerGradients(spec_, plan_, layer);
       mark(std::move(gradients.dense), std::move(gradients.experts));
     }
     if (HoldsEmbedding(stage, chunk)) {
-      GatherParameters(group, EmbeddingParameters(), "embedding gather");
+      gathers_.Embedding(group);
       EmitComms(group, layout_.EmbeddingComms(Pass::kBackward), "embedding tp");
       EmitWhole(group, model_.embedding.backward, "embedding bwd", "embedding tp");
       mark(EmbeddingGradients(spec_, plan_));
@@ -358,20 +308,6 @@ class IterationBuilder {
     }
     group.Flush();
     Account(stage, chunk, Pass::kBackward);
-  }
-
-  // Parameters of one piece on one rank (as many as its gradients).
-  int64_t LayerParameters(int layer) const {
-    if (plan_.on_grid()) return LayerGradients(spec_, plan_, layer).dense.elements();
-    return models::LayerParameterCount(spec_, plan_.tensor, plan_.expert, layer);
-  }
-  // Of those, the local experts' when expert parallelism shards them (0 otherwise).
-  int64_t LayerExpertParameters(int layer) const {
-    return plan_.expert > 1 ? LayerGradients(spec_, plan_, layer).experts.elements() : 0;
-  }
-  int64_t EmbeddingParameters() const { return EmbeddingGradients(spec_, plan_).elements(); }
-  int64_t OutputParameters(int stage) const {
-    return OutputGradients(spec_, plan_, HoldsOutputTable(spec_, stage)).elements();
   }
 
   // FLOPs and cost sources of one micro-batch pass on the t peers of a stage.
@@ -413,7 +349,7 @@ class IterationBuilder {
   GradientReady BuildStage(int stage, int dp, int64_t microbatches) {
     group_dp_ = dp;
     collectives_.Begin(dp, stage);
-    gather_after_.clear();
+    gathers_.Begin();
     expert_load_ = ExpertLoad(dp);
     PeerGroup group(builder_, Peers(dp, stage), Peers(dp, stage, true));
     GradientReady ready;
@@ -446,8 +382,7 @@ class IterationBuilder {
   StageCollectives collectives_;
   std::vector<std::vector<int>> stage_layers_;  // per stage, its layers (StageLayerIndices)
   int group_dp_ = 0;
-  // ZeRO-3: per peer, the end of the compute before the last gathered piece.
-  std::vector<std::optional<TaskId>> gather_after_;
+  ParameterGathers gathers_;
   double expert_load_ = 1.0;
 };
 

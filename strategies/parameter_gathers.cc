@@ -1,0 +1,84 @@
+#include "strategies/parameter_gathers.h"
+
+#include <fmt/format.h>
+
+#include "models/parameters.h"
+#include "strategies/categories.h"
+#include "strategies/layer_gradients.h"
+
+namespace dtsim::strategies {
+
+using graph::CommKind;
+using graph::TaskId;
+
+bool ParameterGathers::Gathers() const {
+  return config_.plan.zero_stage >= 3 && config_.plan.WeightReplicas() >= 2;
+}
+
+void ParameterGathers::Embedding(PeerGroup& group) {
+  if (!Gathers()) return;
+  Gather(group, EmbeddingGradients(config_.model.transformer, config_.plan).elements(),
+         "embedding gather");
+}
+
+// A layer's parameters on one rank are as many as its gradients; with expert parallelism its
+// local experts' are gathered apart.
+void ParameterGathers::Layer(PeerGroup& group, int layer) {
+  if (!Gathers()) return;
+  const models::TransformerSpec& spec = config_.model.transformer;
+  const ParallelPlan& plan = config_.plan;
+  const int64_t parameters =
+      plan.on_grid() ? LayerGradients(spec, plan, layer).dense.elements()
+                     : models::LayerParameterCount(spec, plan.tensor, plan.expert, layer);
+  const int64_t experts =
+      plan.expert > 1 ? LayerGradients(spec, plan, layer).experts.elements() : 0;
+  Gather(group, parameters, fmt::format("layer{} gather", layer), experts);
+}
+
+void ParameterGathers::Output(PeerGroup& group, int stage) {
+  if (!Gathers()) return;
+  const models::TransformerSpec& spec = config_.model.transformer;
+  Gather(group, OutputGradients(spec, config_.plan, HoldsOutputTable(spec, stage)).elements(),
+         "output gather");
+}
+
+// The gather for the next piece may start once the compute before the current one has ended,
+// and the piece's first task waits for its own gather. With expert parallelism a MoE layer's
+// local experts (`expert_parameters` of `parameters`) are sharded over their
+// expert-data-parallel group instead (D/EP ranks, as ZeRO-1/2 shard their optimizer state and
+// gradients): a second gather over that group follows the dense one on the same stream.
+void ParameterGathers::Gather(PeerGroup& group, int64_t parameters, std::string_view name,
+                              int64_t expert_parameters) {
+  const ParallelPlan& plan = config_.plan;
+  const int replicas = plan.WeightReplicas();
+  const int64_t dense = parameters - expert_parameters;
+  const int64_t element_bytes = DTypeBytes(config_.training.dtype);
+  std::vector<std::vector<graph::CommId>> pieces;
+  pieces.push_back(collectives_.Matched(StageCollectives::Across::kData, CommKind::kAllGather,
+                                        Bytes((dense + replicas - 1) / replicas * element_bytes)));
+  const int expert_data = plan.data / plan.expert;
+  if (expert_parameters > 0 && expert_data > 1) {
+    pieces.push_back(collectives_.Matched(
+        StageCollectives::Across::kExpertData, CommKind::kAllGather,
+        Bytes((expert_parameters + expert_data - 1) / expert_data * element_bytes)));
+  }
+  group.Flush();
+  std::vector<TaskId> gathers;
+  for (size_t i = 0; i < group.ranks().size(); ++i) {
+    const graph::StreamId stream = RoleStream(builder_, group.ranks()[i], StreamRole::kZero);
+    const TaskId gather =
+        builder_.AddCollectiveTask(stream, pieces.front()[i], name, kDataCategory);
+    if (!after_.empty() && after_[i]) builder_.AddDependency(gather, *after_[i]);
+    // The experts' gather runs after the dense one on the same stream: waiting for it is
+    // waiting for both.
+    gathers.push_back(pieces.size() > 1 ? builder_.AddCollectiveTask(
+                                              stream, pieces.back()[i],
+                                              fmt::format("{} experts", name), kDataCategory)
+                                        : gather);
+  }
+  after_.clear();
+  for (size_t i = 0; i < group.ranks().size(); ++i) after_.push_back(group.last(i));
+  group.WaitBefore(std::move(gathers));
+}
+
+}  // namespace dtsim::strategies
