@@ -99,15 +99,16 @@ run_one() {
     -artifact_prefix="$findings/" -print_final_stats=1 "$corpus" \
     "$top/tests/fuzz/regressions/$name" >"$build_dir/$name.log" 2>&1 || true
 }
-# Findings are counted from this run's start: a campaign's findings dir keeps earlier ones.
+# Findings are counted from this run's start: a campaign's findings dir keeps earlier ones; the
+# commit is the one the harnesses were built from when the run starts.
 started="$build_dir/.run-started"
 touch "$started"
+commit="$(cat "$build_dir/built-commit" 2>/dev/null || echo unknown)"
 export -f run_one
 export build_dir top seconds runs seed
 printf '%s\n' "${harnesses[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one {}'
 
 [[ -f "$campaign" ]] || printf 'date\tcommit\tharness\tseconds\texecutions\tcrashes\thangs\toom\n' >"$campaign"
-commit="$(cat "$build_dir/built-commit" 2>/dev/null || echo unknown)"
 status=0
 printf '\n%-12s %12s %8s %6s %5s  %s\n' harness executions crashes hangs oom log
 for name in "${harnesses[@]}"; do
