@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <sstream>
+#include <type_traits>
 
 #include "sim/base/atomic_file.h"
 #include "sim/base/buffered_text_writer.h"
@@ -27,6 +29,16 @@ struct Column {
 
 template <typename T>
 Status Get(const Json& cell, T& out) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    // Range-checked: get<int>() of a number out of the type's range is undefined behaviour.
+    constexpr auto kMax = static_cast<int64_t>(
+        std::min<uint64_t>(std::numeric_limits<T>::max(), std::numeric_limits<int64_t>::max()));
+    const Expected<int64_t> value =
+        JsonToInt(cell, "", static_cast<int64_t>(std::numeric_limits<T>::min()), kMax);
+    if (!value.ok()) return Error("unexpected value", "", JsonValueForError(cell));
+    out = static_cast<T>(*value);
+    return Status::Ok();
+  }
   try {
     out = cell.get<T>();
   } catch (const Json::exception&) {
@@ -282,11 +294,23 @@ Expected<SearchFile> ReadSearchFile(const std::string& path) {
                 "version", JsonValueForError(json.value("version", Json())));
   }
   SearchFile file;
+  // Counts are read range-checked: nlohmann's get<int>() of 3.8e120 is undefined behaviour.
+  const auto count = [&](const char* key, int64_t min, int64_t max) -> Expected<int64_t> {
+    if (!json.contains(key)) return fail("missing field", key);
+    Expected<int64_t> value = JsonToInt(json[key], key, min, max);
+    if (!value.ok()) return std::move(value).error().InFile(path);
+    return value;
+  };
+  constexpr int64_t kMostShards = std::numeric_limits<int32_t>::max();
+  DTSIM_ASSIGN_OR_RETURN(const int64_t shard, count("shard", 0, kMostShards));
+  DTSIM_ASSIGN_OR_RETURN(const int64_t shards, count("shards", 1, kMostShards));
+  DTSIM_ASSIGN_OR_RETURN(const int64_t enumerated,
+                         count("enumerated", 0, std::numeric_limits<int64_t>::max()));
+  file.shard = static_cast<int>(shard);
+  file.shards = static_cast<int>(shards);
+  file.result.enumerated = static_cast<size_t>(enumerated);
   try {
     file.settings = json.at("settings");
-    file.shard = json.at("shard").get<int>();
-    file.shards = json.at("shards").get<int>();
-    file.result.enumerated = json.at("enumerated").get<size_t>();
     file.result.seconds = json.at("seconds").get<double>();
     for (const Json& method : json.at("settings").at("space").at("compression")) {
       file.space.compression.push_back({.method = method.get<std::string>()});
