@@ -284,14 +284,23 @@ Expected<SearchFile> ReadSearchFile(const std::string& path) {
   const auto fail = [&path](std::string message, std::string location, std::string value = "") {
     return Error(std::move(message), std::move(location), std::move(value)).InFile(path);
   };
-  if (!json.is_object() || json.value("format", "") != kSearchResultFormat) {
+  const auto field = [&json](const char* key) {
+    return json.is_object() && json.contains(key) ? &json[key] : nullptr;
+  };
+  const Json* format = field("format");
+  if (format == nullptr || !format->is_string() ||
+      format->get<std::string>() != kSearchResultFormat) {
     return fail(
         fmt::format("not a search result (expected \"format\": \"{}\")", kSearchResultFormat),
         "format");
   }
-  if (json.value("version", 0) != kSearchResultVersion) {
+  // The version is compared as the integer it must be: json.value("version", 0) converts a
+  // float like 7.8e108 to int, which is undefined behaviour.
+  const Json* version = field("version");
+  if (version == nullptr || !version->is_number_integer() ||
+      version->get<int64_t>() != kSearchResultVersion) {
     return fail(fmt::format("unsupported version (this dtsim reads {})", kSearchResultVersion),
-                "version", JsonValueForError(json.value("version", Json())));
+                "version", version != nullptr ? JsonValueForError(*version) : "nothing");
   }
   SearchFile file;
   // Counts are read range-checked: nlohmann's get<int>() of 3.8e120 is undefined behaviour.
@@ -361,7 +370,14 @@ Expected<SearchFile> ReadSearchFile(const std::string& path) {
     }
     file.result.plans.push_back(std::move(plan));
   }
-  RankPlans(file.result, json.at("settings").value("rerank", 0));
+  int64_t rerank = 0;
+  if (file.settings.is_object() && file.settings.contains("rerank")) {
+    Expected<int64_t> read =
+        JsonToInt(file.settings["rerank"], "settings.rerank", 0, std::numeric_limits<int>::max());
+    if (!read.ok()) return std::move(read).error().InFile(path);
+    rerank = *read;
+  }
+  RankPlans(file.result, static_cast<int>(rerank));
   return file;
 }
 
