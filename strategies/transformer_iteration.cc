@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "models/memory.h"
-#include "models/parameters.h"
 #include "strategies/data_parallel_iteration.h"
 #include "strategies/footprint.h"
 #include "strategies/layer_gradients.h"

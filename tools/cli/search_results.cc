@@ -37,12 +37,12 @@ Status Get(const Json& cell, T& out) {
         JsonToInt(cell, "", static_cast<int64_t>(std::numeric_limits<T>::min()), kMax);
     if (!value.ok()) return Error("unexpected value", "", JsonValueForError(cell));
     out = static_cast<T>(*value);
-    return Status::Ok();
-  }
-  try {
-    out = cell.get<T>();
-  } catch (const Json::exception&) {
-    return Error("unexpected value", "", JsonValueForError(cell));
+  } else {
+    try {
+      out = cell.get<T>();
+    } catch (const Json::exception&) {
+      return Error("unexpected value", "", JsonValueForError(cell));
+    }
   }
   return Status::Ok();
 }
