@@ -119,8 +119,8 @@ class KinetoWriter : private BufferedTextWriter {
     nlohmann::ordered_json unhandled = nlohmann::ordered_json::object();
     for (const auto& [kind, count] : c.unhandled_kinds) unhandled[kind] = count;
     const nlohmann::ordered_json other = {
-        {"format", kProfileFormat},
-        {"version", kProfileVersion},
+        {"format", kProfileFormat.name},
+        {"version", kProfileFormat.Version()},
         {"program", profile_.program},
         {"cupti_version", profile_.cupti_version},
         {"activity_kinds", profile_.enabled_kinds},

@@ -23,12 +23,12 @@
 #include <string>
 
 #include "profiler/profile.h"
+#include "sim/base/file_format.h"
 #include "sim/base/status.h"
 
 namespace dtsim::profiler {
 
-inline constexpr std::string_view kProfileFormat = "dtsim.profile";
-inline constexpr std::string_view kProfileVersion = "1.0";
+inline constexpr FileFormat kProfileFormat{"dtsim.profile", 1, 0, "not a dtsim profile"};
 
 void WriteKinetoTrace(std::ostream& out, const Profile& profile);
 

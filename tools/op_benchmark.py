@@ -21,6 +21,7 @@ import bisect
 import datetime
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -355,11 +356,21 @@ RUNNERS = {
 }
 
 
+def reads_version(version, major):
+    """docs/formats/README.md: "MAJOR.MINOR" with this MAJOR, or the integer MAJOR of old files."""
+    if isinstance(version, bool):
+        return False
+    if isinstance(version, int):
+        return version == major
+    match = re.fullmatch(r"(\d+)\.(\d+)", version) if isinstance(version, str) else None
+    return match is not None and int(match.group(1)) == major
+
+
 def load_op_list(path):
     with open(path) as f:
         document = json.load(f)
-    if document.get("format") != "dtsim.op_list" or document.get("version") != 1:
-        sys.exit(f"{path}: not a dtsim op list (format dtsim.op_list, version 1); write one with "
+    if document.get("format") != "dtsim.op_list" or not reads_version(document.get("version"), 1):
+        sys.exit(f"{path}: not a dtsim op list (format dtsim.op_list, version 1.x); write one with "
                  "`dtsim simulate CONFIG --op-list FILE`")
     problems = []
     for i, op in enumerate(document["ops"]):
@@ -467,7 +478,7 @@ def main():
                         "time": f"{mean:.3f} us", "median": f"{statistics.median(times):.3f} us",
                         "min": f"{min(times):.3f} us", "samples": len(times)})
         print(f"  [{i + 1}/{len(ops)}] {describe(op)}: {mean:.1f} us", file=sys.stderr)
-    table = {"format": "dtsim.op_costs", "version": 1,
+    table = {"format": "dtsim.op_costs", "version": "1.0",
              "gpu": gpu,
              "source": (f"tools/op_benchmark.py on {torch.cuda.get_device_name()} "
                         f"(torch {torch.__version__}), {args.reps} reps, "

@@ -178,7 +178,7 @@ class ChakraGraphBuilder {
     DTSIM_RETURN_IF_ERROR(AssignRanks());
     written_by_dtsim_ = std::all_of(traces_.begin(), traces_.end(), [](const auto& t) {
       const ChakraAttribute* format = t.MetadataAttr(attr::kFormat);
-      return format != nullptr && format->AsString() == kChakraExportFormat;
+      return format != nullptr && format->AsString() == kChakraExportFormat.name;
     });
     DTSIM_RETURN_IF_ERROR(IndexNodes());
     DTSIM_RETURN_IF_ERROR(OrderNodes());
@@ -659,9 +659,8 @@ std::vector<ChakraTrace> ChakraTracesFromGraph(const graph::TaskGraph& graph) {
     trace.version = std::string(kChakraSchemaVersion);
     trace.metadata = {
         ChakraAttribute::String("producer", "dtsim"),
-        ChakraAttribute::String(std::string(attr::kFormat), std::string(kChakraExportFormat)),
-        ChakraAttribute::String(std::string(attr::kFormatVersion),
-                                std::string(kChakraExportVersion)),
+        ChakraAttribute::String(std::string(attr::kFormat), std::string(kChakraExportFormat.name)),
+        ChakraAttribute::String(std::string(attr::kFormatVersion), kChakraExportFormat.Version()),
         ChakraAttribute::Integer("rank", AttributeType::kInt64, rank),
         ChakraAttribute::Integer("rank_count", AttributeType::kInt64, graph.rank_count())};
   }

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/base/file_format.h"
 #include "sim/base/status.h"
 #include "sim/base/time.h"
 #include "sim/graph/task_graph.h"
@@ -33,8 +34,8 @@
 
 namespace dtsim::traces {
 
-inline constexpr std::string_view kChakraExportFormat = "dtsim.chakra";
-inline constexpr std::string_view kChakraExportVersion = "1.0";
+// Named in each exported trace's metadata ("dtsim.format", "dtsim.format_version").
+inline constexpr FileFormat kChakraExportFormat{"dtsim.chakra", 1, 0, "not a dtsim Chakra export"};
 
 struct ChakraGraphStats {
   int64_t nodes = 0;

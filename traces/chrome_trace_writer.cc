@@ -30,7 +30,8 @@ class TraceWriter : private BufferedTextWriter {
   void Write(const TimelineInfo& info) {
     Append(R"({{"otherData":{{"format":"{}","version":"{}","source":{},"communication_model":{}}},)"
            "\n\"traceEvents\":[",
-           kTimelineFormat, kTimelineVersion, Quote(info.source), Quote(info.communication_model));
+           kTimelineFormat.name, kTimelineFormat.Version(), Quote(info.source),
+           Quote(info.communication_model));
     WriteMetadata();
     for (uint32_t t = 0; t < graph_.task_count(); ++t) WriteTask(TaskId(t));
     for (uint32_t c = 0; c < graph_.comm_count(); ++c) {

@@ -13,14 +13,14 @@
 #include <ostream>
 #include <string>
 
+#include "sim/base/file_format.h"
 #include "sim/base/status.h"
 #include "sim/graph/task_graph.h"
 #include "sim/graph/task_times.h"
 
 namespace dtsim::traces {
 
-inline constexpr std::string_view kTimelineFormat = "dtsim.timeline";
-inline constexpr std::string_view kTimelineVersion = "1.0";
+inline constexpr FileFormat kTimelineFormat{"dtsim.timeline", 1, 0, "not a dtsim timeline"};
 
 struct TimelineInfo {
   std::string source;  // what was simulated, e.g. the graph file

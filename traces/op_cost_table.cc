@@ -89,23 +89,7 @@ Expected<std::optional<DurationNs>> ReadOptionalTime(JsonObjectReader& reader,
 Expected<MeasuredOp> ReadMeasuredOp(const Json& value, const std::string& path) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, path));
   MeasuredOp op;
-  DTSIM_ASSIGN_OR_RETURN(op.signature.op, reader.String("op"));
-  if (op.signature.op.empty()) {
-    return Error("op name must not be empty", JsonChildPath(path, "op"), "\"\"");
-  }
-  DTSIM_ASSIGN_OR_RETURN(op.signature.dtype, ReadDType(reader));
-  const Json* dims = reader.Find("dims");
-  if (dims != nullptr) {
-    const std::string dims_path = JsonChildPath(path, "dims");
-    if (!dims->is_object()) {
-      return Error("expected an object of named dimensions", dims_path, JsonValueForError(*dims));
-    }
-    for (const auto& [name, dim] : dims->items()) {
-      DTSIM_ASSIGN_OR_RETURN(const int64_t size, JsonToInt(dim, JsonChildPath(dims_path, name), 1,
-                                                           std::numeric_limits<int64_t>::max()));
-      op.signature.SetDim(name, size);
-    }
-  }
+  DTSIM_ASSIGN_OR_RETURN(op.signature, ReadOpSignature(reader));
   DTSIM_ASSIGN_OR_RETURN(op.duration, reader.Duration("time"));
   if (op.duration <= DurationNs::Zero()) {
     return Error("a measured time must be positive", JsonChildPath(path, "time"),
@@ -128,19 +112,31 @@ Expected<MeasuredOp> ReadMeasuredOp(const Json& value, const std::string& path) 
 
 }  // namespace
 
+Expected<OpSignature> ReadOpSignature(JsonObjectReader& reader) {
+  OpSignature signature;
+  DTSIM_ASSIGN_OR_RETURN(signature.op, reader.String("op"));
+  if (signature.op.empty()) {
+    return Error("op name must not be empty", JsonChildPath(reader.path(), "op"), "\"\"");
+  }
+  DTSIM_ASSIGN_OR_RETURN(signature.dtype, ReadDType(reader));
+  const Json* dims = reader.Find("dims");
+  if (dims != nullptr) {
+    const std::string dims_path = JsonChildPath(reader.path(), "dims");
+    if (!dims->is_object()) {
+      return Error("expected an object of named dimensions", dims_path, JsonValueForError(*dims));
+    }
+    for (const auto& [name, dim] : dims->items()) {
+      DTSIM_ASSIGN_OR_RETURN(const int64_t size, JsonToInt(dim, JsonChildPath(dims_path, name), 1,
+                                                           std::numeric_limits<int64_t>::max()));
+      signature.SetDim(name, size);
+    }
+  }
+  return signature;
+}
+
 Expected<OpCostTable> OpCostTableFromJson(const Json& value) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, ""));
-  DTSIM_ASSIGN_OR_RETURN(const std::string format, reader.String("format"));
-  if (format != kOpCostFormat) {
-    return Error(fmt::format("not an op-cost table (expected format \"{}\")", kOpCostFormat),
-                 "format", Quote(format));
-  }
-  DTSIM_ASSIGN_OR_RETURN(const int64_t version, reader.Int("version"));
-  if (version != kOpCostVersion) {
-    return Error(
-        fmt::format("unsupported op-cost table version (this dtsim reads {})", kOpCostVersion),
-        "version", std::to_string(version));
-  }
+  DTSIM_RETURN_IF_ERROR(CheckFormat(reader, kOpCostFormat));
   DTSIM_ASSIGN_OR_RETURN(std::string gpu, reader.String("gpu"));
   DTSIM_ASSIGN_OR_RETURN(std::string source, reader.StringOr("source", ""));
   const Json* ops_json = reader.Find("ops");
@@ -179,8 +175,8 @@ Json OpCostTableToJson(const OpCostTable& table) {
     if (op.min) entry["min"] = fmt::format("{} ns", op.min->ns());
     ops.push_back(std::move(entry));
   }
-  return {{"format", kOpCostFormat},
-          {"version", kOpCostVersion},
+  return {{"format", kOpCostFormat.name},
+          {"version", kOpCostFormat.Version()},
           {"gpu", table.gpu()},
           {"source", table.source()},
           {"ops", ops}};

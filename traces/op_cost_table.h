@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sim/base/dtype.h"
+#include "sim/base/file_format.h"
 #include "sim/base/json_reader.h"
 #include "sim/base/status.h"
 #include "sim/base/time.h"
@@ -71,10 +72,13 @@ class OpCostTable {
   std::unordered_map<std::string, std::vector<uint32_t>> by_family_;
 };
 
-inline constexpr std::string_view kOpCostFormat = "dtsim.op_costs";
-inline constexpr int kOpCostVersion = 1;
+inline constexpr FileFormat kOpCostFormat{"dtsim.op_costs", 1, 0, "not an op-cost table"};
 
-// The file form: {"format": "dtsim.op_costs", "version": 1, "gpu": "...", "source": "...",
+// An entry's signature fields, "op", "dtype" and "dims" ({"m": 8192, ...}), as op-cost tables
+// and op lists (docs/formats/op-list.md) write them.
+Expected<OpSignature> ReadOpSignature(JsonObjectReader& entry);
+
+// The file form: {"format": "dtsim.op_costs", "version": "1.0", "gpu": "...", "source": "...",
 // "ops": [{"op": "gemm", "dtype": "bf16", "dims": {"m": 8192, ...}, "time": "1.25 ms",
 // "samples": 10, "median": "1.2 ms", "min": "1.1 ms"}, ...]}. Errors name the JSON path and the
 // bad value.

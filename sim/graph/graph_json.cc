@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
 #include <limits>
 #include <optional>
 #include <unordered_map>
@@ -60,7 +59,7 @@ class GraphLoader {
  public:
   Expected<TaskGraph> Load(const Json& document) {
     DTSIM_ASSIGN_OR_RETURN(JsonObjectReader root, JsonObjectReader::Make(document, ""));
-    DTSIM_RETURN_IF_ERROR(CheckHeader(root));
+    DTSIM_RETURN_IF_ERROR(CheckFormat(root, kTaskGraphFormat));
     root.Allow("metadata");
     const Json* collectives = root.Find("collectives");
     const Json* tasks = root.Find("tasks");
@@ -78,26 +77,6 @@ class GraphLoader {
   }
 
  private:
-  Status CheckHeader(JsonObjectReader& root) {
-    DTSIM_ASSIGN_OR_RETURN(const std::string format, root.String("format"));
-    if (format != kTaskGraphFormat) {
-      return Error(fmt::format("not a task graph: expected format \"{}\"", kTaskGraphFormat),
-                   "format", Quote(format));
-    }
-    DTSIM_ASSIGN_OR_RETURN(const std::string version, root.String("version"));
-    int major = -1;
-    const auto [end, ec] = std::from_chars(version.data(), version.data() + version.size(), major);
-    if (ec != std::errc() || (end != version.data() + version.size() && *end != '.')) {
-      return Error("expected a version \"MAJOR.MINOR\"", "version", Quote(version));
-    }
-    if (major != kTaskGraphMajorVersion) {
-      return Error(
-          fmt::format("unsupported major version (this dtsim reads {}.x)", kTaskGraphMajorVersion),
-          "version", Quote(version));
-    }
-    return Status::Ok();
-  }
-
   Status LoadCollectives(const Json& list) {
     if (!list.is_array()) return Error("expected an array", "collectives", JsonValueForError(list));
     for (size_t i = 0; i < list.size(); ++i) {
@@ -348,8 +327,8 @@ Json TaskGraphToJson(const TaskGraph& graph) {
   }
   Json tasks = Json::array();
   for (uint32_t t = 0; t < graph.task_count(); ++t) tasks.push_back(TaskToJson(graph, TaskId(t)));
-  return {{"format", kTaskGraphFormat},
-          {"version", fmt::format("{}.{}", kTaskGraphMajorVersion, kTaskGraphMinorVersion)},
+  return {{"format", kTaskGraphFormat.name},
+          {"version", kTaskGraphFormat.Version()},
           {"collectives", std::move(collectives)},
           {"tasks", std::move(tasks)}};
 }

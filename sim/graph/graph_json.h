@@ -1,5 +1,5 @@
 // The JSON form of a task graph, documented in docs/formats/task-graph.md:
-//   {"format": "dtsim.task_graph", "version": "1.0",
+//   {"format": "dtsim.task_graph", "version": "1.1",
 //    "collectives": [{"id", "op", "size" | "size_bytes", "group", "algorithm"?, "root"?}],
 //    "tasks": [{"id", "rank", "stream"?, "kind"?, "name"?, "category"?, "deps"?,
 //               "duration" | "duration_ns", "collective", "peer", "tag"?, "size" | "size_bytes"}],
@@ -9,15 +9,15 @@
 
 #include <string>
 
+#include "sim/base/file_format.h"
 #include "sim/base/json_reader.h"
 #include "sim/base/status.h"
 #include "sim/graph/task_graph.h"
 
 namespace dtsim::graph {
 
-inline constexpr std::string_view kTaskGraphFormat = "dtsim.task_graph";
-inline constexpr int kTaskGraphMajorVersion = 1;
-inline constexpr int kTaskGraphMinorVersion = 1;  // 1.1: collectives may carry "priced_as"
+// 1.1: collectives may carry "priced_as".
+inline constexpr FileFormat kTaskGraphFormat{"dtsim.task_graph", 1, 1, "not a task graph"};
 inline constexpr int32_t kMaxRank = (1 << 22) - 1;
 
 // Builds a graph from its JSON form; `file` is used in error messages only.

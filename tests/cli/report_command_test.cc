@@ -62,12 +62,24 @@ TEST_F(ReportCommandTest, BadInputIsNamed) {
               HasSubstr("other.json: format: not a dtsim result (expected \"format\" "
                         "\"dtsim.simulate_result\", \"dtsim.sweep\", \"dtsim.search\"), got "
                         "\"dtsim.run_result\""));
-  // A result of a known format with missing fields: the script names the file.
-  ASSERT_TRUE(
-      WriteFileAtomically(Path("empty.json"), R"({"format": "dtsim.simulate_result"})").ok());
+  // A result of a known format with missing fields: its family's reader names the file and the
+  // field before the script runs.
+  ASSERT_TRUE(WriteFileAtomically(Path("empty.json"),
+                                  R"({"format": "dtsim.simulate_result", "version": "1.0"})")
+                  .ok());
   outcome = Report({Path("empty.json"), "-o", Path("report")});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
-  EXPECT_THAT(outcome.error->ToString(), HasSubstr("the report script failed (exit status 1)"));
+  EXPECT_EQ(outcome.error->ToString(), Path("empty.json") + ": input: missing required field");
+  // A sweep whose point's result lacks a stage time: the path goes down to the field.
+  ASSERT_TRUE(WriteFileAtomically(Path("sweep.json"), R"({"format": "dtsim.sweep",
+      "version": "1.0", "config": "c.json", "vary": [], "points": [{"values": {},
+      "status": "failed", "error": "x"}, {"values": {}, "status": "maybe"}]})")
+                  .ok());
+  outcome = Report({Path("sweep.json"), "-o", Path("report")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_EQ(outcome.error->ToString(), Path("sweep.json") +
+                                           ": points[1].status: expected \"ok\" or \"failed\", "
+                                           "got \"maybe\"");
   EXPECT_FALSE(std::filesystem::exists(Path("report/index.html")));
   EXPECT_EQ(Report({Path("empty.json")}).kind, CommandOutcome::Kind::kUsage);
   EXPECT_EQ(Report({"-o", Path("report")}).kind, CommandOutcome::Kind::kUsage);

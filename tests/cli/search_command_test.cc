@@ -9,11 +9,13 @@
 #include "sim/base/atomic_file.h"
 #include "sim/base/json_reader.h"
 #include "tests/testing/temp_dir.h"
-#include "tools/cli/search_results.h"
+#include "tools/results/search_results.h"
 
 namespace dtsim::cli {
 namespace {
 
+using results::ReadSearchFile;
+using results::SearchFile;
 using testing::HasSubstr;
 
 const std::string kSmall = DTSIM_EXAMPLES_DIR "/gpt3_1.3b_16gpu.json";

@@ -10,6 +10,7 @@
 #include "sim/base/atomic_file.h"
 #include "sim/base/json_reader.h"
 #include "tests/testing/temp_dir.h"
+#include "tools/results/simulate_result.h"
 
 namespace dtsim::cli {
 namespace {
@@ -35,7 +36,7 @@ TEST_F(SimulateCommandTest, SmallExampleMatchesTheGoldenResult) {
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
   EXPECT_THAT(output_.str(), HasSubstr("DP 2 × TP 4 (SP) × PP 2 (1f1b), 8 micro-batches of 4"));
   Json result = *ReadJsonFile(Path("result.json"));
-  EXPECT_EQ(result["format"], kSimulateResultFormat);
+  EXPECT_EQ(result["format"], results::kSimulateResultFormat.name);
   result["simulator"].erase("build_seconds");
   result["simulator"].erase("simulate_seconds");
   result["input"]["config"] = "tools/examples/gpt3_1.3b_16gpu.json";

@@ -303,7 +303,8 @@ TEST(GraphJsonHeaderTest, RejectsOtherFormatsAndMajorVersions) {
                               "g.json")
                 .error()
                 .ToString(),
-            "g.json: version: unsupported major version (this dtsim reads 1.x), got \"2.0\"");
+            "g.json: version: unsupported version of dtsim.task_graph (this dtsim reads 1.x), got "
+            "\"2.0\"");
   EXPECT_EQ(TaskGraphFromJson(Json::parse(R"({"format": "dtsim.task_graph", "version": "one",
                                                "tasks": []})"),
                               "g.json")

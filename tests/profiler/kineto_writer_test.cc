@@ -116,8 +116,8 @@ TEST_F(KinetoWriterTest, DtsimsReaderReadsEveryRecordAndItsLinks) {
   EXPECT_EQ(wait->record_correlation, 3);
 
   const Json other = (*ReadJsonFile(path))["otherData"];
-  EXPECT_EQ(other["format"], kProfileFormat);
-  EXPECT_EQ(other["version"], kProfileVersion);
+  EXPECT_EQ(other["format"], kProfileFormat.name);
+  EXPECT_EQ(other["version"], "1.0");
   EXPECT_EQ(other["cupti_version"], 130001);
   EXPECT_EQ(other["api_calls_not_recorded"], Json({"cudaGetDevice", "cuDevicePrimaryCtxGetState"}));
   EXPECT_EQ(other["capture_range"], "whole");

@@ -11,11 +11,12 @@
 
 #include "models/gpu.h"
 #include "network/cluster.h"
-#include "sim/base/atomic_file.h"
 #include "sim/base/quantity.h"
 #include "strategies/replay.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/trace_report.h"
+#include "tools/results/replay_result.h"
+#include "tools/results/result_file.h"
 #include "traces/chakra_graph.h"
 #include "traces/chakra_reader.h"
 #include "traces/chrome_trace_writer.h"
@@ -30,9 +31,6 @@ namespace {
 std::string MsWithUnit(DurationNs duration) { return FormatMilliseconds(duration, 3) + " ms"; }
 
 namespace po = boost::program_options;
-
-inline constexpr std::string_view kReplayResultFormat = "dtsim.replay_result";
-inline constexpr std::string_view kReplayResultVersion = "1.0";
 
 struct ReplayOptions {
   std::string trace;
@@ -179,21 +177,8 @@ Status ExecuteChakra(const ReplayOptions& options, std::ostream& out) {
                                       : "",
              import_seconds);
   if (!options.result_path.empty()) {
-    const OrderedJson document = {{"format", kReplayResultFormat},
-                                  {"version", kReplayResultVersion},
-                                  {"trace", ChakraImportStatsJson(trace)},
-                                  {"graph",
-                                   {{"tasks", chakra->graph.task_count()},
-                                    {"host_tasks", g.host_tasks},
-                                    {"gpu_tasks", g.gpu_tasks},
-                                    {"collectives", g.collectives},
-                                    {"point_to_point", g.point_to_point},
-                                    {"dependencies", g.dependencies},
-                                    {"dangling_dependencies", g.dangling_dependencies},
-                                    {"collectives_outside_groups", g.collectives_outside_groups}}},
-                                  {"simulated_span_ms", span.ns() / 1e6},
-                                  {"steps", OrderedJson::array()}};
-    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(options.result_path, DumpJson(document, 2) + "\n"));
+    DTSIM_RETURN_IF_ERROR(results::WriteResultFile(
+        options.result_path, results::ChakraReplayResultJson(trace, *chakra, span)));
   }
   if (!options.timeline_path.empty()) {
     DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(options.timeline_path, chakra->graph,
@@ -253,9 +238,9 @@ Expected<strategies::ReplayWhatIf> WhatIfOf(const ReplayOptions& options) {
   return what_if;
 }
 
-// The what-if's steps beside the replay's, and its JSON.
-OrderedJson PrintWhatIf(std::ostream& out, const strategies::ReplayWhatIf& what_if,
-                        const strategies::WhatIfResult& result) {
+// The what-if's steps beside the replay's.
+void PrintWhatIf(std::ostream& out, const strategies::ReplayWhatIf& what_if,
+                 const strategies::WhatIfResult& result) {
   const traces::ReplayStats& g = result.graph.stats;
   fmt::print(out, "\n  what-if    {}\n", what_if.Describe());
   fmt::print(out,
@@ -265,7 +250,6 @@ OrderedJson PrintWhatIf(std::ostream& out, const strategies::ReplayWhatIf& what_
              result.communication_model);
   fmt::print(out, "  span       {} replayed, {} what-if\n", MsWithUnit(result.replayed_span),
              MsWithUnit(result.what_if_span));
-  OrderedJson steps = OrderedJson::array();
   if (!result.steps.empty()) {
     fmt::print(out, "  {:<22} {:>14} {:>14} {:>14} {:>9}\n", "step", "measured", "replayed",
                "what-if", "change");
@@ -274,21 +258,7 @@ OrderedJson PrintWhatIf(std::ostream& out, const strategies::ReplayWhatIf& what_
     fmt::print(out, "  {:<22} {:>14} {:>14} {:>14} {:>+8.2f}%\n",
                fmt::format("ProfilerStep#{}", step.number), MsWithUnit(step.measured),
                MsWithUnit(step.replayed), MsWithUnit(step.what_if), 100 * step.Change());
-    steps.push_back({{"step", step.number},
-                     {"measured_ms", step.measured.ns() / 1e6},
-                     {"replayed_ms", step.replayed.ns() / 1e6},
-                     {"what_if_ms", step.what_if.ns() / 1e6},
-                     {"change", step.Change()}});
   }
-  return {{"description", what_if.Describe()},
-          {"communication_model", result.communication_model},
-          {"sped_up_ops", g.sped_up_ops},
-          {"moved_collectives", g.moved_collectives},
-          {"rescaled_collectives", g.rescaled_collectives},
-          {"compressed_collectives", g.rewritten_collectives},
-          {"replayed_span_ms", result.replayed_span.ns() / 1e6},
-          {"what_if_span_ms", result.what_if_span.ns() / 1e6},
-          {"steps", std::move(steps)}};
 }
 
 Status Execute(const ReplayOptions& options, std::ostream& out) {
@@ -335,7 +305,6 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
              MsWithUnit(result.summary.makespan - TimeNs::Zero()),
              result.mean_start_drift.ToMicrosecondsDouble(),
              result.max_start_drift.ToMicrosecondsDouble(), result.gpu_ops, import_seconds);
-  OrderedJson steps = OrderedJson::array();
   if (result.steps.empty()) {
     fmt::print(out, "  no ProfilerStep annotations: nothing to compare step by step\n");
   } else {
@@ -344,49 +313,23 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
       fmt::print(out, "  {:<22} {:>14} {:>14} {:>+8.2f}%\n",
                  fmt::format("ProfilerStep#{}", step.number), MsWithUnit(step.measured),
                  MsWithUnit(step.simulated), 100 * step.Error());
-      steps.push_back({{"step", step.number},
-                       {"measured_ms", step.measured.ns() / 1e6},
-                       {"simulated_ms", step.simulated.ns() / 1e6},
-                       {"error", step.Error()}});
     }
     fmt::print(out, "\n  mean absolute error over {} steps: {:.2f}%\n", result.steps.size(),
                100 * result.mean_absolute_error);
   }
   std::optional<strategies::WhatIfResult> what_if_result;
-  OrderedJson what_if_json;
   if (!what_if.empty()) {
     Expected<strategies::WhatIfResult> simulated =
         strategies::SimulateWhatIf(trace, result, what_if);
     if (!simulated.ok()) return std::move(simulated).error().InFile(options.trace);
     what_if_result = std::move(simulated).value();
-    what_if_json = PrintWhatIf(out, what_if, *what_if_result);
+    PrintWhatIf(out, what_if, *what_if_result);
   }
   if (!options.result_path.empty()) {
-    OrderedJson document = {
-        {"format", kReplayResultFormat},
-        {"version", kReplayResultVersion},
-        {"trace", ImportStatsJson(trace)},
-        {"graph",
-         {{"tasks", replay.graph.task_count()},
-          {"host_tasks", g.host_tasks},
-          {"gpu_tasks", g.gpu_tasks},
-          {"collectives", g.collectives},
-          {"launch_edges", g.launch_edges},
-          {"stream_wait_edges", g.stream_wait_edges},
-          {"sync_edges", g.sync_edges},
-          {"inferred_sync_edges", g.inferred_sync_edges},
-          {"inferred_stream_edges", g.inferred_stream_edges},
-          {"gpu_gaps", g.gpu_gaps},
-          {"gpu_gap_ms", g.gpu_gap_time.ns() / 1e6}}},
-        {"simulated_span_ms", (result.summary.makespan - TimeNs::Zero()).ns() / 1e6},
-        {"gpu_op_start_drift_us",
-         {{"mean", result.mean_start_drift.ToMicrosecondsDouble()},
-          {"max", result.max_start_drift.ToMicrosecondsDouble()},
-          {"ops", result.gpu_ops}}},
-        {"steps", std::move(steps)},
-        {"mean_absolute_error", result.mean_absolute_error}};
-    if (what_if_result) document["what_if"] = std::move(what_if_json);
-    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(options.result_path, DumpJson(document, 2) + "\n"));
+    std::optional<results::WhatIfOutcome> outcome;
+    if (what_if_result) outcome.emplace(results::WhatIfOutcome{what_if, *what_if_result});
+    DTSIM_RETURN_IF_ERROR(results::WriteResultFile(
+        options.result_path, results::ReplayResultJson(trace, replay, result, outcome)));
   }
   if (!options.timeline_path.empty() && what_if_result) {
     return traces::WriteChromeTraceFile(options.timeline_path, what_if_result->graph.graph,

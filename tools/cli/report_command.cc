@@ -14,6 +14,9 @@
 #include "sim/base/strings.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/run_program.h"
+#include "tools/results/search_results.h"
+#include "tools/results/simulate_result.h"
+#include "tools/results/sweep_result.h"
 
 namespace dtsim::cli {
 namespace {
@@ -22,8 +25,10 @@ namespace po = boost::program_options;
 
 // Debian's interpreter, which has python3-matplotlib (the first python3 on PATH may not).
 constexpr std::string_view kDefaultPython = "/usr/bin/python3";
-constexpr std::array<std::string_view, 3> kResultFormats = {"dtsim.simulate_result", "dtsim.sweep",
-                                                            "dtsim.search"};
+// What the report plots.
+constexpr std::array<std::string_view, 3> kResultFormats = {results::kSimulateResultFormat.name,
+                                                            results::kSweepFormat.name,
+                                                            results::kSearchResultFormat.name};
 
 struct ReportOptions {
   std::vector<std::string> results;
@@ -58,21 +63,37 @@ std::string ScriptPath() {
   return DTSIM_REPORT_SCRIPT;
 }
 
-// Reads each result far enough to name a bad one before any plotting.
-Status CheckResults(const ReportOptions& options) {
-  for (const std::string& path : options.results) {
-    DTSIM_ASSIGN_OR_RETURN(const Json json, ReadJsonFile(path));
-    const Json* format = json.is_object() && json.contains("format") ? &json["format"] : nullptr;
-    const bool known = format != nullptr && format->is_string() &&
-                       std::find(kResultFormats.begin(), kResultFormats.end(),
-                                 format->get<std::string>()) != kResultFormats.end();
-    if (!known) {
-      return Error(fmt::format("not a dtsim result (expected \"format\" {})",
-                               JoinQuoted(kResultFormats)),
-                   "format", format != nullptr ? JsonValueForError(*format) : "nothing")
-          .InFile(path);
-    }
+template <typename T>
+Status StatusOf(Expected<T> read) {
+  if (!read.ok()) return std::move(read).error();
+  return Status::Ok();
+}
+
+// Reads one result with its family's reader, so that a bad one is named (file, JSON path and
+// value) before any plotting.
+Status CheckResult(const std::string& path) {
+  DTSIM_ASSIGN_OR_RETURN(const Json json, ReadJsonFile(path));
+  const Json* format = json.is_object() && json.contains("format") ? &json["format"] : nullptr;
+  const std::string name =
+      format != nullptr && format->is_string() ? format->get<std::string>() : "";
+  Status read;
+  if (name == results::kSimulateResultFormat.name) {
+    read = StatusOf(results::SimulateResultFromJson(json));
+  } else if (name == results::kSweepFormat.name) {
+    read = StatusOf(results::SweepFromJson(json));
+  } else if (name == results::kSearchResultFormat.name) {
+    return StatusOf(results::ReadSearchFile(path));
+  } else {
+    read = Error(
+        fmt::format("not a dtsim result (expected \"format\" {})", JoinQuoted(kResultFormats)),
+        "format", format != nullptr ? JsonValueForError(*format) : "nothing");
   }
+  if (!read.ok()) return std::move(read).error().InFile(path);
+  return Status::Ok();
+}
+
+Status CheckResults(const ReportOptions& options) {
+  for (const std::string& path : options.results) DTSIM_RETURN_IF_ERROR(CheckResult(path));
   if (!options.timeline.empty()) {
     DTSIM_ASSIGN_OR_RETURN(const Json json, ReadJsonFile(options.timeline));
     if (!json.is_object() || !json.contains("traceEvents")) {

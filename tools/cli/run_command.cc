@@ -17,6 +17,7 @@
 #include "sim/graph/graph_json.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/run_report.h"
+#include "tools/results/result_file.h"
 #include "traces/chrome_trace_writer.h"
 
 namespace dtsim::cli {
@@ -154,14 +155,14 @@ Status Execute(const RunOptions& options, const network::NetworkModelEntry* entr
   const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - begin;
   if (!status.ok()) return std::move(status).error().InFile(options.graph_path);
 
-  RunContext context{.graph_path = options.graph_path,
-                     .communication_model = std::move(setup.description),
-                     .streams = graph.stream_count(),
-                     .wall_seconds = wall.count()};
+  results::RunContext context{.graph_path = options.graph_path,
+                              .communication_model = std::move(setup.description),
+                              .streams = graph.stream_count(),
+                              .wall_seconds = wall.count()};
   const engine::RunSummary summary = simulator.Summarize();
   if (!options.result_path.empty()) {
-    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(
-        options.result_path, DumpJson(RunResultToJson(summary, context), 2) + "\n"));
+    DTSIM_RETURN_IF_ERROR(
+        results::WriteResultFile(options.result_path, results::RunResultJson(summary, context)));
   }
   if (!options.timeline_path.empty()) {
     DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(

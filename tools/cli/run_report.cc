@@ -10,17 +10,6 @@
 namespace dtsim::cli {
 namespace {
 
-std::string Hex(uint64_t value) { return fmt::format("0x{:016x}", value); }
-
-OrderedJson TotalsToJson(const std::vector<engine::GroupTotal>& totals) {
-  OrderedJson list = OrderedJson::array();
-  for (const engine::GroupTotal& total : totals) {
-    if (total.tasks == 0) continue;
-    list.push_back({{"name", total.name}, {"tasks", total.tasks}, {"total_ns", total.total.ns()}});
-  }
-  return list;
-}
-
 std::string Percent(DurationNs part, DurationNs whole) {
   if (whole.ns() == 0) return "-";
   return fmt::format("{:.1f}%",
@@ -69,37 +58,8 @@ void PrintTotals(std::ostream& out, std::string_view title,
 
 }  // namespace
 
-OrderedJson RunResultToJson(const engine::RunSummary& summary, const RunContext& context) {
-  OrderedJson ranks = OrderedJson::array();
-  for (const engine::RankSummary& r : summary.ranks) {
-    ranks.push_back({{"rank", r.rank},
-                     {"busy_ns", r.busy.ns()},
-                     {"idle_ns", r.idle.ns()},
-                     {"rendezvous_wait_ns", r.rendezvous_wait.ns()},
-                     {"finish_ns", r.finish.ns()}});
-  }
-  const double rate =
-      context.wall_seconds > 0 ? static_cast<double>(summary.events) / context.wall_seconds : 0.0;
-  return {{"format", kRunResultFormat},
-          {"version", kRunResultVersion},
-          {"input",
-           {{"graph", context.graph_path}, {"communication_model", context.communication_model}}},
-          {"makespan_ns", summary.makespan.ns()},
-          {"ranks", std::move(ranks)},
-          {"categories", TotalsToJson(summary.categories)},
-          {"kinds", TotalsToJson(summary.kinds)},
-          {"simulator",
-           {{"tasks", summary.tasks},
-            {"communications", summary.communications},
-            {"streams", context.streams},
-            {"events", summary.events},
-            {"fingerprint", Hex(summary.fingerprint)},
-            {"wall_seconds", context.wall_seconds},
-            {"events_per_second", rate}}}};
-}
-
 void PrintRunSummary(std::ostream& out, const engine::RunSummary& summary,
-                     const RunContext& context) {
+                     const results::RunContext& context) {
   const DurationNs makespan = summary.makespan - TimeNs::Zero();
   fmt::print(out, "dtsim run {}\n", context.graph_path);
   fmt::print(out, "  makespan       {}\n", FormatDuration(makespan));
@@ -107,7 +67,7 @@ void PrintRunSummary(std::ostream& out, const engine::RunSummary& summary,
              summary.tasks, summary.communications, summary.ranks.size(), context.streams);
   fmt::print(out, "  simulator      {} events in {} (wall clock), fingerprint {}\n", summary.events,
              FormatDuration(DurationNs(static_cast<int64_t>(context.wall_seconds * 1e9))),
-             Hex(summary.fingerprint));
+             results::FingerprintText(summary.fingerprint));
   PrintRanks(out, summary, makespan);
   PrintTotals(out, "category", summary.categories);
   PrintTotals(out, "kind", summary.kinds);

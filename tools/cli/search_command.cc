@@ -11,10 +11,12 @@
 #include "strategies/search.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/progress.h"
-#include "tools/cli/search_results.h"
+#include "tools/results/search_results.h"
 
 namespace dtsim::cli {
 namespace {
+
+using results::SearchFile;
 
 namespace po = boost::program_options;
 using strategies::EvaluatedPlan;
@@ -290,11 +292,11 @@ Expected<SearchFile> RunSearch(const SearchCommandOptions& options, Progress& pr
 Expected<SearchFile> RunMerge(const SearchCommandOptions& options) {
   std::vector<SearchFile> shards;
   for (const std::string& path : options.merge) {
-    DTSIM_ASSIGN_OR_RETURN(SearchFile shard, ReadSearchFile(path));
+    DTSIM_ASSIGN_OR_RETURN(SearchFile shard, results::ReadSearchFile(path));
     shards.push_back(std::move(shard));
   }
   const int rerank = shards.empty() ? 0 : shards.front().settings.value("rerank", 0);
-  return MergeSearchFiles(std::move(shards), rerank);
+  return results::MergeSearchFiles(std::move(shards), rerank);
 }
 
 Status Execute(const SearchCommandOptions& options, std::ostream& out) {
@@ -308,7 +310,7 @@ Status Execute(const SearchCommandOptions& options, std::ostream& out) {
   DTSIM_ASSIGN_OR_RETURN(const SearchFile file,
                          merging ? RunMerge(options) : RunSearch(options, progress));
   if (!options.output_prefix.empty())
-    DTSIM_RETURN_IF_ERROR(WriteSearchFiles(options.output_prefix, file));
+    DTSIM_RETURN_IF_ERROR(results::WriteSearchFiles(options.output_prefix, file));
   if (options.quiet) return Status::Ok();
   fmt::print(out, "dtsim search {}{}\n", file.settings.value("config", ""),
              merging           ? fmt::format(" (merged from {} shards)", options.merge.size())

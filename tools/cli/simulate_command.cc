@@ -5,11 +5,12 @@
 #include <fmt/ostream.h>
 #include <fmt/ranges.h>
 
-#include "sim/base/atomic_file.h"
 #include "sim/base/quantity.h"
 #include "strategies/simulate.h"
 #include "tools/cli/command_line.h"
-#include "tools/cli/run_report.h"
+#include "tools/results/op_list.h"
+#include "tools/results/result_file.h"
+#include "tools/results/simulate_result.h"
 #include "traces/chakra_writer.h"
 #include "traces/chrome_trace_writer.h"
 
@@ -55,135 +56,6 @@ po::options_description Describe(SimulateOptions& o) {
       "quiet,q", po::bool_switch(&o.quiet), "print nothing on success");
   return description;
 }
-
-// As the config says it: "uniform", "balanced", or the given counts.
-OrderedJson LayerSplitJson(const strategies::ParallelPlan& plan) {
-  switch (plan.layer_split) {
-    case strategies::ParallelPlan::LayerSplit::kUniform:
-      return "uniform";
-    case strategies::ParallelPlan::LayerSplit::kBalanced:
-      return "balanced";
-    case strategies::ParallelPlan::LayerSplit::kGiven:
-      break;
-  }
-  return plan.stage_layers;
-}
-
-OrderedJson PlanJson(const SimulationConfig& c) {
-  return {{"data", c.plan.data},
-          {"tensor", c.plan.tensor},
-          {"pipeline", c.plan.pipeline},
-          {"tensor_mode", models::TensorLayoutNames()[static_cast<size_t>(c.plan.tensor_layout)]},
-          {"tensor_depth", c.plan.tensor_depth},
-          {"sequence_parallel", c.plan.sequence_parallel},
-          {"expert", c.plan.expert},
-          {"expert_imbalance", c.plan.expert_imbalance},
-          {"schedule", models::PipelineScheduleName(c.plan.schedule)},
-          {"layers", LayerSplitJson(c.plan)},
-          {"zero_stage", c.plan.zero_stage},
-          {"gradient_sync", strategies::GradientSyncName(c.plan.gradient_sync)},
-          {"order", strategies::PlanOrderName(c.plan)},
-          {"global_batch", c.training.global_batch},
-          {"micro_batch", c.training.micro_batch},
-          {"microbatches", c.Microbatches()},
-          {"seq_len", c.training.seq_len},
-          {"recompute", models::RecomputeName(c.training.recompute)}};
-}
-
-OrderedJson BreakdownJson(const strategies::TimeBreakdown& b) {
-  return {{"rank", b.rank},
-          {"compute_ns", b.compute.ns()},
-          {"recompute_ns", b.recompute.ns()},
-          {"tp_exposed_ns", b.tensor.ns()},
-          {"pp_wait_ns", b.pipeline.ns()},
-          {"ep_exposed_ns", b.expert.ns()},
-          {"dp_exposed_ns", b.data_exposed.ns()},
-          {"optimizer_ns", b.optimizer.ns()},
-          {"idle_ns", b.idle.ns()}};
-}
-
-OrderedJson MemoryJson(const models::MemoryBreakdown& m, Bytes capacity) {
-  return {{"parameters_bytes", m.parameters},
-          {"gradients_bytes", m.gradients},
-          {"optimizer_state_bytes", m.optimizer_state},
-          {"activations_bytes", m.activations},
-          {"temporary_bytes", m.temporary},
-          {"total_bytes", m.total()},
-          {"capacity_bytes", capacity.count()},
-          {"microbatches_in_flight", m.microbatches_in_flight}};
-}
-
-OrderedJson CompressionJson(const SimulationConfig& c, const SimulationResult& r) {
-  OrderedJson phases = OrderedJson::array();
-  for (const strategies::PhaseResult& phase : r.phases) {
-    phases.push_back({{"phase", strategies::CompressionPhaseName(phase.phase)},
-                      {"steps", phase.steps},
-                      {"iteration_time_ns", phase.iteration_time.ns()}});
-  }
-  return {{"method", c.compression.method},
-          {"phases", std::move(phases)},
-          {"average_iteration_time_ns", r.average_iteration_time.ns()}};
-}
-
-// The transformer layers stage `i` holds (null for a model without layers to split).
-OrderedJson StageLayerCount(const SimulationConfig& c, const SimulationResult& r, size_t i) {
-  if (c.model.family != models::ModelFamily::kTransformer) return nullptr;
-  if (!r.stage_layers.empty()) return r.stage_layers[i];
-  return c.model.transformer.layers / c.plan.pipeline;
-}
-
-}  // namespace
-
-OrderedJson SimulateResultJson(const SimulationConfig& c, const SimulationResult& r) {
-  const strategies::IterationStats& stats = r.iteration->stats;
-  OrderedJson stages = OrderedJson::array();
-  for (size_t i = 0; i < r.stages.size(); ++i) {
-    OrderedJson stage = {{"stage", i},
-                         {"layers", StageLayerCount(c, r, i)},
-                         {"time", BreakdownJson(r.stages[i])},
-                         {"memory", MemoryJson(stats.stage_memory[i], c.gpu.memory)}};
-    stages.push_back(std::move(stage));
-  }
-  OrderedJson sources = OrderedJson::object();
-  for (auto source : {models::CostSource::kMeasured, models::CostSource::kInterpolated,
-                      models::CostSource::kRoofline}) {
-    sources[std::string(models::CostSourceName(source))] = stats.sources.Share(source);
-  }
-  return {{"format", kSimulateResultFormat},
-          {"version", kSimulateResultVersion},
-          {"input",
-           {{"config", c.source},
-            {"model", c.model.name},
-            {"gpu", c.gpu.name},
-            {"cluster", c.cluster.name},
-            {"nodes", c.cluster.nodes},
-            {"gpus_per_node", c.cluster.gpus_per_node},
-            {"network_model", c.network_model->name},
-            {"cost_model", r.cost_model},
-            {"plan", PlanJson(c)}}},
-          {"iteration_time_ns", r.iteration_time.ns()},
-          {"samples_per_second", r.samples_per_second},
-          {"tokens_per_second", r.tokens_per_second},
-          {"model_tflops_per_gpu", r.model_tflops_per_gpu},
-          {"hardware_tflops_per_gpu", r.hardware_tflops_per_gpu},
-          {"mfu", r.mfu},
-          {"hfu", r.hfu},
-          {"model_flops_per_iteration", stats.model_flops},
-          {"hardware_flops_per_iteration", stats.hardware_flops},
-          {"stages", std::move(stages)},
-          {"compression", CompressionJson(c, r)},
-          {"warnings", r.warnings},
-          {"cost_source_shares", std::move(sources)},
-          {"simulator",
-           {{"tasks", r.summary.tasks},
-            {"communications", r.summary.communications},
-            {"events", r.summary.events},
-            {"fingerprint", fmt::format("0x{:016x}", r.summary.fingerprint)},
-            {"build_seconds", r.build_seconds},
-            {"simulate_seconds", r.simulate_seconds}}}};
-}
-
-namespace {
 
 std::string GiB(int64_t bytes) { return fmt::format("{:.1f}", static_cast<double>(bytes) / kGibi); }
 
@@ -289,20 +161,7 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
 Status WriteOpList(const std::string& path, const strategies::ResolvedConfig& config) {
   Expected<std::vector<models::RecordingCostModel::Recorded>> ops = strategies::PricedOps(config);
   if (!ops.ok()) return std::move(ops).error().InFile(config.source);
-  OrderedJson list = OrderedJson::array();
-  for (const models::RecordingCostModel::Recorded& op : *ops) {
-    OrderedJson dims = OrderedJson::object();
-    for (const auto& [name, value] : op.signature.dims) dims[name] = value;
-    list.push_back({{"op", op.signature.op},
-                    {"dtype", DTypeName(op.signature.dtype)},
-                    {"dims", std::move(dims)},
-                    {"count", op.count},
-                    {"example", op.example}});
-  }
-  const OrderedJson document = {{"format", "dtsim.op_list"}, {"version", 1},
-                                {"config", config.source},   {"model", config.model.name},
-                                {"gpu", config.gpu.name},    {"ops", std::move(list)}};
-  return WriteFileAtomically(path, DumpJson(document, 2) + "\n");
+  return results::WriteResultFile(path, results::OpListJson(config, *ops));
 }
 
 Status Execute(const SimulateOptions& options, std::ostream& out) {
@@ -315,8 +174,8 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
   Expected<SimulationResult> result = strategies::Simulate(config);
   if (!result.ok()) return std::move(result).error().InFile(options.config);
   if (!options.result_path.empty()) {
-    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(
-        options.result_path, DumpJson(SimulateResultJson(config, *result), 2) + "\n"));
+    DTSIM_RETURN_IF_ERROR(results::WriteResultFile(options.result_path,
+                                                   results::SimulateResultJson(config, *result)));
   }
   if (!options.timeline_path.empty()) {
     DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(

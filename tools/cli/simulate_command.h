@@ -7,18 +7,9 @@
 #include <span>
 #include <string>
 
-#include "strategies/simulate.h"
 #include "tools/cli/command.h"
-#include "tools/cli/run_report.h"
 
 namespace dtsim::cli {
-
-inline constexpr std::string_view kSimulateResultFormat = "dtsim.simulate_result";
-inline constexpr int kSimulateResultVersion = 1;
-
-// The result file of one simulation (docs/formats/simulate-result.md).
-OrderedJson SimulateResultJson(const strategies::SimulationConfig& config,
-                               const strategies::SimulationResult& result);
 
 CommandOutcome SimulateCommand(std::span<const std::string> args, std::ostream& out);
 

@@ -9,16 +9,15 @@
 #include <atomic>
 #include <optional>
 
-#include "sim/base/atomic_file.h"
-#include "sim/base/buffered_text_writer.h"
 #include "sim/base/parallel.h"
 #include "sim/base/quantity.h"
 #include "sim/base/strings.h"
 #include "strategies/search.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/progress.h"
-#include "tools/cli/simulate_command.h"
 #include "tools/cli/sweep_axes.h"
+#include "tools/results/simulate_result.h"
+#include "tools/results/sweep_result.h"
 
 namespace dtsim::cli {
 namespace {
@@ -59,19 +58,10 @@ po::options_description Describe(SweepOptions& o) {
   return description;
 }
 
-inline constexpr std::string_view kSweepFormat = "dtsim.sweep";
-inline constexpr int kSweepVersion = 1;
-
-struct Point {
-  std::vector<size_t> choice;  // a value index per axis
-  std::optional<OrderedJson> result;
-  std::optional<strategies::PlanFigures> figures;
-  int64_t memory_bytes = 0;
-  std::string error;
-};
+using results::SweepPoint;
 
 Status Evaluate(const Json& base, const std::vector<Axis>& axes, const std::string& source,
-                Point& point) {
+                SweepPoint& point) {
   Json json = base;
   for (size_t a = 0; a < axes.size(); ++a) {
     DTSIM_RETURN_IF_ERROR(
@@ -81,7 +71,7 @@ Status Evaluate(const Json& base, const std::vector<Axis>& axes, const std::stri
   if (!config.ok()) return std::move(config).error().InFile(source);
   Expected<strategies::SimulationResult> result = strategies::Simulate(*config);
   if (!result.ok()) return std::move(result).error().InFile(source);
-  point.result = SimulateResultJson(*config, *result);
+  point.result = results::SimulateResultJson(*config, *result);
   point.figures = strategies::FiguresOf(*result);
   for (const models::MemoryBreakdown& stage : result->iteration->stats.stage_memory) {
     point.memory_bytes = std::max(point.memory_bytes, stage.total());
@@ -89,61 +79,22 @@ Status Evaluate(const Json& base, const std::vector<Axis>& axes, const std::stri
   return Status::Ok();
 }
 
-Status WriteOutputs(const std::string& prefix, const SweepOptions& options,
-                    const std::vector<Axis>& axes, const std::vector<Point>& points) {
-  OrderedJson vary = OrderedJson::array();
+// The files' view of the sweep: each axis's values as text and as the JSON they became.
+results::SweepDocument Document(const SweepOptions& options, const std::vector<Axis>& axes,
+                                std::vector<SweepPoint> points) {
+  results::SweepDocument sweep{.config = options.config, .set = options.overrides};
   for (const Axis& axis : axes) {
-    OrderedJson values = OrderedJson::array();
-    for (const std::string& value : axis.values) values.push_back(ValueJson(value));
-    vary.push_back({{"key", axis.key}, {"values", std::move(values)}});
+    results::SweepAxis& out = sweep.axes.emplace_back();
+    out.key = axis.key;
+    out.texts = axis.values;
+    for (const std::string& value : axis.values) out.values.push_back(ValueJson(value));
   }
-  OrderedJson list = OrderedJson::array();
-  for (const Point& point : points) {
-    OrderedJson values = OrderedJson::object();
-    for (size_t a = 0; a < axes.size(); ++a)
-      values[axes[a].key] = ValueJson(axes[a].values[point.choice[a]]);
-    list.push_back({{"values", std::move(values)},
-                    {"status", point.result ? "ok" : "failed"},
-                    {"error", point.result ? OrderedJson() : OrderedJson(point.error)},
-                    {"result", point.result ? *point.result : OrderedJson()}});
-  }
-  const OrderedJson document = {{"format", kSweepFormat},   {"version", kSweepVersion},
-                                {"config", options.config}, {"set", options.overrides},
-                                {"vary", std::move(vary)},  {"points", std::move(list)}};
-  DTSIM_RETURN_IF_ERROR(WriteFileAtomically(prefix + ".json", DumpJson(document, 2) + "\n"));
-
-  DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> writer,
-                         AtomicFileWriter::Open(prefix + ".csv"));
-  BufferedTextWriter csv(writer->stream());
-  for (const Axis& axis : axes) csv.Append("{},", CsvField(axis.key));
-  csv.Append(
-      "status,iteration_time_s,average_iteration_time_s,samples_per_second,"
-      "tokens_per_second,mfu,memory_gib,compute_s,recompute_s,tp_exposed_s,ep_exposed_s,"
-      "pp_wait_s,dp_exposed_s,optimizer_s,idle_s,error\n");
-  for (const Point& point : points) {
-    for (size_t a = 0; a < axes.size(); ++a)
-      csv.Append("{},", CsvField(axes[a].values[point.choice[a]]));
-    if (!point.figures) {
-      csv.Append("failed,,,,,,,,,,,,,,,{}\n", CsvField(point.error));
-      continue;
-    }
-    const strategies::PlanFigures& f = *point.figures;
-    const strategies::TimeBreakdown& b = f.breakdown;
-    csv.Append("ok,{},{},{},{},{},{}", f.iteration_time.ToSecondsDouble(),
-               f.average_iteration_time.ToSecondsDouble(), f.samples_per_second,
-               f.tokens_per_second, f.mfu, static_cast<double>(point.memory_bytes) / kGibi);
-    for (DurationNs part : {b.compute, b.recompute, b.tensor, b.expert, b.pipeline, b.data_exposed,
-                            b.optimizer, b.idle}) {
-      csv.Append(",{}", part.ToSecondsDouble());
-    }
-    csv.Append(",\n");
-  }
-  csv.Flush();
-  return writer->Commit();
+  sweep.points = std::move(points);
+  return sweep;
 }
 
 void PrintTable(std::ostream& out, const SweepOptions& options, const std::vector<Axis>& axes,
-                const std::vector<Point>& points) {
+                const std::vector<SweepPoint>& points) {
   fmt::print(out, "dtsim sweep {}: {} points\n\n", options.config, points.size());
   std::vector<size_t> widths;
   for (const Axis& axis : axes) {
@@ -154,7 +105,7 @@ void PrintTable(std::ostream& out, const SweepOptions& options, const std::vecto
   fmt::print(out, " ");
   for (size_t a = 0; a < axes.size(); ++a) fmt::print(out, " {:<{}}", axes[a].key, widths[a]);
   fmt::print(out, " {:>12} {:>12} {:>6} {:>10}\n", "iteration", "samples/s", "MFU", "memory");
-  for (const Point& point : points) {
+  for (const SweepPoint& point : points) {
     fmt::print(out, " ");
     for (size_t a = 0; a < axes.size(); ++a) {
       fmt::print(out, " {:<{}}", axes[a].values[point.choice[a]], widths[a]);
@@ -194,10 +145,10 @@ Status Execute(const SweepOptions& options, std::ostream& out) {
     axes.push_back(std::move(axis));
   }
   // Points in order, the last axis changing fastest.
-  std::vector<Point> points(1);
+  std::vector<SweepPoint> points(1);
   for (const Axis& axis : axes) {
-    std::vector<Point> next;
-    for (const Point& point : points) {
+    std::vector<SweepPoint> next;
+    for (const SweepPoint& point : points) {
       for (size_t v = 0; v < axis.values.size(); ++v) {
         next.push_back(point);
         next.back().choice.push_back(v);
@@ -216,12 +167,13 @@ Status Execute(const SweepOptions& options, std::ostream& out) {
               });
   progress.Finish();
   const bool any = std::any_of(points.begin(), points.end(),
-                               [](const Point& p) { return p.result.has_value(); });
+                               [](const SweepPoint& p) { return p.result.has_value(); });
   if (!any) {
     return Error(fmt::format("every point failed; the first: {}", points.front().error), "--vary");
   }
   if (!options.output_prefix.empty()) {
-    DTSIM_RETURN_IF_ERROR(WriteOutputs(options.output_prefix, options, axes, points));
+    DTSIM_RETURN_IF_ERROR(
+        results::WriteSweepFiles(options.output_prefix, Document(options, axes, points)));
   }
   if (!options.quiet) {
     PrintTable(out, options, axes, points);

@@ -36,39 +36,6 @@ void PrintImportStats(std::ostream& out, const traces::Trace& trace) {
   }
 }
 
-OrderedJson ImportStatsJson(const traces::Trace& trace) {
-  const traces::ImportStats& s = trace.stats;
-  OrderedJson categories = OrderedJson::object();
-  for (const auto& [category, count] : s.categories) categories[category] = count;
-  OrderedJson dropped = OrderedJson::object();
-  for (const auto& [reason, count] : s.dropped) dropped[reason] = count;
-  return {{"file", trace.file},
-          {"format", trace.format},
-          {"rank", trace.rank},
-          {"world_size", trace.world_size},
-          {"gpu", trace.gpu_name},
-          {"bytes", s.bytes},
-          {"file_bytes", s.file_bytes},
-          {"gzip", s.gzip},
-          {"events", s.events},
-          {"host_ops", s.host_ops},
-          {"annotations", s.annotations},
-          {"api_calls", s.api_calls},
-          {"kernels", s.kernels},
-          {"memcpys", s.memcpys},
-          {"memsets", s.memsets},
-          {"streams", trace.StreamCount()},
-          {"sync_records", s.syncs},
-          {"collectives", s.collectives},
-          {"collectives_inferred", s.collectives_inferred},
-          {"flows", s.flows},
-          {"profiler_steps", trace.steps.size()},
-          {"launches_without_gpu_op", s.launches_without_gpu_op},
-          {"gpu_ops_without_launch", s.gpu_ops_without_launch},
-          {"dropped", std::move(dropped)},
-          {"categories", std::move(categories)}};
-}
-
 namespace {
 
 // "3643 COMP_NODE, 21 COMM_COLL_NODE": the node types present.
@@ -109,34 +76,6 @@ void PrintChakraImportStats(std::ostream& out, const traces::ChakraTrace& trace)
              "nodes without a duration; {} unknown fields skipped\n",
              s.data_deps, s.dangling_data_deps, s.ctrl_deps, s.duplicate_ids,
              s.nodes_without_duration, s.unknown_fields);
-}
-
-OrderedJson ChakraImportStatsJson(const traces::ChakraTrace& trace) {
-  const traces::ChakraImportStats& s = trace.stats;
-  OrderedJson types = OrderedJson::object();
-  for (int type = 0; type < traces::kChakraNodeTypeCount; ++type) {
-    if (s.nodes_by_type[type] == 0) continue;
-    types[std::string(traces::ChakraNodeTypeName(static_cast<traces::ChakraNodeType>(type)))] =
-        s.nodes_by_type[type];
-  }
-  return {{"file", trace.file},
-          {"format", "chakra"},
-          {"form", s.form},
-          {"schema_version", trace.version},
-          {"bytes", s.bytes},
-          {"file_bytes", s.file_bytes},
-          {"gzip", s.gzip},
-          {"nodes", s.nodes},
-          {"nodes_by_type", std::move(types)},
-          {"collectives", s.collectives},
-          {"cpu_ops", s.cpu_ops},
-          {"attributes", s.attributes},
-          {"data_deps", s.data_deps},
-          {"dangling_data_deps", s.dangling_data_deps},
-          {"ctrl_deps", s.ctrl_deps},
-          {"duplicate_ids", s.duplicate_ids},
-          {"nodes_without_duration", s.nodes_without_duration},
-          {"unknown_fields", s.unknown_fields}};
 }
 
 }  // namespace dtsim::cli

@@ -7,7 +7,8 @@
 #include "sim/base/atomic_file.h"
 #include "strategies/validation.h"
 #include "tools/cli/command_line.h"
-#include "tools/cli/run_report.h"
+#include "tools/results/result_file.h"
+#include "tools/results/validation_report.h"
 
 namespace dtsim::cli {
 namespace {
@@ -38,27 +39,15 @@ Status Execute(const ValidateOptions& options, std::ostream& out) {
                          strategies::Validate(points, options.points));
   fmt::print(out, "dtsim validate {}\n\n  {:<56} {:<24} {:>10} {:>10} {:>8}\n", options.points,
              "point", "metric", "measured", "dtsim", "error");
-  OrderedJson rows = OrderedJson::array();
   for (const strategies::ValidationRow& row : report.rows) {
     fmt::print(out, "  {:<56} {:<24} {:>10.2f} {:>10.2f} {:>+7.1f}%\n", row.id, row.metric,
                row.measured, row.predicted, 100 * row.Error());
-    rows.push_back({{"id", row.id},
-                    {"metric", row.metric},
-                    {"unit", row.unit},
-                    {"measured", row.measured},
-                    {"predicted", row.predicted},
-                    {"error", row.Error()},
-                    {"simulated", row.how}});
   }
   fmt::print(out, "\n  mean absolute percentage error over {} points: {:.1f}%\n",
              report.rows.size(), report.mean_absolute_percentage_error);
   if (!options.report_path.empty()) {
-    const OrderedJson document = {{"format", "dtsim.validation_report"},
-                                  {"version", 1},
-                                  {"points", options.points},
-                                  {"rows", std::move(rows)},
-                                  {"mape_percent", report.mean_absolute_percentage_error}};
-    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(options.report_path, DumpJson(document, 2) + "\n"));
+    DTSIM_RETURN_IF_ERROR(results::WriteResultFile(
+        options.report_path, results::ValidationReportJson(options.points, report)));
   }
   return Status::Ok();
 }

@@ -6,15 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "sim/base/file_format.h"
 #include "sim/base/json_reader.h"
 #include "sim/base/status.h"
 #include "strategies/search.h"
-#include "tools/cli/run_report.h"
 
-namespace dtsim::cli {
+namespace dtsim::results {
 
-inline constexpr std::string_view kSearchResultFormat = "dtsim.search";
-inline constexpr int kSearchResultVersion = 1;
+inline constexpr FileFormat kSearchResultFormat{"dtsim.search", 1, 0, "not a search result"};
 
 // One search, or one shard of it.
 struct SearchFile {
@@ -37,4 +36,4 @@ Expected<SearchFile> ReadSearchFile(const std::string& path);
 // when they are not shards of the same search or one is missing or repeated.
 Expected<SearchFile> MergeSearchFiles(std::vector<SearchFile> shards, int rerank);
 
-}  // namespace dtsim::cli
+}  // namespace dtsim::results

@@ -1,4 +1,4 @@
-#include "tools/cli/search_results.h"
+#include "tools/results/search_results.h"
 
 #include <fmt/format.h>
 
@@ -13,7 +13,7 @@
 #include "sim/base/buffered_text_writer.h"
 #include "sim/base/strings.h"
 
-namespace dtsim::cli {
+namespace dtsim::results {
 namespace {
 
 using strategies::EvaluatedPlan;
@@ -243,18 +243,17 @@ Status WriteJson(const std::string& path, const SearchFile& file) {
   for (size_t i : result.ranking) ranking.push_back(result.plans[i].index);
   OrderedJson columns = OrderedJson::array();
   for (const Column& column : Columns()) columns.push_back(column.name);
-  OrderedJson head = {{"format", kSearchResultFormat},
-                      {"version", kSearchResultVersion},
-                      {"settings", file.settings},
-                      {"shard", file.shard},
-                      {"shards", file.shards},
-                      {"enumerated", result.enumerated},
-                      {"evaluated", result.plans.size()},
-                      {"counts", std::move(counts)},
-                      {"pruned_by_reason", std::move(pruned)},
-                      {"seconds", result.seconds},
-                      {"ranking", std::move(ranking)},
-                      {"columns", std::move(columns)}};
+  OrderedJson head = FormatHeader(kSearchResultFormat);
+  head.update(OrderedJson{{"settings", file.settings},
+                          {"shard", file.shard},
+                          {"shards", file.shards},
+                          {"enumerated", result.enumerated},
+                          {"evaluated", result.plans.size()},
+                          {"counts", std::move(counts)},
+                          {"pruned_by_reason", std::move(pruned)},
+                          {"seconds", result.seconds},
+                          {"ranking", std::move(ranking)},
+                          {"columns", std::move(columns)}});
   // The plans are streamed row by row after the head (a search may hold 10⁵ of them).
   std::string text = DumpJson(head, 2);
   text.pop_back();  // the closing brace
@@ -284,23 +283,8 @@ Expected<SearchFile> ReadSearchFile(const std::string& path) {
   const auto fail = [&path](std::string message, std::string location, std::string value = "") {
     return Error(std::move(message), std::move(location), std::move(value)).InFile(path);
   };
-  const auto field = [&json](const char* key) {
-    return json.is_object() && json.contains(key) ? &json[key] : nullptr;
-  };
-  const Json* format = field("format");
-  if (format == nullptr || !format->is_string() ||
-      format->get<std::string>() != kSearchResultFormat) {
-    return fail(
-        fmt::format("not a search result (expected \"format\": \"{}\")", kSearchResultFormat),
-        "format");
-  }
-  // The version is compared as the integer it must be: json.value("version", 0) converts a
-  // float like 7.8e108 to int, which is undefined behaviour.
-  const Json* version = field("version");
-  if (version == nullptr || !version->is_number_integer() ||
-      version->get<int64_t>() != kSearchResultVersion) {
-    return fail(fmt::format("unsupported version (this dtsim reads {})", kSearchResultVersion),
-                "version", version != nullptr ? JsonValueForError(*version) : "nothing");
+  if (Status checked = CheckFormat(json, kSearchResultFormat); !checked.ok()) {
+    return std::move(checked).error().InFile(path);
   }
   SearchFile file;
   // Counts are read range-checked: nlohmann's get<int>() of 3.8e120 is undefined behaviour.
@@ -424,4 +408,4 @@ Expected<SearchFile> MergeSearchFiles(std::vector<SearchFile> shards, int rerank
   return merged;
 }
 
-}  // namespace dtsim::cli
+}  // namespace dtsim::results

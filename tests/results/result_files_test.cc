@@ -1,0 +1,282 @@
+// Every result family: written by its writer, read back by its reader, the figures unchanged;
+// and the list of formats kept equal to docs/formats/README.md.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "strategies/simulate.h"
+#include "tests/testing/temp_dir.h"
+#include "tests/traces/chakra_test_traces.h"
+#include "tools/results/op_list.h"
+#include "tools/results/replay_result.h"
+#include "tools/results/result_file.h"
+#include "tools/results/run_result.h"
+#include "tools/results/simulate_result.h"
+#include "tools/results/sweep_result.h"
+#include "tools/results/validation_report.h"
+#include "traces/kineto_reader.h"
+#include "traces/op_cost_table.h"
+
+namespace dtsim::results {
+namespace {
+
+const std::string kSmall = DTSIM_EXAMPLES_DIR "/gpt3_1.3b_16gpu.json";
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(WrittenFormatsTest, EachHasAPageAndTheIndexListsThemAll) {
+  std::set<std::string_view> names;
+  std::vector<std::string> expected_rows;
+  for (const WrittenFormat& written : WrittenFormats()) {
+    const FileFormat& format = *written.format;
+    EXPECT_TRUE(names.insert(format.name).second) << format.name << " listed twice";
+    EXPECT_TRUE(format.name.starts_with("dtsim.")) << format.name;
+    const std::string page = DTSIM_SOURCE_DIR "/docs/formats/" + std::string(written.page) + ".md";
+    const std::string text = ReadText(page);
+    EXPECT_NE(text.find(format.name), std::string::npos) << page << " does not name it";
+    EXPECT_NE(text.find(format.Version()), std::string::npos) << page << " lacks its version";
+    expected_rows.push_back(
+        fmt::format("{} {} {}.md", format.name, format.Version(), written.page));
+  }
+  // The index's table: | `NAME` | VERSION | PAGE | ... in the same order.
+  const std::string index = ReadText(DTSIM_SOURCE_DIR "/docs/formats/README.md");
+  const std::regex row(R"(\| `(dtsim\.[a-z_]+)` \| ([0-9]+\.[0-9]+) \| ([a-z-]+\.md) \|)");
+  std::vector<std::string> rows;
+  for (auto it = std::sregex_iterator(index.begin(), index.end(), row);
+       it != std::sregex_iterator(); ++it) {
+    rows.push_back(fmt::format("{} {} {}", (*it)[1].str(), (*it)[2].str(), (*it)[3].str()));
+  }
+  EXPECT_EQ(rows, expected_rows);
+}
+
+class ResultFilesTest : public testing_support::TempDirTest {
+ protected:
+  // Writes `document`, reads it back as `format`: the JSON that comes back. Each in a file of
+  // its own: a file once read is an input, which no write may replace.
+  Json RoundTrip(const OrderedJson& document, const FileFormat& format) {
+    const std::string path = Path(fmt::format("result{}.json", ++files_));
+    EXPECT_TRUE(WriteResultFile(path, document).ok());
+    Expected<Json> read = ReadResultFile(path, format);
+    EXPECT_TRUE(read.ok()) << read.error().ToString();
+    return read.ok() ? *read : Json();
+  }
+  int files_ = 0;
+};
+
+TEST_F(ResultFilesTest, SimulateResult) {
+  Expected<strategies::ResolvedConfig> config = strategies::LoadConfig(kSmall, {});
+  ASSERT_TRUE(config.ok()) << config.error().ToString();
+  Expected<strategies::SimulationResult> result = strategies::Simulate(*config);
+  ASSERT_TRUE(result.ok()) << result.error().ToString();
+  const Json json = RoundTrip(SimulateResultJson(*config, *result), kSimulateResultFormat);
+  EXPECT_EQ(json["version"], "1.0");
+  Expected<SimulateResultRecord> read = SimulateResultFromJson(json);
+  ASSERT_TRUE(read.ok()) << read.error().ToString();
+  EXPECT_EQ(read->config, kSmall);
+  EXPECT_EQ(read->model, "gpt3-1.3b");
+  EXPECT_EQ(read->nodes * read->gpus_per_node, 16);
+  EXPECT_EQ(read->iteration_time, result->iteration_time);
+  EXPECT_EQ(read->average_iteration_time, result->average_iteration_time);
+  EXPECT_EQ(read->samples_per_second, result->samples_per_second);
+  EXPECT_EQ(read->mfu, result->mfu);
+  EXPECT_EQ(read->hfu, result->hfu);
+  EXPECT_EQ(read->fingerprint, result->summary.fingerprint);
+  ASSERT_EQ(read->stage_times.size(), result->stages.size());
+  for (size_t i = 0; i < result->stages.size(); ++i) {
+    const strategies::TimeBreakdown& want = result->stages[i];
+    const strategies::TimeBreakdown& got = read->stage_times[i];
+    EXPECT_EQ(got.rank, want.rank);
+    EXPECT_EQ(got.compute, want.compute);
+    EXPECT_EQ(got.tensor, want.tensor);
+    EXPECT_EQ(got.pipeline, want.pipeline);
+    EXPECT_EQ(got.data_exposed, want.data_exposed);
+    EXPECT_EQ(got.idle, want.idle);
+    EXPECT_EQ(read->stage_memory[i].total(), result->iteration->stats.stage_memory[i].total());
+  }
+  EXPECT_EQ(read->warnings, result->warnings);
+
+  // The op list of the same plan.
+  Expected<std::vector<models::RecordingCostModel::Recorded>> ops = strategies::PricedOps(*config);
+  ASSERT_TRUE(ops.ok());
+  Expected<OpListRecord> list = OpListFromJson(RoundTrip(OpListJson(*config, *ops), kOpListFormat));
+  ASSERT_TRUE(list.ok()) << list.error().ToString();
+  EXPECT_EQ(list->gpu, "a100-sxm4-80gb");
+  ASSERT_EQ(list->ops.size(), ops->size());
+  for (size_t i = 0; i < ops->size(); ++i) {
+    EXPECT_EQ(list->ops[i].signature.Key(), (*ops)[i].signature.Key());
+    EXPECT_EQ(list->ops[i].count, (*ops)[i].count);
+    EXPECT_EQ(list->ops[i].example, (*ops)[i].example);
+  }
+
+  // A sweep of two points, one simulated and one failed.
+  int64_t memory_bytes = 0;
+  for (const models::MemoryBreakdown& stage : result->iteration->stats.stage_memory) {
+    memory_bytes = std::max(memory_bytes, stage.total());
+  }
+  SweepDocument sweep{.config = kSmall, .set = {"training.micro_batch=4"}};
+  sweep.axes.push_back({.key = "parallelism.data", .texts = {"2", "3"}, .values = {2, 3}});
+  sweep.points.push_back({.choice = {0},
+                          .result = SimulateResultJson(*config, *result),
+                          .figures = strategies::FiguresOf(*result),
+                          .memory_bytes = memory_bytes});
+  sweep.points.push_back({.choice = {1}, .error = "c.json: parallelism: 3 does not divide 16"});
+  ASSERT_TRUE(WriteSweepFiles(Path("sweep"), sweep).ok());
+  Expected<Json> sweep_json = ReadResultFile(Path("sweep.json"), kSweepFormat);
+  ASSERT_TRUE(sweep_json.ok()) << sweep_json.error().ToString();
+  Expected<SweepRecord> sweep_read = SweepFromJson(*sweep_json);
+  ASSERT_TRUE(sweep_read.ok()) << sweep_read.error().ToString();
+  EXPECT_EQ(sweep_read->keys, std::vector<std::string>{"parallelism.data"});
+  ASSERT_EQ(sweep_read->points.size(), 2u);
+  ASSERT_TRUE(sweep_read->points[0].result.has_value());
+  EXPECT_EQ(sweep_read->points[0].result->iteration_time, result->iteration_time);
+  EXPECT_EQ(sweep_read->points[0].values["parallelism.data"], 2);
+  EXPECT_FALSE(sweep_read->points[1].result.has_value());
+  EXPECT_EQ(sweep_read->points[1].error, "c.json: parallelism: 3 does not divide 16");
+  // The CSV: a header and a row per point; the failed one carries its error.
+  const std::string csv = ReadText(Path("sweep.csv"));
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3);
+  EXPECT_NE(csv.find("3,failed,,,,,,,,,,,,,,,c.json: parallelism: 3 does not divide 16\n"),
+            std::string::npos)
+      << csv;
+}
+
+TEST_F(ResultFilesTest, RunResult) {
+  engine::RunSummary summary;
+  summary.makespan = TimeNs(3973863);
+  summary.events = 41;
+  summary.fingerprint = 0x901d1f723e375051;
+  summary.tasks = 12;
+  summary.ranks = {{.rank = 0, .busy = DurationNs(3000000)}, {.rank = 1}};
+  summary.kinds = {{.name = "compute", .tasks = 12, .total = DurationNs(5000000)}};
+  const RunContext context{.graph_path = "g.json", .communication_model = {{"name", "fixed"}}};
+  const Json json = RoundTrip(RunResultJson(summary, context), kRunResultFormat);
+  Expected<RunResultRecord> read = RunResultFromJson(json);
+  ASSERT_TRUE(read.ok()) << read.error().ToString();
+  EXPECT_EQ(read->graph, "g.json");
+  EXPECT_EQ(read->makespan, DurationNs(3973863));
+  EXPECT_EQ(read->ranks, 2);
+  EXPECT_EQ(read->tasks, 12);
+  EXPECT_EQ(read->events, 41);
+  EXPECT_EQ(read->fingerprint, 0x901d1f723e375051u);
+  EXPECT_EQ(json["simulator"]["fingerprint"], "0x901d1f723e375051");
+}
+
+TEST_F(ResultFilesTest, ReplayResultOfAProfilerTrace) {
+  Expected<traces::Trace> trace = traces::ReadKinetoTrace(
+      DTSIM_TEST_DATA_DIR "/captured/h100_known_kernels_default_kinds.json.gz");
+  ASSERT_TRUE(trace.ok()) << trace.error().ToString();
+  Expected<traces::ReplayGraph> replay = traces::BuildReplayGraph(*trace);
+  ASSERT_TRUE(replay.ok());
+  Expected<strategies::ReplayResult> result = strategies::SimulateReplay(*replay);
+  ASSERT_TRUE(result.ok());
+  strategies::ReplayWhatIf what_if;
+  what_if.serialize_gpu_streams = true;
+  Expected<strategies::WhatIfResult> changed = strategies::SimulateWhatIf(*trace, *result, what_if);
+  ASSERT_TRUE(changed.ok()) << changed.error().ToString();
+  const Json json =
+      RoundTrip(ReplayResultJson(*trace, *replay, *result, WhatIfOutcome{what_if, *changed}),
+                kReplayResultFormat);
+  Expected<ReplayResultRecord> read = ReplayResultFromJson(json);
+  ASSERT_TRUE(read.ok()) << read.error().ToString();
+  EXPECT_EQ(read->trace_file, trace->file);
+  EXPECT_EQ(read->tasks, replay->graph.task_count());
+  EXPECT_DOUBLE_EQ(read->simulated_span_ms,
+                   static_cast<double>(result->summary.makespan.ns()) / 1e6);
+  ASSERT_EQ(read->steps.size(), result->steps.size());
+  for (size_t i = 0; i < result->steps.size(); ++i) {
+    EXPECT_EQ(read->steps[i].number, result->steps[i].number);
+    EXPECT_DOUBLE_EQ(read->steps[i].measured_ms,
+                     static_cast<double>(result->steps[i].measured.ns()) / 1e6);
+  }
+  ASSERT_TRUE(read->mean_absolute_error.has_value());
+  EXPECT_EQ(*read->mean_absolute_error, result->mean_absolute_error);
+  ASSERT_TRUE(read->what_if.has_value());
+  EXPECT_EQ(read->what_if->description, what_if.Describe());
+  EXPECT_DOUBLE_EQ(read->what_if->what_if_span_ms,
+                   static_cast<double>(changed->what_if_span.ns()) / 1e6);
+}
+
+TEST_F(ResultFilesTest, ReplayResultOfAChakraTrace) {
+  std::vector<traces::ChakraTrace> ranks;
+  for (int64_t rank = 0; rank < 4; ++rank) ranks.push_back(traces::TwoGroupRank(rank));
+  Expected<traces::ChakraGraph> chakra = traces::BuildChakraGraph(ranks);
+  ASSERT_TRUE(chakra.ok()) << chakra.error().ToString();
+  const Json json =
+      RoundTrip(ChakraReplayResultJson(ranks[0], *chakra, DurationNs(20000)), kReplayResultFormat);
+  Expected<ReplayResultRecord> read = ReplayResultFromJson(json);
+  ASSERT_TRUE(read.ok()) << read.error().ToString();
+  EXPECT_EQ(read->trace_format, "chakra");
+  EXPECT_EQ(read->tasks, chakra->graph.task_count());
+  EXPECT_DOUBLE_EQ(read->simulated_span_ms, 0.020);
+  EXPECT_TRUE(read->steps.empty());
+  EXPECT_FALSE(read->mean_absolute_error.has_value());
+  EXPECT_FALSE(read->what_if.has_value());
+}
+
+TEST_F(ResultFilesTest, ValidationReport) {
+  strategies::ValidationReport report;
+  report.rows.push_back({.id = "a",
+                         .metric = "iteration_seconds",
+                         .unit = "s",
+                         .measured = 2.0,
+                         .predicted = 1.8,
+                         .how = "gpt3-1.3b on 16 GPUs"});
+  report.rows.push_back({.id = "b",
+                         .metric = "achieved_tflops_per_gpu",
+                         .unit = "TFLOP/s",
+                         .measured = 150.0,
+                         .predicted = 165.0,
+                         .how = "llama"});
+  report.mean_absolute_percentage_error = 10.0;  // |1.8/2 - 1| = 10%, |165/150 - 1| = 10%
+  const Json json = RoundTrip(ValidationReportJson("points.json", report), kValidationReportFormat);
+  EXPECT_DOUBLE_EQ(json["rows"][0]["error"].get<double>(), -0.1);
+  Expected<ValidationReportRecord> read = ValidationReportFromJson(json);
+  ASSERT_TRUE(read.ok()) << read.error().ToString();
+  EXPECT_EQ(read->points, "points.json");
+  ASSERT_EQ(read->rows.size(), 2u);
+  EXPECT_EQ(read->rows[1].id, "b");
+  EXPECT_EQ(read->rows[1].predicted, 165.0);
+  EXPECT_EQ(read->rows[0].how, "gpt3-1.3b on 16 GPUs");
+  EXPECT_EQ(read->mean_absolute_percentage_error, 10.0);
+}
+
+TEST_F(ResultFilesTest, ReadingNamesTheFileAndAnotherFormatOrMajor) {
+  ASSERT_TRUE(WriteResultFile(Path("run.json"), FormatHeader(kRunResultFormat)).ok());
+  Expected<Json> read = ReadResultFile(Path("run.json"), kSweepFormat);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.error().ToString(),
+            Path("run.json") +
+                ": format: not a sweep result: expected format \"dtsim.sweep\", got "
+                "\"dtsim.run_result\"");
+  OrderedJson future = FormatHeader(kSweepFormat);
+  future["version"] = "2.0";
+  ASSERT_TRUE(WriteResultFile(Path("future.json"), future).ok());
+  read = ReadResultFile(Path("future.json"), kSweepFormat);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.error().ToString(),
+            Path("future.json") +
+                ": version: unsupported version of dtsim.sweep (this dtsim reads 1.x), got "
+                "\"2.0\"");
+}
+
+// Tables written before the one convention carry the integer major: still read.
+TEST(OpCostTableVersionTest, ReadsTheOldIntegerVersion) {
+  const Json table = Json::parse(R"({"format": "dtsim.op_costs", "version": 1, "gpu": "g",
+      "ops": [{"op": "gemm", "dtype": "bf16", "dims": {"m": 8}, "time": "1 us"}]})");
+  Expected<traces::OpCostTable> read = traces::OpCostTableFromJson(table);
+  ASSERT_TRUE(read.ok()) << read.error().ToString();
+  EXPECT_EQ(read->ops().size(), 1u);
+  EXPECT_EQ(traces::OpCostTableToJson(*read)["version"], "1.0");
+}
+
+}  // namespace
+}  // namespace dtsim::results

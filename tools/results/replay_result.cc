@@ -1,0 +1,197 @@
+#include "tools/results/replay_result.h"
+
+#include "tools/results/result_file.h"
+
+namespace dtsim::results {
+namespace {
+
+double Ms(DurationNs duration) { return static_cast<double>(duration.ns()) / 1e6; }
+
+OrderedJson ImportStatsJson(const traces::Trace& trace) {
+  const traces::ImportStats& s = trace.stats;
+  OrderedJson categories = OrderedJson::object();
+  for (const auto& [category, count] : s.categories) categories[category] = count;
+  OrderedJson dropped = OrderedJson::object();
+  for (const auto& [reason, count] : s.dropped) dropped[reason] = count;
+  return {{"file", trace.file},
+          {"format", trace.format},
+          {"rank", trace.rank},
+          {"world_size", trace.world_size},
+          {"gpu", trace.gpu_name},
+          {"bytes", s.bytes},
+          {"file_bytes", s.file_bytes},
+          {"gzip", s.gzip},
+          {"events", s.events},
+          {"host_ops", s.host_ops},
+          {"annotations", s.annotations},
+          {"api_calls", s.api_calls},
+          {"kernels", s.kernels},
+          {"memcpys", s.memcpys},
+          {"memsets", s.memsets},
+          {"streams", trace.StreamCount()},
+          {"sync_records", s.syncs},
+          {"collectives", s.collectives},
+          {"collectives_inferred", s.collectives_inferred},
+          {"flows", s.flows},
+          {"profiler_steps", trace.steps.size()},
+          {"launches_without_gpu_op", s.launches_without_gpu_op},
+          {"gpu_ops_without_launch", s.gpu_ops_without_launch},
+          {"dropped", std::move(dropped)},
+          {"categories", std::move(categories)}};
+}
+
+OrderedJson ChakraImportStatsJson(const traces::ChakraTrace& trace) {
+  const traces::ChakraImportStats& s = trace.stats;
+  OrderedJson types = OrderedJson::object();
+  for (int type = 0; type < traces::kChakraNodeTypeCount; ++type) {
+    if (s.nodes_by_type[type] == 0) continue;
+    types[std::string(traces::ChakraNodeTypeName(static_cast<traces::ChakraNodeType>(type)))] =
+        s.nodes_by_type[type];
+  }
+  return {{"file", trace.file},
+          {"format", "chakra"},
+          {"form", s.form},
+          {"schema_version", trace.version},
+          {"bytes", s.bytes},
+          {"file_bytes", s.file_bytes},
+          {"gzip", s.gzip},
+          {"nodes", s.nodes},
+          {"nodes_by_type", std::move(types)},
+          {"collectives", s.collectives},
+          {"cpu_ops", s.cpu_ops},
+          {"attributes", s.attributes},
+          {"data_deps", s.data_deps},
+          {"dangling_data_deps", s.dangling_data_deps},
+          {"ctrl_deps", s.ctrl_deps},
+          {"duplicate_ids", s.duplicate_ids},
+          {"nodes_without_duration", s.nodes_without_duration},
+          {"unknown_fields", s.unknown_fields}};
+}
+
+OrderedJson WhatIfJson(const WhatIfOutcome& outcome) {
+  const strategies::WhatIfResult& result = outcome.result;
+  const traces::ReplayStats& g = result.graph.stats;
+  OrderedJson steps = OrderedJson::array();
+  for (const strategies::WhatIfStep& step : result.steps) {
+    steps.push_back({{"step", step.number},
+                     {"measured_ms", Ms(step.measured)},
+                     {"replayed_ms", Ms(step.replayed)},
+                     {"what_if_ms", Ms(step.what_if)},
+                     {"change", step.Change()}});
+  }
+  return {{"description", outcome.what_if.Describe()},
+          {"communication_model", result.communication_model},
+          {"sped_up_ops", g.sped_up_ops},
+          {"moved_collectives", g.moved_collectives},
+          {"rescaled_collectives", g.rescaled_collectives},
+          {"compressed_collectives", g.rewritten_collectives},
+          {"replayed_span_ms", Ms(result.replayed_span)},
+          {"what_if_span_ms", Ms(result.what_if_span)},
+          {"steps", std::move(steps)}};
+}
+
+// The keys every replay result has, in order.
+OrderedJson Document(OrderedJson trace, OrderedJson graph, DurationNs span) {
+  OrderedJson document = FormatHeader(kReplayResultFormat);
+  document["trace"] = std::move(trace);
+  document["graph"] = std::move(graph);
+  document["simulated_span_ms"] = Ms(span);
+  return document;
+}
+
+Expected<ReplayResultRecord::Step> StepFromJson(const Json& value, const std::string& path) {
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader step, JsonObjectReader::Make(value, path));
+  ReplayResultRecord::Step out;
+  DTSIM_ASSIGN_OR_RETURN(out.number, step.Int("step"));
+  DTSIM_ASSIGN_OR_RETURN(out.measured_ms, step.Number("measured_ms"));
+  DTSIM_ASSIGN_OR_RETURN(out.simulated_ms, step.Number("simulated_ms"));
+  return out;
+}
+
+Expected<ReplayResultRecord::WhatIf> WhatIfFromJson(JsonObjectReader& what_if) {
+  ReplayResultRecord::WhatIf out;
+  DTSIM_ASSIGN_OR_RETURN(out.description, what_if.String("description"));
+  DTSIM_ASSIGN_OR_RETURN(out.replayed_span_ms, what_if.Number("replayed_span_ms"));
+  DTSIM_ASSIGN_OR_RETURN(out.what_if_span_ms, what_if.Number("what_if_span_ms"));
+  return out;
+}
+
+}  // namespace
+
+OrderedJson ReplayResultJson(const traces::Trace& trace, const traces::ReplayGraph& replay,
+                             const strategies::ReplayResult& result,
+                             std::optional<WhatIfOutcome> what_if) {
+  const traces::ReplayStats& g = replay.stats;
+  OrderedJson document = Document(ImportStatsJson(trace),
+                                  {{"tasks", replay.graph.task_count()},
+                                   {"host_tasks", g.host_tasks},
+                                   {"gpu_tasks", g.gpu_tasks},
+                                   {"collectives", g.collectives},
+                                   {"launch_edges", g.launch_edges},
+                                   {"stream_wait_edges", g.stream_wait_edges},
+                                   {"sync_edges", g.sync_edges},
+                                   {"inferred_sync_edges", g.inferred_sync_edges},
+                                   {"inferred_stream_edges", g.inferred_stream_edges},
+                                   {"gpu_gaps", g.gpu_gaps},
+                                   {"gpu_gap_ms", Ms(g.gpu_gap_time)}},
+                                  result.summary.makespan - TimeNs::Zero());
+  document["gpu_op_start_drift_us"] = {{"mean", result.mean_start_drift.ToMicrosecondsDouble()},
+                                       {"max", result.max_start_drift.ToMicrosecondsDouble()},
+                                       {"ops", result.gpu_ops}};
+  OrderedJson steps = OrderedJson::array();
+  for (const strategies::ReplayStepResult& step : result.steps) {
+    steps.push_back({{"step", step.number},
+                     {"measured_ms", Ms(step.measured)},
+                     {"simulated_ms", Ms(step.simulated)},
+                     {"error", step.Error()}});
+  }
+  document["steps"] = std::move(steps);
+  document["mean_absolute_error"] = result.mean_absolute_error;
+  if (what_if) document["what_if"] = WhatIfJson(*what_if);
+  return document;
+}
+
+OrderedJson ChakraReplayResultJson(const traces::ChakraTrace& trace,
+                                   const traces::ChakraGraph& chakra, DurationNs span) {
+  const traces::ChakraGraphStats& g = chakra.stats;
+  OrderedJson document = Document(ChakraImportStatsJson(trace),
+                                  {{"tasks", chakra.graph.task_count()},
+                                   {"host_tasks", g.host_tasks},
+                                   {"gpu_tasks", g.gpu_tasks},
+                                   {"collectives", g.collectives},
+                                   {"point_to_point", g.point_to_point},
+                                   {"dependencies", g.dependencies},
+                                   {"dangling_dependencies", g.dangling_dependencies},
+                                   {"collectives_outside_groups", g.collectives_outside_groups}},
+                                  span);
+  document["steps"] = OrderedJson::array();
+  return document;
+}
+
+Expected<ReplayResultRecord> ReplayResultFromJson(const Json& document) {
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader root, JsonObjectReader::Make(document, ""));
+  DTSIM_RETURN_IF_ERROR(CheckFormat(root, kReplayResultFormat));
+  ReplayResultRecord record;
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader trace, ChildObject(root, "trace"));
+  DTSIM_ASSIGN_OR_RETURN(record.trace_file, trace.String("file"));
+  DTSIM_ASSIGN_OR_RETURN(record.trace_format, trace.String("format"));
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader graph, ChildObject(root, "graph"));
+  DTSIM_ASSIGN_OR_RETURN(record.tasks, graph.Int("tasks"));
+  DTSIM_ASSIGN_OR_RETURN(record.simulated_span_ms, root.Number("simulated_span_ms"));
+  DTSIM_ASSIGN_OR_RETURN(const Json* steps, ChildArray(root, "steps"));
+  for (size_t i = 0; i < steps->size(); ++i) {
+    DTSIM_ASSIGN_OR_RETURN(ReplayResultRecord::Step step,
+                           StepFromJson((*steps)[i], JsonIndexPath("steps", i)));
+    record.steps.push_back(step);
+  }
+  if (root.Has("mean_absolute_error")) {
+    DTSIM_ASSIGN_OR_RETURN(record.mean_absolute_error, root.Number("mean_absolute_error"));
+  }
+  if (root.Has("what_if")) {
+    DTSIM_ASSIGN_OR_RETURN(JsonObjectReader what_if, ChildObject(root, "what_if"));
+    DTSIM_ASSIGN_OR_RETURN(record.what_if, WhatIfFromJson(what_if));
+  }
+  return record;
+}
+
+}  // namespace dtsim::results

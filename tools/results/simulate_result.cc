@@ -1,0 +1,246 @@
+#include "tools/results/simulate_result.h"
+
+#include <fmt/format.h>
+
+#include "tools/results/result_file.h"
+#include "tools/results/run_result.h"
+
+namespace dtsim::results {
+namespace {
+
+using strategies::SimulationConfig;
+using strategies::SimulationResult;
+
+// As the config says it: "uniform", "balanced", or the given counts.
+OrderedJson LayerSplitJson(const strategies::ParallelPlan& plan) {
+  switch (plan.layer_split) {
+    case strategies::ParallelPlan::LayerSplit::kUniform:
+      return "uniform";
+    case strategies::ParallelPlan::LayerSplit::kBalanced:
+      return "balanced";
+    case strategies::ParallelPlan::LayerSplit::kGiven:
+      break;
+  }
+  return plan.stage_layers;
+}
+
+OrderedJson PlanJson(const SimulationConfig& c) {
+  return {{"data", c.plan.data},
+          {"tensor", c.plan.tensor},
+          {"pipeline", c.plan.pipeline},
+          {"tensor_mode", models::TensorLayoutNames()[static_cast<size_t>(c.plan.tensor_layout)]},
+          {"tensor_depth", c.plan.tensor_depth},
+          {"sequence_parallel", c.plan.sequence_parallel},
+          {"expert", c.plan.expert},
+          {"expert_imbalance", c.plan.expert_imbalance},
+          {"schedule", models::PipelineScheduleName(c.plan.schedule)},
+          {"layers", LayerSplitJson(c.plan)},
+          {"zero_stage", c.plan.zero_stage},
+          {"gradient_sync", strategies::GradientSyncName(c.plan.gradient_sync)},
+          {"order", strategies::PlanOrderName(c.plan)},
+          {"global_batch", c.training.global_batch},
+          {"micro_batch", c.training.micro_batch},
+          {"microbatches", c.Microbatches()},
+          {"seq_len", c.training.seq_len},
+          {"recompute", models::RecomputeName(c.training.recompute)}};
+}
+
+OrderedJson BreakdownJson(const strategies::TimeBreakdown& b) {
+  return {{"rank", b.rank},
+          {"compute_ns", b.compute.ns()},
+          {"recompute_ns", b.recompute.ns()},
+          {"tp_exposed_ns", b.tensor.ns()},
+          {"pp_wait_ns", b.pipeline.ns()},
+          {"ep_exposed_ns", b.expert.ns()},
+          {"dp_exposed_ns", b.data_exposed.ns()},
+          {"optimizer_ns", b.optimizer.ns()},
+          {"idle_ns", b.idle.ns()}};
+}
+
+OrderedJson MemoryJson(const models::MemoryBreakdown& m, Bytes capacity) {
+  return {{"parameters_bytes", m.parameters},
+          {"gradients_bytes", m.gradients},
+          {"optimizer_state_bytes", m.optimizer_state},
+          {"activations_bytes", m.activations},
+          {"temporary_bytes", m.temporary},
+          {"total_bytes", m.total()},
+          {"capacity_bytes", capacity.count()},
+          {"microbatches_in_flight", m.microbatches_in_flight}};
+}
+
+OrderedJson CompressionJson(const SimulationConfig& c, const SimulationResult& r) {
+  OrderedJson phases = OrderedJson::array();
+  for (const strategies::PhaseResult& phase : r.phases) {
+    phases.push_back({{"phase", strategies::CompressionPhaseName(phase.phase)},
+                      {"steps", phase.steps},
+                      {"iteration_time_ns", phase.iteration_time.ns()}});
+  }
+  return {{"method", c.compression.method},
+          {"phases", std::move(phases)},
+          {"average_iteration_time_ns", r.average_iteration_time.ns()}};
+}
+
+// The transformer layers stage `i` holds (null for a model without layers to split).
+OrderedJson StageLayerCount(const SimulationConfig& c, const SimulationResult& r, size_t i) {
+  if (c.model.family != models::ModelFamily::kTransformer) return nullptr;
+  if (!r.stage_layers.empty()) return r.stage_layers[i];
+  return c.model.transformer.layers / c.plan.pipeline;
+}
+
+Expected<DurationNs> Nanoseconds(JsonObjectReader& reader, std::string_view key) {
+  DTSIM_ASSIGN_OR_RETURN(const int64_t ns, reader.Int(key));
+  return DurationNs(ns);
+}
+
+Expected<strategies::TimeBreakdown> BreakdownFromJson(JsonObjectReader& time) {
+  strategies::TimeBreakdown b;
+  DTSIM_ASSIGN_OR_RETURN(const int64_t rank, time.Int("rank"));
+  b.rank = static_cast<int32_t>(rank);
+  DTSIM_ASSIGN_OR_RETURN(b.compute, Nanoseconds(time, "compute_ns"));
+  DTSIM_ASSIGN_OR_RETURN(b.recompute, Nanoseconds(time, "recompute_ns"));
+  DTSIM_ASSIGN_OR_RETURN(b.tensor, Nanoseconds(time, "tp_exposed_ns"));
+  DTSIM_ASSIGN_OR_RETURN(b.pipeline, Nanoseconds(time, "pp_wait_ns"));
+  DTSIM_ASSIGN_OR_RETURN(b.expert, Nanoseconds(time, "ep_exposed_ns"));
+  DTSIM_ASSIGN_OR_RETURN(b.data_exposed, Nanoseconds(time, "dp_exposed_ns"));
+  DTSIM_ASSIGN_OR_RETURN(b.optimizer, Nanoseconds(time, "optimizer_ns"));
+  DTSIM_ASSIGN_OR_RETURN(b.idle, Nanoseconds(time, "idle_ns"));
+  return b;
+}
+
+Expected<models::MemoryBreakdown> MemoryFromJson(JsonObjectReader& memory) {
+  models::MemoryBreakdown m;
+  DTSIM_ASSIGN_OR_RETURN(m.parameters, memory.Int("parameters_bytes"));
+  DTSIM_ASSIGN_OR_RETURN(m.gradients, memory.Int("gradients_bytes"));
+  DTSIM_ASSIGN_OR_RETURN(m.optimizer_state, memory.Int("optimizer_state_bytes"));
+  DTSIM_ASSIGN_OR_RETURN(m.activations, memory.Int("activations_bytes"));
+  DTSIM_ASSIGN_OR_RETURN(m.temporary, memory.Int("temporary_bytes"));
+  DTSIM_ASSIGN_OR_RETURN(m.microbatches_in_flight, memory.Number("microbatches_in_flight"));
+  DTSIM_ASSIGN_OR_RETURN(const int64_t total, memory.Int("total_bytes"));
+  if (total != m.total()) {
+    return Error(fmt::format("is not the sum of the parts ({} bytes)", m.total()),
+                 JsonChildPath(memory.path(), "total_bytes"), std::to_string(total));
+  }
+  return m;
+}
+
+Status ReadStages(JsonObjectReader& root, SimulateResultRecord& record) {
+  DTSIM_ASSIGN_OR_RETURN(const Json* stages, ChildArray(root, "stages"));
+  if (stages->empty())
+    return Error("expected at least one stage", JsonChildPath(root.path(), "stages"));
+  for (size_t i = 0; i < stages->size(); ++i) {
+    DTSIM_ASSIGN_OR_RETURN(
+        JsonObjectReader stage,
+        JsonObjectReader::Make((*stages)[i],
+                               JsonIndexPath(JsonChildPath(root.path(), "stages"), i)));
+    DTSIM_ASSIGN_OR_RETURN(JsonObjectReader time, ChildObject(stage, "time"));
+    DTSIM_ASSIGN_OR_RETURN(JsonObjectReader memory, ChildObject(stage, "memory"));
+    DTSIM_ASSIGN_OR_RETURN(strategies::TimeBreakdown breakdown, BreakdownFromJson(time));
+    DTSIM_ASSIGN_OR_RETURN(models::MemoryBreakdown footprint, MemoryFromJson(memory));
+    record.stage_times.push_back(breakdown);
+    record.stage_memory.push_back(footprint);
+  }
+  return Status::Ok();
+}
+
+Status ReadInput(JsonObjectReader& root, SimulateResultRecord& record) {
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader input, ChildObject(root, "input"));
+  DTSIM_ASSIGN_OR_RETURN(record.config, input.String("config"));
+  DTSIM_ASSIGN_OR_RETURN(record.model, input.String("model"));
+  DTSIM_ASSIGN_OR_RETURN(record.gpu, input.String("gpu"));
+  DTSIM_ASSIGN_OR_RETURN(record.cluster, input.String("cluster"));
+  DTSIM_ASSIGN_OR_RETURN(record.nodes, input.Int("nodes"));
+  DTSIM_ASSIGN_OR_RETURN(record.gpus_per_node, input.Int("gpus_per_node"));
+  DTSIM_ASSIGN_OR_RETURN(record.network_model, input.String("network_model"));
+  DTSIM_ASSIGN_OR_RETURN(record.cost_model, input.String("cost_model"));
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader plan, ChildObject(input, "plan"));
+  for (const char* key : {"data", "tensor", "pipeline", "micro_batch", "zero_stage"}) {
+    DTSIM_RETURN_IF_ERROR(plan.Int(key));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+OrderedJson SimulateResultJson(const SimulationConfig& c, const SimulationResult& r) {
+  const strategies::IterationStats& stats = r.iteration->stats;
+  OrderedJson stages = OrderedJson::array();
+  for (size_t i = 0; i < r.stages.size(); ++i) {
+    OrderedJson stage = {{"stage", i},
+                         {"layers", StageLayerCount(c, r, i)},
+                         {"time", BreakdownJson(r.stages[i])},
+                         {"memory", MemoryJson(stats.stage_memory[i], c.gpu.memory)}};
+    stages.push_back(std::move(stage));
+  }
+  OrderedJson sources = OrderedJson::object();
+  for (auto source : {models::CostSource::kMeasured, models::CostSource::kInterpolated,
+                      models::CostSource::kRoofline}) {
+    sources[std::string(models::CostSourceName(source))] = stats.sources.Share(source);
+  }
+  OrderedJson document = FormatHeader(kSimulateResultFormat);
+  document.update(OrderedJson{{"input",
+                               {{"config", c.source},
+                                {"model", c.model.name},
+                                {"gpu", c.gpu.name},
+                                {"cluster", c.cluster.name},
+                                {"nodes", c.cluster.nodes},
+                                {"gpus_per_node", c.cluster.gpus_per_node},
+                                {"network_model", c.network_model->name},
+                                {"cost_model", r.cost_model},
+                                {"plan", PlanJson(c)}}},
+                              {"iteration_time_ns", r.iteration_time.ns()},
+                              {"samples_per_second", r.samples_per_second},
+                              {"tokens_per_second", r.tokens_per_second},
+                              {"model_tflops_per_gpu", r.model_tflops_per_gpu},
+                              {"hardware_tflops_per_gpu", r.hardware_tflops_per_gpu},
+                              {"mfu", r.mfu},
+                              {"hfu", r.hfu},
+                              {"model_flops_per_iteration", stats.model_flops},
+                              {"hardware_flops_per_iteration", stats.hardware_flops},
+                              {"stages", std::move(stages)},
+                              {"compression", CompressionJson(c, r)},
+                              {"warnings", r.warnings},
+                              {"cost_source_shares", std::move(sources)},
+                              {"simulator",
+                               {{"tasks", r.summary.tasks},
+                                {"communications", r.summary.communications},
+                                {"events", r.summary.events},
+                                {"fingerprint", FingerprintText(r.summary.fingerprint)},
+                                {"build_seconds", r.build_seconds},
+                                {"simulate_seconds", r.simulate_seconds}}}});
+  return document;
+}
+
+Expected<SimulateResultRecord> SimulateResultFromJson(const Json& document,
+                                                      const std::string& path) {
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader root, JsonObjectReader::Make(document, path));
+  DTSIM_RETURN_IF_ERROR(CheckFormat(root, kSimulateResultFormat));
+  SimulateResultRecord record;
+  DTSIM_RETURN_IF_ERROR(ReadInput(root, record));
+  DTSIM_ASSIGN_OR_RETURN(record.iteration_time, Nanoseconds(root, "iteration_time_ns"));
+  DTSIM_ASSIGN_OR_RETURN(record.samples_per_second, root.Number("samples_per_second"));
+  DTSIM_ASSIGN_OR_RETURN(record.tokens_per_second, root.Number("tokens_per_second"));
+  DTSIM_ASSIGN_OR_RETURN(record.mfu, root.Number("mfu"));
+  DTSIM_ASSIGN_OR_RETURN(record.hfu, root.Number("hfu"));
+  DTSIM_RETURN_IF_ERROR(ReadStages(root, record));
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader compression, ChildObject(root, "compression"));
+  DTSIM_ASSIGN_OR_RETURN(record.compression, compression.String("method"));
+  DTSIM_ASSIGN_OR_RETURN(record.average_iteration_time,
+                         Nanoseconds(compression, "average_iteration_time_ns"));
+  DTSIM_ASSIGN_OR_RETURN(const Json* warnings, ChildArray(root, "warnings"));
+  for (size_t i = 0; i < warnings->size(); ++i) {
+    const Json& warning = (*warnings)[i];
+    if (!warning.is_string()) {
+      return Error("expected a string", JsonIndexPath(JsonChildPath(path, "warnings"), i),
+                   JsonValueForError(warning));
+    }
+    record.warnings.push_back(warning.get<std::string>());
+  }
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader simulator, ChildObject(root, "simulator"));
+  DTSIM_ASSIGN_OR_RETURN(const std::string fingerprint, simulator.String("fingerprint"));
+  DTSIM_ASSIGN_OR_RETURN(
+      record.fingerprint,
+      FingerprintFromText(fingerprint, JsonChildPath(simulator.path(), "fingerprint")));
+  return record;
+}
+
+}  // namespace dtsim::results

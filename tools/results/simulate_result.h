@@ -1,0 +1,43 @@
+// The result of one simulation (docs/formats/simulate-result.md): written by
+// `dtsim simulate -o` and inside every point of a sweep; read back by `dtsim report`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/base/file_format.h"
+#include "sim/base/status.h"
+#include "strategies/simulate.h"
+
+namespace dtsim::results {
+
+inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 0,
+                                                  "not a simulation result"};
+
+OrderedJson SimulateResultJson(const strategies::SimulationConfig& config,
+                               const strategies::SimulationResult& result);
+
+// What a reader gets back: the inputs that name the run and the figures `dtsim report` plots.
+struct SimulateResultRecord {
+  std::string config, model, gpu, cluster, network_model, cost_model, compression;
+  int64_t nodes = 0;
+  int64_t gpus_per_node = 0;
+  DurationNs iteration_time;
+  DurationNs average_iteration_time;  // over the compression phases (0 without compression)
+  double samples_per_second = 0;
+  double tokens_per_second = 0;
+  double mfu = 0;
+  double hfu = 0;
+  std::vector<strategies::TimeBreakdown> stage_times;  // on each stage's first rank
+  std::vector<models::MemoryBreakdown> stage_memory;   // parameter_count is not written
+  std::vector<std::string> warnings;
+  uint64_t fingerprint = 0;
+};
+
+// Reads a simulation result (a whole file, or a sweep point's "result" at `path`); errors name
+// the JSON path and the value.
+Expected<SimulateResultRecord> SimulateResultFromJson(const Json& document,
+                                                      const std::string& path = "");
+
+}  // namespace dtsim::results

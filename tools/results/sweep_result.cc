@@ -1,0 +1,115 @@
+#include "tools/results/sweep_result.h"
+
+#include "sim/base/atomic_file.h"
+#include "sim/base/buffered_text_writer.h"
+#include "sim/base/quantity.h"
+#include "sim/base/strings.h"
+#include "tools/results/result_file.h"
+
+namespace dtsim::results {
+namespace {
+
+Status WriteCsv(const std::string& path, const SweepDocument& sweep) {
+  DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> writer, AtomicFileWriter::Open(path));
+  BufferedTextWriter csv(writer->stream());
+  for (const SweepAxis& axis : sweep.axes) csv.Append("{},", CsvField(axis.key));
+  csv.Append(
+      "status,iteration_time_s,average_iteration_time_s,samples_per_second,"
+      "tokens_per_second,mfu,memory_gib,compute_s,recompute_s,tp_exposed_s,ep_exposed_s,"
+      "pp_wait_s,dp_exposed_s,optimizer_s,idle_s,error\n");
+  for (const SweepPoint& point : sweep.points) {
+    for (size_t a = 0; a < sweep.axes.size(); ++a) {
+      csv.Append("{},", CsvField(sweep.axes[a].texts[point.choice[a]]));
+    }
+    if (!point.figures) {
+      csv.Append("failed,,,,,,,,,,,,,,,{}\n", CsvField(point.error));
+      continue;
+    }
+    const strategies::PlanFigures& f = *point.figures;
+    const strategies::TimeBreakdown& b = f.breakdown;
+    csv.Append("ok,{},{},{},{},{},{}", f.iteration_time.ToSecondsDouble(),
+               f.average_iteration_time.ToSecondsDouble(), f.samples_per_second,
+               f.tokens_per_second, f.mfu, static_cast<double>(point.memory_bytes) / kGibi);
+    for (DurationNs part : {b.compute, b.recompute, b.tensor, b.expert, b.pipeline, b.data_exposed,
+                            b.optimizer, b.idle}) {
+      csv.Append(",{}", part.ToSecondsDouble());
+    }
+    csv.Append(",\n");
+  }
+  csv.Flush();
+  return writer->Commit();
+}
+
+Expected<SweepRecord::Point> PointFromJson(const Json& value, const std::string& path) {
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, path));
+  SweepRecord::Point point;
+  DTSIM_RETURN_IF_ERROR(ChildObject(reader, "values"));
+  point.values = value["values"];
+  DTSIM_ASSIGN_OR_RETURN(const std::string status, reader.String("status"));
+  if (status == "ok") {
+    const Json* result = reader.Find("result");
+    if (result == nullptr) return Error("missing required field", JsonChildPath(path, "result"));
+    DTSIM_ASSIGN_OR_RETURN(SimulateResultRecord record,
+                           SimulateResultFromJson(*result, JsonChildPath(path, "result")));
+    point.result = std::move(record);
+  } else if (status == "failed") {
+    DTSIM_ASSIGN_OR_RETURN(point.error, reader.String("error"));
+  } else {
+    return Error("expected \"ok\" or \"failed\"", JsonChildPath(path, "status"), Quote(status));
+  }
+  return point;
+}
+
+}  // namespace
+
+OrderedJson SweepJson(const SweepDocument& sweep) {
+  OrderedJson vary = OrderedJson::array();
+  for (const SweepAxis& axis : sweep.axes) {
+    vary.push_back({{"key", axis.key}, {"values", axis.values}});
+  }
+  OrderedJson list = OrderedJson::array();
+  for (const SweepPoint& point : sweep.points) {
+    OrderedJson values = OrderedJson::object();
+    for (size_t a = 0; a < sweep.axes.size(); ++a) {
+      values[sweep.axes[a].key] = sweep.axes[a].values[point.choice[a]];
+    }
+    list.push_back({{"values", std::move(values)},
+                    {"status", point.result ? "ok" : "failed"},
+                    {"error", point.result ? OrderedJson() : OrderedJson(point.error)},
+                    {"result", point.result ? *point.result : OrderedJson()}});
+  }
+  OrderedJson document = FormatHeader(kSweepFormat);
+  document["config"] = sweep.config;
+  document["set"] = sweep.set;
+  document["vary"] = std::move(vary);
+  document["points"] = std::move(list);
+  return document;
+}
+
+Status WriteSweepFiles(const std::string& prefix, const SweepDocument& sweep) {
+  DTSIM_RETURN_IF_ERROR(WriteResultFile(prefix + ".json", SweepJson(sweep)));
+  return WriteCsv(prefix + ".csv", sweep);
+}
+
+Expected<SweepRecord> SweepFromJson(const Json& document) {
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader root, JsonObjectReader::Make(document, ""));
+  DTSIM_RETURN_IF_ERROR(CheckFormat(root, kSweepFormat));
+  SweepRecord record;
+  DTSIM_ASSIGN_OR_RETURN(record.config, root.String("config"));
+  DTSIM_ASSIGN_OR_RETURN(const Json* vary, ChildArray(root, "vary"));
+  for (size_t a = 0; a < vary->size(); ++a) {
+    DTSIM_ASSIGN_OR_RETURN(JsonObjectReader axis,
+                           JsonObjectReader::Make((*vary)[a], JsonIndexPath("vary", a)));
+    DTSIM_ASSIGN_OR_RETURN(std::string key, axis.String("key"));
+    record.keys.push_back(std::move(key));
+  }
+  DTSIM_ASSIGN_OR_RETURN(const Json* points, ChildArray(root, "points"));
+  for (size_t i = 0; i < points->size(); ++i) {
+    DTSIM_ASSIGN_OR_RETURN(SweepRecord::Point point,
+                           PointFromJson((*points)[i], JsonIndexPath("points", i)));
+    record.points.push_back(std::move(point));
+  }
+  return record;
+}
+
+}  // namespace dtsim::results

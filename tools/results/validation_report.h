@@ -1,0 +1,28 @@
+// The accuracy report of `dtsim validate -o` (docs/formats/validation-report.md): every
+// measured point with dtsim's prediction and its error, and the mean absolute error.
+#pragma once
+
+#include <string>
+
+#include "sim/base/file_format.h"
+#include "sim/base/status.h"
+#include "strategies/validation.h"
+
+namespace dtsim::results {
+
+inline constexpr FileFormat kValidationReportFormat{"dtsim.validation_report", 1, 0,
+                                                    "not a validation report"};
+
+OrderedJson ValidationReportJson(const std::string& points_path,
+                                 const strategies::ValidationReport& report);
+
+// What a reader gets back: the rows and the mean, as written.
+struct ValidationReportRecord {
+  std::string points;
+  std::vector<strategies::ValidationRow> rows;  // `how` is the "simulated" text
+  double mean_absolute_percentage_error = 0;
+};
+
+Expected<ValidationReportRecord> ValidationReportFromJson(const Json& document);
+
+}  // namespace dtsim::results
