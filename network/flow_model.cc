@@ -55,9 +55,7 @@ Status FlowModel::Prepare(const graph::TaskGraph& graph) {
   DTSIM_RETURN_IF_ERROR(FitCluster(cluster_, graph.rank_count()));
   DTSIM_ASSIGN_OR_RETURN(Topology topology, Topology::Build(cluster_, net_));
   topology_.emplace(std::move(topology));
-  DTSIM_ASSIGN_OR_RETURN(Topology scratch_topology, Topology::Build(cluster_, scratch_));
-  scratch_topology_.emplace(std::move(scratch_topology));
-  holder_.assign(net_.link_count(), kNoRun);
+  DTSIM_RETURN_IF_ERROR(isolated_.Prepare(cluster_, net_.link_count()));
   link_stamp_.assign(net_.link_count(), 0);
   programs_.resize(graph.comm_count());
   links_.resize(graph.comm_count());
@@ -135,50 +133,11 @@ const std::vector<FluidNetwork::LinkId>& FlowModel::LinksOf(const Run& run) {
 
 void FlowModel::StartTransfers(uint32_t run) {
   Run& state = runs_[run];
-  // A step alone on an empty network holds its links without marking them (a 1,024-GPU ring
-  // step crosses thousands); they are marked when anything else starts.
-  if (unmarked_ != kNoRun && unmarked_ != run) {
-    for (FluidNetwork::LinkId link : LinksOf(runs_[unmarked_])) holder_[link] = unmarked_;
-    unmarked_ = kNoRun;
-  }
   state.step_start = context_->Now();
-  if (fast_isolated_steps_ && isolated_runs_ == 0 && net_.active_flows() == 0) {
-    state.isolated = true;
-    ++isolated_runs_;
-    unmarked_ = run;
-  } else {
-    // Isolated steps on these links stop being isolated (a fast one joins the real network)
-    // before this step's flows arrive; then this step is isolated if its links are idle.
-    const std::vector<FluidNetwork::LinkId>& links = LinksOf(state);
-    for (FluidNetwork::LinkId link : links) {
-      if (holder_[link] != kNoRun) Disturb(holder_[link]);
-    }
-    const bool idle = std::none_of(links.begin(), links.end(),
-                                   [&](FluidNetwork::LinkId link) { return net_.busy(link); });
-    if (fast_isolated_steps_ && idle) {
-      state.isolated = true;
-      ++isolated_runs_;
-      for (FluidNetwork::LinkId link : links) holder_[link] = run;
-    }
-  }
-  if (state.isolated) {
-    const auto known = isolated_duration_.find({state.program, state.step});
-    if (known != isolated_duration_.end()) {
-      // This repeat and each later one (after the step's latency) take the same isolated time
-      // while nothing joins the links, which the run holds meanwhile: one event for them all.
-      const FlowStep& step = (*state.program)[state.step];
-      state.fast_repeats = step.repeat - state.repeats_done;
-      state.fast_duration = known->second;
-      const DurationNs total =
-          known->second + (step.latency + known->second) * (state.fast_repeats - 1);
-      state.fast_end = context_->Schedule(context_->Now() + total, handler_,
-                                          Payload(FlowEvent::kFastStepEnd, run));
-      return;
-    }
-  }
+  if (ClaimIsolation(run) && TryFastStep(run)) return;
   net_.Advance(context_->Now());
   const FlowStep& step = (*state.program)[state.step];
-  std::vector<std::pair<size_t, double>> transfers;
+  IsolatedSteps::Transfers transfers;
   transfers.reserve(step.transfers.size());
   for (size_t i = 0; i < step.transfers.size(); ++i) {
     if (step.transfers[i].bytes > 0) transfers.emplace_back(i, step.transfers[i].bytes);
@@ -191,7 +150,46 @@ void FlowModel::StartTransfers(uint32_t run) {
   Reschedule();
 }
 
-void FlowModel::AddFlows(uint32_t run, const std::vector<std::pair<size_t, double>>& transfers) {
+// Whether the step `run` starts now is isolated (it then holds its links). Isolated steps on
+// these links stop being isolated first (a fast one joins the real network), before this
+// step's flows arrive; then this step is isolated if its links are idle.
+bool FlowModel::ClaimIsolation(uint32_t run) {
+  Run& state = runs_[run];
+  const auto links_of = [this](uint32_t other) -> const std::vector<FluidNetwork::LinkId>& {
+    return LinksOf(runs_[other]);
+  };
+  isolated_.MarkHeldLinks(run, links_of);
+  if (isolated_.AloneOnTheNetwork(net_.active_flows())) {
+    isolated_.HoldUnmarked(run, state.fast);
+    return true;
+  }
+  const std::vector<FluidNetwork::LinkId>& links = LinksOf(state);
+  for (FluidNetwork::LinkId link : links) {
+    if (isolated_.holder(link) != IsolatedSteps::kNoRun) Disturb(isolated_.holder(link));
+  }
+  const bool idle = std::none_of(links.begin(), links.end(),
+                                 [&](FluidNetwork::LinkId link) { return net_.busy(link); });
+  if (!isolated_.enabled() || !idle) return false;
+  isolated_.Hold(run, state.fast, links);
+  return true;
+}
+
+// An isolated step whose isolated time is known: this repeat and each later one (after the
+// step's latency) take that time while nothing joins the links, which the run holds
+// meanwhile: one event for them all.
+bool FlowModel::TryFastStep(uint32_t run) {
+  Run& state = runs_[run];
+  const std::optional<DurationNs> known = isolated_.Known(state.program, state.step);
+  if (!known) return false;
+  const FlowStep& step = (*state.program)[state.step];
+  state.fast.repeats = step.repeat - state.repeats_done;
+  state.fast.duration = *known;
+  state.fast.end = context_->Schedule(context_->Now() + state.fast.Span(step.latency), handler_,
+                                      Payload(FlowEvent::kFastStepEnd, run));
+  return true;
+}
+
+void FlowModel::AddFlows(uint32_t run, const IsolatedSteps::Transfers& transfers) {
   Run& state = runs_[run];
   const FlowStep& step = (*state.program)[state.step];
   net_.ReserveFlows(transfers.size());
@@ -209,21 +207,13 @@ void FlowModel::AddFlows(uint32_t run, const std::vector<std::pair<size_t, doubl
 // the fast path its flows join the real network now.
 void FlowModel::Disturb(uint32_t run) {
   Release(run);
-  if (runs_[run].fast_end.has_value()) Materialize(run);
+  if (runs_[run].fast.end.has_value()) Materialize(run);
 }
 
 void FlowModel::Release(uint32_t run) {
-  Run& state = runs_[run];
-  if (!state.isolated) return;
-  state.isolated = false;
-  --isolated_runs_;
-  if (unmarked_ == run) {
-    unmarked_ = kNoRun;
-    return;
-  }
-  for (FluidNetwork::LinkId link : LinksOf(state)) {
-    if (holder_[link] == run) holder_[link] = kNoRun;
-  }
+  isolated_.Release(
+      run,
+      runs_[run].fast, [this](uint32_t other) -> const auto& { return LinksOf(runs_[other]); });
 }
 
 // A fast step is replayed alone in the scratch network from its start to now (exact: nothing
@@ -234,54 +224,32 @@ void FlowModel::Release(uint32_t run) {
 // event (it is due now).
 void FlowModel::Materialize(uint32_t run) {
   Run& state = runs_[run];
+  FastStep& fast = state.fast;
   const FlowStep& step = (*state.program)[state.step];
-  const DurationNs cycle = state.fast_duration + step.latency;
-  const DurationNs elapsed = context_->Now() - state.step_start;
-  const int64_t repeat =
-      std::min(elapsed.ns() / std::max<int64_t>(cycle.ns(), 1), state.fast_repeats - 1);
-  const TimeNs repeat_start = state.step_start + cycle * repeat;
-  std::vector<std::pair<size_t, double>> left;
-  if (context_->Now() - repeat_start < state.fast_duration) {
-    scratch_.Advance(repeat_start);
-    scratch_.ReserveFlows(step.transfers.size());
-    for (size_t i = 0; i < step.transfers.size(); ++i) {
-      const Transfer& transfer = step.transfers[i];
-      if (transfer.bytes <= 0) continue;
-      path_.clear();
-      scratch_topology_->Route(transfer.from, transfer.to, path_);
-      scratch_.StartFlow(path_, transfer.bytes, i);
-    }
-    while (true) {
-      scratch_.UpdateRates();
-      const TimeNs next = scratch_.NextCompletion();
-      if (next > context_->Now()) break;
-      scratch_.Advance(next);
-      scratch_.TakeCompleted();
-    }
-    scratch_.Advance(context_->Now());
-    for (const auto& [index, bytes] : scratch_.ActiveFlows()) {
-      if (bytes > 0) left.emplace_back(index, bytes);
-    }
-    scratch_.Clear();
-  }
+  const auto [repeat, offset] = fast.RepeatAt(context_->Now() - state.step_start, step.latency);
+  const TimeNs repeat_start = state.step_start + offset;
+  const IsolatedSteps::Transfers left =
+      context_->Now() - repeat_start < fast.duration
+          ? isolated_.BytesLeft(step, repeat_start, context_->Now())
+          : IsolatedSteps::Transfers();
   if (left.empty()) {
     // Repeat `repeat` is done: the last one ends the sequence now; otherwise the run waits
     // for the next repeat's start, after the latency.
-    if (repeat == state.fast_repeats - 1) return;
-    context_->Cancel(*state.fast_end);
-    state.fast_end.reset();
+    if (repeat == fast.repeats - 1) return;
+    context_->Cancel(*fast.end);
+    fast.end.reset();
     state.repeats_done += repeat + 1;
     fast_steps_ += static_cast<uint64_t>(repeat + 1);
-    state.fast_repeats = 0;
-    context_->Schedule(repeat_start + cycle, handler_, Payload(FlowEvent::kStepStart, run));
+    fast.repeats = 0;
+    context_->Schedule(repeat_start + fast.duration + step.latency, handler_,
+                       Payload(FlowEvent::kStepStart, run));
     return;
   }
-  std::sort(left.begin(), left.end());  // a deterministic order of insertion
-  context_->Cancel(*state.fast_end);
-  state.fast_end.reset();
+  context_->Cancel(*fast.end);
+  fast.end.reset();
   state.repeats_done += repeat;
   fast_steps_ += static_cast<uint64_t>(repeat);
-  state.fast_repeats = 0;
+  fast.repeats = 0;
   state.step_start = repeat_start;
   net_.Advance(context_->Now());
   AddFlows(run, left);
@@ -294,14 +262,13 @@ void FlowModel::FinishStep(uint32_t run) {
   Run& state = runs_[run];
   const FlowProgram& program = *state.program;
   // A step that started on idle links and was never joined took its isolated time.
-  if (state.isolated) {
-    if (state.fast_repeats == 0) {
-      isolated_duration_.emplace(StepKey{state.program, state.step},
-                                 context_->Now() - state.step_start);
+  if (state.fast.isolated) {
+    if (state.fast.repeats == 0) {
+      isolated_.Record(state.program, state.step, context_->Now() - state.step_start);
     }
     Release(run);
   }
-  state.fast_repeats = 0;
+  state.fast.repeats = 0;
   if (++state.repeats_done < program[state.step].repeat) {
     BeginStep(run);
     return;
@@ -334,9 +301,9 @@ void FlowModel::OnEvent(uint64_t payload) {
 // The fast path's event: every repeat it covered has ended.
 void FlowModel::EndFastStep(uint32_t run) {
   Run& state = runs_[run];
-  state.fast_end.reset();
-  fast_steps_ += static_cast<uint64_t>(state.fast_repeats);
-  state.repeats_done += state.fast_repeats - 1;  // FinishStep counts the last
+  state.fast.end.reset();
+  fast_steps_ += static_cast<uint64_t>(state.fast.repeats);
+  state.repeats_done += state.fast.repeats - 1;  // FinishStep counts the last
   FinishStep(run);
 }
 

@@ -12,10 +12,10 @@
 // the cluster is busy elsewhere, as the tensor-parallel rings of a thousand GPUs are, each inside
 // its node. A step on the fast path holds its links; if other traffic arrives on one of them, the
 // step is replayed alone in a scratch network up to that moment and its flows join the real network
-// with exactly the bytes they have left.
+// with exactly the bytes they have left. The fast path's state and arithmetic are their own
+// unit (isolated_steps.h); this model decides when a step takes it.
 #pragma once
 
-#include <map>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -25,6 +25,7 @@
 #include "network/cluster_model.h"
 #include "network/flow_programs.h"
 #include "network/fluid_network.h"
+#include "network/isolated_steps.h"
 #include "network/topology.h"
 
 namespace dtsim::network {
@@ -34,7 +35,7 @@ class FlowModel final : public ClusterModel, public engine::EventHandler {
   // `fast_isolated_steps` turns the exact fast path on (the default); off is for tests that
   // check it changes nothing.
   explicit FlowModel(ClusterSpec cluster, bool fast_isolated_steps = true)
-      : cluster_(std::move(cluster)), fast_isolated_steps_(fast_isolated_steps) {}
+      : cluster_(std::move(cluster)), isolated_(fast_isolated_steps) {}
 
   // Must succeed before the run (call once): sizes a 0-node cluster to the graph, builds the
   // topology, chooses each communication's algorithm (forced, or the cheapest analytically)
@@ -67,15 +68,8 @@ class FlowModel final : public ClusterModel, public engine::EventHandler {
     int64_t repeats_done = 0;
     size_t outstanding = 0;
     TimeNs step_start;  // when the current step's transfers began
-    // The step started on idle links and nobody has joined them: it holds them (holder_).
-    bool isolated = false;
-    std::optional<engine::EventId> fast_end;  // set while the step runs on the fast path
-    // On the fast path: how many repeats of the step the event covers (this one and the rest,
-    // each after the step's latency), and one repeat's isolated transfer time.
-    int64_t fast_repeats = 0;
-    DurationNs fast_duration;
+    FastStep fast;      // the run on the fast path (isolated_steps.h)
   };
-  using StepKey = std::pair<const FlowProgram*, size_t>;
   struct Planned {
     std::shared_ptr<FlowProgram> program;  // shared by identical communications
     std::shared_ptr<StepLinks> links;
@@ -86,6 +80,8 @@ class FlowModel final : public ClusterModel, public engine::EventHandler {
 
   void BeginStep(uint32_t run, DurationNs extra = DurationNs::Zero());
   void StartTransfers(uint32_t run);
+  bool ClaimIsolation(uint32_t run);
+  bool TryFastStep(uint32_t run);
   void FinishStep(uint32_t run);
   void EndFastStep(uint32_t run);
   void CompleteFlows();
@@ -94,7 +90,7 @@ class FlowModel final : public ClusterModel, public engine::EventHandler {
   void Disturb(uint32_t run);
   void Release(uint32_t run);
   void Materialize(uint32_t run);
-  void AddFlows(uint32_t run, const std::vector<std::pair<size_t, double>>& transfers);
+  void AddFlows(uint32_t run, const IsolatedSteps::Transfers& transfers);
 
   ClusterSpec cluster_;
   FluidNetwork net_;
@@ -111,16 +107,7 @@ class FlowModel final : public ClusterModel, public engine::EventHandler {
   uint64_t flows_started_ = 0;
   uint64_t rate_updates_ = 0;
   uint64_t fast_steps_ = 0;
-
-  // The fast path's state.
-  bool fast_isolated_steps_;
-  FluidNetwork scratch_;  // same links, used to replay a step alone
-  std::optional<Topology> scratch_topology_;
-  std::map<StepKey, DurationNs> isolated_duration_;
-  static constexpr uint32_t kNoRun = ~uint32_t{0};
-  std::vector<uint32_t> holder_;      // per link: the isolated run holding it, or kNoRun
-  uint32_t isolated_runs_ = 0;        // runs with Run::isolated set
-  uint32_t unmarked_ = kNoRun;        // the isolated run whose links holder_ does not show
+  IsolatedSteps isolated_;            // the fast path
   std::vector<uint64_t> link_stamp_;  // LinksOf scratch: the routing that last saw a link
   uint64_t routings_ = 0;
 };
