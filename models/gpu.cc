@@ -60,7 +60,7 @@ GpuSpec MakeGpu(std::string name, const Peaks& peaks, double vector_tflops, int6
 // Dense (no structured sparsity) peaks from the NVIDIA datasheets cited in docs/models.md.
 // fp32 "matrix" is the non-tensor fp32 rate: a GEMM in fp32 without tf32 runs on CUDA cores.
 const std::vector<GpuSpec>& Presets() {
-  static const std::vector<GpuSpec> presets = {
+  static const std::vector<GpuSpec> kPresets = {
       MakeGpu("v100-sxm2-32gb", {7.8, 15.7, 0, 125, 0, 0, 0}, 15.7, 900, Bytes(32 * kGibi),
               kMatrixDefault),
       MakeGpu("a100-sxm4-40gb", {19.5, 19.5, 156, 312, 312, 0, 624}, 19.5, 1555, Bytes(40 * kGibi),
@@ -76,7 +76,7 @@ const std::vector<GpuSpec>& Presets() {
       MakeGpu("b200-sxm-180gb", {40, 75, 1100, 2250, 2250, 4500, 4500}, 75, 8000,
               Bytes(180 * kGiga), kMatrixHopper),
   };
-  return presets;
+  return kPresets;
 }
 
 std::vector<std::string_view> NameList() {
@@ -169,8 +169,8 @@ Status CheckComplete(const GpuSpec& gpu, const std::string& path) {
 }  // namespace
 
 std::span<const std::string_view> GpuPresetNames() {
-  static const std::vector<std::string_view> names = NameList();
-  return names;
+  static const std::vector<std::string_view> kNames = NameList();
+  return kNames;
 }
 
 Expected<GpuSpec> GpuPreset(std::string_view name) {

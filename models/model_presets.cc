@@ -93,7 +93,7 @@ ModelSpec DlrmMlperf() {
 }
 
 const std::vector<ModelSpec>& Presets() {
-  static const std::vector<ModelSpec> presets = {
+  static const std::vector<ModelSpec> kPresets = {
       // GPT-2 (Radford et al. 2019; the released checkpoints' configs).
       Transformer("gpt2-124m", Gpt(12, 768, 12, 50257, 1024)),
       Transformer("gpt2-355m", Gpt(24, 1024, 16, 50257, 1024)),
@@ -137,7 +137,7 @@ const std::vector<ModelSpec>& Presets() {
       ResNet50(),
       DlrmMlperf(),
   };
-  return presets;
+  return kPresets;
 }
 
 std::vector<std::string_view> NameList() {
@@ -149,8 +149,8 @@ std::vector<std::string_view> NameList() {
 }  // namespace
 
 std::span<const std::string_view> ModelPresetNames() {
-  static const std::vector<std::string_view> names = NameList();
-  return names;
+  static const std::vector<std::string_view> kNames = NameList();
+  return kNames;
 }
 
 Expected<ModelSpec> ModelPreset(std::string_view name) {

@@ -107,7 +107,7 @@ Status ValidateGrid(const TransformerSpec& spec, const TransformerShard& shard) 
   DTSIM_RETURN_IF_ERROR(Divides(q, spec.kv_heads, "kv_heads", "the tensor grid side q"));
   DTSIM_RETURN_IF_ERROR(Divides(q, spec.hidden, "hidden", "the tensor grid side q"));
   DTSIM_RETURN_IF_ERROR(Divides(q, spec.ffn_hidden, "ffn_hidden", "the tensor grid side q"));
-  return Divides(q * d, shard.micro_batch, "the micro-batch",
+  return Divides(int64_t{q} * d, shard.micro_batch, "the micro-batch",
                  "q × depth (the grid splits the batch)");
 }
 

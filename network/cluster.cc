@@ -35,7 +35,7 @@ const std::array<Preset, 4>& Presets() {
   // NCCL's tuning model charges a ring all-reduce with the Simple protocol 8.4 us before its
   // per-hop latencies (src/graph/tuning.cc, baseLat), whatever the fabric.
   static const DurationNs kNcclBaseLatency = Time("8.4 us");
-  static const std::array<Preset, 4> presets = {{
+  static const std::array<Preset, 4> kPresets = {{
       // Efficiencies: measured nccl-tests bus bandwidth / line rate (docs/network.md).
       {"dgx-a100",
        8,
@@ -62,7 +62,7 @@ const std::array<Preset, 4>& Presets() {
        {InterTopology::kFatTree, 1, Rate("25 Gbps"), Time("25 us"), 1.0, 32, {}, 1.0},
        kNcclBaseLatency},
   }};
-  return presets;
+  return kPresets;
 }
 
 std::vector<std::string_view> PresetNameList() {
@@ -336,8 +336,8 @@ std::string_view ServerPlacementName(ServerPlacement placement) {
 }
 
 std::span<const std::string_view> ClusterPresetNames() {
-  static const std::vector<std::string_view> names = PresetNameList();
-  return names;
+  static const std::vector<std::string_view> kNames = PresetNameList();
+  return kNames;
 }
 
 Expected<ClusterSpec> ClusterPreset(std::string_view name, int nodes) {

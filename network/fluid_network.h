@@ -126,8 +126,8 @@ class FluidNetwork {
   // flow's is stale and skipped (and all of them dropped when they outnumber the live ones).
   struct Finish {
     TimeNs at;
-    FlowId flow;
-    uint32_t version;
+    FlowId flow = 0;
+    uint32_t version = 0;
     bool operator>(const Finish& other) const {
       return std::tie(at, flow, version) > std::tie(other.at, other.flow, other.version);
     }

@@ -283,7 +283,7 @@ struct Method {
 };
 
 const std::vector<Method>& Methods() {
-  static const std::vector<Method> methods = {
+  static const std::vector<Method> kMethods = {
       {"none", {}, [](const auto& c) { return std::make_unique<NoCompression>(c); }},
       {"fp16",
        {},
@@ -305,7 +305,7 @@ const std::vector<Method>& Methods() {
        {"rank", "min_compression_rate"},
        [](const auto& c) { return std::make_unique<PowerSgdCompression>(c); }},
   };
-  return methods;
+  return kMethods;
 }
 
 const Method* FindMethod(std::string_view name) {
@@ -345,12 +345,12 @@ void GradientTensors::Append(const GradientTensors& other) {
 }
 
 std::span<const std::string_view> CompressionNames() {
-  static const std::vector<std::string_view> names = [] {
+  static const std::vector<std::string_view> kNames = [] {
     std::vector<std::string_view> result;
     for (const Method& method : Methods()) result.push_back(method.name);
     return result;
   }();
-  return names;
+  return kNames;
 }
 
 Expected<CompressionConfig> CompressionFromJson(const Json& value, const std::string& path) {

@@ -274,7 +274,7 @@ Status CheckDataParallelPlan(const SimulationConfig& config) {
 Status CheckStageLayers(const models::TransformerSpec& spec, const ParallelPlan& plan) {
   const std::string path = "parallelism.pipeline.layers";
   if (plan.layer_split == ParallelPlan::LayerSplit::kUniform) {
-    return Divisible(spec.layers, "layers", plan.pipeline * plan.virtual_stages,
+    return Divisible(spec.layers, "layers", int64_t{plan.pipeline} * plan.virtual_stages,
                      "pipeline stages × virtual stages", "parallelism.pipeline");
   }
   if (plan.virtual_stages > 1) {

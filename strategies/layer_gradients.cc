@@ -39,7 +39,8 @@ LayerGradientSplit OneDLayerGradients(const models::TransformerSpec& spec, int t
 // (Optimus; ColossalAI's Linear2D, LayerNorm2D).
 GradientTensors OnGrid(GradientTensors whole, int q) {
   for (std::array<int64_t, 2>& matrix : whole.matrices) matrix = {matrix[0] / q, matrix[1] / q};
-  whole.vector_elements = (whole.vector_elements + q * q - 1) / (q * q);
+  const int64_t cells = int64_t{q} * q;
+  whole.vector_elements = (whole.vector_elements + cells - 1) / cells;
   return whole;
 }
 

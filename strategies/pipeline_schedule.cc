@@ -20,10 +20,10 @@ PipelineStep InterleavedStep(bool forward, int64_t k, int stages, int chunks) {
 std::vector<PipelineStep> Interleaved(int stages, int stage, int64_t microbatches, int chunks) {
   DTSIM_CHECK(microbatches % stages == 0, "interleaving needs micro-batches divisible by stages");
   const int64_t total = microbatches * chunks;
-  const int64_t warmup =
-      microbatches == stages
-          ? total
-          : std::min<int64_t>(total, 2 * (stages - stage - 1) + int64_t{chunks - 1} * stages);
+  const int64_t warmup = microbatches == stages
+                             ? total
+                             : std::min<int64_t>(total, int64_t{2} * (stages - stage - 1) +
+                                                            int64_t{chunks - 1} * stages);
   std::vector<PipelineStep> steps;
   steps.reserve(static_cast<size_t>(2 * total));
   for (int64_t k = 0; k < warmup; ++k) steps.push_back(InterleavedStep(true, k, stages, chunks));

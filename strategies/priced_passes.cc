@@ -37,8 +37,11 @@ class Pricer {
     for (const Op& op : ops) {
       DTSIM_ASSIGN_OR_RETURN(const models::OpCost cost, cost_.PriceOrError(op));
       const std::string_view name = op.name;
-      PricedOp& priced = pass.ops.emplace_back(std::string(name.substr(0, name.find('.'))),
-                                               cost.duration, AfterOf(op, grid_), op.expert);
+      PricedOp& priced =
+          pass.ops.emplace_back(PricedOp{.segment = std::string(name.substr(0, name.find('.'))),
+                                         .duration = cost.duration,
+                                         .after = AfterOf(op, grid_),
+                                         .expert = op.expert});
       if (grid_) {
         priced.summa = op.weight_gemm;
         priced.activation_block = op.activation_block;

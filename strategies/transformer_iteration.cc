@@ -206,8 +206,10 @@ class IterationBuilder {
 
   // The simulated tensor-parallel peers of (dp, stage), or all of them (`all`).
   std::vector<int32_t> Peers(int dp, int stage, bool all = false) const {
+    const int peers = all ? plan_.tensor : simulated_tensor_;
     std::vector<int32_t> ranks;
-    for (int tp = 0; tp < (all ? plan_.tensor : simulated_tensor_); ++tp) {
+    ranks.reserve(peers);
+    for (int tp = 0; tp < peers; ++tp) {
       ranks.push_back(plan_.Rank(dp, stage, tp));
     }
     return ranks;
@@ -315,7 +317,8 @@ class IterationBuilder {
     // Every tensor-parallel peer, and with symmetric ranks every data-parallel replica, does
     // the same work.
     // (Skewed routing moves expert work between ranks; the sums stay.)
-    const double peers = static_cast<double>(plan_.tensor) * (plan_.data / simulated_data_);
+    const int replicas = plan_.data / simulated_data_;  // exact: simulated_data_ divides it
+    const double peers = static_cast<double>(plan_.tensor) * replicas;
     const auto count = static_cast<int64_t>(peers);
     double flops = 0;
     double recompute = 0;

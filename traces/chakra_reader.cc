@@ -204,7 +204,7 @@ Expected<ChakraAttribute> AttributeFromJson(const Json& json, const std::string&
   ChakraAttribute attr;
   bool has_value = false;
   for (const auto& [key, value] : json.items()) {
-    const std::string where = location + "." + key;
+    const std::string where = fmt::format("{}.{}", location, key);
     if (key == "name" || key == "docString" || key == "doc_string") {
       if (!value.is_string()) return BadValue("a string", where, value);
       (key == "name" ? attr.name : attr.doc_string) = value.get<std::string>();
@@ -267,7 +267,7 @@ Status IoFromJson(const Json& json, const std::string& location, ChakraIoInfo& i
                         : key == "types"  ? &io.types
                                           : nullptr;
     if (slot == nullptr) continue;
-    if (!value.is_string()) return BadValue("a string", location + "." + key, value);
+    if (!value.is_string()) return BadValue("a string", fmt::format("{}.{}", location, key), value);
     *slot = value.get<std::string>();
   }
   return Status::Ok();
@@ -354,8 +354,8 @@ std::optional<std::string> AddJsonizerValue(Json& json, int64_t index, ChakraTra
   ChakraNode node;
   const std::string location = fmt::format("node {}", trace.nodes.size());
   for (const auto& [key, value] : json.items()) {
-    const Status status =
-        JsonizerNodeField(key, value, location + "." + key, node, trace.stats.unknown_fields);
+    const Status status = JsonizerNodeField(key, value, fmt::format("{}.{}", location, key), node,
+                                            trace.stats.unknown_fields);
     if (!status.ok()) return status.error().ToString();
   }
   trace.nodes.push_back(std::move(node));
@@ -437,7 +437,7 @@ std::optional<std::string> AddElementNode(Json& json, NodeFieldReader read_field
   }
   ChakraNode node;
   for (const auto& [key, value] : json.items()) {
-    const Status status = read_field(key, value, location + "." + key, node);
+    const Status status = read_field(key, value, fmt::format("{}.{}", location, key), node);
     if (!status.ok()) return status.error().ToString();
   }
   trace.nodes.push_back(std::move(node));

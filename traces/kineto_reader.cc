@@ -188,7 +188,7 @@ class TraceAssembler {
     DescribeCollectives();
   }
 
-  void Drop(std::string reason, int64_t count = 1) { trace_.stats.dropped[reason] += count; }
+  void Drop(const std::string& reason, int64_t count = 1) { trace_.stats.dropped[reason] += count; }
 
  private:
   void BeginEnd(RawEvent& event) {

@@ -15,7 +15,7 @@ namespace dtsim::traces {
 namespace {
 
 // Enough for any GlobalMetadata seen in practice (a few hundred bytes).
-constexpr size_t kSniffBytes = 64 * 1024;
+constexpr size_t kSniffBytes = size_t{64} * 1024;
 
 struct KeyFormat {
   std::string_view key;

@@ -66,7 +66,7 @@ void Report(const std::string& line) {
 }
 
 std::string OutputPath() {
-  const std::string output = Environment(environment::kOutput);
+  std::string output = Environment(environment::kOutput);
   if (EnvironmentInt(environment::kParentPid, -1) == getppid()) return output;
   const size_t dot = output.rfind('.');
   const size_t slash = output.rfind('/');

@@ -38,7 +38,7 @@ class HugePageAllocator {
     if (bytes >= huge_pages::kHugeBlockBytes) {
       huge_pages::Unmap(block, bytes);
     } else {
-      ::operator delete(block, bytes, std::align_val_t(alignof(T)));
+      ::operator delete(block, std::align_val_t(alignof(T)));
     }
   }
 

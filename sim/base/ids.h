@@ -20,6 +20,7 @@ class Index {
 
   constexpr uint32_t value() const { return value_; }
   constexpr bool valid() const { return value_ != kInvalidValue; }
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 misreads a defaulted <=>
   constexpr auto operator<=>(const Index&) const = default;
 
  private:

@@ -110,7 +110,10 @@ class [[nodiscard]] Expected {
 // Declares `lhs` from an Expected expression, or returns its error.
 #define DTSIM_ASSIGN_OR_RETURN(lhs, expr) \
   DTSIM_INTERNAL_ASSIGN_OR_RETURN(DTSIM_INTERNAL_CONCAT(dtsim_expected_, __LINE__), lhs, expr)
+// `tmp` and `lhs` are declarations, which parentheses would break.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define DTSIM_INTERNAL_ASSIGN_OR_RETURN(tmp, lhs, expr) \
   auto tmp = (expr);                                    \
   if (!tmp.ok()) return std::move(tmp).error();         \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)

@@ -22,6 +22,7 @@ class DurationNs {
   static constexpr DurationNs Zero() { return DurationNs(0); }
   static constexpr DurationNs Max() { return DurationNs(std::numeric_limits<int64_t>::max()); }
 
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 misreads a defaulted <=>
   constexpr auto operator<=>(const DurationNs&) const = default;
   constexpr DurationNs operator+(DurationNs other) const { return DurationNs(ns_ + other.ns_); }
   constexpr DurationNs operator-(DurationNs other) const { return DurationNs(ns_ - other.ns_); }
@@ -51,6 +52,7 @@ class TimeNs {
   static constexpr TimeNs Zero() { return TimeNs(0); }
   static constexpr TimeNs Max() { return TimeNs(std::numeric_limits<int64_t>::max()); }
 
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 misreads a defaulted <=>
   constexpr auto operator<=>(const TimeNs&) const = default;
   constexpr TimeNs operator+(DurationNs d) const { return TimeNs(ns_ + d.ns()); }
   constexpr TimeNs operator-(DurationNs d) const { return TimeNs(ns_ - d.ns()); }

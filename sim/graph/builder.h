@@ -72,9 +72,9 @@ class TaskGraphBuilder {
  private:
   struct PointToPoint {
     TaskId task;
-    int32_t source;
-    int32_t destination;
-    int64_t tag;
+    int32_t source = 0;
+    int32_t destination = 0;
+    int64_t tag = 0;
     std::optional<Bytes> size;  // always set for sends
   };
 

@@ -95,7 +95,7 @@ TaskGraph Collectives(size_t n) {
   constexpr int32_t kGroup = 8;
   TaskGraphBuilder b;
   Rng rng(3);
-  const size_t steps = std::max<size_t>(1, n / (2 * kRanks));
+  const size_t steps = std::max<size_t>(1, n / (size_t{2} * kRanks));
   std::vector<TaskId> last(kRanks, TaskId::Invalid());
   for (size_t step = 0; step < steps; ++step) {
     for (int32_t first = 0; first < kRanks; first += kGroup) {
@@ -118,7 +118,7 @@ TaskGraph Collectives(size_t n) {
 TaskGraph Layered(size_t n) {
   constexpr int32_t kRanks = 64;
   constexpr int kStreams = 4;
-  constexpr size_t kWidth = kRanks * kStreams;
+  constexpr size_t kWidth = size_t{kRanks} * kStreams;
   TaskGraphBuilder b;
   Rng rng(4);
   std::vector<StreamId> streams;

@@ -10,14 +10,14 @@
 
 #include <spawn.h>
 
-extern char** environ;
-
 namespace dtsim::cli {
 
 Expected<int> RunProgram(const std::string& path, const std::vector<std::string>& program,
                          const std::vector<std::pair<std::string, std::string>>& environment) {
   std::vector<std::string> variables;
-  for (const auto& [name, value] : environment) variables.push_back(name + "=" + value);
+  variables.reserve(environment.size());
+  for (const auto& [name, value] : environment)
+    variables.push_back(fmt::format("{}={}", name, value));
   for (char** entry = environ; *entry != nullptr; ++entry) {
     const std::string_view variable(*entry);
     const bool replaced = std::any_of(environment.begin(), environment.end(), [&](const auto& e) {
@@ -26,9 +26,11 @@ Expected<int> RunProgram(const std::string& path, const std::vector<std::string>
     if (!replaced) variables.emplace_back(variable);
   }
   std::vector<char*> envp;
+  envp.reserve(variables.size() + 1);
   for (std::string& variable : variables) envp.push_back(variable.data());
   envp.push_back(nullptr);
   std::vector<char*> argv;
+  argv.reserve(program.size() + 1);
   for (const std::string& word : program) argv.push_back(const_cast<char*>(word.c_str()));
   argv.push_back(nullptr);
   pid_t child = 0;

@@ -23,7 +23,6 @@ namespace dtsim::cli {
 namespace {
 
 namespace po = boost::program_options;
-using strategies::SimulationConfig;
 
 struct SweepOptions {
   std::string config;

@@ -108,7 +108,7 @@ Column FlowNs(std::string_view name, std::optional<DurationNs> PlanFigures::*fie
 }
 
 const std::vector<Column>& Columns() {
-  static const std::vector<Column> columns = {
+  static const std::vector<Column> kColumns = {
       {"index", [](const EvaluatedPlan& p) { return Json(p.index); },
        [](const Json& c, EvaluatedPlan& p) { return Get(c, p.index); }},
       {"status", [](const EvaluatedPlan& p) { return Json(strategies::PlanStatusName(p.status)); },
@@ -195,7 +195,7 @@ const std::vector<Column>& Columns() {
       {"detail", [](const EvaluatedPlan& p) { return Json(p.detail); },
        [](const Json& c, EvaluatedPlan& p) { return Get(c, p.detail); }},
   };
-  return columns;
+  return kColumns;
 }
 
 // Each plan's row position in the ranking (1 = best), 0 when not ranked.
