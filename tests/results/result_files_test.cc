@@ -1,10 +1,10 @@
 // Every result family: written by its writer, read back by its reader, the figures unchanged;
 // and the list of formats kept equal to docs/formats/README.md.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -47,13 +47,21 @@ TEST(WrittenFormatsTest, EachHasAPageAndTheIndexListsThemAll) {
     expected_rows.push_back(
         fmt::format("{} {} {}.md", format.name, format.Version(), written.page));
   }
-  // The index's table: | `NAME` | VERSION | PAGE | ... in the same order.
-  const std::string index = ReadText(DTSIM_SOURCE_DIR "/docs/formats/README.md");
-  const std::regex row(R"(\| `(dtsim\.[a-z_]+)` \| ([0-9]+\.[0-9]+) \| ([a-z-]+\.md) \|)");
+  // The index's table: | `NAME` | VERSION | PAGE | ... in the same order. (Read by hand:
+  // std::regex trips gcc 12's -Wmaybe-uninitialized under the sanitizers.)
+  std::istringstream index(ReadText(DTSIM_SOURCE_DIR "/docs/formats/README.md"));
   std::vector<std::string> rows;
-  for (auto it = std::sregex_iterator(index.begin(), index.end(), row);
-       it != std::sregex_iterator(); ++it) {
-    rows.push_back(fmt::format("{} {} {}", (*it)[1].str(), (*it)[2].str(), (*it)[3].str()));
+  for (std::string line; std::getline(index, line);) {
+    if (!line.starts_with("| `dtsim.")) continue;
+    std::vector<std::string> cells;
+    std::istringstream row(line.substr(1));
+    for (std::string cell; std::getline(row, cell, '|');) {
+      const size_t first = cell.find_first_not_of(" `");
+      const size_t last = cell.find_last_not_of(" `");
+      cells.push_back(first == std::string::npos ? "" : cell.substr(first, last - first + 1));
+    }
+    ASSERT_GE(cells.size(), 3u) << line;
+    rows.push_back(fmt::format("{} {} {}", cells[0], cells[1], cells[2]));
   }
   EXPECT_EQ(rows, expected_rows);
 }
