@@ -82,7 +82,7 @@ Status CheckResult(const std::string& path) {
   } else if (name == results::kSweepFormat.name) {
     read = StatusOf(results::SweepFromJson(json));
   } else if (name == results::kSearchResultFormat.name) {
-    return StatusOf(results::ReadSearchFile(path));
+    return StatusOf(results::SearchFileFromJson(json, path));
   } else {
     read = Error(
         fmt::format("not a dtsim result (expected \"format\" {})", JoinQuoted(kResultFormats)),

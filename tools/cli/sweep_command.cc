@@ -170,12 +170,12 @@ Status Execute(const SweepOptions& options, std::ostream& out) {
   if (!any) {
     return Error(fmt::format("every point failed; the first: {}", points.front().error), "--vary");
   }
+  const results::SweepDocument sweep = Document(options, axes, std::move(points));
   if (!options.output_prefix.empty()) {
-    DTSIM_RETURN_IF_ERROR(
-        results::WriteSweepFiles(options.output_prefix, Document(options, axes, points)));
+    DTSIM_RETURN_IF_ERROR(results::WriteSweepFiles(options.output_prefix, sweep));
   }
   if (!options.quiet) {
-    PrintTable(out, options, axes, points);
+    PrintTable(out, options, axes, sweep.points);
     if (!options.output_prefix.empty()) {
       fmt::print(out, "\n  every point    {0}.json, {0}.csv\n", options.output_prefix);
     }

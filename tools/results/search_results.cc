@@ -280,6 +280,10 @@ Status WriteSearchFiles(const std::string& prefix, const SearchFile& file) {
 
 Expected<SearchFile> ReadSearchFile(const std::string& path) {
   DTSIM_ASSIGN_OR_RETURN(const Json json, ReadJsonFile(path));
+  return SearchFileFromJson(json, path);
+}
+
+Expected<SearchFile> SearchFileFromJson(const Json& json, const std::string& path) {
   const auto fail = [&path](std::string message, std::string location, std::string value = "") {
     return Error(std::move(message), std::move(location), std::move(value)).InFile(path);
   };

@@ -31,6 +31,8 @@ Status WriteSearchFiles(const std::string& prefix, const SearchFile& file);
 
 // Reads a search result JSON; errors name the file and the row.
 Expected<SearchFile> ReadSearchFile(const std::string& path);
+// The same from a document already parsed; `path` names the file in errors.
+Expected<SearchFile> SearchFileFromJson(const Json& json, const std::string& path);
 
 // The shards of one search, each once, as one result (ranked again with `rerank`); errors
 // when they are not shards of the same search or one is missing or repeated.
