@@ -180,23 +180,6 @@ int64_t LayerActivationBytes(const LayerOps& layer, Recompute recompute,
   return bytes;
 }
 
-double MicrobatchesInFlight(PipelineSchedule schedule, int stages, int stage, int virtual_stages,
-                            int64_t microbatches) {
-  const auto m = static_cast<double>(microbatches);
-  switch (schedule) {
-    case PipelineSchedule::kGpipe:
-      return m;
-    case PipelineSchedule::kOneForwardOneBackward:
-      return std::min<double>(stages - stage, m);
-    case PipelineSchedule::kInterleaved: {
-      // Megatron's warm-up: 2(p − r − 1) + (v − 1)·p chunk forwards, plus the steady one.
-      const double chunks = 2.0 * (stages - stage - 1) + (virtual_stages - 1.0) * stages + 1;
-      return std::min(chunks, m * virtual_stages) / virtual_stages;
-    }
-  }
-  return m;
-}
-
 int OptimizerBytesPerParameter(Optimizer optimizer, DType param_dtype) {
   const int master = param_dtype == DType::kFp32 ? 0 : 4;
   return (optimizer == Optimizer::kAdam ? 8 : 4) + master;

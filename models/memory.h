@@ -9,6 +9,7 @@
 
 #include "models/model_spec.h"
 #include "models/ops.h"
+#include "models/pipeline_schedules.h"
 #include "sim/base/dtype.h"
 #include "sim/base/status.h"
 #include "sim/base/units.h"
@@ -19,12 +20,6 @@ namespace dtsim::models {
 // bytes (none), without the core attention's (selective), or only the layer input (full).
 int64_t LayerActivationBytes(const LayerOps& layer, Recompute recompute,
                              const TransformerShard& shard, int64_t hidden);
-
-// Micro-batches a pipeline rank holds activations for, in units of one stage's activations
-// (fractional for interleaving, whose chunks are 1/v of a stage): GPipe m; 1F1B
-// min(p − r, m); interleaved (2(p − r − 1) + (v − 1)·p + 1) / v chunks, capped at m.
-double MicrobatchesInFlight(PipelineSchedule schedule, int stages, int stage, int virtual_stages,
-                            int64_t microbatches);
 
 struct MemoryPlan {
   TransformerShard shard;  // micro-batch, sequence, dtype, TP/SP/EP (transformers)

@@ -13,7 +13,6 @@ constexpr std::array<std::string_view, 14> kKindNames = {
 constexpr std::array<std::string_view, 4> kPassNames = {"forward", "backward", "recompute",
                                                         "optimizer"};
 constexpr std::array<std::string_view, 3> kRecomputeNames = {"none", "selective", "full"};
-constexpr std::array<std::string_view, 3> kPipelineScheduleNames = {"gpipe", "1f1b", "interleaved"};
 constexpr std::array<std::string_view, 3> kTensorLayoutNames = {"1d", "2d", "2.5d"};
 constexpr std::array<std::string_view, 2> kOptimizerNames = {"adam", "sgd"};
 
@@ -28,10 +27,6 @@ Status Divides(int64_t divisor, int64_t value, std::string_view what, std::strin
 std::string_view OpKindName(OpKind kind) { return kKindNames[static_cast<size_t>(kind)]; }
 std::string_view PassName(Pass pass) { return kPassNames[static_cast<size_t>(pass)]; }
 std::span<const std::string_view> RecomputeNames() { return kRecomputeNames; }
-std::string_view PipelineScheduleName(PipelineSchedule schedule) {
-  return kPipelineScheduleNames[static_cast<size_t>(schedule)];
-}
-std::span<const std::string_view> PipelineScheduleNames() { return kPipelineScheduleNames; }
 std::span<const std::string_view> TensorLayoutNames() { return kTensorLayoutNames; }
 
 int TensorGrid(TensorLayout layout, int ranks, int depth) {

@@ -79,12 +79,6 @@ enum class Recompute { kNone, kSelective, kFull };
 std::string_view RecomputeName(Recompute recompute);
 std::span<const std::string_view> RecomputeNames();  // indexed by Recompute
 
-// The order a pipeline stage runs its micro-batches' passes in (strategies/pipeline_schedule.h
-// builds it; the memory model counts the activations it keeps): "gpipe", "1f1b", "interleaved".
-enum class PipelineSchedule { kGpipe, kOneForwardOneBackward, kInterleaved };
-std::string_view PipelineScheduleName(PipelineSchedule schedule);
-std::span<const std::string_view> PipelineScheduleNames();  // indexed by PipelineSchedule
-
 // How tensor parallelism cuts a layer (docs/strategies.md, "Tensor parallelism"):
 // 1D Megatron splits heads, FFN and vocabulary t ways; 2D (Optimus/SUMMA) on a q×q grid splits
 // the batch q ways and every weight q×q; 2.5D (Tesseract) on q×q×d also splits the batch over

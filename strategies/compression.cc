@@ -3,10 +3,11 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <functional>
 #include <numeric>
 
+#include "sim/base/check.h"
 #include "sim/base/json_reader.h"
+#include "sim/base/registry.h"
 #include "sim/base/strings.h"
 
 namespace dtsim::strategies {
@@ -276,45 +277,6 @@ class NoCompression final : public GradientCompression {
   int64_t StateBytes(const GradientTensors&, int, DType) const override { return 0; }
 };
 
-struct Method {
-  std::string_view name;
-  std::vector<std::string_view> options;  // keys beyond method, steps, warmup_steps
-  std::function<std::unique_ptr<GradientCompression>(const CompressionConfig&)> make;
-};
-
-const std::vector<Method>& Methods() {
-  static const std::vector<Method> kMethods = {
-      {"none", {}, [](const auto& c) { return std::make_unique<NoCompression>(c); }},
-      {"fp16",
-       {},
-       [](const auto& c) { return std::make_unique<CastCompression>(c, DType::kFp16); }},
-      {"bf16",
-       {},
-       [](const auto& c) { return std::make_unique<CastCompression>(c, DType::kBf16); }},
-      {"onebit_adam",
-       {},
-       [](const auto& c) { return std::make_unique<OneBitCompression>(c, "onebit_adam"); }},
-      {"onebit_lamb",
-       {},
-       [](const auto& c) { return std::make_unique<OneBitCompression>(c, "onebit_lamb"); }},
-      {"topk", {"density"}, [](const auto& c) { return std::make_unique<TopKCompression>(c); }},
-      {"qsgd",
-       {"bits", "bucket"},
-       [](const auto& c) { return std::make_unique<QsgdCompression>(c); }},
-      {"powersgd",
-       {"rank", "min_compression_rate"},
-       [](const auto& c) { return std::make_unique<PowerSgdCompression>(c); }},
-  };
-  return kMethods;
-}
-
-const Method* FindMethod(std::string_view name) {
-  for (const Method& method : Methods()) {
-    if (method.name == name) return &method;
-  }
-  return nullptr;
-}
-
 Status ReadNumber(JsonObjectReader& reader, std::string_view key, double min, double max,
                   double& out) {
   reader.Allow(key);
@@ -325,6 +287,63 @@ Status ReadNumber(JsonObjectReader& reader, std::string_view key, double min, do
                  JsonValueForError(*reader.Find(key)));
   }
   return Status::Ok();
+}
+
+// The keys a method reads beyond method, steps and warmup_steps.
+Status NoOptions(JsonObjectReader& /*reader*/, CompressionConfig& /*config*/) {
+  return Status::Ok();
+}
+Status TopKOptions(JsonObjectReader& reader, CompressionConfig& config) {
+  return ReadNumber(reader, "density", 0, 1, config.density);
+}
+Status QsgdOptions(JsonObjectReader& reader, CompressionConfig& config) {
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("bits", config.bits, 2, 16));
+  return reader.ReadOptionalInt("bucket", config.quantization_bucket);
+}
+Status PowerSgdOptions(JsonObjectReader& reader, CompressionConfig& config) {
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("rank", config.rank, 1, 1024));
+  return ReadNumber(reader, "min_compression_rate", 0, 1e9, config.min_compression_rate);
+}
+
+// One registered method: its name, the options it reads and its factory. Adding a method is a
+// GradientCompression subclass above and one entry here.
+struct MethodEntry {
+  std::string_view name;
+  Status (*read_options)(JsonObjectReader& reader, CompressionConfig& config);
+  std::unique_ptr<GradientCompression> (*make)(const CompressionConfig& config);
+};
+
+using Made = std::unique_ptr<GradientCompression>;
+constexpr std::array<MethodEntry, 8> kMethods = {{
+    {"none", NoOptions,
+     [](const CompressionConfig& c) -> Made { return std::make_unique<NoCompression>(c); }},
+    {"fp16", NoOptions,
+     [](const CompressionConfig& c) -> Made {
+       return std::make_unique<CastCompression>(c, DType::kFp16);
+     }},
+    {"bf16", NoOptions,
+     [](const CompressionConfig& c) -> Made {
+       return std::make_unique<CastCompression>(c, DType::kBf16);
+     }},
+    {"onebit_adam", NoOptions,
+     [](const CompressionConfig& c) -> Made {
+       return std::make_unique<OneBitCompression>(c, "onebit_adam");
+     }},
+    {"onebit_lamb", NoOptions,
+     [](const CompressionConfig& c) -> Made {
+       return std::make_unique<OneBitCompression>(c, "onebit_lamb");
+     }},
+    {"topk", TopKOptions,
+     [](const CompressionConfig& c) -> Made { return std::make_unique<TopKCompression>(c); }},
+    {"qsgd", QsgdOptions,
+     [](const CompressionConfig& c) -> Made { return std::make_unique<QsgdCompression>(c); }},
+    {"powersgd", PowerSgdOptions,
+     [](const CompressionConfig& c) -> Made { return std::make_unique<PowerSgdCompression>(c); }},
+}};
+constexpr std::array<std::string_view, kMethods.size()> kMethodNames = RegistryNames(kMethods);
+
+Expected<const MethodEntry*> FindMethod(std::string_view name) {
+  return FindInRegistry<MethodEntry>(kMethods, kMethodNames, name, "compression method");
 }
 
 }  // namespace
@@ -344,27 +363,15 @@ void GradientTensors::Append(const GradientTensors& other) {
   vector_elements += other.vector_elements;
 }
 
-std::span<const std::string_view> CompressionNames() {
-  static const std::vector<std::string_view> kNames = [] {
-    std::vector<std::string_view> result;
-    for (const Method& method : Methods()) result.push_back(method.name);
-    return result;
-  }();
-  return kNames;
-}
+std::span<const std::string_view> CompressionNames() { return kMethodNames; }
 
 Expected<CompressionConfig> CompressionFromJson(const Json& value, const std::string& path) {
   CompressionConfig config;
   if (value.is_string()) return CompressionFromJson(Json{{"method", value}}, path);
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, path));
   DTSIM_ASSIGN_OR_RETURN(config.method, reader.StringOr("method", config.method));
-  const Method* method = FindMethod(config.method);
-  if (method == nullptr) {
-    return Error(
-        fmt::format("unknown compression method{}; registered: {}",
-                    DidYouMean(config.method, CompressionNames()), JoinQuoted(CompressionNames())),
-        JsonChildPath(path, "method"), Quote(config.method));
-  }
+  Expected<const MethodEntry*> method = FindMethod(config.method);
+  if (!method.ok()) return std::move(method).error().Under(JsonChildPath(path, "method"));
   if (config.method != "none") {
     DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("steps", config.steps));
     if (reader.Has("warmup_steps")) {
@@ -377,26 +384,15 @@ Expected<CompressionConfig> CompressionFromJson(const Json& value, const std::st
       config.warmup_steps = warmup;
     }
   }
-  for (std::string_view option : method->options) {
-    if (option == "density")
-      DTSIM_RETURN_IF_ERROR(ReadNumber(reader, option, 0, 1, config.density));
-    if (option == "bits") DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt(option, config.bits, 2, 16));
-    if (option == "bucket") {
-      DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt(option, config.quantization_bucket));
-    }
-    if (option == "rank")
-      DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt(option, config.rank, 1, 1024));
-    if (option == "min_compression_rate") {
-      DTSIM_RETURN_IF_ERROR(ReadNumber(reader, option, 0, 1e9, config.min_compression_rate));
-    }
-  }
+  DTSIM_RETURN_IF_ERROR((*method)->read_options(reader, config));
   DTSIM_RETURN_IF_ERROR(reader.Finish());
   return config;
 }
 
 std::unique_ptr<GradientCompression> MakeCompression(const CompressionConfig& config) {
-  const Method* method = FindMethod(config.method);
-  return method != nullptr ? method->make(config) : nullptr;
+  Expected<const MethodEntry*> method = FindMethod(config.method);
+  DTSIM_CHECK(method.ok(), "MakeCompression needs a config read by CompressionFromJson");
+  return (*method)->make(config);
 }
 
 std::vector<ReductionStep> PlainAllReduce(int64_t elements, DType grad_dtype) {

@@ -331,13 +331,16 @@ Status CheckTransformerPlan(const SimulationConfig& config) {
   DTSIM_RETURN_IF_ERROR(CheckStageLayers(spec, plan));
   Status valid = models::ValidateShard(spec, ShardOf(config));
   if (!valid.ok()) return std::move(valid).error().Under("parallelism.tensor");
-  if (plan.virtual_stages > 1 && plan.schedule != models::PipelineSchedule::kInterleaved) {
-    return Error("virtual stages need the interleaved schedule",
+  const models::PipelineScheduleEntry& schedule = models::PipelineScheduleOf(plan.schedule);
+  if (plan.virtual_stages > 1 && !schedule.virtual_stages) {
+    return Error(fmt::format("virtual stages need a schedule that interleaves model chunks (the "
+                             "'{}' schedule runs one chunk per stage)",
+                             schedule.name),
                  "parallelism.pipeline.virtual_stages", std::to_string(plan.virtual_stages));
   }
-  if (plan.schedule == models::PipelineSchedule::kInterleaved) {
+  if (schedule.virtual_stages) {
     if (plan.pipeline < 2) {
-      return Error("the interleaved schedule needs at least 2 pipeline stages",
+      return Error(fmt::format("the {} schedule needs at least 2 pipeline stages", schedule.name),
                    "parallelism.pipeline.size", std::to_string(plan.pipeline));
     }
     DTSIM_RETURN_IF_ERROR(Divisible(config.Microbatches(), "micro-batches per replica",

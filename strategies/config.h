@@ -16,6 +16,7 @@
 #include "models/memory.h"
 #include "models/model_spec.h"
 #include "models/ops.h"
+#include "models/pipeline_schedules.h"
 #include "network/cluster.h"
 #include "network/network_models.h"
 #include "sim/base/dtype.h"

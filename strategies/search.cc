@@ -88,7 +88,7 @@ std::vector<std::pair<models::PipelineSchedule, int>> Schedules(int pipeline, in
   if (pipeline == 1) return {{models::PipelineSchedule::kOneForwardOneBackward, 1}};
   std::vector<std::pair<models::PipelineSchedule, int>> schedules;
   for (models::PipelineSchedule schedule : space.schedules) {
-    if (schedule != models::PipelineSchedule::kInterleaved) {
+    if (!models::PipelineScheduleOf(schedule).virtual_stages) {
       schedules.emplace_back(schedule, 1);
       continue;
     }

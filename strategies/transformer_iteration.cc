@@ -15,7 +15,6 @@
 #include "strategies/microbatch_layout.h"
 #include "strategies/parameter_gathers.h"
 #include "strategies/peer_group.h"
-#include "strategies/pipeline_schedule.h"
 #include "strategies/priced_passes.h"
 #include "strategies/stage_collectives.h"
 #include "strategies/stage_memory.h"
@@ -356,9 +355,9 @@ class IterationBuilder {
     PeerGroup group(builder_, Peers(dp, stage), Peers(dp, stage, true));
     GradientReady ready;
     ready.at.resize(group.ranks().size());
-    for (const PipelineStep& step :
-         StageSchedule(plan_.schedule, plan_.pipeline, stage, microbatches, plan_.virtual_stages)) {
-      if (step.forward) {
+    for (const models::PipelineStep& step : models::StageSchedule(
+             plan_.schedule, plan_.pipeline, stage, microbatches, plan_.virtual_stages)) {
+      if (step.pass == models::Pass::kForward) {
         Forward(group, stage, step.chunk, step.microbatch);
       } else {
         // Gradients are final in each chunk's last backward.
