@@ -12,6 +12,7 @@
 #include "sim/base/json_reader.h"
 #include "sim/graph/builder.h"
 #include "sim/graph/graph_json.h"
+#include "traces/chakra_attrs.h"
 #include "traces/kineto_reader.h"
 
 namespace dtsim::traces {
@@ -20,145 +21,16 @@ namespace {
 using graph::CommId;
 using graph::TaskId;
 using graph::TaskKind;
+namespace attr = chakra::attr;
+using chakra::IntegerAttr;
+using chakra::kNanosecondsPerMicrosecond;
+using chakra::StringAttr;
 
-// Attributes dtsim writes beside Chakra's own.
-namespace attr {
-constexpr std::string_view kStream = "dtsim.stream";
-constexpr std::string_view kKind = "dtsim.kind";
-constexpr std::string_view kCategory = "dtsim.category";
-constexpr std::string_view kDurationNs = "dtsim.duration_ns";
-constexpr std::string_view kComm = "dtsim.comm";
-constexpr std::string_view kGroup = "dtsim.group";
-constexpr std::string_view kPricedGroup = "dtsim.priced_group";
-constexpr std::string_view kRoot = "dtsim.root";
-constexpr std::string_view kAlgorithm = "dtsim.algorithm";
-constexpr std::string_view kLabel = "dtsim.label";
-constexpr std::string_view kExternalId = "dtsim.external_id";
-// The last data_dep is the stream predecessor only (not a dependency of the task).
-constexpr std::string_view kStreamDep = "dtsim.stream_dep";
-// Dependencies on tasks of other ranks (by global node id): Chakra's data_deps are per file.
-constexpr std::string_view kRemoteDeps = "dtsim.remote_deps";
-constexpr std::string_view kFormat = "dtsim.format";
-constexpr std::string_view kFormatVersion = "dtsim.format_version";
-}  // namespace attr
-
+// The categories of other tools' nodes.
 constexpr std::string_view kHostCategory = "host";
 constexpr std::string_view kKernelCategory = "kernel";
 constexpr std::string_view kNcclCategory = "nccl";
 constexpr std::string_view kMemoryCategory = "memcpy";
-constexpr int64_t kNanosecondsPerMicrosecond = 1000;
-
-std::string_view StringAttr(const ChakraNode& node, std::string_view name) {
-  const ChakraAttribute* a = node.Attr(name);
-  return a != nullptr ? a->AsString().value_or("") : "";
-}
-
-std::optional<int64_t> IntegerAttr(const ChakraNode& node, std::string_view name) {
-  const ChakraAttribute* a = node.Attr(name);
-  return a != nullptr ? a->AsInteger() : std::nullopt;
-}
-
-// ---- export ---------------------------------------------------------------------------
-
-ChakraNodeType NodeTypeOf(TaskKind kind) {
-  switch (kind) {
-    case TaskKind::kCollective:
-      return ChakraNodeType::kCommCollective;
-    case TaskKind::kSend:
-      return ChakraNodeType::kCommSend;
-    case TaskKind::kRecv:
-      return ChakraNodeType::kCommRecv;
-    default:
-      return ChakraNodeType::kCompute;
-  }
-}
-
-std::vector<int64_t> Ranks(std::span<const int32_t> group) { return {group.begin(), group.end()}; }
-
-void AddCommunicationAttrs(const graph::TaskGraph& graph, const graph::Task& task,
-                           std::vector<ChakraAttribute>& attrs) {
-  const graph::Communication& comm = graph.comm(task.comm);
-  const auto int32 = [](std::string name, int64_t value) {
-    return ChakraAttribute::Integer(std::move(name), AttributeType::kInt32, value);
-  };
-  attrs.push_back(ChakraAttribute::Integer("comm_size", AttributeType::kInt64, comm.size.count()));
-  attrs.push_back(
-      ChakraAttribute::Integer(std::string(attr::kComm), AttributeType::kInt64, task.comm.value()));
-  if (task.kind != TaskKind::kCollective) {
-    const std::span<const int32_t> pair = graph.group(comm.group);
-    attrs.push_back(int32("comm_src", pair[0]));
-    attrs.push_back(int32("comm_dst", pair[1]));
-    attrs.push_back(int32("comm_tag", task.comm.value()));  // unique per pair
-    return;
-  }
-  attrs.push_back(ChakraAttribute::Integer("comm_type", AttributeType::kInt64,
-                                           static_cast<int64_t>(ChakraOfCommKind(comm.kind))));
-  attrs.push_back(ChakraAttribute::String("pg_name", std::to_string(comm.group.value())));
-  attrs.push_back(
-      ChakraAttribute::Int64List(std::string(attr::kGroup), Ranks(graph.group(comm.group))));
-  if (comm.priced_group != comm.group) {
-    attrs.push_back(ChakraAttribute::Int64List(std::string(attr::kPricedGroup),
-                                               Ranks(graph.group(comm.priced_group))));
-  }
-  if (comm.root >= 0) attrs.push_back(int32(std::string(attr::kRoot), comm.root));
-  if (const std::string_view algorithm = graph.name(comm.algorithm); !algorithm.empty()) {
-    attrs.push_back(ChakraAttribute::String(std::string(attr::kAlgorithm), std::string(algorithm)));
-  }
-  if (const std::string_view label = graph.name(comm.label); !label.empty()) {
-    attrs.push_back(ChakraAttribute::String(std::string(attr::kLabel), std::string(label)));
-  }
-}
-
-ChakraNode NodeOfTask(const graph::TaskGraph& graph, TaskId id, TaskId stream_predecessor) {
-  const graph::Task& task = graph.task(id);
-  const graph::Stream& stream = graph.stream(task.stream);
-  ChakraNode node;
-  node.id = id.value();
-  node.name = graph.name(task.name);
-  node.type = NodeTypeOf(task.kind);
-  std::vector<int64_t> remote;
-  for (const TaskId dep : graph.dependencies(id)) {
-    if (graph.rank_of(dep) == stream.rank) {
-      node.data_deps.push_back(dep.value());
-    } else {
-      remote.push_back(dep.value());
-    }
-  }
-  const std::string_view stream_name = graph.name(stream.name);
-  std::vector<ChakraAttribute>& attrs = node.attrs;
-  if (!remote.empty()) {
-    attrs.push_back(ChakraAttribute::Int64List(std::string(attr::kRemoteDeps), std::move(remote)));
-  }
-  attrs.push_back(ChakraAttribute::Bool("is_cpu_op", stream_name.starts_with("cpu")));
-  attrs.push_back(ChakraAttribute::String(std::string(attr::kStream), std::string(stream_name)));
-  attrs.push_back(
-      ChakraAttribute::String(std::string(attr::kKind), std::string(TaskKindName(task.kind))));
-  if (task.category != 0) {
-    attrs.push_back(ChakraAttribute::String(std::string(attr::kCategory),
-                                            std::string(graph.category_name(task.category))));
-  }
-  if (const std::string_view external = graph.external_id(id); !external.empty()) {
-    attrs.push_back(ChakraAttribute::String(std::string(attr::kExternalId), std::string(external)));
-  }
-  if (graph::IsCommunication(task.kind)) {
-    AddCommunicationAttrs(graph, task, attrs);
-  } else {
-    const int64_t ns = task.duration.ns();
-    node.duration_micros =
-        static_cast<uint64_t>((ns + kNanosecondsPerMicrosecond / 2) / kNanosecondsPerMicrosecond);
-    attrs.push_back(
-        ChakraAttribute::Integer(std::string(attr::kDurationNs), AttributeType::kInt64, ns));
-  }
-  const auto deps = graph.dependencies(id);
-  if (stream_predecessor.valid() &&
-      !std::binary_search(deps.begin(), deps.end(), stream_predecessor)) {
-    node.data_deps.push_back(stream_predecessor.value());
-    attrs.push_back(ChakraAttribute::Bool(std::string(attr::kStreamDep), true));
-  }
-  return node;
-}
-
-// ---- import ---------------------------------------------------------------------------
 
 bool IsRooted(graph::CommKind kind) {
   return kind == graph::CommKind::kBroadcast || kind == graph::CommKind::kReduce;
@@ -169,37 +41,44 @@ struct NodeRef {
   size_t node = 0;
 };
 
-class ChakraGraphBuilder {
+// The nodes of the ranks' traces, indexed: each trace's rank, its node ids, and the order the
+// graph's tasks are made in — dtsim's files all ranks' nodes merged by id (the original task
+// order); others each rank in a topological order of its data_deps, ties broken by node id.
+class ChakraNodes {
  public:
-  ChakraGraphBuilder(std::span<const ChakraTrace> traces, const ChakraCommGroups& comm_groups)
-      : traces_(traces), comm_groups_(comm_groups) {}
-
-  Expected<ChakraGraph> Build() && {
-    DTSIM_RETURN_IF_ERROR(AssignRanks());
-    written_by_dtsim_ = std::all_of(traces_.begin(), traces_.end(), [](const auto& t) {
+  static Expected<ChakraNodes> Index(std::span<const ChakraTrace> traces) {
+    ChakraNodes nodes(traces);
+    DTSIM_RETURN_IF_ERROR(nodes.AssignRanks());
+    nodes.written_by_dtsim_ = std::all_of(traces.begin(), traces.end(), [](const auto& t) {
       const ChakraAttribute* format = t.MetadataAttr(attr::kFormat);
       return format != nullptr && format->AsString() == kChakraExportFormat.name;
     });
-    DTSIM_RETURN_IF_ERROR(IndexNodes());
-    DTSIM_RETURN_IF_ERROR(OrderNodes());
-    DTSIM_RETURN_IF_ERROR(written_by_dtsim_ ? CreateExportedCollectives() : MatchCollectives());
-    for (const NodeRef& ref : order_) DTSIM_RETURN_IF_ERROR(AddTask(ref));
-    AddDependencies();
-    Expected<graph::TaskGraph> graph = std::move(builder_).Build();
-    if (!graph.ok()) return std::move(graph).error();
-    return ChakraGraph{.graph = std::move(graph).value(),
-                       .comm_durations = std::move(comm_durations_),
-                       .written_by_dtsim = written_by_dtsim_,
-                       .stats = stats_};
+    DTSIM_RETURN_IF_ERROR(nodes.IndexNodes());
+    DTSIM_RETURN_IF_ERROR(nodes.OrderNodes());
+    return nodes;
   }
 
- private:
+  std::span<const ChakraTrace> traces() const { return traces_; }
+  const ChakraNode& Node(const NodeRef& ref) const { return traces_[ref.trace].nodes[ref.node]; }
+  int32_t rank(size_t trace) const { return ranks_[trace]; }
+  const std::vector<int32_t>& all_ranks() const { return all_ranks_; }  // sorted
+  const std::vector<NodeRef>& order() const { return order_; }
+  bool written_by_dtsim() const { return written_by_dtsim_; }
+  // The index of the node with id `id` in trace `trace`.
+  std::optional<size_t> Find(size_t trace, uint64_t id) const {
+    const auto it = ids_[trace].find(id);
+    return it == ids_[trace].end() ? std::nullopt : std::optional<size_t>(it->second);
+  }
+
   Error NodeError(const NodeRef& ref, std::string message) const {
     const ChakraTrace& trace = traces_[ref.trace];
     return Error(std::move(message),
                  fmt::format("node {} (id {})", ref.node, trace.nodes[ref.node].id))
         .InFile(trace.file);
   }
+
+ private:
+  explicit ChakraNodes(std::span<const ChakraTrace> traces) : traces_(traces) {}
 
   Status AssignRanks() {
     std::map<int32_t, size_t> seen;
@@ -224,20 +103,15 @@ class ChakraGraphBuilder {
 
   Status IndexNodes() {
     ids_.resize(traces_.size());
-    tasks_.resize(traces_.size());
-    collective_of_.resize(traces_.size());
     for (size_t t = 0; t < traces_.size(); ++t) {
       const std::vector<ChakraNode>& nodes = traces_[t].nodes;
       ids_[t].reserve(nodes.size());
-      tasks_[t].resize(nodes.size());
-      collective_of_[t].resize(nodes.size());
       for (size_t n = 0; n < nodes.size(); ++n) {
         if (const auto [it, inserted] = ids_[t].emplace(nodes[n].id, n); !inserted) {
           return NodeError(
               {t, n}, fmt::format("node id {} is also the id of node {}", nodes[n].id, it->second));
         }
       }
-      stats_.nodes += static_cast<int64_t>(nodes.size());
     }
     return Status::Ok();
   }
@@ -294,40 +168,66 @@ class ChakraGraphBuilder {
         .InFile(traces_[t].file);
   }
 
-  const ChakraNode& Node(const NodeRef& ref) const { return traces_[ref.trace].nodes[ref.node]; }
+  std::span<const ChakraTrace> traces_;
+  std::vector<int32_t> ranks_;                             // per trace
+  std::vector<int32_t> all_ranks_;                         // sorted
+  std::vector<std::unordered_map<uint64_t, size_t>> ids_;  // per trace: node id → index
+  std::vector<NodeRef> order_;
+  bool written_by_dtsim_ = false;
+};
 
-  // The collective a node of another tool's trace performs: a GPU COMM_COLL_NODE with a
-  // comm_type, or with an NCCL kernel name.
-  std::optional<graph::CommKind> ForeignCollective(const ChakraNode& node) const {
-    if (node.type != ChakraNodeType::kCommCollective || node.is_cpu_op()) return std::nullopt;
-    if (const std::optional<int64_t> type = IntegerAttr(node, "comm_type");
-        type && *type >= 0 && *type < kChakraCollectiveCount) {
-      return CommKindOfChakra(static_cast<ChakraCollective>(*type));
-    }
-    const std::optional<graph::CommKind> kind = NcclKernelKind(node.name);
-    if (kind && *kind != graph::CommKind::kSendRecv) return kind;
-    return std::nullopt;
+// The collective a node of another tool's trace performs: a GPU COMM_COLL_NODE with a
+// comm_type, or with an NCCL kernel name.
+std::optional<graph::CommKind> ForeignCollective(const ChakraNode& node) {
+  if (node.type != ChakraNodeType::kCommCollective || node.is_cpu_op()) return std::nullopt;
+  if (const std::optional<int64_t> type = IntegerAttr(node, "comm_type");
+      type && *type >= 0 && *type < kChakraCollectiveCount) {
+    return CommKindOfChakra(static_cast<ChakraCollective>(*type));
+  }
+  const std::optional<graph::CommKind> kind = NcclKernelKind(node.name);
+  if (kind && *kind != graph::CommKind::kSendRecv) return kind;
+  return std::nullopt;
+}
+
+Bytes CommSize(const ChakraNode& node) {
+  return Bytes(std::max<int64_t>(0, IntegerAttr(node, "comm_size").value_or(0)));
+}
+
+// The graph's collectives and the node that posts each: dtsim's files name every collective's
+// id, group and pricing; other tools' are matched across the ranks of a communicator by order.
+class ChakraCollectives {
+ public:
+  ChakraCollectives(const ChakraNodes& nodes, const ChakraCommGroups& comm_groups,
+                    graph::TaskGraphBuilder& builder, ChakraGraphStats& stats)
+      : nodes_(nodes), comm_groups_(comm_groups), builder_(&builder), stats_(&stats) {
+    for (const ChakraTrace& trace : nodes.traces()) collective_of_.emplace_back(trace.nodes.size());
   }
 
-  Bytes CommSize(const ChakraNode& node) const {
-    return Bytes(std::max<int64_t>(0, IntegerAttr(node, "comm_size").value_or(0)));
+  Status Create() {
+    return nodes_.written_by_dtsim() ? CreateExportedCollectives() : MatchCollectives();
   }
+  // The collective node `ref` posts (invalid when none).
+  CommId Of(const NodeRef& ref) const { return collective_of_[ref.trace][ref.node]; }
+  // Per CommId: the longest duration its nodes recorded.
+  std::vector<DurationNs> TakeDurations() && { return std::move(comm_durations_); }
 
+ private:
   // A foreign collective's communicator: the comm group its pg_name names, else (no comm
   // groups, no pg_name, or one the groups do not list, counted) every rank given.
   Expected<std::string> CommunicatorOf(const NodeRef& ref) {
-    const std::string_view pg = StringAttr(Node(ref), "pg_name");
+    const std::string_view pg = StringAttr(nodes_.Node(ref), "pg_name");
     if (comm_groups_.empty() || pg.empty()) return std::string();
     const auto group = comm_groups_.find(std::string(pg));
     if (group == comm_groups_.end()) {
-      ++stats_.collectives_outside_groups;
+      ++stats_->collectives_outside_groups;
       return std::string();
     }
-    if (std::find(group->second.begin(), group->second.end(), ranks_[ref.trace]) ==
+    if (std::find(group->second.begin(), group->second.end(), nodes_.rank(ref.trace)) ==
         group->second.end()) {
-      return NodeError(ref, fmt::format("a collective of comm group \"{}\" ({}), which does not "
-                                        "list this trace's rank {}",
-                                        pg, fmt::join(group->second, ", "), ranks_[ref.trace]));
+      return nodes_.NodeError(
+          ref, fmt::format("a collective of comm group \"{}\" ({}), which does not "
+                           "list this trace's rank {}",
+                           pg, fmt::join(group->second, ", "), nodes_.rank(ref.trace)));
     }
     return std::string(pg);
   }
@@ -343,10 +243,10 @@ class ChakraGraphBuilder {
   };
 
   Communicator MakeCommunicator(const std::string& name) const {
-    if (name.empty()) return {.members = all_ranks_};
+    if (name.empty()) return {.members = nodes_.all_ranks()};
     Communicator communicator;
     for (const int32_t rank : comm_groups_.at(name)) {
-      if (std::binary_search(all_ranks_.begin(), all_ranks_.end(), rank)) {
+      if (std::binary_search(nodes_.all_ranks().begin(), nodes_.all_ranks().end(), rank)) {
         communicator.members.push_back(rank);
       }
     }
@@ -358,8 +258,8 @@ class ChakraGraphBuilder {
 
   Status MatchCollectives() {
     std::map<std::string, Communicator> communicators;
-    for (const NodeRef& ref : order_) {
-      const ChakraNode& node = Node(ref);
+    for (const NodeRef& ref : nodes_.order()) {
+      const ChakraNode& node = nodes_.Node(ref);
       const std::optional<graph::CommKind> kind = ForeignCollective(node);
       if (!kind) continue;
       DTSIM_ASSIGN_OR_RETURN(const std::string name, CommunicatorOf(ref));
@@ -369,25 +269,26 @@ class ChakraGraphBuilder {
       const size_t k = c.posted[ref.trace]++;
       if (k == c.comms.size()) {
         // Chakra has no root field: a broadcast or reduce is rooted at the group's first rank.
-        const CommId comm = builder_.AddCollective(*kind, CommSize(node), c.members, node.name, {},
-                                                   IsRooted(*kind) ? c.members.front() : -1);
-        if (!c.logical.empty()) builder_.PriceAs(comm, c.logical);
+        const CommId comm = builder_->AddCollective(*kind, CommSize(node), c.members, node.name, {},
+                                                    IsRooted(*kind) ? c.members.front() : -1);
+        if (!c.logical.empty()) builder_->PriceAs(comm, c.logical);
         c.comms.push_back(comm);
         c.kinds.push_back(*kind);
         comm_durations_.emplace_back(0);
-        ++stats_.collectives;
+        ++stats_->collectives;
       } else if (c.kinds[k] != *kind) {
-        return NodeError(ref,
-                         fmt::format("collective #{} is a {} here but a {} on another rank", k,
-                                     graph::CommKindName(*kind), graph::CommKindName(c.kinds[k])));
+        return nodes_.NodeError(
+            ref, fmt::format("collective #{} is a {} here but a {} on another rank", k,
+                             graph::CommKindName(*kind), graph::CommKindName(c.kinds[k])));
       }
       DurationNs& measured = comm_durations_[c.comms[k].value()];
       measured = std::max(measured, Microseconds(static_cast<int64_t>(node.duration_micros)));
       collective_of_[ref.trace][ref.node] = c.comms[k];
     }
     for (const auto& [name, c] : communicators) {
-      for (size_t t = 0; t < traces_.size(); ++t) {
-        if (std::find(c.members.begin(), c.members.end(), ranks_[t]) == c.members.end()) continue;
+      for (size_t t = 0; t < nodes_.traces().size(); ++t) {
+        if (std::find(c.members.begin(), c.members.end(), nodes_.rank(t)) == c.members.end())
+          continue;
         const size_t posted = c.posted.contains(t) ? c.posted.at(t) : 0;
         if (posted != c.comms.size()) {
           return Error(fmt::format("posts {} collectives{} where another rank posts {}: the "
@@ -395,7 +296,7 @@ class ChakraGraphBuilder {
                                    posted,
                                    name.empty() ? "" : fmt::format(" of comm group \"{}\"", name),
                                    c.comms.size()))
-              .InFile(traces_[t].file);
+              .InFile(nodes_.traces()[t].file);
         }
       }
     }
@@ -403,16 +304,16 @@ class ChakraGraphBuilder {
   }
 
   Expected<std::vector<int32_t>> GroupAttr(const NodeRef& ref, std::string_view name) const {
-    const ChakraAttribute* a = Node(ref).Attr(name);
+    const ChakraAttribute* a = nodes_.Node(ref).Attr(name);
     if (a == nullptr || a->type != AttributeType::kInt64List || a->integers.empty()) {
-      return NodeError(ref, fmt::format("a collective without its {} attribute", name));
+      return nodes_.NodeError(ref, fmt::format("a collective without its {} attribute", name));
     }
     std::vector<int64_t> sorted = a->integers;
     std::sort(sorted.begin(), sorted.end());
     if (sorted.front() < 0 || sorted.back() > graph::kMaxRank ||
         std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
-      return NodeError(ref,
-                       fmt::format("{} must list distinct ranks in 0..{}", name, graph::kMaxRank));
+      return nodes_.NodeError(
+          ref, fmt::format("{} must list distinct ranks in 0..{}", name, graph::kMaxRank));
     }
     return std::vector<int32_t>(a->integers.begin(), a->integers.end());
   }
@@ -420,49 +321,85 @@ class ChakraGraphBuilder {
   // dtsim's files name every collective's id, group and pricing: recreate them in id order.
   Status CreateExportedCollectives() {
     std::map<int64_t, NodeRef> first;
-    for (const NodeRef& ref : order_) {
-      if (Node(ref).type != ChakraNodeType::kCommCollective) continue;
-      const std::optional<int64_t> comm = IntegerAttr(Node(ref), attr::kComm);
-      if (!comm) return NodeError(ref, "a collective without its dtsim.comm attribute");
+    std::map<int64_t, CommId> exported;
+    for (const NodeRef& ref : nodes_.order()) {
+      if (nodes_.Node(ref).type != ChakraNodeType::kCommCollective) continue;
+      const std::optional<int64_t> comm = IntegerAttr(nodes_.Node(ref), attr::kComm);
+      if (!comm) return nodes_.NodeError(ref, "a collective without its dtsim.comm attribute");
       first.emplace(*comm, ref);
     }
     for (const auto& [comm_id, ref] : first) {
-      const ChakraNode& node = Node(ref);
+      const ChakraNode& node = nodes_.Node(ref);
       const std::optional<int64_t> type = IntegerAttr(node, "comm_type");
       if (!type || *type < 0 || *type >= kChakraCollectiveCount) {
-        return NodeError(ref, "comm_type is missing or not a CollectiveCommType");
+        return nodes_.NodeError(ref, "comm_type is missing or not a CollectiveCommType");
       }
       DTSIM_ASSIGN_OR_RETURN(const std::vector<int32_t> group, GroupAttr(ref, attr::kGroup));
       const graph::CommKind kind = CommKindOfChakra(static_cast<ChakraCollective>(*type));
       const int64_t root = IntegerAttr(node, attr::kRoot).value_or(-1);
       if (IsRooted(kind) && std::find(group.begin(), group.end(), root) == group.end()) {
-        return NodeError(ref, fmt::format("a {} needs dtsim.root naming a member of its group",
-                                          graph::CommKindName(kind)));
+        return nodes_.NodeError(ref,
+                                fmt::format("a {} needs dtsim.root naming a member of its group",
+                                            graph::CommKindName(kind)));
       }
       const CommId id =
-          builder_.AddCollective(kind, CommSize(node), group, StringAttr(node, attr::kLabel),
-                                 StringAttr(node, attr::kAlgorithm), static_cast<int32_t>(root));
+          builder_->AddCollective(kind, CommSize(node), group, StringAttr(node, attr::kLabel),
+                                  StringAttr(node, attr::kAlgorithm), static_cast<int32_t>(root));
       if (node.Attr(attr::kPricedGroup) != nullptr) {
         DTSIM_ASSIGN_OR_RETURN(const std::vector<int32_t> priced,
                                GroupAttr(ref, attr::kPricedGroup));
         for (const int32_t member : group) {
           if (std::find(priced.begin(), priced.end(), member) == priced.end()) {
-            return NodeError(ref, "dtsim.priced_group must contain every member of dtsim.group");
+            return nodes_.NodeError(ref,
+                                    "dtsim.priced_group must contain every member of dtsim.group");
           }
         }
-        builder_.PriceAs(id, priced);
+        builder_->PriceAs(id, priced);
       }
-      exported_comms_[comm_id] = id;
-      ++stats_.collectives;
+      exported[comm_id] = id;
+      ++stats_->collectives;
     }
-    for (const NodeRef& ref : order_) {
-      if (Node(ref).type != ChakraNodeType::kCommCollective) continue;
+    for (const NodeRef& ref : nodes_.order()) {
+      if (nodes_.Node(ref).type != ChakraNodeType::kCommCollective) continue;
       collective_of_[ref.trace][ref.node] =
-          exported_comms_.at(*IntegerAttr(Node(ref), attr::kComm));
+          exported.at(*IntegerAttr(nodes_.Node(ref), attr::kComm));
     }
     return Status::Ok();
   }
 
+  const ChakraNodes& nodes_;
+  const ChakraCommGroups& comm_groups_;
+  graph::TaskGraphBuilder* builder_;
+  ChakraGraphStats* stats_;
+  std::vector<std::vector<CommId>> collective_of_;  // per trace, per node
+  std::vector<DurationNs> comm_durations_;
+};
+
+// The task graph of indexed Chakra nodes: a task per node on its stream, the collectives and
+// point-to-point pairs, then the data_deps (dtsim's remote ones too) as dependencies.
+class ChakraGraphBuilder {
+ public:
+  ChakraGraphBuilder(const ChakraNodes& nodes, const ChakraCommGroups& comm_groups)
+      : nodes_(nodes), collectives_(nodes, comm_groups, builder_, stats_) {
+    for (const ChakraTrace& trace : nodes.traces()) {
+      tasks_.emplace_back(trace.nodes.size());
+      stats_.nodes += static_cast<int64_t>(trace.nodes.size());
+    }
+  }
+
+  Expected<ChakraGraph> Build() && {
+    DTSIM_RETURN_IF_ERROR(collectives_.Create());
+    for (const NodeRef& ref : nodes_.order()) DTSIM_RETURN_IF_ERROR(AddTask(ref));
+    AddDependencies();
+    Expected<graph::TaskGraph> graph = std::move(builder_).Build();
+    if (!graph.ok()) return std::move(graph).error();
+    return ChakraGraph{.graph = std::move(graph).value(),
+                       .comm_durations = std::move(collectives_).TakeDurations(),
+                       .written_by_dtsim = nodes_.written_by_dtsim(),
+                       .stats = stats_};
+  }
+
+ private:
   std::string StreamName(const ChakraNode& node) const {
     if (const std::string_view name = StringAttr(node, attr::kStream); !name.empty()) {
       return std::string(name);
@@ -509,25 +446,26 @@ class ChakraGraphBuilder {
   }
 
   Status AddTask(const NodeRef& ref) {
-    const ChakraNode& node = Node(ref);
-    const int32_t rank = ranks_[ref.trace];
+    const ChakraNode& node = nodes_.Node(ref);
+    const int32_t rank = nodes_.rank(ref.trace);
     const graph::StreamId stream = builder_.Stream(rank, StreamName(node));
     auto [kind, category] = ForeignKind(node);
-    if (written_by_dtsim_) {
+    if (nodes_.written_by_dtsim()) {
       const std::optional<TaskKind> named = graph::TaskKindFromName(StringAttr(node, attr::kKind));
-      if (!named) return NodeError(ref, "dtsim.kind is missing or not a task kind");
+      if (!named) return nodes_.NodeError(ref, "dtsim.kind is missing or not a task kind");
       kind = *named;
       category = StringAttr(node, attr::kCategory);
       if (!builder_.HasRoomForCategory(category)) {
-        return NodeError(ref, fmt::format("more than {} distinct dtsim.category values",
-                                          graph::TaskGraphBuilder::kMaxCategories));
+        return nodes_.NodeError(ref, fmt::format("more than {} distinct dtsim.category values",
+                                                 graph::TaskGraphBuilder::kMaxCategories));
       }
     }
     TaskId task;
     if (kind == TaskKind::kCollective) {
-      const CommId comm = collective_of_[ref.trace][ref.node];
+      const CommId comm = collectives_.Of(ref);
       if (!comm.valid()) {
-        return NodeError(ref, "dtsim.kind says collective but the node is no COMM_COLL_NODE");
+        return nodes_.NodeError(ref,
+                                "dtsim.kind says collective but the node is no COMM_COLL_NODE");
       }
       task = builder_.AddCollectiveTask(stream, comm, node.name, category);
     } else if (kind == TaskKind::kSend || kind == TaskKind::kRecv) {
@@ -538,7 +476,7 @@ class ChakraGraphBuilder {
     (kind == TaskKind::kDelay ? stats_.host_tasks : stats_.gpu_tasks) += 1;
     if (const std::string_view external = StringAttr(node, attr::kExternalId); !external.empty()) {
       builder_.SetExternalId(task, std::string(external));
-    } else if (!written_by_dtsim_) {
+    } else if (!nodes_.written_by_dtsim()) {
       builder_.SetExternalId(task, fmt::format("{}:{}", rank, node.id));
     }
     tasks_[ref.trace][ref.node] = task;
@@ -547,14 +485,14 @@ class ChakraGraphBuilder {
 
   Expected<TaskId> AddPointToPoint(const NodeRef& ref, graph::StreamId stream, TaskKind kind,
                                    std::string_view category) {
-    const ChakraNode& node = Node(ref);
-    const int32_t rank = ranks_[ref.trace];
+    const ChakraNode& node = nodes_.Node(ref);
+    const int32_t rank = nodes_.rank(ref.trace);
     const std::optional<int64_t> peer =
         IntegerAttr(node, kind == TaskKind::kSend ? "comm_dst" : "comm_src");
     if (!peer || *peer < 0 || *peer > graph::kMaxRank || *peer == rank) {
-      return NodeError(ref, fmt::format("a {} needs {} naming another rank",
-                                        kind == TaskKind::kSend ? "send" : "recv",
-                                        kind == TaskKind::kSend ? "comm_dst" : "comm_src"));
+      return nodes_.NodeError(ref, fmt::format("a {} needs {} naming another rank",
+                                               kind == TaskKind::kSend ? "send" : "recv",
+                                               kind == TaskKind::kSend ? "comm_dst" : "comm_src"));
     }
     const int64_t tag = IntegerAttr(node, "comm_tag").value_or(0);
     ++stats_.point_to_point;
@@ -566,23 +504,23 @@ class ChakraGraphBuilder {
   }
 
   void AddDependencies() {
-    for (const NodeRef& ref : order_) {
-      const ChakraNode& node = Node(ref);
+    for (const NodeRef& ref : nodes_.order()) {
+      const ChakraNode& node = nodes_.Node(ref);
       const TaskId task = tasks_[ref.trace][ref.node];
       size_t count = node.data_deps.size();
       // dtsim's own stream-order edge repeats what the stream already says.
       if (node.Attr(attr::kStreamDep) != nullptr && count > 0) --count;
       for (size_t d = 0; d < count; ++d) {
-        const auto it = ids_[ref.trace].find(node.data_deps[d]);
-        if (it == ids_[ref.trace].end()) {
+        const std::optional<size_t> dep = nodes_.Find(ref.trace, node.data_deps[d]);
+        if (!dep) {
           ++stats_.dangling_dependencies;
           continue;
         }
-        builder_.AddDependency(task, tasks_[ref.trace][it->second]);
+        builder_.AddDependency(task, tasks_[ref.trace][*dep]);
         ++stats_.dependencies;
       }
       if (const ChakraAttribute* remote = node.Attr(attr::kRemoteDeps);
-          written_by_dtsim_ && remote) {
+          nodes_.written_by_dtsim() && remote) {
         for (const int64_t id : remote->integers) AddRemoteDependency(task, id);
       }
     }
@@ -590,30 +528,21 @@ class ChakraGraphBuilder {
 
   // dtsim's node ids are task indices, unique over all ranks.
   void AddRemoteDependency(TaskId task, int64_t id) {
-    for (size_t t = 0; t < traces_.size(); ++t) {
-      const auto it = ids_[t].find(static_cast<uint64_t>(id));
-      if (it == ids_[t].end()) continue;
-      builder_.AddDependency(task, tasks_[t][it->second]);
+    for (size_t t = 0; t < nodes_.traces().size(); ++t) {
+      const std::optional<size_t> dep = nodes_.Find(t, static_cast<uint64_t>(id));
+      if (!dep) continue;
+      builder_.AddDependency(task, tasks_[t][*dep]);
       ++stats_.dependencies;
       return;
     }
     ++stats_.dangling_dependencies;
   }
 
-  std::span<const ChakraTrace> traces_;
-  std::vector<int32_t> ranks_;                             // per trace
-  std::vector<int32_t> all_ranks_;                         // sorted
-  std::vector<std::unordered_map<uint64_t, size_t>> ids_;  // per trace: node id → index
-  std::vector<NodeRef> order_;
-  // Per trace, per node: its task, and the collective it posts (invalid when none).
-  std::vector<std::vector<TaskId>> tasks_;
-  std::vector<std::vector<CommId>> collective_of_;
-  const ChakraCommGroups& comm_groups_;
-  std::map<int64_t, CommId> exported_comms_;
+  const ChakraNodes& nodes_;
   graph::TaskGraphBuilder builder_;
-  std::vector<DurationNs> comm_durations_;
-  bool written_by_dtsim_ = false;
   ChakraGraphStats stats_;
+  ChakraCollectives collectives_;           // after builder_ and stats_, which it adds to
+  std::vector<std::vector<TaskId>> tasks_;  // per trace, per node
 };
 
 }  // namespace
@@ -621,7 +550,8 @@ class ChakraGraphBuilder {
 Expected<ChakraGraph> BuildChakraGraph(std::span<const ChakraTrace> ranks,
                                        const ChakraCommGroups& comm_groups) {
   if (ranks.empty()) return Error("no Chakra traces to build a graph from");
-  return ChakraGraphBuilder(ranks, comm_groups).Build();
+  DTSIM_ASSIGN_OR_RETURN(const ChakraNodes nodes, ChakraNodes::Index(ranks));
+  return ChakraGraphBuilder(nodes, comm_groups).Build();
 }
 
 Expected<ChakraCommGroups> ReadChakraCommGroups(const std::string& path) {
@@ -650,34 +580,6 @@ Expected<ChakraCommGroups> ReadChakraCommGroups(const std::string& path) {
     }
   }
   return groups;
-}
-
-std::vector<ChakraTrace> ChakraTracesFromGraph(const graph::TaskGraph& graph) {
-  std::vector<ChakraTrace> traces(static_cast<size_t>(graph.rank_count()));
-  for (int32_t rank = 0; rank < graph.rank_count(); ++rank) {
-    ChakraTrace& trace = traces[rank];
-    trace.version = std::string(kChakraSchemaVersion);
-    trace.metadata = {
-        ChakraAttribute::String("producer", "dtsim"),
-        ChakraAttribute::String(std::string(attr::kFormat), std::string(kChakraExportFormat.name)),
-        ChakraAttribute::String(std::string(attr::kFormatVersion), kChakraExportFormat.Version()),
-        ChakraAttribute::Integer("rank", AttributeType::kInt64, rank),
-        ChakraAttribute::Integer("rank_count", AttributeType::kInt64, graph.rank_count())};
-  }
-  std::vector<TaskId> predecessor(graph.task_count());
-  for (uint32_t s = 0; s < graph.stream_count(); ++s) {
-    TaskId previous;
-    for (const TaskId task : graph.stream_tasks(graph::StreamId(s))) {
-      predecessor[task.value()] = previous;
-      previous = task;
-    }
-  }
-  for (uint32_t t = 0; t < graph.task_count(); ++t) {
-    const TaskId id(t);
-    traces[graph.rank_of(id)].nodes.push_back(NodeOfTask(graph, id, predecessor[t]));
-  }
-  for (ChakraTrace& trace : traces) trace.CountNodes();
-  return traces;
 }
 
 }  // namespace dtsim::traces

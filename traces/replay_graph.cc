@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "sim/graph/builder.h"
+#include "traces/replay_index.h"
 
 namespace dtsim::traces {
 namespace {
@@ -28,14 +29,6 @@ bool IsApiCall(const HostEvent& event) {
   return event.kind == HostEventKind::kRuntime || event.kind == HostEventKind::kDriver;
 }
 
-// API calls that block the host until GPU work finishes, told by a cuda_sync record.
-bool IsBlockingSync(std::string_view api) {
-  return api.find("StreamSynchronize") != std::string_view::npos ||
-         api.find("EventSynchronize") != std::string_view::npos ||
-         api.find("DeviceSynchronize") != std::string_view::npos ||
-         api.find("CtxSynchronize") != std::string_view::npos;
-}
-
 // Copies that return to the host only once the copy is done: the synchronous API, and a copy
 // to pageable host memory (the data must have landed when the call returns). A copy from
 // pageable memory is staged and may return first, so it is not counted.
@@ -51,10 +44,126 @@ struct ApiCall {
   std::vector<int64_t> correlations;
 };
 
+// The tasks a GPU op becomes, what-ifs applied: a kernel, copy or set with its (sped-up)
+// duration; an NCCL collective over its (rescaled) group with its measured duration kept for
+// the measured replay, or the chain a rewrite what-if replaces it by.
+class DeviceOpTasks {
+ public:
+  DeviceOpTasks(const Trace& trace, const ReplayOptions& options, graph::TaskGraphBuilder& builder,
+                ReplayStats& stats)
+      : trace_(trace), options_(options), builder_(&builder), stats_(&stats) {}
+
+  // The task of a GPU op; for a collective a what-if rewrote, the last of its chain, the first
+  // going to `chain_first`.
+  TaskId Add(graph::StreamId stream, const DeviceEvent& op, TaskId& chain_first) {
+    ++stats_->gpu_tasks;
+    const std::string_view name = trace_.Name(op.name);
+    if (op.collective != kNone) {
+      const CollectiveInfo& info = trace_.collectives[op.collective];
+      if (info.kind != graph::CommKind::kSendRecv) {
+        const bool world = trace_.world_size > 0 && info.group_size == trace_.world_size;
+        const int32_t group_size = PricedGroupSize(info);
+        if (world && options_.rewrite_world_collectives) {
+          if (const auto steps = options_.rewrite_world_collectives(info, group_size)) {
+            ++stats_->rewritten_collectives;
+            return RewriteChain(stream, name, *steps, group_size, chain_first);
+          }
+        }
+        const graph::CommId comm = Collective(info.kind, info.bytes, name, group_size);
+        comm_durations_[comm.value()] = op.duration;
+        ++stats_->collectives;
+        return builder_->AddCollectiveTask(stream, comm, name, "nccl");
+      }
+      return builder_->AddTask(stream, TaskKind::kCompute, name, "nccl", op.duration);
+    }
+    switch (op.kind) {
+      case DeviceEventKind::kKernel:
+        return builder_->AddTask(stream, TaskKind::kCompute, name, "kernel", Duration(op));
+      case DeviceEventKind::kMemcpy:
+        return builder_->AddTask(stream, TaskKind::kMemcpy, name, "memcpy", Duration(op));
+      case DeviceEventKind::kMemset:
+        return builder_->AddTask(stream, TaskKind::kMemcpy, name, "memset", Duration(op));
+    }
+    return TaskId::Invalid();
+  }
+
+  // Measured, indexed by CommId (0 for a collective a what-if made).
+  std::vector<DurationNs> TakeCommDurations() && { return std::move(comm_durations_); }
+
+ private:
+  // A single-rank collective priced as one over `group_size` ranks.
+  graph::CommId Collective(graph::CommKind kind, Bytes bytes, std::string_view name,
+                           int32_t group_size) {
+    const int32_t rank = 0;
+    // The replayed rank stands for the whole group, so a broadcast or reduce is rooted at it:
+    // the root the real job used (a global rank, often another process's) does not change
+    // what the network model charges for the collective.
+    const bool rooted = kind == graph::CommKind::kBroadcast || kind == graph::CommKind::kReduce;
+    const graph::CommId comm = builder_->AddCollective(
+        kind, bytes, std::span<const int32_t>(&rank, 1), name, {}, rooted ? rank : -1);
+    if (group_size > 1) {
+      std::vector<int32_t> logical(static_cast<size_t>(group_size));
+      std::iota(logical.begin(), logical.end(), 0);
+      builder_->PriceAs(comm, logical);
+    }
+    if (comm_durations_.size() <= comm.value()) comm_durations_.resize(comm.value() + 1);
+    return comm;
+  }
+
+  TaskId RewriteChain(graph::StreamId stream, std::string_view name,
+                      const std::vector<CollectiveRewriteStep>& steps, int32_t group_size,
+                      TaskId& chain_first) {
+    TaskId last;
+    for (const CollectiveRewriteStep& step : steps) {
+      const std::string step_name = fmt::format("{} ({})", name, step.name);
+      if (step.collective) {
+        const graph::CommId comm = Collective(*step.collective, step.bytes, step_name, group_size);
+        ++stats_->collectives;
+        last = builder_->AddCollectiveTask(stream, comm, step_name, "nccl");
+      } else {
+        last =
+            builder_->AddTask(stream, TaskKind::kCompute, step_name, "compression", step.duration);
+      }
+      if (!chain_first.valid()) chain_first = last;
+    }
+    return last;
+  }
+
+  // The op's measured duration, divided by the first speedup whose class it belongs to.
+  DurationNs Duration(const DeviceEvent& op) {
+    for (const KernelSpeedup& speedup : options_.speedups) {
+      if (InKernelClass(speedup.kernels, op.kind, trace_.Name(op.name))) {
+        ++stats_->sped_up_ops;
+        return DurationNs(static_cast<int64_t>(
+            std::llround(static_cast<double>(op.duration.ns()) / speedup.factor)));
+      }
+    }
+    return op.duration;
+  }
+
+  int32_t PricedGroupSize(const CollectiveInfo& info) {
+    if (options_.world_group_size > 0 && trace_.world_size > 0 &&
+        info.group_size == trace_.world_size) {
+      ++stats_->rescaled_collectives;
+      return options_.world_group_size;
+    }
+    return info.group_size;
+  }
+
+  const Trace& trace_;
+  const ReplayOptions& options_;
+  graph::TaskGraphBuilder* builder_;
+  ReplayStats* stats_;
+  std::vector<DurationNs> comm_durations_;
+};
+
 class ReplayBuilder {
  public:
   ReplayBuilder(const Trace& trace, const ReplayOptions& options)
-      : trace_(trace), options_(options) {}
+      : trace_(trace),
+        options_(options),
+        index_(trace, options.overlap_collectives && !options.serialize_gpu_streams, stats_),
+        origin_(index_.origin()) {}
 
   Expected<ReplayGraph> Build() {
     if (trace_.device.empty()) {
@@ -64,14 +173,14 @@ class ReplayBuilder {
                        trace_.host.size()))
           .InFile(trace_.file);
     }
-    Index();
+    device_task_.assign(trace_.device.size(), TaskId::Invalid());
     for (uint32_t thread = 0; thread < trace_.threads.size(); ++thread) BuildHostThread(thread);
     if (options_.serialize_gpu_streams) {
-      for (auto& [device, events] : MergedDeviceStreams()) {
+      for (auto& [device, events] : index_.MergedDeviceStreams()) {
         BuildDeviceStream({device, kAllStreams}, events);
       }
     } else {
-      for (auto& [stream, events] : streams_) BuildDeviceStream(stream, events);
+      for (auto& [stream, events] : index_.streams()) BuildDeviceStream(stream, events);
     }
     for (const auto& [task, event] : pending_edges_) {
       builder_.AddDependency(task, device_task_[event]);
@@ -84,7 +193,7 @@ class ReplayBuilder {
     ReplayGraph replay{std::move(graph)};
     replay.origin = origin_;
     replay.steps = std::move(steps_);
-    replay.comm_durations = std::move(comm_durations_);
+    replay.comm_durations = std::move(device_ops_).TakeCommDurations();
     replay.task_device_event = std::move(task_device_event);
     measured_start_.resize(replay.graph.task_count());
     replay.measured_start = std::move(measured_start_);
@@ -93,170 +202,8 @@ class ReplayBuilder {
   }
 
  private:
-  using StreamKey = std::pair<int32_t, int64_t>;  // (device, stream)
-  static constexpr int64_t kAllStreams = -1;      // the merged stream of serialize_gpu_streams
-
-  void Index() {
-    origin_ = TimeNs::Max();
-    for (const HostEvent& event : trace_.host) origin_ = std::min(origin_, event.start);
-    for (const DeviceEvent& event : trace_.device) origin_ = std::min(origin_, event.start);
-    for (uint32_t i = 0; i < trace_.device.size(); ++i) {
-      const DeviceEvent& event = trace_.device[i];
-      streams_[{event.device, event.stream}].push_back(i);
-      if (event.correlation >= 0) launched_[event.correlation].push_back(i);
-    }
-    for (auto& [key, events] : streams_) {
-      std::sort(events.begin(), events.end(), [&](uint32_t a, uint32_t b) {
-        const DeviceEvent& x = trace_.device[a];
-        const DeviceEvent& y = trace_.device[b];
-        return x.start != y.start ? x.start < y.start : x.correlation < y.correlation;
-      });
-      // Launch order per lane, for "the last op launched before correlation k".
-      std::vector<std::vector<uint32_t>>& lanes = lanes_[key];
-      lanes.resize(MovesCollectives(events) ? 2 : 1);
-      for (uint32_t event : events) {
-        if (trace_.device[event].correlation >= 0) lanes[LaneOf(event)].push_back(event);
-      }
-      for (std::vector<uint32_t>& lane : lanes) {
-        std::sort(lane.begin(), lane.end(), [&](uint32_t a, uint32_t b) {
-          return trace_.device[a].correlation < trace_.device[b].correlation;
-        });
-      }
-    }
-    for (uint32_t i = 0; i < trace_.device.size(); ++i) {
-      ends_by_device_[trace_.device[i].device].push_back(i);
-    }
-    for (auto& [device, events] : ends_by_device_) {
-      std::sort(events.begin(), events.end(), [&](uint32_t a, uint32_t b) {
-        return trace_.device[a].end() < trace_.device[b].end();
-      });
-    }
-    for (uint32_t i = 0; i < trace_.syncs.size(); ++i) {
-      syncs_[trace_.syncs[i].correlation].push_back(i);
-    }
-    // Stream Wait Event: the waiting stream's next op after the wait call depends on the op
-    // the event captured.
-    for (const SyncEvent& sync : trace_.syncs) {
-      if (sync.kind != SyncKind::kStreamWaitEvent) continue;
-      const std::vector<uint32_t> recorded =
-          LastLaunchedBefore({sync.device, sync.wait_on_stream}, sync.record_correlation);
-      if (recorded.empty()) continue;
-      for (uint32_t waiter : FirstLaunchedAfter({sync.device, sync.stream}, sync.correlation)) {
-        std::vector<uint32_t>& waits = stream_waits_[waiter];
-        waits.insert(waits.end(), recorded.begin(), recorded.end());
-        stats_.stream_wait_edges += static_cast<int64_t>(recorded.size());
-      }
-    }
-    device_task_.assign(trace_.device.size(), TaskId::Invalid());
-  }
-
-  // Whether `events` (one stream's ops) is a stream whose collectives the overlap what-if moves
-  // to a lane of their own: it also runs other work.
-  bool MovesCollectives(const std::vector<uint32_t>& events) const {
-    if (!options_.overlap_collectives || options_.serialize_gpu_streams) return false;
-    const auto collective = [&](uint32_t e) { return trace_.device[e].collective != kNone; };
-    return std::any_of(events.begin(), events.end(), collective) &&
-           !std::all_of(events.begin(), events.end(), collective);
-  }
-
-  // 0 for the ops that stay in their stream, 1 for a collective the overlap what-if moved.
-  size_t LaneOf(uint32_t event) const {
-    const DeviceEvent& op = trace_.device[event];
-    return lanes_.at({op.device, op.stream}).size() > 1 && op.collective != kNone ? 1 : 0;
-  }
-
-  // The ops a wait on `stream` at launch `correlation` covers: per lane, the last op launched
-  // before it (FIFO order within the lane implies the others).
-  std::vector<uint32_t> LastLaunchedBefore(StreamKey stream, int64_t correlation) const {
-    std::vector<uint32_t> last;
-    const auto it = lanes_.find(stream);
-    if (it == lanes_.end() || correlation < 0) return last;
-    for (const std::vector<uint32_t>& lane : it->second) {
-      const auto after = std::lower_bound(
-          lane.begin(), lane.end(), correlation,
-          [&](uint32_t event, int64_t value) { return trace_.device[event].correlation < value; });
-      if (after != lane.begin()) last.push_back(*(after - 1));
-    }
-    return last;
-  }
-
-  // Per lane, the first op launched on `stream` after launch `correlation`.
-  std::vector<uint32_t> FirstLaunchedAfter(StreamKey stream, int64_t correlation) const {
-    std::vector<uint32_t> first;
-    const auto it = lanes_.find(stream);
-    if (it == lanes_.end() || correlation < 0) return first;
-    for (const std::vector<uint32_t>& lane : it->second) {
-      const auto after = std::upper_bound(
-          lane.begin(), lane.end(), correlation,
-          [&](int64_t value, uint32_t event) { return value < trace_.device[event].correlation; });
-      if (after != lane.end()) first.push_back(*after);
-    }
-    return first;
-  }
-
-  // The GPU ops a host API call waits for: from its sync records, else (a blocking call the
-  // trace has no record for) the op launched before it that ended last inside it.
-  std::vector<uint32_t> AwaitedOps(const HostEvent& call, std::string_view api) {
-    std::vector<uint32_t> awaited;
-    bool recorded = false;
-    if (const auto it = syncs_.find(call.correlation); it != syncs_.end()) {
-      for (uint32_t index : it->second) {
-        const SyncEvent& sync = trace_.syncs[index];
-        switch (sync.kind) {
-          case SyncKind::kStreamSync:
-            recorded = true;
-            for (uint32_t op : LastLaunchedBefore({sync.device, sync.stream}, call.correlation)) {
-              awaited.push_back(op);
-            }
-            break;
-          case SyncKind::kEventSync:
-            if (!IsBlockingSync(api)) break;  // Kineto records cudaEventQuery as an Event Sync
-            recorded = true;
-            for (uint32_t op :
-                 LastLaunchedBefore({sync.device, sync.wait_on_stream}, sync.record_correlation)) {
-              awaited.push_back(op);
-            }
-            break;
-          case SyncKind::kContextSync:
-            recorded = true;
-            for (const auto& [stream, lanes] : lanes_) {
-              if (stream.first != sync.device) continue;
-              for (uint32_t op : LastLaunchedBefore(stream, call.correlation)) {
-                awaited.push_back(op);
-              }
-            }
-            break;
-          case SyncKind::kStreamWaitEvent:
-            break;  // GPU-side; see Index()
-        }
-      }
-    }
-    if (recorded) {
-      stats_.sync_edges += static_cast<int64_t>(awaited.size());
-      return awaited;
-    }
-    if (!IsBlockingSync(api)) return awaited;
-    // No record: the launched op that finished last while the call ran.
-    std::optional<uint32_t> best;
-    for (const auto& [device, events] : ends_by_device_) {
-      const auto last = std::upper_bound(
-          events.begin(), events.end(), call.end(),
-          [&](TimeNs time, uint32_t event) { return time < trace_.device[event].end(); });
-      for (auto it = last; it != events.begin();) {
-        const DeviceEvent& op = trace_.device[*--it];
-        if (op.end() <= call.start) break;
-        if (op.correlation >= 0 && op.correlation < call.correlation) {
-          if (!best || op.end() > trace_.device[*best].end()) best = *it;
-          break;
-        }
-      }
-    }
-    if (best) {
-      awaited.push_back(*best);
-      ++stats_.inferred_sync_edges;
-    }
-    return awaited;
-  }
+  using StreamKey = ReplayIndex::StreamKey;
+  static constexpr int64_t kAllStreams = -1;  // the merged stream of serialize_gpu_streams
 
   // Records when a task started in the trace.
   TaskId Measured(TaskId task, TimeNs start) {
@@ -344,13 +291,8 @@ class ReplayBuilder {
   void Call(graph::StreamId stream, const HostEvent& call,
             const std::vector<int64_t>& correlations) {
     const std::string_view api = trace_.Name(call.name);
-    std::vector<uint32_t> launched;
-    for (int64_t correlation : correlations) {
-      if (const auto it = launched_.find(correlation); it != launched_.end()) {
-        launched.insert(launched.end(), it->second.begin(), it->second.end());
-      }
-    }
-    std::vector<uint32_t> awaited = AwaitedOps(call, api);
+    const std::vector<uint32_t> launched = index_.Launched(correlations);
+    std::vector<uint32_t> awaited = index_.AwaitedOps(call, api, stats_);
     for (uint32_t op : launched) {
       const DeviceEvent& copy = trace_.device[op];
       // The call must also have lasted until the copy ended: one that returned first did not
@@ -396,22 +338,6 @@ class ReplayBuilder {
     for (uint32_t op : awaited) pending_edges_.emplace_back(wait, op);
   }
 
-  // Per device, the ops of all its streams in start order (launch order at equal starts).
-  std::map<int32_t, std::vector<uint32_t>> MergedDeviceStreams() const {
-    std::map<int32_t, std::vector<uint32_t>> merged;
-    for (const auto& [key, events] : streams_) {
-      merged[key.first].insert(merged[key.first].end(), events.begin(), events.end());
-    }
-    for (auto& [device, events] : merged) {
-      std::sort(events.begin(), events.end(), [&](uint32_t a, uint32_t b) {
-        const DeviceEvent& x = trace_.device[a];
-        const DeviceEvent& y = trace_.device[b];
-        return x.start != y.start ? x.start < y.start : x.correlation < y.correlation;
-      });
-    }
-    return merged;
-  }
-
   // One CUDA stream (or, serialized, a device's merged streams) as one graph stream per lane.
   // Gaps are measured against the op that ran before in the trace, whatever its lane; a moved
   // collective still depends on the op before it in its stream (its producer).
@@ -419,7 +345,7 @@ class ReplayBuilder {
     const std::string name = key.second == kAllStreams
                                  ? fmt::format("gpu {} all streams", key.first)
                                  : fmt::format("gpu {} stream {}", key.first, key.second);
-    const bool moves = key.second != kAllStreams && lanes_.at(key).size() > 1;
+    const bool moves = key.second != kAllStreams && index_.MovesCollectives(key);
     const graph::StreamId kept = builder_.Stream(0, name);
     const graph::StreamId moved =
         moves ? builder_.Stream(0, name + " (collectives moved off)") : kept;
@@ -427,7 +353,7 @@ class ReplayBuilder {
     std::optional<TimeNs> previous_end;
     for (uint32_t index : events) {
       const DeviceEvent& op = trace_.device[index];
-      const bool lane_moved = moves && LaneOf(index) == 1;
+      const bool lane_moved = moves && index_.LaneOf(index) == 1;
       const graph::StreamId stream = lane_moved ? moved : kept;
       std::vector<TaskId> prerequisites;
       std::vector<uint32_t> device_prerequisites;
@@ -441,14 +367,15 @@ class ReplayBuilder {
         ++stats_.moved_collectives;
         if (last_kept.valid()) prerequisites.push_back(last_kept);
       }
-      if (const auto it = stream_waits_.find(index); it != stream_waits_.end()) {
-        for (uint32_t prerequisite : it->second) {
+      if (const std::vector<uint32_t>* waits = index_.StreamWaits(index)) {
+        for (uint32_t prerequisite : *waits) {
           device_prerequisites.push_back(prerequisite);
           ready = std::max(ready, trace_.device[prerequisite].end());
         }
       }
       if (op.start - ready > options_.match_tolerance) {
-        if (const std::optional<uint32_t> other = UnrecordedWait(op, ready)) {
+        if (const std::optional<uint32_t> other =
+                index_.UnrecordedWait(op, ready, options_.match_tolerance)) {
           device_prerequisites.push_back(*other);
           ready = std::max(ready, trace_.device[*other].end());
           ++stats_.inferred_stream_edges;
@@ -463,7 +390,7 @@ class ReplayBuilder {
         stats_.gpu_gap_time += op.start - ready;
       }
       TaskId chain_first;  // set when a what-if replaced the op by a chain of tasks
-      const TaskId task = Measured(DeviceTask(stream, op, chain_first), op.start);
+      const TaskId task = Measured(device_ops_.Add(stream, op, chain_first), op.start);
       if (!first.valid()) first = chain_first.valid() ? chain_first : task;
       for (TaskId prerequisite : prerequisites) builder_.AddDependency(first, prerequisite);
       for (uint32_t prerequisite : device_prerequisites)
@@ -474,134 +401,19 @@ class ReplayBuilder {
     }
   }
 
-  // An op on another stream of the device that ended within the tolerance before `op` started,
-  // after `ready`: the wait the trace did not record.
-  std::optional<uint32_t> UnrecordedWait(const DeviceEvent& op, TimeNs ready) const {
-    const std::vector<uint32_t>& ends = ends_by_device_.at(op.device);
-    auto it = std::upper_bound(ends.begin(), ends.end(), op.start, [&](TimeNs time, uint32_t e) {
-      return time < trace_.device[e].end();
-    });
-    while (it != ends.begin()) {
-      const DeviceEvent& other = trace_.device[*--it];
-      if (other.end() <= ready || op.start - other.end() > options_.match_tolerance) break;
-      if (other.stream != op.stream) return *it;
-    }
-    return std::nullopt;
-  }
-
-  // The task of a GPU op; for a collective a what-if rewrote, the last of its chain, the first
-  // going to `chain_first`.
-  TaskId DeviceTask(graph::StreamId stream, const DeviceEvent& op, TaskId& chain_first) {
-    ++stats_.gpu_tasks;
-    const std::string_view name = trace_.Name(op.name);
-    if (op.collective != kNone) {
-      const CollectiveInfo& info = trace_.collectives[op.collective];
-      if (info.kind != graph::CommKind::kSendRecv) {
-        const bool world = trace_.world_size > 0 && info.group_size == trace_.world_size;
-        const int32_t group_size = PricedGroupSize(info);
-        if (world && options_.rewrite_world_collectives) {
-          if (const auto steps = options_.rewrite_world_collectives(info, group_size)) {
-            ++stats_.rewritten_collectives;
-            return RewriteChain(stream, name, *steps, group_size, chain_first);
-          }
-        }
-        const graph::CommId comm = Collective(info.kind, info.bytes, name, group_size);
-        comm_durations_[comm.value()] = op.duration;
-        ++stats_.collectives;
-        return builder_.AddCollectiveTask(stream, comm, name, "nccl");
-      }
-      return builder_.AddTask(stream, TaskKind::kCompute, name, "nccl", op.duration);
-    }
-    switch (op.kind) {
-      case DeviceEventKind::kKernel:
-        return builder_.AddTask(stream, TaskKind::kCompute, name, "kernel", Duration(op));
-      case DeviceEventKind::kMemcpy:
-        return builder_.AddTask(stream, TaskKind::kMemcpy, name, "memcpy", Duration(op));
-      case DeviceEventKind::kMemset:
-        return builder_.AddTask(stream, TaskKind::kMemcpy, name, "memset", Duration(op));
-    }
-    return TaskId::Invalid();
-  }
-
-  // A single-rank collective priced as one over `group_size` ranks.
-  graph::CommId Collective(graph::CommKind kind, Bytes bytes, std::string_view name,
-                           int32_t group_size) {
-    const int32_t rank = 0;
-    // The replayed rank stands for the whole group, so a broadcast or reduce is rooted at it:
-    // the root the real job used (a global rank, often another process's) does not change
-    // what the network model charges for the collective.
-    const bool rooted = kind == graph::CommKind::kBroadcast || kind == graph::CommKind::kReduce;
-    const graph::CommId comm = builder_.AddCollective(
-        kind, bytes, std::span<const int32_t>(&rank, 1), name, {}, rooted ? rank : -1);
-    if (group_size > 1) {
-      std::vector<int32_t> logical(static_cast<size_t>(group_size));
-      std::iota(logical.begin(), logical.end(), 0);
-      builder_.PriceAs(comm, logical);
-    }
-    if (comm_durations_.size() <= comm.value()) comm_durations_.resize(comm.value() + 1);
-    return comm;
-  }
-
-  TaskId RewriteChain(graph::StreamId stream, std::string_view name,
-                      const std::vector<CollectiveRewriteStep>& steps, int32_t group_size,
-                      TaskId& chain_first) {
-    TaskId last;
-    for (const CollectiveRewriteStep& step : steps) {
-      const std::string step_name = fmt::format("{} ({})", name, step.name);
-      if (step.collective) {
-        const graph::CommId comm = Collective(*step.collective, step.bytes, step_name, group_size);
-        ++stats_.collectives;
-        last = builder_.AddCollectiveTask(stream, comm, step_name, "nccl");
-      } else {
-        last =
-            builder_.AddTask(stream, TaskKind::kCompute, step_name, "compression", step.duration);
-      }
-      if (!chain_first.valid()) chain_first = last;
-    }
-    return last;
-  }
-
-  // The op's measured duration, divided by the first speedup whose class it belongs to.
-  DurationNs Duration(const DeviceEvent& op) {
-    for (const KernelSpeedup& speedup : options_.speedups) {
-      if (InKernelClass(speedup.kernels, op.kind, trace_.Name(op.name))) {
-        ++stats_.sped_up_ops;
-        return DurationNs(static_cast<int64_t>(
-            std::llround(static_cast<double>(op.duration.ns()) / speedup.factor)));
-      }
-    }
-    return op.duration;
-  }
-
-  int32_t PricedGroupSize(const CollectiveInfo& info) {
-    if (options_.world_group_size > 0 && trace_.world_size > 0 &&
-        info.group_size == trace_.world_size) {
-      ++stats_.rescaled_collectives;
-      return options_.world_group_size;
-    }
-    return info.group_size;
-  }
-
   const Trace& trace_;
   const ReplayOptions& options_;
-  graph::TaskGraphBuilder builder_;
+  ReplayStats stats_;  // before index_, which counts the Stream Wait Event edges into it
+  ReplayIndex index_;
   TimeNs origin_;
-  std::map<StreamKey, std::vector<uint32_t>> streams_;  // in start order
-  // Per stream, its ops in launch order: one lane, or with the overlap what-if two (the ops
-  // that stay, and the collectives moved off it).
-  std::map<StreamKey, std::vector<std::vector<uint32_t>>> lanes_;
-  std::map<int32_t, std::vector<uint32_t>> ends_by_device_;  // in end order
-  std::unordered_map<int64_t, std::vector<uint32_t>> launched_;
-  std::unordered_map<int64_t, std::vector<uint32_t>> syncs_;
-  std::unordered_map<uint32_t, std::vector<uint32_t>> stream_waits_;
+  graph::TaskGraphBuilder builder_;
+  DeviceOpTasks device_ops_{trace_, options_, builder_, stats_};
   // Per launched op: the host task that launched it and when that task ended in the trace.
   std::unordered_map<uint32_t, std::pair<TaskId, TimeNs>> launch_task_;
   std::vector<std::pair<TaskId, uint32_t>> pending_edges_;  // (task, device event it awaits)
   std::vector<TaskId> device_task_;
   std::vector<DurationNs> measured_start_;  // per task, since origin_
   std::vector<ReplayStep> steps_;
-  std::vector<DurationNs> comm_durations_;
-  ReplayStats stats_;
 };
 
 }  // namespace
