@@ -56,12 +56,12 @@ PipelineStep InterleavedStep(Pass pass, int64_t k, int stages, int chunks) {
           .chunk = pass == Pass::kForward ? chunk_in_order : chunks - 1 - chunk_in_order};
 }
 
-// Megatron's warm-up of an interleaved stage: 2(p − s − 1) + (v − 1)·p chunk forwards, all of
-// them when m == p.
+// Megatron-Core's warm-up of an interleaved stage: 2(p − s − 1) + (v − 1)·p chunk forwards, at
+// most all m·v of them. (Megatron-LM before Core ran every forward first whenever m == p; Core
+// warms up the same way for every m.)
 int64_t InterleavedWarmup(int stages, int stage, int64_t microbatches, int chunks) {
-  const int64_t total = microbatches * chunks;
-  if (microbatches == stages) return total;
-  return std::min<int64_t>(total, int64_t{2} * (stages - stage - 1) + int64_t{chunks - 1} * stages);
+  return std::min<int64_t>(microbatches * chunks,
+                           int64_t{2} * (stages - stage - 1) + int64_t{chunks - 1} * stages);
 }
 
 // Interleaved 1F1B (Megatron, SC'21 §2.2.2) with v chunks per stage: the m·v chunk passes in
@@ -87,7 +87,7 @@ std::vector<PipelineStep> InterleavedSteps(int stages, int stage, int64_t microb
 }
 
 // (2(p − s − 1) + (v − 1)·p + 1) chunk passes of 1/v of a stage each, capped at m·v: the
-// warm-up plus the steady forward. The m == p case (all forwards first) is the cap too.
+// warm-up plus the steady forward.
 double InterleavedInFlight(int stages, int stage, int64_t microbatches, int chunks) {
   const double passes = 2.0 * (stages - stage - 1) + (chunks - 1.0) * stages + 1;
   return std::min(passes, static_cast<double>(microbatches) * chunks) / chunks;
