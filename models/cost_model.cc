@@ -98,7 +98,7 @@ std::optional<OpCost> RooflineCostModel::Price(const Op& op) const {
   if (op.flops > 0) {
     const FlopRate matrix = gpu_.MatrixPeak(op.dtype);
     if (op.matmul && matrix.flop_per_second() > 0) {
-      compute = gpu_.matrix_efficiency.TimeSeconds(op.flops, matrix.flop_per_second());
+      compute = gpu_.MatrixEfficiency(op.dtype).TimeSeconds(op.flops, matrix.flop_per_second());
     } else {
       compute = op.flops / gpu_.vector_peak.flop_per_second();
     }

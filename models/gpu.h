@@ -37,10 +37,15 @@ struct GpuSpec {
   Bandwidth memory_bandwidth;                       // HBM
   Bytes memory;                                     // HBM capacity
   DurationNs launch_overhead;                       // added to every op
-  EfficiencyCurve matrix_efficiency;
+  EfficiencyCurve matrix_efficiency;                // GEMMs in every dtype but FP8
+  EfficiencyCurve fp8_matrix_efficiency;  // FP8 GEMMs (Transformer Engine's), their own curve
   EfficiencyCurve memory_efficiency;
+  bool microscaling = false;  // MXFP8 tensor cores with per-32-element scales (Blackwell)
 
   FlopRate MatrixPeak(DType dtype) const { return matrix_peak[static_cast<size_t>(dtype)]; }
+  const EfficiencyCurve& MatrixEfficiency(DType dtype) const {
+    return dtype == DType::kFp8 ? fp8_matrix_efficiency : matrix_efficiency;
+  }
 };
 
 std::span<const std::string_view> GpuPresetNames();
@@ -49,7 +54,8 @@ Expected<GpuSpec> GpuPreset(std::string_view name);
 
 // {"preset": "a100-sxm4-80gb", "matrix_peak": {"bf16": "312 TFLOP/s"}, "vector_peak",
 //  "memory_bandwidth", "memory", "launch_overhead", "matrix_efficiency": {"max", "ramp"},
-//  "memory_efficiency": {...}}, or a bare preset name. With a preset any field overrides it;
+//  "fp8_matrix_efficiency": {...}, "memory_efficiency": {...}, "microscaling": bool}, or a bare
+//  preset name. With a preset any field overrides it;
 // without one all but the efficiencies and launch overhead are required.
 Expected<GpuSpec> GpuFromJson(const Json& value, const std::string& path);
 

@@ -143,11 +143,18 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
   const double in_flight = memory.microbatches_in_flight;
   int64_t per_microbatch = 0;
   int64_t largest_op = 0;
+  int64_t fp8_weights = 0;
   for (int index : StageLayers(spec, plan)) {
     const LayerOps layer = TransformerLayerOps(spec, index, plan.shard);
     per_microbatch += LayerActivationBytes(layer, plan.recompute, plan.shard, spec.hidden);
     largest_op = MaxOpBytes(layer, largest_op);
+    fp8_weights += Fp8WeightElements(layer);
   }
+  // FP8: Transformer Engine keeps each FP8 weight quantized row- and column-wise (for the
+  // forward and dgrad GEMMs, and the wgrad's transpose) from the first micro-batch on; the
+  // per-tensor scaling state (a few fp32 per tensor) is negligible and not counted.
+  memory.fp8_weights = static_cast<int64_t>(
+      std::ceil(static_cast<double>(fp8_weights) * 2 * Fp8CopyBytes(plan.shard.fp8)));
   if (IsFirstStage(plan)) {
     const LayerOps embedding = EmbeddingOps(spec, plan.shard);
     per_microbatch += TotalSavedBytes(embedding.forward);

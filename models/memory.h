@@ -45,10 +45,11 @@ struct MemoryBreakdown {
   int64_t optimizer_state = 0;
   int64_t activations = 0;
   int64_t temporary = 0;
+  int64_t fp8_weights = 0;  // FP8 training: the quantized weight copies (row- and column-wise)
   double microbatches_in_flight = 0;
 
   int64_t total() const {
-    return parameters + gradients + optimizer_state + activations + temporary;
+    return parameters + gradients + optimizer_state + activations + temporary + fp8_weights;
   }
 };
 

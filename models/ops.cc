@@ -7,9 +7,12 @@
 namespace dtsim::models {
 namespace {
 
-constexpr std::array<std::string_view, 14> kKindNames = {
-    "gemm",      "flash_attention", "norm",   "softmax", "dropout",    "activation", "elementwise",
-    "embedding", "cross_entropy",   "router", "permute", "batch_norm", "pool",       "optimizer"};
+constexpr std::array<std::string_view, 15> kKindNames = {
+    "gemm",       "flash_attention", "norm",      "softmax",       "dropout",
+    "activation", "elementwise",     "embedding", "cross_entropy", "router",
+    "permute",    "batch_norm",      "pool",      "optimizer",     "quantize"};
+constexpr std::array<std::string_view, 5> kFp8RecipeNames = {"none", "delayed", "current",
+                                                             "blockwise", "mxfp8"};
 constexpr std::array<std::string_view, 4> kPassNames = {"forward", "backward", "recompute",
                                                         "optimizer"};
 constexpr std::array<std::string_view, 3> kRecomputeNames = {"none", "selective", "full"};
@@ -41,6 +44,29 @@ int64_t TransformerShard::ActivationElements(int64_t hidden) const {
   return tokens() / batch_split() * (hidden / hidden_split());
 }
 std::span<const std::string_view> OptimizerNames() { return kOptimizerNames; }
+std::span<const std::string_view> Fp8RecipeNames() { return kFp8RecipeNames; }
+
+double Fp8CopyBytes(Fp8Recipe recipe) {
+  switch (recipe) {
+    case Fp8Recipe::kBlockwise:
+      return 1 + 4.0 / 128;
+    case Fp8Recipe::kMxfp8:
+      return 1 + 1.0 / 32;
+    default:
+      return 1;
+  }
+}
+
+double Fp8QuantizeBytes(Fp8Recipe recipe) {
+  const double amax_pass = recipe == Fp8Recipe::kCurrent ? 2 : 0;
+  return 2 + 2 * Fp8CopyBytes(recipe) + amax_pass;
+}
+
+int64_t Fp8WeightElements(const LayerOps& layer) {
+  int64_t elements = 0;
+  for (const Op& op : layer.forward) elements += op.fp8_weight_elements;
+  return elements;
+}
 
 std::string_view RecomputeName(Recompute recompute) {
   return kRecomputeNames[static_cast<size_t>(recompute)];
@@ -57,8 +83,10 @@ Op Op::Gemm(std::string name, Pass pass, DType dtype, int64_t m, int64_t n, int6
   const double b = static_cast<double>(batch);
   op.flops = op.model_flops =
       2.0 * b * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  op.bytes = b * DTypeBytes(dtype) *
-             (static_cast<double>(m) * k + static_cast<double>(k) * n + static_cast<double>(m) * n);
+  // An FP8 GEMM (Transformer Engine's) writes its output in BF16.
+  const double out = dtype == DType::kFp8 ? DTypeBytes(DType::kBf16) : DTypeBytes(dtype);
+  op.bytes = b * (DTypeBytes(dtype) * (static_cast<double>(m) * k + static_cast<double>(k) * n) +
+                  out * static_cast<double>(m) * n);
   op.matmul = true;
   return op;
 }

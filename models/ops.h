@@ -32,6 +32,7 @@ enum class OpKind : uint8_t {
   kBatchNorm,
   kPool,
   kOptimizer,
+  kQuantize,  // FP8: a BF16 tensor cast to FP8 with its scales, row- and column-wise
 };
 
 enum class Pass : uint8_t { kForward, kBackward, kRecompute, kOptimizer };
@@ -66,6 +67,7 @@ struct Op {
   enum class Boundary : uint8_t { kNone, kTensorReduce, kExpertAllToAll };
   Boundary boundary = Boundary::kNone;
   bool expert = false;  // an expert's GEMM or activation: its work follows the routed tokens
+  int64_t fp8_weight_elements = 0;  // an FP8 GEMM's forward: the weight elements it quantizes
 
   // The ops' matmul-ness and FLOPs, for GEMMs: 2·m·n·k·batch.
   static Op Gemm(std::string name, Pass pass, DType dtype, int64_t m, int64_t n, int64_t k,
@@ -74,6 +76,20 @@ struct Op {
   static Op Streaming(std::string name, OpKind kind, Pass pass, DType dtype, int64_t elements,
                       double bytes_per_element, double flops_per_element = 1);
 };
+
+// FP8 training as Transformer Engine runs it (docs/strategies.md, "FP8"): the GEMMs of the
+// transformer layers' linear layers in FP8 with BF16 outputs, everything else in BF16. The
+// recipe is how tensors are scaled: delayed (per tensor, from the amax history), current (per
+// tensor, from this tensor's amax: one more pass over it), blockwise (DeepSeek-V3's 1×128 and
+// 128×128 blocks), mxfp8 (32-element blocks with E8M0 scales, Blackwell).
+enum class Fp8Recipe : uint8_t { kNone, kDelayed, kCurrent, kBlockwise, kMxfp8 };
+std::span<const std::string_view> Fp8RecipeNames();  // indexed by Fp8Recipe: "none", "delayed", …
+// HBM bytes per element to quantize a BF16 tensor: read it (2), write FP8 row- and column-wise
+// (1 + 1) and their scales (blockwise 4 B per 128, mxfp8 1 B per 32, each way); current scaling
+// reads it once more for its amax (2).
+double Fp8QuantizeBytes(Fp8Recipe recipe);
+// Bytes per element of one FP8 copy (one direction) with its scales.
+double Fp8CopyBytes(Fp8Recipe recipe);
 
 enum class Recompute { kNone, kSelective, kFull };
 std::string_view RecomputeName(Recompute recompute);
@@ -100,7 +116,8 @@ struct TransformerShard {
   bool sequence_parallel = false;  // 1D: norms, dropout, residuals on s/t tokens
   int expert_parallel = 1;         // experts split over this many ranks
   bool flash_attention = false;
-  bool dropout = true;  // GPT/BERT train with dropout; LLaMA-style models without
+  bool dropout = true;               // GPT/BERT train with dropout; LLaMA-style models without
+  Fp8Recipe fp8 = Fp8Recipe::kNone;  // 1D only: the linear layers' GEMMs in FP8
 
   int64_t tokens() const { return micro_batch * seq_len; }
   int grid() const { return TensorGrid(tensor_layout, tensor_parallel, tensor_depth); }
@@ -129,6 +146,10 @@ struct LayerOps {
   std::vector<Op> forward;
   std::vector<Op> backward;
 };
+
+// The weight elements of `layer`'s FP8 GEMMs on this rank (0 without FP8): what Transformer
+// Engine quantizes once per iteration and keeps row- and column-wise.
+int64_t Fp8WeightElements(const LayerOps& layer);
 
 // Precondition: ValidateShard passed.
 LayerOps TransformerLayerOps(const TransformerSpec& spec, int layer_index,

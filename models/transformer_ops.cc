@@ -23,7 +23,23 @@ struct Shape {
   double e;       // bytes per activation element
   DType dtype;
   bool flash, dropout, causal;
+  Fp8Recipe fp8;  // the linear layers' GEMMs in FP8 (1D only)
+
+  // Bytes per element a linear layer saves its input with for the weight gradient: BF16, or
+  // under FP8 the column-wise FP8 copy Transformer Engine keeps.
+  double input_e() const { return fp8 != Fp8Recipe::kNone ? Fp8CopyBytes(fp8) : e; }
 };
+
+// An FP8 linear's casts, kept in `storage`: its input's `input` elements quantized on this rank
+// (under sequence parallelism the shard, before the all-gather) and the `grad` elements of its
+// output gradient; nullptr without FP8.
+const LayerBuilder::Fp8Casts* Casts(const Shape& x, int64_t input, int64_t grad,
+                                    LayerBuilder::Fp8Casts& storage) {
+  if (x.fp8 == Fp8Recipe::kNone) return nullptr;
+  storage = {
+      .input_elements = input, .grad_elements = grad, .bytes_per_element = Fp8QuantizeBytes(x.fp8)};
+  return &storage;
+}
 
 Shape MakeShape(const TransformerSpec& spec, const TransformerShard& shard) {
   const int split = shard.column_split();
@@ -46,6 +62,7 @@ Shape MakeShape(const TransformerSpec& spec, const TransformerShard& shard) {
   x.flash = shard.flash_attention;
   x.dropout = shard.dropout;
   x.causal = spec.causal;
+  x.fp8 = shard.fp8;
   return x;
 }
 
@@ -144,11 +161,15 @@ void Attention(LayerBuilder& layer, const Shape& x) {
   NormOp(layer, "attn.norm", x);
   // Saves its input (the sequence shard under sequence parallelism, which the backward
   // all-gathers again) and its outputs Q, K, V for the core attention's backward.
+  LayerBuilder::Fp8Casts casts;
   layer.Linear("attn.qkv", x.dtype, x.tokens, x.q + 2 * x.kv, x.width,
-               x.e * x.replicated_tokens * x.width + x.e * tokens * (x.q + 2 * x.kv), x.steps);
+               x.input_e() * x.replicated_tokens * x.width + x.e * tokens * (x.q + 2 * x.kv),
+               x.steps, 1.0,
+               Casts(x, x.replicated_tokens * x.width, x.tokens * (x.q + 2 * x.kv), casts));
   layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);  // column-parallel: g in backward
   CoreAttention(layer, x);
-  layer.Linear("attn.proj", x.dtype, x.tokens, x.width, x.q, x.e * tokens * x.q, x.steps);
+  layer.Linear("attn.proj", x.dtype, x.tokens, x.width, x.q, x.input_e() * tokens * x.q, x.steps,
+               1.0, Casts(x, x.tokens * x.q, x.tokens * x.width, casts));
   layer.Boundaries(Boundary::kTensorReduce, Boundary::kNone);  // row-parallel: f in forward
   ResidualAdd(layer, "attn.residual", x);
 }
@@ -156,14 +177,17 @@ void Attention(LayerBuilder& layer, const Shape& x) {
 void DenseMlp(LayerBuilder& layer, const Shape& x, bool swiglu) {
   const double tokens = static_cast<double>(x.tokens);
   const int64_t width = swiglu ? 2 * x.ffn : x.ffn;  // SwiGLU: gate and up in one GEMM
-  layer.Linear("mlp.fc1", x.dtype, x.tokens, width, x.width, x.e * x.replicated_tokens * x.width,
-               x.steps);
+  LayerBuilder::Fp8Casts casts;
+  layer.Linear("mlp.fc1", x.dtype, x.tokens, width, x.width,
+               x.input_e() * x.replicated_tokens * x.width, x.steps, 1.0,
+               Casts(x, x.replicated_tokens * x.width, x.tokens * width, casts));
   layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
   // GeLU saves its input (e·sbf); SwiGLU reads 2f and writes f, saving both halves.
   const int64_t elements = x.tokens * x.ffn;
   layer.Stream("mlp.act", OpKind::kActivation, x.dtype, elements, swiglu ? 3 * x.e : 2 * x.e,
                swiglu ? 5 * x.e : 3 * x.e, x.e * tokens * width);
-  layer.Linear("mlp.fc2", x.dtype, x.tokens, x.width, x.ffn, x.e * tokens * x.ffn, x.steps);
+  layer.Linear("mlp.fc2", x.dtype, x.tokens, x.width, x.ffn, x.input_e() * tokens * x.ffn, x.steps,
+               1.0, Casts(x, x.tokens * x.ffn, x.tokens * x.width, casts));
   layer.Boundaries(Boundary::kTensorReduce, Boundary::kNone);
 }
 
@@ -196,16 +220,19 @@ void MoeMlp(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
   layer.Boundaries(Boundary::kExpertAllToAll, Boundary::kNone);  // tokens to their experts
   // MFU counts routed tokens only; the padded capacity is executed work.
   const double share = routed / static_cast<double>(processed);
-  layer.Linear("moe.expert.fc1", x.dtype, rows, width, x.width, x.e * processed * x.width,
-               local_experts, share);
+  LayerBuilder::Fp8Casts casts;
+  layer.Linear("moe.expert.fc1", x.dtype, rows, width, x.width,
+               x.input_e() * static_cast<double>(processed) * x.width, local_experts, share,
+               Casts(x, processed * x.width, processed * width, casts));
   layer.MarkExpert();
   layer.Boundaries(Boundary::kNone, Boundary::kExpertAllToAll);  // gradients back to the tokens
   layer.Stream("moe.expert.act", OpKind::kActivation, x.dtype, processed * ffn,
                swiglu ? 3 * x.e : 2 * x.e, swiglu ? 5 * x.e : 3 * x.e,
                x.e * static_cast<double>(processed) * width);
   layer.MarkExpert();
-  layer.Linear("moe.expert.fc2", x.dtype, rows, x.width, ffn, x.e * processed * ffn, local_experts,
-               share);
+  layer.Linear("moe.expert.fc2", x.dtype, rows, x.width, ffn,
+               x.input_e() * static_cast<double>(processed) * ffn, local_experts, share,
+               Casts(x, processed * ffn, processed * x.width, casts));
   layer.MarkExpert();
   layer.Boundaries(Boundary::kExpertAllToAll, Boundary::kNone);  // tokens back to their ranks
   layer.Stream("moe.combine", OpKind::kPermute, x.dtype, buffer, 2 * x.e, 2 * x.e, x.e * buffer);

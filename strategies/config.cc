@@ -28,8 +28,33 @@ Status ReadDType(JsonObjectReader& reader, std::string_view key, DType& out) {
       return Status::Ok();
     }
   }
-  return Error("expected \"bf16\", \"fp16\" or \"fp32\"", JsonChildPath(reader.path(), key),
-               Quote(name));
+  return Error(key == "precision" ? "expected \"bf16\", \"fp16\", \"fp32\" or \"fp8\""
+                                  : "expected \"bf16\", \"fp16\" or \"fp32\"",
+               JsonChildPath(reader.path(), key), Quote(name));
+}
+
+// "precision": "fp8" trains with BF16 activations and parameters and FP8 GEMMs, as Transformer
+// Engine does, scaled by "fp8_recipe" (default "delayed"); any other precision is ReadDType's.
+Status ReadPrecision(JsonObjectReader& reader, TrainingConfig& training) {
+  const Json* precision = reader.Find("precision");
+  const bool fp8 = precision != nullptr && precision->is_string() && *precision == "fp8";
+  if (fp8) {
+    training.dtype = DType::kBf16;
+    training.fp8 = models::Fp8Recipe::kDelayed;
+  } else {
+    DTSIM_RETURN_IF_ERROR(ReadDType(reader, "precision", training.dtype));
+  }
+  if (!reader.Has("fp8_recipe")) return Status::Ok();
+  if (!fp8) {
+    return Error("an FP8 recipe needs \"precision\": \"fp8\"", "training.fp8_recipe",
+                 JsonValueForError(*reader.Find("fp8_recipe")));
+  }
+  // The recipes, without "none".
+  const std::span<const std::string_view> recipes = models::Fp8RecipeNames().subspan(1);
+  size_t index = 0;
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalChoice("fp8_recipe", recipes, index));
+  training.fp8 = static_cast<models::Fp8Recipe>(index + 1);
+  return Status::Ok();
 }
 
 Status ReadTraining(const Json& value, TrainingConfig& training) {
@@ -40,7 +65,7 @@ Status ReadTraining(const Json& value, TrainingConfig& training) {
   DTSIM_RETURN_IF_ERROR(
       reader.ReadOptionalInt("micro_batch", training.micro_batch, 1, kMaxGlobalBatch));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("seq_len", training.seq_len, 1, kMaxSequenceLength));
-  DTSIM_RETURN_IF_ERROR(ReadDType(reader, "precision", training.dtype));
+  DTSIM_RETURN_IF_ERROR(ReadPrecision(reader, training));
   DTSIM_RETURN_IF_ERROR(ReadDType(reader, "grad_precision", training.grad_dtype));
   DTSIM_RETURN_IF_ERROR(
       reader.ReadOptionalEnum("optimizer", models::OptimizerNames(), training.optimizer));
@@ -305,6 +330,38 @@ Status CheckStageLayers(const models::TransformerSpec& spec, const ParallelPlan&
   return Status::Ok();
 }
 
+// FP8 training: a GPU with FP8 tensor cores (MXFP8: with microscaling, Blackwell) and the 1D
+// tensor layout Transformer Engine's linear layers implement.
+Status CheckFp8(const SimulationConfig& config) {
+  const models::Fp8Recipe recipe = config.training.fp8;
+  if (recipe == models::Fp8Recipe::kNone) return Status::Ok();
+  if (config.model.family != models::ModelFamily::kTransformer) {
+    return Error(fmt::format("FP8 training is built for transformers (Transformer Engine's "
+                             "linear layers), not {} models",
+                             models::ModelFamilyName(config.model.family)),
+                 "training.precision", Quote("fp8"));
+  }
+  if (config.gpu.MatrixPeak(DType::kFp8).flop_per_second() <= 0) {
+    return Error(fmt::format("the GPU {} has no FP8 tensor cores (no fp8 matrix peak)",
+                             Quote(config.gpu.name)),
+                 "training.precision", Quote("fp8"));
+  }
+  if (recipe == models::Fp8Recipe::kMxfp8 && !config.gpu.microscaling) {
+    return Error(fmt::format("MXFP8 needs microscaling tensor cores (Blackwell); the GPU {} has "
+                             "none: use \"delayed\", \"current\" or \"blockwise\"",
+                             Quote(config.gpu.name)),
+                 "training.fp8_recipe", Quote("mxfp8"));
+  }
+  if (config.plan.tensor_layout != models::TensorLayout::k1D) {
+    return Error(
+        "FP8 training is built for 1D tensor parallelism (Transformer Engine's linear "
+        "layers)",
+        "parallelism.tensor.mode",
+        Quote(models::TensorLayoutNames()[static_cast<size_t>(config.plan.tensor_layout)]));
+  }
+  return Status::Ok();
+}
+
 // A transformer's plan (its sequence length resolved): expert parallelism against the MoE
 // model, the shard against the model, the pipeline against the layers and the schedule.
 Status CheckTransformerPlan(const SimulationConfig& config) {
@@ -441,6 +498,7 @@ Expected<ResolvedConfig> Resolve(const SimulationConfig& input) {
                  "compression.method", Quote(method));
   }
   DTSIM_RETURN_IF_ERROR(CheckParameterServers(config));
+  DTSIM_RETURN_IF_ERROR(CheckFp8(config));
   return ResolvedConfig(std::move(config));
 }
 
@@ -477,7 +535,8 @@ models::TransformerShard ShardOf(const SimulationConfig& config) {
           .sequence_parallel = plan.sequence_parallel,
           .expert_parallel = plan.expert,
           .flash_attention = training.flash_attention,
-          .dropout = training.dropout};
+          .dropout = training.dropout,
+          .fp8 = training.fp8};
 }
 
 bool SkewedRouting(const SimulationConfig& config) {

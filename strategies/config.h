@@ -37,9 +37,12 @@ inline constexpr int64_t kMaxPlanRanks = int64_t{1} << 24;
 struct TrainingConfig {
   int64_t global_batch = 0;  // sequences (samples) per iteration
   int64_t micro_batch = 1;
-  int64_t seq_len = 0;  // 0: the model's max_seq
-  DType dtype = DType::kBf16;
+  int64_t seq_len = 0;              // 0: the model's max_seq
+  DType dtype = DType::kBf16;       // activations and parameters ("fp8" keeps them in BF16)
   DType grad_dtype = DType::kFp32;  // Megatron keeps fp32 main gradients
+  // "precision": "fp8": the linear layers' GEMMs in FP8 with this recipe ("fp8_recipe",
+  // default "delayed"), as Transformer Engine runs them.
+  models::Fp8Recipe fp8 = models::Fp8Recipe::kNone;
   models::Optimizer optimizer = models::Optimizer::kAdam;
   models::Recompute recompute = models::Recompute::kNone;
   bool flash_attention = false;

@@ -99,8 +99,8 @@ Status GradientReducer::ReduceBucket(const GradientTensors& bucket, const Reduct
 }
 
 void GradientReducer::Step(const ReductionGroup& group, int64_t parameters, StepWaits& waits,
-                           int64_t expert_parameters,
-                           std::span<const ReductionGroup> expert_groups) {
+                           int64_t expert_parameters, std::span<const ReductionGroup> expert_groups,
+                           int64_t fp8_weights) {
   const ParallelPlan& plan = config_.plan;
   const bool zero = plan.zero_stage >= 1;
   const int64_t dense = parameters - expert_parameters;
@@ -112,6 +112,15 @@ void GradientReducer::Step(const ReductionGroup& group, int64_t parameters, Step
   const std::optional<models::OpCost> cost = cost_.Price(models::OptimizerOp(
       config_.training.optimizer, dense_shard + expert_shard, config_.training.grad_dtype));
   const models::OpCost step = cost.value_or(models::OpCost{});
+  DurationNs step_time = step.duration;
+  if (fp8_weights > 0) {
+    const models::Op quantize = models::Op::Streaming(
+        "fp8.weight_quantize", models::OpKind::kQuantize, models::Pass::kOptimizer,
+        config_.training.dtype, fp8_weights, models::Fp8QuantizeBytes(config_.training.fp8));
+    const models::OpCost weights = cost_.Price(quantize).value_or(models::OpCost{});
+    sources_.Add(weights, group.represented);
+    step_time += weights.duration;
+  }
   // ZeRO-1/2 all-gather the updated shards after the step, dense ones over the data-parallel
   // group and the experts' over their expert-data-parallel group; ZeRO-3 gathers them per
   // layer before use instead.
@@ -132,7 +141,7 @@ void GradientReducer::Step(const ReductionGroup& group, int64_t parameters, Step
   for (int32_t rank : group.simulated) {
     const TaskId task =
         builder_.AddTask(RoleStream(builder_, rank, StreamRole::kCompute), TaskKind::kCompute,
-                         "optimizer step", kOptimizerCategory, step.duration);
+                         "optimizer step", kOptimizerCategory, step_time);
     for (TaskId prerequisite : waits[rank]) builder_.AddDependency(task, prerequisite);
     const auto gather_after_step = [&](const std::optional<graph::CommId>& comm) {
       if (!comm) return;

@@ -52,8 +52,12 @@ class GradientReducer {
   // parameters after it). With expert parallelism `expert_parameters` of them are the local
   // experts', held by the expert-data-parallel groups `expert_groups` (each simulated member
   // in one): ZeRO shards those over their group and all-gathers them there.
+  // Under FP8 the step also quantizes the `fp8_weights` updated weight elements of FP8 GEMMs
+  // (row- and column-wise), which Transformer Engine does once per iteration, in the first
+  // micro-batch's forward, and caches.
   void Step(const ReductionGroup& group, int64_t parameters, StepWaits& waits,
-            int64_t expert_parameters = 0, std::span<const ReductionGroup> expert_groups = {});
+            int64_t expert_parameters = 0, std::span<const ReductionGroup> expert_groups = {},
+            int64_t fp8_weights = 0);
 
  private:
   Status ReduceBucket(const GradientTensors& bucket, const ReductionGroup& group,

@@ -1,5 +1,7 @@
 #include "strategies/microbatch_layout.h"
 
+#include <cmath>
+
 namespace dtsim::strategies {
 namespace {
 
@@ -19,10 +21,19 @@ int64_t MicrobatchLayout::GridTokens() const {
   return config_.training.micro_batch / ShardOf(config_).batch_split() * config_.training.seq_len;
 }
 
-std::vector<LayoutComm> MicrobatchLayout::TensorReduce() const {
+std::vector<LayoutComm> MicrobatchLayout::TensorReduce(models::Pass pass) const {
   if (!config_.plan.sequence_parallel) return {{CommKind::kAllReduce, ActivationBytes()}};
-  return {{CommKind::kReduceScatter, ActivationBytes()},
-          {CommKind::kAllGather, Bytes(ActivationBytes().count() / config_.plan.tensor)}};
+  const int64_t shard = ActivationBytes().count() / config_.plan.tensor;
+  // Under FP8, Transformer Engine quantizes the next linear layer's input shard before the
+  // forward all-gather, which then moves FP8 (with its scales) instead of BF16.
+  const models::Fp8Recipe fp8 = config_.training.fp8;
+  const bool fp8_gather = fp8 != models::Fp8Recipe::kNone && pass != models::Pass::kBackward;
+  const auto gathered = fp8_gather
+                            ? static_cast<int64_t>(std::ceil(static_cast<double>(shard) /
+                                                             DTypeBytes(config_.training.dtype) *
+                                                             models::Fp8CopyBytes(fp8)))
+                            : shard;
+  return {{CommKind::kReduceScatter, ActivationBytes()}, {CommKind::kAllGather, Bytes(gathered)}};
 }
 
 void MicrobatchLayout::LayOut(const PricedOp& op, LayoutSink& sink) const {
@@ -33,7 +44,7 @@ void MicrobatchLayout::LayOut(const PricedOp& op, LayoutSink& sink) const {
   }
   switch (op.after) {
     case After::kTensor:
-      for (const LayoutComm& comm : TensorReduce()) sink.Collective(comm);
+      for (const LayoutComm& comm : TensorReduce(op.pass)) sink.Collective(comm);
       break;
     case After::kExpert:
       sink.ExpertAllToAll();
@@ -89,7 +100,7 @@ std::vector<SummaStep> MicrobatchLayout::SummaSteps(const PricedOp& op) const {
 
 std::vector<LayoutComm> MicrobatchLayout::EmbeddingComms(models::Pass pass) const {
   const bool backward = pass == models::Pass::kBackward;
-  if (!config_.plan.on_grid()) return backward ? std::vector<LayoutComm>{} : TensorReduce();
+  if (!config_.plan.on_grid()) return backward ? std::vector<LayoutComm>{} : TensorReduce(pass);
   const Bytes bytes(GridTokens() * config_.model.transformer.hidden *
                     DTypeBytes(config_.training.dtype));
   return {
@@ -98,7 +109,7 @@ std::vector<LayoutComm> MicrobatchLayout::EmbeddingComms(models::Pass pass) cons
 
 std::vector<LayoutComm> MicrobatchLayout::OutputComms(models::Pass pass) const {
   if (config_.plan.on_grid() || pass != models::Pass::kBackward) return {};
-  return TensorReduce();
+  return TensorReduce(pass);
 }
 
 }  // namespace dtsim::strategies

@@ -41,6 +41,7 @@ class Pricer {
           pass.ops.emplace_back(PricedOp{.segment = std::string(name.substr(0, name.find('.'))),
                                          .duration = cost.duration,
                                          .after = AfterOf(op, grid_),
+                                         .pass = op.pass,
                                          .expert = op.expert});
       if (grid_) {
         priced.summa = op.weight_gemm;

@@ -24,6 +24,7 @@ struct PricedOp {
   std::string segment;  // "attn", "mlp" or "moe": names the compute task the op lands in
   DurationNs duration;
   After after = After::kNothing;
+  models::Pass pass = models::Pass::kForward;
   bool expert = false;  // an expert's GEMM or activation: scales with the rank's routed tokens
   // On a 2D/2.5D grid: a weight GEMM run as SUMMA steps, and its operand blocks (elements).
   models::Op::WeightGemm summa = models::Op::WeightGemm::kNone;

@@ -82,6 +82,25 @@ std::vector<std::pair<models::TensorLayout, int>> TensorShapes(
   return shapes;
 }
 
+Expected<bool> BoolAt(const Json& v, const std::string& path) {
+  if (!v.is_boolean()) return Error("expected true or false", path, JsonValueForError(v));
+  return v.get<bool>();
+}
+
+// The training variants of a plan: each of `methods` compression methods, with and without FP8
+// as the space asks (FP8 only on 1D tensor layouts, Transformer Engine's).
+std::vector<std::pair<int, models::Fp8Recipe>> Variants(int methods, models::TensorLayout layout,
+                                                        const SearchSpace& space) {
+  std::vector<std::pair<int, models::Fp8Recipe>> variants;
+  for (int method = 0; method < methods; ++method) {
+    for (models::Fp8Recipe fp8 : space.fp8) {
+      if (fp8 != models::Fp8Recipe::kNone && layout != models::TensorLayout::k1D) continue;
+      variants.emplace_back(method, fp8);
+    }
+  }
+  return variants;
+}
+
 // The schedules and virtual stages of `pipeline` stages over `layers` layers.
 std::vector<std::pair<models::PipelineSchedule, int>> Schedules(int pipeline, int layers,
                                                                 const SearchSpace& space) {
@@ -268,6 +287,7 @@ std::string_view PlanStatusName(PlanStatus status) {
 Expected<SearchSpace> SearchSpaceFromJson(const Json* value, const SimulationConfig& base) {
   SearchSpace space;
   space.compression = {base.compression};
+  space.fp8 = {base.training.fp8};
   if (value == nullptr) return space;
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(*value, "search"));
   const auto integer = [](int64_t min, int64_t max) {
@@ -291,15 +311,16 @@ Expected<SearchSpace> SearchSpaceFromJson(const Json* value, const SimulationCon
       reader, "tensor_modes", space.tensor_modes, [](const Json& v, const std::string& path) {
         return EnumAt<models::TensorLayout>(v, path, models::TensorLayoutNames());
       }));
-  DTSIM_RETURN_IF_ERROR(ReadList(reader, "sequence_parallel", space.sequence_parallel,
-                                 [](const Json& v, const std::string& path) -> Expected<bool> {
-                                   if (!v.is_boolean()) {
-                                     return Error("expected true or false", path,
-                                                  JsonValueForError(v));
-                                   }
-                                   return v.get<bool>();
-                                 }));
+  DTSIM_RETURN_IF_ERROR(ReadList(reader, "sequence_parallel", space.sequence_parallel, BoolAt));
   DTSIM_RETURN_IF_ERROR(ReadList(reader, "compression", space.compression, CompressionFromJson));
+  const models::Fp8Recipe recipe = base.training.fp8 != models::Fp8Recipe::kNone
+                                       ? base.training.fp8
+                                       : models::Fp8Recipe::kDelayed;
+  const auto fp8 = [recipe](const Json& v, const std::string& path) -> Expected<models::Fp8Recipe> {
+    DTSIM_ASSIGN_OR_RETURN(const bool on, BoolAt(v, path));
+    return on ? recipe : models::Fp8Recipe::kNone;
+  };
+  DTSIM_RETURN_IF_ERROR(ReadList(reader, "fp8", space.fp8, fp8));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("max_virtual_stages", space.max_virtual_stages));
   DTSIM_RETURN_IF_ERROR(reader.Finish());
   return space;
@@ -329,6 +350,9 @@ std::string PlanLabel(const PlanChoice& choice, const SearchSpace& space) {
                        models::RecomputeName(choice.recompute));
   const std::string& method = space.compression[static_cast<size_t>(choice.compression)].method;
   if (space.compression.size() > 1 || method != "none") label += fmt::format(" · {}", method);
+  if (choice.fp8 != models::Fp8Recipe::kNone) {
+    label += fmt::format(" · FP8 ({})", models::Fp8RecipeNames()[static_cast<size_t>(choice.fp8)]);
+  }
   return label;
 }
 
@@ -358,11 +382,12 @@ std::vector<PlanChoice> EnumeratePlans(const SimulationConfig& base, const Searc
                   for (models::Recompute recompute :
                        transformer ? space.recompute
                                    : std::vector<models::Recompute>{base.training.recompute}) {
-                    for (int method = 0; method < methods; ++method) {
+                    for (const auto& [method, fp8] : Variants(methods, layout, space)) {
                       PlanChoice choice{.plan = base.plan,
                                         .micro_batch = micro_batch,
                                         .recompute = recompute,
-                                        .compression = method};
+                                        .compression = method,
+                                        .fp8 = fp8};
                       ParallelPlan& plan = choice.plan;
                       plan.data = data;
                       plan.tensor = tensor;
@@ -396,6 +421,8 @@ SimulationConfig ConfigFor(const SimulationConfig& base, const SearchSpace& spac
   config.training.micro_batch = choice.micro_batch;
   config.training.recompute = choice.recompute;
   config.compression = space.compression[static_cast<size_t>(choice.compression)];
+  config.training.fp8 = choice.fp8;
+  if (choice.fp8 != models::Fp8Recipe::kNone) config.training.dtype = DType::kBf16;
   return config;
 }
 

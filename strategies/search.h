@@ -44,6 +44,9 @@ struct SearchSpace {
   // Gradient compression methods; by default only the config's own (compression changes
   // what is trained, so the search tries methods only when asked).
   std::vector<CompressionConfig> compression;
+  // FP8 or not ("fp8": [false, true]; true is the config's recipe, else "delayed"); by default
+  // only the config's own. Tried on 1D tensor layouts only.
+  std::vector<models::Fp8Recipe> fp8;
 };
 
 // Reads the config's "search" section (null: the defaults) for `base`, the config read without
@@ -56,6 +59,7 @@ struct PlanChoice {
   int64_t micro_batch = 1;
   models::Recompute recompute = models::Recompute::kNone;
   int compression = 0;  // index into SearchSpace::compression
+  models::Fp8Recipe fp8 = models::Fp8Recipe::kNone;
 };
 
 // "DP 8 × TP 8 (1d, SP) × PP 16 (1f1b) · mb 1 · ZeRO 1 · recompute selective".

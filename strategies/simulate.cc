@@ -180,6 +180,10 @@ Expected<SimulationResult> Simulate(const ResolvedConfig& input, const models::O
   result.hardware_tflops_per_gpu = stats.hardware_flops / seconds / gpus / 1e12;
   result.mfu = result.model_tflops_per_gpu * 1e12 / peak;
   result.hfu = result.hardware_tflops_per_gpu * 1e12 / peak;
+  if (config.training.fp8 != models::Fp8Recipe::kNone) {
+    result.mfu_fp8 =
+        result.model_tflops_per_gpu * 1e12 / config.gpu.MatrixPeak(DType::kFp8).flop_per_second();
+  }
   for (int stage = 0; stage < config.plan.pipeline; ++stage) {
     result.stages.push_back(
         Breakdown(graph, result.times, config.plan.Rank(0, stage, 0), result.summary.makespan));

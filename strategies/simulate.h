@@ -48,8 +48,9 @@ struct SimulationResult {
   double tokens_per_second = 0;
   double model_tflops_per_gpu = 0;
   double hardware_tflops_per_gpu = 0;
-  double mfu = 0;  // model FLOP/s over the GPU's dense peak for the training dtype
+  double mfu = 0;  // model FLOP/s over the GPU's dense peak for the training dtype (BF16 for FP8)
   double hfu = 0;
+  double mfu_fp8 = 0;                 // FP8 training: model FLOP/s over the GPU's dense FP8 peak
   std::vector<TimeBreakdown> stages;  // the first rank of each pipeline stage
   // Layers per stage when uneven (given, or as balanced); empty when uniform.
   std::vector<int> stage_layers;

@@ -62,6 +62,20 @@ void TiedEmbeddingReduce(const SimulationConfig& config,
   }
 }
 
+// The weight elements of FP8 GEMMs one rank of `stage` holds (0 without FP8).
+int64_t StageFp8WeightElements(const SimulationConfig& config, int stage) {
+  if (config.training.fp8 == models::Fp8Recipe::kNone) return 0;
+  const models::TransformerSpec& spec = config.model.transformer;
+  const ParallelPlan& plan = config.plan;
+  const models::TransformerShard shard = ShardOf(config);
+  int64_t elements = 0;
+  for (int index : models::StageLayerIndices(spec, plan.pipeline, plan.virtual_stages, stage,
+                                             plan.stage_layers)) {
+    elements += models::Fp8WeightElements(models::TransformerLayerOps(spec, index, shard));
+  }
+  return elements;
+}
+
 int64_t Elements(const std::vector<GradientTensors>& points) {
   int64_t elements = 0;
   for (const GradientTensors& point : points) elements += point.elements();
@@ -88,6 +102,7 @@ Status ReduceTransformerGradients(const ResolvedConfig& config, const models::Op
     int64_t parameters = 0;
     int64_t expert_parameters = 0;
     std::vector<ReductionGroup> expert_groups;
+    int64_t fp8_weights = 0;
   };
   std::vector<StepArgs> steps;
   for (int stage = 0; stage < plan.pipeline; ++stage) {
@@ -96,6 +111,7 @@ Status ReduceTransformerGradients(const ResolvedConfig& config, const models::Op
     const auto simulated_tensor = static_cast<int>(stage_ready.front().at.size());
     const int64_t expert_params = Elements(stage_ready.front().expert_tensors);
     const int64_t stage_params = Elements(stage_ready.front().tensors) + expert_params;
+    const int64_t fp8_weights = StageFp8WeightElements(config, stage);
     for (int tp = 0; tp < std::min(simulated_tensor, collectives.WeightPeers()); ++tp) {
       // Dense gradients over the whole data-parallel group (with 2.5D, of every depth layer:
       // Tesseract's depth all-reduce of weight gradients, folded into data parallelism); the
@@ -107,6 +123,7 @@ Status ReduceTransformerGradients(const ResolvedConfig& config, const models::Op
       step.data = Reduction(config, stage_ready, collectives.RanksOver(stage, tp, all));
       step.parameters = stage_params;
       step.expert_parameters = plan.expert > 1 ? expert_params : 0;
+      step.fp8_weights = fp8_weights;
       DTSIM_RETURN_IF_ERROR(reducer.Reduce(stage_ready.front().tensors, step.data, waits));
       for (int first = 0; first < std::min(plan.expert, simulated_data); ++first) {
         std::vector<int> holders;
@@ -120,7 +137,8 @@ Status ReduceTransformerGradients(const ResolvedConfig& config, const models::Op
   }
   TiedEmbeddingReduce(config, ready, builder, waits);
   for (const StepArgs& step : steps) {
-    reducer.Step(step.data, step.parameters, waits, step.expert_parameters, step.expert_groups);
+    reducer.Step(step.data, step.parameters, waits, step.expert_parameters, step.expert_groups,
+                 step.fp8_weights);
   }
   return Status::Ok();
 }

@@ -86,7 +86,7 @@ TEST_F(ResultFilesTest, SimulateResult) {
   Expected<strategies::SimulationResult> result = strategies::Simulate(*config);
   ASSERT_TRUE(result.ok()) << result.error().ToString();
   const Json json = RoundTrip(SimulateResultJson(*config, *result), kSimulateResultFormat);
-  EXPECT_EQ(json["version"], "1.0");
+  EXPECT_EQ(json["version"], "1.1");
   Expected<SimulateResultRecord> read = SimulateResultFromJson(json);
   ASSERT_TRUE(read.ok()) << read.error().ToString();
   EXPECT_EQ(read->config, kSmall);

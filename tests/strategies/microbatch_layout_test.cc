@@ -87,6 +87,15 @@ TEST(MicrobatchLayoutTest, GridRowStatisticsAreTheBoundsWork) {
       OneMicrobatch({{"data", 2}, {"tensor", {{"size", 4}, {"mode", "2d"}}}}, false));
 }
 
+TEST(MicrobatchLayoutTest, Fp8CastsAndGathersAreTheBoundsWork) {
+  Json json =
+      OneMicrobatch({{"data", 2}, {"tensor", {{"size", 4}, {"sequence_parallel", true}}}}, true);
+  json["cluster"] = {{"preset", "dgx-h100"}, {"gpu", "h100-sxm5-80gb"}, {"nodes", 1}};
+  json["parallelism"]["expert"] = 2;
+  json["training"]["precision"] = "fp8";
+  ExpectBoundIsTheGraphsWork(json);
+}
+
 TEST(MicrobatchLayoutTest, MoeLayersAreTheBoundsWorkBesideTheirAllToAlls) {
   ExpectBoundIsTheGraphsWork(OneMicrobatch({{"data", 4}, {"tensor", 2}, {"expert", 2}}, true));
 }

@@ -91,14 +91,19 @@ std::string PlanLine(const SimulationConfig& c) {
     return fmt::format("DP {} (data parallel), {}", c.plan.data, batches);
   }
   const std::string order = strategies::PlanOrderName(c.plan);
-  return fmt::format("DP {}{} × TP {}{} × PP {}{}{}, {}, recompute {}", c.plan.data,
+  const std::string fp8 =
+      c.training.fp8 == models::Fp8Recipe::kNone
+          ? ""
+          : fmt::format(", FP8 ({})",
+                        models::Fp8RecipeNames()[static_cast<size_t>(c.training.fp8)]);
+  return fmt::format("DP {}{} × TP {}{} × PP {}{}{}, {}, recompute {}{}", c.plan.data,
                      c.plan.expert > 1 ? fmt::format(" (EP {})", c.plan.expert) : "", c.plan.tensor,
                      TensorNote(c.plan), c.plan.pipeline,
                      c.plan.pipeline > 1
                          ? fmt::format(" ({})", models::PipelineScheduleName(c.plan.schedule))
                          : "",
                      order == "tp-dp-pp" ? "" : fmt::format(", ranks in order {}", order), batches,
-                     models::RecomputeName(c.training.recompute));
+                     models::RecomputeName(c.training.recompute), fp8);
 }
 
 void PrintSummary(std::ostream& out, const SimulationConfig& c, const SimulationResult& r) {
@@ -126,6 +131,10 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
              "  per GPU        {:.1f} model TFLOP/s (MFU {:.1f}%), {:.1f} hardware TFLOP/s "
              "(HFU {:.1f}%)\n",
              r.model_tflops_per_gpu, 100 * r.mfu, r.hardware_tflops_per_gpu, 100 * r.hfu);
+  if (c.training.fp8 != models::Fp8Recipe::kNone) {
+    fmt::print(out, "  FP8            MFU {:.1f}% of the BF16 peak, {:.1f}% of the FP8 peak\n",
+               100 * r.mfu, 100 * r.mfu_fp8);
+  }
   fmt::print(out,
              "  cost sources   measured {:.1f}%, interpolated {:.1f}%, roofline {:.1f}% "
              "({} model)\n",

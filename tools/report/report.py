@@ -36,6 +36,8 @@ MEMORY = [
     ("activations_bytes", "activations", "#c44e52"),
     ("temporary_bytes", "temporary", "#8172b2"),
 ]
+# Parts a result may lack (added in later versions of its format): drawn when present.
+MEMORY_OPTIONAL = [("fp8_weights_bytes", "FP8 weights", "#ccb974")]
 SEARCH_TOP = 10  # ranked plans of a search shown as runs
 GIB = 2.0**30
 
@@ -214,7 +216,7 @@ def figure_memory(runs, out):
         return all(key in r["memory"] for key, _, _ in MEMORY)
 
     # Search rows carry the total only: drawn as one grey bar.
-    parts = MEMORY + [("total_bytes", "total (not split)", "#999999")]
+    parts = MEMORY + MEMORY_OPTIONAL + [("total_bytes", "total (not split)", "#999999")]
     for key, name, colour in parts:
         values = [(r["memory"].get(key, 0) if split(r) != (key == "total_bytes") else 0) / GIB
                   for r in runs][::-1]

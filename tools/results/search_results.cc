@@ -25,6 +25,7 @@ struct Column {
   std::string_view name;
   std::function<Json(const EvaluatedPlan&)> write;
   std::function<Status(const Json&, EvaluatedPlan&)> read;
+  bool since_1_1 = false;  // absent from 1.0 files: the plan keeps its default
 };
 
 template <typename T>
@@ -158,6 +159,14 @@ const std::vector<Column>& Columns() {
        }},
       PlanInt(
           "compression", [](auto& p) -> auto& { return p.choice.compression; }),
+      {"fp8_recipe",
+       [](const EvaluatedPlan& p) {
+         return Json(models::Fp8RecipeNames()[static_cast<size_t>(p.choice.fp8)]);
+       },
+       [](const Json& c, EvaluatedPlan& p) {
+         return GetName(c, models::Fp8RecipeNames(), p.choice.fp8);
+       },
+       /*since_1_1=*/true},
       PlanInt(
           "memory_bytes", [](auto& p) -> auto& { return p.memory_bytes; }),
       {"lower_bound_ns", [](const EvaluatedPlan& p) { return Json(p.lower_bound.ns()); },
@@ -329,7 +338,7 @@ Expected<SearchFile> SearchFileFromJson(const Json& json, const std::string& pat
     at[columns[i].get<std::string>()] = i;
   }
   for (const Column& column : Columns()) {
-    if (!at.contains(std::string(column.name))) {
+    if (!at.contains(std::string(column.name)) && !column.since_1_1) {
       return fail("missing column", "columns", Quote(column.name));
     }
   }
@@ -342,7 +351,9 @@ Expected<SearchFile> SearchFileFromJson(const Json& json, const std::string& pat
     }
     EvaluatedPlan plan;
     for (const Column& column : Columns()) {
-      const size_t index = at[std::string(column.name)];
+      const auto found = at.find(std::string(column.name));
+      if (found == at.end()) continue;  // a column added since the file's version
+      const size_t index = found->second;
       if (Status read = column.read(cells[index], plan); !read.ok()) {
         return fail(fmt::format("{}: {}", column.name, read.error().message()),
                     JsonIndexPath(location, index), read.error().value());

@@ -13,7 +13,8 @@
 
 namespace dtsim::results {
 
-inline constexpr FileFormat kSearchResultFormat{"dtsim.search", 1, 0, "not a search result"};
+// 1.1 added the "fp8_recipe" column.
+inline constexpr FileFormat kSearchResultFormat{"dtsim.search", 1, 1, "not a search result"};
 
 // One search, or one shard of it.
 struct SearchFile {

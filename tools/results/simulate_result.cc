@@ -42,7 +42,11 @@ OrderedJson PlanJson(const SimulationConfig& c) {
           {"micro_batch", c.training.micro_batch},
           {"microbatches", c.Microbatches()},
           {"seq_len", c.training.seq_len},
-          {"recompute", models::RecomputeName(c.training.recompute)}};
+          {"recompute", models::RecomputeName(c.training.recompute)},
+          {"precision", c.training.fp8 != models::Fp8Recipe::kNone
+                            ? std::string("fp8")
+                            : std::string(DTypeName(c.training.dtype))},
+          {"fp8_recipe", models::Fp8RecipeNames()[static_cast<size_t>(c.training.fp8)]}};
 }
 
 OrderedJson BreakdownJson(const strategies::TimeBreakdown& b) {
@@ -63,6 +67,7 @@ OrderedJson MemoryJson(const models::MemoryBreakdown& m, Bytes capacity) {
           {"optimizer_state_bytes", m.optimizer_state},
           {"activations_bytes", m.activations},
           {"temporary_bytes", m.temporary},
+          {"fp8_weights_bytes", m.fp8_weights},
           {"total_bytes", m.total()},
           {"capacity_bytes", capacity.count()},
           {"microbatches_in_flight", m.microbatches_in_flight}};
@@ -114,6 +119,10 @@ Expected<models::MemoryBreakdown> MemoryFromJson(JsonObjectReader& memory) {
   DTSIM_ASSIGN_OR_RETURN(m.optimizer_state, memory.Int("optimizer_state_bytes"));
   DTSIM_ASSIGN_OR_RETURN(m.activations, memory.Int("activations_bytes"));
   DTSIM_ASSIGN_OR_RETURN(m.temporary, memory.Int("temporary_bytes"));
+  // Since 1.1.
+  if (memory.Has("fp8_weights_bytes")) {
+    DTSIM_ASSIGN_OR_RETURN(m.fp8_weights, memory.Int("fp8_weights_bytes"));
+  }
   DTSIM_ASSIGN_OR_RETURN(m.microbatches_in_flight, memory.Number("microbatches_in_flight"));
   DTSIM_ASSIGN_OR_RETURN(const int64_t total, memory.Int("total_bytes"));
   if (total != m.total()) {
@@ -194,6 +203,7 @@ OrderedJson SimulateResultJson(const SimulationConfig& c, const SimulationResult
                               {"hardware_tflops_per_gpu", r.hardware_tflops_per_gpu},
                               {"mfu", r.mfu},
                               {"hfu", r.hfu},
+                              {"mfu_fp8", r.mfu_fp8},
                               {"model_flops_per_iteration", stats.model_flops},
                               {"hardware_flops_per_iteration", stats.hardware_flops},
                               {"stages", std::move(stages)},
@@ -221,6 +231,9 @@ Expected<SimulateResultRecord> SimulateResultFromJson(const Json& document,
   DTSIM_ASSIGN_OR_RETURN(record.tokens_per_second, root.Number("tokens_per_second"));
   DTSIM_ASSIGN_OR_RETURN(record.mfu, root.Number("mfu"));
   DTSIM_ASSIGN_OR_RETURN(record.hfu, root.Number("hfu"));
+  if (root.Has("mfu_fp8")) {  // since 1.1
+    DTSIM_ASSIGN_OR_RETURN(record.mfu_fp8, root.Number("mfu_fp8"));
+  }
   DTSIM_RETURN_IF_ERROR(ReadStages(root, record));
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader compression, ChildObject(root, "compression"));
   DTSIM_ASSIGN_OR_RETURN(record.compression, compression.String("method"));

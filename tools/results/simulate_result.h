@@ -12,7 +12,9 @@
 
 namespace dtsim::results {
 
-inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 0,
+// 1.1 added "precision" and "fp8_recipe" to the plan, "mfu_fp8" (0 without FP8) and each
+// stage's "fp8_weights_bytes".
+inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 1,
                                                   "not a simulation result"};
 
 OrderedJson SimulateResultJson(const strategies::SimulationConfig& config,
@@ -28,6 +30,7 @@ struct SimulateResultRecord {
   double samples_per_second = 0;
   double tokens_per_second = 0;
   double mfu = 0;
+  double mfu_fp8 = 0;  // 0 unless FP8
   double hfu = 0;
   std::vector<strategies::TimeBreakdown> stage_times;  // on each stage's first rank
   std::vector<models::MemoryBreakdown> stage_memory;   // parameter_count is not written

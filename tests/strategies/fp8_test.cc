@@ -1,0 +1,133 @@
+// FP8 training (Transformer Engine): the config, what it changes in a simulated iteration — the
+// linear layers' GEMMs at the FP8 peak, their casts, FP8 sequence-parallel all-gathers, the
+// per-iteration weight casts — and the MFU it reports, each expectation derived in a comment.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "strategies/categories.h"
+#include "strategies/config.h"
+#include "strategies/simulate.h"
+#include "tests/strategies/simulate_helpers.h"
+
+namespace dtsim::strategies {
+namespace {
+
+using testing::HasSubstr;
+
+// 8 layers of hidden 4096 (32 heads, FFN 16,384) on one DGX H100, TP 4 with sequence
+// parallelism, DP 2, 4 micro-batches of 2,048 tokens.
+Json H100Config() {
+  return Json::parse(R"({
+    "model": {"family": "transformer", "layers": 8, "hidden": 4096, "heads": 32,
+              "vocab": 32768, "max_seq": 2048},
+    "training": {"global_batch": 8, "micro_batch": 1, "seq_len": 2048, "dropout": false,
+                 "flash_attention": true},
+    "cluster": {"preset": "dgx-h100", "gpu": "h100-sxm5-80gb", "nodes": 1},
+    "parallelism": {"data": 2, "tensor": {"size": 4, "sequence_parallel": true}},
+    "simulation": {"network_model": "analytical"}
+  })");
+}
+
+Json Fp8(Json json, const char* recipe = nullptr) {
+  json["training"]["precision"] = "fp8";
+  if (recipe != nullptr) json["training"]["fp8_recipe"] = recipe;
+  return json;
+}
+
+TEST(Fp8Test, PrecisionFp8KeepsBf16ActivationsAndDefaultsToDelayedScaling) {
+  const ResolvedConfig config = ConfigOf(Fp8(H100Config()));
+  EXPECT_EQ(config.training.dtype, DType::kBf16);
+  EXPECT_EQ(config.training.fp8, models::Fp8Recipe::kDelayed);
+  EXPECT_EQ(ConfigOf(Fp8(H100Config(), "blockwise")).training.fp8, models::Fp8Recipe::kBlockwise);
+}
+
+TEST(Fp8Test, ConfigErrorsNameTheKey) {
+  Json recipe_alone = H100Config();
+  recipe_alone["training"]["fp8_recipe"] = "delayed";
+  EXPECT_THAT(ConfigError(recipe_alone), HasSubstr("training.fp8_recipe"));
+  EXPECT_THAT(ConfigError(recipe_alone), HasSubstr("needs \"precision\": \"fp8\""));
+  EXPECT_THAT(ConfigError(Fp8(H100Config(), "curent")), HasSubstr("did you mean \"current\""));
+  EXPECT_THAT(ConfigError(Fp8(H100Config(), "mxfp8")),
+              HasSubstr("MXFP8 needs microscaling tensor cores"));
+  Json a100 = Fp8(H100Config());
+  a100["cluster"] = {{"preset", "dgx-a100"}, {"gpu", "a100-sxm4-80gb"}, {"nodes", 1}};
+  EXPECT_THAT(ConfigError(a100), HasSubstr("has no FP8 tensor cores"));
+  Json grid = Fp8(H100Config());
+  grid["parallelism"]["tensor"] = {{"size", 4}, {"mode", "2d"}};
+  grid["training"]["micro_batch"] = 2;  // the 2×2 grid splits it
+  EXPECT_THAT(ConfigError(grid), HasSubstr("parallelism.tensor.mode"));
+  Json blackwell = Fp8(H100Config(), "mxfp8");
+  blackwell["cluster"]["gpu"] = "b200-sxm-180gb";
+  EXPECT_EQ(ConfigError(blackwell), "");
+}
+
+// The FP8 iteration's casts, GEMMs and gathers, against the BF16 one's.
+TEST(Fp8Test, GemmsRunAtTheFp8PeakAndTheCastsCostWhatTheyMove) {
+  const SimulationResult bf16 = SimulateJson(H100Config());
+  const SimulationResult fp8 = SimulateJson(Fp8(H100Config()));
+  // Faster, but by less than the GEMMs' 2× peak: the roofline's FP8 curve (0.65 of 1,979
+  // TFLOP/s against 0.75 of 989) gives large GEMMs 1.73×, and attention, norms and the casts
+  // stay or add memory-bound time.
+  const double ratio = fp8.iteration_time.ToSecondsDouble() / bf16.iteration_time.ToSecondsDouble();
+  EXPECT_LT(ratio, 0.95);
+  EXPECT_GT(ratio, 1 / 1.73);
+  // The same model FLOPs; MFU against BF16's peak, and the FP8 one exactly half of it (the
+  // H100's dense FP8 peak, 1,978.9 TFLOP/s, is twice its BF16 one, 989.4).
+  EXPECT_DOUBLE_EQ(fp8.iteration->stats.model_flops, bf16.iteration->stats.model_flops);
+  EXPECT_NEAR(fp8.mfu_fp8, fp8.mfu * 989.4 / 1978.9, 1e-12);
+  EXPECT_EQ(bf16.mfu_fp8, 0);
+}
+
+TEST(Fp8Test, SequenceParallelForwardGathersMoveFp8) {
+  // Each layer's two forward all-gathers (before QKV and FC1) gather the s·b·h/t shard: 2,048 ×
+  // 4,096 / 4 elements, 4 MiB in BF16 and 2 MiB in FP8 (delayed scaling, 1 byte each). The
+  // backward ones stay BF16. Rank 0 runs 4 micro-batches × 8 layers × 2 forward gathers, and
+  // the embedding's forward one per micro-batch.
+  const SimulationResult bf16 = SimulateJson(H100Config());
+  const SimulationResult fp8 = SimulateJson(Fp8(H100Config()));
+  const int64_t shard = int64_t{2048} * 4096 / 4;
+  const int64_t forward_gathers = 4 * (8 * 2 + 1);
+  EXPECT_EQ(RankBytes(bf16, graph::CommKind::kAllGather, "") -
+                RankBytes(fp8, graph::CommKind::kAllGather, ""),
+            forward_gathers * shard * (2 - 1));
+}
+
+TEST(Fp8Test, OptimizerStepQuantizesTheWeightsOnce) {
+  // The step adds one cast of the rank's FP8 weights: per layer 12·h²/t = 12 · 4096² / 4 =
+  // 50,331,648 elements, 8 layers, each read in BF16 and written row- and column-wise in FP8:
+  // 4 bytes, 1.61 GB at 0.85 × 3.35 TB/s = 565.5 µs (+2 µs ramp, 1 µs launch).
+  const SimulationResult bf16 = SimulateJson(H100Config());
+  const SimulationResult fp8 = SimulateJson(Fp8(H100Config()));
+  const double elements = 8 * 12.0 * 4096 * 4096 / 4;
+  const double expected = elements * 4 / (0.85 * 3350e9) + 2e-6 + 1e-6;
+  const double added =
+      fp8.stages[0].optimizer.ToSecondsDouble() - bf16.stages[0].optimizer.ToSecondsDouble();
+  EXPECT_NEAR(added, expected, 2e-6);
+}
+
+TEST(Fp8Test, MemoryKeepsFp8WeightCopiesAndSavesFp8Inputs) {
+  const SimulationResult bf16 = SimulateJson(H100Config());
+  const SimulationResult fp8 = SimulateJson(Fp8(H100Config()));
+  const models::MemoryBreakdown& a = bf16.iteration->stats.stage_memory[0];
+  const models::MemoryBreakdown& b = fp8.iteration->stats.stage_memory[0];
+  // Two FP8 copies (row- and column-wise) of the 8 layers' 12·h²/t weight elements.
+  EXPECT_EQ(b.fp8_weights, int64_t{2} * 8 * 12 * 4096 * 4096 / 4);
+  EXPECT_EQ(a.fp8_weights, 0);
+  // Each linear layer's saved input shrinks from 2 to 1 byte per element: QKV's and FC1's the
+  // sequence shard s·h/t, the projection's s·h/t, FC2's s·4h/t — 7·s·h/t per layer and
+  // micro-batch, times 8 layers and the 1F1B stage's 1 micro-batch in flight (no pipeline: m
+  // capped at p − s = 1).
+  EXPECT_EQ(a.activations - b.activations, int64_t{7} * 2048 * 4096 / 4 * 8);
+}
+
+TEST(Fp8Test, SymmetricRanksMatchFull) {
+  Json json = Fp8(H100Config(), "current");
+  json["parallelism"]["pipeline"] = 2;
+  json["cluster"]["nodes"] = 2;
+  ExpectSymmetricMatchesFull(json);
+}
+
+}  // namespace
+}  // namespace dtsim::strategies
