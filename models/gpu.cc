@@ -81,6 +81,10 @@ const std::vector<GpuSpec>& Presets() {
               Bytes(141 * kGiga), kMatrixHopper),
       MakeGpu("b200-sxm-180gb", {40, 75, 1100, 2250, 2250, 4500, 4500}, 75, 8000,
               Bytes(180 * kGiga), kMatrixHopper, /*microscaling=*/true),
+      // The Blackwell GPU of a GB200 superchip (1,200 W): the NVL72 datasheet's rack figures
+      // (sparse, except fp64) ÷ 72 ÷ 2.
+      MakeGpu("gb200-186gb", {45, 83, 1250, 2500, 2500, 5000, 5000}, 83, 8000, Bytes(186 * kGiga),
+              kMatrixHopper, /*microscaling=*/true),
   };
   return kPresets;
 }

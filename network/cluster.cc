@@ -31,11 +31,14 @@ Bandwidth Rate(std::string_view text) { return ParseBandwidth(text).value(); }
 DurationNs Time(std::string_view text) { return ParseDuration(text).value(); }
 
 // Sources and the reasoning behind each number: docs/network.md, "Presets".
-const std::array<Preset, 4>& Presets() {
+const std::array<Preset, 7>& Presets() {
   // NCCL's tuning model charges a ring all-reduce with the Simple protocol 8.4 us before its
   // per-hop latencies (src/graph/tuning.cc, baseLat), whatever the fabric.
   static const DurationNs kNcclBaseLatency = Time("8.4 us");
-  static const std::array<Preset, 4> kPresets = {{
+  // NVLink SHARP on NVSwitch (NVLink 4 and 5): NCCL's NVLS latency on NVLink, the efficiency
+  // fitted on DGX H100 (docs/network.md).
+  static const NvlsSpec kNvls{true, Time("23 us"), 0.686};
+  static const std::array<Preset, 7> kPresets = {{
       // Efficiencies: measured nccl-tests bus bandwidth / line rate (docs/network.md).
       {"dgx-a100",
        8,
@@ -50,6 +53,27 @@ const std::array<Preset, 4>& Presets() {
         0.822,
         {true, Time("23 us"), 0.686}},
        {InterTopology::kRailOptimized, 8, Rate("400 Gbps"), Time("5 us"), 1.0, 32, {}, 0.97},
+       kNcclBaseLatency},
+      // Same NVLink 4 NVSwitch fabric and ConnectX-7 NICs as the DGX H100: its efficiencies.
+      {"dgx-h200",
+       8,
+       {IntraTopology::kSwitch, Rate("450 GB/s"), Time("2 us"), 0.822, kNvls},
+       {InterTopology::kRailOptimized, 8, Rate("400 Gbps"), Time("5 us"), 1.0, 32, {}, 0.97},
+       kNcclBaseLatency},
+      // NVLink 5 (18 links × 50 GB/s) on NVSwitch, 8 × 400 Gb/s ConnectX-7; efficiencies
+      // assumed equal to the DGX H100's (same NCCL protocols and NICs), not measured.
+      {"dgx-b200",
+       8,
+       {IntraTopology::kSwitch, Rate("900 GB/s"), Time("2 us"), 0.822, kNvls},
+       {InterTopology::kRailOptimized, 8, Rate("400 Gbps"), Time("5 us"), 1.0, 32, {}, 0.97},
+       kNcclBaseLatency},
+      // A GB200 NVL72 rack as one 72-GPU NVLink 5 domain (18 compute trays of 4 GPUs through
+      // 9 NVLink switch trays), one 400 Gb/s ConnectX-7 per GPU into a non-blocking fabric;
+      // efficiencies assumed equal to the DGX H100's, not measured.
+      {"gb200-nvl72",
+       72,
+       {IntraTopology::kSwitch, Rate("900 GB/s"), Time("2 us"), 0.822, kNvls},
+       {InterTopology::kFatTree, 72, Rate("400 Gbps"), Time("5 us"), 1.0, 0, {}, 0.97},
        kNcclBaseLatency},
       {"dgx1-v100",
        8,

@@ -68,6 +68,25 @@ TEST(AnalyticalModelTest, ForcedAlgorithmIsUsed) {
   EXPECT_EQ(model.Cost(graph::CommId(0)), Nanoseconds(9'454'650));
 }
 
+TEST(AnalyticalModelTest, Nvl72KeepsA64RankGroupOnNvlink) {
+  // A 64-rank ring all-reduce of 1 GB at line rate. On a GB200 NVL72 rack all 64 GPUs share
+  // one NVLink domain: 8.4 us + 2 · 63 hops × 2 us + 2 · 63/64 · 1e9 B at 900 GB/s per GPU
+  // (2.1875 ms) = 2,447,900 ns. On DGX B200 nodes (same NVLink 5 inside, 8 GPUs each) the ring
+  // crosses 8 nodes, whose 8 × 400 Gb/s NICs (4e11 B/s) carry 2 · 63/64 · 1e9 B: 4.92 ms.
+  const TaskGraph graph = AllReduceGraph(64, 1'000'000'000, "ring");
+  const auto line_rate = [](ClusterSpec cluster) {
+    cluster.intra.efficiency = 1.0;
+    cluster.inter.efficiency = 1.0;
+    return cluster;
+  };
+  AnalyticalModel nvl72(line_rate(*ClusterPreset("gb200-nvl72", 1)));
+  ASSERT_TRUE(nvl72.Prepare(graph).ok());
+  EXPECT_EQ(nvl72.Cost(graph::CommId(0)), Nanoseconds(2'447'900));
+  AnalyticalModel b200(line_rate(*ClusterPreset("dgx-b200", 8)));
+  ASSERT_TRUE(b200.Prepare(graph).ok());
+  EXPECT_GT(b200.Cost(graph::CommId(0)), Nanoseconds(4'920'000));
+}
+
 TEST(AnalyticalModelTest, RejectsWhatCannotRun) {
   AnalyticalModel small(DgxA100AtLineRate(1));
   EXPECT_EQ(small.Prepare(AllReduceGraph(16, 1000)).error().message(),
