@@ -32,6 +32,20 @@ TEST_F(ModelCommandTest, PresetSummaryAndOps) {
   EXPECT_THAT(output_.str(), HasSubstr("358.613 MB"));
 }
 
+TEST_F(ModelCommandTest, Fp8LayerRunsItsLinearGemmsInFp8) {
+  const CommandOutcome outcome =
+      Run({"gpt3-175b", "--tp", "8", "--sp", "--dtype", "fp8", "--gpu", "h100-sxm5-80gb", "--ops"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("attn.qkv.quantize"));
+  EXPECT_THAT(output_.str(), HasSubstr("mlp.fc2.grad_quantize"));
+  // The saved inputs of the four linear layers shrink to 1 byte per element: 7·s·b·h/t bytes
+  // less than BF16's 358.613 MB, 7 · 2048 · 12288 / 8 = 22.020 MB: 336.593 MB.
+  EXPECT_THAT(output_.str(), HasSubstr("336.593 MB"));
+  CommandOutcome typo = Run({"gpt3-175b", "--dtype", "fp8", "--fp8-recipe", "blocwise"});
+  ASSERT_EQ(typo.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(typo.error->ToString(), HasSubstr("did you mean \"blockwise\""));
+}
+
 TEST_F(ModelCommandTest, ModelFileAndErrors) {
   ASSERT_TRUE(WriteFileAtomically(Path("m.json"), R"({"preset": "llama3-8b", "layers": 2})").ok());
   EXPECT_EQ(Run({Path("m.json")}).kind, CommandOutcome::Kind::kOk);

@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <span>
 
 #include "models/cost_model.h"
 #include "models/gpu.h"
@@ -26,6 +28,7 @@ struct ModelOptions {
   int64_t micro_batch = 1;
   int64_t seq_len = 0;  // 0: the model's max_seq
   std::string dtype = "bf16";
+  std::string fp8_recipe = "delayed";
   int tensor_parallel = 1;
   bool sequence_parallel = false;
   bool flash = false;
@@ -46,7 +49,11 @@ po::options_description Describe(ModelOptions& o) {
       "gpu", po::value(&o.gpu)->value_name("PRESET"), "GPU preset (default a100-sxm4-80gb)")(
       "micro-batch", po::value(&o.micro_batch)->value_name("B"), "micro-batch size (default 1)")(
       "seq", po::value(&o.seq_len)->value_name("S"), "sequence length (default: max_seq)")(
-      "dtype", po::value(&o.dtype)->value_name("D"), "activation dtype (default bf16)")(
+      "dtype", po::value(&o.dtype)->value_name("D"),
+      "activation dtype (default bf16); fp8: BF16 activations with the linear layers' GEMMs in "
+      "FP8, as Transformer Engine runs them")(
+      "fp8-recipe", po::value(&o.fp8_recipe)->value_name("R"),
+      "with --dtype fp8: delayed (default), current, blockwise or mxfp8")(
       "tp", po::value(&o.tensor_parallel)->value_name("T"), "tensor-parallel size (default 1)")(
       "sp", po::bool_switch(&o.sequence_parallel), "sequence parallelism")(
       "flash", po::bool_switch(&o.flash), "fused (flash) attention")(
@@ -110,8 +117,21 @@ PassTotals PrintOps(std::ostream& out, const std::vector<models::Op>& ops,
 
 Status PrintLayer(std::ostream& out, const models::ModelSpec& model, const ModelOptions& o) {
   const models::TransformerSpec& spec = model.transformer;
-  const std::optional<DType> dtype = DTypeFromName(o.dtype);
+  // FP8 training keeps BF16 activations; its recipe says how the FP8 GEMMs' inputs are scaled.
+  const bool fp8 = o.dtype == "fp8";
+  const std::optional<DType> dtype = fp8 ? DType::kBf16 : DTypeFromName(o.dtype);
   if (!dtype) return Error("unknown dtype", "--dtype", Quote(o.dtype));
+  models::Fp8Recipe recipe = models::Fp8Recipe::kNone;
+  if (fp8) {
+    const std::span<const std::string_view> names = models::Fp8RecipeNames().subspan(1);
+    const auto it = std::find(names.begin(), names.end(), o.fp8_recipe);
+    if (it == names.end()) {
+      return Error("unknown FP8 recipe" + DidYouMean(o.fp8_recipe, names) +
+                       "; recipes: " + JoinQuoted(names),
+                   "--fp8-recipe", Quote(o.fp8_recipe));
+    }
+    recipe = static_cast<models::Fp8Recipe>(it - names.begin() + 1);
+  }
   DTSIM_ASSIGN_OR_RETURN(const models::Recompute recompute, ParseRecompute(o.recompute));
   DTSIM_ASSIGN_OR_RETURN(const models::GpuSpec gpu, models::GpuPreset(o.gpu));
   const models::TransformerShard shard{.micro_batch = o.micro_batch,
@@ -120,7 +140,8 @@ Status PrintLayer(std::ostream& out, const models::ModelSpec& model, const Model
                                        .tensor_parallel = o.tensor_parallel,
                                        .sequence_parallel = o.sequence_parallel,
                                        .flash_attention = o.flash,
-                                       .dropout = !o.no_dropout};
+                                       .dropout = !o.no_dropout,
+                                       .fp8 = recipe};
   DTSIM_RETURN_IF_ERROR(models::ValidateShard(spec, shard));
   const models::RooflineCostModel roofline(gpu);
   const models::LayerOps layer = models::TransformerLayerOps(spec, 0, shard);
