@@ -97,7 +97,7 @@ TEST(Fp8Test, SequenceParallelForwardGathersMoveFp8) {
 TEST(Fp8Test, OptimizerStepQuantizesTheWeightsOnce) {
   // The step adds one cast of the rank's FP8 weights: per layer 12·h²/t = 12 · 4096² / 4 =
   // 50,331,648 elements, 8 layers, each read in BF16 and written row- and column-wise in FP8:
-  // 4 bytes, 1.61 GB at 0.85 × 3.35 TB/s = 565.5 µs (+2 µs ramp, 1 µs launch).
+  // 4 bytes, 1.61 GB at 0.85 × 3.35 TB/s = 565.6 µs (+2 µs ramp, 1 µs launch).
   const SimulationResult bf16 = SimulateJson(H100Config());
   const SimulationResult fp8 = SimulateJson(Fp8(H100Config()));
   const double elements = 8 * 12.0 * 4096 * 4096 / 4;
