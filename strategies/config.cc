@@ -391,8 +391,8 @@ Status CheckTransformerPlan(const SimulationConfig& config) {
   const models::PipelineScheduleEntry& schedule = models::PipelineScheduleOf(plan.schedule);
   if (plan.virtual_stages > 1 && !schedule.virtual_stages) {
     return Error(fmt::format("virtual stages need a schedule that interleaves model chunks (the "
-                             "'{}' schedule runs one chunk per stage)",
-                             schedule.name),
+                             "{} schedule runs one chunk per stage)",
+                             Quote(schedule.name)),
                  "parallelism.pipeline.virtual_stages", std::to_string(plan.virtual_stages));
   }
   if (schedule.virtual_stages) {
