@@ -1,6 +1,7 @@
 // Internal to models/: builds a forward op list and the backward list it implies.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -38,11 +39,11 @@ class LayerBuilder {
   // gradient's before the backward ones), and the forward records the weight it quantizes.
   Op& Linear(std::string_view name, DType dtype, int64_t m, int64_t n, int64_t k,
              double saved_bytes, int64_t batch = 1, double model_share = 1.0,
-             const Fp8Casts* fp8 = nullptr) {
+             const std::optional<Fp8Casts>& fp8 = std::nullopt) {
     const size_t begin = ops_.forward.size();
-    const DType gemm_dtype = fp8 != nullptr ? DType::kFp8 : dtype;
+    const DType gemm_dtype = fp8 ? DType::kFp8 : dtype;
     std::vector<Op> backward;
-    if (fp8 != nullptr) {
+    if (fp8) {
       Append(Op::Streaming(Name(name) + ".quantize", OpKind::kQuantize, Pass::kForward, dtype,
                            fp8->input_elements, fp8->bytes_per_element),
              0, {});
@@ -56,7 +57,7 @@ class LayerBuilder {
                                   batch, Op::WeightGemm::kWgrad, model_share, m * k, k * n));
     Op forward = WeightGemm(Name(name), Pass::kForward, gemm_dtype, {m, n, k}, batch,
                             Op::WeightGemm::kForward, model_share, m * k, k * n);
-    if (fp8 != nullptr) forward.fp8_weight_elements = k * n * batch;
+    if (fp8) forward.fp8_weight_elements = k * n * batch;
     Op& added = Append(std::move(forward), saved_bytes, std::move(backward));
     last_begin_ = begin;
     return added;

@@ -3,6 +3,7 @@
 // to the forward op that produces (or first reads) it, so the layer's sum is their formula.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "models/layer_builder.h"
 #include "models/ops.h"
@@ -30,15 +31,13 @@ struct Shape {
   double input_e() const { return fp8 != Fp8Recipe::kNone ? Fp8CopyBytes(fp8) : e; }
 };
 
-// An FP8 linear's casts, kept in `storage`: its input's `input` elements quantized on this rank
-// (under sequence parallelism the shard, before the all-gather) and the `grad` elements of its
-// output gradient; nullptr without FP8.
-const LayerBuilder::Fp8Casts* Casts(const Shape& x, int64_t input, int64_t grad,
-                                    LayerBuilder::Fp8Casts& storage) {
-  if (x.fp8 == Fp8Recipe::kNone) return nullptr;
-  storage = {
+// An FP8 linear's casts: its input's `input` elements quantized on this rank (under sequence
+// parallelism the shard, before the all-gather) and the `grad` elements of its output gradient;
+// none without FP8.
+std::optional<LayerBuilder::Fp8Casts> Casts(const Shape& x, int64_t input, int64_t grad) {
+  if (x.fp8 == Fp8Recipe::kNone) return std::nullopt;
+  return LayerBuilder::Fp8Casts{
       .input_elements = input, .grad_elements = grad, .bytes_per_element = Fp8QuantizeBytes(x.fp8)};
-  return &storage;
 }
 
 Shape MakeShape(const TransformerSpec& spec, const TransformerShard& shard) {
@@ -161,15 +160,13 @@ void Attention(LayerBuilder& layer, const Shape& x) {
   NormOp(layer, "attn.norm", x);
   // Saves its input (the sequence shard under sequence parallelism, which the backward
   // all-gathers again) and its outputs Q, K, V for the core attention's backward.
-  LayerBuilder::Fp8Casts casts;
   layer.Linear("attn.qkv", x.dtype, x.tokens, x.q + 2 * x.kv, x.width,
                x.input_e() * x.replicated_tokens * x.width + x.e * tokens * (x.q + 2 * x.kv),
-               x.steps, 1.0,
-               Casts(x, x.replicated_tokens * x.width, x.tokens * (x.q + 2 * x.kv), casts));
+               x.steps, 1.0, Casts(x, x.replicated_tokens * x.width, x.tokens * (x.q + 2 * x.kv)));
   layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);  // column-parallel: g in backward
   CoreAttention(layer, x);
   layer.Linear("attn.proj", x.dtype, x.tokens, x.width, x.q, x.input_e() * tokens * x.q, x.steps,
-               1.0, Casts(x, x.tokens * x.q, x.tokens * x.width, casts));
+               1.0, Casts(x, x.tokens * x.q, x.tokens * x.width));
   layer.Boundaries(Boundary::kTensorReduce, Boundary::kNone);  // row-parallel: f in forward
   ResidualAdd(layer, "attn.residual", x);
 }
@@ -177,17 +174,16 @@ void Attention(LayerBuilder& layer, const Shape& x) {
 void DenseMlp(LayerBuilder& layer, const Shape& x, bool swiglu) {
   const double tokens = static_cast<double>(x.tokens);
   const int64_t width = swiglu ? 2 * x.ffn : x.ffn;  // SwiGLU: gate and up in one GEMM
-  LayerBuilder::Fp8Casts casts;
   layer.Linear("mlp.fc1", x.dtype, x.tokens, width, x.width,
                x.input_e() * x.replicated_tokens * x.width, x.steps, 1.0,
-               Casts(x, x.replicated_tokens * x.width, x.tokens * width, casts));
+               Casts(x, x.replicated_tokens * x.width, x.tokens * width));
   layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
   // GeLU saves its input (e·sbf); SwiGLU reads 2f and writes f, saving both halves.
   const int64_t elements = x.tokens * x.ffn;
   layer.Stream("mlp.act", OpKind::kActivation, x.dtype, elements, swiglu ? 3 * x.e : 2 * x.e,
                swiglu ? 5 * x.e : 3 * x.e, x.e * tokens * width);
   layer.Linear("mlp.fc2", x.dtype, x.tokens, x.width, x.ffn, x.input_e() * tokens * x.ffn, x.steps,
-               1.0, Casts(x, x.tokens * x.ffn, x.tokens * x.width, casts));
+               1.0, Casts(x, x.tokens * x.ffn, x.tokens * x.width));
   layer.Boundaries(Boundary::kTensorReduce, Boundary::kNone);
 }
 
@@ -220,10 +216,9 @@ void MoeMlp(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
   layer.Boundaries(Boundary::kExpertAllToAll, Boundary::kNone);  // tokens to their experts
   // MFU counts routed tokens only; the padded capacity is executed work.
   const double share = routed / static_cast<double>(processed);
-  LayerBuilder::Fp8Casts casts;
   layer.Linear("moe.expert.fc1", x.dtype, rows, width, x.width,
                x.input_e() * static_cast<double>(processed) * x.width, local_experts, share,
-               Casts(x, processed * x.width, processed * width, casts));
+               Casts(x, processed * x.width, processed * width));
   layer.MarkExpert();
   layer.Boundaries(Boundary::kNone, Boundary::kExpertAllToAll);  // gradients back to the tokens
   layer.Stream("moe.expert.act", OpKind::kActivation, x.dtype, processed * ffn,
@@ -232,7 +227,7 @@ void MoeMlp(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
   layer.MarkExpert();
   layer.Linear("moe.expert.fc2", x.dtype, rows, x.width, ffn,
                x.input_e() * static_cast<double>(processed) * ffn, local_experts, share,
-               Casts(x, processed * ffn, processed * x.width, casts));
+               Casts(x, processed * ffn, processed * x.width));
   layer.MarkExpert();
   layer.Boundaries(Boundary::kExpertAllToAll, Boundary::kNone);  // tokens back to their ranks
   layer.Stream("moe.combine", OpKind::kPermute, x.dtype, buffer, 2 * x.e, 2 * x.e, x.e * buffer);

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <map>
 #include <numeric>
 #include <optional>
 #include <unordered_map>
