@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 
 namespace dtsim::models {
@@ -18,6 +19,7 @@ constexpr std::array<std::string_view, 4> kPassNames = {"forward", "backward", "
 constexpr std::array<std::string_view, 3> kRecomputeNames = {"none", "selective", "full"};
 constexpr std::array<std::string_view, 3> kTensorLayoutNames = {"1d", "2d", "2.5d"};
 constexpr std::array<std::string_view, 2> kOptimizerNames = {"adam", "sgd"};
+constexpr std::array<std::string_view, 2> kContextCommNames = {"p2p", "a2a"};
 
 Status Divides(int64_t divisor, int64_t value, std::string_view what, std::string_view by) {
   if (divisor > 0 && value % divisor == 0) return Status::Ok();
@@ -31,6 +33,7 @@ std::string_view OpKindName(OpKind kind) { return kKindNames[static_cast<size_t>
 std::string_view PassName(Pass pass) { return kPassNames[static_cast<size_t>(pass)]; }
 std::span<const std::string_view> RecomputeNames() { return kRecomputeNames; }
 std::span<const std::string_view> TensorLayoutNames() { return kTensorLayoutNames; }
+std::span<const std::string_view> ContextCommNames() { return kContextCommNames; }
 
 int TensorGrid(TensorLayout layout, int ranks, int depth) {
   if (layout == TensorLayout::k1D || depth < 1) return 1;
@@ -136,14 +139,44 @@ Status ValidateGrid(const TransformerSpec& spec, const TransformerShard& shard) 
 
 }  // namespace
 
+// Context parallelism: 2c load-balanced chunks of the sequence, flash attention (Transformer
+// Engine's context-parallel attention is fused), and for a2a the rank's heads split c ways.
+Status ValidateContext(const TransformerSpec& spec, const TransformerShard& shard) {
+  const int c = shard.context_parallel;
+  if (c == 1) return Status::Ok();
+  if (shard.tensor_layout != TensorLayout::k1D) {
+    return Error("context parallelism is built with 1D tensor parallelism only", "",
+                 std::to_string(c));
+  }
+  if (!shard.flash_attention) {
+    return Error(
+        "context parallelism needs flash attention (training.flash_attention: true), as "
+        "Transformer Engine's context-parallel attention is fused",
+        "", std::to_string(c));
+  }
+  DTSIM_RETURN_IF_ERROR(Divides(int64_t{2} * c, shard.seq_len, "the sequence length",
+                                "2 × context parallel size (load-balanced chunks)"));
+  if (shard.context_comm == ContextComm::kAllToAll) {
+    const int64_t t = shard.tensor_parallel;
+    DTSIM_RETURN_IF_ERROR(Divides(c, spec.heads / t, "the heads of a tensor-parallel rank",
+                                  "context parallel size (a2a splits heads)"));
+    DTSIM_RETURN_IF_ERROR(Divides(c, std::max<int64_t>(1, spec.kv_heads / t),
+                                  "the KV heads of a tensor-parallel rank",
+                                  "context parallel size (a2a splits heads)"));
+  }
+  return Status::Ok();
+}
+
 Status ValidateShard(const TransformerSpec& spec, const TransformerShard& shard) {
   const int t = shard.tensor_parallel;
-  if (shard.micro_batch < 1 || shard.seq_len < 1 || t < 1 || shard.expert_parallel < 1) {
-    return Error(
-        fmt::format("micro-batch, sequence length and parallel sizes must be positive "
-                    "(b={}, s={}, t={}, ep={})",
-                    shard.micro_batch, shard.seq_len, t, shard.expert_parallel));
+  if (shard.micro_batch < 1 || shard.seq_len < 1 || t < 1 || shard.expert_parallel < 1 ||
+      shard.context_parallel < 1) {
+    return Error(fmt::format(
+        "micro-batch, sequence length and parallel sizes must be positive "
+        "(b={}, s={}, t={}, ep={}, cp={})",
+        shard.micro_batch, shard.seq_len, t, shard.expert_parallel, shard.context_parallel));
   }
+  DTSIM_RETURN_IF_ERROR(ValidateContext(spec, shard));
   if (shard.tensor_layout != TensorLayout::k1D) return ValidateGrid(spec, shard);
   DTSIM_RETURN_IF_ERROR(Divides(t, spec.heads, "heads", "tensor parallel size"));
   if (spec.kv_heads % t != 0 && t % spec.kv_heads != 0) {
@@ -160,7 +193,10 @@ Status ValidateShard(const TransformerSpec& spec, const TransformerShard& shard)
         Divides(shard.expert_parallel, spec.moe.experts, "experts", "expert parallel size"));
   }
   if (shard.sequence_parallel) {
-    DTSIM_RETURN_IF_ERROR(Divides(t, shard.seq_len, "the sequence length",
+    DTSIM_RETURN_IF_ERROR(Divides(t, shard.local_seq(),
+                                  shard.context_parallel > 1
+                                      ? "a context-parallel rank's tokens of a sequence"
+                                      : "the sequence length",
                                   "tensor parallel size (sequence parallel)"));
   }
   return Status::Ok();

@@ -105,6 +105,14 @@ std::span<const std::string_view> TensorLayoutNames();  // "1d", "2d", "2.5d"
 // a size that is not q²·depth shows as a mismatch); 1 for 1D.
 int TensorGrid(TensorLayout layout, int ranks, int depth);
 
+// How context parallelism runs attention over a sequence split across c ranks (Megatron-Core
+// with Transformer Engine; docs/strategies.md, "Context parallelism"): p2p, a ring that passes
+// K/V blocks to the next rank while it computes on the block it holds; a2a, all-to-alls that
+// trade the sequence split for a head split around a whole-sequence attention (DeepSpeed
+// Ulysses).
+enum class ContextComm : uint8_t { kP2p, kAllToAll };
+std::span<const std::string_view> ContextCommNames();  // indexed by ContextComm: "p2p", "a2a"
+
 // How one rank sees one transformer layer.
 struct TransformerShard {
   int64_t micro_batch = 1;
@@ -115,11 +123,17 @@ struct TransformerShard {
   int tensor_depth = 1;            // 2.5D: d
   bool sequence_parallel = false;  // 1D: norms, dropout, residuals on s/t tokens
   int expert_parallel = 1;         // experts split over this many ranks
+  // Context parallelism: each sequence split over c ranks in 2c load-balanced chunks, so a rank
+  // holds s/c tokens of it (1D only; needs flash attention).
+  int context_parallel = 1;
+  ContextComm context_comm = ContextComm::kP2p;
   bool flash_attention = false;
   bool dropout = true;               // GPT/BERT train with dropout; LLaMA-style models without
   Fp8Recipe fp8 = Fp8Recipe::kNone;  // 1D only: the linear layers' GEMMs in FP8
 
-  int64_t tokens() const { return micro_batch * seq_len; }
+  // The rank's tokens of a micro-batch: b · s/c.
+  int64_t local_seq() const { return seq_len / context_parallel; }
+  int64_t tokens() const { return micro_batch * local_seq(); }
   int grid() const { return TensorGrid(tensor_layout, tensor_parallel, tensor_depth); }
   // Ways heads, FFN columns and the vocabulary divide: t (1D) or q.
   int column_split() const { return tensor_layout == TensorLayout::k1D ? tensor_parallel : grid(); }
@@ -137,8 +151,12 @@ struct TransformerShard {
 // Errors when the shard does not divide the model: heads, KV heads (or t a multiple of them),
 // FFN by t (the vocabulary is padded, TransformerSpec::PaddedVocab); the sequence by t under
 // sequence parallelism; experts by EP. 2D/2.5D: t = q²·d, q dividing heads, KV heads, FFN and
-// hidden, q·d the micro-batch; no sequence or expert parallelism.
+// hidden, q·d the micro-batch; no sequence or expert parallelism. Context parallelism: c
+// divides the sequence into 2c chunks (and s/c by t under sequence parallelism); a2a needs c to
+// divide the rank's heads and KV heads.
 Status ValidateShard(const TransformerSpec& spec, const TransformerShard& shard);
+// The context-parallel part of ValidateShard (which calls it).
+Status ValidateContext(const TransformerSpec& spec, const TransformerShard& shard);
 
 // The ops of one layer on one rank: forward in execution order, backward in execution order
 // (the reverse of the layer's dataflow).

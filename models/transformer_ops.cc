@@ -17,11 +17,16 @@ using Boundary = Op::Boundary;
 // sequence parallelism, the replicated ops' tokens); 2D/2.5D split the batch q (q·d) ways and
 // the hidden dimension, heads and FFN q ways, and run each weight GEMM as q SUMMA steps.
 struct Shape {
-  int64_t b, s, tokens, replicated_tokens;  // replicated_tokens: T/t under sequence parallel
+  int64_t b, s, tokens, replicated_tokens;  // s: the rank's s/c tokens of a sequence (CP);
+                                            // replicated_tokens: T/t under sequence parallel
   int64_t width;                            // hidden elements per token on this rank: h (1D) or h/q
   int64_t heads, kv_heads, head_dim, q, kv, ffn;
   int64_t steps;  // GEMM steps of a weight: 1, or q (SUMMA)
-  double e;       // bytes per activation element
+  // The attention kernel's queries and keys per sequence and its heads: s, s and the rank's
+  // heads; under context parallelism p2p, s/c queries against all s keys over the ring; a2a,
+  // the whole sequence with the heads split c ways more.
+  int64_t q_len, kv_len, attn_heads, attn_kv_heads;
+  double e;  // bytes per activation element
   DType dtype;
   bool flash, dropout, causal;
   Fp8Recipe fp8;  // the linear layers' GEMMs in FP8 (1D only)
@@ -44,7 +49,7 @@ Shape MakeShape(const TransformerSpec& spec, const TransformerShard& shard) {
   const int split = shard.column_split();
   Shape x{};
   x.b = shard.micro_batch / shard.batch_split();
-  x.s = shard.seq_len;
+  x.s = shard.local_seq();
   x.tokens = x.b * x.s;
   x.replicated_tokens = shard.sequence_parallel ? x.tokens / shard.tensor_parallel : x.tokens;
   x.width = spec.hidden / shard.hidden_split();
@@ -56,6 +61,12 @@ Shape MakeShape(const TransformerSpec& spec, const TransformerShard& shard) {
   x.kv = x.kv_heads * x.head_dim;
   x.ffn = spec.ffn_hidden / split;
   x.steps = shard.hidden_split();
+  const bool a2a = shard.context_comm == ContextComm::kAllToAll;
+  const int64_t head_split = a2a ? shard.context_parallel : 1;
+  x.q_len = a2a ? shard.seq_len : x.s;
+  x.kv_len = shard.seq_len;
+  x.attn_heads = x.heads / head_split;
+  x.attn_kv_heads = std::max<int64_t>(1, x.kv_heads / head_split);
   x.dtype = shard.dtype;
   x.e = DTypeBytes(shard.dtype);
   x.flash = shard.flash_attention;
@@ -82,26 +93,32 @@ void ResidualAdd(LayerBuilder& layer, std::string_view name, const Shape& x) {
   }
 }
 
+// Under context parallelism the rank's share of the sequence's attention: p2p runs it as c
+// ring steps (1/c each; the strategy splits the op), a2a on the whole sequence with 1/c of the
+// heads; either way 1/c of the pairs, the causal half balanced by the 2c chunks.
 Op FlashOp(const Shape& x, Pass pass, std::string name) {
-  const double pairs = static_cast<double>(x.b) * x.heads * x.s * x.s * x.head_dim;
+  const double pairs = static_cast<double>(x.b) * x.attn_heads * x.q_len * x.kv_len * x.head_dim;
   const double executed = x.causal ? 0.5 : 1.0;  // a causal kernel skips the masked blocks
   const bool forward = pass == Pass::kForward;
   Op op{.name = std::move(name), .kind = OpKind::kFlashAttention, .pass = pass, .dtype = x.dtype};
   op.signature = {
       .op = forward ? "flash_attention" : "flash_attention_bwd", .dtype = x.dtype, .dims = {}};
   op.signature.SetDim("batch", x.b);
-  op.signature.SetDim("heads", x.heads);
-  op.signature.SetDim("kv_heads", x.kv_heads);
-  op.signature.SetDim("seq", x.s);
+  op.signature.SetDim("heads", x.attn_heads);
+  op.signature.SetDim("kv_heads", x.attn_kv_heads);
+  op.signature.SetDim("seq", x.q_len);
+  if (x.kv_len != x.q_len) op.signature.SetDim("kv_seq", x.kv_len);
   op.signature.SetDim("head_dim", x.head_dim);
   op.signature.SetDim("causal", x.causal ? 1 : 0);
   // Forward: QKᵀ and PV, 4·s²·d per head. Backward: QKᵀ again, dV, dP, dQ, dK: 10·s²·d
   // executed; the MFU convention counts backward as twice forward.
   op.flops = (forward ? 4 : 10) * pairs * executed;
   op.model_flops = (forward ? 4 : 8) * pairs;
+  // The rank's Q, K, V and output (the same bytes whether split by sequence or by heads); a
+  // p2p ring reads every K/V block once, c blocks of s/c.
   const double qkv = static_cast<double>(x.tokens) * (x.q + 2 * x.kv) * x.e;
   const double out = static_cast<double>(x.tokens) * x.q * x.e;
-  const double stats = 4.0 * x.b * x.heads * x.s;  // fp32 log-sum-exp per row
+  const double stats = 4.0 * x.b * x.attn_heads * x.q_len;  // fp32 log-sum-exp per row
   op.bytes = forward ? qkv + out + stats : 2 * qkv + 2 * out + stats;
   op.matmul = true;
   return op;
@@ -116,8 +133,8 @@ void CoreAttention(LayerBuilder& layer, const Shape& x) {
     std::vector<Op> backward;
     backward.push_back(FlashOp(x, Pass::kBackward, layer.Name("attn.core.bwd")));
     // Keeps only the fp32 row statistics besides Q, K, V and the output.
-    layer.Forward(FlashOp(x, Pass::kForward, layer.Name("attn.core")), 4.0 * x.b * x.heads * x.s,
-                  std::move(backward));
+    layer.Forward(FlashOp(x, Pass::kForward, layer.Name("attn.core")),
+                  4.0 * x.b * x.attn_heads * x.q_len, std::move(backward));
     return;
   }
   const int64_t scores = batch * x.s * x.s;

@@ -316,6 +316,18 @@ Expected<DurationNs> AllToAllHierarchical(const CollectiveRequest& r) {
          Phase(rates, r.shape.nodes - 1, rates.alpha_inter, 0, k * (n - 1) / n * size);
 }
 
+// --- shift ----------------------------------------------------------------------------------
+
+// Every member sends S to the next one at once: one exchange step (ExchangeStep) — the latency
+// of the slowest level a hop crosses, then the slower of S over NVLink and the busiest node's
+// off-node hops over its NICs.
+Expected<DurationNs> ShiftDirect(const CollectiveRequest& r) {
+  const std::vector<ExchangeRound> rounds =
+      ShiftRounds(r.ranks, static_cast<double>(r.size.count()));
+  if (rounds.empty()) return DurationNs::Zero();
+  return ExchangeStep(r, rounds.front().pairs, rounds.front().bytes);
+}
+
 // --- barrier, send/recv --------------------------------------------------------------------
 
 // Dissemination barrier: ⌈log2 p⌉ rounds of latency.
@@ -368,6 +380,8 @@ constexpr std::array kAlgorithms = {
     CollectiveAlgorithm{"hierarchical", CommKind::kAllToAll, false,
                         "intra-node then inter-node all-to-all (Tutel 2DH)", AllToAllHierarchical,
                         programs::AllToAllHierarchical},
+    CollectiveAlgorithm{"direct", CommKind::kShift, true, "every member sends to the next at once",
+                        ShiftDirect, programs::ShiftDirect},
     CollectiveAlgorithm{"dissemination", CommKind::kBarrier, true, "dissemination barrier",
                         BarrierDissemination, programs::BarrierDissemination},
     CollectiveAlgorithm{"direct", CommKind::kSendRecv, true, "one message", SendRecvDirect,
@@ -414,6 +428,15 @@ std::vector<ExchangeRound> BinomialRounds(std::span<const int32_t> ranks, int32_
     }
   }
   return rounds;
+}
+
+std::vector<ExchangeRound> ShiftRounds(std::span<const int32_t> ranks, double size) {
+  if (ranks.size() < 2) return {};
+  ExchangeRound round{{}, size};
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    round.pairs.emplace_back(ranks[i], ranks[(i + 1) % ranks.size()]);
+  }
+  return {round};
 }
 
 std::vector<ExchangeRound> HalvingDoublingRounds(std::span<const int32_t> ranks, double size) {

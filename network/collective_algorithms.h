@@ -75,6 +75,9 @@ struct ExchangeRound {
 // root): in round j the first 2^j members send S to the member 2^j further on.
 std::vector<ExchangeRound> BinomialRounds(std::span<const int32_t> ranks, int32_t root,
                                           double size);
+// A shift: each member sends S to the next in the group's order, the last to the first (one
+// round of p pairs; none for one rank).
+std::vector<ExchangeRound> ShiftRounds(std::span<const int32_t> ranks, double size);
 // Rabenseifner over `ranks` in node-major order: the fold of the extra ranks (if any), the
 // halving steps, the doubling steps (the halving mirrored), the unfold.
 std::vector<ExchangeRound> HalvingDoublingRounds(std::span<const int32_t> ranks, double size);

@@ -328,6 +328,10 @@ Expected<FlowProgram> RootedBinomialTree(const FlowRequest& r) {
   return ExchangeProgram(r, BinomialRounds(r.ranks, r.root, Size(r)), r.kind == CommKind::kReduce);
 }
 
+Expected<FlowProgram> ShiftDirect(const FlowRequest& r) {
+  return ExchangeProgram(r, ShiftRounds(r.ranks, Size(r)), false);
+}
+
 Expected<FlowProgram> BarrierDissemination(const FlowRequest& r) {
   const auto nodes = ByNode(r);
   const int rounds = std::bit_width(static_cast<unsigned>(r.ranks.size() - 1));

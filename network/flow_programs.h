@@ -52,6 +52,7 @@ Expected<FlowProgram> RootedRing(const FlowRequest& r);          // broadcast an
 Expected<FlowProgram> RootedBinomialTree(const FlowRequest& r);  // broadcast and reduce
 Expected<FlowProgram> AllToAllDirect(const FlowRequest& r);
 Expected<FlowProgram> AllToAllHierarchical(const FlowRequest& r);
+Expected<FlowProgram> ShiftDirect(const FlowRequest& r);
 Expected<FlowProgram> BarrierDissemination(const FlowRequest& r);
 Expected<FlowProgram> SendRecvDirect(const FlowRequest& r);
 }  // namespace programs

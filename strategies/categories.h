@@ -15,17 +15,20 @@ inline constexpr std::string_view kRecomputeCategory = "recompute";
 inline constexpr std::string_view kTensorCategory = "tp";
 inline constexpr std::string_view kPipelineCategory = "pp";
 inline constexpr std::string_view kExpertCategory = "ep";
+inline constexpr std::string_view kContextCategory = "cp";
 inline constexpr std::string_view kDataCategory = "dp";
 inline constexpr std::string_view kOptimizerCategory = "optimizer";
 
 // The streams of a rank, by what runs on them. Every rank computes on kCompute (tensor-parallel
 // collectives and pipeline receives block it, as in Megatron); SUMMA's broadcasts and reduces
-// run on kTensor, joined to the compute stream by kTensorJoin; pipeline sends, gradient
-// reduction and ZeRO-3's parameter gathers have their own streams.
+// run on kTensor, joined to the compute stream by kTensorJoin; ring attention's K/V shifts on
+// kContext; pipeline sends, gradient reduction and ZeRO-3's parameter gathers have their own
+// streams.
 enum class StreamRole : uint8_t {
   kCompute,
   kTensor,
   kTensorJoin,
+  kContext,
   kSendForward,
   kSendBackward,
   kData,
@@ -34,8 +37,8 @@ enum class StreamRole : uint8_t {
 
 // The stream's name in the graph, its traces and timelines.
 constexpr std::string_view StreamName(StreamRole role) {
-  constexpr std::array<std::string_view, 7> kNames = {"compute",     "tp", "tp-join", "pp-send-fwd",
-                                                      "pp-send-bwd", "dp", "zero"};
+  constexpr std::array<std::string_view, 8> kNames = {
+      "compute", "tp", "tp-join", "cp", "pp-send-fwd", "pp-send-bwd", "dp", "zero"};
   return kNames[static_cast<size_t>(role)];
 }
 

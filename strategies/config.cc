@@ -155,6 +155,16 @@ Expected<std::array<PlanDimension, 3>> ParsePlanOrder(std::string_view text) {
   return order;
 }
 
+// "data × tensor × pipeline = 2 × 8 × 4" (with context parallelism, its size after data).
+std::string PlanProduct(const ParallelPlan& plan) {
+  if (plan.context == 1) {
+    return fmt::format("data × tensor × pipeline = {} × {} × {}", plan.data, plan.tensor,
+                       plan.pipeline);
+  }
+  return fmt::format("data × context × tensor × pipeline = {} × {} × {} × {}", plan.data,
+                     plan.context, plan.tensor, plan.pipeline);
+}
+
 Status ReadParallelism(const Json& value, ParallelPlan& plan) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, "parallelism"));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("data", plan.data));
@@ -176,6 +186,10 @@ Status ReadParallelism(const Json& value, ParallelPlan& plan) {
   };
   DTSIM_RETURN_IF_ERROR(ReadSized(reader, "tensor", plan.tensor, tensor_options));
   DTSIM_RETURN_IF_ERROR(ReadSized(reader, "pipeline", plan.pipeline, pipeline_options));
+  const auto context_options = [&plan](JsonObjectReader& r) -> Status {
+    return r.ReadOptionalEnum("comm", models::ContextCommNames(), plan.context_comm);
+  };
+  DTSIM_RETURN_IF_ERROR(ReadSized(reader, "context", plan.context, context_options));
   const auto expert_options = [&plan](JsonObjectReader& r) -> Status {
     r.Allow("imbalance");
     if (!r.Has("imbalance")) return Status::Ok();
@@ -274,7 +288,7 @@ Status CheckDataParallelPlan(const SimulationConfig& config) {
   const ParallelPlan& plan = config.plan;
   for (const auto& [key, size] :
        {std::pair{"tensor", plan.tensor}, std::pair{"pipeline", plan.pipeline},
-        std::pair{"expert", plan.expert}}) {
+        std::pair{"context", plan.context}, std::pair{"expert", plan.expert}}) {
     if (size != 1) {
       return Error(fmt::format("{} plans are data parallel only ({} parallelism is built for "
                                "transformers)",
@@ -372,10 +386,13 @@ Status CheckTransformerPlan(const SimulationConfig& config) {
       return Error("expert parallelism needs a mixture-of-experts model (model.moe.experts)",
                    "parallelism.expert", std::to_string(plan.expert));
     }
-    DTSIM_RETURN_IF_ERROR(Divisible(plan.data, "data-parallel size", plan.expert,
-                                    "expert-parallel size (experts are carved out of data "
-                                    "parallelism)",
-                                    "parallelism.data"));
+    const bool context = plan.context > 1;
+    DTSIM_RETURN_IF_ERROR(Divisible(
+        plan.DataIndices(), context ? "data × context parallel size" : "data-parallel size",
+        plan.expert,
+        context ? "expert-parallel size (experts are carved out of data and context parallelism)"
+                : "expert-parallel size (experts are carved out of data parallelism)",
+        "parallelism.data"));
     DTSIM_RETURN_IF_ERROR(Divisible(spec.moe.experts, "experts", plan.expert,
                                     "expert-parallel size", "parallelism.expert"));
   }
@@ -386,6 +403,8 @@ Status CheckTransformerPlan(const SimulationConfig& config) {
                  "parallelism.expert.imbalance", fmt::format("{}", plan.expert_imbalance));
   }
   DTSIM_RETURN_IF_ERROR(CheckStageLayers(spec, plan));
+  Status context = models::ValidateContext(spec, ShardOf(config));
+  if (!context.ok()) return std::move(context).error().Under("parallelism.context");
   Status valid = models::ValidateShard(spec, ShardOf(config));
   if (!valid.ok()) return std::move(valid).error().Under("parallelism.tensor");
   const models::PipelineScheduleEntry& schedule = models::PipelineScheduleOf(plan.schedule);
@@ -432,7 +451,7 @@ Status CheckParameterServers(const SimulationConfig& config) {
     // bucket holding a matrix and a vector, as a layer's gradients do.
     const GradientTensors sample{.matrices = {{1024, 1024}}, .vector_elements = 1024};
     for (const ReductionStep& step :
-         method->Reduce(sample, plan.data, config.training.grad_dtype)) {
+         method->Reduce(sample, plan.DataIndices(), config.training.grad_dtype)) {
       if (step.collective && *step.collective != graph::CommKind::kAllReduce) {
         return Error(fmt::format("compression method \"{}\" reduces with the collective {}, "
                                  "which parameter servers do not run (they sum pushed "
@@ -452,11 +471,10 @@ Expected<ResolvedConfig> Resolve(const SimulationConfig& input) {
   const ParallelPlan& plan = config.plan;
   TrainingConfig& training = config.training;
   // First, so that the products below (and ParallelPlan::world()) cannot overflow.
-  const double ranks = static_cast<double>(plan.data) * plan.tensor * plan.pipeline;
+  const double ranks = static_cast<double>(plan.data) * plan.context * plan.tensor * plan.pipeline;
   if (ranks > static_cast<double>(kMaxPlanRanks)) {
-    return Error(fmt::format("data × tensor × pipeline = {} × {} × {} is more than the {} ranks "
-                             "dtsim simulates",
-                             plan.data, plan.tensor, plan.pipeline, kMaxPlanRanks),
+    return Error(fmt::format("{} is more than the {} ranks dtsim simulates", PlanProduct(plan),
+                             kMaxPlanRanks),
                  "parallelism", fmt::format("{:.0f}", ranks));
   }
   DTSIM_RETURN_IF_ERROR(Divisible(training.global_batch, "global batch",
@@ -469,10 +487,8 @@ Expected<ResolvedConfig> Resolve(const SimulationConfig& input) {
     return std::move(fits).error().Under("cluster");  // the ranks fit; the servers do not
   }
   if (!fits.ok() || (sized && config.cluster.gpu_count() != plan.world())) {
-    return Error(fmt::format("data × tensor × pipeline = {} × {} × {} = {} ranks, but the cluster "
-                             "has {} GPUs",
-                             plan.data, plan.tensor, plan.pipeline, plan.world(),
-                             config.cluster.gpu_count()),
+    return Error(fmt::format("{} = {} ranks, but the cluster has {} GPUs", PlanProduct(plan),
+                             plan.world(), config.cluster.gpu_count()),
                  "parallelism", std::to_string(plan.world()));
   }
   if (config.model.family == models::ModelFamily::kDlrm) {
@@ -534,6 +550,8 @@ models::TransformerShard ShardOf(const SimulationConfig& config) {
           .tensor_depth = plan.tensor_depth,
           .sequence_parallel = plan.sequence_parallel,
           .expert_parallel = plan.expert,
+          .context_parallel = plan.context,
+          .context_comm = plan.context_comm,
           .flash_attention = training.flash_attention,
           .dropout = training.dropout,
           .fp8 = training.fp8};

@@ -73,8 +73,14 @@ struct ParallelPlan {
   enum class LayerSplit { kUniform, kBalanced, kGiven };
   LayerSplit layer_split = LayerSplit::kUniform;
   std::vector<int> stage_layers;
-  // Expert parallelism, carved out of data parallelism as in Megatron: the experts of each MoE
-  // layer split over `expert` consecutive data-parallel ranks.
+  // Context parallelism (docs/strategies.md, "Context parallelism"): each sequence split over
+  // `context` ranks that hold the same weights, their attention a p2p ring or a2a. Its peers are
+  // adjacent just inside data parallelism (Megatron's tp-cp-dp-pp): the builder's data index
+  // runs over data × context, index cp + context · dp.
+  int context = 1;
+  models::ContextComm context_comm = models::ContextComm::kP2p;
+  // Expert parallelism, carved out of data (× context) parallelism as in Megatron: the experts
+  // of each MoE layer split over `expert` consecutive data indices.
   int expert = 1;
   // Skewed routing: the busiest expert receives this many times the mean tokens (1: balanced;
   // at most `expert`). Changes time only with dropless routing (docs/strategies.md).
@@ -89,27 +95,34 @@ struct ParallelPlan {
   std::array<PlanDimension, 3> order = {PlanDimension::kTensor, PlanDimension::kData,
                                         PlanDimension::kPipeline};
 
-  int world() const { return data * tensor * pipeline; }
+  int world() const { return data * context * tensor * pipeline; }
+  // The data indices of the rank order: data-parallel replicas times context-parallel peers.
+  int DataIndices() const { return data * context; }
   // The ranks holding the same dense weights, over which their gradients are reduced and ZeRO
-  // shards them: the data-parallel replicas, times the depth layers of a 2.5D grid (Tesseract's
-  // depth all-reduce folded into data parallelism).
-  int WeightReplicas() const { return data * tensor_depth; }
+  // shards them: the data-parallel replicas and their context-parallel peers, times the depth
+  // layers of a 2.5D grid (Tesseract's depth all-reduce folded into data parallelism).
+  int WeightReplicas() const { return data * context * tensor_depth; }
   int grid() const { return models::TensorGrid(tensor_layout, tensor, tensor_depth); }
   bool on_grid() const { return tensor_layout != models::TensorLayout::k1D; }
-  // The rank of (data index, stage, tensor index) in `order`: by default tp + t·(dp + D·pp).
-  // On a 2D/2.5D grid, tensor index tp = i + q·(j + q·k): column i, row j, depth k
-  // (ColossalAI's order: a row's q ranks adjacent).
+  // The rank of (data index, stage, tensor index) in `order`: by default tp + t·(dp + D·pp),
+  // with D = DataIndices() and dp = cp + c·(data-parallel index). On a 2D/2.5D grid, tensor
+  // index tp = i + q·(j + q·k): column i, row j, depth k (ColossalAI's order: a row's q ranks
+  // adjacent).
   int32_t Rank(int dp, int pp, int tp) const {
     const auto index = [&](PlanDimension d) {
       return d == PlanDimension::kTensor ? tp : d == PlanDimension::kData ? dp : pp;
     };
     const auto size = [&](PlanDimension d) {
-      return d == PlanDimension::kTensor ? tensor : d == PlanDimension::kData ? data : pipeline;
+      return d == PlanDimension::kTensor ? tensor
+             : d == PlanDimension::kData ? DataIndices()
+                                         : pipeline;
     };
     return index(order[0]) + size(order[0]) * (index(order[1]) + size(order[1]) * index(order[2]));
   }
   // The expert-parallel group of data index `dp`: data indices first … first + expert − 1.
   int ExpertGroupFirst(int dp) const { return dp / expert * expert; }
+  // The context-parallel peers of data index `dp`: data indices first … first + context − 1.
+  int ContextGroupFirst(int dp) const { return dp / context * context; }
 };
 
 // "tp-dp-pp": the plan's placement order as `parallelism.order` writes it.

@@ -12,9 +12,8 @@ Footprint EstimateFootprint(const ResolvedConfig& config) {
   const bool transformer = config.model.family == models::ModelFamily::kTransformer;
   Footprint footprint;
   // Symmetric ranks simulate one data-parallel replica and one tensor-parallel peer per stage.
-  footprint.simulated_ranks = config.ranks == RanksMode::kSymmetric
-                                  ? int64_t{plan.pipeline}
-                                  : int64_t{plan.data} * plan.tensor * plan.pipeline;
+  footprint.simulated_ranks =
+      config.ranks == RanksMode::kSymmetric ? int64_t{plan.pipeline} : int64_t{plan.world()};
   footprint.microbatches = config.Microbatches();
   // Each rank of a stage runs that stage's layers: summed over the stages, every layer once
   // per rank of a stage.

@@ -104,7 +104,7 @@ void GradientReducer::Step(const ReductionGroup& group, int64_t parameters, Step
   const ParallelPlan& plan = config_.plan;
   const bool zero = plan.zero_stage >= 1;
   const int64_t dense = parameters - expert_parameters;
-  const auto expert_data = static_cast<int64_t>(plan.data / plan.expert);
+  const auto expert_data = static_cast<int64_t>(plan.DataIndices() / plan.expert);
   const int64_t replicas = plan.WeightReplicas();
   const int64_t dense_shard = zero ? (dense + replicas - 1) / replicas : dense;
   const int64_t expert_shard =

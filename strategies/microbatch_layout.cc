@@ -1,5 +1,6 @@
 #include "strategies/microbatch_layout.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace dtsim::strategies {
@@ -13,8 +14,50 @@ using models::Op;
 MicrobatchLayout::MicrobatchLayout(const SimulationConfig& config) : config_(config) {}
 
 Bytes MicrobatchLayout::ActivationBytes() const {
-  return Bytes(config_.training.micro_batch * config_.training.seq_len *
-               config_.model.transformer.hidden * DTypeBytes(config_.training.dtype));
+  return Bytes(ShardOf(config_).tokens() * config_.model.transformer.hidden *
+               DTypeBytes(config_.training.dtype));
+}
+
+// Widths per token on a tensor-parallel rank: Q is its heads/t heads, K and V its KV heads
+// (replicated when there are fewer than t), head_dim each; attention stays in the activation
+// dtype under FP8.
+Bytes MicrobatchLayout::KvBlockBytes() const {
+  const models::TransformerSpec& spec = config_.model.transformer;
+  const int64_t kv_heads = std::max<int64_t>(1, spec.kv_heads / config_.plan.tensor);
+  return Bytes(ShardOf(config_).tokens() * 2 * kv_heads * spec.head_dim() *
+               DTypeBytes(config_.training.dtype));
+}
+
+Bytes MicrobatchLayout::AttentionOutputBytes() const {
+  const models::TransformerSpec& spec = config_.model.transformer;
+  return Bytes(ShardOf(config_).tokens() * spec.heads / config_.plan.tensor * spec.head_dim() *
+               DTypeBytes(config_.training.dtype));
+}
+
+Bytes MicrobatchLayout::QkvBytes() const { return AttentionOutputBytes() + KvBlockBytes(); }
+
+// p2p (Transformer Engine's AttnFuncWithCPAndKVP2P): forward and recompute pass the K/V block
+// c − 1 times around the ring; backward passes K/V with its gradient dK/dV (2× the bytes)
+// c − 1 times, and the finished dK/dV one hop home at the end. a2a: Q, K, V all-to-all before
+// the whole-sequence attention and the output after it; backward mirrors it (dO before, dQ, dK,
+// dV after).
+void MicrobatchLayout::ContextAttention(const PricedOp& op, LayoutSink& sink) const {
+  const bool backward = op.pass == models::Pass::kBackward;
+  const auto context = [](CommKind kind, Bytes bytes) {
+    return LayoutComm{.kind = kind, .bytes = bytes, .group = CommGroup::kContext};
+  };
+  if (config_.plan.context_comm == models::ContextComm::kAllToAll) {
+    sink.Collective(context(CommKind::kAllToAll, backward ? AttentionOutputBytes() : QkvBytes()));
+    sink.Compute(op);
+    sink.Collective(context(CommKind::kAllToAll, backward ? QkvBytes() : AttentionOutputBytes()));
+    return;
+  }
+  const Bytes block = KvBlockBytes();
+  const std::vector<LayoutComm> shifts(static_cast<size_t>(config_.plan.context - 1),
+                                       context(CommKind::kShift, backward ? block * 2 : block));
+  std::vector<LayoutComm> trailing;
+  if (backward) trailing.push_back(context(CommKind::kShift, block));
+  sink.Ring(op, shifts, trailing);
 }
 
 int64_t MicrobatchLayout::GridTokens() const {
@@ -37,7 +80,9 @@ std::vector<LayoutComm> MicrobatchLayout::TensorReduce(models::Pass pass) const 
 }
 
 void MicrobatchLayout::LayOut(const PricedOp& op, LayoutSink& sink) const {
-  if (op.summa != Op::WeightGemm::kNone) {
+  if (op.attention && config_.plan.context > 1) {
+    ContextAttention(op, sink);
+  } else if (op.summa != Op::WeightGemm::kNone) {
     sink.Summa(op, SummaSteps(op));
   } else {
     sink.Compute(op);

@@ -18,8 +18,9 @@ namespace dtsim::strategies {
 
 // Where a collective runs: over the rank's t tensor-parallel peers (1D), or inside one depth
 // layer of a 2D/2.5D grid over ROW, the q ranks of a grid row (tensor indices i + q·(j + q·k)
-// for i = 0..q−1, adjacent), or COL, those of a grid column (j varies).
-enum class CommGroup : uint8_t { kTensor, kGridRow, kGridColumn };
+// for i = 0..q−1, adjacent), or COL, those of a grid column (j varies), or over the rank's c
+// context-parallel peers (the same tensor index and stage, c adjacent data indices).
+enum class CommGroup : uint8_t { kTensor, kGridRow, kGridColumn, kContext };
 
 // One collective of the layout; a broadcast's or reduce's root is the member at `root` along
 // the grid axis.
@@ -44,8 +45,13 @@ class LayoutSink {
   virtual void Compute(const PricedOp& op) = 0;
   // The op as SUMMA steps, each a 1/q chunk of it between its broadcasts and reduces.
   virtual void Summa(const PricedOp& op, const std::vector<SummaStep>& steps) = 0;
-  // A collective the compute stream waits for (tensor-parallel reduction, row statistics).
+  // A collective the compute stream waits for (tensor-parallel reduction, row statistics,
+  // context parallelism's all-to-alls).
   virtual void Collective(const LayoutComm& comm) = 0;
+  // Ring attention (context parallelism, p2p): the op as shifts.size() + 1 chunks, shift k
+  // hidden behind chunk k, then the `trailing` shift (none in forward) the next op waits for.
+  virtual void Ring(const PricedOp& op, const std::vector<LayoutComm>& shifts,
+                    const std::vector<LayoutComm>& trailing) = 0;
   // The expert-parallel all-to-all of the rank's tokens.
   virtual void ExpertAllToAll() = 0;
 };
@@ -64,8 +70,15 @@ class MicrobatchLayout {
   // The output layer's: 1D, the tensor-parallel reduction ending its backward.
   std::vector<LayoutComm> OutputComms(models::Pass pass) const;
 
-  // The b·s·h activations of a micro-batch.
+  // The b·s·h activations of a micro-batch on a rank (b·s/c·h under context parallelism).
   Bytes ActivationBytes() const;
+
+  // Context parallelism's communication around the core attention (docs/strategies.md,
+  // "Context parallelism"): the bytes of the rank's K and V (one ring block), and of its Q, K,
+  // V and of its attention output (what the a2a variant exchanges).
+  Bytes KvBlockBytes() const;
+  Bytes QkvBytes() const;
+  Bytes AttentionOutputBytes() const;
 
  private:
   // A tensor-parallel all-reduce of the activations, or with sequence parallelism the
@@ -75,6 +88,7 @@ class MicrobatchLayout {
   // Tokens on one rank of a grid: the micro-batch's b·s split q·d ways.
   int64_t GridTokens() const;
   std::vector<SummaStep> SummaSteps(const PricedOp& op) const;
+  void ContextAttention(const PricedOp& op, LayoutSink& sink) const;
 
   const SimulationConfig& config_;
 };

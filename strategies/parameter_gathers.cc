@@ -56,7 +56,7 @@ void ParameterGathers::Gather(PeerGroup& group, int64_t parameters, std::string_
   std::vector<std::vector<graph::CommId>> pieces;
   pieces.push_back(collectives_.Matched(StageCollectives::Across::kData, CommKind::kAllGather,
                                         Bytes((dense + replicas - 1) / replicas * element_bytes)));
-  const int expert_data = plan.data / plan.expert;
+  const int expert_data = plan.DataIndices() / plan.expert;
   if (expert_parameters > 0 && expert_data > 1) {
     pieces.push_back(collectives_.Matched(
         StageCollectives::Across::kExpertData, CommKind::kAllGather,

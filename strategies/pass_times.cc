@@ -49,6 +49,18 @@ class PassTimer final : public LayoutSink {
 
   void Collective(const LayoutComm& comm) override { *compute_ += CommTime(comm); }
 
+  // Chunk k + 1 starts when chunk k has ended and shift k (the shifts back to back from the
+  // op's start) has arrived: with chunks of d/n and shifts of t_s, the op ends at
+  // max(d, (n − 1)·t_s + d/n); the trailing shift follows.
+  void Ring(const PricedOp& op, const std::vector<LayoutComm>& shifts,
+            const std::vector<LayoutComm>& trailing) override {
+    const auto chunks = static_cast<int64_t>(shifts.size()) + 1;
+    const DurationNs shift = shifts.empty() ? DurationNs::Zero() : CommTime(shifts.front());
+    const DurationNs chunk(op.duration.ns() / chunks);
+    *compute_ += std::max(op.duration, shift * static_cast<int64_t>(shifts.size()) + chunk);
+    for (const LayoutComm& comm : trailing) *compute_ += CommTime(comm);
+  }
+
   void ExpertAllToAll() override {}  // left out: it depends on the routing, not the layout
 
  private:
@@ -68,7 +80,8 @@ class PassTimer final : public LayoutSink {
     return choice.time;
   }
 
-  // On the first tensor-parallel group; on a grid, the cheaper of the first ROW (COL) group
+  // On the first tensor-parallel group or the first context-parallel group; on a grid, the
+  // cheaper of the first ROW (COL) group
   // rooted at member `root` and at member 0, as a rank may be priced either way (the builder's
   // GridComms roots a group without the member at the simulated one).
   Expected<DurationNs> PriceComm(const LayoutComm& comm) const {
@@ -77,6 +90,10 @@ class PassTimer final : public LayoutSink {
     if (comm.group == CommGroup::kTensor) {
       if (plan.tensor < 2) return DurationNs::Zero();
       for (int tp = 0; tp < plan.tensor; ++tp) ranks.push_back(plan.Rank(0, 0, tp));
+      return CollectiveTime(comm, ranks, ranks.front());
+    }
+    if (comm.group == CommGroup::kContext) {
+      for (int cp = 0; cp < plan.context; ++cp) ranks.push_back(plan.Rank(cp, 0, 0));
       return CollectiveTime(comm, ranks, ranks.front());
     }
     const int q = plan.grid();

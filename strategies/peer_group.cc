@@ -16,6 +16,7 @@ PeerGroup::PeerGroup(graph::TaskGraphBuilder& builder, std::vector<int32_t> rank
   for (int32_t rank : ranks_) {
     compute_.push_back(RoleStream(builder_, rank, StreamRole::kCompute));
     tensor_.push_back(RoleStream(builder_, rank, StreamRole::kTensor));
+    context_.push_back(RoleStream(builder_, rank, StreamRole::kContext));
     send_forward_.push_back(RoleStream(builder_, rank, StreamRole::kSendForward));
     send_backward_.push_back(RoleStream(builder_, rank, StreamRole::kSendBackward));
     last_.emplace_back();
@@ -97,6 +98,41 @@ void PeerGroup::Summa(DurationNs duration, const std::string& name, std::string_
     if (output_reduced && !steps.back().after.empty()) reduced.push_back(*tensor_tail_[i]);
   }
   if (output_reduced) waits_ = std::move(reduced);
+}
+
+void PeerGroup::Ring(DurationNs duration, const std::string& name, std::string_view comm_name,
+                     std::string_view category,
+                     const std::vector<std::vector<graph::CommId>>& shifts,
+                     const std::vector<graph::CommId>& trailing) {
+  Flush();
+  const auto count = static_cast<int64_t>(shifts.size()) + 1;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    const std::optional<TaskId> start = last_[i];
+    std::optional<TaskId> previous_shift;
+    for (int64_t k = 0; k < count; ++k) {
+      // Chunks that add up to the op exactly.
+      const DurationNs part(duration.ns() * (k + 1) / count - duration.ns() * k / count);
+      const TaskId chunk = builder_.AddTask(compute_[i], TaskKind::kCompute, name, category, part);
+      if (previous_shift) builder_.AddDependency(chunk, *previous_shift);
+      if (k == 0 && i < waits_.size()) builder_.AddDependency(chunk, waits_[i]);
+      if (k + 1 < count) {
+        previous_shift = builder_.AddCollectiveTask(context_[i], shifts[static_cast<size_t>(k)][i],
+                                                    comm_name, kContextCategory);
+        if (k == 0 && start) builder_.AddDependency(*previous_shift, *start);
+      }
+      last_[i] = chunk;
+    }
+    if (!trailing.empty()) {
+      const TaskId home =
+          builder_.AddCollectiveTask(context_[i], trailing[i], comm_name, kContextCategory);
+      builder_.AddDependency(home, *last_[i]);
+      // The compute stream's next task waits for the gradients to arrive.
+      last_[i] =
+          builder_.AddTask(compute_[i], TaskKind::kCompute, name, category, DurationNs::Zero());
+      builder_.AddDependency(*last_[i], home);
+    }
+  }
+  waits_.clear();
 }
 
 TaskId PeerGroup::GradientsReady(size_t peer) {

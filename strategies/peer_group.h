@@ -54,6 +54,16 @@ class PeerGroup {
              std::string_view category, const std::vector<SummaStepComms>& steps,
              bool output_reduced);
 
+  // Ring attention (context parallelism, p2p): the op's `duration` as shifts.size() + 1 equal
+  // chunks on the compute stream; shift k (shifts[k][peer]) runs on the peer's "cp" stream
+  // once the task before the op has ended (k = 0) or the shift before it has, and chunk k + 1
+  // waits for it, so each block's transfer hides behind the chunk before. A `trailing` shift
+  // (the backward's last K/V gradients going home) follows the last chunk, and the next task
+  // waits for it.
+  void Ring(DurationNs duration, const std::string& name, std::string_view comm_name,
+            std::string_view category, const std::vector<std::vector<graph::CommId>>& shifts,
+            const std::vector<graph::CommId>& trailing);
+
   // Where a peer's gradients so far are final: its last task, or, once SUMMA reduces run on
   // its "tp" stream, a point after both that and the stream's last reduce.
   graph::TaskId GradientsReady(size_t peer);
@@ -72,7 +82,7 @@ class PeerGroup {
   std::vector<int32_t> ranks_;
   std::vector<int32_t> logical_;
   std::vector<graph::TaskId> waits_;
-  std::vector<graph::StreamId> compute_, tensor_, send_forward_, send_backward_;
+  std::vector<graph::StreamId> compute_, tensor_, context_, send_forward_, send_backward_;
   std::vector<std::optional<graph::TaskId>> last_, tensor_tail_;
   DurationNs pending_;
   std::string pending_name_;

@@ -42,7 +42,8 @@ class Pricer {
                                          .duration = cost.duration,
                                          .after = AfterOf(op, grid_),
                                          .pass = op.pass,
-                                         .expert = op.expert});
+                                         .expert = op.expert,
+                                         .attention = op.kind == models::OpKind::kFlashAttention});
       if (grid_) {
         priced.summa = op.weight_gemm;
         priced.activation_block = op.activation_block;

@@ -26,6 +26,9 @@ struct PricedOp {
   After after = After::kNothing;
   models::Pass pass = models::Pass::kForward;
   bool expert = false;  // an expert's GEMM or activation: scales with the rank's routed tokens
+  // The core attention kernel: under context parallelism a ring of K/V shifts (p2p) or between
+  // all-to-alls (a2a).
+  bool attention = false;
   // On a 2D/2.5D grid: a weight GEMM run as SUMMA steps, and its operand blocks (elements).
   models::Op::WeightGemm summa = models::Op::WeightGemm::kNone;
   int64_t activation_block = 0;

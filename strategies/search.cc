@@ -515,6 +515,12 @@ Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& s
         "parallelism.pipeline.layers",
         base.plan.layer_split == ParallelPlan::LayerSplit::kBalanced ? "balanced" : "a list");
   }
+  if (base.plan.context > 1) {
+    return Error(
+        "the search does not explore context parallelism yet; simulate a plan with it, or "
+        "search without it",
+        "parallelism.context", std::to_string(base.plan.context));
+  }
   const int threads = options.threads > 0 ? options.threads : DefaultThreads();
   const auto report = [&options](std::string_view phase, size_t done, size_t total) {
     if (options.progress) options.progress(phase, done, total);

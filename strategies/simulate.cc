@@ -54,9 +54,14 @@ TimeBreakdown Breakdown(const graph::TaskGraph& graph, const graph::TaskTimes& t
       const std::string_view category = graph.category_name(graph.task(id).category);
       // A wait for a tensor-parallel collective on another stream (SUMMA's broadcasts and
       // reduces on the "tp" stream) is exposed tensor-parallel time.
-      if (times.task_start[id.value()] > previous_end &&
-          LastDependencyCategory(graph, times, id) == kTensorCategory) {
-        breakdown.tensor += times.task_start[id.value()] - previous_end;
+      if (times.task_start[id.value()] > previous_end) {
+        const std::string_view waited = LastDependencyCategory(graph, times, id);
+        // Likewise for a ring attention's shift on the "cp" stream: exposed context time.
+        if (waited == kTensorCategory)
+          breakdown.tensor += times.task_start[id.value()] - previous_end;
+        if (waited == kContextCategory) {
+          breakdown.context += times.task_start[id.value()] - previous_end;
+        }
       }
       previous_end = times.task_end[id.value()];
       if (category == kOptimizerCategory) {
@@ -70,10 +75,11 @@ TimeBreakdown Breakdown(const graph::TaskGraph& graph, const graph::TaskTimes& t
       if (category == kTensorCategory) breakdown.tensor += length;
       if (category == kPipelineCategory) breakdown.pipeline += length;
       if (category == kExpertCategory) breakdown.expert += length;
+      if (category == kContextCategory) breakdown.context += length;
     }
   }
   breakdown.idle = (makespan - TimeNs::Zero()) - breakdown.compute - breakdown.recompute -
-                   breakdown.tensor - breakdown.pipeline - breakdown.expert -
+                   breakdown.tensor - breakdown.pipeline - breakdown.expert - breakdown.context -
                    breakdown.data_exposed - breakdown.optimizer;
   return breakdown;
 }
@@ -84,7 +90,8 @@ Status SimulatePhases(const ResolvedConfig& config, const models::OpCostModel& c
                       SimulationResult& result) {
   const std::unique_ptr<GradientCompression> compression = MakeCompression(config.compression);
   const int64_t warmup = compression->warmup_steps();
-  if (!compression->Compresses() || warmup == 0 || config.plan.data < 2) return Status::Ok();
+  if (!compression->Compresses() || warmup == 0 || config.plan.DataIndices() < 2)
+    return Status::Ok();
   DTSIM_ASSIGN_OR_RETURN(const IterationGraph iteration,
                          BuildIteration(config, cost, CompressionPhase::kWarmup));
   graph::TaskTimes times;

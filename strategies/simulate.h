@@ -26,6 +26,8 @@ struct TimeBreakdown {
                             // waits for those on the "tp" stream (SUMMA)
   DurationNs pipeline;      // waiting in pipeline receives
   DurationNs expert;        // expert-parallel all-to-alls (blocking the compute stream)
+  DurationNs context;       // context parallelism: its all-to-alls (a2a) and waits for ring
+                            // attention's K/V shifts on the "cp" stream (p2p)
   DurationNs data_exposed;  // waiting for gradient reduction before the optimizer step
   DurationNs optimizer;
   DurationNs idle;  // the rest: pipeline bubble and other waits

@@ -55,12 +55,17 @@ std::vector<graph::CommId> StageCollectives::Matched(Across across, graph::CommK
       std::iota(dps.begin(), dps.end(), first);
       break;
     case Across::kData:
-      dps.resize(static_cast<size_t>(plan_.data));
+      dps.resize(static_cast<size_t>(plan_.DataIndices()));
       std::iota(dps.begin(), dps.end(), 0);
       break;
     case Across::kExpertData:
       first = dp_ % plan_.expert;
-      for (int dp = first; dp < plan_.data; dp += plan_.expert) dps.push_back(dp);
+      for (int dp = first; dp < plan_.DataIndices(); dp += plan_.expert) dps.push_back(dp);
+      break;
+    case Across::kContext:
+      first = plan_.ContextGroupFirst(dp_);
+      dps.resize(static_cast<size_t>(plan_.context));
+      std::iota(dps.begin(), dps.end(), first);
       break;
   }
   std::vector<std::vector<graph::CommId>>& made = matched_[{across, stage_, first}];

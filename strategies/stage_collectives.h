@@ -40,13 +40,13 @@ class StageCollectives {
   // ranks, the simulated member: by the grid's symmetry it costs the same).
   std::vector<graph::CommId> Grid(const LayoutComm& comm);
 
-  // Collectives across data indices (the expert group; all of data parallelism; or the expert
-  // data-parallel group, the D/EP indices holding the same experts as the current one) of the
-  // current stage, one per simulated tensor-parallel peer i (over peer i of each data index).
-  // Members build their stages one after another, so the first to reach the n-th such
-  // collective of its program makes it and the others (same stage, same program) join it by
-  // that index.
-  enum class Across : uint8_t { kExpert, kData, kExpertData };
+  // Collectives across data indices (the expert group; all of data parallelism with its
+  // context-parallel peers; the expert data-parallel group, the D/EP indices holding the same
+  // experts as the current one; or the context-parallel group) of the current stage, one per
+  // simulated tensor-parallel peer i (over peer i of each data index). Members build their stages
+  // one after another, so the first to reach the n-th such collective of its program makes it and
+  // the others (same stage, same program) join it by that index.
+  enum class Across : uint8_t { kExpert, kData, kExpertData, kContext };
   std::vector<graph::CommId> Matched(Across across, graph::CommKind kind, Bytes bytes);
 
   // Peer `tp` of data indices `dps` on `stage`.
@@ -65,7 +65,7 @@ class StageCollectives {
   // Matched collectives made so far per (across, stage, first data index), each one comm per
   // simulated tensor-parallel peer; per kind, the index of the next in this program.
   std::map<std::tuple<Across, int, int>, std::vector<std::vector<graph::CommId>>> matched_;
-  std::array<size_t, 3> sequence_{};
+  std::array<size_t, 4> sequence_{};
 };
 
 }  // namespace dtsim::strategies

@@ -26,7 +26,9 @@ Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const Resolve
                                          .virtual_stages = plan.virtual_stages,
                                          .stage = stage,
                                          .microbatches = config.Microbatches(),
-                                         .data_parallel = plan.data,
+                                         // The ranks ZeRO shards over: data-parallel
+                                         // replicas and their context-parallel peers.
+                                         .data_parallel = plan.DataIndices(),
                                          .zero_stage = plan.zero_stage,
                                          .optimizer = config.training.optimizer,
                                          .param_dtype = config.training.dtype,
@@ -35,9 +37,9 @@ Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const Resolve
     DTSIM_ASSIGN_OR_RETURN(models::MemoryBreakdown memory,
                            models::EstimateMemory(config.model, memory_plan));
     // Error-feedback residuals of gradient compression count as optimizer state.
-    if (compression->Compresses() && plan.data > 1) {
-      memory.optimizer_state += compression->StateBytes(ModelGradients(config, stage), plan.data,
-                                                        config.training.grad_dtype);
+    if (compression->Compresses() && plan.DataIndices() > 1) {
+      memory.optimizer_state += compression->StateBytes(
+          ModelGradients(config, stage), plan.DataIndices(), config.training.grad_dtype);
     }
     stages.push_back(memory);
   }

@@ -17,12 +17,12 @@ namespace {
 ReductionGroup Reduction(const SimulationConfig& config,
                          const std::vector<GradientReady>& stage_ready, const RankGroup& ranks) {
   const bool symmetric = config.ranks == RanksMode::kSymmetric;
-  ReductionGroup group{
-      .simulated = ranks.simulated,
-      .logical = ranks.logical,
-      .ready = {},
-      .represented = symmetric ? static_cast<int64_t>(config.plan.data) * config.plan.tensor
-                               : static_cast<int64_t>(ranks.simulated.size())};
+  ReductionGroup group{.simulated = ranks.simulated,
+                       .logical = ranks.logical,
+                       .ready = {},
+                       .represented = symmetric ? static_cast<int64_t>(config.plan.DataIndices()) *
+                                                      config.plan.tensor
+                                                : static_cast<int64_t>(ranks.simulated.size())};
   for (const auto& [dp, member] : ranks.simulated_at) {
     group.ready.emplace_back(stage_ready[static_cast<size_t>(dp)].at[static_cast<size_t>(member)]);
   }
@@ -113,11 +113,11 @@ Status ReduceTransformerGradients(const ResolvedConfig& config, const models::Op
     const int64_t stage_params = Elements(stage_ready.front().tensors) + expert_params;
     const int64_t fp8_weights = StageFp8WeightElements(config, stage);
     for (int tp = 0; tp < std::min(simulated_tensor, collectives.WeightPeers()); ++tp) {
-      // Dense gradients over the whole data-parallel group (with 2.5D, of every depth layer:
-      // Tesseract's depth all-reduce of weight gradients, folded into data parallelism); the
-      // experts' over the data indices holding the same experts (expert-data parallelism,
-      // D/EP ranks).
-      std::vector<int> all(static_cast<size_t>(plan.data));
+      // Dense gradients over the whole data-parallel group and its context-parallel peers,
+      // which hold the same weights (with 2.5D, of every depth layer: Tesseract's depth
+      // all-reduce of weight gradients, folded into data parallelism); the experts' over the
+      // data indices holding the same experts (expert-data parallelism, D·C/EP ranks).
+      std::vector<int> all(static_cast<size_t>(plan.DataIndices()));
       std::iota(all.begin(), all.end(), 0);
       StepArgs& step = steps.emplace_back();
       step.data = Reduction(config, stage_ready, collectives.RanksOver(stage, tp, all));
@@ -127,7 +127,7 @@ Status ReduceTransformerGradients(const ResolvedConfig& config, const models::Op
       DTSIM_RETURN_IF_ERROR(reducer.Reduce(stage_ready.front().tensors, step.data, waits));
       for (int first = 0; first < std::min(plan.expert, simulated_data); ++first) {
         std::vector<int> holders;
-        for (int dp = first; dp < plan.data; dp += plan.expert) holders.push_back(dp);
+        for (int dp = first; dp < plan.DataIndices(); dp += plan.expert) holders.push_back(dp);
         step.expert_groups.push_back(
             Reduction(config, stage_ready, collectives.RanksOver(stage, tp, holders)));
         DTSIM_RETURN_IF_ERROR(

@@ -44,9 +44,11 @@ class PassEmitter final : public LayoutSink {
         expert_parallel_(expert_parallel) {}
 
   // The names of what follows; `layer` names the expert all-to-alls.
-  void Names(std::string name, std::string tensor_name, int layer = -1) {
+  void Names(std::string name, std::string tensor_name, std::string context_name = {},
+             int layer = -1) {
     name_ = std::move(name);
     tensor_name_ = std::move(tensor_name);
+    context_name_ = std::move(context_name);
     layer_ = layer;
   }
 
@@ -67,9 +69,20 @@ class PassEmitter final : public LayoutSink {
   void Collective(const LayoutComm& comm) override {
     if (comm.group == CommGroup::kTensor) {
       group_.Collective(comm.kind, comm.bytes, tensor_name_);
+    } else if (comm.group == CommGroup::kContext) {
+      group_.Post(ContextComms(comm), context_name_, kContextCategory);
     } else {
       group_.Post(collectives_.Grid(comm), tensor_name_, kTensorCategory);
     }
+  }
+
+  void Ring(const PricedOp& op, const std::vector<LayoutComm>& shifts,
+            const std::vector<LayoutComm>& trailing) override {
+    std::vector<std::vector<graph::CommId>> steps;
+    for (const LayoutComm& shift : shifts) steps.push_back(ContextComms(shift));
+    std::vector<graph::CommId> home;
+    if (!trailing.empty()) home = ContextComms(trailing.front());
+    group_.Ring(Duration(op), name_, context_name_, category_, steps, home);
   }
 
   // Peer i of data index dp exchanges with peer i of the other data indices of its expert group.
@@ -81,6 +94,11 @@ class PassEmitter final : public LayoutSink {
   }
 
  private:
+  // Per simulated peer, its part in a collective over its context-parallel peers.
+  std::vector<graph::CommId> ContextComms(const LayoutComm& comm) {
+    return collectives_.Matched(StageCollectives::Across::kContext, comm.kind, comm.bytes);
+  }
+
   // An expert's work at the rank's routed-token load.
   DurationNs Duration(const PricedOp& op) const {
     if (!op.expert || expert_load_ == 1.0) return op.duration;
@@ -93,7 +111,7 @@ class PassEmitter final : public LayoutSink {
   double expert_load_;
   Bytes expert_bytes_;
   int expert_parallel_;
-  std::string name_, tensor_name_;
+  std::string name_, tensor_name_, context_name_;
   int layer_ = -1;
 };
 
@@ -108,7 +126,7 @@ class IterationBuilder {
         phase_(phase),
         layout_(config),
         symmetric_(config.ranks == RanksMode::kSymmetric),
-        simulated_data_(symmetric_ ? 1 : plan_.data),
+        simulated_data_(symmetric_ ? 1 : plan_.DataIndices()),
         simulated_tensor_(symmetric_ ? 1 : plan_.tensor),
         collectives_(builder_, plan_, simulated_data_, simulated_tensor_),
         gathers_(builder_, config, collectives_) {
@@ -158,7 +176,8 @@ class IterationBuilder {
       if (op.segment != segment) {  // names change with the segment only: format them once
         segment = op.segment;
         emitter.Names(fmt::format("layer{}.{} {}", layer, segment, suffix),
-                      fmt::format("layer{}.{} tp", layer, segment), layer);
+                      fmt::format("layer{}.{} tp", layer, segment),
+                      fmt::format("layer{}.{} cp", layer, segment), layer);
       }
       layout_.LayOut(op, emitter);
     }
@@ -186,7 +205,7 @@ class IterationBuilder {
   // waits for it: priced as if every rank moved that much.
   Bytes ExpertBytes() const {
     const models::MoeSpec& moe = spec_.moe;
-    const int64_t tokens = config_.training.micro_batch * config_.training.seq_len;
+    const int64_t tokens = ShardOf(config_).tokens();
     const double bytes = static_cast<double>(moe.experts * moe.Capacity(tokens) * spec_.hidden *
                                              DTypeBytes(config_.training.dtype));
     return Bytes(std::llround(bytes * (Skewed() ? plan_.expert_imbalance : 1.0)));
@@ -313,10 +332,11 @@ class IterationBuilder {
   // FLOPs and cost sources of one micro-batch pass on the t peers of a stage.
   void Account(int stage, int chunk, Pass pass) {
     const bool backward = pass == Pass::kBackward;
-    // Every tensor-parallel peer, and with symmetric ranks every data-parallel replica, does
-    // the same work.
+    // Every tensor-parallel peer, and with symmetric ranks every data-parallel replica and
+    // context-parallel peer, does the same work.
     // (Skewed routing moves expert work between ranks; the sums stay.)
-    const int replicas = plan_.data / simulated_data_;  // exact: simulated_data_ divides it
+    // Exact: simulated_data_ divides it.
+    const int replicas = plan_.DataIndices() / simulated_data_;
     const double peers = static_cast<double>(plan_.tensor) * replicas;
     const auto count = static_cast<int64_t>(peers);
     double flops = 0;

@@ -117,6 +117,23 @@ ChakraNode NodeOfTask(const graph::TaskGraph& graph, TaskId id, TaskId stream_pr
 
 }  // namespace
 
+Status CheckChakraExportable(const graph::TaskGraph& graph) {
+  for (uint32_t c = 0; c < graph.comm_count(); ++c) {
+    const graph::Communication& comm = graph.comm(graph::CommId(c));
+    if (comm.kind != graph::CommKind::kShift) continue;
+    std::string name;
+    if (const std::string_view label = graph.name(comm.label); !label.empty()) {
+      name = fmt::format(" ({})", label);
+    }
+    return Error(fmt::format("collective {}{} is a shift (context parallelism's ring "
+                             "attention), which Chakra ET has no collective for; export a plan "
+                             "with \"context_comm\": \"a2a\" or without context parallelism",
+                             c, name),
+                 "", "shift");
+  }
+  return Status::Ok();
+}
+
 std::vector<ChakraTrace> ChakraTracesFromGraph(const graph::TaskGraph& graph) {
   std::vector<ChakraTrace> traces(static_cast<size_t>(graph.rank_count()));
   for (int32_t rank = 0; rank < graph.rank_count(); ++rank) {

@@ -68,7 +68,11 @@ struct ChakraGraph {
 Expected<ChakraGraph> BuildChakraGraph(std::span<const ChakraTrace> ranks,
                                        const ChakraCommGroups& comm_groups = {});
 
-// One trace per rank of `graph`, in rank order.
+// An error when `graph` holds a communication Chakra cannot express (a shift: Chakra's
+// collectives have no ring step, and its send/recv nodes are one pair each).
+Status CheckChakraExportable(const graph::TaskGraph& graph);
+
+// One trace per rank of `graph`, in rank order. Precondition: CheckChakraExportable passed.
 std::vector<ChakraTrace> ChakraTracesFromGraph(const graph::TaskGraph& graph);
 
 }  // namespace dtsim::traces

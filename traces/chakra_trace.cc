@@ -81,10 +81,11 @@ ChakraCollective ChakraOfCommKind(graph::CommKind kind) {
       return ChakraCollective::kReduce;
     case graph::CommKind::kBarrier:
       return ChakraCollective::kBarrier;
+    case graph::CommKind::kShift:
     case graph::CommKind::kSendRecv:
       break;
   }
-  DTSIM_CHECK(false, "send/recv is not a Chakra collective");
+  DTSIM_CHECK(false, "send/recv and shift are not Chakra collectives");
   return ChakraCollective::kAllReduce;
 }
 

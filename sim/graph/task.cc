@@ -8,9 +8,9 @@ namespace {
 constexpr std::array<std::string_view, 6> kTaskKindNames = {"compute", "memcpy", "collective",
                                                             "send",    "recv",   "delay"};
 // Index = CommKind value; the last entry is the send/recv pair, not a collective name.
-constexpr std::array<std::string_view, 8> kCommKindNames = {
-    "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
-    "broadcast",  "reduce",     "barrier",        "send_recv"};
+constexpr std::array<std::string_view, 9> kCommKindNames = {
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
+    "reduce",     "barrier",    "shift",          "send_recv"};
 
 }  // namespace
 

@@ -30,6 +30,11 @@ enum class CommKind : uint8_t {
   kBroadcast,
   kReduce,
   kBarrier,
+  // Every member sends its buffer to the next member of the group (in the group's rank order,
+  // the last to the first) and receives the previous one's: one step of a ring, as context
+  // parallelism's ring attention passes K/V blocks (XLA's collective-permute; NCCL's grouped
+  // send/recv).
+  kShift,
   kSendRecv,
 };
 

@@ -163,12 +163,13 @@ INSTANTIATE_TEST_SUITE_P(
                  R"("tasks": [{"id": "a", "rank": 0, "kind": "collective", "collective": "x"}])",
                  "g.json: tasks[0].collective: no collective with this id in \"collectives\", "
                  "got \"x\""},
-        BadGraph{"unknown collective op",
-                 R"("collectives": [{"id": "c", "op": "allreduce", "size": "1 B", "group": [0]}],
+        BadGraph{
+            "unknown collective op",
+            R"("collectives": [{"id": "c", "op": "allreduce", "size": "1 B", "group": [0]}],
                     "tasks": [])",
-                 "g.json: collectives[0].op: unknown collective op (did you mean \"all_reduce\"?); "
-                 "expected one of \"all_reduce\", \"all_gather\", \"reduce_scatter\", "
-                 "\"all_to_all\", \"broadcast\", \"reduce\", \"barrier\", got \"allreduce\""},
+            "g.json: collectives[0].op: unknown collective op (did you mean \"all_reduce\"?); "
+            "expected one of \"all_reduce\", \"all_gather\", \"reduce_scatter\", "
+            "\"all_to_all\", \"broadcast\", \"reduce\", \"barrier\", \"shift\", got \"allreduce\""},
         BadGraph{
             "bad size unit",
             R"("collectives": [{"id": "c", "op": "all_reduce", "size": "4 MiBs", "group": [0]}],

@@ -220,6 +220,23 @@ TEST(BarrierAndSendRecvTest, LatencyAndOneLink) {
   EXPECT_EQ(Cost(CommKind::kSendRecv, "", {0, 4}), Microseconds(8010));
 }
 
+TEST(ShiftTest, EveryMemberSendsToTheNextAtOnce) {
+  // One node, ranks 0..3: every hop on NVLink at once, one transfer per GPU port:
+  // 1 us + 1e8 / 1e11 s = 1.001 ms (a ring all-gather's single step).
+  EXPECT_EQ(Cost(CommKind::kShift, "direct", Ranks(0, 4)), Microseconds(1001));
+  // Ranks 0, 4, 8, 12, one per node: every hop leaves its node over one NIC (1.25e10 B/s):
+  // 10 us + 8 ms.
+  EXPECT_EQ(Cost(CommKind::kShift, "", {0, 4, 8, 12}), Microseconds(8010));
+  // Ranks 0..7 on 2 nodes in node-major order: 3 hops on each node over NVLink (1 ms) and one
+  // leaving each node (3 → 4, 7 → 0) over a NIC (8 ms): 10 us + 8 ms.
+  EXPECT_EQ(Cost(CommKind::kShift, "", Ranks(0, 8)), Microseconds(8010));
+  // Ranks 0, 4, 1, 5 alternate nodes: every hop leaves its node, two from each node over its
+  // 2 rails at once (one flow a NIC): still 10 us + 8 ms.
+  EXPECT_EQ(Cost(CommKind::kShift, "", {0, 4, 1, 5}), Microseconds(8010));
+  // Ranks 0, 4, 1, 5, 2, 6 leave 3 flows a node on 2 rails: ⌈3/2⌉ = 2 share one NIC, 16 ms.
+  EXPECT_EQ(Cost(CommKind::kShift, "", {0, 4, 1, 5, 2, 6}), Microseconds(16'010));
+}
+
 TEST(CollectiveAlgorithmsTest, GroupOfOneCostsNothing) {
   EXPECT_EQ(Cost(CommKind::kAllReduce, "", {3}), DurationNs::Zero());
 }
@@ -256,9 +273,9 @@ TEST(CollectiveAlgorithmsTest, UnknownAlgorithmListsTheRegisteredOnes) {
 }
 
 TEST(CollectiveAlgorithmsTest, EveryKindHasADefault) {
-  for (CommKind kind :
-       {CommKind::kAllReduce, CommKind::kAllGather, CommKind::kReduceScatter, CommKind::kAllToAll,
-        CommKind::kBroadcast, CommKind::kReduce, CommKind::kBarrier, CommKind::kSendRecv}) {
+  for (CommKind kind : {CommKind::kAllReduce, CommKind::kAllGather, CommKind::kReduceScatter,
+                        CommKind::kAllToAll, CommKind::kBroadcast, CommKind::kReduce,
+                        CommKind::kBarrier, CommKind::kShift, CommKind::kSendRecv}) {
     const int size = kind == CommKind::kSendRecv ? 2 : 8;
     EXPECT_GT(Cost(kind, "", Ranks(0, size), 1000), DurationNs::Zero())
         << graph::CommKindName(kind);

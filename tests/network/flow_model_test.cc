@@ -113,6 +113,9 @@ INSTANTIATE_TEST_SUITE_P(
                     Collective{CommKind::kAllToAll, Ranks(0, 16), kS, "direct"},
                     Collective{CommKind::kAllToAll, Ranks(0, 4), kS, "direct"},
                     Collective{CommKind::kAllToAll, Ranks(0, 16), kS, "hierarchical"},
+                    Collective{CommKind::kShift, Ranks(0, 4), kS, "direct"},
+                    Collective{CommKind::kShift, Ranks(0, 8), kS, "direct"},
+                    Collective{CommKind::kShift, {0, 4, 8, 12}, kS, "direct"},
                     Collective{CommKind::kBarrier, Ranks(0, 16), 0, ""},
                     Collective{CommKind::kSendRecv, {0, 1}, kS, ""},
                     Collective{CommKind::kSendRecv, {0, 5}, kS, ""}));

@@ -86,7 +86,7 @@ TEST_F(ResultFilesTest, SimulateResult) {
   Expected<strategies::SimulationResult> result = strategies::Simulate(*config);
   ASSERT_TRUE(result.ok()) << result.error().ToString();
   const Json json = RoundTrip(SimulateResultJson(*config, *result), kSimulateResultFormat);
-  EXPECT_EQ(json["version"], "1.1");
+  EXPECT_EQ(json["version"], "1.2");
   Expected<SimulateResultRecord> read = SimulateResultFromJson(json);
   ASSERT_TRUE(read.ok()) << read.error().ToString();
   EXPECT_EQ(read->config, kSmall);
@@ -152,7 +152,7 @@ TEST_F(ResultFilesTest, SimulateResult) {
   // The CSV: a header and a row per point; the failed one carries its error.
   const std::string csv = ReadText(Path("sweep.csv"));
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3);
-  EXPECT_NE(csv.find("3,failed,,,,,,,,,,,,,,,c.json: parallelism: 3 does not divide 16\n"),
+  EXPECT_NE(csv.find("3,failed,,,,,,,,,,,,,,,,c.json: parallelism: 3 does not divide 16\n"),
             std::string::npos)
       << csv;
 }

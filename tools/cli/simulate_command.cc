@@ -96,9 +96,14 @@ std::string PlanLine(const SimulationConfig& c) {
           ? ""
           : fmt::format(", FP8 ({})",
                         models::Fp8RecipeNames()[static_cast<size_t>(c.training.fp8)]);
-  return fmt::format("DP {}{} × TP {}{} × PP {}{}{}, {}, recompute {}{}", c.plan.data,
-                     c.plan.expert > 1 ? fmt::format(" (EP {})", c.plan.expert) : "", c.plan.tensor,
-                     TensorNote(c.plan), c.plan.pipeline,
+  const std::string context =
+      c.plan.context > 1
+          ? fmt::format(" × CP {} ({})", c.plan.context,
+                        models::ContextCommNames()[static_cast<size_t>(c.plan.context_comm)])
+          : "";
+  return fmt::format("DP {}{}{} × TP {}{} × PP {}{}{}, {}, recompute {}{}", c.plan.data,
+                     c.plan.expert > 1 ? fmt::format(" (EP {})", c.plan.expert) : "", context,
+                     c.plan.tensor, TensorNote(c.plan), c.plan.pipeline,
                      c.plan.pipeline > 1
                          ? fmt::format(" ({})", models::PipelineScheduleName(c.plan.schedule))
                          : "",
@@ -147,17 +152,20 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
                    ? "balanced by cost"
                    : "as given");
   }
-  fmt::print(out, "\n  {:<6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>8} {:>8}\n",
-             "stage", "compute", "recompute", "tp", "ep", "pp wait", "dp", "optim", "idle",
+  fmt::print(out,
+             "\n  {:<6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>8} {:>8}\n",
+             "stage", "compute", "recompute", "tp", "ep", "cp", "pp wait", "dp", "optim", "idle",
              "mem GiB", "of GiB");
   for (size_t i = 0; i < r.stages.size(); ++i) {
     const auto& b = r.stages[i];
-    fmt::print(out, "  {:<6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>8} {:>8}\n", i,
+    fmt::print(out,
+               "  {:<6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>8} {:>8}\n", i,
                FormatMilliseconds(b.compute, 2), FormatMilliseconds(b.recompute, 2),
                FormatMilliseconds(b.tensor, 2), FormatMilliseconds(b.expert, 2),
-               FormatMilliseconds(b.pipeline, 2), FormatMilliseconds(b.data_exposed, 2),
-               FormatMilliseconds(b.optimizer, 2), FormatMilliseconds(b.idle, 2),
-               GiB(stats.stage_memory[i].total()), GiB(c.gpu.memory.count()));
+               FormatMilliseconds(b.context, 2), FormatMilliseconds(b.pipeline, 2),
+               FormatMilliseconds(b.data_exposed, 2), FormatMilliseconds(b.optimizer, 2),
+               FormatMilliseconds(b.idle, 2), GiB(stats.stage_memory[i].total()),
+               GiB(c.gpu.memory.count()));
   }
   fmt::print(out, "  (times in ms on each stage's first rank)\n");
   for (const std::string& warning : r.warnings) fmt::print(out, "\n  warning: {}\n", warning);

@@ -24,6 +24,7 @@ PARTS = [  # breakdown key in a simulate result's stage time, label, colour
     ("recompute_ns", "recompute", "#8172b2"),
     ("tp_exposed_ns", "exposed TP", "#dd8452"),
     ("ep_exposed_ns", "exposed EP", "#937860"),
+    ("cp_exposed_ns", "exposed CP", "#64b5cd"),  # since simulate_result 1.2; 0 when absent
     ("pp_wait_ns", "PP wait", "#da8bc3"),
     ("dp_exposed_ns", "exposed DP", "#c44e52"),
     ("optimizer_ns", "optimizer", "#55a868"),
@@ -72,7 +73,7 @@ def run_from_simulate(result, label, extra_inputs):
     iteration = result["iteration_time_ns"]
     average = result["compression"]["average_iteration_time_ns"] or iteration
     stages = result["stages"]
-    breakdown = {key: sum(s["time"][key] for s in stages) / len(stages) / 1e6 for key, _, _ in PARTS}
+    breakdown = {key: sum(s["time"].get(key, 0) for s in stages) / len(stages) / 1e6 for key, _, _ in PARTS}
     largest = max(stages, key=lambda s: s["memory"]["total_bytes"])["memory"]
     return {
         "label": label,
@@ -123,7 +124,7 @@ def runs_from_search(search, source):
             "iteration_s": time / 1e9,
             "samples_per_second": row["samples_per_second"],
             "mfu": row["mfu"],
-            "breakdown_ms": {key: row[key] / 1e6 for key, _, _ in PARTS},
+            "breakdown_ms": {key: row.get(key, 0) / 1e6 for key, _, _ in PARTS},
             "memory": {"total_bytes": row["memory_bytes"],
                        "capacity_bytes": settings.get("gpu_memory_bytes", 0)},
         })

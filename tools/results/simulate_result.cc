@@ -28,6 +28,8 @@ OrderedJson PlanJson(const SimulationConfig& c) {
   return {{"data", c.plan.data},
           {"tensor", c.plan.tensor},
           {"pipeline", c.plan.pipeline},
+          {"context", c.plan.context},
+          {"context_comm", models::ContextCommNames()[static_cast<size_t>(c.plan.context_comm)]},
           {"tensor_mode", models::TensorLayoutNames()[static_cast<size_t>(c.plan.tensor_layout)]},
           {"tensor_depth", c.plan.tensor_depth},
           {"sequence_parallel", c.plan.sequence_parallel},
@@ -56,6 +58,7 @@ OrderedJson BreakdownJson(const strategies::TimeBreakdown& b) {
           {"tp_exposed_ns", b.tensor.ns()},
           {"pp_wait_ns", b.pipeline.ns()},
           {"ep_exposed_ns", b.expert.ns()},
+          {"cp_exposed_ns", b.context.ns()},
           {"dp_exposed_ns", b.data_exposed.ns()},
           {"optimizer_ns", b.optimizer.ns()},
           {"idle_ns", b.idle.ns()}};
@@ -106,6 +109,9 @@ Expected<strategies::TimeBreakdown> BreakdownFromJson(JsonObjectReader& time) {
   DTSIM_ASSIGN_OR_RETURN(b.tensor, Nanoseconds(time, "tp_exposed_ns"));
   DTSIM_ASSIGN_OR_RETURN(b.pipeline, Nanoseconds(time, "pp_wait_ns"));
   DTSIM_ASSIGN_OR_RETURN(b.expert, Nanoseconds(time, "ep_exposed_ns"));
+  if (time.Has("cp_exposed_ns")) {  // since 1.2
+    DTSIM_ASSIGN_OR_RETURN(b.context, Nanoseconds(time, "cp_exposed_ns"));
+  }
   DTSIM_ASSIGN_OR_RETURN(b.data_exposed, Nanoseconds(time, "dp_exposed_ns"));
   DTSIM_ASSIGN_OR_RETURN(b.optimizer, Nanoseconds(time, "optimizer_ns"));
   DTSIM_ASSIGN_OR_RETURN(b.idle, Nanoseconds(time, "idle_ns"));

@@ -16,13 +16,13 @@ Status WriteCsv(const std::string& path, const SweepDocument& sweep) {
   csv.Append(
       "status,iteration_time_s,average_iteration_time_s,samples_per_second,"
       "tokens_per_second,mfu,memory_gib,compute_s,recompute_s,tp_exposed_s,ep_exposed_s,"
-      "pp_wait_s,dp_exposed_s,optimizer_s,idle_s,error\n");
+      "cp_exposed_s,pp_wait_s,dp_exposed_s,optimizer_s,idle_s,error\n");
   for (const SweepPoint& point : sweep.points) {
     for (size_t a = 0; a < sweep.axes.size(); ++a) {
       csv.Append("{},", CsvField(sweep.axes[a].texts[point.choice[a]]));
     }
     if (!point.figures) {
-      csv.Append("failed,,,,,,,,,,,,,,,{}\n", CsvField(point.error));
+      csv.Append("failed,,,,,,,,,,,,,,,,{}\n", CsvField(point.error));
       continue;
     }
     const strategies::PlanFigures& f = *point.figures;
@@ -30,8 +30,8 @@ Status WriteCsv(const std::string& path, const SweepDocument& sweep) {
     csv.Append("ok,{},{},{},{},{},{}", f.iteration_time.ToSecondsDouble(),
                f.average_iteration_time.ToSecondsDouble(), f.samples_per_second,
                f.tokens_per_second, f.mfu, static_cast<double>(point.memory_bytes) / kGibi);
-    for (DurationNs part : {b.compute, b.recompute, b.tensor, b.expert, b.pipeline, b.data_exposed,
-                            b.optimizer, b.idle}) {
+    for (DurationNs part : {b.compute, b.recompute, b.tensor, b.expert, b.context, b.pipeline,
+                            b.data_exposed, b.optimizer, b.idle}) {
       csv.Append(",{}", part.ToSecondsDouble());
     }
     csv.Append(",\n");
