@@ -121,7 +121,7 @@ std::vector<std::pair<models::PipelineSchedule, int>> Schedules(int pipeline, in
 
 // The piece of the plan that prices a transformer's passes (PricePassTimes): configs that
 // agree on it have the same pass times.
-using ShardKey = std::tuple<int64_t, int, int, int, bool, int, int>;
+using ShardKey = std::tuple<int64_t, int, int, int, bool, int, int, int, int, int>;
 ShardKey KeyOf(const SimulationConfig& config) {
   const ParallelPlan& plan = config.plan;
   return {config.training.micro_batch,
@@ -130,7 +130,10 @@ ShardKey KeyOf(const SimulationConfig& config) {
           plan.tensor_depth,
           plan.sequence_parallel,
           plan.expert,
-          static_cast<int>(config.training.recompute)};
+          static_cast<int>(config.training.recompute),
+          static_cast<int>(config.training.fp8),
+          plan.context,
+          static_cast<int>(plan.context_comm)};
 }
 
 // The K best times seen so far, shared by the threads simulating: a plan whose lower bound
@@ -269,12 +272,14 @@ PlanFigures FiguresOf(const SimulationResult& result) {
     mean.tensor += stage.tensor;
     mean.pipeline += stage.pipeline;
     mean.expert += stage.expert;
+    mean.context += stage.context;
     mean.data_exposed += stage.data_exposed;
     mean.optimizer += stage.optimizer;
     mean.idle += stage.idle;
   }
-  for (DurationNs* part : {&mean.compute, &mean.recompute, &mean.tensor, &mean.pipeline,
-                           &mean.expert, &mean.data_exposed, &mean.optimizer, &mean.idle}) {
+  for (DurationNs* part :
+       {&mean.compute, &mean.recompute, &mean.tensor, &mean.pipeline, &mean.expert, &mean.context,
+        &mean.data_exposed, &mean.optimizer, &mean.idle}) {
     *part = DurationNs(part->ns() / std::max<int64_t>(stages, 1));
   }
   return figures;
@@ -288,6 +293,8 @@ Expected<SearchSpace> SearchSpaceFromJson(const Json* value, const SimulationCon
   SearchSpace space;
   space.compression = {base.compression};
   space.fp8 = {base.training.fp8};
+  space.context = {base.plan.context};
+  space.context_comm = {base.plan.context_comm};
   if (value == nullptr) return space;
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(*value, "search"));
   const auto integer = [](int64_t min, int64_t max) {
@@ -321,6 +328,13 @@ Expected<SearchSpace> SearchSpaceFromJson(const Json* value, const SimulationCon
     return on ? recipe : models::Fp8Recipe::kNone;
   };
   DTSIM_RETURN_IF_ERROR(ReadList(reader, "fp8", space.fp8, fp8));
+  std::vector<int64_t> context;
+  DTSIM_RETURN_IF_ERROR(ReadList(reader, "context", context, integer(1, 1 << 20)));
+  if (!context.empty()) space.context.assign(context.begin(), context.end());
+  DTSIM_RETURN_IF_ERROR(ReadList(
+      reader, "context_comm", space.context_comm, [](const Json& v, const std::string& path) {
+        return EnumAt<models::ContextComm>(v, path, models::ContextCommNames());
+      }));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("max_virtual_stages", space.max_virtual_stages));
   DTSIM_RETURN_IF_ERROR(reader.Finish());
   return space;
@@ -345,6 +359,10 @@ std::string PlanLabel(const PlanChoice& choice, const SearchSpace& space) {
                     : fmt::format(" ({})", models::PipelineScheduleName(plan.schedule));
   }
   std::string label = fmt::format("DP {} × {} × {}", plan.data, tensor, pipeline);
+  if (plan.context > 1) {
+    label += fmt::format(" × CP {} ({})", plan.context,
+                         models::ContextCommNames()[static_cast<size_t>(plan.context_comm)]);
+  }
   if (plan.expert > 1) label += fmt::format(" × EP {}", plan.expert);
   label += fmt::format(" · mb {} · ZeRO {} · recompute {}", choice.micro_batch, plan.zero_stage,
                        models::RecomputeName(choice.recompute));
@@ -356,6 +374,49 @@ std::string PlanLabel(const PlanChoice& choice, const SearchSpace& space) {
   return label;
 }
 
+// The context-parallel (size, variant) pairs of the space that divide `ranks`: size 1 once.
+std::vector<std::pair<int, models::ContextComm>> ContextChoices(const SearchSpace& space, int ranks,
+                                                                bool transformer) {
+  if (!transformer) return {{1, models::ContextComm::kP2p}};
+  std::vector<std::pair<int, models::ContextComm>> choices;
+  for (int context : space.context) {
+    if (ranks % context != 0) continue;
+    if (context == 1) {
+      choices.emplace_back(1, models::ContextComm::kP2p);
+      continue;
+    }
+    for (models::ContextComm comm : space.context_comm) choices.emplace_back(context, comm);
+  }
+  return choices;
+}
+
+// The plan with every training choice of the space: ZeRO stage, micro-batch, recompute,
+// compression and FP8.
+void AddTrainingChoices(const SimulationConfig& base, const SearchSpace& space,
+                        const ParallelPlan& plan, bool transformer,
+                        std::vector<PlanChoice>& plans) {
+  // ZeRO shards over data (× context) parallelism; compression compresses its reduction.
+  const bool replicated = plan.DataIndices() > 1;
+  const std::vector<int> zero_stages = replicated ? space.zero_stages : std::vector<int>{0};
+  const int methods = replicated ? static_cast<int>(space.compression.size()) : 1;
+  for (int zero : zero_stages) {
+    for (int64_t micro_batch : space.micro_batches) {
+      for (models::Recompute recompute :
+           transformer ? space.recompute
+                       : std::vector<models::Recompute>{base.training.recompute}) {
+        for (const auto& [method, fp8] : Variants(methods, plan.tensor_layout, space)) {
+          PlanChoice& choice = plans.emplace_back(PlanChoice{.plan = plan,
+                                                             .micro_batch = micro_batch,
+                                                             .recompute = recompute,
+                                                             .compression = method,
+                                                             .fp8 = fp8});
+          choice.plan.zero_stage = zero;
+        }
+      }
+    }
+  }
+}
+
 std::vector<PlanChoice> EnumeratePlans(const SimulationConfig& base, const SearchSpace& space) {
   std::vector<PlanChoice> plans;
   const int gpus = base.cluster.gpu_count();
@@ -364,46 +425,31 @@ std::vector<PlanChoice> EnumeratePlans(const SimulationConfig& base, const Searc
   const int experts = transformer && spec.moe.enabled() ? spec.moe.experts : 1;
   for (int tensor : transformer ? Divisors(gpus) : std::vector<int>{1}) {
     for (int pipeline : transformer ? Divisors(gpus / tensor) : std::vector<int>{1}) {
-      const int data = gpus / (tensor * pipeline);
-      for (const auto& [layout, depth] : TensorShapes(tensor, space.tensor_modes)) {
-        for (bool sequence : space.sequence_parallel) {
-          // Sequence parallelism splits a 1D group's norms and dropouts: nothing to split
-          // without one (and on a grid the layout already does).
-          if (sequence && (tensor == 1 || layout != models::TensorLayout::k1D)) continue;
-          for (int expert : experts > 1 ? Divisors(data) : std::vector<int>{1}) {
-            for (const auto& [schedule, virtual_stages] :
-                 Schedules(pipeline, transformer ? spec.layers : 1, space)) {
-              // ZeRO shards over data parallelism; compression compresses its reduction.
-              const std::vector<int> zero_stages =
-                  data > 1 ? space.zero_stages : std::vector<int>{0};
-              const int methods = data > 1 ? static_cast<int>(space.compression.size()) : 1;
-              for (int zero : zero_stages) {
-                for (int64_t micro_batch : space.micro_batches) {
-                  for (models::Recompute recompute :
-                       transformer ? space.recompute
-                                   : std::vector<models::Recompute>{base.training.recompute}) {
-                    for (const auto& [method, fp8] : Variants(methods, layout, space)) {
-                      PlanChoice choice{.plan = base.plan,
-                                        .micro_batch = micro_batch,
-                                        .recompute = recompute,
-                                        .compression = method,
-                                        .fp8 = fp8};
-                      ParallelPlan& plan = choice.plan;
-                      plan.data = data;
-                      plan.tensor = tensor;
-                      plan.tensor_layout = layout;
-                      plan.tensor_depth = depth;
-                      plan.sequence_parallel = sequence;
-                      plan.pipeline = pipeline;
-                      plan.schedule = schedule;
-                      plan.virtual_stages = virtual_stages;
-                      plan.expert = expert;
-                      if (expert == 1) plan.expert_imbalance = 1.0;
-                      plan.zero_stage = zero;
-                      plans.push_back(choice);
-                    }
-                  }
-                }
+      for (const auto& [context, comm] :
+           ContextChoices(space, gpus / (tensor * pipeline), transformer)) {
+        ParallelPlan plan = base.plan;
+        plan.data = gpus / (tensor * pipeline * context);
+        plan.tensor = tensor;
+        plan.pipeline = pipeline;
+        plan.context = context;
+        plan.context_comm = comm;
+        for (const auto& [layout, depth] : TensorShapes(tensor, space.tensor_modes)) {
+          plan.tensor_layout = layout;
+          plan.tensor_depth = depth;
+          for (bool sequence : space.sequence_parallel) {
+            // Sequence parallelism splits a 1D group's norms and dropouts: nothing to split
+            // without one (and on a grid the layout already does).
+            if (sequence && (tensor == 1 || layout != models::TensorLayout::k1D)) continue;
+            plan.sequence_parallel = sequence;
+            // Experts are carved out of the data (× context) indices.
+            for (int expert : experts > 1 ? Divisors(plan.DataIndices()) : std::vector<int>{1}) {
+              plan.expert = expert;
+              plan.expert_imbalance = expert == 1 ? 1.0 : base.plan.expert_imbalance;
+              for (const auto& [schedule, virtual_stages] :
+                   Schedules(pipeline, transformer ? spec.layers : 1, space)) {
+                plan.schedule = schedule;
+                plan.virtual_stages = virtual_stages;
+                AddTrainingChoices(base, space, plan, transformer, plans);
               }
             }
           }
@@ -514,12 +560,6 @@ Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& s
         "or given split of its best plan instead",
         "parallelism.pipeline.layers",
         base.plan.layer_split == ParallelPlan::LayerSplit::kBalanced ? "balanced" : "a list");
-  }
-  if (base.plan.context > 1) {
-    return Error(
-        "the search does not explore context parallelism yet; simulate a plan with it, or "
-        "search without it",
-        "parallelism.context", std::to_string(base.plan.context));
   }
   const int threads = options.threads > 0 ? options.threads : DefaultThreads();
   const auto report = [&options](std::string_view phase, size_t done, size_t total) {

@@ -47,6 +47,12 @@ struct SearchSpace {
   // FP8 or not ("fp8": [false, true]; true is the config's recipe, else "delayed"); by default
   // only the config's own. Tried on 1D tensor layouts only.
   std::vector<models::Fp8Recipe> fp8;
+  // Context-parallel sizes and their attention variants ("context": [1, 2, 4], "context_comm":
+  // ["p2p", "a2a"]); by default only the config's own. A size that does not divide the GPUs
+  // left by tensor × pipeline, or that the model or sequence cannot take, is skipped or
+  // reported invalid like any other plan.
+  std::vector<int> context;
+  std::vector<models::ContextComm> context_comm;
 };
 
 // Reads the config's "search" section (null: the defaults) for `base`, the config read without

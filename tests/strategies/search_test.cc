@@ -156,6 +156,64 @@ TEST(SearchTest, Fp8IsADimensionOnOneDimensionalTensorLayouts) {
   EXPECT_GT(priced, 0U);
 }
 
+TEST(SearchTest, ContextParallelismIsADimension) {
+  // 8,192-token sequences on 16 H100s with 3 GiB each: the search over CP 1, 2, 4 with both
+  // variants (and FP8 or not) still equals brute force (the bound holds for ring and all-to-all
+  // attention), CP sizes only where they divide what tensor × pipeline leave. DP 16 needs
+  // 3.4 GiB (a whole sequence's activations), so the best plan splits the sequence: DP 8 × CP 2
+  // (p2p) at 2.1 GiB beats DP 8 × TP 2 with SP (1.8 GiB) by 19.6 against 23.4 ms.
+  Json json = SmallSearch();
+  json["model"]["max_seq"] = 8192;
+  json["training"] = Json::parse(R"({"global_batch": 16, "seq_len": 8192, "precision": "bf16",
+                                     "flash_attention": true, "dropout": false})");
+  json["cluster"] = Json::parse(R"({"preset": "dgx-h100", "nodes": 4, "gpus_per_node": 4,
+                                    "gpu": {"preset": "h100-sxm5-80gb", "memory": "3 GiB"}})");
+  json["search"] = Json::parse(R"({"micro_batches": [1], "zero_stages": [1],
+                                   "recompute": ["none"], "schedules": ["1f1b"],
+                                   "tensor_modes": ["1d"], "context": [1, 2, 4],
+                                   "context_comm": ["p2p", "a2a"], "fp8": [false, true]})");
+  const SearchSetup setup = Read(json);
+  size_t context_plans = 0;
+  for (const PlanChoice& plan : EnumeratePlans(setup.base, setup.space)) {
+    const ParallelPlan& p = plan.plan;
+    EXPECT_EQ(p.world(), 16) << PlanLabel(plan, setup.space);
+    if (p.context > 1) ++context_plans;
+  }
+  EXPECT_GT(context_plans, 0U);
+  size_t fitting = 0;
+  const std::vector<std::pair<int64_t, size_t>> brute = BruteForce(setup, fitting);
+  Expected<SearchResult> result =
+      Search(setup.base, setup.space, {.top = 3, .rerank = 0, .threads = 2});
+  ASSERT_TRUE(result.ok()) << result.error().ToString();
+  ASSERT_GE(result->ranking.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(result->plans[result->ranking[k]].index, brute[k].second) << "rank " << k + 1;
+  }
+  const EvaluatedPlan& best = result->plans[result->ranking[0]];
+  EXPECT_EQ(best.choice.plan.context, 2) << PlanLabel(best.choice, setup.space);
+  // Each plan's bound is its own: the search prices pass times once per kind of shard and
+  // shares them, so the sharing key must hold everything they depend on (CP, FP8, …).
+  Expected<ConfigCostModel> cost = LoadCostModel(setup.base);
+  ASSERT_TRUE(cost.ok());
+  for (const EvaluatedPlan& plan : result->plans) {
+    if (plan.status != PlanStatus::kSimulated && plan.status != PlanStatus::kBounded) continue;
+    const Expected<ResolvedConfig> config =
+        Resolve(ConfigFor(setup.base, setup.space, plan.choice));
+    ASSERT_TRUE(config.ok());
+    const Expected<PassTimes> passes = PricePassTimes(*config, *cost->model);
+    ASSERT_TRUE(passes.ok());
+    EXPECT_EQ(plan.lower_bound, IterationLowerBound(*config, *passes))
+        << PlanLabel(plan.choice, setup.space);
+  }
+  size_t priced = 0;
+  for (const EvaluatedPlan& plan : result->plans) {
+    if (plan.choice.plan.context == 1) continue;
+    if (plan.status == PlanStatus::kSimulated || plan.status == PlanStatus::kBounded) ++priced;
+    EXPECT_THAT(PlanLabel(plan.choice, setup.space), testing::HasSubstr(" × CP "));
+  }
+  EXPECT_GT(priced, 0U);
+}
+
 TEST(SearchTest, ShardsTogetherHoldTheWholeSearch) {
   const SearchSetup setup = Read(SmallSearch());
   Expected<SearchResult> whole = Search(setup.base, setup.space, {.top = 3, .rerank = 0});

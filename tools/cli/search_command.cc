@@ -161,6 +161,9 @@ std::string Differences(const EvaluatedPlan& a, const EvaluatedPlan& b, const Se
   differ("schedule", models::PipelineScheduleName(x.schedule),
          models::PipelineScheduleName(y.schedule));
   differ("virtual stages", x.virtual_stages, y.virtual_stages);
+  differ("context", x.context, y.context);
+  differ("context comm", models::ContextCommNames()[static_cast<size_t>(x.context_comm)],
+         models::ContextCommNames()[static_cast<size_t>(y.context_comm)]);
   differ("expert", x.expert, y.expert);
   differ("ZeRO", x.zero_stage, y.zero_stage);
   differ("micro-batch", a.choice.micro_batch, b.choice.micro_batch);
@@ -195,17 +198,19 @@ void PrintWhy(std::ostream& out, const SearchFile& file) {
   row("recompute", a.recompute, b.recompute);
   row("tp exposed", a.tensor, b.tensor);
   row("ep exposed", a.expert, b.expert);
+  row("cp exposed", a.context, b.context);
   row("pp wait", a.pipeline, b.pipeline);
   row("dp exposed", a.data_exposed, b.data_exposed);
   row("optimizer", a.optimizer, b.optimizer);
   row("idle/bubble", a.idle, b.idle);
   row("iteration", best.figures->iteration_time, next.figures->iteration_time);
   // The part that moved most names the reason.
-  const std::array<std::pair<std::string_view, DurationNs>, 8> deltas = {
+  const std::array<std::pair<std::string_view, DurationNs>, 9> deltas = {
       {{"compute", b.compute - a.compute},
        {"recompute", b.recompute - a.recompute},
        {"exposed tensor-parallel communication", b.tensor - a.tensor},
        {"exposed expert all-to-alls", b.expert - a.expert},
+       {"exposed context-parallel communication", b.context - a.context},
        {"pipeline waits", b.pipeline - a.pipeline},
        {"exposed gradient reduction", b.data_exposed - a.data_exposed},
        {"the optimizer step", b.optimizer - a.optimizer},

@@ -25,7 +25,7 @@ struct Column {
   std::string_view name;
   std::function<Json(const EvaluatedPlan&)> write;
   std::function<Status(const Json&, EvaluatedPlan&)> read;
-  bool since_1_1 = false;  // absent from 1.0 files: the plan keeps its default
+  bool added_later = false;  // absent from older files (1.0, 1.1): the plan keeps its default
 };
 
 template <typename T>
@@ -79,6 +79,12 @@ Column FigureNs(std::string_view name, Field field) {
         field(*p.figures) = DurationNs(ns);
         return Status::Ok();
       }};
+}
+
+// A column added after 1.0 (its cell is optional on reading).
+Column Later(Column column) {
+  column.added_later = true;
+  return column;
 }
 
 Column FigureNumber(std::string_view name, double PlanFigures::*field) {
@@ -148,6 +154,16 @@ const std::vector<Column>& Columns() {
           "virtual_stages", [](auto& p) -> auto& { return p.choice.plan.virtual_stages; }),
       PlanInt(
           "expert", [](auto& p) -> auto& { return p.choice.plan.expert; }),
+      Later(PlanInt(
+          "context", [](auto& p) -> auto& { return p.choice.plan.context; })),
+      {"context_comm",
+       [](const EvaluatedPlan& p) {
+         return Json(models::ContextCommNames()[static_cast<size_t>(p.choice.plan.context_comm)]);
+       },
+       [](const Json& c, EvaluatedPlan& p) {
+         return GetName(c, models::ContextCommNames(), p.choice.plan.context_comm);
+       },
+       /*added_later=*/true},
       PlanInt(
           "zero_stage", [](auto& p) -> auto& { return p.choice.plan.zero_stage; }),
       PlanInt(
@@ -166,7 +182,7 @@ const std::vector<Column>& Columns() {
        [](const Json& c, EvaluatedPlan& p) {
          return GetName(c, models::Fp8RecipeNames(), p.choice.fp8);
        },
-       /*since_1_1=*/true},
+       /*added_later=*/true},
       PlanInt(
           "memory_bytes", [](auto& p) -> auto& { return p.memory_bytes; }),
       {"lower_bound_ns", [](const EvaluatedPlan& p) { return Json(p.lower_bound.ns()); },
@@ -195,6 +211,8 @@ const std::vector<Column>& Columns() {
           "pp_wait_ns", [](auto& f) -> auto& { return f.breakdown.pipeline; }),
       FigureNs(
           "ep_exposed_ns", [](auto& f) -> auto& { return f.breakdown.expert; }),
+      Later(FigureNs(
+          "cp_exposed_ns", [](auto& f) -> auto& { return f.breakdown.context; })),
       FigureNs(
           "dp_exposed_ns", [](auto& f) -> auto& { return f.breakdown.data_exposed; }),
       FigureNs(
@@ -338,7 +356,7 @@ Expected<SearchFile> SearchFileFromJson(const Json& json, const std::string& pat
     at[columns[i].get<std::string>()] = i;
   }
   for (const Column& column : Columns()) {
-    if (!at.contains(std::string(column.name)) && !column.since_1_1) {
+    if (!at.contains(std::string(column.name)) && !column.added_later) {
       return fail("missing column", "columns", Quote(column.name));
     }
   }

@@ -13,8 +13,8 @@
 
 namespace dtsim::results {
 
-// 1.1 added the "fp8_recipe" column.
-inline constexpr FileFormat kSearchResultFormat{"dtsim.search", 1, 1, "not a search result"};
+// 1.1 added the "fp8_recipe" column; 1.2 "context", "context_comm" and "cp_exposed_ns".
+inline constexpr FileFormat kSearchResultFormat{"dtsim.search", 1, 2, "not a search result"};
 
 // One search, or one shard of it.
 struct SearchFile {
