@@ -16,7 +16,6 @@ PeerGroup::PeerGroup(graph::TaskGraphBuilder& builder, std::vector<int32_t> rank
   for (int32_t rank : ranks_) {
     compute_.push_back(RoleStream(builder_, rank, StreamRole::kCompute));
     tensor_.push_back(RoleStream(builder_, rank, StreamRole::kTensor));
-    context_.push_back(RoleStream(builder_, rank, StreamRole::kContext));
     send_forward_.push_back(RoleStream(builder_, rank, StreamRole::kSendForward));
     send_backward_.push_back(RoleStream(builder_, rank, StreamRole::kSendBackward));
     last_.emplace_back();
@@ -105,6 +104,10 @@ void PeerGroup::Ring(DurationNs duration, const std::string& name, std::string_v
                      const std::vector<std::vector<graph::CommId>>& shifts,
                      const std::vector<graph::CommId>& trailing) {
   Flush();
+  // The "cp" streams exist only in graphs with ring attention.
+  for (size_t i = context_.size(); i < ranks_.size(); ++i) {
+    context_.push_back(RoleStream(builder_, ranks_[i], StreamRole::kContext));
+  }
   const auto count = static_cast<int64_t>(shifts.size()) + 1;
   for (size_t i = 0; i < ranks_.size(); ++i) {
     const std::optional<TaskId> start = last_[i];

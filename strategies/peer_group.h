@@ -82,7 +82,8 @@ class PeerGroup {
   std::vector<int32_t> ranks_;
   std::vector<int32_t> logical_;
   std::vector<graph::TaskId> waits_;
-  std::vector<graph::StreamId> compute_, tensor_, context_, send_forward_, send_backward_;
+  std::vector<graph::StreamId> compute_, tensor_, send_forward_, send_backward_;
+  std::vector<graph::StreamId> context_;  // made by the first Ring
   std::vector<std::optional<graph::TaskId>> last_, tensor_tail_;
   DurationNs pending_;
   std::string pending_name_;
