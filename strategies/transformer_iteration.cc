@@ -79,6 +79,7 @@ class PassEmitter final : public LayoutSink {
   void Ring(const PricedOp& op, const std::vector<LayoutComm>& shifts,
             const std::vector<LayoutComm>& trailing) override {
     std::vector<std::vector<graph::CommId>> steps;
+    steps.reserve(shifts.size());
     for (const LayoutComm& shift : shifts) steps.push_back(ContextComms(shift));
     std::vector<graph::CommId> home;
     if (!trailing.empty()) home = ContextComms(trailing.front());
