@@ -302,7 +302,8 @@ TEST(SimulateTest, ShippedExamplesLoad) {
        {"gpt3_175b_1024gpu.json", "gpt3_1.3b_16gpu.json", "llama2_70b_64h100.json",
         "bert_large_64gpu_ethernet.json", "bert_large_64gpu_ethernet_onebit_adam.json",
         "bert_large_64gpu_ethernet_byteps.json", "mixtral_8x7b_ep8_64h100.json",
-        "gpt3_6.7b_tesseract_64gpu.json", "resnet50_256gpu.json"}) {
+        "gpt3_6.7b_tesseract_64gpu.json", "resnet50_256gpu.json",
+        "llama3.1_405b_128k_16384h100.json"}) {
     const std::string path = std::string(DTSIM_EXAMPLES_DIR) + "/" + name;
     Expected<ResolvedConfig> config = LoadConfig(path, {});
     ASSERT_TRUE(config.ok()) << config.error().ToString();
@@ -313,7 +314,8 @@ TEST(SimulateTest, ShippedExamplesLoad) {
   for (const char* name :
        {"llama2_70b_64h100.json", "bert_large_64gpu_ethernet.json",
         "bert_large_64gpu_ethernet_onebit_adam.json", "bert_large_64gpu_ethernet_byteps.json",
-        "mixtral_8x7b_ep8_64h100.json", "gpt3_6.7b_tesseract_64gpu.json", "resnet50_256gpu.json"}) {
+        "mixtral_8x7b_ep8_64h100.json", "gpt3_6.7b_tesseract_64gpu.json", "resnet50_256gpu.json",
+        "llama3.1_405b_128k_16384h100.json"}) {
     Expected<ResolvedConfig> config = LoadConfig(std::string(DTSIM_EXAMPLES_DIR) + "/" + name, {});
     ASSERT_TRUE(config.ok());
     Expected<SimulationResult> result = Simulate(*config);
