@@ -6,6 +6,15 @@
 
 namespace dtsim::strategies {
 
+namespace {
+
+// Chunk k of `duration` split into `count`: the chunks add up to it exactly.
+DurationNs Chunk(DurationNs duration, int64_t k, int64_t count) {
+  return DurationNs(duration.ns() * (k + 1) / count - duration.ns() * k / count);
+}
+
+}  // namespace
+
 using graph::CommKind;
 using graph::TaskId;
 using graph::TaskKind;
@@ -82,8 +91,7 @@ void PeerGroup::Summa(DurationNs duration, const std::string& name, std::string_
         inputs.push_back(TensorTask(i, comms[i], comm_name));
         if (buffer_free) builder_.AddDependency(inputs.back(), *buffer_free);
       }
-      // Chunks that add up to the GEMM exactly.
-      const DurationNs part(duration.ns() * (s + 1) / count - duration.ns() * s / count);
+      const DurationNs part = Chunk(duration, s, count);
       chunks.push_back(builder_.AddTask(compute_[i], TaskKind::kCompute, name, category, part));
       for (TaskId input : inputs) builder_.AddDependency(chunks.back(), input);
       if (s == 0 && output_reduced && i < waits_.size()) {
@@ -113,8 +121,7 @@ void PeerGroup::Ring(DurationNs duration, const std::string& name, std::string_v
     const std::optional<TaskId> start = last_[i];
     std::optional<TaskId> previous_shift;
     for (int64_t k = 0; k < count; ++k) {
-      // Chunks that add up to the op exactly.
-      const DurationNs part(duration.ns() * (k + 1) / count - duration.ns() * k / count);
+      const DurationNs part = Chunk(duration, k, count);
       const TaskId chunk = builder_.AddTask(compute_[i], TaskKind::kCompute, name, category, part);
       if (previous_shift) builder_.AddDependency(chunk, *previous_shift);
       if (k == 0 && i < waits_.size()) builder_.AddDependency(chunk, waits_[i]);

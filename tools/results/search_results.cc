@@ -156,14 +156,14 @@ const std::vector<Column>& Columns() {
           "expert", [](auto& p) -> auto& { return p.choice.plan.expert; }),
       Later(PlanInt(
           "context", [](auto& p) -> auto& { return p.choice.plan.context; })),
-      {"context_comm",
-       [](const EvaluatedPlan& p) {
-         return Json(models::ContextCommNames()[static_cast<size_t>(p.choice.plan.context_comm)]);
-       },
-       [](const Json& c, EvaluatedPlan& p) {
-         return GetName(c, models::ContextCommNames(), p.choice.plan.context_comm);
-       },
-       /*added_later=*/true},
+      Later({"context_comm",
+             [](const EvaluatedPlan& p) {
+               return Json(
+                   models::ContextCommNames()[static_cast<size_t>(p.choice.plan.context_comm)]);
+             },
+             [](const Json& c, EvaluatedPlan& p) {
+               return GetName(c, models::ContextCommNames(), p.choice.plan.context_comm);
+             }}),
       PlanInt(
           "zero_stage", [](auto& p) -> auto& { return p.choice.plan.zero_stage; }),
       PlanInt(
@@ -175,14 +175,13 @@ const std::vector<Column>& Columns() {
        }},
       PlanInt(
           "compression", [](auto& p) -> auto& { return p.choice.compression; }),
-      {"fp8_recipe",
-       [](const EvaluatedPlan& p) {
-         return Json(models::Fp8RecipeNames()[static_cast<size_t>(p.choice.fp8)]);
-       },
-       [](const Json& c, EvaluatedPlan& p) {
-         return GetName(c, models::Fp8RecipeNames(), p.choice.fp8);
-       },
-       /*added_later=*/true},
+      Later({"fp8_recipe",
+             [](const EvaluatedPlan& p) {
+               return Json(models::Fp8RecipeNames()[static_cast<size_t>(p.choice.fp8)]);
+             },
+             [](const Json& c, EvaluatedPlan& p) {
+               return GetName(c, models::Fp8RecipeNames(), p.choice.fp8);
+             }}),
       PlanInt(
           "memory_bytes", [](auto& p) -> auto& { return p.memory_bytes; }),
       {"lower_bound_ns", [](const EvaluatedPlan& p) { return Json(p.lower_bound.ns()); },
