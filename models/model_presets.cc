@@ -64,6 +64,43 @@ TransformerSpec Mixtral() {
   return t;
 }
 
+// Top-k routed experts on every layer, dropless (Megatron-Core's default) with balanced routing.
+TransformerSpec WithExperts(TransformerSpec t, int experts, int top_k, int64_t expert_ffn) {
+  t.moe = {.experts = experts,
+           .top_k = top_k,
+           .capacity_factor = 1.0,
+           .dropless = true,
+           .every = 1,
+           .expert_ffn_hidden = expert_ffn};
+  return t;
+}
+
+// Nemotron-4 340B (NVIDIA 2024, Table 1 and the released config): GQA, rotary, LayerNorm,
+// squared-ReLU MLP, no biases, untied output layer, vocabulary 256,000, sequence 4,096.
+TransformerSpec Nemotron4() {
+  TransformerSpec t = Llama(96, 18432, 96, 8, 73728, 256000, 4096);
+  t.norm = Norm::kLayerNorm;
+  t.activation = Activation::kSquaredRelu;
+  return t;
+}
+
+// Grok-1 (xai-org/grok-1 model.py): 8 experts, top-2; its gated GeLU MLP has SwiGLU's three
+// matrices (priced as SwiGLU); tied input and output embeddings.
+TransformerSpec Grok1() {
+  TransformerSpec t = WithExperts(Llama(64, 6144, 48, 8, 32768, 131072, 8192), 8, 2, 0);
+  t.tied_embeddings = true;
+  return t;
+}
+
+// Qwen3 (Qwen team 2025, the released configs): 128 experts, top-8, head dimension 128
+// (wider than hidden / heads), untied. Its per-head QK RMSNorm (2 × 128 weights a layer) is
+// not modelled.
+TransformerSpec Qwen3Moe(int layers, int64_t hidden, int heads, int kv_heads, int64_t expert_ffn) {
+  return WithHeadDim(
+      WithExperts(Llama(layers, hidden, heads, kv_heads, expert_ffn, 151936, 40960), 128, 8, 0),
+      128);
+}
+
 ModelSpec Transformer(std::string name, TransformerSpec spec) {
   return {.name = std::move(name), .family = ModelFamily::kTransformer, .transformer = spec};
 }
@@ -134,6 +171,13 @@ const std::vector<ModelSpec>& Presets() {
       Transformer("bert-large", Bert(24, 1024, 16)),
       // Mixtral 8x7B (Jiang et al. 2024): 8 experts, top-2, on every layer.
       Transformer("mixtral-8x7b", Mixtral()),
+      // Mixtral 8x22B (Mistral AI 2024, the released config): 8 experts, top-2.
+      Transformer("mixtral-8x22b",
+                  WithExperts(Llama(56, 6144, 48, 8, 16384, 32768, 65536), 8, 2, 0)),
+      Transformer("nemotron-4-340b", Nemotron4()),
+      Transformer("grok-1", Grok1()),
+      Transformer("qwen3-30b-a3b", Qwen3Moe(48, 2048, 32, 4, 768)),
+      Transformer("qwen3-235b-a22b", Qwen3Moe(94, 4096, 64, 4, 1536)),
       ResNet50(),
       DlrmMlperf(),
   };

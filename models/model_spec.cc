@@ -13,7 +13,8 @@ namespace {
 
 constexpr std::array<std::string_view, 3> kFamilyNames = {"transformer", "resnet", "dlrm"};
 constexpr std::array<std::string_view, 2> kNormNames = {"layernorm", "rmsnorm"};
-constexpr std::array<std::string_view, 3> kActivationNames = {"gelu", "swiglu", "relu"};
+constexpr std::array<std::string_view, 4> kActivationNames = {"gelu", "swiglu", "relu",
+                                                              "squared_relu"};
 constexpr std::array<std::string_view, 2> kPositionNames = {"learned", "rotary"};
 constexpr int64_t kMaxSize = std::numeric_limits<int64_t>::max() / 1024;
 

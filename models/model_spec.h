@@ -16,7 +16,8 @@ namespace dtsim::models {
 
 enum class ModelFamily { kTransformer, kResNet, kDlrm };
 enum class Norm { kLayerNorm, kRmsNorm };
-enum class Activation { kGelu, kSwiGlu, kRelu };
+// kSquaredRelu: relu(x)², Nemotron-4's ungated MLP (So et al. 2021, Primer).
+enum class Activation { kGelu, kSwiGlu, kRelu, kSquaredRelu };
 enum class PositionEmbedding { kLearned, kRotary };
 
 std::string_view ModelFamilyName(ModelFamily family);

@@ -55,7 +55,22 @@ const Published kPublished[] = {
     {"bert-base", 110e6, 0.5e6, "Devlin et al. 2019 (110M)"},
     {"bert-large", 336e6, 0.5e6, "HF bert-large-uncased model card (336M)"},
     {"mixtral-8x7b", 46.7e9, 0.05e9, "Jiang et al. 2024 (46.7B total)"},
+    {"mixtral-8x22b", 141e9, 0.5e9, "Mistral AI 2024 (141B total)"},
+    {"nemotron-4-340b", 340e9, 0.5e9, "NVIDIA 2024, Nemotron-4 340B report (340B)"},
+    {"grok-1", 314e9, 0.5e9, "xai-org/grok-1 README (314B)"},
+    {"qwen3-30b-a3b", 30.5e9, 0.05e9, "Qwen3 technical report 2025 (30.5B total)"},
+    {"qwen3-235b-a22b", 235e9, 0.5e9, "Qwen3 technical report 2025 (235B total)"},
     {"resnet-50", 25'557'032, 0, "torchvision resnet50 (25.6M)"},
+};
+
+// Mixture-of-experts presets: the parameters one token uses (ParameterCount::active).
+const Published kPublishedActive[] = {
+    {"mixtral-8x7b", 12.9e9, 0.05e9, "Jiang et al. 2024 (12.9B active)"},
+    {"mixtral-8x22b", 39e9, 0.5e9, "Mistral AI 2024 (39B active)"},
+    // The card prints 3.3B; the released config counts 3.35B (embedding and output layer
+    // included), so the row is checked within 0.06B.
+    {"qwen3-30b-a3b", 3.3e9, 0.06e9, "Qwen3-30B-A3B model card (3.3B activated)"},
+    {"qwen3-235b-a22b", 22e9, 0.5e9, "Qwen3 technical report 2025 (22B activated)"},
 };
 
 TEST(ParametersTest, EveryPublishedPresetWithinOnePercentOrItsRounding) {
@@ -70,6 +85,20 @@ TEST(ParametersTest, EveryPublishedPresetWithinOnePercentOrItsRounding) {
     const bool rounds_to_it = std::abs(count - row.params) <= row.rounding;
     EXPECT_TRUE(std::abs(error) <= 0.01 || rounds_to_it)
         << row.preset << ": " << count << " vs published " << row.params;
+  }
+}
+
+TEST(ParametersTest, ActiveParametersOfMixturesOfExperts) {
+  for (const Published& row : kPublishedActive) {
+    Expected<ModelSpec> model = ModelPreset(row.preset);
+    ASSERT_TRUE(model.ok()) << row.preset;
+    const double count = static_cast<double>(CountParameters(*model).active);
+    const double error = (count - row.params) / row.params;
+    std::printf("%-16s active %16.0f %16.0f %+7.2f%%  %s\n", row.preset, count, row.params,
+                100 * error, row.source);
+    const bool rounds_to_it = std::abs(count - row.params) <= row.rounding;
+    EXPECT_TRUE(std::abs(error) <= 0.01 || rounds_to_it)
+        << row.preset << ": " << count << " active vs published " << row.params;
   }
 }
 
