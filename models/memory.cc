@@ -23,20 +23,31 @@ int64_t LocalMlpParameters(const TransformerSpec& spec, int64_t ffn, int t) {
 
 }  // namespace
 
-std::vector<int> StageLayerIndices(const TransformerSpec& spec, int pipeline_stages,
-                                   int virtual_stages, int stage,
-                                   std::span<const int> stage_layers) {
-  if (!stage_layers.empty()) {
-    const int first = std::accumulate(stage_layers.begin(), stage_layers.begin() + stage, 0);
-    std::vector<int> layers(static_cast<size_t>(stage_layers[static_cast<size_t>(stage)]));
+std::vector<int> ChunkLayerIndices(const TransformerSpec& spec, int pipeline_stages,
+                                   int virtual_stages, int stage, int chunk,
+                                   std::span<const int> chunk_layers) {
+  const int model_chunk = chunk * pipeline_stages + stage;
+  std::vector<int> layers;
+  if (!chunk_layers.empty()) {
+    const int first = std::accumulate(chunk_layers.begin(), chunk_layers.begin() + model_chunk, 0);
+    layers.resize(static_cast<size_t>(chunk_layers[static_cast<size_t>(model_chunk)]));
     std::iota(layers.begin(), layers.end(), first);
     return layers;
   }
   const int per_chunk = spec.layers / (pipeline_stages * virtual_stages);
+  layers.resize(static_cast<size_t>(per_chunk));
+  std::iota(layers.begin(), layers.end(), model_chunk * per_chunk);
+  return layers;
+}
+
+std::vector<int> StageLayerIndices(const TransformerSpec& spec, int pipeline_stages,
+                                   int virtual_stages, int stage,
+                                   std::span<const int> chunk_layers) {
   std::vector<int> layers;
   for (int chunk = 0; chunk < virtual_stages; ++chunk) {
-    const int first = (chunk * pipeline_stages + stage) * per_chunk;
-    for (int i = 0; i < per_chunk; ++i) layers.push_back(first + i);
+    const std::vector<int> part =
+        ChunkLayerIndices(spec, pipeline_stages, virtual_stages, stage, chunk, chunk_layers);
+    layers.insert(layers.end(), part.begin(), part.end());
   }
   return layers;
 }
@@ -60,7 +71,7 @@ namespace {
 
 std::vector<int> StageLayers(const TransformerSpec& spec, const MemoryPlan& plan) {
   return StageLayerIndices(spec, plan.pipeline_stages, plan.virtual_stages, plan.stage,
-                           plan.stage_layers);
+                           plan.chunk_layers);
 }
 
 bool IsFirstStage(const MemoryPlan& plan) { return plan.stage == 0; }
@@ -115,13 +126,15 @@ Status CheckPlan(const ModelSpec& model, const MemoryPlan& plan) {
   if (model.family != ModelFamily::kTransformer) return Status::Ok();
   const TransformerSpec& spec = model.transformer;
   const int chunks = plan.pipeline_stages * plan.virtual_stages;
-  if (!plan.stage_layers.empty()) {
-    if (std::ssize(plan.stage_layers) != plan.pipeline_stages || plan.virtual_stages != 1 ||
-        std::accumulate(plan.stage_layers.begin(), plan.stage_layers.end(), 0) != spec.layers) {
-      return Error(fmt::format("stage layer counts must be one per stage (one chunk each) and "
-                               "add up to the layers ({})",
-                               spec.layers),
-                   "", fmt::format("{}", fmt::join(plan.stage_layers, ", ")));
+  if (!plan.chunk_layers.empty()) {
+    const bool negative = std::any_of(plan.chunk_layers.begin(), plan.chunk_layers.end(),
+                                      [](int count) { return count < 0; });
+    if (std::ssize(plan.chunk_layers) != chunks || negative ||
+        std::accumulate(plan.chunk_layers.begin(), plan.chunk_layers.end(), 0) != spec.layers) {
+      return Error(fmt::format("chunk layer counts must be one per model chunk ({}), none "
+                               "negative, adding up to the layers ({})",
+                               chunks, spec.layers),
+                   "", fmt::format("{}", fmt::join(plan.chunk_layers, ", ")));
     }
   } else if (spec.layers % chunks != 0) {
     return Error(fmt::format("pipeline stages × virtual stages ({}) must divide layers ({})",

@@ -35,7 +35,9 @@ struct MemoryPlan {
   DType param_dtype = DType::kBf16;
   DType grad_dtype = DType::kBf16;  // fp32 for Megatron-style main gradients
   int embedding_shards = 1;         // DLRM: tables split over this many ranks
-  std::vector<int> stage_layers;    // layers per stage when uneven (one chunk each); else empty
+  // Layers per model chunk when not L/(p·v) each, in model order (chunk k runs on stage
+  // k mod p as its virtual stage k / p; p entries without virtual stages); else empty.
+  std::vector<int> chunk_layers;
 };
 
 struct MemoryBreakdown {
@@ -63,11 +65,16 @@ int OptimizerBytesPerParameter(Optimizer optimizer, DType param_dtype);
 int64_t LayerParameterCount(const TransformerSpec& spec, int tensor_parallel, int expert_parallel,
                             int index);
 
-// The layer indices pipeline rank `stage` holds: chunks stage, stage + p, … of L/(p·v) layers;
-// or, given `stage_layers` (one count per stage, one chunk each), its consecutive share.
+// The layer indices of virtual stage `chunk` of pipeline rank `stage`: model chunk
+// chunk · p + stage, of L/(p·v) layers, or of the given `chunk_layers` (one count per model
+// chunk, in model order) its consecutive share.
+std::vector<int> ChunkLayerIndices(const TransformerSpec& spec, int pipeline_stages,
+                                   int virtual_stages, int stage, int chunk,
+                                   std::span<const int> chunk_layers = {});
+// The layer indices pipeline rank `stage` holds: its chunks' (ChunkLayerIndices), in order.
 std::vector<int> StageLayerIndices(const TransformerSpec& spec, int pipeline_stages,
                                    int virtual_stages, int stage,
-                                   std::span<const int> stage_layers = {});
+                                   std::span<const int> chunk_layers = {});
 
 // Parameters one rank of stage `plan.stage` holds (tensor/expert sharded, before ZeRO).
 int64_t StageParameterCount(const ModelSpec& model, const MemoryPlan& plan);

@@ -94,7 +94,8 @@ Status ReadSized(JsonObjectReader& parent, std::string_view key, int& size,
   return reader.Finish();
 }
 
-// "layers": "uniform" | "balanced" | [n_0, …, n_{p−1}].
+// "layers": "uniform" | "balanced" | [n_0, …]: one count per stage, or per model chunk with
+// virtual stages (in model order).
 Status ReadStageLayers(JsonObjectReader& reader, ParallelPlan& plan) {
   reader.Allow("layers");
   const Json* value = reader.Find("layers");
@@ -107,21 +108,25 @@ Status ReadStageLayers(JsonObjectReader& reader, ParallelPlan& plan) {
     } else if (name == "balanced") {
       plan.layer_split = ParallelPlan::LayerSplit::kBalanced;
     } else {
-      return Error("must be \"uniform\", \"balanced\" or a list of layer counts, one per stage",
-                   path, JsonValueForError(*value));
+      return Error(
+          "must be \"uniform\", \"balanced\" or a list of layer counts, one per stage (per model "
+          "chunk with virtual stages)",
+          path, JsonValueForError(*value));
     }
     return Status::Ok();
   }
   if (!value->is_array()) {
-    return Error("must be \"uniform\", \"balanced\" or a list of layer counts, one per stage", path,
-                 JsonValueForError(*value));
+    return Error(
+        "must be \"uniform\", \"balanced\" or a list of layer counts, one per stage (per model "
+        "chunk with virtual stages)",
+        path, JsonValueForError(*value));
   }
   plan.layer_split = ParallelPlan::LayerSplit::kGiven;
-  plan.stage_layers.clear();
+  plan.chunk_layers.clear();
   for (size_t i = 0; i < value->size(); ++i) {
     DTSIM_ASSIGN_OR_RETURN(const int64_t count,
-                           JsonToInt((*value)[i], fmt::format("{}[{}]", path, i), 1, 1 << 20));
-    plan.stage_layers.push_back(static_cast<int>(count));
+                           JsonToInt((*value)[i], fmt::format("{}[{}]", path, i), 0, 1 << 20));
+    plan.chunk_layers.push_back(static_cast<int>(count));
   }
   return Status::Ok();
 }
@@ -182,6 +187,8 @@ Status ReadParallelism(const Json& value, ParallelPlan& plan) {
     DTSIM_RETURN_IF_ERROR(
         r.ReadOptionalEnum("schedule", models::PipelineScheduleNames(), plan.schedule));
     DTSIM_RETURN_IF_ERROR(r.ReadOptionalInt("virtual_stages", plan.virtual_stages));
+    DTSIM_RETURN_IF_ERROR(r.ReadOptional("embedding_as_layer", plan.embedding_as_layer));
+    DTSIM_RETURN_IF_ERROR(r.ReadOptional("loss_as_layer", plan.loss_as_layer));
     return ReadStageLayers(r, plan);
   };
   DTSIM_RETURN_IF_ERROR(ReadSized(reader, "tensor", plan.tensor, tensor_options));
@@ -308,21 +315,34 @@ Status CheckDataParallelPlan(const SimulationConfig& config) {
   return Status::Ok();
 }
 
-// Uniform: pipeline stages × virtual stages divide the layers. Otherwise one chunk per stage,
-// and given counts must be one per stage, adding up to the layers.
+// Uniform: pipeline stages × virtual stages divide the layers (with the embedding and loss
+// counted as layers when asked). Balanced: one chunk per stage. Given: one count per model
+// chunk (per stage without virtual stages), adding up to the layers.
 Status CheckStageLayers(const models::TransformerSpec& spec, const ParallelPlan& plan) {
   const std::string path = "parallelism.pipeline.layers";
-  if (plan.layer_split == ParallelPlan::LayerSplit::kUniform) {
-    return Divisible(spec.layers, "layers", int64_t{plan.pipeline} * plan.virtual_stages,
-                     "pipeline stages × virtual stages", "parallelism.pipeline");
-  }
-  if (plan.virtual_stages > 1) {
+  const int64_t chunks = int64_t{plan.pipeline} * plan.virtual_stages;
+  const int counted = (plan.embedding_as_layer ? 1 : 0) + (plan.loss_as_layer ? 1 : 0);
+  if (counted > 0 && plan.layer_split != ParallelPlan::LayerSplit::kUniform) {
     return Error(
-        "uneven stages are for one model chunk per stage: use \"uniform\" with "
-        "virtual stages",
-        path, std::to_string(plan.virtual_stages));
+        "the embedding and loss count as layers of the uniform split; a given or balanced "
+        "split places the layers itself",
+        plan.embedding_as_layer ? "parallelism.pipeline.embedding_as_layer"
+                                : "parallelism.pipeline.loss_as_layer",
+        "true");
+  }
+  if (plan.layer_split == ParallelPlan::LayerSplit::kUniform) {
+    if (counted == 0) {
+      return Divisible(spec.layers, "layers", chunks, "pipeline stages × virtual stages",
+                       "parallelism.pipeline");
+    }
+    return Divisible(spec.layers + counted, "layers + the embedding and loss counted as layers",
+                     chunks, "pipeline stages × virtual stages", "parallelism.pipeline");
   }
   if (plan.layer_split == ParallelPlan::LayerSplit::kBalanced) {
+    if (plan.virtual_stages > 1) {
+      return Error("balanced stages are for one model chunk per stage: give the counts per chunk",
+                   path, std::to_string(plan.virtual_stages));
+    }
     if (spec.layers < plan.pipeline) {
       return Error(fmt::format("{} pipeline stages need at least as many layers ({})",
                                plan.pipeline, spec.layers),
@@ -330,18 +350,51 @@ Status CheckStageLayers(const models::TransformerSpec& spec, const ParallelPlan&
     }
     return Status::Ok();
   }
-  if (std::ssize(plan.stage_layers) != plan.pipeline) {
-    return Error(fmt::format("needs one layer count per pipeline stage ({}), got {}", plan.pipeline,
-                             plan.stage_layers.size()),
-                 path, fmt::format("{}", fmt::join(plan.stage_layers, ", ")));
+  if (std::ssize(plan.chunk_layers) != chunks) {
+    return Error(
+        plan.virtual_stages > 1
+            ? fmt::format("needs one layer count per model chunk (pipeline stages × virtual "
+                          "stages = {}, in model order: chunk k on stage k mod {}), got {}",
+                          chunks, plan.pipeline, plan.chunk_layers.size())
+            : fmt::format("needs one layer count per pipeline stage ({}), got {}", plan.pipeline,
+                          plan.chunk_layers.size()),
+        path, fmt::format("{}", fmt::join(plan.chunk_layers, ", ")));
   }
-  const int total = std::accumulate(plan.stage_layers.begin(), plan.stage_layers.end(), 0);
+  for (int stage = 0; stage < plan.pipeline; ++stage) {
+    int held = 0;
+    for (int chunk = 0; chunk < plan.virtual_stages; ++chunk) {
+      held += plan.chunk_layers[static_cast<size_t>(chunk * plan.pipeline + stage)];
+    }
+    if (held == 0) {
+      return Error(
+          fmt::format("pipeline stage {} holds no layer", stage),
+          plan.virtual_stages == 1 ? JsonIndexPath(path, static_cast<size_t>(stage)) : path,
+          fmt::format("{}", fmt::join(plan.chunk_layers, ", ")));
+    }
+  }
+  const int total = std::accumulate(plan.chunk_layers.begin(), plan.chunk_layers.end(), 0);
   if (total != spec.layers) {
     return Error(
         fmt::format("the layer counts add up to {}, the model has {} layers", total, spec.layers),
-        path, fmt::format("{}", fmt::join(plan.stage_layers, ", ")));
+        path, fmt::format("{}", fmt::join(plan.chunk_layers, ", ")));
   }
   return Status::Ok();
+}
+
+// The uniform split with the embedding (loss) counted as a layer: (L + e + l)/(p·v) slots per
+// model chunk, the first chunk's first slot the embedding's, the last chunk's last the loss's
+// (Megatron-Core's account_for_embedding/loss_in_pipeline_split). Checked by CheckStageLayers.
+void CountEmbeddingAndLossAsLayers(const models::TransformerSpec& spec, ParallelPlan& plan) {
+  if (plan.layer_split != ParallelPlan::LayerSplit::kUniform ||
+      !(plan.embedding_as_layer || plan.loss_as_layer)) {
+    return;
+  }
+  const int embedding = plan.embedding_as_layer ? 1 : 0;
+  const int loss = plan.loss_as_layer ? 1 : 0;
+  const int chunks = plan.pipeline * plan.virtual_stages;
+  plan.chunk_layers.assign(static_cast<size_t>(chunks), (spec.layers + embedding + loss) / chunks);
+  plan.chunk_layers.front() -= embedding;
+  plan.chunk_layers.back() -= loss;
 }
 
 // FP8 training: a GPU with FP8 tensor cores (MXFP8: with microscaling, Blackwell) and the 1D
@@ -500,6 +553,7 @@ Expected<ResolvedConfig> Resolve(const SimulationConfig& input) {
   } else {
     if (training.seq_len == 0) training.seq_len = config.model.transformer.max_seq;
     DTSIM_RETURN_IF_ERROR(CheckTransformerPlan(config));
+    CountEmbeddingAndLossAsLayers(config.model.transformer, config.plan);
   }
   const std::string& method = config.compression.method;
   const std::unique_ptr<GradientCompression> compression = MakeCompression(config.compression);

@@ -67,12 +67,18 @@ struct ParallelPlan {
   bool sequence_parallel = false;
   models::PipelineSchedule schedule = models::PipelineSchedule::kOneForwardOneBackward;
   int virtual_stages = 1;
-  // Transformer layers per pipeline stage: L/p each (Megatron's default), balanced by cost
-  // (Simulate chooses the counts; docs/strategies.md "Stage balancing"), or given. The counts
-  // are in `stage_layers` once known: given, or balanced by Simulate; empty while uniform.
+  // Transformer layers per model chunk: L/(p·v) each (Megatron's default), balanced by cost
+  // (one chunk per stage; Simulate chooses the counts; docs/strategies.md "Stage balancing"),
+  // or given. The counts are in `chunk_layers` once known — given, derived from the uniform
+  // split with the embedding and loss counted as layers, or balanced by Simulate — in model
+  // order (chunk k runs on stage k mod p as its virtual stage k / p); empty while uniform.
   enum class LayerSplit { kUniform, kBalanced, kGiven };
   LayerSplit layer_split = LayerSplit::kUniform;
-  std::vector<int> stage_layers;
+  std::vector<int> chunk_layers;
+  // Megatron-Core's account_for_embedding_in_pipeline_split / ..._loss_...: with the uniform
+  // split, the embedding (the loss) takes one layer's place on the first (last) chunk.
+  bool embedding_as_layer = false;
+  bool loss_as_layer = false;
   // Context parallelism (docs/strategies.md, "Context parallelism"): each sequence split over
   // `context` ranks that hold the same weights, their attention a p2p ring or a2a. Its peers are
   // adjacent just inside data parallelism (Megatron's tp-cp-dp-pp): the builder's data index

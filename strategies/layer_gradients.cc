@@ -58,7 +58,7 @@ GradientTensors StageGradients(const SimulationConfig& config, int stage) {
   GradientTensors tensors;
   if (stage == 0) tensors.Append(EmbeddingGradients(spec, plan));
   for (int index : models::StageLayerIndices(spec, plan.pipeline, plan.virtual_stages, stage,
-                                             plan.stage_layers)) {
+                                             plan.chunk_layers)) {
     const LayerGradientSplit layer = LayerGradients(spec, plan, index);
     tensors.Append(layer.dense);
     tensors.Append(layer.experts);

@@ -554,6 +554,12 @@ Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& s
     return Error("the search needs the cluster's size: give cluster.nodes (or --gpus)",
                  "cluster.nodes");
   }
+  if (base.plan.embedding_as_layer || base.plan.loss_as_layer) {
+    return Error("the search does not count the embedding and loss as pipeline layers yet",
+                 base.plan.embedding_as_layer ? "parallelism.pipeline.embedding_as_layer"
+                                              : "parallelism.pipeline.loss_as_layer",
+                 "true");
+  }
   if (base.plan.layer_split != ParallelPlan::LayerSplit::kUniform) {
     return Error(
         "the search varies the pipeline size with uniform stages; simulate a balanced "

@@ -135,12 +135,18 @@ Expected<SimulationResult> Simulate(const ResolvedConfig& input, const models::O
   DTSIM_RETURN_IF_ERROR(CheckFootprint(input, input.max_memory));
   ResolvedConfig config = input;  // with the balanced stages filled in
   if (config.plan.layer_split == ParallelPlan::LayerSplit::kBalanced &&
-      config.plan.stage_layers.empty() &&
+      config.plan.chunk_layers.empty() &&
       config.model.family == models::ModelFamily::kTransformer) {
-    DTSIM_ASSIGN_OR_RETURN(config.plan.stage_layers, BalanceStageLayers(config, cost));
+    DTSIM_ASSIGN_OR_RETURN(config.plan.chunk_layers, BalanceStageLayers(config, cost));
   }
   SimulationResult result;
-  result.stage_layers = config.plan.stage_layers;
+  if (!config.plan.chunk_layers.empty()) {
+    // Per stage: the layers of its chunks (chunk k of the model runs on stage k mod p).
+    result.stage_layers.assign(static_cast<size_t>(config.plan.pipeline), 0);
+    for (size_t k = 0; k < config.plan.chunk_layers.size(); ++k) {
+      result.stage_layers[k % result.stage_layers.size()] += config.plan.chunk_layers[k];
+    }
+  }
   result.cost_model = std::string(cost.name());
   const auto build_start = std::chrono::steady_clock::now();
   DTSIM_ASSIGN_OR_RETURN(IterationGraph iteration,

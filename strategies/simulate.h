@@ -54,7 +54,8 @@ struct SimulationResult {
   double hfu = 0;
   double mfu_fp8 = 0;                 // FP8 training: model FLOP/s over the GPU's dense FP8 peak
   std::vector<TimeBreakdown> stages;  // the first rank of each pipeline stage
-  // Layers per stage when uneven (given, or as balanced); empty when uniform.
+  // Layers per stage (over its chunks) when not uniform (given, derived with the embedding
+  // or loss counted as layers, or balanced); empty when uniform.
   std::vector<int> stage_layers;
   // Compressing with a warm-up: the full-precision warm-up and the compressed phase (the one
   // the rest of the result describes), and the iteration time averaged over the run. Without:

@@ -26,7 +26,7 @@ Expected<std::vector<int>> BalanceStageLayers(const ResolvedConfig& config,
   }
   ResolvedConfig uniform = config;  // the same plan with uniform stages (still resolved)
   uniform.plan.layer_split = ParallelPlan::LayerSplit::kUniform;
-  uniform.plan.stage_layers.clear();
+  uniform.plan.chunk_layers.clear();
   DTSIM_ASSIGN_OR_RETURN(const PassTimes times, PricePassTimes(uniform, cost));
   const auto work = [](const PieceTimes& piece) {
     return (piece.forward + piece.backward + piece.recompute + piece.forward_grid +

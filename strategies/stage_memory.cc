@@ -12,7 +12,7 @@ namespace dtsim::strategies {
 
 Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const ResolvedConfig& config) {
   const ParallelPlan& plan = config.plan;
-  if (plan.layer_split == ParallelPlan::LayerSplit::kBalanced && plan.stage_layers.empty()) {
+  if (plan.layer_split == ParallelPlan::LayerSplit::kBalanced && plan.chunk_layers.empty()) {
     return Error("balanced stages have no layer counts until Simulate balances them",
                  "parallelism.pipeline.layers", "balanced");
   }
@@ -33,7 +33,7 @@ Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const Resolve
                                          .optimizer = config.training.optimizer,
                                          .param_dtype = config.training.dtype,
                                          .grad_dtype = config.training.grad_dtype,
-                                         .stage_layers = plan.stage_layers};
+                                         .chunk_layers = plan.chunk_layers};
     DTSIM_ASSIGN_OR_RETURN(models::MemoryBreakdown memory,
                            models::EstimateMemory(config.model, memory_plan));
     // Error-feedback residuals of gradient compression count as optimizer state.

@@ -70,7 +70,7 @@ int64_t StageFp8WeightElements(const SimulationConfig& config, int stage) {
   const models::TransformerShard shard = ShardOf(config);
   int64_t elements = 0;
   for (int index : models::StageLayerIndices(spec, plan.pipeline, plan.virtual_stages, stage,
-                                             plan.stage_layers)) {
+                                             plan.chunk_layers)) {
     elements += models::Fp8WeightElements(models::TransformerLayerOps(spec, index, shard));
   }
   return elements;

@@ -132,8 +132,11 @@ class IterationBuilder {
         collectives_(builder_, plan_, simulated_data_, simulated_tensor_),
         gathers_(builder_, config, collectives_) {
     for (int stage = 0; stage < plan_.pipeline; ++stage) {
-      stage_layers_.push_back(models::StageLayerIndices(spec_, plan_.pipeline, plan_.virtual_stages,
-                                                        stage, plan_.stage_layers));
+      std::vector<std::vector<int>>& chunks = chunk_layers_.emplace_back();
+      for (int chunk = 0; chunk < plan_.virtual_stages; ++chunk) {
+        chunks.push_back(models::ChunkLayerIndices(spec_, plan_.pipeline, plan_.virtual_stages,
+                                                   stage, chunk, plan_.chunk_layers));
+      }
     }
   }
 
@@ -239,13 +242,10 @@ class IterationBuilder {
     return Bytes(layout_.ActivationBytes().count() / plan_.tensor);
   }
 
-  // The layers of chunk `chunk` of `stage`, in order: the stage's layers
-  // (models::StageLayerIndices, which the memory model and gradient layout use too) split into
-  // its equal chunks (uneven stages have one chunk each).
+  // The layers of chunk `chunk` of `stage`, in order (models::ChunkLayerIndices, which the
+  // memory model and gradient layout use too).
   std::span<const int> ChunkLayers(int stage, int chunk) const {
-    const std::vector<int>& layers = stage_layers_[static_cast<size_t>(stage)];
-    const size_t per_chunk = layers.size() / static_cast<size_t>(plan_.virtual_stages);
-    return std::span<const int>(layers).subspan(static_cast<size_t>(chunk) * per_chunk, per_chunk);
+    return chunk_layers_[static_cast<size_t>(stage)][static_cast<size_t>(chunk)];
   }
   // The pipeline tag of a transfer: unique per (micro-batch, chunk, direction).
   int64_t Tag(int64_t microbatch, int chunk, Pass pass) const {
@@ -402,7 +402,8 @@ class IterationBuilder {
   int simulated_data_;
   int simulated_tensor_;
   StageCollectives collectives_;
-  std::vector<std::vector<int>> stage_layers_;  // per stage, its layers (StageLayerIndices)
+  // Per stage, per virtual stage, its layers (ChunkLayerIndices).
+  std::vector<std::vector<std::vector<int>>> chunk_layers_;
   int group_dp_ = 0;
   ParameterGathers gathers_;
   double expert_load_ = 1.0;

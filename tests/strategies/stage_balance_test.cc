@@ -130,7 +130,7 @@ TEST(StageBalanceTest, GivenCountsPlaceTheLayersAndTheirMemory) {
   ASSERT_EQ(memory.size(), 4u);
   EXPECT_EQ(memory[1].parameter_count, 3 * models::LayerParameterCount(spec, 2, 1, 5));
   EXPECT_EQ(memory[2].parameter_count, 2 * models::LayerParameterCount(spec, 2, 1, 8));
-  EXPECT_EQ(models::StageLayerIndices(spec, 4, 1, 1, config.plan.stage_layers),
+  EXPECT_EQ(models::StageLayerIndices(spec, 4, 1, 1, config.plan.chunk_layers),
             (std::vector<int>{5, 6, 7}));
   // The task graph runs layers 5–7 on stage 1's first rank (rank 2: TP 2 × DP 1).
   const graph::TaskGraph& graph = r.iteration->graph;
@@ -169,7 +169,7 @@ TEST(StageBalanceTest, BadLayerSplitsNameThePathAndTheValue) {
   interleaved["parallelism"]["pipeline"]["schedule"] = "interleaved";
   interleaved["parallelism"]["pipeline"]["virtual_stages"] = 3;
   EXPECT_THAT(ConfigError(interleaved),
-              HasSubstr("uneven stages are for one model chunk per stage"));
+              HasSubstr("balanced stages are for one model chunk per stage"));
   // Uneven splits free the pipeline size from dividing the layers: 8 stages of 12 layers.
   Json eight = HeavyOutputConfig("balanced");
   eight["parallelism"]["pipeline"]["size"] = 8;
@@ -177,6 +177,87 @@ TEST(StageBalanceTest, BadLayerSplitsNameThePathAndTheValue) {
   EXPECT_EQ(ConfigError(eight), "");
   eight["parallelism"]["pipeline"]["layers"] = "uniform";
   EXPECT_THAT(ConfigError(eight), HasSubstr("parallelism.pipeline"));
+}
+
+// Virtual stages with given counts, one per model chunk in model order (chunk k on stage
+// k mod p): [1, 2, 2, 1, 2, 2, 1, 1] over 4 stages × 2 puts chunks 0 and 4 — layer 0, and
+// layers 6–7 (after 1 + 2 + 2 + 1 = 6 layers) — on stage 0, and chunks 3 and 7 — layers 5 and
+// 11 — on stage 3.
+Json InterleavedConfig(const Json& layers) {
+  Json json = HeavyOutputConfig(layers);
+  json["parallelism"]["pipeline"]["schedule"] = "interleaved";
+  json["parallelism"]["pipeline"]["virtual_stages"] = 2;
+  return json;
+}
+
+TEST(StageBalanceTest, GivenCountsPerModelChunkWithVirtualStages) {
+  const Json json = InterleavedConfig(Json::array({1, 2, 2, 1, 2, 2, 1, 1}));
+  const ResolvedConfig config = ConfigOf(json);
+  const auto& spec = config.model.transformer;
+  EXPECT_EQ(models::StageLayerIndices(spec, 4, 2, 0, config.plan.chunk_layers),
+            (std::vector<int>{0, 6, 7}));
+  EXPECT_EQ(models::ChunkLayerIndices(spec, 4, 2, 3, 1, config.plan.chunk_layers),
+            (std::vector<int>{11}));
+  const SimulationResult r = SimulateJson(json);
+  EXPECT_EQ(r.stage_layers, (std::vector<int>{3, 4, 3, 2}));  // per stage, over its chunks
+  const auto& memory = r.iteration->stats.stage_memory;
+  ASSERT_EQ(memory.size(), 4u);
+  EXPECT_EQ(memory[1].parameter_count, 4 * models::LayerParameterCount(spec, 2, 1, 1));
+  // 3 layers on every stage, in chunks of 2 + 1 or 1 + 2.
+  EXPECT_EQ(SimulateJson(InterleavedConfig(Json::array({2, 1, 1, 2, 1, 2, 2, 1}))).stage_layers,
+            (std::vector<int>{3, 3, 3, 3}));
+  EXPECT_THAT(ConfigError(InterleavedConfig(Json::array({3, 3, 3, 3}))),
+              HasSubstr("needs one layer count per model chunk (pipeline stages × virtual "
+                        "stages = 8, in model order: chunk k on stage k mod 4), got 4"));
+  EXPECT_THAT(ConfigError(InterleavedConfig(Json::array({3, 0, 3, 0, 3, 0, 3, 0}))),
+              HasSubstr("pipeline stage 1 holds no layer"));
+}
+
+TEST(StageBalanceTest, UnevenChunksSymmetricRanksAgreeWithFullRanks) {
+  Json json = InterleavedConfig(Json::array({1, 2, 2, 1, 2, 2, 1, 1}));
+  json["parallelism"]["data"] = 2;
+  json["cluster"]["nodes"] = 2;
+  ExpectSymmetricMatchesFull(json);
+}
+
+TEST(StageBalanceTest, EmbeddingAndLossCountAsLayers) {
+  // 14 layers + the embedding + the loss = 16 slots over 4 × 2 chunks: 2 each, the first
+  // chunk's first slot the embedding's and the last chunk's last the loss's.
+  Json json = InterleavedConfig("uniform");
+  json["model"]["layers"] = 14;
+  json["parallelism"]["pipeline"]["embedding_as_layer"] = true;
+  json["parallelism"]["pipeline"]["loss_as_layer"] = true;
+  EXPECT_EQ(ConfigOf(json).plan.chunk_layers, (std::vector<int>{1, 2, 2, 2, 2, 2, 2, 1}));
+  EXPECT_EQ(SimulateJson(json).stage_layers, (std::vector<int>{3, 4, 4, 3}));
+  // Llama 3.1 405B as Megatron-Bridge splits it: 126 layers + 2 on 8 stages × 8 chunks; stages
+  // 0 and 7 hold 15 layers, the others 16.
+  Json llama = Json::parse(R"({"model": "llama3.1-405b",
+    "training": {"global_batch": 64, "micro_batch": 1, "flash_attention": true},
+    "cluster": {"preset": "dgx-h100", "gpu": "h100-sxm5-80gb"},
+    "parallelism": {"tensor": 8, "pipeline": {"size": 8, "schedule": "interleaved",
+      "virtual_stages": 8, "embedding_as_layer": true, "loss_as_layer": true}}})");
+  const ResolvedConfig config = ConfigOf(llama);
+  const auto& spec = config.model.transformer;
+  EXPECT_EQ(config.plan.chunk_layers.front(), 1);
+  EXPECT_EQ(config.plan.chunk_layers.back(), 1);
+  EXPECT_EQ(std::count(config.plan.chunk_layers.begin(), config.plan.chunk_layers.end(), 2), 62);
+  EXPECT_EQ(models::StageLayerIndices(spec, 8, 8, 0, config.plan.chunk_layers).size(), 15u);
+  EXPECT_EQ(models::StageLayerIndices(spec, 8, 8, 3, config.plan.chunk_layers).size(), 16u);
+  EXPECT_EQ(models::StageLayerIndices(spec, 8, 8, 7, config.plan.chunk_layers).back(), 125);
+  // Without them, 126 layers do not split over 64 chunks.
+  llama["parallelism"]["pipeline"].erase("embedding_as_layer");
+  llama["parallelism"]["pipeline"].erase("loss_as_layer");
+  EXPECT_THAT(ConfigError(llama),
+              HasSubstr("layers (126) is not divisible by pipeline stages × virtual stages (64)"));
+  json["model"]["layers"] = 13;
+  EXPECT_THAT(ConfigError(json),
+              HasSubstr("layers + the embedding and loss counted as layers (15) is not "
+                        "divisible by pipeline stages × virtual stages (8)"));
+  json["model"]["layers"] = 14;
+  json["parallelism"]["pipeline"]["layers"] = Json::array({1, 2, 2, 2, 2, 2, 2, 1});
+  EXPECT_THAT(ConfigError(json),
+              HasSubstr("parallelism.pipeline.embedding_as_layer: the embedding and loss count "
+                        "as layers of the uniform split"));
 }
 
 }  // namespace

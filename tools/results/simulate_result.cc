@@ -11,17 +11,19 @@ namespace {
 using strategies::SimulationConfig;
 using strategies::SimulationResult;
 
-// As the config says it: "uniform", "balanced", or the given counts.
+// "uniform", "balanced", or the counts per model chunk: given, or the uniform split's with the
+// embedding and loss counted as layers.
 OrderedJson LayerSplitJson(const strategies::ParallelPlan& plan) {
   switch (plan.layer_split) {
     case strategies::ParallelPlan::LayerSplit::kUniform:
+      if (!plan.chunk_layers.empty()) return plan.chunk_layers;
       return "uniform";
     case strategies::ParallelPlan::LayerSplit::kBalanced:
       return "balanced";
     case strategies::ParallelPlan::LayerSplit::kGiven:
       break;
   }
-  return plan.stage_layers;
+  return plan.chunk_layers;
 }
 
 OrderedJson PlanJson(const SimulationConfig& c) {
