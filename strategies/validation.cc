@@ -2,12 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "models/cost_model.h"
 #include "network/collective_algorithms.h"
 #include "sim/base/strings.h"
 #include "strategies/simulate.h"
+#include "strategies/training_run_point.h"
 
 namespace dtsim::strategies {
 namespace {
@@ -129,6 +132,7 @@ Expected<ValidationRow> LayerPoint(const Json& point, const std::string& path,
       .unit = "ms",
       .measured = measured,
       .predicted = (times.forward_seconds + times.backward_seconds) * 1e3,
+      .is_time = true,
       .how = fmt::format("one layer, TP {}, micro-batch {}, {}", tp, micro, recompute)};
 }
 
@@ -188,27 +192,56 @@ Expected<ValidationReport> Validate(const Json& points, const std::string& sourc
   DTSIM_ASSIGN_OR_RETURN(const Json* list, Member(points, "points", ""));
   if (!list->is_array()) return Error("expected an array", "points").InFile(source);
   ValidationReport report;
-  double sum = 0;
   for (size_t i = 0; i < list->size(); ++i) {
     const Json& point = (*list)[i];
     const std::string path = JsonIndexPath("points", i);
-    const std::string id = point.value("id", path);
-    const std::string category = point.value("category", "");
+    const std::string id = point.is_object() && point.contains("id") && point["id"].is_string()
+                               ? point.value("id", path)
+                               : path;
+    const std::string category = point.is_object() ? point.value("category", "") : "";
     Expected<ValidationRow> row =
-        category == "megatron_weak_scaling" ? WeakScalingPoint(point, path, id)
-        : category == "layer_microbenchmark"
-            ? LayerPoint(point, path, id)
-            : Expected<ValidationRow>(Error("unknown category (known: \"megatron_weak_scaling\", "
-                                            "\"layer_microbenchmark\")",
-                                            JsonChildPath(path, "category"), Quote(category)));
-    if (!row.ok()) return std::move(row).error().InFile(source);
-    sum += std::abs(row->Error());
+        category == "megatron_weak_scaling"  ? WeakScalingPoint(point, path, id)
+        : category == "layer_microbenchmark" ? LayerPoint(point, path, id)
+                                             : TrainingRunPoint(point, path, id);
+    if (!row.ok()) {
+      report.unsimulated.push_back(
+          {id, category, std::move(row).error().InFile(source).ToString()});
+      continue;
+    }
+    row->category = category;
     report.rows.push_back(std::move(*row));
   }
-  if (!report.rows.empty()) {
-    report.mean_absolute_percentage_error = 100 * sum / static_cast<double>(report.rows.size());
+  return MergeReports({std::move(report)});
+}
+
+ValidationReport MergeReports(std::vector<ValidationReport> reports) {
+  ValidationReport merged;
+  for (ValidationReport& report : reports) {
+    std::move(report.rows.begin(), report.rows.end(), std::back_inserter(merged.rows));
+    std::move(report.unsimulated.begin(), report.unsimulated.end(),
+              std::back_inserter(merged.unsimulated));
   }
-  return report;
+  double sum = 0;
+  for (const ValidationRow& row : merged.rows) {
+    sum += std::abs(row.Error());
+    auto same = [&](const CategoryAccuracy& c) { return c.category == row.category; };
+    auto it = std::find_if(merged.categories.begin(), merged.categories.end(), same);
+    if (it == merged.categories.end()) {
+      merged.categories.push_back({.category = row.category});
+      it = std::prev(merged.categories.end());
+    }
+    ++it->points;
+    it->mean_absolute_percentage_error += 100 * std::abs(row.Error());
+    it->mean_error += 100 * row.Error();
+  }
+  for (CategoryAccuracy& category : merged.categories) {
+    category.mean_absolute_percentage_error /= category.points;
+    category.mean_error /= category.points;
+  }
+  if (!merged.rows.empty()) {
+    merged.mean_absolute_percentage_error = 100 * sum / static_cast<double>(merged.rows.size());
+  }
+  return merged;
 }
 
 }  // namespace dtsim::strategies

@@ -1,6 +1,6 @@
 // Accuracy against published measurements (`dtsim validate`, docs/validation.md): every point
-// of a published-points file (../shared/validation/published-points.json) turned into a
-// simulation, its predicted metric against the measured one.
+// of a measurements file (../shared/validation/published-points.json, calibration-points.json)
+// turned into a simulation, its predicted metric against the measured one.
 #pragma once
 
 #include <string>
@@ -16,17 +16,38 @@ namespace dtsim::strategies {
 
 struct ValidationRow {
   std::string id;
+  std::string category;
   std::string metric;  // the measured metric compared ("achieved_tflops_per_gpu", ...)
   std::string unit;
   double measured = 0;
   double predicted = 0;
-  std::string how;  // what was simulated, and what was inferred
+  bool is_time = false;  // a duration (lower is faster), not a rate
+  std::string how;       // what was simulated, and what was assumed where the point is silent
 
-  double Error() const { return predicted / measured - 1; }
+  // dtsim's speed over the measured speed, − 1: positive is optimistic, whether the metric is
+  // a rate (predicted / measured − 1) or a time (measured / predicted − 1).
+  double Error() const { return is_time ? measured / predicted - 1 : predicted / measured - 1; }
+};
+
+// A point that gives no full configuration or absolute measurement, or that dtsim cannot
+// express: why (the error, naming the point's field).
+struct UnsimulatedPoint {
+  std::string id;
+  std::string category;
+  std::string reason;
+};
+
+struct CategoryAccuracy {
+  std::string category;
+  int points = 0;
+  double mean_absolute_percentage_error = 0;  // percent
+  double mean_error = 0;                      // signed, percent: positive is optimistic
 };
 
 struct ValidationReport {
   std::vector<ValidationRow> rows;
+  std::vector<UnsimulatedPoint> unsimulated;
+  std::vector<CategoryAccuracy> categories;   // in order of first appearance
   double mean_absolute_percentage_error = 0;  // over every row, in percent
 };
 
@@ -47,7 +68,12 @@ Expected<LayerTimes> PredictLayerTimes(const models::TransformerSpec& spec,
 // network, full recompute as the paper's FLOP formula assumes, micro-batch 1 where the
 // source gives none) and compared on achieved TFLOP/s per GPU (hardware FLOPs, as the paper
 // counts); "layer_microbenchmark" points are one layer's forward + backward at their tensor-
-// parallel size. Any other category is an error naming the point.
+// parallel size; any other point is a measured training run (strategies/training_run_point.h).
+// A point that cannot be simulated is listed in `unsimulated` with the reason; a file that is
+// not a measurements file is an error.
 Expected<ValidationReport> Validate(const Json& points, const std::string& source);
+
+// The rows of several reports together, the accuracy per category and overall recomputed.
+ValidationReport MergeReports(std::vector<ValidationReport> reports);
 
 }  // namespace dtsim::strategies

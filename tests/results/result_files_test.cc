@@ -233,28 +233,43 @@ TEST_F(ResultFilesTest, ReplayResultOfAChakraTrace) {
 TEST_F(ResultFilesTest, ValidationReport) {
   strategies::ValidationReport report;
   report.rows.push_back({.id = "a",
-                         .metric = "iteration_seconds",
+                         .category = "runs",
+                         .metric = "iteration_time",
                          .unit = "s",
                          .measured = 2.0,
-                         .predicted = 1.8,
+                         .predicted = 1.6,
+                         .is_time = true,
                          .how = "gpt3-1.3b on 16 GPUs"});
   report.rows.push_back({.id = "b",
+                         .category = "runs",
                          .metric = "achieved_tflops_per_gpu",
                          .unit = "TFLOP/s",
                          .measured = 150.0,
                          .predicted = 165.0,
                          .how = "llama"});
-  report.mean_absolute_percentage_error = 10.0;  // |1.8/2 - 1| = 10%, |165/150 - 1| = 10%
-  const Json json = RoundTrip(ValidationReportJson("points.json", report), kValidationReportFormat);
-  EXPECT_DOUBLE_EQ(json["rows"][0]["error"].get<double>(), -0.1);
+  report.unsimulated.push_back({.id = "c", .category = "moe", .reason = "not built"});
+  report = strategies::MergeReports({std::move(report)});
+  // Errors are speed ratios − 1: a: 2 s measured / 1.6 s predicted − 1 = +25%; b: 165/150 − 1
+  // = +10%; MAPE (25 + 10) / 2 = 17.5%.
+  EXPECT_DOUBLE_EQ(report.mean_absolute_percentage_error, 17.5);
+  ASSERT_EQ(report.categories.size(), 1u);
+  EXPECT_EQ(report.categories[0].points, 2);
+  EXPECT_DOUBLE_EQ(report.categories[0].mean_error, 17.5);
+  const Json json = RoundTrip(ValidationReportJson({"points.json", "more.json"}, report),
+                              kValidationReportFormat);
+  EXPECT_DOUBLE_EQ(json["rows"][0]["error"].get<double>(), 0.25);
   Expected<ValidationReportRecord> read = ValidationReportFromJson(json);
   ASSERT_TRUE(read.ok()) << read.error().ToString();
-  EXPECT_EQ(read->points, "points.json");
+  EXPECT_EQ(read->points, (std::vector<std::string>{"points.json", "more.json"}));
   ASSERT_EQ(read->rows.size(), 2u);
   EXPECT_EQ(read->rows[1].id, "b");
   EXPECT_EQ(read->rows[1].predicted, 165.0);
+  EXPECT_TRUE(read->rows[0].is_time);
+  EXPECT_EQ(read->rows[0].category, "runs");
   EXPECT_EQ(read->rows[0].how, "gpt3-1.3b on 16 GPUs");
-  EXPECT_EQ(read->mean_absolute_percentage_error, 10.0);
+  ASSERT_EQ(read->unsimulated.size(), 1u);
+  EXPECT_EQ(read->unsimulated[0].reason, "not built");
+  EXPECT_DOUBLE_EQ(read->mean_absolute_percentage_error, 17.5);
 }
 
 TEST_F(ResultFilesTest, ReadingNamesTheFileAndAnotherFormatOrMajor) {

@@ -3,6 +3,7 @@
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <fmt/ranges.h>
 
 #include "sim/base/atomic_file.h"
 #include "strategies/validation.h"
@@ -16,35 +17,66 @@ namespace {
 namespace po = boost::program_options;
 
 struct ValidateOptions {
-  std::string points = "../shared/validation/published-points.json";
+  std::vector<std::string> points;
   std::string report_path;
   bool help = false;
 };
 
+const std::vector<std::string>& DefaultPoints() {
+  static const std::vector<std::string> kPoints = {"../shared/validation/published-points.json",
+                                                   "../shared/validation/calibration-points.json"};
+  return kPoints;
+}
+
 po::options_description Describe(ValidateOptions& o) {
   po::options_description description(
-      "Usage: dtsim validate [POINTS] [options]\n\n"
-      "Simulates every point of a published-measurements file (default\n"
-      "../shared/validation/published-points.json) and prints predicted against measured with\n"
-      "the error per point and the mean absolute percentage error.\n\nOptions");
+      "Usage: dtsim validate [POINTS...] [options]\n\n"
+      "Simulates every point of measurements files (default ../shared/validation/\n"
+      "published-points.json and calibration-points.json) and prints, by category, measured\n"
+      "against predicted with the error per point (dtsim's speed over the measured one, − 1:\n"
+      "positive is optimistic), each category's and the overall mean absolute percentage error,\n"
+      "and every point that could not be simulated with the reason (docs/validation.md).\n\n"
+      "Options");
   description.add_options()("help,h", po::bool_switch(&o.help), "show this help")(
       "output,o", po::value(&o.report_path)->value_name("FILE"), "write the report as JSON");
   return description;
 }
 
-Status Execute(const ValidateOptions& options, std::ostream& out) {
-  DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs({options.points}, {options.report_path}));
-  DTSIM_ASSIGN_OR_RETURN(const Json points, ReadJsonFile(options.points));
-  DTSIM_ASSIGN_OR_RETURN(const strategies::ValidationReport report,
-                         strategies::Validate(points, options.points));
-  fmt::print(out, "dtsim validate {}\n\n  {:<56} {:<24} {:>10} {:>10} {:>8}\n", options.points,
-             "point", "metric", "measured", "dtsim", "error");
+void PrintCategory(const strategies::CategoryAccuracy& category,
+                   const strategies::ValidationReport& report, std::ostream& out) {
+  fmt::print(out, "\n  {} — {} point{}, MAPE {:.1f}%, mean error {:+.1f}%\n", category.category,
+             category.points, category.points == 1 ? "" : "s",
+             category.mean_absolute_percentage_error, category.mean_error);
   for (const strategies::ValidationRow& row : report.rows) {
-    fmt::print(out, "  {:<56} {:<24} {:>10.2f} {:>10.2f} {:>+7.1f}%\n", row.id, row.metric,
+    if (row.category != category.category) continue;
+    fmt::print(out, "    {:<44} {:<24} {:>10.2f} {:>10.2f} {:>+7.1f}%\n", row.id, row.metric,
                row.measured, row.predicted, 100 * row.Error());
+  }
+}
+
+Status Execute(const ValidateOptions& options, std::ostream& out) {
+  DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(options.points, {options.report_path}));
+  std::vector<strategies::ValidationReport> reports;
+  for (const std::string& path : options.points) {
+    DTSIM_ASSIGN_OR_RETURN(const Json points, ReadJsonFile(path));
+    DTSIM_ASSIGN_OR_RETURN(strategies::ValidationReport report, strategies::Validate(points, path));
+    reports.push_back(std::move(report));
+  }
+  const strategies::ValidationReport report = strategies::MergeReports(std::move(reports));
+  fmt::print(out, "dtsim validate {}\n\n  {:<46} {:<24} {:>10} {:>10} {:>8}\n",
+             fmt::join(options.points, " "), "category / point", "metric", "measured", "dtsim",
+             "error");
+  for (const strategies::CategoryAccuracy& category : report.categories) {
+    PrintCategory(category, report, out);
   }
   fmt::print(out, "\n  mean absolute percentage error over {} points: {:.1f}%\n",
              report.rows.size(), report.mean_absolute_percentage_error);
+  if (!report.unsimulated.empty()) {
+    fmt::print(out, "\n  not simulated ({}):\n", report.unsimulated.size());
+    for (const strategies::UnsimulatedPoint& point : report.unsimulated) {
+      fmt::print(out, "    {} ({}): {}\n", point.id, point.category, point.reason);
+    }
+  }
   if (!options.report_path.empty()) {
     DTSIM_RETURN_IF_ERROR(results::WriteResultFile(
         options.report_path, results::ValidationReportJson(options.points, report)));
@@ -57,11 +89,15 @@ Status Execute(const ValidateOptions& options, std::ostream& out) {
 CommandOutcome ValidateCommand(std::span<const std::string> args, std::ostream& out) {
   ValidateOptions options;
   const po::options_description description = Describe(options);
-  std::string points;  // optional: the default path stays when none is given
-  return RunCommandLine(args, description, "points", points, options.help, "", out, [&] {
-    if (!points.empty()) options.points = points;
-    return FailureUnlessOk(Execute(options, out));
-  });
+  if (Status parsed = ParseCommandLine(args, description, "points", options.points); !parsed.ok()) {
+    return CommandOutcome::Usage(std::move(parsed).error());
+  }
+  if (options.help) {
+    out << description << "\n";
+    return CommandOutcome::Ok();
+  }
+  if (options.points.empty()) options.points = DefaultPoints();
+  return FailureUnlessOk(Execute(options, out));
 }
 
 }  // namespace dtsim::cli

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "sim/base/file_format.h"
 #include "sim/base/status.h"
@@ -10,16 +11,18 @@
 
 namespace dtsim::results {
 
-inline constexpr FileFormat kValidationReportFormat{"dtsim.validation_report", 1, 0,
+inline constexpr FileFormat kValidationReportFormat{"dtsim.validation_report", 2, 0,
                                                     "not a validation report"};
 
-OrderedJson ValidationReportJson(const std::string& points_path,
+OrderedJson ValidationReportJson(const std::vector<std::string>& points_paths,
                                  const strategies::ValidationReport& report);
 
-// What a reader gets back: the rows and the mean, as written.
+// What a reader gets back: the files, the rows, the points not simulated and the mean, as
+// written.
 struct ValidationReportRecord {
-  std::string points;
+  std::vector<std::string> points;
   std::vector<strategies::ValidationRow> rows;  // `how` is the "simulated" text
+  std::vector<strategies::UnsimulatedPoint> unsimulated;
   double mean_absolute_percentage_error = 0;
 };
 

@@ -1,0 +1,510 @@
+#include "strategies/training_run_point.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+
+#include "sim/base/strings.h"
+#include "strategies/simulate.h"
+#include "strategies/stage_memory.h"
+
+namespace dtsim::strategies {
+namespace {
+
+bool Has(std::string_view text, std::string_view word) {
+  return text.find(word) != std::string_view::npos;
+}
+
+// The first decimal integer in `text` at or after `from`, if any.
+std::optional<int64_t> FirstInteger(std::string_view text, size_t from = 0) {
+  const size_t start = text.find_first_of("0123456789", from);
+  if (start == std::string_view::npos) return std::nullopt;
+  int64_t value = 0;
+  for (size_t i = start; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]));
+       ++i) {
+    if (value > (int64_t{1} << 40)) return std::nullopt;
+    value = value * 10 + (text[i] - '0');
+  }
+  return value;
+}
+
+// The last decimal integer in `text`, if any ("interleaved 1F1B, 6 " → 6).
+std::optional<int64_t> LastInteger(std::string_view text) {
+  const size_t end = text.find_last_of("0123456789");
+  if (end == std::string_view::npos) return std::nullopt;
+  size_t start = end;
+  while (start > 0 && std::isdigit(static_cast<unsigned char>(text[start - 1]))) --start;
+  return FirstInteger(text, start);
+}
+
+class PointReader {
+ public:
+  PointReader(const Json& point, std::string path) : point_(point), path_(std::move(path)) {}
+
+  Expected<const Json*> Object(std::string_view key) const {
+    if (!point_.contains(key) || !point_[std::string(key)].is_object()) {
+      return Error("missing required object", JsonChildPath(path_, key));
+    }
+    return &point_[std::string(key)];
+  }
+  static bool Present(const Json& object, std::string_view key) {
+    return object.contains(key) && !object[std::string(key)].is_null();
+  }
+  Expected<int64_t> Int(const Json& object, std::string_view section, std::string_view key) const {
+    const std::string path = JsonChildPath(JsonChildPath(path_, section), key);
+    if (!Present(object, key)) return Error("missing required field", path);
+    return JsonToInt(object[std::string(key)], path, 1, int64_t{1} << 40);
+  }
+  Expected<int64_t> IntOr(const Json& object, std::string_view section, std::string_view key,
+                          int64_t fallback) const {
+    if (!Present(object, key)) return fallback;
+    return Int(object, section, key);
+  }
+  static std::string Text(const Json& object, std::string_view key) {
+    return object.contains(key) && object[std::string(key)].is_string()
+               ? ToLower(object[std::string(key)].get<std::string>())
+               : std::string();
+  }
+  std::string Field(std::string_view key) const { return JsonChildPath(path_, key); }
+  std::string Path(std::string_view section, std::string_view key) const {
+    return JsonChildPath(JsonChildPath(path_, section), key);
+  }
+  const Json& point() const { return point_; }
+
+ private:
+  const Json& point_;
+  std::string path_;
+};
+
+struct ArchStyle {
+  const char* name;
+  const char* norm;
+  const char* activation;
+  const char* position;
+  bool linear_bias;
+  bool tied_embeddings;
+  bool dropout;
+};
+
+constexpr ArchStyle kGpt{"GPT", "layernorm", "gelu", "learned", true, true, true};
+constexpr ArchStyle kLlama{"Llama", "rmsnorm", "swiglu", "rotary", false, false, false};
+constexpr ArchStyle kNemotron{"Nemotron-4", "layernorm", "squared_relu", "rotary",
+                              false,        false,       false};
+
+Expected<ArchStyle> StyleOf(const PointReader& in, const Json& model) {
+  const std::string arch = PointReader::Text(model, "arch");
+  const std::string path = in.Path("model", "arch");
+  if (Has(arch, "mla") || Has(arch, "latent")) {
+    return Error("multi-head latent attention (DeepSeek) is not built yet", path, Quote(arch));
+  }
+  if (Has(arch, "bert")) {
+    return Error("encoder (BERT) runs are not read from a measurements file", path, Quote(arch));
+  }
+  if (Has(arch, "squared-relu") || Has(arch, "squared relu")) return kNemotron;
+  if (Has(arch, "gpt")) return kGpt;
+  if (Has(arch, "llama") || Has(arch, "gqa") || Has(arch, "swiglu") || Has(arch, "moe")) {
+    return kLlama;
+  }
+  return Error("unknown architecture: expected one naming GPT, Llama, GQA, MoE or squared-ReLU",
+               path, Quote(arch));
+}
+
+Expected<Json> MoeJson(const PointReader& in, const Json& moe) {
+  const std::string section = "model.moe";
+  if (PointReader::Present(moe, "shared_experts")) {
+    DTSIM_ASSIGN_OR_RETURN(const int64_t shared, in.Int(moe, section, "shared_experts"));
+    if (shared > 0) {
+      return Error("shared experts are not built yet", in.Path(section, "shared_experts"),
+                   std::to_string(shared));
+    }
+  }
+  DTSIM_ASSIGN_OR_RETURN(const int64_t experts, in.Int(moe, section, "routed_experts"));
+  DTSIM_ASSIGN_OR_RETURN(const int64_t top_k, in.Int(moe, section, "top_k"));
+  Json out = {{"experts", experts}, {"top_k", top_k}, {"dropless", true}};
+  if (PointReader::Present(moe, "expert_ffn_hidden")) {
+    DTSIM_ASSIGN_OR_RETURN(out["expert_ffn_hidden"], in.Int(moe, section, "expert_ffn_hidden"));
+  }
+  return out;
+}
+
+Expected<Json> ModelJson(const PointReader& in, const Json& model, const ArchStyle& style,
+                         std::vector<std::string>& assumed) {
+  Json spec = {{"family", "transformer"},          {"norm", style.norm},
+               {"activation", style.activation},   {"position", style.position},
+               {"linear_bias", style.linear_bias}, {"tied_embeddings", style.tied_embeddings}};
+  for (std::string_view key : {"layers", "hidden", "heads", "seq_len"}) {
+    DTSIM_ASSIGN_OR_RETURN(const int64_t value, in.Int(model, "model", key));
+    spec[key == "seq_len" ? "max_seq" : std::string(key)] = value;
+  }
+  if (PointReader::Present(model, "kv_heads")) {
+    DTSIM_ASSIGN_OR_RETURN(spec["kv_heads"], in.Int(model, "model", "kv_heads"));
+  }
+  if (PointReader::Present(model, "head_dim")) {
+    DTSIM_ASSIGN_OR_RETURN(spec["head_dim"], in.Int(model, "model", "head_dim"));
+  } else if (Has(PointReader::Text(model, "name"), "qwen3")) {
+    spec["head_dim"] = 128;  // every Qwen3 model's (its released configs), not hidden / heads
+    assumed.emplace_back("head dimension 128 (Qwen3's)");
+  }
+  if (PointReader::Present(model, "moe")) {
+    if (!model["moe"].is_object()) return Error("expected an object", in.Path("model", "moe"));
+    DTSIM_ASSIGN_OR_RETURN(spec["moe"], MoeJson(in, model["moe"]));
+    assumed.emplace_back("dropless MoE, balanced routing");
+  }
+  if (PointReader::Present(model, "ffn_hidden")) {
+    DTSIM_ASSIGN_OR_RETURN(spec["ffn_hidden"], in.Int(model, "model", "ffn_hidden"));
+  } else if (spec.contains("moe") && spec["moe"].contains("expert_ffn_hidden")) {
+    spec["ffn_hidden"] = spec["moe"]["expert_ffn_hidden"];
+  } else {
+    return Error("missing required field", in.Path("model", "ffn_hidden"));
+  }
+  // A vocabulary given as text ("50257 GPT-2 BPE, padded by Megatron") counts its first number.
+  const Json* vocab = model.contains("vocab") ? &model["vocab"] : nullptr;
+  if (vocab != nullptr && vocab->is_string()) {
+    const std::optional<int64_t> size = FirstInteger(vocab->get<std::string>());
+    if (!size || *size < 1) {
+      return Error("expected a vocabulary size", in.Path("model", "vocab"),
+                   Quote(vocab->get<std::string>()));
+    }
+    spec["vocab"] = *size;
+    assumed.push_back(fmt::format("vocabulary {} (from \"{}\")", *size, vocab->get<std::string>()));
+  } else {
+    DTSIM_ASSIGN_OR_RETURN(spec["vocab"], in.Int(model, "model", "vocab"));
+  }
+  return spec;
+}
+
+// "FP8 (Transformer Engine, delayed scaling) with BF16 master" → fp8 delayed; "fp16 mixed
+// (Apex)" → fp16; "mixed precision (bf16 assumed)" → bf16.
+Expected<Json> PrecisionJson(const PointReader& in, std::vector<std::string>& assumed) {
+  const std::string text = PointReader::Text(in.point(), "precision");
+  if (Has(text, "inferred") || Has(text, "assumed")) assumed.emplace_back("precision");
+  if (Has(text, "fp8")) {
+    const char* recipe = Has(text, "blockwise") ? "blockwise"
+                         : Has(text, "mxfp8")   ? "mxfp8"
+                         : Has(text, "current") ? "current"
+                                                : "delayed";
+    if (!Has(text, "delayed") && std::string_view(recipe) == "delayed") {
+      assumed.emplace_back("FP8 delayed scaling (Transformer Engine's default)");
+    }
+    return Json{{"precision", "fp8"}, {"fp8_recipe", recipe}};
+  }
+  if (Has(text, "bf16")) return Json{{"precision", "bf16"}};
+  if (Has(text, "fp16")) return Json{{"precision", "fp16"}};
+  return Error("unknown precision: expected one naming FP8, BF16 or FP16", in.Field("precision"),
+               Quote(text));
+}
+
+// "full" / "likely full activation checkpointing" → full; "selective (attention core only)" →
+// selective; "none/selective per NeMo recipe (not stated)" → selective (assumed).
+std::string RecomputeOf(const std::string& text, std::vector<std::string>& assumed) {
+  const bool unsure = text.empty() || Has(text, "likely") || Has(text, "not stated") ||
+                      Has(text, "inferred") || Has(text, "assumed");
+  const std::string mode = Has(text, "full")        ? "full"
+                           : Has(text, "selective") ? "selective"
+                                                    : "none";
+  if (unsure) assumed.push_back(fmt::format("recompute {}", mode));
+  return mode;
+}
+
+// Virtual stages: `vp`, or "v=12" / "6 interleaving stages" in the schedule's text.
+Expected<int64_t> VirtualStages(const PointReader& in, const Json& parallel) {
+  if (PointReader::Present(parallel, "vp")) return in.Int(parallel, "parallel", "vp");
+  const std::string schedule = PointReader::Text(parallel, "schedule");
+  if (const size_t at = schedule.find("v="); at != std::string::npos) {
+    if (std::optional<int64_t> v = FirstInteger(schedule, at); v && *v >= 1) return *v;
+  }
+  if (const size_t at = schedule.find("interleaving stages"); at != std::string::npos) {
+    if (std::optional<int64_t> v = LastInteger(schedule.substr(0, at)); v && *v >= 1) return *v;
+  }
+  return 1;
+}
+
+struct Hardware {
+  const char* cluster;
+  Json gpu;
+  bool hopper;
+};
+
+Expected<Hardware> HardwareOf(const PointReader& in, const Json& hardware) {
+  const std::string gpu = PointReader::Text(hardware, "gpu");
+  if (Has(gpu, "h100")) return Hardware{"dgx-h100", "h100-sxm5-80gb", true};
+  if (Has(gpu, "h200")) return Hardware{"dgx-h200", "h200-sxm-141gb", true};
+  if (Has(gpu, "b200")) return Hardware{"dgx-b200", "b200-sxm-180gb", false};
+  if (Has(gpu, "a100") || Has(gpu, "ampere")) {
+    return Hardware{"dgx-a100", Has(gpu, "40gb") ? "a100-sxm4-40gb" : "a100-sxm4-80gb", false};
+  }
+  if (Has(gpu, "v100")) {
+    return Hardware{"dgx1-v100",
+                    Has(gpu, "16gb") ? Json{{"preset", "v100-sxm2-32gb"}, {"memory", "16 GiB"}}
+                                     : Json("v100-sxm2-32gb"),
+                    false};
+  }
+  return Error("unknown GPU: expected one naming H100, H200, B200, A100 (Ampere) or V100",
+               in.Path("hardware", "gpu"), Quote(gpu));
+}
+
+// The cluster: the GPU's DGX preset, with the point's GPUs per node and its NICs when the
+// inter-node text starts "8x 400 Gb/s" (count × rate per direction).
+Expected<Json> ClusterJson(const PointReader& in, const Json& hardware, const Hardware& kind) {
+  Json cluster = {{"preset", kind.cluster}, {"gpu", kind.gpu}};
+  if (PointReader::Present(hardware, "gpus_per_node")) {
+    DTSIM_ASSIGN_OR_RETURN(const int64_t per_node, in.Int(hardware, "hardware", "gpus_per_node"));
+    if (per_node != 8) cluster["gpus_per_node"] = per_node;
+  }
+  const std::string inter = PointReader::Text(hardware, "inter_node");
+  const size_t times = inter.find("x ");
+  const std::optional<int64_t> nics = FirstInteger(inter);
+  if (times != std::string::npos && nics && inter.find_first_of("0123456789") < times) {
+    const std::optional<int64_t> rate = FirstInteger(inter, times);
+    const size_t unit = inter.find("gb/s", times);
+    if (rate && unit != std::string::npos && unit < times + 12) {
+      cluster["inter_node"] = {{"nics_per_node", *nics},
+                               {"nic_bandwidth", fmt::format("{} Gbps", *rate)}};
+    }
+  }
+  return cluster;
+}
+
+struct RunParallelism {
+  int64_t tp, pp, cp, ep, dp, vp;
+  bool sequence_parallel;
+  int64_t zero_stage;
+  bool overlap;
+};
+
+Expected<RunParallelism> ParallelOf(const PointReader& in, const Json& parallel, bool nvidia_recipe,
+                                    std::vector<std::string>& assumed) {
+  RunParallelism plan{};
+  DTSIM_ASSIGN_OR_RETURN(plan.tp, in.Int(parallel, "parallel", "tp"));
+  DTSIM_ASSIGN_OR_RETURN(plan.pp, in.Int(parallel, "parallel", "pp"));
+  DTSIM_ASSIGN_OR_RETURN(plan.dp, in.Int(parallel, "parallel", "dp"));
+  DTSIM_ASSIGN_OR_RETURN(plan.cp, in.IntOr(parallel, "parallel", "cp", 1));
+  DTSIM_ASSIGN_OR_RETURN(plan.ep, in.IntOr(parallel, "parallel", "ep", 1));
+  DTSIM_ASSIGN_OR_RETURN(plan.vp, VirtualStages(in, parallel));
+  if (PointReader::Present(parallel, "sequence_parallel")) {
+    if (!parallel["sequence_parallel"].is_boolean()) {
+      return Error("expected true or false", in.Path("parallel", "sequence_parallel"));
+    }
+    plan.sequence_parallel = parallel["sequence_parallel"].get<bool>();
+  } else {
+    // Megatron-Bridge and NeMo recipes turn sequence parallelism on with tensor parallelism.
+    plan.sequence_parallel = nvidia_recipe && plan.tp > 1;
+    if (plan.tp > 1) assumed.emplace_back(plan.sequence_parallel ? "SP" : "no SP");
+  }
+  const bool fsdp = parallel.value("fsdp", false) == true;
+  if (fsdp) {
+    plan.zero_stage = 3;
+  } else if (PointReader::Present(parallel, "zero_stage")) {
+    DTSIM_ASSIGN_OR_RETURN(plan.zero_stage, JsonToInt(parallel["zero_stage"],
+                                                      in.Path("parallel", "zero_stage"), 0, 3));
+  } else {
+    // NeMo and Megatron-Bridge recipes run Megatron-Core's distributed optimizer.
+    plan.zero_stage = nvidia_recipe ? 1 : 0;
+    if (nvidia_recipe) assumed.emplace_back("distributed optimizer (ZeRO-1)");
+  }
+  const std::string framework = PointReader::Text(parallel, "framework");
+  // Megatron-Core recipes overlap the gradient reduction with the backward; Megatron-LM
+  // reduces after it (--overlap-grad-reduce is opt-in); DeepSpeed overlaps.
+  plan.overlap = nvidia_recipe || Has(framework, "deepspeed");
+  return plan;
+}
+
+std::string Summary(const RunParallelism& p, const Json& training) {
+  std::string text = fmt::format("TP {}{}", p.tp, p.sequence_parallel ? " SP" : "");
+  if (p.pp > 1) {
+    text += p.vp > 1 ? fmt::format(", PP {} interleaved v={}", p.pp, p.vp)
+                     : fmt::format(", PP {} 1F1B", p.pp);
+  }
+  if (p.cp > 1) text += fmt::format(", CP {}", p.cp);
+  if (p.ep > 1) text += fmt::format(", EP {}", p.ep);
+  text += fmt::format(", DP {}", p.dp);
+  if (p.zero_stage > 0) text += fmt::format(", ZeRO-{}", p.zero_stage);
+  text += fmt::format(", {}", training["precision"].get<std::string>());
+  if (training.contains("fp8_recipe")) {
+    text += fmt::format(" ({})", training["fp8_recipe"].get<std::string>());
+  }
+  text += fmt::format(", recompute {}, micro-batch {}", training["recompute"].get<std::string>(),
+                      training["micro_batch"].get<int64_t>());
+  if (training["flash_attention"].get<bool>()) text += ", flash attention";
+  if (!p.overlap && p.dp * p.cp > 1) text += ", gradients reduced after the backward";
+  return text;
+}
+
+enum class MetricKind { kTime, kTokensPerGpu, kTokens, kSequences, kHardwareTflops };
+
+struct MeasuredMetric {
+  std::string name;
+  std::string unit;
+  double value = 0;
+  MetricKind kind = MetricKind::kTime;
+};
+
+// The first absolute measured metric, in order of preference.
+Expected<MeasuredMetric> ChooseMetric(const Json& point, const std::string& path) {
+  std::optional<MeasuredMetric> best;
+  int best_rank = 99;
+  const Json empty = Json::array();
+  const Json& metrics = point.contains("metrics") ? point["metrics"] : empty;
+  for (const Json& metric : metrics) {
+    if (!metric.is_object() || metric.value("kind", "") != "measured" ||
+        !metric.contains("value") || !metric["value"].is_number() ||
+        metric["value"].get<double>() <= 0) {
+      continue;
+    }
+    const std::string name = metric.value("name", "");
+    const std::string unit = ToLower(metric.value("unit", ""));
+    int rank = 99;
+    MetricKind kind = MetricKind::kTime;
+    if (name == "iteration_time" && (unit == "s" || unit == "ms")) {
+      rank = 0;
+    } else if (name == "tokens_per_sec_per_gpu") {
+      rank = 1, kind = MetricKind::kTokensPerGpu;
+    } else if (name == "tokens_per_sec" || (name == "throughput" && unit == "tokens/s")) {
+      rank = 2, kind = MetricKind::kTokens;
+    } else if (name == "throughput" && unit == "sequences/s") {
+      rank = 3, kind = MetricKind::kSequences;
+    } else if (name == "achieved_tflops_per_gpu") {
+      rank = 4, kind = MetricKind::kHardwareTflops;
+    }
+    if (rank < best_rank) {
+      best_rank = rank;
+      best = MeasuredMetric{name, metric.value("unit", ""), metric["value"].get<double>(), kind};
+    }
+  }
+  if (!best) {
+    return Error(
+        "no absolute measured metric to compare (iteration_time, tokens_per_sec_per_gpu, "
+        "tokens_per_sec, throughput, achieved_tflops_per_gpu): the point gives only relative "
+        "or partial figures",
+        JsonChildPath(path, "metrics"));
+  }
+  return *best;
+}
+
+double Predicted(const MeasuredMetric& metric, const SimulationResult& result, int64_t gpus) {
+  switch (metric.kind) {
+    case MetricKind::kTime:
+      return result.iteration_time.ToSecondsDouble() * (ToLower(metric.unit) == "ms" ? 1e3 : 1);
+    case MetricKind::kTokensPerGpu:
+      return result.tokens_per_second / static_cast<double>(gpus);
+    case MetricKind::kTokens:
+      return result.tokens_per_second;
+    case MetricKind::kSequences:
+      return result.samples_per_second;
+    case MetricKind::kHardwareTflops:
+      return result.hardware_tflops_per_gpu;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Expected<TrainingRunConfig> TrainingRunConfigOf(const Json& point, const std::string& path) {
+  if (!point.is_object()) return Error("expected an object", path);
+  const PointReader in(point, path);
+  TrainingRunConfig out;
+  DTSIM_ASSIGN_OR_RETURN(const Json* model, in.Object("model"));
+  DTSIM_ASSIGN_OR_RETURN(const Json* parallel, in.Object("parallel"));
+  DTSIM_ASSIGN_OR_RETURN(const Json* hardware, in.Object("hardware"));
+  DTSIM_ASSIGN_OR_RETURN(const ArchStyle style, StyleOf(in, *model));
+  DTSIM_ASSIGN_OR_RETURN(Json model_json, ModelJson(in, *model, style, out.assumed));
+  DTSIM_ASSIGN_OR_RETURN(const Hardware kind, HardwareOf(in, *hardware));
+  const bool nvidia_recipe = point.value("category", "").starts_with("nvidia_");
+  DTSIM_ASSIGN_OR_RETURN(const RunParallelism p,
+                         ParallelOf(in, *parallel, nvidia_recipe, out.assumed));
+  DTSIM_ASSIGN_OR_RETURN(const int64_t gpus, in.Int(*hardware, "hardware", "gpu_count"));
+  if (p.tp * p.pp * p.cp * p.dp != gpus) {
+    return Error(fmt::format("tp × pp × cp × dp = {} is not the point's GPU count {}",
+                             p.tp * p.pp * p.cp * p.dp, gpus),
+                 in.Path("parallel", "dp"), std::to_string(p.dp));
+  }
+  if (p.ep > p.dp * p.cp) {
+    return Error(fmt::format("expert parallelism across tensor-parallel ranks too (EP {} > DP × CP "
+                             "{}: Megatron-Core's MoE parallel folding) is not built yet",
+                             p.ep, p.dp * p.cp),
+                 in.Path("parallel", "ep"), std::to_string(p.ep));
+  }
+  DTSIM_ASSIGN_OR_RETURN(Json training, PrecisionJson(in, out.assumed));
+  Expected<int64_t> batch = in.Int(*parallel, "parallel", "global_batch");
+  if (!batch.ok()) return std::move(batch).error();
+  training["global_batch"] = *batch;
+  if (PointReader::Present(*parallel, "micro_batch")) {
+    DTSIM_ASSIGN_OR_RETURN(training["micro_batch"], in.Int(*parallel, "parallel", "micro_batch"));
+  } else {
+    training["micro_batch"] = 1;
+    out.assumed.emplace_back("micro-batch 1");
+  }
+  training["recompute"] = RecomputeOf(PointReader::Text(*parallel, "recompute"), out.assumed);
+  // Megatron-Core on Hopper runs Transformer Engine's fused (flash) attention, which context
+  // parallelism needs; the A100 and V100 runs predate it.
+  training["flash_attention"] = kind.hopper || p.cp > 1;
+  training["dropout"] = style.dropout;
+  Json parallelism = {{"data", p.dp},
+                      {"tensor", {{"size", p.tp}, {"sequence_parallel", p.sequence_parallel}}},
+                      {"zero_stage", p.zero_stage},
+                      {"overlap_gradient_reduce", p.overlap}};
+  if (p.pp > 1) {
+    parallelism["pipeline"] = {
+        {"size", p.pp}, {"schedule", p.vp > 1 ? "interleaved" : "1f1b"}, {"virtual_stages", p.vp}};
+    // Megatron-Bridge's recipes for layer counts the chunks do not divide (Llama 3.1 405B:
+    // 126 layers on 8 × 8 chunks) count the embedding and the loss as layers.
+    const int64_t layers = model_json["layers"].get<int64_t>();
+    const int64_t chunks = p.pp * p.vp;
+    if (layers % chunks != 0 && (layers + 2) % chunks == 0) {
+      parallelism["pipeline"]["embedding_as_layer"] = true;
+      parallelism["pipeline"]["loss_as_layer"] = true;
+      out.assumed.emplace_back("embedding and loss counted as pipeline layers");
+    }
+  }
+  if (p.cp > 1) parallelism["context"] = p.cp;
+  if (p.ep > 1) parallelism["expert"] = p.ep;
+  DTSIM_ASSIGN_OR_RETURN(Json cluster, ClusterJson(in, *hardware, kind));
+  out.summary =
+      fmt::format("{} ({}), {}", model->value("name", "model"), style.name, Summary(p, training));
+  out.config = {{"model", std::move(model_json)},
+                {"training", std::move(training)},
+                {"cluster", std::move(cluster)},
+                {"parallelism", std::move(parallelism)},
+                {"simulation", {{"ranks", "symmetric"}, {"network_model", "analytical"}}}};
+  return out;
+}
+
+Expected<ValidationRow> TrainingRunPoint(const Json& point, const std::string& path,
+                                         const std::string& id) {
+  DTSIM_ASSIGN_OR_RETURN(const MeasuredMetric metric, ChooseMetric(point, path));
+  DTSIM_ASSIGN_OR_RETURN(const TrainingRunConfig run, TrainingRunConfigOf(point, path));
+  Expected<ResolvedConfig> config = ConfigFromJson(run.config, id);
+  if (!config.ok()) return std::move(config).error().Under(path);
+  // A plan the memory model does not fit is still timed: the row says by how much.
+  std::string memory_note;
+  DTSIM_ASSIGN_OR_RETURN(const std::vector<models::MemoryBreakdown> stages,
+                         EstimateStageMemory(*config));
+  int64_t peak = 0;
+  for (const models::MemoryBreakdown& stage : stages) peak = std::max(peak, stage.total());
+  if (peak > config->gpu.memory.count()) {
+    constexpr double kGiB = 1 << 30;
+    memory_note =
+        fmt::format("; dtsim's memory model does not fit it: {:.3f} GiB on {} of {:.3f} GiB",
+                    static_cast<double>(peak) / kGiB, config->gpu.name,
+                    static_cast<double>(config->gpu.memory.count()) / kGiB);
+    config->gpu.memory = Bytes(peak);
+  }
+  Expected<SimulationResult> result = Simulate(*config);
+  if (!result.ok()) return std::move(result).error().Under(path);
+  const int64_t gpus = point["hardware"]["gpu_count"].get<int64_t>();
+  std::string how = run.summary;
+  if (!run.assumed.empty()) how += fmt::format("; assumed: {}", fmt::join(run.assumed, ", "));
+  return ValidationRow{.id = id,
+                       .category = point.value("category", ""),
+                       .metric = metric.name,
+                       .unit = metric.unit,
+                       .measured = metric.value,
+                       .predicted = Predicted(metric, *result, gpus),
+                       .is_time = metric.kind == MetricKind::kTime,
+                       .how = how + memory_note};
+}
+
+}  // namespace dtsim::strategies

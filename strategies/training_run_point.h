@@ -1,0 +1,33 @@
+// A measured training run of a measurements file (../shared/validation/calibration-points.json's
+// schema: model, precision, parallel, hardware, metrics) as a dtsim simulation config, and its
+// measured metric against the simulated one (`dtsim validate`, docs/validation.md gives every
+// rule and assumption).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/base/json_reader.h"
+#include "sim/base/status.h"
+#include "strategies/validation.h"
+
+namespace dtsim::strategies {
+
+struct TrainingRunConfig {
+  Json config;                       // a simulation config (docs/config.md)
+  std::vector<std::string> assumed;  // what dtsim chose where the point is silent or unsure
+  std::string summary;               // "TP 4 SP, PP 8 (interleaved v=12), DP 4, fp8 (delayed)"
+};
+
+// The config of the point at `path`, or an error naming the field dtsim cannot read or
+// express.
+Expected<TrainingRunConfig> TrainingRunConfigOf(const Json& point, const std::string& path);
+
+// The point simulated (symmetric ranks, analytical network) and compared on its first
+// absolute measured metric: iteration_time, tokens_per_sec_per_gpu, tokens_per_sec,
+// throughput (tokens/s or sequences/s) or achieved_tflops_per_gpu (hardware FLOPs). A plan
+// dtsim's memory model does not fit on the GPU is still timed, and the row says so.
+Expected<ValidationRow> TrainingRunPoint(const Json& point, const std::string& path,
+                                         const std::string& id);
+
+}  // namespace dtsim::strategies
