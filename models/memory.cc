@@ -52,15 +52,23 @@ std::vector<int> StageLayerIndices(const TransformerSpec& spec, int pipeline_sta
   return layers;
 }
 
+int64_t KvCacheBytesPerToken(const TransformerSpec& spec, DType dtype) {
+  const int64_t per_layer = spec.mla.enabled()
+                                ? spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim
+                                : int64_t{spec.kv_heads} * (spec.head_dim() + spec.v_head_dim());
+  return per_layer * spec.layers * DTypeBytes(dtype);
+}
+
 int64_t LayerParameterCount(const TransformerSpec& spec, int t, int ep, int index) {
   const int64_t h = spec.hidden;
-  const int64_t q = spec.q_dim() / t;
-  const int64_t kv = std::max<int64_t>(1, spec.kv_heads / t) * spec.head_dim();
-  int64_t params = 2 * h * q + 2 * h * kv + 2 * NormParameters(spec);
-  if (spec.linear_bias) params += q + 2 * kv + h;
+  int64_t params = AttentionVectorElements(spec, t) + 2 * NormParameters(spec);
+  for (const std::array<int64_t, 2>& matrix : AttentionMatrices(spec, t)) {
+    params += matrix[0] * matrix[1];
+  }
   if (spec.IsMoeLayer(index)) {
     params += spec.moe.experts / ep * LocalMlpParameters(spec, spec.MoeFfnHidden(), t) +
               h * spec.moe.experts;
+    if (spec.moe.shared_experts > 0) params += LocalMlpParameters(spec, spec.SharedFfnHidden(), t);
   } else {
     params += LocalMlpParameters(spec, spec.ffn_hidden, t);
   }

@@ -76,6 +76,11 @@ std::vector<int> StageLayerIndices(const TransformerSpec& spec, int pipeline_sta
                                    int virtual_stages, int stage,
                                    std::span<const int> chunk_layers = {});
 
+// The key/value cache an inference server keeps per token over all layers: K and V of every
+// KV head (2·kv_heads·head_dim a layer), or under MLA the KV latent and the keys' rotary part
+// ((kv_lora_rank + qk_rope_head_dim) a layer; DeepSeek-V2 §2.1.3).
+int64_t KvCacheBytesPerToken(const TransformerSpec& spec, DType dtype);
+
 // Parameters one rank of stage `plan.stage` holds (tensor/expert sharded, before ZeRO).
 int64_t StageParameterCount(const ModelSpec& model, const MemoryPlan& plan);
 // Of those, the local experts' (MoE layers' expert MLPs, 1D tensor parallelism); 0 otherwise.

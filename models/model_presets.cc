@@ -101,6 +101,28 @@ TransformerSpec Qwen3Moe(int layers, int64_t hidden, int heads, int kv_heads, in
       128);
 }
 
+// DeepSeek-V3 (DeepSeek-AI 2024, §2 and the released config): MLA with a 1,536-wide query
+// latent, a 512-wide KV latent, heads of 128 + 64 rotary and values of 128; 3 dense layers of
+// FFN 18,432, then 58 MoE layers of 256 routed experts (top-8, FFN 2,048) and one shared;
+// vocabulary 129,280, untied. Its multi-token-prediction module (14B more) is not modelled.
+TransformerSpec DeepSeekV3() {
+  TransformerSpec t = Llama(61, 7168, 128, 128, 18432, 129280, 4096);
+  t.mla = {.q_lora_rank = 1536,
+           .kv_lora_rank = 512,
+           .qk_nope_head_dim = 128,
+           .qk_rope_head_dim = 64,
+           .v_head_dim = 128};
+  t.moe = {.experts = 256,
+           .top_k = 8,
+           .capacity_factor = 1.0,
+           .dropless = true,
+           .every = 1,
+           .expert_ffn_hidden = 2048,
+           .shared_experts = 1,
+           .first_dense_layers = 3};
+  return t;
+}
+
 ModelSpec Transformer(std::string name, TransformerSpec spec) {
   return {.name = std::move(name), .family = ModelFamily::kTransformer, .transformer = spec};
 }
@@ -178,6 +200,7 @@ const std::vector<ModelSpec>& Presets() {
       Transformer("grok-1", Grok1()),
       Transformer("qwen3-30b-a3b", Qwen3Moe(48, 2048, 32, 4, 768)),
       Transformer("qwen3-235b-a22b", Qwen3Moe(94, 4096, 64, 4, 1536)),
+      Transformer("deepseek-v3", DeepSeekV3()),
       ResNet50(),
       DlrmMlperf(),
   };

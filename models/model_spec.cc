@@ -64,11 +64,35 @@ Status ReadMoe(JsonObjectReader& parent, MoeSpec& moe) {
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "top_k", moe.top_k));
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "every", moe.every));
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "expert_ffn_hidden", moe.expert_ffn_hidden));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "shared_experts", moe.shared_experts, 0));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "first_dense_layers", moe.first_dense_layers, 0));
   if (reader.Has("capacity_factor")) {
     DTSIM_ASSIGN_OR_RETURN(moe.capacity_factor, reader.Number("capacity_factor"));
   }
   reader.Allow("capacity_factor");
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("dropless", moe.dropless));
+  return reader.Finish();
+}
+
+// "mla": {"q_lora_rank" (0: none), "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+// "v_head_dim"}; a preset's values stay for what is not given.
+Status ReadMla(JsonObjectReader& parent, MlaSpec& mla) {
+  const Json* value = parent.Find("mla");
+  if (value == nullptr) return Status::Ok();
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader,
+                         JsonObjectReader::Make(*value, JsonChildPath(parent.path(), "mla")));
+  if (!mla.enabled()) {
+    for (std::string_view key :
+         {"kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}) {
+      if (!reader.Has(key))
+        return Error("missing required field", JsonChildPath(reader.path(), key));
+    }
+  }
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "q_lora_rank", mla.q_lora_rank, 0));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "kv_lora_rank", mla.kv_lora_rank));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "qk_nope_head_dim", mla.qk_nope_head_dim));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "qk_rope_head_dim", mla.qk_rope_head_dim));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "v_head_dim", mla.v_head_dim));
   return reader.Finish();
 }
 
@@ -109,6 +133,7 @@ Status ReadTransformer(JsonObjectReader& reader, bool preset, TransformerSpec& t
                             {"lm_head_transform", &t.lm_head_transform}}) {
     DTSIM_RETURN_IF_ERROR(reader.ReadOptional(key, *field));
   }
+  DTSIM_RETURN_IF_ERROR(ReadMla(reader, t.mla));
   return ReadMoe(reader, t.moe);
 }
 
@@ -157,8 +182,22 @@ Status ValidateTransformer(const TransformerSpec& t, const std::string& path) {
                                 fmt::format("kv_heads must divide heads ({} % {} = {})", t.heads,
                                             t.kv_heads, t.heads % t.kv_heads),
                                 path, "kv_heads", t.kv_heads));
+  if (t.mla.enabled()) {
+    DTSIM_RETURN_IF_ERROR(Require(t.kv_heads == t.heads,
+                                  "multi-head latent attention has a key and value per head "
+                                  "(kv_heads = heads)",
+                                  path, "kv_heads", t.kv_heads));
+    DTSIM_RETURN_IF_ERROR(Require(!t.linear_bias,
+                                  "multi-head latent attention is built without linear biases "
+                                  "(\"linear_bias\": false)",
+                                  path, "linear_bias", 1));
+  }
   const MoeSpec& moe = t.moe;
   if (!moe.enabled()) return Status::Ok();
+  DTSIM_RETURN_IF_ERROR(
+      Require(moe.first_dense_layers < t.layers,
+              fmt::format("first_dense_layers must be below layers = {}", t.layers),
+              JsonChildPath(path, "moe"), "first_dense_layers", moe.first_dense_layers));
   const std::string moe_path = JsonChildPath(path, "moe");
   DTSIM_RETURN_IF_ERROR(Require(moe.top_k >= 1 && moe.top_k <= moe.experts,
                                 fmt::format("top_k must be in [1, experts = {}]", moe.experts),

@@ -25,7 +25,9 @@ std::string_view NormName(Norm norm);
 std::string_view ActivationName(Activation activation);
 std::string_view PositionEmbeddingName(PositionEmbedding position);
 
-// Mixture of experts in place of the MLP of every `every`-th layer (Switch/Mixtral style).
+// Mixture of experts in place of the MLP of every `every`-th layer (Switch/Mixtral style),
+// after `first_dense_layers` dense ones (DeepSeek-V3: 3), with `shared_experts` every token
+// goes through besides its top-k routed ones (DeepSeekMoE).
 struct MoeSpec {
   int experts = 0;  // 0: dense model
   int top_k = 1;
@@ -35,11 +37,27 @@ struct MoeSpec {
   bool dropless = false;
   int every = 1;                  // MoE layers: those with (index + 1) % every == 0
   int64_t expert_ffn_hidden = 0;  // 0: the model's ffn_hidden
+  int shared_experts = 0;         // each an MLP of expert_ffn_hidden, tensor-parallel
+  int first_dense_layers = 0;     // layers 0 … first_dense_layers − 1 keep the dense MLP
 
   bool enabled() const { return experts > 0; }
   // Tokens each expert takes from one rank's `tokens` with balanced routing:
   // ceil(top_k · tokens · factor / experts), factor 1 when dropless.
   int64_t Capacity(int64_t tokens) const;
+};
+
+// Multi-head latent attention (DeepSeek-V2/V3): queries through a rank-`q_lora_rank`
+// bottleneck (0: projected directly), keys and values from one rank-`kv_lora_rank` latent;
+// each head's query and key have a `qk_nope_head_dim` part from the latent and a
+// `qk_rope_head_dim` rotary part (the key's shared by the heads), its value `v_head_dim`.
+struct MlaSpec {
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 0;  // 0: standard attention
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+
+  bool enabled() const { return kv_lora_rank > 0; }
 };
 
 struct TransformerSpec {
@@ -66,10 +84,17 @@ struct TransformerSpec {
   bool pooler = false;             // BERT pooler (h×h + h)
   bool lm_head_transform = false;  // BERT MLM head: dense h×h + norm + output bias
   MoeSpec moe;
+  MlaSpec mla;
 
-  int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden / heads; }
+  // A query's and key's head dimension (MLA: nope + rope), and a value's.
+  int64_t head_dim() const {
+    if (mla.enabled()) return mla.qk_nope_head_dim + mla.qk_rope_head_dim;
+    return head_dim_override > 0 ? head_dim_override : hidden / heads;
+  }
+  int64_t v_head_dim() const { return mla.enabled() ? mla.v_head_dim : head_dim(); }
   int64_t q_dim() const { return head_dim() * heads; }  // attention's inner width
   int64_t kv_dim() const { return head_dim() * kv_heads; }
+  int64_t SharedFfnHidden() const { return moe.shared_experts * MoeFfnHidden(); }
   int64_t MoeFfnHidden() const {
     return moe.expert_ffn_hidden > 0 ? moe.expert_ffn_hidden : ffn_hidden;
   }
@@ -77,8 +102,14 @@ struct TransformerSpec {
     const int64_t multiple = vocab_divisible_by * tensor_parallel;
     return (vocab + multiple - 1) / multiple * multiple;
   }
-  bool IsMoeLayer(int index) const { return moe.enabled() && (index + 1) % moe.every == 0; }
-  int MoeLayerCount() const { return moe.enabled() ? layers / moe.every : 0; }
+  bool IsMoeLayer(int index) const {
+    return moe.enabled() && index >= moe.first_dense_layers && (index + 1) % moe.every == 0;
+  }
+  int MoeLayerCount() const {
+    int count = 0;
+    for (int index = 0; index < layers; ++index) count += IsMoeLayer(index) ? 1 : 0;
+    return count;
+  }
 };
 
 // A ResNet with bottleneck blocks (ResNet-50: 3, 4, 6, 3).

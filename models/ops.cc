@@ -177,6 +177,11 @@ Status ValidateShard(const TransformerSpec& spec, const TransformerShard& shard)
         shard.micro_batch, shard.seq_len, t, shard.expert_parallel, shard.context_parallel));
   }
   DTSIM_RETURN_IF_ERROR(ValidateContext(spec, shard));
+  if (shard.tensor_layout != TensorLayout::k1D && spec.mla.enabled()) {
+    return Error(
+        "multi-head latent attention on a 2D/2.5D grid is not built yet (use 1D tensor "
+        "parallelism)");
+  }
   if (shard.tensor_layout != TensorLayout::k1D) return ValidateGrid(spec, shard);
   DTSIM_RETURN_IF_ERROR(Divides(t, spec.heads, "heads", "tensor parallel size"));
   if (spec.kv_heads % t != 0 && t % spec.kv_heads != 0) {
@@ -189,6 +194,10 @@ Status ValidateShard(const TransformerSpec& spec, const TransformerShard& shard)
   if (spec.moe.enabled()) {
     DTSIM_RETURN_IF_ERROR(
         Divides(t, spec.MoeFfnHidden(), "expert ffn_hidden", "tensor parallel size"));
+    if (spec.moe.shared_experts > 0) {
+      DTSIM_RETURN_IF_ERROR(Divides(t, spec.SharedFfnHidden(), "the shared experts' ffn_hidden",
+                                    "tensor parallel size"));
+    }
     DTSIM_RETURN_IF_ERROR(
         Divides(shard.expert_parallel, spec.moe.experts, "experts", "expert parallel size"));
   }

@@ -1,15 +1,56 @@
 #include "models/parameters.h"
 
+#include <algorithm>
+
 #include "models/resnet.h"
 
 namespace dtsim::models {
 
-int64_t AttentionParameters(const TransformerSpec& t) {
+std::vector<std::array<int64_t, 2>> AttentionMatrices(const TransformerSpec& t,
+                                                      int tensor_parallel) {
+  const int64_t h = t.hidden;
+  const int64_t heads = t.heads / tensor_parallel;
+  if (t.mla.enabled()) {
+    const MlaSpec& mla = t.mla;
+    std::vector<std::array<int64_t, 2>> matrices;
+    if (mla.q_lora_rank > 0) {
+      matrices.push_back({h, mla.q_lora_rank});
+      matrices.push_back({mla.q_lora_rank, heads * t.head_dim()});
+    } else {
+      matrices.push_back({h, heads * t.head_dim()});
+    }
+    // The KV latent and the keys' shared rotary part; then per head the keys' other part and
+    // the values.
+    matrices.push_back({h, mla.kv_lora_rank + mla.qk_rope_head_dim});
+    matrices.push_back({mla.kv_lora_rank, heads * (mla.qk_nope_head_dim + mla.v_head_dim)});
+    matrices.push_back({heads * t.v_head_dim(), h});
+    return matrices;
+  }
   // Q is h × q_dim and the output projection q_dim × h; K and V are h × kv_dim (grouped-query
   // attention). q_dim == h unless the head size is given separately.
-  const int64_t weights = 2 * t.hidden * t.q_dim() + 2 * t.hidden * t.kv_dim();
-  const int64_t biases = t.linear_bias ? t.q_dim() + t.hidden + 2 * t.kv_dim() : 0;
-  return weights + biases;
+  const int64_t q = heads * t.head_dim();
+  const int64_t kv = std::max<int64_t>(1, t.kv_heads / tensor_parallel) * t.head_dim();
+  return {{h, q + 2 * kv}, {q, h}};
+}
+
+int64_t AttentionVectorElements(const TransformerSpec& t, int tensor_parallel) {
+  if (t.mla.enabled()) {
+    // MLA layers have no biases; a norm over each latent (as the model's norms: RMSNorm one
+    // vector, LayerNorm two).
+    const int64_t per = t.norm == Norm::kLayerNorm ? 2 : 1;
+    return per * (t.mla.q_lora_rank + t.mla.kv_lora_rank);
+  }
+  if (!t.linear_bias) return 0;
+  const std::array<int64_t, 2> qkv = AttentionMatrices(t, tensor_parallel).front();
+  return qkv[1] + t.hidden;  // QKV's column-parallel biases, the output projection's h
+}
+
+int64_t AttentionParameters(const TransformerSpec& t) {
+  int64_t params = AttentionVectorElements(t, 1);
+  for (const std::array<int64_t, 2>& matrix : AttentionMatrices(t, 1)) {
+    params += matrix[0] * matrix[1];
+  }
+  return params;
 }
 
 int64_t MlpParameters(const TransformerSpec& t, int64_t ffn_hidden) {
@@ -30,8 +71,9 @@ int64_t DenseLayerParameters(const TransformerSpec& t) {
 
 int64_t MoeLayerParameters(const TransformerSpec& t) {
   const int64_t router = t.hidden * t.moe.experts;
-  return AttentionParameters(t) + t.moe.experts * MlpParameters(t, t.MoeFfnHidden()) + router +
-         2 * NormParameters(t);
+  const int64_t shared = t.moe.shared_experts > 0 ? MlpParameters(t, t.SharedFfnHidden()) : 0;
+  return AttentionParameters(t) + t.moe.experts * MlpParameters(t, t.MoeFfnHidden()) + shared +
+         router + 2 * NormParameters(t);
 }
 
 namespace {

@@ -1,7 +1,9 @@
 // Parameter counts of a model, split by where the parameters live.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <vector>
 
 #include "models/model_spec.h"
 
@@ -17,12 +19,22 @@ struct ParameterCount {
   int64_t expert = 0;  // of `layers`: the experts' MLP parameters (MoE only)
 };
 
+// The weight matrices ({rows, columns}) of one layer's attention on one of `tensor_parallel`
+// ranks, in the order it runs them: QKV and the output projection, heads split t ways (KV
+// heads replicated when fewer than t); with MLA the query and KV down-projections (replicated:
+// every rank runs them whole) and their up-projections (heads split).
+std::vector<std::array<int64_t, 2>> AttentionMatrices(const TransformerSpec& t,
+                                                      int tensor_parallel);
+// The vectors of one layer's attention on such a rank: its biases (the output projection's
+// replicated), and MLA's norms of its latents.
+int64_t AttentionVectorElements(const TransformerSpec& t, int tensor_parallel);
+
 // Per-layer counts of a transformer (one layer of each kind).
 int64_t AttentionParameters(const TransformerSpec& t);
 int64_t MlpParameters(const TransformerSpec& t, int64_t ffn_hidden);
 int64_t NormParameters(const TransformerSpec& t);  // one norm over `hidden`
 int64_t DenseLayerParameters(const TransformerSpec& t);
-int64_t MoeLayerParameters(const TransformerSpec& t);  // all experts and the router
+int64_t MoeLayerParameters(const TransformerSpec& t);  // all experts, shared ones, the router
 
 ParameterCount CountParameters(const ModelSpec& model);
 

@@ -20,7 +20,9 @@ struct Shape {
   int64_t b, s, tokens, replicated_tokens;  // s: the rank's s/c tokens of a sequence (CP);
                                             // replicated_tokens: T/t under sequence parallel
   int64_t width;                            // hidden elements per token on this rank: h (1D) or h/q
-  int64_t heads, kv_heads, head_dim, q, kv, ffn;
+  // Per rank: Q's heads × head_dim, K's kv_heads × head_dim, V's kv_heads × v_head_dim and
+  // the attention output's heads × v_head_dim (head_dim = v_head_dim but under MLA).
+  int64_t heads, kv_heads, head_dim, v_head_dim, q, kv, v, o, ffn;
   int64_t steps;  // GEMM steps of a weight: 1, or q (SUMMA)
   // The attention kernel's queries and keys per sequence and its heads: s, s and the rank's
   // heads; under context parallelism p2p, s/c queries against all s keys over the ring; a2a,
@@ -57,8 +59,11 @@ Shape MakeShape(const TransformerSpec& spec, const TransformerShard& shard) {
   // KV heads split t ways, or replicated when there are fewer than t (grouped-query attention).
   x.kv_heads = std::max<int64_t>(1, spec.kv_heads / split);
   x.head_dim = spec.head_dim();
+  x.v_head_dim = spec.v_head_dim();
   x.q = x.heads * x.head_dim;
   x.kv = x.kv_heads * x.head_dim;
+  x.v = x.kv_heads * x.v_head_dim;
+  x.o = x.heads * x.v_head_dim;
   x.ffn = spec.ffn_hidden / split;
   x.steps = shard.hidden_split();
   const bool a2a = shard.context_comm == ContextComm::kAllToAll;
@@ -97,7 +102,7 @@ void ResidualAdd(LayerBuilder& layer, std::string_view name, const Shape& x) {
 // ring steps (1/c each; the strategy splits the op), a2a on the whole sequence with 1/c of the
 // heads; either way 1/c of the pairs, the causal half balanced by the 2c chunks.
 Op FlashOp(const Shape& x, Pass pass, std::string name) {
-  const double pairs = static_cast<double>(x.b) * x.attn_heads * x.q_len * x.kv_len * x.head_dim;
+  const double pairs = static_cast<double>(x.b) * x.attn_heads * x.q_len * x.kv_len;
   const double executed = x.causal ? 0.5 : 1.0;  // a causal kernel skips the masked blocks
   const bool forward = pass == Pass::kForward;
   Op op{.name = std::move(name), .kind = OpKind::kFlashAttention, .pass = pass, .dtype = x.dtype};
@@ -109,15 +114,20 @@ Op FlashOp(const Shape& x, Pass pass, std::string name) {
   op.signature.SetDim("seq", x.q_len);
   if (x.kv_len != x.q_len) op.signature.SetDim("kv_seq", x.kv_len);
   op.signature.SetDim("head_dim", x.head_dim);
+  if (x.v_head_dim != x.head_dim) op.signature.SetDim("v_head_dim", x.v_head_dim);
   op.signature.SetDim("causal", x.causal ? 1 : 0);
-  // Forward: QKᵀ and PV, 4·s²·d per head. Backward: QKᵀ again, dV, dP, dQ, dK: 10·s²·d
-  // executed; the MFU convention counts backward as twice forward.
-  op.flops = (forward ? 4 : 10) * pairs * executed;
-  op.model_flops = (forward ? 4 : 8) * pairs;
+  // Forward: QKᵀ (2·s²·d) and PV (2·s²·d_v), 4·s²·d per head when d_v = d. Backward: QKᵀ
+  // again, dQ and dK (2·s²·d each), dP and dV (2·s²·d_v each): 10·s²·d executed; the MFU
+  // convention counts backward as twice forward.
+  const double d = static_cast<double>(x.head_dim);
+  const double dv = static_cast<double>(x.v_head_dim);
+  const double forward_flops = 2 * (d + dv) * pairs;
+  op.flops = (forward ? forward_flops : 2 * (3 * d + 2 * dv) * pairs) * executed;
+  op.model_flops = (forward ? 1 : 2) * forward_flops;
   // The rank's Q, K, V and output (the same bytes whether split by sequence or by heads); a
   // p2p ring reads every K/V block once, c blocks of s/c.
-  const double qkv = static_cast<double>(x.tokens) * (x.q + 2 * x.kv) * x.e;
-  const double out = static_cast<double>(x.tokens) * x.q * x.e;
+  const double qkv = static_cast<double>(x.tokens) * (x.q + x.kv + x.v) * x.e;
+  const double out = static_cast<double>(x.tokens) * x.o * x.e;
   const double stats = 4.0 * x.b * x.attn_heads * x.q_len;  // fp32 log-sum-exp per row
   op.bytes = forward ? qkv + out + stats : 2 * qkv + 2 * out + stats;
   op.matmul = true;
@@ -162,46 +172,101 @@ void CoreAttention(LayerBuilder& layer, const Shape& x) {
   // PV; backward dP = dO·Vᵀ and dV = Pᵀ·dO.
   std::vector<Op> context_backward;
   context_backward.push_back(Op::Gemm(layer.Name("attn.context.dp"), Pass::kBackward, x.dtype, x.s,
-                                      x.s, x.head_dim, batch));
+                                      x.s, x.v_head_dim, batch));
   context_backward.push_back(Op::Gemm(layer.Name("attn.context.dv"), Pass::kBackward, x.dtype, x.s,
-                                      x.head_dim, x.s, batch));
+                                      x.v_head_dim, x.s, batch));
   layer
-      .Forward(Op::Gemm(layer.Name("attn.context"), Pass::kForward, x.dtype, x.s, x.head_dim, x.s,
+      .Forward(Op::Gemm(layer.Name("attn.context"), Pass::kForward, x.dtype, x.s, x.v_head_dim, x.s,
                         batch),
                0, std::move(context_backward))
       .core_attention = true;
 }
 
-void Attention(LayerBuilder& layer, const Shape& x) {
+// Multi-head latent attention's projections (DeepSeek-V2 §2.1, Megatron-Core's
+// MLASelfAttention): the down-projections to the query latent and to the KV latent with the
+// keys' shared rotary part run whole on every tensor-parallel rank over all the micro-batch's
+// tokens (model FLOPs counted once: 1/t each), a norm over each latent, then the up-projections
+// to the rank's heads. Saved: the input once, each latent's norm input and the up-projections'
+// inputs (for their weight gradients), and Q, K, V for the core attention.
+void LatentProjections(LayerBuilder& layer, const Shape& x, const MlaSpec& mla, int t) {
+  const double tokens = static_cast<double>(x.tokens);
+  const double share = 1.0 / t;
+  const auto latent_norm = [&](std::string_view name, int64_t rank) {
+    const int64_t elements = x.tokens * rank;
+    layer.Stream(name, OpKind::kNorm, x.dtype, elements, 2 * x.e, 3 * x.e, x.e * elements);
+  };
+  const int64_t input = x.replicated_tokens * x.width;  // the shard under SP, as attn.qkv
+  if (mla.q_lora_rank > 0) {
+    layer.Linear("attn.q_down", x.dtype, x.tokens, mla.q_lora_rank, x.width,
+                 x.input_e() * static_cast<double>(input), 1, share,
+                 Casts(x, input, x.tokens * mla.q_lora_rank));
+    layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);  // g in backward
+    latent_norm("attn.q_norm", mla.q_lora_rank);
+    layer.Linear("attn.q_up", x.dtype, x.tokens, x.q, mla.q_lora_rank,
+                 x.input_e() * tokens * mla.q_lora_rank + x.e * tokens * x.q, 1, 1.0,
+                 Casts(x, x.tokens * mla.q_lora_rank, x.tokens * x.q));
+  } else {
+    layer.Linear("attn.q", x.dtype, x.tokens, x.q, x.width,
+                 x.input_e() * static_cast<double>(input) + x.e * tokens * x.q, 1, 1.0,
+                 Casts(x, input, x.tokens * x.q));
+    layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
+  }
+  const int64_t kv_latent = mla.kv_lora_rank + mla.qk_rope_head_dim;
+  layer.Linear("attn.kv_down", x.dtype, x.tokens, kv_latent, x.width, 0, 1, share,
+               Casts(x, 0, x.tokens * kv_latent));
+  latent_norm("attn.kv_norm", mla.kv_lora_rank);
+  const int64_t kv_up = x.heads * (mla.qk_nope_head_dim + mla.v_head_dim);
+  layer.Linear("attn.kv_up", x.dtype, x.tokens, kv_up, mla.kv_lora_rank,
+               x.input_e() * tokens * mla.kv_lora_rank + x.e * tokens * (x.kv + x.v), 1, 1.0,
+               Casts(x, x.tokens * mla.kv_lora_rank, x.tokens * kv_up));
+}
+
+void Attention(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec, int t) {
   const double tokens = static_cast<double>(x.tokens);
   NormOp(layer, "attn.norm", x);
-  // Saves its input (the sequence shard under sequence parallelism, which the backward
-  // all-gathers again) and its outputs Q, K, V for the core attention's backward.
-  layer.Linear("attn.qkv", x.dtype, x.tokens, x.q + 2 * x.kv, x.width,
-               x.input_e() * x.replicated_tokens * x.width + x.e * tokens * (x.q + 2 * x.kv),
-               x.steps, 1.0, Casts(x, x.replicated_tokens * x.width, x.tokens * (x.q + 2 * x.kv)));
-  layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);  // column-parallel: g in backward
+  if (spec.mla.enabled()) {
+    LatentProjections(layer, x, spec.mla, t);
+  } else {
+    // Saves its input (the sequence shard under sequence parallelism, which the backward
+    // all-gathers again) and its outputs Q, K, V for the core attention's backward.
+    const int64_t qkv = x.q + x.kv + x.v;
+    layer.Linear("attn.qkv", x.dtype, x.tokens, qkv, x.width,
+                 x.input_e() * x.replicated_tokens * x.width + x.e * tokens * qkv, x.steps, 1.0,
+                 Casts(x, x.replicated_tokens * x.width, x.tokens * qkv));
+    layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);  // column-parallel: g in backward
+  }
   CoreAttention(layer, x);
-  layer.Linear("attn.proj", x.dtype, x.tokens, x.width, x.q, x.input_e() * tokens * x.q, x.steps,
-               1.0, Casts(x, x.tokens * x.q, x.tokens * x.width));
+  layer.Linear("attn.proj", x.dtype, x.tokens, x.width, x.o, x.input_e() * tokens * x.o, x.steps,
+               1.0, Casts(x, x.tokens * x.o, x.tokens * x.width));
   layer.Boundaries(Boundary::kTensorReduce, Boundary::kNone);  // row-parallel: f in forward
   ResidualAdd(layer, "attn.residual", x);
 }
 
-void DenseMlp(LayerBuilder& layer, const Shape& x, bool swiglu) {
+// A tensor-parallel MLP of `ffn` (the rank's share) named `prefix`.fc1/.act/.fc2: the dense
+// layers' with their own reductions (column-parallel fc1: its input gradient in backward;
+// row-parallel fc2: its output in forward), or a MoE layer's shared experts, whose output and
+// input gradient join the routed experts' in the MoE block's reductions (and whose input the
+// router saves).
+void Mlp(LayerBuilder& layer, const Shape& x, bool swiglu, std::string_view prefix, int64_t ffn,
+         bool shared) {
   const double tokens = static_cast<double>(x.tokens);
-  const int64_t width = swiglu ? 2 * x.ffn : x.ffn;  // SwiGLU: gate and up in one GEMM
-  layer.Linear("mlp.fc1", x.dtype, x.tokens, width, x.width,
-               x.input_e() * x.replicated_tokens * x.width, x.steps, 1.0,
+  const std::string name(prefix);
+  const int64_t width = swiglu ? 2 * ffn : ffn;  // SwiGLU: gate and up in one GEMM
+  const double input = x.input_e() * static_cast<double>(x.replicated_tokens * x.width);
+  layer.Linear(name + ".fc1", x.dtype, x.tokens, width, x.width, shared ? 0 : input, x.steps, 1.0,
                Casts(x, x.replicated_tokens * x.width, x.tokens * width));
-  layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
+  if (!shared) layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
   // GeLU saves its input (e·sbf); SwiGLU reads 2f and writes f, saving both halves.
-  const int64_t elements = x.tokens * x.ffn;
-  layer.Stream("mlp.act", OpKind::kActivation, x.dtype, elements, swiglu ? 3 * x.e : 2 * x.e,
+  const int64_t elements = x.tokens * ffn;
+  layer.Stream(name + ".act", OpKind::kActivation, x.dtype, elements, swiglu ? 3 * x.e : 2 * x.e,
                swiglu ? 5 * x.e : 3 * x.e, x.e * tokens * width);
-  layer.Linear("mlp.fc2", x.dtype, x.tokens, x.width, x.ffn, x.input_e() * tokens * x.ffn, x.steps,
-               1.0, Casts(x, x.tokens * x.ffn, x.tokens * x.width));
-  layer.Boundaries(Boundary::kTensorReduce, Boundary::kNone);
+  layer.Linear(name + ".fc2", x.dtype, x.tokens, x.width, ffn, x.input_e() * tokens * ffn, x.steps,
+               1.0, Casts(x, x.tokens * ffn, x.tokens * x.width));
+  if (!shared) layer.Boundaries(Boundary::kTensorReduce, Boundary::kNone);
+}
+
+void DenseMlp(LayerBuilder& layer, const Shape& x, bool swiglu) {
+  Mlp(layer, x, swiglu, "mlp", x.ffn, false);
 }
 
 // Expert MLP: router, top-k, dispatch into a capacity-padded [experts, capacity, h] buffer,
@@ -223,6 +288,9 @@ void MoeMlp(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
   const int64_t width = swiglu ? 2 * ffn : ffn;
   const double routed = static_cast<double>(moe.top_k) * x.tokens;  // tokens without padding
 
+  if (moe.shared_experts > 0) {
+    Mlp(layer, x, swiglu, "moe.shared", spec.SharedFfnHidden() / shard.tensor_parallel, true);
+  }
   layer.Linear("moe.router", x.dtype, x.tokens, moe.experts, x.width,
                x.e * x.replicated_tokens * x.width);
   layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
@@ -257,7 +325,7 @@ LayerOps TransformerLayerOps(const TransformerSpec& spec, int layer_index,
                              const TransformerShard& shard) {
   const Shape x = MakeShape(spec, shard);
   LayerBuilder layer("");
-  Attention(layer, x);
+  Attention(layer, x, spec, shard.column_split());
   NormOp(layer, "mlp.norm", x);
   if (spec.IsMoeLayer(layer_index)) {
     MoeMlp(layer, x, spec, shard);

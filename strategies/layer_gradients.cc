@@ -15,13 +15,20 @@ LayerGradientSplit OneDLayerGradients(const models::TransformerSpec& spec, int t
                                       int layer) {
   LayerGradientSplit split;
   const int64_t h = spec.hidden;
-  const int64_t q = spec.q_dim() / t;
-  const int64_t kv = std::max<int64_t>(1, spec.kv_heads / t) * spec.head_dim();
-  split.dense.matrices.push_back({h, q + 2 * kv});
-  split.dense.matrices.push_back({q, h});
+  for (const std::array<int64_t, 2>& matrix : models::AttentionMatrices(spec, t)) {
+    split.dense.matrices.push_back(matrix);
+  }
   const bool moe = spec.IsMoeLayer(layer);
+  const auto up_of = [&spec](int64_t f) {
+    return spec.activation == models::Activation::kSwiGlu ? 2 * f : f;
+  };
+  if (moe && spec.moe.shared_experts > 0) {  // dense: reduced over data parallelism
+    const int64_t shared = spec.SharedFfnHidden() / t;
+    split.dense.matrices.push_back({h, up_of(shared)});
+    split.dense.matrices.push_back({shared, h});
+  }
   const int64_t ffn = (moe ? spec.MoeFfnHidden() : spec.ffn_hidden) / t;
-  const int64_t up = spec.activation == models::Activation::kSwiGlu ? 2 * ffn : ffn;
+  const int64_t up = up_of(ffn);
   GradientTensors& mlp = moe ? split.experts : split.dense;
   for (int expert = 0; expert < (moe ? spec.moe.experts / ep : 1); ++expert) {
     mlp.matrices.push_back({h, up});

@@ -19,22 +19,27 @@ Bytes MicrobatchLayout::ActivationBytes() const {
 }
 
 // Widths per token on a tensor-parallel rank: Q is its heads/t heads, K and V its KV heads
-// (replicated when there are fewer than t), head_dim each; attention stays in the activation
-// dtype under FP8.
+// (replicated when there are fewer than t), head_dim each (V and the output v_head_dim: they
+// differ under MLA); attention stays in the activation dtype under FP8.
 Bytes MicrobatchLayout::KvBlockBytes() const {
   const models::TransformerSpec& spec = config_.model.transformer;
   const int64_t kv_heads = std::max<int64_t>(1, spec.kv_heads / config_.plan.tensor);
-  return Bytes(ShardOf(config_).tokens() * 2 * kv_heads * spec.head_dim() *
+  return Bytes(ShardOf(config_).tokens() * kv_heads * (spec.head_dim() + spec.v_head_dim()) *
                DTypeBytes(config_.training.dtype));
 }
 
 Bytes MicrobatchLayout::AttentionOutputBytes() const {
   const models::TransformerSpec& spec = config_.model.transformer;
-  return Bytes(ShardOf(config_).tokens() * spec.heads / config_.plan.tensor * spec.head_dim() *
+  return Bytes(ShardOf(config_).tokens() * spec.heads / config_.plan.tensor * spec.v_head_dim() *
                DTypeBytes(config_.training.dtype));
 }
 
-Bytes MicrobatchLayout::QkvBytes() const { return AttentionOutputBytes() + KvBlockBytes(); }
+Bytes MicrobatchLayout::QkvBytes() const {
+  const models::TransformerSpec& spec = config_.model.transformer;
+  const Bytes q(ShardOf(config_).tokens() * spec.heads / config_.plan.tensor * spec.head_dim() *
+                DTypeBytes(config_.training.dtype));
+  return Bytes(q.count() + KvBlockBytes().count());
+}
 
 // p2p (Transformer Engine's AttnFuncWithCPAndKVP2P): forward and recompute pass the K/V block
 // c − 1 times around the ring; backward passes K/V with its gradient dK/dV (2× the bytes)

@@ -32,6 +32,16 @@ TEST_F(ModelCommandTest, PresetSummaryAndOps) {
   EXPECT_THAT(output_.str(), HasSubstr("358.613 MB"));
 }
 
+TEST_F(ModelCommandTest, LatentAttentionAndTheKvCache) {
+  // DeepSeek-V3: (512 + 64)·61·2 bytes a token (tests/models/mla_test.cc derives it).
+  const CommandOutcome outcome = Run({"deepseek-v3"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("latent attention: query latent 1536, KV latent 512"));
+  EXPECT_THAT(output_.str(), HasSubstr("1 shared expert(s), 3 dense layer(s) first"));
+  EXPECT_THAT(output_.str(), HasSubstr("KV cache 70272 bytes per token"));
+  EXPECT_THAT(output_.str(), HasSubstr("671.026 B total"));
+}
+
 TEST_F(ModelCommandTest, Fp8LayerRunsItsLinearGemmsInFp8) {
   const CommandOutcome outcome =
       Run({"gpt3-175b", "--tp", "8", "--sp", "--dtype", "fp8", "--gpu", "h100-sxm5-80gb", "--ops"});

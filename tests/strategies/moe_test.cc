@@ -85,6 +85,44 @@ TEST(MoeTest, BalancedRoutingFullAndSymmetricAgree) {
   EXPECT_TRUE(symmetric.warnings.empty());
 }
 
+// DeepSeek-style layers: a dense first layer, then MoE layers with a shared expert, and
+// multi-head latent attention.
+Json DeepSeekStyleConfig() {
+  Json json = MoeConfig();
+  json["model"]["kv_heads"] = 8;
+  json["model"]["linear_bias"] = false;
+  json["model"]["mla"] = {{"q_lora_rank", 128},
+                          {"kv_lora_rank", 64},
+                          {"qk_nope_head_dim", 64},
+                          {"qk_rope_head_dim", 32},
+                          {"v_head_dim", 64}};
+  json["model"]["moe"]["shared_experts"] = 1;
+  json["model"]["moe"]["first_dense_layers"] = 1;
+  return json;
+}
+
+TEST(MoeTest, SharedExpertsAndDenseFirstLayersMoveNoMoreTokens) {
+  // A shared expert runs on the rank's own tokens: the all-to-alls still move T·k·h·e per rank
+  // and layer (512·2·512·2 bytes), now on the 3 MoE layers of 4 (the first is dense): 2 expert
+  // groups × 3 layers × 2 micro-batches × 4 all-to-alls.
+  const SimulationResult r = SimulateJson(DeepSeekStyleConfig());
+  const CommTally a2a = Tally(r.iteration->graph, graph::CommKind::kAllToAll, 4);
+  EXPECT_EQ(a2a.count, 2 * 3 * 2 * 4);
+  EXPECT_EQ(a2a.bytes, a2a.count * 512LL * 2 * 512 * 2);
+}
+
+TEST(MoeTest, LatentAttentionAndSharedExpertsFullAndSymmetricAgree) {
+  Json json = DeepSeekStyleConfig();
+  json["parallelism"] = {{"data", 4}, {"tensor", 2}, {"expert", 4}};
+  ExpectSymmetricMatchesFull(json);
+  // With FP8 on an H100 and context parallelism (ring attention over the latent heads' K and V).
+  json["cluster"] = {{"preset", "dgx-h100"}, {"nodes", 1}, {"gpu", "h100-sxm5-80gb"}};
+  json["training"]["precision"] = "fp8";
+  json["training"]["flash_attention"] = true;
+  json["parallelism"] = {{"data", 2}, {"tensor", 2}, {"context", 2}, {"expert", 4}};
+  ExpectSymmetricMatchesFull(json);
+}
+
 TEST(MoeTest, SkewedRoutingSetsThePaceOnlyWithEveryRankSimulated) {
   // Imbalance 2 over EP 4: the first rank of each expert group gets 2× the mean tokens, the
   // other three (4 − 2)/3 each; the all-to-alls make everyone wait for the busiest. Full ranks

@@ -183,6 +183,19 @@ Status Execute(const ModelOptions& o, std::ostream& out) {
         models::ActivationName(t.activation), t.vocab, models::NormName(t.norm),
         models::PositionEmbeddingName(t.position),
         t.moe.enabled() ? fmt::format(", {} experts top-{}", t.moe.experts, t.moe.top_k) : "");
+    if (t.mla.enabled()) {
+      fmt::print(out,
+                 "            latent attention: query latent {}, KV latent {}, heads {} + {} "
+                 "rotary, values {}\n",
+                 t.mla.q_lora_rank, t.mla.kv_lora_rank, t.mla.qk_nope_head_dim,
+                 t.mla.qk_rope_head_dim, t.mla.v_head_dim);
+    }
+    if (t.moe.shared_experts > 0 || t.moe.first_dense_layers > 0) {
+      fmt::print(out, "            {} shared expert(s), {} dense layer(s) first\n",
+                 t.moe.shared_experts, t.moe.first_dense_layers);
+    }
+    fmt::print(out, "            KV cache {} bytes per token in bf16\n",
+               models::KvCacheBytesPerToken(t, DType::kBf16));
   }
   PrintParameters(out, model);
   if (model.family == models::ModelFamily::kTransformer) return PrintLayer(out, model, o);
