@@ -97,9 +97,6 @@ constexpr ArchStyle kNemotron{"Nemotron-4", "layernorm", "squared_relu", "rotary
 Expected<ArchStyle> StyleOf(const PointReader& in, const Json& model) {
   const std::string arch = PointReader::Text(model, "arch");
   const std::string path = in.Path("model", "arch");
-  if (Has(arch, "mla") || Has(arch, "latent")) {
-    return Error("multi-head latent attention (DeepSeek) is not built yet", path, Quote(arch));
-  }
   if (Has(arch, "bert")) {
     return Error("encoder (BERT) runs are not read from a measurements file", path, Quote(arch));
   }
@@ -112,22 +109,46 @@ Expected<ArchStyle> StyleOf(const PointReader& in, const Json& model) {
                path, Quote(arch));
 }
 
-Expected<Json> MoeJson(const PointReader& in, const Json& moe) {
+// Routed experts, top-k, the expert FFN and shared experts; the dense layers before the first
+// MoE one from the architecture's text ("3 dense + 58 MoE layers").
+Expected<Json> MoeJson(const PointReader& in, const Json& moe, const std::string& arch) {
   const std::string section = "model.moe";
-  if (PointReader::Present(moe, "shared_experts")) {
-    DTSIM_ASSIGN_OR_RETURN(const int64_t shared, in.Int(moe, section, "shared_experts"));
-    if (shared > 0) {
-      return Error("shared experts are not built yet", in.Path(section, "shared_experts"),
-                   std::to_string(shared));
-    }
-  }
   DTSIM_ASSIGN_OR_RETURN(const int64_t experts, in.Int(moe, section, "routed_experts"));
   DTSIM_ASSIGN_OR_RETURN(const int64_t top_k, in.Int(moe, section, "top_k"));
   Json out = {{"experts", experts}, {"top_k", top_k}, {"dropless", true}};
   if (PointReader::Present(moe, "expert_ffn_hidden")) {
     DTSIM_ASSIGN_OR_RETURN(out["expert_ffn_hidden"], in.Int(moe, section, "expert_ffn_hidden"));
   }
+  if (PointReader::Present(moe, "shared_experts")) {
+    DTSIM_ASSIGN_OR_RETURN(
+        const int64_t shared,
+        JsonToInt(moe["shared_experts"], in.Path(section, "shared_experts"), 0, int64_t{1} << 20));
+    out["shared_experts"] = shared;
+  }
+  if (const size_t at = arch.find(" dense"); at != std::string::npos) {
+    if (std::optional<int64_t> dense = LastInteger(arch.substr(0, at)); dense && *dense > 0) {
+      out["first_dense_layers"] = *dense;
+    }
+  }
   return out;
+}
+
+// Multi-head latent attention's sizes: the point's `model.mla`, else DeepSeek-V3's (its released
+// config; DeepSeek-V2 has the same).
+Expected<Json> MlaJson(const PointReader& in, const Json& model,
+                       std::vector<std::string>& assumed) {
+  if (PointReader::Present(model, "mla")) {
+    if (!model["mla"].is_object()) return Error("expected an object", in.Path("model", "mla"));
+    return model["mla"];
+  }
+  assumed.emplace_back(
+      "DeepSeek-V3's MLA sizes (query latent 1536, KV latent 512, heads 128 + 64 "
+      "rotary, values 128)");
+  return Json{{"q_lora_rank", 1536},
+              {"kv_lora_rank", 512},
+              {"qk_nope_head_dim", 128},
+              {"qk_rope_head_dim", 64},
+              {"v_head_dim", 128}};
 }
 
 Expected<Json> ModelJson(const PointReader& in, const Json& model, const ArchStyle& style,
@@ -148,13 +169,23 @@ Expected<Json> ModelJson(const PointReader& in, const Json& model, const ArchSty
     spec["head_dim"] = 128;  // every Qwen3 model's (its released configs), not hidden / heads
     assumed.emplace_back("head dimension 128 (Qwen3's)");
   }
+  const std::string arch = PointReader::Text(model, "arch");
+  if (Has(arch, "mla") || Has(arch, "latent")) {
+    DTSIM_ASSIGN_OR_RETURN(spec["mla"], MlaJson(in, model, assumed));
+    spec["kv_heads"] = spec["heads"];
+    assumed.emplace_back("no multi-token prediction");
+  }
   if (PointReader::Present(model, "moe")) {
     if (!model["moe"].is_object()) return Error("expected an object", in.Path("model", "moe"));
-    DTSIM_ASSIGN_OR_RETURN(spec["moe"], MoeJson(in, model["moe"]));
+    DTSIM_ASSIGN_OR_RETURN(spec["moe"], MoeJson(in, model["moe"], arch));
     assumed.emplace_back("dropless MoE, balanced routing");
   }
   if (PointReader::Present(model, "ffn_hidden")) {
     DTSIM_ASSIGN_OR_RETURN(spec["ffn_hidden"], in.Int(model, "model", "ffn_hidden"));
+  } else if (PointReader::Present(model, "moe") &&
+             PointReader::Present(model["moe"], "dense_ffn_hidden")) {
+    DTSIM_ASSIGN_OR_RETURN(spec["ffn_hidden"],
+                           in.Int(model["moe"], "model.moe", "dense_ffn_hidden"));
   } else if (spec.contains("moe") && spec["moe"].contains("expert_ffn_hidden")) {
     spec["ffn_hidden"] = spec["moe"]["expert_ffn_hidden"];
   } else {
@@ -220,6 +251,25 @@ Expected<int64_t> VirtualStages(const PointReader& in, const Json& parallel) {
     if (std::optional<int64_t> v = LastInteger(schedule.substr(0, at)); v && *v >= 1) return *v;
   }
   return 1;
+}
+
+// Layers per model chunk when the chunks do not divide them, as Megatron-Bridge's recipes split
+// them: the embedding and the loss take a layer's place each — evenly when the chunks divide
+// L + 2 (Llama 3.1 405B: 126 layers on 8 × 8 chunks), else ⌈(L + 2)/chunks⌉ slots a chunk with
+// the last chunk taking what is left (DeepSeek-V3's 61 on 8 × 4: 1, 2, …, 2, 0 — the loss alone).
+Json UnevenChunks(int64_t layers, int64_t chunks, std::vector<std::string>& assumed) {
+  if (chunks == 1) return Json::array({layers});
+  const int64_t per = (layers + 2 + chunks - 1) / chunks;
+  std::vector<int64_t> counts(static_cast<size_t>(chunks), per);
+  counts.front() = per - 1;
+  // What is left for the last chunk (at most per − 1: the loss takes a slot); negative only for
+  // far more chunks than layers, which the config then refuses by the counts' sum.
+  counts.back() = layers - (per - 1) - per * (chunks - 2);
+  assumed.push_back(
+      fmt::format("the embedding and loss counted as pipeline layers: {} + {} × {} "
+                  "+ {} per chunk",
+                  counts.front(), chunks - 2, per, counts.back()));
+  return counts;
 }
 
 struct Hardware {
@@ -449,14 +499,10 @@ Expected<TrainingRunConfig> TrainingRunConfigOf(const Json& point, const std::st
   if (p.pp > 1) {
     parallelism["pipeline"] = {
         {"size", p.pp}, {"schedule", p.vp > 1 ? "interleaved" : "1f1b"}, {"virtual_stages", p.vp}};
-    // Megatron-Bridge's recipes for layer counts the chunks do not divide (Llama 3.1 405B:
-    // 126 layers on 8 × 8 chunks) count the embedding and the loss as layers.
     const int64_t layers = model_json["layers"].get<int64_t>();
     const int64_t chunks = p.pp * p.vp;
-    if (layers % chunks != 0 && (layers + 2) % chunks == 0) {
-      parallelism["pipeline"]["embedding_as_layer"] = true;
-      parallelism["pipeline"]["loss_as_layer"] = true;
-      out.assumed.emplace_back("embedding and loss counted as pipeline layers");
+    if (layers % chunks != 0) {
+      parallelism["pipeline"]["layers"] = UnevenChunks(layers, chunks, out.assumed);
     }
   }
   if (p.cp > 1) parallelism["context"] = p.cp;

@@ -189,7 +189,9 @@ Expected<LayerTimes> PredictLayerTimes(const models::TransformerSpec& spec,
 }
 
 Expected<ValidationReport> Validate(const Json& points, const std::string& source) {
-  DTSIM_ASSIGN_OR_RETURN(const Json* list, Member(points, "points", ""));
+  Expected<const Json*> found = Member(points, "points", "");
+  if (!found.ok()) return std::move(found).error().InFile(source);
+  const Json* list = *found;
   if (!list->is_array()) return Error("expected an array", "points").InFile(source);
   ValidationReport report;
   for (size_t i = 0; i < list->size(); ++i) {

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <set>
+#include <vector>
 
 #include "strategies/config.h"
 #include "strategies/simulate.h"
@@ -134,10 +135,10 @@ TEST(TrainingRunPointTest, ComparesTheFirstAbsoluteMeasuredMetric) {
 
 TEST(TrainingRunPointTest, RefusalsNameTheFieldAndTheValue) {
   Json point = NemoPoint();
-  point["model"]["arch"] = "MoE, MLA attention";
+  point["model"]["arch"] = "Mamba-2 hybrid";
   EXPECT_THAT(PointError(point),
-              HasSubstr("points[0].model.arch: multi-head latent attention (DeepSeek) is not "
-                        "built yet, got \"moe, mla attention\""));
+              HasSubstr("points[0].model.arch: unknown architecture: expected one naming GPT, "
+                        "Llama, GQA, MoE or squared-ReLU, got \"mamba-2 hybrid\""));
   point = NemoPoint();
   point["hardware"]["gpu_count"] = 128;
   EXPECT_THAT(PointError(point), HasSubstr("points[0].parallel.dp: tp × pp × cp × dp = 64 is not "
@@ -159,6 +160,31 @@ TEST(TrainingRunPointTest, RefusalsNameTheFieldAndTheValue) {
   EXPECT_THAT(PointError(point), HasSubstr("points[0].model.layers: missing required field"));
 }
 
+// DeepSeek-V3 as the shared file gives it: MLA (DeepSeek-V3's sizes), 3 dense layers of FFN
+// 18,432, a shared expert, and 61 layers over PP 8 × v 4 = 32 chunks with the embedding and loss
+// as layers: ⌈63/32⌉ = 2 slots a chunk, so 1 (after the embedding), 30 × 2, and the loss alone.
+TEST(TrainingRunPointTest, ReadsDeepSeekV3) {
+  const std::string path = std::string(DTSIM_SHARED_DIR) + "/validation/calibration-points.json";
+  Expected<Json> points = ReadJsonFile(path);
+  ASSERT_TRUE(points.ok()) << points.error().ToString();
+  const Json* deepseek = nullptr;
+  for (const Json& point : (*points)["points"]) {
+    if (point.value("id", "") == "mbridge-25.09-h100-DeepSeekV3-1024gpu") deepseek = &point;
+  }
+  ASSERT_NE(deepseek, nullptr);
+  const Json c = ConfigOfPoint(*deepseek).config;
+  EXPECT_EQ(c["model"]["mla"]["kv_lora_rank"], 512);
+  EXPECT_EQ(c["model"]["kv_heads"], 128);
+  EXPECT_EQ(c["model"]["ffn_hidden"], 18432);
+  EXPECT_EQ(c["model"]["moe"]["first_dense_layers"], 3);
+  EXPECT_EQ(c["model"]["moe"]["shared_experts"], 1);
+  EXPECT_EQ(c["training"]["fp8_recipe"], "blockwise");
+  std::vector<int> chunks(32, 2);
+  chunks.front() = 1;
+  chunks.back() = 0;
+  EXPECT_EQ(c["parallelism"]["pipeline"]["layers"].get<std::vector<int>>(), chunks);
+}
+
 // Every point of the shared calibration file either simulates or is refused for one of the
 // reasons listed here; today's refusals are what is not built (and points with relative
 // figures only). The errors per category are printed (docs/validation.md quotes them).
@@ -170,7 +196,6 @@ TEST(TrainingRunPointTest, EveryCalibrationPointSimulatesOrSaysWhyNot) {
   ASSERT_TRUE(report.ok()) << report.error().ToString();
   EXPECT_EQ(report->rows.size() + report->unsimulated.size(), (*points)["points"].size());
   const std::set<std::string> known_refusals = {
-      "mbridge-25.09-h100-DeepSeekV3-1024gpu",      // multi-head latent attention
       "mbridge-25.09-h100-Qwen3-235B-A22B-256gpu",  // EP over tensor-parallel ranks
       "onebit-adam-bert-large-e2e",                 // relative figures only, from here on
       "onebit-adam-compression-stage-ethernet",

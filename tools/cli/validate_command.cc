@@ -6,6 +6,8 @@
 #include <fmt/ranges.h>
 
 #include "sim/base/atomic_file.h"
+#include "sim/base/strings.h"
+#include "strategies/training_run_point.h"
 #include "strategies/validation.h"
 #include "tools/cli/command_line.h"
 #include "tools/results/result_file.h"
@@ -19,6 +21,7 @@ namespace po = boost::program_options;
 struct ValidateOptions {
   std::vector<std::string> points;
   std::string report_path;
+  std::string configs_dir;
   bool help = false;
 };
 
@@ -38,8 +41,35 @@ po::options_description Describe(ValidateOptions& o) {
       "and every point that could not be simulated with the reason (docs/validation.md).\n\n"
       "Options");
   description.add_options()("help,h", po::bool_switch(&o.help), "show this help")(
-      "output,o", po::value(&o.report_path)->value_name("FILE"), "write the report as JSON");
+      "output,o", po::value(&o.report_path)->value_name("FILE"), "write the report as JSON")(
+      "write-configs", po::value(&o.configs_dir)->value_name("DIR"),
+      "write each measured training run's simulation config to DIR/ID.json (an existing "
+      "directory), to run or change with dtsim simulate");
   return description;
+}
+
+// Each training-run point's config (strategies::TrainingRunConfigOf) as DIR/ID.json; points
+// it cannot read are skipped (the report lists them).
+Status WriteConfigs(const std::string& dir, const std::string& path, const Json& points) {
+  if (!points.contains("points") || !points["points"].is_array()) return Status::Ok();
+  const Json& list = points["points"];
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Json& point = list[i];
+    if (!point.is_object() || !point.contains("id") || !point["id"].is_string()) continue;
+    const std::string category = point.value("category", "");
+    if (category == "megatron_weak_scaling" || category == "layer_microbenchmark") continue;
+    Expected<strategies::TrainingRunConfig> run =
+        strategies::TrainingRunConfigOf(point, JsonIndexPath("points", i));
+    if (!run.ok()) continue;
+    const std::string id = point["id"].get<std::string>();
+    if (id.find_first_of("/\\") != std::string::npos || id.empty() || id.starts_with(".")) {
+      return Error("a point id that is not a file name", JsonIndexPath("points", i), Quote(id))
+          .InFile(path);
+    }
+    DTSIM_RETURN_IF_ERROR(
+        WriteFileAtomically(dir + "/" + id + ".json", run->config.dump(2) + "\n"));
+  }
+  return Status::Ok();
 }
 
 void PrintCategory(const strategies::CategoryAccuracy& category,
@@ -60,6 +90,9 @@ Status Execute(const ValidateOptions& options, std::ostream& out) {
   for (const std::string& path : options.points) {
     DTSIM_ASSIGN_OR_RETURN(const Json points, ReadJsonFile(path));
     DTSIM_ASSIGN_OR_RETURN(strategies::ValidationReport report, strategies::Validate(points, path));
+    if (!options.configs_dir.empty()) {
+      DTSIM_RETURN_IF_ERROR(WriteConfigs(options.configs_dir, path, points));
+    }
     reports.push_back(std::move(report));
   }
   const strategies::ValidationReport report = strategies::MergeReports(std::move(reports));

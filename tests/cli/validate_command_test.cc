@@ -1,0 +1,81 @@
+// `dtsim validate`: several measurements files, the report by category, the points it cannot
+// simulate, and the configs it simulated written for `dtsim simulate`.
+#include "tools/cli/validate_command.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "sim/base/atomic_file.h"
+#include "sim/base/input_files.h"
+#include "strategies/config.h"
+#include "tests/testing/temp_dir.h"
+
+namespace dtsim::cli {
+namespace {
+
+using testing::HasSubstr;
+
+class ValidateCommandTest : public testing_support::TempDirTest {
+ protected:
+  CommandOutcome Run(std::vector<std::string> args) {
+    output_.str("");
+    const CommandOutcome outcome = ValidateCommand(args, output_);
+    ForgetInputFiles();
+    return outcome;
+  }
+  // The shared calibration file's points whose id starts with `prefix`, as a file of its own.
+  std::string Points(const std::string& prefix, const std::string& name) {
+    Expected<Json> all = ReadJsonFile(DTSIM_SHARED_DIR "/validation/calibration-points.json");
+    EXPECT_TRUE(all.ok());
+    Json some = {{"points", Json::array()}};
+    for (const Json& point : (*all)["points"]) {
+      if (point.value("id", "").starts_with(prefix)) some["points"].push_back(point);
+    }
+    const std::string path = Path(name);
+    EXPECT_TRUE(WriteFileAtomically(path, some.dump()).ok());
+    ForgetInputFiles();
+    return path;
+  }
+  std::ostringstream output_;
+};
+
+TEST_F(ValidateCommandTest, ReportsByCategoryAndWritesTheConfigsItSimulated) {
+  const std::string korthikanti = Points("korth-t5-22B", "korthikanti.json");
+  const std::string tutel = Points("tutel-swinv2", "tutel.json");
+  std::filesystem::create_directory(Path("configs"));
+  const CommandOutcome outcome =
+      Run({korthikanti, tutel, "--write-configs", Path("configs"), "-o", Path("report.json")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("activation_recompute_sp — 2 points, MAPE"));
+  EXPECT_THAT(output_.str(), HasSubstr("korth-t5-22B-sel_sp"));
+  EXPECT_THAT(output_.str(),
+              HasSubstr("not simulated (1):\n    tutel-swinv2-moe (moe_all_to_all)"));
+  // The config of each simulated run reads back as a simulation config.
+  Expected<strategies::ResolvedConfig> config =
+      strategies::LoadConfig(Path("configs/korth-t5-22B-full.json"), {});
+  ASSERT_TRUE(config.ok()) << config.error().ToString();
+  EXPECT_EQ(config->plan.tensor, 8);
+  EXPECT_EQ(config->training.recompute, models::Recompute::kFull);
+  EXPECT_FALSE(std::filesystem::exists(Path("configs/tutel-swinv2-moe.json")));
+  Expected<Json> report = ReadJsonFile(Path("report.json"));
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ((*report)["points"].size(), 2u);
+  EXPECT_EQ((*report)["not_simulated"].size(), 1u);
+}
+
+TEST_F(ValidateCommandTest, BadInputsNameTheFile) {
+  ASSERT_TRUE(WriteFileAtomically(Path("rows.json"), R"({"rows": []})").ok());
+  CommandOutcome outcome = Run({Path("rows.json")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("rows.json: points: missing required field"));
+  const std::string korthikanti = Points("korth-t5-22B-full", "one.json");
+  outcome = Run({korthikanti, "--write-configs", Path("no-such-dir")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("no-such-dir"));
+}
+
+}  // namespace
+}  // namespace dtsim::cli
