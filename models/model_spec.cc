@@ -120,6 +120,8 @@ Status ReadTransformer(JsonObjectReader& reader, bool preset, TransformerSpec& t
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "vocab_divisible_by", t.vocab_divisible_by));
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "max_seq", t.max_seq));
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "token_types", t.token_types, 0));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "sliding_window", t.sliding_window, 0));
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "sliding_window_every", t.window_every));
   FollowDerived(before, reader, t);
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("norm", kNormNames, t.norm));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("activation", kActivationNames, t.activation));
@@ -182,6 +184,11 @@ Status ValidateTransformer(const TransformerSpec& t, const std::string& path) {
                                 fmt::format("kv_heads must divide heads ({} % {} = {})", t.heads,
                                             t.kv_heads, t.heads % t.kv_heads),
                                 path, "kv_heads", t.kv_heads));
+  if (t.sliding_window > 0) {
+    DTSIM_RETURN_IF_ERROR(Require(t.causal,
+                                  "sliding-window attention is built for causal (decoder) models",
+                                  path, "sliding_window", t.sliding_window));
+  }
   if (t.mla.enabled()) {
     DTSIM_RETURN_IF_ERROR(Require(t.kv_heads == t.heads,
                                   "multi-head latent attention has a key and value per head "

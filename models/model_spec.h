@@ -85,6 +85,11 @@ struct TransformerSpec {
   bool lm_head_transform = false;  // BERT MLM head: dense h×h + norm + output bias
   MoeSpec moe;
   MlaSpec mla;
+  // Sliding-window attention (Mistral, Gemma 2, GPT-OSS): on the layers with index %
+  // window_every == 0 (every layer with 1; GPT-OSS's every second from layer 0 with 2) a query
+  // attends to the last `sliding_window` keys; 0: full attention everywhere.
+  int64_t sliding_window = 0;
+  int window_every = 1;
 
   // A query's and key's head dimension (MLA: nope + rope), and a value's.
   int64_t head_dim() const {
@@ -104,6 +109,14 @@ struct TransformerSpec {
   }
   bool IsMoeLayer(int index) const {
     return moe.enabled() && index >= moe.first_dense_layers && (index + 1) % moe.every == 0;
+  }
+  int64_t WindowOf(int index) const {
+    return sliding_window > 0 && index % window_every == 0 ? sliding_window : 0;
+  }
+  // Layers that price alike share a kind: a MoE or dense MLP, windowed or full attention.
+  static constexpr int kLayerKinds = 4;
+  int LayerKind(int index) const {
+    return (IsMoeLayer(index) ? 1 : 0) + (WindowOf(index) > 0 ? 2 : 0);
   }
   int MoeLayerCount() const {
     int count = 0;

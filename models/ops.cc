@@ -177,6 +177,9 @@ Status ValidateShard(const TransformerSpec& spec, const TransformerShard& shard)
         shard.micro_batch, shard.seq_len, t, shard.expert_parallel, shard.context_parallel));
   }
   DTSIM_RETURN_IF_ERROR(ValidateContext(spec, shard));
+  if (shard.context_parallel > 1 && spec.sliding_window > 0) {
+    return Error("context parallelism with sliding-window attention is not built yet");
+  }
   if (shard.tensor_layout != TensorLayout::k1D && spec.mla.enabled()) {
     return Error(
         "multi-head latent attention on a 2D/2.5D grid is not built yet (use 1D tensor "

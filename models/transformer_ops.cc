@@ -28,7 +28,8 @@ struct Shape {
   // heads; under context parallelism p2p, s/c queries against all s keys over the ring; a2a,
   // the whole sequence with the heads split c ways more.
   int64_t q_len, kv_len, attn_heads, attn_kv_heads;
-  double e;  // bytes per activation element
+  int64_t window;  // sliding-window attention: keys a query attends to; 0: all
+  double e;        // bytes per activation element
   DType dtype;
   bool flash, dropout, causal;
   Fp8Recipe fp8;  // the linear layers' GEMMs in FP8 (1D only)
@@ -101,9 +102,27 @@ void ResidualAdd(LayerBuilder& layer, std::string_view name, const Shape& x) {
 // Under context parallelism the rank's share of the sequence's attention: p2p runs it as c
 // ring steps (1/c each; the strategy splits the op), a2a on the whole sequence with 1/c of the
 // heads; either way 1/c of the pairs, the causal half balanced by the 2c chunks.
+// The query-key pairs one sequence's attention scores per head, and the share of them a causal
+// (windowed) kernel executes. A window w < s: each query the last w keys — s·w pairs (model
+// FLOPs, the unmasked analogue); executed Σ_i min(i + 1, w) = s·w − w(w − 1)/2 of them.
+struct AttentionPairs {
+  double pairs;
+  double executed;
+};
+
+AttentionPairs PairsOf(const Shape& x) {
+  const double per_head = static_cast<double>(x.b) * x.attn_heads;
+  if (x.window > 0 && x.window < x.kv_len) {
+    const double s = static_cast<double>(x.kv_len);
+    const double w = static_cast<double>(x.window);
+    return {per_head * s * w, (s * w - w * (w - 1) / 2) / (s * w)};
+  }
+  return {per_head * static_cast<double>(x.q_len) * static_cast<double>(x.kv_len),
+          x.causal ? 0.5 : 1.0};  // a causal kernel skips the masked blocks
+}
+
 Op FlashOp(const Shape& x, Pass pass, std::string name) {
-  const double pairs = static_cast<double>(x.b) * x.attn_heads * x.q_len * x.kv_len;
-  const double executed = x.causal ? 0.5 : 1.0;  // a causal kernel skips the masked blocks
+  const auto [pairs, executed] = PairsOf(x);
   const bool forward = pass == Pass::kForward;
   Op op{.name = std::move(name), .kind = OpKind::kFlashAttention, .pass = pass, .dtype = x.dtype};
   op.signature = {
@@ -113,6 +132,7 @@ Op FlashOp(const Shape& x, Pass pass, std::string name) {
   op.signature.SetDim("kv_heads", x.attn_kv_heads);
   op.signature.SetDim("seq", x.q_len);
   if (x.kv_len != x.q_len) op.signature.SetDim("kv_seq", x.kv_len);
+  if (x.window > 0 && x.window < x.kv_len) op.signature.SetDim("window", x.window);
   op.signature.SetDim("head_dim", x.head_dim);
   if (x.v_head_dim != x.head_dim) op.signature.SetDim("v_head_dim", x.v_head_dim);
   op.signature.SetDim("causal", x.causal ? 1 : 0);
@@ -323,7 +343,8 @@ void MoeMlp(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
 
 LayerOps TransformerLayerOps(const TransformerSpec& spec, int layer_index,
                              const TransformerShard& shard) {
-  const Shape x = MakeShape(spec, shard);
+  Shape x = MakeShape(spec, shard);
+  x.window = spec.WindowOf(layer_index);
   LayerBuilder layer("");
   Attention(layer, x, spec, shard.column_split());
   NormOp(layer, "mlp.norm", x);

@@ -137,8 +137,9 @@ Expected<PassTimes> PricePassTimes(const ResolvedConfig& config, const models::O
   const MicrobatchLayout layout(config);
   PassTimer timer(config);
   PassTimes times;
-  DTSIM_ASSIGN_OR_RETURN(times.dense, TimePiece(timer, layout, model.dense));
-  DTSIM_ASSIGN_OR_RETURN(times.moe, TimePiece(timer, layout, model.moe));
+  for (size_t kind = 0; kind < times.layers.size(); ++kind) {
+    DTSIM_ASSIGN_OR_RETURN(times.layers[kind], TimePiece(timer, layout, model.layers[kind]));
+  }
   DTSIM_ASSIGN_OR_RETURN(times.embedding, TimePiece(timer, layout, model.embedding));
   DTSIM_ASSIGN_OR_RETURN(times.output, TimePiece(timer, layout, model.output));
   DTSIM_ASSIGN_OR_RETURN(const DurationNs reduce,

@@ -4,6 +4,8 @@
 // analytical network model's algorithms.
 #pragma once
 
+#include <array>
+
 #include "models/cost_model.h"
 #include "sim/base/status.h"
 #include "sim/base/time.h"
@@ -20,11 +22,13 @@ struct PieceTimes {
   DurationNs forward_grid, backward_grid, recompute_grid;
 };
 struct PassTimes {
-  PieceTimes dense, moe;  // one layer of each kind (moe: zero without MoE layers)
-  PieceTimes embedding;   // the first stage's (its collectives left out)
-  PieceTimes output;      // the last stage's
+  // One layer of each kind (TransformerSpec::LayerKind: MoE or dense, windowed or full
+  // attention); zero for a kind the model does not have.
+  std::array<PieceTimes, models::TransformerSpec::kLayerKinds> layers;
+  PieceTimes embedding;  // the first stage's (its collectives left out)
+  PieceTimes output;     // the last stage's
   const PieceTimes& Layer(const models::TransformerSpec& spec, int index) const {
-    return spec.IsMoeLayer(index) ? moe : dense;
+    return layers[static_cast<size_t>(spec.LayerKind(index))];
   }
 };
 

@@ -80,16 +80,14 @@ Expected<PricedModel> PriceModel(const ResolvedConfig& config, const models::OpC
   const models::TransformerShard shard = ShardOf(config);
   Pricer pricer(cost, config.plan.on_grid());
   PricedModel model;
-  bool dense_priced = false;
-  bool moe_priced = false;
+  std::array<bool, models::TransformerSpec::kLayerKinds> priced{};
   for (int index = 0; index < spec.layers; ++index) {
-    const bool moe = spec.IsMoeLayer(index);
-    bool& priced = moe ? moe_priced : dense_priced;
-    if (priced) continue;
-    PiecePasses& piece = moe ? model.moe : model.dense;
-    DTSIM_ASSIGN_OR_RETURN(piece, pricer.Piece(models::TransformerLayerOps(spec, index, shard),
-                                               config.training.recompute));
-    priced = true;
+    const auto kind = static_cast<size_t>(spec.LayerKind(index));
+    if (priced[kind]) continue;
+    DTSIM_ASSIGN_OR_RETURN(
+        model.layers[kind],
+        pricer.Piece(models::TransformerLayerOps(spec, index, shard), config.training.recompute));
+    priced[kind] = true;
   }
   DTSIM_ASSIGN_OR_RETURN(model.embedding,
                          pricer.Piece(models::EmbeddingOps(spec, shard), std::nullopt));

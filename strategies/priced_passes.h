@@ -3,6 +3,7 @@
 // and the search's lower bound sums, both through strategies/microbatch_layout.h.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -47,11 +48,13 @@ struct PiecePasses {
   std::vector<models::OpCost> sources;
 };
 
-// Every piece of the model: the first dense and the first MoE layer stand for all of their kind.
+// Every piece of the model: the first layer of each kind (TransformerSpec::LayerKind: MoE or
+// dense, windowed or full attention) stands for all of its kind.
 struct PricedModel {
-  PiecePasses dense, moe, embedding, output;
+  std::array<PiecePasses, models::TransformerSpec::kLayerKinds> layers;
+  PiecePasses embedding, output;
   const PiecePasses& Layer(const models::TransformerSpec& spec, int index) const {
-    return spec.IsMoeLayer(index) ? moe : dense;
+    return layers[static_cast<size_t>(spec.LayerKind(index))];
   }
 };
 

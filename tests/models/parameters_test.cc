@@ -61,6 +61,7 @@ const Published kPublished[] = {
     {"qwen3-30b-a3b", 30.5e9, 0.05e9, "Qwen3 technical report 2025 (30.5B total)"},
     {"qwen3-235b-a22b", 235e9, 0.5e9, "Qwen3 technical report 2025 (235B total)"},
     {"deepseek-v3", 671e9, 0.5e9, "DeepSeek-AI 2024 (671B, without the 14B MTP module)"},
+    {"gpt-oss-120b", 116.83e9, 0.005e9, "OpenAI 2025 gpt-oss model card (116.83B total)"},
     {"resnet-50", 25'557'032, 0, "torchvision resnet50 (25.6M)"},
 };
 

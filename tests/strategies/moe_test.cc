@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "sim/base/dtype.h"
+#include "strategies/pass_times.h"
 #include "strategies/simulate.h"
 #include "tests/strategies/simulate_helpers.h"
 
@@ -120,6 +121,28 @@ TEST(MoeTest, LatentAttentionAndSharedExpertsFullAndSymmetricAgree) {
   json["training"]["precision"] = "fp8";
   json["training"]["flash_attention"] = true;
   json["parallelism"] = {{"data", 2}, {"tensor", 2}, {"context", 2}, {"expert", 4}};
+  ExpectSymmetricMatchesFull(json);
+}
+
+TEST(MoeTest, SlidingWindowLayersArePricedApart) {
+  // GPT-OSS style: windows of 64 tokens on layers 0 and 2 of the 4, full attention on 1 and 3.
+  // The search's pass times price each kind of layer once: a windowed layer's forward is
+  // shorter than a full one's; the iteration is shorter than without windows; full and
+  // symmetric ranks agree.
+  Json json = MoeConfig();
+  json["training"]["flash_attention"] = true;
+  const SimulationResult without = SimulateJson(json);
+  json["model"]["sliding_window"] = 64;
+  json["model"]["sliding_window_every"] = 2;
+  const ResolvedConfig config = ConfigOf(json);
+  const auto cost = LoadCostModel(config);
+  ASSERT_TRUE(cost.ok());
+  const Expected<PassTimes> times = PricePassTimes(config, *cost->model);
+  ASSERT_TRUE(times.ok()) << times.error().ToString();
+  const models::TransformerSpec& spec = config.model.transformer;
+  EXPECT_LT(times->Layer(spec, 0).forward, times->Layer(spec, 1).forward);
+  EXPECT_EQ(times->Layer(spec, 0).forward, times->Layer(spec, 2).forward);
+  EXPECT_LT(SimulateJson(json).iteration_time, without.iteration_time);
   ExpectSymmetricMatchesFull(json);
 }
 

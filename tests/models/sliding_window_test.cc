@@ -1,0 +1,76 @@
+// Sliding-window attention (GPT-OSS, Mistral): the attention op's FLOPs on windowed and full
+// layers, derived in comments, and the plan checks.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "models/model_spec.h"
+#include "models/ops.h"
+
+namespace dtsim::models {
+namespace {
+
+const Op& Core(const LayerOps& ops) {
+  for (const Op& op : ops.forward) {
+    if (op.name == "attn.core") return op;
+  }
+  ADD_FAILURE() << "no attn.core";
+  return ops.forward.front();
+}
+
+TEST(SlidingWindowTest, GptOssAlternatesWindowedAndFullLayers) {
+  Expected<ModelSpec> model = ModelPreset("gpt-oss-120b");
+  ASSERT_TRUE(model.ok());
+  const TransformerSpec& spec = model->transformer;
+  EXPECT_EQ(spec.WindowOf(0), 128);
+  EXPECT_EQ(spec.WindowOf(1), 0);
+  EXPECT_NE(spec.LayerKind(0), spec.LayerKind(1));
+  const TransformerShard shard{.micro_batch = 1,
+                               .seq_len = 4096,
+                               .dtype = DType::kBf16,
+                               .tensor_parallel = 1,
+                               .flash_attention = true};
+  ASSERT_TRUE(ValidateShard(spec, shard).ok());
+  const double s = 4096, w = 128, heads = 64, d = 64;
+  // Windowed layer 0: each query scores its last w keys — s·w pairs a head, 2·(d + d_v) FLOPs
+  // a pair forward (QKᵀ and PV): model FLOPs 2·128·64·4096·128; the causal kernel executes
+  // Σ_i min(i + 1, w) = s·w − w(w − 1)/2 pairs of them.
+  const Op& windowed = Core(TransformerLayerOps(spec, 0, shard));
+  EXPECT_DOUBLE_EQ(windowed.model_flops, 2 * (d + d) * heads * s * w);
+  EXPECT_DOUBLE_EQ(windowed.flops, 2 * (d + d) * heads * (s * w - w * (w - 1) / 2));
+  EXPECT_EQ(windowed.signature.Dim("window"), 128);
+  // Full layer 1: s² pairs a head, half of them executed under the causal mask.
+  const Op& full = Core(TransformerLayerOps(spec, 1, shard));
+  EXPECT_DOUBLE_EQ(full.model_flops, 2 * (d + d) * heads * s * s);
+  EXPECT_DOUBLE_EQ(full.flops, full.model_flops / 2);
+  EXPECT_EQ(full.signature.Dim("window"), 0);
+  // A window no shorter than the sequence is full attention.
+  TransformerShard short_sequence = shard;
+  short_sequence.seq_len = 128;
+  const Op& whole = Core(TransformerLayerOps(spec, 0, short_sequence));
+  EXPECT_DOUBLE_EQ(whole.flops, whole.model_flops / 2);
+}
+
+TEST(SlidingWindowTest, ChecksNameTheField) {
+  Expected<ModelSpec> model = ModelPreset("gpt-oss-120b");
+  ASSERT_TRUE(model.ok());
+  const TransformerShard cp{.micro_batch = 1,
+                            .seq_len = 4096,
+                            .dtype = DType::kBf16,
+                            .tensor_parallel = 1,
+                            .context_parallel = 2,
+                            .flash_attention = true};
+  Status status = ValidateShard(model->transformer, cp);
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(status.error().ToString(),
+              testing::HasSubstr("context parallelism with sliding-window attention is not "
+                                 "built yet"));
+  const Json bert = Json::parse(R"({"preset": "bert-base", "sliding_window": 128})");
+  Expected<ModelSpec> encoder = ModelFromJson(bert, "model");
+  ASSERT_FALSE(encoder.ok());
+  EXPECT_EQ(encoder.error().ToString(),
+            "model.sliding_window: sliding-window attention is built for causal (decoder) "
+            "models, got 128");
+}
+
+}  // namespace
+}  // namespace dtsim::models
