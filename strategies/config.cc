@@ -8,6 +8,7 @@
 #include <functional>
 #include <numeric>
 
+#include "models/hf_config.h"
 #include "sim/base/strings.h"
 
 namespace dtsim::strategies {
@@ -664,6 +665,38 @@ Status ApplyOverride(Json& config, std::string_view assignment) {
   return Status::Ok();
 }
 
+// "model": {"hf_config": "config.json", …}: the Hugging Face config's model spec (relative to
+// the config file), the section's other keys overriding its fields.
+Expected<Json> ExpandHfConfig(const Json& model, const std::string& source) {
+  if (!model.is_object() || !model.contains("hf_config")) return model;
+  const std::string path = "model.hf_config";
+  if (!model["hf_config"].is_string()) {
+    return Error("expected the path of a Hugging Face config.json", path,
+                 JsonValueForError(model["hf_config"]));
+  }
+  std::filesystem::path file(model["hf_config"].get<std::string>());
+  if (file.is_relative() && !source.empty()) {
+    file = std::filesystem::path(source).parent_path() / file;
+  }
+  std::error_code code;
+  if (!std::filesystem::is_regular_file(file, code)) {
+    // Not a device or a pipe that would never end: a config.json.
+    return Error("not a regular file", path, Quote(file.string()));
+  }
+  Expected<Json> hf = ReadJsonFile(file.string());
+  if (!hf.ok()) return std::move(hf).error().Under(path);
+  Expected<Json> spec = models::ModelJsonFromHfConfig(*hf);
+  if (!spec.ok()) return std::move(spec).error().InFile(file.string());
+  for (const auto& [key, value] : model.items()) {
+    if (key == "hf_config") continue;
+    if (key == "preset" || key == "family") {
+      return Error("a model from a Hugging Face config takes no preset or family", "model." + key);
+    }
+    (*spec)[key] = value;
+  }
+  return spec;
+}
+
 Expected<SimulationConfig> ReadConfigSections(const Json& value, const std::string& source,
                                               std::span<const std::string_view> also_allowed) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, ""));
@@ -673,7 +706,8 @@ Expected<SimulationConfig> ReadConfigSections(const Json& value, const std::stri
   for (std::string_view key : {"model", "training", "cluster"}) {
     if (!reader.Has(key)) return Error("missing required section", std::string(key));
   }
-  DTSIM_ASSIGN_OR_RETURN(config.model, models::ModelFromJson(*reader.Find("model"), "model"));
+  DTSIM_ASSIGN_OR_RETURN(const Json model, ExpandHfConfig(*reader.Find("model"), source));
+  DTSIM_ASSIGN_OR_RETURN(config.model, models::ModelFromJson(model, "model"));
   DTSIM_RETURN_IF_ERROR(ReadTraining(*reader.Find("training"), config.training));
   DTSIM_RETURN_IF_ERROR(ReadCluster(*reader.Find("cluster"), config.gpu, config.cluster));
   if (const Json* parallelism = reader.Find("parallelism")) {

@@ -5,9 +5,11 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 
 #include "sim/base/atomic_file.h"
+#include "sim/base/input_files.h"
 #include "sim/base/json_reader.h"
 #include "tests/testing/temp_dir.h"
 #include "tools/results/simulate_result.h"
@@ -209,6 +211,43 @@ TEST_F(SimulateCommandTest, CompressionPhasesAndWarningsReachTheSummaryAndTheRes
   ASSERT_EQ(bad.kind, CommandOutcome::Kind::kFailure);
   EXPECT_THAT(bad.error->ToString(), HasSubstr("bert_large_64gpu_ethernet_onebit_adam.json"));
   EXPECT_THAT(bad.error->ToString(), HasSubstr("registered: \"none\", \"fp16\""));
+}
+
+}  // namespace
+}  // namespace dtsim::cli
+
+namespace dtsim::cli {
+namespace {
+
+// "model": {"hf_config": …}: the Hugging Face config relative to the config file, the section's
+// other keys overriding its fields; its errors name the file and the field.
+TEST_F(SimulateCommandTest, ModelFromAHuggingFaceConfig) {
+  std::filesystem::create_directory(Path("hf"));
+  ASSERT_TRUE(WriteFileAtomically(Path("hf/config.json"), R"({"model_type": "llama",
+    "hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 8,
+    "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 32000,
+    "max_position_embeddings": 2048, "hidden_act": "silu", "tie_word_embeddings": false})")
+                  .ok());
+  const std::string config = R"({"model": {"hf_config": "hf/config.json", "layers": 4},
+    "training": {"global_batch": 8, "micro_batch": 1, "seq_len": 1024},
+    "cluster": {"preset": "dgx-a100", "gpu": "a100-sxm4-80gb"},
+    "parallelism": {"data": 2, "tensor": 2}})";
+  ASSERT_TRUE(WriteFileAtomically(Path("run.json"), config).ok());
+  CommandOutcome outcome = Simulate({Path("run.json"), "-o", Path("result.json")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  const Json result = *ReadJsonFile(Path("result.json"));
+  EXPECT_EQ(result["input"]["plan"]["tensor"], 2);
+  EXPECT_THAT(output_.str(), HasSubstr("DP 2 × TP 2"));
+  ForgetInputFiles();  // the run read hf/config.json: writers refuse it until forgotten
+  ASSERT_TRUE(WriteFileAtomically(Path("hf/config.json"), R"({"model_type": "mamba"})").ok());
+  outcome = Simulate({Path("run.json")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(),
+              HasSubstr("hf/config.json: model_type: a model type dtsim does not read"));
+  std::filesystem::remove(Path("hf/config.json"));
+  outcome = Simulate({Path("run.json")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("model.hf_config"));
 }
 
 }  // namespace

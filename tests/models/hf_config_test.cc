@@ -1,0 +1,111 @@
+// Models from Hugging Face config.json files: each released config below (abridged to the
+// fields dtsim reads, values as published) gives exactly the parameters of dtsim's preset of
+// the same model; a field dtsim cannot model is an error naming it.
+#include "models/hf_config.h"
+
+#include <gtest/gtest.h>
+
+#include "models/model_spec.h"
+#include "models/parameters.h"
+
+namespace dtsim::models {
+namespace {
+
+struct Released {
+  const char* preset;
+  const char* config;
+};
+
+const Released kReleased[] = {
+    {"llama3-8b", R"({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+      "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+      "vocab_size": 128256, "max_position_embeddings": 8192, "hidden_act": "silu",
+      "attention_bias": false, "tie_word_embeddings": false, "rope_theta": 500000.0})"},
+    {"mixtral-8x7b", R"({"model_type": "mixtral", "hidden_size": 4096,
+      "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+      "num_key_value_heads": 8, "num_local_experts": 8, "num_experts_per_tok": 2,
+      "vocab_size": 32000, "max_position_embeddings": 32768, "sliding_window": null,
+      "tie_word_embeddings": false, "hidden_act": "silu"})"},
+    {"qwen3-30b-a3b", R"({"model_type": "qwen3_moe", "hidden_size": 2048,
+      "intermediate_size": 6144, "moe_intermediate_size": 768, "num_hidden_layers": 48,
+      "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+      "num_experts": 128, "num_experts_per_tok": 8, "decoder_sparse_step": 1,
+      "mlp_only_layers": [], "vocab_size": 151936, "max_position_embeddings": 40960,
+      "use_sliding_window": false, "sliding_window": null, "max_window_layers": 48,
+      "tie_word_embeddings": false, "attention_bias": false, "hidden_act": "silu"})"},
+    {"deepseek-v3", R"({"model_type": "deepseek_v3", "hidden_size": 7168,
+      "intermediate_size": 18432, "moe_intermediate_size": 2048, "num_hidden_layers": 61,
+      "num_attention_heads": 128, "num_key_value_heads": 128, "n_shared_experts": 1,
+      "n_routed_experts": 256, "num_experts_per_tok": 8, "first_k_dense_replace": 3,
+      "moe_layer_freq": 1, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+      "qk_rope_head_dim": 64, "v_head_dim": 128, "vocab_size": 129280,
+      "max_position_embeddings": 163840, "num_nextn_predict_layers": 1,
+      "tie_word_embeddings": false, "attention_bias": false, "hidden_act": "silu"})"},
+    {"gpt-oss-120b", R"({"model_type": "gpt_oss", "hidden_size": 2880,
+      "intermediate_size": 2880, "num_hidden_layers": 36, "num_attention_heads": 64,
+      "num_key_value_heads": 8, "head_dim": 64, "num_local_experts": 128,
+      "num_experts_per_tok": 4, "vocab_size": 201088, "max_position_embeddings": 131072,
+      "sliding_window": 128, "attention_bias": true, "tie_word_embeddings": false,
+      "hidden_act": "silu", "layer_types": ["sliding_attention", "full_attention",
+      "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+      "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+      "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+      "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+      "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+      "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+      "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+      "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+      "sliding_attention", "full_attention"]})"},
+    {"gpt2-124m", R"({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
+      "n_positions": 1024, "vocab_size": 50257, "n_inner": null,
+      "activation_function": "gelu_new"})"},
+    {"bert-base", R"({"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12,
+      "num_attention_heads": 12, "intermediate_size": 3072, "vocab_size": 30522,
+      "max_position_embeddings": 512, "type_vocab_size": 2, "hidden_act": "gelu"})"},
+};
+
+TEST(HfConfigTest, ReleasedConfigsGiveThePresetsParameters) {
+  for (const Released& released : kReleased) {
+    Expected<Json> spec = ModelJsonFromHfConfig(Json::parse(released.config));
+    ASSERT_TRUE(spec.ok()) << released.preset << ": " << spec.error().ToString();
+    Expected<ModelSpec> model = ModelFromJson(*spec, "model");
+    ASSERT_TRUE(model.ok()) << released.preset << ": " << model.error().ToString();
+    Expected<ModelSpec> preset = ModelPreset(released.preset);
+    ASSERT_TRUE(preset.ok());
+    const ParameterCount from_hf = CountParameters(*model);
+    const ParameterCount expected = CountParameters(*preset);
+    EXPECT_EQ(from_hf.total, expected.total) << released.preset;
+    EXPECT_EQ(from_hf.active, expected.active) << released.preset;
+    EXPECT_EQ(model->transformer.sliding_window, preset->transformer.sliding_window);
+    EXPECT_EQ(model->transformer.window_every, preset->transformer.window_every);
+  }
+}
+
+std::string HfError(const char* config) {
+  Expected<Json> spec = ModelJsonFromHfConfig(Json::parse(config));
+  return spec.ok() ? "" : spec.error().ToString();
+}
+
+TEST(HfConfigTest, WhatDtsimCannotModelIsAnErrorNamingTheField) {
+  EXPECT_EQ(HfError(R"({"model_type": "mamba"})").substr(0, 49),
+            "model_type: a model type dtsim does not read; kno");
+  EXPECT_EQ(HfError(R"({"model_type": "llama", "num_hidden_layers": 2})"),
+            "hidden_size: missing required field");
+  EXPECT_EQ(HfError(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
+      "num_attention_heads": 4, "vocab_size": 10, "max_position_embeddings": 8,
+      "intermediate_size": 128, "hidden_act": "relu2"})"),
+            "hidden_act: an activation dtsim does not model with gated MLPs, got \"relu2\"");
+  EXPECT_EQ(HfError(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
+      "num_attention_heads": 4, "vocab_size": 10, "max_position_embeddings": 8,
+      "intermediate_size": 128, "attention_bias": true, "mlp_bias": false})"),
+            "mlp_bias: biases on the attention but not the MLP (or the reverse) are not "
+            "modelled, got false");
+  EXPECT_EQ(HfError(R"({"model_type": "qwen3_moe", "num_hidden_layers": 2, "hidden_size": 64,
+      "num_attention_heads": 4, "vocab_size": 10, "max_position_embeddings": 8,
+      "intermediate_size": 128, "moe_intermediate_size": 32, "num_experts": 4,
+      "num_experts_per_tok": 2, "mlp_only_layers": [0]})"),
+            "mlp_only_layers: dense layers at chosen places (mlp_only_layers) are not modelled");
+}
+
+}  // namespace
+}  // namespace dtsim::models
