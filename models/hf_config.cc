@@ -115,7 +115,8 @@ Expected<Json> QwenMoe(const HfReader& in) {
   DTSIM_RETURN_IF_ERROR(Experts(in, "num_experts", "num_experts_per_tok", spec));
   DTSIM_ASSIGN_OR_RETURN(spec["moe"]["expert_ffn_hidden"], in.Int("moe_intermediate_size"));
   DTSIM_ASSIGN_OR_RETURN(spec["moe"]["every"], in.IntOr("decoder_sparse_step", 1));
-  if (in.Has("mlp_only_layers") && !in.Raw("mlp_only_layers").empty()) {
+  if (in.Has("mlp_only_layers") &&
+      (!in.Raw("mlp_only_layers").is_array() || !in.Raw("mlp_only_layers").empty())) {
     return Error("dense layers at chosen places (mlp_only_layers) are not modelled",
                  "mlp_only_layers");
   }
@@ -162,6 +163,7 @@ Expected<Json> GptOss(const HfReader& in) {
   spec["moe"]["expert_ffn_hidden"] = spec["ffn_hidden"];
   if (!in.Has("layer_types")) return spec;
   const Json& types = in.Raw("layer_types");
+  if (!types.is_array()) return Error("expected a list of attention kinds", "layer_types");
   // Windows on every layer, or on every second from layer 0 (the released models').
   bool every = true;
   bool alternate = true;

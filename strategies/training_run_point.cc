@@ -64,9 +64,7 @@ class PointReader {
     return Int(object, section, key);
   }
   static std::string Text(const Json& object, std::string_view key) {
-    return object.contains(key) && object[std::string(key)].is_string()
-               ? ToLower(object[std::string(key)].get<std::string>())
-               : std::string();
+    return ToLower(TextField(object, key));
   }
   std::string Field(std::string_view key) const { return JsonChildPath(path_, key); }
   std::string Path(std::string_view section, std::string_view key) const {
@@ -344,7 +342,7 @@ Expected<RunParallelism> ParallelOf(const PointReader& in, const Json& parallel,
     plan.sequence_parallel = nvidia_recipe && plan.tp > 1;
     if (plan.tp > 1) assumed.emplace_back(plan.sequence_parallel ? "SP" : "no SP");
   }
-  const bool fsdp = parallel.value("fsdp", false) == true;
+  const bool fsdp = PointReader::Present(parallel, "fsdp") && parallel["fsdp"] == true;
   if (fsdp) {
     plan.zero_stage = 3;
   } else if (PointReader::Present(parallel, "zero_stage")) {
@@ -397,15 +395,16 @@ Expected<MeasuredMetric> ChooseMetric(const Json& point, const std::string& path
   std::optional<MeasuredMetric> best;
   int best_rank = 99;
   const Json empty = Json::array();
-  const Json& metrics = point.contains("metrics") ? point["metrics"] : empty;
+  const Json& metrics =
+      point.contains("metrics") && point["metrics"].is_array() ? point["metrics"] : empty;
   for (const Json& metric : metrics) {
-    if (!metric.is_object() || metric.value("kind", "") != "measured" ||
+    if (!metric.is_object() || TextField(metric, "kind") != "measured" ||
         !metric.contains("value") || !metric["value"].is_number() ||
         metric["value"].get<double>() <= 0) {
       continue;
     }
-    const std::string name = metric.value("name", "");
-    const std::string unit = ToLower(metric.value("unit", ""));
+    const std::string name = TextField(metric, "name");
+    const std::string unit = ToLower(TextField(metric, "unit"));
     int rank = 99;
     MetricKind kind = MetricKind::kTime;
     if (name == "iteration_time" && (unit == "s" || unit == "ms")) {
@@ -421,7 +420,7 @@ Expected<MeasuredMetric> ChooseMetric(const Json& point, const std::string& path
     }
     if (rank < best_rank) {
       best_rank = rank;
-      best = MeasuredMetric{name, metric.value("unit", ""), metric["value"].get<double>(), kind};
+      best = MeasuredMetric{name, TextField(metric, "unit"), metric["value"].get<double>(), kind};
     }
   }
   if (!best) {
@@ -462,7 +461,7 @@ Expected<TrainingRunConfig> TrainingRunConfigOf(const Json& point, const std::st
   DTSIM_ASSIGN_OR_RETURN(const ArchStyle style, StyleOf(in, *model));
   DTSIM_ASSIGN_OR_RETURN(Json model_json, ModelJson(in, *model, style, out.assumed));
   DTSIM_ASSIGN_OR_RETURN(const Hardware kind, HardwareOf(in, *hardware));
-  const bool nvidia_recipe = point.value("category", "").starts_with("nvidia_");
+  const bool nvidia_recipe = TextField(point, "category").starts_with("nvidia_");
   DTSIM_ASSIGN_OR_RETURN(const RunParallelism p,
                          ParallelOf(in, *parallel, nvidia_recipe, out.assumed));
   DTSIM_ASSIGN_OR_RETURN(const int64_t gpus, in.Int(*hardware, "hardware", "gpu_count"));
@@ -508,8 +507,9 @@ Expected<TrainingRunConfig> TrainingRunConfigOf(const Json& point, const std::st
   if (p.cp > 1) parallelism["context"] = p.cp;
   if (p.ep > 1) parallelism["expert"] = p.ep;
   DTSIM_ASSIGN_OR_RETURN(Json cluster, ClusterJson(in, *hardware, kind));
-  out.summary =
-      fmt::format("{} ({}), {}", model->value("name", "model"), style.name, Summary(p, training));
+  out.summary = fmt::format("{} ({}), {}",
+                            TextField(*model, "name").empty() ? "model" : TextField(*model, "name"),
+                            style.name, Summary(p, training));
   out.config = {{"model", std::move(model_json)},
                 {"training", std::move(training)},
                 {"cluster", std::move(cluster)},
@@ -544,7 +544,7 @@ Expected<ValidationRow> TrainingRunPoint(const Json& point, const std::string& p
   std::string how = run.summary;
   if (!run.assumed.empty()) how += fmt::format("; assumed: {}", fmt::join(run.assumed, ", "));
   return ValidationRow{.id = id,
-                       .category = point.value("category", ""),
+                       .category = TextField(point, "category"),
                        .metric = metric.name,
                        .unit = metric.unit,
                        .measured = metric.value,

@@ -13,6 +13,14 @@
 #include "strategies/training_run_point.h"
 
 namespace dtsim::strategies {
+namespace {}  // namespace
+
+std::string TextField(const Json& object, std::string_view key) {
+  if (!object.is_object()) return "";
+  const auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 namespace {
 
 Expected<const Json*> Member(const Json& object, std::string_view key, const std::string& path) {
@@ -30,7 +38,7 @@ Expected<int64_t> IntAt(const Json& object, std::string_view key, const std::str
 Expected<double> Metric(const Json& point, std::string_view name, const std::string& path) {
   DTSIM_ASSIGN_OR_RETURN(const Json* metrics, Member(point, "metrics", path));
   for (const Json& metric : *metrics) {
-    if (metric.value("name", "") == name && metric.contains("value") &&
+    if (TextField(metric, "name") == name && metric.contains("value") &&
         metric["value"].is_number()) {
       return metric["value"].get<double>();
     }
@@ -107,7 +115,7 @@ Expected<ValidationRow> LayerPoint(const Json& point, const std::string& path,
   const std::string parallel_path = JsonChildPath(path, "parallel");
   DTSIM_ASSIGN_OR_RETURN(const int64_t tp, IntAt(*parallel, "tp", parallel_path));
   DTSIM_ASSIGN_OR_RETURN(const int64_t micro, IntAt(*parallel, "micro_batch", parallel_path));
-  const std::string recompute = (*parallel).value("recompute", "");
+  const std::string recompute = TextField(*parallel, "recompute");
   const bool sp = recompute.find("sequence_parallel") != std::string::npos;
   const models::Recompute mode = recompute.starts_with("full") ? models::Recompute::kFull
                                  : recompute.starts_with("selective")
@@ -197,10 +205,8 @@ Expected<ValidationReport> Validate(const Json& points, const std::string& sourc
   for (size_t i = 0; i < list->size(); ++i) {
     const Json& point = (*list)[i];
     const std::string path = JsonIndexPath("points", i);
-    const std::string id = point.is_object() && point.contains("id") && point["id"].is_string()
-                               ? point.value("id", path)
-                               : path;
-    const std::string category = point.is_object() ? point.value("category", "") : "";
+    const std::string id = TextField(point, "id").empty() ? path : TextField(point, "id");
+    const std::string category = TextField(point, "category");
     Expected<ValidationRow> row =
         category == "megatron_weak_scaling"  ? WeakScalingPoint(point, path, id)
         : category == "layer_microbenchmark" ? LayerPoint(point, path, id)

@@ -14,6 +14,10 @@
 
 namespace dtsim::strategies {
 
+// The string at `key` of `object`, or "" when `object` is not an object or the value is absent
+// or not a string: a measurements file's free-text fields, read without throwing.
+std::string TextField(const Json& object, std::string_view key);
+
 struct ValidationRow {
   std::string id;
   std::string category;

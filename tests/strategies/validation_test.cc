@@ -38,6 +38,15 @@ TEST(ValidationTest, APointThatCannotBeSimulatedIsListedWithTheReason) {
   EXPECT_EQ(report->unsimulated[0].category, "vision");
   EXPECT_EQ(report->unsimulated[0].reason.substr(0, 50),
             "p.json: points[0].metrics: no absolute measured me");
+  // Fields of the wrong type are reasons, never a crash.
+  const Json odd = Json::parse(R"({"points": [7, {"id": 3, "category": 5, "model": [],
+    "parallel": {"fsdp": "yes"}, "metrics": [{"name": 3, "unit": 7, "value": 1,
+    "kind": "measured"}, "x"]}, {"category": "megatron_weak_scaling", "model": 1}]})");
+  report = Validate(odd, "p.json");
+  ASSERT_TRUE(report.ok()) << report.error().ToString();
+  EXPECT_TRUE(report->rows.empty());
+  ASSERT_EQ(report->unsimulated.size(), 3u);
+  EXPECT_EQ(report->unsimulated[1].id, "points[1]");
   // A file that is not a measurements file is an error.
   EXPECT_FALSE(Validate(Json::parse(R"({"rows": []})"), "p.json").ok());
 }

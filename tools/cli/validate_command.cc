@@ -56,7 +56,7 @@ Status WriteConfigs(const std::string& dir, const std::string& path, const Json&
   for (size_t i = 0; i < list.size(); ++i) {
     const Json& point = list[i];
     if (!point.is_object() || !point.contains("id") || !point["id"].is_string()) continue;
-    const std::string category = point.value("category", "");
+    const std::string category = strategies::TextField(point, "category");
     if (category == "megatron_weak_scaling" || category == "layer_microbenchmark") continue;
     Expected<strategies::TrainingRunConfig> run =
         strategies::TrainingRunConfigOf(point, JsonIndexPath("points", i));
