@@ -364,7 +364,8 @@ Status CheckStageLayers(const models::TransformerSpec& spec, const ParallelPlan&
   for (int stage = 0; stage < plan.pipeline; ++stage) {
     int held = 0;
     for (int chunk = 0; chunk < plan.virtual_stages; ++chunk) {
-      held += plan.chunk_layers[static_cast<size_t>(chunk * plan.pipeline + stage)];
+      held += plan.chunk_layers[static_cast<size_t>(chunk) * static_cast<size_t>(plan.pipeline) +
+                                static_cast<size_t>(stage)];
     }
     if (held == 0) {
       return Error(

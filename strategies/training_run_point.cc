@@ -231,9 +231,7 @@ Expected<Json> PrecisionJson(const PointReader& in, std::vector<std::string>& as
 std::string RecomputeOf(const std::string& text, std::vector<std::string>& assumed) {
   const bool unsure = text.empty() || Has(text, "likely") || Has(text, "not stated") ||
                       Has(text, "inferred") || Has(text, "assumed");
-  const std::string mode = Has(text, "full")        ? "full"
-                           : Has(text, "selective") ? "selective"
-                                                    : "none";
+  std::string mode = Has(text, "full") ? "full" : Has(text, "selective") ? "selective" : "none";
   if (unsure) assumed.push_back(fmt::format("recompute {}", mode));
   return mode;
 }

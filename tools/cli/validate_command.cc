@@ -66,8 +66,11 @@ Status WriteConfigs(const std::string& dir, const std::string& path, const Json&
       return Error("a point id that is not a file name", JsonIndexPath("points", i), Quote(id))
           .InFile(path);
     }
-    DTSIM_RETURN_IF_ERROR(
-        WriteFileAtomically(dir + "/" + id + ".json", run->config.dump(2) + "\n"));
+    std::string file = dir;
+    file.append("/").append(id).append(".json");
+    std::string text = run->config.dump(2);
+    text += '\n';
+    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(file, text));
   }
   return Status::Ok();
 }
