@@ -147,10 +147,11 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
              100 * stats.sources.Share(models::CostSource::kInterpolated),
              100 * stats.sources.Share(models::CostSource::kRoofline), r.cost_model);
   if (!r.stage_layers.empty()) {
+    using Split = strategies::ParallelPlan::LayerSplit;
     fmt::print(out, "  stage layers   {} ({})\n", fmt::join(r.stage_layers, ", "),
-               c.plan.layer_split == strategies::ParallelPlan::LayerSplit::kBalanced
-                   ? "balanced by cost"
-                   : "as given");
+               c.plan.layer_split == Split::kBalanced ? "balanced by cost"
+               : c.plan.layer_split == Split::kGiven  ? "as given"
+                                                      : "the embedding and loss counted as layers");
   }
   fmt::print(out,
              "\n  {:<6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>8} {:>8}\n",
