@@ -34,19 +34,22 @@ TEST(SlidingWindowTest, GptOssAlternatesWindowedAndFullLayers) {
   // Windowed layer 0: each query scores its last w keys — s·w pairs a head, 2·(d + d_v) FLOPs
   // a pair forward (QKᵀ and PV): model FLOPs 2·128·64·4096·128; the causal kernel executes
   // Σ_i min(i + 1, w) = s·w − w(w − 1)/2 pairs of them.
-  const Op& windowed = Core(TransformerLayerOps(spec, 0, shard));
+  const LayerOps layer0 = TransformerLayerOps(spec, 0, shard);
+  const Op& windowed = Core(layer0);
   EXPECT_DOUBLE_EQ(windowed.model_flops, 2 * (d + d) * heads * s * w);
   EXPECT_DOUBLE_EQ(windowed.flops, 2 * (d + d) * heads * (s * w - w * (w - 1) / 2));
   EXPECT_EQ(windowed.signature.Dim("window"), 128);
   // Full layer 1: s² pairs a head, half of them executed under the causal mask.
-  const Op& full = Core(TransformerLayerOps(spec, 1, shard));
+  const LayerOps layer1 = TransformerLayerOps(spec, 1, shard);
+  const Op& full = Core(layer1);
   EXPECT_DOUBLE_EQ(full.model_flops, 2 * (d + d) * heads * s * s);
   EXPECT_DOUBLE_EQ(full.flops, full.model_flops / 2);
   EXPECT_EQ(full.signature.Dim("window"), 0);
   // A window no shorter than the sequence is full attention.
   TransformerShard short_sequence = shard;
   short_sequence.seq_len = 128;
-  const Op& whole = Core(TransformerLayerOps(spec, 0, short_sequence));
+  const LayerOps short_layer = TransformerLayerOps(spec, 0, short_sequence);
+  const Op& whole = Core(short_layer);
   EXPECT_DOUBLE_EQ(whole.flops, whole.model_flops / 2);
 }
 
