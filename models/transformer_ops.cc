@@ -232,8 +232,10 @@ void LatentProjections(LayerBuilder& layer, const Shape& x, const MlaSpec& mla, 
     layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
   }
   const int64_t kv_latent = mla.kv_lora_rank + mla.qk_rope_head_dim;
+  // Its input is q_down's (saved there once); under FP8 Transformer Engine quantizes it for
+  // this module too.
   layer.Linear("attn.kv_down", x.dtype, x.tokens, kv_latent, x.width, 0, 1, share,
-               Casts(x, 0, x.tokens * kv_latent));
+               Casts(x, input, x.tokens * kv_latent));
   latent_norm("attn.kv_norm", mla.kv_lora_rank);
   const int64_t kv_up = x.heads * (mla.qk_nope_head_dim + mla.v_head_dim);
   layer.Linear("attn.kv_up", x.dtype, x.tokens, kv_up, mla.kv_lora_rank,
