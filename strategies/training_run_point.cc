@@ -7,6 +7,7 @@
 #include <cctype>
 #include <optional>
 
+#include "models/model_spec.h"
 #include "sim/base/strings.h"
 #include "strategies/simulate.h"
 #include "strategies/stage_memory.h"
@@ -131,22 +132,25 @@ Expected<Json> MoeJson(const PointReader& in, const Json& moe, const std::string
   return out;
 }
 
-// Multi-head latent attention's sizes: the point's `model.mla`, else DeepSeek-V3's (its released
-// config; DeepSeek-V2 has the same).
+// Multi-head latent attention's sizes: the point's `model.mla`, else the deepseek-v3 preset's
+// (its released config; DeepSeek-V2 has the same).
 Expected<Json> MlaJson(const PointReader& in, const Json& model,
                        std::vector<std::string>& assumed) {
   if (PointReader::Present(model, "mla")) {
     if (!model["mla"].is_object()) return Error("expected an object", in.Path("model", "mla"));
     return model["mla"];
   }
-  assumed.emplace_back(
-      "DeepSeek-V3's MLA sizes (query latent 1536, KV latent 512, heads 128 + 64 "
-      "rotary, values 128)");
-  return Json{{"q_lora_rank", 1536},
-              {"kv_lora_rank", 512},
-              {"qk_nope_head_dim", 128},
-              {"qk_rope_head_dim", 64},
-              {"v_head_dim", 128}};
+  DTSIM_ASSIGN_OR_RETURN(const models::ModelSpec preset, models::ModelPreset("deepseek-v3"));
+  const models::MlaSpec& mla = preset.transformer.mla;
+  assumed.push_back(fmt::format(
+      "DeepSeek-V3's MLA sizes (query latent {}, KV latent {}, heads {} + {} rotary, values {})",
+      mla.q_lora_rank, mla.kv_lora_rank, mla.qk_nope_head_dim, mla.qk_rope_head_dim,
+      mla.v_head_dim));
+  return Json{{"q_lora_rank", mla.q_lora_rank},
+              {"kv_lora_rank", mla.kv_lora_rank},
+              {"qk_nope_head_dim", mla.qk_nope_head_dim},
+              {"qk_rope_head_dim", mla.qk_rope_head_dim},
+              {"v_head_dim", mla.v_head_dim}};
 }
 
 Expected<Json> ModelJson(const PointReader& in, const Json& model, const ArchStyle& style,

@@ -15,6 +15,10 @@
 namespace dtsim::strategies {
 namespace {}  // namespace
 
+bool IsTrainingRunCategory(std::string_view category) {
+  return category != "megatron_weak_scaling" && category != "layer_microbenchmark";
+}
+
 std::string TextField(const Json& object, std::string_view key) {
   if (!object.is_object()) return "";
   const auto it = object.find(key);

@@ -68,6 +68,10 @@ Expected<LayerTimes> PredictLayerTimes(const models::TransformerSpec& spec,
                                        models::Recompute recompute, const models::OpCostModel& cost,
                                        const network::ClusterSpec& cluster);
 
+// Whether a point of `category` is a measured training run (TrainingRunPoint), not one of the
+// two categories with a simulation of their own below.
+bool IsTrainingRunCategory(std::string_view category);
+
 // Points of category "megatron_weak_scaling" are simulated whole (symmetric ranks, analytical
 // network, full recompute as the paper's FLOP formula assumes, micro-batch 1 where the
 // source gives none) and compared on achieved TFLOP/s per GPU (hardware FLOPs, as the paper

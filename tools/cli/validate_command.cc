@@ -57,7 +57,7 @@ Status WriteConfigs(const std::string& dir, const std::string& path, const Json&
     const Json& point = list[i];
     if (!point.is_object() || !point.contains("id") || !point["id"].is_string()) continue;
     const std::string category = strategies::TextField(point, "category");
-    if (category == "megatron_weak_scaling" || category == "layer_microbenchmark") continue;
+    if (!strategies::IsTrainingRunCategory(category)) continue;
     Expected<strategies::TrainingRunConfig> run =
         strategies::TrainingRunConfigOf(point, JsonIndexPath("points", i));
     if (!run.ok()) continue;
