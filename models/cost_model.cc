@@ -93,27 +93,56 @@ std::string_view CostSourceName(CostSource source) {
   return kSourceNames[static_cast<size_t>(source)];
 }
 
-std::optional<OpCost> RooflineCostModel::Price(const Op& op) const {
-  double compute = 0;
+namespace {
+
+struct RooflineTimes {
+  double compute = 0;  // seconds
+  double memory = 0;
+};
+
+RooflineTimes RooflineSeconds(const GpuSpec& gpu, const Op& op) {
+  RooflineTimes times;
   if (op.flops > 0) {
-    const FlopRate matrix = gpu_.MatrixPeak(op.dtype);
-    if (op.matmul && matrix.flop_per_second() > 0) {
-      compute = gpu_.MatrixEfficiency(op.dtype).TimeSeconds(op.flops, matrix.flop_per_second());
-    } else {
-      compute = op.flops / gpu_.vector_peak.flop_per_second();
-    }
+    // At the power limit the SM clocks, and with them every compute rate, drop to
+    // power_limited_compute of what the curves (timed in bursts) give; the ramp stays.
+    const FlopRate matrix = gpu.MatrixPeak(op.dtype);
+    const double rate = op.matmul && matrix.flop_per_second() > 0
+                            ? matrix.flop_per_second()
+                            : gpu.vector_peak.flop_per_second();
+    const double sustained = rate * gpu.power_limited_compute;
+    times.compute = op.matmul && matrix.flop_per_second() > 0
+                        ? gpu.MatrixEfficiency(op.dtype).TimeSeconds(op.flops, sustained)
+                        : op.flops / sustained;
   }
-  const double memory = op.bytes > 0 ? gpu_.memory_efficiency.TimeSeconds(
-                                           op.bytes, gpu_.memory_bandwidth.bytes_per_second())
-                                     : 0;
-  return OpCost{FromSeconds(std::max(compute, memory)) + gpu_.launch_overhead,
+  if (op.bytes > 0) {
+    times.memory =
+        gpu.memory_efficiency.TimeSeconds(op.bytes, gpu.memory_bandwidth.bytes_per_second());
+  }
+  return times;
+}
+
+DurationNs PowerLimited(const GpuSpec& gpu, const traces::OpCostTable& table, const Op& op,
+                        DurationNs measured) {
+  if (table.timing() != traces::OpTiming::kIsolated || gpu.power_limited_compute >= 1) {
+    return measured;
+  }
+  const RooflineTimes roofline = RooflineSeconds(gpu, op);
+  if (roofline.compute < roofline.memory) return measured;
+  return FromSeconds(measured.ToSecondsDouble() / gpu.power_limited_compute);
+}
+
+}  // namespace
+
+std::optional<OpCost> RooflineCostModel::Price(const Op& op) const {
+  const RooflineTimes times = RooflineSeconds(gpu_, op);
+  return OpCost{FromSeconds(std::max(times.compute, times.memory)) + gpu_.launch_overhead,
                 CostSource::kRoofline};
 }
 
 std::optional<OpCost> MeasuredCostModel::Price(const Op& op) const {
   const traces::MeasuredOp* measured = table_->Find(op.signature);
   if (measured == nullptr) return std::nullopt;
-  return OpCost{measured->duration, CostSource::kMeasured};
+  return OpCost{PowerLimited(gpu_, *table_, op, measured->duration), CostSource::kMeasured};
 }
 
 std::optional<OpCost> InterpolatedCostModel::Price(const Op& op) const {
@@ -124,7 +153,8 @@ std::optional<OpCost> InterpolatedCostModel::Price(const Op& op) const {
                     neighbors.end(),
                     [](const Neighbor& a, const Neighbor& b) { return a.distance < b.distance; });
   if (neighbors.front().distance == 0) {
-    return OpCost{neighbors.front().op->duration, CostSource::kInterpolated};
+    return OpCost{PowerLimited(gpu_, *table_, op, neighbors.front().op->duration),
+                  CostSource::kInterpolated};
   }
   double weights = 0;
   double throughput = 0;  // work per second
@@ -134,8 +164,8 @@ std::optional<OpCost> InterpolatedCostModel::Price(const Op& op) const {
     throughput +=
         weight * Work(neighbors[i].op->signature) / neighbors[i].op->duration.ToSecondsDouble();
   }
-  return OpCost{FromSeconds(Work(op.signature) / (throughput / weights)),
-                CostSource::kInterpolated};
+  const DurationNs interpolated = FromSeconds(Work(op.signature) / (throughput / weights));
+  return OpCost{PowerLimited(gpu_, *table_, op, interpolated), CostSource::kInterpolated};
 }
 
 std::optional<OpCost> ChainCostModel::Price(const Op& op) const {
@@ -170,19 +200,20 @@ std::unique_ptr<OpCostModel> MakeRoofline(const GpuSpec& gpu, const traces::OpCo
   return std::make_unique<RooflineCostModel>(gpu);
 }
 
-std::unique_ptr<OpCostModel> MakeMeasured(const GpuSpec&, const traces::OpCostTable* table) {
-  return std::make_unique<MeasuredCostModel>(*table);
+std::unique_ptr<OpCostModel> MakeMeasured(const GpuSpec& gpu, const traces::OpCostTable* table) {
+  return std::make_unique<MeasuredCostModel>(gpu, *table);
 }
 
-std::unique_ptr<OpCostModel> MakeInterpolated(const GpuSpec&, const traces::OpCostTable* table) {
-  return std::make_unique<InterpolatedCostModel>(*table);
+std::unique_ptr<OpCostModel> MakeInterpolated(const GpuSpec& gpu,
+                                              const traces::OpCostTable* table) {
+  return std::make_unique<InterpolatedCostModel>(gpu, *table);
 }
 
 std::unique_ptr<OpCostModel> MakeChain(const GpuSpec& gpu, const traces::OpCostTable* table) {
   if (table == nullptr) return MakeRoofline(gpu, table);
   std::vector<std::unique_ptr<OpCostModel>> chain;
-  chain.push_back(std::make_unique<MeasuredCostModel>(*table));
-  chain.push_back(std::make_unique<InterpolatedCostModel>(*table));
+  chain.push_back(std::make_unique<MeasuredCostModel>(gpu, *table));
+  chain.push_back(std::make_unique<InterpolatedCostModel>(gpu, *table));
   chain.push_back(std::make_unique<RooflineCostModel>(gpu));
   return std::make_unique<ChainCostModel>(std::move(chain));
 }
@@ -236,25 +267,30 @@ Expected<EfficiencyCurve> FitMatrixEfficiency(const traces::OpCostTable& table, 
   if (peak <= 0) {
     return Error(fmt::format("{} has no matrix peak for {}", gpu.name, DTypeName(dtype)));
   }
-  // Ordinary least squares of t = a + b·F over the table's GEMMs of this dtype.
-  double n = 0, sum_f = 0, sum_t = 0, sum_ff = 0, sum_ft = 0;
+  // Least squares of the relative error of t = a + b·F over the table's GEMMs of this dtype:
+  // minimize Σ ((a + b·F − t) / t)², i.e. weights 1/t² (sizes span four orders of magnitude;
+  // absolute residuals would let the largest GEMMs decide alone). Normal equations:
+  //   a·Σw + b·ΣwF = Σwt,   a·ΣwF + b·ΣwF² = ΣwFt.
+  double n = 0, sw = 0, swf = 0, swt = 0, swff = 0, swft = 0;
   for (const traces::MeasuredOp& op : table.ops()) {
     if (op.signature.op != "gemm" || op.signature.dtype != dtype) continue;
     const double flops = 2 * Work(op.signature);
     const double seconds = op.duration.ToSecondsDouble();
+    const double w = 1 / (seconds * seconds);
     n += 1;
-    sum_f += flops;
-    sum_t += seconds;
-    sum_ff += flops * flops;
-    sum_ft += flops * seconds;
+    sw += w;
+    swf += w * flops;
+    swt += w * seconds;
+    swff += w * flops * flops;
+    swft += w * flops * seconds;
   }
-  const double denominator = n * sum_ff - sum_f * sum_f;
-  if (n < 2 || denominator <= 0) {
+  const double determinant = sw * swff - swf * swf;
+  if (n < 2 || !(determinant > 0)) {
     return Error(fmt::format("need GEMMs of at least two sizes in {} to fit a curve (found {})",
                              DTypeName(dtype), n));
   }
-  const double slope = (n * sum_ft - sum_f * sum_t) / denominator;  // seconds per FLOP
-  const double intercept = (sum_t - slope * sum_f) / n;
+  const double slope = (sw * swft - swf * swt) / determinant;  // seconds per FLOP
+  const double intercept = (swt - slope * swf) / sw;
   const double max = 1 / (slope * peak);
   if (!(slope > 0) || max > 1) {
     return Error(

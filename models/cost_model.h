@@ -42,8 +42,9 @@ class OpCostModel {
 };
 
 // max(compute, memory) + launch overhead, where compute = FLOPs over the matrix peak of the
-// op's dtype (the vector peak for non-matmul ops and dtypes without tensor-core support) and
-// memory = bytes over HBM bandwidth, each through the GPU's efficiency curve.
+// op's dtype (the vector peak for non-matmul ops and dtypes without tensor-core support) times
+// the GPU's power_limited_compute, and memory = bytes over HBM bandwidth, each through the
+// GPU's efficiency curve.
 class RooflineCostModel final : public OpCostModel {
  public:
   explicit RooflineCostModel(GpuSpec gpu) : gpu_(std::move(gpu)) {}
@@ -55,14 +56,18 @@ class RooflineCostModel final : public OpCostModel {
   GpuSpec gpu_;
 };
 
-// Exact signature lookup. The table must outlive the model.
+// Exact signature lookup. The table must outlive the model. A table timed in isolation
+// (traces::OpTiming::kIsolated) ran at boost clocks: an op the roofline finds compute-bound is
+// slowed to the GPU's power_limited_compute share of that speed, as in a training step.
 class MeasuredCostModel final : public OpCostModel {
  public:
-  explicit MeasuredCostModel(const traces::OpCostTable& table) : table_(&table) {}
+  MeasuredCostModel(GpuSpec gpu, const traces::OpCostTable& table)
+      : gpu_(std::move(gpu)), table_(&table) {}
   std::string_view name() const override { return "measured"; }
   std::optional<OpCost> Price(const Op& op) const override;
 
  private:
+  GpuSpec gpu_;
   const traces::OpCostTable* table_;
 };
 
@@ -71,14 +76,17 @@ class MeasuredCostModel final : public OpCostModel {
 // nearest four in log-dimension space, exact at a measured point. Work is the family's cost
 // driver (GEMM m·n·k·batch, flash attention batch·heads·seq²·head_dim, convolution
 // batch·in·out·(size/stride)²·kernel², otherwise the product of the dimensions). Only inside
-// the measured range of every dimension: it never extrapolates (nullopt outside).
+// the measured range of every dimension: it never extrapolates (nullopt outside). Power
+// limited as MeasuredCostModel is.
 class InterpolatedCostModel final : public OpCostModel {
  public:
-  explicit InterpolatedCostModel(const traces::OpCostTable& table) : table_(&table) {}
+  InterpolatedCostModel(GpuSpec gpu, const traces::OpCostTable& table)
+      : gpu_(std::move(gpu)), table_(&table) {}
   std::string_view name() const override { return "interpolated"; }
   std::optional<OpCost> Price(const Op& op) const override;
 
  private:
+  GpuSpec gpu_;
   const traces::OpCostTable* table_;
 };
 
@@ -152,7 +160,9 @@ Expected<std::unique_ptr<OpCostModel>> MakeCostModel(std::string_view name, cons
                                                      const traces::OpCostTable* table);
 
 // Fits the matrix efficiency curve of `gpu` for `dtype` to the table's GEMMs by least squares
-// on time = ramp + FLOPs / (peak · max) (the curve's time form, EfficiencyCurve). Errors with
+// of the relative error of time = ramp + FLOPs / (peak · max) (the curve's time form,
+// EfficiencyCurve): the curve of the table's conditions (bursts at boost clock for tables timed
+// in isolation; power_limited_compute is separate). Errors with
 // fewer than two distinct GEMM sizes or a fit outside 0 < max <= 1.
 Expected<EfficiencyCurve> FitMatrixEfficiency(const traces::OpCostTable& table, const GpuSpec& gpu,
                                               DType dtype);

@@ -30,13 +30,23 @@ struct Peaks {
 // profile of these GPUs ships with dtsim); docs/models.md says how they were chosen and how to
 // fit them from an op-cost table.
 constexpr EfficiencyCurve kMatrixDefault{0.80, DurationNs(5'000)};
-constexpr EfficiencyCurve kMatrixHopper{0.75, DurationNs(5'000)};
-// FP8 GEMMs reach a smaller share of their (doubled) peak than BF16 ones: cuBLAS on H100 SXM
-// runs large FP8 GEMMs at roughly 1.3–1.4 PFLOP/s of 1.98 against 0.70–0.76 of 0.99 in BF16
-// (docs/models.md, "FP8"). Not fitted to a profile of ours.
+constexpr EfficiencyCurve kMatrixUnmeasured{0.75, DurationNs(5'000)};  // Blackwell, H100 PCIe
+// FP8 GEMMs reach a smaller share of their (doubled) peak than BF16 ones (docs/models.md,
+// "FP8"): the default where none was measured.
 constexpr EfficiencyCurve kFp8MatrixDefault{0.65, DurationNs(5'000)};
 constexpr EfficiencyCurve kMemoryDefault{0.85, DurationNs(2'000)};
 constexpr DurationNs kLaunchOverhead(1'000);
+
+// Hopper SXM (H100 SXM5, H200): fitted (models::FitMatrixEfficiency) to the GEMMs measured on
+// an H200 in tools/examples/profiles/h200-sxm-141gb.json — the training shapes of the shipped
+// examples and of calibration-points.json's FP8 runs, and square GEMMs from 256 to 16384 —
+// in bursts at boost clock; checked on the H100's own table (tests/models/gpu_calibration_test).
+// The power limit of a training step is power_limited_compute: 0.84, the median over 208
+// compute-bound kernels of their burst time over their time in a 20 s run of all of them back
+// to back at 690 W and 1,440 MHz (tests/data/measured/h200_sustained_ops.json).
+constexpr EfficiencyCurve kMatrixHopperSxm{0.7865, DurationNs(3'170)};
+constexpr EfficiencyCurve kFp8MatrixHopperSxm{0.728, DurationNs(2'820)};
+constexpr double kPowerLimitedHopperSxm = 0.84;
 
 GpuSpec MakeGpu(std::string name, const Peaks& peaks, double vector_tflops, int64_t gb_per_s,
                 Bytes memory, EfficiencyCurve matrix, bool microscaling = false) {
@@ -63,6 +73,13 @@ GpuSpec MakeGpu(std::string name, const Peaks& peaks, double vector_tflops, int6
   return gpu;
 }
 
+// What was measured on Hopper SXM parts (above): the FP8 curve and the power limit.
+GpuSpec HopperSxm(GpuSpec gpu) {
+  gpu.fp8_matrix_efficiency = kFp8MatrixHopperSxm;
+  gpu.power_limited_compute = kPowerLimitedHopperSxm;
+  return gpu;
+}
+
 // Dense (no structured sparsity) peaks from the NVIDIA datasheets cited in docs/models.md.
 // fp32 "matrix" is the non-tensor fp32 rate: a GEMM in fp32 without tf32 runs on CUDA cores.
 const std::vector<GpuSpec>& Presets() {
@@ -73,18 +90,18 @@ const std::vector<GpuSpec>& Presets() {
               kMatrixDefault),
       MakeGpu("a100-sxm4-80gb", {19.5, 19.5, 156, 312, 312, 0, 624}, 19.5, 2039, Bytes(80 * kGibi),
               kMatrixDefault),
-      MakeGpu("h100-sxm5-80gb", {66.9, 66.9, 494.7, 989.4, 989.4, 1978.9, 1978.9}, 66.9, 3350,
-              Bytes(80 * kGibi), kMatrixHopper),
+      HopperSxm(MakeGpu("h100-sxm5-80gb", {66.9, 66.9, 494.7, 989.4, 989.4, 1978.9, 1978.9}, 66.9,
+                        3350, Bytes(80 * kGibi), kMatrixHopperSxm)),
       MakeGpu("h100-pcie-80gb", {51.2, 51.2, 378, 756, 756, 1513, 1513}, 51.2, 2000,
-              Bytes(80 * kGibi), kMatrixHopper),
-      MakeGpu("h200-sxm-141gb", {66.9, 66.9, 494.7, 989.4, 989.4, 1978.9, 1978.9}, 66.9, 4800,
-              Bytes(141 * kGiga), kMatrixHopper),
+              Bytes(80 * kGibi), kMatrixUnmeasured),
+      HopperSxm(MakeGpu("h200-sxm-141gb", {66.9, 66.9, 494.7, 989.4, 989.4, 1978.9, 1978.9}, 66.9,
+                        4800, Bytes(141 * kGiga), kMatrixHopperSxm)),
       MakeGpu("b200-sxm-180gb", {40, 75, 1100, 2250, 2250, 4500, 4500}, 75, 8000,
-              Bytes(180 * kGiga), kMatrixHopper, /*microscaling=*/true),
+              Bytes(180 * kGiga), kMatrixUnmeasured, /*microscaling=*/true),
       // The Blackwell GPU of a GB200 superchip (1,200 W): the NVL72 datasheet's rack figures
       // (sparse, except fp64) ÷ 72 ÷ 2.
       MakeGpu("gb200-186gb", {45, 83, 1250, 2500, 2500, 5000, 5000}, 83, 8000, Bytes(186 * kGiga),
-              kMatrixHopper, /*microscaling=*/true),
+              kMatrixUnmeasured, /*microscaling=*/true),
   };
   return kPresets;
 }
@@ -163,6 +180,13 @@ Status ReadFields(JsonObjectReader& reader, GpuSpec& gpu) {
   DTSIM_RETURN_IF_ERROR(ReadCurve(reader, "matrix_efficiency", gpu.matrix_efficiency));
   DTSIM_RETURN_IF_ERROR(ReadCurve(reader, "fp8_matrix_efficiency", gpu.fp8_matrix_efficiency));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("microscaling", gpu.microscaling));
+  if (reader.Has("power_limited_compute")) {
+    DTSIM_ASSIGN_OR_RETURN(gpu.power_limited_compute, reader.Number("power_limited_compute"));
+    if (!(gpu.power_limited_compute > 0 && gpu.power_limited_compute <= 1)) {
+      return Error("must be in (0, 1]", JsonChildPath(reader.path(), "power_limited_compute"),
+                   JsonValueForError(*reader.Find("power_limited_compute")));
+    }
+  }
   return ReadCurve(reader, "memory_efficiency", gpu.memory_efficiency);
 }
 

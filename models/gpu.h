@@ -41,6 +41,11 @@ struct GpuSpec {
   EfficiencyCurve fp8_matrix_efficiency;  // FP8 GEMMs (Transformer Engine's), their own curve
   EfficiencyCurve memory_efficiency;
   bool microscaling = false;  // MXFP8 tensor cores with per-32-element scales (Blackwell)
+  // The share of its short-burst speed a compute-bound op keeps while the GPU runs a training
+  // step at its power limit (lower SM clocks; docs/models.md, "Power-limited clocks"). The
+  // efficiency curves and op tables timed in isolation describe bursts at boost clock; 1: no
+  // loss (not measured for this GPU).
+  double power_limited_compute = 1.0;
 
   FlopRate MatrixPeak(DType dtype) const { return matrix_peak[static_cast<size_t>(dtype)]; }
   const EfficiencyCurve& MatrixEfficiency(DType dtype) const {
@@ -54,7 +59,8 @@ Expected<GpuSpec> GpuPreset(std::string_view name);
 
 // {"preset": "a100-sxm4-80gb", "matrix_peak": {"bf16": "312 TFLOP/s"}, "vector_peak",
 //  "memory_bandwidth", "memory", "launch_overhead", "matrix_efficiency": {"max", "ramp"},
-//  "fp8_matrix_efficiency": {...}, "memory_efficiency": {...}, "microscaling": bool}, or a bare
+//  "fp8_matrix_efficiency": {...}, "memory_efficiency": {...}, "microscaling": bool,
+//  "power_limited_compute": (0, 1]}, or a bare
 //  preset name. With a preset any field overrides it;
 // without one all but the efficiencies and launch overhead are required.
 Expected<GpuSpec> GpuFromJson(const Json& value, const std::string& path);

@@ -22,12 +22,13 @@ import datetime
 import json
 import os
 import re
+import signal
 import statistics
 import sys
 import tempfile
 
 DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16",
-          "fp64": "float64"}
+          "fp64": "float64", "fp8": "bfloat16"}  # fp8: BF16 tensors quantized by the runner
 # Memory-bound ops are keyed by element count only: they run on an array of that many
 # elements whose last dimension is the first of these that divides it.
 ROW_SIZES = (8192, 4096, 2048, 1024, 512, 256, 128, 64, 32, 16, 8, 4, 2, 1)
@@ -71,6 +72,91 @@ class Gemm(Runner):
 
     def run(self):
         return self.torch.matmul(self.a, self.b)
+
+
+class Fp8Gemm(Runner):
+    """An FP8 GEMM as Transformer Engine runs one under per-tensor (delayed or current) scaling:
+    cuBLASLt through torch._scaled_mm, E4M3 operands with float32 scales, a BF16 output. The
+    split (full-precision) accumulator is used, as TE does for the two backward GEMMs of every
+    linear (fast accumulation, its forward choice, is timed beside it by
+    tools/gpu_checks/gemm_curves.py). A batch (MoE experts' grouped GEMM) runs one GEMM per
+    member, one after another, as TE's grouped linear does on one stream."""
+    shape = ("torch._scaled_mm(A[m,k] e4m3, B[k,n] e4m3 column-major, per-tensor scales) -> bf16,"
+             " once per batch member")
+    fast_accum = False
+
+    def __init__(self, torch, op):
+        super().__init__(torch, op)
+        m, n, k = self.dims["m"], self.dims["n"], self.dims["k"]
+        if k % 16 or n % 16:
+            raise ValueError(f"FP8 GEMMs need k and n multiples of 16 (k={k}, n={n})")
+        e4m3 = torch.float8_e4m3fn
+        self.pairs = [(self.tensor(m, k).to(e4m3), self.tensor(n, k).to(e4m3).t())  # B: [k, n]
+                      for _ in range(self.dims.get("batch", 1))]
+        self.scale_a = torch.ones((), device=self.device, dtype=torch.float32)
+        self.scale_b = torch.ones((), device=self.device, dtype=torch.float32)
+
+    def run(self):
+        return [self.torch._scaled_mm(a, b, self.scale_a, self.scale_b,
+                                      out_dtype=self.torch.bfloat16,
+                                      use_fast_accum=self.fast_accum) for a, b in self.pairs]
+
+
+class Fp8GemmFastAccum(Fp8Gemm):
+    shape = Fp8Gemm.shape + ", fast accumulation"
+    fast_accum = True
+
+
+_CAST_TRANSPOSE = None
+
+
+def _cast_transpose_kernel():
+    """A Triton kernel that does what Transformer Engine's fused cast-transpose does: reads a
+    BF16 [rows, cols] tensor once, writes its E4M3 quantization row-wise and column-wise
+    (transposed), and folds the tile's amax into a float32 (the delayed-scaling history)."""
+    global _CAST_TRANSPOSE
+    if _CAST_TRANSPOSE is None:
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def cast_transpose(x, out, out_t, amax, scale, rows, cols, BLOCK: tl.constexpr):
+            # 64-bit offsets: a rank's FP8 weights can pass 2^31 elements.
+            r = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+            c = tl.program_id(1).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+            mask = (r[:, None] < rows) & (c[None, :] < cols)
+            v = tl.load(x + r[:, None] * cols + c[None, :], mask=mask, other=0.0).to(tl.float32)
+            tl.atomic_max(amax, tl.max(tl.max(tl.abs(v), axis=1), axis=0))
+            q = tl.clamp(v * scale, -448.0, 448.0).to(tl.float8e4nv)
+            tl.store(out + r[:, None] * cols + c[None, :], q, mask=mask)
+            tl.store(out_t + c[:, None] * rows + r[None, :], tl.trans(q), mask=tl.trans(mask))
+
+        _CAST_TRANSPOSE = cast_transpose
+    return _CAST_TRANSPOSE
+
+
+class Quantize(Runner):
+    """An FP8 cast of `elements` BF16 activations or gradients (op kind `quantize`)."""
+    shape = ("fused cast-transpose (Triton): bf16 [elements/cols, cols] -> e4m3 row- and "
+             "column-wise, and the amax")
+    block = 64
+
+    def __init__(self, torch, op):
+        super().__init__(torch, op)
+        self.dtype = torch.bfloat16
+        self.rows, self.cols = row_shape(self.dims["elements"], ROW_SIZES[:-6])
+        self.x = self.tensor(self.rows, self.cols)
+        e4m3 = torch.float8_e4m3fn
+        self.out = torch.empty(self.rows, self.cols, device=self.device, dtype=e4m3)
+        self.out_t = torch.empty(self.cols, self.rows, device=self.device, dtype=e4m3)
+        self.amax = torch.zeros(1, device=self.device, dtype=torch.float32)
+        self.kernel = _cast_transpose_kernel()
+        import triton
+        self.grid = (triton.cdiv(self.rows, self.block), triton.cdiv(self.cols, self.block))
+
+    def run(self):
+        self.kernel[self.grid](self.x, self.out, self.out_t, self.amax, 1.0, self.rows, self.cols,
+                               BLOCK=self.block)
 
 
 class FlashAttention(Runner):
@@ -332,7 +418,8 @@ class Sgd(Optimizer):
 
 
 RUNNERS = {
-    "gemm": Gemm, "flash_attention": FlashAttention,
+    "gemm": Gemm, "quantize": Quantize, "quantize_bwd": Quantize,
+    "flash_attention": FlashAttention,
     "flash_attention_bwd": FlashAttentionBackward,
     "conv2d": Conv, "conv2d_dgrad": ConvDgrad, "conv2d_wgrad": ConvWgrad,
     "norm": Norm, "norm_bwd": NormBackward, "softmax": Softmax, "softmax_bwd": SoftmaxBackward,
@@ -354,6 +441,14 @@ RUNNERS = {
     "powersgd_error_add": ErrorAdd, "powersgd_orthogonalize": Orthogonalize,
     "powersgd_error_update": ErrorUpdate,
 }
+
+
+# Runners that depend on the dtype as well as the op: (op, dtype) -> runner.
+DTYPE_RUNNERS = {("gemm", "fp8"): Fp8Gemm}
+
+
+def runner_class(op):
+    return DTYPE_RUNNERS.get((op["op"], op["dtype"]), RUNNERS[op["op"]])
 
 
 def reads_version(version, major):
@@ -436,6 +531,41 @@ def measure(torch, runner, reps, warmup):
             return rep_gpu_times(json.load(f)["traceEvents"])
 
 
+def write_json(path, document, indent=1):
+    """Writes `document` to `path` atomically: a failed write leaves any earlier file whole."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(document, f, indent=indent)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+
+
+def interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def measure_all(torch, ops, args, entries):
+    """Measures each op of `ops` into `entries`; an op that cannot run is reported and left out."""
+    for i, op in enumerate(ops):
+        try:
+            runner = runner_class(op)(torch, op)
+            times = measure(torch, runner, args.reps, args.warmup)
+        except Exception as error:  # one op that cannot run must not lose the others
+            print(f"  [{i + 1}/{len(ops)}] {describe(op)}: {type(error).__name__}: {error}; "
+                  "left out", file=sys.stderr)
+            continue
+        del runner
+        torch.cuda.empty_cache()
+        if not times:
+            print(f"  [{i + 1}/{len(ops)}] {describe(op)}: no GPU time recorded, left out",
+                  file=sys.stderr)
+            continue
+        mean = statistics.fmean(times)
+        entries.append({"op": op["op"], "dtype": op["dtype"], "dims": op["dims"],
+                        "time": f"{mean:.3f} us", "median": f"{statistics.median(times):.3f} us",
+                        "min": f"{min(times):.3f} us", "samples": len(times)})
+        print(f"  [{i + 1}/{len(ops)}] {describe(op)}: {mean:.1f} us", file=sys.stderr)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("op_list", help="an op list from `dtsim simulate CONFIG --op-list FILE`")
@@ -451,7 +581,7 @@ def main():
     if args.dry_run:
         print(f"{len(ops)} op signatures of {document['model']} ({document['config']}):")
         for op in ops:
-            print(f"  {describe(op):<60} {RUNNERS[op['op']].shape}")
+            print(f"  {describe(op):<60} {runner_class(op).shape}")
         return 0
     if not args.output:
         sys.exit("-o TABLE.json is required (or --dry-run)")
@@ -464,30 +594,22 @@ def main():
         print(f"warning: the table is named for {gpu!r} but runs on "
               f"{torch.cuda.get_device_name()!r}; name it with --gpu", file=sys.stderr)
     entries = []
-    for i, op in enumerate(ops):
-        runner = RUNNERS[op["op"]](torch, op)
-        times = measure(torch, runner, args.reps, args.warmup)
-        del runner
-        torch.cuda.empty_cache()
-        if not times:
-            print(f"  [{i + 1}/{len(ops)}] {describe(op)}: no GPU time recorded, left out",
-                  file=sys.stderr)
-            continue
-        mean = statistics.fmean(times)
-        entries.append({"op": op["op"], "dtype": op["dtype"], "dims": op["dims"],
-                        "time": f"{mean:.3f} us", "median": f"{statistics.median(times):.3f} us",
-                        "min": f"{min(times):.3f} us", "samples": len(times)})
-        print(f"  [{i + 1}/{len(ops)}] {describe(op)}: {mean:.1f} us", file=sys.stderr)
-    table = {"format": "dtsim.op_costs", "version": "1.0",
+    # Interrupted (Ctrl-C, or SIGTERM from a time limit), it still writes what it measured.
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        measure_all(torch, ops, args, entries)
+    except KeyboardInterrupt:
+        print(f"interrupted after {len(entries)} of {len(ops)} signatures; writing those",
+              file=sys.stderr)
+    # Each op runs alone, in a short burst, at boost clock: "isolated" (docs/formats/op-costs.md).
+    table = {"format": "dtsim.op_costs", "version": "1.1",
              "gpu": gpu,
              "source": (f"tools/op_benchmark.py on {torch.cuda.get_device_name()} "
                         f"(torch {torch.__version__}), {args.reps} reps, "
                         f"{datetime.date.today().isoformat()}, ops of {document['config']}"),
+             "timing": "isolated",
              "ops": entries}
-    with open(args.output + ".tmp", "w") as f:
-        json.dump(table, f, indent=1)
-        f.write("\n")
-    os.replace(args.output + ".tmp", args.output)
+    write_json(args.output, table)
     print(f"wrote {args.output}: {len(entries)} of {len(ops)} signatures", file=sys.stderr)
     return 0
 

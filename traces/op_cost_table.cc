@@ -35,11 +35,16 @@ std::string OpSignature::Key() const {
   return key;
 }
 
+std::string_view OpTimingName(OpTiming timing) {
+  return timing == OpTiming::kInRun ? "in_run" : "isolated";
+}
+
 Expected<OpCostTable> OpCostTable::Make(std::string gpu, std::string source,
-                                        std::vector<MeasuredOp> ops) {
+                                        std::vector<MeasuredOp> ops, OpTiming timing) {
   OpCostTable table;
   table.gpu_ = std::move(gpu);
   table.source_ = std::move(source);
+  table.timing_ = timing;
   table.ops_ = std::move(ops);
   for (uint32_t i = 0; i < table.ops_.size(); ++i) {
     const OpSignature& signature = table.ops_[i].signature;
@@ -139,6 +144,16 @@ Expected<OpCostTable> OpCostTableFromJson(const Json& value) {
   DTSIM_RETURN_IF_ERROR(CheckFormat(reader, kOpCostFormat));
   DTSIM_ASSIGN_OR_RETURN(std::string gpu, reader.String("gpu"));
   DTSIM_ASSIGN_OR_RETURN(std::string source, reader.StringOr("source", ""));
+  DTSIM_ASSIGN_OR_RETURN(const std::string timing_name, reader.StringOr("timing", "isolated"));
+  OpTiming timing = OpTiming::kIsolated;
+  if (timing_name == "in_run") {
+    timing = OpTiming::kInRun;
+  } else if (timing_name != "isolated") {
+    return Error(
+        "expected \"isolated\" (ops timed alone, in short bursts) or \"in_run\" "
+        "(timed inside a training run)",
+        "timing", Quote(timing_name));
+  }
   const Json* ops_json = reader.Find("ops");
   if (ops_json == nullptr || !ops_json->is_array()) {
     return Error("expected an array of measured ops", "ops",
@@ -151,7 +166,7 @@ Expected<OpCostTable> OpCostTableFromJson(const Json& value) {
     ops.push_back(std::move(op));
   }
   DTSIM_RETURN_IF_ERROR(reader.Finish());
-  return OpCostTable::Make(std::move(gpu), std::move(source), std::move(ops));
+  return OpCostTable::Make(std::move(gpu), std::move(source), std::move(ops), timing);
 }
 
 Expected<OpCostTable> ReadOpCostTable(const std::string& path) {
@@ -179,6 +194,7 @@ Json OpCostTableToJson(const OpCostTable& table) {
           {"version", kOpCostFormat.Version()},
           {"gpu", table.gpu()},
           {"source", table.source()},
+          {"timing", OpTimingName(table.timing())},
           {"ops", ops}};
 }
 

@@ -47,16 +47,26 @@ struct MeasuredOp {
   std::optional<DurationNs> min;
 };
 
+// How a table's ops were timed, which decides whether the GPU's power limit still applies to
+// them (docs/models.md, "Power-limited clocks"):
+//   kIsolated — each op alone, in a short burst on an otherwise idle GPU (tools/op_benchmark.py):
+//               the clocks were at boost, so compute-bound ops ran faster than in a training step;
+//   kInRun    — inside a training run (`dtsim ops` on a profiler trace of one): as the run ran.
+enum class OpTiming : uint8_t { kIsolated, kInRun };
+std::string_view OpTimingName(OpTiming timing);
+
 // An immutable set of measured ops with exact lookup by signature and lookup by family.
 class OpCostTable {
  public:
   OpCostTable() = default;
   // Errors (naming both entries) when two entries have the same signature.
   static Expected<OpCostTable> Make(std::string gpu, std::string source,
-                                    std::vector<MeasuredOp> ops);
+                                    std::vector<MeasuredOp> ops,
+                                    OpTiming timing = OpTiming::kIsolated);
 
   const std::string& gpu() const { return gpu_; }
   const std::string& source() const { return source_; }
+  OpTiming timing() const { return timing_; }
   const std::vector<MeasuredOp>& ops() const { return ops_; }
   bool empty() const { return ops_.empty(); }
 
@@ -67,21 +77,22 @@ class OpCostTable {
  private:
   std::string gpu_;
   std::string source_;
+  OpTiming timing_ = OpTiming::kIsolated;
   std::vector<MeasuredOp> ops_;
   std::unordered_map<std::string, uint32_t> by_key_;
   std::unordered_map<std::string, std::vector<uint32_t>> by_family_;
 };
 
-inline constexpr FileFormat kOpCostFormat{"dtsim.op_costs", 1, 0, "not an op-cost table"};
+inline constexpr FileFormat kOpCostFormat{"dtsim.op_costs", 1, 1, "not an op-cost table"};
 
 // An entry's signature fields, "op", "dtype" and "dims" ({"m": 8192, ...}), as op-cost tables
 // and op lists (docs/formats/op-list.md) write them.
 Expected<OpSignature> ReadOpSignature(JsonObjectReader& entry);
 
-// The file form: {"format": "dtsim.op_costs", "version": "1.0", "gpu": "...", "source": "...",
-// "ops": [{"op": "gemm", "dtype": "bf16", "dims": {"m": 8192, ...}, "time": "1.25 ms",
-// "samples": 10, "median": "1.2 ms", "min": "1.1 ms"}, ...]}. Errors name the JSON path and the
-// bad value.
+// The file form: {"format": "dtsim.op_costs", "version": "1.1", "gpu": "...", "source": "...",
+// "timing": "isolated" | "in_run" (absent: isolated), "ops": [{"op": "gemm", "dtype": "bf16",
+// "dims": {"m": 8192, ...}, "time": "1.25 ms", "samples": 10, "median": "1.2 ms", "min": "1.1 ms"},
+// ...]}. Errors name the JSON path and the bad value.
 Expected<OpCostTable> OpCostTableFromJson(const Json& value);
 Expected<OpCostTable> ReadOpCostTable(const std::string& path);
 Json OpCostTableToJson(const OpCostTable& table);

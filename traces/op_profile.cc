@@ -215,9 +215,9 @@ Expected<OpProfile> BuildOpProfile(const Trace& trace, std::string gpu) {
     ops.push_back(std::move(measured));
   }
   if (gpu.empty()) gpu = trace.gpu_name.empty() ? "unknown" : trace.gpu_name;
-  DTSIM_ASSIGN_OR_RETURN(
-      OpCostTable table,
-      OpCostTable::Make(std::move(gpu), "dtsim ops " + trace.file, std::move(ops)));
+  DTSIM_ASSIGN_OR_RETURN(OpCostTable table,
+                         OpCostTable::Make(std::move(gpu), "dtsim ops " + trace.file,
+                                           std::move(ops), OpTiming::kInRun));
   return OpProfile{.table = std::move(table), .stats = std::move(stats)};
 }
 

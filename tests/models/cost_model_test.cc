@@ -70,7 +70,7 @@ TEST(CostModelTest, EfficiencyCurveIsHalfMaxAtTheRampWork) {
 
 TEST(CostModelTest, MeasuredIsExactSignatureOnly) {
   const traces::OpCostTable table = UniformGemms(200e12, {{1024, 1024, 1024}});
-  const MeasuredCostModel measured(table);
+  const MeasuredCostModel measured(A100(), table);
   const Op hit = Op::Gemm("g", Pass::kForward, DType::kBf16, 1024, 1024, 1024);
   EXPECT_EQ(measured.Price(hit)->duration, table.ops()[0].duration);
   EXPECT_EQ(measured.Price(hit)->source, CostSource::kMeasured);
@@ -83,7 +83,7 @@ TEST(CostModelTest, InterpolatesThroughputInsideTheMeasuredRangeOnly) {
   // 2·2048·3072·1536 / 200e12 s.
   const traces::OpCostTable table = UniformGemms(
       200e12, {{1024, 1024, 1024}, {4096, 4096, 4096}, {1024, 4096, 2048}, {4096, 1024, 1024}});
-  const InterpolatedCostModel interpolated(table);
+  const InterpolatedCostModel interpolated(A100(), table);
   const Op inside = Op::Gemm("g", Pass::kForward, DType::kBf16, 2048, 3072, 1536);
   const std::optional<OpCost> cost = interpolated.Price(inside);
   ASSERT_TRUE(cost.has_value());
@@ -103,7 +103,7 @@ TEST(CostModelTest, InterpolationWeighsTheNearestPoints) {
        DurationNs(std::llround(2.0 * 4096 * 4096 * 4096 / 300e12 * 1e9))}};
   Expected<traces::OpCostTable> table = traces::OpCostTable::Make("a100", "", std::move(ops));
   ASSERT_TRUE(table.ok());
-  const InterpolatedCostModel interpolated(*table);
+  const InterpolatedCostModel interpolated(A100(), *table);
   const std::optional<OpCost> cost =
       interpolated.Price(Op::Gemm("g", Pass::kForward, DType::kBf16, 2048, 2048, 2048));
   ASSERT_TRUE(cost.has_value());
@@ -170,7 +170,7 @@ TEST(CostModelTest, FitRecoversTheCurveThatMadeTheTable) {
   ASSERT_TRUE(table.ok());
   Expected<EfficiencyCurve> fit = FitMatrixEfficiency(*table, gpu, DType::kBf16);
   ASSERT_TRUE(fit.ok()) << fit.error().ToString();
-  EXPECT_NEAR(fit->max, 0.7, 1e-6);
+  EXPECT_NEAR(fit->max, 0.7, 1e-5);  // the table's times are rounded to whole ns
   EXPECT_NEAR(static_cast<double>(fit->ramp.ns()), 6000, 1);
   EXPECT_FALSE(FitMatrixEfficiency(*table, gpu, DType::kFp16).ok());  // no fp16 GEMMs
 }

@@ -298,7 +298,8 @@ TEST(OpCostTableVersionTest, ReadsTheOldIntegerVersion) {
   Expected<traces::OpCostTable> read = traces::OpCostTableFromJson(table);
   ASSERT_TRUE(read.ok()) << read.error().ToString();
   EXPECT_EQ(read->ops().size(), 1u);
-  EXPECT_EQ(traces::OpCostTableToJson(*read)["version"], "1.0");
+  EXPECT_EQ(traces::OpCostTableToJson(*read)["version"], "1.1");
+  EXPECT_EQ(traces::OpCostTableToJson(*read)["timing"], "isolated");  // absent: isolated
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 Usage: gpu_scripts_test.py SOURCE_DIR
 
+- tools/op_benchmark.py's runner choice: FP8 GEMMs and FP8 casts have runners of their own.
 - tools/op_benchmark.py's rep_gpu_times: a GPU op belongs to the rep whose host range holds its
   launching call, whichever thread (autograd's) or API (driver) made it; ops launched outside
   every rep, and the profiler's GPU-side copies of the rep ranges, count nowhere.
@@ -26,6 +27,16 @@ def event(cat, name, ts, dur, correlation=None, tid=1):
     if correlation is not None:
         e["args"] = {"correlation": correlation}
     return e
+
+
+class RunnerChoice(unittest.TestCase):
+    def test_fp8_gemms_and_casts_have_their_own_runners(self):
+        choose = op_benchmark.runner_class
+        self.assertIs(choose({"op": "gemm", "dtype": "fp8"}), op_benchmark.Fp8Gemm)
+        self.assertIs(choose({"op": "gemm", "dtype": "bf16"}), op_benchmark.Gemm)
+        self.assertIs(choose({"op": "quantize", "dtype": "bf16"}), op_benchmark.Quantize)
+        self.assertIs(choose({"op": "quantize_bwd", "dtype": "bf16"}), op_benchmark.Quantize)
+        self.assertIn("fp8", op_benchmark.DTYPES)
 
 
 class RepGpuTimes(unittest.TestCase):

@@ -1,0 +1,157 @@
+// The Hopper presets' efficiency curves are the fits of the op-cost tables measured on those
+// GPUs (tools/examples/profiles/, docs/models.md "How the curves were fitted"): refitting the
+// shipped tables gives the shipped constants. And the power limit, measured on an H200
+// (tests/data/measured/h200_sustained_ops.json), slows what is compute-bound and only that.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "models/cost_model.h"
+#include "models/gpu.h"
+#include "sim/base/json_reader.h"
+
+namespace dtsim::models {
+namespace {
+
+traces::OpCostTable Profile(const std::string& gpu) {
+  Expected<traces::OpCostTable> table =
+      traces::ReadOpCostTable(DTSIM_EXAMPLES_DIR "/profiles/" + gpu + ".json");
+  EXPECT_TRUE(table.ok()) << table.error().ToString();
+  return table.ok() ? *std::move(table) : traces::OpCostTable();
+}
+
+GpuSpec Preset(const std::string& name) {
+  Expected<GpuSpec> gpu = GpuPreset(name);
+  EXPECT_TRUE(gpu.ok());
+  return *gpu;
+}
+
+// The shipped constant is the fit, to 4 decimals (max) and 50 ns (ramp).
+void ExpectFitted(const EfficiencyCurve& shipped, const traces::OpCostTable& table,
+                  const GpuSpec& gpu, DType dtype) {
+  Expected<EfficiencyCurve> fit = FitMatrixEfficiency(table, gpu, dtype);
+  ASSERT_TRUE(fit.ok()) << fit.error().ToString();
+  SCOPED_TRACE(fmt::format("{} {}: fit max {:.4f} ramp {} ns", gpu.name, DTypeName(dtype), fit->max,
+                           fit->ramp.ns()));
+  EXPECT_NEAR(shipped.max, fit->max, 0.0005);
+  EXPECT_NEAR(static_cast<double>(shipped.ramp.ns()), static_cast<double>(fit->ramp.ns()), 50);
+}
+
+// Mean absolute and mean signed error (predicted / measured − 1) of a curve over a table's
+// GEMMs of one dtype.
+std::pair<double, double> CurveErrors(const EfficiencyCurve& curve,
+                                      const traces::OpCostTable& table, const GpuSpec& gpu,
+                                      DType dtype) {
+  double absolute = 0, signed_sum = 0, n = 0;
+  for (const traces::MeasuredOp& op : table.ops()) {
+    if (op.signature.op != "gemm" || op.signature.dtype != dtype) continue;
+    const double flops = 2.0 * static_cast<double>(op.signature.Dim("m") * op.signature.Dim("n") *
+                                                   op.signature.Dim("k") *
+                                                   std::max<int64_t>(1, op.signature.Dim("batch")));
+    const double error = curve.TimeSeconds(flops, gpu.MatrixPeak(dtype).flop_per_second()) /
+                             op.duration.ToSecondsDouble() -
+                         1;
+    absolute += std::abs(error);
+    signed_sum += error;
+    n += 1;
+  }
+  return {absolute / n, signed_sum / n};
+}
+
+// H100 SXM and H200 share the curves (the same chip, clocks and power limit): fitted to the
+// H200's measured GEMMs (655 signatures, with square GEMMs from 256 to 16384 so that the ramp is
+// pinned by small sizes), checked on the H100's own table (68 BF16 GEMMs of the examples).
+TEST(GpuCalibrationTest, HopperCurvesAreTheFitsOfTheH200Profile) {
+  const GpuSpec h100 = Preset("h100-sxm5-80gb");
+  const GpuSpec h200 = Preset("h200-sxm-141gb");
+  const traces::OpCostTable h200_table = Profile("h200-sxm-141gb");
+  ExpectFitted(h200.matrix_efficiency, h200_table, h200, DType::kBf16);
+  ExpectFitted(h200.fp8_matrix_efficiency, h200_table, h200, DType::kFp8);
+  for (const EfficiencyCurve* curve : {&h100.matrix_efficiency, &h100.fp8_matrix_efficiency}) {
+    const EfficiencyCurve& same =
+        curve == &h100.matrix_efficiency ? h200.matrix_efficiency : h200.fp8_matrix_efficiency;
+    EXPECT_EQ(curve->max, same.max);
+    EXPECT_EQ(curve->ramp, same.ramp);
+  }
+  // On the H100's table: MAPE 9.5%, mean −5.4% (its GEMMs run a little faster than the H200's).
+  const auto [mape, bias] =
+      CurveErrors(h100.matrix_efficiency, Profile("h100-sxm5-80gb"), h100, DType::kBf16);
+  EXPECT_LT(mape, 0.10);
+  EXPECT_NEAR(bias, -0.054, 0.01);
+}
+
+// An FP8 GEMM of 8192³ is 1.85× faster than a BF16 one on the shipped Hopper curves, as the
+// burst measurements of tests/data/measured/h200_kernel_curves.json give (1366.2 us against
+// 741.0 us: 1.84×), not the 2× of the peaks.
+TEST(GpuCalibrationTest, Fp8OverBf16SpeedupIsTheMeasuredOne) {
+  const GpuSpec h200 = Preset("h200-sxm-141gb");
+  const double flops = 2.0 * 8192 * 8192 * 8192;
+  const double bf16 = h200.matrix_efficiency.TimeSeconds(flops, 989.4e12);
+  const double fp8 = h200.fp8_matrix_efficiency.TimeSeconds(flops, 1978.9e12);
+  EXPECT_NEAR(bf16 / fp8, 1366.17 / 741.04, 0.05);
+}
+
+Op Gemm() { return Op::Gemm("g", Pass::kForward, DType::kBf16, 8192, 8192, 8192); }
+Op Norm() {
+  return Op::Streaming("n", OpKind::kNorm, Pass::kForward, DType::kBf16, int64_t{1} << 26, 4);
+}
+
+traces::OpCostTable OneOpTable(traces::OpTiming timing, const Op& op, DurationNs time) {
+  Expected<traces::OpCostTable> table =
+      traces::OpCostTable::Make("h200-sxm-141gb", "test", {{op.signature, time}}, timing);
+  EXPECT_TRUE(table.ok());
+  return *table;
+}
+
+// A compute-bound GEMM priced from a table timed in isolation (bursts at boost clock) takes
+// 1/power_limited_compute of the table's time; from a table timed inside a run, the table's
+// time; a memory-bound op is never slowed (HBM does not run on the SM clock).
+TEST(GpuCalibrationTest, PowerLimitSlowsComputeBoundOpsOfIsolatedTables) {
+  const GpuSpec h200 = Preset("h200-sxm-141gb");
+  ASSERT_LT(h200.power_limited_compute, 1.0);
+  const DurationNs time(1'000'000);
+  for (const Op& op : {Gemm(), Norm()}) {
+    const traces::OpCostTable isolated = OneOpTable(traces::OpTiming::kIsolated, op, time);
+    const traces::OpCostTable in_run = OneOpTable(traces::OpTiming::kInRun, op, time);
+    const MeasuredCostModel from_isolated(h200, isolated);
+    const MeasuredCostModel from_run(h200, in_run);
+    const bool compute_bound = op.matmul;
+    const double expected = compute_bound ? 1e6 / h200.power_limited_compute : 1e6;
+    EXPECT_NEAR(static_cast<double>(from_isolated.Price(op)->duration.ns()), expected, 1)
+        << op.name;
+    EXPECT_EQ(from_run.Price(op)->duration, time) << op.name;
+    const InterpolatedCostModel interpolated(h200, isolated);
+    EXPECT_NEAR(static_cast<double>(interpolated.Price(op)->duration.ns()), expected, 1) << op.name;
+  }
+}
+
+// The roofline's GEMM: 2·8192³ FLOPs at 989.4 TFLOP/s · max · power_limited_compute, plus the
+// ramp and the 1 us launch overhead.
+TEST(GpuCalibrationTest, RooflineGemmAtThePowerLimit) {
+  const GpuSpec h200 = Preset("h200-sxm-141gb");
+  const RooflineCostModel roofline(h200);
+  const double flops = 2.0 * 8192 * 8192 * 8192;
+  const double expected_ns =
+      flops / (989.4e12 * h200.matrix_efficiency.max * h200.power_limited_compute) * 1e9 +
+      static_cast<double>(h200.matrix_efficiency.ramp.ns()) + 1000;
+  EXPECT_NEAR(static_cast<double>(roofline.Price(Gemm())->duration.ns()), expected_ns, 2);
+}
+
+TEST(GpuCalibrationTest, PowerLimitedComputeIsReadAndChecked) {
+  Expected<GpuSpec> gpu = GpuFromJson(
+      Json::parse(R"({"preset": "a100-sxm4-80gb", "power_limited_compute": 0.9})"), "gpu");
+  ASSERT_TRUE(gpu.ok()) << gpu.error().ToString();
+  EXPECT_EQ(gpu->power_limited_compute, 0.9);
+  Expected<GpuSpec> bad = GpuFromJson(
+      Json::parse(R"({"preset": "a100-sxm4-80gb", "power_limited_compute": 1.5})"), "gpu");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().ToString().find("gpu.power_limited_compute"), std::string::npos)
+      << bad.error().ToString();
+}
+
+}  // namespace
+}  // namespace dtsim::models
