@@ -37,16 +37,20 @@ constexpr EfficiencyCurve kFp8MatrixDefault{0.65, DurationNs(5'000)};
 constexpr EfficiencyCurve kMemoryDefault{0.85, DurationNs(2'000)};
 constexpr DurationNs kLaunchOverhead(1'000);
 
-// Hopper SXM (H100 SXM5, H200): fitted (models::FitMatrixEfficiency) to the GEMMs measured on
-// an H200 in tools/examples/profiles/h200-sxm-141gb.json — the training shapes of the shipped
-// examples and of calibration-points.json's FP8 runs, and square GEMMs from 256 to 16384 —
-// in bursts at boost clock; checked on the H100's own table (tests/models/gpu_calibration_test).
-// The power limit of a training step is power_limited_compute: 0.84, the median over 208
-// compute-bound kernels of their burst time over their time in a 20 s run of all of them back
-// to back at 690 W and 1,440 MHz (tests/data/measured/h200_sustained_ops.json).
-constexpr EfficiencyCurve kMatrixHopperSxm{0.7865, DurationNs(3'170)};
-constexpr EfficiencyCurve kFp8MatrixHopperSxm{0.728, DurationNs(2'820)};
-constexpr double kPowerLimitedHopperSxm = 0.84;
+// Measured (docs/models.md, "How the curves were fitted"): each GPU's curves are
+// models::FitMatrixEfficiency of the GEMMs of its table in tools/examples/profiles/ — the
+// training shapes of the shipped examples and of calibration-points.json's FP8 runs, and
+// square GEMMs from 256 to 16384 — timed in bursts at boost clock
+// (tests/models/gpu_calibration_test.cc refits them). power_limited_compute is the median over
+// the compute-bound kernels of their burst time over their time in a 20 s run of all of them
+// back to back at the 700 W limit (tests/data/measured/*_sustained_ops.json).
+struct Measured {
+  EfficiencyCurve matrix;
+  EfficiencyCurve fp8_matrix;
+  double power_limited_compute;
+};
+constexpr Measured kH100Sxm{{0.7818, DurationNs(3'110)}, {0.7124, DurationNs(2'900)}, 0.85};
+constexpr Measured kH200{{0.7865, DurationNs(3'170)}, {0.728, DurationNs(2'820)}, 0.84};
 
 GpuSpec MakeGpu(std::string name, const Peaks& peaks, double vector_tflops, int64_t gb_per_s,
                 Bytes memory, EfficiencyCurve matrix, bool microscaling = false) {
@@ -73,10 +77,10 @@ GpuSpec MakeGpu(std::string name, const Peaks& peaks, double vector_tflops, int6
   return gpu;
 }
 
-// What was measured on Hopper SXM parts (above): the FP8 curve and the power limit.
-GpuSpec HopperSxm(GpuSpec gpu) {
-  gpu.fp8_matrix_efficiency = kFp8MatrixHopperSxm;
-  gpu.power_limited_compute = kPowerLimitedHopperSxm;
+GpuSpec WithMeasured(GpuSpec gpu, const Measured& measured) {
+  gpu.matrix_efficiency = measured.matrix;
+  gpu.fp8_matrix_efficiency = measured.fp8_matrix;
+  gpu.power_limited_compute = measured.power_limited_compute;
   return gpu;
 }
 
@@ -90,12 +94,14 @@ const std::vector<GpuSpec>& Presets() {
               kMatrixDefault),
       MakeGpu("a100-sxm4-80gb", {19.5, 19.5, 156, 312, 312, 0, 624}, 19.5, 2039, Bytes(80 * kGibi),
               kMatrixDefault),
-      HopperSxm(MakeGpu("h100-sxm5-80gb", {66.9, 66.9, 494.7, 989.4, 989.4, 1978.9, 1978.9}, 66.9,
-                        3350, Bytes(80 * kGibi), kMatrixHopperSxm)),
+      WithMeasured(MakeGpu("h100-sxm5-80gb", {66.9, 66.9, 494.7, 989.4, 989.4, 1978.9, 1978.9},
+                           66.9, 3350, Bytes(80 * kGibi), kMatrixUnmeasured),
+                   kH100Sxm),
       MakeGpu("h100-pcie-80gb", {51.2, 51.2, 378, 756, 756, 1513, 1513}, 51.2, 2000,
               Bytes(80 * kGibi), kMatrixUnmeasured),
-      HopperSxm(MakeGpu("h200-sxm-141gb", {66.9, 66.9, 494.7, 989.4, 989.4, 1978.9, 1978.9}, 66.9,
-                        4800, Bytes(141 * kGiga), kMatrixHopperSxm)),
+      WithMeasured(MakeGpu("h200-sxm-141gb", {66.9, 66.9, 494.7, 989.4, 989.4, 1978.9, 1978.9},
+                           66.9, 4800, Bytes(141 * kGiga), kMatrixUnmeasured),
+                   kH200),
       MakeGpu("b200-sxm-180gb", {40, 75, 1100, 2250, 2250, 4500, 4500}, 75, 8000,
               Bytes(180 * kGiga), kMatrixUnmeasured, /*microscaling=*/true),
       // The Blackwell GPU of a GB200 superchip (1,200 W): the NVL72 datasheet's rack figures

@@ -62,29 +62,35 @@ std::pair<double, double> CurveErrors(const EfficiencyCurve& curve,
   return {absolute / n, signed_sum / n};
 }
 
-// H100 SXM and H200 share the curves (the same chip, clocks and power limit): fitted to the
-// H200's measured GEMMs (655 signatures, with square GEMMs from 256 to 16384 so that the ramp is
-// pinned by small sizes), checked on the H100's own table (68 BF16 GEMMs of the examples).
-TEST(GpuCalibrationTest, HopperCurvesAreTheFitsOfTheH200Profile) {
+// Each Hopper preset's curves are the fits of its own GPU's table (the training shapes of the
+// shipped examples and of the FP8 runs of calibration-points.json, and square GEMMs from 256 to
+// 16384, which pin the ramp). The two GPUs agree within 1% on BF16 and 2% on FP8; the H200's
+// curve predicts the H100's BF16 GEMMs with a MAPE under 10%.
+TEST(GpuCalibrationTest, HopperCurvesAreTheFitsOfTheirProfiles) {
+  for (const std::string name : {"h100-sxm5-80gb", "h200-sxm-141gb"}) {
+    const GpuSpec gpu = Preset(name);
+    const traces::OpCostTable table = Profile(name);
+    ExpectFitted(gpu.matrix_efficiency, table, gpu, DType::kBf16);
+    ExpectFitted(gpu.fp8_matrix_efficiency, table, gpu, DType::kFp8);
+  }
   const GpuSpec h100 = Preset("h100-sxm5-80gb");
   const GpuSpec h200 = Preset("h200-sxm-141gb");
-  const traces::OpCostTable h200_table = Profile("h200-sxm-141gb");
-  ExpectFitted(h200.matrix_efficiency, h200_table, h200, DType::kBf16);
-  ExpectFitted(h200.fp8_matrix_efficiency, h200_table, h200, DType::kFp8);
-  for (const EfficiencyCurve* curve : {&h100.matrix_efficiency, &h100.fp8_matrix_efficiency}) {
-    const EfficiencyCurve& same =
-        curve == &h100.matrix_efficiency ? h200.matrix_efficiency : h200.fp8_matrix_efficiency;
-    EXPECT_EQ(curve->max, same.max);
-    EXPECT_EQ(curve->ramp, same.ramp);
-  }
-  // On the H100's table: MAPE 9.5%, mean −5.4% (its GEMMs run a little faster than the H200's).
+  EXPECT_NEAR(h100.matrix_efficiency.max, h200.matrix_efficiency.max, 0.01);
+  EXPECT_NEAR(h100.fp8_matrix_efficiency.max, h200.fp8_matrix_efficiency.max, 0.02);
   const auto [mape, bias] =
-      CurveErrors(h100.matrix_efficiency, Profile("h100-sxm5-80gb"), h100, DType::kBf16);
-  EXPECT_LT(mape, 0.10);
-  EXPECT_NEAR(bias, -0.054, 0.01);
+      CurveErrors(h200.matrix_efficiency, Profile("h100-sxm5-80gb"), h100, DType::kBf16);
+  EXPECT_LT(mape, 0.10) << "bias " << bias;
 }
 
-// An FP8 GEMM of 8192³ is 1.85× faster than a BF16 one on the shipped Hopper curves, as the
+// The power limit was measured on both: 0.847 on the H100 (157 compute-bound kernels, 697 W,
+// 1,305 MHz) and 0.838 on the H200 (208 kernels, 690 W, 1,440 MHz).
+TEST(GpuCalibrationTest, PowerLimitsAreTheMeasuredOnes) {
+  EXPECT_EQ(Preset("h100-sxm5-80gb").power_limited_compute, 0.85);
+  EXPECT_EQ(Preset("h200-sxm-141gb").power_limited_compute, 0.84);
+  EXPECT_EQ(Preset("a100-sxm4-80gb").power_limited_compute, 1.0);  // not measured
+}
+
+// An FP8 GEMM of 8192³ is 1.85× faster than a BF16 one on the shipped H200 curves, as the
 // burst measurements of tests/data/measured/h200_kernel_curves.json give (1366.2 us against
 // 741.0 us: 1.84×), not the 2× of the peaks.
 TEST(GpuCalibrationTest, Fp8OverBf16SpeedupIsTheMeasuredOne) {

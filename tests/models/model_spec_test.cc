@@ -119,8 +119,8 @@ TEST(ModelSpecTest, GpuPresetsAndOverrides) {
   EXPECT_DOUBLE_EQ(gpu->MatrixPeak(DType::kFp8).flop_per_second(), 1000e12);
   EXPECT_DOUBLE_EQ(gpu->MatrixPeak(DType::kBf16).flop_per_second(), 989.4e12);
   EXPECT_DOUBLE_EQ(gpu->matrix_efficiency.max, 0.6);
-  EXPECT_EQ(gpu->matrix_efficiency.ramp.ns(), 3170);  // the preset's, untouched
-  EXPECT_EQ(gpu->power_limited_compute, 0.84);        // likewise
+  EXPECT_EQ(gpu->matrix_efficiency.ramp.ns(), 3110);  // the preset's, untouched
+  EXPECT_EQ(gpu->power_limited_compute, 0.85);        // likewise
   for (std::string_view name : GpuPresetNames()) EXPECT_TRUE(GpuPreset(name).ok()) << name;
 }
 
