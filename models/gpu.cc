@@ -47,7 +47,7 @@ constexpr DurationNs kLaunchOverhead(1'000);
 struct Measured {
   EfficiencyCurve matrix;
   EfficiencyCurve fp8_matrix;
-  double power_limited_compute;
+  double power_limited_compute = 1.0;
 };
 constexpr Measured kH100Sxm{{0.7818, DurationNs(3'110)}, {0.7124, DurationNs(2'900)}, 0.85};
 constexpr Measured kH200{{0.7865, DurationNs(3'170)}, {0.728, DurationNs(2'820)}, 0.84};
