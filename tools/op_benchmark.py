@@ -552,6 +552,12 @@ def measure_all(torch, ops, args, entries):
         except Exception as error:  # one op that cannot run must not lose the others
             print(f"  [{i + 1}/{len(ops)}] {describe(op)}: {type(error).__name__}: {error}; "
                   "left out", file=sys.stderr)
+            try:
+                torch.cuda.synchronize()
+            except Exception:  # a sticky error (an illegal address): no later op can run
+                print(f"the CUDA context is broken; the other {len(ops) - i - 1} signatures "
+                      "were not measured (rerun them in a new process)", file=sys.stderr)
+                return
             continue
         del runner
         torch.cuda.empty_cache()
