@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <array>
 
+#include "sim/base/strings.h"
+
 namespace dtsim::models {
 namespace {
 
@@ -154,6 +156,16 @@ Status ValidateContext(const TransformerSpec& spec, const TransformerShard& shar
         "Transformer Engine's context-parallel attention is fused",
         "", std::to_string(c));
   }
+  // Transformer Engine runs sliding windows under context parallelism only with a2a (or
+  // all-gather) CP: each a2a rank attends the whole sequence for its heads, so the window applies
+  // as without CP; the p2p ring's causal chunk pairs do not.
+  if (spec.sliding_window > 0 && shard.context_comm != ContextComm::kAllToAll) {
+    return Error(
+        "sliding-window attention under context parallelism needs \"comm\": \"a2a\" "
+        "(Transformer Engine runs windows with a2a or all-gather context parallelism, not the "
+        "p2p ring)",
+        "comm", Quote(ContextCommNames()[static_cast<size_t>(shard.context_comm)]));
+  }
   DTSIM_RETURN_IF_ERROR(Divides(int64_t{2} * c, shard.seq_len, "the sequence length",
                                 "2 × context parallel size (load-balanced chunks)"));
   if (shard.context_comm == ContextComm::kAllToAll) {
@@ -177,9 +189,6 @@ Status ValidateShard(const TransformerSpec& spec, const TransformerShard& shard)
         shard.micro_batch, shard.seq_len, t, shard.expert_parallel, shard.context_parallel));
   }
   DTSIM_RETURN_IF_ERROR(ValidateContext(spec, shard));
-  if (shard.context_parallel > 1 && spec.sliding_window > 0) {
-    return Error("context parallelism with sliding-window attention is not built yet");
-  }
   if (shard.tensor_layout != TensorLayout::k1D && spec.mla.enabled()) {
     return Error(
         "multi-head latent attention on a 2D/2.5D grid is not built yet (use 1D tensor "

@@ -53,6 +53,31 @@ TEST(SlidingWindowTest, GptOssAlternatesWindowedAndFullLayers) {
   EXPECT_DOUBLE_EQ(whole.flops, whole.model_flops / 2);
 }
 
+// Under a2a context parallelism (c = 2) a rank attends the whole sequence with 1/c of the
+// heads: GPT-OSS's windowed layer scores 32 heads × s·w pairs, its full layer 32 heads × s².
+TEST(SlidingWindowTest, ContextParallelA2aKeepsTheWindow) {
+  Expected<ModelSpec> model = ModelPreset("gpt-oss-120b");
+  ASSERT_TRUE(model.ok());
+  const TransformerSpec& spec = model->transformer;
+  const TransformerShard cp{.micro_batch = 1,
+                            .seq_len = 4096,
+                            .dtype = DType::kBf16,
+                            .tensor_parallel = 1,
+                            .context_parallel = 2,
+                            .context_comm = ContextComm::kAllToAll,
+                            .flash_attention = true};
+  ASSERT_TRUE(ValidateShard(spec, cp).ok());
+  const double s = 4096, w = 128, heads = 64.0 / 2, d = 64;
+  const LayerOps layer0 = TransformerLayerOps(spec, 0, cp);
+  const Op& windowed = Core(layer0);
+  EXPECT_DOUBLE_EQ(windowed.model_flops, 2 * (d + d) * heads * s * w);
+  EXPECT_DOUBLE_EQ(windowed.flops, 2 * (d + d) * heads * (s * w - w * (w - 1) / 2));
+  EXPECT_EQ(windowed.signature.Dim("heads"), 32);
+  EXPECT_EQ(windowed.signature.Dim("seq"), 4096);
+  const LayerOps layer1 = TransformerLayerOps(spec, 1, cp);
+  EXPECT_DOUBLE_EQ(Core(layer1).model_flops, 2 * (d + d) * heads * s * s);
+}
+
 TEST(SlidingWindowTest, ChecksNameTheField) {
   Expected<ModelSpec> model = ModelPreset("gpt-oss-120b");
   ASSERT_TRUE(model.ok());
@@ -62,11 +87,11 @@ TEST(SlidingWindowTest, ChecksNameTheField) {
                             .tensor_parallel = 1,
                             .context_parallel = 2,
                             .flash_attention = true};
-  Status status = ValidateShard(model->transformer, cp);
+  Status status = ValidateShard(model->transformer, cp);  // p2p, the default
   ASSERT_FALSE(status.ok());
   EXPECT_THAT(status.error().ToString(),
-              testing::HasSubstr("context parallelism with sliding-window attention is not "
-                                 "built yet"));
+              testing::HasSubstr("sliding-window attention under context parallelism needs "
+                                 "\"comm\": \"a2a\""));
   const Json bert = Json::parse(R"({"preset": "bert-base", "sliding_window": 128})");
   Expected<ModelSpec> encoder = ModelFromJson(bert, "model");
   ASSERT_FALSE(encoder.ok());

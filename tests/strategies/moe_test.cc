@@ -144,6 +144,12 @@ TEST(MoeTest, SlidingWindowLayersArePricedApart) {
   EXPECT_EQ(times->Layer(spec, 0).forward, times->Layer(spec, 2).forward);
   EXPECT_LT(SimulateJson(json).iteration_time, without.iteration_time);
   ExpectSymmetricMatchesFull(json);
+  // Under a2a context parallelism (c = 2: each rank attends the whole sequence with 4 of the 8
+  // heads) the windows stay; full and symmetric ranks agree. The p2p ring is refused.
+  json["parallelism"] = {{"data", 4}, {"context", {{"size", 2}, {"comm", "a2a"}}}, {"expert", 4}};
+  ExpectSymmetricMatchesFull(json);
+  json["parallelism"]["context"]["comm"] = "p2p";
+  EXPECT_THAT(ConfigError(json), HasSubstr("parallelism.context.comm: sliding-window"));
 }
 
 TEST(MoeTest, SkewedRoutingSetsThePaceOnlyWithEveryRankSimulated) {
