@@ -105,12 +105,11 @@ RooflineTimes RooflineSeconds(const GpuSpec& gpu, const Op& op) {
   if (op.flops > 0) {
     // At the power limit the SM clocks, and with them every compute rate, drop to
     // power_limited_compute of what the curves (timed in bursts) give; the ramp stays.
-    const FlopRate matrix = gpu.MatrixPeak(op.dtype);
-    const double rate = op.matmul && matrix.flop_per_second() > 0
-                            ? matrix.flop_per_second()
-                            : gpu.vector_peak.flop_per_second();
-    const double sustained = rate * gpu.power_limited_compute;
-    times.compute = op.matmul && matrix.flop_per_second() > 0
+    const double matrix = gpu.MatrixPeak(op.dtype).flop_per_second();
+    const bool on_tensor_cores = op.matmul && matrix > 0;
+    const double sustained =
+        (on_tensor_cores ? matrix : gpu.vector_peak.flop_per_second()) * gpu.power_limited_compute;
+    times.compute = on_tensor_cores
                         ? gpu.MatrixEfficiency(op.dtype).TimeSeconds(op.flops, sustained)
                         : op.flops / sustained;
   }
