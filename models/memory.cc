@@ -59,14 +59,14 @@ int64_t KvCacheBytesPerToken(const TransformerSpec& spec, DType dtype) {
   return per_layer * spec.layers * DTypeBytes(dtype);
 }
 
-int64_t LayerParameterCount(const TransformerSpec& spec, int t, int ep, int index) {
+int64_t LayerParameterCount(const TransformerSpec& spec, int t, int ep, int etp, int index) {
   const int64_t h = spec.hidden;
   int64_t params = AttentionVectorElements(spec, t) + 2 * NormParameters(spec);
   for (const std::array<int64_t, 2>& matrix : AttentionMatrices(spec, t)) {
     params += matrix[0] * matrix[1];
   }
   if (spec.IsMoeLayer(index)) {
-    params += spec.moe.experts / ep * LocalMlpParameters(spec, spec.MoeFfnHidden(), t) +
+    params += spec.moe.experts / ep * LocalMlpParameters(spec, spec.MoeFfnHidden(), etp) +
               h * spec.moe.experts;
     if (spec.moe.shared_experts > 0) params += LocalMlpParameters(spec, spec.SharedFfnHidden(), t);
   } else {
@@ -99,7 +99,8 @@ int64_t TransformerStageParameters(const TransformerSpec& spec, const MemoryPlan
   const int t = plan.shard.tensor_parallel;
   int64_t params = 0;
   for (int index : StageLayers(spec, plan)) {
-    params += LayerParameterCount(spec, t, plan.shard.expert_parallel, index);
+    params +=
+        LayerParameterCount(spec, t, plan.shard.expert_parallel, plan.shard.expert_tensor(), index);
   }
   const int64_t vocab_shard = spec.PaddedVocab(t) / t * spec.hidden;
   if (IsFirstStage(plan)) {
@@ -222,7 +223,7 @@ int64_t StageExpertParameterCount(const ModelSpec& model, const MemoryPlan& plan
   for (int index : StageLayers(spec, plan)) {
     if (!spec.IsMoeLayer(index)) continue;
     params += spec.moe.experts / plan.shard.expert_parallel *
-              LocalMlpParameters(spec, spec.MoeFfnHidden(), plan.shard.tensor_parallel);
+              LocalMlpParameters(spec, spec.MoeFfnHidden(), plan.shard.expert_tensor());
   }
   return params;
 }
@@ -253,7 +254,9 @@ Expected<MemoryBreakdown> EstimateMemory(const ModelSpec& model, const MemoryPla
   const double dense = static_cast<double>(memory.parameter_count) - experts;
   // The ranks holding the same dense weights: the replicas, times a 2.5D grid's depth layers.
   const double n = static_cast<double>(plan.data_parallel) * plan.shard.tensor_depth;
-  const double expert_n = n / plan.shard.expert_parallel;
+  // Experts split t_e·EP ways of the t·n ranks (t_e = t but under MoE parallel folding).
+  const double expert_n =
+      n * plan.shard.tensor_parallel / (plan.shard.expert_tensor() * plan.shard.expert_parallel);
   auto shard = [&](double bytes_per_parameter, int from_stage) {
     const bool sharded = plan.zero_stage >= from_stage;
     return static_cast<int64_t>(std::ceil(
@@ -273,8 +276,8 @@ Expected<MemoryBreakdown> EstimateMemory(const ModelSpec& model, const MemoryPla
         const int64_t layer =
             plan.shard.tensor_layout == TensorLayout::k1D
                 ? LayerParameterCount(model.transformer, plan.shard.tensor_parallel,
-                                      plan.shard.expert_parallel, 0)
-                : LayerParameterCount(model.transformer, 1, plan.shard.expert_parallel, 0) /
+                                      plan.shard.expert_parallel, plan.shard.expert_tensor(), 0)
+                : LayerParameterCount(model.transformer, 1, plan.shard.expert_parallel, 1, 0) /
                       plan.shard.grid();
         memory.temporary += 2 * layer * DTypeBytes(plan.param_dtype);
       }

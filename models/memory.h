@@ -61,9 +61,10 @@ int OptimizerBytesPerParameter(Optimizer optimizer, DType param_dtype);
 
 // One transformer layer's parameters on one tensor/expert-parallel rank: column-parallel QKV
 // and FC1 and row-parallel projections split t ways (KV heads replicated when fewer than t),
-// norms and row-parallel biases replicated, experts split over EP, the router replicated.
+// norms and row-parallel biases replicated, experts split over EP and each expert's FFN
+// `expert_tensor_parallel` ways (t, or 1 under MoE parallel folding), the router replicated.
 int64_t LayerParameterCount(const TransformerSpec& spec, int tensor_parallel, int expert_parallel,
-                            int index);
+                            int expert_tensor_parallel, int index);
 
 // The layer indices of virtual stage `chunk` of pipeline rank `stage`: model chunk
 // chunk · p + stage, of L/(p·v) layers, or of the given `chunk_layers` (one count per model

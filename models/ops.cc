@@ -139,6 +139,26 @@ Status ValidateGrid(const TransformerSpec& spec, const TransformerShard& shard) 
                  "q × depth (the grid splits the batch)");
 }
 
+// Expert tensor parallelism is the tensor-parallel size or 1 (MoE parallel folding, which
+// takes the sequence-parallel shard of the tokens as Megatron-Core does).
+Status ValidateExpertTensor(const TransformerShard& shard) {
+  const int etp = shard.expert_tensor();
+  if (etp != 1 && etp != shard.tensor_parallel) {
+    return Error(fmt::format("expert tensor parallelism is built as the tensor-parallel size ({}) "
+                             "or 1 (MoE parallel folding), not {}",
+                             shard.tensor_parallel, etp),
+                 "", std::to_string(etp));
+  }
+  if (shard.folded_experts() && !shard.sequence_parallel) {
+    return Error(
+        "MoE parallel folding (expert tensor parallel size 1 under tensor parallelism) needs "
+        "sequence parallelism (parallelism.tensor.sequence_parallel), as Megatron-Core requires: "
+        "each rank routes its own shard of the tokens",
+        "", std::to_string(etp));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 // Context parallelism: 2c load-balanced chunks of the sequence, flash attention (Transformer
@@ -204,8 +224,10 @@ Status ValidateShard(const TransformerSpec& spec, const TransformerShard& shard)
   }
   DTSIM_RETURN_IF_ERROR(Divides(t, spec.ffn_hidden, "ffn_hidden", "tensor parallel size"));
   if (spec.moe.enabled()) {
+    DTSIM_RETURN_IF_ERROR(ValidateExpertTensor(shard));
     DTSIM_RETURN_IF_ERROR(
-        Divides(t, spec.MoeFfnHidden(), "expert ffn_hidden", "tensor parallel size"));
+        Divides(shard.expert_tensor(), spec.MoeFfnHidden(), "expert ffn_hidden",
+                shard.folded_experts() ? "expert tensor parallel size" : "tensor parallel size"));
     if (spec.moe.shared_experts > 0) {
       DTSIM_RETURN_IF_ERROR(Divides(t, spec.SharedFfnHidden(), "the shared experts' ffn_hidden",
                                     "tensor parallel size"));

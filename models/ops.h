@@ -123,6 +123,11 @@ struct TransformerShard {
   int tensor_depth = 1;            // 2.5D: d
   bool sequence_parallel = false;  // 1D: norms, dropout, residuals on s/t tokens
   int expert_parallel = 1;         // experts split over this many ranks
+  // Expert tensor parallelism (Megatron-Core's expert_tensor_parallel_size): each expert's FFN
+  // split this many ways; 0, the tensor-parallel size. 1 with t > 1 is MoE parallel folding:
+  // the MoE block takes the rank's sequence-parallel shard of the tokens and whole experts,
+  // its expert-parallel group spanning tensor and data ranks.
+  int expert_tensor_parallel = 0;
   // Context parallelism: each sequence split over c ranks in 2c load-balanced chunks, so a rank
   // holds s/c tokens of it (1D only; needs flash attention).
   int context_parallel = 1;
@@ -134,6 +139,16 @@ struct TransformerShard {
   // The rank's tokens of a micro-batch: b · s/c.
   int64_t local_seq() const { return seq_len / context_parallel; }
   int64_t tokens() const { return micro_batch * local_seq(); }
+  int expert_tensor() const {
+    return expert_tensor_parallel > 0 ? expert_tensor_parallel : tensor_parallel;
+  }
+  // Whether experts split fewer ways than the tensor-parallel group (MoE parallel folding).
+  bool folded_experts() const { return expert_tensor() != tensor_parallel; }
+  // Tokens entering the rank's MoE block: all b·s/c of the micro-batch, or with folding the
+  // sequence-parallel shard b·s/(c·t) (gathered over the expert-tensor group: × etp).
+  int64_t moe_tokens() const {
+    return folded_experts() ? tokens() / tensor_parallel * expert_tensor() : tokens();
+  }
   int grid() const { return TensorGrid(tensor_layout, tensor_parallel, tensor_depth); }
   // Ways heads, FFN columns and the vocabulary divide: t (1D) or q.
   int column_split() const { return tensor_layout == TensorLayout::k1D ? tensor_parallel : grid(); }

@@ -265,59 +265,69 @@ void Attention(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
 }
 
 // A tensor-parallel MLP of `ffn` (the rank's share) named `prefix`.fc1/.act/.fc2: the dense
-// layers' with their own reductions (column-parallel fc1: its input gradient in backward;
-// row-parallel fc2: its output in forward), or a MoE layer's shared experts, whose output and
-// input gradient join the routed experts' in the MoE block's reductions (and whose input the
-// router saves).
+// layers' (`shared` false) with their own reductions (column-parallel fc1: its input gradient in
+// backward; row-parallel fc2: its output in forward), or a MoE layer's shared experts, whose
+// input the router saves and whose output and input gradient join the routed experts' in the MoE
+// block's reductions — or, under MoE parallel folding (`reduces`), have reductions of their own.
 void Mlp(LayerBuilder& layer, const Shape& x, bool swiglu, std::string_view prefix, int64_t ffn,
-         bool shared) {
+         bool shared, bool reduces) {
   const double tokens = static_cast<double>(x.tokens);
   const std::string name(prefix);
   const int64_t width = swiglu ? 2 * ffn : ffn;  // SwiGLU: gate and up in one GEMM
   const double input = x.input_e() * static_cast<double>(x.replicated_tokens * x.width);
   layer.Linear(name + ".fc1", x.dtype, x.tokens, width, x.width, shared ? 0 : input, x.steps, 1.0,
                Casts(x, x.replicated_tokens * x.width, x.tokens * width));
-  if (!shared) layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
+  if (reduces) layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
   // GeLU saves its input (e·sbf); SwiGLU reads 2f and writes f, saving both halves.
   const int64_t elements = x.tokens * ffn;
   layer.Stream(name + ".act", OpKind::kActivation, x.dtype, elements, swiglu ? 3 * x.e : 2 * x.e,
                swiglu ? 5 * x.e : 3 * x.e, x.e * tokens * width);
   layer.Linear(name + ".fc2", x.dtype, x.tokens, x.width, ffn, x.input_e() * tokens * ffn, x.steps,
                1.0, Casts(x, x.tokens * ffn, x.tokens * x.width));
-  if (!shared) layer.Boundaries(Boundary::kTensorReduce, Boundary::kNone);
+  if (reduces) layer.Boundaries(Boundary::kTensorReduce, Boundary::kNone);
 }
 
 void DenseMlp(LayerBuilder& layer, const Shape& x, bool swiglu) {
-  Mlp(layer, x, swiglu, "mlp", x.ffn, false);
+  Mlp(layer, x, swiglu, "mlp", x.ffn, /*shared=*/false, /*reduces=*/true);
 }
 
 // Expert MLP: router, top-k, dispatch into a capacity-padded [experts, capacity, h] buffer,
 // the local experts as grouped GEMMs, combine. Tokens cross ranks by all-to-alls the strategy
-// inserts between dispatch/combine and the experts.
+// inserts between dispatch/combine and the experts. Experts split etp ways: with etp = t the
+// block runs on the tensor-parallel group's tokens like an MLP (its input gathered, its output
+// reduced); with MoE parallel folding (etp = 1 < t) each rank routes its own sequence-parallel
+// shard through whole experts, and only the shared experts reduce over the tensor group.
 void MoeMlp(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
             const TransformerShard& shard) {
   const MoeSpec& moe = spec.moe;
+  const bool folded = shard.folded_experts();
   const int64_t ep = shard.expert_parallel;
   const int64_t local_experts = moe.experts / ep;
+  const int64_t tokens = folded ? x.replicated_tokens : x.tokens;  // TransformerShard::moe_tokens
   // Capacity per expert of the tokens one rank sends: ceil(k·T·c / E) (Switch Transformer
   // Eq. 3, top-k as Megatron and DeepSpeed do; c = 1 dropless and balanced); each local expert
   // receives it from ep ranks.
-  const int64_t capacity = moe.Capacity(x.tokens);
+  const int64_t capacity = moe.Capacity(tokens);
   const int64_t rows = ep * capacity;  // tokens per local expert
   const int64_t processed = local_experts * rows;
-  const int64_t ffn = spec.MoeFfnHidden() / shard.tensor_parallel;
+  const int64_t ffn = spec.MoeFfnHidden() / shard.expert_tensor();
   const bool swiglu = spec.activation == Activation::kSwiGlu;
   const int64_t width = swiglu ? 2 * ffn : ffn;
-  const double routed = static_cast<double>(moe.top_k) * x.tokens;  // tokens without padding
+  const double routed = static_cast<double>(moe.top_k) * static_cast<double>(tokens);
 
   if (moe.shared_experts > 0) {
-    Mlp(layer, x, swiglu, "moe.shared", spec.SharedFfnHidden() / shard.tensor_parallel, true);
+    // Folded, the shared experts are the block's only tensor-parallel part: they gather and
+    // reduce on their own as a dense MLP does.
+    Mlp(layer, x, swiglu, "moe.shared", spec.SharedFfnHidden() / shard.tensor_parallel,
+        /*shared=*/true, /*reduces=*/folded);
   }
-  layer.Linear("moe.router", x.dtype, x.tokens, moe.experts, x.width,
+  // The router saves its input: the gathered tokens' shard of this rank (the sequence-parallel
+  // shard either way) — folded, the tokens it routes.
+  layer.Linear("moe.router", x.dtype, tokens, moe.experts, x.width,
                x.e * x.replicated_tokens * x.width);
-  layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
-  layer.Stream("moe.topk", OpKind::kRouter, x.dtype, x.tokens * moe.experts, 8, 8,
-               4.0 * x.tokens * moe.experts);
+  if (!folded) layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
+  layer.Stream("moe.topk", OpKind::kRouter, x.dtype, tokens * moe.experts, 8, 8,
+               4.0 * static_cast<double>(tokens * moe.experts));
   const int64_t buffer = moe.experts * capacity * x.width;
   layer.Stream("moe.dispatch", OpKind::kPermute, x.dtype, buffer, 2 * x.e, 2 * x.e, 0);
   layer.Boundaries(Boundary::kExpertAllToAll, Boundary::kNone);  // tokens to their experts
@@ -338,7 +348,7 @@ void MoeMlp(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
   layer.MarkExpert();
   layer.Boundaries(Boundary::kExpertAllToAll, Boundary::kNone);  // tokens back to their ranks
   layer.Stream("moe.combine", OpKind::kPermute, x.dtype, buffer, 2 * x.e, 2 * x.e, x.e * buffer);
-  layer.Boundaries(Boundary::kTensorReduce, Boundary::kExpertAllToAll);
+  layer.Boundaries(folded ? Boundary::kNone : Boundary::kTensorReduce, Boundary::kExpertAllToAll);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "models/hf_config.h"
 #include "sim/base/strings.h"
+#include "strategies/plan_checks.h"
 
 namespace dtsim::strategies {
 namespace {
@@ -199,6 +200,7 @@ Status ReadParallelism(const Json& value, ParallelPlan& plan) {
   };
   DTSIM_RETURN_IF_ERROR(ReadSized(reader, "context", plan.context, context_options));
   const auto expert_options = [&plan](JsonObjectReader& r) -> Status {
+    DTSIM_RETURN_IF_ERROR(r.ReadOptionalInt("tensor", plan.expert_tensor, 1));
     r.Allow("imbalance");
     if (!r.Has("imbalance")) return Status::Ok();
     DTSIM_ASSIGN_OR_RETURN(plan.expert_imbalance, r.Number("imbalance"));
@@ -280,14 +282,6 @@ Expected<SimulationSection> ReadSimulation(const Json& value) {
   reader.Allow("max_memory");
   DTSIM_RETURN_IF_ERROR(reader.Finish());
   return section;
-}
-
-// "<what> (<value>) is not divisible by <by_what> (<by>)" at `path`.
-Status Divisible(int64_t value, std::string_view what, int64_t by, std::string_view by_what,
-                 const std::string& path) {
-  if (by > 0 && value % by == 0) return Status::Ok();
-  return Error(fmt::format("{} ({}) is not divisible by {} ({})", what, value, by_what, by), path,
-               std::to_string(value));
 }
 
 // A ResNet is trained data parallel: no tensor, pipeline or expert parallelism, no ZeRO-3
@@ -436,27 +430,7 @@ Status CheckFp8(const SimulationConfig& config) {
 Status CheckTransformerPlan(const SimulationConfig& config) {
   const ParallelPlan& plan = config.plan;
   const models::TransformerSpec& spec = config.model.transformer;
-  if (plan.expert > 1) {
-    if (!spec.moe.enabled()) {
-      return Error("expert parallelism needs a mixture-of-experts model (model.moe.experts)",
-                   "parallelism.expert", std::to_string(plan.expert));
-    }
-    const bool context = plan.context > 1;
-    DTSIM_RETURN_IF_ERROR(Divisible(
-        plan.DataIndices(), context ? "data × context parallel size" : "data-parallel size",
-        plan.expert,
-        context ? "expert-parallel size (experts are carved out of data and context parallelism)"
-                : "expert-parallel size (experts are carved out of data parallelism)",
-        "parallelism.data"));
-    DTSIM_RETURN_IF_ERROR(Divisible(spec.moe.experts, "experts", plan.expert,
-                                    "expert-parallel size", "parallelism.expert"));
-  }
-  if (plan.expert_imbalance > plan.expert) {
-    return Error(fmt::format("the busiest of {} expert-parallel ranks can get at most {}× the "
-                             "mean load (all of it)",
-                             plan.expert, plan.expert),
-                 "parallelism.expert.imbalance", fmt::format("{}", plan.expert_imbalance));
-  }
+  DTSIM_RETURN_IF_ERROR(CheckExpertPlan(config));
   DTSIM_RETURN_IF_ERROR(CheckStageLayers(spec, plan));
   Status context = models::ValidateContext(spec, ShardOf(config));
   if (!context.ok()) return std::move(context).error().Under("parallelism.context");
@@ -606,6 +580,7 @@ models::TransformerShard ShardOf(const SimulationConfig& config) {
           .tensor_depth = plan.tensor_depth,
           .sequence_parallel = plan.sequence_parallel,
           .expert_parallel = plan.expert,
+          .expert_tensor_parallel = plan.expert_tensor,
           .context_parallel = plan.context,
           .context_comm = plan.context_comm,
           .flash_attention = training.flash_attention,

@@ -86,8 +86,11 @@ struct ParallelPlan {
   int context = 1;
   models::ContextComm context_comm = models::ContextComm::kP2p;
   // Expert parallelism, carved out of data (× context) parallelism as in Megatron: the experts
-  // of each MoE layer split over `expert` consecutive data indices.
+  // of each MoE layer split over `expert` consecutive data indices. With MoE parallel folding
+  // (`expert_tensor` 1 under tensor parallelism, Megatron-Core's expert_tensor_parallel_size)
+  // out of tensor × data × context: over `expert` consecutive expert indices tp + t·dp.
   int expert = 1;
+  int expert_tensor = 0;  // each expert's FFN split this many ways; 0: `tensor`
   // Skewed routing: the busiest expert receives this many times the mean tokens (1: balanced;
   // at most `expert`). Changes time only with dropless routing (docs/strategies.md).
   double expert_imbalance = 1.0;
@@ -125,8 +128,20 @@ struct ParallelPlan {
     };
     return index(order[0]) + size(order[0]) * (index(order[1]) + size(order[1]) * index(order[2]));
   }
-  // The expert-parallel group of data index `dp`: data indices first … first + expert − 1.
+  int ExpertTensor() const { return expert_tensor > 0 ? expert_tensor : tensor; }
+  // MoE parallel folding: experts split fewer ways than the tensor-parallel group (1 < t).
+  bool folded_experts() const { return ExpertTensor() != tensor; }
+  // Whether the experts' weights are held by a group of ranks other than the dense weights'
+  // (reduced, sharded and gathered over the expert-data-parallel group).
+  bool experts_apart() const { return expert > 1 || folded_experts(); }
+  // Ranks holding the same experts: t·D·C / (t_e·EP) (D·C/EP without folding).
+  int ExpertData() const { return tensor * DataIndices() / (ExpertTensor() * expert); }
+  // The expert-parallel group of data index `dp` (without folding): data indices first …
+  // first + expert − 1.
   int ExpertGroupFirst(int dp) const { return dp / expert * expert; }
+  // Under folding the expert index of (data index dp, tensor index tp): tp + t·dp, which
+  // Megatron-Core's expert rank order (etp-ep-edp) splits into groups of `expert` consecutive.
+  int ExpertIndex(int dp, int tp) const { return tp + tensor * dp; }
   // The context-parallel peers of data index `dp`: data indices first … first + context − 1.
   int ContextGroupFirst(int dp) const { return dp / context * context; }
 };

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 namespace dtsim::strategies {
 
@@ -98,17 +99,41 @@ Status GradientReducer::ReduceBucket(const GradientTensors& bucket, const Reduct
   return Status::Ok();
 }
 
+int64_t GradientReducer::ShardOf(int64_t parameters, int64_t holders) const {
+  return config_.plan.zero_stage >= 1 ? (parameters + holders - 1) / holders : parameters;
+}
+
+// ZeRO-1/2 all-gather the updated shards after the step, dense ones over the data-parallel
+// group and the experts' over their expert-data-parallel group; ZeRO-3 gathers them per layer
+// before use instead.
+std::optional<graph::CommId> GradientReducer::AllGather(const ReductionGroup& over, int64_t shard) {
+  const int zero = config_.plan.zero_stage;
+  if (zero < 1 || zero >= 3 || over.logical.size() < 2 || shard == 0) return std::nullopt;
+  const graph::CommId comm = builder_.AddCollective(
+      CommKind::kAllGather, Bytes(shard * DTypeBytes(config_.training.dtype)), over.simulated);
+  if (over.logical.size() != over.simulated.size()) builder_.PriceAs(comm, over.logical);
+  return comm;
+}
+
+std::map<int32_t, graph::CommId> GradientReducer::ExpertGathers(
+    std::span<const ReductionGroup> groups, int64_t expert_parameters) {
+  std::map<int32_t, graph::CommId> gathers;
+  const int64_t shard = ShardOf(expert_parameters, config_.plan.ExpertData());
+  for (const ReductionGroup& group : groups) {
+    const std::optional<graph::CommId> comm = AllGather(group, shard);
+    if (!comm) continue;
+    for (int32_t rank : group.simulated) gathers.emplace(rank, *comm);
+  }
+  return gathers;
+}
+
 void GradientReducer::Step(const ReductionGroup& group, int64_t parameters, StepWaits& waits,
-                           int64_t expert_parameters, std::span<const ReductionGroup> expert_groups,
+                           int64_t expert_parameters,
+                           const std::map<int32_t, graph::CommId>& expert_gathers,
                            int64_t fp8_weights) {
   const ParallelPlan& plan = config_.plan;
-  const bool zero = plan.zero_stage >= 1;
-  const int64_t dense = parameters - expert_parameters;
-  const auto expert_data = static_cast<int64_t>(plan.DataIndices() / plan.expert);
-  const int64_t replicas = plan.WeightReplicas();
-  const int64_t dense_shard = zero ? (dense + replicas - 1) / replicas : dense;
-  const int64_t expert_shard =
-      zero ? (expert_parameters + expert_data - 1) / expert_data : expert_parameters;
+  const int64_t dense_shard = ShardOf(parameters - expert_parameters, plan.WeightReplicas());
+  const int64_t expert_shard = ShardOf(expert_parameters, plan.ExpertData());
   const std::optional<models::OpCost> cost = cost_.Price(models::OptimizerOp(
       config_.training.optimizer, dense_shard + expert_shard, config_.training.grad_dtype));
   const models::OpCost step = cost.value_or(models::OpCost{});
@@ -121,41 +146,21 @@ void GradientReducer::Step(const ReductionGroup& group, int64_t parameters, Step
     sources_.Add(weights, group.represented);
     step_time += weights.duration;
   }
-  // ZeRO-1/2 all-gather the updated shards after the step, dense ones over the data-parallel
-  // group and the experts' over their expert-data-parallel group; ZeRO-3 gathers them per
-  // layer before use instead.
-  const bool gather = zero && plan.zero_stage < 3;
-  const auto all_gather = [&](const ReductionGroup& over,
-                              int64_t shard) -> std::optional<graph::CommId> {
-    if (!gather || over.logical.size() < 2 || shard == 0) return std::nullopt;
-    const graph::CommId comm = builder_.AddCollective(
-        CommKind::kAllGather, Bytes(shard * DTypeBytes(config_.training.dtype)), over.simulated);
-    if (over.logical.size() != over.simulated.size()) builder_.PriceAs(comm, over.logical);
-    return comm;
-  };
-  const std::optional<graph::CommId> dense_gather = all_gather(group, dense_shard);
-  std::vector<std::pair<const ReductionGroup*, std::optional<graph::CommId>>> expert_gathers;
-  for (const ReductionGroup& experts : expert_groups) {
-    expert_gathers.emplace_back(&experts, all_gather(experts, expert_shard));
-  }
+  const std::optional<graph::CommId> dense_gather = AllGather(group, dense_shard);
   for (int32_t rank : group.simulated) {
     const TaskId task =
         builder_.AddTask(RoleStream(builder_, rank, StreamRole::kCompute), TaskKind::kCompute,
                          "optimizer step", kOptimizerCategory, step_time);
     for (TaskId prerequisite : waits[rank]) builder_.AddDependency(task, prerequisite);
-    const auto gather_after_step = [&](const std::optional<graph::CommId>& comm) {
-      if (!comm) return;
+    const auto gather_after_step = [&](graph::CommId comm) {
       const TaskId gathered =
-          builder_.AddCollectiveTask(RoleStream(builder_, rank, StreamRole::kData), *comm,
+          builder_.AddCollectiveTask(RoleStream(builder_, rank, StreamRole::kData), comm,
                                      "parameter all-gather", kDataCategory);
       builder_.AddDependency(gathered, task);
     };
-    gather_after_step(dense_gather);
-    for (const auto& [experts, comm] : expert_gathers) {
-      if (std::find(experts->simulated.begin(), experts->simulated.end(), rank) !=
-          experts->simulated.end()) {
-        gather_after_step(comm);
-      }
+    if (dense_gather) gather_after_step(*dense_gather);
+    if (const auto expert = expert_gathers.find(rank); expert != expert_gathers.end()) {
+      gather_after_step(expert->second);
     }
   }
   // One step per rank: the simulated ones stand for their class.

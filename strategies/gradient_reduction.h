@@ -49,17 +49,26 @@ class GradientReducer {
 
   // The optimizer step over `parameters` local parameters on each simulated member, after its
   // waits (its shard of them under ZeRO, whose stages 1 and 2 all-gather the updated
-  // parameters after it). With expert parallelism `expert_parameters` of them are the local
-  // experts', held by the expert-data-parallel groups `expert_groups` (each simulated member
-  // in one): ZeRO shards those over their group and all-gathers them there.
+  // parameters after it). When experts are held apart (ParallelPlan::experts_apart)
+  // `expert_parameters` of them are the local experts', sharded under ZeRO over their
+  // expert-data-parallel group and all-gathered there by `expert_gathers` (ExpertGathers).
   // Under FP8 the step also quantizes the `fp8_weights` updated weight elements of FP8 GEMMs
   // (row- and column-wise), which Transformer Engine does once per iteration, in the first
   // micro-batch's forward, and caches.
   void Step(const ReductionGroup& group, int64_t parameters, StepWaits& waits,
-            int64_t expert_parameters = 0, std::span<const ReductionGroup> expert_groups = {},
-            int64_t fp8_weights = 0);
+            int64_t expert_parameters = 0,
+            const std::map<int32_t, graph::CommId>& expert_gathers = {}, int64_t fp8_weights = 0);
+
+  // ZeRO-1/2's all-gathers of the updated expert shards, one per expert-data-parallel group
+  // of `groups` (each simulated rank in one): per simulated rank, the one it joins. None without
+  // ZeRO-1/2 or experts.
+  std::map<int32_t, graph::CommId> ExpertGathers(std::span<const ReductionGroup> groups,
+                                                 int64_t expert_parameters);
 
  private:
+  // The local shard of `parameters` spread over `holders` ranks under ZeRO (all of it without).
+  int64_t ShardOf(int64_t parameters, int64_t holders) const;
+  std::optional<graph::CommId> AllGather(const ReductionGroup& over, int64_t shard);
   Status ReduceBucket(const GradientTensors& bucket, const ReductionGroup& group,
                       const std::vector<graph::TaskId>& after, bool compressed, StepWaits& waits);
 

@@ -11,7 +11,7 @@
 namespace dtsim::strategies {
 namespace {
 
-LayerGradientSplit OneDLayerGradients(const models::TransformerSpec& spec, int t, int ep,
+LayerGradientSplit OneDLayerGradients(const models::TransformerSpec& spec, int t, int ep, int etp,
                                       int layer) {
   LayerGradientSplit split;
   const int64_t h = spec.hidden;
@@ -27,7 +27,7 @@ LayerGradientSplit OneDLayerGradients(const models::TransformerSpec& spec, int t
     split.dense.matrices.push_back({h, up_of(shared)});
     split.dense.matrices.push_back({shared, h});
   }
-  const int64_t ffn = (moe ? spec.MoeFfnHidden() : spec.ffn_hidden) / t;
+  const int64_t ffn = moe ? spec.MoeFfnHidden() / etp : spec.ffn_hidden / t;
   const int64_t up = up_of(ffn);
   GradientTensors& mlp = moe ? split.experts : split.dense;
   for (int expert = 0; expert < (moe ? spec.moe.experts / ep : 1); ++expert) {
@@ -37,7 +37,7 @@ LayerGradientSplit OneDLayerGradients(const models::TransformerSpec& spec, int t
     if (moe && spec.linear_bias) mlp.vector_elements += up + h;
   }
   if (moe) split.dense.matrices.push_back({h, spec.moe.experts});
-  split.dense.vector_elements = models::LayerParameterCount(spec, t, ep, layer) -
+  split.dense.vector_elements = models::LayerParameterCount(spec, t, ep, etp, layer) -
                                 split.dense.elements() - split.experts.elements();
   return split;
 }
@@ -80,8 +80,10 @@ GradientTensors StageGradients(const SimulationConfig& config, int stage) {
 
 LayerGradientSplit LayerGradients(const models::TransformerSpec& spec, const ParallelPlan& plan,
                                   int layer) {
-  if (!plan.on_grid()) return OneDLayerGradients(spec, plan.tensor, plan.expert, layer);
-  LayerGradientSplit whole = OneDLayerGradients(spec, 1, 1, layer);
+  if (!plan.on_grid()) {
+    return OneDLayerGradients(spec, plan.tensor, plan.expert, plan.ExpertTensor(), layer);
+  }
+  LayerGradientSplit whole = OneDLayerGradients(spec, 1, 1, 1, layer);
   return {OnGrid(std::move(whole.dense), plan.grid()),
           OnGrid(std::move(whole.experts), plan.grid())};
 }

@@ -28,10 +28,11 @@ void ParameterGathers::Layer(PeerGroup& group, int layer) {
   const models::TransformerSpec& spec = config_.model.transformer;
   const ParallelPlan& plan = config_.plan;
   const int64_t parameters =
-      plan.on_grid() ? LayerGradients(spec, plan, layer).dense.elements()
-                     : models::LayerParameterCount(spec, plan.tensor, plan.expert, layer);
+      plan.on_grid()
+          ? LayerGradients(spec, plan, layer).dense.elements()
+          : models::LayerParameterCount(spec, plan.tensor, plan.expert, plan.ExpertTensor(), layer);
   const int64_t experts =
-      plan.expert > 1 ? LayerGradients(spec, plan, layer).experts.elements() : 0;
+      plan.experts_apart() ? LayerGradients(spec, plan, layer).experts.elements() : 0;
   Gather(group, parameters, fmt::format("layer{} gather", layer), experts);
 }
 
@@ -45,8 +46,9 @@ void ParameterGathers::Output(PeerGroup& group, int stage) {
 // The gather for the next piece may start once the compute before the current one has ended,
 // and the piece's first task waits for its own gather. With expert parallelism a MoE layer's
 // local experts (`expert_parameters` of `parameters`) are sharded over their
-// expert-data-parallel group instead (D/EP ranks, as ZeRO-1/2 shard their optimizer state and
-// gradients): a second gather over that group follows the dense one on the same stream.
+// expert-data-parallel group instead (D/EP ranks, t·D/EP under MoE parallel folding, as
+// ZeRO-1/2 shard their optimizer state and gradients): a second gather over that group follows the
+// dense one on the same stream.
 void ParameterGathers::Gather(PeerGroup& group, int64_t parameters, std::string_view name,
                               int64_t expert_parameters) {
   const ParallelPlan& plan = config_.plan;
@@ -56,7 +58,7 @@ void ParameterGathers::Gather(PeerGroup& group, int64_t parameters, std::string_
   std::vector<std::vector<graph::CommId>> pieces;
   pieces.push_back(collectives_.Matched(StageCollectives::Across::kData, CommKind::kAllGather,
                                         Bytes((dense + replicas - 1) / replicas * element_bytes)));
-  const int expert_data = plan.DataIndices() / plan.expert;
+  const int expert_data = plan.ExpertData();
   if (expert_parameters > 0 && expert_data > 1) {
     pieces.push_back(collectives_.Matched(
         StageCollectives::Across::kExpertData, CommKind::kAllGather,

@@ -364,6 +364,7 @@ std::string PlanLabel(const PlanChoice& choice, const SearchSpace& space) {
                          models::ContextCommNames()[static_cast<size_t>(plan.context_comm)]);
   }
   if (plan.expert > 1) label += fmt::format(" × EP {}", plan.expert);
+  if (plan.folded_experts()) label += " (folded, expert TP 1)";
   label += fmt::format(" · mb {} · ZeRO {} · recompute {}", choice.micro_batch, plan.zero_stage,
                        models::RecomputeName(choice.recompute));
   const std::string& method = space.compression[static_cast<size_t>(choice.compression)].method;
@@ -417,6 +418,24 @@ void AddTrainingChoices(const SimulationConfig& base, const SearchSpace& space,
   }
 }
 
+// (expert-parallel size, expert tensor size; 0: the tensor size) of a MoE model: experts carved
+// out of the data (× context) indices, each split over the tensor group; and under 1D tensor
+// parallelism with sequence parallelism also MoE parallel folding, whole experts over
+// tensor × data (× context) ranks.
+std::vector<std::pair<int, int>> ExpertChoices(const ParallelPlan& plan, int experts) {
+  std::vector<std::pair<int, int>> choices;
+  if (experts < 2) return {{1, 0}};
+  for (int expert : Divisors(plan.DataIndices())) {
+    if (experts % expert == 0) choices.emplace_back(expert, 0);
+  }
+  if (plan.tensor > 1 && plan.sequence_parallel && !plan.on_grid()) {
+    for (int expert : Divisors(plan.tensor * plan.DataIndices())) {
+      if (experts % expert == 0) choices.emplace_back(expert, 1);
+    }
+  }
+  return choices;
+}
+
 std::vector<PlanChoice> EnumeratePlans(const SimulationConfig& base, const SearchSpace& space) {
   std::vector<PlanChoice> plans;
   const int gpus = base.cluster.gpu_count();
@@ -441,10 +460,11 @@ std::vector<PlanChoice> EnumeratePlans(const SimulationConfig& base, const Searc
             // without one (and on a grid the layout already does).
             if (sequence && (tensor == 1 || layout != models::TensorLayout::k1D)) continue;
             plan.sequence_parallel = sequence;
-            // Experts are carved out of the data (× context) indices.
-            for (int expert : experts > 1 ? Divisors(plan.DataIndices()) : std::vector<int>{1}) {
+            for (const auto& [expert, expert_tensor] : ExpertChoices(plan, experts)) {
               plan.expert = expert;
-              plan.expert_imbalance = expert == 1 ? 1.0 : base.plan.expert_imbalance;
+              plan.expert_tensor = expert_tensor;
+              plan.expert_imbalance =
+                  expert == 1 || expert_tensor == 1 ? 1.0 : base.plan.expert_imbalance;
               for (const auto& [schedule, virtual_stages] :
                    Schedules(pipeline, transformer ? spec.layers : 1, space)) {
                 plan.schedule = schedule;

@@ -1,7 +1,9 @@
 #include "strategies/stage_collectives.h"
 
+#include <algorithm>
 #include <numeric>
 #include <optional>
+#include <set>
 
 namespace dtsim::strategies {
 
@@ -46,6 +48,10 @@ std::vector<graph::CommId> StageCollectives::Grid(const LayoutComm& comm) {
 
 std::vector<graph::CommId> StageCollectives::Matched(Across across, graph::CommKind kind,
                                                      Bytes bytes) {
+  const size_t index = sequence_[static_cast<size_t>(across)]++;
+  if (plan_.folded_experts() && (across == Across::kExpert || across == Across::kExpertData)) {
+    return FoldedMatched(across, kind, bytes, index);
+  }
   int first = 0;
   std::vector<int> dps;
   switch (across) {
@@ -69,7 +75,6 @@ std::vector<graph::CommId> StageCollectives::Matched(Across across, graph::CommK
       break;
   }
   std::vector<std::vector<graph::CommId>>& made = matched_[{across, stage_, first}];
-  const size_t index = sequence_[static_cast<size_t>(across)]++;
   if (index == made.size()) {
     // On a 2.5D grid peer tp shares its weights with tp ± q² (the other depth layers): one
     // collective spans them all (RanksOver), and each depth layer's peer joins it.
@@ -79,15 +84,78 @@ std::vector<graph::CommId> StageCollectives::Matched(Across across, graph::CommK
         comms.push_back(comms[static_cast<size_t>(tp % WeightPeers())]);
         continue;
       }
-      const RankGroup ranks = RanksOver(stage_, tp, dps);
-      comms.push_back(builder_.AddCollective(kind, bytes, ranks.simulated));
-      if (ranks.simulated.size() != ranks.logical.size()) {
-        builder_.PriceAs(comms.back(), ranks.logical);
-      }
+      comms.push_back(Make(kind, bytes, RanksOver(stage_, tp, dps)));
     }
     made.push_back(std::move(comms));
   }
   return made[index];
+}
+
+// Under folding a group spans tensor and data indices: peers of one program may share a group
+// (one collective they all join) or sit in different ones.
+std::vector<graph::CommId> StageCollectives::FoldedMatched(Across across, graph::CommKind kind,
+                                                           Bytes bytes, size_t index) {
+  std::vector<graph::CommId> comms;
+  comms.reserve(static_cast<size_t>(simulated_tensor_));
+  for (int tp = 0; tp < simulated_tensor_; ++tp) {
+    const int first = FoldedFirst(across, plan_.ExpertIndex(dp_, tp));
+    std::vector<graph::CommId>& made = folded_[{across, stage_, first}];
+    if (index == made.size()) made.push_back(Make(kind, bytes, FoldedGroup(across, stage_, first)));
+    comms.push_back(made[index]);
+  }
+  return comms;
+}
+
+int StageCollectives::FoldedFirst(Across across, int expert_index) const {
+  return across == Across::kExpert ? expert_index / plan_.expert * plan_.expert
+                                   : expert_index % plan_.expert;
+}
+
+// The expert-parallel group: `expert` consecutive expert indices from `first`; the
+// expert-data-parallel group: every `expert`-th from `first` (< expert).
+RankGroup StageCollectives::FoldedGroup(Across across, int stage, int first) const {
+  const int stride = across == Across::kExpert ? 1 : plan_.expert;
+  const int members = across == Across::kExpert ? plan_.expert : plan_.ExpertData();
+  RankGroup group;
+  for (int m = 0; m < members; ++m) {
+    const int index = first + m * stride;
+    const int dp = index / plan_.tensor;
+    const int tp = index % plan_.tensor;
+    group.logical.push_back(plan_.Rank(dp, stage, tp));
+    if (dp < simulated_data_ && tp < simulated_tensor_) {
+      group.simulated.push_back(group.logical.back());
+      group.simulated_at.emplace_back(dp, tp);
+    }
+  }
+  return group;
+}
+
+std::vector<RankGroup> StageCollectives::ExpertDataGroups(int stage) const {
+  std::vector<RankGroup> groups;
+  if (plan_.folded_experts()) {
+    std::set<int> firsts;
+    for (int dp = 0; dp < simulated_data_; ++dp) {
+      for (int tp = 0; tp < simulated_tensor_; ++tp) {
+        firsts.insert(FoldedFirst(Across::kExpertData, plan_.ExpertIndex(dp, tp)));
+      }
+    }
+    for (int first : firsts) groups.push_back(FoldedGroup(Across::kExpertData, stage, first));
+    return groups;
+  }
+  for (int tp = 0; tp < std::min(simulated_tensor_, WeightPeers()); ++tp) {
+    for (int first = 0; first < std::min(plan_.expert, simulated_data_); ++first) {
+      std::vector<int> holders;
+      for (int dp = first; dp < plan_.DataIndices(); dp += plan_.expert) holders.push_back(dp);
+      groups.push_back(RanksOver(stage, tp, holders));
+    }
+  }
+  return groups;
+}
+
+graph::CommId StageCollectives::Make(graph::CommKind kind, Bytes bytes, const RankGroup& ranks) {
+  const graph::CommId comm = builder_.AddCollective(kind, bytes, ranks.simulated);
+  if (ranks.simulated.size() != ranks.logical.size()) builder_.PriceAs(comm, ranks.logical);
+  return comm;
 }
 
 RankGroup StageCollectives::RanksOver(int stage, int tp, const std::vector<int>& dps) const {

@@ -45,12 +45,20 @@ class StageCollectives {
   // experts as the current one; or the context-parallel group) of the current stage, one per
   // simulated tensor-parallel peer i (over peer i of each data index). Members build their stages
   // one after another, so the first to reach the n-th such collective of its program makes it and
-  // the others (same stage, same program) join it by that index.
+  // the others (same stage, same program) join it by that index. Under MoE parallel folding the
+  // expert and expert-data groups are over expert indices tp + t·dp (ParallelPlan::ExpertIndex):
+  // a group spans tensor and data indices, and peers of one program may share one.
   enum class Across : uint8_t { kExpert, kData, kExpertData, kContext };
   std::vector<graph::CommId> Matched(Across across, graph::CommKind kind, Bytes bytes);
 
   // Peer `tp` of data indices `dps` on `stage`.
   RankGroup RanksOver(int stage, int tp, const std::vector<int>& dps) const;
+
+  // The expert-data-parallel groups of `stage` (the ranks holding the same experts) that hold a
+  // simulated rank: per simulated tensor index, its expert-data group through each of the first
+  // `expert` data indices, or under MoE parallel folding the groups of the simulated ranks'
+  // expert indices (ParallelPlan::ExpertIndex).
+  std::vector<RankGroup> ExpertDataGroups(int stage) const;
 
   // Tensor-parallel ranks with distinct weights: all t, or the q² of one 2.5D depth layer.
   int WeightPeers() const { return plan_.tensor / plan_.tensor_depth; }
@@ -60,11 +68,20 @@ class StageCollectives {
   const ParallelPlan& plan_;
   int simulated_data_;
   int simulated_tensor_;
+  // MoE parallel folding: the collectives of the group starting at expert index `first`.
+  std::vector<graph::CommId> FoldedMatched(Across across, graph::CommKind kind, Bytes bytes,
+                                           size_t index);
+  int FoldedFirst(Across across, int expert_index) const;
+  RankGroup FoldedGroup(Across across, int stage, int first) const;
+  graph::CommId Make(graph::CommKind kind, Bytes bytes, const RankGroup& ranks);
+
   int dp_ = 0;
   int stage_ = 0;
   // Matched collectives made so far per (across, stage, first data index), each one comm per
   // simulated tensor-parallel peer; per kind, the index of the next in this program.
   std::map<std::tuple<Across, int, int>, std::vector<std::vector<graph::CommId>>> matched_;
+  // Under folding, per (across, stage, first expert index): the group's collectives in order.
+  std::map<std::tuple<Across, int, int>, std::vector<graph::CommId>> folded_;
   std::array<size_t, 4> sequence_{};
 };
 

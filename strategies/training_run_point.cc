@@ -369,7 +369,7 @@ std::string Summary(const RunParallelism& p, const Json& training) {
                      : fmt::format(", PP {} 1F1B", p.pp);
   }
   if (p.cp > 1) text += fmt::format(", CP {}", p.cp);
-  if (p.ep > 1) text += fmt::format(", EP {}", p.ep);
+  if (p.ep > 1) text += fmt::format(", EP {}{}", p.ep, p.ep > p.dp * p.cp ? " (folded)" : "");
   text += fmt::format(", DP {}", p.dp);
   if (p.zero_stage > 0) text += fmt::format(", ZeRO-{}", p.zero_stage);
   text += fmt::format(", {}", training["precision"].get<std::string>());
@@ -472,11 +472,18 @@ Expected<TrainingRunConfig> TrainingRunConfigOf(const Json& point, const std::st
                              p.tp * p.pp * p.cp * p.dp, gpus),
                  in.Path("parallel", "dp"), std::to_string(p.dp));
   }
-  if (p.ep > p.dp * p.cp) {
-    return Error(fmt::format("expert parallelism across tensor-parallel ranks too (EP {} > DP × CP "
-                             "{}: Megatron-Core's MoE parallel folding) is not built yet",
-                             p.ep, p.dp * p.cp),
-                 in.Path("parallel", "ep"), std::to_string(p.ep));
+  // EP beyond DP × CP spans tensor-parallel ranks too: Megatron-Core's MoE parallel folding,
+  // with whole experts on each rank (expert tensor parallel size 1) as the recipes that fold
+  // (Qwen3-235B-A22B, DeepSeek-V3) set it.
+  const bool folded = p.ep > p.dp * p.cp;
+  if (folded) {
+    if ((p.tp * p.dp * p.cp) % p.ep != 0) {
+      return Error(fmt::format("expert parallelism {} divides neither DP × CP {} nor TP × DP × CP "
+                               "{} (MoE parallel folding)",
+                               p.ep, p.dp * p.cp, p.tp * p.dp * p.cp),
+                   in.Path("parallel", "ep"), std::to_string(p.ep));
+    }
+    out.assumed.emplace_back("expert TP 1 (MoE parallel folding)");
   }
   DTSIM_ASSIGN_OR_RETURN(Json training, PrecisionJson(in, out.assumed));
   Expected<int64_t> batch = in.Int(*parallel, "parallel", "global_batch");
@@ -507,7 +514,11 @@ Expected<TrainingRunConfig> TrainingRunConfigOf(const Json& point, const std::st
     }
   }
   if (p.cp > 1) parallelism["context"] = p.cp;
-  if (p.ep > 1) parallelism["expert"] = p.ep;
+  if (folded) {
+    parallelism["expert"] = {{"size", p.ep}, {"tensor", 1}};
+  } else if (p.ep > 1) {
+    parallelism["expert"] = p.ep;
+  }
   DTSIM_ASSIGN_OR_RETURN(Json cluster, ClusterJson(in, *hardware, kind));
   out.summary = fmt::format("{} ({}), {}",
                             TextField(*model, "name").empty() ? "model" : TextField(*model, "name"),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <numeric>
 
 #include "strategies/categories.h"
@@ -101,13 +102,14 @@ Status ReduceTransformerGradients(const ResolvedConfig& config, const models::Op
     ReductionGroup data;
     int64_t parameters = 0;
     int64_t expert_parameters = 0;
-    std::vector<ReductionGroup> expert_groups;
+    size_t stage = 0;
     int64_t fp8_weights = 0;
   };
   std::vector<StepArgs> steps;
+  // Per stage, its expert-data-parallel groups (the ranks holding the same experts).
+  std::vector<std::vector<ReductionGroup>> expert_groups(static_cast<size_t>(plan.pipeline));
   for (int stage = 0; stage < plan.pipeline; ++stage) {
     const std::vector<GradientReady>& stage_ready = ready[static_cast<size_t>(stage)];
-    const auto simulated_data = static_cast<int>(stage_ready.size());
     const auto simulated_tensor = static_cast<int>(stage_ready.front().at.size());
     const int64_t expert_params = Elements(stage_ready.front().expert_tensors);
     const int64_t stage_params = Elements(stage_ready.front().tensors) + expert_params;
@@ -115,30 +117,37 @@ Status ReduceTransformerGradients(const ResolvedConfig& config, const models::Op
     for (int tp = 0; tp < std::min(simulated_tensor, collectives.WeightPeers()); ++tp) {
       // Dense gradients over the whole data-parallel group and its context-parallel peers,
       // which hold the same weights (with 2.5D, of every depth layer: Tesseract's depth
-      // all-reduce of weight gradients, folded into data parallelism); the experts' over the
-      // data indices holding the same experts (expert-data parallelism, D·C/EP ranks).
+      // all-reduce of weight gradients, folded into data parallelism).
       std::vector<int> all(static_cast<size_t>(plan.DataIndices()));
       std::iota(all.begin(), all.end(), 0);
       StepArgs& step = steps.emplace_back();
       step.data = Reduction(config, stage_ready, collectives.RanksOver(stage, tp, all));
       step.parameters = stage_params;
-      step.expert_parameters = plan.expert > 1 ? expert_params : 0;
+      step.expert_parameters = plan.experts_apart() ? expert_params : 0;
+      step.stage = static_cast<size_t>(stage);
       step.fp8_weights = fp8_weights;
       DTSIM_RETURN_IF_ERROR(reducer.Reduce(stage_ready.front().tensors, step.data, waits));
-      for (int first = 0; first < std::min(plan.expert, simulated_data); ++first) {
-        std::vector<int> holders;
-        for (int dp = first; dp < plan.DataIndices(); dp += plan.expert) holders.push_back(dp);
-        step.expert_groups.push_back(
-            Reduction(config, stage_ready, collectives.RanksOver(stage, tp, holders)));
-        DTSIM_RETURN_IF_ERROR(
-            reducer.Reduce(stage_ready.front().expert_tensors, step.expert_groups.back(), waits));
-      }
+    }
+    // The experts' over the ranks holding the same experts (expert-data parallelism, D·C/EP
+    // ranks; t·D·C/EP under MoE parallel folding).
+    if (!plan.experts_apart()) continue;
+    for (const RankGroup& holders : collectives.ExpertDataGroups(stage)) {
+      ReductionGroup& group = expert_groups[static_cast<size_t>(stage)].emplace_back(
+          Reduction(config, stage_ready, holders));
+      DTSIM_RETURN_IF_ERROR(reducer.Reduce(stage_ready.front().expert_tensors, group, waits));
     }
   }
   TiedEmbeddingReduce(config, ready, builder, waits);
+  std::vector<std::map<int32_t, graph::CommId>> expert_gathers;
+  for (int stage = 0; stage < plan.pipeline; ++stage) {
+    const std::vector<GradientReady>& stage_ready = ready[static_cast<size_t>(stage)];
+    expert_gathers.push_back(reducer.ExpertGathers(
+        expert_groups[static_cast<size_t>(stage)],
+        plan.experts_apart() ? Elements(stage_ready.front().expert_tensors) : 0));
+  }
   for (const StepArgs& step : steps) {
-    reducer.Step(step.data, step.parameters, waits, step.expert_parameters, step.expert_groups,
-                 step.fp8_weights);
+    reducer.Step(step.data, step.parameters, waits, step.expert_parameters,
+                 expert_gathers[step.stage], step.fp8_weights);
   }
   return Status::Ok();
 }

@@ -204,12 +204,13 @@ class IterationBuilder {
   }
 
   // Bytes each rank sends in one expert all-to-all: its E·C tokens of h elements (C, the
-  // capacity, is the balanced share when dropless). With skewed dropless routing in full
-  // mode, the rank of the busiest expert receives `imbalance` times its share and every rank
-  // waits for it: priced as if every rank moved that much.
+  // capacity of the tokens entering its MoE block, is the balanced share when dropless; under
+  // MoE parallel folding those are the rank's sequence-parallel shard). With skewed dropless
+  // routing in full mode, the rank of the busiest expert receives `imbalance` times its share and
+  // every rank waits for it: priced as if every rank moved that much.
   Bytes ExpertBytes() const {
     const models::MoeSpec& moe = spec_.moe;
-    const int64_t tokens = ShardOf(config_).tokens();
+    const int64_t tokens = ShardOf(config_).moe_tokens();
     const double bytes = static_cast<double>(moe.experts * moe.Capacity(tokens) * spec_.hidden *
                                              DTypeBytes(config_.training.dtype));
     return Bytes(std::llround(bytes * (Skewed() ? plan_.expert_imbalance : 1.0)));

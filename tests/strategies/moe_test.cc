@@ -27,22 +27,6 @@ Json MoeConfig() {
   })");
 }
 
-struct CommTally {
-  int count = 0;
-  int64_t bytes = 0;
-};
-
-CommTally Tally(const graph::TaskGraph& graph, graph::CommKind kind, size_t group_size) {
-  CommTally tally;
-  for (size_t c = 0; c < graph.comm_count(); ++c) {
-    const graph::Communication& comm = graph.comm(graph::CommId(static_cast<uint32_t>(c)));
-    if (comm.kind != kind || graph.group(comm.group).size() != group_size) continue;
-    ++tally.count;
-    tally.bytes += comm.size.count();
-  }
-  return tally;
-}
-
 TEST(MoeTest, AllToAllBytesAreTokensTimesTopKTimesHidden) {
   // Each MoE layer moves every micro-batch's tokens to their experts and back, forward and
   // backward: 4 all-to-alls per layer per micro-batch per expert group. Each rank sends

@@ -48,6 +48,24 @@ inline int64_t RankBytes(const SimulationResult& result, graph::CommKind kind,
   return bytes;
 }
 
+// The collectives of `kind` over groups of `group_size` ranks in a graph: how many, and their
+// bytes summed.
+struct CommTally {
+  int count = 0;
+  int64_t bytes = 0;
+};
+
+inline CommTally Tally(const graph::TaskGraph& graph, graph::CommKind kind, size_t group_size) {
+  CommTally tally;
+  for (size_t c = 0; c < graph.comm_count(); ++c) {
+    const graph::Communication& comm = graph.comm(graph::CommId(static_cast<uint32_t>(c)));
+    if (comm.kind != kind || graph.group(comm.group).size() != group_size) continue;
+    ++tally.count;
+    tally.bytes += comm.size.count();
+  }
+  return tally;
+}
+
 // Simulates `json` with full and with symmetric ranks on both network models and expects the
 // same iteration (DESIGN §4: within 0.1%), model FLOPs and MFU, from a graph at least
 // `fewer_tasks` times smaller.

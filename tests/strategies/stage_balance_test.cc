@@ -128,8 +128,8 @@ TEST(StageBalanceTest, GivenCountsPlaceTheLayersAndTheirMemory) {
   const auto& spec = config.model.transformer;
   const auto& memory = r.iteration->stats.stage_memory;
   ASSERT_EQ(memory.size(), 4u);
-  EXPECT_EQ(memory[1].parameter_count, 3 * models::LayerParameterCount(spec, 2, 1, 5));
-  EXPECT_EQ(memory[2].parameter_count, 2 * models::LayerParameterCount(spec, 2, 1, 8));
+  EXPECT_EQ(memory[1].parameter_count, 3 * models::LayerParameterCount(spec, 2, 1, 2, 5));
+  EXPECT_EQ(memory[2].parameter_count, 2 * models::LayerParameterCount(spec, 2, 1, 2, 8));
   EXPECT_EQ(models::StageLayerIndices(spec, 4, 1, 1, config.plan.chunk_layers),
             (std::vector<int>{5, 6, 7}));
   // The task graph runs layers 5–7 on stage 1's first rank (rank 2: TP 2 × DP 1).
@@ -202,7 +202,7 @@ TEST(StageBalanceTest, GivenCountsPerModelChunkWithVirtualStages) {
   EXPECT_EQ(r.stage_layers, (std::vector<int>{3, 4, 3, 2}));  // per stage, over its chunks
   const auto& memory = r.iteration->stats.stage_memory;
   ASSERT_EQ(memory.size(), 4u);
-  EXPECT_EQ(memory[1].parameter_count, 4 * models::LayerParameterCount(spec, 2, 1, 1));
+  EXPECT_EQ(memory[1].parameter_count, 4 * models::LayerParameterCount(spec, 2, 1, 2, 1));
   // 3 layers on every stage, in chunks of 2 + 1 or 1 + 2.
   EXPECT_EQ(SimulateJson(InterleavedConfig(Json::array({2, 1, 1, 2, 1, 2, 2, 1}))).stage_layers,
             (std::vector<int>{3, 3, 3, 3}));

@@ -101,14 +101,19 @@ std::string PlanLine(const SimulationConfig& c) {
           ? fmt::format(" × CP {} ({})", c.plan.context,
                         models::ContextCommNames()[static_cast<size_t>(c.plan.context_comm)])
           : "";
-  return fmt::format("DP {}{}{} × TP {}{} × PP {}{}{}, {}, recompute {}{}", c.plan.data,
-                     c.plan.expert > 1 ? fmt::format(" (EP {})", c.plan.expert) : "", context,
-                     c.plan.tensor, TensorNote(c.plan), c.plan.pipeline,
-                     c.plan.pipeline > 1
-                         ? fmt::format(" ({})", models::PipelineScheduleName(c.plan.schedule))
-                         : "",
-                     order == "tp-dp-pp" ? "" : fmt::format(", ranks in order {}", order), batches,
-                     models::RecomputeName(c.training.recompute), fp8);
+  // Folded experts (expert TP 1 under TP t) span tensor and data ranks: said after TP.
+  const bool folded = c.plan.folded_experts();
+  const std::string experts =
+      c.plan.expert > 1 || folded
+          ? fmt::format(" (EP {}{})", c.plan.expert, folded ? " over TP × DP, expert TP 1" : "")
+          : "";
+  return fmt::format(
+      "DP {}{}{} × TP {}{}{} × PP {}{}{}, {}, recompute {}{}", c.plan.data, folded ? "" : experts,
+      context, c.plan.tensor, TensorNote(c.plan), folded ? experts : "", c.plan.pipeline,
+      c.plan.pipeline > 1 ? fmt::format(" ({})", models::PipelineScheduleName(c.plan.schedule))
+                          : "",
+      order == "tp-dp-pp" ? "" : fmt::format(", ranks in order {}", order), batches,
+      models::RecomputeName(c.training.recompute), fp8);
 }
 
 void PrintSummary(std::ostream& out, const SimulationConfig& c, const SimulationResult& r) {

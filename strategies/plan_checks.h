@@ -1,0 +1,24 @@
+// Checks of a parallel plan against the model that config.cc's Resolve runs (each error names
+// the JSON path and the value): divisibility, and expert parallelism with its folding.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "sim/base/status.h"
+#include "strategies/config.h"
+
+namespace dtsim::strategies {
+
+// "<what> (<value>) is not divisible by <by_what> (<by>)" at `path`.
+Status Divisible(int64_t value, std::string_view what, int64_t by, std::string_view by_what,
+                 const std::string& path);
+
+// Expert parallelism against the MoE model: the size divides the experts and the ranks it is
+// carved out of (data × context, or under MoE parallel folding tensor × data × context); the
+// expert tensor size is the tensor size or 1 (folding: 1D, sequence parallel, balanced
+// routing); skewed routing at most the expert-parallel size.
+Status CheckExpertPlan(const SimulationConfig& config);
+
+}  // namespace dtsim::strategies
