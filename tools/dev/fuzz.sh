@@ -12,6 +12,9 @@
 #                    its smoke run replays the same inputs as a local run with that seed and a
 #                    fresh corpus does: a finding there is reproducible, not luck
 #   --jobs J         harnesses run side by side (default: the number of cores)
+#   --timeout S      seconds one input may take before it is a hang (default 10). libFuzzer
+#                    counts wall-clock time: a niced long run beside a build is starved for
+#                    seconds at a time, so give it 60 there
 #   --build-dir DIR  where to build and keep corpora and findings (default: build-fuzz)
 #   --no-build       run the harnesses already built in DIR (a long run in a copy, say, while
 #                    the tree changes)
@@ -30,6 +33,7 @@ build_dir="$top/build-fuzz"
 seconds=60
 runs=""
 seed=0
+timeout=10
 jobs="$(nproc)"
 build=1
 totals=0
@@ -39,11 +43,12 @@ while [[ $# -gt 0 ]]; do
     --seconds) seconds="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     --seed) seed="$2"; shift 2 ;;
+    --timeout) timeout="$2"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
     --build-dir) build_dir="$(realpath -m "$2")"; shift 2 ;;
     --no-build) build=0; shift ;;
     --totals) totals=1; shift ;;
-    -h|--help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) harnesses+=("$1"); shift ;;
   esac
@@ -85,7 +90,7 @@ if [[ $build -eq 1 ]]; then
 fi
 
 # One harness: its corpus (grown in place), its dictionary, limits that make a hang or a
-# memory blow-up a finding: 10 s for one input, 2 GiB of memory.
+# memory blow-up a finding: 10 s for one input (--timeout), 2 GiB of memory.
 run_one() {
   local name="$1" corpus="$build_dir/corpus/$1" findings="$build_dir/findings/$1"
   mkdir -p "$corpus" "$findings"
@@ -94,7 +99,7 @@ run_one() {
   local max_len=65536
   [[ "$name" == kineto || "$name" == chakra ]] && max_len=131072
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    "$build_dir/tests/fuzz/${name}_fuzzer" "${budget[@]}" -seed="$seed" -timeout=10 -rss_limit_mb=2048 \
+    "$build_dir/tests/fuzz/${name}_fuzzer" "${budget[@]}" -seed="$seed" -timeout="$timeout" -rss_limit_mb=2048 \
     -malloc_limit_mb=2048 -max_len="$max_len" -dict="$build_dir/dicts/$name.dict" \
     -artifact_prefix="$findings/" -print_final_stats=1 "$corpus" \
     "$top/tests/fuzz/regressions/$name" >"$build_dir/$name.log" 2>&1 || true
@@ -105,7 +110,7 @@ started="$build_dir/.run-started"
 touch "$started"
 commit="$(cat "$build_dir/built-commit" 2>/dev/null || echo unknown)"
 export -f run_one
-export build_dir top seconds runs seed
+export build_dir top seconds runs seed timeout
 printf '%s\n' "${harnesses[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one {}'
 
 [[ -f "$campaign" ]] || printf 'date\tcommit\tharness\tseconds\texecutions\tcrashes\thangs\toom\n' >"$campaign"
