@@ -28,6 +28,11 @@ constexpr std::string_view kExternalId = "dtsim.external_id";
 constexpr std::string_view kStreamDep = "dtsim.stream_dep";
 // Dependencies on tasks of other ranks (by global node id): Chakra's data_deps are per file.
 constexpr std::string_view kRemoteDeps = "dtsim.remote_deps";
+// A shift (context parallelism's ring step; Chakra has no such collective) is exported as a
+// COMM_RECV_NODE from the previous member carrying the collective's dtsim attributes, and a
+// COMM_SEND_NODE to the next member naming the task it belongs to with this attribute (its id
+// is past every task's); dtsim's reader rebuilds the shift from the first and skips the second.
+constexpr std::string_view kShiftSendOf = "dtsim.shift_send_of";
 constexpr std::string_view kFormat = "dtsim.format";
 constexpr std::string_view kFormatVersion = "dtsim.format_version";
 }  // namespace attr

@@ -17,8 +17,21 @@ using graph::TaskKind;
 namespace attr = chakra::attr;
 using chakra::kNanosecondsPerMicrosecond;
 
-ChakraNodeType NodeTypeOf(TaskKind kind) {
-  switch (kind) {
+bool IsShift(const graph::TaskGraph& graph, const graph::Task& task) {
+  return task.kind == TaskKind::kCollective &&
+         graph.comm(task.comm).kind == graph::CommKind::kShift;
+}
+
+// The members a shift's member `rank` receives from and sends to: the previous and the next
+// in the group's order (the first receiving from the last).
+std::pair<int32_t, int32_t> ShiftPeers(std::span<const int32_t> group, int32_t rank) {
+  const auto at = static_cast<size_t>(std::find(group.begin(), group.end(), rank) - group.begin());
+  return {group[(at + group.size() - 1) % group.size()], group[(at + 1) % group.size()]};
+}
+
+ChakraNodeType NodeTypeOf(const graph::TaskGraph& graph, const graph::Task& task) {
+  if (IsShift(graph, task)) return ChakraNodeType::kCommRecv;
+  switch (task.kind) {
     case TaskKind::kCollective:
       return ChakraNodeType::kCommCollective;
     case TaskKind::kSend:
@@ -48,8 +61,15 @@ void AddCommunicationAttrs(const graph::TaskGraph& graph, const graph::Task& tas
     attrs.push_back(int32("comm_tag", task.comm.value()));  // unique per pair
     return;
   }
-  attrs.push_back(ChakraAttribute::Integer("comm_type", AttributeType::kInt64,
-                                           static_cast<int64_t>(ChakraOfCommKind(comm.kind))));
+  if (comm.kind == graph::CommKind::kShift) {  // the receiving half (ShiftSendNode: the other)
+    const int32_t rank = graph.stream(task.stream).rank;
+    attrs.push_back(int32("comm_src", ShiftPeers(graph.group(comm.group), rank).first));
+    attrs.push_back(int32("comm_dst", rank));
+    attrs.push_back(int32("comm_tag", task.comm.value()));  // unique per pair
+  } else {
+    attrs.push_back(ChakraAttribute::Integer("comm_type", AttributeType::kInt64,
+                                             static_cast<int64_t>(ChakraOfCommKind(comm.kind))));
+  }
   attrs.push_back(ChakraAttribute::String("pg_name", std::to_string(comm.group.value())));
   attrs.push_back(
       ChakraAttribute::Int64List(std::string(attr::kGroup), Ranks(graph.group(comm.group))));
@@ -72,7 +92,7 @@ ChakraNode NodeOfTask(const graph::TaskGraph& graph, TaskId id, TaskId stream_pr
   ChakraNode node;
   node.id = id.value();
   node.name = graph.name(task.name);
-  node.type = NodeTypeOf(task.kind);
+  node.type = NodeTypeOf(graph, task);
   std::vector<int64_t> remote;
   for (const TaskId dep : graph.dependencies(id)) {
     if (graph.rank_of(dep) == stream.rank) {
@@ -115,24 +135,33 @@ ChakraNode NodeOfTask(const graph::TaskGraph& graph, TaskId id, TaskId stream_pr
   return node;
 }
 
-}  // namespace
-
-Status CheckChakraExportable(const graph::TaskGraph& graph) {
-  for (uint32_t c = 0; c < graph.comm_count(); ++c) {
-    const graph::Communication& comm = graph.comm(graph::CommId(c));
-    if (comm.kind != graph::CommKind::kShift) continue;
-    std::string name;
-    if (const std::string_view label = graph.name(comm.label); !label.empty()) {
-      name = fmt::format(" ({})", label);
-    }
-    return Error(fmt::format("collective {}{} is a shift (context parallelism's ring "
-                             "attention), which Chakra ET has no collective for; export a plan "
-                             "with \"context_comm\": \"a2a\" or without context parallelism",
-                             c, name),
-                 "", "shift");
-  }
-  return Status::Ok();
+// The sending half of shift task `id` (`receive`, its receiving half): to the next member, with
+// the same size, tag and dependencies, its id past every task's.
+ChakraNode ShiftSendNode(const graph::TaskGraph& graph, TaskId id, const ChakraNode& receive) {
+  const graph::Task& task = graph.task(id);
+  const graph::Communication& comm = graph.comm(task.comm);
+  const int32_t rank = graph.stream(task.stream).rank;
+  ChakraNode send;
+  send.id = graph.task_count() + id.value();
+  send.name = receive.name;
+  send.type = ChakraNodeType::kCommSend;
+  send.data_deps = receive.data_deps;
+  const auto int32 = [](std::string name, int64_t value) {
+    return ChakraAttribute::Integer(std::move(name), AttributeType::kInt32, value);
+  };
+  send.attrs = {
+      ChakraAttribute::Bool("is_cpu_op", false),
+      ChakraAttribute::Integer("comm_size", AttributeType::kInt64, comm.size.count()),
+      int32("comm_src", rank),
+      int32("comm_dst", ShiftPeers(graph.group(comm.group), rank).second),
+      int32("comm_tag", task.comm.value()),
+      ChakraAttribute::Integer(std::string(attr::kShiftSendOf), AttributeType::kInt64, id.value())};
+  if (const ChakraAttribute* remote = receive.Attr(attr::kRemoteDeps))
+    send.attrs.push_back(*remote);
+  return send;
 }
+
+}  // namespace
 
 std::vector<ChakraTrace> ChakraTracesFromGraph(const graph::TaskGraph& graph) {
   std::vector<ChakraTrace> traces(static_cast<size_t>(graph.rank_count()));
@@ -156,7 +185,9 @@ std::vector<ChakraTrace> ChakraTracesFromGraph(const graph::TaskGraph& graph) {
   }
   for (uint32_t t = 0; t < graph.task_count(); ++t) {
     const TaskId id(t);
-    traces[graph.rank_of(id)].nodes.push_back(NodeOfTask(graph, id, predecessor[t]));
+    std::vector<ChakraNode>& nodes = traces[graph.rank_of(id)].nodes;
+    nodes.push_back(NodeOfTask(graph, id, predecessor[t]));
+    if (IsShift(graph, graph.task(id))) nodes.push_back(ShiftSendNode(graph, id, nodes.back()));
   }
   for (ChakraTrace& trace : traces) trace.CountNodes();
   return traces;

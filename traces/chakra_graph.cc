@@ -318,24 +318,31 @@ class ChakraCollectives {
     return std::vector<int32_t>(a->integers.begin(), a->integers.end());
   }
 
+  // In dtsim's files: a collective's node, or a shift's receiving half (a COMM_RECV_NODE whose
+  // dtsim.kind says collective; chakra_attrs.h).
+  static bool PostsExportedCollective(const ChakraNode& node) {
+    return node.type == ChakraNodeType::kCommCollective ||
+           (node.type == ChakraNodeType::kCommRecv &&
+            StringAttr(node, attr::kKind) == graph::TaskKindName(TaskKind::kCollective));
+  }
+
   // dtsim's files name every collective's id, group and pricing: recreate them in id order.
   Status CreateExportedCollectives() {
     std::map<int64_t, NodeRef> first;
     std::map<int64_t, CommId> exported;
     for (const NodeRef& ref : nodes_.order()) {
-      if (nodes_.Node(ref).type != ChakraNodeType::kCommCollective) continue;
+      if (!PostsExportedCollective(nodes_.Node(ref))) continue;
       const std::optional<int64_t> comm = IntegerAttr(nodes_.Node(ref), attr::kComm);
       if (!comm) return nodes_.NodeError(ref, "a collective without its dtsim.comm attribute");
       first.emplace(*comm, ref);
     }
     for (const auto& [comm_id, ref] : first) {
       const ChakraNode& node = nodes_.Node(ref);
-      const std::optional<int64_t> type = IntegerAttr(node, "comm_type");
-      if (!type || *type < 0 || *type >= kChakraCollectiveCount) {
-        return nodes_.NodeError(ref, "comm_type is missing or not a CollectiveCommType");
-      }
+      DTSIM_ASSIGN_OR_RETURN(const graph::CommKind kind, ExportedKind(ref));
       DTSIM_ASSIGN_OR_RETURN(const std::vector<int32_t> group, GroupAttr(ref, attr::kGroup));
-      const graph::CommKind kind = CommKindOfChakra(static_cast<ChakraCollective>(*type));
+      if (kind == graph::CommKind::kShift && group.size() < 2) {
+        return nodes_.NodeError(ref, "a shift needs a dtsim.group of at least 2 ranks");
+      }
       const int64_t root = IntegerAttr(node, attr::kRoot).value_or(-1);
       if (IsRooted(kind) && std::find(group.begin(), group.end(), root) == group.end()) {
         return nodes_.NodeError(ref,
@@ -360,11 +367,22 @@ class ChakraCollectives {
       ++stats_->collectives;
     }
     for (const NodeRef& ref : nodes_.order()) {
-      if (nodes_.Node(ref).type != ChakraNodeType::kCommCollective) continue;
+      if (!PostsExportedCollective(nodes_.Node(ref))) continue;
       collective_of_[ref.trace][ref.node] =
           exported.at(*IntegerAttr(nodes_.Node(ref), attr::kComm));
     }
     return Status::Ok();
+  }
+
+  // A collective node's comm_type, or a shift for the receiving half of one.
+  Expected<graph::CommKind> ExportedKind(const NodeRef& ref) const {
+    const ChakraNode& node = nodes_.Node(ref);
+    if (node.type == ChakraNodeType::kCommRecv) return graph::CommKind::kShift;
+    const std::optional<int64_t> type = IntegerAttr(node, "comm_type");
+    if (!type || *type < 0 || *type >= kChakraCollectiveCount) {
+      return nodes_.NodeError(ref, "comm_type is missing or not a CollectiveCommType");
+    }
+    return CommKindOfChakra(static_cast<ChakraCollective>(*type));
   }
 
   const ChakraNodes& nodes_;
@@ -447,6 +465,8 @@ class ChakraGraphBuilder {
 
   Status AddTask(const NodeRef& ref) {
     const ChakraNode& node = nodes_.Node(ref);
+    // A shift's sending half: its receiving half stands for the whole shift.
+    if (nodes_.written_by_dtsim() && node.Attr(attr::kShiftSendOf) != nullptr) return Status::Ok();
     const int32_t rank = nodes_.rank(ref.trace);
     const graph::StreamId stream = builder_.Stream(rank, StreamName(node));
     auto [kind, category] = ForeignKind(node);
@@ -465,7 +485,8 @@ class ChakraGraphBuilder {
       const CommId comm = collectives_.Of(ref);
       if (!comm.valid()) {
         return nodes_.NodeError(ref,
-                                "dtsim.kind says collective but the node is no COMM_COLL_NODE");
+                                "dtsim.kind says collective but the node is no COMM_COLL_NODE "
+                                "(nor a shift's COMM_RECV_NODE)");
       }
       task = builder_.AddCollectiveTask(stream, comm, node.name, category);
     } else if (kind == TaskKind::kSend || kind == TaskKind::kRecv) {
@@ -507,12 +528,13 @@ class ChakraGraphBuilder {
     for (const NodeRef& ref : nodes_.order()) {
       const ChakraNode& node = nodes_.Node(ref);
       const TaskId task = tasks_[ref.trace][ref.node];
+      if (!task.valid()) continue;  // a shift's sending half (AddTask)
       size_t count = node.data_deps.size();
       // dtsim's own stream-order edge repeats what the stream already says.
       if (node.Attr(attr::kStreamDep) != nullptr && count > 0) --count;
       for (size_t d = 0; d < count; ++d) {
         const std::optional<size_t> dep = nodes_.Find(ref.trace, node.data_deps[d]);
-        if (!dep) {
+        if (!dep || !tasks_[ref.trace][*dep].valid()) {
           ++stats_.dangling_dependencies;
           continue;
         }
@@ -530,7 +552,7 @@ class ChakraGraphBuilder {
   void AddRemoteDependency(TaskId task, int64_t id) {
     for (size_t t = 0; t < nodes_.traces().size(); ++t) {
       const std::optional<size_t> dep = nodes_.Find(t, static_cast<uint64_t>(id));
-      if (!dep) continue;
+      if (!dep || !tasks_[t][*dep].valid()) continue;
       builder_.AddDependency(task, tasks_[t][*dep]);
       ++stats_.dependencies;
       return;

@@ -35,7 +35,7 @@
 namespace dtsim::traces {
 
 // Named in each exported trace's metadata ("dtsim.format", "dtsim.format_version").
-inline constexpr FileFormat kChakraExportFormat{"dtsim.chakra", 1, 0, "not a dtsim Chakra export"};
+inline constexpr FileFormat kChakraExportFormat{"dtsim.chakra", 1, 1, "not a dtsim Chakra export"};
 
 struct ChakraGraphStats {
   int64_t nodes = 0;
@@ -68,11 +68,9 @@ struct ChakraGraph {
 Expected<ChakraGraph> BuildChakraGraph(std::span<const ChakraTrace> ranks,
                                        const ChakraCommGroups& comm_groups = {});
 
-// An error when `graph` holds a communication Chakra cannot express (a shift: Chakra's
-// collectives have no ring step, and its send/recv nodes are one pair each).
-Status CheckChakraExportable(const graph::TaskGraph& graph);
-
-// One trace per rank of `graph`, in rank order. Precondition: CheckChakraExportable passed.
+// One trace per rank of `graph`, in rank order. A shift (context parallelism's ring step, which
+// Chakra's collectives lack) becomes a COMM_RECV_NODE from the previous member and a
+// COMM_SEND_NODE to the next, as NCCL runs it (grouped send/recv); dtsim's reader rebuilds it.
 std::vector<ChakraTrace> ChakraTracesFromGraph(const graph::TaskGraph& graph);
 
 }  // namespace dtsim::traces

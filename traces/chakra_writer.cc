@@ -36,7 +36,6 @@ Status WriteChakraTrace(const ChakraTrace& trace, const std::string& path) {
 
 Expected<std::vector<std::string>> WriteChakraGraph(const graph::TaskGraph& graph,
                                                     const std::string& prefix) {
-  DTSIM_RETURN_IF_ERROR(CheckChakraExportable(graph));
   std::vector<std::string> paths;
   const std::vector<ChakraTrace> traces = ChakraTracesFromGraph(graph);
   for (size_t rank = 0; rank < traces.size(); ++rank) {

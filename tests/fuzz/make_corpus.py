@@ -147,7 +147,9 @@ def protobuf_prefix(data, limit=MAX_SEED_BYTES):
 
 def add_chakra(corpus, shared):
     chakra = shared / "traces/chakra"
-    for path in sorted(chakra.glob("*.et")):
+    # The shared traces, and dtsim's own exports (seeds/chakra: a ring attention's shifts as
+    # send/recv pairs).
+    for path in sorted(chakra.glob("*.et")) + sorted((TOP / "tests/fuzz/seeds/chakra").glob("*.et")):
         corpus.add("chakra", path.name + ".plain", b"\x00" + protobuf_prefix(path.read_bytes()))
     for path in sorted(chakra.glob("*.json*")) + sorted((shared / "traces/kineto").glob("*_et.json.gz")):
         document = json.loads(read_text(path))

@@ -7,11 +7,14 @@
 
 #include <string>
 
+#include "sim/graph/graph_json.h"
 #include "strategies/categories.h"
 #include "strategies/config.h"
 #include "strategies/simulate.h"
 #include "strategies/stage_memory.h"
 #include "tests/strategies/simulate_helpers.h"
+#include "traces/chakra_graph.h"
+#include "traces/chakra_reader.h"
 #include "traces/chakra_writer.h"
 
 namespace dtsim::strategies {
@@ -202,16 +205,65 @@ TEST(ContextParallelTest, Llama405bAt128kFitsOn16kGpusOnlyWithContextParallelism
               HasSubstr("the plan does not fit: pipeline stage 0 needs 81.9 GiB"));
 }
 
-TEST(ContextParallelTest, SearchAndChakraExportSayWhatTheyCannotDoYet) {
-  const SimulationResult result = SimulateJson(CpConfig());
+// Chakra has no ring step: each shift exports as a COMM_RECV_NODE from the previous context
+// peer and a COMM_SEND_NODE to the next, as NCCL runs it (grouped send/recv), and dtsim reads
+// its files back into the same graph.
+TEST(ContextParallelTest, RingAttentionExportsToChakraAsSendRecvPairs) {
+  // DP 1 × CP 4 × TP 2: rank tp + 2·cp, so rank 2 (cp 1, tp 0) receives from rank 0 and sends
+  // to rank 4 at every ring step.
+  Json json = CpConfig();
+  json["parallelism"] = {{"data", 1}, {"tensor", 2}, {"context", {{"size", 4}, {"comm", "p2p"}}}};
+  const SimulationResult result = SimulateJson(json);
+  const graph::TaskGraph& graph = result.iteration->graph;
+  int64_t shift_bytes = 0;
+  int shifts = 0;
+  for (uint32_t t = 0; t < graph.task_count(); ++t) {
+    const graph::Task& task = graph.task(graph::TaskId(t));
+    if (graph.rank_of(graph::TaskId(t)) != 2 || task.kind != graph::TaskKind::kCollective ||
+        graph.comm(task.comm).kind != CommKind::kShift) {
+      continue;
+    }
+    ++shifts;
+    shift_bytes += graph.comm(task.comm).size.count();
+  }
+  ASSERT_GT(shifts, 0);
+  const std::vector<traces::ChakraTrace> ranks = traces::ChakraTracesFromGraph(graph);
+  int receives = 0;
+  int sends = 0;
+  int64_t sent_bytes = 0;
+  for (const traces::ChakraNode& node : ranks[2].nodes) {
+    const auto integer = [&node](const char* name) { return *node.Attr(name)->AsInteger(); };
+    if (node.type == traces::ChakraNodeType::kCommRecv && node.Attr("dtsim.comm") != nullptr) {
+      ++receives;
+      EXPECT_EQ(integer("comm_src"), 0);
+    } else if (node.type == traces::ChakraNodeType::kCommSend &&
+               node.Attr("dtsim.shift_send_of") != nullptr) {
+      ++sends;
+      EXPECT_EQ(integer("comm_dst"), 4);
+      EXPECT_GE(node.id, graph.task_count());
+      sent_bytes += integer("comm_size");
+    }
+  }
+  EXPECT_EQ(receives, shifts);
+  EXPECT_EQ(sends, shifts);
+  EXPECT_EQ(sent_bytes, shift_bytes);
+  // Written and read back: the same graph.
   const std::string prefix = testing::TempDir() + "/cp_chakra";
-  const Expected<std::vector<std::string>> written =
-      traces::WriteChakraGraph(result.iteration->graph, prefix);
-  ASSERT_FALSE(written.ok());
-  EXPECT_THAT(written.error().ToString(), HasSubstr("Chakra ET has no collective for"));
-  // a2a exports: its all-to-alls are Chakra collectives.
-  EXPECT_TRUE(
-      traces::WriteChakraGraph(SimulateJson(CpConfig("a2a")).iteration->graph, prefix).ok());
+  const Expected<std::vector<std::string>> written = traces::WriteChakraGraph(graph, prefix);
+  ASSERT_TRUE(written.ok()) << written.error().ToString();
+  std::vector<traces::ChakraTrace> read;
+  for (int32_t rank = 0; rank < graph.rank_count(); ++rank) {  // then the comm group file
+    Expected<traces::ChakraTrace> trace = traces::ReadChakraTrace(written->at(rank));
+    ASSERT_TRUE(trace.ok()) << trace.error().ToString();
+    read.push_back(std::move(trace).value());
+  }
+  const Expected<traces::ChakraGraph> back = traces::BuildChakraGraph(read);
+  ASSERT_TRUE(back.ok()) << back.error().ToString();
+  EXPECT_EQ(graph::TaskGraphToJson(back->graph), graph::TaskGraphToJson(graph));
+  // a2a exports too: its all-to-alls are Chakra collectives.
+  const Expected<std::vector<std::string>> a2a =
+      traces::WriteChakraGraph(SimulateJson(CpConfig("a2a")).iteration->graph, prefix + "_a2a");
+  EXPECT_TRUE(a2a.ok()) << a2a.error().ToString();
 }
 
 }  // namespace
