@@ -64,6 +64,8 @@ class Pricer {
       DTSIM_ASSIGN_OR_RETURN(piece.recompute, Price(models::RecomputeOps(ops, *recompute)));
     }
     piece.sources = std::exchange(sources_, {});
+    for (const models::Op& op : ops.forward)
+      piece.fp8_linears += op.fp8_weight_elements > 0 ? 1 : 0;
     return piece;
   }
 

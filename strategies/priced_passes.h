@@ -46,6 +46,7 @@ struct PricedPass {
 struct PiecePasses {
   PricedPass forward, backward, recompute;
   std::vector<models::OpCost> sources;
+  int fp8_linears = 0;  // FP8 GEMMs of weights in its forward (Transformer Engine's modules)
 };
 
 // Every piece of the model: the first layer of each kind (TransformerSpec::LayerKind: MoE or

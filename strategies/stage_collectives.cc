@@ -49,8 +49,9 @@ std::vector<graph::CommId> StageCollectives::Grid(const LayoutComm& comm) {
 std::vector<graph::CommId> StageCollectives::Matched(Across across, graph::CommKind kind,
                                                      Bytes bytes) {
   const size_t index = sequence_[static_cast<size_t>(across)]++;
-  if (plan_.folded_experts() && (across == Across::kExpert || across == Across::kExpertData)) {
-    return FoldedMatched(across, kind, bytes, index);
+  if (across == Across::kStage ||
+      (plan_.folded_experts() && (across == Across::kExpert || across == Across::kExpertData))) {
+    return SpanningMatched(across, kind, bytes, index);
   }
   int first = 0;
   std::vector<int> dps;
@@ -73,6 +74,8 @@ std::vector<graph::CommId> StageCollectives::Matched(Across across, graph::CommK
       dps.resize(static_cast<size_t>(plan_.context));
       std::iota(dps.begin(), dps.end(), first);
       break;
+    case Across::kStage:  // SpanningMatched
+      break;
   }
   std::vector<std::vector<graph::CommId>>& made = matched_[{across, stage_, first}];
   if (index == made.size()) {
@@ -91,31 +94,41 @@ std::vector<graph::CommId> StageCollectives::Matched(Across across, graph::CommK
   return made[index];
 }
 
-// Under folding a group spans tensor and data indices: peers of one program may share a group
-// (one collective they all join) or sit in different ones.
-std::vector<graph::CommId> StageCollectives::FoldedMatched(Across across, graph::CommKind kind,
-                                                           Bytes bytes, size_t index) {
+// A group over tensor and data indices (under folding, or the whole stage): peers of one
+// program may share a group (one collective they all join) or sit in different ones.
+std::vector<graph::CommId> StageCollectives::SpanningMatched(Across across, graph::CommKind kind,
+                                                             Bytes bytes, size_t index) {
   std::vector<graph::CommId> comms;
   comms.reserve(static_cast<size_t>(simulated_tensor_));
   for (int tp = 0; tp < simulated_tensor_; ++tp) {
     const int first = FoldedFirst(across, plan_.ExpertIndex(dp_, tp));
     std::vector<graph::CommId>& made = folded_[{across, stage_, first}];
-    if (index == made.size()) made.push_back(Make(kind, bytes, FoldedGroup(across, stage_, first)));
+    if (index == made.size()) {
+      made.push_back(Make(kind, bytes, FoldedGroup(across, stage_, first)));
+    }
     comms.push_back(made[index]);
   }
   return comms;
 }
 
 int StageCollectives::FoldedFirst(Across across, int expert_index) const {
-  return across == Across::kExpert ? expert_index / plan_.expert * plan_.expert
-                                   : expert_index % plan_.expert;
+  switch (across) {
+    case Across::kExpert:
+      return expert_index / plan_.expert * plan_.expert;
+    case Across::kExpertData:
+      return expert_index % plan_.expert;
+    default:
+      return 0;  // kStage: one group
+  }
 }
 
 // The expert-parallel group: `expert` consecutive expert indices from `first`; the
-// expert-data-parallel group: every `expert`-th from `first` (< expert).
+// expert-data-parallel group: every `expert`-th from `first` (< expert); the stage: all.
 RankGroup StageCollectives::FoldedGroup(Across across, int stage, int first) const {
-  const int stride = across == Across::kExpert ? 1 : plan_.expert;
-  const int members = across == Across::kExpert ? plan_.expert : plan_.ExpertData();
+  const int stride = across == Across::kExpertData ? plan_.expert : 1;
+  const int members = across == Across::kExpert       ? plan_.expert
+                      : across == Across::kExpertData ? plan_.ExpertData()
+                                                      : plan_.tensor * plan_.DataIndices();
   RankGroup group;
   for (int m = 0; m < members; ++m) {
     const int index = first + m * stride;

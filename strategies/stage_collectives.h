@@ -48,7 +48,8 @@ class StageCollectives {
   // the others (same stage, same program) join it by that index. Under MoE parallel folding the
   // expert and expert-data groups are over expert indices tp + t·dp (ParallelPlan::ExpertIndex):
   // a group spans tensor and data indices, and peers of one program may share one.
-  enum class Across : uint8_t { kExpert, kData, kExpertData, kContext };
+  // kStage: every rank of the stage (all tensor and data indices: FP8 amax reductions).
+  enum class Across : uint8_t { kExpert, kData, kExpertData, kContext, kStage };
   std::vector<graph::CommId> Matched(Across across, graph::CommKind kind, Bytes bytes);
 
   // Peer `tp` of data indices `dps` on `stage`.
@@ -68,9 +69,10 @@ class StageCollectives {
   const ParallelPlan& plan_;
   int simulated_data_;
   int simulated_tensor_;
-  // MoE parallel folding: the collectives of the group starting at expert index `first`.
-  std::vector<graph::CommId> FoldedMatched(Across across, graph::CommKind kind, Bytes bytes,
-                                           size_t index);
+  // Groups over tensor and data indices (MoE parallel folding's, the whole stage): the
+  // collectives of the group starting at index tp + t·dp = `first`.
+  std::vector<graph::CommId> SpanningMatched(Across across, graph::CommKind kind, Bytes bytes,
+                                             size_t index);
   int FoldedFirst(Across across, int expert_index) const;
   RankGroup FoldedGroup(Across across, int stage, int first) const;
   graph::CommId Make(graph::CommKind kind, Bytes bytes, const RankGroup& ranks);
@@ -80,9 +82,10 @@ class StageCollectives {
   // Matched collectives made so far per (across, stage, first data index), each one comm per
   // simulated tensor-parallel peer; per kind, the index of the next in this program.
   std::map<std::tuple<Across, int, int>, std::vector<std::vector<graph::CommId>>> matched_;
-  // Under folding, per (across, stage, first expert index): the group's collectives in order.
+  // Groups over tensor and data indices, per (across, stage, first index): the group's
+  // collectives in order.
   std::map<std::tuple<Across, int, int>, std::vector<graph::CommId>> folded_;
-  std::array<size_t, 4> sequence_{};
+  std::array<size_t, 5> sequence_{};
 };
 
 }  // namespace dtsim::strategies

@@ -275,6 +275,7 @@ class IterationBuilder {
       gathers_.Layer(group, layer);
       Emit(group, model_.Layer(spec_, layer).forward, layer, "fwd", kComputeCategory);
     }
+    AmaxReduction(group, stage, chunk, Pass::kForward);
     if (HoldsOutput(stage, chunk)) {
       gathers_.Output(group, stage);
       EmitWhole(group, model_.output.forward, "output fwd", "output tp");
@@ -317,6 +318,7 @@ class IterationBuilder {
       LayerGradientSplit gradients = LayerGradients(spec_, plan_, layer);
       mark(std::move(gradients.dense), std::move(gradients.experts));
     }
+    AmaxReduction(group, stage, chunk, Pass::kBackward);
     if (HoldsEmbedding(stage, chunk)) {
       gathers_.Embedding(group);
       EmitComms(group, layout_.EmbeddingComms(Pass::kBackward), "embedding tp");
@@ -329,6 +331,22 @@ class IterationBuilder {
     }
     group.Flush();
     Account(stage, chunk, Pass::kBackward);
+  }
+
+  // FP8 with delayed scaling: Transformer Engine's fp8_autocast around a chunk's layers
+  // (Megatron-Core's TransformerBlock) all-reduces (max) the amaxes of its FP8 tensors over the
+  // amax reduction group — every tensor-, data- and context-parallel rank of the stage — when
+  // the forward leaves it (3 per linear layer: input, weight, output) and once its backward is
+  // done (2: the output and input gradients), 4 bytes each, on the compute stream.
+  void AmaxReduction(PeerGroup& group, int stage, int chunk, Pass pass) {
+    if (config_.training.fp8 != models::Fp8Recipe::kDelayed) return;
+    int linears = 0;
+    for (const int layer : ChunkLayers(stage, chunk))
+      linears += model_.Layer(spec_, layer).fp8_linears;
+    if (linears == 0 || plan_.tensor * plan_.DataIndices() < 2) return;
+    const Bytes bytes(int64_t{linears} * (pass == Pass::kForward ? 3 : 2) * 4);
+    group.Post(collectives_.Matched(StageCollectives::Across::kStage, CommKind::kAllReduce, bytes),
+               "fp8 amax all-reduce", kDataCategory);
   }
 
   // FLOPs and cost sources of one micro-batch pass on the t peers of a stage.

@@ -123,10 +123,28 @@ TEST(Fp8Test, MemoryKeepsFp8WeightCopiesAndSavesFp8Inputs) {
 }
 
 TEST(Fp8Test, SymmetricRanksMatchFull) {
-  Json json = Fp8(H100Config(), "current");
-  json["parallelism"]["pipeline"] = 2;
-  json["cluster"]["nodes"] = 2;
-  ExpectSymmetricMatchesFull(json);
+  for (const char* recipe : {"current", "delayed"}) {
+    Json json = Fp8(H100Config(), recipe);
+    json["parallelism"]["pipeline"] = 2;
+    json["cluster"]["nodes"] = 2;
+    ExpectSymmetricMatchesFull(json);
+  }
+}
+
+TEST(Fp8Test, DelayedScalingReducesAmaxesOverTheStagePerChunkPass) {
+  // Delayed scaling: leaving a chunk's forward, the stage's 8 ranks (TP 4 × DP 2) all-reduce
+  // the amaxes of its FP8 tensors — 4 linear layers a layer (QKV, projection, FC1, FC2) × 8
+  // layers × 3 (input, weight, output) × 4 B = 384 B — and after its backward 4 · 8 · 2 · 4 =
+  // 256 B; one chunk, 4 micro-batches: 4 of each, on the compute stream as "dp".
+  const SimulationResult delayed = SimulateJson(Fp8(H100Config()));
+  const CommTally amax = Tally(delayed.iteration->graph, graph::CommKind::kAllReduce, 8);
+  EXPECT_EQ(amax.count, 4 + 4);
+  EXPECT_EQ(amax.bytes, 4 * 384 + 4 * 256);
+  // Current scaling takes each tensor's own amax: no reduction across the stage.
+  EXPECT_EQ(Tally(SimulateJson(Fp8(H100Config(), "current")).iteration->graph,
+                  graph::CommKind::kAllReduce, 8)
+                .count,
+            0);
 }
 
 }  // namespace
