@@ -160,21 +160,30 @@ int64_t MaxOpBytes(const LayerOps& ops, int64_t current) {
   return current;
 }
 
+// ZeRO-3 over more than one rank: parameters sharded, gathered layer by layer.
+bool ShardsParameters(const MemoryPlan& plan) {
+  return plan.zero_stage == 3 && plan.data_parallel * plan.shard.tensor_depth > 1;
+}
+
 void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
                             MemoryBreakdown& memory) {
   const double in_flight = memory.microbatches_in_flight;
   int64_t per_microbatch = 0;
   int64_t largest_op = 0;
   int64_t fp8_weights = 0;
+  int64_t largest_fp8_layer = 0;
   for (int index : StageLayers(spec, plan)) {
     const LayerOps layer = TransformerLayerOps(spec, index, plan.shard);
     per_microbatch += LayerActivationBytes(layer, plan.recompute, plan.shard, spec.hidden);
     largest_op = MaxOpBytes(layer, largest_op);
     fp8_weights += Fp8WeightElements(layer);
+    largest_fp8_layer = std::max(largest_fp8_layer, Fp8WeightElements(layer));
   }
   // FP8: Transformer Engine keeps each FP8 weight quantized row- and column-wise (for the
   // forward and dgrad GEMMs, and the wgrad's transpose) from the first micro-batch on; the
-  // per-tensor scaling state (a few fp32 per tensor) is negligible and not counted.
+  // per-tensor scaling state (a few fp32 per tensor) is negligible and not counted. Under
+  // ZeRO-3 the weights exist only while gathered, so only the two gathered layers' copies do.
+  if (ShardsParameters(plan)) fp8_weights = std::min(fp8_weights, 2 * largest_fp8_layer);
   memory.fp8_weights = static_cast<int64_t>(
       std::ceil(static_cast<double>(fp8_weights) * 2 * Fp8CopyBytes(plan.shard.fp8)));
   if (IsFirstStage(plan)) {

@@ -73,6 +73,11 @@ int64_t Fp8WeightElements(const LayerOps& layer) {
   return elements;
 }
 
+Op Fp8WeightQuantizeOp(DType dtype, Fp8Recipe recipe, int64_t elements, Pass pass) {
+  return Op::Streaming("fp8.weight_quantize", OpKind::kQuantize, pass, dtype, elements,
+                       Fp8QuantizeBytes(recipe));
+}
+
 std::string_view RecomputeName(Recompute recompute) {
   return kRecomputeNames[static_cast<size_t>(recompute)];
 }

@@ -183,6 +183,9 @@ struct LayerOps {
 // The weight elements of `layer`'s FP8 GEMMs on this rank (0 without FP8): what Transformer
 // Engine quantizes once per iteration and keeps row- and column-wise.
 int64_t Fp8WeightElements(const LayerOps& layer);
+// Quantizing `elements` weight elements row- and column-wise ("fp8.weight_quantize"): once per
+// iteration after the optimizer step, or under ZeRO-3 each time a layer is gathered.
+Op Fp8WeightQuantizeOp(DType dtype, Fp8Recipe recipe, int64_t elements, Pass pass);
 
 // Precondition: ValidateShard passed.
 LayerOps TransformerLayerOps(const TransformerSpec& spec, int layer_index,

@@ -139,9 +139,8 @@ void GradientReducer::Step(const ReductionGroup& group, int64_t parameters, Step
   const models::OpCost step = cost.value_or(models::OpCost{});
   DurationNs step_time = step.duration;
   if (fp8_weights > 0) {
-    const models::Op quantize = models::Op::Streaming(
-        "fp8.weight_quantize", models::OpKind::kQuantize, models::Pass::kOptimizer,
-        config_.training.dtype, fp8_weights, models::Fp8QuantizeBytes(config_.training.fp8));
+    const models::Op quantize = models::Fp8WeightQuantizeOp(
+        config_.training.dtype, config_.training.fp8, fp8_weights, models::Pass::kOptimizer);
     const models::OpCost weights = cost_.Price(quantize).value_or(models::OpCost{});
     sources_.Add(weights, group.represented);
     step_time += weights.duration;

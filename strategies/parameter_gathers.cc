@@ -11,8 +11,8 @@ namespace dtsim::strategies {
 using graph::CommKind;
 using graph::TaskId;
 
-bool ParameterGathers::Gathers() const {
-  return config_.plan.zero_stage >= 3 && config_.plan.WeightReplicas() >= 2;
+bool ParameterGathers::Gathers(const SimulationConfig& config) {
+  return config.plan.zero_stage >= 3 && config.plan.WeightReplicas() >= 2;
 }
 
 void ParameterGathers::Embedding(PeerGroup& group) {

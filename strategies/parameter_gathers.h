@@ -30,10 +30,13 @@ class ParameterGathers {
   void Layer(PeerGroup& group, int layer);
   void Output(PeerGroup& group, int stage);
 
+  // Whether the plan gathers parameters before each use (ZeRO-3 over more than one rank).
+  static bool Gathers(const SimulationConfig& config);
+
  private:
   void Gather(PeerGroup& group, int64_t parameters, std::string_view name,
               int64_t expert_parameters = 0);
-  bool Gathers() const;
+  bool Gathers() const { return Gathers(config_); }
 
   graph::TaskGraphBuilder& builder_;
   const ResolvedConfig& config_;

@@ -30,7 +30,8 @@ After AfterOf(const Op& op, bool grid) {
 
 class Pricer {
  public:
-  Pricer(const models::OpCostModel& cost, bool grid) : cost_(cost), grid_(grid) {}
+  Pricer(const models::OpCostModel& cost, bool grid, DType dtype, models::Fp8Recipe fp8)
+      : cost_(cost), grid_(grid), dtype_(dtype), fp8_(fp8) {}
 
   Expected<PricedPass> Price(const std::vector<Op>& ops) {
     PricedPass pass;
@@ -64,14 +65,22 @@ class Pricer {
       DTSIM_ASSIGN_OR_RETURN(piece.recompute, Price(models::RecomputeOps(ops, *recompute)));
     }
     piece.sources = std::exchange(sources_, {});
-    for (const models::Op& op : ops.forward)
+    for (const models::Op& op : ops.forward) {
       piece.fp8_linears += op.fp8_weight_elements > 0 ? 1 : 0;
+    }
+    if (const int64_t weights = models::Fp8WeightElements(ops); weights > 0) {
+      DTSIM_ASSIGN_OR_RETURN(piece.weight_cast,
+                             cost_.PriceOrError(models::Fp8WeightQuantizeOp(
+                                 dtype_, fp8_, weights, models::Pass::kForward)));
+    }
     return piece;
   }
 
  private:
   const models::OpCostModel& cost_;
   bool grid_;
+  DType dtype_;
+  models::Fp8Recipe fp8_;
   std::vector<models::OpCost> sources_;
 };
 
@@ -80,7 +89,7 @@ class Pricer {
 Expected<PricedModel> PriceModel(const ResolvedConfig& config, const models::OpCostModel& cost) {
   const models::TransformerSpec& spec = config.model.transformer;
   const models::TransformerShard shard = ShardOf(config);
-  Pricer pricer(cost, config.plan.on_grid());
+  Pricer pricer(cost, config.plan.on_grid(), config.training.dtype, config.training.fp8);
   PricedModel model;
   std::array<bool, models::TransformerSpec::kLayerKinds> priced{};
   for (int index = 0; index < spec.layers; ++index) {

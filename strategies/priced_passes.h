@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,9 @@ struct PiecePasses {
   PricedPass forward, backward, recompute;
   std::vector<models::OpCost> sources;
   int fp8_linears = 0;  // FP8 GEMMs of weights in its forward (Transformer Engine's modules)
+  // FP8: quantizing its FP8 GEMMs' weights row- and column-wise (what ZeRO-3 pays each time it
+  // gathers the piece; otherwise once per iteration, in the optimizer step).
+  std::optional<models::OpCost> weight_cast;
 };
 
 // Every piece of the model: the first layer of each kind (TransformerSpec::LayerKind: MoE or

@@ -8,6 +8,7 @@
 #include "strategies/categories.h"
 #include "strategies/gradient_reduction.h"
 #include "strategies/layer_gradients.h"
+#include "strategies/parameter_gathers.h"
 
 namespace dtsim::strategies {
 namespace {
@@ -63,9 +64,12 @@ void TiedEmbeddingReduce(const SimulationConfig& config,
   }
 }
 
-// The weight elements of FP8 GEMMs one rank of `stage` holds (0 without FP8).
+// The weight elements of FP8 GEMMs one rank of `stage` quantizes at the optimizer step (0
+// without FP8, and under ZeRO-3's gathers, which cast each layer when they gather it).
 int64_t StageFp8WeightElements(const SimulationConfig& config, int stage) {
-  if (config.training.fp8 == models::Fp8Recipe::kNone) return 0;
+  if (config.training.fp8 == models::Fp8Recipe::kNone || ParameterGathers::Gathers(config)) {
+    return 0;
+  }
   const models::TransformerSpec& spec = config.model.transformer;
   const ParallelPlan& plan = config.plan;
   const models::TransformerShard shard = ShardOf(config);

@@ -273,6 +273,7 @@ class IterationBuilder {
     }
     for (const int layer : ChunkLayers(stage, chunk)) {
       gathers_.Layer(group, layer);
+      WeightCast(group, layer);
       Emit(group, model_.Layer(spec_, layer).forward, layer, "fwd", kComputeCategory);
     }
     AmaxReduction(group, stage, chunk, Pass::kForward);
@@ -313,6 +314,7 @@ class IterationBuilder {
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
       const int layer = *it;
       gathers_.Layer(group, layer);
+      WeightCast(group, layer);
       Emit(group, model_.Layer(spec_, layer).recompute, layer, "recompute", kRecomputeCategory);
       Emit(group, model_.Layer(spec_, layer).backward, layer, "bwd", kComputeCategory);
       LayerGradientSplit gradients = LayerGradients(spec_, plan_, layer);
@@ -331,6 +333,15 @@ class IterationBuilder {
     }
     group.Flush();
     Account(stage, chunk, Pass::kBackward);
+  }
+
+  // FP8 under ZeRO-3: the gathered BF16 weights of a layer are quantized (row- and
+  // column-wise) before each use — its forward, and its recompute and backward — since they are
+  // freed after it; without ZeRO-3 Transformer Engine caches them once per iteration.
+  void WeightCast(PeerGroup& group, int layer) {
+    const std::optional<models::OpCost>& cast = model_.Layer(spec_, layer).weight_cast;
+    if (!cast || !ParameterGathers::Gathers(config_)) return;
+    group.Add(cast->duration, fmt::format("layer{} fp8 weight cast", layer), kComputeCategory);
   }
 
   // FP8 with delayed scaling: Transformer Engine's fp8_autocast around a chunk's layers
@@ -366,6 +377,9 @@ class IterationBuilder {
       flops += (backward ? layer.backward : layer.forward).model_flops;
       if (backward) recompute += layer.recompute.model_flops;
       Tally(layer, pass, count);
+      if (layer.weight_cast && ParameterGathers::Gathers(config_)) {
+        result_.sources.Add(*layer.weight_cast, count);  // WeightCast: once per pass
+      }
     }
     const bool embedding = HoldsEmbedding(stage, chunk);
     const bool output = HoldsOutput(stage, chunk);

@@ -9,6 +9,7 @@
 #include "strategies/categories.h"
 #include "strategies/config.h"
 #include "strategies/simulate.h"
+#include "strategies/stage_memory.h"
 #include "tests/strategies/simulate_helpers.h"
 
 namespace dtsim::strategies {
@@ -129,6 +130,37 @@ TEST(Fp8Test, SymmetricRanksMatchFull) {
     json["cluster"]["nodes"] = 2;
     ExpectSymmetricMatchesFull(json);
   }
+}
+
+TEST(Fp8Test, ZeroThreeCastsEachGatheredLayerAndKeepsTwoLayersOfFp8Weights) {
+  // ZeRO-3 frees a layer's gathered weights after each use, so Transformer Engine quantizes
+  // them again each time: before every layer's forward and before its backward, 8 layers × 4
+  // micro-batches × 2 = 64 casts on rank 0 (none in the optimizer step). Only the two
+  // gathered layers' FP8 copies exist at once: 2 · 12·h²/t · 2 (row- and column-wise) · 1 B =
+  // 2 · 12 · 4096² / 4 · 2 bytes, against all 8 layers' without ZeRO-3.
+  Json json = Fp8(H100Config());
+  json["parallelism"]["zero_stage"] = 3;
+  const SimulationResult zero3 = SimulateJson(json);
+  const graph::TaskGraph& graph = zero3.iteration->graph;
+  int casts = 0;
+  for (uint32_t t = 0; t < graph.task_count(); ++t) {
+    const graph::TaskId id(t);
+    if (graph.rank_of(id) == 0 && graph.name(graph.task(id).name).ends_with("fp8 weight cast")) {
+      ++casts;
+    }
+  }
+  EXPECT_EQ(casts, 8 * 4 * 2);
+  const int64_t layer_weights = int64_t{12} * 4096 * 4096 / 4;
+  const auto fp8_weights = [](const Json& config) {
+    const auto memory = EstimateStageMemory(ConfigOf(config));
+    EXPECT_TRUE(memory.ok());
+    return memory.ok() ? memory->front().fp8_weights : 0;
+  };
+  EXPECT_EQ(fp8_weights(json), 2 * layer_weights * 2);
+  json["parallelism"]["zero_stage"] = 1;
+  EXPECT_EQ(fp8_weights(json), 8 * layer_weights * 2);
+  json["parallelism"]["zero_stage"] = 3;
+  ExpectSymmetricMatchesFull(json);
 }
 
 TEST(Fp8Test, DelayedScalingReducesAmaxesOverTheStagePerChunkPass) {
