@@ -101,22 +101,22 @@ std::vector<graph::CommId> StageCollectives::SpanningMatched(Across across, grap
   std::vector<graph::CommId> comms;
   comms.reserve(static_cast<size_t>(simulated_tensor_));
   for (int tp = 0; tp < simulated_tensor_; ++tp) {
-    const int first = FoldedFirst(across, plan_.ExpertIndex(dp_, tp));
-    std::vector<graph::CommId>& made = folded_[{across, stage_, first}];
+    const int first = SpanningFirst(across, plan_.ExpertIndex(dp_, tp));
+    std::vector<graph::CommId>& made = spanning_[{across, stage_, first}];
     if (index == made.size()) {
-      made.push_back(Make(kind, bytes, FoldedGroup(across, stage_, first)));
+      made.push_back(Make(kind, bytes, SpanningGroup(across, stage_, first)));
     }
     comms.push_back(made[index]);
   }
   return comms;
 }
 
-int StageCollectives::FoldedFirst(Across across, int expert_index) const {
+int StageCollectives::SpanningFirst(Across across, int index) const {
   switch (across) {
     case Across::kExpert:
-      return expert_index / plan_.expert * plan_.expert;
+      return index / plan_.expert * plan_.expert;
     case Across::kExpertData:
-      return expert_index % plan_.expert;
+      return index % plan_.expert;
     default:
       return 0;  // kStage: one group
   }
@@ -124,7 +124,7 @@ int StageCollectives::FoldedFirst(Across across, int expert_index) const {
 
 // The expert-parallel group: `expert` consecutive expert indices from `first`; the
 // expert-data-parallel group: every `expert`-th from `first` (< expert); the stage: all.
-RankGroup StageCollectives::FoldedGroup(Across across, int stage, int first) const {
+RankGroup StageCollectives::SpanningGroup(Across across, int stage, int first) const {
   const int stride = across == Across::kExpertData ? plan_.expert : 1;
   const int members = across == Across::kExpert       ? plan_.expert
                       : across == Across::kExpertData ? plan_.ExpertData()
@@ -149,10 +149,10 @@ std::vector<RankGroup> StageCollectives::ExpertDataGroups(int stage) const {
     std::set<int> firsts;
     for (int dp = 0; dp < simulated_data_; ++dp) {
       for (int tp = 0; tp < simulated_tensor_; ++tp) {
-        firsts.insert(FoldedFirst(Across::kExpertData, plan_.ExpertIndex(dp, tp)));
+        firsts.insert(SpanningFirst(Across::kExpertData, plan_.ExpertIndex(dp, tp)));
       }
     }
-    for (int first : firsts) groups.push_back(FoldedGroup(Across::kExpertData, stage, first));
+    for (int first : firsts) groups.push_back(SpanningGroup(Across::kExpertData, stage, first));
     return groups;
   }
   for (int tp = 0; tp < std::min(simulated_tensor_, WeightPeers()); ++tp) {

@@ -73,8 +73,8 @@ class StageCollectives {
   // collectives of the group starting at index tp + t·dp = `first`.
   std::vector<graph::CommId> SpanningMatched(Across across, graph::CommKind kind, Bytes bytes,
                                              size_t index);
-  int FoldedFirst(Across across, int expert_index) const;
-  RankGroup FoldedGroup(Across across, int stage, int first) const;
+  int SpanningFirst(Across across, int index) const;
+  RankGroup SpanningGroup(Across across, int stage, int first) const;
   graph::CommId Make(graph::CommKind kind, Bytes bytes, const RankGroup& ranks);
 
   int dp_ = 0;
@@ -84,7 +84,7 @@ class StageCollectives {
   std::map<std::tuple<Across, int, int>, std::vector<std::vector<graph::CommId>>> matched_;
   // Groups over tensor and data indices, per (across, stage, first index): the group's
   // collectives in order.
-  std::map<std::tuple<Across, int, int>, std::vector<graph::CommId>> folded_;
+  std::map<std::tuple<Across, int, int>, std::vector<graph::CommId>> spanning_;
   std::array<size_t, 5> sequence_{};
 };
 
