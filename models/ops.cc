@@ -144,8 +144,8 @@ Status ValidateGrid(const TransformerSpec& spec, const TransformerShard& shard) 
                  "q × depth (the grid splits the batch)");
 }
 
-// Expert tensor parallelism is the tensor-parallel size or 1 (MoE parallel folding, which
-// takes the sequence-parallel shard of the tokens as Megatron-Core does).
+}  // namespace
+
 Status ValidateExpertTensor(const TransformerShard& shard) {
   const int etp = shard.expert_tensor();
   if (etp != 1 && etp != shard.tensor_parallel) {
@@ -157,14 +157,12 @@ Status ValidateExpertTensor(const TransformerShard& shard) {
   if (shard.folded_experts() && !shard.sequence_parallel) {
     return Error(
         "MoE parallel folding (expert tensor parallel size 1 under tensor parallelism) needs "
-        "sequence parallelism (parallelism.tensor.sequence_parallel), as Megatron-Core requires: "
-        "each rank routes its own shard of the tokens",
+        "parallelism.tensor.sequence_parallel, as Megatron-Core requires: each rank routes its "
+        "own shard of the tokens",
         "", std::to_string(etp));
   }
   return Status::Ok();
 }
-
-}  // namespace
 
 // Context parallelism: 2c load-balanced chunks of the sequence, flash attention (Transformer
 // Engine's context-parallel attention is fused), and for a2a the rank's heads split c ways.

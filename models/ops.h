@@ -170,6 +170,9 @@ struct TransformerShard {
 // divides the sequence into 2c chunks (and s/c by t under sequence parallelism); a2a needs c to
 // divide the rank's heads and KV heads.
 Status ValidateShard(const TransformerSpec& spec, const TransformerShard& shard);
+// The expert tensor size is the tensor-parallel size or 1 (MoE parallel folding, which takes
+// the sequence-parallel shard of the tokens, as Megatron-Core requires); part of ValidateShard.
+Status ValidateExpertTensor(const TransformerShard& shard);
 // The context-parallel part of ValidateShard (which calls it).
 Status ValidateContext(const TransformerSpec& spec, const TransformerShard& shard);
 

@@ -303,7 +303,7 @@ void MoeMlp(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
   const bool folded = shard.folded_experts();
   const int64_t ep = shard.expert_parallel;
   const int64_t local_experts = moe.experts / ep;
-  const int64_t tokens = folded ? x.replicated_tokens : x.tokens;  // TransformerShard::moe_tokens
+  const int64_t tokens = shard.moe_tokens();  // MoE layers are 1D: no batch split
   // Capacity per expert of the tokens one rank sends: ceil(k·T·c / E) (Switch Transformer
   // Eq. 3, top-k as Megatron and DeepSpeed do; c = 1 dropless and balanced); each local expert
   // receives it from ep ranks.

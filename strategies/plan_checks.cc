@@ -16,19 +16,11 @@ Status CheckExpertTensor(const SimulationConfig& config) {
     return Error("expert tensor parallelism needs a mixture-of-experts model (model.moe.experts)",
                  path, value);
   }
-  if (plan.expert_tensor != 1 || plan.on_grid()) {
-    return Error(fmt::format("expert tensor parallelism is built as the tensor-parallel size ({}) "
-                             "or 1 under 1D tensor parallelism (MoE parallel folding)",
-                             plan.tensor),
-                 path, value);
+  if (plan.on_grid()) {
+    return Error("expert tensor parallelism is built under 1D tensor parallelism", path, value);
   }
-  if (!plan.sequence_parallel) {
-    return Error(
-        "MoE parallel folding (expert tensor parallel size 1 under tensor parallelism) needs "
-        "parallelism.tensor.sequence_parallel, as Megatron-Core requires: each rank routes its "
-        "own shard of the tokens",
-        path, value);
-  }
+  Status shard = models::ValidateExpertTensor(ShardOf(config));
+  if (!shard.ok()) return std::move(shard).error().Under(path);
   if (plan.expert_imbalance > 1) {
     return Error(
         "skewed routing (parallelism.expert.imbalance) under MoE parallel folding is not built "

@@ -43,29 +43,30 @@ ChakraNodeType NodeTypeOf(const graph::TaskGraph& graph, const graph::Task& task
   }
 }
 
+ChakraAttribute Int32Attr(std::string name, int64_t value) {
+  return ChakraAttribute::Integer(std::move(name), AttributeType::kInt32, value);
+}
+
 std::vector<int64_t> Ranks(std::span<const int32_t> group) { return {group.begin(), group.end()}; }
 
 void AddCommunicationAttrs(const graph::TaskGraph& graph, const graph::Task& task,
                            std::vector<ChakraAttribute>& attrs) {
   const graph::Communication& comm = graph.comm(task.comm);
-  const auto int32 = [](std::string name, int64_t value) {
-    return ChakraAttribute::Integer(std::move(name), AttributeType::kInt32, value);
-  };
   attrs.push_back(ChakraAttribute::Integer("comm_size", AttributeType::kInt64, comm.size.count()));
   attrs.push_back(
       ChakraAttribute::Integer(std::string(attr::kComm), AttributeType::kInt64, task.comm.value()));
   if (task.kind != TaskKind::kCollective) {
     const std::span<const int32_t> pair = graph.group(comm.group);
-    attrs.push_back(int32("comm_src", pair[0]));
-    attrs.push_back(int32("comm_dst", pair[1]));
-    attrs.push_back(int32("comm_tag", task.comm.value()));  // unique per pair
+    attrs.push_back(Int32Attr("comm_src", pair[0]));
+    attrs.push_back(Int32Attr("comm_dst", pair[1]));
+    attrs.push_back(Int32Attr("comm_tag", task.comm.value()));  // unique per pair
     return;
   }
   if (comm.kind == graph::CommKind::kShift) {  // the receiving half (ShiftSendNode: the other)
     const int32_t rank = graph.stream(task.stream).rank;
-    attrs.push_back(int32("comm_src", ShiftPeers(graph.group(comm.group), rank).first));
-    attrs.push_back(int32("comm_dst", rank));
-    attrs.push_back(int32("comm_tag", task.comm.value()));  // unique per pair
+    attrs.push_back(Int32Attr("comm_src", ShiftPeers(graph.group(comm.group), rank).first));
+    attrs.push_back(Int32Attr("comm_dst", rank));
+    attrs.push_back(Int32Attr("comm_tag", task.comm.value()));  // unique per pair
   } else {
     attrs.push_back(ChakraAttribute::Integer("comm_type", AttributeType::kInt64,
                                              static_cast<int64_t>(ChakraOfCommKind(comm.kind))));
@@ -77,7 +78,7 @@ void AddCommunicationAttrs(const graph::TaskGraph& graph, const graph::Task& tas
     attrs.push_back(ChakraAttribute::Int64List(std::string(attr::kPricedGroup),
                                                Ranks(graph.group(comm.priced_group))));
   }
-  if (comm.root >= 0) attrs.push_back(int32(std::string(attr::kRoot), comm.root));
+  if (comm.root >= 0) attrs.push_back(Int32Attr(std::string(attr::kRoot), comm.root));
   if (const std::string_view algorithm = graph.name(comm.algorithm); !algorithm.empty()) {
     attrs.push_back(ChakraAttribute::String(std::string(attr::kAlgorithm), std::string(algorithm)));
   }
@@ -146,15 +147,12 @@ ChakraNode ShiftSendNode(const graph::TaskGraph& graph, TaskId id, const ChakraN
   send.name = receive.name;
   send.type = ChakraNodeType::kCommSend;
   send.data_deps = receive.data_deps;
-  const auto int32 = [](std::string name, int64_t value) {
-    return ChakraAttribute::Integer(std::move(name), AttributeType::kInt32, value);
-  };
   send.attrs = {
       ChakraAttribute::Bool("is_cpu_op", false),
       ChakraAttribute::Integer("comm_size", AttributeType::kInt64, comm.size.count()),
-      int32("comm_src", rank),
-      int32("comm_dst", ShiftPeers(graph.group(comm.group), rank).second),
-      int32("comm_tag", task.comm.value()),
+      Int32Attr("comm_src", rank),
+      Int32Attr("comm_dst", ShiftPeers(graph.group(comm.group), rank).second),
+      Int32Attr("comm_tag", task.comm.value()),
       ChakraAttribute::Integer(std::string(attr::kShiftSendOf), AttributeType::kInt64, id.value())};
   if (const ChakraAttribute* remote = receive.Attr(attr::kRemoteDeps))
     send.attrs.push_back(*remote);
