@@ -137,12 +137,12 @@ void FlowModel::StartTransfers(uint32_t run) {
   if (ClaimIsolation(run) && TryFastStep(run)) return;
   net_.Advance(context_->Now());
   const FlowStep& step = (*state.program)[state.step];
-  IsolatedSteps::Transfers transfers;
-  transfers.reserve(step.transfers.size());
-  for (size_t i = 0; i < step.transfers.size(); ++i) {
-    if (step.transfers[i].bytes > 0) transfers.emplace_back(i, step.transfers[i].bytes);
+  IsolatedSteps::Flows flows;
+  flows.reserve(FlowCount(step));
+  for (size_t i = 0; i < FlowCount(step); ++i) {
+    if (FlowBytes(step, i) > 0) flows.emplace_back(i, FlowBytes(step, i));
   }
-  AddFlows(run, transfers);
+  AddFlows(run, flows);
   if (state.outstanding == 0) {
     FinishStep(run);
     return;
@@ -189,14 +189,13 @@ bool FlowModel::TryFastStep(uint32_t run) {
   return true;
 }
 
-void FlowModel::AddFlows(uint32_t run, const IsolatedSteps::Transfers& transfers) {
+void FlowModel::AddFlows(uint32_t run, const IsolatedSteps::Flows& flows) {
   Run& state = runs_[run];
   const FlowStep& step = (*state.program)[state.step];
-  net_.ReserveFlows(transfers.size());
-  for (const auto& [index, bytes] : transfers) {
-    const Transfer& transfer = step.transfers[index];
+  net_.ReserveFlows(flows.size());
+  for (const auto& [index, bytes] : flows) {
     path_.clear();
-    topology_->Route(transfer.from, transfer.to, path_);
+    AppendFlowPath(step, index, *topology_, path_);
     net_.StartFlow(path_, bytes, run);
     ++state.outstanding;
     ++flows_started_;
@@ -228,10 +227,9 @@ void FlowModel::Materialize(uint32_t run) {
   const FlowStep& step = (*state.program)[state.step];
   const auto [repeat, offset] = fast.RepeatAt(context_->Now() - state.step_start, step.latency);
   const TimeNs repeat_start = state.step_start + offset;
-  const IsolatedSteps::Transfers left =
-      context_->Now() - repeat_start < fast.duration
-          ? isolated_.BytesLeft(step, repeat_start, context_->Now())
-          : IsolatedSteps::Transfers();
+  const IsolatedSteps::Flows left = context_->Now() - repeat_start < fast.duration
+                                        ? isolated_.BytesLeft(step, repeat_start, context_->Now())
+                                        : IsolatedSteps::Flows();
   if (left.empty()) {
     // Repeat `repeat` is done: the last one ends the sequence now; otherwise the run waits
     // for the next repeat's start, after the latency.

@@ -8,12 +8,13 @@
 // and which nobody joins until it ends, took a time that depends only on its own flows (max-min
 // rates separate over flows that share no links); it is remembered per (program, step). When
 // the same step later starts on idle links it becomes one timed event with no flows, covering
-// all its remaining repeats (a ring all-reduce repeats one step 2(p-1) times) — while the rest of
-// the cluster is busy elsewhere, as the tensor-parallel rings of a thousand GPUs are, each inside
-// its node. A step on the fast path holds its links; if other traffic arrives on one of them, the
-// step is replayed alone in a scratch network up to that moment and its flows join the real network
-// with exactly the bytes they have left. The fast path's state and arithmetic are their own
-// unit (isolated_steps.h); this model decides when a step takes it.
+// all its remaining repeats (a parameter-server pipeline repeats its steps; a ring streams all
+// its steps as one pipelined step) — while the rest of the cluster is busy elsewhere, as the
+// tensor-parallel rings of a thousand GPUs are, each inside its node. A step on the fast path
+// holds its links; if other traffic arrives on one of them, the step is replayed alone in a
+// scratch network up to that moment and its flows join the real network with exactly the bytes
+// they have left. The fast path's state and arithmetic are their own unit (isolated_steps.h);
+// this model decides when a step takes it.
 #pragma once
 
 #include <memory>
@@ -90,7 +91,7 @@ class FlowModel final : public ClusterModel, public engine::EventHandler {
   void Disturb(uint32_t run);
   void Release(uint32_t run);
   void Materialize(uint32_t run);
-  void AddFlows(uint32_t run, const IsolatedSteps::Transfers& transfers);
+  void AddFlows(uint32_t run, const IsolatedSteps::Flows& flows);
 
   ClusterSpec cluster_;
   FluidNetwork net_;

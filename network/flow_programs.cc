@@ -83,13 +83,23 @@ std::vector<Transfer> RingTransfers(const std::vector<std::vector<int32_t>>& rin
   return transfers;
 }
 
-// A ring collective: `steps` repeats of every ring edge carrying `bytes_per_step` split
+// `steps` ring steps of `bytes` over every edge of each ring (or chain, when not closed),
+// each ring one pipeline: the steps stream back to back, so the step waits their latencies
+// (`alpha` each) and then every edge carries steps · bytes.
+FlowStep Pipelined(DurationNs alpha, const std::vector<std::vector<int32_t>>& rings, double bytes,
+                   int64_t steps, bool close_ring) {
+  const size_t edges = close_ring ? rings.front().size() : rings.front().size() - 1;
+  return {alpha * steps, RingTransfers(rings, bytes * static_cast<double>(steps), close_ring), 1,
+          static_cast<uint32_t>(edges)};
+}
+
+// A ring collective: `steps` ring steps of every ring edge carrying `bytes_per_step` split
 // across the channels.
 FlowProgram RingProgram(const FlowRequest& r, double bytes_per_step, int64_t steps) {
   const auto nodes = ByNode(r);
   const auto rings = Rings(nodes, *r.cluster);
   const double per_channel = bytes_per_step / static_cast<double>(rings.size());
-  return {{RingHop(r, nodes.size()), RingTransfers(rings, per_channel, true), steps}};
+  return {Pipelined(RingHop(r, nodes.size()), rings, per_channel, steps, true)};
 }
 
 double Size(const FlowRequest& r) { return static_cast<double>(r.size.count()); }
@@ -121,6 +131,26 @@ FlowProgram ExchangeProgram(const FlowRequest& r, const std::vector<ExchangeRoun
 
 }  // namespace
 
+size_t FlowCount(const FlowStep& step) {
+  return step.pipeline == 0 ? step.transfers.size() : step.transfers.size() / step.pipeline;
+}
+
+std::span<const Transfer> FlowTransfers(const FlowStep& step, size_t flow) {
+  const size_t edges = std::max<size_t>(step.pipeline, 1);
+  return std::span<const Transfer>(step.transfers).subspan(flow * edges, edges);
+}
+
+double FlowBytes(const FlowStep& step, size_t flow) {
+  return step.transfers[flow * std::max<size_t>(step.pipeline, 1)].bytes;
+}
+
+void AppendFlowPath(const FlowStep& step, size_t flow, const Topology& topology,
+                    std::vector<uint32_t>& path) {
+  for (const Transfer& transfer : FlowTransfers(step, flow)) {
+    topology.Route(transfer.from, transfer.to, path);
+  }
+}
+
 namespace programs {
 
 Expected<FlowProgram> AllReduceRing(const FlowRequest& r) {
@@ -146,7 +176,8 @@ Expected<FlowProgram> RootedRing(const FlowRequest& r) {
   }
   const double per_channel = Size(r) / static_cast<double>(rings.size());
   return FlowProgram{{RingHop(r, nodes.size()) * static_cast<int64_t>(r.ranks.size() - 1),
-                      RingTransfers(rings, per_channel, false), 1}};
+                      RingTransfers(rings, per_channel, false), 1,
+                      static_cast<uint32_t>(r.ranks.size() - 1)}};
 }
 
 // All pairs at once, S/p each, after p-1 steps of latency.
@@ -195,18 +226,18 @@ Expected<FlowProgram> AllReduceHierarchical(const FlowRequest& r) {
   const size_t k = nodes.front().size();
   const double n = static_cast<double>(nodes.size());
   const double shard = Size(r) / static_cast<double>(k);
-  FlowStep local{r.cluster->intra.latency, RingTransfers(nodes, shard, true),
-                 static_cast<int64_t>(k) - 1};
+  const FlowStep local =
+      Pipelined(r.cluster->intra.latency, nodes, shard, static_cast<int64_t>(k) - 1, true);
   std::vector<std::vector<int32_t>> rails(k);
   for (const auto& node : nodes) {
     for (size_t j = 0; j < k; ++j) rails[j].push_back(node[j]);
   }
-  FlowStep across{r.cluster->inter.latency, RingTransfers(rails, shard / n, true),
-                  2 * (static_cast<int64_t>(nodes.size()) - 1)};
+  FlowStep across = Pipelined(r.cluster->inter.latency, rails, shard / n,
+                              2 * (static_cast<int64_t>(nodes.size()) - 1), true);
   FlowProgram program;
   if (k > 1) program.push_back(local);
   if (nodes.size() > 1) program.push_back(std::move(across));
-  if (k > 1) program.push_back(std::move(local));
+  if (k > 1) program.push_back(local);
   return program;
 }
 

@@ -2,6 +2,13 @@
 // its latency, then starts all its transfers at once and ends when the last one has arrived;
 // a step may repeat. The programs move exactly the volumes the analytical formulas count
 // (docs/network.md), so the two models agree wherever nothing contends.
+//
+// A ring (or chain) is one pipeline: NCCL moves its chunks edge to edge through a FIFO of
+// NCCL_STEPS slots per peer, each send waiting for a free slot downstream (src/device/
+// prims_simple.h, the ring loops of src/device/all_reduce.h and reduce_scatter.h), so every
+// edge runs at the rate of the slowest and the ring's 2(p − 1) steps stream back to back.
+// Such a step lists the pipeline's edges consecutively (`pipeline` of them per pipeline) and
+// the flow model moves each pipeline as one flow crossing all its edges' links at one rate.
 #pragma once
 
 #include <span>
@@ -14,6 +21,8 @@
 
 namespace dtsim::network {
 
+class Topology;
+
 struct Transfer {
   int32_t from = 0;
   int32_t to = 0;
@@ -24,7 +33,21 @@ struct FlowStep {
   DurationNs latency;
   std::vector<Transfer> transfers;
   int64_t repeat = 1;
+  // 0: every transfer is a flow of its own. n > 0: transfers [i·n, (i + 1)·n) are the edges
+  // of pipeline i, which moves as one flow: each edge carries the first edge's bytes, all at
+  // the rate of the most contended.
+  uint32_t pipeline = 0;
 };
+
+// The flows a step starts: its transfers one by one, or its pipelines.
+size_t FlowCount(const FlowStep& step);
+std::span<const Transfer> FlowTransfers(const FlowStep& step, size_t flow);
+// What flow `flow` of the step moves over each of its edges.
+double FlowBytes(const FlowStep& step, size_t flow);
+// Appends the links of every edge of the flow to `path`: a link two edges cross appears
+// twice, and carries twice the flow's rate.
+void AppendFlowPath(const FlowStep& step, size_t flow, const Topology& topology,
+                    std::vector<uint32_t>& path);
 
 using FlowProgram = std::vector<FlowStep>;
 

@@ -53,11 +53,12 @@ FluidNetwork::FlowId FluidNetwork::StartFlow(std::span<const LinkId> path, doubl
   flow.active_index = static_cast<uint32_t>(active_.size());
   active_.push_back(id);
   Hop* hop = hops_.data() + flow.first;
-  for (LinkId link : path) {
+  for (uint32_t index = 0; index < path.size(); ++index) {
+    const LinkId link = path[index];
     DTSIM_CHECK(link < links_.size(), "unknown link");
     Link& on = links_[link];
     *hop++ = {link, static_cast<uint32_t>(on.flows.size())};
-    on.flows.push_back(id);
+    on.flows.push_back({id, index});
     MarkDirty(link);
   }
   if (bytes <= kDoneBytes) SetRate(id, 0);  // nothing to send: finished now
@@ -153,7 +154,8 @@ void FluidNetwork::UpdateRates() {
   }
   dirty_links_.clear();
   for (size_t next = 0; next < component_links_.size(); ++next) {
-    for (FlowId id : links_[component_links_[next]].flows) {
+    for (const Crossing crossing : links_[component_links_[next]].flows) {
+      const FlowId id = crossing.flow;
       Flow& flow = flows_[id];
       if (flow.seen == epoch) continue;
       flow.seen = epoch;
@@ -189,8 +191,8 @@ void FluidNetwork::UpdateRates() {
       std::push_heap(heap_.begin(), heap_.end(), later);
       continue;
     }
-    for (FlowId id : link.flows) {
-      Flow& flow = flows_[id];
+    for (const Crossing crossing : link.flows) {
+      Flow& flow = flows_[crossing.flow];
       if (flow.frozen) continue;
       flow.frozen = true;
       flow.new_rate = current;
@@ -262,21 +264,17 @@ void FluidNetwork::Clear() {
   finishes_.clear();
 }
 
-// O(path length): each link's list is unordered; the removed flow's slot takes the list's last
-// flow, whose slot for that link is updated.
+// O(path length): each link's list is unordered; the removed crossing's slot takes the list's
+// last crossing, whose hop (found through the crossing, O(1)) learns its new slot. That hop may
+// be a later one of this same flow (a pipeline crossing the link again): it is read afresh.
 void FluidNetwork::RemoveFlow(FlowId id) {
   Flow& flow = flows_[id];
   for (const Hop& hop : HopsOf(flow)) {
     MarkDirty(hop.link);
-    std::vector<FlowId>& on_link = links_[hop.link].flows;
-    const FlowId last = on_link.back();
+    std::vector<Crossing>& on_link = links_[hop.link].flows;
+    const Crossing last = on_link.back();
     on_link[hop.slot] = last;
-    for (Hop& moved : HopsOf(flows_[last])) {
-      if (moved.link == hop.link && moved.slot == on_link.size() - 1) {
-        moved.slot = hop.slot;
-        break;
-      }
-    }
+    hops_[flows_[last.flow].first + last.hop].slot = hop.slot;
     on_link.pop_back();
   }
   const FlowId moved = active_.back();

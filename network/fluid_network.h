@@ -1,8 +1,10 @@
 // Flows sharing links max-min fairly (a fluid model): each flow crosses a path of links, each
 // link has a capacity in bytes per second, and every flow gets the max-min fair rate — no link
 // over capacity, and no flow's rate can grow without shrinking a flow whose rate is not larger
-// (Bertsekas & Gallager, Data Networks, §6.5). Rates are recomputed by progressive filling
-// whenever the set of flows changes; between changes every flow moves at its rate.
+// (Bertsekas & Gallager, Data Networks, §6.5). A path may cross a link more than once (a
+// pipeline whose edges share it): the link then carries the flow's rate once per crossing. Rates
+// are recomputed by progressive filling whenever the set of flows changes; between changes every
+// flow moves at its rate.
 //
 // Costs follow the change, not the traffic in flight: a flow's bytes are settled only when its
 // rate changes, its finish time sits in a heap, and a rate update recomputes only the flows a
@@ -61,15 +63,21 @@ class FluidNetwork {
   double remaining(FlowId flow) const;
 
  private:
+  // A flow crossing a link, and which hop of its path the crossing is (a pipeline's path may
+  // cross a link more than once), so that removing another flow moves it in O(1).
+  struct Crossing {
+    FlowId flow;
+    uint32_t hop;
+  };
   struct Link {
     double capacity = 0;
-    std::vector<FlowId> flows;  // active flows crossing it
+    std::vector<Crossing> flows;  // active flows crossing it, once per crossing
     // UpdateRates scratch: capacity not yet given out, and flows crossing it still unfrozen.
     double residual = 0;
     uint32_t unfrozen = 0;
     uint64_t seen = 0;  // the UpdateRates (or dirtying) epoch that last visited it
   };
-  // One link of a flow's path, and the flow's index in that link's list of flows.
+  // One link of a flow's path, and the crossing's index in that link's list of flows.
   struct Hop {
     LinkId link;
     uint32_t slot;

@@ -39,15 +39,14 @@ void IsolatedSteps::Record(const FlowProgram* program, size_t step, DurationNs d
   durations_.emplace(std::make_pair(program, step), duration);
 }
 
-IsolatedSteps::Transfers IsolatedSteps::BytesLeft(const FlowStep& step, TimeNs start, TimeNs now) {
+IsolatedSteps::Flows IsolatedSteps::BytesLeft(const FlowStep& step, TimeNs start, TimeNs now) {
   scratch_.Advance(start);
-  scratch_.ReserveFlows(step.transfers.size());
-  for (size_t i = 0; i < step.transfers.size(); ++i) {
-    const Transfer& transfer = step.transfers[i];
-    if (transfer.bytes <= 0) continue;
+  scratch_.ReserveFlows(FlowCount(step));
+  for (size_t i = 0; i < FlowCount(step); ++i) {
+    if (FlowBytes(step, i) <= 0) continue;
     path_.clear();
-    scratch_topology_->Route(transfer.from, transfer.to, path_);
-    scratch_.StartFlow(path_, transfer.bytes, i);
+    AppendFlowPath(step, i, *scratch_topology_, path_);
+    scratch_.StartFlow(path_, FlowBytes(step, i), i);
   }
   while (true) {
     scratch_.UpdateRates();
@@ -57,7 +56,7 @@ IsolatedSteps::Transfers IsolatedSteps::BytesLeft(const FlowStep& step, TimeNs s
     scratch_.TakeCompleted();
   }
   scratch_.Advance(now);
-  Transfers left;
+  Flows left;
   for (const auto& [index, bytes] : scratch_.ActiveFlows()) {
     if (bytes > 0) left.emplace_back(index, bytes);
   }

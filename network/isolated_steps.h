@@ -44,7 +44,7 @@ struct FastStep {
 class IsolatedSteps {
  public:
   using LinkId = FluidNetwork::LinkId;
-  using Transfers = std::vector<std::pair<size_t, double>>;  // (transfer index, bytes)
+  using Flows = std::vector<std::pair<size_t, double>>;  // (flow of the step, bytes)
   static constexpr uint32_t kNoRun = ~uint32_t{0};
 
   explicit IsolatedSteps(bool enabled) : enabled_(enabled) {}
@@ -89,10 +89,10 @@ class IsolatedSteps {
   std::optional<DurationNs> Known(const FlowProgram* program, size_t step) const;
   void Record(const FlowProgram* program, size_t step, DurationNs duration);
 
-  // The transfers of `step` still moving at `now` had they started alone at `start`, with the
-  // bytes they have left, in transfer order: replayed in the scratch network, which is left
-  // empty.
-  Transfers BytesLeft(const FlowStep& step, TimeNs start, TimeNs now);
+  // The flows of `step` (its transfers, or its pipelines) still moving at `now` had they
+  // started alone at `start`, with the bytes they have left, in flow order: replayed in the
+  // scratch network, which is left empty.
+  Flows BytesLeft(const FlowStep& step, TimeNs start, TimeNs now);
 
  private:
   bool enabled_;

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -19,7 +20,6 @@ namespace {
 using graph::CommKind;
 using graph::TaskGraph;
 using graph::TaskGraphBuilder;
-using testing::HasSubstr;
 using testing_support::Ranks;
 using testing_support::TestCluster;
 
@@ -29,7 +29,7 @@ struct Collective {
   CommKind kind;
   std::vector<int32_t> group;
   int64_t size = kS;
-  std::string_view algorithm = "";
+  std::string_view algorithm;
   int32_t root = -1;
 };
 
@@ -284,18 +284,73 @@ TEST(FlowTorusTest, EveryAlgorithmRunsOnATorus) {
 namespace dtsim::network {
 namespace {
 
-// Group A = {0, 4, 8, 12} starts at 0; group B = {1, 5, 9, 13} after `delay` of compute, so it
-// joins A's NICs mid-way through one of A's steps (forcing A's fast step to be replayed and
-// materialized). Returns every task's end time.
-std::vector<TimeNs> TwoRingsEndTimes(bool fast, DurationNs delay, int64_t size) {
+// Two runs of the same collective (two communications with one program: the model plans
+// each distinct (kind, size, group, algorithm) once) on each member's stream `stream`, after
+// `delay` of compute: the second run of a step that ran alone is the one the fast path takes.
+void PostTwice(TaskGraphBuilder& builder, CommKind kind, const std::vector<int32_t>& group,
+               std::string_view stream, DurationNs delay = DurationNs::Zero()) {
+  const graph::CommId first = builder.AddCollective(kind, Bytes(kS), group, "", "ring");
+  const graph::CommId second = builder.AddCollective(kind, Bytes(kS), group, "", "ring");
+  for (int32_t r : group) {
+    const graph::StreamId s = builder.Stream(r, stream);
+    if (delay > DurationNs::Zero()) builder.AddTask(s, graph::TaskKind::kCompute, "", "", delay);
+    builder.AddCollectiveTask(s, first, "", "");
+    builder.AddCollectiveTask(s, second, "", "");
+  }
+}
+
+// A ring is one pipelined flow per channel: a 64-rank all-reduce over 16 nodes of the test
+// cluster (2 channels, one per NIC) starts 2 flows, not 2 × 64 per step for 126 steps, and
+// takes the analytical time.
+TEST(FlowPipelineTest, ARingIsOneFlowPerChannel) {
+  const TaskGraph graph = Graph({{CommKind::kAllReduce, Ranks(0, 64), kS, "ring"}});
+  FlowModel model(TestCluster(16));
+  ASSERT_TRUE(model.Prepare(graph).ok());
+  engine::Simulator sim(graph, model);
+  ASSERT_TRUE(sim.Run().ok());
+  EXPECT_EQ(model.flows_started(), 2u);
+  EXPECT_NEAR(Ratio(sim.makespan(),
+                    Makespan<AnalyticalModel>({{CommKind::kAllReduce, Ranks(0, 64), kS, "ring"}},
+                                              TestCluster(16))),
+              1.0, 0.01);
+}
+
+// A pipeline runs at the rate of its most contended edge, on every edge. Ring {0, 1, 4, 5}
+// (2 channels) all-reduces S: each edge carries 2(p − 1) = 6 steps of S/(4 · 2) = 7.5e7 B
+// after 6 ring hops of (2 · 1 + 2 · 10) / 4 = 5.5 us. Its NIC edges are the bottleneck:
+// 7.5e7 / 1.25e10 s = 6 ms, so 6.033 ms. A send 0 -> 1 of S posted with it shares GPU 0's
+// out-port (1e11 B/s) with channel 0's NVLink edge 0 -> 1, which moves only 1.25e10 B/s: max-min
+// fair, the send gets the other 8.75e10 B/s after its 1 us latency (the ring's flows start at
+// 33 us; before that the send is alone at 1e11): 32 us · 1e11 = 3.2e6 B, then
+// (1e8 − 3.2e6) / 8.75e10 s = 1.106286 ms, ending at 33 us + 1.106286 ms = 1.139286 ms. Had
+// the ring's edges moved independently, the NVLink edge would have taken half the port.
+TEST(FlowPipelineTest, EveryEdgeMovesAtTheRateOfTheSlowest) {
+  const std::vector<int32_t> group = {0, 1, 4, 5};
+  TaskGraphBuilder builder;
+  const graph::CommId ring =
+      builder.AddCollective(CommKind::kAllReduce, Bytes(kS), group, "ring", "ring");
+  for (int32_t r : group) builder.AddCollectiveTask(builder.Stream(r, "nccl"), ring, "", "");
+  builder.AddSend(builder.Stream(0, "p2p"), 1, Bytes(kS), 0, "", "");
+  builder.AddRecv(builder.Stream(1, "p2p"), 0, 0, "", "");
+  const TaskGraph graph = std::move(builder).Build().value();
+  FlowModel model(TestCluster(2));
+  ASSERT_TRUE(model.Prepare(graph).ok());
+  engine::Simulator sim(graph, model);
+  ASSERT_TRUE(sim.Run().ok());
+  EXPECT_EQ(sim.makespan(), TimeNs(6'033'000));
+  const auto& end = sim.times().task_end;
+  EXPECT_EQ(*std::min_element(end.begin(), end.end()), TimeNs(1'139'286));
+}
+
+// Group A = {0, 4, 8, 12} all-reduces twice from 0; group B = {1, 5, 9, 13} once, after
+// `delay` of compute, through the same NICs. Returns every task's end time.
+std::vector<TimeNs> TwoRingsEndTimes(bool fast, DurationNs delay, uint64_t* fast_steps) {
   graph::TaskGraphBuilder builder;
   const std::vector<int32_t> a = {0, 4, 8, 12};
   const std::vector<int32_t> b = {1, 5, 9, 13};
-  const graph::CommId ring_a =
-      builder.AddCollective(CommKind::kAllReduce, Bytes(size), a, "a", "ring");
   const graph::CommId ring_b =
-      builder.AddCollective(CommKind::kAllReduce, Bytes(size), b, "b", "ring");
-  for (int32_t r : a) builder.AddCollectiveTask(builder.Stream(r, "nccl"), ring_a, "", "");
+      builder.AddCollective(CommKind::kAllReduce, Bytes(kS), b, "b", "ring");
+  PostTwice(builder, CommKind::kAllReduce, a, "nccl");
   for (int32_t r : b) {
     const graph::StreamId s = builder.Stream(r, "nccl");
     builder.AddTask(s, graph::TaskKind::kCompute, "", "", delay);
@@ -308,58 +363,39 @@ std::vector<TimeNs> TwoRingsEndTimes(bool fast, DurationNs delay, int64_t size) 
   EXPECT_TRUE(model.Prepare(graph).ok());
   engine::Simulator sim(graph, model);
   EXPECT_TRUE(sim.Run().ok());
-  // With no delay the rings contend from their first step: nothing is isolated, nothing fast.
-  // B joining inside A's first fast repeat (2,012 us) replays it before it completes: none
-  // counts. Later, A's repeats before B's arrival ran fast.
-  if (fast) {
-    EXPECT_EQ(model.fast_steps() > 0, delay > Microseconds(2'012)) << delay.ns();
-  }
+  *fast_steps = model.fast_steps();
   return {sim.times().task_end.begin(), sim.times().task_end.end()};
 }
 
 TEST(FlowFastPathTest, IsExactWhenAloneAndWhenJoinedMidStep) {
-  // A's ring: 6 steps of 10 us + 2.5e7 B / 1.25e10 B/s = 2 ms each. B joins at 5.3 ms, inside
-  // A's third step, which is on the fast path by then (one event for A's repeats 2-6); its
-  // flows start at delay + 10 us: 4,022 us is in the latency gap between A's repeats 2 and 3
-  // (4,020-4,030 us); 2,012 us inside A's second repeat, whose first 2 us ran fast.
-  for (const int64_t delay_us : {0, 2'012, 4'012, 5'300, 20'000}) {
-    const auto slow = TwoRingsEndTimes(false, Microseconds(delay_us), kS);
-    const auto fast = TwoRingsEndTimes(true, Microseconds(delay_us), kS);
+  // A's all-reduce: one channel, 6 ring hops of 10 us, then each edge moves 6 · S/4 = 1.5e8 B
+  // at 1.25e10 B/s: 60 us + 12 ms. Run 1 is alone (its time is learned) over 0-12.06 ms; run
+  // 2's flows would start at 12.12 ms and it goes fast. B's flows start at delay + 60 us:
+  // inside run 1 (0, 5,300 us: both contend, run 2 then starts beside B), just before run 2's
+  // (12,040 us: run 2 is not isolated), inside run 2 while it is fast (15,000 us: it is replayed
+  // up to then and its flow joins with the bytes it has left), after it (30,000 us: run 2 ran
+  // fast to the end, the one fast step).
+  for (const int64_t delay_us : {0, 5'300, 12'040, 15'000, 30'000}) {
+    uint64_t slow_steps = 0;
+    uint64_t fast_steps = 0;
+    const auto slow = TwoRingsEndTimes(false, Microseconds(delay_us), &slow_steps);
+    const auto fast = TwoRingsEndTimes(true, Microseconds(delay_us), &fast_steps);
     EXPECT_EQ(slow, fast) << "B delayed by " << delay_us << " us";
+    EXPECT_EQ(slow_steps, 0u);
+    EXPECT_EQ(fast_steps, delay_us == 30'000 ? 1u : 0u) << "B delayed by " << delay_us << " us";
   }
 }
 
-TEST(FlowFastPathTest, MakesLargeRingsCheap) {
-  // 64 ranks on 16 nodes of the test cluster: 126 ring steps, of which only the first is
-  // simulated flow by flow.
-  const TaskGraph graph = Graph({{CommKind::kAllReduce, Ranks(0, 64), kS, "ring"}});
-  FlowModel fast(TestCluster(16));
-  ASSERT_TRUE(fast.Prepare(graph).ok());
-  engine::Simulator sim(graph, fast);
-  ASSERT_TRUE(sim.Run().ok());
-  EXPECT_EQ(fast.fast_steps(), 2u * 63 - 1);
-  FlowModel slow(TestCluster(16), false);
-  ASSERT_TRUE(slow.Prepare(graph).ok());
-  engine::Simulator reference(graph, slow);
-  ASSERT_TRUE(reference.Run().ok());
-  EXPECT_EQ(sim.makespan(), reference.makespan());
-}
-
-// Ring all-reduces inside node 0 (ranks 0-3) and node 1 (4-7) run at the same time on disjoint
-// NVLink ports, while a ring over nodes 2 and 3 (8, 12) keeps the NICs busy; optionally a
-// send 1 -> 2 after `delay` joins node 0's ring on its ports. Returns every task's end time and
-// the fast steps taken.
+// Ring all-reduces inside node 0 (ranks 0-3) and node 1 (4-7), each twice, run at the same
+// time on disjoint NVLink ports, while a ring over nodes 2 and 3 (8, 12) keeps the NICs busy;
+// optionally a send 1 -> 2 after `delay` joins node 0's ring on its ports. Returns every task's
+// end time and the fast steps taken.
 std::pair<std::vector<TimeNs>, uint64_t> ConcurrentRingsEndTimes(bool fast,
                                                                  std::optional<DurationNs> delay) {
   TaskGraphBuilder builder;
-  auto ring = [&](std::vector<int32_t> group, std::string_view name) {
-    const graph::CommId comm =
-        builder.AddCollective(CommKind::kAllReduce, Bytes(kS), group, name, "ring");
-    for (int32_t r : group) builder.AddCollectiveTask(builder.Stream(r, "nccl"), comm, "", "");
-  };
-  ring({0, 1, 2, 3}, "node0");
-  ring({4, 5, 6, 7}, "node1");
-  ring({8, 12}, "nics");
+  PostTwice(builder, CommKind::kAllReduce, {0, 1, 2, 3}, "nccl");
+  PostTwice(builder, CommKind::kAllReduce, {4, 5, 6, 7}, "nccl");
+  PostTwice(builder, CommKind::kAllReduce, {8, 12}, "nccl");
   if (delay.has_value()) {
     const graph::StreamId from = builder.Stream(1, "p2p");
     builder.AddTask(from, graph::TaskKind::kCompute, "", "", *delay);
@@ -376,41 +412,33 @@ std::pair<std::vector<TimeNs>, uint64_t> ConcurrentRingsEndTimes(bool fast,
 }
 
 TEST(FlowFastPathTest, StepsOnIdleLinksRunFastWhileOtherLinksAreBusy) {
-  // Each intra-node ring: one step of 3 transfers of S/4 repeated 2(p-1) = 6 times; the first
-  // repeat is simulated flow by flow, the other 5 are one event each, for both rings at once
-  // (the NIC ring elsewhere does not touch their links). The NIC ring's 2 repeats: 1 fast.
+  // Each ring's first run is simulated as flows and its second is one event — for the two
+  // intra-node rings while the NIC ring runs elsewhere, which touches none of their links.
   const auto [slow, none] = ConcurrentRingsEndTimes(false, std::nullopt);
   const auto [fast, fast_steps] = ConcurrentRingsEndTimes(true, std::nullopt);
   EXPECT_EQ(none, 0u);
-  EXPECT_EQ(fast_steps, 5u + 5u + 1u);
+  EXPECT_EQ(fast_steps, 3u);
   EXPECT_EQ(slow, fast);
-  // A send joining node 0's ring inside its fourth step (each step: 1 us + 2.5e7 B / 1e11 B/s
-  // = 251 us): the ring's fast step is replayed up to then and both contend from there, with
-  // the same end times as without the fast path; node 1's ring stays fast throughout.
-  for (const int64_t delay_us : {0, 900, 3'000}) {
+  // Node 0's ring: 6 hops of 1 us, then 6 · S/4 = 1.5e8 B per edge at 1e11 B/s: 1.506 ms a
+  // run. A send after 0 or 900 us joins run 1 (which then never ran alone: run 2 is simulated
+  // as flows); after 2,000 us it joins run 2 while it is fast (replayed, then contended). Node
+  // 1's and the NIC ring's second runs stay fast throughout.
+  for (const int64_t delay_us : {0, 900, 2'000}) {
     const auto [joined_slow, unused] = ConcurrentRingsEndTimes(false, Microseconds(delay_us));
     const auto [joined_fast, joined_steps] = ConcurrentRingsEndTimes(true, Microseconds(delay_us));
     EXPECT_EQ(joined_slow, joined_fast) << "send after " << delay_us << " us";
-    EXPECT_GE(joined_steps, 5u) << "send after " << delay_us << " us";
+    EXPECT_EQ(joined_steps, 2u) << "send after " << delay_us << " us";
   }
 }
 
-// A ring over ranks {0, 1, 4, 5} (nodes 0 and 1): each step moves S/4 over NVLink (0 -> 1,
-// 4 -> 5: 250 us at 1e11 B/s) and over NICs (1 -> 4, 5 -> 0: 2 ms at 1.25e10 B/s), so its
-// NVLink flows are done long before the step ends. Rank 0 sends 1 MB to rank 1 at 0 (alone: the
-// send's time is learned) and again at `second_send`, inside the ring's third step (fast by
-// then) after its NVLink flows are done: the send's links are idle, so it runs fast too, while
-// the ring's fast step must be replayed and its NIC flows must still complete.
+// The ring over ranks {0, 1, 4, 5} (nodes 0 and 1) all-reduces twice from 100 us. Rank 0 sends
+// 1 MB to rank 1 at 0 (alone: the send's time is learned) and again at `second_send`, inside
+// the ring's second run (fast by then): the send finds its port held by the ring, whose fast
+// step is replayed and whose flows must still complete beside the send's.
 std::pair<std::vector<TimeNs>, Status> RingAndLateSendEndTimes(bool fast, DurationNs second_send) {
   TaskGraphBuilder builder;
   const std::vector<int32_t> group = {0, 1, 4, 5};
-  const graph::CommId ring =
-      builder.AddCollective(CommKind::kAllReduce, Bytes(kS), group, "ring", "ring");
-  for (int32_t r : group) {
-    const graph::StreamId stream = builder.Stream(r, "nccl");
-    builder.AddTask(stream, graph::TaskKind::kCompute, "", "", Microseconds(100));
-    builder.AddCollectiveTask(stream, ring, "", "");
-  }
+  PostTwice(builder, CommKind::kAllReduce, group, "nccl", Microseconds(100));
   const graph::StreamId from = builder.Stream(0, "p2p");
   const graph::StreamId to = builder.Stream(1, "p2p");
   builder.AddSend(from, 1, Bytes(1'000'000), 0, "", "");
@@ -427,11 +455,12 @@ std::pair<std::vector<TimeNs>, Status> RingAndLateSendEndTimes(bool fast, Durati
   return {std::vector<TimeNs>(end.begin(), end.end()), run};
 }
 
-TEST(FlowFastPathTest, AFastStepDisturbedByAnotherFastStepStillCompletes) {
-  // Ring steps: 10 us + 2 ms; the third runs from 100 + 2·2010 = 4120 us to 6130 us. The
-  // second send starts at 11 us (the first send: 1 us + 1e6 / 1e11 s = 11 us) + 5000 us.
-  const auto [slow, slow_run] = RingAndLateSendEndTimes(false, Microseconds(5'000));
-  const auto [fast, fast_run] = RingAndLateSendEndTimes(true, Microseconds(5'000));
+TEST(FlowFastPathTest, AFastStepDisturbedByAnotherStepStillCompletes) {
+  // Ring runs: 33 us + 6 ms (FlowPipelineTest above); run 2 from 6,133 us to 12,166 us, its
+  // flows from 6,166 us. The second send starts at 11 us (the first send: 1 us + 1e6 / 1e11 s)
+  // + 8,000 us.
+  const auto [slow, slow_run] = RingAndLateSendEndTimes(false, Microseconds(8'000));
+  const auto [fast, fast_run] = RingAndLateSendEndTimes(true, Microseconds(8'000));
   ASSERT_TRUE(slow_run.ok()) << slow_run.error().ToString();
   ASSERT_TRUE(fast_run.ok()) << fast_run.error().ToString();
   EXPECT_EQ(slow, fast);

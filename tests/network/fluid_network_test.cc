@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -62,9 +63,11 @@ TEST(FluidNetworkTest, ParkingLot) {
   // Every link has 2 flows: all rates 1/2 (the long flow is held to 1/2 everywhere).
   FluidNetwork net;
   std::vector<LinkId> chain;
+  chain.reserve(3);
   for (int i = 0; i < 3; ++i) chain.push_back(net.AddLink(1));
   const auto long_flow = net.StartFlow(chain, 1, 0);
   std::vector<FluidNetwork::FlowId> short_flows;
+  short_flows.reserve(chain.size());
   for (LinkId link : chain) short_flows.push_back(net.StartFlow(std::vector<LinkId>{link}, 1, 0));
   net.UpdateRates();
   EXPECT_DOUBLE_EQ(net.rate(long_flow), 0.5);
@@ -188,6 +191,28 @@ struct Churn {
     }
   }
 
+  // Starts 10 flows, then until none is left: checks every live flow's rate (against a fresh
+  // network, and for max-min fairness when `fair`), completes the next ones and starts
+  // `per_completion` more (0: as many as completed) while fewer than `total` have started.
+  // Returns the rate updates made.
+  size_t Run(const std::function<void()>& start, size_t total, size_t per_completion, bool fair) {
+    for (int i = 0; i < 10; ++i) start();
+    net.UpdateRates();
+    size_t updates = 0;
+    while (net.active_flows() > 0) {
+      if (fair) ExpectMaxMinFair(net, paths, ids, live, capacity);
+      ExpectRatesOfAFreshNetwork(updates);
+      const size_t completed = CompleteNext();
+      const size_t more = per_completion == 0 ? completed : per_completion;
+      for (size_t k = 0; k < more && paths.size() < total; ++k) start();
+      net.UpdateRates();
+      ++updates;
+    }
+    EXPECT_EQ(paths.size(), total);
+    EXPECT_EQ(std::count(live.begin(), live.end(), true), 0);
+    return updates;
+  }
+
   std::vector<double> capacity;
   FluidNetwork net;
   std::vector<std::vector<uint32_t>> paths;
@@ -203,6 +228,7 @@ TEST(FluidNetworkTest, RecomputingOnlyTheChangedComponentGivesEveryFlowItsFairRa
   // groups) and split again. After every update each live flow's rate must equal a fresh
   // network's and be max-min fair.
   std::vector<double> capacity;
+  capacity.reserve(14);
   for (int i = 0; i < 12; ++i) capacity.push_back(4 + i % 4);
   capacity.push_back(5);  // link 12: spine 0
   capacity.push_back(9);  // link 13: spine 1
@@ -216,19 +242,7 @@ TEST(FluidNetworkTest, RecomputingOnlyTheChangedComponentGivesEveryFlowItsFairRa
     if (random() % 4 == 0) path.push_back(12 + static_cast<uint32_t>(random() % 2));
     churn.Start(path, 1.0 + static_cast<double>(random() % 1000) / 250);
   };
-  for (int i = 0; i < 10; ++i) start();
-  churn.net.UpdateRates();
-  size_t updates = 0;
-  while (churn.net.active_flows() > 0) {
-    ExpectMaxMinFair(churn.net, churn.paths, churn.ids, churn.live, capacity);
-    churn.ExpectRatesOfAFreshNetwork(updates);
-    churn.CompleteNext();
-    for (int k = 0; k < 2 && churn.paths.size() < 60; ++k) start();  // two per completion
-    churn.net.UpdateRates();
-    ++updates;
-  }
-  EXPECT_EQ(churn.paths.size(), 60u);
-  EXPECT_GE(updates, 25u);
+  EXPECT_GE(churn.Run(start, 60, 2, true), 25u);  // two per completion
 }
 
 TEST(FluidNetworkTest, ReusedSlotsKeepEachFlowsOwnPath) {
@@ -245,18 +259,48 @@ TEST(FluidNetworkTest, ReusedSlotsKeepEachFlowsOwnPath) {
     links.resize(1 + random() % 8);
     churn.Start(links, 1.0 + static_cast<double>(random() % 1000) / 250);
   };
-  for (int i = 0; i < 10; ++i) start();
-  churn.net.UpdateRates();
-  size_t updates = 0;
-  while (churn.net.active_flows() > 0) {
-    churn.ExpectRatesOfAFreshNetwork(updates);
-    const size_t completed = churn.CompleteNext();
-    for (size_t k = 0; k < completed && churn.paths.size() < 6000; ++k) start();
-    churn.net.UpdateRates();
-    ++updates;
-  }
-  EXPECT_EQ(churn.paths.size(), 6000u);
-  EXPECT_EQ(std::count(churn.live.begin(), churn.live.end(), true), 0);
+  churn.Run(start, 6000, 0, false);
+}
+
+TEST(FluidNetworkTest, APipelineCrossingALinkTwiceLoadsItTwice) {
+  // Pipeline P crosses link A (90 B/s) twice and link B (1000 B/s) once; flow Q crosses A once.
+  // Progressive filling counts crossings: A's share is 90 / 3 = 30, so P moves 30 B/s over
+  // each of its edges (60 B/s on A) and Q 30 B/s. Q's 30 B are done at 1 s; then P alone has
+  // A to itself, 90 / 2 = 45 B/s, and its 60 − 30 = 30 B left take 2/3 s more.
+  FluidNetwork net;
+  const LinkId a = net.AddLink(90);
+  const LinkId b = net.AddLink(1000);
+  const auto pipeline = net.StartFlow(std::vector<LinkId>{a, b, a}, 60, 1);
+  const auto q = net.StartFlow(std::vector<LinkId>{a}, 30, 2);
+  net.UpdateRates();
+  EXPECT_DOUBLE_EQ(net.rate(pipeline), 30);
+  EXPECT_DOUBLE_EQ(net.rate(q), 30);
+  net.Advance(net.NextCompletion());
+  EXPECT_EQ(net.TakeCompleted(), std::vector<uint64_t>{2});
+  net.UpdateRates();
+  EXPECT_DOUBLE_EQ(net.rate(pipeline), 45);
+  EXPECT_EQ(net.NextCompletion(), TimeNs(1'666'666'667));
+  net.Advance(net.NextCompletion());
+  EXPECT_EQ(net.TakeCompleted(), std::vector<uint64_t>{1});
+  EXPECT_FALSE(net.busy(a));
+  EXPECT_FALSE(net.busy(b));
+}
+
+TEST(FluidNetworkTest, PathsCrossingLinksRepeatedlyComeAndGo) {
+  // As ReusedSlotsKeepEachFlowsOwnPath, but 1,500 flows over 1 to 8 links drawn with
+  // replacement from 5, so most paths cross some link more than once and removals move
+  // crossings of the same flow within a link's list. After each update the rates equal a fresh
+  // network's and are max-min fair; every flow completes exactly once and the links end empty.
+  const std::vector<double> capacity = {4, 7, 5, 9, 6};
+  Churn churn(capacity);
+  std::mt19937 random(20261127);
+  auto start = [&] {
+    std::vector<uint32_t> links(1 + random() % 8);
+    for (uint32_t& link : links) link = static_cast<uint32_t>(random() % 5);
+    churn.Start(links, 1.0 + static_cast<double>(random() % 1000) / 250);
+  };
+  churn.Run(start, 1500, 0, true);
+  for (LinkId link = 0; link < capacity.size(); ++link) EXPECT_FALSE(churn.net.busy(link));
 }
 
 }  // namespace

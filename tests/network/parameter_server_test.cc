@@ -5,6 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <utility>
+#include <vector>
+
 #include "network/analytical_model.h"
 #include "network/collective_algorithms.h"
 #include "network/flow_model.h"
@@ -254,6 +258,47 @@ TEST(ServerSpecTest, BadInputNamesThePath) {
       "cluster");
   EXPECT_EQ(FitCluster(cluster, 16).error().ToString(),
             "servers.count: 4 colocated servers need as many nodes, but the cluster has 2, got 4");
+}
+
+// The parameter-server pipeline is the flow programs' one step that repeats (a ring streams its
+// steps as one pipeline): its later repeats take the flow model's fast path, one event for all
+// of them, and a send joining its NICs at any moment — inside a repeat's transfers or in the
+// latency between two — replays it exactly. Returns every task's end time and the fast steps.
+std::pair<std::vector<TimeNs>, uint64_t> PipelineAndSendEndTimes(bool fast,
+                                                                 std::optional<DurationNs> send) {
+  graph::TaskGraphBuilder builder;
+  const graph::CommId comm =
+      builder.AddCollective(CommKind::kAllReduce, Bytes(kS), kOnePerNode, "", "parameter_server");
+  for (int32_t rank : kOnePerNode)
+    builder.AddCollectiveTask(builder.Stream(rank, "dp"), comm, "", "");
+  if (send.has_value()) {
+    const graph::StreamId from = builder.Stream(0, "p2p");
+    builder.AddTask(from, graph::TaskKind::kCompute, "", "", *send);
+    builder.AddSend(from, 4, Bytes(kS / 10), 0, "", "");
+    builder.AddRecv(builder.Stream(4, "p2p"), 0, 0, "", "");
+  }
+  const graph::TaskGraph graph = std::move(builder).Build().value();
+  FlowModel model(WithServers(4, ServerPlacement::kDedicated), fast);
+  EXPECT_TRUE(model.Prepare(graph).ok());
+  engine::Simulator sim(graph, model);
+  EXPECT_TRUE(sim.Run().ok());
+  const auto& end = sim.times().task_end;
+  return {std::vector<TimeNs>(end.begin(), end.end()), model.fast_steps()};
+}
+
+TEST(ParameterServerTest, RepeatedStepsRunFastAndExactly) {
+  const auto [slow, none] = PipelineAndSendEndTimes(false, std::nullopt);
+  const auto [fast, fast_steps] = PipelineAndSendEndTimes(true, std::nullopt);
+  EXPECT_EQ(slow, fast);
+  EXPECT_EQ(none, 0u);
+  EXPECT_GT(fast_steps, 10u);  // 25 partitions: most of the c + 3 steps are repeats
+  const int64_t whole = slow.back().ns();
+  for (const int64_t at : {whole / 10, whole * 37 / 100, whole / 2, whole * 83 / 100}) {
+    const auto [joined_slow, unused] = PipelineAndSendEndTimes(false, DurationNs(at));
+    const auto [joined_fast, joined_steps] = PipelineAndSendEndTimes(true, DurationNs(at));
+    EXPECT_EQ(joined_slow, joined_fast) << "send at " << at << " ns";
+    EXPECT_GT(joined_steps, 0u) << "send at " << at << " ns";
+  }
 }
 
 }  // namespace
