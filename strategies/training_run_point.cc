@@ -209,6 +209,16 @@ Expected<Json> ModelJson(const PointReader& in, const Json& model, const ArchSty
   return spec;
 }
 
+// Whether the point's inferences say its expert-parallel groups are carved from DP × TP
+// ("EP carved from DP*TP"), as MoE parallel folding forms them.
+bool EpCarvedFromTp(const Json& point) {
+  const auto inferred = point.find("inferred");
+  if (inferred == point.end() || !inferred->is_array()) return false;
+  return std::any_of(inferred->begin(), inferred->end(), [](const Json& note) {
+    return note.is_string() && Has(ToLower(note.get<std::string>()), "ep carved from dp*tp");
+  });
+}
+
 // "FP8 (Transformer Engine, delayed scaling) with BF16 master" → fp8 delayed; "fp16 mixed
 // (Apex)" → fp16; "mixed precision (bf16 assumed)" → bf16.
 Expected<Json> PrecisionJson(const PointReader& in, std::vector<std::string>& assumed) {
@@ -362,14 +372,14 @@ Expected<RunParallelism> ParallelOf(const PointReader& in, const Json& parallel,
   return plan;
 }
 
-std::string Summary(const RunParallelism& p, const Json& training) {
+std::string Summary(const RunParallelism& p, bool folded, const Json& training) {
   std::string text = fmt::format("TP {}{}", p.tp, p.sequence_parallel ? " SP" : "");
   if (p.pp > 1) {
     text += p.vp > 1 ? fmt::format(", PP {} interleaved v={}", p.pp, p.vp)
                      : fmt::format(", PP {} 1F1B", p.pp);
   }
   if (p.cp > 1) text += fmt::format(", CP {}", p.cp);
-  if (p.ep > 1) text += fmt::format(", EP {}{}", p.ep, p.ep > p.dp * p.cp ? " (folded)" : "");
+  if (p.ep > 1) text += fmt::format(", EP {}{}", p.ep, folded ? " (folded)" : "");
   text += fmt::format(", DP {}", p.dp);
   if (p.zero_stage > 0) text += fmt::format(", ZeRO-{}", p.zero_stage);
   text += fmt::format(", {}", training["precision"].get<std::string>());
@@ -474,8 +484,10 @@ Expected<TrainingRunConfig> TrainingRunConfigOf(const Json& point, const std::st
   }
   // EP beyond DP × CP spans tensor-parallel ranks too: Megatron-Core's MoE parallel folding,
   // with whole experts on each rank (expert tensor parallel size 1) as the recipes that fold
-  // (Qwen3-235B-A22B, DeepSeek-V3) set it.
-  const bool folded = p.ep > p.dp * p.cp;
+  // (Qwen3-235B-A22B, DeepSeek-V3) set it. A point whose EP is "carved from DP*TP" folds at any
+  // size (with TP > 1; under TP 1 folding changes nothing): Megatron-Bridge's DeepSeek-V3
+  // recipes set expert_tensor_parallel_size 1 with EP 64 over TP 2 × DP 64.
+  const bool folded = p.ep > p.dp * p.cp || (p.ep > 1 && p.tp > 1 && EpCarvedFromTp(point));
   if (folded) {
     if ((p.tp * p.dp * p.cp) % p.ep != 0) {
       return Error(fmt::format("expert parallelism {} divides neither DP × CP {} nor TP × DP × CP "
@@ -522,7 +534,7 @@ Expected<TrainingRunConfig> TrainingRunConfigOf(const Json& point, const std::st
   DTSIM_ASSIGN_OR_RETURN(Json cluster, ClusterJson(in, *hardware, kind));
   out.summary = fmt::format("{} ({}), {}",
                             TextField(*model, "name").empty() ? "model" : TextField(*model, "name"),
-                            style.name, Summary(p, training));
+                            style.name, Summary(p, folded, training));
   out.config = {{"model", std::move(model_json)},
                 {"training", std::move(training)},
                 {"cluster", std::move(cluster)},

@@ -191,6 +191,23 @@ TEST(TrainingRunPointTest, ReadsDeepSeekV3) {
   EXPECT_EQ(c["parallelism"]["pipeline"]["layers"].get<std::vector<int>>(), chunks);
 }
 
+// The point says its EP is "carved from DP*TP" (Megatron-Bridge's DeepSeek-V3 recipes set
+// expert_tensor_parallel_size 1): EP 64 folds over TP 2 × DP 64 although it does not exceed DP,
+// so an expert-parallel group is 64 consecutive ranks (8 nodes), not every second rank of 128.
+// Without that statement EP 64 ≤ DP 64 stays within the data-parallel ranks, expert TP 2.
+TEST(TrainingRunPointTest, FoldsWhereThePointCarvesExpertsFromTensorRanks) {
+  Json deepseek = CalibrationPoint("mbridge-25.09-h100-DeepSeekV3-1024gpu");
+  ASSERT_FALSE(deepseek.is_null());
+  TrainingRunConfig run = ConfigOfPoint(deepseek);
+  EXPECT_EQ(run.config["parallelism"]["expert"], Json::parse(R"({"size": 64, "tensor": 1})"));
+  EXPECT_THAT(run.assumed, testing::Contains("expert TP 1 (MoE parallel folding)"));
+  EXPECT_THAT(run.summary, HasSubstr("EP 64 (folded)"));
+  deepseek["inferred"] = Json::array({"network per DGX reference spec"});
+  run = ConfigOfPoint(deepseek);
+  EXPECT_EQ(run.config["parallelism"]["expert"], 64);
+  EXPECT_THAT(run.summary, HasSubstr("EP 64,"));
+}
+
 // Qwen3-235B-A22B as Megatron-Bridge runs it on 256 H100s: EP 32 > DP 16, so the experts fold
 // over TP 2 × DP 16 with whole experts per rank (expert TP 1), 128/32 = 4 of them.
 TEST(TrainingRunPointTest, FoldsExpertParallelismOverTensorRanks) {
