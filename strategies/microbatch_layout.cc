@@ -69,19 +69,26 @@ int64_t MicrobatchLayout::GridTokens() const {
   return config_.training.micro_batch / ShardOf(config_).batch_split() * config_.training.seq_len;
 }
 
-std::vector<LayoutComm> MicrobatchLayout::TensorReduce(models::Pass pass) const {
+std::vector<LayoutComm> MicrobatchLayout::TensorReduce() const {
   if (!config_.plan.sequence_parallel) return {{CommKind::kAllReduce, ActivationBytes()}};
   const int64_t shard = ActivationBytes().count() / config_.plan.tensor;
-  // Under FP8, Transformer Engine quantizes the next linear layer's input shard before the
-  // forward all-gather, which then moves FP8 (with its scales) instead of BF16.
+  std::vector<LayoutComm> comms = {{CommKind::kReduceScatter, ActivationBytes()}};
   const models::Fp8Recipe fp8 = config_.training.fp8;
-  const bool fp8_gather = fp8 != models::Fp8Recipe::kNone && pass != models::Pass::kBackward;
-  const auto gathered = fp8_gather
-                            ? static_cast<int64_t>(std::ceil(static_cast<double>(shard) /
-                                                             DTypeBytes(config_.training.dtype) *
-                                                             models::Fp8CopyBytes(fp8)))
-                            : shard;
-  return {{CommKind::kReduceScatter, ActivationBytes()}, {CommKind::kAllGather, Bytes(gathered)}};
+  if (fp8 == models::Fp8Recipe::kNone) {
+    comms.push_back({CommKind::kAllGather, Bytes(shard)});
+    return comms;
+  }
+  // Under FP8, Transformer Engine quantizes the shard before the all-gather — in forward (and
+  // recompute) the next column-parallel linear's input, in backward the row-parallel linear's
+  // output gradient (grad_output_preprocess) — which then moves FP8 with its scales. Under
+  // current scaling the ranks first agree on one scale: an all-reduce (max) over the TP group of
+  // the shard's row- and column-wise amaxes, coalesced (Float8CurrentScalingQuantizer's
+  // with_amax_reduction; 2 × 4 B).
+  if (fp8 == models::Fp8Recipe::kCurrent) comms.push_back({CommKind::kAllReduce, Bytes(8)});
+  const auto gathered = static_cast<int64_t>(std::ceil(
+      static_cast<double>(shard) / DTypeBytes(config_.training.dtype) * models::Fp8CopyBytes(fp8)));
+  comms.push_back({CommKind::kAllGather, Bytes(gathered)});
+  return comms;
 }
 
 void MicrobatchLayout::LayOut(const PricedOp& op, LayoutSink& sink) const {
@@ -94,7 +101,7 @@ void MicrobatchLayout::LayOut(const PricedOp& op, LayoutSink& sink) const {
   }
   switch (op.after) {
     case After::kTensor:
-      for (const LayoutComm& comm : TensorReduce(op.pass)) sink.Collective(comm);
+      for (const LayoutComm& comm : TensorReduce()) sink.Collective(comm);
       break;
     case After::kExpert:
       sink.ExpertAllToAll();
@@ -150,7 +157,7 @@ std::vector<SummaStep> MicrobatchLayout::SummaSteps(const PricedOp& op) const {
 
 std::vector<LayoutComm> MicrobatchLayout::EmbeddingComms(models::Pass pass) const {
   const bool backward = pass == models::Pass::kBackward;
-  if (!config_.plan.on_grid()) return backward ? std::vector<LayoutComm>{} : TensorReduce(pass);
+  if (!config_.plan.on_grid()) return backward ? std::vector<LayoutComm>{} : TensorReduce();
   const Bytes bytes(GridTokens() * config_.model.transformer.hidden *
                     DTypeBytes(config_.training.dtype));
   return {
@@ -159,7 +166,7 @@ std::vector<LayoutComm> MicrobatchLayout::EmbeddingComms(models::Pass pass) cons
 
 std::vector<LayoutComm> MicrobatchLayout::OutputComms(models::Pass pass) const {
   if (config_.plan.on_grid() || pass != models::Pass::kBackward) return {};
-  return TensorReduce(pass);
+  return TensorReduce();
 }
 
 }  // namespace dtsim::strategies

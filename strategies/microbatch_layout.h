@@ -83,8 +83,8 @@ class MicrobatchLayout {
  private:
   // A tensor-parallel all-reduce of the activations, or with sequence parallelism the
   // reduce-scatter and all-gather it splits into (same bytes; docs/strategies.md; under FP8
-  // the forward all-gather moves FP8).
-  std::vector<LayoutComm> TensorReduce(models::Pass pass) const;
+  // the all-gather moves FP8, after current scaling's amax all-reduce).
+  std::vector<LayoutComm> TensorReduce() const;
   // Tokens on one rank of a grid: the micro-batch's b·s split q·d ways.
   int64_t GridTokens() const;
   std::vector<SummaStep> SummaSteps(const PricedOp& op) const;

@@ -81,18 +81,32 @@ TEST(Fp8Test, GemmsRunAtTheFp8PeakAndTheCastsCostWhatTheyMove) {
   EXPECT_EQ(bf16.mfu_fp8, 0);
 }
 
-TEST(Fp8Test, SequenceParallelForwardGathersMoveFp8) {
-  // Each layer's two forward all-gathers (before QKV and FC1) gather the s·b·h/t shard: 2,048 ×
-  // 4,096 / 4 elements, 4 MiB in BF16 and 2 MiB in FP8 (delayed scaling, 1 byte each). The
-  // backward ones stay BF16. Rank 0 runs 4 micro-batches × 8 layers × 2 forward gathers, and
-  // the embedding's forward one per micro-batch.
+TEST(Fp8Test, SequenceParallelGathersMoveFp8) {
+  // Each all-gather of a sequence-parallel shard moves FP8, as Transformer Engine quantizes the
+  // shard before gathering it: in forward before QKV and FC1 (the next column-parallel input),
+  // in backward before the projection's and FC2's backward (the row-parallel output gradient,
+  // grad_output_preprocess). A shard is s·b·h/t = 2,048 × 4,096 / 4 elements, 4 MiB in BF16 and
+  // 2 MiB in FP8 (delayed scaling, 1 byte each). Rank 0 runs 4 micro-batches × 8 layers × 2
+  // gathers each way, plus the embedding's forward one and the output layer's backward one per
+  // micro-batch. Delayed scaling needs no amax all-reduce per gather.
   const SimulationResult bf16 = SimulateJson(H100Config());
   const SimulationResult fp8 = SimulateJson(Fp8(H100Config()));
   const int64_t shard = int64_t{2048} * 4096 / 4;
-  const int64_t forward_gathers = 4 * (8 * 2 + 1);
+  const int64_t gathers = int64_t{4} * (8 * 2 + 1) * 2;
   EXPECT_EQ(RankBytes(bf16, graph::CommKind::kAllGather, "") -
                 RankBytes(fp8, graph::CommKind::kAllGather, ""),
-            forward_gathers * shard * (2 - 1));
+            gathers * shard * (2 - 1));
+  EXPECT_EQ(RankBytes(fp8, graph::CommKind::kAllReduce, "", "tp"), 0);
+}
+
+TEST(Fp8Test, CurrentScalingAgreesOnEachGatheredShardsScale) {
+  // Under current scaling the TP ranks first all-reduce (max) the shard's row- and column-wise
+  // amaxes, 2 × 4 B coalesced, before each FP8 gather (Float8CurrentScalingQuantizer's
+  // with_amax_reduction): as many as the gathers above, 136 on rank 0; over the 4 TP ranks.
+  const SimulationResult current = SimulateJson(Fp8(H100Config(), "current"));
+  EXPECT_EQ(RankBytes(current, graph::CommKind::kAllReduce, "", "tp"), 136 * 8);
+  EXPECT_EQ(Tally(current.iteration->graph, graph::CommKind::kAllReduce, 4).bytes,
+            2 * 136 * 8);  // each TP group's, both data-parallel replicas
 }
 
 TEST(Fp8Test, OptimizerStepQuantizesTheWeightsOnce) {
