@@ -173,7 +173,11 @@ class ReplayBuilder {
           .InFile(trace_.file);
     }
     device_task_.assign(trace_.device.size(), TaskId::Invalid());
+    FindHandoffs();
     for (uint32_t thread = 0; thread < trace_.threads.size(); ++thread) BuildHostThread(thread);
+    for (const auto& [task, event] : thread_edges_) {
+      builder_.AddDependency(task, call_task_.at(event));
+    }
     if (options_.serialize_gpu_streams) {
       for (auto& [device, events] : index_.MergedDeviceStreams()) {
         BuildDeviceStream({device, kAllStreams}, events);
@@ -230,7 +234,8 @@ class ReplayBuilder {
     if (to > from) Host(stream, "host", kHostCategory, from, to - from);
   }
 
-  void BuildHostThread(uint32_t thread) {
+  // The thread's top-level API calls in start order, each with the calls nested in it.
+  std::vector<ApiCall> ThreadCalls(uint32_t thread) const {
     std::vector<ApiCall> calls;
     std::vector<uint32_t> api_events;
     for (uint32_t i = 0; i < trace_.host.size(); ++i) {
@@ -249,6 +254,71 @@ class ReplayBuilder {
         calls.push_back({event, {call.correlation}});
       }
     }
+    return calls;
+  }
+
+  // Cross-thread hand-offs (inferred, counted): PyTorch runs the backward pass on the autograd
+  // engine's thread while the main thread waits in loss.backward(), and the main thread
+  // resumes when it is done — waits no CUDA record shows. A thread that resumes after at least
+  // kIdle of silence within kHandoff of another thread's last call before that one falls
+  // silent (for kIdle too) was waiting for it: its next call depends on that call, and of the
+  // silence only the part after that call stays measured host time. Otherwise every step
+  // would keep the other thread's measured pace (a what-if that speeds the GPU would move only
+  // the first step).
+  static constexpr DurationNs kIdle = Milliseconds(1);
+  static constexpr DurationNs kHandoff = Milliseconds(2);
+
+  void FindHandoffs() {
+    calls_.resize(trace_.threads.size());
+    for (uint32_t thread = 0; thread < trace_.threads.size(); ++thread) {
+      calls_[thread] = ThreadCalls(thread);
+    }
+    for (uint32_t thread = 0; thread < calls_.size(); ++thread) {
+      const std::vector<ApiCall>& calls = calls_[thread];
+      for (size_t i = 1; i < calls.size(); ++i) {
+        const TimeNs idle_from = trace_.host[calls[i - 1].event].end();
+        const TimeNs resume = trace_.host[calls[i].event].start;
+        if (resume - idle_from < kIdle) continue;
+        if (const std::optional<uint32_t> by = WokenBy(thread, idle_from, resume)) {
+          handoff_[calls[i].event] = *by;
+        }
+      }
+    }
+  }
+
+  // The call of another thread that woke `thread`, silent from `idle_from` to `resume`: the
+  // latest to end inside the silence, at most kHandoff before `resume`, after which its thread
+  // fell silent for kIdle.
+  std::optional<uint32_t> WokenBy(uint32_t thread, TimeNs idle_from, TimeNs resume) const {
+    std::optional<uint32_t> woken_by;
+    TimeNs latest = idle_from;
+    for (uint32_t other = 0; other < calls_.size(); ++other) {
+      if (other == thread) continue;
+      const std::vector<ApiCall>& calls = calls_[other];
+      const std::optional<size_t> last = LastCallEndingBy(calls, resume);
+      if (!last) continue;
+      const TimeNs end = trace_.host[calls[*last].event].end();
+      const bool falls_silent =
+          *last + 1 == calls.size() || trace_.host[calls[*last + 1].event].start - end >= kIdle;
+      if (end > latest && resume - end <= kHandoff && falls_silent) {
+        latest = end;
+        woken_by = calls[*last].event;
+      }
+    }
+    return woken_by;
+  }
+
+  // The last of `calls` (in start order, not overlapping) that ended by `time`.
+  std::optional<size_t> LastCallEndingBy(const std::vector<ApiCall>& calls, TimeNs time) const {
+    const auto after = std::partition_point(calls.begin(), calls.end(), [&](const ApiCall& call) {
+      return trace_.host[call.event].end() <= time;
+    });
+    if (after == calls.begin()) return std::nullopt;
+    return static_cast<size_t>(after - calls.begin() - 1);
+  }
+
+  void BuildHostThread(uint32_t thread) {
+    const std::vector<ApiCall>& calls = calls_[thread];
     // Step boundaries on this thread, each with what to do with its marker.
     std::vector<std::pair<TimeNs, std::function<void(TaskId)>>> cuts;
     for (size_t s = 0; s < trace_.steps.size(); ++s) {
@@ -271,6 +341,7 @@ class ReplayBuilder {
     size_t next_cut = 0;
     for (const ApiCall& api : calls) {
       const HostEvent& call = trace_.host[api.event];
+      now = AwaitHandoff(stream, api.event, now, cuts, next_cut);
       HostGap(stream, now, call.start, cuts, next_cut);
       // A boundary inside the call is put before it.
       while (next_cut < cuts.size() && cuts[next_cut].first < call.end()) {
@@ -278,11 +349,29 @@ class ReplayBuilder {
             Host(stream, "step boundary", kMarkerCategory, call.start, DurationNs::Zero()));
       }
       Call(stream, call, api.correlations);
+      call_task_[api.event] = TaskId(static_cast<uint32_t>(builder_.task_count() - 1));
       now = std::max(now, call.end());
     }
     TimeNs last = now;
     if (!cuts.empty()) last = std::max(last, cuts.back().first);
     HostGap(stream, now, last, cuts, next_cut);
+  }
+
+  // Before a call another thread woke this one for (FindHandoffs): a wait for that call, then
+  // the measured host time after it. A step boundary inside the wait keeps the gap as measured.
+  // Returns where the measured host time before the call now starts.
+  TimeNs AwaitHandoff(graph::StreamId stream, uint32_t event, TimeNs now,
+                      const std::vector<std::pair<TimeNs, std::function<void(TaskId)>>>& cuts,
+                      size_t next_cut) {
+    const auto handoff = handoff_.find(event);
+    if (handoff == handoff_.end()) return now;
+    const TimeNs woken = trace_.host[handoff->second].end();
+    if (woken <= now || (next_cut < cuts.size() && cuts[next_cut].first <= woken)) return now;
+    const TaskId wait =
+        Host(stream, "waiting for another thread", kWaitCategory, woken, DurationNs::Zero());
+    thread_edges_.emplace_back(wait, handoff->second);
+    ++stats_.inferred_thread_edges;
+    return woken;
   }
 
   // One API call: the launch (the ops it launched depend on it) and, for a blocking call, the
@@ -410,6 +499,10 @@ class ReplayBuilder {
   // Per launched op: the host task that launched it and when that task ended in the trace.
   std::unordered_map<uint32_t, std::pair<TaskId, TimeNs>> launch_task_;
   std::vector<std::pair<TaskId, uint32_t>> pending_edges_;  // (task, device event it awaits)
+  std::vector<std::vector<ApiCall>> calls_;                 // per host thread
+  std::unordered_map<uint32_t, uint32_t> handoff_;          // call event → the call that woke it
+  std::unordered_map<uint32_t, TaskId> call_task_;          // call event → its last task
+  std::vector<std::pair<TaskId, uint32_t>> thread_edges_;   // (wait task, call event it awaits)
   std::vector<TaskId> device_task_;
   std::vector<DurationNs> measured_start_;  // per task, since origin_
   std::vector<ReplayStep> steps_;

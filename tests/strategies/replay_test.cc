@@ -209,6 +209,62 @@ TEST_F(ReplayWhatIfTest, FasterKernelsShortenAGpuBoundStepByWhatTheySave) {
   EXPECT_EQ(all->steps.at(0).what_if, Microseconds(142));
 }
 
+// Two host threads as PyTorch runs a training step: the main thread launches the forward
+// (gemm K1) and waits in loss.backward() while the autograd engine's thread launches the
+// backward (gemm K2), then resumes with the optimizer (elementwise K3) and syncs; step 2 the
+// same (K4, K5, K6). Times in µs; every GEMM 2,000 µs, K3 and K6 100 µs:
+//   autograd  call X [0, 1]; K2 launch [1800, 1805]; K5 launch [6000, 6005]
+//   main      K1 launch [1500, 1505]; K3 launch [2900, 2905]; sync [2905, 5612];
+//             K4 launch [5700, 5705]; K6 launch [7100, 7105]; sync [7105, 9812]
+//   stream 7  K1 [1510, 3510], K2 [3510, 5510], K3 [5510, 5610], K4 [5710, 7710],
+//             K5 [7710, 9710], K6 [9710, 9810]
+// Each silence of a thread of at least 1 ms ends within 2 ms of the other's last call before
+// it falls silent: four hand-offs (autograd after 1505 and 5705, main after 1805 and 6005),
+// each a wait for that call and the measured rest (295 and 1,095 µs).
+// GEMMs ×2 (1,000 µs): K1 [1510, 2510]; K2 launched at 1505 + 295 runs [2510, 3510]; K3
+// launched at 1805 + 1,095 = 2,900 runs [3510, 3610]; the sync returns 2 µs after it: step 1
+// 3,612 − 1,500 = 2,112 µs. Step 2: K4 launched at 3,612 + 88 = 3,700 runs after its 5 µs gap
+// [3710, 4710]; K5 launched at 3,705 + 295 = 4,000 runs [4710, 5710]; K6 launched at 4,005 +
+// 1,095 = 5,100 runs [5710, 5810]; step 2 ends at 5,812: 2,200 µs. Without the hand-offs the
+// autograd thread would still launch K5 at 6,000 and step 2 would take 3,495 µs.
+TEST_F(ReplayWhatIfTest, AThreadWokenByAnotherMovesWithIt) {
+  const traces::Trace trace = ReadTrace("two_threads.json", R"json({"traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1500, "dur": 4112},
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 5612, "dur": 4200},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaGetDevice", "pid": 1, "tid": 2, "ts": 0, "dur": 1, "args": {"correlation": 100}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1500, "dur": 5, "args": {"correlation": 1}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": 1800, "dur": 5, "args": {"correlation": 2}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 2900, "dur": 5, "args": {"correlation": 3}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1, "ts": 2905, "dur": 2707, "args": {"correlation": 4}},
+    {"ph": "X", "cat": "cuda_sync", "name": "Context Sync", "pid": 0, "tid": 7, "ts": 5611, "dur": 1, "args": {"correlation": 4, "device": 0}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 5700, "dur": 5, "args": {"correlation": 5}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": 6000, "dur": 5, "args": {"correlation": 6}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 7100, "dur": 5, "args": {"correlation": 7}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1, "ts": 7105, "dur": 2707, "args": {"correlation": 8}},
+    {"ph": "X", "cat": "cuda_sync", "name": "Context Sync", "pid": 0, "tid": 7, "ts": 9811, "dur": 1, "args": {"correlation": 8, "device": 0}},
+    {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": 1510, "dur": 2000, "args": {"correlation": 1, "stream": 7, "device": 0}},
+    {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": 3510, "dur": 2000, "args": {"correlation": 2, "stream": 7, "device": 0}},
+    {"ph": "X", "cat": "kernel", "name": "vectorized_elementwise_kernel", "pid": 0, "tid": 7, "ts": 5510, "dur": 100, "args": {"correlation": 3, "stream": 7, "device": 0}},
+    {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": 5710, "dur": 2000, "args": {"correlation": 5, "stream": 7, "device": 0}},
+    {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": 7710, "dur": 2000, "args": {"correlation": 6, "stream": 7, "device": 0}},
+    {"ph": "X", "cat": "kernel", "name": "vectorized_elementwise_kernel", "pid": 0, "tid": 7, "ts": 9710, "dur": 100, "args": {"correlation": 7, "stream": 7, "device": 0}}
+    ]})json");
+  const Expected<traces::ReplayGraph> replay = traces::BuildReplayGraph(trace);
+  ASSERT_TRUE(replay.ok()) << replay.error().ToString();
+  EXPECT_EQ(replay->stats.inferred_thread_edges, 4);
+  const Expected<ReplayResult> baseline = SimulateReplay(*replay);
+  ASSERT_TRUE(baseline.ok()) << baseline.error().ToString();
+  ASSERT_EQ(baseline->steps.size(), 2u);
+  EXPECT_EQ(baseline->steps[0].simulated, Microseconds(4112));  // the measured replay is exact
+  EXPECT_EQ(baseline->steps[1].simulated, Microseconds(4200));
+  EXPECT_EQ(baseline->max_start_drift, DurationNs::Zero());
+  const Expected<WhatIfResult> gemm =
+      SimulateWhatIf(trace, *baseline, {.speedups = {{traces::KernelClass::kGemm, 2}}});
+  ASSERT_TRUE(gemm.ok()) << gemm.error().ToString();
+  EXPECT_EQ(gemm->steps.at(0).what_if, Microseconds(2112));
+  EXPECT_EQ(gemm->steps.at(1).what_if, Microseconds(2200));
+}
+
 TEST_F(ReplayWhatIfTest, SerializingStreamsAndRepricingCollectivesChangeWhatTheyShould) {
   const traces::Trace trace = GpuBoundTrace();
   // One stream per GPU: the all-reduce no longer overlaps k3 and runs [305, 385]: 390 µs.
