@@ -260,11 +260,11 @@ class ReplayBuilder {
   // Cross-thread hand-offs (inferred, counted): PyTorch runs the backward pass on the autograd
   // engine's thread while the main thread waits in loss.backward(), and the main thread
   // resumes when it is done — waits no CUDA record shows. A thread that resumes after at least
-  // kIdle of silence within kHandoff of another thread's last call before that one falls
-  // silent (for kIdle too) was waiting for it: its next call depends on that call, and of the
-  // silence only the part after that call stays measured host time. Otherwise every step
-  // would keep the other thread's measured pace (a what-if that speeds the GPU would move only
-  // the first step).
+  // kIdle of silence soon after another thread's last call before that one falls silent (for
+  // kIdle too) — within kHandoff, or a quarter of its own silence — was waiting for it: its next
+  // call depends on that call, and of the silence only the part after that call stays measured host
+  // time. Otherwise every step would keep the other thread's measured pace (a what-if that speeds
+  // the GPU would move only the first step).
   static constexpr DurationNs kIdle = Milliseconds(1);
   static constexpr DurationNs kHandoff = Milliseconds(2);
 
@@ -287,11 +287,13 @@ class ReplayBuilder {
   }
 
   // The call of another thread that woke `thread`, silent from `idle_from` to `resume`: the
-  // latest to end inside the silence, at most kHandoff before `resume`, after which its thread
-  // fell silent for kIdle.
+  // latest to end inside the silence, at most max(kHandoff, a quarter of the silence) before
+  // `resume` (the woken thread's own host work before its next call: 0.3-2.5 ms in the GPT-2
+  // traces, growing with the model), after which its thread fell silent for kIdle.
   std::optional<uint32_t> WokenBy(uint32_t thread, TimeNs idle_from, TimeNs resume) const {
     std::optional<uint32_t> woken_by;
     TimeNs latest = idle_from;
+    const DurationNs within = std::max(kHandoff, DurationNs((resume - idle_from).ns() / 4));
     for (uint32_t other = 0; other < calls_.size(); ++other) {
       if (other == thread) continue;
       const std::vector<ApiCall>& calls = calls_[other];
@@ -300,7 +302,7 @@ class ReplayBuilder {
       const TimeNs end = trace_.host[calls[*last].event].end();
       const bool falls_silent =
           *last + 1 == calls.size() || trace_.host[calls[*last + 1].event].start - end >= kIdle;
-      if (end > latest && resume - end <= kHandoff && falls_silent) {
+      if (end > latest && resume - end <= within && falls_silent) {
         latest = end;
         woken_by = calls[*last].event;
       }
