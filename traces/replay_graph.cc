@@ -404,6 +404,9 @@ class ReplayBuilder {
         launch = std::clamp(first_start - call.start, DurationNs::Zero(), call.duration);
       }
     }
+    if (awaited.empty() && launch == call.duration && BlockedLaunch(stream, call, api, launched)) {
+      return;
+    }
     if (awaited.empty()) {
       const TaskId task = Host(stream, api, kApiCategory, call.start, launch);
       for (uint32_t op : launched) launch_task_[op] = {task, call.start + launch};
@@ -426,6 +429,29 @@ class ReplayBuilder {
     const TaskId wait = Host(stream, fmt::format("{} (after the wait)", api), kWaitCategory,
                              call.end() - remainder, remainder);
     for (uint32_t op : awaited) pending_edges_.emplace_back(wait, op);
+  }
+
+  // A launch that found the launch queue full (inferred, counted): the call waits until an op
+  // completes and frees a slot, and only then enqueues its ops. A launch call that lasted at
+  // least kBlockedLaunch and returned within kSlotFreed of the end of an op launched before it
+  // (the last to end inside the call) waited for that op: the call becomes a wait for it and
+  // the measured rest, which launches. An H200 queues 1,021 launches on a stream behind a
+  // running kernel before the next call blocks (tools/gpu_checks/launch_queue_depth.cu).
+  bool BlockedLaunch(graph::StreamId stream, const HostEvent& call, std::string_view api,
+                     const std::vector<uint32_t>& launched) {
+    constexpr DurationNs kBlockedLaunch = Microseconds(50);
+    constexpr DurationNs kSlotFreed = Microseconds(20);
+    if (launched.empty() || call.duration < kBlockedLaunch) return false;
+    const std::optional<uint32_t> freed = index_.LastEndedInside(call);
+    if (!freed || call.end() - trace_.device[*freed].end() > kSlotFreed) return false;
+    const TimeNs slot = trace_.device[*freed].end();
+    const TaskId wait = Host(stream, fmt::format("{} (launch queue full)", api), kWaitCategory,
+                             slot, DurationNs::Zero());
+    pending_edges_.emplace_back(wait, *freed);
+    const TaskId task = Host(stream, api, kApiCategory, slot, call.end() - slot);
+    for (uint32_t op : launched) launch_task_[op] = {task, call.end()};
+    ++stats_.inferred_queue_edges;
+    return true;
   }
 
   // One CUDA stream (or, serialized, a device's merged streams) as one graph stream per lane.

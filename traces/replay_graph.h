@@ -92,6 +92,7 @@ struct ReplayStats {
   int64_t inferred_sync_edges = 0;
   int64_t inferred_stream_edges = 0;
   int64_t inferred_thread_edges = 0;  // a thread resuming when another fell silent
+  int64_t inferred_queue_edges = 0;   // a launch waiting for the launch queue to free a slot
   int64_t gpu_gaps = 0;
   DurationNs gpu_gap_time;
   int64_t sped_up_ops = 0;            // what-if: GPU ops a speedup applied to

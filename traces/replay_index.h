@@ -52,6 +52,8 @@ class ReplayIndex {
   // after `ready`: the wait the trace did not record.
   std::optional<uint32_t> UnrecordedWait(const DeviceEvent& op, TimeNs ready,
                                          DurationNs tolerance) const;
+  // The op launched before `call` that ended last while it ran (none: nullopt).
+  std::optional<uint32_t> LastEndedInside(const HostEvent& call) const;
 
  private:
   void IndexStreams(bool split_collectives);
@@ -61,8 +63,6 @@ class ReplayIndex {
   std::vector<uint32_t> LastLaunchedBefore(StreamKey stream, int64_t correlation) const;
   // Per lane, the first op launched on `stream` after launch `correlation`.
   std::vector<uint32_t> FirstLaunchedAfter(StreamKey stream, int64_t correlation) const;
-  // The op launched before `call` that ended last while it ran (none: nullopt).
-  std::optional<uint32_t> LastEndedInside(const HostEvent& call) const;
 
   const Trace& trace_;
   TimeNs origin_;

@@ -167,6 +167,32 @@ class ReplayWhatIfTest : public testing_support::TempDirTest {
     return SimulateWhatIf(trace, *baseline, what_if);
   }
 
+  // The trace's replay, which must reproduce `measured` step by step with every GPU op at its
+  // start, its graph's statistics, and its what-if with the GEMM-class kernels twice as fast.
+  struct GemmWhatIf {
+    traces::ReplayStats stats;
+    std::vector<DurationNs> what_if;  // per step
+  };
+  static std::optional<GemmWhatIf> GemmsTwiceAsFast(const traces::Trace& trace,
+                                                    const std::vector<DurationNs>& measured) {
+    const Expected<traces::ReplayGraph> replay = traces::BuildReplayGraph(trace);
+    EXPECT_TRUE(replay.ok()) << replay.error().ToString();
+    const Expected<ReplayResult> baseline =
+        replay.ok() ? SimulateReplay(*replay) : Expected<ReplayResult>(replay.error());
+    if (!baseline.ok()) return std::nullopt;
+    EXPECT_EQ(baseline->max_start_drift, DurationNs::Zero());
+    GemmWhatIf out{replay->stats, {}};
+    for (size_t i = 0; i < baseline->steps.size(); ++i) {
+      EXPECT_EQ(baseline->steps[i].simulated, measured.at(i)) << "step " << i;
+    }
+    const Expected<WhatIfResult> gemm =
+        SimulateWhatIf(trace, *baseline, {.speedups = {{traces::KernelClass::kGemm, 2}}});
+    EXPECT_TRUE(gemm.ok()) << gemm.error().ToString();
+    if (!gemm.ok()) return std::nullopt;
+    for (const WhatIfStep& step : gemm->steps) out.what_if.push_back(step.what_if);
+    return out;
+  }
+
   // The analytical model's cost of the trace's all-reduce over `ranks` GPUs of DGX A100s.
   static DurationNs AllReduceCost(const network::ClusterSpec& cluster, int32_t ranks) {
     return CollectiveCost(cluster, ranks, graph::CommKind::kAllReduce, Bytes(64 << 20));
@@ -249,20 +275,41 @@ TEST_F(ReplayWhatIfTest, AThreadWokenByAnotherMovesWithIt) {
     {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": 7710, "dur": 2000, "args": {"correlation": 6, "stream": 7, "device": 0}},
     {"ph": "X", "cat": "kernel", "name": "vectorized_elementwise_kernel", "pid": 0, "tid": 7, "ts": 9710, "dur": 100, "args": {"correlation": 7, "stream": 7, "device": 0}}
     ]})json");
-  const Expected<traces::ReplayGraph> replay = traces::BuildReplayGraph(trace);
-  ASSERT_TRUE(replay.ok()) << replay.error().ToString();
-  EXPECT_EQ(replay->stats.inferred_thread_edges, 4);
-  const Expected<ReplayResult> baseline = SimulateReplay(*replay);
-  ASSERT_TRUE(baseline.ok()) << baseline.error().ToString();
-  ASSERT_EQ(baseline->steps.size(), 2u);
-  EXPECT_EQ(baseline->steps[0].simulated, Microseconds(4112));  // the measured replay is exact
-  EXPECT_EQ(baseline->steps[1].simulated, Microseconds(4200));
-  EXPECT_EQ(baseline->max_start_drift, DurationNs::Zero());
-  const Expected<WhatIfResult> gemm =
-      SimulateWhatIf(trace, *baseline, {.speedups = {{traces::KernelClass::kGemm, 2}}});
-  ASSERT_TRUE(gemm.ok()) << gemm.error().ToString();
-  EXPECT_EQ(gemm->steps.at(0).what_if, Microseconds(2112));
-  EXPECT_EQ(gemm->steps.at(1).what_if, Microseconds(2200));
+  const std::optional<GemmWhatIf> r =
+      GemmsTwiceAsFast(trace, {Microseconds(4112), Microseconds(4200)});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->stats.inferred_thread_edges, 4);
+  EXPECT_EQ(r->what_if, (std::vector{Microseconds(2112), Microseconds(2200)}));
+}
+
+// A host thread that fills the launch queue: K1 and K2 (gemms, 1,000 µs each) are queued, the
+// launch of K3 blocks until K1 has finished and freed a slot, the host works 500 µs and then
+// launches K4; a sync ends the step. Times in µs:
+//   host      K1 launch [0, 5]; K2 launch [5, 10]; K3 launch [10, 1013] (returns 3 µs after
+//             K1 ends); K4 launch [1513, 1518]; sync [1518, 2212]
+//   stream 7  K1 [10, 1010], K2 [1010, 2010], K3 [2010, 2110], K4 [2110, 2210]
+// K3's call is a wait for K1 and the 3 µs after it (one queue-full edge). GEMMs ×2: K1 [10,
+// 510], K2 [510, 1010]; K3's call returns at 513, K4's launch at 513 + 500 = 1,013-1,018; K3
+// [1010, 1110], K4 [1110, 1210]; the sync returns at 1,212: the step takes 1,212 µs. Kept as
+// measured, K3's call would return at 1,013 and the step take 1,620 µs.
+TEST_F(ReplayWhatIfTest, ALaunchThatFoundTheQueueFullWaitsForTheOpThatFreedIt) {
+  const traces::Trace trace = ReadTrace("queue_full.json", R"json({"traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 2212},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {"correlation": 1}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 5, "dur": 5, "args": {"correlation": 2}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 1003, "args": {"correlation": 3}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1513, "dur": 5, "args": {"correlation": 4}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1, "ts": 1518, "dur": 694, "args": {"correlation": 5}},
+    {"ph": "X", "cat": "cuda_sync", "name": "Context Sync", "pid": 0, "tid": 7, "ts": 2211, "dur": 1, "args": {"correlation": 5, "device": 0}},
+    {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": 10, "dur": 1000, "args": {"correlation": 1, "stream": 7, "device": 0}},
+    {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": 1010, "dur": 1000, "args": {"correlation": 2, "stream": 7, "device": 0}},
+    {"ph": "X", "cat": "kernel", "name": "vectorized_elementwise_kernel", "pid": 0, "tid": 7, "ts": 2010, "dur": 100, "args": {"correlation": 3, "stream": 7, "device": 0}},
+    {"ph": "X", "cat": "kernel", "name": "vectorized_elementwise_kernel", "pid": 0, "tid": 7, "ts": 2110, "dur": 100, "args": {"correlation": 4, "stream": 7, "device": 0}}
+    ]})json");
+  const std::optional<GemmWhatIf> r = GemmsTwiceAsFast(trace, {Microseconds(2212)});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->stats.inferred_queue_edges, 1);
+  EXPECT_EQ(r->what_if, std::vector{Microseconds(1212)});
 }
 
 TEST_F(ReplayWhatIfTest, SerializingStreamsAndRepricingCollectivesChangeWhatTheyShould) {

@@ -295,11 +295,12 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
   const traces::ReplayStats& g = replay.stats;
   fmt::print(out,
              "  graph      {} tasks ({} host, {} GPU, {} collectives); edges: {} launch, {} "
-             "stream-wait, {} sync, inferred {} sync + {} cross-stream + {} cross-thread; {} GPU "
-             "gaps kept ({})\n",
+             "stream-wait, {} sync, inferred {} sync + {} cross-stream + {} cross-thread + {} "
+             "queue-full; {} GPU gaps kept ({})\n",
              replay.graph.task_count(), g.host_tasks, g.gpu_tasks, g.collectives, g.launch_edges,
              g.stream_wait_edges, g.sync_edges, g.inferred_sync_edges, g.inferred_stream_edges,
-             g.inferred_thread_edges, g.gpu_gaps, MsWithUnit(g.gpu_gap_time));
+             g.inferred_thread_edges, g.inferred_queue_edges, g.gpu_gaps,
+             MsWithUnit(g.gpu_gap_time));
   fmt::print(out,
              "  simulated  {} (trace span); GPU op starts vs measured: mean {:.3f} us, max {:.3f} "
              "us over {} ops; imported in {:.2f} s\n\n",

@@ -133,6 +133,7 @@ OrderedJson ReplayResultJson(const traces::Trace& trace, const traces::ReplayGra
                                    {"inferred_sync_edges", g.inferred_sync_edges},
                                    {"inferred_stream_edges", g.inferred_stream_edges},
                                    {"inferred_thread_edges", g.inferred_thread_edges},
+                                   {"inferred_queue_edges", g.inferred_queue_edges},
                                    {"gpu_gaps", g.gpu_gaps},
                                    {"gpu_gap_ms", Ms(g.gpu_gap_time)}},
                                   result.summary.makespan - TimeNs::Zero());
