@@ -431,17 +431,18 @@ class ReplayBuilder {
     for (uint32_t op : awaited) pending_edges_.emplace_back(wait, op);
   }
 
-  // A launch that found the launch queue full (inferred, counted): the call waits until an op
-  // completes and frees a slot, and only then enqueues its ops. A launch call that lasted at
-  // least kBlockedLaunch and returned within kSlotFreed of the end of an op launched before it
-  // (the last to end inside the call) waited for that op: the call becomes a wait for it and
-  // the measured rest, which launches. An H200 queues 1,021 launches on a stream behind a
-  // running kernel before the next call blocks (tools/gpu_checks/launch_queue_depth.cu).
+  // A launch that found the launch queue full (inferred, counted): with launch_queue_depth ops
+  // of its stream still unfinished when it was called, the call waited until one completed
+  // and freed a slot, and only then enqueued its ops — when it returned within kSlotFreed of
+  // the end of an op launched before it (the last to end inside the call), that op. The call
+  // becomes a wait for it and the measured rest, which launches.
   bool BlockedLaunch(graph::StreamId stream, const HostEvent& call, std::string_view api,
                      const std::vector<uint32_t>& launched) {
-    constexpr DurationNs kBlockedLaunch = Microseconds(50);
     constexpr DurationNs kSlotFreed = Microseconds(20);
-    if (launched.empty() || call.duration < kBlockedLaunch) return false;
+    if (launched.empty() ||
+        index_.QueuedAhead(launched.front(), call.start) < options_.launch_queue_depth) {
+      return false;
+    }
     const std::optional<uint32_t> freed = index_.LastEndedInside(call);
     if (!freed || call.end() - trace_.device[*freed].end() > kSlotFreed) return false;
     const TimeNs slot = trace_.device[*freed].end();

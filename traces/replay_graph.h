@@ -54,6 +54,10 @@ struct ReplayOptions {
   // above the 1–3 µs a dependent kernel takes to start after its event fired in the shared
   // traces, far below the gaps of unrelated work.
   DurationNs match_tolerance = Microseconds(5);
+  // How many unfinished ops of a stream fill its launch queue: a launch made with this many
+  // ahead of it waited for one to finish. An H200 queues 1,021 launches behind a running
+  // kernel before the next call blocks (tools/gpu_checks/launch_queue_depth.cu).
+  int64_t launch_queue_depth = 1000;
 
   // What-ifs (docs/replay.md). A GPU op's duration is divided by the first speedup whose
   // kernel class it belongs to.

@@ -57,6 +57,14 @@ void ReplayIndex::IndexStreams(bool split_collectives) {
   for (uint32_t i = 0; i < trace_.device.size(); ++i) {
     ends_by_device_[trace_.device[i].device].push_back(i);
   }
+  position_.assign(trace_.device.size(), 0);
+  for (const auto& [key, events] : streams_) {
+    std::vector<TimeNs>& ends = stream_ends_[key];
+    for (uint32_t event : events) {
+      position_[event] = static_cast<uint32_t>(ends.size());
+      ends.push_back(trace_.device[event].end());
+    }
+  }
   for (auto& [device, events] : ends_by_device_) {
     std::sort(events.begin(), events.end(), [&](uint32_t a, uint32_t b) {
       return trace_.device[a].end() < trace_.device[b].end();
@@ -195,6 +203,14 @@ std::optional<uint32_t> ReplayIndex::LastEndedInside(const HostEvent& call) cons
     }
   }
   return best;
+}
+
+// A stream's ops run one after another, so their ends grow in stream order.
+int64_t ReplayIndex::QueuedAhead(uint32_t event, TimeNs at) const {
+  const DeviceEvent& op = trace_.device[event];
+  const std::vector<TimeNs>& ends = stream_ends_.at({op.device, op.stream});
+  const auto ahead = ends.begin() + position_[event];
+  return ahead - std::upper_bound(ends.begin(), ahead, at);
 }
 
 const std::vector<uint32_t>* ReplayIndex::StreamWaits(uint32_t event) const {

@@ -54,6 +54,8 @@ class ReplayIndex {
                                          DurationNs tolerance) const;
   // The op launched before `call` that ended last while it ran (none: nullopt).
   std::optional<uint32_t> LastEndedInside(const HostEvent& call) const;
+  // How many ops of device op `event`'s stream, ahead of it, had not finished at `at`.
+  int64_t QueuedAhead(uint32_t event, TimeNs at) const;
 
  private:
   void IndexStreams(bool split_collectives);
@@ -66,7 +68,9 @@ class ReplayIndex {
 
   const Trace& trace_;
   TimeNs origin_;
-  std::map<StreamKey, std::vector<uint32_t>> streams_;  // in start order
+  std::map<StreamKey, std::vector<uint32_t>> streams_;    // in start order
+  std::vector<uint32_t> position_;                        // per device op: its place in streams_
+  std::map<StreamKey, std::vector<TimeNs>> stream_ends_;  // per stream, its ops' ends in order
   // Per stream, its ops in launch order: one lane, or with the overlap what-if two (the ops
   // that stay, and the collectives moved off it).
   std::map<StreamKey, std::vector<std::vector<uint32_t>>> lanes_;

@@ -168,29 +168,41 @@ class ReplayWhatIfTest : public testing_support::TempDirTest {
   }
 
   // The trace's replay, which must reproduce `measured` step by step with every GPU op at its
-  // start, its graph's statistics, and its what-if with the GEMM-class kernels twice as fast.
+  // start, its graph's statistics, and the replay with the GEMM-class kernels twice as fast —
+  // both with launch queues of `queue_depth`.
   struct GemmWhatIf {
     traces::ReplayStats stats;
     std::vector<DurationNs> what_if;  // per step
   };
   static std::optional<GemmWhatIf> GemmsTwiceAsFast(const traces::Trace& trace,
-                                                    const std::vector<DurationNs>& measured) {
-    const Expected<traces::ReplayGraph> replay = traces::BuildReplayGraph(trace);
-    EXPECT_TRUE(replay.ok()) << replay.error().ToString();
-    const Expected<ReplayResult> baseline =
-        replay.ok() ? SimulateReplay(*replay) : Expected<ReplayResult>(replay.error());
-    if (!baseline.ok()) return std::nullopt;
+                                                    const std::vector<DurationNs>& measured,
+                                                    int64_t queue_depth = 1000) {
+    traces::ReplayOptions options{.launch_queue_depth = queue_depth};
+    std::optional<ReplayResult> baseline = Replayed(trace, options);
+    if (!baseline) return std::nullopt;
     EXPECT_EQ(baseline->max_start_drift, DurationNs::Zero());
-    GemmWhatIf out{replay->stats, {}};
     for (size_t i = 0; i < baseline->steps.size(); ++i) {
       EXPECT_EQ(baseline->steps[i].simulated, measured.at(i)) << "step " << i;
     }
-    const Expected<WhatIfResult> gemm =
-        SimulateWhatIf(trace, *baseline, {.speedups = {{traces::KernelClass::kGemm, 2}}});
-    EXPECT_TRUE(gemm.ok()) << gemm.error().ToString();
-    if (!gemm.ok()) return std::nullopt;
-    for (const WhatIfStep& step : gemm->steps) out.what_if.push_back(step.what_if);
+    options.speedups = {{traces::KernelClass::kGemm, 2}};
+    GemmWhatIf out;
+    const std::optional<ReplayResult> faster = Replayed(trace, options, &out.stats);
+    if (!faster) return std::nullopt;
+    for (const ReplayStepResult& step : faster->steps) out.what_if.push_back(step.simulated);
     return out;
+  }
+
+  static std::optional<ReplayResult> Replayed(const traces::Trace& trace,
+                                              const traces::ReplayOptions& options,
+                                              traces::ReplayStats* stats = nullptr) {
+    const Expected<traces::ReplayGraph> replay = traces::BuildReplayGraph(trace, options);
+    EXPECT_TRUE(replay.ok()) << replay.error().ToString();
+    if (!replay.ok()) return std::nullopt;
+    if (stats != nullptr) *stats = replay->stats;
+    Expected<ReplayResult> result = SimulateReplay(*replay);
+    EXPECT_TRUE(result.ok()) << result.error().ToString();
+    if (!result.ok()) return std::nullopt;
+    return std::move(result).value();
   }
 
   // The analytical model's cost of the trace's all-reduce over `ranks` GPUs of DGX A100s.
@@ -282,8 +294,9 @@ TEST_F(ReplayWhatIfTest, AThreadWokenByAnotherMovesWithIt) {
   EXPECT_EQ(r->what_if, (std::vector{Microseconds(2112), Microseconds(2200)}));
 }
 
-// A host thread that fills the launch queue: K1 and K2 (gemms, 1,000 µs each) are queued, the
-// launch of K3 blocks until K1 has finished and freed a slot, the host works 500 µs and then
+// A host thread that fills a launch queue of 2 (launch_queue_depth; a real one holds ~1,000):
+// K1 and K2 (gemms, 1,000 µs each) are queued, the launch of K3 blocks until K1 has finished
+// and freed a slot, the host works 500 µs and then
 // launches K4; a sync ends the step. Times in µs:
 //   host      K1 launch [0, 5]; K2 launch [5, 10]; K3 launch [10, 1013] (returns 3 µs after
 //             K1 ends); K4 launch [1513, 1518]; sync [1518, 2212]
@@ -306,7 +319,7 @@ TEST_F(ReplayWhatIfTest, ALaunchThatFoundTheQueueFullWaitsForTheOpThatFreedIt) {
     {"ph": "X", "cat": "kernel", "name": "vectorized_elementwise_kernel", "pid": 0, "tid": 7, "ts": 2010, "dur": 100, "args": {"correlation": 3, "stream": 7, "device": 0}},
     {"ph": "X", "cat": "kernel", "name": "vectorized_elementwise_kernel", "pid": 0, "tid": 7, "ts": 2110, "dur": 100, "args": {"correlation": 4, "stream": 7, "device": 0}}
     ]})json");
-  const std::optional<GemmWhatIf> r = GemmsTwiceAsFast(trace, {Microseconds(2212)});
+  const std::optional<GemmWhatIf> r = GemmsTwiceAsFast(trace, {Microseconds(2212)}, 2);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->stats.inferred_queue_edges, 1);
   EXPECT_EQ(r->what_if, std::vector{Microseconds(1212)});
