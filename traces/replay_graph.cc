@@ -176,7 +176,7 @@ class ReplayBuilder {
     FindHandoffs();
     for (uint32_t thread = 0; thread < trace_.threads.size(); ++thread) BuildHostThread(thread);
     for (const auto& [task, event] : thread_edges_) {
-      builder_.AddDependency(task, call_task_.at(event));
+      builder_.AddDependency(task, waker_task_.at(event));
     }
     if (options_.serialize_gpu_streams) {
       for (auto& [device, events] : index_.MergedDeviceStreams()) {
@@ -281,6 +281,7 @@ class ReplayBuilder {
         if (resume - idle_from < kIdle) continue;
         if (const std::optional<uint32_t> by = WokenBy(thread, idle_from, resume)) {
           handoff_[calls[i].event] = *by;
+          waker_task_.emplace(*by, TaskId::Invalid());
         }
       }
     }
@@ -351,7 +352,9 @@ class ReplayBuilder {
             Host(stream, "step boundary", kMarkerCategory, call.start, DurationNs::Zero()));
       }
       Call(stream, call, api.correlations);
-      call_task_[api.event] = TaskId(static_cast<uint32_t>(builder_.task_count() - 1));
+      if (const auto waker = waker_task_.find(api.event); waker != waker_task_.end()) {
+        waker->second = TaskId(static_cast<uint32_t>(builder_.task_count() - 1));
+      }
       now = std::max(now, call.end());
     }
     TimeNs last = now;
@@ -530,8 +533,8 @@ class ReplayBuilder {
   std::vector<std::pair<TaskId, uint32_t>> pending_edges_;  // (task, device event it awaits)
   std::vector<std::vector<ApiCall>> calls_;                 // per host thread
   std::unordered_map<uint32_t, uint32_t> handoff_;          // call event → the call that woke it
-  std::unordered_map<uint32_t, TaskId> call_task_;          // call event → its last task
-  std::vector<std::pair<TaskId, uint32_t>> thread_edges_;   // (wait task, call event it awaits)
+  std::unordered_map<uint32_t, TaskId> waker_task_;  // a call that woke a thread → its last task
+  std::vector<std::pair<TaskId, uint32_t>> thread_edges_;  // (wait task, call event it awaits)
   std::vector<TaskId> device_task_;
   std::vector<DurationNs> measured_start_;  // per task, since origin_
   std::vector<ReplayStep> steps_;

@@ -62,7 +62,10 @@ void ReplayIndex::IndexStreams(bool split_collectives) {
     std::vector<TimeNs>& ends = stream_ends_[key];
     for (uint32_t event : events) {
       position_[event] = static_cast<uint32_t>(ends.size());
-      ends.push_back(trace_.device[event].end());
+      // The latest end so far: kernels of one stream that overlap (programmatic dependent
+      // launch) still give a sorted array, and QueuedAhead a count that never undercounts.
+      const TimeNs end = trace_.device[event].end();
+      ends.push_back(ends.empty() ? end : std::max(ends.back(), end));
     }
   }
   for (auto& [device, events] : ends_by_device_) {
@@ -205,7 +208,7 @@ std::optional<uint32_t> ReplayIndex::LastEndedInside(const HostEvent& call) cons
   return best;
 }
 
-// A stream's ops run one after another, so their ends grow in stream order.
+// stream_ends_ holds each op's end or a later one, sorted in stream order.
 int64_t ReplayIndex::QueuedAhead(uint32_t event, TimeNs at) const {
   const DeviceEvent& op = trace_.device[event];
   const std::vector<TimeNs>& ends = stream_ends_.at({op.device, op.stream});

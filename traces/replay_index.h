@@ -68,9 +68,10 @@ class ReplayIndex {
 
   const Trace& trace_;
   TimeNs origin_;
-  std::map<StreamKey, std::vector<uint32_t>> streams_;    // in start order
-  std::vector<uint32_t> position_;                        // per device op: its place in streams_
-  std::map<StreamKey, std::vector<TimeNs>> stream_ends_;  // per stream, its ops' ends in order
+  std::map<StreamKey, std::vector<uint32_t>> streams_;  // in start order
+  std::vector<uint32_t> position_;                      // per device op: its place in streams_
+  // Per stream, in stream order, the latest end of its ops up to each one (sorted).
+  std::map<StreamKey, std::vector<TimeNs>> stream_ends_;
   // Per stream, its ops in launch order: one lane, or with the overlap what-if two (the ops
   // that stay, and the collectives moved off it).
   std::map<StreamKey, std::vector<std::vector<uint32_t>>> lanes_;
