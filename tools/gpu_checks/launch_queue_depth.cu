@@ -83,8 +83,8 @@ int main() {
       double blocked_us = 0;
       int queued = 0;
       if (k == 0) {
-        queued = QueuedBeforeBlocking(stream, spin_cycles,
-                                      [&] { empty_kernel<<<1, 1, 0, stream>>>(); }, &blocked_us);
+        queued = QueuedBeforeBlocking(
+            stream, spin_cycles, [&] { empty_kernel<<<1, 1, 0, stream>>>(); }, &blocked_us);
       } else if (k == 1) {
         queued = QueuedBeforeBlocking(
             stream, spin_cycles, [&] { params_kernel<<<1, 1, 0, stream>>>(params, out); },
@@ -93,9 +93,10 @@ int main() {
         queued = QueuedBeforeBlocking(
             stream, spin_cycles, [&] { cudaMemsetAsync(out, 0, 4, stream); }, &blocked_us);
       }
-      std::printf("%s{\"kind\": \"%s\", \"trial\": %d, \"queued_before_blocking\": %d, "
-                  "\"blocked_call_us\": %.1f}",
-                  k + trial == 0 ? "" : ", ", kinds[k], trial, queued, blocked_us);
+      std::printf(
+          "%s{\"kind\": \"%s\", \"trial\": %d, \"queued_before_blocking\": %d, "
+          "\"blocked_call_us\": %.1f}",
+          k + trial == 0 ? "" : ", ", kinds[k], trial, queued, blocked_us);
     }
   }
   std::printf("]}\n");
