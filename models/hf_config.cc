@@ -154,6 +154,10 @@ Expected<Json> DeepSeekV3(const HfReader& in) {
     return Error("MoE on every n-th layer after the dense ones is not modelled", "moe_layer_freq",
                  std::to_string(frequency));
   }
+  // The multi-token-prediction modules the model was trained with (the checkpoint's layers
+  // after num_hidden_layers).
+  DTSIM_ASSIGN_OR_RETURN(const int64_t mtp, in.IntOr("num_nextn_predict_layers", 0, 0));
+  if (mtp > 0) spec["mtp_layers"] = mtp;
   return spec;
 }
 

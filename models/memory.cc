@@ -32,11 +32,15 @@ std::vector<int> ChunkLayerIndices(const TransformerSpec& spec, int pipeline_sta
     const int first = std::accumulate(chunk_layers.begin(), chunk_layers.begin() + model_chunk, 0);
     layers.resize(static_cast<size_t>(chunk_layers[static_cast<size_t>(model_chunk)]));
     std::iota(layers.begin(), layers.end(), first);
-    return layers;
+  } else {
+    const int per_chunk = spec.layers / (pipeline_stages * virtual_stages);
+    layers.resize(static_cast<size_t>(per_chunk));
+    std::iota(layers.begin(), layers.end(), model_chunk * per_chunk);
   }
-  const int per_chunk = spec.layers / (pipeline_stages * virtual_stages);
-  layers.resize(static_cast<size_t>(per_chunk));
-  std::iota(layers.begin(), layers.end(), model_chunk * per_chunk);
+  // The multi-token-prediction modules follow the last layer on the last model chunk.
+  if (model_chunk == pipeline_stages * virtual_stages - 1) {
+    for (int index = spec.layers; index < spec.AllLayers(); ++index) layers.push_back(index);
+  }
   return layers;
 }
 
@@ -50,6 +54,11 @@ std::vector<int> StageLayerIndices(const TransformerSpec& spec, int pipeline_sta
     layers.insert(layers.end(), part.begin(), part.end());
   }
   return layers;
+}
+
+int OutputTables(const TransformerSpec& spec, int stage) {
+  const bool embedding_copy = stage != 0 && (spec.tied_embeddings || spec.mtp_layers > 0);
+  return (spec.tied_embeddings ? 0 : 1) + (embedding_copy ? 1 : 0);
 }
 
 int64_t KvCacheBytesPerToken(const TransformerSpec& spec, DType dtype) {
@@ -72,6 +81,9 @@ int64_t LayerParameterCount(const TransformerSpec& spec, int t, int ep, int etp,
   } else {
     params += LocalMlpParameters(spec, spec.ffn_hidden, t);
   }
+  // A multi-token-prediction module: eh_proj (2h × h, column-parallel) and its enorm, hnorm
+  // and final norm (replicated).
+  if (spec.IsMtpLayer(index)) params += 2 * h * (h / t) + 3 * NormParameters(spec);
   return params;
 }
 
@@ -110,8 +122,9 @@ int64_t TransformerStageParameters(const TransformerSpec& spec, const MemoryPlan
   }
   if (IsLastStage(plan)) {
     if (spec.final_norm) params += NormParameters(spec);
-    // An untied output layer, or the tied embedding's copy on a last stage that is not first.
-    if (!spec.tied_embeddings || !IsFirstStage(plan)) params += vocab_shard;
+    // An untied output layer, or the tied embedding's copy on a last stage that is not first,
+    // and the embedding's copy multi-token prediction keeps there when untied.
+    params += OutputTables(spec, plan.stage) * vocab_shard;
     if (spec.pooler) params += spec.hidden * spec.hidden + spec.hidden;
     if (spec.lm_head_transform) {
       params +=
@@ -172,9 +185,13 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
   int64_t largest_op = 0;
   int64_t fp8_weights = 0;
   int64_t largest_fp8_layer = 0;
+  // The multi-token-prediction modules run on the last chunk, whose backward follows its
+  // forward: one micro-batch's in flight, as the output layer's.
+  int64_t mtp = 0;
   for (int index : StageLayers(spec, plan)) {
     const LayerOps layer = TransformerLayerOps(spec, index, plan.shard);
-    per_microbatch += LayerActivationBytes(layer, plan.recompute, plan.shard, spec.hidden);
+    (spec.IsMtpLayer(index) ? mtp : per_microbatch) +=
+        LayerActivationBytes(layer, plan.recompute, plan.shard, spec.hidden);
     largest_op = MaxOpBytes(layer, largest_op);
     fp8_weights += Fp8WeightElements(layer);
     largest_fp8_layer = std::max(largest_fp8_layer, Fp8WeightElements(layer));
@@ -195,7 +212,7 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
   if (IsLastStage(plan)) {
     // The last stage runs each micro-batch's backward right after its forward: one in flight.
     const LayerOps output = OutputOps(spec, plan.shard);
-    memory.activations += TotalSavedBytes(output.forward);
+    memory.activations += TotalSavedBytes(output.forward) + mtp;
     largest_op = MaxOpBytes(output, largest_op);
   }
   memory.temporary = largest_op;

@@ -77,6 +77,13 @@ std::vector<int> StageLayerIndices(const TransformerSpec& spec, int pipeline_sta
                                    int virtual_stages, int stage,
                                    std::span<const int> chunk_layers = {});
 
+// The vocabulary tables (V/t × h on a tensor-parallel rank) the last pipeline stage, `stage`,
+// holds besides the first stage's embedding: an untied output layer, and a copy of the
+// embedding where that stage is not the first and uses it — as a tied output layer, or for
+// the multi-token-prediction modules' lookups (Megatron-Core keeps one there and all-reduces
+// its gradient with the first stage's).
+int OutputTables(const TransformerSpec& spec, int stage);
+
 // The key/value cache an inference server keeps per token over all layers: K and V of every
 // KV head (2·kv_heads·head_dim a layer), or under MLA the KV latent and the keys' rotary part
 // ((kv_lora_rank + qk_rope_head_dim) a layer; DeepSeek-V2 §2.1.3).

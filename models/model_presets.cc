@@ -104,7 +104,9 @@ TransformerSpec Qwen3Moe(int layers, int64_t hidden, int heads, int kv_heads, in
 // DeepSeek-V3 (DeepSeek-AI 2024, §2 and the released config): MLA with a 1,536-wide query
 // latent, a 512-wide KV latent, heads of 128 + 64 rotary and values of 128; 3 dense layers of
 // FFN 18,432, then 58 MoE layers of 256 routed experts (top-8, FFN 2,048) and one shared;
-// vocabulary 129,280, untied. Its multi-token-prediction module (14B more) is not modelled.
+// vocabulary 129,280, untied; one multi-token-prediction module (a MoE layer, eh_proj and three
+// norms: 11.7B more, sharing the embedding and output layer; the released checkpoint's 14B
+// counts its own copies of those).
 TransformerSpec DeepSeekV3() {
   TransformerSpec t = Llama(61, 7168, 128, 128, 18432, 129280, 4096);
   t.mla = {.q_lora_rank = 1536,
@@ -120,6 +122,7 @@ TransformerSpec DeepSeekV3() {
            .expert_ffn_hidden = 2048,
            .shared_experts = 1,
            .first_dense_layers = 3};
+  t.mtp_layers = 1;  // trained with one multi-token-prediction module (§2.2, D = 1)
   return t;
 }
 

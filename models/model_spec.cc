@@ -18,7 +18,11 @@ constexpr std::array<std::string_view, 4> kActivationNames = {"gelu", "swiglu", 
 constexpr std::array<std::string_view, 2> kPositionNames = {"learned", "rotary"};
 constexpr int64_t kMaxSize = std::numeric_limits<int64_t>::max() / 1024;
 
+// Multi-token-prediction depth: DeepSeek-V3 trains with 1, Gloeckle et al. 2024 with up to 8.
+constexpr int kMaxMtpLayers = 64;
+
 // An optional positive size (or >= min), capped so that products of sizes cannot overflow.
+
 template <typename Int>
 Status ReadInt(JsonObjectReader& reader, std::string_view key, Int& out, int64_t min = 1) {
   return reader.ReadOptionalInt(key, out, min, kMaxSize);
@@ -122,6 +126,7 @@ Status ReadTransformer(JsonObjectReader& reader, bool preset, TransformerSpec& t
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "token_types", t.token_types, 0));
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "sliding_window", t.sliding_window, 0));
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "sliding_window_every", t.window_every));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("mtp_layers", t.mtp_layers, 0, kMaxMtpLayers));
   FollowDerived(before, reader, t);
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("norm", kNormNames, t.norm));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("activation", kActivationNames, t.activation));
@@ -188,6 +193,11 @@ Status ValidateTransformer(const TransformerSpec& t, const std::string& path) {
     DTSIM_RETURN_IF_ERROR(Require(t.causal,
                                   "sliding-window attention is built for causal (decoder) models",
                                   path, "sliding_window", t.sliding_window));
+  }
+  if (t.mtp_layers > 0) {
+    DTSIM_RETURN_IF_ERROR(Require(t.causal,
+                                  "multi-token prediction is built for causal (decoder) models",
+                                  path, "mtp_layers", t.mtp_layers));
   }
   if (t.mla.enabled()) {
     DTSIM_RETURN_IF_ERROR(Require(t.kv_heads == t.heads,

@@ -90,6 +90,14 @@ struct TransformerSpec {
   // attends to the last `sliding_window` keys; 0: full attention everywhere.
   int64_t sliding_window = 0;
   int window_every = 1;
+  // Multi-token prediction (DeepSeek-V3 §2.2; Megatron-Core's MTP block): `mtp_layers` modules
+  // after the last layer, module k predicting token i + k + 1. Each embeds the tokens shifted by
+  // k (the shared embedding), normalizes them and the previous hidden states (enorm, hnorm),
+  // projects their concatenation 2h → h (eh_proj), runs one transformer layer of the last
+  // layer's kind, and its own final norm before the shared output layer and a loss. They run on
+  // the last pipeline chunk as layer indices layers … layers + mtp_layers − 1; their output
+  // heads belong to the output layer's pass.
+  int mtp_layers = 0;
 
   // A query's and key's head dimension (MLA: nope + rope), and a value's.
   int64_t head_dim() const {
@@ -107,15 +115,25 @@ struct TransformerSpec {
     const int64_t multiple = vocab_divisible_by * tensor_parallel;
     return (vocab + multiple - 1) / multiple * multiple;
   }
+  // Transformer layers and MTP modules: the layer indices a pipeline holds.
+  int AllLayers() const { return layers + mtp_layers; }
+  bool IsMtpLayer(int index) const { return index >= layers; }
+  // An MTP module's transformer layer is built as the last layer (Megatron-Core's MTP block
+  // spec); other indices stand for themselves.
+  int BaseLayer(int index) const { return index < layers ? index : layers - 1; }
   bool IsMoeLayer(int index) const {
-    return moe.enabled() && index >= moe.first_dense_layers && (index + 1) % moe.every == 0;
+    const int base = BaseLayer(index);
+    return moe.enabled() && base >= moe.first_dense_layers && (base + 1) % moe.every == 0;
   }
   int64_t WindowOf(int index) const {
-    return sliding_window > 0 && index % window_every == 0 ? sliding_window : 0;
+    return sliding_window > 0 && BaseLayer(index) % window_every == 0 ? sliding_window : 0;
   }
-  // Layers that price alike share a kind: a MoE or dense MLP, windowed or full attention.
-  static constexpr int kLayerKinds = 4;
+  // Layers that price alike share a kind: a MoE or dense MLP, windowed or full attention; the
+  // MTP modules one kind of their own (they all price alike).
+  static constexpr int kLayerKinds = 5;
+  static constexpr int kMtpKind = 4;
   int LayerKind(int index) const {
+    if (IsMtpLayer(index)) return kMtpKind;
     return (IsMoeLayer(index) ? 1 : 0) + (WindowOf(index) > 0 ? 2 : 0);
   }
   int MoeLayerCount() const {

@@ -217,8 +217,17 @@ Status ValidateShard(const TransformerSpec& spec, const TransformerShard& shard)
         "multi-head latent attention on a 2D/2.5D grid is not built yet (use 1D tensor "
         "parallelism)");
   }
+  if (shard.tensor_layout != TensorLayout::k1D && spec.mtp_layers > 0) {
+    return Error(
+        "multi-token prediction on a 2D/2.5D grid is not built yet (use 1D tensor parallelism, "
+        "or \"mtp_layers\": 0)");
+  }
   if (shard.tensor_layout != TensorLayout::k1D) return ValidateGrid(spec, shard);
   DTSIM_RETURN_IF_ERROR(Divides(t, spec.heads, "heads", "tensor parallel size"));
+  if (spec.mtp_layers > 0) {
+    DTSIM_RETURN_IF_ERROR(
+        Divides(t, spec.hidden, "hidden (eh_proj's output)", "tensor parallel size"));
+  }
   if (spec.kv_heads % t != 0 && t % spec.kv_heads != 0) {
     return Error(fmt::format("tensor parallel size ({}) must divide kv_heads ({}) or be a "
                              "multiple of it (KV heads are then replicated)",

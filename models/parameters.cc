@@ -76,6 +76,11 @@ int64_t MoeLayerParameters(const TransformerSpec& t) {
          router + 2 * NormParameters(t);
 }
 
+int64_t MtpModuleParameters(const TransformerSpec& t) {
+  const int64_t layer = t.IsMoeLayer(t.layers) ? MoeLayerParameters(t) : DenseLayerParameters(t);
+  return layer + 2 * t.hidden * t.hidden + 3 * NormParameters(t);
+}
+
 namespace {
 
 ParameterCount CountTransformer(const TransformerSpec& t) {
@@ -100,6 +105,7 @@ ParameterCount CountTransformer(const TransformerSpec& t) {
   const int64_t idle_experts =
       moe_layers * (t.moe.experts - t.moe.top_k) * MlpParameters(t, t.MoeFfnHidden());
   count.active = count.total - idle_experts;
+  count.mtp = t.mtp_layers * MtpModuleParameters(t);
   return count;
 }
 

@@ -17,6 +17,10 @@ struct ParameterCount {
   int64_t active = 0;  // parameters one token uses: a MoE layer counts top_k experts
 
   int64_t expert = 0;  // of `layers`: the experts' MLP parameters (MoE only)
+  // Multi-token-prediction modules, not in `total` (DeepSeek-V3's 671B leaves them out): each
+  // a layer of the last layer's kind, eh_proj (2h × h) and three norms; they share the
+  // embedding and output layer.
+  int64_t mtp = 0;
 };
 
 // The weight matrices ({rows, columns}) of one layer's attention on one of `tensor_parallel`
@@ -34,7 +38,8 @@ int64_t AttentionParameters(const TransformerSpec& t);
 int64_t MlpParameters(const TransformerSpec& t, int64_t ffn_hidden);
 int64_t NormParameters(const TransformerSpec& t);  // one norm over `hidden`
 int64_t DenseLayerParameters(const TransformerSpec& t);
-int64_t MoeLayerParameters(const TransformerSpec& t);  // all experts, shared ones, the router
+int64_t MoeLayerParameters(const TransformerSpec& t);   // all experts, shared ones, the router
+int64_t MtpModuleParameters(const TransformerSpec& t);  // one multi-token-prediction module
 
 ParameterCount CountParameters(const ModelSpec& model);
 

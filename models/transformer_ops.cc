@@ -351,6 +351,34 @@ void MoeMlp(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
   layer.Boundaries(folded ? Boundary::kNone : Boundary::kTensorReduce, Boundary::kExpertAllToAll);
 }
 
+// A multi-token-prediction module's input (Megatron-Core's MultiTokenPredictionLayer): the
+// shared embedding of the tokens shifted by its depth (a vocabulary-parallel lookup and its
+// tensor-parallel reduction), enorm and hnorm over it and the previous hidden states, their
+// concatenation, and eh_proj, a column-parallel 2h → h linear whose output Megatron gathers
+// over the tensor-parallel group (and scatters back to the sequence shard). Its gathers are
+// priced as one tensor-parallel reduction each way: the same bus bytes as Megatron's under
+// sequence parallelism (forward: all-gathers of the 2h input and the h/t output; backward: the
+// scatter's all-gather and the input gradient's reduce-scatter), a third more without it.
+void MtpInput(LayerBuilder& layer, const Shape& x, int split) {
+  const int64_t elements = x.tokens * x.width;
+  Op lookup = Op::Streaming("mtp.embedding", OpKind::kEmbedding, Pass::kForward, x.dtype, elements,
+                            2 * x.e);
+  lookup.bytes += 8.0 * x.tokens;
+  std::vector<Op> grad;  // accumulated into the shared table's gradient (the output's)
+  grad.push_back(Op::Streaming("mtp.embedding.grad", OpKind::kEmbedding, Pass::kBackward, x.dtype,
+                               elements, 2 * x.e));
+  layer.Forward(std::move(lookup), 8.0 * x.tokens, std::move(grad));
+  layer.Boundaries(Boundary::kTensorReduce, Boundary::kTensorReduce);
+  NormOp(layer, "mtp.enorm", x);
+  NormOp(layer, "mtp.hnorm", x);
+  const int64_t concatenated = 2 * x.replicated_tokens * x.width;
+  layer.Stream("mtp.concat", OpKind::kElementwise, x.dtype, concatenated, 2 * x.e, 2 * x.e, 0);
+  layer.Linear("mtp.eh_proj", x.dtype, x.tokens, x.width / split, 2 * x.width,
+               x.input_e() * static_cast<double>(concatenated), x.steps, 1.0,
+               Casts(x, concatenated, x.tokens * x.width / split));
+  layer.Boundaries(Boundary::kTensorReduce, Boundary::kTensorReduce);
+}
+
 }  // namespace
 
 LayerOps TransformerLayerOps(const TransformerSpec& spec, int layer_index,
@@ -358,6 +386,7 @@ LayerOps TransformerLayerOps(const TransformerSpec& spec, int layer_index,
   Shape x = MakeShape(spec, shard);
   x.window = spec.WindowOf(layer_index);
   LayerBuilder layer("");
+  if (spec.IsMtpLayer(layer_index)) MtpInput(layer, x, shard.column_split());
   Attention(layer, x, spec, shard.column_split());
   NormOp(layer, "mlp.norm", x);
   if (spec.IsMoeLayer(layer_index)) {
@@ -424,6 +453,17 @@ LayerOps OutputOps(const TransformerSpec& spec, const TransformerShard& shard) {
   const int64_t logits = x.tokens * vocab;
   layer.Stream("output.cross_entropy", OpKind::kCrossEntropy, x.dtype, logits, x.e + 4, 4 + x.e,
                4.0 * logits);
+  // Each multi-token-prediction module's head: its final norm, the shared output layer and a
+  // loss of its own (Megatron-Core applies the output layer to every module's hidden states).
+  for (int depth = 0; depth < spec.mtp_layers; ++depth) {
+    NormOp(layer, "output.mtp_norm", x);
+    layer.Linear("output.mtp_logits", x.dtype, x.tokens, vocab, x.width,
+                 x.e * x.replicated_tokens * x.width, x.steps);
+    // Its input gradient's tensor-parallel reduction (the main head's is OutputComms').
+    layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
+    layer.Stream("output.mtp_cross_entropy", OpKind::kCrossEntropy, x.dtype, logits, x.e + 4,
+                 4 + x.e, 4.0 * logits);
+  }
   return std::move(layer).Finish();
 }
 

@@ -37,6 +37,7 @@ LayerGradientSplit OneDLayerGradients(const models::TransformerSpec& spec, int t
     if (moe && spec.linear_bias) mlp.vector_elements += up + h;
   }
   if (moe) split.dense.matrices.push_back({h, spec.moe.experts});
+  if (spec.IsMtpLayer(layer)) split.dense.matrices.push_back({2 * h, h / t});  // eh_proj
   split.dense.vector_elements = models::LayerParameterCount(spec, t, ep, etp, layer) -
                                 split.dense.elements() - split.experts.elements();
   return split;
@@ -71,7 +72,7 @@ GradientTensors StageGradients(const SimulationConfig& config, int stage) {
     tensors.Append(layer.experts);
   }
   if (stage == plan.pipeline - 1) {
-    tensors.Append(OutputGradients(spec, plan, HoldsOutputTable(spec, stage)));
+    tensors.Append(OutputGradients(spec, plan, stage));
   }
   return tensors;
 }
@@ -100,10 +101,12 @@ GradientTensors EmbeddingGradients(const models::TransformerSpec& spec, const Pa
 }
 
 GradientTensors OutputGradients(const models::TransformerSpec& spec, const ParallelPlan& plan,
-                                bool holds_table) {
+                                int stage) {
   GradientTensors tensors;
   const int64_t vocab = VocabRows(spec, plan);
-  if (holds_table) tensors.matrices.push_back({vocab, spec.hidden});
+  for (int table = 0; table < models::OutputTables(spec, stage); ++table) {
+    tensors.matrices.push_back({vocab, spec.hidden});
+  }
   if (spec.final_norm) tensors.vector_elements += models::NormParameters(spec);
   if (spec.pooler) {
     tensors.matrices.push_back({spec.hidden, spec.hidden});
@@ -114,10 +117,6 @@ GradientTensors OutputGradients(const models::TransformerSpec& spec, const Paral
     tensors.vector_elements += spec.hidden + models::NormParameters(spec) + vocab;
   }
   return plan.on_grid() ? OnGrid(std::move(tensors), plan.grid()) : tensors;
-}
-
-bool HoldsOutputTable(const models::TransformerSpec& spec, int stage) {
-  return !spec.tied_embeddings || stage != 0;
 }
 
 GradientTensors ModelGradients(const SimulationConfig& config, int stage) {

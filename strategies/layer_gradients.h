@@ -25,14 +25,11 @@ LayerGradientSplit LayerGradients(const models::TransformerSpec& spec, const Par
 // segments; the embedding norm.
 GradientTensors EmbeddingGradients(const models::TransformerSpec& spec, const ParallelPlan& plan);
 
-// The last stage's: the output layer (`holds_table`: untied, or tied on a stage other than the
-// first, which keeps a copy), the final norm, BERT's pooler and MLM head transform with its
-// V/t output bias.
+// The last stage's (`stage`): its vocabulary tables (models::OutputTables: an untied output
+// layer, the embedding's copy on a stage other than the first), the final norm, BERT's pooler
+// and MLM head transform with its V/t output bias.
 GradientTensors OutputGradients(const models::TransformerSpec& spec, const ParallelPlan& plan,
-                                bool holds_table);
-
-// The last stage holds the output table unless it is tied to the first stage's embedding.
-bool HoldsOutputTable(const models::TransformerSpec& spec, int stage);
+                                int stage);
 
 // The gradients one rank of pipeline stage `stage` holds, of any model (a ResNet: all of it).
 GradientTensors ModelGradients(const SimulationConfig& config, int stage);

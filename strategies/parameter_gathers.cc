@@ -39,8 +39,7 @@ void ParameterGathers::Layer(PeerGroup& group, int layer) {
 void ParameterGathers::Output(PeerGroup& group, int stage) {
   if (!Gathers()) return;
   const models::TransformerSpec& spec = config_.model.transformer;
-  Gather(group, OutputGradients(spec, config_.plan, HoldsOutputTable(spec, stage)).elements(),
-         "output gather");
+  Gather(group, OutputGradients(spec, config_.plan, stage).elements(), "output gather");
 }
 
 // The gather for the next piece may start once the compute before the current one has ended,

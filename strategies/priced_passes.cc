@@ -92,7 +92,7 @@ Expected<PricedModel> PriceModel(const ResolvedConfig& config, const models::OpC
   Pricer pricer(cost, config.plan.on_grid(), config.training.dtype, config.training.fp8);
   PricedModel model;
   std::array<bool, models::TransformerSpec::kLayerKinds> priced{};
-  for (int index = 0; index < spec.layers; ++index) {
+  for (int index = 0; index < spec.AllLayers(); ++index) {
     const auto kind = static_cast<size_t>(spec.LayerKind(index));
     if (priced[kind]) continue;
     DTSIM_ASSIGN_OR_RETURN(

@@ -39,7 +39,10 @@ Expected<std::vector<int>> BalanceStageLayers(const ResolvedConfig& config,
         prefix[static_cast<size_t>(i)] + work(times.Layer(spec, i));
   }
   const int64_t embedding = work(times.embedding);
-  const int64_t output = work(times.output);
+  // The multi-token-prediction modules run with the output layer on the last stage.
+  int64_t output = work(times.output);
+  for (int index = layers; index < spec.AllLayers(); ++index)
+    output += work(times.Layer(spec, index));
   // slowest[s][i]: the least possible slowest stage when stages 0..s hold layers [0, i);
   // cut[s][i]: where stage s starts in that split.
   constexpr int64_t kNone = std::numeric_limits<int64_t>::max();

@@ -53,11 +53,14 @@ Expected<std::vector<models::MemoryBreakdown>> StageMemory(const ResolvedConfig&
     if (memory.total() > config.gpu.memory.count()) {
       return Error(fmt::format("the plan does not fit: pipeline stage {} needs {} per GPU, {} has "
                                "{} (parameters {}, gradients {}, optimizer state {}, activations "
-                               "{}, temporary {})",
+                               "{}, temporary {}{})",
                                stage, FormatGiB(memory.total()), config.gpu.name,
                                FormatGiB(config.gpu.memory.count()), FormatGiB(memory.parameters),
                                FormatGiB(memory.gradients), FormatGiB(memory.optimizer_state),
-                               FormatGiB(memory.activations), FormatGiB(memory.temporary)),
+                               FormatGiB(memory.activations), FormatGiB(memory.temporary),
+                               memory.fp8_weights > 0
+                                   ? ", FP8 weight copies " + FormatGiB(memory.fp8_weights)
+                                   : std::string()),
                    "parallelism", FormatGiB(memory.total()));
     }
   }

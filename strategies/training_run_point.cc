@@ -175,7 +175,16 @@ Expected<Json> ModelJson(const PointReader& in, const Json& model, const ArchSty
   if (Has(arch, "mla") || Has(arch, "latent")) {
     DTSIM_ASSIGN_OR_RETURN(spec["mla"], MlaJson(in, model, assumed));
     spec["kv_heads"] = spec["heads"];
-    assumed.emplace_back("no multi-token prediction");
+    // DeepSeek-V3 trains with one multi-token-prediction module, and NVIDIA's recipes run it
+    // (Megatron-Bridge: --mtp-num-layers 1, layout "Et|(tt|)*30mL", the module on the last
+    // pipeline chunk with the loss).
+    const std::string name = PointReader::Text(model, "name");
+    if (Has(name, "deepseek-v3") || Has(name, "deepseekv3")) {
+      spec["mtp_layers"] = 1;
+      assumed.emplace_back("one multi-token-prediction module (DeepSeek-V3's)");
+    } else {
+      assumed.emplace_back("no multi-token prediction");
+    }
   }
   if (PointReader::Present(model, "moe")) {
     if (!model["moe"].is_object()) return Error("expected an object", in.Path("model", "moe"));

@@ -31,14 +31,15 @@ ReductionGroup Reduction(const SimulationConfig& config,
   return group;
 }
 
-// Megatron keeps a tied embedding on the first and the last stage and all-reduces its
-// gradient between the two before the step. Adds to `waits`, per rank, what its step waits for.
+// Megatron keeps a tied embedding on the first and the last stage — or, with multi-token
+// prediction, the embedding the MTP modules look up — and all-reduces its gradient between the
+// two before the step. Adds to `waits`, per rank, what its step waits for.
 void TiedEmbeddingReduce(const SimulationConfig& config,
                          const std::vector<std::vector<GradientReady>>& ready,
                          graph::TaskGraphBuilder& builder, StepWaits& waits) {
   const models::TransformerSpec& spec = config.model.transformer;
   const ParallelPlan& plan = config.plan;
-  if (!spec.tied_embeddings || plan.pipeline < 2) return;
+  if ((!spec.tied_embeddings && spec.mtp_layers == 0) || plan.pipeline < 2) return;
   const int last = plan.pipeline - 1;
   const std::array<int64_t, 2> table = EmbeddingGradients(spec, plan).matrices.front();
   const int64_t bytes = table[0] * table[1] * DTypeBytes(config.training.grad_dtype);
@@ -51,9 +52,12 @@ void TiedEmbeddingReduce(const SimulationConfig& config,
       const graph::CommId comm =
           builder.AddCollective(graph::CommKind::kAllReduce, Bytes(bytes), pair);
       // Ready after the embedding's backward (first stage: the last gradient point) and the
-      // output layer's (last stage: the first).
-      const std::array<graph::TaskId, 2> after = {ready.front()[dp].at[tp].back(),
-                                                  ready.back()[dp].at[tp].front()};
+      // output layer's (last stage: the first), or the last MTP module's lookup (the point
+      // after the output layer's and the MTP modules' backward: they come first).
+      const std::vector<graph::TaskId>& last_stage = ready.back()[dp].at[tp];
+      const std::array<graph::TaskId, 2> after = {
+          ready.front()[dp].at[tp].back(),
+          last_stage[std::min(last_stage.size() - 1, static_cast<size_t>(spec.mtp_layers))]};
       for (size_t i = 0; i < 2; ++i) {
         const graph::TaskId task = builder.AddCollectiveTask(
             RoleStream(builder, pair[i], StreamRole::kData), comm, "tied embedding", kDataCategory);

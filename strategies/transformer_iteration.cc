@@ -308,7 +308,7 @@ class IterationBuilder {
       gathers_.Output(group, stage);
       EmitWhole(group, model_.output.backward, "output bwd", "output tp");
       EmitComms(group, layout_.OutputComms(Pass::kBackward), "output tp");
-      mark(OutputGradients(spec_, plan_, HoldsOutputTable(spec_, stage)));
+      mark(OutputGradients(spec_, plan_, stage));
     }
     const std::span<const int> layers = ChunkLayers(stage, chunk);
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {

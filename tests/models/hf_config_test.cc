@@ -78,6 +78,9 @@ TEST(HfConfigTest, ReleasedConfigsGiveThePresetsParameters) {
     EXPECT_EQ(from_hf.active, expected.active) << released.preset;
     EXPECT_EQ(model->transformer.sliding_window, preset->transformer.sliding_window);
     EXPECT_EQ(model->transformer.window_every, preset->transformer.window_every);
+    // num_nextn_predict_layers (DeepSeek-V3's 1): the multi-token-prediction modules.
+    EXPECT_EQ(model->transformer.mtp_layers, preset->transformer.mtp_layers) << released.preset;
+    EXPECT_EQ(from_hf.mtp, expected.mtp) << released.preset;
   }
 }
 

@@ -6,15 +6,12 @@
 #include "models/model_spec.h"
 #include "models/ops.h"
 #include "models/parameters.h"
+#include "tests/models/preset_helpers.h"
 
 namespace dtsim::models {
 namespace {
 
-TransformerSpec DeepSeekV3() {
-  Expected<ModelSpec> model = ModelPreset("deepseek-v3");
-  EXPECT_TRUE(model.ok());
-  return model->transformer;
-}
+TransformerSpec DeepSeekV3() { return PresetTransformer("deepseek-v3"); }
 
 double ForwardModelFlops(const LayerOps& ops, std::string_view prefix) {
   double flops = 0;

@@ -82,6 +82,10 @@ void PrintParameters(std::ostream& out, const models::ModelSpec& model) {
   fmt::print(out, "parameters  {} total: embedding {}, layers {}, output {}", Billions(count.total),
              Billions(count.embedding), Billions(count.layers), Billions(count.output));
   if (count.active != count.total) fmt::print(out, "; active per token {}", Billions(count.active));
+  if (count.mtp > 0) {
+    fmt::print(out, "; and {} in {} multi-token-prediction module(s)", Billions(count.mtp),
+               model.transformer.mtp_layers);
+  }
   fmt::print(out, "\n");
 }
 
