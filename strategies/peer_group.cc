@@ -32,11 +32,14 @@ PeerGroup::PeerGroup(graph::TaskGraphBuilder& builder, std::vector<int32_t> rank
   }
 }
 
-void PeerGroup::Add(DurationNs duration, const std::string& name, std::string_view category) {
+void PeerGroup::Add(DurationNs duration, std::string_view name, std::string_view category) {
   if (category != pending_category_ || name != pending_name_) {
     Flush();
     pending_name_ = name;
     pending_category_ = category;
+    // Interned from the caller's text: a name kept in one place hits the table's recent cache.
+    pending_name_id_ = builder_.Name(name);
+    pending_category_id_ = category.empty() ? uint16_t{0} : builder_.Category(category);
   }
   pending_ += duration;
 }
@@ -44,8 +47,8 @@ void PeerGroup::Add(DurationNs duration, const std::string& name, std::string_vi
 void PeerGroup::Flush() {
   if (pending_ > DurationNs::Zero()) {
     for (size_t i = 0; i < ranks_.size(); ++i) {
-      last_[i] = builder_.AddTask(compute_[i], TaskKind::kCompute, pending_name_, pending_category_,
-                                  pending_);
+      last_[i] = builder_.AddTask(compute_[i], TaskKind::kCompute, pending_name_id_,
+                                  pending_category_id_, pending_);
     }
     ApplyWaits();
   }
@@ -60,8 +63,11 @@ void PeerGroup::WaitBefore(std::vector<TaskId> waits) {
 void PeerGroup::Collective(CommKind kind, Bytes size, std::string_view name) {
   Flush();
   if (logical_.size() < 2) return;
-  const graph::CommId comm = builder_.AddCollective(kind, size, ranks_);
-  if (logical_.size() != ranks_.size()) builder_.PriceAs(comm, logical_);
+  if (!tensor_groups_) {
+    tensor_groups_ = std::pair{builder_.MakeGroup(ranks_), builder_.MakeGroup(logical_)};
+  }
+  const graph::CommId comm =
+      builder_.AddCollective(kind, size, tensor_groups_->first, tensor_groups_->second);
   Post(std::vector<graph::CommId>(ranks_.size(), comm), name, kTensorCategory);  // applies waits
 }
 
@@ -74,7 +80,7 @@ void PeerGroup::Post(const std::vector<graph::CommId>& comms, std::string_view n
   ApplyWaits();
 }
 
-void PeerGroup::Summa(DurationNs duration, const std::string& name, std::string_view comm_name,
+void PeerGroup::Summa(DurationNs duration, std::string_view name, std::string_view comm_name,
                       std::string_view category, const std::vector<SummaStepComms>& steps,
                       bool output_reduced) {
   Flush();
@@ -107,7 +113,7 @@ void PeerGroup::Summa(DurationNs duration, const std::string& name, std::string_
   if (output_reduced) waits_ = std::move(reduced);
 }
 
-void PeerGroup::Ring(DurationNs duration, const std::string& name, std::string_view comm_name,
+void PeerGroup::Ring(DurationNs duration, std::string_view name, std::string_view comm_name,
                      std::string_view category,
                      const std::vector<std::vector<graph::CommId>>& shifts,
                      const std::vector<graph::CommId>& trailing) {

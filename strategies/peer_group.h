@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "models/ops.h"
@@ -26,7 +27,7 @@ class PeerGroup {
   std::optional<graph::TaskId> last(size_t peer) const { return last_[peer]; }
 
   // Compute on each peer's compute stream, merged with the pending compute of the same name.
-  void Add(DurationNs duration, const std::string& name, std::string_view category);
+  void Add(DurationNs duration, std::string_view name, std::string_view category);
   // Emits the pending compute.
   void Flush();
 
@@ -50,7 +51,7 @@ class PeerGroup {
   struct SummaStepComms {
     std::vector<std::vector<graph::CommId>> before, after;
   };
-  void Summa(DurationNs duration, const std::string& name, std::string_view comm_name,
+  void Summa(DurationNs duration, std::string_view name, std::string_view comm_name,
              std::string_view category, const std::vector<SummaStepComms>& steps,
              bool output_reduced);
 
@@ -60,7 +61,7 @@ class PeerGroup {
   // waits for it, so each block's transfer hides behind the chunk before. A `trailing` shift
   // (the backward's last K/V gradients going home) follows the last chunk, and the next task
   // waits for it.
-  void Ring(DurationNs duration, const std::string& name, std::string_view comm_name,
+  void Ring(DurationNs duration, std::string_view name, std::string_view comm_name,
             std::string_view category, const std::vector<std::vector<graph::CommId>>& shifts,
             const std::vector<graph::CommId>& trailing);
 
@@ -88,6 +89,11 @@ class PeerGroup {
   DurationNs pending_;
   std::string pending_name_;
   std::string_view pending_category_;
+  graph::NameId pending_name_id_;
+  uint16_t pending_category_id_ = 0;
+  // The tensor-parallel collectives' group (the simulated peers) and the group they are priced
+  // over, made by the first.
+  std::optional<std::pair<graph::GroupId, graph::GroupId>> tensor_groups_;
 };
 
 }  // namespace dtsim::strategies

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "models/memory.h"
@@ -43,12 +45,13 @@ class PassEmitter final : public LayoutSink {
         expert_bytes_(expert_bytes),
         expert_parallel_(expert_parallel) {}
 
-  // The names of what follows; `layer` names the expert all-to-alls.
-  void Names(std::string name, std::string tensor_name, std::string context_name = {},
-             int layer = -1) {
-    name_ = std::move(name);
-    tensor_name_ = std::move(tensor_name);
-    context_name_ = std::move(context_name);
+  // The names of what follows (kept by the caller while the emitter lives); `layer` names the
+  // expert all-to-alls.
+  void Names(std::string_view name, std::string_view tensor_name,
+             std::string_view context_name = {}, int layer = -1) {
+    name_ = name;
+    tensor_name_ = tensor_name;
+    context_name_ = context_name;
     layer_ = layer;
   }
 
@@ -112,7 +115,7 @@ class PassEmitter final : public LayoutSink {
   double expert_load_;
   Bytes expert_bytes_;
   int expert_parallel_;
-  std::string name_, tensor_name_, context_name_;
+  std::string_view name_, tensor_name_, context_name_;
   int layer_ = -1;
 };
 
@@ -177,21 +180,40 @@ class IterationBuilder {
     PassEmitter emitter = Emitter(group, category, expert_load_);
     std::string_view segment;
     for (const PricedOp& op : pass.ops) {
-      if (op.segment != segment) {  // names change with the segment only: format them once
+      if (op.segment != segment) {  // names change with the segment only
         segment = op.segment;
-        emitter.Names(fmt::format("layer{}.{} {}", layer, segment, suffix),
-                      fmt::format("layer{}.{} tp", layer, segment),
-                      fmt::format("layer{}.{} cp", layer, segment), layer);
+        const LayerNames& names = NamesOf(layer, op.segment, suffix);
+        emitter.Names(names.compute, names.tensor, names.context, layer);
       }
       layout_.LayOut(op, emitter);
     }
+  }
+
+  // A layer segment's task names, formatted once per (layer, segment, suffix) and kept in one
+  // place: every stage and micro-batch reuses them (the string table's recent cache hits them).
+  struct LayerNames {
+    std::string compute, tensor, context;
+  };
+  const LayerNames& NamesOf(int layer, const std::string& segment, std::string_view suffix) {
+    // The segment's text lives in the priced model and the suffix is a literal: their
+    // addresses identify them.
+    const auto key = std::tuple{layer, segment.data(), suffix.data()};
+    auto it = names_.find(key);
+    if (it == names_.end()) {
+      it = names_
+               .emplace(key, LayerNames{fmt::format("layer{}.{} {}", layer, segment, suffix),
+                                        fmt::format("layer{}.{} tp", layer, segment),
+                                        fmt::format("layer{}.{} cp", layer, segment)})
+               .first;
+    }
+    return it->second;
   }
 
   // The embedding's or the output layer's pass, under one name.
   void EmitWhole(PeerGroup& group, const PricedPass& pass, const std::string& name,
                  std::string_view tensor_name) {
     PassEmitter emitter = Emitter(group, kComputeCategory, 1.0);
-    emitter.Names(name, std::string(tensor_name));
+    emitter.Names(name, tensor_name);
     for (const PricedOp& op : pass.ops) layout_.LayOut(op, emitter);
   }
 
@@ -199,7 +221,7 @@ class IterationBuilder {
   void EmitComms(PeerGroup& group, const std::vector<LayoutComm>& comms,
                  std::string_view tensor_name) {
     PassEmitter emitter = Emitter(group, kComputeCategory, 1.0);
-    emitter.Names({}, std::string(tensor_name));
+    emitter.Names({}, tensor_name);
     for (const LayoutComm& comm : comms) emitter.Collective(comm);
   }
 
@@ -437,6 +459,7 @@ class IterationBuilder {
   StageCollectives collectives_;
   // Per stage, per virtual stage, its layers (ChunkLayerIndices).
   std::vector<std::vector<std::vector<int>>> chunk_layers_;
+  std::map<std::tuple<int, const char*, const char*>, LayerNames> names_;  // NamesOf
   int group_dp_ = 0;
   ParameterGathers gathers_;
   double expert_load_ = 1.0;

@@ -8,6 +8,21 @@
 
 namespace dtsim::graph {
 
+namespace {
+
+// A collective group's ranks, sorted; checks that there are some, distinct and non-negative.
+std::vector<int32_t> SortedGroup(std::span<const int32_t> ranks) {
+  DTSIM_CHECK(!ranks.empty(), "empty collective group");
+  std::vector<int32_t> sorted(ranks.begin(), ranks.end());
+  std::sort(sorted.begin(), sorted.end());
+  DTSIM_CHECK(sorted.front() >= 0, "negative rank in group");
+  DTSIM_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(),
+              "duplicate rank in group");
+  return sorted;
+}
+
+}  // namespace
+
 TaskGraphBuilder::TaskGraphBuilder() { graph_.categories_.push_back(NameId(0)); }
 
 StreamId TaskGraphBuilder::Stream(int32_t rank, std::string_view name) {
@@ -41,6 +56,12 @@ bool TaskGraphBuilder::HasRoomForCategory(std::string_view category) {
 
 TaskId TaskGraphBuilder::Append(StreamId stream, TaskKind kind, std::string_view name,
                                 std::string_view category, DurationNs duration) {
+  return Append(stream, kind, graph_.strings_.Intern(name),
+                category.empty() ? uint16_t{0} : Category(category), duration);
+}
+
+TaskId TaskGraphBuilder::Append(StreamId stream, TaskKind kind, NameId name, uint16_t category,
+                                DurationNs duration) {
   DTSIM_CHECK(stream.value() < graph_.streams_.size(), "stream id from another builder");
   DTSIM_CHECK(duration >= DurationNs::Zero(), "negative task duration");
   DTSIM_CHECK(graph_.tasks_.size() < TaskId::kInvalidValue - 1, "too many tasks");
@@ -48,8 +69,8 @@ TaskId TaskGraphBuilder::Append(StreamId stream, TaskKind kind, std::string_view
   graph_.tasks_.push_back({.duration = duration,
                            .stream = stream,
                            .comm = CommId::Invalid(),
-                           .name = graph_.strings_.Intern(name),
-                           .category = category.empty() ? uint16_t{0} : Category(category),
+                           .name = name,
+                           .category = category,
                            .kind = kind});
   ++graph_.streams_[stream.value()].task_count;
   if (!graph_.external_ids_.empty()) graph_.external_ids_.emplace_back();
@@ -60,6 +81,46 @@ TaskId TaskGraphBuilder::AddTask(StreamId stream, TaskKind kind, std::string_vie
                                  std::string_view category, DurationNs duration) {
   DTSIM_CHECK(!IsCommunication(kind), "communication tasks have their own Add functions");
   return Append(stream, kind, name, category, duration);
+}
+
+TaskId TaskGraphBuilder::AddTask(StreamId stream, TaskKind kind, NameId name, uint16_t category,
+                                 DurationNs duration) {
+  DTSIM_CHECK(!IsCommunication(kind), "communication tasks have their own Add functions");
+  DTSIM_CHECK(name.value() < graph_.strings_.size(), "name id from another builder");
+  DTSIM_CHECK(category < graph_.categories_.size(), "category from another builder");
+  return Append(stream, kind, name, category, duration);
+}
+
+GroupId TaskGraphBuilder::MakeGroup(std::span<const int32_t> ranks) {
+  (void)SortedGroup(ranks);
+  return Group(std::vector<int32_t>(ranks.begin(), ranks.end()));
+}
+
+CommId TaskGraphBuilder::AddCollective(CommKind kind, Bytes size_per_rank, GroupId members,
+                                       GroupId priced) {
+  DTSIM_CHECK(
+      kind != CommKind::kSendRecv && kind != CommKind::kBroadcast && kind != CommKind::kReduce,
+      "point-to-point and rooted collectives take AddSend/AddRecv or ranks");
+  DTSIM_CHECK(size_per_rank.count() >= 0, "negative collective size");
+  const size_t groups = graph_.group_offsets_.size() - 1;
+  DTSIM_CHECK(members.value() < groups && priced.value() < groups, "group from another builder");
+  if (checked_groups_ != std::pair{members, priced}) {
+    const std::span<const int32_t> logical = graph_.group(priced);
+    for (int32_t member : graph_.group(members)) {
+      DTSIM_CHECK(std::find(logical.begin(), logical.end(), member) != logical.end(),
+                  "a collective's logical group must contain its members");
+    }
+    checked_groups_ = std::pair{members, priced};
+  }
+  const CommId id(static_cast<uint32_t>(graph_.comms_.size()));
+  graph_.comms_.push_back({.kind = kind,
+                           .size = size_per_rank,
+                           .group = members,
+                           .priced_group = priced,
+                           .root = -1,
+                           .algorithm = NameId(0),
+                           .label = NameId(0)});
+  return id;
 }
 
 GroupId TaskGraphBuilder::Group(std::vector<int32_t> ranks) {
@@ -78,12 +139,7 @@ CommId TaskGraphBuilder::AddCollective(CommKind kind, Bytes size_per_rank,
                                        std::string_view algorithm, int32_t root) {
   DTSIM_CHECK(kind != CommKind::kSendRecv, "use AddSend/AddRecv for point-to-point");
   DTSIM_CHECK(size_per_rank.count() >= 0, "negative collective size");
-  DTSIM_CHECK(!group.empty(), "empty collective group");
-  std::vector<int32_t> sorted(group.begin(), group.end());
-  std::sort(sorted.begin(), sorted.end());
-  DTSIM_CHECK(sorted.front() >= 0, "negative rank in group");
-  DTSIM_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(),
-              "duplicate rank in group");
+  const std::vector<int32_t> sorted = SortedGroup(group);
   const bool rooted = kind == CommKind::kBroadcast || kind == CommKind::kReduce;
   DTSIM_CHECK(!rooted || std::binary_search(sorted.begin(), sorted.end(), root),
               "broadcast/reduce root must be a group member");

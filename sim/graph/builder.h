@@ -45,6 +45,18 @@ class TaskGraphBuilder {
   // simulates one rank per class of identical ranks keeps the collectives' real cost.
   void PriceAs(CommId comm, std::span<const int32_t> logical_group);
 
+  // For builders that post many collectives over the same groups: a group of distinct
+  // non-negative ranks (in the order the algorithm sees them), made once, and a collective over
+  // `members` priced over `priced` (a superset, or the same group) — AddCollective and PriceAs
+  // without re-checking and re-finding the groups each time. Not for broadcast or reduce.
+  GroupId MakeGroup(std::span<const int32_t> ranks);
+  CommId AddCollective(CommKind kind, Bytes size_per_rank, GroupId members, GroupId priced);
+  // A task name or category interned once, for AddTask calls that reuse it.
+  NameId Name(std::string_view name) { return graph_.strings_.Intern(name); }
+  uint16_t Category(std::string_view category);
+  TaskId AddTask(StreamId stream, TaskKind kind, NameId name, uint16_t category,
+                 DurationNs duration);
+
   // Point-to-point: a send from the stream's rank to `peer`, and a recv from `peer`. The k-th
   // send and the k-th recv with the same (source, destination, tag) form a pair. A recv may
   // state the size it expects; it must then equal its send's.
@@ -80,8 +92,11 @@ class TaskGraphBuilder {
 
   TaskId Append(StreamId stream, TaskKind kind, std::string_view name, std::string_view category,
                 DurationNs duration);
-  uint16_t Category(std::string_view category);
+  TaskId Append(StreamId stream, TaskKind kind, NameId name, uint16_t category,
+                DurationNs duration);
   GroupId Group(std::vector<int32_t> ranks);
+  // The groups last checked by AddCollective over group ids: members inside priced.
+  std::optional<std::pair<GroupId, GroupId>> checked_groups_;
   void BuildStreams();
   void BuildAdjacency();
   Status BuildCollectives();

@@ -137,6 +137,60 @@ TEST(TaskGraphBuilderTest, CollectivePostedByNonMemberOrTwice) {
   }
 }
 
+// Groups made once and names interned once give the graph the span and text calls give.
+TEST(TaskGraphBuilderTest, GroupAndNameIdsBuildWhatSpansAndTextsBuild) {
+  const std::vector<int32_t> members = {2, 0};
+  const std::vector<int32_t> logical = {2, 0, 1, 3};
+  const auto build = [&](bool ids) {
+    TaskGraphBuilder builder;
+    CommId comm;
+    if (ids) {
+      comm = builder.AddCollective(CommKind::kAllGather, Bytes(64), builder.MakeGroup(members),
+                                   builder.MakeGroup(logical));
+      builder.AddTask(builder.Stream(2, "compute"), TaskKind::kCompute, builder.Name("fwd"),
+                      builder.Category("compute"), DurationNs(5));
+    } else {
+      comm = builder.AddCollective(CommKind::kAllGather, Bytes(64), members);
+      builder.PriceAs(comm, logical);
+      builder.AddTask(builder.Stream(2, "compute"), TaskKind::kCompute, "fwd", "compute",
+                      DurationNs(5));
+    }
+    for (int32_t rank : members)
+      builder.AddCollectiveTask(builder.Stream(rank, "tp"), comm, "", "");
+    Expected<TaskGraph> graph = std::move(builder).Build();
+    EXPECT_TRUE(graph.ok());
+    return std::move(*graph);
+  };
+  const TaskGraph by_ids = build(true);
+  const TaskGraph by_text = build(false);
+  ASSERT_EQ(by_ids.comm_count(), 1u);
+  const Communication& a = by_ids.comm(CommId(0));
+  const Communication& b = by_text.comm(CommId(0));
+  EXPECT_EQ(a.kind, b.kind);
+  EXPECT_EQ(a.size, b.size);
+  EXPECT_THAT(by_ids.group(a.group), testing::ElementsAre(2, 0));
+  EXPECT_THAT(by_ids.group(a.priced_group), testing::ElementsAre(2, 0, 1, 3));
+  EXPECT_THAT(by_text.group(b.priced_group), testing::ElementsAre(2, 0, 1, 3));
+  ASSERT_EQ(by_ids.task_count(), by_text.task_count());
+  for (size_t i = 0; i < by_ids.task_count(); ++i) {
+    const TaskId id(static_cast<uint32_t>(i));
+    EXPECT_EQ(by_ids.name(by_ids.task(id).name), by_text.name(by_text.task(id).name));
+    EXPECT_EQ(by_ids.category_name(by_ids.task(id).category),
+              by_text.category_name(by_text.task(id).category));
+  }
+}
+
+TEST(TaskGraphBuilderDeathTest, GroupIdsKeepTheBuildersChecks) {
+  TaskGraphBuilder builder;
+  const GroupId pair = builder.MakeGroup(std::vector<int32_t>{0, 1});
+  const GroupId other = builder.MakeGroup(std::vector<int32_t>{2, 3});
+  EXPECT_DEATH(builder.AddCollective(CommKind::kAllReduce, Bytes(8), pair, other),
+               "logical group must contain its members");
+  EXPECT_DEATH(builder.AddCollective(CommKind::kBroadcast, Bytes(8), pair, pair),
+               "rooted collectives");
+  EXPECT_DEATH(builder.MakeGroup(std::vector<int32_t>{1, 1}), "duplicate rank");
+}
+
 TEST(CheckAcyclicTest, DependencyCycleIsReportedEdgeByEdge) {
   TaskGraphBuilder builder;
   const TaskId a = builder.AddTask(builder.Stream(0, "s"), TaskKind::kCompute, "a", "", {});
