@@ -56,8 +56,10 @@ Expected<ReplayResult> SimulateReplay(const traces::ReplayGraph& replay) {
   result.summary = run.summary;
   result.times = std::move(run.times);
   double error_sum = 0;
+  const std::vector<StepPath> paths = StepPaths(nullptr, replay, result.times);
   for (const traces::ReplayStep& step : replay.steps) {
     ReplayStepResult row;
+    if (result.steps.size() < paths.size()) row.path = paths[result.steps.size()];
     row.number = step.number;
     row.measured = step.measured;
     if (step.begin.valid() && step.end.valid()) {
@@ -284,12 +286,21 @@ Expected<WhatIfResult> SimulateWhatIf(const traces::Trace& trace, const ReplayRe
                       .steps = {},
                       .replayed_span = replay.summary.makespan - TimeNs::Zero(),
                       .what_if_span = run->summary.makespan - TimeNs::Zero()};
+  // Both paths with the what-if's classes: the replayed one's graph is the default (the one
+  // `replay` simulated), rebuilt.
+  DTSIM_ASSIGN_OR_RETURN(const traces::ReplayGraph replayed, traces::BuildReplayGraph(trace));
+  const std::vector<StepPath> replayed_paths =
+      StepPaths(&trace, replayed, replay.times, what_if.speedups);
+  const std::vector<StepPath> what_if_paths =
+      StepPaths(&trace, result.graph, result.times, what_if.speedups);
   for (size_t i = 0; i < result.graph.steps.size() && i < replay.steps.size(); ++i) {
     const traces::ReplayStep& step = result.graph.steps[i];
     WhatIfStep row{.number = step.number,
                    .measured = step.measured,
                    .replayed = replay.steps[i].simulated,
-                   .what_if = DurationNs::Zero()};
+                   .what_if = DurationNs::Zero(),
+                   .replayed_path = i < replayed_paths.size() ? replayed_paths[i] : StepPath{},
+                   .what_if_path = i < what_if_paths.size() ? what_if_paths[i] : StepPath{}};
     if (step.begin.valid() && step.end.valid()) {
       row.what_if =
           result.times.task_start[step.end.value()] - result.times.task_start[step.begin.value()];

@@ -15,6 +15,7 @@
 #include "sim/engine/simulator.h"
 #include "sim/graph/task_times.h"
 #include "strategies/compression.h"
+#include "strategies/replay_path.h"
 #include "traces/replay_graph.h"
 
 namespace dtsim::strategies {
@@ -23,6 +24,7 @@ struct ReplayStepResult {
   int64_t number = 0;
   DurationNs measured;
   DurationNs simulated;
+  StepPath path;  // where its simulated time goes
   // (simulated - measured) / measured; 0 for a zero-length measured step.
   double Error() const;
 };
@@ -91,6 +93,8 @@ struct WhatIfStep {
   DurationNs measured;
   DurationNs replayed;  // the replay with measured durations
   DurationNs what_if;
+  // Where each goes; `sped_up` counts the what-if's kernel classes on both.
+  StepPath replayed_path, what_if_path;
   // (what_if - replayed) / replayed; 0 for a zero-length step.
   double Change() const;
 };

@@ -211,6 +211,20 @@ TEST_F(ResultFilesTest, ReplayResultOfAProfilerTrace) {
   EXPECT_EQ(read->what_if->description, what_if.Describe());
   EXPECT_DOUBLE_EQ(read->what_if->what_if_span_ms,
                    static_cast<double>(changed->what_if_span.ns()) / 1e6);
+  // 1.2: each step's critical path, its parts adding up to the step.
+  ASSERT_FALSE(json["steps"].empty());
+  for (const Json& step : json["steps"]) {
+    double total = 0;
+    for (const char* part :
+         {"gpu", "communication", "host", "cuda_api", "sync_wait", "fixed_gap"}) {
+      total += step["critical_path_ms"][part].get<double>();
+    }
+    EXPECT_NEAR(total, step["simulated_ms"].get<double>(), 1e-6);
+  }
+  const Json& what_if_step = json["what_if"]["steps"].at(0);
+  EXPECT_TRUE(what_if_step.contains("replayed_critical_path_ms"));
+  EXPECT_TRUE(what_if_step.contains("what_if_critical_path_ms"));
+  EXPECT_FALSE(what_if_step["what_if_critical_path_ms"].contains("sped_up"));  // no speedups
 }
 
 TEST_F(ResultFilesTest, ReplayResultOfAChakraTrace) {

@@ -45,9 +45,16 @@ TEST_P(SharedTraceReplay, ReproducesEveryStepAndEveryGpuOpStart) {
   EXPECT_EQ(result->steps.size(), trace->steps.size());
   for (const ReplayStepResult& step : result->steps) {
     EXPECT_LE(std::abs(step.Error()), 0.03) << "ProfilerStep#" << step.number;
-    std::printf("  %s ProfilerStep#%lld: measured %.3f ms, simulated %.3f ms (%+.3f%%)\n",
-                GetParam(), static_cast<long long>(step.number), step.measured.ns() / 1e6,
-                step.simulated.ns() / 1e6, 100 * step.Error());
+    // The critical path covers the step exactly, part by part.
+    EXPECT_EQ(step.path.Total(), step.simulated) << "ProfilerStep#" << step.number;
+    std::printf(
+        "  %s ProfilerStep#%lld: measured %.3f ms, simulated %.3f ms (%+.3f%%); path: GPU "
+        "%.1f%%, host %.1f%%, fixed gaps %.1f%%\n",
+        GetParam(), static_cast<long long>(step.number), step.measured.ns() / 1e6,
+        step.simulated.ns() / 1e6, 100 * step.Error(),
+        100.0 * step.path[PathPart::kGpu].ns() / std::max<int64_t>(1, step.simulated.ns()),
+        100.0 * step.path[PathPart::kHost].ns() / std::max<int64_t>(1, step.simulated.ns()),
+        100.0 * step.path[PathPart::kGap].ns() / std::max<int64_t>(1, step.simulated.ns()));
   }
   // Every edge the graph has is one the trace obeyed, and every wait it obeyed is an edge or a
   // kept gap: so each GPU op starts when it started on the GPU, to the microsecond the trace
@@ -245,6 +252,44 @@ TEST_F(ReplayWhatIfTest, FasterKernelsShortenAGpuBoundStepByWhatTheySave) {
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->graph.stats.sped_up_ops, 3);
   EXPECT_EQ(all->steps.at(0).what_if, Microseconds(142));
+}
+
+// Where the step's time goes: its critical path from the end back. Replayed (310 µs): the
+// host's last 4 µs [306, 310], the sync's measured rest [305, 306] after k3 — the later of
+// what it waited for — k3, k2 and k1 [5, 305] on the GPU, the 4 µs gap kept before k1 [1, 5]
+// and k1's launch [0, 1]: GPU 300, host 4, sync wait 1, fixed gap 4, CUDA API 1; of the GPU
+// part 200 µs are GEMMs. GEMMs ×2 (210 µs): GPU 200 µs (100 of them GEMMs), the rest as before.
+// The all-reduce, hidden behind k3, is on neither path.
+TEST_F(ReplayWhatIfTest, TheCriticalPathSaysWhereTheStepsTimeGoes) {
+  const traces::Trace trace = GpuBoundTrace();
+  const Expected<WhatIfResult> gemm =
+      WhatIf(trace, {.speedups = {{traces::KernelClass::kGemm, 2}}});
+  ASSERT_TRUE(gemm.ok()) << gemm.error().ToString();
+  const WhatIfStep& step = gemm->steps.at(0);
+  const auto expect = [](const StepPath& path, std::array<int64_t, kPathParts> us,
+                         int64_t sped_up) {
+    for (size_t part = 0; part < kPathParts; ++part) {
+      EXPECT_EQ(path.parts[part], Microseconds(us[part]))
+          << PathPartName(static_cast<PathPart>(part));
+    }
+    EXPECT_EQ(path.sped_up, Microseconds(sped_up));
+  };
+  // gpu, communication, host, cuda_api, sync_wait, fixed_gap.
+  expect(step.replayed_path, {300, 0, 4, 1, 1, 4}, 200);
+  expect(step.what_if_path, {200, 0, 4, 1, 1, 4}, 100);
+  EXPECT_EQ(step.replayed_path.Total(), step.replayed);
+  EXPECT_EQ(step.what_if_path.Total(), step.what_if);
+  // The step moved (−32%) and GEMMs are 65% of its path: nothing to explain.
+  EXPECT_EQ(WhyUnmoved(step.replayed_path, step.Change()), "");
+  // A path of host work: a GPU what-if cannot move it, and says so.
+  StepPath host;
+  host.parts[static_cast<size_t>(PathPart::kHost)] = Microseconds(870);
+  host.parts[static_cast<size_t>(PathPart::kApi)] = Microseconds(100);
+  host.parts[static_cast<size_t>(PathPart::kGpu)] = Microseconds(30);
+  host.sped_up = Microseconds(20);
+  EXPECT_EQ(WhyUnmoved(host, -0.004),
+            "its critical path is 87% host, 10% cuda_api; the GPU work sped up is 2.0% of it, "
+            "so the step can gain at most that");
 }
 
 // Two host threads as PyTorch runs a training step: the main thread launches the forward

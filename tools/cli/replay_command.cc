@@ -238,6 +238,23 @@ Expected<strategies::ReplayWhatIf> WhatIfOf(const ReplayOptions& options) {
   return what_if;
 }
 
+// One row of a step's critical path, in ms per part and as the share of the step.
+void PrintPathRow(std::ostream& out, std::string_view label, const strategies::StepPath& path) {
+  fmt::print(out, "  {:<22}", label);
+  for (const DurationNs part : path.parts) {
+    fmt::print(out, " {:>14.3f}", static_cast<double>(part.ns()) / 1e6);
+  }
+  fmt::print(out, "\n");
+}
+
+void PrintPathHeader(std::ostream& out) {
+  fmt::print(out, "\n  {:<22}", "critical path (ms)");
+  for (size_t part = 0; part < strategies::kPathParts; ++part) {
+    fmt::print(out, " {:>14}", strategies::PathPartName(static_cast<strategies::PathPart>(part)));
+  }
+  fmt::print(out, "\n");
+}
+
 // The what-if's steps beside the replay's.
 void PrintWhatIf(std::ostream& out, const strategies::ReplayWhatIf& what_if,
                  const strategies::WhatIfResult& result) {
@@ -258,6 +275,17 @@ void PrintWhatIf(std::ostream& out, const strategies::ReplayWhatIf& what_if,
     fmt::print(out, "  {:<22} {:>14} {:>14} {:>14} {:>+8.2f}%\n",
                fmt::format("ProfilerStep#{}", step.number), MsWithUnit(step.measured),
                MsWithUnit(step.replayed), MsWithUnit(step.what_if), 100 * step.Change());
+  }
+  if (result.steps.empty()) return;
+  PrintPathHeader(out);
+  for (const strategies::WhatIfStep& step : result.steps) {
+    PrintPathRow(out, fmt::format("#{} replayed", step.number), step.replayed_path);
+    PrintPathRow(out, fmt::format("#{} what-if", step.number), step.what_if_path);
+  }
+  if (what_if.speedups.empty()) return;
+  for (const strategies::WhatIfStep& step : result.steps) {
+    const std::string why = strategies::WhyUnmoved(step.replayed_path, step.Change());
+    if (!why.empty()) fmt::print(out, "  ProfilerStep#{}: {}\n", step.number, why);
   }
 }
 
@@ -318,6 +346,10 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
     }
     fmt::print(out, "\n  mean absolute error over {} steps: {:.2f}%\n", result.steps.size(),
                100 * result.mean_absolute_error);
+    PrintPathHeader(out);
+    for (const strategies::ReplayStepResult& step : result.steps) {
+      PrintPathRow(out, fmt::format("ProfilerStep#{}", step.number), step.path);
+    }
   }
   std::optional<strategies::WhatIfResult> what_if_result;
   if (!what_if.empty()) {

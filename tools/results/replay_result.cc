@@ -68,16 +68,38 @@ OrderedJson ChakraImportStatsJson(const traces::ChakraTrace& trace) {
           {"unknown_fields", s.unknown_fields}};
 }
 
+// A step's critical path: ms per part (strategies/replay_path.h), and with `sped_up` the GPU
+// time of the what-if's kernel classes on it.
+OrderedJson PathJson(const strategies::StepPath& path, bool sped_up) {
+  OrderedJson json = OrderedJson::object();
+  for (size_t part = 0; part < strategies::kPathParts; ++part) {
+    json[std::string(strategies::PathPartName(static_cast<strategies::PathPart>(part)))] =
+        Ms(path.parts[part]);
+  }
+  if (sped_up) json["sped_up"] = Ms(path.sped_up);
+  return json;
+}
+
 OrderedJson WhatIfJson(const WhatIfOutcome& outcome) {
   const strategies::WhatIfResult& result = outcome.result;
   const traces::ReplayStats& g = result.graph.stats;
+  const bool speedups = !outcome.what_if.speedups.empty();
   OrderedJson steps = OrderedJson::array();
   for (const strategies::WhatIfStep& step : result.steps) {
-    steps.push_back({{"step", step.number},
-                     {"measured_ms", Ms(step.measured)},
-                     {"replayed_ms", Ms(step.replayed)},
-                     {"what_if_ms", Ms(step.what_if)},
-                     {"change", step.Change()}});
+    OrderedJson row = {{"step", step.number},
+                       {"measured_ms", Ms(step.measured)},
+                       {"replayed_ms", Ms(step.replayed)},
+                       {"what_if_ms", Ms(step.what_if)},
+                       {"change", step.Change()},
+                       {"replayed_critical_path_ms", PathJson(step.replayed_path, speedups)},
+                       {"what_if_critical_path_ms", PathJson(step.what_if_path, speedups)}};
+    if (speedups) {
+      if (std::string why = strategies::WhyUnmoved(step.replayed_path, step.Change());
+          !why.empty()) {
+        row["why_unmoved"] = std::move(why);
+      }
+    }
+    steps.push_back(std::move(row));
   }
   return {{"description", outcome.what_if.Describe()},
           {"communication_model", result.communication_model},
@@ -145,7 +167,8 @@ OrderedJson ReplayResultJson(const traces::Trace& trace, const traces::ReplayGra
     steps.push_back({{"step", step.number},
                      {"measured_ms", Ms(step.measured)},
                      {"simulated_ms", Ms(step.simulated)},
-                     {"error", step.Error()}});
+                     {"error", step.Error()},
+                     {"critical_path_ms", PathJson(step.path, false)}});
   }
   document["steps"] = std::move(steps);
   document["mean_absolute_error"] = result.mean_absolute_error;

@@ -18,7 +18,7 @@
 
 namespace dtsim::results {
 
-inline constexpr FileFormat kReplayResultFormat{"dtsim.replay_result", 1, 1, "not a replay result"};
+inline constexpr FileFormat kReplayResultFormat{"dtsim.replay_result", 1, 2, "not a replay result"};
 
 // A profiler (Kineto) trace replayed; `what_if` with its result when one was asked for.
 struct WhatIfOutcome {
