@@ -192,6 +192,25 @@ TEST_F(ReplayCommandTest, BadInputIsAFailureNamingTheFile) {
   EXPECT_EQ(missing.kind, CommandOutcome::Kind::kFailure);
   EXPECT_THAT(missing.error->ToString(), HasSubstr("nope.json: cannot open"));
   EXPECT_EQ(Replay({}).kind, CommandOutcome::Kind::kUsage);
+  // A PyTorch host execution trace alone (38 nodes, no durations) replayed to 0 ms: an error.
+  const std::string host_et =
+      DTSIM_SHARED_DIR "/traces/kineto/execution_trace__benchmark_simple_add_et.json.gz";
+  const CommandOutcome host = Replay({host_et});
+  ASSERT_EQ(host.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(host.error->ToString(),
+              HasSubstr("simple_add_et.json.gz: a PyTorch host execution trace has no durations "
+                        "(none of its 38 nodes has one): it cannot be replayed alone"));
+  EXPECT_EQ(Replay({host_et, "--stats-only"}).kind, CommandOutcome::Kind::kOk);
+}
+
+// Where each step's time goes, and why a GPU what-if leaves the sampled trace's steps alone.
+TEST_F(ReplayCommandTest, ItPrintsEachStepsCriticalPathAndWhyAWhatIfDidNotMoveIt) {
+  ASSERT_EQ(Replay({kSampledRank0, "--speedup", "gemm=2"}).kind, CommandOutcome::Kind::kOk);
+  EXPECT_THAT(output_.str(), HasSubstr("critical path (ms)"));
+  EXPECT_THAT(output_.str(), HasSubstr("#551 what-if"));
+  EXPECT_THAT(output_.str(),
+              HasSubstr("ProfilerStep#551: its critical path is 99% host; the GPU work sped up "
+                        "is 0.0% of it"));
 }
 
 }  // namespace

@@ -149,6 +149,20 @@ Status ExecuteChakra(const ReplayOptions& options, std::ostream& out) {
     fmt::print(out, "  read in    {:.2f} s\n", import_seconds);
     return Status::Ok();
   }
+  for (size_t rank = 0; rank < ranks.size(); ++rank) {
+    // A PyTorch host execution trace records what ran, not for how long: replayed alone it
+    // would take 0 ms whatever it holds.
+    const traces::ChakraImportStats& s = ranks[rank].stats;
+    if (s.form == "pytorch_execution_trace" && s.nodes_without_duration == s.nodes) {
+      return Error(fmt::format(
+                       "a PyTorch host execution trace has no durations (none of its {} nodes "
+                       "has one): it cannot be replayed alone. Replay the Kineto trace recorded "
+                       "with it, or link the two with Chakra's chakra_trace_link and replay the "
+                       "linked trace",
+                       s.nodes))
+          .InFile(files[rank]);
+    }
+  }
   traces::ChakraCommGroups groups;
   if (!options.comm_groups.empty()) {
     DTSIM_ASSIGN_OR_RETURN(groups, traces::ReadChakraCommGroups(options.comm_groups));
