@@ -59,6 +59,11 @@ class DeviceOpTasks {
     const std::string_view name = trace_.Name(op.name);
     if (op.collective != kNone) {
       const CollectiveInfo& info = trace_.collectives[op.collective];
+      if (info.size_unknown && info.kind != graph::CommKind::kSendRecv) {
+        // No size to price it by: its measured time stands, whatever the network.
+        if (stats_->unsized_collectives++ == 0) stats_->first_unsized = std::string(name);
+        return builder_->AddTask(stream, TaskKind::kCompute, name, "nccl", op.duration);
+      }
       if (info.kind != graph::CommKind::kSendRecv) {
         const bool world = trace_.world_size > 0 && info.group_size == trace_.world_size;
         const int32_t group_size = PricedGroupSize(info);

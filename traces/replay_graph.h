@@ -17,7 +17,8 @@
 //    stream of the device, is taken as an unrecorded cross-stream wait (inferred, counted);
 //    what remains is kept as a measured delay ("gpu_gap") before the op.
 //  - NCCL kernels are collectives with their kind, bytes and group (Trace::collectives); a
-//    p2p kernel stays a compute task. Their measured durations are in comm_durations.
+//    p2p kernel, and a collective whose size the trace does not give, stay compute tasks of
+//    their measured duration. Collectives' measured durations are in comm_durations.
 //  - ProfilerStep#N boundaries are zero-length marker tasks on the annotating thread; a
 //    step's simulated time is the time between its two markers.
 #pragma once
@@ -99,6 +100,10 @@ struct ReplayStats {
   int64_t inferred_queue_edges = 0;   // a launch waiting for the launch queue to free a slot
   int64_t gpu_gaps = 0;
   DurationNs gpu_gap_time;
+  // NCCL collectives whose size neither their args nor an annotation gave: kept as GPU work of
+  // their measured duration under every what-if (never priced as 0-byte collectives).
+  int64_t unsized_collectives = 0;
+  std::string first_unsized;          // the first one's kernel name, for the warning
   int64_t sped_up_ops = 0;            // what-if: GPU ops a speedup applied to
   int64_t moved_collectives = 0;      // what-if: collectives moved off a compute stream
   int64_t rescaled_collectives = 0;   // what-if: world collectives priced over another size

@@ -292,6 +292,26 @@ TEST_F(ReplayWhatIfTest, TheCriticalPathSaysWhereTheStepsTimeGoes) {
             "so the step can gain at most that");
 }
 
+// The GPU-bound step with its all-reduce's size gone (no args, no annotation: a trace before
+// PyTorch 2.1 without record_shapes). It is not priced as a 0-byte collective: under
+// --network dgx-a100 it keeps its measured 80 µs (hidden behind k3: the step stays 310 µs, where
+// the sized one takes 753.5), and the replay counts it.
+TEST_F(ReplayWhatIfTest, ACollectiveWithoutASizeKeepsItsMeasuredTime) {
+  traces::Trace trace = GpuBoundTrace();
+  ASSERT_EQ(trace.collectives.size(), 1u);
+  trace.collectives[0].bytes = Bytes(0);
+  trace.collectives[0].size_unknown = true;
+  const Expected<network::ClusterSpec> dgx = network::ClusterPreset("dgx-a100", 0);
+  ASSERT_TRUE(dgx.ok());
+  const Expected<WhatIfResult> priced = WhatIf(trace, {.cluster = *dgx});
+  ASSERT_TRUE(priced.ok()) << priced.error().ToString();
+  EXPECT_EQ(priced->steps.at(0).what_if, Microseconds(310));
+  EXPECT_EQ(priced->graph.stats.unsized_collectives, 1);
+  EXPECT_EQ(priced->graph.stats.collectives, 0);
+  EXPECT_EQ(priced->graph.stats.first_unsized,
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)");
+}
+
 // Two host threads as PyTorch runs a training step: the main thread launches the forward
 // (gemm K1) and waits in loss.backward() while the autograd engine's thread launches the
 // backward (gemm K2), then resumes with the optimizer (elementwise K3) and syncs; step 2 the

@@ -343,6 +343,12 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
              g.stream_wait_edges, g.sync_edges, g.inferred_sync_edges, g.inferred_stream_edges,
              g.inferred_thread_edges, g.inferred_queue_edges, g.gpu_gaps,
              MsWithUnit(g.gpu_gap_time));
+  if (g.unsized_collectives > 0) {
+    fmt::print(out,
+               "  warning    {} NCCL collective(s) without a size in the trace (first: {}): kept "
+               "at their measured time; no what-if re-prices them\n",
+               g.unsized_collectives, g.first_unsized);
+  }
   fmt::print(out,
              "  simulated  {} (trace span); GPU op starts vs measured: mean {:.3f} us, max {:.3f} "
              "us over {} ops; imported in {:.2f} s\n\n",

@@ -157,7 +157,8 @@ OrderedJson ReplayResultJson(const traces::Trace& trace, const traces::ReplayGra
                                    {"inferred_thread_edges", g.inferred_thread_edges},
                                    {"inferred_queue_edges", g.inferred_queue_edges},
                                    {"gpu_gaps", g.gpu_gaps},
-                                   {"gpu_gap_ms", Ms(g.gpu_gap_time)}},
+                                   {"gpu_gap_ms", Ms(g.gpu_gap_time)},
+                                   {"unsized_collectives", g.unsized_collectives}},
                                   result.summary.makespan - TimeNs::Zero());
   document["gpu_op_start_drift_us"] = {{"mean", result.mean_start_drift.ToMicrosecondsDouble()},
                                        {"max", result.max_start_drift.ToMicrosecondsDouble()},
