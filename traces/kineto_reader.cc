@@ -184,6 +184,12 @@ class TraceAssembler {
     }
     std::sort(trace_.steps.begin(), trace_.steps.end(),
               [](const ProfilerStep& a, const ProfilerStep& b) { return a.start < b.start; });
+    // A step recorded both ways (an annotation and an op of the same number) counts once.
+    trace_.steps.erase(std::unique(trace_.steps.begin(), trace_.steps.end(),
+                                   [](const ProfilerStep& a, const ProfilerStep& b) {
+                                     return a.number == b.number && a.start == b.start;
+                                   }),
+                       trace_.steps.end());
     LinkLaunches();
     DescribeCollectives();
   }
@@ -261,7 +267,10 @@ class TraceAssembler {
       case HostEventKind::kOther:
         break;
     }
-    if (kind == HostEventKind::kAnnotation && event.name.starts_with("ProfilerStep#")) {
+    // ProfilerStep#N is a user annotation since PyTorch 1.10; 1.8 and 1.9 record it as an
+    // operator (category "Operator", read as cpu_op).
+    if ((kind == HostEventKind::kAnnotation || kind == HostEventKind::kOp) &&
+        event.name.starts_with("ProfilerStep#")) {
       int64_t number = 0;
       const std::string_view digits = std::string_view(event.name).substr(13);
       std::from_chars(digits.data(), digits.data() + digits.size(), number);

@@ -183,6 +183,24 @@ TEST_F(KinetoReaderTest, ReadsCollectiveArgsWhenKinetoCopiedThem) {
   EXPECT_EQ(trace->stats.collectives_inferred, 0);
 }
 
+// PyTorch 1.8 and 1.9 record ProfilerStep#N as an operator (category "Operator"), later ones
+// as a user annotation; a trace that has both for a step counts it once.
+TEST_F(KinetoReaderTest, FindsProfilerStepsRecordedAsOperators) {
+  const std::string path = Write("torch18.json", R"({"traceEvents": [
+    {"ph": "X", "cat": "Operator", "name": "ProfilerStep#3", "pid": 1, "tid": 1, "ts": 100, "dur": 50},
+    {"ph": "X", "cat": "Operator", "name": "ProfilerStep#4", "pid": 1, "tid": 1, "ts": 150, "dur": 40},
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#4", "pid": 1, "tid": 1, "ts": 150, "dur": 40},
+    {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 101, "dur": 3, "args": {"correlation": 4}},
+    {"ph": "X", "cat": "Kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 105, "dur": 20, "args": {"correlation": 4, "stream": 7}}
+  ]})");
+  const Expected<Trace> trace = ReadKinetoTrace(path);
+  ASSERT_TRUE(trace.ok()) << trace.error().ToString();
+  ASSERT_EQ(trace->steps.size(), 2u);
+  EXPECT_EQ(trace->steps[0].number, 3);
+  EXPECT_EQ(trace->steps[0].duration, Microseconds(50));
+  EXPECT_EQ(trace->steps[1].number, 4);
+}
+
 TEST_F(KinetoReaderTest, ReadsBareArraysBeginEndPairsAndTheLegacySchema) {
   // A plain Chrome trace (bare array) in the 2021 schema: Runtime/Kernel categories, string
   // tids ("stream 7"), "external id" in lower case, and a B/E pair for the op.
