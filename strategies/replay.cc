@@ -15,6 +15,17 @@
 namespace dtsim::strategies {
 namespace {
 
+// The largest rank any collective is priced over, plus one: the GPUs the cluster needs.
+int32_t PricedRanks(const graph::TaskGraph& graph) {
+  int32_t ranks = graph.rank_count();
+  for (uint32_t c = 0; c < graph.comm_count(); ++c) {
+    for (const int32_t rank : graph.group(graph.comm(graph::CommId(c)).priced_group)) {
+      ranks = std::max(ranks, rank + 1);
+    }
+  }
+  return ranks;
+}
+
 // Every collective takes the duration its NCCL kernel took in the trace.
 class MeasuredCommunicationModel final : public engine::CommunicationModel {
  public:
@@ -38,6 +49,15 @@ Expected<MeasuredRun> RunWith(const graph::TaskGraph& graph, engine::Communicati
 }
 
 }  // namespace
+
+Expected<MeasuredRun> SimulateOnCluster(const graph::TaskGraph& graph,
+                                        network::ClusterSpec cluster) {
+  DTSIM_RETURN_IF_ERROR(network::FitCluster(cluster, PricedRanks(graph)));
+  DTSIM_ASSIGN_OR_RETURN(
+      const std::unique_ptr<network::ClusterModel> model,
+      network::MakePreparedModel(network::DefaultNetworkModel(), std::move(cluster), graph));
+  return RunWith(graph, *model);
+}
 
 double ReplayStepResult::Error() const {
   if (measured.ns() == 0) return 0;
@@ -172,27 +192,6 @@ Expected<ReplayWhatIf> ReplayWhatIfFromJson(const Json& value, const std::string
 }
 
 namespace {
-
-// The largest rank any collective is priced over, plus one: the GPUs the cluster needs.
-int32_t PricedRanks(const graph::TaskGraph& graph) {
-  int32_t ranks = graph.rank_count();
-  for (uint32_t c = 0; c < graph.comm_count(); ++c) {
-    for (const int32_t rank : graph.group(graph.comm(graph::CommId(c)).priced_group)) {
-      ranks = std::max(ranks, rank + 1);
-    }
-  }
-  return ranks;
-}
-
-// The what-if's collectives priced by the default network model on `cluster`.
-Expected<MeasuredRun> SimulateOnCluster(const graph::TaskGraph& graph,
-                                        network::ClusterSpec cluster) {
-  DTSIM_RETURN_IF_ERROR(network::FitCluster(cluster, PricedRanks(graph)));
-  DTSIM_ASSIGN_OR_RETURN(
-      const std::unique_ptr<network::ClusterModel> model,
-      network::MakePreparedModel(network::DefaultNetworkModel(), std::move(cluster), graph));
-  return RunWith(graph, *model);
-}
 
 // The compressed reduction of a world all-reduce: the method's steps over the priced group,
 // kernels priced by the roofline model. Collectives the method does not apply to (not an

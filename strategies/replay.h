@@ -53,6 +53,13 @@ struct MeasuredRun {
 Expected<MeasuredRun> SimulateMeasured(const graph::TaskGraph& graph,
                                        const std::vector<DurationNs>& comm_durations);
 
+// Simulates `graph` with its collectives and point-to-point transfers priced by the default
+// network model on `cluster` (sized to the ranks they are priced over unless it gives its node
+// count): how a what-if re-prices communication, and how a Chakra trace's collectives get a
+// cost (`dtsim replay --network`).
+Expected<MeasuredRun> SimulateOnCluster(const graph::TaskGraph& graph,
+                                        network::ClusterSpec cluster);
+
 // A what-if on a replay (docs/replay.md): what the trace would have done with faster kernels,
 // without or with more overlap on the GPU, with its collectives priced by the network model on a
 // cluster, or with the data-parallel world scaled.

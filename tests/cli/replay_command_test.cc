@@ -95,7 +95,8 @@ TEST_F(ReplayCommandTest, ReplaysAChakraTraceAndWritesItsStatistics) {
 TEST_F(ReplayCommandTest, ReplaysEveryRankOfAChakraExport) {
   std::ostringstream simulate_output;
   const std::vector<std::string> simulate_args = {DTSIM_EXAMPLES_DIR "/gpt3_1.3b_16gpu.json",
-                                                  "--chakra", Path("gpt")};
+                                                  "--chakra", Path("gpt"), "-o",
+                                                  Path("simulated.json")};
   const CommandOutcome simulated = SimulateCommand(simulate_args, simulate_output);
   ASSERT_EQ(simulated.kind, CommandOutcome::Kind::kOk) << simulated.error->ToString();
   EXPECT_THAT(simulate_output.str(), HasSubstr("16 ET files"));
@@ -105,6 +106,23 @@ TEST_F(ReplayCommandTest, ReplaysEveryRankOfAChakraExport) {
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
   EXPECT_THAT(output_.str(), HasSubstr("16 files"));
   EXPECT_THAT(output_.str(), HasSubstr("27136 tasks"));
+  // Its collectives take no time as exported; --network prices them (and the pipeline's
+  // sends) on the config's DGX A100s: the span is the simulated iteration again (667.4 ms
+  // against 550.6 recorded), and the result says on what.
+  ASSERT_EQ(Replay({Path("gpt.3.et"), "--all-ranks", "-o", Path("recorded.json")}).kind,
+            CommandOutcome::Kind::kOk);
+  ASSERT_EQ(
+      Replay({Path("gpt.3.et"), "--all-ranks", "--network", "dgx-a100", "-o", Path("priced.json")})
+          .kind,
+      CommandOutcome::Kind::kOk);
+  EXPECT_THAT(output_.str(), HasSubstr("with the collectives and sends priced on dgx-a100"));
+  const Json priced = *ReadJsonFile(Path("priced.json"));
+  EXPECT_EQ(priced["network"]["cluster"], "dgx-a100");
+  EXPECT_GT(priced["network"]["span_ms"].get<double>(),
+            (*ReadJsonFile(Path("recorded.json")))["simulated_span_ms"].get<double>());
+  const Json simulate_result = *ReadJsonFile(Path("simulated.json"));
+  EXPECT_NEAR(priced["network"]["span_ms"].get<double>(),
+              simulate_result["iteration_time_ns"].get<double>() / 1e6, 1e-6);
   // One rank alone cannot run: its collectives wait for ranks that are not there.
   EXPECT_THAT(Replay({Path("gpt.3.et")}).error->ToString(), HasSubstr("never post it"));
   EXPECT_THAT(Replay({Path("gpt.comm_groups.json"), "--all-ranks"}).error->ToString(),
@@ -161,7 +179,7 @@ TEST_F(ReplayCommandTest, WhatIfsPrintEveryStepAndBadOnesAreErrors) {
               HasSubstr("--compression.density"));
   EXPECT_THAT(
       Replay({DTSIM_SHARED_DIR "/traces/chakra/chakra.0.et", "--no-overlap"}).error->ToString(),
-      HasSubstr("what-ifs apply to profiler traces"));
+      HasSubstr("a Chakra trace takes --network only"));
 }
 
 TEST_F(ReplayCommandTest, WhatIfsComeFromAFileWithFlagsOverridingIt) {

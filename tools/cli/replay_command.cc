@@ -85,7 +85,8 @@ po::options_description Describe(ReplayOptions& o) {
       "the work after them no longer waits for them")(
       "network", po::value(&o.network)->value_name("CLUSTER"),
       "what-if: price collectives with the analytical network model on CLUSTER (a preset "
-      "such as dgx-a100, or a cluster JSON file) instead of their measured time")(
+      "such as dgx-a100, or a cluster JSON file) instead of their measured time; the one "
+      "what-if a Chakra trace takes")(
       "data-parallel", po::value(&o.data_parallel)->value_name("N"),
       "what-if: collectives over the traced world run over N ranks (needs --network)")(
       "compression", po::value(&o.compression)->value_name("METHOD|JSON"),
@@ -124,7 +125,8 @@ Expected<std::vector<std::string>> RankFiles(const std::string& path) {
   return files;
 }
 
-Status ExecuteChakra(const ReplayOptions& options, std::ostream& out) {
+Status ExecuteChakra(const ReplayOptions& options,
+                     const std::optional<network::ClusterSpec>& cluster, std::ostream& out) {
   const auto started = std::chrono::steady_clock::now();
   std::vector<std::string> files = {options.trace};
   if (options.all_ranks) {
@@ -186,17 +188,35 @@ Status ExecuteChakra(const ReplayOptions& options, std::ostream& out) {
   }
   fmt::print(out, "  simulated  {} with the recorded durations{}; imported in {:.2f} s\n",
              MsWithUnit(span),
-             chakra->written_by_dtsim ? " (collectives of dtsim's own export take no time here: "
-                                        "simulate its config to price them)"
-                                      : "",
+             chakra->written_by_dtsim && !cluster
+                 ? " (collectives of dtsim's own export take no time here: price them with "
+                   "--network, or simulate its config)"
+                 : "",
              import_seconds);
+  std::optional<strategies::MeasuredRun> priced;
+  if (cluster) {
+    Expected<strategies::MeasuredRun> on_cluster =
+        strategies::SimulateOnCluster(chakra->graph, *cluster);
+    if (!on_cluster.ok()) return std::move(on_cluster).error().InFile(options.trace);
+    priced = std::move(on_cluster).value();
+    fmt::print(out,
+               "  network    {} with the collectives and sends priced on {} (analytical), the "
+               "other nodes at their recorded durations\n",
+               MsWithUnit(priced->summary.makespan - TimeNs::Zero()), cluster->name);
+  }
   if (!options.result_path.empty()) {
     DTSIM_RETURN_IF_ERROR(results::WriteResultFile(
-        options.result_path, results::ChakraReplayResultJson(trace, *chakra, span)));
+        options.result_path,
+        results::ChakraReplayResultJson(
+            trace, *chakra, span,
+            priced ? std::optional(results::ChakraNetworkOutcome{
+                         cluster->name, priced->summary.makespan - TimeNs::Zero()})
+                   : std::nullopt)));
   }
   if (!options.timeline_path.empty()) {
-    DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(options.timeline_path, chakra->graph,
-                                                       run.times, {options.trace, "measured"}));
+    DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(
+        options.timeline_path, chakra->graph, priced ? priced->times : run.times,
+        {options.trace, priced ? "analytical" : "measured"}));
   }
   return Status::Ok();
 }
@@ -311,11 +331,17 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
   DTSIM_ASSIGN_OR_RETURN(const traces::TraceFormat format,
                          traces::DetectTraceFormat(options.trace));
   if (traces::IsChakraFormat(format)) {
-    if (!what_if.empty()) {
-      return Error("what-ifs apply to profiler traces; a Chakra trace replays as recorded")
+    // A Chakra trace's collectives can be priced on a cluster; the other what-ifs need what a
+    // profiler trace records (kernel names, streams, the traced world).
+    strategies::ReplayWhatIf network_only;
+    network_only.cluster = what_if.cluster;
+    if (!what_if.empty() && what_if.Describe() != network_only.Describe()) {
+      return Error(
+                 "of the what-ifs, a Chakra trace takes --network only (its collectives priced "
+                 "on a cluster); the others apply to profiler traces")
           .InFile(options.trace);
     }
-    return ExecuteChakra(options, out);
+    return ExecuteChakra(options, what_if.cluster, out);
   }
   if (options.all_ranks || !options.comm_groups.empty()) {
     return Error(fmt::format("{} applies to Chakra traces; this is a profiler trace",

@@ -178,7 +178,8 @@ OrderedJson ReplayResultJson(const traces::Trace& trace, const traces::ReplayGra
 }
 
 OrderedJson ChakraReplayResultJson(const traces::ChakraTrace& trace,
-                                   const traces::ChakraGraph& chakra, DurationNs span) {
+                                   const traces::ChakraGraph& chakra, DurationNs span,
+                                   const std::optional<ChakraNetworkOutcome>& priced) {
   const traces::ChakraGraphStats& g = chakra.stats;
   OrderedJson document = Document(ChakraImportStatsJson(trace),
                                   {{"tasks", chakra.graph.task_count()},
@@ -191,6 +192,11 @@ OrderedJson ChakraReplayResultJson(const traces::ChakraTrace& trace,
                                    {"collectives_outside_groups", g.collectives_outside_groups}},
                                   span);
   document["steps"] = OrderedJson::array();
+  if (priced) {
+    document["network"] = {{"cluster", priced->cluster},
+                           {"communication_model", "analytical"},
+                           {"span_ms", Ms(priced->span)}};
+  }
   return document;
 }
 

@@ -29,9 +29,15 @@ OrderedJson ReplayResultJson(const traces::Trace& trace, const traces::ReplayGra
                              const strategies::ReplayResult& result,
                              std::optional<WhatIfOutcome> what_if);
 
-// A Chakra trace replayed with its recorded durations (no steps to compare).
+// A Chakra trace replayed with its recorded durations (no steps to compare); with `priced`,
+// also with its communication priced on that cluster, over `priced_span`.
+struct ChakraNetworkOutcome {
+  std::string cluster;
+  DurationNs span;
+};
 OrderedJson ChakraReplayResultJson(const traces::ChakraTrace& trace,
-                                   const traces::ChakraGraph& chakra, DurationNs span);
+                                   const traces::ChakraGraph& chakra, DurationNs span,
+                                   const std::optional<ChakraNetworkOutcome>& priced = {});
 
 // What a reader gets back.
 struct ReplayResultRecord {
