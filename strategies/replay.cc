@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "models/cost_model.h"
+#include "network/analytical_model.h"
 #include "network/network_models.h"
 #include "sim/engine/communication.h"
 
@@ -126,6 +127,9 @@ std::string ReplayWhatIf::Describe() const {
   if (cluster) {
     parts.push_back(fmt::format("collectives priced on {} (analytical)", cluster->name));
   }
+  if (traced_cluster) {
+    parts.push_back(fmt::format("their waits for peers kept (traced on {})", traced_cluster->name));
+  }
   if (data_parallel > 0) {
     parts.push_back(fmt::format("world collectives over {} ranks", data_parallel));
   }
@@ -139,6 +143,41 @@ std::string ReplayWhatIf::Describe() const {
 namespace {
 
 constexpr std::array<std::string_view, 3> kOverlapNames = {"as_traced", "none", "collectives"};
+
+// A what-if file's cluster under `key`: a preset name or a cluster object; none when absent.
+Expected<std::optional<network::ClusterSpec>> ClusterOf(JsonObjectReader& reader,
+                                                        std::string_view key,
+                                                        const std::string& path) {
+  const Json* value = reader.Find(key);
+  if (value == nullptr) return std::optional<network::ClusterSpec>();
+  const std::string key_path = JsonChildPath(path, key);
+  if (value->is_string()) {
+    Expected<network::ClusterSpec> cluster = network::ClusterPreset(value->get<std::string>(), 0);
+    if (!cluster.ok()) return std::move(cluster).error().Under(key_path);
+    return std::optional(*std::move(cluster));
+  }
+  DTSIM_ASSIGN_OR_RETURN(network::ClusterSpec cluster, network::ClusterFromJson(*value, key_path));
+  return std::optional(std::move(cluster));
+}
+
+// Per Trace::collectives index, the part of each measured collective of the default replay
+// graph `replayed` that was waiting for peers: its measured time less the analytical model's
+// price of its transfer on the cluster the trace ran on (none when the model prices it longer).
+Expected<std::vector<DurationNs>> PeerWaits(const traces::Trace& trace,
+                                            const traces::ReplayGraph& replayed,
+                                            network::ClusterSpec traced) {
+  DTSIM_RETURN_IF_ERROR(network::FitCluster(traced, PricedRanks(replayed.graph)));
+  network::AnalyticalModel model(std::move(traced));
+  DTSIM_RETURN_IF_ERROR(model.Prepare(replayed.graph));
+  std::vector<DurationNs> waits(trace.collectives.size());
+  for (uint32_t c = 0; c < replayed.comm_collective.size(); ++c) {
+    const uint32_t index = replayed.comm_collective[c];
+    if (index == traces::kNone || index >= waits.size()) continue;
+    const DurationNs transfer = model.Cost(graph::CommId(c));
+    waits[index] = std::max(DurationNs::Zero(), replayed.comm_durations[c] - transfer);
+  }
+  return waits;
+}
 
 }  // namespace
 
@@ -167,17 +206,9 @@ Expected<ReplayWhatIf> ReplayWhatIfFromJson(const Json& value, const std::string
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalChoice("overlap", kOverlapNames, overlap));
   what_if.serialize_gpu_streams = overlap == 1;
   what_if.overlap_collectives = overlap == 2;
-  if (const Json* network = reader.Find("network")) {
-    const std::string network_path = JsonChildPath(path, "network");
-    if (network->is_string()) {
-      Expected<network::ClusterSpec> cluster =
-          network::ClusterPreset(network->get<std::string>(), 0);
-      if (!cluster.ok()) return std::move(cluster).error().Under(network_path);
-      what_if.cluster = *std::move(cluster);
-    } else {
-      DTSIM_ASSIGN_OR_RETURN(what_if.cluster, network::ClusterFromJson(*network, network_path));
-    }
-  }
+  DTSIM_ASSIGN_OR_RETURN(what_if.cluster, ClusterOf(reader, "network", path));
+  DTSIM_ASSIGN_OR_RETURN(what_if.traced_cluster, ClusterOf(reader, "traced_network", path));
+
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("data_parallel", what_if.data_parallel, 1, 1 << 24));
   if (const Json* compression = reader.Find("compression")) {
     const std::string compression_path = JsonChildPath(path, "compression");
@@ -255,12 +286,24 @@ Expected<WhatIfResult> SimulateWhatIf(const traces::Trace& trace, const ReplayRe
         "removing overlap (GPU streams serialized) and adding it (collectives moved off "
         "compute streams) contradict each other: choose one");
   }
+  if (what_if.traced_cluster && !what_if.cluster) {
+    return Error(
+        "the cluster the trace ran on splits its collectives into waits and transfers for a "
+        "network what-if: it needs the cluster to price the transfers on");
+  }
   if (what_if.compression && (!what_if.cluster || !what_if.gpu)) {
     return Error(
         "gradient compression changes the collectives and adds kernels: it needs a "
         "cluster to price the collectives on and a GPU to price the kernels on");
   }
+  // The default replay graph (the one `replay` simulated): its steps' paths, and with a traced
+  // cluster its collectives' waits for peers.
+  DTSIM_ASSIGN_OR_RETURN(const traces::ReplayGraph replayed, traces::BuildReplayGraph(trace));
   traces::ReplayOptions options;
+  if (what_if.traced_cluster) {
+    DTSIM_ASSIGN_OR_RETURN(options.collective_waits,
+                           PeerWaits(trace, replayed, *what_if.traced_cluster));
+  }
   options.speedups = what_if.speedups;
   options.serialize_gpu_streams = what_if.serialize_gpu_streams;
   options.overlap_collectives = what_if.overlap_collectives;
@@ -285,9 +328,7 @@ Expected<WhatIfResult> SimulateWhatIf(const traces::Trace& trace, const ReplayRe
                       .steps = {},
                       .replayed_span = replay.summary.makespan - TimeNs::Zero(),
                       .what_if_span = run->summary.makespan - TimeNs::Zero()};
-  // Both paths with the what-if's classes: the replayed one's graph is the default (the one
-  // `replay` simulated), rebuilt.
-  DTSIM_ASSIGN_OR_RETURN(const traces::ReplayGraph replayed, traces::BuildReplayGraph(trace));
+  // Both paths with the what-if's classes.
   const std::vector<StepPath> replayed_paths =
       StepPaths(&trace, replayed, replay.times, what_if.speedups);
   const std::vector<StepPath> what_if_paths =

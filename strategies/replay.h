@@ -74,6 +74,10 @@ struct ReplayWhatIf {
   std::optional<network::ClusterSpec> cluster;
   // Collectives over the traced world priced over this many ranks (needs `cluster`).
   int32_t data_parallel = 0;
+  // The cluster the trace ran on (needs `cluster`): each collective's measured time splits into
+  // its transfer there (the model's price, at most the measured time) and waiting for peers,
+  // the rest, which stays before it while `cluster` prices the transfer anew.
+  std::optional<network::ClusterSpec> traced_cluster;
   // Gradient compression of the all-reduces over the traced world, in its compressed phase:
   // each becomes the method's steps (strategies/compression.h) with their kernels priced by
   // the roofline model on `gpu` (needs `cluster` for the new collectives).
@@ -82,7 +86,7 @@ struct ReplayWhatIf {
 
   bool empty() const {
     return speedups.empty() && !serialize_gpu_streams && !overlap_collectives && !cluster &&
-           data_parallel == 0 && !compression;
+           data_parallel == 0 && !compression && !traced_cluster;
   }
   // "gemm ÷1.5, GPU streams serialized, collectives on dgx-a100 (analytical), ..."
   std::string Describe() const;

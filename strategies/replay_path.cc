@@ -13,7 +13,7 @@ using graph::TaskId;
 using graph::TaskKind;
 
 constexpr std::array<std::string_view, kPathParts> kPartNames = {
-    "gpu", "communication", "host", "cuda_api", "sync_wait", "fixed_gap"};
+    "gpu", "communication", "host", "cuda_api", "sync_wait", "fixed_gap", "peer_wait"};
 
 // The part of a task by its category (traces/replay_graph.cc names them); communication tasks
 // by their kind.
@@ -26,6 +26,7 @@ PathPart PartOfCategory(std::string_view category) {
   if (category == "cuda_api") return PathPart::kApi;
   if (category == "host_wait") return PathPart::kWait;
   if (category == "gpu_gap") return PathPart::kGap;
+  if (category == "peer_wait") return PathPart::kPeerWait;
   return PathPart::kHost;  // "host", step markers (zero-length)
 }
 

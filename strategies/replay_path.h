@@ -24,9 +24,10 @@ namespace dtsim::strategies {
 // What the path ran: GPU kernels, copies and sets; collectives and NCCL kernels; host work
 // between CUDA calls (framework, Python, data loading); time inside CUDA API calls (launch
 // overhead); the measured rest of calls that waited (syncs, a full launch queue, another
-// thread); and fixed delays the replay cannot explain (GPU gaps, a thread's measured start).
-enum class PathPart : uint8_t { kGpu, kCommunication, kHost, kApi, kWait, kGap };
-inline constexpr size_t kPathParts = 6;
+// thread); fixed delays the replay cannot explain (GPU gaps, a thread's measured start); and,
+// under a network what-if told where the trace ran, a collective's wait for its peers.
+enum class PathPart : uint8_t { kGpu, kCommunication, kHost, kApi, kWait, kGap, kPeerWait };
+inline constexpr size_t kPathParts = 7;
 std::string_view PathPartName(PathPart part);  // "gpu", "communication", "host", ...
 
 struct StepPath {

@@ -75,7 +75,16 @@ class DeviceOpTasks {
         }
         const graph::CommId comm = Collective(info.kind, info.bytes, name, group_size);
         comm_durations_[comm.value()] = op.duration;
+        comm_collective_[comm.value()] = op.collective;
         ++stats_->collectives;
+        if (op.collective < options_.collective_waits.size() &&
+            options_.collective_waits[op.collective] > DurationNs::Zero()) {
+          const DurationNs wait = options_.collective_waits[op.collective];
+          chain_first =
+              builder_->AddTask(stream, TaskKind::kDelay, "waiting for peers", "peer_wait", wait);
+          ++stats_->peer_waits;
+          stats_->peer_wait_time += wait;
+        }
         return builder_->AddCollectiveTask(stream, comm, name, "nccl");
       }
       return builder_->AddTask(stream, TaskKind::kCompute, name, "nccl", op.duration);
@@ -92,7 +101,9 @@ class DeviceOpTasks {
   }
 
   // Measured, indexed by CommId (0 for a collective a what-if made).
-  std::vector<DurationNs> TakeCommDurations() && { return std::move(comm_durations_); }
+  std::vector<DurationNs> TakeCommDurations() { return std::move(comm_durations_); }
+  // Per CommId, the Trace::collectives index it stands for (kNone for a what-if's).
+  std::vector<uint32_t> TakeCommCollectives() { return std::move(comm_collective_); }
 
  private:
   // A single-rank collective priced as one over `group_size` ranks.
@@ -110,7 +121,10 @@ class DeviceOpTasks {
       std::iota(logical.begin(), logical.end(), 0);
       builder_->PriceAs(comm, logical);
     }
-    if (comm_durations_.size() <= comm.value()) comm_durations_.resize(comm.value() + 1);
+    if (comm_durations_.size() <= comm.value()) {
+      comm_durations_.resize(comm.value() + 1);
+      comm_collective_.resize(comm.value() + 1, kNone);
+    }
     return comm;
   }
 
@@ -159,6 +173,7 @@ class DeviceOpTasks {
   graph::TaskGraphBuilder* builder_;
   ReplayStats* stats_;
   std::vector<DurationNs> comm_durations_;
+  std::vector<uint32_t> comm_collective_;
 };
 
 class ReplayBuilder {
@@ -201,7 +216,8 @@ class ReplayBuilder {
     ReplayGraph replay{std::move(graph)};
     replay.origin = origin_;
     replay.steps = std::move(steps_);
-    replay.comm_durations = std::move(device_ops_).TakeCommDurations();
+    replay.comm_durations = device_ops_.TakeCommDurations();
+    replay.comm_collective = device_ops_.TakeCommCollectives();
     replay.task_device_event = std::move(task_device_event);
     measured_start_.resize(replay.graph.task_count());
     replay.measured_start = std::move(measured_start_);

@@ -78,6 +78,10 @@ struct ReplayOptions {
   // Applied to the collectives over the traced world; their measured durations no longer hold,
   // so the what-if must price communication with a network model.
   CollectiveRewrite rewrite_world_collectives;
+  // Per Trace::collectives index, the part of its measured time spent waiting for peers, kept
+  // as a delay before the collective ("waiting for peers") when a network what-if re-prices
+  // its transfer; empty: none.
+  std::vector<DurationNs> collective_waits;
 };
 
 struct ReplayStep {
@@ -103,7 +107,9 @@ struct ReplayStats {
   // NCCL collectives whose size neither their args nor an annotation gave: kept as GPU work of
   // their measured duration under every what-if (never priced as 0-byte collectives).
   int64_t unsized_collectives = 0;
-  std::string first_unsized;          // the first one's kernel name, for the warning
+  std::string first_unsized;  // the first one's kernel name, for the warning
+  int64_t peer_waits = 0;     // what-if: waits for peers kept before re-priced ones
+  DurationNs peer_wait_time;
   int64_t sped_up_ops = 0;            // what-if: GPU ops a speedup applied to
   int64_t moved_collectives = 0;      // what-if: collectives moved off a compute stream
   int64_t rescaled_collectives = 0;   // what-if: world collectives priced over another size
@@ -115,6 +121,7 @@ struct ReplayGraph {
   TimeNs origin;  // the trace time that simulated time 0 stands for
   std::vector<ReplayStep> steps;
   std::vector<DurationNs> comm_durations;   // measured, indexed by CommId
+  std::vector<uint32_t> comm_collective;    // per CommId: its Trace::collectives index, or kNone
   std::vector<uint32_t> task_device_event;  // per task: its Trace::device index, or kNone
   std::vector<DurationNs> measured_start;   // per task: when it started in the trace, since origin
   ReplayStats stats;

@@ -216,7 +216,7 @@ TEST_F(ResultFilesTest, ReplayResultOfAProfilerTrace) {
   for (const Json& step : json["steps"]) {
     double total = 0;
     for (const char* part :
-         {"gpu", "communication", "host", "cuda_api", "sync_wait", "fixed_gap"}) {
+         {"gpu", "communication", "host", "cuda_api", "sync_wait", "fixed_gap", "peer_wait"}) {
       total += step["critical_path_ms"][part].get<double>();
     }
     EXPECT_NEAR(total, step["simulated_ms"].get<double>(), 1e-6);

@@ -274,9 +274,9 @@ TEST_F(ReplayWhatIfTest, TheCriticalPathSaysWhereTheStepsTimeGoes) {
     }
     EXPECT_EQ(path.sped_up, Microseconds(sped_up));
   };
-  // gpu, communication, host, cuda_api, sync_wait, fixed_gap.
-  expect(step.replayed_path, {300, 0, 4, 1, 1, 4}, 200);
-  expect(step.what_if_path, {200, 0, 4, 1, 1, 4}, 100);
+  // gpu, communication, host, cuda_api, sync_wait, fixed_gap, peer_wait.
+  expect(step.replayed_path, {300, 0, 4, 1, 1, 4, 0}, 200);
+  expect(step.what_if_path, {200, 0, 4, 1, 1, 4, 0}, 100);
   EXPECT_EQ(step.replayed_path.Total(), step.replayed);
   EXPECT_EQ(step.what_if_path.Total(), step.what_if);
   // The step moved (−32%) and GEMMs are 65% of its path: nothing to explain.
@@ -310,6 +310,55 @@ TEST_F(ReplayWhatIfTest, ACollectiveWithoutASizeKeepsItsMeasuredTime) {
   EXPECT_EQ(priced->graph.stats.collectives, 0);
   EXPECT_EQ(priced->graph.stats.first_unsized,
             "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)");
+}
+
+// The GPU-bound step with its all-reduce made small (24 KiB): its measured 80 µs is mostly
+// waiting for peers. Told that the trace ran on DGX A100s, a network what-if keeps the part the
+// model does not price there (80 µs − its cost over the 8 GPUs) before the collective and
+// prices the transfer on the new cluster: on the same cluster the collective takes its
+// measured 80 µs again; over 64 GPUs of DGX H100s, the wait and the cost there. Without the
+// traced cluster the wait is dropped (the collective takes the model's few µs).
+TEST_F(ReplayWhatIfTest, ANetworkWhatIfKeepsTheWaitForPeersOfTheTracedRun) {
+  traces::Trace trace = GpuBoundTrace();
+  ASSERT_EQ(trace.collectives.size(), 1u);
+  trace.collectives[0].bytes = Bytes(24 << 10);
+  const Expected<network::ClusterSpec> a100 = network::ClusterPreset("dgx-a100", 0);
+  const Expected<network::ClusterSpec> h100 = network::ClusterPreset("dgx-h100", 0);
+  ASSERT_TRUE(a100.ok() && h100.ok());
+  const DurationNs traced_cost =
+      CollectiveCost(*a100, 8, graph::CommKind::kAllReduce, Bytes(24 << 10));
+  ASSERT_LT(traced_cost, Microseconds(80));
+  const DurationNs wait = Microseconds(80) - traced_cost;
+  // The collective's time in a what-if: from its wait's start (or its own) to its end.
+  const auto collective_time = [](const WhatIfResult& result) {
+    const graph::TaskGraph& graph = result.graph.graph;
+    for (uint32_t i = 0; i < graph.task_count(); ++i) {
+      const graph::Task& task = graph.task(graph::TaskId(i));
+      if (task.kind != graph::TaskKind::kCollective) continue;
+      const graph::TaskId before(i - 1);
+      const bool waited = graph.category_name(graph.task(before).category) == "peer_wait";
+      return result.times.comm_end[task.comm.value()] -
+             result.times.task_start[(waited ? before : graph::TaskId(i)).value()];
+    }
+    return DurationNs::Zero();
+  };
+  const Expected<WhatIfResult> same = WhatIf(trace, {.cluster = *a100, .traced_cluster = *a100});
+  ASSERT_TRUE(same.ok()) << same.error().ToString();
+  EXPECT_EQ(same->graph.stats.peer_waits, 1);
+  EXPECT_EQ(same->graph.stats.peer_wait_time, wait);
+  EXPECT_EQ(collective_time(*same), Microseconds(80));
+  EXPECT_EQ(same->steps.at(0).what_if, Microseconds(310));
+  const Expected<WhatIfResult> scaled =
+      WhatIf(trace, {.cluster = *h100, .data_parallel = 64, .traced_cluster = *a100});
+  ASSERT_TRUE(scaled.ok()) << scaled.error().ToString();
+  EXPECT_EQ(collective_time(*scaled),
+            wait + CollectiveCost(*h100, 64, graph::CommKind::kAllReduce, Bytes(24 << 10)));
+  const Expected<WhatIfResult> dropped = WhatIf(trace, {.cluster = *a100});
+  ASSERT_TRUE(dropped.ok());
+  EXPECT_EQ(dropped->graph.stats.peer_waits, 0);
+  EXPECT_EQ(collective_time(*dropped), traced_cost);
+  EXPECT_THAT(WhatIf(trace, {.traced_cluster = *a100}).error().ToString(),
+              testing::HasSubstr("needs the cluster to price the transfers on"));
 }
 
 // Two host threads as PyTorch runs a training step: the main thread launches the forward
@@ -491,10 +540,13 @@ TEST(ReplayWhatIfFromJson, ReadsEverySettingAndRejectsBadOnes) {
   EXPECT_EQ(what_if->compression->method, "topk");
   EXPECT_EQ(what_if->gpu->name, "h100-sxm5-80gb");
   const Expected<ReplayWhatIf> preset =
-      ReplayWhatIfFromJson(Json::parse(R"({"network": "dgx-a100", "overlap": "none"})"), "");
+      ReplayWhatIfFromJson(Json::parse(R"({"network": "dgx-a100", "overlap": "none",
+                                           "traced_network": "dgx1-v100"})"),
+                           "");
   ASSERT_TRUE(preset.ok()) << preset.error().ToString();
   EXPECT_TRUE(preset->serialize_gpu_streams);
   EXPECT_EQ(preset->cluster->name, "dgx-a100");
+  EXPECT_EQ(preset->traced_cluster->name, "dgx1-v100");
 
   const auto error = [](const char* text) {
     const Expected<ReplayWhatIf> bad = ReplayWhatIfFromJson(Json::parse(text), "");
@@ -505,6 +557,7 @@ TEST(ReplayWhatIfFromJson, ReadsEverySettingAndRejectsBadOnes) {
   EXPECT_THAT(error(R"({"speedups": "gemm=2"})"), testing::HasSubstr("must be an array"));
   EXPECT_THAT(error(R"({"overlap": "more"})"), testing::HasSubstr("as_traced"));
   EXPECT_THAT(error(R"({"network": "dgx-z100"})"), testing::HasSubstr("network"));
+  EXPECT_THAT(error(R"({"traced_network": 3})"), testing::HasSubstr("traced_network"));
   EXPECT_THAT(error(R"({"data_parallel": 0})"), testing::HasSubstr("data_parallel"));
   EXPECT_THAT(error(R"({"compression": "zip"})"), testing::HasSubstr("compression"));
   EXPECT_THAT(error(R"({"gpu": {"preset": "a100-sxm4-80gb", "memmory": "1 GiB"}})"),

@@ -46,6 +46,7 @@ struct ReplayOptions {
   bool no_overlap = false;
   bool overlap = false;
   std::string network;
+  std::string traced_network;
   int32_t data_parallel = 0;
   std::string compression;
   std::string gpu;
@@ -87,6 +88,9 @@ po::options_description Describe(ReplayOptions& o) {
       "what-if: price collectives with the analytical network model on CLUSTER (a preset "
       "such as dgx-a100, or a cluster JSON file) instead of their measured time; the one "
       "what-if a Chakra trace takes")(
+      "traced-network", po::value(&o.traced_network)->value_name("CLUSTER"),
+      "with --network: the cluster the trace ran on; each collective keeps the part of its "
+      "measured time the model does not price there (waiting for peers)")(
       "data-parallel", po::value(&o.data_parallel)->value_name("N"),
       "what-if: collectives over the traced world run over N ranks (needs --network)")(
       "compression", po::value(&o.compression)->value_name("METHOD|JSON"),
@@ -245,6 +249,9 @@ Expected<strategies::ReplayWhatIf> WhatIfOf(const ReplayOptions& options) {
     what_if.serialize_gpu_streams = options.no_overlap;
     what_if.overlap_collectives = options.overlap;
   }
+  if (!options.traced_network.empty()) {
+    DTSIM_ASSIGN_OR_RETURN(what_if.traced_cluster, network::LoadCluster(options.traced_network));
+  }
   if (!options.network.empty()) {
     DTSIM_ASSIGN_OR_RETURN(what_if.cluster, network::LoadCluster(options.network));
   }
@@ -299,6 +306,10 @@ void PrintWhatIf(std::ostream& out, const strategies::ReplayWhatIf& what_if,
              "re-sized, {} compressed; communication {}\n",
              g.sped_up_ops, g.moved_collectives, g.rescaled_collectives, g.rewritten_collectives,
              result.communication_model);
+  if (what_if.traced_cluster) {
+    fmt::print(out, "             {} collectives keep a wait for peers ({} in all)\n", g.peer_waits,
+               MsWithUnit(g.peer_wait_time));
+  }
   fmt::print(out, "  span       {} replayed, {} what-if\n", MsWithUnit(result.replayed_span),
              MsWithUnit(result.what_if_span));
   if (!result.steps.empty()) {

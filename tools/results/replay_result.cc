@@ -107,6 +107,8 @@ OrderedJson WhatIfJson(const WhatIfOutcome& outcome) {
           {"moved_collectives", g.moved_collectives},
           {"rescaled_collectives", g.rescaled_collectives},
           {"compressed_collectives", g.rewritten_collectives},
+          {"peer_waits", g.peer_waits},
+          {"peer_wait_ms", Ms(g.peer_wait_time)},
           {"replayed_span_ms", Ms(result.replayed_span)},
           {"what_if_span_ms", Ms(result.what_if_span)},
           {"steps", std::move(steps)}};
