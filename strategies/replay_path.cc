@@ -10,7 +10,6 @@ namespace dtsim::strategies {
 namespace {
 
 using graph::TaskId;
-using graph::TaskKind;
 
 constexpr std::array<std::string_view, kPathParts> kPartNames = {
     "gpu", "communication", "host", "cuda_api", "sync_wait", "fixed_gap", "peer_wait"};
