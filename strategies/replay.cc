@@ -268,8 +268,9 @@ class CompressionRewrite {
 
 }  // namespace
 
-Expected<WhatIfResult> SimulateWhatIf(const traces::Trace& trace, const ReplayResult& replay,
-                                      const ReplayWhatIf& what_if) {
+Expected<WhatIfResult> SimulateWhatIf(const traces::Trace& trace,
+                                      const traces::ReplayGraph& replayed,
+                                      const ReplayResult& replay, const ReplayWhatIf& what_if) {
   if (what_if.data_parallel > 0 && !what_if.cluster) {
     return Error(
         "scaling data parallelism re-prices collectives: it needs a cluster to price "
@@ -296,11 +297,8 @@ Expected<WhatIfResult> SimulateWhatIf(const traces::Trace& trace, const ReplayRe
         "gradient compression changes the collectives and adds kernels: it needs a "
         "cluster to price the collectives on and a GPU to price the kernels on");
   }
-  // The default replay graph (the one `replay` simulated): its steps' paths, and with a traced
-  // cluster its collectives' waits for peers.
-  DTSIM_ASSIGN_OR_RETURN(const traces::ReplayGraph replayed, traces::BuildReplayGraph(trace));
   traces::ReplayOptions options;
-  if (what_if.traced_cluster) {
+  if (what_if.traced_cluster) {  // the waits for peers of the replayed graph's collectives
     DTSIM_ASSIGN_OR_RETURN(options.collective_waits,
                            PeerWaits(trace, replayed, *what_if.traced_cluster));
   }

@@ -120,9 +120,11 @@ struct WhatIfResult {
   DurationNs what_if_span;
 };
 
-// Replays `trace` as measured and under `what_if`, step by step. `replay` is the measured
-// replay's result (SimulateReplay of the trace's default replay graph).
-Expected<WhatIfResult> SimulateWhatIf(const traces::Trace& trace, const ReplayResult& replay,
-                                      const ReplayWhatIf& what_if);
+// Replays `trace` as measured and under `what_if`, step by step. `replayed` is the trace's
+// default replay graph (BuildReplayGraph(trace)) and `replay` its simulated result
+// (SimulateReplay(replayed)).
+Expected<WhatIfResult> SimulateWhatIf(const traces::Trace& trace,
+                                      const traces::ReplayGraph& replayed,
+                                      const ReplayResult& replay, const ReplayWhatIf& what_if);
 
 }  // namespace dtsim::strategies

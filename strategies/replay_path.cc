@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <optional>
 
@@ -144,10 +145,15 @@ std::vector<StepPath> StepPaths(const traces::Trace* trace, const traces::Replay
 }
 
 std::string WhyUnmoved(const StepPath& replayed, double change) {
+  // A step "did not move" under 1%; sped-up work under 5% of its path cannot move it much;
+  // a second bounding part is named when it holds 10% of the path or more.
+  constexpr double kUnmoved = 0.01;
+  constexpr double kSmallShare = 0.05;
+  constexpr double kNamedShare = 10;  // percent
   const double total = static_cast<double>(replayed.Total().ns());
   if (total <= 0) return {};
   const double sped_up = static_cast<double>(replayed.sped_up.ns()) / total;
-  if (sped_up >= 0.05 && std::abs(change) >= 0.01) return {};
+  if (sped_up >= kSmallShare && std::abs(change) >= kUnmoved) return {};
   std::vector<size_t> order(kPathParts);
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(),
@@ -156,7 +162,7 @@ std::string WhyUnmoved(const StepPath& replayed, double change) {
     return 100 * static_cast<double>(replayed.parts[part].ns()) / total;
   };
   std::string bound = fmt::format("{:.0f}% {}", share(order[0]), kPartNames[order[0]]);
-  if (share(order[1]) >= 10) {
+  if (share(order[1]) >= kNamedShare) {
     bound += fmt::format(", {:.0f}% {}", share(order[1]), kPartNames[order[1]]);
   }
   return fmt::format(

@@ -188,7 +188,8 @@ TEST_F(ResultFilesTest, ReplayResultOfAProfilerTrace) {
   ASSERT_TRUE(result.ok());
   strategies::ReplayWhatIf what_if;
   what_if.serialize_gpu_streams = true;
-  Expected<strategies::WhatIfResult> changed = strategies::SimulateWhatIf(*trace, *result, what_if);
+  Expected<strategies::WhatIfResult> changed =
+      strategies::SimulateWhatIf(*trace, *replay, *result, what_if);
   ASSERT_TRUE(changed.ok()) << changed.error().ToString();
   const Json json =
       RoundTrip(ReplayResultJson(*trace, *replay, *result, WhatIfOutcome{what_if, *changed}),

@@ -163,6 +163,13 @@ class ReplayWhatIfTest : public testing_support::TempDirTest {
     ]})json");
   }
 
+  // The trace's default replay graph.
+  static traces::ReplayGraph GraphOf(const traces::Trace& trace) {
+    Expected<traces::ReplayGraph> replay = traces::BuildReplayGraph(trace);
+    EXPECT_TRUE(replay.ok()) << replay.error().ToString();
+    return std::move(replay).value();
+  }
+
   // The what-if of a trace whose one step replays in `replayed` (310 µs for GpuBoundTrace).
   Expected<WhatIfResult> WhatIf(const traces::Trace& trace, const ReplayWhatIf& what_if,
                                 DurationNs replayed = Microseconds(310)) {
@@ -171,7 +178,7 @@ class ReplayWhatIfTest : public testing_support::TempDirTest {
     const Expected<ReplayResult> baseline = SimulateReplay(*replay);
     EXPECT_TRUE(baseline.ok());
     EXPECT_EQ(baseline->steps.at(0).simulated, replayed);
-    return SimulateWhatIf(trace, *baseline, what_if);
+    return SimulateWhatIf(trace, *replay, *baseline, what_if);
   }
 
   // The trace's replay, which must reproduce `measured` step by step with every GPU op at its
@@ -463,7 +470,7 @@ TEST_F(ReplayWhatIfTest, SerializingStreamsAndRepricingCollectivesChangeWhatThey
   ASSERT_TRUE(scaled.ok()) << scaled.error().ToString();
   EXPECT_EQ(scaled->graph.stats.rescaled_collectives, 1);
   EXPECT_EQ(scaled->steps.at(0).what_if, Microseconds(212) + AllReduceCost(*dgx, 64));
-  EXPECT_THAT(SimulateWhatIf(trace, {}, {.data_parallel = 64}).error().ToString(),
+  EXPECT_THAT(SimulateWhatIf(trace, GraphOf(trace), {}, {.data_parallel = 64}).error().ToString(),
               testing::HasSubstr("needs a cluster"));
 }
 
@@ -515,11 +522,11 @@ TEST_F(ReplayWhatIfTest, AddingOverlapMovesACollectiveOffTheComputeStream) {
   ASSERT_TRUE(unchanged.ok());
   EXPECT_EQ(unchanged->graph.stats.moved_collectives, 0);
   EXPECT_EQ(unchanged->steps.at(0).what_if, Microseconds(310));
-  EXPECT_THAT(
-      SimulateWhatIf(trace, {}, {.serialize_gpu_streams = true, .overlap_collectives = true})
-          .error()
-          .ToString(),
-      testing::HasSubstr("contradict"));
+  EXPECT_THAT(SimulateWhatIf(trace, GraphOf(trace), {},
+                             {.serialize_gpu_streams = true, .overlap_collectives = true})
+                  .error()
+                  .ToString(),
+              testing::HasSubstr("contradict"));
 }
 
 TEST(ReplayWhatIfFromJson, ReadsEverySettingAndRejectsBadOnes) {
@@ -592,7 +599,9 @@ TEST_F(ReplayWhatIfTest, CompressionReplacesTheWorldAllReduceByTheMethodsSteps) 
     EXPECT_EQ(compressed->graph.stats.rewritten_collectives, 1);
     EXPECT_EQ(compressed->steps.at(0).what_if, Microseconds(212) + chain);
   }
-  EXPECT_THAT(SimulateWhatIf(trace, {}, {.compression = CompressionConfig{}}).error().ToString(),
+  EXPECT_THAT(SimulateWhatIf(trace, GraphOf(trace), {}, {.compression = CompressionConfig{}})
+                  .error()
+                  .ToString(),
               testing::HasSubstr("needs a cluster to price the collectives on and a GPU"));
 }
 

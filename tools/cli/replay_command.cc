@@ -344,9 +344,9 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
   if (traces::IsChakraFormat(format)) {
     // A Chakra trace's collectives can be priced on a cluster; the other what-ifs need what a
     // profiler trace records (kernel names, streams, the traced world).
-    strategies::ReplayWhatIf network_only;
-    network_only.cluster = what_if.cluster;
-    if (!what_if.empty() && what_if.Describe() != network_only.Describe()) {
+    strategies::ReplayWhatIf beside_network = what_if;
+    beside_network.cluster.reset();
+    if (!beside_network.empty()) {
       return Error(
                  "of the what-ifs, a Chakra trace takes --network only (its collectives priced "
                  "on a cluster); the others apply to profiler traces")
@@ -411,7 +411,7 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
   std::optional<strategies::WhatIfResult> what_if_result;
   if (!what_if.empty()) {
     Expected<strategies::WhatIfResult> simulated =
-        strategies::SimulateWhatIf(trace, result, what_if);
+        strategies::SimulateWhatIf(trace, replay, result, what_if);
     if (!simulated.ok()) return std::move(simulated).error().InFile(options.trace);
     what_if_result = std::move(simulated).value();
     PrintWhatIf(out, what_if, *what_if_result);
