@@ -77,10 +77,11 @@ Expected<ReplayResult> SimulateReplay(const traces::ReplayGraph& replay) {
   result.summary = run.summary;
   result.times = std::move(run.times);
   double error_sum = 0;
-  const std::vector<StepPath> paths = StepPaths(nullptr, replay, result.times);
+  const std::vector<StepPath> paths = StepPaths({}, replay, result.times);
   for (const traces::ReplayStep& step : replay.steps) {
     ReplayStepResult row;
     if (result.steps.size() < paths.size()) row.path = paths[result.steps.size()];
+    row.trace = step.trace;
     row.number = step.number;
     row.measured = step.measured;
     if (step.begin.valid() && step.end.valid()) {
@@ -119,8 +120,9 @@ double WhatIfStep::Change() const {
 std::string ReplayWhatIf::Describe() const {
   std::vector<std::string> parts;
   for (const traces::KernelSpeedup& speedup : speedups) {
-    parts.push_back(fmt::format("{} kernels ×{:g} faster", traces::KernelClassName(speedup.kernels),
-                                speedup.factor));
+    parts.push_back(fmt::format("{} kernels ×{:g} faster{}",
+                                traces::KernelClassName(speedup.kernels), speedup.factor,
+                                speedup.rank >= 0 ? fmt::format(" on rank {}", speedup.rank) : ""));
   }
   if (serialize_gpu_streams) parts.push_back("GPU streams serialized (no overlap)");
   if (overlap_collectives) parts.push_back("collectives moved off compute streams (overlap)");
@@ -160,21 +162,33 @@ Expected<std::optional<network::ClusterSpec>> ClusterOf(JsonObjectReader& reader
   return std::optional(std::move(cluster));
 }
 
-// Per Trace::collectives index, the part of each measured collective of the default replay
-// graph `replayed` that was waiting for peers: its measured time less the analytical model's
+// Per job index and Trace::collectives index, the part of each measured collective of the
+// default replay graph `replayed` that was waiting for peers the job does not load: its measured
+// time (for a collective the job's traces shared, their transfer) less the analytical model's
 // price of its transfer on the cluster the trace ran on (none when the model prices it longer).
-Expected<std::vector<DurationNs>> PeerWaits(const traces::Trace& trace,
-                                            const traces::ReplayGraph& replayed,
-                                            network::ClusterSpec traced) {
+// A collective every member of which the job loads waits for none: the replay's rendezvous
+// rebuilds its waits.
+Expected<std::vector<std::vector<DurationNs>>> PeerWaits(std::span<const traces::Trace* const> job,
+                                                         const traces::ReplayGraph& replayed,
+                                                         network::ClusterSpec traced) {
   DTSIM_RETURN_IF_ERROR(network::FitCluster(traced, PricedRanks(replayed.graph)));
   network::AnalyticalModel model(std::move(traced));
   DTSIM_RETURN_IF_ERROR(model.Prepare(replayed.graph));
-  std::vector<DurationNs> waits(trace.collectives.size());
-  for (uint32_t c = 0; c < replayed.comm_collective.size(); ++c) {
-    const uint32_t index = replayed.comm_collective[c];
-    if (index == traces::kNone || index >= waits.size()) continue;
-    const DurationNs transfer = model.Cost(graph::CommId(c));
-    waits[index] = std::max(DurationNs::Zero(), replayed.comm_durations[c] - transfer);
+  std::vector<std::vector<DurationNs>> waits(job.size());
+  for (size_t i = 0; i < job.size(); ++i) waits[i].resize(job[i]->collectives.size());
+  for (uint32_t c = 0; c < replayed.comm_source.size(); ++c) {
+    const traces::CommSource& source = replayed.comm_source[c];
+    if (source.collective == traces::kNone || source.trace >= job.size()) continue;
+    const DurationNs wait =
+        std::max(DurationNs::Zero(), replayed.comm_durations[c] - model.Cost(graph::CommId(c)));
+    if (source.job_collective == traces::kNone) {
+      waits[source.trace][source.collective] = wait;
+      continue;
+    }
+    const traces::JobCollective& shared = replayed.job.collectives[source.job_collective];
+    const traces::CollectiveInfo& info = job[source.trace]->collectives[source.collective];
+    if (static_cast<int64_t>(shared.members.size()) >= info.group_size) continue;
+    for (const auto& [trace, collective] : shared.members) waits[trace][collective] = wait;
   }
   return waits;
 }
@@ -268,19 +282,35 @@ class CompressionRewrite {
 
 }  // namespace
 
-Expected<WhatIfResult> SimulateWhatIf(const traces::Trace& trace,
+Expected<WhatIfResult> SimulateWhatIf(std::span<const traces::Trace* const> job,
                                       const traces::ReplayGraph& replayed,
                                       const ReplayResult& replay, const ReplayWhatIf& what_if) {
+  if (job.empty()) return Error("no trace to replay");
   if (what_if.data_parallel > 0 && !what_if.cluster) {
     return Error(
         "scaling data parallelism re-prices collectives: it needs a cluster to price "
         "them on");
   }
-  if (what_if.data_parallel > 0 && trace.world_size <= 0) {
+  for (const traces::Trace* trace : job) {
+    if (what_if.data_parallel > 0 && trace->world_size <= 0) {
+      return Error(
+                 "the trace has no world size (distributedInfo): its data-parallel collectives "
+                 "cannot be told apart")
+          .InFile(trace->file);
+    }
+  }
+  if (what_if.data_parallel > 0 && static_cast<size_t>(what_if.data_parallel) < job.size()) {
     return Error(
-               "the trace has no world size (distributedInfo): its data-parallel collectives "
-               "cannot be told apart")
-        .InFile(trace.file);
+        fmt::format("the job loads {} ranks: the world cannot shrink below them", job.size()),
+        "data_parallel", std::to_string(what_if.data_parallel));
+  }
+  for (const traces::KernelSpeedup& speedup : what_if.speedups) {
+    if (speedup.rank >= 0 && std::find(replayed.ranks.begin(), replayed.ranks.end(),
+                                       speedup.rank) == replayed.ranks.end()) {
+      return Error(fmt::format("no trace of rank {} in the replay (ranks {})", speedup.rank,
+                               fmt::join(replayed.ranks, ", ")),
+                   "speedups");
+    }
   }
   if (what_if.serialize_gpu_streams && what_if.overlap_collectives) {
     return Error(
@@ -300,7 +330,7 @@ Expected<WhatIfResult> SimulateWhatIf(const traces::Trace& trace,
   traces::ReplayOptions options;
   if (what_if.traced_cluster) {  // the waits for peers of the replayed graph's collectives
     DTSIM_ASSIGN_OR_RETURN(options.collective_waits,
-                           PeerWaits(trace, replayed, *what_if.traced_cluster));
+                           PeerWaits(job, replayed, *what_if.traced_cluster));
   }
   options.speedups = what_if.speedups;
   options.serialize_gpu_streams = what_if.serialize_gpu_streams;
@@ -314,7 +344,7 @@ Expected<WhatIfResult> SimulateWhatIf(const traces::Trace& trace,
       return (*rewrite)(info, ranks);
     };
   }
-  DTSIM_ASSIGN_OR_RETURN(traces::ReplayGraph graph, traces::BuildReplayGraph(trace, options));
+  DTSIM_ASSIGN_OR_RETURN(traces::ReplayGraph graph, traces::BuildReplayGraph(job, options));
   if (rewrite && rewrite->error()) return *rewrite->error();
   Expected<MeasuredRun> run = what_if.cluster ? SimulateOnCluster(graph.graph, *what_if.cluster)
                                               : SimulateMeasured(graph.graph, graph.comm_durations);
@@ -328,12 +358,13 @@ Expected<WhatIfResult> SimulateWhatIf(const traces::Trace& trace,
                       .what_if_span = run->summary.makespan - TimeNs::Zero()};
   // Both paths with the what-if's classes.
   const std::vector<StepPath> replayed_paths =
-      StepPaths(&trace, replayed, replay.times, what_if.speedups);
+      StepPaths(job, replayed, replay.times, what_if.speedups);
   const std::vector<StepPath> what_if_paths =
-      StepPaths(&trace, result.graph, result.times, what_if.speedups);
+      StepPaths(job, result.graph, result.times, what_if.speedups);
   for (size_t i = 0; i < result.graph.steps.size() && i < replay.steps.size(); ++i) {
     const traces::ReplayStep& step = result.graph.steps[i];
-    WhatIfStep row{.number = step.number,
+    WhatIfStep row{.trace = step.trace,
+                   .number = step.number,
                    .measured = step.measured,
                    .replayed = replay.steps[i].simulated,
                    .what_if = DurationNs::Zero(),
@@ -346,6 +377,13 @@ Expected<WhatIfResult> SimulateWhatIf(const traces::Trace& trace,
     result.steps.push_back(row);
   }
   return result;
+}
+
+Expected<WhatIfResult> SimulateWhatIf(const traces::Trace& trace,
+                                      const traces::ReplayGraph& replayed,
+                                      const ReplayResult& replay, const ReplayWhatIf& what_if) {
+  const traces::Trace* job[] = {&trace};
+  return SimulateWhatIf(job, replayed, replay, what_if);
 }
 
 }  // namespace dtsim::strategies

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 namespace dtsim::strategies {
 
 struct ReplayStepResult {
+  uint32_t trace = 0;  // the job index of the trace it is a step of
   int64_t number = 0;
   DurationNs measured;
   DurationNs simulated;
@@ -100,6 +102,7 @@ struct ReplayWhatIf {
 Expected<ReplayWhatIf> ReplayWhatIfFromJson(const Json& value, const std::string& path);
 
 struct WhatIfStep {
+  uint32_t trace = 0;  // the job index of the trace it is a step of
   int64_t number = 0;
   DurationNs measured;
   DurationNs replayed;  // the replay with measured durations
@@ -120,9 +123,13 @@ struct WhatIfResult {
   DurationNs what_if_span;
 };
 
-// Replays `trace` as measured and under `what_if`, step by step. `replayed` is the trace's
-// default replay graph (BuildReplayGraph(trace)) and `replay` its simulated result
-// (SimulateReplay(replayed)).
+// Replays the job `job` (one trace per rank) as measured and under `what_if`, step by step.
+// `replayed` is its default replay graph (BuildReplayGraph(job)) and `replay` its simulated
+// result (SimulateReplay(replayed)).
+Expected<WhatIfResult> SimulateWhatIf(std::span<const traces::Trace* const> job,
+                                      const traces::ReplayGraph& replayed,
+                                      const ReplayResult& replay, const ReplayWhatIf& what_if);
+// One trace, a job of one.
 Expected<WhatIfResult> SimulateWhatIf(const traces::Trace& trace,
                                       const traces::ReplayGraph& replayed,
                                       const ReplayResult& replay, const ReplayWhatIf& what_if);

@@ -32,9 +32,9 @@ PathPart PartOfCategory(std::string_view category) {
 
 class PathWalker {
  public:
-  PathWalker(const traces::Trace* trace, const traces::ReplayGraph& replay,
+  PathWalker(std::span<const traces::Trace* const> job, const traces::ReplayGraph& replay,
              const graph::TaskTimes& times, std::span<const traces::KernelSpeedup> classes)
-      : trace_(trace), replay_(replay), graph_(replay.graph), times_(times), classes_(classes) {
+      : job_(job), replay_(replay), graph_(replay.graph), times_(times), classes_(classes) {
     for (size_t c = 0; c < graph_.category_count(); ++c) {
       parts_.push_back(PartOfCategory(graph_.category_name(static_cast<uint16_t>(c))));
     }
@@ -49,6 +49,7 @@ class PathWalker {
   StepPath Walk(const traces::ReplayStep& step) const {
     StepPath path;
     if (!step.begin.valid() || !step.end.valid()) return path;
+    const int32_t rank = graph_.rank_of(step.end);
     const TimeNs begin = Start(step.begin);
     TimeNs frontier = Start(step.end);  // the path is known from here to the step's end
     TaskId task = step.end;
@@ -58,18 +59,19 @@ class PathWalker {
         // Its transfer is on the path; what the collective waited for is its last peer's way.
         const TimeNs comm_start = times_.comm_start[t.comm.value()];
         Add(path, PathPart::kCommunication, task, std::max(comm_start, begin),
-            std::min(times_.comm_end[t.comm.value()], frontier));
+            std::min(times_.comm_end[t.comm.value()], frontier), rank);
         frontier = std::min(frontier, std::max(comm_start, begin));
         task = LastArrival(task);
       } else {
-        Add(path, Part(task), task, std::max(Start(task), begin), std::min(End(task), frontier));
+        Add(path, Part(task), task, std::max(Start(task), begin), std::min(End(task), frontier),
+            rank);
         frontier = std::min(frontier, std::max(Start(task), begin));
       }
       if (frontier <= begin) break;
       const std::optional<TaskId> before = Binding(task);
       const TimeNs reached = before ? std::max(End(*before), begin) : begin;
       // Nothing ended when the task started: the replay kept that wait as measured.
-      if (reached < frontier) Add(path, PathPart::kGap, task, reached, frontier);
+      if (reached < frontier) Add(path, PathPart::kGap, task, reached, frontier, rank);
       frontier = std::min(frontier, reached);
       if (!before) break;
       task = *before;
@@ -82,20 +84,28 @@ class PathWalker {
   TimeNs End(TaskId task) const { return times_.task_end[task.value()]; }
   PathPart Part(TaskId task) const { return parts_[graph_.task(task).category]; }
 
-  void Add(StepPath& path, PathPart part, TaskId task, TimeNs from, TimeNs to) const {
+  // Adds [from, to) of `task` to the path of a step of `rank`.
+  void Add(StepPath& path, PathPart part, TaskId task, TimeNs from, TimeNs to, int32_t rank) const {
     if (to <= from) return;
     const DurationNs length = to - from;
     path.parts[static_cast<size_t>(part)] += length;
+    // A collective's transfer is the step's rank's too.
+    if (graph_.rank_of(task) != rank && part != PathPart::kCommunication) path.on_peers += length;
     if (part == PathPart::kGpu && InClasses(task)) path.sped_up += length;
   }
 
   bool InClasses(TaskId task) const {
-    if (trace_ == nullptr || classes_.empty()) return false;
+    if (classes_.empty()) return false;
+    const uint32_t trace_index = replay_.TraceOf(task);
+    if (trace_index >= job_.size()) return false;
+    const traces::Trace& trace = *job_[trace_index];
     const uint32_t event = replay_.task_device_event[task.value()];
-    if (event == traces::kNone || event >= trace_->device.size()) return false;
-    const traces::DeviceEvent& op = trace_->device[event];
+    if (event == traces::kNone || event >= trace.device.size()) return false;
+    const traces::DeviceEvent& op = trace.device[event];
+    const int32_t rank = graph_.rank_of(task);
     return std::any_of(classes_.begin(), classes_.end(), [&](const traces::KernelSpeedup& s) {
-      return traces::InKernelClass(s.kernels, op.kind, trace_->Name(op.name));
+      return (s.rank < 0 || s.rank == rank) &&
+             traces::InKernelClass(s.kernels, op.kind, trace.Name(op.name));
     });
   }
 
@@ -117,7 +127,7 @@ class PathWalker {
     return best;
   }
 
-  const traces::Trace* trace_;
+  std::span<const traces::Trace* const> job_;
   const traces::ReplayGraph& replay_;
   const graph::TaskGraph& graph_;
   const graph::TaskTimes& times_;
@@ -134,12 +144,12 @@ DurationNs StepPath::Total() const {
   return std::accumulate(parts.begin(), parts.end(), DurationNs::Zero());
 }
 
-std::vector<StepPath> StepPaths(const traces::Trace* trace, const traces::ReplayGraph& replay,
-                                const graph::TaskTimes& times,
+std::vector<StepPath> StepPaths(std::span<const traces::Trace* const> job,
+                                const traces::ReplayGraph& replay, const graph::TaskTimes& times,
                                 std::span<const traces::KernelSpeedup> classes) {
   std::vector<StepPath> paths;
   if (times.task_start.size() != replay.graph.task_count()) return paths;
-  const PathWalker walker(trace, replay, times, classes);
+  const PathWalker walker(job, replay, times, classes);
   for (const traces::ReplayStep& step : replay.steps) paths.push_back(walker.Walk(step));
   return paths;
 }

@@ -34,6 +34,9 @@ struct StepPath {
   std::array<DurationNs, kPathParts> parts{};
   // Of the GPU part, the ops of the kernel classes asked about (a what-if's speedups).
   DurationNs sped_up;
+  // Of the whole path, what ran on other ranks of the job: the step's rank waiting for peers
+  // that arrived last at a collective they shared, and for what held those peers up.
+  DurationNs on_peers;
 
   DurationNs operator[](PathPart part) const { return parts[static_cast<size_t>(part)]; }
   DurationNs Total() const;  // the step's simulated duration
@@ -41,10 +44,10 @@ struct StepPath {
 
 // Per step of `replay` simulated as `times` (as many as replay.steps; none when the times are
 // not the graph's), its critical path. `classes`: the kernel classes whose GPU time on the path
-// goes into `sped_up`, the device events of `trace` (needed with classes) telling what each GPU
-// op was.
-std::vector<StepPath> StepPaths(const traces::Trace* trace, const traces::ReplayGraph& replay,
-                                const graph::TaskTimes& times,
+// goes into `sped_up`, the device events of the job's traces (`job`, needed with classes)
+// telling what each GPU op was.
+std::vector<StepPath> StepPaths(std::span<const traces::Trace* const> job,
+                                const traces::ReplayGraph& replay, const graph::TaskTimes& times,
                                 std::span<const traces::KernelSpeedup> classes = {});
 
 // Why a speed-up what-if barely moved a step whose replayed path is `replayed` and whose time

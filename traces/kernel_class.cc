@@ -77,7 +77,18 @@ Expected<KernelSpeedup> ParseKernelSpeedup(std::string_view text) {
                              JoinQuoted(kNames)),
                  "", std::string(name));
   }
-  const std::string_view factor_text = text.substr(equals + 1);
+  std::string_view factor_text = text.substr(equals + 1);
+  int32_t rank = -1;
+  if (const size_t at = factor_text.find('@'); at != std::string_view::npos) {
+    const std::string_view rank_text = factor_text.substr(at + 1);
+    const auto [rank_end, rank_ec] =
+        std::from_chars(rank_text.data(), rank_text.data() + rank_text.size(), rank);
+    if (rank_ec != std::errc() || rank_end != rank_text.data() + rank_text.size() || rank < 0) {
+      return Error("the rank after @ is a rank number of the job, e.g. all=1.2@3", "",
+                   std::string(rank_text));
+    }
+    factor_text = factor_text.substr(0, at);
+  }
   double factor = 0;
   const auto [end, ec] =
       std::from_chars(factor_text.data(), factor_text.data() + factor_text.size(), factor);
@@ -85,7 +96,7 @@ Expected<KernelSpeedup> ParseKernelSpeedup(std::string_view text) {
       !std::isfinite(factor) || factor <= 0) {
     return Error("a speedup factor is a positive number", "", std::string(factor_text));
   }
-  return KernelSpeedup{*kind, factor};
+  return KernelSpeedup{*kind, factor, rank};
 }
 
 }  // namespace dtsim::traces

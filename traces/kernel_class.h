@@ -26,9 +26,11 @@ bool InKernelClass(KernelClass kind_class, DeviceEventKind kind, std::string_vie
 struct KernelSpeedup {
   KernelClass kernels = KernelClass::kAll;
   double factor = 1;  // durations are divided by it
+  int32_t rank = -1;  // only the trace of this rank of a job (a straggler); -1: every rank
 };
 
-// "gemm=1.5" → {kGemm, 1.5}. Errors name the class (with the known ones) or the factor.
+// "gemm=1.5" → {kGemm, 1.5}; "all=1.2@3" → {kAll, 1.2, rank 3}. Errors name the class (with the
+// known ones), the factor or the rank.
 Expected<KernelSpeedup> ParseKernelSpeedup(std::string_view text);
 
 }  // namespace dtsim::traces

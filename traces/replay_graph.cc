@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <unordered_map>
@@ -43,14 +44,74 @@ struct ApiCall {
   std::vector<int64_t> correlations;
 };
 
+// The job's collectives as the graph's CommIds, shared by the builders of its traces.
+struct CommTable {
+  std::vector<DurationNs> durations;  // measured, by CommId
+  std::vector<CommSource> sources;    // by CommId
+  // (JobCollectives index, 0 for the collective or 1 + k for a rewrite's k-th step) → CommId.
+  std::map<std::pair<uint32_t, size_t>, graph::CommId> shared;
+};
+
+// What the builders of a job's traces write beside the graph.
+struct ReplayParts {
+  std::vector<ReplayStep> steps;
+  std::vector<uint32_t> task_device_event;
+  std::vector<DurationNs> measured_start;
+};
+
+// What the builders of a job's traces share.
+struct JobContext {
+  std::vector<int32_t> ranks;  // graph rank per job index
+  bool global_ranks = false;   // whether they are the traces' distributedInfo ranks
+  JobCollectives collectives;
+  graph::TaskGraphBuilder builder;
+  CommTable comms;
+};
+
+// The group a collective over `size` ranks is priced over when the job loads only `members` of
+// them (sorted, distinct graph ranks): the ranks the trace records for it (`known`, when they
+// are graph ranks, as many and include the members); else the aligned block of `size`
+// consecutive ranks holding the members, as launchers number the ranks of a tensor- or
+// data-parallel group (rank 127's pair is 126 and 127, on one node); else the members and the
+// smallest other ranks.
+std::vector<int32_t> PricedGroup(const std::vector<int32_t>& members, int32_t size,
+                                 std::span<const int32_t> known) {
+  const auto holds_members = [&](const std::vector<int32_t>& group) {
+    return static_cast<int64_t>(group.size()) == size &&
+           std::adjacent_find(group.begin(), group.end()) == group.end() &&
+           std::includes(group.begin(), group.end(), members.begin(), members.end());
+  };
+  std::vector<int32_t> group(known.begin(), known.end());
+  std::sort(group.begin(), group.end());
+  if (holds_members(group)) return group;
+  const int64_t first = static_cast<int64_t>(members.front()) / size * size;
+  if (first + size <= INT32_MAX) {
+    group.resize(static_cast<size_t>(size));
+    std::iota(group.begin(), group.end(), static_cast<int32_t>(first));
+    if (holds_members(group)) return group;
+  }
+  group = members;
+  for (int32_t rank = 0; static_cast<int64_t>(group.size()) < size; ++rank) {
+    if (!std::binary_search(members.begin(), members.end(), rank)) group.push_back(rank);
+  }
+  std::sort(group.begin(), group.end());
+  return group;
+}
+
 // The tasks a GPU op becomes, what-ifs applied: a kernel, copy or set with its (sped-up)
 // duration; an NCCL collective over its (rescaled) group with its measured duration kept for
-// the measured replay, or the chain a rewrite what-if replaces it by.
+// the measured replay — or, shared with other traces of the job, its transfer — or the chain a
+// rewrite what-if replaces it by.
 class DeviceOpTasks {
  public:
-  DeviceOpTasks(const Trace& trace, const ReplayOptions& options, graph::TaskGraphBuilder& builder,
-                ReplayStats& stats)
-      : trace_(trace), options_(options), builder_(&builder), stats_(&stats) {}
+  DeviceOpTasks(const Trace& trace, uint32_t job_index, const ReplayOptions& options,
+                JobContext& job, ReplayStats& stats)
+      : trace_(trace),
+        job_index_(job_index),
+        options_(options),
+        job_(&job),
+        builder_(&job.builder),
+        stats_(&stats) {}
 
   // The task of a GPU op; for a collective a what-if rewrote, the last of its chain, the first
   // going to `chain_first`.
@@ -65,21 +126,33 @@ class DeviceOpTasks {
         return builder_->AddTask(stream, TaskKind::kCompute, name, "nccl", op.duration);
       }
       if (info.kind != graph::CommKind::kSendRecv) {
+        const uint32_t shared = job_->collectives.of_rank[job_index_][op.collective];
         const bool world = trace_.world_size > 0 && info.group_size == trace_.world_size;
         const int32_t group_size = PricedGroupSize(info);
+        if (group_size != info.group_size) ++stats_->rescaled_collectives;
         if (world && options_.rewrite_world_collectives) {
           if (const auto steps = options_.rewrite_world_collectives(info, group_size)) {
             ++stats_->rewritten_collectives;
-            return RewriteChain(stream, name, *steps, group_size, chain_first);
+            return RewriteChain(stream, name, *steps, shared, group_size, chain_first);
           }
         }
-        const graph::CommId comm = Collective(info.kind, info.bytes, name, group_size);
-        comm_durations_[comm.value()] = op.duration;
-        comm_collective_[comm.value()] = op.collective;
-        ++stats_->collectives;
-        if (op.collective < options_.collective_waits.size() &&
-            options_.collective_waits[op.collective] > DurationNs::Zero()) {
-          const DurationNs wait = options_.collective_waits[op.collective];
+        const graph::CommId comm =
+            Collective(info.kind, info.bytes, name, shared, 0, group_size, KnownRanks(info));
+        CommTable& comms = job_->comms;
+        if (shared == kNone) {
+          comms.durations[comm.value()] = op.duration;
+          comms.sources[comm.value()] = {job_index_, op.collective, kNone};
+          ++stats_->collectives;
+        } else if (comms.sources[comm.value()].trace == kNone) {  // its first member
+          comms.durations[comm.value()] = job_->collectives.collectives[shared].transfer;
+          comms.sources[comm.value()] = {job_index_, op.collective, shared};
+          ++stats_->collectives;
+          ++stats_->job_collectives;
+        }
+        if (job_index_ < options_.collective_waits.size() &&
+            op.collective < options_.collective_waits[job_index_].size() &&
+            options_.collective_waits[job_index_][op.collective] > DurationNs::Zero()) {
+          const DurationNs wait = options_.collective_waits[job_index_][op.collective];
           chain_first =
               builder_->AddTask(stream, TaskKind::kDelay, "waiting for peers", "peer_wait", wait);
           ++stats_->peer_waits;
@@ -100,43 +173,55 @@ class DeviceOpTasks {
     return TaskId::Invalid();
   }
 
-  // Measured, indexed by CommId (0 for a collective a what-if made).
-  std::vector<DurationNs> TakeCommDurations() { return std::move(comm_durations_); }
-  // Per CommId, the Trace::collectives index it stands for (kNone for a what-if's).
-  std::vector<uint32_t> TakeCommCollectives() { return std::move(comm_collective_); }
-
  private:
-  // A single-rank collective priced as one over `group_size` ranks.
+  // A collective over `group_size` ranks: this trace's own, or (`shared` a JobCollectives
+  // index) the one its members post, made by the first — `step` tells a rewrite's steps apart.
   graph::CommId Collective(graph::CommKind kind, Bytes bytes, std::string_view name,
-                           int32_t group_size) {
-    const int32_t rank = 0;
-    // The replayed rank stands for the whole group, so a broadcast or reduce is rooted at it:
-    // the root the real job used (a global rank, often another process's) does not change
-    // what the network model charges for the collective.
+                           uint32_t shared, size_t step, int32_t group_size,
+                           std::span<const int32_t> known) {
+    CommTable& comms = job_->comms;
+    if (shared != kNone) {
+      if (const auto it = comms.shared.find({shared, step}); it != comms.shared.end()) {
+        return it->second;
+      }
+    }
+    std::vector<int32_t> members{job_->ranks[job_index_]};
+    if (shared != kNone) {
+      members.clear();
+      for (const auto& member : job_->collectives.collectives[shared].members) {
+        members.push_back(job_->ranks[member.first]);
+      }
+      std::sort(members.begin(), members.end());
+    }
+    // The job's ranks stand for the whole group, so a broadcast or reduce is rooted at the
+    // first: the root the real job used (a global rank, often another process's) does not
+    // change what the network model charges for the collective.
     const bool rooted = kind == graph::CommKind::kBroadcast || kind == graph::CommKind::kReduce;
-    const graph::CommId comm = builder_->AddCollective(
-        kind, bytes, std::span<const int32_t>(&rank, 1), name, {}, rooted ? rank : -1);
-    if (group_size > 1) {
-      std::vector<int32_t> logical(static_cast<size_t>(group_size));
-      std::iota(logical.begin(), logical.end(), 0);
-      builder_->PriceAs(comm, logical);
+    const graph::CommId comm =
+        builder_->AddCollective(kind, bytes, members, name, {}, rooted ? members.front() : -1);
+    if (group_size > static_cast<int64_t>(members.size())) {
+      builder_->PriceAs(comm, PricedGroup(members, group_size, known));
     }
-    if (comm_durations_.size() <= comm.value()) {
-      comm_durations_.resize(comm.value() + 1);
-      comm_collective_.resize(comm.value() + 1, kNone);
+    if (comms.durations.size() <= comm.value()) {
+      comms.durations.resize(comm.value() + 1);
+      comms.sources.resize(comm.value() + 1);
     }
+    if (shared != kNone) comms.shared.emplace(std::make_pair(shared, step), comm);
     return comm;
   }
 
   TaskId RewriteChain(graph::StreamId stream, std::string_view name,
-                      const std::vector<CollectiveRewriteStep>& steps, int32_t group_size,
-                      TaskId& chain_first) {
+                      const std::vector<CollectiveRewriteStep>& steps, uint32_t shared,
+                      int32_t group_size, TaskId& chain_first) {
     TaskId last;
-    for (const CollectiveRewriteStep& step : steps) {
+    for (size_t k = 0; k < steps.size(); ++k) {
+      const CollectiveRewriteStep& step = steps[k];
       const std::string step_name = fmt::format("{} ({})", name, step.name);
       if (step.collective) {
-        const graph::CommId comm = Collective(*step.collective, step.bytes, step_name, group_size);
-        ++stats_->collectives;
+        const bool first_member = shared == kNone || !job_->comms.shared.contains({shared, k + 1});
+        const graph::CommId comm =
+            Collective(*step.collective, step.bytes, step_name, shared, k + 1, group_size, {});
+        if (first_member) ++stats_->collectives;
         last = builder_->AddCollectiveTask(stream, comm, step_name, "nccl");
       } else {
         last =
@@ -150,6 +235,7 @@ class DeviceOpTasks {
   // The op's measured duration, divided by the first speedup whose class it belongs to.
   DurationNs Duration(const DeviceEvent& op) {
     for (const KernelSpeedup& speedup : options_.speedups) {
+      if (speedup.rank >= 0 && speedup.rank != job_->ranks[job_index_]) continue;
       if (InKernelClass(speedup.kernels, op.kind, trace_.Name(op.name))) {
         ++stats_->sped_up_ops;
         return DurationNs(static_cast<int64_t>(
@@ -159,39 +245,48 @@ class DeviceOpTasks {
     return op.duration;
   }
 
-  int32_t PricedGroupSize(const CollectiveInfo& info) {
+  // The global ranks the trace records for a collective's group, when the graph's ranks are
+  // global ranks and the group keeps its traced size.
+  std::span<const int32_t> KnownRanks(const CollectiveInfo& info) const {
+    if (!job_->global_ranks || PricedGroupSize(info) != info.group_size) return {};
+    return info.group_ranks;
+  }
+
+  int32_t PricedGroupSize(const CollectiveInfo& info) const {
     if (options_.world_group_size > 0 && trace_.world_size > 0 &&
         info.group_size == trace_.world_size) {
-      ++stats_->rescaled_collectives;
       return options_.world_group_size;
     }
     return info.group_size;
   }
 
   const Trace& trace_;
+  uint32_t job_index_;
   const ReplayOptions& options_;
+  JobContext* job_;
   graph::TaskGraphBuilder* builder_;
   ReplayStats* stats_;
-  std::vector<DurationNs> comm_durations_;
-  std::vector<uint32_t> comm_collective_;
 };
 
+// The tasks of one trace of a job, on its rank, its clock aligned with the job's.
 class ReplayBuilder {
  public:
-  ReplayBuilder(const Trace& trace, const ReplayOptions& options)
+  // `origin`: the time, on this trace's clock, that simulated time 0 stands for.
+  ReplayBuilder(const Trace& trace, uint32_t job_index, const ReplayOptions& options,
+                JobContext& job, TimeNs origin, ReplayParts& replay)
       : trace_(trace),
+        job_index_(job_index),
+        rank_(job.ranks[job_index]),
         options_(options),
         index_(trace, options.overlap_collectives && !options.serialize_gpu_streams, stats_),
-        origin_(index_.origin()) {}
+        origin_(origin),
+        builder_(job.builder),
+        device_ops_(trace, job_index, options, job, stats_),
+        replay_(&replay) {}
 
-  Expected<ReplayGraph> Build() {
-    if (trace_.device.empty()) {
-      return Error(fmt::format(
-                       "no GPU events (kernels, copies or sets) to replay: the trace has {} host "
-                       "events; was it recorded with ProfilerActivity.CUDA?",
-                       trace_.host.size()))
-          .InFile(trace_.file);
-    }
+  // Adds the trace's tasks to the job's graph and its steps, measured starts and device events
+  // to `replay`; returns its statistics.
+  ReplayStats Build() {
     device_task_.assign(trace_.device.size(), TaskId::Invalid());
     FindHandoffs();
     for (uint32_t thread = 0; thread < trace_.threads.size(); ++thread) BuildHostThread(thread);
@@ -208,21 +303,13 @@ class ReplayBuilder {
     for (const auto& [task, event] : pending_edges_) {
       builder_.AddDependency(task, device_task_[event]);
     }
-    std::vector<uint32_t> task_device_event(builder_.task_count(), kNone);
+    replay_->task_device_event.resize(builder_.task_count(), kNone);
     for (uint32_t event = 0; event < device_task_.size(); ++event) {
-      if (device_task_[event].valid()) task_device_event[device_task_[event].value()] = event;
+      if (device_task_[event].valid()) {
+        replay_->task_device_event[device_task_[event].value()] = event;
+      }
     }
-    DTSIM_ASSIGN_OR_RETURN(graph::TaskGraph graph, std::move(builder_).Build());
-    ReplayGraph replay{std::move(graph)};
-    replay.origin = origin_;
-    replay.steps = std::move(steps_);
-    replay.comm_durations = device_ops_.TakeCommDurations();
-    replay.comm_collective = device_ops_.TakeCommCollectives();
-    replay.task_device_event = std::move(task_device_event);
-    measured_start_.resize(replay.graph.task_count());
-    replay.measured_start = std::move(measured_start_);
-    replay.stats = stats_;
-    return replay;
+    return stats_;
   }
 
  private:
@@ -231,8 +318,9 @@ class ReplayBuilder {
 
   // Records when a task started in the trace.
   TaskId Measured(TaskId task, TimeNs start) {
-    if (measured_start_.size() <= task.value()) measured_start_.resize(task.value() + 1);
-    measured_start_[task.value()] = start - origin_;
+    std::vector<DurationNs>& measured = replay_->measured_start;
+    if (measured.size() <= task.value()) measured.resize(task.value() + 1);
+    measured[task.value()] = start - origin_;
     return task;
   }
 
@@ -348,11 +436,14 @@ class ReplayBuilder {
     for (size_t s = 0; s < trace_.steps.size(); ++s) {
       const ProfilerStep& step = trace_.steps[s];
       if (step.thread != thread) continue;
-      steps_.push_back({step.number, step.duration, TaskId::Invalid(), TaskId::Invalid()});
-      const size_t index = steps_.size() - 1;
-      cuts.emplace_back(step.start, [this, index](TaskId task) { steps_[index].begin = task; });
+      std::vector<ReplayStep>& steps = replay_->steps;
+      steps.push_back(
+          {job_index_, step.number, step.duration, TaskId::Invalid(), TaskId::Invalid()});
+      const size_t index = steps.size() - 1;
+      cuts.emplace_back(step.start,
+                        [this, index](TaskId task) { replay_->steps[index].begin = task; });
       cuts.emplace_back(step.start + step.duration,
-                        [this, index](TaskId task) { steps_[index].end = task; });
+                        [this, index](TaskId task) { replay_->steps[index].end = task; });
     }
     std::stable_sort(cuts.begin(), cuts.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -360,7 +451,7 @@ class ReplayBuilder {
 
     const HostThread& info = trace_.threads[thread];
     const graph::StreamId stream =
-        builder_.Stream(0, fmt::format("cpu {} thread {}", info.pid, info.tid));
+        builder_.Stream(rank_, fmt::format("cpu {} thread {}", info.pid, info.tid));
     TimeNs now = origin_;
     size_t next_cut = 0;
     for (const ApiCall& api : calls) {
@@ -487,9 +578,9 @@ class ReplayBuilder {
                                  ? fmt::format("gpu {} all streams", key.first)
                                  : fmt::format("gpu {} stream {}", key.first, key.second);
     const bool moves = key.second != kAllStreams && index_.MovesCollectives(key);
-    const graph::StreamId kept = builder_.Stream(0, name);
+    const graph::StreamId kept = builder_.Stream(rank_, name);
     const graph::StreamId moved =
-        moves ? builder_.Stream(0, name + " (collectives moved off)") : kept;
+        moves ? builder_.Stream(rank_, name + " (collectives moved off)") : kept;
     TaskId last_kept;
     std::optional<TimeNs> previous_end;
     for (uint32_t index : events) {
@@ -543,12 +634,15 @@ class ReplayBuilder {
   }
 
   const Trace& trace_;
+  uint32_t job_index_;
+  int32_t rank_;
   const ReplayOptions& options_;
   ReplayStats stats_;  // before index_, which counts the Stream Wait Event edges into it
   ReplayIndex index_;
   TimeNs origin_;
-  graph::TaskGraphBuilder builder_;
-  DeviceOpTasks device_ops_{trace_, options_, builder_, stats_};
+  graph::TaskGraphBuilder& builder_;
+  DeviceOpTasks device_ops_;
+  ReplayParts* replay_;
   // Per launched op: the host task that launched it and when that task ended in the trace.
   std::unordered_map<uint32_t, std::pair<TaskId, TimeNs>> launch_task_;
   std::vector<std::pair<TaskId, uint32_t>> pending_edges_;  // (task, device event it awaits)
@@ -557,14 +651,124 @@ class ReplayBuilder {
   std::unordered_map<uint32_t, TaskId> waker_task_;  // a call that woke a thread → its last task
   std::vector<std::pair<TaskId, uint32_t>> thread_edges_;  // (wait task, call event it awaits)
   std::vector<TaskId> device_task_;
-  std::vector<DurationNs> measured_start_;  // per task, since origin_
-  std::vector<ReplayStep> steps_;
 };
+
+// The earliest host or device event of a trace, on its clock.
+TimeNs FirstEvent(const Trace& trace) {
+  TimeNs first = TimeNs::Max();
+  for (const HostEvent& event : trace.host) first = std::min(first, event.start);
+  for (const DeviceEvent& event : trace.device) first = std::min(first, event.start);
+  return first;
+}
+
+// Each trace's rank in the graph: its distributedInfo rank when every trace of the job has a
+// distinct one inside its world (then `global` is set), else its place in the job.
+std::vector<int32_t> GraphRanks(std::span<const Trace* const> job, bool& global) {
+  global = false;
+  constexpr int32_t kMaxWorld = 1 << 20;  // beyond this a rank number is not trusted
+  std::vector<int32_t> ranks;
+  for (const Trace* trace : job) {
+    if (trace->rank < 0 || trace->rank >= trace->world_size || trace->world_size > kMaxWorld) {
+      break;
+    }
+    ranks.push_back(trace->rank);
+  }
+  std::vector<int32_t> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  if (ranks.size() == job.size() &&
+      std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end()) {
+    global = true;
+    return ranks;
+  }
+  ranks.resize(job.size());
+  std::iota(ranks.begin(), ranks.end(), 0);
+  return ranks;
+}
+
+void AddStats(ReplayStats& sum, const ReplayStats& part) {
+  sum.host_tasks += part.host_tasks;
+  sum.gpu_tasks += part.gpu_tasks;
+  sum.collectives += part.collectives;
+  sum.launch_edges += part.launch_edges;
+  sum.stream_wait_edges += part.stream_wait_edges;
+  sum.sync_edges += part.sync_edges;
+  sum.inferred_sync_edges += part.inferred_sync_edges;
+  sum.inferred_stream_edges += part.inferred_stream_edges;
+  sum.inferred_thread_edges += part.inferred_thread_edges;
+  sum.inferred_queue_edges += part.inferred_queue_edges;
+  sum.gpu_gaps += part.gpu_gaps;
+  sum.gpu_gap_time += part.gpu_gap_time;
+  if (sum.unsized_collectives == 0) sum.first_unsized = part.first_unsized;
+  sum.unsized_collectives += part.unsized_collectives;
+  sum.job_collectives += part.job_collectives;
+  sum.peer_waits += part.peer_waits;
+  sum.peer_wait_time += part.peer_wait_time;
+  sum.sped_up_ops += part.sped_up_ops;
+  sum.moved_collectives += part.moved_collectives;
+  sum.rescaled_collectives += part.rescaled_collectives;
+  sum.rewritten_collectives += part.rewritten_collectives;
+}
 
 }  // namespace
 
+Expected<ReplayGraph> BuildReplayGraph(std::span<const Trace* const> job,
+                                       const ReplayOptions& options) {
+  if (job.empty()) return Error("no trace to replay");
+  size_t gpu_ops = 0;
+  for (const Trace* trace : job) gpu_ops += trace->device.size();
+  if (gpu_ops == 0) {
+    size_t host = 0;
+    for (const Trace* trace : job) host += trace->host.size();
+    return Error(fmt::format(
+                     "no GPU events (kernels, copies or sets) to replay: the trace has {} host "
+                     "events; was it recorded with ProfilerActivity.CUDA?",
+                     host))
+        .InFile(job.front()->file);
+  }
+  bool global_ranks = false;
+  std::vector<int32_t> ranks = GraphRanks(job, global_ranks);
+  JobContext context{std::move(ranks), global_ranks, MatchJobCollectives(job), {}, {}};
+  // Simulated time 0 is the job's first event, on the first trace's clock.
+  TimeNs origin = TimeNs::Max();
+  for (size_t i = 0; i < job.size(); ++i) {
+    const TimeNs first = FirstEvent(*job[i]);
+    if (first != TimeNs::Max()) {
+      origin = std::min(origin, first - context.collectives.clock_offset[i]);
+    }
+  }
+  ReplayParts parts;
+  ReplayStats stats;
+  std::vector<uint32_t> first_task;
+  for (uint32_t i = 0; i < job.size(); ++i) {
+    first_task.push_back(static_cast<uint32_t>(context.builder.task_count()));
+    const TimeNs trace_origin = origin + context.collectives.clock_offset[i];
+    AddStats(stats, ReplayBuilder(*job[i], i, options, context, trace_origin, parts).Build());
+  }
+  DTSIM_ASSIGN_OR_RETURN(graph::TaskGraph graph, std::move(context.builder).Build());
+  ReplayGraph replay{std::move(graph)};
+  replay.origin = origin;
+  replay.ranks = std::move(context.ranks);
+  replay.first_task = std::move(first_task);
+  replay.job = std::move(context.collectives);
+  replay.steps = std::move(parts.steps);
+  replay.comm_durations = std::move(context.comms.durations);
+  replay.comm_source = std::move(context.comms.sources);
+  replay.task_device_event = std::move(parts.task_device_event);
+  replay.task_device_event.resize(replay.graph.task_count(), kNone);
+  replay.measured_start = std::move(parts.measured_start);
+  replay.measured_start.resize(replay.graph.task_count());
+  replay.stats = stats;
+  return replay;
+}
+
 Expected<ReplayGraph> BuildReplayGraph(const Trace& trace, const ReplayOptions& options) {
-  return ReplayBuilder(trace, options).Build();
+  const Trace* job[] = {&trace};
+  return BuildReplayGraph(job, options);
+}
+
+uint32_t ReplayGraph::TraceOf(graph::TaskId task) const {
+  const auto after = std::upper_bound(first_task.begin(), first_task.end(), task.value());
+  return after == first_task.begin() ? 0 : static_cast<uint32_t>(after - first_task.begin() - 1);
 }
 
 }  // namespace dtsim::traces

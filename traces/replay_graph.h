@@ -21,17 +21,25 @@
 //    their measured duration. Collectives' measured durations are in comm_durations.
 //  - ProfilerStep#N boundaries are zero-length marker tasks on the annotating thread; a
 //    step's simulated time is the time between its two markers.
+//
+// A job of several traces (one per rank) is one graph: each trace is a rank (its
+// distributedInfo rank when every trace has a distinct one, else its place in the job), its
+// clock aligned with the first trace's, and the collectives the ranks shared
+// (traces/job_collectives.h) become one collective posted by each, which starts when the last
+// member arrives and lasts the measured transfer.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "sim/base/status.h"
 #include "sim/base/time.h"
 #include "sim/graph/task_graph.h"
+#include "traces/job_collectives.h"
 #include "traces/kernel_class.h"
 #include "traces/trace.h"
 
@@ -78,13 +86,14 @@ struct ReplayOptions {
   // Applied to the collectives over the traced world; their measured durations no longer hold,
   // so the what-if must price communication with a network model.
   CollectiveRewrite rewrite_world_collectives;
-  // Per Trace::collectives index, the part of its measured time spent waiting for peers, kept
-  // as a delay before the collective ("waiting for peers") when a network what-if re-prices
-  // its transfer; empty: none.
-  std::vector<DurationNs> collective_waits;
+  // Per job index and Trace::collectives index, the part of its measured time spent waiting
+  // for peers the job does not load, kept as a delay before the collective ("waiting for
+  // peers") when a network what-if re-prices its transfer; empty: none.
+  std::vector<std::vector<DurationNs>> collective_waits;
 };
 
 struct ReplayStep {
+  uint32_t trace = 0;  // the job index of the trace it is a step of
   int64_t number = 0;
   DurationNs measured;
   graph::TaskId begin;  // zero-length markers
@@ -107,8 +116,9 @@ struct ReplayStats {
   // NCCL collectives whose size neither their args nor an annotation gave: kept as GPU work of
   // their measured duration under every what-if (never priced as 0-byte collectives).
   int64_t unsized_collectives = 0;
-  std::string first_unsized;  // the first one's kernel name, for the warning
-  int64_t peer_waits = 0;     // what-if: waits for peers kept before re-priced ones
+  std::string first_unsized;    // the first one's kernel name, for the warning
+  int64_t job_collectives = 0;  // collectives several traces of the job shared, each counted once
+  int64_t peer_waits = 0;       // what-if: waits for peers kept before re-priced ones
   DurationNs peer_wait_time;
   int64_t sped_up_ops = 0;            // what-if: GPU ops a speedup applied to
   int64_t moved_collectives = 0;      // what-if: collectives moved off a compute stream
@@ -116,18 +126,35 @@ struct ReplayStats {
   int64_t rewritten_collectives = 0;  // what-if: world collectives replaced by rewrite steps
 };
 
-struct ReplayGraph {
-  graph::TaskGraph graph;
-  TimeNs origin;  // the trace time that simulated time 0 stands for
-  std::vector<ReplayStep> steps;
-  std::vector<DurationNs> comm_durations;   // measured, indexed by CommId
-  std::vector<uint32_t> comm_collective;    // per CommId: its Trace::collectives index, or kNone
-  std::vector<uint32_t> task_device_event;  // per task: its Trace::device index, or kNone
-  std::vector<DurationNs> measured_start;   // per task: when it started in the trace, since origin
-  ReplayStats stats;
+// What a CommId of the replay graph stands for.
+struct CommSource {
+  uint32_t trace = kNone;           // job index of the trace (its first member's, when shared)
+  uint32_t collective = kNone;      // Trace::collectives index in it; kNone for a what-if's own
+  uint32_t job_collective = kNone;  // JobCollectives index, when several traces shared it
 };
 
-// Errors when the trace has no GPU op to replay.
+struct ReplayGraph {
+  graph::TaskGraph graph;
+  TimeNs origin;                     // the first trace's time that simulated time 0 stands for
+  std::vector<int32_t> ranks;        // per job index: the graph rank its tasks run on
+  std::vector<uint32_t> first_task;  // per job index: its tasks are [first_task[i], next)
+  JobCollectives job;                // the collectives the traces shared, and their clocks
+  std::vector<ReplayStep> steps;     // the job's traces' steps, trace by trace
+  std::vector<DurationNs> comm_durations;   // measured, indexed by CommId
+  std::vector<CommSource> comm_source;      // per CommId
+  std::vector<uint32_t> task_device_event;  // per task: its trace's Trace::device index, or kNone
+  std::vector<DurationNs> measured_start;   // per task: when it started in the trace, since origin
+  ReplayStats stats;                        // the job's, summed over its traces
+
+  // The job index of the trace a task came from.
+  uint32_t TraceOf(graph::TaskId task) const;
+};
+
+// The replay graph of a job: one trace per rank (docs/replay.md, "A whole job"). Errors when
+// no trace has a GPU op to replay.
+Expected<ReplayGraph> BuildReplayGraph(std::span<const Trace* const> job,
+                                       const ReplayOptions& options = {});
+// One trace, a job of one.
 Expected<ReplayGraph> BuildReplayGraph(const Trace& trace, const ReplayOptions& options = {});
 
 }  // namespace dtsim::traces

@@ -9,6 +9,7 @@
 #include "sim/base/json_reader.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/traces/chakra_test_traces.h"
+#include "tests/traces/synthetic_job.h"
 #include "tools/cli/simulate_command.h"
 #include "traces/chakra_writer.h"
 #include "traces/kineto_reader.h"
@@ -229,6 +230,61 @@ TEST_F(ReplayCommandTest, ItPrintsEachStepsCriticalPathAndWhyAWhatIfDidNotMoveIt
   EXPECT_THAT(output_.str(),
               HasSubstr("ProfilerStep#551: its critical path is 99% host; the GPU work sped up "
                         "is 0.0% of it"));
+}
+
+// A directory of a job's traces, one per rank (tests/traces/synthetic_job.h: four ranks, rank 3
+// the straggler, rank 1's clock 5 s ahead): replayed together, the clocks aligned, each rank's
+// steps exact; its straggler what-if shortens every rank's step by 900 µs (5,921 → 5,021 µs).
+TEST_F(ReplayCommandTest, ADirectoryOfRankTracesReplaysAsOneJob) {
+  testing_support::SyntheticJob spec;
+  spec.straggler = 3;
+  spec.clock_offset_us = {0, 5'000'000, 0, 0};
+  std::filesystem::create_directories(Path("job"));
+  for (int rank = 3; rank >= 0; --rank) {  // written out of order: the ranks sort them
+    std::ofstream(Path(fmt::format("job/trace_{}.json", 3 - rank)))
+        << testing_support::SyntheticRankTrace(spec, rank);
+  }
+  const CommandOutcome outcome =
+      Replay({Path("job"), "--speedup", "all=1.3@3", "-o", Path("job.json")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("job        4 traces, ranks 0, 1, 2, 3 of 4: 3 "
+                                       "collectives shared"));
+  EXPECT_THAT(output_.str(), HasSubstr("clocks     against r0's: r1 +5000.000 ms, r2 +0.000 ms"));
+  EXPECT_THAT(output_.str(), HasSubstr("mean absolute error over 12 steps: 0.00%"));
+  EXPECT_THAT(output_.str(), HasSubstr("all kernels ×1.3 faster on rank 3"));
+  EXPECT_THAT(output_.str(),
+              HasSubstr("r2 ProfilerStep#3            5.921 ms       5.921 ms       5.021 ms   "
+                        "-15.20%"));
+  const Json result = *ReadJsonFile(Path("job.json"));
+  EXPECT_EQ(result["version"], "1.3");
+  EXPECT_EQ(result["job"]["shared_collectives"], 3);
+  EXPECT_EQ(result["job"]["traces"].size(), 4u);
+  EXPECT_DOUBLE_EQ(result["job"]["traces"][1]["clock_offset_ms"].get<double>(), 5000.0);
+  EXPECT_EQ(result["steps"][11]["rank"], 3);
+  EXPECT_DOUBLE_EQ(result["steps"][0]["critical_path_ms"]["on_peers"].get<double>(), 3.906);
+}
+
+TEST_F(ReplayCommandTest, TracesThatAreNotOneJobAreRefused) {
+  testing_support::SyntheticJob spec;
+  std::ofstream(Path("a.json")) << testing_support::SyntheticRankTrace(spec, 0);
+  std::ofstream(Path("b.json")) << testing_support::SyntheticRankTrace(spec, 0);
+  const CommandOutcome twice = Replay({Path("a.json"), Path("b.json")});
+  ASSERT_EQ(twice.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(twice.error->ToString(), HasSubstr("are rank 0: a job takes one trace per rank"));
+  spec.ranks = 8;
+  std::ofstream(Path("c.json")) << testing_support::SyntheticRankTrace(spec, 1);
+  const CommandOutcome worlds = Replay({Path("a.json"), Path("c.json")});
+  ASSERT_EQ(worlds.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(worlds.error->ToString(), HasSubstr("in one of 8: they are not one job"));
+  std::filesystem::create_directories(Path("empty"));
+  const CommandOutcome empty = Replay({Path("empty")});
+  ASSERT_EQ(empty.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(empty.error->ToString(), HasSubstr("the directory holds no trace"));
+  const std::string chakra = Path("x.0.et");
+  ASSERT_TRUE(traces::WriteChakraTrace(traces::TwoGroupRank(0), chakra).ok());
+  const CommandOutcome two_chakra = Replay({chakra, chakra});
+  ASSERT_EQ(two_chakra.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(two_chakra.error->ToString(), HasSubstr("a Chakra job is read from its rank files"));
 }
 
 }  // namespace

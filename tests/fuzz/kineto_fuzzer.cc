@@ -1,6 +1,8 @@
 // `dtsim replay` and `dtsim ops` on a PyTorch profiler (Kineto) or Chrome trace: the streamed
 // reader (plain, or gzip when the input's first byte is odd), then what the commands do next:
 // the replay graph, its simulation when small, and the op-cost table aggregated from the trace.
+// A trace with collectives is also replayed as a two-rank job with itself, so that matching
+// collectives across ranks and aligning their clocks see what the reader lets through.
 #include "strategies/replay.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "traces/kineto_reader.h"
@@ -21,5 +23,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!fuzz::Succeeded(replay)) return 0;
   if (replay->graph.task_count() > 20000) return 0;
   (void)fuzz::Succeeded(strategies::SimulateReplay(*replay));
+  if (trace->collectives.empty()) return 0;
+  const traces::Trace* job[] = {&*trace, &*trace};
+  const Expected<traces::ReplayGraph> together = traces::BuildReplayGraph(job);
+  if (fuzz::Succeeded(together)) (void)fuzz::Succeeded(strategies::SimulateReplay(*together));
   return 0;
 }

@@ -191,8 +191,9 @@ TEST_F(ResultFilesTest, ReplayResultOfAProfilerTrace) {
   Expected<strategies::WhatIfResult> changed =
       strategies::SimulateWhatIf(*trace, *replay, *result, what_if);
   ASSERT_TRUE(changed.ok()) << changed.error().ToString();
+  const traces::Trace* job[] = {&*trace};
   const Json json =
-      RoundTrip(ReplayResultJson(*trace, *replay, *result, WhatIfOutcome{what_if, *changed}),
+      RoundTrip(ReplayResultJson(job, *replay, *result, WhatIfOutcome{what_if, *changed}),
                 kReplayResultFormat);
   Expected<ReplayResultRecord> read = ReplayResultFromJson(json);
   ASSERT_TRUE(read.ok()) << read.error().ToString();

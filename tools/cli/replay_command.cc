@@ -14,6 +14,7 @@
 #include "sim/base/quantity.h"
 #include "strategies/replay.h"
 #include "tools/cli/command_line.h"
+#include "tools/cli/trace_job.h"
 #include "tools/cli/trace_report.h"
 #include "tools/results/replay_result.h"
 #include "tools/results/result_file.h"
@@ -33,7 +34,9 @@ std::string MsWithUnit(DurationNs duration) { return FormatMilliseconds(duration
 namespace po = boost::program_options;
 
 struct ReplayOptions {
-  std::string trace;
+  std::vector<std::string> traces;  // as given: files and directories
+  std::string trace;                // the first
+  std::vector<std::string> files;   // the trace files they name
   std::string result_path;
   std::string timeline_path;
   bool stats_only = false;
@@ -54,11 +57,13 @@ struct ReplayOptions {
 
 po::options_description Describe(ReplayOptions& o) {
   po::options_description description(
-      "Usage: dtsim replay TRACE [options]\n\n"
+      "Usage: dtsim replay TRACE... [options]\n\n"
       "Imports a PyTorch profiler (Kineto) or Chrome trace (.json or .json.gz), rebuilds its\n"
       "dependency graph (launches, stream order, event waits, syncs, host time between API\n"
       "calls), simulates it with the measured durations and compares each ProfilerStep's\n"
       "simulated duration with the measured one (docs/replay.md).\n\n"
+      "Several traces, or a directory of them, are one job, one trace per rank: replayed\n"
+      "together, the collectives the ranks shared start when the last rank arrives.\n\n"
       "A Chakra execution trace (.et protobuf stream or one of its JSON forms, plain or gzip)\n"
       "is imported as its node graph and simulated with the recorded node durations\n"
       "(docs/formats/chakra.md). The format is detected from the content.\n\nOptions");
@@ -280,25 +285,58 @@ Expected<strategies::ReplayWhatIf> WhatIfOf(const ReplayOptions& options) {
 }
 
 // One row of a step's critical path, in ms per part and as the share of the step.
-void PrintPathRow(std::ostream& out, std::string_view label, const strategies::StepPath& path) {
+// "r1 ProfilerStep#551" in a job of several traces, "ProfilerStep#551" for one.
+std::string StepLabel(const traces::ReplayGraph& replay, uint32_t trace, int64_t number) {
+  if (replay.ranks.size() < 2) return fmt::format("ProfilerStep#{}", number);
+  return fmt::format("r{} ProfilerStep#{}", replay.ranks[trace], number);
+}
+
+// In a job, the last column is the path's time on other ranks.
+void PrintPathRow(std::ostream& out, std::string_view label, const strategies::StepPath& path,
+                  bool job) {
   fmt::print(out, "  {:<22}", label);
   for (const DurationNs part : path.parts) {
     fmt::print(out, " {:>14.3f}", static_cast<double>(part.ns()) / 1e6);
   }
+  if (job) fmt::print(out, " {:>14.3f}", static_cast<double>(path.on_peers.ns()) / 1e6);
   fmt::print(out, "\n");
 }
 
-void PrintPathHeader(std::ostream& out) {
+void PrintPathHeader(std::ostream& out, bool job) {
   fmt::print(out, "\n  {:<22}", "critical path (ms)");
   for (size_t part = 0; part < strategies::kPathParts; ++part) {
     fmt::print(out, " {:>14}", strategies::PathPartName(static_cast<strategies::PathPart>(part)));
   }
+  if (job) fmt::print(out, " {:>14}", "of it on peers");
   fmt::print(out, "\n");
+}
+
+// Each step as measured and simulated, and where its time went.
+void PrintSteps(std::ostream& out, const traces::ReplayGraph& replay,
+                const strategies::ReplayResult& result) {
+  if (result.steps.empty()) {
+    fmt::print(out, "  no ProfilerStep annotations: nothing to compare step by step\n");
+    return;
+  }
+  fmt::print(out, "  {:<22} {:>14} {:>14} {:>9}\n", "step", "measured", "simulated", "error");
+  for (const strategies::ReplayStepResult& step : result.steps) {
+    fmt::print(out, "  {:<22} {:>14} {:>14} {:>+8.2f}%\n",
+               StepLabel(replay, step.trace, step.number), MsWithUnit(step.measured),
+               MsWithUnit(step.simulated), 100 * step.Error());
+  }
+  fmt::print(out, "\n  mean absolute error over {} steps: {:.2f}%\n", result.steps.size(),
+             100 * result.mean_absolute_error);
+  const bool job = replay.ranks.size() > 1;
+  PrintPathHeader(out, job);
+  for (const strategies::ReplayStepResult& step : result.steps) {
+    PrintPathRow(out, StepLabel(replay, step.trace, step.number), step.path, job);
+  }
 }
 
 // The what-if's steps beside the replay's.
 void PrintWhatIf(std::ostream& out, const strategies::ReplayWhatIf& what_if,
-                 const strategies::WhatIfResult& result) {
+                 const traces::ReplayGraph& replay, const strategies::WhatIfResult& result) {
+  const bool job = replay.ranks.size() > 1;
   const traces::ReplayStats& g = result.graph.stats;
   fmt::print(out, "\n  what-if    {}\n", what_if.Describe());
   fmt::print(out,
@@ -318,59 +356,73 @@ void PrintWhatIf(std::ostream& out, const strategies::ReplayWhatIf& what_if,
   }
   for (const strategies::WhatIfStep& step : result.steps) {
     fmt::print(out, "  {:<22} {:>14} {:>14} {:>14} {:>+8.2f}%\n",
-               fmt::format("ProfilerStep#{}", step.number), MsWithUnit(step.measured),
+               StepLabel(replay, step.trace, step.number), MsWithUnit(step.measured),
                MsWithUnit(step.replayed), MsWithUnit(step.what_if), 100 * step.Change());
   }
   if (result.steps.empty()) return;
-  PrintPathHeader(out);
+  PrintPathHeader(out, job);
   for (const strategies::WhatIfStep& step : result.steps) {
-    PrintPathRow(out, fmt::format("#{} replayed", step.number), step.replayed_path);
-    PrintPathRow(out, fmt::format("#{} what-if", step.number), step.what_if_path);
+    const std::string label = job ? fmt::format("r{} #{}", replay.ranks[step.trace], step.number)
+                                  : fmt::format("#{}", step.number);
+    PrintPathRow(out, label + " replayed", step.replayed_path, job);
+    PrintPathRow(out, label + " what-if", step.what_if_path, job);
   }
   if (what_if.speedups.empty()) return;
   for (const strategies::WhatIfStep& step : result.steps) {
     const std::string why = strategies::WhyUnmoved(step.replayed_path, step.Change());
-    if (!why.empty()) fmt::print(out, "  ProfilerStep#{}: {}\n", step.number, why);
+    if (!why.empty()) {
+      fmt::print(out, "  {}: {}\n", StepLabel(replay, step.trace, step.number), why);
+    }
   }
 }
 
-Status Execute(const ReplayOptions& options, std::ostream& out) {
-  DTSIM_RETURN_IF_ERROR(
-      RefuseOutputsOverInputs({options.trace, options.comm_groups, options.what_if_file},
-                              {options.result_path, options.timeline_path}));
-  DTSIM_ASSIGN_OR_RETURN(const strategies::ReplayWhatIf what_if, WhatIfOf(options));
-  DTSIM_ASSIGN_OR_RETURN(const traces::TraceFormat format,
-                         traces::DetectTraceFormat(options.trace));
-  if (traces::IsChakraFormat(format)) {
-    // A Chakra trace's collectives can be priced on a cluster; the other what-ifs need what a
-    // profiler trace records (kernel names, streams, the traced world).
-    strategies::ReplayWhatIf beside_network = what_if;
-    beside_network.cluster.reset();
-    if (!beside_network.empty()) {
-      return Error(
-                 "of the what-ifs, a Chakra trace takes --network only (its collectives priced "
-                 "on a cluster); the others apply to profiler traces")
-          .InFile(options.trace);
-    }
-    return ExecuteChakra(options, what_if.cluster, out);
+// How the job's traces were put together: ranks, shared collectives, clocks.
+void PrintJob(std::ostream& out, std::span<const traces::Trace* const> job,
+              const traces::ReplayGraph& replay) {
+  const traces::JobCollectives& shared = replay.job;
+  std::vector<std::string> ranks;
+  std::vector<std::string> unmatched;
+  std::vector<std::string> clocks;
+  for (size_t i = 0; i < job.size(); ++i) {
+    ranks.push_back(std::to_string(replay.ranks[i]));
+    unmatched.push_back(std::to_string(shared.unmatched[i]));
+    if (i == 0) continue;
+    clocks.push_back(shared.aligned[i]
+                         ? fmt::format("r{} {:+.3f} ms", replay.ranks[i],
+                                       static_cast<double>(shared.clock_offset[i].ns()) / 1e6)
+                         : fmt::format("r{} not aligned (no collective shared)", replay.ranks[i]));
   }
-  if (options.all_ranks || !options.comm_groups.empty()) {
-    return Error(fmt::format("{} applies to Chakra traces; this is a profiler trace",
-                             options.all_ranks ? "--all-ranks" : "--comm-groups"))
-        .InFile(options.trace);
-  }
+  fmt::print(out,
+             "  job        {} traces, ranks {}{}: {} collectives shared, matched by process group "
+             "and the ends of their kernels; {} left to their own rank\n",
+             job.size(), fmt::join(ranks, ", "),
+             job.front()->world_size > 0 ? fmt::format(" of {}", job.front()->world_size) : "",
+             shared.collectives.size(), fmt::join(unmatched, " + "));
+  fmt::print(out, "  clocks     against r{}'s: {}\n", replay.ranks[0], fmt::join(clocks, ", "));
+}
+
+Status ExecuteKineto(const ReplayOptions& options, const strategies::ReplayWhatIf& what_if,
+                     std::ostream& out) {
   const auto started = std::chrono::steady_clock::now();
-  DTSIM_ASSIGN_OR_RETURN(const traces::Trace trace, traces::ReadKinetoTrace(options.trace));
+  DTSIM_ASSIGN_OR_RETURN(const std::vector<traces::Trace> traces, ReadTraceJob(options.files));
+  std::vector<const traces::Trace*> job;
+  for (const traces::Trace& trace : traces) job.push_back(&trace);
   const double import_seconds = SecondsSince(started);
-  fmt::print(out, "dtsim replay {}\n\n", options.trace);
-  PrintImportStats(out, trace);
+  fmt::print(out, "dtsim replay {}\n\n", fmt::join(options.traces, " "));
+  for (const traces::Trace& trace : traces) {
+    if (job.size() > 1) fmt::print(out, "  {}\n", trace.file);
+    PrintImportStats(out, trace);
+  }
   if (options.stats_only) {
+    uint64_t bytes = 0;
+    for (const traces::Trace& trace : traces) bytes += trace.stats.bytes;
     fmt::print(out, "  read in    {:.2f} s ({:.0f} MB/s of JSON)\n", import_seconds,
-               static_cast<double>(trace.stats.bytes) / 1e6 / std::max(import_seconds, 1e-9));
+               static_cast<double>(bytes) / 1e6 / std::max(import_seconds, 1e-9));
     return Status::Ok();
   }
-  DTSIM_ASSIGN_OR_RETURN(const traces::ReplayGraph replay, traces::BuildReplayGraph(trace));
+  DTSIM_ASSIGN_OR_RETURN(const traces::ReplayGraph replay, traces::BuildReplayGraph(job));
   DTSIM_ASSIGN_OR_RETURN(const strategies::ReplayResult result, strategies::SimulateReplay(replay));
+  if (job.size() > 1) PrintJob(out, job, replay);
   const traces::ReplayStats& g = replay.stats;
   fmt::print(out,
              "  graph      {} tasks ({} host, {} GPU, {} collectives); edges: {} launch, {} "
@@ -392,35 +444,20 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
              MsWithUnit(result.summary.makespan - TimeNs::Zero()),
              result.mean_start_drift.ToMicrosecondsDouble(),
              result.max_start_drift.ToMicrosecondsDouble(), result.gpu_ops, import_seconds);
-  if (result.steps.empty()) {
-    fmt::print(out, "  no ProfilerStep annotations: nothing to compare step by step\n");
-  } else {
-    fmt::print(out, "  {:<22} {:>14} {:>14} {:>9}\n", "step", "measured", "simulated", "error");
-    for (const strategies::ReplayStepResult& step : result.steps) {
-      fmt::print(out, "  {:<22} {:>14} {:>14} {:>+8.2f}%\n",
-                 fmt::format("ProfilerStep#{}", step.number), MsWithUnit(step.measured),
-                 MsWithUnit(step.simulated), 100 * step.Error());
-    }
-    fmt::print(out, "\n  mean absolute error over {} steps: {:.2f}%\n", result.steps.size(),
-               100 * result.mean_absolute_error);
-    PrintPathHeader(out);
-    for (const strategies::ReplayStepResult& step : result.steps) {
-      PrintPathRow(out, fmt::format("ProfilerStep#{}", step.number), step.path);
-    }
-  }
+  PrintSteps(out, replay, result);
   std::optional<strategies::WhatIfResult> what_if_result;
   if (!what_if.empty()) {
     Expected<strategies::WhatIfResult> simulated =
-        strategies::SimulateWhatIf(trace, replay, result, what_if);
+        strategies::SimulateWhatIf(job, replay, result, what_if);
     if (!simulated.ok()) return std::move(simulated).error().InFile(options.trace);
     what_if_result = std::move(simulated).value();
-    PrintWhatIf(out, what_if, *what_if_result);
+    PrintWhatIf(out, what_if, replay, *what_if_result);
   }
   if (!options.result_path.empty()) {
     std::optional<results::WhatIfOutcome> outcome;
     if (what_if_result) outcome.emplace(results::WhatIfOutcome{what_if, *what_if_result});
     DTSIM_RETURN_IF_ERROR(results::WriteResultFile(
-        options.result_path, results::ReplayResultJson(trace, replay, result, outcome)));
+        options.result_path, results::ReplayResultJson(job, replay, result, outcome)));
   }
   if (!options.timeline_path.empty() && what_if_result) {
     return traces::WriteChromeTraceFile(options.timeline_path, what_if_result->graph.graph,
@@ -434,14 +471,60 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
   return Status::Ok();
 }
 
+Status Execute(const ReplayOptions& options, std::ostream& out) {
+  std::vector<std::string> inputs = options.files;
+  inputs.push_back(options.comm_groups);
+  inputs.push_back(options.what_if_file);
+  DTSIM_RETURN_IF_ERROR(
+      RefuseOutputsOverInputs(inputs, {options.result_path, options.timeline_path}));
+  DTSIM_ASSIGN_OR_RETURN(const strategies::ReplayWhatIf what_if, WhatIfOf(options));
+  DTSIM_ASSIGN_OR_RETURN(const traces::TraceFormat format,
+                         traces::DetectTraceFormat(options.trace));
+  if (traces::IsChakraFormat(format)) {
+    if (options.files.size() > 1) {
+      return Error(
+                 "a Chakra job is read from its rank files PREFIX.<rank>.et: give rank 0's with "
+                 "--all-ranks")
+          .InFile(options.trace);
+    }
+    // A Chakra trace's collectives can be priced on a cluster; the other what-ifs need what a
+    // profiler trace records (kernel names, streams, the traced world).
+    strategies::ReplayWhatIf beside_network = what_if;
+    beside_network.cluster.reset();
+    if (!beside_network.empty()) {
+      return Error(
+                 "of the what-ifs, a Chakra trace takes --network only (its collectives priced "
+                 "on a cluster); the others apply to profiler traces")
+          .InFile(options.trace);
+    }
+    return ExecuteChakra(options, what_if.cluster, out);
+  }
+  if (options.all_ranks || !options.comm_groups.empty()) {
+    return Error(fmt::format("{} applies to Chakra traces; this is a profiler trace",
+                             options.all_ranks ? "--all-ranks" : "--comm-groups"))
+        .InFile(options.trace);
+  }
+  return ExecuteKineto(options, what_if, out);
+}
+
 }  // namespace
 
 CommandOutcome ReplayCommand(std::span<const std::string> args, std::ostream& out) {
   ReplayOptions options;
   const po::options_description description = Describe(options);
-  return RunCommandLine(args, description, "trace", options.trace, options.help,
-                        "a trace file to replay", out,
-                        [&] { return FailureUnlessOk(Execute(options, out)); });
+  if (Status parsed = ParseCommandLine(args, description, "trace", options.traces); !parsed.ok()) {
+    return CommandOutcome::Usage(std::move(parsed).error());
+  }
+  if (options.help) {
+    out << description << "\n";
+    return CommandOutcome::Ok();
+  }
+  if (options.traces.empty()) return CommandOutcome::Usage(Error("a trace file to replay"));
+  Expected<std::vector<std::string>> files = TraceFiles(options.traces);
+  if (!files.ok()) return CommandOutcome::Failure(std::move(files).error());
+  options.files = *std::move(files);
+  options.trace = options.files.front();
+  return FailureUnlessOk(Execute(options, out));
 }
 
 }  // namespace dtsim::cli

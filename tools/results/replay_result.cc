@@ -77,16 +77,18 @@ OrderedJson PathJson(const strategies::StepPath& path, bool sped_up) {
         Ms(path.parts[part]);
   }
   if (sped_up) json["sped_up"] = Ms(path.sped_up);
+  json["on_peers"] = Ms(path.on_peers);
   return json;
 }
 
-OrderedJson WhatIfJson(const WhatIfOutcome& outcome) {
+OrderedJson WhatIfJson(const WhatIfOutcome& outcome, const std::vector<int32_t>& ranks) {
   const strategies::WhatIfResult& result = outcome.result;
   const traces::ReplayStats& g = result.graph.stats;
   const bool speedups = !outcome.what_if.speedups.empty();
   OrderedJson steps = OrderedJson::array();
   for (const strategies::WhatIfStep& step : result.steps) {
-    OrderedJson row = {{"step", step.number},
+    OrderedJson row = {{"rank", ranks[step.trace]},
+                       {"step", step.number},
                        {"measured_ms", Ms(step.measured)},
                        {"replayed_ms", Ms(step.replayed)},
                        {"what_if_ms", Ms(step.what_if)},
@@ -112,6 +114,20 @@ OrderedJson WhatIfJson(const WhatIfOutcome& outcome) {
           {"replayed_span_ms", Ms(result.replayed_span)},
           {"what_if_span_ms", Ms(result.what_if_span)},
           {"steps", std::move(steps)}};
+}
+
+// A job of several traces: each trace's rank and import statistics, the collectives they
+// shared, and each clock against the first trace's.
+OrderedJson JobJson(std::span<const traces::Trace* const> job, const traces::ReplayGraph& replay) {
+  OrderedJson traces = OrderedJson::array();
+  for (size_t i = 0; i < job.size(); ++i) {
+    traces.push_back({{"rank", replay.ranks[i]},
+                      {"clock_offset_ms", Ms(replay.job.clock_offset[i])},
+                      {"clock_aligned", static_cast<bool>(replay.job.aligned[i])},
+                      {"unmatched_collectives", replay.job.unmatched[i]},
+                      {"import", ImportStatsJson(*job[i])}});
+  }
+  return {{"shared_collectives", replay.job.collectives.size()}, {"traces", std::move(traces)}};
 }
 
 // The keys every replay result has, in order.
@@ -142,11 +158,12 @@ Expected<ReplayResultRecord::WhatIf> WhatIfFromJson(JsonObjectReader& what_if) {
 
 }  // namespace
 
-OrderedJson ReplayResultJson(const traces::Trace& trace, const traces::ReplayGraph& replay,
+OrderedJson ReplayResultJson(std::span<const traces::Trace* const> job,
+                             const traces::ReplayGraph& replay,
                              const strategies::ReplayResult& result,
                              std::optional<WhatIfOutcome> what_if) {
   const traces::ReplayStats& g = replay.stats;
-  OrderedJson document = Document(ImportStatsJson(trace),
+  OrderedJson document = Document(ImportStatsJson(*job.front()),
                                   {{"tasks", replay.graph.task_count()},
                                    {"host_tasks", g.host_tasks},
                                    {"gpu_tasks", g.gpu_tasks},
@@ -160,14 +177,17 @@ OrderedJson ReplayResultJson(const traces::Trace& trace, const traces::ReplayGra
                                    {"inferred_queue_edges", g.inferred_queue_edges},
                                    {"gpu_gaps", g.gpu_gaps},
                                    {"gpu_gap_ms", Ms(g.gpu_gap_time)},
-                                   {"unsized_collectives", g.unsized_collectives}},
+                                   {"unsized_collectives", g.unsized_collectives},
+                                   {"shared_collectives", g.job_collectives}},
                                   result.summary.makespan - TimeNs::Zero());
+  if (job.size() > 1) document["job"] = JobJson(job, replay);
   document["gpu_op_start_drift_us"] = {{"mean", result.mean_start_drift.ToMicrosecondsDouble()},
                                        {"max", result.max_start_drift.ToMicrosecondsDouble()},
                                        {"ops", result.gpu_ops}};
   OrderedJson steps = OrderedJson::array();
   for (const strategies::ReplayStepResult& step : result.steps) {
-    steps.push_back({{"step", step.number},
+    steps.push_back({{"rank", replay.ranks[step.trace]},
+                     {"step", step.number},
                      {"measured_ms", Ms(step.measured)},
                      {"simulated_ms", Ms(step.simulated)},
                      {"error", step.Error()},
@@ -175,7 +195,7 @@ OrderedJson ReplayResultJson(const traces::Trace& trace, const traces::ReplayGra
   }
   document["steps"] = std::move(steps);
   document["mean_absolute_error"] = result.mean_absolute_error;
-  if (what_if) document["what_if"] = WhatIfJson(*what_if);
+  if (what_if) document["what_if"] = WhatIfJson(*what_if, replay.ranks);
   return document;
 }
 

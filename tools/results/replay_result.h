@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -18,14 +19,16 @@
 
 namespace dtsim::results {
 
-inline constexpr FileFormat kReplayResultFormat{"dtsim.replay_result", 1, 2, "not a replay result"};
+inline constexpr FileFormat kReplayResultFormat{"dtsim.replay_result", 1, 3, "not a replay result"};
 
 // A profiler (Kineto) trace replayed; `what_if` with its result when one was asked for.
 struct WhatIfOutcome {
   const strategies::ReplayWhatIf& what_if;
   const strategies::WhatIfResult& result;
 };
-OrderedJson ReplayResultJson(const traces::Trace& trace, const traces::ReplayGraph& replay,
+// `job`: the traces replayed, one per rank (one for a single trace).
+OrderedJson ReplayResultJson(std::span<const traces::Trace* const> job,
+                             const traces::ReplayGraph& replay,
                              const strategies::ReplayResult& result,
                              std::optional<WhatIfOutcome> what_if);
 
