@@ -518,8 +518,12 @@ class ChakraGraphBuilder {
     const int64_t tag = IntegerAttr(node, "comm_tag").value_or(0);
     ++stats_.point_to_point;
     if (kind == TaskKind::kSend) {
-      return builder_.AddSend(stream, static_cast<int32_t>(*peer), CommSize(node), tag, node.name,
-                              category);
+      // Another tool's sends complete as ASTRA-sim completes them, when their data has left
+      // (non-blocking); dtsim's own are the rendezvous it simulated.
+      return builder_.AddSend(
+          stream, static_cast<int32_t>(*peer), CommSize(node), tag, node.name, category,
+          nodes_.written_by_dtsim() ? graph::TaskGraphBuilder::SendMode::kRendezvous
+                                    : graph::TaskGraphBuilder::SendMode::kEager);
     }
     return builder_.AddRecv(stream, static_cast<int32_t>(*peer), tag, node.name, category);
   }

@@ -34,6 +34,7 @@ Simulator::Simulator(const graph::TaskGraph& graph, CommunicationModel& model)
       stream_head_task_(graph.stream_count(), TaskId::Invalid()),
       arrived_(graph.comm_count(), 0),
       completion_scheduled_(graph.comm_count(), 0),
+      comm_finished_(graph.comm_count(), 0),
       working_(static_cast<size_t>(graph.rank_count()), 0),
       busy_since_(static_cast<size_t>(graph.rank_count())),
       busy_(static_cast<size_t>(graph.rank_count())) {
@@ -64,8 +65,10 @@ EventId Simulator::Schedule(TimeNs time, HandlerId handler, uint64_t payload) {
 
 void Simulator::CompleteAt(CommId comm, TimeNs time) {
   DTSIM_CHECK(time >= now_, "communication completed in the past");
-  DTSIM_CHECK(arrived_[comm.value()] == graph_.comm(comm).participant_count,
-              "completing a communication that has not started");
+  const graph::Communication& c = graph_.comm(comm);
+  DTSIM_CHECK(
+      arrived_[comm.value()] == c.participant_count || (c.eager && arrived_[comm.value()] > 0),
+      "completing a communication that has not started");
   DTSIM_CHECK(!completion_scheduled_[comm.value()], "communication completed twice");
   completion_scheduled_[comm.value()] = 1;
   queue_.Push(time, 0, kCommEnd, comm.value());
@@ -121,6 +124,10 @@ void Simulator::StartTask(TaskId id) {
   }
   state_[id.value()] = TaskState::kArrived;
   const graph::Communication& comm = graph_.comm(task.comm);
+  if (comm.eager) {
+    StartEager(id, task);
+    return;
+  }
   if (++arrived_[task.comm.value()] < comm.participant_count) return;
   times_.comm_start[task.comm.value()] = now_;
   for (TaskId participant : graph_.participants(task.comm)) {
@@ -128,6 +135,30 @@ void Simulator::StartTask(TaskId id) {
     SetBusy(graph_.rank_of(participant), true);
   }
   model_.Start(task.comm, *this);
+}
+
+// An eager send/recv: the send starts the transfer alone. The recv, posted before it, waits
+// (arrived) for the transfer to start, then runs with it; posted during it, ends with it;
+// posted after it, ends at once.
+void Simulator::StartEager(TaskId id, const Task& task) {
+  const uint32_t comm = task.comm.value();
+  ++arrived_[comm];
+  const std::span<const TaskId> pair = graph_.participants(task.comm);
+  const auto run = [this](TaskId participant) {
+    state_[participant.value()] = TaskState::kRunning;
+    SetBusy(graph_.rank_of(participant), true);
+  };
+  if (task.kind == graph::TaskKind::kSend) {
+    times_.comm_start[comm] = now_;
+    run(id);
+    if (state_[pair[1].value()] == TaskState::kArrived) run(pair[1]);
+    model_.Start(task.comm, *this);
+  } else if (comm_finished_[comm] != 0) {
+    run(id);
+    queue_.Push(now_, 0, kTaskEnd, id.value());
+  } else if (state_[pair[0].value()] == TaskState::kRunning) {
+    run(id);
+  }
 }
 
 void Simulator::StartIfHead(TaskId id) {
@@ -161,7 +192,11 @@ void Simulator::FinishTask(TaskId id) {
 
 void Simulator::FinishComm(CommId comm) {
   times_.comm_end[comm.value()] = now_;
-  for (TaskId participant : graph_.participants(comm)) FinishTask(participant);
+  comm_finished_[comm.value()] = 1;
+  for (TaskId participant : graph_.participants(comm)) {
+    // An eager pair's recv not yet posted ends when it is (StartEager).
+    if (state_[participant.value()] == TaskState::kRunning) FinishTask(participant);
+  }
 }
 
 std::string Simulator::WhatBlocks(TaskId id) const {
@@ -249,7 +284,8 @@ RunSummary Simulator::Summarize() const {
     TimeNs start = times_.task_start[t];
     RankSummary& rank = summary.ranks[static_cast<size_t>(graph_.stream(task.stream).rank)];
     if (graph::IsCommunication(task.kind)) {
-      start = times_.comm_start[task.comm.value()];
+      // The recv of an eager pair may be posted after its transfer started, or ended.
+      start = std::clamp(times_.comm_start[task.comm.value()], times_.task_start[t], end);
       rank.rendezvous_wait += start - times_.task_start[t];
     }
     rank.finish = std::max(rank.finish, end);
@@ -266,9 +302,10 @@ size_t Simulator::MemoryBytes() const {
   return sizeof(*this) + queue_.MemoryBytes() + VectorBytes(handlers_) +
          VectorBytes(remaining_dependencies_) + VectorBytes(state_) + VectorBytes(stream_head_) +
          VectorBytes(stream_head_task_) + VectorBytes(arrived_) +
-         VectorBytes(completion_scheduled_) + VectorBytes(working_) + VectorBytes(busy_since_) +
-         VectorBytes(busy_) + VectorBytes(times_.task_start) + VectorBytes(times_.task_end) +
-         VectorBytes(times_.comm_start) + VectorBytes(times_.comm_end);
+         VectorBytes(completion_scheduled_) + VectorBytes(comm_finished_) + VectorBytes(working_) +
+         VectorBytes(busy_since_) + VectorBytes(busy_) + VectorBytes(times_.task_start) +
+         VectorBytes(times_.task_end) + VectorBytes(times_.comm_start) +
+         VectorBytes(times_.comm_end);
 }
 
 }  // namespace dtsim::engine

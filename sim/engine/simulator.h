@@ -90,6 +90,7 @@ class Simulator final : public CommunicationContext {
 
   void Dispatch(const Event& event);
   void StartTask(graph::TaskId task);
+  void StartEager(graph::TaskId task, const graph::Task& info);
   void StartIfHead(graph::TaskId task);
   void StartStreamHead(graph::StreamId stream);
   void AdvanceStream(graph::StreamId stream);
@@ -116,6 +117,7 @@ class Simulator final : public CommunicationContext {
   std::vector<graph::TaskId> stream_head_task_;  // per stream: that task (Invalid when done)
   std::vector<uint32_t> arrived_;                // per comm
   std::vector<uint8_t> completion_scheduled_;    // per comm
+  std::vector<uint8_t> comm_finished_;           // per comm
   std::vector<uint32_t> working_;                // per rank: tasks running now
   std::vector<TimeNs> busy_since_;               // per rank
   std::vector<DurationNs> busy_;                 // per rank

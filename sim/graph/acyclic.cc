@@ -3,8 +3,10 @@
 // A communication C is a rendezvous: no participant can finish before every participant has
 // arrived, and a participant arrives once its dependencies and its stream predecessor are done.
 // So each participant's incoming edges (dependencies, stream order) are redirected into C, and
-// C gets an edge to each participant. A cycle in this graph is exactly a graph that cannot run
-// to completion whatever the durations, including collectives posted in crossing orders.
+// C gets an edge to each participant. An eager send/recv (Communication::eager) starts with its
+// send alone: only the send's edges go into C, and the recv keeps its own and also waits for C.
+// A cycle in this graph is exactly a graph that cannot run to completion whatever the
+// durations, including collectives posted in crossing orders.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -52,10 +54,16 @@ class CycleFinder {
   }
 
  private:
-  // The node a task's incoming edges go to: its communication's node if it has one.
+  // The node a task's incoming edges go to: its communication's node if it has one (but the
+  // recv of an eager pair, which arrives on its own).
   uint32_t Target(TaskId task) const {
     const CommId comm = graph_.task(task).comm;
-    return comm.valid() ? task_count_ + comm.value() : task.value();
+    return comm.valid() && !EagerRecv(task) ? task_count_ + comm.value() : task.value();
+  }
+
+  bool EagerRecv(TaskId task) const {
+    const graph::Task& t = graph_.task(task);
+    return t.kind == TaskKind::kRecv && t.comm.valid() && graph_.comm(t.comm).eager;
   }
 
   void CountInDegrees() {
@@ -81,8 +89,13 @@ class CycleFinder {
     auto stuck = [&](uint32_t n) { return in_degree_[n] > 0; };
     std::vector<TaskId> arrivals;  // the tasks whose arrival `node` waits for
     if (node >= task_count_) {
-      const auto ps = graph_.participants(CommId(node - task_count_));
-      arrivals.assign(ps.begin(), ps.end());
+      const CommId comm(node - task_count_);
+      const auto ps = graph_.participants(comm);
+      arrivals.assign(ps.begin(), graph_.comm(comm).eager ? ps.begin() + 1 : ps.end());
+    } else if (EagerRecv(TaskId(node))) {
+      const uint32_t transfer = task_count_ + graph_.task(TaskId(node)).comm.value();
+      if (stuck(transfer)) return {transfer, "transfer completes"};
+      arrivals.push_back(TaskId(node));
     } else if (graph_.task(TaskId(node)).comm.valid()) {
       return {Target(TaskId(node)), "rendezvous completes"};
     } else {

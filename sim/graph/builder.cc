@@ -181,10 +181,11 @@ TaskId TaskGraphBuilder::AddCollectiveTask(StreamId stream, CommId comm, std::st
 }
 
 TaskId TaskGraphBuilder::AddSend(StreamId stream, int32_t peer, Bytes size, int64_t tag,
-                                 std::string_view name, std::string_view category) {
+                                 std::string_view name, std::string_view category, SendMode mode) {
   DTSIM_CHECK(peer >= 0 && size.count() >= 0, "bad send arguments");
   const TaskId id = Append(stream, TaskKind::kSend, name, category, DurationNs::Zero());
-  sends_.push_back({id, graph_.streams_[stream.value()].rank, peer, tag, size});
+  sends_.push_back(
+      {id, graph_.streams_[stream.value()].rank, peer, tag, size, mode == SendMode::kEager});
   return id;
 }
 
@@ -349,7 +350,8 @@ Status TaskGraphBuilder::MatchPointToPoint() {
          .algorithm = NameId(0),
          .label = NameId(0),
          .first_participant = static_cast<uint32_t>(graph_.participants_.size()),
-         .participant_count = 2});
+         .participant_count = 2,
+         .eager = send.eager});
     graph_.participants_.push_back(send.task);
     graph_.participants_.push_back(recv.task);
     graph_.tasks_[send.task.value()].comm = id;

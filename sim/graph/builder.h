@@ -59,9 +59,11 @@ class TaskGraphBuilder {
 
   // Point-to-point: a send from the stream's rank to `peer`, and a recv from `peer`. The k-th
   // send and the k-th recv with the same (source, destination, tag) form a pair. A recv may
-  // state the size it expects; it must then equal its send's.
+  // state the size it expects; it must then equal its send's. A pair is a rendezvous unless its
+  // send is eager (Communication::eager).
+  enum class SendMode : uint8_t { kRendezvous, kEager };
   TaskId AddSend(StreamId stream, int32_t peer, Bytes size, int64_t tag, std::string_view name,
-                 std::string_view category);
+                 std::string_view category, SendMode mode = SendMode::kRendezvous);
   TaskId AddRecv(StreamId stream, int32_t peer, int64_t tag, std::string_view name,
                  std::string_view category, std::optional<Bytes> expected_size = std::nullopt);
 
@@ -88,6 +90,7 @@ class TaskGraphBuilder {
     int32_t destination = 0;
     int64_t tag = 0;
     std::optional<Bytes> size;  // always set for sends
+    bool eager = false;         // sends only
   };
 
   TaskId Append(StreamId stream, TaskKind kind, std::string_view name, std::string_view category,

@@ -85,6 +85,10 @@ struct Communication {
   NameId label;          // the user's id for a collective ("dp_allreduce_3"), else empty
   uint32_t first_participant = 0;  // participants()[first, first + count), in group order
   uint32_t participant_count = 0;
+  // Send/recv only: the transfer starts when the send is posted and the send completes when
+  // its data has left, whether or not the recv was posted (ASTRA-sim's non-blocking sends);
+  // the recv completes once posted and the data is in. Otherwise a rendezvous, as NCCL's.
+  bool eager = false;
 };
 
 }  // namespace dtsim::graph

@@ -137,6 +137,84 @@ TEST(SimulatorTest, SendAndRecvRendezvous) {
   EXPECT_EQ(sim.times().task_end[after.value()], TimeNs(7000));
 }
 
+// ASTRA-sim's non-blocking sends: the transfer starts when the send is posted, whether or not
+// the recv is, and the send ends when its data has left.
+TEST(SimulatorTest, AnEagerSendDoesNotWaitForItsRecv) {
+  TaskGraphBuilder builder;
+  const StreamId s0 = builder.Stream(0, "compute");
+  const StreamId s1 = builder.Stream(1, "compute");
+  const TaskId send =
+      builder.AddSend(s0, 1, Bytes(2000), 0, "send", "pp", TaskGraphBuilder::SendMode::kEager);
+  const TaskId late =
+      builder.AddSend(s0, 1, Bytes(2000), 1, "send", "pp", TaskGraphBuilder::SendMode::kEager);
+  Compute(builder, s1, 10);
+  const TaskId recv = builder.AddRecv(s1, 0, 0, "recv", "pp");
+  const TaskId early = builder.AddRecv(s1, 0, 1, "recv", "pp");
+  const TaskGraph graph = Build(builder);
+  EXPECT_TRUE(graph.comm(graph.task(send).comm).eager);
+  FixedCostModel model = OneMicrosecondModel();
+  Simulator sim(graph, model);
+  ASSERT_TRUE(sim.Run().ok());
+  // The first send starts at 0 and its data has left at 3 us (1 + 2000 × 8 / 8e9 s); the second
+  // follows on the stream, 3 to 6 us. Rank 1 computes until 10: its first recv, posted after
+  // the data arrived, ends at once; so does the second.
+  EXPECT_EQ(sim.times().task_end[send.value()], TimeNs(3000));
+  EXPECT_EQ(sim.times().task_end[late.value()], TimeNs(6000));
+  EXPECT_EQ(sim.times().task_start[recv.value()], TimeNs(10000));
+  EXPECT_EQ(sim.times().task_end[recv.value()], TimeNs(10000));
+  EXPECT_EQ(sim.times().task_end[early.value()], TimeNs(10000));
+  // The recv's time in communication is none of it: it came after the transfer.
+  EXPECT_EQ(sim.Summarize().ranks[1].rendezvous_wait, DurationNs::Zero());
+}
+
+// A ring in which every rank sends first, then receives (ASTRA-sim's custom ring all-reduce
+// example): with eager sends it runs — each rank's send leaves at 0 and ends at 3 us, its recv
+// (posted at 3 us, after the data arrived) ends at once, twice round; as a rendezvous it is a
+// deadlock the builder reports.
+TEST(SimulatorTest, ARingThatSendsFirstRunsWithEagerSendsOnly) {
+  for (const auto mode :
+       {TaskGraphBuilder::SendMode::kEager, TaskGraphBuilder::SendMode::kRendezvous}) {
+    TaskGraphBuilder builder;
+    for (int32_t rank = 0; rank < 4; ++rank) {
+      const StreamId stream = builder.Stream(rank, "comm");
+      for (int64_t round = 0; round < 2; ++round) {
+        builder.AddSend(stream, (rank + 1) % 4, Bytes(2000), round, "send", "ring", mode);
+        builder.AddRecv(stream, (rank + 3) % 4, round, "recv", "ring");
+      }
+    }
+    Expected<TaskGraph> graph = std::move(builder).Build();
+    if (mode == TaskGraphBuilder::SendMode::kRendezvous) {
+      ASSERT_FALSE(graph.ok());
+      EXPECT_THAT(graph.error().ToString(), HasSubstr("deadlock"));
+      continue;
+    }
+    ASSERT_TRUE(graph.ok()) << graph.error().ToString();
+    FixedCostModel model = OneMicrosecondModel();
+    Simulator sim(*graph, model);
+    ASSERT_TRUE(sim.Run().ok());
+    EXPECT_EQ(sim.Summarize().makespan, TimeNs(6000));
+  }
+}
+
+// An eager recv posted first waits for the send, then ends with the transfer.
+TEST(SimulatorTest, AnEagerRecvPostedFirstWaitsForTheTransfer) {
+  TaskGraphBuilder builder;
+  const StreamId s0 = builder.Stream(0, "compute");
+  const StreamId s1 = builder.Stream(1, "compute");
+  Compute(builder, s0, 5);
+  const TaskId send =
+      builder.AddSend(s0, 1, Bytes(2000), 0, "send", "pp", TaskGraphBuilder::SendMode::kEager);
+  const TaskId recv = builder.AddRecv(s1, 0, 0, "recv", "pp");
+  const TaskGraph graph = Build(builder);
+  FixedCostModel model = OneMicrosecondModel();
+  Simulator sim(graph, model);
+  ASSERT_TRUE(sim.Run().ok());
+  // The send is posted at 5 us; the transfer ends at 8 us, and the recv with it.
+  EXPECT_EQ(sim.times().task_end[send.value()], TimeNs(8000));
+  EXPECT_EQ(sim.times().task_end[recv.value()], TimeNs(8000));
+  EXPECT_EQ(sim.Summarize().ranks[1].rendezvous_wait, Microseconds(5));
+}
+
 TEST(SimulatorTest, StreamsAreFifoEvenWhenALaterTaskIsReady) {
   TaskGraphBuilder builder;
   const TaskId slow = Compute(builder, builder.Stream(0, "compute"), 10);

@@ -21,6 +21,7 @@
 #include "sim/graph/builder.h"
 #include "strategies/compression.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/traces/chakra_test_traces.h"
 #include "tests/traces/trace_test_files.h"
 #include "traces/chakra_graph.h"
 #include "traces/chakra_reader.h"
@@ -666,6 +667,39 @@ TEST(ChakraReplay, ReproducesTheStreamScheduleOfTheSharedTrace) {
   EXPECT_LE(span, total);
   std::printf("chakra.0.et: simulated %.3f ms; data_deps critical path %.3f ms; all work %.3f ms\n",
               span / 1e6, critical_path / 1e6, total / 1e6);
+}
+
+// ASTRA-sim's send-first ring (tests/traces/chakra_test_traces.h): 4 ranks, 6 steps of 1 MiB.
+// Another tool's sends complete when their data has left, so it runs. With the recorded
+// durations (none for sends) it takes no time; priced on a DGX A100 each step's four sends run
+// at once, and each recv ends when its data is in: 6 × one send's price, the price taken from a
+// graph of one 1 MiB send between two GPUs of the node.
+TEST(ChakraReplay, ASendFirstRingRunsAsASTRASimRunsIt) {
+  std::vector<traces::ChakraTrace> ranks;
+  for (int64_t rank = 0; rank < 4; ++rank) {
+    ranks.push_back(traces::SendFirstRingRank(rank, 4, 6, 1 << 20));
+  }
+  const Expected<traces::ChakraGraph> ring = traces::BuildChakraGraph(ranks);
+  ASSERT_TRUE(ring.ok()) << ring.error().ToString();
+  EXPECT_EQ(ring->stats.point_to_point, 48);
+  const Expected<MeasuredRun> measured = SimulateMeasured(ring->graph, ring->comm_durations);
+  ASSERT_TRUE(measured.ok()) << measured.error().ToString();
+  EXPECT_EQ(measured->summary.makespan, TimeNs::Zero());
+
+  const network::ClusterSpec dgx = *network::ClusterPreset("dgx-a100", 1);
+  const Expected<MeasuredRun> priced = SimulateOnCluster(ring->graph, dgx);
+  ASSERT_TRUE(priced.ok()) << priced.error().ToString();
+  graph::TaskGraphBuilder one;
+  one.AddSend(one.Stream(0, "gpu"), 1, Bytes(1 << 20), 0, "send", "",
+              graph::TaskGraphBuilder::SendMode::kEager);
+  one.AddRecv(one.Stream(1, "gpu"), 0, 0, "recv", "");
+  const Expected<graph::TaskGraph> single = std::move(one).Build();
+  ASSERT_TRUE(single.ok());
+  const Expected<MeasuredRun> send = SimulateOnCluster(*single, dgx);
+  ASSERT_TRUE(send.ok()) << send.error().ToString();
+  EXPECT_GT(send->summary.makespan, TimeNs::Zero());
+  EXPECT_EQ((priced->summary.makespan - TimeNs::Zero()).ns(),
+            6 * (send->summary.makespan - TimeNs::Zero()).ns());
 }
 
 }  // namespace

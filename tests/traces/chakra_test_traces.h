@@ -31,6 +31,38 @@ inline ChakraTrace TwoGroupRank(int64_t rank) {
   return trace;
 }
 
+// Rank `rank` of ASTRA-sim's custom ring all-reduce example (a ring of `ranks`): `steps` times,
+// a COMM_SEND_NODE of `chunk` bytes to the next rank, then a COMM_RECV_NODE from the previous
+// one, each send after the previous step's recv (it forwards what arrived), each recv after its
+// step's send. Every rank sends first: it runs only if a send completes without its recv.
+inline ChakraTrace SendFirstRingRank(int64_t rank, int64_t ranks, int steps, int64_t chunk) {
+  ChakraTrace trace;
+  trace.file = fmt::format("ring.{}.et", rank);
+  trace.metadata = {ChakraAttribute::Integer("rank", AttributeType::kInt64, rank)};
+  for (int step = 0; step < steps; ++step) {
+    ChakraNode send;
+    send.id = trace.nodes.size() + 1;
+    send.name = fmt::format("send {}", step);
+    send.type = ChakraNodeType::kCommSend;
+    if (!trace.nodes.empty()) send.data_deps = {trace.nodes.back().id};
+    send.attrs = {ChakraAttribute::Integer("comm_dst", AttributeType::kInt32, (rank + 1) % ranks),
+                  ChakraAttribute::Integer("comm_size", AttributeType::kInt64, chunk),
+                  ChakraAttribute::Integer("comm_tag", AttributeType::kInt32, step)};
+    trace.nodes.push_back(send);
+    ChakraNode recv;
+    recv.id = trace.nodes.size() + 1;
+    recv.name = fmt::format("recv {}", step);
+    recv.type = ChakraNodeType::kCommRecv;
+    recv.data_deps = {send.id};
+    recv.attrs = {
+        ChakraAttribute::Integer("comm_src", AttributeType::kInt32, (rank + ranks - 1) % ranks),
+        ChakraAttribute::Integer("comm_size", AttributeType::kInt64, chunk),
+        ChakraAttribute::Integer("comm_tag", AttributeType::kInt32, step)};
+    trace.nodes.push_back(recv);
+  }
+  return trace;
+}
+
 // The comm group file of TwoGroupRank's job.
 inline constexpr const char* kTwoGroupCommGroups =
     R"({"tp0": [0, 1], "tp1": [2, 3], "dp0": [0, 2], "dp1": [1, 3]})";
