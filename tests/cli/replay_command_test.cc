@@ -251,6 +251,9 @@ TEST_F(ReplayCommandTest, ADirectoryOfRankTracesReplaysAsOneJob) {
                                        "collectives shared"));
   EXPECT_THAT(output_.str(), HasSubstr("clocks     against r0's: r1 +5000.000 ms, r2 +0.000 ms"));
   EXPECT_THAT(output_.str(), HasSubstr("mean absolute error over 12 steps: 0.00%"));
+  EXPECT_THAT(output_.str(), HasSubstr("ProfilerStep#3: the pace is set by r3 (its critical path "
+                                       "stays on its own rank); r0's ran 3.906 ms (66% of its "
+                                       "step) on peers"));
   EXPECT_THAT(output_.str(), HasSubstr("all kernels ×1.3 faster on rank 3"));
   EXPECT_THAT(output_.str(),
               HasSubstr("r2 ProfilerStep#3            5.921 ms       5.921 ms       5.021 ms   "

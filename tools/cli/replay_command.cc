@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <optional>
 
 #include "models/gpu.h"
@@ -311,6 +312,37 @@ void PrintPathHeader(std::ostream& out, bool job) {
   fmt::print(out, "\n");
 }
 
+// In a job, per step number: the ranks whose critical path stayed on their own rank (they set
+// the pace), when the others' paths ran at least 1% of their step on peers (they waited).
+void PrintPaceSetters(std::ostream& out, const traces::ReplayGraph& replay,
+                      const strategies::ReplayResult& result) {
+  std::map<int64_t, std::vector<const strategies::ReplayStepResult*>> by_number;
+  for (const strategies::ReplayStepResult& step : result.steps) {
+    by_number[step.number].push_back(&step);
+  }
+  for (const auto& [number, steps] : by_number) {
+    std::vector<std::string> own;
+    const strategies::ReplayStepResult* most = nullptr;
+    for (const strategies::ReplayStepResult* step : steps) {
+      if (step->path.on_peers == DurationNs::Zero()) {
+        own.push_back(fmt::format("r{}", replay.ranks[step->trace]));
+      } else if (most == nullptr || step->path.on_peers > most->path.on_peers) {
+        most = step;
+      }
+    }
+    if (own.empty() || most == nullptr || most->path.on_peers.ns() * 100 < most->simulated.ns()) {
+      continue;
+    }
+    fmt::print(out,
+               "  ProfilerStep#{}: the pace is set by {} (its critical path stays on its own "
+               "rank); r{}'s ran {} ({:.0f}% of its step) on peers\n",
+               number, fmt::join(own, ", "), replay.ranks[most->trace],
+               MsWithUnit(most->path.on_peers),
+               100.0 * static_cast<double>(most->path.on_peers.ns()) /
+                   static_cast<double>(std::max<int64_t>(most->simulated.ns(), 1)));
+  }
+}
+
 // Each step as measured and simulated, and where its time went.
 void PrintSteps(std::ostream& out, const traces::ReplayGraph& replay,
                 const strategies::ReplayResult& result) {
@@ -331,6 +363,7 @@ void PrintSteps(std::ostream& out, const traces::ReplayGraph& replay,
   for (const strategies::ReplayStepResult& step : result.steps) {
     PrintPathRow(out, StepLabel(replay, step.trace, step.number), step.path, job);
   }
+  if (job) PrintPaceSetters(out, replay, result);
 }
 
 // The what-if's steps beside the replay's.
