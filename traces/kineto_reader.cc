@@ -245,6 +245,7 @@ class TraceAssembler {
     host.duration = DurationNs(*event.dur_ns);
     host.correlation = ArgInt(event.args, "correlation");
     host.external_id = ArgInt(event.args, "External id", ArgInt(event.args, "external id"));
+    host.record_function = ArgInt(event.args, "Record function id");
     host.name = trace_.names.Intern(event.name);
     host.thread = Thread(event);
     host.kind = kind;

@@ -43,6 +43,7 @@ struct HostEvent {
   DurationNs duration;
   int64_t correlation = -1;  // CUPTI correlation id of an API call
   int64_t external_id = -1;
+  int64_t record_function = -1;  // "Record function id": a host execution trace's rf_id
   graph::NameId name;
   uint32_t thread = 0;      // index into Trace::threads
   uint32_t shapes = kNone;  // index into Trace::shapes (ops recorded with record_shapes)

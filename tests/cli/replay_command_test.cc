@@ -220,6 +220,18 @@ TEST_F(ReplayCommandTest, BadInputIsAFailureNamingTheFile) {
               HasSubstr("simple_add_et.json.gz: a PyTorch host execution trace has no durations "
                         "(none of its 38 nodes has one): it cannot be replayed alone"));
   EXPECT_EQ(Replay({host_et, "--stats-only"}).kind, CommandOutcome::Kind::kOk);
+  // With the Kineto trace of its run, in either order, it is linked and replays: every op's
+  // exclusive time on its thread, 19,814,157 µs (the outermost annotation's), then the last
+  // kernel's 3 µs after the op that launched it.
+  const std::string kineto =
+      DTSIM_SHARED_DIR "/traces/kineto/execution_trace__benchmark_simple_add_trace.json.gz";
+  for (const auto& pair : {std::vector<std::string>{host_et, kineto}, {kineto, host_et}}) {
+    const CommandOutcome linked = Replay(pair);
+    ASSERT_EQ(linked.kind, CommandOutcome::Kind::kOk) << linked.error->ToString();
+    EXPECT_THAT(output_.str(), HasSubstr("linked     36 of the host trace's 36 ops with Kineto "
+                                         "ops (by External id)"));
+    EXPECT_THAT(output_.str(), HasSubstr("simulated  19814.160 ms with the recorded durations"));
+  }
 }
 
 // Where each step's time goes, and why a GPU what-if leaves the sampled trace's steps alone.

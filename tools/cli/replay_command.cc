@@ -25,6 +25,7 @@
 #include "traces/kineto_reader.h"
 #include "traces/replay_graph.h"
 #include "traces/trace_format.h"
+#include "traces/trace_link.h"
 
 namespace dtsim::cli {
 namespace {
@@ -135,6 +136,39 @@ Expected<std::vector<std::string>> RankFiles(const std::string& path) {
   return files;
 }
 
+// A PyTorch host execution trace and the Kineto trace recorded with it, given in either order:
+// the host trace with the Kineto trace's durations and GPU ops (traces/trace_link.h).
+Expected<traces::ChakraTrace> LinkedTrace(const std::vector<std::string>& files,
+                                          std::ostream& out) {
+  DTSIM_ASSIGN_OR_RETURN(const traces::TraceFormat first, traces::DetectTraceFormat(files[0]));
+  const bool et_first = first == traces::TraceFormat::kPytorchExecutionTrace;
+  DTSIM_ASSIGN_OR_RETURN(const traces::ChakraTrace host,
+                         traces::ReadChakraTrace(files[et_first ? 0 : 1]));
+  DTSIM_ASSIGN_OR_RETURN(const traces::Trace kineto,
+                         traces::ReadKinetoTrace(files[et_first ? 1 : 0]));
+  traces::TraceLinkStats stats;
+  DTSIM_ASSIGN_OR_RETURN(traces::ChakraTrace linked,
+                         traces::LinkExecutionTrace(host, kineto, stats));
+  fmt::print(out,
+             "  linked     {} of the host trace's {} ops with Kineto ops (by {}): their "
+             "exclusive durations; {} GPU ops added after the ops that launched them ({} whose "
+             "launch no linked op contains)\n",
+             stats.linked, stats.host_ops, stats.key, stats.gpu_ops, stats.gpu_ops_unlinked);
+  return linked;
+}
+
+// Whether the files are a host execution trace and a Kineto trace, in either order.
+Expected<bool> AreHostAndDeviceTraces(const std::vector<std::string>& files) {
+  if (files.size() != 2) return false;
+  DTSIM_ASSIGN_OR_RETURN(const traces::TraceFormat a, traces::DetectTraceFormat(files[0]));
+  DTSIM_ASSIGN_OR_RETURN(const traces::TraceFormat b, traces::DetectTraceFormat(files[1]));
+  const auto is = [](traces::TraceFormat x, traces::TraceFormat y, traces::TraceFormat format) {
+    return x == format || y == format;
+  };
+  return a != b && is(a, b, traces::TraceFormat::kPytorchExecutionTrace) &&
+         is(a, b, traces::TraceFormat::kKineto);
+}
+
 Status ExecuteChakra(const ReplayOptions& options,
                      const std::optional<network::ClusterSpec>& cluster, std::ostream& out) {
   const auto started = std::chrono::steady_clock::now();
@@ -142,14 +176,19 @@ Status ExecuteChakra(const ReplayOptions& options,
   if (options.all_ranks) {
     DTSIM_ASSIGN_OR_RETURN(files, RankFiles(options.trace));
   }
+  fmt::print(out, "dtsim replay {}\n\n", fmt::join(options.traces, " "));
   std::vector<traces::ChakraTrace> ranks;
-  for (const std::string& file : files) {
-    DTSIM_ASSIGN_OR_RETURN(traces::ChakraTrace trace, traces::ReadChakraTrace(file));
+  DTSIM_ASSIGN_OR_RETURN(const bool linking, AreHostAndDeviceTraces(options.files));
+  if (linking) {
+    DTSIM_ASSIGN_OR_RETURN(traces::ChakraTrace linked, LinkedTrace(options.files, out));
+    ranks.push_back(std::move(linked));
+  }
+  for (size_t i = 0; !linking && i < files.size(); ++i) {
+    DTSIM_ASSIGN_OR_RETURN(traces::ChakraTrace trace, traces::ReadChakraTrace(files[i]));
     ranks.push_back(std::move(trace));
   }
   const traces::ChakraTrace& trace = ranks.front();
   const double import_seconds = SecondsSince(started);
-  fmt::print(out, "dtsim replay {}\n\n", options.trace);
   if (ranks.size() > 1) {
     int64_t nodes = 0;
     for (const traces::ChakraTrace& rank : ranks) nodes += rank.stats.nodes;
@@ -513,8 +552,9 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
   DTSIM_ASSIGN_OR_RETURN(const strategies::ReplayWhatIf what_if, WhatIfOf(options));
   DTSIM_ASSIGN_OR_RETURN(const traces::TraceFormat format,
                          traces::DetectTraceFormat(options.trace));
-  if (traces::IsChakraFormat(format)) {
-    if (options.files.size() > 1) {
+  DTSIM_ASSIGN_OR_RETURN(const bool linking, AreHostAndDeviceTraces(options.files));
+  if (traces::IsChakraFormat(format) || linking) {
+    if (options.files.size() > 1 && !linking) {
       return Error(
                  "a Chakra job is read from its rank files PREFIX.<rank>.et: give rank 0's with "
                  "--all-ranks")
