@@ -8,6 +8,7 @@
 
 #include "sim/base/atomic_file.h"
 #include "tests/testing/temp_dir.h"
+#include "tools/cli/replay_command.h"
 #include "tools/cli/simulate_command.h"
 
 namespace dtsim::cli {
@@ -48,6 +49,26 @@ TEST_F(ReportCommandTest, RendersOneResult) {
       HasSubstr("Scaling curves: not drawn — no input file holds runs that differ in GPU count"));
 }
 
+// A replay with a what-if, alone or beside a simulate result: its steps as a table (measured,
+// replayed, what-if, change, why a step did not move) and each step's critical path as a figure.
+TEST_F(ReportCommandTest, RendersAReplayAndItsWhatIf) {
+  std::ostringstream ignored;
+  const std::vector<std::string> replay = {
+      DTSIM_SHARED_DIR "/traces/kineto/timeline_analysis__sampled_rank-0.json.gz", "--speedup",
+      "gemm=2", "-o", Path("replay.json")};
+  ASSERT_EQ(ReplayCommand(replay, ignored).kind, CommandOutcome::Kind::kOk);
+  const CommandOutcome outcome = Report({Path("replay.json"), "-o", Path("report")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_TRUE(std::filesystem::exists(Path("report/replay0.png")));
+  EXPECT_FALSE(std::filesystem::exists(Path("report/throughput.png")));  // no simulate run
+  const Expected<std::string> page = ReadFile(Path("report/index.html"));
+  ASSERT_TRUE(page.ok());
+  EXPECT_THAT(*page, HasSubstr("<h2>Replays</h2>"));
+  EXPECT_THAT(*page, HasSubstr("What-if: gemm kernels ×2 faster"));
+  EXPECT_THAT(*page, HasSubstr("<td>#551</td><td>607.312</td><td>607.312</td><td>607.312</td>"
+                               "<td>+0.00%</td><td>its critical path is 99% host"));
+}
+
 TEST_F(ReportCommandTest, BadInputIsNamed) {
   CommandOutcome outcome = Report({Path("absent.json"), "-o", Path("report")});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
@@ -60,7 +81,8 @@ TEST_F(ReportCommandTest, BadInputIsNamed) {
   outcome = Report({Path("other.json"), "-o", Path("report")});
   EXPECT_THAT(outcome.error->ToString(),
               HasSubstr("other.json: format: not a dtsim result (expected \"format\" "
-                        "\"dtsim.simulate_result\", \"dtsim.sweep\", \"dtsim.search\"), got "
+                        "\"dtsim.simulate_result\", \"dtsim.sweep\", \"dtsim.search\", "
+                        "\"dtsim.replay_result\"), got "
                         "\"dtsim.run_result\""));
   // A result of a known format with missing fields: its family's reader names the file and the
   // field before the script runs.

@@ -14,6 +14,7 @@
 #include "sim/base/strings.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/run_program.h"
+#include "tools/results/replay_result.h"
 #include "tools/results/search_results.h"
 #include "tools/results/simulate_result.h"
 #include "tools/results/sweep_result.h"
@@ -26,9 +27,9 @@ namespace po = boost::program_options;
 // Debian's interpreter, which has python3-matplotlib (the first python3 on PATH may not).
 constexpr std::string_view kDefaultPython = "/usr/bin/python3";
 // What the report plots.
-constexpr std::array<std::string_view, 3> kResultFormats = {results::kSimulateResultFormat.name,
-                                                            results::kSweepFormat.name,
-                                                            results::kSearchResultFormat.name};
+constexpr std::array<std::string_view, 4> kResultFormats = {
+    results::kSimulateResultFormat.name, results::kSweepFormat.name,
+    results::kSearchResultFormat.name, results::kReplayResultFormat.name};
 
 struct ReportOptions {
   std::vector<std::string> results;
@@ -83,6 +84,8 @@ Status CheckResult(const std::string& path) {
     read = StatusOf(results::SweepFromJson(json));
   } else if (name == results::kSearchResultFormat.name) {
     return StatusOf(results::SearchFileFromJson(json, path));
+  } else if (name == results::kReplayResultFormat.name) {
+    read = StatusOf(results::ReplayResultFromJson(json));
   } else {
     read = Error(
         fmt::format("not a dtsim result (expected \"format\" {})", JoinQuoted(kResultFormats)),

@@ -3,7 +3,8 @@
 
 Run by `dtsim report` (which checks the inputs first) with Debian's /usr/bin/python3 and
 python3-matplotlib. Inputs: simulate results (dtsim.simulate_result), sweeps (dtsim.sweep),
-searches (dtsim.search) and optionally one timeline (Chrome trace) for the pipeline Gantt chart.
+searches (dtsim.search), replays (dtsim.replay_result) and optionally one timeline (Chrome
+trace) for the pipeline Gantt chart.
 """
 
 import argparse
@@ -36,6 +37,15 @@ MEMORY = [
     ("optimizer_state_bytes", "optimizer state", "#55a868"),
     ("activations_bytes", "activations", "#c44e52"),
     ("temporary_bytes", "temporary", "#8172b2"),
+]
+PATH_PARTS = [  # a replayed step's critical path (docs/replay.md, "Where the time goes")
+    ("gpu", "GPU", "#4c72b0"),
+    ("communication", "communication", "#c44e52"),
+    ("host", "host", "#55a868"),
+    ("cuda_api", "CUDA API", "#8172b2"),
+    ("sync_wait", "sync wait", "#dd8452"),
+    ("fixed_gap", "fixed gap", "#bbbbbb"),
+    ("peer_wait", "peer wait", "#da8bc3"),
 ]
 # Parts a result may lack (added in later versions of its format): drawn when present.
 MEMORY_OPTIONAL = [("fp8_weights_bytes", "FP8 weights", "#ccb974")]
@@ -138,7 +148,8 @@ def short(value):
 
 
 def load(paths):
-    runs = []
+    """The runs of the simulate, sweep and search results, and the replay results apart."""
+    runs, replays = [], []
     for path in paths:
         try:
             with open(path, encoding="utf-8") as f:
@@ -154,6 +165,9 @@ def load(paths):
                 added = runs_from_sweep(data, path)
             elif kind == "dtsim.search":
                 added = runs_from_search(data, path)
+            elif kind == "dtsim.replay_result":
+                replays.append(replay_from_result(data, path))
+                added = []
             else:
                 raise ReportError(f"{path}: not a dtsim result (format {kind!r})")
         except (KeyError, TypeError, ZeroDivisionError, ValueError) as e:
@@ -161,9 +175,59 @@ def load(paths):
         for run in added:
             run["series"] = path
         runs.extend(added)
-    if not runs:
+    if not runs and not replays:
         raise ReportError("no successful run in the inputs")
-    return runs
+    return runs, replays
+
+
+def replay_from_result(result, path):
+    """A replay's steps: measured and replayed, with the what-if when it has one, and the
+    critical path of each (ms per part)."""
+    what_if = result.get("what_if")
+    ranks = len(result["job"]["traces"]) if "job" in result else 1
+    steps = []
+    for i, step in enumerate(result["steps"]):
+        row = {"label": f"r{step['rank']} #{step['step']}" if ranks > 1 else f"#{step['step']}",
+               "measured_ms": step["measured_ms"], "replayed_ms": step["simulated_ms"],
+               "path": step.get("critical_path_ms", {})}
+        if what_if and i < len(what_if["steps"]):
+            changed = what_if["steps"][i]
+            row.update(what_if_ms=changed["what_if_ms"], change=changed["change"],
+                       what_if_path=changed.get("what_if_critical_path_ms", {}),
+                       why=changed.get("why_unmoved", ""))
+        steps.append(row)
+    return {"source": path, "trace": result["trace"]["file"], "steps": steps,
+            "what_if": what_if["description"] if what_if else None, "ranks": ranks}
+
+
+def figure_replay(replay, index, out):
+    """Each step's critical path split by what ran on it, replayed and (with one) under the
+    what-if."""
+    bars = []
+    for step in replay["steps"]:
+        bars.append((f"{step['label']} replayed", step["path"]))
+        if "what_if_path" in step:
+            bars.append((f"{step['label']} what-if", step["what_if_path"]))
+    shown = bars[:40]
+    truncated = len(shown) < len(bars)
+    bars = shown
+    fig, ax = plt.subplots(figsize=(12, 0.35 * len(bars) + 1.8))
+    labels = [label for label, _ in bars][::-1]
+    left = [0.0] * len(bars)
+    for key, name, colour in PATH_PARTS:
+        widths = [path.get(key, 0.0) for _, path in bars][::-1]
+        if any(widths):
+            ax.barh(labels, widths, left=left, color=colour, label=name)
+            left = [a + b for a, b in zip(left, widths)]
+    ax.set_xlabel("ms on the step's critical path")
+    title = os.path.basename(replay["trace"])
+    if replay["ranks"] > 1:
+        title += f" and {replay['ranks'] - 1} more rank(s)"
+    ax.set_title(f"Where each step's time goes: {title}"
+                 + (f" — what-if: {replay['what_if']}" if replay["what_if"] else "")
+                 + (f" (the first {len(bars)} bars)" if truncated else ""), fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return save(fig, out, f"replay{index}.png")
 
 
 def bandwidth_gbps(value):
@@ -342,7 +406,25 @@ def differing_inputs(runs):
             if len({json.dumps(r["inputs"][k], sort_keys=True) for r in runs if k in r["inputs"]}) > 1]
 
 
-def write_html(out, title, runs, figures, skipped, sources):
+def replay_tables(replays):
+    esc = html.escape
+    parts = []
+    for replay in replays:
+        what_if = replay["what_if"]
+        head = "<tr><th>step</th><th>measured (ms)</th><th>replayed (ms)</th>" + (
+            "<th>what-if (ms)</th><th>change</th><th>why it did not move</th>" if what_if else "") + "</tr>"
+        rows = "".join(
+            f"<tr><td>{esc(s['label'])}</td><td>{s['measured_ms']:.3f}</td><td>{s['replayed_ms']:.3f}</td>"
+            + (f"<td>{s.get('what_if_ms', 0):.3f}</td><td>{100 * s.get('change', 0):+.2f}%</td>"
+               f"<td>{esc(s.get('why', ''))}</td>" if what_if else "") + "</tr>"
+            for s in replay["steps"])
+        parts.append(f"<h3>{esc(replay['trace'])} ({replay['ranks']} rank(s))</h3>"
+                     + (f"<p>What-if: {esc(what_if)}</p>" if what_if else "")
+                     + f"<table>{head}{rows}</table>")
+    return "<h2>Replays</h2>" + "".join(parts) if parts else ""
+
+
+def write_html(out, title, runs, figures, skipped, sources, replays=()):
     esc = html.escape
     rows = "".join(
         f"<tr><td>{esc(r['label'])}</td><td>{r['gpus']}</td><td>{r['iteration_s'] * 1e3:.1f}</td>"
@@ -357,6 +439,10 @@ def write_html(out, title, runs, figures, skipped, sources):
     images = "".join(f'<figure><img src="{esc(name)}" alt="{esc(caption)}"><figcaption>{esc(caption)}'
                      f"</figcaption></figure>" for name, caption in figures)
     missing = "".join(f"<li>{esc(caption)}: not drawn — {esc(reason)}</li>" for caption, reason in skipped)
+    run_tables = "" if not runs else (
+        "<h2>Runs</h2><table><tr><th>run</th><th>GPUs</th><th>iteration (ms)</th><th>samples/s</th>"
+        f"<th>MFU</th><th>memory/GPU (GiB)</th></tr>{rows}</table>"
+        f"<h2>Inputs that differ between runs</h2>{diff}")
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
 <style>
@@ -368,11 +454,9 @@ figure {{ margin: 1.5em 0; }} img {{ max-width: 100%; border: 1px solid #eee; }}
 figcaption {{ color: #555; font-size: 13px; }}
 </style></head><body>
 <h1>{esc(title)}</h1>
-<p>From {len(sources)} result file(s): {esc(', '.join(sources))}. {len(runs)} run(s).</p>
-<h2>Runs</h2>
-<table><tr><th>run</th><th>GPUs</th><th>iteration (ms)</th><th>samples/s</th><th>MFU</th>
-<th>memory/GPU (GiB)</th></tr>{rows}</table>
-<h2>Inputs that differ between runs</h2>{diff}
+<p>From {len(sources)} result file(s): {esc(', '.join(sources))}. {len(runs)} run(s), {len(replays)} replay(s).</p>
+{run_tables}
+{replay_tables(replays)}
 <h2>Figures</h2>{images}
 {f"<ul>{missing}</ul>" if missing else ""}
 </body></html>
@@ -390,18 +474,25 @@ def main(argv):
     parser.add_argument("--title", default="dtsim report")
     args = parser.parse_args(argv)
     try:
-        runs = load(args.results)
+        runs, replays = load(args.results)
         os.makedirs(args.out, exist_ok=True)
         figures, skipped = [], []
-        figures.append((figure_throughput(runs, args.out), "Throughput per run"))
-        figures.append((figure_breakdown(runs, args.out), "Time breakdown"))
-        figures.append((figure_memory(runs, args.out), "Memory per GPU against capacity"))
-        for draw, caption in ((lambda: figure_scaling(runs, args.out), "Scaling curves"),
-                              (lambda: figure_bandwidth(runs, args.out), "Bandwidth sensitivity"),
-                              (lambda: figure_gantt(args.timeline, args.out), "Pipeline Gantt chart")):
-            name, reason = draw()
-            (figures.append((name, caption)) if name else skipped.append((caption, reason)))
-        write_html(args.out, args.title, runs, figures, skipped, args.results)
+        if runs:
+            figures.append((figure_throughput(runs, args.out), "Throughput per run"))
+            figures.append((figure_breakdown(runs, args.out), "Time breakdown"))
+            figures.append((figure_memory(runs, args.out), "Memory per GPU against capacity"))
+            for draw, caption in ((lambda: figure_scaling(runs, args.out), "Scaling curves"),
+                                  (lambda: figure_bandwidth(runs, args.out), "Bandwidth sensitivity"),
+                                  (lambda: figure_gantt(args.timeline, args.out), "Pipeline Gantt chart")):
+                name, reason = draw()
+                (figures.append((name, caption)) if name else skipped.append((caption, reason)))
+        for index, replay in enumerate(replays):
+            if replay["steps"]:
+                figures.append((figure_replay(replay, index, args.out),
+                                f"Critical path per step: {replay['trace']}"))
+            else:
+                skipped.append((f"Critical path per step: {replay['trace']}", "the trace has no ProfilerStep"))
+        write_html(args.out, args.title, runs, figures, skipped, args.results, replays)
     except ReportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
