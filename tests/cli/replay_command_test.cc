@@ -279,6 +279,28 @@ TEST_F(ReplayCommandTest, ADirectoryOfRankTracesReplaysAsOneJob) {
   EXPECT_DOUBLE_EQ(result["steps"][0]["critical_path_ms"]["on_peers"].get<double>(), 3.906);
 }
 
+// A job of more than 8 ranks lists 8 ranks and, per step, the ranks with the longest and the
+// shortest simulated step; clocks that agree are summed up.
+TEST_F(ReplayCommandTest, ALargeJobPrintsASummary) {
+  testing_support::SyntheticJob spec;
+  spec.ranks = 12;
+  spec.straggler = 11;
+  spec.steps = 2;
+  std::filesystem::create_directories(Path("job"));
+  for (int rank = 0; rank < spec.ranks; ++rank) {
+    std::ofstream(Path(fmt::format("job/rank{:02}.json", rank)))
+        << testing_support::SyntheticRankTrace(spec, rank);
+  }
+  const CommandOutcome outcome = Replay({Path("job")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("12 traces, ranks 0, 1, 2, 3, 4, 5, 6, 7, 4 more of 12"));
+  EXPECT_THAT(output_.str(), HasSubstr("clocks     the same as r0's"));
+  EXPECT_THAT(output_.str(), HasSubstr("12 ranks: per step, the ranks with the longest and the "
+                                       "shortest simulated step"));
+  EXPECT_THAT(output_.str(), HasSubstr("mean absolute error over 24 steps: 0.00%"));
+  EXPECT_THAT(output_.str(), HasSubstr("ProfilerStep#2: the pace is set by r11"));
+}
+
 TEST_F(ReplayCommandTest, TracesThatAreNotOneJobAreRefused) {
   testing_support::SyntheticJob spec;
   std::ofstream(Path("a.json")) << testing_support::SyntheticRankTrace(spec, 0);

@@ -30,6 +30,9 @@
 namespace dtsim::cli {
 namespace {
 
+// A job of more traces than this lists some ranks only (ListedSteps, PrintPaceSetters).
+constexpr size_t kListedRanks = 8;
+
 // Durations in the replay tables: "12.346 ms".
 std::string MsWithUnit(DurationNs duration) { return FormatMilliseconds(duration, 3) + " ms"; }
 
@@ -372,6 +375,11 @@ void PrintPaceSetters(std::ostream& out, const traces::ReplayGraph& replay,
     if (own.empty() || most == nullptr || most->path.on_peers.ns() * 100 < most->simulated.ns()) {
       continue;
     }
+    if (own.size() > kListedRanks) {
+      const size_t more = own.size() - kListedRanks;
+      own.resize(kListedRanks);
+      own.push_back(fmt::format("{} more", more));
+    }
     fmt::print(out,
                "  ProfilerStep#{}: the pace is set by {} (its critical path stays on its own "
                "rank); r{}'s ran {} ({:.0f}% of its step) on peers\n",
@@ -383,14 +391,46 @@ void PrintPaceSetters(std::ostream& out, const traces::ReplayGraph& replay,
 }
 
 // Each step as measured and simulated, and where its time went.
+// The steps a job's tables show: every rank's in a job of up to kListedRanks traces; in a larger
+// one, per step number, the rank whose simulated step was longest and the one whose was shortest
+// (-o writes every rank's).
+
+std::vector<size_t> ListedSteps(const traces::ReplayGraph& replay,
+                                const std::vector<strategies::ReplayStepResult>& steps) {
+  std::vector<size_t> listed;
+  if (replay.ranks.size() <= kListedRanks) {
+    for (size_t i = 0; i < steps.size(); ++i) listed.push_back(i);
+    return listed;
+  }
+  std::map<int64_t, std::pair<size_t, size_t>> extremes;  // step number → (longest, shortest)
+  for (size_t i = 0; i < steps.size(); ++i) {
+    auto [it, added] = extremes.try_emplace(steps[i].number, i, i);
+    if (steps[i].simulated > steps[it->second.first].simulated) it->second.first = i;
+    if (steps[i].simulated < steps[it->second.second].simulated) it->second.second = i;
+  }
+  for (const auto& [number, pair] : extremes) {
+    listed.push_back(pair.first);
+    if (pair.second != pair.first) listed.push_back(pair.second);
+  }
+  return listed;
+}
+
 void PrintSteps(std::ostream& out, const traces::ReplayGraph& replay,
                 const strategies::ReplayResult& result) {
   if (result.steps.empty()) {
     fmt::print(out, "  no ProfilerStep annotations: nothing to compare step by step\n");
     return;
   }
+  const std::vector<size_t> listed = ListedSteps(replay, result.steps);
+  if (listed.size() < result.steps.size()) {
+    fmt::print(out,
+               "  {} ranks: per step, the ranks with the longest and the shortest simulated step "
+               "(-o writes every rank's)\n",
+               replay.ranks.size());
+  }
   fmt::print(out, "  {:<22} {:>14} {:>14} {:>9}\n", "step", "measured", "simulated", "error");
-  for (const strategies::ReplayStepResult& step : result.steps) {
+  for (const size_t i : listed) {
+    const strategies::ReplayStepResult& step = result.steps[i];
     fmt::print(out, "  {:<22} {:>14} {:>14} {:>+8.2f}%\n",
                StepLabel(replay, step.trace, step.number), MsWithUnit(step.measured),
                MsWithUnit(step.simulated), 100 * step.Error());
@@ -399,16 +439,22 @@ void PrintSteps(std::ostream& out, const traces::ReplayGraph& replay,
              100 * result.mean_absolute_error);
   const bool job = replay.ranks.size() > 1;
   PrintPathHeader(out, job);
-  for (const strategies::ReplayStepResult& step : result.steps) {
+  for (const size_t i : listed) {
+    const strategies::ReplayStepResult& step = result.steps[i];
     PrintPathRow(out, StepLabel(replay, step.trace, step.number), step.path, job);
   }
   if (job) PrintPaceSetters(out, replay, result);
 }
 
-// The what-if's steps beside the replay's.
+// The what-if's steps beside the replay's (`listed`: the indices of the steps shown).
 void PrintWhatIf(std::ostream& out, const strategies::ReplayWhatIf& what_if,
-                 const traces::ReplayGraph& replay, const strategies::WhatIfResult& result) {
+                 const traces::ReplayGraph& replay, const strategies::WhatIfResult& result,
+                 const std::vector<size_t>& listed) {
   const bool job = replay.ranks.size() > 1;
+  std::vector<const strategies::WhatIfStep*> steps;
+  for (const size_t i : listed) {
+    if (i < result.steps.size()) steps.push_back(&result.steps[i]);
+  }
   const traces::ReplayStats& g = result.graph.stats;
   fmt::print(out, "\n  what-if    {}\n", what_if.Describe());
   fmt::print(out,
@@ -426,24 +472,24 @@ void PrintWhatIf(std::ostream& out, const strategies::ReplayWhatIf& what_if,
     fmt::print(out, "  {:<22} {:>14} {:>14} {:>14} {:>9}\n", "step", "measured", "replayed",
                "what-if", "change");
   }
-  for (const strategies::WhatIfStep& step : result.steps) {
+  for (const strategies::WhatIfStep* step : steps) {
     fmt::print(out, "  {:<22} {:>14} {:>14} {:>14} {:>+8.2f}%\n",
-               StepLabel(replay, step.trace, step.number), MsWithUnit(step.measured),
-               MsWithUnit(step.replayed), MsWithUnit(step.what_if), 100 * step.Change());
+               StepLabel(replay, step->trace, step->number), MsWithUnit(step->measured),
+               MsWithUnit(step->replayed), MsWithUnit(step->what_if), 100 * step->Change());
   }
-  if (result.steps.empty()) return;
+  if (steps.empty()) return;
   PrintPathHeader(out, job);
-  for (const strategies::WhatIfStep& step : result.steps) {
-    const std::string label = job ? fmt::format("r{} #{}", replay.ranks[step.trace], step.number)
-                                  : fmt::format("#{}", step.number);
-    PrintPathRow(out, label + " replayed", step.replayed_path, job);
-    PrintPathRow(out, label + " what-if", step.what_if_path, job);
+  for (const strategies::WhatIfStep* step : steps) {
+    const std::string label = job ? fmt::format("r{} #{}", replay.ranks[step->trace], step->number)
+                                  : fmt::format("#{}", step->number);
+    PrintPathRow(out, label + " replayed", step->replayed_path, job);
+    PrintPathRow(out, label + " what-if", step->what_if_path, job);
   }
   if (what_if.speedups.empty()) return;
-  for (const strategies::WhatIfStep& step : result.steps) {
-    const std::string why = strategies::WhyUnmoved(step.replayed_path, step.Change());
+  for (const strategies::WhatIfStep* step : steps) {
+    const std::string why = strategies::WhyUnmoved(step->replayed_path, step->Change());
     if (!why.empty()) {
-      fmt::print(out, "  {}: {}\n", StepLabel(replay, step.trace, step.number), why);
+      fmt::print(out, "  {}: {}\n", StepLabel(replay, step->trace, step->number), why);
     }
   }
 }
@@ -452,25 +498,49 @@ void PrintWhatIf(std::ostream& out, const strategies::ReplayWhatIf& what_if,
 void PrintJob(std::ostream& out, std::span<const traces::Trace* const> job,
               const traces::ReplayGraph& replay) {
   const traces::JobCollectives& shared = replay.job;
+  // Up to kListedRanks items of a list, then how many more.
+  const auto capped = [](std::vector<std::string> items, size_t more) {
+    if (items.size() > kListedRanks) {
+      more += items.size() - kListedRanks;
+      items.resize(kListedRanks);
+    }
+    if (more > 0) items.push_back(fmt::format("{} more", more));
+    return fmt::format("{}", fmt::join(items, ", "));
+  };
   std::vector<std::string> ranks;
   std::vector<std::string> unmatched;
   std::vector<std::string> clocks;
+  int64_t unmatched_total = 0;
+  size_t zero_offsets = 0;
   for (size_t i = 0; i < job.size(); ++i) {
     ranks.push_back(std::to_string(replay.ranks[i]));
-    unmatched.push_back(std::to_string(shared.unmatched[i]));
+    unmatched_total += shared.unmatched[i];
+    if (shared.unmatched[i] > 0) {
+      unmatched.push_back(fmt::format("r{} {}", replay.ranks[i], shared.unmatched[i]));
+    }
     if (i == 0) continue;
-    clocks.push_back(shared.aligned[i]
-                         ? fmt::format("r{} {:+.3f} ms", replay.ranks[i],
-                                       static_cast<double>(shared.clock_offset[i].ns()) / 1e6)
-                         : fmt::format("r{} not aligned (no collective shared)", replay.ranks[i]));
+    if (!shared.aligned[i]) {
+      clocks.push_back(fmt::format("r{} not aligned (no collective shared)", replay.ranks[i]));
+    } else if (shared.clock_offset[i] == DurationNs::Zero() && job.size() > kListedRanks) {
+      ++zero_offsets;  // listed only in small jobs
+    } else {
+      clocks.push_back(fmt::format("r{} {:+.3f} ms", replay.ranks[i],
+                                   static_cast<double>(shared.clock_offset[i].ns()) / 1e6));
+    }
   }
   fmt::print(out,
              "  job        {} traces, ranks {}{}: {} collectives shared, matched by process group "
-             "and the ends of their kernels; {} left to their own rank\n",
-             job.size(), fmt::join(ranks, ", "),
+             "and the ends of their kernels; {} left to their own rank{}\n",
+             job.size(), capped(ranks, 0),
              job.front()->world_size > 0 ? fmt::format(" of {}", job.front()->world_size) : "",
-             shared.collectives.size(), fmt::join(unmatched, " + "));
-  fmt::print(out, "  clocks     against r{}'s: {}\n", replay.ranks[0], fmt::join(clocks, ", "));
+             shared.collectives.size(), unmatched_total,
+             unmatched.empty() ? "" : fmt::format(" ({})", capped(unmatched, 0)));
+  if (clocks.empty()) {
+    fmt::print(out, "  clocks     the same as r{}'s\n", replay.ranks[0]);
+    return;
+  }
+  fmt::print(out, "  clocks     against r{}'s: {}{}\n", replay.ranks[0], capped(clocks, 0),
+             zero_offsets > 0 ? fmt::format("; {} more at +0.000 ms", zero_offsets) : "");
 }
 
 Status ExecuteKineto(const ReplayOptions& options, const strategies::ReplayWhatIf& what_if,
@@ -523,7 +593,7 @@ Status ExecuteKineto(const ReplayOptions& options, const strategies::ReplayWhatI
         strategies::SimulateWhatIf(job, replay, result, what_if);
     if (!simulated.ok()) return std::move(simulated).error().InFile(options.trace);
     what_if_result = std::move(simulated).value();
-    PrintWhatIf(out, what_if, replay, *what_if_result);
+    PrintWhatIf(out, what_if, replay, *what_if_result, ListedSteps(replay, result.steps));
   }
   if (!options.result_path.empty()) {
     std::optional<results::WhatIfOutcome> outcome;
