@@ -7,16 +7,22 @@
 //   dtsim_network_bench --busbw [FILE]   the analytical model's bus bandwidth next to every
 //       published figure of FILE (default tests/data/network/published_busbw.json), then on
 //       every preset from 1 MiB to 4 GiB
+//   dtsim_network_bench --measured FILE  the analytical model's time for every measured point of
+//       ../shared/network/measured-collectives.json: per curve, per size band, per collective
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "network/analytical_model.h"
 #include "network/flow_model.h"
+#include "network/measured_collectives.h"
 #include "network/published_busbw.h"
 #include "sim/engine/simulator.h"
 #include "sim/graph/builder.h"
@@ -179,10 +185,86 @@ bool PresetSweep() {
   return true;
 }
 
+// Accuracy of a set of points: how many, how many within ±10% of the measured time, and the
+// geometric mean and extremes of predicted / measured time (below 1: optimistic).
+struct Score {
+  int points = 0;
+  int within = 0;
+  double log_sum = 0;
+  double lowest = 1e300;
+  double highest = 0;
+  void Add(double ratio) {
+    ++points;
+    within += std::abs(ratio - 1) <= 0.1 ? 1 : 0;
+    log_sum += std::log(ratio);
+    lowest = std::min(lowest, ratio);
+    highest = std::max(highest, ratio);
+  }
+  void Print(const std::string& name) const {
+    std::printf("| %-44s | %6d | %5.0f%% | %7.3f | %6.2f | %6.2f |\n", name.c_str(), points,
+                100.0 * within / std::max(points, 1), std::exp(log_sum / std::max(points, 1)),
+                lowest, highest);
+  }
+};
+
+void PrintScores(const char* title, const std::map<std::string, Score>& scores) {
+  std::printf("\n| %-44s | points | ±10%%   | geomean |  lowest | highest |\n", title);
+  std::printf("|%s|-------:|-------:|--------:|-------:|-------:|\n", std::string(46, '-').c_str());
+  for (const auto& [name, score] : scores) score.Print(name);
+}
+
+std::string SizeBand(int64_t size) {
+  if (size < (int64_t{1} << 20)) return "a: < 1 MiB";
+  if (size < (int64_t{64} << 20)) return "b: 1-64 MiB";
+  if (size < (int64_t{1} << 30)) return "c: 64 MiB-1 GiB";
+  return "d: >= 1 GiB";
+}
+
+// Every measured point of the shared file against the analytical model (issue 25's yardstick).
+bool ScoreMeasured(const std::string& path) {
+  const Expected<network::MeasuredCollectives> measured = network::ReadMeasuredCollectives(path);
+  if (!measured.ok()) {
+    std::fprintf(stderr, "%s\n", measured.error().ToString().c_str());
+    return false;
+  }
+  std::map<std::string, Score> curves, bands, kinds;
+  Score all;
+  int unpriced = 0;
+  for (const network::MeasuredCollective& point : measured->points) {
+    const Expected<network::PredictedCollective> predicted =
+        network::PredictMeasuredCollective(point);
+    if (!predicted.ok()) {
+      ++unpriced;
+      continue;
+    }
+    const double ratio = static_cast<double>(predicted->time.ns()) /
+                         static_cast<double>(std::max<int64_t>(point.time.ns(), 1));
+    const std::string system = point.system.substr(0, point.system.find(" ("));
+    curves[fmt::format("{} {}g/{}n {}", system.substr(0, 20), point.gpus, point.nodes,
+                       graph::CommKindName(point.kind))]
+        .Add(ratio);
+    bands[SizeBand(point.size)].Add(ratio);
+    kinds[std::string(graph::CommKindName(point.kind))].Add(ratio);
+    all.Add(ratio);
+  }
+  std::printf(
+      "%zu measured points (%d without a preset), %lld other records; predicted / measured "
+      "time, below 1 optimistic\n",
+      measured->points.size(), unpriced, static_cast<long long>(measured->other_records));
+  PrintScores("curve", curves);
+  PrintScores("size band", bands);
+  PrintScores("collective", kinds);
+  PrintScores("all", {{"all", all}});
+  return true;
+}
+
 }  // namespace
 }  // namespace dtsim
 
 int main(int argc, char** argv) {
+  if (argc >= 3 && std::string(argv[1]) == "--measured") {
+    return dtsim::ScoreMeasured(argv[2]) ? 0 : 1;
+  }
   if (argc >= 2 && std::string(argv[1]) == "--busbw") {
     const std::string published = argc >= 3 ? argv[2] : "tests/data/network/published_busbw.json";
     return dtsim::CompareWithPublished(published) && dtsim::PresetSweep() ? 0 : 1;
