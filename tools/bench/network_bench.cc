@@ -262,6 +262,16 @@ bool ScoreMeasured(const std::string& path) {
 }  // namespace dtsim
 
 int main(int argc, char** argv) {
+  constexpr const char* kUsage =
+      "usage: %s [--gpus N] [--size BYTES]   time the flow model on one collective (1,024 GPUs, "
+      "1 GiB)\n"
+      "       %s --busbw [FILE]              the model's bus bandwidth against published curves\n"
+      "       %s --measured FILE             the model's time against every measured point of "
+      "../shared/network/measured-collectives.json\n";
+  if (argc >= 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::printf(kUsage, argv[0], argv[0], argv[0]);
+    return 0;
+  }
   if (argc >= 3 && std::string(argv[1]) == "--measured") {
     return dtsim::ScoreMeasured(argv[2]) ? 0 : 1;
   }
@@ -271,14 +281,14 @@ int main(int argc, char** argv) {
   }
   int32_t gpus = 1024;
   int64_t size = int64_t{1} << 30;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--gpus") {
+    if (flag == "--gpus" && i + 1 < argc && std::atoi(argv[i + 1]) >= 2) {
       gpus = std::atoi(argv[i + 1]);
-    } else if (flag == "--size") {
+    } else if (flag == "--size" && i + 1 < argc && std::atoll(argv[i + 1]) > 0) {
       size = std::atoll(argv[i + 1]);
     } else {
-      std::fprintf(stderr, "usage: %s [--gpus N] [--size BYTES]\n", argv[0]);
+      std::fprintf(stderr, kUsage, argv[0], argv[0], argv[0]);
       return 2;
     }
   }
