@@ -241,8 +241,13 @@ JobCollectives MatchJobCollectives(std::span<const Trace* const> job) {
       JobCollective collective{{{*reference, base[i].collective}},
                                base[i].duration,
                                base[i].start - result.clock_offset[*reference]};
+      // A group of known size takes no more members than it has: traces that do not record a
+      // group's ranks cannot tell two tensor-parallel pairs apart, whose collectives end
+      // together; the ranks first in the job are taken, as launchers number a group's ranks.
+      const int32_t group_size = job[*reference]->collectives[base[i].collective].group_size;
       for (uint32_t rank = *reference + 1; rank < members.size(); ++rank) {
         if (pairs[rank].empty() || !pairs[rank][i]) continue;
+        if (group_size > 0 && static_cast<int64_t>(collective.members.size()) >= group_size) break;
         const Member& member = members[rank][*pairs[rank][i]];
         collective.members.emplace_back(rank, member.collective);
         collective.transfer = std::min(collective.transfer, member.duration);

@@ -98,6 +98,24 @@ TEST_F(JobCollectivesTest, TracesThatStartLateShareTheCollectivesTheyHave) {
   EXPECT_EQ(job.unmatched, (std::vector<int64_t>{0, 0, 0, 0}));
 }
 
+// Traces that record a group's size but not its ranks (before PyTorch 2.1) cannot tell two
+// tensor-parallel pairs apart — their collectives end together. A collective of a 2-rank group
+// takes the first two ranks that share it, 0 and 1; ranks 2 and 3 keep theirs.
+TEST_F(JobCollectivesTest, AGroupTakesNoMoreMembersThanItsSize) {
+  SyntheticJob spec;
+  spec.group_names = false;
+  spec.group_size = 2;
+  const std::vector<Trace> traces = ReadJob(spec);
+  const JobCollectives job = MatchJobCollectives(Pointers(traces));
+  ASSERT_EQ(job.collectives.size(), 3u);
+  for (const JobCollective& collective : job.collectives) {
+    ASSERT_EQ(collective.members.size(), 2u);
+    EXPECT_EQ(collective.members[0].first, 0u);
+    EXPECT_EQ(collective.members[1].first, 1u);
+  }
+  EXPECT_EQ(job.unmatched, (std::vector<int64_t>{0, 0, 3, 3}));
+}
+
 // Collectives of different process groups, or of different sizes in traces that record them,
 // are not one collective, however close their ends.
 TEST_F(JobCollectivesTest, DifferentGroupsOrSizesDoNotMatch) {

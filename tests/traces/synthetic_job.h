@@ -34,6 +34,8 @@ struct SyntheticJob {
   std::vector<int64_t> clock_offset_us;  // per rank; empty: none
   std::vector<int> first_step;           // per rank: the first step its trace has; empty: 1
   bool collective_args = true;           // Kineto's record_param_comms args on the NCCL kernel
+  bool group_names = true;               // with the process group's name and ranks (PyTorch >= 2.1)
+  int group_size = 0;                    // the group size the args record; 0: every rank
 
   int64_t KernelUs(int rank) const { return rank == straggler ? straggler_kernel_us : kernel_us; }
   int64_t SlowestKernelUs() const {
@@ -78,8 +80,12 @@ inline std::string SyntheticRankTrace(const SyntheticJob& job, int rank) {
       std::string ranks;
       for (int r = 0; r < job.ranks; ++r) ranks += fmt::format("{}{}", r == 0 ? "" : ", ", r);
       args += fmt::format(
-          R"(, "Collective name": "allreduce", "In msg nelems": {}, "Out msg nelems": {}, "dtype": "Float", "Group size": {}, "Process Group Name": "0", "Process Group Ranks": "[{}]")",
-          job.all_reduce_bytes / 4, job.all_reduce_bytes / 4, job.ranks, ranks);
+          R"(, "Collective name": "allreduce", "In msg nelems": {}, "Out msg nelems": {}, "dtype": "Float", "Group size": {})",
+          job.all_reduce_bytes / 4, job.all_reduce_bytes / 4,
+          job.group_size > 0 ? job.group_size : job.ranks);
+      if (job.group_names) {
+        args += fmt::format(R"(, "Process Group Name": "0", "Process Group Ranks": "[{}]")", ranks);
+      }
     }
     event("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)", 7, s + 6 + k * c,
           e - (6 + k * c), args);
