@@ -62,18 +62,18 @@ std::unordered_map<int64_t, uint64_t> LaunchingNodes(
     const Trace& kineto, const std::unordered_map<uint32_t, uint64_t>& node_of_op) {
   struct Point {
     TimeNs time;
-    int order;  // ends before calls before starts at one instant
+    int order;  // at one instant, an op's start before a call (the op contains it)
     uint32_t event;
   };
   std::unordered_map<uint32_t, std::vector<Point>> by_thread;
   for (const auto& [op, node] : node_of_op) {
     const HostEvent& event = kineto.host[op];
-    by_thread[event.thread].push_back({event.start, 2, op});
+    by_thread[event.thread].push_back({event.start, 1, op});
   }
   for (uint32_t i = 0; i < kineto.host.size(); ++i) {
     const HostEvent& event = kineto.host[i];
     if (IsApiCall(event) && event.correlation >= 0) {
-      by_thread[event.thread].push_back({event.start, 1, i});
+      by_thread[event.thread].push_back({event.start, 2, i});
     }
   }
   std::unordered_map<int64_t, uint64_t> node_of_call;
@@ -87,7 +87,7 @@ std::unordered_map<int64_t, uint64_t> LaunchingNodes(
     std::vector<uint32_t> open;  // the matched ops containing the sweep's time, innermost last
     for (const Point& point : points) {
       while (!open.empty() && kineto.host[open.back()].end() <= point.time) open.pop_back();
-      if (point.order == 2) {
+      if (point.order == 1) {
         open.push_back(point.event);
       } else if (!open.empty()) {
         node_of_call.emplace(kineto.host[point.event].correlation, node_of_op.at(open.back()));
@@ -146,11 +146,15 @@ Expected<ChakraTrace> LinkExecutionTrace(const ChakraTrace& execution_trace, con
   uint64_t next_id = 1;
   for (size_t n = 0; n < linked.nodes.size(); ++n) {
     ChakraNode& node = linked.nodes[n];
-    next_id = std::max(next_id, node.id + 1);
+    next_id = std::max(next_id, node.id == UINT64_MAX ? UINT64_MAX : node.id + 1);
     if (matched[n] == kNone) continue;
     node.duration_micros = Micros(std::max(exclusive[n], DurationNs::Zero()));
     node.start_time_micros = MicrosSinceEpoch(kineto.host[matched[n]].start);
     node_of_op.emplace(matched[n], node.id);
+  }
+  if (next_id > UINT64_MAX - kineto.device.size()) {
+    return Error("the host execution trace's node ids leave no room for the GPU ops' nodes")
+        .InFile(execution_trace.file);
   }
   const std::unordered_map<int64_t, uint64_t> node_of_call = LaunchingNodes(kineto, node_of_op);
   std::vector<uint32_t> gpu_ops(kineto.device.size());
