@@ -548,6 +548,7 @@ Status ExecuteKineto(const ReplayOptions& options, const strategies::ReplayWhatI
   const auto started = std::chrono::steady_clock::now();
   DTSIM_ASSIGN_OR_RETURN(const std::vector<traces::Trace> traces, ReadTraceJob(options.files));
   std::vector<const traces::Trace*> job;
+  job.reserve(traces.size());
   for (const traces::Trace& trace : traces) job.push_back(&trace);
   const double import_seconds = SecondsSince(started);
   fmt::print(out, "dtsim replay {}\n\n", fmt::join(options.traces, " "));
