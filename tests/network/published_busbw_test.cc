@@ -9,6 +9,8 @@
 #include <cmath>
 #include <fstream>
 
+#include "tests/testing/temp_dir.h"
+
 namespace dtsim::network {
 namespace {
 
@@ -61,11 +63,13 @@ TEST(PublishedBusbwTest, ModelStaysWithinItsBandOnEveryPublishedPoint) {
   EXPECT_GE(scored, 40);
 }
 
-class PublishedFileTest : public testing::Test {
+// A directory per test: ctest runs this fixture's tests in parallel processes, which shared
+// one file in the temporary directory and read each other's writes.
+class PublishedFileTest : public testing_support::TempDirTest {
  protected:
   std::string Write(const std::string& text) {
-    const std::string path = testing::TempDir() + "/published_busbw_test.json";
-    std::ofstream(path) << text;
+    const std::string path = Path("published_busbw_test.json");
+    std::ofstream(path, std::ios::trunc) << text;
     return path;
   }
   std::string ErrorOf(const std::string& text) {
