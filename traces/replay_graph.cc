@@ -28,10 +28,6 @@ constexpr std::string_view kWaitCategory = "host_wait";
 constexpr std::string_view kMarkerCategory = "step_marker";
 constexpr std::string_view kGapCategory = "gpu_gap";
 
-bool IsApiCall(const HostEvent& event) {
-  return event.kind == HostEventKind::kRuntime || event.kind == HostEventKind::kDriver;
-}
-
 // Copies that return to the host only once the copy is done: the synchronous API, and a copy
 // to pageable host memory (the data must have landed when the call returns). A copy from
 // pageable memory is staged and may return first, so it is not counted.

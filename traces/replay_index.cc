@@ -16,9 +16,7 @@ bool IsBlockingSync(std::string_view api) {
 }  // namespace
 
 ReplayIndex::ReplayIndex(const Trace& trace, bool split_collectives, ReplayStats& stats)
-    : trace_(trace), origin_(TimeNs::Max()) {
-  for (const HostEvent& event : trace_.host) origin_ = std::min(origin_, event.start);
-  for (const DeviceEvent& event : trace_.device) origin_ = std::min(origin_, event.start);
+    : trace_(trace) {
   IndexStreams(split_collectives);
   for (uint32_t i = 0; i < trace_.syncs.size(); ++i) {
     syncs_[trace_.syncs[i].correlation].push_back(i);

@@ -28,8 +28,6 @@ class ReplayIndex {
   // Wait Event edges into `stats`.
   ReplayIndex(const Trace& trace, bool split_collectives, ReplayStats& stats);
 
-  // The earliest host or device event: what simulated time 0 stands for.
-  TimeNs origin() const { return origin_; }
   // Per CUDA stream, its ops in start order (launch order at equal starts).
   const std::map<StreamKey, std::vector<uint32_t>>& streams() const { return streams_; }
   // Per device, the ops of all its streams in start order (launch order at equal starts).
@@ -67,7 +65,6 @@ class ReplayIndex {
   std::vector<uint32_t> FirstLaunchedAfter(StreamKey stream, int64_t correlation) const;
 
   const Trace& trace_;
-  TimeNs origin_;
   std::map<StreamKey, std::vector<uint32_t>> streams_;  // in start order
   std::vector<uint32_t> position_;                      // per device op: its place in streams_
   // Per stream, in stream order, the latest end of its ops up to each one (sorted).

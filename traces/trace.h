@@ -51,6 +51,11 @@ struct HostEvent {
   TimeNs end() const { return start + duration; }
 };
 
+// Whether a host event is a CUDA runtime or driver API call.
+inline bool IsApiCall(const HostEvent& event) {
+  return event.kind == HostEventKind::kRuntime || event.kind == HostEventKind::kDriver;
+}
+
 struct DeviceEvent {
   TimeNs start;
   DurationNs duration;

@@ -19,10 +19,6 @@ bool IsHostOp(const HostEvent& event) {
   return event.kind == HostEventKind::kOp || event.kind == HostEventKind::kAnnotation;
 }
 
-bool IsApiCall(const HostEvent& event) {
-  return event.kind == HostEventKind::kRuntime || event.kind == HostEventKind::kDriver;
-}
-
 uint64_t Micros(DurationNs duration) {
   return static_cast<uint64_t>(std::llround(static_cast<double>(duration.ns()) / 1e3));
 }
