@@ -42,13 +42,14 @@ const std::array<Preset, 7>& Presets() {
       // Efficiencies: measured nccl-tests bus bandwidth / line rate (docs/network.md).
       {"dgx-a100",
        8,
-       {IntraTopology::kSwitch, Rate("300 GB/s"), Time("2 us"), 0.775},
+       {IntraTopology::kSwitch, Rate("300 GB/s"), 12, Time("2 us"), 0.775},
        {InterTopology::kRailOptimized, 8, Rate("200 Gbps"), Time("5 us"), 1.0, 32, {}, 0.96},
        kNcclBaseLatency},
       {"dgx-h100",
        8,
        {IntraTopology::kSwitch,
         Rate("450 GB/s"),
+        18,
         Time("2 us"),
         0.822,
         {true, Time("23 us"), 0.686}},
@@ -57,14 +58,14 @@ const std::array<Preset, 7>& Presets() {
       // Same NVLink 4 NVSwitch fabric and ConnectX-7 NICs as the DGX H100: its efficiencies.
       {"dgx-h200",
        8,
-       {IntraTopology::kSwitch, Rate("450 GB/s"), Time("2 us"), 0.822, kNvls},
+       {IntraTopology::kSwitch, Rate("450 GB/s"), 18, Time("2 us"), 0.822, kNvls},
        {InterTopology::kRailOptimized, 8, Rate("400 Gbps"), Time("5 us"), 1.0, 32, {}, 0.97},
        kNcclBaseLatency},
       // NVLink 5 (18 links × 50 GB/s) on NVSwitch, 8 × 400 Gb/s ConnectX-7; efficiencies
       // assumed equal to the DGX H100's (same NCCL protocols and NICs), not measured.
       {"dgx-b200",
        8,
-       {IntraTopology::kSwitch, Rate("900 GB/s"), Time("2 us"), 0.822, kNvls},
+       {IntraTopology::kSwitch, Rate("900 GB/s"), 18, Time("2 us"), 0.822, kNvls},
        {InterTopology::kRailOptimized, 8, Rate("400 Gbps"), Time("5 us"), 1.0, 32, {}, 0.97},
        kNcclBaseLatency},
       // A GB200 NVL72 rack as one 72-GPU NVLink 5 domain (18 compute trays of 4 GPUs through
@@ -72,17 +73,17 @@ const std::array<Preset, 7>& Presets() {
       // efficiencies assumed equal to the DGX H100's, not measured.
       {"gb200-nvl72",
        72,
-       {IntraTopology::kSwitch, Rate("900 GB/s"), Time("2 us"), 0.822, kNvls},
+       {IntraTopology::kSwitch, Rate("900 GB/s"), 18, Time("2 us"), 0.822, kNvls},
        {InterTopology::kFatTree, 72, Rate("400 Gbps"), Time("5 us"), 1.0, 0, {}, 0.97},
        kNcclBaseLatency},
       {"dgx1-v100",
        8,
-       {IntraTopology::kMesh, Rate("150 GB/s"), Time("3 us"), 1.0},
+       {IntraTopology::kMesh, Rate("150 GB/s"), 6, Time("3 us"), 1.0},
        {InterTopology::kFatTree, 4, Rate("100 Gbps"), Time("5 us"), 1.0, 16, {}, 1.0},
        kNcclBaseLatency},
       {"ethernet-25g",
        8,
-       {IntraTopology::kPcie, Rate("12 GB/s"), Time("5 us"), 1.0},
+       {IntraTopology::kPcie, Rate("12 GB/s"), 1, Time("5 us"), 1.0},
        {InterTopology::kFatTree, 1, Rate("25 Gbps"), Time("25 us"), 1.0, 32, {}, 1.0},
        kNcclBaseLatency},
   }};
@@ -195,6 +196,7 @@ Status ReadIntra(const Json& value, const std::string& path, bool preset, IntraN
   DTSIM_RETURN_IF_ERROR(RequireUnlessPreset(reader, preset, {"topology", "bandwidth", "latency"}));
   DTSIM_RETURN_IF_ERROR(ReadTopology(reader, kIntraNames, "intra-node topology", intra.topology));
   DTSIM_RETURN_IF_ERROR(ReadPositiveRate(reader, "bandwidth", intra.bandwidth));
+  DTSIM_RETURN_IF_ERROR(ReadCount(reader, "links", 1024, intra.links));
   DTSIM_RETURN_IF_ERROR(ReadLatency(reader, intra.latency));
   DTSIM_RETURN_IF_ERROR(ReadFraction(reader, "efficiency", 0, 1, false, intra.efficiency));
   DTSIM_RETURN_IF_ERROR(ReadNvls(reader, intra.nvls));
@@ -228,7 +230,7 @@ Status ReadInter(const Json& value, const std::string& path, bool preset, InterN
   DTSIM_RETURN_IF_ERROR(
       RequireUnlessPreset(reader, preset, {"topology", "nic_bandwidth", "latency"}));
   DTSIM_RETURN_IF_ERROR(ReadTopology(reader, kInterNames, "inter-node topology", inter.topology));
-  DTSIM_RETURN_IF_ERROR(ReadCount(reader, "nics_per_node", 64, inter.nics_per_node));
+  DTSIM_RETURN_IF_ERROR(ReadCount(reader, "nics_per_node", 1024, inter.nics_per_node));
   DTSIM_RETURN_IF_ERROR(ReadPositiveRate(reader, "nic_bandwidth", inter.nic_bandwidth));
   DTSIM_RETURN_IF_ERROR(ReadLatency(reader, inter.latency));
   DTSIM_RETURN_IF_ERROR(

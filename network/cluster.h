@@ -34,6 +34,9 @@ struct NvlsSpec {
 struct IntraNodeSpec {
   IntraTopology topology = IntraTopology::kSwitch;
   Bandwidth bandwidth;  // what one GPU can send to its peers, per direction
+  // The links that bandwidth is made of (NVLinks per GPU: 18 on H100): one NCCL channel
+  // drives one link, so a point-to-point transfer on few channels gets a share of it.
+  int links = 1;
   DurationNs latency;
   double efficiency = 1.0;  // fraction of `bandwidth` collectives achieve (0, 1]
   NvlsSpec nvls;

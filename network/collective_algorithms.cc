@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "network/nccl_p2p.h"
 #include "sim/base/strings.h"
 
 namespace dtsim::network {
@@ -335,13 +336,12 @@ Expected<DurationNs> BarrierDissemination(const CollectiveRequest& r) {
   return RatesFor(r).alpha * CeilLog2(r.shape.ranks);
 }
 
-// One message: α + S / B, where B is NVLink on one node, else one NIC (a single pair uses one).
+// One message: α + S / B, where B is what NCCL's channels for the pair move (nccl_p2p.h): at
+// most NVLink on one node, one NIC across nodes.
 Expected<DurationNs> SendRecvDirect(const CollectiveRequest& r) {
-  CollectiveRequest one_nic = r;
-  one_nic.shape.per_node = 1;
-  const Rates rates = RatesFor(one_nic);
+  const Rates rates = RatesFor(r);
   const double size = static_cast<double>(r.size.count());
-  return Phase(rates, 1, rates.alpha, rates.single_node ? size : 0, size);
+  return rates.alpha + Move(size, SendRecvRate(r));
 }
 
 constexpr std::array kAlgorithms = {
@@ -389,6 +389,13 @@ constexpr std::array kAlgorithms = {
 };
 
 }  // namespace
+
+double SendRecvRate(const CollectiveRequest& request) {
+  const GroupShape& comm = request.communicator.ranks > 0 ? request.communicator : request.shape;
+  return PlanP2p(*request.cluster, comm.ranks, comm.nodes, request.shape.nodes <= 1,
+                 static_cast<double>(request.size.count()))
+      .bytes_per_second;
+}
 
 Status NeedsNvls(const CollectiveRequest& request) {
   if (!request.cluster->intra.nvls.enabled) {

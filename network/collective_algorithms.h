@@ -35,6 +35,9 @@ struct CollectiveRequest {
   const ClusterSpec* cluster = nullptr;
   std::span<const int32_t> ranks;  // the group (algorithms whose steps depend on placement)
   int32_t root = -1;               // broadcast / reduce root
+  // Send/recv: the communicator it runs in, which sets NCCL's channels (nccl_p2p.h); ranks 0:
+  // the pair itself.
+  GroupShape communicator;
 };
 
 struct CollectiveAlgorithm {
@@ -64,6 +67,10 @@ DurationNs TreeLatency(int per_node, int nodes, const ClusterSpec& cluster);
 // it owns, and that 1/p multicast back and everyone else's reduced parts down.
 Status NeedsNvls(const CollectiveRequest& request);
 double NvlsPortBytes(int ranks, double size);
+
+// The rate of a send/recv: what NCCL's point-to-point channels for the pair move in the
+// request's communicator (nccl_p2p.h). Both models use it.
+double SendRecvRate(const CollectiveRequest& request);
 
 // Exchange schedules shared by the analytical costs and the flow programs, so both models
 // price the same steps. A step is a list of (from, to) rank pairs moving `bytes` each.

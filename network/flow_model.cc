@@ -196,7 +196,7 @@ void FlowModel::AddFlows(uint32_t run, const IsolatedSteps::Flows& flows) {
   for (const auto& [index, bytes] : flows) {
     path_.clear();
     AppendFlowPath(step, index, *topology_, path_);
-    net_.StartFlow(path_, bytes, run);
+    net_.StartFlow(path_, bytes, run, FlowMaxRate(step));
     ++state.outstanding;
     ++flows_started_;
   }

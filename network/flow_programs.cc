@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 
 #include "network/collective_algorithms.h"
 #include "network/topology.h"
@@ -138,6 +139,10 @@ size_t FlowCount(const FlowStep& step) {
 std::span<const Transfer> FlowTransfers(const FlowStep& step, size_t flow) {
   const size_t edges = std::max<size_t>(step.pipeline, 1);
   return std::span<const Transfer>(step.transfers).subspan(flow * edges, edges);
+}
+
+double FlowMaxRate(const FlowStep& step) {
+  return step.flow_max_rate > 0 ? step.flow_max_rate : std::numeric_limits<double>::infinity();
 }
 
 double FlowBytes(const FlowStep& step, size_t flow) {
@@ -369,11 +374,19 @@ Expected<FlowProgram> BarrierDissemination(const FlowRequest& r) {
   return FlowProgram{{Alpha(r, nodes.size()) * rounds, {}, 1}};
 }
 
+// One flow at the rate NCCL's channels for the pair reach (SendRecvRate), at most.
 Expected<FlowProgram> SendRecvDirect(const FlowRequest& r) {
   const bool same_node = r.cluster->NodeOf(r.ranks[0]) == r.cluster->NodeOf(r.ranks[1]);
-  return FlowProgram{{same_node ? r.cluster->intra.latency : r.cluster->inter.latency,
-                      {{r.ranks[0], r.ranks[1], Size(r)}},
-                      1}};
+  const CollectiveRequest request{.kind = r.kind,
+                                  .size = r.size,
+                                  .shape = ShapeOfGroup(r.ranks, *r.cluster),
+                                  .cluster = r.cluster,
+                                  .ranks = r.ranks};
+  FlowStep step{same_node ? r.cluster->intra.latency : r.cluster->inter.latency,
+                {{r.ranks[0], r.ranks[1], Size(r)}},
+                1};
+  step.flow_max_rate = SendRecvRate(request);
+  return FlowProgram{step};
 }
 
 }  // namespace programs

@@ -32,16 +32,19 @@ FluidNetwork::LinkId FluidNetwork::AddLink(double capacity) {
 }
 
 FluidNetwork::FlowId FluidNetwork::StartFlow(std::span<const LinkId> path, double bytes,
-                                             uint64_t owner) {
+                                             uint64_t owner, double max_rate) {
   DTSIM_CHECK(!path.empty(), "a flow needs at least one link");
+  DTSIM_CHECK(max_rate > 0, "a flow's rate cap is positive");
   FlowId id;
   if (free_flows_.empty()) {
     id = static_cast<FlowId>(flows_.size());
     flows_.emplace_back();
+    max_rates_.push_back(kUncapped);
   } else {
     id = free_flows_.back();
     free_flows_.pop_back();
   }
+  max_rates_[id] = max_rate;
   Flow& flow = flows_[id];
   ReserveHops(flow, static_cast<uint32_t>(path.size()));
   flow.remaining = bytes;
@@ -70,6 +73,7 @@ void FluidNetwork::ReserveFlows(size_t flows) {
   if (flows <= free_flows_.size()) return;
   const size_t new_slots = flows - free_flows_.size();
   ReserveMore(flows_, new_slots);
+  ReserveMore(max_rates_, new_slots);
   ReserveMore(hops_, kMinHopSpan * new_slots);  // exact for switched routes
 }
 
@@ -142,6 +146,17 @@ void FluidNetwork::MarkDirty(LinkId link) {
 // minimum), so stale heap entries are detected by recomputing and simply pushed again.
 // O((F·path + B) log B) for the component's F flows on B links; the arithmetic is the same as
 // a recomputation of every flow, so rates do not depend on what was dirty.
+void FluidNetwork::FreezeAt(FlowId id, double rate) {
+  Flow& flow = flows_[id];
+  if (flow.frozen) return;
+  flow.frozen = true;
+  flow.new_rate = rate;
+  for (const Hop& hop : HopsOf(flow)) {
+    links_[hop.link].residual -= rate;
+    --links_[hop.link].unfrozen;
+  }
+}
+
 void FluidNetwork::UpdateRates() {
   const uint64_t epoch = ++epoch_;
   ++epoch_;  // the epoch of the dirty marks that follow this call
@@ -169,7 +184,7 @@ void FluidNetwork::UpdateRates() {
       }
     }
   }
-  using Entry = std::pair<double, LinkId>;  // (share, link): ties go to the lower link id
+  using Entry = std::pair<double, uint64_t>;  // see heap_
   heap_.clear();
   for (LinkId l : component_links_) {
     Link& link = links_[l];
@@ -177,12 +192,22 @@ void FluidNetwork::UpdateRates() {
     link.unfrozen = static_cast<uint32_t>(link.flows.size());
     heap_.emplace_back(link.residual / link.unfrozen, l);
   }
+  for (FlowId id : component_flows_) {
+    if (max_rates_[id] != kUncapped) heap_.emplace_back(max_rates_[id], kCapEntry | id);
+  }
   const auto later = std::greater<Entry>();
   std::make_heap(heap_.begin(), heap_.end(), later);
   while (!heap_.empty()) {
     std::pop_heap(heap_.begin(), heap_.end(), later);
-    const auto [share, l] = heap_.back();
+    const auto [share, key] = heap_.back();
     heap_.pop_back();
+    if ((key & kCapEntry) != 0) {
+      // A capped flow reaches its cap before any of its links fills (shares only grow as
+      // flows freeze, and every link entry still queued is at least this cap).
+      FreezeAt(static_cast<FlowId>(key & ~kCapEntry), share);
+      continue;
+    }
+    const auto l = static_cast<LinkId>(key);
     const Link& link = links_[l];
     if (link.unfrozen == 0) continue;
     const double current = std::max(0.0, link.residual) / link.unfrozen;
@@ -191,16 +216,7 @@ void FluidNetwork::UpdateRates() {
       std::push_heap(heap_.begin(), heap_.end(), later);
       continue;
     }
-    for (const Crossing crossing : link.flows) {
-      Flow& flow = flows_[crossing.flow];
-      if (flow.frozen) continue;
-      flow.frozen = true;
-      flow.new_rate = current;
-      for (const Hop& hop : HopsOf(flow)) {
-        links_[hop.link].residual -= current;
-        --links_[hop.link].unfrozen;
-      }
-    }
+    for (const Crossing crossing : link.flows) FreezeAt(crossing.flow, current);
   }
   // A flow whose rate is unchanged keeps its bytes and finish time as they are (a flow new
   // since the last update has rate 0 and no finish, so it always gets one).

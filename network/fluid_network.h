@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <tuple>
 #include <vector>
@@ -34,7 +35,12 @@ class FluidNetwork {
 
   // A flow of `bytes` over `path` (at least one link), starting at the last Advance() time.
   // Its rate is 0 until the next UpdateRates(). `owner` is returned with it on completion.
-  FlowId StartFlow(std::span<const LinkId> path, double bytes, uint64_t owner);
+  // `max_rate` (bytes per second, > 0) caps its rate whatever the links leave it — what one
+  // connection can drive (NCCL's channels for a point-to-point transfer); the rest of its
+  // links' capacity goes to the other flows, max-min fairly.
+  FlowId StartFlow(std::span<const LinkId> path, double bytes, uint64_t owner,
+                   double max_rate = kUncapped);
+  static constexpr double kUncapped = std::numeric_limits<double>::infinity();
   // Makes room for `flows` more flows at once (a step of an all-to-all starts p(p − 1)), so
   // the flow table grows once instead of doubling its way there, copying itself each time.
   void ReserveFlows(size_t flows);
@@ -109,6 +115,8 @@ class FluidNetwork {
   // Gives the flow a span of `length` hops, reusing its own when large enough.
   void ReserveHops(Flow& flow, uint32_t length);
   void RemoveFlow(FlowId flow);
+  // UpdateRates: gives an unfrozen flow its final rate and takes it from its links.
+  void FreezeAt(FlowId flow, double rate);
   void MarkDirty(LinkId link);
   // Settles the flow's bytes at now_, gives it `rate` and files its new finish time.
   void SetRate(FlowId flow, double rate);
@@ -129,7 +137,11 @@ class FluidNetwork {
   // (share, link).
   std::vector<LinkId> component_links_;
   std::vector<FlowId> component_flows_;
-  std::vector<std::pair<double, LinkId>> heap_;
+  // UpdateRates' progressive filling: (share, link) entries, and (cap, kCapEntry | flow) for
+  // capped flows, smallest first; ties go to links, then to the lower id.
+  static constexpr uint64_t kCapEntry = uint64_t{1} << 32;
+  std::vector<std::pair<double, uint64_t>> heap_;
+  std::vector<double> max_rates_;  // per flow slot: its cap (kUncapped: none)
   // Finish times of active flows, earliest first; an entry whose version differs from its
   // flow's is stale and skipped (and all of them dropped when they outnumber the live ones).
   struct Finish {

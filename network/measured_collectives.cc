@@ -115,11 +115,15 @@ Expected<PredictedCollective> PredictMeasuredCollective(const MeasuredCollective
     const int32_t from = cluster.gpus_per_node - 1;
     ranks = {from, (from + 1) % point.gpus};
   }
-  const CollectiveRequest request{.kind = point.kind,
-                                  .size = Bytes(size),
-                                  .shape = ShapeOfGroup(ranks, cluster),
-                                  .cluster = &cluster,
-                                  .ranks = ranks};
+  // Send/recv runs in nccl-tests' communicator of every GPU of the run (nccl_p2p.h).
+  const CollectiveRequest request{
+      .kind = point.kind,
+      .size = Bytes(size),
+      .shape = ShapeOfGroup(ranks, cluster),
+      .cluster = &cluster,
+      .ranks = ranks,
+      .communicator = {
+          .ranks = point.gpus, .nodes = point.nodes, .per_node = point.gpus / point.nodes}};
   DTSIM_ASSIGN_OR_RETURN(const AlgorithmChoice choice, ChooseCollectiveAlgorithm(request, ""));
   return PredictedCollective{choice.time, std::string(choice.algorithm->name)};
 }

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "network/analytical_model.h"
+#include "network/cluster.h"
 #include "sim/engine/simulator.h"
 #include "sim/graph/builder.h"
 #include "tests/network/test_cluster.h"
@@ -235,6 +236,28 @@ TEST(FlowTorusTest, RoutesDimensionOrderTheShorterWayRound) {
   EXPECT_EQ(
       Makespan<FlowModel>({{CommKind::kSendRecv, {0, 1}}, {CommKind::kSendRecv, {0, 3}}}, torus),
       TimeNs(8'010'000));
+}
+
+// A send/recv runs at what NCCL's channels for the pair move (network/nccl_p2p.h), in both
+// models, after the 8.4 us collective latency and the hop's. On a DGX H100 a pair on one node
+// is a 2-rank communicator: 32 / 2 = 16 channels of 450 GB/s × 0.822 / 18 = 20.55 GB/s,
+// 328.8 GB/s for 32 MiB: 8.4 + 2 us + 33,554,432 B / 328.8 GB/s = 10.4 us + 102,052 ns (rounded
+// up). Two such sends from GPU 0 (to 1 and to 2) share its 369.9 GB/s port: 184.95 GB/s each, 10.4
+// us + 181,425 ns, where the analytical model, blind to the shared port, keeps 112,452 ns. Across
+// nodes 4 channels of 13.58 GB/s would pass the NIC's 48.5 GB/s: the NIC's rate, 8.4 + 5 us +
+// 691,844 ns.
+TEST(FlowSendRecvTest, RunsAtTheRateOfItsNcclChannels) {
+  const ClusterSpec dgx = ClusterPreset("dgx-h100", 2).value();
+  constexpr int64_t kSize = 32 << 20;
+  const Collective near{CommKind::kSendRecv, {0, 1}, kSize};
+  EXPECT_EQ(Makespan<AnalyticalModel>({near}, dgx), TimeNs(10'400 + 102'052));
+  EXPECT_EQ(Makespan<FlowModel>({near}, dgx), TimeNs(10'400 + 102'052));
+  const std::vector<Collective> fan = {near, {CommKind::kSendRecv, {0, 2}, kSize}};
+  EXPECT_EQ(Makespan<AnalyticalModel>(fan, dgx), TimeNs(10'400 + 102'052));
+  EXPECT_NEAR(static_cast<double>(Makespan<FlowModel>(fan, dgx).ns()), 10'400 + 181'425, 2);
+  const Collective far{CommKind::kSendRecv, {0, 8}, kSize};
+  EXPECT_EQ(Makespan<AnalyticalModel>({far}, dgx), TimeNs(13'400 + 691'844));
+  EXPECT_NEAR(static_cast<double>(Makespan<FlowModel>({far}, dgx).ns()), 13'400 + 691'844, 2);
 }
 
 TEST(FlowTorusTest, RingAllReduceOnARingFabricMatchesAnalytical) {

@@ -58,6 +58,48 @@ TEST(FluidNetworkTest, ClassicMaxMinExample) {
   EXPECT_DOUBLE_EQ(net.rate(y), 8);
 }
 
+// A capped flow takes no more than its cap; what it leaves goes to the others max-min fairly.
+// Link L (capacity 90) carries x (cap 10), y and z (uncapped): x gets 10, y and z (90 − 10)/2 =
+// 40 each. A cap above the fair share changes nothing: with x capped at 50, all get 30. Over
+// two links, L1 (100) with x (cap 20) and y, L2 (30) with y and z: L2 gives y and z 15 each
+// (the bottleneck), x its 20, and L1 keeps 65 unused.
+TEST(FluidNetworkTest, CappedFlowsLeaveTheRestToOthers) {
+  FluidNetwork net;
+  const LinkId link = net.AddLink(90);
+  const std::vector<LinkId> path = {link};
+  const auto x = net.StartFlow(path, 100, 1, 10);
+  const auto y = net.StartFlow(path, 100, 2);
+  const auto z = net.StartFlow(path, 100, 3);
+  net.UpdateRates();
+  EXPECT_DOUBLE_EQ(net.rate(x), 10);
+  EXPECT_DOUBLE_EQ(net.rate(y), 40);
+  EXPECT_DOUBLE_EQ(net.rate(z), 40);
+  // 100 B at 40 B/s: y and z finish at 2.5 s; x alone then still runs at its cap of 10.
+  net.Advance(net.NextCompletion());
+  EXPECT_EQ(net.TakeCompleted().size(), 2u);
+  net.UpdateRates();
+  EXPECT_DOUBLE_EQ(net.rate(x), 10);
+
+  FluidNetwork loose;
+  const LinkId shared = loose.AddLink(90);
+  const auto a = loose.StartFlow(std::vector<LinkId>{shared}, 1, 1, 50);
+  const auto b = loose.StartFlow(std::vector<LinkId>{shared}, 1, 2);
+  const auto c = loose.StartFlow(std::vector<LinkId>{shared}, 1, 3);
+  loose.UpdateRates();
+  for (auto flow : {a, b, c}) EXPECT_DOUBLE_EQ(loose.rate(flow), 30);
+
+  FluidNetwork two;
+  const LinkId l1 = two.AddLink(100);
+  const LinkId l2 = two.AddLink(30);
+  const auto capped = two.StartFlow(std::vector<LinkId>{l1}, 1, 1, 20);
+  const auto both = two.StartFlow(std::vector<LinkId>{l1, l2}, 1, 2);
+  const auto second = two.StartFlow(std::vector<LinkId>{l2}, 1, 3);
+  two.UpdateRates();
+  EXPECT_DOUBLE_EQ(two.rate(capped), 20);
+  EXPECT_DOUBLE_EQ(two.rate(both), 15);
+  EXPECT_DOUBLE_EQ(two.rate(second), 15);
+}
+
 TEST(FluidNetworkTest, ParkingLot) {
   // A chain of 3 links of capacity 1; one long flow crosses all, one short flow per link.
   // Every link has 2 flows: all rates 1/2 (the long flow is held to 1/2 everywhere).

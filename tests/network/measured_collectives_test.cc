@@ -35,8 +35,9 @@ TEST_F(MeasuredCollectivesTest, ReadsEveryMeasuredRecordOfTheSharedFile) {
 }
 
 // Across ten H100 nodes (one or two GPUs each, one NIC per GPU used) the ring and tree collectives
-// are within 7% of NCCL at every size; send/recv across nodes is twice as fast as measured (one
-// NCCL connection does not reach the NIC's rate: issue 25).
+// are within 7% of NCCL at every size; send/recv across nodes, on the two channels NCCL gives a
+// network peer (2 × 14 GB/s × 0.97 = 27.2 GB/s, nccl_p2p.h), is 7–11% faster than measured
+// (25.1 GB/s): it was twice as fast when one send filled the NIC.
 TEST_F(MeasuredCollectivesTest, TheModelAgainstTenH100Nodes) {
   const Expected<MeasuredCollectives> measured = ReadMeasuredCollectives(kShared);
   ASSERT_TRUE(measured.ok()) << measured.error().ToString();
@@ -51,11 +52,30 @@ TEST_F(MeasuredCollectivesTest, TheModelAgainstTenH100Nodes) {
         point.kind == graph::CommKind::kReduceScatter) {
       EXPECT_NEAR(ratio, 1.0, 0.07) << point.id << " (" << predicted->algorithm << ")";
     } else if (point.kind == graph::CommKind::kSendRecv) {
-      EXPECT_NEAR(ratio, 0.51, 0.02) << point.id;
+      EXPECT_NEAR(ratio, 0.91, 0.03) << point.id;
     }
     ++scored;
   }
   EXPECT_EQ(scored, 100);
+}
+
+// Send/recv on one H100 node follows NCCL's channel doubling (nccl_p2p.h): 4 channels of
+// 20.55 GB/s for 32 and 64 MiB among 8 GPUs, 8 for 128 MiB, 16 for 256 MiB, NVLink beyond —
+// every point within 10%, where one NVLink-rate send was 2–4× too fast below 256 MiB.
+TEST_F(MeasuredCollectivesTest, SendRecvOnOneNodeFollowsNcclChannels) {
+  const Expected<MeasuredCollectives> measured = ReadMeasuredCollectives(kShared);
+  ASSERT_TRUE(measured.ok()) << measured.error().ToString();
+  int scored = 0;
+  for (const MeasuredCollective& point : measured->points) {
+    if (point.nodes != 1 || point.kind != graph::CommKind::kSendRecv) continue;
+    const Expected<PredictedCollective> predicted = PredictMeasuredCollective(point);
+    ASSERT_TRUE(predicted.ok()) << point.id << ": " << predicted.error().ToString();
+    const double ratio =
+        static_cast<double>(predicted->time.ns()) / static_cast<double>(point.time.ns());
+    EXPECT_NEAR(ratio, 1.0, 0.1) << point.id;
+    ++scored;
+  }
+  EXPECT_EQ(scored, 20);
 }
 
 // A record published as bus bandwidth only gets its time from the algorithm bandwidth:

@@ -1,5 +1,5 @@
 // The small cluster the network tests derive their numbers on:
-//   4 GPUs per node, 100 GB/s per GPU inside a node (1e11 B/s), α_intra = 1 us;
+//   4 GPUs per node, 100 GB/s per GPU inside a node (1e11 B/s) over one link, α_intra = 1 us;
 //   2 NICs per node of 100 Gbps (12.5 GB/s, 1.25e10 B/s) each, α_inter = 10 us; efficiency 1.
 #pragma once
 
@@ -14,7 +14,7 @@ inline ClusterSpec TestCluster(int nodes = 4) {
   return ClusterSpec{.name = "test",
                      .nodes = nodes,
                      .gpus_per_node = 4,
-                     .intra = {IntraTopology::kSwitch, Bandwidth::BytesPerSecond(100 * kGiga),
+                     .intra = {IntraTopology::kSwitch, Bandwidth::BytesPerSecond(100 * kGiga), 1,
                                Microseconds(1), 1.0},
                      .inter = {InterTopology::kFatTree,
                                2,

@@ -221,7 +221,7 @@ std::string SizeBand(int64_t size) {
 }
 
 // Every measured point of the shared file against the analytical model (issue 25's yardstick).
-bool ScoreMeasured(const std::string& path) {
+bool ScoreMeasured(const std::string& path, bool every_point) {
   const Expected<network::MeasuredCollectives> measured = network::ReadMeasuredCollectives(path);
   if (!measured.ok()) {
     std::fprintf(stderr, "%s\n", measured.error().ToString().c_str());
@@ -240,9 +240,14 @@ bool ScoreMeasured(const std::string& path) {
     const double ratio = static_cast<double>(predicted->time.ns()) /
                          static_cast<double>(std::max<int64_t>(point.time.ns(), 1));
     const std::string system = point.system.substr(0, point.system.find(" ("));
-    curves[fmt::format("{} {}g/{}n {}", system.substr(0, 20), point.gpus, point.nodes,
-                       graph::CommKindName(point.kind))]
-        .Add(ratio);
+    const std::string curve = fmt::format("{} {}g/{}n {}", system.substr(0, 20), point.gpus,
+                                          point.nodes, graph::CommKindName(point.kind));
+    curves[curve].Add(ratio);
+    if (every_point) {
+      std::printf("| %-44s | %12lld | %12.2f | %12.2f | %6.3f | %s\n", curve.c_str(),
+                  static_cast<long long>(point.size), point.time.ns() / 1e3,
+                  predicted->time.ns() / 1e3, ratio, predicted->algorithm.c_str());
+    }
     bands[SizeBand(point.size)].Add(ratio);
     kinds[std::string(graph::CommKindName(point.kind))].Add(ratio);
     all.Add(ratio);
@@ -266,14 +271,15 @@ int main(int argc, char** argv) {
       "usage: %s [--gpus N] [--size BYTES]   time the flow model on one collective (1,024 GPUs, "
       "1 GiB)\n"
       "       %s --busbw [FILE]              the model's bus bandwidth against published curves\n"
-      "       %s --measured FILE             the model's time against every measured point of "
-      "../shared/network/measured-collectives.json\n";
+      "       %s --measured FILE [--points]  the model's time against every measured point of "
+      "../shared/network/measured-collectives.json (--points: each point's line too)\n";
   if (argc >= 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
     std::printf(kUsage, argv[0], argv[0], argv[0]);
     return 0;
   }
   if (argc >= 3 && std::string(argv[1]) == "--measured") {
-    return dtsim::ScoreMeasured(argv[2]) ? 0 : 1;
+    const bool every_point = argc >= 4 && std::string(argv[3]) == "--points";
+    return dtsim::ScoreMeasured(argv[2], every_point) ? 0 : 1;
   }
   if (argc >= 2 && std::string(argv[1]) == "--busbw") {
     const std::string published = argc >= 3 ? argv[2] : "tests/data/network/published_busbw.json";

@@ -1,0 +1,103 @@
+#include "network/nccl_p2p.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+namespace dtsim::network {
+namespace {
+
+// src/init.cc: the point-to-point chunk, NCCL_P2P_NET_CHUNKSIZE for a communicator spanning
+// nodes, NCCL_P2P_NVL_CHUNKSIZE on an NVLink node, NCCL_P2P_PCI_CHUNKSIZE on a PCIe one.
+constexpr double kNetChunk = 128 * 1024;
+constexpr double kNvlChunk = 512 * 1024;
+constexpr double kPciChunk = 128 * 1024;
+// src/graph/paths.cc, NCCL_P2P_PER_CHANNEL_NET_BW: what NCCL counts one channel to move
+// through a NIC, 14 GB/s; a network peer gets enough channels to fill its NIC at that rate.
+constexpr double kNetChannelBytesPerSecond = 14e9;
+// src/include/device.h: p2p operations one channel runs at once (NCCL_MAX_DEV_WORK_P2P_PER_BATCH).
+constexpr int kP2pPerBatch = 8;
+// src/init.cc: the ring search looks for at most MAXCHANNELS / 2 = 32 channels.
+constexpr int kMaxRingChannels = 32;
+// src/graph/search.cc ncclTopoDupChannels: rings of at least 25 GB/s are duplicated.
+constexpr double kDuplicateRingBytesPerSecond = 25e9;
+
+struct Communicator {
+  int ranks = 2;
+  int nodes = 1;
+};
+
+int Pow2Up(int n) { return static_cast<int>(std::bit_ceil(static_cast<unsigned>(std::max(n, 1)))); }
+
+int64_t DivUp(double a, double b) { return static_cast<int64_t>(std::ceil(a / b)); }
+
+bool IsNvlink(const ClusterSpec& cluster) { return cluster.intra.topology != IntraTopology::kPcie; }
+
+// The communicator's p2p channels (p2pnChannels: its ring channels rounded up to a power of
+// two). On one node the ring search runs rings over the GPU's links, two channels a link, at
+// most 32. Across nodes each NIC a node uses carries a ring, duplicated when it runs at 25 GB/s
+// or more (search.cc), and every ring is doubled once more when the channels are connected
+// (connect.cc ncclTopoPostset): four channels per 400 Gb/s NIC, two per 100 Gb/s one.
+int CommunicatorChannels(const ClusterSpec& cluster, const Communicator& communicator, int nics) {
+  if (communicator.nodes <= 1) {
+    return std::min(kMaxRingChannels, Pow2Up(2 * std::max(cluster.intra.links, 1)));
+  }
+  const double nic = cluster.inter.nic_bandwidth.bytes_per_second();
+  const int per_nic = nic >= kDuplicateRingBytesPerSecond ? 4 : 2;
+  return std::min(kMaxRingChannels, Pow2Up(per_nic * std::max(nics, 1)));
+}
+
+// Channels one peer may use (p2pnChannelsPerPeer), the fewest over the communicator's peers:
+// on one node two per link between the pair (ncclTopoGetNchannels; two over PCIe); across
+// nodes a network peer's, at least one per NIC and enough to fill the NIC at 14 GB/s each,
+// halved until every peer of the largest batch fits in the communicator's channels.
+int ChannelsPerPeer(const ClusterSpec& cluster, const Communicator& communicator,
+                    int communicator_channels) {
+  if (communicator.nodes <= 1) {
+    const int links = IsNvlink(cluster) ? std::max(cluster.intra.links, 1) : 1;
+    return std::min(communicator_channels, Pow2Up(2 * links));
+  }
+  const double nic = cluster.inter.nic_bandwidth.bytes_per_second();
+  int per_peer =
+      Pow2Up(static_cast<int>(std::max<int64_t>(1, DivUp(nic, kNetChannelBytesPerSecond))));
+  const int64_t batches = DivUp(communicator.ranks, kP2pPerBatch);
+  while (per_peer * batches > communicator_channels && per_peer > 1) per_peer /= 2;
+  return per_peer;
+}
+
+}  // namespace
+
+P2pPlan PlanP2p(const ClusterSpec& cluster, int communicator_ranks, int communicator_nodes,
+                bool same_node, double bytes) {
+  const Communicator communicator{std::max(communicator_ranks, 2),
+                                  std::max(communicator_nodes, same_node ? 1 : 2)};
+  const int nics = std::min(cluster.gpus_per_node, cluster.inter.nics_per_node);
+  P2pPlan plan;
+  plan.communicator_channels = CommunicatorChannels(cluster, communicator, nics);
+  plan.channels_per_peer = ChannelsPerPeer(cluster, communicator, plan.communicator_channels);
+  // addP2pToPlan: as few channels as keep each part within the chunking, starting from the
+  // per-peer channels that let every rank's transfer run at once.
+  const bool multi_node = communicator.nodes > 1;
+  const double chunk = multi_node ? kNetChunk : (IsNvlink(cluster) ? kNvlChunk : kPciChunk);
+  const double min_part = multi_node ? chunk / 2 : chunk / 8;
+  const double max_part = multi_node ? chunk : chunk * 32;
+  int at_least = plan.channels_per_peer;
+  while (at_least * communicator.ranks > plan.communicator_channels && at_least > 1) at_least /= 2;
+  int channels =
+      static_cast<int>(std::min<int64_t>(at_least, std::max<int64_t>(1, DivUp(bytes, min_part))));
+  double part = std::max(min_part, std::ceil(bytes / channels));
+  while (part > max_part && channels <= plan.channels_per_peer / 2) {
+    channels *= 2;
+    part = std::ceil(bytes / channels);
+  }
+  plan.channels = channels;
+  const IntraNodeSpec& intra = cluster.intra;
+  const double nvlink = intra.bandwidth.bytes_per_second() * intra.efficiency;
+  const double nic = cluster.inter.nic_bandwidth.bytes_per_second() * cluster.inter.efficiency;
+  plan.channel_rate = same_node ? nvlink / std::max(intra.links, 1)
+                                : kNetChannelBytesPerSecond * cluster.inter.efficiency;
+  plan.bytes_per_second = std::min(channels * plan.channel_rate, same_node ? nvlink : nic);
+  return plan;
+}
+
+}  // namespace dtsim::network
