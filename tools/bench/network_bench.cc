@@ -30,13 +30,18 @@
 namespace dtsim {
 namespace {
 
-graph::TaskGraph OneCollective(graph::CommKind kind, int32_t gpus, int64_t size,
-                               std::string_view algorithm) {
+// `copies` identical collectives over all GPUs, each on a stream of its own, all posted at 0:
+// they run side by side through the same links.
+graph::TaskGraph Collectives(graph::CommKind kind, int32_t gpus, int64_t size,
+                             std::string_view algorithm, int copies) {
   graph::TaskGraphBuilder builder;
   std::vector<int32_t> group(static_cast<size_t>(gpus));
   for (int32_t r = 0; r < gpus; ++r) group[static_cast<size_t>(r)] = r;
-  const graph::CommId comm = builder.AddCollective(kind, Bytes(size), group, "", algorithm);
-  for (int32_t r : group) builder.AddCollectiveTask(builder.Stream(r, "nccl"), comm, "", "");
+  for (int copy = 0; copy < copies; ++copy) {
+    const graph::CommId comm = builder.AddCollective(kind, Bytes(size), group, "", algorithm);
+    const std::string stream = "nccl" + std::to_string(copy);
+    for (int32_t r : group) builder.AddCollectiveTask(builder.Stream(r, stream), comm, "", "");
+  }
   return std::move(builder).Build().value();
 }
 
@@ -58,8 +63,8 @@ bool Simulate(const graph::TaskGraph& graph, Model& model, double& wall, TimeNs&
 }
 
 bool RunCase(const char* label, graph::CommKind kind, std::string_view algorithm, int32_t gpus,
-             int64_t size) {
-  const graph::TaskGraph graph = OneCollective(kind, gpus, size, algorithm);
+             int64_t size, int copies = 1) {
+  const graph::TaskGraph graph = Collectives(kind, gpus, size, algorithm, copies);
   const network::ClusterSpec cluster = *network::ClusterPreset("dgx-a100", 0);
   network::FlowModel flow(cluster);
   network::AnalyticalModel analytical(cluster);
@@ -307,6 +312,7 @@ int main(int argc, char** argv) {
   using dtsim::graph::CommKind;
   const bool ok =
       dtsim::RunCase("all_reduce ring", CommKind::kAllReduce, "ring", gpus, size) &&
+      dtsim::RunCase("2 all_reduce rings at once", CommKind::kAllReduce, "ring", gpus, size, 2) &&
       dtsim::RunCase("all_to_all direct", CommKind::kAllToAll, "direct", gpus, size) &&
       dtsim::RunCase("all_to_all hierarchical", CommKind::kAllToAll, "hierarchical", gpus, size);
   return ok ? 0 : 1;
