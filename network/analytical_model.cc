@@ -13,10 +13,12 @@ Status AnalyticalModel::Prepare(const graph::TaskGraph& graph) {
   std::vector<bool> shaped(graph.group_count(), false);
   // Iterations repeat the same collectives: price each distinct (kind, size, group, algorithm,
   // root) once.
-  std::map<std::tuple<graph::CommKind, int64_t, uint32_t, uint32_t, int32_t>, AlgorithmChoice>
-      priced;
+  std::map<std::tuple<graph::CommKind, int64_t, uint32_t, uint32_t, int32_t>,
+           std::pair<AlgorithmChoice, uint32_t>>
+      priced;  // the choice and its method's index
   costs_.resize(graph.comm_count());
   algorithms_.resize(graph.comm_count());
+  methods_.of_comm.resize(graph.comm_count());
   for (uint32_t c = 0; c < graph.comm_count(); ++c) {
     const graph::Communication& comm = graph.comm(graph::CommId(c));
     const uint32_t group = comm.priced_group.value();
@@ -41,10 +43,11 @@ Status AnalyticalModel::Prepare(const graph::TaskGraph& graph) {
         return Error(graph.DescribeComm(graph::CommId(c)) + ": " + error.message(), "",
                      error.value());
       }
-      it = priced.emplace(key, *choice).first;
+      it = priced.emplace(key, std::make_pair(*choice, methods_.Intern(choice->Label()))).first;
     }
-    costs_[c] = it->second.time;
-    algorithms_[c] = it->second.algorithm;
+    costs_[c] = it->second.first.time;
+    algorithms_[c] = it->second.first.algorithm;
+    methods_.of_comm[c] = it->second.second;
   }
   return Status::Ok();
 }

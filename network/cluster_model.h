@@ -2,12 +2,35 @@
 // prepared for one graph before the run. The registry (network_models.h) makes them by name.
 #pragma once
 
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "network/cluster.h"
 #include "sim/base/status.h"
 #include "sim/engine/communication.h"
 #include "sim/graph/task_graph.h"
 
 namespace dtsim::network {
+
+// How a model runs each communication of a graph, for results and timelines: a label per
+// distinct method ("ring", "nvls", "direct on 4 channels") and each communication's index into
+// them. An empty label: a group of one rank, nothing moved.
+struct CommMethods {
+  std::vector<std::string> labels;
+  std::vector<uint32_t> of_comm;  // per communication of the graph
+
+  // The index of `label`, added when new (a graph has a handful of distinct methods).
+  uint32_t Intern(const std::string& label) {
+    for (uint32_t i = 0; i < labels.size(); ++i) {
+      if (labels[i] == label) return i;
+    }
+    labels.push_back(label);
+    return static_cast<uint32_t>(labels.size() - 1);
+  }
+  std::string_view of(graph::CommId comm) const { return labels[of_comm[comm.value()]]; }
+};
 
 // A network model on a cluster: the engine's CommunicationModel, prepared for one graph.
 class ClusterModel : public engine::CommunicationModel {
@@ -18,6 +41,11 @@ class ClusterModel : public engine::CommunicationModel {
   virtual Status Prepare(const graph::TaskGraph& graph) = 0;
   // The cluster as prepared (sized to the graph).
   virtual const ClusterSpec& cluster() const = 0;
+  // How each communication of the prepared graph runs (set by Prepare).
+  const CommMethods& methods() const { return methods_; }
+
+ protected:
+  CommMethods methods_;
 };
 
 }  // namespace dtsim::network

@@ -390,11 +390,25 @@ constexpr std::array kAlgorithms = {
 
 }  // namespace
 
-double SendRecvRate(const CollectiveRequest& request) {
+namespace {
+
+P2pPlan SendRecvPlan(const CollectiveRequest& request) {
   const GroupShape& comm = request.communicator.ranks > 0 ? request.communicator : request.shape;
   return PlanP2p(*request.cluster, comm.ranks, comm.nodes, request.shape.nodes <= 1,
-                 static_cast<double>(request.size.count()))
-      .bytes_per_second;
+                 static_cast<double>(request.size.count()));
+}
+
+// The NCCL channels the request runs on, where the model counts them: send/recv.
+int ChannelsOf(const CollectiveRequest& request) {
+  return request.kind == CommKind::kSendRecv && request.shape.ranks > 1
+             ? SendRecvPlan(request).channels
+             : 0;
+}
+
+}  // namespace
+
+double SendRecvRate(const CollectiveRequest& request) {
+  return SendRecvPlan(request).bytes_per_second;
 }
 
 Status NeedsNvls(const CollectiveRequest& request) {
@@ -544,6 +558,12 @@ Expected<const CollectiveAlgorithm*> FindCollectiveAlgorithm(CommKind kind, std:
                "", Quote(name));
 }
 
+std::string AlgorithmChoice::Label() const {
+  if (algorithm == nullptr) return "";
+  if (channels == 0) return std::string(algorithm->name);
+  return fmt::format("{} on {} channel{}", algorithm->name, channels, channels == 1 ? "" : "s");
+}
+
 Expected<AlgorithmChoice> ChooseCollectiveAlgorithm(const CollectiveRequest& request,
                                                     std::string_view forced) {
   // Every algorithm pays the cluster's collective latency once (it does not change the choice).
@@ -553,7 +573,7 @@ Expected<AlgorithmChoice> ChooseCollectiveAlgorithm(const CollectiveRequest& req
                            FindCollectiveAlgorithm(request.kind, forced));
     if (request.shape.ranks <= 1) return AlgorithmChoice{algorithm, DurationNs::Zero()};
     DTSIM_ASSIGN_OR_RETURN(const DurationNs time, algorithm->cost(request));
-    return AlgorithmChoice{algorithm, launch + time};
+    return AlgorithmChoice{algorithm, launch + time, ChannelsOf(request)};
   }
   if (request.shape.ranks <= 1) return AlgorithmChoice{nullptr, DurationNs::Zero()};
   AlgorithmChoice best{nullptr, DurationNs::Max()};
@@ -564,6 +584,7 @@ Expected<AlgorithmChoice> ChooseCollectiveAlgorithm(const CollectiveRequest& req
   }
   DTSIM_CHECK(best.algorithm != nullptr, "every collective kind has a default algorithm");
   best.time += launch;
+  best.channels = ChannelsOf(request);
   return best;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <span>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -126,6 +127,10 @@ Expected<const CollectiveAlgorithm*> FindCollectiveAlgorithm(graph::CommKind kin
 struct AlgorithmChoice {
   const CollectiveAlgorithm* algorithm = nullptr;  // null for a group of one rank (no cost)
   DurationNs time;
+  int channels = 0;  // NCCL channels, where the model counts them (send/recv); 0: not counted
+
+  // "ring", "direct on 4 channels"; "" for a group of one rank.
+  std::string Label() const;
 };
 
 // The forced algorithm when `forced` is not empty; otherwise, as NCCL's tuner does, the

@@ -27,7 +27,7 @@ constexpr uint64_t Payload(FlowEvent kind, uint32_t run = 0) {
 // The algorithm for one communication and its flow program: the forced algorithm, or the
 // analytically cheapest default (every registered algorithm has a flow program).
 Expected<FlowModel::Planned> FlowModel::Plan(const graph::TaskGraph& graph,
-                                             const graph::Communication& comm) const {
+                                             const graph::Communication& comm) {
   const std::span<const int32_t> ranks = graph.group(comm.priced_group);
   const CollectiveRequest request{.kind = comm.kind,
                                   .size = comm.size,
@@ -38,6 +38,7 @@ Expected<FlowModel::Planned> FlowModel::Plan(const graph::TaskGraph& graph,
   DTSIM_ASSIGN_OR_RETURN(const AlgorithmChoice choice,
                          ChooseCollectiveAlgorithm(request, graph.name(comm.algorithm)));
   Planned planned{std::make_shared<FlowProgram>(), std::make_shared<StepLinks>(), {}};
+  planned.method = methods_.Intern(choice.Label());
   if (choice.algorithm == nullptr) return planned;  // a group of one rank: nothing to move
   planned.algorithm = choice.algorithm->name;
   DTSIM_ASSIGN_OR_RETURN(*planned.program, choice.algorithm->program({.kind = comm.kind,
@@ -60,6 +61,7 @@ Status FlowModel::Prepare(const graph::TaskGraph& graph) {
   programs_.resize(graph.comm_count());
   links_.resize(graph.comm_count());
   algorithms_.resize(graph.comm_count());
+  methods_.of_comm.resize(graph.comm_count());
   // Iterations repeat the same communications: plan each distinct one once.
   std::map<std::tuple<graph::CommKind, int64_t, uint32_t, uint32_t, int32_t>, Planned> planned;
   for (uint32_t c = 0; c < graph.comm_count(); ++c) {
@@ -79,6 +81,7 @@ Status FlowModel::Prepare(const graph::TaskGraph& graph) {
     programs_[c] = it->second.program;
     links_[c] = it->second.links;
     algorithms_[c] = it->second.algorithm;
+    methods_.of_comm[c] = it->second.method;
   }
   return Status::Ok();
 }

@@ -75,9 +75,10 @@ class FlowModel final : public ClusterModel, public engine::EventHandler {
     std::shared_ptr<FlowProgram> program;  // shared by identical communications
     std::shared_ptr<StepLinks> links;
     std::string_view algorithm;
+    uint32_t method = 0;  // index in methods_
   };
 
-  Expected<Planned> Plan(const graph::TaskGraph& graph, const graph::Communication& comm) const;
+  Expected<Planned> Plan(const graph::TaskGraph& graph, const graph::Communication& comm);
 
   void BeginStep(uint32_t run, DurationNs extra = DurationNs::Zero());
   void StartTransfers(uint32_t run);

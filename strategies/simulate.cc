@@ -7,6 +7,7 @@
 
 #include "network/network_models.h"
 #include "sim/base/strings.h"
+#include "strategies/collective_summary.h"
 #include "strategies/footprint.h"
 #include "strategies/stage_balance.h"
 #include "traces/op_cost_table.h"
@@ -18,13 +19,15 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
+// Runs the graph; `methods`, when given, receives how the network model ran each communication.
 Expected<engine::RunSummary> Run(const SimulationConfig& config, const graph::TaskGraph& graph,
-                                 graph::TaskTimes& times) {
+                                 graph::TaskTimes& times, network::CommMethods* methods = nullptr) {
   DTSIM_ASSIGN_OR_RETURN(const std::unique_ptr<network::ClusterModel> model,
                          network::MakePreparedModel(*config.network_model, config.cluster, graph));
   engine::Simulator simulator(graph, *model);
   DTSIM_RETURN_IF_ERROR(simulator.Run());
   times = simulator.times();
+  if (methods != nullptr) *methods = model->methods();
   return simulator.Summarize();
 }
 
@@ -156,8 +159,9 @@ Expected<SimulationResult> Simulate(const ResolvedConfig& input, const models::O
   const IterationStats& stats = result.iteration->stats;
   result.build_seconds = Seconds(build_start);
   const auto run_start = std::chrono::steady_clock::now();
-  DTSIM_ASSIGN_OR_RETURN(result.summary, Run(config, graph, result.times));
+  DTSIM_ASSIGN_OR_RETURN(result.summary, Run(config, graph, result.times, &result.methods));
   result.simulate_seconds = Seconds(run_start);
+  result.collectives = SummarizeCollectives(graph, result.times, result.methods);
 
   result.iteration_time = result.summary.makespan - TimeNs::Zero();
   result.average_iteration_time = result.iteration_time;

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "models/cost_model.h"
+#include "network/cluster_model.h"
 #include "sim/engine/simulator.h"
 #include "sim/graph/task_times.h"
+#include "strategies/collective_summary.h"
 #include "strategies/config.h"
 #include "strategies/transformer_iteration.h"
 #include "traces/op_cost_table.h"
@@ -44,6 +46,8 @@ struct SimulationResult {
   std::optional<IterationGraph> iteration;  // always set in a returned result
   engine::RunSummary summary;
   graph::TaskTimes times;
+  network::CommMethods methods;                // how the network model ran each communication
+  std::vector<CollectiveSummary> collectives;  // summed by op, size, group and method
   std::string cost_model;
   DurationNs iteration_time;
   double samples_per_second = 0;

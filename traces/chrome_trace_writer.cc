@@ -21,13 +21,16 @@ using Micros = ExactMicros;
 // Appends through BufferedTextWriter (Append, Separator, Flush).
 class TraceWriter : private BufferedTextWriter {
  public:
-  TraceWriter(std::ostream& out, const graph::TaskGraph& graph, const graph::TaskTimes& times)
+  TraceWriter(std::ostream& out, const graph::TaskGraph& graph, const graph::TaskTimes& times,
+              const TimelineInfo& info)
       : BufferedTextWriter(out),
         graph_(graph),
         times_(times),
+        info_(info),
         thread_of_stream_(graph.stream_count()) {}
 
-  void Write(const TimelineInfo& info) {
+  void Write() {
+    const TimelineInfo& info = info_;
     Append(R"({{"otherData":{{"format":"{}","version":"{}","source":{},"communication_model":{}}},)"
            "\n\"traceEvents\":[",
            kTimelineFormat.name, kTimelineFormat.Version(), Quote(info.source),
@@ -79,9 +82,11 @@ class TraceWriter : private BufferedTextWriter {
                     comm.size.count(), fmt::join(graph_.group(comm.group), ","));
     if (!graph_.name(comm.label).empty())
       args += ",\"collective\":" + Quote(graph_.name(comm.label));
-    if (!graph_.name(comm.algorithm).empty()) {
-      args += ",\"algorithm\":" + Quote(graph_.name(comm.algorithm));
-    }
+    const std::string_view algorithm =
+        info_.comm_methods.empty()
+            ? graph_.name(comm.algorithm)
+            : std::string_view(info_.method_labels[info_.comm_methods[task.comm.value()]]);
+    if (!algorithm.empty()) args += ",\"algorithm\":" + Quote(algorithm);
     return args;
   }
 
@@ -128,6 +133,7 @@ class TraceWriter : private BufferedTextWriter {
 
   const graph::TaskGraph& graph_;
   const graph::TaskTimes& times_;
+  const TimelineInfo& info_;
   std::vector<uint32_t> thread_of_stream_;
 };
 
@@ -135,7 +141,7 @@ class TraceWriter : private BufferedTextWriter {
 
 void WriteChromeTrace(std::ostream& out, const graph::TaskGraph& graph,
                       const graph::TaskTimes& times, const TimelineInfo& info) {
-  TraceWriter(out, graph, times).Write(info);
+  TraceWriter(out, graph, times, info).Write();
 }
 
 Status WriteChromeTraceFile(const std::string& path, const graph::TaskGraph& graph,

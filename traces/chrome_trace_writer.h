@@ -10,7 +10,9 @@
 // The first key, "otherData", names the format and version (docs/formats/timeline.md).
 #pragma once
 
+#include <cstdint>
 #include <ostream>
+#include <span>
 #include <string>
 
 #include "sim/base/file_format.h"
@@ -20,11 +22,16 @@
 
 namespace dtsim::traces {
 
-inline constexpr FileFormat kTimelineFormat{"dtsim.timeline", 1, 0, "not a dtsim timeline"};
+inline constexpr FileFormat kTimelineFormat{"dtsim.timeline", 1, 1, "not a dtsim timeline"};
 
 struct TimelineInfo {
   std::string source;  // what was simulated, e.g. the graph file
   std::string communication_model;
+  // How the network model ran each communication ("ring", "direct on 4 channels"): labels, and
+  // each communication's index into them (empty: the graph's own "algorithm" where it names
+  // one). network::CommMethods holds them after a run.
+  std::span<const std::string> method_labels;
+  std::span<const uint32_t> comm_methods;
 };
 
 void WriteChromeTrace(std::ostream& out, const graph::TaskGraph& graph,

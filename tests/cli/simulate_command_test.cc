@@ -52,6 +52,18 @@ TEST_F(SimulateCommandTest, SmallExampleMatchesTheGoldenResult) {
   const Expected<Json> timeline = ReadJsonFile(Path("timeline.json"));
   ASSERT_TRUE(timeline.ok());
   EXPECT_GT((*timeline)["traceEvents"].size(), 27000u);
+  // Every communication slice names how the network model ran it (the result's collectives):
+  // the pipeline sends on 2 NCCL channels, everything else a ring.
+  int communications = 0;
+  for (const Json& event : (*timeline)["traceEvents"]) {
+    if (event.value("ph", "") != "X" || !event["args"].contains("op")) continue;
+    ++communications;
+    EXPECT_EQ(event["args"]["algorithm"],
+              event["args"]["op"] == "send_recv" ? "direct on 2 channels" : "ring");
+  }
+  EXPECT_GT(communications, 3000);
+  // The summary prints the costliest: the tensor-parallel all-gathers of 8 MiB over 4 ranks.
+  EXPECT_THAT(output_.str(), HasSubstr("all_gather         8.0 MiB      4  ring"));
 }
 
 // tools/examples/profiles/h100-sxm5-80gb.json, measured by tools/op_benchmark.py on an H100,

@@ -260,6 +260,30 @@ TEST(FlowSendRecvTest, RunsAtTheRateOfItsNcclChannels) {
   EXPECT_NEAR(static_cast<double>(Makespan<FlowModel>({far}, dgx).ns()), 13'400 + 691'844, 2);
 }
 
+// Both models record how they run each communication, for results and timelines: the
+// algorithm, and for a send/recv its NCCL channels (16 on one DGX H100 node for a pair, 4 to
+// another node; see RunsAtTheRateOfItsNcclChannels).
+TEST(CommMethodsTest, BothModelsNameTheAlgorithmAndChannels) {
+  const ClusterSpec dgx = ClusterPreset("dgx-h100", 2).value();
+  const TaskGraph graph = Graph({{CommKind::kAllReduce, Ranks(0, 8), kS, ""},
+                                 {CommKind::kAllReduce, Ranks(0, 16), kS, "ring"},
+                                 {CommKind::kSendRecv, {0, 1}, 32 << 20},
+                                 {CommKind::kSendRecv, {0, 8}, 32 << 20}});
+  AnalyticalModel analytical(dgx);
+  FlowModel flow(dgx);
+  ASSERT_TRUE(analytical.Prepare(graph).ok());
+  ASSERT_TRUE(flow.Prepare(graph).ok());
+  for (const ClusterModel* model :
+       {static_cast<const ClusterModel*>(&analytical), static_cast<const ClusterModel*>(&flow)}) {
+    const CommMethods& methods = model->methods();
+    ASSERT_EQ(methods.of_comm.size(), 4u);
+    EXPECT_EQ(methods.of(graph::CommId(0)), "nvls");
+    EXPECT_EQ(methods.of(graph::CommId(1)), "ring");
+    EXPECT_EQ(methods.of(graph::CommId(2)), "direct on 16 channels");
+    EXPECT_EQ(methods.of(graph::CommId(3)), "direct on 4 channels");
+  }
+}
+
 TEST(FlowTorusTest, RingAllReduceOnARingFabricMatchesAnalytical) {
   // 4 nodes of 4 GPUs on a node ring, 2 NICs pooled per node: the +/− links carry 1.25e10 B/s
   // each; the two channels run opposite ways, so a node moves 2.5e10 B/s, the analytical

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -86,7 +87,27 @@ TEST_F(ResultFilesTest, SimulateResult) {
   Expected<strategies::SimulationResult> result = strategies::Simulate(*config);
   ASSERT_TRUE(result.ok()) << result.error().ToString();
   const Json json = RoundTrip(SimulateResultJson(*config, *result), kSimulateResultFormat);
-  EXPECT_EQ(json["version"], "1.2");
+  EXPECT_EQ(json["version"], "1.3");
+  // Every distinct communication, costliest first, with how the analytical model ran it. The
+  // pipeline sends of 8 MiB go from node 0 to node 1 of the DGX A100s (stage 0 is ranks 0–7):
+  // a 2-rank communicator across nodes, 200 Gb/s NICs give a network peer ⌈25 / 14⌉ = 2
+  // channels (network/nccl_p2p.h), 2 × 14 GB/s × 0.96 = 26.9 GB/s, so the NIC's 24 GB/s binds:
+  // 8.4 us + 5 us + 8,388,608 B / 24 GB/s (349,526 ns rounded up) = 362,926 ns.
+  ASSERT_TRUE(json["collectives"].is_array());
+  ASSERT_FALSE(json["collectives"].empty());
+  int64_t previous = std::numeric_limits<int64_t>::max();
+  bool saw_send = false;
+  for (const Json& entry : json["collectives"]) {
+    EXPECT_LE(entry["total_ns"].get<int64_t>(), previous);
+    previous = entry["total_ns"].get<int64_t>();
+    if (entry["op"] != "send_recv") continue;
+    saw_send = true;
+    EXPECT_EQ(entry["method"], "direct on 2 channels");
+    EXPECT_EQ(entry["size_bytes"], 8388608);
+    EXPECT_EQ(entry["group_size"], 2);
+    EXPECT_EQ(entry["longest_ns"], 362926);
+  }
+  EXPECT_TRUE(saw_send);
   Expected<SimulateResultRecord> read = SimulateResultFromJson(json);
   ASSERT_TRUE(read.ok()) << read.error().ToString();
   EXPECT_EQ(read->config, kSmall);

@@ -59,7 +59,7 @@ class ChromeTraceTest : public testing::Test {
 };
 
 TEST_F(ChromeTraceTest, NamesItsFormatFirstAndNoDisplayTimeUnit) {
-  EXPECT_EQ(text_.rfind("{\"otherData\":{\"format\":\"dtsim.timeline\",\"version\":\"1.0\"", 0),
+  EXPECT_EQ(text_.rfind("{\"otherData\":{\"format\":\"dtsim.timeline\",\"version\":\"1.1\"", 0),
             0u);
   EXPECT_FALSE(trace_.contains("displayTimeUnit"));
   ASSERT_TRUE(trace_["traceEvents"].is_array());

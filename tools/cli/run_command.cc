@@ -96,6 +96,7 @@ Expected<CommunicationCost> ParseCommunicationCost(const RunOptions& options) {
 struct ModelSetup {
   std::unique_ptr<engine::CommunicationModel> model;
   OrderedJson description;
+  const network::CommMethods* methods = nullptr;  // a network model's, for the timeline
 };
 
 Expected<ModelSetup> MakeFixedModel(const CommunicationCost& cost) {
@@ -123,7 +124,8 @@ Expected<ModelSetup> MakeClusterModel(const RunOptions& options,
                              {"cluster", sized.name},
                              {"nodes", sized.nodes},
                              {"gpus_per_node", sized.gpus_per_node}};
-  return ModelSetup{std::move(model).value(), std::move(description)};
+  const network::CommMethods* methods = &(*model)->methods();
+  return ModelSetup{std::move(model).value(), std::move(description), methods};
 }
 
 // The network model --network-model names; nullptr for the fixed model.
@@ -165,9 +167,14 @@ Status Execute(const RunOptions& options, const network::NetworkModelEntry* entr
         results::WriteResultFile(options.result_path, results::RunResultJson(summary, context)));
   }
   if (!options.timeline_path.empty()) {
-    DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(
-        options.timeline_path, graph, simulator.times(),
-        {.source = options.graph_path, .communication_model = std::string(model.name())}));
+    traces::TimelineInfo info{.source = options.graph_path,
+                              .communication_model = std::string(model.name())};
+    if (setup.methods != nullptr) {
+      info.method_labels = setup.methods->labels;
+      info.comm_methods = setup.methods->of_comm;
+    }
+    DTSIM_RETURN_IF_ERROR(
+        traces::WriteChromeTraceFile(options.timeline_path, graph, simulator.times(), info));
   }
   if (!options.quiet) PrintRunSummary(out, summary, context);
   return Status::Ok();

@@ -116,6 +116,38 @@ std::string PlanLine(const SimulationConfig& c) {
       models::RecomputeName(c.training.recompute), fp8);
 }
 
+std::string SizeText(int64_t bytes) {
+  constexpr double kKiB = 1024.0;
+  const auto b = static_cast<double>(bytes);
+  if (b < kKiB * kKiB) return fmt::format("{:.1f} KiB", b / kKiB);
+  if (b < kKiB * kKiB * kKiB) return fmt::format("{:.1f} MiB", b / (kKiB * kKiB));
+  return fmt::format("{:.2f} GiB", b / (kKiB * kKiB * kKiB));
+}
+
+// The costliest communications and how the network model ran them (all in the result file).
+void PrintCollectives(std::ostream& out, const SimulationResult& r) {
+  constexpr size_t kShown = 6;
+  if (r.collectives.empty()) return;
+  fmt::print(out, "\n  {:<14} {:>11} {:>6}  {:<24} {:>7} {:>10} {:>10}\n", "communication", "size",
+             "ranks", "method", "count", "each ms", "total ms");
+  for (size_t i = 0; i < std::min(kShown, r.collectives.size()); ++i) {
+    const strategies::CollectiveSummary& sum = r.collectives[i];
+    fmt::print(out, "  {:<14} {:>11} {:>6}  {:<24} {:>7} {:>10} {:>10}\n",
+               graph::CommKindName(sum.kind), SizeText(sum.size_bytes), sum.group_size,
+               sum.method.empty() ? "-" : sum.method, sum.count,
+               FormatMilliseconds(DurationNs(sum.total.ns() / sum.count), 3),
+               FormatMilliseconds(sum.total, 2));
+  }
+  if (r.collectives.size() > kShown) {
+    fmt::print(out,
+               "  ({} more kinds in the result's \"collectives\"; times from start to end, "
+               "waits not counted)\n",
+               r.collectives.size() - kShown);
+  } else {
+    fmt::print(out, "  (times from start to end, waits for late participants not counted)\n");
+  }
+}
+
 void PrintSummary(std::ostream& out, const SimulationConfig& c, const SimulationResult& r) {
   const strategies::IterationStats& stats = r.iteration->stats;
   fmt::print(out, "dtsim simulate {}\n", c.source);
@@ -174,6 +206,7 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
                GiB(c.gpu.memory.count()));
   }
   fmt::print(out, "  (times in ms on each stage's first rank)\n");
+  PrintCollectives(out, r);
   for (const std::string& warning : r.warnings) fmt::print(out, "\n  warning: {}\n", warning);
   fmt::print(out,
              "\n  simulator      {} tasks, {} events; built in {:.3f} s, simulated in {:.3f} s\n",
@@ -204,7 +237,9 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
     DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(
         options.timeline_path, result->iteration->graph, result->times,
         {.source = options.config,
-         .communication_model = std::string(config.network_model->name)}));
+         .communication_model = std::string(config.network_model->name),
+         .method_labels = result->methods.labels,
+         .comm_methods = result->methods.of_comm}));
   }
   if (!options.quiet) PrintSummary(out, config, *result);
   if (!options.chakra_prefix.empty()) {

@@ -178,6 +178,21 @@ Status ReadInput(JsonObjectReader& root, SimulateResultRecord& record) {
 
 }  // namespace
 
+// Every distinct communication, costliest first (strategies/collective_summary.h).
+OrderedJson CollectivesJson(const SimulationResult& r) {
+  OrderedJson out = OrderedJson::array();
+  for (const strategies::CollectiveSummary& sum : r.collectives) {
+    out.push_back({{"op", graph::CommKindName(sum.kind)},
+                   {"size_bytes", sum.size_bytes},
+                   {"group_size", sum.group_size},
+                   {"method", sum.method},
+                   {"count", sum.count},
+                   {"total_ns", sum.total.ns()},
+                   {"longest_ns", sum.longest.ns()}});
+  }
+  return out;
+}
+
 OrderedJson SimulateResultJson(const SimulationConfig& c, const SimulationResult& r) {
   const strategies::IterationStats& stats = r.iteration->stats;
   OrderedJson stages = OrderedJson::array();
@@ -216,6 +231,7 @@ OrderedJson SimulateResultJson(const SimulationConfig& c, const SimulationResult
                               {"hardware_flops_per_iteration", stats.hardware_flops},
                               {"stages", std::move(stages)},
                               {"compression", CompressionJson(c, r)},
+                              {"collectives", CollectivesJson(r)},
                               {"warnings", r.warnings},
                               {"cost_source_shares", std::move(sources)},
                               {"simulator",

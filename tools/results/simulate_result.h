@@ -14,8 +14,9 @@ namespace dtsim::results {
 
 // 1.1 added "precision" and "fp8_recipe" to the plan, "mfu_fp8" (0 without FP8) and each
 // stage's "fp8_weights_bytes"; 1.2 "context" and "context_comm" to the plan and each stage's
-// "cp_exposed_ns".
-inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 2,
+// "cp_exposed_ns"; 1.3 "collectives" (every distinct communication and how the network model
+// ran it).
+inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 3,
                                                   "not a simulation result"};
 
 OrderedJson SimulateResultJson(const strategies::SimulationConfig& config,
