@@ -24,6 +24,7 @@
 #include "network/flow_model.h"
 #include "network/measured_collectives.h"
 #include "network/published_busbw.h"
+#include "sim/base/atomic_file.h"
 #include "sim/engine/simulator.h"
 #include "sim/graph/builder.h"
 
@@ -225,8 +226,20 @@ std::string SizeBand(int64_t size) {
   return "d: >= 1 GiB";
 }
 
-// Every measured point of the shared file against the analytical model (issue 25's yardstick).
-bool ScoreMeasured(const std::string& path, bool every_point) {
+// nccl-tests' bus bandwidth factor (its doc/PERFORMANCE.md): all-reduce 2(n−1)/n; all-gather,
+// reduce-scatter and all-to-all (n−1)/n; send/recv 1. Bus bandwidth = S / t × factor, with S
+// nccl-tests' size.
+double BusFactor(graph::CommKind kind, int gpus) {
+  const double n = gpus;
+  if (kind == graph::CommKind::kAllReduce) return 2 * (n - 1) / n;
+  if (kind == graph::CommKind::kSendRecv) return 1;
+  return (n - 1) / n;
+}
+
+// Every measured point of the shared file against the analytical model (issue 25's yardstick);
+// `csv`, when given, receives every point with both times and bus bandwidths, for
+// tools/bench/plot_measured.py.
+bool ScoreMeasured(const std::string& path, bool every_point, const std::string& csv) {
   const Expected<network::MeasuredCollectives> measured = network::ReadMeasuredCollectives(path);
   if (!measured.ok()) {
     std::fprintf(stderr, "%s\n", measured.error().ToString().c_str());
@@ -235,6 +248,9 @@ bool ScoreMeasured(const std::string& path, bool every_point) {
   std::map<std::string, Score> curves, bands, kinds;
   Score all;
   int unpriced = 0;
+  std::string rows =
+      "curve,collective,gpus,nodes,size_bytes,measured_us,predicted_us,measured_busbw_gbps,"
+      "predicted_busbw_gbps,method\n";
   for (const network::MeasuredCollective& point : measured->points) {
     const Expected<network::PredictedCollective> predicted =
         network::PredictMeasuredCollective(point);
@@ -248,6 +264,12 @@ bool ScoreMeasured(const std::string& path, bool every_point) {
     const std::string curve = fmt::format("{} {}g/{}n {}", system.substr(0, 20), point.gpus,
                                           point.nodes, graph::CommKindName(point.kind));
     curves[curve].Add(ratio);
+    const double bus = static_cast<double>(point.size) * BusFactor(point.kind, point.gpus);
+    rows += fmt::format("\"{}\",{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{}\n", curve,
+                        graph::CommKindName(point.kind), point.gpus, point.nodes, point.size,
+                        point.time.ns() / 1e3, predicted->time.ns() / 1e3,
+                        bus / static_cast<double>(point.time.ns()),
+                        bus / static_cast<double>(predicted->time.ns()), predicted->algorithm);
     if (every_point) {
       std::printf("| %-44s | %12lld | %12.2f | %12.2f | %6.3f | %s\n", curve.c_str(),
                   static_cast<long long>(point.size), point.time.ns() / 1e3,
@@ -265,6 +287,13 @@ bool ScoreMeasured(const std::string& path, bool every_point) {
   PrintScores("size band", bands);
   PrintScores("collective", kinds);
   PrintScores("all", {{"all", all}});
+  if (!csv.empty()) {
+    const Status written = WriteFileAtomically(csv, rows);
+    if (!written.ok()) {
+      std::fprintf(stderr, "%s\n", written.error().ToString().c_str());
+      return false;
+    }
+  }
   return true;
 }
 
@@ -276,15 +305,29 @@ int main(int argc, char** argv) {
       "usage: %s [--gpus N] [--size BYTES]   time the flow model on one collective (1,024 GPUs, "
       "1 GiB)\n"
       "       %s --busbw [FILE]              the model's bus bandwidth against published curves\n"
-      "       %s --measured FILE [--points]  the model's time against every measured point of "
-      "../shared/network/measured-collectives.json (--points: each point's line too)\n";
+      "       %s --measured FILE [--points] [--csv OUT]\n"
+      "           the model's time against every measured point of "
+      "../shared/network/measured-collectives.json (--points: each point's line too; --csv: "
+      "every point with both bus bandwidths, for tools/bench/plot_measured.py)\n";
   if (argc >= 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
     std::printf(kUsage, argv[0], argv[0], argv[0]);
     return 0;
   }
   if (argc >= 3 && std::string(argv[1]) == "--measured") {
-    const bool every_point = argc >= 4 && std::string(argv[3]) == "--points";
-    return dtsim::ScoreMeasured(argv[2], every_point) ? 0 : 1;
+    bool every_point = false;
+    std::string csv;
+    for (int i = 3; i < argc; ++i) {
+      const std::string flag = argv[i];
+      if (flag == "--points") {
+        every_point = true;
+      } else if (flag == "--csv" && i + 1 < argc) {
+        csv = argv[++i];
+      } else {
+        std::fprintf(stderr, kUsage, argv[0], argv[0], argv[0]);
+        return 2;
+      }
+    }
+    return dtsim::ScoreMeasured(argv[2], every_point, csv) ? 0 : 1;
   }
   if (argc >= 2 && std::string(argv[1]) == "--busbw") {
     const std::string published = argc >= 3 ? argv[2] : "tests/data/network/published_busbw.json";
