@@ -57,7 +57,9 @@ Expected<MeasuredRun> SimulateOnCluster(const graph::TaskGraph& graph,
   DTSIM_ASSIGN_OR_RETURN(
       const std::unique_ptr<network::ClusterModel> model,
       network::MakePreparedModel(network::DefaultNetworkModel(), std::move(cluster), graph));
-  return RunWith(graph, *model);
+  DTSIM_ASSIGN_OR_RETURN(MeasuredRun run, RunWith(graph, *model));
+  run.methods = model->methods();
+  return run;
 }
 
 double ReplayStepResult::Error() const {
@@ -353,6 +355,7 @@ Expected<WhatIfResult> SimulateWhatIf(std::span<const traces::Trace* const> job,
                       .summary = run->summary,
                       .times = std::move(run->times),
                       .communication_model = what_if.cluster ? "analytical" : "measured",
+                      .methods = std::move(run->methods),
                       .steps = {},
                       .replayed_span = replay.summary.makespan - TimeNs::Zero(),
                       .what_if_span = run->summary.makespan - TimeNs::Zero()};

@@ -11,6 +11,7 @@
 
 #include "models/gpu.h"
 #include "network/cluster.h"
+#include "network/cluster_model.h"
 #include "sim/base/json_reader.h"
 #include "sim/base/status.h"
 #include "sim/engine/simulator.h"
@@ -48,6 +49,7 @@ Expected<ReplayResult> SimulateReplay(const traces::ReplayGraph& replay);
 struct MeasuredRun {
   engine::RunSummary summary;
   graph::TaskTimes times;
+  network::CommMethods methods;  // on a cluster: how the network model ran each communication
 };
 
 // Simulates `graph` with every collective taking the duration given for it (zero past the
@@ -118,6 +120,7 @@ struct WhatIfResult {
   engine::RunSummary summary;
   graph::TaskTimes times;
   std::string communication_model;  // "measured" or "analytical"
+  network::CommMethods methods;     // analytical: how it ran each communication
   std::vector<WhatIfStep> steps;
   DurationNs replayed_span;
   DurationNs what_if_span;

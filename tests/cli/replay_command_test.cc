@@ -112,10 +112,20 @@ TEST_F(ReplayCommandTest, ReplaysEveryRankOfAChakraExport) {
   // against 550.6 recorded), and the result says on what.
   ASSERT_EQ(Replay({Path("gpt.3.et"), "--all-ranks", "-o", Path("recorded.json")}).kind,
             CommandOutcome::Kind::kOk);
-  ASSERT_EQ(
-      Replay({Path("gpt.3.et"), "--all-ranks", "--network", "dgx-a100", "-o", Path("priced.json")})
-          .kind,
-      CommandOutcome::Kind::kOk);
+  ASSERT_EQ(Replay({Path("gpt.3.et"), "--all-ranks", "--network", "dgx-a100", "-o",
+                    Path("priced.json"), "--timeline", Path("priced_timeline.json")})
+                .kind,
+            CommandOutcome::Kind::kOk);
+  // Its timeline names how the analytical model ran each communication, as simulate's does.
+  int sends = 0;
+  const Json priced_timeline = *ReadJsonFile(Path("priced_timeline.json"));
+  for (const Json& event : priced_timeline["traceEvents"]) {
+    if (event.value("ph", "") != "X" || !event["args"].contains("op")) continue;
+    const bool send = event["args"]["op"] == "send_recv";
+    sends += send ? 1 : 0;
+    EXPECT_EQ(event["args"]["algorithm"], send ? "direct on 2 channels" : "ring");
+  }
+  EXPECT_GT(sends, 0);
   EXPECT_THAT(output_.str(), HasSubstr("with the collectives and sends priced on dgx-a100"));
   const Json priced = *ReadJsonFile(Path("priced.json"));
   EXPECT_EQ(priced["network"]["cluster"], "dgx-a100");

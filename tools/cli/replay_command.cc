@@ -266,9 +266,14 @@ Status ExecuteChakra(const ReplayOptions& options,
                    : std::nullopt)));
   }
   if (!options.timeline_path.empty()) {
-    DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(
-        options.timeline_path, chakra->graph, priced ? priced->times : run.times,
-        {options.trace, priced ? "analytical" : "measured"}));
+    traces::TimelineInfo info{.source = options.trace,
+                              .communication_model = priced ? "analytical" : "measured"};
+    if (priced) {
+      info.method_labels = priced->methods.labels;
+      info.comm_methods = priced->methods.of_comm;
+    }
+    DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(options.timeline_path, chakra->graph,
+                                                       priced ? priced->times : run.times, info));
   }
   return Status::Ok();
 }
@@ -605,7 +610,10 @@ Status ExecuteKineto(const ReplayOptions& options, const strategies::ReplayWhatI
   if (!options.timeline_path.empty() && what_if_result) {
     return traces::WriteChromeTraceFile(options.timeline_path, what_if_result->graph.graph,
                                         what_if_result->times,
-                                        {options.trace, what_if_result->communication_model});
+                                        {.source = options.trace,
+                                         .communication_model = what_if_result->communication_model,
+                                         .method_labels = what_if_result->methods.labels,
+                                         .comm_methods = what_if_result->methods.of_comm});
   }
   if (!options.timeline_path.empty()) {
     DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(options.timeline_path, replay.graph,
