@@ -31,14 +31,14 @@ Bandwidth Rate(std::string_view text) { return ParseBandwidth(text).value(); }
 DurationNs Time(std::string_view text) { return ParseDuration(text).value(); }
 
 // Sources and the reasoning behind each number: docs/network.md, "Presets".
-const std::array<Preset, 7>& Presets() {
+const std::array<Preset, 10>& Presets() {
   // NCCL's tuning model charges a ring all-reduce with the Simple protocol 8.4 us before its
   // per-hop latencies (src/graph/tuning.cc, baseLat), whatever the fabric.
   static const DurationNs kNcclBaseLatency = Time("8.4 us");
   // NVLink SHARP on NVSwitch (NVLink 4 and 5): NCCL's NVLS latency on NVLink, the efficiency
   // fitted on DGX H100 (docs/network.md).
   static const NvlsSpec kNvls{true, Time("23 us"), 0.686};
-  static const std::array<Preset, 7> kPresets = {{
+  static const std::array<Preset, 10> kPresets = {{
       // Efficiencies: measured nccl-tests bus bandwidth / line rate (docs/network.md).
       {"dgx-a100",
        8,
@@ -75,6 +75,29 @@ const std::array<Preset, 7>& Presets() {
        72,
        {IntraTopology::kSwitch, Rate("900 GB/s"), 18, Time("2 us"), 0.822, kNvls},
        {InterTopology::kFatTree, 72, Rate("400 Gbps"), Time("5 us"), 1.0, 0, {}, 0.97},
+       kNcclBaseLatency},
+      // Cloud H100 nodes: the DGX H100's NVLink 4 NVSwitch fabric and efficiencies; their
+      // networks from the providers' specifications (docs/network.md, "Presets"). Azure ND H100
+      // v5: 8 × 400 Gb/s NDR InfiniBand (ConnectX-7), one per GPU.
+      {"azure-nd-h100-v5",
+       8,
+       {IntraTopology::kSwitch, Rate("450 GB/s"), 18, Time("2 us"), 0.822, kNvls},
+       {InterTopology::kFatTree, 8, Rate("400 Gbps"), Time("5 us"), 1.0, 0, {}, 0.97},
+       kNcclBaseLatency},
+      // AWS p5.48xlarge: 3,200 Gb/s of EFA (32 × 100 Gb/s devices, four per GPU, which NCCL's
+      // EFA plugin stripes: one 400 Gb/s rail per GPU); EFA's latency and efficiency are not
+      // published: InfiniBand's assumed.
+      {"aws-p5",
+       8,
+       {IntraTopology::kSwitch, Rate("450 GB/s"), 18, Time("2 us"), 0.822, kNvls},
+       {InterTopology::kFatTree, 8, Rate("400 Gbps"), Time("5 us"), 1.0, 0, {}, 0.97},
+       kNcclBaseLatency},
+      // GCP A3 Mega (a3-megagpu-8g): 8 × 200 Gb/s GPU NICs (1,600 Gb/s, GPUDirect-TCPXO) beside
+      // the host's; TCPXO's latency and efficiency are not published: InfiniBand's assumed.
+      {"gcp-a3-mega",
+       8,
+       {IntraTopology::kSwitch, Rate("450 GB/s"), 18, Time("2 us"), 0.822, kNvls},
+       {InterTopology::kFatTree, 8, Rate("200 Gbps"), Time("5 us"), 1.0, 0, {}, 0.97},
        kNcclBaseLatency},
       {"dgx1-v100",
        8,

@@ -34,7 +34,8 @@ TEST(ClusterPresetTest, AllPresetsLoad) {
   for (std::string_view name : ClusterPresetNames()) EXPECT_TRUE(ClusterPreset(name).ok()) << name;
   EXPECT_EQ(ClusterPreset("dgx-a10").error().ToString(),
             "unknown cluster preset (did you mean \"dgx-a100\"?); presets: \"dgx-a100\", "
-            "\"dgx-h100\", \"dgx-h200\", \"dgx-b200\", \"gb200-nvl72\", \"dgx1-v100\", "
+            "\"dgx-h100\", \"dgx-h200\", \"dgx-b200\", \"gb200-nvl72\", "
+            "\"azure-nd-h100-v5\", \"aws-p5\", \"gcp-a3-mega\", \"dgx1-v100\", "
             "\"ethernet-25g\", got \"dgx-a10\"");
 }
 
