@@ -139,13 +139,6 @@ void FluidNetwork::MarkDirty(LinkId link) {
   dirty_links_.push_back(link);
 }
 
-// First the component: every busy link reachable from a dirty one through the flows crossing
-// them. Then progressive filling on it: repeatedly take the link whose residual capacity split
-// among its unfrozen flows is smallest, give those flows that share, and freeze them. A link's
-// share never decreases as flows elsewhere freeze (each frozen flow takes at most the current
-// minimum), so stale heap entries are detected by recomputing and simply pushed again.
-// O((F·path + B) log B) for the component's F flows on B links; the arithmetic is the same as
-// a recomputation of every flow, so rates do not depend on what was dirty.
 void FluidNetwork::FreezeAt(FlowId id, double rate) {
   Flow& flow = flows_[id];
   if (flow.frozen) return;
@@ -157,6 +150,15 @@ void FluidNetwork::FreezeAt(FlowId id, double rate) {
   }
 }
 
+// First the component: every busy link reachable from a dirty one through the flows crossing
+// them. Then progressive filling on it: repeatedly take the link whose residual capacity split
+// among its unfrozen flows is smallest, give those flows that share, and freeze them. A link's
+// share never decreases as flows elsewhere freeze (each frozen flow takes at most the current
+// minimum), so stale heap entries are detected by recomputing and simply pushed again. A flow
+// with a rate cap is an entry of its own at its cap: popped before every link whose share is
+// larger, it freezes at its cap (the same as a private link of that capacity).
+// O((F·path + B) log B) for the component's F flows on B links; the arithmetic is the same as
+// a recomputation of every flow, so rates do not depend on what was dirty.
 void FluidNetwork::UpdateRates() {
   const uint64_t epoch = ++epoch_;
   ++epoch_;  // the epoch of the dirty marks that follow this call
