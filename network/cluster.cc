@@ -38,6 +38,19 @@ const std::array<Preset, 10>& Presets() {
   // NVLink SHARP on NVSwitch (NVLink 4 and 5): NCCL's NVLS latency on NVLink, the efficiency
   // fitted on DGX H100 (docs/network.md).
   static const NvlsSpec kNvls{true, Time("23 us"), 0.686};
+  // NVLink 4 on NVSwitch (18 links × 25 GB/s per GPU per direction) with the DGX H100's
+  // efficiency and NVLS; NVLink 5 (18 × 50 GB/s) with the same, assumed.
+  static const IntraNodeSpec kNvlink4{
+      IntraTopology::kSwitch, Rate("450 GB/s"), 18, Time("2 us"), 0.822, kNvls};
+  static const IntraNodeSpec kNvlink5{
+      IntraTopology::kSwitch, Rate("900 GB/s"), 18, Time("2 us"), 0.822, kNvls};
+  // Eight 400 Gb/s ConnectX-7 rails (DGX H100 SuperPOD: 32 nodes per leaf), at the DGX H100's
+  // NIC efficiency; and one NIC per GPU of `rate` into a non-blocking fat-tree.
+  static const InterNodeSpec kCx7Rails{
+      InterTopology::kRailOptimized, 8, Rate("400 Gbps"), Time("5 us"), 1.0, 32, {}, 0.97};
+  const auto fat_tree = [](int nics, std::string_view rate) {
+    return InterNodeSpec{InterTopology::kFatTree, nics, Rate(rate), Time("5 us"), 1.0, 0, {}, 0.97};
+  };
   static const std::array<Preset, 10> kPresets = {{
       // Efficiencies: measured nccl-tests bus bandwidth / line rate (docs/network.md).
       {"dgx-a100",
@@ -45,60 +58,27 @@ const std::array<Preset, 10>& Presets() {
        {IntraTopology::kSwitch, Rate("300 GB/s"), 12, Time("2 us"), 0.775},
        {InterTopology::kRailOptimized, 8, Rate("200 Gbps"), Time("5 us"), 1.0, 32, {}, 0.96},
        kNcclBaseLatency},
-      {"dgx-h100",
-       8,
-       {IntraTopology::kSwitch,
-        Rate("450 GB/s"),
-        18,
-        Time("2 us"),
-        0.822,
-        {true, Time("23 us"), 0.686}},
-       {InterTopology::kRailOptimized, 8, Rate("400 Gbps"), Time("5 us"), 1.0, 32, {}, 0.97},
-       kNcclBaseLatency},
+      {"dgx-h100", 8, kNvlink4, kCx7Rails, kNcclBaseLatency},
       // Same NVLink 4 NVSwitch fabric and ConnectX-7 NICs as the DGX H100: its efficiencies.
-      {"dgx-h200",
-       8,
-       {IntraTopology::kSwitch, Rate("450 GB/s"), 18, Time("2 us"), 0.822, kNvls},
-       {InterTopology::kRailOptimized, 8, Rate("400 Gbps"), Time("5 us"), 1.0, 32, {}, 0.97},
-       kNcclBaseLatency},
+      {"dgx-h200", 8, kNvlink4, kCx7Rails, kNcclBaseLatency},
       // NVLink 5 (18 links × 50 GB/s) on NVSwitch, 8 × 400 Gb/s ConnectX-7; efficiencies
       // assumed equal to the DGX H100's (same NCCL protocols and NICs), not measured.
-      {"dgx-b200",
-       8,
-       {IntraTopology::kSwitch, Rate("900 GB/s"), 18, Time("2 us"), 0.822, kNvls},
-       {InterTopology::kRailOptimized, 8, Rate("400 Gbps"), Time("5 us"), 1.0, 32, {}, 0.97},
-       kNcclBaseLatency},
+      {"dgx-b200", 8, kNvlink5, kCx7Rails, kNcclBaseLatency},
       // A GB200 NVL72 rack as one 72-GPU NVLink 5 domain (18 compute trays of 4 GPUs through
       // 9 NVLink switch trays), one 400 Gb/s ConnectX-7 per GPU into a non-blocking fabric;
       // efficiencies assumed equal to the DGX H100's, not measured.
-      {"gb200-nvl72",
-       72,
-       {IntraTopology::kSwitch, Rate("900 GB/s"), 18, Time("2 us"), 0.822, kNvls},
-       {InterTopology::kFatTree, 72, Rate("400 Gbps"), Time("5 us"), 1.0, 0, {}, 0.97},
-       kNcclBaseLatency},
+      {"gb200-nvl72", 72, kNvlink5, fat_tree(72, "400 Gbps"), kNcclBaseLatency},
       // Cloud H100 nodes: the DGX H100's NVLink 4 NVSwitch fabric and efficiencies; their
       // networks from the providers' specifications (docs/network.md, "Presets"). Azure ND H100
       // v5: 8 × 400 Gb/s NDR InfiniBand (ConnectX-7), one per GPU.
-      {"azure-nd-h100-v5",
-       8,
-       {IntraTopology::kSwitch, Rate("450 GB/s"), 18, Time("2 us"), 0.822, kNvls},
-       {InterTopology::kFatTree, 8, Rate("400 Gbps"), Time("5 us"), 1.0, 0, {}, 0.97},
-       kNcclBaseLatency},
+      {"azure-nd-h100-v5", 8, kNvlink4, fat_tree(8, "400 Gbps"), kNcclBaseLatency},
       // AWS p5.48xlarge: 3,200 Gb/s of EFA (32 × 100 Gb/s devices, four per GPU, which NCCL's
       // EFA plugin stripes: one 400 Gb/s rail per GPU); EFA's latency and efficiency are not
       // published: InfiniBand's assumed.
-      {"aws-p5",
-       8,
-       {IntraTopology::kSwitch, Rate("450 GB/s"), 18, Time("2 us"), 0.822, kNvls},
-       {InterTopology::kFatTree, 8, Rate("400 Gbps"), Time("5 us"), 1.0, 0, {}, 0.97},
-       kNcclBaseLatency},
+      {"aws-p5", 8, kNvlink4, fat_tree(8, "400 Gbps"), kNcclBaseLatency},
       // GCP A3 Mega (a3-megagpu-8g): 8 × 200 Gb/s GPU NICs (1,600 Gb/s, GPUDirect-TCPXO) beside
       // the host's; TCPXO's latency and efficiency are not published: InfiniBand's assumed.
-      {"gcp-a3-mega",
-       8,
-       {IntraTopology::kSwitch, Rate("450 GB/s"), 18, Time("2 us"), 0.822, kNvls},
-       {InterTopology::kFatTree, 8, Rate("200 Gbps"), Time("5 us"), 1.0, 0, {}, 0.97},
-       kNcclBaseLatency},
+      {"gcp-a3-mega", 8, kNvlink4, fat_tree(8, "200 Gbps"), kNcclBaseLatency},
       {"dgx1-v100",
        8,
        {IntraTopology::kMesh, Rate("150 GB/s"), 6, Time("3 us"), 1.0},
