@@ -6,6 +6,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "network/nccl_p2p.h"
@@ -118,11 +119,21 @@ Expected<DurationNs> AllReduceTree(const CollectiveRequest& r) {
   return Phase(rates, 1, TreeLatency(r.shape.per_node, n, *r.cluster), chain, busiest * size / 2);
 }
 
+// The rates a pair's transfer never exceeds in an exchange step, on one node and across nodes
+// (NCCL's point-to-point channels for a shift; none for the MPI-style algorithms).
+struct HopCaps {
+  double on_node = std::numeric_limits<double>::infinity();
+  double off_node = std::numeric_limits<double>::infinity();
+};
+
 // One step of pairwise exchanges, each pair (a, b) moving `bytes` from a to b: the latency of
-// the slowest level crossed, then the slower of an on-node transfer (one per GPU) and the
-// busiest node's off-node transfers over its NICs (a sender uses its rail's NIC).
+// the slowest level crossed, then the slower of an on-node transfer (one per GPU, at most
+// `caps.on_node`) and the busiest node's off-node transfers over its NICs (a sender uses its
+// rail's NIC; the busiest rail carries ⌈busiest / rails⌉ of them, each at most `caps.off_node`:
+// max-min fair, a capped transfer leaves the rest of the NIC to the others).
 DurationNs ExchangeStep(const CollectiveRequest& r,
-                        const std::vector<std::pair<int32_t, int32_t>>& pairs, double bytes) {
+                        const std::vector<std::pair<int32_t, int32_t>>& pairs, double bytes,
+                        HopCaps caps = {}) {
   const ClusterSpec& cluster = *r.cluster;
   std::vector<int> off_node(static_cast<size_t>(cluster.nodes), 0);
   bool on_node = false;
@@ -135,14 +146,13 @@ DurationNs ExchangeStep(const CollectiveRequest& r,
   }
   const int busiest = *std::max_element(off_node.begin(), off_node.end());
   const DurationNs alpha = busiest > 0 ? cluster.inter.latency : cluster.intra.latency;
+  const double nvlink = cluster.intra.bandwidth.bytes_per_second() * cluster.intra.efficiency;
   const double nic = cluster.inter.nic_bandwidth.bytes_per_second() * cluster.inter.efficiency;
   const int rails = std::min(cluster.gpus_per_node, cluster.inter.nics_per_node);
-  // Senders are spread over the rails; the busiest rail carries ceil(busiest / rails) flows.
   const double per_nic = std::ceil(static_cast<double>(busiest) / rails);
   const DurationNs wire = std::max(
-      on_node ? Move(bytes, cluster.intra.bandwidth.bytes_per_second() * cluster.intra.efficiency)
-              : DurationNs::Zero(),
-      busiest > 0 ? Move(per_nic * bytes, nic) : DurationNs::Zero());
+      on_node ? Move(bytes, std::min(nvlink, caps.on_node)) : DurationNs::Zero(),
+      busiest > 0 ? Move(bytes, std::min(nic / per_nic, caps.off_node)) : DurationNs::Zero());
   return alpha + wire;
 }
 
@@ -319,14 +329,18 @@ Expected<DurationNs> AllToAllHierarchical(const CollectiveRequest& r) {
 
 // --- shift ----------------------------------------------------------------------------------
 
-// Every member sends S to the next one at once: one exchange step (ExchangeStep) — the latency
-// of the slowest level a hop crosses, then the slower of S over NVLink and the busiest node's
-// off-node hops over its NICs.
+// Every member sends S to the next one at once, as one NCCL group of sends and receives in the
+// group's communicator (ring attention's KV exchange): one exchange step (ExchangeStep) — the
+// latency of the slowest level a hop crosses, then the slowest hop, each at most what NCCL's
+// point-to-point channels for it move (P2pRate: on one H100 node, 32 MiB in an 8-rank
+// communicator runs on 4 channels, 82 GB/s, not NVLink's 370) and an off-node hop at most its
+// share of the NIC.
 Expected<DurationNs> ShiftDirect(const CollectiveRequest& r) {
   const std::vector<ExchangeRound> rounds =
       ShiftRounds(r.ranks, static_cast<double>(r.size.count()));
   if (rounds.empty()) return DurationNs::Zero();
-  return ExchangeStep(r, rounds.front().pairs, rounds.front().bytes);
+  return ExchangeStep(r, rounds.front().pairs, rounds.front().bytes,
+                      HopCaps{P2pRate(r, true), P2pRate(r, false)});
 }
 
 // --- barrier, send/recv --------------------------------------------------------------------
@@ -341,7 +355,7 @@ Expected<DurationNs> BarrierDissemination(const CollectiveRequest& r) {
 Expected<DurationNs> SendRecvDirect(const CollectiveRequest& r) {
   const Rates rates = RatesFor(r);
   const double size = static_cast<double>(r.size.count());
-  return rates.alpha + Move(size, SendRecvRate(r));
+  return rates.alpha + Move(size, P2pRate(r, r.shape.nodes <= 1));
 }
 
 constexpr std::array kAlgorithms = {
@@ -392,23 +406,26 @@ constexpr std::array kAlgorithms = {
 
 namespace {
 
-P2pPlan SendRecvPlan(const CollectiveRequest& request) {
+P2pPlan HopPlan(const CollectiveRequest& request, bool same_node) {
   const GroupShape& comm = request.communicator.ranks > 0 ? request.communicator : request.shape;
-  return PlanP2p(*request.cluster, comm.ranks, comm.nodes, request.shape.nodes <= 1,
+  return PlanP2p(*request.cluster, comm.ranks, comm.nodes, same_node,
                  static_cast<double>(request.size.count()));
 }
 
-// The NCCL channels the request runs on, where the model counts them: send/recv.
+// The NCCL channels the request runs on, where the model counts them: a send/recv's, and a
+// shift's slowest hop's (an off-node one when any hop leaves its node).
 int ChannelsOf(const CollectiveRequest& request) {
-  return request.kind == CommKind::kSendRecv && request.shape.ranks > 1
-             ? SendRecvPlan(request).channels
-             : 0;
+  if (request.shape.ranks <= 1) return 0;
+  if (request.kind == CommKind::kSendRecv || request.kind == CommKind::kShift) {
+    return HopPlan(request, request.shape.nodes <= 1).channels;
+  }
+  return 0;
 }
 
 }  // namespace
 
-double SendRecvRate(const CollectiveRequest& request) {
-  return SendRecvPlan(request).bytes_per_second;
+double P2pRate(const CollectiveRequest& request, bool same_node) {
+  return HopPlan(request, same_node).bytes_per_second;
 }
 
 Status NeedsNvls(const CollectiveRequest& request) {

@@ -36,8 +36,8 @@ struct CollectiveRequest {
   const ClusterSpec* cluster = nullptr;
   std::span<const int32_t> ranks;  // the group (algorithms whose steps depend on placement)
   int32_t root = -1;               // broadcast / reduce root
-  // Send/recv: the communicator it runs in, which sets NCCL's channels (nccl_p2p.h); ranks 0:
-  // the pair itself.
+  // Send/recv and shift: the communicator they run in, which sets NCCL's channels
+  // (nccl_p2p.h); ranks 0: the group itself.
   GroupShape communicator;
 };
 
@@ -69,9 +69,11 @@ DurationNs TreeLatency(int per_node, int nodes, const ClusterSpec& cluster);
 Status NeedsNvls(const CollectiveRequest& request);
 double NvlsPortBytes(int ranks, double size);
 
-// The rate of a send/recv: what NCCL's point-to-point channels for the pair move in the
-// request's communicator (nccl_p2p.h). Both models use it.
-double SendRecvRate(const CollectiveRequest& request);
+// The rate of one point-to-point transfer of the request's size between two GPUs on one node
+// (`same_node`) or on two: what NCCL's channels for the pair move in the request's
+// communicator, or in its group when none is given (nccl_p2p.h). A send/recv and each hop of
+// a shift move at most this; both models use it.
+double P2pRate(const CollectiveRequest& request, bool same_node);
 
 // Exchange schedules shared by the analytical costs and the flow programs, so both models
 // price the same steps. A step is a list of (from, to) rank pairs moving `bytes` each.
@@ -127,7 +129,8 @@ Expected<const CollectiveAlgorithm*> FindCollectiveAlgorithm(graph::CommKind kin
 struct AlgorithmChoice {
   const CollectiveAlgorithm* algorithm = nullptr;  // null for a group of one rank (no cost)
   DurationNs time;
-  int channels = 0;  // NCCL channels, where the model counts them (send/recv); 0: not counted
+  int channels =
+      0;  // NCCL channels, where the model counts them (send/recv, shift); 0: not counted
 
   // "ring", "direct on 4 channels"; "" for a group of one rank.
   std::string Label() const;

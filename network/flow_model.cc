@@ -199,7 +199,7 @@ void FlowModel::AddFlows(uint32_t run, const IsolatedSteps::Flows& flows) {
   for (const auto& [index, bytes] : flows) {
     path_.clear();
     AppendFlowPath(step, index, *topology_, path_);
-    net_.StartFlow(path_, bytes, run, FlowMaxRate(step));
+    net_.StartFlow(path_, bytes, run, FlowMaxRate(step, index));
     ++state.outstanding;
     ++flows_started_;
   }

@@ -130,6 +130,15 @@ FlowProgram ExchangeProgram(const FlowRequest& r, const std::vector<ExchangeRoun
   return program;
 }
 
+// The request NCCL's point-to-point channels are planned for: the group as its communicator.
+CollectiveRequest P2pRequest(const FlowRequest& r) {
+  return CollectiveRequest{.kind = r.kind,
+                           .size = r.size,
+                           .shape = ShapeOfGroup(r.ranks, *r.cluster),
+                           .cluster = r.cluster,
+                           .ranks = r.ranks};
+}
+
 }  // namespace
 
 size_t FlowCount(const FlowStep& step) {
@@ -141,8 +150,12 @@ std::span<const Transfer> FlowTransfers(const FlowStep& step, size_t flow) {
   return std::span<const Transfer>(step.transfers).subspan(flow * edges, edges);
 }
 
-double FlowMaxRate(const FlowStep& step) {
-  return step.flow_max_rate > 0 ? step.flow_max_rate : std::numeric_limits<double>::infinity();
+double FlowMaxRate(const FlowStep& step, size_t flow) {
+  double cap = std::numeric_limits<double>::infinity();
+  for (const Transfer& transfer : FlowTransfers(step, flow)) {
+    if (transfer.max_rate > 0) cap = std::min(cap, transfer.max_rate);
+  }
+  return cap;
 }
 
 double FlowBytes(const FlowStep& step, size_t flow) {
@@ -364,8 +377,19 @@ Expected<FlowProgram> RootedBinomialTree(const FlowRequest& r) {
   return ExchangeProgram(r, BinomialRounds(r.ranks, r.root, Size(r)), r.kind == CommKind::kReduce);
 }
 
+// Each hop a flow of its own, at most what NCCL's channels for it move in the group's
+// communicator (P2pRate), as the analytical shift counts it.
 Expected<FlowProgram> ShiftDirect(const FlowRequest& r) {
-  return ExchangeProgram(r, ShiftRounds(r.ranks, Size(r)), false);
+  FlowProgram program = ExchangeProgram(r, ShiftRounds(r.ranks, Size(r)), false);
+  if (program.empty()) return program;
+  const CollectiveRequest request = P2pRequest(r);
+  const double on_node = P2pRate(request, true);
+  const double off_node = P2pRate(request, false);
+  for (Transfer& transfer : program.front().transfers) {
+    const bool same_node = r.cluster->NodeOf(transfer.from) == r.cluster->NodeOf(transfer.to);
+    transfer.max_rate = same_node ? on_node : off_node;
+  }
+  return program;
 }
 
 Expected<FlowProgram> BarrierDissemination(const FlowRequest& r) {
@@ -374,18 +398,12 @@ Expected<FlowProgram> BarrierDissemination(const FlowRequest& r) {
   return FlowProgram{{Alpha(r, nodes.size()) * rounds, {}, 1}};
 }
 
-// One flow at the rate NCCL's channels for the pair reach (SendRecvRate), at most.
+// One flow at the rate NCCL's channels for the pair reach (P2pRate), at most.
 Expected<FlowProgram> SendRecvDirect(const FlowRequest& r) {
   const bool same_node = r.cluster->NodeOf(r.ranks[0]) == r.cluster->NodeOf(r.ranks[1]);
-  const CollectiveRequest request{.kind = r.kind,
-                                  .size = r.size,
-                                  .shape = ShapeOfGroup(r.ranks, *r.cluster),
-                                  .cluster = r.cluster,
-                                  .ranks = r.ranks};
-  FlowStep step{same_node ? r.cluster->intra.latency : r.cluster->inter.latency,
-                {{r.ranks[0], r.ranks[1], Size(r)}},
-                1};
-  step.flow_max_rate = SendRecvRate(request);
+  const FlowStep step{same_node ? r.cluster->intra.latency : r.cluster->inter.latency,
+                      {{r.ranks[0], r.ranks[1], Size(r), P2pRate(P2pRequest(r), same_node)}},
+                      1};
   return FlowProgram{step};
 }
 

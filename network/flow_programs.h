@@ -27,6 +27,9 @@ struct Transfer {
   int32_t from = 0;
   int32_t to = 0;
   double bytes = 0;
+  // Bytes per second this transfer never exceeds, whatever its links leave it: what NCCL's
+  // point-to-point channels for the pair move (nccl_p2p.h); 0: no cap.
+  double max_rate = 0;
 };
 
 struct FlowStep {
@@ -37,16 +40,13 @@ struct FlowStep {
   // of pipeline i, which moves as one flow: each edge carries the first edge's bytes, all at
   // the rate of the most contended.
   uint32_t pipeline = 0;
-  // Bytes per second no flow of the step exceeds, whatever its links leave it (a send/recv's
-  // NCCL channels, nccl_p2p.h); 0: none.
-  double flow_max_rate = 0;
 };
 
 // The flows a step starts: its transfers one by one, or its pipelines.
 size_t FlowCount(const FlowStep& step);
 std::span<const Transfer> FlowTransfers(const FlowStep& step, size_t flow);
-// The cap on each flow of the step's rate: flow_max_rate, or infinity for none.
-double FlowMaxRate(const FlowStep& step);
+// The cap on flow `flow`'s rate: the lowest max_rate of its edges, or infinity for none.
+double FlowMaxRate(const FlowStep& step, size_t flow);
 // What flow `flow` of the step moves over each of its edges.
 double FlowBytes(const FlowStep& step, size_t flow);
 // Appends the links of every edge of the flow to `path`: a link two edges cross appears

@@ -46,7 +46,7 @@ IsolatedSteps::Flows IsolatedSteps::BytesLeft(const FlowStep& step, TimeNs start
     if (FlowBytes(step, i) <= 0) continue;
     path_.clear();
     AppendFlowPath(step, i, *scratch_topology_, path_);
-    scratch_.StartFlow(path_, FlowBytes(step, i), i, FlowMaxRate(step));
+    scratch_.StartFlow(path_, FlowBytes(step, i), i, FlowMaxRate(step, i));
   }
   while (true) {
     scratch_.UpdateRates();

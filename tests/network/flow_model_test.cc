@@ -260,15 +260,35 @@ TEST(FlowSendRecvTest, RunsAtTheRateOfItsNcclChannels) {
   EXPECT_NEAR(static_cast<double>(Makespan<FlowModel>({far}, dgx).ns()), 13'400 + 691'844, 2);
 }
 
+// A shift (ring attention's K/V exchange) is a group of NCCL sends in the group's communicator,
+// each hop at what NCCL's channels for it move. Eight ranks of one DGX H100: the communicator's
+// 32 channels give each of the 8 hops 32 / 8 = 4, and a 32 MiB hop in parts of 8 MiB (within
+// the 16 MiB NVLink part limit) stays on them: 4 × 20.55 GB/s = 82.2 GB/s, 33,554,432 B in
+// 408,205 ns (rounded up) after 8.4 + 2 us, where NVLink's 369.9 GB/s would take 90,712 ns.
+// Sixteen ranks on two nodes: the hops leaving a node (7 → 8, 15 → 0) run on a NIC at
+// 48.5 GB/s, 691,844 ns after 8.4 + 5 us, and the 14 on-node hops (4 channels each in the
+// 2-node communicator, 408,205 ns) finish under them.
+TEST(FlowShiftTest, EachHopRunsAtTheRateOfItsNcclChannels) {
+  const ClusterSpec dgx = ClusterPreset("dgx-h100", 2).value();
+  constexpr int64_t kSize = 32 << 20;
+  const Collective node{CommKind::kShift, Ranks(0, 8), kSize};
+  EXPECT_EQ(Makespan<AnalyticalModel>({node}, dgx), TimeNs(10'400 + 408'205));
+  EXPECT_NEAR(static_cast<double>(Makespan<FlowModel>({node}, dgx).ns()), 10'400 + 408'205, 2);
+  const Collective two{CommKind::kShift, Ranks(0, 16), kSize};
+  EXPECT_EQ(Makespan<AnalyticalModel>({two}, dgx), TimeNs(13'400 + 691'844));
+  EXPECT_NEAR(static_cast<double>(Makespan<FlowModel>({two}, dgx).ns()), 13'400 + 691'844, 2);
+}
+
 // Both models record how they run each communication, for results and timelines: the
-// algorithm, and for a send/recv its NCCL channels (16 on one DGX H100 node for a pair, 4 to
-// another node; see RunsAtTheRateOfItsNcclChannels).
+// algorithm, and for a send/recv or a shift its NCCL channels (16 on one DGX H100 node for a
+// pair, 4 to another node, 4 a hop for a shift of 8 ranks; see RunsAtTheRateOfItsNcclChannels).
 TEST(CommMethodsTest, BothModelsNameTheAlgorithmAndChannels) {
   const ClusterSpec dgx = ClusterPreset("dgx-h100", 2).value();
   const TaskGraph graph = Graph({{CommKind::kAllReduce, Ranks(0, 8), kS, ""},
                                  {CommKind::kAllReduce, Ranks(0, 16), kS, "ring"},
                                  {CommKind::kSendRecv, {0, 1}, 32 << 20},
-                                 {CommKind::kSendRecv, {0, 8}, 32 << 20}});
+                                 {CommKind::kSendRecv, {0, 8}, 32 << 20},
+                                 {CommKind::kShift, Ranks(0, 8), 32 << 20}});
   AnalyticalModel analytical(dgx);
   FlowModel flow(dgx);
   ASSERT_TRUE(analytical.Prepare(graph).ok());
@@ -276,11 +296,13 @@ TEST(CommMethodsTest, BothModelsNameTheAlgorithmAndChannels) {
   for (const ClusterModel* model :
        {static_cast<const ClusterModel*>(&analytical), static_cast<const ClusterModel*>(&flow)}) {
     const CommMethods& methods = model->methods();
-    ASSERT_EQ(methods.of_comm.size(), 4u);
+    ASSERT_EQ(methods.of_comm.size(), 5u);
     EXPECT_EQ(methods.of(graph::CommId(0)), "nvls");
     EXPECT_EQ(methods.of(graph::CommId(1)), "ring");
-    EXPECT_EQ(methods.of(graph::CommId(2)), "direct on 16 channels");
-    EXPECT_EQ(methods.of(graph::CommId(3)), "direct on 4 channels");
+    // The builder numbers collectives first, then the send/recvs.
+    EXPECT_EQ(methods.of(graph::CommId(2)), "direct on 4 channels");  // the shift
+    EXPECT_EQ(methods.of(graph::CommId(3)), "direct on 16 channels");
+    EXPECT_EQ(methods.of(graph::CommId(4)), "direct on 4 channels");
   }
 }
 

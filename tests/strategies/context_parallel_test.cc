@@ -95,14 +95,17 @@ TEST(ContextParallelTest, RingPassesKvBlocksAroundTheRing) {
 }
 
 // The shifts hide behind the attention chunks: on one node a shift of 8 MiB takes the
-// collective latency, one NVLink hop and 8,388,608 B at 450 GB/s × 0.822: 8,400 + 2,000 +
-// 22,679 = 33,079 ns (16 MiB: 55,757 ns), while half of a layer's attention on 4,096 queries ×
-// 8,192 keys × 16 heads takes far longer. What stays exposed is the backward's last hop of
-// dK/dV, which the next op (the QKV projection's gradients) waits for: 8 × 33,079 ns.
+// collective latency, one NVLink hop and 8,388,608 B at what NCCL's point-to-point channels
+// for a hop move in the 2-rank context-parallel communicator: its 32 channels (two per NVLink,
+// at most 32) give each rank's hop 16, and 8 MiB in parts of 512 KiB fills all 16, each moving
+// one of the 18 links' 450 GB/s × 0.822 (20.55 GB/s): 328.8 GB/s, 8,400 + 2,000 + 25,513 =
+// 35,913 ns (16 MiB: 61,426 ns), while half of a layer's attention on 4,096 queries × 8,192 keys
+// × 16 heads takes far longer. What stays exposed is the backward's last hop of dK/dV, which
+// the next op (the QKV projection's gradients) waits for: 8 × 35,913 ns.
 TEST(ContextParallelTest, RingShiftsHideBehindAttentionButTheLastGradientHop) {
   const SimulationResult result = SimulateJson(CpConfig());
   for (const TimeBreakdown& stage : result.stages) {
-    EXPECT_EQ(stage.context, DurationNs(8 * 33'079));
+    EXPECT_EQ(stage.context, DurationNs(8 * 35'913));
   }
 }
 
