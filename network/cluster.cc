@@ -36,14 +36,16 @@ const std::array<Preset, 10>& Presets() {
   // per-hop latencies (src/graph/tuning.cc, baseLat), whatever the fabric.
   static const DurationNs kNcclBaseLatency = Time("8.4 us");
   // NVLink SHARP on NVSwitch (NVLink 4 and 5): NCCL's NVLS latency on NVLink, the efficiency
-  // fitted on DGX H100 (docs/network.md).
-  static const NvlsSpec kNvls{true, Time("23 us"), 0.686};
+  // fitted on DGX H100, NCCL's NVLS channels (16 on Hopper, 24 on a Blackwell NVLink domain),
+  // the chunk overhead fitted on an HGX H100's measured curve (docs/network.md).
+  static const NvlsSpec kNvls{true, Time("23 us"), 0.686, 16, Time("640 ns")};
+  static const NvlsSpec kNvls5{true, Time("23 us"), 0.686, 24, Time("640 ns")};
   // NVLink 4 on NVSwitch (18 links × 25 GB/s per GPU per direction) with the DGX H100's
-  // efficiency and NVLS; NVLink 5 (18 × 50 GB/s) with the same, assumed.
+  // efficiency and NVLS; NVLink 5 (18 × 50 GB/s) with the same, assumed, on 24 NVLS channels.
   static const IntraNodeSpec kNvlink4{
       IntraTopology::kSwitch, Rate("450 GB/s"), 18, Time("2 us"), 0.822, kNvls};
   static const IntraNodeSpec kNvlink5{
-      IntraTopology::kSwitch, Rate("900 GB/s"), 18, Time("2 us"), 0.822, kNvls};
+      IntraTopology::kSwitch, Rate("900 GB/s"), 18, Time("2 us"), 0.822, kNvls5};
   // Eight 400 Gb/s ConnectX-7 rails (DGX H100 SuperPOD: 32 nodes per leaf), at the DGX H100's
   // NIC efficiency; and one NIC per GPU of `rate` into a non-blocking fat-tree.
   static const InterNodeSpec kCx7Rails{
@@ -124,10 +126,10 @@ Status ReadPositiveRate(JsonObjectReader& reader, std::string_view key, Bandwidt
   return Status::Ok();
 }
 
-Status ReadLatency(JsonObjectReader& reader, DurationNs& out) {
-  reader.Allow("latency");
-  if (!reader.Has("latency")) return Status::Ok();
-  DTSIM_ASSIGN_OR_RETURN(out, reader.Duration("latency"));
+Status ReadLatency(JsonObjectReader& reader, DurationNs& out, std::string_view key = "latency") {
+  reader.Allow(key);
+  if (!reader.Has(key)) return Status::Ok();
+  DTSIM_ASSIGN_OR_RETURN(out, reader.Duration(key));
   return Status::Ok();
 }
 
@@ -172,8 +174,9 @@ Status ReadTopology(JsonObjectReader& reader, const std::array<std::string_view,
   return Status::Ok();
 }
 
-// "nvls": {"latency", "efficiency"} turns NVLink SHARP on (a preset's values fill what is not
-// given; without a preset both are required), false turns it off.
+// "nvls": {"latency", "efficiency", "channels", "chunk_overhead"} turns NVLink SHARP on (a
+// preset's values fill what is not given; without a preset the first two are required, the
+// others default to Hopper's), false turns it off.
 Status ReadNvls(JsonObjectReader& parent, NvlsSpec& nvls) {
   const Json* value = parent.Find("nvls");
   if (value == nullptr) return Status::Ok();
@@ -191,6 +194,8 @@ Status ReadNvls(JsonObjectReader& parent, NvlsSpec& nvls) {
   nvls.enabled = true;
   DTSIM_RETURN_IF_ERROR(ReadLatency(reader, nvls.latency));
   DTSIM_RETURN_IF_ERROR(ReadFraction(reader, "efficiency", 0, 1, false, nvls.efficiency));
+  DTSIM_RETURN_IF_ERROR(ReadCount(reader, "channels", 64, nvls.channels));
+  DTSIM_RETURN_IF_ERROR(ReadLatency(reader, nvls.chunk_overhead, "chunk_overhead"));
   return reader.Finish();
 }
 

@@ -27,8 +27,15 @@ bool IsDirectConnected(InterTopology topology);
 // model").
 struct NvlsSpec {
   bool enabled = false;
-  DurationNs latency;       // the algorithm's latency, on top of the collective latency
-  double efficiency = 1.0;  // fraction of the intra-node bandwidth it achieves (0, 1]
+  DurationNs latency;  // the algorithm's latency, on top of the collective latency
+  // Fraction of the intra-node bandwidth it achieves (0, 1] with NCCL's full 128 KiB chunks;
+  // smaller messages run on smaller chunks, each paying `chunk_overhead`.
+  double efficiency = 1.0;
+  // NCCL's NVLS channels (NVLS_NCHANNELS: 16 on Hopper, 24 on a Blackwell NVLink domain).
+  int channels = 16;
+  // What each chunk costs a channel beyond moving its bytes: the synchronization between the
+  // GPUs' multimem loads and stores (docs/network.md, "NVLS chunks").
+  DurationNs chunk_overhead = DurationNs(640);
 };
 
 struct IntraNodeSpec {
@@ -94,7 +101,7 @@ Expected<ClusterSpec> ClusterPreset(std::string_view name, int nodes = 1);
 
 // {"preset": "dgx-a100", "nodes": 4 (or "gpus": 32), "gpus_per_node": 8, "collective_latency",
 //  "intra_node": {"topology", "bandwidth", "latency", "efficiency",
-//                 "nvls": {"latency", "efficiency"} or false},
+//                 "nvls": {"latency", "efficiency", "channels", "chunk_overhead"} or false},
 //  "inter_node": {"topology", "nics_per_node", "nic_bandwidth", "latency", "oversubscription",
 //                 "nodes_per_leaf", "dimensions", "efficiency"},
 //  "servers": {"count", "placement" ("dedicated" | "colocated"), "nic_bandwidth", "partition"}}

@@ -253,14 +253,13 @@ Expected<DurationNs> AllReduceParameterServer(const CollectiveRequest& r) {
 
 // NVLS (NVLink SHARP, NCCL's default all-reduce inside an H100 node from a few MiB): the
 // switch reduces what the GPUs send up and multicasts the result down, so a GPU's port carries
-// (p+1)/p · S each way (NvlsPortBytes) in one phase, at the NVLS efficiency, after the NVLS
-// latency: T = latency + (p+1)/p · S / (B · nvls efficiency).
+// (p+1)/p · S each way (NvlsPortBytes) in one phase, at the NVLS rate for NCCL's chunk of this
+// size (NvlsRate), after the NVLS latency: T = latency + (p+1)/p · S / NvlsRate.
 Expected<DurationNs> AllReduceNvls(const CollectiveRequest& r) {
   DTSIM_RETURN_IF_ERROR(NeedsNvls(r));
-  const IntraNodeSpec& intra = r.cluster->intra;
-  return intra.nvls.latency +
-         Move(NvlsPortBytes(r.shape.ranks, static_cast<double>(r.size.count())),
-              intra.bandwidth.bytes_per_second() * intra.nvls.efficiency);
+  const double size = static_cast<double>(r.size.count());
+  return r.cluster->intra.nvls.latency +
+         Move(NvlsPortBytes(r.shape.ranks, size), NvlsRate(*r.cluster, r.shape.ranks, size));
 }
 
 // --- reduce-scatter, all-gather ------------------------------------------------------------
@@ -440,6 +439,28 @@ Status NeedsNvls(const CollectiveRequest& request) {
 }
 
 double NvlsPortBytes(int ranks, double size) { return (ranks + 1.0) / ranks * size; }
+
+double NvlsChunk(const NvlsSpec& nvls, int ranks, double size) {
+  constexpr double kKiB = 1024;
+  // src/include/device.h NCCL_MAX_NVLS_ARITY: the most heads an NVLS communicator has.
+  constexpr int kMaxHeads = 32;
+  const double ops = static_cast<double>(nvls.channels) * std::min(ranks, kMaxHeads);
+  double chunk = 128 * kKiB;
+  if (size < 64 * ops * chunk) chunk = 64 * kKiB;
+  if (size < 8 * ops * chunk) chunk = 32 * kKiB;
+  if (size < 2 * ops * chunk) chunk = 16 * kKiB;
+  return chunk;
+}
+
+double NvlsRate(const ClusterSpec& cluster, int ranks, double size) {
+  const NvlsSpec& nvls = cluster.intra.nvls;
+  const double rate = cluster.intra.bandwidth.bytes_per_second() * nvls.efficiency;
+  // The chunk overhead as bytes a channel could have moved meanwhile.
+  const double overhead = nvls.chunk_overhead.ToSecondsDouble() * rate / nvls.channels;
+  constexpr double kFullChunk = 128 * 1024;
+  const double chunk = NvlsChunk(nvls, ranks, size);
+  return rate * (1 + overhead / kFullChunk) / (1 + overhead / chunk);
+}
 
 DurationNs TreeLatency(int per_node, int nodes, const ClusterSpec& cluster) {
   return (cluster.intra.latency * (per_node - 1) + cluster.inter.latency * CeilLog2(nodes)) * 2;

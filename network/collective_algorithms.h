@@ -68,6 +68,17 @@ DurationNs TreeLatency(int per_node, int nodes, const ClusterSpec& cluster);
 // it owns, and that 1/p multicast back and everyone else's reduced parts down.
 Status NeedsNvls(const CollectiveRequest& request);
 double NvlsPortBytes(int ranks, double size);
+// NCCL's NVLS chunk for an all-reduce of `size` bytes over `ranks` GPUs of one node
+// (src/enqueue.cc calcCollChunking): 128 KiB (NCCL_NVLS_CHUNKSIZE), halved to 64 KiB below
+// 64 · ops · 128 KiB, 32 KiB below 8 · ops · 64 KiB, 16 KiB below 2 · ops · 32 KiB, where ops =
+// NVLS channels × heads (one head per GPU, at most 32): on 8 H100s (16 channels) 64 KiB below
+// 1 GiB, 32 KiB below 64 MiB, 16 KiB below 8 MiB.
+double NvlsChunk(const NvlsSpec& nvls, int ranks, double size);
+// The rate a GPU's port moves NVLS traffic at: bandwidth × NVLS efficiency, scaled by how much
+// of a channel's time a chunk's bytes take, C / (C + o · b) with o the chunk overhead and b a
+// channel's rate, relative to the full 128 KiB chunk the efficiency was measured with (on 8
+// H100s 0.921 at 64 KiB, 0.795 at 32 KiB). Both models use it.
+double NvlsRate(const ClusterSpec& cluster, int ranks, double size);
 
 // The rate of one point-to-point transfer of the request's size between two GPUs on one node
 // (`same_node`) or on two: what NCCL's channels for the pair move in the request's

@@ -357,8 +357,10 @@ Expected<FlowProgram> AllReduceNvls(const FlowRequest& r) {
   DTSIM_RETURN_IF_ERROR(NeedsNvls(request));
   const IntraNodeSpec& intra = r.cluster->intra;
   const double p = P(r);
-  const double bytes = NvlsPortBytes(static_cast<int>(r.ranks.size()), Size(r)) / (p - 1) *
-                       intra.efficiency / intra.nvls.efficiency;
+  const int ranks = static_cast<int>(r.ranks.size());
+  const double bytes = NvlsPortBytes(ranks, Size(r)) / (p - 1) *
+                       (intra.bandwidth.bytes_per_second() * intra.efficiency) /
+                       NvlsRate(*r.cluster, ranks, Size(r));
   FlowStep step{intra.nvls.latency, {}, 1};
   for (int32_t from : r.ranks) {
     for (int32_t to : r.ranks) {

@@ -54,6 +54,9 @@ TEST(ClusterFromJsonTest, NvlinkSharp) {
   EXPECT_TRUE(h100->intra.nvls.enabled);
   EXPECT_EQ(h100->intra.nvls.latency, Microseconds(23));
   EXPECT_EQ(h100->intra.nvls.efficiency, 0.686);
+  EXPECT_EQ(h100->intra.nvls.channels, 16);  // NCCL's NVLS_NCHANNELS on Hopper
+  EXPECT_EQ(h100->intra.nvls.chunk_overhead, Nanoseconds(640));
+  EXPECT_EQ(ClusterPreset("dgx-b200")->intra.nvls.channels, 24);  // a Blackwell NVLink domain
   EXPECT_FALSE(ClusterPreset("dgx-a100")->intra.nvls.enabled);
   const auto read = [](const char* text) { return ClusterFromJson(Json::parse(text), "cluster"); };
   EXPECT_FALSE(
@@ -63,6 +66,13 @@ TEST(ClusterFromJsonTest, NvlinkSharp) {
   ASSERT_TRUE(tuned.ok()) << tuned.error().ToString();
   EXPECT_EQ(tuned->intra.nvls.efficiency, 0.7);
   EXPECT_EQ(tuned->intra.nvls.latency, Microseconds(23));  // from the preset
+  const Expected<ClusterSpec> chunks = read(
+      R"({"preset": "dgx-h100", "intra_node": {"nvls": {"channels": 24, "chunk_overhead": "1 us"}}})");
+  ASSERT_TRUE(chunks.ok()) << chunks.error().ToString();
+  EXPECT_EQ(chunks->intra.nvls.channels, 24);
+  EXPECT_EQ(chunks->intra.nvls.chunk_overhead, Microseconds(1));
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-h100", "intra_node": {"nvls": {"channels": 0}}})"),
+            "cluster.intra_node.nvls.channels: must be in [1, 64], got 0");
   const Expected<ClusterSpec> a100 = read(
       R"({"preset": "dgx-a100", "intra_node": {"nvls": {"latency": "20 us", "efficiency": 0.6}}})");
   ASSERT_TRUE(a100.ok()) << a100.error().ToString();

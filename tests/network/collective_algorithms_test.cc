@@ -118,11 +118,15 @@ TEST(AllReduceTest, Hierarchical) {
 }
 
 TEST(AllReduceTest, NvlsReducesInTheSwitch) {
-  // NVLink SHARP with a 3 us latency at efficiency 1: each port carries (p+1)/p · S =
-  // 5/4 · 1e8 B at 1e11 B/s = 1.25 ms. T = 1.253 ms, less than the ring's 1.506 ms, so it is
-  // the default on one node; at efficiency 0.5, 2.503 ms, and the ring is chosen again.
+  // NVLink SHARP with a 3 us latency at efficiency 1 and no chunk overhead (NvlsChunkTest
+  // prices it): each port carries (p+1)/p · S = 5/4 · 1e8 B at 1e11 B/s = 1.25 ms. T = 1.253
+  // ms, less than the ring's 1.506 ms, so it is the default on one node; at efficiency 0.5,
+  // 2.503 ms, and the ring is chosen again.
   ClusterSpec cluster = TestCluster();
-  cluster.intra.nvls = {.enabled = true, .latency = Microseconds(3), .efficiency = 1.0};
+  cluster.intra.nvls = {.enabled = true,
+                        .latency = Microseconds(3),
+                        .efficiency = 1.0,
+                        .chunk_overhead = DurationNs::Zero()};
   EXPECT_EQ(Cost(CommKind::kAllReduce, "nvls", Ranks(0, 4), kS, cluster), Microseconds(1253));
   const auto chosen = [&](const std::vector<int32_t>& group) {
     const CollectiveRequest request{.kind = CommKind::kAllReduce,
@@ -137,6 +141,32 @@ TEST(AllReduceTest, NvlsReducesInTheSwitch) {
   cluster.intra.nvls.efficiency = 0.5;
   EXPECT_EQ(Cost(CommKind::kAllReduce, "nvls", Ranks(0, 4), kS, cluster), Microseconds(2503));
   EXPECT_EQ(chosen(Ranks(0, 4)), "ring");
+}
+
+// NCCL's NVLS chunk (src/enqueue.cc calcCollChunking) on 8 GPUs of a DGX H100: 16 channels ×
+// 8 heads = 128 concurrent ops; 128 KiB from 64 · 128 · 128 KiB = 1 GiB, 64 KiB from 8 · 128 ·
+// 64 KiB = 64 MiB, 32 KiB from 2 · 128 · 32 KiB = 8 MiB, 16 KiB below. On 4 GPUs (64 ops) each
+// threshold halves. The rate: 450 GB/s × 0.686 = 308.7 GB/s at 128 KiB; a channel moves 308.7 /
+// 16 = 19.29375 GB/s, so the 640 ns chunk overhead is 12,348 B of it, and a chunk of C keeps
+// (1 + 12,348 / 131,072) / (1 + 12,348 / C) of the rate: 0.92073 at 64 KiB, 0.79473 at 32
+// KiB, 0.62396 at 16 KiB.
+TEST(NvlsChunkTest, ChunksShrinkWithTheMessageAndCostTheirOverhead) {
+  const ClusterSpec dgx = ClusterPreset("dgx-h100", 1).value();
+  constexpr double kMiB = 1 << 20;
+  const NvlsSpec& nvls = dgx.intra.nvls;
+  EXPECT_EQ(NvlsChunk(nvls, 8, 2048 * kMiB), 128 * 1024);
+  EXPECT_EQ(NvlsChunk(nvls, 8, 1024 * kMiB), 128 * 1024);
+  EXPECT_EQ(NvlsChunk(nvls, 8, 1024 * kMiB - 1), 64 * 1024);
+  EXPECT_EQ(NvlsChunk(nvls, 8, 64 * kMiB), 64 * 1024);
+  EXPECT_EQ(NvlsChunk(nvls, 8, 64 * kMiB - 1), 32 * 1024);
+  EXPECT_EQ(NvlsChunk(nvls, 8, 8 * kMiB), 32 * 1024);
+  EXPECT_EQ(NvlsChunk(nvls, 8, 8 * kMiB - 1), 16 * 1024);
+  EXPECT_EQ(NvlsChunk(nvls, 4, 512 * kMiB), 128 * 1024);
+  EXPECT_EQ(NvlsChunk(nvls, 4, 32 * kMiB - 1), 32 * 1024);
+  EXPECT_NEAR(NvlsRate(dgx, 8, 2048 * kMiB), 308.7e9, 1e3);
+  EXPECT_NEAR(NvlsRate(dgx, 8, 256 * kMiB) / 308.7e9, 0.92073, 1e-5);
+  EXPECT_NEAR(NvlsRate(dgx, 8, 32 * kMiB) / 308.7e9, 0.79473, 1e-5);
+  EXPECT_NEAR(NvlsRate(dgx, 8, 1 * kMiB) / 308.7e9, 0.62396, 1e-5);
 }
 
 TEST(AllReduceTest, NvlsNeedsSharpAndOneNode) {

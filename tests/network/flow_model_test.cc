@@ -121,17 +121,20 @@ INSTANTIATE_TEST_SUITE_P(
                     Collective{CommKind::kSendRecv, {0, 1}, kS, ""},
                     Collective{CommKind::kSendRecv, {0, 5}, kS, ""}));
 
-// NVLS moves its port volume at its own efficiency in both models: the flow program scales its
-// bytes by intra efficiency / NVLS efficiency (here 0.8 / 0.5) so that links priced at the
-// intra efficiency take the analytical time. p = 4, S = 1e8: 5/4 · 1e8 B at 1e11 · 0.5 B/s =
-// 2.5 ms, after 3 us.
+// NVLS moves its port volume at its own rate in both models: the flow program scales its
+// bytes by intra efficiency × bandwidth / NVLS rate so that links priced at the intra
+// efficiency take the analytical time. p = 4, S = 1e8: NCCL's chunk is 64 KiB (16 channels ×
+// 4 heads: 64 KiB below 512 MiB, 32 KiB below 32 MiB); at 1e11 · 0.5 B/s a channel moves
+// 3.125e9 B/s and the 640 ns chunk overhead is 2,000 B of it, so the rate is 5e10 ·
+// (1 + 2000/131072) / (1 + 2000/65536) = 4.92597e10 B/s, and 5/4 · 1e8 B take 2,537,574 ns
+// (rounded up), after 3 us.
 TEST(FlowModelTest, NvlsMatchesAnalytical) {
   ClusterSpec cluster = TestCluster();
   cluster.intra.efficiency = 0.8;
   cluster.intra.nvls = {.enabled = true, .latency = Microseconds(3), .efficiency = 0.5};
   const Collective nvls{CommKind::kAllReduce, Ranks(0, 4), kS, "nvls"};
-  EXPECT_EQ(Makespan<AnalyticalModel>({nvls}, cluster), TimeNs(2'503'000));
-  EXPECT_NEAR(Ratio(Makespan<FlowModel>({nvls}, cluster), TimeNs(2'503'000)), 1.0, 0.001);
+  EXPECT_EQ(Makespan<AnalyticalModel>({nvls}, cluster), TimeNs(3'000 + 2'537'574));
+  EXPECT_NEAR(Ratio(Makespan<FlowModel>({nvls}, cluster), TimeNs(3'000 + 2'537'574)), 1.0, 0.001);
 }
 
 TEST(FlowContentionTest, TwoAllReducesSharingTheNicsTakeTwiceAsLong) {

@@ -78,6 +78,30 @@ TEST_F(MeasuredCollectivesTest, SendRecvOnOneNodeFollowsNcclChannels) {
   EXPECT_EQ(scored, 20);
 }
 
+// NVLS on one node, with NCCL's chunks (NvlsChunk, NvlsRate): from 32 MiB every point of the
+// three H100/H200 curves where dtsim runs NVLS is within 10% of the measured time (the chunk
+// overhead was fitted on the HGX H100 curve; the Azure H100 and H200 curves check it), where
+// without the chunks 32–512 MiB were 0.77–0.94.
+TEST_F(MeasuredCollectivesTest, NvlsFollowsNcclChunks) {
+  const Expected<MeasuredCollectives> measured = ReadMeasuredCollectives(kShared);
+  ASSERT_TRUE(measured.ok()) << measured.error().ToString();
+  int scored = 0;
+  for (const MeasuredCollective& point : measured->points) {
+    if (point.nodes != 1 || point.kind != graph::CommKind::kAllReduce ||
+        point.size < (int64_t{32} << 20)) {
+      continue;
+    }
+    const Expected<PredictedCollective> predicted = PredictMeasuredCollective(point);
+    ASSERT_TRUE(predicted.ok()) << point.id << ": " << predicted.error().ToString();
+    if (predicted->algorithm != "nvls") continue;
+    const double ratio =
+        static_cast<double>(predicted->time.ns()) / static_cast<double>(point.time.ns());
+    EXPECT_NEAR(ratio, 1.0, 0.1) << point.id;
+    ++scored;
+  }
+  EXPECT_EQ(scored, 32);  // 10 + 2 × 9 on 8 GPUs (32 MiB–16 GiB, 32 MiB–8 GiB); 4 on 4 GPUs
+}
+
 // A record published as bus bandwidth only gets its time from the algorithm bandwidth:
 // 1 MiB at 2.5 GB/s is 419.43 µs. Bad records are errors naming the record and field.
 TEST_F(MeasuredCollectivesTest, ConventionsAndErrors) {
