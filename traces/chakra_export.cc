@@ -71,7 +71,7 @@ void AddCommunicationAttrs(const graph::TaskGraph& graph, const graph::Task& tas
     attrs.push_back(ChakraAttribute::Integer("comm_type", AttributeType::kInt64,
                                              static_cast<int64_t>(ChakraOfCommKind(comm.kind))));
   }
-  attrs.push_back(ChakraAttribute::String("pg_name", std::to_string(comm.group.value())));
+  attrs.push_back(ChakraAttribute::String("pg_name", ChakraGroupName(comm.group)));
   attrs.push_back(
       ChakraAttribute::Int64List(std::string(attr::kGroup), Ranks(graph.group(comm.group))));
   if (comm.priced_group != comm.group) {
@@ -160,6 +160,8 @@ ChakraNode ShiftSendNode(const graph::TaskGraph& graph, TaskId id, const ChakraN
 }
 
 }  // namespace
+
+std::string ChakraGroupName(graph::GroupId group) { return std::to_string(group.value() + 1); }
 
 std::vector<ChakraTrace> ChakraTracesFromGraph(const graph::TaskGraph& graph) {
   std::vector<ChakraTrace> traces(static_cast<size_t>(graph.rank_count()));

@@ -73,4 +73,8 @@ Expected<ChakraGraph> BuildChakraGraph(std::span<const ChakraTrace> ranks,
 // COMM_SEND_NODE to the next, as NCCL runs it (grouped send/recv); dtsim's reader rebuilds it.
 std::vector<ChakraTrace> ChakraTracesFromGraph(const graph::TaskGraph& graph);
 
+// A group's pg_name in an export and its comm-group file: its id counted from 1, as ASTRA-sim's
+// workload layer requires (it rejects communicator id 0).
+std::string ChakraGroupName(graph::GroupId group);
+
 }  // namespace dtsim::traces

@@ -47,7 +47,7 @@ Expected<std::vector<std::string>> WriteChakraGraph(const graph::TaskGraph& grap
     const graph::Communication& comm = graph.comm(graph::CommId(c));
     if (comm.kind == graph::CommKind::kSendRecv) continue;
     const std::span<const int32_t> ranks = graph.group(comm.group);
-    groups[std::to_string(comm.group.value())] = std::vector<int32_t>(ranks.begin(), ranks.end());
+    groups[ChakraGroupName(comm.group)] = std::vector<int32_t>(ranks.begin(), ranks.end());
   }
   paths.push_back(prefix + ".comm_groups.json");
   DTSIM_RETURN_IF_ERROR(WriteFileAtomically(paths.back(), DumpJson(groups, 2) + "\n"));

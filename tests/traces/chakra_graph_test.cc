@@ -10,6 +10,7 @@
 
 #include <fstream>
 
+#include "sim/base/json_reader.h"
 #include "sim/graph/builder.h"
 #include "sim/graph/graph_json.h"
 #include "tests/testing/temp_dir.h"
@@ -107,6 +108,12 @@ TEST_F(ChakraGraphTest, EveryTaskKindAndCollectiveFieldRoundTrips) {
   EXPECT_EQ(broadcast.type, ChakraNodeType::kCommCollective);
   EXPECT_EQ(broadcast.Attr("comm_type")->AsInteger(), 5);  // BROADCAST
   EXPECT_EQ(broadcast.Attr("comm_size")->AsInteger(), 1000);
+  // Its communicator, dtsim's group 0, is "1": ASTRA-sim rejects id 0. The comm-group file
+  // written beside the traces uses the same names.
+  EXPECT_EQ(broadcast.Attr("pg_name")->AsString(), "1");
+  const Expected<Json> groups = ReadJsonFile(Path("workload.comm_groups.json"));
+  ASSERT_TRUE(groups.ok()) << groups.error().ToString();
+  EXPECT_EQ(*groups, Json::parse(R"({"1": [0, 1]})"));
   const ChakraNode& send_node = traces[1].nodes[2];
   EXPECT_EQ(send_node.type, ChakraNodeType::kCommSend);
   EXPECT_EQ(send_node.Attr("comm_src")->AsInteger(), 1);
