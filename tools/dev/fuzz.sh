@@ -96,13 +96,16 @@ run_one() {
   mkdir -p "$corpus" "$findings"
   local budget=(-max_total_time="$seconds")
   [[ -z "$runs" ]] || budget=(-runs="$runs")
-  local max_len=65536
+  local max_len=65536 started_at=$SECONDS
   [[ "$name" == kineto || "$name" == chakra ]] && max_len=131072
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
     "$build_dir/tests/fuzz/${name}_fuzzer" "${budget[@]}" -seed="$seed" -timeout="$timeout" -rss_limit_mb=2048 \
     -malloc_limit_mb=2048 -max_len="$max_len" -dict="$build_dir/dicts/$name.dict" \
     -artifact_prefix="$findings/" -print_final_stats=1 "$corpus" \
     "$top/tests/fuzz/regressions/$name" >"$build_dir/$name.log" 2>&1 || true
+  # Wall-clock seconds, for a run libFuzzer did not finish itself (stopped with SIGINT: no
+  # "Done ... in S seconds" line).
+  echo $((SECONDS - started_at)) >"$build_dir/$name.seconds"
 }
 # Findings are counted from this run's start: a campaign's findings dir keeps earlier ones; the
 # commit is the one the harnesses were built from when the run starts.
@@ -125,6 +128,7 @@ for name in "${harnesses[@]}"; do
   ooms=$("${found[@]}" 'oom-*' | wc -l)
   printf '%-12s %12s %8s %6s %5s  %s\n' "$name" "${execs:-none}" "$crashes" "$hangs" "$ooms" "$log"
   secs=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log" | tail -1)
+  [[ -n "$secs" ]] || secs=$(cat "$build_dir/$name.seconds" 2>/dev/null)
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$commit" "$name" "${secs:-0}" \
     "${execs:-0}" "$crashes" "$hangs" "$ooms" >>"$campaign"
   if [[ -z "$execs" || $crashes -gt 0 || $hangs -gt 0 || $ooms -gt 0 ]]; then
