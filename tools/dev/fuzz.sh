@@ -128,7 +128,7 @@ for name in "${harnesses[@]}"; do
   ooms=$("${found[@]}" 'oom-*' | wc -l)
   printf '%-12s %12s %8s %6s %5s  %s\n' "$name" "${execs:-none}" "$crashes" "$hangs" "$ooms" "$log"
   secs=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log" | tail -1)
-  [[ -n "$secs" ]] || secs=$(cat "$build_dir/$name.seconds" 2>/dev/null)
+  [[ -n "$secs" ]] || secs=$(cat "$build_dir/$name.seconds" 2>/dev/null || true)
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$commit" "$name" "${secs:-0}" \
     "${execs:-0}" "$crashes" "$hangs" "$ooms" >>"$campaign"
   if [[ -z "$execs" || $crashes -gt 0 || $hangs -gt 0 || $ooms -gt 0 ]]; then
