@@ -36,10 +36,14 @@ const std::array<Preset, 10>& Presets() {
   // per-hop latencies (src/graph/tuning.cc, baseLat), whatever the fabric.
   static const DurationNs kNcclBaseLatency = Time("8.4 us");
   // NVLink SHARP on NVSwitch (NVLink 4 and 5): NCCL's NVLS latency on NVLink, the efficiency
-  // fitted on DGX H100, NCCL's NVLS channels (16 on Hopper, 24 on a Blackwell NVLink domain),
-  // the chunk overhead fitted on an HGX H100's measured curve (docs/network.md).
-  static const NvlsSpec kNvls{true, Time("23 us"), 0.686, 16, Time("640 ns")};
-  static const NvlsSpec kNvls5{true, Time("23 us"), 0.686, 24, Time("640 ns")};
+  // fitted on DGX H100, NvlsSpec's channels (Hopper's 16) and chunk overhead (docs/network.md);
+  // a Blackwell NVLink domain runs NCCL's 24 NVLS channels.
+  static const NvlsSpec kNvls{true, Time("23 us"), 0.686};
+  static const NvlsSpec kNvls5 = [] {
+    NvlsSpec nvls = kNvls;
+    nvls.channels = 24;
+    return nvls;
+  }();
   // NVLink 4 on NVSwitch (18 links × 25 GB/s per GPU per direction) with the DGX H100's
   // efficiency and NVLS; NVLink 5 (18 × 50 GB/s) with the same, assumed, on 24 NVLS channels.
   static const IntraNodeSpec kNvlink4{
@@ -126,7 +130,7 @@ Status ReadPositiveRate(JsonObjectReader& reader, std::string_view key, Bandwidt
   return Status::Ok();
 }
 
-Status ReadLatency(JsonObjectReader& reader, DurationNs& out, std::string_view key = "latency") {
+Status ReadDuration(JsonObjectReader& reader, DurationNs& out, std::string_view key = "latency") {
   reader.Allow(key);
   if (!reader.Has(key)) return Status::Ok();
   DTSIM_ASSIGN_OR_RETURN(out, reader.Duration(key));
@@ -192,10 +196,10 @@ Status ReadNvls(JsonObjectReader& parent, NvlsSpec& nvls) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(*value, path));
   DTSIM_RETURN_IF_ERROR(RequireUnlessPreset(reader, nvls.enabled, {"latency", "efficiency"}));
   nvls.enabled = true;
-  DTSIM_RETURN_IF_ERROR(ReadLatency(reader, nvls.latency));
+  DTSIM_RETURN_IF_ERROR(ReadDuration(reader, nvls.latency));
   DTSIM_RETURN_IF_ERROR(ReadFraction(reader, "efficiency", 0, 1, false, nvls.efficiency));
   DTSIM_RETURN_IF_ERROR(ReadCount(reader, "channels", 64, nvls.channels));
-  DTSIM_RETURN_IF_ERROR(ReadLatency(reader, nvls.chunk_overhead, "chunk_overhead"));
+  DTSIM_RETURN_IF_ERROR(ReadDuration(reader, nvls.chunk_overhead, "chunk_overhead"));
   return reader.Finish();
 }
 
@@ -205,7 +209,7 @@ Status ReadIntra(const Json& value, const std::string& path, bool preset, IntraN
   DTSIM_RETURN_IF_ERROR(ReadTopology(reader, kIntraNames, "intra-node topology", intra.topology));
   DTSIM_RETURN_IF_ERROR(ReadPositiveRate(reader, "bandwidth", intra.bandwidth));
   DTSIM_RETURN_IF_ERROR(ReadCount(reader, "links", 1024, intra.links));
-  DTSIM_RETURN_IF_ERROR(ReadLatency(reader, intra.latency));
+  DTSIM_RETURN_IF_ERROR(ReadDuration(reader, intra.latency));
   DTSIM_RETURN_IF_ERROR(ReadFraction(reader, "efficiency", 0, 1, false, intra.efficiency));
   DTSIM_RETURN_IF_ERROR(ReadNvls(reader, intra.nvls));
   if (intra.nvls.enabled && intra.topology != IntraTopology::kSwitch) {
@@ -240,7 +244,7 @@ Status ReadInter(const Json& value, const std::string& path, bool preset, InterN
   DTSIM_RETURN_IF_ERROR(ReadTopology(reader, kInterNames, "inter-node topology", inter.topology));
   DTSIM_RETURN_IF_ERROR(ReadCount(reader, "nics_per_node", 1024, inter.nics_per_node));
   DTSIM_RETURN_IF_ERROR(ReadPositiveRate(reader, "nic_bandwidth", inter.nic_bandwidth));
-  DTSIM_RETURN_IF_ERROR(ReadLatency(reader, inter.latency));
+  DTSIM_RETURN_IF_ERROR(ReadDuration(reader, inter.latency));
   DTSIM_RETURN_IF_ERROR(
       ReadFraction(reader, "oversubscription", 1, 1e6, true, inter.oversubscription));
   DTSIM_RETURN_IF_ERROR(ReadCount(reader, "nodes_per_leaf", kMaxNodes, inter.nodes_per_leaf));

@@ -34,7 +34,8 @@ struct NvlsSpec {
   // NCCL's NVLS channels (NVLS_NCHANNELS: 16 on Hopper, 24 on a Blackwell NVLink domain).
   int channels = 16;
   // What each chunk costs a channel beyond moving its bytes: the synchronization between the
-  // GPUs' multimem loads and stores (docs/network.md, "NVLS chunks").
+  // GPUs' multimem loads and stores. 640 ns: fitted on the HGX H100 8-GPU all-reduce of
+  // ../shared/network/measured-collectives.json, 32 MiB–1 GiB (docs/network.md, "NVLS chunks").
   DurationNs chunk_overhead = DurationNs(640);
 };
 

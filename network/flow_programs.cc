@@ -348,17 +348,17 @@ Expected<FlowProgram> AllReduceTree(const FlowRequest& r) {
 
 // NVLS: one step after the NVLS latency in which every GPU sends to every other, so each
 // port carries NvlsPortBytes each way. The links run at the intra-node efficiency and NVLS at
-// its own, so the bytes are scaled by their ratio: the step takes the analytical time, at the
-// price of overstating NVLS's share of a port another transfer contends for.
+// its rate for NCCL's chunk (NvlsRate), so the bytes are scaled by their ratio: the step takes
+// the analytical time, at the price of overstating NVLS's share of a port another transfer
+// contends for.
 Expected<FlowProgram> AllReduceNvls(const FlowRequest& r) {
   const CollectiveRequest request{.shape = {.ranks = static_cast<int>(r.ranks.size()),
                                             .nodes = static_cast<int>(ByNode(r).size())},
                                   .cluster = r.cluster};
   DTSIM_RETURN_IF_ERROR(NeedsNvls(request));
   const IntraNodeSpec& intra = r.cluster->intra;
-  const double p = P(r);
   const int ranks = static_cast<int>(r.ranks.size());
-  const double bytes = NvlsPortBytes(ranks, Size(r)) / (p - 1) *
+  const double bytes = NvlsPortBytes(ranks, Size(r)) / (ranks - 1) *
                        (intra.bandwidth.bytes_per_second() * intra.efficiency) /
                        NvlsRate(*r.cluster, ranks, Size(r));
   FlowStep step{intra.nvls.latency, {}, 1};
