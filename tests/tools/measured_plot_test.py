@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""dtsim_network_bench --measured --csv and tools/bench/plot_measured.py, end to end.
+"""dtsim_network_bench --busbw MEASURED --csv and tools/bench/plot_measured.py, end to end.
 
 Usage: measured_plot_test.py BENCH MEASURED.json SOURCE_DIR
 
@@ -17,7 +17,7 @@ import tempfile
 def main(bench, measured, source):
     with tempfile.TemporaryDirectory() as work:
         table = os.path.join(work, "points.csv")
-        run = subprocess.run([bench, "--measured", measured, "--csv", table], capture_output=True,
+        run = subprocess.run([bench, "--busbw", measured, "--csv", table], capture_output=True,
                              text=True, check=False)
         assert run.returncode == 0, run.stderr
         with open(table, newline="") as handle:

@@ -4,11 +4,15 @@
 // time next to the analytical model's.
 //
 //   dtsim_network_bench [--gpus N] [--size BYTES]
-//   dtsim_network_bench --busbw [FILE]   the analytical model's bus bandwidth next to every
-//       published figure of FILE (default tests/data/network/published_busbw.json), then on
-//       every preset from 1 MiB to 4 GiB
-//   dtsim_network_bench --measured FILE  the analytical model's time for every measured point of
-//       ../shared/network/measured-collectives.json: per curve, per size band, per collective
+//   dtsim_network_bench --busbw [FILE] [--points] [--csv OUT]   the analytical model against the
+//       bus bandwidths of FILE, whichever of the two forms it holds (read by its JSON):
+//       - measured NCCL collectives (a JSON array, ../shared/network/measured-collectives.json,
+//         issue 25's yardstick): the model's time for every measured point, scored per curve,
+//         per size band, per collective (--points: each point's line; --csv: every point with
+//         both bus bandwidths, for tools/bench/plot_measured.py's plot per curve);
+//       - published curves (an object, the default tests/data/network/published_busbw.json):
+//         the model's bus bandwidth next to every published figure, then on every preset from
+//         1 MiB to 4 GiB
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -25,6 +29,7 @@
 #include "network/measured_collectives.h"
 #include "network/published_busbw.h"
 #include "sim/base/atomic_file.h"
+#include "sim/base/json_reader.h"
 #include "sim/engine/simulator.h"
 #include "sim/graph/builder.h"
 
@@ -300,39 +305,62 @@ bool ScoreMeasured(const std::string& path, bool every_point, const std::string&
 }  // namespace
 }  // namespace dtsim
 
+namespace dtsim {
+namespace {
+
+// Whether FILE holds measured collectives (a JSON array of records) rather than published curves
+// (an object). A file that is not JSON goes to the published-curves reader, whose error names it.
+bool HoldsMeasuredCollectives(const std::string& path) {
+  const Expected<Json> value = ReadJsonFile(path);
+  return value.ok() && value->is_array();
+}
+
+// --busbw [FILE] [--points] [--csv OUT]: 0, 1 (a file that cannot be read), 2 (usage).
+int Busbw(int argc, char** argv, const char* usage) {
+  std::string file = "tests/data/network/published_busbw.json";
+  bool every_point = false;
+  std::string csv;
+  for (int i = 2; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--points") {
+      every_point = true;
+    } else if (flag == "--csv" && i + 1 < argc) {
+      csv = argv[++i];
+    } else if (i == 2 && !flag.starts_with("--")) {
+      file = flag;
+    } else {
+      std::fprintf(stderr, usage, argv[0], argv[0]);
+      return 2;
+    }
+  }
+  if (HoldsMeasuredCollectives(file)) return ScoreMeasured(file, every_point, csv) ? 0 : 1;
+  if (every_point || !csv.empty()) {
+    std::fprintf(stderr,
+                 "--points and --csv score measured collectives; %s holds published curves\n",
+                 file.c_str());
+    return 2;
+  }
+  return CompareWithPublished(file) && PresetSweep() ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace dtsim
+
 int main(int argc, char** argv) {
   constexpr const char* kUsage =
       "usage: %s [--gpus N] [--size BYTES]   time the flow model on one collective (1,024 GPUs, "
       "1 GiB)\n"
-      "       %s --busbw [FILE]              the model's bus bandwidth against published curves\n"
-      "       %s --measured FILE [--points] [--csv OUT]\n"
-      "           the model's time against every measured point of "
-      "../shared/network/measured-collectives.json (--points: each point's line too; --csv: "
-      "every point with both bus bandwidths, for tools/bench/plot_measured.py)\n";
+      "       %s --busbw [FILE] [--points] [--csv OUT]\n"
+      "           the model against FILE's bus bandwidths. Measured NCCL collectives (a JSON array,"
+      " ../shared/network/measured-collectives.json): every point's time, scored per curve, size "
+      "band and collective (--points: each point's line too; --csv: every point with both bus "
+      "bandwidths, for tools/bench/plot_measured.py). Published curves (an object; default "
+      "tests/data/network/published_busbw.json): every published figure, then every preset\n";
   if (argc >= 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
-    std::printf(kUsage, argv[0], argv[0], argv[0]);
+    std::printf(kUsage, argv[0], argv[0]);
     return 0;
   }
-  if (argc >= 3 && std::string(argv[1]) == "--measured") {
-    bool every_point = false;
-    std::string csv;
-    for (int i = 3; i < argc; ++i) {
-      const std::string flag = argv[i];
-      if (flag == "--points") {
-        every_point = true;
-      } else if (flag == "--csv" && i + 1 < argc) {
-        csv = argv[++i];
-      } else {
-        std::fprintf(stderr, kUsage, argv[0], argv[0], argv[0]);
-        return 2;
-      }
-    }
-    return dtsim::ScoreMeasured(argv[2], every_point, csv) ? 0 : 1;
-  }
-  if (argc >= 2 && std::string(argv[1]) == "--busbw") {
-    const std::string published = argc >= 3 ? argv[2] : "tests/data/network/published_busbw.json";
-    return dtsim::CompareWithPublished(published) && dtsim::PresetSweep() ? 0 : 1;
-  }
+  if (argc >= 2 && std::string(argv[1]) == "--busbw") return dtsim::Busbw(argc, argv, kUsage);
   int32_t gpus = 1024;
   int64_t size = int64_t{1} << 30;
   for (int i = 1; i < argc; i += 2) {
@@ -342,7 +370,7 @@ int main(int argc, char** argv) {
     } else if (flag == "--size" && i + 1 < argc && std::atoll(argv[i + 1]) > 0) {
       size = std::atoll(argv[i + 1]);
     } else {
-      std::fprintf(stderr, kUsage, argv[0], argv[0], argv[0]);
+      std::fprintf(stderr, kUsage, argv[0], argv[0]);
       return 2;
     }
   }

@@ -3,7 +3,7 @@
 
 Usage: /usr/bin/python3 tools/bench/plot_measured.py POINTS.csv OUT.png
 
-POINTS.csv is what `build/dtsim_network_bench --measured FILE --csv POINTS.csv` writes: every
+POINTS.csv is what `build/dtsim_network_bench --busbw FILE --csv POINTS.csv` writes: every
 measured point of ../shared/network/measured-collectives.json with the analytical model's
 time and both bus bandwidths (nccl-tests' convention). Each panel shows one curve (system,
 GPUs/nodes, collective): the measured bus bandwidth as dots, the model's as a line, against the
