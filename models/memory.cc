@@ -190,8 +190,10 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
   int64_t mtp = 0;
   for (int index : StageLayers(spec, plan)) {
     const LayerOps layer = TransformerLayerOps(spec, index, plan.shard);
+    const Recompute recompute =
+        RecomputesLayer(plan.recompute_every, index) ? plan.recompute : Recompute::kNone;
     (spec.IsMtpLayer(index) ? mtp : per_microbatch) +=
-        LayerActivationBytes(layer, plan.recompute, plan.shard, spec.hidden);
+        LayerActivationBytes(layer, recompute, plan.shard, spec.hidden);
     largest_op = MaxOpBytes(layer, largest_op);
     fp8_weights += Fp8WeightElements(layer);
     largest_fp8_layer = std::max(largest_fp8_layer, Fp8WeightElements(layer));

@@ -24,6 +24,7 @@ int64_t LayerActivationBytes(const LayerOps& layer, Recompute recompute,
 struct MemoryPlan {
   TransformerShard shard;  // micro-batch, sequence, dtype, TP/SP/EP (transformers)
   Recompute recompute = Recompute::kNone;
+  int recompute_every = 1;  // the policy on every n-th layer only (RecomputesLayer)
   PipelineSchedule schedule = PipelineSchedule::kOneForwardOneBackward;
   int pipeline_stages = 1;
   int virtual_stages = 1;

@@ -82,6 +82,8 @@ std::string_view RecomputeName(Recompute recompute) {
   return kRecomputeNames[static_cast<size_t>(recompute)];
 }
 
+bool RecomputesLayer(int every, int index) { return every <= 1 || (index + 1) % every == 0; }
+
 Op Op::Gemm(std::string name, Pass pass, DType dtype, int64_t m, int64_t n, int64_t k,
             int64_t batch) {
   Op op{.name = std::move(name), .kind = OpKind::kGemm, .pass = pass, .dtype = dtype};

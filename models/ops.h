@@ -94,6 +94,12 @@ double Fp8CopyBytes(Fp8Recipe recipe);
 enum class Recompute { kNone, kSelective, kFull };
 std::string_view RecomputeName(Recompute recompute);
 std::span<const std::string_view> RecomputeNames();  // indexed by Recompute
+// Whether the recompute policy applies to transformer layer `index` (0-based, model order) when
+// it applies to every `every`-th layer: always for 1; else to layers every − 1, 2·every − 1, …,
+// as torchtitan's per-layer checkpointing frequency (selective_ac_option n) wraps blocks n, 2n,
+// … counted from 1. (torchtitan counts a pipeline rank's blocks; the two agree whenever each
+// rank's layer count is a multiple of `every`.) The other layers keep all their activations.
+bool RecomputesLayer(int every, int index);
 
 // How tensor parallelism cuts a layer (docs/strategies.md, "Tensor parallelism"):
 // 1D Megatron splits heads, FFN and vocabulary t ways; 2D (Optimus/SUMMA) on a q×q grid splits

@@ -45,6 +45,9 @@ struct TrainingConfig {
   models::Fp8Recipe fp8 = models::Fp8Recipe::kNone;
   models::Optimizer optimizer = models::Optimizer::kAdam;
   models::Recompute recompute = models::Recompute::kNone;
+  // "recompute_every": n applies `recompute` to every n-th transformer layer only
+  // (models::RecomputesLayer, torchtitan's per-layer checkpointing frequency); 1: every layer.
+  int recompute_every = 1;
   bool flash_attention = false;
   bool dropout = true;
 };

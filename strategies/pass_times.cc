@@ -137,8 +137,12 @@ Expected<PassTimes> PricePassTimes(const ResolvedConfig& config, const models::O
   const MicrobatchLayout layout(config);
   PassTimer timer(config);
   PassTimes times;
+  times.recompute_every = model.recompute_every;
   for (size_t kind = 0; kind < times.layers.size(); ++kind) {
     DTSIM_ASSIGN_OR_RETURN(times.layers[kind], TimePiece(timer, layout, model.layers[kind]));
+    if (times.recompute_every > 1) {
+      DTSIM_ASSIGN_OR_RETURN(times.kept[kind], TimePiece(timer, layout, model.kept[kind]));
+    }
   }
   DTSIM_ASSIGN_OR_RETURN(times.embedding, TimePiece(timer, layout, model.embedding));
   DTSIM_ASSIGN_OR_RETURN(times.output, TimePiece(timer, layout, model.output));

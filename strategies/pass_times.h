@@ -7,6 +7,7 @@
 #include <array>
 
 #include "models/cost_model.h"
+#include "models/ops.h"
 #include "sim/base/status.h"
 #include "sim/base/time.h"
 #include "strategies/config.h"
@@ -25,10 +26,14 @@ struct PassTimes {
   // One layer of each kind (TransformerSpec::LayerKind: MoE or dense, windowed or full
   // attention); zero for a kind the model does not have.
   std::array<PieceTimes, models::TransformerSpec::kLayerKinds> layers;
+  // The same without recompute, for the layers training.recompute_every skips.
+  std::array<PieceTimes, models::TransformerSpec::kLayerKinds> kept;
+  int recompute_every = 1;
   PieceTimes embedding;  // the first stage's (its collectives left out)
   PieceTimes output;     // the last stage's
   const PieceTimes& Layer(const models::TransformerSpec& spec, int index) const {
-    return layers[static_cast<size_t>(spec.LayerKind(index))];
+    const auto kind = static_cast<size_t>(spec.LayerKind(index));
+    return models::RecomputesLayer(recompute_every, index) ? layers[kind] : kept[kind];
   }
 };
 

@@ -91,13 +91,16 @@ Expected<PricedModel> PriceModel(const ResolvedConfig& config, const models::OpC
   const models::TransformerShard shard = ShardOf(config);
   Pricer pricer(cost, config.plan.on_grid(), config.training.dtype, config.training.fp8);
   PricedModel model;
+  model.recompute_every = config.training.recompute_every;
   std::array<bool, models::TransformerSpec::kLayerKinds> priced{};
   for (int index = 0; index < spec.AllLayers(); ++index) {
     const auto kind = static_cast<size_t>(spec.LayerKind(index));
     if (priced[kind]) continue;
-    DTSIM_ASSIGN_OR_RETURN(
-        model.layers[kind],
-        pricer.Piece(models::TransformerLayerOps(spec, index, shard), config.training.recompute));
+    const models::LayerOps ops = models::TransformerLayerOps(spec, index, shard);
+    DTSIM_ASSIGN_OR_RETURN(model.layers[kind], pricer.Piece(ops, config.training.recompute));
+    if (model.recompute_every > 1) {
+      DTSIM_ASSIGN_OR_RETURN(model.kept[kind], pricer.Piece(ops, std::nullopt));
+    }
     priced[kind] = true;
   }
   DTSIM_ASSIGN_OR_RETURN(model.embedding,

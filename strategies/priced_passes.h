@@ -55,11 +55,16 @@ struct PiecePasses {
 
 // Every piece of the model: the first layer of each kind (TransformerSpec::LayerKind: MoE or
 // dense, windowed or full attention) stands for all of its kind.
+// Layers the recompute policy skips (training.recompute_every > 1) are their kind's piece
+// without a recompute pass.
 struct PricedModel {
-  std::array<PiecePasses, models::TransformerSpec::kLayerKinds> layers;
+  std::array<PiecePasses, models::TransformerSpec::kLayerKinds> layers;  // with the recompute
+  std::array<PiecePasses, models::TransformerSpec::kLayerKinds> kept;    // without: all kept
+  int recompute_every = 1;
   PiecePasses embedding, output;
   const PiecePasses& Layer(const models::TransformerSpec& spec, int index) const {
-    return layers[static_cast<size_t>(spec.LayerKind(index))];
+    const auto kind = static_cast<size_t>(spec.LayerKind(index));
+    return models::RecomputesLayer(recompute_every, index) ? layers[kind] : kept[kind];
   }
 };
 

@@ -21,6 +21,7 @@ Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const Resolve
   for (int stage = 0; stage < plan.pipeline; ++stage) {
     const models::MemoryPlan memory_plan{.shard = ShardOf(config),
                                          .recompute = config.training.recompute,
+                                         .recompute_every = config.training.recompute_every,
                                          .schedule = plan.schedule,
                                          .pipeline_stages = plan.pipeline,
                                          .virtual_stages = plan.virtual_stages,

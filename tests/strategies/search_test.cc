@@ -215,6 +215,22 @@ TEST(SearchTest, ContextParallelismIsADimension) {
   EXPECT_GT(priced, 0U);
 }
 
+TEST(SearchTest, RecomputeOnEveryNthLayerKeepsTheBound) {
+  // The base config recomputes every 2nd layer only (training.recompute_every): each plan's
+  // bound sums the recompute of the layers that have one, so it still never exceeds the
+  // simulated time, and the search's top plans are brute force's.
+  Json json = SmallSearch();
+  json["training"]["recompute"] = "full";
+  json["training"]["recompute_every"] = 2;
+  json["search"] = Json::parse(R"({"micro_batches": [1, 2], "zero_stages": [0, 1],
+                                   "recompute": ["none", "full"], "max_virtual_stages": 1,
+                                   "compression": ["none"]})");
+  const SearchSetup setup = Read(json);
+  EXPECT_EQ(setup.base.training.recompute_every, 2);
+  const Expected<SearchResult> result = SearchTopThreeAsBruteForce(setup);
+  ASSERT_TRUE(result.ok()) << result.error().ToString();
+}
+
 TEST(SearchTest, ShardsTogetherHoldTheWholeSearch) {
   const SearchSetup setup = Read(SmallSearch());
   Expected<SearchResult> whole = Search(setup.base, setup.space, {.top = 3, .rerank = 0});

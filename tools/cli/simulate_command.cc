@@ -75,6 +75,17 @@ std::string TensorNote(const strategies::ParallelPlan& plan) {
 // "DP 2 × TP 4 (SP) × PP 2 (1f1b), 8 micro-batches of 4, ZeRO 1, recompute selective"; a model
 // trained data parallel only (ResNet) shows no tensor or pipeline sizes, and one stage no
 // schedule; parameter servers are named after the ZeRO stage.
+// 1st, 2nd, 3rd, 4th, …, 11th, 12th, 13th, 21st.
+std::string Ordinal(int n) {
+  const int tens = n % 100;
+  const int ones = n % 10;
+  const char* suffix = (tens >= 11 && tens <= 13) || ones == 0 || ones > 3 ? "th"
+                       : ones == 1                                         ? "st"
+                       : ones == 2                                         ? "nd"
+                                                                           : "rd";
+  return std::to_string(n) + suffix;
+}
+
 std::string PlanLine(const SimulationConfig& c) {
   const int64_t microbatches = c.Microbatches();
   const network::ServerSpec& servers = c.cluster.servers;
@@ -108,12 +119,16 @@ std::string PlanLine(const SimulationConfig& c) {
           ? fmt::format(" (EP {}{})", c.plan.expert, folded ? " over TP × DP, expert TP 1" : "")
           : "";
   return fmt::format(
-      "DP {}{}{} × TP {}{}{} × PP {}{}{}, {}, recompute {}{}", c.plan.data, folded ? "" : experts,
+      "DP {}{}{} × TP {}{}{} × PP {}{}{}, {}, recompute {}{}{}", c.plan.data, folded ? "" : experts,
       context, c.plan.tensor, TensorNote(c.plan), folded ? experts : "", c.plan.pipeline,
       c.plan.pipeline > 1 ? fmt::format(" ({})", models::PipelineScheduleName(c.plan.schedule))
                           : "",
       order == "tp-dp-pp" ? "" : fmt::format(", ranks in order {}", order), batches,
-      models::RecomputeName(c.training.recompute), fp8);
+      models::RecomputeName(c.training.recompute),
+      c.training.recompute_every > 1
+          ? fmt::format(" on every {} layer", Ordinal(c.training.recompute_every))
+          : "",
+      fp8);
 }
 
 std::string SizeText(int64_t bytes) {

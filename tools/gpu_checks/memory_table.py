@@ -7,8 +7,8 @@ For each run of MEASURED_JSON (tests/data/measured/h200_gpt2_memory.json), simul
 model, batch, sequence and recompute policy on one h200-sxm-141gb with flash attention and no
 dropout, and prints dtsim's per-GPU memory total against the measured peak allocated and
 reserved bytes and the device memory in use, with the error against the allocated peak.
-Runs whose recompute policy dtsim cannot express yet (every-2nd block, selective op
-checkpointing) are listed with no prediction. Exits 1 if a simulation fails.
+Runs whose recompute policy dtsim cannot express yet (selective op checkpointing) are listed
+with no prediction. Exits 1 if a simulation fails.
 """
 import json
 import os
@@ -17,17 +17,18 @@ import sys
 import tempfile
 
 GIB = 2**30
-# gpt2_step.py's recompute policies and dtsim's training.recompute (None: no counterpart).
-POLICIES = {"none": "none", "full": "full", "every-2nd": None, "op": None}
+# gpt2_step.py's recompute policies and dtsim's training.recompute and recompute_every (None: no
+# counterpart). every-2nd checkpoints blocks 2, 4, … (torchtitan's per-layer frequency 2).
+POLICIES = {"none": ("none", 1), "full": ("full", 1), "every-2nd": ("full", 2), "op": None}
 
 
 def predict(dtsim, run, work):
+    recompute, every = POLICIES[run["recompute"]]
     config = {
         "model": run["model"],
         "training": {"global_batch": run["batch"], "micro_batch": run["batch"],
-                     "seq_len": run["seq"], "precision": "bf16",
-                     "recompute": POLICIES[run["recompute"]], "flash_attention": True,
-                     "dropout": False},
+                     "seq_len": run["seq"], "precision": "bf16", "recompute": recompute,
+                     "recompute_every": every, "flash_attention": True, "dropout": False},
         "cluster": {"preset": "dgx-a100", "gpu": "h200-sxm-141gb", "nodes": 1,
                     "gpus_per_node": 1},
         "parallelism": {"data": 1},

@@ -27,30 +27,35 @@ OrderedJson LayerSplitJson(const strategies::ParallelPlan& plan) {
 }
 
 OrderedJson PlanJson(const SimulationConfig& c) {
-  return {{"data", c.plan.data},
-          {"tensor", c.plan.tensor},
-          {"pipeline", c.plan.pipeline},
-          {"context", c.plan.context},
-          {"context_comm", models::ContextCommNames()[static_cast<size_t>(c.plan.context_comm)]},
-          {"tensor_mode", models::TensorLayoutNames()[static_cast<size_t>(c.plan.tensor_layout)]},
-          {"tensor_depth", c.plan.tensor_depth},
-          {"sequence_parallel", c.plan.sequence_parallel},
-          {"expert", c.plan.expert},
-          {"expert_imbalance", c.plan.expert_imbalance},
-          {"schedule", models::PipelineScheduleName(c.plan.schedule)},
-          {"layers", LayerSplitJson(c.plan)},
-          {"zero_stage", c.plan.zero_stage},
-          {"gradient_sync", strategies::GradientSyncName(c.plan.gradient_sync)},
-          {"order", strategies::PlanOrderName(c.plan)},
-          {"global_batch", c.training.global_batch},
-          {"micro_batch", c.training.micro_batch},
-          {"microbatches", c.Microbatches()},
-          {"seq_len", c.training.seq_len},
-          {"recompute", models::RecomputeName(c.training.recompute)},
-          {"precision", c.training.fp8 != models::Fp8Recipe::kNone
-                            ? std::string("fp8")
-                            : std::string(DTypeName(c.training.dtype))},
-          {"fp8_recipe", models::Fp8RecipeNames()[static_cast<size_t>(c.training.fp8)]}};
+  OrderedJson plan = {
+      {"data", c.plan.data},
+      {"tensor", c.plan.tensor},
+      {"pipeline", c.plan.pipeline},
+      {"context", c.plan.context},
+      {"context_comm", models::ContextCommNames()[static_cast<size_t>(c.plan.context_comm)]},
+      {"tensor_mode", models::TensorLayoutNames()[static_cast<size_t>(c.plan.tensor_layout)]},
+      {"tensor_depth", c.plan.tensor_depth},
+      {"sequence_parallel", c.plan.sequence_parallel},
+      {"expert", c.plan.expert},
+      {"expert_imbalance", c.plan.expert_imbalance},
+      {"schedule", models::PipelineScheduleName(c.plan.schedule)},
+      {"layers", LayerSplitJson(c.plan)},
+      {"zero_stage", c.plan.zero_stage},
+      {"gradient_sync", strategies::GradientSyncName(c.plan.gradient_sync)},
+      {"order", strategies::PlanOrderName(c.plan)},
+      {"global_batch", c.training.global_batch},
+      {"micro_batch", c.training.micro_batch},
+      {"microbatches", c.Microbatches()},
+      {"seq_len", c.training.seq_len},
+      {"recompute", models::RecomputeName(c.training.recompute)},
+      {"precision", c.training.fp8 != models::Fp8Recipe::kNone
+                        ? std::string("fp8")
+                        : std::string(DTypeName(c.training.dtype))},
+      {"fp8_recipe", models::Fp8RecipeNames()[static_cast<size_t>(c.training.fp8)]}};
+  // Only where the policy skips layers (training.recompute_every), so results of configs
+  // without it keep their keys.
+  if (c.training.recompute_every > 1) plan["recompute_every"] = c.training.recompute_every;
+  return plan;
 }
 
 OrderedJson BreakdownJson(const strategies::TimeBreakdown& b) {

@@ -1,0 +1,118 @@
+// training.recompute_every: the recompute policy on every n-th layer only (torchtitan's
+// per-layer checkpointing frequency). What it keeps, what it recomputes and what it costs, each
+// derived from the same config with the policy on every layer and on none.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "models/memory.h"
+#include "models/ops.h"
+#include "strategies/config.h"
+#include "strategies/simulate.h"
+#include "tests/strategies/simulate_helpers.h"
+
+namespace dtsim::strategies {
+namespace {
+
+using testing::HasSubstr;
+
+// 8 layers of hidden 1,024 on one H100, 2 micro-batches of 1,024 tokens (no pipeline: one
+// stage holds every layer, one micro-batch in flight).
+Json EightLayers(const char* recompute, int every = 1) {
+  Json json = Json::parse(R"({
+    "model": {"family": "transformer", "layers": 8, "hidden": 1024, "heads": 16,
+              "vocab": 32768, "max_seq": 1024},
+    "training": {"global_batch": 2, "micro_batch": 1, "seq_len": 1024, "dropout": false,
+                 "flash_attention": true},
+    "cluster": {"preset": "dgx-h100", "gpu": "h100-sxm5-80gb", "nodes": 1, "gpus_per_node": 1},
+    "parallelism": {"data": 1},
+    "simulation": {"network_model": "analytical"}
+  })");
+  json["training"]["recompute"] = recompute;
+  if (every != 1) json["training"]["recompute_every"] = every;
+  return json;
+}
+
+TEST(RecomputeLayersTest, EveryNthLayerCountsFromOne) {
+  // torchtitan wraps blocks n, 2n, … counted from 1: indices n − 1, 2n − 1, … from 0.
+  for (int index = 0; index < 6; ++index) EXPECT_TRUE(models::RecomputesLayer(1, index));
+  EXPECT_FALSE(models::RecomputesLayer(2, 0));
+  EXPECT_TRUE(models::RecomputesLayer(2, 1));
+  EXPECT_FALSE(models::RecomputesLayer(2, 2));
+  EXPECT_TRUE(models::RecomputesLayer(2, 3));
+  EXPECT_FALSE(models::RecomputesLayer(3, 0));
+  EXPECT_FALSE(models::RecomputesLayer(3, 1));
+  EXPECT_TRUE(models::RecomputesLayer(3, 2));
+  EXPECT_TRUE(models::RecomputesLayer(3, 5));
+}
+
+TEST(RecomputeLayersTest, HalfTheLayersKeepEverythingAndHalfOnlyTheirInput) {
+  // Every 2nd of 8 identical layers recomputed: 4 keep what `none` keeps, 4 what `full` keeps;
+  // the embedding, output and temporary buffers are the same in all three. So the activations
+  // are the mean of the two, and the recomputed forward is half of full's: 4 layers' instead
+  // of 8 (each recomputed forward is the same ops at the same price).
+  const SimulationResult none = SimulateJson(EightLayers("none"));
+  const SimulationResult full = SimulateJson(EightLayers("full"));
+  const SimulationResult half = SimulateJson(EightLayers("full", 2));
+  const models::MemoryBreakdown& kept_all = none.iteration->stats.stage_memory[0];
+  const models::MemoryBreakdown& kept_inputs = full.iteration->stats.stage_memory[0];
+  const models::MemoryBreakdown& kept_half = half.iteration->stats.stage_memory[0];
+  EXPECT_GT(kept_all.activations, kept_inputs.activations);
+  EXPECT_EQ(2 * kept_half.activations, kept_all.activations + kept_inputs.activations);
+  EXPECT_EQ(kept_half.temporary, kept_inputs.temporary);
+  EXPECT_EQ(kept_half.parameters, kept_all.parameters);
+
+  EXPECT_EQ(none.stages[0].recompute.ns(), 0);
+  ASSERT_GT(full.stages[0].recompute.ns(), 0);
+  EXPECT_EQ(2 * half.stages[0].recompute.ns(), full.stages[0].recompute.ns());
+  EXPECT_EQ(half.stages[0].compute, full.stages[0].compute);
+  // Hardware FLOPs count the recomputed forwards: half of full's extra over none.
+  const double extra = full.iteration->stats.hardware_flops - none.iteration->stats.hardware_flops;
+  EXPECT_GT(extra, 0);
+  EXPECT_NEAR(half.iteration->stats.hardware_flops - none.iteration->stats.hardware_flops,
+              extra / 2, 1e-9 * extra);
+  EXPECT_EQ(half.iteration->stats.model_flops, full.iteration->stats.model_flops);
+  EXPECT_LT(half.iteration_time, full.iteration_time);
+  EXPECT_GT(half.iteration_time, none.iteration_time);
+}
+
+TEST(RecomputeLayersTest, SelectiveOnEveryThirdLayer) {
+  // Selective recompute on layers 3 and 6 of 8 (indices 2 and 5): the other 6 keep everything.
+  // Its recomputed attention cores are 2/8 of selective-on-every-layer's. (Without flash
+  // attention: with it the cores keep nothing selective could drop, and recompute nothing.)
+  Json json = EightLayers("selective");
+  json["training"]["flash_attention"] = false;
+  const SimulationResult every = SimulateJson(json);
+  json["training"]["recompute_every"] = 3;
+  const SimulationResult third = SimulateJson(json);
+  ASSERT_GT(every.stages[0].recompute.ns(), 0);
+  EXPECT_EQ(4 * third.stages[0].recompute.ns(), every.stages[0].recompute.ns());
+}
+
+TEST(RecomputeLayersTest, FullEqualsSymmetricRanks) {
+  // The policy is per layer, not per rank: simulating every rank gives the symmetric result.
+  Json json = EightLayers("full", 2);
+  json["parallelism"] = Json::parse(R"({"data": 2, "pipeline": 2})");
+  json["cluster"]["gpus_per_node"] = 4;
+  json["training"]["global_batch"] = 8;
+  const SimulationResult symmetric = SimulateJson(json);
+  json["simulation"]["ranks"] = "full";
+  const SimulationResult full = SimulateJson(json);
+  EXPECT_EQ(symmetric.iteration_time, full.iteration_time);
+}
+
+TEST(RecomputeLayersTest, BadValuesAreNamed) {
+  EXPECT_THAT(ConfigError(EightLayers("none", 2)),
+              HasSubstr("training.recompute_every: recompute_every 2 picks the layers "
+                        "training.recompute applies to, but it is \"none\""));
+  Json zero = EightLayers("full");
+  zero["training"]["recompute_every"] = 0;
+  EXPECT_THAT(ConfigError(zero), HasSubstr("training.recompute_every"));
+  Json text = EightLayers("full");
+  text["training"]["recompute_every"] = "2";
+  EXPECT_THAT(ConfigError(text), HasSubstr("training.recompute_every"));
+}
+
+}  // namespace
+}  // namespace dtsim::strategies
