@@ -58,6 +58,7 @@ class LayerBuilder {
     Op forward = WeightGemm(Name(name), Pass::kForward, gemm_dtype, {m, n, k}, batch,
                             Op::WeightGemm::kForward, model_share, m * k, k * n);
     if (fp8) forward.fp8_weight_elements = k * n * batch;
+    forward.output_bytes = m * n * batch * DTypeBytes(dtype);  // in the activation dtype
     Op& added = Append(std::move(forward), saved_bytes, std::move(backward));
     last_begin_ = begin;
     return added;

@@ -224,10 +224,18 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
 
 int64_t LayerActivationBytes(const LayerOps& layer, Recompute recompute,
                              const TransformerShard& shard, int64_t hidden) {
-  if (recompute == Recompute::kFull) {
-    // Only the layer's input is kept: 2·s·b·h for 2-byte activations (÷t with SP, ÷q²·d on a
-    // 2D/2.5D grid).
-    return shard.ActivationElements(hidden) * DTypeBytes(shard.dtype);
+  // Full: only the layer's input is kept: 2·s·b·h for 2-byte activations (÷t with SP, ÷q²·d on
+  // a 2D/2.5D grid).
+  const int64_t input = shard.ActivationElements(hidden) * DTypeBytes(shard.dtype);
+  if (recompute == Recompute::kFull) return input;
+  if (recompute == Recompute::kSelectiveOp) {
+    // The input and the outputs of the ops the policy saves.
+    int64_t bytes = input;
+    const std::vector<bool> saves = SelectiveOpSaves(layer);
+    for (size_t i = 0; i < layer.forward.size(); ++i) {
+      if (saves[i]) bytes += layer.forward[i].output_bytes;
+    }
+    return bytes;
   }
   int64_t bytes = 0;
   for (const Op& op : layer.forward) {

@@ -18,7 +18,8 @@ constexpr std::array<std::string_view, 5> kFp8RecipeNames = {"none", "delayed", 
                                                              "blockwise", "mxfp8"};
 constexpr std::array<std::string_view, 4> kPassNames = {"forward", "backward", "recompute",
                                                         "optimizer"};
-constexpr std::array<std::string_view, 3> kRecomputeNames = {"none", "selective", "full"};
+constexpr std::array<std::string_view, 4> kRecomputeNames = {"none", "selective", "full",
+                                                             "selective_op"};
 constexpr std::array<std::string_view, 3> kTensorLayoutNames = {"1d", "2d", "2.5d"};
 constexpr std::array<std::string_view, 2> kOptimizerNames = {"adam", "sgd"};
 constexpr std::array<std::string_view, 2> kContextCommNames = {"p2p", "a2a"};
@@ -83,6 +84,20 @@ std::string_view RecomputeName(Recompute recompute) {
 }
 
 bool RecomputesLayer(int every, int index) { return every <= 1 || (index + 1) % every == 0; }
+
+std::vector<bool> SelectiveOpSaves(const LayerOps& layer) {
+  std::vector<bool> saves(layer.forward.size(), false);
+  int matmuls = 0;
+  for (size_t i = 0; i < layer.forward.size(); ++i) {
+    const Op& op = layer.forward[i];
+    if (op.weight_gemm == Op::WeightGemm::kForward) {
+      saves[i] = ++matmuls % 2 == 1;
+    } else if (op.kind == OpKind::kFlashAttention) {
+      saves[i] = true;
+    }
+  }
+  return saves;
+}
 
 Op Op::Gemm(std::string name, Pass pass, DType dtype, int64_t m, int64_t n, int64_t k,
             int64_t batch) {
@@ -262,8 +277,13 @@ Status ValidateShard(const TransformerSpec& spec, const TransformerShard& shard)
 std::vector<Op> RecomputeOps(const LayerOps& layer, Recompute recompute) {
   std::vector<Op> ops;
   if (recompute == Recompute::kNone) return ops;
-  for (const Op& op : layer.forward) {
+  const std::vector<bool> saved = recompute == Recompute::kSelectiveOp
+                                      ? SelectiveOpSaves(layer)
+                                      : std::vector<bool>(layer.forward.size(), false);
+  for (size_t i = 0; i < layer.forward.size(); ++i) {
+    const Op& op = layer.forward[i];
     if (recompute == Recompute::kSelective && !op.core_attention) continue;
+    if (saved[i]) continue;  // selective op checkpointing kept its output
     Op again = op;
     again.pass = Pass::kRecompute;
     again.saved_bytes = 0;

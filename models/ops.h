@@ -68,6 +68,10 @@ struct Op {
   Boundary boundary = Boundary::kNone;
   bool expert = false;  // an expert's GEMM or activation: its work follows the routed tokens
   int64_t fp8_weight_elements = 0;  // an FP8 GEMM's forward: the weight elements it quantizes
+  // A weight GEMM's or flash attention kernel's forward: the bytes of its outputs (a GEMM's
+  // product, in the activation dtype; the kernel's output and fp32 row statistics), what
+  // selective op checkpointing keeps of it (SelectiveOpSaves).
+  int64_t output_bytes = 0;
 
   // The ops' matmul-ness and FLOPs, for GEMMs: 2·m·n·k·batch.
   static Op Gemm(std::string name, Pass pass, DType dtype, int64_t m, int64_t n, int64_t k,
@@ -91,7 +95,11 @@ double Fp8QuantizeBytes(Fp8Recipe recipe);
 // Bytes per element of one FP8 copy (one direction) with its scales.
 double Fp8CopyBytes(Fp8Recipe recipe);
 
-enum class Recompute { kNone, kSelective, kFull };
+// Activation recompute (docs/models.md, "Memory"): none; selective, Megatron's (Korthikanti et
+// al.: the core attention re-run); full (each layer's forward re-run from its input);
+// selective_op, PyTorch's selective activation checkpointing as torchtitan's "op" policy
+// configures it (SelectiveOpSaves).
+enum class Recompute { kNone, kSelective, kFull, kSelectiveOp };
 std::string_view RecomputeName(Recompute recompute);
 std::span<const std::string_view> RecomputeNames();  // indexed by Recompute
 // Whether the recompute policy applies to transformer layer `index` (0-based, model order) when
@@ -195,6 +203,15 @@ int64_t Fp8WeightElements(const LayerOps& layer);
 // Quantizing `elements` weight elements row- and column-wise ("fp8.weight_quantize"): once per
 // iteration after the optimizer step, or under ZeRO-3 each time a layer is gathered.
 Op Fp8WeightQuantizeOp(DType dtype, Fp8Recipe recipe, int64_t elements, Pass pass);
+
+// Selective op checkpointing as torchtitan's "op" policy configures it
+// (torchtitan/models/llama3/infra/parallelize.py, _save_list and _custom_policy, over
+// torch.utils.checkpoint's create_selective_checkpoint_contexts): a layer keeps its input and
+// the outputs of its matmuls and flash attention kernels, except every second matmul of the
+// layer (the 2nd, 4th, … in forward order), and recomputes everything else in backward. Which
+// of `layer.forward`'s ops it keeps (one flag per op). dtsim counts its own weight GEMMs: a fused
+// QKV projection is one (GPT-2's c_attn; torchtitan's Llama runs wq, wk, wv as three).
+std::vector<bool> SelectiveOpSaves(const LayerOps& layer);
 
 // Precondition: ValidateShard passed.
 LayerOps TransformerLayerOps(const TransformerSpec& spec, int layer_index,

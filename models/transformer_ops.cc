@@ -150,6 +150,7 @@ Op FlashOp(const Shape& x, Pass pass, std::string name) {
   const double out = static_cast<double>(x.tokens) * x.o * x.e;
   const double stats = 4.0 * x.b * x.attn_heads * x.q_len;  // fp32 log-sum-exp per row
   op.bytes = forward ? qkv + out + stats : 2 * qkv + 2 * out + stats;
+  if (forward) op.output_bytes = static_cast<int64_t>(out + stats);
   op.matmul = true;
   return op;
 }

@@ -76,10 +76,12 @@ Status ReadTraining(const Json& value, TrainingConfig& training) {
   DTSIM_RETURN_IF_ERROR(
       reader.ReadOptionalInt("recompute_every", training.recompute_every, 1, 1 << 20));
   if (training.recompute_every > 1 && training.recompute == models::Recompute::kNone) {
-    return Error(fmt::format("recompute_every {} picks the layers training.recompute applies to, "
-                             "but it is \"none\": name their policy (\"full\" or \"selective\")",
-                             training.recompute_every),
-                 "training.recompute_every", std::to_string(training.recompute_every));
+    return Error(
+        fmt::format(
+            "recompute_every {} picks the layers training.recompute applies to, "
+            "but it is \"none\": name their policy (\"full\", \"selective\" or \"selective_op\")",
+            training.recompute_every),
+        "training.recompute_every", std::to_string(training.recompute_every));
   }
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("flash_attention", training.flash_attention));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("dropout", training.dropout));

@@ -90,6 +90,43 @@ TEST(RecomputeLayersTest, SelectiveOnEveryThirdLayer) {
   EXPECT_EQ(4 * third.stages[0].recompute.ns(), every.stages[0].recompute.ns());
 }
 
+// GPT-2's block at hidden 1,024 (16 heads, FFN 4,096, biases, GELU, LayerNorm), 8 layers, one
+// sequence of 1,024 tokens per micro-batch, flash attention, bf16.
+Json Gpt2Style(const char* recompute) {
+  Json json = EightLayers(recompute);
+  json["model"] = Json::parse(R"({"family": "transformer", "layers": 8, "hidden": 1024,
+      "heads": 16, "ffn_hidden": 4096, "vocab": 32768, "max_seq": 1024, "activation": "gelu",
+      "norm": "layernorm", "position": "learned", "linear_bias": true})");
+  return json;
+}
+
+TEST(RecomputeLayersTest, SelectiveOpKeepsEveryOtherMatmulAndAttention) {
+  // torchtitan's "op" policy on a GPT-2 block: of its matmuls QKV (1st), projection (2nd), FC1
+  // (3rd), FC2 (4th) it keeps the 1st and 3rd outputs, and the flash kernel's output and row
+  // statistics; full keeps only the input, which both keep. Per layer over 1,024 tokens:
+  //   QKV 1,024·3,072·2 = 6,291,456 + attention 1,024·1,024·2 = 2,097,152
+  //   + statistics 4·16·1,024 = 65,536 + FC1 1,024·4,096·2 = 8,388,608 = 16,842,752 bytes,
+  // for 8 layers 134,742,016 bytes more than full (embedding and output the same).
+  const SimulationResult full = SimulateJson(Gpt2Style("full"));
+  const SimulationResult op = SimulateJson(Gpt2Style("selective_op"));
+  const SimulationResult none = SimulateJson(Gpt2Style("none"));
+  const int64_t full_bytes = full.iteration->stats.stage_memory[0].activations;
+  EXPECT_EQ(op.iteration->stats.stage_memory[0].activations - full_bytes, 134742016);
+  EXPECT_LT(op.iteration->stats.stage_memory[0].activations,
+            none.iteration->stats.stage_memory[0].activations);
+  // It recomputes the rest: full's recomputed forward less the kept ops' FLOPs (model FLOPs,
+  // the flash kernel's unmasked 4·s²·d per head), per layer
+  //   QKV 2·1,024·3,072·1,024 = 6,442,450,944 + FC1 2·1,024·4,096·1,024 = 8,589,934,592
+  //   + attention 4·1,024²·64·16 = 4,294,967,296 = 19,327,352,832,
+  // times 8 layers and 2 micro-batches: 309,237,645,312.
+  const double full_extra =
+      full.iteration->stats.hardware_flops - full.iteration->stats.model_flops;
+  const double op_extra = op.iteration->stats.hardware_flops - op.iteration->stats.model_flops;
+  EXPECT_NEAR(full_extra - op_extra, 309237645312.0, 1.0);
+  EXPECT_GT(op.stages[0].recompute.ns(), 0);
+  EXPECT_LT(op.stages[0].recompute, full.stages[0].recompute);
+}
+
 TEST(RecomputeLayersTest, FullEqualsSymmetricRanks) {
   // The policy is per layer, not per rank: simulating every rank gives the symmetric result.
   Json json = EightLayers("full", 2);
@@ -105,7 +142,7 @@ TEST(RecomputeLayersTest, FullEqualsSymmetricRanks) {
 TEST(RecomputeLayersTest, BadValuesAreNamed) {
   EXPECT_THAT(ConfigError(EightLayers("none", 2)),
               HasSubstr("training.recompute_every: recompute_every 2 picks the layers "
-                        "training.recompute applies to, but it is \"none\""));
+                        "training.recompute applies to, but it is \"none\": name their policy"));
   Json zero = EightLayers("full");
   zero["training"]["recompute_every"] = 0;
   EXPECT_THAT(ConfigError(zero), HasSubstr("training.recompute_every"));

@@ -293,7 +293,7 @@ TEST(SearchTest, BadSearchSectionsNameThePath) {
   };
   EXPECT_EQ(error(R"({"recompute": ["selectiv"]})"),
             "search.recompute[0]: unknown value (did you mean \"selective\"?); known: \"none\", "
-            "\"selective\", \"full\", got \"selectiv\"");
+            "\"selective\", \"full\", \"selective_op\", got \"selectiv\"");
   EXPECT_EQ(error(R"({"micro_batches": []})"),
             "search.micro_batches: expected a non-empty array, got []");
   EXPECT_EQ(error(R"({"zero_stages": [4]})").substr(0, 21), "search.zero_stages[0]");

@@ -58,8 +58,9 @@ po::options_description Describe(ModelOptions& o) {
       "sp", po::bool_switch(&o.sequence_parallel), "sequence parallelism")(
       "flash", po::bool_switch(&o.flash), "fused (flash) attention")(
       "no-dropout", po::bool_switch(&o.no_dropout), "train without dropout")(
-      "recompute", po::value(&o.recompute)->value_name("R"), "none, selective or full")(
-      "ops", po::bool_switch(&o.ops), "list every op of the layer");
+      "recompute", po::value(&o.recompute)->value_name("R"),
+      "none, selective, full or selective_op")("ops", po::bool_switch(&o.ops),
+                                               "list every op of the layer");
   return description;
 }
 
