@@ -231,10 +231,7 @@ int64_t LayerActivationBytes(const LayerOps& layer, Recompute recompute,
   if (recompute == Recompute::kSelectiveOp) {
     // The input and the outputs of the ops the policy saves.
     int64_t bytes = input;
-    const std::vector<bool> saves = SelectiveOpSaves(layer);
-    for (size_t i = 0; i < layer.forward.size(); ++i) {
-      if (saves[i]) bytes += layer.forward[i].output_bytes;
-    }
+    for (const int64_t kept : PlanSelectiveOp(layer).kept_bytes) bytes += kept;
     return bytes;
   }
   int64_t bytes = 0;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include "sim/base/strings.h"
 
@@ -85,18 +86,29 @@ std::string_view RecomputeName(Recompute recompute) {
 
 bool RecomputesLayer(int every, int index) { return every <= 1 || (index + 1) % every == 0; }
 
-std::vector<bool> SelectiveOpSaves(const LayerOps& layer) {
-  std::vector<bool> saves(layer.forward.size(), false);
+SelectiveOpSaves PlanSelectiveOp(const LayerOps& layer) {
+  SelectiveOpSaves plan{.kept_bytes = std::vector<int64_t>(layer.forward.size(), 0),
+                        .recomputed = std::vector<double>(layer.forward.size(), 1.0)};
   int matmuls = 0;
   for (size_t i = 0; i < layer.forward.size(); ++i) {
     const Op& op = layer.forward[i];
-    if (op.weight_gemm == Op::WeightGemm::kForward) {
-      saves[i] = ++matmuls % 2 == 1;
-    } else if (op.kind == OpKind::kFlashAttention) {
-      saves[i] = true;
+    if (op.kind == OpKind::kFlashAttention && op.output_bytes > 0) {
+      plan.kept_bytes[i] = op.output_bytes;
+      plan.recomputed[i] = 0;
     }
+    if (op.weight_gemm != Op::WeightGemm::kForward) continue;
+    const std::vector<int64_t> parts =
+        op.matmul_outputs.empty() ? std::vector<int64_t>{op.output_bytes} : op.matmul_outputs;
+    int64_t total = 0;
+    for (const int64_t part : parts) {
+      total += part;
+      if (++matmuls % 2 == 1) plan.kept_bytes[i] += part;
+    }
+    plan.recomputed[i] =
+        total > 0 ? static_cast<double>(total - plan.kept_bytes[i]) / static_cast<double>(total)
+                  : 1.0;
   }
-  return saves;
+  return plan;
 }
 
 Op Op::Gemm(std::string name, Pass pass, DType dtype, int64_t m, int64_t n, int64_t k,
@@ -274,17 +286,40 @@ Status ValidateShard(const TransformerSpec& spec, const TransformerShard& shard)
   return Status::Ok();
 }
 
+namespace {
+
+// The part of a fused weight GEMM that its unkept matmuls make up: the same m and k over
+// `share` of its n (the output columns), with its FLOPs and traffic (Op::Gemm's formulas).
+Op PartOfGemm(const Op& op, double share) {
+  const int64_t m = op.signature.Dim("m");
+  const int64_t n = op.signature.Dim("n");
+  const int64_t k = op.signature.Dim("k");
+  const int64_t batch = std::max<int64_t>(op.signature.Dim("batch"), 1);
+  const auto part_n = std::max<int64_t>(1, std::llround(static_cast<double>(n) * share));
+  Op part = Op::Gemm(op.name, op.pass, op.dtype, m, part_n, k, batch);
+  const double scale = n > 0 ? static_cast<double>(part_n) / static_cast<double>(n) : share;
+  part.model_flops = op.model_flops * scale;  // keeps a MoE expert's model share
+  part.kind = op.kind;
+  part.weight_gemm = op.weight_gemm;
+  part.boundary = op.boundary;
+  part.expert = op.expert;
+  part.activation_block = op.activation_block;
+  part.weight_block = op.weight_block * part_n / std::max<int64_t>(n, 1);
+  return part;
+}
+
+}  // namespace
+
 std::vector<Op> RecomputeOps(const LayerOps& layer, Recompute recompute) {
   std::vector<Op> ops;
   if (recompute == Recompute::kNone) return ops;
-  const std::vector<bool> saved = recompute == Recompute::kSelectiveOp
-                                      ? SelectiveOpSaves(layer)
-                                      : std::vector<bool>(layer.forward.size(), false);
+  const std::vector<double> share = recompute == Recompute::kSelectiveOp
+                                        ? PlanSelectiveOp(layer).recomputed
+                                        : std::vector<double>(layer.forward.size(), 1.0);
   for (size_t i = 0; i < layer.forward.size(); ++i) {
-    const Op& op = layer.forward[i];
-    if (recompute == Recompute::kSelective && !op.core_attention) continue;
-    if (saved[i]) continue;  // selective op checkpointing kept its output
-    Op again = op;
+    if (recompute == Recompute::kSelective && !layer.forward[i].core_attention) continue;
+    if (share[i] <= 0) continue;  // selective op checkpointing kept its outputs
+    Op again = share[i] < 1 ? PartOfGemm(layer.forward[i], share[i]) : layer.forward[i];
     again.pass = Pass::kRecompute;
     again.saved_bytes = 0;
     ops.push_back(std::move(again));

@@ -72,6 +72,10 @@ struct Op {
   // product, in the activation dtype; the kernel's output and fp32 row statistics), what
   // selective op checkpointing keeps of it (SelectiveOpSaves).
   int64_t output_bytes = 0;
+  // A weight GEMM dtsim fuses that PyTorch models run as separate matmuls (Llama-style q, k, v
+  // projections; SwiGLU's gate and up): each one's output bytes in forward order, for selective
+  // op checkpointing's count of matmuls. Empty: one matmul.
+  std::vector<int64_t> matmul_outputs;
 
   // The ops' matmul-ness and FLOPs, for GEMMs: 2·m·n·k·batch.
   static Op Gemm(std::string name, Pass pass, DType dtype, int64_t m, int64_t n, int64_t k,
@@ -208,10 +212,15 @@ Op Fp8WeightQuantizeOp(DType dtype, Fp8Recipe recipe, int64_t elements, Pass pas
 // (torchtitan/models/llama3/infra/parallelize.py, _save_list and _custom_policy, over
 // torch.utils.checkpoint's create_selective_checkpoint_contexts): a layer keeps its input and
 // the outputs of its matmuls and flash attention kernels, except every second matmul of the
-// layer (the 2nd, 4th, … in forward order), and recomputes everything else in backward. Which
-// of `layer.forward`'s ops it keeps (one flag per op). dtsim counts its own weight GEMMs: a fused
-// QKV projection is one (GPT-2's c_attn; torchtitan's Llama runs wq, wk, wv as three).
-std::vector<bool> SelectiveOpSaves(const LayerOps& layer);
+// layer (the 2nd, 4th, … in forward order), and recomputes everything else in backward. Matmuls
+// are counted as PyTorch runs them (Op::matmul_outputs: a fused GEMM of separate projections
+// counts each). Per op of `layer.forward`: the bytes it keeps, and the share of it recomputed
+// (0: kept whole; 1: all of it; between: the fused GEMM's matmuls not kept, by output size).
+struct SelectiveOpSaves {
+  std::vector<int64_t> kept_bytes;
+  std::vector<double> recomputed;
+};
+SelectiveOpSaves PlanSelectiveOp(const LayerOps& layer);
 
 // Precondition: ValidateShard passed.
 LayerOps TransformerLayerOps(const TransformerSpec& spec, int layer_index,

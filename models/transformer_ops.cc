@@ -253,9 +253,18 @@ void Attention(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
     // Saves its input (the sequence shard under sequence parallelism, which the backward
     // all-gathers again) and its outputs Q, K, V for the core attention's backward.
     const int64_t qkv = x.q + x.kv + x.v;
-    layer.Linear("attn.qkv", x.dtype, x.tokens, qkv, x.width,
-                 x.input_e() * x.replicated_tokens * x.width + x.e * tokens * qkv, x.steps, 1.0,
-                 Casts(x, x.replicated_tokens * x.width, x.tokens * qkv));
+    Op& projection =
+        layer.Linear("attn.qkv", x.dtype, x.tokens, qkv, x.width,
+                     x.input_e() * x.replicated_tokens * x.width + x.e * tokens * qkv, x.steps, 1.0,
+                     Casts(x, x.replicated_tokens * x.width, x.tokens * qkv));
+    // Rotary models are written with separate q, k, v projections (Llama's wq, wk, wv in
+    // torchtitan and Hugging Face); GPT-2-style ones with one (c_attn).
+    if (spec.position == PositionEmbedding::kRotary) {
+      const auto bytes = [&](int64_t columns) {
+        return static_cast<int64_t>(x.e * tokens * static_cast<double>(columns));
+      };
+      projection.matmul_outputs = {bytes(x.q), bytes(x.kv), bytes(x.v)};
+    }
     layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);  // column-parallel: g in backward
   }
   CoreAttention(layer, x);
@@ -276,8 +285,11 @@ void Mlp(LayerBuilder& layer, const Shape& x, bool swiglu, std::string_view pref
   const std::string name(prefix);
   const int64_t width = swiglu ? 2 * ffn : ffn;  // SwiGLU: gate and up in one GEMM
   const double input = x.input_e() * static_cast<double>(x.replicated_tokens * x.width);
-  layer.Linear(name + ".fc1", x.dtype, x.tokens, width, x.width, shared ? 0 : input, x.steps, 1.0,
-               Casts(x, x.replicated_tokens * x.width, x.tokens * width));
+  Op& fc1 = layer.Linear(name + ".fc1", x.dtype, x.tokens, width, x.width, shared ? 0 : input,
+                         x.steps, 1.0, Casts(x, x.replicated_tokens * x.width, x.tokens * width));
+  // SwiGLU's gate and up are two matmuls as PyTorch models write them (w1 and w3, gate_proj and
+  // up_proj), gate first.
+  if (swiglu) fc1.matmul_outputs = {fc1.output_bytes / 2, fc1.output_bytes / 2};
   if (reduces) layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
   // GeLU saves its input (e·sbf); SwiGLU reads 2f and writes f, saving both halves.
   const int64_t elements = x.tokens * ffn;

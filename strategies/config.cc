@@ -435,6 +435,20 @@ Status CheckFp8(const SimulationConfig& config) {
   return Status::Ok();
 }
 
+// Selective op checkpointing is PyTorch's (torch.utils.checkpoint), over 1D tensor parallelism:
+// the 2D/2.5D layouts are Colossal-AI's, whose GEMMs run as SUMMA steps.
+Status CheckRecompute(const SimulationConfig& config) {
+  if (config.training.recompute != models::Recompute::kSelectiveOp ||
+      config.plan.tensor_layout == models::TensorLayout::k1D) {
+    return Status::Ok();
+  }
+  return Error(
+      "selective_op recompute (PyTorch's selective activation checkpointing) is built for 1D "
+      "tensor parallelism",
+      "parallelism.tensor.mode",
+      Quote(models::TensorLayoutNames()[static_cast<size_t>(config.plan.tensor_layout)]));
+}
+
 // A transformer's plan (its sequence length resolved): expert parallelism against the MoE
 // model, the shard against the model, the pipeline against the layers and the schedule.
 Status CheckTransformerPlan(const SimulationConfig& config) {
@@ -555,6 +569,7 @@ Expected<ResolvedConfig> Resolve(const SimulationConfig& input) {
   }
   DTSIM_RETURN_IF_ERROR(CheckParameterServers(config));
   DTSIM_RETURN_IF_ERROR(CheckFp8(config));
+  DTSIM_RETURN_IF_ERROR(CheckRecompute(config));
   return ResolvedConfig(std::move(config));
 }
 

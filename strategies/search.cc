@@ -405,6 +405,11 @@ void AddTrainingChoices(const SimulationConfig& base, const SearchSpace& space,
       for (models::Recompute recompute :
            transformer ? space.recompute
                        : std::vector<models::Recompute>{base.training.recompute}) {
+        // PyTorch's selective op checkpointing on 1D tensor layouts only (CheckRecompute).
+        if (recompute == models::Recompute::kSelectiveOp &&
+            plan.tensor_layout != models::TensorLayout::k1D) {
+          continue;
+        }
         for (const auto& [method, fp8] : Variants(methods, plan.tensor_layout, space)) {
           PlanChoice& choice = plans.emplace_back(PlanChoice{.plan = plan,
                                                              .micro_batch = micro_batch,

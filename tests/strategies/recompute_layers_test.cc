@@ -127,6 +127,44 @@ TEST(RecomputeLayersTest, SelectiveOpKeepsEveryOtherMatmulAndAttention) {
   EXPECT_LT(op.stages[0].recompute, full.stages[0].recompute);
 }
 
+TEST(RecomputeLayersTest, SelectiveOpCountsLlamaMatmulsAsPyTorchRunsThem) {
+  // A Llama-style block (rotary, SwiGLU, hidden 1,024, 16 heads of 64, 4 KV heads, FFN 4,096):
+  // PyTorch runs wq, wk, wv, wo, w1 (gate), w3 (up), w2 as seven matmuls where dtsim fuses QKV
+  // and gate/up. The policy keeps the 1st, 3rd, 5th and 7th — q (1,024 columns), v (256),
+  // gate (4,096), w2 (1,024) — and the flash kernel's output (1,024) and statistics. Over 1,024
+  // tokens, 2 bytes each: 1,024·2·7,424 + 4·16·1,024 = 15,269,888 bytes a layer more than
+  // full, 122,159,104 for 8 layers.
+  Json json = EightLayers("full");
+  json["model"] = Json::parse(R"({"family": "transformer", "layers": 8, "hidden": 1024,
+      "heads": 16, "kv_heads": 4, "ffn_hidden": 4096, "vocab": 32768, "max_seq": 1024,
+      "activation": "swiglu", "norm": "rmsnorm", "position": "rotary"})");
+  const SimulationResult full = SimulateJson(json);
+  json["training"]["recompute"] = "selective_op";
+  const SimulationResult op = SimulateJson(json);
+  EXPECT_EQ(op.iteration->stats.stage_memory[0].activations -
+                full.iteration->stats.stage_memory[0].activations,
+            122159104);
+  // Not recomputed (model FLOPs): q 2·1,024·1,024·1,024 = 2,147,483,648, v 2·1,024·256·1,024 =
+  // 536,870,912, gate 2·1,024·4,096·1,024 = 8,589,934,592, w2 the same, attention
+  // 4·1,024²·64·16 = 4,294,967,296: 24,159,191,040 a layer, 386,547,056,640 for 8 layers and 2
+  // micro-batches. (k and up are recomputed as the parts of the fused GEMMs they are.)
+  const double full_extra =
+      full.iteration->stats.hardware_flops - full.iteration->stats.model_flops;
+  const double op_extra = op.iteration->stats.hardware_flops - op.iteration->stats.model_flops;
+  EXPECT_NEAR(full_extra - op_extra, 386547056640.0, 1.0);
+}
+
+TEST(RecomputeLayersTest, SelectiveOpNeedsOneDimensionalTensorParallelism) {
+  Json json = EightLayers("selective_op");
+  json["cluster"]["gpus_per_node"] = 4;
+  json["training"]["global_batch"] = 4;
+  json["training"]["micro_batch"] = 2;  // the 2×2 grid splits the batch
+  json["parallelism"] = Json::parse(R"({"data": 1, "tensor": {"size": 4, "mode": "2d"}})");
+  EXPECT_THAT(ConfigError(json),
+              HasSubstr("parallelism.tensor.mode: selective_op recompute (PyTorch's selective "
+                        "activation checkpointing) is built for 1D tensor parallelism"));
+}
+
 TEST(RecomputeLayersTest, FullEqualsSymmetricRanks) {
   // The policy is per layer, not per rank: simulating every rank gives the symmetric result.
   Json json = EightLayers("full", 2);

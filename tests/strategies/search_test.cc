@@ -215,18 +215,27 @@ TEST(SearchTest, ContextParallelismIsADimension) {
   EXPECT_GT(priced, 0U);
 }
 
-TEST(SearchTest, RecomputeOnEveryNthLayerKeepsTheBound) {
-  // The base config recomputes every 2nd layer only (training.recompute_every): each plan's
-  // bound sums the recompute of the layers that have one, so it still never exceeds the
-  // simulated time, and the search's top plans are brute force's.
+TEST(SearchTest, RecomputePoliciesPerLayerKeepTheBound) {
+  // The base config recomputes every 2nd layer only (training.recompute_every), and the space
+  // adds selective op checkpointing (on 1D layouts only): each plan's bound sums the recompute
+  // of the layers that have one, as much of it as the policy re-runs, so it still never exceeds
+  // the simulated time, and the search's top plans are brute force's.
   Json json = SmallSearch();
   json["training"]["recompute"] = "full";
   json["training"]["recompute_every"] = 2;
   json["search"] = Json::parse(R"({"micro_batches": [1, 2], "zero_stages": [0, 1],
-                                   "recompute": ["none", "full"], "max_virtual_stages": 1,
+                                   "recompute": ["none", "full", "selective_op"],
+                                   "max_virtual_stages": 1,
                                    "compression": ["none"]})");
   const SearchSetup setup = Read(json);
   EXPECT_EQ(setup.base.training.recompute_every, 2);
+  size_t selective_op = 0;
+  for (const PlanChoice& plan : EnumeratePlans(setup.base, setup.space)) {
+    if (plan.recompute != models::Recompute::kSelectiveOp) continue;
+    ++selective_op;
+    EXPECT_EQ(plan.plan.tensor_layout, models::TensorLayout::k1D);
+  }
+  EXPECT_GT(selective_op, 0U);
   const Expected<SearchResult> result = SearchTopThreeAsBruteForce(setup);
   ASSERT_TRUE(result.ok()) << result.error().ToString();
 }
