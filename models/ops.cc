@@ -327,16 +327,18 @@ std::vector<Op> RecomputeOps(const LayerOps& layer, Recompute recompute) {
   return ops;
 }
 
-Op OptimizerOp(Optimizer optimizer, int64_t parameters, DType grad_dtype) {
+Op OptimizerOp(Optimizer optimizer, int64_t parameters, DType grad_dtype, DType param_dtype) {
   // Mixed-precision Adam reads the fp32 master weight and both fp32 moments, the gradient and
   // writes the three fp32 states and the bf16/fp16 weight: 4·3·2 + g + 2 bytes per parameter,
-  // about 12 FLOPs. SGD with momentum: fp32 weight and momentum read and written, the gradient.
+  // about 12 FLOPs; with fp32 parameters the weight is the fp32 state (no copy to write):
+  // 4·3·2 + g. SGD with momentum: fp32 weight and momentum read and written, the gradient
+  // (+ the low-precision copy).
   const double grad = DTypeBytes(grad_dtype);
+  const double copy = param_dtype == DType::kFp32 ? 0 : DTypeBytes(param_dtype);
   const bool adam = optimizer == Optimizer::kAdam;
   const std::string_view name = kOptimizerNames[static_cast<size_t>(optimizer)];
-  Op op =
-      Op::Streaming(fmt::format("optimizer.{}", name), OpKind::kOptimizer, Pass::kOptimizer,
-                    DType::kFp32, parameters, adam ? 24 + grad + 2 : 16 + grad + 2, adam ? 12 : 4);
+  Op op = Op::Streaming(fmt::format("optimizer.{}", name), OpKind::kOptimizer, Pass::kOptimizer,
+                        DType::kFp32, parameters, (adam ? 24 : 16) + grad + copy, adam ? 12 : 4);
   op.signature.op = std::string(name);
   return op;
 }

@@ -235,8 +235,9 @@ std::vector<Op> RecomputeOps(const LayerOps& layer, Recompute recompute);
 
 enum class Optimizer { kAdam, kSgd };
 std::span<const std::string_view> OptimizerNames();  // indexed by Optimizer
-// The optimizer step over `parameters` local parameters; grads of `grad_dtype`.
-Op OptimizerOp(Optimizer optimizer, int64_t parameters, DType grad_dtype);
+// The optimizer step over `parameters` local parameters; grads of `grad_dtype`, parameters
+// stored as `param_dtype` (fp32: the optimizer's fp32 state is the weight, no copy to write).
+Op OptimizerOp(Optimizer optimizer, int64_t parameters, DType grad_dtype, DType param_dtype);
 
 // ResNet and DLRM: the whole model's forward and backward ops for a micro-batch of images or
 // samples (data parallel: no sharding of the dense part). DLRM embedding ops carry the table

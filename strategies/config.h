@@ -40,6 +40,10 @@ struct TrainingConfig {
   int64_t seq_len = 0;              // 0: the model's max_seq
   DType dtype = DType::kBf16;       // activations and parameters ("fp8" keeps them in BF16)
   DType grad_dtype = DType::kFp32;  // Megatron keeps fp32 main gradients
+  // How the parameters are stored ("param_precision", default the activations' dtype): bf16 or
+  // fp16 weights with an fp32 master copy in the optimizer (Megatron), or fp32 weights and no
+  // copy (PyTorch autocast; FSDP2's sharded parameters under a bf16 MixedPrecisionPolicy).
+  DType param_dtype = DType::kBf16;
   // "precision": "fp8": the linear layers' GEMMs in FP8 with this recipe ("fp8_recipe",
   // default "delayed"), as Transformer Engine runs them.
   models::Fp8Recipe fp8 = models::Fp8Recipe::kNone;

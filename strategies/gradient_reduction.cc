@@ -134,8 +134,9 @@ void GradientReducer::Step(const ReductionGroup& group, int64_t parameters, Step
   const ParallelPlan& plan = config_.plan;
   const int64_t dense_shard = ShardOf(parameters - expert_parameters, plan.WeightReplicas());
   const int64_t expert_shard = ShardOf(expert_parameters, plan.ExpertData());
-  const std::optional<models::OpCost> cost = cost_.Price(models::OptimizerOp(
-      config_.training.optimizer, dense_shard + expert_shard, config_.training.grad_dtype));
+  const std::optional<models::OpCost> cost =
+      cost_.Price(models::OptimizerOp(config_.training.optimizer, dense_shard + expert_shard,
+                                      config_.training.grad_dtype, config_.training.param_dtype));
   const models::OpCost step = cost.value_or(models::OpCost{});
   DurationNs step_time = step.duration;
   if (fp8_weights > 0) {

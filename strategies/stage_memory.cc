@@ -32,7 +32,7 @@ Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const Resolve
                                          .data_parallel = plan.DataIndices(),
                                          .zero_stage = plan.zero_stage,
                                          .optimizer = config.training.optimizer,
-                                         .param_dtype = config.training.dtype,
+                                         .param_dtype = config.training.param_dtype,
                                          .grad_dtype = config.training.grad_dtype,
                                          .chunk_layers = plan.chunk_layers};
     DTSIM_ASSIGN_OR_RETURN(models::MemoryBreakdown memory,

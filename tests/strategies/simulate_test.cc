@@ -49,6 +49,35 @@ StageTimes MiddleStageTimes(const SimulationResult& r, int32_t rank, int64_t mic
           t.backward / static_cast<double>(microbatches)};
 }
 
+TEST(SimulateTest, Fp32ParametersKeepNoMasterCopy) {
+  // training.param_precision: bf16 weights (the default with bf16 activations) cost 2 B per
+  // parameter and Adam 8 + a 4 B fp32 master copy: 14 B; fp32 weights cost 4 and Adam 8, no
+  // copy: 12 B. Gradients are fp32 (grad_precision) in both. So the model states drop by 2 B
+  // per parameter (18 → 16), and the optimizer step reads and writes 2 B less per parameter
+  // (no bf16 weight to write: 24 + 4 + 2 → 24 + 4).
+  Json json = BaseConfig();
+  const SimulationResult bf16 = SimulateJson(json);
+  json["training"]["param_precision"] = "fp32";
+  const SimulationResult fp32 = SimulateJson(json);
+  const models::MemoryBreakdown& a = bf16.iteration->stats.stage_memory[0];
+  const models::MemoryBreakdown& b = fp32.iteration->stats.stage_memory[0];
+  const int64_t n = a.parameter_count;
+  EXPECT_EQ(a.parameters, 2 * n);
+  EXPECT_EQ(b.parameters, 4 * n);
+  EXPECT_EQ(a.optimizer_state, 12 * n);
+  EXPECT_EQ(b.optimizer_state, 8 * n);
+  EXPECT_EQ(a.gradients, b.gradients);
+  EXPECT_EQ(a.total() - b.total(), 2 * n);
+  EXPECT_EQ(a.activations, b.activations);
+  EXPECT_LT(fp32.stages[0].optimizer, bf16.stages[0].optimizer);
+  // Activations and GEMMs stay bf16: the forward and backward are the same.
+  EXPECT_EQ(fp32.stages[0].compute, bf16.stages[0].compute);
+
+  json["training"]["param_precision"] = "fp8";
+  EXPECT_THAT(ConfigError(json), testing::HasSubstr("training.param_precision: expected "
+                                                    "\"bf16\", \"fp16\" or \"fp32\""));
+}
+
 TEST(SimulateTest, PipelineBubbleOfUniformStages) {
   // p = 4 stages of 4 layers, m = 16 micro-batches. With uniform stages and negligible
   // transfers, both GPipe and 1F1B flush after (m + p − 1)·(t_f + t_b) (SC'21 §2.2): a bubble

@@ -4,9 +4,10 @@
 Usage: memory_table.py DTSIM MEASURED_JSON [--markdown]
 
 For each run of MEASURED_JSON (tests/data/measured/h200_gpt2_memory.json), simulates the same
-model, batch, sequence and recompute policy on one h200-sxm-141gb with flash attention and no
-dropout, and prints dtsim's per-GPU memory total against the measured peak allocated and
-reserved bytes and the device memory in use, with the error against the allocated peak.
+model, batch, sequence and recompute policy on one h200-sxm-141gb with flash attention, no
+dropout and fp32 parameters (gpt2_step.py trains under bf16 autocast over fp32 weights), and
+prints dtsim's per-GPU memory total against the measured peak allocated and reserved bytes
+and the device memory in use, with the error against the allocated peak.
 Every policy has a dtsim counterpart (a run with none would be listed without a prediction).
 Exits 1 if a simulation fails.
 """
@@ -28,7 +29,8 @@ def predict(dtsim, run, work):
     config = {
         "model": run["model"],
         "training": {"global_batch": run["batch"], "micro_batch": run["batch"],
-                     "seq_len": run["seq"], "precision": "bf16", "recompute": recompute,
+                     "seq_len": run["seq"], "precision": "bf16", "param_precision": "fp32",
+                     "recompute": recompute,
                      "recompute_every": every, "flash_attention": True, "dropout": False},
         "cluster": {"preset": "dgx-a100", "gpu": "h200-sxm-141gb", "nodes": 1,
                     "gpus_per_node": 1},
