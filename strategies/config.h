@@ -38,7 +38,7 @@ struct TrainingConfig {
   int64_t global_batch = 0;  // sequences (samples) per iteration
   int64_t micro_batch = 1;
   int64_t seq_len = 0;              // 0: the model's max_seq
-  DType dtype = DType::kBf16;       // activations and parameters ("fp8" keeps them in BF16)
+  DType dtype = DType::kBf16;       // activations ("fp8" keeps them in BF16); see param_dtype
   DType grad_dtype = DType::kFp32;  // Megatron keeps fp32 main gradients
   // How the parameters are stored ("param_precision", default the activations' dtype): bf16 or
   // fp16 weights with an fp32 master copy in the optimizer (Megatron), or fp32 weights and no
