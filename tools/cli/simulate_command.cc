@@ -72,9 +72,6 @@ std::string TensorNote(const strategies::ParallelPlan& plan) {
   return "";
 }
 
-// "DP 2 × TP 4 (SP) × PP 2 (1f1b), 8 micro-batches of 4, ZeRO 1, recompute selective"; a model
-// trained data parallel only (ResNet) shows no tensor or pipeline sizes, and one stage no
-// schedule; parameter servers are named after the ZeRO stage.
 // 1st, 2nd, 3rd, 4th, …, 11th, 12th, 13th, 21st.
 std::string Ordinal(int n) {
   const int tens = n % 100;
@@ -86,6 +83,9 @@ std::string Ordinal(int n) {
   return std::to_string(n) + suffix;
 }
 
+// "DP 2 × TP 4 (SP) × PP 2 (1f1b), 8 micro-batches of 4, ZeRO 1, recompute selective"; a model
+// trained data parallel only (ResNet) shows no tensor or pipeline sizes, and one stage no
+// schedule; parameter servers are named after the ZeRO stage.
 std::string PlanLine(const SimulationConfig& c) {
   const int64_t microbatches = c.Microbatches();
   const network::ServerSpec& servers = c.cluster.servers;
