@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 #include <vector>
@@ -178,25 +179,139 @@ bool ShardsParameters(const MemoryPlan& plan) {
   return plan.zero_stage == 3 && plan.data_parallel * plan.shard.tensor_depth > 1;
 }
 
+// One layer's parameters on this rank before ZeRO: its tensor/expert shard (1D), or 1/q² of
+// it on a 2D/2.5D grid.
+int64_t LayerParametersOnRank(const TransformerSpec& spec, const MemoryPlan& plan, int index) {
+  if (plan.shard.tensor_layout == TensorLayout::k1D) {
+    return LayerParameterCount(spec, plan.shard.tensor_parallel, plan.shard.expert_parallel,
+                               plan.shard.expert_tensor(), index);
+  }
+  return LayerParameterCount(spec, 1, plan.shard.expert_parallel, 1, index) / plan.shard.grid();
+}
+
+// The dtype ZeRO-3 gathers parameters in: theirs, but the activations' where PyTorch keeps
+// fp32 shards (FSDP2's MixedPrecisionPolicy casts before the all-gather).
+DType GatheredDType(const MemoryPlan& plan) {
+  return plan.framework == Framework::kPyTorch ? plan.shard.dtype : plan.param_dtype;
+}
+
+// What one layer of the stage holds for a micro-batch: the activations it keeps until its
+// backward pass, the working set of that backward (the activations it recomputes and its
+// largest op's operands), and the parameters it holds (for its gradients' share).
+struct LayerMemory {
+  int64_t kept = 0;
+  int64_t working = 0;
+  int64_t parameters = 0;
+};
+
+// PyTorch autocast over fp32 weights. Not under ZeRO-3: FSDP gathers the weights in the
+// activations' dtype (the gathered layers count them) and runs without autocast.
+bool Autocasts(const MemoryPlan& plan) {
+  return plan.framework == Framework::kPyTorch && plan.param_dtype == DType::kFp32 &&
+         plan.shard.dtype != DType::kFp32 && !ShardsParameters(plan);
+}
+
+LayerMemory TransformerLayerMemory(const TransformerSpec& spec, const MemoryPlan& plan, int index) {
+  const LayerOps layer = TransformerLayerOps(spec, index, plan.shard);
+  const bool recomputes =
+      plan.recompute != Recompute::kNone && RecomputesLayer(plan.recompute_every, index);
+  const Recompute recompute = recomputes ? plan.recompute : Recompute::kNone;
+  LayerMemory memory;
+  memory.kept = LayerActivationBytes(layer, recompute, plan.shard, spec.hidden);
+  // Recomputing restores what the policy dropped: all a layer without recompute keeps.
+  memory.working =
+      MaxOpBytes(layer, 0) +
+      (recomputes
+           ? LayerActivationBytes(layer, Recompute::kNone, plan.shard, spec.hidden) - memory.kept
+           : 0);
+  memory.parameters = LayerParametersOnRank(spec, plan, index);
+  if (Autocasts(plan)) {
+    // Each matmul casts its weight to the activations' dtype and keeps the copy for its
+    // backward; a recomputed layer casts again while it recomputes. And the residual stream is
+    // fp32: the embedding's output is (its weight is), the residual adds promote to it, and the
+    // norms run in fp32 — so the norms' inputs kept (the layer input, and the second norm's
+    // where the layer does not recompute) take 4 B an element, not e.
+    const int64_t e = DTypeBytes(plan.shard.dtype);
+    const int64_t weights = memory.parameters * e;
+    const int64_t widened = plan.shard.ActivationElements(spec.hidden) * (4 - e);
+    if (recomputes) {
+      memory.kept += widened;
+      memory.working += weights + widened;
+    } else {
+      memory.kept += weights + 2 * widened;
+    }
+  }
+  // FSDP: the layer's unsharded gradients in the activations' dtype and their copy in the
+  // gradients' dtype that is reduce-scattered (torchtitan's reduce_dtype fp32). Under
+  // pipelining they accumulate instead (AddGatheredParameters).
+  if (plan.framework == Framework::kPyTorch && ShardsParameters(plan) &&
+      plan.pipeline_stages == 1) {
+    memory.working +=
+        memory.parameters * (DTypeBytes(plan.shard.dtype) + DTypeBytes(plan.grad_dtype));
+  }
+  return memory;
+}
+
+// The output layer's working set: the loss's (LossWorkingBytes, per head) or its largest
+// other op's.
+int64_t OutputWorkingBytes(const LayerOps& output, const MemoryPlan& plan) {
+  int64_t working = 0;
+  for (const std::vector<Op>* list : {&output.forward, &output.backward}) {
+    for (const Op& op : *list) {
+      working = std::max(
+          working,
+          op.kind == OpKind::kCrossEntropy
+              ? LossWorkingBytes(plan.framework, op.signature.Dim("elements"), plan.shard.dtype)
+              : static_cast<int64_t>(op.bytes));
+    }
+  }
+  return working;
+}
+
+// One rank's memory at a point of the iteration, and the largest over the points visited.
+struct Peak {
+  int64_t activations = 0;
+  int64_t working = 0;
+  int64_t gradients = 0;
+
+  void Visit(int64_t activations_now, int64_t working_now, int64_t gradients_now) {
+    if (activations_now + working_now + gradients_now <= activations + working + gradients) {
+      return;
+    }
+    activations = activations_now;
+    working = working_now;
+    gradients = gradients_now;
+  }
+};
+
+// The peak over one micro-batch's backward pass through the stage, the other micro-batches
+// in flight keeping theirs: the loss (last stage), then each layer in reverse order with the
+// activations of the layers before it, its own, and its working set. Gradients exist from the
+// start (Megatron's buffers; PyTorch after an earlier micro-batch's backward, or in DDP's
+// buckets) or, in PyTorch with one micro-batch and no DDP buckets, only as the backward pass
+// makes them: the layers behind it, shared out by their parameters.
 void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
                             MemoryBreakdown& memory) {
-  const double in_flight = memory.microbatches_in_flight;
+  std::vector<LayerMemory> layers;
   int64_t per_microbatch = 0;
-  int64_t largest_op = 0;
-  int64_t fp8_weights = 0;
-  int64_t largest_fp8_layer = 0;
+  int64_t layer_parameters = 0;
   // The multi-token-prediction modules run on the last chunk, whose backward follows its
   // forward: one micro-batch's in flight, as the output layer's.
   int64_t mtp = 0;
+  int64_t fp8_weights = 0;
+  int64_t largest_fp8_layer = 0;
   for (int index : StageLayers(spec, plan)) {
-    const LayerOps layer = TransformerLayerOps(spec, index, plan.shard);
-    const Recompute recompute =
-        RecomputesLayer(plan.recompute_every, index) ? plan.recompute : Recompute::kNone;
-    (spec.IsMtpLayer(index) ? mtp : per_microbatch) +=
-        LayerActivationBytes(layer, recompute, plan.shard, spec.hidden);
-    largest_op = MaxOpBytes(layer, largest_op);
-    fp8_weights += Fp8WeightElements(layer);
-    largest_fp8_layer = std::max(largest_fp8_layer, Fp8WeightElements(layer));
+    const LayerMemory layer = TransformerLayerMemory(spec, plan, index);
+    if (spec.IsMtpLayer(index)) {
+      mtp += layer.kept;
+    } else {
+      per_microbatch += layer.kept;
+    }
+    layers.push_back(layer);
+    layer_parameters += layer.parameters;
+    const int64_t fp8 = Fp8WeightElements(TransformerLayerOps(spec, index, plan.shard));
+    fp8_weights += fp8;
+    largest_fp8_layer = std::max(largest_fp8_layer, fp8);
   }
   // FP8: Transformer Engine keeps each FP8 weight quantized row- and column-wise (for the
   // forward and dgrad GEMMs, and the wgrad's transpose) from the first micro-batch on; the
@@ -205,22 +320,89 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
   if (ShardsParameters(plan)) fp8_weights = std::min(fp8_weights, 2 * largest_fp8_layer);
   memory.fp8_weights = static_cast<int64_t>(
       std::ceil(static_cast<double>(fp8_weights) * 2 * Fp8CopyBytes(plan.shard.fp8)));
+
+  int64_t embedding = 0;
+  int64_t embedding_working = 0;
   if (IsFirstStage(plan)) {
-    const LayerOps embedding = EmbeddingOps(spec, plan.shard);
-    per_microbatch += TotalSavedBytes(embedding.forward);
-    largest_op = MaxOpBytes(embedding, largest_op);
+    const LayerOps ops = EmbeddingOps(spec, plan.shard);
+    embedding = TotalSavedBytes(ops.forward);
+    embedding_working = MaxOpBytes(ops, 0);
+    per_microbatch += embedding;
   }
-  memory.activations = static_cast<int64_t>(std::ceil(per_microbatch * in_flight));
+  const double in_flight = memory.microbatches_in_flight;
+  const auto others =
+      static_cast<int64_t>(std::ceil(static_cast<double>(per_microbatch) * (in_flight - 1)));
+  const bool lazy_gradients = plan.framework == Framework::kPyTorch && plan.microbatches == 1 &&
+                              !(plan.data_parallel > 1 && plan.zero_stage < 2);
+  const double parameters = static_cast<double>(std::max<int64_t>(memory.parameter_count, 1));
+  auto gradients_after = [&](int64_t parameters_behind) {
+    if (!lazy_gradients) return memory.gradients;
+    return static_cast<int64_t>(std::ceil(static_cast<double>(memory.gradients) *
+                                          static_cast<double>(parameters_behind) / parameters));
+  };
+
+  Peak peak;
+  int64_t kept = others + per_microbatch;
+  int64_t behind = 0;  // parameters whose gradients the backward pass has made
   if (IsLastStage(plan)) {
     // The last stage runs each micro-batch's backward right after its forward: one in flight.
     const LayerOps output = OutputOps(spec, plan.shard);
-    memory.activations += TotalSavedBytes(output.forward) + mtp;
-    largest_op = MaxOpBytes(output, largest_op);
+    const int64_t output_kept = TotalSavedBytes(output.forward) + mtp;
+    peak.Visit(kept + output_kept, OutputWorkingBytes(output, plan), gradients_after(0));
+    behind = memory.parameter_count - layer_parameters;  // the output layer's, first
   }
-  memory.temporary = largest_op;
+  for (size_t i = layers.size(); i-- > 0;) {
+    peak.Visit(kept, layers[i].working, gradients_after(behind));
+    kept -= layers[i].kept;
+    behind += layers[i].parameters;
+  }
+  if (IsFirstStage(plan)) peak.Visit(kept, embedding_working, gradients_after(behind));
+  memory.activations = peak.activations;
+  memory.temporary = peak.working;
+  memory.gradients = peak.gradients;
+}
+
+// ZeRO-3's gathered parameters: the layer being computed and the one prefetched (on a grid
+// every weight is split q×q: the whole layer over q²). FSDP2 (PyTorch) also keeps the root
+// module's — the embedding, final norm and output layer: the stage's parameters outside its
+// layers — gathered from the forward pass's start to the backward's end. Under pipelining it
+// reshards nothing between micro-batches (torchtitan: reshard_after_forward off; the pipeline
+// stage turns off resharding after backward and gradient sync but for the last micro-batch):
+// the whole stage stays gathered, and its unsharded gradients accumulate in the gradients'
+// dtype (FSDP2's reduce_dtype) until the last micro-batch reduce-scatters them.
+void AddGatheredParameters(const TransformerSpec& spec, const MemoryPlan& plan,
+                           MemoryBreakdown& memory) {
+  const int64_t gathered_bytes = DTypeBytes(GatheredDType(plan));
+  if (plan.framework == Framework::kPyTorch && plan.pipeline_stages > 1) {
+    memory.temporary += memory.parameter_count * gathered_bytes;
+    memory.gradients += memory.parameter_count * DTypeBytes(plan.grad_dtype);
+    return;
+  }
+  int64_t gathered = 2 * LayerParametersOnRank(spec, plan, 0);
+  if (plan.framework == Framework::kPyTorch) {
+    int64_t layers = 0;
+    for (int index : StageLayers(spec, plan)) layers += LayerParametersOnRank(spec, plan, index);
+    gathered += memory.parameter_count - layers;
+  }
+  memory.temporary += gathered * gathered_bytes;
 }
 
 }  // namespace
+
+namespace {
+constexpr std::array<std::string_view, 2> kFrameworkNames = {"megatron", "pytorch"};
+}  // namespace
+
+std::span<const std::string_view> FrameworkNames() { return kFrameworkNames; }
+
+std::string_view FrameworkName(Framework framework) {
+  return kFrameworkNames[static_cast<size_t>(framework)];
+}
+
+int64_t LossWorkingBytes(Framework framework, int64_t logits, DType dtype) {
+  const int64_t e = DTypeBytes(dtype);
+  return logits * (framework == Framework::kMegatron ? e : std::max<int64_t>(e + 4, 8));
+}
 
 int64_t LayerActivationBytes(const LayerOps& layer, Recompute recompute,
                              const TransformerShard& shard, int64_t hidden) {
@@ -303,17 +485,7 @@ Expected<MemoryBreakdown> EstimateMemory(const ModelSpec& model, const MemoryPla
   switch (model.family) {
     case ModelFamily::kTransformer:
       TransformerActivations(model.transformer, plan, memory);
-      if (plan.zero_stage == 3) {
-        // Gathered parameters: the layer being computed and the one prefetched.
-        // (On a grid every weight is split q×q: the whole layer over q².)
-        const int64_t layer =
-            plan.shard.tensor_layout == TensorLayout::k1D
-                ? LayerParameterCount(model.transformer, plan.shard.tensor_parallel,
-                                      plan.shard.expert_parallel, plan.shard.expert_tensor(), 0)
-                : LayerParameterCount(model.transformer, 1, plan.shard.expert_parallel, 1, 0) /
-                      plan.shard.grid();
-        memory.temporary += 2 * layer * DTypeBytes(plan.param_dtype);
-      }
+      if (plan.zero_stage == 3) AddGatheredParameters(model.transformer, plan, memory);
       break;
     case ModelFamily::kResNet:
     case ModelFamily::kDlrm: {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "models/model_spec.h"
@@ -16,6 +17,23 @@
 
 namespace dtsim::models {
 
+// Whose memory behaviour a plan follows where frameworks differ (docs/models.md, "Memory"):
+// Megatron-LM/-Core — the fused vocabulary-parallel cross-entropy, gradient buffers allocated
+// once — or PyTorch-native training (torchtitan, FSDP2, DDP, autocast) — the loss as
+// log_softmax and nll_loss over an fp32 copy of the logits, gradients made by the backward
+// pass after zero_grad(set_to_none) freed them, autocast's bf16 copies of fp32 weights.
+enum class Framework : uint8_t { kMegatron, kPyTorch };
+std::span<const std::string_view> FrameworkNames();  // indexed by Framework
+std::string_view FrameworkName(Framework framework);
+
+// The bytes a cross-entropy over `logits` elements (of `dtype`) holds at its peak beside the
+// fp32 softmax it keeps for the backward pass (4 B a logit, counted with the activations):
+// Megatron builds the softmax in place in an fp32 copy of the logits and the gradient in place
+// in the softmax, so only the logits (forward) or the gradient's cast (backward), e B a logit;
+// PyTorch's log_softmax + nll_loss hold, in backward, nll_loss's dense fp32 gradient and
+// log_softmax's fp32 input gradient (8 B), in forward the logits and their fp32 copy (e + 4).
+int64_t LossWorkingBytes(Framework framework, int64_t logits, DType dtype);
+
 // Activation bytes one layer keeps for its backward pass: the sum of its forward ops' saved
 // bytes (none), without the core attention's (selective), or only the layer input (full).
 int64_t LayerActivationBytes(const LayerOps& layer, Recompute recompute,
@@ -25,6 +43,7 @@ struct MemoryPlan {
   TransformerShard shard;  // micro-batch, sequence, dtype, TP/SP/EP (transformers)
   Recompute recompute = Recompute::kNone;
   int recompute_every = 1;  // the policy on every n-th layer only (RecomputesLayer)
+  Framework framework = Framework::kMegatron;
   PipelineSchedule schedule = PipelineSchedule::kOneForwardOneBackward;
   int pipeline_stages = 1;
   int virtual_stages = 1;
@@ -46,6 +65,9 @@ struct MemoryBreakdown {
   int64_t parameters = 0;       // bytes
   int64_t gradients = 0;
   int64_t optimizer_state = 0;
+  // At the peak (EstimateMemory): the activations kept for the backward pass then, and the
+  // working set of what runs then (the loss, a layer's backward with what it recomputes, the
+  // largest op; gathered ZeRO-3 parameters). `gradients` too is what exists at the peak.
   int64_t activations = 0;
   int64_t temporary = 0;
   int64_t fp8_weights = 0;  // FP8 training: the quantized weight copies (row- and column-wise)

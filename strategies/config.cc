@@ -68,7 +68,12 @@ Status ReadTraining(const Json& value, TrainingConfig& training) {
       reader.ReadOptionalInt("micro_batch", training.micro_batch, 1, kMaxGlobalBatch));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("seq_len", training.seq_len, 1, kMaxSequenceLength));
   DTSIM_RETURN_IF_ERROR(ReadPrecision(reader, training));
-  training.param_dtype = training.dtype;
+  DTSIM_RETURN_IF_ERROR(
+      reader.ReadOptionalEnum("framework", models::FrameworkNames(), training.framework));
+  // PyTorch trains fp32 parameters under autocast (FSDP2: fp32 shards); Megatron keeps them in
+  // the activations' dtype beside an fp32 master copy.
+  training.param_dtype =
+      training.framework == models::Framework::kPyTorch ? DType::kFp32 : training.dtype;
   DTSIM_RETURN_IF_ERROR(ReadDType(reader, "param_precision", training.param_dtype));
   DTSIM_RETURN_IF_ERROR(ReadDType(reader, "grad_precision", training.grad_dtype));
   DTSIM_RETURN_IF_ERROR(

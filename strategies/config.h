@@ -54,6 +54,9 @@ struct TrainingConfig {
   int recompute_every = 1;
   bool flash_attention = false;
   bool dropout = true;
+  // "framework": whose memory behaviour the plan follows where frameworks differ
+  // (models::Framework): "megatron" (default) or "pytorch" (whose parameters default to fp32).
+  models::Framework framework = models::Framework::kMegatron;
 };
 
 // How data-parallel replicas combine their gradients: collectives among themselves (an

@@ -22,6 +22,7 @@ Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const Resolve
     const models::MemoryPlan memory_plan{.shard = ShardOf(config),
                                          .recompute = config.training.recompute,
                                          .recompute_every = config.training.recompute_every,
+                                         .framework = config.training.framework,
                                          .schedule = plan.schedule,
                                          .pipeline_stages = plan.pipeline,
                                          .virtual_stages = plan.virtual_stages,

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "models/parameters.h"
 
 namespace dtsim::models {
@@ -109,6 +111,125 @@ TEST(MemoryTest, RecsysAndVisionModels) {
   // fp32 weights need no master copy: Adam keeps 8 bytes per parameter.
   EXPECT_EQ(memory->optimizer_state, 8 * 25'557'032LL);
   EXPECT_GT(memory->activations, 0);
+}
+
+// Llama 3 8B: h = 4,096, 32 layers, a layer's parameters 2·h² (q, o) + 2·h·1,024 (k, v: 8 KV
+// heads of 128) + 3·h·14,336 (SwiGLU) + 2·h (norms) = 218,112,000; vocabulary 128,256 (a
+// multiple of 128: no padding). Two sequences of 8,192 tokens: 16,384 tokens, 2,101,346,304
+// logits.
+constexpr int64_t kLlama3Layer = 218'112'000;
+constexpr int64_t kLlama3Logits = 16'384LL * 128'256;
+
+MemoryPlan Llama3OneGpu(Framework framework, Recompute recompute) {
+  return MemoryPlan{
+      .shard = {.micro_batch = 2, .seq_len = 8192, .flash_attention = true, .dropout = false},
+      .recompute = recompute,
+      .framework = framework,
+      .param_dtype = DType::kFp32,
+      .grad_dtype = DType::kFp32};
+}
+
+TEST(MemoryTest, LossWorkingSetPerFramework) {
+  // Megatron: the bf16 logits beside the fp32 softmax built in place (2 B a logit); PyTorch:
+  // nll_loss's fp32 gradient and log_softmax's fp32 input gradient (4 + 4), or in forward the
+  // bf16 logits and their fp32 copy (2 + 4): 8. In fp32, the forward's 4 + 4 = 8 as well.
+  EXPECT_EQ(LossWorkingBytes(Framework::kMegatron, kLlama3Logits, DType::kBf16), 2 * kLlama3Logits);
+  EXPECT_EQ(LossWorkingBytes(Framework::kPyTorch, kLlama3Logits, DType::kBf16), 8 * kLlama3Logits);
+  EXPECT_EQ(LossWorkingBytes(Framework::kMegatron, 1000, DType::kFp32), 4000);
+  EXPECT_EQ(LossWorkingBytes(Framework::kPyTorch, 1000, DType::kFp32), 8000);
+}
+
+TEST(MemoryTest, PyTorchPeaksAtTheLossBeforeAnyGradientExists) {
+  // One GPU, one micro-batch, no recompute: the peak is at the loss, where every layer's
+  // activations are kept and the 128k-vocabulary loss holds its working set. Megatron's
+  // gradient buffers exist then (8.03B fp32 gradients); PyTorch's zero_grad(set_to_none) freed
+  // its gradients, and under autocast each layer keeps its matmuls' bf16 weight copies and its
+  // two norms' inputs in fp32 (the residual stream is fp32: 2 more bytes for each of 16,384 ×
+  // 4,096 elements): 32 × (218,112,000 × 2 + 2 × 16,384 × 4,096 × 2) B more activations. Megatron's
+  // working set there is the logits GEMM's operands (16,384 × 4,096 in, 4,096 × 128,256 weight, the
+  // logits out, 2 B each), more than its loss's 2 B a logit; PyTorch's the loss's 8 B a logit.
+  const ModelSpec model = Preset("llama3-8b");
+  Expected<MemoryBreakdown> megatron =
+      EstimateMemory(model, Llama3OneGpu(Framework::kMegatron, Recompute::kNone));
+  Expected<MemoryBreakdown> pytorch =
+      EstimateMemory(model, Llama3OneGpu(Framework::kPyTorch, Recompute::kNone));
+  ASSERT_TRUE(megatron.ok() && pytorch.ok());
+  EXPECT_EQ(megatron->gradients, 4 * CountParameters(model).total);
+  EXPECT_EQ(pytorch->gradients, 0);
+  EXPECT_EQ(pytorch->activations - megatron->activations,
+            32 * (kLlama3Layer * 2 + 2 * 16'384LL * 4'096 * 2));
+  EXPECT_EQ(megatron->temporary, (16'384LL * 4'096 + 4'096LL * 128'256 + kLlama3Logits) * 2);
+  EXPECT_EQ(pytorch->temporary, 8 * kLlama3Logits);
+}
+
+TEST(MemoryTest, FsdpKeepsTheRootGatheredBesideTwoLayers) {
+  // FSDP2 over 8 GPUs (ZeRO-3, PyTorch): fp32 shards, gathered in bf16. At the loss: its 8 B a
+  // logit, the layer computing and the one prefetched (2 × 218,112,000 × 2 B), and the root
+  // module — embedding and output layer 2 × 128,256 × 4,096, final norm 4,096 — gathered:
+  // 1,050,677,248 × 2 B. The sharded gradients do not exist yet; nor do autocast copies (the
+  // gathered weights are bf16 already).
+  const ModelSpec model = Preset("llama3-8b");
+  MemoryPlan plan = Llama3OneGpu(Framework::kPyTorch, Recompute::kNone);
+  plan.data_parallel = 8;
+  plan.zero_stage = 3;
+  Expected<MemoryBreakdown> memory = EstimateMemory(model, plan);
+  ASSERT_TRUE(memory.ok()) << memory.error().ToString();
+  EXPECT_EQ(memory->temporary, 8 * kLlama3Logits + 2 * kLlama3Layer * 2 + 1'050'677'248LL * 2);
+  EXPECT_EQ(memory->gradients, 0);
+  // fp32 parameters over 8 ranks: 4 B and Adam's 8 B a parameter, no master copy.
+  const int64_t parameters = CountParameters(model).total;
+  EXPECT_EQ(memory->parameters, (parameters * 4 + 7) / 8);
+  EXPECT_EQ(memory->optimizer_state, (parameters * 8 + 7) / 8);
+}
+
+TEST(MemoryTest, FsdpUnderPipeliningKeepsTheStageGathered) {
+  // FSDP2 over 8 ranks on each of 2 pipeline stages, 8 micro-batches: no resharding between
+  // micro-batches, so stage 0 (16 layers and the embedding: P = 16 × 218,112,000 + 128,256 ×
+  // 4,096 parameters) keeps all P gathered in bf16 (2 B) and accumulates unsharded fp32
+  // gradients (4 B) beside its fp32 shards (4 P / 8), against FSDP2's two layers and the root
+  // without pipelining. Its peak, the backward of its last layer, adds that layer's largest op.
+  const ModelSpec model = Preset("llama3-8b");
+  MemoryPlan plan = Llama3OneGpu(Framework::kPyTorch, Recompute::kNone);
+  plan.pipeline_stages = 2;
+  plan.microbatches = 8;
+  plan.data_parallel = 8;
+  plan.zero_stage = 3;
+  Expected<MemoryBreakdown> memory = EstimateMemory(model, plan);
+  ASSERT_TRUE(memory.ok()) << memory.error().ToString();
+  const int64_t p = 16 * kLlama3Layer + 128'256LL * 4'096;
+  EXPECT_EQ(memory->parameter_count, p);
+  EXPECT_EQ(memory->gradients, (4 * p + 7) / 8 + 4 * p);
+  const LayerOps layer = TransformerLayerOps(model.transformer, 15, plan.shard);
+  int64_t largest_op = 0;
+  for (const Op& op : layer.backward) largest_op = std::max<int64_t>(largest_op, op.bytes);
+  for (const Op& op : layer.forward) largest_op = std::max<int64_t>(largest_op, op.bytes);
+  EXPECT_EQ(memory->temporary, largest_op + 2 * p);
+}
+
+TEST(MemoryTest, RecomputingALayerRestoresWhatItDropped) {
+  // The first of two pipeline stages of GPT-3 1.3B (no loss there), full recompute: its peak is
+  // the backward of its last layer, with every layer's input kept for the micro-batches in
+  // flight and that layer's working set: all it would keep without recompute, less the input
+  // it kept, plus its largest op. Megatron's gradient buffers exist throughout.
+  const ModelSpec model = Preset("gpt3-1.3b");
+  const TransformerShard shard{.micro_batch = 4, .seq_len = 2048};
+  const MemoryPlan plan{
+      .shard = shard, .recompute = Recompute::kFull, .pipeline_stages = 2, .microbatches = 8};
+  Expected<MemoryBreakdown> memory = EstimateMemory(model, plan);
+  ASSERT_TRUE(memory.ok()) << memory.error().ToString();
+  const LayerOps layer = TransformerLayerOps(model.transformer, 0, shard);
+  const int64_t h = 2048;
+  const int64_t input = 2 * 2048 * 4 * h;  // 2·s·b·h
+  EXPECT_EQ(LayerActivationBytes(layer, Recompute::kFull, shard, h), input);
+  const int64_t none = LayerActivationBytes(layer, Recompute::kNone, shard, h);
+  int64_t largest_op = 0;
+  for (const Op& op : layer.backward) largest_op = std::max<int64_t>(largest_op, op.bytes);
+  for (const Op& op : layer.forward) largest_op = std::max<int64_t>(largest_op, op.bytes);
+  EXPECT_EQ(memory->temporary, none - input + largest_op);
+  // 1F1B keeps 2 micro-batches on stage 0: 12 layers' inputs and the embedding's int64 ids and
+  // dropout mask (8·s·b + s·b·h) each.
+  EXPECT_EQ(memory->activations, 2 * (12 * input + 8 * 2048 * 4 + 2048 * 4 * h));
+  EXPECT_GT(memory->gradients, 0);
 }
 
 }  // namespace

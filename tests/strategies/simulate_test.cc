@@ -78,6 +78,29 @@ TEST(SimulateTest, Fp32ParametersKeepNoMasterCopy) {
                                                     "\"bf16\", \"fp16\" or \"fp32\""));
 }
 
+TEST(SimulateTest, PyTorchFrameworkChangesMemoryNotTime) {
+  // training.framework "pytorch": parameters default to fp32 (4 B, Adam 8, no master copy),
+  // and memory follows PyTorch (docs/models.md, "Memory"); the forward, backward and optimizer
+  // step are priced as before with fp32 parameters. The result's plan names the framework.
+  Json json = BaseConfig();
+  json["training"]["param_precision"] = "fp32";
+  const SimulationResult megatron = SimulateJson(json);
+  json["training"].erase("param_precision");
+  json["training"]["framework"] = "pytorch";
+  const SimulationResult pytorch = SimulateJson(json);
+  const models::MemoryBreakdown& b = pytorch.iteration->stats.stage_memory[0];
+  EXPECT_EQ(b.parameters, 4 * b.parameter_count);
+  EXPECT_EQ(b.optimizer_state, 8 * b.parameter_count);
+  EXPECT_EQ(pytorch.stages[0].compute, megatron.stages[0].compute);
+  EXPECT_EQ(pytorch.stages[0].optimizer, megatron.stages[0].optimizer);
+  EXPECT_EQ(pytorch.iteration_time, megatron.iteration_time);
+
+  json["training"]["framework"] = "deepspeed";
+  EXPECT_THAT(ConfigError(json), testing::HasSubstr("training.framework"));
+  EXPECT_THAT(ConfigError(json),
+              testing::HasSubstr("known: \"megatron\", \"pytorch\", got \"deepspeed\""));
+}
+
 TEST(SimulateTest, PipelineBubbleOfUniformStages) {
   // p = 4 stages of 4 layers, m = 16 micro-batches. With uniform stages and negligible
   // transfers, both GPipe and 1F1B flush after (m + p − 1)·(t_f + t_b) (SC'21 §2.2): a bubble

@@ -118,17 +118,21 @@ std::string PlanLine(const SimulationConfig& c) {
       c.plan.expert > 1 || folded
           ? fmt::format(" (EP {}{})", c.plan.expert, folded ? " over TP × DP, expert TP 1" : "")
           : "";
-  return fmt::format(
-      "DP {}{}{} × TP {}{}{} × PP {}{}{}, {}, recompute {}{}{}", c.plan.data, folded ? "" : experts,
-      context, c.plan.tensor, TensorNote(c.plan), folded ? experts : "", c.plan.pipeline,
-      c.plan.pipeline > 1 ? fmt::format(" ({})", models::PipelineScheduleName(c.plan.schedule))
-                          : "",
-      order == "tp-dp-pp" ? "" : fmt::format(", ranks in order {}", order), batches,
-      models::RecomputeName(c.training.recompute),
-      c.training.recompute_every > 1
-          ? fmt::format(" on every {} layer", Ordinal(c.training.recompute_every))
-          : "",
-      fp8);
+  return fmt::format("DP {}{}{} × TP {}{}{} × PP {}{}{}, {}, recompute {}{}{}{}", c.plan.data,
+                     folded ? "" : experts, context, c.plan.tensor, TensorNote(c.plan),
+                     folded ? experts : "", c.plan.pipeline,
+                     c.plan.pipeline > 1
+                         ? fmt::format(" ({})", models::PipelineScheduleName(c.plan.schedule))
+                         : "",
+                     order == "tp-dp-pp" ? "" : fmt::format(", ranks in order {}", order), batches,
+                     models::RecomputeName(c.training.recompute),
+                     c.training.recompute_every > 1
+                         ? fmt::format(" on every {} layer", Ordinal(c.training.recompute_every))
+                         : "",
+                     fp8,
+                     c.training.framework == models::Framework::kMegatron
+                         ? ""
+                         : fmt::format(", {} memory", models::FrameworkName(c.training.framework)));
 }
 
 std::string SizeText(int64_t bytes) {

@@ -29,7 +29,7 @@ def predict(dtsim, run, work):
     config = {
         "model": run["model"],
         "training": {"global_batch": run["batch"], "micro_batch": run["batch"],
-                     "seq_len": run["seq"], "precision": "bf16", "param_precision": "fp32",
+                     "seq_len": run["seq"], "precision": "bf16", "framework": "pytorch",
                      "recompute": recompute,
                      "recompute_every": every, "flash_attention": True, "dropout": False},
         "cluster": {"preset": "dgx-a100", "gpu": "h200-sxm-141gb", "nodes": 1,

@@ -55,6 +55,11 @@ OrderedJson PlanJson(const SimulationConfig& c) {
   // Only where the policy skips layers (training.recompute_every), so results of configs
   // without it keep their keys.
   if (c.training.recompute_every > 1) plan["recompute_every"] = c.training.recompute_every;
+  // Likewise only for PyTorch (training.framework), with the parameters' dtype it defaults.
+  if (c.training.framework != models::Framework::kMegatron) {
+    plan["framework"] = models::FrameworkName(c.training.framework);
+    plan["param_precision"] = DTypeName(c.training.param_dtype);
+  }
   return plan;
 }
 
