@@ -77,5 +77,30 @@ TEST_F(ValidateCommandTest, BadInputsNameTheFile) {
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("no-such-dir"));
 }
 
+TEST_F(ValidateCommandTest, MemoryPointsGetAMemoryTable) {
+  // A memory points file beside a measurements file: the performance table and, after it, the
+  // peak memory table with its summary; the JSON report carries the memory rows.
+  const std::string korthikanti = Points("korth-t5-22B-full", "one.json");
+  const Json memory = Json::parse(R"({"format": "dtsim.memory_points", "version": 1, "points": [
+    {"id": "gpt2-run", "source": "a log", "kind": "reserved", "peak": "20 GiB",
+     "config": {"model": "gpt2-355m",
+                "training": {"global_batch": 8, "micro_batch": 8, "seq_len": 1024,
+                             "framework": "pytorch", "flash_attention": true},
+                "cluster": {"preset": "dgx-a100", "gpu": "h200-sxm-141gb", "nodes": 1,
+                            "gpus_per_node": 1},
+                "parallelism": {"data": 1}}}]})");
+  ASSERT_TRUE(WriteFileAtomically(Path("memory.json"), memory.dump()).ok());
+  const CommandOutcome outcome = Run({korthikanti, Path("memory.json"), "-o", Path("report.json")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("mean absolute percentage error over 1 points"));
+  EXPECT_THAT(output_.str(), HasSubstr("peak memory per GPU"));
+  EXPECT_THAT(output_.str(), HasSubstr("gpt2-run"));
+  EXPECT_THAT(output_.str(), HasSubstr("memory: 1 points from 1 sources; MAPE"));
+  EXPECT_THAT(output_.str(), HasSubstr("0 wrong fit/OOM verdicts"));
+  Expected<Json> report = ReadJsonFile(Path("report.json"));
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ((*report)["memory"]["rows"][0]["kind"], "reserved");
+}
+
 }  // namespace
 }  // namespace dtsim::cli

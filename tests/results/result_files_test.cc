@@ -87,7 +87,7 @@ TEST_F(ResultFilesTest, SimulateResult) {
   Expected<strategies::SimulationResult> result = strategies::Simulate(*config);
   ASSERT_TRUE(result.ok()) << result.error().ToString();
   const Json json = RoundTrip(SimulateResultJson(*config, *result), kSimulateResultFormat);
-  EXPECT_EQ(json["version"], "1.3");
+  EXPECT_EQ(json["version"], "1.4");
   // Every distinct communication, costliest first, with how the analytical model ran it. The
   // pipeline sends of 8 MiB go from node 0 to node 1 of the DGX A100s (stage 0 is ranks 0–7):
   // a 2-rank communicator across nodes, 200 Gb/s NICs give a network peer ⌈25 / 14⌉ = 2
@@ -292,8 +292,28 @@ TEST_F(ResultFilesTest, ValidationReport) {
   ASSERT_EQ(report.categories.size(), 1u);
   EXPECT_EQ(report.categories[0].points, 2);
   EXPECT_DOUBLE_EQ(report.categories[0].mean_error, 17.5);
-  const Json json = RoundTrip(ValidationReportJson({"points.json", "more.json"}, report),
+  // Peak memory rows: one measured (12 GiB predicted over 10 measured − 1 = +20%), one that
+  // ran out of memory and is predicted to fit (a wrong verdict).
+  std::vector<strategies::MemoryRow> memory_rows;
+  memory_rows.push_back({.id = "m",
+                         .source = "log",
+                         .kind = strategies::MeasuredMemory::kReserved,
+                         .measured_bytes = 10.0 * (1 << 30),
+                         .predicted_bytes = 12.0 * (1 << 30),
+                         .capacity_bytes = 80.0 * (1 << 30)});
+  memory_rows.push_back({.id = "oom",
+                         .source = "log",
+                         .ran = false,
+                         .predicted_bytes = 70.0 * (1 << 30),
+                         .capacity_bytes = 80.0 * (1 << 30)});
+  const strategies::MemoryReport memory = strategies::SummarizeMemory(std::move(memory_rows));
+  EXPECT_DOUBLE_EQ(memory.comparable_mape, 20);
+  EXPECT_EQ(memory.wrong_verdicts, 1);
+  EXPECT_EQ(memory.sources.size(), 1u);
+  const Json json = RoundTrip(ValidationReportJson({"points.json", "more.json"}, report, memory),
                               kValidationReportFormat);
+  EXPECT_DOUBLE_EQ(json["memory"]["rows"][0]["error"].get<double>(), 0.2);
+  EXPECT_FALSE(json["memory"]["rows"][1]["verdict_right"].get<bool>());
   EXPECT_DOUBLE_EQ(json["rows"][0]["error"].get<double>(), 0.25);
   Expected<ValidationReportRecord> read = ValidationReportFromJson(json);
   ASSERT_TRUE(read.ok()) << read.error().ToString();
@@ -307,6 +327,9 @@ TEST_F(ResultFilesTest, ValidationReport) {
   ASSERT_EQ(read->unsimulated.size(), 1u);
   EXPECT_EQ(read->unsimulated[0].reason, "not built");
   EXPECT_DOUBLE_EQ(read->mean_absolute_percentage_error, 17.5);
+  ASSERT_EQ(read->memory.size(), 2u);
+  EXPECT_EQ(read->memory[0].kind, strategies::MeasuredMemory::kReserved);
+  EXPECT_FALSE(read->memory[1].ran);
 }
 
 TEST_F(ResultFilesTest, ReadingNamesTheFileAndAnotherFormatOrMajor) {

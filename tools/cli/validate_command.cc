@@ -7,6 +7,7 @@
 
 #include "sim/base/atomic_file.h"
 #include "sim/base/strings.h"
+#include "strategies/memory_validation.h"
 #include "strategies/training_run_point.h"
 #include "strategies/validation.h"
 #include "tools/cli/command_line.h"
@@ -27,7 +28,8 @@ struct ValidateOptions {
 
 const std::vector<std::string>& DefaultPoints() {
   static const std::vector<std::string> kPoints = {"../shared/validation/published-points.json",
-                                                   "../shared/validation/calibration-points.json"};
+                                                   "../shared/validation/calibration-points.json",
+                                                   "tools/validation/memory-points.json"};
   return kPoints;
 }
 
@@ -38,7 +40,9 @@ po::options_description Describe(ValidateOptions& o) {
       "published-points.json and calibration-points.json) and prints, by category, measured\n"
       "against predicted with the error per point (dtsim's speed over the measured one, − 1:\n"
       "positive is optimistic), each category's and the overall mean absolute percentage error,\n"
-      "and every point that could not be simulated with the reason (docs/validation.md).\n\n"
+      "and every point that could not be simulated with the reason. Memory points files\n"
+      "(default also tools/validation/memory-points.json) compare the predicted peak memory\n"
+      "with measured peaks and fit/OOM verdicts (docs/validation.md).\n\n"
       "Options");
   description.add_options()("help,h", po::bool_switch(&o.help), "show this help")(
       "output,o", po::value(&o.report_path)->value_name("FILE"), "write the report as JSON")(
@@ -87,26 +91,71 @@ void PrintCategory(const strategies::CategoryAccuracy& category,
   }
 }
 
+std::string GiB(double bytes) { return fmt::format("{:.1f}", bytes / (1024.0 * 1024 * 1024)); }
+
+void PrintMemory(const strategies::MemoryReport& memory, std::ostream& out) {
+  fmt::print(out,
+             "\n  peak memory per GPU (GiB; error: dtsim over measured − 1; * does what dtsim "
+             "does not model)\n  {:<60} {:<9} {:>8} {:>8} {:>9} {:>7}  {}\n",
+             "point", "kind", "measured", "dtsim", "capacity", "error", "fit");
+  for (const strategies::MemoryRow& row : memory.rows) {
+    const std::string verdict =
+        std::string(row.PredictedFits() ? "fits" : "OOM") + (row.VerdictRight() ? "" : " (wrong)");
+    fmt::print(out, "    {:<58} {:<9} {:>8} {:>8} {:>9} {:>7}  {}\n",
+               row.id + (row.unmodelled.empty() ? "" : " *"),
+               std::string(strategies::MeasuredMemoryName(row.kind)),
+               row.ran ? GiB(row.measured_bytes) : std::string("OOM"), GiB(row.predicted_bytes),
+               GiB(row.capacity_bytes),
+               row.ran ? fmt::format("{:+.1f}%", 100 * row.Error()) : std::string("—"), verdict);
+  }
+  fmt::print(out,
+             "\n  memory: {} points from {} sources; MAPE {:.1f}% (mean {:+.1f}%) over the {} "
+             "comparable, {:.1f}% over all {} measured; {} wrong fit/OOM verdict{}\n",
+             memory.rows.size(), memory.sources.size(), memory.comparable_mape,
+             memory.comparable_mean_error, memory.comparable, memory.all_mape, memory.measured,
+             memory.wrong_verdicts, memory.wrong_verdicts == 1 ? "" : "s");
+}
+
+strategies::MemoryReport MergeMemory(std::vector<strategies::MemoryReport> reports) {
+  strategies::MemoryReport merged;
+  for (strategies::MemoryReport& report : reports) {
+    for (strategies::MemoryRow& row : report.rows) merged.rows.push_back(std::move(row));
+  }
+  return strategies::SummarizeMemory(std::move(merged.rows));
+}
+
 Status Execute(const ValidateOptions& options, std::ostream& out) {
   DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(options.points, {options.report_path}));
   std::vector<strategies::ValidationReport> reports;
+  std::vector<strategies::MemoryReport> memory_reports;
   for (const std::string& path : options.points) {
     DTSIM_ASSIGN_OR_RETURN(const Json points, ReadJsonFile(path));
+    if (strategies::IsMemoryPointsFile(points)) {
+      DTSIM_ASSIGN_OR_RETURN(strategies::MemoryReport memory,
+                             strategies::ValidateMemory(points, path));
+      memory_reports.push_back(std::move(memory));
+      continue;
+    }
     DTSIM_ASSIGN_OR_RETURN(strategies::ValidationReport report, strategies::Validate(points, path));
     if (!options.configs_dir.empty()) {
       DTSIM_RETURN_IF_ERROR(WriteConfigs(options.configs_dir, path, points));
     }
     reports.push_back(std::move(report));
   }
+  const bool performance = !reports.empty();
   const strategies::ValidationReport report = strategies::MergeReports(std::move(reports));
-  fmt::print(out, "dtsim validate {}\n\n  {:<46} {:<24} {:>10} {:>10} {:>8}\n",
-             fmt::join(options.points, " "), "category / point", "metric", "measured", "dtsim",
-             "error");
-  for (const strategies::CategoryAccuracy& category : report.categories) {
-    PrintCategory(category, report, out);
+  const strategies::MemoryReport memory = MergeMemory(std::move(memory_reports));
+  fmt::print(out, "dtsim validate {}\n", fmt::join(options.points, " "));
+  if (performance) {
+    fmt::print(out, "\n  {:<46} {:<24} {:>10} {:>10} {:>8}\n", "category / point", "metric",
+               "measured", "dtsim", "error");
+    for (const strategies::CategoryAccuracy& category : report.categories) {
+      PrintCategory(category, report, out);
+    }
+    fmt::print(out, "\n  mean absolute percentage error over {} points: {:.1f}%\n",
+               report.rows.size(), report.mean_absolute_percentage_error);
   }
-  fmt::print(out, "\n  mean absolute percentage error over {} points: {:.1f}%\n",
-             report.rows.size(), report.mean_absolute_percentage_error);
+  if (!memory.rows.empty()) PrintMemory(memory, out);
   if (!report.unsimulated.empty()) {
     fmt::print(out, "\n  not simulated ({}):\n", report.unsimulated.size());
     for (const strategies::UnsimulatedPoint& point : report.unsimulated) {
@@ -115,7 +164,7 @@ Status Execute(const ValidateOptions& options, std::ostream& out) {
   }
   if (!options.report_path.empty()) {
     DTSIM_RETURN_IF_ERROR(results::WriteResultFile(
-        options.report_path, results::ValidationReportJson(options.points, report)));
+        options.report_path, results::ValidationReportJson(options.points, report, memory)));
   }
   return Status::Ok();
 }

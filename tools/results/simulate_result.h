@@ -15,8 +15,9 @@ namespace dtsim::results {
 // 1.1 added "precision" and "fp8_recipe" to the plan, "mfu_fp8" (0 without FP8) and each
 // stage's "fp8_weights_bytes"; 1.2 "context" and "context_comm" to the plan and each stage's
 // "cp_exposed_ns"; 1.3 "collectives" (every distinct communication and how the network model
-// ran it).
-inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 3,
+// ran it); 1.4 "recompute_every", "framework" and "param_precision" in the plan where they
+// apply, and each stage's memory as its composition at the peak (gradients that exist then).
+inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 4,
                                                   "not a simulation result"};
 
 OrderedJson SimulateResultJson(const strategies::SimulationConfig& config,

@@ -4,8 +4,62 @@
 
 namespace dtsim::results {
 
+namespace {
+
+OrderedJson MemoryJson(const strategies::MemoryReport& memory) {
+  OrderedJson rows = OrderedJson::array();
+  for (const strategies::MemoryRow& row : memory.rows) {
+    OrderedJson entry = {{"id", row.id},
+                         {"source", row.source},
+                         {"location", row.location},
+                         {"kind", strategies::MeasuredMemoryName(row.kind)},
+                         {"ran", row.ran},
+                         {"measured_bytes", row.measured_bytes},
+                         {"predicted_bytes", row.predicted_bytes},
+                         {"stage", row.stage},
+                         {"capacity_bytes", row.capacity_bytes},
+                         {"unmodelled", row.unmodelled}};
+    if (row.ran) entry["error"] = row.Error();
+    entry["verdict_right"] = row.VerdictRight();
+    rows.push_back(std::move(entry));
+  }
+  return {{"rows", std::move(rows)},
+          {"comparable", memory.comparable},
+          {"comparable_mape_percent", memory.comparable_mape},
+          {"comparable_mean_error_percent", memory.comparable_mean_error},
+          {"measured", memory.measured},
+          {"mape_percent", memory.all_mape},
+          {"wrong_verdicts", memory.wrong_verdicts}};
+}
+
+Status ReadMemoryRows(JsonObjectReader& root, ValidationReportRecord& record) {
+  const Json* memory = root.Find("memory");
+  if (memory == nullptr) return Status::Ok();
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader section, JsonObjectReader::Make(*memory, "memory"));
+  DTSIM_ASSIGN_OR_RETURN(const Json* rows, ChildArray(section, "rows"));
+  for (size_t i = 0; i < rows->size(); ++i) {
+    DTSIM_ASSIGN_OR_RETURN(JsonObjectReader entry,
+                           JsonObjectReader::Make((*rows)[i], JsonIndexPath("memory.rows", i)));
+    strategies::MemoryRow row;
+    DTSIM_ASSIGN_OR_RETURN(row.id, entry.String("id"));
+    DTSIM_ASSIGN_OR_RETURN(row.source, entry.String("source"));
+    DTSIM_ASSIGN_OR_RETURN(row.location, entry.StringOr("location", ""));
+    DTSIM_ASSIGN_OR_RETURN(row.measured_bytes, entry.Number("measured_bytes"));
+    DTSIM_ASSIGN_OR_RETURN(row.predicted_bytes, entry.Number("predicted_bytes"));
+    DTSIM_ASSIGN_OR_RETURN(row.capacity_bytes, entry.Number("capacity_bytes"));
+    DTSIM_RETURN_IF_ERROR(entry.ReadOptional("ran", row.ran));
+    DTSIM_RETURN_IF_ERROR(
+        entry.ReadOptionalEnum("kind", strategies::MeasuredMemoryNames(), row.kind));
+    record.memory.push_back(std::move(row));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 OrderedJson ValidationReportJson(const std::vector<std::string>& points_paths,
-                                 const strategies::ValidationReport& report) {
+                                 const strategies::ValidationReport& report,
+                                 const strategies::MemoryReport& memory) {
   OrderedJson rows = OrderedJson::array();
   for (const strategies::ValidationRow& row : report.rows) {
     rows.push_back({{"id", row.id},
@@ -36,6 +90,7 @@ OrderedJson ValidationReportJson(const std::vector<std::string>& points_paths,
   document["categories"] = std::move(categories);
   document["not_simulated"] = std::move(unsimulated);
   document["mape_percent"] = report.mean_absolute_percentage_error;
+  if (!memory.rows.empty()) document["memory"] = MemoryJson(memory);
   return document;
 }
 
@@ -76,6 +131,7 @@ Expected<ValidationReportRecord> ValidationReportFromJson(const Json& document) 
     record.unsimulated.push_back(std::move(point));
   }
   DTSIM_ASSIGN_OR_RETURN(record.mean_absolute_percentage_error, root.Number("mape_percent"));
+  DTSIM_RETURN_IF_ERROR(ReadMemoryRows(root, record));
   return record;
 }
 

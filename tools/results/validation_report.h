@@ -7,15 +7,18 @@
 
 #include "sim/base/file_format.h"
 #include "sim/base/status.h"
+#include "strategies/memory_validation.h"
 #include "strategies/validation.h"
 
 namespace dtsim::results {
 
-inline constexpr FileFormat kValidationReportFormat{"dtsim.validation_report", 2, 0,
+// 2.1: the peak-memory rows ("memory") of memory points files.
+inline constexpr FileFormat kValidationReportFormat{"dtsim.validation_report", 2, 1,
                                                     "not a validation report"};
 
 OrderedJson ValidationReportJson(const std::vector<std::string>& points_paths,
-                                 const strategies::ValidationReport& report);
+                                 const strategies::ValidationReport& report,
+                                 const strategies::MemoryReport& memory);
 
 // What a reader gets back: the files, the rows, the points not simulated and the mean, as
 // written.
@@ -24,6 +27,7 @@ struct ValidationReportRecord {
   std::vector<strategies::ValidationRow> rows;  // `how` is the "simulated" text
   std::vector<strategies::UnsimulatedPoint> unsimulated;
   double mean_absolute_percentage_error = 0;
+  std::vector<strategies::MemoryRow> memory;  // absent before 2.1: none
 };
 
 Expected<ValidationReportRecord> ValidationReportFromJson(const Json& document);
