@@ -324,9 +324,8 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
   int64_t embedding = 0;
   int64_t embedding_working = 0;
   if (IsFirstStage(plan)) {
-    const LayerOps ops = EmbeddingOps(spec, plan.shard);
-    embedding = TotalSavedBytes(ops.forward);
-    embedding_working = MaxOpBytes(ops, 0);
+    embedding = EmbeddingKeptBytes(spec, plan);
+    embedding_working = MaxOpBytes(EmbeddingOps(spec, plan.shard), 0);
     per_microbatch += embedding;
   }
   const double in_flight = memory.microbatches_in_flight;
@@ -347,7 +346,7 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
   if (IsLastStage(plan)) {
     // The last stage runs each micro-batch's backward right after its forward: one in flight.
     const LayerOps output = OutputOps(spec, plan.shard);
-    const int64_t output_kept = TotalSavedBytes(output.forward) + mtp;
+    const int64_t output_kept = OutputKeptBytes(spec, plan) + mtp;
     peak.Visit(kept + output_kept, OutputWorkingBytes(output, plan), gradients_after(0));
     behind = memory.parameter_count - layer_parameters;  // the output layer's, first
   }
@@ -422,6 +421,18 @@ int64_t LayerActivationBytes(const LayerOps& layer, Recompute recompute,
     bytes += op.saved_bytes;
   }
   return bytes;
+}
+
+int64_t LayerKeptBytes(const TransformerSpec& spec, const MemoryPlan& plan, int index) {
+  return TransformerLayerMemory(spec, plan, index).kept;
+}
+
+int64_t EmbeddingKeptBytes(const TransformerSpec& spec, const MemoryPlan& plan) {
+  return TotalSavedBytes(EmbeddingOps(spec, plan.shard).forward);
+}
+
+int64_t OutputKeptBytes(const TransformerSpec& spec, const MemoryPlan& plan) {
+  return TotalSavedBytes(OutputOps(spec, plan.shard).forward);
 }
 
 int OptimizerBytesPerParameter(Optimizer optimizer, DType param_dtype) {

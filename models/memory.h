@@ -117,6 +117,14 @@ int64_t StageParameterCount(const ModelSpec& model, const MemoryPlan& plan);
 // Of those, the local experts' (MoE layers' expert MLPs, 1D tensor parallelism); 0 otherwise.
 int64_t StageExpertParameterCount(const ModelSpec& model, const MemoryPlan& plan);
 
+// What a rank of `plan` keeps for the backward pass of one micro-batch, as EstimateMemory
+// counts it: transformer layer `index` (its recompute policy's activations, autocast's weight
+// copies and fp32 norm inputs), the embedding (first stage) and the output layer (last stage).
+// For a timeline's memory track. Precondition: EstimateMemory(model, plan) succeeded.
+int64_t LayerKeptBytes(const TransformerSpec& spec, const MemoryPlan& plan, int index);
+int64_t EmbeddingKeptBytes(const TransformerSpec& spec, const MemoryPlan& plan);
+int64_t OutputKeptBytes(const TransformerSpec& spec, const MemoryPlan& plan);
+
 // Errors when the plan does not fit the model (layers by stages, the shard, ZeRO stage).
 Expected<MemoryBreakdown> EstimateMemory(const ModelSpec& model, const MemoryPlan& plan);
 

@@ -10,6 +10,27 @@
 
 namespace dtsim::strategies {
 
+models::MemoryPlan MemoryPlanOf(const ResolvedConfig& config, int stage) {
+  const ParallelPlan& plan = config.plan;
+  return models::MemoryPlan{.shard = ShardOf(config),
+                            .recompute = config.training.recompute,
+                            .recompute_every = config.training.recompute_every,
+                            .framework = config.training.framework,
+                            .schedule = plan.schedule,
+                            .pipeline_stages = plan.pipeline,
+                            .virtual_stages = plan.virtual_stages,
+                            .stage = stage,
+                            .microbatches = config.Microbatches(),
+                            // The ranks ZeRO shards over: data-parallel replicas and their
+                            // context-parallel peers.
+                            .data_parallel = plan.DataIndices(),
+                            .zero_stage = plan.zero_stage,
+                            .optimizer = config.training.optimizer,
+                            .param_dtype = config.training.param_dtype,
+                            .grad_dtype = config.training.grad_dtype,
+                            .chunk_layers = plan.chunk_layers};
+}
+
 Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const ResolvedConfig& config) {
   const ParallelPlan& plan = config.plan;
   if (plan.layer_split == ParallelPlan::LayerSplit::kBalanced && plan.chunk_layers.empty()) {
@@ -19,23 +40,7 @@ Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const Resolve
   const std::unique_ptr<GradientCompression> compression = MakeCompression(config.compression);
   std::vector<models::MemoryBreakdown> stages;
   for (int stage = 0; stage < plan.pipeline; ++stage) {
-    const models::MemoryPlan memory_plan{.shard = ShardOf(config),
-                                         .recompute = config.training.recompute,
-                                         .recompute_every = config.training.recompute_every,
-                                         .framework = config.training.framework,
-                                         .schedule = plan.schedule,
-                                         .pipeline_stages = plan.pipeline,
-                                         .virtual_stages = plan.virtual_stages,
-                                         .stage = stage,
-                                         .microbatches = config.Microbatches(),
-                                         // The ranks ZeRO shards over: data-parallel
-                                         // replicas and their context-parallel peers.
-                                         .data_parallel = plan.DataIndices(),
-                                         .zero_stage = plan.zero_stage,
-                                         .optimizer = config.training.optimizer,
-                                         .param_dtype = config.training.param_dtype,
-                                         .grad_dtype = config.training.grad_dtype,
-                                         .chunk_layers = plan.chunk_layers};
+    const models::MemoryPlan memory_plan = MemoryPlanOf(config, stage);
     DTSIM_ASSIGN_OR_RETURN(models::MemoryBreakdown memory,
                            models::EstimateMemory(config.model, memory_plan));
     // Error-feedback residuals of gradient compression count as optimizer state.

@@ -10,6 +10,9 @@
 
 namespace dtsim::strategies {
 
+// The memory model's view of pipeline stage `stage` of the config's plan.
+models::MemoryPlan MemoryPlanOf(const ResolvedConfig& config, int stage);
+
 // Per-stage memory (one rank of each pipeline stage), fitting the GPU or not.
 Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const ResolvedConfig& config);
 // The same; errors when a stage does not fit the GPU ("needs 97.2 GiB per GPU, …").

@@ -145,6 +145,7 @@ class IterationBuilder {
 
   Expected<IterationGraph> Build() {
     DTSIM_ASSIGN_OR_RETURN(model_, PriceModel(config_, cost_));
+    PlanMemoryTrack();
     const int64_t microbatches = config_.Microbatches();
     std::vector<std::vector<GradientReady>> ready(static_cast<size_t>(plan_.pipeline));
     // EstimateFootprint is a lower bound: the graph may still outgrow the memory allowed.
@@ -170,6 +171,48 @@ class IterationBuilder {
   }
 
  private:
+  // The timeline's memory track (graph::MemoryChange): per stage, the persistent state at its
+  // peak as each rank's base, and what the embedding, each layer and the output layer keep from
+  // their forward to their backward (models::LayerKeptBytes). Working sets are not drawn. None
+  // where the memory model has no estimate.
+  struct StageMemoryTrack {
+    int64_t base = 0;
+    int64_t embedding = 0;
+    int64_t output = 0;
+    std::vector<int64_t> layers;  // by layer index
+  };
+  void PlanMemoryTrack() {
+    Expected<std::vector<models::MemoryBreakdown>> stages = EstimateStageMemory(config_);
+    if (!stages.ok()) return;
+    for (int stage = 0; stage < plan_.pipeline; ++stage) {
+      const models::MemoryBreakdown& memory = (*stages)[static_cast<size_t>(stage)];
+      const models::MemoryPlan memory_plan = MemoryPlanOf(config_, stage);
+      StageMemoryTrack track{
+          .base = memory.total() - memory.activations - memory.temporary,
+          .embedding = models::EmbeddingKeptBytes(spec_, memory_plan),
+          .output = models::OutputKeptBytes(spec_, memory_plan),
+          .layers = std::vector<int64_t>(static_cast<size_t>(spec_.AllLayers()), 0)};
+      for (int chunk = 0; chunk < plan_.virtual_stages; ++chunk) {
+        for (const int layer : ChunkLayers(stage, chunk)) {
+          track.layers[static_cast<size_t>(layer)] =
+              models::LayerKeptBytes(spec_, memory_plan, layer);
+        }
+      }
+      memory_tracks_.push_back(std::move(track));
+    }
+  }
+  // `bytes` more held on each peer once its last task so far ends.
+  void HoldMemory(PeerGroup& group, int64_t bytes) {
+    if (bytes == 0) return;
+    group.Flush();
+    for (size_t i = 0; i < group.ranks().size(); ++i) {
+      if (const std::optional<TaskId> last = group.last(i)) builder_.AddMemoryChange(*last, bytes);
+    }
+  }
+  const StageMemoryTrack* MemoryTrack(int stage) const {
+    return memory_tracks_.empty() ? nullptr : &memory_tracks_[static_cast<size_t>(stage)];
+  }
+
   PassEmitter Emitter(PeerGroup& group, std::string_view category, double expert_load) {
     return PassEmitter(group, collectives_, category, expert_load, ExpertBytes(), plan_.expert);
   }
@@ -292,16 +335,21 @@ class IterationBuilder {
       gathers_.Embedding(group);
       EmitWhole(group, model_.embedding.forward, "embedding fwd", "embedding tp");
       EmitComms(group, layout_.EmbeddingComms(Pass::kForward), "embedding tp");
+      if (const StageMemoryTrack* track = MemoryTrack(stage)) HoldMemory(group, track->embedding);
     }
     for (const int layer : ChunkLayers(stage, chunk)) {
       gathers_.Layer(group, layer);
       WeightCast(group, layer);
       Emit(group, model_.Layer(spec_, layer).forward, layer, "fwd", kComputeCategory);
+      if (const StageMemoryTrack* track = MemoryTrack(stage)) {
+        HoldMemory(group, track->layers[static_cast<size_t>(layer)]);
+      }
     }
     AmaxReduction(group, stage, chunk, Pass::kForward);
     if (HoldsOutput(stage, chunk)) {
       gathers_.Output(group, stage);
       EmitWhole(group, model_.output.forward, "output fwd", "output tp");
+      if (const StageMemoryTrack* track = MemoryTrack(stage)) HoldMemory(group, track->output);
     } else {
       group.Send(Peers(group_dp_, stage < last ? stage + 1 : 0),
                  Tag(microbatch, chunk, Pass::kForward), PipelineBytes(), Pass::kForward,
@@ -330,6 +378,7 @@ class IterationBuilder {
       gathers_.Output(group, stage);
       EmitWhole(group, model_.output.backward, "output bwd", "output tp");
       EmitComms(group, layout_.OutputComms(Pass::kBackward), "output tp");
+      if (const StageMemoryTrack* track = MemoryTrack(stage)) HoldMemory(group, -track->output);
       mark(OutputGradients(spec_, plan_, stage));
     }
     const std::span<const int> layers = ChunkLayers(stage, chunk);
@@ -339,6 +388,9 @@ class IterationBuilder {
       WeightCast(group, layer);
       Emit(group, model_.Layer(spec_, layer).recompute, layer, "recompute", kRecomputeCategory);
       Emit(group, model_.Layer(spec_, layer).backward, layer, "bwd", kComputeCategory);
+      if (const StageMemoryTrack* track = MemoryTrack(stage)) {
+        HoldMemory(group, -track->layers[static_cast<size_t>(layer)]);
+      }
       LayerGradientSplit gradients = LayerGradients(spec_, plan_, layer);
       mark(std::move(gradients.dense), std::move(gradients.experts));
     }
@@ -347,6 +399,7 @@ class IterationBuilder {
       gathers_.Embedding(group);
       EmitComms(group, layout_.EmbeddingComms(Pass::kBackward), "embedding tp");
       EmitWhole(group, model_.embedding.backward, "embedding bwd", "embedding tp");
+      if (const StageMemoryTrack* track = MemoryTrack(stage)) HoldMemory(group, -track->embedding);
       mark(EmbeddingGradients(spec_, plan_));
     } else {
       group.Send(Peers(group_dp_, stage > 0 ? stage - 1 : last),
@@ -429,6 +482,9 @@ class IterationBuilder {
     gathers_.Begin();
     expert_load_ = ExpertLoad(dp);
     PeerGroup group(builder_, Peers(dp, stage), Peers(dp, stage, true));
+    if (const StageMemoryTrack* track = MemoryTrack(stage)) {
+      for (const int32_t rank : group.ranks()) builder_.SetMemoryBase(rank, track->base);
+    }
     GradientReady ready;
     ready.at.resize(group.ranks().size());
     for (const models::PipelineStep& step : models::StageSchedule(
@@ -463,6 +519,7 @@ class IterationBuilder {
   int group_dp_ = 0;
   ParameterGathers gathers_;
   double expert_load_ = 1.0;
+  std::vector<StageMemoryTrack> memory_tracks_;  // per stage; empty: no memory track
 };
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "sim/base/atomic_file.h"
@@ -40,6 +42,7 @@ class TraceWriter : private BufferedTextWriter {
     for (uint32_t c = 0; c < graph_.comm_count(); ++c) {
       if (graph_.comm(CommId(c)).kind == graph::CommKind::kSendRecv) WriteFlow(CommId(c));
     }
+    WriteMemory();
     Append("\n]}}\n");
     Flush();
   }
@@ -116,6 +119,35 @@ class TraceWriter : private BufferedTextWriter {
         Separator(), name, category, pid, tid, Micros{start.ns()},
         Micros{(times_.task_end[id.value()] - start).ns()}, id_arg, graph::TaskKindName(task.kind),
         extra);
+  }
+
+  // Each rank's memory as a counter track ("memory", in GiB): its base from the start, then
+  // the running sum of the changes at the ends of their tasks (changes at one time summed).
+  void WriteMemory() {
+    std::vector<std::vector<std::pair<TimeNs, int64_t>>> changes(
+        static_cast<size_t>(graph_.rank_count()));
+    for (const graph::MemoryChange& change : graph_.memory_changes()) {
+      changes[static_cast<size_t>(graph_.rank_of(change.task))].emplace_back(
+          times_.task_end[change.task.value()], change.bytes);
+    }
+    for (int32_t rank = 0; rank < graph_.rank_count(); ++rank) {
+      std::vector<std::pair<TimeNs, int64_t>>& list = changes[static_cast<size_t>(rank)];
+      int64_t bytes = graph_.memory_base(rank);
+      if (list.empty() && bytes == 0) continue;
+      std::stable_sort(list.begin(), list.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      WriteCounter(rank, TimeNs(0), bytes);
+      for (size_t i = 0; i < list.size(); ++i) {
+        bytes += list[i].second;
+        if (i + 1 < list.size() && list[i + 1].first == list[i].first) continue;
+        WriteCounter(rank, list[i].first, bytes);
+      }
+    }
+  }
+
+  void WriteCounter(int32_t rank, TimeNs at, int64_t bytes) {
+    Append(R"({}{{"name":"memory","ph":"C","pid":{},"tid":0,"ts":{},"args":{{"GiB":{:.4f}}}}})",
+           Separator(), rank, Micros{at.ns()}, static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
   }
 
   // A flow arrow from the send slice to the recv slice, both bound at the transfer's start.

@@ -5,9 +5,11 @@
 // Every task is a complete event ("ph": "X"). A communication task is drawn from its
 // communication's start to its end, with a separate "wait" slice (category
 // "rendezvous_wait") from its arrival to that start when it had to wait. Each send/recv pair is
-// linked by a flow arrow. Timestamps are microseconds written with three decimals, i.e. exact
-// nanoseconds; no displayTimeUnit is written, so both viewers read µs as the spec says.
-// The first key, "otherData", names the format and version (docs/formats/timeline.md).
+// linked by a flow arrow. A rank the graph gives memory for (TaskGraph::memory_base,
+// memory_changes) has a counter track "memory" in GiB ("ph": "C"). Timestamps are microseconds
+// written with three decimals, i.e. exact nanoseconds; no displayTimeUnit is written, so both
+// viewers read µs as the spec says. The first key, "otherData", names the format and version
+// (docs/formats/timeline.md).
 #pragma once
 
 #include <cstdint>
@@ -22,7 +24,8 @@
 
 namespace dtsim::traces {
 
-inline constexpr FileFormat kTimelineFormat{"dtsim.timeline", 1, 1, "not a dtsim timeline"};
+// 1.2: each rank's memory as a counter track, where the graph gives one.
+inline constexpr FileFormat kTimelineFormat{"dtsim.timeline", 1, 2, "not a dtsim timeline"};
 
 struct TimelineInfo {
   std::string source;  // what was simulated, e.g. the graph file

@@ -360,6 +360,18 @@ Status TaskGraphBuilder::MatchPointToPoint() {
   return Status::Ok();
 }
 
+void TaskGraphBuilder::SetMemoryBase(int32_t rank, int64_t bytes) {
+  DTSIM_CHECK(rank >= 0, "memory base of a negative rank");
+  const auto index = static_cast<size_t>(rank);
+  if (graph_.memory_base_.size() <= index) graph_.memory_base_.resize(index + 1, 0);
+  graph_.memory_base_[index] = bytes;
+}
+
+void TaskGraphBuilder::AddMemoryChange(TaskId task, int64_t bytes) {
+  DTSIM_CHECK(task.value() < graph_.tasks_.size(), "memory change of an unknown task");
+  graph_.memory_changes_.push_back({task, bytes});
+}
+
 Expected<TaskGraph> TaskGraphBuilder::Build() && {
   BuildStreams();
   BuildAdjacency();

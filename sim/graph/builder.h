@@ -69,6 +69,10 @@ class TaskGraphBuilder {
 
   // `task` may not start before `prerequisite` is done. Duplicates are merged.
   void AddDependency(TaskId task, TaskId prerequisite);
+  // Memory a timeline draws (TaskGraph::memory_base, memory_changes): `rank` holds `bytes`
+  // at the start; the rank of `task` holds `bytes` more (fewer, when negative) once it ends.
+  void SetMemoryBase(int32_t rank, int64_t bytes);
+  void AddMemoryChange(TaskId task, int64_t bytes);
   // The id the task has in the user's file, used in messages and outputs.
   void SetExternalId(TaskId task, std::string external_id);
 

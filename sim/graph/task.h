@@ -62,6 +62,14 @@ struct Task {
   TaskKind kind = TaskKind::kCompute;
 };
 
+// When `task` ends, the memory its rank holds changes by `bytes`: a layer's activations kept
+// for its backward pass (+), freed by that backward (−). A timeline draws the running sum over
+// the rank's base (TaskGraph::memory_base) as its memory track (docs/formats/timeline.md).
+struct MemoryChange {
+  TaskId task;
+  int64_t bytes = 0;
+};
+
 // A serial FIFO resource of one rank, like a CUDA stream: it runs its tasks in the order they
 // were added, each once its dependencies are done.
 struct Stream {

@@ -39,7 +39,7 @@ size_t TaskGraph::MemoryBytes() const {
                  VectorBytes(successors_) + VectorBytes(streams_) + VectorBytes(stream_tasks_) +
                  VectorBytes(comms_) + VectorBytes(participants_) + VectorBytes(group_offsets_) +
                  VectorBytes(group_ranks_) + VectorBytes(categories_) + VectorBytes(external_ids_) +
-                 strings_.MemoryBytes();
+                 VectorBytes(memory_base_) + VectorBytes(memory_changes_) + strings_.MemoryBytes();
   for (const std::string& id : external_ids_) bytes += id.capacity() > 15 ? id.capacity() : 0;
   return bytes;
 }

@@ -72,6 +72,16 @@ class TaskGraph {
   }
   size_t category_count() const { return categories_.size(); }
 
+  // What ranks hold in memory over the run, where the graph's maker said (generated
+  // iterations; not kept in task-graph files): the bytes at the start, and the changes as
+  // tasks end, in the order they were added.
+  int64_t memory_base(int32_t rank) const {
+    return rank >= 0 && static_cast<size_t>(rank) < memory_base_.size()
+               ? memory_base_[static_cast<size_t>(rank)]
+               : 0;
+  }
+  std::span<const MemoryChange> memory_changes() const { return memory_changes_; }
+
   // The id the task had in its source file (empty for generated graphs).
   std::string_view external_id(TaskId id) const;
   // "task \"fwd0\" (rank 0, stream \"compute\", gemm)" — for error and deadlock reports.
@@ -101,6 +111,8 @@ class TaskGraph {
   std::vector<int32_t> group_ranks_;
   std::vector<NameId> categories_;
   std::vector<std::string> external_ids_;  // empty, or one per task
+  std::vector<int64_t> memory_base_;       // per rank; empty: none given
+  std::vector<MemoryChange> memory_changes_;
   StringTable strings_;
 };
 

@@ -25,7 +25,12 @@ class ChromeTraceTest : public testing::Test {
     TaskGraphBuilder builder;
     const graph::StreamId s0 = builder.Stream(0, "compute");
     // 1234.567 us: the timestamps must keep every nanosecond.
-    builder.AddTask(s0, TaskKind::kCompute, "gemm \"qkv\"", "forward", Nanoseconds(1'234'567));
+    const graph::TaskId gemm =
+        builder.AddTask(s0, TaskKind::kCompute, "gemm \"qkv\"", "forward", Nanoseconds(1'234'567));
+    // Rank 0 holds 1 GiB, 2 GiB more once the GEMM ends (two changes at one time: one point).
+    builder.SetMemoryBase(0, int64_t{1} << 30);
+    builder.AddMemoryChange(gemm, int64_t{3} << 30);
+    builder.AddMemoryChange(gemm, -(int64_t{1} << 30));
     builder.AddSend(builder.Stream(0, "pp"), 1, Bytes(1000), 0, "send act", "pipeline");
     builder.AddRecv(builder.Stream(1, "pp"), 0, 0, "recv act", "pipeline");
     const std::vector<int32_t> group = {0, 1};
@@ -59,7 +64,7 @@ class ChromeTraceTest : public testing::Test {
 };
 
 TEST_F(ChromeTraceTest, NamesItsFormatFirstAndNoDisplayTimeUnit) {
-  EXPECT_EQ(text_.rfind("{\"otherData\":{\"format\":\"dtsim.timeline\",\"version\":\"1.1\"", 0),
+  EXPECT_EQ(text_.rfind("{\"otherData\":{\"format\":\"dtsim.timeline\",\"version\":\"1.2\"", 0),
             0u);
   EXPECT_FALSE(trace_.contains("displayTimeUnit"));
   ASSERT_TRUE(trace_["traceEvents"].is_array());
@@ -73,7 +78,8 @@ TEST_F(ChromeTraceTest, EveryEventHasTheRequiredFields) {
     EXPECT_TRUE(event["pid"].is_number_integer());
     EXPECT_TRUE(event["tid"].is_number_integer());
     const std::string phase = event["ph"];
-    ASSERT_TRUE(phase == "X" || phase == "M" || phase == "s" || phase == "f") << phase;
+    ASSERT_TRUE(phase == "X" || phase == "M" || phase == "s" || phase == "f" || phase == "C")
+        << phase;
     if (phase != "M") {
       EXPECT_TRUE(event["ts"].is_number()) << event.dump();
     }
@@ -138,6 +144,21 @@ TEST_F(ChromeTraceTest, CommunicationsShowTheirWaitAndArguments) {
   ASSERT_EQ(Events("f").size(), 1u);
   EXPECT_EQ(Events("s")[0]["id"], Events("f")[0]["id"]);
   EXPECT_EQ(Events("f")[0]["bp"], "e");
+}
+
+TEST_F(ChromeTraceTest, RanksWithMemoryGetACounterTrack) {
+  // Rank 0: 1 GiB from the start, 1 + 3 − 1 = 3 GiB once the 1,234.567 us GEMM ends; rank 1 has
+  // no memory given and no track.
+  const std::vector<Json> counters = Events("C");
+  ASSERT_EQ(counters.size(), 2u);
+  for (const Json& counter : counters) {
+    EXPECT_EQ(counter["name"], "memory");
+    EXPECT_EQ(counter["pid"], 0);
+  }
+  EXPECT_DOUBLE_EQ(counters[0]["ts"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(counters[0]["args"]["GiB"].get<double>(), 1);
+  EXPECT_DOUBLE_EQ(counters[1]["ts"].get<double>(), 1234.567);
+  EXPECT_DOUBLE_EQ(counters[1]["args"]["GiB"].get<double>(), 3);
 }
 
 }  // namespace

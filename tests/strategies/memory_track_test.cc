@@ -1,0 +1,77 @@
+// The memory track a simulated iteration carries for its timeline (graph::MemoryChange): what
+// each rank holds over the iteration under the pipeline schedule, checked against the schedule
+// and the memory model's peak.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "tests/strategies/simulate_helpers.h"
+
+namespace dtsim::strategies {
+namespace {
+
+// Each rank's bytes over time: its base, then the running sum of the changes at their tasks'
+// ends (the timeline writer's rule).
+std::vector<std::vector<int64_t>> Tracks(const SimulationResult& result) {
+  const graph::TaskGraph& graph = result.iteration->graph;
+  std::vector<std::vector<std::pair<TimeNs, int64_t>>> changes(
+      static_cast<size_t>(graph.rank_count()));
+  for (const graph::MemoryChange& change : graph.memory_changes()) {
+    changes[static_cast<size_t>(graph.rank_of(change.task))].emplace_back(
+        result.times.task_end[change.task.value()], change.bytes);
+  }
+  std::vector<std::vector<int64_t>> tracks;
+  for (int32_t rank = 0; rank < graph.rank_count(); ++rank) {
+    auto& list = changes[static_cast<size_t>(rank)];
+    std::stable_sort(list.begin(), list.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<int64_t> track = {graph.memory_base(rank)};
+    for (const auto& [at, bytes] : list) track.push_back(track.back() + bytes);
+    tracks.push_back(std::move(track));
+  }
+  return tracks;
+}
+
+TEST(MemoryTrackTest, OneForwardOneBackwardKeepsPMinusRMicrobatches) {
+  // 16 layers on 4 stages (ranks 0–3), 16 micro-batches, 1F1B: stage r runs p − r = 4 − r
+  // forwards before its first backward, so its track climbs 4 − r micro-batches' worth of kept
+  // activations above its base (the embedding's too on stage 0; the last stage's one
+  // micro-batch with the output layer's), then returns to the base by the iteration's end. The
+  // top is the memory model's peak less its working set for stages 0–2, whose peak is the
+  // first backward with every micro-batch in flight.
+  Json json = Json::parse(R"({
+    "model": {"family": "transformer", "layers": 16, "hidden": 2048, "heads": 16,
+              "vocab": 1024, "max_seq": 1024},
+    "training": {"global_batch": 16, "micro_batch": 1, "seq_len": 1024},
+    "cluster": {"preset": "dgx-a100", "gpu": "a100-sxm4-80gb"},
+    "parallelism": {"data": 1, "tensor": 1, "pipeline": {"size": 4, "schedule": "1f1b"}}
+  })");
+  const SimulationResult result = SimulateJson(json);
+  const std::vector<std::vector<int64_t>> tracks = Tracks(result);
+  ASSERT_EQ(tracks.size(), 4u);
+  for (int stage = 0; stage < 4; ++stage) {
+    const std::vector<int64_t>& track = tracks[static_cast<size_t>(stage)];
+    const models::MemoryBreakdown& memory =
+        result.iteration->stats.stage_memory[static_cast<size_t>(stage)];
+    const int64_t base = track.front();
+    EXPECT_EQ(base, memory.total() - memory.activations - memory.temporary) << stage;
+    EXPECT_EQ(track.back(), base) << stage;
+    const int64_t top = *std::max_element(track.begin(), track.end());
+    // One micro-batch's forward through the stage: the first rise that stays (the stage's
+    // layers, one change each, and the embedding's on stage 0).
+    const int changes_per_forward = 4 + (stage == 0 ? 1 : 0) + (stage == 3 ? 1 : 0);
+    const int64_t one = track[static_cast<size_t>(changes_per_forward)] - base;
+    EXPECT_GT(one, 0);
+    if (stage < 3) {
+      EXPECT_EQ(top - base, (4 - stage) * one) << stage;
+      EXPECT_EQ(top, memory.total() - memory.temporary) << stage;
+    } else {
+      EXPECT_EQ(top - base, one);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dtsim::strategies
