@@ -77,6 +77,16 @@ GpuSpec MakeGpu(std::string name, const Peaks& peaks, double vector_tflops, int6
   return gpu;
 }
 
+// The CUDA context Hugging Face measured on a V100-SXM2-16GB (NVML's used memory after the
+// first CUDA op: 1,343 MiB; CUDA 11.2, PyTorch of January 2022, modules loaded eagerly;
+// docs/models.md, "Memory"). Later GPUs keep GpuSpec's default, measured on an H200.
+constexpr Bytes kV100Context = Bytes(1'343LL * kMebi);
+
+GpuSpec WithContext(GpuSpec gpu, Bytes context) {
+  gpu.context_memory = context;
+  return gpu;
+}
+
 GpuSpec WithMeasured(GpuSpec gpu, const Measured& measured) {
   gpu.matrix_efficiency = measured.matrix;
   gpu.fp8_matrix_efficiency = measured.fp8_matrix;
@@ -88,8 +98,9 @@ GpuSpec WithMeasured(GpuSpec gpu, const Measured& measured) {
 // fp32 "matrix" is the non-tensor fp32 rate: a GEMM in fp32 without tf32 runs on CUDA cores.
 const std::vector<GpuSpec>& Presets() {
   static const std::vector<GpuSpec> kPresets = {
-      MakeGpu("v100-sxm2-32gb", {7.8, 15.7, 0, 125, 0, 0, 0}, 15.7, 900, Bytes(32 * kGibi),
-              kMatrixDefault),
+      WithContext(MakeGpu("v100-sxm2-32gb", {7.8, 15.7, 0, 125, 0, 0, 0}, 15.7, 900,
+                          Bytes(32 * kGibi), kMatrixDefault),
+                  kV100Context),
       MakeGpu("a100-sxm4-40gb", {19.5, 19.5, 156, 312, 312, 0, 624}, 19.5, 1555, Bytes(40 * kGibi),
               kMatrixDefault),
       MakeGpu("a100-sxm4-80gb", {19.5, 19.5, 156, 312, 312, 0, 624}, 19.5, 2039, Bytes(80 * kGibi),
@@ -182,7 +193,16 @@ Status ReadFields(JsonObjectReader& reader, GpuSpec& gpu) {
   if (reader.Has("launch_overhead")) {
     DTSIM_ASSIGN_OR_RETURN(gpu.launch_overhead, reader.Duration("launch_overhead"));
   }
-  for (std::string_view key : {"memory_bandwidth", "memory", "launch_overhead"}) reader.Allow(key);
+  if (reader.Has("context_memory")) {
+    DTSIM_ASSIGN_OR_RETURN(gpu.context_memory, reader.Size("context_memory"));
+    if (gpu.context_memory.count() < 0) {
+      return Error("must not be negative", JsonChildPath(reader.path(), "context_memory"),
+                   JsonValueForError(*reader.Find("context_memory")));
+    }
+  }
+  for (std::string_view key : {"memory_bandwidth", "memory", "launch_overhead", "context_memory"}) {
+    reader.Allow(key);
+  }
   DTSIM_RETURN_IF_ERROR(ReadCurve(reader, "matrix_efficiency", gpu.matrix_efficiency));
   DTSIM_RETURN_IF_ERROR(ReadCurve(reader, "fp8_matrix_efficiency", gpu.fp8_matrix_efficiency));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("microscaling", gpu.microscaling));

@@ -46,6 +46,10 @@ struct GpuSpec {
   // efficiency curves and op tables timed in isolation describe bursts at boost clock; 1: no
   // loss (not measured for this GPU).
   double power_limited_compute = 1.0;
+  // What a training process holds on the GPU outside PyTorch's allocator: the CUDA context with
+  // its loaded modules and the libraries' workspaces (docs/models.md, "Memory"). Measured on an
+  // H200 (CUDA 13, PyTorch 2.11, lazy module loading): 766.8 MiB; the default for any GPU.
+  Bytes context_memory = Bytes(804'061'184);
 
   FlopRate MatrixPeak(DType dtype) const { return matrix_peak[static_cast<size_t>(dtype)]; }
   const EfficiencyCurve& MatrixEfficiency(DType dtype) const {
@@ -60,7 +64,7 @@ Expected<GpuSpec> GpuPreset(std::string_view name);
 // {"preset": "a100-sxm4-80gb", "matrix_peak": {"bf16": "312 TFLOP/s"}, "vector_peak",
 //  "memory_bandwidth", "memory", "launch_overhead", "matrix_efficiency": {"max", "ramp"},
 //  "fp8_matrix_efficiency": {...}, "memory_efficiency": {...}, "microscaling": bool,
-//  "power_limited_compute": (0, 1]}, or a bare
+//  "power_limited_compute": (0, 1], "context_memory"}, or a bare
 //  preset name. With a preset any field overrides it;
 // without one all but the efficiencies and launch overhead are required.
 Expected<GpuSpec> GpuFromJson(const Json& value, const std::string& path);

@@ -71,9 +71,13 @@ struct MemoryBreakdown {
   int64_t activations = 0;
   int64_t temporary = 0;
   int64_t fp8_weights = 0;  // FP8 training: the quantized weight copies (row- and column-wise)
+  // Outside the allocator: the CUDA context and libraries (GpuSpec::context_memory), set by
+  // strategies::EstimateStageMemory. The rest is what PyTorch's allocator hands out.
+  int64_t runtime = 0;
   double microbatches_in_flight = 0;
 
-  int64_t total() const {
+  int64_t total() const { return tensors() + runtime; }
+  int64_t tensors() const {
     return parameters + gradients + optimizer_state + activations + temporary + fp8_weights;
   }
 };

@@ -40,9 +40,12 @@ Status Predict(const Json& config, const std::string& path, MemoryRow& row) {
   Expected<std::vector<models::MemoryBreakdown>> stages = EstimateStageMemory(*resolved);
   if (!stages.ok()) return std::move(stages).error().Under(path);
   for (size_t stage = 0; stage < stages->size(); ++stage) {
-    const auto total = static_cast<double>((*stages)[stage].total());
-    if (total > row.predicted_bytes) {
-      row.predicted_bytes = total;
+    const models::MemoryBreakdown& memory = (*stages)[stage];
+    const auto total = static_cast<double>(memory.total());
+    if (total > row.needed_bytes) {
+      row.needed_bytes = total;
+      row.predicted_bytes = static_cast<double>(
+          row.kind == MeasuredMemory::kDevice ? memory.total() : memory.tensors());
       row.stage = static_cast<int>(stage);
     }
   }

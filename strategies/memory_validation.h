@@ -33,9 +33,12 @@ struct MemoryRow {
   MeasuredMemory kind = MeasuredMemory::kAllocated;
   double measured_bytes = 0;
   bool ran = true;  // false: the run ran out of memory (measured_bytes is then 0)
-  // dtsim's peak over the plan's pipeline stages (EstimateStageMemory: what its tensors
-  // need), the stage it is on, and the GPU's capacity.
+  // dtsim's peak over the plan's pipeline stages (EstimateStageMemory), the stage it is on,
+  // and the GPU's capacity: `needed_bytes` everything (the CUDA context included), what the
+  // fit verdict compares; `predicted_bytes` what the measured kind counts — the allocator's
+  // tensors for allocated and reserved, everything for device.
   double predicted_bytes = 0;
+  double needed_bytes = 0;
   int stage = 0;
   double capacity_bytes = 0;
   // What the run did that dtsim does not model (torch.compile, a library's FP8, …): its error
@@ -43,7 +46,7 @@ struct MemoryRow {
   std::vector<std::string> unmodelled;
 
   bool Comparable() const { return unmodelled.empty() && ran; }
-  bool PredictedFits() const { return predicted_bytes <= capacity_bytes; }
+  bool PredictedFits() const { return needed_bytes <= capacity_bytes; }
   bool VerdictRight() const { return PredictedFits() == ran; }
   double Error() const { return predicted_bytes / measured_bytes - 1; }  // ran only
 };

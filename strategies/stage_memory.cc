@@ -43,6 +43,7 @@ Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const Resolve
     const models::MemoryPlan memory_plan = MemoryPlanOf(config, stage);
     DTSIM_ASSIGN_OR_RETURN(models::MemoryBreakdown memory,
                            models::EstimateMemory(config.model, memory_plan));
+    memory.runtime = config.gpu.context_memory.count();
     // Error-feedback residuals of gradient compression count as optimizer state.
     if (compression->Compresses() && plan.DataIndices() > 1) {
       memory.optimizer_state += compression->StateBytes(
@@ -60,14 +61,15 @@ Expected<std::vector<models::MemoryBreakdown>> StageMemory(const ResolvedConfig&
     if (memory.total() > config.gpu.memory.count()) {
       return Error(fmt::format("the plan does not fit: pipeline stage {} needs {} per GPU, {} has "
                                "{} (parameters {}, gradients {}, optimizer state {}, activations "
-                               "{}, temporary {}{})",
+                               "{}, temporary {}{}, CUDA context {})",
                                stage, FormatGiB(memory.total()), config.gpu.name,
                                FormatGiB(config.gpu.memory.count()), FormatGiB(memory.parameters),
                                FormatGiB(memory.gradients), FormatGiB(memory.optimizer_state),
                                FormatGiB(memory.activations), FormatGiB(memory.temporary),
                                memory.fp8_weights > 0
                                    ? ", FP8 weight copies " + FormatGiB(memory.fp8_weights)
-                                   : std::string()),
+                                   : std::string(),
+                               FormatGiB(memory.runtime)),
                    "parallelism", FormatGiB(memory.total()));
     }
   }

@@ -167,9 +167,9 @@ TEST(SearchTest, ContextParallelismIsADimension) {
   // 8,192-token sequences on 16 H100s with 2.75 GiB each: the search over CP 1, 2, 4 with both
   // variants (and FP8 or not) still equals brute force (the bound holds for ring and all-to-all
   // attention), CP sizes only where they divide what tensor × pipeline leave. DP 16 needs
-  // 2.9 GiB with FP8 (a whole sequence's activations and the loss's working set), so the best
-  // plan splits the sequence: DP 8 × CP 2 (p2p, FP8) at 1.9 GiB beats DP 8 × TP 2 with SP
-  // (FP8, 1.5 GiB) by 19.6 against 22.7 ms.
+  // 3.7 GiB with FP8 (a whole sequence's activations, the loss's working set and the 0.75 GiB
+  // CUDA context), so the best plan splits the sequence: DP 8 × CP 2 (p2p, FP8) at 2.7 GiB
+  // beats DP 8 × TP 2 with SP (FP8, 2.3 GiB) by 19.6 against 22.7 ms.
   Json json = SmallSearch();
   json["model"]["max_seq"] = 8192;
   json["training"] = Json::parse(R"({"global_batch": 16, "seq_len": 8192, "precision": "bf16",

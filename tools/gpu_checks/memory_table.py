@@ -45,7 +45,9 @@ def predict(dtsim, run, work):
     if done.returncode != 0:
         raise RuntimeError(f"dtsim simulate failed for {run['model']}: {done.stderr.strip()}")
     with open(result_path) as result:
-        return json.load(result)["stages"][0]["memory"]["total_bytes"]
+        memory = json.load(result)["stages"][0]["memory"]
+        # The allocator's tensors: the total less the CUDA context (runtime_bytes).
+        return memory["total_bytes"] - memory.get("runtime_bytes", 0)
 
 
 def main():

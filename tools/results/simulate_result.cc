@@ -83,6 +83,7 @@ OrderedJson MemoryJson(const models::MemoryBreakdown& m, Bytes capacity) {
           {"activations_bytes", m.activations},
           {"temporary_bytes", m.temporary},
           {"fp8_weights_bytes", m.fp8_weights},
+          {"runtime_bytes", m.runtime},
           {"total_bytes", m.total()},
           {"capacity_bytes", capacity.count()},
           {"microbatches_in_flight", m.microbatches_in_flight}};
@@ -140,6 +141,10 @@ Expected<models::MemoryBreakdown> MemoryFromJson(JsonObjectReader& memory) {
   // Since 1.1.
   if (memory.Has("fp8_weights_bytes")) {
     DTSIM_ASSIGN_OR_RETURN(m.fp8_weights, memory.Int("fp8_weights_bytes"));
+  }
+  // Since 1.4.
+  if (memory.Has("runtime_bytes")) {
+    DTSIM_ASSIGN_OR_RETURN(m.runtime, memory.Int("runtime_bytes"));
   }
   DTSIM_ASSIGN_OR_RETURN(m.microbatches_in_flight, memory.Number("microbatches_in_flight"));
   DTSIM_ASSIGN_OR_RETURN(const int64_t total, memory.Int("total_bytes"));

@@ -16,7 +16,8 @@ namespace dtsim::results {
 // stage's "fp8_weights_bytes"; 1.2 "context" and "context_comm" to the plan and each stage's
 // "cp_exposed_ns"; 1.3 "collectives" (every distinct communication and how the network model
 // ran it); 1.4 "recompute_every", "framework" and "param_precision" in the plan where they
-// apply, and each stage's memory as its composition at the peak (gradients that exist then).
+// apply, each stage's memory as its composition at the peak (gradients that exist then), and
+// its "runtime_bytes" (the CUDA context, in the total).
 inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 4,
                                                   "not a simulation result"};
 

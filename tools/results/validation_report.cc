@@ -16,6 +16,7 @@ OrderedJson MemoryJson(const strategies::MemoryReport& memory) {
                          {"ran", row.ran},
                          {"measured_bytes", row.measured_bytes},
                          {"predicted_bytes", row.predicted_bytes},
+                         {"needed_bytes", row.needed_bytes},
                          {"stage", row.stage},
                          {"capacity_bytes", row.capacity_bytes},
                          {"unmodelled", row.unmodelled}};
@@ -46,6 +47,7 @@ Status ReadMemoryRows(JsonObjectReader& root, ValidationReportRecord& record) {
     DTSIM_ASSIGN_OR_RETURN(row.location, entry.StringOr("location", ""));
     DTSIM_ASSIGN_OR_RETURN(row.measured_bytes, entry.Number("measured_bytes"));
     DTSIM_ASSIGN_OR_RETURN(row.predicted_bytes, entry.Number("predicted_bytes"));
+    DTSIM_ASSIGN_OR_RETURN(row.needed_bytes, entry.Number("needed_bytes"));
     DTSIM_ASSIGN_OR_RETURN(row.capacity_bytes, entry.Number("capacity_bytes"));
     DTSIM_RETURN_IF_ERROR(entry.ReadOptional("ran", row.ran));
     DTSIM_RETURN_IF_ERROR(
