@@ -5,9 +5,10 @@ Usage: memory_table.py DTSIM MEASURED_JSON [--markdown]
 
 For each run of MEASURED_JSON (tests/data/measured/h200_gpt2_memory.json), simulates the same
 model, batch, sequence and recompute policy on one h200-sxm-141gb with flash attention, no
-dropout and fp32 parameters (gpt2_step.py trains under bf16 autocast over fp32 weights), and
-prints dtsim's per-GPU memory total against the measured peak allocated and reserved bytes
-and the device memory in use, with the error against the allocated peak.
+dropout and "framework": "pytorch" (gpt2_step.py trains under bf16 autocast over fp32 weights),
+and prints dtsim's per-GPU memory less the CUDA context (its tensors) against the measured peak
+allocated and reserved bytes and the device memory in use, with the error against the
+allocated peak.
 Every policy has a dtsim counterpart (a run with none would be listed without a prediction).
 Exits 1 if a simulation fails.
 """
