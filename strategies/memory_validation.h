@@ -31,8 +31,8 @@ struct MemoryRow {
   std::string source;    // where the measurement was published or recorded
   std::string location;  // where in it (a table, a row); may be empty
   MeasuredMemory kind = MeasuredMemory::kAllocated;
-  double measured_bytes = 0;
-  bool ran = true;  // false: the run ran out of memory (measured_bytes is then 0)
+  double measured_bytes = 0;  // 0: none given (a run that ran out of memory, or a verdict only)
+  bool ran = true;            // false: the run ran out of memory
   // dtsim's peak over the plan's pipeline stages (EstimateStageMemory), the stage it is on,
   // and the GPU's capacity: `needed_bytes` everything (the CUDA context included), what the
   // fit verdict compares; `predicted_bytes` what the measured kind counts — the allocator's
@@ -45,16 +45,18 @@ struct MemoryRow {
   // says how much that matters, and it is left out of the comparable rows' error.
   std::vector<std::string> unmodelled;
 
-  bool Comparable() const { return unmodelled.empty() && ran; }
+  bool HasPeak() const { return measured_bytes > 0; }
+  bool Comparable() const { return unmodelled.empty() && HasPeak(); }
   bool PredictedFits() const { return needed_bytes <= capacity_bytes; }
   bool VerdictRight() const { return PredictedFits() == ran; }
-  double Error() const { return predicted_bytes / measured_bytes - 1; }  // ran only
+  double Error() const { return predicted_bytes / measured_bytes - 1; }  // HasPeak only
 };
 
 struct MemoryReport {
   std::vector<MemoryRow> rows;
   std::vector<std::string> sources;  // in order of first appearance
-  // Mean absolute and signed percentage errors over the comparable rows, and over all that ran.
+  // Mean absolute and signed percentage errors over the comparable rows, and over all with a
+  // measured peak (`measured` of them).
   double comparable_mape = 0;
   double comparable_mean_error = 0;
   int comparable = 0;

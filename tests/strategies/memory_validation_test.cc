@@ -41,7 +41,7 @@ models::MemoryBreakdown PeakOf(const Json& config) {
 TEST(MemoryValidationTest, ComparesThePredictedPeakAndTheVerdict) {
   // Measured 16 GiB against dtsim's peak P: error P / 16 GiB − 1. A run that ran out of memory
   // on a 10 GiB GPU that dtsim says needs more: a right verdict; one dtsim says fits (the same
-  // config on 141 GB): wrong.
+  // config on 141 GB): wrong. A run that ran with no peak given counts for its verdict only.
   const Json config = Config();
   Json small_gpu = config;
   small_gpu["cluster"]["gpu"] = {{"preset", "h200-sxm-141gb"}, {"memory", "10 GiB"}};
@@ -57,10 +57,11 @@ TEST(MemoryValidationTest, ComparesThePredictedPeakAndTheVerdict) {
                     {"ran", false},
                     {"unmodelled", {"torch.compile"}},
                     {"config", small_gpu}},
-                   {{"id", "c"}, {"source", "another"}, {"ran", false}, {"config", config}}});
+                   {{"id", "c"}, {"source", "another"}, {"ran", false}, {"config", config}},
+                   {{"id", "d"}, {"source", "another"}, {"config", config}}});
   Expected<MemoryReport> report = ValidateMemory(File(points), "points.json");
   ASSERT_TRUE(report.ok()) << report.error().ToString();
-  ASSERT_EQ(report->rows.size(), 3u);
+  ASSERT_EQ(report->rows.size(), 4u);
   // An allocated peak is compared with the tensors, without the CUDA context (the GPU's
   // context_memory), which the fit verdict counts.
   const models::MemoryBreakdown memory = PeakOf(config);
@@ -75,6 +76,9 @@ TEST(MemoryValidationTest, ComparesThePredictedPeakAndTheVerdict) {
   EXPECT_EQ(report->rows[1].location, "row 2");
   EXPECT_TRUE(report->rows[1].VerdictRight());
   EXPECT_FALSE(report->rows[2].VerdictRight());
+  // A run that ran, with no peak given: a verdict only (right: it fits).
+  EXPECT_FALSE(report->rows[3].HasPeak());
+  EXPECT_TRUE(report->rows[3].VerdictRight());
   EXPECT_EQ(report->wrong_verdicts, 1);
   EXPECT_EQ(report->measured, 1);
   EXPECT_EQ(report->comparable, 1);
@@ -88,8 +92,11 @@ TEST(MemoryValidationTest, BadPointsAreNamed) {
     Expected<MemoryReport> report = ValidateMemory(file, "points.json");
     return report.ok() ? std::string("ok") : report.error().ToString();
   };
-  EXPECT_THAT(error(File(Json::array({{{"id", "a"}, {"source", "s"}, {"config", config}}}))),
-              HasSubstr("points.json: points[0].peak: missing required field"));
+  EXPECT_THAT(error(File(Json::array(
+                  {{{"id", "a"}, {"source", "s"}, {"peak", "0 GiB"}, {"config", config}}}))),
+              HasSubstr("points.json: points[0].peak: a run that ran has a positive peak"));
+  EXPECT_THAT(error(File(Json::array({{{"id", "a"}, {"source", "s"}}}))),
+              HasSubstr("points.json: points[0].config: missing required field"));
   EXPECT_THAT(error(File(Json::array({{{"id", "a"},
                                        {"source", "s"},
                                        {"ran", false},

@@ -104,9 +104,10 @@ void PrintMemory(const strategies::MemoryReport& memory, std::ostream& out) {
     fmt::print(out, "    {:<58} {:<9} {:>8} {:>8} {:>9} {:>7}  {}\n",
                row.id + (row.unmodelled.empty() ? "" : " *"),
                std::string(strategies::MeasuredMemoryName(row.kind)),
-               row.ran ? GiB(row.measured_bytes) : std::string("OOM"), GiB(row.predicted_bytes),
-               GiB(row.capacity_bytes),
-               row.ran ? fmt::format("{:+.1f}%", 100 * row.Error()) : std::string("—"), verdict);
+               row.HasPeak() ? GiB(row.measured_bytes) : std::string(row.ran ? "ran" : "OOM"),
+               GiB(row.predicted_bytes), GiB(row.capacity_bytes),
+               row.HasPeak() ? fmt::format("{:+.1f}%", 100 * row.Error()) : std::string("—"),
+               verdict);
   }
   fmt::print(out,
              "\n  memory: {} points from {} sources; MAPE {:.1f}% (mean {:+.1f}%) over the {} "

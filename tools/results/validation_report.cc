@@ -20,7 +20,7 @@ OrderedJson MemoryJson(const strategies::MemoryReport& memory) {
                          {"stage", row.stage},
                          {"capacity_bytes", row.capacity_bytes},
                          {"unmodelled", row.unmodelled}};
-    if (row.ran) entry["error"] = row.Error();
+    if (row.HasPeak()) entry["error"] = row.Error();
     entry["verdict_right"] = row.VerdictRight();
     rows.push_back(std::move(entry));
   }
