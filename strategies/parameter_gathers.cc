@@ -15,8 +15,25 @@ bool ParameterGathers::Gathers(const SimulationConfig& config) {
   return config.plan.zero_stage >= 3 && config.plan.WeightReplicas() >= 2;
 }
 
+// torchtitan turns reshard_after_forward off under pipelining, and PyTorch's pipeline stages
+// turn resharding after backward off but for the last micro-batch (torchtitan's parallelize
+// and torch.distributed.pipelining's _PipelineStageBase).
+bool ParameterGathers::KeepsGathered(const SimulationConfig& config) {
+  return Gathers(config) && config.training.framework == models::Framework::kPyTorch &&
+         config.plan.pipeline > 1;
+}
+
+bool ParameterGathers::NeedsGather(size_t key) {
+  if (!Gathers()) return false;
+  if (!KeepsGathered(config_)) return true;
+  if (gathered_.size() <= key) gathered_.resize(key + 1, false);
+  if (gathered_[key]) return false;
+  gathered_[key] = true;
+  return true;
+}
+
 void ParameterGathers::Embedding(PeerGroup& group) {
-  if (!Gathers()) return;
+  if (!NeedsGather(0)) return;
   Gather(group, EmbeddingGradients(config_.model.transformer, config_.plan).elements(),
          "embedding gather");
 }
@@ -24,7 +41,7 @@ void ParameterGathers::Embedding(PeerGroup& group) {
 // A layer's parameters on one rank are as many as its gradients; with expert parallelism its
 // local experts' are gathered apart.
 void ParameterGathers::Layer(PeerGroup& group, int layer) {
-  if (!Gathers()) return;
+  if (!NeedsGather(2 + static_cast<size_t>(layer))) return;
   const models::TransformerSpec& spec = config_.model.transformer;
   const ParallelPlan& plan = config_.plan;
   const int64_t parameters =
@@ -37,7 +54,7 @@ void ParameterGathers::Layer(PeerGroup& group, int layer) {
 }
 
 void ParameterGathers::Output(PeerGroup& group, int stage) {
-  if (!Gathers()) return;
+  if (!NeedsGather(1)) return;
   const models::TransformerSpec& spec = config_.model.transformer;
   Gather(group, OutputGradients(spec, config_.plan, stage).elements(), "output gather");
 }
