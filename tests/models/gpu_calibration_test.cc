@@ -165,12 +165,12 @@ TEST(GpuCalibrationTest, ContextMemoryIsTheMeasuredOneAndReadable) {
   EXPECT_EQ(GpuPreset("h200-sxm-141gb")->context_memory.count(), 804'061'184);
   EXPECT_EQ(GpuPreset("h100-sxm5-80gb")->context_memory.count(), 804'061'184);
   EXPECT_EQ(GpuPreset("v100-sxm2-32gb")->context_memory.count(), 1'343LL << 20);
-  Expected<GpuSpec> gpu = GpuFromJson(
-      Json::parse(R"({"preset": "a100-sxm4-80gb", "context_memory": "1 GiB"})"), "gpu");
+  Expected<GpuSpec> gpu =
+      GpuFromJson(Json::parse(R"({"preset": "a100-sxm4-80gb", "context_memory": "1 GiB"})"), "gpu");
   ASSERT_TRUE(gpu.ok()) << gpu.error().ToString();
   EXPECT_EQ(gpu->context_memory.count(), 1LL << 30);
-  Expected<GpuSpec> bad = GpuFromJson(
-      Json::parse(R"({"preset": "a100-sxm4-80gb", "context_memory": "lots"})"), "gpu");
+  Expected<GpuSpec> bad =
+      GpuFromJson(Json::parse(R"({"preset": "a100-sxm4-80gb", "context_memory": "lots"})"), "gpu");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().ToString().find("gpu.context_memory"), std::string::npos)
       << bad.error().ToString();
