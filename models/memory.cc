@@ -341,13 +341,15 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
   };
 
   Peak peak;
-  int64_t kept = others + per_microbatch;
+  // The multi-token-prediction modules' activations too: their backward comes first (the
+  // reverse walk subtracts them as it passes them).
+  int64_t kept = others + per_microbatch + mtp;
   int64_t behind = 0;  // parameters whose gradients the backward pass has made
   if (IsLastStage(plan)) {
     // The last stage runs each micro-batch's backward right after its forward: one in flight.
     const LayerOps output = OutputOps(spec, plan.shard);
-    const int64_t output_kept = OutputKeptBytes(spec, plan) + mtp;
-    peak.Visit(kept + output_kept, OutputWorkingBytes(output, plan), gradients_after(0));
+    peak.Visit(kept + OutputKeptBytes(spec, plan), OutputWorkingBytes(output, plan),
+               gradients_after(0));
     behind = memory.parameter_count - layer_parameters;  // the output layer's, first
   }
   for (size_t i = layers.size(); i-- > 0;) {
