@@ -36,7 +36,7 @@ MEMORY = [
     ("gradients_bytes", "gradients", "#dd8452"),
     ("optimizer_state_bytes", "optimizer state", "#55a868"),
     ("activations_bytes", "activations", "#c44e52"),
-    ("temporary_bytes", "temporary", "#8172b2"),
+    ("temporary_bytes", "working set at the peak", "#8172b2"),
 ]
 PATH_PARTS = [  # a replayed step's critical path (docs/replay.md, "Where the time goes")
     ("gpu", "GPU", "#4c72b0"),
@@ -48,7 +48,8 @@ PATH_PARTS = [  # a replayed step's critical path (docs/replay.md, "Where the ti
     ("peer_wait", "peer wait", "#da8bc3"),
 ]
 # Parts a result may lack (added in later versions of its format): drawn when present.
-MEMORY_OPTIONAL = [("fp8_weights_bytes", "FP8 weights", "#ccb974")]
+MEMORY_OPTIONAL = [("fp8_weights_bytes", "FP8 weights", "#ccb974"),
+                   ("runtime_bytes", "CUDA context", "#8c8c8c")]
 SEARCH_TOP = 10  # ranked plans of a search shown as runs
 GIB = 2.0**30
 
@@ -293,7 +294,7 @@ def figure_memory(runs, out):
         ax.axvline(capacity / GIB, color="black", linestyle="--", linewidth=1)
         ax.text(capacity / GIB, len(runs) - 0.4, f"capacity {capacity / GIB:.0f} GiB ", fontsize=8, ha="right")
     ax.set_xlabel("GiB per GPU (largest pipeline stage)")
-    ax.set_title("Memory per GPU against capacity")
+    ax.set_title("Memory per GPU at its peak against capacity")
     ax.legend(fontsize=8, loc="lower right", framealpha=0.9)
     return save(fig, out, "memory.png")
 
@@ -480,7 +481,7 @@ def main(argv):
         if runs:
             figures.append((figure_throughput(runs, args.out), "Throughput per run"))
             figures.append((figure_breakdown(runs, args.out), "Time breakdown"))
-            figures.append((figure_memory(runs, args.out), "Memory per GPU against capacity"))
+            figures.append((figure_memory(runs, args.out), "Memory per GPU at its peak against capacity"))
             for draw, caption in ((lambda: figure_scaling(runs, args.out), "Scaling curves"),
                                   (lambda: figure_bandwidth(runs, args.out), "Bandwidth sensitivity"),
                                   (lambda: figure_gantt(args.timeline, args.out), "Pipeline Gantt chart")):
