@@ -269,7 +269,7 @@ def figure_breakdown(runs, out):
         left = [a + b for a, b in zip(left, values)]
     ax.set_xlabel("ms per iteration (mean over pipeline stages)")
     ax.set_title("Where the time goes")
-    ax.legend(fontsize=8, loc="lower right", framealpha=0.9)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside: never over a bar
     return save(fig, out, "breakdown.png")
 
 
@@ -295,7 +295,7 @@ def figure_memory(runs, out):
         ax.text(capacity / GIB, len(runs) - 0.4, f"capacity {capacity / GIB:.0f} GiB ", fontsize=8, ha="right")
     ax.set_xlabel("GiB per GPU (largest pipeline stage)")
     ax.set_title("Memory per GPU at its peak against capacity")
-    ax.legend(fontsize=8, loc="lower right", framealpha=0.9)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside: never over a bar
     return save(fig, out, "memory.png")
 
 
