@@ -55,7 +55,8 @@ struct TrainingConfig {
   bool flash_attention = false;
   bool dropout = true;
   // "framework": whose memory behaviour the plan follows where frameworks differ
-  // (models::Framework): "megatron" (default) or "pytorch" (whose parameters default to fp32).
+  // (models::Framework), and how ZeRO-3 gathers under pipelining (ParameterGathers): "megatron"
+  // (default) or "pytorch" (whose parameters default to fp32).
   models::Framework framework = models::Framework::kMegatron;
 };
 
