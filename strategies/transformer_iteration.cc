@@ -122,7 +122,7 @@ class PassEmitter final : public LayoutSink {
 class IterationBuilder {
  public:
   IterationBuilder(const ResolvedConfig& config, const models::OpCostModel& cost,
-                   CompressionPhase phase)
+                   std::span<const models::MemoryBreakdown> stage_memory, CompressionPhase phase)
       : config_(config),
         spec_(config.model.transformer),
         plan_(config.plan),
@@ -141,11 +141,11 @@ class IterationBuilder {
                                                    stage, chunk, plan_.chunk_layers));
       }
     }
+    PlanMemoryTrack(stage_memory);
   }
 
   Expected<IterationGraph> Build() {
     DTSIM_ASSIGN_OR_RETURN(model_, PriceModel(config_, cost_));
-    PlanMemoryTrack();
     const int64_t microbatches = config_.Microbatches();
     std::vector<std::vector<GradientReady>> ready(static_cast<size_t>(plan_.pipeline));
     // EstimateFootprint is a lower bound: the graph may still outgrow the memory allowed.
@@ -173,33 +173,35 @@ class IterationBuilder {
  private:
   // The timeline's memory track (graph::MemoryChange): per stage, the persistent state at its
   // peak as each rank's base, and what the embedding, each layer and the output layer keep from
-  // their forward to their backward (models::LayerKeptBytes). Working sets are not drawn. None
-  // where the memory model has no estimate.
+  // their forward to their backward (models::LayerKeptBytes). Working sets are not drawn. All
+  // zero (no track) without the stages' memory.
   struct StageMemoryTrack {
     int64_t base = 0;
     int64_t embedding = 0;
     int64_t output = 0;
     std::vector<int64_t> layers;  // by layer index
   };
-  void PlanMemoryTrack() {
-    Expected<std::vector<models::MemoryBreakdown>> stages = EstimateStageMemory(config_);
-    if (!stages.ok()) return;
+  void PlanMemoryTrack(std::span<const models::MemoryBreakdown> stage_memory) {
+    const bool known = std::ssize(stage_memory) == plan_.pipeline;
     for (int stage = 0; stage < plan_.pipeline; ++stage) {
-      const models::MemoryBreakdown& memory = (*stages)[static_cast<size_t>(stage)];
+      StageMemoryTrack& track = memory_tracks_.emplace_back();
+      track.layers.assign(static_cast<size_t>(spec_.AllLayers()), 0);
+      if (!known) continue;
+      const models::MemoryBreakdown& memory = stage_memory[static_cast<size_t>(stage)];
       const models::MemoryPlan memory_plan = MemoryPlanOf(config_, stage);
-      StageMemoryTrack track{
-          .base = memory.total() - memory.activations - memory.temporary,
-          .embedding = models::EmbeddingKeptBytes(spec_, memory_plan),
-          .output = models::OutputKeptBytes(spec_, memory_plan),
-          .layers = std::vector<int64_t>(static_cast<size_t>(spec_.AllLayers()), 0)};
+      track.base = memory.total() - memory.activations - memory.temporary;
+      track.embedding = models::EmbeddingKeptBytes(spec_, memory_plan);
+      track.output = models::OutputKeptBytes(spec_, memory_plan);
       for (int chunk = 0; chunk < plan_.virtual_stages; ++chunk) {
         for (const int layer : ChunkLayers(stage, chunk)) {
           track.layers[static_cast<size_t>(layer)] =
               models::LayerKeptBytes(spec_, memory_plan, layer);
         }
       }
-      memory_tracks_.push_back(std::move(track));
     }
+  }
+  const StageMemoryTrack& Track(int stage) const {
+    return memory_tracks_[static_cast<size_t>(stage)];
   }
   // `bytes` more held on each peer once its last task so far ends.
   void HoldMemory(PeerGroup& group, int64_t bytes) {
@@ -208,9 +210,6 @@ class IterationBuilder {
     for (size_t i = 0; i < group.ranks().size(); ++i) {
       if (const std::optional<TaskId> last = group.last(i)) builder_.AddMemoryChange(*last, bytes);
     }
-  }
-  const StageMemoryTrack* MemoryTrack(int stage) const {
-    return memory_tracks_.empty() ? nullptr : &memory_tracks_[static_cast<size_t>(stage)];
   }
 
   PassEmitter Emitter(PeerGroup& group, std::string_view category, double expert_load) {
@@ -335,21 +334,19 @@ class IterationBuilder {
       gathers_.Embedding(group);
       EmitWhole(group, model_.embedding.forward, "embedding fwd", "embedding tp");
       EmitComms(group, layout_.EmbeddingComms(Pass::kForward), "embedding tp");
-      if (const StageMemoryTrack* track = MemoryTrack(stage)) HoldMemory(group, track->embedding);
+      HoldMemory(group, Track(stage).embedding);
     }
     for (const int layer : ChunkLayers(stage, chunk)) {
       gathers_.Layer(group, layer);
       WeightCast(group, layer);
       Emit(group, model_.Layer(spec_, layer).forward, layer, "fwd", kComputeCategory);
-      if (const StageMemoryTrack* track = MemoryTrack(stage)) {
-        HoldMemory(group, track->layers[static_cast<size_t>(layer)]);
-      }
+      HoldMemory(group, Track(stage).layers[static_cast<size_t>(layer)]);
     }
     AmaxReduction(group, stage, chunk, Pass::kForward);
     if (HoldsOutput(stage, chunk)) {
       gathers_.Output(group, stage);
       EmitWhole(group, model_.output.forward, "output fwd", "output tp");
-      if (const StageMemoryTrack* track = MemoryTrack(stage)) HoldMemory(group, track->output);
+      HoldMemory(group, Track(stage).output);
     } else {
       group.Send(Peers(group_dp_, stage < last ? stage + 1 : 0),
                  Tag(microbatch, chunk, Pass::kForward), PipelineBytes(), Pass::kForward,
@@ -378,7 +375,7 @@ class IterationBuilder {
       gathers_.Output(group, stage);
       EmitWhole(group, model_.output.backward, "output bwd", "output tp");
       EmitComms(group, layout_.OutputComms(Pass::kBackward), "output tp");
-      if (const StageMemoryTrack* track = MemoryTrack(stage)) HoldMemory(group, -track->output);
+      HoldMemory(group, -Track(stage).output);
       mark(OutputGradients(spec_, plan_, stage));
     }
     const std::span<const int> layers = ChunkLayers(stage, chunk);
@@ -388,9 +385,7 @@ class IterationBuilder {
       WeightCast(group, layer);
       Emit(group, model_.Layer(spec_, layer).recompute, layer, "recompute", kRecomputeCategory);
       Emit(group, model_.Layer(spec_, layer).backward, layer, "bwd", kComputeCategory);
-      if (const StageMemoryTrack* track = MemoryTrack(stage)) {
-        HoldMemory(group, -track->layers[static_cast<size_t>(layer)]);
-      }
+      HoldMemory(group, -Track(stage).layers[static_cast<size_t>(layer)]);
       LayerGradientSplit gradients = LayerGradients(spec_, plan_, layer);
       mark(std::move(gradients.dense), std::move(gradients.experts));
     }
@@ -399,7 +394,7 @@ class IterationBuilder {
       gathers_.Embedding(group);
       EmitComms(group, layout_.EmbeddingComms(Pass::kBackward), "embedding tp");
       EmitWhole(group, model_.embedding.backward, "embedding bwd", "embedding tp");
-      if (const StageMemoryTrack* track = MemoryTrack(stage)) HoldMemory(group, -track->embedding);
+      HoldMemory(group, -Track(stage).embedding);
       mark(EmbeddingGradients(spec_, plan_));
     } else {
       group.Send(Peers(group_dp_, stage > 0 ? stage - 1 : last),
@@ -482,8 +477,8 @@ class IterationBuilder {
     gathers_.Begin();
     expert_load_ = ExpertLoad(dp);
     PeerGroup group(builder_, Peers(dp, stage), Peers(dp, stage, true));
-    if (const StageMemoryTrack* track = MemoryTrack(stage)) {
-      for (const int32_t rank : group.ranks()) builder_.SetMemoryBase(rank, track->base);
+    if (Track(stage).base != 0) {
+      for (const int32_t rank : group.ranks()) builder_.SetMemoryBase(rank, Track(stage).base);
     }
     GradientReady ready;
     ready.at.resize(group.ranks().size());
@@ -519,15 +514,15 @@ class IterationBuilder {
   int group_dp_ = 0;
   ParameterGathers gathers_;
   double expert_load_ = 1.0;
-  std::vector<StageMemoryTrack> memory_tracks_;  // per stage; empty: no memory track
+  std::vector<StageMemoryTrack> memory_tracks_;  // per stage
 };
 
 }  // namespace
 
-Expected<IterationGraph> BuildTransformerIteration(const ResolvedConfig& config,
-                                                   const models::OpCostModel& cost,
-                                                   CompressionPhase phase) {
-  return IterationBuilder(config, cost, phase).Build();
+Expected<IterationGraph> BuildTransformerIteration(
+    const ResolvedConfig& config, const models::OpCostModel& cost,
+    std::span<const models::MemoryBreakdown> stage_memory, CompressionPhase phase) {
+  return IterationBuilder(config, cost, stage_memory, phase).Build();
 }
 
 Expected<IterationGraph> BuildIteration(const ResolvedConfig& config,
@@ -536,7 +531,7 @@ Expected<IterationGraph> BuildIteration(const ResolvedConfig& config,
   DTSIM_ASSIGN_OR_RETURN(IterationGraph iteration,
                          config.model.family == models::ModelFamily::kResNet
                              ? BuildDataParallelIteration(config, cost, phase)
-                             : BuildTransformerIteration(config, cost, phase));
+                             : BuildTransformerIteration(config, cost, memory, phase));
   iteration.stats.stage_memory = std::move(memory);
   return iteration;
 }

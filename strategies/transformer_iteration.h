@@ -6,6 +6,7 @@
 // data-parallel gradient reduction and the optimizer step (docs/strategies.md).
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "models/cost_model.h"
@@ -32,9 +33,11 @@ struct IterationGraph {
 };
 
 // `phase`: with gradient compression, the full-precision warm-up or the compressed steps.
-// The graph without `stats.stage_memory`.
+// `stage_memory` (EstimateStageMemory's, one per stage; empty: none) gives the graph its ranks'
+// memory track. The graph without `stats.stage_memory`.
 Expected<IterationGraph> BuildTransformerIteration(
     const ResolvedConfig& config, const models::OpCostModel& cost,
+    std::span<const models::MemoryBreakdown> stage_memory,
     CompressionPhase phase = CompressionPhase::kCompressed);
 
 // The iteration of any config — a transformer under its plan, or a data-parallel ResNet

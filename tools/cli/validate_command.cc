@@ -5,6 +5,9 @@
 #include <fmt/ostream.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <iterator>
+
 #include "sim/base/atomic_file.h"
 #include "sim/base/strings.h"
 #include "strategies/memory_validation.h"
@@ -117,24 +120,16 @@ void PrintMemory(const strategies::MemoryReport& memory, std::ostream& out) {
              memory.wrong_verdicts, memory.wrong_verdicts == 1 ? "" : "s");
 }
 
-strategies::MemoryReport MergeMemory(std::vector<strategies::MemoryReport> reports) {
-  strategies::MemoryReport merged;
-  for (strategies::MemoryReport& report : reports) {
-    for (strategies::MemoryRow& row : report.rows) merged.rows.push_back(std::move(row));
-  }
-  return strategies::SummarizeMemory(std::move(merged.rows));
-}
-
 Status Execute(const ValidateOptions& options, std::ostream& out) {
   DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(options.points, {options.report_path}));
   std::vector<strategies::ValidationReport> reports;
-  std::vector<strategies::MemoryReport> memory_reports;
+  std::vector<strategies::MemoryRow> memory_rows;  // of every memory points file
   for (const std::string& path : options.points) {
     DTSIM_ASSIGN_OR_RETURN(const Json points, ReadJsonFile(path));
     if (strategies::IsMemoryPointsFile(points)) {
       DTSIM_ASSIGN_OR_RETURN(strategies::MemoryReport memory,
                              strategies::ValidateMemory(points, path));
-      memory_reports.push_back(std::move(memory));
+      std::move(memory.rows.begin(), memory.rows.end(), std::back_inserter(memory_rows));
       continue;
     }
     DTSIM_ASSIGN_OR_RETURN(strategies::ValidationReport report, strategies::Validate(points, path));
@@ -145,7 +140,7 @@ Status Execute(const ValidateOptions& options, std::ostream& out) {
   }
   const bool performance = !reports.empty();
   const strategies::ValidationReport report = strategies::MergeReports(std::move(reports));
-  const strategies::MemoryReport memory = MergeMemory(std::move(memory_reports));
+  const strategies::MemoryReport memory = strategies::SummarizeMemory(std::move(memory_rows));
   fmt::print(out, "dtsim validate {}\n", fmt::join(options.points, " "));
   if (performance) {
     fmt::print(out, "\n  {:<46} {:<24} {:>10} {:>10} {:>8}\n", "category / point", "metric",
