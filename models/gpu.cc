@@ -91,6 +91,7 @@ GpuSpec WithMeasured(GpuSpec gpu, const Measured& measured) {
   gpu.matrix_efficiency = measured.matrix;
   gpu.fp8_matrix_efficiency = measured.fp8_matrix;
   gpu.power_limited_compute = measured.power_limited_compute;
+  gpu.measured_curves = true;
   return gpu;
 }
 
@@ -235,6 +236,15 @@ std::span<const std::string_view> GpuPresetNames() {
   return kNames;
 }
 
+void ApplyGpuCalibration(const GpuCalibration& calibration, GpuSpec& gpu) {
+  if (calibration.matrix_efficiency) gpu.matrix_efficiency.max = *calibration.matrix_efficiency;
+  if (calibration.fp8_matrix_efficiency) {
+    gpu.fp8_matrix_efficiency.max = *calibration.fp8_matrix_efficiency;
+  }
+  if (calibration.memory_efficiency) gpu.memory_efficiency.max = *calibration.memory_efficiency;
+  if (calibration.launch_overhead) gpu.launch_overhead = *calibration.launch_overhead;
+}
+
 Expected<GpuSpec> GpuPreset(std::string_view name) {
   for (const GpuSpec& gpu : Presets()) {
     if (gpu.name == name) return gpu;
@@ -244,10 +254,22 @@ Expected<GpuSpec> GpuPreset(std::string_view name) {
                "", Quote(name));
 }
 
-Expected<GpuSpec> GpuFromJson(const Json& value, const std::string& path) {
+namespace {
+
+void Calibrate(std::span<const GpuCalibration> calibrations, GpuSpec& gpu) {
+  for (const GpuCalibration& calibration : calibrations) {
+    if (calibration.gpu == gpu.name) ApplyGpuCalibration(calibration, gpu);
+  }
+}
+
+}  // namespace
+
+Expected<GpuSpec> GpuFromJson(const Json& value, const std::string& path,
+                              std::span<const GpuCalibration> calibrations) {
   if (value.is_string()) {
     Expected<GpuSpec> preset = GpuPreset(value.get<std::string>());
     if (!preset.ok()) return std::move(preset).error().Under(path);
+    Calibrate(calibrations, *preset);
     return preset;
   }
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, path));
@@ -262,6 +284,7 @@ Expected<GpuSpec> GpuFromJson(const Json& value, const std::string& path) {
     Expected<GpuSpec> preset = GpuPreset(name);
     if (!preset.ok()) return std::move(preset).error().Under(JsonChildPath(path, "preset"));
     gpu = *std::move(preset);
+    Calibrate(calibrations, gpu);
   }
   reader.Allow("preset");
   DTSIM_RETURN_IF_ERROR(ReadFields(reader, gpu));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -41,6 +42,9 @@ struct GpuSpec {
   EfficiencyCurve fp8_matrix_efficiency;  // FP8 GEMMs (Transformer Engine's), their own curve
   EfficiencyCurve memory_efficiency;
   bool microscaling = false;  // MXFP8 tensor cores with per-32-element scales (Blackwell)
+  // Whether the matrix curves were fitted to GEMMs measured on this GPU (an op-cost table in
+  // tools/examples/profiles/), not defaults: `dtsim calibrate` leaves measured curves alone.
+  bool measured_curves = false;
   // The share of its short-burst speed a compute-bound op keeps while the GPU runs a training
   // step at its power limit (lower SM clocks; docs/models.md, "Power-limited clocks"). The
   // efficiency curves and op tables timed in isolation describe bursts at boost clock; 1: no
@@ -57,6 +61,18 @@ struct GpuSpec {
   }
 };
 
+// What a calibration (strategies/calibration.h, `dtsim calibrate`) sets on one GPU preset: the
+// maxima of its efficiency curves (their ramps kept) and the fixed cost of every op. Applied
+// to the preset before a config's own fields, which still override it.
+struct GpuCalibration {
+  std::string gpu;                              // the preset's name
+  std::optional<double> matrix_efficiency;      // (0, 1]
+  std::optional<double> fp8_matrix_efficiency;  // (0, 1]
+  std::optional<double> memory_efficiency;      // (0, 1]
+  std::optional<DurationNs> launch_overhead;    // >= 0
+};
+void ApplyGpuCalibration(const GpuCalibration& calibration, GpuSpec& gpu);
+
 std::span<const std::string_view> GpuPresetNames();
 // Errors list the known presets.
 Expected<GpuSpec> GpuPreset(std::string_view name);
@@ -66,7 +82,9 @@ Expected<GpuSpec> GpuPreset(std::string_view name);
 //  "fp8_matrix_efficiency": {...}, "memory_efficiency": {...}, "microscaling": bool,
 //  "power_limited_compute": (0, 1], "context_memory"}, or a bare
 //  preset name. With a preset any field overrides it;
-// without one all but the efficiencies and launch overhead are required.
-Expected<GpuSpec> GpuFromJson(const Json& value, const std::string& path);
+// without one all but the efficiencies and launch overhead are required. The calibration of
+// the preset, if `calibrations` has one, applies before the object's fields.
+Expected<GpuSpec> GpuFromJson(const Json& value, const std::string& path,
+                              std::span<const GpuCalibration> calibrations = {});
 
 }  // namespace dtsim::models

@@ -391,7 +391,7 @@ void AddGatheredParameters(const TransformerSpec& spec, const MemoryPlan& plan,
 }  // namespace
 
 namespace {
-constexpr std::array<std::string_view, 2> kFrameworkNames = {"megatron", "pytorch"};
+constexpr std::array<std::string_view, 3> kFrameworkNames = {"megatron", "pytorch", "deepspeed"};
 }  // namespace
 
 std::span<const std::string_view> FrameworkNames() { return kFrameworkNames; }

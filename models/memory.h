@@ -22,7 +22,7 @@ namespace dtsim::models {
 // once — or PyTorch-native training (torchtitan, FSDP2, DDP, autocast) — the loss as
 // log_softmax and nll_loss over an fp32 copy of the logits, gradients made by the backward
 // pass after zero_grad(set_to_none) freed them, autocast's bf16 copies of fp32 weights.
-enum class Framework : uint8_t { kMegatron, kPyTorch };
+enum class Framework : uint8_t { kMegatron, kPyTorch, kDeepSpeed };
 std::span<const std::string_view> FrameworkNames();  // indexed by Framework
 std::string_view FrameworkName(Framework framework);
 

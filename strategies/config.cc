@@ -10,6 +10,7 @@
 
 #include "models/hf_config.h"
 #include "sim/base/strings.h"
+#include "strategies/deepspeed_zero3.h"
 #include "strategies/plan_checks.h"
 
 namespace dtsim::strategies {
@@ -59,6 +60,35 @@ Status ReadPrecision(JsonObjectReader& reader, TrainingConfig& training) {
   return Status::Ok();
 }
 
+// "framework_version": "MAJOR.MINOR.PATCH", for the deepspeed framework only (the one whose
+// releases dtsim tells apart).
+Status ReadFrameworkVersion(JsonObjectReader& reader, TrainingConfig& training) {
+  if (!reader.Has("framework_version")) return Status::Ok();
+  const std::string path = "training.framework_version";
+  DTSIM_ASSIGN_OR_RETURN(const std::string text, reader.String("framework_version"));
+  if (training.framework != models::Framework::kDeepSpeed) {
+    return Error("releases are modelled for \"framework\": \"deepspeed\" only", path, Quote(text));
+  }
+  std::array<int, 3> release = {0, 0, 0};
+  size_t at = 0;
+  for (size_t part = 0; part < 3; ++part) {
+    size_t end = at;
+    while (end < text.size() && end - at < 6 && text[end] >= '0' && text[end] <= '9') ++end;
+    const bool last = part == 2;
+    if (end == at || (last ? end != text.size() : end >= text.size() || text[end] != '.')) {
+      return Error("expected a release \"MAJOR.MINOR.PATCH\", such as \"0.3.13\"", path,
+                   Quote(text));
+    }
+    release[part] = std::stoi(text.substr(at, end - at));
+    at = end + 1;
+  }
+  if (release == std::array<int, 3>{0, 0, 0}) {
+    return Error("release 0.0.0 did not exist", path, Quote(text));
+  }
+  training.framework_release = release;
+  return Status::Ok();
+}
+
 Status ReadTraining(const Json& value, TrainingConfig& training) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, "training"));
   if (!reader.Has("global_batch")) return Error("missing required field", "training.global_batch");
@@ -75,7 +105,10 @@ Status ReadTraining(const Json& value, TrainingConfig& training) {
   training.param_dtype =
       training.framework == models::Framework::kPyTorch ? DType::kFp32 : training.dtype;
   DTSIM_RETURN_IF_ERROR(ReadDType(reader, "param_precision", training.param_dtype));
+  // DeepSpeed's ZeRO reduces gradients in the parameters' dtype (communication_data_type).
+  if (training.framework == models::Framework::kDeepSpeed) training.grad_dtype = training.dtype;
   DTSIM_RETURN_IF_ERROR(ReadDType(reader, "grad_precision", training.grad_dtype));
+  DTSIM_RETURN_IF_ERROR(ReadFrameworkVersion(reader, training));
   DTSIM_RETURN_IF_ERROR(
       reader.ReadOptionalEnum("optimizer", models::OptimizerNames(), training.optimizer));
   DTSIM_RETURN_IF_ERROR(
@@ -258,10 +291,11 @@ Status ReadParallelism(const Json& value, ParallelPlan& plan) {
 }
 
 // The cluster section: the GPU and the network.
-Status ReadCluster(const Json& value, models::GpuSpec& gpu, network::ClusterSpec& cluster) {
+Status ReadCluster(const Json& value, std::span<const models::GpuCalibration> calibrations,
+                   models::GpuSpec& gpu, network::ClusterSpec& cluster) {
   if (!value.is_object()) return Error("expected an object", "cluster", JsonValueForError(value));
   if (!value.contains("gpu")) return Error("missing required field", "cluster.gpu");
-  DTSIM_ASSIGN_OR_RETURN(gpu, models::GpuFromJson(value["gpu"], "cluster.gpu"));
+  DTSIM_ASSIGN_OR_RETURN(gpu, models::GpuFromJson(value["gpu"], "cluster.gpu", calibrations));
   Json network = value;
   network.erase("gpu");
   DTSIM_ASSIGN_OR_RETURN(cluster, network::ClusterFromJson(network, "cluster"));
@@ -456,12 +490,43 @@ Status CheckRecompute(const SimulationConfig& config) {
       Quote(models::TensorLayoutNames()[static_cast<size_t>(config.plan.tensor_layout)]));
 }
 
+// DeepSpeed's pipeline engine takes ZeRO stage 1 at most (deepspeed/runtime/pipe/engine.py:
+// "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"); its ZeRO-3 before 0.5.5
+// (SynchronizedZero3) is built for dense 1D plans and the recompute policies that re-run a
+// layer whole or not at all.
+Status CheckDeepSpeed(const SimulationConfig& config) {
+  const ParallelPlan& plan = config.plan;
+  if (config.training.framework != models::Framework::kDeepSpeed) return Status::Ok();
+  if (plan.zero_stage >= 2 && plan.pipeline > 1) {
+    return Error(fmt::format("DeepSpeed's pipeline engine runs ZeRO stage 1 at most, not {} "
+                             "(deepspeed/runtime/pipe/engine.py)",
+                             plan.zero_stage),
+                 "parallelism.zero_stage", std::to_string(plan.zero_stage));
+  }
+  if (!SynchronizedZero3(config)) return Status::Ok();
+  if (plan.experts_apart() || plan.on_grid() || plan.context > 1) {
+    return Error(
+        "DeepSpeed's ZeRO-3 before 0.5.5 is modelled for dense models on 1D tensor and data "
+        "parallelism (no expert, context or 2D/2.5D tensor parallelism)",
+        "training.framework_version",
+        Quote(fmt::format("{}", fmt::join(config.training.framework_release, "."))));
+  }
+  if (config.training.recompute == models::Recompute::kSelectiveOp) {
+    return Error(
+        "DeepSpeed's ZeRO-3 before 0.5.5 is modelled with recompute none, selective or "
+        "full (activation checkpointing of whole layers)",
+        "training.recompute", Quote("selective_op"));
+  }
+  return Status::Ok();
+}
+
 // A transformer's plan (its sequence length resolved): expert parallelism against the MoE
 // model, the shard against the model, the pipeline against the layers and the schedule.
 Status CheckTransformerPlan(const SimulationConfig& config) {
   const ParallelPlan& plan = config.plan;
   const models::TransformerSpec& spec = config.model.transformer;
   DTSIM_RETURN_IF_ERROR(CheckExpertPlan(config));
+  DTSIM_RETURN_IF_ERROR(CheckDeepSpeed(config));
   DTSIM_RETURN_IF_ERROR(CheckStageLayers(spec, plan));
   Status context = models::ValidateContext(spec, ShardOf(config));
   if (!context.ok()) return std::move(context).error().Under("parallelism.context");
@@ -705,6 +770,21 @@ Expected<Json> ExpandHfConfig(const Json& model, const std::string& source) {
   return spec;
 }
 
+// "calibration": a calibration file (relative to the config) or the same object inline.
+Expected<Calibration> ReadCalibrationSection(const Json& value, const std::string& source) {
+  if (value.is_object()) return CalibrationFromJson(value, "calibration");
+  if (!value.is_string()) {
+    return Error("expected a calibration file or object", "calibration", JsonValueForError(value));
+  }
+  std::filesystem::path file(value.get<std::string>());
+  if (file.is_relative() && !source.empty()) {
+    file = std::filesystem::path(source).parent_path() / file;
+  }
+  Expected<Calibration> calibration = ReadCalibrationFile(file.string());
+  if (!calibration.ok()) return std::move(calibration).error().Under("calibration");
+  return calibration;
+}
+
 Expected<SimulationConfig> ReadConfigSections(const Json& value, const std::string& source,
                                               std::span<const std::string_view> also_allowed) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, ""));
@@ -717,7 +797,14 @@ Expected<SimulationConfig> ReadConfigSections(const Json& value, const std::stri
   DTSIM_ASSIGN_OR_RETURN(const Json model, ExpandHfConfig(*reader.Find("model"), source));
   DTSIM_ASSIGN_OR_RETURN(config.model, models::ModelFromJson(model, "model"));
   DTSIM_RETURN_IF_ERROR(ReadTraining(*reader.Find("training"), config.training));
-  DTSIM_RETURN_IF_ERROR(ReadCluster(*reader.Find("cluster"), config.gpu, config.cluster));
+  Calibration calibration;
+  if (const Json* section = reader.Find("calibration")) {
+    DTSIM_ASSIGN_OR_RETURN(calibration, ReadCalibrationSection(*section, source));
+    config.calibration_source = calibration.source.empty() ? "inline" : calibration.source;
+  }
+  DTSIM_RETURN_IF_ERROR(ReadCluster(*reader.Find("cluster"), calibration.GpuCalibrations(),
+                                    config.gpu, config.cluster));
+  config.calibration = calibration.AppliedTo(config.gpu.name);
   if (const Json* parallelism = reader.Find("parallelism")) {
     DTSIM_RETURN_IF_ERROR(ReadParallelism(*parallelism, config.plan));
   }

@@ -23,6 +23,7 @@
 #include "sim/base/json_reader.h"
 #include "sim/base/status.h"
 #include "sim/base/units.h"
+#include "strategies/calibration.h"
 #include "strategies/compression.h"
 
 namespace dtsim::strategies {
@@ -56,8 +57,13 @@ struct TrainingConfig {
   bool dropout = true;
   // "framework": whose memory behaviour the plan follows where frameworks differ
   // (models::Framework), and how ZeRO-3 gathers under pipelining (ParameterGathers): "megatron"
-  // (default) or "pytorch" (whose parameters default to fp32).
+  // (default), "pytorch" (whose parameters default to fp32) or "deepspeed" (whose gradients
+  // default to the activations' dtype, and whose ZeRO-3 before 0.5.5 ran synchronized
+  // per-parameter collectives: strategies/deepspeed_zero3.h).
   models::Framework framework = models::Framework::kMegatron;
+  // "framework_version": "MAJOR.MINOR.PATCH" of a deepspeed framework; {0, 0, 0}: the latest
+  // modelled.
+  std::array<int, 3> framework_release = {0, 0, 0};
 };
 
 // How data-parallel replicas combine their gradients: collectives among themselves (an
@@ -171,6 +177,10 @@ struct SimulationConfig {
   ParallelPlan plan;
   CompressionConfig compression;
   std::string profile;  // an op-cost table file, or empty
+  // "calibration" (strategies/calibration.h): where it came from (a file, "inline"; "" none)
+  // and the constants it set on this config's GPU ("name=value").
+  std::string calibration_source;
+  std::vector<std::string> calibration;
   // The network model that prices communication (network/network_models.h).
   const network::NetworkModelEntry* network_model = &network::DefaultNetworkModel();
   // How ops are priced (models/cost_model.h).

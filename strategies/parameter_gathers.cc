@@ -11,6 +11,12 @@ namespace dtsim::strategies {
 using graph::CommKind;
 using graph::TaskId;
 
+ParameterGathers::ParameterGathers(graph::TaskGraphBuilder& builder, const ResolvedConfig& config,
+                                   const models::OpCostModel& cost, StageCollectives& collectives)
+    : builder_(builder), config_(config), cost_(cost), collectives_(collectives) {
+  if (SynchronizedZero3(config)) deepspeed_.emplace(config);
+}
+
 bool ParameterGathers::Gathers(const SimulationConfig& config) {
   return config.plan.zero_stage >= 3 && config.plan.WeightReplicas() >= 2;
 }
@@ -32,7 +38,8 @@ bool ParameterGathers::NeedsGather(size_t key) {
   return true;
 }
 
-void ParameterGathers::Embedding(PeerGroup& group) {
+void ParameterGathers::Embedding(PeerGroup& group, bool backward) {
+  if (deepspeed_) return GatherEach(group, 0, backward, "embedding gather");
   if (!NeedsGather(0)) return;
   Gather(group, EmbeddingGradients(config_.model.transformer, config_.plan).elements(),
          "embedding gather");
@@ -40,7 +47,11 @@ void ParameterGathers::Embedding(PeerGroup& group) {
 
 // A layer's parameters on one rank are as many as its gradients; with expert parallelism its
 // local experts' are gathered apart.
-void ParameterGathers::Layer(PeerGroup& group, int layer) {
+void ParameterGathers::Layer(PeerGroup& group, int layer, bool backward) {
+  if (deepspeed_) {
+    return GatherEach(group, 2 + static_cast<size_t>(layer), backward,
+                      fmt::format("layer{} gather", layer));
+  }
   if (!NeedsGather(2 + static_cast<size_t>(layer))) return;
   const models::TransformerSpec& spec = config_.model.transformer;
   const ParallelPlan& plan = config_.plan;
@@ -53,7 +64,8 @@ void ParameterGathers::Layer(PeerGroup& group, int layer) {
   Gather(group, parameters, fmt::format("layer{} gather", layer), experts);
 }
 
-void ParameterGathers::Output(PeerGroup& group, int stage) {
+void ParameterGathers::Output(PeerGroup& group, int stage, bool backward) {
+  if (deepspeed_) return GatherEach(group, 1, backward, "output gather");
   if (!NeedsGather(1)) return;
   const models::TransformerSpec& spec = config_.model.transformer;
   Gather(group, OutputGradients(spec, config_.plan, stage).elements(), "output gather");
@@ -97,6 +109,41 @@ void ParameterGathers::Gather(PeerGroup& group, int64_t parameters, std::string_
   after_.clear();
   for (size_t i = 0; i < group.ranks().size(); ++i) after_.push_back(group.last(i));
   group.WaitBefore(std::move(gathers));
+}
+
+DurationNs ParameterGathers::ListCopies(int64_t part_elements) const {
+  const models::Op copy =
+      ListApiCopy(part_elements, config_.training.dtype, models::Pass::kForward);
+  const models::OpCost price = cost_.Price(copy).value_or(models::OpCost{});
+  return DurationNs(price.duration.ns() * config_.plan.WeightReplicas());
+}
+
+// Each gather then its copies, on the compute stream: the synchronize before and after every
+// gather keeps compute from overlapping it.
+void ParameterGathers::GatherEach(PeerGroup& group, size_t piece, bool backward,
+                                  std::string_view name) {
+  const int64_t replicas = config_.plan.WeightReplicas();
+  const int64_t element_bytes = DTypeBytes(config_.training.dtype);
+  for (const int64_t elements : deepspeed_->At(piece, backward)) {
+    const int64_t part = (elements + replicas - 1) / replicas;
+    group.Post(collectives_.Matched(StageCollectives::Across::kData, CommKind::kAllGather,
+                                    Bytes(part * element_bytes)),
+               name, kDataCategory);
+    group.Add(ListCopies(part), "gather list-API copies", kDataCategory);
+  }
+}
+
+void ParameterGathers::ReduceEach(PeerGroup& group, const GradientTensors& gradients, bool layer) {
+  if (!deepspeed_) return;
+  const int64_t replicas = config_.plan.WeightReplicas();
+  const int64_t grad_bytes = DTypeBytes(config_.training.grad_dtype);
+  for (const int64_t elements : ParameterTensors(config_.model.transformer, gradients, layer)) {
+    const int64_t part = (elements + replicas - 1) / replicas;
+    group.Add(ListCopies(part), "reduce-scatter list-API copies", kDataCategory);
+    group.Post(collectives_.Matched(StageCollectives::Across::kData, CommKind::kReduceScatter,
+                                    Bytes(part * replicas * grad_bytes)),
+               "gradient reduce-scatter", kDataCategory);
+  }
 }
 
 }  // namespace dtsim::strategies

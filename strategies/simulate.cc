@@ -65,6 +65,11 @@ TimeBreakdown Breakdown(const graph::TaskGraph& graph, const graph::TaskTimes& t
         if (waited == kContextCategory) {
           breakdown.context += times.task_start[id.value()] - previous_end;
         }
+        // And for a ZeRO-3 gather on the "zero" stream: exposed data-parallel time (the
+        // optimizer step's wait for the reduction is counted below).
+        if (waited == kDataCategory && category != kOptimizerCategory) {
+          breakdown.data_exposed += times.task_start[id.value()] - previous_end;
+        }
       }
       previous_end = times.task_end[id.value()];
       if (category == kOptimizerCategory) {
@@ -79,6 +84,8 @@ TimeBreakdown Breakdown(const graph::TaskGraph& graph, const graph::TaskTimes& t
       if (category == kPipelineCategory) breakdown.pipeline += length;
       if (category == kExpertCategory) breakdown.expert += length;
       if (category == kContextCategory) breakdown.context += length;
+      // DeepSpeed's synchronized ZeRO-3 collectives and their copies run on the compute stream.
+      if (category == kDataCategory) breakdown.data_exposed += length;
     }
   }
   breakdown.idle = (makespan - TimeNs::Zero()) - breakdown.compute - breakdown.recompute -

@@ -22,15 +22,17 @@ namespace dtsim::strategies {
 // Where one rank's iteration went, on its compute stream (durations add up to the iteration).
 struct TimeBreakdown {
   int32_t rank = 0;
-  DurationNs compute;       // forward and backward ops
-  DurationNs recompute;     // the recomputed forward
-  DurationNs tensor;        // tensor-parallel collectives blocking the compute stream, and
-                            // waits for those on the "tp" stream (SUMMA)
-  DurationNs pipeline;      // waiting in pipeline receives
-  DurationNs expert;        // expert-parallel all-to-alls (blocking the compute stream)
-  DurationNs context;       // context parallelism: its all-to-alls (a2a) and waits for ring
-                            // attention's K/V shifts on the "cp" stream (p2p)
-  DurationNs data_exposed;  // waiting for gradient reduction before the optimizer step
+  DurationNs compute;    // forward and backward ops
+  DurationNs recompute;  // the recomputed forward
+  DurationNs tensor;     // tensor-parallel collectives blocking the compute stream, and
+                         // waits for those on the "tp" stream (SUMMA)
+  DurationNs pipeline;   // waiting in pipeline receives
+  DurationNs expert;     // expert-parallel all-to-alls (blocking the compute stream)
+  DurationNs context;    // context parallelism: its all-to-alls (a2a) and waits for ring
+                         // attention's K/V shifts on the "cp" stream (p2p)
+  // Exposed data-parallel time: waiting for the gradient reduction before the optimizer step,
+  // for ZeRO-3 gathers, and DeepSpeed's synchronized ZeRO-3 collectives on the compute stream.
+  DurationNs data_exposed;
   DurationNs optimizer;
   DurationNs idle;  // the rest: pipeline bubble and other waits
 };

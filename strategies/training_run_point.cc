@@ -470,6 +470,27 @@ double Predicted(const MeasuredMetric& metric, const SimulationResult& result, i
   return 0;
 }
 
+// A DeepSpeed run: the deepspeed framework at the point's release ("framework_version"), or,
+// for a run published in 2021 that names none, 0.3.13 — every release before 0.5.5 (October
+// 2021) ran ZeRO-3's synchronized per-parameter collectives (strategies/deepspeed_zero3.h).
+void DeepSpeedOf(const Json& point, const Json& parallel, Json& training,
+                 std::vector<std::string>& assumed) {
+  if (!Has(PointReader::Text(parallel, "framework"), "deepspeed")) return;
+  training["framework"] = "deepspeed";
+  const std::string version = PointReader::Text(parallel, "framework_version");
+  if (!version.empty()) {
+    training["framework_version"] = version;
+    return;
+  }
+  const std::string source = point.contains("source") ? point["source"].dump() : "";
+  if (source.find("2021") != std::string::npos || source.find("SC'21") != std::string::npos) {
+    training["framework_version"] = "0.3.13";
+    assumed.emplace_back("DeepSpeed 0.3.13 (a 2021 run, before 0.5.5's coalesced gathers)");
+  } else {
+    assumed.emplace_back("DeepSpeed's latest modelled release");
+  }
+}
+
 }  // namespace
 
 Expected<TrainingRunConfig> TrainingRunConfigOf(const Json& point, const std::string& path) {
@@ -517,6 +538,7 @@ Expected<TrainingRunConfig> TrainingRunConfigOf(const Json& point, const std::st
     out.assumed.emplace_back("micro-batch 1");
   }
   training["recompute"] = RecomputeOf(PointReader::Text(*parallel, "recompute"), out.assumed);
+  DeepSpeedOf(point, *parallel, training, out.assumed);
   // Megatron-Core on Hopper runs Transformer Engine's fused (flash) attention, which context
   // parallelism needs; the A100 and V100 runs predate it.
   training["flash_attention"] = kind.hopper || p.cp > 1;
@@ -553,9 +575,10 @@ Expected<TrainingRunConfig> TrainingRunConfigOf(const Json& point, const std::st
 }
 
 Expected<ValidationRow> TrainingRunPoint(const Json& point, const std::string& path,
-                                         const std::string& id) {
+                                         const std::string& id, const Calibration* calibration) {
   DTSIM_ASSIGN_OR_RETURN(const MeasuredMetric metric, ChooseMetric(point, path));
-  DTSIM_ASSIGN_OR_RETURN(const TrainingRunConfig run, TrainingRunConfigOf(point, path));
+  DTSIM_ASSIGN_OR_RETURN(TrainingRunConfig run, TrainingRunConfigOf(point, path));
+  if (calibration != nullptr) run.config["calibration"] = Json(CalibrationToJson(*calibration));
   Expected<ResolvedConfig> config = ConfigFromJson(run.config, id);
   if (!config.ok()) return std::move(config).error().Under(path);
   // A plan the memory model does not fit is still timed: the row says by how much.
@@ -584,7 +607,8 @@ Expected<ValidationRow> TrainingRunPoint(const Json& point, const std::string& p
                        .measured = metric.value,
                        .predicted = Predicted(metric, *result, gpus),
                        .is_time = metric.kind == MetricKind::kTime,
-                       .how = how + memory_note};
+                       .how = how + memory_note,
+                       .gpu = config->gpu.name};
 }
 
 }  // namespace dtsim::strategies

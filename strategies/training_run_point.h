@@ -9,6 +9,7 @@
 
 #include "sim/base/json_reader.h"
 #include "sim/base/status.h"
+#include "strategies/calibration.h"
 #include "strategies/validation.h"
 
 namespace dtsim::strategies {
@@ -26,8 +27,10 @@ Expected<TrainingRunConfig> TrainingRunConfigOf(const Json& point, const std::st
 // The point simulated (symmetric ranks, analytical network) and compared on its first
 // absolute measured metric: iteration_time, tokens_per_sec_per_gpu, tokens_per_sec,
 // throughput (tokens/s or sequences/s) or achieved_tflops_per_gpu (hardware FLOPs). A plan
-// dtsim's memory model does not fit on the GPU is still timed, and the row says so.
+// dtsim's memory model does not fit on the GPU is still timed, and the row says so. With a
+// calibration its constants apply to the point's GPU.
 Expected<ValidationRow> TrainingRunPoint(const Json& point, const std::string& path,
-                                         const std::string& id);
+                                         const std::string& id,
+                                         const Calibration* calibration = nullptr);
 
 }  // namespace dtsim::strategies

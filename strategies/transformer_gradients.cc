@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "strategies/categories.h"
+#include "strategies/deepspeed_zero3.h"
 #include "strategies/gradient_reduction.h"
 #include "strategies/layer_gradients.h"
 #include "strategies/parameter_gathers.h"
@@ -134,7 +135,10 @@ Status ReduceTransformerGradients(const ResolvedConfig& config, const models::Op
       step.expert_parameters = plan.experts_apart() ? expert_params : 0;
       step.stage = static_cast<size_t>(stage);
       step.fp8_weights = fp8_weights;
-      DTSIM_RETURN_IF_ERROR(reducer.Reduce(stage_ready.front().tensors, step.data, waits));
+      // DeepSpeed before 0.5.5 reduced each gradient in the backward (ParameterGathers).
+      if (!SynchronizedZero3(config)) {
+        DTSIM_RETURN_IF_ERROR(reducer.Reduce(stage_ready.front().tensors, step.data, waits));
+      }
     }
     // The experts' over the ranks holding the same experts (expert-data parallelism, D·C/EP
     // ranks; t·D·C/EP under MoE parallel folding).

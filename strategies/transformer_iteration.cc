@@ -133,7 +133,7 @@ class IterationBuilder {
         simulated_data_(symmetric_ ? 1 : plan_.DataIndices()),
         simulated_tensor_(symmetric_ ? 1 : plan_.tensor),
         collectives_(builder_, plan_, simulated_data_, simulated_tensor_),
-        gathers_(builder_, config, collectives_) {
+        gathers_(builder_, config, cost, collectives_) {
     for (int stage = 0; stage < plan_.pipeline; ++stage) {
       std::vector<std::vector<int>>& chunks = chunk_layers_.emplace_back();
       for (int chunk = 0; chunk < plan_.virtual_stages; ++chunk) {
@@ -331,20 +331,20 @@ class IterationBuilder {
       group.Recv(Peers(group_dp_, from), Tag(microbatch, from_chunk, Pass::kForward),
                  PipelineBytes(), "recv activations");
     } else {
-      gathers_.Embedding(group);
+      gathers_.Embedding(group, false);
       EmitWhole(group, model_.embedding.forward, "embedding fwd", "embedding tp");
       EmitComms(group, layout_.EmbeddingComms(Pass::kForward), "embedding tp");
       HoldMemory(group, Track(stage).embedding);
     }
     for (const int layer : ChunkLayers(stage, chunk)) {
-      gathers_.Layer(group, layer);
+      gathers_.Layer(group, layer, false);
       WeightCast(group, layer);
       Emit(group, model_.Layer(spec_, layer).forward, layer, "fwd", kComputeCategory);
       HoldMemory(group, Track(stage).layers[static_cast<size_t>(layer)]);
     }
     AmaxReduction(group, stage, chunk, Pass::kForward);
     if (HoldsOutput(stage, chunk)) {
-      gathers_.Output(group, stage);
+      gathers_.Output(group, stage, false);
       EmitWhole(group, model_.output.forward, "output fwd", "output tp");
       HoldMemory(group, Track(stage).output);
     } else {
@@ -357,7 +357,9 @@ class IterationBuilder {
 
   void Backward(PeerGroup& group, int stage, int chunk, int64_t microbatch, GradientReady* ready) {
     const int last = plan_.pipeline - 1;
-    auto mark = [&](GradientTensors tensors, GradientTensors experts = {}) {
+    // DeepSpeed before 0.5.5 reduce-scatters each gradient after every micro-batch's backward.
+    auto mark = [&](GradientTensors tensors, GradientTensors experts = {}, bool layer = false) {
+      gathers_.ReduceEach(group, tensors, layer);
       if (ready == nullptr) return;
       group.Flush();
       for (size_t i = 0; i < group.ranks().size(); ++i) {
@@ -372,7 +374,7 @@ class IterationBuilder {
       group.Recv(Peers(group_dp_, from), Tag(microbatch, from_chunk, Pass::kBackward),
                  PipelineBytes(), "recv gradients");
     } else {
-      gathers_.Output(group, stage);
+      gathers_.Output(group, stage, true);
       EmitWhole(group, model_.output.backward, "output bwd", "output tp");
       EmitComms(group, layout_.OutputComms(Pass::kBackward), "output tp");
       HoldMemory(group, -Track(stage).output);
@@ -381,17 +383,17 @@ class IterationBuilder {
     const std::span<const int> layers = ChunkLayers(stage, chunk);
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
       const int layer = *it;
-      gathers_.Layer(group, layer);
+      gathers_.Layer(group, layer, true);
       WeightCast(group, layer);
       Emit(group, model_.Layer(spec_, layer).recompute, layer, "recompute", kRecomputeCategory);
       Emit(group, model_.Layer(spec_, layer).backward, layer, "bwd", kComputeCategory);
       HoldMemory(group, -Track(stage).layers[static_cast<size_t>(layer)]);
       LayerGradientSplit gradients = LayerGradients(spec_, plan_, layer);
-      mark(std::move(gradients.dense), std::move(gradients.experts));
+      mark(std::move(gradients.dense), std::move(gradients.experts), true);
     }
     AmaxReduction(group, stage, chunk, Pass::kBackward);
     if (HoldsEmbedding(stage, chunk)) {
-      gathers_.Embedding(group);
+      gathers_.Embedding(group, true);
       EmitComms(group, layout_.EmbeddingComms(Pass::kBackward), "embedding tp");
       EmitWhole(group, model_.embedding.backward, "embedding bwd", "embedding tp");
       HoldMemory(group, -Track(stage).embedding);

@@ -66,7 +66,7 @@ Expected<Json> ModelOf(const Json& point, const std::string& path, int64_t layer
 }
 
 Expected<ValidationRow> WeakScalingPoint(const Json& point, const std::string& path,
-                                         const std::string& id) {
+                                         const std::string& id, const Calibration* calibration) {
   DTSIM_ASSIGN_OR_RETURN(const Json* model, Member(point, "model", path));
   DTSIM_ASSIGN_OR_RETURN(const int64_t layers,
                          IntAt(*model, "layers", JsonChildPath(path, "model")));
@@ -80,7 +80,7 @@ Expected<ValidationRow> WeakScalingPoint(const Json& point, const std::string& p
   const bool micro_given =
       (*parallel).contains("micro_batch") && (*parallel)["micro_batch"].is_number_integer();
   const int64_t micro = micro_given ? (*parallel)["micro_batch"].get<int64_t>() : 1;
-  const Json config = {
+  Json config = {
       {"model", model_spec},
       {"training",
        {{"global_batch", batch},
@@ -93,6 +93,7 @@ Expected<ValidationRow> WeakScalingPoint(const Json& point, const std::string& p
       {"parallelism",
        {{"data", dp}, {"tensor", tp}, {"pipeline", pp}, {"overlap_gradient_reduce", false}}},
       {"simulation", {{"ranks", "symmetric"}, {"network_model", "analytical"}}}};
+  if (calibration != nullptr) config["calibration"] = Json(CalibrationToJson(*calibration));
   Expected<ResolvedConfig> simulation = ConfigFromJson(config, id);
   if (!simulation.ok()) return std::move(simulation).error().Under(path);
   Expected<SimulationResult> result = Simulate(*simulation);
@@ -106,13 +107,14 @@ Expected<ValidationRow> WeakScalingPoint(const Json& point, const std::string& p
       .predicted = result->hardware_tflops_per_gpu,
       .how = fmt::format("TP {} PP {} DP {}, 1F1B, micro-batch {}{}, full recompute, gradients "
                          "all-reduced after the backward",
-                         tp, pp, dp, micro, micro_given ? "" : " (inferred)")};
+                         tp, pp, dp, micro, micro_given ? "" : " (inferred)"),
+      .gpu = simulation->gpu.name};
 }
 
 // One layer at TP = t on dgx-a100: the roofline cost of its ops plus its tensor-parallel
 // collectives (as models_validation_test).
 Expected<ValidationRow> LayerPoint(const Json& point, const std::string& path,
-                                   const std::string& id) {
+                                   const std::string& id, const Calibration* calibration) {
   DTSIM_ASSIGN_OR_RETURN(Json model_json, ModelOf(point, path, 1));
   DTSIM_ASSIGN_OR_RETURN(models::ModelSpec model, models::ModelFromJson(model_json, path));
   DTSIM_ASSIGN_OR_RETURN(const Json* parallel, Member(point, "parallel", path));
@@ -132,7 +134,12 @@ Expected<ValidationRow> LayerPoint(const Json& point, const std::string& path,
                                        .sequence_parallel = sp};
   Status valid = models::ValidateShard(model.transformer, shard);
   if (!valid.ok()) return std::move(valid).error().Under(parallel_path);
-  DTSIM_ASSIGN_OR_RETURN(const models::GpuSpec gpu, models::GpuPreset("a100-sxm4-80gb"));
+  DTSIM_ASSIGN_OR_RETURN(models::GpuSpec gpu, models::GpuPreset("a100-sxm4-80gb"));
+  if (calibration != nullptr) {
+    for (const models::GpuCalibration& constants : calibration->GpuCalibrations()) {
+      if (constants.gpu == gpu.name) models::ApplyGpuCalibration(constants, gpu);
+    }
+  }
   DTSIM_ASSIGN_OR_RETURN(const network::ClusterSpec cluster, network::ClusterPreset("dgx-a100", 1));
   const models::RooflineCostModel roofline(gpu);
   DTSIM_ASSIGN_OR_RETURN(const LayerTimes times,
@@ -145,7 +152,8 @@ Expected<ValidationRow> LayerPoint(const Json& point, const std::string& path,
       .measured = measured,
       .predicted = (times.forward_seconds + times.backward_seconds) * 1e3,
       .is_time = true,
-      .how = fmt::format("one layer, TP {}, micro-batch {}, {}", tp, micro, recompute)};
+      .how = fmt::format("one layer, TP {}, micro-batch {}, {}", tp, micro, recompute),
+      .gpu = gpu.name};
 }
 
 }  // namespace
@@ -200,27 +208,46 @@ Expected<LayerTimes> PredictLayerTimes(const models::TransformerSpec& spec,
                                         (recompute == models::Recompute::kFull ? comm : 0)};
 }
 
-Expected<ValidationReport> Validate(const Json& points, const std::string& source) {
+Expected<std::vector<MeasuredPoint>> MeasuredPoints(const Json& points, const std::string& source) {
   Expected<const Json*> found = Member(points, "points", "");
   if (!found.ok()) return std::move(found).error().InFile(source);
   const Json* list = *found;
   if (!list->is_array()) return Error("expected an array", "points").InFile(source);
-  ValidationReport report;
+  std::vector<MeasuredPoint> measured;
   for (size_t i = 0; i < list->size(); ++i) {
     const Json& point = (*list)[i];
     const std::string path = JsonIndexPath("points", i);
-    const std::string id = TextField(point, "id").empty() ? path : TextField(point, "id");
-    const std::string category = TextField(point, "category");
-    Expected<ValidationRow> row =
-        category == "megatron_weak_scaling"  ? WeakScalingPoint(point, path, id)
-        : category == "layer_microbenchmark" ? LayerPoint(point, path, id)
-                                             : TrainingRunPoint(point, path, id);
+    measured.push_back({.point = &point,
+                        .path = path,
+                        .id = TextField(point, "id").empty() ? path : TextField(point, "id"),
+                        .category = TextField(point, "category")});
+  }
+  return measured;
+}
+
+Expected<ValidationRow> ValidatePoint(const MeasuredPoint& point, const std::string& source,
+                                      const Calibration* calibration) {
+  Expected<ValidationRow> row =
+      point.category == "megatron_weak_scaling"
+          ? WeakScalingPoint(*point.point, point.path, point.id, calibration)
+      : point.category == "layer_microbenchmark"
+          ? LayerPoint(*point.point, point.path, point.id, calibration)
+          : TrainingRunPoint(*point.point, point.path, point.id, calibration);
+  if (!row.ok()) return std::move(row).error().InFile(source);
+  row->category = point.category;
+  return row;
+}
+
+Expected<ValidationReport> Validate(const Json& points, const std::string& source,
+                                    const Calibration* calibration) {
+  DTSIM_ASSIGN_OR_RETURN(const std::vector<MeasuredPoint> measured, MeasuredPoints(points, source));
+  ValidationReport report;
+  for (const MeasuredPoint& point : measured) {
+    Expected<ValidationRow> row = ValidatePoint(point, source, calibration);
     if (!row.ok()) {
-      report.unsimulated.push_back(
-          {id, category, std::move(row).error().InFile(source).ToString()});
+      report.unsimulated.push_back({point.id, point.category, std::move(row).error().ToString()});
       continue;
     }
-    row->category = category;
     report.rows.push_back(std::move(*row));
   }
   return MergeReports({std::move(report)});

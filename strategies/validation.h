@@ -3,7 +3,9 @@
 // turned into a simulation, its predicted metric against the measured one.
 #pragma once
 
+#include <array>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "models/cost_model.h"
@@ -11,8 +13,14 @@
 #include "network/cluster.h"
 #include "sim/base/json_reader.h"
 #include "sim/base/status.h"
+#include "strategies/calibration.h"
 
 namespace dtsim::strategies {
+
+// The shared measurements files `dtsim validate` and `dtsim calibrate` read by default
+// (relative to the repository root).
+inline constexpr std::array<std::string_view, 2> kSharedPointsFiles = {
+    "../shared/validation/published-points.json", "../shared/validation/calibration-points.json"};
 
 // The string at `key` of `object`, or "" when `object` is not an object or the value is absent
 // or not a string: a measurements file's free-text fields, read without throwing.
@@ -27,6 +35,7 @@ struct ValidationRow {
   double predicted = 0;
   bool is_time = false;  // a duration (lower is faster), not a rate
   std::string how;       // what was simulated, and what was assumed where the point is silent
+  std::string gpu;       // the GPU (preset) simulated
 
   // dtsim's speed over the measured speed, − 1: positive is optimistic, whether the metric is
   // a rate (predicted / measured − 1) or a time (measured / predicted − 1).
@@ -78,8 +87,22 @@ bool IsTrainingRunCategory(std::string_view category);
 // counts); "layer_microbenchmark" points are one layer's forward + backward at their tensor-
 // parallel size; any other point is a measured training run (strategies/training_run_point.h).
 // A point that cannot be simulated is listed in `unsimulated` with the reason; a file that is
-// not a measurements file is an error.
-Expected<ValidationReport> Validate(const Json& points, const std::string& source);
+// not a measurements file is an error. A calibration, when given, applies to every point's GPU.
+Expected<ValidationReport> Validate(const Json& points, const std::string& source,
+                                    const Calibration* calibration = nullptr);
+
+// The points of a measurements file, each to simulate on its own (`dtsim calibrate` simulates
+// them again and again under changing constants).
+struct MeasuredPoint {
+  const Json* point = nullptr;  // into the file's JSON, which must outlive it
+  std::string path;             // "points[3]"
+  std::string id;
+  std::string category;
+};
+Expected<std::vector<MeasuredPoint>> MeasuredPoints(const Json& points, const std::string& source);
+// One point simulated and compared, the error naming `source` and the point's field.
+Expected<ValidationRow> ValidatePoint(const MeasuredPoint& point, const std::string& source,
+                                      const Calibration* calibration = nullptr);
 
 // The rows of several reports together, the accuracy per category and overall recomputed.
 ValidationReport MergeReports(std::vector<ValidationReport> reports);

@@ -95,10 +95,10 @@ TEST(SimulateTest, PyTorchFrameworkChangesMemoryNotTime) {
   EXPECT_EQ(pytorch.stages[0].optimizer, megatron.stages[0].optimizer);
   EXPECT_EQ(pytorch.iteration_time, megatron.iteration_time);
 
-  json["training"]["framework"] = "deepspeed";
+  json["training"]["framework"] = "fsdp";
   EXPECT_THAT(ConfigError(json), testing::HasSubstr("training.framework"));
   EXPECT_THAT(ConfigError(json),
-              testing::HasSubstr("known: \"megatron\", \"pytorch\", got \"deepspeed\""));
+              testing::HasSubstr("known: \"megatron\", \"pytorch\", \"deepspeed\", got \"fsdp\""));
 }
 
 TEST(SimulateTest, PipelineBubbleOfUniformStages) {

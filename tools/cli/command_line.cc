@@ -63,6 +63,19 @@ CommandOutcome RunCommandLine(std::span<const std::string> args,
   return execute();
 }
 
+CommandOutcome RunCommandLine(std::span<const std::string> args,
+                              const po::options_description& visible, const char* positional_name,
+                              std::vector<std::string>& positional_values, const bool& help,
+                              std::ostream& out, const std::function<CommandOutcome()>& execute) {
+  Status parsed = ParseCommandLine(args, visible, positional_name, positional_values);
+  if (!parsed.ok()) return CommandOutcome::Usage(std::move(parsed).error());
+  if (help) {
+    out << visible << "\n";
+    return CommandOutcome::Ok();
+  }
+  return execute();
+}
+
 CommandOutcome FailureUnlessOk(Status status) {
   if (status.ok()) return CommandOutcome::Ok();
   return CommandOutcome::Failure(std::move(status).error());

@@ -37,6 +37,14 @@ CommandOutcome RunCommandLine(std::span<const std::string> args,
                               const bool& help, std::string_view missing, std::ostream& out,
                               const std::function<CommandOutcome()>& execute);
 
+// The same with any number of positional arguments, none required (`dtsim validate`,
+// `dtsim calibrate`).
+CommandOutcome RunCommandLine(std::span<const std::string> args,
+                              const boost::program_options::options_description& visible,
+                              const char* positional_name,
+                              std::vector<std::string>& positional_values, const bool& help,
+                              std::ostream& out, const std::function<CommandOutcome()>& execute);
+
 // Refuses, before any work is done, an output that is one of the inputs named on the command
 // line; the inputs are recorded (sim/base/input_files.h), so the writers also refuse them,
 // and every file a reader opens later (a profile a config names), when they open it. Empty

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim/base/strings.h"
+#include "tools/cli/calibrate_command.h"
 #include "tools/cli/command.h"
 #include "tools/cli/model_command.h"
 #include "tools/cli/ops_command.h"
@@ -47,6 +48,8 @@ constexpr std::array kCommands = {
             dtsim::cli::ModelCommand},
     Command{"validate", "simulate published measurements; print the error per point and MAPE",
             dtsim::cli::ValidateCommand},
+    Command{"calibrate", "fit GPU constants to measured training runs; write a calibration",
+            dtsim::cli::CalibrateCommand},
 };
 
 void PrintUsage(std::ostream& out) {

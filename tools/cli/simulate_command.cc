@@ -83,6 +83,16 @@ std::string Ordinal(int n) {
   return std::to_string(n) + suffix;
 }
 
+// ", deepspeed 0.3.13", ", pytorch memory"; "" for Megatron.
+std::string FrameworkNote(const strategies::TrainingConfig& training) {
+  if (training.framework == models::Framework::kMegatron) return "";
+  if (training.framework_release != std::array<int, 3>{0, 0, 0}) {
+    return fmt::format(", {} {}", models::FrameworkName(training.framework),
+                       fmt::join(training.framework_release, "."));
+  }
+  return fmt::format(", {} memory", models::FrameworkName(training.framework));
+}
+
 // "DP 2 × TP 4 (SP) × PP 2 (1f1b), 8 micro-batches of 4, ZeRO 1, recompute selective"; a model
 // trained data parallel only (ResNet) shows no tensor or pipeline sizes, and one stage no
 // schedule; parameter servers are named after the ZeRO stage.
@@ -129,10 +139,7 @@ std::string PlanLine(const SimulationConfig& c) {
                      c.training.recompute_every > 1
                          ? fmt::format(" on every {} layer", Ordinal(c.training.recompute_every))
                          : "",
-                     fp8,
-                     c.training.framework == models::Framework::kMegatron
-                         ? ""
-                         : fmt::format(", {} memory", models::FrameworkName(c.training.framework)));
+                     fp8, FrameworkNote(c.training));
 }
 
 std::string SizeText(int64_t bytes) {
@@ -202,6 +209,11 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
              100 * stats.sources.Share(models::CostSource::kMeasured),
              100 * stats.sources.Share(models::CostSource::kInterpolated),
              100 * stats.sources.Share(models::CostSource::kRoofline), r.cost_model);
+  if (!c.calibration_source.empty()) {
+    fmt::print(out, "  calibration    {}: {}\n", c.calibration_source,
+               c.calibration.empty() ? std::string("no constant for this GPU")
+                                     : fmt::format("{}", fmt::join(c.calibration, ", ")));
+  }
   if (!r.stage_layers.empty()) {
     using Split = strategies::ParallelPlan::LayerSplit;
     fmt::print(out, "  stage layers   {} ({})\n", fmt::join(r.stage_layers, ", "),

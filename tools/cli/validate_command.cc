@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
 
 #include "sim/base/atomic_file.h"
 #include "sim/base/strings.h"
+#include "strategies/calibration.h"
 #include "strategies/memory_validation.h"
 #include "strategies/training_run_point.h"
 #include "strategies/validation.h"
@@ -26,14 +28,15 @@ struct ValidateOptions {
   std::vector<std::string> points;
   std::string report_path;
   std::string configs_dir;
+  std::string calibration;
   bool help = false;
 };
 
-const std::vector<std::string>& DefaultPoints() {
-  static const std::vector<std::string> kPoints = {"../shared/validation/published-points.json",
-                                                   "../shared/validation/calibration-points.json",
-                                                   "tools/validation/memory-points.json"};
-  return kPoints;
+std::vector<std::string> DefaultPoints() {
+  std::vector<std::string> points(strategies::kSharedPointsFiles.begin(),
+                                  strategies::kSharedPointsFiles.end());
+  points.emplace_back("tools/validation/memory-points.json");
+  return points;
 }
 
 po::options_description Describe(ValidateOptions& o) {
@@ -51,13 +54,17 @@ po::options_description Describe(ValidateOptions& o) {
       "output,o", po::value(&o.report_path)->value_name("FILE"), "write the report as JSON")(
       "write-configs", po::value(&o.configs_dir)->value_name("DIR"),
       "write each measured training run's simulation config to DIR/ID.json (an existing "
-      "directory), to run or change with dtsim simulate");
+      "directory), to run or change with dtsim simulate")(
+      "calibration", po::value(&o.calibration)->value_name("FILE"),
+      "apply a calibration (dtsim calibrate -o FILE) to every point's GPU; the configs "
+      "--write-configs writes carry it");
   return description;
 }
 
 // Each training-run point's config (strategies::TrainingRunConfigOf) as DIR/ID.json; points
 // it cannot read are skipped (the report lists them).
-Status WriteConfigs(const std::string& dir, const std::string& path, const Json& points) {
+Status WriteConfigs(const std::string& dir, const std::string& path, const Json& points,
+                    const strategies::Calibration* calibration) {
   if (!points.contains("points") || !points["points"].is_array()) return Status::Ok();
   const Json& list = points["points"];
   for (size_t i = 0; i < list.size(); ++i) {
@@ -68,6 +75,9 @@ Status WriteConfigs(const std::string& dir, const std::string& path, const Json&
     Expected<strategies::TrainingRunConfig> run =
         strategies::TrainingRunConfigOf(point, JsonIndexPath("points", i));
     if (!run.ok()) continue;
+    if (calibration != nullptr) {
+      run->config["calibration"] = Json(strategies::CalibrationToJson(*calibration));
+    }
     const std::string id = point["id"].get<std::string>();
     if (id.find_first_of("/\\") != std::string::npos || id.empty() || id.starts_with(".")) {
       return Error("a point id that is not a file name", JsonIndexPath("points", i), Quote(id))
@@ -121,7 +131,14 @@ void PrintMemory(const strategies::MemoryReport& memory, std::ostream& out) {
 }
 
 Status Execute(const ValidateOptions& options, std::ostream& out) {
-  DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(options.points, {options.report_path}));
+  std::vector<std::string> inputs = options.points;
+  if (!options.calibration.empty()) inputs.push_back(options.calibration);
+  DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(inputs, {options.report_path}));
+  std::optional<strategies::Calibration> calibration;
+  if (!options.calibration.empty()) {
+    DTSIM_ASSIGN_OR_RETURN(calibration, strategies::ReadCalibrationFile(options.calibration));
+  }
+  const strategies::Calibration* constants = calibration ? &*calibration : nullptr;
   std::vector<strategies::ValidationReport> reports;
   std::vector<strategies::MemoryRow> memory_rows;  // of every memory points file
   for (const std::string& path : options.points) {
@@ -132,9 +149,10 @@ Status Execute(const ValidateOptions& options, std::ostream& out) {
       std::move(memory.rows.begin(), memory.rows.end(), std::back_inserter(memory_rows));
       continue;
     }
-    DTSIM_ASSIGN_OR_RETURN(strategies::ValidationReport report, strategies::Validate(points, path));
+    DTSIM_ASSIGN_OR_RETURN(strategies::ValidationReport report,
+                           strategies::Validate(points, path, constants));
     if (!options.configs_dir.empty()) {
-      DTSIM_RETURN_IF_ERROR(WriteConfigs(options.configs_dir, path, points));
+      DTSIM_RETURN_IF_ERROR(WriteConfigs(options.configs_dir, path, points, constants));
     }
     reports.push_back(std::move(report));
   }
@@ -142,6 +160,13 @@ Status Execute(const ValidateOptions& options, std::ostream& out) {
   const strategies::ValidationReport report = strategies::MergeReports(std::move(reports));
   const strategies::MemoryReport memory = strategies::SummarizeMemory(std::move(memory_rows));
   fmt::print(out, "dtsim validate {}\n", fmt::join(options.points, " "));
+  if (calibration) {
+    std::vector<std::string> constants_text;
+    for (const strategies::CalibrationConstant& constant : calibration->constants) {
+      constants_text.push_back(fmt::format("{} {:.4g}", constant.name.ToString(), constant.value));
+    }
+    fmt::print(out, "  calibration {}: {}\n", options.calibration, fmt::join(constants_text, ", "));
+  }
   if (performance) {
     fmt::print(out, "\n  {:<46} {:<24} {:>10} {:>10} {:>8}\n", "category / point", "metric",
                "measured", "dtsim", "error");
@@ -170,15 +195,10 @@ Status Execute(const ValidateOptions& options, std::ostream& out) {
 CommandOutcome ValidateCommand(std::span<const std::string> args, std::ostream& out) {
   ValidateOptions options;
   const po::options_description description = Describe(options);
-  if (Status parsed = ParseCommandLine(args, description, "points", options.points); !parsed.ok()) {
-    return CommandOutcome::Usage(std::move(parsed).error());
-  }
-  if (options.help) {
-    out << description << "\n";
-    return CommandOutcome::Ok();
-  }
-  if (options.points.empty()) options.points = DefaultPoints();
-  return FailureUnlessOk(Execute(options, out));
+  return RunCommandLine(args, description, "points", options.points, options.help, out, [&] {
+    if (options.points.empty()) options.points = DefaultPoints();
+    return FailureUnlessOk(Execute(options, out));
+  });
 }
 
 }  // namespace dtsim::cli

@@ -6,6 +6,7 @@
 #include "sim/base/atomic_file.h"
 #include "sim/base/json_reader.h"
 #include "sim/graph/graph_json.h"
+#include "strategies/calibration.h"
 #include "tools/results/op_list.h"
 #include "tools/results/replay_result.h"
 #include "tools/results/run_result.h"
@@ -20,7 +21,7 @@
 namespace dtsim::results {
 
 std::span<const WrittenFormat> WrittenFormats() {
-  static const std::array<WrittenFormat, 12> kFormats = {{
+  static const std::array<WrittenFormat, 13> kFormats = {{
       {&graph::kTaskGraphFormat, "task-graph"},
       {&kRunResultFormat, "run-result"},
       {&kSimulateResultFormat, "simulate-result"},
@@ -33,6 +34,7 @@ std::span<const WrittenFormat> WrittenFormats() {
       {&kReplayResultFormat, "replay-result"},
       {&kValidationReportFormat, "validation-report"},
       {&profiler::kProfileFormat, "profile"},
+      {&strategies::kCalibrationFormat, "calibration"},
   }};
   return kFormats;
 }

@@ -1,6 +1,9 @@
 #include "tools/results/simulate_result.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <array>
 
 #include "tools/results/result_file.h"
 #include "tools/results/run_result.h"
@@ -59,6 +62,9 @@ OrderedJson PlanJson(const SimulationConfig& c) {
   if (c.training.framework != models::Framework::kMegatron) {
     plan["framework"] = models::FrameworkName(c.training.framework);
     plan["param_precision"] = DTypeName(c.training.param_dtype);
+  }
+  if (c.training.framework_release != std::array<int, 3>{0, 0, 0}) {
+    plan["framework_version"] = fmt::format("{}", fmt::join(c.training.framework_release, "."));
   }
   return plan;
 }
@@ -256,6 +262,11 @@ OrderedJson SimulateResultJson(const SimulationConfig& c, const SimulationResult
                                 {"fingerprint", FingerprintText(r.summary.fingerprint)},
                                 {"build_seconds", r.build_seconds},
                                 {"simulate_seconds", r.simulate_seconds}}}});
+  // Which calibration set the GPU's constants (strategies/calibration.h), when one did.
+  if (!c.calibration_source.empty()) {
+    document["input"]["calibration"] = {{"source", c.calibration_source},
+                                        {"constants", c.calibration}};
+  }
   return document;
 }
 

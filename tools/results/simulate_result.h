@@ -17,8 +17,10 @@ namespace dtsim::results {
 // "cp_exposed_ns"; 1.3 "collectives" (every distinct communication and how the network model
 // ran it); 1.4 "recompute_every", "framework" and "param_precision" in the plan where they
 // apply, each stage's memory as its composition at the peak (gradients that exist then), and
-// its "runtime_bytes" (the CUDA context, in the total).
-inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 4,
+// its "runtime_bytes" (the CUDA context, in the total); 1.5 "framework_version" in the plan
+// (DeepSpeed's release) and "input.calibration" (its source and the constants it set) where they
+// apply.
+inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 5,
                                                   "not a simulation result"};
 
 OrderedJson SimulateResultJson(const strategies::SimulationConfig& config,

@@ -1,0 +1,86 @@
+// `dtsim calibrate`: a fit over measured points printed and written, the file read back by
+// `dtsim validate --calibration`, and bad command lines.
+#include "tools/cli/calibrate_command.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "sim/base/atomic_file.h"
+#include "sim/base/input_files.h"
+#include "strategies/calibration.h"
+#include "tests/testing/temp_dir.h"
+#include "tools/cli/validate_command.h"
+
+namespace dtsim::cli {
+namespace {
+
+using testing::HasSubstr;
+
+class CalibrateCommandTest : public testing_support::TempDirTest {
+ protected:
+  CommandOutcome Run(std::vector<std::string> args) {
+    output_.str("");
+    const CommandOutcome outcome = CalibrateCommand(args, output_);
+    ForgetInputFiles();
+    return outcome;
+  }
+  // SC'21 Table 2's six runs (ZeRO-3 under DeepSpeed and PTD-P on 384–1,536 A100s).
+  std::string Points() {
+    Expected<Json> all = ReadJsonFile(DTSIM_SHARED_DIR "/validation/calibration-points.json");
+    EXPECT_TRUE(all.ok());
+    Json some = {{"points", Json::array()}};
+    for (const Json& point : (*all)["points"]) {
+      if (point.value("id", "").starts_with("sc21-t2-")) some["points"].push_back(point);
+    }
+    const std::string path = Path("points.json");
+    EXPECT_TRUE(WriteFileAtomically(path, some.dump()).ok());
+    ForgetInputFiles();
+    return path;
+  }
+  std::ostringstream output_;
+};
+
+TEST_F(CalibrateCommandTest, FitsPrintsAndWritesACalibrationValidateApplies) {
+  const std::string points = Points();
+  const CommandOutcome outcome = Run({points, "-o", Path("cal.json"), "-j", "2"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  const std::string text = output_.str();
+  EXPECT_THAT(text, HasSubstr("6 points simulated, 0 not"));
+  EXPECT_THAT(text, HasSubstr("a100-sxm4-80gb/matrix_efficiency"));
+  EXPECT_THAT(text, HasSubstr("6 (zero3_vs_ptdp 6)"));
+  EXPECT_THAT(text, HasSubstr("uncalibrated"));
+  Expected<strategies::Calibration> written = strategies::ReadCalibrationFile(Path("cal.json"));
+  ASSERT_TRUE(written.ok()) << written.error().ToString();
+  ASSERT_EQ(written->constants.size(), 1u);
+  EXPECT_LT(written->constants[0].value, 0.8);  // dtsim is optimistic on all six uncalibrated
+  EXPECT_THAT(written->command, HasSubstr("dtsim calibrate"));
+  ForgetInputFiles();
+  std::ostringstream validated;
+  const CommandOutcome validate = ValidateCommand(
+      std::vector<std::string>{points, "--calibration", Path("cal.json")}, validated);
+  ASSERT_EQ(validate.kind, CommandOutcome::Kind::kOk) << validate.error->ToString();
+  EXPECT_THAT(validated.str(), HasSubstr("calibration " + Path("cal.json") +
+                                         ": a100-sxm4-80gb/matrix_efficiency 0."));
+}
+
+TEST_F(CalibrateCommandTest, BadCommandLinesSayWhy) {
+  const std::string points = Points();
+  CommandOutcome outcome = Run({points, "--fit", "a100/matrix_efficiency"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("--fit"));
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("unknown GPU preset"));
+  outcome = Run({points, "-o", points});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("input"));
+  outcome = Run({points, "--max-iterations", "0"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("--max-iterations"));
+  outcome = Run({"--help"});
+  EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kOk);
+  EXPECT_THAT(output_.str(), HasSubstr("Usage: dtsim calibrate"));
+}
+
+}  // namespace
+}  // namespace dtsim::cli
