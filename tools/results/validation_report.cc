@@ -61,7 +61,8 @@ Status ReadMemoryRows(JsonObjectReader& root, ValidationReportRecord& record) {
 
 OrderedJson ValidationReportJson(const std::vector<std::string>& points_paths,
                                  const strategies::ValidationReport& report,
-                                 const strategies::MemoryReport& memory) {
+                                 const strategies::MemoryReport& memory,
+                                 const strategies::Calibration* calibration) {
   OrderedJson rows = OrderedJson::array();
   for (const strategies::ValidationRow& row : report.rows) {
     rows.push_back({{"id", row.id},
@@ -93,6 +94,7 @@ OrderedJson ValidationReportJson(const std::vector<std::string>& points_paths,
   document["not_simulated"] = std::move(unsimulated);
   document["mape_percent"] = report.mean_absolute_percentage_error;
   if (!memory.rows.empty()) document["memory"] = MemoryJson(memory);
+  if (calibration != nullptr) document["calibration"] = strategies::CalibrationToJson(*calibration);
   return document;
 }
 

@@ -7,18 +7,21 @@
 
 #include "sim/base/file_format.h"
 #include "sim/base/status.h"
+#include "strategies/calibration.h"
 #include "strategies/memory_validation.h"
 #include "strategies/validation.h"
 
 namespace dtsim::results {
 
-// 2.1: the peak-memory rows ("memory") of memory points files.
-inline constexpr FileFormat kValidationReportFormat{"dtsim.validation_report", 2, 1,
+// 2.1: the peak-memory rows ("memory") of memory points files; 2.2: the calibration the points
+// were simulated under ("calibration"), when one was given.
+inline constexpr FileFormat kValidationReportFormat{"dtsim.validation_report", 2, 2,
                                                     "not a validation report"};
 
 OrderedJson ValidationReportJson(const std::vector<std::string>& points_paths,
                                  const strategies::ValidationReport& report,
-                                 const strategies::MemoryReport& memory);
+                                 const strategies::MemoryReport& memory,
+                                 const strategies::Calibration* calibration = nullptr);
 
 // What a reader gets back: the files, the rows, the points not simulated and the mean, as
 // written.
