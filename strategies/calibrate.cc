@@ -269,6 +269,30 @@ Expected<std::vector<double>> Minimize(Problem& problem, int max_iterations, int
   return x;
 }
 
+// The calibrated rows grouped by (GPU, framework), groups of two or more.
+std::vector<ErrorBand> ErrorBands(const Rows& rows) {
+  std::vector<ErrorBand> bands;
+  for (const ValidationRow& row : rows) {
+    auto same = [&](const ErrorBand& b) {
+      return b.gpu == row.gpu && b.framework == row.framework;
+    };
+    auto it = std::find_if(bands.begin(), bands.end(), same);
+    if (it == bands.end()) {
+      bands.push_back({.gpu = row.gpu, .framework = row.framework});
+      it = std::prev(bands.end());
+    }
+    ++it->points;
+    it->mean_absolute_percentage_error += 100 * std::abs(row.Error());
+    it->mean_error += 100 * row.Error();
+  }
+  std::erase_if(bands, [](const ErrorBand& band) { return band.points < 2; });
+  for (ErrorBand& band : bands) {
+    band.mean_absolute_percentage_error /= band.points;
+    band.mean_error /= band.points;
+  }
+  return bands;
+}
+
 std::vector<size_t> AllEntries(const CalibrationPoints& points) {
   std::vector<size_t> indices(points.entries().size());
   for (size_t i = 0; i < indices.size(); ++i) indices[i] = i;
@@ -329,6 +353,7 @@ Expected<FitResult> FitCalibration(const CalibrationPoints& points, const FitOpt
   DTSIM_ASSIGN_OR_RETURN(Rows rows, SimulateEntries(points.entries(), AllEntries(points),
                                                     &result.calibration, options.threads));
   result.calibrated = MergeReports({ValidationReport{.rows = std::move(rows)}});
+  result.calibration.bands = ErrorBands(result.calibrated.rows);
   for (const CategoryAccuracy& category : result.calibrated.categories) {
     result.calibration.residuals.push_back(
         {.category = category.category,

@@ -73,7 +73,34 @@ Expected<CategoryResidual> ResidualFromJson(const Json& value, const std::string
   return residual;
 }
 
+Expected<ErrorBand> BandFromJson(const Json& value, const std::string& path) {
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, path));
+  ErrorBand band;
+  DTSIM_ASSIGN_OR_RETURN(band.gpu, reader.String("gpu"));
+  DTSIM_ASSIGN_OR_RETURN(band.framework, reader.String("framework"));
+  int64_t points = 0;
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptional("points", 2, int64_t{1} << 30, points));
+  if (points < 2) return Error("a band needs two or more points", JsonChildPath(path, "points"));
+  band.points = static_cast<int>(points);
+  DTSIM_ASSIGN_OR_RETURN(band.mean_absolute_percentage_error, reader.Number("mape_percent"));
+  DTSIM_ASSIGN_OR_RETURN(band.mean_error, reader.Number("mean_error_percent"));
+  if (!(band.mean_absolute_percentage_error >= 0)) {
+    return Error("must not be negative", JsonChildPath(path, "mape_percent"),
+                 fmt::format("{}", band.mean_absolute_percentage_error));
+  }
+  DTSIM_RETURN_IF_ERROR(reader.Finish());
+  return band;
+}
+
 }  // namespace
+
+std::optional<ErrorBand> Calibration::BandFor(std::string_view gpu,
+                                              std::string_view framework) const {
+  for (const ErrorBand& band : bands) {
+    if (band.gpu == gpu && band.framework == framework) return band;
+  }
+  return std::nullopt;
+}
 
 std::string ConstantName::ToString() const { return gpu + "/" + std::string(FieldName(field)); }
 
@@ -198,6 +225,14 @@ Expected<Calibration> CalibrationFromJson(const Json& value, const std::string& 
       calibration.residuals.push_back(std::move(residual));
     }
   }
+  if (const Json* bands = reader.Find("bands")) {
+    const std::string at = JsonChildPath(path, "bands");
+    if (!bands->is_array()) return Error("expected an array", at);
+    for (size_t i = 0; i < bands->size(); ++i) {
+      DTSIM_ASSIGN_OR_RETURN(ErrorBand band, BandFromJson((*bands)[i], JsonIndexPath(at, i)));
+      calibration.bands.push_back(std::move(band));
+    }
+  }
   DTSIM_RETURN_IF_ERROR(reader.Finish());
   return calibration;
 }
@@ -230,6 +265,16 @@ OrderedJson CalibrationToJson(const Calibration& calibration) {
                                   {"points", residual.points},
                                   {"mape_percent", residual.mean_absolute_percentage_error},
                                   {"mean_error_percent", residual.mean_error}});
+    }
+  }
+  if (!calibration.bands.empty()) {
+    out["bands"] = OrderedJson::array();
+    for (const ErrorBand& band : calibration.bands) {
+      out["bands"].push_back({{"gpu", band.gpu},
+                              {"framework", band.framework},
+                              {"points", band.points},
+                              {"mape_percent", band.mean_absolute_percentage_error},
+                              {"mean_error_percent", band.mean_error}});
     }
   }
   return out;

@@ -60,11 +60,26 @@ struct CategoryResidual {
   double mean_error = 0;
 };
 
+// The error band of a prediction (issue 24): how far the calibrated predictions were from the
+// measured runs on one GPU under one framework — mean absolute and signed percentage errors
+// over `points` runs (two or more).
+struct ErrorBand {
+  std::string gpu;        // a GPU preset
+  std::string framework;  // "megatron", "pytorch", "deepspeed"
+  int points = 0;
+  double mean_absolute_percentage_error = 0;
+  double mean_error = 0;  // positive: dtsim optimistic
+};
+
 struct Calibration {
   std::string source;   // the file it was read from; "" when built or given inline
   std::string command;  // the command that made it, for provenance
   std::vector<CalibrationConstant> constants;
   std::vector<CategoryResidual> residuals;
+  std::vector<ErrorBand> bands;
+
+  // The band of runs on `gpu` under `framework`, if the calibration's points had two or more.
+  std::optional<ErrorBand> BandFor(std::string_view gpu, std::string_view framework) const;
 
   // The constants grouped by GPU preset, to apply when a preset is read.
   std::vector<models::GpuCalibration> GpuCalibrations() const;

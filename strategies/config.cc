@@ -805,6 +805,8 @@ Expected<SimulationConfig> ReadConfigSections(const Json& value, const std::stri
   DTSIM_RETURN_IF_ERROR(ReadCluster(*reader.Find("cluster"), calibration.GpuCalibrations(),
                                     config.gpu, config.cluster));
   config.calibration = calibration.AppliedTo(config.gpu.name);
+  config.error_band =
+      calibration.BandFor(config.gpu.name, models::FrameworkName(config.training.framework));
   if (const Json* parallelism = reader.Find("parallelism")) {
     DTSIM_RETURN_IF_ERROR(ReadParallelism(*parallelism, config.plan));
   }

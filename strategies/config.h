@@ -181,6 +181,8 @@ struct SimulationConfig {
   // and the constants it set on this config's GPU ("name=value").
   std::string calibration_source;
   std::vector<std::string> calibration;
+  // The calibration's error band for this GPU and framework, when it has one.
+  std::optional<ErrorBand> error_band;
   // The network model that prices communication (network/network_models.h).
   const network::NetworkModelEntry* network_model = &network::DefaultNetworkModel();
   // How ops are priced (models/cost_model.h).

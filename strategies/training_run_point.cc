@@ -608,7 +608,8 @@ Expected<ValidationRow> TrainingRunPoint(const Json& point, const std::string& p
                        .predicted = Predicted(metric, *result, gpus),
                        .is_time = metric.kind == MetricKind::kTime,
                        .how = how + memory_note,
-                       .gpu = config->gpu.name};
+                       .gpu = config->gpu.name,
+                       .framework = std::string(models::FrameworkName(config->training.framework))};
 }
 
 }  // namespace dtsim::strategies

@@ -108,7 +108,8 @@ Expected<ValidationRow> WeakScalingPoint(const Json& point, const std::string& p
       .how = fmt::format("TP {} PP {} DP {}, 1F1B, micro-batch {}{}, full recompute, gradients "
                          "all-reduced after the backward",
                          tp, pp, dp, micro, micro_given ? "" : " (inferred)"),
-      .gpu = simulation->gpu.name};
+      .gpu = simulation->gpu.name,
+      .framework = std::string(models::FrameworkName(simulation->training.framework))};
 }
 
 // One layer at TP = t on dgx-a100: the roofline cost of its ops plus its tensor-parallel
@@ -153,7 +154,8 @@ Expected<ValidationRow> LayerPoint(const Json& point, const std::string& path,
       .predicted = (times.forward_seconds + times.backward_seconds) * 1e3,
       .is_time = true,
       .how = fmt::format("one layer, TP {}, micro-batch {}, {}", tp, micro, recompute),
-      .gpu = gpu.name};
+      .gpu = gpu.name,
+      .framework = "megatron"};
 }
 
 }  // namespace

@@ -33,9 +33,10 @@ struct ValidationRow {
   std::string unit;
   double measured = 0;
   double predicted = 0;
-  bool is_time = false;  // a duration (lower is faster), not a rate
-  std::string how;       // what was simulated, and what was assumed where the point is silent
-  std::string gpu;       // the GPU (preset) simulated
+  bool is_time = false;   // a duration (lower is faster), not a rate
+  std::string how;        // what was simulated, and what was assumed where the point is silent
+  std::string gpu;        // the GPU (preset) simulated
+  std::string framework;  // training.framework simulated ("megatron", "deepspeed", ...)
 
   // dtsim's speed over the measured speed, − 1: positive is optimistic, whether the metric is
   // a rate (predicted / measured − 1) or a time (measured / predicted − 1).

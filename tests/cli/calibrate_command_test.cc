@@ -56,6 +56,13 @@ TEST_F(CalibrateCommandTest, FitsPrintsAndWritesACalibrationValidateApplies) {
   ASSERT_EQ(written->constants.size(), 1u);
   EXPECT_LT(written->constants[0].value, 0.8);  // dtsim is optimistic on all six uncalibrated
   EXPECT_THAT(written->command, HasSubstr("dtsim calibrate"));
+  // Error bands per GPU and framework: the PTD-P rows under Megatron, the ZeRO-3 rows under
+  // DeepSpeed 0.3.13.
+  ASSERT_TRUE(written->BandFor("a100-sxm4-80gb", "megatron").has_value());
+  ASSERT_TRUE(written->BandFor("a100-sxm4-80gb", "deepspeed").has_value());
+  EXPECT_EQ(written->BandFor("a100-sxm4-80gb", "deepspeed")->points, 3);
+  EXPECT_GT(written->BandFor("a100-sxm4-80gb", "deepspeed")->mean_absolute_percentage_error,
+            written->BandFor("a100-sxm4-80gb", "megatron")->mean_absolute_percentage_error);
   ForgetInputFiles();
   std::ostringstream validated;
   const CommandOutcome validate = ValidateCommand(

@@ -86,6 +86,13 @@ TEST_F(CalibrateTest, FindsTheConstantTheMeasurementsWereMadeWith) {
   EXPECT_LT(fit->calibrated.mean_absolute_percentage_error, 0.2);
   ASSERT_EQ(fit->calibration.residuals.size(), 2u);
   EXPECT_LT(fit->calibration.residuals[0].mean_absolute_percentage_error, 0.2);
+  // One error band: the five runs on the A100 under Megatron.
+  ASSERT_EQ(fit->calibration.bands.size(), 1u);
+  const ErrorBand& band = fit->calibration.bands[0];
+  EXPECT_EQ(band.gpu, "a100-sxm4-80gb");
+  EXPECT_EQ(band.framework, "megatron");
+  EXPECT_EQ(band.points, 5);
+  EXPECT_LT(band.mean_absolute_percentage_error, 0.2);
 }
 
 TEST_F(CalibrateTest, EachCategoryIsPredictedByAFitOnTheOther) {

@@ -24,7 +24,9 @@ Json CalibrationJson() {
       {"name": "a100-sxm4-80gb/launch_overhead", "value": 2.5, "unit": "µs"}
     ],
     "residuals": [{"category": "c", "points": 2, "mape_percent": 1.5,
-                   "mean_error_percent": -0.5}]
+                   "mean_error_percent": -0.5}],
+    "bands": [{"gpu": "a100-sxm4-80gb", "framework": "megatron", "points": 2,
+               "mape_percent": 1.5, "mean_error_percent": -0.5}]
   })");
 }
 
@@ -49,6 +51,9 @@ TEST(CalibrationTest, ReadsWritesAndReadsBack) {
   EXPECT_EQ(Json(CalibrationToJson(*again)), Json(CalibrationToJson(*read)));
   ASSERT_EQ(again->residuals.size(), 1u);
   EXPECT_EQ(again->residuals[0].mean_error, -0.5);
+  ASSERT_TRUE(again->BandFor("a100-sxm4-80gb", "megatron").has_value());
+  EXPECT_EQ(again->BandFor("a100-sxm4-80gb", "megatron")->points, 2);
+  EXPECT_FALSE(again->BandFor("a100-sxm4-80gb", "deepspeed").has_value());
 }
 
 TEST(CalibrationTest, BadFilesNameTheValue) {
@@ -79,6 +84,9 @@ TEST(CalibrationTest, BadFilesNameTheValue) {
   json = CalibrationJson();
   json["constants"][0]["fitted"] = true;
   EXPECT_THAT(ErrorOf(json), HasSubstr("fitted"));
+  json = CalibrationJson();
+  json["bands"][0]["points"] = 1;
+  EXPECT_THAT(ErrorOf(json), HasSubstr("calibration.bands[0].points"));
 }
 
 Json ConfigJson() {
@@ -98,6 +106,8 @@ TEST(CalibrationTest, AppliesToItsPresetBeforeTheConfigsOwnFields) {
   EXPECT_EQ(calibrated.gpu.launch_overhead, DurationNs(2'500));
   EXPECT_EQ(calibrated.calibration_source, "inline");
   EXPECT_EQ(calibrated.calibration.size(), 2u);
+  ASSERT_TRUE(calibrated.error_band.has_value());  // the A100 under Megatron: the band applies
+  EXPECT_EQ(calibrated.error_band->mean_absolute_percentage_error, 1.5);
   // The preset's ramp stays; a field the config gives wins over the calibration.
   const Expected<models::GpuSpec> preset = models::GpuPreset("a100-sxm4-80gb");
   EXPECT_EQ(calibrated.gpu.matrix_efficiency.ramp, preset->matrix_efficiency.ramp);

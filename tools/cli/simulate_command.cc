@@ -180,8 +180,10 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
   fmt::print(out, "  model          {} on {} × {} ({}, {} network)\n", c.model.name, c.plan.world(),
              c.gpu.name, c.cluster.name, c.network_model->name);
   fmt::print(out, "  plan           {}\n", PlanLine(c));
-  fmt::print(out, "  iteration      {}{}\n", FormatDuration(r.iteration_time),
-             r.phases.empty() ? "" : " (compressed phase)");
+  fmt::print(
+      out, "  iteration      {}{}{}\n", FormatDuration(r.iteration_time),
+      c.error_band ? fmt::format(" (±{:.1f}%)", c.error_band->mean_absolute_percentage_error) : "",
+      r.phases.empty() ? "" : " (compressed phase)");
   if (c.compression.method != "none") {
     fmt::print(out, "  compression    {}", c.compression.method);
     for (const strategies::PhaseResult& phase : r.phases) {
@@ -213,6 +215,18 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
     fmt::print(out, "  calibration    {}: {}\n", c.calibration_source,
                c.calibration.empty() ? std::string("no constant for this GPU")
                                      : fmt::format("{}", fmt::join(c.calibration, ", ")));
+    const std::string framework(models::FrameworkName(c.training.framework));
+    if (c.error_band) {
+      fmt::print(out,
+                 "  error band     ±{:.1f}%: the calibrated predictions' mean absolute error over "
+                 "{} measured runs on {} under {} (mean {:+.1f}%, positive optimistic)\n",
+                 c.error_band->mean_absolute_percentage_error, c.error_band->points, c.gpu.name,
+                 framework, c.error_band->mean_error);
+    } else {
+      fmt::print(out,
+                 "  error band     none: the calibration has no two measured runs on {} under {}\n",
+                 c.gpu.name, framework);
+    }
   }
   if (!r.stage_layers.empty()) {
     using Split = strategies::ParallelPlan::LayerSplit;

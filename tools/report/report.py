@@ -76,8 +76,10 @@ def plan_label(plan):
 
 def run_from_simulate(result, label, extra_inputs):
     """One run from a simulate result (docs/formats/simulate-result.md)."""
-    inputs = {k: v for k, v in result["input"].items() if k != "plan"}
+    inputs = {k: v for k, v in result["input"].items() if k not in ("plan", "calibration")}
     inputs.update(result["input"]["plan"])
+    # Named even when absent, so that a calibrated and an uncalibrated run differ in an input.
+    inputs["calibration"] = result["input"].get("calibration", {}).get("source", "none")
     inputs["compression"] = result["compression"]["method"]
     inputs["gpus"] = inputs["nodes"] * inputs["gpus_per_node"]
     inputs.update(extra_inputs)
@@ -95,6 +97,8 @@ def run_from_simulate(result, label, extra_inputs):
         "mfu": result["mfu"] * iteration / average,
         "breakdown_ms": breakdown,
         "memory": largest,
+        # The calibration's error band (docs/calibration.md), in percent; None without one.
+        "band": result.get("error_band", {}).get("mape_percent"),
     }
 
 
@@ -253,8 +257,14 @@ def save(fig, out, name):
 def figure_throughput(runs, out):
     fig, ax = plt.subplots(figsize=(12, 0.4 * len(runs) + 1.5))
     labels = [r["label"] for r in runs][::-1]
-    ax.barh(labels, [r["samples_per_second"] for r in runs][::-1], color="#4c72b0")
-    ax.set_xlabel("samples / s")
+    rates = [r["samples_per_second"] for r in runs][::-1]
+    bands = [r.get("band") for r in runs][::-1]
+    ax.barh(labels, rates, color="#4c72b0")
+    banded = [i for i, band in enumerate(bands) if band]
+    if banded:  # only where a calibration gives a band: no zero-width bars on the others
+        ax.errorbar([rates[i] for i in banded], banded, xerr=[rates[i] * bands[i] / 100 for i in banded],
+                    fmt="none", ecolor="black", capsize=4)
+    ax.set_xlabel("samples / s" + (" (error bars: the calibration's error band)" if banded else ""))
     ax.set_title("Throughput per run")
     return save(fig, out, "throughput.png")
 
@@ -428,7 +438,8 @@ def replay_tables(replays):
 def write_html(out, title, runs, figures, skipped, sources, replays=()):
     esc = html.escape
     rows = "".join(
-        f"<tr><td>{esc(r['label'])}</td><td>{r['gpus']}</td><td>{r['iteration_s'] * 1e3:.1f}</td>"
+        f"<tr><td>{esc(r['label'])}</td><td>{r['gpus']}</td><td>{r['iteration_s'] * 1e3:.1f}"
+        f"{' ±%.1f%%' % r['band'] if r.get('band') else ''}</td>"
         f"<td>{r['samples_per_second']:.2f}</td><td>{100 * r['mfu']:.1f}%</td>"
         f"<td>{r['memory'].get('total_bytes', 0) / GIB:.1f}</td></tr>" for r in runs)
     keys = differing_inputs(runs)

@@ -267,6 +267,14 @@ OrderedJson SimulateResultJson(const SimulationConfig& c, const SimulationResult
     document["input"]["calibration"] = {{"source", c.calibration_source},
                                         {"constants", c.calibration}};
   }
+  // The calibration's error band for this GPU and framework (docs/calibration.md).
+  if (c.error_band) {
+    document["error_band"] = {{"mape_percent", c.error_band->mean_absolute_percentage_error},
+                              {"mean_error_percent", c.error_band->mean_error},
+                              {"points", c.error_band->points},
+                              {"gpu", c.error_band->gpu},
+                              {"framework", c.error_band->framework}};
+  }
   return document;
 }
 

@@ -18,8 +18,9 @@ namespace dtsim::results {
 // ran it); 1.4 "recompute_every", "framework" and "param_precision" in the plan where they
 // apply, each stage's memory as its composition at the peak (gradients that exist then), and
 // its "runtime_bytes" (the CUDA context, in the total); 1.5 "framework_version" in the plan
-// (DeepSpeed's release) and "input.calibration" (its source and the constants it set) where they
-// apply.
+// (DeepSpeed's release), "input.calibration" (its source and the constants it set) and
+// "error_band" (the calibration's error over its measured runs on this GPU and framework) where
+// they apply.
 inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 5,
                                                   "not a simulation result"};
 
