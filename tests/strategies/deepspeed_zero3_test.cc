@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "strategies/search.h"
 #include "tests/strategies/simulate_helpers.h"
 
 namespace dtsim::strategies {
@@ -108,6 +109,38 @@ TEST(DeepSpeedZero3Test, SynchronizedCollectivesSerializeWithCompute) {
   Json coalesced = SmallConfig();
   coalesced["training"]["framework_version"] = "0.5.5";
   EXPECT_FALSE(SynchronizedZero3(ConfigOf(coalesced)));
+}
+
+// SC'21 Table 2's setting: the 174.6B GPT on 384 A100s at a global batch of 1,536, full
+// recompute, fp16. Under DeepSpeed 0.3.13 pure data parallelism with ZeRO-3 must not win (the
+// paper measured PTD-P 153 TFLOP/s per GPU against ZeRO-3's 144 here, and 141 against 44 at
+// 1,536 GPUs); under a framework whose ZeRO-3 overlaps its gathers it does win.
+std::string BestPlan(const std::string& framework) {
+  Json json = Json::parse(R"({
+    "model": {"family": "transformer", "layers": 96, "hidden": 12288, "heads": 96,
+              "ffn_hidden": 49152, "vocab": 51200, "max_seq": 2048},
+    "training": {"global_batch": 1536, "micro_batch": 1, "precision": "fp16",
+                 "recompute": "full", "flash_attention": false},
+    "cluster": {"preset": "dgx-a100", "gpu": "a100-sxm4-80gb", "nodes": 48},
+    "search": {"micro_batches": [1, 4], "zero_stages": [1, 3], "recompute": ["full"],
+               "schedules": ["1f1b"], "tensor_modes": ["1d"], "sequence_parallel": [false]}
+  })");
+  json["training"]["framework"] = framework;
+  if (framework == "deepspeed") json["training"]["framework_version"] = "0.3.13";
+  constexpr std::array<std::string_view, 1> kSearch = {"search"};
+  Expected<SimulationConfig> base = ReadConfigSections(json, "", kSearch);
+  EXPECT_TRUE(base.ok()) << base.error().ToString();
+  Expected<SearchSpace> space = SearchSpaceFromJson(&json["search"], *base);
+  EXPECT_TRUE(space.ok()) << space.error().ToString();
+  Expected<SearchResult> result = Search(*base, *space, {.top = 1, .rerank = 0, .threads = 2});
+  EXPECT_TRUE(result.ok()) << result.error().ToString();
+  if (!result.ok() || result->ranking.empty()) return "";
+  return PlanLabel(result->plans[result->ranking.front()].choice, *space);
+}
+
+TEST(DeepSpeedZero3Test, SearchDoesNotRankPureDataParallelZero3FirstOnSc21Table2) {
+  EXPECT_THAT(BestPlan("deepspeed"), testing::Not(HasSubstr("DP 384 × TP 1 × PP 1")));
+  EXPECT_THAT(BestPlan("megatron"), HasSubstr("DP 384 × TP 1 × PP 1"));
 }
 
 TEST(DeepSpeedZero3Test, ConfigErrorsNameTheField) {
