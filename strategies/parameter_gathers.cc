@@ -114,7 +114,11 @@ void ParameterGathers::Gather(PeerGroup& group, int64_t parameters, std::string_
 DurationNs ParameterGathers::ListCopies(int64_t part_elements) const {
   const models::Op copy =
       ListApiCopy(part_elements, config_.training.dtype, models::Pass::kForward);
-  const models::OpCost price = cost_.Price(copy).value_or(models::OpCost{});
+  // An op-cost table holds no such copies: the roofline prices what the table cannot.
+  const std::optional<models::OpCost> priced = cost_.Price(copy);
+  const models::OpCost price =
+      priced ? *priced
+             : models::RooflineCostModel(config_.gpu).Price(copy).value_or(models::OpCost{});
   return DurationNs(price.duration.ns() * config_.plan.WeightReplicas());
 }
 

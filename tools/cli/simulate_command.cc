@@ -83,14 +83,17 @@ std::string Ordinal(int n) {
   return std::to_string(n) + suffix;
 }
 
-// ", deepspeed 0.3.13", ", pytorch memory"; "" for Megatron.
+// ", deepspeed 0.3.13", ", deepspeed", ", pytorch memory"; "" for Megatron.
 std::string FrameworkNote(const strategies::TrainingConfig& training) {
   if (training.framework == models::Framework::kMegatron) return "";
   if (training.framework_release != std::array<int, 3>{0, 0, 0}) {
     return fmt::format(", {} {}", models::FrameworkName(training.framework),
                        fmt::join(training.framework_release, "."));
   }
-  return fmt::format(", {} memory", models::FrameworkName(training.framework));
+  // PyTorch has a memory model of its own; DeepSpeed's latest release follows Megatron's.
+  return training.framework == models::Framework::kPyTorch
+             ? std::string(", pytorch memory")
+             : fmt::format(", {}", models::FrameworkName(training.framework));
 }
 
 // "DP 2 × TP 4 (SP) × PP 2 (1f1b), 8 micro-batches of 4, ZeRO 1, recompute selective"; a model
