@@ -56,6 +56,17 @@ Expected<CalibrationConstant> ConstantFromJson(const Json& value, const std::str
   return constant;
 }
 
+// A residual's or band's errors: "mape_percent" (not negative) and "mean_error_percent".
+Status ReadErrors(JsonObjectReader& reader, const std::string& path, double& mape, double& mean) {
+  DTSIM_ASSIGN_OR_RETURN(mape, reader.Number("mape_percent"));
+  DTSIM_ASSIGN_OR_RETURN(mean, reader.Number("mean_error_percent"));
+  if (!(mape >= 0)) {
+    return Error("must not be negative", JsonChildPath(path, "mape_percent"),
+                 fmt::format("{}", mape));
+  }
+  return Status::Ok();
+}
+
 Expected<CategoryResidual> ResidualFromJson(const Json& value, const std::string& path) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, path));
   CategoryResidual residual;
@@ -63,12 +74,8 @@ Expected<CategoryResidual> ResidualFromJson(const Json& value, const std::string
   int64_t points = 0;
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("points", 0, int64_t{1} << 30, points));
   residual.points = static_cast<int>(points);
-  DTSIM_ASSIGN_OR_RETURN(residual.mean_absolute_percentage_error, reader.Number("mape_percent"));
-  DTSIM_ASSIGN_OR_RETURN(residual.mean_error, reader.Number("mean_error_percent"));
-  if (!(residual.mean_absolute_percentage_error >= 0)) {
-    return Error("must not be negative", JsonChildPath(path, "mape_percent"),
-                 fmt::format("{}", residual.mean_absolute_percentage_error));
-  }
+  DTSIM_RETURN_IF_ERROR(
+      ReadErrors(reader, path, residual.mean_absolute_percentage_error, residual.mean_error));
   DTSIM_RETURN_IF_ERROR(reader.Finish());
   return residual;
 }
@@ -82,12 +89,8 @@ Expected<ErrorBand> BandFromJson(const Json& value, const std::string& path) {
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("points", 2, int64_t{1} << 30, points));
   if (points < 2) return Error("a band needs two or more points", JsonChildPath(path, "points"));
   band.points = static_cast<int>(points);
-  DTSIM_ASSIGN_OR_RETURN(band.mean_absolute_percentage_error, reader.Number("mape_percent"));
-  DTSIM_ASSIGN_OR_RETURN(band.mean_error, reader.Number("mean_error_percent"));
-  if (!(band.mean_absolute_percentage_error >= 0)) {
-    return Error("must not be negative", JsonChildPath(path, "mape_percent"),
-                 fmt::format("{}", band.mean_absolute_percentage_error));
-  }
+  DTSIM_RETURN_IF_ERROR(
+      ReadErrors(reader, path, band.mean_absolute_percentage_error, band.mean_error));
   DTSIM_RETURN_IF_ERROR(reader.Finish());
   return band;
 }

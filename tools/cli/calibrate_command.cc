@@ -67,6 +67,7 @@ void PrintConstants(const strategies::FitResult& fit,
       }
     }
     std::vector<std::string> parts;
+    parts.reserve(per_category.size());
     for (const auto& [category, count] : per_category) {
       parts.push_back(fmt::format("{} {}", category, count));
     }
