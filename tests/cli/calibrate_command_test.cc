@@ -78,6 +78,10 @@ TEST_F(CalibrateCommandTest, BadCommandLinesSayWhy) {
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("--fit"));
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("unknown GPU preset"));
+  outcome = Run({points, "--fit", "a100-sxm4-80gb/matrix_efficiency", "--fit",
+                 "a100-sxm4-80gb/matrix_efficiency"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("named twice"));
   outcome = Run({points, "-o", points});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("input"));

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "sim/base/parallel.h"
+#include "sim/base/strings.h"
 #include "strategies/calibrate.h"
 #include "tools/cli/command_line.h"
 #include "tools/results/result_file.h"
@@ -129,6 +130,11 @@ Status Execute(const CalibrateOptions& options, const std::string& command, std:
   for (const std::string& name : options.fit) {
     DTSIM_ASSIGN_OR_RETURN(strategies::ConstantName parsed,
                            strategies::ParseConstantName(name, "--fit"));
+    for (const strategies::ConstantName& earlier : fit_options.constants) {
+      if (earlier.ToString() == parsed.ToString()) {
+        return Error("the constant is named twice", "--fit", Quote(name));
+      }
+    }
     fit_options.constants.push_back(std::move(parsed));
   }
   const auto started = std::chrono::steady_clock::now();
