@@ -1,6 +1,10 @@
 #include "strategies/plan_checks.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "sim/base/strings.h"
+#include "strategies/deepspeed_zero3.h"
 
 namespace dtsim::strategies {
 namespace {
@@ -71,6 +75,82 @@ Status CheckExpertPlan(const SimulationConfig& config) {
                              "mean load (all of it)",
                              plan.expert, plan.expert),
                  "parallelism.expert.imbalance", fmt::format("{}", plan.expert_imbalance));
+  }
+  return Status::Ok();
+}
+
+// FP8 training: a GPU with FP8 tensor cores (MXFP8: with microscaling, Blackwell) and the 1D
+// tensor layout Transformer Engine's linear layers implement.
+Status CheckFp8(const SimulationConfig& config) {
+  const models::Fp8Recipe recipe = config.training.fp8;
+  if (recipe == models::Fp8Recipe::kNone) return Status::Ok();
+  if (config.model.family != models::ModelFamily::kTransformer) {
+    return Error(fmt::format("FP8 training is built for transformers (Transformer Engine's "
+                             "linear layers), not {} models",
+                             models::ModelFamilyName(config.model.family)),
+                 "training.precision", Quote("fp8"));
+  }
+  if (config.gpu.MatrixPeak(DType::kFp8).flop_per_second() <= 0) {
+    return Error(fmt::format("the GPU {} has no FP8 tensor cores (no fp8 matrix peak)",
+                             Quote(config.gpu.name)),
+                 "training.precision", Quote("fp8"));
+  }
+  if (recipe == models::Fp8Recipe::kMxfp8 && !config.gpu.microscaling) {
+    return Error(fmt::format("MXFP8 needs microscaling tensor cores (Blackwell); the GPU {} has "
+                             "none: use \"delayed\", \"current\" or \"blockwise\"",
+                             Quote(config.gpu.name)),
+                 "training.fp8_recipe", Quote("mxfp8"));
+  }
+  if (config.plan.tensor_layout != models::TensorLayout::k1D) {
+    return Error(
+        "FP8 training is built for 1D tensor parallelism (Transformer Engine's linear "
+        "layers)",
+        "parallelism.tensor.mode",
+        Quote(models::TensorLayoutNames()[static_cast<size_t>(config.plan.tensor_layout)]));
+  }
+  return Status::Ok();
+}
+
+// Selective op checkpointing is PyTorch's (torch.utils.checkpoint), over 1D tensor parallelism:
+// the 2D/2.5D layouts are Colossal-AI's, whose GEMMs run as SUMMA steps.
+Status CheckRecompute(const SimulationConfig& config) {
+  if (config.training.recompute != models::Recompute::kSelectiveOp ||
+      config.plan.tensor_layout == models::TensorLayout::k1D) {
+    return Status::Ok();
+  }
+  return Error(
+      "selective_op recompute (PyTorch's selective activation checkpointing) is built for 1D "
+      "tensor parallelism",
+      "parallelism.tensor.mode",
+      Quote(models::TensorLayoutNames()[static_cast<size_t>(config.plan.tensor_layout)]));
+}
+
+// DeepSpeed's pipeline engine takes ZeRO stage 1 at most (deepspeed/runtime/pipe/engine.py:
+// "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"); its ZeRO-3 before 0.5.5
+// (SynchronizedZero3) is built for dense 1D plans and the recompute policies that re-run a
+// layer whole or not at all.
+Status CheckDeepSpeed(const SimulationConfig& config) {
+  const ParallelPlan& plan = config.plan;
+  if (config.training.framework != models::Framework::kDeepSpeed) return Status::Ok();
+  if (plan.zero_stage >= 2 && plan.pipeline > 1) {
+    return Error(fmt::format("DeepSpeed's pipeline engine runs ZeRO stage 1 at most, not {} "
+                             "(deepspeed/runtime/pipe/engine.py)",
+                             plan.zero_stage),
+                 "parallelism.zero_stage", std::to_string(plan.zero_stage));
+  }
+  if (!SynchronizedZero3(config)) return Status::Ok();
+  if (plan.experts_apart() || plan.on_grid() || plan.context > 1) {
+    return Error(
+        "DeepSpeed's ZeRO-3 before 0.5.5 is modelled for dense models on 1D tensor and data "
+        "parallelism (no expert, context or 2D/2.5D tensor parallelism)",
+        "training.framework_version",
+        Quote(fmt::format("{}", fmt::join(config.training.framework_release, "."))));
+  }
+  if (config.training.recompute == models::Recompute::kSelectiveOp) {
+    return Error(
+        "DeepSpeed's ZeRO-3 before 0.5.5 is modelled with recompute none, selective or "
+        "full (activation checkpointing of whole layers)",
+        "training.recompute", Quote("selective_op"));
   }
   return Status::Ok();
 }

@@ -21,4 +21,13 @@ Status Divisible(int64_t value, std::string_view what, int64_t by, std::string_v
 // routing); skewed routing at most the expert-parallel size.
 Status CheckExpertPlan(const SimulationConfig& config);
 
+// FP8 training: a transformer, a GPU with FP8 tensor cores (MXFP8: microscaling), 1D tensor
+// parallelism.
+Status CheckFp8(const SimulationConfig& config);
+// Selective op checkpointing over 1D tensor parallelism only.
+Status CheckRecompute(const SimulationConfig& config);
+// Under "deepspeed": ZeRO stage 1 at most with a pipeline; ZeRO-3 before 0.5.5 on dense 1D
+// plans with recompute none, selective or full.
+Status CheckDeepSpeed(const SimulationConfig& config);
+
 }  // namespace dtsim::strategies

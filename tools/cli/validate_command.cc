@@ -185,7 +185,8 @@ Status Execute(const ValidateOptions& options, std::ostream& out) {
   }
   if (!options.report_path.empty()) {
     DTSIM_RETURN_IF_ERROR(results::WriteResultFile(
-        options.report_path, results::ValidationReportJson(options.points, report, memory, constants)));
+        options.report_path,
+        results::ValidationReportJson(options.points, report, memory, constants)));
   }
   return Status::Ok();
 }
