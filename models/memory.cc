@@ -318,8 +318,15 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
   // per-tensor scaling state (a few fp32 per tensor) is negligible and not counted. Under
   // ZeRO-3 the weights exist only while gathered, so only the two gathered layers' copies do.
   if (ShardsParameters(plan)) fp8_weights = std::min(fp8_weights, 2 * largest_fp8_layer);
-  memory.fp8_weights = static_cast<int64_t>(
-      std::ceil(static_cast<double>(fp8_weights) * 2 * Fp8CopyBytes(plan.shard.fp8)));
+  const double copy = static_cast<double>(fp8_weights) * Fp8CopyBytes(plan.shard.fp8);
+  memory.fp8_weights = static_cast<int64_t>(std::ceil(2 * copy));
+  if (plan.fp8_params) {
+    // FP8 parameters (never sharded: CheckFp8Params): the row-wise copy is the weight, which
+    // takes its quantized bytes in place of param_dtype's.
+    memory.parameters -= fp8_weights * DTypeBytes(plan.param_dtype);
+    memory.parameters += static_cast<int64_t>(std::ceil(copy));
+    memory.fp8_weights = static_cast<int64_t>(std::ceil(copy));
+  }
 
   int64_t embedding = 0;
   int64_t embedding_working = 0;
@@ -437,11 +444,6 @@ int64_t OutputKeptBytes(const TransformerSpec& spec, const MemoryPlan& plan) {
   return TotalSavedBytes(OutputOps(spec, plan.shard).forward);
 }
 
-int OptimizerBytesPerParameter(Optimizer optimizer, DType param_dtype) {
-  const int master = param_dtype == DType::kFp32 ? 0 : 4;
-  return (optimizer == Optimizer::kAdam ? 8 : 4) + master;
-}
-
 int64_t StageExpertParameterCount(const ModelSpec& model, const MemoryPlan& plan) {
   if (model.family != ModelFamily::kTransformer || plan.shard.tensor_layout != TensorLayout::k1D) {
     return 0;
@@ -492,7 +494,8 @@ Expected<MemoryBreakdown> EstimateMemory(const ModelSpec& model, const MemoryPla
   };
   memory.parameters = shard(DTypeBytes(plan.param_dtype), 3);
   memory.gradients = shard(DTypeBytes(plan.grad_dtype), 2);
-  memory.optimizer_state = shard(OptimizerBytesPerParameter(plan.optimizer, plan.param_dtype), 1);
+  memory.optimizer_state =
+      shard(OptimizerStateBytes(plan.optimizer, plan.param_dtype, plan.optimizer_state), 1);
   memory.microbatches_in_flight = MicrobatchesInFlight(
       plan.schedule, plan.pipeline_stages, plan.stage, plan.virtual_stages, plan.microbatches);
   switch (model.family) {

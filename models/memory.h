@@ -52,7 +52,11 @@ struct MemoryPlan {
   int data_parallel = 1;
   int zero_stage = 0;  // 0..3: optimizer state, + gradients, + parameters sharded over DP
   Optimizer optimizer = Optimizer::kAdam;
+  OptimizerState optimizer_state;  // its moments' and master copy's dtypes
   DType param_dtype = DType::kBf16;
+  // FP8 parameters (Megatron-Core's --fp8-param-gather, NeMo's fp8_params): the FP8 GEMMs'
+  // weights are stored quantized (the row-wise copy is the parameter); the rest in param_dtype.
+  bool fp8_params = false;
   DType grad_dtype = DType::kBf16;  // fp32 for Megatron-style main gradients
   int embedding_shards = 1;         // DLRM: tables split over this many ranks
   // Layers per model chunk when not L/(p·v) each, in model order (chunk k runs on stage
@@ -70,7 +74,9 @@ struct MemoryBreakdown {
   // largest op; gathered ZeRO-3 parameters). `gradients` too is what exists at the peak.
   int64_t activations = 0;
   int64_t temporary = 0;
-  int64_t fp8_weights = 0;  // FP8 training: the quantized weight copies (row- and column-wise)
+  // FP8 training: the quantized weight copies (row- and column-wise; only the column-wise
+  // under fp8_params, whose row-wise copy is counted in `parameters`)
+  int64_t fp8_weights = 0;
   // Outside the allocator: the CUDA context and libraries (GpuSpec::context_memory), set by
   // strategies::EstimateStageMemory. The rest is what PyTorch's allocator hands out.
   int64_t runtime = 0;
@@ -81,10 +87,6 @@ struct MemoryBreakdown {
     return parameters + gradients + optimizer_state + activations + temporary + fp8_weights;
   }
 };
-
-// Bytes of optimizer state per parameter: Adam keeps fp32 moments (8) and, when the
-// parameters are not fp32, an fp32 master copy (4); SGD with momentum 4 (+4).
-int OptimizerBytesPerParameter(Optimizer optimizer, DType param_dtype);
 
 // One transformer layer's parameters on one tensor/expert-parallel rank: column-parallel QKV
 // and FC1 and row-parallel projections split t ways (KV heads replicated when fewer than t),

@@ -327,18 +327,27 @@ std::vector<Op> RecomputeOps(const LayerOps& layer, Recompute recompute) {
   return ops;
 }
 
-Op OptimizerOp(Optimizer optimizer, int64_t parameters, DType grad_dtype, DType param_dtype) {
-  // Mixed-precision Adam reads the fp32 master weight and both fp32 moments, the gradient and
-  // writes the three fp32 states and the bf16/fp16 weight: 4·3·2 + g + 2 bytes per parameter,
-  // about 12 FLOPs; with fp32 parameters the weight is the fp32 state (no copy to write):
-  // 4·3·2 + g. SGD with momentum: fp32 weight and momentum read and written, the gradient
-  // (+ the low-precision copy).
+int OptimizerStateBytes(Optimizer optimizer, DType param_dtype, OptimizerState state) {
+  const int moments = optimizer == Optimizer::kAdam ? 2 : 1;
+  return moments * DTypeBytes(state.moments) +
+         (param_dtype == DType::kFp32 ? 0 : DTypeBytes(state.master));
+}
+
+Op OptimizerOp(Optimizer optimizer, int64_t parameters, DType grad_dtype, DType param_dtype,
+               OptimizerState state) {
+  // Mixed-precision Adam reads the master weight and both moments, the gradient, and writes
+  // the three states and the bf16/fp16 weight: with fp32 states 4·3·2 + g + 2 bytes per
+  // parameter, about 12 FLOPs; with fp32 parameters the weight is the state (no copy to
+  // write): 4·3·2 + g. SGD with momentum: the weight and momentum read and written, the
+  // gradient (+ the low-precision copy). 16-bit states (OptimizerState) halve their share.
   const double grad = DTypeBytes(grad_dtype);
   const double copy = param_dtype == DType::kFp32 ? 0 : DTypeBytes(param_dtype);
+  const double weight = param_dtype == DType::kFp32 ? 4 : 0;
+  const double states = OptimizerStateBytes(optimizer, param_dtype, state) + weight;
   const bool adam = optimizer == Optimizer::kAdam;
   const std::string_view name = kOptimizerNames[static_cast<size_t>(optimizer)];
   Op op = Op::Streaming(fmt::format("optimizer.{}", name), OpKind::kOptimizer, Pass::kOptimizer,
-                        DType::kFp32, parameters, (adam ? 24 : 16) + grad + copy, adam ? 12 : 4);
+                        DType::kFp32, parameters, 2 * states + grad + copy, adam ? 12 : 4);
   op.signature.op = std::string(name);
   return op;
 }

@@ -235,9 +235,21 @@ std::vector<Op> RecomputeOps(const LayerOps& layer, Recompute recompute);
 
 enum class Optimizer { kAdam, kSgd };
 std::span<const std::string_view> OptimizerNames();  // indexed by Optimizer
+// The dtypes of an optimizer's state: its moments (Adam's two, SGD's momentum) and the master
+// copy it keeps of low-precision parameters (fp32 parameters are their own). fp32 by default;
+// Apex's DistributedFusedAdam (`dtype`) and Megatron-Core's precision-aware optimizer
+// (`main_params_dtype`, `exp_avg_dtype`, `exp_avg_sq_dtype`) can keep them in 16 bits.
+struct OptimizerState {
+  DType master = DType::kFp32;
+  DType moments = DType::kFp32;
+};
+// The optimizer's state per parameter: its moments, and the master copy unless the parameters
+// are fp32 (Adam with the defaults: 8 + 4 bytes).
+int OptimizerStateBytes(Optimizer optimizer, DType param_dtype, OptimizerState state = {});
 // The optimizer step over `parameters` local parameters; grads of `grad_dtype`, parameters
 // stored as `param_dtype` (fp32: the optimizer's fp32 state is the weight, no copy to write).
-Op OptimizerOp(Optimizer optimizer, int64_t parameters, DType grad_dtype, DType param_dtype);
+Op OptimizerOp(Optimizer optimizer, int64_t parameters, DType grad_dtype, DType param_dtype,
+               OptimizerState state = {});
 
 // ResNet and DLRM: the whole model's forward and backward ops for a micro-batch of images or
 // samples (data parallel: no sharding of the dense part). DLRM embedding ops carry the table

@@ -11,6 +11,7 @@
 #include "models/hf_config.h"
 #include "sim/base/strings.h"
 #include "strategies/plan_checks.h"
+#include "strategies/training_section.h"
 
 namespace dtsim::strategies {
 namespace {
@@ -19,113 +20,6 @@ constexpr std::array<std::string_view, 2> kGradientSyncNames = {"all_reduce", "p
 constexpr std::array<std::string_view, 3> kPlanDimensionNames = {"tp", "dp",
                                                                  "pp"};  // by PlanDimension
 constexpr std::array<std::string_view, 2> kRanksNames = {"full", "symmetric"};
-
-Status ReadDType(JsonObjectReader& reader, std::string_view key, DType& out) {
-  reader.Allow(key);
-  if (!reader.Has(key)) return Status::Ok();
-  DTSIM_ASSIGN_OR_RETURN(const std::string name, reader.String(key));
-  for (std::string_view allowed : {"fp32", "fp16", "bf16"}) {
-    if (name == allowed) {
-      out = *DTypeFromName(name);
-      return Status::Ok();
-    }
-  }
-  return Error(key == "precision" ? "expected \"bf16\", \"fp16\", \"fp32\" or \"fp8\""
-                                  : "expected \"bf16\", \"fp16\" or \"fp32\"",
-               JsonChildPath(reader.path(), key), Quote(name));
-}
-
-// "precision": "fp8" trains with BF16 activations and parameters and FP8 GEMMs, as Transformer
-// Engine does, scaled by "fp8_recipe" (default "delayed"); any other precision is ReadDType's.
-Status ReadPrecision(JsonObjectReader& reader, TrainingConfig& training) {
-  const Json* precision = reader.Find("precision");
-  const bool fp8 = precision != nullptr && precision->is_string() && *precision == "fp8";
-  if (fp8) {
-    training.dtype = DType::kBf16;
-    training.fp8 = models::Fp8Recipe::kDelayed;
-  } else {
-    DTSIM_RETURN_IF_ERROR(ReadDType(reader, "precision", training.dtype));
-  }
-  if (!reader.Has("fp8_recipe")) return Status::Ok();
-  if (!fp8) {
-    return Error("an FP8 recipe needs \"precision\": \"fp8\"", "training.fp8_recipe",
-                 JsonValueForError(*reader.Find("fp8_recipe")));
-  }
-  // The recipes, without "none".
-  const std::span<const std::string_view> recipes = models::Fp8RecipeNames().subspan(1);
-  size_t index = 0;
-  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalChoice("fp8_recipe", recipes, index));
-  training.fp8 = static_cast<models::Fp8Recipe>(index + 1);
-  return Status::Ok();
-}
-
-// "framework_version": "MAJOR.MINOR.PATCH", for the deepspeed framework only (the one whose
-// releases dtsim tells apart).
-Status ReadFrameworkVersion(JsonObjectReader& reader, TrainingConfig& training) {
-  if (!reader.Has("framework_version")) return Status::Ok();
-  const std::string path = "training.framework_version";
-  DTSIM_ASSIGN_OR_RETURN(const std::string text, reader.String("framework_version"));
-  if (training.framework != models::Framework::kDeepSpeed) {
-    return Error("releases are modelled for \"framework\": \"deepspeed\" only", path, Quote(text));
-  }
-  std::array<int, 3> release = {0, 0, 0};
-  size_t at = 0;
-  for (size_t part = 0; part < 3; ++part) {
-    size_t end = at;
-    while (end < text.size() && end - at < 6 && text[end] >= '0' && text[end] <= '9') ++end;
-    const bool last = part == 2;
-    if (end == at || (last ? end != text.size() : end >= text.size() || text[end] != '.')) {
-      return Error("expected a release \"MAJOR.MINOR.PATCH\", such as \"0.3.13\"", path,
-                   Quote(text));
-    }
-    release[part] = std::stoi(text.substr(at, end - at));
-    at = end + 1;
-  }
-  if (release == std::array<int, 3>{0, 0, 0}) {
-    return Error("release 0.0.0 did not exist", path, Quote(text));
-  }
-  training.framework_release = release;
-  return Status::Ok();
-}
-
-Status ReadTraining(const Json& value, TrainingConfig& training) {
-  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, "training"));
-  if (!reader.Has("global_batch")) return Error("missing required field", "training.global_batch");
-  DTSIM_RETURN_IF_ERROR(
-      reader.ReadOptionalInt("global_batch", training.global_batch, 1, kMaxGlobalBatch));
-  DTSIM_RETURN_IF_ERROR(
-      reader.ReadOptionalInt("micro_batch", training.micro_batch, 1, kMaxGlobalBatch));
-  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("seq_len", training.seq_len, 1, kMaxSequenceLength));
-  DTSIM_RETURN_IF_ERROR(ReadPrecision(reader, training));
-  DTSIM_RETURN_IF_ERROR(
-      reader.ReadOptionalEnum("framework", models::FrameworkNames(), training.framework));
-  // PyTorch trains fp32 parameters under autocast (FSDP2: fp32 shards); Megatron keeps them in
-  // the activations' dtype beside an fp32 master copy.
-  training.param_dtype =
-      training.framework == models::Framework::kPyTorch ? DType::kFp32 : training.dtype;
-  DTSIM_RETURN_IF_ERROR(ReadDType(reader, "param_precision", training.param_dtype));
-  // DeepSpeed's ZeRO reduces gradients in the parameters' dtype (communication_data_type).
-  if (training.framework == models::Framework::kDeepSpeed) training.grad_dtype = training.dtype;
-  DTSIM_RETURN_IF_ERROR(ReadDType(reader, "grad_precision", training.grad_dtype));
-  DTSIM_RETURN_IF_ERROR(ReadFrameworkVersion(reader, training));
-  DTSIM_RETURN_IF_ERROR(
-      reader.ReadOptionalEnum("optimizer", models::OptimizerNames(), training.optimizer));
-  DTSIM_RETURN_IF_ERROR(
-      reader.ReadOptionalEnum("recompute", models::RecomputeNames(), training.recompute));
-  DTSIM_RETURN_IF_ERROR(
-      reader.ReadOptionalInt("recompute_every", training.recompute_every, 1, 1 << 20));
-  if (training.recompute_every > 1 && training.recompute == models::Recompute::kNone) {
-    return Error(
-        fmt::format(
-            "recompute_every {} picks the layers training.recompute applies to, "
-            "but it is \"none\": name their policy (\"full\", \"selective\" or \"selective_op\")",
-            training.recompute_every),
-        "training.recompute_every", std::to_string(training.recompute_every));
-  }
-  DTSIM_RETURN_IF_ERROR(reader.ReadOptional("flash_attention", training.flash_attention));
-  DTSIM_RETURN_IF_ERROR(reader.ReadOptional("dropout", training.dropout));
-  return reader.Finish();
-}
 
 // "tensor": 8 or {"size": 8, "sequence_parallel": true}; "pipeline": 16 or {"size": 16,
 // "schedule": "1f1b", "virtual_stages": 1}.

@@ -45,10 +45,16 @@ struct TrainingConfig {
   // fp16 weights with an fp32 master copy in the optimizer (Megatron), or fp32 weights and no
   // copy (PyTorch autocast; FSDP2's sharded parameters under a bf16 MixedPrecisionPolicy).
   DType param_dtype = DType::kBf16;
+  // "param_precision": "fp8" (with "precision": "fp8"): the FP8 GEMMs' weights are stored
+  // quantized, as Megatron-Core's --fp8-param-gather and NeMo's fp8_params keep them (the
+  // rest in param_dtype, the activations'); the distributed optimizer gathers them in FP8.
+  bool fp8_params = false;
   // "precision": "fp8": the linear layers' GEMMs in FP8 with this recipe ("fp8_recipe",
   // default "delayed"), as Transformer Engine runs them.
   models::Fp8Recipe fp8 = models::Fp8Recipe::kNone;
   models::Optimizer optimizer = models::Optimizer::kAdam;
+  // "master_precision", "moment_precision": the optimizer state's dtypes (fp32 by default).
+  models::OptimizerState optimizer_state;
   models::Recompute recompute = models::Recompute::kNone;
   // "recompute_every": n applies `recompute` to every n-th transformer layer only
   // (models::RecomputesLayer, torchtitan's per-layer checkpointing frequency); 1: every layer.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 namespace dtsim::strategies {
@@ -106,21 +107,31 @@ int64_t GradientReducer::ShardOf(int64_t parameters, int64_t holders) const {
 // ZeRO-1/2 all-gather the updated shards after the step, dense ones over the data-parallel
 // group and the experts' over their expert-data-parallel group; ZeRO-3 gathers them per layer
 // before use instead.
-std::optional<graph::CommId> GradientReducer::AllGather(const ReductionGroup& over, int64_t shard) {
+std::optional<graph::CommId> GradientReducer::AllGather(const ReductionGroup& over, int64_t shard,
+                                                        double fp8_share) {
   const int zero = config_.plan.zero_stage;
   if (zero < 1 || zero >= 3 || over.logical.size() < 2 || shard == 0) return std::nullopt;
+  const double e = DTypeBytes(config_.training.dtype);
+  const double per_parameter = e - fp8_share * (e - models::Fp8CopyBytes(config_.training.fp8));
   const graph::CommId comm = builder_.AddCollective(
-      CommKind::kAllGather, Bytes(shard * DTypeBytes(config_.training.dtype)), over.simulated);
+      CommKind::kAllGather,
+      Bytes(static_cast<int64_t>(std::llround(static_cast<double>(shard) * per_parameter))),
+      over.simulated);
   if (over.logical.size() != over.simulated.size()) builder_.PriceAs(comm, over.logical);
   return comm;
 }
 
+double GradientReducer::Fp8ShareOf(int64_t fp8_weights, int64_t parameters) const {
+  if (!config_.training.fp8_params || parameters <= 0) return 0;
+  return std::min(1.0, static_cast<double>(fp8_weights) / static_cast<double>(parameters));
+}
+
 std::map<int32_t, graph::CommId> GradientReducer::ExpertGathers(
-    std::span<const ReductionGroup> groups, int64_t expert_parameters) {
+    std::span<const ReductionGroup> groups, int64_t expert_parameters, double fp8_share) {
   std::map<int32_t, graph::CommId> gathers;
   const int64_t shard = ShardOf(expert_parameters, config_.plan.ExpertData());
   for (const ReductionGroup& group : groups) {
-    const std::optional<graph::CommId> comm = AllGather(group, shard);
+    const std::optional<graph::CommId> comm = AllGather(group, shard, fp8_share);
     if (!comm) continue;
     for (int32_t rank : group.simulated) gathers.emplace(rank, *comm);
   }
@@ -134,9 +145,9 @@ void GradientReducer::Step(const ReductionGroup& group, int64_t parameters, Step
   const ParallelPlan& plan = config_.plan;
   const int64_t dense_shard = ShardOf(parameters - expert_parameters, plan.WeightReplicas());
   const int64_t expert_shard = ShardOf(expert_parameters, plan.ExpertData());
-  const std::optional<models::OpCost> cost =
-      cost_.Price(models::OptimizerOp(config_.training.optimizer, dense_shard + expert_shard,
-                                      config_.training.grad_dtype, config_.training.param_dtype));
+  const std::optional<models::OpCost> cost = cost_.Price(models::OptimizerOp(
+      config_.training.optimizer, dense_shard + expert_shard, config_.training.grad_dtype,
+      config_.training.param_dtype, config_.training.optimizer_state));
   const models::OpCost step = cost.value_or(models::OpCost{});
   DurationNs step_time = step.duration;
   if (fp8_weights > 0) {
@@ -146,7 +157,8 @@ void GradientReducer::Step(const ReductionGroup& group, int64_t parameters, Step
     sources_.Add(weights, group.represented);
     step_time += weights.duration;
   }
-  const std::optional<graph::CommId> dense_gather = AllGather(group, dense_shard);
+  const std::optional<graph::CommId> dense_gather =
+      AllGather(group, dense_shard, Fp8ShareOf(fp8_weights, parameters));
   for (int32_t rank : group.simulated) {
     const TaskId task =
         builder_.AddTask(RoleStream(builder_, rank, StreamRole::kCompute), TaskKind::kCompute,

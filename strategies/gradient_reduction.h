@@ -54,21 +54,30 @@ class GradientReducer {
   // expert-data-parallel group and all-gathered there by `expert_gathers` (ExpertGathers).
   // Under FP8 the step also quantizes the `fp8_weights` updated weight elements of FP8 GEMMs
   // (row- and column-wise), which Transformer Engine does once per iteration, in the first
-  // micro-batch's forward, and caches.
+  // micro-batch's forward, and caches. With FP8 parameters (training.fp8_params) ZeRO-1/2
+  // gather those weights quantized (Fp8ShareOf).
   void Step(const ReductionGroup& group, int64_t parameters, StepWaits& waits,
             int64_t expert_parameters = 0,
             const std::map<int32_t, graph::CommId>& expert_gathers = {}, int64_t fp8_weights = 0);
 
   // ZeRO-1/2's all-gathers of the updated expert shards, one per expert-data-parallel group
   // of `groups` (each simulated rank in one): per simulated rank, the one it joins. None without
-  // ZeRO-1/2 or experts.
+  // ZeRO-1/2 or experts. `fp8_share`: as AllGather's.
   std::map<int32_t, graph::CommId> ExpertGathers(std::span<const ReductionGroup> groups,
-                                                 int64_t expert_parameters);
+                                                 int64_t expert_parameters, double fp8_share = 0);
+
+  // The share of a rank's `parameters` that FP8 parameters store quantized: its `fp8_weights`
+  // FP8 GEMM weight elements over all, with training.fp8_params; else 0.
+  double Fp8ShareOf(int64_t fp8_weights, int64_t parameters) const;
 
  private:
   // The local shard of `parameters` spread over `holders` ranks under ZeRO (all of it without).
   int64_t ShardOf(int64_t parameters, int64_t holders) const;
-  std::optional<graph::CommId> AllGather(const ReductionGroup& over, int64_t shard);
+  // ZeRO-1/2's gather of `shard` updated parameters, in the activations' dtype but for the
+  // `fp8_share` of them gathered quantized (FP8 parameters, as Megatron-Core's
+  // --fp8-param-gather and NeMo's fp8_params gather them: Fp8CopyBytes each).
+  std::optional<graph::CommId> AllGather(const ReductionGroup& over, int64_t shard,
+                                         double fp8_share);
   Status ReduceBucket(const GradientTensors& bucket, const ReductionGroup& group,
                       const std::vector<graph::TaskId>& after, bool compressed, StepWaits& waits);
 

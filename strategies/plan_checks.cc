@@ -108,6 +108,15 @@ Status CheckFp8(const SimulationConfig& config) {
         "parallelism.tensor.mode",
         Quote(models::TensorLayoutNames()[static_cast<size_t>(config.plan.tensor_layout)]));
   }
+  // FP8 parameters are modelled as Megatron-Core keeps them beside its distributed optimizer
+  // (--fp8-param-gather): whole on every rank. Sharded ones (ZeRO-3, FSDP) gather and cache
+  // their FP8 copies differently (Megatron FSDP's keep_fp8_transpose_cache), not modelled.
+  if (config.training.fp8_params && config.plan.zero_stage == 3) {
+    return Error(
+        "FP8 parameters are modelled with unsharded parameters (zero_stage 0 to 2: Megatron-Core's "
+        "--fp8-param-gather with its distributed optimizer), not under ZeRO-3",
+        "training.param_precision", Quote("fp8"));
+  }
   return Status::Ok();
 }
 

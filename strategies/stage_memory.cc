@@ -26,7 +26,9 @@ models::MemoryPlan MemoryPlanOf(const ResolvedConfig& config, int stage) {
                             .data_parallel = plan.DataIndices(),
                             .zero_stage = plan.zero_stage,
                             .optimizer = config.training.optimizer,
+                            .optimizer_state = config.training.optimizer_state,
                             .param_dtype = config.training.param_dtype,
+                            .fp8_params = config.training.fp8_params,
                             .grad_dtype = config.training.grad_dtype,
                             .chunk_layers = plan.chunk_layers};
 }

@@ -153,9 +153,11 @@ Status ReduceTransformerGradients(const ResolvedConfig& config, const models::Op
   std::vector<std::map<int32_t, graph::CommId>> expert_gathers;
   for (int stage = 0; stage < plan.pipeline; ++stage) {
     const std::vector<GradientReady>& stage_ready = ready[static_cast<size_t>(stage)];
+    const int64_t expert_params = Elements(stage_ready.front().expert_tensors);
+    const int64_t stage_params = Elements(stage_ready.front().tensors) + expert_params;
     expert_gathers.push_back(reducer.ExpertGathers(
-        expert_groups[static_cast<size_t>(stage)],
-        plan.experts_apart() ? Elements(stage_ready.front().expert_tensors) : 0));
+        expert_groups[static_cast<size_t>(stage)], plan.experts_apart() ? expert_params : 0,
+        reducer.Fp8ShareOf(StageFp8WeightElements(config, stage), stage_params)));
   }
   for (const StepArgs& step : steps) {
     reducer.Step(step.data, step.parameters, waits, step.expert_parameters,

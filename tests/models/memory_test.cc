@@ -232,5 +232,59 @@ TEST(MemoryTest, RecomputingALayerRestoresWhatItDropped) {
   EXPECT_GT(memory->gradients, 0);
 }
 
+TEST(MemoryTest, Fp8ParametersAreTheirRowWiseCopy) {
+  // Llama 3 8B in FP8 (delayed scaling: 1 B a quantized element) with bf16 parameters on one
+  // GPU. Its FP8 GEMM weights: 32 layers × (q, o 2·h² + k, v 2·h·1,024 + SwiGLU 3·h·14,336) =
+  // 32 × 218,103,808 = 6,979,321,856 (the norms, embedding and output layer stay bf16).
+  // Transformer Engine keeps each quantized row- and column-wise: 2 B a weight beside its 2 B
+  // bf16 parameter. As FP8 parameters (Megatron-Core's --fp8-param-gather) the row-wise copy is
+  // the parameter: the parameters take 2·P − F bytes, the copies F — 2·F less in all.
+  constexpr int64_t kFp8Weights = 32 * 218'103'808LL;
+  const ModelSpec model = Preset("llama3-8b");
+  MemoryPlan plan = Llama3OneGpu(Framework::kMegatron, Recompute::kNone);
+  plan.shard.fp8 = Fp8Recipe::kDelayed;
+  plan.param_dtype = DType::kBf16;
+  Expected<MemoryBreakdown> copies = EstimateMemory(model, plan);
+  plan.fp8_params = true;
+  Expected<MemoryBreakdown> fp8 = EstimateMemory(model, plan);
+  ASSERT_TRUE(copies.ok() && fp8.ok());
+  const int64_t parameters = CountParameters(model).total;
+  EXPECT_EQ(copies->parameters, 2 * parameters);
+  EXPECT_EQ(copies->fp8_weights, 2 * kFp8Weights);
+  EXPECT_EQ(fp8->parameters, 2 * parameters - kFp8Weights);
+  EXPECT_EQ(fp8->fp8_weights, kFp8Weights);
+  EXPECT_EQ(copies->total() - fp8->total(), 2 * kFp8Weights);
+  // The optimizer keeps its fp32 master copy either way: 12 B a parameter.
+  EXPECT_EQ(fp8->optimizer_state, 12 * parameters);
+}
+
+TEST(MemoryTest, OptimizerStateInSixteenBits) {
+  // Adam beside bf16 parameters, over 8 data-parallel ranks under ZeRO-1: fp32 moments and
+  // master copy, 12 B a parameter; bf16 moments, 2·2 + 4 = 8; everything bf16 (Apex's
+  // DistributedFusedAdam with dtype bf16), 6. With fp32 parameters there is no master copy:
+  // bf16 moments alone, 4.
+  EXPECT_EQ(OptimizerStateBytes(Optimizer::kAdam, DType::kBf16), 12);
+  EXPECT_EQ(OptimizerStateBytes(Optimizer::kAdam, DType::kBf16,
+                                {.master = DType::kFp32, .moments = DType::kBf16}),
+            8);
+  EXPECT_EQ(OptimizerStateBytes(Optimizer::kAdam, DType::kBf16,
+                                {.master = DType::kBf16, .moments = DType::kBf16}),
+            6);
+  EXPECT_EQ(OptimizerStateBytes(Optimizer::kAdam, DType::kFp32,
+                                {.master = DType::kBf16, .moments = DType::kBf16}),
+            4);
+  EXPECT_EQ(OptimizerStateBytes(Optimizer::kSgd, DType::kBf16), 8);
+  const ModelSpec model = Preset("llama3-8b");
+  MemoryPlan plan = Llama3OneGpu(Framework::kMegatron, Recompute::kNone);
+  plan.param_dtype = DType::kBf16;
+  plan.data_parallel = 8;
+  plan.zero_stage = 1;
+  plan.optimizer_state = {.master = DType::kBf16, .moments = DType::kBf16};
+  Expected<MemoryBreakdown> memory = EstimateMemory(model, plan);
+  ASSERT_TRUE(memory.ok());
+  const int64_t parameters = CountParameters(model).total;
+  EXPECT_EQ(memory->optimizer_state, (parameters * 6 + 7) / 8);
+}
+
 }  // namespace
 }  // namespace dtsim::models

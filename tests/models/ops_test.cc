@@ -211,5 +211,21 @@ TEST(OpsTest, ShardValidationNamesTheMismatch) {
   EXPECT_NE(sp.error().ToString().find("sequence length (4100)"), std::string::npos);
 }
 
+TEST(OpsTest, OptimizerStepTrafficFollowsTheStateDtypes) {
+  // Adam over 1,000 parameters with fp32 gradients: fp32 states beside bf16 weights read and
+  // write master, m, v (2 × 12 B), read the gradient (4) and write the bf16 weight (2): 30 B a
+  // parameter. bf16 moments and master: 2 × 6 + 4 + 2 = 18. fp32 weights (no copy, the weight
+  // is the state) with bf16 moments: 2 × (4 + 4) + 4 = 20.
+  EXPECT_DOUBLE_EQ(OptimizerOp(Optimizer::kAdam, 1000, DType::kFp32, DType::kBf16).bytes, 30'000);
+  EXPECT_DOUBLE_EQ(OptimizerOp(Optimizer::kAdam, 1000, DType::kFp32, DType::kBf16,
+                               {.master = DType::kBf16, .moments = DType::kBf16})
+                       .bytes,
+                   18'000);
+  EXPECT_DOUBLE_EQ(OptimizerOp(Optimizer::kAdam, 1000, DType::kFp32, DType::kFp32,
+                               {.master = DType::kFp32, .moments = DType::kBf16})
+                       .bytes,
+                   20'000);
+}
+
 }  // namespace
 }  // namespace dtsim::models

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "strategies/categories.h"
@@ -191,6 +192,45 @@ TEST(Fp8Test, DelayedScalingReducesAmaxesOverTheStagePerChunkPass) {
                   graph::CommKind::kAllReduce, 8)
                 .count,
             0);
+}
+
+// FP8 parameters (Megatron-Core's --fp8-param-gather) under the distributed optimizer (ZeRO-1
+// over the 2 data-parallel replicas): one FP8 copy beside the parameter instead of two, and the
+// updated GEMM weights gathered in FP8.
+TEST(Fp8Test, Fp8ParametersStoreOneCopyAndGatherQuantized) {
+  Json json = Fp8(H100Config());
+  json["parallelism"]["zero_stage"] = 1;
+  const SimulationResult copies = SimulateJson(json);
+  json["training"]["param_precision"] = "fp8";
+  const ResolvedConfig config = ConfigOf(json);
+  EXPECT_TRUE(config.training.fp8_params);
+  EXPECT_EQ(config.training.param_dtype, DType::kBf16);
+  const SimulationResult fp8 = SimulateJson(json);
+  const models::MemoryBreakdown& a = copies.iteration->stats.stage_memory[0];
+  const models::MemoryBreakdown& b = fp8.iteration->stats.stage_memory[0];
+  // The rank's FP8 weights: 8 layers × 12·h²/t = 402,653,184 elements, 1 B each quantized.
+  const int64_t weights = int64_t{8} * 12 * 4096 * 4096 / 4;
+  EXPECT_EQ(a.fp8_weights, 2 * weights);
+  EXPECT_EQ(b.fp8_weights, weights);
+  EXPECT_EQ(a.parameters - b.parameters, weights);  // 2 B → 1 B each
+  EXPECT_EQ(a.optimizer_state, b.optimizer_state);  // the fp32 master copy stays
+  // Each replica all-gathers its half of the rank's P parameters after the step: in bf16,
+  // ⌈P/2⌉ × 2 bytes; with FP8 parameters the FP8 share f = weights / P of them at 1 B:
+  // ⌈P/2⌉ × (2 − f).
+  const int64_t p = a.parameter_count;
+  const int64_t shard = (p + 1) / 2;
+  const CommTally bf16_gathers = Tally(copies.iteration->graph, graph::CommKind::kAllGather, 2);
+  const CommTally fp8_gathers = Tally(fp8.iteration->graph, graph::CommKind::kAllGather, 2);
+  ASSERT_GT(bf16_gathers.count, 0);
+  ASSERT_EQ(fp8_gathers.count, bf16_gathers.count);
+  EXPECT_EQ(bf16_gathers.bytes / bf16_gathers.count, shard * 2);
+  const double share = static_cast<double>(weights) / static_cast<double>(p);
+  EXPECT_EQ(fp8_gathers.bytes / fp8_gathers.count,
+            std::llround(static_cast<double>(shard) * (2 - share)));
+  EXPECT_LE(fp8.iteration_time, copies.iteration_time);
+
+  json["parallelism"]["zero_stage"] = 3;
+  EXPECT_THAT(ConfigError(json), HasSubstr("FP8 parameters are modelled with unsharded"));
 }
 
 }  // namespace

@@ -73,9 +73,14 @@ TEST(SimulateTest, Fp32ParametersKeepNoMasterCopy) {
   // Activations and GEMMs stay bf16: the forward and backward are the same.
   EXPECT_EQ(fp32.stages[0].compute, bf16.stages[0].compute);
 
-  json["training"]["param_precision"] = "fp8";
+  json["training"]["param_precision"] = "fp4";
   EXPECT_THAT(ConfigError(json), testing::HasSubstr("training.param_precision: expected "
-                                                    "\"bf16\", \"fp16\" or \"fp32\""));
+                                                    "\"bf16\", \"fp16\", \"fp32\" or \"fp8\""));
+  json["training"]["param_precision"] = "fp8";  // FP8 parameters need FP8 training
+  EXPECT_THAT(ConfigError(json), testing::HasSubstr("FP8 parameters need FP8 training"));
+  json["training"]["param_precision"] = "fp32";
+  json["training"]["master_precision"] = "bf16";
+  EXPECT_THAT(ConfigError(json), testing::HasSubstr("fp32 parameters are their own master copy"));
 }
 
 TEST(SimulateTest, PyTorchFrameworkChangesMemoryNotTime) {

@@ -96,6 +96,28 @@ std::string FrameworkNote(const strategies::TrainingConfig& training) {
              : fmt::format(", {}", models::FrameworkName(training.framework));
 }
 
+// The stored precisions where they are not the framework's defaults: ", bf16 gradients",
+// ", bf16 optimizer moments and master copy" (FP8 parameters are said with the recipe).
+std::string PrecisionNote(const strategies::TrainingConfig& training) {
+  std::string note;
+  const DType default_grad =
+      training.framework == models::Framework::kDeepSpeed ? training.dtype : DType::kFp32;
+  if (training.grad_dtype != default_grad) {
+    note += fmt::format(", {} gradients", DTypeName(training.grad_dtype));
+  }
+  const models::OptimizerState& state = training.optimizer_state;
+  const bool master = state.master != DType::kFp32 && training.param_dtype != DType::kFp32;
+  if (state.moments != DType::kFp32 && master && state.moments == state.master) {
+    note += fmt::format(", {} optimizer moments and master copy", DTypeName(state.moments));
+  } else {
+    if (state.moments != DType::kFp32) {
+      note += fmt::format(", {} optimizer moments", DTypeName(state.moments));
+    }
+    if (master) note += fmt::format(", {} master copy", DTypeName(state.master));
+  }
+  return note;
+}
+
 // "DP 2 × TP 4 (SP) × PP 2 (1f1b), 8 micro-batches of 4, ZeRO 1, recompute selective"; a model
 // trained data parallel only (ResNet) shows no tensor or pipeline sizes, and one stage no
 // schedule; parameter servers are named after the ZeRO stage.
@@ -118,8 +140,9 @@ std::string PlanLine(const SimulationConfig& c) {
   const std::string fp8 =
       c.training.fp8 == models::Fp8Recipe::kNone
           ? ""
-          : fmt::format(", FP8 ({})",
-                        models::Fp8RecipeNames()[static_cast<size_t>(c.training.fp8)]);
+          : fmt::format(", FP8 ({}){}",
+                        models::Fp8RecipeNames()[static_cast<size_t>(c.training.fp8)],
+                        c.training.fp8_params ? " with FP8 parameters" : "");
   const std::string context =
       c.plan.context > 1
           ? fmt::format(" × CP {} ({})", c.plan.context,
@@ -142,7 +165,7 @@ std::string PlanLine(const SimulationConfig& c) {
                      c.training.recompute_every > 1
                          ? fmt::format(" on every {} layer", Ordinal(c.training.recompute_every))
                          : "",
-                     fp8, FrameworkNote(c.training));
+                     fp8 + PrecisionNote(c.training), FrameworkNote(c.training));
 }
 
 std::string SizeText(int64_t bytes) {

@@ -61,7 +61,23 @@ OrderedJson PlanJson(const SimulationConfig& c) {
   // Likewise only for PyTorch (training.framework), with the parameters' dtype it defaults.
   if (c.training.framework != models::Framework::kMegatron) {
     plan["framework"] = models::FrameworkName(c.training.framework);
-    plan["param_precision"] = DTypeName(c.training.param_dtype);
+  }
+  if (c.training.framework != models::Framework::kMegatron || c.training.fp8_params) {
+    plan["param_precision"] =
+        c.training.fp8_params ? std::string("fp8") : std::string(DTypeName(c.training.param_dtype));
+  }
+  // The gradients' and the optimizer state's dtypes, where not the defaults (fp32; DeepSpeed's
+  // gradients: the activations').
+  const DType default_grad =
+      c.training.framework == models::Framework::kDeepSpeed ? c.training.dtype : DType::kFp32;
+  if (c.training.grad_dtype != default_grad) {
+    plan["grad_precision"] = DTypeName(c.training.grad_dtype);
+  }
+  if (c.training.optimizer_state.master != DType::kFp32) {
+    plan["master_precision"] = DTypeName(c.training.optimizer_state.master);
+  }
+  if (c.training.optimizer_state.moments != DType::kFp32) {
+    plan["moment_precision"] = DTypeName(c.training.optimizer_state.moments);
   }
   if (c.training.framework_release != std::array<int, 3>{0, 0, 0}) {
     plan["framework_version"] = fmt::format("{}", fmt::join(c.training.framework_release, "."));

@@ -1,0 +1,157 @@
+#include "strategies/training_section.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <string>
+#include <string_view>
+
+#include "sim/base/dtype.h"
+#include "sim/base/strings.h"
+
+namespace dtsim::strategies {
+namespace {
+
+Status ReadDType(JsonObjectReader& reader, std::string_view key, DType& out) {
+  reader.Allow(key);
+  if (!reader.Has(key)) return Status::Ok();
+  DTSIM_ASSIGN_OR_RETURN(const std::string name, reader.String(key));
+  for (std::string_view allowed : {"fp32", "fp16", "bf16"}) {
+    if (name == allowed) {
+      out = *DTypeFromName(name);
+      return Status::Ok();
+    }
+  }
+  return Error(key == "precision" || key == "param_precision"
+                   ? "expected \"bf16\", \"fp16\", \"fp32\" or \"fp8\""
+                   : "expected \"bf16\", \"fp16\" or \"fp32\"",
+               JsonChildPath(reader.path(), key), Quote(name));
+}
+
+// "precision": "fp8" trains with BF16 activations and parameters and FP8 GEMMs, as Transformer
+// Engine does, scaled by "fp8_recipe" (default "delayed"); any other precision is ReadDType's.
+Status ReadPrecision(JsonObjectReader& reader, TrainingConfig& training) {
+  const Json* precision = reader.Find("precision");
+  const bool fp8 = precision != nullptr && precision->is_string() && *precision == "fp8";
+  if (fp8) {
+    training.dtype = DType::kBf16;
+    training.fp8 = models::Fp8Recipe::kDelayed;
+  } else {
+    DTSIM_RETURN_IF_ERROR(ReadDType(reader, "precision", training.dtype));
+  }
+  if (!reader.Has("fp8_recipe")) return Status::Ok();
+  if (!fp8) {
+    return Error("an FP8 recipe needs \"precision\": \"fp8\"", "training.fp8_recipe",
+                 JsonValueForError(*reader.Find("fp8_recipe")));
+  }
+  // The recipes, without "none".
+  const std::span<const std::string_view> recipes = models::Fp8RecipeNames().subspan(1);
+  size_t index = 0;
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalChoice("fp8_recipe", recipes, index));
+  training.fp8 = static_cast<models::Fp8Recipe>(index + 1);
+  return Status::Ok();
+}
+
+// "param_precision": "fp32", "bf16", "fp16" (ReadDType) or "fp8": FP8 parameters, which only
+// FP8 training has (its GEMMs' weights quantized; the rest stays in the activations' dtype).
+Status ReadParamPrecision(JsonObjectReader& reader, TrainingConfig& training) {
+  const Json* value = reader.Find("param_precision");
+  if (value == nullptr || !value->is_string() || *value != "fp8") {
+    return ReadDType(reader, "param_precision", training.param_dtype);
+  }
+  reader.Allow("param_precision");
+  if (training.fp8 == models::Fp8Recipe::kNone) {
+    return Error("FP8 parameters need FP8 training (\"precision\": \"fp8\")",
+                 "training.param_precision", "\"fp8\"");
+  }
+  training.param_dtype = training.dtype;
+  training.fp8_params = true;
+  return Status::Ok();
+}
+
+// "master_precision" and "moment_precision": the dtypes of the optimizer's master copy and
+// moments (models::OptimizerState). fp32 parameters have no master copy to store in another.
+Status ReadOptimizerState(JsonObjectReader& reader, TrainingConfig& training) {
+  DTSIM_RETURN_IF_ERROR(ReadDType(reader, "master_precision", training.optimizer_state.master));
+  DTSIM_RETURN_IF_ERROR(ReadDType(reader, "moment_precision", training.optimizer_state.moments));
+  if (reader.Has("master_precision") && training.param_dtype == DType::kFp32) {
+    return Error(
+        "fp32 parameters are their own master copy: master_precision applies to bf16 or fp16 "
+        "parameters (training.param_precision)",
+        "training.master_precision", Quote(DTypeName(training.optimizer_state.master)));
+  }
+  return Status::Ok();
+}
+
+// "framework_version": "MAJOR.MINOR.PATCH", for the deepspeed framework only (the one whose
+// releases dtsim tells apart).
+Status ReadFrameworkVersion(JsonObjectReader& reader, TrainingConfig& training) {
+  if (!reader.Has("framework_version")) return Status::Ok();
+  const std::string path = "training.framework_version";
+  DTSIM_ASSIGN_OR_RETURN(const std::string text, reader.String("framework_version"));
+  if (training.framework != models::Framework::kDeepSpeed) {
+    return Error("releases are modelled for \"framework\": \"deepspeed\" only", path, Quote(text));
+  }
+  std::array<int, 3> release = {0, 0, 0};
+  size_t at = 0;
+  for (size_t part = 0; part < 3; ++part) {
+    size_t end = at;
+    while (end < text.size() && end - at < 6 && text[end] >= '0' && text[end] <= '9') ++end;
+    const bool last = part == 2;
+    if (end == at || (last ? end != text.size() : end >= text.size() || text[end] != '.')) {
+      return Error("expected a release \"MAJOR.MINOR.PATCH\", such as \"0.3.13\"", path,
+                   Quote(text));
+    }
+    release[part] = std::stoi(text.substr(at, end - at));
+    at = end + 1;
+  }
+  if (release == std::array<int, 3>{0, 0, 0}) {
+    return Error("release 0.0.0 did not exist", path, Quote(text));
+  }
+  training.framework_release = release;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ReadTraining(const Json& value, TrainingConfig& training) {
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, "training"));
+  if (!reader.Has("global_batch")) return Error("missing required field", "training.global_batch");
+  DTSIM_RETURN_IF_ERROR(
+      reader.ReadOptionalInt("global_batch", training.global_batch, 1, kMaxGlobalBatch));
+  DTSIM_RETURN_IF_ERROR(
+      reader.ReadOptionalInt("micro_batch", training.micro_batch, 1, kMaxGlobalBatch));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("seq_len", training.seq_len, 1, kMaxSequenceLength));
+  DTSIM_RETURN_IF_ERROR(ReadPrecision(reader, training));
+  DTSIM_RETURN_IF_ERROR(
+      reader.ReadOptionalEnum("framework", models::FrameworkNames(), training.framework));
+  // PyTorch trains fp32 parameters under autocast (FSDP2: fp32 shards); Megatron keeps them in
+  // the activations' dtype beside an fp32 master copy.
+  training.param_dtype =
+      training.framework == models::Framework::kPyTorch ? DType::kFp32 : training.dtype;
+  DTSIM_RETURN_IF_ERROR(ReadParamPrecision(reader, training));
+  // DeepSpeed's ZeRO reduces gradients in the parameters' dtype (communication_data_type).
+  if (training.framework == models::Framework::kDeepSpeed) training.grad_dtype = training.dtype;
+  DTSIM_RETURN_IF_ERROR(ReadDType(reader, "grad_precision", training.grad_dtype));
+  DTSIM_RETURN_IF_ERROR(ReadFrameworkVersion(reader, training));
+  DTSIM_RETURN_IF_ERROR(
+      reader.ReadOptionalEnum("optimizer", models::OptimizerNames(), training.optimizer));
+  DTSIM_RETURN_IF_ERROR(ReadOptimizerState(reader, training));
+  DTSIM_RETURN_IF_ERROR(
+      reader.ReadOptionalEnum("recompute", models::RecomputeNames(), training.recompute));
+  DTSIM_RETURN_IF_ERROR(
+      reader.ReadOptionalInt("recompute_every", training.recompute_every, 1, 1 << 20));
+  if (training.recompute_every > 1 && training.recompute == models::Recompute::kNone) {
+    return Error(
+        fmt::format(
+            "recompute_every {} picks the layers training.recompute applies to, "
+            "but it is \"none\": name their policy (\"full\", \"selective\" or \"selective_op\")",
+            training.recompute_every),
+        "training.recompute_every", std::to_string(training.recompute_every));
+  }
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptional("flash_attention", training.flash_attention));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptional("dropout", training.dropout));
+  return reader.Finish();
+}
+
+}  // namespace dtsim::strategies
