@@ -4,11 +4,14 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
+#include <functional>
 #include <optional>
 
 #include "models/model_spec.h"
 #include "sim/base/strings.h"
+#include "strategies/published_recipes.h"
 #include "strategies/simulate.h"
 #include "strategies/stage_memory.h"
 
@@ -342,6 +345,9 @@ struct RunParallelism {
   bool sequence_parallel;
   int64_t zero_stage;
   bool overlap;
+  // Unsaid by the point and assumed off (CheapestSettingsThatFit may turn them on).
+  bool sp_assumed = false;
+  bool zero_assumed = false;
 };
 
 Expected<RunParallelism> ParallelOf(const PointReader& in, const Json& parallel, bool nvidia_recipe,
@@ -362,6 +368,7 @@ Expected<RunParallelism> ParallelOf(const PointReader& in, const Json& parallel,
     // Megatron-Bridge and NeMo recipes turn sequence parallelism on with tensor parallelism.
     plan.sequence_parallel = nvidia_recipe && plan.tp > 1;
     if (plan.tp > 1) assumed.emplace_back(plan.sequence_parallel ? "SP" : "no SP");
+    plan.sp_assumed = plan.tp > 1 && !plan.sequence_parallel;
   }
   const bool fsdp = PointReader::Present(parallel, "fsdp") && parallel["fsdp"] == true;
   if (fsdp) {
@@ -373,6 +380,7 @@ Expected<RunParallelism> ParallelOf(const PointReader& in, const Json& parallel,
     // NeMo and Megatron-Bridge recipes run Megatron-Core's distributed optimizer.
     plan.zero_stage = nvidia_recipe ? 1 : 0;
     if (nvidia_recipe) assumed.emplace_back("distributed optimizer (ZeRO-1)");
+    plan.zero_assumed = !nvidia_recipe;
   }
   const std::string framework = PointReader::Text(parallel, "framework");
   // Megatron-Core recipes overlap the gradient reduction with the backward; Megatron-LM
@@ -491,6 +499,70 @@ void DeepSpeedOf(const Json& point, const Json& parallel, Json& training,
   }
 }
 
+// The largest stage's memory (models::MemoryBreakdown::total) of `config`.
+Expected<int64_t> PeakMemory(const ResolvedConfig& config) {
+  DTSIM_ASSIGN_OR_RETURN(const std::vector<models::MemoryBreakdown> stages,
+                         EstimateStageMemory(config));
+  int64_t peak = 0;
+  for (const models::MemoryBreakdown& stage : stages) peak = std::max(peak, stage.total());
+  return peak;
+}
+
+// A measured run ran, so the settings its point leaves unsaid are ones that fit. When dtsim's
+// assumptions do not fit its memory model, the cheapest of the memory savers the point does
+// not rule out are added, one after another, until the plan fits: sequence parallelism (free:
+// the same communication volume), the distributed optimizer (ZeRO-1), then selective and full
+// recompute; the notes say which. When none fits the config is left as assumed, and
+// TrainingRunPoint's row says by how much it does not fit; a config dtsim cannot read or size
+// is left for it to report.
+void CheapestSettingsThatFit(TrainingRunConfig& run, const std::string& id) {
+  const auto fits = [&](const Json& config) {
+    const Expected<ResolvedConfig> resolved = ConfigFromJson(config, id);
+    if (!resolved.ok()) return true;
+    const Expected<int64_t> peak = PeakMemory(*resolved);
+    return !peak.ok() || *peak <= resolved->gpu.memory.count();
+  };
+  if (fits(run.config)) return;
+  struct Saver {
+    bool applies;
+    std::function<void(Json&)> apply;
+    std::string note;
+  };
+  const Json& parallelism = run.config["parallelism"];
+  const std::string recompute = run.config["training"].value("recompute", "none");
+  const bool multi_replica = parallelism.value("data", 1) * parallelism.value("context", 1) > 1;
+  const std::vector<Saver> savers = {
+      {run.sp_assumed, [](Json& c) { c["parallelism"]["tensor"]["sequence_parallel"] = true; },
+       "SP"},
+      {run.zero_assumed && multi_replica && parallelism.value("zero_stage", 0) == 0,
+       [](Json& c) { c["parallelism"]["zero_stage"] = 1; }, "distributed optimizer (ZeRO-1)"},
+      {run.recompute_assumed && recompute == "none",
+       [](Json& c) { c["training"]["recompute"] = "selective"; }, "recompute selective"},
+      {run.recompute_assumed && recompute != "full",
+       [](Json& c) { c["training"]["recompute"] = "full"; }, "recompute full"}};
+  Json trial = run.config;
+  std::vector<std::string> added;
+  for (const Saver& saver : savers) {
+    if (!saver.applies) continue;
+    saver.apply(trial);
+    // Full recompute supersedes selective.
+    if (!added.empty() && added.back().starts_with("recompute ")) added.pop_back();
+    added.push_back(saver.note);
+    if (!fits(trial)) continue;
+    run.config = std::move(trial);
+    // The notes of what the savers replace ("no SP", "recompute none") give way to theirs.
+    const bool recomputes = added.back().starts_with("recompute ");
+    std::erase_if(run.assumed, [&](const std::string& note) {
+      return (note == "no SP" && added.front() == "SP") ||
+             (recomputes && note.starts_with("recompute "));
+    });
+    run.assumed.push_back(fmt::format("{} (the least that fits dtsim's memory model: the run ran)",
+                                      fmt::join(added, ", ")));
+    run.summary += fmt::format(" (to fit: {})", fmt::join(added, ", "));
+    return;
+  }
+}
+
 }  // namespace
 
 Expected<TrainingRunConfig> TrainingRunConfigOf(const Json& point, const std::string& path) {
@@ -539,6 +611,12 @@ Expected<TrainingRunConfig> TrainingRunConfigOf(const Json& point, const std::st
   }
   training["recompute"] = RecomputeOf(PointReader::Text(*parallel, "recompute"), out.assumed);
   DeepSpeedOf(point, *parallel, training, out.assumed);
+  ApplyPublishedRecipe(point, training, out.assumed);
+  out.sp_assumed = p.sp_assumed;
+  out.zero_assumed = p.zero_assumed && !training.contains("framework");
+  out.recompute_assumed =
+      std::any_of(out.assumed.begin(), out.assumed.end(),
+                  [](const std::string& note) { return note.starts_with("recompute "); });
   // Megatron-Core on Hopper runs Transformer Engine's fused (flash) attention, which context
   // parallelism needs; the A100 and V100 runs predate it.
   training["flash_attention"] = kind.hopper || p.cp > 1;
@@ -571,6 +649,7 @@ Expected<TrainingRunConfig> TrainingRunConfigOf(const Json& point, const std::st
                 {"cluster", std::move(cluster)},
                 {"parallelism", std::move(parallelism)},
                 {"simulation", {{"ranks", "symmetric"}, {"network_model", "analytical"}}}};
+  CheapestSettingsThatFit(out, path);
   return out;
 }
 
@@ -581,12 +660,9 @@ Expected<ValidationRow> TrainingRunPoint(const Json& point, const std::string& p
   if (calibration != nullptr) run.config["calibration"] = Json(CalibrationToJson(*calibration));
   Expected<ResolvedConfig> config = ConfigFromJson(run.config, id);
   if (!config.ok()) return std::move(config).error().Under(path);
+  DTSIM_ASSIGN_OR_RETURN(const int64_t peak, PeakMemory(*config));
   // A plan the memory model does not fit is still timed: the row says by how much.
   std::string memory_note;
-  DTSIM_ASSIGN_OR_RETURN(const std::vector<models::MemoryBreakdown> stages,
-                         EstimateStageMemory(*config));
-  int64_t peak = 0;
-  for (const models::MemoryBreakdown& stage : stages) peak = std::max(peak, stage.total());
   if (peak > config->gpu.memory.count()) {
     constexpr double kGiB = 1 << 30;
     memory_note =
