@@ -426,8 +426,9 @@ int64_t LayerActivationBytes(const LayerOps& layer, Recompute recompute,
   }
   int64_t bytes = 0;
   for (const Op& op : layer.forward) {
-    if (recompute == Recompute::kSelective && op.core_attention) continue;
     bytes += op.saved_bytes;
+    if (recompute == Recompute::kSelective)
+      bytes -= SelectiveFreedBytes(op, layer.selective_modules);
   }
   return bytes;
 }

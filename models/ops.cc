@@ -19,6 +19,8 @@ constexpr std::array<std::string_view, 5> kFp8RecipeNames = {"none", "delayed", 
                                                              "blockwise", "mxfp8"};
 constexpr std::array<std::string_view, 4> kPassNames = {"forward", "backward", "recompute",
                                                         "optimizer"};
+constexpr std::array<std::string_view, 7> kRecomputeModuleNames = {
+    "core_attn", "layernorm", "mla_up_proj", "mlp", "moe", "moe_act", "shared_experts"};
 constexpr std::array<std::string_view, 4> kRecomputeNames = {"none", "selective", "full",
                                                              "selective_op"};
 constexpr std::array<std::string_view, 3> kTensorLayoutNames = {"1d", "2d", "2.5d"};
@@ -36,6 +38,32 @@ Status Divides(int64_t divisor, int64_t value, std::string_view what, std::strin
 std::string_view OpKindName(OpKind kind) { return kKindNames[static_cast<size_t>(kind)]; }
 std::string_view PassName(Pass pass) { return kPassNames[static_cast<size_t>(pass)]; }
 std::span<const std::string_view> RecomputeNames() { return kRecomputeNames; }
+
+std::span<const std::string_view> RecomputeModuleNames() { return kRecomputeModuleNames; }
+
+std::optional<uint8_t> RecomputeModuleBit(std::string_view name) {
+  const auto found = std::find(kRecomputeModuleNames.begin(), kRecomputeModuleNames.end(), name);
+  if (found == kRecomputeModuleNames.end()) return std::nullopt;
+  return static_cast<uint8_t>(1U << (found - kRecomputeModuleNames.begin()));
+}
+
+std::string RecomputeModulesText(uint8_t mask) {
+  std::string text;
+  for (size_t bit = 0; bit < kRecomputeModuleNames.size(); ++bit) {
+    if ((mask & (1U << bit)) == 0) continue;
+    if (!text.empty()) text += ", ";
+    text += kRecomputeModuleNames[bit];
+  }
+  return text;
+}
+
+int64_t SelectiveFreedBytes(const Op& op, uint8_t mask) {
+  if ((op.frees_all_in & mask) != 0) return op.saved_bytes;
+  int64_t freed = 0;
+  if ((op.frees_input_in & mask) != 0) freed += op.saved_input_bytes;
+  if ((op.frees_output_in & mask) != 0) freed += op.saved_bytes - op.saved_input_bytes;
+  return freed;
+}
 std::span<const std::string_view> TensorLayoutNames() { return kTensorLayoutNames; }
 std::span<const std::string_view> ContextCommNames() { return kContextCommNames; }
 
@@ -317,7 +345,10 @@ std::vector<Op> RecomputeOps(const LayerOps& layer, Recompute recompute) {
                                         ? PlanSelectiveOp(layer).recomputed
                                         : std::vector<double>(layer.forward.size(), 1.0);
   for (size_t i = 0; i < layer.forward.size(); ++i) {
-    if (recompute == Recompute::kSelective && !layer.forward[i].core_attention) continue;
+    if (recompute == Recompute::kSelective &&
+        (layer.forward[i].reruns_in & layer.selective_modules) == 0) {
+      continue;
+    }
     if (share[i] <= 0) continue;  // selective op checkpointing kept its outputs
     Op again = share[i] < 1 ? PartOfGemm(layer.forward[i], share[i]) : layer.forward[i];
     again.pass = Pass::kRecompute;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -52,6 +53,16 @@ struct Op {
   bool matmul = false;      // runs on the tensor cores
   int64_t saved_bytes = 0;  // forward ops: activation bytes kept until the backward pass
   bool core_attention = false;  // scores/softmax/dropout: dropped by selective recompute
+  // Selective recompute by module (RecomputeModule bits): the modules whose recompute re-runs
+  // this forward op, and those whose recompute frees its saved bytes — all of them (a module's
+  // inner tensors), or only the part that is its input (`saved_input_bytes`) or the rest, its
+  // output (a CheckpointWithoutOutput module's output, which this op saves as its input, or
+  // which it saves for its consumer). SelectiveFreedBytes sums them.
+  uint8_t reruns_in = 0;
+  uint8_t frees_all_in = 0;
+  uint8_t frees_input_in = 0;
+  uint8_t frees_output_in = 0;
+  int64_t saved_input_bytes = 0;
   // The GEMMs of a weight (LayerBuilder::Linear) name their role and the operand blocks a
   // strategy that distributes the GEMM itself (SUMMA) moves: the input activation block
   // (tokens × in elements) and the weight block (in × out), per step of `batch` steps.
@@ -106,6 +117,25 @@ double Fp8CopyBytes(Fp8Recipe recipe);
 enum class Recompute { kNone, kSelective, kFull, kSelectiveOp };
 std::string_view RecomputeName(Recompute recompute);
 std::span<const std::string_view> RecomputeNames();  // indexed by Recompute
+// The modules Megatron-Core's selective recompute re-runs (TransformerConfig.recompute_modules,
+// --recompute-modules; v0.13+), as bits of a mask: Recompute::kSelective re-runs the modules of
+// TransformerShard::recompute_modules, by default the core attention alone (Korthikanti's
+// selective recompute). Each keeps its input; layernorm, mla_up_proj and moe_act also drop the
+// output their consumer saves (Megatron-Core's CheckpointWithoutOutput) and recompute it.
+enum RecomputeModule : uint8_t {
+  kRecomputeCoreAttn = 1 << 0,       // "core_attn": scores, softmax, dropout, context
+  kRecomputeLayerNorm = 1 << 1,      // "layernorm": the two pre-norms
+  kRecomputeMlaUpProj = 1 << 2,      // "mla_up_proj": MLA's query and key/value up-projections
+  kRecomputeMlp = 1 << 3,            // "mlp": a dense layer's MLP
+  kRecomputeMoe = 1 << 4,            // "moe": a MoE layer's block (router to combine)
+  kRecomputeMoeAct = 1 << 5,         // "moe_act": the experts' activation
+  kRecomputeSharedExperts = 1 << 6,  // "shared_experts": a MoE layer's shared experts
+};
+std::span<const std::string_view> RecomputeModuleNames();  // bit i of the mask is name i
+// The bit of the module named `name` ("mlp"), if one is.
+std::optional<uint8_t> RecomputeModuleBit(std::string_view name);
+// "core_attn, mlp": the modules of `mask`, in RecomputeModuleNames' order.
+std::string RecomputeModulesText(uint8_t mask);
 // Whether the recompute policy applies to transformer layer `index` (0-based, model order) when
 // it applies to every `every`-th layer: always for 1; else to layers every − 1, 2·every − 1, …,
 // as torchtitan's per-layer checkpointing frequency (selective_ac_option n) wraps blocks n, 2n,
@@ -153,6 +183,8 @@ struct TransformerShard {
   bool flash_attention = false;
   bool dropout = true;               // GPT/BERT train with dropout; LLaMA-style models without
   Fp8Recipe fp8 = Fp8Recipe::kNone;  // 1D only: the linear layers' GEMMs in FP8
+  // What Recompute::kSelective re-runs (RecomputeModule bits; LayerOps::selective_modules).
+  uint8_t recompute_modules = kRecomputeCoreAttn;
 
   // The rank's tokens of a micro-batch: b · s/c.
   int64_t local_seq() const { return seq_len / context_parallel; }
@@ -199,7 +231,12 @@ Status ValidateContext(const TransformerSpec& spec, const TransformerShard& shar
 struct LayerOps {
   std::vector<Op> forward;
   std::vector<Op> backward;
+  // The modules Recompute::kSelective re-runs (TransformerShard::recompute_modules).
+  uint8_t selective_modules = kRecomputeCoreAttn;
 };
+
+// Of `op`'s saved bytes, those selective recompute of the modules in `mask` frees.
+int64_t SelectiveFreedBytes(const Op& op, uint8_t mask);
 
 // The weight elements of `layer`'s FP8 GEMMs on this rank (0 without FP8): what Transformer
 // Engine quantizes once per iteration and keeps row- and column-wise.

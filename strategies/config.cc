@@ -499,7 +499,8 @@ models::TransformerShard ShardOf(const SimulationConfig& config) {
           .context_comm = plan.context_comm,
           .flash_attention = training.flash_attention,
           .dropout = training.dropout,
-          .fp8 = training.fp8};
+          .fp8 = training.fp8,
+          .recompute_modules = training.recompute_modules};
 }
 
 bool SkewedRouting(const SimulationConfig& config) {

@@ -56,6 +56,9 @@ struct TrainingConfig {
   // "master_precision", "moment_precision": the optimizer state's dtypes (fp32 by default).
   models::OptimizerState optimizer_state;
   models::Recompute recompute = models::Recompute::kNone;
+  // "recompute_modules": what "selective" re-runs (models::RecomputeModule bits; Megatron-Core's
+  // --recompute-modules), by default the core attention.
+  uint8_t recompute_modules = models::kRecomputeCoreAttn;
   // "recompute_every": n applies `recompute` to every n-th transformer layer only
   // (models::RecomputesLayer, torchtitan's per-layer checkpointing frequency); 1: every layer.
   int recompute_every = 1;

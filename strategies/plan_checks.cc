@@ -123,15 +123,25 @@ Status CheckFp8(const SimulationConfig& config) {
 // Selective op checkpointing is PyTorch's (torch.utils.checkpoint), over 1D tensor parallelism:
 // the 2D/2.5D layouts are Colossal-AI's, whose GEMMs run as SUMMA steps.
 Status CheckRecompute(const SimulationConfig& config) {
-  if (config.training.recompute != models::Recompute::kSelectiveOp ||
-      config.plan.tensor_layout == models::TensorLayout::k1D) {
-    return Status::Ok();
+  if (config.plan.tensor_layout == models::TensorLayout::k1D) return Status::Ok();
+  const std::string layout(
+      models::TensorLayoutNames()[static_cast<size_t>(config.plan.tensor_layout)]);
+  if (config.training.recompute == models::Recompute::kSelectiveOp) {
+    return Error(
+        "selective_op recompute (PyTorch's selective activation checkpointing) is built for 1D "
+        "tensor parallelism",
+        "parallelism.tensor.mode", Quote(layout));
   }
-  return Error(
-      "selective_op recompute (PyTorch's selective activation checkpointing) is built for 1D "
-      "tensor parallelism",
-      "parallelism.tensor.mode",
-      Quote(models::TensorLayoutNames()[static_cast<size_t>(config.plan.tensor_layout)]));
+  // Megatron-Core's modules are 1D tensor-parallel modules; the core attention alone is
+  // Korthikanti's selective recompute, which the grids run too.
+  if (config.training.recompute == models::Recompute::kSelective &&
+      config.training.recompute_modules != models::kRecomputeCoreAttn) {
+    return Error(
+        "recompute_modules other than [\"core_attn\"] (Megatron-Core's module recompute) are "
+        "built for 1D tensor parallelism",
+        "parallelism.tensor.mode", Quote(layout));
+  }
+  return Status::Ok();
 }
 
 // DeepSpeed's pipeline engine takes ZeRO stage 1 at most (deepspeed/runtime/pipe/engine.py:

@@ -22,9 +22,9 @@ struct RecipeSetting {
   bool fp8_only = false;
   bool unsharded_only = false;  // not under FSDP ("parallel.fsdp": true)
   bool unstated_recompute_only = false;
-  std::string_view key;  // the training key set, and its value
-  std::string_view value;
-  std::string_view note;  // what the notes say, with the source
+  std::string_view key;    // the training key set
+  std::string_view value;  // its value, as JSON text
+  std::string_view note;   // what the notes say, with the source
 };
 
 // NeMo 24.07: NeMo-Framework-Launcher at tag 24.07 (the container the table names). Its H100
@@ -38,62 +38,68 @@ struct RecipeSetting {
 // deepseek_v3.py sets grad_reduce_in_fp32=False (the others True, the default modelled);
 // recipes/qwen/qwen3_30b_a3b.py recomputes every layer in full (granularity full, method
 // uniform, 1 layer), which scripts/performance does not override on H100; run_script.py
-// recomputes DeepSeek-V3's mla_up_proj and mlp modules on H100 (not expressible: none, stated).
+// recomputes DeepSeek-V3's modules mla_up_proj and mlp on H100 (recompute_modules).
 constexpr std::array kRecipes = {
     RecipeSetting{.release = "nemo 24.07",
                   .model = "gpt",
                   .key = "grad_precision",
-                  .value = "bf16",
+                  .value = R"("bf16")",
                   .note = "bf16 gradients (NeMo 24.07's examples/training/gpt/h100/*_fp8.sh: "
                           "optim.grad_sync_dtype=bf16)"},
     RecipeSetting{.release = "nemo 24.07",
                   .model = "llama",
                   .key = "grad_precision",
-                  .value = "bf16",
+                  .value = R"("bf16")",
                   .note = "bf16 gradients (NeMo 24.07's examples/training/llama/h100/*_fp8.sh: "
                           "optim.grad_sync_dtype=bf16)"},
     RecipeSetting{.release = "nemo 24.07",
                   .model = "340b",
                   .key = "grad_precision",
-                  .value = "bf16",
+                  .value = R"("bf16")",
                   .note = "bf16 gradients (NeMo 24.07's conf/training/nemotron/"
                           "nemotron_340b.yaml: optim.grad_sync_dtype bf16)"},
     RecipeSetting{.release = "nemo 24.07",
                   .model = "340b",
                   .key = "master_precision",
-                  .value = "bf16",
+                  .value = R"("bf16")",
                   .note = "bf16 optimizer state (nemotron_340b.yaml: optim.dtype bf16)"},
     RecipeSetting{.release = "nemo 24.07",
                   .model = "340b",
                   .key = "moment_precision",
-                  .value = "bf16",
+                  .value = R"("bf16")",
                   .note = ""},
     RecipeSetting{.release = "nemo 25.09",
                   .fp8_only = true,
                   .unsharded_only = true,
                   .key = "param_precision",
-                  .value = "fp8",
+                  .value = R"("fp8")",
                   .note = "FP8 parameters (Megatron-Bridge 25.09's mixed_precision.py: "
                           "fp8_param_gather)"},
     RecipeSetting{.release = "nemo 25.09",
                   .model = "deepseek-v3",
                   .key = "grad_precision",
-                  .value = "bf16",
+                  .value = R"("bf16")",
                   .note = "bf16 gradients (Megatron-Bridge 25.09's recipes/deepseek/"
                           "deepseek_v3.py: grad_reduce_in_fp32=False)"},
     RecipeSetting{.release = "nemo 25.09",
                   .model = "deepseek-v3",
                   .unstated_recompute_only = true,
                   .key = "recompute",
-                  .value = "none",
-                  .note = "no recompute in place of the modules mla_up_proj and mlp that "
-                          "Megatron-Bridge 25.09's scripts/performance/run_script.py recomputes "
-                          "on H100 (Megatron-Core's recompute_modules, not expressed)"},
+                  .value = R"("selective")",
+                  .note = "selective recompute of the modules mla_up_proj and mlp "
+                          "(Megatron-Bridge 25.09's scripts/performance/run_script.py on H100: "
+                          "recompute_modules)"},
+    RecipeSetting{.release = "nemo 25.09",
+                  .model = "deepseek-v3",
+                  .unstated_recompute_only = true,
+                  .key = "recompute_modules",
+                  .value = R"(["mla_up_proj", "mlp"])",
+                  .note = ""},
     RecipeSetting{.release = "nemo 25.09",
                   .model = "qwen3-30b-a3b",
                   .unstated_recompute_only = true,
                   .key = "recompute",
-                  .value = "full",
+                  .value = R"("full")",
                   .note = "full recompute of every layer (Megatron-Bridge 25.09's recipes/qwen/"
                           "qwen3_30b_a3b.py)"},
 };
@@ -118,7 +124,7 @@ bool Covers(const RecipeSetting& recipe, const Json& point, const Json& training
 void ApplyPublishedRecipe(const Json& point, Json& training, std::vector<std::string>& notes) {
   for (const RecipeSetting& recipe : kRecipes) {
     if (!Covers(recipe, point, training)) continue;
-    training[std::string(recipe.key)] = recipe.value;
+    training[std::string(recipe.key)] = Json::parse(recipe.value);
     if (recipe.key == "recompute") {
       // The recipe states what the table did not: no longer an assumption.
       std::erase_if(notes, [](const std::string& note) { return note.starts_with("recompute "); });

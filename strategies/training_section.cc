@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -83,6 +84,43 @@ Status ReadOptimizerState(JsonObjectReader& reader, TrainingConfig& training) {
   return Status::Ok();
 }
 
+// "recompute_modules": ["core_attn", "mlp", ...] — what "selective" re-runs (Megatron-Core's
+// --recompute-modules; models::RecomputeModule), each named once; only with "selective".
+Status ReadRecomputeModules(JsonObjectReader& reader, TrainingConfig& training) {
+  reader.Allow("recompute_modules");
+  const Json* value = reader.Find("recompute_modules");
+  if (value == nullptr) return Status::Ok();
+  const std::string path = "training.recompute_modules";
+  if (training.recompute != models::Recompute::kSelective) {
+    return Error(
+        fmt::format("recompute_modules name what \"selective\" recomputes (Megatron-Core's "
+                    "--recompute-modules), but training.recompute is \"{}\"",
+                    models::RecomputeName(training.recompute)),
+        path, JsonValueForError(*value));
+  }
+  if (!value->is_array() || value->empty()) {
+    return Error("expected a non-empty array of module names", path, JsonValueForError(*value));
+  }
+  const std::span<const std::string_view> names = models::RecomputeModuleNames();
+  uint8_t mask = 0;
+  for (size_t i = 0; i < value->size(); ++i) {
+    const Json& item = (*value)[i];
+    const std::string at = JsonIndexPath(path, i);
+    if (!item.is_string()) return Error("expected a module name", at, JsonValueForError(item));
+    const std::string name = item.get<std::string>();
+    const std::optional<uint8_t> bit = models::RecomputeModuleBit(name);
+    if (!bit) {
+      return Error(fmt::format("unknown recompute module{}; known: {}", DidYouMean(name, names),
+                               JoinQuoted(names)),
+                   at, Quote(name));
+    }
+    if ((mask & *bit) != 0) return Error("named twice", at, Quote(name));
+    mask |= *bit;
+  }
+  training.recompute_modules = mask;
+  return Status::Ok();
+}
+
 // "framework_version": "MAJOR.MINOR.PATCH", for the deepspeed framework only (the one whose
 // releases dtsim tells apart).
 Status ReadFrameworkVersion(JsonObjectReader& reader, TrainingConfig& training) {
@@ -139,6 +177,7 @@ Status ReadTraining(const Json& value, TrainingConfig& training) {
   DTSIM_RETURN_IF_ERROR(ReadOptimizerState(reader, training));
   DTSIM_RETURN_IF_ERROR(
       reader.ReadOptionalEnum("recompute", models::RecomputeNames(), training.recompute));
+  DTSIM_RETURN_IF_ERROR(ReadRecomputeModules(reader, training));
   DTSIM_RETURN_IF_ERROR(
       reader.ReadOptionalInt("recompute_every", training.recompute_every, 1, 1 << 20));
   if (training.recompute_every > 1 && training.recompute == models::Recompute::kNone) {

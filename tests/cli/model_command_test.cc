@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "sim/base/atomic_file.h"
 #include "tests/testing/temp_dir.h"
@@ -73,6 +75,36 @@ TEST_F(ModelCommandTest, ModelFileAndErrors) {
   EXPECT_THAT(tp.error->ToString(), HasSubstr("must divide heads (32)"));
   EXPECT_EQ(Run({"llama3-8b", "--recompute", "some"}).kind, CommandOutcome::Kind::kFailure);
   EXPECT_EQ(Run({}).kind, CommandOutcome::Kind::kUsage);
+}
+
+// --recompute selective --recompute-modules: DeepSeek-V3's first MoE layer (index 3) over 4,096
+// tokens keeps 469,762,048 B less with mla_up_proj (its Q, K, V) and 134,217,728 less with
+// moe_act (the experts' activation output): tests/models/ops_test.cc derives both.
+TEST_F(ModelCommandTest, RecomputeModulesOfAMoeLayer) {
+  const auto kept = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"deepseek-v3",  "--seq",   "4096", "--flash",
+                                     "--no-dropout", "--layer", "3"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CommandOutcome outcome = Run(args);
+    EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kOk)
+        << (outcome.error ? outcome.error->ToString() : "");
+    const std::string text = output_.str();
+    const size_t at = text.find("recompute): ");
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + 12));
+  };
+  const double none = kept({});
+  EXPECT_THAT(output_.str(), HasSubstr("layer 3 on one of 1"));
+  const double modules =
+      kept({"--recompute", "selective", "--recompute-modules", "mla_up_proj,moe_act"});
+  EXPECT_THAT(output_.str(), HasSubstr("(selective of mla_up_proj, moe_act recompute)"));
+  EXPECT_NEAR(none - modules, (469'762'048 + 134'217'728) / 1e6, 1e-3);
+  CommandOutcome typo = Run(
+      {"deepseek-v3", "--recompute", "selective", "--recompute-modules", "mla_up_proj,moe_actt"});
+  ASSERT_EQ(typo.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(typo.error->ToString(), HasSubstr("did you mean \"moe_act\""));
+  EXPECT_EQ(Run({"deepseek-v3", "--recompute-modules", "mlp"}).kind,
+            CommandOutcome::Kind::kFailure);  // needs --recompute selective
+  EXPECT_EQ(Run({"deepseek-v3", "--layer", "61"}).kind, CommandOutcome::Kind::kFailure);
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "models/memory.h"
 #include "models/model_spec.h"
@@ -225,6 +227,77 @@ TEST(OpsTest, OptimizerStepTrafficFollowsTheStateDtypes) {
                                {.master = DType::kFp32, .moments = DType::kBf16})
                        .bytes,
                    20'000);
+}
+
+// Megatron-Core's selective recompute by module (--recompute-modules). Llama 3 8B, one rank,
+// one sequence of 8,192 tokens in bf16 with flash attention: the MLP saves fc1's input
+// 8,192 × 4,096 × 2 = 67,108,864 B, SwiGLU's input (gate and up) 8,192 × 28,672 × 2 =
+// 469,762,048 and fc2's input 8,192 × 14,336 × 2 = 234,881,024; recomputing "mlp" keeps the
+// module's input (the pre-norm's) and frees those three, 771,751,936 B, re-running the norm
+// and the MLP. "layernorm" frees the two pre-norms' outputs the GEMMs after them save (QKV's and
+// fc1's inputs, 67,108,864 each) and re-runs the norms. "core_attn" under flash attention frees
+// nothing (the kernel keeps only its statistics), as Korthikanti's selective does.
+TEST(OpsTest, MegatronCoreRecomputeModulesFreeWhatTheyRecompute) {
+  const TransformerSpec spec = Preset("llama3-8b");
+  TransformerShard shard{.seq_len = 8192, .flash_attention = true, .dropout = false};
+  const LayerOps plain = TransformerLayerOps(spec, 0, shard);
+  const int64_t none = LayerActivationBytes(plain, Recompute::kNone, shard, spec.hidden);
+  EXPECT_EQ(LayerActivationBytes(plain, Recompute::kSelective, shard, spec.hidden), none);
+  const auto names = [](const std::vector<Op>& ops) {
+    std::vector<std::string> out;
+    for (const Op& op : ops) out.push_back(op.name);
+    return out;
+  };
+  shard.recompute_modules = kRecomputeMlp;
+  const LayerOps mlp = TransformerLayerOps(spec, 0, shard);
+  EXPECT_EQ(none - LayerActivationBytes(mlp, Recompute::kSelective, shard, spec.hidden),
+            771'751'936);
+  EXPECT_EQ(names(RecomputeOps(mlp, Recompute::kSelective)),
+            (std::vector<std::string>{"mlp.norm", "mlp.fc1", "mlp.act", "mlp.fc2"}));
+  shard.recompute_modules = kRecomputeLayerNorm;
+  const LayerOps norms = TransformerLayerOps(spec, 0, shard);
+  EXPECT_EQ(none - LayerActivationBytes(norms, Recompute::kSelective, shard, spec.hidden),
+            2 * 67'108'864);
+  EXPECT_EQ(names(RecomputeOps(norms, Recompute::kSelective)),
+            (std::vector<std::string>{"attn.norm", "mlp.norm"}));
+  EXPECT_EQ(RecomputeModulesText(kRecomputeCoreAttn | kRecomputeMlp | kRecomputeMoeAct),
+            "core_attn, mlp, moe_act");
+}
+
+// DeepSeek-V3's fourth layer (MoE, MLA) on one rank over 4,096 tokens: 256 experts top-8,
+// dropless and balanced, so each expert takes ⌈8 · 4,096 / 256⌉ = 128 rows, 32,768 in all, of
+// FFN 2,048. "moe_act" re-runs the experts' SwiGLU and frees its output, fc2's saved input:
+// 32,768 × 2,048 × 2 = 134,217,728 B. "shared_experts" re-runs the shared expert (FFN 2,048)
+// and frees its SwiGLU's input, 4,096 × 4,096 × 2 = 33,554,432, and fc2's, 4,096 × 2,048 × 2 =
+// 16,777,216. "mla_up_proj" re-runs the two up-projections and frees what they save for the
+// core attention: Q (128 heads × 192) and the keys' non-rotary part and V (128 × (128 + 128);
+// the rotary key is the KV down-projection's, shared by the heads): 4,096 × 128 × 448 × 2 =
+// 469,762,048. "moe" re-runs the block from the shared experts and router on.
+TEST(OpsTest, MoeAndLatentAttentionModules) {
+  const TransformerSpec spec = Preset("deepseek-v3");
+  TransformerShard shard{.seq_len = 4096, .flash_attention = true, .dropout = false};
+  const int layer = 3;
+  const int64_t none = LayerActivationBytes(TransformerLayerOps(spec, layer, shard),
+                                            Recompute::kNone, shard, spec.hidden);
+  const auto freed = [&](uint8_t modules) {
+    shard.recompute_modules = modules;
+    return none - LayerActivationBytes(TransformerLayerOps(spec, layer, shard),
+                                       Recompute::kSelective, shard, spec.hidden);
+  };
+  EXPECT_EQ(freed(kRecomputeMoeAct), 134'217'728);
+  EXPECT_EQ(freed(kRecomputeSharedExperts), 33'554'432 + 16'777'216);
+  EXPECT_EQ(freed(kRecomputeMlaUpProj), 469'762'048);
+  EXPECT_EQ(freed(kRecomputeMlp), 0);  // a MoE layer has no dense MLP
+  shard.recompute_modules = kRecomputeMlaUpProj | kRecomputeMoe;
+  std::vector<std::string> again;
+  for (const Op& op :
+       RecomputeOps(TransformerLayerOps(spec, layer, shard), Recompute::kSelective)) {
+    again.push_back(op.name);
+  }
+  EXPECT_EQ(again.front(), "attn.q_up");
+  EXPECT_EQ(again[1], "attn.kv_up");
+  EXPECT_EQ(again[2], "moe.shared.fc1");
+  EXPECT_EQ(again.back(), "moe.combine");
 }
 
 }  // namespace

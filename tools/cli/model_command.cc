@@ -34,6 +34,8 @@ struct ModelOptions {
   bool flash = false;
   bool no_dropout = false;
   std::string recompute = "none";
+  std::string recompute_modules;
+  int layer = 0;
   bool ops = false;
   bool help = false;
 };
@@ -59,8 +61,14 @@ po::options_description Describe(ModelOptions& o) {
       "flash", po::bool_switch(&o.flash), "fused (flash) attention")(
       "no-dropout", po::bool_switch(&o.no_dropout), "train without dropout")(
       "recompute", po::value(&o.recompute)->value_name("R"),
-      "none, selective, full or selective_op")("ops", po::bool_switch(&o.ops),
-                                               "list every op of the layer");
+      "none, selective, full or selective_op")(
+      "recompute-modules", po::value(&o.recompute_modules)->value_name("LIST"),
+      "with --recompute selective: the modules it re-runs, comma-separated (Megatron-Core's "
+      "--recompute-modules: core_attn, layernorm, mla_up_proj, mlp, moe, moe_act, "
+      "shared_experts; default core_attn)")(
+      "layer", po::value(&o.layer)->value_name("N"),
+      "the transformer layer shown, from 0 (default 0; a MoE model's first MoE layer follows "
+      "its dense ones)")("ops", po::bool_switch(&o.ops), "list every op of the layer");
   return description;
 }
 
@@ -95,7 +103,31 @@ Expected<models::Recompute> ParseRecompute(const std::string& text) {
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i] == text) return static_cast<models::Recompute>(i);
   }
-  return Error("expected none, selective or full", "--recompute", Quote(text));
+  return Error("expected " + JoinQuoted(names), "--recompute", Quote(text));
+}
+
+// "mla_up_proj,mlp" → the modules' bits (models::RecomputeModule); empty: the core attention.
+Expected<uint8_t> ParseRecomputeModules(const std::string& text, models::Recompute recompute) {
+  if (text.empty()) return static_cast<uint8_t>(models::kRecomputeCoreAttn);
+  if (recompute != models::Recompute::kSelective) {
+    return Error("the modules name what --recompute selective re-runs", "--recompute-modules",
+                 Quote(text));
+  }
+  uint8_t mask = 0;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    const std::string name = text.substr(at, end - at);
+    const std::optional<uint8_t> bit = models::RecomputeModuleBit(name);
+    if (!bit) {
+      return Error("unknown recompute module" + DidYouMean(name, models::RecomputeModuleNames()) +
+                       "; known: " + JoinQuoted(models::RecomputeModuleNames()),
+                   "--recompute-modules", Quote(name));
+    }
+    mask |= *bit;
+    at = end + 1;
+  }
+  return mask;
 }
 
 struct PassTotals {
@@ -138,6 +170,12 @@ Status PrintLayer(std::ostream& out, const models::ModelSpec& model, const Model
     recipe = static_cast<models::Fp8Recipe>(it - names.begin() + 1);
   }
   DTSIM_ASSIGN_OR_RETURN(const models::Recompute recompute, ParseRecompute(o.recompute));
+  DTSIM_ASSIGN_OR_RETURN(const uint8_t modules,
+                         ParseRecomputeModules(o.recompute_modules, recompute));
+  if (o.layer < 0 || o.layer >= spec.layers) {
+    return Error(fmt::format("the model has layers 0 to {}", spec.layers - 1), "--layer",
+                 std::to_string(o.layer));
+  }
   DTSIM_ASSIGN_OR_RETURN(const models::GpuSpec gpu, models::GpuPreset(o.gpu));
   const models::TransformerShard shard{.micro_batch = o.micro_batch,
                                        .seq_len = o.seq_len > 0 ? o.seq_len : spec.max_seq,
@@ -146,14 +184,15 @@ Status PrintLayer(std::ostream& out, const models::ModelSpec& model, const Model
                                        .sequence_parallel = o.sequence_parallel,
                                        .flash_attention = o.flash,
                                        .dropout = !o.no_dropout,
-                                       .fp8 = recipe};
+                                       .fp8 = recipe,
+                                       .recompute_modules = modules};
   DTSIM_RETURN_IF_ERROR(models::ValidateShard(spec, shard));
   const models::RooflineCostModel roofline(gpu);
-  const models::LayerOps layer = models::TransformerLayerOps(spec, 0, shard);
+  const models::LayerOps layer = models::TransformerLayerOps(spec, o.layer, shard);
   fmt::print(out,
-             "layer 0 on one of {} tensor-parallel ranks: micro-batch {} × sequence {}, {}{}{}; "
+             "layer {} on one of {} tensor-parallel ranks: micro-batch {} × sequence {}, {}{}{}; "
              "{} roofline\n",
-             shard.tensor_parallel, shard.micro_batch, shard.seq_len, o.dtype,
+             o.layer, shard.tensor_parallel, shard.micro_batch, shard.seq_len, o.dtype,
              shard.sequence_parallel ? ", sequence parallel" : "",
              shard.flash_attention ? ", flash attention" : "", gpu.name);
   if (o.ops) {
@@ -170,8 +209,12 @@ Status PrintLayer(std::ostream& out, const models::ModelSpec& model, const Model
                totals.seconds * 1e3);
   }
   const int64_t activations = models::LayerActivationBytes(layer, recompute, shard, spec.hidden);
+  const std::string policy =
+      modules == models::kRecomputeCoreAttn
+          ? o.recompute
+          : fmt::format("{} of {}", o.recompute, models::RecomputeModulesText(modules));
   fmt::print(out, "  activations kept per layer and micro-batch ({} recompute): {:.3f} MB\n",
-             o.recompute, static_cast<double>(activations) / 1e6);
+             policy, static_cast<double>(activations) / 1e6);
   return Status::Ok();
 }
 

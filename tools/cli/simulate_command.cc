@@ -96,6 +96,17 @@ std::string FrameworkNote(const strategies::TrainingConfig& training) {
              : fmt::format(", {}", models::FrameworkName(training.framework));
 }
 
+// "selective", or "selective (core_attn, mlp)" for Megatron-Core's modules beyond the core
+// attention.
+std::string RecomputeText(const strategies::TrainingConfig& training) {
+  const std::string_view name = models::RecomputeName(training.recompute);
+  if (training.recompute != models::Recompute::kSelective ||
+      training.recompute_modules == models::kRecomputeCoreAttn) {
+    return std::string(name);
+  }
+  return fmt::format("{} ({})", name, models::RecomputeModulesText(training.recompute_modules));
+}
+
 // The stored precisions where they are not the framework's defaults: ", bf16 gradients",
 // ", bf16 optimizer moments and master copy" (FP8 parameters are said with the recipe).
 std::string PrecisionNote(const strategies::TrainingConfig& training) {
@@ -161,7 +172,7 @@ std::string PlanLine(const SimulationConfig& c) {
                          ? fmt::format(" ({})", models::PipelineScheduleName(c.plan.schedule))
                          : "",
                      order == "tp-dp-pp" ? "" : fmt::format(", ranks in order {}", order), batches,
-                     models::RecomputeName(c.training.recompute),
+                     RecomputeText(c.training),
                      c.training.recompute_every > 1
                          ? fmt::format(" on every {} layer", Ordinal(c.training.recompute_every))
                          : "",

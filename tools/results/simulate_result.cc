@@ -58,6 +58,17 @@ OrderedJson PlanJson(const SimulationConfig& c) {
   // Only where the policy skips layers (training.recompute_every), so results of configs
   // without it keep their keys.
   if (c.training.recompute_every > 1) plan["recompute_every"] = c.training.recompute_every;
+  // Megatron-Core's modules "selective" re-runs, where not the core attention alone.
+  if (c.training.recompute == models::Recompute::kSelective &&
+      c.training.recompute_modules != models::kRecomputeCoreAttn) {
+    OrderedJson modules = OrderedJson::array();
+    for (size_t bit = 0; bit < models::RecomputeModuleNames().size(); ++bit) {
+      if ((c.training.recompute_modules & (1U << bit)) != 0) {
+        modules.push_back(models::RecomputeModuleNames()[bit]);
+      }
+    }
+    plan["recompute_modules"] = std::move(modules);
+  }
   // Likewise only for PyTorch (training.framework), with the parameters' dtype it defaults.
   if (c.training.framework != models::Framework::kMegatron) {
     plan["framework"] = models::FrameworkName(c.training.framework);

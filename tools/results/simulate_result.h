@@ -21,7 +21,8 @@ namespace dtsim::results {
 // (DeepSpeed's release), "input.calibration" (its source and the constants it set) and
 // "error_band" (the calibration's error over its measured runs on this GPU and framework) where
 // they apply; 1.6 "param_precision" "fp8" (FP8 parameters), "grad_precision",
-// "master_precision" and "moment_precision" in the plan where they are not the defaults.
+// "master_precision", "moment_precision" and "recompute_modules" in the plan where they are not
+// the defaults.
 inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 6,
                                                   "not a simulation result"};
 
