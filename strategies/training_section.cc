@@ -169,7 +169,7 @@ Status ReadTraining(const Json& value, TrainingConfig& training) {
       training.framework == models::Framework::kPyTorch ? DType::kFp32 : training.dtype;
   DTSIM_RETURN_IF_ERROR(ReadParamPrecision(reader, training));
   // DeepSpeed's ZeRO reduces gradients in the parameters' dtype (communication_data_type).
-  if (training.framework == models::Framework::kDeepSpeed) training.grad_dtype = training.dtype;
+  training.grad_dtype = DefaultGradDtype(training);
   DTSIM_RETURN_IF_ERROR(ReadDType(reader, "grad_precision", training.grad_dtype));
   DTSIM_RETURN_IF_ERROR(ReadFrameworkVersion(reader, training));
   DTSIM_RETURN_IF_ERROR(
@@ -191,6 +191,10 @@ Status ReadTraining(const Json& value, TrainingConfig& training) {
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("flash_attention", training.flash_attention));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("dropout", training.dropout));
   return reader.Finish();
+}
+
+DType DefaultGradDtype(const TrainingConfig& training) {
+  return training.framework == models::Framework::kDeepSpeed ? training.dtype : DType::kFp32;
 }
 
 }  // namespace dtsim::strategies

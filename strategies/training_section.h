@@ -14,4 +14,8 @@ namespace dtsim::strategies {
 // defaults where the section is silent; errors name the JSON path and the value.
 Status ReadTraining(const Json& value, TrainingConfig& training);
 
+// The gradients' dtype `training`'s framework defaults to: the activations' under DeepSpeed
+// (its communication_data_type), else fp32 (Megatron's main gradients).
+DType DefaultGradDtype(const TrainingConfig& training);
+
 }  // namespace dtsim::strategies

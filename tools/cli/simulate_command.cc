@@ -7,6 +7,7 @@
 
 #include "sim/base/quantity.h"
 #include "strategies/simulate.h"
+#include "strategies/training_section.h"
 #include "tools/cli/command_line.h"
 #include "tools/results/op_list.h"
 #include "tools/results/result_file.h"
@@ -111,9 +112,7 @@ std::string RecomputeText(const strategies::TrainingConfig& training) {
 // ", bf16 optimizer moments and master copy" (FP8 parameters are said with the recipe).
 std::string PrecisionNote(const strategies::TrainingConfig& training) {
   std::string note;
-  const DType default_grad =
-      training.framework == models::Framework::kDeepSpeed ? training.dtype : DType::kFp32;
-  if (training.grad_dtype != default_grad) {
+  if (training.grad_dtype != strategies::DefaultGradDtype(training)) {
     note += fmt::format(", {} gradients", DTypeName(training.grad_dtype));
   }
   const models::OptimizerState& state = training.optimizer_state;

@@ -5,6 +5,7 @@
 
 #include <array>
 
+#include "strategies/training_section.h"
 #include "tools/results/result_file.h"
 #include "tools/results/run_result.h"
 
@@ -77,11 +78,8 @@ OrderedJson PlanJson(const SimulationConfig& c) {
     plan["param_precision"] =
         c.training.fp8_params ? std::string("fp8") : std::string(DTypeName(c.training.param_dtype));
   }
-  // The gradients' and the optimizer state's dtypes, where not the defaults (fp32; DeepSpeed's
-  // gradients: the activations').
-  const DType default_grad =
-      c.training.framework == models::Framework::kDeepSpeed ? c.training.dtype : DType::kFp32;
-  if (c.training.grad_dtype != default_grad) {
+  // The gradients' and the optimizer state's dtypes, where not the defaults.
+  if (c.training.grad_dtype != strategies::DefaultGradDtype(c.training)) {
     plan["grad_precision"] = DTypeName(c.training.grad_dtype);
   }
   if (c.training.optimizer_state.master != DType::kFp32) {
