@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cmath>
 #include <filesystem>
 #include <initializer_list>
 #include <optional>
@@ -54,6 +55,17 @@ const std::array<Preset, 10>& Presets() {
   // NIC efficiency; and one NIC per GPU of `rate` into a non-blocking fat-tree.
   static const InterNodeSpec kCx7Rails{
       InterTopology::kRailOptimized, 8, Rate("400 Gbps"), Time("5 us"), 1.0, 32, {}, 0.97};
+  // DGX-1's hybrid cube-mesh (DGX-1 with Tesla V100 System Architecture white paper;
+  // nvidia-smi topo -m on a DGX-1V): two fully connected quads, 0–3 and 4–7, joined GPU g to
+  // g + 4; 8 of the 16 joined pairs bonded by two NVLinks; six links per GPU.
+  static const std::vector<int> kDgx1Nvlinks = {0, 1, 1, 2, 2, 0, 0, 0,  //
+                                                1, 0, 2, 1, 0, 2, 0, 0,  //
+                                                1, 2, 0, 2, 0, 0, 1, 0,  //
+                                                2, 1, 2, 0, 0, 0, 0, 1,  //
+                                                2, 0, 0, 0, 0, 1, 1, 2,  //
+                                                0, 2, 0, 0, 1, 0, 2, 1,  //
+                                                0, 0, 1, 0, 1, 2, 0, 2,  //
+                                                0, 0, 0, 1, 2, 1, 2, 0};
   const auto fat_tree = [](int nics, std::string_view rate) {
     return InterNodeSpec{InterTopology::kFatTree, nics, Rate(rate), Time("5 us"), 1.0, 0, {}, 0.97};
   };
@@ -87,7 +99,7 @@ const std::array<Preset, 10>& Presets() {
       {"gcp-a3-mega", 8, kNvlink4, fat_tree(8, "200 Gbps"), kNcclBaseLatency},
       {"dgx1-v100",
        8,
-       {IntraTopology::kMesh, Rate("150 GB/s"), 6, Time("3 us"), 1.0},
+       {IntraTopology::kMesh, Rate("150 GB/s"), 6, Time("3 us"), 0.89, {}, kDgx1Nvlinks},
        {InterTopology::kFatTree, 4, Rate("100 Gbps"), Time("5 us"), 1.0, 16, {}, 1.0},
        kNcclBaseLatency},
       {"ethernet-25g",
@@ -203,6 +215,97 @@ Status ReadNvls(JsonObjectReader& parent, NvlsSpec& nvls) {
   return reader.Finish();
 }
 
+// "nvlinks": a square array of link counts between a mesh's GPUs (checked against the node
+// by CheckMesh once gpus_per_node is known).
+Status ReadNvlinks(JsonObjectReader& reader, IntraNodeSpec& intra) {
+  const Json* value = reader.Find("nvlinks");
+  if (value == nullptr) return Status::Ok();
+  const std::string path = JsonChildPath(reader.path(), "nvlinks");
+  if (!value->is_array() || value->empty() || value->size() > kMaxMeshGpus) {
+    return Error(fmt::format("expected an array of 2 to {} rows of NVLink counts, one per GPU",
+                             kMaxMeshGpus),
+                 path, JsonValueForError(*value));
+  }
+  const size_t gpus = value->size();
+  intra.mesh_links.assign(gpus * gpus, 0);
+  for (size_t i = 0; i < gpus; ++i) {
+    const Json& row = (*value)[i];
+    const std::string row_path = JsonIndexPath(path, i);
+    if (!row.is_array() || row.size() != gpus) {
+      return Error(fmt::format("expected a row of {} NVLink counts", gpus), row_path,
+                   JsonValueForError(row));
+    }
+    for (size_t j = 0; j < gpus; ++j) {
+      DTSIM_ASSIGN_OR_RETURN(const int64_t count,
+                             JsonToInt(row[j], JsonIndexPath(row_path, j), 0, 64));
+      intra.mesh_links[i * gpus + j] = static_cast<int>(count);
+    }
+  }
+  return Status::Ok();
+}
+
+// The map of a mesh's first `gpus` GPUs.
+std::vector<int> LeadingMesh(const std::vector<int>& links, size_t from, size_t gpus) {
+  std::vector<int> out;
+  for (size_t i = 0; i < gpus; ++i) {
+    out.insert(out.end(), links.begin() + static_cast<std::ptrdiff_t>(i * from),
+               links.begin() + static_cast<std::ptrdiff_t>(i * from + gpus));
+  }
+  return out;
+}
+
+// A mesh's NVLink map against its node: one row per GPU, symmetric, none to itself, no GPU
+// with more links than `links`; then every subset's rings. A preset's map (`given` false) on
+// a node of fewer GPUs keeps the links among its first gpus_per_node GPUs.
+Status CheckMesh(ClusterSpec& cluster, const std::string& path, bool given) {
+  IntraNodeSpec& intra = cluster.intra;
+  const std::string where = JsonChildPath(JsonChildPath(path, "intra_node"), "nvlinks");
+  if (intra.mesh_links.empty()) {
+    intra.mesh_rings.reset();
+    return Status::Ok();
+  }
+  if (intra.topology != IntraTopology::kMesh) {
+    return Error(fmt::format("NVLink counts describe a mesh, not a {}; set \"topology\": "
+                             "\"mesh\" or remove them",
+                             IntraTopologyName(intra.topology)),
+                 where);
+  }
+  auto gpus = static_cast<size_t>(std::lround(std::sqrt(intra.mesh_links.size())));
+  const auto per_node = static_cast<size_t>(cluster.gpus_per_node);
+  if (!given && per_node < gpus) {
+    intra.mesh_links = LeadingMesh(intra.mesh_links, gpus, per_node);
+    gpus = per_node;
+  }
+  if (gpus != per_node) {
+    return Error(
+        fmt::format("the NVLink map has {} GPUs but a node has {} (gpus_per_node); "
+                    "give a {} × {} intra_node.nvlinks",
+                    gpus, cluster.gpus_per_node, cluster.gpus_per_node, cluster.gpus_per_node),
+        where);
+  }
+  const auto at = [&](size_t i, size_t j) { return intra.mesh_links[i * gpus + j]; };
+  for (size_t i = 0; i < gpus; ++i) {
+    int total = 0;
+    for (size_t j = 0; j < gpus; ++j) {
+      const std::string cell = JsonIndexPath(JsonIndexPath(where, i), j);
+      if (i == j && at(i, j) != 0) return Error("a GPU has no NVLink to itself", cell);
+      if (at(i, j) != at(j, i)) {
+        return Error(fmt::format("NVLinks join two GPUs both ways: [{}][{}] is {}, [{}][{}] {}", i,
+                                 j, at(i, j), j, i, at(j, i)),
+                     cell);
+      }
+      total += at(i, j);
+    }
+    if (total > intra.links) {
+      return Error(
+          fmt::format("GPU {} has {} NVLinks but intra_node.links is {}", i, total, intra.links),
+          JsonIndexPath(where, i));
+    }
+  }
+  intra.mesh_rings = BuildMeshRingTable(intra.mesh_links, static_cast<int>(gpus));
+  return Status::Ok();
+}
+
 Status ReadIntra(const Json& value, const std::string& path, bool preset, IntraNodeSpec& intra) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, path));
   DTSIM_RETURN_IF_ERROR(RequireUnlessPreset(reader, preset, {"topology", "bandwidth", "latency"}));
@@ -212,6 +315,7 @@ Status ReadIntra(const Json& value, const std::string& path, bool preset, IntraN
   DTSIM_RETURN_IF_ERROR(ReadDuration(reader, intra.latency));
   DTSIM_RETURN_IF_ERROR(ReadFraction(reader, "efficiency", 0, 1, false, intra.efficiency));
   DTSIM_RETURN_IF_ERROR(ReadNvls(reader, intra.nvls));
+  DTSIM_RETURN_IF_ERROR(ReadNvlinks(reader, intra));
   if (intra.nvls.enabled && intra.topology != IntraTopology::kSwitch) {
     return Error(fmt::format("NVLink SHARP needs an NVSwitch (topology \"switch\"), not a {}; "
                              "set \"nvls\": false",
@@ -387,6 +491,7 @@ Expected<ClusterSpec> ClusterPreset(std::string_view name, int nodes) {
                         .intra = preset.intra,
                         .inter = preset.inter,
                         .collective_latency = preset.collective_latency};
+    DTSIM_RETURN_IF_ERROR(CheckMesh(cluster, "", false));
     return cluster;
   }
   return Error(
@@ -436,6 +541,8 @@ Expected<ClusterSpec> ClusterFromJson(const Json& value, const std::string& path
   }
   DTSIM_RETURN_IF_ERROR(reader.Finish());
   DTSIM_RETURN_IF_ERROR(CheckConsistent(cluster, path));
+  DTSIM_RETURN_IF_ERROR(CheckMesh(
+      cluster, path, intra != nullptr && intra->is_object() && intra->contains("nvlinks")));
   return cluster;
 }
 

@@ -2,11 +2,13 @@
 // inter-node fabric, read strictly from JSON with quantities in units, or from a preset.
 #pragma once
 
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "network/mesh_rings.h"
 #include "sim/base/json_reader.h"
 #include "sim/base/status.h"
 #include "sim/base/time.h"
@@ -48,6 +50,12 @@ struct IntraNodeSpec {
   DurationNs latency;
   double efficiency = 1.0;  // fraction of `bandwidth` collectives achieve (0, 1]
   NvlsSpec nvls;
+  // A mesh's NVLinks (`nvlinks`): the links between local GPUs i and j at
+  // [i · gpus_per_node + j], symmetric; each link moves bandwidth / links. Empty: the mesh is
+  // priced as a switch. Set, a collective on some of a node's GPUs moves at the rate of the
+  // rings their links hold (mesh_rings.h; IntraGroupRate in collective_algorithms.h).
+  std::vector<int> mesh_links;
+  std::shared_ptr<const MeshRingTable> mesh_rings;  // every subset's rings (PrepareMesh)
 };
 
 struct InterNodeSpec {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "network/nccl_p2p.h"
+#include "sim/base/check.h"
 #include "sim/base/strings.h"
 
 namespace dtsim::network {
@@ -33,8 +34,7 @@ Rates RatesFor(const CollectiveRequest& request) {
   const GroupShape& shape = request.shape;
   const double nics = std::min(shape.per_node, cluster.inter.nics_per_node);
   const double spine = shape.crosses_spine ? cluster.inter.oversubscription : 1.0;
-  Rates rates{.intra_bytes_per_second =
-                  cluster.intra.bandwidth.bytes_per_second() * cluster.intra.efficiency,
+  Rates rates{.intra_bytes_per_second = IntraGroupRate(cluster, request.ranks),
               .node_bytes_per_second = nics * cluster.inter.nic_bandwidth.bytes_per_second() *
                                        cluster.inter.efficiency / spine,
               .alpha_intra = cluster.intra.latency,
@@ -424,7 +424,38 @@ int ChannelsOf(const CollectiveRequest& request) {
 }  // namespace
 
 double P2pRate(const CollectiveRequest& request, bool same_node) {
-  return HopPlan(request, same_node).bytes_per_second;
+  const double rate = HopPlan(request, same_node).bytes_per_second;
+  return same_node ? std::min(rate, IntraGroupRate(*request.cluster, request.ranks)) : rate;
+}
+
+double IntraGroupRate(const ClusterSpec& cluster, std::span<const int32_t> ranks) {
+  const IntraNodeSpec& intra = cluster.intra;
+  const double gpu = intra.bandwidth.bytes_per_second() * intra.efficiency;
+  if (intra.mesh_links.empty() || ranks.size() < 2) return gpu;
+  DTSIM_CHECK(
+      intra.mesh_rings != nullptr && intra.mesh_rings->size() == size_t{1} << cluster.gpus_per_node,
+      "a mesh's rings are built for its node (network::CheckMesh)");
+  const double link = gpu / std::max(intra.links, 1);
+  // Members per node, node by node in the group's order (groups list a node's ranks together;
+  // one that returns to a node prices each visit's members on their own).
+  double slowest = gpu;
+  uint32_t members = 0;
+  int node = cluster.NodeOf(ranks.front());
+  const auto close = [&] {
+    if (std::popcount(members) < 2) return;
+    const MeshRings& rings = (*intra.mesh_rings)[members];
+    slowest = std::min(slowest, rings.host ? kMeshHostRate : rings.rings * link);
+  };
+  for (const int32_t rank : ranks) {
+    if (cluster.NodeOf(rank) != node) {
+      close();
+      members = 0;
+      node = cluster.NodeOf(rank);
+    }
+    members |= 1U << (rank % cluster.gpus_per_node);
+  }
+  close();
+  return slowest;
 }
 
 Status NeedsNvls(const CollectiveRequest& request) {
@@ -602,6 +633,44 @@ std::string AlgorithmChoice::Label() const {
   return fmt::format("{} on {} channel{}", algorithm->name, channels, channels == 1 ? "" : "s");
 }
 
+namespace {
+
+// NCCL's tree correction for the Simple protocol (src/graph/tuning.cc treeCorrectionFactor):
+// the share of its modelled bandwidth a tree reaches at 64 B · 2^i, i < 22 (to 128 MiB).
+constexpr std::array<double, 22> kTreeCorrection = {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6,
+                                                    .5, .5, .5, .5, .5, .5, .6, .6, .7, .8, .9};
+
+// Whether NCCL's tuner would run this all-reduce as a tree rather than a ring (src/graph/
+// tuning.cc, the model of NCCL 2.8–2.11, Simple protocol). NCCL chooses by its own estimates,
+// which give both the ring's bus bandwidth B and credit the tree with none of what it saves
+// on the wire (on two nodes a tree sends half the ring's bytes through the NICs): the tree
+// moves S at min(0.9 B, 110 GB/s on up to two nodes, else 80) × 0.5 × the correction above, the
+// ring S at B · p / 2(p − 1) after its latency, which across nodes NCCL counts 1.9 times once
+// S ≥ p/16 · 64 KiB (its "plateau effect"). B is the ring's bus bandwidth as dtsim prices it,
+// the latencies dtsim's (RingHopLatency and TreeLatency follow NCCL's): so dtsim runs the
+// algorithm NCCL would pick and prices it by what it moves.
+bool NcclPrefersTree(const CollectiveRequest& r, DurationNs ring) {
+  const double p = r.shape.ranks;
+  const double size = static_cast<double>(r.size.count());
+  const auto ns = [](DurationNs t) { return static_cast<double>(t.ns()); };
+  const double ring_latency = 2 * (p - 1) * ns(RingHop(r));
+  const double tree_latency = ns(TreeLatency(r.shape.per_node, r.shape.nodes, *r.cluster));
+  const double ring_wire = std::max(ns(ring) - ring_latency, 0.0);
+  if (size <= 0 || ring_wire <= 0) return tree_latency < ring_latency;
+  const double bus = 2 * (p - 1) / p * size / ring_wire;  // bytes per ns
+  const bool multi_node = r.shape.nodes > 1;
+  const double max_tree = r.shape.nodes > 2 ? 80.0 : 110.0;  // GB/s: bytes per ns
+  const auto log_size = static_cast<size_t>(std::max(0.0, std::floor(std::log2(size / 64))));
+  const double correction = log_size < kTreeCorrection.size() ? kTreeCorrection[log_size] : 1.0;
+  const double tree_rate = std::min(0.9 * bus, max_tree) * 0.5 * correction;
+  const double plateau = multi_node && size >= p / 16 * 65536 ? 1.9 : 1.0;
+  const double nccl_ring = ring_latency * plateau + ring_wire;
+  const double nccl_tree = tree_latency + size / tree_rate;
+  return nccl_tree < nccl_ring;
+}
+
+}  // namespace
+
 Expected<AlgorithmChoice> ChooseCollectiveAlgorithm(const CollectiveRequest& request,
                                                     std::string_view forced) {
   // Every algorithm pays the cluster's collective latency once (it does not change the choice).
@@ -615,10 +684,32 @@ Expected<AlgorithmChoice> ChooseCollectiveAlgorithm(const CollectiveRequest& req
   }
   if (request.shape.ranks <= 1) return AlgorithmChoice{nullptr, DurationNs::Zero()};
   AlgorithmChoice best{nullptr, DurationNs::Max()};
+  const CollectiveAlgorithm* ring = nullptr;
+  const CollectiveAlgorithm* tree = nullptr;
+  DurationNs ring_time;
+  DurationNs tree_time;
   for (const CollectiveAlgorithm& algorithm : kAlgorithms) {
     if (algorithm.kind != request.kind || !algorithm.default_candidate) continue;
     const Expected<DurationNs> time = algorithm.cost(request);
-    if (time.ok() && *time < best.time) best = {&algorithm, *time};
+    if (!time.ok()) continue;
+    // All-reduce: of ring and tree, the one NCCL's tuner picks competes with the others.
+    if (request.kind == CommKind::kAllReduce && algorithm.name == "ring") {
+      ring = &algorithm;
+      ring_time = *time;
+      continue;
+    }
+    if (request.kind == CommKind::kAllReduce && algorithm.name == "tree") {
+      tree = &algorithm;
+      tree_time = *time;
+      continue;
+    }
+    if (*time < best.time) best = {&algorithm, *time};
+  }
+  if (ring != nullptr || tree != nullptr) {
+    const bool use_tree =
+        tree != nullptr && (ring == nullptr || NcclPrefersTree(request, ring_time));
+    const AlgorithmChoice picked{use_tree ? tree : ring, use_tree ? tree_time : ring_time};
+    if (best.algorithm == nullptr || picked.time < best.time) best = picked;
   }
   DTSIM_CHECK(best.algorithm != nullptr, "every collective kind has a default algorithm");
   best.time += launch;

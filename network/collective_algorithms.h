@@ -80,6 +80,13 @@ double NvlsChunk(const NvlsSpec& nvls, int ranks, double size);
 // H100s 0.921 at 64 KiB, 0.795 at 32 KiB). Both models use it.
 double NvlsRate(const ClusterSpec& cluster, int ranks, double size);
 
+// What one GPU of the group moves to its node peers, per direction: the intra-node bandwidth ×
+// efficiency, or on an NVLink mesh with a link map the rings its members' links hold (on the
+// node where they hold fewest: a ring is as fast as its slowest node), each one link's
+// bandwidth × efficiency (mesh_rings.h: on a DGX-1, 1 ring on GPUs 0–1, 2 on 0–2, 4 on 0–3,
+// 6 on all 8). Both models use it for every transfer between GPUs of one node.
+double IntraGroupRate(const ClusterSpec& cluster, std::span<const int32_t> ranks);
+
 // The rate of one point-to-point transfer of the request's size between two GPUs on one node
 // (`same_node`) or on two: what NCCL's channels for the pair move in the request's
 // communicator, or in its group when none is given (nccl_p2p.h). A send/recv and each hop of

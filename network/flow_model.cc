@@ -22,6 +22,24 @@ constexpr uint64_t Payload(FlowEvent kind, uint32_t run = 0) {
   return (uint64_t{static_cast<uint8_t>(kind)} << kKindShift) | run;
 }
 
+// On an NVLink mesh with a link map, a transfer between GPUs of one node moves at most the
+// rate of the rings the group's members' links hold (IntraGroupRate), as the analytical model
+// prices it; the GPUs' ports still bound what concurrent communications share.
+void CapMeshTransfers(FlowProgram& program, std::span<const int32_t> ranks,
+                      const ClusterSpec& cluster) {
+  if (cluster.intra.mesh_links.empty()) return;
+  const double cap = IntraGroupRate(cluster, ranks);
+  for (FlowStep& step : program) {
+    for (Transfer& transfer : step.transfers) {
+      if (cluster.IsServer(transfer.from) || cluster.IsServer(transfer.to) ||
+          cluster.NodeOf(transfer.from) != cluster.NodeOf(transfer.to)) {
+        continue;
+      }
+      transfer.max_rate = transfer.max_rate > 0 ? std::min(transfer.max_rate, cap) : cap;
+    }
+  }
+}
+
 }  // namespace
 
 // The algorithm for one communication and its flow program: the forced algorithm, or the
@@ -46,6 +64,7 @@ Expected<FlowModel::Planned> FlowModel::Plan(const graph::TaskGraph& graph,
                                                                       .ranks = ranks,
                                                                       .root = comm.root,
                                                                       .cluster = &cluster_}));
+  CapMeshTransfers(*planned.program, ranks, cluster_);
   planned.links->links.resize(planned.program->size());
   planned.links->routed.assign(planned.program->size(), false);
   return planned;

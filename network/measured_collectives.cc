@@ -102,10 +102,10 @@ Expected<PredictedCollective> PredictMeasuredCollective(const MeasuredCollective
     return Error(fmt::format("no cluster preset stands for the system \"{}\"", point.system));
   }
   DTSIM_ASSIGN_OR_RETURN(ClusterSpec cluster, ClusterPreset(point.preset, point.nodes));
-  cluster.gpus_per_node = point.gpus / point.nodes;
+  cluster.gpus_per_node = point.node_gpus > 0 ? point.node_gpus : point.gpus / point.nodes;
   // A node whose job uses fewer GPUs than it has NICs reaches the network through theirs (one
   // NIC per GPU on these rail-optimized nodes).
-  cluster.inter.nics_per_node = std::min(cluster.inter.nics_per_node, cluster.gpus_per_node);
+  cluster.inter.nics_per_node = std::min(cluster.inter.nics_per_node, point.gpus / point.nodes);
   std::vector<int32_t> ranks(static_cast<size_t>(point.gpus));
   std::iota(ranks.begin(), ranks.end(), 0);
   int64_t size = point.size;

@@ -8,7 +8,8 @@
 // input (for all-gather, its contribution: S/n). Send/recv is nccl-tests' ring shift: every GPU
 // sends S to the next, priced as the one send from the last GPU of the first node to the next
 // (across nodes when there are several). A node of which the run used fewer GPUs than it has
-// NICs is given one NIC per GPU used.
+// NICs is given one NIC per GPU used; one that ran on some GPUs of a node (`node_gpus`) keeps
+// the node's GPU count, so an NVLink mesh prices those GPUs' links.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,9 @@ struct MeasuredCollective {
   graph::CommKind kind = graph::CommKind::kAllReduce;
   int gpus = 0;
   int nodes = 0;
+  // The GPUs of a node when the run used only some of one (vTrain's curves: the first `gpus` of
+  // an 8-GPU node, whose NVLink mesh then carries fewer rings); 0: the run's GPUs per node.
+  int node_gpus = 0;
   int64_t size = 0;  // S, nccl-tests' convention
   DurationNs time;   // measured (S / algbw for a record published as bandwidth only)
 };
@@ -39,6 +43,12 @@ struct MeasuredCollectives {
 
 // Reads the file; errors name the file, the record and the field.
 Expected<MeasuredCollectives> ReadMeasuredCollectives(const std::string& path);
+
+// vTrain's dense all-reduce curves (../shared/network/vtrain-allreduce: `a100/` and `v100/`,
+// all_reduce_{2..8}gpu.csv, nccl-tests rows from 1 MiB to 1 GiB): the out-of-place time at
+// every power-of-two size, 1 MiB to 1 GiB, on the first 2–8 GPUs of an 8-GPU dgx-a100 or
+// dgx1-v100 node. Errors name the file and line.
+Expected<MeasuredCollectives> ReadVtrainAllReduce(const std::string& dir);
 
 // The analytical model's time for a measured point on its preset with its node layout (the
 // default algorithm choice), and the algorithm chosen.

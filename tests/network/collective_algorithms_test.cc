@@ -137,7 +137,8 @@ TEST(AllReduceTest, NvlsReducesInTheSwitch) {
     return ChooseCollectiveAlgorithm(request, "")->algorithm->name;
   };
   EXPECT_EQ(chosen(Ranks(0, 4)), "nvls");
-  EXPECT_EQ(chosen(Ranks(0, 8)), "tree");  // two nodes: NVLS does not apply
+  // Two nodes: NVLS does not apply, and NCCL's tuner runs a ring at 1e8 B (DefaultChoice…).
+  EXPECT_EQ(chosen(Ranks(0, 8)), "ring");
   cluster.intra.nvls.efficiency = 0.5;
   EXPECT_EQ(Cost(CommKind::kAllReduce, "nvls", Ranks(0, 4), kS, cluster), Microseconds(2503));
   EXPECT_EQ(chosen(Ranks(0, 4)), "ring");
@@ -199,10 +200,18 @@ TEST(AllReduceTest, HierarchicalNeedsEvenPlacement) {
 }
 
 TEST(AllReduceTest, DefaultChoiceFollowsSizeAndPlacement) {
-  // 16 ranks on 4 nodes, 1 kB: ring 97.5 us + 75 ns, tree 46 us + 60 ns: the tree wins on
-  // latency; at 1e8 B too (ring 7.5975 ms, tree 6.046 ms: on 4 nodes a tree node sends 1.5S).
+  // As NCCL's tuner picks (NcclPrefersTree): the ring's bus bandwidth B from its wire time, the
+  // tree at min(0.9 B, 80 GB/s above two nodes) · 0.5 · NCCL's correction for the size, the
+  // ring's latency counted 1.9 times across nodes from p/16 · 64 KiB. 16 ranks on 4 nodes:
+  // ring latency 30 hops of (12 · 1 + 4 · 10)/16 = 3.25 us = 97.5 us; B = 25 GB/s (two NICs).
+  // 1 kB: ring 97.5 us + 75 ns against tree 46 us + 1000 / (22.5 · 0.5 · 0.9 GB/s) = 46.1 us:
+  // the tree. 1 MB: ring 185.25 + 75 = 260.3 us, tree 46 + 1e6 / (11.25 · 0.5 GB/s) = 223.8 us:
+  // the tree. 1e8 B: ring 185.25 us + 7.5 ms = 7.685 ms, tree 46 us + 1e8 / (11.25 · 0.8 GB/s)
+  // = 11.157 ms: the ring — though on 4 nodes a tree node sends only 1.5S where a ring's sends
+  // 1.875S (the tree would take 6.046 ms); NCCL's model does not credit that.
   EXPECT_EQ(Chosen(CommKind::kAllReduce, Ranks(0, 16), 1000), "tree");
-  EXPECT_EQ(Chosen(CommKind::kAllReduce, Ranks(0, 16), kS), "tree");
+  EXPECT_EQ(Chosen(CommKind::kAllReduce, Ranks(0, 16), 1'000'000), "tree");
+  EXPECT_EQ(Chosen(CommKind::kAllReduce, Ranks(0, 16), kS), "ring");
   // One node, 1e8 B: ring 1.506 ms, tree 2 · 3 · 1 us + 2e8/1e11 s = 2.006 ms.
   EXPECT_EQ(Chosen(CommKind::kAllReduce, Ranks(0, 4), kS), "ring");
 }

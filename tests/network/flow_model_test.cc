@@ -68,6 +68,22 @@ double Ratio(TimeNs flow, TimeNs analytical) {
   return static_cast<double>(flow.ns()) / static_cast<double>(analytical.ns());
 }
 
+// On a DGX-1's NVLink mesh both models move a group's all-reduce at the rings its GPUs' links
+// hold (MeshRingsTest derives the analytical times): the flow model caps each on-node transfer
+// at that rate, so isolated they agree.
+TEST(FlowModelMeshTest, BothModelsPriceTheRingsOfTheGroupsGpus) {
+  const ClusterSpec cluster = *ClusterPreset("dgx1-v100");
+  for (int gpus : {2, 4, 5, 8}) {
+    const Collective all_reduce{CommKind::kAllReduce, Ranks(0, gpus), kS, "ring"};
+    const TimeNs analytical = Makespan<AnalyticalModel>({all_reduce}, cluster);
+    const TimeNs flow = Makespan<FlowModel>({all_reduce}, cluster);
+    EXPECT_NEAR(Ratio(flow, analytical), 1.0, 0.01)
+        << gpus << " GPUs: flow " << flow.ns() << " ns, analytical " << analytical.ns() << " ns";
+  }
+  EXPECT_EQ(Makespan<AnalyticalModel>({{CommKind::kAllReduce, Ranks(0, 2), kS, "ring"}}, cluster),
+            TimeNs(4'508'783));
+}
+
 class AgreementTest : public testing::TestWithParam<Collective> {};
 
 // Where nothing contends the flow model moves the analytical model's volumes at the same

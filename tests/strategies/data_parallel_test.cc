@@ -117,10 +117,10 @@ TEST(DataParallelTest, ParameterServersCarryTheAllReduces) {
 }
 
 TEST(DataParallelTest, DedicatedParameterServersBeatTheRingOnEthernet) {
-  // The 51 MB fp16 reduction over 4 nodes' 25 Gb/s NICs: a ring moves 2 · 3/4 of it through
-  // each NIC each way, 4 dedicated servers as fast as a worker NIC about 1× (BytePS's case),
-  // and 4 colocated servers 2 · 3/4 again — so dedicated servers shrink the exposed
-  // reduction, colocated ones leave it about where the ring has it.
+  // The 51 MB fp16 reduction over 4 nodes' 25 Gb/s NICs: NCCL's ring (its tuner's choice at
+  // these sizes) moves 2 · 31/32 of it through each NIC each way, 4 dedicated servers as fast
+  // as a worker NIC about 1× (BytePS's case), and 4 colocated servers 2 · 3/4 — so dedicated
+  // servers shrink the exposed reduction most, colocated ones somewhat.
   Json ring = ResNetWithServers(4, "dedicated");
   ring["parallelism"].erase("gradient_sync");
   const SimulationResult all_reduce = SimulateJson(ring);
@@ -129,9 +129,8 @@ TEST(DataParallelTest, DedicatedParameterServersBeatTheRingOnEthernet) {
   const double ring_exposed = all_reduce.stages.front().data_exposed.ToSecondsDouble();
   EXPECT_LT(dedicated.stages.front().data_exposed.ToSecondsDouble(), 0.8 * ring_exposed);
   EXPECT_LT(dedicated.iteration_time, all_reduce.iteration_time);
-  EXPECT_NEAR(
-      colocated.iteration_time.ToSecondsDouble() / all_reduce.iteration_time.ToSecondsDouble(), 1.0,
-      0.05);
+  EXPECT_LT(dedicated.iteration_time, colocated.iteration_time);
+  EXPECT_LT(colocated.iteration_time, all_reduce.iteration_time);
 }
 
 TEST(DataParallelTest, ParameterServersSymmetricRanksAgreeWithFullRanks) {

@@ -10,6 +10,8 @@
 //         issue 25's yardstick): the model's time for every measured point, scored per curve,
 //         per size band, per collective (--points: each point's line; --csv: every point with
 //         both bus bandwidths, for tools/bench/plot_measured.py's plot per curve);
+//       - vTrain's all-reduce curves (a directory, ../shared/network/vtrain-allreduce: 2–8 GPUs
+//         of an A100 and a V100 node, 1 MiB to 1 GiB), scored the same way;
 //       - published curves (an object, the default tests/data/network/published_busbw.json):
 //         the model's bus bandwidth next to every published figure, then on every preset from
 //         1 MiB to 4 GiB
@@ -20,6 +22,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -245,7 +248,9 @@ double BusFactor(graph::CommKind kind, int gpus) {
 // `csv`, when given, receives every point with both times and bus bandwidths, for
 // tools/bench/plot_measured.py.
 bool ScoreMeasured(const std::string& path, bool every_point, const std::string& csv) {
-  const Expected<network::MeasuredCollectives> measured = network::ReadMeasuredCollectives(path);
+  const Expected<network::MeasuredCollectives> measured =
+      std::filesystem::is_directory(path) ? network::ReadVtrainAllReduce(path)
+                                          : network::ReadMeasuredCollectives(path);
   if (!measured.ok()) {
     std::fprintf(stderr, "%s\n", measured.error().ToString().c_str());
     return false;
@@ -333,7 +338,8 @@ int Busbw(int argc, char** argv, const char* usage) {
       return 2;
     }
   }
-  if (HoldsMeasuredCollectives(file)) return ScoreMeasured(file, every_point, csv) ? 0 : 1;
+  if (std::filesystem::is_directory(file) || HoldsMeasuredCollectives(file))
+    return ScoreMeasured(file, every_point, csv) ? 0 : 1;
   if (every_point || !csv.empty()) {
     std::fprintf(stderr,
                  "--points and --csv score measured collectives; %s holds published curves\n",
@@ -352,7 +358,8 @@ int main(int argc, char** argv) {
       "1 GiB)\n"
       "       %s --busbw [FILE] [--points] [--csv OUT]\n"
       "           the model against FILE's bus bandwidths. Measured NCCL collectives (a JSON array,"
-      " ../shared/network/measured-collectives.json): every point's time, scored per curve, size "
+      " ../shared/network/measured-collectives.json) or vTrain's curves (a directory, "
+      "../shared/network/vtrain-allreduce): every point's time, scored per curve, size "
       "band and collective (--points: each point's line too; --csv: every point with both bus "
       "bandwidths, for tools/bench/plot_measured.py). Published curves (an object; default "
       "tests/data/network/published_busbw.json): every published figure, then every preset\n";

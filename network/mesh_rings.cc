@@ -1,0 +1,167 @@
+#include "network/mesh_rings.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <utility>
+
+#include "sim/base/check.h"
+
+namespace dtsim::network {
+namespace {
+
+// Search steps (cycles tried and packings tried) before the best found so far is kept.
+constexpr int64_t kSearchBudget = 2'000'000;
+// Cycles enumerated at most per subset (8 fully connected GPUs have 5,040 directed ones).
+constexpr size_t kMaxCycles = 100'000;
+
+// A directed ring: its members in order and the arcs it uses (from · gpus + to), an arc twice
+// when two of its hops run over it.
+struct Cycle {
+  std::vector<int> order;
+  std::vector<int> arcs;
+  bool relayed = false;
+};
+
+class RingSearch {
+ public:
+  RingSearch(std::span<const int> links, int gpus, std::vector<int> members)
+      : links_(links), gpus_(gpus), members_(std::move(members)) {}
+
+  // The rings over direct NVLinks (relay false) or also through one intermediate member.
+  MeshRings Pack(bool relay) {
+    relay_ = relay;
+    cycles_.clear();
+    std::vector<int> order = {members_.front()};
+    std::vector<int> arcs;
+    budget_ = kSearchBudget;
+    Enumerate(order, arcs, 1U, false);
+    std::vector<int> capacity(links_.begin(), links_.end());
+    best_ = 0;
+    best_set_.clear();
+    chosen_.clear();
+    budget_ = kSearchBudget;
+    Choose(0, capacity);
+    MeshRings out;
+    out.rings = best_;
+    for (size_t index : best_set_) {
+      out.orders.push_back(cycles_[index].order);
+      out.relayed = out.relayed || cycles_[index].relayed;
+    }
+    return out;
+  }
+
+ private:
+  int Links(int from, int to) const { return links_[static_cast<size_t>(from * gpus_ + to)]; }
+
+  // Calls `visit(arcs of the hop, relayed)` for each way from `from` to `to`: the direct links,
+  // or (relay only, when there are none) through a member linked to both.
+  template <typename Visit>
+  void Hops(int from, int to, Visit&& visit) const {
+    if (Links(from, to) > 0) {
+      visit({from * gpus_ + to}, false);
+      return;
+    }
+    if (!relay_) return;
+    for (int via : members_) {
+      if (via == from || via == to || Links(from, via) == 0 || Links(via, to) == 0) continue;
+      visit({from * gpus_ + via, via * gpus_ + to}, true);
+    }
+  }
+
+  // Depth-first over the orders that start at the first member.
+  void Enumerate(std::vector<int>& order, std::vector<int>& arcs, uint32_t used, bool relayed) {
+    if (cycles_.size() >= kMaxCycles || --budget_ < 0) return;
+    const int last = order.back();
+    if (order.size() == members_.size()) {
+      Hops(last, order.front(), [&](std::initializer_list<int> hop, bool via) {
+        Cycle cycle{order, arcs, relayed || via};
+        cycle.arcs.insert(cycle.arcs.end(), hop);
+        cycles_.push_back(std::move(cycle));
+      });
+      return;
+    }
+    for (size_t i = 1; i < members_.size(); ++i) {
+      if ((used >> i) & 1U) continue;
+      const int next = members_[i];
+      Hops(last, next, [&](std::initializer_list<int> hop, bool via) {
+        order.push_back(next);
+        arcs.insert(arcs.end(), hop);
+        Enumerate(order, arcs, used | (1U << i), relayed || via);
+        arcs.resize(arcs.size() - hop.size());
+        order.pop_back();
+      });
+    }
+  }
+
+  // Each ring leaves every member once, so no more rings fit than the fewest links a member
+  // has left towards the others.
+  int Bound(const std::vector<int>& capacity) const {
+    int bound = 1 << 30;
+    for (int from : members_) {
+      int out = 0;
+      for (int to : members_) out += capacity[static_cast<size_t>(from * gpus_ + to)];
+      bound = std::min(bound, out);
+    }
+    return bound;
+  }
+
+  // Branch and bound over multisets of cycles (index order, repeats allowed).
+  void Choose(size_t first, std::vector<int>& capacity) {
+    const int count = static_cast<int>(chosen_.size());
+    if (count > best_) {
+      best_ = count;
+      best_set_ = chosen_;
+    }
+    if (--budget_ < 0 || count + Bound(capacity) <= best_) return;
+    for (size_t i = first; i < cycles_.size(); ++i) {
+      const Cycle& cycle = cycles_[i];
+      bool fits = true;
+      for (int arc : cycle.arcs) fits = --capacity[static_cast<size_t>(arc)] >= 0 && fits;
+      if (fits) {
+        chosen_.push_back(i);
+        Choose(i, capacity);
+        chosen_.pop_back();
+      }
+      for (int arc : cycle.arcs) ++capacity[static_cast<size_t>(arc)];
+      if (budget_ < 0) return;
+    }
+  }
+
+  std::span<const int> links_;
+  int gpus_;
+  std::vector<int> members_;
+  bool relay_ = false;
+  std::vector<Cycle> cycles_;
+  std::vector<size_t> chosen_;
+  std::vector<size_t> best_set_;
+  int best_ = 0;
+  int64_t budget_ = 0;
+};
+
+}  // namespace
+
+MeshRings PackMeshRings(std::span<const int> links, int gpus, uint32_t members) {
+  DTSIM_CHECK(gpus >= 1 && gpus <= kMaxMeshGpus, "a mesh has 1 to 8 GPUs");
+  DTSIM_CHECK(links.size() == static_cast<size_t>(gpus * gpus), "a mesh's links are gpus²");
+  std::vector<int> list;
+  for (int g = 0; g < gpus; ++g) {
+    if ((members >> g) & 1U) list.push_back(g);
+  }
+  if (list.size() < 2) return {};
+  RingSearch search(links, gpus, list);
+  MeshRings rings = search.Pack(false);
+  if (rings.rings == 0) rings = search.Pack(true);
+  if (rings.rings == 0) rings = MeshRings{.rings = 1, .host = true, .orders = {list}};
+  return rings;
+}
+
+std::shared_ptr<const MeshRingTable> BuildMeshRingTable(std::span<const int> links, int gpus) {
+  auto table = std::make_shared<MeshRingTable>(size_t{1} << gpus);
+  for (uint32_t members = 0; members < (1U << gpus); ++members) {
+    (*table)[members] = PackMeshRings(links, gpus, members);
+  }
+  return table;
+}
+
+}  // namespace dtsim::network
