@@ -15,10 +15,11 @@ bool Has(std::string_view text, std::string_view word) {
 }
 
 // One recipe's settings: the points it covers (the release in the source's location, a word
-// of the model's name, FP8 only), and what it sets.
+// of the model's name, the framework the point names, FP8 only), and what it sets.
 struct RecipeSetting {
-  std::string_view release;  // in the point's source location, lower case: "nemo 24.07"
-  std::string_view model;    // in the model's name, lower case; empty: every model
+  std::string_view release;    // in the point's source location, lower case: "nemo 24.07"
+  std::string_view model;      // in the model's name, lower case; empty: every model
+  std::string_view framework;  // in the point's parallel.framework, lower case; empty: any
   bool fp8_only = false;
   bool unsharded_only = false;  // not under FSDP ("parallel.fsdp": true)
   bool unstated_recompute_only = false;
@@ -39,7 +40,17 @@ struct RecipeSetting {
 // recipes/qwen/qwen3_30b_a3b.py recomputes every layer in full (granularity full, method
 // uniform, 1 layer), which scripts/performance does not override on H100; run_script.py
 // recomputes DeepSeek-V3's modules mla_up_proj and mlp on H100 (recompute_modules).
+// Megatron-LM at commit 8aa4619f (March 2021, DLPerf's V100 runs): megatron/model/
+// distributed.py's local DDP all-reduces each dtype's gradients coalesced, in that dtype (the
+// parameters': fp16 under --fp16) unless --fp32-allreduce, which defaults off
+// (megatron/arguments.py).
 constexpr std::array kRecipes = {
+    RecipeSetting{.framework = "megatron-lm commit 8aa4619f",
+                  .key = "grad_precision",
+                  .value = R"("fp16")",
+                  .note = "fp16 gradients (Megatron-LM 8aa4619f's megatron/model/distributed.py: "
+                          "the local DDP all-reduces them in the parameters' dtype without "
+                          "--fp32-allreduce)"},
     RecipeSetting{.release = "nemo 24.07",
                   .model = "gpt",
                   .key = "grad_precision",
@@ -114,6 +125,7 @@ bool Covers(const RecipeSetting& recipe, const Json& point, const Json& training
       point.contains("model") && point["model"].is_object() ? point["model"] : empty;
   if (!Has(ToLower(TextField(source, "location")), recipe.release)) return false;
   if (!Has(ToLower(TextField(model, "name")), recipe.model)) return false;
+  if (!Has(ToLower(TextField(parallel, "framework")), recipe.framework)) return false;
   if (recipe.fp8_only && training.value("precision", "") != "fp8") return false;
   if (recipe.unsharded_only && parallel.contains("fsdp") && parallel["fsdp"] == true) return false;
   return !recipe.unstated_recompute_only || TextField(parallel, "recompute").empty();

@@ -266,6 +266,7 @@ TEST(TrainingRunPointTest, EveryCalibrationPointSimulatesOrSaysWhyNot) {
 // keeps its optimizer state in bf16; the Nemotron 8B example sets neither); Megatron-Bridge
 // 25.09's FP8 configs keep FP8 parameters, DeepSeek-V3's recipe bf16 gradients and its H100
 // run recomputes the modules mla_up_proj and mlp, Qwen3-30B-A3B's recipe every layer in full.
+// Megatron-LM at 8aa4619f (DLPerf's V100 runs) all-reduces fp16 gradients.
 TEST(TrainingRunPointTest, AppliesWhatThePublishedRecipesSet) {
   const auto training = [](std::string_view id) {
     const Json point = CalibrationPoint(id);
@@ -296,6 +297,9 @@ TEST(TrainingRunPointTest, AppliesWhatThePublishedRecipesSet) {
   EXPECT_EQ(qwen.config["training"]["recompute"], "full");
   EXPECT_FALSE(qwen.recompute_assumed);
   EXPECT_THAT(qwen.assumed, testing::Contains(HasSubstr("qwen3_30b_a3b.py")));
+  const TrainingRunConfig dlperf = training("dlperf-megatron-DP_16x1x1_32_1536x16");
+  EXPECT_EQ(dlperf.config["training"]["grad_precision"], "fp16");
+  EXPECT_THAT(dlperf.assumed, testing::Contains(HasSubstr("--fp32-allreduce")));
 }
 
 // MegaScale's Megatron-LM baseline (GPT 175B, TP 8, PP 8 interleaved, DP 4 on A100-80GB)
