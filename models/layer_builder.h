@@ -81,6 +81,14 @@ class LayerBuilder {
     pending_.back().back().boundary = backward;
   }
 
+  // Marks the last Linear as column-parallel over a sequence-parallel input saved as its shard:
+  // its dgrad runs beside the all-gather of the `bytes` each rank holds (Op::regather_bytes).
+  void RegatherInput(int64_t bytes) {
+    for (Op& op : pending_.back()) {
+      if (op.weight_gemm == Op::WeightGemm::kDgrad) op.regather_bytes = bytes;
+    }
+  }
+
   // Marks the ops the last Forward, Linear or Stream added (an FP8 linear's casts too), and
   // their backward ops, as an expert's.
   void MarkExpert() {

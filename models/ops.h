@@ -77,6 +77,12 @@ struct Op {
   // dispatch and the last expert GEMM; backward mirrors them). 2D/2.5D grids have neither.
   enum class Boundary : uint8_t { kNone, kTensorReduce, kExpertAllToAll };
   Boundary boundary = Boundary::kNone;
+  // A column-parallel linear's dgrad under sequence parallelism: the bytes each rank gives the
+  // all-gather that re-assembles the layer's input for its weight gradient — the linear saved
+  // only its sequence shard — which runs beside this GEMM; the wgrad waits for it (Megatron-
+  // Core's LinearWithGradAccumulationAndAsyncCommunication.backward, Transformer Engine's
+  // Linear and LayerNormLinear backward). 0: none.
+  int64_t regather_bytes = 0;
   bool expert = false;  // an expert's GEMM or activation: its work follows the routed tokens
   int64_t fp8_weight_elements = 0;  // an FP8 GEMM's forward: the weight elements it quantizes
   // A weight GEMM's or flash attention kernel's forward: the bytes of its outputs (a GEMM's

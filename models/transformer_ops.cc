@@ -82,6 +82,18 @@ Shape MakeShape(const TransformerSpec& spec, const TransformerShard& shard) {
   return x;
 }
 
+// A column-parallel linear after a norm under sequence parallelism saved its input as the
+// rank's sequence shard (T/t tokens); its backward all-gathers it again for the weight
+// gradient, beside the dgrad GEMM: Megatron-Core's LinearWithGradAccumulationAndAsyncCommunication
+// (tensor_parallel/layers.py: the async _all_gather_base before grad_output.matmul(weight)) and
+// Transformer Engine's LayerNormLinear (the backward gather_along_first_dim of ln_out), in the
+// saved copy's dtype (FP8 under FP8).
+void RegatherSequenceShard(LayerBuilder& layer, const Shape& x) {
+  if (x.replicated_tokens == x.tokens) return;  // no sequence parallelism
+  layer.RegatherInput(static_cast<int64_t>(
+      std::ceil(x.input_e() * static_cast<double>(x.replicated_tokens * x.width))));
+}
+
 void NormOp(LayerBuilder& layer, std::string_view name, const Shape& x) {
   const int64_t elements = x.replicated_tokens * x.width;
   // Saves its input (Korthikanti: "two LayerNorm inputs, 2·e·sbh" per layer).
@@ -265,6 +277,7 @@ void Attention(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
       };
       projection.matmul_outputs = {bytes(x.q), bytes(x.kv), bytes(x.v)};
     }
+    RegatherSequenceShard(layer, x);
     layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);  // column-parallel: g in backward
   }
   CoreAttention(layer, x);
@@ -290,6 +303,7 @@ void Mlp(LayerBuilder& layer, const Shape& x, bool swiglu, std::string_view pref
   // SwiGLU's gate and up are two matmuls as PyTorch models write them (w1 and w3, gate_proj and
   // up_proj), gate first.
   if (swiglu) fc1.matmul_outputs = {fc1.output_bytes / 2, fc1.output_bytes / 2};
+  if (!shared) RegatherSequenceShard(layer, x);
   if (reduces) layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
   // GeLU saves its input (e·sbf); SwiGLU reads 2f and writes f, saving both halves.
   const int64_t elements = x.tokens * ffn;

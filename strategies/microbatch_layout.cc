@@ -96,6 +96,8 @@ void MicrobatchLayout::LayOut(const PricedOp& op, LayoutSink& sink) const {
     ContextAttention(op, sink);
   } else if (op.summa != Op::WeightGemm::kNone) {
     sink.Summa(op, SummaSteps(op));
+  } else if (op.regather_bytes > 0 && config_.plan.tensor > 1) {
+    sink.Overlapped(op, {CommKind::kAllGather, Bytes(op.regather_bytes)});
   } else {
     sink.Compute(op);
   }

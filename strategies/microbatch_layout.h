@@ -54,6 +54,9 @@ class LayoutSink {
                     const std::vector<LayoutComm>& trailing) = 0;
   // The expert-parallel all-to-all of the rank's tokens.
   virtual void ExpertAllToAll() = 0;
+  // The op on the compute stream with `comm` (tensor-parallel) beside it from the op's start;
+  // what follows the op waits for both (sequence parallelism's backward re-gather).
+  virtual void Overlapped(const PricedOp& op, const LayoutComm& comm) = 0;
 };
 
 class MicrobatchLayout {

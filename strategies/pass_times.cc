@@ -63,6 +63,11 @@ class PassTimer final : public LayoutSink {
 
   void ExpertAllToAll() override {}  // left out: it depends on the routing, not the layout
 
+  // The next op starts when both the op and the collective beside it have ended.
+  void Overlapped(const PricedOp& op, const LayoutComm& comm) override {
+    *compute_ += std::max(op.duration, CommTime(comm));
+  }
+
  private:
   // One collective over `ranks` as the analytical network model prices it (its cheapest
   // algorithm for the group's placement).

@@ -71,6 +71,33 @@ void PeerGroup::Collective(CommKind kind, Bytes size, std::string_view name) {
   Post(std::vector<graph::CommId>(ranks_.size(), comm), name, kTensorCategory);  // applies waits
 }
 
+void PeerGroup::Overlapped(CommKind kind, Bytes size, std::string_view comm_name,
+                           DurationNs duration, std::string_view name, std::string_view category) {
+  Flush();
+  if (logical_.size() < 2) {
+    Add(duration, name, category);
+    return;
+  }
+  if (duration <= DurationNs::Zero()) {  // nothing to hide it behind
+    Collective(kind, size, comm_name);
+    return;
+  }
+  if (!tensor_groups_) {
+    tensor_groups_ = std::pair{builder_.MakeGroup(ranks_), builder_.MakeGroup(logical_)};
+  }
+  const graph::CommId comm =
+      builder_.AddCollective(kind, size, tensor_groups_->first, tensor_groups_->second);
+  // Not TensorTask: what waits for the gradients waits for the compute after it anyway.
+  std::vector<TaskId> gathered;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    gathered.push_back(builder_.AddCollectiveTask(tensor_[i], comm, comm_name, kTensorCategory));
+    if (last_[i]) builder_.AddDependency(gathered.back(), *last_[i]);
+  }
+  Add(duration, name, category);
+  Flush();
+  waits_ = std::move(gathered);
+}
+
 void PeerGroup::Post(const std::vector<graph::CommId>& comms, std::string_view name,
                      std::string_view category) {
   Flush();

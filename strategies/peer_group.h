@@ -38,6 +38,13 @@ class PeerGroup {
   // stream.
   void Collective(graph::CommKind kind, Bytes size, std::string_view name);
 
+  // A tensor-parallel collective on each peer's "tp" stream beside `duration` of compute on its
+  // compute stream, both starting after the peer's last task; the next task waits for both
+  // (sequence parallelism's backward re-gather beside the dgrad GEMM). Without tensor-parallel
+  // peers, the compute alone.
+  void Overlapped(graph::CommKind kind, Bytes size, std::string_view comm_name, DurationNs duration,
+                  std::string_view name, std::string_view category);
+
   // Each peer's part in a collective made elsewhere: comms[i] for peer i, on the compute stream.
   void Post(const std::vector<graph::CommId>& comms, std::string_view name,
             std::string_view category);

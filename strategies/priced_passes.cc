@@ -44,7 +44,8 @@ class Pricer {
                                          .after = AfterOf(op, grid_),
                                          .pass = op.pass,
                                          .expert = op.expert,
-                                         .attention = op.kind == models::OpKind::kFlashAttention});
+                                         .attention = op.kind == models::OpKind::kFlashAttention,
+                                         .regather_bytes = op.regather_bytes});
       if (grid_) {
         priced.summa = op.weight_gemm;
         priced.activation_block = op.activation_block;

@@ -31,6 +31,9 @@ struct PricedOp {
   // The core attention kernel: under context parallelism a ring of K/V shifts (p2p) or between
   // all-to-alls (a2a).
   bool attention = false;
+  // A column-parallel dgrad under sequence parallelism: what each rank gives the all-gather of
+  // the layer's input that runs beside it (models::Op::regather_bytes); 0: none.
+  int64_t regather_bytes = 0;
   // On a 2D/2.5D grid: a weight GEMM run as SUMMA steps, and its operand blocks (elements).
   models::Op::WeightGemm summa = models::Op::WeightGemm::kNone;
   int64_t activation_block = 0;

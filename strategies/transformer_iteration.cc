@@ -89,6 +89,10 @@ class PassEmitter final : public LayoutSink {
     group_.Ring(Duration(op), name_, context_name_, category_, steps, home);
   }
 
+  void Overlapped(const PricedOp& op, const LayoutComm& comm) override {
+    group_.Overlapped(comm.kind, comm.bytes, tensor_name_, Duration(op), name_, category_);
+  }
+
   // Peer i of data index dp exchanges with peer i of the other data indices of its expert group.
   void ExpertAllToAll() override {
     if (expert_parallel_ < 2) return;

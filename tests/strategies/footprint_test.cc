@@ -65,15 +65,15 @@ TEST(FootprintTest, AConfigPastTheLimitFailsBeforeItsGraphIsBuilt) {
 }
 
 TEST(FootprintTest, AGraphThatOutgrowsTheLimitIsStoppedWhileItIsBuilt) {
-  // The estimate (3,072 tasks) is below the 27,136 tasks the example builds: a limit between
+  // The estimate (3,072 tasks) is below the 36,352 tasks the example builds: a limit between
   // them passes the check and stops the builder after the first pipeline stage passes it.
   ResolvedConfig config = Example("gpt3_1.3b_16gpu.json", {});
   config.max_memory = 10000 * kBytesPerTask;
   const Expected<SimulationResult> result = Simulate(config);
   ASSERT_FALSE(result.ok());
-  // 10,000 × 80 bytes = 0.000745 GiB; stage 0's two replicas build 13,440 tasks.
+  // 10,000 × 80 bytes = 0.000745 GiB; stage 0's two replicas build 18,048 tasks.
   EXPECT_EQ(result.error().ToString(),
-            "simulation: the graph outgrew the 0.000745 GiB allowed (--max-memory) at 13440 "
+            "simulation: the graph outgrew the 0.000745 GiB allowed (--max-memory) at 18048 "
             "tasks, while building pipeline stage 1 of 2");
 }
 

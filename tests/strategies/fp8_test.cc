@@ -89,11 +89,13 @@ TEST(Fp8Test, SequenceParallelGathersMoveFp8) {
   // grad_output_preprocess). A shard is s·b·h/t = 2,048 × 4,096 / 4 elements, 4 MiB in BF16 and
   // 2 MiB in FP8 (delayed scaling, 1 byte each). Rank 0 runs 4 micro-batches × 8 layers × 2
   // gathers each way, plus the embedding's forward one and the output layer's backward one per
-  // micro-batch. Delayed scaling needs no amax all-reduce per gather.
+  // micro-batch; in backward QKV and FC1 also gather again the input they saved — its FP8
+  // column-wise copy — for their weight gradients (4 × 8 × 2 more). Delayed scaling needs no
+  // amax all-reduce per gather.
   const SimulationResult bf16 = SimulateJson(H100Config());
   const SimulationResult fp8 = SimulateJson(Fp8(H100Config()));
   const int64_t shard = int64_t{2048} * 4096 / 4;
-  const int64_t gathers = int64_t{4} * (8 * 2 + 1) * 2;
+  const int64_t gathers = int64_t{4} * (8 * 2 + 1) * 2 + int64_t{4} * 8 * 2;
   EXPECT_EQ(RankBytes(bf16, graph::CommKind::kAllGather, "") -
                 RankBytes(fp8, graph::CommKind::kAllGather, ""),
             gathers * shard * (2 - 1));

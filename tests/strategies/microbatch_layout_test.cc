@@ -3,7 +3,9 @@
 // micro-batch on one pipeline stage, rank 0's compute stream runs each
 // piece's forward, backward and recompute once and nothing waits on another rank's earlier
 // work, so its busy time — ops, tensor-parallel reductions (priced the same way by the
-// analytical network model), a grid's row statistics — must equal the bound's pieces summed:
+// analytical network model), a grid's row statistics, and the part of sequence parallelism's
+// backward re-gathers (on the "tp" stream, beside a dgrad) that outlasts the compute beside it
+// — must equal the bound's pieces summed:
 // embedding + L layers + output, each forward + backward + recompute. Left out on both sides:
 // the embedding's collectives (the bound leaves them out), the optimizer step, the expert
 // all-to-alls and FP8's amax all-reduces (not in the bound).
@@ -11,7 +13,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "strategies/categories.h"
 #include "strategies/pass_times.h"
@@ -49,16 +54,33 @@ int64_t BoundWork(const SimulationConfig& config, const PassTimes& times) {
 int64_t ComputeStreamWork(const SimulationResult& result) {
   const graph::TaskGraph& graph = result.iteration->graph;
   int64_t busy = 0;
+  std::vector<std::pair<int64_t, int64_t>> computing, regathers;
   for (size_t i = 0; i < graph.task_count(); ++i) {
     const graph::TaskId id(static_cast<uint32_t>(i));
     const graph::Task& task = graph.task(id);
     const graph::Stream& stream = graph.stream(task.stream);
-    if (stream.rank != 0 || graph.name(stream.name) != StreamName(StreamRole::kCompute)) continue;
+    const std::pair<int64_t, int64_t> span = {result.times.task_start[i].ns(),
+                                              result.times.task_end[i].ns()};
+    if (stream.rank != 0) continue;
+    if (graph.name(stream.name) == StreamName(StreamRole::kTensor) &&
+        graph.comm(task.comm).kind == graph::CommKind::kAllGather) {
+      regathers.push_back(span);  // not a grid's SUMMA broadcasts and reduces
+    }
+    if (graph.name(stream.name) != StreamName(StreamRole::kCompute)) continue;
+    computing.push_back(span);
     const std::string_view category = graph.category_name(task.category);
     if (category == kOptimizerCategory || category == kExpertCategory) continue;
     const std::string_view name = graph.name(task.name);
     if (name == "embedding tp" || name == "fp8 amax all-reduce") continue;
-    busy += (result.times.task_end[i] - result.times.task_start[i]).ns();
+    busy += span.second - span.first;
+  }
+  // A re-gather's time while the compute stream is idle (waiting for it).
+  for (const auto& [start, end] : regathers) {
+    int64_t covered = 0;
+    for (const auto& [from, to] : computing) {
+      covered += std::max<int64_t>(0, std::min(end, to) - std::max(start, from));
+    }
+    busy += end - start - covered;
   }
   return busy;
 }
