@@ -265,6 +265,11 @@ Status CheckMesh(ClusterSpec& cluster, const std::string& path, bool given) {
     return Status::Ok();
   }
   if (intra.topology != IntraTopology::kMesh) {
+    if (!given) {  // the preset's map, for a topology the config replaced
+      intra.mesh_links.clear();
+      intra.mesh_rings.reset();
+      return Status::Ok();
+    }
     return Error(fmt::format("NVLink counts describe a mesh, not a {}; set \"topology\": "
                              "\"mesh\" or remove them",
                              IntraTopologyName(intra.topology)),
@@ -277,11 +282,16 @@ Status CheckMesh(ClusterSpec& cluster, const std::string& path, bool given) {
     gpus = per_node;
   }
   if (gpus != per_node) {
-    return Error(
-        fmt::format("the NVLink map has {} GPUs but a node has {} (gpus_per_node); "
-                    "give a {} × {} intra_node.nvlinks",
-                    gpus, cluster.gpus_per_node, cluster.gpus_per_node, cluster.gpus_per_node),
-        where);
+    const std::string fix =
+        per_node > static_cast<size_t>(kMaxMeshGpus)
+            ? fmt::format(
+                  "a mesh has at most {} GPUs; set intra_node.topology to \"switch\" "
+                  "or \"pcie\" for a larger node",
+                  kMaxMeshGpus)
+            : fmt::format("give a {} × {} intra_node.nvlinks", per_node, per_node);
+    return Error(fmt::format("the NVLink map has {} GPUs but a node has {} (gpus_per_node); {}",
+                             gpus, per_node, fix),
+                 where);
   }
   const auto at = [&](size_t i, size_t j) { return intra.mesh_links[i * gpus + j]; };
   for (size_t i = 0; i < gpus; ++i) {

@@ -149,8 +149,15 @@ TEST(MeshRingsTest, APresetMeshOnFewerGpusKeepsTheLinksAmongThem) {
       ClusterFromJson(Json{{"preset", "dgx1-v100"}, {"gpus_per_node", 16}}, "cluster");
   ASSERT_FALSE(sixteen.ok());
   EXPECT_THAT(sixteen.error().ToString(),
-              HasSubstr("the NVLink map has 8 GPUs but a node has 16 (gpus_per_node)"));
-  // NVLink counts on a switch are refused.
+              HasSubstr("the NVLink map has 8 GPUs but a node has 16 (gpus_per_node); a mesh "
+                        "has at most 8 GPUs; set intra_node.topology to \"switch\""));
+  // A config that makes the preset's node a switch drops the preset's map.
+  const Expected<ClusterSpec> rewired = ClusterFromJson(
+      Json{{"preset", "dgx1-v100"}, {"intra_node", {{"topology", "switch"}}}}, "cluster");
+  ASSERT_TRUE(rewired.ok()) << rewired.error().ToString();
+  EXPECT_TRUE(rewired->intra.mesh_links.empty());
+  EXPECT_DOUBLE_EQ(IntraGroupRate(*rewired, Ranks(0, 2)), 150e9 * 0.89);
+  // NVLink counts given for a switch are refused.
   const Expected<ClusterSpec> switched =
       ClusterFromJson(Json{{"preset", "dgx-a100"},
                            {"intra_node", {{"nvlinks", Json::array({{0, 1}, {1, 0}})}}},
