@@ -57,6 +57,12 @@ RankZero SpansOf(const SimulationResult& result) {
   return out;
 }
 
+// The compute task that starts with a re-gather (its dgrad GEMM).
+std::vector<Span>::const_iterator DgradOf(const RankZero& spans, const Span& gather) {
+  return std::find_if(spans.compute.begin(), spans.compute.end(),
+                      [&](const Span& c) { return c.start == gather.start && c.end > c.start; });
+}
+
 TEST(SequenceParallelTest, TheBackwardGathersEachColumnParallelInputBesideItsDgrad) {
   // Per layer two re-gathers (QKV's and FC1's input), each of the rank's b·s/t · h · e =
   // 1 · 1024/4 · 2048 · 2 = 1 MiB shard, on the "tp" stream. Each starts with its dgrad GEMM,
@@ -66,9 +72,7 @@ TEST(SequenceParallelTest, TheBackwardGathersEachColumnParallelInputBesideItsDgr
   ASSERT_EQ(spans.regathers.size(), 4U * 2);
   for (int64_t bytes : spans.regather_bytes) EXPECT_EQ(bytes, 1024 / 4 * 2048 * 2);
   for (const Span& gather : spans.regathers) {
-    const auto dgrad = std::find_if(spans.compute.begin(), spans.compute.end(), [&](const Span& c) {
-      return c.start == gather.start && c.end > c.start;
-    });
+    const auto dgrad = DgradOf(spans, gather);
     ASSERT_NE(dgrad, spans.compute.end()) << "no compute starts with the re-gather";
     ASSERT_NE(dgrad + 1, spans.compute.end());
     EXPECT_EQ((dgrad + 1)->start, std::max(dgrad->end, gather.end));
@@ -86,16 +90,14 @@ TEST(SequenceParallelTest, AReGatherLongerThanItsDgradIsExposed) {
   const SimulationResult slow = SimulateJson(slow_json);
   const RankZero fast_spans = SpansOf(fast);
   for (const Span& gather : fast_spans.regathers) {
-    const auto dgrad = std::find_if(fast_spans.compute.begin(), fast_spans.compute.end(),
-                                    [&](const Span& c) { return c.start == gather.start; });
+    const auto dgrad = DgradOf(fast_spans, gather);
     ASSERT_NE(dgrad, fast_spans.compute.end());
     EXPECT_LE(gather.end, dgrad->end);  // hidden
   }
   const RankZero slow_spans = SpansOf(slow);
   int64_t exposed = 0;
   for (const Span& gather : slow_spans.regathers) {
-    const auto dgrad = std::find_if(slow_spans.compute.begin(), slow_spans.compute.end(),
-                                    [&](const Span& c) { return c.start == gather.start; });
+    const auto dgrad = DgradOf(slow_spans, gather);
     ASSERT_NE(dgrad, slow_spans.compute.end());
     EXPECT_GT(gather.end, dgrad->end);
     exposed += gather.end - dgrad->end;
