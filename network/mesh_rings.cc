@@ -52,7 +52,11 @@ class RingSearch {
   }
 
  private:
-  int Links(int from, int to) const { return links_[static_cast<size_t>(from * gpus_ + to)]; }
+  // The index of arc from → to in a gpus × gpus table.
+  size_t Arc(int from, int to) const {
+    return static_cast<size_t>(from) * static_cast<size_t>(gpus_) + static_cast<size_t>(to);
+  }
+  int Links(int from, int to) const { return links_[Arc(from, to)]; }
 
   // Calls `visit(arcs of the hop, relayed)` for each way from `from` to `to`: the direct links,
   // or (relay only, when there are none) through a member linked to both.
@@ -100,7 +104,7 @@ class RingSearch {
     int bound = 1 << 30;
     for (int from : members_) {
       int out = 0;
-      for (int to : members_) out += capacity[static_cast<size_t>(from * gpus_ + to)];
+      for (int to : members_) out += capacity[Arc(from, to)];
       bound = std::min(bound, out);
     }
     return bound;
