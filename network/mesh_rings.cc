@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstddef>
+#include <numeric>
 #include <utility>
 
 #include "sim/base/check.h"
@@ -11,7 +12,10 @@ namespace dtsim::network {
 namespace {
 
 // Search steps (cycles tried and packings tried) before the best found so far is kept.
-constexpr int64_t kSearchBudget = 2'000'000;
+constexpr int64_t kSearchBudget = 200'000;
+// Above this many rings (the fewest links a member has to the others) the packing is greedy:
+// the branch and bound grows with the ring count (eight GPUs with 8 links a pair: seconds).
+constexpr int kExactRings = 8;
 // Cycles enumerated at most per subset (8 fully connected GPUs have 5,040 directed ones).
 constexpr size_t kMaxCycles = 100'000;
 
@@ -41,7 +45,11 @@ class RingSearch {
     best_set_.clear();
     chosen_.clear();
     budget_ = kSearchBudget;
-    Choose(0, capacity);
+    if (Bound(capacity) > kExactRings) {
+      Greedy(capacity);
+    } else {
+      Choose(0, capacity);
+    }
     MeshRings out;
     out.rings = best_;
     for (size_t index : best_set_) {
@@ -110,6 +118,29 @@ class RingSearch {
     return bound;
   }
 
+  // Each cycle in turn, as many times as its links still allow (NCCL's search is greedy too).
+  void Greedy(std::vector<int>& capacity) {
+    for (size_t i = 0; i < cycles_.size(); ++i) {
+      std::vector<std::pair<int, int>> uses;  // (arc, times the cycle crosses it)
+      for (int arc : cycles_[i].arcs) {
+        auto it = std::find_if(uses.begin(), uses.end(),
+                               [&](const std::pair<int, int>& use) { return use.first == arc; });
+        if (it == uses.end()) {
+          uses.emplace_back(arc, 1);
+        } else {
+          ++it->second;
+        }
+      }
+      int copies = 1 << 30;
+      for (const auto& [arc, times] : uses) {
+        copies = std::min(copies, capacity[static_cast<size_t>(arc)] / times);
+      }
+      for (const auto& [arc, times] : uses) capacity[static_cast<size_t>(arc)] -= copies * times;
+      best_set_.insert(best_set_.end(), static_cast<size_t>(copies), i);
+      best_ += copies;
+    }
+  }
+
   // Branch and bound over multisets of cycles (index order, repeats allowed).
   void Choose(size_t first, std::vector<int>& capacity) {
     const int count = static_cast<int>(chosen_.size());
@@ -153,10 +184,27 @@ MeshRings PackMeshRings(std::span<const int> links, int gpus, uint32_t members) 
     if ((members >> g) & 1U) list.push_back(g);
   }
   if (list.size() < 2) return {};
-  RingSearch search(links, gpus, list);
+  // Links in a common multiple g among the members pack g times the rings of the map divided
+  // by g (a DGX-1's 1s and 2s: g = 1; eight GPUs with 8 links a pair: g = 8, 7 rings × 8).
+  int g = 0;
+  for (int a : list) {
+    for (int b : list) g = std::gcd(g, links[static_cast<size_t>(a) * gpus + b]);
+  }
+  std::vector<int> scaled(links.begin(), links.end());
+  if (g > 1) {
+    for (int& count : scaled) count /= g;
+  }
+  RingSearch search(scaled, gpus, list);
   MeshRings rings = search.Pack(false);
   if (rings.rings == 0) rings = search.Pack(true);
-  if (rings.rings == 0) rings = MeshRings{.rings = 1, .host = true, .orders = {list}};
+  if (rings.rings == 0) return MeshRings{.rings = 1, .host = true, .orders = {list}};
+  if (g > 1) {
+    const std::vector<std::vector<int>> once = rings.orders;
+    for (int copy = 1; copy < g; ++copy) {
+      rings.orders.insert(rings.orders.end(), once.begin(), once.end());
+    }
+    rings.rings *= g;
+  }
   return rings;
 }
 
