@@ -11,8 +11,12 @@
 namespace dtsim::network {
 namespace {
 
-// Search steps (cycles tried and packings tried) before the best found so far is kept.
+// Search steps (orders extended, cycles tried) a subset's search takes at most, keeping the
+// best found.
 constexpr int64_t kSearchBudget = 200'000;
+// Branch-and-bound steps a whole table may take (every subset of a node): once spent, the
+// remaining subsets are packed greedily, so no map costs more than a fraction of a second.
+constexpr int64_t kTableBudget = 4'000'000;
 // Above this many rings (the fewest links a member has to the others) the packing is greedy:
 // the branch and bound grows with the ring count (eight GPUs with 8 links a pair: seconds).
 constexpr int kExactRings = 8;
@@ -29,8 +33,9 @@ struct Cycle {
 
 class RingSearch {
  public:
-  RingSearch(std::span<const int> links, int gpus, std::vector<int> members)
-      : links_(links), gpus_(gpus), members_(std::move(members)) {}
+  // `shared` (may be null): the steps left to the table this search is part of.
+  RingSearch(std::span<const int> links, int gpus, std::vector<int> members, int64_t* shared)
+      : links_(links), gpus_(gpus), members_(std::move(members)), shared_(shared) {}
 
   // The rings over direct NVLinks (relay false) or also through one intermediate member.
   MeshRings Pack(bool relay) {
@@ -44,11 +49,13 @@ class RingSearch {
     best_ = 0;
     best_set_.clear();
     chosen_.clear();
-    budget_ = kSearchBudget;
-    if (Bound(capacity) > kExactRings) {
+    const int64_t allowed = shared_ == nullptr ? kSearchBudget : std::min(kSearchBudget, *shared_);
+    budget_ = allowed;
+    if (allowed <= 0 || Bound(capacity) > kExactRings) {
       Greedy(capacity);
     } else {
       Choose(0, capacity);
+      if (shared_ != nullptr) *shared_ -= allowed - std::max<int64_t>(budget_, 0);
     }
     MeshRings out;
     out.rings = best_;
@@ -150,6 +157,7 @@ class RingSearch {
     }
     if (--budget_ < 0 || count + Bound(capacity) <= best_) return;
     for (size_t i = first; i < cycles_.size(); ++i) {
+      if (--budget_ < 0) return;  // every cycle tried is a step
       const Cycle& cycle = cycles_[i];
       bool fits = true;
       for (int arc : cycle.arcs) fits = --capacity[static_cast<size_t>(arc)] >= 0 && fits;
@@ -159,7 +167,6 @@ class RingSearch {
         chosen_.pop_back();
       }
       for (int arc : cycle.arcs) ++capacity[static_cast<size_t>(arc)];
-      if (budget_ < 0) return;
     }
   }
 
@@ -172,11 +179,11 @@ class RingSearch {
   std::vector<size_t> best_set_;
   int best_ = 0;
   int64_t budget_ = 0;
+  int64_t* shared_ = nullptr;
 };
 
-}  // namespace
-
-MeshRings PackMeshRings(std::span<const int> links, int gpus, uint32_t members) {
+// PackMeshRings with a table's shared step budget (null: none).
+MeshRings Pack(std::span<const int> links, int gpus, uint32_t members, int64_t* shared) {
   DTSIM_CHECK(gpus >= 1 && gpus <= kMaxMeshGpus, "a mesh has 1 to 8 GPUs");
   DTSIM_CHECK(links.size() == static_cast<size_t>(gpus * gpus), "a mesh's links are gpus²");
   std::vector<int> list;
@@ -194,7 +201,7 @@ MeshRings PackMeshRings(std::span<const int> links, int gpus, uint32_t members) 
   if (g > 1) {
     for (int& count : scaled) count /= g;
   }
-  RingSearch search(scaled, gpus, list);
+  RingSearch search(scaled, gpus, list, shared);
   MeshRings rings = search.Pack(false);
   if (rings.rings == 0) rings = search.Pack(true);
   if (rings.rings == 0) return MeshRings{.rings = 1, .host = true, .orders = {list}};
@@ -208,10 +215,17 @@ MeshRings PackMeshRings(std::span<const int> links, int gpus, uint32_t members) 
   return rings;
 }
 
+}  // namespace
+
+MeshRings PackMeshRings(std::span<const int> links, int gpus, uint32_t members) {
+  return Pack(links, gpus, members, nullptr);
+}
+
 std::shared_ptr<const MeshRingTable> BuildMeshRingTable(std::span<const int> links, int gpus) {
   auto table = std::make_shared<MeshRingTable>(size_t{1} << gpus);
+  int64_t budget = kTableBudget;
   for (uint32_t members = 0; members < (1U << gpus); ++members) {
-    (*table)[members] = PackMeshRings(links, gpus, members);
+    (*table)[members] = Pack(links, gpus, members, &budget);
   }
   return table;
 }
