@@ -31,17 +31,21 @@ struct MeshRings {
   int rings = 0;         // directed rings (NCCL ring channels before duplication)
   bool relayed = false;  // some hop runs through an intermediate GPU (PATH_NVB)
   bool host = false;     // no NVLink ring exists: one ring through the host
-  // Each ring's members in ring order, as local GPU indices (the flow model's channels).
+  // Each ring's members in ring order, as local GPU indices: the packing itself, which tests
+  // check against the links (both models use only the count: the flow model caps a group's
+  // on-node transfers at its rings' rate rather than routing each ring).
   std::vector<std::vector<int>> orders;
 };
 
 // The rings through the members of `members` (bit g: local GPU g) of a mesh of `gpus` GPUs
 // whose pair (i, j) has links[i·gpus + j] NVLinks (symmetric, zero diagonal). One member:
-// no ring (nothing to move). Deterministic; bounded search (the best found within a budget
-// of search steps, which no mesh of up to eight GPUs has been seen to reach).
+// no ring (nothing to move). Deterministic and bounded: links in a common multiple g are
+// packed as the map over g, g times; up to 8 rings by branch and bound (the best found within
+// 200,000 steps), more greedily (DGX-1's and evenly linked maps come out exact).
 MeshRings PackMeshRings(std::span<const int> links, int gpus, uint32_t members);
 
-// Every subset's rings, computed once per mesh (2^gpus entries, index = member bits).
+// Every subset's rings, computed once per mesh (2^gpus entries, index = member bits); the
+// subsets share 4,000,000 branch-and-bound steps, the rest packed greedily.
 using MeshRingTable = std::vector<MeshRings>;
 std::shared_ptr<const MeshRingTable> BuildMeshRingTable(std::span<const int> links, int gpus);
 

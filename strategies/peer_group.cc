@@ -60,14 +60,17 @@ void PeerGroup::WaitBefore(std::vector<TaskId> waits) {
   waits_ = std::move(waits);
 }
 
-void PeerGroup::Collective(CommKind kind, Bytes size, std::string_view name) {
-  Flush();
-  if (logical_.size() < 2) return;
+graph::CommId PeerGroup::TensorCollective(CommKind kind, Bytes size) {
   if (!tensor_groups_) {
     tensor_groups_ = std::pair{builder_.MakeGroup(ranks_), builder_.MakeGroup(logical_)};
   }
-  const graph::CommId comm =
-      builder_.AddCollective(kind, size, tensor_groups_->first, tensor_groups_->second);
+  return builder_.AddCollective(kind, size, tensor_groups_->first, tensor_groups_->second);
+}
+
+void PeerGroup::Collective(CommKind kind, Bytes size, std::string_view name) {
+  Flush();
+  if (logical_.size() < 2) return;
+  const graph::CommId comm = TensorCollective(kind, size);
   Post(std::vector<graph::CommId>(ranks_.size(), comm), name, kTensorCategory);  // applies waits
 }
 
@@ -82,11 +85,7 @@ void PeerGroup::Overlapped(CommKind kind, Bytes size, std::string_view comm_name
     Collective(kind, size, comm_name);
     return;
   }
-  if (!tensor_groups_) {
-    tensor_groups_ = std::pair{builder_.MakeGroup(ranks_), builder_.MakeGroup(logical_)};
-  }
-  const graph::CommId comm =
-      builder_.AddCollective(kind, size, tensor_groups_->first, tensor_groups_->second);
+  const graph::CommId comm = TensorCollective(kind, size);
   // Not TensorTask: what waits for the gradients waits for the compute after it anyway.
   std::vector<TaskId> gathered;
   for (size_t i = 0; i < ranks_.size(); ++i) {

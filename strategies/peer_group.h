@@ -84,6 +84,8 @@ class PeerGroup {
 
  private:
   graph::TaskId TensorTask(size_t peer, graph::CommId comm, std::string_view name);
+  // A collective over the peers, priced over the logical group (the groups made once).
+  graph::CommId TensorCollective(graph::CommKind kind, Bytes size);
   void ApplyWaits();
 
   graph::TaskGraphBuilder& builder_;
