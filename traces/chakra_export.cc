@@ -1,4 +1,6 @@
-// Chakra export: a task graph as one Chakra trace per rank (chakra_graph.h).
+// Chakra export: a task graph as one Chakra trace per rank (chakra_graph.h), node by node.
+#include "traces/chakra_export.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -43,58 +45,96 @@ ChakraNodeType NodeTypeOf(const graph::TaskGraph& graph, const graph::Task& task
   }
 }
 
-ChakraAttribute Int32Attr(std::string name, int64_t value) {
-  return ChakraAttribute::Integer(std::move(name), AttributeType::kInt32, value);
-}
+// Sets a node's attributes in place, reusing the names and values a previous node left in the
+// same slots: an export fills one ChakraNode millions of times, and building fresh attributes
+// cost a dozen allocations a node. Finish() drops the slots this node did not use.
+class AttrFiller {
+ public:
+  explicit AttrFiller(std::vector<ChakraAttribute>& attrs) : attrs_(attrs) {}
 
-std::vector<int64_t> Ranks(std::span<const int32_t> group) { return {group.begin(), group.end()}; }
+  void Integer(std::string_view name, AttributeType type, int64_t value) {
+    Next(name, type).integers.assign(1, value);
+  }
+  void Int32(std::string_view name, int64_t value) { Integer(name, AttributeType::kInt32, value); }
+  void Int64(std::string_view name, int64_t value) { Integer(name, AttributeType::kInt64, value); }
+  void Bool(std::string_view name, bool value) {
+    Integer(name, AttributeType::kBool, value ? 1 : 0);
+  }
+  void String(std::string_view name, std::string_view value) {
+    ChakraAttribute& attr = Next(name, AttributeType::kString);
+    attr.texts.resize(1);
+    attr.texts[0].assign(value);
+  }
+  template <typename Int>
+  void Int64List(std::string_view name, std::span<const Int> values) {
+    Next(name, AttributeType::kInt64List).integers.assign(values.begin(), values.end());
+  }
+  // A copy of an attribute already made (a shift's remote dependencies on its sending node).
+  void Copy(const ChakraAttribute& from) { Next(from.name, from.type) = from; }
+  void Finish() { attrs_.resize(used_); }
+
+ private:
+  ChakraAttribute& Next(std::string_view name, AttributeType type) {
+    if (used_ == attrs_.size()) attrs_.emplace_back();
+    ChakraAttribute& attr = attrs_[used_++];
+    attr.name.assign(name);
+    attr.doc_string.clear();
+    attr.type = type;
+    attr.integers.clear();
+    attr.reals.clear();
+    attr.texts.clear();
+    return attr;
+  }
+
+  std::vector<ChakraAttribute>& attrs_;
+  size_t used_ = 0;
+};
 
 void AddCommunicationAttrs(const graph::TaskGraph& graph, const graph::Task& task,
-                           std::vector<ChakraAttribute>& attrs) {
+                           AttrFiller& attrs) {
   const graph::Communication& comm = graph.comm(task.comm);
-  attrs.push_back(ChakraAttribute::Integer("comm_size", AttributeType::kInt64, comm.size.count()));
-  attrs.push_back(
-      ChakraAttribute::Integer(std::string(attr::kComm), AttributeType::kInt64, task.comm.value()));
+  attrs.Int64("comm_size", comm.size.count());
+  attrs.Int64(attr::kComm, task.comm.value());
   if (task.kind != TaskKind::kCollective) {
     const std::span<const int32_t> pair = graph.group(comm.group);
-    attrs.push_back(Int32Attr("comm_src", pair[0]));
-    attrs.push_back(Int32Attr("comm_dst", pair[1]));
-    attrs.push_back(Int32Attr("comm_tag", task.comm.value()));  // unique per pair
+    attrs.Int32("comm_src", pair[0]);
+    attrs.Int32("comm_dst", pair[1]);
+    attrs.Int32("comm_tag", task.comm.value());  // unique per pair
     return;
   }
   if (comm.kind == graph::CommKind::kShift) {  // the receiving half (ShiftSendNode: the other)
     const int32_t rank = graph.stream(task.stream).rank;
-    attrs.push_back(Int32Attr("comm_src", ShiftPeers(graph.group(comm.group), rank).first));
-    attrs.push_back(Int32Attr("comm_dst", rank));
-    attrs.push_back(Int32Attr("comm_tag", task.comm.value()));  // unique per pair
+    attrs.Int32("comm_src", ShiftPeers(graph.group(comm.group), rank).first);
+    attrs.Int32("comm_dst", rank);
+    attrs.Int32("comm_tag", task.comm.value());  // unique per pair
   } else {
-    attrs.push_back(ChakraAttribute::Integer("comm_type", AttributeType::kInt64,
-                                             static_cast<int64_t>(ChakraOfCommKind(comm.kind))));
+    attrs.Int64("comm_type", static_cast<int64_t>(ChakraOfCommKind(comm.kind)));
   }
-  attrs.push_back(ChakraAttribute::String("pg_name", ChakraGroupName(comm.group)));
-  attrs.push_back(
-      ChakraAttribute::Int64List(std::string(attr::kGroup), Ranks(graph.group(comm.group))));
+  attrs.String("pg_name", ChakraGroupName(comm.group));
+  attrs.Int64List(attr::kGroup, graph.group(comm.group));
   if (comm.priced_group != comm.group) {
-    attrs.push_back(ChakraAttribute::Int64List(std::string(attr::kPricedGroup),
-                                               Ranks(graph.group(comm.priced_group))));
+    attrs.Int64List(attr::kPricedGroup, graph.group(comm.priced_group));
   }
-  if (comm.root >= 0) attrs.push_back(Int32Attr(std::string(attr::kRoot), comm.root));
+  if (comm.root >= 0) attrs.Int32(attr::kRoot, comm.root);
   if (const std::string_view algorithm = graph.name(comm.algorithm); !algorithm.empty()) {
-    attrs.push_back(ChakraAttribute::String(std::string(attr::kAlgorithm), std::string(algorithm)));
+    attrs.String(attr::kAlgorithm, algorithm);
   }
   if (const std::string_view label = graph.name(comm.label); !label.empty()) {
-    attrs.push_back(ChakraAttribute::String(std::string(attr::kLabel), std::string(label)));
+    attrs.String(attr::kLabel, label);
   }
 }
 
-ChakraNode NodeOfTask(const graph::TaskGraph& graph, TaskId id, TaskId stream_predecessor) {
+// Makes `node` task `id`'s node (`remote`: scratch for its dependencies on other ranks).
+void FillNodeOfTask(const graph::TaskGraph& graph, TaskId id, TaskId stream_predecessor,
+                    ChakraNode& node, std::vector<int64_t>& remote) {
   const graph::Task& task = graph.task(id);
   const graph::Stream& stream = graph.stream(task.stream);
-  ChakraNode node;
   node.id = id.value();
-  node.name = graph.name(task.name);
+  node.name.assign(graph.name(task.name));
   node.type = NodeTypeOf(graph, task);
-  std::vector<int64_t> remote;
+  node.duration_micros = 0;
+  node.data_deps.clear();
+  remote.clear();
   for (const TaskId dep : graph.dependencies(id)) {
     if (graph.rank_of(dep) == stream.rank) {
       node.data_deps.push_back(dep.value());
@@ -103,20 +143,14 @@ ChakraNode NodeOfTask(const graph::TaskGraph& graph, TaskId id, TaskId stream_pr
     }
   }
   const std::string_view stream_name = graph.name(stream.name);
-  std::vector<ChakraAttribute>& attrs = node.attrs;
-  if (!remote.empty()) {
-    attrs.push_back(ChakraAttribute::Int64List(std::string(attr::kRemoteDeps), std::move(remote)));
-  }
-  attrs.push_back(ChakraAttribute::Bool("is_cpu_op", stream_name.starts_with("cpu")));
-  attrs.push_back(ChakraAttribute::String(std::string(attr::kStream), std::string(stream_name)));
-  attrs.push_back(
-      ChakraAttribute::String(std::string(attr::kKind), std::string(TaskKindName(task.kind))));
-  if (task.category != 0) {
-    attrs.push_back(ChakraAttribute::String(std::string(attr::kCategory),
-                                            std::string(graph.category_name(task.category))));
-  }
+  AttrFiller attrs(node.attrs);
+  if (!remote.empty()) attrs.Int64List(attr::kRemoteDeps, std::span<const int64_t>(remote));
+  attrs.Bool("is_cpu_op", stream_name.starts_with("cpu"));
+  attrs.String(attr::kStream, stream_name);
+  attrs.String(attr::kKind, TaskKindName(task.kind));
+  if (task.category != 0) attrs.String(attr::kCategory, graph.category_name(task.category));
   if (const std::string_view external = graph.external_id(id); !external.empty()) {
-    attrs.push_back(ChakraAttribute::String(std::string(attr::kExternalId), std::string(external)));
+    attrs.String(attr::kExternalId, external);
   }
   if (graph::IsCommunication(task.kind)) {
     AddCommunicationAttrs(graph, task, attrs);
@@ -124,72 +158,109 @@ ChakraNode NodeOfTask(const graph::TaskGraph& graph, TaskId id, TaskId stream_pr
     const int64_t ns = task.duration.ns();
     node.duration_micros =
         static_cast<uint64_t>((ns + kNanosecondsPerMicrosecond / 2) / kNanosecondsPerMicrosecond);
-    attrs.push_back(
-        ChakraAttribute::Integer(std::string(attr::kDurationNs), AttributeType::kInt64, ns));
+    attrs.Int64(attr::kDurationNs, ns);
   }
   const auto deps = graph.dependencies(id);
   if (stream_predecessor.valid() &&
       !std::binary_search(deps.begin(), deps.end(), stream_predecessor)) {
     node.data_deps.push_back(stream_predecessor.value());
-    attrs.push_back(ChakraAttribute::Bool(std::string(attr::kStreamDep), true));
+    attrs.Bool(attr::kStreamDep, true);
   }
-  return node;
+  attrs.Finish();
 }
 
-// The sending half of shift task `id` (`receive`, its receiving half): to the next member, with
-// the same size, tag and dependencies, its id past every task's.
-ChakraNode ShiftSendNode(const graph::TaskGraph& graph, TaskId id, const ChakraNode& receive) {
+// Makes `send` the sending half of shift task `id` (`receive`, its receiving half's node): to
+// the next member, with the same size, tag and dependencies, its id past every task's.
+void FillShiftSendNode(const graph::TaskGraph& graph, TaskId id, const ChakraNode& receive,
+                       ChakraNode& send) {
   const graph::Task& task = graph.task(id);
   const graph::Communication& comm = graph.comm(task.comm);
   const int32_t rank = graph.stream(task.stream).rank;
-  ChakraNode send;
   send.id = graph.task_count() + id.value();
   send.name = receive.name;
   send.type = ChakraNodeType::kCommSend;
+  send.duration_micros = 0;
   send.data_deps = receive.data_deps;
-  send.attrs = {
-      ChakraAttribute::Bool("is_cpu_op", false),
-      ChakraAttribute::Integer("comm_size", AttributeType::kInt64, comm.size.count()),
-      Int32Attr("comm_src", rank),
-      Int32Attr("comm_dst", ShiftPeers(graph.group(comm.group), rank).second),
-      Int32Attr("comm_tag", task.comm.value()),
-      ChakraAttribute::Integer(std::string(attr::kShiftSendOf), AttributeType::kInt64, id.value())};
-  if (const ChakraAttribute* remote = receive.Attr(attr::kRemoteDeps))
-    send.attrs.push_back(*remote);
-  return send;
+  AttrFiller attrs(send.attrs);
+  attrs.Bool("is_cpu_op", false);
+  attrs.Int64("comm_size", comm.size.count());
+  attrs.Int32("comm_src", rank);
+  attrs.Int32("comm_dst", ShiftPeers(graph.group(comm.group), rank).second);
+  attrs.Int32("comm_tag", task.comm.value());
+  attrs.Int64(attr::kShiftSendOf, id.value());
+  if (const ChakraAttribute* remote = receive.Attr(attr::kRemoteDeps)) attrs.Copy(*remote);
+  attrs.Finish();
+}
+
+// The tasks of one rank's streams in task order, each with the task before it on its stream.
+struct RankTask {
+  TaskId task;
+  TaskId stream_predecessor;
+};
+
+std::vector<RankTask> RankTasks(const graph::TaskGraph& graph,
+                                std::span<const graph::StreamId> streams) {
+  std::vector<RankTask> tasks;
+  for (const graph::StreamId stream : streams) {
+    TaskId previous;
+    for (const TaskId task : graph.stream_tasks(stream)) {
+      tasks.push_back({task, previous});
+      previous = task;
+    }
+  }
+  std::sort(tasks.begin(), tasks.end(),
+            [](const RankTask& a, const RankTask& b) { return a.task < b.task; });
+  return tasks;
 }
 
 }  // namespace
 
 std::string ChakraGroupName(graph::GroupId group) { return std::to_string(group.value() + 1); }
 
-std::vector<ChakraTrace> ChakraTracesFromGraph(const graph::TaskGraph& graph) {
-  std::vector<ChakraTrace> traces(static_cast<size_t>(graph.rank_count()));
-  for (int32_t rank = 0; rank < graph.rank_count(); ++rank) {
-    ChakraTrace& trace = traces[rank];
-    trace.version = std::string(kChakraSchemaVersion);
-    trace.metadata = {
-        ChakraAttribute::String("producer", "dtsim"),
-        ChakraAttribute::String(std::string(attr::kFormat), std::string(kChakraExportFormat.name)),
-        ChakraAttribute::String(std::string(attr::kFormatVersion), kChakraExportFormat.Version()),
-        ChakraAttribute::Integer("rank", AttributeType::kInt64, rank),
-        ChakraAttribute::Integer("rank_count", AttributeType::kInt64, graph.rank_count())};
-  }
-  std::vector<TaskId> predecessor(graph.task_count());
+ChakraExporter::ChakraExporter(const graph::TaskGraph& graph)
+    : graph_(graph), streams_of_rank_(static_cast<size_t>(graph.rank_count())) {
   for (uint32_t s = 0; s < graph.stream_count(); ++s) {
-    TaskId previous;
-    for (const TaskId task : graph.stream_tasks(graph::StreamId(s))) {
-      predecessor[task.value()] = previous;
-      previous = task;
+    const graph::StreamId stream(s);
+    streams_of_rank_[static_cast<size_t>(graph.stream(stream).rank)].push_back(stream);
+  }
+}
+
+ChakraMetadata ChakraExporter::Metadata(int32_t rank) const {
+  return {
+      std::string(kChakraSchemaVersion),
+      {ChakraAttribute::String("producer", "dtsim"),
+       ChakraAttribute::String(std::string(attr::kFormat), std::string(kChakraExportFormat.name)),
+       ChakraAttribute::String(std::string(attr::kFormatVersion), kChakraExportFormat.Version()),
+       ChakraAttribute::Integer("rank", AttributeType::kInt64, rank),
+       ChakraAttribute::Integer("rank_count", AttributeType::kInt64, graph_.rank_count())}};
+}
+
+void ChakraExporter::ForEachNode(int32_t rank,
+                                 const std::function<void(const ChakraNode&)>& visit) const {
+  ChakraNode node;
+  ChakraNode send;
+  std::vector<int64_t> remote;
+  for (const RankTask& t : RankTasks(graph_, streams_of_rank_[static_cast<size_t>(rank)])) {
+    FillNodeOfTask(graph_, t.task, t.stream_predecessor, node, remote);
+    visit(node);
+    if (IsShift(graph_, graph_.task(t.task))) {
+      FillShiftSendNode(graph_, t.task, node, send);
+      visit(send);
     }
   }
-  for (uint32_t t = 0; t < graph.task_count(); ++t) {
-    const TaskId id(t);
-    std::vector<ChakraNode>& nodes = traces[graph.rank_of(id)].nodes;
-    nodes.push_back(NodeOfTask(graph, id, predecessor[t]));
-    if (IsShift(graph, graph.task(id))) nodes.push_back(ShiftSendNode(graph, id, nodes.back()));
+}
+
+std::vector<ChakraTrace> ChakraTracesFromGraph(const graph::TaskGraph& graph) {
+  const ChakraExporter exporter(graph);
+  std::vector<ChakraTrace> traces(static_cast<size_t>(graph.rank_count()));
+  for (int32_t rank = 0; rank < graph.rank_count(); ++rank) {
+    ChakraTrace& trace = traces[static_cast<size_t>(rank)];
+    ChakraMetadata metadata = exporter.Metadata(rank);
+    trace.version = std::move(metadata.version);
+    trace.metadata = std::move(metadata.attrs);
+    exporter.ForEachNode(rank, [&](const ChakraNode& node) { trace.nodes.push_back(node); });
+    trace.CountNodes();
   }
-  for (ChakraTrace& trace : traces) trace.CountNodes();
   return traces;
 }
 

@@ -280,14 +280,16 @@ Status DecodeNodeField(const Field& field, ChakraNode& node, int64_t& unknown_fi
   }
 }
 
-void EncodeAttribute(wire::Writer& out, uint32_t number, const ChakraAttribute& attr) {
-  wire::Writer message;
+// `message` and `values` are scratch writers, cleared here.
+void EncodeAttribute(wire::Writer& out, uint32_t number, const ChakraAttribute& attr,
+                     wire::Writer& message, wire::Writer& values) {
+  message.Clear();
+  values.Clear();
   message.Bytes(attr_field::kName, attr.name);
   if (!attr.doc_string.empty()) message.Bytes(attr_field::kDocString, attr.doc_string);
   const AttributeType scalar = ElementType(attr.type);
   const auto field = static_cast<uint32_t>(attr.type);
-  wire::Writer values;  // the list message, or unused for a scalar
-  wire::Writer& target = IsList(attr.type) ? values : message;
+  wire::Writer& target = IsList(attr.type) ? values : message;  // values: the list message
   const uint32_t value_field = IsList(attr.type) ? kListValues : field;
   switch (ClassOf(scalar)) {
     case AttributeClass::kText:
@@ -368,15 +370,29 @@ Expected<ChakraNode> DecodeChakraNode(std::string_view message, int64_t& unknown
 
 std::string EncodeChakraMetadata(const ChakraMetadata& metadata) {
   wire::Writer out;
+  wire::Writer message;
+  wire::Writer values;
   if (!metadata.version.empty()) out.Bytes(metadata_field::kVersion, metadata.version);
   for (const ChakraAttribute& attr : metadata.attrs) {
-    EncodeAttribute(out, metadata_field::kAttr, attr);
+    EncodeAttribute(out, metadata_field::kAttr, attr, message, values);
   }
   return std::move(out).Take();
 }
 
 std::string EncodeChakraNode(const ChakraNode& node) {
-  wire::Writer out;
+  ChakraNodeEncoder encoder;
+  return encoder.Encode(node);
+}
+
+void ChakraNodeEncoder::AppendFramed(const ChakraNode& node, std::string& out) {
+  const std::string& bytes = Encode(node);
+  wire::AppendVarint(out, bytes.size());
+  out += bytes;
+}
+
+const std::string& ChakraNodeEncoder::Encode(const ChakraNode& node) {
+  wire::Writer& out = node_;
+  out.Clear();
   if (node.id != 0) out.Varint(node_field::kId, node.id);
   if (!node.name.empty()) out.Bytes(node_field::kName, node.name);
   if (node.type != ChakraNodeType::kInvalid) {
@@ -388,8 +404,10 @@ std::string EncodeChakraNode(const ChakraNode& node) {
   if (node.duration_micros != 0) out.Varint(node_field::kDurationMicros, node.duration_micros);
   EncodeIoInfo(out, node_field::kInputs, node.inputs);
   EncodeIoInfo(out, node_field::kOutputs, node.outputs);
-  for (const ChakraAttribute& attr : node.attrs) EncodeAttribute(out, node_field::kAttr, attr);
-  return std::move(out).Take();
+  for (const ChakraAttribute& attr : node.attrs) {
+    EncodeAttribute(out, node_field::kAttr, attr, attr_, values_);
+  }
+  return out.data();
 }
 
 }  // namespace dtsim::traces

@@ -6,6 +6,8 @@
 
 #include "sim/base/atomic_file.h"
 #include "sim/base/json_reader.h"
+#include "sim/base/parallel.h"
+#include "traces/chakra_export.h"
 #include "traces/chakra_graph.h"
 #include "traces/chakra_wire.h"
 #include "traces/protobuf_wire.h"
@@ -34,20 +36,54 @@ Status WriteChakraTrace(const ChakraTrace& trace, const std::string& path) {
   return WriteFileAtomically(path, SerializeChakraTrace(trace));
 }
 
+namespace {
+
+// Writes `rank`'s trace to `path` node by node through a buffer of about a megabyte.
+Status WriteRankTrace(const ChakraExporter& exporter, int32_t rank, const std::string& path) {
+  constexpr size_t kFlushBytes = size_t{1} << 20;
+  DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> file, AtomicFileWriter::Open(path));
+  std::string buffer;
+  AppendRecord(buffer, EncodeChakraMetadata(exporter.Metadata(rank)));
+  ChakraNodeEncoder encoder;
+  exporter.ForEachNode(rank, [&](const ChakraNode& node) {
+    encoder.AppendFramed(node, buffer);
+    if (buffer.size() >= kFlushBytes) {
+      file->stream().write(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+      buffer.clear();
+    }
+  });
+  file->stream().write(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+  return file->Commit();
+}
+
+}  // namespace
+
 Expected<std::vector<std::string>> WriteChakraGraph(const graph::TaskGraph& graph,
                                                     const std::string& prefix) {
   std::vector<std::string> paths;
-  const std::vector<ChakraTrace> traces = ChakraTracesFromGraph(graph);
-  for (size_t rank = 0; rank < traces.size(); ++rank) {
+  const ChakraExporter exporter(graph);
+  const auto rank_count = static_cast<size_t>(graph.rank_count());
+  for (size_t rank = 0; rank < rank_count; ++rank) {
     paths.push_back(fmt::format("{}.{}.et", prefix, rank));
-    DTSIM_RETURN_IF_ERROR(WriteChakraTrace(traces[rank], paths.back()));
   }
-  nlohmann::ordered_json groups = nlohmann::ordered_json::object();
+  // Ranks are written side by side, each holding its own task list and buffer; the first
+  // failure in rank order is the one reported.
+  std::vector<Status> written(rank_count);
+  ParallelFor(rank_count, DefaultThreads(), [&](size_t rank) {
+    written[rank] = WriteRankTrace(exporter, static_cast<int32_t>(rank), paths[rank]);
+  });
+  for (Status& status : written) DTSIM_RETURN_IF_ERROR(std::move(status));
+  // The groups of collectives, by id (a pair's group is named by its sends and receives).
+  std::vector<bool> collective_group(graph.group_count(), false);
   for (uint32_t c = 0; c < graph.comm_count(); ++c) {
     const graph::Communication& comm = graph.comm(graph::CommId(c));
-    if (comm.kind == graph::CommKind::kSendRecv) continue;
-    const std::span<const int32_t> ranks = graph.group(comm.group);
-    groups[ChakraGroupName(comm.group)] = std::vector<int32_t>(ranks.begin(), ranks.end());
+    if (comm.kind != graph::CommKind::kSendRecv) collective_group[comm.group.value()] = true;
+  }
+  nlohmann::ordered_json groups = nlohmann::ordered_json::object();
+  for (uint32_t g = 0; g < collective_group.size(); ++g) {
+    if (!collective_group[g]) continue;
+    const std::span<const int32_t> ranks = graph.group(graph::GroupId(g));
+    groups[ChakraGroupName(graph::GroupId(g))] = std::vector<int32_t>(ranks.begin(), ranks.end());
   }
   paths.push_back(prefix + ".comm_groups.json");
   DTSIM_RETURN_IF_ERROR(WriteFileAtomically(paths.back(), DumpJson(groups, 2) + "\n"));

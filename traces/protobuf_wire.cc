@@ -131,6 +131,12 @@ void AppendVarint(std::string& out, uint64_t value) {
   out.push_back(static_cast<char>(value));
 }
 
+int VarintSize(uint64_t value) {
+  int bytes = 1;
+  for (; value >= 0x80; value >>= 7) ++bytes;
+  return bytes;
+}
+
 void Writer::Tag(uint32_t number, WireType type) {
   AppendVarint(data_, (static_cast<uint64_t>(number) << 3) | static_cast<uint64_t>(type));
 }
@@ -157,9 +163,11 @@ void Writer::Bytes(uint32_t number, std::string_view bytes) {
 }
 
 void Writer::PackedVarints(uint32_t number, const std::vector<uint64_t>& values) {
-  std::string payload;
-  for (const uint64_t value : values) AppendVarint(payload, value);
-  Bytes(number, payload);
+  uint64_t length = 0;
+  for (const uint64_t value : values) length += static_cast<uint64_t>(VarintSize(value));
+  Tag(number, WireType::kLengthDelimited);
+  AppendVarint(data_, length);
+  for (const uint64_t value : values) AppendVarint(data_, value);
 }
 
 }  // namespace dtsim::traces::wire

@@ -82,6 +82,8 @@ class Writer {
 
   const std::string& data() const { return data_; }
   std::string&& Take() && { return std::move(data_); }
+  // Empties the message and keeps its buffer, for a writer reused message after message.
+  void Clear() { data_.clear(); }
 
  private:
   void Tag(uint32_t number, WireType type);
@@ -91,5 +93,7 @@ class Writer {
 
 // Appends `value` as a base-128 varint (also the length prefix of framed message streams).
 void AppendVarint(std::string& out, uint64_t value);
+// The bytes AppendVarint writes for `value` (1 to 10).
+int VarintSize(uint64_t value);
 
 }  // namespace dtsim::traces::wire

@@ -5,11 +5,13 @@
 // cannot be a graph.
 #include "traces/chakra_graph.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
 
+#include "sim/base/atomic_file.h"
 #include "sim/base/json_reader.h"
 #include "sim/graph/builder.h"
 #include "sim/graph/graph_json.h"
@@ -114,6 +116,12 @@ TEST_F(ChakraGraphTest, EveryTaskKindAndCollectiveFieldRoundTrips) {
   const Expected<Json> groups = ReadJsonFile(Path("workload.comm_groups.json"));
   ASSERT_TRUE(groups.ok()) << groups.error().ToString();
   EXPECT_EQ(*groups, Json::parse(R"({"1": [0, 1]})"));
+  // The files, written rank by rank node by node, hold exactly these traces.
+  for (int32_t rank = 0; rank < graph->rank_count(); ++rank) {
+    const Expected<std::string> file = ReadFile(Path(fmt::format("workload.{}.et", rank)));
+    ASSERT_TRUE(file.ok()) << file.error().ToString();
+    EXPECT_EQ(*file, SerializeChakraTrace(traces[static_cast<size_t>(rank)])) << rank;
+  }
   const ChakraNode& send_node = traces[1].nodes[2];
   EXPECT_EQ(send_node.type, ChakraNodeType::kCommSend);
   EXPECT_EQ(send_node.Attr("comm_src")->AsInteger(), 1);

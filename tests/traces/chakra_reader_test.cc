@@ -141,6 +141,35 @@ TEST(ChakraWire, EveryAttributeTypeRoundTrips) {
   EXPECT_EQ(unknown, 0);
 }
 
+// An export encodes millions of nodes with one encoder: what a node leaves in its buffers
+// must not leak into the next, smaller one.
+TEST(ChakraWire, AnEncoderReusedNodeAfterNodeWritesWhatEachAloneWould) {
+  ChakraNode big;
+  big.id = 9;
+  big.name = "a collective with every attribute type";
+  big.data_deps = {1, 2, 3};
+  big.attrs = EveryAttributeType();
+  ChakraNode small;
+  small.id = 10;
+  small.name = "gemm";
+  small.duration_micros = 4;
+  small.attrs = {ChakraAttribute::Bool("is_cpu_op", false)};
+  ChakraNodeEncoder encoder;
+  for (const ChakraNode* node : {&big, &small, &big, &small}) {
+    EXPECT_EQ(encoder.Encode(*node), EncodeChakraNode(*node)) << node->name;
+  }
+  std::string framed;
+  encoder.AppendFramed(small, framed);
+  encoder.AppendFramed(big, framed);
+  std::string expected;
+  for (const ChakraNode* node : {&small, &big}) {
+    const std::string bytes = EncodeChakraNode(*node);
+    wire::AppendVarint(expected, bytes.size());
+    expected += bytes;
+  }
+  EXPECT_EQ(framed, expected);
+}
+
 TEST(ChakraWire, AcceptsUnpackedRepeatedFieldsAndSkipsUnknownOnes) {
   wire::Writer node;
   node.Varint(1, 42);
