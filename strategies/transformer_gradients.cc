@@ -34,7 +34,10 @@ ReductionGroup Reduction(const SimulationConfig& config,
 
 // Megatron keeps a tied embedding on the first and the last stage — or, with multi-token
 // prediction, the embedding the MTP modules look up — and all-reduces its gradient between the
-// two before the step. Adds to `waits`, per rank, what its step waits for.
+// two before the step: in finalize_model_grads (megatron/core/distributed/
+// finalize_model_grads.py, _allreduce_word_embedding_grads), which the pipeline schedule calls
+// once its last backward pass and its last send are done and which runs the data-parallel
+// reduction first. Adds to `waits`, per rank, what its step waits for.
 void TiedEmbeddingReduce(const SimulationConfig& config,
                          const std::vector<std::vector<GradientReady>>& ready,
                          graph::TaskGraphBuilder& builder, StepWaits& waits) {
@@ -60,9 +63,19 @@ void TiedEmbeddingReduce(const SimulationConfig& config,
           ready.front()[dp].at[tp].back(),
           last_stage[std::min(last_stage.size() - 1, static_cast<size_t>(spec.mtp_layers))]};
       for (size_t i = 0; i < 2; ++i) {
+        // The end of the rank's schedule: its last compute and pipeline sends (the data-parallel
+        // buckets come first on its stream). A tool that runs one communication at a time per
+        // GPU (ASTRA-sim) would otherwise start the last stage's all-reduce before the last
+        // send the first stage is waiting for, and neither would finish.
+        std::vector<graph::TaskId> schedule_end = {after[i]};
+        for (const StreamRole role :
+             {StreamRole::kCompute, StreamRole::kSendForward, StreamRole::kSendBackward}) {
+          const graph::TaskId tail = builder.LastTask(pair[i], StreamName(role));
+          if (tail.valid()) schedule_end.push_back(tail);
+        }
         const graph::TaskId task = builder.AddCollectiveTask(
             RoleStream(builder, pair[i], StreamRole::kData), comm, "tied embedding", kDataCategory);
-        builder.AddDependency(task, after[i]);
+        for (const graph::TaskId end : schedule_end) builder.AddDependency(task, end);
         waits[pair[i]].push_back(task);
       }
     }

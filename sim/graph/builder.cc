@@ -32,6 +32,7 @@ StreamId TaskGraphBuilder::Stream(int32_t rank, std::string_view name) {
       {rank, name_id}, StreamId(static_cast<uint32_t>(graph_.streams_.size())));
   if (inserted) {
     graph_.streams_.push_back({.rank = rank, .name = name_id});
+    last_task_.emplace_back();
     graph_.rank_count_ = std::max(graph_.rank_count_, rank + 1);
   }
   return it->second;
@@ -73,8 +74,14 @@ TaskId TaskGraphBuilder::Append(StreamId stream, TaskKind kind, NameId name, uin
                            .category = category,
                            .kind = kind});
   ++graph_.streams_[stream.value()].task_count;
+  last_task_[stream.value()] = id;
   if (!graph_.external_ids_.empty()) graph_.external_ids_.emplace_back();
   return id;
+}
+
+TaskId TaskGraphBuilder::LastTask(int32_t rank, std::string_view name) {
+  const auto it = stream_ids_.find({rank, graph_.strings_.Intern(name)});
+  return it == stream_ids_.end() ? TaskId::Invalid() : last_task_[it->second.value()];
 }
 
 TaskId TaskGraphBuilder::AddTask(StreamId stream, TaskKind kind, std::string_view name,

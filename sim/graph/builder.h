@@ -77,6 +77,9 @@ class TaskGraphBuilder {
   void SetExternalId(TaskId task, std::string external_id);
 
   size_t task_count() const { return graph_.tasks_.size(); }
+  // The task appended last to `rank`'s stream `name` so far; invalid when the stream does not
+  // exist or has no task yet.
+  TaskId LastTask(int32_t rank, std::string_view name);
 
   // A graph has at most kMaxCategories distinct task categories (a task stores one in 16 bits,
   // 0 meaning none).
@@ -112,6 +115,7 @@ class TaskGraphBuilder {
 
   TaskGraph graph_;
   std::map<std::pair<int32_t, NameId>, StreamId> stream_ids_;
+  std::vector<TaskId> last_task_;                 // per stream
   LargeVector<std::pair<TaskId, TaskId>> edges_;  // (task, prerequisite)
   LargeVector<std::pair<CommId, TaskId>> collective_posts_;
   std::vector<PointToPoint> sends_;

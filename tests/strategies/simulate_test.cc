@@ -197,6 +197,38 @@ TEST(SimulateTest, DataParallelReductionOverlapsOnEveryPipelineStage) {
   EXPECT_LT(overlapped.iteration_time, serial.iteration_time);
 }
 
+TEST(SimulateTest, TheTiedEmbeddingAllReduceWaitsForEachStagesSchedule) {
+  // Megatron all-reduces the tied embedding's gradient in finalize_model_grads, after the
+  // pipeline schedule's last backward pass and last send. With data parallelism 1 the last
+  // stage's output-layer gradient is ready long before its last send; started then, the
+  // all-reduce left a tool running one communication at a time per GPU (ASTRA-sim) with that
+  // send queued behind an all-reduce waiting for the first stage, which waits for the send.
+  Json json = BaseConfig();
+  json["parallelism"] = {{"data", 1}, {"tensor", 1}, {"pipeline", 2}};
+  json["training"]["global_batch"] = 4;
+  const SimulationResult r = SimulateJson(json);
+  const graph::TaskGraph& graph = r.iteration->graph;
+  int tied = 0;
+  for (uint32_t t = 0; t < graph.task_count(); ++t) {
+    const graph::TaskId id(t);
+    if (graph.name(graph.task(id).name) != "tied embedding") continue;
+    ++tied;
+    const int32_t rank = graph.rank_of(id);
+    for (uint32_t s = 0; s < graph.stream_count(); ++s) {
+      const graph::Stream& stream = graph.stream(graph::StreamId(s));
+      const std::string_view name = graph.name(stream.name);
+      if (stream.rank != rank || (name != "compute" && !name.starts_with("pp-send"))) continue;
+      // Its schedule's tasks on that stream (the optimizer step follows on the compute stream).
+      for (const graph::TaskId task : graph.stream_tasks(graph::StreamId(s))) {
+        if (graph.name(graph.task(task).name) == "optimizer step") break;
+        EXPECT_LE(r.times.task_end[task.value()].ns(), r.times.task_start[t].ns())
+            << "rank " << rank << " " << name << " " << graph.name(graph.task(task).name);
+      }
+    }
+  }
+  EXPECT_EQ(tied, 2);
+}
+
 TEST(SimulateTest, TensorParallelBytesPerLayer) {
   // Megatron 1D TP without sequence parallelism: per layer and micro-batch two all-reduces
   // forward and two backward, each of b·s·h·e = 1·1024·2048·2 bytes per rank; the embedding
