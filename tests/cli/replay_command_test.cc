@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -90,6 +91,20 @@ TEST_F(ReplayCommandTest, ReplaysAChakraTraceAndWritesItsStatistics) {
   EXPECT_EQ(result["trace"]["nodes_by_type"]["COMM_COLL_NODE"], 21);
   // strategies/replay_test derives this span from the stream schedule.
   EXPECT_NEAR(result["simulated_span_ms"].get<double>(), 297.046, 0.0005);
+}
+
+// A config that simulates one rank per class of identical ranks has no trace for the others:
+// an export of it is refused, naming the setting to change, before anything is written.
+TEST_F(ReplayCommandTest, AChakraExportNeedsEveryRank) {
+  std::ostringstream simulate_output;
+  const std::vector<std::string> args = {DTSIM_EXAMPLES_DIR "/gpt3_1.3b_16gpu.json", "--set",
+                                         "simulation.ranks=symmetric", "--chakra", Path("gpt")};
+  const CommandOutcome outcome = SimulateCommand(args, simulate_output);
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(),
+              HasSubstr("simulation.ranks: --chakra exports every rank's trace"));
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("--set simulation.ranks=full"));
+  EXPECT_FALSE(std::filesystem::exists(Path("gpt.0.et")));
 }
 
 // `dtsim simulate --chakra` exports every rank; `dtsim replay --all-ranks` reads them back.

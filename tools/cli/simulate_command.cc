@@ -308,6 +308,15 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
   AddMaxMemoryOverride(options.max_memory, overrides);
   DTSIM_ASSIGN_OR_RETURN(const strategies::ResolvedConfig config,
                          strategies::LoadConfig(options.config, overrides));
+  if (!options.chakra_prefix.empty() && config.ranks == strategies::RanksMode::kSymmetric) {
+    // One rank per class of identical ranks is a graph no other tool can run: its collectives
+    // are priced over groups whose other members have no trace.
+    return Error(
+               "--chakra exports every rank's trace, but this config simulates one rank per "
+               "class of identical ranks; add --set simulation.ranks=full",
+               "simulation.ranks", "\"symmetric\"")
+        .InFile(options.config);
+  }
   Expected<SimulationResult> result = strategies::Simulate(config);
   if (!result.ok()) return std::move(result).error().InFile(options.config);
   if (!options.result_path.empty()) {

@@ -1,0 +1,298 @@
+#!/usr/bin/python3
+"""dtsim beside Calculon and ASTRA-sim (issue 36; docs/peers.md).
+
+Runs each workload in dtsim and in a peer and prints markdown tables: per workload the predicted
+iteration time (and, for Calculon, the memory per GPU) of each tool, their difference, and each
+tool's wall time and peak RSS. Calculon is given the same model, plan and batch as dtsim's config
+(its own system file for the GPUs); ASTRA-sim's analytical backend runs dtsim's Chakra export of
+the config on a network with the rates and latencies of dtsim's cluster preset.
+
+Run by hand, not in CI (tools/peers/README.md builds the peers):
+
+  tools/peers/run_peers.py --astra-sim DIR --calculon DIR [--dtsim build/dtsim] [--only NAME]
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# GPT-3 1.3B as Calculon's model files write it (dtsim's preset gpt3-1.3b: 24 layers, hidden
+# 2,048, 16 heads of 128, FFN 8,192, sequence 2,048).
+GPT3_1_3B = {"hidden": 2048, "feedforward": 8192, "seq_size": 2048, "attn_heads": 16,
+             "attn_size": 128, "num_blocks": 24}
+
+# The workloads Calculon can express: dense GPT models under Megatron-style TP/SP, PP and DP.
+CALCULON_WORKLOADS = [
+    {"name": "GPT-3 175B, 1,024 A100s (shipped example)",
+     "config": "tools/examples/gpt3_175b_1024gpu.json", "sets": [],
+     "model": "models/gpt3-175B.json", "system": "systems/a100_80g.json"},
+    {"name": "GPT-3 175B, 1,024 A100s, full recompute, no SP",
+     "config": "tools/examples/gpt3_175b_1024gpu.json",
+     "sets": ["training.recompute=full", "parallelism.tensor.sequence_parallel=false"],
+     "model": "models/gpt3-175B.json", "system": "systems/a100_80g.json"},
+    {"name": "GPT-3 1.3B, 16 A100s (shipped example)",
+     "config": "tools/examples/gpt3_1.3b_16gpu.json", "sets": [],
+     "model": GPT3_1_3B, "system": "systems/a100_80g.json"},
+]
+
+NO_SP = "parallelism.tensor.sequence_parallel=false"
+# dtsim's exports ASTRA-sim runs (up to 256 GPUs).
+ASTRA_WORKLOADS = [
+    {"name": "GPT-3 1.3B, 16 A100s (shipped example)",
+     "config": "tools/examples/gpt3_1.3b_16gpu.json", "sets": []},
+    {"name": "GPT-3 1.3B, 8 A100s, DP 1 × TP 4 × PP 2",
+     "config": "tools/examples/gpt3_1.3b_16gpu.json",
+     "sets": ["cluster.nodes=1", "parallelism.data=1"]},
+    {"name": "GPT-3 1.3B, 4 A100s, DP 1 × PP 4",
+     "config": "tools/examples/gpt3_1.3b_16gpu.json",
+     "sets": ["cluster.nodes=1", "cluster.gpus_per_node=4", "parallelism.data=1",
+              "parallelism.tensor.size=1", NO_SP, "parallelism.pipeline.size=4"]},
+    {"name": "LLaMA-2 70B, 64 H100s (shipped example)",
+     "config": "tools/examples/llama2_70b_64h100.json", "sets": []},
+    {"name": "Mixtral 8x7B, 64 H100s, EP 8 (shipped example)",
+     "config": "tools/examples/mixtral_8x7b_ep8_64h100.json", "sets": []},
+    {"name": "ResNet-50, 256 A100s (shipped example)",
+     "config": "tools/examples/resnet50_256gpu.json", "sets": []},
+]
+
+# ASTRA-sim's network for a dtsim cluster preset: two switch dimensions (the node's NVLink
+# switch, the NICs' fat-tree), each with the per-GPU rate dtsim's analytical model uses there
+# (line rate × the preset's efficiency, docs/network.md "Presets") and dtsim's per-hop latency.
+ASTRA_NETWORKS = {
+    "dgx-a100": {"intra_GBps": 300 * 0.775, "inter_GBps": 25 * 0.96,
+                 "intra_ns": 2000, "inter_ns": 5000},
+    "dgx-h100": {"intra_GBps": 450 * 0.822, "inter_GBps": 50 * 0.97,
+                 "intra_ns": 2000, "inter_ns": 5000},
+}
+
+ASTRA_SYSTEM = {
+    "scheduling-policy": "LIFO",
+    "endpoint-delay": 0,
+    "active-chunks-per-dimension": 1,
+    "preferred-dataset-splits": 1,
+    "collective-optimization": "localBWAware",
+    "local-mem-bw": 1600,
+    "boost-mode": 0,
+}
+
+
+def timed(cmd, workdir, timeout):
+    """Runs cmd; returns (completed process, wall seconds, peak RSS in MiB)."""
+    stats = os.path.join(workdir, "time.txt")
+    proc = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", stats] + cmd, cwd=workdir,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+    with open(stats, encoding="utf-8") as f:
+        last = f.read().strip().splitlines()[-1].split()
+    return proc, float(last[0]), int(last[1]) / 1024
+
+
+def run_dtsim(args, workload, workdir, extra=()):
+    """dtsim's result JSON, wall time and peak RSS for a workload."""
+    result = os.path.join(workdir, "dtsim.json")
+    cmd = [args.dtsim, "simulate", os.path.join(ROOT, workload["config"]), "--quiet", "-o",
+           result]
+    for assignment in workload["sets"]:
+        cmd += ["--set", assignment]
+    proc, wall, rss = timed(cmd + list(extra), workdir, args.timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"dtsim failed on {workload['name']}: {proc.stderr.strip()}")
+    with open(result, encoding="utf-8") as f:
+        return json.load(f), wall, rss
+
+
+def peak_memory_gib(result):
+    return max(s["memory"]["total_bytes"] for s in result["stages"]) / 2**30
+
+
+def calculon_execution(plan, gpus):
+    """Calculon's execution file for dtsim's resolved plan (its "input"."plan")."""
+    if plan["schedule"] != "1f1b":
+        raise RuntimeError(f"schedule {plan['schedule']}: only 1F1B is translated to Calculon")
+    recompute = {"none": "none", "selective": "attn_only", "full": "full"}[plan["recompute"]]
+    sp = plan["sequence_parallel"]
+    return {
+        "num_procs": gpus, "tensor_par": plan["tensor"], "pipeline_par": plan["pipeline"],
+        "data_par": plan["data"],
+        # Tensor parallelism on the node's NVLink network (0), the rest on the NICs' (1).
+        "tensor_par_net": 0, "pipeline_par_net": 1, "data_par_net": 1,
+        "batch_size": plan["global_batch"], "microbatch_size": plan["micro_batch"],
+        # Calculon's A100 system knows float16 only (same tensor-core rate as bf16).
+        "datatype": "float16", "fused_activation": True, "attention_type": "multihead",
+        "activation_recompute": recompute,
+        "pipeline_interleaving": 1,
+        "optimizer_sharding": plan["zero_stage"] >= 1,
+        "tensor_par_comm_type": "rs_ag" if sp else "ar", "tensor_par_overlap": "none",
+        "seq_par_ag_redo": sp, "data_par_overlap": True, "weight_offload": False,
+        "activations_offload": False, "optimizer_offload": False, "training": True,
+    }
+
+
+def run_calculon(args, workload, workdir):
+    result, wall, rss = run_dtsim(args, workload, workdir)
+    gpus = result["input"]["nodes"] * result["input"]["gpus_per_node"]
+    execution = os.path.join(workdir, "execution.json")
+    with open(execution, "w", encoding="utf-8") as f:
+        json.dump(calculon_execution(result["input"]["plan"], gpus), f, indent=2)
+    model = workload["model"]
+    if isinstance(model, dict):
+        path = os.path.join(workdir, "model.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(model, f, indent=2)
+        model = path
+    out = os.path.join(workdir, "calculon.json")
+    env_path = os.environ.get("PYTHONPATH", "")
+    os.environ["PYTHONPATH"] = args.calculon + (":" + env_path if env_path else "")
+    proc, peer_wall, peer_rss = timed(
+        ["/usr/bin/python3", os.path.join(args.calculon, "bin", "calculon"), "llm",
+         os.path.join(args.calculon, model), execution,
+         os.path.join(args.calculon, workload["system"]), out], workdir, args.timeout)
+    os.environ["PYTHONPATH"] = env_path
+    if proc.returncode != 0:
+        raise RuntimeError(f"Calculon failed on {workload['name']}: {proc.stderr.strip()[-800:]}")
+    with open(out, encoding="utf-8") as f:
+        peer = json.load(f)
+    # Where the time goes, on dtsim's first stage (the one that ends last in 1F1B) and in
+    # Calculon's totals, both in seconds.
+    first = result["stages"][0]["time"]
+    parts = {
+        "compute": (first["compute_ns"] / 1e9, peer["fw_time"] + peer["bw_time"]),
+        "recompute": (first["recompute_ns"] / 1e9, peer["recompute_time"]),
+        "tensor-parallel exposed": (first["tp_exposed_ns"] / 1e9,
+                                    peer["tp_comm_exposed_time"] + peer["recomm_exposed_time"]),
+        "pipeline (bubble and transfers)": (first["pp_wait_ns"] / 1e9,
+                                            peer["bubble_time"] + peer["pp_comm_exposed_time"]),
+        "data-parallel exposed": (first["dp_exposed_ns"] / 1e9, peer["dp_comm_exposed_time"]),
+        "optimizer": (first["optimizer_ns"] / 1e9, peer["optim_step_time"]),
+    }
+    return {"dtsim_s": result["iteration_time_ns"] / 1e9, "peer_s": peer["total_time"],
+            "parts": parts, "dtsim_gib": peak_memory_gib(result),
+            "peer_gib": peer["proc_mem_tier1_cap_req"] / 2**30,
+            "dtsim_wall": wall, "dtsim_rss": rss, "peer_wall": peer_wall, "peer_rss": peer_rss}
+
+
+def astra_inputs(result, workdir):
+    """The network and system files ASTRA-sim runs dtsim's export on."""
+    cluster = result["input"]["cluster"]
+    if cluster not in ASTRA_NETWORKS:
+        raise RuntimeError(f"no ASTRA-sim network for cluster preset {cluster}")
+    net = ASTRA_NETWORKS[cluster]
+    nodes, per_node = result["input"]["nodes"], result["input"]["gpus_per_node"]
+    dims = [("Switch", per_node, net["intra_GBps"], net["intra_ns"])]
+    if nodes > 1:
+        dims.append(("Switch", nodes, net["inter_GBps"], net["inter_ns"]))
+    network = os.path.join(workdir, "network.yml")
+    with open(network, "w", encoding="utf-8") as f:
+        f.write("topology: [ %s ]\n" % ", ".join(d[0] for d in dims))
+        f.write("npus_count: [ %s ]\n" % ", ".join(str(d[1]) for d in dims))
+        f.write("bandwidth: [ %s ]  # GB/s\n" % ", ".join(f"{d[2]:.3f}" for d in dims))
+        f.write("latency: [ %s ]  # ns\n" % ", ".join(f"{d[3]:.1f}" for d in dims))
+    system = dict(ASTRA_SYSTEM)
+    # Rings, as NCCL runs these collectives; NCCL's all-to-all is direct point-to-point.
+    for collective in ("all-reduce", "all-gather", "reduce-scatter"):
+        system[f"{collective}-implementation"] = ["ring"] * len(dims)
+    system["all-to-all-implementation"] = ["direct"] * len(dims)
+    system_path = os.path.join(workdir, "system.json")
+    with open(system_path, "w", encoding="utf-8") as f:
+        json.dump(system, f, indent=2)
+    return network, system_path
+
+
+def run_astra(args, workload, workdir):
+    prefix = os.path.join(workdir, "workload")
+    # Every rank's trace: configs that simulate one rank per class of identical ranks too.
+    result, wall, rss = run_dtsim(args, workload, workdir,
+                                  ["--chakra", prefix, "--set", "simulation.ranks=full"])
+    network, system = astra_inputs(result, workdir)
+    binary = os.path.join(args.astra_sim, "build", "astra_analytical", "build", "bin",
+                          "AstraSim_Analytical_Congestion_Unaware")
+    memory = os.path.join(args.astra_sim, "examples", "remote_memory", "analytical",
+                          "no_memory_expansion.json")
+    try:
+        proc, peer_wall, peer_rss = timed(
+            [binary, f"--workload-configuration={prefix}", f"--system-configuration={system}",
+             f"--remote-memory-configuration={memory}", f"--network-configuration={network}",
+             f"--comm-group-configuration={prefix}.comm_groups.json"], workdir, args.timeout)
+        output = proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired:
+        proc, output, peer_wall, peer_rss = None, "", float(args.timeout), 0.0
+    cycles = [int(c) for c in re.findall(r"sys\[\d+\] finished, (\d+) cycles", output)]
+    ranks = result["input"]["nodes"] * result["input"]["gpus_per_node"]
+    if len(cycles) < ranks:
+        status = "timed out" if proc is None else f"exit {proc.returncode}"
+        peer_s = None
+        note = f"{len(cycles)} of {ranks} ranks finished ({status})"
+    else:
+        peer_s, note = max(cycles) / 1e9, ""
+    return {"dtsim_s": result["iteration_time_ns"] / 1e9, "peer_s": peer_s, "note": note,
+            "dtsim_wall": wall, "dtsim_rss": rss, "peer_wall": peer_wall, "peer_rss": peer_rss}
+
+
+def difference(row):
+    if row.get("peer_s") is None:
+        return "—"
+    return f"{(row['peer_s'] / row['dtsim_s'] - 1) * 100:+.1f}%"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--astra-sim", help="ASTRA-sim source tree, built (README)")
+    parser.add_argument("--calculon", help="Calculon source tree")
+    parser.add_argument("--dtsim", default=os.path.join(ROOT, "build", "dtsim"))
+    parser.add_argument("--only", help="run the workloads whose name contains this")
+    parser.add_argument("--timeout", type=int, default=900, help="seconds a run may take")
+    args = parser.parse_args()
+    if args.dtsim and not os.path.isabs(args.dtsim):
+        args.dtsim = os.path.abspath(args.dtsim)
+
+    def chosen(workloads):
+        return [w for w in workloads if not args.only or args.only in w["name"]]
+
+    if args.calculon:
+        print("| workload | dtsim s | Calculon s | Calculon − dtsim | dtsim GiB | Calculon GiB "
+              "| dtsim wall, RSS | Calculon wall, RSS |")
+        print("|---|---:|---:|---:|---:|---:|---|---|")
+        parts = []
+        for w in chosen(CALCULON_WORKLOADS):
+            with tempfile.TemporaryDirectory() as workdir:
+                r = run_calculon(args, w, workdir)
+            print(f"| {w['name']} | {r['dtsim_s']:.3f} | {r['peer_s']:.3f} | {difference(r)} "
+                  f"| {r['dtsim_gib']:.1f} | {r['peer_gib']:.1f} "
+                  f"| {r['dtsim_wall']:.2f} s, {r['dtsim_rss']:.0f} MiB "
+                  f"| {r['peer_wall']:.2f} s, {r['peer_rss']:.0f} MiB |", flush=True)
+            parts.append((w["name"], r["parts"]))
+        print()
+        for name, split in parts:
+            print(f"{name}, seconds (dtsim's first stage; Calculon's totals):\n")
+            print("| part | dtsim | Calculon | Calculon − dtsim |")
+            print("|---|---:|---:|---:|")
+            for part, (mine, theirs) in split.items():
+                print(f"| {part} | {mine:.3f} | {theirs:.3f} | {theirs - mine:+.3f} |")
+            print()
+    if args.astra_sim:
+        print("| workload | dtsim s | ASTRA-sim s | ASTRA − dtsim | dtsim wall, RSS (with export) "
+              "| ASTRA-sim wall, RSS | note |")
+        print("|---|---:|---:|---:|---|---|---|")
+        for w in chosen(ASTRA_WORKLOADS):
+            with tempfile.TemporaryDirectory() as workdir:
+                try:
+                    r = run_astra(args, w, workdir)
+                except RuntimeError as error:
+                    print(f"| {w['name']} | — | — | — | — | — | {error} |", flush=True)
+                    continue
+            peer = f"{r['peer_s']:.3f}" if r["peer_s"] is not None else "—"
+            print(f"| {w['name']} | {r['dtsim_s']:.3f} | {peer} | {difference(r)} "
+                  f"| {r['dtsim_wall']:.2f} s, {r['dtsim_rss']:.0f} MiB "
+                  f"| {r['peer_wall']:.2f} s, {r['peer_rss']:.0f} MiB | {r['note']} |",
+                  flush=True)
+    if not args.calculon and not args.astra_sim:
+        parser.error("give --calculon DIR, --astra-sim DIR or both")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
