@@ -517,6 +517,11 @@ LayerOps EmbeddingOps(const TransformerSpec& spec, const TransformerShard& shard
 
 LayerOps OutputOps(const TransformerSpec& spec, const TransformerShard& shard) {
   const Shape x = MakeShape(spec, shard);
+  // The output layer is a column-parallel linear too (Megatron-Core's GPTModel.output_layer, a
+  // tensor_parallel.ColumnParallelLinear), so under SP its backward re-gathers the shard it
+  // saved, beside its dgrad; it runs in BF16 under FP8, so the shard moves at 2 B an element.
+  Shape unquantized = x;
+  unquantized.fp8 = Fp8Recipe::kNone;
   const int split = shard.column_split();
   const int64_t vocab = spec.PaddedVocab(split) / split;
   LayerBuilder layer("");
@@ -533,6 +538,7 @@ LayerOps OutputOps(const TransformerSpec& spec, const TransformerShard& shard) {
   }
   layer.Linear("output.logits", x.dtype, x.tokens, vocab, x.width,
                x.e * x.replicated_tokens * x.width, x.steps);
+  RegatherSequenceShard(layer, unquantized);
   // Vocabulary-parallel cross-entropy in fp32: reads the logits, keeps the fp32 softmax for the
   // backward (the 4·s·b·V term of Korthikanti's output-layer memory).
   const int64_t logits = x.tokens * vocab;
@@ -544,6 +550,7 @@ LayerOps OutputOps(const TransformerSpec& spec, const TransformerShard& shard) {
     NormOp(layer, "output.mtp_norm", x);
     layer.Linear("output.mtp_logits", x.dtype, x.tokens, vocab, x.width,
                  x.e * x.replicated_tokens * x.width, x.steps);
+    RegatherSequenceShard(layer, unquantized);
     // Its input gradient's tensor-parallel reduction (the main head's is OutputComms').
     layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
     layer.Stream("output.mtp_cross_entropy", OpKind::kCrossEntropy, x.dtype, logits, x.e + 4,

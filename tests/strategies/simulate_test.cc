@@ -234,8 +234,8 @@ TEST(SimulateTest, TensorParallelBytesPerLayer) {
   // forward and two backward, each of b·s·h·e = 1·1024·2048·2 bytes per rank; the embedding
   // forward and output backward add one each. With SP each all-reduce is a reduce-scatter of
   // b·s·h·e and an all-gather of b·s·h·e/t, and the backward of each layer's two
-  // column-parallel linears (QKV, FC1) all-gathers again the b·s·h·e/t shard of the input it
-  // saved, for its weight gradient.
+  // column-parallel linears (QKV, FC1) and of the output layer all-gathers again the b·s·h·e/t
+  // shard of the input it saved, for its weight gradient (16 · 2 + 1 a micro-batch).
   Json json = BaseConfig();
   json["parallelism"]["tensor"] = 4;
   json["training"]["global_batch"] = 2;
@@ -258,7 +258,7 @@ TEST(SimulateTest, TensorParallelBytesPerLayer) {
     if (comm.kind == graph::CommKind::kAllGather) gather += comm.size.count();
   }
   EXPECT_EQ(scatter, 2 * (16 * 4 + 2) * activation);
-  EXPECT_EQ(gather, 2 * (16 * 4 + 2 + 16 * 2) * activation / 4);
+  EXPECT_EQ(gather, 2 * (16 * 4 + 2 + 16 * 2 + 1) * activation / 4);
 }
 
 TEST(SimulateTest, ThePlacementOrderDecidesWhichGpusAGroupSpans) {
