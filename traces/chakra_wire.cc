@@ -385,9 +385,7 @@ std::string EncodeChakraNode(const ChakraNode& node) {
 }
 
 void ChakraNodeEncoder::AppendFramed(const ChakraNode& node, std::string& out) {
-  const std::string& bytes = Encode(node);
-  wire::AppendVarint(out, bytes.size());
-  out += bytes;
+  wire::AppendFramed(out, Encode(node));
 }
 
 const std::string& ChakraNodeEncoder::Encode(const ChakraNode& node) {

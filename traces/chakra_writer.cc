@@ -13,22 +13,15 @@
 #include "traces/protobuf_wire.h"
 
 namespace dtsim::traces {
-namespace {
-
-void AppendRecord(std::string& out, const std::string& message) {
-  wire::AppendVarint(out, message.size());
-  out += message;
-}
-
-}  // namespace
 
 std::string SerializeChakraTrace(const ChakraTrace& trace) {
   std::string out;
   // Chakra's Python reader stops at a zero-length record: the metadata always has a version.
   ChakraMetadata metadata{trace.version.empty() ? std::string(kChakraSchemaVersion) : trace.version,
                           trace.metadata};
-  AppendRecord(out, EncodeChakraMetadata(metadata));
-  for (const ChakraNode& node : trace.nodes) AppendRecord(out, EncodeChakraNode(node));
+  wire::AppendFramed(out, EncodeChakraMetadata(metadata));
+  ChakraNodeEncoder encoder;
+  for (const ChakraNode& node : trace.nodes) encoder.AppendFramed(node, out);
   return out;
 }
 
@@ -43,7 +36,7 @@ Status WriteRankTrace(const ChakraExporter& exporter, int32_t rank, const std::s
   constexpr size_t kFlushBytes = size_t{1} << 20;
   DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> file, AtomicFileWriter::Open(path));
   std::string buffer;
-  AppendRecord(buffer, EncodeChakraMetadata(exporter.Metadata(rank)));
+  wire::AppendFramed(buffer, EncodeChakraMetadata(exporter.Metadata(rank)));
   ChakraNodeEncoder encoder;
   exporter.ForEachNode(rank, [&](const ChakraNode& node) {
     encoder.AppendFramed(node, buffer);

@@ -131,6 +131,11 @@ void AppendVarint(std::string& out, uint64_t value) {
   out.push_back(static_cast<char>(value));
 }
 
+void AppendFramed(std::string& out, std::string_view message) {
+  AppendVarint(out, message.size());
+  out.append(message);
+}
+
 int VarintSize(uint64_t value) {
   int bytes = 1;
   for (; value >= 0x80; value >>= 7) ++bytes;

@@ -93,6 +93,8 @@ class Writer {
 
 // Appends `value` as a base-128 varint (also the length prefix of framed message streams).
 void AppendVarint(std::string& out, uint64_t value);
+// Appends `message` as one record of a framed message stream: [varint length][message].
+void AppendFramed(std::string& out, std::string_view message);
 // The bytes AppendVarint writes for `value` (1 to 10).
 int VarintSize(uint64_t value);
 

@@ -81,11 +81,11 @@ ASTRA_SYSTEM = {
 }
 
 
-def timed(cmd, workdir, timeout):
+def timed(cmd, workdir, timeout, env=None):
     """Runs cmd; returns (completed process, wall seconds, peak RSS in MiB)."""
     stats = os.path.join(workdir, "time.txt")
     proc = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", stats] + cmd, cwd=workdir,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+                          capture_output=True, text=True, timeout=timeout, check=False, env=env)
     with open(stats, encoding="utf-8") as f:
         last = f.read().strip().splitlines()[-1].split()
     return proc, float(last[0]), int(last[1]) / 1024
@@ -145,13 +145,12 @@ def run_calculon(args, workload, workdir):
             json.dump(model, f, indent=2)
         model = path
     out = os.path.join(workdir, "calculon.json")
-    env_path = os.environ.get("PYTHONPATH", "")
-    os.environ["PYTHONPATH"] = args.calculon + (":" + env_path if env_path else "")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (args.calculon, env.get("PYTHONPATH")) if p)
     proc, peer_wall, peer_rss = timed(
         ["/usr/bin/python3", os.path.join(args.calculon, "bin", "calculon"), "llm",
          os.path.join(args.calculon, model), execution,
-         os.path.join(args.calculon, workload["system"]), out], workdir, args.timeout)
-    os.environ["PYTHONPATH"] = env_path
+         os.path.join(args.calculon, workload["system"]), out], workdir, args.timeout, env)
     if proc.returncode != 0:
         raise RuntimeError(f"Calculon failed on {workload['name']}: {proc.stderr.strip()[-800:]}")
     with open(out, encoding="utf-8") as f:
