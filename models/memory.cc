@@ -174,6 +174,15 @@ int64_t MaxOpBytes(const LayerOps& ops, int64_t current) {
   return current;
 }
 
+// The decomposition the memory model reads: without autocast's kernels (TransformerShard::
+// autocast), whose tensors — the weights' copies, the fp32 residual stream — it counts itself
+// (TransformerLayerMemory), so that their traffic is not taken for memory a working set holds.
+TransformerShard MemoryShard(const MemoryPlan& plan) {
+  TransformerShard shard = plan.shard;
+  shard.autocast = false;
+  return shard;
+}
+
 // ZeRO-3 over more than one rank: parameters sharded, gathered layer by layer.
 bool ShardsParameters(const MemoryPlan& plan) {
   return plan.zero_stage == 3 && plan.data_parallel * plan.shard.tensor_depth > 1;
@@ -207,12 +216,11 @@ struct LayerMemory {
 // PyTorch autocast over fp32 weights. Not under ZeRO-3: FSDP gathers the weights in the
 // activations' dtype (the gathered layers count them) and runs without autocast.
 bool Autocasts(const MemoryPlan& plan) {
-  return plan.framework == Framework::kPyTorch && plan.param_dtype == DType::kFp32 &&
-         plan.shard.dtype != DType::kFp32 && !ShardsParameters(plan);
+  return Autocasts(plan.framework, plan.param_dtype, plan.shard.dtype, ShardsParameters(plan));
 }
 
 LayerMemory TransformerLayerMemory(const TransformerSpec& spec, const MemoryPlan& plan, int index) {
-  const LayerOps layer = TransformerLayerOps(spec, index, plan.shard);
+  const LayerOps layer = TransformerLayerOps(spec, index, MemoryShard(plan));
   const bool recomputes =
       plan.recompute != Recompute::kNone && RecomputesLayer(plan.recompute_every, index);
   const Recompute recompute = recomputes ? plan.recompute : Recompute::kNone;
@@ -309,7 +317,7 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
     }
     layers.push_back(layer);
     layer_parameters += layer.parameters;
-    const int64_t fp8 = Fp8WeightElements(TransformerLayerOps(spec, index, plan.shard));
+    const int64_t fp8 = Fp8WeightElements(TransformerLayerOps(spec, index, MemoryShard(plan)));
     fp8_weights += fp8;
     largest_fp8_layer = std::max(largest_fp8_layer, fp8);
   }
@@ -332,7 +340,7 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
   int64_t embedding_working = 0;
   if (IsFirstStage(plan)) {
     embedding = EmbeddingKeptBytes(spec, plan);
-    embedding_working = MaxOpBytes(EmbeddingOps(spec, plan.shard), 0);
+    embedding_working = MaxOpBytes(EmbeddingOps(spec, MemoryShard(plan)), 0);
     per_microbatch += embedding;
   }
   const double in_flight = memory.microbatches_in_flight;
@@ -354,7 +362,7 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
   int64_t behind = 0;  // parameters whose gradients the backward pass has made
   if (IsLastStage(plan)) {
     // The last stage runs each micro-batch's backward right after its forward: one in flight.
-    const LayerOps output = OutputOps(spec, plan.shard);
+    const LayerOps output = OutputOps(spec, MemoryShard(plan));
     peak.Visit(kept + OutputKeptBytes(spec, plan), OutputWorkingBytes(output, plan),
                gradients_after(0));
     behind = memory.parameter_count - layer_parameters;  // the output layer's, first
@@ -407,6 +415,11 @@ std::string_view FrameworkName(Framework framework) {
   return kFrameworkNames[static_cast<size_t>(framework)];
 }
 
+bool Autocasts(Framework framework, DType param_dtype, DType activations, bool shards_parameters) {
+  return framework == Framework::kPyTorch && param_dtype == DType::kFp32 &&
+         activations != DType::kFp32 && !shards_parameters;
+}
+
 int64_t LossWorkingBytes(Framework framework, int64_t logits, DType dtype) {
   const int64_t e = DTypeBytes(dtype);
   return logits * (framework == Framework::kMegatron ? e : std::max<int64_t>(e + 4, 8));
@@ -438,11 +451,11 @@ int64_t LayerKeptBytes(const TransformerSpec& spec, const MemoryPlan& plan, int 
 }
 
 int64_t EmbeddingKeptBytes(const TransformerSpec& spec, const MemoryPlan& plan) {
-  return TotalSavedBytes(EmbeddingOps(spec, plan.shard).forward);
+  return TotalSavedBytes(EmbeddingOps(spec, MemoryShard(plan)).forward);
 }
 
 int64_t OutputKeptBytes(const TransformerSpec& spec, const MemoryPlan& plan) {
-  return TotalSavedBytes(OutputOps(spec, plan.shard).forward);
+  return TotalSavedBytes(OutputOps(spec, MemoryShard(plan)).forward);
 }
 
 int64_t StageExpertParameterCount(const ModelSpec& model, const MemoryPlan& plan) {

@@ -26,6 +26,12 @@ enum class Framework : uint8_t { kMegatron, kPyTorch, kDeepSpeed };
 std::span<const std::string_view> FrameworkNames();  // indexed by Framework
 std::string_view FrameworkName(Framework framework);
 
+// Whether a plan trains under PyTorch autocast over fp32 weights: `pytorch` with fp32
+// parameters and activations in a lower precision, the parameters not sharded (FSDP gathers
+// them in the activations' dtype and runs without autocast). The op decomposition
+// (TransformerShard::autocast) and the memory model both follow it.
+bool Autocasts(Framework framework, DType param_dtype, DType activations, bool shards_parameters);
+
 // The bytes a cross-entropy over `logits` elements (of `dtype`) holds at its peak beside the
 // fp32 softmax it keeps for the backward pass (4 B a logit, counted with the activations):
 // Megatron builds the softmax in place in an fp32 copy of the logits and the gradient in place

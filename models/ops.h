@@ -34,6 +34,8 @@ enum class OpKind : uint8_t {
   kPool,
   kOptimizer,
   kQuantize,  // FP8: a BF16 tensor cast to FP8 with its scales, row- and column-wise
+  kCast,      // autocast: a copy between fp32 and the activations' dtype, either way
+  kBias,      // a linear's bias: its gradient (backward only), a sum over the tokens
 };
 
 enum class Pass : uint8_t { kForward, kBackward, kRecompute, kOptimizer };
@@ -189,6 +191,10 @@ struct TransformerShard {
   bool flash_attention = false;
   bool dropout = true;               // GPT/BERT train with dropout; LLaMA-style models without
   Fp8Recipe fp8 = Fp8Recipe::kNone;  // 1D only: the linear layers' GEMMs in FP8
+  // PyTorch eager under autocast over fp32 weights (models::Autocasts): each linear casts its
+  // weights and fp32 inputs, norms and the residual stream run in fp32, bias gradients are
+  // reductions of their own (docs/models.md, "PyTorch eager under autocast").
+  bool autocast = false;
   // What Recompute::kSelective re-runs (RecomputeModule bits; LayerOps::selective_modules).
   uint8_t recompute_modules = kRecomputeCoreAttn;
 

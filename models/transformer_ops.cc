@@ -32,6 +32,8 @@ struct Shape {
   double e;        // bytes per activation element
   DType dtype;
   bool flash, dropout, causal;
+  bool autocast;  // PyTorch autocast over fp32 weights (TransformerShard::autocast)
+  bool bias;      // the linear layers have biases
   Fp8Recipe fp8;  // the linear layers' GEMMs in FP8 (1D only)
 
   // Bytes per element a linear layer saves its input with for the weight gradient: BF16, or
@@ -78,9 +80,52 @@ Shape MakeShape(const TransformerSpec& spec, const TransformerShard& shard) {
   x.flash = shard.flash_attention;
   x.dropout = shard.dropout;
   x.causal = spec.causal;
+  x.autocast = shard.autocast;
+  x.bias = spec.linear_bias;
   x.fp8 = shard.fp8;
   return x;
 }
+
+// PyTorch eager under autocast over fp32 weights (docs/models.md, "PyTorch eager under
+// autocast"): the kernels it launches that a Megatron-style decomposition fuses away or never
+// needs. Matmuls run in the activations' dtype, norms and the residual stream in fp32.
+constexpr double kFp32Bytes = 4;
+
+// A copy between fp32 and the activations' dtype: read one, write the other.
+double CastBytes(const Shape& x) { return kFp32Bytes + x.e; }
+
+// What a linear of `name` (a `weight`-element matrix, a `bias`-column bias or none, over the
+// rank's tokens, its input `inputs` wide) launches around its matmuls under autocast, added
+// before them: the cast of an fp32 input (`fp32_input`: a norm's output or the residual stream;
+// its gradient cast back in backward), and the casts of its weight and bias to the activations'
+// dtype — every forward, autocast's cast cache lasting one autocast region — whose gradients are
+// cast back to fp32 for the fp32 .grad (ToCopyBackward), the bias's first summed over the tokens
+// (addmm's backward: a reduction kernel of its own).
+void AutocastLinear(LayerBuilder& layer, std::string_view name, const Shape& x, int64_t inputs,
+                    int64_t weight, int64_t bias, bool fp32_input) {
+  if (!x.autocast) return;
+  const std::string linear(name);
+  if (fp32_input) {
+    layer.Stream(linear + ".input_cast", OpKind::kCast, x.dtype, x.replicated_tokens * inputs,
+                 CastBytes(x), CastBytes(x), 0);
+  }
+  layer.Stream(linear + ".weight_cast", OpKind::kCast, x.dtype, weight, CastBytes(x), CastBytes(x),
+               0);
+  if (bias == 0) return;
+  Op reduction = Op::Streaming(layer.Name(linear) + ".bias_grad", OpKind::kBias, Pass::kBackward,
+                               x.dtype, x.tokens * bias, x.e);
+  reduction.signature.SetDim("columns", bias);
+  std::vector<Op> backward;
+  backward.push_back(std::move(reduction));
+  backward.push_back(Op::Streaming(layer.Name(linear) + ".bias_cast.bwd", OpKind::kCast,
+                                   Pass::kBackward, x.dtype, bias, CastBytes(x)));
+  layer.Forward(Op::Streaming(layer.Name(linear) + ".bias_cast", OpKind::kCast, Pass::kForward,
+                              x.dtype, bias, CastBytes(x)),
+                0, std::move(backward));
+}
+
+// A linear's bias columns on this rank: its output width, or none.
+int64_t BiasColumns(const Shape& x, int64_t columns) { return x.bias ? columns : 0; }
 
 // A column-parallel linear after a norm under sequence parallelism saved its input as the
 // rank's sequence shard (T/t tokens); its backward all-gathers it again for the weight
@@ -96,14 +141,42 @@ void RegatherSequenceShard(LayerBuilder& layer, const Shape& x) {
 
 void NormOp(LayerBuilder& layer, std::string_view name, const Shape& x) {
   const int64_t elements = x.replicated_tokens * x.width;
-  // Saves its input (Korthikanti: "two LayerNorm inputs, 2·e·sbh" per layer).
-  layer.Stream(name, OpKind::kNorm, x.dtype, elements, 2 * x.e, 3 * x.e, x.e * elements);
+  // Saves its input (Korthikanti: "two LayerNorm inputs, 2·e·sbh" per layer). Under autocast it
+  // reads and writes fp32 (the memory model widens what it keeps: models/memory.cc).
+  const double e = x.autocast ? kFp32Bytes : x.e;
+  layer.Stream(name, OpKind::kNorm, x.autocast ? DType::kFp32 : x.dtype, elements, 2 * e, 3 * e,
+               x.e * elements);
+}
+
+// Under autocast the branch (in the activations' dtype) is added to the fp32 residual stream:
+// the add promotes to fp32. In backward the stream's gradient is cast for the branch, and the
+// branch's gradient (its norm's, fp32) accumulated into the stream's. Dropout, when trained
+// with, is a kernel of its own on the branch.
+void AutocastResidualAdd(LayerBuilder& layer, std::string_view name, const Shape& x,
+                         int64_t elements) {
+  const std::string add(name);
+  if (x.dropout) {
+    layer.Stream(add + ".dropout", OpKind::kDropout, x.dtype, elements, 2 * x.e + 1, 2 * x.e + 1,
+                 elements);
+  }
+  std::vector<Op> backward;
+  backward.push_back(Op::Streaming(layer.Name(add) + ".grad_cast", OpKind::kCast, Pass::kBackward,
+                                   x.dtype, elements, CastBytes(x)));
+  backward.push_back(Op::Streaming(layer.Name(add) + ".bwd", OpKind::kElementwise, Pass::kBackward,
+                                   DType::kFp32, elements, 3 * kFp32Bytes));
+  layer.Forward(Op::Streaming(layer.Name(add), OpKind::kElementwise, Pass::kForward, DType::kFp32,
+                              elements, x.e + 2 * kFp32Bytes),
+                0, std::move(backward));
 }
 
 // Dropout (when trained with it) fused with the residual add: reads the branch and the
 // residual, writes the sum and a 1-byte mask it saves.
 void ResidualAdd(LayerBuilder& layer, std::string_view name, const Shape& x) {
   const int64_t elements = x.replicated_tokens * x.width;
+  if (x.autocast) {
+    AutocastResidualAdd(layer, name, x, elements);
+    return;
+  }
   if (x.dropout) {
     layer.Stream(name, OpKind::kDropout, x.dtype, elements, 3 * x.e + 1, 2 * x.e + 1, elements);
   } else {
@@ -265,6 +338,8 @@ void Attention(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
     // Saves its input (the sequence shard under sequence parallelism, which the backward
     // all-gathers again) and its outputs Q, K, V for the core attention's backward.
     const int64_t qkv = x.q + x.kv + x.v;
+    AutocastLinear(layer, "attn.qkv", x, x.width, x.width * qkv * x.steps, BiasColumns(x, qkv),
+                   /*fp32_input=*/true);
     Op& projection =
         layer.Linear("attn.qkv", x.dtype, x.tokens, qkv, x.width,
                      x.input_e() * x.replicated_tokens * x.width + x.e * tokens * qkv, x.steps, 1.0,
@@ -281,6 +356,8 @@ void Attention(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
     layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);  // column-parallel: g in backward
   }
   CoreAttention(layer, x);
+  AutocastLinear(layer, "attn.proj", x, x.o, x.o * x.width * x.steps, BiasColumns(x, x.width),
+                 /*fp32_input=*/false);
   layer.Linear("attn.proj", x.dtype, x.tokens, x.width, x.o, x.input_e() * tokens * x.o, x.steps,
                1.0, Casts(x, x.tokens * x.o, x.tokens * x.width));
   layer.Boundaries(Boundary::kTensorReduce, Boundary::kNone);  // row-parallel: f in forward
@@ -298,6 +375,8 @@ void Mlp(LayerBuilder& layer, const Shape& x, bool swiglu, std::string_view pref
   const std::string name(prefix);
   const int64_t width = swiglu ? 2 * ffn : ffn;  // SwiGLU: gate and up in one GEMM
   const double input = x.input_e() * static_cast<double>(x.replicated_tokens * x.width);
+  AutocastLinear(layer, name + ".fc1", x, x.width, x.width * width * x.steps, BiasColumns(x, width),
+                 /*fp32_input=*/!shared);
   Op& fc1 = layer.Linear(name + ".fc1", x.dtype, x.tokens, width, x.width, shared ? 0 : input,
                          x.steps, 1.0, Casts(x, x.replicated_tokens * x.width, x.tokens * width));
   // SwiGLU's gate and up are two matmuls as PyTorch models write them (w1 and w3, gate_proj and
@@ -309,6 +388,8 @@ void Mlp(LayerBuilder& layer, const Shape& x, bool swiglu, std::string_view pref
   const int64_t elements = x.tokens * ffn;
   layer.Stream(name + ".act", OpKind::kActivation, x.dtype, elements, swiglu ? 3 * x.e : 2 * x.e,
                swiglu ? 5 * x.e : 3 * x.e, x.e * tokens * width);
+  AutocastLinear(layer, name + ".fc2", x, ffn, ffn * x.width * x.steps, BiasColumns(x, x.width),
+                 /*fp32_input=*/false);
   layer.Linear(name + ".fc2", x.dtype, x.tokens, x.width, ffn, x.input_e() * tokens * ffn, x.steps,
                1.0, Casts(x, x.tokens * ffn, x.tokens * x.width));
   if (reduces) layer.Boundaries(Boundary::kTensorReduce, Boundary::kNone);
@@ -488,29 +569,37 @@ LayerOps EmbeddingOps(const TransformerSpec& spec, const TransformerShard& shard
   const int split = shard.column_split();
   LayerBuilder layer("");
   const int64_t elements = x.tokens * x.width;
+  const int64_t table = spec.PaddedVocab(split) / split * x.width;
+  // Under autocast the embeddings stay fp32 (their tables are, and no autocast op touches
+  // them): the residual stream starts in fp32.
+  const DType dtype = x.autocast ? DType::kFp32 : x.dtype;
+  const double e = x.autocast ? kFp32Bytes : x.e;
   // Vocabulary-parallel lookup: each rank gathers the rows of its V/t shard (others zero) and
   // the strategy all-reduces (reduce-scatters) the result. Saves the int64 token ids.
-  Op lookup = Op::Streaming("embedding.lookup", OpKind::kEmbedding, Pass::kForward, x.dtype,
-                            elements, 2 * x.e);
+  Op lookup =
+      Op::Streaming("embedding.lookup", OpKind::kEmbedding, Pass::kForward, dtype, elements, 2 * e);
   lookup.bytes += 8.0 * x.tokens;
   std::vector<Op> grad;
   // The gradient of the V/t × h table: zeroed, then the token rows accumulated into it.
-  grad.push_back(Op::Streaming("embedding.grad", OpKind::kEmbedding, Pass::kBackward, x.dtype,
-                               spec.PaddedVocab(split) / split * x.width + elements, 2 * x.e));
+  grad.push_back(Op::Streaming("embedding.grad", OpKind::kEmbedding, Pass::kBackward, dtype,
+                               table + elements, 2 * e));
+  if (x.autocast && spec.tied_embeddings) {
+    // The output layer's gradient of the shared table reached .grad first (its backward runs
+    // first); this one is added to it (autograd's AccumulateGrad: an fp32 add over the table).
+    grad.push_back(Op::Streaming("embedding.grad_accumulate", OpKind::kElementwise, Pass::kBackward,
+                                 DType::kFp32, table, 3 * kFp32Bytes));
+  }
   layer.Forward(std::move(lookup), 8.0 * x.tokens, std::move(grad));
   if (spec.position == PositionEmbedding::kLearned) {
-    layer.Stream("embedding.position", OpKind::kElementwise, x.dtype, elements, 3 * x.e, 3 * x.e,
-                 0);
+    layer.Stream("embedding.position", OpKind::kElementwise, dtype, elements, 3 * e, 3 * e, 0);
   }
   if (spec.token_types > 0) {
-    layer.Stream("embedding.token_type", OpKind::kElementwise, x.dtype, elements, 3 * x.e, 3 * x.e,
-                 0);
+    layer.Stream("embedding.token_type", OpKind::kElementwise, dtype, elements, 3 * e, 3 * e, 0);
   }
   if (spec.embedding_norm) NormOp(layer, "embedding.norm", x);
   if (x.dropout) {
     const int64_t local = x.replicated_tokens * x.width;
-    layer.Stream("embedding.dropout", OpKind::kDropout, x.dtype, local, 2 * x.e + 1, 2 * x.e + 1,
-                 local);
+    layer.Stream("embedding.dropout", OpKind::kDropout, dtype, local, 2 * e + 1, 2 * e + 1, local);
   }
   return std::move(layer).Finish();
 }
@@ -527,23 +616,32 @@ LayerOps OutputOps(const TransformerSpec& spec, const TransformerShard& shard) {
   LayerBuilder layer("");
   if (spec.final_norm) NormOp(layer, "output.norm", x);
   if (spec.lm_head_transform) {  // BERT: dense h→h, GeLU, norm before the logits
+    AutocastLinear(layer, "output.transform", x, x.width, x.width * x.width * x.steps,
+                   BiasColumns(x, x.width), /*fp32_input=*/true);
     layer.Linear("output.transform", x.dtype, x.tokens, x.width, x.width, x.e * x.tokens * x.width,
                  x.steps);
     layer.Stream("output.transform_act", OpKind::kActivation, x.dtype, x.tokens * x.width, 2 * x.e,
                  3 * x.e, x.e * x.tokens * x.width);
     NormOp(layer, "output.transform_norm", x);
   }
-  if (spec.pooler) {
+  if (spec.pooler) {  // under autocast its casts (h² + h elements) are left out
     layer.Linear("output.pooler", x.dtype, x.b, x.width, x.width, x.e * x.b * x.width, x.steps);
   }
+  AutocastLinear(layer, "output.logits", x, x.width, vocab * x.width * x.steps, 0,
+                 /*fp32_input=*/true);
   layer.Linear("output.logits", x.dtype, x.tokens, vocab, x.width,
                x.e * x.replicated_tokens * x.width, x.steps);
   RegatherSequenceShard(layer, unquantized);
   // Vocabulary-parallel cross-entropy in fp32: reads the logits, keeps the fp32 softmax for the
-  // backward (the 4·s·b·V term of Korthikanti's output-layer memory).
+  // backward (the 4·s·b·V term of Korthikanti's output-layer memory). Under autocast it is
+  // PyTorch's F.cross_entropy(logits.float()): the fp32 copy (e + 4 B a logit), log_softmax (4 +
+  // 4) in forward; in backward nll_loss's dense fp32 gradient (4), log_softmax's backward (4 + 4
+  // + 4) and the copy back (4 + e).
   const int64_t logits = x.tokens * vocab;
-  layer.Stream("output.cross_entropy", OpKind::kCrossEntropy, x.dtype, logits, x.e + 4, 4 + x.e,
-               4.0 * logits);
+  const double loss_forward = x.autocast ? x.e + 3 * kFp32Bytes : x.e + 4;
+  const double loss_backward = x.autocast ? 5 * kFp32Bytes + x.e : 4 + x.e;
+  layer.Stream("output.cross_entropy", OpKind::kCrossEntropy, x.dtype, logits, loss_forward,
+               loss_backward, 4.0 * logits);
   // Each multi-token-prediction module's head: its final norm, the shared output layer and a
   // loss of its own (Megatron-Core applies the output layer to every module's hidden states).
   for (int depth = 0; depth < spec.mtp_layers; ++depth) {

@@ -500,6 +500,9 @@ models::TransformerShard ShardOf(const SimulationConfig& config) {
           .flash_attention = training.flash_attention,
           .dropout = training.dropout,
           .fp8 = training.fp8,
+          .autocast =
+              models::Autocasts(training.framework, training.param_dtype, training.dtype,
+                                plan.zero_stage == 3 && plan.DataIndices() * plan.tensor_depth > 1),
           .recompute_modules = training.recompute_modules};
 }
 

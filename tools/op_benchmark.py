@@ -298,6 +298,30 @@ Permute, PermuteBackward = make(
     setup=lambda s: setattr(s, "order", s.torch.randperm(s.rows[0], device=s.device)))
 
 
+# PyTorch autocast over fp32 weights (docs/models.md, "PyTorch eager under autocast"): the copies
+# between fp32 and the op's dtype (`cast`: fp32 in, the op's dtype out; `cast_bwd` the other
+# way), and a linear's bias gradient, a sum over the tokens of its output gradient (`bias_bwd`).
+def _fp32_input(s):
+    s.x = s.torch.randn(*s.rows, device=s.device, dtype=s.torch.float32)
+
+
+Cast, _ = make("Cast", lambda s: s.x.to(s.dtype), "x.to(dtype) of an fp32 x", setup=_fp32_input)
+CastBackward, _ = make("CastBackward", lambda s: s.x.float(), "x.float() of an x in dtype",
+                       setup=lambda s: None)
+
+
+class BiasGradient(Runner):
+    shape = "grad[elements/columns, columns].sum(0)"
+
+    def __init__(self, torch, op):
+        super().__init__(torch, op)
+        columns = self.dims.get("columns") or row_shape(self.dims["elements"])[1]
+        self.grad = self.tensor(self.dims["elements"] // columns, columns)
+
+    def run(self):
+        return self.grad.sum(0)
+
+
 # Gradient-compression kernels (strategies/compression.cc), on `elements` fp32 gradients.
 def _onebit(s):
     scale = s.x.abs().mean()
@@ -433,6 +457,7 @@ RUNNERS = {
     "batch_norm": BatchNorm, "batch_norm_bwd": BatchNormBackward,
     "pool": Pool, "pool_bwd": PoolBackward,
     "adam": Optimizer, "sgd": Sgd,
+    "cast": Cast, "cast_bwd": CastBackward, "bias_bwd": BiasGradient,
     "cast_compress": CastCompress, "cast_decompress": CastDecompress,
     "onebit_compress": OnebitCompress, "onebit_server": OnebitCompress,
     "onebit_decompress": OnebitDecompress,

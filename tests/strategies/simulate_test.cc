@@ -83,10 +83,13 @@ TEST(SimulateTest, Fp32ParametersKeepNoMasterCopy) {
   EXPECT_THAT(ConfigError(json), testing::HasSubstr("fp32 parameters are their own master copy"));
 }
 
-TEST(SimulateTest, PyTorchFrameworkChangesMemoryNotTime) {
+TEST(SimulateTest, PyTorchFrameworkChangesMemoryAndRunsAutocast) {
   // training.framework "pytorch": parameters default to fp32 (4 B, Adam 8, no master copy),
-  // and memory follows PyTorch (docs/models.md, "Memory"); the forward, backward and optimizer
-  // step are priced as before with fp32 parameters. The result's plan names the framework.
+  // and memory follows PyTorch (docs/models.md, "Memory"); the optimizer step is priced as
+  // before with fp32 parameters. The forward and backward run under autocast and cost more
+  // (weight, input and gradient casts, fp32 norms and residual stream, bias-gradient
+  // reductions: tests/models/autocast_ops_test.cc derives them); in fp32 there is no autocast
+  // and the passes cost what Megatron's do. The result's plan names the framework.
   Json json = BaseConfig();
   json["training"]["param_precision"] = "fp32";
   const SimulationResult megatron = SimulateJson(json);
@@ -96,9 +99,15 @@ TEST(SimulateTest, PyTorchFrameworkChangesMemoryNotTime) {
   const models::MemoryBreakdown& b = pytorch.iteration->stats.stage_memory[0];
   EXPECT_EQ(b.parameters, 4 * b.parameter_count);
   EXPECT_EQ(b.optimizer_state, 8 * b.parameter_count);
-  EXPECT_EQ(pytorch.stages[0].compute, megatron.stages[0].compute);
+  EXPECT_GT(pytorch.stages[0].compute, megatron.stages[0].compute);
   EXPECT_EQ(pytorch.stages[0].optimizer, megatron.stages[0].optimizer);
-  EXPECT_EQ(pytorch.iteration_time, megatron.iteration_time);
+
+  json["training"]["precision"] = "fp32";
+  const SimulationResult pytorch_fp32 = SimulateJson(json);
+  json["training"]["framework"] = "megatron";
+  const SimulationResult megatron_fp32 = SimulateJson(json);
+  EXPECT_EQ(pytorch_fp32.stages[0].compute, megatron_fp32.stages[0].compute);
+  EXPECT_EQ(pytorch_fp32.iteration_time, megatron_fp32.iteration_time);
 
   json["training"]["framework"] = "fsdp";
   EXPECT_THAT(ConfigError(json), testing::HasSubstr("training.framework"));

@@ -8,7 +8,8 @@ model, batch, sequence and recompute policy on one h200-sxm-141gb with flash att
 dropout and "framework": "pytorch" (gpt2_step.py trains under bf16 autocast over fp32 weights),
 and prints dtsim's per-GPU memory less the CUDA context (its tensors) against the measured peak
 allocated and reserved bytes and the device memory in use, with the error against the
-allocated peak.
+allocated peak; and dtsim's iteration time (the roofline cost model) against the median of
+the measured steps.
 Every policy has a dtsim counterpart (a run with none would be listed without a prediction).
 Exits 1 if a simulation fails.
 """
@@ -46,9 +47,10 @@ def predict(dtsim, run, work):
     if done.returncode != 0:
         raise RuntimeError(f"dtsim simulate failed for {run['model']}: {done.stderr.strip()}")
     with open(result_path) as result:
-        memory = json.load(result)["stages"][0]["memory"]
+        result = json.load(result)
+        memory = result["stages"][0]["memory"]
         # The allocator's tensors: the total less the CUDA context (runtime_bytes).
-        return memory["total_bytes"] - memory.get("runtime_bytes", 0)
+        return memory["total_bytes"] - memory.get("runtime_bytes", 0), result["iteration_time_ns"] / 1e6
 
 
 def main():
@@ -57,10 +59,12 @@ def main():
     dtsim, measured_path = sys.argv[1], sys.argv[2]
     with open(measured_path) as measured:
         runs = json.load(measured)["runs"]
-    header = ("run", "measured allocated", "reserved", "device in use", "dtsim", "error")
+    header = ("run", "measured allocated", "reserved", "device in use", "dtsim", "error",
+              "step (median)", "dtsim step", "error")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     errors = []
+    step_errors = []
     with tempfile.TemporaryDirectory() as work:
         for run in runs:
             name = f"{run['model']} {run['batch']}×{run['seq']}, recompute {run['recompute']}"
@@ -68,15 +72,20 @@ def main():
             cells = [name, f"{allocated / GIB:.2f} GiB", f"{run['peak_reserved_bytes'] / GIB:.2f} GiB",
                      f"{run['device_used_bytes_at_end'] / GIB:.2f} GiB"]
             if POLICIES[run["recompute"]] is None:
-                cells += ["no such policy", "—"]
+                cells += ["no such policy", "—", f"{run['median_ms']:.1f} ms", "—", "—"]
             else:
-                predicted = predict(dtsim, run, work)
+                predicted, step = predict(dtsim, run, work)
                 error = (predicted - allocated) / allocated
                 errors.append(abs(error))
-                cells += [f"{predicted / GIB:.2f} GiB", f"{100 * error:+.1f}%"]
+                step_error = step / run["median_ms"] - 1
+                step_errors.append(step_error)
+                cells += [f"{predicted / GIB:.2f} GiB", f"{100 * error:+.1f}%",
+                          f"{run['median_ms']:.1f} ms", f"{step:.1f} ms", f"{100 * step_error:+.1f}%"]
             print("| " + " | ".join(cells) + " |")
     print(f"\nmean absolute error against the allocated peak over {len(errors)} runs: "
-          f"{100 * sum(errors) / len(errors):.1f}%")
+          f"{100 * sum(errors) / len(errors):.1f}%; the step time's mean error over "
+          f"{len(step_errors)} runs: {100 * sum(step_errors) / len(step_errors):+.1f}% (the roofline; "
+          "negative: faster than measured)")
 
 
 if __name__ == "__main__":
