@@ -100,6 +100,26 @@ struct RooflineTimes {
   double memory = 0;
 };
 
+// The efficiency curve of an op's tensor-core work: flash attention's own, forward or
+// backward, where measured on the GPU; the GEMM curve of the op's dtype otherwise.
+const EfficiencyCurve& TensorCoreCurve(const GpuSpec& gpu, const Op& op) {
+  if (op.kind == OpKind::kFlashAttention) {
+    const std::optional<EfficiencyCurve>& curve =
+        op.pass == Pass::kBackward ? gpu.attention_backward_efficiency : gpu.attention_efficiency;
+    if (curve) return *curve;
+  }
+  return gpu.MatrixEfficiency(op.dtype);
+}
+
+// The share of its burst speed a compute-bound op keeps at the power limit: flash attention's
+// own where measured, the GPU's otherwise.
+double PowerLimitedShare(const GpuSpec& gpu, const Op& op) {
+  if (op.kind == OpKind::kFlashAttention && gpu.attention_power_limited_compute) {
+    return *gpu.attention_power_limited_compute;
+  }
+  return gpu.power_limited_compute;
+}
+
 RooflineTimes RooflineSeconds(const GpuSpec& gpu, const Op& op) {
   RooflineTimes times;
   if (op.flops > 0) {
@@ -108,10 +128,9 @@ RooflineTimes RooflineSeconds(const GpuSpec& gpu, const Op& op) {
     const double matrix = gpu.MatrixPeak(op.dtype).flop_per_second();
     const bool on_tensor_cores = op.matmul && matrix > 0;
     const double sustained =
-        (on_tensor_cores ? matrix : gpu.vector_peak.flop_per_second()) * gpu.power_limited_compute;
-    times.compute = on_tensor_cores
-                        ? gpu.MatrixEfficiency(op.dtype).TimeSeconds(op.flops, sustained)
-                        : op.flops / sustained;
+        (on_tensor_cores ? matrix : gpu.vector_peak.flop_per_second()) * PowerLimitedShare(gpu, op);
+    times.compute = on_tensor_cores ? TensorCoreCurve(gpu, op).TimeSeconds(op.flops, sustained)
+                                    : op.flops / sustained;
   }
   if (op.bytes > 0) {
     times.memory =
@@ -122,12 +141,11 @@ RooflineTimes RooflineSeconds(const GpuSpec& gpu, const Op& op) {
 
 DurationNs PowerLimited(const GpuSpec& gpu, const traces::OpCostTable& table, const Op& op,
                         DurationNs measured) {
-  if (table.timing() != traces::OpTiming::kIsolated || gpu.power_limited_compute >= 1) {
-    return measured;
-  }
+  const double share = PowerLimitedShare(gpu, op);
+  if (table.timing() != traces::OpTiming::kIsolated || share >= 1) return measured;
   const RooflineTimes roofline = RooflineSeconds(gpu, op);
   if (roofline.compute < roofline.memory) return measured;
-  return FromSeconds(measured.ToSecondsDouble() / gpu.power_limited_compute);
+  return FromSeconds(measured.ToSecondsDouble() / share);
 }
 
 }  // namespace
@@ -260,23 +278,18 @@ Expected<std::unique_ptr<OpCostModel>> MakeCostModel(std::string_view name, cons
   return entry->make(gpu, table);
 }
 
-Expected<EfficiencyCurve> FitMatrixEfficiency(const traces::OpCostTable& table, const GpuSpec& gpu,
-                                              DType dtype) {
-  const double peak = gpu.MatrixPeak(dtype).flop_per_second();
-  if (peak <= 0) {
-    return Error(fmt::format("{} has no matrix peak for {}", gpu.name, DTypeName(dtype)));
-  }
-  // Least squares of the relative error of t = a + b·F over the table's GEMMs of this dtype:
-  // minimize Σ ((a + b·F − t) / t)², i.e. weights 1/t² (sizes span four orders of magnitude;
-  // absolute residuals would let the largest GEMMs decide alone). Normal equations:
-  //   a·Σw + b·ΣwF = Σwt,   a·ΣwF + b·ΣwF² = ΣwFt.
-  double n = 0, sw = 0, swf = 0, swt = 0, swff = 0, swft = 0;
-  for (const traces::MeasuredOp& op : table.ops()) {
-    if (op.signature.op != "gemm" || op.signature.dtype != dtype) continue;
-    const double flops = 2 * Work(op.signature);
-    const double seconds = op.duration.ToSecondsDouble();
+namespace {
+
+// Least squares of the relative error of t = a + b·F over (FLOPs, seconds) points: minimize
+// Σ ((a + b·F − t) / t)², i.e. weights 1/t² (sizes span orders of magnitude; absolute residuals
+// would let the largest kernels decide alone). Normal equations:
+//   a·Σw + b·ΣwF = Σwt,   a·ΣwF + b·ΣwF² = ΣwFt.
+// Then max = 1 / (b · peak) and ramp = a.
+Expected<EfficiencyCurve> FitCurve(const std::vector<std::pair<double, double>>& points,
+                                   double peak, std::string_view what) {
+  double sw = 0, swf = 0, swt = 0, swff = 0, swft = 0;
+  for (const auto& [flops, seconds] : points) {
     const double w = 1 / (seconds * seconds);
-    n += 1;
     sw += w;
     swf += w * flops;
     swt += w * seconds;
@@ -284,20 +297,54 @@ Expected<EfficiencyCurve> FitMatrixEfficiency(const traces::OpCostTable& table, 
     swft += w * flops * seconds;
   }
   const double determinant = sw * swff - swf * swf;
-  if (n < 2 || !(determinant > 0)) {
-    return Error(fmt::format("need GEMMs of at least two sizes in {} to fit a curve (found {})",
-                             DTypeName(dtype), n));
+  if (points.size() < 2 || !(determinant > 0)) {
+    return Error(fmt::format("need {} of at least two sizes to fit a curve (found {})", what,
+                             points.size()));
   }
   const double slope = (sw * swft - swf * swt) / determinant;  // seconds per FLOP
   const double intercept = (swt - slope * swf) / sw;
   const double max = 1 / (slope * peak);
   if (!(slope > 0) || max > 1) {
     return Error(
-        fmt::format("the fitted efficiency ({:.3f} of the {} peak) is not in (0, 1]: "
+        fmt::format("the fitted efficiency of the {} ({:.3f} of the peak) is not in (0, 1]: "
                     "are the table and the GPU the same?",
-                    max, DTypeName(dtype)));
+                    what, max));
   }
   return EfficiencyCurve{max, DurationNs(std::max<int64_t>(0, std::llround(intercept * 1e9)))};
+}
+
+}  // namespace
+
+Expected<EfficiencyCurve> FitMatrixEfficiency(const traces::OpCostTable& table, const GpuSpec& gpu,
+                                              DType dtype) {
+  const double peak = gpu.MatrixPeak(dtype).flop_per_second();
+  if (peak <= 0) {
+    return Error(fmt::format("{} has no matrix peak for {}", gpu.name, DTypeName(dtype)));
+  }
+  std::vector<std::pair<double, double>> points;
+  for (const traces::MeasuredOp& op : table.ops()) {
+    if (op.signature.op != "gemm" || op.signature.dtype != dtype) continue;
+    points.emplace_back(2 * Work(op.signature), op.duration.ToSecondsDouble());
+  }
+  return FitCurve(points, peak, fmt::format("{} GEMMs", DTypeName(dtype)));
+}
+
+Expected<EfficiencyCurve> FitAttentionEfficiency(std::span<const traces::OpCostTable* const> tables,
+                                                 const GpuSpec& gpu, DType dtype, bool backward) {
+  const double peak = gpu.MatrixPeak(dtype).flop_per_second();
+  if (peak <= 0) {
+    return Error(fmt::format("{} has no matrix peak for {}", gpu.name, DTypeName(dtype)));
+  }
+  const std::string_view family = backward ? "flash_attention_bwd" : "flash_attention";
+  std::vector<std::pair<double, double>> points;
+  for (const traces::OpCostTable* table : tables) {
+    for (const traces::MeasuredOp& op : table->ops()) {
+      if (op.signature.op != family || op.signature.dtype != dtype) continue;
+      points.emplace_back(FlashAttentionFlops(op.signature, backward),
+                          op.duration.ToSecondsDouble());
+    }
+  }
+  return FitCurve(points, peak, fmt::format("{} {} kernels", DTypeName(dtype), family));
 }
 
 Expected<OpCost> OpCostModel::PriceOrError(const Op& op, std::string_view what) const {

@@ -44,13 +44,35 @@ constexpr DurationNs kLaunchOverhead(1'000);
 // (tests/models/gpu_calibration_test.cc refits them). power_limited_compute is the median over
 // the compute-bound kernels of their burst time over their time in a 20 s run of all of them
 // back to back at the 700 W limit (tests/data/measured/*_sustained_ops.json).
+// The flash attention curves are FitAttentionEfficiency of both Hopper tables' flash_attention
+// and flash_attention_bwd kernels together (PyTorch's scaled_dot_product_attention, cuDNN's
+// flash kernels): compute-bound kernels on one die at one clock, which took the same time on
+// both GPUs at the shapes both measured (within 0.5% forward, 3% backward).
+constexpr EfficiencyCurve kHopperAttention{0.5942, DurationNs(27'700)};
+constexpr EfficiencyCurve kHopperAttentionBackward{0.5251, DurationNs(99'400)};
+// attention_power_limited_compute is 1 / the median sustained-over-burst time of the flash
+// kernels of the same runs (the sustained_ops files' summaries: 1.365 over 3 on the H100,
+// 1.332 over 18 on the H200).
 struct Measured {
   EfficiencyCurve matrix;
   EfficiencyCurve fp8_matrix;
   double power_limited_compute = 1.0;
+  EfficiencyCurve attention;
+  EfficiencyCurve attention_backward;
+  double attention_power_limited_compute = 1.0;
 };
-constexpr Measured kH100Sxm{{0.7818, DurationNs(3'110)}, {0.7124, DurationNs(2'900)}, 0.85};
-constexpr Measured kH200{{0.7865, DurationNs(3'170)}, {0.728, DurationNs(2'820)}, 0.84};
+constexpr Measured kH100Sxm{{0.7818, DurationNs(3'110)},
+                            {0.7124, DurationNs(2'900)},
+                            0.85,
+                            kHopperAttention,
+                            kHopperAttentionBackward,
+                            0.73};
+constexpr Measured kH200{{0.7865, DurationNs(3'170)},
+                         {0.728, DurationNs(2'820)},
+                         0.84,
+                         kHopperAttention,
+                         kHopperAttentionBackward,
+                         0.75};
 
 GpuSpec MakeGpu(std::string name, const Peaks& peaks, double vector_tflops, int64_t gb_per_s,
                 Bytes memory, EfficiencyCurve matrix, bool microscaling = false) {
@@ -91,6 +113,9 @@ GpuSpec WithMeasured(GpuSpec gpu, const Measured& measured) {
   gpu.matrix_efficiency = measured.matrix;
   gpu.fp8_matrix_efficiency = measured.fp8_matrix;
   gpu.power_limited_compute = measured.power_limited_compute;
+  gpu.attention_efficiency = measured.attention;
+  gpu.attention_backward_efficiency = measured.attention_backward;
+  gpu.attention_power_limited_compute = measured.attention_power_limited_compute;
   gpu.measured_curves = true;
   return gpu;
 }
@@ -150,6 +175,17 @@ Status ReadCurve(JsonObjectReader& parent, std::string_view key, EfficiencyCurve
   return reader.Finish();
 }
 
+// A flash attention curve: the fields given replace those of the GPU's curve, or of its matrix
+// curve when it has none.
+Status ReadAttentionCurve(JsonObjectReader& parent, std::string_view key, const GpuSpec& gpu,
+                          std::optional<EfficiencyCurve>& curve) {
+  if (!parent.Has(key)) return Status::Ok();
+  EfficiencyCurve read = curve.value_or(gpu.matrix_efficiency);
+  DTSIM_RETURN_IF_ERROR(ReadCurve(parent, key, read));
+  curve = read;
+  return Status::Ok();
+}
+
 Expected<FlopRate> ReadFlopRate(const Json& value, const std::string& path) {
   if (!value.is_string()) {
     return Error("expected a FLOP rate such as \"312 TFLOP/s\"", path, JsonValueForError(value));
@@ -206,6 +242,10 @@ Status ReadFields(JsonObjectReader& reader, GpuSpec& gpu) {
   }
   DTSIM_RETURN_IF_ERROR(ReadCurve(reader, "matrix_efficiency", gpu.matrix_efficiency));
   DTSIM_RETURN_IF_ERROR(ReadCurve(reader, "fp8_matrix_efficiency", gpu.fp8_matrix_efficiency));
+  DTSIM_RETURN_IF_ERROR(
+      ReadAttentionCurve(reader, "attention_efficiency", gpu, gpu.attention_efficiency));
+  DTSIM_RETURN_IF_ERROR(ReadAttentionCurve(reader, "attention_backward_efficiency", gpu,
+                                           gpu.attention_backward_efficiency));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("microscaling", gpu.microscaling));
   if (reader.Has("power_limited_compute")) {
     DTSIM_ASSIGN_OR_RETURN(gpu.power_limited_compute, reader.Number("power_limited_compute"));
@@ -213,6 +253,15 @@ Status ReadFields(JsonObjectReader& reader, GpuSpec& gpu) {
       return Error("must be in (0, 1]", JsonChildPath(reader.path(), "power_limited_compute"),
                    JsonValueForError(*reader.Find("power_limited_compute")));
     }
+  }
+  if (reader.Has("attention_power_limited_compute")) {
+    DTSIM_ASSIGN_OR_RETURN(const double share, reader.Number("attention_power_limited_compute"));
+    if (!(share > 0 && share <= 1)) {
+      return Error("must be in (0, 1]",
+                   JsonChildPath(reader.path(), "attention_power_limited_compute"),
+                   JsonValueForError(*reader.Find("attention_power_limited_compute")));
+    }
+    gpu.attention_power_limited_compute = share;
   }
   return ReadCurve(reader, "memory_efficiency", gpu.memory_efficiency);
 }

@@ -41,6 +41,15 @@ struct GpuSpec {
   EfficiencyCurve matrix_efficiency;                // GEMMs in every dtype but FP8
   EfficiencyCurve fp8_matrix_efficiency;  // FP8 GEMMs (Transformer Engine's), their own curve
   EfficiencyCurve memory_efficiency;
+  // Flash attention's kernels, forward and backward, their own curves over the FLOPs they
+  // execute where measured on this GPU (fitted like the GEMM curves: FitAttentionEfficiency);
+  // none: the matrix curve of their dtype, as a GEMM's.
+  std::optional<EfficiencyCurve> attention_efficiency;
+  std::optional<EfficiencyCurve> attention_backward_efficiency;
+  // Flash attention's share of its burst speed at the power limit, measured apart: its kernels
+  // slow with the SM clock all the way (0.73–0.75 on Hopper, where GEMMs keep 0.84–0.85);
+  // none: power_limited_compute.
+  std::optional<double> attention_power_limited_compute;
   bool microscaling = false;  // MXFP8 tensor cores with per-32-element scales (Blackwell)
   // Whether the matrix curves were fitted to GEMMs measured on this GPU (an op-cost table in
   // tools/examples/profiles/), not defaults: `dtsim calibrate` leaves measured curves alone.

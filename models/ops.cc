@@ -158,6 +158,21 @@ Op Op::Gemm(std::string name, Pass pass, DType dtype, int64_t m, int64_t n, int6
   return op;
 }
 
+double FlashAttentionFlops(const traces::OpSignature& signature, bool backward) {
+  const auto dim = [&signature](std::string_view name) {
+    return static_cast<double>(signature.Dim(name));
+  };
+  const double seq = dim("seq");
+  const double keys = signature.Dim("kv_seq") > 0 ? dim("kv_seq") : seq;
+  const double window = dim("window");
+  const double heads = dim("batch") * dim("heads");
+  const double pairs = window > 0 ? heads * (keys * window - window * (window - 1) / 2)
+                                  : heads * seq * keys * (signature.Dim("causal") != 0 ? 0.5 : 1);
+  const double d = dim("head_dim");
+  const double dv = signature.Dim("v_head_dim") > 0 ? dim("v_head_dim") : d;
+  return (backward ? 2 * (3 * d + 2 * dv) : 2 * (d + dv)) * pairs;
+}
+
 Op Op::Streaming(std::string name, OpKind kind, Pass pass, DType dtype, int64_t elements,
                  double bytes_per_element, double flops_per_element) {
   Op op{.name = std::move(name), .kind = kind, .pass = pass, .dtype = dtype};

@@ -111,6 +111,12 @@ struct Op {
 // 128×128 blocks), mxfp8 (32-element blocks with E8M0 scales, Blackwell).
 enum class Fp8Recipe : uint8_t { kNone, kDelayed, kCurrent, kBlockwise, kMxfp8 };
 std::span<const std::string_view> Fp8RecipeNames();  // indexed by Fp8Recipe: "none", "delayed", …
+// The FLOPs a flash attention kernel of `signature` executes, forward or (`backward`) backward:
+// 2·(d + d_v) a query-key pair forward (QKᵀ and PV), 2·(3d + 2d_v) backward (QKᵀ again, dQ, dK,
+// dP, dV), over the pairs its mask leaves — half of seq × kv_seq under the causal mask, all
+// without it, s·w − w(w − 1)/2 of a head's with a window of w over s keys.
+double FlashAttentionFlops(const traces::OpSignature& signature, bool backward);
+
 // HBM bytes per element to quantize a BF16 tensor: read it (2), write FP8 row- and column-wise
 // (1 + 1) and their scales (blockwise 4 B per 128, mxfp8 1 B per 32, each way); current scaling
 // reads it once more for its amax (2).

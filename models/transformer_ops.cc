@@ -187,27 +187,19 @@ void ResidualAdd(LayerBuilder& layer, std::string_view name, const Shape& x) {
 // Under context parallelism the rank's share of the sequence's attention: p2p runs it as c
 // ring steps (1/c each; the strategy splits the op), a2a on the whole sequence with 1/c of the
 // heads; either way 1/c of the pairs, the causal half balanced by the 2c chunks.
-// The query-key pairs one sequence's attention scores per head, and the share of them a causal
-// (windowed) kernel executes. A window w < s: each query the last w keys — s·w pairs (model
-// FLOPs, the unmasked analogue); executed Σ_i min(i + 1, w) = s·w − w(w − 1)/2 of them.
-struct AttentionPairs {
-  double pairs;
-  double executed;
-};
-
-AttentionPairs PairsOf(const Shape& x) {
+// The query-key pairs the rank's attention scores, for model FLOPs: b · heads · q_len · kv_len
+// unmasked; with a window w < s each query's last w keys, s·w a head (the unmasked analogue).
+// What a causal or windowed kernel executes is FlashAttentionFlops' (models/ops.h).
+double PairsOf(const Shape& x) {
   const double per_head = static_cast<double>(x.b) * x.attn_heads;
   if (x.window > 0 && x.window < x.kv_len) {
-    const double s = static_cast<double>(x.kv_len);
-    const double w = static_cast<double>(x.window);
-    return {per_head * s * w, (s * w - w * (w - 1) / 2) / (s * w)};
+    return per_head * static_cast<double>(x.kv_len) * static_cast<double>(x.window);
   }
-  return {per_head * static_cast<double>(x.q_len) * static_cast<double>(x.kv_len),
-          x.causal ? 0.5 : 1.0};  // a causal kernel skips the masked blocks
+  return per_head * static_cast<double>(x.q_len) * static_cast<double>(x.kv_len);
 }
 
 Op FlashOp(const Shape& x, Pass pass, std::string name) {
-  const auto [pairs, executed] = PairsOf(x);
+  const double pairs = PairsOf(x);
   const bool forward = pass == Pass::kForward;
   Op op{.name = std::move(name), .kind = OpKind::kFlashAttention, .pass = pass, .dtype = x.dtype};
   op.signature = {
@@ -226,9 +218,8 @@ Op FlashOp(const Shape& x, Pass pass, std::string name) {
   // convention counts backward as twice forward.
   const double d = static_cast<double>(x.head_dim);
   const double dv = static_cast<double>(x.v_head_dim);
-  const double forward_flops = 2 * (d + dv) * pairs;
-  op.flops = (forward ? forward_flops : 2 * (3 * d + 2 * dv) * pairs) * executed;
-  op.model_flops = (forward ? 1 : 2) * forward_flops;
+  op.flops = FlashAttentionFlops(op.signature, !forward);
+  op.model_flops = (forward ? 1 : 2) * 2 * (d + dv) * pairs;
   // The rank's Q, K, V and output (the same bytes whether split by sequence or by heads); a
   // p2p ring reads every K/V block once, c blocks of s/c.
   const double qkv = static_cast<double>(x.tokens) * (x.q + x.kv + x.v) * x.e;

@@ -160,17 +160,29 @@ class Quantize(Runner):
 
 
 class FlashAttention(Runner):
-    shape = "scaled_dot_product_attention(q[batch,heads,seq,head_dim], k, v) (kv heads repeated)"
+    """Keys and values of kv_seq when the signature has one (a context-parallel rank's share:
+    seq queries against kv_seq keys, half the pairs under its load-balanced causal mask, run as
+    seq queries against kv_seq / 2 keys unmasked: SDPA aligns a causal mask of unequal lengths
+    at the top left, which would leave far fewer pairs), values of v_head_dim when it has one
+    (MLA). A sliding window (window) has no runner: SDPA's flash kernels take no window."""
+    shape = ("scaled_dot_product_attention(q[batch,heads,seq,head_dim], k[.., kv_seq, ..], "
+             "v[.., kv_seq, v_head_dim]) (kv heads repeated)")
     backward = False
 
     def __init__(self, torch, op):
         super().__init__(torch, op)
         d = self.dims
         b, h, s, hd = d["batch"], d["heads"], d["seq"], d["head_dim"]
+        if d.get("window"):
+            raise ValueError("sliding-window attention has no runner (SDPA's flash kernels take "
+                             "no window)")
         self.causal = bool(d.get("causal", 1))
+        keys = d.get("kv_seq", s)
+        if keys != s and self.causal:
+            keys, self.causal = keys // 2, False  # the same pairs as the load-balanced mask
         self.q = self.tensor(b, h, s, hd, grad=self.backward)
-        self.k = self.tensor(b, h, s, hd, grad=self.backward)
-        self.v = self.tensor(b, h, s, hd, grad=self.backward)
+        self.k = self.tensor(b, h, keys, hd, grad=self.backward)
+        self.v = self.tensor(b, h, keys, d.get("v_head_dim", hd), grad=self.backward)
         if self.backward:
             self.out = self.forward()
             self.grad = self.torch.randn_like(self.out)

@@ -7,8 +7,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "models/cost_model.h"
 #include "models/gpu.h"
@@ -82,12 +85,124 @@ TEST(GpuCalibrationTest, HopperCurvesAreTheFitsOfTheirProfiles) {
   EXPECT_LT(mape, 0.10) << "bias " << bias;
 }
 
+// Flash attention's curves are the fit of both Hopper tables' flash kernels together (cuDNN's,
+// through PyTorch's scaled_dot_product_attention; compute-bound on one die: at the two shapes
+// both tables measured, the H100's and the H200's times agree within 0.5% forward and 3%
+// backward), over the FLOPs each executes: well under the GEMM curve — the largest kernel of
+// the H100's table (32 heads of 128 over 4,096 tokens, causal) runs at 525 TFLOP/s forward and
+// 441 backward in bursts, where the GEMM curve would give 770 — and the backward's lower
+// still, with a longer ramp. The curve predicts each table's kernels with a mean error under 6%.
+TEST(GpuCalibrationTest, FlashAttentionCurvesAreTheFitOfTheHopperProfiles) {
+  const traces::OpCostTable h100_table = Profile("h100-sxm5-80gb");
+  const traces::OpCostTable h200_table = Profile("h200-sxm-141gb");
+  const std::vector<const traces::OpCostTable*> tables = {&h100_table, &h200_table};
+  for (const std::string name : {"h100-sxm5-80gb", "h200-sxm-141gb"}) {
+    const GpuSpec gpu = Preset(name);
+    for (const bool backward : {false, true}) {
+      const std::optional<EfficiencyCurve>& shipped =
+          backward ? gpu.attention_backward_efficiency : gpu.attention_efficiency;
+      ASSERT_TRUE(shipped.has_value()) << name;
+      Expected<EfficiencyCurve> fit = FitAttentionEfficiency(tables, gpu, DType::kBf16, backward);
+      ASSERT_TRUE(fit.ok()) << fit.error().ToString();
+      SCOPED_TRACE(fmt::format("{} {}: fit max {:.4f} ramp {} ns", name,
+                               backward ? "backward" : "forward", fit->max, fit->ramp.ns()));
+      EXPECT_NEAR(shipped->max, fit->max, 0.0005);
+      EXPECT_NEAR(static_cast<double>(shipped->ramp.ns()), static_cast<double>(fit->ramp.ns()),
+                  100);
+      EXPECT_LT(shipped->max, gpu.matrix_efficiency.max - 0.15);
+      // Mean relative error over this GPU's own kernels.
+      double error = 0, n = 0;
+      for (const traces::MeasuredOp& op :
+           (name == "h100-sxm5-80gb" ? h100_table : h200_table).ops()) {
+        if (op.signature.op != (backward ? "flash_attention_bwd" : "flash_attention")) continue;
+        error +=
+            std::abs(shipped->TimeSeconds(FlashAttentionFlops(op.signature, backward), 989.4e12) /
+                         op.duration.ToSecondsDouble() -
+                     1);
+        n += 1;
+      }
+      EXPECT_LT(error / n, 0.06) << n << " kernels";
+    }
+    EXPECT_LT(gpu.attention_backward_efficiency->max, gpu.attention_efficiency->max);
+  }
+  // GPUs without measured kernels price attention on their GEMM curve.
+  EXPECT_FALSE(Preset("a100-sxm4-80gb").attention_efficiency.has_value());
+}
+
+// The roofline prices a flash kernel on its curve: the H100 table's 32-head kernel, forward
+// 4·128·(4,096²/2)·32 = 1.374e11 FLOPs executed, backward 2.5× that, each at 989.4 TFLOP/s ·
+// max · attention_power_limited_compute plus the ramp and the 1 us launch overhead.
+TEST(GpuCalibrationTest, RooflineFlashAttentionOnItsOwnCurve) {
+  const GpuSpec h100 = Preset("h100-sxm5-80gb");
+  const RooflineCostModel roofline(h100);
+  for (const bool backward : {false, true}) {
+    Op op{.name = "attn.core",
+          .kind = OpKind::kFlashAttention,
+          .pass = backward ? Pass::kBackward : Pass::kForward};
+    op.signature = {.op = backward ? "flash_attention_bwd" : "flash_attention",
+                    .dtype = DType::kBf16,
+                    .dims = {}};
+    for (const auto& [dim, value] :
+         std::initializer_list<std::pair<const char*, int64_t>>{{"batch", 1},
+                                                                {"heads", 32},
+                                                                {"kv_heads", 8},
+                                                                {"seq", 4096},
+                                                                {"head_dim", 128},
+                                                                {"causal", 1}}) {
+      op.signature.SetDim(dim, value);
+    }
+    op.flops = FlashAttentionFlops(op.signature, backward);
+    op.matmul = true;
+    const double flops = (backward ? 2.5 : 1.0) * 4 * 128 * (4096.0 * 4096 / 2) * 32;
+    EXPECT_DOUBLE_EQ(op.flops, flops);
+    const EfficiencyCurve& curve =
+        backward ? *h100.attention_backward_efficiency : *h100.attention_efficiency;
+    const double expected_ns =
+        flops / (989.4e12 * curve.max * *h100.attention_power_limited_compute) * 1e9 +
+        static_cast<double>(curve.ramp.ns()) + 1000;
+    EXPECT_NEAR(static_cast<double>(roofline.Price(op)->duration.ns()), expected_ns, 2);
+  }
+}
+
+TEST(GpuCalibrationTest, AttentionCurvesAreReadAndChecked) {
+  // A field given replaces that of the preset's curve (or of its GEMM curve when it has none).
+  Expected<GpuSpec> gpu =
+      GpuFromJson(Json::parse(R"({"preset": "a100-sxm4-80gb", "attention_efficiency": {"max": 0.6},
+                      "attention_backward_efficiency": {"max": 0.5, "ramp": "20 us"}})"),
+                  "gpu");
+  ASSERT_TRUE(gpu.ok()) << gpu.error().ToString();
+  EXPECT_EQ(gpu->attention_efficiency->max, 0.6);
+  EXPECT_EQ(gpu->attention_efficiency->ramp, gpu->matrix_efficiency.ramp);
+  EXPECT_EQ(gpu->attention_backward_efficiency->ramp, DurationNs(20'000));
+  Expected<GpuSpec> bad = GpuFromJson(
+      Json::parse(R"({"preset": "h100-sxm5-80gb", "attention_efficiency": {"max": 1.5}})"), "gpu");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().ToString().find("gpu.attention_efficiency.max"), std::string::npos)
+      << bad.error().ToString();
+}
+
 // The power limit was measured on both: 0.847 on the H100 (157 compute-bound kernels, 697 W,
 // 1,305 MHz) and 0.838 on the H200 (208 kernels, 690 W, 1,440 MHz).
+// Flash attention's kernels slow with the SM clock all the way (1,980 MHz in bursts, 1,305-1,440
+// at the limit): 1 / their median sustained-over-burst ratio, 1.365 over the H100's 3 and 1.332
+// over the H200's 18, gives 0.73 and 0.75.
 TEST(GpuCalibrationTest, PowerLimitsAreTheMeasuredOnes) {
   EXPECT_EQ(Preset("h100-sxm5-80gb").power_limited_compute, 0.85);
   EXPECT_EQ(Preset("h200-sxm-141gb").power_limited_compute, 0.84);
   EXPECT_EQ(Preset("a100-sxm4-80gb").power_limited_compute, 1.0);  // not measured
+  for (const auto& [name, file] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"h100-sxm5-80gb", "h100_sustained_ops.json"},
+           {"h200-sxm-141gb", "h200_sustained_ops.json"}}) {
+    Expected<Json> measured = ReadJsonFile(std::string(DTSIM_TEST_DATA_DIR "/measured/") + file);
+    ASSERT_TRUE(measured.ok()) << measured.error().ToString();
+    double ratio = 0;
+    for (const Json& family : (*measured)["summary"]) {
+      if (family["op"] == "flash_attention") ratio = family["ratio_median"].get<double>();
+    }
+    ASSERT_GT(ratio, 1) << file;
+    EXPECT_NEAR(*Preset(name).attention_power_limited_compute, 1 / ratio, 0.005) << name;
+  }
+  EXPECT_FALSE(Preset("a100-sxm4-80gb").attention_power_limited_compute.has_value());
 }
 
 // An FP8 GEMM of 8192³ is 1.85× faster than a BF16 one on the shipped H200 curves, as the
