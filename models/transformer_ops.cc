@@ -94,6 +94,16 @@ constexpr double kFp32Bytes = 4;
 // A copy between fp32 and the activations' dtype: read one, write the other.
 double CastBytes(const Shape& x) { return kFp32Bytes + x.e; }
 
+// A gradient accumulated into another in fp32 (autograd's add where two uses of a tensor meet):
+// read both, write one. Its signature is the forward add's, `elementwise fp32`, which an op
+// table measures as x + y (a residual add's own backward, `elementwise_bwd`, launches nothing).
+Op Fp32Accumulation(std::string name, int64_t elements) {
+  Op op = Op::Streaming(std::move(name), OpKind::kElementwise, Pass::kBackward, DType::kFp32,
+                        elements, 3 * kFp32Bytes);
+  op.signature.op = OpKindName(OpKind::kElementwise);
+  return op;
+}
+
 // What a linear of `name` (a `weight`-element matrix, a `bias`-column bias or none, over the
 // rank's tokens, its input `inputs` wide) launches around its matmuls under autocast, added
 // before them: the cast of an fp32 input (`fp32_input`: a norm's output or the residual stream;
@@ -162,8 +172,7 @@ void AutocastResidualAdd(LayerBuilder& layer, std::string_view name, const Shape
   std::vector<Op> backward;
   backward.push_back(Op::Streaming(layer.Name(add) + ".grad_cast", OpKind::kCast, Pass::kBackward,
                                    x.dtype, elements, CastBytes(x)));
-  backward.push_back(Op::Streaming(layer.Name(add) + ".bwd", OpKind::kElementwise, Pass::kBackward,
-                                   DType::kFp32, elements, 3 * kFp32Bytes));
+  backward.push_back(Fp32Accumulation(layer.Name(add) + ".bwd", elements));
   layer.Forward(Op::Streaming(layer.Name(add), OpKind::kElementwise, Pass::kForward, DType::kFp32,
                               elements, x.e + 2 * kFp32Bytes),
                 0, std::move(backward));
@@ -577,8 +586,7 @@ LayerOps EmbeddingOps(const TransformerSpec& spec, const TransformerShard& shard
   if (x.autocast && spec.tied_embeddings) {
     // The output layer's gradient of the shared table reached .grad first (its backward runs
     // first); this one is added to it (autograd's AccumulateGrad: an fp32 add over the table).
-    grad.push_back(Op::Streaming("embedding.grad_accumulate", OpKind::kElementwise, Pass::kBackward,
-                                 DType::kFp32, table, 3 * kFp32Bytes));
+    grad.push_back(Fp32Accumulation("embedding.grad_accumulate", table));
   }
   layer.Forward(std::move(lookup), 8.0 * x.tokens, std::move(grad));
   if (spec.position == PositionEmbedding::kLearned) {

@@ -101,6 +101,9 @@ TEST(AutocastOpsTest, LayerCastsEveryWeightAndFp32InputAndWidensTheStream) {
   // element (62,914,560 B); its gradient accumulates in fp32, 3 · 4 B (75,497,472 B).
   EXPECT_DOUBLE_EQ(Find(ops.forward, "attn.residual").bytes, 62'914'560.0);
   EXPECT_DOUBLE_EQ(Find(ops.backward, "attn.residual.bwd").bytes, 75'497'472.0);
+  // Measured as the fp32 add it is (the residual's own backward launches no kernel).
+  EXPECT_EQ(Find(ops.backward, "attn.residual.bwd").signature.Key(),
+            "elementwise fp32 elements=6291456");
   // The matmuls, attention and activation are the same kernels.
   for (const char* name : {"attn.qkv", "attn.core", "attn.proj", "mlp.fc1", "mlp.act", "mlp.fc2"}) {
     EXPECT_DOUBLE_EQ(Find(ops.forward, name).bytes, Find(plain.forward, name).bytes) << name;
