@@ -426,6 +426,32 @@ Status ReadNodes(JsonObjectReader& reader, ClusterSpec& cluster) {
   return Status::Ok();
 }
 
+// A custom cluster's optional fields that flatter when left out: efficiencies of 1 (collectives
+// at the line rate) and no collective latency. Each one taken goes into `cluster.assumed`, with
+// what the presets carry instead (their sources: docs/network.md, "Presets").
+void NoteAssumedDefaults(const Json& value, const std::string& path, ClusterSpec& cluster) {
+  const auto lacks = [&value](const char* section, const char* key) {
+    const auto it = value.find(section);
+    return it != value.end() && it->is_object() && !it->contains(key);
+  };
+  const auto note = [&](const std::string& key, std::string_view taken, std::string_view presets) {
+    cluster.assumed.push_back(
+        fmt::format("{} not given: {} assumed ({})", JsonChildPath(path, key), taken, presets));
+  };
+  if (lacks("intra_node", "efficiency")) {
+    note("intra_node.efficiency", "1",
+         "collectives at the line rate; the presets' NVLink fabrics achieve 0.775-0.89 of it");
+  }
+  if (lacks("inter_node", "efficiency")) {
+    note("inter_node.efficiency", "1",
+         "the line rate; the presets' InfiniBand NICs achieve 0.96-0.97 of it");
+  }
+  if (!value.contains("collective_latency")) {
+    note("collective_latency", "0",
+         "every preset charges NCCL's 8.4 us base latency once per collective");
+  }
+}
+
 // Checks that need the whole spec: torus dimensions against the node count; a torus given
 // without a node count takes it from its dimensions.
 Status CheckConsistent(ClusterSpec& cluster, const std::string& path) {
@@ -550,10 +576,63 @@ Expected<ClusterSpec> ClusterFromJson(const Json& value, const std::string& path
     DTSIM_RETURN_IF_ERROR(ReadServers(*servers, JsonChildPath(path, "servers"), cluster.servers));
   }
   DTSIM_RETURN_IF_ERROR(reader.Finish());
+  if (!preset) NoteAssumedDefaults(value, path, cluster);
   DTSIM_RETURN_IF_ERROR(CheckConsistent(cluster, path));
   DTSIM_RETURN_IF_ERROR(CheckMesh(
       cluster, path, intra != nullptr && intra->is_object() && intra->contains("nvlinks")));
   return cluster;
+}
+
+OrderedJson ClusterSpecToJson(const ClusterSpec& cluster) {
+  const IntraNodeSpec& intra = cluster.intra;
+  const InterNodeSpec& inter = cluster.inter;
+  OrderedJson intra_json = {{"topology", IntraTopologyName(intra.topology)},
+                            {"bandwidth", FormatBandwidthExact(intra.bandwidth, false)},
+                            {"links", intra.links},
+                            {"latency", FormatDurationExact(intra.latency)},
+                            {"efficiency", intra.efficiency}};
+  intra_json["nvls"] = false;
+  if (intra.nvls.enabled) {
+    intra_json["nvls"] = {{"latency", FormatDurationExact(intra.nvls.latency)},
+                          {"efficiency", intra.nvls.efficiency},
+                          {"channels", intra.nvls.channels},
+                          {"chunk_overhead", FormatDurationExact(intra.nvls.chunk_overhead)}};
+  }
+  if (!intra.mesh_links.empty()) {
+    const auto per_node = static_cast<size_t>(cluster.gpus_per_node);
+    OrderedJson rows = OrderedJson::array();
+    for (size_t i = 0; i < per_node; ++i) {
+      rows.push_back(
+          std::vector<int>(intra.mesh_links.begin() + static_cast<ptrdiff_t>(i * per_node),
+                           intra.mesh_links.begin() + static_cast<ptrdiff_t>((i + 1) * per_node)));
+    }
+    intra_json["nvlinks"] = std::move(rows);
+  }
+  OrderedJson inter_json = {{"topology", InterTopologyName(inter.topology)},
+                            {"nics_per_node", inter.nics_per_node},
+                            {"nic_bandwidth", FormatBandwidthExact(inter.nic_bandwidth, true)},
+                            {"latency", FormatDurationExact(inter.latency)},
+                            {"oversubscription", inter.oversubscription},
+                            {"efficiency", inter.efficiency}};
+  if (inter.nodes_per_leaf > 0) inter_json["nodes_per_leaf"] = inter.nodes_per_leaf;
+  if (!inter.dimensions.empty()) inter_json["dimensions"] = inter.dimensions;
+  OrderedJson json = {{"gpus_per_node", cluster.gpus_per_node}};
+  if (cluster.nodes > 0) json["nodes"] = cluster.nodes;
+  json["collective_latency"] = FormatDurationExact(cluster.collective_latency);
+  json["intra_node"] = std::move(intra_json);
+  json["inter_node"] = std::move(inter_json);
+  if (cluster.servers.count > 0) {
+    const ServerSpec& servers = cluster.servers;
+    OrderedJson servers_json = {{"count", servers.count},
+                                {"placement", ServerPlacementName(servers.placement)}};
+    if (servers.placement == ServerPlacement::kDedicated &&
+        servers.nic_bandwidth.bits_per_second() > 0) {
+      servers_json["nic_bandwidth"] = FormatBandwidthExact(servers.nic_bandwidth, true);
+    }
+    servers_json["partition"] = fmt::format("{} B", servers.partition.count());
+    json["servers"] = std::move(servers_json);
+  }
+  return json;
 }
 
 Status FitCluster(ClusterSpec& cluster, int32_t ranks) {

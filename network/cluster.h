@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "network/mesh_rings.h"
+#include "sim/base/file_format.h"
 #include "sim/base/json_reader.h"
 #include "sim/base/status.h"
 #include "sim/base/time.h"
@@ -94,6 +95,9 @@ struct ClusterSpec {
   // Charged once per collective before its first step: the kernel launch and the set-up
   // NCCL's tuning model calls its base latency (docs/network.md, "Presets").
   DurationNs collective_latency;
+  // What a custom cluster (no preset) left out and dtsim assumed, as sentences naming the key:
+  // an efficiency of 1 (the line rate), no collective latency. Results repeat them as warnings.
+  std::vector<std::string> assumed;
 
   int gpu_count() const { return nodes * gpus_per_node; }
   int NodeOf(int32_t rank) const { return rank / gpus_per_node; }
@@ -117,6 +121,10 @@ Expected<ClusterSpec> ClusterPreset(std::string_view name, int nodes = 1);
 // Without a preset every field but the optional ones is required; with one, any field
 // overrides the preset's. Errors carry the JSON path under `path`.
 Expected<ClusterSpec> ClusterFromJson(const Json& value, const std::string& path);
+
+// The spec as the custom form ClusterFromJson reads (no preset; every value resolved), for
+// the provenance a result records and for configs dtsim writes. Reads back to the same spec.
+OrderedJson ClusterSpecToJson(const ClusterSpec& cluster);
 
 // Sizes a cluster with 0 nodes (none given) to `ranks`: ceil(ranks / gpus_per_node) nodes.
 // Errors when the ranks do not fit on the cluster's GPUs, or colocated servers on its nodes.

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <functional>
 #include <numeric>
+#include <vector>
 
 #include "models/hf_config.h"
 #include "sim/base/strings.h"
@@ -113,6 +115,28 @@ std::string PlanProduct(const ParallelPlan& plan) {
   }
   return fmt::format("data × context × tensor × pipeline = {} × {} × {} × {}", plan.data,
                      plan.context, plan.tensor, plan.pipeline);
+}
+
+// What would make a plan of the wrong size fit the cluster: the data-parallel size the GPUs
+// leave for the other dimensions, and the node count the plan needs (or none, which sizes the
+// cluster to the plan).
+std::string RankMismatchHint(const network::ClusterSpec& cluster, const ParallelPlan& plan) {
+  std::vector<std::string> fixes;
+  const int64_t others = plan.world() / std::max(1, plan.data);
+  const int64_t gpus = cluster.gpu_count();
+  if (others > 0 && gpus > 0 && gpus % others == 0 && gpus / others != plan.data) {
+    fixes.push_back(fmt::format("parallelism.data={}", gpus / others));
+  }
+  if (cluster.nodes > 0 && cluster.gpus_per_node > 0 && plan.world() % cluster.gpus_per_node == 0) {
+    fixes.push_back(fmt::format("cluster.nodes={}", plan.world() / cluster.gpus_per_node));
+  }
+  if (cluster.nodes > 0) fixes.emplace_back("cluster.nodes=null (sized to the plan)");
+  if (fixes.empty()) return {};
+  std::string hint = fmt::format(" ({} nodes × {}); set ", cluster.nodes, cluster.gpus_per_node);
+  for (size_t i = 0; i < fixes.size(); ++i) {
+    hint += (i == 0 ? "" : i + 1 == fixes.size() ? " or " : ", ") + fixes[i];
+  }
+  return hint;
 }
 
 Status ReadParallelism(const Json& value, ParallelPlan& plan) {
@@ -356,6 +380,13 @@ Status CheckTransformerPlan(const SimulationConfig& config) {
                              Quote(schedule.name)),
                  "parallelism.pipeline.virtual_stages", std::to_string(plan.virtual_stages));
   }
+  if (schedule.virtual_stages && plan.virtual_stages < 2) {
+    return Error(fmt::format("the {} schedule interleaves model chunks, so it needs "
+                             "virtual_stages of at least 2 (one chunk per stage is the \"1f1b\" "
+                             "schedule, which holds less memory)",
+                             Quote(schedule.name)),
+                 "parallelism.pipeline.virtual_stages", std::to_string(plan.virtual_stages));
+  }
   if (schedule.virtual_stages) {
     if (plan.pipeline < 2) {
       return Error(fmt::format("the {} schedule needs at least 2 pipeline stages", schedule.name),
@@ -429,9 +460,10 @@ Expected<ResolvedConfig> Resolve(const SimulationConfig& input) {
     return std::move(fits).error().Under("cluster");  // the ranks fit; the servers do not
   }
   if (!fits.ok() || (sized && config.cluster.gpu_count() != plan.world())) {
-    return Error(fmt::format("{} = {} ranks, but the cluster has {} GPUs", PlanProduct(plan),
-                             plan.world(), config.cluster.gpu_count()),
-                 "parallelism", std::to_string(plan.world()));
+    return Error(
+        fmt::format("{} = {} ranks, but the cluster has {} GPUs{}", PlanProduct(plan), plan.world(),
+                    config.cluster.gpu_count(), RankMismatchHint(config.cluster, plan)),
+        "parallelism", std::to_string(plan.world()));
   }
   if (config.model.family == models::ModelFamily::kDlrm) {
     return Error("DLRM plans are not built yet (its embedding tables need model parallelism)",
@@ -606,12 +638,35 @@ Expected<Calibration> ReadCalibrationSection(const Json& value, const std::strin
   return calibration;
 }
 
+namespace {
+
+// A file dtsim wrote (a result: "format": "dtsim.simulate_result", ...) handed back as a config.
+Status RefuseResult(const Json& value) {
+  const auto format = value.find("format");
+  if (format == value.end() || !format->is_string()) return Status::Ok();
+  const auto& name = format->get_ref<const std::string&>();
+  if (!name.starts_with("dtsim.")) return Status::Ok();
+  std::string origin;
+  const auto input = value.find("input");
+  if (input != value.end() && input->is_object()) {
+    const auto config = input->find("config");
+    if (config != input->end() && config->is_string()) {
+      origin = fmt::format("; it came from the config {}", Quote(config->get<std::string>()));
+    }
+  }
+  return Error(fmt::format("this is a file dtsim wrote, not a config{}", origin), "format",
+               Quote(name));
+}
+
+}  // namespace
+
 Expected<SimulationConfig> ReadConfigSections(const Json& value, const std::string& source,
                                               std::span<const std::string_view> also_allowed) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, ""));
   for (std::string_view key : also_allowed) reader.Allow(key);
   SimulationConfig config;
   config.source = source;
+  DTSIM_RETURN_IF_ERROR(RefuseResult(value));
   for (std::string_view key : {"model", "training", "cluster"}) {
     if (!reader.Has(key)) return Error("missing required section", std::string(key));
   }
@@ -662,11 +717,12 @@ Expected<ResolvedConfig> ConfigFromJson(const Json& value, const std::string& so
 }
 
 Expected<ResolvedConfig> LoadConfig(const std::string& path,
-                                    const std::vector<std::string>& overrides) {
+                                    const std::vector<std::string>& overrides, Json* document) {
   DTSIM_ASSIGN_OR_RETURN(Json json, ReadJsonFile(path));
   for (const std::string& assignment : overrides) {
     DTSIM_RETURN_IF_ERROR(ApplyOverride(json, assignment));
   }
+  if (document != nullptr) *document = json;
   Expected<ResolvedConfig> config = ConfigFromJson(json, path);
   if (!config.ok()) return std::move(config).error().InFile(path);
   return config;

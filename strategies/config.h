@@ -246,7 +246,9 @@ Expected<SimulationConfig> ReadConfigSections(const Json& value, const std::stri
 // Reads and checks a whole config (ReadConfigSections, then Resolve; a "search" section
 // is left to SearchSpaceFromJson); errors name the file, the JSON path and the value.
 Expected<ResolvedConfig> ConfigFromJson(const Json& value, const std::string& source);
+// `document`, when given, receives the config's JSON after the overrides (for provenance).
 Expected<ResolvedConfig> LoadConfig(const std::string& path,
-                                    const std::vector<std::string>& overrides);
+                                    const std::vector<std::string>& overrides,
+                                    Json* document = nullptr);
 
 }  // namespace dtsim::strategies

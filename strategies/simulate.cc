@@ -172,6 +172,8 @@ Expected<SimulationResult> Simulate(const ResolvedConfig& input, const models::O
 
   result.iteration_time = result.summary.makespan - TimeNs::Zero();
   result.average_iteration_time = result.iteration_time;
+  result.warnings.insert(result.warnings.end(), config.cluster.assumed.begin(),
+                         config.cluster.assumed.end());
   if (config.ranks == RanksMode::kSymmetric && SkewedRouting(config)) {
     result.warnings.push_back(fmt::format(
         "symmetric ranks simulate balanced routing: the expert imbalance of {} is not in this "

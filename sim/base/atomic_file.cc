@@ -26,6 +26,10 @@ Expected<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Open(const std::st
   if (!writer->stream_) {
     return Error("cannot open for writing: " + SystemReason()).InFile(path);
   }
+  if (WantsGzip(path)) {
+    writer->gzip_ = std::make_unique<GzipOutputBuffer>(writer->stream_.rdbuf());
+    writer->compressed_ = std::make_unique<std::ostream>(writer->gzip_.get());
+  }
   return writer;
 }
 
@@ -37,6 +41,10 @@ AtomicFileWriter::~AtomicFileWriter() {
 }
 
 Status AtomicFileWriter::Commit() {
+  if (gzip_ && (!compressed_->flush() || !gzip_->Finish())) {
+    stream_.close();
+    return Error("write failed while compressing: " + SystemReason()).InFile(path_);
+  }
   stream_.flush();
   const bool written = static_cast<bool>(stream_);
   stream_.close();

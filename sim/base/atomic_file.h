@@ -1,5 +1,6 @@
 // Writing outputs without ever leaving a half-written file in place of a good one: the data
-// goes to a temporary file beside the target, which replaces the target only on Commit().
+// goes to a temporary file beside the target, which replaces the target only on Commit(). A
+// target whose name ends in ".gz" is written gzip-compressed (sim/base/gzip.h).
 #pragma once
 
 #include <fstream>
@@ -7,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "sim/base/gzip.h"
 #include "sim/base/status.h"
 
 namespace dtsim {
@@ -20,7 +22,7 @@ class AtomicFileWriter {
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
-  std::ostream& stream() { return stream_; }
+  std::ostream& stream() { return gzip_ ? *compressed_ : stream_; }
   // Flushes, closes and renames over the target. After an error the target is untouched.
   Status Commit();
 
@@ -29,6 +31,8 @@ class AtomicFileWriter {
   std::string path_;
   std::string temp_path_;
   std::ofstream stream_;
+  std::unique_ptr<GzipOutputBuffer> gzip_;  // set for a *.gz target: deflates into stream_
+  std::unique_ptr<std::ostream> compressed_;
   bool committed_ = false;
 };
 

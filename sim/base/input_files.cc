@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -54,6 +55,16 @@ Status CheckNotAnInput(const std::string& output_path) {
   return Error("refusing to write an output over an input of this command" + same +
                ": the input would be lost")
       .InFile(output_path);
+}
+
+std::vector<std::string> InputFiles() {
+  InputRegistry& registry = Registry();
+  const std::lock_guard<std::mutex> lock(registry.mutex);
+  std::vector<std::string> paths;
+  paths.reserve(registry.inputs.size());
+  for (const auto& [identity, path] : registry.inputs) paths.push_back(path);
+  std::sort(paths.begin(), paths.end());
+  return paths;
 }
 
 void ForgetInputFiles() {

@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "sim/base/status.h"
 
@@ -24,6 +25,9 @@ std::optional<std::string> InputAt(const std::string& path);
 
 // An error naming `output_path` and the input it resolves to, when it resolves to one.
 Status CheckNotAnInput(const std::string& output_path);
+
+// The inputs recorded so far, as first named, sorted (a result's provenance lists them).
+std::vector<std::string> InputFiles();
 
 // Forgets every recorded input (for tests that run several commands in one process).
 void ForgetInputFiles();

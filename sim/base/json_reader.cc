@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "sim/base/atomic_file.h"
+#include "sim/base/gzip.h"
 #include "sim/base/quantity.h"
 #include "sim/base/strings.h"
 
@@ -80,7 +81,10 @@ Expected<Json> ParseJson(std::string_view text, const std::string& file) {
 }
 
 Expected<Json> ReadJsonFile(const std::string& path) {
-  DTSIM_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  DTSIM_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  if (LooksGzipped(text)) {
+    DTSIM_ASSIGN_OR_RETURN(text, InflateGzip(text, path));
+  }
   return ParseJson(text, path);
 }
 

@@ -33,7 +33,7 @@ Expected<Json> ParseJson(std::string_view text, const std::string& file);
 // The byte offset where `text` first opens an array or object deeper than `max_depth`, if it
 // does (strings are skipped; the text need not be valid JSON).
 std::optional<size_t> FindJsonNestingPastLimit(std::string_view text, int max_depth);
-// Reads and parses a file.
+// Reads and parses a file, plain or gzip-compressed (detected by content: sim/base/gzip.h).
 Expected<Json> ReadJsonFile(const std::string& path);
 
 // The path of a child of `parent`: JsonChildPath("tasks[3]", "rank") == "tasks[3].rank".

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "sim/base/strings.h"
@@ -220,6 +221,30 @@ std::string FormatBandwidth(Bandwidth bandwidth) {
   if (bytes >= 1e9) return fmt::format("{:.3g} GB/s", bytes / 1e9);
   if (bytes >= 1e6) return fmt::format("{:.3g} MB/s", bytes / 1e6);
   return fmt::format("{:.3g} B/s", bytes);
+}
+
+std::string FormatDurationExact(DurationNs duration) {
+  const int64_t ns = duration.ns();
+  if (ns != 0 && ns % 1000000 == 0) return fmt::format("{} ms", ns / 1000000);
+  if (ns != 0 && ns % 1000 == 0) return fmt::format("{} us", ns / 1000);
+  return fmt::format("{} ns", ns);
+}
+
+std::string FormatBandwidthExact(Bandwidth bandwidth, bool in_bits) {
+  const int64_t bits = bandwidth.bits_per_second();
+  constexpr std::array<std::pair<int64_t, std::string_view>, 4> kDecimal = {
+      {{1000000000000, "T"}, {1000000000, "G"}, {1000000, "M"}, {1000, "k"}}};
+  if (!in_bits && bits % 8 == 0) {
+    const int64_t bytes = bits / 8;
+    for (const auto& [factor, prefix] : kDecimal) {
+      if (bytes % factor == 0) return fmt::format("{} {}B/s", bytes / factor, prefix);
+    }
+    return fmt::format("{} B/s", bytes);
+  }
+  for (const auto& [factor, prefix] : kDecimal) {
+    if (bits % factor == 0) return fmt::format("{} {}bps", bits / factor, prefix);
+  }
+  return fmt::format("{} bps", bits);
 }
 
 }  // namespace dtsim

@@ -31,4 +31,9 @@ std::string FormatBandwidth(Bandwidth bandwidth);
 // Memory sizes as the memory errors and tables print them: "97.2 GiB" (one decimal, binary).
 std::string FormatGiB(int64_t bytes);
 
+// Exact renderings the parser reads back to the same value, for specs dtsim writes: the largest
+// unit that keeps an integer ("2 us", "640 ns"; "450 GB/s", or in bits "400 Gbps").
+std::string FormatDurationExact(DurationNs duration);
+std::string FormatBandwidthExact(Bandwidth bandwidth, bool in_bits);
+
 }  // namespace dtsim

@@ -66,7 +66,24 @@ std::string ClosestMatch(std::string_view word, std::span<const std::string_view
 
 std::string DidYouMean(std::string_view word, std::span<const std::string_view> candidates) {
   const std::string match = ClosestMatch(word, candidates);
-  return match.empty() ? std::string() : " (did you mean " + Quote(match) + "?)";
+  if (!match.empty()) return " (did you mean " + Quote(match) + "?)";
+  // A short name for a longer one ("h100" for "h100-sxm5-80gb"): the candidates it begins, or
+  // whose dash-separated parts it begins ("sxm5"), up to three.
+  const std::string lowered = ToLower(word);
+  if (lowered.size() < 2) return {};
+  std::vector<std::string_view> begun;
+  for (std::string_view candidate : candidates) {
+    const std::string name = ToLower(candidate);
+    if (name.starts_with(lowered) || name.find("-" + lowered) != std::string::npos) {
+      begun.push_back(candidate);
+    }
+  }
+  if (begun.empty() || begun.size() > 3) return {};
+  std::string text = " (did you mean ";
+  for (size_t i = 0; i < begun.size(); ++i) {
+    text += (i == 0 ? "" : i + 1 == begun.size() ? " or " : ", ") + Quote(begun[i]);
+  }
+  return text + "?)";
 }
 
 std::string Quote(std::string_view text) {

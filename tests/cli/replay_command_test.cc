@@ -296,8 +296,10 @@ TEST_F(ReplayCommandTest, ADirectoryOfRankTracesReplaysAsOneJob) {
               HasSubstr("r2 ProfilerStep#3            5.921 ms       5.921 ms       5.021 ms   "
                         "-15.20%"));
   const Json result = *ReadJsonFile(Path("job.json"));
-  EXPECT_EQ(result["version"], "1.3");
+  EXPECT_EQ(result["version"], "1.4");
   EXPECT_EQ(result["job"]["shared_collectives"], 3);
+  EXPECT_EQ(result["provenance"]["command"], "replay");
+  EXPECT_EQ(result["provenance"]["inputs"].size(), 4u);  // the four rank traces
   EXPECT_EQ(result["job"]["traces"].size(), 4u);
   EXPECT_DOUBLE_EQ(result["job"]["traces"][1]["clock_offset_ms"].get<double>(), 5000.0);
   EXPECT_EQ(result["steps"][11]["rank"], 3);

@@ -51,6 +51,11 @@ TEST_F(RunCommandTest, ResultMatchesTheGoldenFile) {
   result["simulator"].erase("wall_seconds");
   result["simulator"].erase("events_per_second");
   result["input"]["graph"] = "tools/examples/pipeline_2x2.json";
+  // The provenance holds this machine's paths and commit: checked here, not in the golden file.
+  EXPECT_EQ(result["provenance"]["command"], "run");
+  EXPECT_EQ(result["provenance"]["inputs"].size(), 1u);
+  EXPECT_TRUE(result["provenance"]["config"].is_null());  // a task graph, not a config
+  result.erase("provenance");
   const std::string golden_path = DTSIM_SOURCE_DIR "/tests/golden/pipeline_2x2.result.json";
   if (std::getenv("DTSIM_UPDATE_GOLDEN") != nullptr) {
     ASSERT_TRUE(WriteFileAtomically(golden_path, result.dump(2) + "\n").ok());

@@ -9,8 +9,10 @@
 #include <sstream>
 
 #include "sim/base/atomic_file.h"
+#include "sim/base/gzip.h"
 #include "sim/base/input_files.h"
 #include "sim/base/json_reader.h"
+#include "sim/base/sha256.h"
 #include "tests/testing/temp_dir.h"
 #include "tools/results/simulate_result.h"
 
@@ -41,6 +43,22 @@ TEST_F(SimulateCommandTest, SmallExampleMatchesTheGoldenResult) {
   EXPECT_EQ(result["format"], results::kSimulateResultFormat.name);
   result["simulator"].erase("build_seconds");
   result["simulator"].erase("simulate_seconds");
+  // The provenance (docs/formats/provenance.md) names the run's inputs; it holds this machine's
+  // paths and commit, so it is checked here and left out of the golden file.
+  const Json& provenance = result["provenance"];
+  EXPECT_EQ(provenance["command"], "simulate");
+  EXPECT_EQ(provenance["dtsim"]["commit"].get<std::string>().size() == 12 ||
+                provenance["dtsim"]["commit"] == "unknown",
+            true);
+  ASSERT_EQ(provenance["inputs"].size(), 1u);
+  EXPECT_EQ(provenance["inputs"][0]["sha256"], Sha256Hex(*ReadFile(kSmall)));
+  EXPECT_EQ(provenance["config"]["parallelism"]["data"], 2);
+  const Json& cluster = provenance["resolved"]["cluster"];
+  EXPECT_EQ(cluster["intra_node"]["bandwidth"], "300 GB/s");  // the dgx-a100 preset's
+  EXPECT_EQ(cluster["inter_node"]["nic_bandwidth"], "200 Gbps");
+  EXPECT_EQ(cluster["collective_latency"], "8400 ns");
+  EXPECT_EQ(provenance["resolved"]["plan"]["virtual_stages"], 1);
+  result.erase("provenance");
   result["input"]["config"] = "tools/examples/gpt3_1.3b_16gpu.json";
   const std::string golden_path = DTSIM_SOURCE_DIR "/tests/golden/gpt3_1.3b_16gpu.result.json";
   if (std::getenv("DTSIM_UPDATE_GOLDEN") != nullptr) {
@@ -143,6 +161,57 @@ TEST_F(SimulateCommandTest, OverridesAndErrors) {
   EXPECT_EQ(Simulate({}).kind, CommandOutcome::Kind::kUsage);
   EXPECT_EQ(Simulate({kSmall, "--set", "nonsense"}).kind, CommandOutcome::Kind::kFailure);
   EXPECT_EQ(Simulate({Path("missing.json")}).kind, CommandOutcome::Kind::kFailure);
+}
+
+// Issue 35: the weak errors a new user met, each now with a message that names the fix.
+TEST_F(SimulateCommandTest, OrdinaryMistakesGetMessagesThatNameTheFix) {
+  const auto error = [this](std::vector<std::string> args) {
+    const CommandOutcome outcome = Simulate(std::move(args));
+    EXPECT_NE(outcome.kind, CommandOutcome::Kind::kOk);
+    return outcome.error ? outcome.error->ToString() : std::string();
+  };
+  // A space where "=" belongs ("too many positional options" before).
+  EXPECT_EQ(error({kSmall, "--set", "parallelism.data", "8"}),
+            "--set takes KEY=VALUE in one argument: write --set parallelism.data=8");
+  // A result handed back as a config ("model: missing required section" before).
+  const std::string result = Path("result.json");
+  ASSERT_EQ(Simulate({kSmall, "-o", result, "--quiet"}).kind, CommandOutcome::Kind::kOk);
+  EXPECT_THAT(error({result}), HasSubstr("format: this is a file dtsim wrote, not a config; it "
+                                         "came from the config \"" +
+                                         kSmall + "\""));
+  // A GPU named by its family lists the presets it begins (none suggested before).
+  EXPECT_THAT(error({kSmall, "--set", "cluster.gpu=h100"}),
+              HasSubstr("(did you mean \"h100-sxm5-80gb\" or \"h100-pcie-80gb\"?)"));
+  // A plan larger than a sized cluster says what would fit (16 GPUs: 2 nodes of 8).
+  EXPECT_THAT(error({kSmall, "--set", "cluster.nodes=2", "--set", "parallelism.data=4"}),
+              HasSubstr("data × tensor × pipeline = 4 × 4 × 2 = 32 ranks, but the cluster has 16 "
+                        "GPUs (2 nodes × 8); set parallelism.data=2, cluster.nodes=4 or "
+                        "cluster.nodes=null (sized to the plan)"));
+  // Interleaving one chunk per stage was accepted and held 1.6 GiB more than 1F1B.
+  EXPECT_THAT(error({kSmall, "--set", "parallelism.pipeline.schedule=interleaved"}),
+              HasSubstr("parallelism.pipeline.virtual_stages: the \"interleaved\" schedule "
+                        "interleaves model chunks, so it needs virtual_stages of at least 2"));
+}
+
+// A gzip-compressed config reads like the plain one (detected by content, not by name), and a
+// timeline named *.gz is written compressed (issue 35: it was plain JSON under a .gz name).
+TEST_F(SimulateCommandTest, CompressedConfigsAndTimelines) {
+  const std::string plain = Path("plain.json");
+  const std::string zipped = Path("config.json.gz");
+  const std::string timeline = Path("t.json.gz");
+  ASSERT_TRUE(WriteFileAtomically(zipped, *ReadFile(kSmall)).ok());
+  ASSERT_TRUE(LooksGzipped(*ReadFile(zipped)));
+  ForgetInputFiles();
+  ASSERT_EQ(Simulate({kSmall, "-o", plain, "--quiet"}).kind, CommandOutcome::Kind::kOk);
+  const CommandOutcome outcome =
+      Simulate({zipped, "-o", Path("from_gz.json"), "--timeline", timeline, "--quiet"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_EQ((*ReadJsonFile(Path("from_gz.json")))["iteration_time_ns"],
+            (*ReadJsonFile(plain))["iteration_time_ns"]);
+  EXPECT_TRUE(LooksGzipped(*ReadFile(timeline)));
+  Expected<Json> events = ReadJsonFile(timeline);
+  ASSERT_TRUE(events.ok()) << events.error().ToString();
+  EXPECT_TRUE(events->contains("traceEvents"));
 }
 
 // Regression (issue 26): `dtsim simulate same.json -o same.json` replaced the config with the

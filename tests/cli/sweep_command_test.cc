@@ -53,7 +53,15 @@ TEST_F(SweepCommandTest, OneBitAdamPaysOffOnSlowNetworksOnly) {
   std::ifstream csv(Path("bert.csv"));
   std::string header;
   std::getline(csv, header);
-  EXPECT_EQ(header.substr(0, 56), "compression,cluster.inter_node.nic_bandwidth,status,iter");
+  // Issue 35: one CSV convention — a bandwidth axis in bytes per second, as numbers; memory in
+  // bytes; times in seconds (docs/formats/sweep-result.md, "CSV").
+  EXPECT_EQ(header.substr(0, 91),
+            "compression,cluster.inter_node.nic_bandwidth_bytes_per_s,status,iteration_time_s,"
+            "average_it");
+  EXPECT_THAT(header, HasSubstr(",mfu,memory_bytes,compute_s,"));
+  std::string first;
+  std::getline(csv, first);
+  EXPECT_THAT(first, HasSubstr(",1250000000,ok,"));  // 10 Gbps
 }
 
 TEST_F(SweepCommandTest, BadInputIsNamed) {

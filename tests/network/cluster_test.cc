@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace dtsim::network {
 namespace {
 
@@ -46,6 +48,65 @@ TEST(ClusterFromJsonTest, CustomSpec) {
   EXPECT_EQ(cluster->inter.oversubscription, 2.0);
   EXPECT_EQ(cluster->inter.latency, Microseconds(5));
   EXPECT_EQ(cluster->collective_latency, DurationNs::Zero());  // not given: none
+}
+
+// Issue 35: a custom cluster without efficiencies or a collective latency flatters silently
+// (1, 1 and 0 where every preset has 0.775-0.97 and 8.4 us); each default taken is named.
+TEST(ClusterFromJsonTest, DefaultsACustomClusterTakesAreNamed) {
+  const Expected<ClusterSpec> cluster = ClusterFromJson(Json::parse(kCustom), "cluster");
+  ASSERT_TRUE(cluster.ok()) << cluster.error().ToString();
+  ASSERT_EQ(cluster->assumed.size(), 3u);
+  EXPECT_EQ(cluster->assumed[0],
+            "cluster.intra_node.efficiency not given: 1 assumed (collectives at the line rate; "
+            "the presets' NVLink fabrics achieve 0.775-0.89 of it)");
+  EXPECT_THAT(cluster->assumed[1], HasSubstr("cluster.inter_node.efficiency not given: 1"));
+  EXPECT_THAT(cluster->assumed[2], HasSubstr("cluster.collective_latency not given: 0 assumed"));
+  // Given, or from a preset, nothing is assumed.
+  Json stated = Json::parse(kCustom);
+  stated["intra_node"]["efficiency"] = 0.8;
+  stated["inter_node"]["efficiency"] = 0.95;
+  stated["collective_latency"] = "8.4 us";
+  EXPECT_TRUE(ClusterFromJson(stated, "cluster")->assumed.empty());
+  EXPECT_TRUE(
+      ClusterFromJson(Json::parse(R"({"preset": "dgx-h100"})"), "cluster")->assumed.empty());
+}
+
+// The resolved spec dtsim records in a result's provenance reads back to the same spec, for
+// every preset (the NVLink mesh of the DGX-1 and NVLS included) and a custom one.
+TEST(ClusterSpecToJsonTest, EveryPresetReadsBackTheSame) {
+  std::vector<ClusterSpec> specs;
+  for (std::string_view name : ClusterPresetNames()) specs.push_back(*ClusterPreset(name, 2));
+  specs.push_back(*ClusterFromJson(Json::parse(kCustom), "cluster"));
+  for (const ClusterSpec& spec : specs) {
+    const OrderedJson written = ClusterSpecToJson(spec);
+    const Expected<ClusterSpec> back = ClusterFromJson(Json::parse(written.dump()), "cluster");
+    ASSERT_TRUE(back.ok()) << spec.name << ": " << back.error().ToString();
+    EXPECT_EQ(back->nodes, spec.nodes) << spec.name;
+    EXPECT_EQ(back->gpus_per_node, spec.gpus_per_node);
+    EXPECT_EQ(back->collective_latency, spec.collective_latency) << spec.name;
+    EXPECT_EQ(back->intra.topology, spec.intra.topology);
+    EXPECT_EQ(back->intra.bandwidth, spec.intra.bandwidth) << spec.name;
+    EXPECT_EQ(back->intra.links, spec.intra.links);
+    EXPECT_EQ(back->intra.latency, spec.intra.latency);
+    EXPECT_EQ(back->intra.efficiency, spec.intra.efficiency);
+    EXPECT_EQ(back->intra.nvls.enabled, spec.intra.nvls.enabled);
+    EXPECT_EQ(back->intra.nvls.latency, spec.intra.nvls.latency);
+    EXPECT_EQ(back->intra.nvls.efficiency, spec.intra.nvls.efficiency);
+    EXPECT_EQ(back->intra.nvls.channels, spec.intra.nvls.channels);
+    EXPECT_EQ(back->intra.nvls.chunk_overhead, spec.intra.nvls.chunk_overhead);
+    EXPECT_EQ(back->intra.mesh_links, spec.intra.mesh_links) << spec.name;
+    EXPECT_EQ(back->inter.topology, spec.inter.topology);
+    EXPECT_EQ(back->inter.nics_per_node, spec.inter.nics_per_node);
+    EXPECT_EQ(back->inter.nic_bandwidth, spec.inter.nic_bandwidth) << spec.name;
+    EXPECT_EQ(back->inter.latency, spec.inter.latency);
+    EXPECT_EQ(back->inter.oversubscription, spec.inter.oversubscription);
+    EXPECT_EQ(back->inter.nodes_per_leaf, spec.inter.nodes_per_leaf);
+    EXPECT_EQ(back->inter.efficiency, spec.inter.efficiency);
+  }
+  const OrderedJson h100 = ClusterSpecToJson(*ClusterPreset("dgx-h100", 1));
+  EXPECT_EQ(h100["intra_node"]["bandwidth"], "450 GB/s");
+  EXPECT_EQ(h100["inter_node"]["nic_bandwidth"], "400 Gbps");
+  EXPECT_EQ(h100["intra_node"]["nvls"]["chunk_overhead"], "640 ns");
 }
 
 TEST(ClusterFromJsonTest, NvlinkSharp) {

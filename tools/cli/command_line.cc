@@ -1,5 +1,9 @@
 #include "tools/cli/command_line.h"
 
+#include <fmt/format.h>
+
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "sim/base/input_files.h"
@@ -11,10 +15,25 @@ namespace po = boost::program_options;
 
 namespace {
 
+// "--set KEY VALUE" (a space where "=" belongs) would leave VALUE as a positional argument, read
+// as one too many or as a config file; the message for it names the fix.
+std::optional<std::string> SetWithoutEquals(std::span<const std::string> args) {
+  for (size_t i = 0; i + 2 < args.size() && args[i] != "--"; ++i) {
+    const std::string& key = args[i + 1];
+    if (args[i] == "--set" && key.find('=') == std::string::npos && !key.starts_with("-") &&
+        !args[i + 2].starts_with("-")) {
+      return fmt::format("--set takes KEY=VALUE in one argument: write --set {}={}", key,
+                         args[i + 2]);
+    }
+  }
+  return std::nullopt;
+}
+
 // Parses `args` with `visible` plus the hidden positional option `value` (`max` occurrences).
 template <typename Value>
 Status Parse(std::span<const std::string> args, const po::options_description& visible,
              const char* positional_name, Value& value, int max) {
+  if (std::optional<std::string> problem = SetWithoutEquals(args)) return Error(*problem);
   po::options_description all;
   all.add(visible);
   all.add_options()(positional_name, po::value(&value));

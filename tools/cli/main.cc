@@ -11,6 +11,7 @@
 #include "sim/base/strings.h"
 #include "tools/cli/calibrate_command.h"
 #include "tools/cli/command.h"
+#include "tools/cli/diff_command.h"
 #include "tools/cli/model_command.h"
 #include "tools/cli/ops_command.h"
 #include "tools/cli/profile_command.h"
@@ -36,6 +37,8 @@ constexpr std::array kCommands = {
             dtsim::cli::SweepCommand},
     Command{"report", "compare simulate, sweep and search results in an HTML page with plots",
             dtsim::cli::ReportCommand},
+    Command{"diff", "what differs between two results: their inputs, and where the time moved",
+            dtsim::cli::DiffCommand},
     Command{"run", "simulate a task-graph file; write a result and a timeline",
             dtsim::cli::RunCommand},
     Command{"replay", "replay a profiler or Chakra trace; compare steps; run what-ifs on it",

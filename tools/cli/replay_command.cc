@@ -17,6 +17,7 @@
 #include "tools/cli/command_line.h"
 #include "tools/cli/trace_job.h"
 #include "tools/cli/trace_report.h"
+#include "tools/results/provenance.h"
 #include "tools/results/replay_result.h"
 #include "tools/results/result_file.h"
 #include "traces/chakra_graph.h"
@@ -662,6 +663,7 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
 }  // namespace
 
 CommandOutcome ReplayCommand(std::span<const std::string> args, std::ostream& out) {
+  results::ResetProvenance("replay", {args.begin(), args.end()});
   ReplayOptions options;
   const po::options_description description = Describe(options);
   if (Status parsed = ParseCommandLine(args, description, "trace", options.traces); !parsed.ok()) {

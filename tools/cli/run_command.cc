@@ -17,6 +17,7 @@
 #include "sim/graph/graph_json.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/run_report.h"
+#include "tools/results/provenance.h"
 #include "tools/results/result_file.h"
 #include "traces/chrome_trace_writer.h"
 
@@ -183,6 +184,7 @@ Status Execute(const RunOptions& options, const network::NetworkModelEntry* entr
 }  // namespace
 
 CommandOutcome RunCommand(std::span<const std::string> args, std::ostream& out) {
+  results::ResetProvenance("run", {args.begin(), args.end()});
   RunOptions options;
   const po::options_description description = Describe(options);
   return RunCommandLine(args, description, "graph", options.graph_path, options.help,

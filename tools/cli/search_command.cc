@@ -11,6 +11,7 @@
 #include "strategies/search.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/progress.h"
+#include "tools/results/provenance.h"
 #include "tools/results/search_results.h"
 
 namespace dtsim::cli {
@@ -231,6 +232,7 @@ Expected<SearchFile> RunSearch(const SearchCommandOptions& options, Progress& pr
   for (const std::string& assignment : overrides) {
     DTSIM_RETURN_IF_ERROR(strategies::ApplyOverride(json, assignment));
   }
+  results::RecordConfig(json, overrides, nullptr);
   const auto in_file = [&options](Error error) { return std::move(error).InFile(options.config); };
   constexpr std::array<std::string_view, 1> kSearchKey = {"search"};
   Expected<SimulationConfig> base =
@@ -339,6 +341,7 @@ Status Execute(const SearchCommandOptions& options, std::ostream& out) {
 }  // namespace
 
 CommandOutcome SearchCommand(std::span<const std::string> args, std::ostream& out) {
+  results::ResetProvenance("search", {args.begin(), args.end()});
   SearchCommandOptions options;
   const po::options_description description = Describe(options);
   return RunCommandLine(args, description, "config", options.config, options.help, "", out, [&] {

@@ -10,6 +10,7 @@
 #include "strategies/training_section.h"
 #include "tools/cli/command_line.h"
 #include "tools/results/op_list.h"
+#include "tools/results/provenance.h"
 #include "tools/results/result_file.h"
 #include "tools/results/simulate_result.h"
 #include "traces/chakra_writer.h"
@@ -306,8 +307,10 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
       {options.config}, {options.result_path, options.timeline_path, options.op_list_path}));
   std::vector<std::string> overrides = options.overrides;
   AddMaxMemoryOverride(options.max_memory, overrides);
+  Json document;
   DTSIM_ASSIGN_OR_RETURN(const strategies::ResolvedConfig config,
-                         strategies::LoadConfig(options.config, overrides));
+                         strategies::LoadConfig(options.config, overrides, &document));
+  results::RecordConfig(document, overrides, &config);
   if (!options.chakra_prefix.empty() && config.ranks == strategies::RanksMode::kSymmetric) {
     // One rank per class of identical ranks is a graph no other tool can run: its collectives
     // are priced over groups whose other members have no trace.
@@ -320,8 +323,9 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
   Expected<SimulationResult> result = strategies::Simulate(config);
   if (!result.ok()) return std::move(result).error().InFile(options.config);
   if (!options.result_path.empty()) {
-    DTSIM_RETURN_IF_ERROR(results::WriteResultFile(options.result_path,
-                                                   results::SimulateResultJson(config, *result)));
+    OrderedJson written = results::SimulateResultJson(config, *result);
+    written["provenance"] = results::ProvenanceJson();
+    DTSIM_RETURN_IF_ERROR(results::WriteResultFile(options.result_path, written));
   }
   if (!options.timeline_path.empty()) {
     DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(
@@ -351,6 +355,7 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
 }  // namespace
 
 CommandOutcome SimulateCommand(std::span<const std::string> args, std::ostream& out) {
+  results::ResetProvenance("simulate", {args.begin(), args.end()});
   SimulateOptions options;
   const po::options_description description = Describe(options);
   return RunCommandLine(args, description, "config", options.config, options.help,

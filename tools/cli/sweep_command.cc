@@ -16,6 +16,7 @@
 #include "tools/cli/command_line.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/sweep_axes.h"
+#include "tools/results/provenance.h"
 #include "tools/results/simulate_result.h"
 #include "tools/results/sweep_result.h"
 
@@ -134,6 +135,7 @@ Status Execute(const SweepOptions& options, std::ostream& out) {
   for (const std::string& assignment : overrides) {
     DTSIM_RETURN_IF_ERROR(strategies::ApplyOverride(base, assignment));
   }
+  results::RecordConfig(base, overrides, nullptr);
   std::vector<Axis> axes;
   for (const std::string& text : options.vary) {
     DTSIM_ASSIGN_OR_RETURN(Axis axis, ParseVary(text));
@@ -186,6 +188,7 @@ Status Execute(const SweepOptions& options, std::ostream& out) {
 }  // namespace
 
 CommandOutcome SweepCommand(std::span<const std::string> args, std::ostream& out) {
+  results::ResetProvenance("sweep", {args.begin(), args.end()});
   SweepOptions options;
   const po::options_description description = Describe(options);
   return RunCommandLine(

@@ -16,6 +16,7 @@
 #include "strategies/training_run_point.h"
 #include "strategies/validation.h"
 #include "tools/cli/command_line.h"
+#include "tools/results/provenance.h"
 #include "tools/results/result_file.h"
 #include "tools/results/validation_report.h"
 
@@ -194,6 +195,7 @@ Status Execute(const ValidateOptions& options, std::ostream& out) {
 }  // namespace
 
 CommandOutcome ValidateCommand(std::span<const std::string> args, std::ostream& out) {
+  results::ResetProvenance("validate", {args.begin(), args.end()});
   ValidateOptions options;
   const po::options_description description = Describe(options);
   return RunCommandLine(args, description, "points", options.points, options.help, out, [&] {

@@ -74,10 +74,25 @@ def plan_label(plan):
             f" · recompute {plan.get('recompute', 'none')}")
 
 
+def flatten(value, prefix):
+    """{"a": {"b": 1}} under "p" → {"p.a.b": 1}; lists and scalars are leaves."""
+    if isinstance(value, dict) and value:
+        out = {}
+        for key, child in value.items():
+            out.update(flatten(child, f"{prefix}.{key}"))
+        return out
+    return {prefix: value}
+
+
 def run_from_simulate(result, label, extra_inputs):
     """One run from a simulate result (docs/formats/simulate-result.md)."""
     inputs = {k: v for k, v in result["input"].items() if k not in ("plan", "calibration")}
     inputs.update(result["input"]["plan"])
+    # What the cluster resolved to (its bandwidths, latencies, efficiencies: docs/formats/
+    # provenance.md), so that two runs on one preset with different NICs differ in an input.
+    resolved = (result.get("provenance") or {}).get("resolved") or {}
+    if resolved.get("cluster"):
+        inputs.update(flatten(resolved["cluster"], "resolved.cluster"))
     # Named even when absent, so that a calibrated and an uncalibrated run differ in an input.
     inputs["calibration"] = result["input"].get("calibration", {}).get("source", "none")
     inputs["compression"] = result["compression"]["method"]

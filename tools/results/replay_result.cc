@@ -1,5 +1,6 @@
 #include "tools/results/replay_result.h"
 
+#include "tools/results/provenance.h"
 #include "tools/results/result_file.h"
 
 namespace dtsim::results {
@@ -136,6 +137,7 @@ OrderedJson Document(OrderedJson trace, OrderedJson graph, DurationNs span) {
   document["trace"] = std::move(trace);
   document["graph"] = std::move(graph);
   document["simulated_span_ms"] = Ms(span);
+  document["provenance"] = ProvenanceJson();
   return document;
 }
 

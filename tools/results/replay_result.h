@@ -19,7 +19,7 @@
 
 namespace dtsim::results {
 
-inline constexpr FileFormat kReplayResultFormat{"dtsim.replay_result", 1, 3, "not a replay result"};
+inline constexpr FileFormat kReplayResultFormat{"dtsim.replay_result", 1, 4, "not a replay result"};
 
 // A profiler (Kineto) trace replayed; `what_if` with its result when one was asked for.
 struct WhatIfOutcome {

@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "sim/base/strings.h"
+#include "tools/results/provenance.h"
 #include "tools/results/result_file.h"
 
 namespace dtsim::results {
@@ -46,6 +47,7 @@ OrderedJson RunResultJson(const engine::RunSummary& summary, const RunContext& c
   const double rate =
       context.wall_seconds > 0 ? static_cast<double>(summary.events) / context.wall_seconds : 0.0;
   OrderedJson document = FormatHeader(kRunResultFormat);
+  document["provenance"] = ProvenanceJson();
   document.update(OrderedJson{
       {"input",
        {{"graph", context.graph_path}, {"communication_model", context.communication_model}}},

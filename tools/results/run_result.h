@@ -11,7 +11,7 @@
 
 namespace dtsim::results {
 
-inline constexpr FileFormat kRunResultFormat{"dtsim.run_result", 1, 0, "not a run result"};
+inline constexpr FileFormat kRunResultFormat{"dtsim.run_result", 1, 1, "not a run result"};
 
 struct RunContext {
   std::string graph_path;

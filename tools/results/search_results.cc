@@ -12,6 +12,7 @@
 #include "sim/base/atomic_file.h"
 #include "sim/base/buffered_text_writer.h"
 #include "sim/base/strings.h"
+#include "tools/results/provenance.h"
 
 namespace dtsim::results {
 namespace {
@@ -241,15 +242,29 @@ std::string CsvCell(const Json& cell) {
 Status WriteCsv(const std::string& path, const SearchFile& file) {
   DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> writer, AtomicFileWriter::Open(path));
   BufferedTextWriter out(writer->stream());
+  // The JSON's nanosecond columns in seconds, as every CSV dtsim writes (docs/formats/
+  // search-result.md, "CSV"): "iteration_time_ns" becomes "iteration_time_s".
+  const auto in_seconds = [](std::string_view name) { return name.ends_with("_ns"); };
   out.Append("rank,plan");
-  for (const Column& column : Columns()) out.Append(",{}", column.name);
+  for (const Column& column : Columns()) {
+    const std::string_view name = column.name;
+    out.Append(",{}{}", in_seconds(name) ? name.substr(0, name.size() - 3) : name,
+               in_seconds(name) ? "_s" : "");
+  }
   out.Append("\n");
   const std::vector<size_t> ranks = Ranks(file.result);
   for (size_t i = 0; i < file.result.plans.size(); ++i) {
     const EvaluatedPlan& plan = file.result.plans[i];
     out.Append("{},{}", ranks[i] > 0 ? std::to_string(ranks[i]) : "",
                CsvCell(Json(strategies::PlanLabel(plan.choice, file.space))));
-    for (const Column& column : Columns()) out.Append(",{}", CsvCell(column.write(plan)));
+    for (const Column& column : Columns()) {
+      const Json cell = column.write(plan);
+      if (in_seconds(column.name) && cell.is_number()) {
+        out.Append(",{}", cell.get<double>() / 1e9);
+      } else {
+        out.Append(",{}", CsvCell(cell));
+      }
+    }
     out.Append("\n");
   }
   out.Flush();
@@ -279,7 +294,8 @@ Status WriteJson(const std::string& path, const SearchFile& file) {
                           {"pruned_by_reason", std::move(pruned)},
                           {"seconds", result.seconds},
                           {"ranking", std::move(ranking)},
-                          {"columns", std::move(columns)}});
+                          {"columns", std::move(columns)},
+                          {"provenance", ProvenanceJson()}});
   // The plans are streamed row by row after the head (a search may hold 10⁵ of them).
   std::string text = DumpJson(head, 2);
   text.pop_back();  // the closing brace

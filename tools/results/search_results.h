@@ -14,7 +14,7 @@
 namespace dtsim::results {
 
 // 1.1 added the "fp8_recipe" column; 1.2 "context", "context_comm" and "cp_exposed_ns".
-inline constexpr FileFormat kSearchResultFormat{"dtsim.search", 1, 2, "not a search result"};
+inline constexpr FileFormat kSearchResultFormat{"dtsim.search", 1, 3, "not a search result"};
 
 // One search, or one shard of it.
 struct SearchFile {

@@ -43,6 +43,7 @@ OrderedJson PlanJson(const SimulationConfig& c) {
       {"expert", c.plan.expert},
       {"expert_imbalance", c.plan.expert_imbalance},
       {"schedule", models::PipelineScheduleName(c.plan.schedule)},
+      {"virtual_stages", c.plan.virtual_stages},
       {"layers", LayerSplitJson(c.plan)},
       {"zero_stage", c.plan.zero_stage},
       {"gradient_sync", strategies::GradientSyncName(c.plan.gradient_sync)},

@@ -23,7 +23,7 @@ namespace dtsim::results {
 // they apply; 1.6 "param_precision" "fp8" (FP8 parameters), "grad_precision",
 // "master_precision", "moment_precision" and "recompute_modules" in the plan where they are not
 // the defaults.
-inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 6,
+inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 7,
                                                   "not a simulation result"};
 
 OrderedJson SimulateResultJson(const strategies::SimulationConfig& config,

@@ -1,25 +1,66 @@
 #include "tools/results/sweep_result.h"
 
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
 #include "sim/base/atomic_file.h"
 #include "sim/base/buffered_text_writer.h"
 #include "sim/base/quantity.h"
 #include "sim/base/strings.h"
+#include "tools/results/provenance.h"
 #include "tools/results/result_file.h"
 
 namespace dtsim::results {
 namespace {
 
+// An axis whose every value is a quantity of one kind ("10 Gbps", "40 Gbps") is written as
+// numbers in the SI base unit its column names (docs/formats/sweep-result.md, "CSV"): the
+// suffix and each value's text in that unit; none for any other axis (its texts as given).
+struct AxisColumn {
+  std::string suffix;
+  std::vector<std::string> cells;
+};
+
+AxisColumn ColumnOf(const SweepAxis& axis) {
+  AxisColumn bandwidth{"_bytes_per_s", {}};
+  AxisColumn duration{"_s", {}};
+  AxisColumn size{"_bytes", {}};
+  for (const std::string& text : axis.texts) {
+    if (Expected<Bandwidth> rate = ParseBandwidth(text); rate.ok()) {
+      bandwidth.cells.push_back(fmt::format("{}", rate->bytes_per_second()));
+    }
+    if (Expected<DurationNs> time = ParseDuration(text); time.ok()) {
+      duration.cells.push_back(fmt::format("{}", time->ToSecondsDouble()));
+    }
+    if (Expected<Bytes> bytes = ParseBytes(text); bytes.ok()) {
+      size.cells.push_back(std::to_string(bytes->count()));
+    }
+  }
+  for (AxisColumn* column : {&bandwidth, &duration, &size}) {
+    if (column->cells.size() == axis.texts.size()) return std::move(*column);
+  }
+  AxisColumn plain;
+  for (const std::string& text : axis.texts) plain.cells.push_back(CsvField(text));
+  return plain;
+}
+
 Status WriteCsv(const std::string& path, const SweepDocument& sweep) {
   DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> writer, AtomicFileWriter::Open(path));
   BufferedTextWriter csv(writer->stream());
-  for (const SweepAxis& axis : sweep.axes) csv.Append("{},", CsvField(axis.key));
+  std::vector<AxisColumn> columns;
+  for (const SweepAxis& axis : sweep.axes) {
+    columns.push_back(ColumnOf(axis));
+    csv.Append("{},", CsvField(axis.key + columns.back().suffix));
+  }
   csv.Append(
       "status,iteration_time_s,average_iteration_time_s,samples_per_second,"
-      "tokens_per_second,mfu,memory_gib,compute_s,recompute_s,tp_exposed_s,ep_exposed_s,"
+      "tokens_per_second,mfu,memory_bytes,compute_s,recompute_s,tp_exposed_s,ep_exposed_s,"
       "cp_exposed_s,pp_wait_s,dp_exposed_s,optimizer_s,idle_s,error\n");
   for (const SweepPoint& point : sweep.points) {
     for (size_t a = 0; a < sweep.axes.size(); ++a) {
-      csv.Append("{},", CsvField(sweep.axes[a].texts[point.choice[a]]));
+      csv.Append("{},", columns[a].cells[point.choice[a]]);
     }
     if (!point.figures) {
       csv.Append("failed,,,,,,,,,,,,,,,,{}\n", CsvField(point.error));
@@ -29,7 +70,7 @@ Status WriteCsv(const std::string& path, const SweepDocument& sweep) {
     const strategies::TimeBreakdown& b = f.breakdown;
     csv.Append("ok,{},{},{},{},{},{}", f.iteration_time.ToSecondsDouble(),
                f.average_iteration_time.ToSecondsDouble(), f.samples_per_second,
-               f.tokens_per_second, f.mfu, static_cast<double>(point.memory_bytes) / kGibi);
+               f.tokens_per_second, f.mfu, point.memory_bytes);
     for (DurationNs part : {b.compute, b.recompute, b.tensor, b.expert, b.context, b.pipeline,
                             b.data_exposed, b.optimizer, b.idle}) {
       csv.Append(",{}", part.ToSecondsDouble());
@@ -83,6 +124,7 @@ OrderedJson SweepJson(const SweepDocument& sweep) {
   document["set"] = sweep.set;
   document["vary"] = std::move(vary);
   document["points"] = std::move(list);
+  document["provenance"] = ProvenanceJson();
   return document;
 }
 

@@ -16,7 +16,7 @@
 namespace dtsim::results {
 
 // 1.1 added the CSV's cp_exposed_s column (after ep_exposed_s).
-inline constexpr FileFormat kSweepFormat{"dtsim.sweep", 1, 1, "not a sweep result"};
+inline constexpr FileFormat kSweepFormat{"dtsim.sweep", 1, 2, "not a sweep result"};
 
 // A varied config key: its values as given on the command line and as the JSON each became.
 struct SweepAxis {

@@ -1,5 +1,6 @@
 #include "tools/results/validation_report.h"
 
+#include "tools/results/provenance.h"
 #include "tools/results/result_file.h"
 
 namespace dtsim::results {
@@ -95,6 +96,7 @@ OrderedJson ValidationReportJson(const std::vector<std::string>& points_paths,
   document["mape_percent"] = report.mean_absolute_percentage_error;
   if (!memory.rows.empty()) document["memory"] = MemoryJson(memory);
   if (calibration != nullptr) document["calibration"] = strategies::CalibrationToJson(*calibration);
+  document["provenance"] = ProvenanceJson();
   return document;
 }
 

@@ -15,7 +15,7 @@ namespace dtsim::results {
 
 // 2.1: the peak-memory rows ("memory") of memory points files; 2.2: the calibration the points
 // were simulated under ("calibration"), when one was given.
-inline constexpr FileFormat kValidationReportFormat{"dtsim.validation_report", 2, 2,
+inline constexpr FileFormat kValidationReportFormat{"dtsim.validation_report", 2, 3,
                                                     "not a validation report"};
 
 OrderedJson ValidationReportJson(const std::vector<std::string>& points_paths,
