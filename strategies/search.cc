@@ -205,12 +205,15 @@ EvaluatedPlan Check(const SimulationConfig& base, const SearchSpace& space, size
     if ((*memory)[stage].total() > (*memory)[largest].total()) largest = stage;
   }
   evaluated.memory_bytes = (*memory)[largest].total();
-  if (evaluated.memory_bytes > config.gpu.memory.count()) {
+  const int64_t headroom = space.memory_headroom.count();
+  if (evaluated.memory_bytes + headroom > config.gpu.memory.count()) {
     evaluated.status = PlanStatus::kOutOfMemory;
     evaluated.reason = "memory";
-    evaluated.detail = fmt::format("pipeline stage {} needs {} per GPU, {} has {}", largest,
-                                   FormatGiB(evaluated.memory_bytes), config.gpu.name,
-                                   FormatGiB(config.gpu.memory.count()));
+    evaluated.detail = fmt::format(
+        "pipeline stage {} needs {} per GPU{}, {} has {}", largest,
+        FormatGiB(evaluated.memory_bytes),
+        headroom > 0 ? fmt::format(" and the search keeps {} free", FormatGiB(headroom)) : "",
+        config.gpu.name, FormatGiB(config.gpu.memory.count()));
     return evaluated;
   }
   evaluated.status = PlanStatus::kBounded;  // until simulated
@@ -238,6 +241,7 @@ Status SimulatePlan(const SimulationConfig& base, const SearchSpace& space,
   if (network_model.shares_links) {
     plan.figures->flow_iteration_time = result.iteration_time;
     plan.figures->flow_average_iteration_time = result.average_iteration_time;
+    plan.figures->flow_breakdown = FiguresOf(result).breakdown;
   } else {
     plan.figures = FiguresOf(result);
   }
@@ -336,6 +340,10 @@ Expected<SearchSpace> SearchSpaceFromJson(const Json* value, const SimulationCon
         return EnumAt<models::ContextComm>(v, path, models::ContextCommNames());
       }));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("max_virtual_stages", space.max_virtual_stages));
+  reader.Allow("memory_headroom");
+  if (reader.Has("memory_headroom")) {
+    DTSIM_ASSIGN_OR_RETURN(space.memory_headroom, reader.Size("memory_headroom"));
+  }
   DTSIM_RETURN_IF_ERROR(reader.Finish());
   return space;
 }
@@ -548,10 +556,58 @@ std::vector<std::pair<std::string, size_t>> SearchResult::PrunedByReason() const
   return sorted;
 }
 
+namespace {
+
+// Two simulations that agree in every figure the ranking and the memory check read.
+bool SimulatedAlike(const EvaluatedPlan& a, const EvaluatedPlan& b) {
+  const PlanFigures& x = *a.figures;
+  const PlanFigures& y = *b.figures;
+  const TimeBreakdown& p = x.breakdown;
+  const TimeBreakdown& q = y.breakdown;
+  return a.memory_bytes == b.memory_bytes && x.iteration_time == y.iteration_time &&
+         x.average_iteration_time == y.average_iteration_time && p.compute == q.compute &&
+         p.recompute == q.recompute && p.tensor == q.tensor && p.expert == q.expert &&
+         p.context == q.context && p.pipeline == q.pipeline && p.data_exposed == q.data_exposed &&
+         p.optimizer == q.optimizer && p.idle == q.idle;
+}
+
+// Splits a plan label into its " · " parts.
+std::vector<std::string> LabelParts(const std::string& label) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t at = label.find(" · "); at != std::string::npos; at = label.find(" · ", start)) {
+    parts.push_back(label.substr(start, at - start));
+    start = at + std::string(" · ").size();
+  }
+  parts.push_back(label.substr(start));
+  return parts;
+}
+
+}  // namespace
+
+std::vector<std::string> SameAsLabels(const SearchResult& result, size_t ranked,
+                                      const SearchSpace& space) {
+  const EvaluatedPlan& kept = result.plans[ranked];
+  const std::vector<std::string> own = LabelParts(PlanLabel(kept.choice, space));
+  std::vector<std::string> others;
+  for (const EvaluatedPlan& plan : result.plans) {
+    if (plan.same_as != kept.index) continue;
+    std::string differs;
+    const std::vector<std::string> parts = LabelParts(PlanLabel(plan.choice, space));
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (i < own.size() && parts[i] == own[i]) continue;
+      differs += (differs.empty() ? "" : " · ") + parts[i];
+    }
+    others.push_back(differs);
+  }
+  return others;
+}
+
 void RankPlans(SearchResult& result, int rerank) {
   std::vector<size_t>& ranking = result.ranking;
   ranking.clear();
   for (size_t i = 0; i < result.plans.size(); ++i) {
+    result.plans[i].same_as.reset();
     if (result.plans[i].status == PlanStatus::kSimulated) ranking.push_back(i);
   }
   const auto by = [&result](auto time) {
@@ -563,6 +619,21 @@ void RankPlans(SearchResult& result, int rerank) {
   };
   std::sort(ranking.begin(), ranking.end(),
             by([](const PlanFigures& f) { return f.average_iteration_time.ns(); }));
+  // Alike plans sort next to each other (same time); each keeps the first of its run.
+  std::vector<size_t> kept;
+  for (size_t i : ranking) {
+    EvaluatedPlan& plan = result.plans[i];
+    for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+      const EvaluatedPlan& earlier = result.plans[*it];
+      if (earlier.figures->average_iteration_time != plan.figures->average_iteration_time) break;
+      if (SimulatedAlike(earlier, plan)) {
+        plan.same_as = earlier.index;
+        break;
+      }
+    }
+    if (!plan.same_as) kept.push_back(i);
+  }
+  ranking = std::move(kept);
   const auto flowed =
       ranking.begin() + std::min<std::ptrdiff_t>(std::max(rerank, 0), std::ssize(ranking));
   std::sort(ranking.begin(), flowed, by([](const PlanFigures& f) {
@@ -623,10 +694,18 @@ Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& s
     return std::tuple(plans[a].lower_bound.ns(), a) < std::tuple(plans[b].lower_bound.ns(), b);
   });
   TopTimes best(static_cast<size_t>(std::max(options.top, options.rerank)));
+  // Progress counts simulations, not plans (most plans past the first few hundred are pruned
+  // by the bound in no time): those run so far, and those that the plans not yet reached
+  // would still need at the K-th best time now — an upper bound, as that time only falls.
+  std::vector<int64_t> bounds;
+  bounds.reserve(order.size());
+  for (size_t i : order) bounds.push_back(plans[i].lower_bound.ns());
+  std::atomic<size_t> reached{0};
   done = 0;
   ParallelFor(order.size(), threads, [&](size_t k) {
     EvaluatedPlan& plan = plans[order[k]];
-    if (plan.lower_bound.ns() <= best.Kth()) {
+    const bool run = plan.lower_bound.ns() <= best.Kth();
+    if (run) {
       if (Status simulated =
               SimulatePlan(base, space, options, *cost.model, network::DefaultNetworkModel(), plan);
           simulated.ok()) {
@@ -636,7 +715,11 @@ Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& s
         Fail(plan, simulated);
       }
     }
-    report("simulating", ++done, order.size());
+    const size_t simulated = run ? ++done : done.load();
+    const auto next =
+        bounds.begin() + static_cast<std::ptrdiff_t>(std::min(++reached, bounds.size()));
+    const auto still = std::upper_bound(next, bounds.end(), best.Kth()) - next;
+    report("simulating", simulated, simulated + static_cast<size_t>(still));
   });
 
   // Re-rank the best with the flow model.

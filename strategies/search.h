@@ -53,6 +53,10 @@ struct SearchSpace {
   // reported invalid like any other plan.
   std::vector<int> context;
   std::vector<models::ContextComm> context_comm;
+  // Memory a plan must leave free on each GPU beyond what the memory model counts (which has the
+  // CUDA context, `runtime_bytes`, but neither NCCL's buffers nor the caching allocator's
+  // fragmentation yet): "memory_headroom": "6 GiB", or `dtsim search --memory-headroom`.
+  Bytes memory_headroom;
 };
 
 // Reads the config's "search" section (null: the defaults) for `base`, the config read without
@@ -99,6 +103,7 @@ struct PlanFigures {
   TimeBreakdown breakdown;  // the mean over pipeline stages (adds up to the iteration time)
   std::optional<DurationNs> flow_iteration_time;  // re-simulated with the flow model
   std::optional<DurationNs> flow_average_iteration_time;
+  std::optional<TimeBreakdown> flow_breakdown;  // the flow model's (not in search files)
 };
 
 // The figures of one simulation (`dtsim sweep` tabulates them too).
@@ -115,6 +120,11 @@ struct EvaluatedPlan {
   int64_t memory_bytes = 0;  // the largest pipeline stage's, per GPU (0: not estimated)
   DurationNs lower_bound;    // 0: not computed
   std::optional<PlanFigures> figures;
+  // Set by RankPlans when this plan simulated exactly as a better-ranked one (the same times,
+  // breakdown and memory: recompute `selective` and `none` under flash attention, say): that
+  // plan's enumeration index. Such a plan is left out of the ranking; its row names the plan
+  // it duplicates, and that plan's row lists it (SameAsLabels).
+  std::optional<size_t> same_as;
 };
 
 struct SearchOptions {
@@ -144,8 +154,15 @@ struct SearchResult {
 Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& space,
                               const SearchOptions& options);
 
-// Orders the simulated plans of `result` (Search does; a merge of shards does again).
+// Orders the simulated plans of `result` (Search does; a merge of shards does again): a plan
+// that simulated exactly as a better one is marked `same_as` it and left out of the ranking.
 void RankPlans(SearchResult& result, int rerank);
+
+// What each plan marked `same_as` the ranked plan `ranked` (an index into result.plans) changes
+// in its label, in enumeration order: "recompute selective" for the two recompute settings
+// that simulate alike under flash attention; empty when no plan duplicates it.
+std::vector<std::string> SameAsLabels(const SearchResult& result, size_t ranked,
+                                      const SearchSpace& space);
 
 // When nothing was simulated: which constraints emptied the space, as an error.
 Status ExplainEmptySearch(const SearchResult& result, const SimulationConfig& base);

@@ -130,7 +130,7 @@ TEST_F(ProfileCommandTest, BadCommandLinesAndMissingProgramsAreTheirOwnErrors) {
               HasSubstr("--max-buffer-mb"));
 
   EXPECT_THAT(Profile({"-o", Path("no/such/dir/t.json"), "--", "true"}).error->ToString(),
-              HasSubstr("-o: cannot write beside the output"));
+              HasSubstr("no/such/dir/t.json: cannot write here: the directory"));
 
   CommandOutcome missing = Profile({"-o", "t.json", "--", "dtsim-no-such-program"});
   EXPECT_EQ(missing.kind, CommandOutcome::Kind::kFailure);

@@ -187,6 +187,10 @@ TEST_F(SimulateCommandTest, OrdinaryMistakesGetMessagesThatNameTheFix) {
               HasSubstr("data × tensor × pipeline = 4 × 4 × 2 = 32 ranks, but the cluster has 16 "
                         "GPUs (2 nodes × 8); set parallelism.data=2, cluster.nodes=4 or "
                         "cluster.nodes=null (sized to the plan)"));
+  // An output in a directory that does not exist fails before any work, not after it.
+  EXPECT_EQ(error({kSmall, "-o", Path("missing/result.json")}),
+            Path("missing/result.json") + ": cannot write here: the directory \"" +
+                Path("missing") + "\" does not exist");
   // Interleaving one chunk per stage was accepted and held 1.6 GiB more than 1F1B.
   EXPECT_THAT(error({kSmall, "--set", "parallelism.pipeline.schedule=interleaved"}),
               HasSubstr("parallelism.pipeline.virtual_stages: the \"interleaved\" schedule "

@@ -48,17 +48,46 @@ SearchSetup Read(const Json& json) {
   return setup;
 }
 
+// What the search compares to call two plans alike (RankPlans): the times, the breakdown and
+// the largest stage's memory.
+using Alike = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                         int64_t, int64_t, int64_t, int64_t>;
+
+Alike AlikeKey(const SimulationResult& result, int64_t memory) {
+  const PlanFigures f = FiguresOf(result);
+  const TimeBreakdown& b = f.breakdown;
+  return {f.average_iteration_time.ns(),
+          f.iteration_time.ns(),
+          memory,
+          b.compute.ns(),
+          b.recompute.ns(),
+          b.tensor.ns(),
+          b.expert.ns(),
+          b.context.ns(),
+          b.pipeline.ns(),
+          b.data_exposed.ns(),
+          b.optimizer.ns(),
+          b.idle.ns()};
+}
+
 // Every plan that passes the checks and fits, simulated (symmetric ranks, analytical model):
-// (average iteration time, enumeration index), best first. Checks each plan's lower bound.
+// (average iteration time, enumeration index), best first, a plan alike a better one (the same
+// times, breakdown and memory) left out as the search leaves it out. Checks each plan's lower
+// bound.
 std::vector<std::pair<int64_t, size_t>> BruteForce(const SearchSetup& setup, size_t& fitting) {
   const std::vector<PlanChoice> plans = EnumeratePlans(setup.base, setup.space);
   Expected<ConfigCostModel> cost = LoadCostModel(setup.base);
   EXPECT_TRUE(cost.ok());
   std::vector<std::pair<int64_t, size_t>> times;
+  std::vector<std::pair<Alike, size_t>> keys;
   fitting = 0;
   for (size_t i = 0; i < plans.size(); ++i) {
     Expected<ResolvedConfig> resolved = Resolve(ConfigFor(setup.base, setup.space, plans[i]));
     if (!resolved.ok() || !StageMemory(*resolved).ok()) continue;
+    int64_t memory = 0;
+    for (const models::MemoryBreakdown& stage : *EstimateStageMemory(*resolved)) {
+      memory = std::max(memory, stage.total());
+    }
     ResolvedConfig config = *resolved;
     ++fitting;
     config.ranks = RanksMode::kSymmetric;
@@ -70,9 +99,17 @@ std::vector<std::pair<int64_t, size_t>> BruteForce(const SearchSetup& setup, siz
     EXPECT_TRUE(passes.ok());
     EXPECT_LE(IterationLowerBound(config, *passes), result->iteration_time)
         << PlanLabel(plans[i], setup.space);
-    times.emplace_back(result->average_iteration_time.ns(), i);
+    keys.emplace_back(AlikeKey(*result, memory), i);
   }
-  std::sort(times.begin(), times.end());
+  std::sort(keys.begin(), keys.end(), [](const auto& a, const auto& b) {
+    return std::tuple(std::get<0>(a.first), a.second) < std::tuple(std::get<0>(b.first), b.second);
+  });
+  std::vector<Alike> kept;
+  for (const auto& [key, index] : keys) {
+    if (std::find(kept.begin(), kept.end(), key) != kept.end()) continue;
+    kept.push_back(key);
+    times.emplace_back(std::get<0>(key), index);
+  }
   return times;
 }
 
@@ -129,6 +166,76 @@ TEST(SearchTest, TopPlansEqualBruteForceAndTheBoundHolds) {
   EXPECT_TRUE(interleaved);
   EXPECT_TRUE(zero3);
   EXPECT_TRUE(compressed);
+}
+
+// Issue 35: under flash attention Megatron's `selective` recompute (the attention core)
+// recomputes and keeps what `none` does, so the two simulated alike and filled half of a top 10.
+// A plan alike a better one is marked same_as it, out of the ranking, and named in its row (so
+// is sequence parallelism at TP 1, which splits nothing).
+TEST(SearchTest, PlansThatSimulateAlikeAreOneRow) {
+  Json json = SmallSearch();
+  json["training"]["flash_attention"] = true;
+  json["search"]["recompute"] = {"none", "selective"};
+  json["search"].erase("compression");
+  const SearchSetup setup = Read(json);
+  Expected<SearchResult> result =
+      Search(setup.base, setup.space, {.top = 10, .rerank = 0, .threads = 2});
+  ASSERT_TRUE(result.ok()) << result.error().ToString();
+  const SearchResult& r = *result;
+  ASSERT_GE(r.ranking.size(), 10u);
+  size_t twins = 0;
+  for (size_t k = 0; k < 10; ++k) {
+    const EvaluatedPlan& kept = r.plans[r.ranking[k]];
+    EXPECT_FALSE(kept.same_as);
+    for (size_t j = 0; j < k; ++j) {  // no two ranked plans alike
+      const EvaluatedPlan& other = r.plans[r.ranking[j]];
+      EXPECT_FALSE(other.figures->average_iteration_time == kept.figures->average_iteration_time &&
+                   other.memory_bytes == kept.memory_bytes &&
+                   other.figures->breakdown.compute == kept.figures->breakdown.compute)
+          << PlanLabel(kept.choice, setup.space);
+    }
+    const std::vector<std::string> same = SameAsLabels(r, r.ranking[k], setup.space);
+    if (same.empty()) continue;
+    ++twins;
+    EXPECT_THAT(same, testing::Contains(kept.choice.recompute == models::Recompute::kNone
+                                            ? "recompute selective"
+                                            : "recompute none"));
+  }
+  EXPECT_GE(twins, 5u);  // every ranked plan of this space has its recompute twin
+  // Each marked plan names a plan that is not itself marked, simulated to the same time (one
+  // shard: a plan's enumeration index is its place in `plans`).
+  for (const EvaluatedPlan& plan : r.plans) {
+    if (!plan.same_as) continue;
+    ASSERT_LT(*plan.same_as, r.plans.size());
+    const EvaluatedPlan& kept = r.plans[*plan.same_as];
+    EXPECT_FALSE(kept.same_as);
+    EXPECT_EQ(kept.figures->average_iteration_time, plan.figures->average_iteration_time);
+    // Recompute under flash attention, or sequence parallelism at TP 1 (which splits nothing).
+    EXPECT_NE(PlanLabel(kept.choice, setup.space), PlanLabel(plan.choice, setup.space));
+  }
+}
+
+// Issue 35: a plan using 77.4 of 80 GiB ranked in a top 5. A headroom keeps memory free for
+// what the model does not count; plans that do not leave it are out of memory, saying why.
+TEST(SearchTest, AMemoryHeadroomIsKeptFree) {
+  const SearchSetup plain = Read(SmallSearch());
+  Json json = SmallSearch();
+  json["search"]["memory_headroom"] = "0.5 GiB";
+  const SearchSetup kept = Read(json);
+  EXPECT_EQ(kept.space.memory_headroom.count(), int64_t{1} << 29);
+  const SearchOptions options{.top = 3, .rerank = 0, .threads = 2};
+  Expected<SearchResult> without = Search(plain.base, plain.space, options);
+  Expected<SearchResult> with = Search(kept.base, kept.space, options);
+  ASSERT_TRUE(without.ok() && with.ok());
+  EXPECT_GT(with->Count(PlanStatus::kOutOfMemory), without->Count(PlanStatus::kOutOfMemory));
+  bool named = false;
+  for (const EvaluatedPlan& plan : with->plans) {
+    if (plan.status == PlanStatus::kSimulated || plan.status == PlanStatus::kBounded) {
+      EXPECT_LE(plan.memory_bytes + (int64_t{1} << 29), int64_t{2} << 30);  // the 2 GiB GPU
+    }
+    named |= plan.detail.find("and the search keeps 0.5 GiB free") != std::string::npos;
+  }
+  EXPECT_TRUE(named);
 }
 
 TEST(SearchTest, Fp8IsADimensionOnOneDimensionalTensorLayouts) {

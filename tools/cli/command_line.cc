@@ -2,12 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "sim/base/input_files.h"
 #include "sim/base/json_reader.h"
+#include "sim/base/strings.h"
 
 namespace dtsim::cli {
 
@@ -110,7 +112,18 @@ Status RefuseOutputsOverInputs(const std::vector<std::string>& inputs,
     if (!input.empty()) NoteInputFile(input);
   }
   for (const std::string& output : outputs) {
-    if (!output.empty()) DTSIM_RETURN_IF_ERROR(CheckNotAnInput(output));
+    if (output.empty()) continue;
+    DTSIM_RETURN_IF_ERROR(CheckNotAnInput(output));
+    // Before any work: a search that ran for minutes should not fail at its last step because
+    // the output's directory does not exist.
+    const std::filesystem::path parent = std::filesystem::path(output).parent_path();
+    std::error_code code;
+    if (!parent.empty() && !std::filesystem::is_directory(parent, code)) {
+      return Error(fmt::format("cannot write here: the directory {} does not exist{}",
+                               Quote(parent.string()),
+                               std::filesystem::exists(parent, code) ? " (it is a file)" : ""))
+          .InFile(output);
+    }
   }
   return Status::Ok();
 }

@@ -31,10 +31,13 @@ void Progress::Update(std::string_view phase, size_t done, size_t total) {
     phase_ = phase;
     phase_start_ = now;
     drawn_ = false;
-  } else if (done < total && now - last_draw_ < kRedrawInterval) {
-    return;
+  } else if ((done < total && now - last_draw_ < kRedrawInterval) ||
+             (done == drawn_done_ && total == drawn_total_)) {
+    return;  // throttled; the end of a step is drawn at once, but once
   }
   last_draw_ = now;
+  drawn_done_ = done;
+  drawn_total_ = total;
   const double elapsed = std::chrono::duration<double>(now - phase_start_).count();
   const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0;
   const double left = rate > 0 ? static_cast<double>(total - done) / rate : NAN;

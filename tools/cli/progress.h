@@ -38,6 +38,8 @@ class Progress {
   Clock::time_point phase_start_;
   Clock::time_point last_draw_;
   bool drawn_ = false;
+  size_t drawn_done_ = 0;  // what the line shows now
+  size_t drawn_total_ = 0;
 };
 
 }  // namespace dtsim::cli

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "sim/base/input_files.h"
 #include "sim/base/json_reader.h"
 #include "sim/base/strings.h"
 #include "tools/cli/command_line.h"
@@ -111,7 +112,9 @@ Status CheckResults(const ReportOptions& options) {
 Status RefuseInputsInTheReport(const ReportOptions& options) {
   std::vector<std::string> inputs = options.results;
   inputs.push_back(options.timeline);
-  DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(inputs, {options.output_dir}));
+  // The directory itself may not exist yet (the report creates it and its parents).
+  DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(inputs, {}));
+  DTSIM_RETURN_IF_ERROR(CheckNotAnInput(options.output_dir));
   std::error_code code;
   const std::filesystem::path dir = std::filesystem::weakly_canonical(options.output_dir, code);
   for (const std::string& input : inputs) {

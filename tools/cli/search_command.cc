@@ -41,6 +41,7 @@ struct SearchCommandOptions {
   std::string ranks = "symmetric";
   std::string output_prefix;
   std::string max_memory;
+  std::string memory_headroom;
   bool quiet = false;
   bool help = false;
 };
@@ -68,6 +69,10 @@ po::options_description Describe(SearchCommandOptions& o) {
       "simulate \"symmetric\" ranks (one per pipeline stage; fast) or \"full\"")(
       "threads,j", po::value(&o.threads)->value_name("N"), "threads (default: every core)")(
       "max-memory", po::value(&o.max_memory)->value_name("SIZE"), kMaxMemoryHelp)(
+      "memory-headroom", po::value(&o.memory_headroom)->value_name("SIZE"),
+      "count a plan as fitting only if it leaves SIZE free on each GPU (\"6 GiB\": NCCL's "
+      "buffers and the allocator's fragmentation, which the memory model does not count; the "
+      "config's search.memory_headroom)")(
       "shard", po::value(&o.shard_text)->value_name("K/N"),
       "evaluate only the K-th of N interleaved slices of the space (K from 1); merge the "
       "shards' JSON files with --merge")(
@@ -135,6 +140,18 @@ void PrintTop(std::ostream& out, const SearchFile& file, int top) {
                strategies::PlanLabel(plan.choice, file.space),
                FormatDuration(f.average_iteration_time), FlowTime(f), f.samples_per_second,
                100 * f.mfu, FormatGiB(plan.memory_bytes));
+    // Plans that simulate exactly as this one are one row: what they change in its label.
+    const std::vector<std::string> same = strategies::SameAsLabels(r, r.ranking[k], file.space);
+    if (!same.empty()) {
+      constexpr size_t kNamed = 2;
+      std::string also = "= also with " + same[0];
+      if (same.size() > 1) also += "; " + same[1];
+      if (same.size() > kNamed) {
+        also +=
+            fmt::format("; and {} more alike (same_as in the search files)", same.size() - kNamed);
+      }
+      fmt::print(out, "        {}\n", also);
+    }
   }
   fmt::print(out,
              "  (iteration: analytical network model; flow: the flow model, for the best "
@@ -186,10 +203,16 @@ void PrintWhy(std::ostream& out, const SearchFile& file) {
   const bool tie =
       best.figures->average_iteration_time == next.figures->average_iteration_time &&
       best.figures->flow_average_iteration_time == next.figures->flow_average_iteration_time;
-  fmt::print(out, "\n  why #1 {} #2 (they differ in {}; mean time per pipeline stage, ms):\n",
-             tie ? "ties with" : "wins over", Differences(best, next, file.space));
-  const TimeBreakdown& a = best.figures->breakdown;
-  const TimeBreakdown& b = next.figures->breakdown;
+  // The model that ranked them: the flow model's breakdowns when both were re-ranked with it
+  // (a search file read back has only its times: then the analytical model's, and it says so).
+  const bool flow = best.figures->flow_breakdown && next.figures->flow_breakdown;
+  const TimeBreakdown& a = flow ? *best.figures->flow_breakdown : best.figures->breakdown;
+  const TimeBreakdown& b = flow ? *next.figures->flow_breakdown : next.figures->breakdown;
+  fmt::print(out,
+             "\n  why #1 {} #2 (they differ in {}; mean time per pipeline stage, ms, {} network "
+             "model):\n",
+             tie ? "ties with" : "wins over", Differences(best, next, file.space),
+             flow ? "flow" : "analytical");
   fmt::print(out, "    {:<12} {:>10} {:>10} {:>10}\n", "", "#1", "#2", "#2 − #1");
   const auto row = [&out](std::string_view name, DurationNs x, DurationNs y) {
     fmt::print(out, "    {:<12} {:>10} {:>10} {:>10}\n", name, FormatMilliseconds(x, 1),
@@ -204,7 +227,8 @@ void PrintWhy(std::ostream& out, const SearchFile& file) {
   row("dp exposed", a.data_exposed, b.data_exposed);
   row("optimizer", a.optimizer, b.optimizer);
   row("idle/bubble", a.idle, b.idle);
-  row("iteration", best.figures->iteration_time, next.figures->iteration_time);
+  row("iteration", flow ? *best.figures->flow_iteration_time : best.figures->iteration_time,
+      flow ? *next.figures->flow_iteration_time : next.figures->iteration_time);
   // The part that moved most names the reason.
   const std::array<std::pair<std::string_view, DurationNs>, 9> deltas = {
       {{"compute", b.compute - a.compute},
@@ -229,6 +253,9 @@ Expected<SearchFile> RunSearch(const SearchCommandOptions& options, Progress& pr
   DTSIM_ASSIGN_OR_RETURN(Json json, ReadJsonFile(options.config));
   std::vector<std::string> overrides = options.overrides;
   AddMaxMemoryOverride(options.max_memory, overrides);
+  if (!options.memory_headroom.empty()) {
+    overrides.push_back("search.memory_headroom=" + options.memory_headroom);
+  }
   for (const std::string& assignment : overrides) {
     DTSIM_RETURN_IF_ERROR(strategies::ApplyOverride(json, assignment));
   }

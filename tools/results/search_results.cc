@@ -221,6 +221,16 @@ const std::vector<Column>& Columns() {
           "idle_ns", [](auto& f) -> auto& { return f.breakdown.idle; }),
       {"detail", [](const EvaluatedPlan& p) { return Json(p.detail); },
        [](const Json& c, EvaluatedPlan& p) { return Get(c, p.detail); }},
+      // Since 1.3: the plan this one simulated exactly as (strategies::RankPlans), or null.
+      Later({"same_as",
+             [](const EvaluatedPlan& p) { return p.same_as ? Json(*p.same_as) : Json(); },
+             [](const Json& c, EvaluatedPlan& p) -> Status {
+               if (c.is_null()) return Status::Ok();
+               size_t index = 0;
+               DTSIM_RETURN_IF_ERROR(Get(c, index));
+               p.same_as = index;
+               return Status::Ok();
+             }}),
   };
   return kColumns;
 }
