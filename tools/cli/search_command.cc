@@ -4,10 +4,16 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <algorithm>
+#include <array>
+#include <filesystem>
 #include <optional>
 
+#include "sim/base/atomic_file.h"
 #include "sim/base/quantity.h"
 #include "sim/base/strings.h"
+#include "strategies/launch_arguments.h"
+#include "strategies/plan_config.h"
 #include "strategies/search.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/progress.h"
@@ -40,6 +46,7 @@ struct SearchCommandOptions {
   int shards = 1;
   std::string ranks = "symmetric";
   std::string output_prefix;
+  std::string emit_dir;
   std::string max_memory;
   std::string memory_headroom;
   bool quiet = false;
@@ -80,8 +87,11 @@ po::options_description Describe(SearchCommandOptions& o) {
       "merge the JSON results of all shards of one search")(
       "output,o", po::value(&o.output_prefix)->value_name("PREFIX"),
       "write every evaluated plan to PREFIX.json and PREFIX.csv "
-      "(docs/formats/search-result.md)")("quiet,q", po::bool_switch(&o.quiet),
-                                         "print nothing on success");
+      "(docs/formats/search-result.md)")(
+      "emit", po::value(&o.emit_dir)->value_name("DIR"),
+      "write each of the top plans to DIR/plan-K.json, a config dtsim simulate runs to the "
+      "search's figures, and DIR/plan-K.megatron.txt, its Megatron-LM pretrain_gpt.py flags "
+      "(created if missing)")("quiet,q", po::bool_switch(&o.quiet), "print nothing on success");
   return description;
 }
 
@@ -323,6 +333,65 @@ Expected<SearchFile> RunSearch(const SearchCommandOptions& options, Progress& pr
   return file;
 }
 
+// Plans out (docs/search.md, "Plans out"): each of the top plans as a dtsim config and as
+// Megatron-LM flags; every config is read back and checked before it is written.
+Status EmitPlans(const std::string& dir, const SearchFile& file, int top, std::ostream& out,
+                 bool quiet) {
+  const Json& settings = file.settings;
+  const Json base = settings.value("simulation_config", Json::object());
+  constexpr std::array<std::string_view, 1> kSearchKey = {"search"};
+  Expected<SimulationConfig> read =
+      strategies::ReadConfigSections(base, settings.value("config", ""), kSearchKey);
+  if (!read.ok()) return std::move(read).error().Under("settings.simulation_config");
+  const int nodes = settings.value("gpus", 0) / std::max(1, read->cluster.gpus_per_node);
+  const Json::json_pointer list("/space/search/compression");
+  const Json* compression = settings.contains(list) ? &settings.at(list) : nullptr;
+  const strategies::RanksMode ranks = settings.value("ranks", "") == "full"
+                                          ? strategies::RanksMode::kFull
+                                          : strategies::RanksMode::kSymmetric;
+  std::error_code code;
+  std::filesystem::create_directories(dir, code);
+  if (code) return Error("cannot create the directory: " + code.message()).InFile(dir);
+  const SearchResult& r = file.result;
+  const size_t count = std::min(r.ranking.size(), static_cast<size_t>(std::max(top, 0)));
+  for (size_t k = 0; k < count; ++k) {
+    const EvaluatedPlan& plan = r.plans[r.ranking[k]];
+    const std::string stem = fmt::format("{}/plan-{}", dir, k + 1);
+    Json config = strategies::PlanConfigJson(base, plan.choice, compression, nodes, ranks);
+    strategies::AnchorRelativePaths(config, settings.value("config", ""));
+    Expected<strategies::ResolvedConfig> resolved =
+        strategies::ConfigFromJson(config, stem + ".json");
+    if (!resolved.ok()) {
+      return Error("internal: the emitted config does not read back: " +
+                   resolved.error().ToString())
+          .InFile(stem + ".json");
+    }
+    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(stem + ".json", DumpJson(config, 2) + "\n"));
+    const strategies::LaunchArguments megatron = strategies::MegatronArguments(*resolved);
+    std::string text = fmt::format(
+        "# dtsim search plan #{}: {}\n# simulated {} per iteration (analytical network model)\n"
+        "# {} pretrain_gpt.py flags for this plan's model, batch, precision and parallelism;\n"
+        "# add the data, tokenizer, optimizer and checkpoint flags of your run.\n",
+        k + 1, strategies::PlanLabel(plan.choice, file.space),
+        FormatDuration(plan.figures->average_iteration_time), megatron.framework);
+    for (const std::string& note : megatron.not_expressed) {
+      text += "# not expressed by a flag: " + note + "\n";
+    }
+    for (size_t i = 0; i < megatron.arguments.size(); ++i) {
+      text += megatron.arguments[i] + (i + 1 < megatron.arguments.size() ? " \\\n" : "\n");
+    }
+    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(stem + ".megatron.txt", text));
+  }
+  if (!quiet) {
+    fmt::print(
+        out,
+        "\n  plans out      {0}/plan-1.json … plan-{1}.json (dtsim configs: `dtsim simulate` "
+        "gives the figures above), {0}/plan-1.megatron.txt … ({2} flags)\n",
+        dir, count, strategies::kMegatronRelease);
+  }
+  return Status::Ok();
+}
+
 Expected<SearchFile> RunMerge(const SearchCommandOptions& options) {
   std::vector<SearchFile> shards;
   for (const std::string& path : options.merge) {
@@ -345,7 +414,10 @@ Status Execute(const SearchCommandOptions& options, std::ostream& out) {
                          merging ? RunMerge(options) : RunSearch(options, progress));
   if (!options.output_prefix.empty())
     DTSIM_RETURN_IF_ERROR(results::WriteSearchFiles(options.output_prefix, file));
-  if (options.quiet) return Status::Ok();
+  if (options.quiet) {
+    return options.emit_dir.empty() ? Status::Ok()
+                                    : EmitPlans(options.emit_dir, file, options.top, out, true);
+  }
   fmt::print(out, "dtsim search {}{}\n", file.settings.value("config", ""),
              merging           ? fmt::format(" (merged from {} shards)", options.merge.size())
              : file.shards > 1 ? fmt::format(" (shard {}/{})", file.shard, file.shards)
@@ -361,6 +433,9 @@ Status Execute(const SearchCommandOptions& options, std::ostream& out) {
   PrintWhy(out, file);
   if (!options.output_prefix.empty()) {
     fmt::print(out, "\n  every plan     {0}.json, {0}.csv\n", options.output_prefix);
+  }
+  if (!options.emit_dir.empty()) {
+    DTSIM_RETURN_IF_ERROR(EmitPlans(options.emit_dir, file, options.top, out, false));
   }
   return Status::Ok();
 }

@@ -1,0 +1,157 @@
+#include "strategies/launch_arguments.h"
+
+#include <fmt/format.h>
+
+namespace dtsim::strategies {
+namespace {
+
+// The model's shape: what pretrain_gpt.py must be told to build the same network.
+void ModelFlags(const models::TransformerSpec& spec, std::vector<std::string>& args,
+                std::vector<std::string>& not_expressed) {
+  args.push_back(fmt::format("--num-layers {}", spec.layers));
+  args.push_back(fmt::format("--hidden-size {}", spec.hidden));
+  args.push_back(fmt::format("--ffn-hidden-size {}", spec.ffn_hidden));
+  args.push_back(fmt::format("--num-attention-heads {}", spec.heads));
+  if (spec.kv_heads > 0 && spec.kv_heads != spec.heads) {
+    args.emplace_back("--group-query-attention");
+    args.push_back(fmt::format("--num-query-groups {}", spec.kv_heads));
+  }
+  if (spec.head_dim_override > 0) args.push_back(fmt::format("--kv-channels {}", spec.head_dim()));
+  args.push_back(fmt::format("--max-position-embeddings {}", spec.max_seq));
+  args.push_back(fmt::format("--make-vocab-size-divisible-by {}", spec.vocab_divisible_by));
+  if (spec.norm == models::Norm::kRmsNorm) args.emplace_back("--normalization RMSNorm");
+  if (spec.activation == models::Activation::kSwiGlu) args.emplace_back("--swiglu");
+  if (spec.activation == models::Activation::kSquaredRelu) args.emplace_back("--squared-relu");
+  if (spec.activation == models::Activation::kRelu) {
+    not_expressed.emplace_back("a ReLU MLP (pretrain_gpt.py has GeLU, SwiGLU and squared ReLU)");
+  }
+  if (spec.position == models::PositionEmbedding::kRotary) {
+    args.emplace_back("--position-embedding-type rope");
+  }
+  if (!spec.linear_bias) args.emplace_back("--disable-bias-linear");
+  if (!spec.tied_embeddings) args.emplace_back("--untie-embeddings-and-output-weights");
+  if (spec.moe.enabled()) {
+    args.push_back(fmt::format("--num-experts {}", spec.moe.experts));
+    args.push_back(fmt::format("--moe-router-topk {}", spec.moe.top_k));
+    if (spec.moe.expert_ffn_hidden > 0) {
+      args.push_back(fmt::format("--moe-ffn-hidden-size {}", spec.moe.expert_ffn_hidden));
+    }
+    if (!spec.moe.dropless) {
+      args.push_back(fmt::format("--moe-expert-capacity-factor {}", spec.moe.capacity_factor));
+    }
+    args.emplace_back("--moe-grouped-gemm");
+    args.emplace_back("--moe-token-dispatcher-type alltoall");
+  }
+  if (spec.vocab > 0) {
+    not_expressed.push_back(fmt::format(
+        "the vocabulary ({} tokens) comes from the tokenizer (--tokenizer-type and its files)",
+        spec.vocab));
+  }
+}
+
+void ParallelFlags(const SimulationConfig& config, std::vector<std::string>& args,
+                   std::vector<std::string>& not_expressed) {
+  const ParallelPlan& plan = config.plan;
+  if (plan.tensor_layout != models::TensorLayout::k1D) {
+    not_expressed.push_back(
+        fmt::format("{} tensor parallelism (Megatron-LM splits tensors in 1D only; this plan needs "
+                    "Optimus/Tesseract-style SUMMA)",
+                    models::TensorLayoutNames()[static_cast<size_t>(plan.tensor_layout)]));
+  }
+  args.push_back(fmt::format("--tensor-model-parallel-size {}", plan.tensor));
+  if (plan.sequence_parallel) args.emplace_back("--sequence-parallel");
+  args.push_back(fmt::format("--pipeline-model-parallel-size {}", plan.pipeline));
+  if (plan.virtual_stages > 1) {
+    args.push_back(fmt::format("--virtual-pipeline-model-parallel-size {}", plan.virtual_stages));
+  }
+  if (plan.pipeline > 1 && plan.schedule == models::PipelineSchedule::kGpipe) {
+    not_expressed.emplace_back("the GPipe schedule (Megatron-LM runs 1F1B or interleaved 1F1B)");
+  }
+  if (plan.context > 1) {
+    args.push_back(fmt::format("--context-parallel-size {}", plan.context));
+    if (plan.context_comm == models::ContextComm::kAllToAll) {
+      args.emplace_back("--cp-comm-type a2a");
+    }
+  }
+  if (plan.expert > 1) {
+    args.push_back(fmt::format("--expert-model-parallel-size {}", plan.expert));
+    if (plan.expert_tensor > 0 && plan.expert_tensor != plan.tensor) {
+      args.push_back(fmt::format("--expert-tensor-parallel-size {}", plan.expert_tensor));
+    }
+  }
+  // ZeRO: the distributed optimizer shards the optimizer state (stage 1); Megatron-FSDP shards
+  // gradients too (optim_grads, stage 2) or also the parameters (optim_grads_params, stage 3).
+  if (plan.zero_stage >= 1) args.emplace_back("--use-distributed-optimizer");
+  if (plan.zero_stage >= 2) {
+    args.emplace_back("--use-megatron-fsdp");
+    args.push_back(fmt::format("--data-parallel-sharding-strategy {}",
+                               plan.zero_stage == 2 ? "optim_grads" : "optim_grads_params"));
+  }
+  if (plan.overlap_gradient_reduce && plan.data * plan.context > 1) {
+    args.emplace_back("--overlap-grad-reduce");
+    if (plan.zero_stage >= 1) args.emplace_back("--overlap-param-gather");
+  }
+}
+
+void TrainingFlags(const SimulationConfig& config, std::vector<std::string>& args,
+                   std::vector<std::string>& not_expressed) {
+  const TrainingConfig& training = config.training;
+  args.push_back(fmt::format("--micro-batch-size {}", training.micro_batch));
+  args.push_back(fmt::format("--global-batch-size {}", training.global_batch));
+  args.push_back(fmt::format("--seq-length {}", training.seq_len));
+  switch (training.recompute) {
+    case models::Recompute::kNone:
+      break;
+    case models::Recompute::kSelective:
+      args.emplace_back("--recompute-granularity selective");
+      break;
+    case models::Recompute::kFull:
+      args.emplace_back("--recompute-granularity full");
+      args.emplace_back("--recompute-method uniform");
+      args.emplace_back("--recompute-num-layers 1");
+      break;
+    case models::Recompute::kSelectiveOp:
+      not_expressed.emplace_back(
+          "PyTorch selective op checkpointing (training.recompute \"selective_op\": a "
+          "torchtitan policy)");
+      break;
+  }
+  if (training.recompute_every > 1) {
+    not_expressed.push_back(fmt::format(
+        "recompute on every {}-th layer only (Megatron's --recompute-method block counts "
+        "layers per stage, not a stride)",
+        training.recompute_every));
+  }
+  if (training.fp8 != models::Fp8Recipe::kNone) {
+    args.emplace_back("--bf16");
+    args.emplace_back("--fp8-format hybrid");
+    args.push_back(fmt::format("--fp8-recipe {}",
+                               models::Fp8RecipeNames()[static_cast<size_t>(training.fp8)]));
+  } else if (training.dtype == DType::kBf16) {
+    args.emplace_back("--bf16");
+  } else if (training.dtype == DType::kFp16) {
+    args.emplace_back("--fp16");
+  }
+  if (training.flash_attention) args.emplace_back("--use-flash-attn");
+  if (config.compression.method != "none") {
+    not_expressed.push_back(
+        fmt::format("gradient compression \"{}\" (Megatron-LM has none; DeepSpeed runs 1-bit Adam)",
+                    config.compression.method));
+  }
+  if (training.framework != models::Framework::kMegatron) {
+    not_expressed.push_back(fmt::format("the simulated framework is {}, not Megatron-LM",
+                                        models::FrameworkName(training.framework)));
+  }
+}
+
+}  // namespace
+
+LaunchArguments MegatronArguments(const SimulationConfig& config) {
+  LaunchArguments out{.framework = std::string(kMegatronRelease)};
+  ModelFlags(config.model.transformer, out.arguments, out.not_expressed);
+  ParallelFlags(config, out.arguments, out.not_expressed);
+  TrainingFlags(config, out.arguments, out.not_expressed);
+  return out;
+}
+
+}  // namespace dtsim::strategies
