@@ -48,19 +48,41 @@ class TraceWriter : private BufferedTextWriter {
   }
 
  private:
+  // Whether a rank's events go in: it has streams and is among the selected ranks.
+  bool Shown(int32_t rank) const { return shown_[static_cast<size_t>(rank)]; }
+
+  // Whether [start, end) overlaps the window (every interval without one).
+  bool InWindow(TimeNs start, TimeNs end) const {
+    if (info_.window_end <= info_.window_start) return true;
+    return end >= info_.window_start && start < info_.window_end;
+  }
+
   void WriteMetadata() {
-    std::vector<uint32_t> streams_per_rank(static_cast<size_t>(graph_.rank_count()), 0);
+    const auto ranks = static_cast<size_t>(graph_.rank_count());
+    std::vector<uint32_t> streams_per_rank(ranks, 0);
+    for (uint32_t s = 0; s < graph_.stream_count(); ++s) {
+      ++streams_per_rank[static_cast<size_t>(graph_.stream(graph::StreamId(s)).rank)];
+    }
+    shown_.assign(ranks, info_.ranks.empty());
+    for (int32_t rank : info_.ranks) {
+      if (rank >= 0 && static_cast<size_t>(rank) < ranks) shown_[static_cast<size_t>(rank)] = true;
+    }
     for (int32_t rank = 0; rank < graph_.rank_count(); ++rank) {
+      if (streams_per_rank[static_cast<size_t>(rank)] == 0)
+        shown_[static_cast<size_t>(rank)] = false;
+      if (!Shown(rank)) continue;
       Append(R"({}{{"name":"process_name","ph":"M","pid":{},"tid":0,"args":{{"name":"rank {}"}}}})",
              Separator(), rank, rank);
       Append(
           R"({}{{"name":"process_sort_index","ph":"M","pid":{},"tid":0,"args":{{"sort_index":{}}}}})",
           Separator(), rank, rank);
     }
+    std::fill(streams_per_rank.begin(), streams_per_rank.end(), 0);
     for (uint32_t s = 0; s < graph_.stream_count(); ++s) {
       const graph::Stream& stream = graph_.stream(graph::StreamId(s));
       const uint32_t tid = ++streams_per_rank[static_cast<size_t>(stream.rank)];
       thread_of_stream_[s] = tid;
+      if (!Shown(stream.rank)) continue;
       Append(R"({}{{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":{}}}}})",
              Separator(), stream.rank, tid, Quote(graph_.name(stream.name)));
       Append(
@@ -96,6 +118,9 @@ class TraceWriter : private BufferedTextWriter {
   void WriteTask(TaskId id) {
     const graph::Task& task = graph_.task(id);
     const int32_t pid = graph_.stream(task.stream).rank;
+    if (!Shown(pid) || !InWindow(times_.task_start[id.value()], times_.task_end[id.value()])) {
+      return;
+    }
     const uint32_t tid = thread_of_stream_[task.stream.value()];
     const std::string name = Quote(TaskName(id));
     const std::string category = Quote(graph_.category_name(task.category));
@@ -105,7 +130,7 @@ class TraceWriter : private BufferedTextWriter {
     std::string extra;
     if (graph::IsCommunication(task.kind)) {
       const TimeNs comm_start = times_.comm_start[task.comm.value()];
-      if (comm_start > start) {
+      if (comm_start > start && InWindow(start, comm_start)) {
         Append(
             R"({}{{"name":{},"cat":"rendezvous_wait","ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"task":{}}}}})",
             Separator(), Quote("wait: " + TaskName(id)), pid, tid, Micros{start.ns()},
@@ -114,6 +139,7 @@ class TraceWriter : private BufferedTextWriter {
       start = comm_start;
       extra = CommArgs(task);
     }
+    if (!InWindow(start, times_.task_end[id.value()])) return;  // only its wait was in it
     Append(
         R"({}{{"name":{},"cat":{},"ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"task":{},"kind":"{}"{}}}}})",
         Separator(), name, category, pid, tid, Micros{start.ns()},
@@ -130,14 +156,21 @@ class TraceWriter : private BufferedTextWriter {
       changes[static_cast<size_t>(graph_.rank_of(change.task))].emplace_back(
           times_.task_end[change.task.value()], change.bytes);
     }
+    const bool windowed = info_.window_end > info_.window_start;
     for (int32_t rank = 0; rank < graph_.rank_count(); ++rank) {
       std::vector<std::pair<TimeNs, int64_t>>& list = changes[static_cast<size_t>(rank)];
       int64_t bytes = graph_.memory_base(rank);
-      if (list.empty() && bytes == 0) continue;
+      if ((list.empty() && bytes == 0) || !Shown(rank)) continue;
       std::stable_sort(list.begin(), list.end(),
                        [](const auto& a, const auto& b) { return a.first < b.first; });
-      WriteCounter(rank, TimeNs(0), bytes);
-      for (size_t i = 0; i < list.size(); ++i) {
+      // With a window: the level at its start, then the changes inside it.
+      size_t i = 0;
+      for (; windowed && i < list.size() && list[i].first < info_.window_start; ++i) {
+        bytes += list[i].second;
+      }
+      WriteCounter(rank, windowed ? info_.window_start : TimeNs(0), bytes);
+      for (; i < list.size(); ++i) {
+        if (windowed && list[i].first >= info_.window_end) break;
         bytes += list[i].second;
         if (i + 1 < list.size() && list[i + 1].first == list[i].first) continue;
         WriteCounter(rank, list[i].first, bytes);
@@ -153,6 +186,12 @@ class TraceWriter : private BufferedTextWriter {
   // A flow arrow from the send slice to the recv slice, both bound at the transfer's start.
   void WriteFlow(CommId comm) {
     const std::span<const TaskId> pair = graph_.participants(comm);
+    for (TaskId id : pair) {
+      if (!Shown(graph_.rank_of(id)) ||
+          !InWindow(times_.task_start[id.value()], times_.task_end[id.value()])) {
+        return;  // an arrow needs both ends
+      }
+    }
     const Micros ts{times_.comm_start[comm.value()].ns()};
     for (int i = 0; i < 2; ++i) {
       const graph::Task& task = graph_.task(pair[static_cast<size_t>(i)]);
@@ -167,6 +206,7 @@ class TraceWriter : private BufferedTextWriter {
   const graph::TaskTimes& times_;
   const TimelineInfo& info_;
   std::vector<uint32_t> thread_of_stream_;
+  std::vector<bool> shown_;  // per rank
 };
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "sim/base/file_format.h"
 #include "sim/base/status.h"
@@ -35,6 +36,13 @@ struct TimelineInfo {
   // one). network::CommMethods holds them after a run.
   std::span<const std::string> method_labels;
   std::span<const uint32_t> comm_methods;
+  // What goes in (`--timeline-ranks`, `--timeline-window`): these ranks only (empty: every
+  // rank the graph has streams on), and only tasks that overlap [window_start, window_end)
+  // (window_end 0: no window). A rank without streams (the ranks a symmetric graph does not
+  // simulate) is never declared.
+  std::vector<int32_t> ranks;
+  TimeNs window_start;
+  TimeNs window_end;
 };
 
 void WriteChromeTrace(std::ostream& out, const graph::TaskGraph& graph,

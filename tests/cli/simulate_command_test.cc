@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 #include "sim/base/atomic_file.h"
@@ -216,6 +217,54 @@ TEST_F(SimulateCommandTest, CompressedConfigsAndTimelines) {
   Expected<Json> events = ReadJsonFile(timeline);
   ASSERT_TRUE(events.ok()) << events.error().ToString();
   EXPECT_TRUE(events->contains("traceEvents"));
+}
+
+// Issue 35: a symmetric timeline declared every rank of the cluster (121 processes, 2 with
+// events); `--timeline-ranks` and `--timeline-window` choose what goes in.
+TEST_F(SimulateCommandTest, TimelinesHoldTheRanksAndTheSpanAsked) {
+  const std::string llama = DTSIM_EXAMPLES_DIR "/llama2_70b_64h100.json";  // symmetric ranks
+  const auto processes = [](const Json& timeline) {
+    std::set<int> declared, busy;
+    for (const Json& event : timeline["traceEvents"]) {
+      if (event.value("name", "") == "process_name") declared.insert(event["pid"].get<int>());
+      if (event.value("ph", "") == "X") busy.insert(event["pid"].get<int>());
+    }
+    return std::pair(declared, busy);
+  };
+  ASSERT_EQ(Simulate({llama, "--timeline", Path("all.json"), "-q"}).kind,
+            CommandOutcome::Kind::kOk);
+  const auto [declared, busy] = processes(*ReadJsonFile(Path("all.json")));
+  EXPECT_EQ(declared, busy);  // only the simulated ranks: one per pipeline stage
+  EXPECT_LT(declared.size(), 64u);
+  ASSERT_GE(busy.size(), 2u);
+
+  const int first = *busy.begin();
+  ForgetInputFiles();
+  ASSERT_EQ(Simulate({llama, "--timeline", Path("one.json"), "--timeline-ranks",
+                      std::to_string(first), "--timeline-window", "100 ms:300 ms", "-q"})
+                .kind,
+            CommandOutcome::Kind::kOk);
+  const Json one = *ReadJsonFile(Path("one.json"));
+  EXPECT_EQ(processes(one).first, std::set<int>{first});
+  size_t slices = 0;
+  for (const Json& event : one["traceEvents"]) {
+    if (event.value("ph", "") != "X") continue;
+    ++slices;
+    const double start = event["ts"].get<double>();  // µs
+    EXPECT_LE(start, 300000.0);
+    EXPECT_GE(start + event["dur"].get<double>(), 100000.0);
+  }
+  EXPECT_GT(slices, 0u);
+
+  const CommandOutcome bad =
+      Simulate({llama, "--timeline", Path("x.json"), "--timeline-ranks", "3-1"});
+  ASSERT_EQ(bad.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_EQ(bad.error->ToString(),
+            "--timeline-ranks: expected ranks and ranges of ranks, \"0-7,64\", got \"3-1\"");
+  const CommandOutcome window =
+      Simulate({llama, "--timeline", Path("x.json"), "--timeline-window", "2 s:1 s"});
+  ASSERT_EQ(window.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(window.error->ToString(), HasSubstr("END must be after START"));
 }
 
 // Regression (issue 26): `dtsim simulate same.json -o same.json` replaced the config with the

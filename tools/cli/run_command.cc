@@ -17,6 +17,7 @@
 #include "sim/graph/graph_json.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/run_report.h"
+#include "tools/cli/timeline_options.h"
 #include "tools/results/provenance.h"
 #include "tools/results/result_file.h"
 #include "traces/chrome_trace_writer.h"
@@ -41,6 +42,7 @@ struct RunOptions {
   std::string graph_path;
   std::string result_path;
   std::string timeline_path;
+  TimelineSelection timeline_selection;
   std::string latency_text = "5 us";
   std::string bandwidth_text = "100 GB/s";
   std::string cluster;
@@ -74,6 +76,7 @@ po::options_description Describe(RunOptions& options) {
       "comm-bandwidth", po::value(&options.bandwidth_text)->value_name("BANDWIDTH"),
       "fixed model: bandwidth of every communication (default \"100 GB/s\")")(
       "quiet,q", po::bool_switch(&options.quiet), "print nothing on success");
+  AddTimelineOptions(description, options.timeline_selection);
   return description;
 }
 
@@ -147,6 +150,8 @@ Status Execute(const RunOptions& options, const network::NetworkModelEntry* entr
                const CommunicationCost& cost, std::ostream& out) {
   DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs({options.graph_path, options.cluster},
                                                 {options.result_path, options.timeline_path}));
+  traces::TimelineInfo info{.source = options.graph_path};
+  DTSIM_RETURN_IF_ERROR(ApplyTimelineSelection(options.timeline_selection, info));
   DTSIM_ASSIGN_OR_RETURN(const graph::TaskGraph graph, graph::LoadTaskGraph(options.graph_path));
   DTSIM_ASSIGN_OR_RETURN(ModelSetup setup, entry == nullptr
                                                ? MakeFixedModel(cost)
@@ -168,8 +173,7 @@ Status Execute(const RunOptions& options, const network::NetworkModelEntry* entr
         results::WriteResultFile(options.result_path, results::RunResultJson(summary, context)));
   }
   if (!options.timeline_path.empty()) {
-    traces::TimelineInfo info{.source = options.graph_path,
-                              .communication_model = std::string(model.name())};
+    info.communication_model = std::string(model.name());
     if (setup.methods != nullptr) {
       info.method_labels = setup.methods->labels;
       info.comm_methods = setup.methods->of_comm;

@@ -9,6 +9,7 @@
 #include "strategies/simulate.h"
 #include "strategies/training_section.h"
 #include "tools/cli/command_line.h"
+#include "tools/cli/timeline_options.h"
 #include "tools/results/op_list.h"
 #include "tools/results/provenance.h"
 #include "tools/results/result_file.h"
@@ -28,6 +29,7 @@ struct SimulateOptions {
   std::vector<std::string> overrides;
   std::string result_path;
   std::string timeline_path;
+  TimelineSelection timeline_selection;
   std::string chakra_prefix;
   std::string op_list_path;
   std::string max_memory;
@@ -56,6 +58,7 @@ po::options_description Describe(SimulateOptions& o) {
       "tools/op_benchmark.py measures on a GPU")(
       "max-memory", po::value(&o.max_memory)->value_name("SIZE"), kMaxMemoryHelp)(
       "quiet,q", po::bool_switch(&o.quiet), "print nothing on success");
+  AddTimelineOptions(description, o.timeline_selection);
   return description;
 }
 
@@ -305,6 +308,8 @@ Status WriteOpList(const std::string& path, const strategies::ResolvedConfig& co
 Status Execute(const SimulateOptions& options, std::ostream& out) {
   DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(
       {options.config}, {options.result_path, options.timeline_path, options.op_list_path}));
+  traces::TimelineInfo checked;  // a bad --timeline-ranks fails before the simulation
+  DTSIM_RETURN_IF_ERROR(ApplyTimelineSelection(options.timeline_selection, checked));
   std::vector<std::string> overrides = options.overrides;
   AddMaxMemoryOverride(options.max_memory, overrides);
   Json document;
@@ -328,12 +333,13 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
     DTSIM_RETURN_IF_ERROR(results::WriteResultFile(options.result_path, written));
   }
   if (!options.timeline_path.empty()) {
+    traces::TimelineInfo info{.source = options.config,
+                              .communication_model = std::string(config.network_model->name),
+                              .method_labels = result->methods.labels,
+                              .comm_methods = result->methods.of_comm};
+    DTSIM_RETURN_IF_ERROR(ApplyTimelineSelection(options.timeline_selection, info));
     DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(
-        options.timeline_path, result->iteration->graph, result->times,
-        {.source = options.config,
-         .communication_model = std::string(config.network_model->name),
-         .method_labels = result->methods.labels,
-         .comm_methods = result->methods.of_comm}));
+        options.timeline_path, result->iteration->graph, result->times, info));
   }
   if (!options.quiet) PrintSummary(out, config, *result);
   if (!options.chakra_prefix.empty()) {
