@@ -19,6 +19,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
 PARTS = [  # breakdown key in a simulate result's stage time, label, colour
     ("compute_ns", "compute", "#4c72b0"),
@@ -197,7 +198,29 @@ def load(paths):
         runs.extend(added)
     if not runs and not replays:
         raise ReportError("no successful run in the inputs")
+    distinct_labels(runs)
     return runs, replays
+
+
+def distinct_labels(runs):
+    """Makes every run's label its own: matplotlib draws runs with one label as one bar, so two
+    sweeps over the same key became three bars for six runs. A label two runs share is prefixed
+    by its file's name, then numbered if that is not enough."""
+    def clashes():
+        counts = {}
+        for r in runs:
+            counts[r["label"]] = counts.get(r["label"], 0) + 1
+        return {label for label, n in counts.items() if n > 1}
+    shared = clashes()
+    for r in runs:
+        if r["label"] in shared:
+            r["label"] = f"{os.path.splitext(os.path.basename(r['series']))[0]}: {r['label']}"
+    shared = clashes()
+    seen = {}
+    for r in runs:
+        if r["label"] in shared:
+            seen[r["label"]] = seen.get(r["label"], 0) + 1
+            r["label"] = f"{r['label']} #{seen[r['label']]}"
 
 
 def replay_from_result(result, path):
@@ -275,6 +298,7 @@ def figure_throughput(runs, out):
     rates = [r["samples_per_second"] for r in runs][::-1]
     bands = [r.get("band") for r in runs][::-1]
     ax.barh(labels, rates, color="#4c72b0")
+    clip_outlier(ax, rates)
     banded = [i for i, band in enumerate(bands) if band]
     if banded:  # only where a calibration gives a band: no zero-width bars on the others
         ax.errorbar([rates[i] for i in banded], banded, xerr=[rates[i] * bands[i] / 100 for i in banded],
@@ -282,6 +306,21 @@ def figure_throughput(runs, out):
     ax.set_xlabel("samples / s" + (" (error bars: the calibration's error band)" if banded else ""))
     ax.set_title("Throughput per run")
     return save(fig, out, "throughput.png")
+
+
+def clip_outlier(ax, values):
+    """One bar far longer than the rest (over 3x the next) would squeeze them into slivers: the
+    axis ends past the next longest and the long bar is labelled with its value."""
+    if len(values) < 3:
+        return
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    longest, next_longest = values[order[-1]], values[order[-2]]
+    if next_longest <= 0 or longest <= 3 * next_longest:
+        return
+    limit = 1.35 * next_longest
+    ax.set_xlim(0, limit)
+    ax.text(limit * 0.99, order[-1], f"{longest:.4g} (axis cut) →", ha="right", va="center",
+            fontsize=8, color="white", fontweight="bold")
 
 
 def figure_breakdown(runs, out):
@@ -292,6 +331,7 @@ def figure_breakdown(runs, out):
         values = [r["breakdown_ms"][key] for r in runs][::-1]
         ax.barh(labels, values, left=left, label=name, color=colour)
         left = [a + b for a, b in zip(left, values)]
+    clip_outlier(ax, left)
     ax.set_xlabel("ms per iteration (mean over pipeline stages)")
     ax.set_title("Where the time goes")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside: never over a bar
@@ -335,7 +375,7 @@ def figure_scaling(runs, out):
     series = {name: best for name, best in series.items() if len(best) >= 2}
     if not series:
         return None, "no input file holds runs that differ in GPU count"
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = plt.subplots(figsize=(10, 4.2))
     right = ax.twinx()
     for i, (name, best) in enumerate(sorted(series.items())):
         colour = f"C{i}"
@@ -347,38 +387,56 @@ def figure_scaling(runs, out):
         ax.plot(gpus, [base * g for g in gpus], ":", color=colour, label=f"{label}: linear")
         right.plot(gpus, [100 * t / g / base for t, g in zip(throughput, gpus)], "s--", color=colour,
                    alpha=0.6, label=f"{label}: efficiency")
-    ax.set_xscale("log", base=2)
+    # Log-log: linear scaling is a straight line (the dotted one), and plain tick labels.
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    all_gpus = sorted({g for best in series.values() for g in best})
+    ax.set_xticks(all_gpus)
+    ax.set_xticklabels([str(g) for g in all_gpus])
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("GPUs")
-    ax.set_ylabel("samples / s")
+    ax.set_ylabel("samples / s (log)")
     right.set_ylabel("scaling efficiency (%, dashed)")
     right.set_ylim(0, 130)  # room for the legend above 100%
     lines = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
-    ax.legend(lines, [line.get_label() for line in lines], fontsize=8, loc="upper left")
+    ax.legend(lines, [line.get_label() for line in lines], fontsize=8, loc="upper left",
+              bbox_to_anchor=(1.12, 1.0))  # beside the axes: never over a line
     ax.set_title("Scaling: GPUs → throughput and efficiency")
     return save(fig, out, "scaling.png"), None
 
 
 def figure_bandwidth(runs, out):
-    """Bandwidth (any input whose key names a bandwidth) → throughput, a line per compression."""
+    """Bandwidth (any input whose key names a bandwidth) → throughput, one line per plan: the
+    runs that agree in every other input that varies (two plans at the same bandwidths were one
+    zig-zag line when the lines were per compression method)."""
     keys = sorted({k for r in runs for k in r["inputs"] if "bandwidth" in k.lower()})
+    varying = differing_inputs(runs)
     for key in keys:
+        others = [k for k in varying if "bandwidth" not in k.lower() and k not in ("config",)]
         series = {}
         for r in runs:
             gbps = bandwidth_gbps(r["inputs"].get(key))
             if gbps is not None:
-                series.setdefault(short(r["inputs"].get("compression", "none")), []).append(
-                    (gbps, r["samples_per_second"]))
+                name = ", ".join(f"{k.split('.')[-1]}={short(r['inputs'].get(k, '—'))}" for k in others)
+                series.setdefault(name or "all runs", []).append((gbps, r["samples_per_second"]))
         if not series or max(len({g for g, _ in s}) for s in series.values()) < 2:
             continue
-        fig, ax = plt.subplots(figsize=(7, 4.2))
-        for method, points in sorted(series.items()):
+        fig, ax = plt.subplots(figsize=(10, 4.2))
+        for name, points in sorted(series.items()):
             points.sort()
-            ax.plot([p[0] for p in points], [p[1] for p in points], "o-", label=method)
+            ax.plot([p[0] for p in points], [p[1] for p in points], "o-", label=name)
+        speeds = sorted({p[0] for points in series.values() for p in points})
         ax.set_xscale("log")
+        ax.set_xticks(speeds)
+        ax.set_xticklabels([f"{g:g}" for g in speeds])
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_ylim(bottom=0)  # from zero: a 1% change must not look like a cliff
         ax.set_xlabel(f"{key} (Gb/s)")
         ax.set_ylabel("samples / s")
-        ax.set_title("Bandwidth sensitivity per compression method")
-        ax.legend(fontsize=8)
+        ax.set_title("Bandwidth sensitivity, one line per plan")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         return save(fig, out, "bandwidth.png"), None
     return None, "no input names a bandwidth that varies between runs"
 
@@ -450,6 +508,24 @@ def replay_tables(replays):
     return "<h2>Replays</h2>" + "".join(parts) if parts else ""
 
 
+def conclusion(runs):
+    """The page's first statement: the best run, its speed-up over the first, what bounds it."""
+    if not runs:
+        return ""
+    esc = html.escape
+    best = max(runs, key=lambda r: r["samples_per_second"])
+    first = runs[0]
+    parts = sorted(((best["breakdown_ms"].get(key, 0), name) for key, name, _ in PARTS), reverse=True)
+    total = sum(ms for ms, _ in parts) or 1.0
+    bound = ", then ".join(f"{name} ({100 * ms / total:.0f}%)" for ms, name in parts[:2] if ms > 0)
+    speedup = (f"{best['samples_per_second'] / first['samples_per_second']:.2f}× the first run "
+               f"({esc(first['label'])})" if best is not first and first["samples_per_second"] > 0
+               else "it is the first run")
+    return (f"<p class=\"conclusion\"><strong>Best: {esc(best['label'])}</strong> — "
+            f"{best['samples_per_second']:.2f} samples/s, {best['iteration_s']:.3f} s per iteration, "
+            f"MFU {100 * best['mfu']:.1f}%; {speedup}. Its time goes to {esc(bound)}.</p>")
+
+
 def write_html(out, title, runs, figures, skipped, sources, replays=()):
     esc = html.escape
     rows = "".join(
@@ -482,6 +558,7 @@ figcaption {{ color: #555; font-size: 13px; }}
 </style></head><body>
 <h1>{esc(title)}</h1>
 <p>From {len(sources)} result file(s): {esc(', '.join(sources))}. {len(runs)} run(s), {len(replays)} replay(s).</p>
+{conclusion(runs)}
 {run_tables}
 {replay_tables(replays)}
 <h2>Figures</h2>{images}
