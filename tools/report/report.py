@@ -282,9 +282,10 @@ def bandwidth_gbps(value):
     return float(m.group(1)) * scale
 
 
-def save(fig, out, name):
-    """Writes the figure beside its final name and renames it: never a half-written PNG."""
-    fig.tight_layout()
+def save(fig, out, name, rect=None):
+    """Writes the figure beside its final name and renames it: never a half-written PNG.
+    `rect`: the part of the figure the axes fill (room for a legend below them)."""
+    fig.tight_layout(rect=rect)
     temporary = os.path.join(out, f".{name}.tmp")
     fig.savefig(temporary, dpi=110, format="png")
     plt.close(fig)
@@ -441,13 +442,39 @@ def figure_bandwidth(runs, out):
     return None, "no input names a bandwidth that varies between runs"
 
 
+# Timeline categories in the breakdown's words (docs/formats/timeline.md, docs/strategies.md).
+GANTT_NAMES = {"compute": "compute", "recompute": "recompute", "tp": "exposed TP",
+               "ep": "exposed EP", "cp": "exposed CP", "pp": "PP send/recv",
+               "rendezvous_wait": "PP wait (and other waits)", "dp": "exposed DP",
+               "optimizer": "optimizer"}
+
+
+def gantt_phases(rows, pids):
+    """The pipeline's warm-up (until the last lane's first backward starts) and cool-down (from
+    the first lane's last forward end), in ms; None when the lanes hold no forward/backward."""
+    first_backward, last_forward = [], []
+    for pid in pids:
+        # Layer ops are named "layer3.mlp fwd", "layer3.mlp bwd".
+        starts = [e["ts"] for e in rows[pid] if "bwd" in str(e.get("name", "")).split()]
+        ends = [e["ts"] + e["dur"] for e in rows[pid] if "fwd" in str(e.get("name", "")).split()]
+        if starts and ends:
+            first_backward.append(min(starts) / 1e3)
+            last_forward.append(max(ends) / 1e3)
+    if not first_backward:
+        return None
+    return max(first_backward), min(last_forward)
+
+
 def figure_gantt(timeline, out):
-    """One iteration's compute streams from a Chrome trace: a row per rank, coloured by category."""
+    """One iteration's compute streams from a Chrome trace: a lane per rank (one per stage in a
+    symmetric simulation: one pipeline), coloured in the breakdown's words, the warm-up and
+    cool-down shaded; below, the first micro-batches zoomed in."""
     if not timeline:
         return None, "no timeline given (--timeline)"
     try:
         with open(timeline, encoding="utf-8") as f:
-            events = json.load(f)["traceEvents"]
+            document = json.load(f)
+        events = document["traceEvents"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ReportError(f"{timeline}: cannot read a timeline: {e}")
     names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
@@ -462,25 +489,41 @@ def figure_gantt(timeline, out):
     if not rows:
         raise ReportError(f"{timeline}: no compute-stream events")
     pids = sorted(rows)[:16]
+    end = max(e["ts"] + e["dur"] for pid in pids for e in rows[pid]) / 1e3
+    phases = gantt_phases(rows, pids)
     colours = {}
     palette = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b2", "#937860", "#da8bc3", "#8c8c8c"]
-    fig, ax = plt.subplots(figsize=(11, 0.5 * len(pids) + 1.6))
-    for y, pid in enumerate(pids):
-        by_cat = {}
-        for e in rows[pid]:
-            by_cat.setdefault(e.get("cat", "other"), []).append((e["ts"] / 1e3, e["dur"] / 1e3))
-        for cat, spans in by_cat.items():
-            colour = colours.setdefault(cat, palette[len(colours) % len(palette)])
-            ax.broken_barh(spans, (y - 0.4, 0.8), facecolors=colour, label=cat)
-    ax.set_yticks(range(len(pids)), [ranks.get(p, f"rank {p}") for p in pids])
-    ax.invert_yaxis()
-    ax.set_xlabel("ms")
-    ax.set_title("One iteration, compute streams (pipeline Gantt)")
-    handles, labels = ax.get_legend_handles_labels()
+    fig, axes = plt.subplots(2, 1, figsize=(11, 2 * (0.45 * len(pids) + 1.2) + 1.2))
+    # The zoom: the warm-up and as long again of the steady state.
+    zoom = min(end, 2 * phases[0]) if phases else end / 4
+    for ax, limit in zip(axes, (end, zoom)):
+        for y, pid in enumerate(pids):
+            by_cat = {}
+            for e in rows[pid]:
+                by_cat.setdefault(e.get("cat", "other"), []).append((e["ts"] / 1e3, e["dur"] / 1e3))
+            for cat, spans in by_cat.items():
+                label = GANTT_NAMES.get(cat, cat)
+                colour = colours.setdefault(label, palette[len(colours) % len(palette)])
+                ax.broken_barh(spans, (y - 0.4, 0.8), facecolors=colour, label=label)
+        if phases:
+            ax.axvspan(0, phases[0], color="#fff3c4", zorder=0)
+            ax.axvspan(phases[1], end, color="#d8ecf7", zorder=0)
+            for x, text in ((phases[0] / 2, "warm-up"), ((phases[0] + phases[1]) / 2, "steady state"),
+                            ((phases[1] + end) / 2, "cool-down")):
+                if x < limit:
+                    ax.text(x, -0.75, text, ha="center", va="bottom", fontsize=8, color="#555")
+        ax.set_xlim(0, limit)
+        ax.set_ylim(len(pids) - 0.5, -1.0)
+        ax.set_yticks(range(len(pids)), [ranks.get(p, f"rank {p}") for p in pids])
+        ax.set_xlabel("ms")
+    source = os.path.basename(document.get("otherData", {}).get("source", "")) or os.path.basename(timeline)
+    axes[0].set_title(f"{source}: one iteration, compute streams (pipeline Gantt)")
+    axes[1].set_title(f"the first {zoom:.0f} ms" + (": the warm-up and the start of the steady state"
+                                                      if phases else ""))
+    handles, labels = axes[0].get_legend_handles_labels()
     unique = dict(zip(labels, handles))
-    ax.legend(unique.values(), unique.keys(), fontsize=8, ncol=len(unique), loc="upper center",
-              bbox_to_anchor=(0.5, -0.5 / (len(pids) + 1) - 0.15))
-    return save(fig, out, "gantt.png"), None
+    fig.legend(unique.values(), unique.keys(), fontsize=8, ncol=min(len(unique), 5), loc="lower center")
+    return save(fig, out, "gantt.png", rect=(0, 0.08, 1, 1)), None
 
 
 def differing_inputs(runs):
