@@ -8,6 +8,7 @@ trace) for the pipeline Gantt chart.
 """
 
 import argparse
+import gzip
 import html
 import json
 import math
@@ -162,6 +163,15 @@ def runs_from_search(search, source):
     return runs
 
 
+def read_json(path):
+    """A JSON file, plain or gzip-compressed (detected by its first bytes, as dtsim reads it)."""
+    with open(path, "rb") as f:
+        compressed = f.read(2) == b"\x1f\x8b"
+    opener = gzip.open if compressed else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
 def short(value):
     if isinstance(value, dict):
         return value.get("method") or value.get("preset") or json.dumps(value, separators=(",", ":"))
@@ -173,9 +183,8 @@ def load(paths):
     runs, replays = [], []
     for path in paths:
         try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, ValueError) as e:
+            data = read_json(path)
+        except (OSError, EOFError, ValueError) as e:
             raise ReportError(f"{path}: cannot read a result: {e}")
         kind = data.get("format") if isinstance(data, dict) else None
         stem = os.path.splitext(os.path.basename(path))[0]
@@ -472,10 +481,9 @@ def figure_gantt(timeline, out):
     if not timeline:
         return None, "no timeline given (--timeline)"
     try:
-        with open(timeline, encoding="utf-8") as f:
-            document = json.load(f)
+        document = read_json(timeline)
         events = document["traceEvents"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, EOFError, ValueError, KeyError, TypeError) as e:
         raise ReportError(f"{timeline}: cannot read a timeline: {e}")
     names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
              if e.get("ph") == "M" and e.get("name") == "thread_name"}
