@@ -15,7 +15,10 @@ void FlattenJson(const Json& value, const std::string& prefix,
                  std::vector<std::pair<std::string, std::string>>& out) {
   if (value.is_object()) {
     for (const auto& [key, child] : value.items()) {
-      FlattenJson(child, prefix.empty() ? key : prefix + "." + key, out);
+      std::string path = prefix;
+      if (!path.empty()) path += '.';
+      path += key;
+      FlattenJson(child, path, out);
     }
   } else if (value.is_array()) {
     for (size_t i = 0; i < value.size(); ++i) {
