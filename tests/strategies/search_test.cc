@@ -85,9 +85,8 @@ std::vector<std::pair<int64_t, size_t>> BruteForce(const SearchSetup& setup, siz
     Expected<ResolvedConfig> resolved = Resolve(ConfigFor(setup.base, setup.space, plans[i]));
     if (!resolved.ok() || !StageMemory(*resolved).ok()) continue;
     int64_t memory = 0;
-    for (const models::MemoryBreakdown& stage : *EstimateStageMemory(*resolved)) {
-      memory = std::max(memory, stage.total());
-    }
+    const Expected<std::vector<models::MemoryBreakdown>> stages = EstimateStageMemory(*resolved);
+    for (const models::MemoryBreakdown& stage : *stages) memory = std::max(memory, stage.total());
     ResolvedConfig config = *resolved;
     ++fitting;
     config.ranks = RanksMode::kSymmetric;
