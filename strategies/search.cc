@@ -144,9 +144,13 @@ class TopTimes {
 
   int64_t Kth() const { return kth_.load(std::memory_order_relaxed); }
 
+  // One slot per time: plans that simulate alike (the same time) are one row of the ranking
+  // (RankPlans), so the K slots must hold K distinct times for the distinct top K to be exact.
   void Add(int64_t ns) {
     const std::lock_guard lock(mutex_);
-    times_.insert(std::upper_bound(times_.begin(), times_.end(), ns), ns);
+    const auto at = std::lower_bound(times_.begin(), times_.end(), ns);
+    if (at != times_.end() && *at == ns) return;
+    times_.insert(at, ns);
     if (times_.size() > k_) times_.pop_back();
     if (times_.size() == k_) kth_.store(times_.back(), std::memory_order_relaxed);
   }
