@@ -82,7 +82,6 @@ TEST_F(SearchCommandTest, EmittedPlansSimulateToTheSearchsFigures) {
   Expected<SearchFile> file = ReadSearchFile(Path("all.json"));
   ASSERT_TRUE(file.ok());
   ASSERT_GE(file->result.ranking.size(), 3u);
-  bool grid = false;
   for (size_t k = 0; k < 3; ++k) {
     const std::string stem = Path("plans") + "/plan-" + std::to_string(k + 1);
     ForgetInputFiles();
@@ -100,13 +99,13 @@ TEST_F(SearchCommandTest, EmittedPlansSimulateToTheSearchsFigures) {
     EXPECT_THAT(megatron, HasSubstr(fmt::format("--tensor-model-parallel-size {} \\\n",
                                                 plan.choice.plan.tensor)));
     EXPECT_THAT(megatron, HasSubstr("--num-layers 24 \\\n--hidden-size 2048"));  // GPT-3 1.3B
+    // A grid plan in the top 3 names what Megatron-LM cannot run (launch_arguments_test
+    // checks it on a 2D plan directly).
     if (plan.choice.plan.tensor_layout != models::TensorLayout::k1D) {
-      grid = true;
       EXPECT_THAT(megatron, HasSubstr("# not expressed by a flag: 2d tensor parallelism"));
     }
   }
   EXPECT_FALSE(std::filesystem::exists(Path("plans") + "/plan-4.json"));  // --top 3
-  (void)grid;  // whether a grid plan reaches the top 3 depends on the cost model
 }
 
 TEST_F(SearchCommandTest, MergedShardsEqualTheWholeSearch) {
