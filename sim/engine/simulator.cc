@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "sim/base/check.h"
 #include "sim/base/quantity.h"
@@ -32,6 +33,9 @@ Simulator::Simulator(const graph::TaskGraph& graph, CommunicationModel& model)
       state_(graph.task_count(), TaskState::kWaiting),
       stream_head_(graph.stream_count(), 0),
       stream_head_task_(graph.stream_count(), TaskId::Invalid()),
+      stream_holder_(graph.stream_count(), TaskId::Invalid()),
+      ready_(graph.stream_count()),
+      choice_scheduled_(graph.stream_count(), 0),
       arrived_(graph.comm_count(), 0),
       completion_scheduled_(graph.comm_count(), 0),
       comm_finished_(graph.comm_count(), 0),
@@ -43,7 +47,9 @@ Simulator::Simulator(const graph::TaskGraph& graph, CommunicationModel& model)
   }
   for (uint32_t s = 0; s < graph.stream_count(); ++s) {
     const std::span<const TaskId> tasks = graph.stream_tasks(StreamId(s));
-    if (!tasks.empty()) stream_head_task_[s] = tasks.front();
+    if (!tasks.empty() && graph.stream(StreamId(s)).order == graph::StreamOrder::kInOrder) {
+      stream_head_task_[s] = tasks.front();
+    }
   }
   times_.task_start.resize(graph.task_count());
   times_.task_end.resize(graph.task_count());
@@ -53,6 +59,7 @@ Simulator::Simulator(const graph::TaskGraph& graph, CommunicationModel& model)
 
 HandlerId Simulator::RegisterHandler(EventHandler& handler) {
   handlers_.push_back(&handler);
+  DTSIM_CHECK(kFirstModelHandler + handlers_.size() - 1 < kStreamChoice, "too many event handlers");
   return kFirstModelHandler + static_cast<HandlerId>(handlers_.size() - 1);
 }
 
@@ -78,7 +85,16 @@ Status Simulator::Run() {
   DTSIM_CHECK(!ran_, "Simulator::Run called twice");
   ran_ = true;
   model_.Attach(*this);
-  for (uint32_t s = 0; s < graph_.stream_count(); ++s) StartStreamHead(StreamId(s));
+  for (uint32_t s = 0; s < graph_.stream_count(); ++s) {
+    const StreamId stream(s);
+    if (graph_.stream(stream).order == graph::StreamOrder::kInOrder) {
+      StartStreamHead(stream);
+      continue;
+    }
+    for (TaskId task : graph_.stream_tasks(stream)) {
+      if (remaining_dependencies_[task.value()] == 0) OnReady(task);
+    }
+  }
   Event event;
   while (queue_.PopNext(event)) {
     now_ = event.time;
@@ -99,6 +115,8 @@ void Simulator::Dispatch(const Event& event) {
     FinishTask(TaskId(static_cast<uint32_t>(event.payload())));
   } else if (handler == kCommEnd) {
     FinishComm(CommId(static_cast<uint32_t>(event.payload())));
+  } else if (handler == kStreamChoice) {
+    ChooseReadyTasks();
   } else {
     handlers_[handler - kFirstModelHandler]->OnEvent(event.payload());
   }
@@ -161,8 +179,24 @@ void Simulator::StartEager(TaskId id, const Task& task) {
   }
 }
 
-void Simulator::StartIfHead(TaskId id) {
-  if (stream_head_task_[graph_.task(id).stream.value()] == id) StartTask(id);
+// `id`'s dependencies are all done.
+void Simulator::OnReady(TaskId id) {
+  const StreamId stream = graph_.task(id).stream;
+  switch (graph_.stream(stream).order) {
+    case graph::StreamOrder::kInOrder:
+      if (stream_head_task_[stream.value()] == id) StartTask(id);
+      return;
+    case graph::StreamOrder::kReadyFirst: {
+      std::vector<TaskId>& ready = ready_[stream.value()];
+      ready.push_back(id);
+      std::push_heap(ready.begin(), ready.end(), std::greater<>());
+      if (!stream_holder_[stream.value()].valid()) ScheduleChoice(stream);
+      return;
+    }
+    case graph::StreamOrder::kUnbounded:
+      StartTask(id);
+      return;
+  }
 }
 
 void Simulator::StartStreamHead(StreamId stream) {
@@ -170,11 +204,51 @@ void Simulator::StartStreamHead(StreamId stream) {
   if (head.valid() && remaining_dependencies_[head.value()] == 0) StartTask(head);
 }
 
-void Simulator::AdvanceStream(StreamId stream) {
-  const std::span<const TaskId> tasks = graph_.stream_tasks(stream);
-  const uint32_t head = ++stream_head_[stream.value()];
-  stream_head_task_[stream.value()] = head < tasks.size() ? tasks[head] : TaskId::Invalid();
-  StartStreamHead(stream);
+// `stream` is free and has a ready task: it chooses in the instant's next round of choices.
+void Simulator::ScheduleChoice(StreamId stream) {
+  if (choice_scheduled_[stream.value()] != 0 || ready_[stream.value()].empty()) return;
+  choice_scheduled_[stream.value()] = 1;
+  if (choosing_.empty()) queue_.Push(now_, EventQueue::kMaxPriority, kStreamChoice, 0);
+  choosing_.push_back(stream);
+}
+
+// A round of choices, after every other event of the instant: each waiting stream takes its
+// first ready task. What a start sets off in the same instant (a collective whose last member
+// arrives and takes no time) comes as events after the round, so it reaches every stream in
+// the next round, whichever stream chose first in this one.
+void Simulator::ChooseReadyTasks() {
+  std::vector<StreamId> streams;
+  streams.swap(choosing_);
+  std::vector<TaskId> chosen;
+  for (const StreamId stream : streams) {
+    choice_scheduled_[stream.value()] = 0;
+    std::vector<TaskId>& ready = ready_[stream.value()];
+    if (stream_holder_[stream.value()].valid() || ready.empty()) continue;
+    std::pop_heap(ready.begin(), ready.end(), std::greater<>());
+    stream_holder_[stream.value()] = ready.back();
+    chosen.push_back(ready.back());
+    ready.pop_back();
+  }
+  for (const TaskId task : chosen) StartTask(task);
+}
+
+// The task that held `stream` has finished.
+void Simulator::ReleaseStream(StreamId stream) {
+  switch (graph_.stream(stream).order) {
+    case graph::StreamOrder::kInOrder: {
+      const std::span<const TaskId> tasks = graph_.stream_tasks(stream);
+      const uint32_t head = ++stream_head_[stream.value()];
+      stream_head_task_[stream.value()] = head < tasks.size() ? tasks[head] : TaskId::Invalid();
+      StartStreamHead(stream);
+      return;
+    }
+    case graph::StreamOrder::kReadyFirst:
+      stream_holder_[stream.value()] = TaskId::Invalid();
+      ScheduleChoice(stream);
+      return;
+    case graph::StreamOrder::kUnbounded:
+      return;
+  }
 }
 
 void Simulator::FinishTask(TaskId id) {
@@ -184,10 +258,11 @@ void Simulator::FinishTask(TaskId id) {
   ++finished_;
   if (graph::CountsAsBusy(task.kind)) SetBusy(graph_.stream(task.stream).rank, false);
   for (TaskId successor : graph_.successors(id)) {
-    if (--remaining_dependencies_[successor.value()] == 0) StartIfHead(successor);
+    if (--remaining_dependencies_[successor.value()] == 0) OnReady(successor);
   }
-  // The stream's head advances only now, so a successor next in this stream starts here.
-  AdvanceStream(task.stream);
+  // The stream is released only now, so a successor on this stream starts here (and, on a
+  // ready-first stream, competes with the tasks that were ready before it).
+  ReleaseStream(task.stream);
 }
 
 void Simulator::FinishComm(CommId comm) {
@@ -243,20 +318,34 @@ Error Simulator::DeadlockReport() const {
   std::string lines;
   size_t stuck_streams = 0;
   for (uint32_t s = 0; s < graph_.stream_count(); ++s) {
-    const TaskId head = stream_head_task_[s];
-    if (!head.valid()) continue;
+    const TaskId stuck = StuckTask(StreamId(s));
+    if (!stuck.valid()) continue;
     if (++stuck_streams <= kMaxListed) {
-      lines += fmt::format("\n  {} {}", graph_.Describe(head), WhatBlocks(head));
+      lines += fmt::format("\n  {} {}", graph_.Describe(stuck), WhatBlocks(stuck));
     }
   }
   if (stuck_streams > kMaxListed) {
     lines += fmt::format("\n  … and {} more stuck streams", stuck_streams - kMaxListed);
   }
   return Error(
-      fmt::format("deadlock at {}: {} of {} tasks never finished; the first unfinished "
-                  "task of each stuck stream:{}",
+      fmt::format("deadlock at {}: {} of {} tasks never finished; the task holding each "
+                  "stuck stream, or its first unfinished task:{}",
                   FormatDuration(now_ - TimeNs::Zero()), graph_.task_count() - finished_,
                   graph_.task_count(), lines));
+}
+
+// What a deadlock report names for `stream`: an in-order stream's head; the task holding a
+// ready-first stream, else its first unfinished task; an unbounded stream's first unfinished
+// task. Invalid when every task of the stream finished.
+TaskId Simulator::StuckTask(StreamId stream) const {
+  if (graph_.stream(stream).order == graph::StreamOrder::kInOrder) {
+    return stream_head_task_[stream.value()];
+  }
+  if (stream_holder_[stream.value()].valid()) return stream_holder_[stream.value()];
+  for (TaskId task : graph_.stream_tasks(stream)) {
+    if (state_[task.value()] != TaskState::kDone) return task;
+  }
+  return TaskId::Invalid();
 }
 
 RunSummary Simulator::Summarize() const {
@@ -301,7 +390,8 @@ RunSummary Simulator::Summarize() const {
 size_t Simulator::MemoryBytes() const {
   return sizeof(*this) + queue_.MemoryBytes() + VectorBytes(handlers_) +
          VectorBytes(remaining_dependencies_) + VectorBytes(state_) + VectorBytes(stream_head_) +
-         VectorBytes(stream_head_task_) + VectorBytes(arrived_) +
+         VectorBytes(stream_head_task_) + VectorBytes(stream_holder_) + VectorBytes(ready_) +
+         VectorBytes(choice_scheduled_) + VectorBytes(choosing_) + VectorBytes(arrived_) +
          VectorBytes(completion_scheduled_) + VectorBytes(comm_finished_) + VectorBytes(working_) +
          VectorBytes(busy_since_) + VectorBytes(busy_) + VectorBytes(times_.task_start) +
          VectorBytes(times_.task_end) + VectorBytes(times_.comm_start) +

@@ -2,9 +2,15 @@
 // searches create as many as they like.
 //
 // Semantics:
-//  - Each stream runs its tasks one at a time in graph order, like a CUDA stream: the first
-//    unfinished task of a stream (its head) starts once all its dependencies are done; tasks
-//    behind it wait even if their own dependencies are done.
+//  - An in-order stream runs its tasks one at a time in graph order, like a CUDA stream: the
+//    first unfinished task of a stream (its head) starts once all its dependencies are done;
+//    tasks behind it wait even if their own dependencies are done. A ready-first stream runs
+//    one at a time too, but whenever it is free starts the earliest-added of its tasks whose
+//    dependencies are done (ASTRA-sim's hardware resources). Streams choose in rounds, after
+//    every other event of the instant, all of a round before any chosen task starts; so tasks
+//    that become ready at the same time compete whatever the order their events came in,
+//    which keeps identical ranks identical. An unbounded stream starts every task once its
+//    dependencies are done (graph::StreamOrder).
 //  - Compute, memcpy and delay tasks take their fixed duration.
 //  - A collective, send or recv task "arrives" when it would start; it occupies its stream from
 //    then on. When the last participant arrives, the CommunicationModel starts the
@@ -13,8 +19,9 @@
 //    running (communications count from their start, not from arrival; delays never count).
 //  - Events are delivered in (time, priority, sequence) order; the fingerprint hashes every
 //    delivered event (time, handler, payload), so equal inputs give equal fingerprints.
-//  - When the queue empties with tasks unfinished, Run() returns a deadlock report naming the
-//    head task of every stuck stream and what it waits on.
+//  - When the queue empties with tasks unfinished, Run() returns a deadlock report naming, for
+//    every stuck stream, the task that holds it or else its first unfinished task, and what
+//    that task waits on.
 #pragma once
 
 #include <cstdint>
@@ -87,13 +94,19 @@ class Simulator final : public CommunicationContext {
   static constexpr HandlerId kTaskEnd = 0;
   static constexpr HandlerId kCommEnd = 1;
   static constexpr HandlerId kFirstModelHandler = 2;
+  // The ready-first streams waiting for a task choose one (ChooseReadyTasks), after the
+  // instant's other events.
+  static constexpr HandlerId kStreamChoice = EventQueue::kMaxHandler;
 
   void Dispatch(const Event& event);
   void StartTask(graph::TaskId task);
   void StartEager(graph::TaskId task, const graph::Task& info);
-  void StartIfHead(graph::TaskId task);
+  void OnReady(graph::TaskId task);
   void StartStreamHead(graph::StreamId stream);
-  void AdvanceStream(graph::StreamId stream);
+  void ScheduleChoice(graph::StreamId stream);
+  void ChooseReadyTasks();
+  void ReleaseStream(graph::StreamId stream);
+  graph::TaskId StuckTask(graph::StreamId stream) const;
   void FinishTask(graph::TaskId task);
   void FinishComm(graph::CommId comm);
   void SetBusy(int32_t rank, bool busy);
@@ -115,12 +128,18 @@ class Simulator final : public CommunicationContext {
   LargeVector<TaskState> state_;                  // per task
   std::vector<uint32_t> stream_head_;  // per stream: position of its first unfinished task
   std::vector<graph::TaskId> stream_head_task_;  // per stream: that task (Invalid when done)
-  std::vector<uint32_t> arrived_;                // per comm
-  std::vector<uint8_t> completion_scheduled_;    // per comm
-  std::vector<uint8_t> comm_finished_;           // per comm
-  std::vector<uint32_t> working_;                // per rank: tasks running now
-  std::vector<TimeNs> busy_since_;               // per rank
-  std::vector<DurationNs> busy_;                 // per rank
+  // Ready-first streams: the task holding the stream (Invalid when free), a min-heap of the
+  // ready tasks waiting for it, and whether its choice is scheduled.
+  std::vector<graph::TaskId> stream_holder_;
+  std::vector<std::vector<graph::TaskId>> ready_;
+  std::vector<uint8_t> choice_scheduled_;
+  std::vector<graph::StreamId> choosing_;      // the streams of the next round of choices
+  std::vector<uint32_t> arrived_;              // per comm
+  std::vector<uint8_t> completion_scheduled_;  // per comm
+  std::vector<uint8_t> comm_finished_;         // per comm
+  std::vector<uint32_t> working_;              // per rank: tasks running now
+  std::vector<TimeNs> busy_since_;             // per rank
+  std::vector<DurationNs> busy_;               // per rank
   graph::TaskTimes times_;
 };
 

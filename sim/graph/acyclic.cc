@@ -1,7 +1,8 @@
 // CheckAcyclic: Kahn's algorithm over tasks plus one node per communication.
 //
 // A communication C is a rendezvous: no participant can finish before every participant has
-// arrived, and a participant arrives once its dependencies and its stream predecessor are done.
+// arrived, and a participant arrives once its dependencies and its stream predecessor (on an
+// in-order stream) are done.
 // So each participant's incoming edges (dependencies, stream order) are redirected into C, and
 // C gets an edge to each participant. An eager send/recv (Communication::eager) starts with its
 // send alone: only the send's edges go into C, and the recv keeps its own and also waits for C.
@@ -28,6 +29,9 @@ class CycleFinder {
         next_in_stream_(graph.task_count(), kNone),
         in_degree_(graph.task_count() + graph.comm_count(), 0) {
     for (uint32_t s = 0; s < graph.stream_count(); ++s) {
+      // Only an in-order stream orders its tasks ahead of time; the others order them by
+      // when they become ready, which the run decides.
+      if (graph.stream(StreamId(s)).order != StreamOrder::kInOrder) continue;
       const std::span<const TaskId> tasks = graph.stream_tasks(StreamId(s));
       for (size_t i = 1; i < tasks.size(); ++i)
         next_in_stream_[tasks[i - 1].value()] = tasks[i].value();

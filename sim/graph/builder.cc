@@ -25,16 +25,18 @@ std::vector<int32_t> SortedGroup(std::span<const int32_t> ranks) {
 
 TaskGraphBuilder::TaskGraphBuilder() { graph_.categories_.push_back(NameId(0)); }
 
-StreamId TaskGraphBuilder::Stream(int32_t rank, std::string_view name) {
+StreamId TaskGraphBuilder::Stream(int32_t rank, std::string_view name, StreamOrder order) {
   DTSIM_CHECK(rank >= 0, "negative rank");
   const NameId name_id = graph_.strings_.Intern(name);
   const auto [it, inserted] = stream_ids_.try_emplace(
       {rank, name_id}, StreamId(static_cast<uint32_t>(graph_.streams_.size())));
   if (inserted) {
-    graph_.streams_.push_back({.rank = rank, .name = name_id});
+    graph_.streams_.push_back({.rank = rank, .name = name_id, .order = order});
     last_task_.emplace_back();
     graph_.rank_count_ = std::max(graph_.rank_count_, rank + 1);
   }
+  DTSIM_CHECK(graph_.streams_[it->second.value()].order == order,
+              "a stream asked for with two orders");
   return it->second;
 }
 

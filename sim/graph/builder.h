@@ -4,8 +4,10 @@
 //   - a send or recv with no partner (pairs match in order per (source, destination, tag)),
 //     or a recv whose expected size differs from its send's;
 //   - a collective some group member never posts, posts twice, or a non-member posts;
-//   - a cycle through dependencies, stream order and collective rendezvous (the last is a
-//     deadlock of mismatched collective order: rank 0 posts A then B, rank 1 B then A).
+//   - a cycle through dependencies, the order of in-order streams and collective rendezvous
+//     (the last is a deadlock of mismatched collective order: rank 0 posts A then B, rank 1 B
+//     then A). A graph with ready-first streams can still deadlock at run time, depending on
+//     which task takes the stream first; the engine reports that.
 #pragma once
 
 #include <map>
@@ -25,8 +27,9 @@ class TaskGraphBuilder {
  public:
   TaskGraphBuilder();
 
-  // The stream `name` of `rank`, created on first use. Precondition: rank >= 0.
-  StreamId Stream(int32_t rank, std::string_view name);
+  // The stream `name` of `rank`, created on first use with `order`. Preconditions: rank >= 0,
+  // and a stream is always asked for with the order it was created with.
+  StreamId Stream(int32_t rank, std::string_view name, StreamOrder order = StreamOrder::kInOrder);
 
   // A compute, memcpy or delay task with a fixed duration, appended to `stream`.
   TaskId AddTask(StreamId stream, TaskKind kind, std::string_view name, std::string_view category,
@@ -124,8 +127,9 @@ class TaskGraphBuilder {
   std::map<std::vector<int32_t>, GroupId> group_ids_;
 };
 
-// Checks that every task can run: no cycle through dependencies, stream order and collective
-// rendezvous. The error shows one cycle, edge by edge. Exposed for tests; Build() calls it.
+// Checks that every task can run: no cycle through dependencies, the order of in-order streams
+// and collective rendezvous. The error shows one cycle, edge by edge. Exposed for tests; Build()
+// calls it.
 Status CheckAcyclic(const TaskGraph& graph);
 
 }  // namespace dtsim::graph

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <limits>
+#include <map>
 #include <optional>
 #include <unordered_map>
 
@@ -62,9 +63,11 @@ class GraphLoader {
     DTSIM_RETURN_IF_ERROR(CheckFormat(root, kTaskGraphFormat));
     root.Allow("metadata");
     const Json* collectives = root.Find("collectives");
+    const Json* streams = root.Find("streams");
     const Json* tasks = root.Find("tasks");
     DTSIM_RETURN_IF_ERROR(root.Finish());  // first, so a misspelt "tasks" gets a suggestion
     if (collectives != nullptr) DTSIM_RETURN_IF_ERROR(LoadCollectives(*collectives));
+    if (streams != nullptr) DTSIM_RETURN_IF_ERROR(LoadStreams(*streams));
     if (tasks == nullptr) return Error("missing required field", "tasks");
     if (!tasks->is_array()) return Error("expected an array", "tasks", JsonValueForError(*tasks));
     for (size_t i = 0; i < tasks->size(); ++i) {
@@ -83,6 +86,41 @@ class GraphLoader {
       DTSIM_RETURN_IF_ERROR(LoadCollective(list[i], JsonIndexPath("collectives", i)));
     }
     return Status::Ok();
+  }
+
+  // "streams": [{"rank": 0, "name": "gpu", "order": "ready_first"}]: streams whose order is
+  // not the default in-order one.
+  Status LoadStreams(const Json& list) {
+    if (!list.is_array()) return Error("expected an array", "streams", JsonValueForError(list));
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string path = JsonIndexPath("streams", i);
+      DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(list[i], path));
+      const Json* rank_value = reader.Find("rank");
+      if (rank_value == nullptr) {
+        return Error("missing required field", JsonChildPath(path, "rank"));
+      }
+      DTSIM_ASSIGN_OR_RETURN(const int32_t rank,
+                             ReadRank(*rank_value, JsonChildPath(path, "rank")));
+      DTSIM_ASSIGN_OR_RETURN(const std::string name, reader.String("name"));
+      DTSIM_ASSIGN_OR_RETURN(const std::string order_name, reader.String("order"));
+      const std::optional<StreamOrder> order = StreamOrderFromName(order_name);
+      if (!order.has_value()) {
+        return Error("unknown stream order" + DidYouMean(order_name, StreamOrderNames()) +
+                         "; expected one of " + JoinQuoted(StreamOrderNames()),
+                     JsonChildPath(path, "order"), Quote(order_name));
+      }
+      DTSIM_RETURN_IF_ERROR(reader.Finish());
+      if (!stream_orders_.emplace(std::make_pair(rank, name), *order).second) {
+        return Error(fmt::format("stream \"{}\" of rank {} is declared twice", name, rank),
+                     JsonChildPath(path, "name"), Quote(name));
+      }
+    }
+    return Status::Ok();
+  }
+
+  StreamOrder OrderOf(int32_t rank, const std::string& name) const {
+    const auto it = stream_orders_.find({rank, name});
+    return it == stream_orders_.end() ? StreamOrder::kInOrder : it->second;
   }
 
   Expected<std::vector<int32_t>> ReadGroup(JsonObjectReader& reader,
@@ -178,7 +216,7 @@ class GraphLoader {
                    JsonChildPath(path, "category"), Quote(category));
     }
     reader.Allow("deps");  // resolved in the second pass, once every id is known
-    const StreamId stream = builder_.Stream(rank, stream_name);
+    const StreamId stream = builder_.Stream(rank, stream_name, OrderOf(rank, stream_name));
     DTSIM_ASSIGN_OR_RETURN(const TaskId task,
                            AddByKind(reader, kind, stream, rank, name, category));
     DTSIM_RETURN_IF_ERROR(reader.Finish());
@@ -223,7 +261,15 @@ class GraphLoader {
     DTSIM_ASSIGN_OR_RETURN(const int64_t tag, reader.IntOr("tag", 0));
     if (kind == TaskKind::kSend) {
       DTSIM_ASSIGN_OR_RETURN(const Bytes size, ReadSize(reader));
-      return builder_.AddSend(stream, peer, size, tag, name, category);
+      bool eager = false;
+      DTSIM_RETURN_IF_ERROR(reader.ReadOptional("eager", eager));
+      return builder_.AddSend(
+          stream, peer, size, tag, name, category,
+          eager ? TaskGraphBuilder::SendMode::kEager : TaskGraphBuilder::SendMode::kRendezvous);
+    }
+    if (reader.Has("eager")) {
+      return Error("only a send can be eager; a recv ends when its data is in either way",
+                   JsonChildPath(path, "eager"));
     }
     std::optional<Bytes> expected;
     if (reader.Has("size") || reader.Has("size_bytes")) {
@@ -257,6 +303,7 @@ class GraphLoader {
   }
 
   TaskGraphBuilder builder_;
+  std::map<std::pair<int32_t, std::string>, StreamOrder> stream_orders_;
   std::unordered_map<std::string, TaskId> task_ids_;
   std::unordered_map<std::string, CommId> collective_ids_;
 };
@@ -288,6 +335,7 @@ Json TaskToJson(const TaskGraph& graph, TaskId id) {
     out["peer"] = task.kind == TaskKind::kSend ? pair[1] : pair[0];
     out["tag"] = task.comm.value();  // unique per pair, so reading it back pairs the same tasks
     out["size_bytes"] = comm.size.count();
+    if (task.kind == TaskKind::kSend && comm.eager) out["eager"] = true;
   }
   const std::span<const TaskId> deps = graph.dependencies(id);
   if (!deps.empty()) {
@@ -327,10 +375,20 @@ Json TaskGraphToJson(const TaskGraph& graph) {
   }
   Json tasks = Json::array();
   for (uint32_t t = 0; t < graph.task_count(); ++t) tasks.push_back(TaskToJson(graph, TaskId(t)));
-  return {{"format", kTaskGraphFormat.name},
-          {"version", kTaskGraphFormat.Version()},
-          {"collectives", std::move(collectives)},
-          {"tasks", std::move(tasks)}};
+  Json out = {{"format", kTaskGraphFormat.name},
+              {"version", kTaskGraphFormat.Version()},
+              {"collectives", std::move(collectives)},
+              {"tasks", std::move(tasks)}};
+  Json streams = Json::array();
+  for (uint32_t s = 0; s < graph.stream_count(); ++s) {
+    const Stream& stream = graph.stream(StreamId(s));
+    if (stream.order == StreamOrder::kInOrder) continue;
+    streams.push_back({{"rank", stream.rank},
+                       {"name", graph.name(stream.name)},
+                       {"order", StreamOrderName(stream.order)}});
+  }
+  if (!streams.empty()) out["streams"] = std::move(streams);
+  return out;
 }
 
 }  // namespace dtsim::graph

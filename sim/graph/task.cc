@@ -11,6 +11,8 @@ constexpr std::array<std::string_view, 6> kTaskKindNames = {"compute", "memcpy",
 constexpr std::array<std::string_view, 9> kCommKindNames = {
     "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
     "reduce",     "barrier",    "shift",          "send_recv"};
+constexpr std::array<std::string_view, 3> kStreamOrderNames = {"in_order", "ready_first",
+                                                               "unbounded"};
 
 }  // namespace
 
@@ -33,6 +35,19 @@ std::optional<CommKind> CollectiveKindFromName(std::string_view name) {
   }
   return std::nullopt;
 }
+
+std::string_view StreamOrderName(StreamOrder order) {
+  return kStreamOrderNames[static_cast<size_t>(order)];
+}
+
+std::optional<StreamOrder> StreamOrderFromName(std::string_view name) {
+  for (size_t i = 0; i < kStreamOrderNames.size(); ++i) {
+    if (kStreamOrderNames[i] == name) return static_cast<StreamOrder>(i);
+  }
+  return std::nullopt;
+}
+
+std::span<const std::string_view> StreamOrderNames() { return kStreamOrderNames; }
 
 std::span<const std::string_view> CollectiveKindNames() {
   return std::span<const std::string_view>(kCommKindNames).first(kCommKindNames.size() - 1);

@@ -70,13 +70,30 @@ struct MemoryChange {
   int64_t bytes = 0;
 };
 
-// A serial FIFO resource of one rank, like a CUDA stream: it runs its tasks in the order they
-// were added, each once its dependencies are done.
+// How a stream picks the next of its tasks (docs/formats/task-graph.md, "Streams").
+enum class StreamOrder : uint8_t {
+  // One at a time, in the order they were added, each once its dependencies are done: a CUDA
+  // stream (DESIGN §4). A ready task waits behind an unfinished one added before it.
+  kInOrder,
+  // One at a time; whenever the stream is free it starts, of its tasks whose dependencies are
+  // done, the one added first: ASTRA-sim's hardware resources, which issue the dependency-free
+  // nodes of a Chakra trace by node id whenever the resource is free.
+  kReadyFirst,
+  // No resource: every task starts once its dependencies are done (ASTRA-sim's receives).
+  kUnbounded,
+};
+
+std::string_view StreamOrderName(StreamOrder order);
+std::optional<StreamOrder> StreamOrderFromName(std::string_view name);
+std::span<const std::string_view> StreamOrderNames();
+
+// A resource of one rank that runs tasks, by default a serial FIFO one like a CUDA stream.
 struct Stream {
   int32_t rank = 0;
   NameId name;
   uint32_t first_task = 0;  // its tasks are stream_tasks()[first_task, first_task + task_count)
   uint32_t task_count = 0;
+  StreamOrder order = StreamOrder::kInOrder;
 };
 
 // One collective over a group, or one send/recv pair. Every participant task must arrive

@@ -2,10 +2,10 @@
 // readers from a real run) and the only thing the engine consumes (DESIGN §4).
 //
 // A TaskGraph is immutable and valid by construction: TaskGraphBuilder::Build() is the only way
-// to make one, and it rejects unknown dependencies, cycles (through dependencies, stream order
-// and collective rendezvous), unmatched sends and receives, and collectives that only part of
-// their group posts. Storage is compact (flat arrays, CSR adjacency, interned strings) so that
-// graphs of 10^7 tasks fit in memory.
+// to make one, and it rejects unknown dependencies, cycles (through dependencies, the order of
+// in-order streams and collective rendezvous), unmatched sends and receives, and collectives that
+// only part of their group posts. Storage is compact (flat arrays, CSR adjacency, interned strings)
+// so that graphs of 10^7 tasks fit in memory.
 #pragma once
 
 #include <span>
@@ -48,7 +48,8 @@ class TaskGraph {
   }
 
   const Stream& stream(StreamId id) const { return streams_[id.value()]; }
-  // A stream's tasks in execution order.
+  // A stream's tasks in the order they were added (task id order): an in-order stream's
+  // execution order, a ready-first stream's priority.
   std::span<const TaskId> stream_tasks(StreamId id) const {
     const Stream& s = streams_[id.value()];
     return {stream_tasks_.data() + s.first_task, s.task_count};

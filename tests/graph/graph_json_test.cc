@@ -89,6 +89,28 @@ TEST(GraphJsonTest, PricedAsGroupsRoundTrip) {
             "got 0");
 }
 
+TEST(GraphJsonTest, StreamOrdersAndEagerSendsRoundTrip) {
+  const Expected<TaskGraph> graph = Load(R"(
+    "streams": [{"rank": 0, "name": "gpu", "order": "ready_first"},
+                {"rank": 1, "name": "recv", "order": "unbounded"}],
+    "tasks": [
+      {"id": "a", "rank": 0, "stream": "gpu", "duration": "1 us"},
+      {"id": "s", "rank": 0, "stream": "comm", "kind": "send", "peer": 1, "size": "1 KiB",
+       "eager": true},
+      {"id": "r", "rank": 1, "stream": "recv", "kind": "recv", "peer": 0}])");
+  ASSERT_TRUE(graph.ok()) << graph.error().ToString();
+  EXPECT_EQ(graph->stream(graph->task(TaskId(0)).stream).order, StreamOrder::kReadyFirst);
+  EXPECT_EQ(graph->stream(graph->task(TaskId(1)).stream).order, StreamOrder::kInOrder);
+  EXPECT_EQ(graph->stream(graph->task(TaskId(2)).stream).order, StreamOrder::kUnbounded);
+  EXPECT_TRUE(graph->comm(graph->task(TaskId(1)).comm).eager);
+  const Json written = TaskGraphToJson(*graph);
+  EXPECT_EQ(written["streams"].size(), 2u);  // the in-order "comm" stream is the default
+  EXPECT_EQ(written["tasks"][1]["eager"], true);
+  const Expected<TaskGraph> reread = TaskGraphFromJson(written, "written");
+  ASSERT_TRUE(reread.ok()) << reread.error().ToString();
+  EXPECT_EQ(TaskGraphToJson(*reread), written);
+}
+
 struct BadGraph {
   const char* what;
   const char* body;
@@ -106,6 +128,24 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(
         BadGraph{"missing field", R"("tasks": [{"id": "a", "duration": "1 us"}])",
                  "g.json: tasks[0].rank: missing required field"},
+        BadGraph{"unknown stream order",
+                 R"("streams": [{"rank": 0, "name": "gpu", "order": "ready-first"}],
+                    "tasks": [])",
+                 "g.json: streams[0].order: unknown stream order (did you mean "
+                 "\"ready_first\"?); expected one of \"in_order\", \"ready_first\", "
+                 "\"unbounded\", got \"ready-first\""},
+        BadGraph{"stream declared twice",
+                 R"("streams": [{"rank": 0, "name": "gpu", "order": "ready_first"},
+                                {"rank": 0, "name": "gpu", "order": "unbounded"}],
+                    "tasks": [])",
+                 "g.json: streams[1].name: stream \"gpu\" of rank 0 is declared twice, got "
+                 "\"gpu\""},
+        BadGraph{
+            "eager recv",
+            R"("tasks": [{"id": "s", "rank": 0, "kind": "send", "peer": 1, "size": "1 B"},
+                              {"id": "r", "rank": 1, "kind": "recv", "peer": 0, "eager": true}])",
+            "g.json: tasks[1].eager: only a send can be eager; a recv ends when its data is in "
+            "either way"},
         BadGraph{"wrong type", R"("tasks": [{"id": "a", "rank": "zero", "duration": "1 us"}])",
                  "g.json: tasks[0].rank: expected an integer, got \"zero\""},
         BadGraph{"rank out of range",
