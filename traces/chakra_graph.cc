@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <queue>
@@ -31,6 +32,10 @@ constexpr std::string_view kHostCategory = "host";
 constexpr std::string_view kKernelCategory = "kernel";
 constexpr std::string_view kNcclCategory = "nccl";
 constexpr std::string_view kMemoryCategory = "memcpy";
+
+std::string ProducerName(const ChakraConventions& conventions) {
+  return conventions.producer.empty() ? "another tool" : conventions.producer;
+}
 
 bool IsRooted(graph::CommKind kind) {
   return kind == graph::CommKind::kBroadcast || kind == graph::CommKind::kReduce;
@@ -63,6 +68,9 @@ class ChakraNodes {
   int32_t rank(size_t trace) const { return ranks_[trace]; }
   const std::vector<int32_t>& all_ranks() const { return all_ranks_; }  // sorted
   const std::vector<NodeRef>& order() const { return order_; }
+  // The order tasks are made in, which is a ready-first stream's priority: dtsim's files as
+  // order(); others each rank's nodes by id (ASTRA-sim issues ready nodes by id).
+  const std::vector<NodeRef>& creation_order() const { return written_by_dtsim_ ? order_ : by_id_; }
   bool written_by_dtsim() const { return written_by_dtsim_; }
   // The index of the node with id `id` in trace `trace`.
   std::optional<size_t> Find(size_t trace, uint64_t id) const {
@@ -127,7 +135,13 @@ class ChakraNodes {
                        [&](const NodeRef& a, const NodeRef& b) { return Node(a).id < Node(b).id; });
       return Status::Ok();
     }
-    for (size_t t = 0; t < traces_.size(); ++t) DTSIM_RETURN_IF_ERROR(TopologicalOrder(t));
+    for (size_t t = 0; t < traces_.size(); ++t) {
+      DTSIM_RETURN_IF_ERROR(TopologicalOrder(t));
+      const size_t first = by_id_.size();
+      for (size_t n = 0; n < traces_[t].nodes.size(); ++n) by_id_.push_back({t, n});
+      std::sort(by_id_.begin() + static_cast<std::ptrdiff_t>(first), by_id_.end(),
+                [&](const NodeRef& a, const NodeRef& b) { return Node(a).id < Node(b).id; });
+    }
     return Status::Ok();
   }
 
@@ -173,6 +187,7 @@ class ChakraNodes {
   std::vector<int32_t> all_ranks_;                         // sorted
   std::vector<std::unordered_map<uint64_t, size_t>> ids_;  // per trace: node id → index
   std::vector<NodeRef> order_;
+  std::vector<NodeRef> by_id_;  // other tools' traces: each rank's nodes by id
   bool written_by_dtsim_ = false;
 };
 
@@ -189,8 +204,12 @@ std::optional<graph::CommKind> ForeignCollective(const ChakraNode& node) {
   return std::nullopt;
 }
 
-Bytes CommSize(const ChakraNode& node) {
-  return Bytes(std::max<int64_t>(0, IntegerAttr(node, "comm_size").value_or(0)));
+// comm_size in bytes, `unit` bytes to what it counts (an element, in STAGE's traces);
+// saturating.
+Bytes CommSize(const ChakraNode& node, int64_t unit = 1) {
+  const int64_t size = std::max<int64_t>(0, IntegerAttr(node, "comm_size").value_or(0));
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  return Bytes(size > kMax / unit ? kMax : size * unit);
 }
 
 // The graph's collectives and the node that posts each: dtsim's files name every collective's
@@ -198,8 +217,12 @@ Bytes CommSize(const ChakraNode& node) {
 class ChakraCollectives {
  public:
   ChakraCollectives(const ChakraNodes& nodes, const ChakraCommGroups& comm_groups,
-                    graph::TaskGraphBuilder& builder, ChakraGraphStats& stats)
-      : nodes_(nodes), comm_groups_(comm_groups), builder_(&builder), stats_(&stats) {
+                    int64_t size_unit, graph::TaskGraphBuilder& builder, ChakraGraphStats& stats)
+      : nodes_(nodes),
+        comm_groups_(comm_groups),
+        size_unit_(size_unit),
+        builder_(&builder),
+        stats_(&stats) {
     for (const ChakraTrace& trace : nodes.traces()) collective_of_.emplace_back(trace.nodes.size());
   }
 
@@ -269,8 +292,9 @@ class ChakraCollectives {
       const size_t k = c.posted[ref.trace]++;
       if (k == c.comms.size()) {
         // Chakra has no root field: a broadcast or reduce is rooted at the group's first rank.
-        const CommId comm = builder_->AddCollective(*kind, CommSize(node), c.members, node.name, {},
-                                                    IsRooted(*kind) ? c.members.front() : -1);
+        const CommId comm =
+            builder_->AddCollective(*kind, CommSize(node, size_unit_), c.members, node.name, {},
+                                    IsRooted(*kind) ? c.members.front() : -1);
         if (!c.logical.empty()) builder_->PriceAs(comm, c.logical);
         c.comms.push_back(comm);
         c.kinds.push_back(*kind);
@@ -387,6 +411,7 @@ class ChakraCollectives {
 
   const ChakraNodes& nodes_;
   const ChakraCommGroups& comm_groups_;
+  int64_t size_unit_;  // bytes to a unit of another tool's comm_size
   graph::TaskGraphBuilder* builder_;
   ChakraGraphStats* stats_;
   std::vector<std::vector<CommId>> collective_of_;  // per trace, per node
@@ -397,8 +422,13 @@ class ChakraCollectives {
 // point-to-point pairs, then the data_deps (dtsim's remote ones too) as dependencies.
 class ChakraGraphBuilder {
  public:
-  ChakraGraphBuilder(const ChakraNodes& nodes, const ChakraCommGroups& comm_groups)
-      : nodes_(nodes), collectives_(nodes, comm_groups, builder_, stats_) {
+  ChakraGraphBuilder(const ChakraNodes& nodes, const ChakraImportOptions& options,
+                     ChakraConventions conventions)
+      : nodes_(nodes),
+        options_(options),
+        conventions_(std::move(conventions)),
+        size_unit_(conventions_.sizes_in_elements ? options.element_bytes : 1),
+        collectives_(nodes, options.comm_groups, size_unit_, builder_, stats_) {
     for (const ChakraTrace& trace : nodes.traces()) {
       tasks_.emplace_back(trace.nodes.size());
       stats_.nodes += static_cast<int64_t>(trace.nodes.size());
@@ -407,36 +437,65 @@ class ChakraGraphBuilder {
 
   Expected<ChakraGraph> Build() && {
     DTSIM_RETURN_IF_ERROR(collectives_.Create());
-    for (const NodeRef& ref : nodes_.order()) DTSIM_RETURN_IF_ERROR(AddTask(ref));
+    for (const NodeRef& ref : nodes_.creation_order()) DTSIM_RETURN_IF_ERROR(AddTask(ref));
     AddDependencies();
     Expected<graph::TaskGraph> graph = std::move(builder_).Build();
     if (!graph.ok()) return std::move(graph).error();
     return ChakraGraph{.graph = std::move(graph).value(),
                        .comm_durations = std::move(collectives_).TakeDurations(),
                        .written_by_dtsim = nodes_.written_by_dtsim(),
+                       .conventions = conventions_,
+                       .element_bytes = conventions_.sizes_in_elements ? size_unit_ : 0,
                        .stats = stats_};
   }
 
  private:
-  std::string StreamName(const ChakraNode& node) const {
+  // The stream a node runs on. dtsim's files name theirs (in order, as simulated). Another
+  // tool's node runs as ASTRA-sim runs it, on a ready-first resource: host ops on their
+  // thread's, GPU ops on their CUDA stream's, and, in traces that name neither (STAGE's,
+  // ASTRA-sim's examples), computation on "gpu" and communication on "gpu comm" — ASTRA-sim's
+  // separate compute and communication resources (workload/HardwareResource.cc). Receives
+  // hold no resource in ASTRA-sim: they go on an unbounded stream beside their own.
+  graph::StreamId StreamOf(const ChakraNode& node, int32_t rank) {
     if (const std::string_view name = StringAttr(node, attr::kStream); !name.empty()) {
-      return std::string(name);
+      return builder_.Stream(rank, name);
     }
     const std::optional<int64_t> stream = IntegerAttr(node, "stream");
     const std::optional<int64_t> tid = IntegerAttr(node, "tid");
+    std::string name;
     if (node.is_cpu_op() || node.type == ChakraNodeType::kMetadata) {
-      return tid ? fmt::format("cpu tid {}", *tid) : "cpu";
+      name = tid ? fmt::format("cpu tid {}", *tid) : "cpu";
+    } else if (stream || tid) {
+      name = fmt::format("gpu stream {}", stream ? *stream : *tid);
+    } else {
+      name = node.type == ChakraNodeType::kCompute ? "gpu" : "gpu comm";
     }
-    if (stream) return fmt::format("gpu stream {}", *stream);
-    return tid ? fmt::format("gpu stream {}", *tid) : "gpu";
+    if (node.type == ChakraNodeType::kCommRecv) {
+      return builder_.Stream(rank, name + " recv", graph::StreamOrder::kUnbounded);
+    }
+    return builder_.Stream(rank, name, graph::StreamOrder::kReadyFirst);
   }
 
-  DurationNs NodeDuration(const ChakraNode& node) const {
+  DurationNs NodeDuration(const ChakraNode& node) {
     // Durations from a file are bounded like the Kineto reader's (~2.3 years), so that sums of
     // them stay far from int64 overflow.
     constexpr int64_t kMaxNs = int64_t{1} << 56;
     if (const std::optional<int64_t> ns = IntegerAttr(node, attr::kDurationNs)) {
       return DurationNs(std::clamp<int64_t>(*ns, 0, kMaxNs));
+    }
+    // Another tool's compute node without a duration (STAGE's, ASTRA-sim's roofline inputs):
+    // priced from its work when the caller can.
+    if (node.duration_micros == 0 && node.type == ChakraNodeType::kCompute &&
+        !nodes_.written_by_dtsim()) {
+      if (const std::optional<ChakraComputeWork> work =
+              ChakraNodeWork(node, conventions_, options_.element_bytes)) {
+        if (!options_.price_compute) {
+          ++stats_.compute_unpriced;
+          return DurationNs(0);
+        }
+        ++stats_.compute_priced;
+        return std::clamp(options_.price_compute(*work), DurationNs(0), DurationNs(kMaxNs));
+      }
     }
     constexpr uint64_t kMaxMicros = kMaxNs / kNanosecondsPerMicrosecond;
     return Microseconds(static_cast<int64_t>(std::min(node.duration_micros, kMaxMicros)));
@@ -468,7 +527,7 @@ class ChakraGraphBuilder {
     // A shift's sending half: its receiving half stands for the whole shift.
     if (nodes_.written_by_dtsim() && node.Attr(attr::kShiftSendOf) != nullptr) return Status::Ok();
     const int32_t rank = nodes_.rank(ref.trace);
-    const graph::StreamId stream = builder_.Stream(rank, StreamName(node));
+    const graph::StreamId stream = StreamOf(node, rank);
     auto [kind, category] = ForeignKind(node);
     if (nodes_.written_by_dtsim()) {
       const std::optional<TaskKind> named = graph::TaskKindFromName(StringAttr(node, attr::kKind));
@@ -521,7 +580,7 @@ class ChakraGraphBuilder {
       // Another tool's sends complete as ASTRA-sim completes them, when their data has left
       // (non-blocking); dtsim's own are the rendezvous it simulated.
       return builder_.AddSend(
-          stream, static_cast<int32_t>(*peer), CommSize(node), tag, node.name, category,
+          stream, static_cast<int32_t>(*peer), CommSize(node, size_unit_), tag, node.name, category,
           nodes_.written_by_dtsim() ? graph::TaskGraphBuilder::SendMode::kRendezvous
                                     : graph::TaskGraphBuilder::SendMode::kEager);
     }
@@ -565,6 +624,9 @@ class ChakraGraphBuilder {
   }
 
   const ChakraNodes& nodes_;
+  const ChakraImportOptions& options_;
+  ChakraConventions conventions_;
+  int64_t size_unit_;  // bytes to a unit of comm_size (1 for dtsim's files)
   graph::TaskGraphBuilder builder_;
   ChakraGraphStats stats_;
   ChakraCollectives collectives_;           // after builder_ and stats_, which it adds to
@@ -574,10 +636,23 @@ class ChakraGraphBuilder {
 }  // namespace
 
 Expected<ChakraGraph> BuildChakraGraph(std::span<const ChakraTrace> ranks,
-                                       const ChakraCommGroups& comm_groups) {
+                                       const ChakraImportOptions& options) {
   if (ranks.empty()) return Error("no Chakra traces to build a graph from");
+  if (options.element_bytes < 1) {
+    return Error(fmt::format("bytes an element must be at least 1, got {}", options.element_bytes));
+  }
   DTSIM_ASSIGN_OR_RETURN(const ChakraNodes nodes, ChakraNodes::Index(ranks));
-  return ChakraGraphBuilder(nodes, comm_groups).Build();
+  ChakraConventions conventions = DetectChakraConventions(ranks.front());
+  for (const ChakraTrace& trace : ranks.subspan(1)) {
+    if (DetectChakraConventions(trace).producer != conventions.producer) {
+      return Error(fmt::format("written by {} where {} was written by {}: the ranks' traces do "
+                               "not belong together",
+                               ProducerName(DetectChakraConventions(trace)), ranks.front().file,
+                               ProducerName(conventions)))
+          .InFile(trace.file);
+    }
+  }
+  return ChakraGraphBuilder(nodes, options, std::move(conventions)).Build();
 }
 
 Expected<ChakraCommGroups> ReadChakraCommGroups(const std::string& path) {

@@ -9,18 +9,21 @@
 // priced group, root, algorithm, labels), so that reading the files back gives the same graph.
 //
 // Import: a file written by dtsim ("dtsim.format" in its metadata) is rebuilt exactly. Any
-// other trace is read the way ASTRA-sim runs it, on FIFO streams: CPU ops on a stream per
-// thread ("cpu tid N"), GPU ops on a stream per CUDA stream ("gpu stream N", from the `tid`
-// or `stream` attribute, else "gpu"), each stream in a topological order of data_deps (ties
-// by node id); durations from duration_micros. GPU COMM_COLL_NODEs become collectives over
-// the comm group their pg_name attribute names in a comm group file (ASTRA-sim's
-// --comm-group-configuration), else over every rank given (ASTRA-sim's default), matched
-// across the group's ranks by their order; a group with ranks whose traces are not given
-// becomes a collective of the given ones priced as the whole group. Their measured durations
-// are kept for replay. CPU ops are delay tasks (host time),
-// metadata nodes zero-length delays.
+// other trace is read the way ASTRA-sim runs it: on ready-first streams (graph::StreamOrder),
+// which start, whenever free, the ready node of lowest id — CPU ops on a stream per thread
+// ("cpu tid N"), GPU ops on a stream per CUDA stream ("gpu stream N", from the `stream` or
+// `tid` attribute), or, where a trace names neither, computation on "gpu" and communication on
+// "gpu comm" (ASTRA-sim's two resources); receives on an unbounded stream beside (they hold no
+// resource in ASTRA-sim). Durations from duration_micros. GPU COMM_COLL_NODEs become
+// collectives over the comm group their pg_name attribute names in a comm group file
+// (ASTRA-sim's --comm-group-configuration), else over every rank given (ASTRA-sim's default),
+// matched across the group's ranks by their order (each rank's topological order of data_deps,
+// ties by node id); a group with ranks whose traces are not given becomes a collective of the
+// given ones priced as the whole group. Their measured durations are kept for replay. CPU ops
+// are delay tasks (host time), metadata nodes zero-length delays.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -30,12 +33,27 @@
 #include "sim/base/status.h"
 #include "sim/base/time.h"
 #include "sim/graph/task_graph.h"
+#include "traces/chakra_conventions.h"
 #include "traces/chakra_trace.h"
 
 namespace dtsim::traces {
 
 // Named in each exported trace's metadata ("dtsim.format", "dtsim.format_version").
 inline constexpr FileFormat kChakraExportFormat{"dtsim.chakra", 1, 1, "not a dtsim Chakra export"};
+
+// ASTRA-sim's comm group file: {"<pg_name>": [rank, ...], ...}.
+using ChakraCommGroups = std::map<std::string, std::vector<int32_t>>;
+
+// How other tools' traces are read beside what they record.
+struct ChakraImportOptions {
+  // `comm_groups` apply to other tools' traces (dtsim's own files name their groups).
+  ChakraCommGroups comm_groups;
+  // Prices a compute node that recorded no duration from its num_ops and tensor_size (a GPU's
+  // roofline); without it such nodes take no time, as recorded.
+  std::function<DurationNs(const ChakraComputeWork&)> price_compute;
+  // Bytes an element, for traces whose sizes count elements (ChakraConventions).
+  int64_t element_bytes = 2;
+};
 
 struct ChakraGraphStats {
   int64_t nodes = 0;
@@ -46,10 +64,9 @@ struct ChakraGraphStats {
   int64_t dependencies = 0;
   int64_t dangling_dependencies = 0;       // data_deps naming no node of the file: dropped
   int64_t collectives_outside_groups = 0;  // nodes whose pg_name the comm groups do not list
+  int64_t compute_priced = 0;    // compute nodes without a duration priced from their num_ops
+  int64_t compute_unpriced = 0;  // such nodes left at zero: no pricer given
 };
-
-// ASTRA-sim's comm group file: {"<pg_name>": [rank, ...], ...}.
-using ChakraCommGroups = std::map<std::string, std::vector<int32_t>>;
 
 // Reads a comm group file; errors name the file, the group and the bad value.
 Expected<ChakraCommGroups> ReadChakraCommGroups(const std::string& path);
@@ -60,13 +77,14 @@ struct ChakraGraph {
   // files, whose communication the network model prices).
   std::vector<DurationNs> comm_durations;
   bool written_by_dtsim = false;
+  ChakraConventions conventions;  // of the traces' producer (all ranks agree)
+  int64_t element_bytes = 0;      // bytes an element where its sizes count elements, else 0
   ChakraGraphStats stats;
 };
 
 // One trace per rank; a trace's rank is its "rank" metadata attribute, else its index.
-// `comm_groups` apply to other tools' traces (dtsim's own files name their groups).
 Expected<ChakraGraph> BuildChakraGraph(std::span<const ChakraTrace> ranks,
-                                       const ChakraCommGroups& comm_groups = {});
+                                       const ChakraImportOptions& options = {});
 
 // One trace per rank of `graph`, in rank order. A shift (context parallelism's ring step, which
 // Chakra's collectives lack) becomes a COMM_RECV_NODE from the previous member and a

@@ -182,6 +182,41 @@ TEST_F(ReplayCommandTest, ChakraRanksReplayWithTheirCommGroups) {
               HasSubstr("--comm-groups applies to Chakra traces"));
 }
 
+// STAGE's eight ranks (tests/data/stage): its conventions said, its compute priced on the GPU,
+// its pipeline replayed, and the result saying how.
+TEST_F(ReplayCommandTest, StageTracesReplayWithTheirConventions) {
+  const std::string stage = DTSIM_TEST_DATA_DIR "/stage/";
+  const std::vector<std::string> job = {stage + "stage_gpt.0.et.gz", "--all-ranks", "--comm-groups",
+                                        stage + "stage_gpt.comm_groups.json"};
+  ASSERT_EQ(Replay(job).kind, CommandOutcome::Kind::kOk);
+  EXPECT_THAT(output_.str(), HasSubstr("producer   STAGE (metadata schema "
+                                       "symbolic_tensor_network): comm_size and tensor_size "
+                                       "count elements, read as 2 B each (--element-bytes)"));
+  EXPECT_THAT(output_.str(), HasSubstr("1088 compute nodes record no duration and take none "
+                                       "here: --gpu PRESET prices them"));
+  std::vector<std::string> priced = job;
+  priced.insert(priced.end(), {"--gpu", "h100-sxm5-80gb", "--network", "dgx-h100",
+                               "--element-bytes", "4", "-o", Path("stage.json")});
+  const CommandOutcome outcome = Replay(priced);
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("1088 compute nodes without a duration priced on the "
+                                       "h100-sxm5-80gb roofline"));
+  EXPECT_THAT(output_.str(), HasSubstr("with the recorded durations and the compute priced on "
+                                       "the GPU"));
+  const Json result = *ReadJsonFile(Path("stage.json"));
+  EXPECT_EQ(result["conventions"]["producer"], "STAGE");
+  EXPECT_EQ(result["conventions"]["sizes"], "elements");
+  EXPECT_EQ(result["conventions"]["element_bytes"], 4);
+  EXPECT_EQ(result["graph"]["compute_priced"], 1088);
+  EXPECT_EQ(result["compute_priced_on"], "h100-sxm5-80gb");
+  EXPECT_GT(result["network"]["span_ms"].get<double>(), result["simulated_span_ms"].get<double>());
+  EXPECT_THAT(Replay({kSampledRank0, "--element-bytes", "4"}).error->ToString(),
+              HasSubstr("--element-bytes applies to Chakra traces"));
+  std::vector<std::string> zero = job;
+  zero.insert(zero.end(), {"--element-bytes", "0"});
+  EXPECT_THAT(Replay(zero).error->ToString(), HasSubstr("bytes an element must be at least 1"));
+}
+
 TEST_F(ReplayCommandTest, WhatIfsPrintEveryStepAndBadOnesAreErrors) {
   const CommandOutcome outcome =
       Replay({kSampledRank0, "--speedup", "gemm=2", "--network", "dgx-a100", "--data-parallel",
@@ -296,7 +331,7 @@ TEST_F(ReplayCommandTest, ADirectoryOfRankTracesReplaysAsOneJob) {
               HasSubstr("r2 ProfilerStep#3            5.921 ms       5.921 ms       5.021 ms   "
                         "-15.20%"));
   const Json result = *ReadJsonFile(Path("job.json"));
-  EXPECT_EQ(result["version"], "1.4");
+  EXPECT_EQ(result["version"], "1.5");
   EXPECT_EQ(result["job"]["shared_collectives"], 3);
   EXPECT_EQ(result["provenance"]["command"], "replay");
   EXPECT_EQ(result["provenance"]["inputs"].size(), 4u);  // the four rank traces

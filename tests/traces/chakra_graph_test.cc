@@ -217,7 +217,7 @@ TEST_F(ChakraGraphTest, CommGroupsSayWhichRanksACollectiveSpans) {
     return std::vector<int32_t>(ranks.begin(), ranks.end());
   };
   std::vector<ChakraTrace> ranks = {make_rank(0), make_rank(1), make_rank(2), make_rank(3)};
-  const Expected<ChakraGraph> grouped = BuildChakraGraph(ranks, *groups);
+  const Expected<ChakraGraph> grouped = BuildChakraGraph(ranks, {.comm_groups = *groups});
   ASSERT_TRUE(grouped.ok()) << grouped.error().ToString();
   ASSERT_EQ(grouped->graph.comm_count(), 4u);
   // Created in trace order: rank 0's tp0 and dp0, then rank 1's dp1, rank 2's tp1.
@@ -234,7 +234,7 @@ TEST_F(ChakraGraphTest, CommGroupsSayWhichRanksACollectiveSpans) {
   // Ranks 0 and 1 alone: their TP collective is whole, each DP one has one member given and is
   // priced as its whole group.
   const std::vector<ChakraTrace> pair = {make_rank(0), make_rank(1)};
-  const Expected<ChakraGraph> partial = BuildChakraGraph(pair, *groups);
+  const Expected<ChakraGraph> partial = BuildChakraGraph(pair, {.comm_groups = *groups});
   ASSERT_TRUE(partial.ok()) << partial.error().ToString();
   ASSERT_EQ(partial->graph.comm_count(), 3u);
   EXPECT_EQ(group_of(*partial, 1), (std::vector<int32_t>{0}));
@@ -246,16 +246,16 @@ TEST_F(ChakraGraphTest, CommGroupsSayWhichRanksACollectiveSpans) {
   ranks[1].nodes[0].attrs.back() = ChakraAttribute::String("pg_name", "pp0");
   ranks[2].nodes[0].attrs.back() = ChakraAttribute::String("pg_name", "pp0");
   ranks[3].nodes[0].attrs.back() = ChakraAttribute::String("pg_name", "pp0");
-  const Expected<ChakraGraph> unlisted = BuildChakraGraph(ranks, *groups);
+  const Expected<ChakraGraph> unlisted = BuildChakraGraph(ranks, {.comm_groups = *groups});
   ASSERT_TRUE(unlisted.ok()) << unlisted.error().ToString();
   EXPECT_EQ(unlisted->stats.collectives_outside_groups, 4);
   ranks[0].nodes[0].attrs.back() = ChakraAttribute::String("pg_name", "tp1");
-  EXPECT_THAT(BuildChakraGraph(ranks, *groups).error().ToString(),
+  EXPECT_THAT(BuildChakraGraph(ranks, {.comm_groups = *groups}).error().ToString(),
               HasSubstr("rank0.et: node 0 (id 1): a collective of comm group \"tp1\" (2, 3), "
                         "which does not list this trace's rank 0"));
   ranks = {make_rank(0), make_rank(1), make_rank(2), make_rank(3)};
   ranks[3].nodes.pop_back();  // rank 3 skips its DP all-reduce
-  EXPECT_THAT(BuildChakraGraph(ranks, *groups).error().ToString(),
+  EXPECT_THAT(BuildChakraGraph(ranks, {.comm_groups = *groups}).error().ToString(),
               HasSubstr("rank3.et: posts 0 collectives of comm group \"dp1\" where another "
                         "rank posts 1"));
 

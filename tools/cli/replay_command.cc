@@ -59,6 +59,7 @@ struct ReplayOptions {
   int32_t data_parallel = 0;
   std::string compression;
   std::string gpu;
+  int64_t element_bytes = 2;
 };
 
 po::options_description Describe(ReplayOptions& o) {
@@ -108,7 +109,12 @@ po::options_description Describe(ReplayOptions& o) {
       "what-if: compress the all-reduces over the traced world with a registered method "
       "(onebit_adam, topk, qsgd, ...; or a compression section as JSON); needs --network and "
       "--gpu")("gpu", po::value(&o.gpu)->value_name("PRESET"),
-               "the GPU that prices compression kernels (a preset such as a100-sxm4-80gb)");
+               "the GPU that prices compression kernels (a preset such as a100-sxm4-80gb); for "
+               "a Chakra trace, the GPU whose roofline prices the compute nodes that recorded "
+               "no duration (STAGE's) from their num_ops and tensor_size")(
+      "element-bytes", po::value(&o.element_bytes)->value_name("N"),
+      "Chakra: bytes an element, for traces whose sizes count elements (STAGE's); default 2 "
+      "(bf16)");
   return description;
 }
 
@@ -173,8 +179,47 @@ Expected<bool> AreHostAndDeviceTraces(const std::vector<std::string>& files) {
          is(a, b, traces::TraceFormat::kKineto);
 }
 
+// Prices a compute node of a Chakra trace from its work on `gpu`'s roofline (bf16).
+std::function<DurationNs(const traces::ChakraComputeWork&)> RooflinePricer(models::GpuSpec gpu) {
+  return [model = std::make_shared<models::RooflineCostModel>(std::move(gpu))](
+             const traces::ChakraComputeWork& work) {
+    models::Op op{.name = "chakra compute node",
+                  .kind = work.matmul ? models::OpKind::kGemm : models::OpKind::kElementwise,
+                  .flops = work.flops,
+                  .bytes = work.bytes,
+                  .matmul = work.matmul};
+    return model->Price(op)->duration;
+  };
+}
+
+// The conventions of another tool's trace, and how its compute nodes without a duration were
+// priced.
+void PrintConventions(std::ostream& out, const ReplayOptions& options,
+                      const traces::ChakraGraph& chakra,
+                      const std::optional<models::GpuSpec>& gpu) {
+  if (chakra.conventions.producer == "STAGE") {
+    fmt::print(out,
+               "  producer   STAGE (metadata schema symbolic_tensor_network): comm_size and "
+               "tensor_size count elements, read as {} B each (--element-bytes); an einsum's "
+               "num_ops counts multiply-adds, 2 FLOPs each\n",
+               options.element_bytes);
+  }
+  if (chakra.stats.compute_priced > 0) {
+    fmt::print(out,
+               "  compute    {} compute nodes without a duration priced on the {} roofline "
+               "from num_ops and tensor_size\n",
+               chakra.stats.compute_priced, gpu->name);
+  } else if (chakra.stats.compute_unpriced > 0) {
+    fmt::print(out,
+               "  compute    {} compute nodes record no duration and take none here: --gpu "
+               "PRESET prices them from num_ops and tensor_size\n",
+               chakra.stats.compute_unpriced);
+  }
+}
+
 Status ExecuteChakra(const ReplayOptions& options,
-                     const std::optional<network::ClusterSpec>& cluster, std::ostream& out) {
+                     const std::optional<network::ClusterSpec>& cluster,
+                     const std::optional<models::GpuSpec>& gpu, std::ostream& out) {
   const auto started = std::chrono::steady_clock::now();
   std::vector<std::string> files = {options.trace};
   if (options.all_ranks) {
@@ -218,12 +263,14 @@ Status ExecuteChakra(const ReplayOptions& options,
           .InFile(files[rank]);
     }
   }
-  traces::ChakraCommGroups groups;
+  traces::ChakraImportOptions import{.element_bytes = options.element_bytes};
   if (!options.comm_groups.empty()) {
-    DTSIM_ASSIGN_OR_RETURN(groups, traces::ReadChakraCommGroups(options.comm_groups));
+    DTSIM_ASSIGN_OR_RETURN(import.comm_groups, traces::ReadChakraCommGroups(options.comm_groups));
   }
-  Expected<traces::ChakraGraph> chakra = traces::BuildChakraGraph(ranks, groups);
+  if (gpu) import.price_compute = RooflinePricer(*gpu);
+  Expected<traces::ChakraGraph> chakra = traces::BuildChakraGraph(ranks, import);
   if (!chakra.ok()) return std::move(chakra).error().InFile(options.trace);
+  PrintConventions(out, options, *chakra, gpu);
   DTSIM_ASSIGN_OR_RETURN(const strategies::MeasuredRun run,
                          strategies::SimulateMeasured(chakra->graph, chakra->comm_durations));
   const traces::ChakraGraphStats& g = chakra->stats;
@@ -239,8 +286,9 @@ Status ExecuteChakra(const ReplayOptions& options,
                "they span every rank given\n",
                g.collectives_outside_groups);
   }
-  fmt::print(out, "  simulated  {} with the recorded durations{}; imported in {:.2f} s\n",
+  fmt::print(out, "  simulated  {} with the recorded durations{}{}; imported in {:.2f} s\n",
              MsWithUnit(span),
+             chakra->stats.compute_priced > 0 ? " and the compute priced on the GPU" : "",
              chakra->written_by_dtsim && !cluster
                  ? " (collectives of dtsim's own export take no time here: price them with "
                    "--network, or simulate its config)"
@@ -254,7 +302,7 @@ Status ExecuteChakra(const ReplayOptions& options,
     priced = std::move(on_cluster).value();
     fmt::print(out,
                "  network    {} with the collectives and sends priced on {} (analytical), the "
-               "other nodes at their recorded durations\n",
+               "other nodes as above\n",
                MsWithUnit(priced->summary.makespan - TimeNs::Zero()), cluster->name);
   }
   if (!options.result_path.empty()) {
@@ -264,7 +312,8 @@ Status ExecuteChakra(const ReplayOptions& options,
             trace, *chakra, span,
             priced ? std::optional(results::ChakraNetworkOutcome{
                          cluster->name, priced->summary.makespan - TimeNs::Zero()})
-                   : std::nullopt)));
+                   : std::nullopt,
+            chakra->stats.compute_priced > 0 ? std::string_view(gpu->name) : std::string_view())));
   }
   if (!options.timeline_path.empty()) {
     traces::TimelineInfo info{.source = options.trace,
@@ -323,12 +372,6 @@ Expected<strategies::ReplayWhatIf> WhatIfOf(const ReplayOptions& options) {
   }
   if (!options.gpu.empty()) {
     DTSIM_ASSIGN_OR_RETURN(what_if.gpu, models::GpuPreset(options.gpu));
-  }
-  if (what_if.gpu && !what_if.compression) {
-    return Error(
-        "prices compression kernels: it goes with a compression method (--compression, or "
-        "\"compression\" in the what-if file)",
-        options.gpu.empty() ? "gpu" : "--gpu", what_if.gpu->name);
   }
   return what_if;
 }
@@ -644,13 +687,25 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
     // profiler trace records (kernel names, streams, the traced world).
     strategies::ReplayWhatIf beside_network = what_if;
     beside_network.cluster.reset();
+    beside_network.gpu.reset();
     if (!beside_network.empty()) {
       return Error(
                  "of the what-ifs, a Chakra trace takes --network only (its collectives priced "
-                 "on a cluster); the others apply to profiler traces")
+                 "on a cluster, and --gpu its compute nodes without a duration); the others "
+                 "apply to profiler traces")
           .InFile(options.trace);
     }
-    return ExecuteChakra(options, what_if.cluster, out);
+    return ExecuteChakra(options, what_if.cluster, what_if.gpu, out);
+  }
+  if (what_if.gpu && !what_if.compression) {
+    return Error(
+        "prices compression kernels: it goes with a compression method (--compression, or "
+        "\"compression\" in the what-if file)",
+        options.gpu.empty() ? "gpu" : "--gpu", what_if.gpu->name);
+  }
+  if (options.element_bytes != 2) {
+    return Error("--element-bytes applies to Chakra traces; this is a profiler trace")
+        .InFile(options.trace);
   }
   if (options.all_ranks || !options.comm_groups.empty()) {
     return Error(fmt::format("{} applies to Chakra traces; this is a profiler trace",

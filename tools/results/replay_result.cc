@@ -203,7 +203,8 @@ OrderedJson ReplayResultJson(std::span<const traces::Trace* const> job,
 
 OrderedJson ChakraReplayResultJson(const traces::ChakraTrace& trace,
                                    const traces::ChakraGraph& chakra, DurationNs span,
-                                   const std::optional<ChakraNetworkOutcome>& priced) {
+                                   const std::optional<ChakraNetworkOutcome>& priced,
+                                   std::string_view compute_gpu) {
   const traces::ChakraGraphStats& g = chakra.stats;
   OrderedJson document = Document(ChakraImportStatsJson(trace),
                                   {{"tasks", chakra.graph.task_count()},
@@ -213,8 +214,17 @@ OrderedJson ChakraReplayResultJson(const traces::ChakraTrace& trace,
                                    {"point_to_point", g.point_to_point},
                                    {"dependencies", g.dependencies},
                                    {"dangling_dependencies", g.dangling_dependencies},
-                                   {"collectives_outside_groups", g.collectives_outside_groups}},
+                                   {"collectives_outside_groups", g.collectives_outside_groups},
+                                   {"compute_priced", g.compute_priced},
+                                   {"compute_unpriced", g.compute_unpriced}},
                                   span);
+  if (!chakra.conventions.producer.empty()) {
+    document["conventions"] = {
+        {"producer", chakra.conventions.producer},
+        {"sizes", chakra.conventions.sizes_in_elements ? "elements" : "bytes"},
+        {"element_bytes", chakra.element_bytes}};
+  }
+  if (!compute_gpu.empty()) document["compute_priced_on"] = compute_gpu;
   document["steps"] = OrderedJson::array();
   if (priced) {
     document["network"] = {{"cluster", priced->cluster},

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/base/file_format.h"
@@ -19,7 +20,7 @@
 
 namespace dtsim::results {
 
-inline constexpr FileFormat kReplayResultFormat{"dtsim.replay_result", 1, 4, "not a replay result"};
+inline constexpr FileFormat kReplayResultFormat{"dtsim.replay_result", 1, 5, "not a replay result"};
 
 // A profiler (Kineto) trace replayed; `what_if` with its result when one was asked for.
 struct WhatIfOutcome {
@@ -38,9 +39,11 @@ struct ChakraNetworkOutcome {
   std::string cluster;
   DurationNs span;
 };
+// `compute_gpu`: the GPU whose roofline priced the compute nodes without a duration, if any.
 OrderedJson ChakraReplayResultJson(const traces::ChakraTrace& trace,
                                    const traces::ChakraGraph& chakra, DurationNs span,
-                                   const std::optional<ChakraNetworkOutcome>& priced = {});
+                                   const std::optional<ChakraNetworkOutcome>& priced = {},
+                                   std::string_view compute_gpu = {});
 
 // What a reader gets back.
 struct ReplayResultRecord {
