@@ -10,6 +10,7 @@ the config on a network with the rates and latencies of dtsim's cluster preset.
 Run by hand, not in CI (tools/peers/README.md builds the peers):
 
   tools/peers/run_peers.py --astra-sim DIR --calculon DIR [--dtsim build/dtsim] [--only NAME]
+                           [--stage PREFIX ...]
 """
 import argparse
 import json
@@ -62,12 +63,16 @@ ASTRA_WORKLOADS = [
 
 # ASTRA-sim's network for a dtsim cluster preset: two switch dimensions (the node's NVLink
 # switch, the NICs' fat-tree), each with the per-GPU rate dtsim's analytical model uses there
-# (line rate × the preset's efficiency, docs/network.md "Presets") and dtsim's per-hop latency.
+# (line rate × the preset's efficiency, docs/network.md "Presets") and half dtsim's per-step
+# latency α: ASTRA-sim's analytical Switch counts two hops for every transfer (src → switch →
+# dest, congestion_unaware/basic-topology/Switch.cpp, compute_hops_count) and charges each the
+# configured latency (BasicTopology.cpp, compute_communication_delay), where dtsim's α is the
+# whole step (2 µs on a node, 5 µs across nodes).
 ASTRA_NETWORKS = {
     "dgx-a100": {"intra_GBps": 300 * 0.775, "inter_GBps": 25 * 0.96,
-                 "intra_ns": 2000, "inter_ns": 5000},
+                 "intra_ns": 1000, "inter_ns": 2500},
     "dgx-h100": {"intra_GBps": 450 * 0.822, "inter_GBps": 50 * 0.97,
-                 "intra_ns": 2000, "inter_ns": 5000},
+                 "intra_ns": 1000, "inter_ns": 2500},
 }
 
 ASTRA_SYSTEM = {
@@ -176,11 +181,15 @@ def run_calculon(args, workload, workdir):
 
 def astra_inputs(result, workdir):
     """The network and system files ASTRA-sim runs dtsim's export on."""
-    cluster = result["input"]["cluster"]
+    return astra_files(result["input"]["cluster"], result["input"]["nodes"],
+                       result["input"]["gpus_per_node"], workdir)
+
+
+def astra_files(cluster, nodes, per_node, workdir, local_mem_bw=None):
+    """ASTRA-sim's network and system files for `nodes` nodes of a dtsim cluster preset."""
     if cluster not in ASTRA_NETWORKS:
         raise RuntimeError(f"no ASTRA-sim network for cluster preset {cluster}")
     net = ASTRA_NETWORKS[cluster]
-    nodes, per_node = result["input"]["nodes"], result["input"]["gpus_per_node"]
     dims = [("Switch", per_node, net["intra_GBps"], net["intra_ns"])]
     if nodes > 1:
         dims.append(("Switch", nodes, net["inter_GBps"], net["inter_ns"]))
@@ -188,25 +197,26 @@ def astra_inputs(result, workdir):
     with open(network, "w", encoding="utf-8") as f:
         f.write("topology: [ %s ]\n" % ", ".join(d[0] for d in dims))
         f.write("npus_count: [ %s ]\n" % ", ".join(str(d[1]) for d in dims))
-        f.write("bandwidth: [ %s ]  # GB/s\n" % ", ".join(f"{d[2]:.3f}" for d in dims))
+        # ASTRA-sim's "GB/s" is 2^30 bytes a second (bw_GBps_to_Bpns, common/NetworkFunction.cpp
+        # of astra-network-analytical); dtsim's rates are 10^9.
+        f.write("bandwidth: [ %s ]  # GiB/s\n" % ", ".join(f"{d[2] * 1e9 / 2**30:.3f}"
+                                                            for d in dims))
         f.write("latency: [ %s ]  # ns\n" % ", ".join(f"{d[3]:.1f}" for d in dims))
     system = dict(ASTRA_SYSTEM)
     # Rings, as NCCL runs these collectives; NCCL's all-to-all is direct point-to-point.
     for collective in ("all-reduce", "all-gather", "reduce-scatter"):
         system[f"{collective}-implementation"] = ["ring"] * len(dims)
     system["all-to-all-implementation"] = ["direct"] * len(dims)
+    if local_mem_bw is not None:
+        system["local-mem-bw"] = local_mem_bw
     system_path = os.path.join(workdir, "system.json")
     with open(system_path, "w", encoding="utf-8") as f:
         json.dump(system, f, indent=2)
     return network, system_path
 
 
-def run_astra(args, workload, workdir):
-    prefix = os.path.join(workdir, "workload")
-    # Every rank's trace: configs that simulate one rank per class of identical ranks too.
-    result, wall, rss = run_dtsim(args, workload, workdir,
-                                  ["--chakra", prefix, "--set", "simulation.ranks=full"])
-    network, system = astra_inputs(result, workdir)
+def astra_run(args, prefix, comm_groups, network, system, ranks, workdir):
+    """ASTRA-sim's slowest rank in seconds (None unless every rank finished), a note, wall, RSS."""
     binary = os.path.join(args.astra_sim, "build", "astra_analytical", "build", "bin",
                           "AstraSim_Analytical_Congestion_Unaware")
     memory = os.path.join(args.astra_sim, "examples", "remote_memory", "analytical",
@@ -215,20 +225,67 @@ def run_astra(args, workload, workdir):
         proc, peer_wall, peer_rss = timed(
             [binary, f"--workload-configuration={prefix}", f"--system-configuration={system}",
              f"--remote-memory-configuration={memory}", f"--network-configuration={network}",
-             f"--comm-group-configuration={prefix}.comm_groups.json"], workdir, args.timeout)
+             f"--comm-group-configuration={comm_groups}"], workdir, args.timeout)
         output = proc.stdout + proc.stderr
     except subprocess.TimeoutExpired:
         proc, output, peer_wall, peer_rss = None, "", float(args.timeout), 0.0
     cycles = [int(c) for c in re.findall(r"sys\[\d+\] finished, (\d+) cycles", output)]
-    ranks = result["input"]["nodes"] * result["input"]["gpus_per_node"]
     if len(cycles) < ranks:
         status = "timed out" if proc is None else f"exit {proc.returncode}"
-        peer_s = None
-        note = f"{len(cycles)} of {ranks} ranks finished ({status})"
-    else:
-        peer_s, note = max(cycles) / 1e9, ""
+        return None, f"{len(cycles)} of {ranks} ranks finished ({status})", peer_wall, peer_rss
+    return max(cycles) / 1e9, "", peer_wall, peer_rss
+
+
+def run_astra(args, workload, workdir):
+    prefix = os.path.join(workdir, "workload")
+    # Every rank's trace: configs that simulate one rank per class of identical ranks too.
+    result, wall, rss = run_dtsim(args, workload, workdir,
+                                  ["--chakra", prefix, "--set", "simulation.ranks=full"])
+    network, system = astra_inputs(result, workdir)
+    ranks = result["input"]["nodes"] * result["input"]["gpus_per_node"]
+    peer_s, note, peer_wall, peer_rss = astra_run(
+        args, prefix, f"{prefix}.comm_groups.json", network, system, ranks, workdir)
     return {"dtsim_s": result["iteration_time_ns"] / 1e9, "peer_s": peer_s, "note": note,
             "dtsim_wall": wall, "dtsim_rss": rss, "peer_wall": peer_wall, "peer_rss": peer_rss}
+
+
+def run_stage(args, prefix, workdir):
+    """A STAGE job (PREFIX.<rank>.et, PREFIX.json) in both tools on DGX H100s, communication
+    only (its traces record no compute time; each tool would price num_ops on its own roofline),
+    sizes read as ASTRA-sim reads them (1 byte an element); then with the two mechanisms only one
+    of them has taken out: dtsim's per-collective base latency, ASTRA-sim's local-memory passes."""
+    prefix = os.path.abspath(prefix)
+    ranks = 0
+    while os.path.exists(f"{prefix}.{ranks}.et"):
+        ranks += 1
+    per_node = 8
+    nodes = -(-ranks // per_node)
+    row = {"ranks": ranks}
+    for label, cluster in (("dtsim", "dgx-h100"), ("dtsim_no_base", "no_base")):
+        if cluster == "no_base":
+            cluster = os.path.join(workdir, "no_base.json")
+            with open(cluster, "w", encoding="utf-8") as f:
+                json.dump({"preset": "dgx-h100", "collective_latency": "0 us"}, f)
+        result = os.path.join(workdir, f"{label}.json")
+        proc, wall, rss = timed(
+            [args.dtsim, "replay", f"{prefix}.0.et", "--all-ranks", "--comm-groups",
+             f"{prefix}.json", "--network", cluster, "--element-bytes", "1", "-o", result],
+            workdir, args.timeout)
+        if proc.returncode != 0:
+            raise RuntimeError(f"dtsim failed on {prefix}: {proc.stderr.strip()}")
+        with open(result, encoding="utf-8") as f:
+            row[label] = json.load(f)["network"]["span_ms"] / 1e3
+        row.setdefault("dtsim_wall", wall)
+        row.setdefault("dtsim_rss", rss)
+    for label, memory_bw in (("peer", None), ("peer_unbounded_memory", 10**6)):
+        network, system = astra_files("dgx-h100", nodes, per_node, workdir, memory_bw)
+        peer_s, note, wall, rss = astra_run(args, prefix, f"{prefix}.json", network, system,
+                                            ranks, workdir)
+        row[label] = peer_s
+        row.setdefault("note", note)
+        row.setdefault("peer_wall", wall)
+        row.setdefault("peer_rss", rss)
+    return row
 
 
 def difference(row):
@@ -244,6 +301,9 @@ def main():
     parser.add_argument("--dtsim", default=os.path.join(ROOT, "build", "dtsim"))
     parser.add_argument("--only", help="run the workloads whose name contains this")
     parser.add_argument("--timeout", type=int, default=900, help="seconds a run may take")
+    parser.add_argument("--stage", action="append", default=[], metavar="PREFIX",
+                        help="with --astra-sim: also a STAGE job, PREFIX.<rank>.et and "
+                             "PREFIX.json (repeatable; README)")
     args = parser.parse_args()
     if args.dtsim and not os.path.isabs(args.dtsim):
         args.dtsim = os.path.abspath(args.dtsim)
@@ -288,6 +348,27 @@ def main():
                   f"| {r['dtsim_wall']:.2f} s, {r['dtsim_rss']:.0f} MiB "
                   f"| {r['peer_wall']:.2f} s, {r['peer_rss']:.0f} MiB | {r['note']} |",
                   flush=True)
+    if args.astra_sim and args.stage:
+        print("\n| STAGE job | ranks | dtsim ms | ASTRA-sim ms | ASTRA − dtsim | dtsim without base "
+              "latency | ASTRA-sim, unbounded local memory | difference | dtsim wall, RSS "
+              "| ASTRA-sim wall, RSS | note |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|")
+        for prefix in args.stage:
+            with tempfile.TemporaryDirectory() as workdir:
+                r = run_stage(args, prefix, workdir)
+
+            def ms(value):
+                return f"{value * 1e3:.3f}" if value is not None else "—"
+
+            def diff(peer, mine):
+                return f"{(peer / mine - 1) * 100:+.1f}%" if peer is not None else "—"
+
+            print(f"| {os.path.basename(prefix)} | {r['ranks']} | {ms(r['dtsim'])} "
+                  f"| {ms(r['peer'])} | {diff(r['peer'], r['dtsim'])} | {ms(r['dtsim_no_base'])} "
+                  f"| {ms(r['peer_unbounded_memory'])} "
+                  f"| {diff(r['peer_unbounded_memory'], r['dtsim_no_base'])} "
+                  f"| {r['dtsim_wall']:.2f} s, {r['dtsim_rss']:.0f} MiB "
+                  f"| {r['peer_wall']:.2f} s, {r['peer_rss']:.0f} MiB | {r['note']} |", flush=True)
     if not args.calculon and not args.astra_sim:
         parser.error("give --calculon DIR, --astra-sim DIR or both")
     return 0
