@@ -450,30 +450,34 @@ class ChakraGraphBuilder {
   }
 
  private:
-  // The stream a node runs on. dtsim's files name theirs (in order, as simulated). Another
+  // The stream a node runs on. dtsim's files name theirs, in order, as simulated. Another
   // tool's node runs as ASTRA-sim runs it, on a ready-first resource: host ops on their
   // thread's, GPU ops on their CUDA stream's, and, in traces that name neither (STAGE's,
   // ASTRA-sim's examples), computation on "gpu" and communication on "gpu comm" — ASTRA-sim's
   // separate compute and communication resources (workload/HardwareResource.cc). Receives
-  // hold no resource in ASTRA-sim: they go on an unbounded stream beside their own.
+  // hold no resource in ASTRA-sim: they go on an unbounded stream beside their own, whose name
+  // (" recv" appended) no ready-first stream has. Another tool's `dtsim.stream` attribute is
+  // ignored, so no file can ask for one stream in two orders.
   graph::StreamId StreamOf(const ChakraNode& node, int32_t rank) {
-    if (const std::string_view name = StringAttr(node, attr::kStream); !name.empty()) {
-      return builder_.Stream(rank, name);
-    }
-    const std::optional<int64_t> stream = IntegerAttr(node, "stream");
-    const std::optional<int64_t> tid = IntegerAttr(node, "tid");
-    std::string name;
-    if (node.is_cpu_op() || node.type == ChakraNodeType::kMetadata) {
-      name = tid ? fmt::format("cpu tid {}", *tid) : "cpu";
-    } else if (stream || tid) {
-      name = fmt::format("gpu stream {}", stream ? *stream : *tid);
-    } else {
-      name = node.type == ChakraNodeType::kCompute ? "gpu" : "gpu comm";
+    if (nodes_.written_by_dtsim()) {
+      const std::string_view name = StringAttr(node, attr::kStream);
+      return builder_.Stream(rank, name.empty() ? ForeignStreamName(node) : std::string(name));
     }
     if (node.type == ChakraNodeType::kCommRecv) {
-      return builder_.Stream(rank, name + " recv", graph::StreamOrder::kUnbounded);
+      return builder_.Stream(rank, ForeignStreamName(node) + " recv",
+                             graph::StreamOrder::kUnbounded);
     }
-    return builder_.Stream(rank, name, graph::StreamOrder::kReadyFirst);
+    return builder_.Stream(rank, ForeignStreamName(node), graph::StreamOrder::kReadyFirst);
+  }
+
+  static std::string ForeignStreamName(const ChakraNode& node) {
+    const std::optional<int64_t> stream = IntegerAttr(node, "stream");
+    const std::optional<int64_t> tid = IntegerAttr(node, "tid");
+    if (node.is_cpu_op() || node.type == ChakraNodeType::kMetadata) {
+      return tid ? fmt::format("cpu tid {}", *tid) : "cpu";
+    }
+    if (stream || tid) return fmt::format("gpu stream {}", stream ? *stream : *tid);
+    return node.type == ChakraNodeType::kCompute ? "gpu" : "gpu comm";
   }
 
   DurationNs NodeDuration(const ChakraNode& node) {

@@ -157,6 +157,20 @@ TEST(ChakraStage, ItsPipelinesReplayOnReadyFirstStreams) {
   EXPECT_GT(priced->summary.makespan, measured->summary.makespan);
 }
 
+// Another tool's dtsim.stream attribute is not dtsim's: it cannot put a node on a stream whose
+// name a receive's unbounded stream has ("gpu comm recv"), which would ask for one stream in
+// two orders.
+TEST(ChakraStage, AForeignDtsimStreamAttributeIsIgnored) {
+  std::vector<traces::ChakraTrace> ranks = StageRanks();
+  for (traces::ChakraNode& node : ranks[0].nodes) {
+    node.attrs.push_back(traces::ChakraAttribute::String("dtsim.stream", "gpu comm recv"));
+  }
+  const Expected<traces::ChakraGraph> chakra = traces::BuildChakraGraph(ranks, StageOptions());
+  ASSERT_TRUE(chakra.ok()) << chakra.error().ToString();
+  const graph::TaskGraph& g = chakra->graph;
+  EXPECT_EQ(g.name(g.stream(g.task(TaskOfNode(g, "0:7")).stream).name), "gpu");
+}
+
 TEST(ChakraStage, RanksOfDifferentProducersDoNotBelongTogether) {
   std::vector<traces::ChakraTrace> ranks = StageRanks();
   ranks[1].metadata.clear();  // no schema attribute: another producer's reading
