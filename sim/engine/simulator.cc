@@ -213,23 +213,22 @@ void Simulator::ScheduleChoice(StreamId stream) {
 }
 
 // A round of choices, after every other event of the instant: each waiting stream takes its
-// first ready task. What a start sets off in the same instant (a collective whose last member
-// arrives and takes no time) comes as events after the round, so it reaches every stream in
-// the next round, whichever stream chose first in this one.
+// first ready task. Starting a task only schedules events (never finishes one), so what a
+// start sets off in the same instant — a collective whose last member arrives and takes no
+// time — reaches every stream in the next round, whichever stream chose first in this one.
 void Simulator::ChooseReadyTasks() {
   std::vector<StreamId> streams;
   streams.swap(choosing_);
-  std::vector<TaskId> chosen;
   for (const StreamId stream : streams) {
     choice_scheduled_[stream.value()] = 0;
     std::vector<TaskId>& ready = ready_[stream.value()];
     if (stream_holder_[stream.value()].valid() || ready.empty()) continue;
     std::pop_heap(ready.begin(), ready.end(), std::greater<>());
-    stream_holder_[stream.value()] = ready.back();
-    chosen.push_back(ready.back());
+    const TaskId first = ready.back();
     ready.pop_back();
+    stream_holder_[stream.value()] = first;
+    StartTask(first);
   }
-  for (const TaskId task : chosen) StartTask(task);
 }
 
 // The task that held `stream` has finished.
