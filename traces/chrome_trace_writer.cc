@@ -102,9 +102,14 @@ class TraceWriter : private BufferedTextWriter {
 
   std::string CommArgs(const graph::Task& task) const {
     const graph::Communication& comm = graph_.comm(task.comm);
+    // The group the collective is over (priced over); a graph simulating one rank per class
+    // of identical ranks posts it on fewer, named apart (since 1.3).
     std::string args =
         fmt::format(R"(,"op":"{}","size_bytes":{},"group":[{}])", graph::CommKindName(comm.kind),
-                    comm.size.count(), fmt::join(graph_.group(comm.group), ","));
+                    comm.size.count(), fmt::join(graph_.group(comm.priced_group), ","));
+    if (comm.priced_group != comm.group) {
+      args += fmt::format(R"(,"simulated_members":[{}])", fmt::join(graph_.group(comm.group), ","));
+    }
     if (!graph_.name(comm.label).empty())
       args += ",\"collective\":" + Quote(graph_.name(comm.label));
     const std::string_view algorithm =

@@ -26,7 +26,7 @@
 namespace dtsim::traces {
 
 // 1.2: each rank's memory as a counter track, where the graph gives one.
-inline constexpr FileFormat kTimelineFormat{"dtsim.timeline", 1, 2, "not a dtsim timeline"};
+inline constexpr FileFormat kTimelineFormat{"dtsim.timeline", 1, 3, "not a dtsim timeline"};
 
 struct TimelineInfo {
   std::string source;  // what was simulated, e.g. the graph file

@@ -64,7 +64,7 @@ class ChromeTraceTest : public testing::Test {
 };
 
 TEST_F(ChromeTraceTest, NamesItsFormatFirstAndNoDisplayTimeUnit) {
-  EXPECT_EQ(text_.rfind("{\"otherData\":{\"format\":\"dtsim.timeline\",\"version\":\"1.2\"", 0),
+  EXPECT_EQ(text_.rfind("{\"otherData\":{\"format\":\"dtsim.timeline\",\"version\":\"1.3\"", 0),
             0u);
   EXPECT_FALSE(trace_.contains("displayTimeUnit"));
   ASSERT_TRUE(trace_["traceEvents"].is_array());
@@ -136,6 +136,8 @@ TEST_F(ChromeTraceTest, CommunicationsShowTheirWaitAndArguments) {
       EXPECT_EQ(e["args"]["collective"], "grads");
       EXPECT_EQ(e["args"]["algorithm"], "ring");
       EXPECT_EQ(e["args"]["size_bytes"], 1000);
+      EXPECT_EQ(e["args"]["group"], Json::array({0, 1}));
+      EXPECT_FALSE(e["args"].contains("simulated_members"));  // every member simulated
       EXPECT_DOUBLE_EQ(e["ts"].get<double>(), 1234.567);
     }
   }
@@ -159,6 +161,40 @@ TEST_F(ChromeTraceTest, RanksWithMemoryGetACounterTrack) {
   EXPECT_DOUBLE_EQ(counters[0]["args"]["GiB"].get<double>(), 1);
   EXPECT_DOUBLE_EQ(counters[1]["ts"].get<double>(), 1234.567);
   EXPECT_DOUBLE_EQ(counters[1]["args"]["GiB"].get<double>(), 3);
+}
+
+// A graph that simulates one rank per class of identical ranks (symmetric ranks) posts a
+// collective on its simulated members and prices it over the whole group: the timeline names
+// the whole group, and the simulated part apart.
+TEST(ChromeTraceSymmetricTest, ACollectivePricedOverMoreRanksNamesTheWholeGroup) {
+  TaskGraphBuilder builder;
+  const graph::StreamId s0 = builder.Stream(0, "compute");
+  const std::vector<int32_t> simulated = {0};
+  const std::vector<int32_t> logical = {0, 8, 16, 24};
+  const graph::CommId ar =
+      builder.AddCollective(graph::CommKind::kAllReduce, Bytes(4096), simulated);
+  builder.PriceAs(ar, logical);
+  builder.AddCollectiveTask(s0, ar, "dp all-reduce", "dp");
+  Expected<graph::TaskGraph> built = std::move(builder).Build();
+  ASSERT_TRUE(built.ok()) << built.error().message();
+  engine::FixedCostModel model(Microseconds(1), Bandwidth::BytesPerSecond(kGiga));
+  engine::Simulator sim(*built, model);
+  ASSERT_TRUE(sim.Run().ok());
+  std::ostringstream out;
+  WriteChromeTrace(out, *built, sim.times(), {.source = "test", .communication_model = "fixed"});
+  const Json trace = Json::parse(out.str());
+  int found = 0;
+  for (const Json& e : trace["traceEvents"]) {
+    if (e["ph"] != "X" || e["name"] != "dp all-reduce") continue;
+    ++found;
+    EXPECT_EQ(e["args"]["group"], Json::array({0, 8, 16, 24}));
+    EXPECT_EQ(e["args"]["simulated_members"], Json::array({0}));
+  }
+  EXPECT_EQ(found, 1);
+  // Only rank 0 has streams: only it is a process.
+  int processes = 0;
+  for (const Json& e : trace["traceEvents"]) processes += e["name"] == "process_name" ? 1 : 0;
+  EXPECT_EQ(processes, 1);
 }
 
 }  // namespace
