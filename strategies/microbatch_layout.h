@@ -6,9 +6,11 @@
 // (docs/strategies.md).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "models/ops.h"
+#include "sim/base/time.h"
 #include "sim/base/units.h"
 #include "sim/graph/task.h"
 #include "strategies/config.h"
@@ -36,6 +38,12 @@ struct LayoutComm {
 struct SummaStep {
   std::vector<LayoutComm> before, after;
 };
+
+// Chunk k of an op's `duration` split into `count` (a SUMMA step's, a ring attention chunk's):
+// the chunks add up to the duration exactly.
+inline DurationNs LayoutChunk(DurationNs duration, int64_t k, int64_t count) {
+  return DurationNs(duration.ns() * (k + 1) / count - duration.ns() * k / count);
+}
 
 // What the layout hands its consumer, in order.
 class LayoutSink {

@@ -39,12 +39,15 @@ class PassTimer final : public LayoutSink {
   void Compute(const PricedOp& op) override { *compute_ += op.duration; }
 
   void Summa(const PricedOp& op, const std::vector<SummaStep>& steps) override {
-    *compute_ += op.duration;
+    std::vector<SummaStepTimes> times;
+    times.reserve(steps.size());
     for (const SummaStep& step : steps) {
-      for (const std::vector<LayoutComm>* comms : {&step.before, &step.after}) {
-        for (const LayoutComm& comm : *comms) *grid_ += CommTime(comm);
-      }
+      SummaStepTimes& t = times.emplace_back();
+      for (const LayoutComm& comm : step.before) t.before += CommTime(comm);
+      for (const LayoutComm& comm : step.after) t.after += CommTime(comm);
+      *grid_ += t.before + t.after;
     }
+    *compute_ += SummaSpan(op.duration, times);
   }
 
   void Collective(const LayoutComm& comm) override { *compute_ += CommTime(comm); }
@@ -136,6 +139,32 @@ Expected<PieceTimes> TimePiece(PassTimer& timer, const MicrobatchLayout& layout,
 }
 
 }  // namespace
+
+// Step s's broadcasts wait for the task before the op (s < 2) or for chunk s − 2 (the buffer
+// they fill) and, the "tp" stream being in order, for the collectives before them; chunk s
+// waits for chunk s − 1 and its broadcasts; the reduces after chunk s wait for it and come
+// before step s + 1's broadcasts. Collectives of one step's side run back to back, so their
+// sum stands for them.
+DurationNs SummaSpan(DurationNs duration, const std::vector<SummaStepTimes>& steps) {
+  const auto count = static_cast<int64_t>(steps.size());
+  if (count == 0) return duration;
+  DurationNs tp_free;  // when the "tp" stream is free, from the op's start
+  std::vector<DurationNs> chunk_end;
+  chunk_end.reserve(steps.size());
+  for (int64_t s = 0; s < count; ++s) {
+    const SummaStepTimes& step = steps[static_cast<size_t>(s)];
+    const DurationNs buffer_free =
+        s >= 2 ? chunk_end[static_cast<size_t>(s - 2)] : DurationNs::Zero();
+    DurationNs chunk_start = s > 0 ? chunk_end.back() : DurationNs::Zero();
+    if (step.before > DurationNs::Zero()) {
+      tp_free = std::max(tp_free, buffer_free) + step.before;
+      chunk_start = std::max(chunk_start, tp_free);
+    }
+    chunk_end.push_back(chunk_start + LayoutChunk(duration, s, count));
+    if (step.after > DurationNs::Zero()) tp_free = std::max(tp_free, chunk_end.back()) + step.after;
+  }
+  return chunk_end.back();
+}
 
 Expected<PassTimes> PricePassTimes(const ResolvedConfig& config, const models::OpCostModel& cost) {
   DTSIM_ASSIGN_OR_RETURN(const PricedModel model, PriceModel(config, cost));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <vector>
 
 #include "models/cost_model.h"
 #include "models/ops.h"
@@ -36,6 +37,17 @@ struct PassTimes {
     return models::RecomputesLayer(recompute_every, index) ? layers[kind] : kept[kind];
   }
 };
+
+// A SUMMA op on the compute stream (PeerGroup::Summa, MicrobatchLayout's SummaStep): per step
+// the time of its broadcasts before its chunk and of its reduces after it.
+struct SummaStepTimes {
+  DurationNs before, after;
+};
+// The op's span as the graph orders it, from the end of the task before it with the "tp"
+// stream free: the first broadcast is never hidden, and with reduces after each chunk nothing
+// is. A busy "tp" stream, the wait for the previous op's reduce or a rendezvous only add, so
+// the lower bound may count the span, not just the op's compute.
+DurationNs SummaSpan(DurationNs duration, const std::vector<SummaStepTimes>& steps);
 
 // The pass times of a transformer's config.
 Expected<PassTimes> PricePassTimes(const ResolvedConfig& config, const models::OpCostModel& cost);

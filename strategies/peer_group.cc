@@ -3,17 +3,9 @@
 #include <utility>
 
 #include "strategies/categories.h"
+#include "strategies/microbatch_layout.h"
 
 namespace dtsim::strategies {
-
-namespace {
-
-// Chunk k of `duration` split into `count`: the chunks add up to it exactly.
-DurationNs Chunk(DurationNs duration, int64_t k, int64_t count) {
-  return DurationNs(duration.ns() * (k + 1) / count - duration.ns() * k / count);
-}
-
-}  // namespace
 
 using graph::CommKind;
 using graph::TaskId;
@@ -123,7 +115,7 @@ void PeerGroup::Summa(DurationNs duration, std::string_view name, std::string_vi
         inputs.push_back(TensorTask(i, comms[i], comm_name));
         if (buffer_free) builder_.AddDependency(inputs.back(), *buffer_free);
       }
-      const DurationNs part = Chunk(duration, s, count);
+      const DurationNs part = LayoutChunk(duration, s, count);
       chunks.push_back(builder_.AddTask(compute_[i], TaskKind::kCompute, name, category, part));
       for (TaskId input : inputs) builder_.AddDependency(chunks.back(), input);
       if (s == 0 && output_reduced && i < waits_.size()) {
@@ -153,7 +145,7 @@ void PeerGroup::Ring(DurationNs duration, std::string_view name, std::string_vie
     const std::optional<TaskId> start = last_[i];
     std::optional<TaskId> previous_shift;
     for (int64_t k = 0; k < count; ++k) {
-      const DurationNs part = Chunk(duration, k, count);
+      const DurationNs part = LayoutChunk(duration, k, count);
       const TaskId chunk = builder_.AddTask(compute_[i], TaskKind::kCompute, name, category, part);
       if (previous_shift) builder_.AddDependency(chunk, *previous_shift);
       if (k == 0 && i < waits_.size()) builder_.AddDependency(chunk, waits_[i]);

@@ -28,9 +28,11 @@ Expected<std::vector<int>> BalanceStageLayers(const ResolvedConfig& config,
   uniform.plan.layer_split = ParallelPlan::LayerSplit::kUniform;
   uniform.plan.chunk_layers.clear();
   DTSIM_ASSIGN_OR_RETURN(const PassTimes times, PricePassTimes(uniform, cost));
+  // A piece's time on the stage: its compute stream's (on a grid, with the SUMMA waits in it),
+  // or its "tp" stream's where that is longer.
   const auto work = [](const PieceTimes& piece) {
-    return (piece.forward + piece.backward + piece.recompute + piece.forward_grid +
-            piece.backward_grid + piece.recompute_grid)
+    return std::max(piece.forward + piece.backward + piece.recompute,
+                    piece.forward_grid + piece.backward_grid + piece.recompute_grid)
         .ns();
   };
   std::vector<int64_t> prefix(static_cast<size_t>(layers) + 1, 0);

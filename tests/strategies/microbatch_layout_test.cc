@@ -8,7 +8,10 @@
 // — must equal the bound's pieces summed:
 // embedding + L layers + output, each forward + backward + recompute. Left out on both sides:
 // the embedding's collectives (the bound leaves them out), the optimizer step, the expert
-// all-to-alls and FP8's amax all-reduces (not in the bound).
+// all-to-alls and FP8's amax all-reduces (not in the bound). On a grid the bound counts each
+// SUMMA op's span (SummaSpan: the compute stream also waits for the op's first broadcast, and
+// for every broadcast after a reduce), so it lies between the compute stream's busy time and
+// its elapsed time.
 #include "strategies/microbatch_layout.h"
 
 #include <gtest/gtest.h>
@@ -85,15 +88,38 @@ int64_t ComputeStreamWork(const SimulationResult& result) {
   return busy;
 }
 
-void ExpectBoundIsTheGraphsWork(const Json& json) {
+// From the compute stream's first task to the end of its last before the optimizer step.
+int64_t ComputeStreamElapsed(const SimulationResult& result) {
+  const graph::TaskGraph& graph = result.iteration->graph;
+  int64_t first = -1, last = 0;
+  for (size_t i = 0; i < graph.task_count(); ++i) {
+    const graph::Task& task = graph.task(graph::TaskId(static_cast<uint32_t>(i)));
+    const graph::Stream& stream = graph.stream(task.stream);
+    if (stream.rank != 0 || graph.name(stream.name) != StreamName(StreamRole::kCompute)) continue;
+    if (graph.category_name(task.category) == kOptimizerCategory) continue;
+    if (first < 0) first = result.times.task_start[i].ns();
+    last = std::max(last, result.times.task_end[i].ns());
+  }
+  return last - first;
+}
+
+// The bound's work for one micro-batch of `json`, and the simulated graph.
+void BoundAndGraph(const Json& json, int64_t& bound, SimulationResult& result) {
   const ResolvedConfig config = ConfigOf(json);
   const auto cost = LoadCostModel(config);
   ASSERT_TRUE(cost.ok());
   const Expected<PassTimes> times = PricePassTimes(config, *cost->model);
   ASSERT_TRUE(times.ok()) << times.error().ToString();
-  const SimulationResult result = SimulateJson(json);
+  bound = BoundWork(config, *times);
+  result = SimulateJson(json);
   ASSERT_TRUE(result.iteration.has_value());
-  EXPECT_EQ(ComputeStreamWork(result), BoundWork(config, *times)) << json.dump();
+}
+
+void ExpectBoundIsTheGraphsWork(const Json& json) {
+  int64_t bound = 0;
+  SimulationResult result;
+  ASSERT_NO_FATAL_FAILURE(BoundAndGraph(json, bound, result));
+  EXPECT_EQ(ComputeStreamWork(result), bound) << json.dump();
 }
 
 TEST(MicrobatchLayoutTest, TensorParallelReductionsAreTheBoundsWork) {
@@ -105,9 +131,34 @@ TEST(MicrobatchLayoutTest, SequenceParallelSplitsAreTheBoundsWork) {
       OneMicrobatch({{"data", 2}, {"tensor", {{"size", 4}, {"sequence_parallel", true}}}}, false));
 }
 
-TEST(MicrobatchLayoutTest, GridRowStatisticsAreTheBoundsWork) {
-  ExpectBoundIsTheGraphsWork(
-      OneMicrobatch({{"data", 2}, {"tensor", {{"size", 4}, {"mode", "2d"}}}}, false));
+// 2D, 2×2 grid: the bound holds the row statistics and the ops, and the SUMMA waits. The
+// graph's compute stream waits longer still: for the previous op's reduces (the bound leaves
+// those out) and for the embedding's collectives.
+TEST(MicrobatchLayoutTest, GridSpansLieBetweenTheGraphsWorkAndItsElapsedTime) {
+  int64_t bound = 0;
+  SimulationResult result;
+  ASSERT_NO_FATAL_FAILURE(
+      BoundAndGraph(OneMicrobatch({{"data", 2}, {"tensor", {{"size", 4}, {"mode", "2d"}}}}, false),
+                    bound, result));
+  EXPECT_LT(ComputeStreamWork(result), bound);
+  EXPECT_LE(bound, ComputeStreamElapsed(result));
+}
+
+// A SUMMA op of 8 ns (10 ns in the first case) in q steps, each broadcasting for 3 ns first:
+// q = 2, no reduces: B0 [0,3], B1 [3,6] (both wait only for the task before the op), C0 [3,8],
+//   C1 [8,13] → 13.
+// q = 2, a 2 ns reduce after each chunk: B0 [0,3], C0 [3,7], R0 [7,9], B1 [9,12], C1 [12,16]
+//   → 16 (R1 [16,18] is left to whatever waits for it).
+// q = 4, no reduces: B0 [0,3], B1 [3,6], C0 [3,5], C1 [6,8], B2 waits for C0 and B1: [6,9],
+//   C2 [9,11], B3 waits for C1 and B2: [9,12], C3 [12,14] → 14.
+// No communication: the op's duration.
+TEST(MicrobatchLayoutTest, SummaSpanFollowsTheGraphsOrder) {
+  const auto ns = [](int64_t v) { return DurationNs(v); };
+  EXPECT_EQ(SummaSpan(ns(10), {{ns(3), ns(0)}, {ns(3), ns(0)}}), ns(13));
+  EXPECT_EQ(SummaSpan(ns(8), {{ns(3), ns(2)}, {ns(3), ns(2)}}), ns(16));
+  EXPECT_EQ(SummaSpan(ns(8), std::vector<SummaStepTimes>(4, {ns(3), ns(0)})), ns(14));
+  EXPECT_EQ(SummaSpan(ns(8), std::vector<SummaStepTimes>(4, SummaStepTimes{})), ns(8));
+  EXPECT_EQ(SummaSpan(ns(8), {}), ns(8));
 }
 
 TEST(MicrobatchLayoutTest, Fp8CastsAndGathersAreTheBoundsWork) {
