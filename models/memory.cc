@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "models/parameters.h"
@@ -308,8 +309,21 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
   int64_t mtp = 0;
   int64_t fp8_weights = 0;
   int64_t largest_fp8_layer = 0;
+  // A layer's memory depends on its index only through its kind and whether it recomputes:
+  // each pair is decomposed once (a search estimates the memory of 10⁴–10⁵ plans).
+  struct Priced {
+    LayerMemory memory;
+    int64_t fp8 = 0;
+  };
+  std::array<std::array<std::optional<Priced>, 2>, TransformerSpec::kLayerKinds> priced;
   for (int index : StageLayers(spec, plan)) {
-    const LayerMemory layer = TransformerLayerMemory(spec, plan, index);
+    std::optional<Priced>& known = priced[static_cast<size_t>(spec.LayerKind(index))]
+                                         [RecomputesLayer(plan.recompute_every, index) ? 1 : 0];
+    if (!known) {
+      known = Priced{.memory = TransformerLayerMemory(spec, plan, index),
+                     .fp8 = Fp8WeightElements(TransformerLayerOps(spec, index, MemoryShard(plan)))};
+    }
+    const LayerMemory& layer = known->memory;
     if (spec.IsMtpLayer(index)) {
       mtp += layer.kept;
     } else {
@@ -317,7 +331,7 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
     }
     layers.push_back(layer);
     layer_parameters += layer.parameters;
-    const int64_t fp8 = Fp8WeightElements(TransformerLayerOps(spec, index, MemoryShard(plan)));
+    const int64_t fp8 = known->fp8;
     fp8_weights += fp8;
     largest_fp8_layer = std::max(largest_fp8_layer, fp8);
   }
