@@ -13,6 +13,7 @@
 #include "sim/base/parallel.h"
 #include "sim/base/quantity.h"
 #include "sim/base/strings.h"
+#include "strategies/search_bound.h"
 #include "strategies/stage_memory.h"
 
 namespace dtsim::strategies {
@@ -135,32 +136,6 @@ ShardKey KeyOf(const SimulationConfig& config) {
           plan.context,
           static_cast<int>(plan.context_comm)};
 }
-
-// The K best times seen so far, shared by the threads simulating: a plan whose lower bound
-// exceeds the K-th cannot enter the top K.
-class TopTimes {
- public:
-  explicit TopTimes(size_t k) : k_(std::max<size_t>(k, 1)) {}
-
-  int64_t Kth() const { return kth_.load(std::memory_order_relaxed); }
-
-  // One slot per time: plans that simulate alike (the same time) are one row of the ranking
-  // (RankPlans), so the K slots must hold K distinct times for the distinct top K to be exact.
-  void Add(int64_t ns) {
-    const std::lock_guard lock(mutex_);
-    const auto at = std::lower_bound(times_.begin(), times_.end(), ns);
-    if (at != times_.end() && *at == ns) return;
-    times_.insert(at, ns);
-    if (times_.size() > k_) times_.pop_back();
-    if (times_.size() == k_) kth_.store(times_.back(), std::memory_order_relaxed);
-  }
-
- private:
-  size_t k_;
-  std::mutex mutex_;
-  std::vector<int64_t> times_;
-  std::atomic<int64_t> kth_{std::numeric_limits<int64_t>::max()};
-};
 
 // Pass times per ShardKey, priced once and shared by the threads.
 class PassTimesCache {
@@ -684,7 +659,12 @@ Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& s
   // Divisibility, memory and lower bounds.
   PassTimesCache passes(*cost.model);
   std::atomic<size_t> done{0};
-  ParallelFor(plans.size(), threads, [&](size_t i) {
+  // In an order spread over the enumeration (a check's cost varies along it: many pipeline
+  // stages' memory to estimate in one part, plans failing a divisibility check at once in
+  // another), so that the rate so far — the time left — holds.
+  const SpreadOrder spread(plans.size());
+  ParallelFor(plans.size(), threads, [&](size_t k) {
+    const size_t i = spread(k);
     plans[i] = Check(base, space, plans[i].index, plans[i].choice, passes);
     report("checking", ++done, plans.size());
   });
@@ -699,11 +679,12 @@ Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& s
   });
   TopTimes best(static_cast<size_t>(std::max(options.top, options.rerank)));
   // Progress counts simulations, not plans (most plans past the first few hundred are pruned
-  // by the bound in no time): those run so far, and those that the plans not yet reached
-  // would still need at the K-th best time now — an upper bound, as that time only falls.
+  // by the bound in no time): those run so far, and those the plans not yet reached are
+  // forecast to need.
   std::vector<int64_t> bounds;
   bounds.reserve(order.size());
   for (size_t i : order) bounds.push_back(plans[i].lower_bound.ns());
+  SimulationForecast forecast(std::move(bounds));
   std::atomic<size_t> reached{0};
   done = 0;
   ParallelFor(order.size(), threads, [&](size_t k) {
@@ -715,15 +696,13 @@ Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& s
           simulated.ok()) {
         plan.status = PlanStatus::kSimulated;
         best.Add(plan.figures->average_iteration_time.ns());
+        forecast.Simulated(plan.lower_bound.ns(), plan.figures->average_iteration_time.ns());
       } else {
         Fail(plan, simulated);
       }
     }
     const size_t simulated = run ? ++done : done.load();
-    const auto next =
-        bounds.begin() + static_cast<std::ptrdiff_t>(std::min(++reached, bounds.size()));
-    const auto still = std::upper_bound(next, bounds.end(), best.Kth()) - next;
-    report("simulating", simulated, simulated + static_cast<size_t>(still));
+    report("simulating", simulated, simulated + forecast.StillToSimulate(++reached, best));
   });
 
   // Re-rank the best with the flow model.
