@@ -8,17 +8,11 @@ namespace {
 // The model's shape: what pretrain_gpt.py must be told to build the same network.
 void ModelFlags(const models::TransformerSpec& spec, std::vector<std::string>& args,
                 std::vector<std::string>& not_expressed) {
-  args.push_back(fmt::format("--num-layers {}", spec.layers));
-  args.push_back(fmt::format("--hidden-size {}", spec.hidden));
-  args.push_back(fmt::format("--ffn-hidden-size {}", spec.ffn_hidden));
-  args.push_back(fmt::format("--num-attention-heads {}", spec.heads));
+  SizeFlags(spec, args);
   if (spec.kv_heads > 0 && spec.kv_heads != spec.heads) {
     args.emplace_back("--group-query-attention");
     args.push_back(fmt::format("--num-query-groups {}", spec.kv_heads));
   }
-  if (spec.head_dim_override > 0) args.push_back(fmt::format("--kv-channels {}", spec.head_dim()));
-  args.push_back(fmt::format("--max-position-embeddings {}", spec.max_seq));
-  args.push_back(fmt::format("--make-vocab-size-divisible-by {}", spec.vocab_divisible_by));
   if (spec.norm == models::Norm::kRmsNorm) args.emplace_back("--normalization RMSNorm");
   if (spec.activation == models::Activation::kSwiGlu) args.emplace_back("--swiglu");
   if (spec.activation == models::Activation::kSquaredRelu) args.emplace_back("--squared-relu");
@@ -42,11 +36,7 @@ void ModelFlags(const models::TransformerSpec& spec, std::vector<std::string>& a
     args.emplace_back("--moe-grouped-gemm");
     args.emplace_back("--moe-token-dispatcher-type alltoall");
   }
-  if (spec.vocab > 0) {
-    not_expressed.push_back(fmt::format(
-        "the vocabulary ({} tokens) comes from the tokenizer (--tokenizer-type and its files)",
-        spec.vocab));
-  }
+  TokenizerNote(spec, not_expressed);
 }
 
 void ParallelFlags(const SimulationConfig& config, std::vector<std::string>& args,
@@ -96,6 +86,43 @@ void ParallelFlags(const SimulationConfig& config, std::vector<std::string>& arg
 void TrainingFlags(const SimulationConfig& config, std::vector<std::string>& args,
                    std::vector<std::string>& not_expressed) {
   const TrainingConfig& training = config.training;
+  BatchAndRecomputeFlags(training, args, not_expressed);
+  if (training.fp8 != models::Fp8Recipe::kNone) {
+    args.emplace_back("--bf16");
+    args.emplace_back("--fp8-format hybrid");
+    args.push_back(fmt::format("--fp8-recipe {}",
+                               models::Fp8RecipeNames()[static_cast<size_t>(training.fp8)]));
+  } else if (training.dtype == DType::kBf16) {
+    args.emplace_back("--bf16");
+  } else if (training.dtype == DType::kFp16) {
+    args.emplace_back("--fp16");
+  }
+  if (training.flash_attention) args.emplace_back("--use-flash-attn");
+  if (config.compression.method != "none") {
+    not_expressed.push_back(
+        fmt::format("gradient compression \"{}\" (Megatron-LM has none; DeepSpeed runs 1-bit Adam)",
+                    config.compression.method));
+  }
+  if (training.framework != models::Framework::kMegatron) {
+    not_expressed.push_back(fmt::format("the simulated framework is {}, not Megatron-LM",
+                                        models::FrameworkName(training.framework)));
+  }
+}
+
+}  // namespace
+
+void SizeFlags(const models::TransformerSpec& spec, std::vector<std::string>& args) {
+  args.push_back(fmt::format("--num-layers {}", spec.layers));
+  args.push_back(fmt::format("--hidden-size {}", spec.hidden));
+  args.push_back(fmt::format("--ffn-hidden-size {}", spec.ffn_hidden));
+  args.push_back(fmt::format("--num-attention-heads {}", spec.heads));
+  if (spec.head_dim_override > 0) args.push_back(fmt::format("--kv-channels {}", spec.head_dim()));
+  args.push_back(fmt::format("--max-position-embeddings {}", spec.max_seq));
+  args.push_back(fmt::format("--make-vocab-size-divisible-by {}", spec.vocab_divisible_by));
+}
+
+void BatchAndRecomputeFlags(const TrainingConfig& training, std::vector<std::string>& args,
+                            std::vector<std::string>& not_expressed) {
   args.push_back(fmt::format("--micro-batch-size {}", training.micro_batch));
   args.push_back(fmt::format("--global-batch-size {}", training.global_batch));
   args.push_back(fmt::format("--seq-length {}", training.seq_len));
@@ -122,29 +149,15 @@ void TrainingFlags(const SimulationConfig& config, std::vector<std::string>& arg
         "layers per stage, not a stride)",
         training.recompute_every));
   }
-  if (training.fp8 != models::Fp8Recipe::kNone) {
-    args.emplace_back("--bf16");
-    args.emplace_back("--fp8-format hybrid");
-    args.push_back(fmt::format("--fp8-recipe {}",
-                               models::Fp8RecipeNames()[static_cast<size_t>(training.fp8)]));
-  } else if (training.dtype == DType::kBf16) {
-    args.emplace_back("--bf16");
-  } else if (training.dtype == DType::kFp16) {
-    args.emplace_back("--fp16");
-  }
-  if (training.flash_attention) args.emplace_back("--use-flash-attn");
-  if (config.compression.method != "none") {
-    not_expressed.push_back(
-        fmt::format("gradient compression \"{}\" (Megatron-LM has none; DeepSpeed runs 1-bit Adam)",
-                    config.compression.method));
-  }
-  if (training.framework != models::Framework::kMegatron) {
-    not_expressed.push_back(fmt::format("the simulated framework is {}, not Megatron-LM",
-                                        models::FrameworkName(training.framework)));
-  }
 }
 
-}  // namespace
+void TokenizerNote(const models::TransformerSpec& spec, std::vector<std::string>& not_expressed) {
+  if (spec.vocab > 0) {
+    not_expressed.push_back(fmt::format(
+        "the vocabulary ({} tokens) comes from the tokenizer (--tokenizer-type and its files)",
+        spec.vocab));
+  }
+}
 
 LaunchArguments MegatronArguments(const SimulationConfig& config) {
   LaunchArguments out{.framework = std::string(kMegatronRelease)};

@@ -104,6 +104,17 @@ TEST_F(SearchCommandTest, EmittedPlansSimulateToTheSearchsFigures) {
     if (plan.choice.plan.tensor_layout != models::TensorLayout::k1D) {
       EXPECT_THAT(megatron, HasSubstr("# not expressed by a flag: 2d tensor parallelism"));
     }
+    // Megatron-DeepSpeed's flags name the plan's DeepSpeed config, written beside them.
+    const std::string deepspeed = *ReadFile(stem + ".deepspeed.txt");
+    EXPECT_THAT(deepspeed,
+                HasSubstr(fmt::format("--deepspeed_config plan-{}.ds_config.json\n", k + 1)));
+    EXPECT_THAT(deepspeed,
+                HasSubstr(fmt::format("--zero-stage {} \\\n", plan.choice.plan.zero_stage)));
+    const Json ds_config = *ReadJsonFile(stem + ".ds_config.json");
+    EXPECT_EQ(ds_config["train_batch_size"],
+              (*ReadJsonFile(stem + ".json"))["training"]["global_batch"]);
+    EXPECT_EQ(ds_config["train_micro_batch_size_per_gpu"], plan.choice.micro_batch);
+    EXPECT_EQ(ds_config["zero_optimization"]["stage"], plan.choice.plan.zero_stage);
   }
   EXPECT_FALSE(std::filesystem::exists(Path("plans") + "/plan-4.json"));  // --top 3
 }

@@ -75,5 +75,58 @@ TEST(MegatronArgumentsTest, ZeroThreeGridsAndFullRecompute) {
   EXPECT_THAT(args.not_expressed, Contains(HasSubstr("2d tensor parallelism")));
 }
 
+// The same LLaMA plan through Megatron-DeepSpeed: its flag names (megatron/arguments.py), the
+// ds_config.json of the batch, ZeRO and precision, and what DeepSpeed cannot run — a
+// pipeline interleaved ×5 (PipelineEngine runs plain 1F1B).
+TEST(DeepSpeedArgumentsTest, ALlamaPlanAsMegatronDeepSpeedFlagsAndConfig) {
+  const LaunchArguments args = DeepSpeedArguments(Read(Json::parse(R"({
+    "data": 4, "tensor": {"size": 8, "sequence_parallel": true},
+    "pipeline": {"size": 4, "schedule": "interleaved", "virtual_stages": 5}, "zero_stage": 1})")),
+                                                  "plan.ds.json");
+  EXPECT_EQ(args.framework, "Megatron-DeepSpeed f4157be (2024-12-24)");
+  for (const char* flag :
+       {"--num-layers 80", "--num-key-value-heads 8", "--normalization rmsnorm", "--swiglu",
+        "--use-rotary-position-embeddings", "--disable-bias-linear",
+        "--untie-embeddings-and-output-weights", "--tensor-model-parallel-size 8",
+        "--sequence-parallel", "--pipeline-model-parallel-size 4", "--zero-stage 1",
+        "--micro-batch-size 1", "--global-batch-size 512", "--seq-length 4096",
+        "--recompute-granularity selective", "--bf16", "--use-flash-attn-v2", "--deepspeed",
+        "--deepspeed_config plan.ds.json"}) {
+    EXPECT_THAT(args.arguments, Contains(flag));
+  }
+  EXPECT_THAT(args.arguments, testing::Not(Contains("--no-pipeline-parallel")));
+  EXPECT_THAT(args.not_expressed, Contains(HasSubstr("5 virtual stages per pipeline stage")));
+  const Json expected = Json::parse(R"({
+    "train_batch_size": 512, "train_micro_batch_size_per_gpu": 1, "steps_per_print": 10,
+    "zero_optimization": {"stage": 1, "overlap_comm": true, "contiguous_gradients": true},
+    "bf16": {"enabled": true}})");
+  EXPECT_EQ(args.config_file, expected) << args.config_file.dump(2);
+}
+
+// No pipeline: DeepSpeed's plain engine (--no-pipeline-parallel), where ZeRO-3 runs; a
+// pipeline with ZeRO-2 is named as what PipelineEngine refuses. Ulysses for all-to-all context
+// parallelism; 1-bit Adam in the config with its warm-up as freeze_step (15% of 1,000 steps).
+TEST(DeepSpeedArgumentsTest, EnginesUlyssesAndOneBitAdam) {
+  ResolvedConfig config = Read(Json::parse(R"({
+    "data": 16, "tensor": 2, "context": {"size": 4, "comm": "a2a"}, "zero_stage": 3})"),
+                               "full");
+  config.compression.method = "onebit_adam";
+  config.compression.steps = 1000;
+  const LaunchArguments plain = DeepSpeedArguments(config);
+  EXPECT_THAT(plain.arguments, Contains("--no-pipeline-parallel"));
+  EXPECT_THAT(plain.arguments, Contains("--zero-stage 3"));
+  EXPECT_THAT(plain.arguments, Contains("--ds-sequence-parallel-size 4"));
+  EXPECT_THAT(plain.arguments, Contains("--deepspeed-activation-checkpointing"));
+  EXPECT_THAT(plain.arguments, Contains("--deepspeed_config ds_config.json"));
+  EXPECT_EQ(plain.config_file["optimizer"]["type"], "OneBitAdam");
+  EXPECT_EQ(plain.config_file["optimizer"]["params"]["freeze_step"], 150);
+  EXPECT_THAT(plain.not_expressed, Contains(HasSubstr("1-bit Adam")));
+
+  const LaunchArguments piped = DeepSpeedArguments(Read(Json::parse(R"({
+    "data": 8, "tensor": 4, "pipeline": 4, "zero_stage": 2})")));
+  EXPECT_THAT(piped.not_expressed, Contains(HasSubstr("ZeRO-2 with a pipeline")));
+  EXPECT_EQ(piped.config_file["zero_optimization"]["stage"], 2);
+}
+
 }  // namespace
 }  // namespace dtsim::strategies

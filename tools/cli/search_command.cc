@@ -90,8 +90,10 @@ po::options_description Describe(SearchCommandOptions& o) {
       "(docs/formats/search-result.md)")(
       "emit", po::value(&o.emit_dir)->value_name("DIR"),
       "write each of the top plans to DIR/plan-K.json, a config dtsim simulate runs to the "
-      "search's figures, and DIR/plan-K.megatron.txt, its Megatron-LM pretrain_gpt.py flags "
-      "(created if missing)")("quiet,q", po::bool_switch(&o.quiet), "print nothing on success");
+      "search's figures, DIR/plan-K.megatron.txt, its Megatron-LM pretrain_gpt.py flags, and "
+      "DIR/plan-K.deepspeed.txt with DIR/plan-K.ds_config.json, Megatron-DeepSpeed's flags and "
+      "DeepSpeed config (created if missing)")("quiet,q", po::bool_switch(&o.quiet),
+                                               "print nothing on success");
   return description;
 }
 
@@ -333,8 +335,24 @@ Expected<SearchFile> RunSearch(const SearchCommandOptions& options, Progress& pr
   return file;
 }
 
-// Plans out (docs/search.md, "Plans out"): each of the top plans as a dtsim config and as
-// Megatron-LM flags; every config is read back and checked before it is written.
+// A framework's pretrain_gpt.py flags, one a line, after what no flag expresses.
+std::string LaunchText(const strategies::LaunchArguments& launch) {
+  std::string text = fmt::format(
+      "# {} pretrain_gpt.py flags for this plan's model, batch, precision and parallelism;\n"
+      "# add the data, tokenizer, optimizer and checkpoint flags of your run.\n",
+      launch.framework);
+  for (const std::string& note : launch.not_expressed) {
+    text += "# not expressed by a flag: " + note + "\n";
+  }
+  for (size_t i = 0; i < launch.arguments.size(); ++i) {
+    text += launch.arguments[i] + (i + 1 < launch.arguments.size() ? " \\\n" : "\n");
+  }
+  return text;
+}
+
+// Plans out (docs/search.md, "Plans out"): each of the top plans as a dtsim config, as
+// Megatron-LM flags and as Megatron-DeepSpeed flags with their ds_config.json; every config is
+// read back and checked before it is written.
 Status EmitPlans(const std::string& dir, const SearchFile& file, int top, std::ostream& out,
                  bool quiet) {
   const Json& settings = file.settings;
@@ -367,27 +385,28 @@ Status EmitPlans(const std::string& dir, const SearchFile& file, int top, std::o
           .InFile(stem + ".json");
     }
     DTSIM_RETURN_IF_ERROR(WriteFileAtomically(stem + ".json", DumpJson(config, 2) + "\n"));
-    const strategies::LaunchArguments megatron = strategies::MegatronArguments(*resolved);
-    std::string text = fmt::format(
-        "# dtsim search plan #{}: {}\n# simulated {} per iteration (analytical network model)\n"
-        "# {} pretrain_gpt.py flags for this plan's model, batch, precision and parallelism;\n"
-        "# add the data, tokenizer, optimizer and checkpoint flags of your run.\n",
+    const std::string header = fmt::format(
+        "# dtsim search plan #{}: {}\n# simulated {} per iteration (analytical "
+        "network model)\n",
         k + 1, strategies::PlanLabel(plan.choice, file.space),
-        FormatDuration(plan.figures->average_iteration_time), megatron.framework);
-    for (const std::string& note : megatron.not_expressed) {
-      text += "# not expressed by a flag: " + note + "\n";
-    }
-    for (size_t i = 0; i < megatron.arguments.size(); ++i) {
-      text += megatron.arguments[i] + (i + 1 < megatron.arguments.size() ? " \\\n" : "\n");
-    }
-    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(stem + ".megatron.txt", text));
+        FormatDuration(plan.figures->average_iteration_time));
+    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(
+        stem + ".megatron.txt", header + LaunchText(strategies::MegatronArguments(*resolved))));
+    const std::string ds_config = fmt::format("plan-{}.ds_config.json", k + 1);
+    const strategies::LaunchArguments deepspeed =
+        strategies::DeepSpeedArguments(*resolved, ds_config);
+    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(fmt::format("{}/{}", dir, ds_config),
+                                              DumpJson(deepspeed.config_file, 2) + "\n"));
+    DTSIM_RETURN_IF_ERROR(
+        WriteFileAtomically(stem + ".deepspeed.txt", header + LaunchText(deepspeed)));
   }
   if (!quiet) {
     fmt::print(
         out,
         "\n  plans out      {0}/plan-1.json … plan-{1}.json (dtsim configs: `dtsim simulate` "
-        "gives the figures above), {0}/plan-1.megatron.txt … ({2} flags)\n",
-        dir, count, strategies::kMegatronRelease);
+        "gives the figures above), {0}/plan-1.megatron.txt … ({2} flags), "
+        "{0}/plan-1.deepspeed.txt and plan-1.ds_config.json … ({3})\n",
+        dir, count, strategies::kMegatronRelease, strategies::kDeepSpeedRelease);
   }
   return Status::Ok();
 }
