@@ -18,17 +18,27 @@ inline constexpr std::string_view kMegatronRelease = "Megatron-LM core_v0.14";
 // DeepSpeed configs (examples_deepspeed/) the DeepSpeed arguments follow.
 inline constexpr std::string_view kDeepSpeedRelease = "Megatron-DeepSpeed f4157be (2024-12-24)";
 
+// Megatron-Bridge's commit whose run_recipe.py overrides (and flag-to-override table,
+// scripts/translate_mlm_to_bridge.py) the Bridge arguments follow.
+inline constexpr std::string_view kBridgeRelease = "Megatron-Bridge 067f987 (2026-08-22)";
+
 struct LaunchArguments {
-  std::string framework;                   // "Megatron-LM core_v0.14"
-  std::vector<std::string> arguments;      // "--tensor-model-parallel-size 2", one flag a line
-  std::vector<std::string> not_expressed;  // settings of the plan no flag expresses
-  Json config_file;                        // DeepSpeed: the ds_config.json; else null
+  std::string framework;                       // "Megatron-LM core_v0.14"
+  std::string what = "pretrain_gpt.py flags";  // what `arguments` are
+  std::vector<std::string> arguments;          // "--tensor-model-parallel-size 2", one flag a line
+  std::vector<std::string> not_expressed;      // settings of the plan no flag expresses
+  Json config_file;                            // DeepSpeed: the ds_config.json; else null
 };
 
 // The model shape, batch, precision and parallelism of `config` as pretrain_gpt.py flags:
 // TP/SP/PP (interleaved: virtual pipeline size), CP, EP, ZeRO (1: the distributed optimizer;
 // 2 and 3: Megatron-FSDP's sharding strategies), recompute, FP8, flash attention.
 LaunchArguments MegatronArguments(const SimulationConfig& config);
+
+// The same plan as Megatron-Bridge's ConfigContainer overrides for run_recipe.py (NeMo's
+// Megatron-Core trainer): MegatronArguments' flags through Bridge's flag-to-override table, the
+// precision as one of its named mixed-precision recipes; a flag without a key is listed.
+LaunchArguments MegatronBridgeArguments(const SimulationConfig& config);
 
 // The flags both GPT scripts spell alike — layers, hidden and FFN sizes, heads, the head size
 // when not hidden/heads, position table, vocabulary padding — and the note that the

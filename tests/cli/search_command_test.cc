@@ -102,7 +102,7 @@ TEST_F(SearchCommandTest, EmittedPlansSimulateToTheSearchsFigures) {
     // A grid plan in the top 3 names what Megatron-LM cannot run (launch_arguments_test
     // checks it on a 2D plan directly).
     if (plan.choice.plan.tensor_layout != models::TensorLayout::k1D) {
-      EXPECT_THAT(megatron, HasSubstr("# not expressed by a flag: 2d tensor parallelism"));
+      EXPECT_THAT(megatron, HasSubstr("# not expressed: 2d tensor parallelism"));
     }
     // Megatron-DeepSpeed's flags name the plan's DeepSpeed config, written beside them.
     const std::string deepspeed = *ReadFile(stem + ".deepspeed.txt");
@@ -115,6 +115,11 @@ TEST_F(SearchCommandTest, EmittedPlansSimulateToTheSearchsFigures) {
               (*ReadJsonFile(stem + ".json"))["training"]["global_batch"]);
     EXPECT_EQ(ds_config["train_micro_batch_size_per_gpu"], plan.choice.micro_batch);
     EXPECT_EQ(ds_config["zero_optimization"]["stage"], plan.choice.plan.zero_stage);
+    // Megatron-Bridge: run_recipe.py overrides, one a line.
+    const std::string bridge = *ReadFile(stem + ".bridge.txt");
+    EXPECT_THAT(bridge, HasSubstr(fmt::format("model.tensor_model_parallel_size={} \\\n",
+                                              plan.choice.plan.tensor)));
+    EXPECT_THAT(bridge, HasSubstr("model.num_layers=24 \\\nmodel.hidden_size=2048"));
   }
   EXPECT_FALSE(std::filesystem::exists(Path("plans") + "/plan-4.json"));  // --top 3
 }

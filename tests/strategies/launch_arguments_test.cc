@@ -24,12 +24,16 @@ ResolvedConfig Read(const Json& parallelism, const std::string& recompute = "sel
   return *config;
 }
 
-// LLaMA-2 70B on 128 H100s, TP 8 with SP, PP 4 interleaved ×5, ZeRO-1: the flags NVIDIA's
-// recipes use for it.
-TEST(MegatronArgumentsTest, ALlamaPlanAsPretrainGptFlags) {
-  const LaunchArguments args = MegatronArguments(Read(Json::parse(R"({
+// LLaMA-2 70B on 128 H100s, TP 8 with SP, PP 4 interleaved ×5, ZeRO-1.
+ResolvedConfig LlamaPlan() {
+  return Read(Json::parse(R"({
     "data": 4, "tensor": {"size": 8, "sequence_parallel": true},
-    "pipeline": {"size": 4, "schedule": "interleaved", "virtual_stages": 5}, "zero_stage": 1})")));
+    "pipeline": {"size": 4, "schedule": "interleaved", "virtual_stages": 5}, "zero_stage": 1})"));
+}
+
+// The LLaMA plan: the flags NVIDIA's recipes use for it.
+TEST(MegatronArgumentsTest, ALlamaPlanAsPretrainGptFlags) {
+  const LaunchArguments args = MegatronArguments(LlamaPlan());
   EXPECT_EQ(args.framework, "Megatron-LM core_v0.14");
   for (const char* flag : {"--num-layers 80",
                            "--hidden-size 8192",
@@ -79,10 +83,7 @@ TEST(MegatronArgumentsTest, ZeroThreeGridsAndFullRecompute) {
 // ds_config.json of the batch, ZeRO and precision, and what DeepSpeed cannot run — a
 // pipeline interleaved ×5 (PipelineEngine runs plain 1F1B).
 TEST(DeepSpeedArgumentsTest, ALlamaPlanAsMegatronDeepSpeedFlagsAndConfig) {
-  const LaunchArguments args = DeepSpeedArguments(Read(Json::parse(R"({
-    "data": 4, "tensor": {"size": 8, "sequence_parallel": true},
-    "pipeline": {"size": 4, "schedule": "interleaved", "virtual_stages": 5}, "zero_stage": 1})")),
-                                                  "plan.ds.json");
+  const LaunchArguments args = DeepSpeedArguments(LlamaPlan(), "plan.ds.json");
   EXPECT_EQ(args.framework, "Megatron-DeepSpeed f4157be (2024-12-24)");
   for (const char* flag :
        {"--num-layers 80", "--num-key-value-heads 8", "--normalization rmsnorm", "--swiglu",
@@ -126,6 +127,58 @@ TEST(DeepSpeedArgumentsTest, EnginesUlyssesAndOneBitAdam) {
     "data": 8, "tensor": 4, "pipeline": 4, "zero_stage": 2})")));
   EXPECT_THAT(piped.not_expressed, Contains(HasSubstr("ZeRO-2 with a pipeline")));
   EXPECT_EQ(piped.config_file["zero_optimization"]["stage"], 2);
+}
+
+// The LLaMA plan as Megatron-Bridge overrides: Megatron-LM's flags through Bridge's table
+// (--swiglu is two keys, --seq-length the model's and the dataset's, --disable-bias-linear a
+// false), BF16 as the bf16_mixed recipe; flash attention and GQA are Bridge's defaults.
+TEST(MegatronBridgeArgumentsTest, ALlamaPlanAsRunRecipeOverrides) {
+  const LaunchArguments args = MegatronBridgeArguments(LlamaPlan());
+  EXPECT_EQ(args.framework, "Megatron-Bridge 067f987 (2026-08-22)");
+  EXPECT_EQ(args.what, "scripts/training/run_recipe.py overrides");
+  for (const char* override : {"model.num_layers=80",
+                               "model.num_query_groups=8",
+                               "model.normalization=RMSNorm",
+                               "model.gated_linear_unit=true",
+                               "model.activation_func=silu",
+                               "model.position_embedding_type=rope",
+                               "model.add_bias_linear=false",
+                               "model.share_embeddings_and_output_weights=false",
+                               "model.tensor_model_parallel_size=8",
+                               "model.sequence_parallel=true",
+                               "model.pipeline_model_parallel_size=4",
+                               "model.virtual_pipeline_model_parallel_size=5",
+                               "ddp.use_distributed_optimizer=true",
+                               "ddp.overlap_grad_reduce=true",
+                               "ddp.overlap_param_gather=true",
+                               "train.micro_batch_size=1",
+                               "train.global_batch_size=512",
+                               "model.seq_length=4096",
+                               "dataset.seq_length=4096",
+                               "model.recompute_granularity=selective",
+                               "mixed_precision=bf16_mixed"}) {
+    EXPECT_THAT(args.arguments, Contains(override));
+  }
+  for (const std::string& line : args.arguments) {
+    EXPECT_EQ(line.find("--"), std::string::npos) << line;  // every flag translated
+  }
+  ASSERT_EQ(args.not_expressed.size(), 1u);
+  EXPECT_THAT(args.not_expressed[0], HasSubstr("tokenizer.tokenizer_type"));
+}
+
+// FP8 with delayed scaling is Bridge's bf16_with_fp8_delayed_scaling_mixed recipe; ZeRO-3 is
+// Megatron-FSDP; a grid stays listed as Megatron-LM lists it.
+TEST(MegatronBridgeArgumentsTest, Fp8RecipesFsdpAndGrids) {
+  ResolvedConfig config = Read(Json::parse(R"({"data": 32, "tensor": 4, "zero_stage": 3})"));
+  config.training.fp8 = models::Fp8Recipe::kDelayed;
+  const LaunchArguments fp8 = MegatronBridgeArguments(config);
+  EXPECT_THAT(fp8.arguments, Contains("mixed_precision=bf16_with_fp8_delayed_scaling_mixed"));
+  EXPECT_THAT(fp8.arguments, Contains("ddp.use_megatron_fsdp=true"));
+  EXPECT_THAT(fp8.arguments, Contains("ddp.data_parallel_sharding_strategy=optim_grads_params"));
+  const LaunchArguments grid = MegatronBridgeArguments(Read(Json::parse(R"({
+    "data": 32, "tensor": {"size": 4, "mode": "2d"}})"),
+                                                            "selective", 2));
+  EXPECT_THAT(grid.not_expressed, Contains(HasSubstr("2d tensor parallelism")));
 }
 
 }  // namespace

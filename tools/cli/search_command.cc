@@ -92,8 +92,8 @@ po::options_description Describe(SearchCommandOptions& o) {
       "write each of the top plans to DIR/plan-K.json, a config dtsim simulate runs to the "
       "search's figures, DIR/plan-K.megatron.txt, its Megatron-LM pretrain_gpt.py flags, and "
       "DIR/plan-K.deepspeed.txt with DIR/plan-K.ds_config.json, Megatron-DeepSpeed's flags and "
-      "DeepSpeed config (created if missing)")("quiet,q", po::bool_switch(&o.quiet),
-                                               "print nothing on success");
+      "DeepSpeed config, and DIR/plan-K.bridge.txt, Megatron-Bridge's run_recipe.py overrides "
+      "(created if missing)")("quiet,q", po::bool_switch(&o.quiet), "print nothing on success");
   return description;
 }
 
@@ -338,11 +338,11 @@ Expected<SearchFile> RunSearch(const SearchCommandOptions& options, Progress& pr
 // A framework's pretrain_gpt.py flags, one a line, after what no flag expresses.
 std::string LaunchText(const strategies::LaunchArguments& launch) {
   std::string text = fmt::format(
-      "# {} pretrain_gpt.py flags for this plan's model, batch, precision and parallelism;\n"
-      "# add the data, tokenizer, optimizer and checkpoint flags of your run.\n",
-      launch.framework);
+      "# {} {} for this plan's model, batch, precision and parallelism;\n"
+      "# add the data, tokenizer, optimizer and checkpoint settings of your run.\n",
+      launch.framework, launch.what);
   for (const std::string& note : launch.not_expressed) {
-    text += "# not expressed by a flag: " + note + "\n";
+    text += "# not expressed: " + note + "\n";
   }
   for (size_t i = 0; i < launch.arguments.size(); ++i) {
     text += launch.arguments[i] + (i + 1 < launch.arguments.size() ? " \\\n" : "\n");
@@ -399,14 +399,21 @@ Status EmitPlans(const std::string& dir, const SearchFile& file, int top, std::o
                                               DumpJson(deepspeed.config_file, 2) + "\n"));
     DTSIM_RETURN_IF_ERROR(
         WriteFileAtomically(stem + ".deepspeed.txt", header + LaunchText(deepspeed)));
+    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(
+        stem + ".bridge.txt",
+        header +
+            "# run_recipe.py --recipe <a pretrain recipe of this model> --mode pretrain, then:\n" +
+            LaunchText(strategies::MegatronBridgeArguments(*resolved))));
   }
   if (!quiet) {
     fmt::print(
         out,
         "\n  plans out      {0}/plan-1.json … plan-{1}.json (dtsim configs: `dtsim simulate` "
         "gives the figures above), {0}/plan-1.megatron.txt … ({2} flags), "
-        "{0}/plan-1.deepspeed.txt and plan-1.ds_config.json … ({3})\n",
-        dir, count, strategies::kMegatronRelease, strategies::kDeepSpeedRelease);
+        "{0}/plan-1.deepspeed.txt and plan-1.ds_config.json … ({3}), {0}/plan-1.bridge.txt … "
+        "({4})\n",
+        dir, count, strategies::kMegatronRelease, strategies::kDeepSpeedRelease,
+        strategies::kBridgeRelease);
   }
   return Status::Ok();
 }
