@@ -366,8 +366,9 @@ def figure_memory(runs, out):
         left = [a + b for a, b in zip(left, values)]
     capacities = {r["memory"].get("capacity_bytes", 0) for r in runs} - {0}
     for capacity in sorted(capacities):
-        ax.axvline(capacity / GIB, color="black", linestyle="--", linewidth=1)
-        ax.text(capacity / GIB, len(runs) - 0.4, f"capacity {capacity / GIB:.0f} GiB ", fontsize=8, ha="right")
+        # Named in the legend: a label at the line crossed the axes' frame or the title.
+        ax.axvline(capacity / GIB, color="black", linestyle="--", linewidth=1,
+                   label=f"capacity {capacity / GIB:.0f} GiB")
     ax.set_xlabel("GiB per GPU (largest pipeline stage)")
     ax.set_title("Memory per GPU at its peak against capacity")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside: never over a bar
@@ -442,7 +443,10 @@ def figure_bandwidth(runs, out):
         ax.set_xticks(speeds)
         ax.set_xticklabels([f"{g:g}" for g in speeds])
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        ax.set_ylim(bottom=0)  # from zero: a 1% change must not look like a cliff
+        # From zero: a 1% change must not look like a cliff; and room above the highest point,
+        # which autoscaling put on the frame when the points differ by little.
+        top = max(p[1] for points in series.values() for p in points)
+        ax.set_ylim(0, 1.08 * top)
         ax.set_xlabel(f"{key} (Gb/s)")
         ax.set_ylabel("samples / s")
         ax.set_title("Bandwidth sensitivity, one line per plan")
@@ -601,7 +605,7 @@ def write_html(out, title, runs, figures, skipped, sources, replays=()):
 <html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
 <style>
 body {{ font-family: sans-serif; margin: 2em; max-width: 1200px; color: #222; }}
-table {{ border-collapse: collapse; margin: 1em 0; font-size: 14px; }}
+table {{ border-collapse: collapse; margin: 1em 0; font-size: 14px; display: block; overflow-x: auto; max-width: 100%; }}
 td, th {{ border: 1px solid #ccc; padding: 4px 8px; text-align: right; }}
 td:first-child, th:first-child {{ text-align: left; white-space: nowrap; }}
 figure {{ margin: 1.5em 0; }} img {{ max-width: 100%; border: 1px solid #eee; }}
