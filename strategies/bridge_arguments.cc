@@ -25,7 +25,7 @@ struct Mapping {
   Kind kind;
 };
 
-constexpr std::array<Mapping, 37> kMappings = {{
+constexpr std::array<Mapping, 40> kMappings = {{
     {"--num-layers", "model.num_layers", Kind::kValue},
     {"--hidden-size", "model.hidden_size", Kind::kValue},
     {"--ffn-hidden-size", "model.ffn_hidden_size", Kind::kValue},
@@ -65,13 +65,16 @@ constexpr std::array<Mapping, 37> kMappings = {{
     {"--recompute-granularity", "model.recompute_granularity", Kind::kValue},
     {"--recompute-method", "model.recompute_method", Kind::kValue},
     {"--recompute-num-layers", "model.recompute_num_layers", Kind::kValue},
+    {"--attention-backend", "model.attention_backend", Kind::kValue},
+    {"--attention-dropout", "model.attention_dropout", Kind::kValue},
+    {"--hidden-dropout", "model.hidden_dropout", Kind::kValue},
 }};
 
-// Megatron-Bridge's named mixed-precision recipes (training/mixed_precision.py), by dtsim's
-// FP8 recipe name (Fp8RecipeNames) under BF16.
+// Megatron-Bridge's named mixed-precision recipes (training/mixed_precision.py), by Megatron-LM's
+// --fp8-recipe under BF16.
 std::string_view Fp8MixedPrecision(std::string_view recipe) {
   if (recipe == "delayed") return "bf16_with_fp8_delayed_scaling_mixed";
-  if (recipe == "current") return "bf16_with_fp8_current_scaling_mixed";
+  if (recipe == "tensorwise") return "bf16_with_fp8_current_scaling_mixed";
   if (recipe == "blockwise") return "bf16_with_fp8_subchannel_scaling_mixed";  // 128×128 blocks
   if (recipe == "mxfp8") return "bf16_with_mxfp8_mixed";
   return {};

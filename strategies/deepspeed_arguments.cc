@@ -129,6 +129,10 @@ void DeepSpeedTrainingFlags(const SimulationConfig& config, Lines& args, Lines& 
     args.emplace_back("--bf16");
   }
   if (training.flash_attention) args.emplace_back("--use-flash-attn-v2");
+  if (!training.dropout) {
+    args.emplace_back("--attention-dropout 0");
+    args.emplace_back("--hidden-dropout 0");
+  }
   if (training.framework != models::Framework::kDeepSpeed) {
     not_expressed.push_back(fmt::format("the simulated framework is {}, not DeepSpeed",
                                         models::FrameworkName(training.framework)));

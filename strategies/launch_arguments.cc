@@ -90,14 +90,20 @@ void TrainingFlags(const SimulationConfig& config, std::vector<std::string>& arg
   if (training.fp8 != models::Fp8Recipe::kNone) {
     args.emplace_back("--bf16");
     args.emplace_back("--fp8-format hybrid");
-    args.push_back(fmt::format("--fp8-recipe {}",
-                               models::Fp8RecipeNames()[static_cast<size_t>(training.fp8)]));
+    // Megatron-LM's names: current scaling is "tensorwise".
+    const std::string_view recipe = models::Fp8RecipeNames()[static_cast<size_t>(training.fp8)];
+    args.push_back(fmt::format("--fp8-recipe {}", recipe == "current" ? "tensorwise" : recipe));
   } else if (training.dtype == DType::kBf16) {
     args.emplace_back("--bf16");
   } else if (training.dtype == DType::kFp16) {
     args.emplace_back("--fp16");
   }
-  if (training.flash_attention) args.emplace_back("--use-flash-attn");
+  // Megatron-Core's attention backend defaults to a fused (flash) kernel: say when it is not.
+  args.emplace_back(training.flash_attention ? "--use-flash-attn" : "--attention-backend unfused");
+  if (!training.dropout) {
+    args.emplace_back("--attention-dropout 0");
+    args.emplace_back("--hidden-dropout 0");
+  }
   if (config.compression.method != "none") {
     not_expressed.push_back(
         fmt::format("gradient compression \"{}\" (Megatron-LM has none; DeepSpeed runs 1-bit Adam)",
