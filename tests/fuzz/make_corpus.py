@@ -20,7 +20,7 @@ import sys
 
 TOP = pathlib.Path(__file__).resolve().parents[2]
 HARNESSES = ["quantity", "config", "overrides", "task_graph", "kineto", "chakra", "comm_groups",
-             "op_costs", "search_file"]
+             "op_costs", "search_file", "launch_args"]
 MAX_SEED_BYTES = 48 * 1024
 QUANTITY = re.compile(r"^\s*[0-9.][0-9.eE+-]*\s*[A-Za-z/]+\s*$")
 
@@ -166,6 +166,14 @@ def add_op_costs(corpus):
     corpus.add_json("op_costs", "h100-sxm5-80gb.json", cut_list(document, "ops", 16 * 1024))
 
 
+def add_launch_args(corpus):
+    """The launch commands of tests/data/launch, and their flags as dictionary words."""
+    for path in sorted((TOP / "tests/data/launch").glob("*.txt")):
+        text = path.read_text()
+        corpus.add("launch_args", path.name, text.encode())
+        corpus.tokens["launch_args"].update(w for w in text.split() if w.startswith("--"))
+
+
 def add_checked_in(corpus):
     for harness in ["quantity", "search_file"]:
         for path in sorted((TOP / "tests/fuzz/seeds" / harness).glob("*")):
@@ -208,6 +216,7 @@ def main():
               file=sys.stderr)
         add_kineto(corpus, TOP / "tests/data")
     add_op_costs(corpus)
+    add_launch_args(corpus)
     add_checked_in(corpus)
     write_dicts(corpus)
     for harness in HARNESSES:

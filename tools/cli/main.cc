@@ -12,6 +12,7 @@
 #include "tools/cli/calibrate_command.h"
 #include "tools/cli/command.h"
 #include "tools/cli/diff_command.h"
+#include "tools/cli/import_command.h"
 #include "tools/cli/model_command.h"
 #include "tools/cli/ops_command.h"
 #include "tools/cli/profile_command.h"
@@ -39,6 +40,8 @@ constexpr std::array kCommands = {
             dtsim::cli::ReportCommand},
     Command{"diff", "what differs between two results: their inputs, and where the time moved",
             dtsim::cli::DiffCommand},
+    Command{"import", "turn a Megatron-LM launch command into a config; list what is not modelled",
+            dtsim::cli::ImportCommand},
     Command{"run", "simulate a task-graph file; write a result and a timeline",
             dtsim::cli::RunCommand},
     Command{"replay", "replay a profiler or Chakra trace; compare steps; run what-ifs on it",

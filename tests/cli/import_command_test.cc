@@ -1,0 +1,98 @@
+#include "tools/cli/import_command.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "sim/base/atomic_file.h"
+#include "sim/base/input_files.h"
+#include "sim/base/json_reader.h"
+#include "tests/testing/temp_dir.h"
+#include "tools/cli/simulate_command.h"
+
+namespace dtsim::cli {
+namespace {
+
+using testing::HasSubstr;
+
+const std::string kLlama = DTSIM_SOURCE_DIR "/tests/data/launch/llama2_70b_megatron.txt";
+const std::vector<std::string> kCluster = {
+    "--gpu", "h100-sxm5-80gb", "--preset", "dgx-h100", "--nodes", "8", "--vocab", "32000"};
+
+class ImportCommandTest : public testing_support::TempDirTest {
+ protected:
+  CommandOutcome Import(std::vector<std::string> args) {
+    output_.str("");
+    ForgetInputFiles();
+    return ImportCommand(args, output_);
+  }
+  std::vector<std::string> WithCluster(std::vector<std::string> args) {
+    args.insert(args.end(), kCluster.begin(), kCluster.end());
+    return args;
+  }
+  std::ostringstream output_;
+};
+
+// The LLaMA-2 launch from a file: a config `dtsim simulate` runs, and the arguments it does not
+// model listed under it.
+TEST_F(ImportCommandTest, ALaunchFileBecomesAConfigThatSimulates) {
+  const CommandOutcome outcome =
+      Import(WithCluster({"megatron", "--from", kLlama, "-o", Path("llama.json")}));
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("not modelled (14 argument(s), read and left out):\n"));
+  EXPECT_THAT(output_.str(), HasSubstr("  --lr 3.0e-4\n"));
+  const Json config = *ReadJsonFile(Path("llama.json"));
+  EXPECT_EQ(config["parallelism"]["data"], 4);  // 64 GPUs over TP 8 × PP 2
+  std::ostringstream ignored;
+  ForgetInputFiles();
+  const std::vector<std::string> args = {Path("llama.json"), "-q", "--set",
+                                         "simulation.ranks=symmetric"};
+  const CommandOutcome simulated = SimulateCommand(args, ignored);
+  EXPECT_EQ(simulated.kind, CommandOutcome::Kind::kOk) << simulated.error->ToString();
+}
+
+// Arguments after "--" (a shell's words); the config printed.
+TEST_F(ImportCommandTest, ArgumentsAfterTheSeparatorPrintTheConfig) {
+  std::vector<std::string> args = WithCluster({"megatron"});  // options before "--"
+  for (const char* word :
+       {"--", "--num-layers", "2", "--hidden-size", "1024", "--num-attention-heads", "16",
+        "--seq-length=2048", "--global-batch-size", "64", "--bf16", "--tensor-model-parallel-size",
+        "2"}) {
+    args.emplace_back(word);
+  }
+  const CommandOutcome outcome = Import(args);
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  const Json config = Json::parse(output_.str());
+  EXPECT_EQ(config["model"]["layers"], 2);
+  EXPECT_EQ(config["training"]["seq_len"], 2048);
+  EXPECT_EQ(config["parallelism"]["data"], 32);  // 8 nodes × 8 GPUs over TP 2
+}
+
+TEST_F(ImportCommandTest, UsageErrorsSayWhatToGive) {
+  CommandOutcome outcome = Import(WithCluster({"deepspeed", "--from", kLlama}));
+  EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kUsage);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("dtsim import megatron"));
+  outcome = Import({"megatron", "--from", kLlama});
+  EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kUsage);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("--gpu PRESET --nodes N"));
+  outcome = Import(WithCluster({"megatron"}));
+  EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kUsage);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("after -- or in a file with --from"));
+}
+
+// A bad flag names the file and the flag; the output is never the input.
+TEST_F(ImportCommandTest, FailuresNameTheFileAndTheFlag) {
+  ASSERT_TRUE(WriteFileAtomically(Path("bad.txt"), "--num-layers x --hidden-size 8\n").ok());
+  CommandOutcome outcome = Import(WithCluster({"megatron", "--from", Path("bad.txt")}));
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("bad.txt"));
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("--num-layers: expected a positive integer"));
+  outcome = Import(WithCluster({"megatron", "--from", Path("bad.txt"), "-o", Path("bad.txt")}));
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_EQ(*ReadFile(Path("bad.txt")), "--num-layers x --hidden-size 8\n");
+}
+
+}  // namespace
+}  // namespace dtsim::cli

@@ -1,0 +1,177 @@
+// Launch arguments in (strategies/launch_import.h): the launch commands of the shipped GPT-3
+// 175B and LLaMA-2 70B examples simulate as the examples do, every argument dtsim does not
+// model is listed, and a plan's emitted Megatron-LM flags read back as the same plan.
+#include "strategies/launch_import.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "sim/base/atomic_file.h"
+#include "strategies/launch_arguments.h"
+#include "tests/strategies/simulate_helpers.h"
+
+namespace dtsim::strategies {
+namespace {
+
+using testing::Contains;
+using testing::ElementsAreArray;
+using testing::HasSubstr;
+
+std::vector<std::string> LaunchFile(const std::string& name) {
+  Expected<std::string> text = ReadFile(std::string(DTSIM_SOURCE_DIR "/tests/data/launch/") + name);
+  EXPECT_TRUE(text.ok()) << text.error().ToString();
+  return SplitLaunchArguments(*text);
+}
+
+Json Example(const std::string& name) {
+  Expected<Json> json = ReadJsonFile(std::string(DTSIM_EXAMPLES_DIR "/") + name);
+  EXPECT_TRUE(json.ok()) << json.error().ToString();
+  return *json;
+}
+
+// The imported config and the example, each simulated with one rank per stage (how dtsim
+// simulates is not in a launch command): the same iteration to the nanosecond.
+void ExpectSameIteration(Json imported, Json example) {
+  imported["simulation"] = {{"ranks", "symmetric"}};
+  example["simulation"]["ranks"] = "symmetric";
+  const SimulationResult a = SimulateJson(imported);
+  const SimulationResult b = SimulateJson(example);
+  EXPECT_EQ(a.iteration_time, b.iteration_time);
+  EXPECT_EQ(a.samples_per_second, b.samples_per_second);
+}
+
+TEST(LaunchImportTest, SplitsALaunchScriptIntoWords) {
+  EXPECT_THAT(SplitLaunchArguments("# a comment\n--num-layers 96 \\\n  --bf16   # fast\n\n--x=1\n"),
+              ElementsAreArray({"--num-layers", "96", "--bf16", "--x=1"}));
+}
+
+// Megatron-LM's examples/gpt3/train_gpt3_175b_distributed.sh with the example's plan: the GPT-2
+// tokenizer's 50,257 tokens given on the side; its optimizer, schedule, data and logging
+// arguments listed, in order.
+TEST(LaunchImportTest, GptThreeLaunchSimulatesAsTheShippedExample) {
+  const Json example = Example("gpt3_175b_1024gpu.json");
+  Expected<ImportedConfig> imported = ImportMegatronArguments(
+      LaunchFile("gpt3_175b_megatron.txt"), {.cluster = example["cluster"], .vocab = 50257});
+  ASSERT_TRUE(imported.ok()) << imported.error().ToString();
+  EXPECT_EQ(imported->config["parallelism"]["data"], 8);  // 1,024 GPUs over TP 8 × PP 16
+  ExpectSameIteration(imported->config, example);
+  EXPECT_THAT(imported->not_modelled, ElementsAreArray({"--rampup-batch-size 16 16 5859375",
+                                                        "--train-iters 500000",
+                                                        "--weight-decay 0.1",
+                                                        "--adam-beta1 0.9",
+                                                        "--adam-beta2 0.95",
+                                                        "--init-method-std 0.006",
+                                                        "--clip-grad 1.0",
+                                                        "--lr 6.0e-5",
+                                                        "--lr-decay-style cosine",
+                                                        "--min-lr 6.0e-6",
+                                                        "--lr-warmup-fraction .001",
+                                                        "--lr-decay-iters 430000",
+                                                        "--data-path /data/gpt3_text_document",
+                                                        "--vocab-file gpt2-vocab.json",
+                                                        "--merge-file gpt2-merges.txt",
+                                                        "--split 949,50,1",
+                                                        "--log-interval 100",
+                                                        "--save-interval 10000",
+                                                        "--eval-interval 1000",
+                                                        "--eval-iters 10"}));
+}
+
+// A core_v0.14 launch of the LLaMA-2 70B example: GQA, RMSNorm, SwiGLU, RoPE, no biases or
+// dropout, flash attention.
+TEST(LaunchImportTest, LlamaLaunchSimulatesAsTheShippedExample) {
+  const Json example = Example("llama2_70b_64h100.json");
+  Expected<ImportedConfig> imported = ImportMegatronArguments(
+      LaunchFile("llama2_70b_megatron.txt"), {.cluster = example["cluster"], .vocab = 32000});
+  ASSERT_TRUE(imported.ok()) << imported.error().ToString();
+  ExpectSameIteration(imported->config, example);
+  EXPECT_EQ(imported->config["training"]["dropout"], false);
+  EXPECT_THAT(imported->not_modelled, Contains("--tokenizer-type Llama2Tokenizer"));
+  EXPECT_THAT(imported->not_modelled, Contains("--overlap-param-gather"));
+  EXPECT_THAT(imported->not_modelled, Contains("--lr 3.0e-4"));
+  for (const std::string& argument : imported->not_modelled) {
+    EXPECT_THAT(argument, testing::Not(HasSubstr("parallel"))) << argument;
+  }
+}
+
+// Export then import: the flags MegatronArguments writes for a plan read back as a config
+// that simulates as the plan (every setting they express; the vocabulary given on the side).
+void ExpectRoundTrip(const Json& json) {
+  const ResolvedConfig original = ConfigOf(json);
+  const LaunchArguments flags = MegatronArguments(original);
+  std::vector<std::string> words;
+  for (const std::string& line : flags.arguments) {
+    const std::vector<std::string> split = SplitLaunchArguments(line);
+    words.insert(words.end(), split.begin(), split.end());
+  }
+  Expected<ImportedConfig> imported = ImportMegatronArguments(
+      words, {.cluster = json["cluster"], .vocab = original.model.transformer.vocab});
+  ASSERT_TRUE(imported.ok()) << imported.error().ToString() << "\n" << json.dump();
+  ExpectSameIteration(imported->config, json);
+}
+
+Json Plan(const char* model, const char* parallelism, const char* training, int nodes) {
+  Json json = {{"model", model},
+               {"cluster", {{"preset", "dgx-h100"}, {"gpu", "h100-sxm5-80gb"}, {"nodes", nodes}}},
+               {"parallelism", Json::parse(parallelism)},
+               {"training", Json::parse(training)}};
+  return json;
+}
+
+TEST(LaunchImportTest, EmittedFlagsReadBackAsThePlan) {
+  ExpectRoundTrip(Plan("llama2-70b",
+                       R"({"data": 4, "tensor": {"size": 8, "sequence_parallel": true},
+      "pipeline": {"size": 4, "schedule": "interleaved", "virtual_stages": 5}, "zero_stage": 1})",
+                       R"({"global_batch": 512, "seq_len": 4096, "flash_attention": true,
+      "recompute": "selective", "dropout": false})",
+                       16));
+  ExpectRoundTrip(Plan("mixtral-8x7b", R"({"data": 8, "tensor": 2, "expert": 8, "zero_stage": 3})",
+                       R"({"global_batch": 256, "seq_len": 4096, "flash_attention": true,
+      "recompute": "full"})",
+                       2));
+  ExpectRoundTrip(
+      Plan("llama3-8b",
+           R"({"data": 2, "tensor": 2, "context": {"size": 2, "comm": "a2a"}, "zero_stage": 1})",
+           R"({"global_batch": 64, "seq_len": 8192, "flash_attention": true,
+      "precision": "fp8", "fp8_recipe": "current"})",
+           1));
+  ExpectRoundTrip(Plan("gpt3-175b", R"({"data": 8, "tensor": 8, "pipeline": 16, "zero_stage": 1})",
+                       R"({"global_batch": 1536, "precision": "fp16"})", 128));
+}
+
+TEST(LaunchImportTest, BadArgumentsNameTheFlag) {
+  const Json cluster = {{"preset", "dgx-h100"}, {"gpu", "h100-sxm5-80gb"}, {"nodes", 1}};
+  const auto error = [&](std::vector<std::string> args, std::optional<int64_t> vocab = 32000) {
+    Expected<ImportedConfig> imported =
+        ImportMegatronArguments(args, {.cluster = cluster, .vocab = vocab});
+    return imported.ok() ? std::string("no error") : imported.error().ToString();
+  };
+  const std::vector<std::string> shape = {"--num-layers",          "2", "--hidden-size", "512",
+                                          "--num-attention-heads", "8", "--seq-length",  "1024",
+                                          "--global-batch-size",   "8"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = shape;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  EXPECT_EQ(error(shape), "no error");
+  EXPECT_THAT(error({"--hidden-size", "512"}), HasSubstr("--num-layers: required"));
+  EXPECT_THAT(error(with({"--num-layers", "two"})),
+              HasSubstr("--num-layers: expected a positive integer, got \"two\""));
+  EXPECT_THAT(error(shape, std::nullopt), HasSubstr("the vocabulary comes from the tokenizer"));
+  EXPECT_THAT(
+      error(with({"--tensor-model-parallel-size", "8", "--pipeline-model-parallel-size", "2"})),
+      HasSubstr("1 nodes × 8 GPUs are not a multiple of TP × PP × CP = 16"));
+  EXPECT_THAT(error({"pretrain_gpt.py", "--num-layers", "2"}),
+              HasSubstr("an argument outside any flag"));
+  EXPECT_THAT(error(with({"--normalization", "BatchNorm"})),
+              HasSubstr("--normalization: expected RMSNorm or LayerNorm"));
+  EXPECT_THAT(error(with({"--recompute-granularity", "some"})),
+              HasSubstr("--recompute-granularity: expected full or selective"));
+}
+
+}  // namespace
+}  // namespace dtsim::strategies
