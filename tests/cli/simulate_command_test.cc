@@ -1,5 +1,6 @@
 #include "tools/cli/simulate_command.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -88,6 +89,44 @@ TEST_F(SimulateCommandTest, SmallExampleMatchesTheGoldenResult) {
 // tools/examples/profiles/h100-sxm5-80gb.json, measured by tools/op_benchmark.py on an H100,
 // has every op signature of the H100 examples but the residual add's backward (autograd passes
 // that gradient through without a kernel: nothing to time), which falls back to the roofline.
+// Beside result.json, result.csv (issue 30: what a pandas user loads in one line): a row per
+// stage whose numbers are the JSON's, in seconds and bytes.
+TEST_F(SimulateCommandTest, ACsvOfTheStagesLiesBesideTheResult) {
+  ASSERT_EQ(Simulate({kSmall, "-o", Path("result.json"), "-q"}).kind, CommandOutcome::Kind::kOk);
+  const Json result = *ReadJsonFile(Path("result.json"));
+  const std::string csv = *ReadFile(Path("result.csv"));
+  std::vector<std::string> lines;
+  for (size_t at = 0, end = 0; at < csv.size(); at = end + 1) {
+    end = csv.find('\n', at);
+    lines.push_back(csv.substr(at, end - at));
+  }
+  ASSERT_EQ(lines.size(), 3u);  // the header and two stages
+  EXPECT_TRUE(lines[0].starts_with("stage,layers,rank,iteration_time_s,compute_s,recompute_s,"))
+      << lines[0];
+  for (size_t stage = 0; stage < 2; ++stage) {
+    const Json& json = result["stages"][stage];
+    const std::string expected_start = fmt::format(
+        "{},{},{},{},{}", stage, json["layers"].get<int>(), json["time"]["rank"].get<int>(),
+        result["iteration_time_ns"].get<int64_t>() / 1e9,
+        json["time"]["compute_ns"].get<int64_t>() / 1e9);
+    EXPECT_EQ(lines[stage + 1].substr(0, expected_start.size()), expected_start);
+    const std::string expected_end =
+        fmt::format(",{},{}", json["memory"]["total_bytes"].get<int64_t>(),
+                    json["memory"]["capacity_bytes"].get<int64_t>());
+    EXPECT_TRUE(lines[stage + 1].ends_with(expected_end)) << lines[stage + 1];
+  }
+  // A CSV that would be the config (a config named r.csv, the result r.json) is refused
+  // before anything is written.
+  const std::string config = *ReadFile(kSmall);
+  ASSERT_TRUE(WriteFileAtomically(Path("r.csv"), config).ok());
+  const CommandOutcome refused = Simulate({Path("r.csv"), "-o", Path("r.json"), "-q"});
+  EXPECT_NE(refused.kind, CommandOutcome::Kind::kOk);
+  EXPECT_EQ(*ReadFile(Path("r.csv")), config);
+  EXPECT_FALSE(std::filesystem::exists(Path("r.json")));
+  EXPECT_EQ(results::CsvPathBeside("a/b.json.gz"), "a/b.csv");
+  EXPECT_EQ(results::CsvPathBeside("a/b"), "a/b.csv");
+}
+
 TEST_F(SimulateCommandTest, TheShippedH100ProfilePricesTheH100ExamplesFromMeasurements) {
   for (const char* example : {DTSIM_EXAMPLES_DIR "/llama2_70b_64h100.json",
                               DTSIM_EXAMPLES_DIR "/mixtral_8x7b_ep8_64h100.json"}) {

@@ -47,9 +47,10 @@ po::options_description Describe(SimulateOptions& o) {
       "set", po::value(&o.overrides)->value_name("KEY.PATH=VALUE")->composing(),
       "override a config field, e.g. --set parallelism.data=16 (repeatable)")(
       "output,o", po::value(&o.result_path)->value_name("FILE"),
-      "write the result JSON here (docs/formats/simulate-result.md)")(
-      "timeline", po::value(&o.timeline_path)->value_name("FILE"),
-      "write a Chrome trace / Perfetto timeline here")(
+      "write the result JSON here, and its stages as CSV beside it (FILE.csv; "
+      "docs/formats/simulate-result.md)")("timeline",
+                                          po::value(&o.timeline_path)->value_name("FILE"),
+                                          "write a Chrome trace / Perfetto timeline here")(
       "chakra", po::value(&o.chakra_prefix)->value_name("PREFIX"),
       "export the simulated task graph as Chakra ET files PREFIX.<rank>.et (+ "
       "PREFIX.comm_groups.json) for ASTRA-sim and Chakra tools")(
@@ -306,8 +307,11 @@ Status WriteOpList(const std::string& path, const strategies::ResolvedConfig& co
 }
 
 Status Execute(const SimulateOptions& options, std::ostream& out) {
+  const std::string csv_path =
+      options.result_path.empty() ? "" : results::CsvPathBeside(options.result_path);
   DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(
-      {options.config}, {options.result_path, options.timeline_path, options.op_list_path}));
+      {options.config},
+      {options.result_path, csv_path, options.timeline_path, options.op_list_path}));
   traces::TimelineInfo checked;  // a bad --timeline-ranks fails before the simulation
   DTSIM_RETURN_IF_ERROR(ApplyTimelineSelection(options.timeline_selection, checked));
   std::vector<std::string> overrides = options.overrides;
@@ -331,6 +335,7 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
     OrderedJson written = results::SimulateResultJson(config, *result);
     written["provenance"] = results::ProvenanceJson();
     DTSIM_RETURN_IF_ERROR(results::WriteResultFile(options.result_path, written));
+    DTSIM_RETURN_IF_ERROR(results::WriteSimulateCsv(csv_path, config, *result));
   }
   if (!options.timeline_path.empty()) {
     traces::TimelineInfo info{.source = options.config,

@@ -29,6 +29,14 @@ inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 7,
 OrderedJson SimulateResultJson(const strategies::SimulationConfig& config,
                                const strategies::SimulationResult& result);
 
+// The CSV beside a result FILE.json (FILE.json.gz): FILE.csv; any other name gets ".csv" added.
+std::string CsvPathBeside(const std::string& result_path);
+
+// One row per pipeline stage: its time by category and its memory at the peak, with the
+// iteration (docs/formats/simulate-result.md, "CSV"); written atomically.
+Status WriteSimulateCsv(const std::string& path, const strategies::SimulationConfig& config,
+                        const strategies::SimulationResult& result);
+
 // What a reader gets back: the inputs that name the run and the figures `dtsim report` plots.
 struct SimulateResultRecord {
   std::string config, model, gpu, cluster, network_model, cost_model, compression;
