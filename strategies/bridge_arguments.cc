@@ -90,12 +90,11 @@ bool Special(std::string_view flag, std::string_view value, std::vector<std::str
   } else if (flag == "--seq-length") {
     out.push_back(fmt::format("model.seq_length={}", value));
     out.push_back(fmt::format("dataset.seq_length={}", value));
-  } else if (flag == "--bf16" || flag == "--fp16" || flag == "--fp8-format") {
-    // --fp8-recipe names the mixed-precision recipe instead; plain BF16/FP16 otherwise.
-  } else if (flag == "--use-flash-attn") {
-    // Bridge's default: Transformer Engine picks the fused attention backend.
   } else {
-    return false;
+    // The precision is one named recipe (--fp8-recipe's, else plain BF16/FP16), written last;
+    // flash attention is Bridge's default (Transformer Engine picks the fused backend).
+    return flag == "--bf16" || flag == "--fp16" || flag == "--fp8-format" ||
+           flag == "--use-flash-attn";
   }
   return true;
 }
