@@ -76,7 +76,7 @@ TEST_F(ImportCommandTest, UsageErrorsSayWhatToGive) {
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("dtsim import megatron"));
   outcome = Import({"megatron", "--from", kLlama});
   EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kUsage);
-  EXPECT_THAT(outcome.error->ToString(), HasSubstr("--gpu PRESET --nodes N"));
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("--preset NAME --gpu PRESET --nodes N"));
   outcome = Import(WithCluster({"megatron"}));
   EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kUsage);
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("after -- or in a file with --from"));

@@ -34,7 +34,7 @@ struct ImportOptions {
 
 po::options_description Describe(ImportOptions& o) {
   po::options_description description(
-      "Usage: dtsim import megatron [options] -- PRETRAIN_GPT_ARGS...\n"
+      "Usage: dtsim import megatron --preset NAME --gpu PRESET --nodes N [options] -- ARGS...\n"
       "       dtsim import megatron --from LAUNCH.txt [options]\n\n"
       "Turns Megatron-LM's pretrain_gpt.py arguments into a dtsim config: the model's shape,\n"
       "batch, precision, TP/SP/PP/VP/CP/EP, ZeRO (distributed optimizer, Megatron-FSDP),\n"
@@ -46,8 +46,9 @@ po::options_description Describe(ImportOptions& o) {
       "continuations and # comments ignored; dtsim search --emit's plan-K.megatron.txt)")(
       "gpu", po::value(&o.gpu)->value_name("PRESET"), "the cluster's GPU (required)")(
       "preset", po::value(&o.preset)->value_name("CLUSTER"),
-      "a cluster preset (dgx-h100, dgx-a100, ...); without one, a custom cluster of --gpu")(
-      "nodes", po::value(&o.nodes)->value_name("N"), "nodes the job runs on (required)")(
+      "the cluster preset (dgx-h100, dgx-a100, ...; required): its network; edit the written "
+      "config's cluster section for another")("nodes", po::value(&o.nodes)->value_name("N"),
+                                              "nodes the job runs on (required)")(
       "vocab", po::value(&o.vocab)->value_name("N"),
       "the tokenizer's vocabulary, when no --vocab-size gives it")(
       "output,o", po::value(&o.output)->value_name("CONFIG.json"),
@@ -60,8 +61,8 @@ CommandOutcome Execute(const ImportOptions& options, std::ostream& out) {
     return CommandOutcome::Usage(Error(
         "name the framework the arguments are for: dtsim import megatron [options] -- ARGS..."));
   }
-  if (options.gpu.empty() || options.nodes <= 0) {
-    return CommandOutcome::Usage(Error("give the cluster: --gpu PRESET --nodes N [--preset NAME]"));
+  if (options.gpu.empty() || options.nodes <= 0 || options.preset.empty()) {
+    return CommandOutcome::Usage(Error("give the cluster: --preset NAME --gpu PRESET --nodes N"));
   }
   if (options.from.empty() == options.arguments.empty()) {
     return CommandOutcome::Usage(Error("give the arguments after -- or in a file with --from"));
@@ -76,7 +77,7 @@ CommandOutcome Execute(const ImportOptions& options, std::ostream& out) {
     arguments = strategies::SplitLaunchArguments(*read);
   }
   strategies::ImportTarget target{.cluster = {{"gpu", options.gpu}, {"nodes", options.nodes}}};
-  if (!options.preset.empty()) target.cluster["preset"] = options.preset;
+  target.cluster["preset"] = options.preset;
   if (options.vocab > 0) target.vocab = options.vocab;
   Expected<strategies::ImportedConfig> imported =
       strategies::ImportMegatronArguments(arguments, target);
