@@ -242,6 +242,11 @@ OrderedJson CollectivesJson(const SimulationResult& r) {
   return out;
 }
 
+std::array<DurationNs, 9> BreakdownCsvParts(const strategies::TimeBreakdown& b) {
+  return {b.compute,  b.recompute,    b.tensor,    b.expert, b.context,
+          b.pipeline, b.data_exposed, b.optimizer, b.idle};
+}
+
 std::string CsvPathBeside(const std::string& result_path) {
   for (const std::string_view suffix : {".json.gz", ".json"}) {
     if (result_path.size() > suffix.size() && result_path.ends_with(suffix)) {
@@ -256,20 +261,17 @@ Status WriteSimulateCsv(const std::string& path, const SimulationConfig& c,
   DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> writer, AtomicFileWriter::Open(path));
   BufferedTextWriter csv(writer->stream());
   csv.Append(
-      "stage,layers,rank,iteration_time_s,compute_s,recompute_s,tp_exposed_s,ep_exposed_s,"
-      "cp_exposed_s,pp_wait_s,dp_exposed_s,optimizer_s,idle_s,parameters_bytes,gradients_bytes,"
+      "stage,layers,rank,iteration_time_s,{},parameters_bytes,gradients_bytes,"
       "optimizer_state_bytes,activations_bytes,temporary_bytes,fp8_weights_bytes,"
-      "runtime_bytes,memory_bytes,capacity_bytes\n");
+      "runtime_bytes,memory_bytes,capacity_bytes\n",
+      kBreakdownCsvColumns);
   const std::vector<models::MemoryBreakdown>& memory = r.iteration->stats.stage_memory;
   for (size_t i = 0; i < r.stages.size(); ++i) {
     const strategies::TimeBreakdown& b = r.stages[i];
     const OrderedJson layers = StageLayerCount(c, r, i);
     csv.Append("{},{},{},{}", i, layers.is_null() ? std::string() : layers.dump(), b.rank,
                r.iteration_time.ToSecondsDouble());
-    for (DurationNs part : {b.compute, b.recompute, b.tensor, b.expert, b.context, b.pipeline,
-                            b.data_exposed, b.optimizer, b.idle}) {
-      csv.Append(",{}", part.ToSecondsDouble());
-    }
+    for (DurationNs part : BreakdownCsvParts(b)) csv.Append(",{}", part.ToSecondsDouble());
     const models::MemoryBreakdown& m = memory[i];
     csv.Append(",{},{},{},{},{},{},{},{},{}\n", m.parameters, m.gradients, m.optimizer_state,
                m.activations, m.temporary, m.fp8_weights, m.runtime, m.total(),

@@ -2,8 +2,10 @@
 // `dtsim simulate -o` and inside every point of a sweep; read back by `dtsim report`.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/base/file_format.h"
@@ -28,6 +30,13 @@ inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 7,
 
 OrderedJson SimulateResultJson(const strategies::SimulationConfig& config,
                                const strategies::SimulationResult& result);
+
+// The columns of a stage's time breakdown in every CSV that has them (the sweep's, the
+// simulate result's), in seconds, and the breakdown's parts in that order.
+inline constexpr std::string_view kBreakdownCsvColumns =
+    "compute_s,recompute_s,tp_exposed_s,ep_exposed_s,cp_exposed_s,pp_wait_s,dp_exposed_s,"
+    "optimizer_s,idle_s";
+std::array<DurationNs, 9> BreakdownCsvParts(const strategies::TimeBreakdown& b);
 
 // The CSV beside a result FILE.json (FILE.json.gz): FILE.csv; any other name gets ".csv" added.
 std::string CsvPathBeside(const std::string& result_path);

@@ -56,8 +56,8 @@ Status WriteCsv(const std::string& path, const SweepDocument& sweep) {
   }
   csv.Append(
       "status,iteration_time_s,average_iteration_time_s,samples_per_second,"
-      "tokens_per_second,mfu,memory_bytes,compute_s,recompute_s,tp_exposed_s,ep_exposed_s,"
-      "cp_exposed_s,pp_wait_s,dp_exposed_s,optimizer_s,idle_s,error\n");
+      "tokens_per_second,mfu,memory_bytes,{},error\n",
+      kBreakdownCsvColumns);
   for (const SweepPoint& point : sweep.points) {
     for (size_t a = 0; a < sweep.axes.size(); ++a) {
       csv.Append("{},", columns[a].cells[point.choice[a]]);
@@ -71,10 +71,7 @@ Status WriteCsv(const std::string& path, const SweepDocument& sweep) {
     csv.Append("ok,{},{},{},{},{},{}", f.iteration_time.ToSecondsDouble(),
                f.average_iteration_time.ToSecondsDouble(), f.samples_per_second,
                f.tokens_per_second, f.mfu, point.memory_bytes);
-    for (DurationNs part : {b.compute, b.recompute, b.tensor, b.expert, b.context, b.pipeline,
-                            b.data_exposed, b.optimizer, b.idle}) {
-      csv.Append(",{}", part.ToSecondsDouble());
-    }
+    for (DurationNs part : BreakdownCsvParts(b)) csv.Append(",{}", part.ToSecondsDouble());
     csv.Append(",\n");
   }
   csv.Flush();
