@@ -278,8 +278,14 @@ Status ParallelismSection(Flags& flags, Json& parallelism) {
   DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> per_virtual,
                          flags.Int("num-layers-per-virtual-pipeline-stage"));
   if (!virtual_stages && per_virtual) {
+    // Megatron-LM requires the layers per stage to be a multiple of it, as here.
     DTSIM_ASSIGN_OR_RETURN(const int64_t layers, flags.RequiredInt("num-layers"));
-    virtual_stages = layers / pipeline.value_or(1) / *per_virtual;
+    const int64_t per_stage = layers / pipeline.value_or(1);
+    if (per_stage % *per_virtual != 0 || layers % pipeline.value_or(1) != 0) {
+      return Error(fmt::format("must divide the {} layers per pipeline stage", per_stage),
+                   "--num-layers-per-virtual-pipeline-stage", std::to_string(*per_virtual));
+    }
+    virtual_stages = per_stage / *per_virtual;
   }
   if (virtual_stages && *virtual_stages > 1) {
     stages["schedule"] = "interleaved";

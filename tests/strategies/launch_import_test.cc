@@ -171,6 +171,13 @@ TEST(LaunchImportTest, BadArgumentsNameTheFlag) {
               HasSubstr("--normalization: expected RMSNorm or LayerNorm"));
   EXPECT_THAT(error(with({"--recompute-granularity", "some"})),
               HasSubstr("--recompute-granularity: expected full or selective"));
+  // Two layers on one stage cannot be chunks of three (was read as no interleaving).
+  EXPECT_THAT(error(with({"--num-layers-per-virtual-pipeline-stage", "3"})),
+              HasSubstr("--num-layers-per-virtual-pipeline-stage: must divide the 2 layers per "
+                        "pipeline stage, got 3"));
+  EXPECT_EQ(error(with({"--pipeline-model-parallel-size", "2",
+                        "--num-layers-per-virtual-pipeline-stage", "1"})),
+            "no error");  // 1 layer per stage: one chunk
 }
 
 }  // namespace
