@@ -46,7 +46,7 @@ class MeasuredCommunicationModel final : public engine::CommunicationModel {
 Expected<MeasuredRun> RunWith(const graph::TaskGraph& graph, engine::CommunicationModel& model) {
   engine::Simulator simulator(graph, model);
   DTSIM_RETURN_IF_ERROR(simulator.Run());
-  return MeasuredRun{.summary = simulator.Summarize(), .times = simulator.times()};
+  return MeasuredRun{.summary = simulator.Summarize(), .times = simulator.TakeTimes()};
 }
 
 }  // namespace

@@ -26,9 +26,10 @@ Expected<engine::RunSummary> Run(const SimulationConfig& config, const graph::Ta
                          network::MakePreparedModel(*config.network_model, config.cluster, graph));
   engine::Simulator simulator(graph, *model);
   DTSIM_RETURN_IF_ERROR(simulator.Run());
-  times = simulator.times();
+  engine::RunSummary summary = simulator.Summarize();
+  times = simulator.TakeTimes();
   if (methods != nullptr) *methods = model->methods();
-  return simulator.Summarize();
+  return summary;
 }
 
 // The category of the dependency of `id` that ended last (what it waited for), or "".

@@ -53,6 +53,27 @@ TEST(SimulatorTest, ChainOnOneStreamSums) {
   EXPECT_EQ(sim.events_processed(), 3u);  // one end event per task
 }
 
+// TakeTimes hands over the run's arrays themselves (no copy: the same buffer), after which the
+// simulator holds none; the summary taken before it is unaffected.
+TEST(SimulatorTest, TakeTimesMovesTheArraysOut) {
+  TaskGraphBuilder builder;
+  const StreamId s = builder.Stream(0, "compute");
+  Compute(builder, s, 1);
+  const TaskId b = Compute(builder, s, 2);
+  const TaskGraph graph = Build(builder);
+  FixedCostModel model = OneMicrosecondModel();
+  Simulator sim(graph, model);
+  ASSERT_TRUE(sim.Run().ok());
+  const RunSummary summary = sim.Summarize();
+  const TimeNs* const buffer = sim.times().task_end.data();
+  const graph::TaskTimes times = sim.TakeTimes();
+  EXPECT_EQ(times.task_end.data(), buffer);
+  EXPECT_EQ(times.task_end[b.value()], TimeNs(3000));  // 1 + 2 us
+  EXPECT_TRUE(sim.times().task_start.empty());
+  EXPECT_TRUE(sim.times().task_end.empty());
+  EXPECT_EQ(summary.makespan, TimeNs(3000));
+}
+
 TEST(SimulatorTest, TwoStreamsOfOneRankOverlap) {
   TaskGraphBuilder builder;
   Compute(builder, builder.Stream(0, "compute"), 5);
