@@ -280,7 +280,9 @@ Status DecodeNodeField(const Field& field, ChakraNode& node, int64_t& unknown_fi
   }
 }
 
-// `message` and `values` are scratch writers, cleared here.
+// `message` and `values` are scratch writers, cleared here. Numeric lists are packed, as
+// protobuf writes proto3's repeated scalars (so Chakra's own classes re-encode a node to the
+// same bytes: tools/peers/check_chakra_export.py); strings are one field each.
 void EncodeAttribute(wire::Writer& out, uint32_t number, const ChakraAttribute& attr,
                      wire::Writer& message, wire::Writer& values) {
   message.Clear();
@@ -289,37 +291,43 @@ void EncodeAttribute(wire::Writer& out, uint32_t number, const ChakraAttribute& 
   if (!attr.doc_string.empty()) message.Bytes(attr_field::kDocString, attr.doc_string);
   const AttributeType scalar = ElementType(attr.type);
   const auto field = static_cast<uint32_t>(attr.type);
-  wire::Writer& target = IsList(attr.type) ? values : message;  // values: the list message
-  const uint32_t value_field = IsList(attr.type) ? kListValues : field;
+  const bool list = IsList(attr.type);
   switch (ClassOf(scalar)) {
     case AttributeClass::kText:
-      for (const std::string& text : attr.texts) target.Bytes(value_field, text);
+      for (const std::string& text : attr.texts) {
+        (list ? values : message).Bytes(list ? kListValues : field, text);
+      }
+      if (list) message.Bytes(field, values.data());
       break;
     case AttributeClass::kReal:
       for (const double real : attr.reals) {
         if (scalar == AttributeType::kFloat) {
-          target.Fixed32(value_field, std::bit_cast<uint32_t>(static_cast<float>(real)));
+          const auto raw = std::bit_cast<uint32_t>(static_cast<float>(real));
+          list ? values.RawFixed32(raw) : message.Fixed32(field, raw);
         } else {
-          target.Fixed64(value_field, std::bit_cast<uint64_t>(real));
+          const auto raw = std::bit_cast<uint64_t>(real);
+          list ? values.RawFixed64(raw) : message.Fixed64(field, raw);
         }
       }
+      if (list) message.WrappedBytes(field, kListValues, values.data());
       break;
     default:
       for (const int64_t integer : attr.integers) {
         const uint64_t raw = IntegerToWire(scalar, integer);
         switch (ScalarWireType(scalar)) {
           case WireType::kFixed64:
-            target.Fixed64(value_field, raw);
+            list ? values.RawFixed64(raw) : message.Fixed64(field, raw);
             break;
           case WireType::kFixed32:
-            target.Fixed32(value_field, static_cast<uint32_t>(raw));
+            list ? values.RawFixed32(static_cast<uint32_t>(raw))
+                 : message.Fixed32(field, static_cast<uint32_t>(raw));
             break;
           default:
-            target.Varint(value_field, raw);
+            list ? values.RawVarint(raw) : message.Varint(field, raw);
         }
       }
+      if (list) message.WrappedBytes(field, kListValues, values.data());
   }
-  if (IsList(attr.type)) message.Bytes(field, values.data());
   out.Bytes(number, message.data());
 }
 

@@ -175,4 +175,21 @@ void Writer::PackedVarints(uint32_t number, const std::vector<uint64_t>& values)
   for (const uint64_t value : values) AppendVarint(data_, value);
 }
 
+void Writer::RawVarint(uint64_t value) { AppendVarint(data_, value); }
+void Writer::RawFixed64(uint64_t value) { StoreLittleEndian(data_, value, 8); }
+void Writer::RawFixed32(uint32_t value) { StoreLittleEndian(data_, value, 4); }
+
+void Writer::WrappedBytes(uint32_t outer, uint32_t inner, std::string_view bytes) {
+  Tag(outer, WireType::kLengthDelimited);
+  if (bytes.empty()) {
+    AppendVarint(data_, 0);
+    return;
+  }
+  const uint64_t inner_tag =
+      (static_cast<uint64_t>(inner) << 3) | static_cast<uint64_t>(WireType::kLengthDelimited);
+  AppendVarint(data_, static_cast<uint64_t>(VarintSize(inner_tag)) +
+                          static_cast<uint64_t>(VarintSize(bytes.size())) + bytes.size());
+  Bytes(inner, bytes);
+}
+
 }  // namespace dtsim::traces::wire

@@ -79,6 +79,14 @@ class Writer {
   void Fixed32(uint32_t number, uint32_t value);
   void Bytes(uint32_t number, std::string_view bytes);  // string, bytes or embedded message
   void PackedVarints(uint32_t number, const std::vector<uint64_t>& values);
+  // Untagged values: the elements of a packed repeated field, built up before it is framed.
+  void RawVarint(uint64_t value);
+  void RawFixed64(uint64_t value);
+  void RawFixed32(uint32_t value);
+  // Field `outer` holding a message whose one field `inner` is `bytes` (a packed list inside
+  // its list message); with no bytes the inner field is left out, as proto3 omits an empty
+  // packed field.
+  void WrappedBytes(uint32_t outer, uint32_t inner, std::string_view bytes);
 
   const std::string& data() const { return data_; }
   std::string&& Take() && { return std::move(data_); }

@@ -141,6 +141,38 @@ TEST(ChakraWire, EveryAttributeTypeRoundTrips) {
   EXPECT_EQ(unknown, 0);
 }
 
+// Numeric lists are written packed, as protobuf writes proto3's repeated scalars, so Chakra's
+// generated classes re-encode dtsim's nodes to the same bytes (tools/peers/check_chakra_export.py
+// checks whole exports that way); strings stay one field each. Bytes derived by hand for
+// attr {name "g" int64_list {values 4 values 300}}: the varints 04 and ac 02 (3 bytes) in the
+// Int64List as one field 1: 0a 03 04 ac 02 (5 bytes); the AttributeProto 0a 01 67 (name)
+// 52 05 + those (int64_list is field 10): 10 bytes; the node's attr (field 10) 52 0a + those.
+TEST(ChakraWire, NumericListsArePackedAsProtobufWritesThem) {
+  ChakraNode node;
+  node.attrs = {ChakraAttribute::Int64List("g", {4, 300})};
+  EXPECT_EQ(EncodeChakraNode(node),
+            std::string("\x52\x0a\x0a\x01g\x52\x05\x0a\x03\x04\xac\x02", 12));
+  // A double list: field 4 holding {values: packed 8-byte little-endian}; 1.0 = 0x3ff0...0.
+  ChakraAttribute reals{.name = "r", .type = AttributeType::kDoubleList, .reals = {1.0}};
+  node.attrs = {reals};
+  EXPECT_EQ(EncodeChakraNode(node), std::string("\x52\x0f\x0a\x01r\x22\x0a\x0a\x08"
+                                                "\x00\x00\x00\x00\x00\x00\xf0\x3f",
+                                                17));
+  // An empty list is an empty list message (the oneof is set; its packed field is omitted).
+  node.attrs = {ChakraAttribute::Int64List("e", {})};
+  EXPECT_EQ(EncodeChakraNode(node), std::string("\x52\x05\x0a\x01"
+                                                "e\x52\x00",
+                                                7));
+  // Strings cannot be packed: one values field each (0a 01 61, 0a 01 62) in the StringList,
+  // field 30 (tag f2 01).
+  ChakraAttribute texts{.name = "s", .type = AttributeType::kStringList, .texts = {"a", "b"}};
+  node.attrs = {texts};
+  EXPECT_EQ(EncodeChakraNode(node), std::string("\x52\x0c\x0a\x01s\xf2\x01\x06\x0a\x01"
+                                                "a\x0a\x01"
+                                                "b",
+                                                14));
+}
+
 // An export encodes millions of nodes with one encoder: what a node leaves in its buffers
 // must not leak into the next, smaller one.
 TEST(ChakraWire, AnEncoderReusedNodeAfterNodeWritesWhatEachAloneWould) {

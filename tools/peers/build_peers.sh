@@ -19,7 +19,7 @@ calculon_commit=caa4b11
 astra_submodules=(extern/graph_frontend/chakra extern/network_backend/analytical
                   extern/remote_memory_backend/analytical extern/helper/fmt extern/helper/spdlog)
 
-packages=(protobuf-compiler libprotobuf-dev python3-numpy python3-pandas python3-psutil)
+packages=(protobuf-compiler libprotobuf-dev python3-numpy python3-pandas python3-psutil python3-protobuf)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [[ ${#missing[@]} -gt 0 ]]; then

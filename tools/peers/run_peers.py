@@ -236,15 +236,31 @@ def astra_run(args, prefix, comm_groups, network, system, ranks, workdir):
     return max(cycles) / 1e9, "", peer_wall, peer_rss
 
 
+def check_export(args, prefix):
+    """Decodes the export with the Chakra schema ASTRA-sim builds (check_chakra_export.py):
+    "" when every check passes, else the first failure."""
+    chakra = os.path.join(args.astra_sim, "extern", "graph_frontend", "chakra")
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "peers",
+                                                        "check_chakra_export.py"),
+                           "--chakra-src", chakra, prefix],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode == 0:
+        return ""
+    failures = [line.strip() for line in proc.stdout.splitlines() if "FAIL " in line]
+    return "Chakra schema check failed: " + (failures[0] if failures else proc.stderr.strip())
+
+
 def run_astra(args, workload, workdir):
     prefix = os.path.join(workdir, "workload")
     # Every rank's trace: configs that simulate one rank per class of identical ranks too.
     result, wall, rss = run_dtsim(args, workload, workdir,
                                   ["--chakra", prefix, "--set", "simulation.ranks=full"])
+    schema_note = check_export(args, prefix)
     network, system = astra_inputs(result, workdir)
     ranks = result["input"]["nodes"] * result["input"]["gpus_per_node"]
     peer_s, note, peer_wall, peer_rss = astra_run(
         args, prefix, f"{prefix}.comm_groups.json", network, system, ranks, workdir)
+    note = "; ".join(n for n in (schema_note, note) if n)
     return {"dtsim_s": result["iteration_time_ns"] / 1e9, "peer_s": peer_s, "note": note,
             "dtsim_wall": wall, "dtsim_rss": rss, "peer_wall": peer_wall, "peer_rss": peer_rss}
 
