@@ -3,10 +3,13 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <string_view>
+#include <utility>
 
 #include "sim/base/atomic_file.h"
 #include "sim/base/json_reader.h"
 #include "sim/base/parallel.h"
+#include "traces/chakra_attrs.h"
 #include "traces/chakra_export.h"
 #include "traces/chakra_graph.h"
 #include "traces/chakra_wire.h"
@@ -81,6 +84,31 @@ Expected<std::vector<std::string>> WriteChakraGraph(const graph::TaskGraph& grap
   paths.push_back(prefix + ".comm_groups.json");
   DTSIM_RETURN_IF_ERROR(WriteFileAtomically(paths.back(), DumpJson(groups, 2) + "\n"));
   return paths;
+}
+
+std::vector<std::string> ChakraExportCaveats(const graph::TaskGraph& graph) {
+  std::map<std::pair<std::string_view, graph::CommKind>, int64_t> forced;
+  for (uint32_t c = 0; c < graph.comm_count(); ++c) {
+    const graph::Communication& comm = graph.comm(graph::CommId(c));
+    const std::string_view algorithm = graph.name(comm.algorithm);
+    if (!algorithm.empty()) ++forced[{algorithm, comm.kind}];
+  }
+  std::vector<std::string> caveats;
+  for (const auto& [key, count] : forced) {
+    const auto& [algorithm, kind] = key;
+    const std::string_view why =
+        algorithm == "parameter_server"
+            ? " (its push and pull go through servers that are not ranks, which Chakra has no node "
+              "for)"
+            : "";
+    caveats.push_back(fmt::format(
+        "{} {} communication{} forced to dtsim's {} algorithm{} {} written as plain Chakra {} "
+        "nodes (the algorithm in attribute {}); a tool that reads only Chakra's fields, as "
+        "ASTRA-sim does, runs them with its own algorithm and will not agree with dtsim's time",
+        count, graph::CommKindName(kind), count == 1 ? "" : "s", algorithm, why,
+        count == 1 ? "is" : "are", graph::CommKindName(kind), chakra::attr::kAlgorithm));
+  }
+  return caveats;
 }
 
 }  // namespace dtsim::traces

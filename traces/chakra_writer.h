@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "sim/base/status.h"
 #include "sim/graph/task_graph.h"
@@ -21,5 +22,12 @@ Status WriteChakraTrace(const ChakraTrace& trace, const std::string& path);
 // ASTRA-sim's comm-group file). Returns the paths written.
 Expected<std::vector<std::string>> WriteChakraGraph(const graph::TaskGraph& graph,
                                                     const std::string& prefix);
+
+// What an export of `graph` cannot say in Chakra's own terms, one line per kind: collectives
+// forced to one of dtsim's algorithms (a parameter server's push and pull through servers that
+// are not ranks; any other named algorithm) are written as the plain collective with the name in
+// `dtsim.algorithm`, which a tool reading only Chakra's fields (ASTRA-sim) ignores, running its
+// own algorithm. Empty when the export says everything.
+std::vector<std::string> ChakraExportCaveats(const graph::TaskGraph& graph);
 
 }  // namespace dtsim::traces

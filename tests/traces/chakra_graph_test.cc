@@ -273,3 +273,47 @@ TEST_F(ChakraGraphTest, CommGroupsSayWhichRanksACollectiveSpans) {
 
 }  // namespace
 }  // namespace dtsim::traces
+
+namespace dtsim::traces {
+namespace {
+
+// A collective forced to one of dtsim's algorithms is written as the plain Chakra collective:
+// the export says so, once per (algorithm, kind), with the count; a graph without one has
+// nothing to say.
+TEST(ChakraExportCaveatsTest, ForcedAlgorithmsAreNamedWithTheirCount) {
+  graph::TaskGraphBuilder b;
+  const auto s0 = b.Stream(0, "compute");
+  const auto s1 = b.Stream(1, "compute");
+  const std::vector<int32_t> group = {0, 1};
+  for (int i = 0; i < 3; ++i) {
+    const auto pushed =
+        b.AddCollective(graph::CommKind::kAllReduce, Bytes(64), group, "", "parameter_server");
+    b.AddCollectiveTask(s0, pushed, "ps", "dp");
+    b.AddCollectiveTask(s1, pushed, "ps", "dp");
+  }
+  const auto ring = b.AddCollective(graph::CommKind::kAllGather, Bytes(64), group, "", "ring");
+  b.AddCollectiveTask(s0, ring, "ag", "tp");
+  b.AddCollectiveTask(s1, ring, "ag", "tp");
+  const auto plain = b.AddCollective(graph::CommKind::kAllReduce, Bytes(64), group);
+  b.AddCollectiveTask(s0, plain, "ar", "dp");
+  b.AddCollectiveTask(s1, plain, "ar", "dp");
+  Expected<graph::TaskGraph> graph = std::move(b).Build();
+  ASSERT_TRUE(graph.ok()) << graph.error().ToString();
+  const std::vector<std::string> caveats = ChakraExportCaveats(*graph);
+  ASSERT_EQ(caveats.size(), 2u);
+  EXPECT_THAT(caveats[0], testing::StartsWith("3 all_reduce communications forced to dtsim's "
+                                              "parameter_server algorithm (its push and pull"));
+  EXPECT_THAT(caveats[0], testing::HasSubstr("written as plain Chakra all_reduce nodes"));
+  EXPECT_THAT(caveats[1], testing::StartsWith("1 all_gather communication forced to dtsim's "
+                                              "ring algorithm is written as plain Chakra"));
+
+  graph::TaskGraphBuilder plain_builder;
+  const auto p0 = plain_builder.Stream(0, "compute");
+  plain_builder.AddTask(p0, graph::TaskKind::kCompute, "gemm", "compute", DurationNs(1));
+  Expected<graph::TaskGraph> without = std::move(plain_builder).Build();
+  ASSERT_TRUE(without.ok());
+  EXPECT_TRUE(ChakraExportCaveats(*without).empty());
+}
+
+}  // namespace
+}  // namespace dtsim::traces

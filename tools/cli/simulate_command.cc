@@ -5,6 +5,8 @@
 #include <fmt/ostream.h>
 #include <fmt/ranges.h>
 
+#include <iostream>
+
 #include "sim/base/quantity.h"
 #include "strategies/simulate.h"
 #include "strategies/training_section.h"
@@ -354,6 +356,9 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
     if (!options.quiet) {
       fmt::print(out, "\n  chakra         {} ET files ({}.0.et ...) and {}\n", paths.size() - 1,
                  options.chakra_prefix, paths.back());
+    }
+    for (const std::string& caveat : traces::ChakraExportCaveats(result->iteration->graph)) {
+      fmt::print(std::cerr, "dtsim simulate: warning: --chakra: {}\n", caveat);
     }
   }
   if (!options.op_list_path.empty()) {
