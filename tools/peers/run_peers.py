@@ -59,6 +59,12 @@ ASTRA_WORKLOADS = [
      "config": "tools/examples/mixtral_8x7b_ep8_64h100.json", "sets": []},
     {"name": "ResNet-50, 256 A100s (shipped example)",
      "config": "tools/examples/resnet50_256gpu.json", "sets": []},
+    {"name": "BERT-large, 64 V100s on 40 Gb/s Ethernet (shipped example)",
+     "config": "tools/examples/bert_large_64gpu_ethernet.json", "sets": [],
+     "network": "ethernet-40g-4gpu"},
+    {"name": "BERT-large, 64 V100s, 1-bit Adam (shipped example)",
+     "config": "tools/examples/bert_large_64gpu_ethernet_onebit_adam.json", "sets": [],
+     "network": "ethernet-40g-4gpu"},
 ]
 
 # ASTRA-sim's network for a dtsim cluster preset: two switch dimensions (the node's NVLink
@@ -73,6 +79,12 @@ ASTRA_NETWORKS = {
                  "intra_ns": 1000, "inter_ns": 2500},
     "dgx-h100": {"intra_GBps": 450 * 0.822, "inter_GBps": 50 * 0.97,
                  "intra_ns": 1000, "inter_ns": 2500},
+    # The BERT-large examples' cluster: preset ethernet-25g (PCIe 3.0 in the node, 12 GB/s a GPU
+    # at efficiency 1.0, α 5 µs; TCP between nodes, α 25 µs) with four GPUs a node and a 40 Gb/s
+    # NIC, which the node's four GPUs share: 5 GB/s / 4 a GPU when all of them cross at once, as
+    # ASTRA-sim's hierarchical collectives have them do.
+    "ethernet-40g-4gpu": {"intra_GBps": 12.0, "inter_GBps": 40 / 8 / 4,
+                          "intra_ns": 2500, "inter_ns": 12500},
 }
 
 ASTRA_SYSTEM = {
@@ -179,9 +191,10 @@ def run_calculon(args, workload, workdir):
             "dtsim_wall": wall, "dtsim_rss": rss, "peer_wall": peer_wall, "peer_rss": peer_rss}
 
 
-def astra_inputs(result, workdir):
-    """The network and system files ASTRA-sim runs dtsim's export on."""
-    return astra_files(result["input"]["cluster"], result["input"]["nodes"],
+def astra_inputs(result, workdir, network=None):
+    """The network and system files ASTRA-sim runs dtsim's export on (`network`: an entry of
+    ASTRA_NETWORKS other than the config's cluster preset)."""
+    return astra_files(network or result["input"]["cluster"], result["input"]["nodes"],
                        result["input"]["gpus_per_node"], workdir)
 
 
@@ -256,7 +269,7 @@ def run_astra(args, workload, workdir):
     result, wall, rss = run_dtsim(args, workload, workdir,
                                   ["--chakra", prefix, "--set", "simulation.ranks=full"])
     schema_note = check_export(args, prefix)
-    network, system = astra_inputs(result, workdir)
+    network, system = astra_inputs(result, workdir, workload.get("network"))
     ranks = result["input"]["nodes"] * result["input"]["gpus_per_node"]
     peer_s, note, peer_wall, peer_rss = astra_run(
         args, prefix, f"{prefix}.comm_groups.json", network, system, ranks, workdir)
