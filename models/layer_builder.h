@@ -81,6 +81,16 @@ class LayerBuilder {
     pending_.back().back().boundary = backward;
   }
 
+  // The widths of the tensor-parallel boundaries Boundaries() set (Op::reduce_columns and
+  // Op::gather_columns; 0: the hidden size): the forward one's gather, the backward one's
+  // reduction and gather.
+  void BoundaryWidths(int64_t forward_gather, int64_t backward_reduce, int64_t backward_gather) {
+    ops_.forward.back().gather_columns = forward_gather;
+    Op& backward = pending_.back().back();
+    backward.reduce_columns = backward_reduce;
+    backward.gather_columns = backward_gather;
+  }
+
   // Marks the last Linear as column-parallel over a sequence-parallel input saved as its shard:
   // its dgrad runs beside the all-gather of the `bytes` each rank holds (Op::regather_bytes).
   void RegatherInput(int64_t bytes) {

@@ -105,6 +105,15 @@ struct TransformerSpec {
     return head_dim_override > 0 ? head_dim_override : hidden / heads;
   }
   int64_t v_head_dim() const { return mla.enabled() ? mla.v_head_dim : head_dim(); }
+  // Elements per token the attention block's column-parallel inputs take: the hidden size, or
+  // under MLA its latents — the query's (the hidden size without one), the KV latent and the
+  // keys' shared rotary part — which is what Megatron all-gathers under sequence parallelism
+  // (its down-projections run on each rank's sequence shard).
+  int64_t AttentionInputColumns() const {
+    if (!mla.enabled()) return hidden;
+    return (mla.q_lora_rank > 0 ? mla.q_lora_rank : hidden) + mla.kv_lora_rank +
+           mla.qk_rope_head_dim;
+  }
   int64_t q_dim() const { return head_dim() * heads; }  // attention's inner width
   int64_t kv_dim() const { return head_dim() * kv_heads; }
   int64_t SharedFfnHidden() const { return moe.shared_experts * MoeFfnHidden(); }

@@ -79,6 +79,14 @@ struct Op {
   // dispatch and the last expert GEMM; backward mirrors them). 2D/2.5D grids have neither.
   enum class Boundary : uint8_t { kNone, kTensorReduce, kExpertAllToAll };
   Boundary boundary = Boundary::kNone;
+  // A tensor-parallel boundary's widths in elements per token where they are not the hidden
+  // size (0): the reduced tensor's (a multi-latent attention's latents, whose gradients Megatron
+  // reduces at its up-projections' inputs) and, under sequence parallelism, the width of the
+  // shard all-gathered with it for the next column-parallel consumer (MLA gathers its latents,
+  // not the hidden state; kNoGather: none, when another boundary of the block gathers).
+  static constexpr int64_t kNoGather = -1;
+  int64_t reduce_columns = 0;
+  int64_t gather_columns = 0;
   // A column-parallel linear's dgrad under sequence parallelism: the bytes each rank gives the
   // all-gather that re-assembles the layer's input for its weight gradient — the linear saved
   // only its sequence shard — which runs beside this GEMM; the wgrad waits for it (Megatron-

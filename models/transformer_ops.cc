@@ -24,6 +24,9 @@ struct Shape {
   // the attention output's heads × v_head_dim (head_dim = v_head_dim but under MLA).
   int64_t heads, kv_heads, head_dim, v_head_dim, q, kv, v, o, ffn;
   int64_t steps;  // GEMM steps of a weight: 1, or q (SUMMA)
+  // The width the next attention block's input is all-gathered at under sequence parallelism
+  // (Op::gather_columns: 0 for the hidden size; MLA's latents).
+  int64_t attention_gather;
   // The attention kernel's queries and keys per sequence and its heads: s, s and the rank's
   // heads; under context parallelism p2p, s/c queries against all s keys over the ring; a2a,
   // the whole sequence with the heads split c ways more.
@@ -69,6 +72,7 @@ Shape MakeShape(const TransformerSpec& spec, const TransformerShard& shard) {
   x.o = x.heads * x.v_head_dim;
   x.ffn = spec.ffn_hidden / split;
   x.steps = shard.hidden_split();
+  x.attention_gather = spec.mla.enabled() ? spec.AttentionInputColumns() : 0;
   const bool a2a = shard.context_comm == ContextComm::kAllToAll;
   const int64_t head_split = a2a ? shard.context_parallel : 1;
   x.q_len = a2a ? shard.seq_len : x.s;
@@ -143,10 +147,10 @@ int64_t BiasColumns(const Shape& x, int64_t columns) { return x.bias ? columns :
 // (tensor_parallel/layers.py: the async _all_gather_base before grad_output.matmul(weight)) and
 // Transformer Engine's LayerNormLinear (the backward gather_along_first_dim of ln_out), in the
 // saved copy's dtype (FP8 under FP8).
-void RegatherSequenceShard(LayerBuilder& layer, const Shape& x) {
+void RegatherSequenceShard(LayerBuilder& layer, const Shape& x, int64_t columns = 0) {
   if (x.replicated_tokens == x.tokens) return;  // no sequence parallelism
-  layer.RegatherInput(static_cast<int64_t>(
-      std::ceil(x.input_e() * static_cast<double>(x.replicated_tokens * x.width))));
+  layer.RegatherInput(static_cast<int64_t>(std::ceil(
+      x.input_e() * static_cast<double>(x.replicated_tokens * (columns > 0 ? columns : x.width)))));
 }
 
 void NormOp(LayerBuilder& layer, std::string_view name, const Shape& x) {
@@ -288,45 +292,65 @@ void CoreAttention(LayerBuilder& layer, const Shape& x) {
       .core_attention = true;
 }
 
-// Multi-head latent attention's projections (DeepSeek-V2 §2.1, Megatron-Core's
-// MLASelfAttention): the down-projections to the query latent and to the KV latent with the
-// keys' shared rotary part run whole on every tensor-parallel rank over all the micro-batch's
-// tokens (model FLOPs counted once: 1/t each), a norm over each latent, then the up-projections
-// to the rank's heads. Saved: the input once, each latent's norm input and the up-projections'
-// inputs (for their weight gradients), and Q, K, V for the core attention.
+// Multi-head latent attention's projections (DeepSeek-V2 §2.1) as Megatron-Core runs them
+// under tensor parallelism (MLASelfAttention with Transformer Engine, since core_r0.10): the
+// down-projections to the query latent and to the KV latent with the keys' shared rotary part
+// are `duplicated` TELinear modules — whole on every rank, over the rank's tokens: its sequence
+// shard under sequence parallelism (each rank 1/t of the tokens: model FLOPs counted whole),
+// else all of them (model FLOPs 1/t each). The latent norms are fused into the up-projections
+// (TELayerNormColumnParallelLinear), which are column-parallel over the rank's heads: under SP
+// they all-gather the normed latent shard (and the rotary part is gathered on its own), so the
+// attention block gathers q_lora + kv_lora + rope elements a token, not h (the gather is the
+// previous block's boundary: Op::gather_columns), re-gathers the saved latent shards for their
+// weight gradients, and reduces their input gradients — latents again — before the
+// down-projections' backward, which then needs no collective; without SP those reductions are
+// all-reduces. Saved: the input once, the up-projections' latent inputs (the shard under SP),
+// and Q, K, V for the core attention. Not modelled: the all-reduce over the tensor group of
+// the duplicated down-projections' weight gradients (each rank's is over its shard), which
+// Megatron runs once a step in finalize_model_grads beside the norms' (docs/strategies.md).
 void LatentProjections(LayerBuilder& layer, const Shape& x, const MlaSpec& mla, int t) {
-  const double tokens = static_cast<double>(x.tokens);
-  const double share = 1.0 / t;
+  const bool sp = x.replicated_tokens < x.tokens;
+  const int64_t down_tokens = x.replicated_tokens;  // the shard under SP, else every token
+  const double down_share = sp ? 1.0 : 1.0 / t;
+  const int64_t kv_latent = mla.kv_lora_rank + mla.qk_rope_head_dim;
   const auto latent_norm = [&](std::string_view name, int64_t rank) {
-    const int64_t elements = x.tokens * rank;
+    const int64_t elements = x.replicated_tokens * rank;
     layer.Stream(name, OpKind::kNorm, x.dtype, elements, 2 * x.e, 3 * x.e, x.e * elements);
   };
-  const int64_t input = x.replicated_tokens * x.width;  // the shard under SP, as attn.qkv
-  if (mla.q_lora_rank > 0) {
-    layer.Linear("attn.q_down", x.dtype, x.tokens, mla.q_lora_rank, x.width,
-                 x.input_e() * static_cast<double>(input), 1, share,
-                 Casts(x, input, x.tokens * mla.q_lora_rank));
-    layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);  // g in backward
-    latent_norm("attn.q_norm", mla.q_lora_rank);
-    layer.Linear("attn.q_up", x.dtype, x.tokens, x.q, mla.q_lora_rank,
-                 x.input_e() * tokens * mla.q_lora_rank + x.e * tokens * x.q, 1, 1.0,
-                 Casts(x, x.tokens * mla.q_lora_rank, x.tokens * x.q));
-  } else {
-    layer.Linear("attn.q", x.dtype, x.tokens, x.q, x.width,
-                 x.input_e() * static_cast<double>(input) + x.e * tokens * x.q, 1, 1.0,
-                 Casts(x, input, x.tokens * x.q));
+  // An up-projection from a `rank`-wide latent: saves its input (the shard under SP, which its
+  // backward gathers again), reduces its input gradient in backward over `reduced` columns, and
+  // gathers the previous block's output gradient there when `last` (the backward's last
+  // tensor-parallel boundary of the block).
+  const auto up = [&](std::string_view name, int64_t rank, int64_t columns, int64_t outputs,
+                      int64_t reduced, bool last) {
+    layer.Linear(name, x.dtype, x.tokens, columns, rank,
+                 x.input_e() * static_cast<double>(x.replicated_tokens * rank) +
+                     x.e * static_cast<double>(x.tokens * outputs),
+                 1, 1.0, Casts(x, x.replicated_tokens * rank, x.tokens * columns));
+    RegatherSequenceShard(layer, x, rank);
     layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
+    layer.BoundaryWidths(0, reduced, last ? 0 : Op::kNoGather);
+  };
+  const int64_t input = x.replicated_tokens * x.width;  // the shard under SP
+  const int64_t q_latent = mla.q_lora_rank > 0 ? mla.q_lora_rank : x.width;
+  if (mla.q_lora_rank > 0) {
+    layer.Linear("attn.q_down", x.dtype, down_tokens, mla.q_lora_rank, x.width,
+                 x.input_e() * static_cast<double>(input), 1, down_share,
+                 Casts(x, input, down_tokens * mla.q_lora_rank));
+    latent_norm("attn.q_norm", mla.q_lora_rank);
+    up("attn.q_up", mla.q_lora_rank, x.q, x.q, q_latent, /*last=*/true);
+  } else {
+    // Without a query latent the query projection is column-parallel over the hidden state.
+    up("attn.q", x.width, x.q, x.q, q_latent, /*last=*/true);
   }
-  const int64_t kv_latent = mla.kv_lora_rank + mla.qk_rope_head_dim;
-  // Its input is q_down's (saved there once); under FP8 Transformer Engine quantizes it for
-  // this module too.
-  layer.Linear("attn.kv_down", x.dtype, x.tokens, kv_latent, x.width, 0, 1, share,
-               Casts(x, input, x.tokens * kv_latent));
+  // Its input is q_down's (or the query projection's), saved there once; under FP8 Transformer
+  // Engine quantizes it for this module too.
+  layer.Linear("attn.kv_down", x.dtype, down_tokens, kv_latent, x.width, 0, 1, down_share,
+               Casts(x, input, down_tokens * kv_latent));
   latent_norm("attn.kv_norm", mla.kv_lora_rank);
   const int64_t kv_up = x.heads * (mla.qk_nope_head_dim + mla.v_head_dim);
-  layer.Linear("attn.kv_up", x.dtype, x.tokens, kv_up, mla.kv_lora_rank,
-               x.input_e() * tokens * mla.kv_lora_rank + x.e * tokens * (x.kv + x.v), 1, 1.0,
-               Casts(x, x.tokens * mla.kv_lora_rank, x.tokens * kv_up));
+  // The rotary part's gradient is reduced with the KV latent's (its own gather in forward).
+  up("attn.kv_up", mla.kv_lora_rank, kv_up, x.kv + x.v, kv_latent, /*last=*/false);
 }
 
 void Attention(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec, int t) {
@@ -392,7 +416,10 @@ void Mlp(LayerBuilder& layer, const Shape& x, bool swiglu, std::string_view pref
                  /*fp32_input=*/false);
   layer.Linear(name + ".fc2", x.dtype, x.tokens, x.width, ffn, x.input_e() * tokens * ffn, x.steps,
                1.0, Casts(x, x.tokens * ffn, x.tokens * x.width));
-  if (reduces) layer.Boundaries(Boundary::kTensorReduce, Boundary::kNone);
+  if (reduces) {
+    layer.Boundaries(Boundary::kTensorReduce, Boundary::kNone);
+    layer.BoundaryWidths(x.attention_gather, 0, 0);  // the next attention's input
+  }
 }
 
 void DenseMlp(LayerBuilder& layer, const Shape& x, bool swiglu) {
@@ -457,6 +484,7 @@ void MoeMlp(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
   layer.Boundaries(Boundary::kExpertAllToAll, Boundary::kNone);  // tokens back to their ranks
   layer.Stream("moe.combine", OpKind::kPermute, x.dtype, buffer, 2 * x.e, 2 * x.e, x.e * buffer);
   layer.Boundaries(folded ? Boundary::kNone : Boundary::kTensorReduce, Boundary::kExpertAllToAll);
+  layer.BoundaryWidths(x.attention_gather, 0, 0);  // the next attention's input
 }
 
 // A multi-token-prediction module's input (Megatron-Core's MultiTokenPredictionLayer): the

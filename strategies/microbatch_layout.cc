@@ -69,10 +69,18 @@ int64_t MicrobatchLayout::GridTokens() const {
   return config_.training.micro_batch / ShardOf(config_).batch_split() * config_.training.seq_len;
 }
 
-std::vector<LayoutComm> MicrobatchLayout::TensorReduce() const {
-  if (!config_.plan.sequence_parallel) return {{CommKind::kAllReduce, ActivationBytes()}};
-  const int64_t shard = ActivationBytes().count() / config_.plan.tensor;
-  std::vector<LayoutComm> comms = {{CommKind::kReduceScatter, ActivationBytes()}};
+Bytes MicrobatchLayout::ColumnBytes(int64_t columns) const {
+  if (columns <= 0) return ActivationBytes();
+  return Bytes(ShardOf(config_).tokens() * columns * DTypeBytes(config_.training.dtype));
+}
+
+std::vector<LayoutComm> MicrobatchLayout::TensorReduce(int64_t reduce_columns,
+                                                       int64_t gather_columns) const {
+  const Bytes reduced = ColumnBytes(reduce_columns);
+  if (!config_.plan.sequence_parallel) return {{CommKind::kAllReduce, reduced}};
+  std::vector<LayoutComm> comms = {{CommKind::kReduceScatter, reduced}};
+  if (gather_columns == models::Op::kNoGather) return comms;
+  const int64_t shard = ColumnBytes(gather_columns).count() / config_.plan.tensor;
   const models::Fp8Recipe fp8 = config_.training.fp8;
   if (fp8 == models::Fp8Recipe::kNone) {
     comms.push_back({CommKind::kAllGather, Bytes(shard)});
@@ -103,7 +111,9 @@ void MicrobatchLayout::LayOut(const PricedOp& op, LayoutSink& sink) const {
   }
   switch (op.after) {
     case After::kTensor:
-      for (const LayoutComm& comm : TensorReduce()) sink.Collective(comm);
+      for (const LayoutComm& comm : TensorReduce(op.reduce_columns, op.gather_columns)) {
+        sink.Collective(comm);
+      }
       break;
     case After::kExpert:
       sink.ExpertAllToAll();
@@ -159,7 +169,10 @@ std::vector<SummaStep> MicrobatchLayout::SummaSteps(const PricedOp& op) const {
 
 std::vector<LayoutComm> MicrobatchLayout::EmbeddingComms(models::Pass pass) const {
   const bool backward = pass == models::Pass::kBackward;
-  if (!config_.plan.on_grid()) return backward ? std::vector<LayoutComm>{} : TensorReduce();
+  if (!config_.plan.on_grid()) {
+    if (backward) return {};
+    return TensorReduce(0, MlaGather());  // the first attention's input
+  }
   const Bytes bytes(GridTokens() * config_.model.transformer.hidden *
                     DTypeBytes(config_.training.dtype));
   return {
@@ -167,8 +180,15 @@ std::vector<LayoutComm> MicrobatchLayout::EmbeddingComms(models::Pass pass) cons
 }
 
 std::vector<LayoutComm> MicrobatchLayout::OutputComms(models::Pass pass) const {
-  if (config_.plan.on_grid() || pass != models::Pass::kBackward) return {};
-  return TensorReduce();
+  if (config_.plan.on_grid()) return {};
+  if (pass == models::Pass::kBackward) return TensorReduce();
+  if (MlaGather() == 0 || !config_.plan.sequence_parallel) return {};
+  return {{CommKind::kAllGather, Bytes(ActivationBytes().count() / config_.plan.tensor)}};
+}
+
+int64_t MicrobatchLayout::MlaGather() const {
+  const models::TransformerSpec& spec = config_.model.transformer;
+  return spec.mla.enabled() ? spec.AttentionInputColumns() : 0;
 }
 
 }  // namespace dtsim::strategies

@@ -78,7 +78,10 @@ class MicrobatchLayout {
   // vocabulary-parallel lookup in forward; on a grid, VocabParallelEmbedding2D's reduce-scatter
   // over COL of the depth layer's B/d tokens × h/q in forward and its all-gather in backward.
   std::vector<LayoutComm> EmbeddingComms(models::Pass pass) const;
-  // The output layer's: 1D, the tensor-parallel reduction ending its backward.
+  // The output layer's: 1D, the tensor-parallel reduction ending its backward; in forward, for
+  // a model whose layers gather MLA's latents rather than the hidden state under sequence
+  // parallelism, the all-gather of the final norm's shard the column-parallel output layer
+  // needs (with standard attention the last layer's reduction carries it).
   std::vector<LayoutComm> OutputComms(models::Pass pass) const;
 
   // The b·s·h activations of a micro-batch on a rank (b·s/c·h under context parallelism).
@@ -94,8 +97,16 @@ class MicrobatchLayout {
  private:
   // A tensor-parallel all-reduce of the activations, or with sequence parallelism the
   // reduce-scatter and all-gather it splits into (same bytes; docs/strategies.md; under FP8
-  // the all-gather moves FP8, after current scaling's amax all-reduce).
-  std::vector<LayoutComm> TensorReduce() const;
+  // the all-gather moves FP8, after current scaling's amax all-reduce). `reduce_columns` and
+  // `gather_columns` are the widths per token where not the hidden size (0): MLA's latents
+  // (models::Op::reduce_columns; gather_columns models::Op::kNoGather: no all-gather).
+  std::vector<LayoutComm> TensorReduce(int64_t reduce_columns = 0,
+                                       int64_t gather_columns = 0) const;
+  // The bytes of `columns` elements a token (0: the hidden size) for the micro-batch's tokens.
+  Bytes ColumnBytes(int64_t columns) const;
+  // The width the attention's input is gathered at under sequence parallelism where not the
+  // hidden size (MLA's latents), else 0.
+  int64_t MlaGather() const;
   // Tokens on one rank of a grid: the micro-batch's b·s split q·d ways.
   int64_t GridTokens() const;
   std::vector<SummaStep> SummaSteps(const PricedOp& op) const;

@@ -183,6 +183,9 @@ Expected<PassTimes> PricePassTimes(const ResolvedConfig& config, const models::O
   DTSIM_ASSIGN_OR_RETURN(const DurationNs reduce,
                          timer.Time(layout.OutputComms(models::Pass::kBackward)));
   times.output.backward += reduce;
+  DTSIM_ASSIGN_OR_RETURN(const DurationNs gather,
+                         timer.Time(layout.OutputComms(models::Pass::kForward)));
+  times.output.forward += gather;
   return times;
 }
 

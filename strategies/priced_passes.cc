@@ -45,7 +45,9 @@ class Pricer {
                                          .pass = op.pass,
                                          .expert = op.expert,
                                          .attention = op.kind == models::OpKind::kFlashAttention,
-                                         .regather_bytes = op.regather_bytes});
+                                         .regather_bytes = op.regather_bytes,
+                                         .reduce_columns = op.reduce_columns,
+                                         .gather_columns = op.gather_columns});
       if (grid_) {
         priced.summa = op.weight_gemm;
         priced.activation_block = op.activation_block;

@@ -34,6 +34,10 @@ struct PricedOp {
   // A column-parallel dgrad under sequence parallelism: what each rank gives the all-gather of
   // the layer's input that runs beside it (models::Op::regather_bytes); 0: none.
   int64_t regather_bytes = 0;
+  // A tensor-parallel boundary's widths where not the hidden size (models::Op::reduce_columns,
+  // gather_columns).
+  int64_t reduce_columns = 0;
+  int64_t gather_columns = 0;
   // On a 2D/2.5D grid: a weight GEMM run as SUMMA steps, and its operand blocks (elements).
   models::Op::WeightGemm summa = models::Op::WeightGemm::kNone;
   int64_t activation_block = 0;

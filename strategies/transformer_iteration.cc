@@ -349,6 +349,7 @@ class IterationBuilder {
     AmaxReduction(group, stage, chunk, Pass::kForward);
     if (HoldsOutput(stage, chunk)) {
       gathers_.Output(group, stage, false);
+      EmitComms(group, layout_.OutputComms(Pass::kForward), "output tp");
       EmitWhole(group, model_.output.forward, "output fwd", "output tp");
       HoldMemory(group, Track(stage).output);
     } else {

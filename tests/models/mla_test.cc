@@ -105,3 +105,73 @@ TEST(MlaTest, BadSpecsNameTheField) {
 
 }  // namespace
 }  // namespace dtsim::models
+
+namespace dtsim::models {
+namespace {
+
+const Op& ForwardOp(const LayerOps& ops, std::string_view suffix) {
+  for (const Op& op : ops.forward) {
+    if (op.name.ends_with(suffix)) return op;
+  }
+  ADD_FAILURE() << "no forward op " << suffix;
+  return ops.forward.front();
+}
+
+const Op& BackwardOp(const LayerOps& ops, std::string_view suffix) {
+  for (const Op& op : ops.backward) {
+    if (op.name.ends_with(suffix)) return op;
+  }
+  ADD_FAILURE() << "no backward op " << suffix;
+  return ops.backward.front();
+}
+
+// Megatron-Core's MLASelfAttention under tensor parallelism t = 2 with sequence parallelism,
+// s = 4096 (T/t = 2048 tokens a rank), BF16.
+TEST(MlaTest, UnderSequenceParallelismTheDownProjectionsRunOnTheShard) {
+  const TransformerSpec spec = DeepSeekV3();
+  TransformerShard shard{.micro_batch = 1,
+                         .seq_len = 4096,
+                         .dtype = DType::kBf16,
+                         .tensor_parallel = 2,
+                         .sequence_parallel = true,
+                         .flash_attention = true};
+  ASSERT_TRUE(ValidateShard(spec, shard).ok());
+  const LayerOps ops = TransformerLayerOps(spec, 3, shard);
+  // The duplicated down-projections over the rank's 2048 tokens: 2 · 2048 · 7168 · 1536 FLOPs,
+  // all of them model FLOPs (the two ranks together project the sequence once).
+  const Op& q_down = ForwardOp(ops, "attn.q_down");
+  EXPECT_DOUBLE_EQ(q_down.flops, 2.0 * 2048 * 7168 * 1536);
+  EXPECT_DOUBLE_EQ(q_down.model_flops, q_down.flops);
+  EXPECT_DOUBLE_EQ(ForwardOp(ops, "attn.kv_down").flops, 2.0 * 2048 * 7168 * (512 + 64));
+  // The up-projections save their latent's shard, 2048 · 1536 · 2 B (and Q: 4096 tokens × 64
+  // heads × 192 × 2 B), and their backward gathers it again beside the dgrad.
+  EXPECT_DOUBLE_EQ(ForwardOp(ops, "attn.q_up").saved_bytes,
+                   2048.0 * 1536 * 2 + 4096.0 * 64 * 192 * 2);
+  EXPECT_EQ(BackwardOp(ops, "attn.q_up.dgrad").regather_bytes, 2048 * 1536 * 2);
+  EXPECT_EQ(BackwardOp(ops, "attn.kv_up.dgrad").regather_bytes, 2048 * 512 * 2);
+  // Their input gradients are reduced at their widths — the query latent's, then the KV
+  // latent's with the rotary part's — after their wgrads; the query's (the last of the block in
+  // backward) gathers the previous block's hidden-state gradient with it, the KV's nothing. The
+  // down-projections' backward has no collective.
+  const Op& q_up_wgrad = BackwardOp(ops, "attn.q_up.wgrad");
+  EXPECT_EQ(q_up_wgrad.boundary, Op::Boundary::kTensorReduce);
+  EXPECT_EQ(q_up_wgrad.reduce_columns, 1536);
+  EXPECT_EQ(q_up_wgrad.gather_columns, 0);
+  const Op& kv_up_wgrad = BackwardOp(ops, "attn.kv_up.wgrad");
+  EXPECT_EQ(kv_up_wgrad.reduce_columns, 512 + 64);
+  EXPECT_EQ(kv_up_wgrad.gather_columns, Op::kNoGather);
+  EXPECT_EQ(BackwardOp(ops, "attn.q_down.wgrad").boundary, Op::Boundary::kNone);
+  // The MoE block's last reduction gathers the next attention's input: 1536 + 512 + 64.
+  EXPECT_EQ(ForwardOp(ops, "moe.combine").gather_columns, 2112);
+
+  // Without sequence parallelism the down-projections run over all 4096 tokens on each rank,
+  // half their model FLOPs counted on each, and nothing is re-gathered.
+  shard.sequence_parallel = false;
+  const LayerOps whole = TransformerLayerOps(spec, 3, shard);
+  EXPECT_DOUBLE_EQ(ForwardOp(whole, "attn.q_down").flops, 2.0 * 4096 * 7168 * 1536);
+  EXPECT_DOUBLE_EQ(ForwardOp(whole, "attn.q_down").model_flops, 4096.0 * 7168 * 1536);
+  EXPECT_EQ(BackwardOp(whole, "attn.q_up.dgrad").regather_bytes, 0);
+}
+
+}  // namespace
+}  // namespace dtsim::models

@@ -118,3 +118,75 @@ TEST(SequenceParallelTest, AReGatherLongerThanItsDgradIsExposed) {
 
 }  // namespace
 }  // namespace dtsim::strategies
+
+namespace dtsim::strategies {
+namespace {
+
+// A multi-latent attention model (h = 2048, 16 heads, q_lora 512, kv_lora 256, rope 64) on the
+// same TP 4 + SP: Megatron-Core's MLASelfAttention runs its down-projections on each rank's
+// sequence shard and all-gathers the latents, not the hidden state.
+Json LatentAttention() {
+  Json config = SequenceParallel();
+  config["model"]["mla"] = {{"q_lora_rank", 512},
+                            {"kv_lora_rank", 256},
+                            {"qk_nope_head_dim", 128},
+                            {"qk_rope_head_dim", 64},
+                            {"v_head_dim", 128}};
+  config["model"]["linear_bias"] = false;
+  return config;
+}
+
+// Rank 0's tensor-parallel collectives on its compute stream, (kind, bytes) in task order.
+std::vector<std::pair<graph::CommKind, int64_t>> ComputeStreamCollectives(
+    const SimulationResult& result) {
+  const graph::TaskGraph& graph = result.iteration->graph;
+  std::vector<std::pair<graph::CommKind, int64_t>> out;
+  for (size_t i = 0; i < graph.task_count(); ++i) {
+    const graph::Task& task = graph.task(graph::TaskId(static_cast<uint32_t>(i)));
+    const graph::Stream& stream = graph.stream(task.stream);
+    if (stream.rank != 0 || task.kind != graph::TaskKind::kCollective ||
+        graph.name(stream.name) != StreamName(StreamRole::kCompute)) {
+      continue;
+    }
+    out.emplace_back(graph.comm(task.comm).kind, graph.comm(task.comm).size.count());
+  }
+  return out;
+}
+
+TEST(SequenceParallelTest, LatentAttentionGathersItsLatentsNotTheHiddenState) {
+  // T = 1024 tokens, t = 4, e = 2 B. Forward, per layer: the attention's output projection
+  // reduce-scatters T·h·e = 4 MiB and the MLP's FC1 gathers its 256-token shard of h, 1 MiB;
+  // FC2 reduce-scatters 4 MiB and gathers what the next attention takes: its latents,
+  // 512 + 256 + 64 = 832 elements a token, 256 · 832 · 2 = 425,984 B (not 1 MiB). The embedding
+  // does the same for the first layer, and the output layer gathers its 1 MiB of h on its own.
+  // Backward, per layer: the KV up-projection reduce-scatters its input gradient with the rotary
+  // part's, T · (256 + 64) · 2 = 655,360 B; the query's T · 512 · 2 = 1 MiB, then the gather of
+  // the previous block's 1 MiB output-gradient shard.
+  const SimulationResult result = SimulateJson(LatentAttention());
+  const std::vector<std::pair<graph::CommKind, int64_t>> comms = ComputeStreamCollectives(result);
+  using graph::CommKind;
+  const auto count = [&](CommKind kind, int64_t bytes) {
+    return std::count(comms.begin(), comms.end(), std::make_pair(kind, bytes));
+  };
+  const int64_t hidden = 1024 * 2048 * 2;
+  EXPECT_EQ(count(CommKind::kAllGather, 256 * 832 * 2), 4 + 1);   // 4 layers' FC2, embedding
+  EXPECT_EQ(count(CommKind::kReduceScatter, 1024 * 320 * 2), 4);  // KV latents' gradients
+  EXPECT_EQ(count(CommKind::kReduceScatter, 1024 * 512 * 2), 4);  // the query latent's
+  // Of the hidden state, per layer: the output projection's and FC2's in forward, FC1's input
+  // gradient in backward; and the embedding's and the output layer's input gradient.
+  EXPECT_EQ(count(CommKind::kReduceScatter, hidden), 4 * 3 + 1 + 1);
+  // Gathers of a 1 MiB shard of h, per layer: FC1's input in forward; in backward the output
+  // projection's output gradient (after FC1's reduce-scatter) and the previous block's (after the
+  // query latent's); and the output layer's input in forward, the last layer's gradient after
+  // the output layer's reduce-scatter.
+  EXPECT_EQ(count(CommKind::kAllGather, hidden / 4), 4 * 3 + 1 + 1);
+  // Re-gathers on the "tp" stream: per layer the two latents' shards (256 · 512 · 2 and
+  // 256 · 256 · 2 B) and FC1's 1 MiB; one for the output layer.
+  const RankZero spans = SpansOf(result);
+  EXPECT_EQ(std::count(spans.regather_bytes.begin(), spans.regather_bytes.end(), 256 * 512 * 2), 4);
+  EXPECT_EQ(std::count(spans.regather_bytes.begin(), spans.regather_bytes.end(), 256 * 256 * 2), 4);
+  EXPECT_EQ(std::count(spans.regather_bytes.begin(), spans.regather_bytes.end(), hidden / 4), 5);
+}
+
+}  // namespace
+}  // namespace dtsim::strategies
