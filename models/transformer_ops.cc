@@ -25,7 +25,8 @@ struct Shape {
   int64_t heads, kv_heads, head_dim, v_head_dim, q, kv, v, o, ffn;
   int64_t steps;  // GEMM steps of a weight: 1, or q (SUMMA)
   // The width the next attention block's input is all-gathered at under sequence parallelism
-  // (Op::gather_columns: 0 for the hidden size; MLA's latents).
+  // (Op::gather_columns): the hidden size, or MLA's latents (TransformerSpec::
+  // AttentionInputColumns).
   int64_t attention_gather;
   // The attention kernel's queries and keys per sequence and its heads: s, s and the rank's
   // heads; under context parallelism p2p, s/c queries against all s keys over the ring; a2a,
@@ -72,7 +73,7 @@ Shape MakeShape(const TransformerSpec& spec, const TransformerShard& shard) {
   x.o = x.heads * x.v_head_dim;
   x.ffn = spec.ffn_hidden / split;
   x.steps = shard.hidden_split();
-  x.attention_gather = spec.mla.enabled() ? spec.AttentionInputColumns() : 0;
+  x.attention_gather = spec.AttentionInputColumns();
   const bool a2a = shard.context_comm == ContextComm::kAllToAll;
   const int64_t head_split = a2a ? shard.context_parallel : 1;
   x.q_len = a2a ? shard.seq_len : x.s;

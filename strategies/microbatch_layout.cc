@@ -171,7 +171,7 @@ std::vector<LayoutComm> MicrobatchLayout::EmbeddingComms(models::Pass pass) cons
   const bool backward = pass == models::Pass::kBackward;
   if (!config_.plan.on_grid()) {
     if (backward) return {};
-    return TensorReduce(0, MlaGather());  // the first attention's input
+    return TensorReduce(0, config_.model.transformer.AttentionInputColumns());  // its input
   }
   const Bytes bytes(GridTokens() * config_.model.transformer.hidden *
                     DTypeBytes(config_.training.dtype));
@@ -182,13 +182,8 @@ std::vector<LayoutComm> MicrobatchLayout::EmbeddingComms(models::Pass pass) cons
 std::vector<LayoutComm> MicrobatchLayout::OutputComms(models::Pass pass) const {
   if (config_.plan.on_grid()) return {};
   if (pass == models::Pass::kBackward) return TensorReduce();
-  if (MlaGather() == 0 || !config_.plan.sequence_parallel) return {};
+  if (!config_.model.transformer.mla.enabled() || !config_.plan.sequence_parallel) return {};
   return {{CommKind::kAllGather, Bytes(ActivationBytes().count() / config_.plan.tensor)}};
-}
-
-int64_t MicrobatchLayout::MlaGather() const {
-  const models::TransformerSpec& spec = config_.model.transformer;
-  return spec.mla.enabled() ? spec.AttentionInputColumns() : 0;
 }
 
 }  // namespace dtsim::strategies

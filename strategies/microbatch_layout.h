@@ -104,9 +104,6 @@ class MicrobatchLayout {
                                        int64_t gather_columns = 0) const;
   // The bytes of `columns` elements a token (0: the hidden size) for the micro-batch's tokens.
   Bytes ColumnBytes(int64_t columns) const;
-  // The width the attention's input is gathered at under sequence parallelism where not the
-  // hidden size (MLA's latents), else 0.
-  int64_t MlaGather() const;
   // Tokens on one rank of a grid: the micro-batch's b·s split q·d ways.
   int64_t GridTokens() const;
   std::vector<SummaStep> SummaSteps(const PricedOp& op) const;
