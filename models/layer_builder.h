@@ -81,14 +81,19 @@ class LayerBuilder {
     pending_.back().back().boundary = backward;
   }
 
-  // The widths of the tensor-parallel boundaries Boundaries() set (Op::reduce_columns and
-  // Op::gather_columns; 0: the hidden size): the forward one's gather, the backward one's
-  // reduction and gather.
-  void BoundaryWidths(int64_t forward_gather, int64_t backward_reduce, int64_t backward_gather) {
-    ops_.forward.back().gather_columns = forward_gather;
-    Op& backward = pending_.back().back();
-    backward.reduce_columns = backward_reduce;
-    backward.gather_columns = backward_gather;
+  // The widths of the tensor-parallel boundaries Boundaries() set, forward and backward
+  // (Op::reduce_columns and Op::gather_columns; 0: the hidden size).
+  struct Widths {
+    int64_t reduce = 0;
+    int64_t gather = 0;
+  };
+  void BoundaryWidths(Widths forward, Widths backward) {
+    Op& op = ops_.forward.back();
+    op.reduce_columns = forward.reduce;
+    op.gather_columns = forward.gather;
+    Op& last = pending_.back().back();
+    last.reduce_columns = backward.reduce;
+    last.gather_columns = backward.gather;
   }
 
   // Marks the last Linear as column-parallel over a sequence-parallel input saved as its shard:

@@ -137,13 +137,23 @@ struct TransformerSpec {
   int64_t WindowOf(int index) const {
     return sliding_window > 0 && BaseLayer(index) % window_every == 0 ? sliding_window : 0;
   }
-  // Layers that price alike share a kind: a MoE or dense MLP, windowed or full attention; the
-  // MTP modules one kind of their own (they all price alike).
-  static constexpr int kLayerKinds = 5;
-  static constexpr int kMtpKind = 4;
+  // A MoE block without shared experts: under sequence parallelism it routes the rank's shard
+  // and hands back the shard's gradient, so nothing gathers around it (MlpGathersActivations).
+  bool RoutedOnlyMlp(int index) const { return IsMoeLayer(index) && moe.shared_experts == 0; }
+  // Whether decoder layer `index` follows such a block (its attention then gathers no output
+  // gradient for it in backward).
+  bool FollowsRoutedOnlyMlp(int index) const {
+    return index > 0 && !IsMtpLayer(index) && RoutedOnlyMlp(index - 1);
+  }
+  // Layers that price alike share a kind: a MoE or dense MLP, windowed or full attention, after
+  // a routed-only MoE block or not; the MTP modules one kind of their own (they all price
+  // alike).
+  static constexpr int kLayerKinds = 9;
+  static constexpr int kMtpKind = 8;
   int LayerKind(int index) const {
     if (IsMtpLayer(index)) return kMtpKind;
-    return (IsMoeLayer(index) ? 1 : 0) + (WindowOf(index) > 0 ? 2 : 0);
+    return (IsMoeLayer(index) ? 1 : 0) + (WindowOf(index) > 0 ? 2 : 0) +
+           (FollowsRoutedOnlyMlp(index) ? 4 : 0);
   }
   int MoeLayerCount() const {
     int count = 0;

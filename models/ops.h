@@ -74,17 +74,24 @@ struct Op {
   int64_t weight_block = 0;
   // The collective 1D tensor and expert parallelism put right after the op, set where the op
   // is made: Megatron's f/g (the tensor-parallel reduction after the row-parallel GEMM in
-  // forward and after the column-parallel GEMM's weight gradient in backward; in a MoE layer
-  // after the combine and the router's backward) and the expert all-to-alls (after the
-  // dispatch and the last expert GEMM; backward mirrors them). 2D/2.5D grids have neither.
-  enum class Boundary : uint8_t { kNone, kTensorReduce, kExpertAllToAll };
+  // forward and after the column-parallel GEMM's weight gradient in backward) and the expert
+  // exchanges: kExpertDispatch, the all-to-all that carries tokens to their experts and then,
+  // when the experts split over the tensor group under sequence parallelism, the all-gather of
+  // the tokens the group received (after the dispatch in forward, after the combine's backward);
+  // kExpertCombine, the reduce-scatter of the experts' partial outputs over that group and then
+  // the all-to-all back (after the last expert GEMM, after the first one's backward). 2D/2.5D
+  // grids have none.
+  enum class Boundary : uint8_t { kNone, kTensorReduce, kExpertDispatch, kExpertCombine };
   Boundary boundary = Boundary::kNone;
   // A tensor-parallel boundary's widths in elements per token where they are not the hidden
   // size (0): the reduced tensor's (a multi-latent attention's latents, whose gradients Megatron
-  // reduces at its up-projections' inputs) and, under sequence parallelism, the width of the
-  // shard all-gathered with it for the next column-parallel consumer (MLA gathers its latents,
-  // not the hidden state; kNoGather: none, when another boundary of the block gathers).
+  // reduces at its up-projections' inputs; kNoReduce: none, the boundary only gathers — a
+  // sequence-parallel MoE block's routed tokens come back as the rank's shard) and, under
+  // sequence parallelism, the width of the shard all-gathered with it for the next
+  // column-parallel consumer (MLA gathers its latents, not the hidden state; kNoGather: none,
+  // when another boundary of the block gathers or the consumer takes the shard).
   static constexpr int64_t kNoGather = -1;
+  static constexpr int64_t kNoReduce = -1;
   int64_t reduce_columns = 0;
   int64_t gather_columns = 0;
   // A column-parallel linear's dgrad under sequence parallelism: the bytes each rank gives the
@@ -220,11 +227,16 @@ struct TransformerShard {
   }
   // Whether experts split fewer ways than the tensor-parallel group (MoE parallel folding).
   bool folded_experts() const { return expert_tensor() != tensor_parallel; }
-  // Tokens entering the rank's MoE block: all b·s/c of the micro-batch, or with folding the
-  // sequence-parallel shard b·s/(c·t) (gathered over the expert-tensor group: × etp).
-  int64_t moe_tokens() const {
-    return folded_experts() ? tokens() / tensor_parallel * expert_tensor() : tokens();
-  }
+  // Whether the rank's activations between blocks are its sequence shard (1D, t > 1, SP).
+  bool sequence_sharded() const { return sequence_parallel && tensor_parallel > 1; }
+  // Tokens the rank routes in a MoE block: its sequence-parallel shard b·s/(c·t) under sequence
+  // parallelism (Megatron-Core's MoELayer routes hidden_states as the layer holds them), else
+  // all b·s/c of the micro-batch, which every tensor-parallel rank routes alike.
+  int64_t moe_tokens() const { return sequence_sharded() ? tokens() / tensor_parallel : tokens(); }
+  // Ways the tokens an expert-parallel all-to-all brings are all-gathered before the experts:
+  // the expert-tensor group's size under sequence parallelism (the alltoall dispatcher's
+  // gather_from_sequence_parallel_region over tp_group), else 1.
+  int expert_gather() const { return sequence_sharded() ? expert_tensor() : 1; }
   int grid() const { return TensorGrid(tensor_layout, tensor_parallel, tensor_depth); }
   // Ways heads, FFN columns and the vocabulary divide: t (1D) or q.
   int column_split() const { return tensor_layout == TensorLayout::k1D ? tensor_parallel : grid(); }
@@ -288,6 +300,13 @@ SelectiveOpSaves PlanSelectiveOp(const LayerOps& layer);
 // Precondition: ValidateShard passed.
 LayerOps TransformerLayerOps(const TransformerSpec& spec, int layer_index,
                              const TransformerShard& shard);
+// Whether layer `layer_index`'s MLP block works on the hidden state all-gathered over the
+// tensor group under sequence parallelism — its input gathered before it in forward, its output
+// gradient gathered before it in backward: a dense MLP, and a MoE block's shared experts
+// (Megatron-Core's SharedExpertMLP); not a MoE block without shared experts, which routes the
+// rank's shard and gets its tokens back as the shard. False without sequence parallelism.
+bool MlpGathersActivations(const TransformerSpec& spec, const TransformerShard& shard,
+                           int layer_index);
 // The first stage's input: token (+ position, segment) embedding, its norm and dropout.
 LayerOps EmbeddingOps(const TransformerSpec& spec, const TransformerShard& shard);
 // The last stage's output: final norm, (BERT head,) logits over V/t and the loss.

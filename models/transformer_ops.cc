@@ -309,7 +309,8 @@ void CoreAttention(LayerBuilder& layer, const Shape& x) {
 // and Q, K, V for the core attention. Not modelled: the all-reduce over the tensor group of
 // the duplicated down-projections' weight gradients (each rank's is over its shard), which
 // Megatron runs once a step in finalize_model_grads beside the norms' (docs/strategies.md).
-void LatentProjections(LayerBuilder& layer, const Shape& x, const MlaSpec& mla, int t) {
+void LatentProjections(LayerBuilder& layer, const Shape& x, const MlaSpec& mla, int t,
+                       bool gather_input_gradient) {
   const bool sp = x.replicated_tokens < x.tokens;
   const int64_t down_tokens = x.replicated_tokens;  // the shard under SP, else every token
   const double down_share = sp ? 1.0 : 1.0 / t;
@@ -321,7 +322,7 @@ void LatentProjections(LayerBuilder& layer, const Shape& x, const MlaSpec& mla, 
   // An up-projection from a `rank`-wide latent: saves its input (the shard under SP, which its
   // backward gathers again), reduces its input gradient in backward over `reduced` columns, and
   // gathers the previous block's output gradient there when `last` (the backward's last
-  // tensor-parallel boundary of the block).
+  // tensor-parallel boundary of the block) and that block needs it gathered.
   const auto up = [&](std::string_view name, int64_t rank, int64_t columns, int64_t outputs,
                       int64_t reduced, bool last) {
     layer.Linear(name, x.dtype, x.tokens, columns, rank,
@@ -330,7 +331,8 @@ void LatentProjections(LayerBuilder& layer, const Shape& x, const MlaSpec& mla, 
                  1, 1.0, Casts(x, x.replicated_tokens * rank, x.tokens * columns));
     RegatherSequenceShard(layer, x, rank);
     layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
-    layer.BoundaryWidths(0, reduced, last ? 0 : Op::kNoGather);
+    layer.BoundaryWidths(
+        {}, {.reduce = reduced, .gather = last && gather_input_gradient ? 0 : Op::kNoGather});
   };
   const int64_t input = x.replicated_tokens * x.width;  // the shard under SP
   const int64_t q_latent = mla.q_lora_rank > 0 ? mla.q_lora_rank : x.width;
@@ -354,11 +356,20 @@ void LatentProjections(LayerBuilder& layer, const Shape& x, const MlaSpec& mla, 
   up("attn.kv_up", mla.kv_lora_rank, kv_up, x.kv + x.v, kv_latent, /*last=*/false);
 }
 
-void Attention(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec, int t) {
+// The sequence-parallel all-gathers at an attention block's two ends (MlpGathersActivations):
+// of its output, for the MLP block after it, and in backward of the previous block's output
+// gradient.
+struct AttentionGathers {
+  bool output = true;
+  bool input_gradient = true;
+};
+
+void Attention(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec, int t,
+               AttentionGathers gathers) {
   const double tokens = static_cast<double>(x.tokens);
   NormOp(layer, "attn.norm", x);
   if (spec.mla.enabled()) {
-    LatentProjections(layer, x, spec.mla, t);
+    LatentProjections(layer, x, spec.mla, t, gathers.input_gradient);
   } else {
     // Saves its input (the sequence shard under sequence parallelism, which the backward
     // all-gathers again) and its outputs Q, K, V for the core attention's backward.
@@ -379,6 +390,7 @@ void Attention(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
     }
     RegatherSequenceShard(layer, x);
     layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);  // column-parallel: g in backward
+    if (!gathers.input_gradient) layer.BoundaryWidths({}, {.gather = Op::kNoGather});
   }
   CoreAttention(layer, x);
   AutocastLinear(layer, "attn.proj", x, x.o, x.o * x.width * x.steps, BiasColumns(x, x.width),
@@ -386,14 +398,18 @@ void Attention(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
   layer.Linear("attn.proj", x.dtype, x.tokens, x.width, x.o, x.input_e() * tokens * x.o, x.steps,
                1.0, Casts(x, x.tokens * x.o, x.tokens * x.width));
   layer.Boundaries(Boundary::kTensorReduce, Boundary::kNone);  // row-parallel: f in forward
+  if (!gathers.output) layer.BoundaryWidths({.gather = Op::kNoGather}, {});
   ResidualAdd(layer, "attn.residual", x);
 }
 
 // A tensor-parallel MLP of `ffn` (the rank's share) named `prefix`.fc1/.act/.fc2: the dense
 // layers' (`shared` false) with their own reductions (column-parallel fc1: its input gradient in
 // backward; row-parallel fc2: its output in forward), or a MoE layer's shared experts, whose
-// input the router saves and whose output and input gradient join the routed experts' in the MoE
-// block's reductions — or, under MoE parallel folding (`reduces`), have reductions of their own.
+// input the router saves (the same tensor). Without sequence parallelism the shared experts'
+// output and input gradient join the routed experts' in the MoE block's all-reduces; under it
+// (`reduces`) they gather, re-gather and reduce-scatter on their own as Megatron-Core's
+// SharedExpertMLP does (a column- and a row-parallel linear over the layer's shard), and the
+// MoE block gathers for the next layer (`shared`: no gather after fc2's reduce-scatter).
 void Mlp(LayerBuilder& layer, const Shape& x, bool swiglu, std::string_view prefix, int64_t ffn,
          bool shared, bool reduces) {
   const double tokens = static_cast<double>(x.tokens);
@@ -407,8 +423,10 @@ void Mlp(LayerBuilder& layer, const Shape& x, bool swiglu, std::string_view pref
   // SwiGLU's gate and up are two matmuls as PyTorch models write them (w1 and w3, gate_proj and
   // up_proj), gate first.
   if (swiglu) fc1.matmul_outputs = {fc1.output_bytes / 2, fc1.output_bytes / 2};
-  if (!shared) RegatherSequenceShard(layer, x);
-  if (reduces) layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
+  if (reduces) {
+    RegatherSequenceShard(layer, x);
+    layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
+  }
   // GeLU saves its input (e·sbf); SwiGLU reads 2f and writes f, saving both halves.
   const int64_t elements = x.tokens * ffn;
   layer.Stream(name + ".act", OpKind::kActivation, x.dtype, elements, swiglu ? 3 * x.e : 2 * x.e,
@@ -419,7 +437,8 @@ void Mlp(LayerBuilder& layer, const Shape& x, bool swiglu, std::string_view pref
                1.0, Casts(x, x.tokens * ffn, x.tokens * x.width));
   if (reduces) {
     layer.Boundaries(Boundary::kTensorReduce, Boundary::kNone);
-    layer.BoundaryWidths(x.attention_gather, 0, 0);  // the next attention's input
+    // The next attention's input, or for shared experts none: the MoE block gathers it.
+    layer.BoundaryWidths({.gather = shared ? Op::kNoGather : x.attention_gather}, {});
   }
 }
 
@@ -428,23 +447,34 @@ void DenseMlp(LayerBuilder& layer, const Shape& x, bool swiglu) {
 }
 
 // Expert MLP: router, top-k, dispatch into a capacity-padded [experts, capacity, h] buffer,
-// the local experts as grouped GEMMs, combine. Tokens cross ranks by all-to-alls the strategy
-// inserts between dispatch/combine and the experts. Experts split etp ways: with etp = t the
-// block runs on the tensor-parallel group's tokens like an MLP (its input gathered, its output
-// reduced); with MoE parallel folding (etp = 1 < t) each rank routes its own sequence-parallel
-// shard through whole experts, and only the shared experts reduce over the tensor group.
+// the local experts as grouped GEMMs, combine. Tokens cross ranks by the exchanges the strategy
+// inserts between dispatch/combine and the experts (Op::Boundary::kExpertDispatch and
+// kExpertCombine). As Megatron-Core's MoELayer with the alltoall dispatcher runs it under
+// sequence parallelism (which it requires with tensor parallelism; token_dispatcher.py,
+// MoEAlltoAllTokenDispatcher, core_r0.8 on): each rank routes its own shard of the tokens, the
+// all-to-all over the expert-parallel group moves those, and when the experts split over the
+// tensor group (etp = t) the group all-gathers the tokens it received (the dispatcher's
+// gather_from_sequence_parallel_region over tp_group), runs each expert's FFN 1/t wide on all
+// of them and reduce-scatters the partial outputs back before the all-to-all home
+// (reduce_scatter_to_sequence_parallel_region); under MoE parallel folding (etp = 1) whole
+// experts take the tokens as they arrive. The block's output is then the rank's shard: the next
+// layer's input is gathered after the combine, and in backward the block hands back the shard's
+// gradient, gathered only for the attention's output projection before it. The shared experts
+// are an MLP over the shard with their own gathers (Mlp). Without sequence parallelism every
+// tensor-parallel rank routes all the tokens (the same ones) through its 1/t of each expert, and
+// the block all-reduces its output and input gradient like an MLP.
 void MoeMlp(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
             const TransformerShard& shard) {
   const MoeSpec& moe = spec.moe;
-  const bool folded = shard.folded_experts();
+  const bool sp = shard.sequence_sharded();
   const int64_t ep = shard.expert_parallel;
   const int64_t local_experts = moe.experts / ep;
   const int64_t tokens = shard.moe_tokens();  // MoE layers are 1D: no batch split
   // Capacity per expert of the tokens one rank sends: ceil(k·T·c / E) (Switch Transformer
   // Eq. 3, top-k as Megatron and DeepSpeed do; c = 1 dropless and balanced); each local expert
-  // receives it from ep ranks.
+  // receives it from ep ranks, and from each rank of the expert-tensor group it gathers over.
   const int64_t capacity = moe.Capacity(tokens);
-  const int64_t rows = ep * capacity;  // tokens per local expert
+  const int64_t rows = ep * capacity * shard.expert_gather();  // tokens per local expert
   const int64_t processed = local_experts * rows;
   const int64_t ffn = spec.MoeFfnHidden() / shard.expert_tensor();
   const bool swiglu = spec.activation == Activation::kSwiGlu;
@@ -452,28 +482,33 @@ void MoeMlp(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
   const double routed = static_cast<double>(moe.top_k) * static_cast<double>(tokens);
 
   if (moe.shared_experts > 0) {
-    // Folded, the shared experts are the block's only tensor-parallel part: they gather and
-    // reduce on their own as a dense MLP does.
     Mlp(layer, x, swiglu, "moe.shared", spec.SharedFfnHidden() / shard.tensor_parallel,
-        /*shared=*/true, /*reduces=*/folded);
+        /*shared=*/true, /*reduces=*/sp);
   }
-  // The router saves its input: the gathered tokens' shard of this rank (the sequence-parallel
-  // shard either way) — folded, the tokens it routes.
+  // The router saves its input: the tokens it routes (the shard under SP).
   layer.Linear("moe.router", x.dtype, tokens, moe.experts, x.width,
                x.e * x.replicated_tokens * x.width);
-  if (!folded) layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
+  if (!sp) {
+    layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
+  } else if (moe.shared_experts == 0) {
+    // The block's input gradient is the shard's; the attention's output projection before it
+    // takes it gathered (with shared experts, their fc1's reduction gathers it).
+    layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
+    layer.BoundaryWidths({}, {.reduce = Op::kNoReduce});
+  }
   layer.Stream("moe.topk", OpKind::kRouter, x.dtype, tokens * moe.experts, 8, 8,
                4.0 * static_cast<double>(tokens * moe.experts));
   const int64_t buffer = moe.experts * capacity * x.width;
   layer.Stream("moe.dispatch", OpKind::kPermute, x.dtype, buffer, 2 * x.e, 2 * x.e, 0);
-  layer.Boundaries(Boundary::kExpertAllToAll, Boundary::kNone);  // tokens to their experts
+  layer.Boundaries(Boundary::kExpertDispatch, Boundary::kNone);  // tokens to their experts
   // MFU counts routed tokens only; the padded capacity is executed work.
-  const double share = routed / static_cast<double>(processed);
+  const double share =
+      routed * static_cast<double>(shard.expert_gather()) / static_cast<double>(processed);
   layer.Linear("moe.expert.fc1", x.dtype, rows, width, x.width,
                x.input_e() * static_cast<double>(processed) * x.width, local_experts, share,
                Casts(x, processed * x.width, processed * width));
   layer.MarkExpert();
-  layer.Boundaries(Boundary::kNone, Boundary::kExpertAllToAll);  // gradients back to the tokens
+  layer.Boundaries(Boundary::kNone, Boundary::kExpertCombine);  // gradients back to the tokens
   layer.Stream("moe.expert.act", OpKind::kActivation, x.dtype, processed * ffn,
                swiglu ? 3 * x.e : 2 * x.e, swiglu ? 5 * x.e : 3 * x.e,
                x.e * static_cast<double>(processed) * width);
@@ -482,10 +517,11 @@ void MoeMlp(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
                x.input_e() * static_cast<double>(processed) * ffn, local_experts, share,
                Casts(x, processed * ffn, processed * x.width));
   layer.MarkExpert();
-  layer.Boundaries(Boundary::kExpertAllToAll, Boundary::kNone);  // tokens back to their ranks
+  layer.Boundaries(Boundary::kExpertCombine, Boundary::kNone);  // tokens back to their ranks
   layer.Stream("moe.combine", OpKind::kPermute, x.dtype, buffer, 2 * x.e, 2 * x.e, x.e * buffer);
-  layer.Boundaries(folded ? Boundary::kNone : Boundary::kTensorReduce, Boundary::kExpertAllToAll);
-  layer.BoundaryWidths(x.attention_gather, 0, 0);  // the next attention's input
+  // Without SP the block's all-reduce; under it only the next attention's gather.
+  layer.Boundaries(Boundary::kTensorReduce, Boundary::kExpertDispatch);
+  layer.BoundaryWidths({.reduce = sp ? Op::kNoReduce : 0, .gather = x.attention_gather}, {});
 }
 
 // A multi-token-prediction module's input (Megatron-Core's MultiTokenPredictionLayer): the
@@ -573,13 +609,21 @@ void TagRecomputeModules(LayerOps& ops) {
 
 }  // namespace
 
+bool MlpGathersActivations(const TransformerSpec& spec, const TransformerShard& shard,
+                           int layer_index) {
+  return shard.sequence_sharded() && !spec.RoutedOnlyMlp(layer_index);
+}
+
 LayerOps TransformerLayerOps(const TransformerSpec& spec, int layer_index,
                              const TransformerShard& shard) {
   Shape x = MakeShape(spec, shard);
   x.window = spec.WindowOf(layer_index);
   LayerBuilder layer("");
   if (spec.IsMtpLayer(layer_index)) MtpInput(layer, x, shard.column_split());
-  Attention(layer, x, spec, shard.column_split());
+  const bool sp = shard.sequence_sharded();
+  const AttentionGathers gathers{.output = !sp || !spec.RoutedOnlyMlp(layer_index),
+                                 .input_gradient = !sp || !spec.FollowsRoutedOnlyMlp(layer_index)};
+  Attention(layer, x, spec, shard.column_split(), gathers);
   NormOp(layer, "mlp.norm", x);
   if (spec.IsMoeLayer(layer_index)) {
     MoeMlp(layer, x, spec, shard);

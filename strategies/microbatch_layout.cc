@@ -76,9 +76,14 @@ Bytes MicrobatchLayout::ColumnBytes(int64_t columns) const {
 
 std::vector<LayoutComm> MicrobatchLayout::TensorReduce(int64_t reduce_columns,
                                                        int64_t gather_columns) const {
-  const Bytes reduced = ColumnBytes(reduce_columns);
-  if (!config_.plan.sequence_parallel) return {{CommKind::kAllReduce, reduced}};
-  std::vector<LayoutComm> comms = {{CommKind::kReduceScatter, reduced}};
+  std::vector<LayoutComm> comms;
+  if (reduce_columns != models::Op::kNoReduce) {
+    const Bytes reduced = ColumnBytes(reduce_columns);
+    if (!config_.plan.sequence_parallel) return {{CommKind::kAllReduce, reduced}};
+    comms.push_back({CommKind::kReduceScatter, reduced});
+  } else if (!config_.plan.sequence_parallel) {
+    return comms;  // a gather-only boundary: nothing without sequence parallelism
+  }
   if (gather_columns == models::Op::kNoGather) return comms;
   const int64_t shard = ColumnBytes(gather_columns).count() / config_.plan.tensor;
   const models::Fp8Recipe fp8 = config_.training.fp8;
@@ -115,7 +120,12 @@ void MicrobatchLayout::LayOut(const PricedOp& op, LayoutSink& sink) const {
         sink.Collective(comm);
       }
       break;
-    case After::kExpert:
+    case After::kExpertDispatch:
+      sink.ExpertAllToAll();
+      if (ShardOf(config_).expert_gather() > 1) sink.ExpertTensor(CommKind::kAllGather);
+      break;
+    case After::kExpertCombine:
+      if (ShardOf(config_).expert_gather() > 1) sink.ExpertTensor(CommKind::kReduceScatter);
       sink.ExpertAllToAll();
       break;
     case After::kRowStats: {
@@ -181,7 +191,14 @@ std::vector<LayoutComm> MicrobatchLayout::EmbeddingComms(models::Pass pass) cons
 
 std::vector<LayoutComm> MicrobatchLayout::OutputComms(models::Pass pass) const {
   if (config_.plan.on_grid()) return {};
-  if (pass == models::Pass::kBackward) return TensorReduce();
+  if (pass == models::Pass::kBackward) {
+    // The loss's input gradient, reduced; gathered for the last layer's row-parallel linear
+    // where its block takes it so (not a MoE block without shared experts).
+    const models::TransformerSpec& spec = config_.model.transformer;
+    const bool gathers = !config_.plan.sequence_parallel ||
+                         models::MlpGathersActivations(spec, ShardOf(config_), spec.layers - 1);
+    return TensorReduce(0, gathers ? 0 : models::Op::kNoGather);
+  }
   if (!config_.model.transformer.mla.enabled() || !config_.plan.sequence_parallel) return {};
   return {{CommKind::kAllGather, Bytes(ActivationBytes().count() / config_.plan.tensor)}};
 }

@@ -62,6 +62,10 @@ class LayoutSink {
                     const std::vector<LayoutComm>& trailing) = 0;
   // The expert-parallel all-to-all of the rank's tokens.
   virtual void ExpertAllToAll() = 0;
+  // A collective of `kind` over the expert-tensor group on the tokens the rank's experts hold
+  // (its size, like the all-to-all's, follows the routing): the all-gather after the dispatch's
+  // all-to-all, the reduce-scatter before the combine's (models::Op::Boundary).
+  virtual void ExpertTensor(graph::CommKind kind) = 0;
   // The op on the compute stream with `comm` (tensor-parallel) beside it from the op's start;
   // what follows the op waits for both (sequence parallelism's backward re-gather).
   virtual void Overlapped(const PricedOp& op, const LayoutComm& comm) = 0;
@@ -99,7 +103,8 @@ class MicrobatchLayout {
   // reduce-scatter and all-gather it splits into (same bytes; docs/strategies.md; under FP8
   // the all-gather moves FP8, after current scaling's amax all-reduce). `reduce_columns` and
   // `gather_columns` are the widths per token where not the hidden size (0): MLA's latents
-  // (models::Op::reduce_columns; gather_columns models::Op::kNoGather: no all-gather).
+  // (models::Op::reduce_columns, kNoReduce: no reduction, only the gather under SP;
+  // gather_columns models::Op::kNoGather: no all-gather).
   std::vector<LayoutComm> TensorReduce(int64_t reduce_columns = 0,
                                        int64_t gather_columns = 0) const;
   // The bytes of `columns` elements a token (0: the hidden size) for the micro-batch's tokens.

@@ -64,7 +64,9 @@ class PassTimer final : public LayoutSink {
     for (const LayoutComm& comm : trailing) *compute_ += CommTime(comm);
   }
 
-  void ExpertAllToAll() override {}  // left out: it depends on the routing, not the layout
+  // Left out: they depend on the routing, not the layout.
+  void ExpertAllToAll() override {}
+  void ExpertTensor(graph::CommKind /*kind*/) override {}
 
   // The next op starts when both the op and the collective beside it have ended.
   void Overlapped(const PricedOp& op, const LayoutComm& comm) override {

@@ -59,11 +59,12 @@ graph::CommId PeerGroup::TensorCollective(CommKind kind, Bytes size) {
   return builder_.AddCollective(kind, size, tensor_groups_->first, tensor_groups_->second);
 }
 
-void PeerGroup::Collective(CommKind kind, Bytes size, std::string_view name) {
+void PeerGroup::Collective(CommKind kind, Bytes size, std::string_view name,
+                           std::string_view category) {
   Flush();
   if (logical_.size() < 2) return;
   const graph::CommId comm = TensorCollective(kind, size);
-  Post(std::vector<graph::CommId>(ranks_.size(), comm), name, kTensorCategory);  // applies waits
+  Post(std::vector<graph::CommId>(ranks_.size(), comm), name, category);  // applies waits
 }
 
 void PeerGroup::Overlapped(CommKind kind, Bytes size, std::string_view comm_name,

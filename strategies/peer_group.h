@@ -13,6 +13,7 @@
 #include "sim/base/time.h"
 #include "sim/base/units.h"
 #include "sim/graph/builder.h"
+#include "strategies/categories.h"
 
 namespace dtsim::strategies {
 
@@ -35,8 +36,9 @@ class PeerGroup {
   void WaitBefore(std::vector<graph::TaskId> waits);
 
   // A tensor-parallel collective over the peers (none when there is one), on the compute
-  // stream.
-  void Collective(graph::CommKind kind, Bytes size, std::string_view name);
+  // stream, in `category`.
+  void Collective(graph::CommKind kind, Bytes size, std::string_view name,
+                  std::string_view category = kTensorCategory);
 
   // A tensor-parallel collective on each peer's "tp" stream beside `duration` of compute on its
   // compute stream, both starting after the peer's last task; the next task waits for both

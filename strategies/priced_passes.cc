@@ -20,8 +20,10 @@ After AfterOf(const Op& op, bool grid) {
   switch (op.boundary) {
     case Op::Boundary::kTensorReduce:
       return After::kTensor;
-    case Op::Boundary::kExpertAllToAll:
-      return After::kExpert;
+    case Op::Boundary::kExpertDispatch:
+      return After::kExpertDispatch;
+    case Op::Boundary::kExpertCombine:
+      return After::kExpertCombine;
     case Op::Boundary::kNone:
       break;
   }

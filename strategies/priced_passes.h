@@ -17,10 +17,10 @@
 
 namespace dtsim::strategies {
 
-// What follows an op in a pass: nothing, a tensor-parallel reduction, an expert-parallel
-// all-to-all (models::Op::Boundary, 1D), or on a 2D/2.5D grid, where those boundaries do not
-// exist, the all-reduces of a norm's row statistics (LayerNorm2D, and the loss).
-enum class After : uint8_t { kNothing, kTensor, kExpert, kRowStats };
+// What follows an op in a pass: nothing, a tensor-parallel reduction, an expert exchange to or
+// from the experts (models::Op::Boundary, 1D), or on a 2D/2.5D grid, where those boundaries do
+// not exist, the all-reduces of a norm's row statistics (LayerNorm2D, and the loss).
+enum class After : uint8_t { kNothing, kTensor, kExpertDispatch, kExpertCombine, kRowStats };
 
 struct PricedOp {
   std::string segment;  // "attn", "mlp" or "moe": names the compute task the op lands in

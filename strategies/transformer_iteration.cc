@@ -37,13 +37,14 @@ using models::Pass;
 class PassEmitter final : public LayoutSink {
  public:
   PassEmitter(PeerGroup& group, StageCollectives& collectives, std::string_view category,
-              double expert_load, Bytes expert_bytes, int expert_parallel)
+              double expert_load, Bytes expert_bytes, int expert_parallel, int expert_gather)
       : group_(group),
         collectives_(collectives),
         category_(category),
         expert_load_(expert_load),
         expert_bytes_(expert_bytes),
-        expert_parallel_(expert_parallel) {}
+        expert_parallel_(expert_parallel),
+        expert_gather_(expert_gather) {}
 
   // The names of what follows (kept by the caller while the emitter lives); `layer` names the
   // expert all-to-alls.
@@ -101,6 +102,18 @@ class PassEmitter final : public LayoutSink {
         fmt::format("layer{}.moe all-to-all", layer_), kExpertCategory);
   }
 
+  // The expert-tensor group is the tensor group (expert_gather() > 1 only when they coincide):
+  // each rank gives the all-gather the tokens its all-to-all brought, and reduce-scatters the
+  // group's `gather` times as many back to them. Part of the token exchange: its category.
+  void ExpertTensor(CommKind kind) override {
+    const bool gather = kind == CommKind::kAllGather;
+    const int64_t bytes = gather ? expert_bytes_.count() : expert_bytes_.count() * expert_gather_;
+    group_.Collective(
+        kind, Bytes(bytes),
+        fmt::format("layer{}.moe tp {}", layer_, gather ? "all-gather" : "reduce-scatter"),
+        kExpertCategory);
+  }
+
  private:
   // Per simulated peer, its part in a collective over its context-parallel peers.
   std::vector<graph::CommId> ContextComms(const LayoutComm& comm) {
@@ -119,6 +132,7 @@ class PassEmitter final : public LayoutSink {
   double expert_load_;
   Bytes expert_bytes_;
   int expert_parallel_;
+  int expert_gather_;
   std::string_view name_, tensor_name_, context_name_;
   int layer_ = -1;
 };
@@ -217,7 +231,8 @@ class IterationBuilder {
   }
 
   PassEmitter Emitter(PeerGroup& group, std::string_view category, double expert_load) {
-    return PassEmitter(group, collectives_, category, expert_load, ExpertBytes(), plan_.expert);
+    return PassEmitter(group, collectives_, category, expert_load, ExpertBytes(), plan_.expert,
+                       ShardOf(config_).expert_gather());
   }
 
   // A layer's pass: compute tasks named after the layer and segment ("layer3.attn fwd").
@@ -272,8 +287,8 @@ class IterationBuilder {
   }
 
   // Bytes each rank sends in one expert all-to-all: its E·C tokens of h elements (C, the
-  // capacity of the tokens entering its MoE block, is the balanced share when dropless; under
-  // MoE parallel folding those are the rank's sequence-parallel shard). With skewed dropless
+  // capacity of the tokens it routes, is the balanced share when dropless; under sequence
+  // parallelism those are the rank's sequence shard). With skewed dropless
   // routing in full mode, the rank of the busiest expert receives `imbalance` times its share and
   // every rank waits for it: priced as if every rank moved that much.
   Bytes ExpertBytes() const {

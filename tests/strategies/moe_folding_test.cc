@@ -39,13 +39,14 @@ TEST(MoeFoldingTest, AllToAllsMoveTheSequenceShardOverTensorAndDataRanks) {
   const CommTally a2a = Tally(folded.iteration->graph, graph::CommKind::kAllToAll, 8);
   EXPECT_EQ(a2a.count, 1 * 4 * 4 * 4);
   EXPECT_EQ(a2a.bytes, a2a.count * 256LL * 2 * 512 * 2);
-  // Without folding (EP 4 of the data indices, experts split over TP 2) each tensor-parallel
-  // rank routes all T = 512 tokens: C = ⌈2·512/8⌉ = 128, 1 MiB per rank, in 2 groups of 4
-  // (one per tensor index).
+  // Without folding (EP 4 of the data indices, experts split over TP 2) each rank still
+  // routes its own shard (Megatron-Core's alltoall dispatcher; the tensor group gathers what
+  // arrives: moe_sequence_parallel_test.cc): the same 512 KiB per rank, in 2 groups of 4 (one
+  // per tensor index).
   const SimulationResult split = SimulateJson(FoldingConfig(4));
   const CommTally split_a2a = Tally(split.iteration->graph, graph::CommKind::kAllToAll, 4);
   EXPECT_EQ(split_a2a.count, 2 * 4 * 4 * 4);
-  EXPECT_EQ(split_a2a.bytes, split_a2a.count * 512LL * 2 * 512 * 2);
+  EXPECT_EQ(split_a2a.bytes, split_a2a.count * 256LL * 2 * 512 * 2);
   // Folded EP 4: expert indices 0–3 ((dp, tp) = (0, 0), (0, 1), (1, 0), (1, 1)) and 4–7 form
   // 2 groups of 4, each rank still sending its 256 tokens' 512 KiB.
   const SimulationResult folded4 = SimulateJson(Folded(4));
@@ -55,10 +56,10 @@ TEST(MoeFoldingTest, AllToAllsMoveTheSequenceShardOverTensorAndDataRanks) {
 }
 
 TEST(MoeFoldingTest, TheMoeBlockHasNoTensorParallelReductions) {
-  // Under sequence parallelism each tensor-parallel reduction is a reduce-scatter and an
-  // all-gather. A layer without folding has 2 in forward (attention's projection, the MoE
-  // combine) and 2 in backward (QKV's input gradient, the router's); folded, the MoE block
-  // takes and returns the rank's own shard: only attention's remain. Over 4 TP groups × 4
+  // Under sequence parallelism both plans' MoE blocks take and return the rank's own shard, and
+  // attention reduce-scatters once each way. Without folding the experts split over TP 2, so
+  // the group reduce-scatters their partial outputs in forward (fc2's) and the tokens' input
+  // gradients in backward (fc1's); folded, whole experts have none. Over 4 TP groups × 4
   // layers × 4 micro-batches that is 4·4·4·2 = 128 reduce-scatters fewer.
   const int split =
       Tally(SimulateJson(FoldingConfig(4)).iteration->graph, graph::CommKind::kReduceScatter, 2)
