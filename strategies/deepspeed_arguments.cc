@@ -150,6 +150,10 @@ Json DeepSpeedConfig(const SimulationConfig& config, Lines& not_expressed) {
   if (config.plan.zero_stage >= 1) {
     zero["overlap_comm"] = config.plan.overlap_gradient_reduce;
     zero["contiguous_gradients"] = true;
+  } else if (config.plan.overlap_gradient_reduce && config.plan.data > 1) {
+    not_expressed.emplace_back(
+        "the gradient reduction overlapped with the backward pass (without ZeRO DeepSpeed "
+        "all-reduces the gradients after it; zero_optimization.overlap_comm needs a stage)");
   }
   ds["zero_optimization"] = zero;
   if (training.dtype == DType::kFp16) {

@@ -39,16 +39,28 @@ struct Flags {
     }
     return given.front();
   }
-  // A positive integer, or nothing when the flag is absent.
-  Expected<std::optional<int64_t>> Int(std::string_view name) {
+  // A positive integer (non-negative with `zero`), or nothing when the flag is absent.
+  Expected<std::optional<int64_t>> Int(std::string_view name, bool zero = false) {
     if (!Has(name)) return std::optional<int64_t>();
     DTSIM_ASSIGN_OR_RETURN(const std::string text, Value(name));
     int64_t value = 0;
     const auto [end, code] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (code != std::errc() || end != text.data() + text.size() || value <= 0) {
-      return Error("expected a positive integer", fmt::format("--{}", name), Quote(text));
+    if (code != std::errc() || end != text.data() + text.size() || value < (zero ? 0 : 1)) {
+      return Error(zero ? "expected a non-negative integer" : "expected a positive integer",
+                   fmt::format("--{}", name), Quote(text));
     }
     return std::optional<int64_t>(value);
+  }
+  // A positive number, or nothing when the flag is absent.
+  Expected<std::optional<double>> Number(std::string_view name) {
+    if (!Has(name)) return std::optional<double>();
+    DTSIM_ASSIGN_OR_RETURN(const std::string text, Value(name));
+    double value = 0;
+    const auto [end, code] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (code != std::errc() || end != text.data() + text.size() || value <= 0) {
+      return Error("expected a positive number", fmt::format("--{}", name), Quote(text));
+    }
+    return std::optional<double>(value);
   }
   Expected<int64_t> RequiredInt(std::string_view name) {
     DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> value, Int(name));
@@ -88,7 +100,28 @@ Status SetInt(Flags& flags, std::string_view flag, Json& json, const char* key) 
   return Status::Ok();
 }
 
-Status ModelSection(Flags& flags, const ImportTarget& target, Json& model) {
+// Whose pretrain_gpt.py the flags are for: Megatron-LM's, or Megatron-DeepSpeed's (its MoE
+// flags, DeepSpeed's engine beside it).
+enum class Dialect : uint8_t { kMegatronLm, kMegatronDeepSpeed };
+
+// Megatron-DeepSpeed's MoE (megatron/arguments.py, DeepSpeed's MoE layer): top-1 by default,
+// experts on every second layer, tokens dropped at a capacity factor of 1 unless told not to.
+Status DeepSpeedMoe(Flags& flags, Json& moe) {
+  DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> top_k, flags.Int("topk"));
+  moe["top_k"] = top_k.value_or(1);
+  DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> interval, flags.Int("expert-interval"));
+  moe["every"] = interval.value_or(2);
+  if (flags.Has("disable-moe-token-dropping")) {
+    moe["dropless"] = true;
+    return Status::Ok();
+  }
+  DTSIM_ASSIGN_OR_RETURN(const std::optional<double> factor,
+                         flags.Number("moe-train-capacity-factor"));
+  moe["capacity_factor"] = factor.value_or(1.0);
+  return Status::Ok();
+}
+
+Status ModelSection(Flags& flags, const ImportTarget& target, Dialect dialect, Json& model) {
   model = {{"family", "transformer"}};
   DTSIM_ASSIGN_OR_RETURN(model["layers"], flags.RequiredInt("num-layers"));
   DTSIM_ASSIGN_OR_RETURN(model["hidden"], flags.RequiredInt("hidden-size"));
@@ -96,6 +129,9 @@ Status ModelSection(Flags& flags, const ImportTarget& target, Json& model) {
   DTSIM_RETURN_IF_ERROR(SetInt(flags, "ffn-hidden-size", model, "ffn_hidden"));
   flags.Has("group-query-attention");  // the query groups say it
   DTSIM_RETURN_IF_ERROR(SetInt(flags, "num-query-groups", model, "kv_heads"));
+  if (dialect == Dialect::kMegatronDeepSpeed) {
+    DTSIM_RETURN_IF_ERROR(SetInt(flags, "num-key-value-heads", model, "kv_heads"));
+  }
   DTSIM_RETURN_IF_ERROR(SetInt(flags, "kv-channels", model, "head_dim"));
   DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> positions,
                          flags.Int("max-position-embeddings"));
@@ -116,10 +152,12 @@ Status ModelSection(Flags& flags, const ImportTarget& target, Json& model) {
   }
   if (flags.Has("normalization")) {
     DTSIM_ASSIGN_OR_RETURN(const std::string norm, flags.Value("normalization"));
-    if (norm != "RMSNorm" && norm != "LayerNorm") {
+    // Megatron-LM spells them RMSNorm and LayerNorm, Megatron-DeepSpeed rmsnorm and layernorm.
+    const bool rms = norm == "RMSNorm" || norm == "rmsnorm";
+    if (!rms && norm != "LayerNorm" && norm != "layernorm") {
       return Error("expected RMSNorm or LayerNorm", "--normalization", Quote(norm));
     }
-    model["norm"] = norm == "RMSNorm" ? "rmsnorm" : "layernorm";
+    model["norm"] = rms ? "rmsnorm" : "layernorm";
   }
   if (flags.Has("swiglu")) model["activation"] = "swiglu";
   if (flags.Has("squared-relu")) model["activation"] = "squared_relu";
@@ -134,19 +172,19 @@ Status ModelSection(Flags& flags, const ImportTarget& target, Json& model) {
   if (flags.Has("disable-bias-linear")) model["linear_bias"] = false;
   if (flags.Has("untie-embeddings-and-output-weights")) model["tied_embeddings"] = false;
   DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> experts, flags.Int("num-experts"));
-  if (experts) {
+  if (experts && dialect == Dialect::kMegatronDeepSpeed) {
+    Json moe = {{"experts", *experts}};
+    DTSIM_RETURN_IF_ERROR(DeepSpeedMoe(flags, moe));
+    model["moe"] = moe;
+  } else if (experts) {
     Json moe = {{"experts", *experts}};
     DTSIM_RETURN_IF_ERROR(SetInt(flags, "moe-router-topk", moe, "top_k"));
     DTSIM_RETURN_IF_ERROR(SetInt(flags, "moe-ffn-hidden-size", moe, "expert_ffn_hidden"));
     DTSIM_RETURN_IF_ERROR(SetInt(flags, "moe-layer-freq", moe, "every"));
-    if (flags.Has("moe-expert-capacity-factor")) {
-      DTSIM_ASSIGN_OR_RETURN(const std::string factor, flags.Value("moe-expert-capacity-factor"));
-      double value = 0;
-      const auto [end, code] = std::from_chars(factor.data(), factor.data() + factor.size(), value);
-      if (code != std::errc() || end != factor.data() + factor.size() || value <= 0) {
-        return Error("expected a positive number", "--moe-expert-capacity-factor", Quote(factor));
-      }
-      moe["capacity_factor"] = value;
+    DTSIM_ASSIGN_OR_RETURN(const std::optional<double> factor,
+                           flags.Number("moe-expert-capacity-factor"));
+    if (factor) {
+      moe["capacity_factor"] = *factor;
     } else {
       moe["dropless"] = true;  // Megatron-Core drops no token without a capacity factor
     }
@@ -216,6 +254,24 @@ Status Recompute(Flags& flags, Json& training, std::vector<std::string>& approxi
   return Status::Ok();
 }
 
+// Dropout is on (Megatron's 0.1) unless both probabilities are zero.
+Status Dropout(Flags& flags, Json& training, std::vector<std::string>& approximated) {
+  bool dropout = true;
+  if (flags.Has("attention-dropout") && flags.Has("hidden-dropout")) {
+    DTSIM_ASSIGN_OR_RETURN(const std::string attention, flags.Value("attention-dropout"));
+    DTSIM_ASSIGN_OR_RETURN(const std::string hidden, flags.Value("hidden-dropout"));
+    const auto zero = [](const std::string& p) { return p == "0" || p == "0.0" || p == "0."; };
+    dropout = !zero(attention) || !zero(hidden);
+    if (zero(attention) != zero(hidden)) {
+      approximated.push_back(fmt::format(
+          "--attention-dropout {} --hidden-dropout {} (dtsim's dropout is on or off for both)",
+          attention, hidden));
+    }
+  }
+  training["dropout"] = dropout;
+  return Status::Ok();
+}
+
 Status TrainingSection(Flags& flags, Json& training, std::vector<std::string>& approximated) {
   training = {{"framework", "megatron"}};
   DTSIM_ASSIGN_OR_RETURN(training["global_batch"], flags.RequiredInt("global-batch-size"));
@@ -231,21 +287,7 @@ Status TrainingSection(Flags& flags, Json& training, std::vector<std::string>& a
     flash = backend != "unfused" && backend != "local";
   }
   training["flash_attention"] = flash;
-  // Dropout is on (Megatron's 0.1) unless both probabilities are zero.
-  bool dropout = true;
-  if (flags.Has("attention-dropout") && flags.Has("hidden-dropout")) {
-    DTSIM_ASSIGN_OR_RETURN(const std::string attention, flags.Value("attention-dropout"));
-    DTSIM_ASSIGN_OR_RETURN(const std::string hidden, flags.Value("hidden-dropout"));
-    const auto zero = [](const std::string& p) { return p == "0" || p == "0.0" || p == "0."; };
-    dropout = !zero(attention) || !zero(hidden);
-    if (zero(attention) != zero(hidden)) {
-      approximated.push_back(fmt::format(
-          "--attention-dropout {} --hidden-dropout {} (dtsim's dropout is on or off for both)",
-          attention, hidden));
-    }
-  }
-  training["dropout"] = dropout;
-  return Status::Ok();
+  return Dropout(flags, training, approximated);
 }
 
 // ZeRO: 1 the distributed optimizer; Megatron-FSDP's sharding strategies name the rest.
@@ -265,13 +307,18 @@ Expected<int> ZeroStage(Flags& flags) {
   return std::max(stage, found->second);
 }
 
-Status ParallelismSection(Flags& flags, Json& parallelism) {
+// Tensor parallelism and sequence parallelism, both dialects' spelling; the pipeline's size.
+Expected<std::optional<int64_t>> TensorAndPipeline(Flags& flags, Json& parallelism) {
   DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> tensor,
                          flags.Int("tensor-model-parallel-size"));
   parallelism["tensor"] = {{"size", tensor.value_or(1)},
                            {"sequence_parallel", flags.Has("sequence-parallel")}};
+  return flags.Int("pipeline-model-parallel-size");
+}
+
+Status ParallelismSection(Flags& flags, Json& parallelism) {
   DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> pipeline,
-                         flags.Int("pipeline-model-parallel-size"));
+                         TensorAndPipeline(flags, parallelism));
   Json stages = {{"size", pipeline.value_or(1)}};
   DTSIM_ASSIGN_OR_RETURN(std::optional<int64_t> virtual_stages,
                          flags.Int("virtual-pipeline-model-parallel-size"));
@@ -344,6 +391,213 @@ Status SizeDataParallelism(Json& config) {
   return Status::Ok();
 }
 
+// The flags given but not read, as given.
+std::vector<std::string> Unused(const Flags& flags) {
+  std::vector<std::string> unused;
+  std::set<std::string, std::less<>> listed;
+  for (const std::string& name : flags.order) {
+    if (flags.used.contains(name) || !listed.insert(name).second) continue;
+    const std::vector<std::string>& values = flags.values.find(name)->second;
+    unused.push_back(values.empty() ? "--" + name
+                                    : fmt::format("--{} {}", name, fmt::join(values, " ")));
+  }
+  return unused;
+}
+
+// DeepSpeed's configuration JSON (deepspeed.ai/docs/config-json) as read: each key path read is
+// remembered, so the others can be listed. Errors name the key path and its value.
+struct DsConfig {
+  const Json& json;
+  const std::string& file;  // for errors
+  std::set<std::string, std::less<>> used;
+
+  Error Fail(std::string message, std::string key, std::string value = {}) const {
+    return Error(std::move(message), std::move(key), std::move(value)).InFile(file);
+  }
+
+  // The value at `section`.`key` (section empty: top level), or null when absent.
+  const Json* Find(std::string_view section, std::string_view key) {
+    const Json* parent = &json;
+    if (!section.empty()) {
+      const auto it = json.find(section);
+      if (it == json.end() || !it->is_object()) return nullptr;
+      parent = &*it;
+    }
+    const auto it = parent->find(key);
+    if (it == parent->end()) return nullptr;
+    used.insert(Path(section, key));
+    return &*it;
+  }
+  static std::string Path(std::string_view section, std::string_view key) {
+    return section.empty() ? std::string(key) : fmt::format("{}.{}", section, key);
+  }
+  Expected<std::optional<int64_t>> Int(std::string_view section, std::string_view key) {
+    const Json* value = Find(section, key);
+    if (value == nullptr) return std::optional<int64_t>();
+    if (!value->is_number_integer() || value->get<int64_t>() < 0) {
+      return Fail("expected a non-negative integer", Path(section, key), value->dump());
+    }
+    return std::optional<int64_t>(value->get<int64_t>());
+  }
+  Expected<std::optional<bool>> Bool(std::string_view section, std::string_view key) {
+    const Json* value = Find(section, key);
+    if (value == nullptr) return std::optional<bool>();
+    if (!value->is_boolean())
+      return Fail("expected true or false", Path(section, key), value->dump());
+    return std::optional<bool>(value->get<bool>());
+  }
+  // The keys (one level into sections) not read.
+  std::vector<std::string> Unused() const {
+    std::vector<std::string> unused;
+    for (const auto& [key, value] : json.items()) {
+      if (value.is_object() && !value.empty()) {
+        for (const auto& [inner, leaf] : value.items()) {
+          if (!used.contains(Path(key, inner))) {
+            unused.push_back(fmt::format("ds_config {}: {}", Path(key, inner), leaf.dump()));
+          }
+        }
+      } else if (!used.contains(key)) {
+        unused.push_back(fmt::format("ds_config {}: {}", key, value.dump()));
+      }
+    }
+    return unused;
+  }
+};
+
+// A setting both the flags and the JSON may give: they must agree.
+Expected<std::optional<int64_t>> FlagOrKey(Flags& flags, std::string_view flag, DsConfig& ds,
+                                           std::string_view section, std::string_view key) {
+  DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> from_flag, flags.Int(flag));
+  DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> from_json, ds.Int(section, key));
+  if (from_flag && from_json && *from_flag != *from_json) {
+    return ds.Fail(fmt::format("disagrees with --{} {}", flag, *from_flag),
+                   DsConfig::Path(section, key), std::to_string(*from_json));
+  }
+  return from_json ? from_json : from_flag;
+}
+
+// Batch, sequence, precision, recompute, attention and dropout: Megatron-DeepSpeed's flags, the
+// batch and precision from DeepSpeed's JSON where it gives them.
+Status DeepSpeedTraining(Flags& flags, DsConfig& ds, Json& training,
+                         std::vector<std::string>& approximated) {
+  training = {{"framework", "deepspeed"}};
+  DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> global,
+                         FlagOrKey(flags, "global-batch-size", ds, "", "train_batch_size"));
+  if (!global) return ds.Fail("required: the global batch", "train_batch_size");
+  training["global_batch"] = *global;
+  DTSIM_ASSIGN_OR_RETURN(
+      const std::optional<int64_t> micro,
+      FlagOrKey(flags, "micro-batch-size", ds, "", "train_micro_batch_size_per_gpu"));
+  if (micro) training["micro_batch"] = *micro;
+  DTSIM_RETURN_IF_ERROR(SetInt(flags, "seq-length", training, "seq_len"));
+  DTSIM_RETURN_IF_ERROR(Precision(flags, training));
+  DTSIM_ASSIGN_OR_RETURN(const std::optional<bool> bf16, ds.Bool("bf16", "enabled"));
+  DTSIM_ASSIGN_OR_RETURN(const std::optional<bool> fp16, ds.Bool("fp16", "enabled"));
+  if (bf16.value_or(false) && fp16.value_or(false)) {
+    return ds.Fail("bf16 and fp16 both enabled", "fp16.enabled", "true");
+  }
+  if (bf16.value_or(false)) training["precision"] = "bf16";
+  if (fp16.value_or(false)) training["precision"] = "fp16";
+  DTSIM_RETURN_IF_ERROR(Recompute(flags, training, approximated));
+  // Megatron-DeepSpeed runs flash attention only when asked (--use-flash-attn-v2 and kin).
+  training["flash_attention"] = flags.Has("use-flash-attn-v2") || flags.Has("use-flash-attn") ||
+                                flags.Has("use-flash-attn-triton");
+  return Dropout(flags, training, approximated);
+}
+
+// ZeRO's stage (the flag and the JSON must agree) and whether the reduction overlaps the
+// backward pass (zero_optimization.overlap_comm; DeepSpeed's default: on for stage 3 only).
+Status DeepSpeedZero(Flags& flags, DsConfig& ds, Json& parallelism) {
+  DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> flag, flags.Int("zero-stage", true));
+  const Json* given = ds.Find("zero_optimization", "stage");
+  std::optional<int64_t> stage = flag;
+  if (given != nullptr) {
+    if (!given->is_number_integer() || given->get<int64_t>() < 0 || given->get<int64_t>() > 3) {
+      return ds.Fail("expected 0, 1, 2 or 3", "zero_optimization.stage", given->dump());
+    }
+    if (flag && *flag != given->get<int64_t>()) {
+      return ds.Fail(fmt::format("disagrees with --zero-stage {}", *flag),
+                     "zero_optimization.stage", given->dump());
+    }
+    stage = given->get<int64_t>();
+  }
+  parallelism["zero_stage"] = stage.value_or(0);
+  DTSIM_ASSIGN_OR_RETURN(const std::optional<bool> overlap,
+                         ds.Bool("zero_optimization", "overlap_comm"));
+  parallelism["overlap_gradient_reduce"] = overlap.value_or(stage.value_or(0) == 3);
+  return Status::Ok();
+}
+
+Status DeepSpeedParallelism(Flags& flags, DsConfig& ds, Json& parallelism) {
+  DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> pipeline,
+                         TensorAndPipeline(flags, parallelism));
+  if (flags.Has("no-pipeline-parallel") && pipeline.value_or(1) > 1) {
+    return Error("a pipeline of more than one stage with --no-pipeline-parallel",
+                 "--pipeline-model-parallel-size", std::to_string(*pipeline));
+  }
+  parallelism["pipeline"] = pipeline.value_or(1);
+  // DeepSpeed-Ulysses: the sequence split over all-to-alls around the attention.
+  DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> ulysses,
+                         flags.Int("ds-sequence-parallel-size"));
+  if (ulysses && *ulysses > 1) parallelism["context"] = {{"size", *ulysses}, {"comm", "a2a"}};
+  DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> expert,
+                         flags.Int("moe-expert-parallel-size"));
+  if (expert) parallelism["expert"] = *expert;
+  return DeepSpeedZero(flags, ds, parallelism);
+}
+
+// The data-parallel reduction's dtype (communication_data_type) or DeepSpeed's 1-bit
+// optimizers (optimizer.type, warm-up from params.freeze_step).
+Status DeepSpeedCompression(DsConfig& ds, Json& config) {
+  if (const Json* dtype = ds.Find("", "communication_data_type"); dtype != nullptr) {
+    if (!dtype->is_string() || (*dtype != "fp16" && *dtype != "bf16" && *dtype != "fp32")) {
+      return ds.Fail("expected fp16, bf16 or fp32", "communication_data_type", dtype->dump());
+    }
+    if (*dtype != "fp32") config["compression"] = {{"method", dtype->get<std::string>()}};
+  }
+  const Json* type = ds.Find("optimizer", "type");
+  if (type == nullptr) return Status::Ok();
+  if (!type->is_string())
+    return ds.Fail("expected an optimizer's name", "optimizer.type", type->dump());
+  const std::string name = type->get<std::string>();
+  if (name != "OneBitAdam" && name != "OneBitLamb") {
+    ds.used.erase("optimizer.type");  // listed: dtsim prices Adam's step whatever it is
+    return Status::Ok();
+  }
+  Json compression = {{"method", name == "OneBitAdam" ? "onebit_adam" : "onebit_lamb"}};
+  const Json& optimizer = ds.json.at("optimizer");
+  const auto params = optimizer.find("params");
+  if (params != optimizer.end() && params->is_object() && params->contains("freeze_step")) {
+    const Json& freeze = params->at("freeze_step");
+    if (!freeze.is_number_integer() || freeze.get<int64_t>() < 0) {
+      return ds.Fail("expected a non-negative integer", "optimizer.params.freeze_step",
+                     freeze.dump());
+    }
+    compression["warmup_steps"] = freeze;
+  }
+  ds.used.insert("optimizer.params");
+  config["compression"] = compression;
+  return Status::Ok();
+}
+
+// DeepSpeed requires train_batch_size = micro-batch × accumulation steps × data parallelism.
+Status CheckAccumulation(DsConfig& ds, const Json& config) {
+  DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> steps,
+                         ds.Int("", "gradient_accumulation_steps"));
+  if (!steps) return Status::Ok();
+  const Json& training = config["training"];
+  const int64_t micro = training.value("micro_batch", int64_t{1});
+  const int64_t data = config["parallelism"]["data"].get<int64_t>();
+  const int64_t expected = training["global_batch"].get<int64_t>() / (micro * data);
+  if (*steps != expected || expected * micro * data != training["global_batch"].get<int64_t>()) {
+    return ds.Fail(fmt::format("train_batch_size {} is not micro-batch {} × {} steps × data "
+                               "parallelism {}",
+                               training["global_batch"].get<int64_t>(), micro, *steps, data),
+                   "gradient_accumulation_steps", std::to_string(*steps));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::vector<std::string> SplitLaunchArguments(std::string_view text) {
@@ -373,7 +627,7 @@ Expected<ImportedConfig> ImportMegatronArguments(std::span<const std::string> ar
   Json& config = out.config;
   config = Json::object();
   std::vector<std::string> approximated;
-  DTSIM_RETURN_IF_ERROR(ModelSection(flags, target, config["model"]));
+  DTSIM_RETURN_IF_ERROR(ModelSection(flags, target, Dialect::kMegatronLm, config["model"]));
   DTSIM_RETURN_IF_ERROR(TrainingSection(flags, config["training"], approximated));
   config["cluster"] = target.cluster;
   config["parallelism"] = Json::object();
@@ -382,13 +636,41 @@ Expected<ImportedConfig> ImportMegatronArguments(std::span<const std::string> ar
   if (Expected<ResolvedConfig> checked = ConfigFromJson(config, ""); !checked.ok()) {
     return std::move(checked).error();
   }
-  std::set<std::string, std::less<>> listed;
-  for (const std::string& name : flags.order) {
-    if (flags.used.contains(name) || !listed.insert(name).second) continue;
-    const std::vector<std::string>& values = flags.values.find(name)->second;
-    out.not_modelled.push_back(
-        values.empty() ? "--" + name : fmt::format("--{} {}", name, fmt::join(values, " ")));
+  out.not_modelled = Unused(flags);
+  for (std::string& note : approximated) out.not_modelled.push_back(std::move(note));
+  return out;
+}
+
+Expected<ImportedConfig> ImportDeepSpeedArguments(std::span<const std::string> args,
+                                                  const Json& ds_config,
+                                                  const std::string& ds_config_file,
+                                                  const ImportTarget& target) {
+  if (!ds_config.is_object()) {
+    return Error("expected DeepSpeed's config object", "", "").InFile(ds_config_file);
   }
+  DTSIM_ASSIGN_OR_RETURN(Flags flags, Parse(args));
+  // The engine's switches; the config file is the one given.
+  flags.Has("deepspeed");
+  flags.Has("deepspeed_config");
+  flags.Has("deepspeed-activation-checkpointing");  // with a recompute granularity, below
+  ImportedConfig out;
+  Json& config = out.config;
+  config = Json::object();
+  std::vector<std::string> approximated;
+  DsConfig ds{.json = ds_config, .file = ds_config_file};
+  DTSIM_RETURN_IF_ERROR(ModelSection(flags, target, Dialect::kMegatronDeepSpeed, config["model"]));
+  DTSIM_RETURN_IF_ERROR(DeepSpeedTraining(flags, ds, config["training"], approximated));
+  config["cluster"] = target.cluster;
+  config["parallelism"] = Json::object();
+  DTSIM_RETURN_IF_ERROR(DeepSpeedParallelism(flags, ds, config["parallelism"]));
+  DTSIM_RETURN_IF_ERROR(DeepSpeedCompression(ds, config));
+  DTSIM_RETURN_IF_ERROR(SizeDataParallelism(config));
+  DTSIM_RETURN_IF_ERROR(CheckAccumulation(ds, config));
+  if (Expected<ResolvedConfig> checked = ConfigFromJson(config, ""); !checked.ok()) {
+    return std::move(checked).error();
+  }
+  out.not_modelled = Unused(flags);
+  for (std::string& key : ds.Unused()) out.not_modelled.push_back(std::move(key));
   for (std::string& note : approximated) out.not_modelled.push_back(std::move(note));
   return out;
 }

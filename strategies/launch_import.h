@@ -1,6 +1,7 @@
 // A training job's launch arguments read back as a dtsim config (issue 30: launch arguments
 // in) — the inverse of launch_arguments.h. Megatron-LM's pretrain_gpt.py flags (the release
-// of kMegatronRelease, and the older spellings still common in published scripts) become the
+// of kMegatronRelease, and the older spellings still common in published scripts), or
+// Megatron-DeepSpeed's with DeepSpeed's config JSON, become the
 // model's shape, the batch, the precision, TP/SP/PP/VP/CP/EP, ZeRO (the distributed optimizer,
 // Megatron-FSDP), recompute and the overlap of the gradient reduction. A flag dtsim does not
 // model is listed, never dropped silently.
@@ -37,5 +38,16 @@ std::vector<std::string> SplitLaunchArguments(std::string_view text);
 // an error from the config reader, naming the JSON path.
 Expected<ImportedConfig> ImportMegatronArguments(std::span<const std::string> args,
                                                  const ImportTarget& target);
+
+// Megatron-DeepSpeed's pretrain_gpt.py arguments (the flags launch_arguments.h's
+// DeepSpeedArguments writes: Megatron-LM's older spellings, DeepSpeed's MoE and Ulysses flags)
+// with DeepSpeed's configuration JSON, which gives the batch, ZeRO's stage and overlap, the
+// precision and the reduction's dtype or 1-bit optimizer; where both give a setting they must
+// agree. Keys of the JSON dtsim does not read are listed with the flags ("ds_config KEY: VALUE").
+// Errors in the JSON name `ds_config_file` and the key path.
+Expected<ImportedConfig> ImportDeepSpeedArguments(std::span<const std::string> args,
+                                                  const Json& ds_config,
+                                                  const std::string& ds_config_file,
+                                                  const ImportTarget& target);
 
 }  // namespace dtsim::strategies

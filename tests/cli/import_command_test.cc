@@ -71,15 +71,57 @@ TEST_F(ImportCommandTest, ArgumentsAfterTheSeparatorPrintTheConfig) {
 }
 
 TEST_F(ImportCommandTest, UsageErrorsSayWhatToGive) {
-  CommandOutcome outcome = Import(WithCluster({"deepspeed", "--from", kLlama}));
+  CommandOutcome outcome = Import(WithCluster({"nemo", "--from", kLlama}));
   EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kUsage);
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("dtsim import megatron"));
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("dtsim import deepspeed [DS_CONFIG.json]"));
+  // Megatron-LM's flags name no DeepSpeed config.
+  outcome = Import(WithCluster({"deepspeed", "--from", kLlama}));
+  EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("give DeepSpeed's config"));
   outcome = Import({"megatron", "--from", kLlama});
   EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kUsage);
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("--preset NAME --gpu PRESET --nodes N"));
   outcome = Import(WithCluster({"megatron"}));
   EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kUsage);
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("after -- or in a file with --from"));
+}
+
+// dtsim search --emit's pair: the launch flags name the config beside them, which gives the
+// batch, ZeRO and precision; a config named on the command line is read instead.
+TEST_F(ImportCommandTest, DeepSpeedFlagsReadTheConfigTheyName) {
+  std::filesystem::create_directories(Path("plans"));
+  ASSERT_TRUE(WriteFileAtomically(Path("plans/plan-1.deepspeed.txt"),
+                                  "# dtsim search plan #1\n"
+                                  "--num-layers 4 --hidden-size 1024 --num-attention-heads 16 \\\n"
+                                  "--seq-length 2048 --tensor-model-parallel-size 2 \\\n"
+                                  "--no-pipeline-parallel --zero-stage 2 --bf16 --lr 1e-4 \\\n"
+                                  "--deepspeed --deepspeed_config plan-1.ds_config.json\n")
+                  .ok());
+  ASSERT_TRUE(WriteFileAtomically(Path("plans/plan-1.ds_config.json"),
+                                  R"({"train_batch_size": 256, "train_micro_batch_size_per_gpu": 2,
+                                      "zero_optimization": {"stage": 2, "overlap_comm": true},
+                                      "bf16": {"enabled": true}, "steps_per_print": 10})")
+                  .ok());
+  CommandOutcome outcome = Import(WithCluster(
+      {"deepspeed", "--from", Path("plans/plan-1.deepspeed.txt"), "-o", Path("ds.json")}));
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("not modelled (2 argument(s), read and left out):\n"
+                                       "  --lr 1e-4\n  ds_config steps_per_print: 10\n"));
+  const Json config = *ReadJsonFile(Path("ds.json"));
+  EXPECT_EQ(config["training"]["global_batch"], 256);
+  EXPECT_EQ(config["training"]["micro_batch"], 2);
+  EXPECT_EQ(config["parallelism"]["zero_stage"], 2);
+  EXPECT_EQ(config["parallelism"]["data"], 32);  // 8 nodes × 8 GPUs over TP 2
+  // The config named on the command line; its errors name it.
+  ASSERT_TRUE(WriteFileAtomically(Path("other.json"),
+                                  R"({"train_batch_size": 256, "zero_optimization": {"stage": 3}})")
+                  .ok());
+  outcome = Import(
+      WithCluster({"deepspeed", Path("other.json"), "--from", Path("plans/plan-1.deepspeed.txt")}));
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(),
+              HasSubstr("other.json: zero_optimization.stage: disagrees with --zero-stage 2"));
 }
 
 // A bad flag names the file and the flag; the output is never the input.

@@ -172,6 +172,20 @@ def add_launch_args(corpus):
         text = path.read_text()
         corpus.add("launch_args", path.name, text.encode())
         corpus.tokens["launch_args"].update(w for w in text.split() if w.startswith("--"))
+    # Megatron-DeepSpeed's flags with DeepSpeed's config after them (the harness reads the JSON
+    # from the first line that opens an object), as dtsim search --emit writes the pair.
+    deepspeed = ("--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048\n"
+                 "--num-experts 8 --topk 2 --expert-interval 1 --disable-moe-token-dropping\n"
+                 "--moe-expert-parallel-size 2 --ds-sequence-parallel-size 2 --zero-stage 1\n"
+                 "--no-pipeline-parallel --use-flash-attn-v2 --bf16 --deepspeed\n")
+    ds_config = {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 1,
+                 "gradient_accumulation_steps": 16,
+                 "zero_optimization": {"stage": 1, "overlap_comm": True},
+                 "bf16": {"enabled": True}, "communication_data_type": "bf16",
+                 "optimizer": {"type": "OneBitAdam", "params": {"freeze_step": 100}}}
+    corpus.add("launch_args", "deepspeed.txt", (deepspeed + json.dumps(ds_config)).encode())
+    corpus.tokens["launch_args"].update(w for w in deepspeed.split() if w.startswith("--"))
+    keys_of(ds_config, corpus.tokens["launch_args"])
 
 
 def add_checked_in(corpus):

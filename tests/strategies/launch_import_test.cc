@@ -180,5 +180,107 @@ TEST(LaunchImportTest, BadArgumentsNameTheFlag) {
             "no error");  // 1 layer per stage: one chunk
 }
 
+// Export then import through Megatron-DeepSpeed: DeepSpeedArguments' flags and config JSON
+// read back as a config that simulates as the plan; what dtsim does not read of the JSON is
+// listed.
+void ExpectDeepSpeedRoundTrip(Json json) {
+  json["training"]["framework"] = "deepspeed";
+  const ResolvedConfig original = ConfigOf(json);
+  const LaunchArguments emitted = DeepSpeedArguments(original, "plan-1.ds_config.json");
+  std::vector<std::string> words;
+  for (const std::string& line : emitted.arguments) {
+    const std::vector<std::string> split = SplitLaunchArguments(line);
+    words.insert(words.end(), split.begin(), split.end());
+  }
+  Expected<ImportedConfig> imported = ImportDeepSpeedArguments(
+      words, emitted.config_file, "plan-1.ds_config.json",
+      {.cluster = json["cluster"], .vocab = original.model.transformer.vocab});
+  ASSERT_TRUE(imported.ok()) << imported.error().ToString() << "\n" << json.dump();
+  ExpectSameIteration(imported->config, json);
+  EXPECT_EQ(imported->config["training"]["framework"], "deepspeed");
+  for (const std::string& argument : imported->not_modelled) {
+    EXPECT_THAT(argument,
+                testing::AnyOf(HasSubstr("steps_per_print"), HasSubstr("contiguous_gradients")))
+        << json.dump();
+  }
+}
+
+TEST(LaunchImportTest, DeepSpeedFlagsAndConfigReadBackAsThePlan) {
+  // A pipeline with ZeRO-1 (PipelineEngine), tensor and sequence parallelism.
+  ExpectDeepSpeedRoundTrip(Plan("llama2-70b",
+                                R"({"data": 4, "tensor": {"size": 8, "sequence_parallel": true},
+      "pipeline": 4, "zero_stage": 1})",
+                                R"({"global_batch": 512, "seq_len": 4096, "flash_attention": true,
+      "recompute": "selective", "dropout": false})",
+                                16));
+  // DeepSpeed-MoE: top-2 dropless experts on every layer, EP 8, ZeRO-2 without a pipeline.
+  ExpectDeepSpeedRoundTrip(Plan("mixtral-8x7b",
+                                R"({"data": 8, "tensor": 2, "expert": 8, "zero_stage": 2})",
+                                R"({"global_batch": 256, "seq_len": 4096, "flash_attention": true,
+      "recompute": "full"})",
+                                2));
+  // DeepSpeed-Ulysses over 2 ranks with ZeRO-3, no flash attention, dropout on.
+  ExpectDeepSpeedRoundTrip(Plan("llama3-8b",
+                                R"({"data": 4, "context": {"size": 2, "comm": "a2a"},
+      "zero_stage": 3})",
+                                R"({"global_batch": 64, "seq_len": 8192, "flash_attention": true})",
+                                1));
+  // fp16 with 1-bit Adam (its freeze_step the warm-up), which runs without ZeRO: the reduction
+  // after the backward pass, as DeepSpeed's engine runs it then.
+  Json gpt = Plan("gpt3-1.3b", R"({"data": 16, "zero_stage": 0, "overlap_gradient_reduce": false})",
+                  R"({"global_batch": 512, "precision": "fp16"})", 2);
+  gpt["compression"] = {{"method", "onebit_adam"}, {"warmup_steps", 400}};
+  ExpectDeepSpeedRoundTrip(gpt);
+}
+
+TEST(LaunchImportTest, DeepSpeedConfigErrorsNameTheFileAndKey) {
+  const Json cluster = {{"preset", "dgx-h100"}, {"gpu", "h100-sxm5-80gb"}, {"nodes", 1}};
+  const std::vector<std::string> args = {
+      "--num-layers", "2",    "--hidden-size", "512", "--num-attention-heads", "8",
+      "--seq-length", "1024", "--zero-stage",  "1",   "--deepspeed",           "--deepspeed_config",
+      "ds.json"};
+  const auto import = [&](const Json& ds) {
+    return ImportDeepSpeedArguments(args, ds, "ds.json", {.cluster = cluster, .vocab = 32000});
+  };
+  const auto error = [&](const Json& ds) {
+    Expected<ImportedConfig> imported = import(ds);
+    return imported.ok() ? std::string("no error") : imported.error().ToString();
+  };
+  // 8 GPUs, one micro-batch of 1 each: 8 sequences a step, one accumulation step.
+  const Json good = {{"train_batch_size", 8},
+                     {"train_micro_batch_size_per_gpu", 1},
+                     {"gradient_accumulation_steps", 1},
+                     {"zero_optimization", {{"stage", 1}, {"reduce_bucket_size", 5e8}}},
+                     {"bf16", {{"enabled", true}}},
+                     {"gradient_clipping", 1.0}};
+  Expected<ImportedConfig> imported = import(good);
+  ASSERT_TRUE(imported.ok()) << imported.error().ToString();
+  EXPECT_EQ(imported->config["training"]["precision"], "bf16");
+  EXPECT_EQ(imported->config["training"]["flash_attention"], false);
+  EXPECT_EQ(imported->config["parallelism"]["zero_stage"], 1);
+  // ZeRO-1's reduction overlaps only when overlap_comm says so (DeepSpeed's default: off).
+  EXPECT_EQ(imported->config["parallelism"]["overlap_gradient_reduce"], false);
+  EXPECT_THAT(imported->not_modelled,
+              ElementsAreArray({"ds_config gradient_clipping: 1.0",
+                                "ds_config zero_optimization.reduce_bucket_size: 500000000.0"}));
+  Json bad = good;
+  bad["zero_optimization"]["stage"] = 2;
+  EXPECT_EQ(error(bad), "ds.json: zero_optimization.stage: disagrees with --zero-stage 1, got 2");
+  bad = good;
+  bad["gradient_accumulation_steps"] = 4;
+  EXPECT_THAT(error(bad), HasSubstr("ds.json: gradient_accumulation_steps: train_batch_size 8 is "
+                                    "not micro-batch 1 × 4 steps × data parallelism 8"));
+  bad = good;
+  bad.erase("train_batch_size");
+  EXPECT_THAT(error(bad), HasSubstr("ds.json: train_batch_size: required: the global batch"));
+  bad = good;
+  bad["fp16"] = {{"enabled", true}};
+  EXPECT_THAT(error(bad), HasSubstr("ds.json: fp16.enabled: bf16 and fp16 both enabled"));
+  bad = good;
+  bad["bf16"]["enabled"] = "yes";
+  EXPECT_THAT(error(bad), HasSubstr("ds.json: bf16.enabled: expected true or false"));
+  EXPECT_THAT(error(Json::array()), HasSubstr("ds.json: expected DeepSpeed's config object"));
+}
+
 }  // namespace
 }  // namespace dtsim::strategies

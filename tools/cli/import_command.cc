@@ -5,7 +5,9 @@
 #include <fmt/ostream.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
+#include <utility>
 #include <vector>
 
 #include "sim/base/atomic_file.h"
@@ -21,7 +23,7 @@ namespace {
 namespace po = boost::program_options;
 
 struct ImportOptions {
-  std::vector<std::string> framework_and_files;  // "megatron"
+  std::vector<std::string> framework_and_files;  // "megatron", or "deepspeed" [DS_CONFIG]
   std::vector<std::string> arguments;            // after "--"
   std::string from;
   std::string gpu;
@@ -35,10 +37,15 @@ struct ImportOptions {
 po::options_description Describe(ImportOptions& o) {
   po::options_description description(
       "Usage: dtsim import megatron --preset NAME --gpu PRESET --nodes N [options] -- ARGS...\n"
-      "       dtsim import megatron --from LAUNCH.txt [options]\n\n"
+      "       dtsim import megatron --from LAUNCH.txt [options]\n"
+      "       dtsim import deepspeed [DS_CONFIG.json] --preset NAME --gpu PRESET --nodes N\n"
+      "                              [options] -- ARGS...   (or --from LAUNCH.txt)\n\n"
       "Turns Megatron-LM's pretrain_gpt.py arguments into a dtsim config: the model's shape,\n"
       "batch, precision, TP/SP/PP/VP/CP/EP, ZeRO (distributed optimizer, Megatron-FSDP),\n"
       "recompute and the gradient-reduction overlap; data parallelism fills the cluster's GPUs.\n"
+      "deepspeed: Megatron-DeepSpeed's arguments with DeepSpeed's config JSON (batch, ZeRO,\n"
+      "precision, communication dtype, 1-bit optimizers); without DS_CONFIG.json the file the\n"
+      "arguments' --deepspeed_config names (beside the --from file when relative).\n"
       "Every argument dtsim does not model is listed (docs/cli.md).\n\nOptions");
   description.add_options()("help,h", po::bool_switch(&o.help), "show this help")(
       "from", po::value(&o.from)->value_name("FILE"),
@@ -56,10 +63,55 @@ po::options_description Describe(ImportOptions& o) {
   return description;
 }
 
+// DeepSpeed's config: the file named on the command line, or the one --deepspeed_config names
+// (a relative path from the directory of the --from file, where dtsim search --emit puts both).
+Expected<std::pair<std::string, Json>> ReadDeepSpeedConfig(const ImportOptions& options,
+                                                           const std::vector<std::string>& args) {
+  std::string path;
+  if (options.framework_and_files.size() == 2) {
+    path = options.framework_and_files[1];
+  } else {
+    const auto flag = std::find(args.begin(), args.end(), "--deepspeed_config");
+    if (flag == args.end() || flag + 1 == args.end()) {
+      return Error(
+          "give DeepSpeed's config: dtsim import deepspeed DS_CONFIG.json ..., or "
+          "--deepspeed_config PATH among the arguments");
+    }
+    path = *(flag + 1);
+    const std::filesystem::path from(options.from);
+    if (!options.from.empty() && std::filesystem::path(path).is_relative()) {
+      path = (from.parent_path() / path).string();
+    }
+  }
+  DTSIM_ASSIGN_OR_RETURN(Json json, ReadJsonFile(path));
+  return std::make_pair(path, std::move(json));
+}
+
+Expected<strategies::ImportedConfig> Import(const ImportOptions& options,
+                                            const std::vector<std::string>& arguments,
+                                            const strategies::ImportTarget& target) {
+  if (options.framework_and_files[0] == "megatron") {
+    Expected<strategies::ImportedConfig> imported =
+        strategies::ImportMegatronArguments(arguments, target);
+    if (imported.ok() || options.from.empty()) return imported;
+    return std::move(imported).error().InFile(options.from);
+  }
+  DTSIM_ASSIGN_OR_RETURN(const auto ds, ReadDeepSpeedConfig(options, arguments));
+  Expected<strategies::ImportedConfig> imported =
+      strategies::ImportDeepSpeedArguments(arguments, ds.second, ds.first, target);
+  if (imported.ok() || options.from.empty()) return imported;
+  return std::move(imported).error().InFile(options.from);  // kept when it names DS_CONFIG
+}
+
 CommandOutcome Execute(const ImportOptions& options, std::ostream& out) {
-  if (options.framework_and_files.size() != 1 || options.framework_and_files[0] != "megatron") {
-    return CommandOutcome::Usage(Error(
-        "name the framework the arguments are for: dtsim import megatron [options] -- ARGS..."));
+  const std::vector<std::string>& positional = options.framework_and_files;
+  const bool megatron = positional.size() == 1 && positional[0] == "megatron";
+  const bool deepspeed =
+      !positional.empty() && positional.size() <= 2 && positional[0] == "deepspeed";
+  if (!megatron && !deepspeed) {
+    return CommandOutcome::Usage(
+        Error("name the framework the arguments are for: dtsim import megatron [options] -- "
+              "ARGS..., or dtsim import deepspeed [DS_CONFIG.json] [options] -- ARGS..."));
   }
   if (options.gpu.empty() || options.nodes <= 0 || options.preset.empty()) {
     return CommandOutcome::Usage(Error("give the cluster: --preset NAME --gpu PRESET --nodes N"));
@@ -67,7 +119,9 @@ CommandOutcome Execute(const ImportOptions& options, std::ostream& out) {
   if (options.from.empty() == options.arguments.empty()) {
     return CommandOutcome::Usage(Error("give the arguments after -- or in a file with --from"));
   }
-  if (Status refused = RefuseOutputsOverInputs({options.from}, {options.output}); !refused.ok()) {
+  std::vector<std::string> inputs = {options.from};
+  if (positional.size() == 2) inputs.push_back(positional[1]);
+  if (Status refused = RefuseOutputsOverInputs(inputs, {options.output}); !refused.ok()) {
     return CommandOutcome::Failure(std::move(refused).error());
   }
   std::vector<std::string> arguments = options.arguments;
@@ -79,13 +133,8 @@ CommandOutcome Execute(const ImportOptions& options, std::ostream& out) {
   strategies::ImportTarget target{.cluster = {{"gpu", options.gpu}, {"nodes", options.nodes}}};
   target.cluster["preset"] = options.preset;
   if (options.vocab > 0) target.vocab = options.vocab;
-  Expected<strategies::ImportedConfig> imported =
-      strategies::ImportMegatronArguments(arguments, target);
-  if (!imported.ok()) {
-    Error error = std::move(imported).error();
-    return CommandOutcome::Failure(options.from.empty() ? error
-                                                        : std::move(error).InFile(options.from));
-  }
+  Expected<strategies::ImportedConfig> imported = Import(options, arguments, target);
+  if (!imported.ok()) return CommandOutcome::Failure(std::move(imported).error());
   const std::string json = DumpJson(imported->config, 2) + "\n";
   if (options.output.empty()) {
     out << json;
