@@ -434,8 +434,8 @@ struct DsConfig {
   Expected<std::optional<int64_t>> Int(std::string_view section, std::string_view key) {
     const Json* value = Find(section, key);
     if (value == nullptr) return std::optional<int64_t>();
-    if (!value->is_number_integer() || value->get<int64_t>() < 0) {
-      return Fail("expected a non-negative integer", Path(section, key), value->dump());
+    if (!value->is_number_integer() || value->get<int64_t>() < 1) {
+      return Fail("expected a positive integer", Path(section, key), value->dump());
     }
     return std::optional<int64_t>(value->get<int64_t>());
   }
@@ -586,13 +586,16 @@ Status CheckAccumulation(DsConfig& ds, const Json& config) {
                          ds.Int("", "gradient_accumulation_steps"));
   if (!steps) return Status::Ok();
   const Json& training = config["training"];
-  const int64_t micro = training.value("micro_batch", int64_t{1});
-  const int64_t data = config["parallelism"]["data"].get<int64_t>();
-  const int64_t expected = training["global_batch"].get<int64_t>() / (micro * data);
-  if (*steps != expected || expected * micro * data != training["global_batch"].get<int64_t>()) {
+  const int64_t global = training["global_batch"].get<int64_t>();
+  const int64_t micro = training.value("micro_batch", int64_t{1});    // positive: read so
+  const int64_t data = config["parallelism"]["data"].get<int64_t>();  // SizeDataParallelism's
+  // Divisions only: the product of three given integers can overflow.
+  const bool divides =
+      global % micro == 0 && (global / micro) % data == 0 && global / micro / data == *steps;
+  if (!divides) {
     return ds.Fail(fmt::format("train_batch_size {} is not micro-batch {} × {} steps × data "
                                "parallelism {}",
-                               training["global_batch"].get<int64_t>(), micro, *steps, data),
+                               global, micro, *steps, data),
                    "gradient_accumulation_steps", std::to_string(*steps));
   }
   return Status::Ok();

@@ -270,6 +270,14 @@ TEST(LaunchImportTest, DeepSpeedConfigErrorsNameTheFileAndKey) {
   bad["gradient_accumulation_steps"] = 4;
   EXPECT_THAT(error(bad), HasSubstr("ds.json: gradient_accumulation_steps: train_batch_size 8 is "
                                     "not micro-batch 1 × 4 steps × data parallelism 8"));
+  bad = good;  // products of the three would overflow: checked by division
+  bad["train_batch_size"] = int64_t{1} << 62;
+  bad["train_micro_batch_size_per_gpu"] = int64_t{1} << 62;
+  EXPECT_THAT(error(bad), HasSubstr("gradient_accumulation_steps: train_batch_size "
+                                    "4611686018427387904 is not micro-batch 4611686018427387904"));
+  bad["train_micro_batch_size_per_gpu"] = 0;
+  EXPECT_THAT(error(bad),
+              HasSubstr("train_micro_batch_size_per_gpu: expected a positive integer, got 0"));
   bad = good;
   bad.erase("train_batch_size");
   EXPECT_THAT(error(bad), HasSubstr("ds.json: train_batch_size: required: the global batch"));
