@@ -113,6 +113,21 @@ TEST_F(ImportCommandTest, DeepSpeedFlagsReadTheConfigTheyName) {
   EXPECT_EQ(config["training"]["micro_batch"], 2);
   EXPECT_EQ(config["parallelism"]["zero_stage"], 2);
   EXPECT_EQ(config["parallelism"]["data"], 32);  // 8 nodes × 8 GPUs over TP 2
+  // The flag's --name=value spelling too.
+  ASSERT_TRUE(WriteFileAtomically(Path("plans/equals.txt"),
+                                  "--num-layers 4 --hidden-size 1024 --num-attention-heads 16 "
+                                  "--seq-length 2048 --tensor-model-parallel-size 2 "
+                                  "--deepspeed_config=plan-1.ds_config.json\n")
+                  .ok());
+  outcome = Import(WithCluster({"deepspeed", "--from", Path("plans/equals.txt")}));
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_EQ(Json::parse(output_.str())["parallelism"]["zero_stage"], 2);
+  // The config the flags name is an input: never the output.
+  const std::string before = *ReadFile(Path("plans/plan-1.ds_config.json"));
+  outcome = Import(WithCluster({"deepspeed", "--from", Path("plans/plan-1.deepspeed.txt"), "-o",
+                                Path("plans/plan-1.ds_config.json")}));
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_EQ(*ReadFile(Path("plans/plan-1.ds_config.json")), before);
   // The config named on the command line; its errors name it.
   ASSERT_TRUE(WriteFileAtomically(Path("other.json"),
                                   R"({"train_batch_size": 256, "zero_optimization": {"stage": 3}})")

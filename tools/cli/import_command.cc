@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
-#include <utility>
 #include <vector>
 
 #include "sim/base/atomic_file.h"
@@ -65,26 +64,27 @@ po::options_description Describe(ImportOptions& o) {
 
 // DeepSpeed's config: the file named on the command line, or the one --deepspeed_config names
 // (a relative path from the directory of the --from file, where dtsim search --emit puts both).
-Expected<std::pair<std::string, Json>> ReadDeepSpeedConfig(const ImportOptions& options,
-                                                           const std::vector<std::string>& args) {
+Expected<std::string> DeepSpeedConfigPath(const ImportOptions& options,
+                                          const std::vector<std::string>& args) {
+  if (options.framework_and_files.size() == 2) return options.framework_and_files[1];
+  constexpr std::string_view kFlag = "--deepspeed_config";
   std::string path;
-  if (options.framework_and_files.size() == 2) {
-    path = options.framework_and_files[1];
-  } else {
-    const auto flag = std::find(args.begin(), args.end(), "--deepspeed_config");
-    if (flag == args.end() || flag + 1 == args.end()) {
-      return Error(
-          "give DeepSpeed's config: dtsim import deepspeed DS_CONFIG.json ..., or "
-          "--deepspeed_config PATH among the arguments");
-    }
-    path = *(flag + 1);
-    const std::filesystem::path from(options.from);
-    if (!options.from.empty() && std::filesystem::path(path).is_relative()) {
-      path = (from.parent_path() / path).string();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == kFlag && i + 1 < args.size()) path = args[i + 1];
+    if (args[i].starts_with(kFlag) && args[i].size() > kFlag.size() &&
+        args[i][kFlag.size()] == '=') {
+      path = args[i].substr(kFlag.size() + 1);
     }
   }
-  DTSIM_ASSIGN_OR_RETURN(Json json, ReadJsonFile(path));
-  return std::make_pair(path, std::move(json));
+  if (path.empty()) {
+    return Error(
+        "give DeepSpeed's config: dtsim import deepspeed DS_CONFIG.json ..., or "
+        "--deepspeed_config PATH among the arguments");
+  }
+  if (!options.from.empty() && std::filesystem::path(path).is_relative()) {
+    path = (std::filesystem::path(options.from).parent_path() / path).string();
+  }
+  return path;
 }
 
 Expected<strategies::ImportedConfig> Import(const ImportOptions& options,
@@ -96,9 +96,10 @@ Expected<strategies::ImportedConfig> Import(const ImportOptions& options,
     if (imported.ok() || options.from.empty()) return imported;
     return std::move(imported).error().InFile(options.from);
   }
-  DTSIM_ASSIGN_OR_RETURN(const auto ds, ReadDeepSpeedConfig(options, arguments));
+  DTSIM_ASSIGN_OR_RETURN(const std::string path, DeepSpeedConfigPath(options, arguments));
+  DTSIM_ASSIGN_OR_RETURN(const Json ds_config, ReadJsonFile(path));
   Expected<strategies::ImportedConfig> imported =
-      strategies::ImportDeepSpeedArguments(arguments, ds.second, ds.first, target);
+      strategies::ImportDeepSpeedArguments(arguments, ds_config, path, target);
   if (imported.ok() || options.from.empty()) return imported;
   return std::move(imported).error().InFile(options.from);  // kept when it names DS_CONFIG
 }
@@ -119,9 +120,7 @@ CommandOutcome Execute(const ImportOptions& options, std::ostream& out) {
   if (options.from.empty() == options.arguments.empty()) {
     return CommandOutcome::Usage(Error("give the arguments after -- or in a file with --from"));
   }
-  std::vector<std::string> inputs = {options.from};
-  if (positional.size() == 2) inputs.push_back(positional[1]);
-  if (Status refused = RefuseOutputsOverInputs(inputs, {options.output}); !refused.ok()) {
+  if (Status refused = RefuseOutputsOverInputs({options.from}, {options.output}); !refused.ok()) {
     return CommandOutcome::Failure(std::move(refused).error());
   }
   std::vector<std::string> arguments = options.arguments;
@@ -129,6 +128,13 @@ CommandOutcome Execute(const ImportOptions& options, std::ostream& out) {
     Expected<std::string> read = ReadFile(options.from);
     if (!read.ok()) return CommandOutcome::Failure(std::move(read).error());
     arguments = strategies::SplitLaunchArguments(*read);
+  }
+  if (deepspeed) {  // DeepSpeed's config is an input too, however it is named
+    Expected<std::string> path = DeepSpeedConfigPath(options, arguments);
+    if (!path.ok()) return CommandOutcome::Failure(std::move(path).error());
+    if (Status refused = RefuseOutputsOverInputs({*path}, {options.output}); !refused.ok()) {
+      return CommandOutcome::Failure(std::move(refused).error());
+    }
   }
   strategies::ImportTarget target{.cluster = {{"gpu", options.gpu}, {"nodes", options.nodes}}};
   target.cluster["preset"] = options.preset;
