@@ -138,7 +138,8 @@ struct TransformerSpec {
     return sliding_window > 0 && BaseLayer(index) % window_every == 0 ? sliding_window : 0;
   }
   // A MoE block without shared experts: under sequence parallelism it routes the rank's shard
-  // and hands back the shard's gradient, so nothing gathers around it (MlpGathersActivations).
+  // and hands back the shard's gradient, so nothing gathers around it — where a dense MLP or
+  // shared experts (Megatron-Core's SharedExpertMLP) take the hidden state gathered.
   bool RoutedOnlyMlp(int index) const { return IsMoeLayer(index) && moe.shared_experts == 0; }
   // Whether decoder layer `index` follows such a block (its attention then gathers no output
   // gradient for it in backward).

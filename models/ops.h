@@ -300,13 +300,6 @@ SelectiveOpSaves PlanSelectiveOp(const LayerOps& layer);
 // Precondition: ValidateShard passed.
 LayerOps TransformerLayerOps(const TransformerSpec& spec, int layer_index,
                              const TransformerShard& shard);
-// Whether layer `layer_index`'s MLP block works on the hidden state all-gathered over the
-// tensor group under sequence parallelism — its input gathered before it in forward, its output
-// gradient gathered before it in backward: a dense MLP, and a MoE block's shared experts
-// (Megatron-Core's SharedExpertMLP); not a MoE block without shared experts, which routes the
-// rank's shard and gets its tokens back as the shard. False without sequence parallelism.
-bool MlpGathersActivations(const TransformerSpec& spec, const TransformerShard& shard,
-                           int layer_index);
 // The first stage's input: token (+ position, segment) embedding, its norm and dropout.
 LayerOps EmbeddingOps(const TransformerSpec& spec, const TransformerShard& shard);
 // The last stage's output: final norm, (BERT head,) logits over V/t and the loss.

@@ -356,9 +356,10 @@ void LatentProjections(LayerBuilder& layer, const Shape& x, const MlaSpec& mla, 
   up("attn.kv_up", mla.kv_lora_rank, kv_up, x.kv + x.v, kv_latent, /*last=*/false);
 }
 
-// The sequence-parallel all-gathers at an attention block's two ends (MlpGathersActivations):
-// of its output, for the MLP block after it, and in backward of the previous block's output
-// gradient.
+// The sequence-parallel all-gathers at an attention block's two ends: of its output, for the
+// MLP block after it, and in backward of the previous block's output gradient — none next to
+// a MoE block without shared experts (TransformerSpec::RoutedOnlyMlp), which takes and returns
+// the rank's shard.
 struct AttentionGathers {
   bool output = true;
   bool input_gradient = true;
@@ -608,11 +609,6 @@ void TagRecomputeModules(LayerOps& ops) {
 }
 
 }  // namespace
-
-bool MlpGathersActivations(const TransformerSpec& spec, const TransformerShard& shard,
-                           int layer_index) {
-  return shard.sequence_sharded() && !spec.RoutedOnlyMlp(layer_index);
-}
 
 LayerOps TransformerLayerOps(const TransformerSpec& spec, int layer_index,
                              const TransformerShard& shard) {

@@ -193,11 +193,9 @@ std::vector<LayoutComm> MicrobatchLayout::OutputComms(models::Pass pass) const {
   if (config_.plan.on_grid()) return {};
   if (pass == models::Pass::kBackward) {
     // The loss's input gradient, reduced; gathered for the last layer's row-parallel linear
-    // where its block takes it so (not a MoE block without shared experts).
+    // unless its block is a MoE block without shared experts, which takes the shard.
     const models::TransformerSpec& spec = config_.model.transformer;
-    const bool gathers = !config_.plan.sequence_parallel ||
-                         models::MlpGathersActivations(spec, ShardOf(config_), spec.layers - 1);
-    return TensorReduce(0, gathers ? 0 : models::Op::kNoGather);
+    return TensorReduce(0, spec.RoutedOnlyMlp(spec.layers - 1) ? models::Op::kNoGather : 0);
   }
   if (!config_.model.transformer.mla.enabled() || !config_.plan.sequence_parallel) return {};
   return {{CommKind::kAllGather, Bytes(ActivationBytes().count() / config_.plan.tensor)}};

@@ -97,16 +97,21 @@ TEST(LaunchImportTest, LlamaLaunchSimulatesAsTheShippedExample) {
   }
 }
 
+// Emitted flags (a line each, "--flag value") as a shell would split them.
+std::vector<std::string> Words(const LaunchArguments& emitted) {
+  std::vector<std::string> words;
+  for (const std::string& line : emitted.arguments) {
+    const std::vector<std::string> split = SplitLaunchArguments(line);
+    words.insert(words.end(), split.begin(), split.end());
+  }
+  return words;
+}
+
 // Export then import: the flags MegatronArguments writes for a plan read back as a config
 // that simulates as the plan (every setting they express; the vocabulary given on the side).
 void ExpectRoundTrip(const Json& json) {
   const ResolvedConfig original = ConfigOf(json);
-  const LaunchArguments flags = MegatronArguments(original);
-  std::vector<std::string> words;
-  for (const std::string& line : flags.arguments) {
-    const std::vector<std::string> split = SplitLaunchArguments(line);
-    words.insert(words.end(), split.begin(), split.end());
-  }
+  const std::vector<std::string> words = Words(MegatronArguments(original));
   Expected<ImportedConfig> imported = ImportMegatronArguments(
       words, {.cluster = json["cluster"], .vocab = original.model.transformer.vocab});
   ASSERT_TRUE(imported.ok()) << imported.error().ToString() << "\n" << json.dump();
@@ -187,11 +192,7 @@ void ExpectDeepSpeedRoundTrip(Json json) {
   json["training"]["framework"] = "deepspeed";
   const ResolvedConfig original = ConfigOf(json);
   const LaunchArguments emitted = DeepSpeedArguments(original, "plan-1.ds_config.json");
-  std::vector<std::string> words;
-  for (const std::string& line : emitted.arguments) {
-    const std::vector<std::string> split = SplitLaunchArguments(line);
-    words.insert(words.end(), split.begin(), split.end());
-  }
+  const std::vector<std::string> words = Words(emitted);
   Expected<ImportedConfig> imported = ImportDeepSpeedArguments(
       words, emitted.config_file, "plan-1.ds_config.json",
       {.cluster = json["cluster"], .vocab = original.model.transformer.vocab});
