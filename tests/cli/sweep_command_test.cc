@@ -68,7 +68,7 @@ TEST_F(SweepCommandTest, BadInputIsNamed) {
   CommandOutcome outcome = Sweep({kBert, "--vary", "training.globl_batch=1,2"});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
   EXPECT_EQ(outcome.error->ToString(),
-            "--vary: unknown key (did you mean \"global_batch\"?), got \"training.globl_batch\"");
+            "training.globl_batch: unknown key (did you mean \"global_batch\"?)");
   outcome = Sweep({kBert, "--vary", "parallelism.data=3,5"});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("every point failed; the first: "));

@@ -6,7 +6,7 @@
 #include "sim/base/json_reader.h"
 #include "strategies/config.h"
 #include "tests/fuzz/fuzz_support.h"
-#include "tools/cli/sweep_axes.h"
+#include "tools/api/sweep_axes.h"
 
 namespace {
 
@@ -30,10 +30,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int applied = 0;
   for (std::string line; std::getline(lines, line) && applied < 16; ++applied) {
     if (line.starts_with("vary ")) {
-      const Expected<cli::Axis> axis = cli::ParseVary(line.substr(5));
+      const Expected<api::Axis> axis = api::ParseVary(line.substr(5));
       if (!fuzz::Succeeded(axis)) continue;
-      for (const std::string& value : axis->values) (void)cli::ValueJson(value);
-      (void)fuzz::Succeeded(cli::CheckKey(config, *axis, "base.json"));
+      for (const std::string& value : axis->values) (void)api::ValueJson(value);
+      (void)fuzz::Succeeded(api::CheckKey(config, *axis, "base.json"));
       continue;
     }
     if (!fuzz::Succeeded(strategies::ApplyOverride(config, line))) return 0;

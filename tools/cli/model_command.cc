@@ -4,18 +4,16 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
-#include <algorithm>
-#include <filesystem>
-#include <span>
+#include <array>
+#include <utility>
 
-#include "models/cost_model.h"
-#include "models/gpu.h"
-#include "models/memory.h"
 #include "models/model_spec.h"
 #include "models/ops.h"
-#include "models/parameters.h"
-#include "sim/base/strings.h"
+#include "tools/api/api.h"
 #include "tools/cli/command_line.h"
+#include "tools/results/model_report.h"
+#include "tools/results/provenance.h"
+#include "tools/results/result_file.h"
 
 namespace dtsim::cli {
 namespace {
@@ -37,6 +35,8 @@ struct ModelOptions {
   std::string recompute_modules;
   int layer = 0;
   bool ops = false;
+  std::string result_path;
+  bool quiet = false;
   bool help = false;
 };
 
@@ -68,158 +68,67 @@ po::options_description Describe(ModelOptions& o) {
       "shared_experts; default core_attn)")(
       "layer", po::value(&o.layer)->value_name("N"),
       "the transformer layer shown, from 0 (default 0; a MoE model's first MoE layer follows "
-      "its dense ones)")("ops", po::bool_switch(&o.ops), "list every op of the layer");
+      "its dense ones)")("ops", po::bool_switch(&o.ops), "list every op of the layer")(
+      "output,o", po::value(&o.result_path)->value_name("FILE"),
+      "write the model, its parameters and the layer's ops as JSON "
+      "(docs/formats/model-report.md)")("quiet,q", po::bool_switch(&o.quiet),
+                                        "print nothing on success");
   return description;
-}
-
-Expected<models::ModelSpec> LoadModel(const std::string& name) {
-  if (!name.ends_with(".json") && !std::filesystem::exists(name)) {
-    return models::ModelPreset(name);
-  }
-  DTSIM_ASSIGN_OR_RETURN(const Json json, ReadJsonFile(name));
-  Expected<models::ModelSpec> model = models::ModelFromJson(json, "");
-  if (!model.ok()) return std::move(model).error().InFile(name);
-  return model;
 }
 
 std::string Billions(int64_t count) {
   return fmt::format("{:.3f} B", static_cast<double>(count) / 1e9);
 }
 
-void PrintParameters(std::ostream& out, const models::ModelSpec& model) {
-  const models::ParameterCount count = models::CountParameters(model);
+void PrintParameters(std::ostream& out, const results::ModelReport& report) {
+  const models::ParameterCount& count = report.parameters;
   fmt::print(out, "parameters  {} total: embedding {}, layers {}, output {}", Billions(count.total),
              Billions(count.embedding), Billions(count.layers), Billions(count.output));
   if (count.active != count.total) fmt::print(out, "; active per token {}", Billions(count.active));
   if (count.mtp > 0) {
     fmt::print(out, "; and {} in {} multi-token-prediction module(s)", Billions(count.mtp),
-               model.transformer.mtp_layers);
+               report.model.transformer.mtp_layers);
   }
   fmt::print(out, "\n");
 }
 
-Expected<models::Recompute> ParseRecompute(const std::string& text) {
-  const auto names = models::RecomputeNames();
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (names[i] == text) return static_cast<models::Recompute>(i);
+void PrintOps(std::ostream& out, const std::vector<results::PricedOp>& ops) {
+  for (const results::PricedOp& priced : ops) {
+    const models::Op& op = priced.op;
+    fmt::print(out, "  {:<24} {:<9} {:>10.3f} {:>10.3f} {:>10.1f} {:>10.3f}\n", op.name,
+               models::PassName(op.pass), op.flops / 1e9, op.bytes / 1e6, priced.seconds * 1e6,
+               static_cast<double>(op.saved_bytes) / 1e6);
   }
-  return Error("expected " + JoinQuoted(names), "--recompute", Quote(text));
 }
 
-// "mla_up_proj,mlp" → the modules' bits (models::RecomputeModule); empty: the core attention.
-Expected<uint8_t> ParseRecomputeModules(const std::string& text, models::Recompute recompute) {
-  if (text.empty()) return static_cast<uint8_t>(models::kRecomputeCoreAttn);
-  if (recompute != models::Recompute::kSelective) {
-    return Error("the modules name what --recompute selective re-runs", "--recompute-modules",
-                 Quote(text));
-  }
-  uint8_t mask = 0;
-  size_t at = 0;
-  while (at <= text.size()) {
-    const size_t end = std::min(text.find(',', at), text.size());
-    const std::string name = text.substr(at, end - at);
-    const std::optional<uint8_t> bit = models::RecomputeModuleBit(name);
-    if (!bit) {
-      return Error("unknown recompute module" + DidYouMean(name, models::RecomputeModuleNames()) +
-                       "; known: " + JoinQuoted(models::RecomputeModuleNames()),
-                   "--recompute-modules", Quote(name));
-    }
-    mask |= *bit;
-    at = end + 1;
-  }
-  return mask;
-}
-
-struct PassTotals {
-  double flops = 0, model_flops = 0, bytes = 0, seconds = 0;
-};
-
-PassTotals PrintOps(std::ostream& out, const std::vector<models::Op>& ops,
-                    const models::OpCostModel& cost, bool each) {
-  PassTotals totals;
-  for (const models::Op& op : ops) {
-    const double seconds = cost.Price(op)->duration.ToSecondsDouble();
-    totals.flops += op.flops;
-    totals.model_flops += op.model_flops;
-    totals.bytes += op.bytes;
-    totals.seconds += seconds;
-    if (each) {
-      fmt::print(out, "  {:<24} {:<9} {:>10.3f} {:>10.3f} {:>10.1f} {:>10.3f}\n", op.name,
-                 models::PassName(op.pass), op.flops / 1e9, op.bytes / 1e6, seconds * 1e6,
-                 static_cast<double>(op.saved_bytes) / 1e6);
-    }
-  }
-  return totals;
-}
-
-Status PrintLayer(std::ostream& out, const models::ModelSpec& model, const ModelOptions& o) {
-  const models::TransformerSpec& spec = model.transformer;
-  // FP8 training keeps BF16 activations; its recipe says how the FP8 GEMMs' inputs are scaled.
-  const bool fp8 = o.dtype == "fp8";
-  const std::optional<DType> dtype = fp8 ? DType::kBf16 : DTypeFromName(o.dtype);
-  if (!dtype) return Error("unknown dtype", "--dtype", Quote(o.dtype));
-  models::Fp8Recipe recipe = models::Fp8Recipe::kNone;
-  if (fp8) {
-    const std::span<const std::string_view> names = models::Fp8RecipeNames().subspan(1);
-    const auto it = std::find(names.begin(), names.end(), o.fp8_recipe);
-    if (it == names.end()) {
-      return Error("unknown FP8 recipe" + DidYouMean(o.fp8_recipe, names) +
-                       "; recipes: " + JoinQuoted(names),
-                   "--fp8-recipe", Quote(o.fp8_recipe));
-    }
-    recipe = static_cast<models::Fp8Recipe>(it - names.begin() + 1);
-  }
-  DTSIM_ASSIGN_OR_RETURN(const models::Recompute recompute, ParseRecompute(o.recompute));
-  DTSIM_ASSIGN_OR_RETURN(const uint8_t modules,
-                         ParseRecomputeModules(o.recompute_modules, recompute));
-  if (o.layer < 0 || o.layer >= spec.layers) {
-    return Error(fmt::format("the model has layers 0 to {}", spec.layers - 1), "--layer",
-                 std::to_string(o.layer));
-  }
-  DTSIM_ASSIGN_OR_RETURN(const models::GpuSpec gpu, models::GpuPreset(o.gpu));
-  const models::TransformerShard shard{.micro_batch = o.micro_batch,
-                                       .seq_len = o.seq_len > 0 ? o.seq_len : spec.max_seq,
-                                       .dtype = *dtype,
-                                       .tensor_parallel = o.tensor_parallel,
-                                       .sequence_parallel = o.sequence_parallel,
-                                       .flash_attention = o.flash,
-                                       .dropout = !o.no_dropout,
-                                       .fp8 = recipe,
-                                       .recompute_modules = modules};
-  DTSIM_RETURN_IF_ERROR(models::ValidateShard(spec, shard));
-  const models::RooflineCostModel roofline(gpu);
-  const models::LayerOps layer = models::TransformerLayerOps(spec, o.layer, shard);
+void PrintLayer(std::ostream& out, const results::LayerReport& layer, bool each) {
+  const models::TransformerShard& shard = layer.shard;
   fmt::print(out,
              "layer {} on one of {} tensor-parallel ranks: micro-batch {} × sequence {}, {}{}{}; "
              "{} roofline\n",
-             o.layer, shard.tensor_parallel, shard.micro_batch, shard.seq_len, o.dtype,
+             layer.layer, shard.tensor_parallel, shard.micro_batch, shard.seq_len, layer.dtype,
              shard.sequence_parallel ? ", sequence parallel" : "",
-             shard.flash_attention ? ", flash attention" : "", gpu.name);
-  if (o.ops) {
+             shard.flash_attention ? ", flash attention" : "", layer.gpu);
+  if (each) {
     fmt::print(out, "  {:<24} {:<9} {:>10} {:>10} {:>10} {:>10}\n", "op", "pass", "GFLOP", "MB",
                "time us", "saved MB");
+    PrintOps(out, layer.forward);
+    PrintOps(out, layer.backward);
+    PrintOps(out, layer.recompute_ops);
   }
-  const PassTotals forward = PrintOps(out, layer.forward, roofline, o.ops);
-  const PassTotals backward = PrintOps(out, layer.backward, roofline, o.ops);
-  const PassTotals again = PrintOps(out, models::RecomputeOps(layer, recompute), roofline, o.ops);
-  for (const auto& [name, totals] :
-       {std::pair{"forward", forward}, {"backward", backward}, {"recompute", again}}) {
+  for (const auto& [name, totals] : {std::pair{"forward", layer.forward_totals},
+                                     {"backward", layer.backward_totals},
+                                     {"recompute", layer.recompute_totals}}) {
     fmt::print(out, "  {:<9} {:>10.3f} GFLOP ({:.3f} model)  {:>10.3f} MB  {:>9.3f} ms\n", name,
                totals.flops / 1e9, totals.model_flops / 1e9, totals.bytes / 1e6,
                totals.seconds * 1e3);
   }
-  const int64_t activations = models::LayerActivationBytes(layer, recompute, shard, spec.hidden);
-  const std::string policy =
-      modules == models::kRecomputeCoreAttn
-          ? o.recompute
-          : fmt::format("{} of {}", o.recompute, models::RecomputeModulesText(modules));
   fmt::print(out, "  activations kept per layer and micro-batch ({} recompute): {:.3f} MB\n",
-             policy, static_cast<double>(activations) / 1e6);
-  return Status::Ok();
+             layer.recompute_policy, static_cast<double>(layer.activation_bytes) / 1e6);
 }
 
-Status Execute(const ModelOptions& o, std::ostream& out) {
-  DTSIM_ASSIGN_OR_RETURN(const models::ModelSpec model, LoadModel(o.model));
+void PrintModel(std::ostream& out, const results::ModelReport& report) {
+  const models::ModelSpec& model = report.model;
   fmt::print(out, "model       {} ({})\n", model.name, models::ModelFamilyName(model.family));
   if (model.family == models::ModelFamily::kTransformer) {
     const models::TransformerSpec& t = model.transformer;
@@ -243,16 +152,58 @@ Status Execute(const ModelOptions& o, std::ostream& out) {
                  t.moe.shared_experts, t.moe.first_dense_layers);
     }
     fmt::print(out, "            KV cache {} bytes per token in bf16\n",
-               models::KvCacheBytesPerToken(t, DType::kBf16));
+               report.kv_cache_bytes_per_token);
   }
-  PrintParameters(out, model);
-  if (model.family == models::ModelFamily::kTransformer) return PrintLayer(out, model, o);
+  PrintParameters(out, report);
+}
+
+// The API names its errors after ModelQuery's fields; the command line's after its options.
+Error AsOption(Error error) {
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kOptions = {
+      {{"dtype", "--dtype"},
+       {"fp8_recipe", "--fp8-recipe"},
+       {"recompute", "--recompute"},
+       {"recompute_modules", "--recompute-modules"},
+       {"layer", "--layer"},
+       {"gpu", "--gpu"}}};
+  for (const auto& [field, option] : kOptions) {
+    if (error.location() == field) {
+      return Error(error.message(), std::string(option), error.value()).InFile(error.file());
+    }
+  }
+  return error;
+}
+
+Status Execute(const ModelOptions& o, std::ostream& out) {
+  DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs({o.model}, {o.result_path}));
+  const api::ModelQuery query{.gpu = o.gpu,
+                              .micro_batch = o.micro_batch,
+                              .seq_len = o.seq_len,
+                              .dtype = o.dtype,
+                              .fp8_recipe = o.fp8_recipe,
+                              .tensor_parallel = o.tensor_parallel,
+                              .sequence_parallel = o.sequence_parallel,
+                              .flash_attention = o.flash,
+                              .dropout = !o.no_dropout,
+                              .recompute = o.recompute,
+                              .recompute_modules = o.recompute_modules,
+                              .layer = o.layer};
+  Expected<results::ModelReport> report = api::DescribeModel({.name = o.model}, query);
+  if (!report.ok()) return AsOption(std::move(report).error());
+  if (!o.result_path.empty()) {
+    DTSIM_RETURN_IF_ERROR(
+        results::WriteResultFile(o.result_path, results::ModelReportJson(*report)));
+  }
+  if (o.quiet) return Status::Ok();
+  PrintModel(out, *report);
+  if (report->layer) PrintLayer(out, *report->layer, o.ops);
   return Status::Ok();
 }
 
 }  // namespace
 
 CommandOutcome ModelCommand(std::span<const std::string> args, std::ostream& out) {
+  results::ResetProvenance("model", {args.begin(), args.end()});
   ModelOptions options;
   const po::options_description description = Describe(options);
   return RunCommandLine(args, description, "model", options.model, options.help,

@@ -15,6 +15,7 @@
 #include "strategies/launch_arguments.h"
 #include "strategies/plan_config.h"
 #include "strategies/search.h"
+#include "tools/api/api.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/progress.h"
 #include "tools/results/provenance.h"
@@ -262,76 +263,23 @@ void PrintWhy(std::ostream& out, const SearchFile& file) {
 }
 
 Expected<SearchFile> RunSearch(const SearchCommandOptions& options, Progress& progress) {
-  DTSIM_ASSIGN_OR_RETURN(Json json, ReadJsonFile(options.config));
-  std::vector<std::string> overrides = options.overrides;
-  AddMaxMemoryOverride(options.max_memory, overrides);
+  api::ConfigInput input{.path = options.config, .overrides = options.overrides};
+  AddMaxMemoryOverride(options.max_memory, input.overrides);
   if (!options.memory_headroom.empty()) {
-    overrides.push_back("search.memory_headroom=" + options.memory_headroom);
+    input.overrides.push_back("search.memory_headroom=" + options.memory_headroom);
   }
-  for (const std::string& assignment : overrides) {
-    DTSIM_RETURN_IF_ERROR(strategies::ApplyOverride(json, assignment));
-  }
-  results::RecordConfig(json, overrides, nullptr);
-  const auto in_file = [&options](Error error) { return std::move(error).InFile(options.config); };
-  constexpr std::array<std::string_view, 1> kSearchKey = {"search"};
-  Expected<SimulationConfig> base =
-      strategies::ReadConfigSections(json, options.config, kSearchKey);
-  if (!base.ok()) return in_file(std::move(base).error());
-  if (options.gpus > 0) {
-    const int per_node = base->cluster.gpus_per_node;
-    if (options.gpus % per_node != 0) {
-      return Error(fmt::format("not a multiple of the cluster's {} GPUs per node", per_node),
-                   "--gpus", std::to_string(options.gpus));
-    }
-    base->cluster.nodes = options.gpus / per_node;
-  }
-  // A copy: the section leaves `json` before the settings are recorded.
-  const std::optional<Json> section =
-      json.contains("search") ? std::optional<Json>(json["search"]) : std::nullopt;
-  Expected<SearchSpace> space =
-      strategies::SearchSpaceFromJson(section ? &*section : nullptr, *base);
-  if (!space.ok()) return in_file(std::move(space).error());
-
-  SearchFile file;
-  strategies::SearchOptions search{
-      .top = options.top, .rerank = options.rerank, .threads = options.threads};
-  search.shard = options.shard;
-  search.shards = options.shards;
-  search.ranks =
-      options.ranks == "full" ? strategies::RanksMode::kFull : strategies::RanksMode::kSymmetric;
-  search.progress = [&progress](std::string_view phase, size_t done, size_t total) {
-    progress.Update(phase, done, total);
-  };
-  Expected<SearchResult> result = strategies::Search(*base, *space, search);
+  const api::SearchCall call{.gpus = options.gpus,
+                             .top = options.top,
+                             .rerank = options.rerank,
+                             .threads = options.threads,
+                             .shard = options.shard,
+                             .shards = options.shards,
+                             .ranks = options.ranks};
+  Expected<SearchFile> file =
+      api::RunSearch(input, call, [&progress](std::string_view phase, size_t done, size_t total) {
+        progress.Update(phase, done, total);
+      });
   progress.Finish();
-  if (!result.ok()) return in_file(std::move(result).error());
-  OrderedJson compression = OrderedJson::array();
-  for (const strategies::CompressionConfig& method : space->compression)
-    compression.push_back(method.method);
-  json.erase("search");
-  file.settings = {
-      {"config", options.config},
-      {"simulation_config", json},
-      {"model", base->model.name},
-      {"gpu", base->gpu.name},
-      {"gpu_memory_bytes", base->gpu.memory.count()},
-      {"cluster", base->cluster.name},
-      {"gpus", base->cluster.gpu_count()},
-      {"space",
-       {{"search", section.value_or(Json::object())}, {"compression", std::move(compression)}}},
-      {"top", options.top},
-      {"rerank", options.rerank},
-      {"ranks", options.ranks}};
-  file.shard = search.shard;
-  file.shards = search.shards;
-  file.space = std::move(space).value();
-  file.result = std::move(result).value();
-  // An empty shard is no error: other shards may hold the plans.
-  if (search.shards == 1) {
-    if (Status explained = ExplainEmptySearch(file.result, *base); !explained.ok()) {
-      return in_file(explained.error());
-    }
-  }
   return file;
 }
 

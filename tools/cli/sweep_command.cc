@@ -6,16 +6,14 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <atomic>
 #include <optional>
 
-#include "sim/base/parallel.h"
 #include "sim/base/quantity.h"
 #include "sim/base/strings.h"
 #include "strategies/search.h"
+#include "tools/api/api.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/progress.h"
-#include "tools/cli/sweep_axes.h"
 #include "tools/results/provenance.h"
 #include "tools/results/simulate_result.h"
 #include "tools/results/sweep_result.h"
@@ -58,40 +56,8 @@ po::options_description Describe(SweepOptions& o) {
   return description;
 }
 
+using api::Axis;
 using results::SweepPoint;
-
-Status Evaluate(const Json& base, const std::vector<Axis>& axes, const std::string& source,
-                SweepPoint& point) {
-  Json json = base;
-  for (size_t a = 0; a < axes.size(); ++a) {
-    DTSIM_RETURN_IF_ERROR(
-        strategies::ApplyOverride(json, axes[a].key + "=" + axes[a].values[point.choice[a]]));
-  }
-  Expected<strategies::ResolvedConfig> config = strategies::ConfigFromJson(json, source);
-  if (!config.ok()) return std::move(config).error().InFile(source);
-  Expected<strategies::SimulationResult> result = strategies::Simulate(*config);
-  if (!result.ok()) return std::move(result).error().InFile(source);
-  point.result = results::SimulateResultJson(*config, *result);
-  point.figures = strategies::FiguresOf(*result);
-  for (const models::MemoryBreakdown& stage : result->iteration->stats.stage_memory) {
-    point.memory_bytes = std::max(point.memory_bytes, stage.total());
-  }
-  return Status::Ok();
-}
-
-// The files' view of the sweep: each axis's values as text and as the JSON they became.
-results::SweepDocument Document(const SweepOptions& options, const std::vector<Axis>& axes,
-                                std::vector<SweepPoint> points) {
-  results::SweepDocument sweep{.config = options.config, .set = options.overrides};
-  for (const Axis& axis : axes) {
-    results::SweepAxis& out = sweep.axes.emplace_back();
-    out.key = axis.key;
-    out.texts = axis.values;
-    for (const std::string& value : axis.values) out.values.push_back(ValueJson(value));
-  }
-  sweep.points = std::move(points);
-  return sweep;
-}
 
 void PrintTable(std::ostream& out, const SweepOptions& options, const std::vector<Axis>& axes,
                 const std::vector<SweepPoint>& points) {
@@ -129,55 +95,25 @@ Status Execute(const SweepOptions& options, std::ostream& out) {
   DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(
       {options.config},
       {prefix.empty() ? "" : prefix + ".json", prefix.empty() ? "" : prefix + ".csv"}));
-  DTSIM_ASSIGN_OR_RETURN(Json base, ReadJsonFile(options.config));
-  std::vector<std::string> overrides = options.overrides;
-  AddMaxMemoryOverride(options.max_memory, overrides);
-  for (const std::string& assignment : overrides) {
-    DTSIM_RETURN_IF_ERROR(strategies::ApplyOverride(base, assignment));
-  }
-  results::RecordConfig(base, overrides, nullptr);
+  api::ConfigInput input{.path = options.config, .overrides = options.overrides};
+  AddMaxMemoryOverride(options.max_memory, input.overrides);
   std::vector<Axis> axes;
   for (const std::string& text : options.vary) {
-    DTSIM_ASSIGN_OR_RETURN(Axis axis, ParseVary(text));
-    for (const Axis& other : axes) {
-      if (other.key == axis.key) return Error("key varied twice", "--vary", Quote(axis.key));
-    }
-    DTSIM_RETURN_IF_ERROR(CheckKey(base, axis, options.config));
+    DTSIM_ASSIGN_OR_RETURN(Axis axis, api::ParseVary(text));
     axes.push_back(std::move(axis));
   }
-  // Points in order, the last axis changing fastest.
-  std::vector<SweepPoint> points(1);
-  for (const Axis& axis : axes) {
-    std::vector<SweepPoint> next;
-    for (const SweepPoint& point : points) {
-      for (size_t v = 0; v < axis.values.size(); ++v) {
-        next.push_back(point);
-        next.back().choice.push_back(v);
-      }
-    }
-    points = std::move(next);
-  }
   Progress progress = Progress::ForTerminal();
-  std::atomic<size_t> done{0};
-  ParallelFor(points.size(), options.threads > 0 ? options.threads : DefaultThreads(),
-              [&](size_t i) {
-                if (Status status = Evaluate(base, axes, options.config, points[i]); !status.ok()) {
-                  points[i].error = status.error().ToString();
-                }
-                progress.Update("simulating", ++done, points.size());
-              });
+  Expected<results::SweepDocument> sweep = api::RunSweep(
+      input, axes, options.threads, [&progress](std::string_view phase, size_t done, size_t total) {
+        progress.Update(phase, done, total);
+      });
   progress.Finish();
-  const bool any = std::any_of(points.begin(), points.end(),
-                               [](const SweepPoint& p) { return p.result.has_value(); });
-  if (!any) {
-    return Error(fmt::format("every point failed; the first: {}", points.front().error), "--vary");
-  }
-  const results::SweepDocument sweep = Document(options, axes, std::move(points));
+  if (!sweep.ok()) return std::move(sweep).error();
   if (!options.output_prefix.empty()) {
-    DTSIM_RETURN_IF_ERROR(results::WriteSweepFiles(options.output_prefix, sweep));
+    DTSIM_RETURN_IF_ERROR(results::WriteSweepFiles(options.output_prefix, *sweep));
   }
   if (!options.quiet) {
-    PrintTable(out, options, axes, sweep.points);
+    PrintTable(out, options, axes, sweep->points);
     if (!options.output_prefix.empty()) {
       fmt::print(out, "\n  every point    {0}.json, {0}.csv\n", options.output_prefix);
     }
@@ -198,7 +134,7 @@ CommandOutcome SweepCommand(std::span<const std::string> args, std::ostream& out
           return CommandOutcome::Usage(Error("give at least one --vary KEY.PATH=V1,V2,..."));
         }
         for (const std::string& text : options.vary) {
-          if (Expected<Axis> axis = ParseVary(text); !axis.ok()) {
+          if (Expected<Axis> axis = api::ParseVary(text); !axis.ok()) {
             return CommandOutcome::Usage(axis.error());
           }
         }

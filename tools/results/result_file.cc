@@ -7,6 +7,7 @@
 #include "sim/base/json_reader.h"
 #include "sim/graph/graph_json.h"
 #include "strategies/calibration.h"
+#include "tools/results/model_report.h"
 #include "tools/results/op_list.h"
 #include "tools/results/replay_result.h"
 #include "tools/results/run_result.h"
@@ -21,7 +22,7 @@
 namespace dtsim::results {
 
 std::span<const WrittenFormat> WrittenFormats() {
-  static const std::array<WrittenFormat, 13> kFormats = {{
+  static const std::array<WrittenFormat, 14> kFormats = {{
       {&graph::kTaskGraphFormat, "task-graph"},
       {&kRunResultFormat, "run-result"},
       {&kSimulateResultFormat, "simulate-result"},
@@ -33,6 +34,7 @@ std::span<const WrittenFormat> WrittenFormats() {
       {&kSearchResultFormat, "search-result"},
       {&kReplayResultFormat, "replay-result"},
       {&kValidationReportFormat, "validation-report"},
+      {&kModelReportFormat, "model-report"},
       {&profiler::kProfileFormat, "profile"},
       {&strategies::kCalibrationFormat, "calibration"},
   }};

@@ -281,7 +281,8 @@ Status WriteCsv(const std::string& path, const SearchFile& file) {
   return writer->Commit();
 }
 
-Status WriteJson(const std::string& path, const SearchFile& file) {
+// The document without its plans: what identifies the search, the counts and the ranking.
+OrderedJson Head(const SearchFile& file) {
   const strategies::SearchResult& result = file.result;
   OrderedJson counts = OrderedJson::object();
   for (PlanStatus status : {PlanStatus::kSimulated, PlanStatus::kBounded, PlanStatus::kOutOfMemory,
@@ -306,17 +307,26 @@ Status WriteJson(const std::string& path, const SearchFile& file) {
                           {"ranking", std::move(ranking)},
                           {"columns", std::move(columns)},
                           {"provenance", ProvenanceJson()}});
+  return head;
+}
+
+Json Row(const EvaluatedPlan& plan) {
+  Json row = Json::array();
+  for (const Column& column : Columns()) row.push_back(column.write(plan));
+  return row;
+}
+
+Status WriteJson(const std::string& path, const SearchFile& file) {
+  const strategies::SearchResult& result = file.result;
   // The plans are streamed row by row after the head (a search may hold 10⁵ of them).
-  std::string text = DumpJson(head, 2);
+  std::string text = DumpJson(Head(file), 2);
   text.pop_back();  // the closing brace
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> writer, AtomicFileWriter::Open(path));
   BufferedTextWriter out(writer->stream());
   out.Append("{},\n  \"plans\": [", text);
   for (size_t i = 0; i < result.plans.size(); ++i) {
-    Json row = Json::array();
-    for (const Column& column : Columns()) row.push_back(column.write(result.plans[i]));
-    out.Append("{}\n    {}", i == 0 ? "" : ",", DumpJson(row));
+    out.Append("{}\n    {}", i == 0 ? "" : ",", DumpJson(Row(result.plans[i])));
   }
   out.Append("\n  ]\n}}\n");
   out.Flush();
@@ -324,6 +334,13 @@ Status WriteJson(const std::string& path, const SearchFile& file) {
 }
 
 }  // namespace
+
+OrderedJson SearchFileJson(const SearchFile& file) {
+  OrderedJson document = Head(file);
+  OrderedJson& plans = document["plans"] = OrderedJson::array();
+  for (const EvaluatedPlan& plan : file.result.plans) plans.emplace_back(Row(plan));
+  return document;
+}
 
 Status WriteSearchFiles(const std::string& prefix, const SearchFile& file) {
   DTSIM_RETURN_IF_ERROR(WriteJson(prefix + ".json", file));

@@ -27,6 +27,9 @@ struct SearchFile {
   strategies::SearchResult result;
 };
 
+// The JSON document WriteSearchFiles writes to PREFIX.json, whole (the file is streamed).
+OrderedJson SearchFileJson(const SearchFile& file);
+
 // Writes PREFIX.json and PREFIX.csv, each atomically.
 Status WriteSearchFiles(const std::string& prefix, const SearchFile& file);
 

@@ -1,9 +1,9 @@
-#include "tools/cli/sweep_axes.h"
+#include "tools/api/sweep_axes.h"
 
 #include "sim/base/strings.h"
 #include "strategies/config.h"
 
-namespace dtsim::cli {
+namespace dtsim::api {
 
 std::vector<std::string> SplitValues(std::string_view text) {
   std::vector<std::string> values;
@@ -56,7 +56,7 @@ Status CheckKey(const Json& base, const Axis& axis, const std::string& source) {
   const std::string& at = error.location();
   const bool on_path = axis.key == at || axis.key.starts_with(at + ".");
   if (on_path && error.message().starts_with("unknown key")) {
-    return Error(error.message(), "--vary", Quote(axis.key));
+    return Error(error.message(), axis.key);
   }
   return Status::Ok();  // other errors belong to points (a value may be bad with others only)
 }
@@ -67,4 +67,4 @@ OrderedJson ValueJson(const std::string& text) {
   return parsed.is_discarded() ? OrderedJson(text) : parsed;
 }
 
-}  // namespace dtsim::cli
+}  // namespace dtsim::api

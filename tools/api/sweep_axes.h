@@ -1,5 +1,5 @@
 // What `dtsim sweep --vary KEY=V1,V2,...` reads: the axes of a sweep, and their checks against
-// the config. Separate from the command so the fuzzer (tests/fuzz/sweep_axes_fuzzer.cc)
+// the config. Separate from the command so the fuzzer (tests/fuzz/overrides_fuzzer.cc)
 // reaches them.
 #pragma once
 
@@ -11,7 +11,7 @@
 #include "sim/base/status.h"
 #include "tools/cli/run_report.h"
 
-namespace dtsim::cli {
+namespace dtsim::api {
 
 struct Axis {
   std::string key;
@@ -32,4 +32,4 @@ Status CheckKey(const Json& base, const Axis& axis, const std::string& source);
 // deeper than kMaxJsonDepth stays text.
 OrderedJson ValueJson(const std::string& text);
 
-}  // namespace dtsim::cli
+}  // namespace dtsim::api

@@ -1,0 +1,146 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <span>
+
+#include "models/cost_model.h"
+#include "models/gpu.h"
+#include "models/memory.h"
+#include "sim/base/strings.h"
+#include "tools/api/api.h"
+
+namespace dtsim::api {
+namespace {
+
+Expected<models::ModelSpec> LoadModel(const ModelInput& input) {
+  if (input.document) return models::ModelFromJson(*input.document, "");
+  const std::string& name = input.name;
+  if (!name.ends_with(".json") && !std::filesystem::exists(name)) {
+    return models::ModelPreset(name);
+  }
+  DTSIM_ASSIGN_OR_RETURN(const Json json, ReadJsonFile(name));
+  Expected<models::ModelSpec> model = models::ModelFromJson(json, "");
+  if (!model.ok()) return std::move(model).error().InFile(name);
+  return model;
+}
+
+Expected<models::Recompute> ParseRecompute(const std::string& text) {
+  const auto names = models::RecomputeNames();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == text) return static_cast<models::Recompute>(i);
+  }
+  return Error("expected " + JoinQuoted(names), "recompute", Quote(text));
+}
+
+// "mla_up_proj,mlp" → the modules' bits (models::RecomputeModule); empty: the core attention.
+Expected<uint8_t> ParseRecomputeModules(const std::string& text, models::Recompute recompute) {
+  if (text.empty()) return static_cast<uint8_t>(models::kRecomputeCoreAttn);
+  if (recompute != models::Recompute::kSelective) {
+    return Error("the modules name what selective recompute re-runs", "recompute_modules",
+                 Quote(text));
+  }
+  uint8_t mask = 0;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    const std::string name = text.substr(at, end - at);
+    const std::optional<uint8_t> bit = models::RecomputeModuleBit(name);
+    if (!bit) {
+      return Error("unknown recompute module" + DidYouMean(name, models::RecomputeModuleNames()) +
+                       "; known: " + JoinQuoted(models::RecomputeModuleNames()),
+                   "recompute_modules", Quote(name));
+    }
+    mask |= *bit;
+    at = end + 1;
+  }
+  return mask;
+}
+
+// FP8 training keeps BF16 activations; its recipe says how the FP8 GEMMs' inputs are scaled.
+Expected<models::Fp8Recipe> ParseFp8(const ModelQuery& query) {
+  if (query.dtype != "fp8") return models::Fp8Recipe::kNone;
+  const std::span<const std::string_view> names = models::Fp8RecipeNames().subspan(1);
+  const auto it = std::find(names.begin(), names.end(), query.fp8_recipe);
+  if (it == names.end()) {
+    return Error("unknown FP8 recipe" + DidYouMean(query.fp8_recipe, names) +
+                     "; recipes: " + JoinQuoted(names),
+                 "fp8_recipe", Quote(query.fp8_recipe));
+  }
+  return static_cast<models::Fp8Recipe>(it - names.begin() + 1);
+}
+
+std::vector<results::PricedOp> Priced(const std::vector<models::Op>& ops,
+                                      const models::OpCostModel& cost,
+                                      results::PassTotals& totals) {
+  std::vector<results::PricedOp> priced;
+  priced.reserve(ops.size());
+  for (const models::Op& op : ops) {
+    const double seconds = cost.Price(op)->duration.ToSecondsDouble();
+    totals.flops += op.flops;
+    totals.model_flops += op.model_flops;
+    totals.bytes += op.bytes;
+    totals.seconds += seconds;
+    priced.push_back({.op = op, .seconds = seconds});
+  }
+  return priced;
+}
+
+Expected<results::LayerReport> DescribeLayer(const models::TransformerSpec& spec,
+                                             const ModelQuery& query) {
+  const bool fp8 = query.dtype == "fp8";
+  const std::optional<DType> dtype = fp8 ? DType::kBf16 : DTypeFromName(query.dtype);
+  if (!dtype) return Error("unknown dtype", "dtype", Quote(query.dtype));
+  DTSIM_ASSIGN_OR_RETURN(const models::Fp8Recipe recipe, ParseFp8(query));
+  DTSIM_ASSIGN_OR_RETURN(const models::Recompute recompute, ParseRecompute(query.recompute));
+  DTSIM_ASSIGN_OR_RETURN(const uint8_t modules,
+                         ParseRecomputeModules(query.recompute_modules, recompute));
+  if (query.layer < 0 || query.layer >= spec.layers) {
+    return Error(fmt::format("the model has layers 0 to {}", spec.layers - 1), "layer",
+                 std::to_string(query.layer));
+  }
+  DTSIM_ASSIGN_OR_RETURN(const models::GpuSpec gpu, models::GpuPreset(query.gpu));
+  results::LayerReport report{
+      .layer = query.layer,
+      .shard = {.micro_batch = query.micro_batch,
+                .seq_len = query.seq_len > 0 ? query.seq_len : spec.max_seq,
+                .dtype = *dtype,
+                .tensor_parallel = query.tensor_parallel,
+                .sequence_parallel = query.sequence_parallel,
+                .flash_attention = query.flash_attention,
+                .dropout = query.dropout,
+                .fp8 = recipe,
+                .recompute_modules = modules},
+      .dtype = query.dtype,
+      .gpu = gpu.name,
+      .recompute = query.recompute,
+      .recompute_policy =
+          modules == models::kRecomputeCoreAttn
+              ? query.recompute
+              : fmt::format("{} of {}", query.recompute, models::RecomputeModulesText(modules))};
+  DTSIM_RETURN_IF_ERROR(models::ValidateShard(spec, report.shard));
+  const models::RooflineCostModel roofline(gpu);
+  const models::LayerOps layer = models::TransformerLayerOps(spec, query.layer, report.shard);
+  report.forward = Priced(layer.forward, roofline, report.forward_totals);
+  report.backward = Priced(layer.backward, roofline, report.backward_totals);
+  report.recompute_ops =
+      Priced(models::RecomputeOps(layer, recompute), roofline, report.recompute_totals);
+  report.activation_bytes =
+      models::LayerActivationBytes(layer, recompute, report.shard, spec.hidden);
+  return report;
+}
+
+}  // namespace
+
+Expected<results::ModelReport> DescribeModel(const ModelInput& input, const ModelQuery& query) {
+  DTSIM_ASSIGN_OR_RETURN(models::ModelSpec model, LoadModel(input));
+  results::ModelReport report{.model = std::move(model)};
+  report.parameters = models::CountParameters(report.model);
+  if (report.model.family != models::ModelFamily::kTransformer) return report;
+  report.kv_cache_bytes_per_token =
+      models::KvCacheBytesPerToken(report.model.transformer, DType::kBf16);
+  DTSIM_ASSIGN_OR_RETURN(report.layer, DescribeLayer(report.model.transformer, query));
+  return report;
+}
+
+}  // namespace dtsim::api

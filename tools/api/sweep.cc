@@ -1,0 +1,92 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "sim/base/parallel.h"
+#include "strategies/config.h"
+#include "strategies/search.h"
+#include "strategies/simulate.h"
+#include "tools/api/api.h"
+#include "tools/results/provenance.h"
+#include "tools/results/simulate_result.h"
+
+namespace dtsim::api {
+namespace {
+
+using results::SweepPoint;
+
+Status Evaluate(const Json& base, const std::vector<Axis>& axes, const std::string& source,
+                SweepPoint& point) {
+  Json json = base;
+  for (size_t a = 0; a < axes.size(); ++a) {
+    DTSIM_RETURN_IF_ERROR(
+        strategies::ApplyOverride(json, axes[a].key + "=" + axes[a].values[point.choice[a]]));
+  }
+  Expected<strategies::ResolvedConfig> config = strategies::ConfigFromJson(json, source);
+  if (!config.ok()) return std::move(config).error().InFile(source);
+  Expected<strategies::SimulationResult> result = strategies::Simulate(*config);
+  if (!result.ok()) return std::move(result).error().InFile(source);
+  point.result = results::SimulateResultJson(*config, *result);
+  point.figures = strategies::FiguresOf(*result);
+  for (const models::MemoryBreakdown& stage : result->iteration->stats.stage_memory) {
+    point.memory_bytes = std::max(point.memory_bytes, stage.total());
+  }
+  return Status::Ok();
+}
+
+// Every combination of the axes' values, the first axis changing slowest.
+std::vector<SweepPoint> Points(const std::vector<Axis>& axes) {
+  std::vector<SweepPoint> points(1);
+  for (const Axis& axis : axes) {
+    std::vector<SweepPoint> next;
+    for (const SweepPoint& point : points) {
+      for (size_t v = 0; v < axis.values.size(); ++v) {
+        next.push_back(point);
+        next.back().choice.push_back(v);
+      }
+    }
+    points = std::move(next);
+  }
+  return points;
+}
+
+}  // namespace
+
+Expected<results::SweepDocument> RunSweep(const ConfigInput& input, const std::vector<Axis>& axes,
+                                          int threads, const ProgressCallback& progress) {
+  if (axes.empty()) return Error("give at least one key to vary", "vary");
+  DTSIM_ASSIGN_OR_RETURN(const Json base, ReadConfigInput(input));
+  results::RecordConfig(base, input.overrides, nullptr);
+  for (size_t a = 0; a < axes.size(); ++a) {
+    if (axes[a].values.empty()) return Error("no values to vary it over", axes[a].key);
+    for (size_t b = 0; b < a; ++b) {
+      if (axes[b].key == axes[a].key) return Error("key varied twice", axes[a].key);
+    }
+    DTSIM_RETURN_IF_ERROR(CheckKey(base, axes[a], input.Source()));
+  }
+  std::vector<SweepPoint> points = Points(axes);
+  std::atomic<size_t> done{0};
+  ParallelFor(points.size(), threads > 0 ? threads : DefaultThreads(), [&](size_t i) {
+    if (Status status = Evaluate(base, axes, input.Source(), points[i]); !status.ok()) {
+      points[i].error = status.error().ToString();
+    }
+    if (progress) progress("simulating", ++done, points.size());
+  });
+  const bool any = std::any_of(points.begin(), points.end(),
+                               [](const SweepPoint& p) { return p.result.has_value(); });
+  if (!any) {
+    return Error(fmt::format("every point failed; the first: {}", points.front().error));
+  }
+  results::SweepDocument sweep{.config = input.Source(), .set = input.overrides};
+  for (const Axis& axis : axes) {
+    results::SweepAxis& out = sweep.axes.emplace_back();
+    out.key = axis.key;
+    out.texts = axis.values;
+    for (const std::string& value : axis.values) out.values.push_back(ValueJson(value));
+  }
+  sweep.points = std::move(points);
+  return sweep;
+}
+
+}  // namespace dtsim::api
