@@ -81,7 +81,7 @@ if [[ $build -eq 1 ]]; then
   fi
 
   # -O1 and line tables: what fuzzing needs (speed, stack traces), and quicker to build than -O2 -g.
-  "$top/tools/setup.sh" --build-dir "$build_dir" --type RelWithDebInfo -- \
+  "$top/tools/setup.sh" --all --build-dir "$build_dir" --type RelWithDebInfo -- \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" -DCMAKE_CXX_COMPILER=clang++-16 -DDTSIM_FUZZ=ON -DDTSIM_BUILD_BENCH=OFF -DDTSIM_CUPTI=OFF \
     >"$build_dir/setup.log" 2>&1 || { tail -40 "$build_dir/setup.log"; exit 1; }
   /usr/bin/python3 "$top/tests/fuzz/make_corpus.py" "$build_dir" >/dev/null

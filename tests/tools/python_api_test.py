@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""The Python module (tools/python, docs/python.md) against the command line: every function
+gives the figures the matching command writes, errors carry the JSON path and value, results
+become DataFrames, and the simulator runs with the GIL released.
+
+Usage: python_api_test.py DTSIM_BINARY REPOSITORY_TOP   (with the module on PYTHONPATH)
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+import dtsim
+
+DTSIM = sys.argv[1] if len(sys.argv) > 1 else "build/dtsim"
+TOP = sys.argv[2] if len(sys.argv) > 2 else "."
+SMALL = os.path.join(TOP, "tools/examples/gpt3_1.3b_16gpu.json")
+LARGE = os.path.join(TOP, "tools/examples/gpt3_175b_1024gpu.json")
+
+
+def cli(*args):
+    """Runs the dtsim binary with -o into a temporary file; returns that JSON document."""
+    with tempfile.TemporaryDirectory() as directory:
+        out = os.path.join(directory, "out")
+        command = [DTSIM, *args]
+        # simulate and model write FILE; sweep and search PREFIX.json and PREFIX.csv.
+        if args[0] in ("simulate", "model"):
+            out += ".json"
+            command += ["-q", "-o", out]
+        else:
+            command += ["-q", "-o", out]
+            out += ".json"
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        with open(out, encoding="utf-8") as file:
+            return json.load(file)
+
+
+def load(path):
+    with open(path, encoding="utf-8") as file:
+        return json.load(file)
+
+
+class SimulateTest(unittest.TestCase):
+    def test_path_gives_the_commands_result(self):
+        expected = cli("simulate", SMALL)
+        result = dtsim.simulate(SMALL)
+        self.assertEqual(result["format"], "dtsim.simulate_result")
+        for key in ("iteration_time_ns", "samples_per_second", "mfu", "stages", "collectives"):
+            self.assertEqual(result[key], expected[key], key)
+        self.assertEqual(result["provenance"]["command"], "simulate")
+
+    def test_dict_with_overrides_is_the_command_with_set(self):
+        expected = cli("simulate", SMALL, "--set", "parallelism.pipeline.size=4",
+                       "--set", "training.recompute=full")
+        config = load(SMALL)
+        as_dict = dtsim.simulate(config, overrides={"parallelism.pipeline.size": 4,
+                                                    "training.recompute": "full"})
+        as_list = dtsim.simulate(config, overrides=["parallelism.pipeline.size=4",
+                                                    "training.recompute=full"])
+        self.assertEqual(len(expected["stages"]), 4)
+        for result in (as_dict, as_list):
+            self.assertEqual(result["iteration_time_ns"], expected["iteration_time_ns"])
+            self.assertEqual(result["stages"], expected["stages"])
+        # The dict itself is left as it was.
+        self.assertEqual(config, load(SMALL))
+
+    def test_unknown_key_names_its_path(self):
+        config = load(SMALL)
+        config["parallelism"]["pipelin"] = 2
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.simulate(config)
+        error = raised.exception
+        self.assertEqual(error.path, "parallelism.pipelin")
+        self.assertEqual(error.file, "")
+        self.assertIn("pipeline", error.message)  # the suggestion
+        self.assertIsInstance(error, ValueError)
+
+    def test_bad_value_names_path_and_value(self):
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.simulate(SMALL, overrides={"parallelism.tensor": 3})
+        self.assertEqual(raised.exception.path, "parallelism.tensor")
+        self.assertEqual(raised.exception.value, "3")
+        self.assertEqual(raised.exception.file, SMALL)
+        self.assertIn("parallelism.tensor", str(raised.exception))
+
+    def test_missing_file_and_wrong_types(self):
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.simulate(os.path.join(TOP, "no/such/config.json"))
+        self.assertIn("no/such/config.json", str(raised.exception))
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.simulate({"model": float("nan")})
+        self.assertEqual(raised.exception.path, "config")
+        with self.assertRaises(TypeError):
+            dtsim.simulate(42)
+        with self.assertRaises(TypeError):
+            dtsim.simulate(SMALL, overrides="parallelism.data=2")
+
+    def test_dataframe_has_a_row_per_stage(self):
+        result = dtsim.simulate(SMALL, overrides={"parallelism.pipeline.size": 2})
+        frame = dtsim.to_dataframe(result)
+        self.assertEqual(len(frame), 2)
+        self.assertEqual(list(frame["time.compute_ns"]),
+                         [stage["time"]["compute_ns"] for stage in result["stages"]])
+        self.assertIn("memory.total_bytes", frame.columns)
+        with self.assertRaises(ValueError):
+            dtsim.to_dataframe({"format": "something else"})
+
+
+class SweepTest(unittest.TestCase):
+    def test_points_are_the_commands(self):
+        expected = cli("sweep", SMALL, "--vary", "parallelism.pipeline.size=1,2",
+                       "--vary", "training.recompute=none,full", "-j", "2")
+        result = dtsim.sweep(SMALL, {"parallelism.pipeline.size": [1, 2],
+                                     "training.recompute": ["none", "full"]}, threads=2)
+        self.assertEqual(result["format"], "dtsim.sweep")
+        self.assertEqual([p["values"] for p in result["points"]],
+                         [p["values"] for p in expected["points"]])
+        for got, want in zip(result["points"], expected["points"]):
+            self.assertEqual(got["result"]["iteration_time_ns"],
+                             want["result"]["iteration_time_ns"])
+        # Each point is what simulate gives for its values.
+        single = dtsim.simulate(SMALL, overrides={"parallelism.pipeline.size": 2,
+                                                  "training.recompute": "full"})
+        self.assertEqual(result["points"][3]["result"]["iteration_time_ns"],
+                         single["iteration_time_ns"])
+
+    def test_failed_point_and_dataframe(self):
+        result = dtsim.sweep(SMALL, {"parallelism.tensor": [1, 3]})
+        frame = dtsim.to_dataframe(result)
+        self.assertEqual(list(frame["parallelism.tensor"]), [1, 3])
+        self.assertEqual(list(frame["status"]), ["ok", "failed"])
+        self.assertIn("parallelism.tensor", frame["error"][1])
+        self.assertEqual(frame["iteration_time_ns"][0],
+                         result["points"][0]["result"]["iteration_time_ns"])
+        self.assertGreater(frame["memory_bytes"][0], 0)
+
+    def test_bad_axes(self):
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.sweep(SMALL, {"parallelism.pipelin": [1, 2]})
+        self.assertEqual(raised.exception.path, "parallelism.pipelin")
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.sweep(SMALL, {"parallelism.tensor": [3, 5]})
+        self.assertIn("every point failed", str(raised.exception))
+        with self.assertRaises(TypeError):
+            dtsim.sweep(SMALL, {})
+        with self.assertRaises(TypeError):
+            dtsim.sweep(SMALL, {"parallelism.tensor": "1,2"})
+
+
+class SearchTest(unittest.TestCase):
+    def test_ranking_is_the_commands(self):
+        expected = cli("search", SMALL, "--gpus", "16", "--top", "3", "-j", "2")
+        result = dtsim.search(SMALL, gpus=16, top=3, threads=2)
+        self.assertEqual(result["format"], "dtsim.search")
+        self.assertEqual(result["counts"], expected["counts"])
+        self.assertEqual(result["ranking"], expected["ranking"])
+        self.assertEqual(result["plans"], expected["plans"])
+        frame = dtsim.to_dataframe(result)
+        self.assertEqual(len(frame), result["evaluated"])
+        best = frame[frame["rank"] == 1]
+        self.assertEqual(list(best["index"]), [result["ranking"][0]])
+        self.assertEqual(frame["rank"].count(), len(result["ranking"]))
+
+    def test_bad_call(self):
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.search(SMALL, gpus=16, top=0)
+        self.assertEqual(raised.exception.path, "top")
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.search(SMALL, gpus=16, ranks="some")
+        self.assertEqual(raised.exception.path, "ranks")
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.search(SMALL)
+        self.assertEqual(raised.exception.path, "cluster.nodes")
+
+
+class ModelTest(unittest.TestCase):
+    def test_preset_is_the_commands_report(self):
+        expected = cli("model", "gpt3-175b", "--tp", "8", "--sp", "--recompute", "selective")
+        result = dtsim.model("gpt3-175b", tensor_parallel=8, sequence_parallel=True,
+                             recompute="selective")
+        self.assertEqual(result["format"], "dtsim.model")
+        self.assertEqual(result["parameters"], expected["parameters"])
+        self.assertEqual(result["layer"], expected["layer"])
+        self.assertEqual(round(result["parameters"]["total"] / 1e6), 174_604)  # 174.604 B
+        frame = dtsim.to_dataframe(result)
+        layer = result["layer"]
+        self.assertEqual(len(frame), sum(len(layer["ops"][p]) for p in layer["ops"]))
+        forward = frame[frame["part"] == "forward"]
+        self.assertAlmostEqual(forward["seconds"].sum(), layer["totals"]["forward"]["seconds"])
+
+    def test_dict_and_errors(self):
+        config = {"preset": "llama3-8b", "layers": 4}
+        result = dtsim.model(config, flash_attention=True, dropout=False)
+        self.assertEqual(result["model"]["layers"], 4)
+        self.assertTrue(result["layer"]["flash_attention"])
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.model("llama3-8b", tensor_parallel=3)
+        self.assertIn("must divide heads (32)", str(raised.exception))
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.model("llama3-8b", recompute="some")
+        self.assertEqual(raised.exception.path, "recompute")
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.model("llama3-8", layer=0)
+        self.assertIn('did you mean "llama3-8b"', str(raised.exception))
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.model({"preset": "llama3-8b", "kv_heads": 5})
+        self.assertIn("kv_heads", str(raised.exception))
+        self.assertIsNone(dtsim.model("resnet-50")["layer"])
+
+
+class GilTest(unittest.TestCase):
+    def test_python_runs_while_dtsim_simulates(self):
+        """A 1,024-GPU simulation on a thread: the main thread's loop never stalls for the call
+        (held, the GIL would stop it for the whole simulation)."""
+        done = threading.Event()
+        span = {}
+
+        def work():
+            started = time.perf_counter()
+            dtsim.sweep(LARGE, {"parallelism.data": [8, 8, 8, 8]}, threads=1)
+            span["seconds"] = time.perf_counter() - started
+            done.set()
+
+        thread = threading.Thread(target=work)
+        last = time.perf_counter()
+        longest = 0.0
+        thread.start()
+        while not done.is_set():
+            now = time.perf_counter()
+            longest = max(longest, now - last)
+            last = now
+        thread.join()
+        self.assertGreater(span["seconds"], 0.2)
+        self.assertLess(longest, 0.25 * span["seconds"])
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"])
