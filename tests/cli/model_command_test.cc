@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sim/base/atomic_file.h"
+#include "sim/base/json_reader.h"
 #include "tests/testing/temp_dir.h"
 
 namespace dtsim::cli {
@@ -75,6 +76,46 @@ TEST_F(ModelCommandTest, ModelFileAndErrors) {
   EXPECT_THAT(tp.error->ToString(), HasSubstr("must divide heads (32)"));
   EXPECT_EQ(Run({"llama3-8b", "--recompute", "some"}).kind, CommandOutcome::Kind::kFailure);
   EXPECT_EQ(Run({}).kind, CommandOutcome::Kind::kUsage);
+}
+
+// Errors name the option the user gave (the API names ModelQuery's fields).
+TEST_F(ModelCommandTest, ErrorsNameTheOption) {
+  const auto error_of = [this](std::vector<std::string> args) {
+    const CommandOutcome outcome = Run(std::move(args));
+    return outcome.error ? outcome.error->ToString() : std::string("ok");
+  };
+  EXPECT_EQ(error_of({"llama3-8b", "--seq", "-5"}),
+            "--seq: must be positive (0: the model's max_seq), got -5");
+  EXPECT_THAT(error_of({"llama3-8b", "--gpu", "h1000"}), HasSubstr("--gpu: unknown GPU"));
+  EXPECT_THAT(error_of({"llama3-8b", "--layer", "32"}),
+              HasSubstr("--layer: the model has layers 0 to 31"));
+  EXPECT_THAT(error_of({"llama3-8b", "--recompute-modules", "mlp"}),
+              HasSubstr("--recompute-modules: the modules name"));
+}
+
+// -o writes what the command prints: the parameters, each pass's totals and every op.
+TEST_F(ModelCommandTest, ReportFileHoldsWhatIsPrinted) {
+  const CommandOutcome outcome = Run({"gpt3-175b", "--tp", "8", "--sp", "-o", Path("m.json")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  const Expected<Json> json = ReadJsonFile(Path("m.json"));
+  ASSERT_TRUE(json.ok()) << json.error().ToString();
+  EXPECT_EQ((*json)["format"], "dtsim.model");
+  EXPECT_EQ((*json)["model"]["layers"], 96);
+  EXPECT_EQ((*json)["layer"]["tensor_parallel"], 8);
+  // 174.604 B parameters, as printed.
+  EXPECT_EQ((*json)["parameters"]["total"].get<int64_t>() / 1'000'000, 174'604);
+  EXPECT_THAT(output_.str(), HasSubstr("174.604 B total"));
+  // The forward total is the sum of the forward ops' times.
+  double seconds = 0;
+  for (const Json& op : (*json)["layer"]["ops"]["forward"]) seconds += op["seconds"].get<double>();
+  EXPECT_NEAR(seconds, (*json)["layer"]["totals"]["forward"]["seconds"].get<double>(), 1e-12);
+  EXPECT_EQ((*json)["provenance"]["command"], "model");
+  // The output never replaces a model file given as the input.
+  const std::string model = Path("model.json");
+  ASSERT_TRUE(WriteFileAtomically(model, R"({"preset": "llama3-8b", "layers": 2})").ok());
+  EXPECT_EQ(Run({model, "-o", model}).kind, CommandOutcome::Kind::kFailure);
+  EXPECT_TRUE(Run({model, "-q"}).kind == CommandOutcome::Kind::kOk);
+  EXPECT_EQ(output_.str(), "");
 }
 
 // --recompute selective --recompute-modules: DeepSeek-V3's first MoE layer (index 3) over 4,096

@@ -209,6 +209,12 @@ class ModelTest(unittest.TestCase):
         with self.assertRaises(dtsim.Error) as raised:
             dtsim.model({"preset": "llama3-8b", "kv_heads": 5})
         self.assertIn("kv_heads", str(raised.exception))
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.model("llama3-8b", seq_len=-5)
+        self.assertEqual(raised.exception.path, "seq_len")
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.model("llama3-8b", gpu="h1000")
+        self.assertEqual((raised.exception.path, raised.exception.value), ("gpu", '"h1000"'))
         self.assertIsNone(dtsim.model("resnet-50")["layer"])
 
 
@@ -221,7 +227,7 @@ class GilTest(unittest.TestCase):
 
         def work():
             started = time.perf_counter()
-            dtsim.sweep(LARGE, {"parallelism.data": [8, 8, 8, 8]}, threads=1)
+            dtsim.simulate(LARGE)
             span["seconds"] = time.perf_counter() - started
             done.set()
 

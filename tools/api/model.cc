@@ -99,7 +99,13 @@ Expected<results::LayerReport> DescribeLayer(const models::TransformerSpec& spec
     return Error(fmt::format("the model has layers 0 to {}", spec.layers - 1), "layer",
                  std::to_string(query.layer));
   }
-  DTSIM_ASSIGN_OR_RETURN(const models::GpuSpec gpu, models::GpuPreset(query.gpu));
+  if (query.seq_len < 0) {
+    return Error("must be positive (0: the model's max_seq)", "seq_len",
+                 std::to_string(query.seq_len));
+  }
+  Expected<models::GpuSpec> preset = models::GpuPreset(query.gpu);
+  if (!preset.ok()) return Error(preset.error().message(), "gpu", preset.error().value());
+  const models::GpuSpec& gpu = *preset;
   results::LayerReport report{
       .layer = query.layer,
       .shard = {.micro_batch = query.micro_batch,
