@@ -93,7 +93,7 @@ def sweep(config, vary, *, overrides=None, threads=0):
     """Simulates `config` at every combination of `vary`'s values (dtsim sweep).
 
     vary: {"KEY.PATH": [value, ...], ...}; the first key changes slowest. threads: 0 for every
-    core. Returns the sweep document (docs/formats/sweep-result.md): "axes" and "points", each
+    core. Returns the sweep document (docs/formats/sweep-result.md): "vary" and "points", each
     point with its values and its full simulate result, or its error.
     """
     if not isinstance(vary, _Mapping) or not vary:
