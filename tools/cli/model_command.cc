@@ -22,18 +22,8 @@ namespace po = boost::program_options;
 
 struct ModelOptions {
   std::string model;
-  std::string gpu = "a100-sxm4-80gb";
-  int64_t micro_batch = 1;
-  int64_t seq_len = 0;  // 0: the model's max_seq
-  std::string dtype = "bf16";
-  std::string fp8_recipe = "delayed";
-  int tensor_parallel = 1;
-  bool sequence_parallel = false;
-  bool flash = false;
+  api::ModelQuery query;  // the options read straight into it, but --no-dropout
   bool no_dropout = false;
-  std::string recompute = "none";
-  std::string recompute_modules;
-  int layer = 0;
   bool ops = false;
   std::string result_path;
   bool quiet = false;
@@ -48,25 +38,27 @@ po::options_description Describe(ModelOptions& o) {
       "tensor-parallel rank: FLOPs, bytes and roofline time per op on the GPU, and the layer's\n"
       "activation memory.\n\nOptions");
   description.add_options()("help,h", po::bool_switch(&o.help), "show this help")(
-      "gpu", po::value(&o.gpu)->value_name("PRESET"), "GPU preset (default a100-sxm4-80gb)")(
-      "micro-batch", po::value(&o.micro_batch)->value_name("B"), "micro-batch size (default 1)")(
-      "seq", po::value(&o.seq_len)->value_name("S"), "sequence length (default: max_seq)")(
-      "dtype", po::value(&o.dtype)->value_name("D"),
+      "gpu", po::value(&o.query.gpu)->value_name("PRESET"), "GPU preset (default a100-sxm4-80gb)")(
+      "micro-batch", po::value(&o.query.micro_batch)->value_name("B"),
+      "micro-batch size (default 1)")("seq", po::value(&o.query.seq_len)->value_name("S"),
+                                      "sequence length (default: max_seq)")(
+      "dtype", po::value(&o.query.dtype)->value_name("D"),
       "activation dtype (default bf16); fp8: BF16 activations with the linear layers' GEMMs in "
       "FP8, as Transformer Engine runs them")(
-      "fp8-recipe", po::value(&o.fp8_recipe)->value_name("R"),
+      "fp8-recipe", po::value(&o.query.fp8_recipe)->value_name("R"),
       "with --dtype fp8: delayed (default), current, blockwise or mxfp8")(
-      "tp", po::value(&o.tensor_parallel)->value_name("T"), "tensor-parallel size (default 1)")(
-      "sp", po::bool_switch(&o.sequence_parallel), "sequence parallelism")(
-      "flash", po::bool_switch(&o.flash), "fused (flash) attention")(
+      "tp", po::value(&o.query.tensor_parallel)->value_name("T"),
+      "tensor-parallel size (default 1)")("sp", po::bool_switch(&o.query.sequence_parallel),
+                                          "sequence parallelism")(
+      "flash", po::bool_switch(&o.query.flash_attention), "fused (flash) attention")(
       "no-dropout", po::bool_switch(&o.no_dropout), "train without dropout")(
-      "recompute", po::value(&o.recompute)->value_name("R"),
+      "recompute", po::value(&o.query.recompute)->value_name("R"),
       "none, selective, full or selective_op")(
-      "recompute-modules", po::value(&o.recompute_modules)->value_name("LIST"),
+      "recompute-modules", po::value(&o.query.recompute_modules)->value_name("LIST"),
       "with --recompute selective: the modules it re-runs, comma-separated (Megatron-Core's "
       "--recompute-modules: core_attn, layernorm, mla_up_proj, mlp, moe, moe_act, "
       "shared_experts; default core_attn)")(
-      "layer", po::value(&o.layer)->value_name("N"),
+      "layer", po::value(&o.query.layer)->value_name("N"),
       "the transformer layer shown, from 0 (default 0; a MoE model's first MoE layer follows "
       "its dense ones)")("ops", po::bool_switch(&o.ops), "list every op of the layer")(
       "output,o", po::value(&o.result_path)->value_name("FILE"),
@@ -177,18 +169,8 @@ Error AsOption(Error error) {
 
 Status Execute(const ModelOptions& o, std::ostream& out) {
   DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs({o.model}, {o.result_path}));
-  const api::ModelQuery query{.gpu = o.gpu,
-                              .micro_batch = o.micro_batch,
-                              .seq_len = o.seq_len,
-                              .dtype = o.dtype,
-                              .fp8_recipe = o.fp8_recipe,
-                              .tensor_parallel = o.tensor_parallel,
-                              .sequence_parallel = o.sequence_parallel,
-                              .flash_attention = o.flash,
-                              .dropout = !o.no_dropout,
-                              .recompute = o.recompute,
-                              .recompute_modules = o.recompute_modules,
-                              .layer = o.layer};
+  api::ModelQuery query = o.query;
+  query.dropout = !o.no_dropout;
   Expected<results::ModelReport> report = api::DescribeModel({.name = o.model}, query);
   if (!report.ok()) return AsOption(std::move(report).error());
   if (!o.result_path.empty()) {

@@ -38,14 +38,8 @@ struct SearchCommandOptions {
   std::string config;
   std::vector<std::string> overrides;
   std::vector<std::string> merge;
-  int gpus = 0;
-  int top = 10;
-  int rerank = 3;
-  int threads = 0;
+  api::SearchCall call;  // --gpus, --top, --rerank, --threads, --ranks and --shard read into it
   std::string shard_text;
-  int shard = 1;
-  int shards = 1;
-  std::string ranks = "symmetric";
   std::string output_prefix;
   std::string emit_dir;
   std::string max_memory;
@@ -68,14 +62,14 @@ po::options_description Describe(SearchCommandOptions& o) {
   description.add_options()("help,h", po::bool_switch(&o.help), "show this help")(
       "set", po::value(&o.overrides)->value_name("KEY.PATH=VALUE")->composing(),
       "override a config field before searching (repeatable)")(
-      "gpus", po::value(&o.gpus)->value_name("N"),
+      "gpus", po::value(&o.call.gpus)->value_name("N"),
       "search for N GPUs (a multiple of the cluster's GPUs per node) instead of cluster.nodes")(
-      "top", po::value(&o.top)->value_name("K")->default_value(10), "plans to rank and print")(
-      "rerank", po::value(&o.rerank)->value_name("R")->default_value(3),
+      "top", po::value(&o.call.top)->value_name("K")->default_value(10), "plans to rank and print")(
+      "rerank", po::value(&o.call.rerank)->value_name("R")->default_value(3),
       "of the best, how many to re-simulate with the flow model (0: none)")(
-      "ranks", po::value(&o.ranks)->value_name("MODE")->default_value("symmetric"),
+      "ranks", po::value(&o.call.ranks)->value_name("MODE")->default_value("symmetric"),
       "simulate \"symmetric\" ranks (one per pipeline stage; fast) or \"full\"")(
-      "threads,j", po::value(&o.threads)->value_name("N"), "threads (default: every core)")(
+      "threads,j", po::value(&o.call.threads)->value_name("N"), "threads (default: every core)")(
       "max-memory", po::value(&o.max_memory)->value_name("SIZE"), kMaxMemoryHelp)(
       "memory-headroom", po::value(&o.memory_headroom)->value_name("SIZE"),
       "count a plan as fitting only if it leaves SIZE free on each GPU (\"6 GiB\": NCCL's "
@@ -268,15 +262,8 @@ Expected<SearchFile> RunSearch(const SearchCommandOptions& options, Progress& pr
   if (!options.memory_headroom.empty()) {
     input.overrides.push_back("search.memory_headroom=" + options.memory_headroom);
   }
-  const api::SearchCall call{.gpus = options.gpus,
-                             .top = options.top,
-                             .rerank = options.rerank,
-                             .threads = options.threads,
-                             .shard = options.shard,
-                             .shards = options.shards,
-                             .ranks = options.ranks};
-  Expected<SearchFile> file =
-      api::RunSearch(input, call, [&progress](std::string_view phase, size_t done, size_t total) {
+  Expected<SearchFile> file = api::RunSearch(
+      input, options.call, [&progress](std::string_view phase, size_t done, size_t total) {
         progress.Update(phase, done, total);
       });
   progress.Finish();
@@ -389,8 +376,9 @@ Status Execute(const SearchCommandOptions& options, std::ostream& out) {
   if (!options.output_prefix.empty())
     DTSIM_RETURN_IF_ERROR(results::WriteSearchFiles(options.output_prefix, file));
   if (options.quiet) {
-    return options.emit_dir.empty() ? Status::Ok()
-                                    : EmitPlans(options.emit_dir, file, options.top, out, true);
+    return options.emit_dir.empty()
+               ? Status::Ok()
+               : EmitPlans(options.emit_dir, file, options.call.top, out, true);
   }
   fmt::print(out, "dtsim search {}{}\n", file.settings.value("config", ""),
              merging           ? fmt::format(" (merged from {} shards)", options.merge.size())
@@ -403,13 +391,13 @@ Status Execute(const SearchCommandOptions& options, std::ostream& out) {
   PrintCounts(out, file);
   fmt::print(out, "  wall time      {:.1f} s{}\n", file.result.seconds,
              merging ? " (the slowest shard)" : "");
-  PrintTop(out, file, options.top);
+  PrintTop(out, file, options.call.top);
   PrintWhy(out, file);
   if (!options.output_prefix.empty()) {
     fmt::print(out, "\n  every plan     {0}.json, {0}.csv\n", options.output_prefix);
   }
   if (!options.emit_dir.empty()) {
-    DTSIM_RETURN_IF_ERROR(EmitPlans(options.emit_dir, file, options.top, out, false));
+    DTSIM_RETURN_IF_ERROR(EmitPlans(options.emit_dir, file, options.call.top, out, false));
   }
   return Status::Ok();
 }
@@ -426,19 +414,19 @@ CommandOutcome SearchCommand(std::span<const std::string> args, std::ostream& ou
                                              ? "give a CONFIG to search, or --merge shard files"
                                              : "give either a CONFIG or --merge, not both"));
     }
-    if (options.top < 1)
+    if (options.call.top < 1)
       return CommandOutcome::Usage(
-          Error("must be at least 1", "--top", std::to_string(options.top)));
-    if (options.rerank < 0) {
+          Error("must be at least 1", "--top", std::to_string(options.call.top)));
+    if (options.call.rerank < 0) {
       return CommandOutcome::Usage(
-          Error("must be at least 0", "--rerank", std::to_string(options.rerank)));
+          Error("must be at least 0", "--rerank", std::to_string(options.call.rerank)));
     }
-    if (options.ranks != "symmetric" && options.ranks != "full") {
+    if (options.call.ranks != "symmetric" && options.call.ranks != "full") {
       return CommandOutcome::Usage(
-          Error("expected \"symmetric\" or \"full\"", "--ranks", Quote(options.ranks)));
+          Error("expected \"symmetric\" or \"full\"", "--ranks", Quote(options.call.ranks)));
     }
     if (!options.shard_text.empty()) {
-      if (Status parsed = ParseShard(options.shard_text, options.shard, options.shards);
+      if (Status parsed = ParseShard(options.shard_text, options.call.shard, options.call.shards);
           !parsed.ok()) {
         return CommandOutcome::Usage(parsed.error());
       }
