@@ -52,8 +52,14 @@ std::string DescribeJsonSyntaxError(size_t position, const std::exception& excep
     }
   }
   if (what.starts_with("syntax error ")) what = what.substr(13);
-  return fmt::format("JSON syntax error at {}{}(byte {}): {}", where, where.empty() ? "" : " ",
-                     position, what);
+  if (where.empty()) {  // "[json.exception.out_of_range.406] number overflow parsing '1e400'"
+    if (const size_t end = what.find("] ");
+        what.starts_with("[json.") && end != std::string::npos) {
+      what = what.substr(end + 2);
+    }
+    return fmt::format("JSON syntax error at byte {}: {}", position, what);
+  }
+  return fmt::format("JSON syntax error at {} (byte {}): {}", where, position, what);
 }
 
 bool SaxErrors::parse_error(size_t position, const std::string& /*last_token*/,

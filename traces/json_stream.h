@@ -51,6 +51,24 @@ class SaxErrors {
   std::optional<std::string> error_;
 };
 
+// SAX callbacks that accept every value and build nothing: a parse that only validates (its
+// error kept), or the base of a handler that watches a few callbacks (it hides those).
+class NullSax : public SaxErrors {
+ public:
+  bool null() { return true; }
+  bool boolean(bool /*value*/) { return true; }
+  bool number_integer(int64_t /*value*/) { return true; }
+  bool number_unsigned(uint64_t /*value*/) { return true; }
+  bool number_float(double /*value*/, const std::string& /*text*/) { return true; }
+  bool string(std::string& /*value*/) { return true; }
+  bool binary(Json::binary_t& /*value*/) { return true; }
+  bool start_object(size_t /*size*/) { return true; }
+  bool start_array(size_t /*size*/) { return true; }
+  bool key(std::string& /*key*/) { return true; }
+  bool end_object() { return true; }
+  bool end_array() { return true; }
+};
+
 // The SAX callbacks of a reader that builds values: every scalar goes to Derived::Scalar(Json),
 // objects and arrays to Derived::Open(bool object) and Derived::Close(). A reader that treats
 // some callback differently (numbers, strings) defines its own, which hides this one.

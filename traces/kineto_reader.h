@@ -1,15 +1,18 @@
 // Reads PyTorch profiler (Kineto) traces and plain Chrome trace JSON (docs/formats/kineto.md):
-// gzip or plain, detected by content; the JSON is parsed as a stream (SAX), one event at a
-// time, so memory holds the compact Trace and never the document. Both timestamp styles are
-// read exactly: integer epoch microseconds, and relative microseconds with three decimals
-// next to baseTimeNanoseconds; `ts`/`dur` go from their decimal text to integer nanoseconds,
-// never through a double. The legacy 2021 schema (Operator/Runtime/Kernel categories, string
-// tids like "stream 7") is mapped too.
+// gzip or plain, detected by content. The document is streamed: a splitter
+// (traces/json_splitter.h) cuts it into one traceEvents entry at a time, simdjson's on-demand
+// parser validates and reads each (traces/kineto_event.h) and the assembler
+// (traces/kineto_assembler.h) builds the compact Trace, so memory never holds the document.
+// Both timestamp styles are read exactly: integer epoch microseconds, and relative
+// microseconds with three decimals next to baseTimeNanoseconds; `ts`/`dur` go from their
+// decimal text to integer nanoseconds, never through a double. The legacy 2021 schema
+// (Operator/Runtime/Kernel categories, string tids like "stream 7") is mapped too.
 //
-// Errors name the file and, for JSON syntax, the byte offset: a truncated gzip stream, a
-// truncated or malformed document, a document that is not a trace. Events that cannot be used
-// (no timestamp, a complete event without duration, a negative duration, a GPU op whose
-// timestamps CUPTI lost) are counted in ImportStats::dropped by reason, not fatal.
+// Errors name the file and, for JSON syntax, the line, column and byte (found by reading a
+// malformed file a second time with nlohmann's parser): a truncated gzip stream, a truncated
+// or malformed document, a document that is not a trace. Events that cannot be used (no
+// timestamp, a complete event without duration, a negative duration, a GPU op whose timestamps
+// CUPTI lost) are counted in ImportStats::dropped by reason, not fatal.
 #pragma once
 
 #include <string>
@@ -21,9 +24,11 @@ namespace dtsim::traces {
 
 // Limits with errors, not crashes: events are indexed with 32 bits (a 1 GB trace has ~2.7 M);
 // one string (a name, an argument) is at most 16 MiB (the longest "Input Dims" seen are a few
-// KiB); arrays and objects nest at most kMaxJsonDepth deep.
+// KiB), one event or metadata value's JSON 64 MiB (an array of metadata is read element by
+// element); arrays and objects nest at most kMaxJsonDepth deep.
 inline constexpr int64_t kMaxTraceEvents = int64_t{1} << 31;
 inline constexpr size_t kMaxTraceStringBytes = size_t{16} << 20;
+inline constexpr size_t kMaxTraceValueBytes = 4 * kMaxTraceStringBytes;
 
 Expected<Trace> ReadKinetoTrace(const std::string& path);
 

@@ -8,6 +8,7 @@
 
 #include "sim/base/json_reader.h"
 #include "traces/chakra_wire.h"
+#include "traces/json_stream.h"
 #include "traces/protobuf_wire.h"
 #include "traces/trace_input.h"
 
@@ -43,17 +44,10 @@ constexpr std::array<KeyFormat, 17> kDecidingKeys = {{
 }};
 
 // Walks the JSON until a top-level key decides the format, then stops the parse.
-class FormatSax {
+class FormatSax : public NullSax {
  public:
   std::optional<TraceFormat> format;
 
-  bool null() { return true; }
-  bool boolean(bool /*value*/) { return true; }
-  bool number_integer(int64_t /*value*/) { return true; }
-  bool number_unsigned(uint64_t /*value*/) { return true; }
-  bool number_float(double /*value*/, const std::string& /*text*/) { return true; }
-  bool string(std::string& /*value*/) { return true; }
-  bool binary(Json::binary_t& /*value*/) { return true; }
   bool start_object(size_t /*size*/) { return Open(); }
   bool start_array(size_t /*size*/) {
     if (depth_ == 0) {
