@@ -3,7 +3,7 @@
 gives the figures the matching command writes, errors carry the JSON path and value, results
 become DataFrames, and the simulator runs with the GIL released.
 
-Usage: python_api_test.py DTSIM_BINARY REPOSITORY_TOP   (with the module on PYTHONPATH)
+Usage: python_api_test.py DTSIM_BINARY REPOSITORY_TOP SHARED_DIR   (with the module on PYTHONPATH)
 """
 import json
 import os
@@ -20,6 +20,11 @@ DTSIM = sys.argv[1] if len(sys.argv) > 1 else "build/dtsim"
 TOP = sys.argv[2] if len(sys.argv) > 2 else "."
 SMALL = os.path.join(TOP, "tools/examples/gpt3_1.3b_16gpu.json")
 LARGE = os.path.join(TOP, "tools/examples/gpt3_175b_1024gpu.json")
+SHARED = sys.argv[3] if len(sys.argv) > 3 else os.path.join(TOP, "../shared")
+KINETO = os.path.join(SHARED, "traces/kineto/critical_path__alexnet__benchmark_result_2869224_"
+                      "1695835535_trace.json.gz")
+STEPPED = os.path.join(SHARED, "traces/kineto/timeline_analysis__sampled_rank-0.json.gz")
+CHAKRA = os.path.join(SHARED, "traces/chakra/chakra.0.et")
 
 
 def cli(*args):
@@ -216,6 +221,81 @@ class ModelTest(unittest.TestCase):
             dtsim.model("llama3-8b", gpu="h1000")
         self.assertEqual((raised.exception.path, raised.exception.value), ("gpu", '"h1000"'))
         self.assertIsNone(dtsim.model("resnet-50")["layer"])
+
+
+def cli_replay(*args):
+    """dtsim replay ARGS -o FILE; that JSON document without its provenance."""
+    with tempfile.TemporaryDirectory() as directory:
+        out = os.path.join(directory, "replay.json")
+        subprocess.run([DTSIM, "replay", *args, "-o", out], check=True,
+                       stdout=subprocess.DEVNULL)
+        document = load(out)
+    del document["provenance"]
+    return document
+
+
+def without_provenance(document):
+    document = dict(document)
+    provenance = document.pop("provenance")
+    return document, provenance
+
+
+class ReplayTest(unittest.TestCase):
+    def test_profiler_trace_is_the_commands_result(self):
+        result, provenance = without_provenance(dtsim.replay(KINETO))
+        self.assertEqual(result, cli_replay(KINETO))
+        self.assertEqual(result["format"], "dtsim.replay_result")
+        self.assertEqual(provenance["command"], "replay")
+        self.assertEqual([entry["path"] for entry in provenance["inputs"]], [KINETO])
+
+    def test_what_if_dict_and_file_are_the_commands_flags(self):
+        expected = cli_replay(STEPPED, "--speedup", "gemm=2", "--speedup", "conv=2",
+                              "--no-overlap")
+        what_if = {"speedups": ["gemm=2", "conv=2"], "overlap": "none"}
+        result, _ = without_provenance(dtsim.replay(STEPPED, what_if=what_if))
+        self.assertEqual(result, expected)
+        self.assertEqual(len(result["what_if"]["steps"]), 2)
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "what_if.json")
+            with open(path, "w", encoding="utf-8") as file:
+                json.dump(what_if, file)
+            from_file, _ = without_provenance(dtsim.replay([STEPPED], what_if=path))
+        self.assertEqual(from_file, expected)
+
+    def test_chakra_trace_on_a_cluster_is_the_commands_result(self):
+        result, _ = without_provenance(dtsim.replay(CHAKRA, what_if={"network": "dgx-a100"}))
+        self.assertEqual(result, cli_replay(CHAKRA, "--network", "dgx-a100"))
+        self.assertEqual(result["trace"]["format"], "chakra")
+        self.assertIn("network", result)
+
+    def test_errors_name_the_key_the_value_and_the_file(self):
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.replay(KINETO, what_if={"speedups": ["gemm=x"]})
+        self.assertEqual((raised.exception.path, raised.exception.value), ("speedups[0]", "x"))
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.replay(CHAKRA, what_if={"speedups": ["gemm=2"]})
+        self.assertIn("a Chakra trace takes network only", raised.exception.message)
+        self.assertEqual(raised.exception.file, CHAKRA)
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.replay(KINETO, element_bytes=4)
+        self.assertIn("element_bytes applies to Chakra traces", str(raised.exception))
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.replay(os.path.join(TOP, "no-such-trace.json"))
+        self.assertEqual(raised.exception.file, os.path.join(TOP, "no-such-trace.json"))
+        with self.assertRaises(TypeError):
+            dtsim.replay(42)
+
+    def test_dataframe_has_a_row_per_step_with_the_what_if(self):
+        result = dtsim.replay(STEPPED, what_if={"speedups": ["all=2"]})
+        frame = dtsim.to_dataframe(result)
+        self.assertEqual(list(frame["step"]), [551, 552])
+        for column in ("step", "measured_ms", "simulated_ms", "critical_path_ms.gpu",
+                       "what_if_ms", "change"):
+            self.assertIn(column, frame.columns)
+        self.assertEqual(list(frame["what_if_ms"]),
+                         [step["what_if_ms"] for step in result["what_if"]["steps"]])
+        # A trace without steps: an empty frame with the step columns.
+        self.assertEqual(len(dtsim.to_dataframe(dtsim.replay(KINETO))), 0)
 
 
 class GilTest(unittest.TestCase):

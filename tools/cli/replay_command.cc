@@ -14,8 +14,9 @@
 #include "network/cluster.h"
 #include "sim/base/quantity.h"
 #include "strategies/replay.h"
+#include "tools/api/replay.h"
+#include "tools/api/trace_job.h"
 #include "tools/cli/command_line.h"
-#include "tools/cli/trace_job.h"
 #include "tools/cli/trace_report.h"
 #include "tools/results/provenance.h"
 #include "tools/results/replay_result.h"
@@ -122,76 +123,6 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// The files of every rank of the job `path` (PREFIX.<rank>.et[.gz]) belongs to, in rank order.
-Expected<std::vector<std::string>> RankFiles(const std::string& path) {
-  std::string_view stem = path;
-  const bool gzip = stem.ends_with(".gz");
-  if (gzip) stem.remove_suffix(3);
-  const bool et = stem.ends_with(".et");
-  if (et) stem.remove_suffix(3);
-  const size_t dot = stem.find_last_of('.');
-  const std::string_view rank = dot == std::string_view::npos ? "" : stem.substr(dot + 1);
-  if (!et || rank.empty() || rank.find_first_not_of("0123456789") != std::string_view::npos) {
-    return Error("--all-ranks needs a trace named PREFIX.<rank>.et or PREFIX.<rank>.et.gz", "",
-                 path);
-  }
-  const std::string_view prefix = stem.substr(0, dot);
-  std::vector<std::string> files;
-  for (int r = 0;; ++r) {
-    const std::string file = fmt::format("{}.{}.et{}", prefix, r, gzip ? ".gz" : "");
-    if (!std::filesystem::exists(file)) break;
-    files.push_back(file);
-  }
-  if (files.empty()) return Error("no rank 0 file beside it", "", path);
-  return files;
-}
-
-// A PyTorch host execution trace and the Kineto trace recorded with it, given in either order:
-// the host trace with the Kineto trace's durations and GPU ops (traces/trace_link.h).
-Expected<traces::ChakraTrace> LinkedTrace(const std::vector<std::string>& files,
-                                          std::ostream& out) {
-  DTSIM_ASSIGN_OR_RETURN(const traces::TraceFormat first, traces::DetectTraceFormat(files[0]));
-  const bool et_first = first == traces::TraceFormat::kPytorchExecutionTrace;
-  DTSIM_ASSIGN_OR_RETURN(const traces::ChakraTrace host,
-                         traces::ReadChakraTrace(files[et_first ? 0 : 1]));
-  DTSIM_ASSIGN_OR_RETURN(const traces::Trace kineto,
-                         traces::ReadKinetoTrace(files[et_first ? 1 : 0]));
-  traces::TraceLinkStats stats;
-  DTSIM_ASSIGN_OR_RETURN(traces::ChakraTrace linked,
-                         traces::LinkExecutionTrace(host, kineto, stats));
-  fmt::print(out,
-             "  linked     {} of the host trace's {} ops with Kineto ops (by {}): their "
-             "exclusive durations; {} GPU ops added after the ops that launched them ({} whose "
-             "launch no linked op contains)\n",
-             stats.linked, stats.host_ops, stats.key, stats.gpu_ops, stats.gpu_ops_unlinked);
-  return linked;
-}
-
-// Whether the files are a host execution trace and a Kineto trace, in either order.
-Expected<bool> AreHostAndDeviceTraces(const std::vector<std::string>& files) {
-  if (files.size() != 2) return false;
-  DTSIM_ASSIGN_OR_RETURN(const traces::TraceFormat a, traces::DetectTraceFormat(files[0]));
-  DTSIM_ASSIGN_OR_RETURN(const traces::TraceFormat b, traces::DetectTraceFormat(files[1]));
-  const auto is = [](traces::TraceFormat x, traces::TraceFormat y, traces::TraceFormat format) {
-    return x == format || y == format;
-  };
-  return a != b && is(a, b, traces::TraceFormat::kPytorchExecutionTrace) &&
-         is(a, b, traces::TraceFormat::kKineto);
-}
-
-// Prices a compute node of a Chakra trace from its work on `gpu`'s roofline (bf16).
-std::function<DurationNs(const traces::ChakraComputeWork&)> RooflinePricer(models::GpuSpec gpu) {
-  return [model = std::make_shared<models::RooflineCostModel>(std::move(gpu))](
-             const traces::ChakraComputeWork& work) {
-    models::Op op{.name = "chakra compute node",
-                  .kind = work.matmul ? models::OpKind::kGemm : models::OpKind::kElementwise,
-                  .flops = work.flops,
-                  .bytes = work.bytes,
-                  .matmul = work.matmul};
-    return model->Price(op)->duration;
-  };
-}
-
 // The conventions of another tool's trace, and how its compute nodes without a duration were
 // priced.
 void PrintConventions(std::ostream& out, const ReplayOptions& options,
@@ -217,68 +148,46 @@ void PrintConventions(std::ostream& out, const ReplayOptions& options,
   }
 }
 
-Status ExecuteChakra(const ReplayOptions& options,
-                     const std::optional<network::ClusterSpec>& cluster,
-                     const std::optional<models::GpuSpec>& gpu, std::ostream& out) {
+Status ExecuteChakra(const ReplayOptions& options, const api::ChakraReplayOptions& replay_options,
+                     std::ostream& out) {
   const auto started = std::chrono::steady_clock::now();
+  DTSIM_ASSIGN_OR_RETURN(const bool linking, api::AreHostAndDeviceTraces(options.files));
   std::vector<std::string> files = {options.trace};
-  if (options.all_ranks) {
-    DTSIM_ASSIGN_OR_RETURN(files, RankFiles(options.trace));
-  }
-  fmt::print(out, "dtsim replay {}\n\n", fmt::join(options.traces, " "));
-  std::vector<traces::ChakraTrace> ranks;
-  DTSIM_ASSIGN_OR_RETURN(const bool linking, AreHostAndDeviceTraces(options.files));
   if (linking) {
-    DTSIM_ASSIGN_OR_RETURN(traces::ChakraTrace linked, LinkedTrace(options.files, out));
-    ranks.push_back(std::move(linked));
+    files = options.files;
+  } else if (options.all_ranks) {
+    DTSIM_ASSIGN_OR_RETURN(files, api::ChakraRankFiles(options.trace));
   }
-  for (size_t i = 0; !linking && i < files.size(); ++i) {
-    DTSIM_ASSIGN_OR_RETURN(traces::ChakraTrace trace, traces::ReadChakraTrace(files[i]));
-    ranks.push_back(std::move(trace));
-  }
-  const traces::ChakraTrace& trace = ranks.front();
+  DTSIM_ASSIGN_OR_RETURN(const api::ChakraJob job, api::ReadChakraJob(files));
   const double import_seconds = SecondsSince(started);
-  if (ranks.size() > 1) {
-    int64_t nodes = 0;
-    for (const traces::ChakraTrace& rank : ranks) nodes += rank.stats.nodes;
-    fmt::print(out, "  ranks      {} files ({} ... {}), {} nodes in all; rank 0:\n", ranks.size(),
-               files.front(), files.back(), nodes);
+  fmt::print(out, "dtsim replay {}\n\n", fmt::join(options.traces, " "));
+  if (const std::optional<traces::TraceLinkStats>& linked = job.linked) {
+    fmt::print(out,
+               "  linked     {} of the host trace's {} ops with Kineto ops (by {}): their "
+               "exclusive durations; {} GPU ops added after the ops that launched them ({} whose "
+               "launch no linked op contains)\n",
+               linked->linked, linked->host_ops, linked->key, linked->gpu_ops,
+               linked->gpu_ops_unlinked);
   }
-  PrintChakraImportStats(out, trace);
+  if (job.ranks.size() > 1) {
+    int64_t nodes = 0;
+    for (const traces::ChakraTrace& rank : job.ranks) nodes += rank.stats.nodes;
+    fmt::print(out, "  ranks      {} files ({} ... {}), {} nodes in all; rank 0:\n",
+               job.ranks.size(), files.front(), files.back(), nodes);
+  }
+  PrintChakraImportStats(out, job.ranks.front());
   if (options.stats_only) {
     fmt::print(out, "  read in    {:.2f} s\n", import_seconds);
     return Status::Ok();
   }
-  for (size_t rank = 0; rank < ranks.size(); ++rank) {
-    // A PyTorch host execution trace records what ran, not for how long: replayed alone it
-    // would take 0 ms whatever it holds.
-    const traces::ChakraImportStats& s = ranks[rank].stats;
-    if (s.form == "pytorch_execution_trace" && s.nodes_without_duration == s.nodes) {
-      return Error(fmt::format(
-                       "a PyTorch host execution trace has no durations (none of its {} nodes "
-                       "has one): it cannot be replayed alone. Replay the Kineto trace recorded "
-                       "with it, or link the two with Chakra's chakra_trace_link and replay the "
-                       "linked trace",
-                       s.nodes))
-          .InFile(files[rank]);
-    }
-  }
-  traces::ChakraImportOptions import{.element_bytes = options.element_bytes};
-  if (!options.comm_groups.empty()) {
-    DTSIM_ASSIGN_OR_RETURN(import.comm_groups, traces::ReadChakraCommGroups(options.comm_groups));
-  }
-  if (gpu) import.price_compute = RooflinePricer(*gpu);
-  Expected<traces::ChakraGraph> chakra = traces::BuildChakraGraph(ranks, import);
-  if (!chakra.ok()) return std::move(chakra).error().InFile(options.trace);
-  PrintConventions(out, options, *chakra, gpu);
-  DTSIM_ASSIGN_OR_RETURN(const strategies::MeasuredRun run,
-                         strategies::SimulateMeasured(chakra->graph, chakra->comm_durations));
-  const traces::ChakraGraphStats& g = chakra->stats;
-  const DurationNs span = run.summary.makespan - TimeNs::Zero();
+  DTSIM_ASSIGN_OR_RETURN(const api::ChakraReplay replay, api::ReplayChakraJob(job, replay_options));
+  const traces::ChakraGraph& chakra = replay.chakra;
+  PrintConventions(out, options, chakra, replay_options.gpu);
+  const traces::ChakraGraphStats& g = chakra.stats;
   fmt::print(out,
              "  graph      {} tasks ({} host, {} GPU, {} collectives, {} sends/recvs), {} "
              "dependencies\n",
-             chakra->graph.task_count(), g.host_tasks, g.gpu_tasks, g.collectives, g.point_to_point,
+             chakra.graph.task_count(), g.host_tasks, g.gpu_tasks, g.collectives, g.point_to_point,
              g.dependencies);
   if (g.collectives_outside_groups > 0) {
     fmt::print(out,
@@ -287,33 +196,23 @@ Status ExecuteChakra(const ReplayOptions& options,
                g.collectives_outside_groups);
   }
   fmt::print(out, "  simulated  {} with the recorded durations{}{}; imported in {:.2f} s\n",
-             MsWithUnit(span),
-             chakra->stats.compute_priced > 0 ? " and the compute priced on the GPU" : "",
-             chakra->written_by_dtsim && !cluster
+             MsWithUnit(replay.span),
+             g.compute_priced > 0 ? " and the compute priced on the GPU" : "",
+             chakra.written_by_dtsim && !replay_options.cluster
                  ? " (collectives of dtsim's own export take no time here: price them with "
                    "--network, or simulate its config)"
                  : "",
              import_seconds);
-  std::optional<strategies::MeasuredRun> priced;
-  if (cluster) {
-    Expected<strategies::MeasuredRun> on_cluster =
-        strategies::SimulateOnCluster(chakra->graph, *cluster);
-    if (!on_cluster.ok()) return std::move(on_cluster).error().InFile(options.trace);
-    priced = std::move(on_cluster).value();
+  const std::optional<strategies::MeasuredRun>& priced = replay.priced;
+  if (priced) {
     fmt::print(out,
                "  network    {} with the collectives and sends priced on {} (analytical), the "
                "other nodes as above\n",
-               MsWithUnit(priced->summary.makespan - TimeNs::Zero()), cluster->name);
+               MsWithUnit(priced->summary.makespan - TimeNs::Zero()), replay_options.cluster->name);
   }
   if (!options.result_path.empty()) {
     DTSIM_RETURN_IF_ERROR(results::WriteResultFile(
-        options.result_path,
-        results::ChakraReplayResultJson(
-            trace, *chakra, span,
-            priced ? std::optional(results::ChakraNetworkOutcome{
-                         cluster->name, priced->summary.makespan - TimeNs::Zero()})
-                   : std::nullopt,
-            chakra->stats.compute_priced > 0 ? std::string_view(gpu->name) : std::string_view())));
+        options.result_path, api::ChakraReplayJson(job, replay, replay_options)));
   }
   if (!options.timeline_path.empty()) {
     traces::TimelineInfo info{.source = options.trace,
@@ -322,8 +221,8 @@ Status ExecuteChakra(const ReplayOptions& options,
       info.method_labels = priced->methods.labels;
       info.comm_methods = priced->methods.of_comm;
     }
-    DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(options.timeline_path, chakra->graph,
-                                                       priced ? priced->times : run.times, info));
+    DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(
+        options.timeline_path, chakra.graph, priced ? priced->times : replay.run.times, info));
   }
   return Status::Ok();
 }
@@ -595,14 +494,11 @@ void PrintJob(std::ostream& out, std::span<const traces::Trace* const> job,
 Status ExecuteKineto(const ReplayOptions& options, const strategies::ReplayWhatIf& what_if,
                      std::ostream& out) {
   const auto started = std::chrono::steady_clock::now();
-  DTSIM_ASSIGN_OR_RETURN(const std::vector<traces::Trace> traces, ReadTraceJob(options.files));
-  std::vector<const traces::Trace*> job;
-  job.reserve(traces.size());
-  for (const traces::Trace& trace : traces) job.push_back(&trace);
+  DTSIM_ASSIGN_OR_RETURN(std::vector<traces::Trace> traces, api::ReadTraceJob(options.files));
   const double import_seconds = SecondsSince(started);
   fmt::print(out, "dtsim replay {}\n\n", fmt::join(options.traces, " "));
   for (const traces::Trace& trace : traces) {
-    if (job.size() > 1) fmt::print(out, "  {}\n", trace.file);
+    if (traces.size() > 1) fmt::print(out, "  {}\n", trace.file);
     PrintImportStats(out, trace);
   }
   if (options.stats_only) {
@@ -612,8 +508,12 @@ Status ExecuteKineto(const ReplayOptions& options, const strategies::ReplayWhatI
                static_cast<double>(bytes) / 1e6 / std::max(import_seconds, 1e-9));
     return Status::Ok();
   }
-  DTSIM_ASSIGN_OR_RETURN(const traces::ReplayGraph replay, traces::BuildReplayGraph(job));
-  DTSIM_ASSIGN_OR_RETURN(const strategies::ReplayResult result, strategies::SimulateReplay(replay));
+  DTSIM_ASSIGN_OR_RETURN(const api::ProfilerReplay replayed,
+                         api::ReplayTraces(std::move(traces), what_if));
+  const std::vector<const traces::Trace*> job = replayed.Job();
+  const traces::ReplayGraph& replay = replayed.replay;
+  const strategies::ReplayResult& result = replayed.result;
+  const std::optional<strategies::WhatIfResult>& what_if_result = replayed.what_if;
   if (job.size() > 1) PrintJob(out, job, replay);
   const traces::ReplayStats& g = replay.stats;
   fmt::print(out,
@@ -637,12 +537,7 @@ Status ExecuteKineto(const ReplayOptions& options, const strategies::ReplayWhatI
              result.mean_start_drift.ToMicrosecondsDouble(),
              result.max_start_drift.ToMicrosecondsDouble(), result.gpu_ops, import_seconds);
   PrintSteps(out, replay, result);
-  std::optional<strategies::WhatIfResult> what_if_result;
-  if (!what_if.empty()) {
-    Expected<strategies::WhatIfResult> simulated =
-        strategies::SimulateWhatIf(job, replay, result, what_if);
-    if (!simulated.ok()) return std::move(simulated).error().InFile(options.trace);
-    what_if_result = std::move(simulated).value();
+  if (what_if_result) {
     PrintWhatIf(out, what_if, replay, *what_if_result, ListedSteps(replay, result.steps));
   }
   if (!options.result_path.empty()) {
@@ -675,7 +570,7 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
   DTSIM_ASSIGN_OR_RETURN(const strategies::ReplayWhatIf what_if, WhatIfOf(options));
   DTSIM_ASSIGN_OR_RETURN(const traces::TraceFormat format,
                          traces::DetectTraceFormat(options.trace));
-  DTSIM_ASSIGN_OR_RETURN(const bool linking, AreHostAndDeviceTraces(options.files));
+  DTSIM_ASSIGN_OR_RETURN(const bool linking, api::AreHostAndDeviceTraces(options.files));
   if (traces::IsChakraFormat(format) || linking) {
     if (options.files.size() > 1 && !linking) {
       return Error(
@@ -695,14 +590,14 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
                  "apply to profiler traces")
           .InFile(options.trace);
     }
-    return ExecuteChakra(options, what_if.cluster, what_if.gpu, out);
+    return ExecuteChakra(options,
+                         {.comm_groups = options.comm_groups,
+                          .element_bytes = options.element_bytes,
+                          .gpu = what_if.gpu,
+                          .cluster = what_if.cluster},
+                         out);
   }
-  if (what_if.gpu && !what_if.compression) {
-    return Error(
-        "prices compression kernels: it goes with a compression method (--compression, or "
-        "\"compression\" in the what-if file)",
-        options.gpu.empty() ? "gpu" : "--gpu", what_if.gpu->name);
-  }
+  DTSIM_RETURN_IF_ERROR(api::CheckProfilerWhatIf(what_if, options.gpu.empty() ? "gpu" : "--gpu"));
   if (options.element_bytes != 2) {
     return Error("--element-bytes applies to Chakra traces; this is a profiler trace")
         .InFile(options.trace);
@@ -729,7 +624,7 @@ CommandOutcome ReplayCommand(std::span<const std::string> args, std::ostream& ou
     return CommandOutcome::Ok();
   }
   if (options.traces.empty()) return CommandOutcome::Usage(Error("a trace file to replay"));
-  Expected<std::vector<std::string>> files = TraceFiles(options.traces);
+  Expected<std::vector<std::string>> files = api::TraceFiles(options.traces);
   if (!files.ok()) return CommandOutcome::Failure(std::move(files).error());
   options.files = *std::move(files);
   options.trace = options.files.front();

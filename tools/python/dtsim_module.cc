@@ -15,6 +15,7 @@
 #include "sim/base/input_files.h"
 #include "sim/base/json_reader.h"
 #include "tools/api/api.h"
+#include "tools/api/replay.h"
 #include "tools/results/model_report.h"
 #include "tools/results/provenance.h"
 #include "tools/results/search_results.h"
@@ -109,6 +110,21 @@ Outcome Model(const std::string& model_json, const std::string& name,
   });
 }
 
+Outcome Replay(std::vector<std::string> traces, const std::string& what_if_json,
+               const std::string& what_if_path, const std::string& comm_groups,
+               int64_t element_bytes) {
+  return Run("replay", [&]() -> Expected<OrderedJson> {
+    api::ReplayInput input{.traces = std::move(traces),
+                           .what_if_path = what_if_path,
+                           .comm_groups = comm_groups,
+                           .element_bytes = element_bytes};
+    if (!what_if_json.empty()) {
+      DTSIM_ASSIGN_OR_RETURN(input.what_if, ParseJson(what_if_json, ""));
+    }
+    return api::ReplayJson(input);
+  });
+}
+
 }  // namespace
 }  // namespace dtsim::python
 
@@ -132,6 +148,8 @@ PYBIND11_MODULE(_dtsim, module) {
       },
       py::arg("config_json"), py::arg("path"), py::arg("overrides"), py::arg("top"),
       py::arg("rerank"), py::arg("threads"), py::arg("gpus"), py::arg("ranks"));
+  module.def("replay", &Replay, py::arg("traces"), py::arg("what_if_json"), py::arg("what_if_path"),
+             py::arg("comm_groups"), py::arg("element_bytes"));
   module.def(
       "model",
       [](const std::string& model_json, const std::string& name, const std::string& gpu,

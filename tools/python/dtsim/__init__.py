@@ -1,4 +1,5 @@
-"""dtsim from Python: simulate, sweep and search training plans (docs/python.md).
+"""dtsim from Python: simulate, sweep and search training plans, replay profiler traces
+(docs/python.md).
 
     import dtsim
     result = dtsim.simulate("tools/examples/gpt3_1.3b_16gpu.json",
@@ -19,7 +20,8 @@ from collections.abc import Mapping as _Mapping
 
 from . import _dtsim
 
-__all__ = ["Error", "simulate", "sweep", "search", "model", "to_dataframe", "__version__"]
+__all__ = ["Error", "simulate", "sweep", "search", "model", "replay", "to_dataframe",
+           "__version__"]
 
 __version__ = _dtsim.version()
 commit = _dtsim.commit()
@@ -40,16 +42,16 @@ class Error(ValueError):
         self.file = file
 
 
-def _config(config):
+def _config(config, name="config"):
     """(JSON text, path) for the extension: one of the two is empty."""
     if isinstance(config, _Mapping):
         try:
             return _json.dumps(config, allow_nan=False), ""
         except (TypeError, ValueError) as error:
-            raise Error(f"config: not JSON: {error}", f"not JSON: {error}", "config", "", "") from None
+            raise Error(f"{name}: not JSON: {error}", f"not JSON: {error}", name, "", "") from None
     if isinstance(config, (str, _os.PathLike)):
         return "", _os.fspath(config)
-    raise TypeError(f"config must be a dict or a path, not {type(config).__name__}")
+    raise TypeError(f"{name} must be a dict or a path, not {type(config).__name__}")
 
 
 def _value_text(value):
@@ -147,14 +149,45 @@ def model(model, *, gpu="a100-sxm4-80gb", micro_batch=1, seq_len=0, dtype="bf16"
                                  str(recompute), modules, int(layer)))
 
 
+def replay(trace, *, what_if=None, comm_groups=None, element_bytes=2):
+    """Replays a trace (dtsim replay): rebuilds what the run waited on, simulates it with the
+    measured durations and, for a profiler trace, compares each ProfilerStep.
+    trace: a PyTorch profiler (Kineto) or Chrome trace file (.json or .json.gz), a directory of
+    them, or a list of files and directories: one job, one trace per rank. Or a Chakra
+    execution trace, a list of one per rank, or a PyTorch host execution trace and the Kineto
+    trace recorded with it (linked).
+    what_if: a dict as a what-if file holds it (docs/replay.md: {"speedups": ["gemm=2"],
+    "overlap": "none" | "collectives", "network": "dgx-h100", "data_parallel": N,
+    "compression": ..., "gpu": ...}) or the path of such a file; a Chakra trace takes
+    "network" (and "gpu" for compute nodes without a duration) only.
+    comm_groups, element_bytes: for Chakra traces, as dtsim replay's --comm-groups and
+    --element-bytes.
+    Returns the replay result (docs/formats/replay-result.md): "trace" (import statistics),
+    "graph", "steps" (measured and simulated per step) and, with a what-if, "what_if".
+    """
+    if isinstance(trace, (str, _os.PathLike)):
+        traces = [_os.fspath(trace)]
+    elif hasattr(trace, "__iter__"):
+        traces = [_os.fspath(item) for item in trace]
+    else:
+        raise TypeError(f"trace must be a path or a list of paths, not {type(trace).__name__}")
+    what_if_json, what_if_path = "", ""
+    if what_if is not None:
+        what_if_json, what_if_path = _config(what_if, "what_if")
+    groups = "" if comm_groups is None else _os.fspath(comm_groups)
+    return _outcome(_dtsim.replay(traces, what_if_json, what_if_path, groups, int(element_bytes)))
+
+
 def to_dataframe(result):
-    """A result of simulate, sweep, search or model as a pandas DataFrame (pandas must be
-    installed).
+    """A result of simulate, sweep, search, model or replay as a pandas DataFrame (pandas must
+    be installed).
 
     simulate: one row per pipeline stage (nested fields as "time.compute_ns"); model: one row
     per op of the layer ("part": forward, backward or recompute); sweep: one row
     per point (the varied keys, "status", "error", the result's figures and "memory_bytes"); search: one row per
-    evaluated plan, with "rank" (1 is best; empty when not ranked).
+    evaluated plan, with "rank" (1 is best; empty when not ranked); replay: one row per
+    ProfilerStep (measured, simulated, the critical path's parts as "critical_path_ms.gpu", and
+    with a what-if its "what_if_ms" and "change").
     """
     import pandas  # noqa: PLC0415 (optional dependency: python3-pandas)
 
@@ -168,13 +201,24 @@ def to_dataframe(result):
         ranks = {index: rank + 1 for rank, index in enumerate(result["ranking"])}
         frame.insert(0, "rank", frame["index"].map(ranks).astype("Int64"))
         return frame
+    if kind == "dtsim.replay_result":
+        columns = ["rank", "step", "measured_ms", "simulated_ms", "error"]
+        frame = pandas.json_normalize(result["steps"]) if result["steps"] else \
+            pandas.DataFrame(columns=columns)
+        if result.get("what_if"):
+            keys = ["rank", "step", "what_if_ms", "change"]
+            what_if = pandas.DataFrame([{key: step[key] for key in keys}
+                                        for step in result["what_if"]["steps"]], columns=keys)
+            frame = frame.merge(what_if, on=["rank", "step"], how="left")
+        return frame
     if kind == "dtsim.model":
         layer = result.get("layer") or {"ops": {}}
         rows = [{"part": part, **op} for part in ("forward", "backward", "recompute")
                 for op in layer["ops"].get(part, [])]
         return pandas.DataFrame(rows, columns=["part", "name", "kind", "pass", "flops",
                                                "model_flops", "bytes", "seconds", "saved_bytes"])
-    raise ValueError(f"not a dtsim simulate, sweep, search or model result (format {kind!r})")
+    raise ValueError(f"not a dtsim simulate, sweep, search, model or replay result "
+                     f"(format {kind!r})")
 
 
 def _sweep_row(point):

@@ -1,4 +1,4 @@
-#include "tools/cli/trace_job.h"
+#include "tools/api/trace_job.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 
 #include "traces/kineto_reader.h"
 
-namespace dtsim::cli {
+namespace dtsim::api {
 
 Expected<std::vector<std::string>> TraceFiles(const std::vector<std::string>& arguments) {
   std::vector<std::string> files;
@@ -63,4 +63,4 @@ Expected<std::vector<traces::Trace>> ReadTraceJob(const std::vector<std::string>
   return job;
 }
 
-}  // namespace dtsim::cli
+}  // namespace dtsim::api

@@ -1,5 +1,5 @@
-// The profiler traces of one job, as `dtsim replay` takes them: files and directories on the
-// command line, one trace per rank (docs/replay.md, "A whole job").
+// The profiler traces of one job, as `dtsim replay` and dtsim.replay take them: files and
+// directories, one trace per rank (docs/replay.md, "A whole job").
 #pragma once
 
 #include <string>
@@ -8,7 +8,7 @@
 #include "sim/base/status.h"
 #include "traces/trace.h"
 
-namespace dtsim::cli {
+namespace dtsim::api {
 
 // The trace files `arguments` name: a file stands for itself, a directory for its files whose
 // names end in .json or .json.gz, in name order. Errors name an argument that is neither, or a
@@ -20,4 +20,4 @@ Expected<std::vector<std::string>> TraceFiles(const std::vector<std::string>& ar
 // on the world size: they are not the ranks of one job.
 Expected<std::vector<traces::Trace>> ReadTraceJob(const std::vector<std::string>& files);
 
-}  // namespace dtsim::cli
+}  // namespace dtsim::api
