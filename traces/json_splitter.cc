@@ -191,6 +191,12 @@ bool JsonSplitter::More(size_t& index) {
   return true;
 }
 
+void JsonSplitter::SkipByteOrderMark() {
+  while (end_ - pos_ < 3 && More(pos_)) {
+  }
+  if (end_ - pos_ >= 3 && std::memcmp(buffer_.data() + pos_, "\xEF\xBB\xBF", 3) == 0) pos_ += 3;
+}
+
 std::optional<char> JsonSplitter::Peek() {
   for (;;) {
     while (pos_ < end_ && ClassOf(buffer_[pos_]) == kSpace) ++pos_;

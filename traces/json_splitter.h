@@ -44,6 +44,8 @@ class JsonSplitter {
   // arrays and objects over the whole document, as sim/base/json_reader.h counts it.
   JsonSplitter(std::streambuf& in, size_t max_value_bytes, int max_depth);
 
+  // Skips a UTF-8 byte order mark at the start of the input (nlohmann's parser does).
+  void SkipByteOrderMark();
   // Skips whitespace; the next byte, or nothing at the end of the input.
   std::optional<char> Peek();
   // Skips whitespace and consumes `c` when it is next; false otherwise.

@@ -33,6 +33,7 @@ class KinetoDocument {
   bool root_is_array() const { return root_is_array_; }
 
   std::optional<JsonSplitError> Read() {
+    splitter_.SkipByteOrderMark();
     const std::optional<char> first = splitter_.Peek();
     std::optional<JsonSplitError> error;
     if (first == '{') {

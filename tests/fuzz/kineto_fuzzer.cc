@@ -2,7 +2,10 @@
 // reader (plain, or gzip when the input's first byte is odd), then what the commands do next:
 // the replay graph, its simulation when small, and the op-cost table aggregated from the trace.
 // A trace with collectives is also replayed as a two-rank job with itself, so that matching
-// collectives across ranks and aligning their clocks see what the reader lets through.
+// collectives across ranks and aligning their clocks see what the reader lets through. A plain
+// input is also checked against nlohmann: read without a syntax error exactly when valid JSON.
+#include "sim/base/check.h"
+#include "sim/base/json_reader.h"
 #include "strategies/replay.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "traces/kineto_reader.h"
@@ -17,6 +20,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = fuzz::ScratchFile("trace.json", fuzz::Text(data + 1, size - 1), gzip);
   (void)fuzz::Succeeded(traces::DetectTraceFormat(path));
   const Expected<traces::Trace> trace = traces::ReadKinetoTrace(path);
+  if (!gzip) {
+    // The streamed reader (a splitter and simdjson) accepts exactly the JSON nlohmann's strict
+    // parser accepts; its other errors (limits, not a trace) say nothing either way.
+    const bool valid = Json::accept(fuzz::Text(data + 1, size - 1));
+    if (trace.ok()) DTSIM_CHECK(valid, "read a trace nlohmann rejects");
+    if (!trace.ok() && trace.error().message().starts_with("JSON syntax error")) {
+      DTSIM_CHECK(!valid, trace.error().ToString());
+    }
+  }
   if (!fuzz::Succeeded(trace)) return 0;
   (void)fuzz::Succeeded(traces::BuildOpProfile(*trace));
   const Expected<traces::ReplayGraph> replay = traces::BuildReplayGraph(*trace);

@@ -106,6 +106,10 @@ TEST_F(KinetoParseTest, AcceptsExactlyWhatNlohmannAccepts) {
     }
   }
   EXPECT_EQ(cases, 9 * static_cast<int>(std::size(kValues)));
+  // A UTF-8 byte order mark before the document, as nlohmann skips it; not after whitespace.
+  EXPECT_TRUE(ReadKinetoTrace(Write("bom.json", "\xEF\xBB\xBF{\"traceEvents\": []}")).ok());
+  EXPECT_FALSE(ReadKinetoTrace(Write("bom2.json", " \xEF\xBB\xBF{\"traceEvents\": []}")).ok());
+  EXPECT_FALSE(Json::accept(" \xEF\xBB\xBF{\"traceEvents\": []}"));
 }
 
 // Args read as text (Input Dims, Input type) are nlohmann's dump of the value: objects with
