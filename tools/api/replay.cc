@@ -27,6 +27,20 @@ Status CheckProfilerWhatIf(const strategies::ReplayWhatIf& what_if, std::string_
   return Status::Ok();
 }
 
+Status CheckChakraWhatIf(const strategies::ReplayWhatIf& what_if, std::string_view network,
+                         std::string_view gpu) {
+  strategies::ReplayWhatIf beside_network = what_if;
+  beside_network.cluster.reset();
+  beside_network.gpu.reset();
+  if (!beside_network.empty()) {
+    return Error(fmt::format(
+        "of the what-ifs, a Chakra trace takes {} only (its collectives priced on a cluster, and "
+        "{} its compute nodes without a duration); the others apply to profiler traces",
+        network, gpu));
+  }
+  return Status::Ok();
+}
+
 Expected<ProfilerReplay> ReplayTraces(std::vector<traces::Trace> traces,
                                       const strategies::ReplayWhatIf& what_if) {
   std::vector<const traces::Trace*> job;
@@ -53,15 +67,8 @@ namespace {
 Expected<OrderedJson> ReplayChakraJson(const ReplayInput& input,
                                        const std::vector<std::string>& files,
                                        const strategies::ReplayWhatIf& what_if) {
-  strategies::ReplayWhatIf beside_network = what_if;
-  beside_network.cluster.reset();
-  beside_network.gpu.reset();
-  if (!beside_network.empty()) {
-    return Error(
-               "of the what-ifs, a Chakra trace takes network only (its collectives priced on a "
-               "cluster, and gpu its compute nodes without a duration); the others apply to "
-               "profiler traces")
-        .InFile(files.front());
+  if (Status checked = CheckChakraWhatIf(what_if, "network", "gpu"); !checked.ok()) {
+    return std::move(checked).error().InFile(files.front());
   }
   DTSIM_ASSIGN_OR_RETURN(const ChakraJob job, ReadChakraJob(files));
   const ChakraReplayOptions options{.comm_groups = input.comm_groups,

@@ -38,6 +38,12 @@ struct ProfilerReplay {
 // compression method. `gpu_location` names the gpu in the error ("--gpu", "gpu").
 Status CheckProfilerWhatIf(const strategies::ReplayWhatIf& what_if, std::string_view gpu_location);
 
+// A what-if a Chakra trace can take: its communication priced on a cluster, and a GPU for its
+// compute nodes without a duration; the others need what a profiler trace records. `network`
+// and `gpu` name those two as the caller's user writes them ("--network" or "network").
+Status CheckChakraWhatIf(const strategies::ReplayWhatIf& what_if, std::string_view network,
+                         std::string_view gpu);
+
 // Builds and simulates the replay graph of `traces` (a job read by ReadTraceJob), and, unless
 // `what_if` is empty, the what-if. Errors name the first trace.
 Expected<ProfilerReplay> ReplayTraces(std::vector<traces::Trace> traces,

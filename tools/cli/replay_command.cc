@@ -578,17 +578,8 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
                  "--all-ranks")
           .InFile(options.trace);
     }
-    // A Chakra trace's collectives can be priced on a cluster; the other what-ifs need what a
-    // profiler trace records (kernel names, streams, the traced world).
-    strategies::ReplayWhatIf beside_network = what_if;
-    beside_network.cluster.reset();
-    beside_network.gpu.reset();
-    if (!beside_network.empty()) {
-      return Error(
-                 "of the what-ifs, a Chakra trace takes --network only (its collectives priced "
-                 "on a cluster, and --gpu its compute nodes without a duration); the others "
-                 "apply to profiler traces")
-          .InFile(options.trace);
+    if (Status checked = api::CheckChakraWhatIf(what_if, "--network", "--gpu"); !checked.ok()) {
+      return std::move(checked).error().InFile(options.trace);
     }
     return ExecuteChakra(options,
                          {.comm_groups = options.comm_groups,
