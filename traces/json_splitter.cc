@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -12,7 +13,12 @@
 namespace dtsim::traces {
 namespace {
 
-constexpr size_t kBlockBytes = size_t{1} << 20;  // one read; also the buffer's first size
+// The buffer starts at kFirstBytes (a small trace, or a fuzzer's input, pays for no more) and
+// doubles when it fills, up to kMaxReadBytes, and beyond while one value and the room for a
+// read of kMinReadBytes do not fit; a read takes what is free, up to kMaxReadBytes.
+constexpr size_t kFirstBytes = size_t{64} << 10;
+constexpr size_t kMinReadBytes = size_t{16} << 10;
+constexpr size_t kMaxReadBytes = size_t{1} << 20;
 
 enum ByteClass : uint8_t { kPlain, kQuote, kOpen, kClose, kSpace, kDelimiter };
 
@@ -166,12 +172,12 @@ JsonSplitter::JsonSplitter(std::streambuf& in, size_t max_value_bytes, int max_d
     : in_(in),
       max_value_bytes_(max_value_bytes),
       max_depth_(max_depth),
-      buffer_(kBlockBytes + kJsonSlicePadding) {}
+      buffer_(kFirstBytes + kJsonSlicePadding) {}
 
 bool JsonSplitter::More(size_t& index) {
   if (eof_) return false;
-  const size_t capacity = buffer_.size() - kJsonSlicePadding;
-  if (end_ + kBlockBytes > capacity) {
+  size_t capacity = buffer_.size() - kJsonSlicePadding;
+  if (end_ + kMinReadBytes > capacity) {
     if (mark_ > 0) {  // drop what was handed out already
       std::memmove(buffer_.data(), buffer_.data() + mark_, end_ - mark_);
       consumed_ += mark_;
@@ -179,10 +185,14 @@ bool JsonSplitter::More(size_t& index) {
       index -= mark_;
       mark_ = 0;
     }
-    if (end_ + kBlockBytes > capacity) buffer_.resize(2 * capacity + kJsonSlicePadding);
+    if (end_ + kMinReadBytes > capacity || capacity < kMaxReadBytes) {  // a long document
+      capacity *= 2;
+      buffer_.resize(capacity + kJsonSlicePadding);
+    }
   }
   const std::streamsize got =
-      in_.sgetn(buffer_.data() + end_, static_cast<std::streamsize>(kBlockBytes));
+      in_.sgetn(buffer_.data() + end_,
+                static_cast<std::streamsize>(std::min(kMaxReadBytes, capacity - end_)));
   if (got <= 0) {
     eof_ = true;
     return false;

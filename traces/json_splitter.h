@@ -1,5 +1,5 @@
-// Streaming a large JSON document in pieces: the splitter reads the document in fixed-size
-// blocks and hands out one value at a time as its raw text, found by tracking strings and
+// Streaming a large JSON document in pieces: the splitter reads the document in blocks of up
+// to 1 MiB and hands out one value at a time as its raw text, found by tracking strings and
 // brackets only (no parsing). A reader walks the top levels itself (the root object's keys, the
 // elements of an array) and gives each piece to a real parser — simdjson for trace events — so
 // memory holds one block and one value, never the document.

@@ -47,7 +47,7 @@ Expected<std::unique_ptr<TraceInputBuffer>> TraceInputBuffer::Open(const std::st
   }
   gzbuffer(gz, static_cast<unsigned>(kChunkBytes));
   buffer->gz_ = gz;
-  buffer->chunk_.resize(kChunkBytes);
+  buffer->chunk_ = std::make_unique_for_overwrite<char[]>(kChunkBytes);  // not zero-filled
   return buffer;
 }
 
@@ -58,7 +58,7 @@ TraceInputBuffer::~TraceInputBuffer() {
 TraceInputBuffer::int_type TraceInputBuffer::underflow() {
   if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
   if (gz_ == nullptr || error_) return traits_type::eof();
-  const int got = gzread(AsGz(gz_), chunk_.data(), static_cast<unsigned>(chunk_.size()));
+  const int got = gzread(AsGz(gz_), chunk_.get(), static_cast<unsigned>(kChunkBytes));
   if (got <= 0) {
     int code = Z_OK;
     const char* message = gzerror(AsGz(gz_), &code);
@@ -72,7 +72,7 @@ TraceInputBuffer::int_type TraceInputBuffer::underflow() {
     return traits_type::eof();
   }
   bytes_read_ += static_cast<uint64_t>(got);
-  setg(chunk_.data(), chunk_.data(), chunk_.data() + got);
+  setg(chunk_.get(), chunk_.get(), chunk_.get() + got);
   return traits_type::to_int_type(*gptr());
 }
 

@@ -43,7 +43,7 @@ class TraceInputBuffer final : public std::streambuf {
   bool compressed_ = false;
   uint64_t bytes_read_ = 0;
   uint64_t file_bytes_ = 0;
-  std::vector<char> chunk_;
+  std::unique_ptr<char[]> chunk_;
   std::optional<Error> error_;
 };
 

@@ -90,6 +90,28 @@ TEST(JsonSplitter, HandsOutEachValueAsItsTextWhateverThePieces) {
   }
 }
 
+// A long document: the buffer moves what is left to its start, grows to its largest read,
+// and beyond for a value larger than that (3 MiB here).
+TEST(JsonSplitter, ReadsLongDocumentsAndValuesLargerThanItsBuffer) {
+  std::vector<std::string> values;
+  values.reserve(3001);
+  for (int i = 0; i < 3000; ++i) {
+    values.push_back(R"({"i": )" + std::to_string(i) + R"(, "pad": ")" +
+                     std::string(static_cast<size_t>(300 + i % 700), 'p') + R"("})");
+  }
+  std::string large((size_t{3} << 20) + 2, 'x');  // a string of 3 MiB
+  large.front() = large.back() = '"';
+  values.insert(values.begin() + 1500, large);
+  std::string document = "[";
+  for (size_t i = 0; i < values.size(); ++i) document += (i ? "," : "") + values[i];
+  document += "]";
+  for (const size_t piece : {size_t{4096}, size_t{1} << 20}) {
+    const Split split = SplitArray(document, piece, /*max_value=*/size_t{4} << 20);
+    ASSERT_FALSE(split.error) << split.error->message;
+    EXPECT_EQ(split.values, values);
+  }
+}
+
 // Random documents: every element nlohmann writes (with escapes and brackets in strings,
 // nesting, all scalar kinds) comes back as the same value.
 TEST(JsonSplitter, AgreesWithNlohmannOnRandomDocuments) {
