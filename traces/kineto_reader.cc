@@ -49,12 +49,13 @@ class KinetoDocument {
       if (!error) error = parser_.ParseValue(value, assembler_.events(), nullptr);
     }
     if (error) return error;
-    if (splitter_.Peek()) return Expected("the end of the document");
+    if (splitter_.Peek()) return Missing("the end of the document");
     return std::nullopt;
   }
 
  private:
-  JsonSplitError Expected(std::string_view what) {
+  // A syntax error at the next byte, which is not `what` the grammar needs there.
+  JsonSplitError Missing(std::string_view what) {
     const std::optional<char> next = splitter_.Peek();
     return JsonSplitError{next ? fmt::format("'{}' where {} was expected", *next, what)
                                : fmt::format("unexpected end of input; expected {}", what),
@@ -65,16 +66,16 @@ class KinetoDocument {
   std::optional<JsonSplitError> Members() {
     if (splitter_.Consume('}')) return std::nullopt;
     for (;;) {
-      if (splitter_.Peek() != '"') return Expected("a member name");
+      if (splitter_.Peek() != '"') return Missing("a member name");
       JsonSlice key_text;
       Json key;
       if (auto error = splitter_.Next(1, key_text)) return error;
       if (auto error = parser_.ParseValue(key_text, assembler_.events(), &key)) return error;
-      if (!splitter_.Consume(':')) return Expected("':'");
+      if (!splitter_.Consume(':')) return Missing("':'");
       if (auto error = Member(key.get<std::string>())) return error;
       if (splitter_.Consume(',')) continue;
       if (splitter_.Consume('}')) return std::nullopt;
-      return Expected("',' or '}'");
+      return Missing("',' or '}'");
     }
   }
 
@@ -113,7 +114,7 @@ class KinetoDocument {
       if (build) kept.push_back(std::move(element));
       if (splitter_.Consume(',')) continue;
       if (splitter_.Consume(']')) return std::nullopt;
-      return Expected("',' or ']'");
+      return Missing("',' or ']'");
     }
   }
 
@@ -138,7 +139,7 @@ class KinetoDocument {
       }
       if (splitter_.Consume(',')) continue;
       if (splitter_.Consume(']')) return std::nullopt;
-      return Expected("',' or ']'");
+      return Missing("',' or ']'");
     }
   }
 
