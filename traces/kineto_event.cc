@@ -277,8 +277,9 @@ struct KinetoEventParser::Impl {
     return ReadNumber(token, ShapeOfNumber(token), number) || BadNumber(token);
   }
 
-  // Only an exponent or hundreds of digits can overflow a double; any other text with a
-  // number's grammar is a valid number.
+  // Only an exponent or hundreds of digits can overflow a double (its largest, ~1.8e308, has
+  // 309 digits; under 300 characters cannot reach it); any other text with a number's grammar
+  // is a valid number.
   bool ValidNumber(std::string_view token) {
     const NumberShape shape = ShapeOfNumber(token);
     if (shape == NumberShape::kInvalid) return BadNumber(token);
@@ -438,7 +439,8 @@ struct KinetoEventParser::Impl {
       case od::json_type::number: {
         std::string_view token;
         if (!Token(value, token)) return false;
-        // An integer of up to 18 digits is written as it was read (but "-0" as "0").
+        // An integer of up to 18 characters (|n| < 10^18 < 2^63: an int64) is written as it
+        // was read (but "-0" as "0").
         if (token.size() <= 18 && token != "-0" && ShapeOfNumber(token) == NumberShape::kInteger) {
           out += token;
           return true;

@@ -10,12 +10,19 @@
 
 namespace dtsim::api {
 
-std::vector<const traces::Trace*> ProfilerReplay::Job() const {
+namespace {
+
+// The traces as the replay functions take them: one pointer per rank.
+std::vector<const traces::Trace*> JobOf(const std::vector<traces::Trace>& traces) {
   std::vector<const traces::Trace*> job;
   job.reserve(traces.size());
   for (const traces::Trace& trace : traces) job.push_back(&trace);
   return job;
 }
+
+}  // namespace
+
+std::vector<const traces::Trace*> ProfilerReplay::Job() const { return JobOf(traces); }
 
 Status CheckProfilerWhatIf(const strategies::ReplayWhatIf& what_if, std::string_view gpu_location) {
   if (what_if.gpu && !what_if.compression) {
@@ -43,9 +50,7 @@ Status CheckChakraWhatIf(const strategies::ReplayWhatIf& what_if, std::string_vi
 
 Expected<ProfilerReplay> ReplayTraces(std::vector<traces::Trace> traces,
                                       const strategies::ReplayWhatIf& what_if) {
-  std::vector<const traces::Trace*> job;
-  job.reserve(traces.size());
-  for (const traces::Trace& trace : traces) job.push_back(&trace);
+  const std::vector<const traces::Trace*> job = JobOf(traces);
   DTSIM_ASSIGN_OR_RETURN(traces::ReplayGraph replay, traces::BuildReplayGraph(job));
   DTSIM_ASSIGN_OR_RETURN(strategies::ReplayResult result, strategies::SimulateReplay(replay));
   std::optional<strategies::WhatIfResult> what_if_result;
