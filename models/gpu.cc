@@ -122,7 +122,7 @@ GpuSpec WithMeasured(GpuSpec gpu, const Measured& measured) {
 
 // Dense (no structured sparsity) peaks from the NVIDIA datasheets cited in docs/models.md.
 // fp32 "matrix" is the non-tensor fp32 rate: a GEMM in fp32 without tf32 runs on CUDA cores.
-const std::vector<GpuSpec>& Presets() {
+const std::vector<GpuSpec>& GpuTable() {
   static const std::vector<GpuSpec> kPresets = {
       WithContext(MakeGpu("v100-sxm2-32gb", {7.8, 15.7, 0, 125, 0, 0, 0}, 15.7, 900,
                           Bytes(32 * kGibi), kMatrixDefault),
@@ -149,9 +149,9 @@ const std::vector<GpuSpec>& Presets() {
   return kPresets;
 }
 
-std::vector<std::string_view> NameList() {
+std::vector<std::string_view> GpuNameList() {
   std::vector<std::string_view> names;
-  for (const GpuSpec& gpu : Presets()) names.push_back(gpu.name);
+  for (const GpuSpec& gpu : GpuTable()) names.push_back(gpu.name);
   return names;
 }
 
@@ -281,7 +281,7 @@ Status CheckComplete(const GpuSpec& gpu, const std::string& path) {
 }  // namespace
 
 std::span<const std::string_view> GpuPresetNames() {
-  static const std::vector<std::string_view> kNames = NameList();
+  static const std::vector<std::string_view> kNames = GpuNameList();
   return kNames;
 }
 
@@ -295,7 +295,7 @@ void ApplyGpuCalibration(const GpuCalibration& calibration, GpuSpec& gpu) {
 }
 
 Expected<GpuSpec> GpuPreset(std::string_view name) {
-  for (const GpuSpec& gpu : Presets()) {
+  for (const GpuSpec& gpu : GpuTable()) {
     if (gpu.name == name) return gpu;
   }
   return Error(fmt::format("unknown GPU{}; presets: {}", DidYouMean(name, GpuPresetNames()),

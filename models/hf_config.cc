@@ -48,7 +48,7 @@ class HfReader {
 };
 
 // hidden_act of a gated MLP ("silu": SwiGLU) or of GPT-2's and BERT's ungated one.
-Expected<std::string> Activation(const HfReader& in, std::string_view key, bool gated) {
+Expected<std::string> ReadActivation(const HfReader& in, std::string_view key, bool gated) {
   const std::string act = in.StringOr(key, gated ? "silu" : "gelu");
   if (gated && (act == "silu" || act == "swiglu")) return std::string("swiglu");
   if (!gated && (act == "gelu" || act == "gelu_new" || act == "gelu_pytorch_tanh")) {
@@ -75,7 +75,7 @@ Expected<Json> Decoder(const HfReader& in) {
   if (in.Has("head_dim")) {
     DTSIM_ASSIGN_OR_RETURN(spec["head_dim"], in.Int("head_dim"));
   }
-  DTSIM_ASSIGN_OR_RETURN(spec["activation"], Activation(in, "hidden_act", true));
+  DTSIM_ASSIGN_OR_RETURN(spec["activation"], ReadActivation(in, "hidden_act", true));
   DTSIM_ASSIGN_OR_RETURN(spec["tied_embeddings"], in.BoolOr("tie_word_embeddings", false));
   // dtsim's linear_bias covers every linear layer: the attention's and the MLP's together.
   DTSIM_ASSIGN_OR_RETURN(const bool attention_bias, in.BoolOr("attention_bias", false));
@@ -202,7 +202,7 @@ Expected<Json> Gpt2(const HfReader& in) {
   DTSIM_ASSIGN_OR_RETURN(spec["max_seq"], in.Int("n_positions"));
   DTSIM_ASSIGN_OR_RETURN(spec["ffn_hidden"],
                          in.IntOr("n_inner", 4 * spec["hidden"].get<int64_t>()));
-  DTSIM_ASSIGN_OR_RETURN(spec["activation"], Activation(in, "activation_function", false));
+  DTSIM_ASSIGN_OR_RETURN(spec["activation"], ReadActivation(in, "activation_function", false));
   DTSIM_ASSIGN_OR_RETURN(spec["tied_embeddings"], in.BoolOr("tie_word_embeddings", true));
   return spec;
 }
@@ -218,7 +218,7 @@ Expected<Json> Bert(const HfReader& in) {
   DTSIM_ASSIGN_OR_RETURN(spec["vocab"], in.Int("vocab_size"));
   DTSIM_ASSIGN_OR_RETURN(spec["max_seq"], in.Int("max_position_embeddings"));
   DTSIM_ASSIGN_OR_RETURN(spec["token_types"], in.IntOr("type_vocab_size", 2, 0));
-  DTSIM_ASSIGN_OR_RETURN(spec["activation"], Activation(in, "hidden_act", false));
+  DTSIM_ASSIGN_OR_RETURN(spec["activation"], ReadActivation(in, "hidden_act", false));
   return spec;
 }
 

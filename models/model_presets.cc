@@ -168,7 +168,7 @@ ModelSpec DlrmMlperf() {
   return model;
 }
 
-const std::vector<ModelSpec>& Presets() {
+const std::vector<ModelSpec>& ModelTable() {
   static const std::vector<ModelSpec> kPresets = {
       // GPT-2 (Radford et al. 2019; the released checkpoints' configs).
       Transformer("gpt2-124m", Gpt(12, 768, 12, 50257, 1024)),
@@ -225,21 +225,21 @@ const std::vector<ModelSpec>& Presets() {
   return kPresets;
 }
 
-std::vector<std::string_view> NameList() {
+std::vector<std::string_view> ModelNameList() {
   std::vector<std::string_view> names;
-  for (const ModelSpec& model : Presets()) names.push_back(model.name);
+  for (const ModelSpec& model : ModelTable()) names.push_back(model.name);
   return names;
 }
 
 }  // namespace
 
 std::span<const std::string_view> ModelPresetNames() {
-  static const std::vector<std::string_view> kNames = NameList();
+  static const std::vector<std::string_view> kNames = ModelNameList();
   return kNames;
 }
 
 Expected<ModelSpec> ModelPreset(std::string_view name) {
-  for (const ModelSpec& model : Presets()) {
+  for (const ModelSpec& model : ModelTable()) {
     if (model.name == name) return model;
   }
   return Error(fmt::format("unknown model preset{}; presets: {}",

@@ -72,13 +72,6 @@ double IntraShare(const CollectiveRequest& r) {
   return r.shape.nodes <= 1 ? 1.0 : static_cast<double>(r.shape.per_node - 1) / r.shape.per_node;
 }
 
-Error NeedsUniform(std::string_view name) {
-  return Error(
-      fmt::format("the {} algorithm needs the same number of group members on every "
-                  "node",
-                  name));
-}
-
 // --- all-reduce ---------------------------------------------------------------------------
 
 // Ring: reduce-scatter then all-gather around a ring, 2(p-1) steps, each rank sends
@@ -174,7 +167,7 @@ Expected<DurationNs> AllReduceHalvingDoubling(const CollectiveRequest& r) {
 // of each S/k shard across the N nodes on k parallel rails (2(N-1) steps; a node's NICs carry
 // k · 2(N-1)/N · S/k), ring all-gather inside each node.
 Expected<DurationNs> AllReduceHierarchical(const CollectiveRequest& r) {
-  if (!r.shape.uniform) return NeedsUniform("hierarchical");
+  if (!r.shape.uniform) return NeedsUniformGroup("hierarchical");
   const Rates rates = RatesFor(r);
   const double k = r.shape.per_node;
   const double n = r.shape.nodes;
@@ -204,7 +197,7 @@ Expected<DurationNs> AllReduceParameterServer(const CollectiveRequest& r) {
   const ClusterSpec& cluster = *r.cluster;
   const ServerSpec& servers = cluster.servers;
   DTSIM_RETURN_IF_ERROR(NeedsServers(cluster));
-  if (!r.shape.uniform) return NeedsUniform("parameter_server");
+  if (!r.shape.uniform) return NeedsUniformGroup("parameter_server");
   const Rates rates = RatesFor(r);
   if (rates.single_node) return AllReduceRing(r);
   const int k = r.shape.per_node;
@@ -317,7 +310,7 @@ Expected<DurationNs> AllToAllDirect(const CollectiveRequest& r) {
 // (k-1 steps, (k-1)/k · S), then one across nodes per local index (N-1 steps; a node's NICs
 // carry k(N-1)/N · S, the same volume as direct, in N-1 instead of p-1 messages per rank).
 Expected<DurationNs> AllToAllHierarchical(const CollectiveRequest& r) {
-  if (!r.shape.uniform) return NeedsUniform("hierarchical");
+  if (!r.shape.uniform) return NeedsUniformGroup("hierarchical");
   const Rates rates = RatesFor(r);
   const double k = r.shape.per_node;
   const double n = r.shape.nodes;
@@ -584,6 +577,11 @@ ServerPipeline PlanServerPipeline(const ClusterSpec& cluster, double size, int p
 Status NeedsServers(const ClusterSpec& cluster) {
   if (cluster.servers.count > 0) return Status::Ok();
   return Error("the parameter_server algorithm needs parameter servers (cluster.servers)");
+}
+
+Error NeedsUniformGroup(std::string_view algorithm) {
+  return Error(fmt::format("the {} algorithm needs the same number of group members on every node",
+                           algorithm));
 }
 
 bool ServerIsLocal(const ClusterSpec& cluster, int32_t rank, int server) {

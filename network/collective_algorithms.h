@@ -135,6 +135,9 @@ struct ServerPipeline {
 ServerPipeline PlanServerPipeline(const ClusterSpec& cluster, double size, int per_node);
 // An error unless the cluster has parameter servers (both models check it first).
 Status NeedsServers(const ClusterSpec& cluster);
+// The error of a hierarchical or parameter-server algorithm given a group with a different
+// number of members on some node (both models).
+Error NeedsUniformGroup(std::string_view algorithm);
 // Whether rank `rank` reaches server `server` without the network (a colocated server on
 // the rank's own node).
 bool ServerIsLocal(const ClusterSpec& cluster, int32_t rank, int server);

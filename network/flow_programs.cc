@@ -106,13 +106,6 @@ FlowProgram RingProgram(const FlowRequest& r, double bytes_per_step, int64_t ste
 double Size(const FlowRequest& r) { return static_cast<double>(r.size.count()); }
 double P(const FlowRequest& r) { return static_cast<double>(r.ranks.size()); }
 
-Error NeedsUniform(std::string_view name) {
-  return Error(
-      fmt::format("the {} algorithm needs the same number of group members on every "
-                  "node",
-                  name));
-}
-
 // One flow step per exchange round, its latency that of the slowest level a pair crosses.
 FlowProgram ExchangeProgram(const FlowRequest& r, const std::vector<ExchangeRound>& rounds,
                             bool reverse) {
@@ -214,7 +207,7 @@ Expected<FlowProgram> AllToAllDirect(const FlowRequest& r) {
 // index across nodes (S/N each).
 Expected<FlowProgram> AllToAllHierarchical(const FlowRequest& r) {
   const auto nodes = ByNode(r);
-  if (!Uniform(nodes)) return NeedsUniform("hierarchical");
+  if (!Uniform(nodes)) return NeedsUniformGroup("hierarchical");
   const size_t k = nodes.front().size();
   const double n = static_cast<double>(nodes.size());
   FlowStep local{r.cluster->intra.latency * static_cast<int64_t>(k - 1), {}, 1};
@@ -240,7 +233,7 @@ Expected<FlowProgram> AllToAllHierarchical(const FlowRequest& r) {
 // local index, ring all-gather inside each node.
 Expected<FlowProgram> AllReduceHierarchical(const FlowRequest& r) {
   const auto nodes = ByNode(r);
-  if (!Uniform(nodes)) return NeedsUniform("hierarchical");
+  if (!Uniform(nodes)) return NeedsUniformGroup("hierarchical");
   const size_t k = nodes.front().size();
   const double n = static_cast<double>(nodes.size());
   const double shard = Size(r) / static_cast<double>(k);
@@ -269,7 +262,7 @@ Expected<FlowProgram> AllReduceParameterServer(const FlowRequest& r) {
   const ClusterSpec& cluster = *r.cluster;
   DTSIM_RETURN_IF_ERROR(NeedsServers(cluster));
   const auto nodes = ByNode(r);
-  if (!Uniform(nodes)) return NeedsUniform("parameter_server");
+  if (!Uniform(nodes)) return NeedsUniformGroup("parameter_server");
   if (nodes.size() == 1) return AllReduceRing(r);
   const size_t k = nodes.front().size();
   const ServerPipeline pipeline = PlanServerPipeline(cluster, Size(r), static_cast<int>(k));

@@ -31,7 +31,7 @@ Expected<graph::CommKind> KindOf(const std::string& collective, const std::strin
                collective);
 }
 
-Expected<MeasuredCollective> ReadPoint(const Json& record, const std::string& path) {
+Expected<MeasuredCollective> ReadMeasuredPoint(const Json& record, const std::string& path) {
   if (!record.is_object()) return Error("expected a record object", path);
   MeasuredCollective point;
   const auto string = [&](const char* key) -> Expected<std::string> {
@@ -90,7 +90,7 @@ Expected<MeasuredCollectives> ReadMeasuredCollectives(const std::string& path) {
       ++out.other_records;
       continue;
     }
-    Expected<MeasuredCollective> point = ReadPoint(record, where);
+    Expected<MeasuredCollective> point = ReadMeasuredPoint(record, where);
     if (!point.ok()) return std::move(point).error().InFile(path);
     out.points.push_back(*std::move(point));
   }

@@ -17,7 +17,7 @@ double BusBandwidth(graph::CommKind kind, int gpus, int64_t size, DurationNs tim
 
 namespace {
 
-Expected<PublishedPoint> ReadPoint(const Json& value, const std::string& path) {
+Expected<PublishedPoint> ReadPublishedPoint(const Json& value, const std::string& path) {
   if (!value.is_array() || value.size() != 2) {
     return Error("expected [size in bytes, busbw in GB/s]", path, JsonValueForError(value));
   }
@@ -73,7 +73,7 @@ Expected<PublishedCurve> ReadCurve(const Json& value, const std::string& path) {
   }
   for (size_t i = 0; i < points->size(); ++i) {
     DTSIM_ASSIGN_OR_RETURN(const PublishedPoint point,
-                           ReadPoint((*points)[i], JsonIndexPath(points_path, i)));
+                           ReadPublishedPoint((*points)[i], JsonIndexPath(points_path, i)));
     curve.points.push_back(point);
   }
   DTSIM_RETURN_IF_ERROR(reader.Finish());

@@ -284,7 +284,7 @@ Expected<ChakraNodeType> NodeTypeFromJson(const Json& value, const std::string& 
   return BadValue("a Chakra NodeType (COMP_NODE, COMM_COLL_NODE, ... or 0..7)", location, value);
 }
 
-Expected<uint64_t> Micros(const Json& value, const std::string& location) {
+Expected<uint64_t> ReadMicros(const Json& value, const std::string& location) {
   const std::optional<int64_t> micros = JsonInteger(value);
   if (!micros || *micros < 0)
     return BadValue("a non-negative integer of microseconds", location, value);
@@ -326,9 +326,9 @@ Status JsonizerNodeField(const std::string& key, const Json& value, const std::s
   } else if (key == "dataDeps" || key == "data_deps") {
     return ReadIds(value, where, node.data_deps);
   } else if (key == "startTimeMicros" || key == "start_time_micros") {
-    DTSIM_ASSIGN_OR_RETURN(node.start_time_micros, Micros(value, where));
+    DTSIM_ASSIGN_OR_RETURN(node.start_time_micros, ReadMicros(value, where));
   } else if (key == "durationMicros" || key == "duration_micros") {
-    DTSIM_ASSIGN_OR_RETURN(node.duration_micros, Micros(value, where));
+    DTSIM_ASSIGN_OR_RETURN(node.duration_micros, ReadMicros(value, where));
   } else if (key == "inputs" || key == "outputs") {
     return IoFromJson(value, where, key == "inputs" ? node.inputs : node.outputs);
   } else if (key == "attr" && value.is_array()) {
@@ -378,7 +378,7 @@ Status WorkloadNodeField(const std::string& key, const Json& value, const std::s
   } else if (key == "data_deps" || key == "dataDeps") {
     return ReadIds(value, where, node.data_deps);
   } else if (key == "runtime") {
-    DTSIM_ASSIGN_OR_RETURN(node.duration_micros, Micros(value, where));
+    DTSIM_ASSIGN_OR_RETURN(node.duration_micros, ReadMicros(value, where));
   } else if (std::optional<ChakraAttribute> attr = AttributeFromPlainValue(key, value)) {
     node.attrs.push_back(std::move(*attr));
   } else {
@@ -407,9 +407,9 @@ Status PytorchNodeField(const std::string& key, const Json& value, const std::st
   } else if (key == "input_types" || key == "output_types") {
     (key == "input_types" ? node.inputs : node.outputs).types = value.dump();
   } else if (key == "ts") {
-    DTSIM_ASSIGN_OR_RETURN(node.start_time_micros, Micros(value, where));
+    DTSIM_ASSIGN_OR_RETURN(node.start_time_micros, ReadMicros(value, where));
   } else if (key == "exclusive_dur") {  // what Chakra's converter simulates a CPU op for
-    DTSIM_ASSIGN_OR_RETURN(node.duration_micros, Micros(value, where));
+    DTSIM_ASSIGN_OR_RETURN(node.duration_micros, ReadMicros(value, where));
   } else if (std::find(kPytorchIntegerAttrs.begin(), kPytorchIntegerAttrs.end(), key) !=
              kPytorchIntegerAttrs.end()) {
     const std::optional<int64_t> integer = JsonInteger(value);

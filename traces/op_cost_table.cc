@@ -64,9 +64,9 @@ const MeasuredOp* OpCostTable::Find(const OpSignature& signature) const {
 }
 
 const std::vector<uint32_t>& OpCostTable::Family(const OpSignature& signature) const {
-  static const std::vector<uint32_t> kNone;
+  static const std::vector<uint32_t> kNoOps;
   auto it = by_family_.find(signature.FamilyKey());
-  return it == by_family_.end() ? kNone : it->second;
+  return it == by_family_.end() ? kNoOps : it->second;
 }
 
 namespace {

@@ -10,7 +10,8 @@
 #                    directly; .ci/run passes .ci/tidy-base (the tree was clean where it was
 #                    last set). A REV this clone does not hold falls back to --all
 #   --build-dir DIR  a configured build whose compile_commands.json names the flags (default:
-#                    build)
+#                    build); for a unity build, DIR/tidy-compile-db is configured with its
+#                    sources one by one
 #   --jobs J         files checked side by side (default: the number of cores)
 #   --list           print the sources that would be checked, and check none
 # Exits 1 when any file has a finding; each is printed with its file, line and check.
@@ -46,6 +47,20 @@ if [[ ! -f "$build_dir/compile_commands.json" ]]; then
   exit 2
 fi
 
+# A unity build (DTSIM_UNITY_BUILD, the default) lists its batches, not its sources: clang-tidy
+# needs each source's own command, so a build without batches is configured (not built) beside
+# it, with the same type and options.
+compile_db="$build_dir"
+if grep -q '/Unity/unity_' "$build_dir/compile_commands.json"; then
+  compile_db="$build_dir/tidy-compile-db"
+  cached() { sed -n "s/^$1:[A-Z]*=//p" "$build_dir/CMakeCache.txt"; }
+  echo "tidy.sh: $build_dir is a unity build; configuring its sources one by one in $compile_db"
+  cmake -S "$top" -B "$compile_db" -G Ninja -DDTSIM_UNITY_BUILD=OFF -DDTSIM_BUILD_TESTS=OFF \
+    -DDTSIM_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE="$(cached CMAKE_BUILD_TYPE)" \
+    -DCMAKE_CXX_FLAGS="$(cached CMAKE_CXX_FLAGS)" -DDTSIM_CUPTI="$(cached DTSIM_CUPTI)" \
+    -DDTSIM_PYTHON_MODULE="$(cached DTSIM_PYTHON_MODULE)" >/dev/null
+fi
+
 modules=(sim traces network models profiler strategies tools)
 # The sources the build compiles (a CUPTI file is tidied only where CUPTI was found).
 mapfile -t built < <(/usr/bin/python3 -c '
@@ -53,7 +68,7 @@ import json, os, sys
 top = sys.argv[1]
 for entry in json.load(open(sys.argv[2])):
     path = os.path.relpath(os.path.join(entry["directory"], entry["file"]), top)
-    print(path)' "$top" "$build_dir/compile_commands.json" | sort -u |
+    print(path)' "$top" "$compile_db/compile_commands.json" | sort -u |
   grep -E "^($(IFS='|'; echo "${modules[*]}"))/.*\.cc$" || true)
 
 if [[ -n "$since" ]] && ! git cat-file -e "$since^{commit}" 2>/dev/null; then
@@ -93,11 +108,11 @@ status=0
 printf '%s\0' "${files[@]}" |
   xargs -0 -P "$jobs" -n 1 sh -c \
     'out=$(clang-tidy-14 -p "$0" --quiet --warnings-as-errors="*" "$1" 2>&1) ||
-       { printf "tidy.sh: findings in %s\n%s\n" "$1" "$out"; exit 1; }' "$build_dir" \
+       { printf "tidy.sh: findings in %s\n%s\n" "$1" "$out"; exit 1; }' "$compile_db" \
   >"$log" || status=1
 if [[ $status -ne 0 ]]; then
   # Each finding once (a header's is reported by every source including it); the notes that
-  # explain one come with `clang-tidy-14 -p BUILD_DIR FILE`.
+  # explain one come with `clang-tidy-14 -p COMPILE_DB FILE`.
   grep -E '(warning|error):' "$log" | sort -u
   grep '^tidy.sh: findings in' "$log" | sort
   echo "tidy.sh: clang-tidy found the above (.clang-tidy's checks)" >&2
