@@ -35,10 +35,12 @@ elapsed() {
 
 # Debian 12 package names. python3-matplotlib draws the report figures (through /usr/bin/python3);
 # python3-dev and pybind11-dev build the Python module for it (python3-pandas, optional, gives
-# its results as DataFrames). libsimdjson-dev parses profiler traces.
+# its results as DataFrames). libsimdjson-dev parses profiler traces, libyaml-cpp-dev NeMo's
+# training configs (dtsim import nemo).
 packages=(
   cmake ninja-build g++ pkg-config
   libboost-program-options-dev nlohmann-json3-dev libfmt-dev zlib1g-dev libsimdjson-dev
+  libyaml-cpp-dev
   python3 python3-matplotlib python3-dev pybind11-dev
 )
 [[ $all -eq 0 ]] || packages+=(libgtest-dev libgmock-dev python3-pandas)

@@ -71,10 +71,11 @@ TEST_F(ImportCommandTest, ArgumentsAfterTheSeparatorPrintTheConfig) {
 }
 
 TEST_F(ImportCommandTest, UsageErrorsSayWhatToGive) {
-  CommandOutcome outcome = Import(WithCluster({"nemo", "--from", kLlama}));
+  CommandOutcome outcome = Import(WithCluster({"torchtitan", "--from", kLlama}));
   EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kUsage);
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("dtsim import megatron"));
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("dtsim import deepspeed [DS_CONFIG.json]"));
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("dtsim import nemo CONFIG.yaml"));
   // Megatron-LM's flags name no DeepSpeed config.
   outcome = Import(WithCluster({"deepspeed", "--from", kLlama}));
   EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
@@ -85,6 +86,59 @@ TEST_F(ImportCommandTest, UsageErrorsSayWhatToGive) {
   outcome = Import(WithCluster({"megatron"}));
   EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kUsage);
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("after -- or in a file with --from"));
+}
+
+const std::string kLlamaNemo = DTSIM_SOURCE_DIR "/tests/data/launch/llama2_70b_nemo.yaml";
+
+// A NeMo training config: the job's 8 nodes are its trainer.num_nodes; the keys not modelled
+// listed by their paths.
+TEST_F(ImportCommandTest, ANemoConfigBecomesAConfigThatSimulates) {
+  const CommandOutcome outcome = Import({"nemo", kLlamaNemo, "--gpu", "h100-sxm5-80gb", "--preset",
+                                         "dgx-h100", "--vocab", "32000", "-o", Path("llama.json")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("key(s), read and left out):\n"));
+  EXPECT_THAT(output_.str(), HasSubstr("  model.optim.lr: 0.00015\n"));
+  const Json config = *ReadJsonFile(Path("llama.json"));
+  EXPECT_EQ(config["cluster"]["nodes"], 8);
+  EXPECT_EQ(config["parallelism"]["data"], 4);  // 64 GPUs over TP 8 × PP 2
+  std::ostringstream ignored;
+  ForgetInputFiles();
+  const std::vector<std::string> args = {Path("llama.json"), "-q"};
+  const CommandOutcome simulated = SimulateCommand(args, ignored);
+  EXPECT_EQ(simulated.kind, CommandOutcome::Kind::kOk) << simulated.error->ToString();
+}
+
+TEST_F(ImportCommandTest, NemoErrorsNameTheFileAndTheKey) {
+  const std::vector<std::string> cluster = {"--gpu",    "h100-sxm5-80gb", "--preset",
+                                            "dgx-h100", "--vocab",        "32000"};
+  const auto with_cluster = [&cluster](std::vector<std::string> args) {
+    args.insert(args.end(), cluster.begin(), cluster.end());
+    return args;
+  };
+  CommandOutcome outcome = Import(with_cluster({"nemo", kLlamaNemo, "--nodes", "16"}));
+  EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_EQ(outcome.error->ToString(),
+            kLlamaNemo + ": trainer.num_nodes: the cluster is given 16 nodes, got 8");
+  outcome = Import({"nemo", kLlamaNemo, "--gpu", "h100-sxm5-80gb"});
+  EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kUsage);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("give the cluster: --preset NAME --gpu PRESET"));
+  std::vector<std::string> args = with_cluster({"nemo", kLlamaNemo});
+  args.insert(args.end(), {"--", "--num-layers", "2"});
+  outcome = Import(args);
+  EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kUsage);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("a NeMo config is the whole job"));
+  ASSERT_TRUE(WriteFileAtomically(Path("bad.yaml"), "trainer: {num_nodes: 1\nmodel: {}\n").ok());
+  outcome = Import(with_cluster({"nemo", Path("bad.yaml")}));
+  EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr(Path("bad.yaml") + ": line "));
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("not valid YAML"));
+  outcome = Import(with_cluster({"nemo", Path("missing.yaml")}));
+  EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr(Path("missing.yaml")));
+  // The config is never overwritten by the output.
+  outcome = Import(with_cluster({"nemo", Path("bad.yaml"), "-o", Path("bad.yaml")}));
+  EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_EQ(*ReadFile(Path("bad.yaml")), "trainer: {num_nodes: 1\nmodel: {}\n");
 }
 
 // dtsim search --emit's pair: the launch flags name the config beside them, which gives the

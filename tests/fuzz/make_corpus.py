@@ -20,7 +20,7 @@ import sys
 
 TOP = pathlib.Path(__file__).resolve().parents[2]
 HARNESSES = ["quantity", "config", "overrides", "task_graph", "kineto", "chakra", "comm_groups",
-             "op_costs", "search_file", "launch_args"]
+             "op_costs", "search_file", "launch_args", "nemo_config"]
 MAX_SEED_BYTES = 48 * 1024
 QUANTITY = re.compile(r"^\s*[0-9.][0-9.eE+-]*\s*[A-Za-z/]+\s*$")
 
@@ -188,6 +188,22 @@ def add_launch_args(corpus):
     keys_of(ds_config, corpus.tokens["launch_args"])
 
 
+def add_nemo_configs(corpus):
+    """The NeMo training configs of tests/data/launch (the second with its vocabulary on a
+    first line, as the harness reads it), their keys and YAML's syntax as dictionary words."""
+    for path in sorted((TOP / "tests/data/launch").glob("*.yaml")):
+        text = path.read_text()
+        if "GPT2BPETokenizer" not in text:
+            text = "# vocab 32000\n" + text
+        corpus.add("nemo_config", path.name, text.encode())
+        corpus.tokens["nemo_config"].update(
+            m.group(1) for m in re.finditer(r"^\s*-?\s*([A-Za-z_][A-Za-z0-9_]*):", text, re.M))
+    corpus.tokens["nemo_config"].update(
+        ["${", "${.", "${..", "${training.model.", "${multiply:", "${divide_ceil:",
+         "${divide_floor:", ": ", "- ", "---", "&a ", "*a", "? ", "!!str ", "'", "null", "true",
+         "False", "bf16-mixed"])
+
+
 def add_checked_in(corpus):
     for harness in ["quantity", "search_file"]:
         for path in sorted((TOP / "tests/fuzz/seeds" / harness).glob("*")):
@@ -231,6 +247,7 @@ def main():
         add_kineto(corpus, TOP / "tests/data")
     add_op_costs(corpus)
     add_launch_args(corpus)
+    add_nemo_configs(corpus)
     add_checked_in(corpus)
     write_dicts(corpus)
     for harness in HARNESSES:

@@ -26,23 +26,6 @@ std::vector<std::string> LaunchFile(const std::string& name) {
   return SplitLaunchArguments(*text);
 }
 
-Json Example(const std::string& name) {
-  Expected<Json> json = ReadJsonFile(std::string(DTSIM_EXAMPLES_DIR "/") + name);
-  EXPECT_TRUE(json.ok()) << json.error().ToString();
-  return *json;
-}
-
-// The imported config and the example, each simulated with one rank per stage (how dtsim
-// simulates is not in a launch command): the same iteration to the nanosecond.
-void ExpectSameIteration(Json imported, Json example) {
-  imported["simulation"] = {{"ranks", "symmetric"}};
-  example["simulation"]["ranks"] = "symmetric";
-  const SimulationResult a = SimulateJson(imported);
-  const SimulationResult b = SimulateJson(example);
-  EXPECT_EQ(a.iteration_time, b.iteration_time);
-  EXPECT_EQ(a.samples_per_second, b.samples_per_second);
-}
-
 TEST(LaunchImportTest, SplitsALaunchScriptIntoWords) {
   EXPECT_THAT(SplitLaunchArguments("# a comment\n--num-layers 96 \\\n  --bf16   # fast\n\n--x=1\n"),
               ElementsAreArray({"--num-layers", "96", "--bf16", "--x=1"}));
@@ -52,7 +35,7 @@ TEST(LaunchImportTest, SplitsALaunchScriptIntoWords) {
 // tokenizer's 50,257 tokens given on the side; its optimizer, schedule, data and logging
 // arguments listed, in order.
 TEST(LaunchImportTest, GptThreeLaunchSimulatesAsTheShippedExample) {
-  const Json example = Example("gpt3_175b_1024gpu.json");
+  const Json example = ExampleJson("gpt3_175b_1024gpu.json");
   Expected<ImportedConfig> imported = ImportMegatronArguments(
       LaunchFile("gpt3_175b_megatron.txt"), {.cluster = example["cluster"], .vocab = 50257});
   ASSERT_TRUE(imported.ok()) << imported.error().ToString();
@@ -83,7 +66,7 @@ TEST(LaunchImportTest, GptThreeLaunchSimulatesAsTheShippedExample) {
 // A core_v0.14 launch of the LLaMA-2 70B example: GQA, RMSNorm, SwiGLU, RoPE, no biases or
 // dropout, flash attention.
 TEST(LaunchImportTest, LlamaLaunchSimulatesAsTheShippedExample) {
-  const Json example = Example("llama2_70b_64h100.json");
+  const Json example = ExampleJson("llama2_70b_64h100.json");
   Expected<ImportedConfig> imported = ImportMegatronArguments(
       LaunchFile("llama2_70b_megatron.txt"), {.cluster = example["cluster"], .vocab = 32000});
   ASSERT_TRUE(imported.ok()) << imported.error().ToString();

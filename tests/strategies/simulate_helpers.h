@@ -22,6 +22,25 @@ inline SimulationResult SimulateJson(const Json& json) {
   return std::move(*result);
 }
 
+// A shipped example config (tools/examples/NAME).
+inline Json ExampleJson(const std::string& name) {
+  Expected<Json> json = ReadJsonFile(std::string(DTSIM_EXAMPLES_DIR "/") + name);
+  EXPECT_TRUE(json.ok()) << json.error().ToString();
+  return json.ok() ? *json : Json();
+}
+
+// An imported config and the example it stands for, each simulated with one rank per stage (how
+// dtsim simulates is not in a launch command or a framework's config): the same iteration to
+// the nanosecond.
+inline void ExpectSameIteration(Json imported, Json example) {
+  imported["simulation"] = {{"ranks", "symmetric"}};
+  example["simulation"]["ranks"] = "symmetric";
+  const SimulationResult a = SimulateJson(imported);
+  const SimulationResult b = SimulateJson(example);
+  EXPECT_EQ(a.iteration_time, b.iteration_time);
+  EXPECT_EQ(a.samples_per_second, b.samples_per_second);
+}
+
 // The error reading the config, or (a config that reads) simulating it; empty when both work.
 inline std::string ConfigError(const Json& json) {
   Expected<ResolvedConfig> config = ConfigFromJson(json, "");

@@ -13,7 +13,9 @@
 #include "sim/base/input_files.h"
 #include "sim/base/json_reader.h"
 #include "sim/base/strings.h"
+#include "sim/base/yaml_reader.h"
 #include "strategies/launch_import.h"
+#include "strategies/nemo_import.h"
 #include "tools/cli/command_line.h"
 
 namespace dtsim::cli {
@@ -22,8 +24,9 @@ namespace {
 namespace po = boost::program_options;
 
 struct ImportOptions {
-  std::vector<std::string> framework_and_files;  // "megatron", or "deepspeed" [DS_CONFIG]
-  std::vector<std::string> arguments;            // after "--"
+  // "megatron", "deepspeed" [DS_CONFIG], or "nemo" CONFIG.yaml
+  std::vector<std::string> framework_and_files;
+  std::vector<std::string> arguments;  // after "--"
   std::string from;
   std::string gpu;
   std::string preset;
@@ -38,13 +41,17 @@ po::options_description Describe(ImportOptions& o) {
       "Usage: dtsim import megatron --preset NAME --gpu PRESET --nodes N [options] -- ARGS...\n"
       "       dtsim import megatron --from LAUNCH.txt [options]\n"
       "       dtsim import deepspeed [DS_CONFIG.json] --preset NAME --gpu PRESET --nodes N\n"
-      "                              [options] -- ARGS...   (or --from LAUNCH.txt)\n\n"
+      "                              [options] -- ARGS...   (or --from LAUNCH.txt)\n"
+      "       dtsim import nemo CONFIG.yaml --preset NAME --gpu PRESET [options]\n\n"
       "Turns Megatron-LM's pretrain_gpt.py arguments into a dtsim config: the model's shape,\n"
       "batch, precision, TP/SP/PP/VP/CP/EP, ZeRO (distributed optimizer, Megatron-FSDP),\n"
       "recompute and the gradient-reduction overlap; data parallelism fills the cluster's GPUs.\n"
       "deepspeed: Megatron-DeepSpeed's arguments with DeepSpeed's config JSON (batch, ZeRO,\n"
       "precision, communication dtype, 1-bit optimizers); without DS_CONFIG.json the file the\n"
       "arguments' --deepspeed_config names (beside the --from file when relative).\n"
+      "nemo: a NeMo training config (the NeMo Framework Launcher's conf/training YAML): its\n"
+      "trainer and model sections, OmegaConf's interpolations resolved; the nodes are\n"
+      "trainer.num_nodes.\n"
       "Every argument dtsim does not model is listed (docs/cli.md).\n\nOptions");
   description.add_options()("help,h", po::bool_switch(&o.help), "show this help")(
       "from", po::value(&o.from)->value_name("FILE"),
@@ -53,10 +60,11 @@ po::options_description Describe(ImportOptions& o) {
       "gpu", po::value(&o.gpu)->value_name("PRESET"), "the cluster's GPU (required)")(
       "preset", po::value(&o.preset)->value_name("CLUSTER"),
       "the cluster preset (dgx-h100, dgx-a100, ...; required): its network; edit the written "
-      "config's cluster section for another")("nodes", po::value(&o.nodes)->value_name("N"),
-                                              "nodes the job runs on (required)")(
+      "config's cluster section for another")(
+      "nodes", po::value(&o.nodes)->value_name("N"),
+      "nodes the job runs on (required; nemo: trainer.num_nodes)")(
       "vocab", po::value(&o.vocab)->value_name("N"),
-      "the tokenizer's vocabulary, when no --vocab-size gives it")(
+      "the tokenizer's vocabulary, when no --vocab-size gives it (nemo: unless GPT-2's BPE)")(
       "output,o", po::value(&o.output)->value_name("CONFIG.json"),
       "write the config there (default: print it)");
   return description;
@@ -90,6 +98,11 @@ Expected<std::string> DeepSpeedConfigPath(const ImportOptions& options,
 Expected<strategies::ImportedConfig> Import(const ImportOptions& options,
                                             const std::vector<std::string>& arguments,
                                             const strategies::ImportTarget& target) {
+  if (options.framework_and_files[0] == "nemo") {
+    const std::string& path = options.framework_and_files[1];
+    DTSIM_ASSIGN_OR_RETURN(const Json yaml, ReadYamlFile(path));
+    return strategies::ImportNemoConfig(yaml, path, target);
+  }
   if (options.framework_and_files[0] == "megatron") {
     Expected<strategies::ImportedConfig> imported =
         strategies::ImportMegatronArguments(arguments, target);
@@ -109,18 +122,26 @@ CommandOutcome Execute(const ImportOptions& options, std::ostream& out) {
   const bool megatron = positional.size() == 1 && positional[0] == "megatron";
   const bool deepspeed =
       !positional.empty() && positional.size() <= 2 && positional[0] == "deepspeed";
-  if (!megatron && !deepspeed) {
+  const bool nemo = positional.size() == 2 && positional[0] == "nemo";
+  if (!megatron && !deepspeed && !nemo) {
     return CommandOutcome::Usage(
         Error("name the framework the arguments are for: dtsim import megatron [options] -- "
-              "ARGS..., or dtsim import deepspeed [DS_CONFIG.json] [options] -- ARGS..."));
+              "ARGS..., dtsim import deepspeed [DS_CONFIG.json] [options] -- ARGS..., or dtsim "
+              "import nemo CONFIG.yaml [options]"));
   }
-  if (options.gpu.empty() || options.nodes <= 0 || options.preset.empty()) {
-    return CommandOutcome::Usage(Error("give the cluster: --preset NAME --gpu PRESET --nodes N"));
+  if (options.gpu.empty() || (options.nodes <= 0 && !nemo) || options.preset.empty()) {
+    return CommandOutcome::Usage(Error(nemo ? "give the cluster: --preset NAME --gpu PRESET"
+                                            : "give the cluster: --preset NAME --gpu PRESET "
+                                              "--nodes N"));
   }
-  if (options.from.empty() == options.arguments.empty()) {
+  if (nemo && (!options.from.empty() || !options.arguments.empty())) {
+    return CommandOutcome::Usage(Error("a NeMo config is the whole job: no --from or -- ARGS"));
+  }
+  if (!nemo && options.from.empty() == options.arguments.empty()) {
     return CommandOutcome::Usage(Error("give the arguments after -- or in a file with --from"));
   }
-  if (Status refused = RefuseOutputsOverInputs({options.from}, {options.output}); !refused.ok()) {
+  const std::string input = nemo ? positional[1] : options.from;
+  if (Status refused = RefuseOutputsOverInputs({input}, {options.output}); !refused.ok()) {
     return CommandOutcome::Failure(std::move(refused).error());
   }
   std::vector<std::string> arguments = options.arguments;
@@ -136,7 +157,8 @@ CommandOutcome Execute(const ImportOptions& options, std::ostream& out) {
       return CommandOutcome::Failure(std::move(refused).error());
     }
   }
-  strategies::ImportTarget target{.cluster = {{"gpu", options.gpu}, {"nodes", options.nodes}}};
+  strategies::ImportTarget target{.cluster = {{"gpu", options.gpu}}};
+  if (options.nodes > 0) target.cluster["nodes"] = options.nodes;
   target.cluster["preset"] = options.preset;
   if (options.vocab > 0) target.vocab = options.vocab;
   Expected<strategies::ImportedConfig> imported = Import(options, arguments, target);
@@ -150,10 +172,10 @@ CommandOutcome Execute(const ImportOptions& options, std::ostream& out) {
   std::ostream& notes = options.output.empty() ? std::cerr : out;
   if (!options.output.empty()) fmt::print(out, "wrote {}\n", options.output);
   if (imported->not_modelled.empty()) {
-    fmt::print(notes, "every argument is modelled\n");
+    fmt::print(notes, "every {} is modelled\n", nemo ? "key" : "argument");
   } else {
-    fmt::print(notes, "not modelled ({} argument(s), read and left out):\n",
-               imported->not_modelled.size());
+    fmt::print(notes, "not modelled ({} {}(s), read and left out):\n",
+               imported->not_modelled.size(), nemo ? "key" : "argument");
     for (const std::string& argument : imported->not_modelled)
       fmt::print(notes, "  {}\n", argument);
   }
