@@ -89,6 +89,6 @@ if [[ $all -eq 0 ]]; then
 fi
 steps=$(cmake --build "$build_dir" "${targets[@]}" -- -n 2>/dev/null | grep -c '^\[' || true)
 echo "setup.sh: [3/3] building $what: $steps steps on $(nproc) cores" \
-  "(a first build on 2 cores: about 3 minutes for dtsim, 9 for everything)"
+  "(a first build on 2 cores: about 3 minutes for dtsim, 10 for everything)"
 cmake --build "$build_dir" "${targets[@]}" -j "$(nproc)"
 echo "setup.sh: built $what in $build_dir in $(elapsed)"
