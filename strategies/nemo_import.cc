@@ -19,6 +19,10 @@ namespace {
 
 // Deeper than any real chain of references; a circular one ends here.
 constexpr int kMaxInterpolationDepth = 16;
+// What one key's interpolations may expand to: a real key names a few others. Without a bound,
+// a few lines that each name the next one many times expand exponentially.
+constexpr int kMaxReferences = 10'000;
+constexpr size_t kMaxResolvedBytes = size_t{1} << 20;
 
 // Scalars as OmegaConf's YAML loader types them (PyYAML's YAML 1.1 booleans; integers in
 // decimal; numbers as Python's float() reads them, `1e-5` and `.0333` included).
@@ -127,6 +131,7 @@ class NemoConfig {
     }
     Read(path);
     if (!value->is_string()) return Fail("expected a single value", std::string(path));
+    references_ = 0;
     return Resolve(value->get<std::string>(), ParentOf(path), std::string(path), 0);
   }
   Expected<std::optional<int64_t>> Int(std::string_view path, int64_t min = 1) {
@@ -209,6 +214,9 @@ class NemoConfig {
       if (open == 0 && end == text.size()) return value;  // the whole text: null stays null
       out.append(text.substr(done, open - done));
       out.append(value.value_or("None"));  // as OmegaConf writes None into a string
+      if (out.size() > kMaxResolvedBytes) {
+        return Fail(fmt::format("interpolations expand past {} bytes", kMaxResolvedBytes), key);
+      }
       done = end;
     }
     out.append(text.substr(done));
@@ -218,6 +226,9 @@ class NemoConfig {
   // The inside of one `${…}`: a resolver call (`name:args`) or a key's path.
   Expected<std::optional<std::string>> Evaluate(std::string_view inside, const std::string& parent,
                                                 const std::string& key, int depth) {
+    if (++references_ > kMaxReferences) {
+      return Fail(fmt::format("interpolations expand past {} references", kMaxReferences), key);
+    }
     const size_t colon = inside.find(':');
     if (colon != std::string_view::npos && inside.find("${") > colon) {
       std::vector<std::string> args;
@@ -317,6 +328,7 @@ class NemoConfig {
   const Json& root_;
   const std::string& file_;
   std::set<std::string, std::less<>> read_;
+  int references_ = 0;  // `${…}` evaluated for the key being read
 };
 
 // The flags the config stands for, each with the key it came from (for errors and for the

@@ -190,6 +190,13 @@ TEST(NemoImportTest, ModelledKeysBecomeTheSettingsTheyStandFor) {
                        "batch)"));
 }
 
+// "  key: ${.next}${.next}…" (ten times).
+std::string Tenfold(const std::string& key, const std::string& next) {
+  std::string line = "  " + key + ": ";
+  for (int i = 0; i < 10; ++i) line += "${." + next + "}";
+  return line + "\n";
+}
+
 // Each case: the model keys added (or a key of the config replaced: "path=value"), and the
 // error's beginning.
 TEST(NemoImportTest, BadValuesNameTheFileAndTheKey) {
@@ -212,6 +219,14 @@ TEST(NemoImportTest, BadValuesNameTheFileAndTheKey) {
       {"  kv_channels: ${multiply:2}\n",
        "t.yaml: model.kv_channels: multiply takes two numbers, got 2"},
       {"  kv_channels: ${.x\n", "t.yaml: model.kv_channels: an unclosed ${"},
+      // Each level names the next ten times: 10^6 references.
+      {"  kv_channels: ${.a}\n" + Tenfold("a", "b") + Tenfold("b", "c") + Tenfold("c", "d") +
+           Tenfold("d", "e") + Tenfold("e", "f") + Tenfold("f", "g") + "  g: 1\n",
+       "t.yaml: model.kv_channels: interpolations expand past 10000 references"},
+      // 1,000 references to 2,000 bytes.
+      {"  kv_channels: ${.a}\n" + Tenfold("a", "b") + Tenfold("b", "c") + Tenfold("c", "d") +
+           "  d: " + std::string(2000, 'x') + "\n",
+       "t.yaml: model.kv_channels: interpolations expand past 1048576 bytes"},
       {"  tensor_model_parallel_size: 3\n", "t.yaml: cluster.nodes: 2 nodes × 8 GPUs"},
       {"  data: {seq_length: 4096}\n",
        "t.yaml: model.data.seq_length: model.encoder_seq_length is 2048, got 4096"},
