@@ -74,6 +74,7 @@ class JsonBuilder : public YAML::EventHandler {
     YAML::anchor_t anchor = 0;
     YAML::Mark mark;
     std::optional<std::string> key;
+    std::vector<Json> merges;  // the mappings of YAML's merge key (`<<: *base`), in order
   };
 
   [[noreturn]] void Fail(std::string message, const YAML::Mark& mark,
@@ -103,6 +104,12 @@ class JsonBuilder : public YAML::EventHandler {
     Collection closed = std::move(open_.back());
     open_.pop_back();
     if (closed.key) Fail("a key without a value", closed.mark, *closed.key);
+    // A key of the mapping itself wins over a merged one, an earlier merge over a later one.
+    for (const Json& merged : closed.merges) {
+      for (const auto& [key, item] : merged.items()) {
+        if (!closed.value.contains(key)) closed.value[key] = item;
+      }
+    }
     Complete(std::move(closed.value), closed.values, closed.anchor, closed.mark,
              /*key_like=*/false, /*counted=*/true);
   }
@@ -127,6 +134,14 @@ class JsonBuilder : public YAML::EventHandler {
         Fail("a key given twice in one mapping", mark, value.get<std::string>());
       }
       parent.key = value.get<std::string>();
+    } else if (*parent.key == "<<") {
+      if (value.is_object()) value = Json::array({std::move(value)});
+      if (!value.is_array()) Fail("a merge key (<<) takes mappings", mark);
+      for (Json& merged : value) {
+        if (!merged.is_object()) Fail("a merge key (<<) takes mappings", mark);
+        parent.merges.push_back(std::move(merged));
+      }
+      parent.key.reset();
     } else {
       parent.value[*parent.key] = std::move(value);
       parent.key.reset();

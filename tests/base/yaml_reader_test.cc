@@ -51,6 +51,14 @@ TEST(YamlReaderTest, EmptyDocumentsAndAliases) {
   EXPECT_TRUE(Parsed("").is_null());
   EXPECT_TRUE(Parsed("# only a comment\n").is_null());
   EXPECT_EQ(Parsed("base: &b {x: 1}\ncopy: *b\n")["copy"], Json::parse(R"({"x": "1"})"));
+  // YAML's merge key: the mapping's own keys win, then the earlier of the merged ones.
+  const Json merged = Parsed(
+      "a: &a {x: 1, y: 1}\n"
+      "b: &b {y: 2, z: 2}\n"
+      "c:\n  <<: [*a, *b]\n  x: 3\n"
+      "d:\n  <<: *b\n");
+  EXPECT_EQ(merged["c"], Json::parse(R"({"x": "3", "y": "1", "z": "2"})"));
+  EXPECT_EQ(merged["d"], Json::parse(R"({"y": "2", "z": "2"})"));
 }
 
 TEST(YamlReaderTest, ErrorsNameTheFileLineAndColumn) {
@@ -61,6 +69,8 @@ TEST(YamlReaderTest, ErrorsNameTheFileLineAndColumn) {
               HasSubstr("c.yaml: line 2, column 1: several YAML documents"));
   EXPECT_THAT(ErrorOf("? [a, b]\n: 1\n"), HasSubstr("a mapping key that is not a plain value"));
   EXPECT_THAT(ErrorOf("a: *missing\n"), HasSubstr("not valid YAML"));
+  EXPECT_EQ(ErrorOf("a:\n  <<: 1\n"), "c.yaml: line 2, column 7: a merge key (<<) takes mappings");
+  EXPECT_THAT(ErrorOf("a:\n  <<: [{x: 1}, 2]\n"), HasSubstr("a merge key (<<) takes mappings"));
 }
 
 // Nesting past kMaxYamlDepth (flow or block), an alias naming the sequence it is in, and
