@@ -119,7 +119,10 @@ class JsonBuilder : public YAML::EventHandler {
   void Complete(Json value, int64_t values, YAML::anchor_t anchor, const YAML::Mark& mark,
                 bool key_like, bool counted = false) {
     if (!counted) Count(values, mark);
-    if (anchor != 0) anchors_[anchor] = {value, values};
+    if (anchor != 0) {  // the copy kept for its aliases counts too (anchors nested 64 deep)
+      Count(values, mark);
+      anchors_[anchor] = {value, values};
+    }
     if (open_.empty()) {
       root_ = std::move(value);
       return;

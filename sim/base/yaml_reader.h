@@ -13,7 +13,8 @@ namespace dtsim {
 
 // The deepest nesting of mappings and sequences read (a NeMo config nests 4 levels).
 inline constexpr int kMaxYamlDepth = 64;
-// The most values one document may expand to: aliases let a few lines name millions.
+// The most values one document may expand to, the copies kept for its anchors included:
+// aliases let a few lines name millions.
 inline constexpr int64_t kMaxYamlValues = 1'000'000;
 
 // Parses one YAML document (no text, or only comments: null). Mappings become objects, their
