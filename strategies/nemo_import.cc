@@ -23,6 +23,8 @@ constexpr int kMaxInterpolationDepth = 16;
 // a few lines that each name the next one many times expand exponentially.
 constexpr int kMaxReferences = 10'000;
 constexpr size_t kMaxResolvedBytes = size_t{1} << 20;
+// 2^53: below it a double holds every integer, so a resolver's integral result is exact.
+constexpr double kExactIntegers = 9007199254740992.0;
 
 // Scalars as OmegaConf's YAML loader types them (PyYAML's YAML 1.1 booleans; integers in
 // decimal; numbers as Python's float() reads them, `1e-5` and `.0333` included).
@@ -91,20 +93,15 @@ std::vector<std::string_view> Arguments(std::string_view text) {
   std::vector<std::string_view> args;
   int depth = 0;
   size_t start = 0;
-  const auto trimmed = [](std::string_view arg) {
-    while (!arg.empty() && arg.front() == ' ') arg.remove_prefix(1);
-    while (!arg.empty() && arg.back() == ' ') arg.remove_suffix(1);
-    return arg;
-  };
   for (size_t i = 0; i < text.size(); ++i) {
     if (text.compare(i, 2, "${") == 0) ++depth;
     if (text[i] == '}') --depth;
     if (text[i] == ',' && depth == 0) {
-      args.push_back(trimmed(text.substr(start, i - start)));
+      args.push_back(Trim(text.substr(start, i - start)));
       start = i + 1;
     }
   }
-  args.push_back(trimmed(text.substr(start)));
+  args.push_back(Trim(text.substr(start)));
   return args;
 }
 
@@ -159,11 +156,6 @@ class NemoConfig {
     const std::optional<bool> value = BoolOf(*text);
     if (!value) return Fail("expected true or false", std::string(path), *text);
     return value;
-  }
-  Expected<int64_t> RequiredInt(std::string_view path) {
-    DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> value, Int(path));
-    if (!value) return Fail("required: NeMo needs it too", std::string(path));
-    return *value;
   }
 
   // The value at `path` as written (a list as its items), read; nothing when absent or null.
@@ -288,7 +280,7 @@ class NemoConfig {
     if (name == "divide_ceil") result = std::ceil(result);
     if (name == "divide_floor") result = std::floor(result);
     const bool integral = name != "multiply" || (ia && ib);
-    if (integral && std::abs(result) < 9.0e15) {
+    if (integral && std::abs(result) < kExactIntegers) {
       return fmt::format("{}", static_cast<int64_t>(result));
     }
     if (integral) return Fail("the result is past 2^53", key);
