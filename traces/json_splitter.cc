@@ -10,6 +10,8 @@
 #include <emmintrin.h>
 #endif
 
+#include "sim/base/strings.h"
+
 namespace dtsim::traces {
 namespace {
 
@@ -297,7 +299,8 @@ std::optional<JsonSplitError> JsonSplitter::Next(int depth, JsonSlice& slice) {
   const std::optional<char> first = Peek();
   if (!first) return JsonSplitError{"unexpected end of input; expected a value", offset()};
   if (ClassOf(*first) == kClose || ClassOf(*first) == kDelimiter) {
-    return JsonSplitError{fmt::format("'{}' where a value was expected", *first), offset()};
+    return JsonSplitError{fmt::format("{} where a value was expected", QuoteChar(*first)),
+                          offset()};
   }
   mark_ = pos_;
   size_t i = pos_;

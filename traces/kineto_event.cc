@@ -11,6 +11,7 @@
 
 #include <simdjson.h>
 
+#include "sim/base/strings.h"
 #include "traces/kineto_reader.h"
 
 namespace dtsim::traces {
@@ -234,8 +235,8 @@ struct KinetoEventParser::Impl {
     return false;
   }
   bool BadNumber(std::string_view text) {
-    failure = JsonSplitError{fmt::format("invalid number '{}' (in the value at byte {})",
-                                         text.substr(0, 40), slice->offset),
+    failure = JsonSplitError{fmt::format("invalid number {} (in the value at byte {})",
+                                         Quote(text.substr(0, 40)), slice->offset),
                              slice->offset};
     return false;
   }

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "sim/base/json_reader.h"
+#include "sim/base/strings.h"
 #include "traces/json_splitter.h"
 #include "traces/json_stream.h"
 #include "traces/kineto_assembler.h"
@@ -57,7 +58,7 @@ class KinetoDocument {
   // A syntax error at the next byte, which is not `what` the grammar needs there.
   JsonSplitError Missing(std::string_view what) {
     const std::optional<char> next = splitter_.Peek();
-    return JsonSplitError{next ? fmt::format("'{}' where {} was expected", *next, what)
+    return JsonSplitError{next ? fmt::format("{} where {} was expected", QuoteChar(*next), what)
                                : fmt::format("unexpected end of input; expected {}", what),
                           splitter_.offset()};
   }

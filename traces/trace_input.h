@@ -1,8 +1,9 @@
 // Reading trace files: plain or gzip-compressed, detected by content (the gzip magic bytes
-// 1f 8b), never by name, and streamed in fixed-size chunks so that a reader's memory does not
-// grow with the file. Files are opened read-only; nothing here ever writes to an input.
+// 1f 8b), never by name, and streamed in chunks of at most 256 KiB so that a reader's memory
+// does not grow with the file. Files are opened read-only; nothing here ever writes to an input.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -43,6 +44,7 @@ class TraceInputBuffer final : public std::streambuf {
   bool compressed_ = false;
   uint64_t bytes_read_ = 0;
   uint64_t file_bytes_ = 0;
+  size_t chunk_bytes_ = 0;  // what one gzread asks for (ChunkBytes)
   std::unique_ptr<char[]> chunk_;
   std::optional<Error> error_;
 };

@@ -86,6 +86,17 @@ std::string DidYouMean(std::string_view word, std::span<const std::string_view> 
   return text + "?)";
 }
 
+std::string QuoteChar(char c) {
+  const auto byte = static_cast<unsigned char>(c);
+  char buffer[16];
+  if (byte >= 0x20 && byte < 0x7f) {
+    std::snprintf(buffer, sizeof buffer, "'%c'", c);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "byte 0x%02x", byte);
+  }
+  return buffer;
+}
+
 std::string Quote(std::string_view text) {
   std::string out = "\"";
   for (char c : text) {

@@ -25,6 +25,10 @@ std::string DidYouMean(std::string_view word, std::span<const std::string_view> 
 // `text` in double quotes with JSON escapes, for error messages.
 std::string Quote(std::string_view text);
 
+// One byte of an input for an error message: 'c' when it is printable ASCII, else its value
+// ("byte 0x00"), so that a NUL or a stray control byte neither cuts nor garbles the message.
+std::string QuoteChar(char c);
+
 // The candidates joined as "a", "b", "c" — for "expected one of …" messages.
 std::string JoinQuoted(std::span<const std::string_view> candidates);
 

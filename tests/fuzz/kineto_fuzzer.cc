@@ -22,8 +22,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Expected<traces::Trace> trace = traces::ReadKinetoTrace(path);
   if (!gzip) {
     // The streamed reader (a splitter and simdjson) accepts exactly the JSON nlohmann's strict
-    // parser accepts; its other errors (limits, not a trace) say nothing either way.
-    const bool valid = Json::accept(fuzz::Text(data + 1, size - 1));
+    // parser accepts; its other errors (limits, not a trace) say nothing either way. nlohmann
+    // takes a NUL byte for the end of its input (C strings), so "0\0garbage" passes there; JSON
+    // allows no NUL byte anywhere outside a string's \u0000 escape, and the reader refuses one.
+    const std::string_view text = fuzz::Text(data + 1, size - 1);
+    const bool valid = text.find('\0') == std::string_view::npos && Json::accept(text);
     if (trace.ok()) DTSIM_CHECK(valid, "read a trace nlohmann rejects");
     if (!trace.ok() && trace.error().message().starts_with("JSON syntax error")) {
       DTSIM_CHECK(!valid, trace.error().ToString());

@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "sim/base/json_reader.h"
 #include "tests/testing/temp_dir.h"
@@ -110,6 +111,26 @@ TEST_F(KinetoParseTest, AcceptsExactlyWhatNlohmannAccepts) {
   EXPECT_TRUE(ReadKinetoTrace(Write("bom.json", "\xEF\xBB\xBF{\"traceEvents\": []}")).ok());
   EXPECT_FALSE(ReadKinetoTrace(Write("bom2.json", " \xEF\xBB\xBF{\"traceEvents\": []}")).ok());
   EXPECT_FALSE(Json::accept(" \xEF\xBB\xBF{\"traceEvents\": []}"));
+}
+
+// JSON allows no NUL byte outside a string's \u0000 escape. nlohmann takes one for the end of
+// its input and accepts what came before; the reader refuses the file at the NUL's byte, and
+// its message shows the byte instead of carrying it (a NUL cut the message short where it was
+// printed). Where nlohmann finds an error of its own before the NUL, its message stands.
+TEST_F(KinetoParseTest, RefusesANulByteAndShowsIt) {
+  using namespace std::string_literals;
+  const std::pair<std::string, std::string> kCases[] = {
+      {"{\"traceEvents\": []}\0"s, "at byte 19: byte 0x00 where the end of the document"},
+      {"0\0{\"traceEvents\": []}"s, "at byte 0: invalid number \"0\\u0000\""},
+      {"{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1\0}]}"s, "(byte 37): while parsing object"},
+  };
+  for (const auto& [document, expected] : kCases) {
+    const Expected<Trace> trace = ReadKinetoTrace(Write("nul.json", document));
+    ASSERT_FALSE(trace.ok()) << testing::PrintToString(document);
+    const std::string message = trace.error().ToString();
+    EXPECT_EQ(message.find('\0'), std::string::npos) << testing::PrintToString(message);
+    EXPECT_THAT(message, testing::HasSubstr(expected));
+  }
 }
 
 // Args read as text (Input Dims, Input type) are nlohmann's dump of the value: objects with
