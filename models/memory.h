@@ -86,9 +86,12 @@ struct MemoryBreakdown {
   // Outside the allocator: the CUDA context and libraries (GpuSpec::context_memory), set by
   // strategies::EstimateStageMemory. The rest is what PyTorch's allocator hands out.
   int64_t runtime = 0;
+  // Outside the allocator too: NCCL's buffers for the rank's communicators (network/
+  // nccl_memory.h), set by strategies::EstimateStageMemory.
+  int64_t nccl = 0;
   double microbatches_in_flight = 0;
 
-  int64_t total() const { return tensors() + runtime; }
+  int64_t total() const { return tensors() + runtime + nccl; }
   int64_t tensors() const {
     return parameters + gradients + optimizer_state + activations + temporary + fp8_weights;
   }

@@ -33,18 +33,10 @@ int64_t DivUp(double a, double b) { return static_cast<int64_t>(std::ceil(a / b)
 
 bool IsNvlink(const ClusterSpec& cluster) { return cluster.intra.topology != IntraTopology::kPcie; }
 
-// The communicator's p2p channels (p2pnChannels: its ring channels rounded up to a power of
-// two). On one node the ring search runs rings over the GPU's links, two channels a link, at
-// most 32. Across nodes each NIC a node uses carries a ring, duplicated when it runs at 25 GB/s
-// or more (search.cc), and every ring is doubled once more when the channels are connected
-// (connect.cc ncclTopoPostset): four channels per 400 Gb/s NIC, two per 100 Gb/s one.
+// The communicator's p2p channels (p2pnChannels): its collective channels rounded up to a power
+// of two.
 int CommunicatorChannels(const ClusterSpec& cluster, const Communicator& communicator, int nics) {
-  if (communicator.nodes <= 1) {
-    return std::min(kMaxRingChannels, Pow2Up(2 * std::max(cluster.intra.links, 1)));
-  }
-  const double nic = cluster.inter.nic_bandwidth.bytes_per_second();
-  const int per_nic = nic >= kDuplicateRingBytesPerSecond ? 4 : 2;
-  return std::min(kMaxRingChannels, Pow2Up(per_nic * std::max(nics, 1)));
+  return Pow2Up(CollectiveChannels(cluster, communicator.nodes, nics));
 }
 
 // Channels one peer may use (p2pnChannelsPerPeer), the fewest over the communicator's peers:
@@ -66,6 +58,19 @@ int ChannelsPerPeer(const ClusterSpec& cluster, const Communicator& communicator
 }
 
 }  // namespace
+
+// On one node the ring search runs rings over the GPU's links, two channels a link, at most 32.
+// Across nodes each NIC a node uses carries a ring, duplicated when it runs at 25 GB/s or more
+// (search.cc), and every ring is doubled once more when the channels are connected (connect.cc
+// ncclTopoPostset): four channels per 400 Gb/s NIC, two per 100 Gb/s one.
+int CollectiveChannels(const ClusterSpec& cluster, int nodes, int nics) {
+  if (nodes <= 1) {
+    return std::min(kMaxRingChannels, 2 * std::max(cluster.intra.links, 1));
+  }
+  const double nic = cluster.inter.nic_bandwidth.bytes_per_second();
+  const int per_nic = nic >= kDuplicateRingBytesPerSecond ? 4 : 2;
+  return std::min(kMaxRingChannels, per_nic * std::clamp(nics, 1, kMaxRingChannels));
+}
 
 P2pPlan PlanP2p(const ClusterSpec& cluster, int communicator_ranks, int communicator_nodes,
                 bool same_node, double bytes) {

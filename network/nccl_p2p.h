@@ -23,6 +23,11 @@ struct P2pPlan {
   double bytes_per_second = 0;    // channels × channel_rate, at most the path's rate
 };
 
+// NCCL's collective channels for a communicator spanning `nodes`, whose GPUs of a node use
+// `nics` NICs: two per NVLink on one node (ncclTopoCompute's rings; two over PCIe), two or four
+// per NIC across nodes (four from 25 GB/s: ncclTopoDupChannels and ncclTopoPostset), at most 32.
+int CollectiveChannels(const ClusterSpec& cluster, int nodes, int nics);
+
 // The plan for `bytes` sent between two GPUs, on one node (`same_node`) or across nodes, in
 // `communicator`. The path's rate is NVLink (or PCIe) × intra efficiency on one node, one NIC
 // × inter efficiency across nodes.

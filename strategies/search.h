@@ -54,8 +54,8 @@ struct SearchSpace {
   std::vector<int> context;
   std::vector<models::ContextComm> context_comm;
   // Memory a plan must leave free on each GPU beyond what the memory model counts (which has the
-  // CUDA context, `runtime_bytes`, but neither NCCL's buffers nor the caching allocator's
-  // fragmentation yet): "memory_headroom": "6 GiB", or `dtsim search --memory-headroom`.
+  // CUDA context, `runtime_bytes`, and NCCL's buffers, `nccl_bytes`, but not the caching
+  // allocator's reserve yet): "memory_headroom": "6 GiB", or `dtsim search --memory-headroom`.
   Bytes memory_headroom;
 };
 

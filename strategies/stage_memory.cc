@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <memory>
+#include <string>
 
 #include "sim/base/quantity.h"
 #include "strategies/compression.h"
 #include "strategies/layer_gradients.h"
+#include "strategies/stage_communicators.h"
 
 namespace dtsim::strategies {
 
@@ -46,6 +48,7 @@ Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const Resolve
     DTSIM_ASSIGN_OR_RETURN(models::MemoryBreakdown memory,
                            models::EstimateMemory(config.model, memory_plan));
     memory.runtime = config.gpu.context_memory.count();
+    memory.nccl = StageNcclBuffers(config, stage).total();
     // Error-feedback residuals of gradient compression count as optimizer state.
     if (compression->Compresses() && plan.DataIndices() > 1) {
       memory.optimizer_state += compression->StateBytes(
@@ -56,23 +59,33 @@ Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const Resolve
   return stages;
 }
 
+namespace {
+
+// "parameters 5.9 GiB, …, CUDA context 0.7 GiB, NCCL buffers 1.0 GiB": what a stage's memory is
+// made of, for the message when it does not fit.
+std::string Composition(const models::MemoryBreakdown& memory) {
+  std::string text = fmt::format(
+      "parameters {}, gradients {}, optimizer state {}, activations {}, temporary {}",
+      FormatGiB(memory.parameters), FormatGiB(memory.gradients), FormatGiB(memory.optimizer_state),
+      FormatGiB(memory.activations), FormatGiB(memory.temporary));
+  if (memory.fp8_weights > 0) text += ", FP8 weight copies " + FormatGiB(memory.fp8_weights);
+  text += ", CUDA context " + FormatGiB(memory.runtime);
+  if (memory.nccl > 0) text += ", NCCL buffers " + FormatGiB(memory.nccl);
+  return text;
+}
+
+}  // namespace
+
 Expected<std::vector<models::MemoryBreakdown>> StageMemory(const ResolvedConfig& config) {
   DTSIM_ASSIGN_OR_RETURN(std::vector<models::MemoryBreakdown> stages, EstimateStageMemory(config));
   for (size_t stage = 0; stage < stages.size(); ++stage) {
     const models::MemoryBreakdown& memory = stages[stage];
     if (memory.total() > config.gpu.memory.count()) {
-      return Error(fmt::format("the plan does not fit: pipeline stage {} needs {} per GPU, {} has "
-                               "{} (parameters {}, gradients {}, optimizer state {}, activations "
-                               "{}, temporary {}{}, CUDA context {})",
-                               stage, FormatGiB(memory.total()), config.gpu.name,
-                               FormatGiB(config.gpu.memory.count()), FormatGiB(memory.parameters),
-                               FormatGiB(memory.gradients), FormatGiB(memory.optimizer_state),
-                               FormatGiB(memory.activations), FormatGiB(memory.temporary),
-                               memory.fp8_weights > 0
-                                   ? ", FP8 weight copies " + FormatGiB(memory.fp8_weights)
-                                   : std::string(),
-                               FormatGiB(memory.runtime)),
-                   "parallelism", FormatGiB(memory.total()));
+      return Error(
+          fmt::format("the plan does not fit: pipeline stage {} needs {} per GPU, {} has {} ({})",
+                      stage, FormatGiB(memory.total()), config.gpu.name,
+                      FormatGiB(config.gpu.memory.count()), Composition(memory)),
+          "parallelism", FormatGiB(memory.total()));
     }
   }
   return stages;

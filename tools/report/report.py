@@ -51,7 +51,8 @@ PATH_PARTS = [  # a replayed step's critical path (docs/replay.md, "Where the ti
 ]
 # Parts a result may lack (added in later versions of its format): drawn when present.
 MEMORY_OPTIONAL = [("fp8_weights_bytes", "FP8 weights", "#ccb974"),
-                   ("runtime_bytes", "CUDA context", "#8c8c8c")]
+                   ("runtime_bytes", "CUDA context", "#8c8c8c"),
+                   ("nccl_bytes", "NCCL buffers", "#64b5cd")]
 SEARCH_TOP = 10  # ranked plans of a search shown as runs
 GIB = 2.0**30
 

@@ -118,6 +118,7 @@ OrderedJson MemoryJson(const models::MemoryBreakdown& m, Bytes capacity) {
           {"temporary_bytes", m.temporary},
           {"fp8_weights_bytes", m.fp8_weights},
           {"runtime_bytes", m.runtime},
+          {"nccl_bytes", m.nccl},
           {"total_bytes", m.total()},
           {"capacity_bytes", capacity.count()},
           {"microbatches_in_flight", m.microbatches_in_flight}};
@@ -179,6 +180,10 @@ Expected<models::MemoryBreakdown> MemoryFromJson(JsonObjectReader& memory) {
   // Since 1.4.
   if (memory.Has("runtime_bytes")) {
     DTSIM_ASSIGN_OR_RETURN(m.runtime, memory.Int("runtime_bytes"));
+  }
+  // Since 1.8.
+  if (memory.Has("nccl_bytes")) {
+    DTSIM_ASSIGN_OR_RETURN(m.nccl, memory.Int("nccl_bytes"));
   }
   DTSIM_ASSIGN_OR_RETURN(m.microbatches_in_flight, memory.Number("microbatches_in_flight"));
   DTSIM_ASSIGN_OR_RETURN(const int64_t total, memory.Int("total_bytes"));
@@ -263,7 +268,7 @@ Status WriteSimulateCsv(const std::string& path, const SimulationConfig& c,
   csv.Append(
       "stage,layers,rank,iteration_time_s,{},parameters_bytes,gradients_bytes,"
       "optimizer_state_bytes,activations_bytes,temporary_bytes,fp8_weights_bytes,"
-      "runtime_bytes,memory_bytes,capacity_bytes\n",
+      "runtime_bytes,nccl_bytes,memory_bytes,capacity_bytes\n",
       kBreakdownCsvColumns);
   const std::vector<models::MemoryBreakdown>& memory = r.iteration->stats.stage_memory;
   for (size_t i = 0; i < r.stages.size(); ++i) {
@@ -273,8 +278,8 @@ Status WriteSimulateCsv(const std::string& path, const SimulationConfig& c,
                r.iteration_time.ToSecondsDouble());
     for (DurationNs part : BreakdownCsvParts(b)) csv.Append(",{}", part.ToSecondsDouble());
     const models::MemoryBreakdown& m = memory[i];
-    csv.Append(",{},{},{},{},{},{},{},{},{}\n", m.parameters, m.gradients, m.optimizer_state,
-               m.activations, m.temporary, m.fp8_weights, m.runtime, m.total(),
+    csv.Append(",{},{},{},{},{},{},{},{},{},{}\n", m.parameters, m.gradients, m.optimizer_state,
+               m.activations, m.temporary, m.fp8_weights, m.runtime, m.nccl, m.total(),
                c.gpu.memory.count());
   }
   csv.Flush();

@@ -24,8 +24,9 @@ namespace dtsim::results {
 // "error_band" (the calibration's error over its measured runs on this GPU and framework) where
 // they apply; 1.6 "param_precision" "fp8" (FP8 parameters), "grad_precision",
 // "master_precision", "moment_precision" and "recompute_modules" in the plan where they are not
-// the defaults.
-inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 7,
+// the defaults; 1.7 "virtual_stages" in the plan and "provenance"; 1.8 each stage's
+// "nccl_bytes" (NCCL's buffers for the rank's communicators, in the total).
+inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 8,
                                                   "not a simulation result"};
 
 OrderedJson SimulateResultJson(const strategies::SimulationConfig& config,
