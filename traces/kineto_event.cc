@@ -554,6 +554,18 @@ struct KinetoEventParser::Impl {
     });
   }
 
+  // A number, true, false or null standing alone in its slice is the whole slice: simdjson's
+  // token for a document's own scalar ends where simdjson stops reading it, so "1<FF>2" (a form
+  // feed, which JSON does not count as whitespace) read as the number 1. A string or container
+  // ends where the splitter ended the slice.
+  bool WholeScalar(od::document& document) {
+    const std::string_view text = slice->text();
+    if (text.empty() || text[0] == '{' || text[0] == '[' || text[0] == '"') return true;
+    std::string_view token;
+    if (!Token(document, token)) return false;
+    return token.size() == TrimRight(text).size() || Fail(simdjson::TRAILING_CONTENT);
+  }
+
   bool Start(const JsonSlice& text, int64_t entry, od::document& document) {
     slice = &text;
     index = entry;
@@ -578,7 +590,7 @@ std::optional<JsonSplitError> KinetoEventParser::ParseEvent(const JsonSlice& sli
 std::optional<JsonSplitError> KinetoEventParser::ParseValue(const JsonSlice& slice, int64_t index,
                                                             Json* json) {
   od::document document;
-  if (impl_->Start(slice, index, document)) {
+  if (impl_->Start(slice, index, document) && impl_->WholeScalar(document)) {
     if (json != nullptr) {
       impl_->Build(document, *json);
     } else {

@@ -75,6 +75,13 @@ const char* const kValues[] = {
     "{\"a\":1 \"b\":2}",
     "[\"]\"]",
     "{\"}\":\"{\"}",
+    // A form feed is not JSON whitespace; simdjson ended a lone scalar's token at it.
+    "1\x0c"
+    "2",
+    "1\x0c",
+    "true\x0c"
+    "x",
+    "null\x0c",
 };
 
 TEST_F(KinetoParseTest, AcceptsExactlyWhatNlohmannAccepts) {
