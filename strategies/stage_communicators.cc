@@ -10,22 +10,24 @@ namespace {
 // them (NVLS buffers on an NVLS node).
 enum class Collectives { kNone, kOthers, kWithAllReduce };
 
-// How `self`, one of `ranks`, uses their communicator: collectives or not, and `peers` it
-// sends to and receives from (itself and repeats left out).
-network::CommunicatorUse UseOf(const network::ClusterSpec& cluster, std::vector<int32_t> ranks,
-                               int32_t self, Collectives collectives, std::vector<int32_t> peers) {
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  std::vector<int> nodes;
+// How `self`, one of `ranks` (distinct: ParallelPlan::Rank numbers each place once), uses
+// their communicator: collectives or not, and `peers` it sends to and receives from (itself and
+// repeats left out). Linear in the ranks: a data-parallel group may hold millions.
+network::CommunicatorUse UseOf(const network::ClusterSpec& cluster,
+                               const std::vector<int32_t>& ranks, int32_t self,
+                               Collectives collectives, std::vector<int32_t> peers) {
   network::CommunicatorUse use;
+  use.ranks = static_cast<int>(ranks.size());
   use.local_ranks = 0;  // counted below; `self` is one of `ranks`
+  use.nodes = 0;
+  std::vector<bool> seen(static_cast<size_t>(std::max(cluster.nodes, 1)));
   for (const int32_t rank : ranks) {
-    nodes.push_back(cluster.NodeOf(rank));
+    const auto node = static_cast<size_t>(cluster.NodeOf(rank));
+    if (node >= seen.size()) seen.resize(node + 1);
+    if (!seen[node]) ++use.nodes;
+    seen[node] = true;
     if (cluster.NodeOf(rank) == cluster.NodeOf(self)) ++use.local_ranks;
   }
-  std::sort(nodes.begin(), nodes.end());
-  use.ranks = static_cast<int>(ranks.size());
-  use.nodes = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
   use.collectives = collectives != Collectives::kNone;
   use.all_reduce = collectives == Collectives::kWithAllReduce;
   std::sort(peers.begin(), peers.end());
@@ -52,7 +54,7 @@ class Collector {
     if (ranks.size() < 2) return;
     StageCommunicator communicator{
         .name = std::move(name),
-        .use = UseOf(cluster_, std::move(ranks), self_, collectives, std::move(peers))};
+        .use = UseOf(cluster_, ranks, self_, collectives, std::move(peers))};
     if (communicator.use.ranks < 2) return;
     communicator.buffers = network::CommunicatorBuffers(cluster_, communicator.use);
     communicators_.push_back(std::move(communicator));
