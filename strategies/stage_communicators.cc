@@ -49,7 +49,7 @@ class Collector {
   Collector(const ResolvedConfig& config, int stage)
       : cluster_(config.cluster), self_(config.plan.Rank(0, stage, 0)) {}
 
-  void Add(std::string name, std::vector<int32_t> ranks, Collectives collectives,
+  void Add(std::string name, const std::vector<int32_t>& ranks, Collectives collectives,
            std::vector<int32_t> peers = {}) {
     if (ranks.size() < 2) return;
     StageCommunicator communicator{
@@ -80,7 +80,7 @@ void AddTensor(const ParallelPlan& plan, int stage, Collector& out) {
     for (int tp = 0; tp < plan.tensor; ++tp) group.push_back(plan.Rank(0, stage, tp));
     // Megatron's all-reduces of activations, or with sequence parallelism all-gathers and
     // reduce-scatters.
-    out.Add("tensor", std::move(group),
+    out.Add("tensor", group,
             plan.sequence_parallel ? Collectives::kOthers : Collectives::kWithAllReduce);
     return;
   }
@@ -91,8 +91,8 @@ void AddTensor(const ParallelPlan& plan, int stage, Collector& out) {
     row.push_back(plan.Rank(0, stage, i));
     column.push_back(plan.Rank(0, stage, q * i));
   }
-  out.Add("tensor-row", std::move(row), Collectives::kOthers);
-  out.Add("tensor-column", std::move(column), Collectives::kOthers);
+  out.Add("tensor-row", row, Collectives::kOthers);
+  out.Add("tensor-column", column, Collectives::kOthers);
 }
 
 void AddData(const ParallelPlan& plan, int stage, Collector& out) {
@@ -102,7 +102,7 @@ void AddData(const ParallelPlan& plan, int stage, Collector& out) {
   for (int dp = 0; dp < plan.DataIndices(); ++dp) {
     for (int k = 0; k < plan.tensor_depth; ++k) group.push_back(plan.Rank(dp, stage, q * q * k));
   }
-  out.Add("data", std::move(group), GradientCollectives(plan));
+  out.Add("data", group, GradientCollectives(plan));
 }
 
 void AddContext(const ParallelPlan& plan, int stage, Collector& out) {
@@ -113,7 +113,7 @@ void AddContext(const ParallelPlan& plan, int stage, Collector& out) {
   // p2p: a ring, K/V to the next peer and from the previous one; a2a: every peer.
   std::vector<int32_t> peers = group;
   if (plan.context_comm == models::ContextComm::kP2p) peers = {group[1], group.back()};
-  out.Add("context", std::move(group), Collectives::kNone, std::move(peers));
+  out.Add("context", group, Collectives::kNone, std::move(peers));
 }
 
 void AddExpert(const ParallelPlan& plan, int stage, Collector& out) {
@@ -127,8 +127,8 @@ void AddExpert(const ParallelPlan& plan, int stage, Collector& out) {
     expert_data.push_back(ExpertRank(plan, etp * plan.expert * m, stage));
   }
   std::vector<int32_t> peers = experts;
-  out.Add("expert", std::move(experts), Collectives::kNone, std::move(peers));
-  out.Add("expert-data", std::move(expert_data), GradientCollectives(plan));
+  out.Add("expert", experts, Collectives::kNone, std::move(peers));
+  out.Add("expert-data", expert_data, GradientCollectives(plan));
 }
 
 void AddPipeline(const ResolvedConfig& config, int stage, Collector& out) {
@@ -144,7 +144,7 @@ void AddPipeline(const ResolvedConfig& config, int stage, Collector& out) {
   std::vector<int32_t> peers;
   if (stage > 0 || wraps) peers.push_back(group[static_cast<size_t>((stage + p - 1) % p)]);
   if (stage < p - 1 || wraps) peers.push_back(group[static_cast<size_t>((stage + 1) % p)]);
-  out.Add("pipeline", std::move(group), Collectives::kNone, std::move(peers));
+  out.Add("pipeline", group, Collectives::kNone, std::move(peers));
   // The first and last stages' copies of a tied embedding (or the MTP modules' lookup table)
   // all-reduce their gradients (Megatron's embedding group).
   const models::TransformerSpec& spec = config.model.transformer;
