@@ -28,6 +28,10 @@ bool IsDirectConnected(InterTopology topology);
 // NVLink SHARP (NVLS): an NVSwitch that reduces in the switch (third generation, H100), which
 // NCCL's `nvls` all-reduce uses inside a node (docs/network.md, "Presets" and "Analytical
 // model").
+// src/include/device.h NCCL_MAX_NVLS_ARITY: the most heads (GPUs of a node) an NVLS
+// communicator has.
+inline constexpr int kNvlsMaxHeads = 32;
+
 struct NvlsSpec {
   bool enabled = false;
   DurationNs latency;  // the algorithm's latency, on top of the collective latency

@@ -466,9 +466,7 @@ double NvlsPortBytes(int ranks, double size) { return (ranks + 1.0) / ranks * si
 
 double NvlsChunk(const NvlsSpec& nvls, int ranks, double size) {
   constexpr double kKiB = 1024;
-  // src/include/device.h NCCL_MAX_NVLS_ARITY: the most heads an NVLS communicator has.
-  constexpr int kMaxHeads = 32;
-  const double ops = static_cast<double>(nvls.channels) * std::min(ranks, kMaxHeads);
+  const double ops = static_cast<double>(nvls.channels) * std::min(ranks, kNvlsMaxHeads);
   double chunk = 128 * kKiB;
   if (size < 64 * ops * chunk) chunk = 64 * kKiB;
   if (size < 8 * ops * chunk) chunk = 32 * kKiB;

@@ -20,7 +20,6 @@ constexpr int kSteps = 8;                          // NCCL_STEPS
 constexpr int kSharedSteps = 16;                   // NCCL_SHARED_STEPS (src/transport/net.cc)
 constexpr int64_t kNetP2pChunk = 128 * kKiB;       // NCCL_P2P_NET_CHUNKSIZE
 constexpr int64_t kNvlsChunk = 128 * kKiB;         // NCCL_NVLS_CHUNKSIZE
-constexpr int kMaxNvlsHeads = 32;
 
 int64_t RoundUp(int64_t bytes) { return (bytes + kGranularity - 1) / kGranularity * kGranularity; }
 
@@ -60,7 +59,7 @@ NcclBuffers RingBuffers(const ClusterSpec& cluster, const CommunicatorUse& use) 
 NcclBuffers NvlsBuffers(const ClusterSpec& cluster, const CommunicatorUse& use) {
   NcclBuffers buffers;
   if (!use.all_reduce || !cluster.intra.nvls.enabled || use.nodes > 1) return buffers;
-  const int64_t heads = std::min(use.local_ranks, kMaxNvlsHeads);
+  const int64_t heads = std::min(use.local_ranks, kNvlsMaxHeads);
   buffers.nvls = RoundUp(int64_t{cluster.intra.nvls.channels} * 2 * kNvlsChunk * kSteps * heads);
   return buffers;
 }
