@@ -18,7 +18,7 @@ constexpr std::array<std::string_view, kCostSourceCount> kSourceNames = {"measur
                                                                          "roofline"};
 
 DurationNs FromSeconds(double seconds) {
-  return DurationNs(std::max<int64_t>(1, std::llround(seconds * 1e9)));
+  return std::max(DurationNs(1), ClampedNs(std::round(seconds * 1e9)));
 }
 
 double Dim(const traces::OpSignature& signature, std::string_view name) {

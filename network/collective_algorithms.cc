@@ -47,7 +47,7 @@ Rates RatesFor(const CollectiveRequest& request) {
 // Seconds to move `bytes` at `rate`, as whole nanoseconds rounded up (0 for no bytes).
 DurationNs Move(double bytes, double bytes_per_second) {
   if (bytes <= 0) return DurationNs::Zero();
-  return DurationNs(static_cast<int64_t>(std::ceil(bytes / bytes_per_second * 1e9)));
+  return ClampedNs(std::ceil(bytes / bytes_per_second * 1e9));
 }
 
 // steps · α + max(intra bytes per rank / intra rate, inter bytes per node / node rate).

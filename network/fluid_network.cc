@@ -109,7 +109,7 @@ void FluidNetwork::SetRate(FlowId id, double rate) {
   if (flow.remaining <= kDoneBytes) {
     flow.finish = now_;
   } else if (rate > 0) {
-    flow.finish = now_ + DurationNs(static_cast<int64_t>(std::ceil(flow.remaining / rate * 1e9)));
+    flow.finish = now_ + ClampedNs(std::ceil(flow.remaining / rate * 1e9));
   } else {
     flow.finish = TimeNs::Max();
   }

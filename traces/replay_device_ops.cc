@@ -163,8 +163,7 @@ DurationNs DeviceOpTasks::Duration(const DeviceEvent& op) {
     if (speedup.rank >= 0 && speedup.rank != job_->ranks[job_index_]) continue;
     if (InKernelClass(speedup.kernels, op.kind, trace_.Name(op.name))) {
       ++stats_->sped_up_ops;
-      return DurationNs(static_cast<int64_t>(
-          std::llround(static_cast<double>(op.duration.ns()) / speedup.factor)));
+      return ClampedNs(std::round(static_cast<double>(op.duration.ns()) / speedup.factor));
     }
   }
   return op.duration;

@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "sim/base/quantity.h"
+#include "sim/base/strings.h"
 #include "sim/graph/builder.h"
 #include "traces/replay_device_ops.h"
 #include "traces/replay_index.h"
@@ -435,12 +437,49 @@ class ReplayBuilder {
   std::vector<TaskId> device_task_;
 };
 
-// The earliest host or device event of a trace, on its clock.
-TimeNs FirstEvent(const Trace& trace) {
+// When a trace's host and device events begin and end, on its clock, with the events there.
+struct TraceSpan {
   TimeNs first = TimeNs::Max();
-  for (const HostEvent& event : trace.host) first = std::min(first, event.start);
-  for (const DeviceEvent& event : trace.device) first = std::min(first, event.start);
-  return first;
+  TimeNs last = TimeNs::Zero();
+  std::string first_event, last_event;
+};
+
+std::string DescribeEvent(const Trace& trace, graph::NameId name, bool gpu) {
+  return fmt::format("{} {}", gpu ? "GPU op" : "host event", Quote(trace.Name(name)));
+}
+
+TraceSpan SpanOf(const Trace& trace) {
+  TraceSpan span;
+  const auto visit = [&](const auto& event, bool gpu) {
+    if (event.start < span.first) {
+      span.first = event.start;
+      span.first_event = DescribeEvent(trace, event.name, gpu);
+    }
+    if (event.end() > span.last) {
+      span.last = event.end();
+      span.last_event = DescribeEvent(trace, event.name, gpu);
+    }
+  };
+  for (const HostEvent& event : trace.host) visit(event, false);
+  for (const DeviceEvent& event : trace.device) visit(event, true);
+  return span;
+}
+
+// Refuses a trace whose events span more than kMaxTraceSpan (replay_graph.h).
+Status CheckSpan(const Trace& trace, const TraceSpan& span) {
+  if (span.first == TimeNs::Max() || span.last - span.first <= kMaxTraceSpan) {
+    return Status::Ok();
+  }
+  const DurationNs length = span.last - span.first;
+  return Error(fmt::format(
+                   "its events span {} ({:.0f} days), from the {} at {} to the end of the "
+                   "{} at {}, on the trace's clock; a profile covers seconds to "
+                   "minutes, and a replay at most {:.0f} hours: does the trace mix two clocks?",
+                   FormatDuration(length), length.ToSecondsDouble() / 86400.0, span.first_event,
+                   FormatDuration(span.first - TimeNs::Zero()), span.last_event,
+                   FormatDuration(span.last - TimeNs::Zero()),
+                   kMaxTraceSpan.ToSecondsDouble() / 3600))
+      .InFile(trace.file);
 }
 
 // Each trace's rank in the graph: its distributedInfo rank when every trace of the job has a
@@ -513,9 +552,10 @@ Expected<ReplayGraph> BuildReplayGraph(std::span<const Trace* const> job,
   // Simulated time 0 is the job's first event, on the first trace's clock.
   TimeNs origin = TimeNs::Max();
   for (size_t i = 0; i < job.size(); ++i) {
-    const TimeNs first = FirstEvent(*job[i]);
-    if (first != TimeNs::Max()) {
-      origin = std::min(origin, first - context.collectives.clock_offset[i]);
+    const TraceSpan span = SpanOf(*job[i]);
+    DTSIM_RETURN_IF_ERROR(CheckSpan(*job[i], span));
+    if (span.first != TimeNs::Max()) {
+      origin = std::min(origin, span.first - context.collectives.clock_offset[i]);
     }
   }
   ReplayParts parts;

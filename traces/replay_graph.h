@@ -22,6 +22,10 @@
 //  - ProfilerStep#N boundaries are zero-length marker tasks on the annotating thread; a
 //    step's simulated time is the time between its two markers.
 //
+// A trace whose events span more than kMaxTraceSpan is refused, naming its first and last
+// events: a profile covers seconds to minutes, so such a trace mixes two clocks (an event at
+// 165 ms among epoch timestamps), and replaying it would simulate years of gaps.
+//
 // A job of several traces (one per rank) is one graph: each trace is a rank (its
 // distributedInfo rank when every trace has a distinct one, else its place in the job), its
 // clock aligned with the first trace's, and the collectives the ranks shared
@@ -44,6 +48,9 @@
 #include "traces/trace.h"
 
 namespace dtsim::traces {
+
+// The longest a trace's events may span, first start to last end: a day.
+inline constexpr DurationNs kMaxTraceSpan = Seconds(int64_t{24} * 3600);
 
 // One step of what a what-if reduces a collective with instead (strategies::ReplayWhatIf's
 // gradient compression): a collective over the same logical group, or GPU work of a fixed

@@ -64,8 +64,9 @@ class FlopRate {
 };
 
 // The time to move `size` over `bandwidth`: ceil(bits / bits_per_second), in whole ns.
-// Exact integer arithmetic (128-bit intermediate); a non-empty transfer never takes 0 ns.
-// Precondition: bandwidth is positive and size non-negative.
+// Exact integer arithmetic (128-bit intermediate); a non-empty transfer never takes 0 ns;
+// a time past the int64 range saturates (sim/base/time.h). Precondition: bandwidth is positive and
+// size non-negative.
 DurationNs TransferTime(Bytes size, Bandwidth bandwidth);
 
 }  // namespace dtsim

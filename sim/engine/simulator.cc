@@ -23,6 +23,16 @@ constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
 constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
 inline uint64_t Mix(uint64_t hash, uint64_t word) { return (hash ^ word) * kFnvPrime; }
 
+// A time near or past the horizon, readably: "9007199.255 s (104 days)"; a saturated one
+// (sim/base/time.h) as what it is.
+std::string LongDuration(DurationNs duration) {
+  if (duration == DurationNs::Max()) return "more than 292 years";
+  constexpr double kSecondsPerDay = 86400;
+  const double days = duration.ToSecondsDouble() / kSecondsPerDay;
+  if (days < 2) return FormatDuration(duration);
+  return fmt::format("{} ({:.0f} days)", FormatDuration(duration), days);
+}
+
 }  // namespace
 
 Simulator::Simulator(const graph::TaskGraph& graph, CommunicationModel& model)
@@ -67,11 +77,19 @@ EventId Simulator::Schedule(TimeNs time, HandlerId handler, uint64_t payload) {
   DTSIM_CHECK(time >= now_, "event scheduled in the past");
   DTSIM_CHECK(handler >= kFirstModelHandler && handler - kFirstModelHandler < handlers_.size(),
               "unknown event handler");
+  if (time > kHorizon) [[unlikely]] {
+    PassHorizon(time, fmt::format("an event of the \"{}\" communication model", model_.name()));
+  }
   return queue_.Push(time, 0, handler, payload);
 }
 
 void Simulator::CompleteAt(CommId comm, TimeNs time) {
   DTSIM_CHECK(time >= now_, "communication completed in the past");
+  if (time > kHorizon) [[unlikely]] {
+    PassHorizon(time,
+                fmt::format("{}, priced at {} by the \"{}\" communication model,",
+                            graph_.DescribeComm(comm), LongDuration(time - now_), model_.name()));
+  }
   const graph::Communication& c = graph_.comm(comm);
   DTSIM_CHECK(
       arrived_[comm.value()] == c.participant_count || (c.eager && arrived_[comm.value()] > 0),
@@ -96,7 +114,7 @@ Status Simulator::Run() {
     }
   }
   Event event;
-  while (queue_.PopNext(event)) {
+  while (past_horizon_.empty() && queue_.PopNext(event)) {
     now_ = event.time;
     ++events_;
     fingerprint_ =
@@ -105,8 +123,20 @@ Status Simulator::Run() {
     Dispatch(event);
   }
   makespan_ = now_;
+  if (!past_horizon_.empty()) {
+    return Error(fmt::format(
+        "simulated time passed the simulator's horizon, {}: {}; no training iteration is that "
+        "long: is a duration, size or bandwidth off by orders of magnitude, or does a trace mix "
+        "two clocks?",
+        LongDuration(kHorizon - TimeNs::Zero()), past_horizon_));
+  }
   if (finished_ != graph_.task_count()) return DeadlockReport();
-  return Status::Ok();
+  return Tally();
+}
+
+void Simulator::PassHorizon(TimeNs time, std::string what) {
+  if (!past_horizon_.empty()) return;
+  past_horizon_ = fmt::format("{} would end at {}", what, LongDuration(time - TimeNs::Zero()));
 }
 
 void Simulator::Dispatch(const Event& event) {
@@ -137,7 +167,12 @@ void Simulator::StartTask(TaskId id) {
   if (!graph::IsCommunication(task.kind)) {
     state_[id.value()] = TaskState::kRunning;
     if (graph::CountsAsBusy(task.kind)) SetBusy(graph_.stream(task.stream).rank, true);
-    queue_.Push(now_ + task.duration, 0, kTaskEnd, id.value());
+    const TimeNs end = now_ + task.duration;
+    if (end > kHorizon) [[unlikely]] {
+      PassHorizon(end,
+                  fmt::format("{} takes {} and", graph_.Describe(id), LongDuration(task.duration)));
+    }
+    queue_.Push(end, 0, kTaskEnd, id.value());
     return;
   }
   state_[id.value()] = TaskState::kArrived;
@@ -348,11 +383,19 @@ TaskId Simulator::StuckTask(StreamId stream) const {
 }
 
 RunSummary Simulator::Summarize() const {
-  RunSummary summary{.makespan = makespan_,
-                     .events = events_,
-                     .fingerprint = fingerprint_,
-                     .tasks = graph_.task_count(),
-                     .communications = graph_.comm_count()};
+  RunSummary summary = summary_;
+  summary.makespan = makespan_;
+  summary.events = events_;
+  summary.fingerprint = fingerprint_;
+  summary.tasks = graph_.task_count();
+  summary.communications = graph_.comm_count();
+  return summary;
+}
+
+// Times stay below kHorizon, so a sum passes int64 only over more than a thousand tasks that
+// each span most of it: the error, not a saturated or wrapped total, is the honest answer.
+Status Simulator::Tally() {
+  RunSummary& summary = summary_;
   summary.ranks.resize(static_cast<size_t>(graph_.rank_count()));
   for (int32_t r = 0; r < graph_.rank_count(); ++r) {
     RankSummary& rank = summary.ranks[static_cast<size_t>(r)];
@@ -383,7 +426,25 @@ RunSummary Simulator::Summarize() const {
       total->total += end - start;
     }
   }
-  return summary;
+  const auto passed = [](DurationNs sum) { return sum == DurationNs::Max(); };
+  for (const auto& [group, totals] :
+       {std::pair("category", &summary.categories), std::pair("kind", &summary.kinds)}) {
+    for (const GroupTotal& total : *totals) {
+      if (!passed(total.total)) continue;
+      return Error(
+          fmt::format("the {} tasks of {} \"{}\" add up to more than 292 years of "
+                      "simulated time, past what a result can hold",
+                      total.tasks, group, total.name));
+    }
+  }
+  for (const RankSummary& rank : summary.ranks) {
+    if (!passed(rank.rendezvous_wait)) continue;
+    return Error(
+        fmt::format("rank {}'s waits to rendezvous add up to more than 292 years of "
+                    "simulated time, past what a result can hold",
+                    rank.rank));
+  }
+  return Status::Ok();
 }
 
 size_t Simulator::MemoryBytes() const {

@@ -22,6 +22,11 @@
 //  - When the queue empties with tasks unfinished, Run() returns a deadlock report naming, for
 //    every stuck stream, the task that holds it or else its first unfinished task, and what
 //    that task waits on.
+//  - Simulated time ends at kHorizon (~104 days): a task, communication or model event that
+//    would end past it stops the run, and Run() returns an error naming it. No training
+//    iteration is that long; a graph gets there only from a duration, size or bandwidth off by
+//    orders of magnitude (or two clocks mixed in a trace), and the horizon keeps every time
+//    and every sum of a few hundred of them far from int64's end.
 #pragma once
 
 #include <cstdint>
@@ -70,17 +75,23 @@ class Simulator final : public CommunicationContext {
   Simulator(const Simulator&) = delete;
   Simulator& operator=(const Simulator&) = delete;
 
+  // Where simulated time ends: 2^53 ns, about 104 days.
+  static constexpr TimeNs kHorizon = TimeNs(int64_t{1} << 53);
+
   // Simulates the whole graph. May be called once.
   Status Run();
+  // Whether Run() stopped at the horizon (its error then says what got there).
+  bool passed_horizon() const { return !past_horizon_.empty(); }
 
   const graph::TaskTimes& times() const { return times_; }
-  // Moves the times out, leaving the simulator without them: call it last (Summarize() reads
-  // them). Keeping a run's times this way costs no copy of its largest arrays (16 bytes a
-  // task: 450 MB for GPT-3 175B on 1,024 GPUs, which was this run's peak).
+  // Moves the times out, leaving the simulator without them. Keeping a run's times this way costs
+  // no copy of its largest arrays (16 bytes a task: 450 MB for GPT-3 175B on 1,024 GPUs, which was
+  // this run's peak).
   graph::TaskTimes TakeTimes() { return std::move(times_); }
   TimeNs makespan() const { return makespan_; }
   uint64_t events_processed() const { return events_; }
   uint64_t fingerprint() const { return fingerprint_; }
+  // What a successful Run() found per rank, category and kind.
   RunSummary Summarize() const;
   // Bytes of simulation state (not counting the graph).
   size_t MemoryBytes() const;
@@ -116,6 +127,10 @@ class Simulator final : public CommunicationContext {
   void FinishComm(graph::CommId comm);
   void SetBusy(int32_t rank, bool busy);
   Error DeadlockReport() const;
+  // Stops the run at the next event: `what` would end at `time`, past kHorizon.
+  void PassHorizon(TimeNs time, std::string what);
+  // Fills summary_ from the tasks' times; fails when a sum passes int64.
+  Status Tally();
   std::string WhatBlocks(graph::TaskId task) const;
 
   const graph::TaskGraph& graph_;
@@ -125,6 +140,7 @@ class Simulator final : public CommunicationContext {
   TimeNs now_;
   TimeNs makespan_;
   bool ran_ = false;
+  std::string past_horizon_;  // what passed kHorizon first, with when; empty while none did
   uint64_t events_ = 0;
   uint64_t fingerprint_;
   size_t finished_ = 0;
@@ -146,6 +162,7 @@ class Simulator final : public CommunicationContext {
   std::vector<TimeNs> busy_since_;             // per rank
   std::vector<DurationNs> busy_;               // per rank
   graph::TaskTimes times_;
+  RunSummary summary_;  // ranks, categories and kinds, by Tally()
 };
 
 }  // namespace dtsim::engine

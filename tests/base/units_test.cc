@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "sim/base/time.h"
 
 namespace dtsim {
@@ -16,6 +18,46 @@ TEST(TimeTest, PointsAndIntervalsCombine) {
   EXPECT_EQ(Seconds(1).ns(), 1'000'000'000);
   EXPECT_LT(start, end);
   EXPECT_DOUBLE_EQ(Milliseconds(1500).ToSecondsDouble(), 1.5);
+}
+
+// Time arithmetic saturates at the int64 range rather than overflowing (undefined behaviour
+// UBSan reports; in a release build a wrapped, negative time).
+TEST(TimeTest, ArithmeticSaturatesAtTheInt64Range) {
+  const DurationNs max = DurationNs::Max();
+  const DurationNs min = DurationNs(std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(max + Nanoseconds(1), max);
+  EXPECT_EQ(min - Nanoseconds(1), min);
+  EXPECT_EQ(min + Nanoseconds(-1), min);
+  EXPECT_EQ(max - Nanoseconds(-1), max);
+  EXPECT_EQ(max * 2, max);
+  EXPECT_EQ(max * -2, min);
+  EXPECT_EQ(min * -1, max);  // -(-2^63) is 2^63, one past the maximum
+  DurationNs sum = Seconds(1);
+  sum += max;
+  EXPECT_EQ(sum, max);
+  sum -= max;  // saturated sums stay saturated: max - max is 0, not the 1 s lost
+  EXPECT_EQ(sum, DurationNs::Zero());
+  EXPECT_EQ(TimeNs::Max() + Seconds(1), TimeNs::Max());
+  EXPECT_EQ(TimeNs::Max() - TimeNs(-1), max);
+  TimeNs now(int64_t{9'000'000'000'000'000'000});
+  now += Seconds(1'000'000'000);  // 9.0e18 + 1e18 ns
+  EXPECT_EQ(now, TimeNs::Max());
+  // Within range, nothing changes: 2^62 + 2^62 - 1 = 2^63 - 1 exactly.
+  EXPECT_EQ(DurationNs(int64_t{1} << 62) + DurationNs((int64_t{1} << 62) - 1), max);
+  // 2^62 * 2 = 2^63 is one past the range: it saturates to 2^63 - 1, and stays one short.
+  EXPECT_EQ(DurationNs(int64_t{1} << 62) * 2 - Nanoseconds(3), DurationNs::Max() - Nanoseconds(3));
+}
+
+TEST(TimeTest, ClampedNsSaturatesAndTakesNaNAsTheMaximum) {
+  EXPECT_EQ(ClampedNs(1234.0), Nanoseconds(1234));
+  EXPECT_EQ(ClampedNs(-1234.0), Nanoseconds(-1234));
+  EXPECT_EQ(ClampedNs(1e300), DurationNs::Max());
+  EXPECT_EQ(ClampedNs(9223372036854775808.0), DurationNs::Max());  // 2^63
+  EXPECT_EQ(ClampedNs(-1e300), DurationNs(std::numeric_limits<int64_t>::min()));
+  EXPECT_EQ(ClampedNs(std::numeric_limits<double>::infinity()), DurationNs::Max());
+  EXPECT_EQ(ClampedNs(std::numeric_limits<double>::quiet_NaN()), DurationNs::Max());
+  // The largest double below 2^63, 2^63 - 1024, converts exactly.
+  EXPECT_EQ(ClampedNs(9223372036854774784.0), Nanoseconds(9'223'372'036'854'774'784));
 }
 
 TEST(UnitsTest, PrefixesAreDefinedOnce) {
@@ -46,6 +88,14 @@ TEST(TransferTimeTest, LargeTransfersDoNotOverflow) {
   // 1 TiB at 100 Gbps: 2^40 * 8 bits / 1e11 bits/s = 87.96093022208 s exactly.
   EXPECT_EQ(TransferTime(Bytes(kTebi), Bandwidth::BitsPerSecond(100 * kGiga)),
             Nanoseconds(87'960'930'223));
+}
+
+TEST(TransferTimeTest, SaturatesPastTheInt64Range) {
+  // 2^62 bytes at 1 bit/s: 2^65 s, 3.7e28 ns, far past int64's 9.2e18.
+  EXPECT_EQ(TransferTime(Bytes(int64_t{1} << 62), Bandwidth::BitsPerSecond(1)), DurationNs::Max());
+  // 1 GB at 1 bit/s: 8e9 s = 8e18 ns, just inside.
+  EXPECT_EQ(TransferTime(Bytes(kGiga), Bandwidth::BitsPerSecond(1)),
+            Nanoseconds(8'000'000'000'000'000'000));
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ using graph::TaskGraphBuilder;
 using graph::TaskId;
 using graph::TaskKind;
 using testing::HasSubstr;
+using testing::Not;
 
 // 1 us latency and 1 GB/s: a 1000-byte transfer takes 1000 * 8 / 8e9 s = 1 us, so 2 us in all.
 FixedCostModel OneMicrosecondModel() {
@@ -386,6 +387,156 @@ TEST(SimulatorTest, SameGraphTwiceGivesTheSameFingerprint) {
   EXPECT_EQ(first, Fingerprint(graph));
   EXPECT_EQ(first, Fingerprint(RingGraph(4)));  // rebuilt from scratch
   EXPECT_NE(first, Fingerprint(RingGraph(5)));  // one duration differs
+}
+
+// Simulated time ends at Simulator::kHorizon (2^53 ns, ~104 days): whatever would end past it
+// stops the run with an error naming it, and sums that pass int64 are refused, never wrapped.
+constexpr DurationNs kHorizon = Simulator::kHorizon - TimeNs::Zero();
+
+// Ranks 0 and 1 all-reduce `size`, and do nothing else.
+TaskGraph TwoRankAllReduce(Bytes size, std::string_view name) {
+  TaskGraphBuilder builder;
+  const std::vector<int32_t> group = {0, 1};
+  const CommId ar = builder.AddCollective(CommKind::kAllReduce, size, group, name);
+  for (int32_t rank : group) {
+    builder.AddCollectiveTask(builder.Stream(rank, "comm"), ar, "all-reduce", "dp");
+  }
+  return Build(builder);
+}
+
+TEST(HorizonTest, IsAboutAHundredDays) {
+  // 2^53 ns = 9,007,199.25 s = 104.25 days.
+  EXPECT_EQ(kHorizon.ns(), 9'007'199'254'740'992);
+  EXPECT_NEAR(kHorizon.ToSecondsDouble() / 86400, 104.25, 0.01);
+}
+
+TEST(HorizonTest, ATaskEndingAtTheHorizonRuns) {
+  TaskGraphBuilder builder;
+  const StreamId s = builder.Stream(0, "compute");
+  // Two halves end exactly at 2^52 + 2^52 = 2^53.
+  builder.AddTask(s, TaskKind::kCompute, "first", "x", kHorizon - DurationNs(int64_t{1} << 52));
+  builder.AddTask(s, TaskKind::kCompute, "second", "x", DurationNs(int64_t{1} << 52));
+  const TaskGraph graph = Build(builder);
+  FixedCostModel model = OneMicrosecondModel();
+  Simulator sim(graph, model);
+  ASSERT_TRUE(sim.Run().ok());
+  EXPECT_EQ(sim.makespan(), Simulator::kHorizon);
+  EXPECT_FALSE(sim.passed_horizon());
+}
+
+TEST(HorizonTest, ATaskEndingPastItStopsTheRunNamingIt) {
+  TaskGraphBuilder builder;
+  const StreamId s = builder.Stream(0, "compute");
+  builder.AddTask(s, TaskKind::kCompute, "first", "x", kHorizon);
+  builder.AddTask(s, TaskKind::kCompute, "one-too-many", "x", Nanoseconds(1));
+  builder.AddTask(s, TaskKind::kCompute, "never-started", "x", Nanoseconds(1));
+  const TaskGraph graph = Build(builder);
+  FixedCostModel model = OneMicrosecondModel();
+  Simulator sim(graph, model);
+  const Status status = sim.Run();
+  ASSERT_FALSE(status.ok());
+  EXPECT_TRUE(sim.passed_horizon());
+  const std::string message = status.error().ToString();
+  EXPECT_THAT(message, HasSubstr("horizon"));
+  EXPECT_THAT(message, HasSubstr("one-too-many"));
+  EXPECT_THAT(message, HasSubstr("takes 1 ns and would end at 9007199.255 s (104 days)"));
+  EXPECT_THAT(message, Not(HasSubstr("never-started")));
+  // The run stops at the last event before the horizon: the first task's end.
+  EXPECT_EQ(sim.makespan(), Simulator::kHorizon);
+}
+
+// A duration of int64's maximum after another task: now + duration saturates instead of
+// overflowing (UBSan reported it, and a release build wrapped to a negative time).
+TEST(HorizonTest, TheLargestDurationAfterAnotherTaskSaturates) {
+  TaskGraphBuilder builder;
+  const StreamId s = builder.Stream(0, "compute");
+  builder.AddTask(s, TaskKind::kCompute, "a", "x", Seconds(1));
+  builder.AddTask(s, TaskKind::kCompute, "b", "x", DurationNs::Max());
+  const TaskGraph graph = Build(builder);
+  FixedCostModel model = OneMicrosecondModel();
+  Simulator sim(graph, model);
+  const Status status = sim.Run();
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(status.error().ToString(), HasSubstr("would end at more than 292 years"));
+}
+
+// 2^62 bytes at 1 bit/s is 3.7e28 ns: the fixed model's price saturates, and the engine names
+// the communication rather than failing its "completed in the past" check.
+TEST(HorizonTest, ACommunicationPricedPastItIsNamed) {
+  const TaskGraph graph = TwoRankAllReduce(Bytes(int64_t{1} << 62), "huge");
+  FixedCostModel model(Microseconds(5), Bandwidth::BitsPerSecond(1));
+  Simulator sim(graph, model);
+  const Status status = sim.Run();
+  ASSERT_FALSE(status.ok());
+  EXPECT_TRUE(sim.passed_horizon());
+  EXPECT_THAT(status.error().ToString(), HasSubstr("huge"));
+  EXPECT_THAT(status.error().ToString(),
+              HasSubstr("priced at more than 292 years by the \"fixed\" communication model"));
+}
+
+// A model that schedules its own event a year from now.
+class LateModel final : public CommunicationModel, public EventHandler {
+ public:
+  std::string_view name() const override { return "late"; }
+  void Attach(CommunicationContext& context) override {
+    context_ = &context;
+    handler_ = context.RegisterHandler(*this);
+  }
+  void Start(CommId comm, CommunicationContext& context) override {
+    comm_ = comm;
+    context.Schedule(context.Now() + Seconds(365 * 86400), handler_, 0);
+  }
+  void OnEvent(uint64_t /*payload*/) override { context_->CompleteAt(comm_, context_->Now()); }
+
+ private:
+  CommunicationContext* context_ = nullptr;
+  HandlerId handler_ = 0;
+  CommId comm_;
+};
+
+TEST(HorizonTest, AModelEventPastItIsNamed) {
+  const TaskGraph graph = TwoRankAllReduce(Bytes(1), "small");
+  LateModel model;
+  Simulator sim(graph, model);
+  const Status status = sim.Run();
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(status.error().ToString(), HasSubstr("an event of the \"late\" communication model"));
+}
+
+// `ranks` ranks each run one task, of category "forever", from 0 to the horizon.
+TaskGraph RanksSpanningTheHorizon(int32_t ranks) {
+  TaskGraphBuilder builder;
+  for (int32_t rank = 0; rank < ranks; ++rank) {
+    builder.AddTask(builder.Stream(rank, "compute"), TaskKind::kCompute, "long", "forever",
+                    kHorizon);
+  }
+  return Build(builder);
+}
+
+// 1,100 ranks each run one task of the whole horizon: every time is in range, but the category
+// sums 1,100 * 2^53 = 9.9e18 ns, past int64's 9.2e18. The run refuses it rather than report a
+// wrapped (negative) or saturated total.
+TEST(HorizonTest, ACategoryTotalPastInt64IsAnError) {
+  const TaskGraph graph = RanksSpanningTheHorizon(1100);
+  FixedCostModel model = OneMicrosecondModel();
+  Simulator sim(graph, model);
+  const Status status = sim.Run();
+  ASSERT_FALSE(status.ok());
+  EXPECT_FALSE(sim.passed_horizon());
+  EXPECT_THAT(status.error().ToString(),
+              HasSubstr("the 1100 tasks of category \"forever\" add up to more than 292 years"));
+}
+
+// 1,000 such ranks sum to 9.007e18 ns, inside int64: the total is exact.
+TEST(HorizonTest, ACategoryTotalJustInsideInt64IsExact) {
+  const TaskGraph graph = RanksSpanningTheHorizon(1000);
+  FixedCostModel model = OneMicrosecondModel();
+  Simulator sim(graph, model);
+  ASSERT_TRUE(sim.Run().ok());
+  const RunSummary summary = sim.Summarize();
+  ASSERT_EQ(summary.categories.size(), 2u);  // "" and "forever"
+  EXPECT_EQ(summary.categories[1].total, kHorizon * 1000);
+  EXPECT_EQ(summary.categories[1].total.ns(), 9'007'199'254'740'992'000);
 }
 
 }  // namespace

@@ -111,6 +111,17 @@ def add_task_graphs(corpus):
     corpus.add_json("task_graph", "pipeline_2x2.json",
                     json.loads(read_text(TOP / "tools/examples/pipeline_2x2.json")))
     corpus.add("task_graph", "broken_graph.json", (TOP / "tests/data/broken_graph.json").read_bytes())
+    # Times near int64's end: a chain whose sum overflows, a collective priced past the horizon.
+    huge = 9223372036854775807
+    corpus.add_json("task_graph", "huge_times.json", {
+        "format": "dtsim.task_graph", "version": "1.0",
+        "collectives": [{"id": "c", "op": "all_reduce", "size_bytes": huge, "group": [0, 1]}],
+        "tasks": [
+            {"id": "a", "rank": 0, "stream": "s", "kind": "compute", "duration_ns": huge},
+            {"id": "b", "rank": 0, "stream": "s", "kind": "compute", "duration_ns": huge,
+             "deps": ["a"]},
+            {"id": "c0", "rank": 0, "stream": "c", "kind": "collective", "collective": "c"},
+            {"id": "c1", "rank": 1, "stream": "c", "kind": "collective", "collective": "c"}]})
 
 
 def add_kineto(corpus, shared):

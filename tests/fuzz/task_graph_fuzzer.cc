@@ -1,7 +1,7 @@
 // `dtsim run GRAPH`: the task-graph JSON (docs/formats/task-graph.md), its validation in
 // TaskGraphBuilder::Build(), and, for a graph small enough to run in a moment, the engine on
 // it. Build() promises that every graph it accepts can finish: a deadlock report from a
-// graph it accepted is a bug, and traps.
+// graph it accepted is a bug, and traps; so would UBSan on time arithmetic that overflows.
 #include "sim/engine/fixed_cost_model.h"
 #include "sim/engine/simulator.h"
 #include "sim/graph/graph_json.h"
@@ -17,6 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   engine::FixedCostModel model(Microseconds(5),
                                Bandwidth::BytesPerSecond(int64_t{100} * 1000 * 1000 * 1000));
   engine::Simulator simulator(*graph, model);
-  if (!simulator.Run().ok()) __builtin_trap();
+  // The one error a graph Build() accepted may give: time past the simulator's horizon, from
+  // durations or sizes far beyond any iteration. A deadlock is a bug.
+  if (!simulator.Run().ok() && !simulator.passed_horizon()) __builtin_trap();
   return 0;
 }

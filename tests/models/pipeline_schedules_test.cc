@@ -21,7 +21,10 @@ std::string Order(const std::vector<PipelineStep>& steps) {
     if (!out.empty()) out += ' ';
     out += step.pass == Pass::kForward ? 'F' : 'B';
     out += std::to_string(step.microbatch);
-    if (step.chunk != 0) out += "." + std::to_string(step.chunk);
+    if (step.chunk != 0) {
+      out += '.';  // not "." + to_string(...): GCC 12 -O2 warns (-Wrestrict) on that, wrongly
+      out += std::to_string(step.chunk);
+    }
   }
   return out;
 }

@@ -153,6 +153,37 @@ TEST_F(ReplayGraphTest, ATraceWithoutGpuEventsIsAnError) {
   EXPECT_THAT(replay.error().ToString(), testing::HasSubstr("no GPU events"));
 }
 
+// kTwoStreamStep with its gemm starting at `start_us` instead of 1013.
+std::string GemmAt(const std::string& start_us) {
+  std::string text = kTwoStreamStep;
+  const std::string gemm = R"("ts": 1013, "dur": 40)";
+  text.replace(text.find(gemm), gemm.size(), R"("ts": )" + start_us + R"(, "dur": 40)");
+  return text;
+}
+
+// The step above with its gemm moved to the epoch clock (1.7e15 us, as baseTimeNanoseconds
+// traces write): its events span 1,707,417,525 s, far past kMaxTraceSpan (a day). Replaying
+// it would simulate 54 years of gap (the fuzzer's finding: the gap sums overflowed int64).
+TEST_F(ReplayGraphTest, ATraceSpanningDecadesMixesClocksAndIsRefused) {
+  const Trace trace = Read(GemmAt("1707417525000000"));
+  const Expected<ReplayGraph> replay = BuildReplayGraph(trace);
+  ASSERT_FALSE(replay.ok());
+  const std::string message = replay.error().ToString();
+  EXPECT_THAT(message, testing::HasSubstr("trace.json"));
+  // From the step at 1000 us (1.000 ms) to the gemm's end, 1707417525000040 us.
+  EXPECT_THAT(message, testing::HasSubstr("from the host event \"ProfilerStep#7\" at 1.000 ms"));
+  EXPECT_THAT(message, testing::HasSubstr("GPU op \"gemm\" at 1707417525.000 s"));
+  EXPECT_THAT(message, testing::HasSubstr("mix two clocks"));
+}
+
+// A day is the limit itself: the gemm ending exactly 24 h after the step began replays.
+TEST_F(ReplayGraphTest, ATraceSpanningADayReplays) {
+  // 1000 us + 86,400 s = 86,400,001,000 us, minus the 40 us the gemm takes.
+  const Trace trace = Read(GemmAt("86400000960"));
+  const Expected<ReplayGraph> replay = BuildReplayGraph(trace);
+  EXPECT_TRUE(replay.ok()) << replay.error().ToString();
+}
+
 }  // namespace
 }  // namespace dtsim::traces
 

@@ -4,6 +4,7 @@
 #include <fmt/ostream.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "sim/base/quantity.h"
 
@@ -33,16 +34,20 @@ void PrintRanks(std::ostream& out, const engine::RunSummary& summary, DurationNs
   const auto by_busy = [](const auto& a, const auto& b) { return a.busy < b.busy; };
   const auto& least = *std::min_element(ranks.begin(), ranks.end(), by_busy);
   const auto& most = *std::max_element(ranks.begin(), ranks.end(), by_busy);
-  DurationNs busy_sum, idle_sum, wait_sum;
+  // Summed in long double: millions of ranks times a long iteration pass int64, and its
+  // 64-bit significand keeps every nanosecond below 2^64.
+  long double busy_sum = 0, idle_sum = 0, wait_sum = 0;
   for (const auto& r : ranks) {
-    busy_sum += r.busy;
-    idle_sum += r.idle;
-    wait_sum += r.rendezvous_wait;
+    busy_sum += static_cast<long double>(r.busy.ns());
+    idle_sum += static_cast<long double>(r.idle.ns());
+    wait_sum += static_cast<long double>(r.rendezvous_wait.ns());
   }
-  const auto n = static_cast<int64_t>(ranks.size());
+  const auto n = static_cast<long double>(ranks.size());
+  const auto mean = [n](long double sum) {
+    return DurationNs(static_cast<int64_t>(std::trunc(sum / n)));  // a mean of int64s fits one
+  };
   row(fmt::format("min ({})", least.rank), least.busy, least.idle, least.rendezvous_wait);
-  row("mean", DurationNs(busy_sum.ns() / n), DurationNs(idle_sum.ns() / n),
-      DurationNs(wait_sum.ns() / n));
+  row("mean", mean(busy_sum), mean(idle_sum), mean(wait_sum));
   row(fmt::format("max ({})", most.rank), most.busy, most.idle, most.rendezvous_wait);
 }
 
