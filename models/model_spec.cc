@@ -256,6 +256,7 @@ Status ReadFamilyFields(JsonObjectReader& reader, bool preset, ModelSpec& model)
 }  // namespace
 
 int64_t MoeSpec::Capacity(int64_t tokens) const {
+  if (!enabled()) return 0;  // a dense model: no experts to route to (k·T/0 would be inf)
   const double factor = dropless ? 1.0 : capacity_factor;
   return static_cast<int64_t>(
       std::ceil(static_cast<double>(top_k) * static_cast<double>(tokens) * factor / experts));

@@ -42,7 +42,7 @@ struct MoeSpec {
 
   bool enabled() const { return experts > 0; }
   // Tokens each expert takes from one rank's `tokens` with balanced routing:
-  // ceil(top_k · tokens · factor / experts), factor 1 when dropless.
+  // ceil(top_k · tokens · factor / experts), factor 1 when dropless; 0 for a dense model.
   int64_t Capacity(int64_t tokens) const;
 };
 

@@ -472,7 +472,20 @@ Expected<ResolvedConfig> Resolve(const SimulationConfig& input) {
   if (config.model.family == models::ModelFamily::kResNet) {
     DTSIM_RETURN_IF_ERROR(CheckDataParallelPlan(config));
   } else {
-    if (training.seq_len == 0) training.seq_len = config.model.transformer.max_seq;
+    if (training.seq_len == 0) {
+      // The model's max_seq has no bound of its own (a position table may be long); as the
+      // sequence length it takes training.seq_len's.
+      const int64_t max_seq = config.model.transformer.max_seq;
+      if (max_seq > kMaxSequenceLength) {
+        return Error(fmt::format("without training.seq_len the sequence is the model's max_seq, "
+                                 "past the longest dtsim simulates ({} tokens); give "
+                                 "training.seq_len",
+                                 kMaxSequenceLength),
+                     "model.max_seq", std::to_string(max_seq));
+      }
+      training.seq_len = max_seq;
+    }
+    DTSIM_RETURN_IF_ERROR(CheckSizesFit(config));
     DTSIM_RETURN_IF_ERROR(CheckTransformerPlan(config));
     CountEmbeddingAndLossAsLayers(config.model.transformer, config.plan);
   }

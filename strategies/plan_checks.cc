@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "sim/base/strings.h"
 #include "strategies/deepspeed_zero3.h"
 
@@ -170,6 +172,51 @@ Status CheckDeepSpeed(const SimulationConfig& config) {
         "DeepSpeed's ZeRO-3 before 0.5.5 is modelled with recompute none, selective or "
         "full (activation checkpointing of whole layers)",
         "training.recompute", Quote("selective_op"));
+  }
+  return Status::Ok();
+}
+
+Status CheckSizesFit(const SimulationConfig& config) {
+  const models::TransformerSpec& spec = config.model.transformer;
+  using Real = long double;
+  const auto real = [](int64_t value) { return static_cast<Real>(value); };
+  const Real batch = real(config.training.micro_batch);
+  const Real seq = real(config.training.seq_len);
+  const Real tokens = batch * seq;
+  const Real hidden = real(spec.hidden);
+  const Real head_dim =
+      spec.head_dim_override > 0 ? real(spec.head_dim_override) : hidden / std::max(1, spec.heads);
+  const Real attention = std::max(hidden, head_dim * spec.heads);
+  const Real ffn = std::max(real(spec.ffn_hidden), real(spec.moe.expert_ffn_hidden));
+  const Real vocab = real(spec.vocab) + real(spec.vocab_divisible_by) * config.plan.tensor;
+  const Real experts = std::max(1, spec.moe.experts + spec.moe.shared_experts);
+  const Real widest = std::max({attention, ffn, vocab});
+  struct Product {
+    const char* what;
+    Real value;
+    const char* fields;
+  };
+  const Product products[] = {
+      {"a micro-batch's activations (micro_batch × seq_len × the widest of hidden, attention, "
+       "ffn_hidden and the padded vocabulary)",
+       tokens * widest, "training.micro_batch, training.seq_len and the model's widths"},
+      {"a micro-batch's attention scores (micro_batch × heads × seq_len²)",
+       batch * spec.heads * seq * seq, "training.seq_len, training.micro_batch or model.heads"},
+      {"a layer's largest weight (hidden × the widest of hidden, attention, ffn_hidden × experts "
+       "and the padded vocabulary)",
+       hidden * std::max({attention, ffn * experts, vocab}), "the model's widths"},
+      {"the parameters (layers × hidden × (4 × attention + 3 × ffn_hidden × experts))",
+       real(spec.layers) * hidden * (4 * attention + 3 * ffn * experts),
+       "model.layers or the model's widths"},
+  };
+  for (const Product& product : products) {
+    if (product.value <= kMaxElements) continue;
+    return Error(
+        fmt::format("{} come to {:.3g} elements, past the 2^56 ({:.3g}) that dtsim's "
+                    "64-bit counts of elements, bytes and FLOPs hold; no model trains "
+                    "at that size: reduce {}",
+                    product.what, static_cast<double>(product.value), kMaxElements, product.fields),
+        "model", config.model.name);
   }
   return Status::Ok();
 }

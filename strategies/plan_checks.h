@@ -26,6 +26,13 @@ Status CheckExpertPlan(const SimulationConfig& config);
 Status CheckFp8(const SimulationConfig& config);
 // Selective op checkpointing over 1D tensor parallelism only.
 Status CheckRecompute(const SimulationConfig& config);
+// The model's sizes, multiplied as its ops, memory and parameter counts multiply them, stay
+// below kMaxElements: dtsim counts elements and bytes in int64, and sizes each within its own
+// field's bound can still multiply past it (a hidden of 10^9 squared, a 10^13-token sequence's
+// attention scores). Checked in floating point before any model computes them; the error names
+// the product, its factors and the fields to reduce.
+inline constexpr double kMaxElements = 72057594037927936.0;  // 2^56: ×128 for bytes and FLOPs
+Status CheckSizesFit(const SimulationConfig& config);
 // Under "deepspeed": ZeRO stage 1 at most with a pipeline; ZeRO-3 before 0.5.5 on dense 1D
 // plans with recompute none, selective or full.
 Status CheckDeepSpeed(const SimulationConfig& config);

@@ -20,7 +20,7 @@ import sys
 
 TOP = pathlib.Path(__file__).resolve().parents[2]
 HARNESSES = ["quantity", "config", "overrides", "task_graph", "kineto", "chakra", "comm_groups",
-             "op_costs", "search_file", "launch_args", "nemo_config"]
+             "op_costs", "search_file", "launch_args", "nemo_config", "simulate"]
 MAX_SEED_BYTES = 48 * 1024
 QUANTITY = re.compile(r"^\s*[0-9.][0-9.eE+-]*\s*[A-Za-z/]+\s*$")
 
@@ -88,6 +88,35 @@ class Corpus:
         self.add(harness, name + ".gzip", b"\x01" + text.encode())
 
 
+def small_config(document):
+    """`document` cut to what the simulate harness runs (at most 64 GPUs, 16 layers and 16
+    micro-batches), its other choices kept."""
+    small = json.loads(json.dumps(document))
+    model = small.get("model")
+    if isinstance(model, dict) and model.get("layers", 0) > 16:
+        model["layers"] = 8
+    elif isinstance(model, str) and "resnet" not in model:
+        small["model"] = {"preset": model, "layers": 4}
+    plan = small.get("parallelism", {})
+    size = lambda key: (plan.get(key, {}).get("size", 1) if isinstance(plan.get(key), dict)
+                        else plan.get(key, 1))
+    if size("data") * size("tensor") * size("pipeline") * size("context") > 64:
+        for key, value in (("data", 2), ("tensor", 2), ("pipeline", 2), ("context", 1)):
+            if isinstance(plan.get(key), dict):
+                plan[key]["size"] = value
+            elif key in plan or key != "context":
+                plan[key] = value
+        for key in ("expert", "expert_tensor"):
+            plan.pop(key, None)
+        if isinstance(small.get("cluster"), dict):
+            small["cluster"].pop("nodes", None)
+    training = small.get("training")
+    if isinstance(training, dict) and isinstance(training.get("global_batch"), int):
+        per_step = training.get("micro_batch", 1) * size("data")
+        training["global_batch"] = min(training["global_batch"], per_step * 4)
+    return small
+
+
 def add_configs(corpus):
     examples = sorted((TOP / "tools/examples").glob("*.json"))
     examples += sorted((TOP / "tools/examples/what_ifs").glob("*.json"))
@@ -97,6 +126,8 @@ def add_configs(corpus):
         if "tasks" in document:
             continue  # a task graph (pipeline_2x2.json)
         corpus.add_json("config", path.name, document)
+        if "what_ifs" not in path.parts:
+            corpus.add_json("simulate", path.name, small_config(document))
         lines = [f"{key}={value}" for key, value in leaves(document)]
         corpus.add("overrides", path.stem + ".txt", "\n".join(lines[:12]) + "\n")
         for key, value in leaves(document):
@@ -234,7 +265,7 @@ def write_dicts(corpus):
         words = sorted(t for t in corpus.tokens[harness] if t and t.isprintable() and '"' not in t
                        and "\\" not in t)
         lines = [f'"{word}"' for word in words]
-        if harness in ("config", "overrides"):
+        if harness in ("config", "overrides", "simulate"):
             lines += [f'"{w}"' for w in sorted(corpus.tokens["config"])
                       if w and w.isprintable() and '"' not in w and "\\" not in w]
         text = common + (protobuf if harness == "chakra" else "") + "\n".join(sorted(set(lines)))

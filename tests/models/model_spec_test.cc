@@ -26,6 +26,18 @@ void ExpectContains(const std::string& text, const std::string& part) {
   EXPECT_NE(text.find(part), std::string::npos) << "in: " << text << "\nmissing: " << part;
 }
 
+// Switch Transformer's capacity, ceil(k·T·c / E): 2 experts of 8 with factor 1.25 over 1,000
+// tokens take ceil(2 · 1000 · 1.25 / 8) = ceil(312.5) = 313 each; dropless ignores the factor
+// (2 · 1000 / 8 = 250). A dense model routes nothing: 0, not k·T/0 (which UBSan caught as inf
+// converted to an int64, found by the simulate fuzzer).
+TEST(ModelSpecTest, ExpertCapacity) {
+  MoeSpec moe{.experts = 8, .top_k = 2, .capacity_factor = 1.25};
+  EXPECT_EQ(moe.Capacity(1000), 313);
+  moe.dropless = true;
+  EXPECT_EQ(moe.Capacity(1000), 250);
+  EXPECT_EQ(MoeSpec{}.Capacity(1000), 0);
+}
+
 TEST(ModelSpecTest, PresetOverriddenFieldByField) {
   Expected<ModelSpec> model =
       ModelFromJson(Json::parse(R"({"preset": "gpt3-175b", "layers": 48, "hidden": 8192,

@@ -48,6 +48,34 @@ TEST(FootprintTest, TheEstimateIsALowerBoundOnEveryExamplesTasks) {
   }
 }
 
+std::string ResolveError(const std::vector<std::string>& overrides) {
+  const Expected<ResolvedConfig> config =
+      LoadConfig(std::string(DTSIM_EXAMPLES_DIR) + "/gpt3_1.3b_16gpu.json", overrides);
+  EXPECT_FALSE(config.ok());
+  return config.ok() ? "" : config.error().ToString();
+}
+
+// Sizes each within its field's bound that multiply past int64 are refused while resolving,
+// before a model multiplies them (the simulate fuzzer's findings: a max_seq of 10^13 taken as
+// the sequence length, whose attention scores overflowed in the op builder).
+TEST(FootprintTest, SizesThatMultiplyPastInt64AreRefused) {
+  // Without training.seq_len the model's max_seq is the sequence: bounded like seq_len.
+  EXPECT_THAT(ResolveError({"training.seq_len=null",
+                            R"(model={"preset": "gpt3-1.3b", "max_seq": 10221474836484})"}),
+              HasSubstr("model.max_seq: without training.seq_len the sequence is the model's "
+                        "max_seq, past the longest dtsim simulates (16777216 tokens)"));
+  // GPT-3 1.3B has 16 heads: 16 sequences of 2^24 tokens make 2^4 · 2^4 · 2^48 = 2^56 scores,
+  // which is allowed; 32 sequences make 2^57.
+  EXPECT_THAT(ResolveError({"training.seq_len=16777216", "training.micro_batch=32",
+                            "training.global_batch=512", "parallelism.data=2",
+                            "parallelism.pipeline=1", "parallelism.tensor.size=8"}),
+              HasSubstr("a micro-batch's attention scores (micro_batch × heads × seq_len²) come "
+                        "to 1.44e+17 elements, past the 2^56 (7.21e+16)"));
+  // A hidden width of 2^31: a layer's attention weight alone is 2^62 elements.
+  EXPECT_THAT(ResolveError({R"(model={"preset": "gpt3-1.3b", "hidden": 2147483648})"}),
+              HasSubstr("a layer's largest weight"));
+}
+
 TEST(FootprintTest, AConfigPastTheLimitFailsBeforeItsGraphIsBuilt) {
   // The small example: 16 ranks × 8 micro-batches × 2 passes × 24 layers / 2 stages × 8 ranks
   // per stage = 16 × 8 × 2 × 24 / 2 = 3,072 tasks at least, 245,760 bytes.

@@ -21,7 +21,7 @@
 #   --totals         print the campaign so far (every run's line in DIR/campaign.tsv, summed
 #                    per harness) and exit
 #   HARNESS...       some of: quantity config overrides task_graph kineto chakra comm_groups
-#                    op_costs search_file launch_args nemo_config (default: all)
+#                    op_costs search_file launch_args nemo_config simulate (default: all)
 # Prints a table (harness, executions, crashes, hangs, out-of-memory) and exits 1 when any
 # harness found one; the inputs that did are in DIR/findings/HARNESS/. Inputs that reached new
 # code stay in DIR/corpus/HARNESS/ for the next run, so runs add up to one campaign: each appends
@@ -54,7 +54,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 all=(quantity config overrides task_graph kineto chakra comm_groups op_costs search_file launch_args
-     nemo_config)
+     nemo_config simulate)
 [[ ${#harnesses[@]} -gt 0 ]] || harnesses=("${all[@]}")
 campaign="$build_dir/campaign.tsv"
 
