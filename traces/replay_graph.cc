@@ -441,27 +441,36 @@ class ReplayBuilder {
 struct TraceSpan {
   TimeNs first = TimeNs::Max();
   TimeNs last = TimeNs::Zero();
-  std::string first_event, last_event;
+  // The events there: an index into Trace::host, or into Trace::device when `*_gpu`.
+  size_t first_event = 0, last_event = 0;
+  bool first_gpu = false, last_gpu = false;
 };
 
-std::string DescribeEvent(const Trace& trace, graph::NameId name, bool gpu) {
+std::string DescribeEvent(const Trace& trace, size_t index, bool gpu) {
+  const graph::NameId name = gpu ? trace.device[index].name : trace.host[index].name;
   return fmt::format("{} {}", gpu ? "GPU op" : "host event", Quote(trace.Name(name)));
 }
 
+// One pass over the events, keeping indices: a trace's events mostly come in time order, so
+// nearly every one extends the span, and naming each there would format a string per event.
 TraceSpan SpanOf(const Trace& trace) {
   TraceSpan span;
-  const auto visit = [&](const auto& event, bool gpu) {
-    if (event.start < span.first) {
-      span.first = event.start;
-      span.first_event = DescribeEvent(trace, event.name, gpu);
-    }
-    if (event.end() > span.last) {
-      span.last = event.end();
-      span.last_event = DescribeEvent(trace, event.name, gpu);
+  const auto visit = [&span](const auto& events, bool gpu) {
+    for (size_t i = 0; i < events.size(); ++i) {
+      if (events[i].start < span.first) {
+        span.first = events[i].start;
+        span.first_event = i;
+        span.first_gpu = gpu;
+      }
+      if (events[i].end() > span.last) {
+        span.last = events[i].end();
+        span.last_event = i;
+        span.last_gpu = gpu;
+      }
     }
   };
-  for (const HostEvent& event : trace.host) visit(event, false);
-  for (const DeviceEvent& event : trace.device) visit(event, true);
+  visit(trace.host, false);
+  visit(trace.device, true);
   return span;
 }
 
@@ -475,8 +484,10 @@ Status CheckSpan(const Trace& trace, const TraceSpan& span) {
                    "its events span {} ({:.0f} days), from the {} at {} to the end of the "
                    "{} at {}, on the trace's clock; a profile covers seconds to "
                    "minutes, and a replay at most {:.0f} hours: does the trace mix two clocks?",
-                   FormatDuration(length), length.ToSecondsDouble() / 86400.0, span.first_event,
-                   FormatDuration(span.first - TimeNs::Zero()), span.last_event,
+                   FormatDuration(length), length.ToSecondsDouble() / 86400.0,
+                   DescribeEvent(trace, span.first_event, span.first_gpu),
+                   FormatDuration(span.first - TimeNs::Zero()),
+                   DescribeEvent(trace, span.last_event, span.last_gpu),
                    FormatDuration(span.last - TimeNs::Zero()),
                    kMaxTraceSpan.ToSecondsDouble() / 3600))
       .InFile(trace.file);
