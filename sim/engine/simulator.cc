@@ -88,7 +88,10 @@ void Simulator::CompleteAt(CommId comm, TimeNs time) {
   if (time > kHorizon) [[unlikely]] {
     PassHorizon(time,
                 fmt::format("{}, priced at {} by the \"{}\" communication model,",
-                            graph_.DescribeComm(comm), LongDuration(time - now_), model_.name()));
+                            graph_.DescribeComm(comm),
+                            // A saturated end stays saturated: now + Max is Max, not Max - now.
+                            LongDuration(time == TimeNs::Max() ? DurationNs::Max() : time - now_),
+                            model_.name()));
   }
   const graph::Communication& c = graph_.comm(comm);
   DTSIM_CHECK(

@@ -393,13 +393,16 @@ TEST(SimulatorTest, SameGraphTwiceGivesTheSameFingerprint) {
 // stops the run with an error naming it, and sums that pass int64 are refused, never wrapped.
 constexpr DurationNs kHorizon = Simulator::kHorizon - TimeNs::Zero();
 
-// Ranks 0 and 1 all-reduce `size`, and do nothing else.
-TaskGraph TwoRankAllReduce(Bytes size, std::string_view name) {
+// Ranks 0 and 1 all-reduce `size`, after computing for `before` (nothing when zero).
+TaskGraph TwoRankAllReduce(Bytes size, std::string_view name,
+                           DurationNs before = DurationNs::Zero()) {
   TaskGraphBuilder builder;
   const std::vector<int32_t> group = {0, 1};
   const CommId ar = builder.AddCollective(CommKind::kAllReduce, size, group, name);
   for (int32_t rank : group) {
-    builder.AddCollectiveTask(builder.Stream(rank, "comm"), ar, "all-reduce", "dp");
+    const StreamId stream = builder.Stream(rank, "comm");
+    if (before > DurationNs::Zero()) builder.AddTask(stream, TaskKind::kCompute, "op", "", before);
+    builder.AddCollectiveTask(stream, ar, "all-reduce", "dp");
   }
   return Build(builder);
 }
@@ -471,6 +474,12 @@ TEST(HorizonTest, ACommunicationPricedPastItIsNamed) {
   EXPECT_TRUE(sim.passed_horizon());
   EXPECT_THAT(status.error().ToString(), HasSubstr("huge"));
   EXPECT_THAT(status.error().ToString(),
+              HasSubstr("priced at more than 292 years by the \"fixed\" communication model"));
+  // Posted after 1 s of compute the end saturates the same way; its price is still the
+  // saturated one, not int64's maximum less the 1 s.
+  const TaskGraph later = TwoRankAllReduce(Bytes(int64_t{1} << 62), "huge", Seconds(1));
+  Simulator late(later, model);
+  EXPECT_THAT(late.Run().error().ToString(),
               HasSubstr("priced at more than 292 years by the \"fixed\" communication model"));
 }
 
