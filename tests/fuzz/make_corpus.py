@@ -20,7 +20,7 @@ import sys
 
 TOP = pathlib.Path(__file__).resolve().parents[2]
 HARNESSES = ["quantity", "config", "overrides", "task_graph", "kineto", "chakra", "comm_groups",
-             "op_costs", "search_file", "launch_args", "nemo_config", "simulate"]
+             "op_costs", "search_file", "launch_args", "nemo_config", "simulate", "result_file"]
 MAX_SEED_BYTES = 48 * 1024
 QUANTITY = re.compile(r"^\s*[0-9.][0-9.eE+-]*\s*[A-Za-z/]+\s*$")
 
@@ -247,11 +247,23 @@ def add_nemo_configs(corpus):
 
 
 def add_checked_in(corpus):
-    for harness in ["quantity", "search_file"]:
+    for harness in ["quantity", "search_file", "result_file"]:
         for path in sorted((TOP / "tests/fuzz/seeds" / harness).glob("*")):
             corpus.add(harness, path.name, path.read_bytes())
             if path.suffix == ".json":
                 keys_of(json.loads(read_text(path)), corpus.tokens[harness])
+
+
+def add_result_pairs(corpus):
+    """For `dtsim diff`: the result seeds of one family two by two, as the result_file harness
+    reads two documents (separated by a line "--- B")."""
+    by_family = {}
+    for path in sorted((TOP / "tests/fuzz/seeds/result_file").glob("*.json")):
+        by_family.setdefault(json.loads(path.read_text()).get("format"), []).append(path)
+    for paths in by_family.values():
+        for a, b in zip(paths, paths[1:]):
+            corpus.add("result_file", f"{a.stem}--{b.stem}",
+                       a.read_bytes().rstrip(b"\n") + b"\n--- B\n" + b.read_bytes())
 
 
 def write_dicts(corpus):
@@ -291,6 +303,7 @@ def main():
     add_launch_args(corpus)
     add_nemo_configs(corpus)
     add_checked_in(corpus)
+    add_result_pairs(corpus)
     write_dicts(corpus)
     for harness in HARNESSES:
         folder = args.out / "corpus" / harness

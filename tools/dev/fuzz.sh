@@ -4,8 +4,8 @@
 # "Fuzzing"). Installs clang and libFuzzer from Debian when they are missing.
 #
 # Usage: tools/dev/fuzz.sh [--seconds S | --runs N] [--seed N] [--jobs J] [--build-dir DIR]
-#                          [--no-build] [HARNESS...]
-#        tools/dev/fuzz.sh --totals [--build-dir DIR]
+#                          [--no-build] [--ledger FILE] [HARNESS...]
+#        tools/dev/fuzz.sh --totals [--ledger FILE]
 #   --seconds S      run each harness for S seconds (default 60: CI's smoke run)
 #   --runs N         run each harness for N executions instead (the long run: 10000000)
 #   --seed N         libFuzzer's random seed (default: a new one each run). CI passes 1 so that
@@ -18,14 +18,17 @@
 #   --build-dir DIR  where to build and keep corpora and findings (default: build-fuzz)
 #   --no-build       run the harnesses already built in DIR (a long run in a copy, say, while
 #                    the tree changes)
-#   --totals         print the campaign so far (every run's line in DIR/campaign.tsv, summed
-#                    per harness) and exit
+#   --ledger FILE    the campaign's ledger (default: tests/fuzz/campaign.tsv, tracked: commit
+#                    it, so that the campaign outlasts the machine it ran on)
+#   --totals         print the campaign so far (every run's line in the ledger, summed per
+#                    harness) and exit
 #   HARNESS...       some of: quantity config overrides task_graph kineto chakra comm_groups
-#                    op_costs search_file launch_args nemo_config simulate (default: all)
+#                    op_costs search_file launch_args nemo_config simulate result_file
+#                    (default: all)
 # Prints a table (harness, executions, crashes, hangs, out-of-memory) and exits 1 when any
 # harness found one; the inputs that did are in DIR/findings/HARNESS/. Inputs that reached new
 # code stay in DIR/corpus/HARNESS/ for the next run, so runs add up to one campaign: each appends
-# a line per harness (date, commit, harness, seconds, executions, findings) to DIR/campaign.tsv.
+# a line per harness (date, commit, harness, seconds, executions, findings) to the ledger.
 set -euo pipefail
 
 top="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -37,6 +40,7 @@ timeout=10
 jobs="$(nproc)"
 build=1
 totals=0
+campaign="$top/tests/fuzz/campaign.tsv"
 harnesses=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -47,16 +51,16 @@ while [[ $# -gt 0 ]]; do
     --jobs) jobs="$2"; shift 2 ;;
     --build-dir) build_dir="$(realpath -m "$2")"; shift 2 ;;
     --no-build) build=0; shift ;;
+    --ledger) campaign="$(realpath -m "$2")"; shift 2 ;;
     --totals) totals=1; shift ;;
-    -h|--help) sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) harnesses+=("$1"); shift ;;
   esac
 done
 all=(quantity config overrides task_graph kineto chakra comm_groups op_costs search_file launch_args
-     nemo_config simulate)
+     nemo_config simulate result_file)
 [[ ${#harnesses[@]} -gt 0 ]] || harnesses=("${all[@]}")
-campaign="$build_dir/campaign.tsv"
 
 if [[ $totals -eq 1 ]]; then
   [[ -f "$campaign" ]] || { echo "fuzz.sh: no campaign yet ($campaign)" >&2; exit 1; }
