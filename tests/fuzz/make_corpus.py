@@ -20,7 +20,8 @@ import sys
 
 TOP = pathlib.Path(__file__).resolve().parents[2]
 HARNESSES = ["quantity", "config", "overrides", "task_graph", "kineto", "chakra", "comm_groups",
-             "op_costs", "search_file", "launch_args", "nemo_config", "simulate", "result_file"]
+             "op_costs", "search_file", "launch_args", "nemo_config", "simulate", "result_file",
+             "points"]
 MAX_SEED_BYTES = 48 * 1024
 QUANTITY = re.compile(r"^\s*[0-9.][0-9.eE+-]*\s*[A-Za-z/]+\s*$")
 
@@ -246,6 +247,21 @@ def add_nemo_configs(corpus):
          "False", "bf16-mixed"])
 
 
+def add_points(corpus, shared):
+    """Measurements files, one point each: the memory points dtsim ships and, beside it, the
+    shared training-run points (published-points.json, calibration-points.json)."""
+    memory = json.loads((TOP / "tools/validation/memory-points.json").read_text())
+    for i, point in enumerate(memory["points"]):
+        corpus.add_json("points", f"memory_{i:02d}.json", dict(memory, points=[point]))
+    for name in ["published-points.json", "calibration-points.json"]:
+        path = shared / "validation" / name
+        if not path.is_file():
+            continue
+        document = json.loads(path.read_text())
+        for i, point in enumerate(document.get("points", [])):
+            corpus.add_json("points", f"{path.stem}_{i:02d}.json", {"points": [point]})
+
+
 def add_checked_in(corpus):
     for harness in ["quantity", "search_file", "result_file"]:
         for path in sorted((TOP / "tests/fuzz/seeds" / harness).glob("*")):
@@ -302,6 +318,7 @@ def main():
     add_op_costs(corpus)
     add_launch_args(corpus)
     add_nemo_configs(corpus)
+    add_points(corpus, args.shared)
     add_checked_in(corpus)
     add_result_pairs(corpus)
     write_dicts(corpus)

@@ -23,7 +23,7 @@
 #   --totals         print the campaign so far (every run's line in the ledger, summed per
 #                    harness) and exit
 #   HARNESS...       some of: quantity config overrides task_graph kineto chakra comm_groups
-#                    op_costs search_file launch_args nemo_config simulate result_file
+#                    op_costs search_file launch_args nemo_config simulate result_file points
 #                    (default: all)
 # Prints a table (harness, executions, crashes, hangs, out-of-memory) and exits 1 when any
 # harness found one; the inputs that did are in DIR/findings/HARNESS/. Inputs that reached new
@@ -59,7 +59,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 all=(quantity config overrides task_graph kineto chakra comm_groups op_costs search_file launch_args
-     nemo_config simulate result_file)
+     nemo_config simulate result_file points)
 [[ ${#harnesses[@]} -gt 0 ]] || harnesses=("${all[@]}")
 
 if [[ $totals -eq 1 ]]; then
