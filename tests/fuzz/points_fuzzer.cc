@@ -37,7 +37,8 @@ bool SmallOwnSimulation(const Json& point) {
   const int64_t batch = IntOr(parallel, "global_batch", 1);
   const bool small_plan =
       tp >= 1 && pp >= 1 && dp >= 1 && tp <= 64 && pp <= 64 && dp <= 64 && tp * pp * dp <= 64;
-  return small_plan && batch / (dp * micro) <= 16 && IntOr(model, "layers", 1) <= 32;
+  // Divided in turn: dp · micro could pass int64 for a fuzzed micro-batch.
+  return small_plan && batch / dp / micro <= 16 && IntOr(model, "layers", 1) <= 32;
 }
 
 // Whether a measured training run's config is a moment's simulation; reading, resolving and
