@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -176,6 +177,58 @@ TEST_F(ResultFilesTest, SimulateResult) {
   EXPECT_NE(csv.find("3,failed,,,,,,,,,,,,,,,,c.json: parallelism: 3 does not divide 16\n"),
             std::string::npos)
       << csv;
+}
+
+// The optional sections `dtsim report` shows (tools/report/report.py) are of their written
+// shape when present, and a sweep point names its value on every axis: what the readers accept,
+// the report draws. Each case below once passed the readers and gave a traceback in the report's
+// script (found by tools/dev/report_fuzz.py).
+TEST_F(ResultFilesTest, ReadersCheckWhatTheReportShows) {
+  Expected<strategies::ResolvedConfig> config = strategies::LoadConfig(kSmall, {});
+  ASSERT_TRUE(config.ok()) << config.error().ToString();
+  Expected<strategies::SimulationResult> result = strategies::Simulate(*config);
+  ASSERT_TRUE(result.ok()) << result.error().ToString();
+  const Json good = Json::parse(SimulateResultJson(*config, *result).dump());
+  ASSERT_TRUE(SimulateResultFromJson(good).ok());
+  const auto read_edited = [&](const std::function<void(Json&)>& edit) {
+    Json copy = good;
+    edit(copy);
+    Expected<SimulateResultRecord> read = SimulateResultFromJson(copy);
+    return read.ok() ? std::string("accepted") : read.error().ToString();
+  };
+  EXPECT_EQ(read_edited([](Json& j) { j["provenance"] = "x"; }),
+            "provenance: expected a JSON object, got \"x\"");
+  EXPECT_EQ(read_edited([](Json& j) {
+              j["provenance"] = {{"resolved", {{"cluster", 4}}}};
+            }),
+            "provenance.resolved.cluster: expected a JSON object, got 4");
+  EXPECT_EQ(read_edited([](Json& j) { j["stages"][0]["memory"]["capacity_bytes"] = ""; }),
+            "stages[0].memory.capacity_bytes: expected an integer, got \"\"");
+  EXPECT_EQ(read_edited([](Json& j) {
+              j["input"]["calibration"] = {{"source", 1}};
+            }),
+            "input.calibration.source: expected a string, got 1");
+  EXPECT_EQ(read_edited([](Json& j) { j["error_band"] = Json::object(); }),
+            "error_band.mape_percent: missing required field");
+  // Absent, each is fine: files older than the sections.
+  EXPECT_EQ(read_edited([](Json& j) {
+              j.erase("provenance");
+              j["stages"][0]["memory"].erase("capacity_bytes");
+            }),
+            "accepted");
+
+  Json sweep = {
+      {"format", "dtsim.sweep"},
+      {"version", "1.0"},
+      {"config", kSmall},
+      {"vary", {{{"key", "training.micro_batch"}, {"values", {1}}}}},
+      {"points", {{{"values", {{"training.m", 1}}}, {"status", "failed"}, {"error", "x"}}}}};
+  Expected<SweepRecord> read = SweepFromJson(sweep);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.error().ToString(),
+            "points[0].values: missing the value of a varied key, got \"training.micro_batch\"");
+  sweep["points"][0]["values"] = {{"training.micro_batch", 1}};
+  EXPECT_TRUE(SweepFromJson(sweep).ok());
 }
 
 TEST_F(ResultFilesTest, RunResult) {

@@ -11,7 +11,6 @@ import argparse
 import gzip
 import html
 import json
-import math
 import os
 import re
 import sys
@@ -134,7 +133,7 @@ def runs_from_sweep(sweep, source):
 def runs_from_search(search, source):
     settings = search["settings"]
     columns = search["columns"]
-    rows = {row[0]: dict(zip(columns, row)) for row in search["plans"]}
+    rows = {plan["index"]: plan for plan in (dict(zip(columns, row)) for row in search["plans"])}
     methods = settings["space"]["compression"]
     runs = []
     for rank, index in enumerate(search["ranking"][:SEARCH_TOP], start=1):
@@ -144,7 +143,7 @@ def runs_from_search(search, source):
                                      "micro_batch", "recompute")}
         training = settings.get("simulation_config", {}).get("training", {})
         inputs = {"model": settings["model"], "gpu": settings["gpu"], "cluster": settings["cluster"],
-                  "gpus": settings["gpus"], "compression": methods[row["compression"]],
+                  "gpus": settings["gpus"], "compression": methods[int(row["compression"])],
                   "network_model": "analytical", "config": settings["config"],
                   **{k: training[k] for k in ("global_batch", "seq_len") if k in training}, **plan}
         # The analytical model's time, as every other run's (the flow model's is in the search's
@@ -201,7 +200,7 @@ def load(paths):
                 added = []
             else:
                 raise ReportError(f"{path}: not a dtsim result (format {kind!r})")
-        except (KeyError, TypeError, ZeroDivisionError, ValueError) as e:
+        except (KeyError, IndexError, AttributeError, TypeError, ZeroDivisionError, ValueError) as e:
             raise ReportError(f"{path}: malformed {kind}: missing or bad field {e}")
         for run in added:
             run["series"] = path

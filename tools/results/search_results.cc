@@ -13,6 +13,7 @@
 #include "sim/base/buffered_text_writer.h"
 #include "sim/base/strings.h"
 #include "tools/results/provenance.h"
+#include "tools/results/result_file.h"
 
 namespace dtsim::results {
 namespace {
@@ -27,6 +28,7 @@ struct Column {
   std::function<Json(const EvaluatedPlan&)> write;
   std::function<Status(const Json&, EvaluatedPlan&)> read;
   bool added_later = false;  // absent from older files (1.0, 1.1): the plan keeps its default
+  bool figure = false;       // a simulated plan's figure: null exactly when not simulated
 };
 
 template <typename T>
@@ -69,7 +71,7 @@ Column PlanInt(std::string_view name, Field field) {
 // A duration of the figures, absent (null) when the plan was not simulated.
 template <typename Field>
 Column FigureNs(std::string_view name, Field field) {
-  return {
+  Column column = {
       name,
       [field](const EvaluatedPlan& p) { return p.figures ? Json(field(*p.figures).ns()) : Json(); },
       [field](const Json& cell, EvaluatedPlan& p) -> Status {
@@ -80,6 +82,8 @@ Column FigureNs(std::string_view name, Field field) {
         field(*p.figures) = DurationNs(ns);
         return Status::Ok();
       }};
+  column.figure = true;
+  return column;
 }
 
 // A column added after 1.0 (its cell is optional on reading).
@@ -89,7 +93,7 @@ Column Later(Column column) {
 }
 
 Column FigureNumber(std::string_view name, double PlanFigures::*field) {
-  return {
+  Column column = {
       name,
       [field](const EvaluatedPlan& p) { return p.figures ? Json((*p.figures).*field) : Json(); },
       [field](const Json& cell, EvaluatedPlan& p) -> Status {
@@ -97,6 +101,8 @@ Column FigureNumber(std::string_view name, double PlanFigures::*field) {
         if (!p.figures) p.figures.emplace();
         return Get(cell, (*p.figures).*field);
       }};
+  column.figure = true;
+  return column;
 }
 
 // Optional flow-model times: null unless re-simulated.
@@ -333,6 +339,51 @@ Status WriteJson(const std::string& path, const SearchFile& file) {
   return writer->Commit();
 }
 
+// The settings `dtsim search` prints and `dtsim report` shows beside each ranked plan: what was
+// searched, on which model, GPU and cluster, for how many GPUs, and the config it started from.
+Status CheckShownSettings(const Json& settings) {
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(settings, "settings"));
+  for (const char* key : {"config", "model", "gpu", "cluster"}) {
+    DTSIM_RETURN_IF_ERROR(reader.String(key));
+  }
+  constexpr int64_t kMost = std::numeric_limits<int64_t>::max();
+  int64_t gpus = 0;
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptional("gpus", 1, std::numeric_limits<int>::max(), gpus));
+  if (gpus == 0) return Error("missing required field", "settings.gpus");
+  int64_t capacity = 0;
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptional("gpu_memory_bytes", 0, kMost, capacity));
+  if (!reader.Has("simulation_config")) return Status::Ok();
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader config, ChildObject(reader, "simulation_config"));
+  if (config.Has("training")) DTSIM_RETURN_IF_ERROR(ChildObject(config, "training"));
+  return Status::Ok();
+}
+
+// `ranking`: distinct enumeration indices of this file's simulated plans, best first (what
+// `dtsim report` draws; the readers rank the plans again themselves).
+Status CheckRanking(const Json& json, const std::vector<EvaluatedPlan>& plans) {
+  const auto found = json.find("ranking");
+  if (found == json.end()) return Error("missing required field", "ranking");
+  if (!found->is_array()) return Error("expected an array", "ranking", JsonValueForError(*found));
+  std::map<size_t, const EvaluatedPlan*> by_index;
+  for (const EvaluatedPlan& plan : plans) by_index.emplace(plan.index, &plan);
+  std::vector<bool> ranked(plans.size(), false);
+  for (size_t r = 0; r < found->size(); ++r) {
+    const Json& cell = (*found)[r];
+    const std::string where = JsonIndexPath("ranking", r);
+    Expected<int64_t> index = JsonToInt(cell, where, 0, std::numeric_limits<int64_t>::max());
+    if (!index.ok()) return std::move(index).error();
+    const auto plan = by_index.find(static_cast<size_t>(*index));
+    if (plan == by_index.end() || plan->second->status != PlanStatus::kSimulated) {
+      return Error("not the index of a simulated plan in \"plans\"", where,
+                   JsonValueForError(cell));
+    }
+    const size_t row = static_cast<size_t>(plan->second - plans.data());
+    if (ranked[row]) return Error("ranked twice", where, JsonValueForError(cell));
+    ranked[row] = true;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 OrderedJson SearchFileJson(const SearchFile& file) {
@@ -418,6 +469,11 @@ Expected<SearchFile> SearchFileFromJson(const Json& json, const std::string& pat
         return fail(fmt::format("{}: {}", column.name, read.error().message()),
                     JsonIndexPath(location, index), read.error().value());
       }
+      // "status" is read before any figure (Columns() order): a simulated plan has them all.
+      if (column.figure && plan.status == PlanStatus::kSimulated && cells[index].is_null()) {
+        return fail(fmt::format("{}: missing on a simulated plan", column.name),
+                    JsonIndexPath(location, index), "null");
+      }
     }
     if (plan.choice.compression < 0 ||
         static_cast<size_t>(plan.choice.compression) >= file.space.compression.size()) {
@@ -435,6 +491,12 @@ Expected<SearchFile> SearchFileFromJson(const Json& json, const std::string& pat
         JsonToInt(file.settings["rerank"], "settings.rerank", 0, std::numeric_limits<int>::max());
     if (!read.ok()) return std::move(read).error().InFile(path);
     rerank = *read;
+  }
+  if (Status shown = CheckShownSettings(file.settings); !shown.ok()) {
+    return std::move(shown).error().InFile(path);
+  }
+  if (Status ranking = CheckRanking(json, file.result.plans); !ranking.ok()) {
+    return std::move(ranking).error().InFile(path);
   }
   RankPlans(file.result, static_cast<int>(rerank));
   return file;

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <array>
+#include <limits>
 
 #include "sim/base/atomic_file.h"
 #include "sim/base/buffered_text_writer.h"
@@ -186,6 +187,10 @@ Expected<models::MemoryBreakdown> MemoryFromJson(JsonObjectReader& memory) {
     DTSIM_ASSIGN_OR_RETURN(m.nccl, memory.Int("nccl_bytes"));
   }
   DTSIM_ASSIGN_OR_RETURN(m.microbatches_in_flight, memory.Number("microbatches_in_flight"));
+  // The GPU's memory, drawn by `dtsim report` as the line a stage must stay under.
+  int64_t capacity = 0;
+  DTSIM_RETURN_IF_ERROR(
+      memory.ReadOptional("capacity_bytes", 0, std::numeric_limits<int64_t>::max(), capacity));
   DTSIM_ASSIGN_OR_RETURN(const int64_t total, memory.Int("total_bytes"));
   if (total != m.total()) {
     return Error(fmt::format("is not the sum of the parts ({} bytes)", m.total()),
@@ -227,6 +232,26 @@ Status ReadInput(JsonObjectReader& root, SimulateResultRecord& record) {
   for (const char* key : {"data", "tensor", "pipeline", "micro_batch", "zero_stage"}) {
     DTSIM_RETURN_IF_ERROR(plan.Int(key));
   }
+  if (input.Has("calibration")) {  // since 1.5: which calibration set the GPU's constants
+    DTSIM_ASSIGN_OR_RETURN(JsonObjectReader calibration, ChildObject(input, "calibration"));
+    DTSIM_RETURN_IF_ERROR(calibration.String("source"));
+  }
+  return Status::Ok();
+}
+
+// Optional sections that `dtsim report` and `dtsim diff` show beside the figures: absent in
+// older files, of their written shape when present (an object, not a string; the band a
+// number), so that what the readers accept the report can draw.
+Status ReadDescriptions(JsonObjectReader& root) {
+  if (root.Has("error_band")) {
+    DTSIM_ASSIGN_OR_RETURN(JsonObjectReader band, ChildObject(root, "error_band"));
+    DTSIM_RETURN_IF_ERROR(band.Number("mape_percent"));
+  }
+  if (!root.Has("provenance")) return Status::Ok();
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader provenance, ChildObject(root, "provenance"));
+  if (!provenance.Has("resolved")) return Status::Ok();
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader resolved, ChildObject(provenance, "resolved"));
+  if (resolved.Has("cluster")) DTSIM_RETURN_IF_ERROR(ChildObject(resolved, "cluster"));
   return Status::Ok();
 }
 
@@ -378,6 +403,7 @@ Expected<SimulateResultRecord> SimulateResultFromJson(const Json& document,
     }
     record.warnings.push_back(warning.get<std::string>());
   }
+  DTSIM_RETURN_IF_ERROR(ReadDescriptions(root));
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader simulator, ChildObject(root, "simulator"));
   DTSIM_ASSIGN_OR_RETURN(const std::string fingerprint, simulator.String("fingerprint"));
   DTSIM_ASSIGN_OR_RETURN(

@@ -146,6 +146,13 @@ Expected<SweepRecord> SweepFromJson(const Json& document) {
   for (size_t i = 0; i < points->size(); ++i) {
     DTSIM_ASSIGN_OR_RETURN(SweepRecord::Point point,
                            PointFromJson((*points)[i], JsonIndexPath("points", i)));
+    // A point names its value on every axis: `dtsim report` labels its run by them.
+    for (const std::string& key : record.keys) {
+      if (!point.values.contains(key)) {
+        return Error("missing the value of a varied key",
+                     JsonChildPath(JsonIndexPath("points", i), "values"), Quote(key));
+      }
+    }
     record.points.push_back(std::move(point));
   }
   return record;
