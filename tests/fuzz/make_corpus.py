@@ -14,6 +14,7 @@ is written twice, plain and gzip.
 import argparse
 import gzip
 import json
+import os
 import pathlib
 import re
 import sys
@@ -89,10 +90,15 @@ class Corpus:
         self.add(harness, name + ".gzip", b"\x01" + text.encode())
 
 
-def small_config(document):
+def small_config(document, folder):
     """`document` cut to what the simulate harness runs (at most 64 GPUs, 16 layers and 16
-    micro-batches), its other choices kept."""
+    micro-batches), its other choices kept, so that the harness simulates it: a data-parallel
+    ResNet stays data-parallel, a pipeline's per-stage layer list goes with its size, and an
+    op-cost table named relative to the config (`folder`) is named absolute (the harness reads
+    the config from a scratch file)."""
     small = json.loads(json.dumps(document))
+    if isinstance(small.get("profile"), str) and not os.path.isabs(small["profile"]):
+        small["profile"] = str(folder / small["profile"])
     model = small.get("model")
     if isinstance(model, dict) and model.get("layers", 0) > 16:
         model["layers"] = 8
@@ -101,8 +107,14 @@ def small_config(document):
     plan = small.get("parallelism", {})
     size = lambda key: (plan.get(key, {}).get("size", 1) if isinstance(plan.get(key), dict)
                         else plan.get(key, 1))
+    resnet = "resnet" in json.dumps(model)
     if size("data") * size("tensor") * size("pipeline") * size("context") > 64:
-        for key, value in (("data", 2), ("tensor", 2), ("pipeline", 2), ("context", 1)):
+        # A long-context plan keeps up to 8 context ranks: with none, 128k tokens do not fit.
+        shape = (("data", 16),) if resnet else (
+            ("data", 2), ("tensor", 2), ("pipeline", 2), ("context", min(size("context"), 8)))
+        if isinstance(plan.get("pipeline"), dict):
+            plan["pipeline"].pop("layers", None)
+        for key, value in shape:
             if isinstance(plan.get(key), dict):
                 plan[key]["size"] = value
             elif key in plan or key != "context":
@@ -128,7 +140,7 @@ def add_configs(corpus):
             continue  # a task graph (pipeline_2x2.json)
         corpus.add_json("config", path.name, document)
         if "what_ifs" not in path.parts:
-            corpus.add_json("simulate", path.name, small_config(document))
+            corpus.add_json("simulate", path.name, small_config(document, path.parent))
         lines = [f"{key}={value}" for key, value in leaves(document)]
         corpus.add("overrides", path.stem + ".txt", "\n".join(lines[:12]) + "\n")
         for key, value in leaves(document):
