@@ -48,6 +48,54 @@ def cut_list(document, key, limit=MAX_SEED_BYTES):
     return dict(document, **{key: items[:lo]})
 
 
+GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
+LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver"}
+
+
+def kineto_cut(document, limit=MAX_SEED_BYTES):
+    """A Kineto trace cut to fit `limit` with what a replay needs. Kineto writes host events
+    first, so a prefix of `traceEvents` held host events only and the replay refused it ("no GPU
+    events"): 17 of 21 seeds did. Kept instead: the metadata, and the events of a window from the
+    ProfilerStep around the first GPU work on (a GPU event counts at its launch, matched by
+    correlation id), as many as fit."""
+    events = document.get("traceEvents")
+    if not isinstance(events, list):
+        return cut_list(document, "traceEvents", limit)
+    meta = [e for e in events if isinstance(e, dict) and e.get("ph") == "M"]
+    timed = [e for e in events if isinstance(e, dict) and e.get("ph") != "M"
+             and isinstance(e.get("ts"), (int, float))]
+    gpu = [e for e in timed if e.get("cat") in GPU_CATEGORIES]
+    if not gpu:
+        return cut_list(document, "traceEvents", limit)
+    launched = {e["args"]["correlation"]: e["ts"] for e in timed
+                if e.get("cat") in LAUNCH_CATEGORIES and isinstance(e.get("args"), dict)
+                and "correlation" in e["args"]}
+
+    def at(event):
+        args = event.get("args")
+        if event.get("cat") in GPU_CATEGORIES and isinstance(args, dict):
+            return launched.get(args.get("correlation"), event["ts"])
+        return event["ts"]
+
+    start = min(at(e) for e in gpu)
+    steps = [e["ts"] for e in timed
+             if str(e.get("name", "")).startswith("ProfilerStep#") and e["ts"] <= start]
+    start = max(steps, default=start)
+    ordered = sorted((at(e), i) for i, e in enumerate(timed) if at(e) >= start)
+
+    def first(n):
+        return dict(document, traceEvents=meta + [timed[i] for i in sorted(i for _, i in ordered[:n])])
+
+    lo, hi = 0, len(ordered)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if len(json.dumps(first(mid))) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    return first(lo)
+
+
 def leaves(value, path=""):
     """(dotted path, JSON text) of every leaf of a config, for --set lines."""
     if isinstance(value, dict):
@@ -175,7 +223,7 @@ def add_kineto(corpus, shared):
         document = json.loads(read_text(path))
         if "traceEvents" not in document:
             continue  # an execution trace: a chakra seed
-        cut = cut_list(document, "traceEvents")
+        cut = kineto_cut(document)
         corpus.add_trace("kineto", path.name.replace(".json.gz", ""), json.dumps(cut))
         keys_of({k: v for k, v in cut.items() if k != "traceEvents"}, corpus.tokens["kineto"])
         for event in cut["traceEvents"][:200]:
