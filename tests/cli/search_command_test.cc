@@ -219,6 +219,10 @@ TEST_F(SearchCommandTest, ReadingChecksTheSettingsAndTheRankingItShows) {
               HasSubstr("settings.simulation_config.training: expected a JSON object"));
   EXPECT_THAT(merge_edited([](Json& j) { j["settings"]["gpu_memory_bytes"] = -1; }),
               HasSubstr("settings.gpu_memory_bytes"));
+  EXPECT_THAT(merge_edited([](Json& j) { j["settings"]["ranks"] = 3; }),
+              HasSubstr("settings.ranks: expected a string, got 3"));
+  EXPECT_THAT(merge_edited([](Json& j) { j["settings"]["ranks"] = "some"; }),
+              HasSubstr("settings.ranks: expected \"symmetric\" or \"full\", got \"some\""));
   EXPECT_THAT(merge_edited([](Json& j) { j.erase("ranking"); }),
               HasSubstr("ranking: missing required field"));
   EXPECT_THAT(merge_edited([](Json& j) { j["ranking"][0] = -36; }), HasSubstr("ranking[0]"));

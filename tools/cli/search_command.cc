@@ -314,9 +314,10 @@ Status EmitPlans(const std::string& dir, const SearchFile& file, int top, std::o
     strategies::AnchorRelativePaths(config, settings.value("config", ""));
     Expected<strategies::ResolvedConfig> resolved =
         strategies::ConfigFromJson(config, stem + ".json");
-    if (!resolved.ok()) {
-      return Error("internal: the emitted config does not read back: " +
-                   resolved.error().ToString())
+    if (!resolved.ok()) {  // a search dtsim wrote reads back; an edited one may not
+      return Error(fmt::format("plan #{} does not read back as a config (the search file's "
+                               "settings.simulation_config with the plan's choices): {}",
+                               k + 1, resolved.error().ToString()))
           .InFile(stem + ".json");
     }
     DTSIM_RETURN_IF_ERROR(WriteFileAtomically(stem + ".json", DumpJson(config, 2) + "\n"));

@@ -352,6 +352,12 @@ Status CheckShownSettings(const Json& settings) {
   if (gpus == 0) return Error("missing required field", "settings.gpus");
   int64_t capacity = 0;
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("gpu_memory_bytes", 0, kMost, capacity));
+  if (reader.Has("ranks")) {
+    DTSIM_ASSIGN_OR_RETURN(const std::string ranks, reader.String("ranks"));
+    if (ranks != "symmetric" && ranks != "full") {
+      return Error("expected \"symmetric\" or \"full\"", "settings.ranks", Quote(ranks));
+    }
+  }
   if (!reader.Has("simulation_config")) return Status::Ok();
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader config, ChildObject(reader, "simulation_config"));
   if (config.Has("training")) DTSIM_RETURN_IF_ERROR(ChildObject(config, "training"));
