@@ -56,6 +56,27 @@ NcclBuffers RingBuffers(const ClusterSpec& cluster, const CommunicatorUse& use) 
   return buffers;
 }
 
+// The double binary tree, across nodes, once an all-reduce runs with it (src/transport/generic.cc
+// ncclTransportTreeConnect): on every collective channel each rank connects both ways to its
+// tree parent and children, reusing a connection the ring opened to the same peer in the same
+// direction. On a node the tree is a chain in the ring's order, so every link adds the way back
+// the ring does not take: (g − 1) local pairs a channel, as the ring's. Across nodes each channel
+// uses one of the two trees, spanning trees of the N nodes: N − 1 links, each a network
+// connection both ways, so 2(N − 1)/N network pairs a node a channel, on other GPU pairs than
+// the ring's. A rank's share, as the ring's, is the node's over g.
+NcclBuffers TreeBuffers(const ClusterSpec& cluster, const CommunicatorUse& use) {
+  NcclBuffers buffers;
+  if (!use.all_reduce || use.nodes <= 1) return buffers;
+  const int nics = std::min(use.local_ranks, cluster.inter.nics_per_node);
+  const int64_t channels = CollectiveChannels(cluster, use.nodes, nics);
+  const int64_t g = std::max(use.local_ranks, 1);
+  const int64_t n = use.nodes;
+  const int64_t node = channels * 2 * (n - 1) * NetChannelPairBytes() / n +
+                       channels * (g - 1) * LocalChannelPairBytes();
+  buffers.trees = node / g;
+  return buffers;
+}
+
 NcclBuffers NvlsBuffers(const ClusterSpec& cluster, const CommunicatorUse& use) {
   NcclBuffers buffers;
   if (!use.all_reduce || !cluster.intra.nvls.enabled || use.nodes > 1) return buffers;
@@ -81,6 +102,7 @@ NcclBuffers P2pBuffers(const ClusterSpec& cluster, const CommunicatorUse& use) {
 
 NcclBuffers& NcclBuffers::operator+=(const NcclBuffers& other) {
   rings += other.rings;
+  trees += other.trees;
   nvls += other.nvls;
   p2p += other.p2p;
   return *this;
@@ -91,6 +113,7 @@ NcclBuffers CommunicatorBuffers(const ClusterSpec& cluster, const CommunicatorUs
   if (use.ranks < 2) return buffers;
   if (use.collectives) {
     buffers += RingBuffers(cluster, use);
+    buffers += TreeBuffers(cluster, use);
     buffers += NvlsBuffers(cluster, use);
   }
   buffers += P2pBuffers(cluster, use);

@@ -20,13 +20,18 @@
 // - A collective opens its ring on every collective channel (src/transport/generic.cc
 //   ncclTransportRingConnect): one send and one receive connection a channel. In a ring over
 //   nodes, each channel enters and leaves a node once, through one of its GPUs.
+// - An all-reduce across nodes opens the double binary tree too (src/transport/generic.cc
+//   ncclTransportTreeConnect), on every collective channel: the way back along the node's chain,
+//   and a network connection each way to each tree neighbour node. NCCL's tuner runs small
+//   all-reduces across nodes with the tree (its latency grows with log N, the ring's with N),
+//   and one such all-reduce keeps the connections for the communicator's life, so every
+//   all-reducing communicator across nodes counts them.
 // - NVLS (src/transport/nvls.cc ncclNvlsBufferSetup), set up the first time an all-reduce runs
 //   with it: NVLS channels × 2 × (128 KiB chunk × 8 steps) × heads (a node's GPUs), rounded
 //   up to 2 MiB: 256 MiB on 8 H100s.
 // - A point-to-point peer is connected on all of its p2p channels at the first send or
 //   receive (src/enqueue.cc): p2pnChannelsPerPeer × 12 MiB on a node.
-// Not counted: the double binary tree's extra connections across nodes (ring neighbours
-// share theirs), NVLS trees and CollNet, PAT, and NCCL's host memory.
+// Not counted: NVLS trees and CollNet, PAT, and NCCL's host memory.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +49,8 @@ struct CommunicatorUse {
   // gathers): a ring on every collective channel.
   bool collectives = false;
   // Whether they include all-reduces, which NCCL runs with NVLS on an NVLS node (dtsim's
-  // network models price NVLS for all-reduce only: network/collective_algorithms.h).
+  // network models price NVLS for all-reduce only: network/collective_algorithms.h), and with
+  // the double binary tree across nodes when small.
   bool all_reduce = false;
   // The peers this rank sends to and receives from (pipeline neighbours, all-to-all, ring
   // attention), on its node and on others. A peer counts once for both directions.
@@ -55,10 +61,11 @@ struct CommunicatorUse {
 // Per rank, in bytes.
 struct NcclBuffers {
   int64_t rings = 0;  // the collectives' ring connections
+  int64_t trees = 0;  // the double binary tree's, beyond the ring's (all-reduce across nodes)
   int64_t nvls = 0;   // NVLink SHARP's buffers
   int64_t p2p = 0;    // point-to-point connections and the network's shared pools
 
-  int64_t total() const { return rings + nvls + p2p; }
+  int64_t total() const { return rings + trees + nvls + p2p; }
   NcclBuffers& operator+=(const NcclBuffers& other);
 };
 

@@ -70,6 +70,37 @@ TEST(NcclMemoryTest, RingsAcrossNodes) {
       40 * kMiB);
 }
 
+// An all-reduce across nodes opens the double binary tree on every collective channel: the way
+// back along the node's chain ((g − 1) local pairs a node a channel) and 2(N − 1)/N network
+// pairs a node a channel (two spanning trees of N − 1 links, one per channel).
+// - Two full H100 nodes, 32 channels: 32 × 2 × 1 × 20 / 2 + 32 × 7 × 12 = 640 + 2,688 =
+//   3,328 MiB a node, 416 MiB a rank (as the ring's: at N = 2 the tree has one link a channel).
+// - Four full nodes: 32 × 2 × 3 × 20 / 4 + 2,688 = 960 + 2,688 = 3,648 MiB, 456 MiB a rank.
+// - One GPU on each of four nodes, one NIC, 4 channels: 4 × 2 × 3 × 20 / 4 = 120 MiB.
+// Without all-reduces (ZeRO's reduce-scatters and gathers) no tree.
+TEST(NcclMemoryTest, TreesAcrossNodes) {
+  const ClusterSpec h100 = Preset("dgx-h100", 4);
+  const NcclBuffers two = CommunicatorBuffers(
+      h100, {.ranks = 16, .nodes = 2, .local_ranks = 8, .collectives = true, .all_reduce = true});
+  EXPECT_EQ(two.trees, 416 * kMiB);
+  EXPECT_EQ(two.total(), 832 * kMiB);
+  const NcclBuffers four = CommunicatorBuffers(
+      h100, {.ranks = 32, .nodes = 4, .local_ranks = 8, .collectives = true, .all_reduce = true});
+  EXPECT_EQ(four.trees, 456 * kMiB);
+  const NcclBuffers spread = CommunicatorBuffers(
+      h100, {.ranks = 4, .nodes = 4, .local_ranks = 1, .collectives = true, .all_reduce = true});
+  EXPECT_EQ(spread.trees, 120 * kMiB);
+  EXPECT_EQ(spread.rings, 80 * kMiB);
+  const NcclBuffers gathers =
+      CommunicatorBuffers(h100, {.ranks = 32, .nodes = 4, .local_ranks = 8, .collectives = true});
+  EXPECT_EQ(gathers.trees, 0);
+  // On one node the ring's channels are all there is (NVLS or not).
+  EXPECT_EQ(CommunicatorBuffers(
+                h100, {.ranks = 8, .local_ranks = 8, .collectives = true, .all_reduce = true})
+                .trees,
+            0);
+}
+
 // Point-to-point peers are connected on all their channels at the first send: on one H100 node
 // 32 per peer (NcclP2pTest), 32 × 12 = 384 MiB a peer. Peers on other nodes share one pool
 // each way: 32 p2p channels × 16 steps × 128 KiB = 64 MiB, 128 MiB for both, however many.

@@ -47,29 +47,33 @@ TEST(StageCommunicatorsTest, LlamaOn64H100s) {
 }
 
 // Without sequence parallelism the tensor group all-reduces activations: NVLS adds 256 MiB.
-// Without ZeRO the data group all-reduces gradients too, but across nodes (no NVLS).
+// Without ZeRO the data group all-reduces gradients too, across nodes: no NVLS, but the double
+// binary tree (network/nccl_memory_test.cc TreesAcrossNodes): one GPU on each of 4 nodes, 4
+// channels × 2 × 3 / 4 × 20 MiB = 120 MiB beside the ring's 80.
 TEST(StageCommunicatorsTest, AllReducesAddNvlsOnOneNode) {
   Json json = ExampleJson("llama2_70b_64h100.json");
   json["parallelism"]["tensor"]["sequence_parallel"] = false;
   json["parallelism"]["zero_stage"] = 0;
   const std::map<std::string, int64_t> expected = {
-      {"tensor", 640 * kMiB}, {"data", 80 * kMiB}, {"pipeline", 128 * kMiB}};
+      {"tensor", 640 * kMiB}, {"data", 200 * kMiB}, {"pipeline", 128 * kMiB}};
   EXPECT_EQ(BytesByName(ConfigOf(json), 0), expected);
 }
 
 // Mixtral 8x7B on 64 H100s: DP 16 with EP 8, PP 4, no TP; rank = dp + 16·pp. Rank 0's data
 // group is ranks 0–15 on nodes 0 and 1 (8 NICs a node: 32 channels; a rank holds 1/8 of a
-// network pair and 7/8 of a local one a channel: 32 × (20 + 7 × 12) / 8 = 416 MiB); its
+// network pair and 7/8 of a local one a channel: 32 × (20 + 7 × 12) / 8 = 416 MiB of rings,
+// and as it all-reduces across two nodes the tree's as much again: 832 MiB); its
 // expert all-to-all peers are ranks 1–7, all on node 0, each on 32 p2p channels: 7 × 32 × 12 =
 // 2,688 MiB (NVIDIA/nccl issue 1685 saw 32 channels a pair and 10 + 2 MiB buffers each, and
 // 3.28 GB more in use after the first all-to-all of 8 H100s); its expert-data group is ranks
-// 0 and 8, one on each of nodes 0 and 1 (one NIC: 4 channels × 20 MiB = 80 MiB; no NVLS
-// across nodes); its pipeline peer is rank 16 on node 2 (128 MiB).
+// 0 and 8, one on each of nodes 0 and 1 (one NIC: 4 channels × 20 MiB = 80 MiB of ring, the
+// tree's 4 × 2 × 1 / 2 × 20 = 80 MiB more; no NVLS across nodes); its pipeline peer is rank 16
+// on node 2 (128 MiB).
 TEST(StageCommunicatorsTest, ExpertAllToAllPeersOnOneNode) {
   const ResolvedConfig config = ConfigOf(ExampleJson("mixtral_8x7b_ep8_64h100.json"));
-  const std::map<std::string, int64_t> expected = {{"data", 416 * kMiB},
+  const std::map<std::string, int64_t> expected = {{"data", 832 * kMiB},
                                                    {"expert", 2688 * kMiB},
-                                                   {"expert-data", 80 * kMiB},
+                                                   {"expert-data", 160 * kMiB},
                                                    {"pipeline", 128 * kMiB}};
   EXPECT_EQ(BytesByName(config, 0), expected);
 }
@@ -79,13 +83,14 @@ TEST(StageCommunicatorsTest, ExpertAllToAllPeersOnOneNode) {
 // Rank 0's tensor group (ranks 0–3) and data group (ranks 0 and 4) are on node 0: 2 × 12 = 24
 // ring channels × 12 MiB = 288 MiB each. Its pipeline peer, rank 8, is on node 1 (two pools of
 // 32 channels × 16 × 128 KiB: 128 MiB). GPT-3 ties its embeddings, so the first and last
-// stages all-reduce the table's gradients: ranks 0 and 8, one GPU a node (4 × 20 = 80 MiB).
+// stages all-reduce the table's gradients: ranks 0 and 8, one GPU a node (ring 4 × 20 = 80 MiB,
+// tree 4 × 2 × 1 / 2 × 20 = 80 MiB: 160 MiB).
 TEST(StageCommunicatorsTest, TiedEmbeddingGroupOnTheFirstAndLastStages) {
   const ResolvedConfig config = ConfigOf(ExampleJson("gpt3_1.3b_16gpu.json"));
   const std::map<std::string, int64_t> expected = {{"tensor", 288 * kMiB},
                                                    {"data", 288 * kMiB},
                                                    {"pipeline", 128 * kMiB},
-                                                   {"embedding", 80 * kMiB}};
+                                                   {"embedding", 160 * kMiB}};
   EXPECT_EQ(BytesByName(config, 0), expected);
   EXPECT_EQ(BytesByName(config, 1), expected);
 }
