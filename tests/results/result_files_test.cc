@@ -301,6 +301,27 @@ TEST_F(ResultFilesTest, ReplayResultOfAProfilerTrace) {
   EXPECT_TRUE(what_if_step.contains("replayed_critical_path_ms"));
   EXPECT_TRUE(what_if_step.contains("what_if_critical_path_ms"));
   EXPECT_FALSE(what_if_step["what_if_critical_path_ms"].contains("sped_up"));  // no speedups
+
+  // What `dtsim report` draws and tabulates of a replay is checked on reading (each case once
+  // passed the reader and gave a traceback in the report's script: tools/dev/report_fuzz.py).
+  const auto read_edited = [&json](const std::function<void(Json&)>& edit) {
+    Json copy = json;
+    edit(copy);
+    Expected<ReplayResultRecord> edited = ReplayResultFromJson(copy);
+    return edited.ok() ? std::string("accepted") : edited.error().ToString();
+  };
+  EXPECT_EQ(read_edited([](Json& j) { j["steps"][0]["critical_path_ms"]["host"] = "x"; }),
+            "steps[0].critical_path_ms.host: expected a number of milliseconds, got \"x\"");
+  EXPECT_EQ(read_edited([](Json& j) { j["steps"][0]["rank"] = 1e-300; }),
+            "steps[0].rank: expected an integer, got 1e-300");
+  EXPECT_EQ(read_edited([](Json& j) { j["what_if"]["steps"][0].erase("what_if_ms"); }),
+            "what_if.steps[0].what_if_ms: missing required field");
+  EXPECT_EQ(read_edited([](Json& j) { j["what_if"]["steps"][0]["why_unmoved"] = true; }),
+            "what_if.steps[0].why_unmoved: expected a string, got true");
+  EXPECT_EQ(read_edited([](Json& j) {
+              j["job"] = {{"traces", 2}};
+            }),
+            "job.traces: expected an array, got 2");
 }
 
 TEST_F(ResultFilesTest, ReplayResultOfAChakraTrace) {

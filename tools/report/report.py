@@ -242,7 +242,7 @@ def replay_from_result(result, path):
         row = {"label": f"r{step['rank']} #{step['step']}" if ranks > 1 else f"#{step['step']}",
                "measured_ms": step["measured_ms"], "replayed_ms": step["simulated_ms"],
                "path": step.get("critical_path_ms", {})}
-        if what_if and i < len(what_if["steps"]):
+        if what_if and i < len(what_if.get("steps", [])):
             changed = what_if["steps"][i]
             row.update(what_if_ms=changed["what_if_ms"], change=changed["change"],
                        what_if_path=changed.get("what_if_critical_path_ms", {}),

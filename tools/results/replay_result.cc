@@ -141,13 +141,39 @@ OrderedJson Document(OrderedJson trace, OrderedJson graph, DurationNs span) {
   return document;
 }
 
+// A critical path (ms per part, PathJson) when `key` is present: an object of numbers, as
+// `dtsim report` draws it.
+Status CheckPathMs(JsonObjectReader& parent, std::string_view key) {
+  if (!parent.Has(key)) return Status::Ok();
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader path, ChildObject(parent, key));
+  for (const auto& [part, ms] : parent.Find(key)->items()) {
+    if (!ms.is_number()) {
+      return Error("expected a number of milliseconds", JsonChildPath(path.path(), part),
+                   JsonValueForError(ms));
+    }
+  }
+  return Status::Ok();
+}
+
 Expected<ReplayResultRecord::Step> StepFromJson(const Json& value, const std::string& path) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader step, JsonObjectReader::Make(value, path));
   ReplayResultRecord::Step out;
   DTSIM_ASSIGN_OR_RETURN(out.number, step.Int("step"));
   DTSIM_ASSIGN_OR_RETURN(out.measured_ms, step.Number("measured_ms"));
   DTSIM_ASSIGN_OR_RETURN(out.simulated_ms, step.Number("simulated_ms"));
+  if (step.Has("rank")) DTSIM_RETURN_IF_ERROR(step.Int("rank"));  // since 1.3
+  DTSIM_RETURN_IF_ERROR(CheckPathMs(step, "critical_path_ms"));   // since 1.2
   return out;
+}
+
+// A what-if's step, as `dtsim report` tabulates and draws it beside the replayed one.
+Status CheckWhatIfStep(const Json& value, const std::string& path) {
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader step, JsonObjectReader::Make(value, path));
+  DTSIM_RETURN_IF_ERROR(step.Number("what_if_ms"));
+  DTSIM_RETURN_IF_ERROR(step.Number("change"));
+  DTSIM_RETURN_IF_ERROR(CheckPathMs(step, "what_if_critical_path_ms"));
+  if (step.Has("why_unmoved")) DTSIM_RETURN_IF_ERROR(step.String("why_unmoved"));
+  return Status::Ok();
 }
 
 Expected<ReplayResultRecord::WhatIf> WhatIfFromJson(JsonObjectReader& what_if) {
@@ -155,6 +181,13 @@ Expected<ReplayResultRecord::WhatIf> WhatIfFromJson(JsonObjectReader& what_if) {
   DTSIM_ASSIGN_OR_RETURN(out.description, what_if.String("description"));
   DTSIM_ASSIGN_OR_RETURN(out.replayed_span_ms, what_if.Number("replayed_span_ms"));
   DTSIM_ASSIGN_OR_RETURN(out.what_if_span_ms, what_if.Number("what_if_span_ms"));
+  if (what_if.Has("steps")) {
+    DTSIM_ASSIGN_OR_RETURN(const Json* steps, ChildArray(what_if, "steps"));
+    for (size_t i = 0; i < steps->size(); ++i) {
+      DTSIM_RETURN_IF_ERROR(
+          CheckWhatIfStep((*steps)[i], JsonIndexPath(JsonChildPath(what_if.path(), "steps"), i)));
+    }
+  }
   return out;
 }
 
@@ -256,6 +289,10 @@ Expected<ReplayResultRecord> ReplayResultFromJson(const Json& document) {
   if (root.Has("what_if")) {
     DTSIM_ASSIGN_OR_RETURN(JsonObjectReader what_if, ChildObject(root, "what_if"));
     DTSIM_ASSIGN_OR_RETURN(record.what_if, WhatIfFromJson(what_if));
+  }
+  if (root.Has("job")) {  // since 1.4: several traces, one a rank
+    DTSIM_ASSIGN_OR_RETURN(JsonObjectReader job, ChildObject(root, "job"));
+    DTSIM_RETURN_IF_ERROR(ChildArray(job, "traces"));
   }
   return record;
 }
