@@ -12,7 +12,10 @@ the script's own error, never a traceback.
 Usage: tools/dev/report_fuzz.py DTSIM [--runs N] [--seed S] [--seconds-per-input S]
                                 [--regressions DIR] [--findings DIR] [--keep-accepted DIR]
                                 [SEED.json...]
-Seeds default to tests/fuzz/seeds/result_file/ (the families the report draws) and any given.
+Seeds default to tests/fuzz/seeds/result_file/ (the families the report draws) and any given;
+a quarter of the runs instead draw the first simulate seed with a mutant of the timeline
+tests/fuzz/seeds/report/timeline.json (`--timeline`, the pipeline Gantt chart), which the script
+may refuse with its own error, since dtsim checks no more than its traceEvents.
 --regressions DIR: first run every file of DIR as it is (tests/fuzz/regressions/report/: the
 inputs that once gave a traceback; each is accepted and drawn or refused by dtsim's readers).
 Prints a line: mutants tried, accepted by dtsim, drawn, refused by the script, tracebacks,
@@ -101,17 +104,18 @@ def mutate_one(doc, rng):
         parent[key] = copy.deepcopy(rng.choice(ODD_VALUES))
 
 
-def accepted(dtsim, path, scratch):
+def accepted(dtsim, path, scratch, timeline=None):
     """Whether `dtsim report` accepts the input: its checks run, the script does not."""
     env = dict(os.environ, DTSIM_PYTHON="/bin/true")
-    run = subprocess.run([dtsim, "report", path, "--out", os.path.join(scratch, "checked")],
+    more = ["--timeline", timeline] if timeline else []
+    run = subprocess.run([dtsim, "report", path, "--out", os.path.join(scratch, "checked")] + more,
                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60)
     if run.returncode not in (0, 1, 2):
         raise RuntimeError(f"dtsim report exited {run.returncode} on {path}: {run.stderr.decode()[-2000:]}")
     return run.returncode == 0
 
 
-def draw(report, path, out, seconds):
+def draw(report, path, out, seconds, timeline=None):
     """Runs the script on one input: 'drawn', 'refused' (its own error) or a traceback."""
     def alarm(signum, frame):
         raise TimedOut()
@@ -120,7 +124,7 @@ def draw(report, path, out, seconds):
     stderr = io.StringIO()
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(stderr):
-            code = report.main([path, "--out", out])
+            code = report.main([path, "--out", out] + (["--timeline", timeline] if timeline else []))
         return ("drawn" if code == 0 else "refused"), stderr.getvalue()
     except TimedOut:
         return "timeout", ""
@@ -160,6 +164,11 @@ def main(argv):
     rng = random.Random(args.seed)
     report = load_report()
     pool = seeds(args.seeds)
+    timeline_seed = os.path.join(TOP, "tests", "fuzz", "seeds", "report", "timeline.json")
+    timelines = []
+    if os.path.exists(timeline_seed):
+        with open(timeline_seed, encoding="utf-8") as f:
+            timelines.append(json.load(f))
     counts = dict.fromkeys(("tried", "accepted", "drawn", "refused", "traceback", "timeout"), 0)
     regressions = sorted(glob.glob(os.path.join(args.regressions, "*"))) if args.regressions else []
     with tempfile.TemporaryDirectory() as scratch:
@@ -170,11 +179,25 @@ def main(argv):
                 json.dump(seed, f)
             if not accepted(args.dtsim, path, scratch):
                 sys.exit(f"report_fuzz.py: dtsim report refuses the seed {name}; regenerate it")
+        plain = os.path.join(scratch, "timeline_base.json")  # drawn with mutated timelines
+        with open(plain, "w", encoding="utf-8") as f:
+            json.dump(next(seed for _, seed in pool if seed["format"] == "dtsim.simulate_result"), f)
         for run in range(-len(regressions), args.runs):
-            if run < 0:  # a regression input, as it is
+            timeline = None
+            if run < 0:  # a regression input, as it is; a timeline_*.json one is a timeline
                 name = os.path.basename(regressions[run + len(regressions)])
                 path = os.path.join(scratch, name)
                 shutil.copy(regressions[run + len(regressions)], path)
+                if name.startswith("timeline_"):
+                    path, timeline = plain, path
+            elif timelines and rng.random() < 0.25:
+                name = "timeline.json"
+                doc = copy.deepcopy(timelines[0])
+                for _ in range(rng.randint(1, 3)):
+                    mutate_one(doc, rng)
+                path, timeline = plain, os.path.join(scratch, name)
+                with open(timeline, "w", encoding="utf-8") as f:
+                    json.dump(doc, f)
             else:
                 name, seed = rng.choice(pool)
                 doc = copy.deepcopy(seed)
@@ -184,27 +207,28 @@ def main(argv):
                 with open(path, "w", encoding="utf-8") as f:
                     json.dump(doc, f)
             counts["tried"] += 1
-            if not accepted(args.dtsim, path, scratch):
+            if not accepted(args.dtsim, path, scratch, timeline):
                 continue
             counts["accepted"] += 1
             if args.keep_accepted:
                 os.makedirs(args.keep_accepted, exist_ok=True)
                 shutil.copy(path, os.path.join(args.keep_accepted, f"{run:06d}-{name}"))
             out = os.path.join(scratch, "report")
-            outcome, detail = draw(report, path, out, args.seconds_per_input)
+            outcome, detail = draw(report, path, out, args.seconds_per_input, timeline)
+            kept_input = timeline or path
             shutil.rmtree(out, ignore_errors=True)
             counts[outcome] += 1
             if outcome in ("traceback", "timeout"):
                 os.makedirs(args.findings, exist_ok=True)
                 kept = os.path.join(args.findings, f"{outcome}-{run:06d}-{name}")
-                shutil.copy(path, kept)
+                shutil.copy(kept_input, kept)
                 print(f"{outcome}: {kept}\n{detail}", file=sys.stderr)
-            elif outcome == "refused":
+            elif outcome == "refused" and not timeline:
                 # Not a crash (the script's own error), but dtsim's readers should have refused
                 # it first, naming the JSON path: kept to look at.
                 os.makedirs(args.findings, exist_ok=True)
                 kept = os.path.join(args.findings, f"refused-{run:06d}-{name}")
-                shutil.copy(path, kept)
+                shutil.copy(kept_input, kept)
                 print(f"refused what dtsim accepted: {kept}: {detail.strip()}", file=sys.stderr)
     print("  ".join(f"{key} {value}" for key, value in counts.items()))
     return 1 if counts["traceback"] or counts["timeout"] else 0

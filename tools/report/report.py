@@ -11,6 +11,7 @@ import argparse
 import gzip
 import html
 import json
+import math
 import os
 import re
 import sys
@@ -462,6 +463,46 @@ GANTT_NAMES = {"compute": "compute", "recompute": "recompute", "tp": "exposed TP
                "optimizer": "optimizer"}
 
 
+def timeline_events(document, timeline):
+    """The events of a Chrome trace the Gantt chart draws, checked as it uses them: complete
+    events ("X": pid and tid a number or a string, ts and dur numbers, dur not negative, cat a
+    string when given) and the thread and process names ("M": args.name); other events are not
+    drawn. An event it cannot draw is an error naming it, not a traceback."""
+    events = document.get("traceEvents") if isinstance(document, dict) else None
+    if not isinstance(events, list):
+        raise ReportError(f"{timeline}: not a timeline: expected an array \"traceEvents\"")
+    kept = []
+    for i, e in enumerate(events):
+        where = f"{timeline}: traceEvents[{i}]"
+        if not isinstance(e, dict):
+            raise ReportError(f"{where}: expected an object, got {json.dumps(e)[:80]}")
+        ph = e.get("ph")
+        named = ph == "M" and e.get("name") in ("thread_name", "process_name")
+        if ph != "X" and not named:
+            continue
+        for key in ("pid", "tid") if ph == "X" or e.get("name") == "thread_name" else ("pid",):
+            if isinstance(e.get(key), bool) or not isinstance(e.get(key), (int, float, str)):
+                raise ReportError(f"{where}.{key}: expected a number or a string, got {json.dumps(e.get(key))[:80]}")
+        if named:
+            args = e.get("args")
+            if not isinstance(args, dict) or not isinstance(args.get("name"), (str, int, float)):
+                raise ReportError(f"{where}.args.name: expected a name")
+            kept.append(e)
+            continue
+        for key in ("ts", "dur"):
+            value = e.get(key)
+            if key not in e:
+                raise ReportError(f"{where}.{key}: missing (a complete event has ts and dur)")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ReportError(f"{where}.{key}: expected a number of microseconds, got {json.dumps(value)[:80]}")
+        if e["dur"] < 0:
+            raise ReportError(f"{where}.dur: negative, got {e['dur']}")
+        if not isinstance(e.get("cat", ""), str):
+            raise ReportError(f"{where}.cat: expected a string, got {json.dumps(e.get('cat'))[:80]}")
+        kept.append(e)
+    return kept
+
+
 def gantt_phases(rows, pids):
     """The pipeline's warm-up (until the last lane's first backward starts) and cool-down (from
     the first lane's last forward end), in ms; None when the lanes hold no forward/backward."""
@@ -486,21 +527,21 @@ def figure_gantt(timeline, out):
         return None, "no timeline given (--timeline)"
     try:
         document = read_json(timeline)
-        events = document["traceEvents"]
-    except (OSError, EOFError, ValueError, KeyError, TypeError) as e:
+    except (OSError, EOFError, ValueError) as e:
         raise ReportError(f"{timeline}: cannot read a timeline: {e}")
-    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
-             if e.get("ph") == "M" and e.get("name") == "thread_name"}
-    ranks = {e["pid"]: e["args"]["name"] for e in events
-             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    events = timeline_events(document, timeline)
+    names = {(e["pid"], e["tid"]): str(e["args"]["name"]) for e in events
+             if e["ph"] == "M" and e.get("name") == "thread_name"}
+    ranks = {e["pid"]: str(e["args"]["name"]) for e in events
+             if e["ph"] == "M" and e.get("name") == "process_name"}
     rows = {}
     for e in events:
-        if e.get("ph") != "X" or names.get((e["pid"], e["tid"]), "compute") != "compute":
+        if e["ph"] != "X" or names.get((e["pid"], e["tid"]), "compute") != "compute":
             continue
         rows.setdefault(e["pid"], []).append(e)
     if not rows:
         raise ReportError(f"{timeline}: no compute-stream events")
-    pids = sorted(rows)[:16]
+    pids = sorted(rows, key=lambda pid: (isinstance(pid, str), pid))[:16]
     end = max(e["ts"] + e["dur"] for pid in pids for e in rows[pid]) / 1e3
     phases = gantt_phases(rows, pids)
     colours = {}
@@ -528,7 +569,9 @@ def figure_gantt(timeline, out):
         ax.set_ylim(len(pids) - 0.5, -1.0)
         ax.set_yticks(range(len(pids)), [ranks.get(p, f"rank {p}") for p in pids])
         ax.set_xlabel("ms")
-    source = os.path.basename(document.get("otherData", {}).get("source", "")) or os.path.basename(timeline)
+    other = document.get("otherData")
+    source = other.get("source") if isinstance(other, dict) else None
+    source = os.path.basename(source) if isinstance(source, str) and source else os.path.basename(timeline)
     axes[0].set_title(f"{source}: one iteration, compute streams (pipeline Gantt)")
     axes[1].set_title(f"the first {zoom:.0f} ms" + (": the warm-up and the start of the steady state"
                                                       if phases else ""))
