@@ -43,7 +43,7 @@ import traceback
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REPORT_FORMATS = ("dtsim.simulate_result", "dtsim.sweep", "dtsim.search", "dtsim.replay_result")
 EXTREME_NUMBERS = [0, -1, 1, 0.5, -0.0, 1e-300, 1e300, 2**31, 2**53, 2**63 - 1, -(2**63), 7]
-ODD_VALUES = [None, True, "", "x", [], {}, "400 Gbps", [0], {"a": 1}]
+ODD_VALUES = [None, True, "", "x", [], {}, "400 Gbps", [0], {"a": 1}, {"method": 0}]
 
 
 class TimedOut(Exception):

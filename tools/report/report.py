@@ -174,8 +174,10 @@ def read_json(path):
 
 
 def short(value):
+    """A value as a label: a compression or cluster section by its method or preset name."""
     if isinstance(value, dict):
-        return value.get("method") or value.get("preset") or json.dumps(value, separators=(",", ":"))
+        name = value.get("method") or value.get("preset")
+        return name if isinstance(name, str) else json.dumps(value, separators=(",", ":"))
     return str(value)
 
 
