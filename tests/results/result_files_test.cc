@@ -210,6 +210,10 @@ TEST_F(ResultFilesTest, ReadersCheckWhatTheReportShows) {
             "input.calibration.source: expected a string, got 1");
   EXPECT_EQ(read_edited([](Json& j) { j["error_band"] = Json::object(); }),
             "error_band.mape_percent: missing required field");
+  EXPECT_EQ(read_edited([](Json& j) { j["input"]["gpus_per_node"] = 0; }),
+            "input.gpus_per_node: must be in [1, 2147483647], got 0");
+  EXPECT_EQ(read_edited([](Json& j) { j["input"]["plan"]["zero_stage"] = 4; }),
+            "input.plan.zero_stage: must be in [0, 3], got 4");
   // Absent, each is fine: files older than the sections.
   EXPECT_EQ(read_edited([](Json& j) {
               j.erase("provenance");

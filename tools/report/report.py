@@ -383,6 +383,10 @@ def figure_scaling(runs, out):
     runs differ in GPU count (a sweep over nodes or data parallelism; the best per count)."""
     series = {}
     for r in runs:
+        # Log-log axes hold positive values only (a result that says 0 GPUs or 0 samples/s is
+        # not drawn here; its row in the tables shows it).
+        if not (r["gpus"] > 0 and r["samples_per_second"] > 0):
+            continue
         best = series.setdefault(r["series"], {})
         if r["gpus"] not in best or r["samples_per_second"] > best[r["gpus"]]:
             best[r["gpus"]] = r["samples_per_second"]

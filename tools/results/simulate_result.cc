@@ -224,13 +224,20 @@ Status ReadInput(JsonObjectReader& root, SimulateResultRecord& record) {
   DTSIM_ASSIGN_OR_RETURN(record.model, input.String("model"));
   DTSIM_ASSIGN_OR_RETURN(record.gpu, input.String("gpu"));
   DTSIM_ASSIGN_OR_RETURN(record.cluster, input.String("cluster"));
-  DTSIM_ASSIGN_OR_RETURN(record.nodes, input.Int("nodes"));
-  DTSIM_ASSIGN_OR_RETURN(record.gpus_per_node, input.Int("gpus_per_node"));
+  // Sizes a run has at least one of (`dtsim report` divides by them and draws them on log axes).
+  constexpr int64_t kMost = std::numeric_limits<int32_t>::max();
+  DTSIM_RETURN_IF_ERROR(input.Int("nodes"));
+  DTSIM_RETURN_IF_ERROR(input.ReadOptional("nodes", 1, kMost, record.nodes));
+  DTSIM_RETURN_IF_ERROR(input.Int("gpus_per_node"));
+  DTSIM_RETURN_IF_ERROR(input.ReadOptional("gpus_per_node", 1, kMost, record.gpus_per_node));
   DTSIM_ASSIGN_OR_RETURN(record.network_model, input.String("network_model"));
   DTSIM_ASSIGN_OR_RETURN(record.cost_model, input.String("cost_model"));
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader plan, ChildObject(input, "plan"));
   for (const char* key : {"data", "tensor", "pipeline", "micro_batch", "zero_stage"}) {
     DTSIM_RETURN_IF_ERROR(plan.Int(key));
+    int64_t value = 0;
+    const bool stage = std::string_view(key) == "zero_stage";
+    DTSIM_RETURN_IF_ERROR(plan.ReadOptional(key, stage ? 0 : 1, stage ? 3 : kMost, value));
   }
   if (input.Has("calibration")) {  // since 1.5: which calibration set the GPU's constants
     DTSIM_ASSIGN_OR_RETURN(JsonObjectReader calibration, ChildObject(input, "calibration"));
