@@ -180,8 +180,12 @@ def main(argv):
             if not accepted(args.dtsim, path, scratch):
                 sys.exit(f"report_fuzz.py: dtsim report refuses the seed {name}; regenerate it")
         plain = os.path.join(scratch, "timeline_base.json")  # drawn with mutated timelines
-        with open(plain, "w", encoding="utf-8") as f:
-            json.dump(next(seed for _, seed in pool if seed["format"] == "dtsim.simulate_result"), f)
+        base = next((seed for _, seed in pool if seed["format"] == "dtsim.simulate_result"), None)
+        if base is None:
+            timelines, regressions = [], [r for r in regressions if not os.path.basename(r).startswith("timeline_")]
+        else:
+            with open(plain, "w", encoding="utf-8") as f:
+                json.dump(base, f)
         for run in range(-len(regressions), args.runs):
             timeline = None
             if run < 0:  # a regression input, as it is; a timeline_*.json one is a timeline
@@ -210,12 +214,12 @@ def main(argv):
             if not accepted(args.dtsim, path, scratch, timeline):
                 continue
             counts["accepted"] += 1
+            kept_input = timeline or path  # what was mutated
             if args.keep_accepted:
                 os.makedirs(args.keep_accepted, exist_ok=True)
-                shutil.copy(path, os.path.join(args.keep_accepted, f"{run:06d}-{name}"))
+                shutil.copy(kept_input, os.path.join(args.keep_accepted, f"{run:06d}-{name}"))
             out = os.path.join(scratch, "report")
             outcome, detail = draw(report, path, out, args.seconds_per_input, timeline)
-            kept_input = timeline or path
             shutil.rmtree(out, ignore_errors=True)
             counts[outcome] += 1
             if outcome in ("traceback", "timeout"):
