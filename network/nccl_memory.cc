@@ -37,9 +37,14 @@ int64_t NetChannelPairBytes() {
   return RoundUp(kLl128Bytes + kSimpleBytes) + RoundUp(kLlBytes + kLl128Bytes + kSimpleBytes);
 }
 
+// The communicator's collective channels: its GPUs on this node use up to as many NICs.
+int ChannelsOf(const ClusterSpec& cluster, const CommunicatorUse& use) {
+  return CollectiveChannels(cluster, use.nodes,
+                            std::min(use.local_ranks, cluster.inter.nics_per_node));
+}
+
 NcclBuffers RingBuffers(const ClusterSpec& cluster, const CommunicatorUse& use) {
-  const int nics = std::min(use.local_ranks, cluster.inter.nics_per_node);
-  const int channels = CollectiveChannels(cluster, use.nodes, nics);
+  const int channels = ChannelsOf(cluster, use);
   NcclBuffers buffers;
   if (use.nodes <= 1) {
     buffers.rings = channels * LocalChannelPairBytes();
@@ -67,8 +72,7 @@ NcclBuffers RingBuffers(const ClusterSpec& cluster, const CommunicatorUse& use) 
 NcclBuffers TreeBuffers(const ClusterSpec& cluster, const CommunicatorUse& use) {
   NcclBuffers buffers;
   if (!use.all_reduce || use.nodes <= 1) return buffers;
-  const int nics = std::min(use.local_ranks, cluster.inter.nics_per_node);
-  const int64_t channels = CollectiveChannels(cluster, use.nodes, nics);
+  const int64_t channels = ChannelsOf(cluster, use);
   const int64_t g = std::max(use.local_ranks, 1);
   const int64_t n = use.nodes;
   const int64_t node = channels * 2 * (n - 1) * NetChannelPairBytes() / n +
