@@ -342,22 +342,80 @@ def add_result_pairs(corpus):
                        a.read_bytes().rstrip(b"\n") + b"\n--- B\n" + b.read_bytes())
 
 
+MAX_DICT_WORD = 64  # libFuzzer skips longer dictionary entries (Word::GetMaxSize()).
+
+
+def dict_entry(word):
+    """One dictionary line for WORD, in libFuzzer's grammar (FuzzerUtil.cpp,
+    ParseOneDictionaryEntry): printable ASCII kept, `"` and `\\` escaped, every other byte of
+    the UTF-8 encoding written as \\xNN (a raw non-ASCII byte makes libFuzzer refuse the file)."""
+    out = []
+    for byte in word.encode("utf-8"):
+        if byte in (0x22, 0x5C):
+            out.append("\\" + chr(byte))
+        elif 0x20 <= byte < 0x7F:
+            out.append(chr(byte))
+        else:
+            out.append(f"\\x{byte:02x}")
+    return '"' + "".join(out) + '"'
+
+
+def parse_dict_line(line):
+    """The bytes libFuzzer reads from one dictionary line, None for a blank line or a comment;
+    ValueError where libFuzzer would stop with "ParseDictionaryFile: error in line N"."""
+    line = line.strip()
+    if not line or line.startswith("#"):
+        return None
+    left = line.find('"')
+    if len(line) < 3 or not line.endswith('"') or left >= len(line) - 1:
+        raise ValueError("an entry is a non-empty quoted string, optionally after NAME=")
+    body, out, i = line[left + 1:-1], bytearray(), 0
+    while i < len(body):
+        char = body[i]
+        if not (char.isascii() and (char.isprintable() or char.isspace())):
+            raise ValueError(f"raw byte {char!r}: write it as \\xNN")
+        if char == "\\":
+            if body[i + 1:i + 2] in ("\\", '"'):
+                out.append(ord(body[i + 1]))
+                i += 2
+                continue
+            if re.fullmatch(r"x[0-9a-fA-F]{2}", body[i + 1:i + 4]):
+                out.append(int(body[i + 2:i + 4], 16))
+                i += 4
+                continue
+            raise ValueError("an escape is \\\\, \\\" or \\xNN")
+        out.append(ord(char))
+        i += 1
+    return bytes(out)
+
+
+def check_dict(path):
+    """Refuses to leave a dictionary libFuzzer would refuse: that stops the fuzz run before
+    its first execution (CI's smoke run reported 'none' for the harness)."""
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            parse_dict_line(line)
+        except ValueError as error:
+            raise SystemExit(f"{path}:{number}: {error}: {line}") from None
+
+
 def write_dicts(corpus):
-    """The JSON dictionary (tests/fuzz/dicts/json.dict) plus each harness's keys and names;
-    the chakra harness also gets the protobuf dictionary."""
+    """The JSON dictionary (tests/fuzz/dicts/json.dict) plus each harness's keys and names,
+    each word escaped for libFuzzer; the chakra harness also gets the protobuf dictionary."""
     folder = corpus.out / "dicts"
     folder.mkdir(parents=True, exist_ok=True)
     common = (TOP / "tests/fuzz/dicts/json.dict").read_text()
     protobuf = (TOP / "tests/fuzz/dicts/protobuf.dict").read_text()
     for harness in HARNESSES:
-        words = sorted(t for t in corpus.tokens[harness] if t and t.isprintable() and '"' not in t
-                       and "\\" not in t)
-        lines = [f'"{word}"' for word in words]
+        words = set(corpus.tokens[harness])
         if harness in ("config", "overrides", "simulate"):
-            lines += [f'"{w}"' for w in sorted(corpus.tokens["config"])
-                      if w and w.isprintable() and '"' not in w and "\\" not in w]
-        text = common + (protobuf if harness == "chakra" else "") + "\n".join(sorted(set(lines)))
-        (folder / f"{harness}.dict").write_text(text + "\n")
+            words |= corpus.tokens["config"]
+        lines = sorted({dict_entry(w) for w in words
+                        if w and len(w.encode("utf-8")) <= MAX_DICT_WORD})
+        text = common + (protobuf if harness == "chakra" else "") + "\n".join(lines)
+        path = folder / f"{harness}.dict"
+        path.write_text(text + "\n", encoding="utf-8")
+        check_dict(path)
 
 
 def main():
