@@ -72,8 +72,8 @@ po::options_description Describe(SearchCommandOptions& o) {
       "threads,j", po::value(&o.call.threads)->value_name("N"), "threads (default: every core)")(
       "max-memory", po::value(&o.max_memory)->value_name("SIZE"), kMaxMemoryHelp)(
       "memory-headroom", po::value(&o.memory_headroom)->value_name("SIZE"),
-      "count a plan as fitting only if it leaves SIZE free on each GPU (\"6 GiB\": NCCL's "
-      "buffers and the allocator's fragmentation, which the memory model does not count; the "
+      "count a plan as fitting only if it leaves SIZE free on each GPU (\"6 GiB\": the caching "
+      "allocator's reserve over what it hands out, which the memory model does not count; the "
       "config's search.memory_headroom)")(
       "shard", po::value(&o.shard_text)->value_name("K/N"),
       "evaluate only the K-th of N interleaved slices of the space (K from 1); merge the "
