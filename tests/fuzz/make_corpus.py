@@ -343,6 +343,7 @@ def add_result_pairs(corpus):
 
 
 MAX_DICT_WORD = 64  # libFuzzer skips longer dictionary entries (Word::GetMaxSize()).
+C_SPACE = " \t\n\v\f\r"  # C's isspace(), which libFuzzer uses (Python's also has \x1c-\x1f)
 
 
 def dict_entry(word):
@@ -363,7 +364,7 @@ def dict_entry(word):
 def parse_dict_line(line):
     """The bytes libFuzzer reads from one dictionary line, None for a blank line or a comment;
     ValueError where libFuzzer would stop with "ParseDictionaryFile: error in line N"."""
-    line = line.strip()
+    line = line.strip(C_SPACE)
     if not line or line.startswith("#"):
         return None
     left = line.find('"')
@@ -372,7 +373,7 @@ def parse_dict_line(line):
     body, out, i = line[left + 1:-1], bytearray(), 0
     while i < len(body):
         char = body[i]
-        if not (char.isascii() and (char.isprintable() or char.isspace())):
+        if not (char.isascii() and char.isprintable()) and char not in C_SPACE:
             raise ValueError(f"raw byte {char!r}: write it as \\xNN")
         if char == "\\":
             if body[i + 1:i + 2] in ("\\", '"'):

@@ -33,7 +33,7 @@ def main():
         check(make_corpus.parse_dict_line(line) == word.encode("utf-8"),
               f"{word!r} -> {line!r} -> {make_corpus.parse_dict_line(line)!r}")
     # What libFuzzer refuses, the checker refuses too.
-    for bad in ['"gemm ×2"', '""', '"unterminated', '"bad \\q escape"', 'word']:
+    for bad in ['"gemm ×2"', '""', '"unterminated', '"bad \\q escape"', 'word', '"a\x1cb"']:
         try:
             make_corpus.parse_dict_line(bad)
             failures.append(f"{bad!r} accepted")
