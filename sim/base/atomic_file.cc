@@ -12,19 +12,72 @@
 
 namespace dtsim {
 namespace {
-std::string SystemReason() { return std::strerror(errno); }
+
+namespace fs = std::filesystem;
+
+// ": <the system's reason>", or nothing when the failing call set no errno (a stream that
+// failed at an earlier write may have lost it).
+std::string SystemReason() { return errno == 0 ? "" : std::string(": ") + std::strerror(errno); }
+
+// Device and process files (/dev/stdout, /dev/null, /proc/self/fd/N) are written where they
+// are: renaming a temporary file over one would replace a device node with a regular file (as
+// root, `-o /dev/null` did), and one that does not exist is a typo, not a file to create there.
+// (/dev/shm is an ordinary file system.)
+bool IsSystemPath(const std::string& path) {
+  return (path.starts_with("/dev/") && !path.starts_with("/dev/shm/")) ||
+         path.starts_with("/proc/");
+}
+
 }  // namespace
 
 AtomicFileWriter::AtomicFileWriter(std::string path, std::string temp_path)
     : path_(std::move(path)), temp_path_(std::move(temp_path)) {}
 
-Expected<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Open(const std::string& path) {
+bool WritesInPlace(const std::string& path) {
+  std::error_code code;
+  const fs::file_status target = fs::status(path, code);
+  return IsSystemPath(path) ||
+         (fs::exists(target) && !fs::is_regular_file(target) && !fs::is_directory(target));
+}
+
+Status CheckOutputPath(const std::string& path) {
   DTSIM_RETURN_IF_ERROR(CheckNotAnInput(path));
-  std::string temp_path = path + ".tmp-" + std::to_string(::getpid());
-  std::unique_ptr<AtomicFileWriter> writer(new AtomicFileWriter(path, temp_path));
-  writer->stream_.open(temp_path, std::ios::binary | std::ios::trunc);
+  std::error_code code;
+  const fs::file_status target = fs::status(path, code);
+  if (fs::is_directory(target)) return Error("is a directory, not a file").InFile(path);
+  if (IsSystemPath(path) && !fs::exists(target)) {
+    return Error("no such device or file (outputs are not created under /dev or /proc)")
+        .InFile(path);
+  }
+  return Status::Ok();
+}
+
+Expected<AtomicFileWriter::Target> AtomicFileWriter::Resolve(const std::string& path) {
+  DTSIM_RETURN_IF_ERROR(CheckOutputPath(path));
+  if (WritesInPlace(path)) return Target{path, true};
+  std::error_code code;
+  const fs::file_status target = fs::status(path, code);
+  // A symbolic link to a file is followed, as a shell's ">" follows it: the file it names is
+  // replaced and the link stays a link. A dangling link is replaced by the file.
+  if (fs::is_symlink(fs::symlink_status(path, code)) && fs::exists(target)) {
+    const fs::path resolved = fs::canonical(path, code);
+    if (!code) return Target{resolved.string(), false};
+  }
+  return Target{path, false};
+}
+
+Expected<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Open(const std::string& path) {
+  DTSIM_ASSIGN_OR_RETURN(const Target target, Resolve(path));
+  std::unique_ptr<AtomicFileWriter> writer(new AtomicFileWriter(
+      path, target.in_place ? "" : target.file + ".tmp-" + std::to_string(::getpid())));
+  writer->target_ = target.file;
+  if (target.in_place) {
+    writer->stream_.open(target.file, std::ios::binary | std::ios::app);
+  } else {
+    writer->stream_.open(writer->temp_path_, std::ios::binary | std::ios::trunc);
+  }
   if (!writer->stream_) {
-    return Error("cannot open for writing: " + SystemReason()).InFile(path);
+    return Error("cannot open for writing" + SystemReason()).InFile(path);
   }
   if (WantsGzip(path)) {
     writer->gzip_ = std::make_unique<GzipOutputBuffer>(writer->stream_.rdbuf());
@@ -36,28 +89,30 @@ Expected<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Open(const std::st
 AtomicFileWriter::~AtomicFileWriter() {
   if (!committed_) {
     stream_.close();
-    std::remove(temp_path_.c_str());
+    if (!temp_path_.empty()) std::remove(temp_path_.c_str());
   }
 }
 
 Status AtomicFileWriter::Commit() {
+  // A write that already failed (a full device) left its reason in errno; otherwise start
+  // clean, so that a reason is never a stale one from an unrelated call.
+  if (stream().good() && stream_.good()) errno = 0;
   if (gzip_ && (!compressed_->flush() || !gzip_->Finish())) {
     stream_.close();
-    return Error("write failed while compressing: " + SystemReason()).InFile(path_);
+    return Error("write failed while compressing" + SystemReason()).InFile(path_);
   }
   stream_.flush();
   const bool written = static_cast<bool>(stream_);
   stream_.close();
   if (!written || stream_.fail()) {
-    return Error("write failed: " + SystemReason()).InFile(path_);
+    return Error("write failed" + SystemReason()).InFile(path_);
   }
-  if (std::rename(temp_path_.c_str(), path_.c_str()) != 0) {
-    return Error("cannot replace the file: " + SystemReason()).InFile(path_);
+  if (!temp_path_.empty() && std::rename(temp_path_.c_str(), target_.c_str()) != 0) {
+    return Error("cannot replace the file" + SystemReason()).InFile(path_);
   }
   committed_ = true;
   return Status::Ok();
 }
-
 Status WriteFileAtomically(const std::string& path, std::string_view content) {
   DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> writer, AtomicFileWriter::Open(path));
   writer->stream().write(content.data(), static_cast<std::streamsize>(content.size()));
@@ -69,11 +124,11 @@ Expected<std::string> ReadFile(const std::string& path) {
   if (std::filesystem::is_directory(path, code))
     return Error("is a directory, not a file").InFile(path);
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Error("cannot open: " + SystemReason()).InFile(path);
+  if (!in) return Error("cannot open" + SystemReason()).InFile(path);
   NoteInputFile(path);
   std::ostringstream buffer;
   buffer << in.rdbuf();
-  if (in.bad()) return Error("read failed: " + SystemReason()).InFile(path);
+  if (in.bad()) return Error("read failed" + SystemReason()).InFile(path);
   return std::move(buffer).str();
 }
 

@@ -1,6 +1,9 @@
 // Writing outputs without ever leaving a half-written file in place of a good one: the data
 // goes to a temporary file beside the target, which replaces the target only on Commit(). A
-// target whose name ends in ".gz" is written gzip-compressed (sim/base/gzip.h).
+// symbolic link to a file is followed (the file is replaced, the link stays). What is not a
+// regular file (a device, a pipe, /dev/stdout, anything under /dev or /proc) is written in
+// place, appended to, never replaced. A target whose name ends in ".gz" is written
+// gzip-compressed (sim/base/gzip.h).
 #pragma once
 
 #include <fstream>
@@ -15,26 +18,43 @@ namespace dtsim {
 
 class AtomicFileWriter {
  public:
-  // Opens "<path>.tmp-<pid>" for writing. Errors name the path and the system's reason, and
-  // refuse a path that is one of this process's inputs (sim/base/input_files.h).
+  // Opens "<path>.tmp-<pid>" for writing (or the device or pipe itself). Errors name the path
+  // and the system's reason, and refuse a directory and a path that is one of this process's
+  // inputs (sim/base/input_files.h).
   static Expected<std::unique_ptr<AtomicFileWriter>> Open(const std::string& path);
   ~AtomicFileWriter();  // removes the temporary file unless committed
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
   std::ostream& stream() { return gzip_ ? *compressed_ : stream_; }
-  // Flushes, closes and renames over the target. After an error the target is untouched.
+  // Flushes, closes and renames over the target. After an error the target is untouched
+  // (a device or pipe keeps what was written to it).
   Status Commit();
 
  private:
+  struct Target {
+    std::string file;  // the file to replace: the path, or the file a symbolic link names
+    bool in_place;     // a device, pipe or /dev, /proc path: written directly
+  };
+  static Expected<Target> Resolve(const std::string& path);
   AtomicFileWriter(std::string path, std::string temp_path);
-  std::string path_;
-  std::string temp_path_;
+  std::string path_;       // as the user named it, for messages
+  std::string target_;     // what Commit() renames the temporary file over
+  std::string temp_path_;  // empty when written in place
   std::ofstream stream_;
   std::unique_ptr<GzipOutputBuffer> gzip_;  // set for a *.gz target: deflates into stream_
   std::unique_ptr<std::ostream> compressed_;
   bool committed_ = false;
 };
+
+// True when an output at `path` is written in place rather than replaced: a device, a pipe,
+// a socket, or any path under /dev or /proc.
+bool WritesInPlace(const std::string& path);
+
+// The errors Open() would give `path` before writing anything: an input of this process, a
+// directory, a /dev or /proc path that does not exist. Commands check their outputs with it
+// before they work, so that a long search does not fail at its last step.
+Status CheckOutputPath(const std::string& path);
 
 // Writes `content` to `path` atomically.
 Status WriteFileAtomically(const std::string& path, std::string_view content);

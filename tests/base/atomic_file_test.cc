@@ -1,8 +1,11 @@
 #include "sim/base/atomic_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
+#include <thread>
 
 #include "tests/testing/temp_dir.h"
 
@@ -64,6 +67,74 @@ TEST_F(AtomicFileTest, UnwritableDirectoryIsAnErrorNamingThePath) {
 }
 
 TEST_F(AtomicFileTest, ReadingADirectoryIsAnError) { EXPECT_FALSE(ReadFile(dir_.string()).ok()); }
+
+// Regression: as root, `dtsim simulate C -o /dev/full` renamed its temporary file over the
+// device, leaving a 7 kB regular file at /dev/full (and `-o /dev/null` would do the same to
+// /dev/null). Devices are written in place and never replaced.
+TEST_F(AtomicFileTest, ADeviceIsWrittenInPlaceNeverReplaced) {
+  ASSERT_TRUE(fs::is_character_file("/dev/null"));
+  ASSERT_TRUE(WriteFileAtomically("/dev/null", "result").ok());
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  EXPECT_TRUE(WritesInPlace("/dev/null"));
+  EXPECT_TRUE(WritesInPlace("/dev/stdout"));
+  EXPECT_FALSE(WritesInPlace(Path("out.json")));
+  EXPECT_FALSE(WritesInPlace("/dev/shm/out.json"));  // an ordinary file system
+  // Reading /dev/null does not make it an input that an output would clobber.
+  ASSERT_TRUE(ReadFile("/dev/null").ok());
+  EXPECT_TRUE(WriteFileAtomically("/dev/null", "result").ok());
+}
+
+TEST_F(AtomicFileTest, AFullDeviceIsAWriteErrorNamingTheReason) {
+  if (!fs::is_character_file("/dev/full")) GTEST_SKIP() << "no /dev/full here";
+  const Status status = WriteFileAtomically("/dev/full", std::string(1 << 20, 'x'));
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.error().ToString(), "/dev/full: write failed: No space left on device");
+  EXPECT_TRUE(fs::is_character_file("/dev/full"));
+}
+
+TEST_F(AtomicFileTest, NothingIsCreatedUnderDevOrProc) {
+  for (const std::string path : {"/dev/dtsim-no-such-device.json", "/proc/dtsim.json"}) {
+    const Status status = WriteFileAtomically(path, "x");
+    ASSERT_FALSE(status.ok()) << path;
+    EXPECT_EQ(status.error().ToString(),
+              path + ": no such device or file (outputs are not created under /dev or /proc)");
+    EXPECT_EQ(status.error().ToString(), CheckOutputPath(path).error().ToString());
+    EXPECT_FALSE(fs::exists(path));
+  }
+}
+
+TEST_F(AtomicFileTest, ADirectoryIsRefusedBeforeWriting) {
+  const Status status = CheckOutputPath(dir_.string());
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.error().ToString(), dir_.string() + ": is a directory, not a file");
+  EXPECT_FALSE(AtomicFileWriter::Open(dir_.string()).ok());
+}
+
+TEST_F(AtomicFileTest, ALinkToAFileIsFollowedAndStaysALink) {
+  ASSERT_TRUE(WriteFileAtomically(Path("run5.json"), "old").ok());
+  fs::create_symlink("run5.json", Path("latest.json"));
+  ASSERT_TRUE(WriteFileAtomically(Path("latest.json"), "new").ok());
+  EXPECT_TRUE(fs::is_symlink(Path("latest.json")));
+  EXPECT_EQ(*ReadFile(Path("run5.json")), "new");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 2);
+  // A dangling link is replaced by the file, as before.
+  fs::create_symlink("missing.json", Path("dangling.json"));
+  ASSERT_TRUE(WriteFileAtomically(Path("dangling.json"), "x").ok());
+  EXPECT_FALSE(fs::is_symlink(Path("dangling.json")));
+}
+
+TEST_F(AtomicFileTest, APipeIsWrittenInPlace) {
+  const std::string fifo = Path("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string received;
+  std::thread reader([&] { received = *ReadFile(fifo); });
+  const Status status = WriteFileAtomically(fifo, "streamed");
+  if (!status.ok()) std::ofstream(fifo).close();  // the reader would wait for a writer forever
+  reader.join();
+  ASSERT_TRUE(status.ok()) << status.error().ToString();
+  EXPECT_EQ(received, "streamed");
+  EXPECT_TRUE(fs::is_fifo(fifo));
+}
 
 }  // namespace
 }  // namespace dtsim

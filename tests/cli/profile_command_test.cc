@@ -128,6 +128,9 @@ TEST_F(ProfileCommandTest, BadCommandLinesAndMissingProgramsAreTheirOwnErrors) {
               HasSubstr("did you mean \"kernel\""));
   EXPECT_THAT(usage({"-o", "t.json", "--max-buffer-mb", "0", "--", "true"}),
               HasSubstr("--max-buffer-mb"));
+  EXPECT_EQ(usage({"-o", "/dev/null", "--", "true"}),
+            "-o: the trace must be a file path, not a device, a pipe or a /dev or /proc path, "
+            "got \"/dev/null\"");
 
   EXPECT_THAT(Profile({"-o", Path("no/such/dir/t.json"), "--", "true"}).error->ToString(),
               HasSubstr("no/such/dir/t.json: cannot write here: the directory"));

@@ -22,20 +22,20 @@ class ReportCommandTest : public testing_support::TempDirTest {
     output_.str("");
     return ReportCommand(args, output_);
   }
+  // The small example cut to 4 layers, simulated into `path`.
+  static void SimulateSmall(const std::string& path) {
+    std::ostringstream ignored;
+    const std::vector<std::string> simulate = {
+        DTSIM_EXAMPLES_DIR "/gpt3_1.3b_16gpu.json", "--set", "model.layers=4", "-o", path, "-q"};
+    ASSERT_EQ(SimulateCommand(simulate, ignored).kind, CommandOutcome::Kind::kOk);
+  }
   std::ostringstream output_;
 };
 
 // One simulate result renders the per-run figures; the rest are listed as not drawn, with why.
 // (The README's worked examples render every figure: tests/tools/worked_examples_test.py.)
 TEST_F(ReportCommandTest, RendersOneResult) {
-  std::ostringstream ignored;
-  const std::vector<std::string> simulate = {DTSIM_EXAMPLES_DIR "/gpt3_1.3b_16gpu.json",
-                                             "--set",
-                                             "model.layers=4",
-                                             "-o",
-                                             Path("small.json"),
-                                             "-q"};
-  ASSERT_EQ(SimulateCommand(simulate, ignored).kind, CommandOutcome::Kind::kOk);
+  ASSERT_NO_FATAL_FAILURE(SimulateSmall(Path("small.json")));
   const CommandOutcome outcome = Report({Path("small.json"), "-o", Path("report")});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
   for (const char* file : {"index.html", "throughput.png", "breakdown.png", "memory.png"}) {
@@ -47,6 +47,27 @@ TEST_F(ReportCommandTest, RendersOneResult) {
   EXPECT_THAT(
       *page,
       HasSubstr("Scaling curves: not drawn — no input file holds runs that differ in GPU count"));
+}
+
+// A report directory the script could not use is named by dtsim before the script runs (it
+// was a Python traceback from os.makedirs), and nothing is created under /dev.
+TEST_F(ReportCommandTest, AnUnusableReportDirectoryIsNamed) {
+  ASSERT_NO_FATAL_FAILURE(SimulateSmall(Path("small.json")));
+  ASSERT_TRUE(WriteFileAtomically(Path("notes.txt"), "x").ok());
+  const auto error_for = [&](const std::string& dir) {
+    const CommandOutcome outcome = Report({Path("small.json"), "-o", dir});
+    EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kFailure) << dir;
+    return outcome.error ? outcome.error->ToString() : std::string();
+  };
+  EXPECT_EQ(error_for(Path("notes.txt")), Path("notes.txt") + ": exists and is not a directory");
+  EXPECT_EQ(error_for(Path("notes.txt/report")),
+            Path("notes.txt/report") + ": cannot create the directory: Not a directory");
+  EXPECT_EQ(error_for("/dev/null"),
+            "/dev/null: a report is a directory of files, not a device, a pipe or a /dev or "
+            "/proc path");
+  EXPECT_FALSE(std::filesystem::exists("/dev/dtsim-report"));
+  error_for("/dev/dtsim-report");
+  EXPECT_FALSE(std::filesystem::exists("/dev/dtsim-report"));
 }
 
 // A replay with a what-if, alone or beside a simulate result: its steps as a table (measured,

@@ -72,6 +72,20 @@ TEST_F(SearchCommandTest, PrintsTheTopPlansAndWritesEveryPlan) {
   EXPECT_EQ(rows, file->result.enumerated);
 }
 
+// An --emit directory that cannot be one is named before the search runs, not after it.
+TEST_F(SearchCommandTest, AnUnusableEmitDirectoryIsRefusedBeforeTheSearch) {
+  ASSERT_TRUE(WriteFileAtomically(Path("plans"), "a file").ok());
+  CommandOutcome outcome = Search(SmallSearch({"--emit", Path("plans")}));
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_EQ(outcome.error->ToString(), Path("plans") + ": exists and is not a directory");
+  EXPECT_EQ(output_.str(), "");
+  outcome = Search(SmallSearch({"--emit", "/dev/null"}));
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_EQ(outcome.error->ToString(),
+            "/dev/null: --emit is a directory of files, not a device, a pipe or a /dev or /proc "
+            "path");
+}
+
 // Issue 35, plans out: each top plan as a config that simulates to the search's time, and as
 // Megatron-LM flags for its parallelism (with what no flag expresses named).
 TEST_F(SearchCommandTest, EmittedPlansSimulateToTheSearchsFigures) {

@@ -127,6 +127,27 @@ TEST_F(SimulateCommandTest, ACsvOfTheStagesLiesBesideTheResult) {
   EXPECT_EQ(results::CsvPathBeside("a/b"), "a/b.csv");
 }
 
+// Regression: as root, `-o /dev/null` renamed the result over the device and wrote
+// /dev/null.csv beside it. A device or pipe gets the JSON in place and no CSV; an empty -o
+// ("-o $UNSET") is a usage error, not a run that silently writes nothing.
+TEST_F(SimulateCommandTest, DevicesGetTheResultInPlaceAndAnEmptyOutputIsAnError) {
+  ASSERT_EQ(Simulate({kSmall, "-o", "/dev/null", "--timeline", "/dev/null", "-q"}).kind,
+            CommandOutcome::Kind::kOk);
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+  EXPECT_FALSE(std::filesystem::exists("/dev/null.csv"));
+  for (const char* option : {"-o", "--timeline", "--set"}) {
+    const CommandOutcome empty = Simulate({kSmall, option, "", "-q"});
+    ASSERT_EQ(empty.kind, CommandOutcome::Kind::kUsage) << option;
+    EXPECT_THAT(empty.error->ToString(), HasSubstr("was given an empty value")) << option;
+  }
+  const CommandOutcome under_dev = Simulate({kSmall, "-o", "/dev/dtsim-result.json", "-q"});
+  ASSERT_EQ(under_dev.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_EQ(under_dev.error->ToString(),
+            "/dev/dtsim-result.json: no such device or file (outputs are not created under /dev "
+            "or /proc)");
+  EXPECT_EQ(output_.str(), "");  // refused before the simulation
+}
+
 TEST_F(SimulateCommandTest, TheShippedH100ProfilePricesTheH100ExamplesFromMeasurements) {
   for (const char* example : {DTSIM_EXAMPLES_DIR "/llama2_70b_64h100.json",
                               DTSIM_EXAMPLES_DIR "/mixtral_8x7b_ep8_64h100.json"}) {

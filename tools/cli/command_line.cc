@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "sim/base/atomic_file.h"
 #include "sim/base/input_files.h"
 #include "sim/base/json_reader.h"
 #include "sim/base/strings.h"
@@ -31,6 +33,23 @@ std::optional<std::string> SetWithoutEquals(std::span<const std::string> args) {
   return std::nullopt;
 }
 
+// An option given an empty value ("-o $UNSET" after a typo) would read as one not given, and
+// what it asked for (a result file, a timeline) would silently not be written.
+std::optional<std::string> EmptyValue(const po::variables_map& variables,
+                                      const char* positional_name) {
+  for (const auto& [name, value] : variables) {
+    if (value.defaulted() || name == positional_name) continue;
+    const auto* text = boost::any_cast<std::string>(&value.value());
+    const auto* texts = boost::any_cast<std::vector<std::string>>(&value.value());
+    if ((text != nullptr && text->empty()) ||
+        (texts != nullptr && std::ranges::any_of(*texts, &std::string::empty))) {
+      return fmt::format("--{} was given an empty value; give it one or leave the option out",
+                         name);
+    }
+  }
+  return std::nullopt;
+}
+
 // Parses `args` with `visible` plus the hidden positional option `value` (`max` occurrences).
 template <typename Value>
 Status Parse(std::span<const std::string> args, const po::options_description& visible,
@@ -49,6 +68,9 @@ Status Parse(std::span<const std::string> args, const po::options_description& v
                   .run(),
               variables);
     po::notify(variables);
+    if (std::optional<std::string> problem = EmptyValue(variables, positional_name)) {
+      return Error(*problem);
+    }
   } catch (const po::error& e) {
     return Error(e.what());
   }
@@ -113,7 +135,7 @@ Status RefuseOutputsOverInputs(const std::vector<std::string>& inputs,
   }
   for (const std::string& output : outputs) {
     if (output.empty()) continue;
-    DTSIM_RETURN_IF_ERROR(CheckNotAnInput(output));
+    DTSIM_RETURN_IF_ERROR(CheckOutputPath(output));
     // Before any work: a search that ran for minutes should not fail at its last step because
     // the output's directory does not exist.
     const std::filesystem::path parent = std::filesystem::path(output).parent_path();
@@ -125,6 +147,28 @@ Status RefuseOutputsOverInputs(const std::vector<std::string>& inputs,
           .InFile(output);
     }
   }
+  return Status::Ok();
+}
+
+Status CheckOutputDirectory(const std::string& dir, std::string_view what) {
+  if (WritesInPlace(dir)) {
+    return Error(fmt::format("{} is a directory of files, not a device, a pipe or a /dev or /proc "
+                             "path",
+                             what))
+        .InFile(dir);
+  }
+  std::error_code code;
+  if (std::filesystem::exists(dir, code) && !std::filesystem::is_directory(dir, code)) {
+    return Error("exists and is not a directory").InFile(dir);
+  }
+  return Status::Ok();
+}
+
+Status MakeOutputDirectory(const std::string& dir, std::string_view what) {
+  DTSIM_RETURN_IF_ERROR(CheckOutputDirectory(dir, what));
+  std::error_code code;
+  std::filesystem::create_directories(dir, code);
+  if (code) return Error("cannot create the directory: " + code.message()).InFile(dir);
   return Status::Ok();
 }
 

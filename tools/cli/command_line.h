@@ -59,6 +59,12 @@ inline constexpr const char* kMaxMemoryHelp =
     "simulation.max_memory=SIZE";
 
 // "--set simulation.max_memory=SIZE" for a --max-memory SIZE (nothing when `size` is empty).
+// A directory of outputs (a report, emitted plans) named by the user: an error naming it when
+// it is a file, a device or a /dev or /proc path; `what` names the output ("a report").
+Status CheckOutputDirectory(const std::string& dir, std::string_view what);
+// The same check, then creates the directory and its parents.
+Status MakeOutputDirectory(const std::string& dir, std::string_view what);
+
 void AddMaxMemoryOverride(const std::string& size, std::vector<std::string>& overrides);
 
 // Ok for an ok status, else a failure (exit status 1) carrying its error.

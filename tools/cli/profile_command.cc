@@ -18,6 +18,7 @@
 
 #include "profiler/activity_kinds.h"
 #include "profiler/injection_environment.h"
+#include "sim/base/atomic_file.h"
 #include "sim/base/strings.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/run_program.h"
@@ -126,6 +127,13 @@ CommandOutcome Execute(const ProfileOptions& options, std::ostream& out,
   if (options.capture_range != "whole" && options.capture_range != "cuda-profiler-api") {
     return CommandOutcome::Usage(Error("must be whole or cuda-profiler-api", "--capture-range",
                                        Quote(options.capture_range)));
+  }
+  if (WritesInPlace(options.output)) {
+    // The profiled processes write the trace and a status file beside it, and rank-numbered
+    // traces for other processes: a device or pipe has no "beside".
+    return CommandOutcome::Usage(
+        Error("the trace must be a file path, not a device, a pipe or a /dev or /proc path", "-o",
+              Quote(options.output)));
   }
   if (options.max_buffer_mb < 1) {
     return CommandOutcome::Usage(

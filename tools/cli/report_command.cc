@@ -132,6 +132,7 @@ Status RefuseInputsInTheReport(const ReportOptions& options) {
 Status Execute(const ReportOptions& options, std::ostream& out) {
   DTSIM_RETURN_IF_ERROR(RefuseInputsInTheReport(options));
   DTSIM_RETURN_IF_ERROR(CheckResults(options));
+  DTSIM_RETURN_IF_ERROR(MakeOutputDirectory(options.output_dir, "a report"));
   const char* python_env = std::getenv("DTSIM_PYTHON");
   const std::string python =
       python_env != nullptr && *python_env != 0 ? python_env : std::string(kDefaultPython);

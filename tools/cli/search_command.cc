@@ -302,9 +302,7 @@ Status EmitPlans(const std::string& dir, const SearchFile& file, int top, std::o
   const strategies::RanksMode ranks = settings.value("ranks", "") == "full"
                                           ? strategies::RanksMode::kFull
                                           : strategies::RanksMode::kSymmetric;
-  std::error_code code;
-  std::filesystem::create_directories(dir, code);
-  if (code) return Error("cannot create the directory: " + code.message()).InFile(dir);
+  DTSIM_RETURN_IF_ERROR(MakeOutputDirectory(dir, "--emit"));
   const SearchResult& r = file.result;
   const size_t count = std::min(r.ranking.size(), static_cast<size_t>(std::max(top, 0)));
   for (size_t k = 0; k < count; ++k) {
@@ -370,6 +368,8 @@ Status Execute(const SearchCommandOptions& options, std::ostream& out) {
   const std::string& prefix = options.output_prefix;
   DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(
       inputs, {prefix.empty() ? "" : prefix + ".json", prefix.empty() ? "" : prefix + ".csv"}));
+  if (!options.emit_dir.empty())
+    DTSIM_RETURN_IF_ERROR(CheckOutputDirectory(options.emit_dir, "--emit"));
   Progress progress = Progress::ForTerminal();
   const bool merging = !options.merge.empty();
   DTSIM_ASSIGN_OR_RETURN(const SearchFile file,

@@ -7,6 +7,7 @@
 
 #include <iostream>
 
+#include "sim/base/atomic_file.h"
 #include "sim/base/quantity.h"
 #include "strategies/simulate.h"
 #include "strategies/training_section.h"
@@ -309,8 +310,10 @@ Status WriteOpList(const std::string& path, const strategies::ResolvedConfig& co
 }
 
 Status Execute(const SimulateOptions& options, std::ostream& out) {
-  const std::string csv_path =
-      options.result_path.empty() ? "" : results::CsvPathBeside(options.result_path);
+  // A device or pipe (-o /dev/stdout) gets the JSON only: there is no "beside" it.
+  const std::string csv_path = options.result_path.empty() || WritesInPlace(options.result_path)
+                                   ? ""
+                                   : results::CsvPathBeside(options.result_path);
   DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(
       {options.config},
       {options.result_path, csv_path, options.timeline_path, options.op_list_path}));
@@ -337,7 +340,9 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
     OrderedJson written = results::SimulateResultJson(config, *result);
     written["provenance"] = results::ProvenanceJson();
     DTSIM_RETURN_IF_ERROR(results::WriteResultFile(options.result_path, written));
-    DTSIM_RETURN_IF_ERROR(results::WriteSimulateCsv(csv_path, config, *result));
+    if (!csv_path.empty()) {
+      DTSIM_RETURN_IF_ERROR(results::WriteSimulateCsv(csv_path, config, *result));
+    }
   }
   if (!options.timeline_path.empty()) {
     traces::TimelineInfo info{.source = options.config,
