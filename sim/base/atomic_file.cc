@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "sim/base/input_files.h"
+#include "sim/base/temp_files.h"
 
 namespace dtsim {
 namespace {
@@ -75,6 +76,7 @@ Expected<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Open(const std::st
     writer->stream_.open(target.file, std::ios::binary | std::ios::app);
   } else {
     writer->stream_.open(writer->temp_path_, std::ios::binary | std::ios::trunc);
+    if (writer->stream_) writer->temp_slot_ = RecordTemporaryFile(writer->temp_path_);
   }
   if (!writer->stream_) {
     return Error("cannot open for writing" + SystemReason()).InFile(path);
@@ -91,6 +93,7 @@ AtomicFileWriter::~AtomicFileWriter() {
     stream_.close();
     if (!temp_path_.empty()) std::remove(temp_path_.c_str());
   }
+  ForgetTemporaryFile(temp_slot_);
 }
 
 Status AtomicFileWriter::Commit() {
@@ -110,6 +113,8 @@ Status AtomicFileWriter::Commit() {
   if (!temp_path_.empty() && std::rename(temp_path_.c_str(), target_.c_str()) != 0) {
     return Error("cannot replace the file" + SystemReason()).InFile(path_);
   }
+  ForgetTemporaryFile(temp_slot_);
+  temp_slot_ = -1;
   committed_ = true;
   return Status::Ok();
 }

@@ -41,6 +41,7 @@ class AtomicFileWriter {
   std::string path_;       // as the user named it, for messages
   std::string target_;     // what Commit() renames the temporary file over
   std::string temp_path_;  // empty when written in place
+  int temp_slot_ = -1;     // its record for removal on a signal (sim/base/temp_files.h)
   std::ofstream stream_;
   std::unique_ptr<GzipOutputBuffer> gzip_;  // set for a *.gz target: deflates into stream_
   std::unique_ptr<std::ostream> compressed_;

@@ -3,10 +3,14 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
+#include "sim/base/temp_files.h"
 #include "tests/testing/temp_dir.h"
 
 namespace dtsim {
@@ -134,6 +138,39 @@ TEST_F(AtomicFileTest, APipeIsWrittenInPlace) {
   ASSERT_TRUE(status.ok()) << status.error().ToString();
   EXPECT_EQ(received, "streamed");
   EXPECT_TRUE(fs::is_fifo(fifo));
+}
+
+// Ctrl-C or a kill while a large output is written: the temporary file goes with the process
+// (it left a 1 GB "timeline.json.tmp-<pid>"), and the process still ends by that signal.
+TEST_F(AtomicFileTest, ASignalRemovesTheTemporaryFileAndStillEndsTheProcess) {
+  // "fast": the child is a fork of this test, writing in this test's directory (a "threadsafe"
+  // child re-runs the test from the start, in a directory named after its own pid).
+  GTEST_FLAG_SET(death_test_style, "fast");
+  const std::string path = Path("timeline.json");
+  for (const int signal_number : {SIGTERM, SIGINT}) {
+    EXPECT_EXIT(
+        {
+          RemoveTemporaryFilesOnSignals();
+          auto writer = AtomicFileWriter::Open(path);
+          if (!writer.ok()) std::_Exit(3);
+          (*writer)->stream() << std::string(1 << 20, 'x');
+          (*writer)->stream().flush();
+          std::raise(signal_number);
+          std::_Exit(4);  // not reached
+        },
+        testing::KilledBySignal(signal_number), "");
+    EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 0)
+        << strsignal(signal_number);
+  }
+  // A signal the process ignores (a background job's SIGINT, nohup's SIGHUP) stays ignored.
+  EXPECT_EXIT(
+      {
+        std::signal(SIGHUP, SIG_IGN);
+        RemoveTemporaryFilesOnSignals();
+        std::raise(SIGHUP);
+        std::_Exit(0);
+      },
+      testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

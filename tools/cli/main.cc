@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim/base/strings.h"
+#include "sim/base/temp_files.h"
 #include "tools/cli/calibrate_command.h"
 #include "tools/cli/command.h"
 #include "tools/cli/diff_command.h"
@@ -116,6 +117,8 @@ int Main(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Ctrl-C during a long write leaves no "<output>.tmp-<pid>" behind.
+  dtsim::RemoveTemporaryFilesOnSignals();
   try {
     return Main(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const std::exception& e) {

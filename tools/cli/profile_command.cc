@@ -20,6 +20,7 @@
 #include "profiler/injection_environment.h"
 #include "sim/base/atomic_file.h"
 #include "sim/base/strings.h"
+#include "sim/base/temp_files.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/run_program.h"
 #include "tools/cli/trace_report.h"
@@ -162,6 +163,7 @@ CommandOutcome Execute(const ProfileOptions& options, std::ostream& out,
         Error(fmt::format("cannot write beside the output: {}", std::strerror(errno)), "-o",
               options.output));
   }
+  const int status_slot = RecordTemporaryFile(status_path);  // removed if Ctrl-C ends dtsim
   const Expected<int> status =
       RunProgram(*program, options.program,
                  {{environment::kInjectionPath, *library},
@@ -178,6 +180,7 @@ CommandOutcome Execute(const ProfileOptions& options, std::ostream& out,
   const StatusReport report = ReadStatus(status_path);
   std::error_code ignored;
   std::filesystem::remove(status_path, ignored);
+  ForgetTemporaryFile(status_slot);
   if (!status.ok()) return CommandOutcome::Failure(status.error());
 
   for (const std::string& trace_path : report.traces) {
