@@ -84,6 +84,26 @@ TEST_F(SweepCommandTest, BadInputIsNamed) {
             CommandOutcome::Kind::kUsage);
   outcome = Sweep({kBert, "--vary", "training.micro_batch=1", "--vary", "training.micro_batch=2"});
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("key varied twice"));
+  // A billion points would lay out their results until the kernel killed the process; the
+  // size is an error before anything runs. 100 000 points pass the check.
+  std::string thousand = "1";
+  for (int v = 2; v <= 1000; ++v) thousand += "," + std::to_string(v);
+  outcome = Sweep({kBert, "--vary", "training.global_batch=" + thousand, "--vary",
+                   "training.seq_len=" + thousand, "--vary", "model.layers=" + thousand});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_EQ(outcome.error->ToString(),
+            "vary: the sweep has 1000 × 1000 × 1000 points, more than the 100000 one sweep runs "
+            "(each is simulated and keeps its full result): vary fewer values, or split it into "
+            "several sweeps");
+  const std::string hundred = thousand.substr(0, thousand.find(",101,"));
+  outcome = Sweep({kBert, "--vary", "training.global_batch=" + thousand, "--vary",
+                   "training.seq_len=" + hundred + ",101"});
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("1000 × 101 points, more than the 100000"));
+  // 1000 × 100 is within the limit: the sweep goes on to read its config (absent here, so it
+  // stops there rather than run 100 000 simulations).
+  outcome = Sweep({Path("absent.json"), "--vary", "training.global_batch=" + thousand, "--vary",
+                   "training.seq_len=" + hundred});
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("absent.json: cannot open"));
 }
 
 }  // namespace

@@ -51,11 +51,35 @@ std::vector<SweepPoint> Points(const std::vector<Axis>& axes) {
   return points;
 }
 
+// A sweep keeps every point's full result in memory (about 7 kB of JSON text each, several
+// times that as a parsed document) and simulates each: a million points is hours of work and
+// gigabytes, a billion cannot finish. The limit is checked before any point is laid out.
+constexpr size_t kMaxSweepPoints = 100'000;
+
+Status CheckSweepSize(const std::vector<Axis>& axes) {
+  size_t points = 1;
+  bool over = false;
+  std::string product;
+  for (const Axis& axis : axes) {
+    const size_t values = std::max<size_t>(axis.values.size(), 1);
+    over = over || points > kMaxSweepPoints / values;
+    points = over ? points : points * values;
+    product += fmt::format("{}{}", product.empty() ? "" : " × ", axis.values.size());
+  }
+  if (!over && points <= kMaxSweepPoints) return Status::Ok();
+  return Error(fmt::format("the sweep has {} points, more than the {} one sweep runs (each is "
+                           "simulated and keeps its full result): vary fewer values, or split "
+                           "it into several sweeps",
+                           product, kMaxSweepPoints),
+               "vary");
+}
+
 }  // namespace
 
 Expected<results::SweepDocument> RunSweep(const ConfigInput& input, const std::vector<Axis>& axes,
                                           int threads, const ProgressCallback& progress) {
   if (axes.empty()) return Error("give at least one key to vary", "vary");
+  DTSIM_RETURN_IF_ERROR(CheckSweepSize(axes));
   DTSIM_ASSIGN_OR_RETURN(const Json base, ReadConfigInput(input));
   results::RecordConfig(base, input.overrides, nullptr);
   for (size_t a = 0; a < axes.size(); ++a) {
