@@ -428,7 +428,8 @@ std::vector<std::pair<int, int>> ExpertChoices(const ParallelPlan& plan, int exp
   return choices;
 }
 
-std::vector<PlanChoice> EnumeratePlans(const SimulationConfig& base, const SearchSpace& space) {
+std::vector<PlanChoice> EnumeratePlans(const SimulationConfig& base, const SearchSpace& space,
+                                       size_t limit) {
   std::vector<PlanChoice> plans;
   const int gpus = base.cluster.gpu_count();
   const bool transformer = base.model.family == models::ModelFamily::kTransformer;
@@ -462,6 +463,7 @@ std::vector<PlanChoice> EnumeratePlans(const SimulationConfig& base, const Searc
                 plan.schedule = schedule;
                 plan.virtual_stages = virtual_stages;
                 AddTrainingChoices(base, space, plan, transformer, plans);
+                if (plans.size() > limit) return plans;
               }
             }
           }
@@ -622,6 +624,27 @@ void RankPlans(SearchResult& result, int rerank) {
             }));
 }
 
+namespace {
+
+// The error for a space past `limit` plans, with the sizes of the lists that multiply it.
+Error TooManyPlans(const SearchSpace& space, size_t limit) {
+  return Error(
+      fmt::format(
+          "the search space has more than {} plans (each parallel layout × {} "
+          "micro-batches × {} ZeRO stages × {} recompute policies{}{}{}): give shorter "
+          "lists, or fewer GPUs",
+          limit, space.micro_batches.size(), space.zero_stages.size(), space.recompute.size(),
+          space.compression.size() > 1
+              ? fmt::format(" × {} compression methods", space.compression.size())
+              : "",
+          space.fp8.size() > 1 ? fmt::format(" × {} FP8 choices", space.fp8.size()) : "",
+          space.context.size() > 1 ? fmt::format(", over {} context sizes", space.context.size())
+                                   : ""),
+      "search");
+}
+
+}  // namespace
+
 Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& space,
                               const SearchOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -647,7 +670,8 @@ Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& s
     if (options.progress) options.progress(phase, done, total);
   };
   DTSIM_ASSIGN_OR_RETURN(const ConfigCostModel cost, LoadCostModel(base));
-  const std::vector<PlanChoice> all = EnumeratePlans(base, space);
+  const std::vector<PlanChoice> all = EnumeratePlans(base, space, options.max_plans);
+  if (all.size() > options.max_plans) return TooManyPlans(space, options.max_plans);
   SearchResult result;
   result.enumerated = all.size();
   for (size_t i = static_cast<size_t>(options.shard - 1); i < all.size();

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -75,8 +76,17 @@ struct PlanChoice {
 // "DP 8 × TP 8 (1d, SP) × PP 16 (1f1b) · mb 1 · ZeRO 1 · recompute selective".
 std::string PlanLabel(const PlanChoice& choice, const SearchSpace& space);
 
-// Every plan of the space for the base config's model and cluster, in a fixed order.
-std::vector<PlanChoice> EnumeratePlans(const SimulationConfig& base, const SearchSpace& space);
+// The most plans one search enumerates. Each holds about 1 kB while the search runs (178,200
+// plans: 194 MB) and 280 bytes of its result file; the shipped examples' default spaces have
+// 40,000-210,000 plans, and 2 M is about 2 GB. Past it, a space of long lists (5,000
+// micro-batch sizes on 16 GPUs: 4.5 M plans) is an error before any plan is evaluated, not
+// minutes of work or a process the kernel kills.
+inline constexpr size_t kMaxSearchPlans = 2'000'000;
+
+// Every plan of the space for the base config's model and cluster, in a fixed order; it stops
+// once it holds more than `limit`.
+std::vector<PlanChoice> EnumeratePlans(const SimulationConfig& base, const SearchSpace& space,
+                                       size_t limit = SIZE_MAX);
 
 // `base` with `choice` applied (not yet checked).
 SimulationConfig ConfigFor(const SimulationConfig& base, const SearchSpace& space,
@@ -134,6 +144,7 @@ struct SearchOptions {
   int shard = 1;    // this process evaluates every shards-th plan from shard − 1
   int shards = 1;
   RanksMode ranks = RanksMode::kSymmetric;
+  size_t max_plans = kMaxSearchPlans;  // the most plans the space may have (all shards)
   // Called from any thread as work completes; `phase` names the step.
   std::function<void(std::string_view phase, size_t done, size_t total)> progress;
 };

@@ -427,5 +427,31 @@ TEST(SearchTest, SearchNeedsTheClusterSize) {
   EXPECT_EQ(result.error().location(), "cluster.nodes");
 }
 
+// A space past the limit is an error before its plans are evaluated (kMaxSearchPlans), and
+// enumeration stops soon after the limit instead of laying out the whole space.
+TEST(SearchTest, ASpacePastThePlanLimitIsAnError) {
+  const SearchSetup setup = Read(SmallSearch());
+  const size_t all = EnumeratePlans(setup.base, setup.space).size();
+  ASSERT_GT(all, 1000u);
+  const std::vector<PlanChoice> some = EnumeratePlans(setup.base, setup.space, 100);
+  // One layout's training choices at most past the limit: 3 micro-batches × 3 ZeRO stages ×
+  // 3 recompute policies × 2 compression methods.
+  EXPECT_GT(some.size(), 100u);
+  EXPECT_LE(some.size(), 100u + 3 * 3 * 3 * 2);
+  for (size_t i = 0; i < some.size(); i += 7) {
+    EXPECT_EQ(PlanLabel(some[i], setup.space),
+              PlanLabel(EnumeratePlans(setup.base, setup.space)[i], setup.space));
+  }
+  Expected<SearchResult> result =
+      Search(setup.base, setup.space, {.rerank = 0, .threads = 1, .max_plans = 100});
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.error().ToString(),
+            "search: the search space has more than 100 plans (each parallel layout × 3 "
+            "micro-batches × 3 ZeRO stages × 3 recompute policies × 2 compression methods): "
+            "give shorter lists, or fewer GPUs");
+  EXPECT_TRUE(Search(setup.base, setup.space, {.top = 1, .rerank = 0, .max_plans = all}).ok());
+  EXPECT_EQ(SearchOptions().max_plans, kMaxSearchPlans);
+}
+
 }  // namespace
 }  // namespace dtsim::strategies
