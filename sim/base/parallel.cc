@@ -14,7 +14,8 @@ void ParallelFor(size_t count, int threads, const std::function<void(size_t)>& b
   const auto work = [&] {
     for (size_t index = next++; index < count; index = next++) body(index);
   };
-  const size_t helpers = std::min(count, static_cast<size_t>(std::max(threads, 1))) - (count > 0);
+  const size_t helpers =
+      std::min(count, static_cast<size_t>(std::clamp(threads, 1, kMaxThreads))) - (count > 0);
   std::vector<std::thread> pool;
   pool.reserve(helpers);
   for (size_t i = 0; i < helpers; ++i) pool.emplace_back(work);

@@ -48,7 +48,7 @@ po::options_description Describe(CalibrateOptions& o) {
       "matrix efficiency of every GPU the points run on whose GEMM curves were not measured)")(
       "leave-one-out", po::bool_switch(&o.leave_one_out),
       "also fit once without each category and print how well that fit predicts it")(
-      "threads,j", po::value(&o.threads)->value_name("N"), "threads (default: every core)")(
+      "threads,j", ThreadsValue(&o.threads), kThreadsHelp)(
       "max-iterations", po::value(&o.max_iterations)->value_name("N"),
       "Levenberg–Marquardt iterations at most (default 30)");
   return description;

@@ -124,6 +124,15 @@ CommandOutcome FailureUnlessOk(Status status) {
   return CommandOutcome::Failure(std::move(status).error());
 }
 
+po::typed_value<int>* ThreadsValue(int* threads) {
+  return po::value(threads)->value_name("N")->notifier([](int value) {
+    if (value < 0 || value > kMaxThreads) {
+      throw po::error(
+          fmt::format("--threads: must be from 0 (every core) to {}, got {}", kMaxThreads, value));
+    }
+  });
+}
+
 void AddMaxMemoryOverride(const std::string& size, std::vector<std::string>& overrides) {
   if (!size.empty()) overrides.push_back("simulation.max_memory=" + Json(size).dump());
 }

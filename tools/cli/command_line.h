@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/base/parallel.h"
 #include "sim/base/status.h"
 #include "tools/cli/command.h"
 
@@ -51,6 +52,11 @@ CommandOutcome RunCommandLine(std::span<const std::string> args,
 // paths are skipped.
 Status RefuseOutputsOverInputs(const std::vector<std::string>& inputs,
                                const std::vector<std::string>& outputs);
+
+// -j/--threads N (search, sweep, calibrate): 0 is every core; a negative N or one past
+// kMaxThreads (sim/base/parallel.h) is a command-line error (both were taken silently).
+inline constexpr const char* kThreadsHelp = "threads, 0 to 1024 (default and 0: every core)";
+boost::program_options::typed_value<int>* ThreadsValue(int* threads);
 
 // The help of --max-memory (simulate, search, sweep), which sets simulation.max_memory.
 inline constexpr const char* kMaxMemoryHelp =

@@ -69,7 +69,7 @@ po::options_description Describe(SearchCommandOptions& o) {
       "of the best, how many to re-simulate with the flow model (0: none)")(
       "ranks", po::value(&o.call.ranks)->value_name("MODE")->default_value("symmetric"),
       "simulate \"symmetric\" ranks (one per pipeline stage; fast) or \"full\"")(
-      "threads,j", po::value(&o.call.threads)->value_name("N"), "threads (default: every core)")(
+      "threads,j", ThreadsValue(&o.call.threads), kThreadsHelp)(
       "max-memory", po::value(&o.max_memory)->value_name("SIZE"), kMaxMemoryHelp)(
       "memory-headroom", po::value(&o.memory_headroom)->value_name("SIZE"),
       "count a plan as fitting only if it leaves SIZE free on each GPU (\"6 GiB\": the caching "

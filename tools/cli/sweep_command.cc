@@ -46,8 +46,8 @@ po::options_description Describe(SweepOptions& o) {
       "JSON, text otherwise; commas inside [], {} or quotes do not separate); repeatable: "
       "the sweep is the cartesian product, the first --vary changing slowest")(
       "set", po::value(&o.overrides)->value_name("KEY.PATH=VALUE")->composing(),
-      "override a config field at every point (repeatable)")(
-      "threads,j", po::value(&o.threads)->value_name("N"), "threads (default: every core)")(
+      "override a config field at every point (repeatable)")("threads,j", ThreadsValue(&o.threads),
+                                                             kThreadsHelp)(
       "max-memory", po::value(&o.max_memory)->value_name("SIZE"), kMaxMemoryHelp)(
       "output,o", po::value(&o.output_prefix)->value_name("PREFIX"),
       "write PREFIX.json (every point's full result) and PREFIX.csv "
