@@ -86,8 +86,15 @@ TEST_F(SweepCommandTest, BadInputIsNamed) {
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("key varied twice"));
   // A billion points would lay out their results until the kernel killed the process; the
   // size is an error before anything runs. 100 000 points pass the check.
-  std::string thousand = "1";
-  for (int v = 2; v <= 1000; ++v) thousand += "," + std::to_string(v);
+  const auto values = [](int count) {  // "1,2,...,count"
+    std::string list = "1";
+    for (int v = 2; v <= count; ++v) {
+      list += ',';
+      list += std::to_string(v);
+    }
+    return list;
+  };
+  const std::string thousand = values(1000);
   outcome = Sweep({kBert, "--vary", "training.global_batch=" + thousand, "--vary",
                    "training.seq_len=" + thousand, "--vary", "model.layers=" + thousand});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
@@ -95,14 +102,13 @@ TEST_F(SweepCommandTest, BadInputIsNamed) {
             "vary: the sweep has 1000 × 1000 × 1000 points, more than the 100000 one sweep runs "
             "(each is simulated and keeps its full result): vary fewer values, or split it into "
             "several sweeps");
-  const std::string hundred = thousand.substr(0, thousand.find(",101,"));
   outcome = Sweep({kBert, "--vary", "training.global_batch=" + thousand, "--vary",
-                   "training.seq_len=" + hundred + ",101"});
+                   "training.seq_len=" + values(101)});
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("1000 × 101 points, more than the 100000"));
   // 1000 × 100 is within the limit: the sweep goes on to read its config (absent here, so it
   // stops there rather than run 100 000 simulations).
   outcome = Sweep({Path("absent.json"), "--vary", "training.global_batch=" + thousand, "--vary",
-                   "training.seq_len=" + hundred});
+                   "training.seq_len=" + values(100)});
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("absent.json: cannot open"));
 }
 
