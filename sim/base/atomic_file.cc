@@ -1,14 +1,17 @@
 #include "sim/base/atomic_file.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <sstream>
+#include <optional>
+#include <vector>
 
 #include "sim/base/input_files.h"
+#include "sim/base/sha256.h"
 #include "sim/base/temp_files.h"
 
 namespace dtsim {
@@ -27,6 +30,16 @@ std::string SystemReason() { return errno == 0 ? "" : std::string(": ") + std::s
 bool IsSystemPath(const std::string& path) {
   return (path.starts_with("/dev/") && !path.starts_with("/dev/shm/")) ||
          path.starts_with("/proc/");
+}
+
+Error TooLarge(const std::string& path, std::optional<uintmax_t> bytes) {
+  return Error(fmt::format("{}; dtsim reads files of at most {} GiB (no config, table, trace "
+                           "index or result is larger)",
+                           bytes ? fmt::format("is {:.1f} GiB", static_cast<double>(*bytes) /
+                                                                    static_cast<double>(1 << 30))
+                                 : "more than 1 GiB was read and its end not reached",
+                           kMaxInputFileBytes >> 30))
+      .InFile(path);
 }
 
 }  // namespace
@@ -124,17 +137,37 @@ Status WriteFileAtomically(const std::string& path, std::string_view content) {
   return writer->Commit();
 }
 
-Expected<std::string> ReadFile(const std::string& path) {
+Expected<std::string> ReadFile(const std::string& path, FileContent expected) {
   std::error_code code;
-  if (std::filesystem::is_directory(path, code))
-    return Error("is a directory, not a file").InFile(path);
+  const fs::file_status status = fs::status(path, code);
+  if (fs::is_directory(status)) return Error("is a directory, not a file").InFile(path);
+  const bool regular = fs::is_regular_file(status);
+  if (regular) {
+    const uintmax_t bytes = fs::file_size(path, code);
+    if (!code && bytes > kMaxInputFileBytes) return TooLarge(path, bytes);
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error("cannot open" + SystemReason()).InFile(path);
   NoteInputFile(path);
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
+  // In chunks, up to the limit: a device or pipe has no size to check first (/dev/zero grew
+  // this process by 150 MB a second until the kernel killed it).
+  std::string content;
+  std::vector<char> chunk(size_t{1} << 20);
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    const bool first = content.empty();
+    content.append(chunk.data(), static_cast<size_t>(in.gcount()));
+    if (first && !regular && expected == FileContent::kTextOrGzip && !LooksGzipped(content)) {
+      if (const size_t nul = content.find('\0'); nul != std::string::npos) {
+        return Error(fmt::format("binary data (a NUL byte at offset {}): not a text file", nul))
+            .InFile(path);
+      }
+    }
+    if (content.size() > kMaxInputFileBytes) return TooLarge(path, std::nullopt);
+  }
   if (in.bad()) return Error("read failed" + SystemReason()).InFile(path);
-  return std::move(buffer).str();
+  if (!regular) NoteInputStream(path, {.sha256 = Sha256Hex(content), .bytes = content.size()});
+  return content;
 }
 
 }  // namespace dtsim

@@ -60,8 +60,17 @@ Status CheckOutputPath(const std::string& path);
 // Writes `content` to `path` atomically.
 Status WriteFileAtomically(const std::string& path, std::string_view content);
 
-// Reads a whole file and records it as an input; the error names the path and the system's
-// reason.
-Expected<std::string> ReadFile(const std::string& path);
+// The largest file ReadFile reads: 1 GiB, as much as a gzip input may inflate to.
+inline constexpr size_t kMaxInputFileBytes = size_t{1} << 30;
+
+// What a reader expects a file to hold. kTextOrGzip (JSON, YAML, a launch script) refuses a
+// pipe or device whose first megabyte holds a NUL byte and is not gzip, at once (/dev/zero,
+// /dev/urandom), instead of reading it to the size limit.
+enum class FileContent { kAny, kTextOrGzip };
+
+// Reads a whole file (at most kMaxInputFileBytes; a pipe or device is read in chunks up to it)
+// and records it as an input, with the digest of what a pipe or device held; the error names
+// the path and the system's reason.
+Expected<std::string> ReadFile(const std::string& path, FileContent expected = FileContent::kAny);
 
 }  // namespace dtsim

@@ -14,7 +14,8 @@ using FileIdentity = std::pair<dev_t, ino_t>;
 
 struct InputRegistry {
   std::mutex mutex;
-  std::map<FileIdentity, std::string> inputs;  // identity -> the path as first named
+  std::map<FileIdentity, std::string> inputs;   // identity -> the path as first named
+  std::map<std::string, StreamDigest> streams;  // path -> what was read from it
 };
 
 InputRegistry& Registry() {
@@ -65,6 +66,20 @@ Status CheckNotAnInput(const std::string& output_path) {
       .InFile(output_path);
 }
 
+void NoteInputStream(const std::string& path, const StreamDigest& digest) {
+  InputRegistry& registry = Registry();
+  const std::lock_guard<std::mutex> lock(registry.mutex);
+  registry.streams[path] = digest;
+}
+
+std::optional<StreamDigest> InputStreamDigest(const std::string& path) {
+  InputRegistry& registry = Registry();
+  const std::lock_guard<std::mutex> lock(registry.mutex);
+  const auto it = registry.streams.find(path);
+  if (it == registry.streams.end()) return std::nullopt;
+  return it->second;
+}
+
 std::vector<std::string> InputFiles() {
   InputRegistry& registry = Registry();
   const std::lock_guard<std::mutex> lock(registry.mutex);
@@ -79,6 +94,7 @@ void ForgetInputFiles() {
   InputRegistry& registry = Registry();
   const std::lock_guard<std::mutex> lock(registry.mutex);
   registry.inputs.clear();
+  registry.streams.clear();
 }
 
 }  // namespace dtsim

@@ -9,6 +9,7 @@
 // another layer; both only need to agree on this list. It is thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,16 @@ std::optional<std::string> InputAt(const std::string& path);
 
 // An error naming `output_path` and the input it resolves to, when it resolves to one.
 Status CheckNotAnInput(const std::string& output_path);
+
+// A pipe or device read whole (`dtsim simulate <(jq ... c.json)`): what it held cannot be read
+// again for a result's provenance (the pipe is at its end), so the reader records its digest.
+struct StreamDigest {
+  std::string sha256;  // hex
+  uint64_t bytes = 0;
+};
+void NoteInputStream(const std::string& path, const StreamDigest& digest);
+// The digest recorded for `path` (as NoteInputStream named it), if any.
+std::optional<StreamDigest> InputStreamDigest(const std::string& path);
 
 // The inputs recorded so far, as first named, sorted (a result's provenance lists them).
 std::vector<std::string> InputFiles();

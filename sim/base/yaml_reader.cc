@@ -181,7 +181,7 @@ Expected<Json> ParseYaml(std::string_view text, const std::string& file) {
 }
 
 Expected<Json> ReadYamlFile(const std::string& path) {
-  DTSIM_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  DTSIM_ASSIGN_OR_RETURN(const std::string text, ReadFile(path, FileContent::kTextOrGzip));
   return ParseYaml(text, path);
 }
 

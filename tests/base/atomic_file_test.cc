@@ -1,5 +1,6 @@
 #include "sim/base/atomic_file.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -10,6 +11,8 @@
 #include <fstream>
 #include <thread>
 
+#include "sim/base/input_files.h"
+#include "sim/base/sha256.h"
 #include "sim/base/temp_files.h"
 #include "tests/testing/temp_dir.h"
 
@@ -171,6 +174,50 @@ TEST_F(AtomicFileTest, ASignalRemovesTheTemporaryFileAndStillEndsTheProcess) {
         std::_Exit(0);
       },
       testing::ExitedWithCode(0), "");
+}
+
+// /dev/zero given as a config grew the process by 150 MB a second until the kernel killed it.
+// A text reader refuses a binary stream at once; any file past 1 GiB is refused by its size.
+TEST_F(AtomicFileTest, EndlessAndHugeInputsAreRefused) {
+  for (const std::string device : {"/dev/zero", "/dev/urandom"}) {
+    const auto read = ReadFile(device, FileContent::kTextOrGzip);
+    ASSERT_FALSE(read.ok()) << device;
+    EXPECT_THAT(read.error().ToString(),
+                testing::StartsWith(device + ": binary data (a NUL byte at offset "));
+  }
+  // A sparse file one byte past the limit: refused by its size, without reading it.
+  const std::string huge = Path("huge.json");
+  { std::ofstream(huge) << "{}"; }
+  fs::resize_file(huge, kMaxInputFileBytes + 1);
+  const auto read = ReadFile(huge);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.error().ToString(),
+            huge +
+                ": is 1.0 GiB; dtsim reads files of at most 1 GiB (no config, table, trace "
+                "index or result is larger)");
+  // A regular file with a NUL byte is the parser's to judge (its message names line and column).
+  ASSERT_TRUE(WriteFileAtomically(Path("nul.json"), std::string("{\0}", 3)).ok());
+  EXPECT_TRUE(ReadFile(Path("nul.json"), FileContent::kTextOrGzip).ok());
+}
+
+// What a pipe held is digested as it is read: the provenance of `dtsim simulate <(jq ...)`
+// recorded the SHA-256 of nothing (the pipe was at its end when it was read again).
+TEST_F(AtomicFileTest, APipeReadWholeKeepsTheDigestOfWhatItHeld) {
+  const std::string fifo = Path("config.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] { std::ofstream(fifo) << "{\"a\": 1}"; });
+  const auto read = ReadFile(fifo, FileContent::kTextOrGzip);
+  if (!read.ok()) std::ifstream(fifo).close();  // the writer would wait for a reader forever
+  writer.join();
+  ASSERT_TRUE(read.ok()) << read.error().ToString();
+  EXPECT_EQ(*read, "{\"a\": 1}");
+  const std::optional<StreamDigest> digest = InputStreamDigest(fifo);
+  ASSERT_TRUE(digest.has_value());
+  EXPECT_EQ(digest->sha256, Sha256Hex("{\"a\": 1}"));
+  EXPECT_EQ(digest->bytes, 8u);
+  ASSERT_TRUE(WriteFileAtomically(Path("plain.json"), "{}").ok());
+  ASSERT_TRUE(ReadFile(Path("plain.json")).ok());
+  EXPECT_FALSE(InputStreamDigest(Path("plain.json")).has_value());  // read again when needed
 }
 
 }  // namespace

@@ -3,12 +3,15 @@
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "sim/base/atomic_file.h"
 #include "sim/base/gzip.h"
@@ -146,6 +149,25 @@ TEST_F(SimulateCommandTest, DevicesGetTheResultInPlaceAndAnEmptyOutputIsAnError)
             "/dev/dtsim-result.json: no such device or file (outputs are not created under /dev "
             "or /proc)");
   EXPECT_EQ(output_.str(), "");  // refused before the simulation
+}
+
+// `dtsim simulate <(jq ... c.json)`: the provenance digests what the pipe held (it recorded
+// the SHA-256 of nothing, the pipe being at its end when read again).
+TEST_F(SimulateCommandTest, AConfigFromAPipeIsDigestedAsItWasRead) {
+  const std::string fifo = Path("config.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string config = *ReadFile(kSmall);
+  ForgetInputFiles();  // the test read it, not the command
+  std::thread writer([&] { std::ofstream(fifo) << config; });
+  const CommandOutcome outcome = Simulate({fifo, "-o", Path("r.json"), "-q"});
+  if (outcome.kind != CommandOutcome::Kind::kOk) std::ifstream(fifo).close();  // free the writer
+  writer.join();
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  const Json inputs = (*ReadJsonFile(Path("r.json")))["provenance"]["inputs"];
+  ASSERT_EQ(inputs.size(), 1u);
+  EXPECT_EQ(inputs[0]["path"], fifo);
+  EXPECT_EQ(inputs[0]["sha256"], Sha256Hex(config));
+  EXPECT_EQ(inputs[0]["bytes"], config.size());
 }
 
 TEST_F(SimulateCommandTest, TheShippedH100ProfilePricesTheH100ExamplesFromMeasurements) {

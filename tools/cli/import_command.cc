@@ -146,7 +146,7 @@ CommandOutcome Execute(const ImportOptions& options, std::ostream& out) {
   }
   std::vector<std::string> arguments = options.arguments;
   if (!options.from.empty()) {
-    Expected<std::string> read = ReadFile(options.from);
+    Expected<std::string> read = ReadFile(options.from, FileContent::kTextOrGzip);
     if (!read.ok()) return CommandOutcome::Failure(std::move(read).error());
     arguments = strategies::SplitLaunchArguments(*read);
   }

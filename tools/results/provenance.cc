@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "network/cluster.h"
@@ -65,13 +66,22 @@ OrderedJson ProvenanceJson() {
   for (const std::string& path : InputFiles()) {
     OrderedJson file = {{"path", path}};
     std::error_code code;
-    const auto bytes = std::filesystem::file_size(path, code);
-    Expected<std::string> hash = Sha256OfFile(path);
-    if (!code) file["bytes"] = bytes;
-    if (hash.ok()) {
-      file["sha256"] = *hash;
+    if (const std::optional<StreamDigest> stream = InputStreamDigest(path)) {
+      // A pipe or device: what was read from it, digested as it was read.
+      file["bytes"] = stream->bytes;
+      file["sha256"] = stream->sha256;
+    } else if (!std::filesystem::is_regular_file(path, code)) {
+      // A trace streamed from a pipe: reading it again would digest nothing.
+      file["error"] = "not a regular file: read as a stream, not digested";
     } else {
-      file["error"] = hash.error().ToString();
+      const auto bytes = std::filesystem::file_size(path, code);
+      Expected<std::string> hash = Sha256OfFile(path);
+      if (!code) file["bytes"] = bytes;
+      if (hash.ok()) {
+        file["sha256"] = *hash;
+      } else {
+        file["error"] = hash.error().ToString();
+      }
     }
     inputs.push_back(std::move(file));
   }
