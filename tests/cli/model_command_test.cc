@@ -86,6 +86,12 @@ TEST_F(ModelCommandTest, ErrorsNameTheOption) {
   };
   EXPECT_EQ(error_of({"llama3-8b", "--seq", "-5"}),
             "--seq: must be positive (0: the model's max_seq), got -5");
+  // Past a config's bounds the printed bytes and times had overflowed.
+  EXPECT_EQ(error_of({"gpt3-175b", "--seq", "99999999999"}),
+            "--seq: at most 16777216 (2^24), as in a config, got 99999999999");
+  EXPECT_EQ(error_of({"gpt3-175b", "--micro-batch", "1000000000000"}),
+            "--micro-batch: at most 68719476736 (2^36), as in a config, got 1000000000000");
+  EXPECT_EQ(error_of({"gpt3-175b", "--seq", "16777216"}), "ok");
   EXPECT_THAT(error_of({"llama3-8b", "--gpu", "h1000"}), HasSubstr("--gpu: unknown GPU"));
   EXPECT_THAT(error_of({"llama3-8b", "--layer", "32"}),
               HasSubstr("--layer: the model has layers 0 to 31"));

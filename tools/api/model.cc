@@ -8,6 +8,7 @@
 #include "models/gpu.h"
 #include "models/memory.h"
 #include "sim/base/strings.h"
+#include "strategies/config.h"
 #include "tools/api/api.h"
 
 namespace dtsim::api {
@@ -102,6 +103,16 @@ Expected<results::LayerReport> DescribeLayer(const models::TransformerSpec& spec
   if (query.seq_len < 0) {
     return Error("must be positive (0: the model's max_seq)", "seq_len",
                  std::to_string(query.seq_len));
+  }
+  // A config's bounds (strategies/config.h), which keep every product of them inside 64-bit
+  // integers: past them the printed bytes and times were overflowed nonsense.
+  if (query.seq_len > strategies::kMaxSequenceLength) {
+    return Error(fmt::format("at most {} (2^24), as in a config", strategies::kMaxSequenceLength),
+                 "seq_len", std::to_string(query.seq_len));
+  }
+  if (query.micro_batch > strategies::kMaxGlobalBatch) {
+    return Error(fmt::format("at most {} (2^36), as in a config", strategies::kMaxGlobalBatch),
+                 "micro_batch", std::to_string(query.micro_batch));
   }
   Expected<models::GpuSpec> preset = models::GpuPreset(query.gpu);
   if (!preset.ok()) return Error(preset.error().message(), "gpu", preset.error().value());

@@ -151,8 +151,9 @@ void PrintModel(std::ostream& out, const results::ModelReport& report) {
 
 // The API names its errors after ModelQuery's fields; the command line's after its options.
 Error AsOption(Error error) {
-  static constexpr std::array<std::pair<std::string_view, std::string_view>, 7> kOptions = {
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 8> kOptions = {
       {{"seq_len", "--seq"},
+       {"micro_batch", "--micro-batch"},
        {"dtype", "--dtype"},
        {"fp8_recipe", "--fp8-recipe"},
        {"recompute", "--recompute"},
