@@ -33,12 +33,14 @@ bool IsSystemPath(const std::string& path) {
 }
 
 Error TooLarge(const std::string& path, std::optional<uintmax_t> bytes) {
-  return Error(fmt::format("{}; dtsim reads files of at most {} GiB (no config, table, trace "
-                           "index or result is larger)",
-                           bytes ? fmt::format("is {:.1f} GiB", static_cast<double>(*bytes) /
-                                                                    static_cast<double>(1 << 30))
-                                 : "more than 1 GiB was read and its end not reached",
-                           kMaxInputFileBytes >> 30))
+  return Error(fmt::format(
+                   "{}; dtsim reads files of at most {} GiB (no config, table, trace "
+                   "index or result is larger)",
+                   bytes ? fmt::format("is {:.2f} GiB ({} bytes)",
+                                       static_cast<double>(*bytes) / static_cast<double>(1 << 30),
+                                       *bytes)
+                         : "more than 1 GiB was read and its end not reached",
+                   kMaxInputFileBytes >> 30))
       .InFile(path);
 }
 
@@ -131,6 +133,7 @@ Status AtomicFileWriter::Commit() {
   committed_ = true;
   return Status::Ok();
 }
+
 Status WriteFileAtomically(const std::string& path, std::string_view content) {
   DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> writer, AtomicFileWriter::Open(path));
   writer->stream().write(content.data(), static_cast<std::streamsize>(content.size()));
@@ -142,16 +145,15 @@ Expected<std::string> ReadFile(const std::string& path, FileContent expected) {
   const fs::file_status status = fs::status(path, code);
   if (fs::is_directory(status)) return Error("is a directory, not a file").InFile(path);
   const bool regular = fs::is_regular_file(status);
-  if (regular) {
-    const uintmax_t bytes = fs::file_size(path, code);
-    if (!code && bytes > kMaxInputFileBytes) return TooLarge(path, bytes);
-  }
+  const uintmax_t size = regular ? fs::file_size(path, code) : 0;
+  if (regular && !code && size > kMaxInputFileBytes) return TooLarge(path, size);
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error("cannot open" + SystemReason()).InFile(path);
   NoteInputFile(path);
   // In chunks, up to the limit: a device or pipe has no size to check first (/dev/zero grew
   // this process by 150 MB a second until the kernel killed it).
   std::string content;
+  if (regular && !code) content.reserve(static_cast<size_t>(size));
   std::vector<char> chunk(size_t{1} << 20);
   while (in) {
     in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));

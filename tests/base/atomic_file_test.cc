@@ -193,8 +193,8 @@ TEST_F(AtomicFileTest, EndlessAndHugeInputsAreRefused) {
   ASSERT_FALSE(read.ok());
   EXPECT_EQ(read.error().ToString(),
             huge +
-                ": is 1.0 GiB; dtsim reads files of at most 1 GiB (no config, table, trace "
-                "index or result is larger)");
+                ": is 1.00 GiB (1073741825 bytes); dtsim reads files of at most 1 GiB (no "
+                "config, table, trace index or result is larger)");
   // A regular file with a NUL byte is the parser's to judge (its message names line and column).
   ASSERT_TRUE(WriteFileAtomically(Path("nul.json"), std::string("{\0}", 3)).ok());
   EXPECT_TRUE(ReadFile(Path("nul.json"), FileContent::kTextOrGzip).ok());
