@@ -57,7 +57,9 @@ bool WritesInPlace(const std::string& path) {
 }
 
 Status CheckOutputPath(const std::string& path) {
-  DTSIM_RETURN_IF_ERROR(CheckNotAnInput(path));
+  // A device or pipe is written in place, never replaced: writing to /dev/stdout after reading
+  // /dev/stdin of the same terminal loses nothing.
+  if (!WritesInPlace(path)) DTSIM_RETURN_IF_ERROR(CheckNotAnInput(path));
   std::error_code code;
   const fs::file_status target = fs::status(path, code);
   if (fs::is_directory(target)) return Error("is a directory, not a file").InFile(path);

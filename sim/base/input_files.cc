@@ -50,14 +50,6 @@ std::optional<std::string> InputAt(const std::string& path) {
 }
 
 Status CheckNotAnInput(const std::string& output_path) {
-  // A device or pipe is written in place, never replaced (sim/base/atomic_file.h): writing
-  // to /dev/stdout after reading /dev/stdin of the same terminal loses nothing.
-  struct stat info {};
-  if (::stat(output_path.c_str(), &info) == 0 &&
-      (S_ISCHR(info.st_mode) || S_ISBLK(info.st_mode) || S_ISFIFO(info.st_mode) ||
-       S_ISSOCK(info.st_mode))) {
-    return Status::Ok();
-  }
   const std::optional<std::string> input = InputAt(output_path);
   if (!input) return Status::Ok();
   const std::string same = *input == output_path ? "" : " (the same file as " + *input + ")";

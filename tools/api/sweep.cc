@@ -62,11 +62,11 @@ Status CheckSweepSize(const std::vector<Axis>& axes) {
   std::string product;
   for (const Axis& axis : axes) {
     const size_t values = std::max<size_t>(axis.values.size(), 1);
-    over = over || points > kMaxSweepPoints / values;
-    points = over ? points : points * values;
+    over = over || points > kMaxSweepPoints / values;  // else points × values <= the limit
+    if (!over) points *= values;
     product += fmt::format("{}{}", product.empty() ? "" : " × ", axis.values.size());
   }
-  if (!over && points <= kMaxSweepPoints) return Status::Ok();
+  if (!over) return Status::Ok();
   return Error(fmt::format("the sweep has {} points, more than the {} one sweep runs (each is "
                            "simulated and keeps its full result): vary fewer values, or split "
                            "it into several sweeps",
