@@ -75,7 +75,7 @@ Expected<KernelSpeedup> ParseKernelSpeedup(std::string_view text) {
   if (!kind) {
     return Error(fmt::format("unknown kernel class{}; known: {}", DidYouMean(name, kNames),
                              JoinQuoted(kNames)),
-                 "", std::string(name));
+                 "", Quote(name));
   }
   std::string_view factor_text = text.substr(equals + 1);
   int32_t rank = -1;
@@ -97,6 +97,20 @@ Expected<KernelSpeedup> ParseKernelSpeedup(std::string_view text) {
     return Error("a speedup factor is a positive number", "", std::string(factor_text));
   }
   return KernelSpeedup{*kind, factor, rank};
+}
+
+Status AddKernelSpeedup(std::string_view text, std::vector<KernelSpeedup>& speedups) {
+  DTSIM_ASSIGN_OR_RETURN(const KernelSpeedup speedup, ParseKernelSpeedup(text));
+  for (const KernelSpeedup& earlier : speedups) {
+    if (earlier.kernels == speedup.kernels && earlier.rank == speedup.rank) {
+      return Error(fmt::format("a second speedup of the {} class{}: give each class once",
+                               KernelClassName(speedup.kernels),
+                               speedup.rank < 0 ? "" : fmt::format(" on rank {}", speedup.rank)),
+                   "", std::string(text));
+    }
+  }
+  speedups.push_back(speedup);
+  return Status::Ok();
 }
 
 }  // namespace dtsim::traces

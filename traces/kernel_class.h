@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sim/base/status.h"
 #include "traces/trace.h"
@@ -32,5 +33,9 @@ struct KernelSpeedup {
 // "gemm=1.5" → {kGemm, 1.5}; "all=1.2@3" → {kAll, 1.2, rank 3}. Errors name the class (with the
 // known ones), the factor or the rank.
 Expected<KernelSpeedup> ParseKernelSpeedup(std::string_view text);
+
+// Parses `text` and appends it to `speedups`; a second speedup of the same class and rank in
+// one list is an error (one of the two factors would be dropped silently).
+Status AddKernelSpeedup(std::string_view text, std::vector<KernelSpeedup>& speedups);
 
 }  // namespace dtsim::traces

@@ -86,8 +86,8 @@ TEST_F(CalibrateCommandTest, BadCommandLinesSayWhy) {
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("input"));
   outcome = Run({points, "--max-iterations", "0"});
-  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
-  EXPECT_THAT(outcome.error->ToString(), HasSubstr("--max-iterations"));
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kUsage);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("--max-iterations: must be at least 1, got 0"));
   outcome = Run({"--help"});
   EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kOk);
   EXPECT_THAT(output_.str(), HasSubstr("Usage: dtsim calibrate"));

@@ -128,6 +128,10 @@ TEST_F(DiffCommandTest, BadInputsAreErrorsNamingTheFile) {
   ASSERT_EQ(families.kind, CommandOutcome::Kind::kFailure);
   EXPECT_THAT(families.error->ToString(), HasSubstr("different families"));
   EXPECT_EQ(Diff({a}).kind, CommandOutcome::Kind::kUsage);
+  // --limit 0 shows every number; a negative limit was taken as 0 silently.
+  const CommandOutcome negative = Diff({a, a, "--limit", "-1"});
+  EXPECT_EQ(negative.kind, CommandOutcome::Kind::kUsage);
+  EXPECT_THAT(negative.error->ToString(), HasSubstr("--limit: must be at least 0, got -1"));
   EXPECT_EQ(Diff({a, Path("missing.json")}).kind, CommandOutcome::Kind::kFailure);
 }
 

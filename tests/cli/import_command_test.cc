@@ -86,6 +86,15 @@ TEST_F(ImportCommandTest, UsageErrorsSayWhatToGive) {
   outcome = Import(WithCluster({"megatron"}));
   EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kUsage);
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("after -- or in a file with --from"));
+  // A count given as 0 or less names the option (it read as "not given": "give the cluster").
+  outcome = Import({"megatron", "--from", kLlama, "--gpu", "h100-sxm5-80gb", "--preset", "dgx-h100",
+                    "--nodes", "0"});
+  EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kUsage);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("--nodes: must be at least 1, got 0"));
+  outcome = Import({"megatron", "--from", kLlama, "--gpu", "h100-sxm5-80gb", "--preset", "dgx-h100",
+                    "--nodes", "8", "--vocab", "-1"});
+  EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kUsage);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("--vocab: must be at least 1, got -1"));
 }
 
 const std::string kLlamaNemo = DTSIM_SOURCE_DIR "/tests/data/launch/llama2_70b_nemo.yaml";

@@ -41,6 +41,9 @@ TEST_F(OpsCommandTest, PrintsTheTopSignaturesAndWritesAReadableTable) {
 TEST_F(OpsCommandTest, BadInputIsAFailure) {
   EXPECT_THAT(Ops({Path("missing.json")}).error->ToString(), HasSubstr("cannot open"));
   EXPECT_EQ(Ops({}).kind, CommandOutcome::Kind::kUsage);
+  const CommandOutcome negative = Ops({Path("missing.json"), "--top", "-3"});
+  EXPECT_EQ(negative.kind, CommandOutcome::Kind::kUsage);
+  EXPECT_THAT(negative.error->ToString(), HasSubstr("--top: must be at least 0, got -3"));
   EXPECT_THAT(Ops({DTSIM_SHARED_DIR "/traces/chakra/chakra.0.et"}).error->ToString(),
               HasSubstr("chakra.0.et: a Chakra execution trace: op tables are built from"));
 }

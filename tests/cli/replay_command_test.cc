@@ -232,6 +232,18 @@ TEST_F(ReplayCommandTest, WhatIfsPrintEveryStepAndBadOnesAreErrors) {
               HasSubstr("--speedup: unknown kernel class"));
   EXPECT_THAT(Replay({kSampledRank0, "--data-parallel", "8"}).error->ToString(),
               HasSubstr("needs a cluster"));
+  // 0 read as "not given" and replayed without the what-if.
+  const CommandOutcome zero =
+      Replay({kSampledRank0, "--network", "dgx-a100", "--data-parallel", "0"});
+  EXPECT_EQ(zero.kind, CommandOutcome::Kind::kUsage);
+  EXPECT_THAT(zero.error->ToString(), HasSubstr("--data-parallel: must be at least 1, got 0"));
+  // The same class twice: one factor would be dropped.
+  EXPECT_THAT(
+      Replay({kSampledRank0, "--speedup", "gemm=2", "--speedup", "gemm=3"}).error->ToString(),
+      HasSubstr("--speedup: a second speedup of the gemm class: give each class once, got "
+                "gemm=3"));
+  EXPECT_THAT(Replay({kSampledRank0, "--speedup", "=2"}).error->ToString(),
+              HasSubstr("\"all\", got \"\""));
   EXPECT_THAT(Replay({kSampledRank0, "--gpu", "a100-sxm4-80gb"}).error->ToString(),
               HasSubstr("--gpu: prices compression kernels"));
   EXPECT_THAT(Replay({kSampledRank0, "--compression", "{\"method\": \"topk\", \"density\": 2}",
@@ -248,10 +260,10 @@ TEST_F(ReplayCommandTest, WhatIfsComeFromAFileWithFlagsOverridingIt) {
   const CommandOutcome outcome = Replay({kSampledRank0, "--what-if", file, "--speedup", "gemm=2",
                                          "--data-parallel", "64", "--overlap"});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
-  // The flag's speedup comes first and wins for GEMMs; the file's attention one stays.
+  // The flag's speedup replaces the file's for GEMMs; the file's attention one stays.
   EXPECT_THAT(output_.str(),
-              HasSubstr("gemm kernels ×2 faster; gemm kernels ×3 faster; attention kernels ×2 "
-                        "faster; collectives moved off compute streams (overlap); collectives "
+              HasSubstr("gemm kernels ×2 faster; attention kernels ×2 faster; collectives moved "
+                        "off compute streams (overlap); collectives "
                         "priced on dgx-h100 (analytical); world collectives over 64 ranks"));
 
   std::ofstream(Path("bad.json")) << R"({"network": "dgx-h100", "overlap": "more"})";

@@ -214,6 +214,18 @@ TEST(KernelClass, ClassifiesKernelNamesAndParsesSpeedups) {
               testing::HasSubstr("a speedup factor is a positive number"));
   EXPECT_THAT(ParseKernelSpeedup("gemm").error().ToString(),
               testing::HasSubstr("a speedup is CLASS=FACTOR"));
+  // One factor per class and rank in a list: a class on one rank beside every rank's is not a
+  // repeat; the same class and rank twice is.
+  std::vector<KernelSpeedup> speedups;
+  ASSERT_TRUE(AddKernelSpeedup("gemm=2", speedups).ok());
+  ASSERT_TRUE(AddKernelSpeedup("gemm=3@1", speedups).ok());
+  ASSERT_TRUE(AddKernelSpeedup("all=1.1", speedups).ok());
+  EXPECT_EQ(speedups.size(), 3u);
+  EXPECT_THAT(AddKernelSpeedup("gemm=4@1", speedups).error().ToString(),
+              testing::HasSubstr("a second speedup of the gemm class on rank 1"));
+  EXPECT_THAT(AddKernelSpeedup("gemmm=4", speedups).error().ToString(),
+              testing::HasSubstr("unknown kernel class"));
+  EXPECT_EQ(speedups.size(), 3u);
 }
 
 }  // namespace

@@ -49,7 +49,7 @@ po::options_description Describe(CalibrateOptions& o) {
       "leave-one-out", po::bool_switch(&o.leave_one_out),
       "also fit once without each category and print how well that fit predicts it")(
       "threads,j", ThreadsValue(&o.threads), kThreadsHelp)(
-      "max-iterations", po::value(&o.max_iterations)->value_name("N"),
+      "max-iterations", AtLeastValue(&o.max_iterations, 1, "max-iterations"),
       "Levenberg–Marquardt iterations at most (default 30)");
   return description;
 }
@@ -123,10 +123,6 @@ Status Execute(const CalibrateOptions& options, const std::string& command, std:
       .threads = options.threads > 0 ? options.threads : DefaultThreads(),
       .max_iterations = options.max_iterations,
       .command = command};
-  if (options.max_iterations < 1) {
-    return Error("--max-iterations must be at least 1", "",
-                 fmt::format("{}", options.max_iterations));
-  }
   for (const std::string& name : options.fit) {
     DTSIM_ASSIGN_OR_RETURN(strategies::ConstantName parsed,
                            strategies::ParseConstantName(name, "--fit"));

@@ -133,6 +133,27 @@ po::typed_value<int>* ThreadsValue(int* threads) {
   });
 }
 
+namespace {
+
+template <typename Int>
+po::typed_value<Int>* AtLeast(Int* value, Int minimum, const char* option) {
+  return po::value(value)->value_name("N")->notifier([minimum, option](Int given) {
+    if (given < minimum) {
+      throw po::error(fmt::format("--{}: must be at least {}, got {}", option, minimum, given));
+    }
+  });
+}
+
+}  // namespace
+
+po::typed_value<int>* AtLeastValue(int* value, int minimum, const char* option) {
+  return AtLeast(value, minimum, option);
+}
+
+po::typed_value<int64_t>* AtLeastValue(int64_t* value, int64_t minimum, const char* option) {
+  return AtLeast(value, minimum, option);
+}
+
 void AddMaxMemoryOverride(const std::string& size, std::vector<std::string>& overrides) {
   if (!size.empty()) overrides.push_back("simulation.max_memory=" + Json(size).dump());
 }

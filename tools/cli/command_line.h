@@ -4,6 +4,7 @@
 
 #include <boost/program_options.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <ostream>
 #include <span>
@@ -57,6 +58,13 @@ Status RefuseOutputsOverInputs(const std::vector<std::string>& inputs,
 // kMaxThreads (sim/base/parallel.h) is a command-line error (both were taken silently).
 inline constexpr const char* kThreadsHelp = "threads, 0 to 1024 (default and 0: every core)";
 boost::program_options::typed_value<int>* ThreadsValue(int* threads);
+
+// An integer option that must be at least `minimum` when given (--nodes 1, --limit 0): a
+// smaller value is a command-line error naming the option, where a default that means "not
+// given" would otherwise take it silently.
+boost::program_options::typed_value<int>* AtLeastValue(int* value, int minimum, const char* option);
+boost::program_options::typed_value<int64_t>* AtLeastValue(int64_t* value, int64_t minimum,
+                                                           const char* option);
 
 // The help of --max-memory (simulate, search, sweep), which sets simulation.max_memory.
 inline constexpr const char* kMaxMemoryHelp =

@@ -40,7 +40,7 @@ po::options_description Describe(DiffOptions& o) {
       "relative change first (docs/cli.md).\n\n"
       "Options");
   description.add_options()("help,h", po::bool_switch(&o.help), "show this help")(
-      "limit", po::value(&o.limit)->value_name("N")->default_value(20),
+      "limit", AtLeastValue(&o.limit, 0, "limit")->default_value(20),
       "show at most N changed numbers (0: all)");
   return description;
 }

@@ -61,9 +61,9 @@ po::options_description Describe(ImportOptions& o) {
       "preset", po::value(&o.preset)->value_name("CLUSTER"),
       "the cluster preset (dgx-h100, dgx-a100, ...; required): its network; edit the written "
       "config's cluster section for another")(
-      "nodes", po::value(&o.nodes)->value_name("N"),
+      "nodes", AtLeastValue(&o.nodes, 1, "nodes"),
       "nodes the job runs on (required; nemo: trainer.num_nodes)")(
-      "vocab", po::value(&o.vocab)->value_name("N"),
+      "vocab", AtLeastValue(&o.vocab, 1, "vocab"),
       "the tokenizer's vocabulary, when no --vocab-size gives it (nemo: unless GPT-2's BPE)")(
       "output,o", po::value(&o.output)->value_name("CONFIG.json"),
       "write the config there (default: print it)");

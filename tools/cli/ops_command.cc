@@ -38,7 +38,7 @@ po::options_description Describe(OpsOptions& o) {
       "write the op-cost table (dtsim.op_costs) here")(
       "gpu", po::value(&o.gpu)->value_name("NAME"),
       "the GPU the table is for (default: the trace's device name)")(
-      "top", po::value(&o.top)->value_name("N"), "print the N signatures with the most GPU time");
+      "top", AtLeastValue(&o.top, 0, "top"), "print the N signatures with the most GPU time");
   return description;
 }
 
@@ -54,7 +54,6 @@ std::string Dims(const traces::OpSignature& signature) {
 
 Status Execute(const OpsOptions& options, std::ostream& out) {
   DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs({options.trace}, {options.output_path}));
-  if (options.top < 0) return Error("--top must not be negative", "", std::to_string(options.top));
   DTSIM_ASSIGN_OR_RETURN(const traces::TraceFormat format,
                          traces::DetectTraceFormat(options.trace));
   if (traces::IsChakraFormat(format)) {

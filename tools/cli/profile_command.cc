@@ -56,7 +56,7 @@ po::options_description Describe(ProfileOptions& o) {
       "activity kinds to record, comma-separated: kernel, memcpy, memset, runtime, driver, "
       "sync, cuda_event, external, nvtx, overhead; all; default (every kind but sync and "
       "cuda_event, which cost ~10% of a step each); mixed: default,sync")(
-      "max-buffer-mb", po::value(&o.max_buffer_mb)->value_name("N"),
+      "max-buffer-mb", AtLeastValue(&o.max_buffer_mb, 1, "max-buffer-mb"),
       "cap on the host memory for CUPTI's record buffers (default 256 MiB); past it records are "
       "dropped and counted")(
       "all-api-calls", po::bool_switch(&o.all_api_calls),
@@ -135,10 +135,6 @@ CommandOutcome Execute(const ProfileOptions& options, std::ostream& out,
     return CommandOutcome::Usage(
         Error("the trace must be a file path, not a device, a pipe or a /dev or /proc path", "-o",
               Quote(options.output)));
-  }
-  if (options.max_buffer_mb < 1) {
-    return CommandOutcome::Usage(
-        Error("must be at least 1", "--max-buffer-mb", std::to_string(options.max_buffer_mb)));
   }
   Expected<std::string> program = ResolveProgram(options.program.front());
   if (!program.ok()) return CommandOutcome::Failure(std::move(program).error());

@@ -104,7 +104,7 @@ po::options_description Describe(ReplayOptions& o) {
       "traced-network", po::value(&o.traced_network)->value_name("CLUSTER"),
       "with --network: the cluster the trace ran on; each collective keeps the part of its "
       "measured time the model does not price there (waiting for peers)")(
-      "data-parallel", po::value(&o.data_parallel)->value_name("N"),
+      "data-parallel", AtLeastValue(&o.data_parallel, 1, "data-parallel"),
       "what-if: collectives over the traced world run over N ranks (needs --network)")(
       "compression", po::value(&o.compression)->value_name("METHOD|JSON"),
       "what-if: compress the all-reduces over the traced world with a registered method "
@@ -228,7 +228,8 @@ Status ExecuteChakra(const ReplayOptions& options, const api::ChakraReplayOption
 }
 
 // The what-if of the file (if any) with the flags applied over it: a flag replaces the file's
-// value; speedups from the flags come first, so they win where classes overlap.
+// value (a --speedup the file's speedup of the same class and rank); speedups from the flags
+// come first, so they win where classes overlap.
 Expected<strategies::ReplayWhatIf> WhatIfOf(const ReplayOptions& options) {
   strategies::ReplayWhatIf what_if;
   if (!options.what_if_file.empty()) {
@@ -239,10 +240,14 @@ Expected<strategies::ReplayWhatIf> WhatIfOf(const ReplayOptions& options) {
   }
   std::vector<traces::KernelSpeedup> speedups;
   for (const std::string& text : options.speedups) {
-    Expected<traces::KernelSpeedup> speedup = traces::ParseKernelSpeedup(text);
-    if (!speedup.ok()) return std::move(speedup).error().Under("--speedup");
-    speedups.push_back(*speedup);
+    Status added = traces::AddKernelSpeedup(text, speedups);
+    if (!added.ok()) return std::move(added).error().Under("--speedup");
   }
+  std::erase_if(what_if.speedups, [&](const traces::KernelSpeedup& in_file) {
+    return std::ranges::any_of(speedups, [&](const traces::KernelSpeedup& flag) {
+      return flag.kernels == in_file.kernels && flag.rank == in_file.rank;
+    });
+  });
   what_if.speedups.insert(what_if.speedups.begin(), speedups.begin(), speedups.end());
   if (options.no_overlap && options.overlap) {
     return Error("--no-overlap removes overlap and --overlap adds it: choose one");
@@ -256,9 +261,6 @@ Expected<strategies::ReplayWhatIf> WhatIfOf(const ReplayOptions& options) {
   }
   if (!options.network.empty()) {
     DTSIM_ASSIGN_OR_RETURN(what_if.cluster, network::LoadCluster(options.network));
-  }
-  if (options.data_parallel < 0) {
-    return Error("must be positive", "--data-parallel", std::to_string(options.data_parallel));
   }
   if (options.data_parallel > 0) what_if.data_parallel = options.data_parallel;
   if (!options.compression.empty()) {
