@@ -181,6 +181,10 @@ TEST_F(SearchCommandTest, BadInputIsNamed) {
   outcome = Search({kSmall, "--gpus", "12"});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("--gpus: not a multiple of the cluster's 8"));
+  // 0 read as "not given" and was answered "give cluster.nodes (or --gpus)".
+  outcome = Search({kSmall, "--gpus", "0"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kUsage);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("--gpus: must be at least 1, got 0"));
 
   EXPECT_EQ(Search({}).kind, CommandOutcome::Kind::kUsage);
 

@@ -62,7 +62,7 @@ po::options_description Describe(SearchCommandOptions& o) {
   description.add_options()("help,h", po::bool_switch(&o.help), "show this help")(
       "set", po::value(&o.overrides)->value_name("KEY.PATH=VALUE")->composing(),
       "override a config field before searching (repeatable)")(
-      "gpus", po::value(&o.call.gpus)->value_name("N"),
+      "gpus", AtLeastValue(&o.call.gpus, 1, "gpus"),
       "search for N GPUs (a multiple of the cluster's GPUs per node) instead of cluster.nodes")(
       "top", po::value(&o.call.top)->value_name("K")->default_value(10), "plans to rank and print")(
       "rerank", po::value(&o.call.rerank)->value_name("R")->default_value(3),
