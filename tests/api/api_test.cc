@@ -74,6 +74,28 @@ TEST(ApiTest, SweepChecksItsAxes) {
       1);
   ASSERT_FALSE(sweep.ok());
   EXPECT_THAT(sweep.error().ToString(), HasSubstr("key varied twice"));
+  // What would make the points other than asked: a value twice (1 and 1.0 are one number), a
+  // key whose values replace an earlier axis's or a --set's at every point.
+  sweep = RunSweep(input, {{.key = "training.micro_batch", .values = {"1", "2", "1.0"}}}, 1);
+  ASSERT_FALSE(sweep.ok());
+  EXPECT_EQ(sweep.error().ToString(),
+            "training.micro_batch: a value listed twice (two identical points), got 1.0");
+  sweep = RunSweep(input,
+                   {{.key = "cluster.nodes", .values = {"1", "2"}},
+                    {.key = "cluster", .values = {"\"dgx-a100\""}}},
+                   1);
+  ASSERT_FALSE(sweep.ok());
+  EXPECT_THAT(sweep.error().ToString(),
+              HasSubstr("cluster: its values would replace the varied cluster.nodes"));
+  sweep = RunSweep({.path = kSmall, .overrides = {"training.micro_batch=4"}},
+                   {{.key = "training", .values = {"{}"}}}, 1);
+  ASSERT_FALSE(sweep.ok());
+  EXPECT_THAT(sweep.error().ToString(),
+              HasSubstr("training: varied and set (--set training.micro_batch=4)"));
+  // Varying inside what a --set gives, or after a parent's axis, is well defined.
+  sweep = RunSweep({.path = kSmall, .overrides = {"parallelism.tensor.size=4"}},
+                   {{.key = "parallelism.tensor.mode", .values = {"\"1d\""}}}, 1);
+  EXPECT_TRUE(sweep.ok()) << sweep.error().ToString();
   // Two points, the second failing: TP 3 does not divide the heads.
   sweep = RunSweep(input, {{.key = "parallelism.tensor.size", .values = {"4", "3"}}}, 2);
   ASSERT_TRUE(sweep.ok()) << sweep.error().ToString();

@@ -74,6 +74,45 @@ Status CheckSweepSize(const std::vector<Axis>& axes) {
                "vary");
 }
 
+// Whether setting `key` replaces what was set at `earlier`: the same key, or one of its parents
+// ("cluster" over "cluster.nodes").
+bool Replaces(std::string_view key, std::string_view earlier) {
+  return earlier == key || (earlier.starts_with(key) && earlier[key.size()] == '.');
+}
+
+// What would make points silently other than asked: a value listed twice (two identical
+// points), a key whose values replace an earlier axis's or a --set's at every point.
+Status CheckAxis(const std::vector<Axis>& axes, size_t a, const ConfigInput& input) {
+  const Axis& axis = axes[a];
+  if (axis.values.empty()) return Error("no values to vary it over", axis.key);
+  for (size_t v = 0; v < axis.values.size(); ++v) {
+    for (size_t w = 0; w < v; ++w) {
+      if (ValueJson(axis.values[w]) == ValueJson(axis.values[v])) {
+        return Error("a value listed twice (two identical points)", axis.key, axis.values[v]);
+      }
+    }
+  }
+  for (size_t b = 0; b < a; ++b) {
+    if (axes[b].key == axis.key) return Error("key varied twice", axis.key);
+    if (Replaces(axis.key, axes[b].key)) {
+      return Error(fmt::format("its values would replace the varied {} at every point: vary "
+                               "{} inside the values of {}, or put {} first",
+                               axes[b].key, axes[b].key, axis.key, axis.key),
+                   axis.key);
+    }
+  }
+  for (const std::string& set : input.overrides) {
+    const std::string_view set_key = std::string_view(set).substr(0, set.find('='));
+    if (Replaces(axis.key, set_key)) {
+      return Error(fmt::format("varied and set (--set {}): the varied values would replace the "
+                               "set one at every point; drop one",
+                               set),
+                   axis.key);
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Expected<results::SweepDocument> RunSweep(const ConfigInput& input, const std::vector<Axis>& axes,
@@ -83,10 +122,7 @@ Expected<results::SweepDocument> RunSweep(const ConfigInput& input, const std::v
   DTSIM_ASSIGN_OR_RETURN(const Json base, ReadConfigInput(input));
   results::RecordConfig(base, input.overrides, nullptr);
   for (size_t a = 0; a < axes.size(); ++a) {
-    if (axes[a].values.empty()) return Error("no values to vary it over", axes[a].key);
-    for (size_t b = 0; b < a; ++b) {
-      if (axes[b].key == axes[a].key) return Error("key varied twice", axes[a].key);
-    }
+    DTSIM_RETURN_IF_ERROR(CheckAxis(axes, a, input));
     DTSIM_RETURN_IF_ERROR(CheckKey(base, axes[a], input.Source()));
   }
   std::vector<SweepPoint> points = Points(axes);
