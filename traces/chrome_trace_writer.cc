@@ -221,8 +221,47 @@ void WriteChromeTrace(std::ostream& out, const graph::TaskGraph& graph,
   TraceWriter(out, graph, times, info).Write();
 }
 
+Status CheckTimelineSelection(const graph::TaskGraph& graph, const graph::TaskTimes& times,
+                              const TimelineInfo& info) {
+  const int32_t ranks = std::max(graph.rank_count(), info.world_ranks);
+  std::vector<bool> has_streams(static_cast<size_t>(ranks), false);
+  for (uint32_t s = 0; s < graph.stream_count(); ++s) {
+    has_streams[static_cast<size_t>(graph.stream(graph::StreamId(s)).rank)] = true;
+  }
+  bool any = info.ranks.empty();
+  for (const int32_t rank : info.ranks) {
+    if (rank < 0 || rank >= ranks) {
+      return Error(fmt::format("no rank {} in this run: it has ranks 0 to {}", rank, ranks - 1),
+                   "--timeline-ranks");
+    }
+    any = any || has_streams[static_cast<size_t>(rank)];
+  }
+  if (!any) {
+    std::vector<int32_t> simulated;
+    for (int32_t rank = 0; rank < ranks && simulated.size() < 8; ++rank) {
+      if (has_streams[static_cast<size_t>(rank)]) simulated.push_back(rank);
+    }
+    return Error(fmt::format("none of these ranks ran a task in this simulation, which runs one "
+                             "rank per class of identical ranks ({}{}); choose among those, or "
+                             "simulate every rank (--set simulation.ranks=full)",
+                             fmt::join(simulated, ", "), simulated.size() == 8 ? ", ..." : ""),
+                 "--timeline-ranks");
+  }
+  if (info.window_end > info.window_start) {
+    TimeNs last;
+    for (const TimeNs end : times.task_end) last = std::max(last, end);
+    if (info.window_start >= last) {
+      return Error(fmt::format("the window starts at or after the last task ends ({:.6g} s)",
+                               static_cast<double>(last.ns()) / 1e9),
+                   "--timeline-window");
+    }
+  }
+  return Status::Ok();
+}
+
 Status WriteChromeTraceFile(const std::string& path, const graph::TaskGraph& graph,
                             const graph::TaskTimes& times, const TimelineInfo& info) {
+  DTSIM_RETURN_IF_ERROR(CheckTimelineSelection(graph, times, info));
   DTSIM_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> writer, AtomicFileWriter::Open(path));
   WriteChromeTrace(writer->stream(), graph, times, info);
   return writer->Commit();

@@ -41,6 +41,9 @@ struct TimelineInfo {
   // (window_end 0: no window). A rank without streams (the ranks a symmetric graph does not
   // simulate) is never declared.
   std::vector<int32_t> ranks;
+  // The job's ranks, when the graph simulates fewer (a symmetric graph's ranks end at its last
+  // simulated one); 0: the graph's.
+  int32_t world_ranks = 0;
   TimeNs window_start;
   TimeNs window_end;
 };
@@ -48,7 +51,15 @@ struct TimelineInfo {
 void WriteChromeTrace(std::ostream& out, const graph::TaskGraph& graph,
                       const graph::TaskTimes& times, const TimelineInfo& info);
 
-// Writes to `path` atomically (a failed write leaves any previous file in place).
+// A selection that would write a timeline without the tasks asked for: a rank the graph does not
+// have, ranks none of which ran a task (a symmetric graph's unsimulated ranks), a window that
+// starts after the last task ends. Errors name the option (`--timeline-ranks`,
+// `--timeline-window`) and what the run has.
+Status CheckTimelineSelection(const graph::TaskGraph& graph, const graph::TaskTimes& times,
+                              const TimelineInfo& info);
+
+// Writes to `path` atomically (a failed write leaves any previous file in place), after
+// CheckTimelineSelection.
 Status WriteChromeTraceFile(const std::string& path, const graph::TaskGraph& graph,
                             const graph::TaskTimes& times, const TimelineInfo& info);
 

@@ -14,6 +14,7 @@
 #include "tools/cli/report_command.h"
 #include "tools/cli/run_command.h"
 #include "tools/cli/search_command.h"
+#include "tools/cli/simulate_command.h"
 #include "tools/cli/sweep_command.h"
 #include "tools/cli/validate_command.h"
 
@@ -71,6 +72,49 @@ TEST_F(OutputsOverInputsTest, EveryCommandRefusesToReplaceItsInput) {
   const std::string points =
       Copy(DTSIM_SHARED_DIR "/validation/published-points.json", "points.json");
   ExpectRefused(ValidateCommand, {points, "-o", Respelled(points)}, points);
+}
+
+// Two outputs of one command that are one file: the second write replaced the first and the
+// command exited 0. A device shared by two outputs is written in place and stays allowed.
+TEST_F(OutputsOverInputsTest, TwoOutputsAreNeverOneFile) {
+  const std::string config = DTSIM_EXAMPLES_DIR "/gpt3_1.3b_16gpu.json";
+  const auto run = [](const Command& command, std::vector<std::string> args) {
+    std::ostringstream out;
+    ForgetInputFiles();
+    return command(args, out);
+  };
+  const std::string result = Path("r.json");
+  CommandOutcome outcome =
+      run(SimulateCommand, {config, "-o", result, "--timeline", Respelled(result), "-q"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(),
+              HasSubstr("named for two of the command's outputs (\"" + result + "\" and"));
+  EXPECT_FALSE(std::filesystem::exists(result));
+  outcome = run(SimulateCommand, {config, "-o", result, "--op-list", result, "-q"});
+  EXPECT_THAT(outcome.error->ToString(),
+              HasSubstr(result + ": named for two of the command's outputs: one would replace"));
+  const std::string graph = DTSIM_EXAMPLES_DIR "/pipeline_2x2.json";
+  outcome = run(RunCommand, {graph, "-o", result, "--timeline", result, "-q"});
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("named for two of the command's outputs"));
+  outcome = run(SimulateCommand, {config, "-o", "/dev/null", "--timeline", "/dev/null", "-q"});
+  EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+
+  // simulate --chakra PREFIX: a directory (its files would be hidden ".0.et" in it) and an
+  // output that is one of PREFIX's files.
+  const std::vector<std::string> full = {"--set", "simulation.ranks=full", "-q"};
+  std::vector<std::string> args = {config, "--chakra", dir_.string() + "/"};
+  args.insert(args.end(), full.begin(), full.end());
+  EXPECT_THAT(run(SimulateCommand, args).error->ToString(),
+              HasSubstr("is a directory: --chakra takes a prefix of file names"));
+  args = {config, "--chakra", Path("et"), "--timeline", Path("et.12.et")};
+  args.insert(args.end(), full.begin(), full.end());
+  EXPECT_THAT(run(SimulateCommand, args).error->ToString(),
+              HasSubstr("et.12.et: is one of the files of --chakra"));
+  args = {config, "--chakra", Path("et"), "-o", Respelled(Path("et.comm_groups.json"))};
+  args.insert(args.end(), full.begin(), full.end());
+  EXPECT_THAT(run(SimulateCommand, args).error->ToString(),
+              HasSubstr("et.comm_groups.json: is one of the files of --chakra"));
+  EXPECT_FALSE(std::filesystem::exists(Path("et.0.et")));
 }
 
 TEST_F(OutputsOverInputsTest, TheReportRefusesADirectoryWhoseFilesAreInputs) {

@@ -347,6 +347,32 @@ TEST_F(SimulateCommandTest, TimelinesHoldTheRanksAndTheSpanAsked) {
       Simulate({llama, "--timeline", Path("x.json"), "--timeline-window", "2 s:1 s"});
   ASSERT_EQ(window.kind, CommandOutcome::Kind::kFailure);
   EXPECT_THAT(window.error->ToString(), HasSubstr("END must be after START"));
+
+  // Selections that chose nothing wrote an empty timeline (or none) and exited 0; each fails
+  // before any output is written.
+  const auto error = [&](std::vector<std::string> args) {
+    ForgetInputFiles();
+    args.insert(args.begin(), llama);
+    args.insert(args.end(), {"-o", Path("r.json"), "-q"});
+    const CommandOutcome outcome = Simulate(args);
+    EXPECT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+    EXPECT_FALSE(std::filesystem::exists(Path("r.json")));
+    return outcome.error ? outcome.error->ToString() : std::string();
+  };
+  EXPECT_EQ(error({"--timeline", Path("x.json"), "--timeline-ranks", "64"}),
+            "--timeline-ranks: no rank 64 in this run: it has ranks 0 to 63");
+  const int idle = first + 1;  // in the first stage, whose class the simulation runs as `first`
+  ASSERT_EQ(busy.count(idle), 0u);
+  EXPECT_THAT(error({"--timeline", Path("x.json"), "--timeline-ranks", std::to_string(idle)}),
+              HasSubstr("none of these ranks ran a task in this simulation, which runs one rank "
+                        "per class of identical ranks (" +
+                        std::to_string(first) + ", "));
+  EXPECT_THAT(error({"--timeline", Path("x.json"), "--timeline-window", "1000 s:1001 s"}),
+              HasSubstr("--timeline-window: the window starts at or after the last task ends"));
+  EXPECT_EQ(error({"--timeline-ranks", "0"}),
+            "--timeline-ranks: selects what goes into the timeline, and no timeline is written: "
+            "add --timeline FILE, got \"0\"");
+  EXPECT_FALSE(std::filesystem::exists(Path("x.json")));
 }
 
 // Regression (issue 26): `dtsim simulate same.json -o same.json` replaced the config with the

@@ -158,6 +158,67 @@ void AddMaxMemoryOverride(const std::string& size, std::vector<std::string>& ove
   if (!size.empty()) overrides.push_back("simulation.max_memory=" + Json(size).dump());
 }
 
+namespace {
+
+// Where `path` leads, for telling whether two names are one file (the path itself when the
+// file system cannot say).
+std::filesystem::path Resolved(const std::string& path) {
+  std::error_code code;
+  std::filesystem::path resolved = std::filesystem::weakly_canonical(path, code);
+  return code ? std::filesystem::path(path).lexically_normal() : resolved;
+}
+
+// A device or pipe (/dev/null twice) is written in place, so several outputs may share it.
+Status RefuseSameOutputTwice(const std::vector<std::string>& outputs) {
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    if (outputs[j].empty() || WritesInPlace(outputs[j])) continue;
+    for (size_t i = 0; i < j; ++i) {
+      if (outputs[i].empty() || Resolved(outputs[i]) != Resolved(outputs[j])) continue;
+      const std::string which =
+          outputs[i] == outputs[j]
+              ? std::string()
+              : fmt::format(" ({} and {} are one file)", Quote(outputs[i]), Quote(outputs[j]));
+      return Error(fmt::format("named for two of the command's outputs{}: one would replace the "
+                               "other; give each its own path",
+                               which))
+          .InFile(outputs[j]);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckOutputPrefix(const std::string& prefix, std::string_view option, std::string_view names,
+                         const std::vector<std::string>& outputs) {
+  std::error_code code;
+  if (prefix.ends_with('/') || std::filesystem::is_directory(prefix, code)) {
+    return Error(fmt::format("is a directory: {} takes a prefix of file names ({}), such as "
+                             "{}/trace",
+                             option, names,
+                             prefix.ends_with('/') ? prefix.substr(0, prefix.size() - 1) : prefix))
+        .InFile(prefix);
+  }
+  const std::filesystem::path resolved = Resolved(prefix);
+  const std::string stem = resolved.filename().string() + ".";
+  for (const std::string& output : outputs) {
+    if (output.empty()) continue;
+    const std::filesystem::path file = Resolved(output);
+    const std::string name = file.filename().string();
+    if (file.parent_path() != resolved.parent_path() || !name.starts_with(stem)) continue;
+    const std::string_view suffix = std::string_view(name).substr(stem.size());
+    const std::string_view rank = suffix.substr(0, suffix.find('.'));
+    const bool rank_file = suffix.ends_with(".et") && !rank.empty() &&
+                           std::ranges::all_of(rank, [](char c) { return c >= '0' && c <= '9'; });
+    if (rank_file || suffix == "comm_groups.json") {
+      return Error(fmt::format("is one of the files of {} {} ({}): one would replace the other",
+                               option, Quote(prefix), names))
+          .InFile(output);
+    }
+  }
+  return Status::Ok();
+}
+
 Status RefuseOutputsOverInputs(const std::vector<std::string>& inputs,
                                const std::vector<std::string>& outputs) {
   for (const std::string& input : inputs) {
@@ -177,7 +238,7 @@ Status RefuseOutputsOverInputs(const std::vector<std::string>& inputs,
           .InFile(output);
     }
   }
-  return Status::Ok();
+  return RefuseSameOutputTwice(outputs);
 }
 
 Status CheckOutputDirectory(const std::string& dir, std::string_view what) {

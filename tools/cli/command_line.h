@@ -51,8 +51,16 @@ CommandOutcome RunCommandLine(std::span<const std::string> args,
 // line; the inputs are recorded (sim/base/input_files.h), so the writers also refuse them,
 // and every file a reader opens later (a profile a config names), when they open it. Empty
 // paths are skipped.
+// Two outputs that are one file (`-o r.json --timeline r.json`) are refused too: the second
+// write would replace the first.
 Status RefuseOutputsOverInputs(const std::vector<std::string>& inputs,
                                const std::vector<std::string>& outputs);
+
+// A prefix of output files PREFIX<suffix> (simulate --chakra: PREFIX.<rank>.et and
+// PREFIX.comm_groups.json; `names` says so in the error): an error when it names a directory
+// (the files would be hidden ".0.et" in it), and when one of `outputs` is one of its files.
+Status CheckOutputPrefix(const std::string& prefix, std::string_view option, std::string_view names,
+                         const std::vector<std::string>& outputs);
 
 // -j/--threads N (search, sweep, calibrate): 0 is every core; a negative N or one past
 // kMaxThreads (sim/base/parallel.h) is a command-line error (both were taken silently).

@@ -151,7 +151,8 @@ Status Execute(const RunOptions& options, const network::NetworkModelEntry* entr
   DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs({options.graph_path, options.cluster},
                                                 {options.result_path, options.timeline_path}));
   traces::TimelineInfo info{.source = options.graph_path};
-  DTSIM_RETURN_IF_ERROR(ApplyTimelineSelection(options.timeline_selection, info));
+  DTSIM_RETURN_IF_ERROR(
+      ApplyTimelineSelection(options.timeline_selection, options.timeline_path, info));
   DTSIM_ASSIGN_OR_RETURN(const graph::TaskGraph graph, graph::LoadTaskGraph(options.graph_path));
   DTSIM_ASSIGN_OR_RETURN(ModelSetup setup, entry == nullptr
                                                ? MakeFixedModel(cost)
@@ -168,6 +169,8 @@ Status Execute(const RunOptions& options, const network::NetworkModelEntry* entr
                               .streams = graph.stream_count(),
                               .wall_seconds = wall.count()};
   const engine::RunSummary summary = simulator.Summarize();
+  // A selection with nothing in it fails before any output is written.
+  DTSIM_RETURN_IF_ERROR(traces::CheckTimelineSelection(graph, simulator.times(), info));
   if (!options.result_path.empty()) {
     DTSIM_RETURN_IF_ERROR(
         results::WriteResultFile(options.result_path, results::RunResultJson(summary, context)));

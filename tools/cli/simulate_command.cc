@@ -317,8 +317,14 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
   DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(
       {options.config},
       {options.result_path, csv_path, options.timeline_path, options.op_list_path}));
+  if (!options.chakra_prefix.empty()) {
+    DTSIM_RETURN_IF_ERROR(CheckOutputPrefix(
+        options.chakra_prefix, "--chakra", "PREFIX.<rank>.et and PREFIX.comm_groups.json",
+        {options.result_path, csv_path, options.timeline_path, options.op_list_path}));
+  }
   traces::TimelineInfo checked;  // a bad --timeline-ranks fails before the simulation
-  DTSIM_RETURN_IF_ERROR(ApplyTimelineSelection(options.timeline_selection, checked));
+  DTSIM_RETURN_IF_ERROR(
+      ApplyTimelineSelection(options.timeline_selection, options.timeline_path, checked));
   std::vector<std::string> overrides = options.overrides;
   AddMaxMemoryOverride(options.max_memory, overrides);
   Json document;
@@ -336,6 +342,18 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
   }
   Expected<SimulationResult> result = strategies::Simulate(config);
   if (!result.ok()) return std::move(result).error().InFile(options.config);
+  traces::TimelineInfo info{.source = options.config,
+                            .communication_model = std::string(config.network_model->name),
+                            .method_labels = result->methods.labels,
+                            .comm_methods = result->methods.of_comm,
+                            .world_ranks = config.plan.world()};
+  if (!options.timeline_path.empty()) {
+    // A selection with nothing in it fails before any output is written.
+    DTSIM_RETURN_IF_ERROR(
+        ApplyTimelineSelection(options.timeline_selection, options.timeline_path, info));
+    DTSIM_RETURN_IF_ERROR(
+        traces::CheckTimelineSelection(result->iteration->graph, result->times, info));
+  }
   if (!options.result_path.empty()) {
     OrderedJson written = results::SimulateResultJson(config, *result);
     written["provenance"] = results::ProvenanceJson();
@@ -345,11 +363,6 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
     }
   }
   if (!options.timeline_path.empty()) {
-    traces::TimelineInfo info{.source = options.config,
-                              .communication_model = std::string(config.network_model->name),
-                              .method_labels = result->methods.labels,
-                              .comm_methods = result->methods.of_comm};
-    DTSIM_RETURN_IF_ERROR(ApplyTimelineSelection(options.timeline_selection, info));
     DTSIM_RETURN_IF_ERROR(traces::WriteChromeTraceFile(
         options.timeline_path, result->iteration->graph, result->times, info));
   }

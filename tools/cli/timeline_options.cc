@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <string_view>
+#include <utility>
 
 #include "sim/base/quantity.h"
 #include "sim/base/strings.h"
@@ -76,7 +77,17 @@ void AddTimelineOptions(boost::program_options::options_description& description
       "\"2 s:2.5 s\"");
 }
 
-Status ApplyTimelineSelection(const TimelineSelection& selection, traces::TimelineInfo& info) {
+Status ApplyTimelineSelection(const TimelineSelection& selection, const std::string& timeline_path,
+                              traces::TimelineInfo& info) {
+  for (const auto& [option, value] : {std::pair{"--timeline-ranks", &selection.ranks},
+                                      std::pair{"--timeline-window", &selection.window}}) {
+    if (!value->empty() && timeline_path.empty()) {
+      return Error(
+          "selects what goes into the timeline, and no timeline is written: add "
+          "--timeline FILE",
+          option, Quote(*value));
+    }
+  }
   if (!selection.ranks.empty()) DTSIM_RETURN_IF_ERROR(ParseRanks(selection.ranks, info.ranks));
   if (!selection.window.empty()) {
     DTSIM_RETURN_IF_ERROR(ParseWindow(selection.window, info.window_start, info.window_end));

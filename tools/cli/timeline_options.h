@@ -19,7 +19,9 @@ struct TimelineSelection {
 void AddTimelineOptions(boost::program_options::options_description& description,
                         TimelineSelection& selection);
 
-// Sets `info`'s ranks and window from the options; errors name the option and the value.
-Status ApplyTimelineSelection(const TimelineSelection& selection, traces::TimelineInfo& info);
+// Sets `info`'s ranks and window from the options; errors name the option and the value. A
+// selection without a timeline to select in (`timeline_path` empty) is an error.
+Status ApplyTimelineSelection(const TimelineSelection& selection, const std::string& timeline_path,
+                              traces::TimelineInfo& info);
 
 }  // namespace dtsim::cli
