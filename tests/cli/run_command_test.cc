@@ -115,6 +115,18 @@ TEST_F(RunCommandTest, NetworkModelErrors) {
   EXPECT_EQ(bad.kind, CommandOutcome::Kind::kFailure);
   EXPECT_THAT(bad.error->ToString(),
               HasSubstr("unknown cluster preset (did you mean \"dgx-a100\"?)"));
+  // One model's options beside another model were ignored silently.
+  const CommandOutcome fixed_on_cluster =
+      Run({kExample, "--network-model", "fixed", "--cluster", "dgx-a100"});
+  EXPECT_EQ(fixed_on_cluster.kind, CommandOutcome::Kind::kUsage);
+  EXPECT_THAT(fixed_on_cluster.error->ToString(),
+              HasSubstr("--cluster: the fixed model prices every communication by"));
+  const CommandOutcome latency_on_cluster =
+      Run({kExample, "--cluster", "dgx-a100", "--comm-latency", "3 us"});
+  EXPECT_EQ(latency_on_cluster.kind, CommandOutcome::Kind::kUsage);
+  EXPECT_EQ(latency_on_cluster.error->ToString(),
+            "--comm-latency: sets the fixed model's cost, and the analytical model prices "
+            "communication on the cluster: drop it, or --cluster, got \"3 us\"");
 }
 
 TEST_F(RunCommandTest, HelpPrintsOptions) {

@@ -30,6 +30,8 @@ namespace po = boost::program_options;
 // The run command's own model, beside the network models of network/network_models.h: the
 // engine's fixed cost per communication, which needs no cluster.
 constexpr std::string_view kFixedModel = "fixed";
+constexpr std::string_view kDefaultLatency = "5 us";
+constexpr std::string_view kDefaultBandwidth = "100 GB/s";
 
 // "fixed", "analytical", "flow": every name --network-model accepts.
 std::vector<std::string_view> ModelNames() {
@@ -43,8 +45,8 @@ struct RunOptions {
   std::string result_path;
   std::string timeline_path;
   TimelineSelection timeline_selection;
-  std::string latency_text = "5 us";
-  std::string bandwidth_text = "100 GB/s";
+  std::string latency_text;    // empty: kDefaultLatency
+  std::string bandwidth_text;  // empty: kDefaultBandwidth
   std::string cluster;
   std::string network_model;  // empty: the default network model with --cluster, else fixed
   bool quiet = false;
@@ -69,8 +71,8 @@ po::options_description Describe(RunOptions& options) {
                   network::DefaultNetworkModel().name, kFixedModel)
           .c_str())(
       "cluster", po::value(&options.cluster)->value_name("PRESET|FILE"),
-      "the cluster for the analytical model: a preset (dgx-a100, dgx-h100, dgx1-v100, "
-      "ethernet-25g) or a cluster JSON file (docs/network.md)")(
+      "the cluster the analytical or flow model prices communication on: a preset (dgx-a100, "
+      "dgx-h100, gb200-nvl72, ...) or a cluster JSON file (docs/network.md)")(
       "comm-latency", po::value(&options.latency_text)->value_name("DURATION"),
       "fixed model: latency of every communication (default \"5 us\")")(
       "comm-bandwidth", po::value(&options.bandwidth_text)->value_name("BANDWIDTH"),
@@ -86,14 +88,41 @@ struct CommunicationCost {
 };
 
 Expected<CommunicationCost> ParseCommunicationCost(const RunOptions& options) {
-  Expected<DurationNs> latency = ParseDuration(options.latency_text);
+  const std::string_view latency_text =
+      options.latency_text.empty() ? kDefaultLatency : options.latency_text;
+  const std::string_view bandwidth_text =
+      options.bandwidth_text.empty() ? kDefaultBandwidth : options.bandwidth_text;
+  Expected<DurationNs> latency = ParseDuration(latency_text);
   if (!latency.ok()) return std::move(latency).error().Under("--comm-latency");
-  Expected<Bandwidth> bandwidth = ParseBandwidth(options.bandwidth_text);
+  Expected<Bandwidth> bandwidth = ParseBandwidth(bandwidth_text);
   if (!bandwidth.ok()) return std::move(bandwidth).error().Under("--comm-bandwidth");
   if (bandwidth->bits_per_second() == 0) {
-    return Error("bandwidth must be positive", "--comm-bandwidth", Quote(options.bandwidth_text));
+    return Error("bandwidth must be positive", "--comm-bandwidth", Quote(bandwidth_text));
   }
   return CommunicationCost{*latency, *bandwidth};
+}
+
+// Options of one communication model given with another, which would ignore them.
+Status CheckModelOptions(const RunOptions& options) {
+  if (options.network_model == kFixedModel) {
+    if (!options.cluster.empty()) {
+      return Error(
+          "the fixed model prices every communication by --comm-latency and "
+          "--comm-bandwidth, not on a cluster: drop --cluster, or --network-model fixed",
+          "--cluster", Quote(options.cluster));
+    }
+    return Status::Ok();
+  }
+  for (const auto& [option, value] : {std::pair{"--comm-latency", &options.latency_text},
+                                      std::pair{"--comm-bandwidth", &options.bandwidth_text}}) {
+    if (!value->empty()) {
+      return Error(fmt::format("sets the fixed model's cost, and the {} model prices "
+                               "communication on the cluster: drop it, or --cluster",
+                               options.network_model),
+                   option, Quote(*value));
+    }
+  }
+  return Status::Ok();
 }
 
 // A communication model made for one graph, and how the result describes it.
@@ -207,6 +236,9 @@ CommandOutcome RunCommand(std::span<const std::string> args, std::ostream& out) 
                           }
                           Expected<const network::NetworkModelEntry*> entry = FindModel(options);
                           if (!entry.ok()) return CommandOutcome::Usage(std::move(entry).error());
+                          if (Status checked = CheckModelOptions(options); !checked.ok()) {
+                            return CommandOutcome::Usage(std::move(checked).error());
+                          }
                           return FailureUnlessOk(Execute(options, *entry, *cost, out));
                         });
 }
