@@ -237,6 +237,13 @@ TEST_F(ReplayCommandTest, WhatIfsPrintEveryStepAndBadOnesAreErrors) {
       Replay({kSampledRank0, "--network", "dgx-a100", "--data-parallel", "0"});
   EXPECT_EQ(zero.kind, CommandOutcome::Kind::kUsage);
   EXPECT_THAT(zero.error->ToString(), HasSubstr("--data-parallel: must be at least 1, got 0"));
+  // --stats-only stopped before the what-if and the timeline, and exited 0 without them.
+  EXPECT_EQ(Replay({kSampledRank0, "--stats-only", "--speedup", "gemm=2"}).error->ToString(),
+            "--stats-only stops before the simulation, which --speedup needs: drop one of the "
+            "two");
+  EXPECT_THAT(
+      Replay({kSampledRank0, "--stats-only", "--timeline", Path("t.json")}).error->ToString(),
+      HasSubstr("which --timeline needs"));
   // The same class twice: one factor would be dropped.
   EXPECT_THAT(
       Replay({kSampledRank0, "--speedup", "gemm=2", "--speedup", "gemm=3"}).error->ToString(),

@@ -563,7 +563,33 @@ Status ExecuteKineto(const ReplayOptions& options, const strategies::ReplayWhatI
   return Status::Ok();
 }
 
+// --stats-only stops before the graph is simulated: what needs the simulation would be ignored.
+Status CheckStatsOnly(const ReplayOptions& options) {
+  if (!options.stats_only) return Status::Ok();
+  const std::pair<const char*, bool> needs_simulation[] = {
+      {"--timeline", !options.timeline_path.empty()},
+      {"--what-if", !options.what_if_file.empty()},
+      {"--speedup", !options.speedups.empty()},
+      {"--no-overlap", options.no_overlap},
+      {"--overlap", options.overlap},
+      {"--network", !options.network.empty()},
+      {"--traced-network", !options.traced_network.empty()},
+      {"--data-parallel", options.data_parallel > 0},
+      {"--compression", !options.compression.empty()},
+      {"--gpu", !options.gpu.empty()}};
+  for (const auto& [option, given] : needs_simulation) {
+    if (given) {
+      return Error(
+          fmt::format("--stats-only stops before the simulation, which {} needs: drop "
+                      "one of the two",
+                      option));
+    }
+  }
+  return Status::Ok();
+}
+
 Status Execute(const ReplayOptions& options, std::ostream& out) {
+  DTSIM_RETURN_IF_ERROR(CheckStatsOnly(options));
   std::vector<std::string> inputs = options.files;
   inputs.push_back(options.comm_groups);
   inputs.push_back(options.what_if_file);
