@@ -45,9 +45,9 @@ class ValidateCommandTest : public testing_support::TempDirTest {
 TEST_F(ValidateCommandTest, ReportsByCategoryAndWritesTheConfigsItSimulated) {
   const std::string korthikanti = Points("korth-t5-22B", "korthikanti.json");
   const std::string tutel = Points("tutel-swinv2", "tutel.json");
-  std::filesystem::create_directory(Path("configs"));
+  // The directory is created (with its parents).
   const CommandOutcome outcome =
-      Run({korthikanti, tutel, "--write-configs", Path("configs"), "-o", Path("report.json")});
+      Run({korthikanti, tutel, "--write-configs", Path("out/configs"), "-o", Path("report.json")});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
   EXPECT_THAT(output_.str(), HasSubstr("activation_recompute_sp — 2 points, MAPE"));
   EXPECT_THAT(output_.str(), HasSubstr("korth-t5-22B-sel_sp"));
@@ -55,11 +55,11 @@ TEST_F(ValidateCommandTest, ReportsByCategoryAndWritesTheConfigsItSimulated) {
               HasSubstr("not simulated (1):\n    tutel-swinv2-moe (moe_all_to_all)"));
   // The config of each simulated run reads back as a simulation config.
   Expected<strategies::ResolvedConfig> config =
-      strategies::LoadConfig(Path("configs/korth-t5-22B-full.json"), {});
+      strategies::LoadConfig(Path("out/configs/korth-t5-22B-full.json"), {});
   ASSERT_TRUE(config.ok()) << config.error().ToString();
   EXPECT_EQ(config->plan.tensor, 8);
   EXPECT_EQ(config->training.recompute, models::Recompute::kFull);
-  EXPECT_FALSE(std::filesystem::exists(Path("configs/tutel-swinv2-moe.json")));
+  EXPECT_FALSE(std::filesystem::exists(Path("out/configs/tutel-swinv2-moe.json")));
   Expected<Json> report = ReadJsonFile(Path("report.json"));
   ASSERT_TRUE(report.ok());
   EXPECT_EQ((*report)["points"].size(), 2u);
@@ -72,9 +72,13 @@ TEST_F(ValidateCommandTest, BadInputsNameTheFile) {
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("rows.json: points: missing required field"));
   const std::string korthikanti = Points("korth-t5-22B-full", "one.json");
-  outcome = Run({korthikanti, "--write-configs", Path("no-such-dir")});
+  // A file given for the directory fails before any point is simulated (it failed after).
+  outcome = Run({korthikanti, "--write-configs", Path("rows.json"), "-o", Path("report.json")});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
-  EXPECT_THAT(outcome.error->ToString(), HasSubstr("no-such-dir"));
+  EXPECT_EQ(outcome.error->ToString(), Path("rows.json") + ": exists and is not a directory");
+  EXPECT_FALSE(std::filesystem::exists(Path("report.json")));
+  outcome = Run({korthikanti, "--write-configs", "/dev/null"});
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("--write-configs is a directory of files"));
 }
 
 TEST_F(ValidateCommandTest, MemoryPointsGetAMemoryTable) {

@@ -54,8 +54,8 @@ po::options_description Describe(ValidateOptions& o) {
   description.add_options()("help,h", po::bool_switch(&o.help), "show this help")(
       "output,o", po::value(&o.report_path)->value_name("FILE"), "write the report as JSON")(
       "write-configs", po::value(&o.configs_dir)->value_name("DIR"),
-      "write each measured training run's simulation config to DIR/ID.json (an existing "
-      "directory), to run or change with dtsim simulate")(
+      "write each measured training run's simulation config to DIR/ID.json (created if "
+      "missing), to run or change with dtsim simulate")(
       "calibration", po::value(&o.calibration)->value_name("FILE"),
       "apply a calibration (dtsim calibrate -o FILE) to every point's GPU; the configs "
       "--write-configs writes carry it");
@@ -135,6 +135,11 @@ Status Execute(const ValidateOptions& options, std::ostream& out) {
   std::vector<std::string> inputs = options.points;
   if (!options.calibration.empty()) inputs.push_back(options.calibration);
   DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(inputs, {options.report_path}));
+  // Before the points are simulated: a file, a device or a path that cannot be made failed
+  // only after them.
+  if (!options.configs_dir.empty()) {
+    DTSIM_RETURN_IF_ERROR(MakeOutputDirectory(options.configs_dir, "--write-configs"));
+  }
   std::optional<strategies::Calibration> calibration;
   if (!options.calibration.empty()) {
     DTSIM_ASSIGN_OR_RETURN(calibration, strategies::ReadCalibrationFile(options.calibration));
