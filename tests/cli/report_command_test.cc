@@ -124,6 +124,10 @@ TEST_F(ReportCommandTest, BadInputIsNamed) {
                                            ": points[1].status: expected \"ok\" or \"failed\", "
                                            "got \"maybe\"");
   EXPECT_FALSE(std::filesystem::exists(Path("report/index.html")));
+  SimulateSmall(Path("run.json"));
+  outcome = Report({Path("run.json"), dir_.string() + "/./run.json", "-o", Path("report")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(), HasSubstr("given twice: its runs would be drawn twice"));
   EXPECT_EQ(Report({Path("empty.json")}).kind, CommandOutcome::Kind::kUsage);
   EXPECT_EQ(Report({"-o", Path("report")}).kind, CommandOutcome::Kind::kUsage);
 }

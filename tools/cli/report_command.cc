@@ -98,6 +98,18 @@ Status CheckResult(const std::string& path) {
 
 Status CheckResults(const ReportOptions& options) {
   for (const std::string& path : options.results) DTSIM_RETURN_IF_ERROR(CheckResult(path));
+  // One result twice (a shell glob beside its name) drew its runs twice, as if two runs agreed.
+  for (size_t j = 0; j < options.results.size(); ++j) {
+    for (size_t i = 0; i < j; ++i) {
+      std::error_code code;
+      if (std::filesystem::equivalent(options.results[i], options.results[j], code)) {
+        return Error(fmt::format("the same result as {}, given twice: its runs would be drawn "
+                                 "twice",
+                                 Quote(options.results[i])))
+            .InFile(options.results[j]);
+      }
+    }
+  }
   if (!options.timeline.empty()) {
     DTSIM_ASSIGN_OR_RETURN(const Json json, ReadJsonFile(options.timeline));
     if (!json.is_object() || !json.contains("traceEvents")) {
