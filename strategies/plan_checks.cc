@@ -177,18 +177,23 @@ Status CheckDeepSpeed(const SimulationConfig& config) {
 }
 
 Status CheckSizesFit(const SimulationConfig& config) {
-  const models::TransformerSpec& spec = config.model.transformer;
+  return CheckSizesFit(config.model.transformer, config.training.micro_batch,
+                       config.training.seq_len, config.plan.tensor, config.model.name);
+}
+
+Status CheckSizesFit(const models::TransformerSpec& spec, int64_t micro_batch, int64_t seq_len,
+                     int tensor, const std::string& model_name) {
   using Real = long double;
   const auto real = [](int64_t value) { return static_cast<Real>(value); };
-  const Real batch = real(config.training.micro_batch);
-  const Real seq = real(config.training.seq_len);
+  const Real batch = real(micro_batch);
+  const Real seq = real(seq_len);
   const Real tokens = batch * seq;
   const Real hidden = real(spec.hidden);
   const Real head_dim =
       spec.head_dim_override > 0 ? real(spec.head_dim_override) : hidden / std::max(1, spec.heads);
   const Real attention = std::max(hidden, head_dim * spec.heads);
   const Real ffn = std::max(real(spec.ffn_hidden), real(spec.moe.expert_ffn_hidden));
-  const Real vocab = real(spec.vocab) + real(spec.vocab_divisible_by) * config.plan.tensor;
+  const Real vocab = real(spec.vocab) + real(spec.vocab_divisible_by) * tensor;
   const Real experts = std::max(1, spec.moe.experts + spec.moe.shared_experts);
   const Real widest = std::max({attention, ffn, vocab});
   struct Product {
@@ -216,7 +221,7 @@ Status CheckSizesFit(const SimulationConfig& config) {
                     "64-bit counts of elements, bytes and FLOPs hold; no model trains "
                     "at that size: reduce {}",
                     product.what, static_cast<double>(product.value), kMaxElements, product.fields),
-        "model", config.model.name);
+        "model", model_name);
   }
   return Status::Ok();
 }

@@ -33,6 +33,10 @@ Status CheckRecompute(const SimulationConfig& config);
 // the product, its factors and the fields to reduce.
 inline constexpr double kMaxElements = 72057594037927936.0;  // 2^56: ×128 for bytes and FLOPs
 Status CheckSizesFit(const SimulationConfig& config);
+// The same for one micro-batch of `micro_batch` sequences of `seq_len` tokens on `tensor`
+// tensor-parallel ranks (`dtsim model`'s query); errors are at "model", naming `model_name`.
+Status CheckSizesFit(const models::TransformerSpec& spec, int64_t micro_batch, int64_t seq_len,
+                     int tensor, const std::string& model_name);
 // Under "deepspeed": ZeRO stage 1 at most with a pipeline; ZeRO-3 before 0.5.5 on dense 1D
 // plans with recompute none, selective or full.
 Status CheckDeepSpeed(const SimulationConfig& config);

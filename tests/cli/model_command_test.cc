@@ -92,6 +92,11 @@ TEST_F(ModelCommandTest, ErrorsNameTheOption) {
   EXPECT_EQ(error_of({"gpt3-175b", "--micro-batch", "1000000000000"}),
             "--micro-batch: at most 68719476736 (2^36), as in a config, got 1000000000000");
   EXPECT_EQ(error_of({"gpt3-175b", "--seq", "16777216"}), "ok");
+  // Both within their bounds, their product was not: 0.000 MB of activations were printed.
+  EXPECT_THAT(error_of({"gpt3-175b", "--seq", "16777216", "--micro-batch", "68719476736"}),
+              HasSubstr("model: a micro-batch's activations (micro_batch × seq_len × the widest "
+                        "of hidden, attention, ffn_hidden and the padded vocabulary) come to "
+                        "5.81e+22 elements, past the 2^56"));
   EXPECT_THAT(error_of({"llama3-8b", "--gpu", "h1000"}), HasSubstr("--gpu: unknown GPU"));
   EXPECT_THAT(error_of({"llama3-8b", "--layer", "32"}),
               HasSubstr("--layer: the model has layers 0 to 31"));

@@ -9,6 +9,7 @@
 #include "models/memory.h"
 #include "sim/base/strings.h"
 #include "strategies/config.h"
+#include "strategies/plan_checks.h"
 #include "tools/api/api.h"
 
 namespace dtsim::api {
@@ -87,8 +88,9 @@ std::vector<results::PricedOp> Priced(const std::vector<models::Op>& ops,
   return priced;
 }
 
-Expected<results::LayerReport> DescribeLayer(const models::TransformerSpec& spec,
+Expected<results::LayerReport> DescribeLayer(const models::ModelSpec& model,
                                              const ModelQuery& query) {
+  const models::TransformerSpec& spec = model.transformer;
   const bool fp8 = query.dtype == "fp8";
   const std::optional<DType> dtype = fp8 ? DType::kBf16 : DTypeFromName(query.dtype);
   if (!dtype) return Error("unknown dtype", "dtype", Quote(query.dtype));
@@ -136,6 +138,11 @@ Expected<results::LayerReport> DescribeLayer(const models::TransformerSpec& spec
               ? query.recompute
               : fmt::format("{} of {}", query.recompute, models::RecomputeModulesText(modules))};
   DTSIM_RETURN_IF_ERROR(models::ValidateShard(spec, report.shard));
+  // Each size within its bound can still multiply past 64-bit counts (2^36 sequences of 2^24
+  // tokens printed 0 MB of activations): a config's check of the products.
+  DTSIM_RETURN_IF_ERROR(strategies::CheckSizesFit(spec, report.shard.micro_batch,
+                                                  report.shard.seq_len,
+                                                  report.shard.tensor_parallel, model.name));
   const models::RooflineCostModel roofline(gpu);
   const models::LayerOps layer = models::TransformerLayerOps(spec, query.layer, report.shard);
   report.forward = Priced(layer.forward, roofline, report.forward_totals);
@@ -156,7 +163,7 @@ Expected<results::ModelReport> DescribeModel(const ModelInput& input, const Mode
   if (report.model.family != models::ModelFamily::kTransformer) return report;
   report.kv_cache_bytes_per_token =
       models::KvCacheBytesPerToken(report.model.transformer, DType::kBf16);
-  DTSIM_ASSIGN_OR_RETURN(report.layer, DescribeLayer(report.model.transformer, query));
+  DTSIM_ASSIGN_OR_RETURN(report.layer, DescribeLayer(report.model, query));
   return report;
 }
 
