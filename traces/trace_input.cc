@@ -11,6 +11,7 @@
 
 #include <zlib.h>
 
+#include "sim/base/atomic_file.h"
 #include "sim/base/input_files.h"
 
 namespace dtsim::traces {
@@ -45,6 +46,7 @@ Expected<bool> StartsWithGzipMagic(const std::string& path) {
 }  // namespace
 
 Expected<std::unique_ptr<TraceInputBuffer>> TraceInputBuffer::Open(const std::string& path) {
+  DTSIM_RETURN_IF_ERROR(CheckPathName(path));
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     return Error("is a directory, not a trace file").InFile(path);

@@ -12,6 +12,7 @@
 
 #include "sim/base/input_files.h"
 #include "sim/base/sha256.h"
+#include "sim/base/strings.h"
 #include "sim/base/temp_files.h"
 
 namespace dtsim {
@@ -56,7 +57,15 @@ bool WritesInPlace(const std::string& path) {
          (fs::exists(target) && !fs::is_regular_file(target) && !fs::is_directory(target));
 }
 
+Status CheckPathName(const std::string& path) {
+  const size_t nul = path.find('\0');
+  if (nul == std::string::npos) return Status::Ok();
+  return Error(fmt::format("a path with a NUL byte at offset {}: no file is named so", nul), "",
+               Quote(path));
+}
+
 Status CheckOutputPath(const std::string& path) {
+  DTSIM_RETURN_IF_ERROR(CheckPathName(path));
   // A device or pipe is written in place, never replaced: writing to /dev/stdout after reading
   // /dev/stdin of the same terminal loses nothing.
   if (!WritesInPlace(path)) DTSIM_RETURN_IF_ERROR(CheckNotAnInput(path));
@@ -143,6 +152,7 @@ Status WriteFileAtomically(const std::string& path, std::string_view content) {
 }
 
 Expected<std::string> ReadFile(const std::string& path, FileContent expected) {
+  DTSIM_RETURN_IF_ERROR(CheckPathName(path));
   std::error_code code;
   const fs::file_status status = fs::status(path, code);
   if (fs::is_directory(status)) return Error("is a directory, not a file").InFile(path);

@@ -48,6 +48,11 @@ class AtomicFileWriter {
   bool committed_ = false;
 };
 
+// An error for a path no file can have: one holding a NUL byte (a JSON string's "\u0000", a
+// Python str), which the system would read only up to the NUL, opening another file. Every
+// open of a file by its path (ReadFile, AtomicFileWriter::Open, the trace reader) checks it.
+Status CheckPathName(const std::string& path);
+
 // True when an output at `path` is written in place rather than replaced: a device, a pipe,
 // a socket, or any path under /dev or /proc.
 bool WritesInPlace(const std::string& path);

@@ -1,5 +1,6 @@
 #include "sim/base/atomic_file.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -74,6 +75,23 @@ TEST_F(AtomicFileTest, UnwritableDirectoryIsAnErrorNamingThePath) {
 }
 
 TEST_F(AtomicFileTest, ReadingADirectoryIsAnError) { EXPECT_FALSE(ReadFile(dir_.string()).ok()); }
+
+// Regression: a path holding a NUL byte (a config's "\u0000", a Python str) opened the file
+// named by what comes before the NUL: dtsim.simulate("c.json\x00x") simulated c.json.
+TEST_F(AtomicFileTest, APathWithANulByteIsNoFile) {
+  const std::string path = Path("c.json");
+  ASSERT_TRUE(WriteFileAtomically(path, "{}").ok());
+  const std::string with_nul = path + std::string(1, '\0') + "x";
+  const Expected<std::string> read = ReadFile(with_nul);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.error().message(),
+            fmt::format("a path with a NUL byte at offset {}: no file is named so", path.size()));
+  EXPECT_THAT(read.error().value(), testing::HasSubstr("c.json\\u0000x"));
+  const Status written = WriteFileAtomically(with_nul, "1");
+  ASSERT_FALSE(written.ok());
+  EXPECT_THAT(written.error().message(), testing::HasSubstr("a path with a NUL byte"));
+  EXPECT_EQ(*ReadFile(path), "{}");
+}
 
 // Regression: as root, `dtsim simulate C -o /dev/full` renamed its temporary file over the
 // device, leaving a 7 kB regular file at /dev/full (and `-o /dev/null` would do the same to

@@ -99,6 +99,10 @@ class SimulateTest(unittest.TestCase):
         with self.assertRaises(dtsim.Error) as raised:
             dtsim.simulate({"model": float("nan")})
         self.assertEqual(raised.exception.path, "config")
+        # A NUL byte ended the path for the system: the file before it was simulated.
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.simulate(SMALL + "\x00x")
+        self.assertIn("a path with a NUL byte", str(raised.exception))
         with self.assertRaises(TypeError):
             dtsim.simulate(42)
         with self.assertRaises(TypeError):
