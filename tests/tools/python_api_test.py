@@ -99,6 +99,10 @@ class SimulateTest(unittest.TestCase):
         with self.assertRaises(dtsim.Error) as raised:
             dtsim.simulate({"model": float("nan")})
         self.assertEqual(raised.exception.path, "config")
+        # A value that is not JSON is a dtsim.Error naming the override (it was json's own).
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.simulate(SMALL, overrides={"training.micro_batch": float("nan")})
+        self.assertEqual(raised.exception.path, "overrides['training.micro_batch']")
         # A NUL byte ended the path for the system: the file before it was simulated.
         with self.assertRaises(dtsim.Error) as raised:
             dtsim.simulate(SMALL + "\x00x")
@@ -158,6 +162,17 @@ class SweepTest(unittest.TestCase):
             dtsim.sweep(SMALL, {})
         with self.assertRaises(TypeError):
             dtsim.sweep(SMALL, {"parallelism.tensor": "1,2"})
+        # Negative threads were taken as every core, where search refused them.
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.sweep(SMALL, {"parallelism.tensor": [1]}, threads=-1)
+        self.assertEqual(raised.exception.path, "threads")
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.sweep(SMALL, {"parallelism.tensor": [1, float("inf")]})
+        self.assertEqual(raised.exception.path, "vary['parallelism.tensor']")
+        # A value twice: two identical points.
+        with self.assertRaises(dtsim.Error) as raised:
+            dtsim.sweep(SMALL, {"parallelism.tensor": [1, 2, 1]})
+        self.assertIn("a value listed twice", str(raised.exception))
 
 
 class SearchTest(unittest.TestCase):

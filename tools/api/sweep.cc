@@ -118,6 +118,8 @@ Status CheckAxis(const std::vector<Axis>& axes, size_t a, const ConfigInput& inp
 Expected<results::SweepDocument> RunSweep(const ConfigInput& input, const std::vector<Axis>& axes,
                                           int threads, const ProgressCallback& progress) {
   if (axes.empty()) return Error("give at least one key to vary", "vary");
+  // As search checks it (the command line's -j checks it before the call).
+  if (threads < 0) return Error("must be at least 0", "threads", std::to_string(threads));
   DTSIM_RETURN_IF_ERROR(CheckSweepSize(axes));
   DTSIM_ASSIGN_OR_RETURN(const Json base, ReadConfigInput(input));
   results::RecordConfig(base, input.overrides, nullptr);

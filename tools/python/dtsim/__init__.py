@@ -64,11 +64,20 @@ def _value_text(value):
     return _json.dumps(value, allow_nan=False)
 
 
+def _checked_value_text(value, where):
+    """_value_text, with a value that is not JSON (NaN, a set) a dtsim.Error at `where`."""
+    try:
+        return _value_text(value)
+    except (TypeError, ValueError) as error:
+        raise Error(f"{where}: not JSON: {error}", f"not JSON: {error}", where, "", "") from None
+
+
 def _overrides(overrides):
     if overrides is None:
         return []
     if isinstance(overrides, _Mapping):
-        return [f"{key}={_value_text(value)}" for key, value in overrides.items()]
+        return [f"{key}={_checked_value_text(value, f'overrides[{key!r}]')}"
+                for key, value in overrides.items()]
     if isinstance(overrides, str):
         raise TypeError('overrides must be a dict or a list of "KEY.PATH=VALUE" strings')
     return [str(assignment) for assignment in overrides]
@@ -104,7 +113,8 @@ def sweep(config, vary, *, overrides=None, threads=0):
     for key, values in vary.items():
         if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
             raise TypeError(f"vary[{key!r}] must be a list of values")
-        axes.append((str(key), [_value_text(value) for value in values]))
+        axes.append((str(key), [_checked_value_text(value, f"vary[{key!r}]")
+                                for value in values]))
     config_json, path = _config(config)
     return _outcome(_dtsim.sweep(config_json, path, _overrides(overrides), axes, int(threads)))
 
