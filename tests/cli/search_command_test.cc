@@ -161,6 +161,18 @@ TEST_F(SearchCommandTest, MergedShardsEqualTheWholeSearch) {
     EXPECT_EQ(a.figures->average_iteration_time, b.figures->average_iteration_time);
     EXPECT_EQ(a.figures->flow_average_iteration_time, b.figures->flow_average_iteration_time);
   }
+  // What sets up a search was ignored beside --merge (the shards' settings hold).
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{"--gpus", "32"},
+                                                {"--rerank", "5"},
+                                                {"--shard", "1/2"},
+                                                {"--set", "training.micro_batch=2"}}) {
+    std::vector<std::string> args = {"--merge", Path("part1.json"), Path("part2.json")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CommandOutcome refused = Search(args);
+    EXPECT_EQ(refused.kind, CommandOutcome::Kind::kUsage) << extra.front();
+    EXPECT_THAT(refused.error->ToString(),
+                HasSubstr(extra.front() + " sets up a search, and --merge combines"));
+  }
 }
 
 TEST_F(SearchCommandTest, BadInputIsNamed) {

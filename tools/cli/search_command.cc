@@ -403,6 +403,24 @@ Status Execute(const SearchCommandOptions& options, std::ostream& out) {
   return Status::Ok();
 }
 
+// --merge combines searches already run: an option that sets up a search would be ignored
+// (the shards' own settings hold). The first given, or nothing.
+std::optional<std::string_view> SearchOptionBesideMerge(const SearchCommandOptions& o) {
+  const std::pair<std::string_view, bool> given[] = {
+      {"--set", !o.overrides.empty()},
+      {"--gpus", o.call.gpus > 0},
+      {"--rerank", o.call.rerank != api::SearchCall{}.rerank},
+      {"--ranks", o.call.ranks != api::SearchCall{}.ranks},
+      {"--threads", o.call.threads != 0},
+      {"--shard", !o.shard_text.empty()},
+      {"--max-memory", !o.max_memory.empty()},
+      {"--memory-headroom", !o.memory_headroom.empty()}};
+  for (const auto& [option, set] : given) {
+    if (set) return option;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 CommandOutcome SearchCommand(std::span<const std::string> args, std::ostream& out) {
@@ -414,6 +432,13 @@ CommandOutcome SearchCommand(std::span<const std::string> args, std::ostream& ou
       return CommandOutcome::Usage(Error(options.config.empty()
                                              ? "give a CONFIG to search, or --merge shard files"
                                              : "give either a CONFIG or --merge, not both"));
+    }
+    if (const std::optional<std::string_view> option = SearchOptionBesideMerge(options);
+        option && !options.merge.empty()) {
+      return CommandOutcome::Usage(Error(fmt::format(
+          "{} sets up a search, and --merge combines the shards of one already run (their "
+          "settings hold): drop {}",
+          *option, *option)));
     }
     if (options.call.top < 1)
       return CommandOutcome::Usage(
