@@ -154,12 +154,15 @@ CommandOutcome Execute(const ProfileOptions& options, std::ostream& out,
   // The profiled processes write beside the output: its directory must take files now, or the
   // failure would only show as a trace that never appeared.
   const std::string status_path = fmt::format("{}.status-{}", output, getpid());
+  // Recorded before it is created, so that no Ctrl-C between the two leaves it behind.
+  const int status_slot = RecordTemporaryFile(status_path);
   if (!std::ofstream(status_path)) {
+    const int error = errno;
+    ForgetTemporaryFile(status_slot);
     return CommandOutcome::Failure(
-        Error(fmt::format("cannot write beside the output: {}", std::strerror(errno)), "-o",
+        Error(fmt::format("cannot write beside the output: {}", std::strerror(error)), "-o",
               options.output));
   }
-  const int status_slot = RecordTemporaryFile(status_path);  // removed if Ctrl-C ends dtsim
   const Expected<int> status =
       RunProgram(*program, options.program,
                  {{environment::kInjectionPath, *library},
