@@ -57,6 +57,29 @@ bool WritesInPlace(const std::string& path) {
          (fs::exists(target) && !fs::is_regular_file(target) && !fs::is_directory(target));
 }
 
+namespace {
+
+// The first chunk of a stream a text reader reads: what it holds cannot be what the reader
+// expects, however much more follows.
+Status CheckStreamStart(std::string_view start, FileContent expected) {
+  if (const size_t nul = start.find('\0'); nul != std::string_view::npos) {
+    return Error(fmt::format("binary data (a NUL byte at offset {}): not a text file", nul));
+  }
+  if (expected != FileContent::kJsonOrGzip) return Status::Ok();
+  const size_t first = start.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return Status::Ok();
+  constexpr std::string_view kJsonStarts = "{[\"-0123456789tfn";
+  // A UTF-8 byte-order mark is the JSON parser's to judge.
+  if (kJsonStarts.find(start[first]) != std::string_view::npos ||
+      static_cast<unsigned char>(start[first]) >= 0x80) {
+    return Status::Ok();
+  }
+  return Error(
+      fmt::format("not JSON: it starts with {} at offset {}", QuoteChar(start[first]), first));
+}
+
+}  // namespace
+
 Status CheckPathName(const std::string& path) {
   const size_t nul = path.find('\0');
   if (nul == std::string::npos) return Status::Ok();
@@ -171,10 +194,9 @@ Expected<std::string> ReadFile(const std::string& path, FileContent expected) {
     in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
     const bool first = content.empty();
     content.append(chunk.data(), static_cast<size_t>(in.gcount()));
-    if (first && !regular && expected == FileContent::kTextOrGzip && !LooksGzipped(content)) {
-      if (const size_t nul = content.find('\0'); nul != std::string::npos) {
-        return Error(fmt::format("binary data (a NUL byte at offset {}): not a text file", nul))
-            .InFile(path);
+    if (first && !regular && expected != FileContent::kAny && !LooksGzipped(content)) {
+      if (Status start = CheckStreamStart(content, expected); !start.ok()) {
+        return std::move(start).error().InFile(path);
       }
     }
     if (content.size() > kMaxInputFileBytes) return TooLarge(path, std::nullopt);

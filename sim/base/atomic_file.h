@@ -68,10 +68,11 @@ Status WriteFileAtomically(const std::string& path, std::string_view content);
 // The largest file ReadFile reads: 1 GiB, as much as a gzip input may inflate to.
 inline constexpr size_t kMaxInputFileBytes = size_t{1} << 30;
 
-// What a reader expects a file to hold. kTextOrGzip (JSON, YAML, a launch script) refuses a
-// pipe or device whose first megabyte holds a NUL byte and is not gzip, at once (/dev/zero,
-// /dev/urandom), instead of reading it to the size limit.
-enum class FileContent { kAny, kTextOrGzip };
+// What a reader expects a file to hold. kTextOrGzip (YAML, a launch script) refuses a pipe or
+// device whose first megabyte holds a NUL byte and is not gzip, at once (/dev/zero,
+// /dev/urandom), instead of reading it to the size limit. kJsonOrGzip also refuses one whose
+// first character cannot begin JSON (`yes | dtsim simulate /dev/stdin` read 1 GiB of "y").
+enum class FileContent { kAny, kTextOrGzip, kJsonOrGzip };
 
 // Reads a whole file (at most kMaxInputFileBytes; a pipe or device is read in chunks up to it)
 // and records it as an input, with the digest of what a pipe or device held; the error names

@@ -81,7 +81,7 @@ Expected<Json> ParseJson(std::string_view text, const std::string& file) {
 }
 
 Expected<Json> ReadJsonFile(const std::string& path) {
-  DTSIM_ASSIGN_OR_RETURN(std::string text, ReadFile(path, FileContent::kTextOrGzip));
+  DTSIM_ASSIGN_OR_RETURN(std::string text, ReadFile(path, FileContent::kJsonOrGzip));
   if (LooksGzipped(text)) {
     DTSIM_ASSIGN_OR_RETURN(text, InflateGzip(text, path));
   }

@@ -218,6 +218,28 @@ TEST_F(AtomicFileTest, EndlessAndHugeInputsAreRefused) {
   EXPECT_TRUE(ReadFile(Path("nul.json"), FileContent::kTextOrGzip).ok());
 }
 
+// `yes | dtsim simulate /dev/stdin` read a gigabyte of "y" before the size limit: a JSON reader
+// refuses a stream whose first character cannot begin JSON, after its first chunk.
+TEST_F(AtomicFileTest, AStreamThatCannotBeJsonIsRefusedAtItsStart) {
+  const auto read_fifo = [&](const std::string& text) {
+    const std::string fifo = Path("stream.fifo");
+    fs::remove(fifo);
+    EXPECT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    std::thread writer([&] { std::ofstream(fifo) << text; });
+    const auto read = ReadFile(fifo, FileContent::kJsonOrGzip);  // opens it, and reads it all
+    writer.join();
+    return read;
+  };
+  std::string yes;
+  for (int i = 0; i < 1000; ++i) yes += "y\n";
+  const auto refused = read_fifo(yes);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message(), "not JSON: it starts with 'y' at offset 0");
+  const auto json = read_fifo(" \n [1, 2]");
+  ASSERT_TRUE(json.ok()) << json.error().ToString();
+  EXPECT_EQ(*json, " \n [1, 2]");
+}
+
 // What a pipe held is digested as it is read: the provenance of `dtsim simulate <(jq ...)`
 // recorded the SHA-256 of nothing (the pipe was at its end when it was read again).
 TEST_F(AtomicFileTest, APipeReadWholeKeepsTheDigestOfWhatItHeld) {
