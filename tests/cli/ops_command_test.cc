@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <sstream>
 
 #include "tests/testing/temp_dir.h"
@@ -41,6 +42,17 @@ TEST_F(OpsCommandTest, PrintsTheTopSignaturesAndWritesAReadableTable) {
 TEST_F(OpsCommandTest, BadInputIsAFailure) {
   EXPECT_THAT(Ops({Path("missing.json")}).error->ToString(), HasSubstr("cannot open"));
   EXPECT_EQ(Ops({}).kind, CommandOutcome::Kind::kUsage);
+  // A trace recorded without shapes keys no op: -o wrote an empty table and exited 0.
+  const CommandOutcome empty =
+      Ops({DTSIM_SHARED_DIR "/traces/kineto/critical_path__alexnet__benchmark_result_"
+                            "2869224_1695835535_trace.json.gz",
+           "-o", Path("empty.json")});
+  ASSERT_EQ(empty.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(empty.error->ToString(),
+              HasSubstr("empty.json: no op could be keyed into a signature (69 op instances, none "
+                        "keyed; see \"left out\" above): nothing written; record the trace with "
+                        "record_shapes=True"));
+  EXPECT_FALSE(std::filesystem::exists(Path("empty.json")));
   const CommandOutcome negative = Ops({Path("missing.json"), "--top", "-3"});
   EXPECT_EQ(negative.kind, CommandOutcome::Kind::kUsage);
   EXPECT_THAT(negative.error->ToString(), HasSubstr("--top: must be at least 0, got -3"));

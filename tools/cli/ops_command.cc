@@ -93,6 +93,17 @@ Status Execute(const OpsOptions& options, std::ostream& out) {
     }
   }
   if (!options.output_path.empty()) {
+    // A table without ops prices nothing: a config naming it would run on the roofline alone
+    // with nothing said.
+    if (profile.table.ops().empty()) {
+      return Error(fmt::format("no op could be keyed into a signature ({} op instances, none "
+                               "keyed; see \"left out\" above): nothing written{}",
+                               s.op_instances,
+                               s.op_instances > 0 && s.keyed_instances == 0
+                                   ? "; record the trace with record_shapes=True"
+                                   : ""))
+          .InFile(options.output_path);
+    }
     DTSIM_RETURN_IF_ERROR(traces::WriteOpCostTable(profile.table, options.output_path));
   }
   return Status::Ok();
