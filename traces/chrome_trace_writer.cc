@@ -241,9 +241,9 @@ Status CheckTimelineSelection(const graph::TaskGraph& graph, const graph::TaskTi
     for (int32_t rank = 0; rank < ranks && simulated.size() < 8; ++rank) {
       if (has_streams[static_cast<size_t>(rank)]) simulated.push_back(rank);
     }
-    return Error(fmt::format("none of these ranks ran a task in this simulation, which runs one "
-                             "rank per class of identical ranks ({}{}); choose among those, or "
-                             "simulate every rank (--set simulation.ranks=full)",
+    return Error(fmt::format("none of these ranks ran a task in this simulation; those that did: "
+                             "{}{} (a symmetric simulation runs one rank per class of identical "
+                             "ranks: --set simulation.ranks=full runs every rank)",
                              fmt::join(simulated, ", "), simulated.size() == 8 ? ", ..." : ""),
                  "--timeline-ranks");
   }

@@ -364,8 +364,7 @@ TEST_F(SimulateCommandTest, TimelinesHoldTheRanksAndTheSpanAsked) {
   const int idle = first + 1;  // in the first stage, whose class the simulation runs as `first`
   ASSERT_EQ(busy.count(idle), 0u);
   EXPECT_THAT(error({"--timeline", Path("x.json"), "--timeline-ranks", std::to_string(idle)}),
-              HasSubstr("none of these ranks ran a task in this simulation, which runs one rank "
-                        "per class of identical ranks (" +
+              HasSubstr("none of these ranks ran a task in this simulation; those that did: " +
                         std::to_string(first) + ", "));
   EXPECT_THAT(error({"--timeline", Path("x.json"), "--timeline-window", "1000 s:1001 s"}),
               HasSubstr("--timeline-window: the window starts at or after the last task ends"));

@@ -189,14 +189,14 @@ Status RefuseSameOutputTwice(const std::vector<std::string>& outputs) {
 
 }  // namespace
 
-Status CheckOutputPrefix(const std::string& prefix, std::string_view option, std::string_view names,
-                         const std::vector<std::string>& outputs) {
+Status CheckChakraPrefix(const std::string& prefix, const std::vector<std::string>& outputs) {
+  constexpr std::string_view kFiles = "PREFIX.<rank>.et and PREFIX.comm_groups.json";
   std::error_code code;
   if (prefix.ends_with('/') || std::filesystem::is_directory(prefix, code)) {
-    return Error(fmt::format("is a directory: {} takes a prefix of file names ({}), such as "
-                             "{}/trace",
-                             option, names,
-                             prefix.ends_with('/') ? prefix.substr(0, prefix.size() - 1) : prefix))
+    const std::string dir = prefix.ends_with('/') ? prefix.substr(0, prefix.size() - 1) : prefix;
+    return Error(fmt::format("is a directory: --chakra takes a prefix of file names ({}), such "
+                             "as {}/trace",
+                             kFiles, dir))
         .InFile(prefix);
   }
   const std::filesystem::path resolved = Resolved(prefix);
@@ -211,8 +211,9 @@ Status CheckOutputPrefix(const std::string& prefix, std::string_view option, std
     const bool rank_file = suffix.ends_with(".et") && !rank.empty() &&
                            std::ranges::all_of(rank, [](char c) { return c >= '0' && c <= '9'; });
     if (rank_file || suffix == "comm_groups.json") {
-      return Error(fmt::format("is one of the files of {} {} ({}): one would replace the other",
-                               option, Quote(prefix), names))
+      return Error(fmt::format("is one of the files of --chakra {} ({}): one would replace the "
+                               "other",
+                               Quote(prefix), kFiles))
           .InFile(output);
     }
   }

@@ -56,11 +56,10 @@ CommandOutcome RunCommandLine(std::span<const std::string> args,
 Status RefuseOutputsOverInputs(const std::vector<std::string>& inputs,
                                const std::vector<std::string>& outputs);
 
-// A prefix of output files PREFIX<suffix> (simulate --chakra: PREFIX.<rank>.et and
-// PREFIX.comm_groups.json; `names` says so in the error): an error when it names a directory
-// (the files would be hidden ".0.et" in it), and when one of `outputs` is one of its files.
-Status CheckOutputPrefix(const std::string& prefix, std::string_view option, std::string_view names,
-                         const std::vector<std::string>& outputs);
+// simulate --chakra PREFIX, which writes PREFIX.<rank>.et and PREFIX.comm_groups.json
+// (traces/chakra_writer.h): an error when PREFIX names a directory (the files would be hidden
+// ".0.et" in it), and when one of the command's other `outputs` is one of those files.
+Status CheckChakraPrefix(const std::string& prefix, const std::vector<std::string>& outputs);
 
 // -j/--threads N (search, sweep, calibrate): 0 is every core; a negative N or one past
 // kMaxThreads (sim/base/parallel.h) is a command-line error (both were taken silently).

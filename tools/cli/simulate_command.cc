@@ -318,8 +318,8 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
       {options.config},
       {options.result_path, csv_path, options.timeline_path, options.op_list_path}));
   if (!options.chakra_prefix.empty()) {
-    DTSIM_RETURN_IF_ERROR(CheckOutputPrefix(
-        options.chakra_prefix, "--chakra", "PREFIX.<rank>.et and PREFIX.comm_groups.json",
+    DTSIM_RETURN_IF_ERROR(CheckChakraPrefix(
+        options.chakra_prefix,
         {options.result_path, csv_path, options.timeline_path, options.op_list_path}));
   }
   traces::TimelineInfo checked;  // a bad --timeline-ranks fails before the simulation
