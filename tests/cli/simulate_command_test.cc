@@ -451,6 +451,10 @@ TEST_F(SimulateCommandTest, AbsurdSizesFailFastWithAMessage) {
               HasSubstr("over the 9.54e-05 GiB allowed (--max-memory)"));
   EXPECT_THAT(timed({kSmall, "--max-memory", "0 GiB"}),
               HasSubstr("simulation.max_memory: must be more than zero"));
+  // Both set it: --max-memory won silently over the --set.
+  EXPECT_EQ(timed({kSmall, "--set", "simulation.max_memory=\"1 GiB\"", "--max-memory", "2 GiB"}),
+            "--max-memory: sets simulation.max_memory, and so does --set "
+            "simulation.max_memory=\"1 GiB\": give one of the two, got \"2 GiB\"");
 }
 
 TEST_F(SimulateCommandTest, CompressionPhasesAndWarningsReachTheSummaryAndTheResult) {

@@ -154,8 +154,23 @@ po::typed_value<int64_t>* AtLeastValue(int64_t* value, int64_t minimum, const ch
   return AtLeast(value, minimum, option);
 }
 
-void AddMaxMemoryOverride(const std::string& size, std::vector<std::string>& overrides) {
-  if (!size.empty()) overrides.push_back("simulation.max_memory=" + Json(size).dump());
+Status AddOptionOverride(std::string_view option, std::string_view key,
+                         const std::string& value_text, std::vector<std::string>& overrides) {
+  if (value_text.empty()) return Status::Ok();
+  for (const std::string& set : overrides) {
+    const std::string_view set_key = std::string_view(set).substr(0, set.find('='));
+    if (key == set_key || (key.starts_with(set_key) && key[set_key.size()] == '.')) {
+      return Error(fmt::format("sets {}, and so does --set {}: give one of the two", key, set),
+                   std::string(option), value_text);
+    }
+  }
+  overrides.push_back(fmt::format("{}={}", key, value_text));
+  return Status::Ok();
+}
+
+Status AddMaxMemoryOverride(const std::string& size, std::vector<std::string>& overrides) {
+  return AddOptionOverride("--max-memory", "simulation.max_memory",
+                           size.empty() ? std::string() : Json(size).dump(), overrides);
 }
 
 namespace {

@@ -79,14 +79,20 @@ inline constexpr const char* kMaxMemoryHelp =
     "machine's); a config needing more fails before its graph is built. Same as --set "
     "simulation.max_memory=SIZE";
 
-// "--set simulation.max_memory=SIZE" for a --max-memory SIZE (nothing when `size` is empty).
 // A directory of outputs (a report, emitted plans) named by the user: an error naming it when
 // it is a file, a device or a /dev or /proc path; `what` names the output ("a report").
 Status CheckOutputDirectory(const std::string& dir, std::string_view what);
 // The same check, then creates the directory and its parents.
 Status MakeOutputDirectory(const std::string& dir, std::string_view what);
 
-void AddMaxMemoryOverride(const std::string& size, std::vector<std::string>& overrides);
+// The --set an option stands for ("--max-memory SIZE" is "--set simulation.max_memory=SIZE"),
+// appended to `overrides` as KEY=VALUE_TEXT; nothing when `value_text` is empty. A --set of the
+// same key or one of its parents is an error naming both: one of the two values would be
+// dropped silently.
+Status AddOptionOverride(std::string_view option, std::string_view key,
+                         const std::string& value_text, std::vector<std::string>& overrides);
+// --max-memory SIZE as simulation.max_memory.
+Status AddMaxMemoryOverride(const std::string& size, std::vector<std::string>& overrides);
 
 // Ok for an ok status, else a failure (exit status 1) carrying its error.
 CommandOutcome FailureUnlessOk(Status status);

@@ -258,10 +258,9 @@ void PrintWhy(std::ostream& out, const SearchFile& file) {
 
 Expected<SearchFile> RunSearch(const SearchCommandOptions& options, Progress& progress) {
   api::ConfigInput input{.path = options.config, .overrides = options.overrides};
-  AddMaxMemoryOverride(options.max_memory, input.overrides);
-  if (!options.memory_headroom.empty()) {
-    input.overrides.push_back("search.memory_headroom=" + options.memory_headroom);
-  }
+  DTSIM_RETURN_IF_ERROR(AddMaxMemoryOverride(options.max_memory, input.overrides));
+  DTSIM_RETURN_IF_ERROR(AddOptionOverride("--memory-headroom", "search.memory_headroom",
+                                          options.memory_headroom, input.overrides));
   Expected<SearchFile> file = api::RunSearch(
       input, options.call, [&progress](std::string_view phase, size_t done, size_t total) {
         progress.Update(phase, done, total);

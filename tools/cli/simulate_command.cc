@@ -326,7 +326,7 @@ Status Execute(const SimulateOptions& options, std::ostream& out) {
   DTSIM_RETURN_IF_ERROR(
       ApplyTimelineSelection(options.timeline_selection, options.timeline_path, checked));
   std::vector<std::string> overrides = options.overrides;
-  AddMaxMemoryOverride(options.max_memory, overrides);
+  DTSIM_RETURN_IF_ERROR(AddMaxMemoryOverride(options.max_memory, overrides));
   Json document;
   DTSIM_ASSIGN_OR_RETURN(const strategies::ResolvedConfig config,
                          strategies::LoadConfig(options.config, overrides, &document));

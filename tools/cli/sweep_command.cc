@@ -96,7 +96,7 @@ Status Execute(const SweepOptions& options, std::ostream& out) {
       {options.config},
       {prefix.empty() ? "" : prefix + ".json", prefix.empty() ? "" : prefix + ".csv"}));
   api::ConfigInput input{.path = options.config, .overrides = options.overrides};
-  AddMaxMemoryOverride(options.max_memory, input.overrides);
+  DTSIM_RETURN_IF_ERROR(AddMaxMemoryOverride(options.max_memory, input.overrides));
   std::vector<Axis> axes;
   for (const std::string& text : options.vary) {
     DTSIM_ASSIGN_OR_RETURN(Axis axis, api::ParseVary(text));
