@@ -93,6 +93,19 @@ TEST_F(DiffCommandTest, SweepsAndRunsAreComparedNumberByNumber) {
   EXPECT_THAT(output_.str(), HasSubstr("dtsim.sweep"));
   EXPECT_THAT(output_.str(), HasSubstr("overrides[0]"));
   EXPECT_THAT(output_.str(), HasSubstr("points[0].result.iteration_time_ns"));
+  EXPECT_THAT(output_.str(), Not(HasSubstr("compared by position")));
+  // Sweeps over different keys said "none: the results come from the same inputs" and paired
+  // their points by position.
+  ForgetInputFiles();
+  ASSERT_EQ(SweepCommand(Args({kSmall, "--vary", "parallelism.pipeline.size=1,2", "-o", Path("s3"),
+                               "--quiet"}),
+                         ignored)
+                .kind,
+            CommandOutcome::Kind::kOk);
+  ASSERT_EQ(Diff({Path("s1.json"), Path("s3.json")}).kind, CommandOutcome::Kind::kOk);
+  EXPECT_THAT(output_.str(), HasSubstr("vary[0].key"));
+  EXPECT_THAT(output_.str(), Not(HasSubstr("none: the results come from the same inputs")));
+  EXPECT_THAT(output_.str(), HasSubstr("(the sweeps' axes differ in what they list"));
 
   const std::string graph = DTSIM_EXAMPLES_DIR "/pipeline_2x2.json";
   for (const char* latency : {"5 us", "50 us"}) {

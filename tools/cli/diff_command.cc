@@ -5,6 +5,7 @@
 #include <fmt/ostream.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -58,13 +59,28 @@ std::string Shorten(std::string text) {
   return text;
 }
 
+// What a family's result holds of how it was asked for, beside the config: the "input" section
+// simulate and run results always had, a sweep's axes, a search's settings and shard.
+constexpr std::array<const char*, 4> kRequestSections = {"input", "vary", "settings", "shard"};
+
 // The inputs two results were made from: their provenance where they have one, and the
-// "input" section simulate and run results always had.
+// sections of kRequestSections.
 Flat InputsOf(const Json& result) {
   Flat inputs;
   if (result.contains("provenance")) inputs = results::FlatProvenance(result["provenance"]);
-  if (result.contains("input")) results::FlattenJson(result["input"], "input", inputs);
+  for (const char* section : kRequestSections) {
+    if (result.contains(section)) results::FlattenJson(result[section], section, inputs);
+  }
   return inputs;
+}
+
+// Two sweeps over different axes, or two searches of different spaces or shards, list
+// different points or plans at one position: their numbers compare by position only.
+bool ListsDiffer(const Json& a, const Json& b) {
+  for (const char* section : {"vary", "settings", "shard"}) {
+    if (a.value(section, Json()) != b.value(section, Json())) return true;
+  }
+  return false;
 }
 
 // Prints the keys whose values differ (or exist on one side only); returns how many.
@@ -220,6 +236,12 @@ Status Execute(const DiffOptions& options, std::ostream& out) {
   if (family == "dtsim.simulate_result") {
     PrintSimulateFigures(out, a, b);
   } else {
+    if (ListsDiffer(a, b)) {
+      fmt::print(out,
+                 "  (the {} differ in what they list, see the inputs above: points[i] and\n"
+                 "  plans[i] are compared by position and may not be the same point or plan)\n",
+                 family == "dtsim.sweep" ? "sweeps' axes" : "searches' settings or shards");
+    }
     PrintChangedNumbers(out, a, b, options.limit);
   }
   return Status::Ok();
