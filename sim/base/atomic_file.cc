@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -99,6 +100,13 @@ Status CheckOutputPath(const std::string& path) {
     return Error("no such device or file (outputs are not created under /dev or /proc)")
         .InFile(path);
   }
+  // Before any work: the system refuses the name only when it is opened, after a long search.
+  const size_t name = fs::path(path).filename().native().size();
+  if (name > kMaxFileNameBytes) {
+    return Error(fmt::format("the file name is {} bytes, past the {} a file system takes", name,
+                             kMaxFileNameBytes))
+        .InFile(path);
+  }
   return Status::Ok();
 }
 
@@ -116,10 +124,27 @@ Expected<AtomicFileWriter::Target> AtomicFileWriter::Resolve(const std::string& 
   return Target{path, false};
 }
 
+namespace {
+
+// The temporary file beside `file`: "<file>.tmp-<pid>", or, where that name would be longer
+// than a file system takes (a legal 250-byte name plus the suffix), ".dtsim-<pid>-<n>.tmp" in
+// the same directory, numbered within the process.
+std::string TemporaryPathBeside(const std::string& file) {
+  const std::string pid = std::to_string(::getpid());
+  const fs::path path(file);
+  if (path.filename().native().size() + 5 + pid.size() <= kMaxFileNameBytes) {
+    return file + ".tmp-" + pid;
+  }
+  static std::atomic<uint64_t> next{0};
+  return (path.parent_path() / fmt::format(".dtsim-{}-{}.tmp", pid, next++)).string();
+}
+
+}  // namespace
+
 Expected<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Open(const std::string& path) {
   DTSIM_ASSIGN_OR_RETURN(const Target target, Resolve(path));
-  std::unique_ptr<AtomicFileWriter> writer(new AtomicFileWriter(
-      path, target.in_place ? "" : target.file + ".tmp-" + std::to_string(::getpid())));
+  std::unique_ptr<AtomicFileWriter> writer(
+      new AtomicFileWriter(path, target.in_place ? "" : TemporaryPathBeside(target.file)));
   writer->target_ = target.file;
   if (target.in_place) {
     writer->stream_.open(target.file, std::ios::binary | std::ios::app);

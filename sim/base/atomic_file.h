@@ -53,13 +53,17 @@ class AtomicFileWriter {
 // open of a file by its path (ReadFile, AtomicFileWriter::Open, the trace reader) checks it.
 Status CheckPathName(const std::string& path);
 
+// The longest file name (one path component) the common Linux file systems take (NAME_MAX).
+inline constexpr size_t kMaxFileNameBytes = 255;
+
 // True when an output at `path` is written in place rather than replaced: a device, a pipe,
 // a socket, or any path under /dev or /proc.
 bool WritesInPlace(const std::string& path);
 
 // The errors Open() would give `path` before writing anything: an input of this process, a
-// directory, a /dev or /proc path that does not exist. Commands check their outputs with it
-// before they work, so that a long search does not fail at its last step.
+// directory, a /dev or /proc path that does not exist, a name longer than kMaxFileNameBytes.
+// Commands check their outputs with it before they work, so that a long search does not fail at its
+// last step.
 Status CheckOutputPath(const std::string& path);
 
 // Writes `content` to `path` atomically.

@@ -76,6 +76,23 @@ TEST_F(AtomicFileTest, UnwritableDirectoryIsAnErrorNamingThePath) {
 
 TEST_F(AtomicFileTest, ReadingADirectoryIsAnError) { EXPECT_FALSE(ReadFile(dir_.string()).ok()); }
 
+// Regression: a 250-byte name is legal, and its temporary file "<name>.tmp-<pid>" was not
+// ("File name too long", after the work). A name past 255 bytes is refused before any.
+TEST_F(AtomicFileTest, ALongLegalNameIsWrittenAndATooLongOneRefusedFirst) {
+  const std::string longest = Path(std::string(250, 'a') + ".json");  // 255 bytes
+  ASSERT_TRUE(WriteFileAtomically(longest, "{}").ok());
+  EXPECT_EQ(*ReadFile(longest), "{}");
+  ForgetInputFiles();                                    // read back here, not an input
+  ASSERT_TRUE(WriteFileAtomically(longest, "[]").ok());  // replacing it too
+  EXPECT_EQ(*ReadFile(longest), "[]");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+  const std::string too_long = Path(std::string(251, 'a') + ".json");
+  const Status refused = CheckOutputPath(too_long);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message(),
+            "the file name is 256 bytes, past the 255 a file system takes");
+}
+
 // Regression: a path holding a NUL byte (a config's "\u0000", a Python str) opened the file
 // named by what comes before the NUL: dtsim.simulate("c.json\x00x") simulated c.json.
 TEST_F(AtomicFileTest, APathWithANulByteIsNoFile) {
