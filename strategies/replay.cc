@@ -213,8 +213,13 @@ Expected<ReplayWhatIf> ReplayWhatIfFromJson(const Json& value, const std::string
         return Error("must be a \"CLASS=FACTOR\" string, e.g. \"gemm=1.5\"", item_path,
                      JsonValueForError(item));
       }
-      Status added = traces::AddKernelSpeedup(item.get<std::string>(), what_if.speedups);
-      if (!added.ok()) return std::move(added).error().Under(item_path);
+      Expected<traces::KernelSpeedup> speedup = traces::ParseKernelSpeedup(item.get<std::string>());
+      if (!speedup.ok()) return std::move(speedup).error().Under(item_path);
+      what_if.speedups.push_back(*speedup);
+    }
+    if (const std::optional<size_t> i = traces::RepeatedSpeedup(what_if.speedups)) {
+      return traces::RepeatedSpeedupError(what_if.speedups[*i], (*speedups)[*i].get<std::string>())
+          .Under(JsonIndexPath(speedups_path, *i));
     }
   }
   size_t overlap = 0;

@@ -6,6 +6,8 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <tuple>
+#include <vector>
 
 #include "sim/base/strings.h"
 
@@ -99,18 +101,31 @@ Expected<KernelSpeedup> ParseKernelSpeedup(std::string_view text) {
   return KernelSpeedup{*kind, factor, rank};
 }
 
-Status AddKernelSpeedup(std::string_view text, std::vector<KernelSpeedup>& speedups) {
-  DTSIM_ASSIGN_OR_RETURN(const KernelSpeedup speedup, ParseKernelSpeedup(text));
-  for (const KernelSpeedup& earlier : speedups) {
-    if (earlier.kernels == speedup.kernels && earlier.rank == speedup.rank) {
-      return Error(fmt::format("a second speedup of the {} class{}: give each class once",
-                               KernelClassName(speedup.kernels),
-                               speedup.rank < 0 ? "" : fmt::format(" on rank {}", speedup.rank)),
-                   "", std::string(text));
-    }
+std::optional<size_t> RepeatedSpeedup(std::span<const KernelSpeedup> speedups) {
+  std::vector<std::tuple<KernelClass, int32_t, size_t>> keys;
+  keys.reserve(speedups.size());
+  for (size_t i = 0; i < speedups.size(); ++i) {
+    keys.emplace_back(speedups[i].kernels, speedups[i].rank, i);
   }
-  speedups.push_back(speedup);
-  return Status::Ok();
+  std::sort(keys.begin(), keys.end());
+  std::optional<size_t> first;
+  for (size_t k = 1; k < keys.size(); ++k) {
+    const auto& [kind, rank, index] = keys[k];
+    const auto& [previous_kind, previous_rank, previous_index] = keys[k - 1];
+    // Within a group of equal keys the indices ascend: the second is the group's repeat.
+    const bool second =
+        kind == previous_kind && rank == previous_rank &&
+        (k < 2 || std::get<0>(keys[k - 2]) != kind || std::get<1>(keys[k - 2]) != rank);
+    if (second && (!first || index < *first)) first = index;
+  }
+  return first;
+}
+
+Error RepeatedSpeedupError(const KernelSpeedup& repeated, std::string text) {
+  return Error(fmt::format("a second speedup of the {} class{}: give each class once",
+                           KernelClassName(repeated.kernels),
+                           repeated.rank < 0 ? "" : fmt::format(" on rank {}", repeated.rank)),
+               "", std::move(text));
 }
 
 }  // namespace dtsim::traces

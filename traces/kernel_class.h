@@ -7,7 +7,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "sim/base/status.h"
 #include "traces/trace.h"
@@ -34,8 +33,11 @@ struct KernelSpeedup {
 // known ones), the factor or the rank.
 Expected<KernelSpeedup> ParseKernelSpeedup(std::string_view text);
 
-// Parses `text` and appends it to `speedups`; a second speedup of the same class and rank in
-// one list is an error (one of the two factors would be dropped silently).
-Status AddKernelSpeedup(std::string_view text, std::vector<KernelSpeedup>& speedups);
+// The first speedup of a list (by position) whose class and rank an earlier one has: one of the
+// two factors would be dropped silently (the first match wins). O(n log n): a what-if may list
+// a speedup per rank of a large job.
+std::optional<size_t> RepeatedSpeedup(std::span<const KernelSpeedup> speedups);
+// The error for it: "a second speedup of the gemm class on rank 3: give each class once".
+Error RepeatedSpeedupError(const KernelSpeedup& repeated, std::string text);
 
 }  // namespace dtsim::traces

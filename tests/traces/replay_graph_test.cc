@@ -217,15 +217,17 @@ TEST(KernelClass, ClassifiesKernelNamesAndParsesSpeedups) {
   // One factor per class and rank in a list: a class on one rank beside every rank's is not a
   // repeat; the same class and rank twice is.
   std::vector<KernelSpeedup> speedups;
-  ASSERT_TRUE(AddKernelSpeedup("gemm=2", speedups).ok());
-  ASSERT_TRUE(AddKernelSpeedup("gemm=3@1", speedups).ok());
-  ASSERT_TRUE(AddKernelSpeedup("all=1.1", speedups).ok());
-  EXPECT_EQ(speedups.size(), 3u);
-  EXPECT_THAT(AddKernelSpeedup("gemm=4@1", speedups).error().ToString(),
-              testing::HasSubstr("a second speedup of the gemm class on rank 1"));
-  EXPECT_THAT(AddKernelSpeedup("gemmm=4", speedups).error().ToString(),
-              testing::HasSubstr("unknown kernel class"));
-  EXPECT_EQ(speedups.size(), 3u);
+  for (const char* text : {"gemm=2", "gemm=3@1", "all=1.1"})
+    speedups.push_back(*ParseKernelSpeedup(text));
+  EXPECT_EQ(RepeatedSpeedup(speedups), std::nullopt);
+  // The first repeat by position: "all" at 4 before "gemm@1" at 5; an earlier group's third
+  // (gemm@1 at 6) is not earlier than its second.
+  for (const char* text : {"conv=2", "all=3", "gemm=4@1", "gemm=5@1"}) {
+    speedups.push_back(*ParseKernelSpeedup(text));
+  }
+  ASSERT_EQ(RepeatedSpeedup(speedups), 4u);
+  EXPECT_EQ(RepeatedSpeedupError(speedups[5], "gemm=4@1").ToString(),
+            "a second speedup of the gemm class on rank 1: give each class once, got gemm=4@1");
 }
 
 }  // namespace

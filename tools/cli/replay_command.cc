@@ -240,8 +240,12 @@ Expected<strategies::ReplayWhatIf> WhatIfOf(const ReplayOptions& options) {
   }
   std::vector<traces::KernelSpeedup> speedups;
   for (const std::string& text : options.speedups) {
-    Status added = traces::AddKernelSpeedup(text, speedups);
-    if (!added.ok()) return std::move(added).error().Under("--speedup");
+    Expected<traces::KernelSpeedup> speedup = traces::ParseKernelSpeedup(text);
+    if (!speedup.ok()) return std::move(speedup).error().Under("--speedup");
+    speedups.push_back(*speedup);
+  }
+  if (const std::optional<size_t> i = traces::RepeatedSpeedup(speedups)) {
+    return traces::RepeatedSpeedupError(speedups[*i], options.speedups[*i]).Under("--speedup");
   }
   std::erase_if(what_if.speedups, [&](const traces::KernelSpeedup& in_file) {
     return std::ranges::any_of(speedups, [&](const traces::KernelSpeedup& flag) {
