@@ -565,6 +565,12 @@ std::string_view GradientSyncName(GradientSync sync) {
   return kGradientSyncNames[static_cast<size_t>(sync)];
 }
 
+bool OverrideReplaces(std::string_view key, std::string_view earlier) {
+  key = key.substr(0, key.find('='));
+  earlier = earlier.substr(0, earlier.find('='));
+  return earlier == key || (earlier.starts_with(key) && earlier[key.size()] == '.');
+}
+
 Status ApplyOverride(Json& config, std::string_view assignment) {
   std::vector<std::string> keys;
   std::string text;

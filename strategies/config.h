@@ -218,6 +218,11 @@ bool SkewedRouting(const SimulationConfig& config);
 // Creates missing objects on the way.
 Status ApplyOverride(Json& config, std::string_view assignment);
 
+// Whether an override of `key` replaces what an earlier override of `earlier` set: the same key,
+// or one of its parents ("cluster" over "cluster.nodes"). Either may be a whole assignment
+// ("a.b=1"): its key is what comes before the "=".
+bool OverrideReplaces(std::string_view key, std::string_view earlier);
+
 // A config that went through Resolve: its plan checked against the model, the training and
 // the cluster, and what it left to defaults filled in. Only Resolve (so also ConfigFromJson and
 // LoadConfig) makes one, so what takes one — the graph builders, the memory model, the pass

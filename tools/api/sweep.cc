@@ -75,12 +75,6 @@ Status CheckSweepSize(const std::vector<Axis>& axes) {
                "vary");
 }
 
-// Whether setting `key` replaces what was set at `earlier`: the same key, or one of its parents
-// ("cluster" over "cluster.nodes").
-bool Replaces(std::string_view key, std::string_view earlier) {
-  return earlier == key || (earlier.starts_with(key) && earlier[key.size()] == '.');
-}
-
 // What would make points silently other than asked: a value listed twice (two identical
 // points), a key whose values replace an earlier axis's or a --set's at every point.
 Status CheckAxis(const std::vector<Axis>& axes, size_t a, const ConfigInput& input) {
@@ -96,7 +90,7 @@ Status CheckAxis(const std::vector<Axis>& axes, size_t a, const ConfigInput& inp
   }
   for (size_t b = 0; b < a; ++b) {
     if (axes[b].key == axis.key) return Error("key varied twice", axis.key);
-    if (Replaces(axis.key, axes[b].key)) {
+    if (strategies::OverrideReplaces(axis.key, axes[b].key)) {
       return Error(fmt::format("its values would replace the varied {} at every point: vary "
                                "{} inside the values of {}, or put {} first",
                                axes[b].key, axes[b].key, axis.key, axis.key),
@@ -104,8 +98,7 @@ Status CheckAxis(const std::vector<Axis>& axes, size_t a, const ConfigInput& inp
     }
   }
   for (const std::string& set : input.overrides) {
-    const std::string_view set_key = std::string_view(set).substr(0, set.find('='));
-    if (Replaces(axis.key, set_key)) {
+    if (strategies::OverrideReplaces(axis.key, set)) {
       return Error(fmt::format("varied and set (--set {}): the varied values would replace the "
                                "set one at every point; drop one",
                                set),

@@ -12,6 +12,7 @@
 #include "sim/base/input_files.h"
 #include "sim/base/json_reader.h"
 #include "sim/base/strings.h"
+#include "strategies/config.h"
 
 namespace dtsim::cli {
 
@@ -158,8 +159,7 @@ Status AddOptionOverride(std::string_view option, std::string_view key,
                          const std::string& value_text, std::vector<std::string>& overrides) {
   if (value_text.empty()) return Status::Ok();
   for (const std::string& set : overrides) {
-    const std::string_view set_key = std::string_view(set).substr(0, set.find('='));
-    if (key == set_key || (key.starts_with(set_key) && key[set_key.size()] == '.')) {
+    if (strategies::OverrideReplaces(set, key)) {
       return Error(fmt::format("sets {}, and so does --set {}: give one of the two", key, set),
                    std::string(option), value_text);
     }
