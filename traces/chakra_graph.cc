@@ -427,7 +427,9 @@ class ChakraGraphBuilder {
       : nodes_(nodes),
         options_(options),
         conventions_(std::move(conventions)),
-        size_unit_(conventions_.sizes_in_elements ? options.element_bytes : 1),
+        size_unit_(conventions_.sizes_in_elements
+                       ? options.element_bytes.value_or(kDefaultChakraElementBytes)
+                       : 1),
         collectives_(nodes, options.comm_groups, size_unit_, builder_, stats_) {
     for (const ChakraTrace& trace : nodes.traces()) {
       tasks_.emplace_back(trace.nodes.size());
@@ -492,7 +494,7 @@ class ChakraGraphBuilder {
     if (node.duration_micros == 0 && node.type == ChakraNodeType::kCompute &&
         !nodes_.written_by_dtsim()) {
       if (const std::optional<ChakraComputeWork> work =
-              ChakraNodeWork(node, conventions_, options_.element_bytes)) {
+              ChakraNodeWork(node, conventions_, size_unit_)) {
         if (!options_.price_compute) {
           ++stats_.compute_unpriced;
           return DurationNs(0);
@@ -642,8 +644,10 @@ class ChakraGraphBuilder {
 Expected<ChakraGraph> BuildChakraGraph(std::span<const ChakraTrace> ranks,
                                        const ChakraImportOptions& options) {
   if (ranks.empty()) return Error("no Chakra traces to build a graph from");
-  if (options.element_bytes < 1) {
-    return Error(fmt::format("bytes an element must be at least 1, got {}", options.element_bytes));
+  if (options.element_bytes &&
+      (*options.element_bytes < 1 || *options.element_bytes > kMaxChakraElementBytes)) {
+    return Error(fmt::format("bytes an element must be 1 to {} (complex128), got {}",
+                             kMaxChakraElementBytes, *options.element_bytes));
   }
   DTSIM_ASSIGN_OR_RETURN(const ChakraNodes nodes, ChakraNodes::Index(ranks));
   ChakraConventions conventions = DetectChakraConventions(ranks.front());
@@ -655,6 +659,13 @@ Expected<ChakraGraph> BuildChakraGraph(std::span<const ChakraTrace> ranks,
                                ProducerName(conventions)))
           .InFile(trace.file);
     }
+  }
+  if (options.element_bytes && !conventions.sizes_in_elements) {
+    return Error(fmt::format("bytes an element ({}) apply to traces whose sizes count elements "
+                             "(STAGE's); this one, written by {}, counts bytes",
+                             *options.element_bytes,
+                             nodes.written_by_dtsim() ? "dtsim" : ProducerName(conventions)))
+        .InFile(ranks.front().file);
   }
   return ChakraGraphBuilder(nodes, options, std::move(conventions)).Build();
 }

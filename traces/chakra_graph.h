@@ -51,9 +51,14 @@ struct ChakraImportOptions {
   // Prices a compute node that recorded no duration from its num_ops and tensor_size (a GPU's
   // roofline); without it such nodes take no time, as recorded.
   std::function<DurationNs(const ChakraComputeWork&)> price_compute;
-  // Bytes an element, for traces whose sizes count elements (ChakraConventions).
-  int64_t element_bytes = 2;
+  // Bytes an element, for traces whose sizes count elements (ChakraConventions):
+  // kDefaultChakraElementBytes when not given. Given for a trace whose sizes count bytes, it
+  // is an error rather than ignored.
+  std::optional<int64_t> element_bytes;
 };
+
+inline constexpr int64_t kDefaultChakraElementBytes = 2;  // bf16
+inline constexpr int64_t kMaxChakraElementBytes = 16;     // complex128, the widest dtype
 
 struct ChakraGraphStats {
   int64_t nodes = 0;

@@ -214,7 +214,20 @@ TEST_F(ReplayCommandTest, StageTracesReplayWithTheirConventions) {
               HasSubstr("--element-bytes applies to Chakra traces"));
   std::vector<std::string> zero = job;
   zero.insert(zero.end(), {"--element-bytes", "0"});
-  EXPECT_THAT(Replay(zero).error->ToString(), HasSubstr("bytes an element must be at least 1"));
+  EXPECT_THAT(Replay(zero).error->ToString(),
+              HasSubstr("bytes an element must be 1 to 16 (complex128), got 0"));
+  std::vector<std::string> wide = job;
+  wide.insert(wide.end(), {"--element-bytes", "17"});
+  EXPECT_THAT(Replay(wide).error->ToString(),
+              HasSubstr("bytes an element must be 1 to 16 (complex128), got 17"));
+  // Given for a trace whose sizes count bytes, it would be ignored: an error, even at the
+  // default's value.
+  EXPECT_THAT(Replay({DTSIM_SHARED_DIR "/traces/chakra/chakra.0.et", "--element-bytes", "2"})
+                  .error->ToString(),
+              HasSubstr("bytes an element (2) apply to traces whose sizes count elements "
+                        "(STAGE's); this one, written by another tool, counts bytes"));
+  EXPECT_THAT(Replay({kSampledRank0, "--element-bytes", "2"}).error->ToString(),
+              HasSubstr("--element-bytes applies to Chakra traces"));
 }
 
 TEST_F(ReplayCommandTest, WhatIfsPrintEveryStepAndBadOnesAreErrors) {

@@ -299,6 +299,9 @@ class ReplayTest(unittest.TestCase):
             dtsim.replay(KINETO, element_bytes=4)
         self.assertIn("element_bytes applies to Chakra traces", str(raised.exception))
         with self.assertRaises(dtsim.Error) as raised:
+            dtsim.replay(CHAKRA, element_bytes=2)  # its sizes count bytes: not ignored
+        self.assertIn("apply to traces whose sizes count elements", raised.exception.message)
+        with self.assertRaises(dtsim.Error) as raised:
             dtsim.replay(os.path.join(TOP, "no-such-trace.json"))
         self.assertEqual(raised.exception.file, os.path.join(TOP, "no-such-trace.json"))
         with self.assertRaises(TypeError):

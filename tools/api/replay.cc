@@ -106,7 +106,7 @@ Expected<OrderedJson> ReplayJson(const ReplayInput& input) {
   if (traces::IsChakraFormat(format) || linking) {
     return ReplayChakraJson(input, files, what_if);
   }
-  if (input.element_bytes != 2 || !input.comm_groups.empty()) {
+  if (input.element_bytes || !input.comm_groups.empty()) {
     return Error(fmt::format("{} applies to Chakra traces; this is a profiler trace",
                              input.comm_groups.empty() ? "element_bytes" : "comm_groups"))
         .InFile(files[0]);

@@ -67,9 +67,9 @@ Expected<std::vector<std::string>> ChakraRankFiles(const std::string& path);
 Expected<ChakraJob> ReadChakraJob(const std::vector<std::string>& files);
 
 struct ChakraReplayOptions {
-  std::string comm_groups;             // ASTRA-sim's comm group file ({"name": [ranks]}), or none
-  int64_t element_bytes = 2;           // for traces whose sizes count elements (STAGE's)
-  std::optional<models::GpuSpec> gpu;  // prices compute nodes that recorded no duration
+  std::string comm_groups;               // ASTRA-sim's comm group file ({"name": [ranks]}), or none
+  std::optional<int64_t> element_bytes;  // for traces whose sizes count elements (STAGE's)
+  std::optional<models::GpuSpec> gpu;    // prices compute nodes that recorded no duration
   std::optional<network::ClusterSpec> cluster;  // prices the collectives and sends
 };
 
@@ -97,7 +97,7 @@ struct ReplayInput {
   std::optional<Json> what_if;
   std::string what_if_path;
   std::string comm_groups;
-  int64_t element_bytes = 2;
+  std::optional<int64_t> element_bytes;  // default: traces::kDefaultChakraElementBytes
 };
 
 // `dtsim replay -o`: the dtsim.replay_result document, with provenance. A Chakra trace takes

@@ -60,7 +60,7 @@ struct ReplayOptions {
   int32_t data_parallel = 0;
   std::string compression;
   std::string gpu;
-  int64_t element_bytes = 2;
+  std::optional<int64_t> element_bytes;
 };
 
 po::options_description Describe(ReplayOptions& o) {
@@ -113,9 +113,11 @@ po::options_description Describe(ReplayOptions& o) {
                "the GPU that prices compression kernels (a preset such as a100-sxm4-80gb); for "
                "a Chakra trace, the GPU whose roofline prices the compute nodes that recorded "
                "no duration (STAGE's) from their num_ops and tensor_size")(
-      "element-bytes", po::value(&o.element_bytes)->value_name("N"),
-      "Chakra: bytes an element, for traces whose sizes count elements (STAGE's); default 2 "
-      "(bf16)");
+      "element-bytes", po::value<int64_t>()->value_name("N")->notifier([&o](int64_t bytes) {
+        o.element_bytes = bytes;
+      }),
+      "Chakra: bytes an element, for traces whose sizes count elements (STAGE's): 1 to 16; "
+      "default 2 (bf16)");
   return description;
 }
 
@@ -125,15 +127,14 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 
 // The conventions of another tool's trace, and how its compute nodes without a duration were
 // priced.
-void PrintConventions(std::ostream& out, const ReplayOptions& options,
-                      const traces::ChakraGraph& chakra,
+void PrintConventions(std::ostream& out, const traces::ChakraGraph& chakra,
                       const std::optional<models::GpuSpec>& gpu) {
   if (chakra.conventions.producer == "STAGE") {
     fmt::print(out,
                "  producer   STAGE (metadata schema symbolic_tensor_network): comm_size and "
                "tensor_size count elements, read as {} B each (--element-bytes); an einsum's "
                "num_ops counts multiply-adds, 2 FLOPs each\n",
-               options.element_bytes);
+               chakra.element_bytes);
   }
   if (chakra.stats.compute_priced > 0) {
     fmt::print(out,
@@ -182,7 +183,7 @@ Status ExecuteChakra(const ReplayOptions& options, const api::ChakraReplayOption
   }
   DTSIM_ASSIGN_OR_RETURN(const api::ChakraReplay replay, api::ReplayChakraJob(job, replay_options));
   const traces::ChakraGraph& chakra = replay.chakra;
-  PrintConventions(out, options, chakra, replay_options.gpu);
+  PrintConventions(out, chakra, replay_options.gpu);
   const traces::ChakraGraphStats& g = chakra.stats;
   fmt::print(out,
              "  graph      {} tasks ({} host, {} GPU, {} collectives, {} sends/recvs), {} "
@@ -621,7 +622,7 @@ Status Execute(const ReplayOptions& options, std::ostream& out) {
                          out);
   }
   DTSIM_RETURN_IF_ERROR(api::CheckProfilerWhatIf(what_if, options.gpu.empty() ? "gpu" : "--gpu"));
-  if (options.element_bytes != 2) {
+  if (options.element_bytes) {
     return Error("--element-bytes applies to Chakra traces; this is a profiler trace")
         .InFile(options.trace);
   }

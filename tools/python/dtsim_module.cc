@@ -112,7 +112,7 @@ Outcome Model(const std::string& model_json, const std::string& name,
 
 Outcome Replay(std::vector<std::string> traces, const std::string& what_if_json,
                const std::string& what_if_path, const std::string& comm_groups,
-               int64_t element_bytes) {
+               std::optional<int64_t> element_bytes) {
   return Run("replay", [&]() -> Expected<OrderedJson> {
     api::ReplayInput input{.traces = std::move(traces),
                            .what_if_path = what_if_path,

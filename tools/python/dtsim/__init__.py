@@ -159,7 +159,7 @@ def model(model, *, gpu="a100-sxm4-80gb", micro_batch=1, seq_len=0, dtype="bf16"
                                  str(recompute), modules, int(layer)))
 
 
-def replay(trace, *, what_if=None, comm_groups=None, element_bytes=2):
+def replay(trace, *, what_if=None, comm_groups=None, element_bytes=None):
     """Replays a trace (dtsim replay): rebuilds what the run waited on, simulates it with the
     measured durations and, for a profiler trace, compares each ProfilerStep.
     trace: a PyTorch profiler (Kineto) or Chrome trace file (.json or .json.gz), a directory of
@@ -171,7 +171,7 @@ def replay(trace, *, what_if=None, comm_groups=None, element_bytes=2):
     "compression": ..., "gpu": ...}) or the path of such a file; a Chakra trace takes
     "network" (and "gpu" for compute nodes without a duration) only.
     comm_groups, element_bytes: for Chakra traces, as dtsim replay's --comm-groups and
-    --element-bytes.
+    --element-bytes (None: 2, for traces whose sizes count elements).
     Returns the replay result (docs/formats/replay-result.md): "trace" (import statistics),
     "graph", "steps" (measured and simulated per step) and, with a what-if, "what_if".
     """
@@ -185,7 +185,8 @@ def replay(trace, *, what_if=None, comm_groups=None, element_bytes=2):
     if what_if is not None:
         what_if_json, what_if_path = _config(what_if, "what_if")
     groups = "" if comm_groups is None else _os.fspath(comm_groups)
-    return _outcome(_dtsim.replay(traces, what_if_json, what_if_path, groups, int(element_bytes)))
+    size = None if element_bytes is None else int(element_bytes)
+    return _outcome(_dtsim.replay(traces, what_if_json, what_if_path, groups, size))
 
 
 def to_dataframe(result):
