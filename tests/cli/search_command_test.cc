@@ -86,6 +86,38 @@ TEST_F(SearchCommandTest, AnUnusableEmitDirectoryIsRefusedBeforeTheSearch) {
             "path");
 }
 
+// --emit DIR writes DIR/plan-K.json and its siblings: the search's own output or an input
+// among them would be replaced after the search (the output silently), so both are refused
+// before it runs.
+TEST_F(SearchCommandTest, EmittedPlansMayNotReplaceTheOutputOrAnInput) {
+  ASSERT_TRUE(std::filesystem::create_directory(Path("plans")));
+  CommandOutcome outcome =
+      Search(SmallSearch({"--emit", Path("plans"), "-o", Path("plans/plan-1")}));
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_EQ(outcome.error->ToString(),
+            Path("plans/plan-1.json") + ": --emit " + Path("plans") +
+                " writes plan #1's files here, over the search's output (-o): give --emit "
+                "another directory");
+  EXPECT_EQ(output_.str(), "");
+  // A config named like plan #2's DeepSpeed file, reached through "..": the same file.
+  const std::string config = Path("plans/plan-2.ds_config.json");
+  std::filesystem::copy_file(kSmall, config);
+  std::vector<std::string> args = SmallSearch({"--emit", Path("plans/../plans")});
+  args.front() = config;
+  outcome = Search(args);
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(),
+              HasSubstr(config + ": --emit " + Path("plans/../plans") +
+                        " writes plan #2's files here, over an input of the command"));
+  // Past the top K, or not a name --emit writes: no collision.
+  ForgetInputFiles();
+  args = SmallSearch({"--emit", Path("plans"), "-o", Path("plans/plan-4"), "-q"});
+  outcome = Search(args);
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_TRUE(ReadSearchFile(Path("plans/plan-4.json")).ok());  // --top 3: not replaced
+  EXPECT_TRUE(ReadJsonFile(Path("plans/plan-3.json")).ok());
+}
+
 // Issue 35, plans out: each top plan as a config that simulates to the search's time, and as
 // Megatron-LM flags for its parallelism (with what no flag expresses named).
 TEST_F(SearchCommandTest, EmittedPlansSimulateToTheSearchsFigures) {

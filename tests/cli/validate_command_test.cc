@@ -81,6 +81,29 @@ TEST_F(ValidateCommandTest, BadInputsNameTheFile) {
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("--write-configs is a directory of files"));
 }
 
+// --write-configs DIR writes DIR/ID.json: one id in two points files, or -o at such a path,
+// would have one file replace another silently. Both are refused before any simulation.
+TEST_F(ValidateCommandTest, ConfigsThatWouldReplaceEachOtherOrTheReportAreRefused) {
+  const std::string first = Points("korth-t5-22B-full", "one.json");
+  const std::string again = Points("korth-t5-22B-full", "again.json");
+  CommandOutcome outcome = Run({first, again, "--write-configs", Path("configs")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_EQ(outcome.error->ToString(),
+            Path("configs/korth-t5-22B-full.json") +
+                ": --write-configs would write two configs here, of " + first +
+                " points[0] (\"korth-t5-22B-full\") and of " + again +
+                " points[0] (\"korth-t5-22B-full\"): point ids must differ");
+  EXPECT_EQ(output_.str(), "");
+  EXPECT_FALSE(std::filesystem::exists(Path("configs/korth-t5-22B-full.json")));
+  outcome = Run({first, "--write-configs", Path("configs"), "-o",
+                 Path("configs/../configs/korth-t5-22B-full.json")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(),
+              HasSubstr(": --write-configs writes " + first +
+                        " points[0] (\"korth-t5-22B-full\")'s config here, where -o writes the "
+                        "report: give -o another path"));
+}
+
 TEST_F(ValidateCommandTest, MemoryPointsGetAMemoryTable) {
   // A memory points file beside a measurements file: the performance table and, after it, the
   // peak memory table with its summary; the JSON report carries the memory rows.

@@ -175,20 +175,12 @@ Status AddMaxMemoryOverride(const std::string& size, std::vector<std::string>& o
 
 namespace {
 
-// Where `path` leads, for telling whether two names are one file (the path itself when the
-// file system cannot say).
-std::filesystem::path Resolved(const std::string& path) {
-  std::error_code code;
-  std::filesystem::path resolved = std::filesystem::weakly_canonical(path, code);
-  return code ? std::filesystem::path(path).lexically_normal() : resolved;
-}
-
 // A device or pipe (/dev/null twice) is written in place, so several outputs may share it.
 Status RefuseSameOutputTwice(const std::vector<std::string>& outputs) {
   for (size_t j = 0; j < outputs.size(); ++j) {
     if (outputs[j].empty() || WritesInPlace(outputs[j])) continue;
     for (size_t i = 0; i < j; ++i) {
-      if (outputs[i].empty() || Resolved(outputs[i]) != Resolved(outputs[j])) continue;
+      if (outputs[i].empty() || ResolvedPath(outputs[i]) != ResolvedPath(outputs[j])) continue;
       const std::string which =
           outputs[i] == outputs[j]
               ? std::string()
@@ -204,6 +196,12 @@ Status RefuseSameOutputTwice(const std::vector<std::string>& outputs) {
 
 }  // namespace
 
+std::filesystem::path ResolvedPath(const std::string& path) {
+  std::error_code code;
+  std::filesystem::path resolved = std::filesystem::weakly_canonical(path, code);
+  return code ? std::filesystem::path(path).lexically_normal() : resolved;
+}
+
 Status CheckChakraPrefix(const std::string& prefix, const std::vector<std::string>& outputs) {
   constexpr std::string_view kFiles = "PREFIX.<rank>.et and PREFIX.comm_groups.json";
   std::error_code code;
@@ -214,11 +212,11 @@ Status CheckChakraPrefix(const std::string& prefix, const std::vector<std::strin
                              kFiles, dir))
         .InFile(prefix);
   }
-  const std::filesystem::path resolved = Resolved(prefix);
+  const std::filesystem::path resolved = ResolvedPath(prefix);
   const std::string stem = resolved.filename().string() + ".";
   for (const std::string& output : outputs) {
     if (output.empty()) continue;
-    const std::filesystem::path file = Resolved(output);
+    const std::filesystem::path file = ResolvedPath(output);
     const std::string name = file.filename().string();
     if (file.parent_path() != resolved.parent_path() || !name.starts_with(stem)) continue;
     const std::string_view suffix = std::string_view(name).substr(stem.size());

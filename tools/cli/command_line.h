@@ -5,6 +5,7 @@
 #include <boost/program_options.hpp>
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <ostream>
 #include <span>
@@ -46,6 +47,10 @@ CommandOutcome RunCommandLine(std::span<const std::string> args,
                               const char* positional_name,
                               std::vector<std::string>& positional_values, const bool& help,
                               std::ostream& out, const std::function<CommandOutcome()>& execute);
+
+// Where `path` leads, for telling whether two names are one file (the path itself, made
+// lexically normal, when the file system cannot say).
+std::filesystem::path ResolvedPath(const std::string& path);
 
 // Refuses, before any work is done, an output that is one of the inputs named on the command
 // line; the inputs are recorded (sim/base/input_files.h), so the writers also refuse them,

@@ -6,8 +6,11 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <filesystem>
 #include <optional>
+#include <string_view>
+#include <system_error>
 
 #include "sim/base/atomic_file.h"
 #include "sim/base/quantity.h"
@@ -284,6 +287,57 @@ std::string LaunchText(const strategies::LaunchArguments& launch) {
   return text;
 }
 
+// What --emit DIR writes for plan K: DIR/plan-K followed by each of these (EmitPlans).
+constexpr std::array<std::string_view, 5> kEmittedSuffixes = {
+    ".json", ".megatron.txt", ".deepspeed.txt", ".ds_config.json", ".bridge.txt"};
+
+// The plan number K when `path` is one of the files --emit `dir` writes for plans 1..`top`.
+std::optional<int64_t> EmittedPlanOf(const std::filesystem::path& dir, int top,
+                                     const std::string& path) {
+  const std::filesystem::path file = ResolvedPath(path);
+  const std::string name = file.filename().string();
+  constexpr std::string_view kStem = "plan-";
+  if (file.parent_path() != dir || !name.starts_with(kStem)) return std::nullopt;
+  const char* digits = name.data() + kStem.size();
+  const char* end = name.data() + name.size();
+  int64_t k = 0;
+  const auto [after, error] = std::from_chars(digits, end, k);
+  if (error != std::errc() || *digits == '0' || k > top) return std::nullopt;
+  const std::string_view suffix(after, static_cast<size_t>(end - after));
+  if (std::find(kEmittedSuffixes.begin(), kEmittedSuffixes.end(), suffix) ==
+      kEmittedSuffixes.end()) {
+    return std::nullopt;
+  }
+  return k;
+}
+
+// Before the search: --emit DIR would replace the search's own output (-o DIR/plan-1 writes
+// DIR/plan-1.json) or an input (a config named DIR/plan-1.json) with a plan's file.
+Status CheckEmittedFiles(const SearchCommandOptions& options,
+                         const std::vector<std::string>& inputs,
+                         const std::vector<std::string>& outputs) {
+  const std::filesystem::path dir = ResolvedPath(options.emit_dir);
+  const auto refuse = [&](const std::string& path, int64_t k, std::string_view what) {
+    return Error(fmt::format("--emit {} writes plan #{}'s files here, over {}: give --emit "
+                             "another directory",
+                             options.emit_dir, k, what))
+        .InFile(path);
+  };
+  for (const std::string& output : outputs) {
+    if (output.empty()) continue;
+    if (const std::optional<int64_t> k = EmittedPlanOf(dir, options.call.top, output)) {
+      return refuse(output, *k, "the search's output (-o)");
+    }
+  }
+  for (const std::string& input : inputs) {
+    if (input.empty()) continue;
+    if (const std::optional<int64_t> k = EmittedPlanOf(dir, options.call.top, input)) {
+      return refuse(input, *k, "an input of the command");
+    }
+  }
+  return Status::Ok();
+}
+
 // Plans out (docs/search.md, "Plans out"): each of the top plans as a dtsim config, as
 // Megatron-LM flags and as Megatron-DeepSpeed flags with their ds_config.json; every config is
 // read back and checked before it is written.
@@ -365,10 +419,13 @@ Status Execute(const SearchCommandOptions& options, std::ostream& out) {
   std::vector<std::string> inputs = options.merge;
   inputs.push_back(options.config);
   const std::string& prefix = options.output_prefix;
-  DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(
-      inputs, {prefix.empty() ? "" : prefix + ".json", prefix.empty() ? "" : prefix + ".csv"}));
-  if (!options.emit_dir.empty())
+  const std::vector<std::string> outputs = {prefix.empty() ? "" : prefix + ".json",
+                                            prefix.empty() ? "" : prefix + ".csv"};
+  DTSIM_RETURN_IF_ERROR(RefuseOutputsOverInputs(inputs, outputs));
+  if (!options.emit_dir.empty()) {
     DTSIM_RETURN_IF_ERROR(CheckOutputDirectory(options.emit_dir, "--emit"));
+    DTSIM_RETURN_IF_ERROR(CheckEmittedFiles(options, inputs, outputs));
+  }
   Progress progress = Progress::ForTerminal();
   const bool merging = !options.merge.empty();
   DTSIM_ASSIGN_OR_RETURN(const SearchFile file,

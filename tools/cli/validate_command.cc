@@ -6,7 +6,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <iterator>
+#include <map>
 #include <optional>
 
 #include "sim/base/atomic_file.h"
@@ -62,10 +64,18 @@ po::options_description Describe(ValidateOptions& o) {
   return description;
 }
 
+// A training-run point's config as --write-configs writes it: DIR/ID.json.
+struct PointConfig {
+  std::string file;
+  std::string text;
+  std::string source;  // "POINTS points[i] (ID)", for an error naming two of them
+};
+
 // Each training-run point's config (strategies::TrainingRunConfigOf) as DIR/ID.json; points
 // it cannot read are skipped (the report lists them).
-Status WriteConfigs(const std::string& dir, const std::string& path, const Json& points,
-                    const strategies::Calibration* calibration) {
+Status AddPointConfigs(const std::string& dir, const std::string& path, const Json& points,
+                       const strategies::Calibration* calibration,
+                       std::vector<PointConfig>& configs) {
   if (!points.contains("points") || !points["points"].is_array()) return Status::Ok();
   const Json& list = points["points"];
   for (size_t i = 0; i < list.size(); ++i) {
@@ -84,11 +94,35 @@ Status WriteConfigs(const std::string& dir, const std::string& path, const Json&
       return Error("a point id that is not a file name", JsonIndexPath("points", i), Quote(id))
           .InFile(path);
     }
-    std::string file = dir;
-    file.append("/").append(id).append(".json");
-    std::string text = run->config.dump(2);
-    text += '\n';
-    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(file, text));
+    configs.push_back(
+        {.file = fmt::format("{}/{}.json", dir, id),
+         .text = run->config.dump(2) + "\n",
+         .source = fmt::format("{} {} ({})", path, JsonIndexPath("points", i), Quote(id))});
+  }
+  return Status::Ok();
+}
+
+// Before anything is simulated: two points of one id would write one config file, the later
+// replacing the earlier, and -o inside DIR could be replaced by a config (or replace one).
+Status CheckPointConfigs(const std::vector<PointConfig>& configs, const std::string& report) {
+  std::map<std::filesystem::path, const PointConfig*> seen;
+  const std::filesystem::path report_file =
+      report.empty() ? std::filesystem::path() : ResolvedPath(report);
+  for (const PointConfig& config : configs) {
+    const std::filesystem::path file = ResolvedPath(config.file);
+    if (file == report_file) {
+      return Error(fmt::format("--write-configs writes {}'s config here, where -o writes the "
+                               "report: give -o another path",
+                               config.source))
+          .InFile(report);
+    }
+    const auto [at, inserted] = seen.emplace(file, &config);
+    if (!inserted) {
+      return Error(fmt::format("--write-configs would write two configs here, of {} and of {}: "
+                               "point ids must differ",
+                               at->second->source, config.source))
+          .InFile(config.file);
+    }
   }
   return Status::Ok();
 }
@@ -145,10 +179,25 @@ Status Execute(const ValidateOptions& options, std::ostream& out) {
     DTSIM_ASSIGN_OR_RETURN(calibration, strategies::ReadCalibrationFile(options.calibration));
   }
   const strategies::Calibration* constants = calibration ? &*calibration : nullptr;
+  std::vector<Json> documents;
+  std::vector<PointConfig> configs;
+  for (const std::string& path : options.points) {
+    DTSIM_ASSIGN_OR_RETURN(Json document, ReadJsonFile(path));
+    documents.push_back(std::move(document));
+    if (!options.configs_dir.empty() && !strategies::IsMemoryPointsFile(documents.back())) {
+      DTSIM_RETURN_IF_ERROR(
+          AddPointConfigs(options.configs_dir, path, documents.back(), constants, configs));
+    }
+  }
+  DTSIM_RETURN_IF_ERROR(CheckPointConfigs(configs, options.report_path));
+  for (const PointConfig& config : configs) {
+    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(config.file, config.text));
+  }
   std::vector<strategies::ValidationReport> reports;
   std::vector<strategies::MemoryRow> memory_rows;  // of every memory points file
-  for (const std::string& path : options.points) {
-    DTSIM_ASSIGN_OR_RETURN(const Json points, ReadJsonFile(path));
+  for (size_t f = 0; f < options.points.size(); ++f) {
+    const std::string& path = options.points[f];
+    const Json& points = documents[f];
     if (strategies::IsMemoryPointsFile(points)) {
       DTSIM_ASSIGN_OR_RETURN(strategies::MemoryReport memory,
                              strategies::ValidateMemory(points, path));
@@ -157,9 +206,6 @@ Status Execute(const ValidateOptions& options, std::ostream& out) {
     }
     DTSIM_ASSIGN_OR_RETURN(strategies::ValidationReport report,
                            strategies::Validate(points, path, constants));
-    if (!options.configs_dir.empty()) {
-      DTSIM_RETURN_IF_ERROR(WriteConfigs(options.configs_dir, path, points, constants));
-    }
     reports.push_back(std::move(report));
   }
   const bool performance = !reports.empty();
