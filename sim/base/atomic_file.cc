@@ -82,6 +82,10 @@ Status CheckStreamStart(std::string_view start, FileContent expected) {
 }  // namespace
 
 Status CheckPathName(const std::string& path) {
+  std::error_code code;
+  if (path == "-" && !fs::exists(path, code)) {
+    return Error("no file is named \"-\" (standard input is /dev/stdin)").InFile(path);
+  }
   const size_t nul = path.find('\0');
   if (nul == std::string::npos) return Status::Ok();
   return Error(fmt::format("a path with a NUL byte at offset {}: no file is named so", nul), "",
@@ -89,6 +93,12 @@ Status CheckPathName(const std::string& path) {
 }
 
 Status CheckOutputPath(const std::string& path) {
+  if (path == "-") {
+    return Error(
+               "\"-\" is not standard output here: give /dev/stdout for the stream, or ./- for "
+               "a file so named")
+        .InFile(path);
+  }
   DTSIM_RETURN_IF_ERROR(CheckPathName(path));
   // A device or pipe is written in place, never replaced: writing to /dev/stdout after reading
   // /dev/stdin of the same terminal loses nothing.

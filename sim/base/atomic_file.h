@@ -51,6 +51,8 @@ class AtomicFileWriter {
 // An error for a path no file can have: one holding a NUL byte (a JSON string's "\u0000", a
 // Python str), which the system would read only up to the NUL, opening another file. Every
 // open of a file by its path (ReadFile, AtomicFileWriter::Open, the trace reader) checks it.
+// And "-" where no file is so named: other tools read it as standard input, dtsim as a file
+// name, so the error says which path is the stream (/dev/stdin).
 Status CheckPathName(const std::string& path);
 
 // The longest file name (one path component) the common Linux file systems take (NAME_MAX).
@@ -61,7 +63,9 @@ inline constexpr size_t kMaxFileNameBytes = 255;
 bool WritesInPlace(const std::string& path);
 
 // The errors Open() would give `path` before writing anything: an input of this process, a
-// directory, a /dev or /proc path that does not exist, a name longer than kMaxFileNameBytes.
+// directory, a /dev or /proc path that does not exist, a name longer than kMaxFileNameBytes,
+// and "-", which other tools take for standard output (dtsim would write a file named "-";
+// /dev/stdout and ./- say which is meant).
 // Commands check their outputs with it before they work, so that a long search does not fail at its
 // last step.
 Status CheckOutputPath(const std::string& path);

@@ -110,6 +110,32 @@ TEST_F(AtomicFileTest, APathWithANulByteIsNoFile) {
   EXPECT_EQ(*ReadFile(path), "{}");
 }
 
+// "-" is standard input or output to other tools: `dtsim simulate C -o -` wrote a file named
+// "-" silently, and reading "-" said only "cannot open". Outputs are refused, inputs say where
+// the stream is; a file that is named "-" still reads, and ./- writes one.
+TEST_F(AtomicFileTest, ADashIsNotAStream) {
+  struct InDirectory {  // back to where the test started, whichever assertion ends it
+    explicit InDirectory(const fs::path& dir) : before(fs::current_path()) {
+      fs::current_path(dir);
+    }
+    ~InDirectory() { fs::current_path(before); }
+    fs::path before;
+  } in_temp_dir(Path(""));
+  const Status written = WriteFileAtomically("-", "1");
+  ASSERT_FALSE(written.ok());
+  EXPECT_EQ(written.error().ToString(),
+            "-: \"-\" is not standard output here: give /dev/stdout for the stream, or ./- for "
+            "a file so named");
+  EXPECT_FALSE(fs::exists("-"));
+  const Expected<std::string> read = ReadFile("-");
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.error().ToString(), "-: no file is named \"-\" (standard input is /dev/stdin)");
+  ASSERT_TRUE(WriteFileAtomically("./-", "1").ok());
+  const Expected<std::string> named = ReadFile("-");
+  ASSERT_TRUE(named.ok()) << named.error().ToString();
+  EXPECT_EQ(*named, "1");
+}
+
 // Regression: as root, `dtsim simulate C -o /dev/full` renamed its temporary file over the
 // device, leaving a 7 kB regular file at /dev/full (and `-o /dev/null` would do the same to
 // /dev/null). Devices are written in place and never replaced.
