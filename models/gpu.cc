@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
+#include <string>
 #include <vector>
 
 #include "sim/base/quantity.h"
@@ -283,6 +286,25 @@ Status CheckComplete(const GpuSpec& gpu, const std::string& path) {
 std::span<const std::string_view> GpuPresetNames() {
   static const std::vector<std::string_view> kNames = GpuNameList();
   return kNames;
+}
+
+std::string GpuFamilyOf(std::string_view name) {
+  std::string lower(name);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const auto is_word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)); };
+  std::string found;
+  for (const std::string_view preset : GpuPresetNames()) {
+    const std::string_view family = preset.substr(0, preset.find('-'));
+    for (size_t at = lower.find(family); at != std::string::npos; at = lower.find(family, at + 1)) {
+      const size_t end = at + family.size();
+      const bool word =
+          (at == 0 || !is_word_char(lower[at - 1])) &&
+          (end == lower.size() || !std::isdigit(static_cast<unsigned char>(lower[end])));
+      if (word && family.size() > found.size()) found = family;
+    }
+  }
+  return found;
 }
 
 void ApplyGpuCalibration(const GpuCalibration& calibration, GpuSpec& gpu) {

@@ -83,6 +83,12 @@ struct GpuCalibration {
 void ApplyGpuCalibration(const GpuCalibration& calibration, GpuSpec& gpu);
 
 std::span<const std::string_view> GpuPresetNames();
+
+// The GPU family a name speaks of — a preset's ("h100-sxm5-80gb": "h100"), a CUDA device's
+// ("NVIDIA H100 80GB HBM3": "h100"), a custom GPU's ("my-a100": "a100") — as the first part of
+// a preset name found in it as a word (case aside; "NVIDIA GB200" is gb200, not b200). Empty
+// when it names none.
+std::string GpuFamilyOf(std::string_view name);
 // Errors list the known presets.
 Expected<GpuSpec> GpuPreset(std::string_view name);
 

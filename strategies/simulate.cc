@@ -2,8 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <span>
+#include <string>
+#include <string_view>
 
 #include "network/network_models.h"
 #include "sim/base/strings.h"
@@ -119,6 +123,29 @@ Status SimulatePhases(const ResolvedConfig& config, const models::OpCostModel& c
   return Status::Ok();
 }
 
+// A table measured on another GPU would price this one with its times (an H100's on an A100
+// ran at 77% MFU): refused when the two names are presets that differ, or speak of different
+// families ("NVIDIA A100-PG509-200", a trace's device, against h100-sxm5-80gb). A name that
+// tells nothing (a custom GPU's, "unknown") is taken as the user's word.
+Status CheckTableGpu(const traces::OpCostTable& table, const models::GpuSpec& gpu,
+                     const std::string& profile) {
+  if (table.gpu() == gpu.name) return Status::Ok();
+  const auto is_preset = [](std::string_view name) {
+    const std::span<const std::string_view> presets = models::GpuPresetNames();
+    return std::find(presets.begin(), presets.end(), name) != presets.end();
+  };
+  const std::string table_family = models::GpuFamilyOf(table.gpu());
+  const std::string family = models::GpuFamilyOf(gpu.name);
+  const bool differ = (is_preset(table.gpu()) && is_preset(gpu.name)) ||
+                      (!table_family.empty() && !family.empty() && table_family != family);
+  if (!differ) return Status::Ok();
+  return Error(fmt::format("the op-cost table was measured on {}, the config's GPU is {}: its "
+                           "times would price another GPU. Give a table of {} (dtsim ops, "
+                           "tools/op_benchmark.py), or no profile (the roofline)",
+                           table.gpu(), gpu.name, gpu.name),
+               "profile", Quote(profile));
+}
+
 }  // namespace
 
 Expected<ConfigCostModel> LoadCostModel(const SimulationConfig& config) {
@@ -131,6 +158,7 @@ Expected<ConfigCostModel> LoadCostModel(const SimulationConfig& config) {
     }
   } else {
     DTSIM_ASSIGN_OR_RETURN(traces::OpCostTable table, traces::ReadOpCostTable(config.profile));
+    DTSIM_RETURN_IF_ERROR(CheckTableGpu(table, config.gpu, config.profile));
     loaded.table = std::make_unique<traces::OpCostTable>(std::move(table));
   }
   loaded.model = entry.make(config.gpu, loaded.table.get());

@@ -60,5 +60,17 @@ TEST_F(OpsCommandTest, BadInputIsAFailure) {
               HasSubstr("chakra.0.et: a Chakra execution trace: op tables are built from"));
 }
 
+// --gpu names the table's GPU; one of another family than the trace's device would label an
+// A100's times as an H100's.
+TEST_F(OpsCommandTest, TheGpuNamedMustBeTheTracesFamily) {
+  const std::string a100 = DTSIM_SHARED_DIR "/traces/kineto/triton_example__triton_example.json.gz";
+  const CommandOutcome other = Ops({a100, "--gpu", "h100-sxm5-80gb"});
+  ASSERT_EQ(other.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(other.error->ToString(),
+              HasSubstr("--gpu: the trace ran on NVIDIA A100-PG509-200 (a100), not on the GPU "
+                        "--gpu names (h100)"));
+  EXPECT_EQ(Ops({a100, "--gpu", "a100-sxm4-80gb"}).kind, CommandOutcome::Kind::kOk);
+}
+
 }  // namespace
 }  // namespace dtsim::cli

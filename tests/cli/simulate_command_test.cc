@@ -12,6 +12,8 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "sim/base/atomic_file.h"
 #include "sim/base/gzip.h"
@@ -213,6 +215,32 @@ TEST_F(SimulateCommandTest, TheShippedH200ProfilePricesTheExamplesOnH200s) {
                                              "--set", "profile=profiles/h200-sxm-141gb.json"});
     ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
     EXPECT_THAT(output_.str(), HasSubstr("cost sources   measured 99.")) << example;
+  }
+}
+
+// Regression: the H100 table priced the GPT-2 example on an A100 with the H100's times (77.3%
+// MFU, silently). A table of another GPU is refused; a device name of the same family, or a
+// name that tells no GPU, is taken as the user's word.
+TEST_F(SimulateCommandTest, AnOpCostTableOfAnotherGpuIsRefused) {
+  const std::string example = DTSIM_EXAMPLES_DIR "/gpt2_124m_1h100.json";
+  CommandOutcome outcome = Simulate({example, "--set", "cluster.gpu=a100-sxm4-80gb", "-q"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(),
+              HasSubstr("gpt2_124m_1h100.json: profile: the op-cost table was measured on "
+                        "h100-sxm5-80gb, the config's GPU is a100-sxm4-80gb: its times would "
+                        "price another GPU"));
+  // H100 PCIe is an H100 of another memory and clock: both presets, so they differ.
+  outcome = Simulate({example, "--set", "cluster.gpu=h100-pcie-80gb", "-q"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  Json table = *ReadJsonFile(DTSIM_EXAMPLES_DIR "/profiles/h100-sxm5-80gb.json");
+  for (const auto& [gpu, ok] : std::vector<std::pair<std::string, bool>>{
+           {"NVIDIA H100 80GB HBM3", true}, {"unknown", true}, {"NVIDIA A100-PG509-200", false}}) {
+    table["gpu"] = gpu;
+    const std::string path = Path("table.json");
+    ForgetInputFiles();  // the last run read it
+    ASSERT_TRUE(WriteFileAtomically(path, table.dump()).ok());
+    outcome = Simulate({example, "--set", "profile=" + path, "-q"});
+    EXPECT_EQ(outcome.kind == CommandOutcome::Kind::kOk, ok) << gpu;
   }
 }
 

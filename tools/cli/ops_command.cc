@@ -5,7 +5,9 @@
 #include <fmt/ostream.h>
 
 #include <algorithm>
+#include <string>
 
+#include "models/gpu.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/trace_report.h"
 #include "traces/kineto_reader.h"
@@ -63,6 +65,17 @@ Status Execute(const OpsOptions& options, std::ostream& out) {
         .InFile(options.trace);
   }
   DTSIM_ASSIGN_OR_RETURN(const traces::Trace trace, traces::ReadKinetoTrace(options.trace));
+  // --gpu names the table's GPU (a preset where the device name is none); a GPU of another
+  // family than the one the trace ran on would label one GPU's times as another's.
+  const std::string traced = models::GpuFamilyOf(trace.gpu_name);
+  const std::string named = models::GpuFamilyOf(options.gpu);
+  if (!traced.empty() && !named.empty() && traced != named) {
+    return Error(fmt::format("the trace ran on {} ({}), not on the GPU --gpu names ({}): a "
+                             "table holds the times of the GPU they were measured on",
+                             trace.gpu_name, traced, named),
+                 "--gpu", options.gpu)
+        .InFile(options.trace);
+  }
   DTSIM_ASSIGN_OR_RETURN(const traces::OpProfile profile,
                          traces::BuildOpProfile(trace, options.gpu));
   const traces::OpProfileStats& s = profile.stats;
