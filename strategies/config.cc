@@ -502,6 +502,8 @@ Expected<ResolvedConfig> Resolve(const SimulationConfig& input) {
                  "compression.method", Quote(method));
   }
   DTSIM_RETURN_IF_ERROR(CheckParameterServers(config));
+  DTSIM_RETURN_IF_ERROR(CheckGpuPrecision(config.gpu, config.training.dtype, config.training.fp8,
+                                          "training.precision", "training.fp8_recipe"));
   DTSIM_RETURN_IF_ERROR(CheckFp8(config));
   DTSIM_RETURN_IF_ERROR(CheckRecompute(config));
   return ResolvedConfig(std::move(config));

@@ -4,6 +4,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "sim/base/strings.h"
 #include "strategies/deepspeed_zero3.h"
@@ -83,6 +86,35 @@ Status CheckExpertPlan(const SimulationConfig& config) {
 
 // FP8 training: a GPU with FP8 tensor cores (MXFP8: with microscaling, Blackwell) and the 1D
 // tensor layout Transformer Engine's linear layers implement.
+Status CheckGpuPrecision(const models::GpuSpec& gpu, DType dtype, models::Fp8Recipe recipe,
+                         const std::string& precision_path, const std::string& recipe_path) {
+  if (recipe != models::Fp8Recipe::kNone) {
+    if (gpu.MatrixPeak(DType::kFp8).flop_per_second() <= 0) {
+      return Error(
+          fmt::format("the GPU {} has no FP8 tensor cores (no fp8 matrix peak)", Quote(gpu.name)),
+          precision_path, Quote("fp8"));
+    }
+    if (recipe == models::Fp8Recipe::kMxfp8 && !gpu.microscaling) {
+      return Error(fmt::format("MXFP8 needs microscaling tensor cores (Blackwell); the GPU {} "
+                               "has none: use \"delayed\", \"current\" or \"blockwise\"",
+                               Quote(gpu.name)),
+                   recipe_path, Quote("mxfp8"));
+    }
+  }
+  if (gpu.MatrixPeak(dtype).flop_per_second() > 0) return Status::Ok();
+  std::vector<std::string_view> has;
+  for (const DType other : {DType::kFp32, DType::kTf32, DType::kFp16, DType::kBf16}) {
+    if (gpu.MatrixPeak(other).flop_per_second() > 0) has.push_back(DTypeName(other));
+  }
+  return Error(fmt::format("the GPU {} has no {} matrix peak (no {} tensor cores): its GEMMs "
+                           "and MFU would have no peak to run at; train in {}",
+                           Quote(gpu.name), DTypeName(dtype), DTypeName(dtype),
+                           has.empty() ? std::string("a dtype it has a matrix peak for")
+                                       : fmt::format("{}", fmt::join(has, " or "))),
+               precision_path,
+               Quote(recipe != models::Fp8Recipe::kNone ? "fp8" : DTypeName(dtype)));
+}
+
 Status CheckFp8(const SimulationConfig& config) {
   const models::Fp8Recipe recipe = config.training.fp8;
   if (recipe == models::Fp8Recipe::kNone) return Status::Ok();
@@ -91,17 +123,6 @@ Status CheckFp8(const SimulationConfig& config) {
                              "linear layers), not {} models",
                              models::ModelFamilyName(config.model.family)),
                  "training.precision", Quote("fp8"));
-  }
-  if (config.gpu.MatrixPeak(DType::kFp8).flop_per_second() <= 0) {
-    return Error(fmt::format("the GPU {} has no FP8 tensor cores (no fp8 matrix peak)",
-                             Quote(config.gpu.name)),
-                 "training.precision", Quote("fp8"));
-  }
-  if (recipe == models::Fp8Recipe::kMxfp8 && !config.gpu.microscaling) {
-    return Error(fmt::format("MXFP8 needs microscaling tensor cores (Blackwell); the GPU {} has "
-                             "none: use \"delayed\", \"current\" or \"blockwise\"",
-                             Quote(config.gpu.name)),
-                 "training.fp8_recipe", Quote("mxfp8"));
   }
   if (config.plan.tensor_layout != models::TensorLayout::k1D) {
     return Error(

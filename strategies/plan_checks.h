@@ -21,8 +21,13 @@ Status Divisible(int64_t value, std::string_view what, int64_t by, std::string_v
 // routing); skewed routing at most the expert-parallel size.
 Status CheckExpertPlan(const SimulationConfig& config);
 
-// FP8 training: a transformer, a GPU with FP8 tensor cores (MXFP8: microscaling), 1D tensor
-// parallelism.
+// The GPU has a matrix peak for the training's dtype (a V100 none for bf16: its GEMMs had no
+// rate but the vector units' and its MFU printed "inf%") and, with FP8, FP8 tensor cores
+// (MXFP8: microscaling). Errors at `precision_path` / `recipe_path`: a config's
+// training.precision and training.fp8_recipe, dtsim model's dtype and fp8_recipe.
+Status CheckGpuPrecision(const models::GpuSpec& gpu, DType dtype, models::Fp8Recipe recipe,
+                         const std::string& precision_path, const std::string& recipe_path);
+// FP8 training: a transformer, 1D tensor parallelism (the GPU: CheckGpuPrecision).
 Status CheckFp8(const SimulationConfig& config);
 // Selective op checkpointing over 1D tensor parallelism only.
 Status CheckRecompute(const SimulationConfig& config);

@@ -84,8 +84,25 @@ TEST_F(ModelCommandTest, ErrorsNameTheOption) {
     const CommandOutcome outcome = Run(std::move(args));
     return outcome.error ? outcome.error->ToString() : std::string("ok");
   };
-  EXPECT_EQ(error_of({"llama3-8b", "--seq", "-5"}),
-            "--seq: must be positive (0: the model's max_seq), got -5");
+  EXPECT_EQ(error_of({"llama3-8b", "--seq", "-5"}), "--seq: must be at least 1, got -5");
+  // 0 is the API's "the model's max_seq"; typed, it was taken as that silently.
+  EXPECT_EQ(error_of({"llama3-8b", "--seq", "0"}), "--seq: must be at least 1, got 0");
+  EXPECT_EQ(error_of({"llama3-8b", "--tp", "0"}), "--tp: must be at least 1, got 0");
+  EXPECT_EQ(error_of({"llama3-8b", "--micro-batch", "0"}),
+            "--micro-batch: must be at least 1, got 0");
+  // A recipe without --dtype fp8 was ignored; FP8 or BF16 on a GPU without their tensor cores
+  // was priced on the vector units. Both are errors, as in a config.
+  EXPECT_EQ(error_of({"llama3-8b", "--fp8-recipe", "current"}),
+            "--fp8-recipe: an FP8 recipe needs dtype \"fp8\" (the dtype is \"bf16\"), got "
+            "\"current\"");
+  EXPECT_THAT(error_of({"llama3-8b", "--dtype", "fp8", "--gpu", "v100-sxm2-32gb"}),
+              HasSubstr("--dtype: the GPU \"v100-sxm2-32gb\" has no FP8 tensor cores"));
+  EXPECT_THAT(error_of({"llama3-8b", "--gpu", "v100-sxm2-32gb"}),
+              HasSubstr("--dtype: the GPU \"v100-sxm2-32gb\" has no bf16 matrix peak"));
+  EXPECT_EQ(error_of({"llama3-8b", "--gpu", "v100-sxm2-32gb", "--dtype", "fp16"}), "ok");
+  EXPECT_THAT(
+      error_of({"llama3-8b", "--dtype", "fp8", "--fp8-recipe", "mxfp8", "--gpu", "h100-sxm5-80gb"}),
+      HasSubstr("--fp8-recipe: MXFP8 needs microscaling tensor cores"));
   // Past a config's bounds the printed bytes and times had overflowed.
   EXPECT_EQ(error_of({"gpt3-175b", "--seq", "99999999999"}),
             "--seq: at most 16777216 (2^24), as in a config, got 99999999999");

@@ -65,6 +65,20 @@ TEST(Fp8Test, ConfigErrorsNameTheKey) {
   EXPECT_EQ(ConfigError(blackwell), "");
 }
 
+// Regression: BF16 (the default precision) on a V100, which has no BF16 tensor cores, priced
+// the GEMMs on the vector units and printed "MFU inf%" (the model FLOPs over a zero peak).
+// Every precision is checked against the GPU's matrix peaks, as FP8 was.
+TEST(Fp8Test, APrecisionTheGpuHasNoMatrixPeakForIsAnError) {
+  Json v100 = H100Config();
+  v100["cluster"] = {{"preset", "dgx-a100"}, {"gpu", "v100-sxm2-32gb"}, {"nodes", 1}};
+  EXPECT_THAT(ConfigError(v100),
+              HasSubstr("training.precision: the GPU \"v100-sxm2-32gb\" has no bf16 matrix peak "
+                        "(no bf16 tensor cores): its GEMMs and MFU would have no peak to run "
+                        "at; train in fp32 or fp16, got \"bf16\""));
+  v100["training"]["precision"] = "fp16";
+  EXPECT_EQ(ConfigError(v100), "");
+}
+
 // The FP8 iteration's casts, GEMMs and gathers, against the BF16 one's.
 TEST(Fp8Test, GemmsRunAtTheFp8PeakAndTheCastsCostWhatTheyMove) {
   const SimulationResult bf16 = SimulateJson(H100Config());

@@ -71,7 +71,7 @@ struct ModelQuery {
   int64_t micro_batch = 1;
   int64_t seq_len = 0;         // 0: the model's max_seq
   std::string dtype = "bf16";  // or "fp8": BF16 activations, the linear layers' GEMMs in FP8
-  std::string fp8_recipe = "delayed";
+  std::string fp8_recipe;      // with dtype "fp8" (empty: "delayed"); an error with another dtype
   int tensor_parallel = 1;
   bool sequence_parallel = false;
   bool flash_attention = false;

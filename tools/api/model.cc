@@ -60,14 +60,22 @@ Expected<uint8_t> ParseRecomputeModules(const std::string& text, models::Recompu
 }
 
 // FP8 training keeps BF16 activations; its recipe says how the FP8 GEMMs' inputs are scaled.
+// A recipe given with another dtype is an error, as a config's training.fp8_recipe without
+// "precision": "fp8" is: it would be ignored.
 Expected<models::Fp8Recipe> ParseFp8(const ModelQuery& query) {
-  if (query.dtype != "fp8") return models::Fp8Recipe::kNone;
+  if (query.dtype != "fp8") {
+    if (query.fp8_recipe.empty()) return models::Fp8Recipe::kNone;
+    return Error(
+        fmt::format("an FP8 recipe needs dtype \"fp8\" (the dtype is {})", Quote(query.dtype)),
+        "fp8_recipe", Quote(query.fp8_recipe));
+  }
+  const std::string recipe = query.fp8_recipe.empty() ? "delayed" : query.fp8_recipe;
   const std::span<const std::string_view> names = models::Fp8RecipeNames().subspan(1);
-  const auto it = std::find(names.begin(), names.end(), query.fp8_recipe);
+  const auto it = std::find(names.begin(), names.end(), recipe);
   if (it == names.end()) {
-    return Error("unknown FP8 recipe" + DidYouMean(query.fp8_recipe, names) +
-                     "; recipes: " + JoinQuoted(names),
-                 "fp8_recipe", Quote(query.fp8_recipe));
+    return Error(
+        "unknown FP8 recipe" + DidYouMean(recipe, names) + "; recipes: " + JoinQuoted(names),
+        "fp8_recipe", Quote(recipe));
   }
   return static_cast<models::Fp8Recipe>(it - names.begin() + 1);
 }
@@ -119,6 +127,7 @@ Expected<results::LayerReport> DescribeLayer(const models::ModelSpec& model,
   Expected<models::GpuSpec> preset = models::GpuPreset(query.gpu);
   if (!preset.ok()) return Error(preset.error().message(), "gpu", preset.error().value());
   const models::GpuSpec& gpu = *preset;
+  DTSIM_RETURN_IF_ERROR(strategies::CheckGpuPrecision(gpu, *dtype, recipe, "dtype", "fp8_recipe"));
   results::LayerReport report{
       .layer = query.layer,
       .shard = {.micro_batch = query.micro_batch,

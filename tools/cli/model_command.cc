@@ -39,15 +39,16 @@ po::options_description Describe(ModelOptions& o) {
       "activation memory.\n\nOptions");
   description.add_options()("help,h", po::bool_switch(&o.help), "show this help")(
       "gpu", po::value(&o.query.gpu)->value_name("PRESET"), "GPU preset (default a100-sxm4-80gb)")(
-      "micro-batch", po::value(&o.query.micro_batch)->value_name("B"),
-      "micro-batch size (default 1)")("seq", po::value(&o.query.seq_len)->value_name("S"),
+      "micro-batch", AtLeastValue(&o.query.micro_batch, 1, "micro-batch")->value_name("B"),
+      "micro-batch size (default 1)")("seq",
+                                      AtLeastValue(&o.query.seq_len, 1, "seq")->value_name("S"),
                                       "sequence length (default: max_seq)")(
       "dtype", po::value(&o.query.dtype)->value_name("D"),
       "activation dtype (default bf16); fp8: BF16 activations with the linear layers' GEMMs in "
       "FP8, as Transformer Engine runs them")(
       "fp8-recipe", po::value(&o.query.fp8_recipe)->value_name("R"),
       "with --dtype fp8: delayed (default), current, blockwise or mxfp8")(
-      "tp", po::value(&o.query.tensor_parallel)->value_name("T"),
+      "tp", AtLeastValue(&o.query.tensor_parallel, 1, "tp")->value_name("T"),
       "tensor-parallel size (default 1)")("sp", po::bool_switch(&o.query.sequence_parallel),
                                           "sequence parallelism")(
       "flash", po::bool_switch(&o.query.flash_attention), "fused (flash) attention")(

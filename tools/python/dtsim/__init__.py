@@ -131,7 +131,7 @@ def search(config, *, overrides=None, top=10, rerank=3, threads=0, gpus=0, ranks
 
 
 def model(model, *, gpu="a100-sxm4-80gb", micro_batch=1, seq_len=0, dtype="bf16",
-          fp8_recipe="delayed", tensor_parallel=1, sequence_parallel=False,
+          fp8_recipe=None, tensor_parallel=1, sequence_parallel=False,
           flash_attention=False, dropout=True, recompute="none", recompute_modules=(),
           layer=0):
     """Describes a model (dtsim model): a preset name ("llama3-70b"), a model JSON file, or a
@@ -141,7 +141,8 @@ def model(model, *, gpu="a100-sxm4-80gb", micro_batch=1, seq_len=0, dtype="bf16"
     Returns the model report (docs/formats/model-report.md): "model" (the architecture),
     "parameters", and "layer" with its "ops" per pass, "totals" and "activation_bytes".
     seq_len 0 is the model's max_seq; dtype "fp8" runs the linear layers' GEMMs in FP8
-    (fp8_recipe); recompute_modules: the modules selective recompute re-runs.
+    (fp8_recipe, default "delayed"; given with another dtype, an error); recompute_modules:
+    the modules selective recompute re-runs.
     """
     if isinstance(model, _Mapping):
         model_json, name = _config(model)
@@ -154,7 +155,8 @@ def model(model, *, gpu="a100-sxm4-80gb", micro_batch=1, seq_len=0, dtype="bf16"
     else:
         modules = ",".join(recompute_modules)
     return _outcome(_dtsim.model(model_json, name, str(gpu), int(micro_batch), int(seq_len),
-                                 str(dtype), str(fp8_recipe), int(tensor_parallel),
+                                 str(dtype), "" if fp8_recipe is None else str(fp8_recipe),
+                                 int(tensor_parallel),
                                  bool(sequence_parallel), bool(flash_attention), bool(dropout),
                                  str(recompute), modules, int(layer)))
 
