@@ -240,6 +240,25 @@ class ModelTest(unittest.TestCase):
             dtsim.model("llama3-8b", gpu="h1000")
         self.assertEqual((raised.exception.path, raised.exception.value), ("gpu", '"h1000"'))
         self.assertIsNone(dtsim.model("resnet-50")["layer"])
+        with self.assertRaises(dtsim.Error) as raised:  # ignored before, as on the command line
+            dtsim.model("llama3-8b", fp8_recipe="current")
+        self.assertEqual(raised.exception.path, "fp8_recipe")
+
+    def test_arguments_of_the_wrong_type_are_not_converted(self):
+        # int() took 2.5 as 2 and True as 1; bool() took "false" as True.
+        for call in (lambda: dtsim.model("llama3-8b", micro_batch=2.5),
+                     lambda: dtsim.model("llama3-8b", tensor_parallel=True),
+                     lambda: dtsim.model("llama3-8b", layer="1"),
+                     lambda: dtsim.model("llama3-8b", flash_attention="false"),
+                     lambda: dtsim.model("llama3-8b", dropout=0),
+                     lambda: dtsim.search(SMALL, gpus=16.0),
+                     lambda: dtsim.sweep(SMALL, {"training.micro_batch": [1]}, threads=1.5),
+                     lambda: dtsim.replay(CHAKRA, element_bytes=2.0)):
+            with self.assertRaises(TypeError):
+                call()
+        with self.assertRaises(TypeError) as raised:
+            dtsim.model("llama3-8b", micro_batch=2.5)
+        self.assertEqual(str(raised.exception), "micro_batch must be an integer, not float 2.5")
 
 
 def cli_replay(*args):

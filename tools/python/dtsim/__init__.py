@@ -15,6 +15,7 @@ raises dtsim.Error for a bad config, naming the JSON path and the value. The sim
 with the GIL released.
 """
 import json as _json
+import numbers as _numbers
 import os as _os
 from collections.abc import Mapping as _Mapping
 
@@ -83,6 +84,21 @@ def _overrides(overrides):
     return [str(assignment) for assignment in overrides]
 
 
+def _int(value, name):
+    """An integer argument: a float, a bool or a str is a TypeError, where int() would take
+    2.5 as 2, True as 1 and "8" as 8 without a word."""
+    if isinstance(value, bool) or not isinstance(value, _numbers.Integral):
+        raise TypeError(f"{name} must be an integer, not {type(value).__name__} {value!r}")
+    return int(value)
+
+
+def _bool(value, name):
+    """A flag: True or False; bool("false") would be True."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, not {type(value).__name__} {value!r}")
+    return value
+
+
 def _outcome(outcome):
     text, error = outcome
     if error is not None:
@@ -116,7 +132,8 @@ def sweep(config, vary, *, overrides=None, threads=0):
         axes.append((str(key), [_checked_value_text(value, f"vary[{key!r}]")
                                 for value in values]))
     config_json, path = _config(config)
-    return _outcome(_dtsim.sweep(config_json, path, _overrides(overrides), axes, int(threads)))
+    return _outcome(_dtsim.sweep(config_json, path, _overrides(overrides), axes,
+                                 _int(threads, "threads")))
 
 
 def search(config, *, overrides=None, top=10, rerank=3, threads=0, gpus=0, ranks="symmetric"):
@@ -126,8 +143,9 @@ def search(config, *, overrides=None, top=10, rerank=3, threads=0, gpus=0, ranks
     indices, best first) and "plans" (one row per evaluated plan, named by "columns").
     """
     config_json, path = _config(config)
-    return _outcome(_dtsim.search(config_json, path, _overrides(overrides), int(top),
-                                  int(rerank), int(threads), int(gpus), str(ranks)))
+    return _outcome(_dtsim.search(config_json, path, _overrides(overrides), _int(top, "top"),
+                                  _int(rerank, "rerank"), _int(threads, "threads"),
+                                  _int(gpus, "gpus"), str(ranks)))
 
 
 def model(model, *, gpu="a100-sxm4-80gb", micro_batch=1, seq_len=0, dtype="bf16",
@@ -154,11 +172,14 @@ def model(model, *, gpu="a100-sxm4-80gb", micro_batch=1, seq_len=0, dtype="bf16"
         modules = recompute_modules
     else:
         modules = ",".join(recompute_modules)
-    return _outcome(_dtsim.model(model_json, name, str(gpu), int(micro_batch), int(seq_len),
-                                 str(dtype), "" if fp8_recipe is None else str(fp8_recipe),
-                                 int(tensor_parallel),
-                                 bool(sequence_parallel), bool(flash_attention), bool(dropout),
-                                 str(recompute), modules, int(layer)))
+    return _outcome(_dtsim.model(model_json, name, str(gpu), _int(micro_batch, "micro_batch"),
+                                 _int(seq_len, "seq_len"), str(dtype),
+                                 "" if fp8_recipe is None else str(fp8_recipe),
+                                 _int(tensor_parallel, "tensor_parallel"),
+                                 _bool(sequence_parallel, "sequence_parallel"),
+                                 _bool(flash_attention, "flash_attention"),
+                                 _bool(dropout, "dropout"), str(recompute), modules,
+                                 _int(layer, "layer")))
 
 
 def replay(trace, *, what_if=None, comm_groups=None, element_bytes=None):
@@ -187,7 +208,7 @@ def replay(trace, *, what_if=None, comm_groups=None, element_bytes=None):
     if what_if is not None:
         what_if_json, what_if_path = _config(what_if, "what_if")
     groups = "" if comm_groups is None else _os.fspath(comm_groups)
-    size = None if element_bytes is None else int(element_bytes)
+    size = None if element_bytes is None else _int(element_bytes, "element_bytes")
     return _outcome(_dtsim.replay(traces, what_if_json, what_if_path, groups, size))
 
 
