@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <functional>
 #include <numeric>
+#include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "models/hf_config.h"
@@ -484,6 +487,24 @@ Expected<ResolvedConfig> Resolve(const SimulationConfig& input) {
                      "model.max_seq", std::to_string(max_seq));
       }
       training.seq_len = max_seq;
+    }
+    // A learned position table has max_seq rows: a longer sequence has no position to look up
+    // (Megatron-LM asserts max_position_embeddings >= seq_length), and the parameters counted
+    // would be the shorter table's. Rotary positions have no table.
+    const models::TransformerSpec& transformer = config.model.transformer;
+    if (transformer.position == models::PositionEmbedding::kLearned &&
+        training.seq_len > transformer.max_seq) {
+      const std::span<const std::string_view> presets = models::ModelPresetNames();
+      const bool preset =
+          std::find(presets.begin(), presets.end(), config.model.name) != presets.end();
+      return Error(fmt::format("longer than the model's learned position table ({} positions, "
+                               "model.max_seq): give the model a longer one{}",
+                               transformer.max_seq,
+                               preset ? fmt::format(" (\"model\": {{\"preset\": {}, "
+                                                    "\"max_seq\": {}}})",
+                                                    Quote(config.model.name), training.seq_len)
+                                      : std::string()),
+                   "training.seq_len", std::to_string(training.seq_len));
     }
     DTSIM_RETURN_IF_ERROR(CheckSizesFit(config));
     DTSIM_RETURN_IF_ERROR(CheckTransformerPlan(config));

@@ -108,12 +108,17 @@ TEST_F(ModelCommandTest, ErrorsNameTheOption) {
             "--seq: at most 16777216 (2^24), as in a config, got 99999999999");
   EXPECT_EQ(error_of({"gpt3-175b", "--micro-batch", "1000000000000"}),
             "--micro-batch: at most 68719476736 (2^36), as in a config, got 1000000000000");
-  EXPECT_EQ(error_of({"gpt3-175b", "--seq", "16777216"}), "ok");
+  EXPECT_EQ(error_of({"llama3-70b", "--seq", "16777216"}), "ok");
+  // GPT-3's learned position table has 2,048 rows: a longer sequence has no position.
+  EXPECT_EQ(error_of({"gpt3-175b", "--seq", "4096"}),
+            "--seq: longer than the model's learned position table (2048 positions, its "
+            "max_seq), got 4096");
   // Both within their bounds, their product was not: 0.000 MB of activations were printed.
-  EXPECT_THAT(error_of({"gpt3-175b", "--seq", "16777216", "--micro-batch", "68719476736"}),
+  // 2^36 · 2^24 · 128,256 (LLaMA 3's vocabulary, the widest) = 1.48e23.
+  EXPECT_THAT(error_of({"llama3-70b", "--seq", "16777216", "--micro-batch", "68719476736"}),
               HasSubstr("model: a micro-batch's activations (micro_batch × seq_len × the widest "
                         "of hidden, attention, ffn_hidden and the padded vocabulary) come to "
-                        "5.81e+22 elements, past the 2^56"));
+                        "1.48e+23 elements, past the 2^56"));
   EXPECT_THAT(error_of({"llama3-8b", "--gpu", "h1000"}), HasSubstr("--gpu: unknown GPU"));
   EXPECT_THAT(error_of({"llama3-8b", "--layer", "32"}),
               HasSubstr("--layer: the model has layers 0 to 31"));

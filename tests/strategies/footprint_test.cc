@@ -66,14 +66,33 @@ TEST(FootprintTest, SizesThatMultiplyPastInt64AreRefused) {
                         "max_seq, past the longest dtsim simulates (16777216 tokens)"));
   // GPT-3 1.3B has 16 heads: 16 sequences of 2^24 tokens make 2^4 · 2^4 · 2^48 = 2^56 scores,
   // which is allowed; 32 sequences make 2^57.
-  EXPECT_THAT(ResolveError({"training.seq_len=16777216", "training.micro_batch=32",
-                            "training.global_batch=512", "parallelism.data=2",
-                            "parallelism.pipeline=1", "parallelism.tensor.size=8"}),
-              HasSubstr("a micro-batch's attention scores (micro_batch × heads × seq_len²) come "
-                        "to 1.44e+17 elements, past the 2^56 (7.21e+16)"));
+  EXPECT_THAT(
+      ResolveError({"training.seq_len=16777216",
+                    R"(model={"preset": "gpt3-1.3b", "max_seq": 16777216})",
+                    "training.micro_batch=32", "training.global_batch=512", "parallelism.data=2",
+                    "parallelism.pipeline=1", "parallelism.tensor.size=8"}),
+      HasSubstr("a micro-batch's attention scores (micro_batch × heads × seq_len²) come "
+                "to 1.44e+17 elements, past the 2^56 (7.21e+16)"));
   // A hidden width of 2^31: a layer's attention weight alone is 2^62 elements.
   EXPECT_THAT(ResolveError({R"(model={"preset": "gpt3-1.3b", "hidden": 2147483648})"}),
               HasSubstr("a layer's largest weight"));
+}
+
+// GPT-3's learned position table has max_seq (2,048) rows: 8,192 tokens were simulated
+// without a word, with the 2,048-row table's parameters. Rotary models have no table.
+TEST(FootprintTest, ASequencePastTheLearnedPositionTableIsRefused) {
+  EXPECT_THAT(ResolveError({"training.seq_len=8192"}),
+              HasSubstr("gpt3_1.3b_16gpu.json: training.seq_len: longer than the model's learned "
+                        "position table (2048 positions, "
+                        "model.max_seq): give the model a longer one (\"model\": {\"preset\": "
+                        "\"gpt3-1.3b\", \"max_seq\": 8192}), got 8192"));
+  const Expected<ResolvedConfig> longer =
+      LoadConfig(std::string(DTSIM_EXAMPLES_DIR) + "/gpt3_1.3b_16gpu.json",
+                 {"training.seq_len=8192", R"(model={"preset": "gpt3-1.3b", "max_seq": 8192})"});
+  EXPECT_TRUE(longer.ok()) << longer.error().ToString();
+  const Expected<ResolvedConfig> rotary = LoadConfig(
+      std::string(DTSIM_EXAMPLES_DIR) + "/llama2_70b_64h100.json", {"training.seq_len=8192"});
+  EXPECT_TRUE(rotary.ok()) << rotary.error().ToString();
 }
 
 TEST(FootprintTest, AConfigPastTheLimitFailsBeforeItsGraphIsBuilt) {
