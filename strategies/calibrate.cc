@@ -6,6 +6,9 @@
 #include <cmath>
 #include <optional>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "sim/base/parallel.h"
 #include "strategies/memory_validation.h"
@@ -319,6 +322,10 @@ Expected<CalibrationPoints> CalibrationPoints::Read(const std::vector<std::strin
       points.entries_.push_back({.point = point, .source = file});
     }
   }
+  std::vector<std::pair<const Json*, std::string>> documents;
+  for (size_t f = 0; f < files.size(); ++f)
+    documents.emplace_back(points.documents_[f].get(), files[f]);
+  DTSIM_RETURN_IF_ERROR(CheckUniquePointIds(documents));
   std::vector<std::optional<Expected<ValidationRow>>> rows(points.entries_.size());
   ParallelFor(rows.size(), threads, [&](size_t i) {
     rows[i] = ValidatePoint(points.entries_[i].point, points.entries_[i].source);

@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
 
 #include "models/cost_model.h"
 #include "network/collective_algorithms.h"
@@ -253,6 +257,29 @@ Expected<ValidationReport> Validate(const Json& points, const std::string& sourc
     report.rows.push_back(std::move(*row));
   }
   return MergeReports({std::move(report)});
+}
+
+Status CheckUniquePointIds(std::span<const std::pair<const Json*, std::string>> documents) {
+  std::map<std::string, std::string> seen;  // id → "FILE points[i]"
+  for (const auto& [document, file] : documents) {
+    if (!document->is_object() || !document->contains("points")) continue;
+    const Json* list = &(*document)["points"];
+    if (!list->is_array()) continue;  // the reader names what is wrong
+    for (size_t i = 0; i < list->size(); ++i) {
+      const std::string id = TextField((*list)[i], "id");
+      if (id.empty()) continue;
+      const std::string here = fmt::format("{} {}", file, JsonIndexPath("points", i));
+      const auto [at, inserted] = seen.emplace(id, here);
+      if (!inserted) {
+        return Error(fmt::format("the point {} is also {}: a run given twice would count twice "
+                                 "(give each file once; ids must differ)",
+                                 Quote(id), at->second),
+                     JsonIndexPath("points", i), Quote(id))
+            .InFile(file);
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 ValidationReport MergeReports(std::vector<ValidationReport> reports) {

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <array>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "models/cost_model.h"
@@ -104,6 +106,12 @@ Expected<std::vector<MeasuredPoint>> MeasuredPoints(const Json& points, const st
 // One point simulated and compared, the error naming `source` and the point's field.
 Expected<ValidationRow> ValidatePoint(const MeasuredPoint& point, const std::string& source,
                                       const Calibration* calibration = nullptr);
+
+// Points files given together (`documents`: each file's JSON and path), before any is
+// simulated: a point id in two of them, or twice in one, would count that run twice — in a
+// MAPE, and with double weight in dtsim calibrate's fit. The error names both places. Points
+// without an id are not compared.
+Status CheckUniquePointIds(std::span<const std::pair<const Json*, std::string>> documents);
 
 // The rows of several reports together, the accuracy per category and overall recomputed.
 ValidationReport MergeReports(std::vector<ValidationReport> reports);

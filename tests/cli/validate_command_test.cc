@@ -81,20 +81,21 @@ TEST_F(ValidateCommandTest, BadInputsNameTheFile) {
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("--write-configs is a directory of files"));
 }
 
-// --write-configs DIR writes DIR/ID.json: one id in two points files, or -o at such a path,
-// would have one file replace another silently. Both are refused before any simulation.
-TEST_F(ValidateCommandTest, ConfigsThatWouldReplaceEachOtherOrTheReportAreRefused) {
+// One point in two points files (or a file given twice) counted twice in the MAPE, and with
+// --write-configs DIR one config replaced the other; -o at DIR/ID.json was replaced by the
+// report. All are refused before any simulation.
+TEST_F(ValidateCommandTest, APointGivenTwiceOrAConfigOverTheReportIsRefused) {
   const std::string first = Points("korth-t5-22B-full", "one.json");
   const std::string again = Points("korth-t5-22B-full", "again.json");
   CommandOutcome outcome = Run({first, again, "--write-configs", Path("configs")});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
   EXPECT_EQ(outcome.error->ToString(),
-            Path("configs/korth-t5-22B-full.json") +
-                ": --write-configs would write two configs here, of " + first +
-                " points[0] (\"korth-t5-22B-full\") and of " + again +
-                " points[0] (\"korth-t5-22B-full\"): point ids must differ");
+            again + ": points[0]: the point \"korth-t5-22B-full\" is also " + first +
+                " points[0]: a run given twice would count twice (give each file once; ids "
+                "must differ), got \"korth-t5-22B-full\"");
   EXPECT_EQ(output_.str(), "");
   EXPECT_FALSE(std::filesystem::exists(Path("configs/korth-t5-22B-full.json")));
+  EXPECT_EQ(Run({first, first}).kind, CommandOutcome::Kind::kFailure);
   outcome = Run({first, "--write-configs", Path("configs"), "-o",
                  Path("configs/../configs/korth-t5-22B-full.json")});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);

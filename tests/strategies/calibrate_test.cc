@@ -137,5 +137,16 @@ TEST_F(CalibrateTest, AMemoryPointsFileIsNotForTime) {
   EXPECT_THAT(points.error().ToString(), testing::HasSubstr("a memory points file"));
 }
 
+// The same file twice gave every point double weight in the fit (and in its MAPE).
+TEST_F(CalibrateTest, APointGivenTwiceIsRefusedBeforeTheFit) {
+  const std::string file = WritePoints();
+  Expected<CalibrationPoints> points = CalibrationPoints::Read({file, file}, 1);
+  ASSERT_FALSE(points.ok());
+  EXPECT_EQ(points.error().ToString(),
+            file + ": points[0]: the point \"w1\" is also " + file +
+                " points[0]: a run given twice would count twice (give each file once; ids "
+                "must differ), got \"w1\"");
+}
+
 }  // namespace
 }  // namespace dtsim::strategies

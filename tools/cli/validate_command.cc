@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <iterator>
-#include <map>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "sim/base/atomic_file.h"
 #include "sim/base/strings.h"
@@ -102,26 +104,18 @@ Status AddPointConfigs(const std::string& dir, const std::string& path, const Js
   return Status::Ok();
 }
 
-// Before anything is simulated: two points of one id would write one config file, the later
-// replacing the earlier, and -o inside DIR could be replaced by a config (or replace one).
+// Before anything is simulated: -o inside DIR would be replaced by a point's config (or
+// replace it). Two points of one id, whose configs would be one file, are refused before this
+// (strategies::CheckUniquePointIds).
 Status CheckPointConfigs(const std::vector<PointConfig>& configs, const std::string& report) {
-  std::map<std::filesystem::path, const PointConfig*> seen;
-  const std::filesystem::path report_file =
-      report.empty() ? std::filesystem::path() : ResolvedPath(report);
+  if (report.empty()) return Status::Ok();
+  const std::filesystem::path report_file = ResolvedPath(report);
   for (const PointConfig& config : configs) {
-    const std::filesystem::path file = ResolvedPath(config.file);
-    if (file == report_file) {
+    if (ResolvedPath(config.file) == report_file) {
       return Error(fmt::format("--write-configs writes {}'s config here, where -o writes the "
                                "report: give -o another path",
                                config.source))
           .InFile(report);
-    }
-    const auto [at, inserted] = seen.emplace(file, &config);
-    if (!inserted) {
-      return Error(fmt::format("--write-configs would write two configs here, of {} and of {}: "
-                               "point ids must differ",
-                               at->second->source, config.source))
-          .InFile(config.file);
     }
   }
   return Status::Ok();
@@ -189,6 +183,10 @@ Status Execute(const ValidateOptions& options, std::ostream& out) {
           AddPointConfigs(options.configs_dir, path, documents.back(), constants, configs));
     }
   }
+  std::vector<std::pair<const Json*, std::string>> named;
+  for (size_t f = 0; f < documents.size(); ++f)
+    named.emplace_back(&documents[f], options.points[f]);
+  DTSIM_RETURN_IF_ERROR(strategies::CheckUniquePointIds(named));
   DTSIM_RETURN_IF_ERROR(CheckPointConfigs(configs, options.report_path));
   for (const PointConfig& config : configs) {
     DTSIM_RETURN_IF_ERROR(WriteFileAtomically(config.file, config.text));
