@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <istream>
@@ -62,6 +63,24 @@ Expected<std::optional<uint64_t>> ReadRecordLength(std::streambuf& in, int64_t r
   return Error(fmt::format("record {}: its length prefix is not a varint", record));
 }
 
+// Reads a record's `length` bytes into `message` and returns how many the file held. The
+// buffer grows with what arrives, a chunk at a time, never to the length a prefix declares:
+// a corrupt 4-byte prefix may declare 200 MiB in a file of 100 bytes.
+uint64_t ReadRecordBytes(std::streambuf& in, uint64_t length, std::string& message) {
+  constexpr uint64_t kChunkBytes = uint64_t{1} << 20;
+  message.clear();
+  while (message.size() < length) {
+    const uint64_t have = message.size();
+    const uint64_t want = std::min(kChunkBytes, length - have);
+    message.resize(have + want);
+    const auto got =
+        static_cast<uint64_t>(in.sgetn(message.data() + have, static_cast<std::streamsize>(want)));
+    message.resize(have + got);
+    if (got < want) break;
+  }
+  return message.size();
+}
+
 std::string RecordName(int64_t record, const ChakraNode* node) {
   if (record == 0) return "record 0 (GlobalMetadata)";
   if (node == nullptr) return fmt::format("record {} (node {})", record, record - 1);
@@ -79,8 +98,7 @@ Status ReadProtobufStream(TraceInputBuffer& in, ChakraTrace& trace) {
                       "file is corrupt",
                       RecordName(record, nullptr), *length, kMaxChakraRecordBytes >> 20));
     }
-    message.resize(*length);
-    const auto got = static_cast<uint64_t>(in.sgetn(message.data(), static_cast<int64_t>(*length)));
+    const uint64_t got = ReadRecordBytes(in, *length, message);
     if (got != *length) {
       if (in.error()) return *in.error();
       return Error(

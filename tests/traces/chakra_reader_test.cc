@@ -414,6 +414,13 @@ TEST_F(ChakraReaderTest, CorruptFilesGiveClearErrors) {
   huge += std::string("\xff\xff\xff\xff\x0f", 5);  // a 4 GiB length prefix
   EXPECT_THAT(ErrorOf(Write("huge.et", huge)),
               HasSubstr("record 3 (node 2) declares 4294967295 bytes, more than the 256 MiB"));
+  // 200 MiB declared, under the limit, in a file that holds none of it: the error comes from
+  // what the file holds (a fuzzer's 144-byte file once made the reader zero 220 MiB first).
+  std::string declared = good;
+  declared += std::string("\x80\x80\x80\x64", 4);  // 0x64 << 21 = 209715200
+  EXPECT_THAT(ErrorOf(Write("declared.et", declared + "abc")),
+              HasSubstr("record 3 (node 2) declares 209715200 bytes but the file ends after 3: "
+                        "the file is truncated"));
   std::string bad_node = good;
   // A node is 08 07 (id) 12 06 "kernel" (name) 18 04 (type): make the type's tag wire type 7.
   bad_node[bad_node.size() - 2] = '\x1f';
