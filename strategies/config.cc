@@ -488,24 +488,15 @@ Expected<ResolvedConfig> Resolve(const SimulationConfig& input) {
       }
       training.seq_len = max_seq;
     }
-    // A learned position table has max_seq rows: a longer sequence has no position to look up
-    // (Megatron-LM asserts max_position_embeddings >= seq_length), and the parameters counted
-    // would be the shorter table's. Rotary positions have no table.
-    const models::TransformerSpec& transformer = config.model.transformer;
-    if (transformer.position == models::PositionEmbedding::kLearned &&
-        training.seq_len > transformer.max_seq) {
-      const std::span<const std::string_view> presets = models::ModelPresetNames();
-      const bool preset =
-          std::find(presets.begin(), presets.end(), config.model.name) != presets.end();
-      return Error(fmt::format("longer than the model's learned position table ({} positions, "
-                               "model.max_seq): give the model a longer one{}",
-                               transformer.max_seq,
-                               preset ? fmt::format(" (\"model\": {{\"preset\": {}, "
-                                                    "\"max_seq\": {}}})",
-                                                    Quote(config.model.name), training.seq_len)
-                                      : std::string()),
-                   "training.seq_len", std::to_string(training.seq_len));
-    }
+    const std::span<const std::string_view> presets = models::ModelPresetNames();
+    const bool preset =
+        std::find(presets.begin(), presets.end(), config.model.name) != presets.end();
+    DTSIM_RETURN_IF_ERROR(CheckLearnedPositions(
+        config.model.transformer, training.seq_len, "training.seq_len", "model.max_seq",
+        fmt::format(": give the model a longer one{}",
+                    preset ? fmt::format(" (\"model\": {{\"preset\": {}, \"max_seq\": {}}})",
+                                         Quote(config.model.name), training.seq_len)
+                           : std::string())));
     DTSIM_RETURN_IF_ERROR(CheckSizesFit(config));
     DTSIM_RETURN_IF_ERROR(CheckTransformerPlan(config));
     CountEmbeddingAndLossAsLayers(config.model.transformer, config.plan);

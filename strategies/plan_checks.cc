@@ -115,6 +115,18 @@ Status CheckGpuPrecision(const models::GpuSpec& gpu, DType dtype, models::Fp8Rec
                Quote(recipe != models::Fp8Recipe::kNone ? "fp8" : DTypeName(dtype)));
 }
 
+Status CheckLearnedPositions(const models::TransformerSpec& transformer, int64_t seq_len,
+                             const std::string& seq_path, std::string_view table,
+                             std::string_view remedy) {
+  if (transformer.position != models::PositionEmbedding::kLearned ||
+      seq_len <= transformer.max_seq) {
+    return Status::Ok();
+  }
+  return Error(fmt::format("longer than the model's learned position table ({} positions, {}){}",
+                           transformer.max_seq, table, remedy),
+               seq_path, std::to_string(seq_len));
+}
+
 Status CheckFp8(const SimulationConfig& config) {
   const models::Fp8Recipe recipe = config.training.fp8;
   if (recipe == models::Fp8Recipe::kNone) return Status::Ok();

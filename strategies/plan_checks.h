@@ -27,6 +27,13 @@ Status CheckExpertPlan(const SimulationConfig& config);
 // training.precision and training.fp8_recipe, dtsim model's dtype and fp8_recipe.
 Status CheckGpuPrecision(const models::GpuSpec& gpu, DType dtype, models::Fp8Recipe recipe,
                          const std::string& precision_path, const std::string& recipe_path);
+// A learned position table has max_seq rows: a longer sequence has no position to look up
+// (Megatron-LM asserts max_position_embeddings >= seq_length), and the parameters counted would
+// be the shorter table's; rotary positions have no table. The error is at `seq_path`; `table`
+// says where max_seq comes from ("model.max_seq") and `remedy` ends the message.
+Status CheckLearnedPositions(const models::TransformerSpec& transformer, int64_t seq_len,
+                             const std::string& seq_path, std::string_view table,
+                             std::string_view remedy);
 // FP8 training: a transformer, 1D tensor parallelism (the GPU: CheckGpuPrecision).
 Status CheckFp8(const SimulationConfig& config);
 // Selective op checkpointing over 1D tensor parallelism only.

@@ -120,12 +120,8 @@ Expected<results::LayerReport> DescribeLayer(const models::ModelSpec& model,
     return Error(fmt::format("at most {} (2^24), as in a config", strategies::kMaxSequenceLength),
                  "seq_len", std::to_string(query.seq_len));
   }
-  if (spec.position == models::PositionEmbedding::kLearned && query.seq_len > spec.max_seq) {
-    return Error(fmt::format("longer than the model's learned position table ({} positions, "
-                             "its max_seq)",
-                             spec.max_seq),
-                 "seq_len", std::to_string(query.seq_len));
-  }
+  DTSIM_RETURN_IF_ERROR(
+      strategies::CheckLearnedPositions(spec, query.seq_len, "seq_len", "its max_seq", ""));
   if (query.micro_batch > strategies::kMaxGlobalBatch) {
     return Error(fmt::format("at most {} (2^36), as in a config", strategies::kMaxGlobalBatch),
                  "micro_batch", std::to_string(query.micro_batch));
