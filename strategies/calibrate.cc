@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sim/base/parallel.h"
+#include "sim/base/strings.h"
 #include "strategies/memory_validation.h"
 
 namespace dtsim::strategies {
@@ -81,6 +82,11 @@ class Problem {
       std::vector<size_t> rows;
       for (size_t i : Included()) {
         if (entries_[i].gpu == name.gpu) rows.push_back(i);
+      }
+      if (rows.size() < 2 && !options_.constants_path.empty() && !options_.constants.empty()) {
+        return Error(fmt::format("{} point{} on {}: a constant needs two or more to be fitted",
+                                 rows.size(), rows.size() == 1 ? "" : "s", name.gpu),
+                     options_.constants_path, Quote(name.ToString()));
       }
       if (rows.size() < 2) {
         skipped.push_back(fmt::format("{}: {} point{} (a constant needs two or more)",
@@ -383,6 +389,7 @@ Expected<std::vector<HeldOutCategory>> LeaveOneCategoryOut(const CalibrationPoin
   for (const CategoryAccuracy& category : points.uncalibrated().categories) {
     FitOptions held_out = options;
     held_out.exclude_categories.push_back(category.category);
+    held_out.constants_path.clear();  // a constant left with one point is skipped, not an error
     DTSIM_ASSIGN_OR_RETURN(const FitResult fit, FitCalibration(points, held_out));
     // FitCalibration simulated every point under the held-out fit; read the category's rows.
     const CategoryAccuracy predicted = find(fit.calibrated, category.category);

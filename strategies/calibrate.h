@@ -42,6 +42,9 @@ struct FitOptions {
   // The constants to fit; empty: the matrix efficiency of every GPU the points run on whose
   // curves were not measured (models::GpuSpec::measured_curves).
   std::vector<ConstantName> constants;
+  // Where the constants were named (dtsim calibrate's "--fit"): given, a named constant with
+  // fewer than two points is an error there rather than skipped.
+  std::string constants_path;
   // Categories whose points take no part (the leave-one-category-out check).
   std::vector<std::string> exclude_categories;
   int threads = 1;

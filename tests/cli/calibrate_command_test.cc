@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <sstream>
 
 #include "sim/base/atomic_file.h"
@@ -82,6 +83,14 @@ TEST_F(CalibrateCommandTest, BadCommandLinesSayWhy) {
                  "a100-sxm4-80gb/matrix_efficiency"});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("named twice"));
+  // SC'21's points all ran on A100s: a named H100 constant has none to be fitted to. It was
+  // skipped, and -o wrote a calibration without it.
+  outcome = Run({points, "--fit", "h100-sxm5-80gb/matrix_efficiency", "-o", Path("none.json")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(outcome.error->ToString(),
+              HasSubstr("--fit: 0 points on h100-sxm5-80gb: a constant needs two or more to be "
+                        "fitted, got \"h100-sxm5-80gb/matrix_efficiency\""));
+  EXPECT_FALSE(std::filesystem::exists(Path("none.json")));
   outcome = Run({points, "-o", points});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);
   EXPECT_THAT(outcome.error->ToString(), HasSubstr("input"));

@@ -44,8 +44,9 @@ po::options_description Describe(CalibrateOptions& o) {
   description.add_options()("help,h", po::bool_switch(&o.help), "show this help")(
       "output,o", po::value(&o.output)->value_name("FILE"), "write the calibration (JSON)")(
       "fit", po::value(&o.fit)->value_name("NAME")->composing(),
-      "a constant to fit, e.g. a100-sxm4-80gb/memory_efficiency (repeatable; default: the "
-      "matrix efficiency of every GPU the points run on whose GEMM curves were not measured)")(
+      "a constant to fit, PRESET/FIELD as above; two or more points must run on the preset "
+      "(repeatable; default: the matrix efficiency of every GPU the points run on whose GEMM "
+      "curves were not measured)")(
       "leave-one-out", po::bool_switch(&o.leave_one_out),
       "also fit once without each category and print how well that fit predicts it")(
       "threads,j", ThreadsValue(&o.threads), kThreadsHelp)(
@@ -123,6 +124,7 @@ Status Execute(const CalibrateOptions& options, const std::string& command, std:
       .threads = options.threads > 0 ? options.threads : DefaultThreads(),
       .max_iterations = options.max_iterations,
       .command = command};
+  fit_options.constants_path = "--fit";
   for (const std::string& name : options.fit) {
     DTSIM_ASSIGN_OR_RETURN(strategies::ConstantName parsed,
                            strategies::ParseConstantName(name, "--fit"));
