@@ -203,6 +203,10 @@ Status ModelSection(Flags& flags, const ImportTarget& target, Dialect dialect, J
 }
 
 Status Precision(Flags& flags, Json& training) {
+  // Megatron-LM's arguments.py asserts not both (args.fp16 and args.bf16).
+  if (flags.Has("bf16") && flags.Has("fp16")) {
+    return Error("--bf16 and --fp16 both given: pretrain_gpt.py refuses the pair", "--fp16");
+  }
   training["precision"] = flags.Has("bf16") ? "bf16" : flags.Has("fp16") ? "fp16" : "fp32";
   if (!flags.Has("fp8-format")) return Status::Ok();
   // hybrid or e4m3: the GEMMs' formats, priced alike.

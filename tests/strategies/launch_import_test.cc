@@ -155,6 +155,9 @@ TEST(LaunchImportTest, BadArgumentsNameTheFlag) {
       HasSubstr("1 nodes × 8 GPUs are not a multiple of TP × PP × CP = 16"));
   EXPECT_THAT(error({"pretrain_gpt.py", "--num-layers", "2"}),
               HasSubstr("an argument outside any flag"));
+  // Read as bf16: Megatron-LM refuses the pair.
+  EXPECT_THAT(error(with({"--bf16", "--fp16"})),
+              HasSubstr("--fp16: --bf16 and --fp16 both given: pretrain_gpt.py refuses the pair"));
   EXPECT_THAT(error(with({"--normalization", "BatchNorm"})),
               HasSubstr("--normalization: expected RMSNorm or LayerNorm"));
   EXPECT_THAT(error(with({"--recompute-granularity", "some"})),
