@@ -66,6 +66,11 @@ class CachingAllocator {
   void Free(Handle handle);
 
   const AllocatorStats& stats() const { return stats_; }
+  // Starts the peaks over from now, as torch.cuda.reset_peak_memory_stats does.
+  void ResetPeaks() {
+    stats_.peak_allocated = stats_.allocated;
+    stats_.peak_reserved = stats_.reserved;
+  }
 
  private:
   struct Block {

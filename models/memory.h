@@ -90,8 +90,16 @@ struct MemoryBreakdown {
   // nccl_memory.h), set by strategies::EstimateStageMemory.
   int64_t nccl = 0;
   double microbatches_in_flight = 0;
+  // Inside the allocator but beyond its tensors: what PyTorch's caching allocator holds
+  // reserved at its peak over what is allocated then (max_memory_reserved less
+  // max_memory_allocated), where dtsim replays the plan's loop tensor by tensor
+  // (models/eager_allocations.h; set by strategies::EstimateStageMemory); not modelled elsewhere.
+  int64_t allocator_reserve = 0;
+  bool reserve_modelled = false;
 
-  int64_t total() const { return tensors() + runtime + nccl; }
+  int64_t total() const { return tensors() + allocator_reserve + runtime + nccl; }
+  // What the allocator holds: torch.cuda.max_memory_reserved where the reserve is modelled.
+  int64_t reserved() const { return tensors() + allocator_reserve; }
   int64_t tensors() const {
     return parameters + gradients + optimizer_state + activations + temporary + fp8_weights;
   }

@@ -44,8 +44,10 @@ Status Predict(const Json& config, const std::string& path, MemoryRow& row) {
     const auto total = static_cast<double>(memory.total());
     if (total > row.needed_bytes) {
       row.needed_bytes = total;
-      row.predicted_bytes = static_cast<double>(
-          row.kind == MeasuredMemory::kDevice ? memory.total() : memory.tensors());
+      row.predicted_bytes =
+          static_cast<double>(row.kind == MeasuredMemory::kDevice     ? memory.total()
+                              : row.kind == MeasuredMemory::kReserved ? memory.reserved()
+                                                                      : memory.tensors());
       row.stage = static_cast<int>(stage);
     }
   }

@@ -55,8 +55,9 @@ struct SearchSpace {
   std::vector<int> context;
   std::vector<models::ContextComm> context_comm;
   // Memory a plan must leave free on each GPU beyond what the memory model counts (which has the
-  // CUDA context, `runtime_bytes`, and NCCL's buffers, `nccl_bytes`, but not the caching
-  // allocator's reserve yet): "memory_headroom": "6 GiB", or `dtsim search --memory-headroom`.
+  // CUDA context, `runtime_bytes`, and NCCL's buffers, `nccl_bytes`, but the caching
+  // allocator's reserve only for a one-GPU eager PyTorch loop, `allocator_reserve_bytes`):
+  // "memory_headroom": "6 GiB", or `dtsim search --memory-headroom`.
   Bytes memory_headroom;
 };
 

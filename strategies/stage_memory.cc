@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "models/eager_allocations.h"
 #include "sim/base/quantity.h"
 #include "strategies/compression.h"
 #include "strategies/layer_gradients.h"
@@ -35,6 +37,24 @@ models::MemoryPlan MemoryPlanOf(const ResolvedConfig& config, int stage) {
                             .chunk_layers = plan.chunk_layers};
 }
 
+std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config) {
+  const TrainingConfig& training = config.training;
+  const ParallelPlan& plan = config.plan;
+  if (config.model.family != models::ModelFamily::kTransformer ||
+      training.framework != models::Framework::kPyTorch || plan.world() != 1 || plan.expert != 1 ||
+      plan.zero_stage != 0 || config.Microbatches() != 1 || !training.flash_attention ||
+      training.dropout || training.dtype != DType::kBf16 || training.param_dtype != DType::kFp32 ||
+      training.grad_dtype != DType::kFp32 || training.fp8 != models::Fp8Recipe::kNone ||
+      training.optimizer != models::Optimizer::kAdam ||
+      training.recompute == models::Recompute::kSelective || config.compression.method != "none") {
+    return std::nullopt;
+  }
+  return models::EagerRun{.micro_batch = training.micro_batch,
+                          .seq_len = training.seq_len,
+                          .recompute = training.recompute,
+                          .recompute_every = training.recompute_every};
+}
+
 Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const ResolvedConfig& config) {
   const ParallelPlan& plan = config.plan;
   if (plan.layer_split == ParallelPlan::LayerSplit::kBalanced && plan.chunk_layers.empty()) {
@@ -56,6 +76,16 @@ Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const Resolve
     }
     stages.push_back(memory);
   }
+  // The caching allocator's reserve, where dtsim replays the plan's loop (a model it does not
+  // replay leaves it unmodelled).
+  if (const std::optional<models::EagerRun> loop = EagerLoopOf(config)) {
+    if (const Expected<models::EagerPeaks> peaks =
+            models::ReplayEagerTraining(config.model.transformer, *loop);
+        peaks.ok()) {
+      stages.front().allocator_reserve = peaks->reserved - peaks->allocated;
+      stages.front().reserve_modelled = true;
+    }
+  }
   return stages;
 }
 
@@ -71,6 +101,7 @@ std::string Composition(const models::MemoryBreakdown& memory) {
   if (memory.fp8_weights > 0) text += ", FP8 weight copies " + FormatGiB(memory.fp8_weights);
   text += ", CUDA context " + FormatGiB(memory.runtime);
   if (memory.nccl > 0) text += ", NCCL buffers " + FormatGiB(memory.nccl);
+  if (memory.reserve_modelled) text += ", allocator reserve " + FormatGiB(memory.allocator_reserve);
   return text;
 }
 

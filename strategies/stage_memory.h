@@ -2,8 +2,10 @@
 // plus gradient compression's error-feedback residuals), and the check that it fits the GPU.
 #pragma once
 
+#include <optional>
 #include <vector>
 
+#include "models/eager_allocations.h"
 #include "models/memory.h"
 #include "sim/base/status.h"
 #include "strategies/config.h"
@@ -13,7 +15,14 @@ namespace dtsim::strategies {
 // The memory model's view of pipeline stage `stage` of the config's plan.
 models::MemoryPlan MemoryPlanOf(const ResolvedConfig& config, int stage);
 
-// Per-stage memory (one rank of each pipeline stage), fitting the GPU or not.
+// The eager PyTorch loop models::ReplayEagerTraining replays, when the config trains as it does:
+// framework pytorch on one GPU, one micro-batch, bf16 autocast over fp32 parameters and
+// gradients, flash attention, no dropout, Adam, no FP8 or compression, a PyTorch checkpoint
+// policy (none, full, selective_op); else none.
+std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config);
+
+// Per-stage memory (one rank of each pipeline stage), fitting the GPU or not, with the caching
+// allocator's reserve where EagerLoopOf gives the loop.
 Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const ResolvedConfig& config);
 // The same; errors when a stage does not fit the GPU ("needs 97.2 GiB per GPU, …").
 Expected<std::vector<models::MemoryBreakdown>> StageMemory(const ResolvedConfig& config);

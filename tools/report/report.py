@@ -51,6 +51,7 @@ PATH_PARTS = [  # a replayed step's critical path (docs/replay.md, "Where the ti
 ]
 # Parts a result may lack (added in later versions of its format): drawn when present.
 MEMORY_OPTIONAL = [("fp8_weights_bytes", "FP8 weights", "#ccb974"),
+                   ("allocator_reserve_bytes", "allocator reserve", "#937860"),
                    ("runtime_bytes", "CUDA context", "#8c8c8c"),
                    ("nccl_bytes", "NCCL buffers", "#64b5cd")]
 SEARCH_TOP = 10  # ranked plans of a search shown as runs

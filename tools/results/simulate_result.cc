@@ -112,17 +112,19 @@ OrderedJson BreakdownJson(const strategies::TimeBreakdown& b) {
 }
 
 OrderedJson MemoryJson(const models::MemoryBreakdown& m, Bytes capacity) {
-  return {{"parameters_bytes", m.parameters},
-          {"gradients_bytes", m.gradients},
-          {"optimizer_state_bytes", m.optimizer_state},
-          {"activations_bytes", m.activations},
-          {"temporary_bytes", m.temporary},
-          {"fp8_weights_bytes", m.fp8_weights},
-          {"runtime_bytes", m.runtime},
-          {"nccl_bytes", m.nccl},
-          {"total_bytes", m.total()},
-          {"capacity_bytes", capacity.count()},
-          {"microbatches_in_flight", m.microbatches_in_flight}};
+  OrderedJson out = {{"parameters_bytes", m.parameters},
+                     {"gradients_bytes", m.gradients},
+                     {"optimizer_state_bytes", m.optimizer_state},
+                     {"activations_bytes", m.activations},
+                     {"temporary_bytes", m.temporary},
+                     {"fp8_weights_bytes", m.fp8_weights}};
+  if (m.reserve_modelled) out["allocator_reserve_bytes"] = m.allocator_reserve;
+  out["runtime_bytes"] = m.runtime;
+  out["nccl_bytes"] = m.nccl;
+  out["total_bytes"] = m.total();
+  out["capacity_bytes"] = capacity.count();
+  out["microbatches_in_flight"] = m.microbatches_in_flight;
+  return out;
 }
 
 OrderedJson CompressionJson(const SimulationConfig& c, const SimulationResult& r) {
@@ -185,6 +187,11 @@ Expected<models::MemoryBreakdown> MemoryFromJson(JsonObjectReader& memory) {
   // Since 1.8.
   if (memory.Has("nccl_bytes")) {
     DTSIM_ASSIGN_OR_RETURN(m.nccl, memory.Int("nccl_bytes"));
+  }
+  // Since 1.9, where modelled.
+  if (memory.Has("allocator_reserve_bytes")) {
+    DTSIM_ASSIGN_OR_RETURN(m.allocator_reserve, memory.Int("allocator_reserve_bytes"));
+    m.reserve_modelled = true;
   }
   DTSIM_ASSIGN_OR_RETURN(m.microbatches_in_flight, memory.Number("microbatches_in_flight"));
   // The GPU's memory, drawn by `dtsim report` as the line a stage must stay under.

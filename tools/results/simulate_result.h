@@ -25,8 +25,10 @@ namespace dtsim::results {
 // they apply; 1.6 "param_precision" "fp8" (FP8 parameters), "grad_precision",
 // "master_precision", "moment_precision" and "recompute_modules" in the plan where they are not
 // the defaults; 1.7 "virtual_stages" in the plan and "provenance"; 1.8 each stage's
-// "nccl_bytes" (NCCL's buffers for the rank's communicators, in the total).
-inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 8,
+// "nccl_bytes" (NCCL's buffers for the rank's communicators, in the total); 1.9 the first
+// stage's "allocator_reserve_bytes" where the caching allocator's reserve is modelled (in the
+// total).
+inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 9,
                                                   "not a simulation result"};
 
 OrderedJson SimulateResultJson(const strategies::SimulationConfig& config,

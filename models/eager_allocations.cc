@@ -1,0 +1,522 @@
+#include "models/eager_allocations.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sim/base/check.h"
+
+namespace dtsim::models {
+namespace {
+
+// The tensors of one block (layer l) or of the model around the blocks (kModel), by role.
+enum Tensor : int {
+  // a block's forward: its input x, the norms' outputs and statistics, autocast's input,
+  // weight (W) and bias (B) casts, the GEMMs' outputs, flash attention's output and
+  // log-sum-exp, the residual stream between attention and MLP (Xm), GeLU's output
+  kX,
+  kLn1,
+  kLn1Mean,
+  kLn1Rstd,
+  kQkvIn,
+  kQkvW,
+  kQkvB,
+  kQkvOut,
+  kAtt,
+  kLse,
+  kProjW,
+  kProjB,
+  kProjOut,
+  kXm,
+  kLn2,
+  kLn2Mean,
+  kLn2Rstd,
+  kFc1In,
+  kFc1W,
+  kFc1B,
+  kFc1Out,
+  kGelu,
+  kFc2W,
+  kFc2B,
+  kFc2Out,
+  // around the blocks
+  kPositions,
+  kTok,
+  kPos,
+  kLnf,
+  kLnfMean,
+  kLnfRstd,
+  kHeadIn,
+  kHeadW,
+  kLogits,
+  kLogits32,
+  kLogSoftmax,
+  kLoss,
+  kTotalWeight,
+  // gradients in flight (G…) and flash attention's backward buffers
+  kGLoss,
+  kGNll,
+  kGLsm,
+  kGLogits,
+  kGHeadIn,
+  kGHeadW,
+  kGLnfOut,
+  kGX,
+  kGFc2Out,
+  kGGelu,
+  kGFc2W,
+  kGFc2B,
+  kGFc1Out,
+  kGFc1In,
+  kGFc1W,
+  kGFc1B,
+  kGLn2Out,
+  kGLn2In,
+  kGXm,
+  kGProjOut,
+  kGAtt,
+  kGProjW,
+  kGProjB,
+  kDq,
+  kDk,
+  kDv,
+  kSoftmaxD,
+  kDqAccum,
+  kGQkv,
+  kGQkvIn,
+  kGQkvW,
+  kGQkvB,
+  kGLn1Out,
+  kGLn1In,
+  kGPos,
+  kGWte,
+  kTensorKinds
+};
+constexpr int kModel = -1;
+
+// Parameters in module order: the embedding, the positions, each block's twelve, the final
+// norm's two. A block's, from its first index:
+enum BlockParameter : int {
+  kLn1Weight,
+  kLn1Bias,
+  kQkvWeight,
+  kQkvBias,
+  kProjWeight,
+  kProjBias,
+  kLn2Weight,
+  kLn2Bias,
+  kFc1Weight,
+  kFc1Bias,
+  kFc2Weight,
+  kFc2Bias,
+  kBlockParameters
+};
+
+// How a block's forward runs: saving what its backward needs (no checkpoint, or the
+// recompute in backward), checkpointed (keeping nothing), under the op policy (keeping its
+// must-save outputs), or the op policy's recompute (the rest).
+enum class Mode { kSave, kCheckpoint, kOpForward, kRecompute, kOpRecompute };
+
+Status Unsupported(std::string_view what) {
+  return Error(
+      fmt::format("the eager PyTorch loop dtsim replays through the caching allocator "
+                  "is a GPT-style decoder's (LayerNorm, GeLU, biases, learned positions, "
+                  "tied embeddings); this model has {}",
+                  what));
+}
+
+Status CheckSupported(const TransformerSpec& spec, const EagerRun& run) {
+  if (spec.norm != Norm::kLayerNorm) return Unsupported("another norm");
+  if (spec.activation != Activation::kGelu) return Unsupported("another activation");
+  if (spec.position != PositionEmbedding::kLearned) return Unsupported("rotary positions");
+  if (!spec.linear_bias) return Unsupported("no biases");
+  if (spec.kv_heads != spec.heads) return Unsupported("grouped-query attention");
+  if (spec.moe.enabled() || spec.mla.enabled()) return Unsupported("MoE or MLA layers");
+  if (spec.sliding_window > 0) return Unsupported("sliding windows");
+  if (!spec.causal || spec.token_types > 0 || spec.embedding_norm || spec.pooler ||
+      spec.lm_head_transform) {
+    return Unsupported("an encoder's embeddings or heads");
+  }
+  if (!spec.tied_embeddings || !spec.final_norm || spec.mtp_layers > 0) {
+    return Unsupported("an untied output layer, no final norm or MTP modules");
+  }
+  if (run.recompute == Recompute::kSelective) {
+    return Error(
+        "Megatron's selective recompute is not a PyTorch checkpoint policy: use full "
+        "or selective_op");
+  }
+  if (run.micro_batch < 1 || run.seq_len < 1 || run.recompute_every < 1 || run.steps < 1 ||
+      run.warmup_steps < 1) {
+    return Error(
+        "micro-batch, sequence, recompute_every, steps and warm-up steps must be "
+        "positive");
+  }
+  return Status::Ok();
+}
+
+class Replay {
+ public:
+  Replay(const TransformerSpec& spec, const EagerRun& run)
+      : spec_(spec),
+        run_(run),
+        h_(spec.hidden),
+        f_(spec.ffn_hidden),
+        v_(spec.PaddedVocab(1)),
+        t_(run.micro_batch * run.seq_len),
+        lse_(run.micro_batch * spec.heads * run.seq_len * 4) {}
+
+  Expected<EagerPeaks> Run() {
+    DTSIM_RETURN_IF_ERROR(Parameters());
+    for (int tensor = 0; tensor < 2; ++tensor) {  // the batch's token ids and targets (int64)
+      DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle handle, allocator_.Allocate(t_ * 8));
+      held_.push_back(handle);
+    }
+    for (int step = 0; step < run_.warmup_steps + run_.steps; ++step) {
+      if (step == run_.warmup_steps) allocator_.ResetPeaks();
+      DTSIM_RETURN_IF_ERROR(Forward());
+      DTSIM_RETURN_IF_ERROR(Backward());
+      DTSIM_RETURN_IF_ERROR(OptimizerStep());
+    }
+    DTSIM_CHECK(live_.empty(), "a tensor of the iteration was never freed");
+    return EagerPeaks{.allocated = allocator_.stats().peak_allocated,
+                      .reserved = allocator_.stats().peak_reserved,
+                      .stats = allocator_.stats()};
+  }
+
+ private:
+  static int64_t Key(int layer, int tensor) { return (int64_t{layer} + 1) * kTensorKinds + tensor; }
+
+  Status Alloc(int layer, int tensor, int64_t bytes) {
+    DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle handle, allocator_.Allocate(bytes));
+    const bool inserted = live_.emplace(Key(layer, tensor), handle).second;
+    DTSIM_CHECK(inserted, "a tensor allocated twice");
+    return Status::Ok();
+  }
+  void Free(int layer, int tensor) {
+    const auto it = live_.find(Key(layer, tensor));
+    DTSIM_CHECK(it != live_.end(), "a tensor freed before it was allocated");
+    allocator_.Free(it->second);
+    live_.erase(it);
+  }
+
+  int BlockParameterIndex(int layer, int which) const {
+    return 2 + layer * kBlockParameters + which;
+  }
+
+  Status Parameters() {
+    const int64_t h = h_;
+    param_bytes_ = {v_ * h * 4, spec_.max_seq * h * 4};
+    for (int layer = 0; layer < spec_.layers; ++layer) {
+      for (const int64_t elements :
+           {h, h, 3 * h * h, 3 * h, h * h, h, h, h, f_ * h, f_, h * f_, h}) {
+        param_bytes_.push_back(elements * 4);
+      }
+    }
+    param_bytes_.push_back(h * 4);
+    param_bytes_.push_back(h * 4);
+    for (const int64_t bytes : param_bytes_) {
+      DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle handle, allocator_.Allocate(bytes));
+      held_.push_back(handle);
+    }
+    grads_.assign(param_bytes_.size(), -1);
+    return Status::Ok();
+  }
+
+  bool Checkpointed(int layer) const {
+    return run_.recompute != Recompute::kNone && RecomputesLayer(run_.recompute_every, layer);
+  }
+
+  // A linear layer under autocast: its input cast to bf16 (from an fp32 tensor `from`, freed
+  // once cast), its weight and bias casts, its output.
+  Status Linear(int layer, int from, int in, int weight, int bias, int64_t in_features,
+                int64_t out_features) {
+    if (from >= 0) {
+      DTSIM_RETURN_IF_ERROR(Alloc(layer, in, t_ * in_features * 2));
+      Free(layer, from);
+    }
+    DTSIM_RETURN_IF_ERROR(Alloc(layer, weight, in_features * out_features * 2));
+    if (bias >= 0) DTSIM_RETURN_IF_ERROR(Alloc(layer, bias, out_features * 2));
+    return Status::Ok();
+  }
+
+  Status Norm(int layer, int out, int mean, int rstd, bool keep) {
+    DTSIM_RETURN_IF_ERROR(Alloc(layer, out, t_ * h_ * 4));  // fp32 under autocast
+    DTSIM_RETURN_IF_ERROR(Alloc(layer, mean, t_ * 4));
+    DTSIM_RETURN_IF_ERROR(Alloc(layer, rstd, t_ * 4));
+    if (!keep) {
+      Free(layer, mean);
+      Free(layer, rstd);
+    }
+    return Status::Ok();
+  }
+
+  Status BlockForward(int l, Mode mode);
+  Status BlockBackward(int l);
+  Status Forward();
+  Status Backward();
+  Status OptimizerStep();
+  Status NewGrad(int index);          // a parameter's .grad (fp32), made by its backward
+  Status Grad(int index, int from) {  // … from a bf16 gradient `from`, which is freed
+    DTSIM_RETURN_IF_ERROR(NewGrad(index));
+    Free(kModel, from);
+    return Status::Ok();
+  }
+
+  const TransformerSpec& spec_;
+  const EagerRun& run_;
+  const int64_t h_, f_, v_, t_, lse_;
+  CachingAllocator allocator_;
+  std::map<int64_t, CachingAllocator::Handle> live_;  // the iteration's tensors
+  std::vector<int64_t> param_bytes_;
+  // What outlives the iterations: the parameters, the batch, the optimizer's state.
+  std::vector<CachingAllocator::Handle> held_;
+  std::vector<CachingAllocator::Handle> grads_;
+  bool optimizer_state_ = false;
+};
+
+Status Replay::BlockForward(int l, Mode mode) {
+  const bool keep = mode == Mode::kSave || mode == Mode::kRecompute || mode == Mode::kOpRecompute;
+  const bool recomputing = mode == Mode::kRecompute || mode == Mode::kOpRecompute;
+  // The op policy's must-save outputs: the attention kernel's, the first and third matmul's.
+  const auto op_saved = [](int t) {
+    return t == kQkvOut || t == kAtt || t == kLse || t == kFc1Out;
+  };
+  const auto kept = [&](int t) { return keep || (mode == Mode::kOpForward && op_saved(t)); };
+  const auto have = [&](int t) { return mode == Mode::kOpRecompute && op_saved(t); };
+  const auto drop = [&](int t) {
+    if (!kept(t)) Free(l, t);
+  };
+  DTSIM_RETURN_IF_ERROR(Norm(l, kLn1, kLn1Mean, kLn1Rstd, keep));
+  DTSIM_RETURN_IF_ERROR(Linear(l, kLn1, kQkvIn, kQkvW, kQkvB, h_, 3 * h_));
+  if (!have(kQkvOut)) DTSIM_RETURN_IF_ERROR(Alloc(l, kQkvOut, t_ * 3 * h_ * 2));
+  drop(kQkvIn);
+  if (!have(kAtt)) {
+    DTSIM_RETURN_IF_ERROR(Alloc(l, kAtt, t_ * h_ * 2));
+    DTSIM_RETURN_IF_ERROR(Alloc(l, kLse, lse_));
+  }
+  drop(kQkvOut);
+  drop(kLse);
+  DTSIM_RETURN_IF_ERROR(Linear(l, -1, -1, kProjW, kProjB, h_, h_));
+  DTSIM_RETURN_IF_ERROR(Alloc(l, kProjOut, t_ * h_ * 2));
+  drop(kAtt);
+  DTSIM_RETURN_IF_ERROR(Alloc(l, kXm, t_ * h_ * 4));  // fp32 + bf16 promotes to fp32
+  Free(l, kProjOut);
+  DTSIM_RETURN_IF_ERROR(Norm(l, kLn2, kLn2Mean, kLn2Rstd, keep));
+  DTSIM_RETURN_IF_ERROR(Linear(l, kLn2, kFc1In, kFc1W, kFc1B, h_, f_));
+  if (!have(kFc1Out)) DTSIM_RETURN_IF_ERROR(Alloc(l, kFc1Out, t_ * f_ * 2));
+  drop(kFc1In);
+  DTSIM_RETURN_IF_ERROR(Alloc(l, kGelu, t_ * f_ * 2));
+  drop(kFc1Out);
+  DTSIM_RETURN_IF_ERROR(Linear(l, -1, -1, kFc2W, kFc2B, f_, h_));
+  DTSIM_RETURN_IF_ERROR(Alloc(l, kFc2Out, t_ * h_ * 2));
+  if (!keep) Free(l, kGelu);
+  if (recomputing) {
+    Free(l, kFc2Out);  // the recompute stops once the last saved tensor is back
+    return Status::Ok();
+  }
+  if (mode != Mode::kSave) Free(l, kXm);
+  DTSIM_RETURN_IF_ERROR(Alloc(l + 1, kX, t_ * h_ * 4));
+  Free(l, kFc2Out);
+  return Status::Ok();
+}
+
+Status Replay::Forward() {
+  const int layers = spec_.layers;
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kPositions, run_.seq_len * 8));  // torch.arange
+  // Token and position embeddings (fp32: autocast leaves embedding lookups alone), summed.
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kTok, t_ * h_ * 4));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kPos, run_.seq_len * h_ * 4));
+  DTSIM_RETURN_IF_ERROR(Alloc(0, kX, t_ * h_ * 4));
+  Free(kModel, kTok);
+  Free(kModel, kPos);
+  for (int l = 0; l < layers; ++l) {
+    Mode mode = Mode::kSave;
+    if (Checkpointed(l)) {
+      mode = run_.recompute == Recompute::kSelectiveOp ? Mode::kOpForward : Mode::kCheckpoint;
+    }
+    DTSIM_RETURN_IF_ERROR(BlockForward(l, mode));
+  }
+  DTSIM_RETURN_IF_ERROR(Norm(kModel, kLnf, kLnfMean, kLnfRstd, true));
+  DTSIM_RETURN_IF_ERROR(Linear(kModel, kLnf, kHeadIn, kHeadW, -1, h_, v_));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kLogits, t_ * v_ * 2));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kLogits32, t_ * v_ * 4));  // logits.float()
+  Free(kModel, kLogits);
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kLogSoftmax, t_ * v_ * 4));  // saved for backward
+  Free(kModel, kLogits32);
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kLoss, 4));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kTotalWeight, 4));
+  // Leaving autocast empties its cast cache: bias casts (no backward saves them) go, and the
+  // weight casts of checkpointed blocks, which their recompute casts again.
+  for (int l = 0; l < layers; ++l) {
+    for (const int bias : {kQkvB, kProjB, kFc1B, kFc2B}) Free(l, bias);
+    if (!Checkpointed(l)) continue;
+    for (const int weight : {kQkvW, kProjW, kFc1W, kFc2W}) Free(l, weight);
+  }
+  return Status::Ok();
+}
+
+Status Replay::NewGrad(int index) {
+  const auto i = static_cast<size_t>(index);
+  DTSIM_ASSIGN_OR_RETURN(grads_[i], allocator_.Allocate(param_bytes_[i]));
+  return Status::Ok();
+}
+
+Status Replay::BlockBackward(int l) {
+  const int64_t t = t_, h = h_, f = f_;
+  const auto p = [&](int which) { return BlockParameterIndex(l, which); };
+  if (Checkpointed(l)) {
+    DTSIM_RETURN_IF_ERROR(BlockForward(
+        l, run_.recompute == Recompute::kSelectiveOp ? Mode::kOpRecompute : Mode::kRecompute));
+    for (const int bias : {kQkvB, kProjB, kFc1B, kFc2B}) Free(l, bias);
+  }
+  // The MLP: the residual's gradient cast to bf16 for fc2, then fc2, GeLU, fc1, the norm.
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGFc2Out, t * h * 2));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGGelu, t * f * 2));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGFc2W, h * f * 2));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGFc2B, h * 2));
+  Free(kModel, kGFc2Out);
+  Free(l, kFc2W);
+  DTSIM_RETURN_IF_ERROR(Grad(p(kFc2Weight), kGFc2W));
+  DTSIM_RETURN_IF_ERROR(Grad(p(kFc2Bias), kGFc2B));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGFc1Out, t * f * 2));
+  Free(kModel, kGGelu);
+  Free(l, kGelu);
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGFc1In, t * h * 2));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGFc1W, f * h * 2));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGFc1B, f * 2));
+  Free(kModel, kGFc1Out);
+  Free(l, kFc1Out);
+  Free(l, kFc1In);
+  Free(l, kFc1W);
+  DTSIM_RETURN_IF_ERROR(Grad(p(kFc1Weight), kGFc1W));
+  DTSIM_RETURN_IF_ERROR(Grad(p(kFc1Bias), kGFc1B));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLn2Out, t * h * 4));
+  Free(kModel, kGFc1In);
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLn2In, t * h * 4));
+  DTSIM_RETURN_IF_ERROR(NewGrad(p(kLn2Weight)));
+  DTSIM_RETURN_IF_ERROR(NewGrad(p(kLn2Bias)));
+  Free(kModel, kGLn2Out);
+  Free(l, kLn2Mean);
+  Free(l, kLn2Rstd);
+  Free(l, kXm);
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGXm, t * h * 4));  // the two paths' gradients summed
+  Free(kModel, kGX);
+  Free(kModel, kGLn2In);
+  // Attention: the projection, flash attention's backward (dq, dk, dv and its fp32 buffers),
+  // the q, k, v gradients joined for the fused projection, the norm.
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGProjOut, t * h * 2));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGAtt, t * h * 2));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGProjW, h * h * 2));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGProjB, h * 2));
+  Free(kModel, kGProjOut);
+  Free(l, kProjW);
+  DTSIM_RETURN_IF_ERROR(Grad(p(kProjWeight), kGProjW));
+  DTSIM_RETURN_IF_ERROR(Grad(p(kProjBias), kGProjB));
+  for (const int grad : {kDq, kDk, kDv}) DTSIM_RETURN_IF_ERROR(Alloc(kModel, grad, t * h * 2));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kSoftmaxD, lse_));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kDqAccum, t * h * 4));
+  Free(kModel, kDqAccum);
+  Free(kModel, kSoftmaxD);
+  Free(kModel, kGAtt);
+  Free(l, kAtt);
+  Free(l, kLse);
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGQkv, t * 3 * h * 2));
+  for (const int grad : {kDq, kDk, kDv}) Free(kModel, grad);
+  Free(l, kQkvOut);
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGQkvIn, t * h * 2));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGQkvW, 3 * h * h * 2));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGQkvB, 3 * h * 2));
+  Free(kModel, kGQkv);
+  Free(l, kQkvIn);
+  Free(l, kQkvW);
+  DTSIM_RETURN_IF_ERROR(Grad(p(kQkvWeight), kGQkvW));
+  DTSIM_RETURN_IF_ERROR(Grad(p(kQkvBias), kGQkvB));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLn1Out, t * h * 4));
+  Free(kModel, kGQkvIn);
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLn1In, t * h * 4));
+  DTSIM_RETURN_IF_ERROR(NewGrad(p(kLn1Weight)));
+  DTSIM_RETURN_IF_ERROR(NewGrad(p(kLn1Bias)));
+  Free(kModel, kGLn1Out);
+  Free(l, kLn1Mean);
+  Free(l, kLn1Rstd);
+  Free(l, kX);
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGX, t * h * 4));
+  Free(kModel, kGXm);
+  Free(kModel, kGLn1In);
+  return Status::Ok();
+}
+
+Status Replay::Backward() {
+  const int64_t t = t_, h = h_, v = v_;
+  // The loss: nll_loss's dense gradient, log_softmax's, the cast back to bf16.
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLoss, 4));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGNll, t * v * 4));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLsm, t * v * 4));
+  Free(kModel, kGNll);
+  Free(kModel, kLogSoftmax);
+  Free(kModel, kGLoss);
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLogits, t * v * 2));
+  Free(kModel, kGLsm);
+  // The output layer (the embedding's weight): the input's and the weight's gradients.
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGHeadIn, t * h * 2));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGHeadW, v * h * 2));
+  Free(kModel, kGLogits);
+  Free(kModel, kHeadIn);
+  Free(kModel, kHeadW);
+  DTSIM_RETURN_IF_ERROR(Grad(0, kGHeadW));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLnfOut, t * h * 4));
+  Free(kModel, kGHeadIn);
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGX, t * h * 4));
+  const int final_norm = BlockParameterIndex(spec_.layers, 0);
+  DTSIM_RETURN_IF_ERROR(NewGrad(final_norm));
+  DTSIM_RETURN_IF_ERROR(NewGrad(final_norm + 1));
+  Free(kModel, kGLnfOut);
+  Free(kModel, kLnfMean);
+  Free(kModel, kLnfRstd);
+  Free(spec_.layers, kX);
+  for (int l = spec_.layers - 1; l >= 0; --l) DTSIM_RETURN_IF_ERROR(BlockBackward(l));
+  // The embeddings: the positions' gradient summed over the batch; the tokens' dense gradient
+  // added into the output layer's (tied), the positions' table gradient.
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGPos, run_.seq_len * h * 4));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGWte, v * h * 4));
+  Free(kModel, kGWte);
+  Free(kModel, kGX);
+  DTSIM_RETURN_IF_ERROR(NewGrad(1));
+  Free(kModel, kGPos);
+  Free(kModel, kPositions);
+  Free(kModel, kLoss);
+  Free(kModel, kTotalWeight);
+  return Status::Ok();
+}
+
+Status Replay::OptimizerStep() {
+  if (!optimizer_state_) {
+    // Fused AdamW's state, made at its first step in parameter order: the step count (an
+    // fp32 scalar on the device), exp_avg and exp_avg_sq.
+    for (const int64_t bytes : param_bytes_) {
+      for (const int64_t state : {int64_t{4}, bytes, bytes}) {
+        DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle handle, allocator_.Allocate(state));
+        held_.push_back(handle);
+      }
+    }
+    optimizer_state_ = true;
+  }
+  // zero_grad(set_to_none=True)
+  for (CachingAllocator::Handle& grad : grads_) {
+    if (grad != -1) allocator_.Free(grad);
+    grad = -1;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<EagerPeaks> ReplayEagerTraining(const TransformerSpec& spec, const EagerRun& run) {
+  DTSIM_RETURN_IF_ERROR(CheckSupported(spec, run));
+  Replay replay(spec, run);
+  return replay.Run();
+}
+
+}  // namespace dtsim::models

@@ -1,0 +1,52 @@
+// A PyTorch-eager training loop on one GPU, tensor by tensor, replayed through the caching
+// allocator (models/caching_allocator.h): what torch.cuda.max_memory_allocated and
+// max_memory_reserved report for it (docs/models.md, "The caching allocator").
+//
+// The loop is the one tools/gpu_checks/gpt2_step.py runs, as PyTorch 2.x runs it:
+//
+//   with torch.autocast("cuda", dtype=torch.bfloat16): loss = model(inputs, targets)
+//   loss.backward(); optimizer.step(); optimizer.zero_grad(set_to_none=True)
+//
+// over a GPT-style decoder (LayerNorm, a GeLU MLP, biases, learned positions, the output layer
+// tied to the embedding) with fp32 parameters, flash attention (scaled_dot_product_attention),
+// no dropout, the loss as cross_entropy over logits.float(), and fused AdamW; activation
+// checkpointing per block as torch.utils.checkpoint (non-reentrant, with its early stop) runs
+// it — `full` on every n-th block, `selective_op` as torchtitan's op policy (save the outputs of
+// the attention kernel and of every second matmul, recompute the rest). Every tensor is
+// allocated when the op making it runs and freed when its last user is done: an op's output
+// once consumed, a tensor autograd saved once its backward ran, autocast's weight and bias
+// casts at the end of the autocast region unless saved, a weight gradient at zero_grad.
+#pragma once
+
+#include <cstdint>
+
+#include "models/caching_allocator.h"
+#include "models/model_spec.h"
+#include "models/ops.h"
+#include "sim/base/status.h"
+
+namespace dtsim::models {
+
+struct EagerRun {
+  int64_t micro_batch = 1;
+  int64_t seq_len = 0;
+  Recompute recompute = Recompute::kNone;  // none, full or selective_op
+  int recompute_every = 1;                 // the policy on blocks n, 2n, … (RecomputesLayer)
+  // Iterations before the peaks are reset (torch.cuda.reset_peak_memory_stats) and after:
+  // the optimizer's state is allocated in the first, and what the allocator caches carries on.
+  int warmup_steps = 2;
+  int steps = 3;
+};
+
+struct EagerPeaks {
+  int64_t allocated = 0;  // max_memory_allocated over the steps after warm-up
+  int64_t reserved = 0;   // max_memory_reserved over them
+  AllocatorStats stats;   // at the end
+};
+
+// Errors name the first thing the model or run has that this loop does not: another norm,
+// activation or position embedding, no biases, grouped-query attention, MoE, MLA, sliding
+// windows, an encoder, untied embeddings, Megatron's selective recompute.
+Expected<EagerPeaks> ReplayEagerTraining(const TransformerSpec& spec, const EagerRun& run);
+
+}  // namespace dtsim::models
