@@ -125,7 +125,7 @@ TEST(CachingAllocatorTest, SmallRequestsPackIntoTwoMebibyteSegments) {
 }
 
 TEST(CachingAllocatorTest, ReleasesItsCacheBeforeRunningOutOfMemory) {
-  CachingAllocator allocator(100 * kMiB);
+  CachingAllocator allocator({.capacity = 100 * kMiB});
   // 60 MiB cached; 80 MiB more would pass 100 MiB, so the cache is released (one retry)
   // and the 80 MiB segment reserved.
   allocator.Free(Take(allocator, 60 * kMiB));
@@ -142,7 +142,7 @@ TEST(CachingAllocatorTest, ReleasesItsCacheBeforeRunningOutOfMemory) {
 }
 
 TEST(CachingAllocatorTest, ASplitSegmentIsNotReleased) {
-  CachingAllocator allocator(100 * kMiB);
+  CachingAllocator allocator({.capacity = 100 * kMiB});
   // A 60 MiB segment with 20 MiB in use and 40 MiB cached: the cached part cannot be
   // released (its segment is in use), so 50 MiB more does not fit: 60 + 50 > 100.
   allocator.Free(Take(allocator, 60 * kMiB));
@@ -152,6 +152,62 @@ TEST(CachingAllocatorTest, ASplitSegmentIsNotReleased) {
   // 40 MiB fits in the cached rest.
   Take(allocator, 40 * kMiB);
   EXPECT_EQ(allocator.stats().allocated, 60 * kMiB);
+}
+
+// Expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True): one segment per pool
+// and stream grows by 20 MiB pages (large pool) at its end.
+TEST(CachingAllocatorTest, ExpandableSegmentsMapPagesAtTheirEnd) {
+  CachingAllocator allocator({.expandable_segments = true});
+  // 30 MiB maps two pages (40 MiB) and splits off 10 MiB (512 B or more splits, in either
+  // pool). 15 MiB fits no cached block; the free 10 MiB before the unmapped end takes one page
+  // more (it lacks 5 MiB): 30 MiB, of which 15 are split off. 60 MiB reserved for 45 MiB
+  // allocated — the default allocator reserves 30 + 16 = 46 MiB, one segment each.
+  Take(allocator, 30 * kMiB);
+  EXPECT_EQ(allocator.stats().reserved, 40 * kMiB);
+  Take(allocator, 15 * kMiB);
+  EXPECT_EQ(allocator.stats().reserved, 60 * kMiB);
+  EXPECT_EQ(allocator.stats().allocated, 45 * kMiB);
+  EXPECT_EQ(allocator.stats().segments, 1);
+  // The fragmenting sequence of AFreedBlockTooSmallForTheNextRequestIsReservedBeside: 60 MiB
+  // freed, 40 MiB split from it, 30 MiB then grows the free 20 MiB at the end by one page:
+  // 80 MiB reserved where the default allocator reserves 90.
+  CachingAllocator other({.expandable_segments = true});
+  other.Free(Take(other, 60 * kMiB));
+  Take(other, 40 * kMiB);
+  Take(other, 30 * kMiB);
+  EXPECT_EQ(other.stats().reserved, 80 * kMiB);
+  EXPECT_EQ(other.stats().allocated, 70 * kMiB);
+}
+
+TEST(CachingAllocatorTest, ExpandableSegmentsKeepTheGrowableBlockForLast) {
+  CachingAllocator allocator({.expandable_segments = true});
+  // [45 | 15 | 40 | unmapped], 100 MiB mapped (45 maps three pages, 15 fills the rest, 40 two
+  // more); the 45 and the 40 freed. 38 MiB fits both: the 40 is the smaller, but it can grow
+  // into the unmapped end, so the 45 is taken (38 + 7 split off). 42 MiB then fits no cached
+  // block and the free 40 at the end grows by a page: 120 MiB reserved.
+  const CachingAllocator::Handle a = Take(allocator, 45 * kMiB);
+  Take(allocator, 15 * kMiB);
+  const CachingAllocator::Handle c = Take(allocator, 40 * kMiB);
+  EXPECT_EQ(allocator.stats().reserved, 100 * kMiB);
+  allocator.Free(a);
+  allocator.Free(c);
+  Take(allocator, 38 * kMiB);
+  EXPECT_EQ(allocator.stats().reserved, 100 * kMiB);
+  Take(allocator, 42 * kMiB);
+  EXPECT_EQ(allocator.stats().reserved, 120 * kMiB);
+  EXPECT_EQ(allocator.stats().allocated, (15 + 38 + 42) * kMiB);
+}
+
+TEST(CachingAllocatorTest, ExpandableSegmentsRunOutOfMemoryAtTheCapacity) {
+  CachingAllocator allocator({.capacity = 50 * kMiB, .expandable_segments = true});
+  Take(allocator, 30 * kMiB);  // 40 MiB mapped
+  const Expected<CachingAllocator::Handle> oom = allocator.Allocate(25 * kMiB);
+  ASSERT_FALSE(oom.ok());  // 10 free + 15 lacking: one page more, 60 > 50
+  EXPECT_EQ(oom.error().message(),
+            "out of memory: a request of 26214400 B does not fit the expandable segments, "
+            "with 30.0 MiB allocated and 40.0 MiB reserved of 50.0 MiB");
+  Take(allocator, 10 * kMiB);  // the cached 10 MiB
+  EXPECT_EQ(allocator.stats().reserved, 40 * kMiB);
 }
 
 }  // namespace
