@@ -49,9 +49,11 @@ def predict(dtsim, run, work):
     with open(result_path) as result:
         result = json.load(result)
         memory = result["stages"][0]["memory"]
-        # The allocator's tensors: the total less the CUDA context (runtime_bytes) and NCCL's
-        # buffers (nccl_bytes; none on one GPU).
-        outside = memory.get("runtime_bytes", 0) + memory.get("nccl_bytes", 0)
+        # The allocator's tensors: the total less the CUDA context (runtime_bytes), NCCL's
+        # buffers (nccl_bytes; none on one GPU) and the allocator's reserve where modelled
+        # (allocator_reserve_bytes), which are not allocated tensors.
+        outside = (memory.get("runtime_bytes", 0) + memory.get("nccl_bytes", 0) +
+                   memory.get("allocator_reserve_bytes", 0))
         return memory["total_bytes"] - outside, result["iteration_time_ns"] / 1e6
 
 
