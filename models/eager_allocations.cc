@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <map>
 #include <string>
 #include <vector>
 
@@ -142,6 +141,12 @@ Status CheckSupported(const TransformerSpec& spec, const EagerRun& run) {
   if (!spec.tied_embeddings || !spec.final_norm || spec.mtp_layers > 0) {
     return Unsupported("an untied output layer, no final norm or MTP modules");
   }
+  if (spec.layers > kMaxEagerReplayLayers) {
+    return Error(fmt::format("more than {} layers: the replay's cost grows with them and no "
+                             "model trained on one GPU has as many",
+                             kMaxEagerReplayLayers),
+                 "layers", std::to_string(spec.layers));
+  }
   if (run.recompute == Recompute::kSelective) {
     return Error(
         "Megatron's selective recompute is not a PyTorch checkpoint policy: use full "
@@ -165,7 +170,8 @@ class Replay {
         f_(spec.ffn_hidden),
         v_(spec.PaddedVocab(1)),
         t_(run.micro_batch * run.seq_len),
-        lse_(run.micro_batch * spec.heads * run.seq_len * 4) {}
+        lse_(run.micro_batch * spec.heads * run.seq_len * 4),
+        live_(static_cast<size_t>(spec.layers + 2) * kTensorKinds, -1) {}
 
   Expected<EagerPeaks> Run() {
     DTSIM_RETURN_IF_ERROR(Parameters());
@@ -179,26 +185,33 @@ class Replay {
       DTSIM_RETURN_IF_ERROR(Backward());
       DTSIM_RETURN_IF_ERROR(OptimizerStep());
     }
-    DTSIM_CHECK(live_.empty(), "a tensor of the iteration was never freed");
+    DTSIM_CHECK(live_count_ == 0, "a tensor of the iteration was never freed");
     return EagerPeaks{.allocated = allocator_.stats().peak_allocated,
                       .reserved = allocator_.stats().peak_reserved,
                       .stats = allocator_.stats()};
   }
 
  private:
-  static int64_t Key(int layer, int tensor) { return (int64_t{layer} + 1) * kTensorKinds + tensor; }
+  // The slot of tensor `tensor` of block `layer` (kModel: around the blocks; layers + 1 has
+  // the last block's output) in live_.
+  size_t Slot(int layer, int tensor) const {
+    return static_cast<size_t>((int64_t{layer} + 1) * kTensorKinds + tensor);
+  }
 
   Status Alloc(int layer, int tensor, int64_t bytes) {
     DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle handle, allocator_.Allocate(bytes));
-    const bool inserted = live_.emplace(Key(layer, tensor), handle).second;
-    DTSIM_CHECK(inserted, "a tensor allocated twice");
+    CachingAllocator::Handle& slot = live_[Slot(layer, tensor)];
+    DTSIM_CHECK(slot == -1, "a tensor allocated twice");
+    slot = handle;
+    ++live_count_;
     return Status::Ok();
   }
   void Free(int layer, int tensor) {
-    const auto it = live_.find(Key(layer, tensor));
-    DTSIM_CHECK(it != live_.end(), "a tensor freed before it was allocated");
-    allocator_.Free(it->second);
-    live_.erase(it);
+    CachingAllocator::Handle& slot = live_[Slot(layer, tensor)];
+    DTSIM_CHECK(slot != -1, "a tensor freed before it was allocated");
+    allocator_.Free(slot);
+    slot = -1;
+    --live_count_;
   }
 
   int BlockParameterIndex(int layer, int which) const {
@@ -268,7 +281,9 @@ class Replay {
   const EagerRun& run_;
   const int64_t h_, f_, v_, t_, lse_;
   CachingAllocator allocator_;
-  std::map<int64_t, CachingAllocator::Handle> live_;  // the iteration's tensors
+  // The iteration's tensors by Slot; -1 where none is live.
+  std::vector<CachingAllocator::Handle> live_;
+  int64_t live_count_ = 0;
   std::vector<int64_t> param_bytes_;
   // What outlives the iterations: the parameters, the batch, the optimizer's state.
   std::vector<CachingAllocator::Handle> held_;

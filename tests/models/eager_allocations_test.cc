@@ -83,6 +83,15 @@ TEST(EagerAllocationsTest, ReplaysOnlyTheLoopItModels) {
       gpt2->transformer, {.micro_batch = 1, .seq_len = 512, .recompute = Recompute::kSelective});
   ASSERT_FALSE(selective.ok());
   EXPECT_THAT(selective.error().message(), HasSubstr("not a PyTorch checkpoint policy"));
+  // The replay's cost grows with the layers: past 1,024 it is refused (a 10^6-layer toy
+  // model took minutes and gigabytes).
+  TransformerSpec deep = gpt2->transformer;
+  deep.layers = kMaxEagerReplayLayers + 1;
+  const Expected<EagerPeaks> too_deep = ReplayEagerTraining(deep, run);
+  ASSERT_FALSE(too_deep.ok());
+  EXPECT_EQ(too_deep.error().ToString(),
+            "layers: more than 1024 layers: the replay's cost grows with them and no model "
+            "trained on one GPU has as many, got 1025");
 }
 
 TEST(EagerAllocationsTest, TheReserveIsTheCacheTheLossLeavesBehind) {
