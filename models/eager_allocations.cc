@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,8 @@ enum Tensor : int {
   kTotalWeight,
   // gradients in flight (G…) and flash attention's backward buffers
   kGLoss,
+  kGWeight,  // a linear layer's weight and bias gradients in bf16, before their .grad
+  kGBias,
   kGNll,
   kGLsm,
   kGLogits,
@@ -65,19 +68,13 @@ enum Tensor : int {
   kGX,
   kGFc2Out,
   kGGelu,
-  kGFc2W,
-  kGFc2B,
   kGFc1Out,
   kGFc1In,
-  kGFc1W,
-  kGFc1B,
   kGLn2Out,
   kGLn2In,
   kGXm,
   kGProjOut,
   kGAtt,
-  kGProjW,
-  kGProjB,
   kDq,
   kDk,
   kDv,
@@ -85,8 +82,6 @@ enum Tensor : int {
   kDqAccum,
   kGQkv,
   kGQkvIn,
-  kGQkvW,
-  kGQkvB,
   kGLn1Out,
   kGLn1In,
   kGPos,
@@ -267,6 +262,19 @@ class Replay {
 
   Status BlockForward(int l, Mode mode);
   Status BlockBackward(int l);
+  // A linear layer's backward under autocast: its input's gradient `grad_in` (of `in_bytes`)
+  // and its weight's and bias's in bf16; then the output's gradient `grad_out`, the tensors
+  // the layer saved (`saved`, of block l) and its weight cast freed; the weight's and bias's
+  // gradients cast to their fp32 .grad (parameters `weight` and `weight` + 1).
+  Status LinearBackward(int l, int grad_out, int grad_in, int64_t in_bytes, int64_t in_features,
+                        int64_t out_features, std::initializer_list<int> saved, int weight_cast,
+                        int weight);
+  // A layer norm's backward: the input's gradient `grad_in` (fp32) and the weight's and bias's
+  // .grad (parameters `weight` and `weight` + 1); then the output's gradient `grad_out`, the
+  // statistics (`mean`, `rstd` of block l) and the saved input (`input` of block input_layer)
+  // freed.
+  Status NormBackward(int l, int grad_out, int grad_in, int mean, int rstd, int input_layer,
+                      int input, int weight);
   Status Forward();
   Status Backward();
   Status OptimizerStep();
@@ -378,6 +386,31 @@ Status Replay::NewGrad(int index) {
   return Status::Ok();
 }
 
+Status Replay::LinearBackward(int l, int grad_out, int grad_in, int64_t in_bytes,
+                              int64_t in_features, int64_t out_features,
+                              std::initializer_list<int> saved, int weight_cast, int weight) {
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, grad_in, in_bytes));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGWeight, in_features * out_features * 2));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGBias, out_features * 2));
+  Free(kModel, grad_out);
+  for (const int tensor : saved) Free(l, tensor);
+  Free(l, weight_cast);
+  DTSIM_RETURN_IF_ERROR(Grad(weight, kGWeight));
+  return Grad(weight + 1, kGBias);
+}
+
+Status Replay::NormBackward(int l, int grad_out, int grad_in, int mean, int rstd, int input_layer,
+                            int input, int weight) {
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, grad_in, t_ * h_ * 4));
+  DTSIM_RETURN_IF_ERROR(NewGrad(weight));
+  DTSIM_RETURN_IF_ERROR(NewGrad(weight + 1));
+  Free(kModel, grad_out);
+  Free(l, mean);
+  Free(l, rstd);
+  Free(input_layer, input);
+  return Status::Ok();
+}
+
 Status Replay::BlockBackward(int l) {
   const int64_t t = t_, h = h_, f = f_;
   const auto p = [&](int which) { return BlockParameterIndex(l, which); };
@@ -388,47 +421,25 @@ Status Replay::BlockBackward(int l) {
   }
   // The MLP: the residual's gradient cast to bf16 for fc2, then fc2, GeLU, fc1, the norm.
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGFc2Out, t * h * 2));
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGGelu, t * f * 2));
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGFc2W, h * f * 2));
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGFc2B, h * 2));
-  Free(kModel, kGFc2Out);
-  Free(l, kFc2W);
-  DTSIM_RETURN_IF_ERROR(Grad(p(kFc2Weight), kGFc2W));
-  DTSIM_RETURN_IF_ERROR(Grad(p(kFc2Bias), kGFc2B));
+  DTSIM_RETURN_IF_ERROR(
+      LinearBackward(l, kGFc2Out, kGGelu, t * f * 2, f, h, {}, kFc2W, p(kFc2Weight)));
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGFc1Out, t * f * 2));
   Free(kModel, kGGelu);
   Free(l, kGelu);
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGFc1In, t * h * 2));
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGFc1W, f * h * 2));
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGFc1B, f * 2));
-  Free(kModel, kGFc1Out);
-  Free(l, kFc1Out);
-  Free(l, kFc1In);
-  Free(l, kFc1W);
-  DTSIM_RETURN_IF_ERROR(Grad(p(kFc1Weight), kGFc1W));
-  DTSIM_RETURN_IF_ERROR(Grad(p(kFc1Bias), kGFc1B));
+  DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGFc1Out, kGFc1In, t * h * 2, h, f, {kFc1Out, kFc1In},
+                                       kFc1W, p(kFc1Weight)));
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLn2Out, t * h * 4));
   Free(kModel, kGFc1In);
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLn2In, t * h * 4));
-  DTSIM_RETURN_IF_ERROR(NewGrad(p(kLn2Weight)));
-  DTSIM_RETURN_IF_ERROR(NewGrad(p(kLn2Bias)));
-  Free(kModel, kGLn2Out);
-  Free(l, kLn2Mean);
-  Free(l, kLn2Rstd);
-  Free(l, kXm);
+  DTSIM_RETURN_IF_ERROR(
+      NormBackward(l, kGLn2Out, kGLn2In, kLn2Mean, kLn2Rstd, l, kXm, p(kLn2Weight)));
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGXm, t * h * 4));  // the two paths' gradients summed
   Free(kModel, kGX);
   Free(kModel, kGLn2In);
   // Attention: the projection, flash attention's backward (dq, dk, dv and its fp32 buffers),
   // the q, k, v gradients joined for the fused projection, the norm.
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGProjOut, t * h * 2));
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGAtt, t * h * 2));
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGProjW, h * h * 2));
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGProjB, h * 2));
-  Free(kModel, kGProjOut);
-  Free(l, kProjW);
-  DTSIM_RETURN_IF_ERROR(Grad(p(kProjWeight), kGProjW));
-  DTSIM_RETURN_IF_ERROR(Grad(p(kProjBias), kGProjB));
+  DTSIM_RETURN_IF_ERROR(
+      LinearBackward(l, kGProjOut, kGAtt, t * h * 2, h, h, {}, kProjW, p(kProjWeight)));
   for (const int grad : {kDq, kDk, kDv}) DTSIM_RETURN_IF_ERROR(Alloc(kModel, grad, t * h * 2));
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kSoftmaxD, lse_));
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kDqAccum, t * h * 4));
@@ -440,23 +451,12 @@ Status Replay::BlockBackward(int l) {
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGQkv, t * 3 * h * 2));
   for (const int grad : {kDq, kDk, kDv}) Free(kModel, grad);
   Free(l, kQkvOut);
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGQkvIn, t * h * 2));
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGQkvW, 3 * h * h * 2));
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGQkvB, 3 * h * 2));
-  Free(kModel, kGQkv);
-  Free(l, kQkvIn);
-  Free(l, kQkvW);
-  DTSIM_RETURN_IF_ERROR(Grad(p(kQkvWeight), kGQkvW));
-  DTSIM_RETURN_IF_ERROR(Grad(p(kQkvBias), kGQkvB));
+  DTSIM_RETURN_IF_ERROR(
+      LinearBackward(l, kGQkv, kGQkvIn, t * h * 2, h, 3 * h, {kQkvIn}, kQkvW, p(kQkvWeight)));
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLn1Out, t * h * 4));
   Free(kModel, kGQkvIn);
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLn1In, t * h * 4));
-  DTSIM_RETURN_IF_ERROR(NewGrad(p(kLn1Weight)));
-  DTSIM_RETURN_IF_ERROR(NewGrad(p(kLn1Bias)));
-  Free(kModel, kGLn1Out);
-  Free(l, kLn1Mean);
-  Free(l, kLn1Rstd);
-  Free(l, kX);
+  DTSIM_RETURN_IF_ERROR(
+      NormBackward(l, kGLn1Out, kGLn1In, kLn1Mean, kLn1Rstd, l, kX, p(kLn1Weight)));
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGX, t * h * 4));
   Free(kModel, kGXm);
   Free(kModel, kGLn1In);
@@ -483,14 +483,8 @@ Status Replay::Backward() {
   DTSIM_RETURN_IF_ERROR(Grad(0, kGHeadW));
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLnfOut, t * h * 4));
   Free(kModel, kGHeadIn);
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGX, t * h * 4));
-  const int final_norm = BlockParameterIndex(spec_.layers, 0);
-  DTSIM_RETURN_IF_ERROR(NewGrad(final_norm));
-  DTSIM_RETURN_IF_ERROR(NewGrad(final_norm + 1));
-  Free(kModel, kGLnfOut);
-  Free(kModel, kLnfMean);
-  Free(kModel, kLnfRstd);
-  Free(spec_.layers, kX);
+  DTSIM_RETURN_IF_ERROR(NormBackward(kModel, kGLnfOut, kGX, kLnfMean, kLnfRstd, spec_.layers, kX,
+                                     BlockParameterIndex(spec_.layers, 0)));
   for (int l = spec_.layers - 1; l >= 0; --l) DTSIM_RETURN_IF_ERROR(BlockBackward(l));
   // The embeddings: the positions' gradient summed over the batch; the tokens' dense gradient
   // added into the output layer's (tied), the positions' table gradient.
