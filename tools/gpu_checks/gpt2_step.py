@@ -39,6 +39,7 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import memory_history
 from torch.utils.checkpoint import (CheckpointPolicy, checkpoint,
                                     create_selective_checkpoint_contexts)
 
@@ -54,7 +55,7 @@ _SAVED = _MATMULS | {torch.ops.aten._scaled_dot_product_flash_attention.default,
                      torch.ops.aten._scaled_dot_product_cudnn_attention.default}
 
 
-def _op_policy_contexts():
+def op_policy_contexts():
     counts = {"forward": 0, "recompute": 0}
 
     def policy(ctx, op, *args, **kwargs):
@@ -113,11 +114,25 @@ class Gpt2(nn.Module):
             if self.recompute == "full" or (self.recompute == "every-2nd" and i % 2 == 1):
                 x = checkpoint(block, x, use_reentrant=False)
             elif self.recompute == "op":
-                x = checkpoint(block, x, use_reentrant=False, context_fn=_op_policy_contexts)
+                x = checkpoint(block, x, use_reentrant=False, context_fn=op_policy_contexts)
             else:
                 x = block(x)
         logits = self.head(self.ln(x))
         return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
+
+
+def write_summary(args, summary, model, times, losses, step_starts):
+    """Completes a run's summary (steps, losses, memory) and writes it, and the allocator's
+    record with --history."""
+    summary.update({
+        "warmup": args.warmup, "steps": args.steps, "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__, "parameters": sum(p.numel() for p in model.parameters()),
+        "step_ms": times, "median_ms": statistics.median(times),
+        "first_loss": losses[0], "last_loss": losses[-1], **memory_history.memory_facts()})
+    with open(args.summary, "w") as out:
+        json.dump(summary, out, indent=1)
+    if args.history:
+        memory_history.write(args.history, step_starts)
 
 
 def main():
@@ -134,8 +149,12 @@ def main():
     parser.add_argument("--steps", type=int, default=20, help="timed steps")
     parser.add_argument("--trace", help="torch.profiler's trace (with --profiler torch)")
     parser.add_argument("--summary", required=True, help="the JSON summary to write")
+    parser.add_argument("--history", help="the allocator's record of every allocation and "
+                        "free of the run (memory_history.py), written here")
     args = parser.parse_args()
 
+    if args.history:
+        memory_history.start()
     torch.manual_seed(0)
     device = "cuda"
     torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
@@ -168,8 +187,11 @@ def main():
 
     times = []
     losses = []
+    step_starts = []
     with profiler as prof, nvtx_ops:
         for i in range(args.warmup + args.steps):
+            if args.history:
+                step_starts.append(memory_history.events_so_far())
             if i == args.warmup:
                 torch.cuda.reset_peak_memory_stats()
             if args.profiler != "torch":
@@ -184,22 +206,13 @@ def main():
                 prof.step()
             if i >= args.warmup:
                 times.append(elapsed * 1e3)
-    free, total = torch.cuda.mem_get_info()
     summary = {
         "profiler": args.profiler, "emit_nvtx": args.emit_nvtx, "precision": args.precision,
         "model": f"gpt2-{args.model}", "layers": layers, "heads": heads, "width": width,
         "vocab": 50304, "recompute": args.recompute, "batch": args.batch,
-        "seq": args.seq, "warmup": args.warmup, "steps": args.steps,
-        "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "step_ms": times, "median_ms": statistics.median(times),
-        "first_loss": losses[0], "last_loss": losses[-1],
-        "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
-        "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
-        "device_used_bytes_at_end": total - free, "device_total_bytes": total,
+        "seq": args.seq,
     }
-    with open(args.summary, "w") as out:
-        json.dump(summary, out, indent=1)
+    write_summary(args, summary, model, times, losses, step_starts)
     print(f"gpt2-{args.model} {args.precision} recompute {args.recompute} "
           f"{args.batch}x{args.seq}, {args.profiler}{' +emit_nvtx' if args.emit_nvtx else ''}: "
           f"median step {summary['median_ms']:.3f} ms over {args.steps} steps, loss "

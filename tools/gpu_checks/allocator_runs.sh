@@ -1,0 +1,60 @@
+#!/bin/bash
+# Records, on a machine with a GPU and PyTorch, what the caching allocator holds for the
+# training loops dtsim replays through its model of it (issue 37; docs/models.md, "The caching
+# allocator"): each run's peaks (allocated, reserved) and the allocator's own record of every
+# allocation and free (memory_history.py), so a replay can be checked tensor by tensor.
+# Usage, from the repository's root:
+#
+#   tools/gpu_checks/allocator_runs.sh OUT_DIR
+#
+# 1. A Llama-style decoder (llama_step.py: RMSNorm, rotary, grouped-query attention, SwiGLU,
+#    untied output) in bf16 autocast under each recompute policy, both allocators, two sizes.
+# 2. The same decoder as torchtitan trains it: FSDP2 on one rank, gradient clipping, each
+#    reshard policy, both allocators.
+# 3. GPT-2 (gpt2_step.py) as in what_if_and_memory.sh, recorded, with the default allocator
+#    and with expandable segments.
+# Each run is its own process (each allocator starts empty) with its own time limit; every run
+# is tried even when an earlier one fails. OUT_DIR gets the summaries (runs/*.json), the
+# records (history/*.json.gz) and allocator_runs.tar.gz holding both.
+set -u
+out=$(realpath -m "$1")
+here=$(dirname "$0")
+mkdir -p "$out/runs" "$out/history"
+# shellcheck source=tools/gpu_checks/common.sh
+source "$here/common.sh"
+print_environment
+
+expandable=expandable_segments:True
+# name, PYTORCH_CUDA_ALLOC_CONF ("-": the default), script, arguments
+runs=(
+  "llama-1b-b2-none - llama_step.py --model 1b --recompute none"
+  "llama-1b-b2-full - llama_step.py --model 1b --recompute full"
+  "llama-1b-b2-op - llama_step.py --model 1b --recompute op"
+  "llama-1b-b2-every2 - llama_step.py --model 1b --recompute every-2nd"
+  "llama-1b-b2-none-exp $expandable llama_step.py --model 1b --recompute none"
+  "llama-1b-b2-full-exp $expandable llama_step.py --model 1b --recompute full"
+  "llama-200m-b2s4k-none - llama_step.py --model 200m --seq 4096 --recompute none"
+  "llama-200m-b2s4k-full - llama_step.py --model 200m --seq 4096 --recompute full"
+  "fsdp2-1b-none-exp $expandable llama_step.py --mode fsdp2 --clip-norm 1 --recompute none"
+  "fsdp2-1b-full-exp $expandable llama_step.py --mode fsdp2 --clip-norm 1 --recompute full"
+  "fsdp2-1b-none-never-exp $expandable llama_step.py --mode fsdp2 --clip-norm 1 --reshard never"
+  "fsdp2-1b-none - llama_step.py --mode fsdp2 --clip-norm 1 --recompute none"
+  "fsdp2-1b-op-exp $expandable llama_step.py --mode fsdp2 --clip-norm 1 --recompute op"
+  "gpt2-355m-b8-none - gpt2_step.py --model 355m --batch 8 --recompute none"
+  "gpt2-355m-b8-op - gpt2_step.py --model 355m --batch 8 --recompute op"
+  "gpt2-355m-b8-none-exp $expandable gpt2_step.py --model 355m --batch 8 --recompute none"
+  "gpt2-355m-b8-full-exp $expandable gpt2_step.py --model 355m --batch 8 --recompute full"
+  "gpt2-774m-b8-op-exp $expandable gpt2_step.py --model 774m --batch 8 --recompute op"
+)
+for spec in "${runs[@]}"; do
+  read -r name conf script arguments <<<"$spec"
+  environment=(env -u PYTORCH_CUDA_ALLOC_CONF)
+  [[ $conf == - ]] || environment=(env "PYTORCH_CUDA_ALLOC_CONF=$conf")
+  # shellcheck disable=SC2086  # the arguments are words
+  run_limited "$name" "${RUN_LIMIT:-60}" "${environment[@]}" \
+    python3 "$here/$script" $arguments --warmup 2 --steps 3 \
+    --summary "$out/runs/$name.json" --history "$out/history/$name.json.gz"
+done
+tar -C "$out" -czf "$out/allocator_runs.tar.gz" runs history
+echo "=== failed: ${failures[*]:-none}"
+[[ ${#failures[@]} -eq 0 ]]
