@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "models/eager_llama.h"
+#include "models/eager_tensors.h"
 #include "sim/base/check.h"
 
 namespace dtsim::models {
@@ -88,7 +90,7 @@ enum Tensor : int {
   kGWte,
   kTensorKinds
 };
-constexpr int kModel = -1;
+constexpr int kModel = kEagerModel;
 
 // Parameters in module order: the embedding, the positions, each block's twelve, the final
 // norm's two. A block's, from its first index:
@@ -116,99 +118,48 @@ enum class Mode { kSave, kCheckpoint, kOpForward, kRecompute, kOpRecompute };
 Status Unsupported(std::string_view what) {
   return Error(
       fmt::format("the eager PyTorch loop dtsim replays through the caching allocator "
-                  "is a GPT-style decoder's (LayerNorm, GeLU, biases, learned positions, "
-                  "tied embeddings); this model has {}",
+                  "takes a GPT-style decoder (LayerNorm, GeLU, biases, learned positions, "
+                  "tied embeddings) or a Llama-style one (RMSNorm, SwiGLU, rotary "
+                  "positions); this model has {}",
                   what));
 }
 
-Status CheckSupported(const TransformerSpec& spec, const EagerRun& run) {
+Status CheckSupported(const TransformerSpec& spec) {
   if (spec.norm != Norm::kLayerNorm) return Unsupported("another norm");
   if (spec.activation != Activation::kGelu) return Unsupported("another activation");
   if (spec.position != PositionEmbedding::kLearned) return Unsupported("rotary positions");
   if (!spec.linear_bias) return Unsupported("no biases");
   if (spec.kv_heads != spec.heads) return Unsupported("grouped-query attention");
-  if (spec.moe.enabled() || spec.mla.enabled()) return Unsupported("MoE or MLA layers");
-  if (spec.sliding_window > 0) return Unsupported("sliding windows");
-  if (!spec.causal || spec.token_types > 0 || spec.embedding_norm || spec.pooler ||
-      spec.lm_head_transform) {
-    return Unsupported("an encoder's embeddings or heads");
+  if (const std::string_view what = UnreplayedFeature(spec); !what.empty()) {
+    return Unsupported(what);
   }
-  if (!spec.tied_embeddings || !spec.final_norm || spec.mtp_layers > 0) {
-    return Unsupported("an untied output layer, no final norm or MTP modules");
-  }
-  if (spec.layers > kMaxEagerReplayLayers) {
-    return Error(fmt::format("more than {} layers: the replay's cost grows with them and no "
-                             "model trained on one GPU has as many",
-                             kMaxEagerReplayLayers),
-                 "layers", std::to_string(spec.layers));
-  }
-  if (run.recompute == Recompute::kSelective) {
-    return Error(
-        "Megatron's selective recompute is not a PyTorch checkpoint policy: use full "
-        "or selective_op");
-  }
-  if (run.micro_batch < 1 || run.seq_len < 1 || run.recompute_every < 1 || run.steps < 1 ||
-      run.warmup_steps < 1) {
-    return Error(
-        "micro-batch, sequence, recompute_every, steps and warm-up steps must be "
-        "positive");
-  }
+  if (!spec.tied_embeddings) return Unsupported("an untied output layer");
   return Status::Ok();
 }
 
-class Replay {
+class Replay : private EagerTensors {
  public:
   Replay(const TransformerSpec& spec, const EagerRun& run)
-      : spec_(spec),
+      : EagerTensors(spec, run, kTensorKinds),
+        spec_(spec),
         run_(run),
         h_(spec.hidden),
         f_(spec.ffn_hidden),
         v_(spec.PaddedVocab(1)),
         t_(run.micro_batch * run.seq_len),
-        lse_(run.micro_batch * spec.heads * run.seq_len * 4),
-        live_(static_cast<size_t>(spec.layers + 2) * kTensorKinds, -1) {}
+        lse_(run.micro_batch * spec.heads * run.seq_len * 4) {}
 
   Expected<EagerPeaks> Run() {
     DTSIM_RETURN_IF_ERROR(Parameters());
-    for (int tensor = 0; tensor < 2; ++tensor) {  // the batch's token ids and targets (int64)
-      DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle handle, allocator_.Allocate(t_ * 8));
-      held_.push_back(handle);
-    }
-    for (int step = 0; step < run_.warmup_steps + run_.steps; ++step) {
-      if (step == run_.warmup_steps) allocator_.ResetPeaks();
+    // the batch's token ids and targets (int64)
+    for (int tensor = 0; tensor < 2; ++tensor) DTSIM_RETURN_IF_ERROR(Hold(t_ * 8));
+    return RunSteps(run_, [this]() -> Status {
       DTSIM_RETURN_IF_ERROR(Forward());
-      DTSIM_RETURN_IF_ERROR(Backward());
-      DTSIM_RETURN_IF_ERROR(OptimizerStep());
-    }
-    DTSIM_CHECK(live_count_ == 0, "a tensor of the iteration was never freed");
-    return EagerPeaks{.allocated = allocator_.stats().peak_allocated,
-                      .reserved = allocator_.stats().peak_reserved,
-                      .stats = allocator_.stats()};
+      return Backward();
+    });
   }
 
  private:
-  // The slot of tensor `tensor` of block `layer` (kModel: around the blocks; layers + 1 has
-  // the last block's output) in live_.
-  size_t Slot(int layer, int tensor) const {
-    return static_cast<size_t>((int64_t{layer} + 1) * kTensorKinds + tensor);
-  }
-
-  Status Alloc(int layer, int tensor, int64_t bytes) {
-    DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle handle, allocator_.Allocate(bytes));
-    CachingAllocator::Handle& slot = live_[Slot(layer, tensor)];
-    DTSIM_CHECK(slot == -1, "a tensor allocated twice");
-    slot = handle;
-    ++live_count_;
-    return Status::Ok();
-  }
-  void Free(int layer, int tensor) {
-    CachingAllocator::Handle& slot = live_[Slot(layer, tensor)];
-    DTSIM_CHECK(slot != -1, "a tensor freed before it was allocated");
-    allocator_.Free(slot);
-    slot = -1;
-    --live_count_;
-  }
-
   int BlockParameterIndex(int layer, int which) const {
     return 2 + layer * kBlockParameters + which;
   }
@@ -224,12 +175,7 @@ class Replay {
     }
     param_bytes_.push_back(h * 4);
     param_bytes_.push_back(h * 4);
-    for (const int64_t bytes : param_bytes_) {
-      DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle handle, allocator_.Allocate(bytes));
-      held_.push_back(handle);
-    }
-    grads_.assign(param_bytes_.size(), -1);
-    return Status::Ok();
+    return HoldParameters(param_bytes_);
   }
 
   bool Checkpointed(int layer) const {
@@ -277,26 +223,11 @@ class Replay {
                       int input, int weight);
   Status Forward();
   Status Backward();
-  Status OptimizerStep();
-  Status NewGrad(int index);          // a parameter's .grad (fp32), made by its backward
-  Status Grad(int index, int from) {  // … from a bf16 gradient `from`, which is freed
-    DTSIM_RETURN_IF_ERROR(NewGrad(index));
-    Free(kModel, from);
-    return Status::Ok();
-  }
 
   const TransformerSpec& spec_;
   const EagerRun& run_;
   const int64_t h_, f_, v_, t_, lse_;
-  CachingAllocator allocator_;
-  // The iteration's tensors by Slot; -1 where none is live.
-  std::vector<CachingAllocator::Handle> live_;
-  int64_t live_count_ = 0;
   std::vector<int64_t> param_bytes_;
-  // What outlives the iterations: the parameters, the batch, the optimizer's state.
-  std::vector<CachingAllocator::Handle> held_;
-  std::vector<CachingAllocator::Handle> grads_;
-  bool optimizer_state_ = false;
 };
 
 Status Replay::BlockForward(int l, Mode mode) {
@@ -377,12 +308,6 @@ Status Replay::Forward() {
     if (!Checkpointed(l)) continue;
     for (const int weight : {kQkvW, kProjW, kFc1W, kFc2W}) Free(l, weight);
   }
-  return Status::Ok();
-}
-
-Status Replay::NewGrad(int index) {
-  const auto i = static_cast<size_t>(index);
-  DTSIM_ASSIGN_OR_RETURN(grads_[i], allocator_.Allocate(param_bytes_[i]));
   return Status::Ok();
 }
 
@@ -500,30 +425,28 @@ Status Replay::Backward() {
   return Status::Ok();
 }
 
-Status Replay::OptimizerStep() {
-  if (!optimizer_state_) {
-    // Fused AdamW's state, made at its first step in parameter order: the step count (an
-    // fp32 scalar on the device), exp_avg and exp_avg_sq.
-    for (const int64_t bytes : param_bytes_) {
-      for (const int64_t state : {int64_t{4}, bytes, bytes}) {
-        DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle handle, allocator_.Allocate(state));
-        held_.push_back(handle);
-      }
-    }
-    optimizer_state_ = true;
-  }
-  // zero_grad(set_to_none=True)
-  for (CachingAllocator::Handle& grad : grads_) {
-    if (grad != -1) allocator_.Free(grad);
-    grad = -1;
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 Expected<EagerPeaks> ReplayEagerTraining(const TransformerSpec& spec, const EagerRun& run) {
-  DTSIM_RETURN_IF_ERROR(CheckSupported(spec, run));
+  if (run.micro_batch < 1 || run.seq_len < 1 || run.recompute_every < 1 || run.steps < 1 ||
+      run.warmup_steps < 1) {
+    return Error(
+        "micro-batch, sequence, recompute_every, steps and warm-up steps must be "
+        "positive");
+  }
+  if (spec.layers > kMaxEagerReplayLayers) {
+    return Error(fmt::format("more than {} layers: the replay's cost grows with them and no "
+                             "model trained on one GPU has as many",
+                             kMaxEagerReplayLayers),
+                 "layers", std::to_string(spec.layers));
+  }
+  if (run.recompute == Recompute::kSelective) {
+    return Error(
+        "Megatron's selective recompute is not a PyTorch checkpoint policy: use full "
+        "or selective_op");
+  }
+  if (IsLlamaStyle(spec)) return ReplayLlamaEager(spec, run);
+  DTSIM_RETURN_IF_ERROR(CheckSupported(spec));
   Replay replay(spec, run);
   return replay.Run();
 }

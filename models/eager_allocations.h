@@ -16,6 +16,8 @@
 // allocated when the op making it runs and freed when its last user is done: an op's output
 // once consumed, a tensor autograd saved once its backward ran, autocast's weight and bias
 // casts at the end of the autocast region unless saved, a weight gradient at zero_grad.
+// A Llama-style decoder (RMSNorm, SwiGLU, rotary) runs llama_step.py's loop instead
+// (models/eager_llama.h).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +38,8 @@ struct EagerRun {
   int64_t seq_len = 0;
   Recompute recompute = Recompute::kNone;  // none, full or selective_op
   int recompute_every = 1;                 // the policy on blocks n, 2n, … (RecomputesLayer)
+  // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (models/caching_allocator.h)
+  bool expandable_segments = false;
   // Iterations before the peaks are reset (torch.cuda.reset_peak_memory_stats) and after:
   // the optimizer's state is allocated in the first, and what the allocator caches carries on.
   int warmup_steps = 2;
@@ -45,7 +49,12 @@ struct EagerRun {
 struct EagerPeaks {
   int64_t allocated = 0;  // max_memory_allocated over the steps after warm-up
   int64_t reserved = 0;   // max_memory_reserved over them
-  AllocatorStats stats;   // at the end
+  // What `allocated` held at its peak: what outlives the iterations (the parameters, the
+  // optimizer's state, the batch, buffers) and the parameters' .grad; the rest is the
+  // iteration's tensors (saved activations and the working set of what ran then).
+  int64_t held_at_peak = 0;
+  int64_t grads_at_peak = 0;
+  AllocatorStats stats;  // at the end
 };
 
 // Errors name the first thing the model or run has that this loop does not: another norm,

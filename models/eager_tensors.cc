@@ -1,0 +1,120 @@
+#include "models/eager_tensors.h"
+
+#include <utility>
+
+#include "sim/base/check.h"
+
+namespace dtsim::models {
+
+std::string_view UnreplayedFeature(const TransformerSpec& spec) {
+  if (spec.moe.enabled() || spec.mla.enabled()) return "MoE or MLA layers";
+  if (spec.sliding_window > 0) return "sliding windows";
+  if (!spec.causal || spec.token_types > 0 || spec.embedding_norm || spec.pooler ||
+      spec.lm_head_transform) {
+    return "an encoder's embeddings or heads";
+  }
+  if (!spec.final_norm || spec.mtp_layers > 0) return "no final norm or MTP modules";
+  return {};
+}
+
+EagerTensors::EagerTensors(const TransformerSpec& spec, const EagerRun& run, int kinds)
+    : kinds_(kinds),
+      allocator_(AllocatorOptions{.expandable_segments = run.expandable_segments}),
+      live_(static_cast<size_t>(spec.layers + 2) * static_cast<size_t>(kinds), -1) {}
+
+size_t EagerTensors::Slot(int layer, int tensor) const {
+  return static_cast<size_t>((int64_t{layer} + 1) * kinds_ + tensor);
+}
+
+Status EagerTensors::Alloc(int layer, int tensor, int64_t bytes) {
+  DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle handle, allocator_.Allocate(bytes));
+  CachingAllocator::Handle& slot = live_[Slot(layer, tensor)];
+  DTSIM_CHECK(slot == -1, "a tensor allocated twice");
+  slot = handle;
+  ++live_count_;
+  NotePeak();
+  return Status::Ok();
+}
+
+void EagerTensors::Free(int layer, int tensor) {
+  CachingAllocator::Handle& slot = live_[Slot(layer, tensor)];
+  DTSIM_CHECK(slot != -1, "a tensor freed before it was allocated");
+  allocator_.Free(slot);
+  slot = -1;
+  --live_count_;
+}
+
+Status EagerTensors::Hold(int64_t bytes) {
+  DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle handle, allocator_.Allocate(bytes));
+  held_.push_back(handle);
+  held_bytes_ += AllocatorBlockSize(bytes);
+  NotePeak();
+  return Status::Ok();
+}
+
+Status EagerTensors::HoldParameters(std::vector<int64_t> bytes) {
+  param_bytes_ = std::move(bytes);
+  for (const int64_t size : param_bytes_) DTSIM_RETURN_IF_ERROR(Hold(size));
+  grads_.assign(param_bytes_.size(), -1);
+  return Status::Ok();
+}
+
+Status EagerTensors::NewGrad(int index) {
+  const auto i = static_cast<size_t>(index);
+  DTSIM_ASSIGN_OR_RETURN(grads_[i], allocator_.Allocate(param_bytes_[i]));
+  grad_bytes_ += AllocatorBlockSize(param_bytes_[i]);
+  NotePeak();
+  return Status::Ok();
+}
+
+Status EagerTensors::Grad(int index, int from) {
+  DTSIM_RETURN_IF_ERROR(NewGrad(index));
+  Free(kEagerModel, from);
+  return Status::Ok();
+}
+
+Status EagerTensors::OptimizerStep() {
+  if (!optimizer_state_) {
+    for (const int64_t bytes : param_bytes_) {
+      for (const int64_t state : {int64_t{4}, bytes, bytes}) DTSIM_RETURN_IF_ERROR(Hold(state));
+    }
+    optimizer_state_ = true;
+  }
+  for (CachingAllocator::Handle& grad : grads_) {
+    if (grad != -1) allocator_.Free(grad);
+    grad = -1;
+  }
+  grad_bytes_ = 0;
+  return Status::Ok();
+}
+
+void EagerTensors::ResetPeaks() {
+  allocator_.ResetPeaks();
+  peak_ = -1;
+  NotePeak();
+}
+
+void EagerTensors::NotePeak() {
+  if (allocator_.stats().allocated <= peak_) return;
+  peak_ = allocator_.stats().allocated;
+  held_at_peak_ = held_bytes_;
+  grads_at_peak_ = grad_bytes_;
+}
+
+Expected<EagerPeaks> EagerTensors::RunSteps(const EagerRun& run,
+                                            const std::function<Status()>& iteration) {
+  for (int step = 0; step < run.warmup_steps + run.steps; ++step) {
+    if (step == run.warmup_steps) ResetPeaks();
+    DTSIM_RETURN_IF_ERROR(iteration());
+    DTSIM_RETURN_IF_ERROR(OptimizerStep());
+  }
+  DTSIM_CHECK(live_count_ == 0, "a tensor of the iteration was never freed");
+  DTSIM_CHECK(peak_ == allocator_.stats().peak_allocated, "a peak not noted");
+  return EagerPeaks{.allocated = allocator_.stats().peak_allocated,
+                    .reserved = allocator_.stats().peak_reserved,
+                    .held_at_peak = held_at_peak_,
+                    .grads_at_peak = grads_at_peak_,
+                    .stats = allocator_.stats()};
+}
+
+}  // namespace dtsim::models

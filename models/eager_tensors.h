@@ -1,0 +1,75 @@
+// The tensors of an eager PyTorch training loop as the replays (eager_allocations.cc,
+// eager_llama.cc) make and free them through the caching allocator: the iteration's tensors by
+// layer and role, the parameters and their .grad, what outlives the iterations (the batch,
+// buffers, the optimizer's state), and the fused AdamW step with zero_grad(set_to_none=True).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+#include "models/caching_allocator.h"
+#include "models/eager_allocations.h"
+#include "models/model_spec.h"
+#include "sim/base/status.h"
+
+namespace dtsim::models {
+
+// The layer index of the tensors around the blocks (embeddings, final norm, loss, gradients in
+// flight); layers + 1 holds the last block's output.
+inline constexpr int kEagerModel = -1;
+
+// What neither replay takes — MoE or MLA layers, sliding windows, an encoder's embeddings or
+// heads, no final norm, MTP modules: the first the model has, or empty.
+std::string_view UnreplayedFeature(const TransformerSpec& spec);
+
+class EagerTensors {
+ public:
+  // `kinds`: how many tensor roles a layer of `spec` has; the allocator configured as `run` says.
+  EagerTensors(const TransformerSpec& spec, const EagerRun& run, int kinds);
+
+  // Tensor `tensor` of layer `layer` (kEagerModel: around the blocks), made and freed.
+  Status Alloc(int layer, int tensor, int64_t bytes);
+  void Free(int layer, int tensor);
+  // A tensor that outlives the iterations.
+  Status Hold(int64_t bytes);
+  // The parameters (fp32), in module order, made once.
+  Status HoldParameters(std::vector<int64_t> bytes);
+  // Parameter `index`'s .grad (as large as the parameter), made by its backward.
+  Status NewGrad(int index);
+  // … from a lower-precision gradient `from` (around the blocks), which is then freed.
+  Status Grad(int index, int from);
+  // Fused AdamW's step: its state, made at the first in parameter order (the step count, an
+  // fp32 scalar on the device, exp_avg and exp_avg_sq); then zero_grad(set_to_none=True).
+  Status OptimizerStep();
+
+  // run.warmup_steps + run.steps iterations of `iteration` (forward and backward) and the
+  // optimizer's step, the peaks reset after the warm-up; every tensor of the iterations must
+  // have been freed.
+  Expected<EagerPeaks> RunSteps(const EagerRun& run, const std::function<Status()>& iteration);
+
+ private:
+  size_t Slot(int layer, int tensor) const;
+  void ResetPeaks();
+  // After an allocation: the composition of a new peak.
+  void NotePeak();
+
+  int kinds_;
+  CachingAllocator allocator_;
+  // The iteration's tensors by Slot; -1 where none is live.
+  std::vector<CachingAllocator::Handle> live_;
+  int64_t live_count_ = 0;
+  std::vector<int64_t> param_bytes_;
+  std::vector<CachingAllocator::Handle> held_;
+  std::vector<CachingAllocator::Handle> grads_;
+  bool optimizer_state_ = false;
+  // The blocks (AllocatorBlockSize) held and of .grad now, and at the peak since ResetPeaks.
+  int64_t held_bytes_ = 0;
+  int64_t grad_bytes_ = 0;
+  int64_t peak_ = 0;
+  int64_t held_at_peak_ = 0;
+  int64_t grads_at_peak_ = 0;
+};
+
+}  // namespace dtsim::models
