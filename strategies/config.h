@@ -64,6 +64,10 @@ struct TrainingConfig {
   int recompute_every = 1;
   bool flash_attention = false;
   bool dropout = true;
+  // "expandable_segments": the CUDA caching allocator's expandable segments
+  // (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, as torchtitan sets it), where dtsim
+  // replays the loop's allocations (strategies::EagerLoopOf).
+  bool expandable_segments = false;
   // "framework": whose memory behaviour the plan follows where frameworks differ
   // (models::Framework), and how ZeRO-3 gathers under pipelining (ParameterGathers): "megatron"
   // (default), "pytorch" (whose parameters default to fp32) or "deepspeed" (whose gradients

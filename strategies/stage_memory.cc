@@ -37,6 +37,19 @@ models::MemoryPlan MemoryPlanOf(const ResolvedConfig& config, int stage) {
                             .chunk_layers = plan.chunk_layers};
 }
 
+void ApplyReplayedPeak(const models::EagerPeaks& peaks, models::MemoryBreakdown& memory) {
+  // The parameters and the optimizer's state stay the analytic ones (what the replay holds
+  // besides is the batch and buffers: kilobytes). The activations the analytic model keeps
+  // for the backward stay, as far as the replay's iteration holds as much; the rest of what it
+  // holds at its peak is the working set.
+  const int64_t iteration = peaks.allocated - peaks.held_at_peak - peaks.grads_at_peak;
+  memory.gradients = peaks.grads_at_peak;
+  memory.activations = std::min(memory.activations, iteration);
+  memory.temporary = iteration - memory.activations;
+  memory.allocator_reserve = peaks.reserved - peaks.allocated;
+  memory.reserve_modelled = true;
+}
+
 std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config) {
   const TrainingConfig& training = config.training;
   const ParallelPlan& plan = config.plan;
@@ -52,7 +65,8 @@ std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config) {
   return models::EagerRun{.micro_batch = training.micro_batch,
                           .seq_len = training.seq_len,
                           .recompute = training.recompute,
-                          .recompute_every = training.recompute_every};
+                          .recompute_every = training.recompute_every,
+                          .expandable_segments = training.expandable_segments};
 }
 
 Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const ResolvedConfig& config) {
@@ -76,14 +90,14 @@ Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const Resolve
     }
     stages.push_back(memory);
   }
-  // The caching allocator's reserve, where dtsim replays the plan's loop (a model it does not
-  // replay leaves it unmodelled).
+  // Where dtsim replays the plan's loop tensor by tensor (a model it does not replay keeps the
+  // analytic estimate and leaves the allocator's reserve unmodelled), the peak is the
+  // replay's: the gradients and the iteration's tensors live then, and the reserve over them.
   if (const std::optional<models::EagerRun> loop = EagerLoopOf(config)) {
     if (const Expected<models::EagerPeaks> peaks =
             models::ReplayEagerTraining(config.model.transformer, *loop);
         peaks.ok()) {
-      stages.front().allocator_reserve = peaks->reserved - peaks->allocated;
-      stages.front().reserve_modelled = true;
+      ApplyReplayedPeak(*peaks, stages.front());
     }
   }
   return stages;

@@ -190,6 +190,7 @@ Status ReadTraining(const Json& value, TrainingConfig& training) {
   }
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("flash_attention", training.flash_attention));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("dropout", training.dropout));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptional("expandable_segments", training.expandable_segments));
   return reader.Finish();
 }
 
