@@ -5,8 +5,9 @@
 # allocation and free (memory_history.py), so a replay can be checked tensor by tensor.
 # Usage, from the repository's root:
 #
-#   tools/gpu_checks/allocator_runs.sh OUT_DIR
+#   tools/gpu_checks/allocator_runs.sh OUT_DIR [RUN...]
 #
+# (RUN: names from the list below, to run only those.)
 # 1. A Llama-style decoder (llama_step.py: RMSNorm, rotary, grouped-query attention, SwiGLU,
 #    untied output) in bf16 autocast under each recompute policy, both allocators, two sizes.
 # 2. The same decoder as torchtitan trains it: FSDP2 on one rank, gradient clipping, each
@@ -45,9 +46,15 @@ runs=(
   "gpt2-355m-b8-none-exp $expandable gpt2_step.py --model 355m --batch 8 --recompute none"
   "gpt2-355m-b8-full-exp $expandable gpt2_step.py --model 355m --batch 8 --recompute full"
   "gpt2-774m-b8-op-exp $expandable gpt2_step.py --model 774m --batch 8 --recompute op"
+  "llama-mha-200m-b2s4k-none - llama_step.py --model mha-200m --seq 4096 --recompute none"
+  "llama-mha-200m-b2s4k-op - llama_step.py --model mha-200m --seq 4096 --recompute op"
+  "llama-8b-4l-b1s8k-none - llama_step.py --model 8b-4l --batch 1 --seq 8192 --recompute none"
+  "llama-8b-4l-b1s8k-full-exp $expandable llama_step.py --model 8b-4l --batch 1 --seq 8192 --recompute full"
 )
+only=("${@:2}")
 for spec in "${runs[@]}"; do
   read -r name conf script arguments <<<"$spec"
+  if [[ ${#only[@]} -gt 0 && ! " ${only[*]} " =~ \ $name\  ]]; then continue; fi
   environment=(env -u PYTORCH_CUDA_ALLOC_CONF)
   [[ $conf == - ]] || environment=(env "PYTORCH_CUDA_ALLOC_CONF=$conf")
   # shellcheck disable=SC2086  # the arguments are words

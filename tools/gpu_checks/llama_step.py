@@ -38,8 +38,10 @@ import memory_history
 
 # layers, width, heads, key-value heads, MLP width, vocabulary. "1b": Llama 3.2 1B's shape with
 # the output layer untied (as in Llama 3.1 8B and larger); "200m": a smaller one with 4 heads
-# per key-value head.
-SIZES = {"1b": (16, 2048, 32, 8, 8192, 128256), "200m": (12, 1024, 16, 4, 2816, 32000)}
+# per key-value head; "mha-200m": the same with one head per key-value head (no repeat_kv
+# copies); "8b-4l": four of Llama 3.1 8B's layers (heads of 128) with its embeddings.
+SIZES = {"1b": (16, 2048, 32, 8, 8192, 128256), "200m": (12, 1024, 16, 4, 2816, 32000),
+         "mha-200m": (12, 1024, 16, 16, 2816, 32000), "8b-4l": (4, 4096, 32, 8, 14336, 128256)}
 
 
 def rotary_table(head_dim, positions, theta=500000.0):
