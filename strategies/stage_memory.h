@@ -24,8 +24,8 @@ std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config);
 // the iteration's tensors then, and the caching allocator's reserve over them.
 void ApplyReplayedPeak(const models::EagerPeaks& peaks, models::MemoryBreakdown& memory);
 
-// Per-stage memory (one rank of each pipeline stage), fitting the GPU or not, with the caching
-// allocator's reserve where EagerLoopOf gives the loop.
+// Per-stage memory (one rank of each pipeline stage), fitting the GPU or not; where EagerLoopOf
+// gives the loop, at the replayed peak with the caching allocator's reserve.
 Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const ResolvedConfig& config);
 // The same; errors when a stage does not fit the GPU ("needs 97.2 GiB per GPU, …").
 Expected<std::vector<models::MemoryBreakdown>> StageMemory(const ResolvedConfig& config);
