@@ -333,6 +333,7 @@ Status Replay::NormBackward(int l, int grad_out, int grad_in, int mean, int rstd
   Free(l, mean);
   Free(l, rstd);
   Free(input_layer, input);
+  FinishAccumulation();
   return Status::Ok();
 }
 
@@ -419,6 +420,7 @@ Status Replay::Backward() {
   Free(kModel, kGX);
   DTSIM_RETURN_IF_ERROR(NewGrad(1));
   Free(kModel, kGPos);
+  FinishAccumulation();
   Free(kModel, kPositions);
   Free(kModel, kLoss);
   Free(kModel, kTotalWeight);
@@ -429,10 +431,10 @@ Status Replay::Backward() {
 
 Expected<EagerPeaks> ReplayEagerTraining(const TransformerSpec& spec, const EagerRun& run) {
   if (run.micro_batch < 1 || run.seq_len < 1 || run.recompute_every < 1 || run.steps < 1 ||
-      run.warmup_steps < 1) {
+      run.warmup_steps < 1 || run.micro_batches < 1) {
     return Error(
-        "micro-batch, sequence, recompute_every, steps and warm-up steps must be "
-        "positive");
+        "micro-batch, sequence, recompute_every, micro-batches, steps and warm-up steps must "
+        "be positive");
   }
   if (spec.layers > kMaxEagerReplayLayers) {
     return Error(fmt::format("more than {} layers: the replay's cost grows with them and no "

@@ -32,12 +32,18 @@ namespace dtsim::models {
 // The deepest model the replay takes: 1,024 layers replay in about 0.2 s (each layer's ~100
 // allocations and frees, five iterations).
 inline constexpr int kMaxEagerReplayLayers = 1024;
+// Micro-batches past the third repeat its allocations on the allocator's state it left: a step
+// of more has the peaks of three (strategies::EagerLoopOf replays at most that many).
+inline constexpr int kMaxEagerReplayMicroBatches = 3;
 
 struct EagerRun {
   int64_t micro_batch = 1;
   int64_t seq_len = 0;
   Recompute recompute = Recompute::kNone;  // none, full or selective_op
   int recompute_every = 1;                 // the policy on blocks n, 2n, … (RecomputesLayer)
+  // Micro-batches per step, their gradients accumulated into .grad (the first makes it, each
+  // later one's gradient is made and added in) before the optimizer's step.
+  int micro_batches = 1;
   // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (models/caching_allocator.h)
   bool expandable_segments = false;
   // Iterations before the peaks are reset (torch.cuda.reset_peak_memory_stats) and after:

@@ -398,6 +398,7 @@ Status Replay::NormBackward(int l, int grad_out, int rstd, int input_layer, int 
   Free(input_layer, input);
   Free(l, rstd);
   Free(kModel, kGNorm);  // added into the residual's gradient
+  FinishAccumulation();
   return Status::Ok();
 }
 
@@ -522,6 +523,7 @@ Status Replay::Backward() {
   Free(kModel, kGNf);
   Free(layers, kX);
   Free(kModel, kNfRstd);
+  FinishAccumulation();
   for (int l = layers - 1; l >= 0; --l) {
     // The residual's gradient cast to bf16 for w2's output; a checkpointed block is recomputed
     // as its first saved tensor is asked for.
@@ -536,6 +538,7 @@ Status Replay::Backward() {
   }
   DTSIM_RETURN_IF_ERROR(EmbeddingBackward());
   Free(kModel, kGRes);
+  FinishAccumulation();  // the embedding's
   Free(kModel, kGLoss);
   Free(kModel, kLoss);  // read by .item() after the optimizer's step: 4 B, freed here
   return Status::Ok();

@@ -61,6 +61,13 @@ Status EagerTensors::HoldParameters(std::vector<int64_t> bytes) {
 
 Status EagerTensors::NewGrad(int index) {
   const auto i = static_cast<size_t>(index);
+  if (grads_[i] != -1) {
+    DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle gradient,
+                           allocator_.Allocate(param_bytes_[i]));
+    accumulating_.push_back(gradient);
+    NotePeak();
+    return Status::Ok();
+  }
   DTSIM_ASSIGN_OR_RETURN(grads_[i], allocator_.Allocate(param_bytes_[i]));
   grad_bytes_ += AllocatorBlockSize(param_bytes_[i]);
   NotePeak();
@@ -70,7 +77,13 @@ Status EagerTensors::NewGrad(int index) {
 Status EagerTensors::Grad(int index, int from) {
   DTSIM_RETURN_IF_ERROR(NewGrad(index));
   Free(kEagerModel, from);
+  FinishAccumulation();
   return Status::Ok();
+}
+
+void EagerTensors::FinishAccumulation() {
+  for (const CachingAllocator::Handle gradient : accumulating_) allocator_.Free(gradient);
+  accumulating_.clear();
 }
 
 Status EagerTensors::OptimizerStep() {
@@ -105,10 +118,13 @@ Expected<EagerPeaks> EagerTensors::RunSteps(const EagerRun& run,
                                             const std::function<Status()>& iteration) {
   for (int step = 0; step < run.warmup_steps + run.steps; ++step) {
     if (step == run.warmup_steps) ResetPeaks();
-    DTSIM_RETURN_IF_ERROR(iteration());
+    for (int micro_batch = 0; micro_batch < run.micro_batches; ++micro_batch) {
+      DTSIM_RETURN_IF_ERROR(iteration());
+    }
     DTSIM_RETURN_IF_ERROR(OptimizerStep());
   }
-  DTSIM_CHECK(live_count_ == 0, "a tensor of the iteration was never freed");
+  DTSIM_CHECK(live_count_ == 0 && accumulating_.empty(),
+              "a tensor of the iteration was never freed");
   DTSIM_CHECK(peak_ == allocator_.stats().peak_allocated, "a peak not noted");
   return EagerPeaks{.allocated = allocator_.stats().peak_allocated,
                     .reserved = allocator_.stats().peak_reserved,

@@ -36,17 +36,20 @@ class EagerTensors {
   Status Hold(int64_t bytes);
   // The parameters (fp32), in module order, made once.
   Status HoldParameters(std::vector<int64_t> bytes);
-  // Parameter `index`'s .grad (as large as the parameter), made by its backward.
+  // Parameter `index`'s .grad (as large as the parameter), made by its backward; where an
+  // earlier micro-batch made it, this one's gradient, added into it by FinishAccumulation.
   Status NewGrad(int index);
   // … from a lower-precision gradient `from` (around the blocks), which is then freed.
   Status Grad(int index, int from);
+  // The gradients NewGrad made for accumulation added into their .grad and freed.
+  void FinishAccumulation();
   // Fused AdamW's step: its state, made at the first in parameter order (the step count, an
   // fp32 scalar on the device, exp_avg and exp_avg_sq); then zero_grad(set_to_none=True).
   Status OptimizerStep();
 
-  // run.warmup_steps + run.steps iterations of `iteration` (forward and backward) and the
-  // optimizer's step, the peaks reset after the warm-up; every tensor of the iterations must
-  // have been freed.
+  // run.warmup_steps + run.steps steps of run.micro_batches `iteration`s (forward and
+  // backward) and the optimizer's step, the peaks reset after the warm-up; every tensor of the
+  // iterations must have been freed.
   Expected<EagerPeaks> RunSteps(const EagerRun& run, const std::function<Status()>& iteration);
 
  private:
@@ -63,6 +66,7 @@ class EagerTensors {
   std::vector<int64_t> param_bytes_;
   std::vector<CachingAllocator::Handle> held_;
   std::vector<CachingAllocator::Handle> grads_;
+  std::vector<CachingAllocator::Handle> accumulating_;
   bool optimizer_state_ = false;
   // The blocks (AllocatorBlockSize) held and of .grad now, and at the peak since ResetPeaks.
   int64_t held_bytes_ = 0;

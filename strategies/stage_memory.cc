@@ -55,8 +55,8 @@ std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config) {
   const ParallelPlan& plan = config.plan;
   if (config.model.family != models::ModelFamily::kTransformer ||
       training.framework != models::Framework::kPyTorch || plan.world() != 1 || plan.expert != 1 ||
-      plan.zero_stage != 0 || config.Microbatches() != 1 || !training.flash_attention ||
-      training.dropout || training.dtype != DType::kBf16 || training.param_dtype != DType::kFp32 ||
+      plan.zero_stage != 0 || !training.flash_attention || training.dropout ||
+      training.dtype != DType::kBf16 || training.param_dtype != DType::kFp32 ||
       training.grad_dtype != DType::kFp32 || training.fp8 != models::Fp8Recipe::kNone ||
       training.optimizer != models::Optimizer::kAdam ||
       training.recompute == models::Recompute::kSelective || config.compression.method != "none") {
@@ -66,6 +66,8 @@ std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config) {
                           .seq_len = training.seq_len,
                           .recompute = training.recompute,
                           .recompute_every = training.recompute_every,
+                          .micro_batches = static_cast<int>(std::min<int64_t>(
+                              config.Microbatches(), models::kMaxEagerReplayMicroBatches)),
                           .expandable_segments = training.expandable_segments};
 }
 

@@ -16,7 +16,7 @@ namespace dtsim::strategies {
 models::MemoryPlan MemoryPlanOf(const ResolvedConfig& config, int stage);
 
 // The eager PyTorch loop models::ReplayEagerTraining replays, when the config trains as it does:
-// framework pytorch on one GPU, one micro-batch, bf16 autocast over fp32 parameters and
+// framework pytorch on one GPU (micro-batches accumulated), bf16 autocast over fp32 parameters and
 // gradients, flash attention, no dropout, Adam, no FP8 or compression, a PyTorch checkpoint
 // policy (none, full, selective_op); else none.
 std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config);

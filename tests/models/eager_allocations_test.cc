@@ -34,6 +34,7 @@ EagerRun RunOf(const Json& run) {
     out.recompute_every = 2;
   }
   if (policy == "op") out.recompute = Recompute::kSelectiveOp;
+  if (run.contains("accumulate")) out.micro_batches = run["accumulate"].get<int>();
   return out;
 }
 
@@ -121,12 +122,40 @@ TEST(EagerAllocationsTest, PeaksMatchTheRecordedH200Runs) {
   // full, every-2nd and selective_op recompute) and GPT-2 355M, with the default allocator and
   // with expandable segments — the runs the Llama-style replay was written from — and four it
   // was checked on afterwards: one head per key-value head (no repeat_kv copies) and four of
-  // Llama 3.1 8B's layers (heads of 128, 8,192 tokens).
+  // Llama 3.1 8B's layers (heads of 128, 8,192 tokens); and three steps of 2 and 4 accumulated
+  // micro-batches.
   const Worst worst = CompareWithMeasured("h200_allocator_runs.json");
-  EXPECT_EQ(worst.runs, 16);  // 12 Llama-style, 4 GPT-2
+  EXPECT_EQ(worst.runs, 19);  // 15 Llama-style, 4 GPT-2
   // A sanity bound: nothing is fitted to these runs (all were within 1.4% when written).
   EXPECT_LT(worst.allocated, 0.03);
   EXPECT_LT(worst.reserved, 0.03);
+}
+
+TEST(EagerAllocationsTest, MicroBatchesPastTheThirdRepeatIt) {
+  // Each micro-batch after the first adds its gradients into .grad; from the second on the
+  // allocator sees the same requests on the cache the one before left, so a step of more than
+  // kMaxEagerReplayMicroBatches has the same peaks (which lets strategies::EagerLoopOf cap them).
+  Expected<ModelSpec> gpt2 = ModelPreset("gpt2-124m");
+  Expected<ModelSpec> llama = ModelPreset("llama3-8b");
+  ASSERT_TRUE(gpt2.ok() && llama.ok());
+  TransformerSpec small_llama = llama->transformer;
+  small_llama.layers = 4;
+  for (const auto& [spec, recompute] : {std::pair{gpt2->transformer, Recompute::kNone},
+                                        {gpt2->transformer, Recompute::kFull},
+                                        {small_llama, Recompute::kSelectiveOp},
+                                        {small_llama, Recompute::kNone}}) {
+    EagerRun run{.micro_batch = 2, .seq_len = 1024, .recompute = recompute};
+    run.micro_batches = kMaxEagerReplayMicroBatches;
+    const Expected<EagerPeaks> capped = ReplayEagerTraining(spec, run);
+    ASSERT_TRUE(capped.ok()) << capped.error().ToString();
+    for (const int more : {4, 5, 8}) {
+      run.micro_batches = more;
+      const Expected<EagerPeaks> peaks = ReplayEagerTraining(spec, run);
+      ASSERT_TRUE(peaks.ok()) << peaks.error().ToString();
+      EXPECT_EQ(peaks->allocated, capped->allocated) << more;
+      EXPECT_EQ(peaks->reserved, capped->reserved) << more;
+    }
+  }
 }
 
 TEST(EagerAllocationsTest, ReplaysOnlyTheLoopItModels) {

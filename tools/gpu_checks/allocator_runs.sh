@@ -50,6 +50,9 @@ runs=(
   "llama-mha-200m-b2s4k-op - llama_step.py --model mha-200m --seq 4096 --recompute op"
   "llama-8b-4l-b1s8k-none - llama_step.py --model 8b-4l --batch 1 --seq 8192 --recompute none"
   "llama-8b-4l-b1s8k-full-exp $expandable llama_step.py --model 8b-4l --batch 1 --seq 8192 --recompute full"
+  "llama-200m-b2s4k-acc2-none - llama_step.py --model 200m --seq 4096 --accumulate 2 --recompute none"
+  "llama-200m-b2s4k-acc2-full - llama_step.py --model 200m --seq 4096 --accumulate 2 --recompute full"
+  "llama-1b-b2-acc4-op - llama_step.py --model 1b --accumulate 4 --recompute op"
 )
 only=("${@:2}")
 for spec in "${runs[@]}"; do

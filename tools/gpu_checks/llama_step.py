@@ -20,6 +20,7 @@ Recompute per block as torchtitan applies it (checkpoint_wrapper, non-reentrant)
 every-2nd (blocks 1, 3, 5, …: torchtitan's selective layer policy with frequency 2); op
 (torchtitan's selective op policy, gpt2_step.op_policy_contexts). --clip-norm clips the
 gradients' norm before the optimizer step (clip_grad_norm_, foreach), as torchtitan does.
+--accumulate N runs N micro-batches (of --batch each) per step, their gradients accumulated.
 
 The allocator's configuration comes from PYTORCH_CUDA_ALLOC_CONF (expandable_segments:True is
 torchtitan's). Writes a JSON summary (--summary) like gpt2_step.py's, and with --history the
@@ -166,6 +167,8 @@ def main():
     parser.add_argument("--reshard", choices=("default", "never"), default="default")
     parser.add_argument("--clip-norm", type=float, default=0.0, help="0: no clipping")
     parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--accumulate", type=int, default=1,
+                        help="micro-batches per step, their gradients accumulated (loss / N)")
     parser.add_argument("--seq", type=int, default=2048)
     parser.add_argument("--warmup", type=int, default=2, help="steps before the peaks reset")
     parser.add_argument("--steps", type=int, default=3, help="timed steps")
@@ -188,11 +191,14 @@ def main():
     inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
 
     def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.mode == "eager"):
-            logits = model(inputs)
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(0, 1))
-        del logits
-        loss.backward()
+        for _ in range(args.accumulate):
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.mode == "eager"):
+                logits = model(inputs)
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(0, 1))
+            if args.accumulate > 1:
+                loss = loss / args.accumulate
+            del logits
+            loss.backward()
         if args.clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_norm, foreach=True)
         optimizer.step()
@@ -215,6 +221,7 @@ def main():
         "heads": heads, "kv_heads": kv_heads, "ffn": hidden, "vocab": vocab,
         "recompute": args.recompute, "reshard": args.reshard if args.mode == "fsdp2" else None,
         "clip_norm": args.clip_norm, "batch": args.batch, "seq": args.seq,
+        "accumulate": args.accumulate,
     }
     gpt2_step.write_summary(args, summary, model, times, losses, step_starts)
     if args.mode == "fsdp2":
