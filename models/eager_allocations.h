@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "models/caching_allocator.h"
 #include "models/model_spec.h"
@@ -50,6 +51,9 @@ struct EagerRun {
   // the optimizer's state is allocated in the first, and what the allocator caches carries on.
   int warmup_steps = 2;
   int steps = 3;
+  // Keep the sizes of the last step's allocations (EagerPeaks::last_step), to set beside the
+  // allocator's own record of a run (torch.cuda.memory._record_memory_history).
+  bool record_last_step = false;
 };
 
 struct EagerPeaks {
@@ -60,6 +64,9 @@ struct EagerPeaks {
   // iteration's tensors (saved activations and the working set of what ran then).
   int64_t held_at_peak = 0;
   int64_t grads_at_peak = 0;
+  // With EagerRun::record_last_step: the bytes each allocation of the last step asked for, in
+  // order.
+  std::vector<int64_t> last_step;
   AllocatorStats stats;  // at the end
 };
 

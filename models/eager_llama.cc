@@ -446,13 +446,14 @@ Status Replay::AttentionBackward(int l) {
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGO, t * h_ * 2));
   DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGO, kGAtt, q_, h_, kWo, -1, -1, Param(l, kWoWeight)));
   // Flash attention's backward: dq, dk, dv over every head, and one workspace (dq's fp32
-  // accumulator and the softmax's row sums). With one head per key-value head, dk and dv are
-  // the k and v gradients; else repeat_kv's backward sums them back per key-value head.
+  // accumulator and the softmax's row sums, and 256 B more: the size the record shows). With one
+  // head per key-value head, dk and dv are the k and v gradients; else repeat_kv's backward sums
+  // them back per key-value head.
   const bool repeated = repeats_ > 1;
   for (const int grad : {kDq, repeated ? kDk : kGKr, repeated ? kDv : kGV}) {
     DTSIM_RETURN_IF_ERROR(Alloc(kModel, grad, t * q_ * 2));
   }
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kWorkspace, t * q_ * 4 + lse_));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kWorkspace, t * q_ * 4 + lse_ + 256));
   Free(kModel, kWorkspace);
   Free(kModel, kGAtt);
   for (const int tensor : {kQr, kLse, kAtt, kSeed, kOffset}) Free(l, tensor);

@@ -32,7 +32,7 @@ Status EagerTensors::Alloc(int layer, int tensor, int64_t bytes) {
   DTSIM_CHECK(slot == -1, "a tensor allocated twice");
   slot = handle;
   ++live_count_;
-  NotePeak();
+  NoteAllocation(bytes);
   return Status::Ok();
 }
 
@@ -48,7 +48,7 @@ Status EagerTensors::Hold(int64_t bytes) {
   DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle handle, allocator_.Allocate(bytes));
   held_.push_back(handle);
   held_bytes_ += AllocatorBlockSize(bytes);
-  NotePeak();
+  NoteAllocation(bytes);
   return Status::Ok();
 }
 
@@ -65,12 +65,12 @@ Status EagerTensors::NewGrad(int index) {
     DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle gradient,
                            allocator_.Allocate(param_bytes_[i]));
     accumulating_.push_back(gradient);
-    NotePeak();
+    NoteAllocation(param_bytes_[i]);
     return Status::Ok();
   }
   DTSIM_ASSIGN_OR_RETURN(grads_[i], allocator_.Allocate(param_bytes_[i]));
   grad_bytes_ += AllocatorBlockSize(param_bytes_[i]);
-  NotePeak();
+  NoteAllocation(param_bytes_[i]);
   return Status::Ok();
 }
 
@@ -107,6 +107,11 @@ void EagerTensors::ResetPeaks() {
   NotePeak();
 }
 
+void EagerTensors::NoteAllocation(int64_t bytes) {
+  if (recording_) recorded_.push_back(bytes);
+  NotePeak();
+}
+
 void EagerTensors::NotePeak() {
   if (allocator_.stats().allocated <= peak_) return;
   peak_ = allocator_.stats().allocated;
@@ -118,6 +123,7 @@ Expected<EagerPeaks> EagerTensors::RunSteps(const EagerRun& run,
                                             const std::function<Status()>& iteration) {
   for (int step = 0; step < run.warmup_steps + run.steps; ++step) {
     if (step == run.warmup_steps) ResetPeaks();
+    recording_ = run.record_last_step && step == run.warmup_steps + run.steps - 1;
     for (int micro_batch = 0; micro_batch < run.micro_batches; ++micro_batch) {
       DTSIM_RETURN_IF_ERROR(iteration());
     }
@@ -130,6 +136,7 @@ Expected<EagerPeaks> EagerTensors::RunSteps(const EagerRun& run,
                     .reserved = allocator_.stats().peak_reserved,
                     .held_at_peak = held_at_peak_,
                     .grads_at_peak = grads_at_peak_,
+                    .last_step = recorded_,
                     .stats = allocator_.stats()};
 }
 

@@ -55,7 +55,8 @@ class EagerTensors {
  private:
   size_t Slot(int layer, int tensor) const;
   void ResetPeaks();
-  // After an allocation: the composition of a new peak.
+  // After an allocation of `bytes`: its size recorded, and the composition of a new peak.
+  void NoteAllocation(int64_t bytes);
   void NotePeak();
 
   int kinds_;
@@ -72,6 +73,8 @@ class EagerTensors {
   int64_t held_bytes_ = 0;
   int64_t grad_bytes_ = 0;
   int64_t peak_ = 0;
+  bool recording_ = false;
+  std::vector<int64_t> recorded_;
   int64_t held_at_peak_ = 0;
   int64_t grads_at_peak_ = 0;
 };

@@ -5,12 +5,15 @@
 // bound is a sanity bound (the replay does not fit anything to these runs).
 #include "models/eager_allocations.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "models/model_spec.h"
 #include "sim/base/json_reader.h"
@@ -129,6 +132,64 @@ TEST(EagerAllocationsTest, PeaksMatchTheRecordedH200Runs) {
   // A sanity bound: nothing is fitted to these runs (all were within 1.4% when written).
   EXPECT_LT(worst.allocated, 0.03);
   EXPECT_LT(worst.reserved, 0.03);
+}
+
+// The allocations of 1 MiB and more of a run's last step, as the allocator's own record of it
+// (tools/gpu_checks/memory_history.py) lists them: the bytes asked for, in order.
+std::vector<int64_t> RecordedLastStep(const std::string& name) {
+  const Expected<Json> record = ReadJsonFile(std::string(DTSIM_TEST_DATA_DIR) +
+                                             "/measured/allocator_history/" + name + ".json.gz");
+  EXPECT_TRUE(record.ok()) << record.error().ToString();
+  if (!record.ok()) return {};
+  const Json& events = (*record)["events"];
+  std::vector<int64_t> sizes;
+  for (size_t i = (*record)["steps"].back().get<size_t>(); i < events.size(); ++i) {
+    const Json& event = events[i];  // [action, address, size, stream]
+    const auto size = event[2].get<int64_t>();
+    if (event[0].get<std::string>() == "alloc" && size >= kAllocatorSmallSize) {
+      sizes.push_back(size);
+    }
+  }
+  return sizes;
+}
+
+TEST(EagerAllocationsTest, TheLlamaStepAllocatesWhatTheRecordShows) {
+  // The Llama-style replay against the record of the two runs it was written from
+  // (tests/data/measured/allocator_history/): every allocation of 1 MiB or more of the last
+  // step, the same requests in the same order (of the smaller ones — philox seeds, 1/rms,
+  // cub's sort scratch — the replay leaves some out).
+  const Expected<Json> file =
+      ReadJsonFile(std::string(DTSIM_TEST_DATA_DIR) + "/measured/h200_allocator_runs.json");
+  ASSERT_TRUE(file.ok()) << file.error().ToString();
+  for (const Json& run : (*file)["runs"]) {
+    const std::string name = run["name"].get<std::string>();
+    if (name != "llama-200m-b2s4k-none" && name != "llama-200m-b2s4k-full") continue;
+    const Expected<TransformerSpec> model = ModelOf(run);
+    ASSERT_TRUE(model.ok());
+    EagerRun loop = RunOf(run);
+    loop.record_last_step = true;
+    const Expected<EagerPeaks> peaks = ReplayEagerTraining(*model, loop);
+    ASSERT_TRUE(peaks.ok()) << peaks.error().ToString();
+    std::vector<int64_t> replayed;
+    for (const int64_t bytes : peaks->last_step) {
+      if (bytes >= kAllocatorSmallSize) replayed.push_back(bytes);
+    }
+    const std::vector<int64_t> recorded = RecordedLastStep(name);
+    std::printf("%s: %zu allocations of 1 MiB or more replayed, %zu recorded\n", name.c_str(),
+                replayed.size(), recorded.size());
+    const auto [mine, theirs] =
+        std::mismatch(replayed.begin(), replayed.end(), recorded.begin(), recorded.end());
+    const auto at = mine - replayed.begin();
+    std::string around;
+    for (auto i = std::max<ptrdiff_t>(at - 3, 0);
+         i < std::min<ptrdiff_t>(at + 4, std::ssize(replayed)) && i < std::ssize(recorded); ++i) {
+      around +=
+          fmt::format(" {}/{}", replayed[static_cast<size_t>(i)], recorded[static_cast<size_t>(i)]);
+    }
+    EXPECT_TRUE(mine == replayed.end() && theirs == recorded.end())
+        << name << ": first difference at allocation " << at
+        << " (replayed/recorded bytes from three before it:" << around << ")";
+  }
 }
 
 TEST(EagerAllocationsTest, MicroBatchesPastTheThirdRepeatIt) {
