@@ -60,10 +60,13 @@ struct EagerPeaks {
   int64_t allocated = 0;  // max_memory_allocated over the steps after warm-up
   int64_t reserved = 0;   // max_memory_reserved over them
   // What `allocated` held at its peak: what outlives the iterations (the parameters, the
-  // optimizer's state, the batch, buffers) and the parameters' .grad; the rest is the
-  // iteration's tensors (saved activations and the working set of what ran then).
+  // optimizer's state, the batch, buffers), the parameters' .grad, and of the iteration's
+  // tensors those of the blocks (what they keep for their backward: saved activations,
+  // autocast's weight casts, recomputed ones); the rest is the working set around the blocks
+  // (the loss, gradients in flight).
   int64_t held_at_peak = 0;
   int64_t grads_at_peak = 0;
+  int64_t blocks_at_peak = 0;
   // With EagerRun::record_last_step: the bytes each allocation of the last step asked for, in
   // order.
   std::vector<int64_t> last_step;

@@ -20,7 +20,8 @@ std::string_view UnreplayedFeature(const TransformerSpec& spec) {
 EagerTensors::EagerTensors(const TransformerSpec& spec, const EagerRun& run, int kinds)
     : kinds_(kinds),
       allocator_(AllocatorOptions{.expandable_segments = run.expandable_segments}),
-      live_(static_cast<size_t>(spec.layers + 2) * static_cast<size_t>(kinds), -1) {}
+      live_(static_cast<size_t>(spec.layers + 2) * static_cast<size_t>(kinds), -1),
+      live_bytes_(live_.size(), 0) {}
 
 size_t EagerTensors::Slot(int layer, int tensor) const {
   return static_cast<size_t>((int64_t{layer} + 1) * kinds_ + tensor);
@@ -28,20 +29,28 @@ size_t EagerTensors::Slot(int layer, int tensor) const {
 
 Status EagerTensors::Alloc(int layer, int tensor, int64_t bytes) {
   DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle handle, allocator_.Allocate(bytes));
-  CachingAllocator::Handle& slot = live_[Slot(layer, tensor)];
+  const size_t index = Slot(layer, tensor);
+  CachingAllocator::Handle& slot = live_[index];
   DTSIM_CHECK(slot == -1, "a tensor allocated twice");
   slot = handle;
   ++live_count_;
+  if (layer >= 0) {
+    live_bytes_[index] = AllocatorBlockSize(bytes);
+    block_bytes_ += live_bytes_[index];
+  }
   NoteAllocation(bytes);
   return Status::Ok();
 }
 
 void EagerTensors::Free(int layer, int tensor) {
-  CachingAllocator::Handle& slot = live_[Slot(layer, tensor)];
+  const size_t index = Slot(layer, tensor);
+  CachingAllocator::Handle& slot = live_[index];
   DTSIM_CHECK(slot != -1, "a tensor freed before it was allocated");
   allocator_.Free(slot);
   slot = -1;
   --live_count_;
+  block_bytes_ -= live_bytes_[index];
+  live_bytes_[index] = 0;
 }
 
 Status EagerTensors::Hold(int64_t bytes) {
@@ -117,6 +126,7 @@ void EagerTensors::NotePeak() {
   peak_ = allocator_.stats().allocated;
   held_at_peak_ = held_bytes_;
   grads_at_peak_ = grad_bytes_;
+  blocks_at_peak_ = block_bytes_;
 }
 
 Expected<EagerPeaks> EagerTensors::RunSteps(const EagerRun& run,
@@ -136,6 +146,7 @@ Expected<EagerPeaks> EagerTensors::RunSteps(const EagerRun& run,
                     .reserved = allocator_.stats().peak_reserved,
                     .held_at_peak = held_at_peak_,
                     .grads_at_peak = grads_at_peak_,
+                    .blocks_at_peak = blocks_at_peak_,
                     .last_step = recorded_,
                     .stats = allocator_.stats()};
 }

@@ -77,6 +77,10 @@ class EagerTensors {
   std::vector<int64_t> recorded_;
   int64_t held_at_peak_ = 0;
   int64_t grads_at_peak_ = 0;
+  // The blocks' tensors (layer >= 0) live now, by slot and in all, and at the peak.
+  std::vector<int64_t> live_bytes_;
+  int64_t block_bytes_ = 0;
+  int64_t blocks_at_peak_ = 0;
 };
 
 }  // namespace dtsim::models

@@ -39,13 +39,13 @@ models::MemoryPlan MemoryPlanOf(const ResolvedConfig& config, int stage) {
 
 void ApplyReplayedPeak(const models::EagerPeaks& peaks, models::MemoryBreakdown& memory) {
   // The parameters and the optimizer's state stay the analytic ones (what the replay holds
-  // besides is the batch and buffers: kilobytes). The activations the analytic model keeps
-  // for the backward stay, as far as the replay's iteration holds as much; the rest of what it
-  // holds at its peak is the working set.
+  // besides is the batch and buffers: kilobytes). The activations are what the blocks hold at
+  // the peak, the working set the rest of the iteration's tensors then (the loss, gradients in
+  // flight, and the slack of blocks the allocator handed out unsplit).
   const int64_t iteration = peaks.allocated - peaks.held_at_peak - peaks.grads_at_peak;
   memory.gradients = peaks.grads_at_peak;
-  memory.activations = std::min(memory.activations, iteration);
-  memory.temporary = iteration - memory.activations;
+  memory.activations = peaks.blocks_at_peak;
+  memory.temporary = iteration - peaks.blocks_at_peak;
   memory.allocator_reserve = peaks.reserved - peaks.allocated;
   memory.reserve_modelled = true;
 }

@@ -59,6 +59,7 @@ TEST(MemoryValidationTest, TheAllocatorReserveIsReplayedForTheEagerLoopOnly) {
   // replay's gradients and iteration tensors then; what differs is what the replay holds
   // besides (the batch's 2 × 8,192 int64 ids) and the rounding of 295 parameters' blocks.
   EXPECT_EQ(one.gradients, peaks->grads_at_peak);
+  EXPECT_EQ(one.activations, peaks->blocks_at_peak);
   EXPECT_NEAR(static_cast<double>(one.tensors()), static_cast<double>(peaks->allocated),
               double{1 << 20});
   EXPECT_EQ(one.total(), one.tensors() + one.allocator_reserve + one.runtime + one.nccl);
