@@ -4,6 +4,7 @@
 
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/eager_llama.h"
@@ -166,16 +167,16 @@ class Replay : private EagerTensors {
 
   Status Parameters() {
     const int64_t h = h_;
-    param_bytes_ = {v_ * h * 4, spec_.max_seq * h * 4};
+    std::vector<int64_t> bytes = {v_ * h * 4, spec_.max_seq * h * 4};
     for (int layer = 0; layer < spec_.layers; ++layer) {
       for (const int64_t elements :
            {h, h, 3 * h * h, 3 * h, h * h, h, h, h, f_ * h, f_, h * f_, h}) {
-        param_bytes_.push_back(elements * 4);
+        bytes.push_back(elements * 4);
       }
     }
-    param_bytes_.push_back(h * 4);
-    param_bytes_.push_back(h * 4);
-    return HoldParameters(param_bytes_);
+    bytes.push_back(h * 4);
+    bytes.push_back(h * 4);
+    return HoldParameters(std::move(bytes));
   }
 
   bool Checkpointed(int layer) const {
@@ -227,7 +228,6 @@ class Replay : private EagerTensors {
   const TransformerSpec& spec_;
   const EagerRun& run_;
   const int64_t h_, f_, v_, t_, lse_;
-  std::vector<int64_t> param_bytes_;
 };
 
 Status Replay::BlockForward(int l, Mode mode) {

@@ -37,6 +37,10 @@ models::MemoryPlan MemoryPlanOf(const ResolvedConfig& config, int stage) {
                             .chunk_layers = plan.chunk_layers};
 }
 
+namespace {
+
+// A stage's memory at the replayed loop's peak (models::ReplayEagerTraining): its gradients and
+// the iteration's tensors then, and the caching allocator's reserve over them.
 void ApplyReplayedPeak(const models::EagerPeaks& peaks, models::MemoryBreakdown& memory) {
   // The parameters and the optimizer's state stay the analytic ones (what the replay holds
   // besides is the batch and buffers: kilobytes). The activations are what the blocks hold at
@@ -49,6 +53,8 @@ void ApplyReplayedPeak(const models::EagerPeaks& peaks, models::MemoryBreakdown&
   memory.allocator_reserve = peaks.reserved - peaks.allocated;
   memory.reserve_modelled = true;
 }
+
+}  // namespace
 
 std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config) {
   const TrainingConfig& training = config.training;

@@ -20,9 +20,6 @@ models::MemoryPlan MemoryPlanOf(const ResolvedConfig& config, int stage);
 // gradients, flash attention, no dropout, Adam, no FP8 or compression, a PyTorch checkpoint
 // policy (none, full, selective_op); else none.
 std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config);
-// A stage's memory at the replayed loop's peak (models::ReplayEagerTraining): its gradients and
-// the iteration's tensors then, and the caching allocator's reserve over them.
-void ApplyReplayedPeak(const models::EagerPeaks& peaks, models::MemoryBreakdown& memory);
 
 // Per-stage memory (one rank of each pipeline stage), fitting the GPU or not; where EagerLoopOf
 // gives the loop, at the replayed peak with the caching allocator's reserve.

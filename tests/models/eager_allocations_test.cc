@@ -49,7 +49,9 @@ Expected<TransformerSpec> ModelOf(const Json& run) {
     DTSIM_ASSIGN_OR_RETURN(const ModelSpec preset, ModelPreset(name));
     return preset.transformer;
   }
-  TransformerSpec spec;
+  // Llama 3's preset (RMSNorm, SwiGLU, rotary, no biases, untied output) at the run's size.
+  DTSIM_ASSIGN_OR_RETURN(ModelSpec llama, ModelPreset("llama3-8b"));
+  TransformerSpec& spec = llama.transformer;
   spec.layers = run["layers"].get<int>();
   spec.hidden = run["width"].get<int64_t>();
   spec.heads = run["heads"].get<int>();
@@ -57,11 +59,6 @@ Expected<TransformerSpec> ModelOf(const Json& run) {
   spec.ffn_hidden = run["ffn"].get<int64_t>();
   spec.vocab = run["vocab"].get<int64_t>();
   spec.max_seq = run["seq"].get<int64_t>();
-  spec.norm = Norm::kRmsNorm;
-  spec.activation = Activation::kSwiGlu;
-  spec.position = PositionEmbedding::kRotary;
-  spec.linear_bias = false;
-  spec.tied_embeddings = false;
   return spec;
 }
 
