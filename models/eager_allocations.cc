@@ -447,7 +447,16 @@ Expected<EagerPeaks> ReplayEagerTraining(const TransformerSpec& spec, const Eage
         "Megatron's selective recompute is not a PyTorch checkpoint policy: use full "
         "or selective_op");
   }
+  if (run.fsdp_ranks < 0) {
+    return Error("FSDP ranks must be positive (0: no FSDP)", "fsdp_ranks",
+                 std::to_string(run.fsdp_ranks));
+  }
   if (IsLlamaStyle(spec)) return ReplayLlamaEager(spec, run);
+  if (run.fsdp_ranks > 0) {
+    return Error(
+        "dtsim replays FSDP2 around a Llama-style decoder (RMSNorm, SwiGLU, rotary positions) "
+        "only");
+  }
   DTSIM_RETURN_IF_ERROR(CheckSupported(spec));
   Replay replay(spec, run);
   return replay.Run();

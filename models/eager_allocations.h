@@ -47,6 +47,16 @@ struct EagerRun {
   int micro_batches = 1;
   // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (models/caching_allocator.h)
   bool expandable_segments = false;
+  // FSDP2 (fully_shard, models/eager_fsdp.h) over this many ranks, each block and the root
+  // a parameter group, bf16 parameters gathered and fp32 gradients reduce-scattered, no
+  // autocast (llama_step.py --mode fsdp2; a Llama-style decoder only); 0: no sharding, the
+  // fp32 parameters under bf16 autocast.
+  int fsdp_ranks = 0;
+  // FSDP2's reshard_after_forward as torchtitan sets it: every block but the last and the root
+  // free their gathered parameters after forward; false: none does (gathered once a step).
+  bool reshard_after_forward = true;
+  // clip_grad_norm_(foreach=True) before the optimizer's step, as torchtitan runs it.
+  bool clip_grad_norm = false;
   // Iterations before the peaks are reset (torch.cuda.reset_peak_memory_stats) and after:
   // the optimizer's state is allocated in the first, and what the allocator caches carries on.
   int warmup_steps = 2;

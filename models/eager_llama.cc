@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <array>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "models/eager_fsdp.h"
 #include "models/eager_tensors.h"
 
 namespace dtsim::models {
@@ -81,6 +83,7 @@ enum Tensor : int {
   kGWeight,  // a linear layer's weight gradient in bf16, before its .grad
   kGIn,      // its input's gradient in bf16
   kGIn32,    // … cast back to fp32 (autocast's input cast) and added into another at once
+  kGSum,     // without autocast, the first two input gradients of a shared input summed
   kGNf,      // the final norm's output's gradient
   kGRes,     // the residual stream's gradient, which every norm's backward adds into
   kGNorm,
@@ -179,7 +182,14 @@ class Replay : private EagerTensors {
         v_(spec.PaddedVocab(1)),
         t_(run.micro_batch * run.seq_len),
         lse_(run.micro_batch * spec.heads * run.seq_len * 4),
-        repeats_(spec.heads / spec.kv_heads) {}
+        repeats_(spec.heads / spec.kv_heads),
+        bf16_(run.fsdp_ranks > 0),
+        act_(bf16_ ? 2 : 4) {
+    if (bf16_) {
+      fsdp_ = std::make_unique<FsdpGroups>(static_cast<EagerTensors&>(*this), run.fsdp_ranks,
+                                           FsdpGroupSpecs());
+    }
+  }
 
   Expected<EagerPeaks> Run() {
     DTSIM_RETURN_IF_ERROR(Parameters());
@@ -195,19 +205,59 @@ class Replay : private EagerTensors {
 
  private:
   int Param(int layer, int which) const { return 1 + layer * kBlockParameters + which; }
+  int Root() const { return spec_.layers; }  // the root's FSDP parameter group
 
-  Status Parameters() {
+  // The parameters' shapes (dim 0, elements per row) in module order.
+  std::vector<FsdpParameter> Shapes() const {
     const int64_t h = h_;
-    std::vector<int64_t> bytes = {v_ * h * 4};
+    std::vector<FsdpParameter> shapes = {{v_, h}};
     for (int layer = 0; layer < spec_.layers; ++layer) {
-      for (const int64_t elements :
-           {h, q_ * h, kv_ * h, kv_ * h, h * q_, h, f_ * h, h * f_, f_ * h}) {
-        bytes.push_back(elements * 4);
+      for (const FsdpParameter shape : std::initializer_list<FsdpParameter>{
+               {h, 1}, {q_, h}, {kv_, h}, {kv_, h}, {h, q_}, {h, 1}, {f_, h}, {h, f_}, {f_, h}}) {
+        shapes.push_back(shape);
       }
     }
-    bytes.push_back(h * 4);
-    bytes.push_back(v_ * h * 4);
+    shapes.push_back({h, 1});
+    shapes.push_back({v_, h});
+    return shapes;
+  }
+  // FSDP2 as torchtitan applies it: each block a group (resharded after forward but the last),
+  // then the root (the embedding, the final norm, the output layer).
+  std::vector<FsdpGroupSpec> FsdpGroupSpecs() const {
+    const std::vector<FsdpParameter> shapes = Shapes();
+    std::vector<FsdpGroupSpec> groups;
+    for (int layer = 0; layer < spec_.layers; ++layer) {
+      FsdpGroupSpec group{.reshard_after_forward =
+                              run_.reshard_after_forward && layer + 1 < spec_.layers};
+      for (int which = 0; which < kBlockParameters; ++which) {
+        group.parameters.push_back(shapes[static_cast<size_t>(Param(layer, which))]);
+      }
+      groups.push_back(std::move(group));
+    }
+    groups.push_back({.parameters = {shapes.front(), shapes[shapes.size() - 2], shapes.back()},
+                      .reshard_after_forward = run_.reshard_after_forward});
+    return groups;
+  }
+  int GroupOf(int param) const {
+    const int last = 1 + spec_.layers * kBlockParameters + 1;
+    return param == 0 || param >= last - 1 ? Root() : (param - 1) / kBlockParameters;
+  }
+
+  Status Parameters() {
+    std::vector<int64_t> bytes;
+    for (const FsdpParameter& shape : Shapes()) {
+      bytes.push_back(fsdp_ ? fsdp_->ShardBytes(shape) : shape.rows * shape.columns * 4);
+    }
     return HoldParameters(std::move(bytes));
+  }
+  // Parameter `param`'s gradient as its backward makes it: under autocast its fp32 .grad;
+  // under FSDP2 the unsharded parameter's bf16 gradient, `elements` large, which the group's
+  // post-backward reduces.
+  Status ParamGrad(int param, int64_t elements) {
+    if (!fsdp_) return NewGrad(param);
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGWeight, elements * 2));
+    fsdp_->AddGradient(GroupOf(param), TakeBuffer(kModel, kGWeight));
+    return Status::Ok();
   }
 
   bool Checkpointed(int layer) const {
@@ -224,7 +274,8 @@ class Replay : private EagerTensors {
   // The output is not made where the op policy's recompute has it stored (`mode`).
   Status Linear(int l, int weight, int64_t weight_elements, int in, int out, int64_t out_features,
                 bool keep, Mode mode = Mode::kSave) {
-    DTSIM_RETURN_IF_ERROR(Alloc(l, weight, weight_elements * 2));
+    if (bf16_) in = -1;  // bf16 parameters and inputs: no casts
+    if (!bf16_) DTSIM_RETURN_IF_ERROR(Alloc(l, weight, weight_elements * 2));
     if (in >= 0) DTSIM_RETURN_IF_ERROR(Alloc(l, in, t_ * h_ * 2));
     if (mode != Mode::kOpRecompute || !OpStored(out)) {
       DTSIM_RETURN_IF_ERROR(Alloc(l, out, t_ * out_features * 2));
@@ -233,7 +284,7 @@ class Replay : private EagerTensors {
     return Status::Ok();
   }
   Status Norm(int l, int out, int rstd, bool keep) {
-    DTSIM_RETURN_IF_ERROR(Alloc(l, out, t_ * h_ * 4));
+    DTSIM_RETURN_IF_ERROR(Alloc(l, out, t_ * h_ * act_));
     DTSIM_RETURN_IF_ERROR(Alloc(l, rstd, t_ * 4));
     if (!keep) Free(l, rstd);
     return Status::Ok();
@@ -256,6 +307,13 @@ class Replay : private EagerTensors {
   // An RMSNorm's backward: its input's gradient, added into the residual's, and its weight's
   // .grad; the output's gradient, the saved input and 1/rms freed.
   Status NormBackward(int l, int grad_out, int rstd, int input_layer, int input, int param);
+  // Without autocast: input gradients `first` and kGIn (bf16) summed into kGSum, both freed.
+  Status SumInputGradients(int first) {
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGSum, t_ * h_ * 2));
+    Free(kModel, first);
+    Free(kModel, kGIn);
+    return Status::Ok();
+  }
   Status MlpBackward(int l);
   Status AttentionBackward(int l);
   Status RotaryBackward();
@@ -266,6 +324,11 @@ class Replay : private EagerTensors {
   const EagerRun& run_;
   const int64_t h_, q_, kv_, f_, v_, t_, lse_;
   const int repeats_;
+  // FSDP2's loop: bf16 parameters gathered per group, bf16 activations (2 B; autocast's
+  // residual stream and norms are fp32: 4 B).
+  const bool bf16_;
+  const int64_t act_;
+  std::unique_ptr<FsdpGroups> fsdp_;
 };
 
 Status Replay::Attention(int l, Mode mode) {
@@ -316,8 +379,8 @@ Status Replay::Attention(int l, Mode mode) {
     Free(l, kValues);
   }
   if (mode == Mode::kCheckpoint) Free(l, kAtt);
-  Free(l, kN1);
-  DTSIM_RETURN_IF_ERROR(Alloc(l, kH, t * h_ * 4));  // fp32 + bf16 promotes to fp32
+  if (!bf16_ || !keep) Free(l, kN1);                   // without autocast, wq, wk and wv saved it
+  DTSIM_RETURN_IF_ERROR(Alloc(l, kH, t * h_ * act_));  // under autocast fp32 + bf16: fp32
   Free(l, kO);
   return Status::Ok();
 }
@@ -337,31 +400,41 @@ Status Replay::Mlp(int l, Mode mode) {
   }
   if (mode == Mode::kRecompute || mode == Mode::kOpRecompute) {
     // The last tensor the backward needs is w2's weight cast (its output is not needed, or
-    // stored).
-    DTSIM_RETURN_IF_ERROR(Alloc(l, kW2, h_ * f_ * 2));
-    Free(l, kN2);
+    // stored); without autocast, its input S·b.
+    if (!bf16_) {
+      DTSIM_RETURN_IF_ERROR(Alloc(l, kW2, h_ * f_ * 2));
+      Free(l, kN2);
+    }
     return Status::Ok();
   }
   DTSIM_RETURN_IF_ERROR(Linear(l, kW2, h_ * f_, -1, kO2, h_, keep));
   if (!keep) Free(l, kP);
-  Free(l, kN2);
-  DTSIM_RETURN_IF_ERROR(Alloc(l + 1, kX, t_ * h_ * 4));
+  if (!bf16_ || !keep) Free(l, kN2);
+  DTSIM_RETURN_IF_ERROR(Alloc(l + 1, kX, t_ * h_ * act_));
   if (!op_forward) Free(l, kO2);
   if (!keep) Free(l, kH);
   return Status::Ok();
 }
 
 Status Replay::Forward() {
-  DTSIM_RETURN_IF_ERROR(Alloc(0, kX, t_ * h_ * 4));  // the embedding (fp32 under autocast)
+  if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PreForward(Root()));
+  DTSIM_RETURN_IF_ERROR(Alloc(0, kX, t_ * h_ * act_));  // the embedding (fp32 under autocast)
   for (int l = 0; l < spec_.layers; ++l) {
+    if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PreForward(l));
     DTSIM_RETURN_IF_ERROR(BlockForward(l, ForwardMode(l)));
+    if (fsdp_) fsdp_->PostForward(l);
   }
   DTSIM_RETURN_IF_ERROR(Norm(kModel, kNf, kNfRstd, true));
   DTSIM_RETURN_IF_ERROR(Linear(kModel, kWout, v_ * h_, kInOut, kLogits, v_, true));
-  Free(kModel, kNf);
+  if (fsdp_) {  // the output layer saved the final norm's output
+    fsdp_->PostForward(Root());
+    fsdp_->FinishForward();
+  } else {
+    Free(kModel, kNf);
+  }
   // Leaving autocast empties its cast cache: the weight casts of checkpointed blocks go (their
   // recompute casts again); the others are saved by their backward.
-  for (int l = 0; l < spec_.layers; ++l) {
+  for (int l = 0; l < spec_.layers && !bf16_; ++l) {
     if (!Checkpointed(l)) continue;
     for (const int weight : {kWq, kWk, kWv, kWo, kW1, kW3, kW2}) Free(l, weight);
   }
@@ -380,20 +453,22 @@ Status Replay::LinearBackward(int l, int grad_out, int grad_in, int64_t in_featu
                               int64_t out_features, int weight, int in, int grad_in32, int param) {
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGWeight, in_features * out_features * 2));
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, grad_in, t_ * in_features * 2));
-  Free(kModel, grad_out);
-  Free(l, weight);
+  if (grad_out >= 0) Free(kModel, grad_out);
+  if (!bf16_) Free(l, weight);
   if (in >= 0) Free(l, in);
   if (grad_in32 >= 0) {
     DTSIM_RETURN_IF_ERROR(Alloc(kModel, grad_in32, t_ * in_features * 4));
     Free(kModel, grad_in);
     if (grad_in32 == kGIn32) Free(kModel, kGIn32);
   }
-  return Grad(param, kGWeight);
+  if (!fsdp_) return Grad(param, kGWeight);
+  fsdp_->AddGradient(GroupOf(param), TakeBuffer(kModel, kGWeight));
+  return Status::Ok();
 }
 
 Status Replay::NormBackward(int l, int grad_out, int rstd, int input_layer, int input, int param) {
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGNorm, t_ * h_ * 4));
-  DTSIM_RETURN_IF_ERROR(NewGrad(param));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGNorm, t_ * h_ * act_));
+  DTSIM_RETURN_IF_ERROR(ParamGrad(param, h_));
   Free(kModel, grad_out);
   Free(input_layer, input);
   Free(l, rstd);
@@ -404,17 +479,29 @@ Status Replay::NormBackward(int l, int grad_out, int rstd, int input_layer, int 
 
 Status Replay::MlpBackward(int l) {
   const int64_t t = t_, h = h_, f = f_;
-  // w2; S·b (grads for b, then for S); w3; silu; w1 (its input's gradient added into w3's).
-  DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGO2, kGP, f, h, kW2, kP, -1, Param(l, kW2Weight)));
+  // w2 (under autocast from the residual's gradient's bf16 cast, else from it); S·b (grads for
+  // b, then for S); w3; silu; w1 (its input's gradient added into w3's: under autocast into the
+  // fp32 cast of w3's, else summed into a new tensor).
+  DTSIM_RETURN_IF_ERROR(
+      LinearBackward(l, bf16_ ? -1 : kGO2, kGP, f, h, kW2, kP, -1, Param(l, kW2Weight)));
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGB, t * f * 2));
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGS, t * f * 2));
   Free(kModel, kGP);
   Free(l, kB);
   Free(l, kS);
-  DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGB, kGIn, h, f, kW3, kIn3, kGN2, Param(l, kW3Weight)));
+  if (bf16_) {
+    DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGB, kGN2, h, f, kW3, -1, -1, Param(l, kW3Weight)));
+  } else {
+    DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGB, kGIn, h, f, kW3, kIn3, kGN2, Param(l, kW3Weight)));
+  }
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGA, t * f * 2));
   Free(kModel, kGS);
   Free(l, kA);
+  if (bf16_) {
+    DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGA, kGIn, h, f, kW1, kN2, -1, Param(l, kW1Weight)));
+    DTSIM_RETURN_IF_ERROR(SumInputGradients(kGN2));
+    return NormBackward(l, kGSum, kN2Rstd, l, kH, Param(l, kFfnNorm));
+  }
   DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGA, kGIn, h, f, kW1, kIn1, kGIn32, Param(l, kW1Weight)));
   return NormBackward(l, kGN2, kN2Rstd, l, kH, Param(l, kFfnNorm));
 }
@@ -443,8 +530,9 @@ Status Replay::RotaryBackward() {
 
 Status Replay::AttentionBackward(int l) {
   const int64_t t = t_;
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGO, t * h_ * 2));
-  DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGO, kGAtt, q_, h_, kWo, -1, -1, Param(l, kWoWeight)));
+  if (!bf16_) DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGO, t * h_ * 2));  // the residual's, cast
+  DTSIM_RETURN_IF_ERROR(
+      LinearBackward(l, bf16_ ? -1 : kGO, kGAtt, q_, h_, kWo, -1, -1, Param(l, kWoWeight)));
   // Flash attention's backward: dq, dk, dv over every head, and one workspace (dq's fp32
   // accumulator and the softmax's row sums, and 256 B more: the size the record shows). With one
   // head per key-value head, dk and dv are the k and v gradients; else repeat_kv's backward sums
@@ -467,6 +555,15 @@ Status Replay::AttentionBackward(int l) {
     Free(kModel, kDk);
   }
   DTSIM_RETURN_IF_ERROR(RotaryBackward());
+  if (bf16_) {
+    // wv, wk, wq: the first two inputs' gradients summed, wq's added into the sum.
+    DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGV, kGN1, h_, kv_, kWv, -1, -1, Param(l, kWvWeight)));
+    DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGK, kGIn, h_, kv_, kWk, -1, -1, Param(l, kWkWeight)));
+    DTSIM_RETURN_IF_ERROR(SumInputGradients(kGN1));
+    DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGQ, kGIn, h_, q_, kWq, kN1, -1, Param(l, kWqWeight)));
+    Free(kModel, kGIn);
+    return NormBackward(l, kGSum, kN1Rstd, l, kX, Param(l, kAttentionNorm));
+  }
   // wv, wk, wq: their inputs' gradients added up in fp32.
   DTSIM_RETURN_IF_ERROR(
       LinearBackward(l, kGV, kGIn, h_, kv_, kWv, kInV, kGN1, Param(l, kWvWeight)));
@@ -487,7 +584,7 @@ Status Replay::EmbeddingBackward() {
     DTSIM_RETURN_IF_ERROR(Alloc(kModel, tensor, index));
   }
   Free(kModel, kSort3);
-  DTSIM_RETURN_IF_ERROR(NewGrad(0));
+  DTSIM_RETURN_IF_ERROR(ParamGrad(0, v_ * h_));
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kSort4, index));
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kSortSeed, 8));
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kSort5, index));
@@ -516,19 +613,29 @@ Status Replay::Backward() {
   Free(kModel, kLogSoftmax);
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLogits, t * v * 2));
   Free(kModel, kGLsm);
+  // FSDP2: the root's pre-backward (the logits' gradient made) unshards it and prefetches the
+  // last block (which kept its parameters).
+  if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PreBackward(Root(), layers - 1));
   const int output = 1 + layers * kBlockParameters + 1;
-  DTSIM_RETURN_IF_ERROR(LinearBackward(kModel, kGLogits, kGIn, h, v, kWout, kInOut, kGNf, output));
+  if (bf16_) {
+    DTSIM_RETURN_IF_ERROR(LinearBackward(kModel, kGLogits, kGNf, h, v, kWout, kNf, -1, output));
+  } else {
+    DTSIM_RETURN_IF_ERROR(
+        LinearBackward(kModel, kGLogits, kGIn, h, v, kWout, kInOut, kGNf, output));
+  }
   // The final norm's backward starts the residual's gradient.
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGRes, t * h * 4));
-  DTSIM_RETURN_IF_ERROR(NewGrad(output - 1));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGRes, t * h * act_));
+  DTSIM_RETURN_IF_ERROR(ParamGrad(output - 1, h));
   Free(kModel, kGNf);
   Free(layers, kX);
   Free(kModel, kNfRstd);
   FinishAccumulation();
   for (int l = layers - 1; l >= 0; --l) {
-    // The residual's gradient cast to bf16 for w2's output; a checkpointed block is recomputed
-    // as its first saved tensor is asked for.
-    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGO2, t * h * 2));
+    // FSDP2's pre-backward (the block's output's gradient made) unshards the block and
+    // prefetches the one before. Under autocast, the residual's gradient cast to bf16 for w2's
+    // output. A checkpointed block is recomputed as its first saved tensor is asked for.
+    if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PreBackward(l, l - 1));
+    if (!bf16_) DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGO2, t * h * 2));
     if (Checkpointed(l)) {
       DTSIM_RETURN_IF_ERROR(BlockForward(l, OpPolicy() ? Mode::kOpRecompute : Mode::kRecompute));
     }
@@ -536,10 +643,15 @@ Status Replay::Backward() {
     DTSIM_RETURN_IF_ERROR(AttentionBackward(l));
     // w2's stored output, which no backward reads, goes with the checkpoint's frame.
     if (Checkpointed(l) && OpPolicy()) Free(l, kO2);
+    if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PostBackward(l));
   }
   DTSIM_RETURN_IF_ERROR(EmbeddingBackward());
   Free(kModel, kGRes);
   FinishAccumulation();  // the embedding's
+  if (fsdp_) {           // the root's post-backward, from the final callback
+    DTSIM_RETURN_IF_ERROR(fsdp_->PostBackward(Root()));
+    fsdp_->FinishBackward();
+  }
   Free(kModel, kGLoss);
   Free(kModel, kLoss);  // read by .item() after the optimizer's step: 4 B, freed here
   return Status::Ok();

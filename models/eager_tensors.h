@@ -45,7 +45,22 @@ class EagerTensors {
   void FinishAccumulation();
   // Fused AdamW's step: its state, made at the first in parameter order (the step count, an
   // fp32 scalar on the device, exp_avg and exp_avg_sq); then zero_grad(set_to_none=True).
+  // With run.clip_grad_norm, clip_grad_norm_(foreach=True) first: _foreach_norm's partial sums
+  // (one fp32 per 65,536 elements of the largest gradient, for every gradient).
   Status OptimizerStep();
+
+  const AllocatorStats& allocator_stats() const { return allocator_.stats(); }
+
+  // Buffers outside the layer/role slots (FSDP2's, models/eager_fsdp.h): a block of `bytes`
+  // on `stream`, and its free.
+  Expected<CachingAllocator::Handle> AllocBuffer(int64_t bytes, int stream);
+  void FreeBuffer(CachingAllocator::Handle handle);
+  // Live tensor `tensor` of `layer` handed over as a buffer (an unsharded gradient).
+  CachingAllocator::Handle TakeBuffer(int layer, int tensor);
+  // Buffer `handle` of `bytes` kept as the .grad of parameter group `group` (a reduce-scatter's
+  // output the sharded parameters' gradients are views of) until the optimizer's step; false
+  // where the group has one already (the caller adds into it and frees `handle`).
+  bool KeepAsGrad(int group, CachingAllocator::Handle handle, int64_t bytes);
 
   // run.warmup_steps + run.steps steps of run.micro_batches `iteration`s (forward and
   // backward) and the optimizer's step, the peaks reset after the warm-up; every tensor of the
@@ -54,6 +69,7 @@ class EagerTensors {
 
  private:
   size_t Slot(int layer, int tensor) const;
+  Status ClipGradNorm();
   void ResetPeaks();
   // After an allocation of `bytes`: its size recorded, and the composition of a new peak.
   void NoteAllocation(int64_t bytes);
@@ -68,6 +84,8 @@ class EagerTensors {
   std::vector<CachingAllocator::Handle> held_;
   std::vector<CachingAllocator::Handle> grads_;
   std::vector<CachingAllocator::Handle> accumulating_;
+  std::vector<CachingAllocator::Handle> kept_grads_;  // KeepAsGrad's by group; -1: none
+  bool clip_grad_norm_ = false;
   bool optimizer_state_ = false;
   // The blocks (AllocatorBlockSize) held and of .grad now, and at the peak since ResetPeaks.
   int64_t held_bytes_ = 0;

@@ -38,6 +38,14 @@ EagerRun RunOf(const Json& run) {
   }
   if (policy == "op") out.recompute = Recompute::kSelectiveOp;
   if (run.contains("accumulate")) out.micro_batches = run["accumulate"].get<int>();
+  if (run.contains("alloc_conf")) {
+    out.expandable_segments = run["alloc_conf"].get<std::string>() == "expandable_segments:True";
+  }
+  if (run.contains("mode") && run["mode"].get<std::string>() == "fsdp2") {
+    out.fsdp_ranks = 1;  // llama_step.py's FSDP2 runs are one rank's
+    out.reshard_after_forward = run["reshard"].get<std::string>() == "default";
+    out.clip_grad_norm = run["clip_norm"].get<double>() > 0;
+  }
   return out;
 }
 
@@ -62,14 +70,14 @@ Expected<TransformerSpec> ModelOf(const Json& run) {
   return spec;
 }
 
-// Replays the eager runs of a measured-runs file (FSDP2 runs left out), prints each against its
+// Replays the runs of a measured-runs file in `mode` (eager or fsdp2), prints each against its
 // measured peaks and returns the worst relative errors of allocated and reserved.
 struct Worst {
   double allocated = 0;
   double reserved = 0;
   int runs = 0;
 };
-Worst CompareWithMeasured(const std::string& file_name) {
+Worst CompareWithMeasured(const std::string& file_name, const std::string& mode = "eager") {
   const Expected<Json> file =
       ReadJsonFile(std::string(DTSIM_TEST_DATA_DIR) + "/measured/" + file_name);
   EXPECT_TRUE(file.ok()) << file.error().ToString();
@@ -78,17 +86,14 @@ Worst CompareWithMeasured(const std::string& file_name) {
               "reserve GiB");
   Worst worst;
   for (const Json& run : (*file)["runs"]) {
-    if (run.contains("mode") && run["mode"].get<std::string>() != "eager") continue;
+    if (run.contains("mode") ? run["mode"].get<std::string>() != mode : mode != "eager") continue;
     const std::string name = run.contains("name") ? run["name"].get<std::string>()
                                                   : run["model"].get<std::string>() + " " +
                                                         run["recompute"].get<std::string>();
     const Expected<TransformerSpec> model = ModelOf(run);
     EXPECT_TRUE(model.ok()) << name << ": " << model.error().ToString();
     if (!model.ok()) continue;
-    EagerRun loop = RunOf(run);
-    loop.expandable_segments = run.contains("alloc_conf") &&
-                               run["alloc_conf"].get<std::string>() == "expandable_segments:True";
-    const Expected<EagerPeaks> peaks = ReplayEagerTraining(*model, loop);
+    const Expected<EagerPeaks> peaks = ReplayEagerTraining(*model, RunOf(run));
     EXPECT_TRUE(peaks.ok()) << name << ": " << peaks.error().ToString();
     if (!peaks.ok()) continue;
     const auto measured_allocated = run["peak_allocated_bytes"].get<double>();
@@ -131,6 +136,16 @@ TEST(EagerAllocationsTest, PeaksMatchTheRecordedH200Runs) {
   EXPECT_LT(worst.reserved, 0.03);
 }
 
+TEST(EagerAllocationsTest, Fsdp2PeaksMatchTheRecordedH200Runs) {
+  // The five FSDP2 runs of h200_allocator_runs.json: Llama 3.2 1B's shape on one rank
+  // (fully_shard per block and the root, bf16 parameters, fp32 reduction, clipping), no, full
+  // and op checkpointing, blocks resharded after forward or not, with either allocator setting.
+  const Worst worst = CompareWithMeasured("h200_allocator_runs.json", "fsdp2");
+  EXPECT_EQ(worst.runs, 5);
+  EXPECT_LT(worst.allocated, 0.03);
+  EXPECT_LT(worst.reserved, 0.03);
+}
+
 // The allocations of 1 MiB and more of a run's last step, as the allocator's own record of it
 // (tools/gpu_checks/memory_history.py) lists them: the bytes asked for, in order.
 std::vector<int64_t> RecordedLastStep(const std::string& name) {
@@ -151,16 +166,21 @@ std::vector<int64_t> RecordedLastStep(const std::string& name) {
 }
 
 TEST(EagerAllocationsTest, TheLlamaStepAllocatesWhatTheRecordShows) {
-  // The Llama-style replay against the record of the two runs it was written from
+  // The Llama-style replay against the record of the three runs it was written from
   // (tests/data/measured/allocator_history/): every allocation of 1 MiB or more of the last
   // step, the same requests in the same order (of the smaller ones — philox seeds, 1/rms,
-  // cub's sort scratch — the replay leaves some out).
+  // cub's sort scratch — the replay leaves some out). Under autocast without and with full
+  // checkpointing, and under FSDP2 on one rank (bf16 parameters cast from their shards,
+  // the fp32 reduce-scatter's input and output, clipping's partial norms).
   const Expected<Json> file =
       ReadJsonFile(std::string(DTSIM_TEST_DATA_DIR) + "/measured/h200_allocator_runs.json");
   ASSERT_TRUE(file.ok()) << file.error().ToString();
   for (const Json& run : (*file)["runs"]) {
     const std::string name = run["name"].get<std::string>();
-    if (name != "llama-200m-b2s4k-none" && name != "llama-200m-b2s4k-full") continue;
+    if (name != "llama-200m-b2s4k-none" && name != "llama-200m-b2s4k-full" &&
+        name != "fsdp2-1b-none-exp") {
+      continue;
+    }
     const Expected<TransformerSpec> model = ModelOf(run);
     ASSERT_TRUE(model.ok());
     EagerRun loop = RunOf(run);
