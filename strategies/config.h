@@ -68,6 +68,11 @@ struct TrainingConfig {
   // (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, as torchtitan sets it), where dtsim
   // replays the loop's allocations (strategies::EagerLoopOf).
   bool expandable_segments = false;
+  // "reshard_after_forward": FSDP2's (framework "pytorch", zero_stage 3): every block but the
+  // last and the root free their gathered parameters after forward (torchtitan's default);
+  // false: none does, each gathered once a step. Changes the replayed peak
+  // (models/eager_fsdp.h).
+  bool reshard_after_forward = true;
   // "framework": whose memory behaviour the plan follows where frameworks differ
   // (models::Framework), and how ZeRO-3 gathers under pipelining (ParameterGathers): "megatron"
   // (default), "pytorch" (whose parameters default to fp32) or "deepspeed" (whose gradients

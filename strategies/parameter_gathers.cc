@@ -38,9 +38,14 @@ bool ParameterGathers::NeedsGather(size_t key) {
   return true;
 }
 
+bool ParameterGathers::KeptSinceForward(bool backward) const {
+  return backward && config_.training.framework == models::Framework::kPyTorch &&
+         !config_.training.reshard_after_forward;
+}
+
 void ParameterGathers::Embedding(PeerGroup& group, bool backward) {
   if (deepspeed_) return GatherEach(group, 0, backward, "embedding gather");
-  if (!NeedsGather(0)) return;
+  if (KeptSinceForward(backward) || !NeedsGather(0)) return;
   Gather(group, EmbeddingGradients(config_.model.transformer, config_.plan).elements(),
          "embedding gather");
 }
@@ -52,7 +57,7 @@ void ParameterGathers::Layer(PeerGroup& group, int layer, bool backward) {
     return GatherEach(group, 2 + static_cast<size_t>(layer), backward,
                       fmt::format("layer{} gather", layer));
   }
-  if (!NeedsGather(2 + static_cast<size_t>(layer))) return;
+  if (KeptSinceForward(backward) || !NeedsGather(2 + static_cast<size_t>(layer))) return;
   const models::TransformerSpec& spec = config_.model.transformer;
   const ParallelPlan& plan = config_.plan;
   const int64_t parameters =
@@ -66,7 +71,7 @@ void ParameterGathers::Layer(PeerGroup& group, int layer, bool backward) {
 
 void ParameterGathers::Output(PeerGroup& group, int stage, bool backward) {
   if (deepspeed_) return GatherEach(group, 1, backward, "output gather");
-  if (!NeedsGather(1)) return;
+  if (KeptSinceForward(backward) || !NeedsGather(1)) return;
   const models::TransformerSpec& spec = config_.model.transformer;
   Gather(group, OutputGradients(spec, config_.plan, stage).elements(), "output gather");
 }

@@ -3,7 +3,9 @@
 // data-parallel group before its forward and again before its backward, on the rank's "zero"
 // stream, one piece ahead (docs/strategies.md, "ZeRO"). FSDP2 under pipelining (framework
 // "pytorch") reshards nothing between micro-batches: each piece is gathered once, before its
-// first use of the step (models::MemoryPlan keeps the stage gathered). DeepSpeed before 0.5.5
+// first use of the step (models::MemoryPlan keeps the stage gathered); without pipelining and
+// with training.reshard_after_forward false, once a micro-batch (forward's gather kept for the
+// backward). DeepSpeed before 0.5.5
 // (SynchronizedZero3, strategies/deepspeed_zero3.h) gathers each parameter on its own when its
 // reuse distance says so, on the compute stream with the list API's copies, and reduce-scatters
 // each gradient the same way right after its backward.
@@ -58,6 +60,9 @@ class ParameterGathers {
   // `part_elements` elements, priced by the cost model.
   DurationNs ListCopies(int64_t part_elements) const;
   bool Gathers() const { return Gathers(config_); }
+  // FSDP2 with training.reshard_after_forward false: what forward gathered is kept for the
+  // backward (resharded after it).
+  bool KeptSinceForward(bool backward) const;
   // Whether piece `key` (0 the embedding, 1 the output layer, 2 + i layer i) needs its gather
   // now; records it when gathered pieces stay gathered.
   bool NeedsGather(size_t key);

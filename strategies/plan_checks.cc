@@ -183,6 +183,15 @@ Status CheckRecompute(const SimulationConfig& config) {
 // "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"); its ZeRO-3 before 0.5.5
 // (SynchronizedZero3) is built for dense 1D plans and the recompute policies that re-run a
 // layer whole or not at all.
+Status CheckFsdp(const SimulationConfig& config) {
+  if (config.training.reshard_after_forward ||
+      (config.training.framework == models::Framework::kPyTorch && config.plan.zero_stage == 3)) {
+    return Status::Ok();
+  }
+  return Error("reshard_after_forward is FSDP2's: it needs framework \"pytorch\" and zero_stage 3",
+               "training.reshard_after_forward", "false");
+}
+
 Status CheckDeepSpeed(const SimulationConfig& config) {
   const ParallelPlan& plan = config.plan;
   if (config.training.framework != models::Framework::kDeepSpeed) return Status::Ok();

@@ -52,5 +52,7 @@ Status CheckSizesFit(const models::TransformerSpec& spec, int64_t micro_batch, i
 // Under "deepspeed": ZeRO stage 1 at most with a pipeline; ZeRO-3 before 0.5.5 on dense 1D
 // plans with recompute none, selective or full.
 Status CheckDeepSpeed(const SimulationConfig& config);
+// training.reshard_after_forward false only under FSDP2 (framework pytorch, zero_stage 3).
+Status CheckFsdp(const SimulationConfig& config);
 
 }  // namespace dtsim::strategies

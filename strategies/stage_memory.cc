@@ -59,10 +59,12 @@ void ApplyReplayedPeak(const models::EagerPeaks& peaks, models::MemoryBreakdown&
 std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config) {
   const TrainingConfig& training = config.training;
   const ParallelPlan& plan = config.plan;
+  // One GPU unsharded, or FSDP2 over every rank (zero_stage 3 on data parallelism alone).
+  const bool fsdp = plan.zero_stage == 3 && plan.data == plan.world();
   if (config.model.family != models::ModelFamily::kTransformer ||
-      training.framework != models::Framework::kPyTorch || plan.world() != 1 || plan.expert != 1 ||
-      plan.zero_stage != 0 || !training.flash_attention || training.dropout ||
-      training.dtype != DType::kBf16 || training.param_dtype != DType::kFp32 ||
+      training.framework != models::Framework::kPyTorch || plan.expert != 1 ||
+      ((plan.world() != 1 || plan.zero_stage != 0) && !fsdp) || !training.flash_attention ||
+      training.dropout || training.dtype != DType::kBf16 || training.param_dtype != DType::kFp32 ||
       training.grad_dtype != DType::kFp32 || training.fp8 != models::Fp8Recipe::kNone ||
       training.optimizer != models::Optimizer::kAdam ||
       training.recompute == models::Recompute::kSelective || config.compression.method != "none") {
@@ -74,7 +76,11 @@ std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config) {
                           .recompute_every = training.recompute_every,
                           .micro_batches = static_cast<int>(std::min<int64_t>(
                               config.Microbatches(), models::kMaxEagerReplayMicroBatches)),
-                          .expandable_segments = training.expandable_segments};
+                          .expandable_segments = training.expandable_segments,
+                          // FSDP2 as torchtitan runs it, clipping the gradients' norm.
+                          .fsdp_ranks = fsdp ? plan.world() : 0,
+                          .reshard_after_forward = training.reshard_after_forward,
+                          .clip_grad_norm = fsdp};
 }
 
 Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const ResolvedConfig& config) {

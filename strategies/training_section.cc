@@ -191,6 +191,8 @@ Status ReadTraining(const Json& value, TrainingConfig& training) {
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("flash_attention", training.flash_attention));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("dropout", training.dropout));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("expandable_segments", training.expandable_segments));
+  DTSIM_RETURN_IF_ERROR(
+      reader.ReadOptional("reshard_after_forward", training.reshard_after_forward));
   return reader.Finish();
 }
 

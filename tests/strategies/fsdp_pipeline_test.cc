@@ -49,6 +49,9 @@ TEST(FsdpPipelineTest, EachLayerIsGatheredOncePerStep) {
   json["parallelism"]["pipeline"] = 1;
   json["parallelism"]["data"] = 4;
   EXPECT_EQ(LayerGathers(SimulateJson(json)), 8 * 2 * 2);
+  // reshard_after_forward false keeps forward's gathers for the backward: one a micro-batch.
+  json["training"]["reshard_after_forward"] = false;
+  EXPECT_EQ(LayerGathers(SimulateJson(json)), 8 * 2);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <set>
 
 #include "models/eager_allocations.h"
@@ -92,6 +93,51 @@ TEST(MemoryValidationTest, TheAllocatorReserveIsReplayedForTheEagerLoopOnly) {
     EXPECT_FALSE(memory.reserve_modelled) << other.dump();
     EXPECT_EQ(memory.allocator_reserve, 0);
   }
+}
+
+// A Llama-style decoder under FSDP2 (framework pytorch, zero_stage 3) over data parallelism
+// alone: the replay's peak with FSDP2's buffers over the plan's ranks, the reserve in the total.
+// FSDP2 beside tensor parallelism is not replayed; reshard_after_forward is FSDP2's only.
+TEST(MemoryValidationTest, Fsdp2PlansReplayTheirLoop) {
+  Json config = Json::parse(R"({
+    "model": {"family": "transformer", "layers": 2, "hidden": 512, "heads": 8, "kv_heads": 2,
+              "ffn_hidden": 1536, "vocab": 32000, "max_seq": 1024, "norm": "rmsnorm",
+              "activation": "swiglu", "position": "rotary", "linear_bias": false,
+              "tied_embeddings": false},
+    "training": {"global_batch": 8, "micro_batch": 2, "seq_len": 1024, "framework": "pytorch",
+                 "flash_attention": true, "dropout": false, "recompute": "selective_op"},
+    "cluster": {"preset": "dgx-a100", "gpu": "h200-sxm-141gb", "nodes": 1, "gpus_per_node": 4},
+    "parallelism": {"data": 4, "zero_stage": 3}
+  })");
+  Expected<ResolvedConfig> resolved = ConfigFromJson(config, "");
+  ASSERT_TRUE(resolved.ok()) << resolved.error().ToString();
+  const std::optional<models::EagerRun> loop = EagerLoopOf(*resolved);
+  ASSERT_TRUE(loop.has_value());
+  EXPECT_EQ(loop->fsdp_ranks, 4);
+  EXPECT_TRUE(loop->reshard_after_forward);
+  EXPECT_TRUE(loop->clip_grad_norm);
+  const Expected<models::EagerPeaks> peaks =
+      models::ReplayEagerTraining(resolved->model.transformer, *loop);
+  ASSERT_TRUE(peaks.ok()) << peaks.error().ToString();
+  const models::MemoryBreakdown fsdp = PeakOf(config);
+  ASSERT_TRUE(fsdp.reserve_modelled);
+  EXPECT_EQ(fsdp.allocator_reserve, peaks->reserved - peaks->allocated);
+  EXPECT_EQ(fsdp.activations, peaks->blocks_at_peak);
+  // Never resharding keeps every block's bf16 parameters through forward: a higher peak.
+  Json kept = config;
+  kept["training"]["reshard_after_forward"] = false;
+  EXPECT_GT(PeakOf(kept).tensors(), fsdp.tensors());
+  Json with_tensor = config;  // FSDP2 × TP: not the replayed loop
+  with_tensor["parallelism"] = {{"data", 2}, {"zero_stage", 3}, {"tensor", 2}};
+  EXPECT_FALSE(PeakOf(with_tensor).reserve_modelled);
+  Json zero1 = config;
+  zero1["parallelism"]["zero_stage"] = 1;
+  zero1["training"]["reshard_after_forward"] = false;
+  const Expected<ResolvedConfig> refused = ConfigFromJson(zero1, "");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().ToString(),
+            "training.reshard_after_forward: reshard_after_forward is FSDP2's: it needs framework "
+            "\"pytorch\" and zero_stage 3, got false");
 }
 
 TEST(MemoryValidationTest, ComparesThePredictedPeakAndTheVerdict) {
