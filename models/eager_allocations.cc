@@ -308,6 +308,7 @@ Status Replay::Forward() {
     if (!Checkpointed(l)) continue;
     for (const int weight : {kQkvW, kProjW, kFc1W, kFc2W}) Free(l, weight);
   }
+  NoteForwardEnd();
   return Status::Ok();
 }
 

@@ -77,6 +77,9 @@ struct EagerPeaks {
   int64_t held_at_peak = 0;
   int64_t grads_at_peak = 0;
   int64_t blocks_at_peak = 0;
+  // What each block keeps from its forward to its backward: its tensors (as blocks) live at the
+  // end of the last forward, by layer; index `layers` the last block's output.
+  std::vector<int64_t> layer_kept;
   // With EagerRun::record_last_step: the bytes each allocation of the last step asked for, in
   // order.
   std::vector<int64_t> last_step;

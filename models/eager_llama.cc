@@ -446,6 +446,7 @@ Status Replay::Forward() {
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kTotalWeight, 4));
   Free(kModel, kLogits32);
   Free(kModel, kLogits);
+  NoteForwardEnd();
   return Status::Ok();
 }
 

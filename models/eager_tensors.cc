@@ -92,6 +92,16 @@ Status EagerTensors::Grad(int index, int from) {
   return Status::Ok();
 }
 
+void EagerTensors::NoteForwardEnd() {
+  const size_t layers = live_bytes_.size() / static_cast<size_t>(kinds_) - 1;  // blocks and x_L
+  layer_kept_.assign(layers, 0);
+  for (size_t layer = 0; layer < layers; ++layer) {
+    for (int tensor = 0; tensor < kinds_; ++tensor) {
+      layer_kept_[layer] += live_bytes_[Slot(static_cast<int>(layer), tensor)];
+    }
+  }
+}
+
 void EagerTensors::FinishAccumulation() {
   for (const CachingAllocator::Handle gradient : accumulating_) allocator_.Free(gradient);
   accumulating_.clear();
@@ -199,6 +209,7 @@ Expected<EagerPeaks> EagerTensors::RunSteps(const EagerRun& run,
                     .held_at_peak = held_at_peak_,
                     .grads_at_peak = grads_at_peak_,
                     .blocks_at_peak = blocks_at_peak_,
+                    .layer_kept = layer_kept_,
                     .last_step = recorded_,
                     .stats = allocator_.stats()};
 }

@@ -43,6 +43,9 @@ class EagerTensors {
   Status Grad(int index, int from);
   // The gradients NewGrad made for accumulation added into their .grad and freed.
   void FinishAccumulation();
+  // At the end of a forward: what each block keeps now (EagerPeaks::layer_kept; the last
+  // forward's is reported).
+  void NoteForwardEnd();
   // Fused AdamW's step: its state, made at the first in parameter order (the step count, an
   // fp32 scalar on the device, exp_avg and exp_avg_sq); then zero_grad(set_to_none=True).
   // With run.clip_grad_norm, clip_grad_norm_(foreach=True) first: _foreach_norm's partial sums
@@ -97,6 +100,7 @@ class EagerTensors {
   int64_t grads_at_peak_ = 0;
   // The blocks' tensors (layer >= 0) live now, by slot and in all, and at the peak.
   std::vector<int64_t> live_bytes_;
+  std::vector<int64_t> layer_kept_;
   int64_t block_bytes_ = 0;
   int64_t blocks_at_peak_ = 0;
 };

@@ -96,6 +96,10 @@ struct MemoryBreakdown {
   // (models/eager_allocations.h; set by strategies::EstimateStageMemory); not modelled elsewhere.
   int64_t allocator_reserve = 0;
   bool reserve_modelled = false;
+  // Where the loop is replayed: what each layer keeps from its forward to its backward, as the
+  // replay holds it (models::EagerPeaks::layer_kept; index `layers` the last layer's output),
+  // for the timeline's memory track; else empty (LayerKeptBytes).
+  std::vector<int64_t> replayed_layer_kept;
 
   int64_t total() const { return tensors() + allocator_reserve + runtime + nccl; }
   // What the allocator holds: torch.cuda.max_memory_reserved where the reserve is modelled.

@@ -52,6 +52,7 @@ void ApplyReplayedPeak(const models::EagerPeaks& peaks, models::MemoryBreakdown&
   memory.temporary = iteration - peaks.blocks_at_peak;
   memory.allocator_reserve = peaks.reserved - peaks.allocated;
   memory.reserve_modelled = true;
+  memory.replayed_layer_kept = peaks.layer_kept;
 }
 
 }  // namespace

@@ -191,8 +191,9 @@ class IterationBuilder {
  private:
   // The timeline's memory track (graph::MemoryChange): per stage, the persistent state at its
   // peak as each rank's base, and what the embedding, each layer and the output layer keep from
-  // their forward to their backward (models::LayerKeptBytes). Working sets are not drawn. All
-  // zero (no track) without the stages' memory.
+  // their forward to their backward (models::LayerKeptBytes, or the replay's where the loop is
+  // replayed: MemoryBreakdown::replayed_layer_kept). Working sets are not drawn. All zero (no
+  // track) without the stages' memory.
   struct StageMemoryTrack {
     int64_t base = 0;
     int64_t embedding = 0;
@@ -206,8 +207,17 @@ class IterationBuilder {
       track.layers.assign(static_cast<size_t>(spec_.AllLayers()), 0);
       if (!known) continue;
       const models::MemoryBreakdown& memory = stage_memory[static_cast<size_t>(stage)];
-      const models::MemoryPlan memory_plan = MemoryPlanOf(config_, stage);
       track.base = memory.total() - memory.activations - memory.temporary;
+      if (const std::vector<int64_t>& kept = memory.replayed_layer_kept; !kept.empty()) {
+        // A replayed loop (one stage): each block's tensors as the replay keeps them, the
+        // embedding's output with the first block's, the last output with the output layer.
+        for (size_t layer = 0; layer + 1 < kept.size() && layer < track.layers.size(); ++layer) {
+          track.layers[layer] = kept[layer];
+        }
+        track.output = kept.back();
+        continue;
+      }
+      const models::MemoryPlan memory_plan = MemoryPlanOf(config_, stage);
       track.embedding = models::EmbeddingKeptBytes(spec_, memory_plan);
       track.output = models::OutputKeptBytes(spec_, memory_plan);
       for (int chunk = 0; chunk < plan_.virtual_stages; ++chunk) {

@@ -73,5 +73,34 @@ TEST(MemoryTrackTest, OneForwardOneBackwardKeepsPMinusRMicrobatches) {
   }
 }
 
+TEST(MemoryTrackTest, AReplayedLoopDrawsWhatTheReplayKeeps) {
+  // A Llama-style decoder under FSDP2 on two ranks (pytorch, zero_stage 3): the loop is
+  // replayed through the caching allocator and the stage's peak is the replay's, at the loss
+  // with every block's saved tensors live. The track draws each block's tensors as the replay
+  // keeps them from forward to backward (their sum the peak's activations), so its top is that
+  // peak less its working set, as for the analytic track; 3 blocks and the last output.
+  Json json = Json::parse(R"({
+    "model": {"family": "transformer", "layers": 3, "hidden": 256, "heads": 4, "kv_heads": 4,
+              "ffn_hidden": 768, "vocab": 8192, "max_seq": 2048, "norm": "rmsnorm",
+              "activation": "swiglu", "position": "rotary", "linear_bias": false,
+              "tied_embeddings": false},
+    "training": {"global_batch": 4, "micro_batch": 2, "seq_len": 2048, "framework": "pytorch",
+                 "flash_attention": true, "dropout": false},
+    "cluster": {"preset": "dgx-h100", "gpu": "h100-sxm5-80gb", "nodes": 1, "gpus_per_node": 2},
+    "parallelism": {"data": 2, "zero_stage": 3}
+  })");
+  const SimulationResult result = SimulateJson(json);
+  const std::vector<std::vector<int64_t>> tracks = Tracks(result);
+  ASSERT_EQ(tracks.size(), 2u);
+  const models::MemoryBreakdown& memory = result.iteration->stats.stage_memory.front();
+  ASSERT_TRUE(memory.reserve_modelled);
+  ASSERT_EQ(memory.replayed_layer_kept.size(), 4u);
+  for (const std::vector<int64_t>& track : tracks) {
+    EXPECT_EQ(track.front(), memory.total() - memory.activations - memory.temporary);
+    EXPECT_EQ(track.back(), track.front());
+    EXPECT_EQ(*std::max_element(track.begin(), track.end()), memory.total() - memory.temporary);
+  }
+}
+
 }  // namespace
 }  // namespace dtsim::strategies
