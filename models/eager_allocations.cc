@@ -452,6 +452,7 @@ Expected<EagerPeaks> ReplayEagerTraining(const TransformerSpec& spec, const Eage
     return Error("FSDP ranks must be positive (0: no FSDP)", "fsdp_ranks",
                  std::to_string(run.fsdp_ranks));
   }
+  if (run.fsdp_ranks > 0 && run.ddp) return Error("a loop runs under FSDP2 or DDP, not both");
   if (IsLlamaStyle(spec)) return ReplayLlamaEager(spec, run);
   if (run.fsdp_ranks > 0) {
     return Error(

@@ -57,6 +57,9 @@ struct EagerRun {
   bool reshard_after_forward = true;
   // clip_grad_norm_(foreach=True) before the optimizer's step, as torchtitan runs it.
   bool clip_grad_norm = false;
+  // DistributedDataParallel (gradient_as_bucket_view=False, its defaults): the gradient
+  // buckets, one flat fp32 tensor each, held from its construction (models/eager_tensors.h).
+  bool ddp = false;
   // Iterations before the peaks are reset (torch.cuda.reset_peak_memory_stats) and after:
   // the optimizer's state is allocated in the first, and what the allocator caches carries on.
   int warmup_steps = 2;
@@ -76,6 +79,8 @@ struct EagerPeaks {
   // (the loss, gradients in flight).
   int64_t held_at_peak = 0;
   int64_t grads_at_peak = 0;
+  // Of what outlives the iterations, DDP's gradient buckets (blocks).
+  int64_t bucket_bytes = 0;
   int64_t blocks_at_peak = 0;
   // What each block keeps from its forward to its backward: its tensors (as blocks) live at the
   // end of the last forward, by layer; index `layers` the last block's output.

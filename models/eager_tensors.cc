@@ -23,6 +23,7 @@ EagerTensors::EagerTensors(const TransformerSpec& spec, const EagerRun& run, int
       allocator_(AllocatorOptions{.expandable_segments = run.expandable_segments}),
       live_(static_cast<size_t>(spec.layers + 2) * static_cast<size_t>(kinds), -1),
       clip_grad_norm_(run.clip_grad_norm),
+      ddp_(run.ddp),
       live_bytes_(live_.size(), 0) {}
 
 size_t EagerTensors::Slot(int layer, int tensor) const {
@@ -63,9 +64,54 @@ Status EagerTensors::Hold(int64_t bytes) {
   return Status::Ok();
 }
 
+std::vector<int64_t> DdpBucketBytes(std::span<const int64_t> bytes) {
+  constexpr int64_t kFirstBucket = int64_t{1} << 20;
+  constexpr int64_t kBucketCap = int64_t{25} << 20;
+  std::vector<int64_t> buckets;
+  int64_t filling = 0;
+  for (const int64_t size : bytes) {
+    filling += size;
+    if (filling >= (buckets.empty() ? kFirstBucket : kBucketCap)) {
+      buckets.push_back(filling);
+      filling = 0;
+    }
+  }
+  if (filling > 0) buckets.push_back(filling);
+  return buckets;
+}
+
+Status EagerTensors::HoldBuckets(const std::vector<int64_t>& buckets) {
+  for (const CachingAllocator::Handle bucket : buckets_) allocator_.Free(bucket);
+  buckets_.clear();
+  held_bytes_ -= bucket_bytes_;
+  bucket_bytes_ = 0;
+  for (const int64_t bytes : buckets) {
+    DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle bucket, allocator_.Allocate(bytes));
+    buckets_.push_back(bucket);
+    bucket_bytes_ += AllocatorBlockSize(bytes);
+    held_bytes_ += AllocatorBlockSize(bytes);
+    NoteAllocation(bytes);
+  }
+  return Status::Ok();
+}
+
+Status EagerTensors::RebuildBuckets() {
+  // Reducer::rebuild_buckets at the second forward: the buckets assigned anew over the
+  // parameters in the order their gradients became ready (the reverse of module order), the
+  // old ones freed first (initialize_buckets).
+  const std::vector<int64_t> ready(param_bytes_.rbegin(), param_bytes_.rend());
+  return HoldBuckets(DdpBucketBytes(ready));
+}
+
 Status EagerTensors::HoldParameters(std::vector<int64_t> bytes) {
   param_bytes_ = std::move(bytes);
   for (const int64_t size : param_bytes_) DTSIM_RETURN_IF_ERROR(Hold(size));
+  if (ddp_) {
+    // DDP's construction: buckets over the parameters in module order, which the reducer takes
+    // last first (the order their gradients become ready).
+    const std::vector<int64_t> buckets = DdpBucketBytes(param_bytes_);
+    DTSIM_RETURN_IF_ERROR(HoldBuckets({buckets.rbegin(), buckets.rend()}));
+  }
   grads_.assign(param_bytes_.size(), -1);
   return Status::Ok();
 }
@@ -197,6 +243,9 @@ Expected<EagerPeaks> EagerTensors::RunSteps(const EagerRun& run,
     if (step == run.warmup_steps) ResetPeaks();
     recording_ = run.record_last_step && step == run.warmup_steps + run.steps - 1;
     for (int micro_batch = 0; micro_batch < run.micro_batches; ++micro_batch) {
+      if (ddp_ && step * run.micro_batches + micro_batch == 1) {
+        DTSIM_RETURN_IF_ERROR(RebuildBuckets());
+      }
       DTSIM_RETURN_IF_ERROR(iteration());
     }
     DTSIM_RETURN_IF_ERROR(OptimizerStep());
@@ -208,6 +257,7 @@ Expected<EagerPeaks> EagerTensors::RunSteps(const EagerRun& run,
                     .reserved = allocator_.stats().peak_reserved,
                     .held_at_peak = held_at_peak_,
                     .grads_at_peak = grads_at_peak_,
+                    .bucket_bytes = bucket_bytes_,
                     .blocks_at_peak = blocks_at_peak_,
                     .layer_kept = layer_kept_,
                     .last_step = recorded_,

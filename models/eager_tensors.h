@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -19,6 +20,13 @@ namespace dtsim::models {
 // The layer index of the tensors around the blocks (embeddings, final norm, loss, gradients in
 // flight); layers + 1 holds the last block's output.
 inline constexpr int kEagerModel = -1;
+
+// DistributedDataParallel's gradient buckets over parameters of `bytes` (one dtype, in module
+// order), as torch/csrc/distributed/c10d/reducer.cpp's compute_bucket_assignment_by_size
+// assigns them: consecutive parameters until a bucket reaches its limit — 1 MiB for the first
+// (_DEFAULT_FIRST_BUCKET_BYTES), 25 MiB (bucket_cap_mb) after — the rest in a last bucket; each
+// bucket one flat tensor as large as its parameters.
+std::vector<int64_t> DdpBucketBytes(std::span<const int64_t> bytes);
 
 // What neither replay takes — MoE or MLA layers, sliding windows, an encoder's embeddings or
 // heads, no final norm, MTP modules: the first the model has, or empty.
@@ -34,7 +42,9 @@ class EagerTensors {
   void Free(int layer, int tensor);
   // A tensor that outlives the iterations.
   Status Hold(int64_t bytes);
-  // The parameters (fp32), in module order, made once.
+  // The parameters (fp32), in module order, made once; under DDP then its gradient buckets
+  // (DdpBucketBytes over the parameters in module order; at the second forward, as the
+  // reducer rebuilds them, over the reverse).
   Status HoldParameters(std::vector<int64_t> bytes);
   // Parameter `index`'s .grad (as large as the parameter), made by its backward; where an
   // earlier micro-batch made it, this one's gradient, added into it by FinishAccumulation.
@@ -73,6 +83,9 @@ class EagerTensors {
  private:
   size_t Slot(int layer, int tensor) const;
   Status ClipGradNorm();
+  // DDP's gradient buckets of `buckets` bytes each, in that order, in place of any before.
+  Status HoldBuckets(const std::vector<int64_t>& buckets);
+  Status RebuildBuckets();
   void ResetPeaks();
   // After an allocation of `bytes`: its size recorded, and the composition of a new peak.
   void NoteAllocation(int64_t bytes);
@@ -89,6 +102,7 @@ class EagerTensors {
   std::vector<CachingAllocator::Handle> accumulating_;
   std::vector<CachingAllocator::Handle> kept_grads_;  // KeepAsGrad's by group; -1: none
   bool clip_grad_norm_ = false;
+  bool ddp_ = false;
   bool optimizer_state_ = false;
   // The blocks (AllocatorBlockSize) held and of .grad now, and at the peak since ResetPeaks.
   int64_t held_bytes_ = 0;
@@ -101,6 +115,8 @@ class EagerTensors {
   // The blocks' tensors (layer >= 0) live now, by slot and in all, and at the peak.
   std::vector<int64_t> live_bytes_;
   std::vector<int64_t> layer_kept_;
+  std::vector<CachingAllocator::Handle> buckets_;  // DDP's, counted in held_bytes_
+  int64_t bucket_bytes_ = 0;
   int64_t block_bytes_ = 0;
   int64_t blocks_at_peak_ = 0;
 };

@@ -43,11 +43,12 @@ namespace {
 // the iteration's tensors then, and the caching allocator's reserve over them.
 void ApplyReplayedPeak(const models::EagerPeaks& peaks, models::MemoryBreakdown& memory) {
   // The parameters and the optimizer's state stay the analytic ones (what the replay holds
-  // besides is the batch and buffers: kilobytes). The activations are what the blocks hold at
-  // the peak, the working set the rest of the iteration's tensors then (the loss, gradients in
-  // flight, and the slack of blocks the allocator handed out unsplit).
+  // besides is DDP's gradient buckets, counted with the gradients, and the batch and buffers:
+  // kilobytes). The activations are what the blocks hold at the peak, the working set the rest
+  // of the iteration's tensors then (the loss, gradients in flight, and the slack of blocks the
+  // allocator handed out unsplit).
   const int64_t iteration = peaks.allocated - peaks.held_at_peak - peaks.grads_at_peak;
-  memory.gradients = peaks.grads_at_peak;
+  memory.gradients = peaks.grads_at_peak + peaks.bucket_bytes;
   memory.activations = peaks.blocks_at_peak;
   memory.temporary = iteration - peaks.blocks_at_peak;
   memory.allocator_reserve = peaks.reserved - peaks.allocated;
@@ -60,11 +61,13 @@ void ApplyReplayedPeak(const models::EagerPeaks& peaks, models::MemoryBreakdown&
 std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config) {
   const TrainingConfig& training = config.training;
   const ParallelPlan& plan = config.plan;
-  // One GPU unsharded, or FSDP2 over every rank (zero_stage 3 on data parallelism alone).
+  // One GPU unsharded, FSDP2 over every rank (zero_stage 3 on data parallelism alone), or DDP
+  // (zero_stage 0 on data parallelism alone).
   const bool fsdp = plan.zero_stage == 3 && plan.data == plan.world();
+  const bool ddp = plan.zero_stage == 0 && plan.data == plan.world() && plan.world() > 1;
   if (config.model.family != models::ModelFamily::kTransformer ||
       training.framework != models::Framework::kPyTorch || plan.expert != 1 ||
-      ((plan.world() != 1 || plan.zero_stage != 0) && !fsdp) || !training.flash_attention ||
+      ((plan.world() != 1 || plan.zero_stage != 0) && !fsdp && !ddp) || !training.flash_attention ||
       training.dropout || training.dtype != DType::kBf16 || training.param_dtype != DType::kFp32 ||
       training.grad_dtype != DType::kFp32 || training.fp8 != models::Fp8Recipe::kNone ||
       training.optimizer != models::Optimizer::kAdam ||
@@ -81,7 +84,8 @@ std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config) {
                           // FSDP2 as torchtitan runs it, clipping the gradients' norm.
                           .fsdp_ranks = fsdp ? plan.world() : 0,
                           .reshard_after_forward = training.reshard_after_forward,
-                          .clip_grad_norm = fsdp};
+                          .clip_grad_norm = fsdp,
+                          .ddp = ddp};
 }
 
 Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const ResolvedConfig& config) {

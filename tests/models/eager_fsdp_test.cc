@@ -1,9 +1,11 @@
 // FSDP2's buffers around one parameter group (models/eager_fsdp.h), every size derived here from
 // the shapes: what PyTorch's _fsdp_collectives.py allocates for the group, on which stream, and
-// when it is freed.
+// when it is freed. And DDP's gradient buckets (models/eager_tensors.h).
 #include "models/eager_fsdp.h"
 
 #include <gtest/gtest.h>
+
+#include <vector>
 
 #include "models/eager_allocations.h"
 #include "models/model_spec.h"
@@ -89,6 +91,17 @@ TEST(EagerFsdpTest, OneRankCastsItsShardsAndNeverReshardsWhatItKeeps) {
   EXPECT_EQ(tensors.allocator_stats().allocated, kOneRank);
   ASSERT_TRUE(fsdp.PostBackward(0).ok());  // no gradient: only the reshard
   EXPECT_EQ(tensors.allocator_stats().allocated, 0);
+}
+
+TEST(EagerDdpTest, BucketsCloseAtTheirLimit) {
+  // The first bucket closes at 1 MiB, the others at 25 MiB; a parameter past the limit closes
+  // its bucket with it; the rest is a last bucket.
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  EXPECT_EQ(DdpBucketBytes(std::vector<int64_t>(40, kMiB)),
+            (std::vector<int64_t>{kMiB, 25 * kMiB, 14 * kMiB}));
+  EXPECT_EQ(DdpBucketBytes(std::vector<int64_t>{kMiB / 2, 100 * kMiB, 3 * kMiB, 30 * kMiB, 8}),
+            (std::vector<int64_t>{kMiB / 2 + 100 * kMiB, 33 * kMiB, 8}));
+  EXPECT_TRUE(DdpBucketBytes({}).empty());
 }
 
 }  // namespace

@@ -77,10 +77,22 @@ TEST(MemoryValidationTest, TheAllocatorReserveIsReplayedForTheEagerLoopOnly) {
   EXPECT_NEAR(static_cast<double>(grown.tensors()), static_cast<double>(one.tensors()),
               double{2 << 20});
   EXPECT_LT(grown.allocator_reserve, one.allocator_reserve);
-  Json two_gpus = config;  // DDP's gradient buckets are not in the replayed loop
+  // DDP over two GPUs: the same loop with its gradient buckets held, counted with the
+  // gradients: GPT-2 355M's 354,871,296 parameters (the vocabulary padded to 50,304) × 4 B in
+  // 38 buckets (models::DdpBucketBytes: the embeddings past the first's 1 MiB, then 25 MiB or
+  // more each), every one a multiple of 512 B.
+  Json two_gpus = config;
   two_gpus["cluster"]["gpus_per_node"] = 2;
   two_gpus["parallelism"]["data"] = 2;
   two_gpus["training"]["global_batch"] = 16;
+  const models::MemoryBreakdown ddp = PeakOf(two_gpus);
+  ASSERT_TRUE(ddp.reserve_modelled);
+  const Expected<models::EagerPeaks> ddp_peaks = models::ReplayEagerTraining(
+      model->transformer, {.micro_batch = 8, .seq_len = 1024, .ddp = true});
+  ASSERT_TRUE(ddp_peaks.ok());
+  EXPECT_EQ(ddp.gradients, one.gradients + ddp_peaks->bucket_bytes);
+  EXPECT_EQ(ddp_peaks->bucket_bytes, int64_t{354871296} * 4);
+  EXPECT_EQ(ddp_peaks->allocated, peaks->allocated + ddp_peaks->bucket_bytes);
   Json megatron = config;
   megatron["training"]["framework"] = "megatron";
   Json dropout = config;
@@ -88,7 +100,9 @@ TEST(MemoryValidationTest, TheAllocatorReserveIsReplayedForTheEagerLoopOnly) {
   Json moe = config;  // a model the replay does not know
   moe["model"] = "mixtral-8x7b";
   moe["training"]["seq_len"] = 512;
-  for (const Json& other : {two_gpus, megatron, dropout, moe}) {
+  Json zero1 = two_gpus;  // ZeroRedundancyOptimizer's loop is not replayed
+  zero1["parallelism"]["zero_stage"] = 1;
+  for (const Json& other : {zero1, megatron, dropout, moe}) {
     const models::MemoryBreakdown memory = PeakOf(other);
     EXPECT_FALSE(memory.reserve_modelled) << other.dump();
     EXPECT_EQ(memory.allocator_reserve, 0);
