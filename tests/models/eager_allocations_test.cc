@@ -42,7 +42,8 @@ EagerRun RunOf(const Json& run) {
     out.expandable_segments = run["alloc_conf"].get<std::string>() == "expandable_segments:True";
   }
   if (run.contains("mode") && run["mode"].get<std::string>() == "fsdp2") {
-    out.fsdp_ranks = 1;  // llama_step.py's FSDP2 runs are one rank's
+    // llama_step.py's FSDP2 runs are one rank's, or rank 0 of a fake process group's.
+    out.fsdp_ranks = run.contains("fake_world") ? run["fake_world"].get<int>() : 1;
     out.reshard_after_forward = run["reshard"].get<std::string>() == "default";
     out.clip_grad_norm = run["clip_norm"].get<double>() > 0;
   }

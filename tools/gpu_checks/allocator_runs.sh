@@ -11,7 +11,8 @@
 # 1. A Llama-style decoder (llama_step.py: RMSNorm, rotary, grouped-query attention, SwiGLU,
 #    untied output) in bf16 autocast under each recompute policy, both allocators, two sizes.
 # 2. The same decoder as torchtitan trains it: FSDP2 on one rank, gradient clipping, each
-#    reshard policy, both allocators.
+#    reshard policy, both allocators; and as rank 0 of 8 or 128 on PyTorch's fake process group
+#    (llama_step.py --fake-world), the all-gather's buffers included.
 # 3. GPT-2 (gpt2_step.py) as in what_if_and_memory.sh, recorded, with the default allocator
 #    and with expandable segments.
 # Each run is its own process (each allocator starts empty) with its own time limit; every run
@@ -53,6 +54,12 @@ runs=(
   "llama-200m-b2s4k-acc2-none - llama_step.py --model 200m --seq 4096 --accumulate 2 --recompute none"
   "llama-200m-b2s4k-acc2-full - llama_step.py --model 200m --seq 4096 --accumulate 2 --recompute full"
   "llama-1b-b2-acc4-op - llama_step.py --model 1b --accumulate 4 --recompute op"
+  # FSDP2 over more ranks, as rank 0 of a fake process group (the all-gather's buffers):
+  # torchtitan's Llama 3.1 8B recipe (Table 1: 2 x 8192 tokens, op checkpointing) at 8 and 128.
+  "fsdp2-1b-fake8-none-exp $expandable llama_step.py --mode fsdp2 --fake-world 8 --clip-norm 1 --recompute none"
+  "fsdp2-1b-fake8-op - llama_step.py --mode fsdp2 --fake-world 8 --clip-norm 1 --recompute op"
+  "fsdp2-8b-fake8-b2s8k-op-exp $expandable llama_step.py --mode fsdp2 --model 8b --fake-world 8 --batch 2 --seq 8192 --clip-norm 1 --recompute op"
+  "fsdp2-8b-fake128-b2s8k-op-exp $expandable llama_step.py --mode fsdp2 --model 8b --fake-world 128 --batch 2 --seq 8192 --clip-norm 1 --recompute op"
 )
 only=("${@:2}")
 for spec in "${runs[@]}"; do

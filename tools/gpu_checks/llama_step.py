@@ -15,6 +15,10 @@ a fixed seed. Two ways to train it:
                  fused AdamW over the sharded parameters. --reshard default: every block but
                  the last reshards after forward (torchtitan's "default" policy); never: none.
                  FSDP2's all-gather and reduce-scatter buffers and streams on one GPU.
+                 --fake-world N: rank 0 of N on PyTorch's fake process group (collectives
+                 that move no data; torch.testing._internal.distributed.fake_pg), so one GPU
+                 holds what a rank of N does — the all-gather's buffers, 1/N shards — though
+                 the loss it trains is meaningless.
 
 Recompute per block as torchtitan applies it (checkpoint_wrapper, non-reentrant): none; full;
 every-2nd (blocks 1, 3, 5, …: torchtitan's selective layer policy with frequency 2); op
@@ -42,7 +46,8 @@ import memory_history
 # per key-value head; "mha-200m": the same with one head per key-value head (no repeat_kv
 # copies); "8b-4l": four of Llama 3.1 8B's layers (heads of 128) with its embeddings.
 SIZES = {"1b": (16, 2048, 32, 8, 8192, 128256), "200m": (12, 1024, 16, 4, 2816, 32000),
-         "mha-200m": (12, 1024, 16, 16, 2816, 32000), "8b-4l": (4, 4096, 32, 8, 14336, 128256)}
+         "mha-200m": (12, 1024, 16, 16, 2816, 32000), "8b-4l": (4, 4096, 32, 8, 14336, 128256),
+         "8b": (32, 4096, 32, 8, 14336, 128256)}
 
 
 def rotary_table(head_dim, positions, theta=500000.0):
@@ -144,12 +149,16 @@ def apply_recompute(model, recompute):
                                                  context_fn=gpt2_step.op_policy_contexts)
 
 
-def apply_fsdp2(model, reshard):
+def apply_fsdp2(model, reshard, fake_world):
     import torch.distributed as dist
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29517")
-    dist.init_process_group("nccl", rank=0, world_size=1)
+    if fake_world > 0:
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+        dist.init_process_group("fake", rank=0, world_size=fake_world, store=FakeStore())
+    else:
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29517")
+        dist.init_process_group("nccl", rank=0, world_size=1)
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for i, block in enumerate(model.layers):
         last = i == len(model.layers) - 1
@@ -166,6 +175,8 @@ def main():
                         default="none")
     parser.add_argument("--reshard", choices=("default", "never"), default="default")
     parser.add_argument("--clip-norm", type=float, default=0.0, help="0: no clipping")
+    parser.add_argument("--fake-world", type=int, default=0,
+                        help="fsdp2: rank 0 of this many on the fake process group (0: NCCL, 1)")
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--accumulate", type=int, default=1,
                         help="micro-batches per step, their gradients accumulated (loss / N)")
@@ -183,7 +194,12 @@ def main():
     model = Llama(layers, width, heads, kv_heads, hidden, vocab, args.seq).to("cuda")
     apply_recompute(model, args.recompute)
     if args.mode == "fsdp2":
-        apply_fsdp2(model, args.reshard)
+        apply_fsdp2(model, args.reshard, args.fake_world)
+        if args.fake_world > 0:
+            # The unsharded model built before fully_shard leaves its blocks cached (N - 1 of N
+            # parts of it); torchtitan builds on the meta device instead. Give them back, so
+            # that the reserve is the loop's.
+            torch.cuda.empty_cache()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     generator = torch.Generator(device="cuda").manual_seed(1)
     tokens = torch.randint(0, vocab, (args.batch, args.seq + 1), device="cuda",
@@ -223,6 +239,8 @@ def main():
         "clip_norm": args.clip_norm, "batch": args.batch, "seq": args.seq,
         "accumulate": args.accumulate,
     }
+    if args.fake_world > 0:
+        summary["fake_world"] = args.fake_world
     gpt2_step.write_summary(args, summary, model, times, losses, step_starts)
     if args.mode == "fsdp2":
         torch.distributed.destroy_process_group()
