@@ -55,6 +55,9 @@ struct EagerRun {
   // FSDP2's reshard_after_forward as torchtitan sets it: every block but the last and the root
   // free their gathered parameters after forward; false: none does (gathered once a step).
   bool reshard_after_forward = true;
+  // PyTorch before 2.8 kept the root's parameters gathered after forward whatever
+  // reshard_after_forward said (pytorch/pytorch#154704 made an explicit true hold for it).
+  bool fsdp_root_kept = false;
   // clip_grad_norm_(foreach=True) before the optimizer's step, as torchtitan runs it.
   bool clip_grad_norm = false;
   // DistributedDataParallel (gradient_as_bucket_view=False, its defaults): the gradient

@@ -235,7 +235,7 @@ class Replay : private EagerTensors {
       groups.push_back(std::move(group));
     }
     groups.push_back({.parameters = {shapes.front(), shapes[shapes.size() - 2], shapes.back()},
-                      .reshard_after_forward = run_.reshard_after_forward});
+                      .reshard_after_forward = run_.reshard_after_forward && !run_.fsdp_root_kept});
     return groups;
   }
   int GroupOf(int param) const {

@@ -79,8 +79,8 @@ struct TrainingConfig {
   // default to the activations' dtype, and whose ZeRO-3 before 0.5.5 ran synchronized
   // per-parameter collectives: strategies/deepspeed_zero3.h).
   models::Framework framework = models::Framework::kMegatron;
-  // "framework_version": "MAJOR.MINOR.PATCH" of a deepspeed framework; {0, 0, 0}: the latest
-  // modelled.
+  // "framework_version": "MAJOR.MINOR.PATCH" of a deepspeed or pytorch framework; {0, 0, 0}: the
+  // latest modelled.
   std::array<int, 3> framework_release = {0, 0, 0};
 };
 

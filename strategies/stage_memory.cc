@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,6 +59,18 @@ void ApplyReplayedPeak(const models::EagerPeaks& peaks, models::MemoryBreakdown&
 
 }  // namespace
 
+namespace {
+
+// Whether the config names a PyTorch release before `release` (framework_version; none: the
+// latest modelled).
+bool PyTorchBefore(const TrainingConfig& training, std::array<int, 3> release) {
+  return training.framework == models::Framework::kPyTorch &&
+         training.framework_release != std::array<int, 3>{0, 0, 0} &&
+         training.framework_release < release;
+}
+
+}  // namespace
+
 std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config) {
   const TrainingConfig& training = config.training;
   const ParallelPlan& plan = config.plan;
@@ -84,6 +97,7 @@ std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config) {
                           // FSDP2 as torchtitan runs it, clipping the gradients' norm.
                           .fsdp_ranks = fsdp ? plan.world() : 0,
                           .reshard_after_forward = training.reshard_after_forward,
+                          .fsdp_root_kept = PyTorchBefore(training, {2, 8, 0}),
                           .clip_grad_norm = fsdp,
                           .ddp = ddp};
 }

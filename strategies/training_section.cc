@@ -127,8 +127,9 @@ Status ReadFrameworkVersion(JsonObjectReader& reader, TrainingConfig& training) 
   if (!reader.Has("framework_version")) return Status::Ok();
   const std::string path = "training.framework_version";
   DTSIM_ASSIGN_OR_RETURN(const std::string text, reader.String("framework_version"));
-  if (training.framework != models::Framework::kDeepSpeed) {
-    return Error("releases are modelled for \"framework\": \"deepspeed\" only", path, Quote(text));
+  if (training.framework == models::Framework::kMegatron) {
+    return Error("releases are modelled for \"framework\": \"deepspeed\" and \"pytorch\" only",
+                 path, Quote(text));
   }
   std::array<int, 3> release = {0, 0, 0};
   size_t at = 0;

@@ -154,7 +154,7 @@ TEST(DeepSpeedZero3Test, ConfigErrorsNameTheField) {
   EXPECT_THAT(ConfigError(json), HasSubstr("did not exist"));
   json["training"]["framework_version"] = "0.3.13";
   json["training"]["framework"] = "megatron";
-  EXPECT_THAT(ConfigError(json), HasSubstr("\"deepspeed\" only"));
+  EXPECT_THAT(ConfigError(json), HasSubstr("\"deepspeed\" and \"pytorch\" only"));
   json["training"]["framework"] = "deepspeed";
   json["parallelism"]["pipeline"] = 2;
   EXPECT_THAT(ConfigError(json), HasSubstr("pipeline engine runs ZeRO stage 1 at most"));

@@ -141,6 +141,26 @@ TEST(MemoryValidationTest, Fsdp2PlansReplayTheirLoop) {
   Json kept = config;
   kept["training"]["reshard_after_forward"] = false;
   EXPECT_GT(PeakOf(kept).tensors(), fsdp.tensors());
+  // PyTorch before 2.8 keeps the root's parameters (the embedding and output layer: 2 × 32,000
+  // × 512 bf16, 62.5 MiB, and the final norm's 1 KiB) gathered from forward to backward, through
+  // the loss, where the peak is: that much more than 2.11's resharding, and up to 1 MiB of slack
+  // (a large block handed out unsplit when less than 1 MiB would remain).
+  Json before = config;
+  before["training"]["framework_version"] = "2.6.0";
+  const Expected<ResolvedConfig> old_release = ConfigFromJson(before, "");
+  ASSERT_TRUE(old_release.ok());
+  EXPECT_TRUE(EagerLoopOf(*old_release)->fsdp_root_kept);
+  const int64_t root = PeakOf(before).tensors() - fsdp.tensors();
+  EXPECT_GE(root, 2 * 32000 * 512 * 2 + 1024);
+  EXPECT_LT(root, 2 * 32000 * 512 * 2 + 1024 + (1 << 20));
+  Json megatron = config;
+  megatron["training"]["framework"] = "megatron";
+  megatron["training"]["framework_version"] = "0.9.0";
+  const Expected<ResolvedConfig> no_release = ConfigFromJson(megatron, "");
+  ASSERT_FALSE(no_release.ok());
+  EXPECT_EQ(no_release.error().ToString(),
+            "training.framework_version: releases are modelled for \"framework\": \"deepspeed\" "
+            "and \"pytorch\" only, got \"0.9.0\"");
   Json with_tensor = config;  // FSDP2 × TP: not the replayed loop
   with_tensor["parallelism"] = {{"data", 2}, {"zero_stage", 3}, {"tensor", 2}};
   EXPECT_FALSE(PeakOf(with_tensor).reserve_modelled);
