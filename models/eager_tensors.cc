@@ -193,6 +193,7 @@ Status EagerTensors::ClipGradNorm() {
   constexpr int64_t kChunk = 65536;
   const int64_t partials =
       static_cast<int64_t>(param_bytes_.size()) * ((largest + kChunk - 1) / kChunk) * 4;
+  if (partials == 0) return Status::Ok();
   DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle scratch, AllocBuffer(partials, 0));
   FreeBuffer(scratch);
   return Status::Ok();

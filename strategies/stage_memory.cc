@@ -57,10 +57,6 @@ void ApplyReplayedPeak(const models::EagerPeaks& peaks, models::MemoryBreakdown&
   memory.replayed_layer_kept = peaks.layer_kept;
 }
 
-}  // namespace
-
-namespace {
-
 // Whether the config names a PyTorch release before `release` (framework_version; none: the
 // latest modelled).
 bool PyTorchBefore(const TrainingConfig& training, std::array<int, 3> release) {

@@ -138,8 +138,10 @@ Status ReadFrameworkVersion(JsonObjectReader& reader, TrainingConfig& training) 
     while (end < text.size() && end - at < 6 && text[end] >= '0' && text[end] <= '9') ++end;
     const bool last = part == 2;
     if (end == at || (last ? end != text.size() : end >= text.size() || text[end] != '.')) {
-      return Error("expected a release \"MAJOR.MINOR.PATCH\", such as \"0.3.13\"", path,
-                   Quote(text));
+      return Error(
+          fmt::format("expected a release \"MAJOR.MINOR.PATCH\", such as \"{}\"",
+                      training.framework == models::Framework::kPyTorch ? "2.6.0" : "0.3.13"),
+          path, Quote(text));
     }
     release[part] = std::stoi(text.substr(at, end - at));
     at = end + 1;
