@@ -41,6 +41,7 @@ EagerRun RunOf(const Json& run) {
   if (run.contains("alloc_conf")) {
     out.expandable_segments = run["alloc_conf"].get<std::string>() == "expandable_segments:True";
   }
+  if (run.contains("mode") && run["mode"].get<std::string>() == "ddp") out.ddp = true;
   if (run.contains("mode") && run["mode"].get<std::string>() == "fsdp2") {
     // llama_step.py's FSDP2 runs are one rank's, or rank 0 of a fake process group's.
     out.fsdp_ranks = run.contains("fake_world") ? run["fake_world"].get<int>() : 1;

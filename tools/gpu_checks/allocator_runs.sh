@@ -54,6 +54,9 @@ runs=(
   "llama-200m-b2s4k-acc2-none - llama_step.py --model 200m --seq 4096 --accumulate 2 --recompute none"
   "llama-200m-b2s4k-acc2-full - llama_step.py --model 200m --seq 4096 --accumulate 2 --recompute full"
   "llama-1b-b2-acc4-op - llama_step.py --model 1b --accumulate 4 --recompute op"
+  # DDP on one rank: the reducer's gradient buckets beside the autocast loop.
+  "ddp-1b-none-exp $expandable llama_step.py --mode ddp --recompute none"
+  "ddp-1b-op - llama_step.py --mode ddp --recompute op"
   # FSDP2 over more ranks, as rank 0 of a fake process group (the all-gather's buffers):
   # torchtitan's Llama 3.1 8B recipe (Table 1: 2 x 8192 tokens, op checkpointing) at 8 and 128.
   "fsdp2-1b-fake8-none-exp $expandable llama_step.py --mode fsdp2 --fake-world 8 --clip-norm 1 --recompute none"

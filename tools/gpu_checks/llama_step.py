@@ -6,9 +6,12 @@ A decoder as torchtitan builds its Llama 3 (torchtitan/models/llama3/model/model
 attention whose keys and values are repeated to every head (repeat_kv) before flash attention
 (scaled_dot_product_attention, causal), a SwiGLU MLP (w2(silu(w1 x) * w3 x)), no biases and an
 untied output layer; the loss is cross_entropy over the logits cast to fp32. Random tokens from
-a fixed seed. Two ways to train it:
+a fixed seed. Three ways to train it:
 
   --mode eager   fp32 parameters under bf16 autocast, fused AdamW: the loop gpt2_step.py runs
+  --mode ddp     the same loop under DistributedDataParallel (its defaults: 25 MiB buckets,
+                 gradient_as_bucket_view=False) on a process group of one rank (NCCL): the
+                 reducer's gradient buckets beside it
   --mode fsdp2   torchtitan's loop on a process group of one rank (NCCL): every block, then the
                  model, wrapped by fully_shard (torch.distributed.fsdp) with
                  MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), no autocast,
@@ -169,7 +172,7 @@ def apply_fsdp2(model, reshard, fake_world):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--mode", choices=("eager", "fsdp2"), default="eager")
+    parser.add_argument("--mode", choices=("eager", "ddp", "fsdp2"), default="eager")
     parser.add_argument("--model", choices=tuple(SIZES), default="1b")
     parser.add_argument("--recompute", choices=("none", "full", "every-2nd", "op"),
                         default="none")
@@ -193,6 +196,12 @@ def main():
     layers, width, heads, kv_heads, hidden, vocab = SIZES[args.model]
     model = Llama(layers, width, heads, kv_heads, hidden, vocab, args.seq).to("cuda")
     apply_recompute(model, args.recompute)
+    if args.mode == "ddp":
+        import torch.distributed as dist
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29517")
+        dist.init_process_group("nccl", rank=0, world_size=1)
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0])
     if args.mode == "fsdp2":
         apply_fsdp2(model, args.reshard, args.fake_world)
         if args.fake_world > 0:
@@ -208,7 +217,7 @@ def main():
 
     def step():
         for _ in range(args.accumulate):
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.mode == "eager"):
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.mode != "fsdp2"):
                 logits = model(inputs)
             loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(0, 1))
             if args.accumulate > 1:
@@ -242,7 +251,7 @@ def main():
     if args.fake_world > 0:
         summary["fake_world"] = args.fake_world
     gpt2_step.write_summary(args, summary, model, times, losses, step_starts)
-    if args.mode == "fsdp2":
+    if args.mode != "eager":
         torch.distributed.destroy_process_group()
     print(f"llama-{args.model} {args.mode} recompute {args.recompute} {args.batch}x{args.seq} "
           f"({os.environ.get('PYTORCH_CUDA_ALLOC_CONF', 'default allocator')}): median step "
