@@ -80,15 +80,12 @@ TEST(MemoryTrackTest, AReplayedLoopDrawsWhatTheReplayKeeps) {
   // keeps them from forward to backward (their sum the peak's activations), so its top is that
   // peak less its working set, as for the analytic track; 3 blocks and the last output.
   Json json = Json::parse(R"({
-    "model": {"family": "transformer", "layers": 3, "hidden": 256, "heads": 4, "kv_heads": 4,
-              "ffn_hidden": 768, "vocab": 8192, "max_seq": 2048, "norm": "rmsnorm",
-              "activation": "swiglu", "position": "rotary", "linear_bias": false,
-              "tied_embeddings": false},
     "training": {"global_batch": 4, "micro_batch": 2, "seq_len": 2048, "framework": "pytorch",
                  "flash_attention": true, "dropout": false},
     "cluster": {"preset": "dgx-h100", "gpu": "h100-sxm5-80gb", "nodes": 1, "gpus_per_node": 2},
     "parallelism": {"data": 2, "zero_stage": 3}
   })");
+  json["model"] = LlamaStyleModel(3, 256, 4, 4, 768, 8192, 2048);
   const SimulationResult result = SimulateJson(json);
   const std::vector<std::vector<int64_t>> tracks = Tracks(result);
   ASSERT_EQ(tracks.size(), 2u);

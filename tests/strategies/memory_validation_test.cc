@@ -14,6 +14,7 @@
 #include "sim/base/input_files.h"
 #include "strategies/config.h"
 #include "strategies/stage_memory.h"
+#include "tests/strategies/simulate_helpers.h"
 
 namespace dtsim::strategies {
 namespace {
@@ -34,16 +35,8 @@ Json File(Json points) {
   return {{"format", "dtsim.memory_points"}, {"version", 1}, {"points", std::move(points)}};
 }
 
-// The error a config is refused with; empty where it is accepted.
-std::string ConfigError(const Json& config) {
-  const Expected<ResolvedConfig> resolved = ConfigFromJson(config, "");
-  return resolved.ok() ? std::string() : resolved.error().ToString();
-}
-
 models::MemoryBreakdown PeakOf(const Json& config) {
-  Expected<ResolvedConfig> resolved = ConfigFromJson(config, "");
-  EXPECT_TRUE(resolved.ok());
-  Expected<std::vector<models::MemoryBreakdown>> stages = EstimateStageMemory(*resolved);
+  Expected<std::vector<models::MemoryBreakdown>> stages = EstimateStageMemory(ConfigOf(config));
   EXPECT_TRUE(stages.ok());
   return (*stages)[0];
 }
@@ -121,24 +114,20 @@ TEST(MemoryValidationTest, TheAllocatorReserveIsReplayedForTheEagerLoopOnly) {
 // FSDP2 beside tensor parallelism is not replayed; reshard_after_forward is FSDP2's only.
 TEST(MemoryValidationTest, Fsdp2PlansReplayTheirLoop) {
   Json config = Json::parse(R"({
-    "model": {"family": "transformer", "layers": 2, "hidden": 512, "heads": 8, "kv_heads": 2,
-              "ffn_hidden": 1536, "vocab": 32000, "max_seq": 1024, "norm": "rmsnorm",
-              "activation": "swiglu", "position": "rotary", "linear_bias": false,
-              "tied_embeddings": false},
     "training": {"global_batch": 8, "micro_batch": 2, "seq_len": 1024, "framework": "pytorch",
                  "flash_attention": true, "dropout": false, "recompute": "selective_op"},
     "cluster": {"preset": "dgx-a100", "gpu": "h200-sxm-141gb", "nodes": 1, "gpus_per_node": 4},
     "parallelism": {"data": 4, "zero_stage": 3}
   })");
-  Expected<ResolvedConfig> resolved = ConfigFromJson(config, "");
-  ASSERT_TRUE(resolved.ok()) << resolved.error().ToString();
-  const std::optional<models::EagerRun> loop = EagerLoopOf(*resolved);
+  config["model"] = LlamaStyleModel(2, 512, 8, 2, 1536, 32000, 1024);
+  const ResolvedConfig resolved = ConfigOf(config);
+  const std::optional<models::EagerRun> loop = EagerLoopOf(resolved);
   ASSERT_TRUE(loop.has_value());
   EXPECT_EQ(loop->fsdp_ranks, 4);
   EXPECT_TRUE(loop->reshard_after_forward);
   EXPECT_TRUE(loop->clip_grad_norm);
   const Expected<models::EagerPeaks> peaks =
-      models::ReplayEagerTraining(resolved->model.transformer, *loop);
+      models::ReplayEagerTraining(resolved.model.transformer, *loop);
   ASSERT_TRUE(peaks.ok()) << peaks.error().ToString();
   const models::MemoryBreakdown fsdp = PeakOf(config);
   ASSERT_TRUE(fsdp.reserve_modelled);
@@ -154,9 +143,9 @@ TEST(MemoryValidationTest, Fsdp2PlansReplayTheirLoop) {
   // (a large block handed out unsplit when less than 1 MiB would remain).
   Json before = config;
   before["training"]["framework_version"] = "2.6.0";
-  const Expected<ResolvedConfig> old_release = ConfigFromJson(before, "");
-  ASSERT_TRUE(old_release.ok());
-  EXPECT_TRUE(EagerLoopOf(*old_release)->fsdp_root_kept);
+  const std::optional<models::EagerRun> old_loop = EagerLoopOf(ConfigOf(before));
+  ASSERT_TRUE(old_loop.has_value());
+  EXPECT_TRUE(old_loop->fsdp_root_kept);
   const int64_t root = PeakOf(before).tensors() - fsdp.tensors();
   EXPECT_GE(root, 2 * 32000 * 512 * 2 + 1024);
   EXPECT_LT(root, 2 * 32000 * 512 * 2 + 1024 + (1 << 20));

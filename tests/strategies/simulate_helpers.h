@@ -41,6 +41,17 @@ inline void ExpectSameIteration(Json imported, Json example) {
   EXPECT_EQ(a.samples_per_second, b.samples_per_second);
 }
 
+// A Llama-style decoder's model section (RMSNorm, SwiGLU, rotary, no biases, untied output:
+// the loop models/eager_llama.h replays).
+inline Json LlamaStyleModel(int layers, int hidden, int heads, int kv_heads, int ffn_hidden,
+                            int vocab, int max_seq) {
+  return {{"family", "transformer"}, {"layers", layers},     {"hidden", hidden},
+          {"heads", heads},          {"kv_heads", kv_heads}, {"ffn_hidden", ffn_hidden},
+          {"vocab", vocab},          {"max_seq", max_seq},   {"norm", "rmsnorm"},
+          {"activation", "swiglu"},  {"position", "rotary"}, {"linear_bias", false},
+          {"tied_embeddings", false}};
+}
+
 // The error reading the config, or (a config that reads) simulating it; empty when both work.
 inline std::string ConfigError(const Json& json) {
   Expected<ResolvedConfig> config = ConfigFromJson(json, "");
