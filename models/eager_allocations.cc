@@ -453,6 +453,26 @@ Expected<EagerPeaks> ReplayEagerTraining(const TransformerSpec& spec, const Eage
                  std::to_string(run.fsdp_ranks));
   }
   if (run.fsdp_ranks > 0 && run.ddp) return Error("a loop runs under FSDP2 or DDP, not both");
+  if (run.context_ranks < 1) {
+    return Error("context-parallel ranks must be positive (1: none)", "context_ranks",
+                 std::to_string(run.context_ranks));
+  }
+  if (run.context_ranks > 1) {
+    // torchtitan shards FSDP2 over the data × context ranks, and load balancing cuts every
+    // sequence into 2 × context_ranks chunks.
+    if (run.fsdp_ranks == 0 || run.fsdp_ranks % run.context_ranks != 0) {
+      return Error(fmt::format("context parallelism is replayed under FSDP2 over a multiple of "
+                               "its {} ranks (FSDP ranks: {})",
+                               run.context_ranks, run.fsdp_ranks),
+                   "context_ranks", std::to_string(run.context_ranks));
+    }
+    if (run.seq_len % (2 * int64_t{run.context_ranks}) != 0) {
+      return Error(fmt::format("ring attention's load balancing cuts a sequence into 2 × {} "
+                               "equal chunks; {} tokens do not divide",
+                               run.context_ranks, run.seq_len),
+                   "seq_len", std::to_string(run.seq_len));
+    }
+  }
   if (IsLlamaStyle(spec)) return ReplayLlamaEager(spec, run);
   if (run.fsdp_ranks > 0) {
     return Error(

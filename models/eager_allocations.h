@@ -58,6 +58,11 @@ struct EagerRun {
   // PyTorch before 2.8 kept the root's parameters gathered after forward whatever
   // reshard_after_forward said (pytorch/pytorch#154704 made an explicit true hold for it).
   bool fsdp_root_kept = false;
+  // Context parallelism over this many of the FSDP2 ranks (models/eager_ring_attention.h):
+  // each rank trains on 1/context_ranks of every sequence (seq_len the whole), its attention
+  // PyTorch's ring attention, inside torchtitan's context_parallel() around forward and
+  // backward; 1: none.
+  int context_ranks = 1;
   // clip_grad_norm_(foreach=True) before the optimizer's step, as torchtitan runs it.
   bool clip_grad_norm = false;
   // DistributedDataParallel (gradient_as_bucket_view=False, its defaults): the gradient

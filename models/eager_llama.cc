@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "models/eager_fsdp.h"
+#include "models/eager_ring_attention.h"
 #include "models/eager_tensors.h"
 
 namespace dtsim::models {
@@ -49,6 +50,7 @@ enum Tensor : int {
   kOffset,
   kAtt,
   kLse,
+  kAttContiguous,  // under context parallelism, the merged output made contiguous for wo
   kScratch,
   kWo,
   kO,
@@ -119,6 +121,13 @@ enum Tensor : int {
   kSortSeed,
   kSortSeed2,
   kPartial,
+  // context_parallel(): the rotation table's copy to restore, the three buffers' shards (inputs,
+  // labels, table) and the last one's clone
+  kCpTable,
+  kCpInputs,
+  kCpLabels,
+  kCpFreqs,
+  kCpClone,
   kTensorKinds
 };
 
@@ -180,8 +189,9 @@ class Replay : private EagerTensors {
         kv_(spec.kv_dim()),
         f_(spec.ffn_hidden),
         v_(spec.PaddedVocab(1)),
-        t_(run.micro_batch * run.seq_len),
-        lse_(run.micro_batch * spec.heads * run.seq_len * 4),
+        seq_(run.seq_len / run.context_ranks),
+        t_(run.micro_batch * seq_),
+        lse_(run.micro_batch * spec.heads * seq_ * 4),
         repeats_(spec.heads / spec.kv_heads),
         bf16_(run.fsdp_ranks > 0),
         act_(bf16_ ? 2 : 4) {
@@ -196,15 +206,53 @@ class Replay : private EagerTensors {
     // The rotation table (seq × head_dim/2 complex64), the token ids, inputs and targets.
     DTSIM_RETURN_IF_ERROR(Hold(run_.seq_len * spec_.head_dim() * 4));
     DTSIM_RETURN_IF_ERROR(Hold(run_.micro_batch * (run_.seq_len + 1) * 8));
-    for (int tensor = 0; tensor < 2; ++tensor) DTSIM_RETURN_IF_ERROR(Hold(t_ * 8));
+    for (int tensor = 0; tensor < 2; ++tensor) {
+      DTSIM_RETURN_IF_ERROR(Hold(run_.micro_batch * run_.seq_len * 8));
+    }
     return RunSteps(run_, [this]() -> Status {
+      if (Ring()) DTSIM_RETURN_IF_ERROR(EnterContextParallel());
       DTSIM_RETURN_IF_ERROR(Forward());
-      return Backward();
+      DTSIM_RETURN_IF_ERROR(Backward());
+      if (Ring()) ExitContextParallel();
+      return Status::Ok();
     });
   }
 
  private:
   int Param(int layer, int which) const { return 1 + layer * kBlockParameters + which; }
+  bool Ring() const { return run_.context_ranks > 1; }
+  RingAttention RingOf(int layer) {
+    return RingAttention(static_cast<EagerTensors&>(*this),
+                         {.ranks = run_.context_ranks, .queries = t_ * q_ * 2, .logsumexp = lse_},
+                         {.layer = layer,
+                          .out = kAtt,
+                          .logsumexp = kLse,
+                          .seed = kSeed,
+                          .offset = kOffset,
+                          .grad_queries = kDq,
+                          .grad_keys_values = repeats_ > 1 ? kDk : kGV});
+  }
+  // torchtitan's context_parallel(cp_mesh, buffers=[inputs, labels, freqs_cis], no restore for
+  // the first two) around forward and backward: the table cloned (restored at the exit), each
+  // buffer's load-balanced shard made and cloned into it (resized in place: its storage stays);
+  // the shards and the last clone live in the context manager's frame until the exit.
+  Status EnterContextParallel() {
+    const int64_t head = spec_.head_dim();
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kCpTable, run_.seq_len * head * 4));
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kCpInputs, t_ * 8));
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kCpLabels, t_ * 8));
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kCpFreqs, seq_ * head * 4));
+    for (const int64_t bytes : {t_ * 8, t_ * 8}) {
+      DTSIM_RETURN_IF_ERROR(Alloc(kModel, kCpClone, bytes));
+      Free(kModel, kCpClone);
+    }
+    return Alloc(kModel, kCpClone, seq_ * head * 4);
+  }
+  void ExitContextParallel() {
+    for (const int tensor : {kCpTable, kCpInputs, kCpLabels, kCpFreqs, kCpClone}) {
+      Free(kModel, tensor);
+    }
+  }
   int Root() const { return spec_.layers; }  // the root's FSDP parameter group
 
   // The parameters' shapes (dim 0, elements per row) in module order.
@@ -322,7 +370,8 @@ class Replay : private EagerTensors {
 
   const TransformerSpec& spec_;
   const EagerRun& run_;
-  const int64_t h_, q_, kv_, f_, v_, t_, lse_;
+  // seq_: the tokens of a sequence on this rank (all but under context parallelism)
+  const int64_t h_, q_, kv_, f_, v_, seq_, t_, lse_;
   const int repeats_;
   // FSDP2's loop: bf16 parameters gathered per group, bf16 activations (2 B; autocast's
   // residual stream and norms are fp32: 4 B).
@@ -355,7 +404,9 @@ Status Replay::Attention(int l, Mode mode) {
     DTSIM_RETURN_IF_ERROR(Alloc(l, kKeys, t * q_ * 2));
     DTSIM_RETURN_IF_ERROR(Alloc(l, kValues, t * q_ * 2));
   }
-  if (mode != Mode::kOpRecompute) {
+  if (mode != Mode::kOpRecompute && Ring()) {
+    DTSIM_RETURN_IF_ERROR(RingOf(l).Forward());
+  } else if (mode != Mode::kOpRecompute) {
     DTSIM_RETURN_IF_ERROR(Alloc(l, kSeed, 8));
     DTSIM_RETURN_IF_ERROR(Alloc(l, kOffset, 8));
     DTSIM_RETURN_IF_ERROR(Alloc(l, kAtt, t * q_ * 2));
@@ -366,7 +417,11 @@ Status Replay::Attention(int l, Mode mode) {
   if (mode == Mode::kCheckpoint) {
     for (const int tensor : {kLse, kSeed, kOffset}) Free(l, tensor);
   }
+  // Ring attention's output is contiguous in (batch, head, token): transpose(1, 2).contiguous()
+  // copies it for wo, which saves the copy (flash attention's own output needs no copy).
+  if (Ring()) DTSIM_RETURN_IF_ERROR(Alloc(l, kAttContiguous, t * q_ * 2));
   DTSIM_RETURN_IF_ERROR(Linear(l, kWo, h_ * q_, -1, kO, h_, keep));
+  if (Ring() && !keep) Free(l, kAttContiguous);
   // Attention.forward returns: its locals go, but what flash attention saved (or the op
   // policy stored).
   if (!keep) Free(l, kQr);
@@ -512,10 +567,10 @@ Status Replay::RotaryBackward() {
   // type_as's backward (k, then q) to fp32; the complex products' (each with the table's
   // conjugate made); float()'s back to bf16.
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGKf, t * kv_ * 4));
-  Free(kModel, kGKr);
+  if (!Ring() || repeats_ > 1) Free(kModel, kGKr);  // else a view of ring attention's kGV
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGQf, t * q_ * 4));
   Free(kModel, kDq);
-  const int64_t table = run_.seq_len * spec_.head_dim() * 4;
+  const int64_t table = seq_ * spec_.head_dim() * 4;  // the rank's part under CP
   for (const auto& [from, to, width] : {std::tuple{kGKf, kGKc, kv_}, {kGQf, kGQc, q_}}) {
     DTSIM_RETURN_IF_ERROR(Alloc(kModel, kConj, table));
     DTSIM_RETURN_IF_ERROR(Alloc(kModel, to, t * width * 4));
@@ -532,18 +587,23 @@ Status Replay::RotaryBackward() {
 Status Replay::AttentionBackward(int l) {
   const int64_t t = t_;
   if (!bf16_) DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGO, t * h_ * 2));  // the residual's, cast
-  DTSIM_RETURN_IF_ERROR(
-      LinearBackward(l, bf16_ ? -1 : kGO, kGAtt, q_, h_, kWo, -1, -1, Param(l, kWoWeight)));
+  DTSIM_RETURN_IF_ERROR(LinearBackward(l, bf16_ ? -1 : kGO, kGAtt, q_, h_, kWo,
+                                       Ring() ? kAttContiguous : -1, -1, Param(l, kWoWeight)));
   // Flash attention's backward: dq, dk, dv over every head, and one workspace (dq's fp32
   // accumulator and the softmax's row sums, and 256 B more: the size the record shows). With one
   // head per key-value head, dk and dv are the k and v gradients; else repeat_kv's backward sums
-  // them back per key-value head.
+  // them back per key-value head. Ring attention's dk and dv are views of one buffer, kept in
+  // the slot freed last (dk's, or with one head per key-value head v's).
   const bool repeated = repeats_ > 1;
-  for (const int grad : {kDq, repeated ? kDk : kGKr, repeated ? kDv : kGV}) {
-    DTSIM_RETURN_IF_ERROR(Alloc(kModel, grad, t * q_ * 2));
+  if (Ring()) {
+    DTSIM_RETURN_IF_ERROR(RingOf(l).Backward());
+  } else {
+    for (const int grad : {kDq, repeated ? kDk : kGKr, repeated ? kDv : kGV}) {
+      DTSIM_RETURN_IF_ERROR(Alloc(kModel, grad, t * q_ * 2));
+    }
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kWorkspace, t * q_ * 4 + lse_ + 256));
+    Free(kModel, kWorkspace);
   }
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kWorkspace, t * q_ * 4 + lse_ + 256));
-  Free(kModel, kWorkspace);
   Free(kModel, kGAtt);
   for (const int tensor : {kQr, kLse, kAtt, kSeed, kOffset}) Free(l, tensor);
   const std::array<int, 2> keys_values =
@@ -551,7 +611,7 @@ Status Replay::AttentionBackward(int l) {
   for (const int tensor : keys_values) Free(l, tensor);
   if (repeated) {
     DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGV, t * kv_ * 2));
-    Free(kModel, kDv);
+    if (!Ring()) Free(kModel, kDv);
     DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGKr, t * kv_ * 2));
     Free(kModel, kDk);
   }

@@ -175,6 +175,17 @@ CachingAllocator::Handle EagerTensors::TakeBuffer(int layer, int tensor) {
   return handle;
 }
 
+void EagerTensors::AdoptBuffer(int layer, int tensor, CachingAllocator::Handle handle,
+                               int64_t bytes) {
+  const size_t index = Slot(layer, tensor);
+  DTSIM_CHECK(live_[index] == -1, "a tensor allocated twice");
+  live_[index] = handle;
+  if (layer >= 0) {
+    live_bytes_[index] = AllocatorBlockSize(bytes);
+    block_bytes_ += live_bytes_[index];
+  }
+}
+
 bool EagerTensors::KeepAsGrad(int group, CachingAllocator::Handle handle, int64_t bytes) {
   const auto index = static_cast<size_t>(group);
   if (index >= kept_grads_.size()) kept_grads_.resize(index + 1, -1);

@@ -70,6 +70,9 @@ class EagerTensors {
   void FreeBuffer(CachingAllocator::Handle handle);
   // Live tensor `tensor` of `layer` handed over as a buffer (an unsharded gradient).
   CachingAllocator::Handle TakeBuffer(int layer, int tensor);
+  // Buffer `handle` of `bytes` (from AllocBuffer) kept as tensor `tensor` of `layer`: the
+  // inverse of TakeBuffer (a result an op made before it was known as one).
+  void AdoptBuffer(int layer, int tensor, CachingAllocator::Handle handle, int64_t bytes);
   // Buffer `handle` of `bytes` kept as the .grad of parameter group `group` (a reduce-scatter's
   // output the sharded parameters' gradients are views of) until the optimizer's step; false
   // where the group has one already (the caller adds into it and frees `handle`).

@@ -70,9 +70,11 @@ bool PyTorchBefore(const TrainingConfig& training, std::array<int, 3> release) {
 std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config) {
   const TrainingConfig& training = config.training;
   const ParallelPlan& plan = config.plan;
-  // One GPU unsharded, FSDP2 over every rank (zero_stage 3 on data parallelism alone), or DDP
-  // (zero_stage 0 on data parallelism alone).
-  const bool fsdp = plan.zero_stage == 3 && plan.data == plan.world();
+  // One GPU unsharded, FSDP2 over every rank (zero_stage 3 on data parallelism alone, or on
+  // data × context with PyTorch's ring attention as torchtitan runs it), or DDP (zero_stage 0
+  // on data parallelism alone).
+  const bool fsdp = plan.zero_stage == 3 && plan.DataIndices() == plan.world() &&
+                    (plan.context == 1 || plan.context_comm == models::ContextComm::kP2p);
   const bool ddp = plan.zero_stage == 0 && plan.data == plan.world() && plan.world() > 1;
   if (config.model.family != models::ModelFamily::kTransformer ||
       training.framework != models::Framework::kPyTorch || plan.expert != 1 ||
@@ -94,6 +96,7 @@ std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config) {
                           .fsdp_ranks = fsdp ? plan.world() : 0,
                           .reshard_after_forward = training.reshard_after_forward,
                           .fsdp_root_kept = PyTorchBefore(training, {2, 8, 0}),
+                          .context_ranks = plan.context,
                           .clip_grad_norm = fsdp,
                           .ddp = ddp};
 }

@@ -171,6 +171,35 @@ TEST(MemoryValidationTest, Fsdp2PlansReplayTheirLoop) {
             "\"pytorch\" and zero_stage 3, got false");
 }
 
+// FSDP2 over data × context ranks with ring attention (context comm p2p) is torchtitan's
+// context parallelism: replayed on each rank's share of the sequence, FSDP2 over all four ranks.
+// Ulysses-style all-to-all attention is not (the config's checks already refuse a sequence
+// that does not cut into 2 × context equal chunks, as PyTorch's load balancing does).
+TEST(MemoryValidationTest, ContextParallelFsdp2PlansReplayRingAttention) {
+  Json config = Json::parse(R"({
+    "training": {"global_batch": 4, "micro_batch": 2, "seq_len": 2048, "framework": "pytorch",
+                 "flash_attention": true, "dropout": false, "recompute": "full"},
+    "cluster": {"preset": "dgx-a100", "gpu": "h200-sxm-141gb", "nodes": 1, "gpus_per_node": 4},
+    "parallelism": {"data": 2, "context": 2, "zero_stage": 3}
+  })");
+  config["model"] = LlamaStyleModel(2, 512, 8, 2, 1536, 32000, 2048);
+  const ResolvedConfig resolved = ConfigOf(config);
+  const std::optional<models::EagerRun> loop = EagerLoopOf(resolved);
+  ASSERT_TRUE(loop.has_value());
+  EXPECT_EQ(loop->fsdp_ranks, 4);
+  EXPECT_EQ(loop->context_ranks, 2);
+  EXPECT_EQ(loop->seq_len, 2048);
+  const Expected<models::EagerPeaks> peaks =
+      models::ReplayEagerTraining(resolved.model.transformer, *loop);
+  ASSERT_TRUE(peaks.ok()) << peaks.error().ToString();
+  const models::MemoryBreakdown ring = PeakOf(config);
+  ASSERT_TRUE(ring.reserve_modelled);
+  EXPECT_EQ(ring.allocator_reserve, peaks->reserved - peaks->allocated);
+  Json ulysses = config;
+  ulysses["parallelism"]["context"] = {{"size", 2}, {"comm", "a2a"}};
+  EXPECT_FALSE(PeakOf(ulysses).reserve_modelled);
+}
+
 TEST(MemoryValidationTest, ComparesThePredictedPeakAndTheVerdict) {
   // Measured 16 GiB against dtsim's peak P: error P / 16 GiB − 1. A run that ran out of memory
   // on a 10 GiB GPU that dtsim says needs more: a right verdict; one dtsim says fits (the same
