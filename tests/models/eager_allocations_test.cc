@@ -47,6 +47,7 @@ EagerRun RunOf(const Json& run) {
     out.fsdp_ranks = run.contains("fake_world") ? run["fake_world"].get<int>() : 1;
     out.reshard_after_forward = run["reshard"].get<std::string>() == "default";
     out.clip_grad_norm = run["clip_norm"].get<double>() > 0;
+    if (run.contains("cp")) out.context_ranks = run["cp"].get<int>();
   }
   return out;
 }

@@ -12,7 +12,8 @@
 #    untied output) in bf16 autocast under each recompute policy, both allocators, two sizes.
 # 2. The same decoder as torchtitan trains it: FSDP2 on one rank, gradient clipping, each
 #    reshard policy, both allocators; and as rank 0 of 8 or 128 on PyTorch's fake process group
-#    (llama_step.py --fake-world), the all-gather's buffers included.
+#    (llama_step.py --fake-world), the all-gather's buffers included, and with context
+#    parallelism (--cp: ring attention on rank 0's share of each sequence).
 # 3. GPT-2 (gpt2_step.py) as in what_if_and_memory.sh, recorded, with the default allocator
 #    and with expandable segments.
 # Each run is its own process (each allocator starts empty) with its own time limit; every run
@@ -63,6 +64,12 @@ runs=(
   "fsdp2-1b-fake8-op - llama_step.py --mode fsdp2 --fake-world 8 --clip-norm 1 --recompute op"
   "fsdp2-8b-fake8-b2s8k-op-exp $expandable llama_step.py --mode fsdp2 --model 8b --fake-world 8 --batch 2 --seq 8192 --clip-norm 1 --recompute op"
   "fsdp2-8b-fake128-b2s8k-op-exp $expandable llama_step.py --mode fsdp2 --model 8b --fake-world 128 --batch 2 --seq 8192 --clip-norm 1 --recompute op"
+  # FSDP2 x context parallelism (ring attention), rank 0 of 8: torchtitan's Llama 3.1 8B
+  # context-parallel recipe (Table 2: FSDP 4 x CP 2 at 64k tokens, full checkpointing), and the
+  # 1B shape at 2 and 4 ranks of context without checkpointing (ring attention's own buffers).
+  "fsdp2-8b-fake8-cp2-b1s64k-full-exp $expandable llama_step.py --mode fsdp2 --model 8b --fake-world 8 --cp 2 --batch 1 --seq 65536 --clip-norm 1 --recompute full"
+  "fsdp2-1b-fake8-cp2-b1s8k-none-exp $expandable llama_step.py --mode fsdp2 --fake-world 8 --cp 2 --batch 1 --seq 8192 --clip-norm 1 --recompute none"
+  "fsdp2-1b-fake8-cp4-b1s16k-full - llama_step.py --mode fsdp2 --fake-world 8 --cp 4 --batch 1 --seq 16384 --clip-norm 1 --recompute full"
 )
 only=("${@:2}")
 for spec in "${runs[@]}"; do

@@ -22,6 +22,12 @@ a fixed seed. Three ways to train it:
                  that move no data; torch.testing._internal.distributed.fake_pg), so one GPU
                  holds what a rank of N does — the all-gather's buffers, 1/N shards — though
                  the loss it trains is meaningless.
+                 --cp C (with --fake-world N, C dividing N): context parallelism as torchtitan
+                 runs it — FSDP2 over all N ranks (data x context), and each step inside
+                 torch.distributed.tensor.experimental.context_parallel over the C ranks of
+                 rank 0's context group, with the inputs, targets and rotation table as its
+                 buffers (the first two not restored): ring attention (all-gathered keys and
+                 values, load balanced) on rank 0's 1/C of every sequence.
 
 Recompute per block as torchtitan applies it (checkpoint_wrapper, non-reentrant): none; full;
 every-2nd (blocks 1, 3, 5, …: torchtitan's selective layer policy with frequency 2); op
@@ -34,6 +40,7 @@ torchtitan's). Writes a JSON summary (--summary) like gpt2_step.py's, and with -
 allocator's record of every allocation and free (memory_history.py).
 """
 import argparse
+import contextlib
 import json
 import os
 import time
@@ -170,6 +177,13 @@ def apply_fsdp2(model, reshard, fake_world):
     fully_shard(model, mp_policy=policy, reshard_after_forward=reshard == "default")
 
 
+def context_parallel_group(fake_world, cp):
+    """Rank 0's context-parallel group: the "cp" dimension of a (data, context) mesh."""
+    from torch.distributed.device_mesh import init_device_mesh
+    mesh = init_device_mesh("cuda", (fake_world // cp, cp), mesh_dim_names=("dp_shard", "cp"))
+    return mesh["cp"]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mode", choices=("eager", "ddp", "fsdp2"), default="eager")
@@ -180,6 +194,8 @@ def main():
     parser.add_argument("--clip-norm", type=float, default=0.0, help="0: no clipping")
     parser.add_argument("--fake-world", type=int, default=0,
                         help="fsdp2: rank 0 of this many on the fake process group (0: NCCL, 1)")
+    parser.add_argument("--cp", type=int, default=1,
+                        help="fsdp2 with --fake-world: context-parallel ranks (1: none)")
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--accumulate", type=int, default=1,
                         help="micro-batches per step, their gradients accumulated (loss / N)")
@@ -189,6 +205,10 @@ def main():
     parser.add_argument("--summary", required=True, help="the JSON summary to write")
     parser.add_argument("--history", help="the allocator's record of the run, written here")
     args = parser.parse_args()
+    if args.cp > 1 and (args.mode != "fsdp2" or args.fake_world % args.cp != 0 or
+                        args.seq % (2 * args.cp) != 0):
+        parser.error("--cp needs --mode fsdp2, a --fake-world it divides and a --seq of "
+                     "2 x cp equal chunks")
 
     if args.history:
         memory_history.start()
@@ -209,21 +229,35 @@ def main():
             # parts of it); torchtitan builds on the meta device instead. Give them back, so
             # that the reserve is the loop's.
             torch.cuda.empty_cache()
+    cp_group = context_parallel_group(args.fake_world, args.cp) if args.cp > 1 else None
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     generator = torch.Generator(device="cuda").manual_seed(1)
     tokens = torch.randint(0, vocab, (args.batch, args.seq + 1), device="cuda",
                            generator=generator)
     inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
 
+    def context(step_inputs, step_targets):
+        if cp_group is None:
+            return contextlib.nullcontext()
+        from torch.distributed.tensor.experimental import context_parallel
+        return context_parallel(cp_group, buffers=[step_inputs, step_targets, model.table],
+                                buffer_seq_dims=[1, 1, 0],
+                                no_restore_buffers={step_inputs, step_targets})
+
     def step():
         for _ in range(args.accumulate):
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.mode != "fsdp2"):
-                logits = model(inputs)
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(0, 1))
-            if args.accumulate > 1:
-                loss = loss / args.accumulate
-            del logits
-            loss.backward()
+            # Under context parallelism the inputs and targets are sharded in place, as
+            # torchtitan's are: each step gets its own, as its data loader hands them out.
+            step_inputs, step_targets = ((inputs.clone(), targets.clone()) if cp_group is not None
+                                         else (inputs, targets))
+            with context(step_inputs, step_targets):
+                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.mode != "fsdp2"):
+                    logits = model(step_inputs)
+                loss = F.cross_entropy(logits.flatten(0, 1).float(), step_targets.flatten(0, 1))
+                if args.accumulate > 1:
+                    loss = loss / args.accumulate
+                del logits
+                loss.backward()
         if args.clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_norm, foreach=True)
         optimizer.step()
@@ -250,6 +284,8 @@ def main():
     }
     if args.fake_world > 0:
         summary["fake_world"] = args.fake_world
+    if args.cp > 1:
+        summary["cp"] = args.cp
     gpt2_step.write_summary(args, summary, model, times, losses, step_starts)
     if args.mode != "eager":
         torch.distributed.destroy_process_group()
