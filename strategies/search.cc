@@ -184,6 +184,9 @@ EvaluatedPlan Check(const SimulationConfig& base, const SearchSpace& space, size
     if ((*memory)[stage].total() > (*memory)[largest].total()) largest = stage;
   }
   evaluated.memory_bytes = (*memory)[largest].total();
+  if ((*memory)[largest].reserve_modelled) {
+    evaluated.allocator_reserve = (*memory)[largest].allocator_reserve;
+  }
   const int64_t headroom = space.memory_headroom.count();
   if (evaluated.memory_bytes + headroom > config.gpu.memory.count()) {
     evaluated.status = PlanStatus::kOutOfMemory;

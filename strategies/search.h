@@ -129,7 +129,10 @@ struct EvaluatedPlan {
   std::string reason;
   std::string detail;
   int64_t memory_bytes = 0;  // the largest pipeline stage's, per GPU (0: not estimated)
-  DurationNs lower_bound;    // 0: not computed
+  // The caching allocator's reserve counted in memory_bytes, where dtsim replays the plan's loop
+  // (strategies::EagerLoopOf); none where it is not modelled and so not counted.
+  std::optional<int64_t> allocator_reserve;
+  DurationNs lower_bound;  // 0: not computed
   std::optional<PlanFigures> figures;
   // Set by RankPlans when this plan simulated exactly as a better-ranked one (the same times,
   // breakdown and memory: recompute `selective` and `none` under flash attention, say): that

@@ -57,6 +57,12 @@ TEST_F(SearchCommandTest, PrintsTheTopPlansAndWritesEveryPlan) {
   EXPECT_THAT(text, HasSubstr("gpt3-1.3b on 16 × a100-sxm4-80gb (dgx-a100); symmetric ranks"));
   EXPECT_THAT(text, HasSubstr("why #1 wins over #2 (they differ in "));
   EXPECT_THAT(text, HasSubstr("   1  DP "));
+  // Megatron's loop is not replayed through the caching allocator: no plan's memory has its
+  // reserve, and the table says so.
+  EXPECT_THAT(text, HasSubstr("memory: the largest stage's, per GPU, without the caching "
+                              "allocator's reserve, which dtsim replays for PyTorch eager, DDP "
+                              "and FSDP2 loops only (docs/models.md): --memory-headroom keeps "
+                              "room for it)"));
   Expected<SearchFile> file = ReadSearchFile(Path("all.json"));
   ASSERT_TRUE(file.ok()) << file.error().ToString();
   EXPECT_EQ(file->result.plans.size(), file->result.enumerated);
@@ -70,6 +76,34 @@ TEST_F(SearchCommandTest, PrintsTheTopPlansAndWritesEveryPlan) {
   size_t rows = 0;
   for (std::string line; std::getline(csv, line);) ++rows;
   EXPECT_EQ(rows, file->result.enumerated);
+}
+
+// GPT-2 124M on one GPU under PyTorch: the eager loop is replayed through the caching allocator
+// for recompute none (its reserve in the memory, kept in the search file), not for Megatron's
+// selective recompute, whose row the table marks.
+TEST_F(SearchCommandTest, RowsSayWhetherTheirMemoryHoldsTheAllocatorsReserve) {
+  const CommandOutcome outcome =
+      Search({DTSIM_EXAMPLES_DIR "/gpt2_124m_1h100.json", "--set",
+              "search.recompute=[\"none\",\"selective\"]", "--set", "search.micro_batches=[8]",
+              "--top", "2", "--rerank", "0", "-o", Path("reserve")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("; * without the caching allocator's reserve"));
+  EXPECT_THAT(output_.str(), HasSubstr(" GiB*\n"));
+  const Expected<SearchFile> file = ReadSearchFile(Path("reserve.json"));
+  ASSERT_TRUE(file.ok()) << file.error().ToString();
+  ASSERT_EQ(file->result.ranking.size(), 2u);
+  int replayed = 0;
+  for (const size_t index : file->result.ranking) {
+    const strategies::EvaluatedPlan& plan = file->result.plans[index];
+    const bool none = plan.choice.recompute == models::Recompute::kNone;
+    EXPECT_EQ(plan.allocator_reserve.has_value(), none);
+    if (none) {
+      ++replayed;
+      EXPECT_GT(*plan.allocator_reserve, 0);
+      EXPECT_LT(*plan.allocator_reserve, plan.memory_bytes);
+    }
+  }
+  EXPECT_EQ(replayed, 1);
 }
 
 // An --emit directory that cannot be one is named before the search runs, not after it.

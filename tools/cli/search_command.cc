@@ -139,17 +139,43 @@ void PrintCounts(std::ostream& out, const SearchFile& file) {
   if (!reasons.empty()) fmt::print(out, "  pruned by      {}\n", fmt::join(reasons, ", "));
 }
 
+// What the memory column of `rows` ranked rows counts, `without` of them without the caching
+// allocator's reserve (dtsim replays it for some loops only; those rows are marked when others
+// have it).
+std::string MemoryNote(const SearchFile& file, size_t rows, size_t without) {
+  const std::string kept =
+      file.space.memory_headroom.count() > 0
+          ? fmt::format("; the search kept {} free", FormatGiB(file.space.memory_headroom.count()))
+          : "";
+  if (without == 0) {
+    return "memory: the largest stage's, per GPU, the caching allocator's reserve included" + kept;
+  }
+  const std::string why =
+      "the caching allocator's reserve, which dtsim replays for PyTorch eager, DDP and FSDP2 "
+      "loops only (docs/models.md)";
+  if (without == rows) {
+    return fmt::format("memory: the largest stage's, per GPU, without {}{}", why,
+                       kept.empty() ? ": --memory-headroom keeps room for it" : kept);
+  }
+  return fmt::format("memory: the largest stage's, per GPU; * without {}{}", why, kept);
+}
+
 void PrintTop(std::ostream& out, const SearchFile& file, int top) {
   const SearchResult& r = file.result;
-  fmt::print(out, "\n  {:>4}  {:<84} {:>10} {:>10} {:>10} {:>6} {:>10}\n", "rank", "plan",
+  const size_t rows = std::min(r.ranking.size(), static_cast<size_t>(std::max(top, 0)));
+  size_t without = 0;
+  for (size_t k = 0; k < rows; ++k) without += r.plans[r.ranking[k]].allocator_reserve ? 0 : 1;
+  const bool mark = without > 0 && without < rows;
+  fmt::print(out, "\n  {:>4}  {:<84} {:>10} {:>10} {:>10} {:>6} {:>11}\n", "rank", "plan",
              "iteration", "flow", "samples/s", "MFU", "memory");
-  for (size_t k = 0; k < std::min(r.ranking.size(), static_cast<size_t>(std::max(top, 0))); ++k) {
+  for (size_t k = 0; k < rows; ++k) {
     const EvaluatedPlan& plan = r.plans[r.ranking[k]];
     const strategies::PlanFigures& f = *plan.figures;
-    fmt::print(out, "  {:>4}  {:<84} {:>10} {:>10} {:>10.2f} {:>5.1f}% {:>10}\n", k + 1,
+    fmt::print(out, "  {:>4}  {:<84} {:>10} {:>10} {:>10.2f} {:>5.1f}% {:>10}{}\n", k + 1,
                strategies::PlanLabel(plan.choice, file.space),
                FormatDuration(f.average_iteration_time), FlowTime(f), f.samples_per_second,
-               100 * f.mfu, FormatGiB(plan.memory_bytes));
+               100 * f.mfu, FormatGiB(plan.memory_bytes),
+               mark && !plan.allocator_reserve ? "*" : " ");
     // Plans that simulate exactly as this one are one row: what they change in its label.
     const std::vector<std::string> same = strategies::SameAsLabels(r, r.ranking[k], file.space);
     if (!same.empty()) {
@@ -165,8 +191,8 @@ void PrintTop(std::ostream& out, const SearchFile& file, int top) {
   }
   fmt::print(out,
              "  (iteration: analytical network model; flow: the flow model, for the best "
-             "{}; memory: the largest stage's, per GPU)\n",
-             file.settings.value("rerank", 0));
+             "{}; {})\n",
+             file.settings.value("rerank", 0), MemoryNote(file, rows, without));
 }
 
 // "pipeline 1 vs 2, zero_stage 3 vs 1": the choices two plans differ in.

@@ -191,6 +191,20 @@ const std::vector<Column>& Columns() {
              }}),
       PlanInt(
           "memory_bytes", [](auto& p) -> auto& { return p.memory_bytes; }),
+      // Since 1.4: the caching allocator's reserve memory_bytes counts, or null where dtsim does
+      // not model it (and memory_bytes leaves it out).
+      Later({"allocator_reserve_bytes",
+             [](const EvaluatedPlan& p) {
+               return p.allocator_reserve ? Json(*p.allocator_reserve) : Json();
+             },
+             [](const Json& c, EvaluatedPlan& p) -> Status {
+               if (c.is_null()) return Status::Ok();
+               int64_t bytes = 0;
+               DTSIM_RETURN_IF_ERROR(Get(c, bytes));
+               if (bytes < 0) return Error("unexpected value", "", JsonValueForError(c));
+               p.allocator_reserve = bytes;
+               return Status::Ok();
+             }}),
       {"lower_bound_ns", [](const EvaluatedPlan& p) { return Json(p.lower_bound.ns()); },
        [](const Json& c, EvaluatedPlan& p) -> Status {
          int64_t ns = 0;
