@@ -400,9 +400,52 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
 // stage turns off resharding after backward and gradient sync but for the last micro-batch):
 // the whole stage stays gathered, and its unsharded gradients accumulate in the gradients'
 // dtype (FSDP2's reduce_dtype) until the last micro-batch reduce-scatters them.
+// DeepSpeed's ZeRO-3 at the turn from forward to backward, where its coordinator holds the most
+// (deepspeed/runtime/zero/partitioned_param_coordinator.py, which fetches and releases each
+// module's parameters around it): the output layer in use (and the final norm), every layer it
+// did not release after its forward because the layer runs again, in backward, within
+// max_reuse_distance elements of the modules in between (those after it in forward, the output
+// layer, those after it again in backward: 2 × what follows it), and the backward's prefetch of
+// the layers before them — prefetch_bucket_size elements (up to a parameter more), and no more
+// than max_live_parameters leaves room for. Layers counted whole on the rank (elements before
+// ZeRO), as the coordinator counts ds_numel; each later layer releases what it kept after its
+// backward, so the turn is the most.
+int64_t DeepSpeedGathered(const TransformerSpec& spec, const MemoryPlan& plan) {
+  const DeepSpeedZero3& zero = plan.deepspeed;
+  int64_t live = 0;
+  if (IsLastStage(plan)) {
+    const int tables = OutputTables(spec, plan.stage);
+    const int64_t vocab_shard =
+        spec.PaddedVocab(plan.shard.tensor_parallel) / plan.shard.tensor_parallel * spec.hidden;
+    live += (tables > 0 ? tables : (IsFirstStage(plan) ? 1 : 0)) * vocab_shard +
+            (spec.final_norm ? NormParameters(spec) : 0);
+  }
+  const std::vector<int> layers = StageLayers(spec, plan);
+  int64_t after = live;  // what runs between a layer's forward and its backward, once each way
+  size_t kept = layers.size();
+  while (kept > 0 && 2 * after < zero.max_reuse_distance) {
+    const int64_t layer = LayerParametersOnRank(spec, plan, layers[kept - 1]);
+    live += layer;
+    after += layer;
+    --kept;
+  }
+  int64_t rest = 0;  // the layers released after their forward, to be fetched again
+  for (size_t i = 0; i < kept; ++i) rest += LayerParametersOnRank(spec, plan, layers[i]);
+  const int64_t room = std::max<int64_t>(0, zero.max_live_parameters - live);
+  return live + std::min({rest, zero.prefetch_bucket_size, room});
+}
+
 void AddGatheredParameters(const TransformerSpec& spec, const MemoryPlan& plan,
                            MemoryBreakdown& memory) {
   const int64_t gathered_bytes = DTypeBytes(GatheredDType(plan));
+  if (plan.framework == Framework::kDeepSpeed && plan.shard.tensor_layout == TensorLayout::k1D &&
+      ShardsParameters(plan)) {
+    memory.temporary += DeepSpeedGathered(spec, plan) * gathered_bytes;
+    if (plan.deepspeed.contiguous_gradients) {
+      memory.gradients += plan.deepspeed.reduce_bucket_size * DTypeBytes(plan.param_dtype);
+    }
+    return;
+  }
   if (plan.framework == Framework::kPyTorch && plan.pipeline_stages > 1) {
     memory.temporary += memory.parameter_count * gathered_bytes;
     memory.gradients += memory.parameter_count * DTypeBytes(plan.grad_dtype);

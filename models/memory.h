@@ -45,6 +45,23 @@ int64_t LossWorkingBytes(Framework framework, int64_t logits, DType dtype);
 int64_t LayerActivationBytes(const LayerOps& layer, Recompute recompute,
                              const TransformerShard& shard, int64_t hidden);
 
+// DeepSpeed's ZeRO-3 settings that bound what it holds besides the shards (its
+// zero_optimization section; DeepSpeedZeroConfig's defaults, deepspeed/runtime/zero/config.py),
+// in elements.
+struct DeepSpeedZero3 {
+  // contiguous_gradients (default true): stage3.py's gradient bucket of reduce_bucket_size
+  // elements in the parameters' dtype, held from the optimizer's construction.
+  bool contiguous_gradients = true;
+  int64_t reduce_bucket_size = 500'000'000;
+  // partitioned_param_coordinator.py: parameters fetched ahead of use (at most
+  // stage3_prefetch_bucket_size elements, and no more than stage3_max_live_parameters gathered
+  // with them); a module's parameters are not released when it will use them again within
+  // stage3_max_reuse_distance elements of the modules run next.
+  int64_t prefetch_bucket_size = 50'000'000;
+  int64_t max_live_parameters = 1'000'000'000;
+  int64_t max_reuse_distance = 1'000'000'000;
+};
+
 struct MemoryPlan {
   TransformerShard shard;  // micro-batch, sequence, dtype, TP/SP/EP (transformers)
   Recompute recompute = Recompute::kNone;
@@ -68,6 +85,7 @@ struct MemoryPlan {
   // Layers per model chunk when not L/(p·v) each, in model order (chunk k runs on stage
   // k mod p as its virtual stage k / p; p entries without virtual stages); else empty.
   std::vector<int> chunk_layers;
+  DeepSpeedZero3 deepspeed;  // framework kDeepSpeed, zero_stage 3
 };
 
 struct MemoryBreakdown {

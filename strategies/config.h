@@ -73,6 +73,10 @@ struct TrainingConfig {
   // false: none does, each gathered once a step. Changes the replayed peak
   // (models/eager_fsdp.h).
   bool reshard_after_forward = true;
+  // "deepspeed": DeepSpeed's ZeRO-3 settings by their ds_config names (framework "deepspeed"):
+  // its gradient bucket and how many gathered parameters its coordinator keeps
+  // (models::DeepSpeedZero3; DeepSpeed's defaults where absent).
+  models::DeepSpeedZero3 deepspeed;
   // "framework": whose memory behaviour the plan follows where frameworks differ
   // (models::Framework), and how ZeRO-3 gathers under pipelining (ParameterGathers): "megatron"
   // (default), "pytorch" (whose parameters default to fp32) or "deepspeed" (whose gradients

@@ -155,6 +155,14 @@ Json DeepSpeedConfig(const SimulationConfig& config, Lines& not_expressed) {
         "the gradient reduction overlapped with the backward pass (without ZeRO DeepSpeed "
         "all-reduces the gradients after it; zero_optimization.overlap_comm needs a stage)");
   }
+  if (config.plan.zero_stage == 3) {  // the buffers ZeRO-3 holds (models::DeepSpeedZero3)
+    const models::DeepSpeedZero3& buffers = training.deepspeed;
+    zero["contiguous_gradients"] = buffers.contiguous_gradients;
+    zero["reduce_bucket_size"] = buffers.reduce_bucket_size;
+    zero["stage3_prefetch_bucket_size"] = buffers.prefetch_bucket_size;
+    zero["stage3_max_live_parameters"] = buffers.max_live_parameters;
+    zero["stage3_max_reuse_distance"] = buffers.max_reuse_distance;
+  }
   ds["zero_optimization"] = zero;
   if (training.dtype == DType::kFp16) {
     ds["fp16"] = {{"enabled", true}};

@@ -550,6 +550,40 @@ Status DeepSpeedParallelism(Flags& flags, DsConfig& ds, Json& parallelism) {
   return DeepSpeedZero(flags, ds, parallelism);
 }
 
+// ZeRO-3's gradient bucket and its coordinator's limits (zero_optimization's keys, into
+// training.deepspeed: models::DeepSpeedZero3). "auto" is resolved as Hugging Face's DeepSpeed
+// integration fills it in from the hidden size h: h² for the bucket, 0.9·h² for the prefetch.
+Status DeepSpeedZero3Buffers(DsConfig& ds, Json& config) {
+  if (config["parallelism"].value("zero_stage", int64_t{0}) != 3) return Status::Ok();
+  const int64_t hidden = config["model"].value("hidden", int64_t{0});
+  Json zero = Json::object();
+  for (const auto& [key, automatic] :
+       {std::pair<std::string_view, int64_t>{"reduce_bucket_size", hidden * hidden},
+        {"stage3_prefetch_bucket_size", hidden * hidden * 9 / 10},
+        {"stage3_max_live_parameters", 0},
+        {"stage3_max_reuse_distance", 0}}) {
+    const Json* value = ds.Find("zero_optimization", key);
+    if (value == nullptr) continue;
+    const std::string path = DsConfig::Path("zero_optimization", key);
+    if (value->is_string() && *value == "auto" && automatic > 0) {
+      zero[std::string(key)] = automatic;
+      continue;
+    }
+    const Expected<int64_t> elements = JsonToInt(*value, path, 0, int64_t{1} << 50);
+    if (!elements.ok()) {
+      return ds.Fail(automatic > 0 ? "expected a non-negative integer or \"auto\""
+                                   : "expected a non-negative integer",
+                     path, value->dump());
+    }
+    zero[std::string(key)] = *elements;
+  }
+  DTSIM_ASSIGN_OR_RETURN(const std::optional<bool> contiguous,
+                         ds.Bool("zero_optimization", "contiguous_gradients"));
+  if (contiguous) zero["contiguous_gradients"] = *contiguous;
+  if (!zero.empty()) config["training"]["deepspeed"] = std::move(zero);
+  return Status::Ok();
+}
+
 // The data-parallel reduction's dtype (communication_data_type) or DeepSpeed's 1-bit
 // optimizers (optimizer.type, warm-up from params.freeze_step).
 Status DeepSpeedCompression(DsConfig& ds, Json& config) {
@@ -671,6 +705,7 @@ Expected<ImportedConfig> ImportDeepSpeedArguments(std::span<const std::string> a
   config["parallelism"] = Json::object();
   DTSIM_RETURN_IF_ERROR(DeepSpeedParallelism(flags, ds, config["parallelism"]));
   DTSIM_RETURN_IF_ERROR(DeepSpeedCompression(ds, config));
+  DTSIM_RETURN_IF_ERROR(DeepSpeedZero3Buffers(ds, config));
   DTSIM_RETURN_IF_ERROR(SizeDataParallelism(config));
   DTSIM_RETURN_IF_ERROR(CheckAccumulation(ds, config));
   if (Expected<ResolvedConfig> checked = ConfigFromJson(config, ""); !checked.ok()) {

@@ -35,7 +35,8 @@ models::MemoryPlan MemoryPlanOf(const ResolvedConfig& config, int stage) {
                             .param_dtype = config.training.param_dtype,
                             .fp8_params = config.training.fp8_params,
                             .grad_dtype = config.training.grad_dtype,
-                            .chunk_layers = plan.chunk_layers};
+                            .chunk_layers = plan.chunk_layers,
+                            .deepspeed = config.training.deepspeed};
 }
 
 namespace {

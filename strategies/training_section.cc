@@ -153,6 +153,32 @@ Status ReadFrameworkVersion(JsonObjectReader& reader, TrainingConfig& training) 
   return Status::Ok();
 }
 
+// "deepspeed": {"reduce_bucket_size": 5e8, "stage3_max_live_parameters": 1e9, …}, the
+// zero_optimization keys of a ds_config that bound ZeRO-3's buffers.
+Status ReadDeepSpeed(JsonObjectReader& parent, TrainingConfig& training) {
+  const Json* value = parent.Find("deepspeed");
+  if (value == nullptr) return Status::Ok();
+  const std::string path = JsonChildPath(parent.path(), "deepspeed");
+  if (training.framework != models::Framework::kDeepSpeed) {
+    return Error(fmt::format("DeepSpeed's ZeRO settings need \"framework\": \"deepspeed\", got {}",
+                             Quote(models::FrameworkName(training.framework))),
+                 path);
+  }
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(*value, path));
+  constexpr int64_t kMost = int64_t{1} << 50;
+  models::DeepSpeedZero3& zero = training.deepspeed;
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptional("contiguous_gradients", zero.contiguous_gradients));
+  DTSIM_RETURN_IF_ERROR(
+      reader.ReadOptionalInt("reduce_bucket_size", zero.reduce_bucket_size, 1, kMost));
+  DTSIM_RETURN_IF_ERROR(
+      reader.ReadOptionalInt("stage3_prefetch_bucket_size", zero.prefetch_bucket_size, 0, kMost));
+  DTSIM_RETURN_IF_ERROR(
+      reader.ReadOptionalInt("stage3_max_live_parameters", zero.max_live_parameters, 0, kMost));
+  DTSIM_RETURN_IF_ERROR(
+      reader.ReadOptionalInt("stage3_max_reuse_distance", zero.max_reuse_distance, 0, kMost));
+  return reader.Finish();
+}
+
 }  // namespace
 
 Status ReadTraining(const Json& value, TrainingConfig& training) {
@@ -196,6 +222,7 @@ Status ReadTraining(const Json& value, TrainingConfig& training) {
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("expandable_segments", training.expandable_segments));
   DTSIM_RETURN_IF_ERROR(
       reader.ReadOptional("reshard_after_forward", training.reshard_after_forward));
+  DTSIM_RETURN_IF_ERROR(ReadDeepSpeed(reader, training));
   return reader.Finish();
 }
 

@@ -182,6 +182,44 @@ TEST(MemoryTest, FsdpKeepsTheRootGatheredBesideTwoLayers) {
   EXPECT_EQ(memory->optimizer_state, (parameters * 8 + 7) / 8);
 }
 
+TEST(MemoryTest, DeepSpeedZero3GathersWhatItsCoordinatorKeeps) {
+  // DeepSpeed's ZeRO-3 over 8 GPUs, bf16 parameters, Llama 3 8B: at the turn from forward to
+  // backward the output layer is in use (128,256 × 4,096 + the final norm's 4,096 = 525,340,672
+  // elements, "tail"); a layer stays gathered while 2 × what follows it is under
+  // max_reuse_distance; the backward prefetches min(what was released, prefetch_bucket_size,
+  // max_live_parameters − what is live). Each plan differs from `none` (nothing reused or
+  // prefetched: the tail alone) by its gathered elements × 2 B.
+  const ModelSpec model = Preset("llama3-8b");
+  MemoryPlan plan = Llama3OneGpu(Framework::kDeepSpeed, Recompute::kFull);
+  plan.param_dtype = DType::kBf16;
+  plan.grad_dtype = DType::kBf16;
+  plan.data_parallel = 8;
+  plan.zero_stage = 3;
+  const auto memory = [&](DeepSpeedZero3 zero) {
+    MemoryPlan with = plan;
+    with.deepspeed = zero;
+    Expected<MemoryBreakdown> estimate = EstimateMemory(model, with);
+    EXPECT_TRUE(estimate.ok()) << estimate.error().ToString();
+    return *estimate;
+  };
+  const MemoryBreakdown none = memory({.prefetch_bucket_size = 0, .max_reuse_distance = 0});
+  // DeepSpeed's defaults: 2 × tail = 1,050,681,344 ≥ 1e9 reuses no layer; the prefetch is its
+  // bucket, 5e7 (room: 1e9 − 525,340,672).
+  EXPECT_EQ(memory({}).temporary - none.temporary, 50'000'000LL * 2);
+  // A reuse distance of 2 × (tail + one layer) + 1 keeps the last two layers (961,564,672 live),
+  // and the prefetch fills max_live_parameters' room: 38,435,328, 1e9 gathered in all.
+  const int64_t reuse = 2 * (525'340'672LL + kLlama3Layer) + 1;
+  EXPECT_EQ(memory({.max_reuse_distance = reuse}).temporary - none.temporary,
+            (2 * kLlama3Layer + 38'435'328LL) * 2);
+  // The gradient bucket: reduce_bucket_size elements in the parameters' dtype, unless
+  // contiguous_gradients is off.
+  EXPECT_EQ(memory({}).gradients - memory({.contiguous_gradients = false}).gradients,
+            500'000'000LL * 2);
+  EXPECT_EQ(memory({.reduce_bucket_size = 1000}).gradients -
+                memory({.contiguous_gradients = false}).gradients,
+            2000);
+}
+
 TEST(MemoryTest, FsdpUnderPipeliningKeepsTheStageGathered) {
   // FSDP2 over 8 ranks on each of 2 pipeline stages, 8 micro-batches: no resharding between
   // micro-batches, so stage 0 (16 layers and the embedding: P = 16 × 218,112,000 + 128,256 ×

@@ -11,6 +11,7 @@
 
 #include "sim/base/atomic_file.h"
 #include "strategies/launch_arguments.h"
+#include "strategies/stage_memory.h"
 #include "tests/strategies/simulate_helpers.h"
 
 namespace dtsim::strategies {
@@ -206,18 +207,80 @@ TEST(LaunchImportTest, DeepSpeedFlagsAndConfigReadBackAsThePlan) {
                                 R"({"global_batch": 256, "seq_len": 4096, "flash_attention": true,
       "recompute": "full"})",
                                 2));
-  // DeepSpeed-Ulysses over 2 ranks with ZeRO-3, no flash attention, dropout on.
-  ExpectDeepSpeedRoundTrip(Plan("llama3-8b",
-                                R"({"data": 4, "context": {"size": 2, "comm": "a2a"},
+  // DeepSpeed-Ulysses over 2 ranks with ZeRO-3, no flash attention, dropout on; its buffers'
+  // settings written to ds_config and read back.
+  Json ulysses = Plan("llama3-8b", R"({"data": 4, "context": {"size": 2, "comm": "a2a"},
       "zero_stage": 3})",
-                                R"({"global_batch": 64, "seq_len": 8192, "flash_attention": true})",
-                                1));
+                      R"({"global_batch": 64, "seq_len": 8192, "flash_attention": true,
+      "framework": "deepspeed", "deepspeed": {"reduce_bucket_size": 10000000,
+      "stage3_max_reuse_distance": 0}})",
+                      1);
+  ExpectDeepSpeedRoundTrip(ulysses);
+  const ResolvedConfig original = ConfigOf(ulysses);
+  const LaunchArguments emitted = DeepSpeedArguments(original, "plan-1.ds_config.json");
+  const Json& zero = emitted.config_file["zero_optimization"];
+  EXPECT_EQ(zero["reduce_bucket_size"], 10000000);
+  EXPECT_EQ(zero["stage3_max_reuse_distance"], 0);
+  EXPECT_EQ(zero["stage3_max_live_parameters"], 1000000000);  // DeepSpeed's default
+  Expected<ImportedConfig> imported =
+      ImportDeepSpeedArguments(Words(emitted), emitted.config_file, "plan-1.ds_config.json",
+                               {.cluster = ulysses["cluster"], .vocab = 128256});
+  ASSERT_TRUE(imported.ok()) << imported.error().ToString();
+  const Expected<std::vector<models::MemoryBreakdown>> before = EstimateStageMemory(original);
+  const Expected<std::vector<models::MemoryBreakdown>> after =
+      EstimateStageMemory(ConfigOf(imported->config));
+  ASSERT_TRUE(before.ok() && after.ok());
+  EXPECT_EQ((*after)[0].total(), (*before)[0].total());
   // fp16 with 1-bit Adam (its freeze_step the warm-up), which runs without ZeRO: the reduction
   // after the backward pass, as DeepSpeed's engine runs it then.
   Json gpt = Plan("gpt3-1.3b", R"({"data": 16, "zero_stage": 0, "overlap_gradient_reduce": false})",
                   R"({"global_batch": 512, "precision": "fp16"})", 2);
   gpt["compression"] = {{"method", "onebit_adam"}, {"warmup_steps", 400}};
   ExpectDeepSpeedRoundTrip(gpt);
+}
+
+// ZeRO-3's bucket and coordinator limits come from zero_optimization, numbers as DeepSpeed's
+// configs write them (5e8) or Hugging Face's "auto" (h² for the bucket, 0.9·h² for the
+// prefetch: 512² = 262,144 and 235,929).
+TEST(LaunchImportTest, DeepSpeedZero3BuffersAreRead) {
+  const std::vector<std::string> args = {"--num-layers",          "2", "--hidden-size", "512",
+                                         "--num-attention-heads", "8", "--seq-length",  "1024",
+                                         "--zero-stage",          "3", "--deepspeed"};
+  const Json cluster = {{"preset", "dgx-h100"}, {"gpu", "h100-sxm5-80gb"}, {"nodes", 1}};
+  Json ds = {{"train_batch_size", 8},
+             {"train_micro_batch_size_per_gpu", 1},
+             {"zero_optimization",
+              {{"stage", 3},
+               {"reduce_bucket_size", "auto"},
+               {"stage3_prefetch_bucket_size", "auto"},
+               {"stage3_max_live_parameters", 1e9},
+               {"stage3_max_reuse_distance", 0},
+               {"contiguous_gradients", false}}}};
+  const auto import = [&](const Json& config) {
+    return ImportDeepSpeedArguments(args, config, "ds.json", {.cluster = cluster, .vocab = 32000});
+  };
+  Expected<ImportedConfig> imported = import(ds);
+  ASSERT_TRUE(imported.ok()) << imported.error().ToString();
+  EXPECT_EQ(imported->config["training"]["deepspeed"],
+            Json({{"reduce_bucket_size", 262144},
+                  {"stage3_prefetch_bucket_size", 235929},
+                  {"stage3_max_live_parameters", 1000000000},
+                  {"stage3_max_reuse_distance", 0},
+                  {"contiguous_gradients", false}}));
+  EXPECT_EQ(ConfigOf(imported->config).training.deepspeed.prefetch_bucket_size, 235929);
+  ds["zero_optimization"]["stage3_max_live_parameters"] = "auto";
+  imported = import(ds);
+  ASSERT_FALSE(imported.ok());
+  EXPECT_EQ(imported.error().ToString(),
+            "ds.json: zero_optimization.stage3_max_live_parameters: expected a non-negative "
+            "integer, got \"auto\"");
+  ds["zero_optimization"]["stage3_max_live_parameters"] = 1;
+  ds["zero_optimization"]["reduce_bucket_size"] = -5;
+  imported = import(ds);
+  ASSERT_FALSE(imported.ok());
+  EXPECT_EQ(imported.error().ToString(),
+            "ds.json: zero_optimization.reduce_bucket_size: expected a non-negative integer or "
+            "\"auto\", got -5");
 }
 
 TEST(LaunchImportTest, DeepSpeedConfigErrorsNameTheFileAndKey) {

@@ -200,6 +200,33 @@ TEST(MemoryValidationTest, ContextParallelFsdp2PlansReplayRingAttention) {
   EXPECT_FALSE(PeakOf(ulysses).reserve_modelled);
 }
 
+// training.deepspeed sets DeepSpeed's ZeRO-3 buffers (models::DeepSpeedZero3, derived in
+// tests/models/memory_test.cc): a bucket of 1e7 elements in bf16 in place of DeepSpeed's 5e8.
+// Only under "framework": "deepspeed", with its keys checked.
+TEST(MemoryValidationTest, DeepSpeedSettingsSizeZero3sBuffers) {
+  Json config = Json::parse(R"({
+    "model": "llama3-8b",
+    "training": {"global_batch": 8, "micro_batch": 1, "seq_len": 4096, "framework": "deepspeed",
+                 "flash_attention": true, "recompute": "full"},
+    "cluster": {"preset": "dgx-h100", "gpu": "h100-sxm5-80gb", "nodes": 1},
+    "parallelism": {"data": 8, "zero_stage": 3}
+  })");
+  Json small = config;
+  small["training"]["deepspeed"] = {{"reduce_bucket_size", 1e7}};
+  EXPECT_EQ(PeakOf(config).gradients - PeakOf(small).gradients, (500'000'000 - 10'000'000) * 2);
+  Json pytorch = small;
+  pytorch["training"]["framework"] = "pytorch";
+  EXPECT_EQ(ConfigError(pytorch),
+            "training.deepspeed: DeepSpeed's ZeRO settings need \"framework\": \"deepspeed\", "
+            "got \"pytorch\"");
+  Json unknown = config;
+  unknown["training"]["deepspeed"] = {{"stage3_max_live_params", 1}};
+  EXPECT_THAT(ConfigError(unknown), HasSubstr("training.deepspeed.stage3_max_live_params"));
+  Json negative = config;
+  negative["training"]["deepspeed"] = {{"stage3_max_reuse_distance", -1}};
+  EXPECT_THAT(ConfigError(negative), HasSubstr("training.deepspeed.stage3_max_reuse_distance"));
+}
+
 TEST(MemoryValidationTest, ComparesThePredictedPeakAndTheVerdict) {
   // Measured 16 GiB against dtsim's peak P: error P / 16 GiB − 1. A run that ran out of memory
   // on a 10 GiB GPU that dtsim says needs more: a right verdict; one dtsim says fits (the same
