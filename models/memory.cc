@@ -411,7 +411,7 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
 // ZeRO), as the coordinator counts ds_numel; each later layer releases what it kept after its
 // backward, so the turn is the most.
 int64_t DeepSpeedGathered(const TransformerSpec& spec, const MemoryPlan& plan) {
-  const DeepSpeedZero3& zero = plan.deepspeed;
+  const DeepSpeedZero& zero = plan.deepspeed;
   int64_t live = 0;
   if (IsLastStage(plan)) {
     const int tables = OutputTables(spec, plan.stage);
@@ -441,9 +441,6 @@ void AddGatheredParameters(const TransformerSpec& spec, const MemoryPlan& plan,
   if (plan.framework == Framework::kDeepSpeed && plan.shard.tensor_layout == TensorLayout::k1D &&
       ShardsParameters(plan)) {
     memory.temporary += DeepSpeedGathered(spec, plan) * gathered_bytes;
-    if (plan.deepspeed.contiguous_gradients) {
-      memory.gradients += plan.deepspeed.reduce_bucket_size * DTypeBytes(plan.param_dtype);
-    }
     return;
   }
   if (plan.framework == Framework::kPyTorch && plan.pipeline_stages > 1) {
@@ -543,6 +540,23 @@ int64_t StageParameterCount(const ModelSpec& model, const MemoryPlan& plan) {
   return 0;
 }
 
+// DeepSpeed's gradient bucket (contiguous_gradients): ZeRO-3's, held throughout (stage3.py);
+// ZeRO-1 and 2's, made by each backward pass and freed by the optimizer's step, two with
+// overlap_comm (stage_1_and_2.py) — under a pipeline made only after the backward passes
+// (reduce_gradients), when the activations are gone, so not at the peak.
+int64_t DeepSpeedBucketBytes(const MemoryPlan& plan) {
+  if (plan.framework != Framework::kDeepSpeed || plan.zero_stage == 0 ||
+      !plan.deepspeed.contiguous_gradients) {
+    return 0;
+  }
+  int buckets = 1;
+  if (plan.zero_stage < 3) {
+    if (plan.pipeline_stages > 1) return 0;
+    if (plan.overlap_gradient_reduce) buckets = 2;
+  }
+  return buckets * plan.deepspeed.reduce_bucket_size * DTypeBytes(plan.param_dtype);
+}
+
 Expected<MemoryBreakdown> EstimateMemory(const ModelSpec& model, const MemoryPlan& plan) {
   DTSIM_RETURN_IF_ERROR(CheckPlan(model, plan));
   MemoryBreakdown memory;
@@ -585,6 +599,7 @@ Expected<MemoryBreakdown> EstimateMemory(const ModelSpec& model, const MemoryPla
       break;
     }
   }
+  memory.gradients += DeepSpeedBucketBytes(plan);  // beside whatever the peak holds
   return memory;
 }
 

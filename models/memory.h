@@ -45,12 +45,12 @@ int64_t LossWorkingBytes(Framework framework, int64_t logits, DType dtype);
 int64_t LayerActivationBytes(const LayerOps& layer, Recompute recompute,
                              const TransformerShard& shard, int64_t hidden);
 
-// DeepSpeed's ZeRO-3 settings that bound what it holds besides the shards (its
-// zero_optimization section; DeepSpeedZeroConfig's defaults, deepspeed/runtime/zero/config.py),
-// in elements.
-struct DeepSpeedZero3 {
-  // contiguous_gradients (default true): stage3.py's gradient bucket of reduce_bucket_size
-  // elements in the parameters' dtype, held from the optimizer's construction.
+// DeepSpeed's ZeRO settings that bound what it holds besides the shards (its zero_optimization
+// section; DeepSpeedZeroConfig's defaults, deepspeed/runtime/zero/config.py), in elements.
+struct DeepSpeedZero {
+  // contiguous_gradients (default true): the gradient bucket of reduce_bucket_size elements in
+  // the parameters' dtype — ZeRO-3's held from the optimizer's construction (stage3.py), ZeRO-1
+  // and 2's made by each backward pass, two with overlap_comm (stage_1_and_2.py).
   bool contiguous_gradients = true;
   int64_t reduce_bucket_size = 500'000'000;
   // partitioned_param_coordinator.py: parameters fetched ahead of use (at most
@@ -85,7 +85,10 @@ struct MemoryPlan {
   // Layers per model chunk when not L/(p·v) each, in model order (chunk k runs on stage
   // k mod p as its virtual stage k / p; p entries without virtual stages); else empty.
   std::vector<int> chunk_layers;
-  DeepSpeedZero3 deepspeed;  // framework kDeepSpeed, zero_stage 3
+  DeepSpeedZero deepspeed;  // framework kDeepSpeed
+  // The data-parallel reduction overlaps the backward pass (DeepSpeed's overlap_comm: ZeRO-1
+  // and 2 double their gradient bucket).
+  bool overlap_gradient_reduce = false;
 };
 
 struct MemoryBreakdown {

@@ -75,8 +75,8 @@ struct TrainingConfig {
   bool reshard_after_forward = true;
   // "deepspeed": DeepSpeed's ZeRO-3 settings by their ds_config names (framework "deepspeed"):
   // its gradient bucket and how many gathered parameters its coordinator keeps
-  // (models::DeepSpeedZero3; DeepSpeed's defaults where absent).
-  models::DeepSpeedZero3 deepspeed;
+  // (models::DeepSpeedZero; DeepSpeed's defaults where absent).
+  models::DeepSpeedZero deepspeed;
   // "framework": whose memory behaviour the plan follows where frameworks differ
   // (models::Framework), and how ZeRO-3 gathers under pipelining (ParameterGathers): "megatron"
   // (default), "pytorch" (whose parameters default to fp32) or "deepspeed" (whose gradients

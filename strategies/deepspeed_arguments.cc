@@ -147,18 +147,17 @@ Json DeepSpeedConfig(const SimulationConfig& config, Lines& not_expressed) {
              {"train_micro_batch_size_per_gpu", training.micro_batch},
              {"steps_per_print", 10}};
   Json zero = {{"stage", config.plan.zero_stage}};
+  const models::DeepSpeedZero& buffers = training.deepspeed;  // what ZeRO holds besides
   if (config.plan.zero_stage >= 1) {
     zero["overlap_comm"] = config.plan.overlap_gradient_reduce;
-    zero["contiguous_gradients"] = true;
+    zero["contiguous_gradients"] = buffers.contiguous_gradients;
+    zero["reduce_bucket_size"] = buffers.reduce_bucket_size;
   } else if (config.plan.overlap_gradient_reduce && config.plan.data > 1) {
     not_expressed.emplace_back(
         "the gradient reduction overlapped with the backward pass (without ZeRO DeepSpeed "
         "all-reduces the gradients after it; zero_optimization.overlap_comm needs a stage)");
   }
-  if (config.plan.zero_stage == 3) {  // the buffers ZeRO-3 holds (models::DeepSpeedZero3)
-    const models::DeepSpeedZero3& buffers = training.deepspeed;
-    zero["contiguous_gradients"] = buffers.contiguous_gradients;
-    zero["reduce_bucket_size"] = buffers.reduce_bucket_size;
+  if (config.plan.zero_stage == 3) {
     zero["stage3_prefetch_bucket_size"] = buffers.prefetch_bucket_size;
     zero["stage3_max_live_parameters"] = buffers.max_live_parameters;
     zero["stage3_max_reuse_distance"] = buffers.max_reuse_distance;

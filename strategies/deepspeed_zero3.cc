@@ -110,7 +110,8 @@ DeepSpeedGathers::DeepSpeedGathers(const SimulationConfig& config) {
     }
   }
   for (const ParameterUse& use : embedding) list.Add(use.parameter, use.elements, {0, true});
-  const std::vector<bool> gathered = GatheredUses(list.uses(), kDeepSpeedMaxReuseDistance);
+  const std::vector<bool> gathered =
+      GatheredUses(list.uses(), config.training.deepspeed.max_reuse_distance);
   for (size_t i = 0; i < gathered.size(); ++i) {
     if (!gathered[i]) continue;
     const UseSite site = list.sites()[i];

@@ -2,7 +2,7 @@
 // from deepspeed/runtime/zero/stage3.py and partition_parameters.py at v0.3.13:
 // - Every parameter above `param_persistence_threshold` (1e5 elements) is all-gathered on its
 //   own before its submodule runs (fetch_sub_module), and released after it (release_sub_module)
-//   unless its next use is fewer than `max_reuse_distance` (1e9) elements of other
+//   unless its next use is fewer than `max_reuse_distance` (1e9 by default) elements of other
 //   parameters' uses away (_keep_for_later); smaller parameters stay whole (persistent).
 // - Each gather is bracketed by torch.cuda.synchronize() (_allgather_param, then
 //   _synchronize_communication): "the async version is not async at all" (DeepSpeed PR #1188,
@@ -27,7 +27,8 @@
 namespace dtsim::strategies {
 
 inline constexpr int64_t kDeepSpeedPersistenceThreshold = 100'000;
-inline constexpr int64_t kDeepSpeedMaxReuseDistance = 1'000'000'000;
+// max_reuse_distance is the config's (training.deepspeed.stage3_max_reuse_distance,
+// models::DeepSpeedZero: 1e9 by default), which the memory model reads too.
 // The first release with coalesced, overlapped gathers.
 inline constexpr std::array<int, 3> kDeepSpeedCoalescedRelease = {0, 5, 5};
 

@@ -550,11 +550,12 @@ Status DeepSpeedParallelism(Flags& flags, DsConfig& ds, Json& parallelism) {
   return DeepSpeedZero(flags, ds, parallelism);
 }
 
-// ZeRO-3's gradient bucket and its coordinator's limits (zero_optimization's keys, into
-// training.deepspeed: models::DeepSpeedZero3). "auto" is resolved as Hugging Face's DeepSpeed
+// ZeRO's gradient bucket and ZeRO-3's coordinator limits (zero_optimization's keys, into
+// training.deepspeed: models::DeepSpeedZero). "auto" is resolved as Hugging Face's DeepSpeed
 // integration fills it in from the hidden size h: h² for the bucket, 0.9·h² for the prefetch.
-Status DeepSpeedZero3Buffers(DsConfig& ds, Json& config) {
-  if (config["parallelism"].value("zero_stage", int64_t{0}) != 3) return Status::Ok();
+Status DeepSpeedZeroBuffers(DsConfig& ds, Json& config) {
+  const int64_t stage = config["parallelism"].value("zero_stage", int64_t{0});
+  if (stage == 0) return Status::Ok();
   const int64_t hidden = config["model"].value("hidden", int64_t{0});
   Json zero = Json::object();
   for (const auto& [key, automatic] :
@@ -562,6 +563,7 @@ Status DeepSpeedZero3Buffers(DsConfig& ds, Json& config) {
         {"stage3_prefetch_bucket_size", hidden * hidden * 9 / 10},
         {"stage3_max_live_parameters", 0},
         {"stage3_max_reuse_distance", 0}}) {
+    if (stage < 3 && key.starts_with("stage3_")) continue;
     const Json* value = ds.Find("zero_optimization", key);
     if (value == nullptr) continue;
     const std::string path = DsConfig::Path("zero_optimization", key);
@@ -705,7 +707,7 @@ Expected<ImportedConfig> ImportDeepSpeedArguments(std::span<const std::string> a
   config["parallelism"] = Json::object();
   DTSIM_RETURN_IF_ERROR(DeepSpeedParallelism(flags, ds, config["parallelism"]));
   DTSIM_RETURN_IF_ERROR(DeepSpeedCompression(ds, config));
-  DTSIM_RETURN_IF_ERROR(DeepSpeedZero3Buffers(ds, config));
+  DTSIM_RETURN_IF_ERROR(DeepSpeedZeroBuffers(ds, config));
   DTSIM_RETURN_IF_ERROR(SizeDataParallelism(config));
   DTSIM_RETURN_IF_ERROR(CheckAccumulation(ds, config));
   if (Expected<ResolvedConfig> checked = ConfigFromJson(config, ""); !checked.ok()) {

@@ -36,7 +36,8 @@ models::MemoryPlan MemoryPlanOf(const ResolvedConfig& config, int stage) {
                             .fp8_params = config.training.fp8_params,
                             .grad_dtype = config.training.grad_dtype,
                             .chunk_layers = plan.chunk_layers,
-                            .deepspeed = config.training.deepspeed};
+                            .deepspeed = config.training.deepspeed,
+                            .overlap_gradient_reduce = plan.overlap_gradient_reduce};
 }
 
 namespace {

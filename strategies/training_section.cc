@@ -166,7 +166,7 @@ Status ReadDeepSpeed(JsonObjectReader& parent, TrainingConfig& training) {
   }
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(*value, path));
   constexpr int64_t kMost = int64_t{1} << 50;
-  models::DeepSpeedZero3& zero = training.deepspeed;
+  models::DeepSpeedZero& zero = training.deepspeed;
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("contiguous_gradients", zero.contiguous_gradients));
   DTSIM_RETURN_IF_ERROR(
       reader.ReadOptionalInt("reduce_bucket_size", zero.reduce_bucket_size, 1, kMost));

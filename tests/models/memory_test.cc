@@ -195,7 +195,7 @@ TEST(MemoryTest, DeepSpeedZero3GathersWhatItsCoordinatorKeeps) {
   plan.grad_dtype = DType::kBf16;
   plan.data_parallel = 8;
   plan.zero_stage = 3;
-  const auto memory = [&](DeepSpeedZero3 zero) {
+  const auto memory = [&](DeepSpeedZero zero) {
     MemoryPlan with = plan;
     with.deepspeed = zero;
     Expected<MemoryBreakdown> estimate = EstimateMemory(model, with);
@@ -218,6 +218,37 @@ TEST(MemoryTest, DeepSpeedZero3GathersWhatItsCoordinatorKeeps) {
   EXPECT_EQ(memory({.reduce_bucket_size = 1000}).gradients -
                 memory({.contiguous_gradients = false}).gradients,
             2000);
+}
+
+TEST(MemoryTest, DeepSpeedZero1And2MakeTheirBucketEachBackward) {
+  // ZeRO-1 and 2 (stage_1_and_2.py): the backward pass makes one bucket of reduce_bucket_size
+  // elements in the parameters' dtype, two with overlap_comm; under a pipeline the bucket comes
+  // after the backward passes (not at the peak). Megatron holds none.
+  const ModelSpec model = Preset("llama3-8b");
+  MemoryPlan plan = Llama3OneGpu(Framework::kDeepSpeed, Recompute::kFull);
+  plan.param_dtype = DType::kBf16;
+  plan.grad_dtype = DType::kBf16;
+  plan.data_parallel = 8;
+  const auto gradients = [&](int stage, bool overlap, bool contiguous, int stages = 1,
+                             Framework framework = Framework::kDeepSpeed) {
+    MemoryPlan with = plan;
+    with.zero_stage = stage;
+    with.overlap_gradient_reduce = overlap;
+    with.deepspeed.contiguous_gradients = contiguous;
+    with.deepspeed.reduce_bucket_size = 1000;
+    with.pipeline_stages = stages;
+    with.framework = framework;
+    Expected<MemoryBreakdown> memory = EstimateMemory(model, with);
+    EXPECT_TRUE(memory.ok()) << memory.error().ToString();
+    return memory->gradients;
+  };
+  for (const int stage : {1, 2}) {
+    EXPECT_EQ(gradients(stage, false, true) - gradients(stage, false, false), 2000) << stage;
+    EXPECT_EQ(gradients(stage, true, true) - gradients(stage, true, false), 4000) << stage;
+  }
+  EXPECT_EQ(gradients(1, false, true, 2), gradients(1, false, false, 2));
+  EXPECT_EQ(gradients(1, false, true, 1, Framework::kMegatron),
+            gradients(1, false, false, 1, Framework::kMegatron));
 }
 
 TEST(MemoryTest, FsdpUnderPipeliningKeepsTheStageGathered) {

@@ -99,7 +99,8 @@ TEST(DeepSpeedArgumentsTest, ALlamaPlanAsMegatronDeepSpeedFlagsAndConfig) {
   EXPECT_THAT(args.not_expressed, Contains(HasSubstr("5 virtual stages per pipeline stage")));
   const Json expected = Json::parse(R"({
     "train_batch_size": 512, "train_micro_batch_size_per_gpu": 1, "steps_per_print": 10,
-    "zero_optimization": {"stage": 1, "overlap_comm": true, "contiguous_gradients": true},
+    "zero_optimization": {"stage": 1, "overlap_comm": true, "contiguous_gradients": true,
+                          "reduce_bucket_size": 500000000},
     "bf16": {"enabled": true}})");
   EXPECT_EQ(args.config_file, expected) << args.config_file.dump(2);
 }

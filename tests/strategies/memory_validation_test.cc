@@ -200,7 +200,7 @@ TEST(MemoryValidationTest, ContextParallelFsdp2PlansReplayRingAttention) {
   EXPECT_FALSE(PeakOf(ulysses).reserve_modelled);
 }
 
-// training.deepspeed sets DeepSpeed's ZeRO-3 buffers (models::DeepSpeedZero3, derived in
+// training.deepspeed sets DeepSpeed's ZeRO-3 buffers (models::DeepSpeedZero, derived in
 // tests/models/memory_test.cc): a bucket of 1e7 elements in bf16 in place of DeepSpeed's 5e8.
 // Only under "framework": "deepspeed", with its keys checked.
 TEST(MemoryValidationTest, DeepSpeedSettingsSizeZero3sBuffers) {
