@@ -392,14 +392,6 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
   memory.gradients = peak.gradients;
 }
 
-// ZeRO-3's gathered parameters: the layer being computed and the one prefetched (on a grid
-// every weight is split q×q: the whole layer over q²). FSDP2 (PyTorch) also keeps the root
-// module's — the embedding, final norm and output layer: the stage's parameters outside its
-// layers — gathered from the forward pass's start to the backward's end. Under pipelining it
-// reshards nothing between micro-batches (torchtitan: reshard_after_forward off; the pipeline
-// stage turns off resharding after backward and gradient sync but for the last micro-batch):
-// the whole stage stays gathered, and its unsharded gradients accumulate in the gradients'
-// dtype (FSDP2's reduce_dtype) until the last micro-batch reduce-scatters them.
 // DeepSpeed's ZeRO-3 at the turn from forward to backward, where its coordinator holds the most
 // (deepspeed/runtime/zero/partitioned_param_coordinator.py, which fetches and releases each
 // module's parameters around it): the output layer in use (and the final norm), every layer it
@@ -435,6 +427,15 @@ int64_t DeepSpeedGathered(const TransformerSpec& spec, const MemoryPlan& plan) {
   return live + std::min({rest, zero.prefetch_bucket_size, room});
 }
 
+// ZeRO-3's gathered parameters: the layer being computed and the one prefetched (on a grid
+// every weight is split q×q: the whole layer over q²). FSDP2 (PyTorch) also keeps the root
+// module's — the embedding, final norm and output layer: the stage's parameters outside its
+// layers — gathered from the forward pass's start to the backward's end. Under pipelining it
+// reshards nothing between micro-batches (torchtitan: reshard_after_forward off; the pipeline
+// stage turns off resharding after backward and gradient sync but for the last micro-batch):
+// the whole stage stays gathered, and its unsharded gradients accumulate in the gradients'
+// dtype (FSDP2's reduce_dtype) until the last micro-batch reduce-scatters them. DeepSpeed's
+// ZeRO-3 (1D tensor parallelism) holds what its coordinator keeps (DeepSpeedGathered).
 void AddGatheredParameters(const TransformerSpec& spec, const MemoryPlan& plan,
                            MemoryBreakdown& memory) {
   const int64_t gathered_bytes = DTypeBytes(GatheredDType(plan));
