@@ -126,6 +126,33 @@ TEST(RingAttentionTest, ALoopUnderContextParallelismHoldsWhatItsContextAdds) {
   }
 }
 
+TEST(RingAttentionTest, EveryPolicyAndHeadLayoutFreesWhatItMakes) {
+  // With one head per key-value head the keys' and values' gradients share ring attention's
+  // buffer without repeat_kv between them; under the op policy the attention's results come
+  // from its store. Every tensor made is freed (RunSteps checks), and the peak is no lower
+  // than the same loop's on one rank of the ring's tokens.
+  for (const int kv_heads : {2, 8}) {
+    TransformerSpec spec = SmallLlama();
+    spec.kv_heads = kv_heads;
+    for (const Recompute recompute :
+         {Recompute::kNone, Recompute::kFull, Recompute::kSelectiveOp}) {
+      const EagerRun ring{.micro_batch = 1,
+                          .seq_len = 4096,
+                          .recompute = recompute,
+                          .fsdp_ranks = 4,
+                          .context_ranks = 4};
+      const Expected<EagerPeaks> peaks = ReplayEagerTraining(spec, ring);
+      ASSERT_TRUE(peaks.ok()) << peaks.error().ToString();
+      EagerRun plain = ring;
+      plain.seq_len = 1024;
+      plain.context_ranks = 1;
+      const Expected<EagerPeaks> share = ReplayEagerTraining(spec, plain);
+      ASSERT_TRUE(share.ok());
+      EXPECT_GE(peaks->allocated, share->allocated) << kv_heads;
+    }
+  }
+}
+
 TEST(RingAttentionTest, ContextParallelismNeedsFsdpAndWholeChunks) {
   const TransformerSpec spec = SmallLlama();
   const EagerRun unsharded{.micro_batch = 1, .seq_len = 1024, .context_ranks = 2};
