@@ -466,6 +466,12 @@ Expected<EagerPeaks> ReplayEagerTraining(const TransformerSpec& spec, const Eage
                                run.context_ranks, run.fsdp_ranks),
                    "context_ranks", std::to_string(run.context_ranks));
     }
+    if (int64_t{spec.layers} * run.context_ranks > kMaxEagerReplayRingSteps) {
+      return Error(fmt::format("{} layers × {} context-parallel ranks is more ring attention "
+                               "steps than the replay takes ({})",
+                               spec.layers, run.context_ranks, kMaxEagerReplayRingSteps),
+                   "context_ranks", std::to_string(run.context_ranks));
+    }
     if (run.seq_len % (2 * int64_t{run.context_ranks}) != 0) {
       return Error(fmt::format("ring attention's load balancing cuts a sequence into 2 × {} "
                                "equal chunks; {} tokens do not divide",

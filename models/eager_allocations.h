@@ -36,6 +36,10 @@ inline constexpr int kMaxEagerReplayLayers = 1024;
 // Micro-batches past the third repeat its allocations on the allocator's state it left: a step
 // of more has the peaks of three (strategies::EagerLoopOf replays at most that many).
 inline constexpr int kMaxEagerReplayMicroBatches = 3;
+// Ring attention replays each of its steps for every layer (about 60 us a layer and step over
+// the five iterations): at most this many layers × context-parallel ranks (2 s), 32 layers on
+// 1,024 ranks or 128 on 256; past it a plan keeps the analytic estimate.
+inline constexpr int64_t kMaxEagerReplayRingSteps = int64_t{1} << 15;
 
 struct EagerRun {
   int64_t micro_batch = 1;

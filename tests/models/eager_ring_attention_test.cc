@@ -170,6 +170,15 @@ TEST(RingAttentionTest, ContextParallelismNeedsFsdpAndWholeChunks) {
   EXPECT_FALSE(ReplayEagerTraining(spec, uneven).ok());
   uneven.context_ranks = 0;
   EXPECT_FALSE(ReplayEagerTraining(spec, uneven).ok());
+  // 2 layers × 32,768 ranks: more ring steps than the replay takes (it would run for seconds;
+  // a plan keeps the analytic estimate).
+  const EagerRun wide{
+      .micro_batch = 1, .seq_len = 65536, .fsdp_ranks = 32768, .context_ranks = 32768};
+  const Expected<EagerPeaks> too_wide = ReplayEagerTraining(spec, wide);
+  ASSERT_FALSE(too_wide.ok());
+  EXPECT_THAT(too_wide.error().message(),
+              HasSubstr("2 layers × 32768 context-parallel ranks is more ring attention steps "
+                        "than the replay takes (32768)"));
 }
 
 }  // namespace
