@@ -12,8 +12,8 @@ namespace dtsim::profiler {
 namespace {
 
 constexpr std::array<std::string_view, kActivityKindCount> kNames = {
-    "kernel", "memcpy",     "memset",   "runtime", "driver",
-    "sync",   "cuda_event", "external", "nvtx",    "overhead"};
+    "kernel",     "memcpy",   "memset", "runtime",  "driver", "sync",
+    "cuda_event", "external", "nvtx",   "overhead", "memory"};
 
 }  // namespace
 

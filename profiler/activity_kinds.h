@@ -23,8 +23,9 @@ enum class ActivityKind : uint8_t {
   kExternal,   // EXTERNAL_CORRELATION: framework op ids on API calls
   kNvtx,       // MARKER: NVTX ranges and marks
   kOverhead,   // OVERHEAD: profiling overhead intervals
+  kMemory,     // MEMORY2: device memory allocated and released (cudaMalloc, cuMemCreate, ...)
 };
-inline constexpr size_t kActivityKindCount = 10;
+inline constexpr size_t kActivityKindCount = 11;
 
 // A set of kinds as a bit mask.
 class ActivityKinds {

@@ -13,6 +13,7 @@
 
 #include <cxxabi.h>
 
+#include "profiler/device_memory.h"
 #include "profiler/profile_linker.h"
 #include "sim/base/atomic_file.h"
 #include "sim/base/buffered_text_writer.h"
@@ -79,7 +80,8 @@ class KinetoWriter : private BufferedTextWriter {
       : BufferedTextWriter(out),
         profile_(profile),
         linked_(LinkProfile(profile)),
-        base_(BaseTime()) {}
+        base_(BaseTime()),
+        memory_(DeviceMemoryOf(profile.memory)) {}
 
   void Write() {
     WriteHeader();
@@ -90,6 +92,7 @@ class KinetoWriter : private BufferedTextWriter {
     for (const MemcpyRecord& copy : profile_.memcpys) WriteMemcpy(copy);
     for (const MemsetRecord& set : profile_.memsets) WriteMemset(set);
     for (size_t s = 0; s < profile_.syncs.size(); ++s) WriteSync(s);
+    WriteDeviceMemory();
     Append("\n]}}\n");
     Flush();
   }
@@ -105,6 +108,7 @@ class KinetoWriter : private BufferedTextWriter {
     for (const MemsetRecord& set : profile_.memsets) earliest(set.start);
     for (const SyncRecord& sync : profile_.syncs) earliest(sync.start);
     for (const MarkerRecord& marker : profile_.markers) earliest(marker.time);
+    for (const MemoryRecord& record : profile_.memory) earliest(record.time);
     return base == TimeNs::Max() ? TimeNs::Zero() : base;
   }
 
@@ -138,6 +142,7 @@ class KinetoWriter : private BufferedTextWriter {
           {"cuda_events", profile_.cuda_events.size()},
           {"external_correlations", profile_.external_correlations.size()},
           {"markers", profile_.markers.size()},
+          {"memory", profile_.memory.size()},
           {"overhead", c.overhead_records}}},
         {"lost",
          {{"dropped_records", c.dropped_records},
@@ -154,7 +159,8 @@ class KinetoWriter : private BufferedTextWriter {
         {"gpu_ops_in_nvtx_ranges", l.gpu_ops_in_ranges},
         {"buffers", c.buffers},
         {"buffer_bytes", c.buffer_bytes},
-        {"profiling_overhead_us", c.overhead.ToMicrosecondsDouble()}};
+        {"profiling_overhead_us", c.overhead.ToMicrosecondsDouble()},
+        {"device_memory_peaks", DeviceMemoryPeaks()}};
     nlohmann::ordered_json devices = nlohmann::ordered_json::array();
     for (const DeviceInfo& d : profile_.devices) {
       devices.push_back({{"id", d.id},
@@ -193,6 +199,15 @@ class KinetoWriter : private BufferedTextWriter {
     for (const MemcpyRecord& m : profile_.memcpys) add(m.device, m.stream);
     for (const MemsetRecord& m : profile_.memsets) add(m.device, m.stream);
     std::set<uint32_t> devices;
+    for (const DeviceMemoryPoint& peak : memory_.peaks) {  // a device with memory but no op
+      if (std::none_of(streams.begin(), streams.end(),
+                       [&](const auto& s) { return s.first == peak.device; }) &&
+          devices.insert(peak.device).second) {
+        Append(
+            R"({}{{"name":"process_name","ph":"M","ts":0,"pid":{},"tid":0,"args":{{"name":"GPU {}"}}}})",
+            Separator(), peak.device, peak.device);
+      }
+    }
     for (const auto& [device, stream] : streams) {
       if (devices.insert(device).second) {
         Append(
@@ -277,6 +292,28 @@ class KinetoWriter : private BufferedTextWriter {
                            static_cast<double>(m.bytes) / static_cast<double>(ns)));
   }
 
+  // Per device, the most memory allocated through CUDA at once in the profile (MEMORY2 records)
+  // and when (µs from the trace's base time).
+  nlohmann::ordered_json DeviceMemoryPeaks() const {
+    nlohmann::ordered_json peaks = nlohmann::ordered_json::array();
+    for (const DeviceMemoryPoint& peak : memory_.peaks) {
+      peaks.push_back({{"device", peak.device},
+                       {"bytes", peak.bytes},
+                       {"at_us", static_cast<double>((peak.time - base_).ns()) / 1e3}});
+    }
+    return peaks;
+  }
+
+  // A counter track per device: the memory allocated through CUDA after each allocation or
+  // release (what PyTorch's allocator reserves, and libraries' own).
+  void WriteDeviceMemory() {
+    for (const DeviceMemoryPoint& point : memory_.timeline) {
+      Append(
+          R"({}{{"ph":"C","name":"device memory allocated through CUDA","pid":{},"tid":0,"ts":{},"args":{{"bytes":{}}}}})",
+          Separator(), point.device, Ts(point.time), point.bytes);
+    }
+  }
+
   void WriteSync(size_t s) {
     const SyncRecord& sync = profile_.syncs[s];
     const std::string_view kind = NameOf(kSyncNames, sync.type);
@@ -296,6 +333,7 @@ class KinetoWriter : private BufferedTextWriter {
   const Profile& profile_;
   const LinkedProfile linked_;
   const TimeNs base_;
+  const DeviceMemory memory_;
 };
 
 }  // namespace

@@ -28,7 +28,8 @@
 
 namespace dtsim::profiler {
 
-inline constexpr FileFormat kProfileFormat{"dtsim.profile", 1, 0, "not a dtsim profile"};
+// 1.1: device memory (records.memory, device_memory_peaks, the "C" counter track per device).
+inline constexpr FileFormat kProfileFormat{"dtsim.profile", 1, 1, "not a dtsim profile"};
 
 void WriteKinetoTrace(std::ostream& out, const Profile& profile);
 

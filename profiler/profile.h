@@ -145,6 +145,16 @@ struct ExternalCorrelationRecord {
   uint32_t correlation = 0;
 };
 
+// Device memory allocated or released through the CUDA runtime or driver (cudaMalloc,
+// cuMemAlloc, cuMemCreate, ...): what PyTorch's caching allocator reserves — its segments — and
+// what libraries allocate themselves.
+struct MemoryRecord {
+  TimeNs time;
+  uint32_t device = 0;
+  uint64_t address = 0;
+  int64_t bytes = 0;  // > 0 allocated, < 0 released
+};
+
 enum class MarkerPhase : uint8_t { kStart, kEnd, kInstant };
 
 // An NVTX range start or end, or an instantaneous mark. A range's end record has its id and
@@ -199,6 +209,7 @@ struct Profile {
   std::vector<CudaEventRecord> cuda_events;
   std::vector<ExternalCorrelationRecord> external_correlations;
   std::vector<MarkerRecord> markers;
+  std::vector<MemoryRecord> memory;
   std::vector<DeviceInfo> devices;
   // context id -> device id, from CONTEXT records (sync records name only the context).
   std::map<uint32_t, uint32_t> context_devices;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstddef>
 
 namespace dtsim::profiler {
@@ -19,6 +20,7 @@ using MarkerActivity = CUpti_ActivityMarker2;
 using DeviceActivity = CUpti_ActivityDevice5;
 using ContextActivity = CUpti_ActivityContext3;
 using OverheadActivity = CUpti_ActivityOverhead3;
+using MemoryActivity = CUpti_ActivityMemory4;
 
 // The prefix dtsim reads has not moved since Kernel4 and Memcpy5 (docs/profiler.md); a CUPTI
 // that moves it must fail here, not misread records.
@@ -73,6 +75,8 @@ std::string ActivityKindNameOf(CUpti_ActivityKind kind) {
       return "NAME";
     case CUPTI_ACTIVITY_KIND_STREAM:
       return "STREAM";
+    case CUPTI_ACTIVITY_KIND_MEMORY2:
+      return "MEMORY2";
     default:
       return fmt::format("kind {}", static_cast<int>(kind));
   }
@@ -134,6 +138,22 @@ void CuptiRecordConverter::Add(const CUpti_Activity& record) {
                                   .kind = static_cast<CopyKind>(m.copyKind),
                                   .source = static_cast<MemoryKind>(m.srcKind),
                                   .destination = static_cast<MemoryKind>(m.dstKind)});
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMORY2: {
+      // Device memory allocated or released (pinned host and managed memory left out).
+      const auto& m = reinterpret_cast<const MemoryActivity&>(record);
+      const bool allocation =
+          m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+      if (m.memoryKind != CUPTI_ACTIVITY_MEMORY_KIND_DEVICE ||
+          (!allocation && m.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE)) {
+        return;
+      }
+      const auto bytes = static_cast<int64_t>(std::min<uint64_t>(m.bytes, uint64_t{1} << 62));
+      profile_.memory.push_back({.time = Ns(m.timestamp),
+                                 .device = m.deviceId,
+                                 .address = m.address,
+                                 .bytes = allocation ? bytes : -bytes});
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {

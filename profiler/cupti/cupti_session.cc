@@ -33,7 +33,8 @@ std::vector<CUpti_ActivityKind> CuptiKinds(ActivityKinds kinds) {
       CUPTI_ACTIVITY_KIND_CUDA_EVENT,
       CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
       CUPTI_ACTIVITY_KIND_MARKER,
-      CUPTI_ACTIVITY_KIND_OVERHEAD};
+      CUPTI_ACTIVITY_KIND_OVERHEAD,
+      CUPTI_ACTIVITY_KIND_MEMORY2};
   // Device properties and the context -> device map are always wanted.
   std::vector<CUpti_ActivityKind> enabled = {CUPTI_ACTIVITY_KIND_DEVICE,
                                              CUPTI_ACTIVITY_KIND_CONTEXT};

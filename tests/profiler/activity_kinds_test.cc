@@ -8,9 +8,9 @@ namespace {
 
 TEST(ActivityKindsTest, TheDefaultIsEveryKindButSyncAndCudaEvent) {
   EXPECT_EQ(ActivityKinds::Default().ToString(),
-            "kernel,memcpy,memset,runtime,driver,external,nvtx,overhead");
+            "kernel,memcpy,memset,runtime,driver,external,nvtx,overhead,memory");
   EXPECT_EQ(ActivityKinds::All().ToString(),
-            "kernel,memcpy,memset,runtime,driver,sync,cuda_event,external,nvtx,overhead");
+            "kernel,memcpy,memset,runtime,driver,sync,cuda_event,external,nvtx,overhead,memory");
 }
 
 TEST(ActivityKindsTest, ParsesNamesSetsAndMixes) {
@@ -18,7 +18,7 @@ TEST(ActivityKindsTest, ParsesNamesSetsAndMixes) {
   EXPECT_EQ(ParseActivityKinds("all")->ToString(), ActivityKinds::All().ToString());
   EXPECT_EQ(ParseActivityKinds("default")->ToString(), ActivityKinds::Default().ToString());
   EXPECT_EQ(ParseActivityKinds("default,sync")->ToString(),
-            "kernel,memcpy,memset,runtime,driver,sync,external,nvtx,overhead");
+            "kernel,memcpy,memset,runtime,driver,sync,external,nvtx,overhead,memory");
 }
 
 TEST(ActivityKindsTest, AnUnknownNameListsTheKnownOnes) {

@@ -77,6 +77,33 @@ TEST(CuptiRecords, KernelsCopiesAndSetsKeepTheirFields) {
   EXPECT_EQ(profile.memsets[0].bytes, 4096u);
 }
 
+// MEMORY2: device memory allocated (+bytes) and released (−bytes); pinned host memory and
+// memory-pool operations other than allocation and release are not device memory records.
+TEST(CuptiRecords, DeviceMemoryAllocationsAndReleases) {
+  Profile profile;
+  CuptiRecordConverter converter(profile);
+  auto memory = Zeroed<CUpti_ActivityMemory4>(CUPTI_ACTIVITY_KIND_MEMORY2);
+  memory.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  memory.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+  memory.bytes = 2 << 20;
+  memory.timestamp = 5'000;
+  memory.deviceId = 1;
+  memory.address = 0x7000;
+  converter.Add(AsActivity(memory));
+  memory.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+  memory.timestamp = 6'000;
+  converter.Add(AsActivity(memory));
+  memory.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+  converter.Add(AsActivity(memory));
+  ASSERT_EQ(profile.memory.size(), 2u);
+  EXPECT_EQ(profile.memory[0].bytes, 2 << 20);
+  EXPECT_EQ(profile.memory[0].device, 1u);
+  EXPECT_EQ(profile.memory[0].address, 0x7000u);
+  EXPECT_EQ(profile.memory[0].time, TimeNs(5'000));
+  EXPECT_EQ(profile.memory[1].bytes, -(2 << 20));
+  EXPECT_TRUE(profile.counters.unhandled_kinds.empty());
+}
+
 TEST(CuptiRecords, LostTimestampsAndUnusedKindsAreCountedNotKept) {
   Profile profile;
   CuptiRecordConverter converter(profile);

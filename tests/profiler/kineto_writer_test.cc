@@ -9,6 +9,7 @@
 
 #include <sstream>
 
+#include "profiler/device_memory.h"
 #include "profiler/profile_linker.h"
 #include "sim/base/json_reader.h"
 #include "strategies/replay.h"
@@ -117,7 +118,7 @@ TEST_F(KinetoWriterTest, DtsimsReaderReadsEveryRecordAndItsLinks) {
 
   const Json other = (*ReadJsonFile(path))["otherData"];
   EXPECT_EQ(other["format"], kProfileFormat.name);
-  EXPECT_EQ(other["version"], "1.0");
+  EXPECT_EQ(other["version"], "1.1");
   EXPECT_EQ(other["cupti_version"], 130001);
   EXPECT_EQ(other["api_calls_not_recorded"], Json({"cudaGetDevice", "cuDevicePrimaryCtxGetState"}));
   EXPECT_EQ(other["capture_range"], "whole");
@@ -161,7 +162,7 @@ TEST(KinetoWriter, LostRecordsAndDistributedFactsAreInTheMetadata) {
   std::ostringstream out;
   WriteKinetoTrace(out, profile);
   const Json json = Json::parse(out.str());
-  EXPECT_TRUE(out.str().starts_with(R"({"otherData":{"format":"dtsim.profile","version":"1.0")"))
+  EXPECT_TRUE(out.str().starts_with(R"({"otherData":{"format":"dtsim.profile","version":"1.1")"))
       << out.str().substr(0, 80);  // the format comes first
   EXPECT_EQ(json["otherData"]["lost"]["dropped_records"], 12);
   EXPECT_EQ(json["otherData"]["lost"]["declined_buffers"], 2);
@@ -169,6 +170,52 @@ TEST(KinetoWriter, LostRecordsAndDistributedFactsAreInTheMetadata) {
   EXPECT_EQ(json["otherData"]["lost"]["unhandled_kinds"]["MEMORY2"], 4);
   EXPECT_EQ(json["distributedInfo"]["rank"], 3);
   EXPECT_EQ(json["distributedInfo"]["world_size"], 8);
+}
+
+// Device memory through CUDA (MEMORY2): per device, the running total after each record, in
+// time order with a release before an allocation at the same time, never below zero (a release
+// of what was allocated before the capture), and the peak: on device 0, 1 GiB, then 3 GiB at
+// 20 us, a 1 GiB release and a 1.5 GiB allocation at 30 us (3.5 GiB: the release first), then a
+// 4 GiB release (0); on device 1, a release first (0) and 0.5 GiB.
+TEST_F(KinetoWriterTest, DeviceMemoryIsACounterTrackWithItsPeak) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  const std::vector<MemoryRecord> records = {
+      {SyntheticAt(10), 0, 0x1000, kGiB},         {SyntheticAt(20), 0, 0x2000, 2 * kGiB},
+      {SyntheticAt(30), 0, 0x3000, 3 * kGiB / 2}, {SyntheticAt(30), 0, 0x1000, -kGiB},
+      {SyntheticAt(40), 0, 0x2000, -4 * kGiB},    {SyntheticAt(5), 1, 0x9000, -kGiB},
+      {SyntheticAt(15), 1, 0x9000, kGiB / 2}};
+  const DeviceMemory memory = DeviceMemoryOf(records);
+  std::vector<int64_t> totals;
+  for (const DeviceMemoryPoint& point : memory.timeline) totals.push_back(point.bytes);
+  EXPECT_EQ(totals, (std::vector<int64_t>{kGiB, 3 * kGiB, 2 * kGiB, 7 * kGiB / 2, 0, 0, kGiB / 2}));
+  ASSERT_EQ(memory.peaks.size(), 2u);
+  EXPECT_EQ(memory.peaks[0].bytes, 7 * kGiB / 2);
+  EXPECT_EQ(memory.peaks[0].time, SyntheticAt(30));
+  EXPECT_EQ(memory.peaks[1].device, 1u);
+  EXPECT_EQ(memory.peaks[1].bytes, kGiB / 2);
+  // In the trace: the counts, the peaks (µs from the base time, the session start), and one
+  // counter event per record; dtsim's reader takes the trace as before.
+  Profile profile = SyntheticProfile();
+  profile.memory = records;
+  const std::string path = Path("memory.json");
+  ASSERT_TRUE(WriteKinetoTraceFile(path, profile).ok());
+  const Expected<Json> read = ReadJsonFile(path);
+  ASSERT_TRUE(read.ok()) << read.error().ToString();
+  const Json& json = *read;
+  EXPECT_EQ(json["otherData"]["records"]["memory"], 7);
+  EXPECT_EQ(json["otherData"]["device_memory_peaks"][0],
+            Json({{"device", 0}, {"bytes", 7 * kGiB / 2}, {"at_us", 30.0}}));
+  int counters = 0;
+  for (const Json& event : json["traceEvents"]) {
+    if (event["ph"] == "C") {
+      ++counters;
+      EXPECT_EQ(event["name"], "device memory allocated through CUDA");
+    }
+  }
+  EXPECT_EQ(counters, 7);
+  const Expected<traces::Trace> trace = traces::ReadKinetoTrace(path);
+  ASSERT_TRUE(trace.ok()) << trace.error().ToString();
+  EXPECT_EQ(trace->stats.kernels, 3);
 }
 
 TEST(KinetoWriter, DemanglesKernelNamesAndKeepsOthers) {
