@@ -32,10 +32,11 @@ class ActivityKinds {
  public:
   // Every kind.
   static ActivityKinds All();
-  // What `dtsim profile` enables unless told otherwise: every kind but sync and cuda_event.
-  // Those two each added ~10% to a GPT-2 small training step on an H100 (docs/profiler.md,
-  // "What is recorded"); without them the replay infers host syncs from the sync API calls, as it
-  // does for torch.profiler's traces, which lack them too.
+  // What `dtsim profile` enables unless told otherwise: every kind but sync, cuda_event and
+  // memory. The first two each added ~10% to a GPT-2 small training step on an H100
+  // (docs/profiler.md, "What is recorded"); without them the replay infers host syncs from the
+  // sync API calls, as it does for torch.profiler's traces, which lack them too. Memory has not
+  // run on a GPU yet.
   static ActivityKinds Default();
   bool Has(ActivityKind kind) const { return (bits_ >> static_cast<int>(kind)) & 1; }
   void Add(ActivityKind kind) { bits_ |= uint32_t{1} << static_cast<int>(kind); }

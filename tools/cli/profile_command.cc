@@ -54,8 +54,9 @@ po::options_description Describe(ProfileOptions& o) {
       "output,o", po::value(&o.output)->value_name("FILE"), "the trace to write (required)")(
       "kinds", po::value(&o.kinds)->value_name("LIST"),
       "activity kinds to record, comma-separated: kernel, memcpy, memset, runtime, driver, "
-      "sync, cuda_event, external, nvtx, overhead; all; default (every kind but sync and "
-      "cuda_event, which cost ~10% of a step each); mixed: default,sync")(
+      "sync, cuda_event, external, nvtx, overhead, memory (device memory allocated through "
+      "CUDA); all; default (every kind but sync and cuda_event, which cost ~10% of a step each, "
+      "and memory); mixed: default,sync")(
       "max-buffer-mb", AtLeastValue(&o.max_buffer_mb, 1, "max-buffer-mb"),
       "cap on the host memory for CUPTI's record buffers (default 256 MiB); past it records are "
       "dropped and counted")(
