@@ -407,11 +407,11 @@ Status Replay::Attention(int l, Mode mode) {
   if (mode != Mode::kOpRecompute && Ring()) {
     DTSIM_RETURN_IF_ERROR(RingOf(l).Forward());
   } else if (mode != Mode::kOpRecompute) {
-    DTSIM_RETURN_IF_ERROR(Alloc(l, kSeed, 8));
-    DTSIM_RETURN_IF_ERROR(Alloc(l, kOffset, 8));
+    DTSIM_RETURN_IF_ERROR(Alloc(l, kSeed, kFlashPhiloxBytes));
+    DTSIM_RETURN_IF_ERROR(Alloc(l, kOffset, kFlashPhiloxBytes));
     DTSIM_RETURN_IF_ERROR(Alloc(l, kAtt, t * q_ * 2));
     DTSIM_RETURN_IF_ERROR(Alloc(l, kLse, lse_));
-    DTSIM_RETURN_IF_ERROR(Alloc(l, kScratch, 256));
+    DTSIM_RETURN_IF_ERROR(Alloc(l, kScratch, kFlashScratchBytes));
     Free(l, kScratch);
   }
   if (mode == Mode::kCheckpoint) {
@@ -601,7 +601,7 @@ Status Replay::AttentionBackward(int l) {
     for (const int grad : {kDq, repeated ? kDk : kGKr, repeated ? kDv : kGV}) {
       DTSIM_RETURN_IF_ERROR(Alloc(kModel, grad, t * q_ * 2));
     }
-    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kWorkspace, t * q_ * 4 + lse_ + 256));
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kWorkspace, t * q_ * 4 + lse_ + kFlashScratchBytes));
     Free(kModel, kWorkspace);
   }
   Free(kModel, kGAtt);

@@ -15,15 +15,15 @@ Status RingAttention::FlashForward(int64_t queries, bool last, Handle& out, Hand
   // As aten::_scaled_dot_product_flash_attention allocates: philox seed and offset, the output,
   // the log-sum-exp, a 256 B scratch. The last step's seed and offset are the op's results.
   if (last) {
-    DTSIM_RETURN_IF_ERROR(tensors_.Alloc(slots_.layer, slots_.seed, 8));
-    DTSIM_RETURN_IF_ERROR(tensors_.Alloc(slots_.layer, slots_.offset, 8));
+    DTSIM_RETURN_IF_ERROR(tensors_.Alloc(slots_.layer, slots_.seed, kFlashPhiloxBytes));
+    DTSIM_RETURN_IF_ERROR(tensors_.Alloc(slots_.layer, slots_.offset, kFlashPhiloxBytes));
   } else {
-    DTSIM_ASSIGN_OR_RETURN(seed, Buffer(8));
-    DTSIM_ASSIGN_OR_RETURN(offset, Buffer(8));
+    DTSIM_ASSIGN_OR_RETURN(seed, Buffer(kFlashPhiloxBytes));
+    DTSIM_ASSIGN_OR_RETURN(offset, Buffer(kFlashPhiloxBytes));
   }
   DTSIM_ASSIGN_OR_RETURN(out, Buffer(queries));
   DTSIM_ASSIGN_OR_RETURN(logsumexp, Buffer(shape_.logsumexp * queries / shape_.queries));
-  DTSIM_ASSIGN_OR_RETURN(Handle scratch, Buffer(256));
+  DTSIM_ASSIGN_OR_RETURN(Handle scratch, Buffer(kFlashScratchBytes));
   Free(scratch);
   return Status::Ok();
 }
@@ -130,7 +130,8 @@ Status RingAttention::Backward() {
     DTSIM_ASSIGN_OR_RETURN(const Handle new_dq, Buffer(queries));
     DTSIM_ASSIGN_OR_RETURN(const Handle new_dk, Buffer(q));
     DTSIM_ASSIGN_OR_RETURN(const Handle new_dv, Buffer(q));
-    DTSIM_ASSIGN_OR_RETURN(Handle workspace, Buffer(2 * queries + lse * queries / q + 256));
+    DTSIM_ASSIGN_OR_RETURN(Handle workspace,
+                           Buffer(2 * queries + lse * queries / q + kFlashScratchBytes));
     Free(workspace);
     for (Handle* handle : {&dq, &dk, &dv}) Free(*handle);  // the step's variables rebound
     dq = new_dq;

@@ -28,6 +28,13 @@ inline constexpr int kEagerModel = -1;
 // bucket one flat tensor as large as its parameters.
 std::vector<int64_t> DdpBucketBytes(std::span<const int64_t> bytes);
 
+// What aten::_scaled_dot_product_flash_attention allocates besides its output and log-sum-exp,
+// as the allocator's record of H200 runs shows (tests/data/measured/allocator_history): the
+// philox seed and offset (8 B each), a 256 B scratch freed at once; its backward's workspace
+// (dq's fp32 accumulator and the softmax's row sums) is 256 B more than those.
+inline constexpr int64_t kFlashPhiloxBytes = 8;
+inline constexpr int64_t kFlashScratchBytes = 256;
+
 // What neither replay takes — MoE or MLA layers, sliding windows, an encoder's embeddings or
 // heads, no final norm, MTP modules: the first the model has, or empty.
 std::string_view UnreplayedFeature(const TransformerSpec& spec);

@@ -99,6 +99,12 @@ std::vector<int> StageLayers(const TransformerSpec& spec, const MemoryPlan& plan
 bool IsFirstStage(const MemoryPlan& plan) { return plan.stage == 0; }
 bool IsLastStage(const MemoryPlan& plan) { return plan.stage == plan.pipeline_stages - 1; }
 
+// One vocabulary table's shard on a rank of t-way (1D) tensor parallelism: the embedding's, or
+// an output layer's.
+int64_t VocabShard(const TransformerSpec& spec, int t) {
+  return spec.PaddedVocab(t) / t * spec.hidden;
+}
+
 int64_t TransformerStageParameters(const TransformerSpec& spec, const MemoryPlan& plan) {
   if (plan.shard.tensor_layout != TensorLayout::k1D) {
     // 2D/2.5D: every weight, bias and norm is split q×q (Optimus; ColossalAI's Linear2D,
@@ -116,7 +122,7 @@ int64_t TransformerStageParameters(const TransformerSpec& spec, const MemoryPlan
     params +=
         LayerParameterCount(spec, t, plan.shard.expert_parallel, plan.shard.expert_tensor(), index);
   }
-  const int64_t vocab_shard = spec.PaddedVocab(t) / t * spec.hidden;
+  const int64_t vocab_shard = VocabShard(spec, t);
   if (IsFirstStage(plan)) {
     params += vocab_shard + spec.token_types * spec.hidden;
     if (spec.position == PositionEmbedding::kLearned) params += spec.max_seq * spec.hidden;
@@ -407,8 +413,7 @@ int64_t DeepSpeedGathered(const TransformerSpec& spec, const MemoryPlan& plan) {
   int64_t live = 0;
   if (IsLastStage(plan)) {
     const int tables = OutputTables(spec, plan.stage);
-    const int64_t vocab_shard =
-        spec.PaddedVocab(plan.shard.tensor_parallel) / plan.shard.tensor_parallel * spec.hidden;
+    const int64_t vocab_shard = VocabShard(spec, plan.shard.tensor_parallel);
     live += (tables > 0 ? tables : (IsFirstStage(plan) ? 1 : 0)) * vocab_shard +
             (spec.final_norm ? NormParameters(spec) : 0);
   }

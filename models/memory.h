@@ -61,6 +61,9 @@ struct DeepSpeedZero {
   int64_t max_live_parameters = 1'000'000'000;
   int64_t max_reuse_distance = 1'000'000'000;
 };
+// The most elements a DeepSpeedZero setting takes from a config: 2^50, a thousand times any
+// GPU's memory in bytes, so products with a dtype's size stay far inside int64.
+inline constexpr int64_t kMaxDeepSpeedElements = int64_t{1} << 50;
 
 struct MemoryPlan {
   TransformerShard shard;  // micro-batch, sequence, dtype, TP/SP/EP (transformers)

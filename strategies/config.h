@@ -73,8 +73,8 @@ struct TrainingConfig {
   // false: none does, each gathered once a step. Changes the replayed peak
   // (models/eager_fsdp.h).
   bool reshard_after_forward = true;
-  // "deepspeed": DeepSpeed's ZeRO-3 settings by their ds_config names (framework "deepspeed"):
-  // its gradient bucket and how many gathered parameters its coordinator keeps
+  // "deepspeed": DeepSpeed's ZeRO settings by their ds_config names (framework "deepspeed"):
+  // its gradient bucket and how many gathered parameters ZeRO-3's coordinator keeps
   // (models::DeepSpeedZero; DeepSpeed's defaults where absent).
   models::DeepSpeedZero deepspeed;
   // "framework": whose memory behaviour the plan follows where frameworks differ

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <utility>
 
+#include "models/memory.h"
 #include "network/cluster.h"
 #include "sim/base/strings.h"
 #include "strategies/config.h"
@@ -571,7 +572,7 @@ Status DeepSpeedZeroBuffers(DsConfig& ds, Json& config) {
       zero[std::string(key)] = automatic;
       continue;
     }
-    const Expected<int64_t> elements = JsonToInt(*value, path, 0, int64_t{1} << 50);
+    const Expected<int64_t> elements = JsonToInt(*value, path, 0, models::kMaxDeepSpeedElements);
     if (!elements.ok()) {
       return ds.Fail(automatic > 0 ? "expected a non-negative integer or \"auto\""
                                    : "expected a non-negative integer",

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "models/memory.h"
 #include "sim/base/dtype.h"
 #include "sim/base/strings.h"
 
@@ -154,7 +155,7 @@ Status ReadFrameworkVersion(JsonObjectReader& reader, TrainingConfig& training) 
 }
 
 // "deepspeed": {"reduce_bucket_size": 5e8, "stage3_max_live_parameters": 1e9, …}, the
-// zero_optimization keys of a ds_config that bound ZeRO-3's buffers.
+// zero_optimization keys of a ds_config that size ZeRO's buffers.
 Status ReadDeepSpeed(JsonObjectReader& parent, TrainingConfig& training) {
   const Json* value = parent.Find("deepspeed");
   if (value == nullptr) return Status::Ok();
@@ -165,7 +166,7 @@ Status ReadDeepSpeed(JsonObjectReader& parent, TrainingConfig& training) {
                  path);
   }
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(*value, path));
-  constexpr int64_t kMost = int64_t{1} << 50;
+  constexpr int64_t kMost = models::kMaxDeepSpeedElements;
   models::DeepSpeedZero& zero = training.deepspeed;
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("contiguous_gradients", zero.contiguous_gradients));
   DTSIM_RETURN_IF_ERROR(

@@ -182,6 +182,16 @@ TEST(MemoryTest, FsdpKeepsTheRootGatheredBesideTwoLayers) {
   EXPECT_EQ(memory->optimizer_state, (parameters * 8 + 7) / 8);
 }
 
+// Llama 3 8B under DeepSpeed over 8 GPUs, bf16 parameters and gradients, full recompute.
+MemoryPlan DeepSpeedOverEight(int zero_stage) {
+  MemoryPlan plan = Llama3OneGpu(Framework::kDeepSpeed, Recompute::kFull);
+  plan.param_dtype = DType::kBf16;
+  plan.grad_dtype = DType::kBf16;
+  plan.data_parallel = 8;
+  plan.zero_stage = zero_stage;
+  return plan;
+}
+
 TEST(MemoryTest, DeepSpeedZero3GathersWhatItsCoordinatorKeeps) {
   // DeepSpeed's ZeRO-3 over 8 GPUs, bf16 parameters, Llama 3 8B: at the turn from forward to
   // backward the output layer is in use (128,256 × 4,096 + the final norm's 4,096 = 525,340,672
@@ -190,11 +200,7 @@ TEST(MemoryTest, DeepSpeedZero3GathersWhatItsCoordinatorKeeps) {
   // max_live_parameters − what is live). Each plan differs from `none` (nothing reused or
   // prefetched: the tail alone) by its gathered elements × 2 B.
   const ModelSpec model = Preset("llama3-8b");
-  MemoryPlan plan = Llama3OneGpu(Framework::kDeepSpeed, Recompute::kFull);
-  plan.param_dtype = DType::kBf16;
-  plan.grad_dtype = DType::kBf16;
-  plan.data_parallel = 8;
-  plan.zero_stage = 3;
+  const MemoryPlan plan = DeepSpeedOverEight(3);
   const auto memory = [&](DeepSpeedZero zero) {
     MemoryPlan with = plan;
     with.deepspeed = zero;
@@ -225,14 +231,9 @@ TEST(MemoryTest, DeepSpeedZero1And2MakeTheirBucketEachBackward) {
   // elements in the parameters' dtype, two with overlap_comm; under a pipeline the bucket comes
   // after the backward passes (not at the peak). Megatron holds none.
   const ModelSpec model = Preset("llama3-8b");
-  MemoryPlan plan = Llama3OneGpu(Framework::kDeepSpeed, Recompute::kFull);
-  plan.param_dtype = DType::kBf16;
-  plan.grad_dtype = DType::kBf16;
-  plan.data_parallel = 8;
   const auto gradients = [&](int stage, bool overlap, bool contiguous, int stages = 1,
                              Framework framework = Framework::kDeepSpeed) {
-    MemoryPlan with = plan;
-    with.zero_stage = stage;
+    MemoryPlan with = DeepSpeedOverEight(stage);
     with.overlap_gradient_reduce = overlap;
     with.deepspeed.contiguous_gradients = contiguous;
     with.deepspeed.reduce_bucket_size = 1000;
