@@ -557,7 +557,11 @@ Status DeepSpeedParallelism(Flags& flags, DsConfig& ds, Json& parallelism) {
 Status DeepSpeedZeroBuffers(DsConfig& ds, Json& config) {
   const int64_t stage = config["parallelism"].value("zero_stage", int64_t{0});
   if (stage == 0) return Status::Ok();
-  const int64_t hidden = config["model"].value("hidden", int64_t{0});
+  // h is capped where h² reaches the largest count training.deepspeed takes (2^50): a hidden
+  // size the model's reader will refuse must not overflow on the way there.
+  const int64_t hidden =
+      std::clamp(config["model"].value("hidden", int64_t{0}), int64_t{0}, int64_t{1} << 25);
+  static_assert((int64_t{1} << 50) == models::kMaxDeepSpeedElements);
   Json zero = Json::object();
   for (const auto& [key, automatic] :
        {std::pair<std::string_view, int64_t>{"reduce_bucket_size", hidden * hidden},
