@@ -112,6 +112,17 @@ GpuSpec WithContext(GpuSpec gpu, Bytes context) {
   return gpu;
 }
 
+// Host links (pinned copies, one direction). Measured on an H100 SXM (PCIe Gen5 x16): 16 MiB
+// device-to-host in 304.6 µs and host-to-device in 305.5 µs, 55 GB/s
+// (tests/data/captured/h100_known_kernels_*.json.gz). A PCIe generation halves the rate per
+// step down (Gen4 x16 on the A100, Gen3 x16 on the V100); the same efficiency (55 of Gen5's
+// 63 GB/s, 0.87) is assumed on the GB200's NVLink-C2C (450 GB/s each way).
+constexpr double kPcieGen5HostGbPerS = 55;
+GpuSpec WithHostLink(GpuSpec gpu, double gb_per_s) {
+  gpu.host_bandwidth = Bandwidth::BytesPerSecond(gb_per_s * kGiga);
+  return gpu;
+}
+
 GpuSpec WithMeasured(GpuSpec gpu, const Measured& measured) {
   gpu.matrix_efficiency = measured.matrix;
   gpu.fp8_matrix_efficiency = measured.fp8_matrix;
@@ -123,31 +134,44 @@ GpuSpec WithMeasured(GpuSpec gpu, const Measured& measured) {
   return gpu;
 }
 
+// An SXM Hopper (H100, H200): the same peaks, its own HBM and measured curves, PCIe Gen5.
+GpuSpec HopperSxm(std::string name, int64_t gb_per_s, Bytes memory, const Measured& measured) {
+  return WithHostLink(
+      WithMeasured(MakeGpu(std::move(name), {66.9, 66.9, 494.7, 989.4, 989.4, 1978.9, 1978.9}, 66.9,
+                           gb_per_s, memory, kMatrixUnmeasured),
+                   measured),
+      kPcieGen5HostGbPerS);
+}
+
 // Dense (no structured sparsity) peaks from the NVIDIA datasheets cited in docs/models.md.
 // fp32 "matrix" is the non-tensor fp32 rate: a GEMM in fp32 without tf32 runs on CUDA cores.
 const std::vector<GpuSpec>& GpuTable() {
+  // Host links: PCIe Gen3 (V100), Gen4 (A100), Gen5 (Hopper, B200), NVLink-C2C (GB200).
+  constexpr double kGen5 = kPcieGen5HostGbPerS;
   static const std::vector<GpuSpec> kPresets = {
-      WithContext(MakeGpu("v100-sxm2-32gb", {7.8, 15.7, 0, 125, 0, 0, 0}, 15.7, 900,
-                          Bytes(32 * kGibi), kMatrixDefault),
-                  kV100Context),
-      MakeGpu("a100-sxm4-40gb", {19.5, 19.5, 156, 312, 312, 0, 624}, 19.5, 1555, Bytes(40 * kGibi),
-              kMatrixDefault),
-      MakeGpu("a100-sxm4-80gb", {19.5, 19.5, 156, 312, 312, 0, 624}, 19.5, 2039, Bytes(80 * kGibi),
-              kMatrixDefault),
-      WithMeasured(MakeGpu("h100-sxm5-80gb", {66.9, 66.9, 494.7, 989.4, 989.4, 1978.9, 1978.9},
-                           66.9, 3350, Bytes(80 * kGibi), kMatrixUnmeasured),
-                   kH100Sxm),
-      MakeGpu("h100-pcie-80gb", {51.2, 51.2, 378, 756, 756, 1513, 1513}, 51.2, 2000,
-              Bytes(80 * kGibi), kMatrixUnmeasured),
-      WithMeasured(MakeGpu("h200-sxm-141gb", {66.9, 66.9, 494.7, 989.4, 989.4, 1978.9, 1978.9},
-                           66.9, 4800, Bytes(141 * kGiga), kMatrixUnmeasured),
-                   kH200),
-      MakeGpu("b200-sxm-180gb", {40, 75, 1100, 2250, 2250, 4500, 4500}, 75, 8000,
-              Bytes(180 * kGiga), kMatrixUnmeasured, /*microscaling=*/true),
+      WithHostLink(WithContext(MakeGpu("v100-sxm2-32gb", {7.8, 15.7, 0, 125, 0, 0, 0}, 15.7, 900,
+                                       Bytes(32 * kGibi), kMatrixDefault),
+                               kV100Context),
+                   kGen5 / 4),
+      WithHostLink(MakeGpu("a100-sxm4-40gb", {19.5, 19.5, 156, 312, 312, 0, 624}, 19.5, 1555,
+                           Bytes(40 * kGibi), kMatrixDefault),
+                   kGen5 / 2),
+      WithHostLink(MakeGpu("a100-sxm4-80gb", {19.5, 19.5, 156, 312, 312, 0, 624}, 19.5, 2039,
+                           Bytes(80 * kGibi), kMatrixDefault),
+                   kGen5 / 2),
+      HopperSxm("h100-sxm5-80gb", 3350, Bytes(80 * kGibi), kH100Sxm),
+      WithHostLink(MakeGpu("h100-pcie-80gb", {51.2, 51.2, 378, 756, 756, 1513, 1513}, 51.2, 2000,
+                           Bytes(80 * kGibi), kMatrixUnmeasured),
+                   kGen5),
+      HopperSxm("h200-sxm-141gb", 4800, Bytes(141 * kGiga), kH200),
+      WithHostLink(MakeGpu("b200-sxm-180gb", {40, 75, 1100, 2250, 2250, 4500, 4500}, 75, 8000,
+                           Bytes(180 * kGiga), kMatrixUnmeasured, /*microscaling=*/true),
+                   kGen5),
       // The Blackwell GPU of a GB200 superchip (1,200 W): the NVL72 datasheet's rack figures
       // (sparse, except fp64) ÷ 72 ÷ 2.
-      MakeGpu("gb200-186gb", {45, 83, 1250, 2500, 2500, 5000, 5000}, 83, 8000, Bytes(186 * kGiga),
-              kMatrixUnmeasured, /*microscaling=*/true),
+      WithHostLink(MakeGpu("gb200-186gb", {45, 83, 1250, 2500, 2500, 5000, 5000}, 83, 8000,
+                           Bytes(186 * kGiga), kMatrixUnmeasured, /*microscaling=*/true),
+                   450 * kGen5 / 63),
   };
   return kPresets;
 }
@@ -233,6 +257,9 @@ Status ReadFields(JsonObjectReader& reader, GpuSpec& gpu) {
   if (reader.Has("launch_overhead")) {
     DTSIM_ASSIGN_OR_RETURN(gpu.launch_overhead, reader.Duration("launch_overhead"));
   }
+  if (reader.Has("host_bandwidth")) {
+    DTSIM_ASSIGN_OR_RETURN(gpu.host_bandwidth, reader.Rate("host_bandwidth"));
+  }
   if (reader.Has("context_memory")) {
     DTSIM_ASSIGN_OR_RETURN(gpu.context_memory, reader.Size("context_memory"));
     if (gpu.context_memory.count() < 0) {
@@ -240,7 +267,8 @@ Status ReadFields(JsonObjectReader& reader, GpuSpec& gpu) {
                    JsonValueForError(*reader.Find("context_memory")));
     }
   }
-  for (std::string_view key : {"memory_bandwidth", "memory", "launch_overhead", "context_memory"}) {
+  for (std::string_view key :
+       {"memory_bandwidth", "memory", "launch_overhead", "context_memory", "host_bandwidth"}) {
     reader.Allow(key);
   }
   DTSIM_RETURN_IF_ERROR(ReadCurve(reader, "matrix_efficiency", gpu.matrix_efficiency));

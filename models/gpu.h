@@ -63,6 +63,10 @@ struct GpuSpec {
   // its loaded modules and the libraries' workspaces (docs/models.md, "Memory"). Measured on an
   // H200 (CUDA 13, PyTorch 2.11, lazy module loading): 766.8 MiB; the default for any GPU.
   Bytes context_memory = Bytes(804'061'184);
+  // Pinned host memory to the GPU or back, one direction, as one large cudaMemcpyAsync moves
+  // it (docs/models.md, "GPUs"): what activation offloading copies at; 0: not known (a custom
+  // GPU without "host_bandwidth").
+  Bandwidth host_bandwidth;
 
   FlopRate MatrixPeak(DType dtype) const { return matrix_peak[static_cast<size_t>(dtype)]; }
   const EfficiencyCurve& MatrixEfficiency(DType dtype) const {
@@ -95,7 +99,7 @@ Expected<GpuSpec> GpuPreset(std::string_view name);
 // {"preset": "a100-sxm4-80gb", "matrix_peak": {"bf16": "312 TFLOP/s"}, "vector_peak",
 //  "memory_bandwidth", "memory", "launch_overhead", "matrix_efficiency": {"max", "ramp"},
 //  "fp8_matrix_efficiency": {...}, "memory_efficiency": {...}, "microscaling": bool,
-//  "power_limited_compute": (0, 1], "context_memory"}, or a bare
+//  "power_limited_compute": (0, 1], "context_memory", "host_bandwidth"}, or a bare
 //  preset name. With a preset any field overrides it;
 // without one all but the efficiencies and launch overhead are required. The calibration of
 // the preset, if `calibrations` has one, applies before the object's fields.

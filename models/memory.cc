@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "models/activation_offload.h"
 #include "models/parameters.h"
 
 namespace dtsim::models {
@@ -308,6 +309,7 @@ struct Peak {
 void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
                             MemoryBreakdown& memory) {
   std::vector<LayerMemory> layers;
+  std::vector<int> indices;  // each entry's layer index
   int64_t per_microbatch = 0;
   int64_t layer_parameters = 0;
   // The multi-token-prediction modules run on the last chunk, whose backward follows its
@@ -336,6 +338,7 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
       per_microbatch += layer.kept;
     }
     layers.push_back(layer);
+    indices.push_back(index);
     layer_parameters += layer.parameters;
     const int64_t fp8 = known->fp8;
     fp8_weights += fp8;
@@ -375,6 +378,21 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
                                           static_cast<double>(parameters_behind) / parameters));
   };
 
+  // Activation offloading: what the first `entries` layers keep that is in host memory while
+  // layer `now` runs its backward (spec.layers: the loss), as Transformer Engine copies it out
+  // and back (models/activation_offload.h).
+  const std::vector<int> anchors =
+      OffloadAnchors(spec.layers, plan.offloaded_layers, plan.offload_handler);
+  auto offloaded = [&](size_t entries, int now) {
+    int64_t away = 0;
+    for (size_t i = 0; i < entries && !anchors.empty(); ++i) {
+      if (!spec.IsMtpLayer(indices[i]) && !OffloadedLayerResident(anchors, indices[i], now)) {
+        away += layers[i].kept;
+      }
+    }
+    return away;
+  };
+
   Peak peak;
   // The multi-token-prediction modules' activations too: their backward comes first (the
   // reverse walk subtracts them as it passes them).
@@ -383,12 +401,12 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
   if (IsLastStage(plan)) {
     // The last stage runs each micro-batch's backward right after its forward: one in flight.
     const LayerOps output = OutputOps(spec, MemoryShard(plan));
-    peak.Visit(kept + OutputKeptBytes(spec, plan), OutputWorkingBytes(output, plan),
-               gradients_after(0));
+    peak.Visit(kept + OutputKeptBytes(spec, plan) - offloaded(layers.size(), spec.layers),
+               OutputWorkingBytes(output, plan), gradients_after(0));
     behind = memory.parameter_count - layer_parameters;  // the output layer's, first
   }
   for (size_t i = layers.size(); i-- > 0;) {
-    peak.Visit(kept, layers[i].working, gradients_after(behind));
+    peak.Visit(kept - offloaded(i + 1, indices[i]), layers[i].working, gradients_after(behind));
     kept -= layers[i].kept;
     behind += layers[i].parameters;
   }

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "models/activation_offload.h"
 #include "models/model_spec.h"
 #include "models/ops.h"
 #include "models/pipeline_schedules.h"
@@ -92,6 +93,11 @@ struct MemoryPlan {
   // The data-parallel reduction overlaps the backward pass (DeepSpeed's overlap_comm: ZeRO-1
   // and 2 double their gradient bucket).
   bool overlap_gradient_reduce = false;
+  // Megatron-Core's --cpu-offloading-num-layers: the first N layers' activations go to host
+  // memory between their forward and backward, as `offload_handler` schedules the copies
+  // (models/activation_offload.h); 0: none.
+  int offloaded_layers = 0;
+  OffloadHandler offload_handler = OffloadHandler::kSynchronizer;
 };
 
 struct MemoryBreakdown {

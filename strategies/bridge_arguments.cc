@@ -87,6 +87,11 @@ bool Special(std::string_view flag, std::string_view value, std::vector<std::str
     out.emplace_back("model.activation_func=silu");
   } else if (flag == "--squared-relu") {
     out.emplace_back("model.activation_func=squared_relu");
+  } else if (flag == "--cpu-offloading-num-layers") {
+    // The model provider takes both: Megatron-LM's arguments.py derives the switch from the
+    // count, Megatron-Bridge's CPU offloading guide sets them side by side.
+    out.emplace_back("model.cpu_offloading=true");
+    out.push_back(fmt::format("model.cpu_offloading_num_layers={}", value));
   } else if (flag == "--seq-length") {
     out.push_back(fmt::format("model.seq_length={}", value));
     out.push_back(fmt::format("dataset.seq_length={}", value));

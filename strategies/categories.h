@@ -18,12 +18,14 @@ inline constexpr std::string_view kExpertCategory = "ep";
 inline constexpr std::string_view kContextCategory = "cp";
 inline constexpr std::string_view kDataCategory = "dp";
 inline constexpr std::string_view kOptimizerCategory = "optimizer";
+// Activation offloading's copies to host memory and back (waiting for them is idle time).
+inline constexpr std::string_view kOffloadCategory = "offload";
 
 // The streams of a rank, by what runs on them. Every rank computes on kCompute (tensor-parallel
 // collectives and pipeline receives block it, as in Megatron); SUMMA's broadcasts and reduces
 // run on kTensor, joined to the compute stream by kTensorJoin; ring attention's K/V shifts on
-// kContext; pipeline sends, gradient reduction and ZeRO-3's parameter gathers have their own
-// streams.
+// kContext; pipeline sends, gradient reduction, ZeRO-3's parameter gathers and activation
+// offloading's copies out and back have their own streams.
 enum class StreamRole : uint8_t {
   kCompute,
   kTensor,
@@ -33,12 +35,16 @@ enum class StreamRole : uint8_t {
   kSendBackward,
   kData,
   kZero,
+  kOffload,     // both ways (Transformer Engine 2.10's handler)
+  kOffloadOut,  // device to host (its v1 handler)
+  kOffloadIn,   // host to device (v1)
 };
 
 // The stream's name in the graph, its traces and timelines.
 constexpr std::string_view StreamName(StreamRole role) {
-  constexpr std::array<std::string_view, 8> kNames = {
-      "compute", "tp", "tp-join", "cp", "pp-send-fwd", "pp-send-bwd", "dp", "zero"};
+  constexpr std::array<std::string_view, 11> kNames = {
+      "compute", "tp",   "tp-join", "cp",          "pp-send-fwd", "pp-send-bwd",
+      "dp",      "zero", "offload", "offload-d2h", "offload-h2d"};
   return kNames[static_cast<size_t>(role)];
 }
 

@@ -372,6 +372,7 @@ Status CheckTransformerPlan(const SimulationConfig& config) {
   DTSIM_RETURN_IF_ERROR(CheckExpertPlan(config));
   DTSIM_RETURN_IF_ERROR(CheckDeepSpeed(config));
   DTSIM_RETURN_IF_ERROR(CheckFsdp(config));
+  DTSIM_RETURN_IF_ERROR(CheckActivationOffload(config));
   DTSIM_RETURN_IF_ERROR(CheckStageLayers(spec, plan));
   Status context = models::ValidateContext(spec, ShardOf(config));
   if (!context.ok()) return std::move(context).error().Under("parallelism.context");

@@ -73,6 +73,14 @@ struct TrainingConfig {
   // false: none does, each gathered once a step. Changes the replayed peak
   // (models/eager_fsdp.h).
   bool reshard_after_forward = true;
+  // "activation_offload_layers": Megatron-Core's --cpu-offloading-num-layers N, the first N
+  // layers' activations kept in host memory between their forward and backward
+  // (Transformer Engine's handler, models/activation_offload.h; ActivationOffload prices the
+  // copies); 0: none.
+  int activation_offload_layers = 0;
+  // "activation_offload_v1": Transformer Engine's handler before 2.10 (or NVTE_CPU_OFFLOAD_V1=1):
+  // its windows, not the 2.10 synchronizer's anchors (models/activation_offload.h).
+  bool activation_offload_v1 = false;
   // "deepspeed": DeepSpeed's ZeRO settings by their ds_config names (framework "deepspeed"):
   // its gradient bucket and how many gathered parameters ZeRO-3's coordinator keeps
   // (models::DeepSpeedZero; DeepSpeed's defaults where absent).

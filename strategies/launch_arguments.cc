@@ -155,6 +155,15 @@ void BatchAndRecomputeFlags(const TrainingConfig& training, std::vector<std::str
         "layers per stage, not a stride)",
         training.recompute_every));
   }
+  if (training.activation_offload_layers > 0) {
+    args.push_back(
+        fmt::format("--cpu-offloading-num-layers {}", training.activation_offload_layers));
+    if (training.activation_offload_v1) {
+      not_expressed.emplace_back(
+          "Transformer Engine's v1 offload handler (training.activation_offload_v1): "
+          "NVTE_CPU_OFFLOAD_V1=1 in the environment, or Transformer Engine before 2.10");
+    }
+  }
 }
 
 void TokenizerNote(const models::TransformerSpec& spec, std::vector<std::string>& not_expressed) {

@@ -292,6 +292,11 @@ Status TrainingSection(Flags& flags, Json& training, std::vector<std::string>& a
     flash = backend != "unfused" && backend != "local";
   }
   training["flash_attention"] = flash;
+  // Transformer Engine's activation offloading of the first N layers (Megatron-LM sets
+  // cpu_offloading when N > 0: megatron/training/arguments.py).
+  DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> offloaded,
+                         flags.Int("cpu-offloading-num-layers"));
+  if (offloaded.value_or(0) > 0) training["activation_offload_layers"] = *offloaded;
   return Dropout(flags, training, approximated);
 }
 

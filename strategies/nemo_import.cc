@@ -495,6 +495,15 @@ Status Training(NemoConfig& config, Translation& out) {
     config.Read("model.activations_checkpoint_method");
     config.Read("model.activations_checkpoint_num_layers");
   }
+  // Transformer Engine's layer offloading (NeMo's model.cpu_offloading over
+  // cpu_offloading_num_layers layers; weights are not offloaded by it any more).
+  DTSIM_ASSIGN_OR_RETURN(const std::optional<bool> offload, config.Bool("model.cpu_offloading"));
+  if (offload.value_or(false)) {
+    DTSIM_RETURN_IF_ERROR(
+        out.AddInt(config, "cpu-offloading-num-layers", "model.cpu_offloading_num_layers"));
+  } else {
+    config.Read("model.cpu_offloading_num_layers");
+  }
   for (const char* key : {"model.num_micro_batches_with_partial_activation_checkpoints",
                           "model.activations_checkpoint_layers_per_pipeline"}) {
     DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> value, config.Int(key, 0));

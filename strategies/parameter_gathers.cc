@@ -113,7 +113,7 @@ void ParameterGathers::Gather(PeerGroup& group, int64_t parameters, std::string_
   }
   after_.clear();
   for (size_t i = 0; i < group.ranks().size(); ++i) after_.push_back(group.last(i));
-  group.WaitBefore(std::move(gathers));
+  group.WaitBefore(gathers);
 }
 
 DurationNs ParameterGathers::ListCopies(int64_t part_elements) const {

@@ -1,5 +1,6 @@
 #include "strategies/peer_group.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "strategies/categories.h"
@@ -47,9 +48,26 @@ void PeerGroup::Flush() {
   pending_ = DurationNs::Zero();
 }
 
-void PeerGroup::WaitBefore(std::vector<TaskId> waits) {
+void PeerGroup::Mark(std::string_view name, std::string_view category) {
   Flush();
-  waits_ = std::move(waits);
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    const TaskId mark =
+        builder_.AddTask(compute_[i], TaskKind::kDelay, name, category, DurationNs::Zero());
+    if (last_[i]) builder_.AddDependency(mark, *last_[i]);
+    last_[i] = mark;
+  }
+  ApplyWaits();
+}
+
+void PeerGroup::WaitBefore(const std::vector<TaskId>& waits) {
+  Flush();
+  waits_.resize(std::max(waits_.size(), waits.size()));
+  for (size_t i = 0; i < waits.size(); ++i) waits_[i].push_back(waits[i]);
+}
+
+void PeerGroup::Wait(size_t peer, TaskId task) {
+  if (peer >= waits_.size()) return;
+  for (const TaskId wait : waits_[peer]) builder_.AddDependency(task, wait);
 }
 
 graph::CommId PeerGroup::TensorCollective(CommKind kind, Bytes size) {
@@ -87,7 +105,7 @@ void PeerGroup::Overlapped(CommKind kind, Bytes size, std::string_view comm_name
   }
   Add(duration, name, category);
   Flush();
-  waits_ = std::move(gathered);
+  WaitBefore(gathered);
 }
 
 void PeerGroup::Post(const std::vector<graph::CommId>& comms, std::string_view name,
@@ -119,9 +137,7 @@ void PeerGroup::Summa(DurationNs duration, std::string_view name, std::string_vi
       const DurationNs part = LayoutChunk(duration, s, count);
       chunks.push_back(builder_.AddTask(compute_[i], TaskKind::kCompute, name, category, part));
       for (TaskId input : inputs) builder_.AddDependency(chunks.back(), input);
-      if (s == 0 && output_reduced && i < waits_.size()) {
-        builder_.AddDependency(chunks.back(), waits_[i]);
-      }
+      if (s == 0 && output_reduced) Wait(i, chunks.back());
       for (const std::vector<graph::CommId>& comms : step.after) {
         builder_.AddDependency(TensorTask(i, comms[i], comm_name), chunks.back());
       }
@@ -129,7 +145,10 @@ void PeerGroup::Summa(DurationNs duration, std::string_view name, std::string_vi
     last_[i] = chunks.back();
     if (output_reduced && !steps.back().after.empty()) reduced.push_back(*tensor_tail_[i]);
   }
-  if (output_reduced) waits_ = std::move(reduced);
+  if (output_reduced) {
+    waits_.clear();
+    WaitBefore(reduced);
+  }
 }
 
 void PeerGroup::Ring(DurationNs duration, std::string_view name, std::string_view comm_name,
@@ -149,7 +168,7 @@ void PeerGroup::Ring(DurationNs duration, std::string_view name, std::string_vie
       const DurationNs part = LayoutChunk(duration, k, count);
       const TaskId chunk = builder_.AddTask(compute_[i], TaskKind::kCompute, name, category, part);
       if (previous_shift) builder_.AddDependency(chunk, *previous_shift);
-      if (k == 0 && i < waits_.size()) builder_.AddDependency(chunk, waits_[i]);
+      if (k == 0) Wait(i, chunk);
       if (k + 1 < count) {
         previous_shift = builder_.AddCollectiveTask(context_[i], shifts[static_cast<size_t>(k)][i],
                                                     comm_name, kContextCategory);
@@ -207,7 +226,7 @@ TaskId PeerGroup::TensorTask(size_t peer, graph::CommId comm, std::string_view n
 }
 
 void PeerGroup::ApplyWaits() {
-  for (size_t i = 0; i < waits_.size(); ++i) builder_.AddDependency(*last_[i], waits_[i]);
+  for (size_t i = 0; i < waits_.size(); ++i) Wait(i, *last_[i]);
   waits_.clear();
 }
 

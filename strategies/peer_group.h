@@ -31,9 +31,13 @@ class PeerGroup {
   void Add(DurationNs duration, std::string_view name, std::string_view category);
   // Emits the pending compute.
   void Flush();
+  // A point on each peer's compute stream (a zero-length task) after its tasks so far and
+  // whatever it was asked to wait for: where memory is freed once a wait is over.
+  void Mark(std::string_view name, std::string_view category);
 
-  // The next task of each peer also waits for waits[i] (a parameter gather on another stream).
-  void WaitBefore(std::vector<graph::TaskId> waits);
+  // The next task of each peer also waits for waits[i] (a parameter gather on another stream),
+  // besides whatever earlier calls asked it to wait for.
+  void WaitBefore(const std::vector<graph::TaskId>& waits);
 
   // A tensor-parallel collective over the peers (none when there is one), on the compute
   // stream, in `category`.
@@ -93,7 +97,10 @@ class PeerGroup {
   graph::TaskGraphBuilder& builder_;
   std::vector<int32_t> ranks_;
   std::vector<int32_t> logical_;
-  std::vector<graph::TaskId> waits_;
+  // What each peer's next task waits for besides its stream's order (WaitBefore, several
+  // callers' waits gathered).
+  std::vector<std::vector<graph::TaskId>> waits_;
+  void Wait(size_t peer, graph::TaskId task);  // the task waits for the peer's waits
   std::vector<graph::StreamId> compute_, tensor_, send_forward_, send_backward_;
   std::vector<graph::StreamId> context_;  // made by the first Ring
   std::vector<std::optional<graph::TaskId>> last_, tensor_tail_;

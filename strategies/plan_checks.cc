@@ -192,6 +192,56 @@ Status CheckFsdp(const SimulationConfig& config) {
                "training.reshard_after_forward", "false");
 }
 
+Status CheckActivationOffload(const SimulationConfig& config) {
+  const int offloaded = config.training.activation_offload_layers;
+  if (offloaded == 0) {
+    if (!config.training.activation_offload_v1) return Status::Ok();
+    return Error("activation_offload_v1 picks the handler of activation_offload_layers, which is 0",
+                 "training.activation_offload_v1", "true");
+  }
+  const std::string path = "training.activation_offload_layers";
+  const std::string value = std::to_string(offloaded);
+  if (config.training.framework != models::Framework::kMegatron) {
+    return Error(fmt::format("activation offloading is modelled as Megatron-Core runs it "
+                             "(Transformer Engine's --cpu-offloading), not under \"{}\"",
+                             models::FrameworkName(config.training.framework)),
+                 path, value);
+  }
+  const int layers = config.model.transformer.layers;
+  if (offloaded >= layers) {
+    return Error(fmt::format("Megatron-Core offloads fewer layers than the model's {} "
+                             "(cpu_offloading_num_layers < num_layers)",
+                             layers),
+                 path, value);
+  }
+  if (config.plan.pipeline > 1 || config.plan.virtual_stages > 1) {
+    return Error(
+        "Megatron-Core has no activation offloading under pipeline parallelism "
+        "(\"Currently there is no support for Pipeline parallelism with CPU offloading\")",
+        path, value);
+  }
+  if (config.plan.schedule == models::PipelineSchedule::kGpipe) {
+    return Error(
+        "Megatron-Core without pipelining runs each micro-batch's forward then its backward "
+        "(forward_backward_no_pipelining), which the offloading's windows follow: drop "
+        "parallelism.schedule \"gpipe\"",
+        path, value);
+  }
+  if (config.training.recompute != models::Recompute::kNone) {
+    return Error(fmt::format("Megatron-Core does not offload activations with activation recompute "
+                             "(training.recompute \"{}\"): choose one",
+                             models::RecomputeName(config.training.recompute)),
+                 path, value);
+  }
+  if (config.gpu.host_bandwidth.bits_per_second() <= 0) {
+    return Error(
+        "activation offloading copies over the GPU's host link: give the custom GPU a "
+        "\"host_bandwidth\" (one direction, e.g. \"55 GB/s\" for PCIe Gen5 x16)",
+        "cluster.gpu.host_bandwidth", "missing");
+  }
+  return Status::Ok();
+}
+
 Status CheckDeepSpeed(const SimulationConfig& config) {
   const ParallelPlan& plan = config.plan;
   if (config.training.framework != models::Framework::kDeepSpeed) return Status::Ok();

@@ -54,5 +54,9 @@ Status CheckSizesFit(const models::TransformerSpec& spec, int64_t micro_batch, i
 Status CheckDeepSpeed(const SimulationConfig& config);
 // training.reshard_after_forward false only under FSDP2 (framework pytorch, zero_stage 3).
 Status CheckFsdp(const SimulationConfig& config);
+// Activation offloading as Megatron-Core allows it (TransformerConfig.__post_init__): Megatron,
+// fewer layers than the model's, no pipeline parallelism, no activation recompute; and a GPU
+// whose host link is known.
+Status CheckActivationOffload(const SimulationConfig& config);
 
 }  // namespace dtsim::strategies

@@ -37,7 +37,11 @@ models::MemoryPlan MemoryPlanOf(const ResolvedConfig& config, int stage) {
                             .grad_dtype = config.training.grad_dtype,
                             .chunk_layers = plan.chunk_layers,
                             .deepspeed = config.training.deepspeed,
-                            .overlap_gradient_reduce = plan.overlap_gradient_reduce};
+                            .overlap_gradient_reduce = plan.overlap_gradient_reduce,
+                            .offloaded_layers = config.training.activation_offload_layers,
+                            .offload_handler = config.training.activation_offload_v1
+                                                   ? models::OffloadHandler::kV1
+                                                   : models::OffloadHandler::kSynchronizer};
 }
 
 namespace {

@@ -223,6 +223,10 @@ Status ReadTraining(const Json& value, TrainingConfig& training) {
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("expandable_segments", training.expandable_segments));
   DTSIM_RETURN_IF_ERROR(
       reader.ReadOptional("reshard_after_forward", training.reshard_after_forward));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("activation_offload_layers",
+                                               training.activation_offload_layers, 0, 1 << 20));
+  DTSIM_RETURN_IF_ERROR(
+      reader.ReadOptional("activation_offload_v1", training.activation_offload_v1));
   DTSIM_RETURN_IF_ERROR(ReadDeepSpeed(reader, training));
   return reader.Finish();
 }

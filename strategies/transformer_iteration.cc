@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "models/memory.h"
+#include "strategies/activation_offload.h"
 #include "strategies/data_parallel_iteration.h"
 #include "strategies/footprint.h"
 #include "strategies/layer_gradients.h"
@@ -151,7 +152,8 @@ class IterationBuilder {
         simulated_data_(symmetric_ ? 1 : plan_.DataIndices()),
         simulated_tensor_(symmetric_ ? 1 : plan_.tensor),
         collectives_(builder_, plan_, simulated_data_, simulated_tensor_),
-        gathers_(builder_, config, cost, collectives_) {
+        gathers_(builder_, config, cost, collectives_),
+        offload_(builder_, config) {
     for (int stage = 0; stage < plan_.pipeline; ++stage) {
       std::vector<std::vector<int>>& chunks = chunk_layers_.emplace_back();
       for (int chunk = 0; chunk < plan_.virtual_stages; ++chunk) {
@@ -160,6 +162,7 @@ class IterationBuilder {
       }
     }
     PlanMemoryTrack(stage_memory);
+    offload_.DrawMemory(std::ssize(stage_memory) == plan_.pipeline);
   }
 
   Expected<IterationGraph> Build() {
@@ -368,8 +371,10 @@ class IterationBuilder {
     for (const int layer : ChunkLayers(stage, chunk)) {
       gathers_.Layer(group, layer, false);
       WeightCast(group, layer);
+      offload_.BeforeForward(group, layer);
       Emit(group, model_.Layer(spec_, layer).forward, layer, "fwd", kComputeCategory);
       HoldMemory(group, Track(stage).layers[static_cast<size_t>(layer)]);
+      offload_.AfterForward(group, layer);
     }
     AmaxReduction(group, stage, chunk, Pass::kForward);
     if (HoldsOutput(stage, chunk)) {
@@ -413,6 +418,7 @@ class IterationBuilder {
     const std::span<const int> layers = ChunkLayers(stage, chunk);
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
       const int layer = *it;
+      offload_.BeforeBackward(group, layer);
       gathers_.Layer(group, layer, true);
       WeightCast(group, layer);
       Emit(group, model_.Layer(spec_, layer).recompute, layer, "recompute", kRecomputeCategory);
@@ -545,6 +551,7 @@ class IterationBuilder {
   std::map<std::tuple<int, const char*, const char*>, LayerNames> names_;  // NamesOf
   int group_dp_ = 0;
   ParameterGathers gathers_;
+  ActivationOffload offload_;
   double expert_load_ = 1.0;
   std::vector<StageMemoryTrack> memory_tracks_;  // per stage
 };

@@ -167,6 +167,20 @@ TEST(MegatronBridgeArgumentsTest, ALlamaPlanAsRunRecipeOverrides) {
   EXPECT_THAT(args.not_expressed[0], HasSubstr("tokenizer.tokenizer_type"));
 }
 
+// Activation offloading: Megatron-LM's --cpu-offloading-num-layers (it derives the switch),
+// Bridge's two provider keys; TE's v1 handler is the environment's, listed.
+TEST(MegatronBridgeArgumentsTest, ActivationOffloading) {
+  ResolvedConfig config = Read(Json::parse(R"({"data": 16, "tensor": 8})"), "none");
+  config.training.activation_offload_layers = 30;
+  config.training.activation_offload_v1 = true;
+  const LaunchArguments megatron = MegatronArguments(config);
+  EXPECT_THAT(megatron.arguments, Contains("--cpu-offloading-num-layers 30"));
+  EXPECT_THAT(megatron.not_expressed, Contains(HasSubstr("NVTE_CPU_OFFLOAD_V1=1")));
+  const LaunchArguments bridge = MegatronBridgeArguments(config);
+  EXPECT_THAT(bridge.arguments, Contains("model.cpu_offloading=true"));
+  EXPECT_THAT(bridge.arguments, Contains("model.cpu_offloading_num_layers=30"));
+}
+
 // FP8 with delayed scaling is Bridge's bf16_with_fp8_delayed_scaling_mixed recipe; ZeRO-3 is
 // Megatron-FSDP; a grid stays listed as Megatron-LM lists it.
 TEST(MegatronBridgeArgumentsTest, Fp8RecipesFsdpAndGrids) {

@@ -129,6 +129,12 @@ TEST(LaunchImportTest, EmittedFlagsReadBackAsThePlan) {
            1));
   ExpectRoundTrip(Plan("gpt3-175b", R"({"data": 8, "tensor": 8, "pipeline": 16, "zero_stage": 1})",
                        R"({"global_batch": 1536, "precision": "fp16"})", 128));
+  // Activation offloading: --cpu-offloading-num-layers.
+  ExpectRoundTrip(Plan("llama3-8b", R"({"data": 4, "tensor": {"size": 2, "sequence_parallel": true},
+      "zero_stage": 1})",
+                       R"({"global_batch": 64, "micro_batch": 2, "seq_len": 8192,
+      "flash_attention": true, "dropout": false, "activation_offload_layers": 16})",
+                       1));
 }
 
 TEST(LaunchImportTest, BadArgumentsNameTheFlag) {

@@ -190,6 +190,23 @@ TEST(NemoImportTest, ModelledKeysBecomeTheSettingsTheyStandFor) {
                        "batch)"));
 }
 
+// NeMo's model.cpu_offloading over cpu_offloading_num_layers: Megatron-Core's
+// --cpu-offloading-num-layers (3 of the 4 layers); without the switch the count is read and
+// means nothing.
+TEST(NemoImportTest, CpuOffloadingIsActivationOffloading) {
+  Expected<ImportedConfig> on =
+      Import(Config("  cpu_offloading: true\n  cpu_offloading_num_layers: 3\n"));
+  ASSERT_TRUE(on.ok()) << on.error().ToString();
+  EXPECT_EQ(on->config["training"]["activation_offload_layers"], 3);
+  Expected<ImportedConfig> off =
+      Import(Config("  cpu_offloading: false\n  cpu_offloading_num_layers: 6\n"));
+  ASSERT_TRUE(off.ok()) << off.error().ToString();
+  EXPECT_FALSE(off->config["training"].contains("activation_offload_layers"));
+  for (const std::string& key : off->not_modelled) {
+    EXPECT_THAT(key, Not(HasSubstr("cpu_offloading"))) << key;
+  }
+}
+
 // "  key: ${.next}${.next}…" (ten times).
 std::string Tenfold(const std::string& key, const std::string& next) {
   std::string line = "  " + key + ": ";
