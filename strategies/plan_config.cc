@@ -40,6 +40,12 @@ Json PlanConfigJson(const Json& base, const PlanChoice& choice, const Json* comp
     training["precision"] = "bf16";  // the search's "without FP8" of an FP8 config
     training.erase("fp8_recipe");
   }
+  if (choice.activation_offload > 0) {
+    training["activation_offload_layers"] = choice.activation_offload;
+  } else {
+    training.erase("activation_offload_layers");
+    training.erase("activation_offload_v1");
+  }
   if (compression != nullptr && compression->is_array() &&
       static_cast<size_t>(choice.compression) < compression->size()) {
     config["compression"] = (*compression)[static_cast<size_t>(choice.compression)];

@@ -281,6 +281,7 @@ Expected<SearchSpace> SearchSpaceFromJson(const Json* value, const SimulationCon
   space.fp8 = {base.training.fp8};
   space.context = {base.plan.context};
   space.context_comm = {base.plan.context_comm};
+  space.activation_offload = {base.training.activation_offload_layers};
   if (value == nullptr) return space;
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(*value, "search"));
   const auto integer = [](int64_t min, int64_t max) {
@@ -321,6 +322,10 @@ Expected<SearchSpace> SearchSpaceFromJson(const Json* value, const SimulationCon
       reader, "context_comm", space.context_comm, [](const Json& v, const std::string& path) {
         return EnumAt<models::ContextComm>(v, path, models::ContextCommNames());
       }));
+  std::vector<int64_t> offload;
+  DTSIM_RETURN_IF_ERROR(
+      ReadList(reader, "activation_offload_layers", offload, integer(0, 1 << 20)));
+  if (!offload.empty()) space.activation_offload.assign(offload.begin(), offload.end());
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("max_virtual_stages", space.max_virtual_stages));
   reader.Allow("memory_headroom");
   if (reader.Has("memory_headroom")) {
@@ -362,6 +367,9 @@ std::string PlanLabel(const PlanChoice& choice, const SearchSpace& space) {
   if (choice.fp8 != models::Fp8Recipe::kNone) {
     label += fmt::format(" · FP8 ({})", models::Fp8RecipeNames()[static_cast<size_t>(choice.fp8)]);
   }
+  if (choice.activation_offload > 0) {
+    label += fmt::format(" · offload {} layers", choice.activation_offload);
+  }
   return label;
 }
 
@@ -381,8 +389,28 @@ std::vector<std::pair<int, models::ContextComm>> ContextChoices(const SearchSpac
   return choices;
 }
 
+// The activation offloading layer counts of the space that Megatron-Core allows on the plan
+// (CheckActivationOffload): any without pipelining or recompute, below the model's layers; 0
+// otherwise (once).
+std::vector<int> OffloadChoices(const SimulationConfig& base, const SearchSpace& space,
+                                const ParallelPlan& plan, models::Recompute recompute,
+                                bool transformer) {
+  std::vector<int> choices;
+  for (const int layers : space.activation_offload) {
+    const bool allowed = layers == 0 || (transformer && plan.pipeline == 1 &&
+                                         recompute == models::Recompute::kNone &&
+                                         layers < base.model.transformer.layers);
+    const int choice = allowed ? layers : 0;
+    if (std::find(choices.begin(), choices.end(), choice) == choices.end()) {
+      choices.push_back(choice);
+    }
+  }
+  if (choices.empty()) choices.push_back(0);
+  return choices;
+}
+
 // The plan with every training choice of the space: ZeRO stage, micro-batch, recompute,
-// compression and FP8.
+// compression, FP8 and activation offloading.
 void AddTrainingChoices(const SimulationConfig& base, const SearchSpace& space,
                         const ParallelPlan& plan, bool transformer,
                         std::vector<PlanChoice>& plans) {
@@ -401,12 +429,15 @@ void AddTrainingChoices(const SimulationConfig& base, const SearchSpace& space,
           continue;
         }
         for (const auto& [method, fp8] : Variants(methods, plan.tensor_layout, space)) {
-          PlanChoice& choice = plans.emplace_back(PlanChoice{.plan = plan,
-                                                             .micro_batch = micro_batch,
-                                                             .recompute = recompute,
-                                                             .compression = method,
-                                                             .fp8 = fp8});
-          choice.plan.zero_stage = zero;
+          for (const int offload : OffloadChoices(base, space, plan, recompute, transformer)) {
+            PlanChoice& choice = plans.emplace_back(PlanChoice{.plan = plan,
+                                                               .micro_batch = micro_batch,
+                                                               .recompute = recompute,
+                                                               .compression = method,
+                                                               .fp8 = fp8,
+                                                               .activation_offload = offload});
+            choice.plan.zero_stage = zero;
+          }
         }
       }
     }
@@ -486,6 +517,8 @@ SimulationConfig ConfigFor(const SimulationConfig& base, const SearchSpace& spac
   config.compression = space.compression[static_cast<size_t>(choice.compression)];
   config.training.fp8 = choice.fp8;
   if (choice.fp8 != models::Fp8Recipe::kNone) config.training.dtype = DType::kBf16;
+  config.training.activation_offload_layers = choice.activation_offload;
+  if (choice.activation_offload == 0) config.training.activation_offload_v1 = false;
   return config;
 }
 

@@ -54,6 +54,10 @@ struct SearchSpace {
   // reported invalid like any other plan.
   std::vector<int> context;
   std::vector<models::ContextComm> context_comm;
+  // Activation offloading's layer counts ("activation_offload_layers": [0, 20, 40];
+  // training.activation_offload_layers); by default only the config's own. Tried where
+  // Megatron-Core allows it (no pipeline, no recompute, fewer than the model's layers).
+  std::vector<int> activation_offload;
   // Memory a plan must leave free on each GPU beyond what the memory model counts (which has the
   // CUDA context, `runtime_bytes`, and NCCL's buffers, `nccl_bytes`, but the caching
   // allocator's reserve only for a one-GPU eager PyTorch loop, `allocator_reserve_bytes`):
@@ -72,6 +76,7 @@ struct PlanChoice {
   models::Recompute recompute = models::Recompute::kNone;
   int compression = 0;  // index into SearchSpace::compression
   models::Fp8Recipe fp8 = models::Fp8Recipe::kNone;
+  int activation_offload = 0;  // layers (training.activation_offload_layers)
 };
 
 // "DP 8 × TP 8 (1d, SP) × PP 16 (1f1b) · mb 1 · ZeRO 1 · recompute selective".

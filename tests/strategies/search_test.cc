@@ -269,6 +269,39 @@ TEST(SearchTest, Fp8IsADimensionOnOneDimensionalTensorLayouts) {
   EXPECT_GT(priced, 0U);
 }
 
+TEST(SearchTest, ActivationOffloadingIsADimensionWhereMegatronAllowsIt) {
+  // The small search (8 layers, 16 GPUs) with 0, 4 and 8 offloaded layers and recompute none
+  // or full: 4 is tried on plans without pipelining or recompute, 8 (the model's layers) never,
+  // and every other plan runs without offloading once. The top plans still equal brute force
+  // (the bound holds: offloading only adds waits), and the offloading plans are labelled.
+  Json json = SmallSearch();
+  json["cluster"]["gpu"]["memory"] = "80 GiB";
+  json["search"] = Json::parse(R"({"micro_batches": [1, 2], "zero_stages": [0, 1],
+                                   "recompute": ["none", "full"], "tensor_modes": ["1d"],
+                                   "activation_offload_layers": [0, 4, 8]})");
+  const SearchSetup setup = Read(json);
+  size_t offloading = 0;
+  size_t without = 0;
+  for (const PlanChoice& plan : EnumeratePlans(setup.base, setup.space)) {
+    const std::string label = PlanLabel(plan, setup.space);
+    EXPECT_NE(plan.activation_offload, 8) << label;
+    if (plan.activation_offload == 0) {
+      ++without;
+      continue;
+    }
+    ++offloading;
+    EXPECT_EQ(plan.plan.pipeline, 1) << label;
+    EXPECT_EQ(plan.recompute, models::Recompute::kNone) << label;
+    EXPECT_THAT(label, testing::EndsWith("· offload 4 layers"));
+    const SimulationConfig config = ConfigFor(setup.base, setup.space, plan);
+    EXPECT_EQ(config.training.activation_offload_layers, 4);
+  }
+  EXPECT_GT(offloading, 0U);
+  EXPECT_GT(without, offloading);
+  const Expected<SearchResult> result = SearchTopThreeAsBruteForce(setup);
+  ASSERT_TRUE(result.ok()) << result.error().ToString();
+}
+
 TEST(SearchTest, ContextParallelismIsADimension) {
   // 8,192-token sequences on 16 H100s with 2.75 GiB each: the search over CP 1, 2, 4 with both
   // variants (and FP8 or not) still equals brute force (the bound holds for ring and all-to-all

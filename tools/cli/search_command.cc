@@ -227,6 +227,7 @@ std::string Differences(const EvaluatedPlan& a, const EvaluatedPlan& b, const Se
     return space.compression[static_cast<size_t>(p.choice.compression)].method;
   };
   differ("compression", method(a), method(b));
+  differ("offloaded layers", a.choice.activation_offload, b.choice.activation_offload);
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 

@@ -189,6 +189,10 @@ const std::vector<Column>& Columns() {
              [](const Json& c, EvaluatedPlan& p) {
                return GetName(c, models::Fp8RecipeNames(), p.choice.fp8);
              }}),
+      // Since 1.5: the layers whose activations are offloaded (training.activation_offload_layers).
+      Later(PlanInt(
+          "activation_offload_layers",
+          [](auto& p) -> auto& { return p.choice.activation_offload; })),
       PlanInt(
           "memory_bytes", [](auto& p) -> auto& { return p.memory_bytes; }),
       // Since 1.4: the caching allocator's reserve memory_bytes counts, or null where dtsim does
