@@ -256,6 +256,13 @@ TEST_F(SimulateCommandTest, SummaryShowsOnlyThePlanTheModelHas) {
           .kind,
       CommandOutcome::Kind::kOk);
   EXPECT_THAT(output_.str(), HasSubstr("DP 4 × TP 4 (SP) × PP 1, 4 micro-batches of 4"));
+  // Activation offloading is said after the recompute policy.
+  ASSERT_EQ(Simulate({kSmall, "--set", "parallelism.pipeline.size=1", "--set", "parallelism.data=4",
+                      "--set", "training.recompute=none", "--set",
+                      "training.activation_offload_layers=6"})
+                .kind,
+            CommandOutcome::Kind::kOk);
+  EXPECT_THAT(output_.str(), HasSubstr("recompute none, 6 layers' activations offloaded"));
   ASSERT_EQ(Simulate({kSmall, "--set", "parallelism.pipeline.layers=[10,14]"}).kind,
             CommandOutcome::Kind::kOk);
   EXPECT_THAT(output_.str(), HasSubstr("stage layers   10, 14 (as given)"));

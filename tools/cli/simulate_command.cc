@@ -136,6 +136,14 @@ std::string PrecisionNote(const strategies::TrainingConfig& training) {
   return note;
 }
 
+// ", 16 layers' activations offloaded (TE v1)" with activation offloading.
+std::string OffloadNote(const strategies::TrainingConfig& training) {
+  if (training.activation_offload_layers == 0) return "";
+  return fmt::format(", {} {} activations offloaded{}", training.activation_offload_layers,
+                     training.activation_offload_layers == 1 ? "layer's" : "layers'",
+                     training.activation_offload_v1 ? " (TE v1)" : "");
+}
+
 // "DP 2 × TP 4 (SP) × PP 2 (1f1b), 8 micro-batches of 4, ZeRO 1, recompute selective"; a model
 // trained data parallel only (ResNet) shows no tensor or pipeline sizes, and one stage no
 // schedule; parameter servers are named after the ZeRO stage.
@@ -172,18 +180,18 @@ std::string PlanLine(const SimulationConfig& c) {
       c.plan.expert > 1 || folded
           ? fmt::format(" (EP {}{})", c.plan.expert, folded ? " over TP × DP, expert TP 1" : "")
           : "";
-  return fmt::format("DP {}{}{} × TP {}{}{} × PP {}{}{}, {}, recompute {}{}{}{}", c.plan.data,
-                     folded ? "" : experts, context, c.plan.tensor, TensorNote(c.plan),
-                     folded ? experts : "", c.plan.pipeline,
-                     c.plan.pipeline > 1
-                         ? fmt::format(" ({})", models::PipelineScheduleName(c.plan.schedule))
-                         : "",
-                     order == "tp-dp-pp" ? "" : fmt::format(", ranks in order {}", order), batches,
-                     RecomputeText(c.training),
-                     c.training.recompute_every > 1
-                         ? fmt::format(" on every {} layer", Ordinal(c.training.recompute_every))
-                         : "",
-                     fp8 + PrecisionNote(c.training), FrameworkNote(c.training));
+  return fmt::format(
+      "DP {}{}{} × TP {}{}{} × PP {}{}{}, {}, recompute {}{}{}{}", c.plan.data,
+      folded ? "" : experts, context, c.plan.tensor, TensorNote(c.plan), folded ? experts : "",
+      c.plan.pipeline,
+      c.plan.pipeline > 1 ? fmt::format(" ({})", models::PipelineScheduleName(c.plan.schedule))
+                          : "",
+      order == "tp-dp-pp" ? "" : fmt::format(", ranks in order {}", order), batches,
+      RecomputeText(c.training),
+      c.training.recompute_every > 1
+          ? fmt::format(" on every {} layer", Ordinal(c.training.recompute_every))
+          : "",
+      fp8 + PrecisionNote(c.training) + OffloadNote(c.training), FrameworkNote(c.training));
 }
 
 std::string SizeText(int64_t bytes) {
