@@ -52,8 +52,9 @@ std::vector<graph::TaskId> ActivationOffload::Copy(PeerGroup& group, StreamRole 
     const graph::TaskId copy =
         builder_.AddTask(RoleStream(builder_, group.ranks()[i], role), graph::TaskKind::kMemcpy,
                          name, kOffloadCategory, CopyTime(layer));
-    const std::optional<graph::TaskId> after =
-        out && handler_ == OffloadHandler::kSynchronizer ? layer_start_[i] : group.last(i);
+    const bool from_start =
+        out && handler_ == OffloadHandler::kSynchronizer && i < layer_start_.size();
+    const std::optional<graph::TaskId> after = from_start ? layer_start_[i] : group.last(i);
     if (after) builder_.AddDependency(copy, *after);
     copies.push_back(copy);
   }
