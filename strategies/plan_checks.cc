@@ -202,10 +202,11 @@ Status CheckActivationOffload(const SimulationConfig& config) {
   const std::string path = "training.activation_offload_layers";
   const std::string value = std::to_string(offloaded);
   if (config.training.framework != models::Framework::kMegatron) {
-    return Error(fmt::format("activation offloading is modelled as Megatron-Core runs it "
-                             "(Transformer Engine's --cpu-offloading), not under \"{}\"",
-                             models::FrameworkName(config.training.framework)),
-                 path, value);
+    return Error(
+        fmt::format("activation offloading is modelled as Megatron-Core runs it "
+                    "(Transformer Engine's, --cpu-offloading-num-layers), not under \"{}\"",
+                    models::FrameworkName(config.training.framework)),
+        path, value);
   }
   const int layers = config.model.transformer.layers;
   if (offloaded >= layers) {

@@ -390,14 +390,15 @@ std::vector<std::pair<int, models::ContextComm>> ContextChoices(const SearchSpac
 }
 
 // The activation offloading layer counts of the space that Megatron-Core allows on the plan
-// (CheckActivationOffload): any without pipelining or recompute, below the model's layers; 0
-// otherwise (once).
+// (CheckActivationOffload): under Megatron, without pipelining or recompute, below the model's
+// layers; 0 otherwise (once).
 std::vector<int> OffloadChoices(const SimulationConfig& base, const SearchSpace& space,
                                 const ParallelPlan& plan, models::Recompute recompute,
                                 bool transformer) {
   std::vector<int> choices;
   for (const int layers : space.activation_offload) {
     const bool allowed = layers == 0 || (transformer && plan.pipeline == 1 &&
+                                         base.training.framework == models::Framework::kMegatron &&
                                          recompute == models::Recompute::kNone &&
                                          layers < base.model.transformer.layers);
     const int choice = allowed ? layers : 0;
