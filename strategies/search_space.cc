@@ -1,0 +1,119 @@
+// Reading a search space: the config's "search" section (docs/search.md).
+#include <fmt/format.h>
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/base/quantity.h"
+#include "sim/base/strings.h"
+#include "strategies/search.h"
+
+namespace dtsim::strategies {
+namespace {
+
+// A non-empty array at `key` of `reader`, each element read by `element(value, path)`.
+template <typename T, typename ReadElement>
+Status ReadList(JsonObjectReader& reader, std::string_view key, std::vector<T>& out,
+                ReadElement element) {
+  reader.Allow(key);
+  const Json* list = reader.Find(key);
+  if (list == nullptr) return Status::Ok();
+  const std::string path = JsonChildPath(reader.path(), key);
+  if (!list->is_array() || list->empty()) {
+    return Error("expected a non-empty array", path, JsonValueForError(*list));
+  }
+  out.clear();
+  for (size_t i = 0; i < list->size(); ++i) {
+    DTSIM_ASSIGN_OR_RETURN(T value, element((*list)[i], JsonIndexPath(path, i)));
+    out.push_back(std::move(value));
+  }
+  return Status::Ok();
+}
+
+// One of `names` at `path`, as its index.
+template <typename Enum>
+Expected<Enum> EnumAt(const Json& value, const std::string& path,
+                      std::span<const std::string_view> names) {
+  if (value.is_string()) {
+    const std::string name = value.get<std::string>();
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (names[i] == name) return static_cast<Enum>(i);
+    }
+    return Error(
+        fmt::format("unknown value{}; known: {}", DidYouMean(name, names), JoinQuoted(names)), path,
+        Quote(name));
+  }
+  return Error(fmt::format("expected one of {}", JoinQuoted(names)), path,
+               JsonValueForError(value));
+}
+
+Expected<bool> BoolAt(const Json& v, const std::string& path) {
+  if (!v.is_boolean()) return Error("expected true or false", path, JsonValueForError(v));
+  return v.get<bool>();
+}
+
+}  // namespace
+
+Expected<SearchSpace> SearchSpaceFromJson(const Json* value, const SimulationConfig& base) {
+  SearchSpace space;
+  space.compression = {base.compression};
+  space.fp8 = {base.training.fp8};
+  space.context = {base.plan.context};
+  space.context_comm = {base.plan.context_comm};
+  space.activation_offload = {base.training.activation_offload_layers};
+  if (value == nullptr) return space;
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(*value, "search"));
+  const auto integer = [](int64_t min, int64_t max) {
+    return
+        [min, max](const Json& v, const std::string& path) { return JsonToInt(v, path, min, max); };
+  };
+  DTSIM_RETURN_IF_ERROR(
+      ReadList(reader, "micro_batches", space.micro_batches, integer(1, 1 << 20)));
+  std::vector<int64_t> zero;
+  DTSIM_RETURN_IF_ERROR(ReadList(reader, "zero_stages", zero, integer(0, 3)));
+  if (!zero.empty()) space.zero_stages.assign(zero.begin(), zero.end());
+  DTSIM_RETURN_IF_ERROR(
+      ReadList(reader, "recompute", space.recompute, [](const Json& v, const std::string& path) {
+        return EnumAt<models::Recompute>(v, path, models::RecomputeNames());
+      }));
+  DTSIM_RETURN_IF_ERROR(
+      ReadList(reader, "schedules", space.schedules, [](const Json& v, const std::string& path) {
+        return EnumAt<models::PipelineSchedule>(v, path, models::PipelineScheduleNames());
+      }));
+  DTSIM_RETURN_IF_ERROR(ReadList(
+      reader, "tensor_modes", space.tensor_modes, [](const Json& v, const std::string& path) {
+        return EnumAt<models::TensorLayout>(v, path, models::TensorLayoutNames());
+      }));
+  DTSIM_RETURN_IF_ERROR(ReadList(reader, "sequence_parallel", space.sequence_parallel, BoolAt));
+  DTSIM_RETURN_IF_ERROR(ReadList(reader, "compression", space.compression, CompressionFromJson));
+  const models::Fp8Recipe recipe = base.training.fp8 != models::Fp8Recipe::kNone
+                                       ? base.training.fp8
+                                       : models::Fp8Recipe::kDelayed;
+  const auto fp8 = [recipe](const Json& v, const std::string& path) -> Expected<models::Fp8Recipe> {
+    DTSIM_ASSIGN_OR_RETURN(const bool on, BoolAt(v, path));
+    return on ? recipe : models::Fp8Recipe::kNone;
+  };
+  DTSIM_RETURN_IF_ERROR(ReadList(reader, "fp8", space.fp8, fp8));
+  std::vector<int64_t> context;
+  DTSIM_RETURN_IF_ERROR(ReadList(reader, "context", context, integer(1, 1 << 20)));
+  if (!context.empty()) space.context.assign(context.begin(), context.end());
+  DTSIM_RETURN_IF_ERROR(ReadList(
+      reader, "context_comm", space.context_comm, [](const Json& v, const std::string& path) {
+        return EnumAt<models::ContextComm>(v, path, models::ContextCommNames());
+      }));
+  std::vector<int64_t> offload;
+  DTSIM_RETURN_IF_ERROR(
+      ReadList(reader, "activation_offload_layers", offload, integer(0, 1 << 20)));
+  if (!offload.empty()) space.activation_offload.assign(offload.begin(), offload.end());
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("max_virtual_stages", space.max_virtual_stages));
+  reader.Allow("memory_headroom");
+  if (reader.Has("memory_headroom")) {
+    DTSIM_ASSIGN_OR_RETURN(space.memory_headroom, reader.Size("memory_headroom"));
+  }
+  DTSIM_RETURN_IF_ERROR(reader.Finish());
+  return space;
+}
+
+}  // namespace dtsim::strategies
