@@ -1,0 +1,224 @@
+// The backward of the Llama replay (models/eager_llama_replay.h): the loss, each block's MLP and
+// attention in reverse, the embedding.
+#include <algorithm>
+#include <array>
+#include <tuple>
+
+#include "models/eager_llama_replay.h"
+
+namespace dtsim::models::eager_llama {
+
+Status Replay::LinearBackward(int l, int grad_out, int grad_in, int64_t in_features,
+                              int64_t out_features, int weight, int in, int grad_in32, int param) {
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGWeight, in_features * out_features * 2));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, grad_in, t_ * in_features * 2));
+  if (grad_out >= 0) Free(kModel, grad_out);
+  if (!bf16_) Free(l, weight);
+  if (in >= 0) Free(l, in);
+  if (grad_in32 >= 0) {
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, grad_in32, t_ * in_features * 4));
+    Free(kModel, grad_in);
+    if (grad_in32 == kGIn32) Free(kModel, kGIn32);
+  }
+  if (!fsdp_) return Grad(param, kGWeight);
+  fsdp_->AddGradient(GroupOf(param), TakeBuffer(kModel, kGWeight));
+  return Status::Ok();
+}
+
+Status Replay::NormBackward(int l, int grad_out, int rstd, int input_layer, int input, int param) {
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGNorm, t_ * h_ * act_));
+  DTSIM_RETURN_IF_ERROR(ParamGrad(param, h_));
+  Free(kModel, grad_out);
+  Free(input_layer, input);
+  Free(l, rstd);
+  Free(kModel, kGNorm);  // added into the residual's gradient
+  FinishAccumulation();
+  return Status::Ok();
+}
+
+Status Replay::MlpBackward(int l) {
+  const int64_t t = t_, h = h_, f = f_;
+  // w2 (under autocast from the residual's gradient's bf16 cast, else from it); S·b (grads for
+  // b, then for S); w3; silu; w1 (its input's gradient added into w3's: under autocast into the
+  // fp32 cast of w3's, else summed into a new tensor).
+  DTSIM_RETURN_IF_ERROR(
+      LinearBackward(l, bf16_ ? -1 : kGO2, kGP, f, h, kW2, kP, -1, Param(l, kW2Weight)));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGB, t * f * 2));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGS, t * f * 2));
+  Free(kModel, kGP);
+  Free(l, kB);
+  Free(l, kS);
+  if (bf16_) {
+    DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGB, kGN2, h, f, kW3, -1, -1, Param(l, kW3Weight)));
+  } else {
+    DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGB, kGIn, h, f, kW3, kIn3, kGN2, Param(l, kW3Weight)));
+  }
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGA, t * f * 2));
+  Free(kModel, kGS);
+  Free(l, kA);
+  if (bf16_) {
+    DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGA, kGIn, h, f, kW1, kN2, -1, Param(l, kW1Weight)));
+    DTSIM_RETURN_IF_ERROR(SumInputGradients(kGN2));
+    return NormBackward(l, kGSum, kN2Rstd, l, kH, Param(l, kFfnNorm));
+  }
+  DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGA, kGIn, h, f, kW1, kIn1, kGIn32, Param(l, kW1Weight)));
+  return NormBackward(l, kGN2, kN2Rstd, l, kH, Param(l, kFfnNorm));
+}
+
+Status Replay::RotaryBackward() {
+  const int64_t t = t_;
+  // type_as's backward (k, then q) to fp32; the complex products' (each with the table's
+  // conjugate made); float()'s back to bf16.
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGKf, t * kv_ * 4));
+  if (!Ring() || repeats_ > 1) Free(kModel, kGKr);  // else a view of ring attention's kGV
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGQf, t * q_ * 4));
+  Free(kModel, kDq);
+  const int64_t table = seq_ * spec_.head_dim() * 4;  // the rank's part under CP
+  for (const auto& [from, to, width] : {std::tuple{kGKf, kGKc, kv_}, {kGQf, kGQc, q_}}) {
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kConj, table));
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, to, t * width * 4));
+    Free(kModel, kConj);
+    Free(kModel, from);
+  }
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGK, t * kv_ * 2));
+  Free(kModel, kGKc);
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGQ, t * q_ * 2));
+  Free(kModel, kGQc);
+  return Status::Ok();
+}
+
+Status Replay::AttentionBackward(int l) {
+  const int64_t t = t_;
+  if (!bf16_) DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGO, t * h_ * 2));  // the residual's, cast
+  DTSIM_RETURN_IF_ERROR(LinearBackward(l, bf16_ ? -1 : kGO, kGAtt, q_, h_, kWo,
+                                       Ring() ? kAttContiguous : -1, -1, Param(l, kWoWeight)));
+  // Flash attention's backward: dq, dk, dv over every head, and one workspace (dq's fp32
+  // accumulator and the softmax's row sums, and 256 B more: the size the record shows). With one
+  // head per key-value head, dk and dv are the k and v gradients; else repeat_kv's backward sums
+  // them back per key-value head. Ring attention's dk and dv are views of one buffer, kept in
+  // the slot freed last (dk's, or with one head per key-value head v's).
+  const bool repeated = repeats_ > 1;
+  if (Ring()) {
+    DTSIM_RETURN_IF_ERROR(RingOf(l).Backward());
+  } else {
+    for (const int grad : {kDq, repeated ? kDk : kGKr, repeated ? kDv : kGV}) {
+      DTSIM_RETURN_IF_ERROR(Alloc(kModel, grad, t * q_ * 2));
+    }
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kWorkspace, t * q_ * 4 + lse_ + kFlashScratchBytes));
+    Free(kModel, kWorkspace);
+  }
+  Free(kModel, kGAtt);
+  for (const int tensor : {kQr, kLse, kAtt, kSeed, kOffset}) Free(l, tensor);
+  const std::array<int, 2> keys_values =
+      repeated ? std::array<int, 2>{kKeys, kValues} : std::array<int, 2>{kKr, kV};
+  for (const int tensor : keys_values) Free(l, tensor);
+  if (repeated) {
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGV, t * kv_ * 2));
+    if (!Ring()) Free(kModel, kDv);
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGKr, t * kv_ * 2));
+    Free(kModel, kDk);
+  }
+  DTSIM_RETURN_IF_ERROR(RotaryBackward());
+  if (bf16_) {
+    // wv, wk, wq: the first two inputs' gradients summed, wq's added into the sum.
+    DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGV, kGN1, h_, kv_, kWv, -1, -1, Param(l, kWvWeight)));
+    DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGK, kGIn, h_, kv_, kWk, -1, -1, Param(l, kWkWeight)));
+    DTSIM_RETURN_IF_ERROR(SumInputGradients(kGN1));
+    DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGQ, kGIn, h_, q_, kWq, kN1, -1, Param(l, kWqWeight)));
+    Free(kModel, kGIn);
+    return NormBackward(l, kGSum, kN1Rstd, l, kX, Param(l, kAttentionNorm));
+  }
+  // wv, wk, wq: their inputs' gradients added up in fp32.
+  DTSIM_RETURN_IF_ERROR(
+      LinearBackward(l, kGV, kGIn, h_, kv_, kWv, kInV, kGN1, Param(l, kWvWeight)));
+  DTSIM_RETURN_IF_ERROR(
+      LinearBackward(l, kGK, kGIn, h_, kv_, kWk, kInK, kGIn32, Param(l, kWkWeight)));
+  DTSIM_RETURN_IF_ERROR(
+      LinearBackward(l, kGQ, kGIn, h_, q_, kWq, kInQ, kGIn32, Param(l, kWqWeight)));
+  return NormBackward(l, kGN1, kN1Rstd, l, kX, Param(l, kAttentionNorm));
+}
+
+Status Replay::EmbeddingBackward() {
+  // embedding_dense_backward (CUDA): sorted and original indices and their counts (int64,
+  // one per token), the weight's .grad, and partial sums per segment of at most 10 tokens:
+  // at most tokens / 10 + min(tokens, vocabulary) rows (a few kilobytes of sort scratch left
+  // out).
+  const int64_t index = t_ * 8;
+  for (const int tensor : {kSort1, kSort2, kSort3}) {
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, tensor, index));
+  }
+  Free(kModel, kSort3);
+  DTSIM_RETURN_IF_ERROR(ParamGrad(0, v_ * h_));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kSort4, index));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kSortSeed, 8));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kSort5, index));
+  Free(kModel, kSort5);
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kSort6, index));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kSort7, index));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kSortSeed2, 8));
+  const int64_t partial_rows = t_ / 10 + std::min(t_, v_);
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kPartial, partial_rows * h_ * 4));
+  for (const int tensor :
+       {kPartial, kSortSeed2, kSort7, kSort6, kSortSeed, kSort4, kSort2, kSort1}) {
+    Free(kModel, tensor);
+  }
+  return Status::Ok();
+}
+
+Status Replay::Backward() {
+  const int64_t t = t_, h = h_, v = v_;
+  const int layers = spec_.layers;
+  // The loss: nll_loss's dense gradient, log_softmax's, the cast back to bf16.
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLoss, 4));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGNll, t * v * 4));
+  Free(kModel, kTotalWeight);
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLsm, t * v * 4));
+  Free(kModel, kGNll);
+  Free(kModel, kLogSoftmax);
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLogits, t * v * 2));
+  Free(kModel, kGLsm);
+  // FSDP2: the root's pre-backward (the logits' gradient made) unshards it and prefetches the
+  // last block (which kept its parameters).
+  if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PreBackward(Root(), layers - 1));
+  const int output = 1 + layers * kBlockParameters + 1;
+  if (bf16_) {
+    DTSIM_RETURN_IF_ERROR(LinearBackward(kModel, kGLogits, kGNf, h, v, kWout, kNf, -1, output));
+  } else {
+    DTSIM_RETURN_IF_ERROR(
+        LinearBackward(kModel, kGLogits, kGIn, h, v, kWout, kInOut, kGNf, output));
+  }
+  // The final norm's backward starts the residual's gradient.
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGRes, t * h * act_));
+  DTSIM_RETURN_IF_ERROR(ParamGrad(output - 1, h));
+  Free(kModel, kGNf);
+  Free(layers, kX);
+  Free(kModel, kNfRstd);
+  FinishAccumulation();
+  for (int l = layers - 1; l >= 0; --l) {
+    // FSDP2's pre-backward (the block's output's gradient made) unshards the block and
+    // prefetches the one before. Under autocast, the residual's gradient cast to bf16 for w2's
+    // output. A checkpointed block is recomputed as its first saved tensor is asked for.
+    if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PreBackward(l, l - 1));
+    if (!bf16_) DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGO2, t * h * 2));
+    if (Checkpointed(l)) {
+      DTSIM_RETURN_IF_ERROR(BlockForward(l, OpPolicy() ? Mode::kOpRecompute : Mode::kRecompute));
+    }
+    DTSIM_RETURN_IF_ERROR(MlpBackward(l));
+    DTSIM_RETURN_IF_ERROR(AttentionBackward(l));
+    // w2's stored output, which no backward reads, goes with the checkpoint's frame.
+    if (Checkpointed(l) && OpPolicy()) Free(l, kO2);
+    if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PostBackward(l));
+  }
+  DTSIM_RETURN_IF_ERROR(EmbeddingBackward());
+  Free(kModel, kGRes);
+  FinishAccumulation();  // the embedding's
+  if (fsdp_) {           // the root's post-backward, from the final callback
+    DTSIM_RETURN_IF_ERROR(fsdp_->PostBackward(Root()));
+    fsdp_->FinishBackward();
+  }
+  Free(kModel, kGLoss);
+  Free(kModel, kLoss);  // read by .item() after the optimizer's step: 4 B, freed here
+  return Status::Ok();
+}
+
+}  // namespace dtsim::models::eager_llama

@@ -1,0 +1,365 @@
+// The replay of models/eager_llama.h, shared by eager_llama.cc (its setup and forward) and
+// eager_llama_backward.cc (its backward): the tensors of a block by role, the parameters, how a
+// block's forward runs, and the replay itself. Internal to those two files.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "models/eager_allocations.h"
+#include "models/eager_fsdp.h"
+#include "models/eager_ring_attention.h"
+#include "models/eager_tensors.h"
+#include "models/model_spec.h"
+#include "sim/base/status.h"
+
+namespace dtsim::models::eager_llama {
+
+constexpr int kModel = kEagerModel;
+
+// The tensors of one block (layer l) or around the blocks (kModel), by role.
+enum Tensor : int {
+  // a block's forward: its input x (fp32), the attention norm's output and 1/rms, the weight
+  // casts (W…) and input casts (In…) of the seven linear layers, their outputs (q, k, v, o, a =
+  // w1 x, b = w3 x, o2), the rotary steps (fp32 copies, complex products, bf16 results), the
+  // repeated keys and values, flash attention's philox seed and offset, output and log-sum-exp,
+  // the residual h between attention and MLP, silu(a) (S) and S·b (P)
+  kX,
+  kN1,
+  kN1Rstd,
+  kWq,
+  kInQ,
+  kQ,
+  kWk,
+  kInK,
+  kK,
+  kWv,
+  kInV,
+  kV,
+  kQf,
+  kKf,
+  kQc,
+  kKc,
+  kQr,
+  kKr,
+  kKeys,
+  kValues,
+  kSeed,
+  kOffset,
+  kAtt,
+  kLse,
+  kAttContiguous,  // under context parallelism, the merged output made contiguous for wo
+  kScratch,
+  kWo,
+  kO,
+  kH,
+  kN2,
+  kN2Rstd,
+  kW1,
+  kIn1,
+  kA,
+  kS,
+  kW3,
+  kIn3,
+  kB,
+  kP,
+  kW2,
+  kO2,
+  // around the blocks
+  kNf,
+  kNfRstd,
+  kWout,
+  kInOut,
+  kLogits,
+  kLogits32,
+  kLogSoftmax,
+  kLoss,
+  kTotalWeight,
+  // gradients in flight (G…) and the backward's buffers
+  kGLoss,
+  kGNll,
+  kGLsm,
+  kGLogits,
+  kGWeight,  // a linear layer's weight gradient in bf16, before its .grad
+  kGIn,      // its input's gradient in bf16
+  kGIn32,    // … cast back to fp32 (autocast's input cast) and added into another at once
+  kGSum,     // without autocast, the first two input gradients of a shared input summed
+  kGNf,      // the final norm's output's gradient
+  kGRes,     // the residual stream's gradient, which every norm's backward adds into
+  kGNorm,
+  kGO2,
+  kGP,
+  kGB,
+  kGS,
+  kGA,
+  kGN2,
+  kGO,
+  kGAtt,
+  kDq,
+  kDk,
+  kDv,
+  kWorkspace,
+  kGV,
+  kGKr,
+  kGKf,
+  kGQf,
+  kConj,
+  kGKc,
+  kGQc,
+  kGK,
+  kGQ,
+  kGN1,
+  kSort1,  // embedding_dense_backward's index buffers and partial sums
+  kSort2,
+  kSort3,
+  kSort4,
+  kSort5,
+  kSort6,
+  kSort7,
+  kSortSeed,
+  kSortSeed2,
+  kPartial,
+  // context_parallel(): the rotation table's copy to restore, the three buffers' shards (inputs,
+  // labels, table) and the last one's clone
+  kCpTable,
+  kCpInputs,
+  kCpLabels,
+  kCpFreqs,
+  kCpClone,
+  kTensorKinds
+};
+
+// Parameters in module order: the embedding, each block's nine, the final norm, the output.
+enum BlockParameter : int {
+  kAttentionNorm,
+  kWqWeight,
+  kWkWeight,
+  kWvWeight,
+  kWoWeight,
+  kFfnNorm,
+  kW1Weight,
+  kW2Weight,
+  kW3Weight,
+  kBlockParameters
+};
+
+// How a block's forward runs: saving what its backward needs, checkpointed (keeping nothing
+// but its input), under torchtitan's op policy (keeping the outputs it must save), or the
+// recompute in backward of either (saving, up to the last saved tensor:
+// torch.utils.checkpoint's early stop; the op policy's outputs come from its store).
+enum class Mode { kSave, kCheckpoint, kOpForward, kRecompute, kOpRecompute };
+
+// The op policy's stored outputs (gpt2_step.op_policy_contexts, counting the block's seven
+// matmuls): wq's, wv's, w1's and w2's (the odd ones) and flash attention's.
+inline bool OpStored(int tensor) {
+  return tensor == kQ || tensor == kV || tensor == kA || tensor == kO2 || tensor == kAtt ||
+         tensor == kLse || tensor == kSeed || tensor == kOffset;
+}
+
+class Replay : private EagerTensors {
+ public:
+  Replay(const TransformerSpec& spec, const EagerRun& run)
+      : EagerTensors(spec, run, kTensorKinds),
+        spec_(spec),
+        run_(run),
+        h_(spec.hidden),
+        q_(spec.q_dim()),
+        kv_(spec.kv_dim()),
+        f_(spec.ffn_hidden),
+        v_(spec.PaddedVocab(1)),
+        seq_(run.seq_len / run.context_ranks),
+        t_(run.micro_batch * seq_),
+        lse_(run.micro_batch * spec.heads * seq_ * 4),
+        repeats_(spec.heads / spec.kv_heads),
+        bf16_(run.fsdp_ranks > 0),
+        act_(bf16_ ? 2 : 4) {
+    if (bf16_) {
+      fsdp_ = std::make_unique<FsdpGroups>(static_cast<EagerTensors&>(*this), run.fsdp_ranks,
+                                           FsdpGroupSpecs());
+    }
+  }
+
+  Expected<EagerPeaks> Run() {
+    DTSIM_RETURN_IF_ERROR(Parameters());
+    // The rotation table (seq × head_dim/2 complex64), the token ids, inputs and targets.
+    DTSIM_RETURN_IF_ERROR(Hold(run_.seq_len * spec_.head_dim() * 4));
+    DTSIM_RETURN_IF_ERROR(Hold(run_.micro_batch * (run_.seq_len + 1) * 8));
+    for (int tensor = 0; tensor < 2; ++tensor) {
+      DTSIM_RETURN_IF_ERROR(Hold(run_.micro_batch * run_.seq_len * 8));
+    }
+    return RunSteps(run_, [this]() -> Status {
+      if (Ring()) DTSIM_RETURN_IF_ERROR(EnterContextParallel());
+      DTSIM_RETURN_IF_ERROR(Forward());
+      DTSIM_RETURN_IF_ERROR(Backward());
+      if (Ring()) ExitContextParallel();
+      return Status::Ok();
+    });
+  }
+
+ private:
+  int Param(int layer, int which) const { return 1 + layer * kBlockParameters + which; }
+  bool Ring() const { return run_.context_ranks > 1; }
+  RingAttention RingOf(int layer) {
+    return RingAttention(static_cast<EagerTensors&>(*this),
+                         {.ranks = run_.context_ranks, .queries = t_ * q_ * 2, .logsumexp = lse_},
+                         {.layer = layer,
+                          .out = kAtt,
+                          .logsumexp = kLse,
+                          .seed = kSeed,
+                          .offset = kOffset,
+                          .grad_queries = kDq,
+                          .grad_keys_values = repeats_ > 1 ? kDk : kGV});
+  }
+  // torchtitan's context_parallel(cp_mesh, buffers=[inputs, labels, freqs_cis], no restore for
+  // the first two) around forward and backward: the table cloned (restored at the exit), each
+  // buffer's load-balanced shard made and cloned into it (resized in place: its storage stays);
+  // the shards and the last clone live in the context manager's frame until the exit.
+  Status EnterContextParallel() {
+    const int64_t head = spec_.head_dim();
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kCpTable, run_.seq_len * head * 4));
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kCpInputs, t_ * 8));
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kCpLabels, t_ * 8));
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kCpFreqs, seq_ * head * 4));
+    for (const int64_t bytes : {t_ * 8, t_ * 8}) {
+      DTSIM_RETURN_IF_ERROR(Alloc(kModel, kCpClone, bytes));
+      Free(kModel, kCpClone);
+    }
+    return Alloc(kModel, kCpClone, seq_ * head * 4);
+  }
+  void ExitContextParallel() {
+    for (const int tensor : {kCpTable, kCpInputs, kCpLabels, kCpFreqs, kCpClone}) {
+      Free(kModel, tensor);
+    }
+  }
+  int Root() const { return spec_.layers; }  // the root's FSDP parameter group
+
+  // The parameters' shapes (dim 0, elements per row) in module order.
+  std::vector<FsdpParameter> Shapes() const {
+    const int64_t h = h_;
+    std::vector<FsdpParameter> shapes = {{v_, h}};
+    for (int layer = 0; layer < spec_.layers; ++layer) {
+      for (const FsdpParameter shape : std::initializer_list<FsdpParameter>{
+               {h, 1}, {q_, h}, {kv_, h}, {kv_, h}, {h, q_}, {h, 1}, {f_, h}, {h, f_}, {f_, h}}) {
+        shapes.push_back(shape);
+      }
+    }
+    shapes.push_back({h, 1});
+    shapes.push_back({v_, h});
+    return shapes;
+  }
+  // FSDP2 as torchtitan applies it: each block a group (resharded after forward but the last),
+  // then the root (the embedding, the final norm, the output layer).
+  std::vector<FsdpGroupSpec> FsdpGroupSpecs() const {
+    const std::vector<FsdpParameter> shapes = Shapes();
+    std::vector<FsdpGroupSpec> groups;
+    for (int layer = 0; layer < spec_.layers; ++layer) {
+      FsdpGroupSpec group{.reshard_after_forward =
+                              run_.reshard_after_forward && layer + 1 < spec_.layers};
+      for (int which = 0; which < kBlockParameters; ++which) {
+        group.parameters.push_back(shapes[static_cast<size_t>(Param(layer, which))]);
+      }
+      groups.push_back(std::move(group));
+    }
+    groups.push_back({.parameters = {shapes.front(), shapes[shapes.size() - 2], shapes.back()},
+                      .reshard_after_forward = run_.reshard_after_forward && !run_.fsdp_root_kept});
+    return groups;
+  }
+  int GroupOf(int param) const {
+    const int last = 1 + spec_.layers * kBlockParameters + 1;
+    return param == 0 || param >= last - 1 ? Root() : (param - 1) / kBlockParameters;
+  }
+
+  Status Parameters() {
+    std::vector<int64_t> bytes;
+    for (const FsdpParameter& shape : Shapes()) {
+      bytes.push_back(fsdp_ ? fsdp_->ShardBytes(shape) : shape.rows * shape.columns * 4);
+    }
+    return HoldParameters(std::move(bytes));
+  }
+  // Parameter `param`'s gradient as its backward makes it: under autocast its fp32 .grad;
+  // under FSDP2 the unsharded parameter's bf16 gradient, `elements` large, which the group's
+  // post-backward reduces.
+  Status ParamGrad(int param, int64_t elements) {
+    if (!fsdp_) return NewGrad(param);
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGWeight, elements * 2));
+    fsdp_->AddGradient(GroupOf(param), TakeBuffer(kModel, kGWeight));
+    return Status::Ok();
+  }
+
+  bool Checkpointed(int layer) const {
+    return run_.recompute != Recompute::kNone && RecomputesLayer(run_.recompute_every, layer);
+  }
+  bool OpPolicy() const { return run_.recompute == Recompute::kSelectiveOp; }
+  Mode ForwardMode(int layer) const {
+    if (!Checkpointed(layer)) return Mode::kSave;
+    return OpPolicy() ? Mode::kOpForward : Mode::kCheckpoint;
+  }
+
+  // A linear layer under autocast: its weight's cast, its fp32 input's cast (none where
+  // `in` < 0: a bf16 input), its output; the input's cast freed at once unless kept.
+  // The output is not made where the op policy's recompute has it stored (`mode`).
+  Status Linear(int l, int weight, int64_t weight_elements, int in, int out, int64_t out_features,
+                bool keep, Mode mode = Mode::kSave) {
+    if (bf16_) in = -1;  // bf16 parameters and inputs: no casts
+    if (!bf16_) DTSIM_RETURN_IF_ERROR(Alloc(l, weight, weight_elements * 2));
+    if (in >= 0) DTSIM_RETURN_IF_ERROR(Alloc(l, in, t_ * h_ * 2));
+    if (mode != Mode::kOpRecompute || !OpStored(out)) {
+      DTSIM_RETURN_IF_ERROR(Alloc(l, out, t_ * out_features * 2));
+    }
+    if (in >= 0 && !keep) Free(l, in);
+    return Status::Ok();
+  }
+  Status Norm(int l, int out, int rstd, bool keep) {
+    DTSIM_RETURN_IF_ERROR(Alloc(l, out, t_ * h_ * act_));
+    DTSIM_RETURN_IF_ERROR(Alloc(l, rstd, t_ * 4));
+    if (!keep) Free(l, rstd);
+    return Status::Ok();
+  }
+
+  Status Attention(int l, Mode mode);
+  Status Mlp(int l, Mode mode);
+  Status BlockForward(int l, Mode mode) {
+    DTSIM_RETURN_IF_ERROR(Attention(l, mode));
+    return Mlp(l, mode);
+  }
+  Status Forward();
+  // A linear layer's backward: its weight's gradient (bf16) and its input's (`grad_in`, bf16,
+  // of `in_features`); then the output's gradient `grad_out`, the weight's cast and the input's
+  // saved input `in` (none where < 0) freed; the input's gradient cast to fp32 into `grad_in32`
+  // (none where < 0: a bf16 input; kGIn32: added at once into the gradient another consumer
+  // of the input began), and the weight's .grad.
+  Status LinearBackward(int l, int grad_out, int grad_in, int64_t in_features, int64_t out_features,
+                        int weight, int in, int grad_in32, int param);
+  // An RMSNorm's backward: its input's gradient, added into the residual's, and its weight's
+  // .grad; the output's gradient, the saved input and 1/rms freed.
+  Status NormBackward(int l, int grad_out, int rstd, int input_layer, int input, int param);
+  // Without autocast: input gradients `first` and kGIn (bf16) summed into kGSum, both freed.
+  Status SumInputGradients(int first) {
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGSum, t_ * h_ * 2));
+    Free(kModel, first);
+    Free(kModel, kGIn);
+    return Status::Ok();
+  }
+  Status MlpBackward(int l);
+  Status AttentionBackward(int l);
+  Status RotaryBackward();
+  Status EmbeddingBackward();
+  Status Backward();
+
+  const TransformerSpec& spec_;
+  const EagerRun& run_;
+  // seq_: the tokens of a sequence on this rank (all but under context parallelism)
+  const int64_t h_, q_, kv_, f_, v_, seq_, t_, lse_;
+  const int repeats_;
+  // FSDP2's loop: bf16 parameters gathered per group, bf16 activations (2 B; autocast's
+  // residual stream and norms are fp32: 4 B).
+  const bool bf16_;
+  const int64_t act_;
+  std::unique_ptr<FsdpGroups> fsdp_;
+};
+
+}  // namespace dtsim::models::eager_llama
