@@ -479,6 +479,16 @@ Expected<EagerPeaks> ReplayEagerTraining(const TransformerSpec& spec, const Eage
                    "seq_len", std::to_string(run.seq_len));
     }
   }
+  if (run.tensor_ranks < 1) {
+    return Error("tensor-parallel ranks must be positive (1: none)", "tensor_ranks",
+                 std::to_string(run.tensor_ranks));
+  }
+  if (run.tensor_ranks > 1 && (run.fsdp_ranks == 0 || run.context_ranks > 1)) {
+    return Error(
+        "tensor parallelism is replayed under FSDP2 as torchtitan's 2D layout runs it, without "
+        "context parallelism",
+        "tensor_ranks", std::to_string(run.tensor_ranks));
+  }
   if (IsLlamaStyle(spec)) return ReplayLlamaEager(spec, run);
   if (run.fsdp_ranks > 0) {
     return Error(

@@ -67,6 +67,14 @@ struct EagerRun {
   // PyTorch's ring attention, inside torchtitan's context_parallel() around forward and
   // backward; 1: none.
   int context_ranks = 1;
+  // Tensor parallelism over this many ranks (within each FSDP2 rank's group; a Llama-style
+  // decoder under FSDP2 only, no context parallelism), as torchtitan's apply_tp lays out the
+  // decoder with DTensor: the embedding rowwise over the vocabulary, every norm and the residual
+  // stream sharded on the sequence (sequence parallelism), the attention's and MLP's inputs
+  // all-gathered and saved whole by their column-parallel linears, the row-parallel outputs
+  // reduce-scattered back onto the sequence, the output layer column-parallel into a
+  // vocabulary-sharded loss (loss_parallel); 1: none.
+  int tensor_ranks = 1;
   // clip_grad_norm_(foreach=True) before the optimizer's step, as torchtitan runs it.
   bool clip_grad_norm = false;
   // DistributedDataParallel (gradient_as_bucket_view=False, its defaults): the gradient

@@ -31,6 +31,23 @@ Status CheckSupported(const TransformerSpec& spec) {
   return Status::Ok();
 }
 
+// torchtitan's tensor parallelism splits the heads, the key-value heads and the MLP's width
+// over the ranks, and (sequence parallelism) the sequence.
+Status CheckTensorParallel(const TransformerSpec& spec, const EagerRun& run) {
+  const int64_t ranks = run.tensor_ranks;
+  for (const auto& [what, count] : {std::pair<std::string_view, int64_t>{"heads", spec.heads},
+                                    {"kv_heads", spec.kv_heads},
+                                    {"ffn_hidden", spec.ffn_hidden},
+                                    {"seq_len", run.seq_len}}) {
+    if (count % ranks != 0) {
+      return Error(
+          fmt::format("{} tensor-parallel ranks do not divide the {} {}", ranks, count, what),
+          std::string(what), std::to_string(count));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status Replay::Attention(int l, Mode mode) {
@@ -38,6 +55,10 @@ Status Replay::Attention(int l, Mode mode) {
   const bool op_forward = mode == Mode::kOpForward;
   const int64_t t = t_;
   DTSIM_RETURN_IF_ERROR(Norm(l, kN1, kN1Rstd, keep));
+  // Under tensor parallelism the attention's input is gathered whole (PrepareModuleInput to
+  // Replicate), and wq, wk and wv save that; the norm's sequence shard lives on in the caller's
+  // frame until the attention returns.
+  if (Tp()) DTSIM_RETURN_IF_ERROR(GatherSequence(l, kG1));
   DTSIM_RETURN_IF_ERROR(Linear(l, kWq, q_ * h_, kInQ, kQ, q_, keep, mode));
   DTSIM_RETURN_IF_ERROR(Linear(l, kWk, kv_ * h_, kInK, kK, kv_, keep, mode));
   DTSIM_RETURN_IF_ERROR(Linear(l, kWv, kv_ * h_, kInV, kV, kv_, keep, mode));
@@ -87,9 +108,14 @@ Status Replay::Attention(int l, Mode mode) {
     Free(l, kValues);
   }
   if (mode == Mode::kCheckpoint) Free(l, kAtt);
-  if (!bf16_ || !keep) Free(l, kN1);                   // without autocast, wq, wk and wv saved it
-  DTSIM_RETURN_IF_ERROR(Alloc(l, kH, t * h_ * act_));  // under autocast fp32 + bf16: fp32
-  Free(l, kO);
+  if (!bf16_ || !keep || Tp()) Free(l, kN1);  // without autocast, wq, wk and wv saved it
+  if (Tp() && !keep) Free(l, kG1);
+  // wo's partial sums reduce-scattered onto the sequence (RowwiseParallel's Shard(1) output),
+  // then the residual add (under autocast fp32 + bf16: fp32).
+  if (Tp()) DTSIM_RETURN_IF_ERROR(ReduceScatterSequence(l, kORs));
+  if (Tp()) Free(l, kO);
+  DTSIM_RETURN_IF_ERROR(Alloc(l, kH, ts_ * h_ * act_));
+  Free(l, Tp() ? kORs : kO);
   return Status::Ok();
 }
 
@@ -97,6 +123,7 @@ Status Replay::Mlp(int l, Mode mode) {
   const bool keep = mode == Mode::kSave || mode == Mode::kRecompute || mode == Mode::kOpRecompute;
   const bool op_forward = mode == Mode::kOpForward;
   DTSIM_RETURN_IF_ERROR(Norm(l, kN2, kN2Rstd, keep));
+  if (Tp()) DTSIM_RETURN_IF_ERROR(GatherSequence(l, kG2));  // saved by w1 and w3
   DTSIM_RETURN_IF_ERROR(Linear(l, kW1, f_ * h_, kIn1, kA, f_, keep, mode));
   DTSIM_RETURN_IF_ERROR(Alloc(l, kS, t_ * f_ * 2));
   if (!keep && !op_forward) Free(l, kA);
@@ -113,33 +140,55 @@ Status Replay::Mlp(int l, Mode mode) {
       DTSIM_RETURN_IF_ERROR(Alloc(l, kW2, h_ * f_ * 2));
       Free(l, kN2);
     }
+    if (Tp()) Free(l, kN2);  // the early stop unwinds the frame that held it
     return Status::Ok();
   }
   DTSIM_RETURN_IF_ERROR(Linear(l, kW2, h_ * f_, -1, kO2, h_, keep));
   if (!keep) Free(l, kP);
-  if (!bf16_ || !keep) Free(l, kN2);
-  DTSIM_RETURN_IF_ERROR(Alloc(l + 1, kX, t_ * h_ * act_));
-  if (!op_forward) Free(l, kO2);
+  if (!bf16_ || !keep || Tp()) Free(l, kN2);
+  if (Tp() && !keep) Free(l, kG2);
+  // w2's partial sums (which the op policy stores) reduce-scattered onto the sequence, then the
+  // residual add: the block's output.
+  if (Tp()) {
+    DTSIM_RETURN_IF_ERROR(ReduceScatterSequence(l, kO2Rs));
+    if (!op_forward) Free(l, kO2);
+    DTSIM_RETURN_IF_ERROR(Alloc(l + 1, kX, ts_ * h_ * act_));
+    Free(l, kO2Rs);
+  } else {
+    DTSIM_RETURN_IF_ERROR(Alloc(l + 1, kX, t_ * h_ * act_));
+    if (!op_forward) Free(l, kO2);
+  }
   if (!keep) Free(l, kH);
   return Status::Ok();
 }
 
 Status Replay::Forward() {
   if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PreForward(Root()));
-  DTSIM_RETURN_IF_ERROR(Alloc(0, kX, t_ * h_ * act_));  // the embedding (fp32 under autocast)
+  if (Tp()) {
+    // The embedding rowwise over the vocabulary: each rank looks up every token (those outside
+    // its rows masked to zero), and the partial sums are reduce-scattered onto the sequence.
+    // The masks and masked indices (a byte and 8 B a token) are left out.
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kEmbPartial, t_ * h_ * 2));
+    DTSIM_RETURN_IF_ERROR(ReduceScatterSequence(0, kX));
+    Free(kModel, kEmbPartial);
+  } else {
+    DTSIM_RETURN_IF_ERROR(Alloc(0, kX, t_ * h_ * act_));  // the embedding (fp32 under autocast)
+  }
   for (int l = 0; l < spec_.layers; ++l) {
     if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PreForward(l));
     DTSIM_RETURN_IF_ERROR(BlockForward(l, ForwardMode(l)));
     if (fsdp_) fsdp_->PostForward(l);
   }
   DTSIM_RETURN_IF_ERROR(Norm(kModel, kNf, kNfRstd, true));
+  // Under tensor parallelism the output layer's input gathered whole (ColwiseParallel from
+  // Shard(1)), which it saves; its logits are the rank's part of the vocabulary.
+  if (Tp()) DTSIM_RETURN_IF_ERROR(GatherSequence(kModel, kGf));
   DTSIM_RETURN_IF_ERROR(Linear(kModel, kWout, v_ * h_, kInOut, kLogits, v_, true));
-  if (fsdp_) {  // the output layer saved the final norm's output
+  if (fsdp_) {  // the output layer saved the final norm's output (or its gathered copy)
     fsdp_->PostForward(Root());
     fsdp_->FinishForward();
-  } else {
-    Free(kModel, kNf);
   }
+  if (!fsdp_ || Tp()) Free(kModel, kNf);
   // Leaving autocast empties its cast cache: the weight casts of checkpointed blocks go (their
   // recompute casts again); the others are saved by their backward.
   for (int l = 0; l < spec_.layers && !bf16_; ++l) {
@@ -149,7 +198,17 @@ Status Replay::Forward() {
   // cross_entropy(logits.float()): the fp32 copy, log_softmax's output (saved), nll_loss's
   // loss and total weight; then the copy and (del logits) the bf16 logits go.
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kLogits32, t_ * v_ * 4));
+  if (Tp()) {
+    // loss_parallel's log_softmax over the vocabulary's shards (torch/distributed/tensor/
+    // parallel/loss.py, _log_softmax): x − max, exp of it (summed, all-reduced, freed), then
+    // x − max − log(sum) saved; the first freed as it returns (the per-token maxima and sums,
+    // 4 B a token, left out).
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kShifted, t_ * v_ * 4));
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kExp, t_ * v_ * 4));
+    Free(kModel, kExp);
+  }
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kLogSoftmax, t_ * v_ * 4));
+  if (Tp()) Free(kModel, kShifted);
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kLoss, 4));
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kTotalWeight, 4));
   Free(kModel, kLogits32);
@@ -167,6 +226,7 @@ bool IsLlamaStyle(const TransformerSpec& spec) {
 
 Expected<EagerPeaks> ReplayLlamaEager(const TransformerSpec& spec, const EagerRun& run) {
   DTSIM_RETURN_IF_ERROR(eager_llama::CheckSupported(spec));
+  DTSIM_RETURN_IF_ERROR(eager_llama::CheckTensorParallel(spec, run));
   eager_llama::Replay replay(spec, run);
   return replay.Run();
 }

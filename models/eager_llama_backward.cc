@@ -26,7 +26,12 @@ Status Replay::LinearBackward(int l, int grad_out, int grad_in, int64_t in_featu
 }
 
 Status Replay::NormBackward(int l, int grad_out, int rstd, int input_layer, int input, int param) {
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGNorm, t_ * h_ * act_));
+  if (Tp()) {  // the gathered input's gradient (partial sums) reduce-scattered onto the sequence
+    DTSIM_RETURN_IF_ERROR(ReduceScatterSequence(kModel, kGScattered));
+    Free(kModel, grad_out);
+    grad_out = kGScattered;
+  }
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGNorm, ts_ * h_ * act_));
   DTSIM_RETURN_IF_ERROR(ParamGrad(param, h_));
   Free(kModel, grad_out);
   Free(input_layer, input);
@@ -41,8 +46,11 @@ Status Replay::MlpBackward(int l) {
   // w2 (under autocast from the residual's gradient's bf16 cast, else from it); S·b (grads for
   // b, then for S); w3; silu; w1 (its input's gradient added into w3's: under autocast into the
   // fp32 cast of w3's, else summed into a new tensor).
-  DTSIM_RETURN_IF_ERROR(
-      LinearBackward(l, bf16_ ? -1 : kGO2, kGP, f, h, kW2, kP, -1, Param(l, kW2Weight)));
+  // Under tensor parallelism w2's output gradient is the residual's gathered whole (the
+  // backward of its reduce-scatter).
+  if (Tp()) DTSIM_RETURN_IF_ERROR(GatherSequence(kModel, kGGathered));
+  const int grad_out = Tp() ? kGGathered : bf16_ ? -1 : kGO2;
+  DTSIM_RETURN_IF_ERROR(LinearBackward(l, grad_out, kGP, f, h, kW2, kP, -1, Param(l, kW2Weight)));
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGB, t * f * 2));
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGS, t * f * 2));
   Free(kModel, kGP);
@@ -57,7 +65,8 @@ Status Replay::MlpBackward(int l) {
   Free(kModel, kGS);
   Free(l, kA);
   if (bf16_) {
-    DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGA, kGIn, h, f, kW1, kN2, -1, Param(l, kW1Weight)));
+    DTSIM_RETURN_IF_ERROR(
+        LinearBackward(l, kGA, kGIn, h, f, kW1, Tp() ? kG2 : kN2, -1, Param(l, kW1Weight)));
     DTSIM_RETURN_IF_ERROR(SumInputGradients(kGN2));
     return NormBackward(l, kGSum, kN2Rstd, l, kH, Param(l, kFfnNorm));
   }
@@ -89,8 +98,10 @@ Status Replay::RotaryBackward() {
 
 Status Replay::AttentionBackward(int l) {
   const int64_t t = t_;
-  if (!bf16_) DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGO, t * h_ * 2));  // the residual's, cast
-  DTSIM_RETURN_IF_ERROR(LinearBackward(l, bf16_ ? -1 : kGO, kGAtt, q_, h_, kWo,
+  if (!bf16_) DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGO, t * h_ * 2));    // the residual's, cast
+  if (Tp()) DTSIM_RETURN_IF_ERROR(GatherSequence(kModel, kGGathered));  // as w2's
+  const int grad_out = Tp() ? kGGathered : bf16_ ? -1 : kGO;
+  DTSIM_RETURN_IF_ERROR(LinearBackward(l, grad_out, kGAtt, q_, h_, kWo,
                                        Ring() ? kAttContiguous : -1, -1, Param(l, kWoWeight)));
   // Flash attention's backward: dq, dk, dv over every head, and one workspace (dq's fp32
   // accumulator and the softmax's row sums, and 256 B more: the size the record shows). With one
@@ -124,7 +135,8 @@ Status Replay::AttentionBackward(int l) {
     DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGV, kGN1, h_, kv_, kWv, -1, -1, Param(l, kWvWeight)));
     DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGK, kGIn, h_, kv_, kWk, -1, -1, Param(l, kWkWeight)));
     DTSIM_RETURN_IF_ERROR(SumInputGradients(kGN1));
-    DTSIM_RETURN_IF_ERROR(LinearBackward(l, kGQ, kGIn, h_, q_, kWq, kN1, -1, Param(l, kWqWeight)));
+    DTSIM_RETURN_IF_ERROR(
+        LinearBackward(l, kGQ, kGIn, h_, q_, kWq, Tp() ? kG1 : kN1, -1, Param(l, kWqWeight)));
     Free(kModel, kGIn);
     return NormBackward(l, kGSum, kN1Rstd, l, kX, Param(l, kAttentionNorm));
   }
@@ -142,7 +154,9 @@ Status Replay::EmbeddingBackward() {
   // embedding_dense_backward (CUDA): sorted and original indices and their counts (int64,
   // one per token), the weight's .grad, and partial sums per segment of at most 10 tokens:
   // at most tokens / 10 + min(tokens, vocabulary) rows (a few kilobytes of sort scratch left
-  // out).
+  // out). Under tensor parallelism over the gathered gradient of the embedding's output (the
+  // backward of its reduce-scatter) and the rank's rows of the vocabulary.
+  if (Tp()) DTSIM_RETURN_IF_ERROR(GatherSequence(kModel, kGGathered));
   const int64_t index = t_ * 8;
   for (const int tensor : {kSort1, kSort2, kSort3}) {
     DTSIM_RETURN_IF_ERROR(Alloc(kModel, tensor, index));
@@ -162,6 +176,7 @@ Status Replay::EmbeddingBackward() {
        {kPartial, kSortSeed2, kSort7, kSort6, kSortSeed, kSort4, kSort2, kSort1}) {
     Free(kModel, tensor);
   }
+  if (Tp()) Free(kModel, kGGathered);
   return Status::Ok();
 }
 
@@ -171,9 +186,22 @@ Status Replay::Backward() {
   // The loss: nll_loss's dense gradient, log_softmax's, the cast back to bf16.
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLoss, 4));
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGNll, t * v * 4));
-  Free(kModel, kTotalWeight);
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLsm, t * v * 4));
-  Free(kModel, kGNll);
+  if (Tp()) {
+    // loss_parallel fuses the two (_nll_loss_and_log_softmax_backward): (zeros with −1 at the
+    // targets + exp(log_softmax)) × the loss's gradient; exp's output freed once added, the
+    // sum and the zeros as it returns. log_softmax's backward passes the result on.
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kExp, t * v * 4));
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kShifted, t * v * 4));
+    Free(kModel, kExp);
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLsm, t * v * 4));
+    Free(kModel, kShifted);
+    Free(kModel, kGNll);
+    Free(kModel, kTotalWeight);
+  } else {
+    Free(kModel, kTotalWeight);
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLsm, t * v * 4));
+    Free(kModel, kGNll);
+  }
   Free(kModel, kLogSoftmax);
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLogits, t * v * 2));
   Free(kModel, kGLsm);
@@ -182,15 +210,23 @@ Status Replay::Backward() {
   if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PreBackward(Root(), layers - 1));
   const int output = 1 + layers * kBlockParameters + 1;
   if (bf16_) {
-    DTSIM_RETURN_IF_ERROR(LinearBackward(kModel, kGLogits, kGNf, h, v, kWout, kNf, -1, output));
+    DTSIM_RETURN_IF_ERROR(
+        LinearBackward(kModel, kGLogits, kGNf, h, v, kWout, Tp() ? kGf : kNf, -1, output));
   } else {
     DTSIM_RETURN_IF_ERROR(
         LinearBackward(kModel, kGLogits, kGIn, h, v, kWout, kInOut, kGNf, output));
   }
-  // The final norm's backward starts the residual's gradient.
-  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGRes, t * h * act_));
+  // The final norm's backward starts the residual's gradient (under tensor parallelism from
+  // the gathered input's gradient reduce-scattered onto the sequence).
+  int grad_norm = kGNf;
+  if (Tp()) {
+    DTSIM_RETURN_IF_ERROR(ReduceScatterSequence(kModel, kGScattered));
+    Free(kModel, kGNf);
+    grad_norm = kGScattered;
+  }
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGRes, ts_ * h * act_));
   DTSIM_RETURN_IF_ERROR(ParamGrad(output - 1, h));
-  Free(kModel, kGNf);
+  Free(kModel, grad_norm);
   Free(layers, kX);
   Free(kModel, kNfRstd);
   FinishAccumulation();

@@ -130,6 +130,24 @@ enum Tensor : int {
   kCpLabels,
   kCpFreqs,
   kCpClone,
+  // tensor parallelism (DTensor): the attention's, MLP's and output layer's inputs gathered
+  // whole, an all-gather's output before it is put in sequence order, a reduce-scatter's input
+  // put in rank order, wo's and w2's outputs reduce-scattered onto the sequence, the embedding's
+  // partial output; loss_parallel's shifted logits and exponentials (in backward: its sum of
+  // the one-hot and the softmax); an output's gradient gathered whole, an input's
+  // reduce-scattered
+  kG1,
+  kG2,
+  kGf,
+  kGatherOut,
+  kScatterIn,
+  kORs,
+  kO2Rs,
+  kEmbPartial,
+  kShifted,
+  kExp,
+  kGGathered,
+  kGScattered,
   kTensorKinds
 };
 
@@ -166,14 +184,16 @@ class Replay : private EagerTensors {
       : EagerTensors(spec, run, kTensorKinds),
         spec_(spec),
         run_(run),
+        tp_(run.tensor_ranks),
         h_(spec.hidden),
-        q_(spec.q_dim()),
-        kv_(spec.kv_dim()),
-        f_(spec.ffn_hidden),
-        v_(spec.PaddedVocab(1)),
+        q_(spec.q_dim() / tp_),
+        kv_(spec.kv_dim() / tp_),
+        f_(spec.ffn_hidden / tp_),
+        v_((spec.PaddedVocab(1) + tp_ - 1) / tp_),
         seq_(run.seq_len / run.context_ranks),
         t_(run.micro_batch * seq_),
-        lse_(run.micro_batch * spec.heads * seq_ * 4),
+        ts_(t_ / tp_),
+        lse_(run.micro_batch * (spec.heads / tp_) * seq_ * 4),
         repeats_(spec.heads / spec.kv_heads),
         bf16_(run.fsdp_ranks > 0),
         act_(bf16_ ? 2 : 4) {
@@ -203,6 +223,25 @@ class Replay : private EagerTensors {
  private:
   int Param(int layer, int which) const { return 1 + layer * kBlockParameters + which; }
   bool Ring() const { return run_.context_ranks > 1; }
+  bool Tp() const { return tp_ > 1; }
+  // DTensor's Shard(1) → Replicate (funcol.all_gather_tensor on the sequence dimension):
+  // all_gather_into_tensor's output, rank-major, copied by torch.cat into sequence order as
+  // tensor `to` of layer `l` (t × h, bf16); the first freed.
+  Status GatherSequence(int l, int to) {
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGatherOut, t_ * h_ * 2));
+    DTSIM_RETURN_IF_ERROR(Alloc(l, to, t_ * h_ * 2));
+    Free(kModel, kGatherOut);
+    return Status::Ok();
+  }
+  // Partial → Shard(1) (funcol.reduce_scatter_tensor on the sequence dimension): the partial
+  // sums (t × h, the caller's to free) copied by torch.cat into rank order, reduce-scattered
+  // into tensor `to` of layer `l` (the rank's t/tp tokens); the copy freed.
+  Status ReduceScatterSequence(int l, int to) {
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kScatterIn, t_ * h_ * 2));
+    DTSIM_RETURN_IF_ERROR(Alloc(l, to, ts_ * h_ * 2));
+    Free(kModel, kScatterIn);
+    return Status::Ok();
+  }
   RingAttention RingOf(int layer) {
     return RingAttention(static_cast<EagerTensors&>(*this),
                          {.ranks = run_.context_ranks, .queries = t_ * q_ * 2, .logsumexp = lse_},
@@ -237,7 +276,9 @@ class Replay : private EagerTensors {
   }
   int Root() const { return spec_.layers; }  // the root's FSDP parameter group
 
-  // The parameters' shapes (dim 0, elements per row) in module order.
+  // The parameters' shapes (dim 0, elements per row) in module order; under tensor parallelism
+  // the rank's part (the embedding and the column-parallel weights split on dim 0, the
+  // row-parallel ones on dim 1, the norms whole), which FSDP2 shards further on dim 0.
   std::vector<FsdpParameter> Shapes() const {
     const int64_t h = h_;
     std::vector<FsdpParameter> shapes = {{v_, h}};
@@ -313,9 +354,10 @@ class Replay : private EagerTensors {
     if (in >= 0 && !keep) Free(l, in);
     return Status::Ok();
   }
+  // An RMSNorm over the rank's tokens (under sequence parallelism its part of the sequence).
   Status Norm(int l, int out, int rstd, bool keep) {
-    DTSIM_RETURN_IF_ERROR(Alloc(l, out, t_ * h_ * act_));
-    DTSIM_RETURN_IF_ERROR(Alloc(l, rstd, t_ * 4));
+    DTSIM_RETURN_IF_ERROR(Alloc(l, out, ts_ * h_ * act_));
+    DTSIM_RETURN_IF_ERROR(Alloc(l, rstd, ts_ * 4));
     if (!keep) Free(l, rstd);
     return Status::Ok();
   }
@@ -352,8 +394,11 @@ class Replay : private EagerTensors {
 
   const TransformerSpec& spec_;
   const EagerRun& run_;
-  // seq_: the tokens of a sequence on this rank (all but under context parallelism)
-  const int64_t h_, q_, kv_, f_, v_, seq_, t_, lse_;
+  // tp_: tensor-parallel ranks; q_, kv_, f_, v_: the rank's part of the query, key-value, MLP
+  // and vocabulary widths; seq_: the tokens of a sequence on this rank (all but under context
+  // parallelism); t_: the micro-batch's tokens on this rank, ts_: its part of them under
+  // sequence parallelism (the norms' and the residual stream's)
+  const int64_t tp_, h_, q_, kv_, f_, v_, seq_, t_, ts_, lse_;
   const int repeats_;
   // FSDP2's loop: bf16 parameters gathered per group, bf16 activations (2 B; autocast's
   // residual stream and norms are fp32: 4 B).

@@ -77,9 +77,12 @@ std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config) {
   const TrainingConfig& training = config.training;
   const ParallelPlan& plan = config.plan;
   // One GPU unsharded, FSDP2 over every rank (zero_stage 3 on data parallelism alone, or on
-  // data × context with PyTorch's ring attention as torchtitan runs it), or DDP (zero_stage 0
-  // on data parallelism alone).
-  const bool fsdp = plan.zero_stage == 3 && plan.DataIndices() == plan.world() &&
+  // data × context with PyTorch's ring attention as torchtitan runs it, or on data parallelism
+  // beside 1D tensor parallelism with sequence parallelism: torchtitan's 2D), or DDP
+  // (zero_stage 0 on data parallelism alone).
+  const bool tensor_2d = plan.tensor > 1 && plan.tensor_layout == models::TensorLayout::k1D &&
+                         plan.sequence_parallel && plan.context == 1 && plan.data > 1;
+  const bool fsdp = plan.zero_stage == 3 && plan.pipeline == 1 && (plan.tensor == 1 || tensor_2d) &&
                     (plan.context == 1 || plan.context_comm == models::ContextComm::kP2p);
   const bool ddp = plan.zero_stage == 0 && plan.data == plan.world() && plan.world() > 1;
   if (config.model.family != models::ModelFamily::kTransformer ||
@@ -99,10 +102,11 @@ std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config) {
                               config.Microbatches(), models::kMaxEagerReplayMicroBatches)),
                           .expandable_segments = training.expandable_segments,
                           // FSDP2 as torchtitan runs it, clipping the gradients' norm.
-                          .fsdp_ranks = fsdp ? plan.world() : 0,
+                          .fsdp_ranks = fsdp ? plan.DataIndices() : 0,
                           .reshard_after_forward = training.reshard_after_forward,
                           .fsdp_root_kept = PyTorchBefore(training, {2, 8, 0}),
                           .context_ranks = plan.context,
+                          .tensor_ranks = plan.tensor,
                           .clip_grad_norm = fsdp,
                           .ddp = ddp};
 }

@@ -111,7 +111,8 @@ TEST(MemoryValidationTest, TheAllocatorReserveIsReplayedForTheEagerLoopOnly) {
 
 // A Llama-style decoder under FSDP2 (framework pytorch, zero_stage 3) over data parallelism
 // alone: the replay's peak with FSDP2's buffers over the plan's ranks, the reserve in the total.
-// FSDP2 beside tensor parallelism is not replayed; reshard_after_forward is FSDP2's only.
+// FSDP2 beside tensor parallelism without sequence parallelism is not replayed (torchtitan's
+// 2D always shards the sequence); reshard_after_forward is FSDP2's only.
 TEST(MemoryValidationTest, Fsdp2PlansReplayTheirLoop) {
   Json config = Json::parse(R"({
     "training": {"global_batch": 8, "micro_batch": 2, "seq_len": 1024, "framework": "pytorch",
@@ -160,7 +161,7 @@ TEST(MemoryValidationTest, Fsdp2PlansReplayTheirLoop) {
   EXPECT_EQ(ConfigError(megatron),
             "training.framework_version: releases are modelled for \"framework\": \"deepspeed\" "
             "and \"pytorch\" only, got \"0.9.0\"");
-  Json with_tensor = config;  // FSDP2 × TP: not the replayed loop
+  Json with_tensor = config;  // FSDP2 × TP without sequence parallelism: not torchtitan's loop
   with_tensor["parallelism"] = {{"data", 2}, {"zero_stage", 3}, {"tensor", 2}};
   EXPECT_FALSE(PeakOf(with_tensor).reserve_modelled);
   Json zero1 = config;
@@ -169,6 +170,37 @@ TEST(MemoryValidationTest, Fsdp2PlansReplayTheirLoop) {
   EXPECT_EQ(ConfigError(zero1),
             "training.reshard_after_forward: reshard_after_forward is FSDP2's: it needs framework "
             "\"pytorch\" and zero_stage 3, got false");
+}
+
+// FSDP2 over the data-parallel ranks beside sequence-parallel 1D tensor parallelism is
+// torchtitan's 2D: replayed with DTensor's layout (tests/models/eager_tensor_parallel_test.cc),
+// FSDP2 over the two data-parallel ranks. Beside pipelining, or on a 2D grid, it is not.
+TEST(MemoryValidationTest, TensorParallelFsdp2PlansReplayTheirLoop) {
+  Json config = Json::parse(R"({
+    "training": {"global_batch": 4, "micro_batch": 2, "seq_len": 1024, "framework": "pytorch",
+                 "flash_attention": true, "dropout": false, "recompute": "full"},
+    "cluster": {"preset": "dgx-a100", "gpu": "h200-sxm-141gb", "nodes": 1, "gpus_per_node": 4},
+    "parallelism": {"data": 2, "zero_stage": 3,
+                    "tensor": {"size": 2, "sequence_parallel": true}}
+  })");
+  config["model"] = LlamaStyleModel(2, 512, 8, 2, 1536, 32000, 1024);
+  const ResolvedConfig resolved = ConfigOf(config);
+  const std::optional<models::EagerRun> loop = EagerLoopOf(resolved);
+  ASSERT_TRUE(loop.has_value());
+  EXPECT_EQ(loop->fsdp_ranks, 2);
+  EXPECT_EQ(loop->tensor_ranks, 2);
+  const Expected<models::EagerPeaks> peaks =
+      models::ReplayEagerTraining(resolved.model.transformer, *loop);
+  ASSERT_TRUE(peaks.ok()) << peaks.error().ToString();
+  const models::MemoryBreakdown two_d = PeakOf(config);
+  ASSERT_TRUE(two_d.reserve_modelled);
+  EXPECT_EQ(two_d.allocator_reserve, peaks->reserved - peaks->allocated);
+  EXPECT_EQ(two_d.activations, peaks->blocks_at_peak);
+  Json pipelined = config;
+  pipelined["cluster"]["gpus_per_node"] = 8;
+  pipelined["training"]["global_batch"] = 8;
+  pipelined["parallelism"]["pipeline"] = 2;
+  EXPECT_FALSE(EagerLoopOf(ConfigOf(pipelined)).has_value());
 }
 
 // FSDP2 over data × context ranks with ring attention (context comm p2p) is torchtitan's
