@@ -309,6 +309,24 @@ std::vector<int> OffloadChoices(const SimulationConfig& base, const SearchSpace&
   return choices;
 }
 
+// The recompute policies a plan is tried with. Under PyTorch, "selective" is its selective
+// activation checkpointing as torchtitan configures it (selective_op): Megatron's attention-core
+// recompute is Megatron-Core's, and a PyTorch plan running it would be simulated with a policy
+// its framework does not have (and, not being replayed, without the allocator's reserve).
+std::vector<models::Recompute> RecomputeChoices(const SimulationConfig& base,
+                                                const SearchSpace& space, bool transformer) {
+  if (!transformer) return {base.training.recompute};
+  if (base.training.framework != models::Framework::kPyTorch) return space.recompute;
+  std::vector<models::Recompute> choices;
+  for (models::Recompute recompute : space.recompute) {
+    if (recompute == models::Recompute::kSelective) recompute = models::Recompute::kSelectiveOp;
+    if (std::find(choices.begin(), choices.end(), recompute) == choices.end()) {
+      choices.push_back(recompute);
+    }
+  }
+  return choices;
+}
+
 // The plan with every training choice of the space: ZeRO stage, micro-batch, recompute,
 // compression, FP8 and activation offloading.
 void AddTrainingChoices(const SimulationConfig& base, const SearchSpace& space,
@@ -318,11 +336,11 @@ void AddTrainingChoices(const SimulationConfig& base, const SearchSpace& space,
   const bool replicated = plan.DataIndices() > 1;
   const std::vector<int> zero_stages = replicated ? space.zero_stages : std::vector<int>{0};
   const int methods = replicated ? static_cast<int>(space.compression.size()) : 1;
+  const std::vector<models::Recompute> recompute_choices =
+      RecomputeChoices(base, space, transformer);
   for (int zero : zero_stages) {
     for (int64_t micro_batch : space.micro_batches) {
-      for (models::Recompute recompute :
-           transformer ? space.recompute
-                       : std::vector<models::Recompute>{base.training.recompute}) {
+      for (const models::Recompute recompute : recompute_choices) {
         // PyTorch's selective op checkpointing on 1D tensor layouts only (CheckRecompute).
         if (recompute == models::Recompute::kSelectiveOp &&
             plan.tensor_layout != models::TensorLayout::k1D) {

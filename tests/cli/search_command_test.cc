@@ -78,26 +78,27 @@ TEST_F(SearchCommandTest, PrintsTheTopPlansAndWritesEveryPlan) {
   EXPECT_EQ(rows, file->result.enumerated);
 }
 
-// GPT-2 124M on one GPU under PyTorch: the eager loop is replayed through the caching allocator
-// for recompute none (its reserve in the memory, kept in the search file), not for Megatron's
-// selective recompute, whose row the table marks.
+// GPT-2 124M on two GPUs under PyTorch: DDP's eager loop is replayed through the caching
+// allocator (its reserve in the memory, kept in the search file), tensor parallelism on a
+// GPT-style decoder is not, and the table marks its rows.
 TEST_F(SearchCommandTest, RowsSayWhetherTheirMemoryHoldsTheAllocatorsReserve) {
-  const CommandOutcome outcome =
-      Search({DTSIM_EXAMPLES_DIR "/gpt2_124m_1h100.json", "--set",
-              "search.recompute=[\"none\",\"selective\"]", "--set", "search.micro_batches=[8]",
-              "--top", "2", "--rerank", "0", "-o", Path("reserve")});
+  const CommandOutcome outcome = Search(
+      {DTSIM_EXAMPLES_DIR "/gpt2_124m_1h100.json", "--set", "cluster.gpus_per_node=2", "--set",
+       "training.global_batch=16", "--set", "search.recompute=[\"none\"]", "--set",
+       "search.micro_batches=[8]", "--set", "search.zero_stages=[0]", "--set",
+       "search.tensor_modes=[\"1d\"]", "--top", "3", "--rerank", "0", "-o", Path("reserve")});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
   EXPECT_THAT(output_.str(), HasSubstr("; * without the caching allocator's reserve"));
   EXPECT_THAT(output_.str(), HasSubstr(" GiB*\n"));
   const Expected<SearchFile> file = ReadSearchFile(Path("reserve.json"));
   ASSERT_TRUE(file.ok()) << file.error().ToString();
-  ASSERT_EQ(file->result.ranking.size(), 2u);
+  ASSERT_EQ(file->result.ranking.size(), 3u);
   int replayed = 0;
   for (const size_t index : file->result.ranking) {
     const strategies::EvaluatedPlan& plan = file->result.plans[index];
-    const bool none = plan.choice.recompute == models::Recompute::kNone;
-    EXPECT_EQ(plan.allocator_reserve.has_value(), none);
-    if (none) {
+    const bool ddp = plan.choice.plan.data == 2;
+    EXPECT_EQ(plan.allocator_reserve.has_value(), ddp);
+    if (ddp) {
       ++replayed;
       EXPECT_GT(*plan.allocator_reserve, 0);
       EXPECT_LT(*plan.allocator_reserve, plan.memory_bytes);

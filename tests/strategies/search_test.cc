@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <tuple>
 
 #include "strategies/pass_times.h"
@@ -300,6 +301,30 @@ TEST(SearchTest, ActivationOffloadingIsADimensionWhereMegatronAllowsIt) {
   EXPECT_GT(without, offloading);
   const Expected<SearchResult> result = SearchTopThreeAsBruteForce(setup);
   ASSERT_TRUE(result.ok()) << result.error().ToString();
+}
+
+TEST(SearchTest, PyTorchPlansTrySelectiveAsTheirOwnSelectiveCheckpointing) {
+  // Under framework pytorch, "selective" in the space is PyTorch's selective activation
+  // checkpointing (selective_op, torchtitan's "selective" op policy), not Megatron-Core's
+  // attention-core recompute; listed twice it is tried once. Megatron plans keep theirs.
+  Json json = SmallSearch();
+  json["search"] = Json::parse(R"({"micro_batches": [1], "zero_stages": [0],
+                                   "recompute": ["none", "selective", "selective_op"],
+                                   "tensor_modes": ["1d"]})");
+  const SearchSetup megatron = Read(json);
+  json["training"]["framework"] = "pytorch";
+  const SearchSetup pytorch = Read(json);
+  std::map<models::Recompute, size_t> tried;
+  for (const PlanChoice& plan : EnumeratePlans(pytorch.base, pytorch.space))
+    ++tried[plan.recompute];
+  EXPECT_EQ(tried.count(models::Recompute::kSelective), 0U);
+  EXPECT_GT(tried[models::Recompute::kSelectiveOp], 0U);
+  EXPECT_EQ(tried[models::Recompute::kSelectiveOp], tried[models::Recompute::kNone]);
+  size_t megatron_selective = 0;
+  for (const PlanChoice& plan : EnumeratePlans(megatron.base, megatron.space)) {
+    megatron_selective += plan.recompute == models::Recompute::kSelective ? 1 : 0;
+  }
+  EXPECT_EQ(megatron_selective, tried[models::Recompute::kNone]);
 }
 
 TEST(SearchTest, ContextParallelismIsADimension) {
