@@ -218,6 +218,11 @@ struct TransformerShard {
   bool autocast = false;
   // What Recompute::kSelective re-runs (RecomputeModule bits; LayerOps::selective_modules).
   uint8_t recompute_modules = kRecomputeCoreAttn;
+  // Sequence parallelism as PyTorch's DTensor runs it (framework pytorch: torchtitan's
+  // apply_tp): the column-parallel linears after a norm (q/k/v, the MLP's first, the output
+  // layer) save their input gathered whole, where Megatron-Core saves the sequence shard and
+  // gathers it again in backward.
+  bool saves_gathered_inputs = false;
 
   // The rank's tokens of a micro-batch: b · s/c.
   int64_t local_seq() const { return seq_len / context_parallel; }

@@ -37,6 +37,10 @@ struct Shape {
   DType dtype;
   bool flash, dropout, causal;
   bool autocast;  // PyTorch autocast over fp32 weights (TransformerShard::autocast)
+  // Under sequence parallelism, the column-parallel linears after a norm save their input
+  // gathered whole and do not gather it again in backward (TransformerShard::
+  // saves_gathered_inputs); else they save the shard.
+  bool saves_gathered;
   bool bias;      // the linear layers have biases
   Fp8Recipe fp8;  // the linear layers' GEMMs in FP8 (1D only)
 
@@ -86,6 +90,7 @@ Shape MakeShape(const TransformerSpec& spec, const TransformerShard& shard) {
   x.dropout = shard.dropout;
   x.causal = spec.causal;
   x.autocast = shard.autocast;
+  x.saves_gathered = shard.saves_gathered_inputs && x.replicated_tokens < x.tokens;
   x.bias = spec.linear_bias;
   x.fp8 = shard.fp8;
   return x;
@@ -141,6 +146,12 @@ void AutocastLinear(LayerBuilder& layer, std::string_view name, const Shape& x, 
 
 // A linear's bias columns on this rank: its output width, or none.
 int64_t BiasColumns(const Shape& x, int64_t columns) { return x.bias ? columns : 0; }
+
+// The tokens a column-parallel linear after a norm saves its input for: the rank's sequence
+// shard under sequence parallelism (all of them under DTensor's, Shape::saves_gathered).
+int64_t SavedInputTokens(const Shape& x) {
+  return x.saves_gathered ? x.tokens : x.replicated_tokens;
+}
 
 // A column-parallel linear after a norm under sequence parallelism saved its input as the
 // rank's sequence shard (T/t tokens); its backward all-gathers it again for the weight
@@ -379,7 +390,7 @@ void Attention(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
                    /*fp32_input=*/true);
     Op& projection =
         layer.Linear("attn.qkv", x.dtype, x.tokens, qkv, x.width,
-                     x.input_e() * x.replicated_tokens * x.width + x.e * tokens * qkv, x.steps, 1.0,
+                     x.input_e() * SavedInputTokens(x) * x.width + x.e * tokens * qkv, x.steps, 1.0,
                      Casts(x, x.replicated_tokens * x.width, x.tokens * qkv));
     // Rotary models are written with separate q, k, v projections (Llama's wq, wk, wv in
     // torchtitan and Hugging Face); GPT-2-style ones with one (c_attn).
@@ -389,7 +400,7 @@ void Attention(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
       };
       projection.matmul_outputs = {bytes(x.q), bytes(x.kv), bytes(x.v)};
     }
-    RegatherSequenceShard(layer, x);
+    if (!x.saves_gathered) RegatherSequenceShard(layer, x);
     layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);  // column-parallel: g in backward
     if (!gathers.input_gradient) layer.BoundaryWidths({}, {.gather = Op::kNoGather});
   }
@@ -416,7 +427,7 @@ void Mlp(LayerBuilder& layer, const Shape& x, bool swiglu, std::string_view pref
   const double tokens = static_cast<double>(x.tokens);
   const std::string name(prefix);
   const int64_t width = swiglu ? 2 * ffn : ffn;  // SwiGLU: gate and up in one GEMM
-  const double input = x.input_e() * static_cast<double>(x.replicated_tokens * x.width);
+  const double input = x.input_e() * static_cast<double>(SavedInputTokens(x) * x.width);
   AutocastLinear(layer, name + ".fc1", x, x.width, x.width * width * x.steps, BiasColumns(x, width),
                  /*fp32_input=*/!shared);
   Op& fc1 = layer.Linear(name + ".fc1", x.dtype, x.tokens, width, x.width, shared ? 0 : input,
@@ -425,7 +436,7 @@ void Mlp(LayerBuilder& layer, const Shape& x, bool swiglu, std::string_view pref
   // up_proj), gate first.
   if (swiglu) fc1.matmul_outputs = {fc1.output_bytes / 2, fc1.output_bytes / 2};
   if (reduces) {
-    RegatherSequenceShard(layer, x);
+    if (!x.saves_gathered) RegatherSequenceShard(layer, x);
     layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
   }
   // GeLU saves its input (e·sbf); SwiGLU reads 2f and writes f, saving both halves.
@@ -698,8 +709,8 @@ LayerOps OutputOps(const TransformerSpec& spec, const TransformerShard& shard) {
   AutocastLinear(layer, "output.logits", x, x.width, vocab * x.width * x.steps, 0,
                  /*fp32_input=*/true);
   layer.Linear("output.logits", x.dtype, x.tokens, vocab, x.width,
-               x.e * x.replicated_tokens * x.width, x.steps);
-  RegatherSequenceShard(layer, unquantized);
+               x.e * SavedInputTokens(x) * x.width, x.steps);
+  if (!x.saves_gathered) RegatherSequenceShard(layer, unquantized);
   // Vocabulary-parallel cross-entropy in fp32: reads the logits, keeps the fp32 softmax for the
   // backward (the 4·s·b·V term of Korthikanti's output-layer memory). Under autocast it is
   // PyTorch's F.cross_entropy(logits.float()): the fp32 copy (e + 4 B a logit), log_softmax (4 +

@@ -564,7 +564,8 @@ models::TransformerShard ShardOf(const SimulationConfig& config) {
           .autocast =
               models::Autocasts(training.framework, training.param_dtype, training.dtype,
                                 plan.zero_stage == 3 && plan.DataIndices() * plan.tensor_depth > 1),
-          .recompute_modules = training.recompute_modules};
+          .recompute_modules = training.recompute_modules,
+          .saves_gathered_inputs = training.framework == models::Framework::kPyTorch};
 }
 
 bool SkewedRouting(const SimulationConfig& config) {

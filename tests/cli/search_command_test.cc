@@ -92,7 +92,7 @@ TEST_F(SearchCommandTest, RowsSayWhetherTheirMemoryHoldsTheAllocatorsReserve) {
   EXPECT_THAT(output_.str(), HasSubstr(" GiB*\n"));
   const Expected<SearchFile> file = ReadSearchFile(Path("reserve.json"));
   ASSERT_TRUE(file.ok()) << file.error().ToString();
-  ASSERT_EQ(file->result.ranking.size(), 3u);
+  ASSERT_GE(file->result.ranking.size(), 3u);  // every plan simulated, in order
   int replayed = 0;
   for (const size_t index : file->result.ranking) {
     const strategies::EvaluatedPlan& plan = file->result.plans[index];

@@ -51,27 +51,49 @@ TEST(MemoryTest, MicrobatchesInFlightPerSchedule) {
   EXPECT_DOUBLE_EQ(MicrobatchesInFlight(PipelineSchedule::kInterleaved, 8, 0, 4, 64), 9.75);
 }
 
+// GPT-3 175B, t = 8 with sequence parallelism and selective recompute, p = 16, b = 1,
+// s = 2048, 1F1B, DP 8 with ZeRO-1.
+MemoryPlan Gpt3SelectiveSequenceParallel() {
+  return {.shard = {.micro_batch = 1,
+                    .seq_len = 2048,
+                    .dtype = DType::kBf16,
+                    .tensor_parallel = 8,
+                    .sequence_parallel = true},
+          .recompute = Recompute::kSelective,
+          .pipeline_stages = 16,
+          .microbatches = 64,
+          .data_parallel = 8,
+          .zero_stage = 1};
+}
+
 TEST(MemoryTest, FirstStageHoldsAllLayersWorthOfActivations) {
-  // GPT-3 175B, t = 8 with sequence parallelism and selective recompute, p = 16, b = 1,
-  // s = 2048, 1F1B: stage 0 holds p = 16 micro-batches of 96/16 = 6 layers, each
-  // 34·s·b·h/t bytes (Korthikanti §4.3: L layers' worth, independent of p), plus per
-  // micro-batch the embedding's int64 ids 8·s·b and its dropout mask s·b·h/t.
+  // Stage 0 holds p = 16 micro-batches of 96/16 = 6 layers, each 34·s·b·h/t bytes (Korthikanti
+  // §4.3: L layers' worth, independent of p), plus per micro-batch the embedding's int64 ids
+  // 8·s·b and its dropout mask s·b·h/t.
   const ModelSpec model = Preset("gpt3-175b");
-  const MemoryPlan plan{.shard = {.micro_batch = 1,
-                                  .seq_len = 2048,
-                                  .dtype = DType::kBf16,
-                                  .tensor_parallel = 8,
-                                  .sequence_parallel = true},
-                        .recompute = Recompute::kSelective,
-                        .pipeline_stages = 16,
-                        .microbatches = 64,
-                        .data_parallel = 8,
-                        .zero_stage = 1};
+  const MemoryPlan plan = Gpt3SelectiveSequenceParallel();
   Expected<MemoryBreakdown> memory = EstimateMemory(model, plan);
   ASSERT_TRUE(memory.ok()) << memory.error().ToString();
   const int64_t sbh = 2048LL * 12288;
   EXPECT_EQ(memory->activations, 16 * (6 * 34 * sbh / 8 + 8 * 2048 + sbh / 8));
   EXPECT_DOUBLE_EQ(memory->microbatches_in_flight, 16);
+}
+
+TEST(MemoryTest, DTensorSequenceParallelismKeepsTheGatheredInputs) {
+  // The same plan with sequence parallelism as PyTorch's DTensor runs it (torchtitan's apply_tp:
+  // the q/k/v projection and the MLP's first linear save their input gathered whole, not the
+  // sequence shard Megatron-Core saves and gathers again): each layer keeps two more inputs'
+  // worth of the other ranks' tokens, 2 · 2 B · (s·b − s·b/t) · h; the output layer one more
+  // (its input, the last stage's). Stage 0 holds 16 micro-batches of 6 layers, as above.
+  const ModelSpec model = Preset("gpt3-175b");
+  MemoryPlan plan = Gpt3SelectiveSequenceParallel();
+  const Expected<MemoryBreakdown> megatron = EstimateMemory(model, plan);
+  ASSERT_TRUE(megatron.ok()) << megatron.error().ToString();
+  plan.shard.saves_gathered_inputs = true;
+  const Expected<MemoryBreakdown> dtensor = EstimateMemory(model, plan);
+  ASSERT_TRUE(dtensor.ok()) << dtensor.error().ToString();
+  const int64_t sbh = 2048LL * 12288;
+  EXPECT_EQ(dtensor->activations - megatron->activations, 16 * 6 * 2 * 2 * (sbh - sbh / 8));
 }
 
 TEST(MemoryTest, TensorParallelParameterShard) {
