@@ -111,11 +111,20 @@ Status Replay::Attention(int l, Mode mode) {
   if (!bf16_ || !keep || Tp()) Free(l, kN1);  // without autocast, wq, wk and wv saved it
   if (Tp() && !keep) Free(l, kG1);
   // wo's partial sums reduce-scattered onto the sequence (RowwiseParallel's Shard(1) output),
-  // then the residual add (under autocast fp32 + bf16: fp32).
-  if (Tp()) DTSIM_RETURN_IF_ERROR(ReduceScatterSequence(l, kORs));
+  // then the residual add (under autocast fp32 + bf16: fp32). torchtitan's op policy stores
+  // the reduce-scatter's output (_c10d_functional.reduce_scatter_tensor is on its save list):
+  // its recompute copies the partial sums into rank order and takes the output from the store.
+  const bool stores_scatter = mode == Mode::kOpForward || mode == Mode::kOpRecompute;
+  if (Tp() && mode == Mode::kOpRecompute) {
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kScatterIn, t_ * h_ * 2));
+    Free(kModel, kScatterIn);
+  } else if (Tp()) {
+    DTSIM_RETURN_IF_ERROR(ReduceScatterSequence(l, kORs));
+  }
   if (Tp()) Free(l, kO);
   DTSIM_RETURN_IF_ERROR(Alloc(l, kH, ts_ * h_ * act_));
-  Free(l, Tp() ? kORs : kO);
+  if (!Tp()) Free(l, kO);
+  if (Tp() && !stores_scatter) Free(l, kORs);
   return Status::Ok();
 }
 
@@ -149,11 +158,11 @@ Status Replay::Mlp(int l, Mode mode) {
   if (Tp() && !keep) Free(l, kG2);
   // w2's partial sums (which the op policy stores) reduce-scattered onto the sequence, then the
   // residual add: the block's output.
-  if (Tp()) {
+  if (Tp()) {  // the op policy stores the scatter's output, as wo's
     DTSIM_RETURN_IF_ERROR(ReduceScatterSequence(l, kO2Rs));
     if (!op_forward) Free(l, kO2);
     DTSIM_RETURN_IF_ERROR(Alloc(l + 1, kX, ts_ * h_ * act_));
-    Free(l, kO2Rs);
+    if (!op_forward) Free(l, kO2Rs);
   } else {
     DTSIM_RETURN_IF_ERROR(Alloc(l + 1, kX, t_ * h_ * act_));
     if (!op_forward) Free(l, kO2);

@@ -241,8 +241,15 @@ Status Replay::Backward() {
     }
     DTSIM_RETURN_IF_ERROR(MlpBackward(l));
     DTSIM_RETURN_IF_ERROR(AttentionBackward(l));
-    // w2's stored output, which no backward reads, goes with the checkpoint's frame.
-    if (Checkpointed(l) && OpPolicy()) Free(l, kO2);
+    // w2's stored output, which no backward reads, goes with the checkpoint's frame (and under
+    // tensor parallelism the stored outputs of wo's and w2's reduce-scatters).
+    if (Checkpointed(l) && OpPolicy()) {
+      Free(l, kO2);
+      if (Tp()) {
+        Free(l, kORs);
+        Free(l, kO2Rs);
+      }
+    }
     if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PostBackward(l));
   }
   DTSIM_RETURN_IF_ERROR(EmbeddingBackward());

@@ -67,6 +67,30 @@ TEST(EagerTensorParallelTest, BlocksKeepTheGatheredInputsWhole) {
   }
 }
 
+TEST(EagerTensorParallelTest, TheOpPolicyStoresTheReduceScattersOutputs) {
+  // torchtitan's op policy (selective_op) saves the outputs of every odd mm, of flash
+  // attention and of _c10d_functional.reduce_scatter_tensor. Block 0 keeps, as above:
+  //   its input x                                                 ts·h·2
+  //   wq's and wv's outputs (the first and third mm)              t·q·2 + t·kv·2
+  //   flash attention's output, log-sum-exp, seed and offset      t·q·2 + 16,384 / tp + 2 · 512
+  //   w1's output (the fifth mm)                                  t·f·2
+  //   w2's output (the seventh): under TP its partial sums        t·h·2
+  //   under TP, the two reduce-scatters' outputs                  2 · ts·h·2
+  // with the rank's key-value width kv = 256 / tp.
+  for (const int tp : {1, 2}) {
+    const int64_t t = 512, ts = t / tp, h = 512, q = 512 / tp, kv = 256 / tp, f = 1536 / tp;
+    const int64_t scatters = tp > 1 ? 2 * ts * h * 2 : 0;
+    const int64_t kept = ts * h * 2 + t * q * 2 + t * kv * 2 + t * q * 2 + 16384 / tp + 2 * 512 +
+                         t * f * 2 + t * h * 2 + scatters;
+    EagerRun run = TpRun(tp);
+    run.recompute = Recompute::kSelectiveOp;
+    const Expected<EagerPeaks> peaks = ReplayEagerTraining(Toy(), run);
+    ASSERT_TRUE(peaks.ok()) << peaks.error().ToString();
+    ASSERT_EQ(peaks->layer_kept.size(), 3u);
+    EXPECT_EQ(peaks->layer_kept[0], kept) << "tp " << tp;
+  }
+}
+
 TEST(EagerTensorParallelTest, TheLossParallelBackwardHoldsFourVocabularyShards) {
   // A vocabulary of 2^17 at hidden 512: the loss dominates. The rank's logits are t × v / tp =
   // 512 × 65,536 (TP 2), 128 MiB in fp32. As loss_parallel's fused backward adds exp(log_softmax)
