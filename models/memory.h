@@ -39,7 +39,12 @@ bool Autocasts(Framework framework, DType param_dtype, DType activations, bool s
 // in the softmax, so only the logits (forward) or the gradient's cast (backward), e B a logit;
 // PyTorch's log_softmax + nll_loss hold, in backward, nll_loss's dense fp32 gradient and
 // log_softmax's fp32 input gradient (8 B), in forward the logits and their fp32 copy (e + 4).
-int64_t LossWorkingBytes(Framework framework, int64_t logits, DType dtype);
+// PyTorch's loss_parallel over vocabulary shards (`loss_parallel`: torchtitan's with tensor
+// parallelism, torch/distributed/tensor/parallel/loss.py) holds in forward the logits, their fp32
+// copy, the copy less its maxima and their exponentials (e + 12), in backward the one-hot zeros,
+// the exponentials of the saved result and their sum (12).
+int64_t LossWorkingBytes(Framework framework, int64_t logits, DType dtype,
+                         bool loss_parallel = false);
 
 // Activation bytes one layer keeps for its backward pass: the sum of its forward ops' saved
 // bytes (none), without the core attention's (selective), or only the layer input (full).

@@ -159,6 +159,13 @@ TEST(MemoryTest, LossWorkingSetPerFramework) {
   EXPECT_EQ(LossWorkingBytes(Framework::kPyTorch, kLlama3Logits, DType::kBf16), 8 * kLlama3Logits);
   EXPECT_EQ(LossWorkingBytes(Framework::kMegatron, 1000, DType::kFp32), 4000);
   EXPECT_EQ(LossWorkingBytes(Framework::kPyTorch, 1000, DType::kFp32), 8000);
+  // loss_parallel (PyTorch with tensor parallelism, the rank's vocabulary shard): the bf16
+  // logits, their fp32 copy, the copy less its maxima and exp of that (2 + 4 + 4 + 4) in
+  // forward; in backward zeros, exp(log_softmax) and their sum (4 + 4 + 4): 14.
+  EXPECT_EQ(LossWorkingBytes(Framework::kPyTorch, 1000, DType::kBf16, /*loss_parallel=*/true),
+            14000);
+  EXPECT_EQ(LossWorkingBytes(Framework::kMegatron, 1000, DType::kBf16, /*loss_parallel=*/true),
+            2000);
 }
 
 TEST(MemoryTest, PyTorchPeaksAtTheLossBeforeAnyGradientExists) {
@@ -182,6 +189,13 @@ TEST(MemoryTest, PyTorchPeaksAtTheLossBeforeAnyGradientExists) {
             32 * (kLlama3Layer * 2 + 2 * 16'384LL * 4'096 * 2));
   EXPECT_EQ(megatron->temporary, (16'384LL * 4'096 + 4'096LL * 128'256 + kLlama3Logits) * 2);
   EXPECT_EQ(pytorch->temporary, 8 * kLlama3Logits);
+  // Over 2 tensor-parallel ranks PyTorch's loss is loss_parallel's over half the vocabulary
+  // (128,256 / 2), 14 B a logit; Megatron's stays at the logits GEMM's operands.
+  MemoryPlan split = Llama3OneGpu(Framework::kPyTorch, Recompute::kNone);
+  split.shard.tensor_parallel = 2;
+  const Expected<MemoryBreakdown> loss_parallel = EstimateMemory(model, split);
+  ASSERT_TRUE(loss_parallel.ok()) << loss_parallel.error().ToString();
+  EXPECT_EQ(loss_parallel->temporary, 14 * (kLlama3Logits / 2));
 }
 
 TEST(MemoryTest, FsdpKeepsTheRootGatheredBesideTwoLayers) {
