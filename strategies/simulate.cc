@@ -203,6 +203,14 @@ Expected<SimulationResult> Simulate(const ResolvedConfig& input, const models::O
   result.average_iteration_time = result.iteration_time;
   result.warnings.insert(result.warnings.end(), config.cluster.assumed.begin(),
                          config.cluster.assumed.end());
+  if (config.training.framework == models::Framework::kPyTorch &&
+      config.training.recompute == models::Recompute::kSelective) {
+    result.warnings.push_back(
+        "recompute \"selective\" is Megatron-Core's attention-core recompute, which PyTorch "
+        "does not have: priced as such by the analytic memory model, without the caching "
+        "allocator's reserve (PyTorch's selective activation checkpointing, as torchtitan "
+        "configures it, is \"selective_op\")");
+  }
   if (config.ranks == RanksMode::kSymmetric && SkewedRouting(config)) {
     result.warnings.push_back(fmt::format(
         "symmetric ranks simulate balanced routing: the expert imbalance of {} is not in this "

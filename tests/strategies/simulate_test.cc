@@ -397,6 +397,20 @@ TEST(SimulateTest, TensorParallelGroupsShareTheParameterServers) {
   EXPECT_THAT(SimulateJson(json).warnings.at(0), HasSubstr("symmetric ranks prices each group"));
 }
 
+TEST(SimulateTest, MegatronsSelectiveRecomputeUnderPyTorchIsFlagged) {
+  // PyTorch has no attention-core recompute: a PyTorch plan asking for Megatron's selective is
+  // priced as asked, and the result says what it is and what PyTorch's own policy is called.
+  Json json = BaseConfig();
+  json["training"]["framework"] = "pytorch";
+  json["training"]["recompute"] = "selective";
+  const SimulationResult selective = SimulateJson(json);
+  ASSERT_EQ(selective.warnings.size(), 1u);
+  EXPECT_THAT(selective.warnings[0], HasSubstr("PyTorch does not have"));
+  EXPECT_THAT(selective.warnings[0], HasSubstr("\"selective_op\""));
+  json["training"]["recompute"] = "selective_op";
+  EXPECT_TRUE(SimulateJson(json).warnings.empty());
+}
+
 TEST(SimulateTest, ShippedExamplesLoad) {
   for (const char* name :
        {"gpt3_175b_1024gpu.json", "gpt3_1.3b_16gpu.json", "llama2_70b_64h100.json",
