@@ -2,7 +2,7 @@
 // what a run reserves (torch.cuda.max_memory_reserved) beside what its tensors hold
 // (max_memory_allocated). The policy is that of c10/cuda/CUDACachingAllocator.cpp (PyTorch 1.x
 // to 2.11) under its default configuration — no expandable segments, no max_split_size, no
-// garbage-collection threshold (docs/models.md, "The caching allocator"):
+// garbage-collection threshold (docs/allocator.md):
 //
 // - a request is rounded up to a multiple of 512 B (512 B at least);
 // - requests of at most 1 MiB come from the small pool, the rest from the large one;

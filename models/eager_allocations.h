@@ -1,6 +1,6 @@
 // A PyTorch-eager training loop on one GPU, tensor by tensor, replayed through the caching
 // allocator (models/caching_allocator.h): what torch.cuda.max_memory_allocated and
-// max_memory_reserved report for it (docs/models.md, "The caching allocator").
+// max_memory_reserved report for it (docs/allocator.md).
 //
 // The loop is the one tools/gpu_checks/gpt2_step.py runs, as PyTorch 2.x runs it:
 //

@@ -1,7 +1,7 @@
 // FSDP2 (torch.distributed.fsdp.fully_shard) around an eager loop's tensors, as PyTorch 2.11
 // runs it with MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) and its defaults
 // (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py and _fsdp_collectives.py; docs/
-// models.md, "The caching allocator"). Each parameter group — a transformer block, the root
+// allocator.md). Each parameter group — a transformer block, the root
 // (embedding, final norm, output layer) — holds its fp32 parameters sharded on dim 0 (padded
 // to a multiple of the ranks) and, around its use:
 //
