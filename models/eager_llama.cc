@@ -34,11 +34,7 @@ Status CheckSupported(const TransformerSpec& spec) {
 // torchtitan's tensor parallelism splits the heads, the key-value heads and the MLP's width
 // over the ranks, and (sequence parallelism) the sequence.
 Status CheckTensorParallel(const TransformerSpec& spec, const EagerRun& run) {
-  const int64_t ranks = run.tensor_ranks;
-  if (ranks < 1) {
-    return Error("tensor-parallel ranks must be positive (1: none)", "tensor_ranks",
-                 std::to_string(ranks));
-  }
+  const int64_t ranks = run.tensor_ranks;  // positive: ReplayEagerTraining checked the run
   for (const auto& [what, count] : {std::pair<std::string_view, int64_t>{"heads", spec.heads},
                                     {"kv_heads", spec.kv_heads},
                                     {"ffn_hidden", spec.ffn_hidden},

@@ -18,6 +18,7 @@ namespace dtsim::models {
 // Whether `spec` is a Llama-style decoder (RMSNorm, SwiGLU, rotary positions): the model
 // ReplayLlamaEager takes, or names what it lacks.
 bool IsLlamaStyle(const TransformerSpec& spec);
+// The run as ReplayEagerTraining has checked it (its entry point: positive sizes and ranks).
 Expected<EagerPeaks> ReplayLlamaEager(const TransformerSpec& spec, const EagerRun& run);
 
 }  // namespace dtsim::models

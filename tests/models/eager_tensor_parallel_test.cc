@@ -122,7 +122,9 @@ TEST(EagerTensorParallelTest, RefusesWhatItDoesNotReplay) {
   EXPECT_THAT(no_fsdp.error().ToString(), HasSubstr("replayed under FSDP2"));
   EagerRun ring = TpRun(2);
   ring.context_ranks = 2;
-  ASSERT_FALSE(ReplayEagerTraining(spec, ring).ok());
+  const Expected<EagerPeaks> with_ring = ReplayEagerTraining(spec, ring);
+  ASSERT_FALSE(with_ring.ok());
+  EXPECT_THAT(with_ring.error().ToString(), HasSubstr("without context parallelism"));
   // 3 ranks divide none of the 8 heads, the 4 key-value heads, the MLP or the sequence.
   const Expected<EagerPeaks> three = ReplayEagerTraining(spec, TpRun(3));
   ASSERT_FALSE(three.ok());
