@@ -489,6 +489,10 @@ Expected<EagerPeaks> ReplayEagerTraining(const TransformerSpec& spec, const Eage
         "context parallelism",
         "tensor_ranks", std::to_string(run.tensor_ranks));
   }
+  if (run.pipeline.stages != 1 && run.fsdp_ranks == 0) {
+    return Error("pipelining is replayed under FSDP2, as torchtitan runs it", "pipeline",
+                 std::to_string(run.pipeline.stages));
+  }
   if (IsLlamaStyle(spec)) return ReplayLlamaEager(spec, run);
   if (run.fsdp_ranks > 0) {
     return Error(

@@ -26,6 +26,7 @@
 #include "models/caching_allocator.h"
 #include "models/model_spec.h"
 #include "models/ops.h"
+#include "models/pipeline_schedules.h"
 #include "sim/base/status.h"
 
 namespace dtsim::models {
@@ -41,13 +42,35 @@ inline constexpr int kMaxEagerReplayMicroBatches = 3;
 // 1,024 ranks or 128 on 256; past it a plan keeps the analytic estimate.
 inline constexpr int64_t kMaxEagerReplayRingSteps = int64_t{1} << 15;
 
+// Past this many slots per tensor role — model chunks × micro-batches × (the rank's blocks + 2),
+// what a pipeline rank's replay keeps apart — a plan keeps the analytic estimate (the replay's
+// cost grows with micro-batches × blocks: 16,384 is about 0.5 s).
+inline constexpr int64_t kMaxEagerReplayPipelineSlots = int64_t{1} << 14;
+
+// One rank of a pipeline (torch.distributed.pipelining as torchtitan splits a decoder: each
+// model chunk a deep copy holding its blocks, the embedding in the first, the final norm and
+// output layer in the last, FSDP2 over each chunk).
+struct EagerPipeline {
+  int stages = 1;  // pipeline ranks; 1: no pipeline
+  int rank = 0;
+  PipelineSchedule schedule = PipelineSchedule::kOneForwardOneBackward;
+  int chunks = 1;  // model chunks per rank (virtual stages); chunk k runs on rank k mod stages
+  std::vector<int> chunk_layers;  // blocks of each of the stages × chunks model chunks, in order
+  // The last stage keeps every micro-batch's output (its logits) for step()'s merge, made at
+  // the step's end (torch.cat) and dropped: PyTorch before 2.10, whose step() has no
+  // return_outputs=False (pytorch/pytorch#165822; torchtitan passes it since e5ef99a, October
+  // 2025). Else each output goes with its micro-batch's backward.
+  bool merge_outputs = false;
+};
+
 struct EagerRun {
   int64_t micro_batch = 1;
   int64_t seq_len = 0;
   Recompute recompute = Recompute::kNone;  // none, full or selective_op
   int recompute_every = 1;                 // the policy on blocks n, 2n, … (RecomputesLayer)
   // Micro-batches per step, their gradients accumulated into .grad (the first makes it, each
-  // later one's gradient is made and added in) before the optimizer's step.
+  // later one's gradient is made and added in) before the optimizer's step; under a pipeline
+  // the schedule's, all of them.
   int micro_batches = 1;
   // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (models/caching_allocator.h)
   bool expandable_segments = false;
@@ -75,6 +98,12 @@ struct EagerRun {
   // reduce-scattered back onto the sequence, the output layer column-parallel into a
   // vocabulary-sharded loss (loss_parallel); 1: none.
   int tensor_ranks = 1;
+  // Pipeline parallelism (under FSDP2, with or without tensor parallelism, no context
+  // parallelism): this rank's stages run the schedule's passes over every micro-batch, each
+  // micro-batch's input a receive buffer made up front and its gradient kept as the buffer's
+  // .grad until the next step, the last stage's outputs kept for the step's merge, and FSDP2
+  // neither resharding nor syncing gradients until the stage's last backward (eager_fsdp.h).
+  EagerPipeline pipeline;
   // clip_grad_norm_(foreach=True) before the optimizer's step, as torchtitan runs it.
   bool clip_grad_norm = false;
   // DistributedDataParallel (gradient_as_bucket_view=False, its defaults): the gradient
@@ -99,8 +128,10 @@ struct EagerPeaks {
   // (the loss, gradients in flight).
   int64_t held_at_peak = 0;
   int64_t grads_at_peak = 0;
-  // Of what outlives the iterations, DDP's gradient buckets (blocks).
+  // Of what outlives the iterations, DDP's gradient buckets and a pipeline stage's receive
+  // buffers (blocks).
   int64_t bucket_bytes = 0;
+  int64_t pipeline_buffer_bytes = 0;
   int64_t blocks_at_peak = 0;
   // What each block keeps from its forward to its backward: its tensors (as blocks) live at the
   // end of the last forward, by layer; index `layers` the last block's output.

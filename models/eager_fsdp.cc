@@ -1,19 +1,23 @@
 #include "models/eager_fsdp.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "sim/base/check.h"
 
 namespace dtsim::models {
 
-FsdpGroups::FsdpGroups(EagerTensors& tensors, int ranks, std::vector<FsdpGroupSpec> groups)
+FsdpGroups::FsdpGroups(EagerTensors& tensors, int ranks, std::vector<FsdpGroupSpec> groups,
+                       bool accumulate)
     : tensors_(tensors),
       ranks_(ranks),
+      accumulate_(accumulate),
       groups_(std::move(groups)),
       unsharded_(groups_.size()),
       pending_(groups_.size(), false),
       gathered_(groups_.size(), -1),
-      gradients_(groups_.size()) {
+      gradients_(groups_.size()),
+      accumulated_(groups_.size()) {
   DTSIM_CHECK(ranks_ >= 1, "FSDP over no ranks");
 }
 
@@ -47,7 +51,7 @@ int64_t FsdpGroups::ChunkCatScratch(int group) const {
 
 Status FsdpGroups::Unshard(int group) {
   const auto g = static_cast<size_t>(group);
-  if (!unsharded_[g].empty() || pending_[g]) return Status::Ok();
+  if (groups_[g].parameters.empty() || !unsharded_[g].empty() || pending_[g]) return Status::Ok();
   pending_[g] = true;
   if (ranks_ == 1) return Status::Ok();  // no all-gather: the copy-out casts the shards
   // foreach_all_gather on the copy-in stream: the bf16 shards, flat; the all-gather's output
@@ -137,24 +141,65 @@ Status FsdpGroups::PreBackward(int group, int prefetch) {
   return Status::Ok();
 }
 
-void FsdpGroups::AddGradient(int group, CachingAllocator::Handle gradient) {
-  gradients_[static_cast<size_t>(group)].push_back(gradient);
+void FsdpGroups::AddGradient(int group, int parameter, CachingAllocator::Handle gradient,
+                             int64_t bytes) {
+  gradients_[static_cast<size_t>(group)].push_back(
+      {.parameter = parameter, .handle = gradient, .bytes = bytes});
 }
 
 Status FsdpGroups::PostBackward(int group) {
-  const auto g = static_cast<size_t>(group);
+  if (accumulate_) return Accumulate(group);
   Reshard(group);
-  if (gradients_[g].empty()) return Status::Ok();
+  return Reduce(group, gradients_[static_cast<size_t>(group)], false);
+}
+
+Status FsdpGroups::Accumulate(int group) {
+  const auto g = static_cast<size_t>(group);
+  std::vector<Gradient>& gradients = gradients_[g];
+  std::vector<Gradient>& accumulated = accumulated_[g];
+  if (!accumulated.empty()) {  // added into the fp32 gradients in place
+    DTSIM_CHECK(accumulated.size() == gradients.size(), "a micro-batch's gradients differ");
+    for (const Gradient& gradient : gradients) tensors_.FreeBuffer(gradient.handle);
+    gradients.clear();
+    return Status::Ok();
+  }
+  std::sort(gradients.begin(), gradients.end(),
+            [](const Gradient& a, const Gradient& b) { return a.parameter < b.parameter; });
+  for (const Gradient& gradient : gradients) {  // each cast to fp32, the bf16 freed
+    DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle fp32,
+                           tensors_.AllocGradientBuffer(gradient.bytes * 2, kCompute));
+    tensors_.FreeBuffer(gradient.handle);
+    accumulated.push_back(
+        {.parameter = gradient.parameter, .handle = fp32, .bytes = gradient.bytes * 2});
+  }
+  gradients.clear();
+  return Status::Ok();
+}
+
+Status FsdpGroups::ReduceAccumulated(int group) {
+  Reshard(group);
+  return Reduce(group, accumulated_[static_cast<size_t>(group)], true);
+}
+
+Status FsdpGroups::Reduce(int group, std::vector<Gradient>& gradients, bool accumulated) {
+  if (gradients.empty()) return Status::Ok();
   if (reduce_input_ != -1) tensors_.FreeBuffer(reduce_input_);
-  // foreach_reduce: the fp32 input on the compute stream, chunk_cat's scratch, the bf16
-  // gradients freed; the output on the reduce-scatter stream.
+  // foreach_reduce: the fp32 input on the compute stream, chunk_cat's scratch, the gradients
+  // (bf16, or under pipelining the accumulated fp32) freed; the output on the reduce-scatter
+  // stream.
   const int64_t elements = GroupPaddedElements(group);
   DTSIM_ASSIGN_OR_RETURN(reduce_input_, tensors_.AllocBuffer(elements * 4, kCompute));
   DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle scratch,
                          tensors_.AllocBuffer(ChunkCatScratch(group), kCompute));
   tensors_.FreeBuffer(scratch);
-  for (const CachingAllocator::Handle gradient : gradients_[g]) tensors_.FreeBuffer(gradient);
-  gradients_[g].clear();
+  for (const Gradient& gradient : gradients) {
+    if (accumulated) {
+      tensors_.FreeGradientBuffer(gradient.handle, gradient.bytes);
+    } else {
+      tensors_.FreeBuffer(gradient.handle);
+    }
+  }
+  gradients.clear();
   const int64_t output_bytes = elements / ranks_ * 4;
   DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle output,
                          tensors_.AllocBuffer(output_bytes, kReduceScatter));

@@ -20,6 +20,14 @@
 //   it and freed when an earlier micro-batch made one); the input lives until the next
 //   group's reduce-scatter, the last one's until the end of backward.
 //
+// Under pipelining (torch.distributed.pipelining's backward_maybe_with_nosync, PyTorch 2.5 and
+// later) no micro-batch's backward syncs gradients nor reshards: each group's post-backward
+// casts its bf16 gradients to fp32 (to_accumulated_grad_if_needed: the fp32 copy made, the bf16
+// freed, parameter by parameter in module order) at the first micro-batch and adds them into
+// those at the next (accumulate_unsharded_grad_if_needed, in place); after the stage's last
+// backward the pipeline calls every group's post-backward by hand, the root first, with
+// resharding and the reduce-scatter of the accumulated gradients (ReduceAccumulated).
+//
 // The streams' pools are apart in the caching allocator: what one caches the others cannot
 // reuse.
 #pragma once
@@ -51,7 +59,10 @@ class FsdpGroups {
   static constexpr int kCopyIn = 1;
   static constexpr int kReduceScatter = 2;
 
-  FsdpGroups(EagerTensors& tensors, int ranks, std::vector<FsdpGroupSpec> groups);
+  // `accumulate`: under pipelining (above). A group without parameters (a pipeline chunk's
+  // root) does nothing.
+  FsdpGroups(EagerTensors& tensors, int ranks, std::vector<FsdpGroupSpec> groups,
+             bool accumulate = false);
 
   // The fp32 shard a rank holds of `parameter`.
   int64_t ShardBytes(const FsdpParameter& parameter) const { return ShardElements(parameter) * 4; }
@@ -63,9 +74,13 @@ class FsdpGroups {
   // Unshards `group` unless it is unsharded or prefetched, and prefetches `prefetch` (none
   // where < 0).
   Status PreBackward(int group, int prefetch);
-  // `gradient`, a buffer of `tensors`, is the bf16 gradient of one of `group`'s parameters.
-  void AddGradient(int group, CachingAllocator::Handle gradient);
+  // `gradient`, a buffer of `tensors` of `bytes`, is the bf16 gradient of `group`'s parameter
+  // `parameter` (an index in module order).
+  void AddGradient(int group, int parameter, CachingAllocator::Handle gradient, int64_t bytes);
   Status PostBackward(int group);
+  // Under pipelining, after the last micro-batch's backward: `group` resharded and its
+  // accumulated gradients reduce-scattered.
+  Status ReduceAccumulated(int group);
   // The root's final callback: the last reduce-scatter input freed.
   void FinishBackward();
 
@@ -77,16 +92,28 @@ class FsdpGroups {
   Status Unshard(int group);
   Status WaitForUnshard(int group, bool forward);
   void Reshard(int group);
+  struct Gradient {
+    int parameter = 0;
+    CachingAllocator::Handle handle = -1;
+    int64_t bytes = 0;
+  };
+  // The fp32 reduce-scatter of `gradients` (freed once copied in; `accumulated`: gradient
+  // buffers) into the group's .grad.
+  Status Reduce(int group, std::vector<Gradient>& gradients, bool accumulated);
+  Status Accumulate(int group);
 
   EagerTensors& tensors_;
   int ranks_;
+  bool accumulate_;
   std::vector<FsdpGroupSpec> groups_;
   // Per group: the unsharded parameters (empty while sharded), an unshard waited for not yet,
-  // its all-gather output (-1 on one rank), its bf16 gradients.
+  // its all-gather output (-1 on one rank), its bf16 gradients, under pipelining its fp32
+  // accumulated ones.
   std::vector<std::vector<CachingAllocator::Handle>> unsharded_;
   std::vector<bool> pending_;
   std::vector<CachingAllocator::Handle> gathered_;
-  std::vector<std::vector<CachingAllocator::Handle>> gradients_;
+  std::vector<std::vector<Gradient>> gradients_;
+  std::vector<std::vector<Gradient>> accumulated_;
   // The last copy-out's all-gather output in forward (all_gather_state), the last
   // reduce-scatter's input (reduce_scatter_state).
   CachingAllocator::Handle forward_gathered_ = -1;

@@ -48,7 +48,82 @@ Status CheckTensorParallel(const TransformerSpec& spec, const EagerRun& run) {
   return Status::Ok();
 }
 
+// torch.distributed.pipelining as torchtitan runs it: FSDP2 over each model chunk, no context
+// parallelism; every model chunk a block at least, the chunks' blocks the model's; an
+// interleaved schedule's micro-batches a multiple of the stages; the rank's tensor slots
+// within kMaxEagerReplayPipelineSlots.
+Status CheckPipeline(const TransformerSpec& spec, const EagerRun& run) {
+  const EagerPipeline& pipeline = run.pipeline;
+  if (pipeline.stages < 1 || pipeline.chunks < 1 || pipeline.rank < 0 ||
+      pipeline.rank >= pipeline.stages) {
+    return Error(fmt::format("a pipeline of {} stages of {} chunks has no rank {}", pipeline.stages,
+                             pipeline.chunks, pipeline.rank),
+                 "pipeline", std::to_string(pipeline.rank));
+  }
+  if (pipeline.stages == 1) return Status::Ok();
+  if (run.fsdp_ranks == 0 || run.context_ranks > 1) {
+    return Error(
+        "pipelining is replayed under FSDP2, as torchtitan runs it, without context parallelism",
+        "pipeline", std::to_string(pipeline.stages));
+  }
+  const size_t chunks = static_cast<size_t>(pipeline.stages) * static_cast<size_t>(pipeline.chunks);
+  int layers = 0;
+  for (const int count : pipeline.chunk_layers) {
+    if (count < 1) {
+      return Error("every model chunk of a replayed pipeline holds a block",
+                   "pipeline.chunk_layers", std::to_string(count));
+    }
+    layers += count;
+  }
+  if (pipeline.chunk_layers.size() != chunks || layers != spec.layers) {
+    return Error(fmt::format("{} chunk layer counts summing to {}, for {} chunks of the model's "
+                             "{} layers",
+                             pipeline.chunk_layers.size(), layers, chunks, spec.layers),
+                 "pipeline.chunk_layers", std::to_string(layers));
+  }
+  if (pipeline.chunks > 1 && run.micro_batches % pipeline.stages != 0) {
+    return Error(fmt::format("an interleaved schedule runs micro-batches in multiples of its {} "
+                             "stages",
+                             pipeline.stages),
+                 "micro_batches", std::to_string(run.micro_batches));
+  }
+  int blocks = 0;
+  for (int chunk = 0; chunk < pipeline.chunks; ++chunk) {
+    blocks +=
+        pipeline.chunk_layers[static_cast<size_t>(chunk) * static_cast<size_t>(pipeline.stages) +
+                              static_cast<size_t>(pipeline.rank)];
+  }
+  const int64_t slots = int64_t{pipeline.chunks} * run.micro_batches * (blocks + 2);
+  if (slots > kMaxEagerReplayPipelineSlots) {
+    return Error(
+        fmt::format("{} chunks × {} micro-batches × ({} blocks + 2) is more than the "
+                    "replay keeps apart ({})",
+                    pipeline.chunks, run.micro_batches, blocks, kMaxEagerReplayPipelineSlots),
+        "micro_batches", std::to_string(run.micro_batches));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+std::vector<Chunk> ChunksOf(const TransformerSpec& spec, const EagerRun& run) {
+  const EagerPipeline& pipeline = run.pipeline;
+  if (pipeline.stages <= 1) return {Chunk{.blocks = spec.layers}};
+  std::vector<Chunk> chunks;
+  int first = 0;
+  for (int chunk = 0; chunk < pipeline.chunks; ++chunk) {
+    // Its place in the model (CheckPipeline: within chunk_layers).
+    const size_t index = static_cast<size_t>(chunk) * static_cast<size_t>(pipeline.stages) +
+                         static_cast<size_t>(pipeline.rank);
+    const int blocks = pipeline.chunk_layers[index];
+    chunks.push_back({.first = first,
+                      .blocks = blocks,
+                      .embedding = index == 0,
+                      .head = index + 1 == pipeline.chunk_layers.size()});
+    first += blocks;
+  }
+  return chunks;
+}
 
 Status Replay::Attention(int l, Mode mode) {
   const bool keep = mode == Mode::kSave || mode == Mode::kRecompute || mode == Mode::kOpRecompute;
@@ -171,9 +246,14 @@ Status Replay::Mlp(int l, Mode mode) {
   return Status::Ok();
 }
 
-Status Replay::Forward() {
-  if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PreForward(Root()));
-  if (Tp()) {
+Status Replay::Forward(int chunk) {
+  const Chunk& c = chunks_[static_cast<size_t>(chunk)];
+  const int end = End(chunk);
+  if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PreForward(Root(chunk)));
+  if (!c.embedding) {
+    // The stage's input: its receive buffer for the micro-batch (which the first block saves).
+    View(c.first, kX, received_[static_cast<size_t>(chunk)][static_cast<size_t>(microbatch_)]);
+  } else if (Tp()) {
     // The embedding rowwise over the vocabulary: each rank looks up every token (those outside
     // its rows masked to zero), and the partial sums are reduce-scattered onto the sequence.
     // The masks and masked indices (a byte and 8 B a token) are left out.
@@ -183,10 +263,17 @@ Status Replay::Forward() {
   } else {
     DTSIM_RETURN_IF_ERROR(Alloc(0, kX, t_ * h_ * act_));  // the embedding (fp32 under autocast)
   }
-  for (int l = 0; l < spec_.layers; ++l) {
+  for (int l = c.first; l < end; ++l) {
     if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PreForward(l));
     DTSIM_RETURN_IF_ERROR(BlockForward(l, ForwardMode(l)));
     if (fsdp_) fsdp_->PostForward(l);
+  }
+  if (!c.head) {  // the stage's output (x of `end`), which the schedule keeps until its backward
+    if (fsdp_) {
+      fsdp_->PostForward(Root(chunk));
+      fsdp_->FinishForward();
+    }
+    return Status::Ok();
   }
   DTSIM_RETURN_IF_ERROR(Norm(kModel, kNf, kNfRstd, true));
   // Under tensor parallelism the output layer's input gathered whole (ColwiseParallel from
@@ -194,13 +281,13 @@ Status Replay::Forward() {
   if (Tp()) DTSIM_RETURN_IF_ERROR(GatherSequence(kModel, kGf));
   DTSIM_RETURN_IF_ERROR(Linear(kModel, kWout, v_ * h_, kInOut, kLogits, v_, true));
   if (fsdp_) {  // the output layer saved the final norm's output (or its gathered copy)
-    fsdp_->PostForward(Root());
+    fsdp_->PostForward(Root(chunk));
     fsdp_->FinishForward();
   }
   if (!fsdp_ || Tp()) Free(kModel, kNf);
   // Leaving autocast empties its cast cache: the weight casts of checkpointed blocks go (their
   // recompute casts again); the others are saved by their backward.
-  for (int l = 0; l < spec_.layers && !bf16_; ++l) {
+  for (int l = 0; l < end && !bf16_; ++l) {
     if (!Checkpointed(l)) continue;
     for (const int weight : {kWq, kWk, kWv, kWo, kW1, kW3, kW2}) Free(l, weight);
   }
@@ -221,8 +308,70 @@ Status Replay::Forward() {
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kLoss, 4));
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kTotalWeight, 4));
   Free(kModel, kLogits32);
+  if (pipelined_) return Status::Ok();  // the stage's output: the schedule keeps it
   Free(kModel, kLogits);
   NoteForwardEnd();
+  return Status::Ok();
+}
+
+Expected<EagerPeaks> Replay::RunPipeline() {
+  // The stages' receive buffers, made for every micro-batch when the schedule first runs
+  // (_prepare_forward_infra, _prepare_backward_infra): a chunk's input where it is not the
+  // model's first, its output's gradient where not the last (the rank's part of the sequence
+  // under tensor parallelism).
+  const int64_t buffer = ts_ * h_ * act_;
+  received_.resize(chunks_.size());
+  for (size_t chunk = 0; chunk < chunks_.size(); ++chunk) {
+    for (int64_t m = 0; m < run_.micro_batches && !chunks_[chunk].embedding; ++m) {
+      DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle input, HoldPipelineBuffer(buffer));
+      received_[chunk].push_back(input);
+    }
+    for (int64_t m = 0; m < run_.micro_batches && !chunks_[chunk].head; ++m) {
+      DTSIM_RETURN_IF_ERROR(HoldPipelineBuffer(buffer));
+    }
+  }
+  const EagerPipeline& pipeline = run_.pipeline;
+  const std::vector<PipelineStep> schedule = StageSchedule(
+      pipeline.schedule, pipeline.stages, pipeline.rank, run_.micro_batches, pipeline.chunks);
+  EagerRun steps = run_;
+  steps.micro_batches = 1;  // the schedule runs them all in one
+  return RunSteps(
+      steps, [&]() { return RunSchedule(schedule); },
+      [this]() {  // clear_runtime_states: the received inputs' gradients
+        for (const CachingAllocator::Handle grad : input_grads_) FreeBuffer(grad);
+        input_grads_.clear();
+      });
+}
+
+Status Replay::RunSchedule(const std::vector<PipelineStep>& schedule) {
+  std::vector<int64_t> backwards(chunks_.size(), 0);
+  for (const PipelineStep& step : schedule) {
+    microbatch_ = step.microbatch;
+    SetContext(step.chunk * run_.micro_batches + static_cast<int>(step.microbatch));
+    if (step.pass == Pass::kForward) {
+      DTSIM_RETURN_IF_ERROR(Forward(step.chunk));
+      continue;
+    }
+    DTSIM_RETURN_IF_ERROR(Backward(step.chunk));
+    if (++backwards[static_cast<size_t>(step.chunk)] < run_.micro_batches || !fsdp_) continue;
+    // The stage's last backward: every group's post-backward by hand, the root first, then the
+    // root's final callback.
+    DTSIM_RETURN_IF_ERROR(fsdp_->ReduceAccumulated(Root(step.chunk)));
+    for (int l = chunks_[static_cast<size_t>(step.chunk)].first; l < End(step.chunk); ++l) {
+      DTSIM_RETURN_IF_ERROR(fsdp_->ReduceAccumulated(l));
+    }
+    fsdp_->FinishBackward();
+  }
+  SetContext(0);
+  if (output_chunks_.empty()) return Status::Ok();
+  // step() returns the last stage's outputs merged (torch.cat over the micro-batches), which
+  // torchtitan drops; then the schedule's outputs go.
+  DTSIM_ASSIGN_OR_RETURN(
+      const CachingAllocator::Handle merged,
+      AllocBuffer(static_cast<int64_t>(output_chunks_.size()) * t_ * v_ * 2, FsdpGroups::kCompute));
+  FreeBuffer(merged);
+  for (const CachingAllocator::Handle output : output_chunks_) FreeBuffer(output);
+  output_chunks_.clear();
   return Status::Ok();
 }
 
@@ -236,7 +385,8 @@ bool IsLlamaStyle(const TransformerSpec& spec) {
 Expected<EagerPeaks> ReplayLlamaEager(const TransformerSpec& spec, const EagerRun& run) {
   DTSIM_RETURN_IF_ERROR(eager_llama::CheckSupported(spec));
   DTSIM_RETURN_IF_ERROR(eager_llama::CheckTensorParallel(spec, run));
-  eager_llama::Replay replay(spec, run);
+  DTSIM_RETURN_IF_ERROR(eager_llama::CheckPipeline(spec, run));
+  eager_llama::Replay replay(spec, run, eager_llama::ChunksOf(spec, run));
   return replay.Run();
 }
 

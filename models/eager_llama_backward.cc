@@ -21,7 +21,8 @@ Status Replay::LinearBackward(int l, int grad_out, int grad_in, int64_t in_featu
     if (grad_in32 == kGIn32) Free(kModel, kGIn32);
   }
   if (!fsdp_) return Grad(param, kGWeight);
-  fsdp_->AddGradient(GroupOf(param), TakeBuffer(kModel, kGWeight));
+  fsdp_->AddGradient(GroupOf(param), param, TakeBuffer(kModel, kGWeight),
+                     in_features * out_features * 2);
   return Status::Ok();
 }
 
@@ -36,7 +37,16 @@ Status Replay::NormBackward(int l, int grad_out, int rstd, int input_layer, int 
   Free(kModel, grad_out);
   Free(input_layer, input);
   Free(l, rstd);
-  Free(kModel, kGNorm);  // added into the residual's gradient
+  if (residual_grad_pending_) {
+    // The first sum into the residual's gradient, a received buffer's (which autograd cannot
+    // add into) and the norm's input gradient, is made in place in the latter: it is the
+    // residual's gradient from now on.
+    const int64_t bytes = ts_ * h_ * act_;
+    AdoptBuffer(kModel, kGRes, TakeBuffer(kModel, kGNorm), bytes);
+    residual_grad_pending_ = false;
+  } else {
+    Free(kModel, kGNorm);  // added into the residual's gradient
+  }
   FinishAccumulation();
   return Status::Ok();
 }
@@ -180,9 +190,66 @@ Status Replay::EmbeddingBackward() {
   return Status::Ok();
 }
 
-Status Replay::Backward() {
+Status Replay::Backward(int chunk) {
+  const Chunk& c = chunks_[static_cast<size_t>(chunk)];
+  const int end = End(chunk);
+  if (c.head) {
+    DTSIM_RETURN_IF_ERROR(HeadBackward(chunk));
+  } else {
+    // The output's gradient is the micro-batch's receive buffer; FSDP2's root pre-backward.
+    if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PreBackward(Root(chunk), end - 1));
+    residual_grad_pending_ = true;
+  }
+  for (int l = end - 1; l >= c.first; --l) {
+    // FSDP2's pre-backward (the block's output's gradient made) unshards the block and
+    // prefetches the one before. Under autocast, the residual's gradient cast to bf16 for w2's
+    // output. A checkpointed block is recomputed as its first saved tensor is asked for.
+    if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PreBackward(l, l > c.first ? l - 1 : -1));
+    if (!bf16_) DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGO2, t_ * h_ * 2));
+    if (Checkpointed(l)) {
+      DTSIM_RETURN_IF_ERROR(BlockForward(l, OpPolicy() ? Mode::kOpRecompute : Mode::kRecompute));
+    }
+    DTSIM_RETURN_IF_ERROR(MlpBackward(l));
+    DTSIM_RETURN_IF_ERROR(AttentionBackward(l));
+    // w2's stored output, which no backward reads, goes with the checkpoint's frame (and under
+    // tensor parallelism the stored outputs of wo's and w2's reduce-scatters).
+    if (Checkpointed(l) && OpPolicy()) {
+      Free(l, kO2);
+      if (Tp()) {
+        Free(l, kORs);
+        Free(l, kO2Rs);
+      }
+    }
+    if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PostBackward(l));
+  }
+  if (c.embedding) {
+    DTSIM_RETURN_IF_ERROR(EmbeddingBackward());
+    Free(kModel, kGRes);
+  } else {  // the received input's gradient: its buffer's .grad until the next step
+    input_grads_.push_back(TakeBuffer(kModel, kGRes));
+  }
+  FinishAccumulation();  // the embedding's
+  if (fsdp_) {           // the root's post-backward, from the final callback
+    DTSIM_RETURN_IF_ERROR(fsdp_->PostBackward(Root(chunk)));
+    fsdp_->FinishBackward();
+  }
+  if (!c.head) {  // the stage's output, dropped with the schedule's record of the micro-batch
+    Free(end, kX);
+    return Status::Ok();
+  }
+  Free(kModel, kGLoss);
+  Free(kModel, kLoss);  // read by .item() after the optimizer's step: 4 B, freed here
+  if (pipelined_ && run_.pipeline.merge_outputs) {  // kept in output_chunks for the merge
+    output_chunks_.push_back(TakeBuffer(kModel, kLogits));
+  } else if (pipelined_) {  // dropped with the schedule's record of the micro-batch
+    Free(kModel, kLogits);
+  }
+  return Status::Ok();
+}
+
+Status Replay::HeadBackward(int chunk) {
   const int64_t t = t_, h = h_, v = v_;
-  const int layers = spec_.layers;
+  const int end = End(chunk);
   // The loss: nll_loss's dense gradient, log_softmax's, the cast back to bf16.
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLoss, 4));
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGNll, t * v * 4));
@@ -207,8 +274,8 @@ Status Replay::Backward() {
   Free(kModel, kGLsm);
   // FSDP2: the root's pre-backward (the logits' gradient made) unshards it and prefetches the
   // last block (which kept its parameters).
-  if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PreBackward(Root(), layers - 1));
-  const int output = 1 + layers * kBlockParameters + 1;
+  if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PreBackward(Root(chunk), end - 1));
+  const int output = OutputParam();
   if (bf16_) {
     DTSIM_RETURN_IF_ERROR(
         LinearBackward(kModel, kGLogits, kGNf, h, v, kWout, Tp() ? kGf : kNf, -1, output));
@@ -227,40 +294,9 @@ Status Replay::Backward() {
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGRes, ts_ * h * act_));
   DTSIM_RETURN_IF_ERROR(ParamGrad(output - 1, h));
   Free(kModel, grad_norm);
-  Free(layers, kX);
+  Free(end, kX);
   Free(kModel, kNfRstd);
   FinishAccumulation();
-  for (int l = layers - 1; l >= 0; --l) {
-    // FSDP2's pre-backward (the block's output's gradient made) unshards the block and
-    // prefetches the one before. Under autocast, the residual's gradient cast to bf16 for w2's
-    // output. A checkpointed block is recomputed as its first saved tensor is asked for.
-    if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PreBackward(l, l - 1));
-    if (!bf16_) DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGO2, t * h * 2));
-    if (Checkpointed(l)) {
-      DTSIM_RETURN_IF_ERROR(BlockForward(l, OpPolicy() ? Mode::kOpRecompute : Mode::kRecompute));
-    }
-    DTSIM_RETURN_IF_ERROR(MlpBackward(l));
-    DTSIM_RETURN_IF_ERROR(AttentionBackward(l));
-    // w2's stored output, which no backward reads, goes with the checkpoint's frame (and under
-    // tensor parallelism the stored outputs of wo's and w2's reduce-scatters).
-    if (Checkpointed(l) && OpPolicy()) {
-      Free(l, kO2);
-      if (Tp()) {
-        Free(l, kORs);
-        Free(l, kO2Rs);
-      }
-    }
-    if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PostBackward(l));
-  }
-  DTSIM_RETURN_IF_ERROR(EmbeddingBackward());
-  Free(kModel, kGRes);
-  FinishAccumulation();  // the embedding's
-  if (fsdp_) {           // the root's post-backward, from the final callback
-    DTSIM_RETURN_IF_ERROR(fsdp_->PostBackward(Root()));
-    fsdp_->FinishBackward();
-  }
-  Free(kModel, kGLoss);
-  Free(kModel, kLoss);  // read by .item() after the optimizer's step: 4 B, freed here
   return Status::Ok();
 }
 

@@ -15,6 +15,7 @@
 #include "models/eager_ring_attention.h"
 #include "models/eager_tensors.h"
 #include "models/model_spec.h"
+#include "models/pipeline_schedules.h"
 #include "sim/base/status.h"
 
 namespace dtsim::models::eager_llama {
@@ -171,6 +172,18 @@ enum BlockParameter : int {
 // torch.utils.checkpoint's early stop; the op policy's outputs come from its store).
 enum class Mode { kSave, kCheckpoint, kOpForward, kRecompute, kOpRecompute };
 
+// A model chunk of the rank: its blocks (the rank's first … first + blocks − 1, each chunk's
+// tensors apart by micro-batch), whether it holds the embedding (the model's first chunk) and
+// the final norm, output layer and loss (its last). Without a pipeline, one chunk of them all.
+struct Chunk {
+  int first = 0;
+  int blocks = 0;
+  bool embedding = true;
+  bool head = true;
+};
+// The chunks of the rank `run` describes (a checked pipeline: eager_llama.cc).
+std::vector<Chunk> ChunksOf(const TransformerSpec& spec, const EagerRun& run);
+
 // The op policy's stored outputs (gpt2_step.op_policy_contexts, counting the block's seven
 // matmuls): wq's, wv's, w1's and w2's (the odd ones) and flash attention's.
 inline bool OpStored(int tensor) {
@@ -180,10 +193,15 @@ inline bool OpStored(int tensor) {
 
 class Replay : private EagerTensors {
  public:
-  Replay(const TransformerSpec& spec, const EagerRun& run)
-      : EagerTensors(spec, run, kTensorKinds),
+  Replay(const TransformerSpec& spec, const EagerRun& run, std::vector<Chunk> chunks)
+      : EagerTensors(
+            run, kTensorKinds, chunks.back().first + chunks.back().blocks,
+            run.pipeline.stages > 1 ? static_cast<int>(chunks.size()) * run.micro_batches : 1),
         spec_(spec),
         run_(run),
+        chunks_(std::move(chunks)),
+        blocks_(chunks_.back().first + chunks_.back().blocks),
+        pipelined_(run.pipeline.stages > 1),
         tp_(run.tensor_ranks),
         h_(spec.hidden),
         q_(spec.q_dim() / tp_),
@@ -199,28 +217,42 @@ class Replay : private EagerTensors {
         act_(bf16_ ? 2 : 4) {
     if (bf16_) {
       fsdp_ = std::make_unique<FsdpGroups>(static_cast<EagerTensors&>(*this), run.fsdp_ranks,
-                                           FsdpGroupSpecs());
+                                           FsdpGroupSpecs(), pipelined_);
     }
   }
 
   Expected<EagerPeaks> Run() {
     DTSIM_RETURN_IF_ERROR(Parameters());
-    // The rotation table (seq × head_dim/2 complex64), the token ids, inputs and targets.
-    DTSIM_RETURN_IF_ERROR(Hold(run_.seq_len * spec_.head_dim() * 4));
-    DTSIM_RETURN_IF_ERROR(Hold(run_.micro_batch * (run_.seq_len + 1) * 8));
-    for (int tensor = 0; tensor < 2; ++tensor) {
-      DTSIM_RETURN_IF_ERROR(Hold(run_.micro_batch * run_.seq_len * 8));
+    // Each chunk's rotation table (seq × head_dim/2 complex64); the token ids, inputs and
+    // targets of the step's micro-batches (a pipeline's schedule splits them into views).
+    for (size_t chunk = 0; chunk < chunks_.size(); ++chunk) {
+      DTSIM_RETURN_IF_ERROR(Hold(run_.seq_len * spec_.head_dim() * 4));
     }
+    const int64_t batch = run_.micro_batch * (pipelined_ ? run_.micro_batches : 1);
+    DTSIM_RETURN_IF_ERROR(Hold(batch * (run_.seq_len + 1) * 8));
+    for (int tensor = 0; tensor < 2; ++tensor) {
+      DTSIM_RETURN_IF_ERROR(Hold(batch * run_.seq_len * 8));
+    }
+    if (pipelined_) return RunPipeline();
     return RunSteps(run_, [this]() -> Status {
       if (Ring()) DTSIM_RETURN_IF_ERROR(EnterContextParallel());
-      DTSIM_RETURN_IF_ERROR(Forward());
-      DTSIM_RETURN_IF_ERROR(Backward());
+      DTSIM_RETURN_IF_ERROR(Forward(0));
+      DTSIM_RETURN_IF_ERROR(Backward(0));
       if (Ring()) ExitContextParallel();
       return Status::Ok();
     });
   }
 
  private:
+  // Under a pipeline (eager_llama.cc).
+  Expected<EagerPeaks> RunPipeline();
+  Status RunSchedule(const std::vector<PipelineStep>& schedule);
+  // A chunk's end: the first block of the next one, or (the last chunk) the final norm's input.
+  int End(int chunk) const {
+    const Chunk& c = chunks_[static_cast<size_t>(chunk)];
+    return c.first + c.blocks;
+  }
+
   int Param(int layer, int which) const { return 1 + layer * kBlockParameters + which; }
   bool Ring() const { return run_.context_ranks > 1; }
   bool Tp() const { return tp_ > 1; }
@@ -274,44 +306,61 @@ class Replay : private EagerTensors {
       Free(kModel, tensor);
     }
   }
-  int Root() const { return spec_.layers; }  // the root's FSDP parameter group
+  // Chunk `chunk`'s root FSDP parameter group (fully_shard over the chunk: its embedding, final
+  // norm and output layer, where it has them).
+  int Root(int chunk) const { return blocks_ + chunk; }
 
   // The parameters' shapes (dim 0, elements per row) in module order; under tensor parallelism
   // the rank's part (the embedding and the column-parallel weights split on dim 0, the
-  // row-parallel ones on dim 1, the norms whole), which FSDP2 shards further on dim 0.
+  // row-parallel ones on dim 1, the norms whole), which FSDP2 shards further on dim 0. Under a
+  // pipeline the rank's blocks, and the embedding, final norm and output layer (else no rows)
+  // where its chunks hold them.
   std::vector<FsdpParameter> Shapes() const {
     const int64_t h = h_;
-    std::vector<FsdpParameter> shapes = {{v_, h}};
-    for (int layer = 0; layer < spec_.layers; ++layer) {
+    const bool embedding = chunks_.front().embedding;
+    const bool head = chunks_.back().head;
+    std::vector<FsdpParameter> shapes = {{embedding ? v_ : 0, h}};
+    for (int layer = 0; layer < blocks_; ++layer) {
       for (const FsdpParameter shape : std::initializer_list<FsdpParameter>{
                {h, 1}, {q_, h}, {kv_, h}, {kv_, h}, {h, q_}, {h, 1}, {f_, h}, {h, f_}, {f_, h}}) {
         shapes.push_back(shape);
       }
     }
-    shapes.push_back({h, 1});
-    shapes.push_back({v_, h});
+    shapes.push_back({head ? h : 0, 1});
+    shapes.push_back({head ? v_ : 0, h});
     return shapes;
   }
-  // FSDP2 as torchtitan applies it: each block a group (resharded after forward but the last),
-  // then the root (the embedding, the final norm, the output layer).
+  // FSDP2 as torchtitan applies it: each block a group (resharded after forward but the last;
+  // under a pipeline none), then each chunk's root (the embedding, the final norm, the output
+  // layer where it has them).
   std::vector<FsdpGroupSpec> FsdpGroupSpecs() const {
     const std::vector<FsdpParameter> shapes = Shapes();
     std::vector<FsdpGroupSpec> groups;
-    for (int layer = 0; layer < spec_.layers; ++layer) {
+    for (int layer = 0; layer < blocks_; ++layer) {
       FsdpGroupSpec group{.reshard_after_forward =
-                              run_.reshard_after_forward && layer + 1 < spec_.layers};
+                              !pipelined_ && run_.reshard_after_forward && layer + 1 < blocks_};
       for (int which = 0; which < kBlockParameters; ++which) {
         group.parameters.push_back(shapes[static_cast<size_t>(Param(layer, which))]);
       }
       groups.push_back(std::move(group));
     }
-    groups.push_back({.parameters = {shapes.front(), shapes[shapes.size() - 2], shapes.back()},
-                      .reshard_after_forward = run_.reshard_after_forward && !run_.fsdp_root_kept});
+    for (const Chunk& chunk : chunks_) {
+      FsdpGroupSpec root{.reshard_after_forward =
+                             !pipelined_ && run_.reshard_after_forward && !run_.fsdp_root_kept};
+      if (chunk.embedding) root.parameters.push_back(shapes.front());
+      if (chunk.head) {
+        root.parameters.push_back(shapes[shapes.size() - 2]);
+        root.parameters.push_back(shapes.back());
+      }
+      groups.push_back(std::move(root));
+    }
     return groups;
   }
+  int OutputParam() const { return 1 + blocks_ * kBlockParameters + 1; }
   int GroupOf(int param) const {
-    const int last = 1 + spec_.layers * kBlockParameters + 1;
-    return param == 0 || param >= last - 1 ? Root() : (param - 1) / kBlockParameters;
+    if (param == 0) return Root(0);
+    if (param >= OutputParam() - 1) return Root(static_cast<int>(chunks_.size()) - 1);
+    return (param - 1) / kBlockParameters;
   }
 
   Status Parameters() {
@@ -327,7 +376,7 @@ class Replay : private EagerTensors {
   Status ParamGrad(int param, int64_t elements) {
     if (!fsdp_) return NewGrad(param);
     DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGWeight, elements * 2));
-    fsdp_->AddGradient(GroupOf(param), TakeBuffer(kModel, kGWeight));
+    fsdp_->AddGradient(GroupOf(param), param, TakeBuffer(kModel, kGWeight), elements * 2);
     return Status::Ok();
   }
 
@@ -368,7 +417,9 @@ class Replay : private EagerTensors {
     DTSIM_RETURN_IF_ERROR(Attention(l, mode));
     return Mlp(l, mode);
   }
-  Status Forward();
+  // Chunk `chunk`'s forward of the current micro-batch: its input (the embedding's output, or
+  // its receive buffer), its blocks, and in the last the loss.
+  Status Forward(int chunk);
   // A linear layer's backward: its weight's gradient (bf16) and its input's (`grad_in`, bf16,
   // of `in_features`); then the output's gradient `grad_out`, the weight's cast and the input's
   // saved input `in` (none where < 0) freed; the input's gradient cast to fp32 into `grad_in32`
@@ -390,10 +441,28 @@ class Replay : private EagerTensors {
   Status AttentionBackward(int l);
   Status RotaryBackward();
   Status EmbeddingBackward();
-  Status Backward();
+  // The loss's and output layer's backward and the final norm's (the residual's gradient
+  // begun), in chunk `chunk`, the model's last.
+  Status HeadBackward(int chunk);
+  // Chunk `chunk`'s backward of the current micro-batch: from the loss, or from its output's
+  // received gradient, through its blocks to the embedding or its input's gradient.
+  Status Backward(int chunk);
 
   const TransformerSpec& spec_;
   const EagerRun& run_;
+  const std::vector<Chunk> chunks_;
+  const int blocks_;  // the rank's
+  const bool pipelined_;
+  // Under a pipeline: the micro-batch running; each chunk's receive buffer per micro-batch
+  // (none for the model's first chunk); the received inputs' gradients (their buffers' .grad
+  // until the next step's clear_runtime_states); the last stage's outputs (output_chunks,
+  // merged at the step's end); the residual's gradient not begun (a chunk's backward starts from
+  // its receive buffer: the first sum autograd makes is it).
+  int64_t microbatch_ = 0;
+  std::vector<std::vector<CachingAllocator::Handle>> received_;
+  std::vector<CachingAllocator::Handle> input_grads_;
+  std::vector<CachingAllocator::Handle> output_chunks_;
+  bool residual_grad_pending_ = false;
   // tp_: tensor-parallel ranks; q_, kv_, f_, v_: the rank's part of the query, key-value, MLP
   // and vocabulary widths; seq_: the tokens of a sequence on this rank (all but under context
   // parallelism); t_: the micro-batch's tokens on this rank, ts_: its part of them under

@@ -19,15 +19,22 @@ std::string_view UnreplayedFeature(const TransformerSpec& spec) {
 }
 
 EagerTensors::EagerTensors(const TransformerSpec& spec, const EagerRun& run, int kinds)
+    : EagerTensors(run, kinds, spec.layers, 1) {}
+
+EagerTensors::EagerTensors(const EagerRun& run, int kinds, int layers, int contexts)
     : kinds_(kinds),
+      layers_(layers + 2),
       allocator_(AllocatorOptions{.expandable_segments = run.expandable_segments}),
-      live_(static_cast<size_t>(spec.layers + 2) * static_cast<size_t>(kinds), -1),
+      live_(
+          static_cast<size_t>(contexts) * static_cast<size_t>(layers_) * static_cast<size_t>(kinds),
+          -1),
+      views_(live_.size(), false),
       clip_grad_norm_(run.clip_grad_norm),
       ddp_(run.ddp),
       live_bytes_(live_.size(), 0) {}
 
 size_t EagerTensors::Slot(int layer, int tensor) const {
-  return static_cast<size_t>((int64_t{layer} + 1) * kinds_ + tensor);
+  return static_cast<size_t>((int64_t{context_} * layers_ + layer + 1) * kinds_ + tensor);
 }
 
 Status EagerTensors::Alloc(int layer, int tensor, int64_t bytes) {
@@ -49,6 +56,11 @@ void EagerTensors::Free(int layer, int tensor) {
   const size_t index = Slot(layer, tensor);
   CachingAllocator::Handle& slot = live_[index];
   DTSIM_CHECK(slot != -1, "a tensor freed before it was allocated");
+  if (views_[index]) {  // a held tensor's view: the tensor stays
+    slot = -1;
+    views_[index] = false;
+    return;
+  }
   allocator_.Free(slot);
   slot = -1;
   --live_count_;
@@ -62,6 +74,19 @@ Status EagerTensors::Hold(int64_t bytes) {
   held_bytes_ += AllocatorBlockSize(bytes);
   NoteAllocation(bytes);
   return Status::Ok();
+}
+
+Expected<CachingAllocator::Handle> EagerTensors::HoldPipelineBuffer(int64_t bytes) {
+  pipeline_buffer_bytes_ += AllocatorBlockSize(bytes);
+  DTSIM_RETURN_IF_ERROR(Hold(bytes));
+  return held_.back();
+}
+
+void EagerTensors::View(int layer, int tensor, CachingAllocator::Handle handle) {
+  const size_t index = Slot(layer, tensor);
+  DTSIM_CHECK(live_[index] == -1, "a tensor allocated twice");
+  live_[index] = handle;
+  views_[index] = true;
 }
 
 std::vector<int64_t> DdpBucketBytes(std::span<const int64_t> bytes) {
@@ -105,7 +130,9 @@ Status EagerTensors::RebuildBuckets() {
 
 Status EagerTensors::HoldParameters(std::vector<int64_t> bytes) {
   param_bytes_ = std::move(bytes);
-  for (const int64_t size : param_bytes_) DTSIM_RETURN_IF_ERROR(Hold(size));
+  for (const int64_t size : param_bytes_) {
+    if (size > 0) DTSIM_RETURN_IF_ERROR(Hold(size));
+  }
   if (ddp_) {
     // DDP's construction: buckets over the parameters in module order, which the reducer takes
     // last first (the order their gradients become ready).
@@ -139,7 +166,7 @@ Status EagerTensors::Grad(int index, int from) {
 }
 
 void EagerTensors::NoteForwardEnd() {
-  const size_t layers = live_bytes_.size() / static_cast<size_t>(kinds_) - 1;  // blocks and x_L
+  const auto layers = static_cast<size_t>(layers_ - 1);  // blocks and x_L
   layer_kept_.assign(layers, 0);
   for (size_t layer = 0; layer < layers; ++layer) {
     for (int tensor = 0; tensor < kinds_; ++tensor) {
@@ -163,6 +190,19 @@ Expected<CachingAllocator::Handle> EagerTensors::AllocBuffer(int64_t bytes, int 
 void EagerTensors::FreeBuffer(CachingAllocator::Handle handle) {
   allocator_.Free(handle);
   --live_count_;
+}
+
+Expected<CachingAllocator::Handle> EagerTensors::AllocGradientBuffer(int64_t bytes, int stream) {
+  DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle handle, allocator_.Allocate(bytes, stream));
+  ++live_count_;
+  grad_bytes_ += AllocatorBlockSize(bytes);
+  NoteAllocation(bytes);
+  return handle;
+}
+
+void EagerTensors::FreeGradientBuffer(CachingAllocator::Handle handle, int64_t bytes) {
+  grad_bytes_ -= AllocatorBlockSize(bytes);
+  FreeBuffer(handle);
 }
 
 CachingAllocator::Handle EagerTensors::TakeBuffer(int layer, int tensor) {
@@ -200,10 +240,13 @@ Status EagerTensors::ClipGradNorm() {
   // _foreach_norm over every gradient: per gradient, a partial sum per chunk of 65,536
   // elements of the largest (the record of an FSDP2 run: 147 gradients × 4,008 chunks × 4 B).
   int64_t largest = 0;
-  for (const int64_t bytes : param_bytes_) largest = std::max(largest, bytes / 4);
+  int64_t gradients = 0;
+  for (const int64_t bytes : param_bytes_) {
+    largest = std::max(largest, bytes / 4);
+    gradients += bytes > 0 ? 1 : 0;
+  }
   constexpr int64_t kChunk = 65536;
-  const int64_t partials =
-      static_cast<int64_t>(param_bytes_.size()) * ((largest + kChunk - 1) / kChunk) * 4;
+  const int64_t partials = gradients * ((largest + kChunk - 1) / kChunk) * 4;
   if (partials == 0) return Status::Ok();
   DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle scratch, AllocBuffer(partials, 0));
   FreeBuffer(scratch);
@@ -214,6 +257,7 @@ Status EagerTensors::OptimizerStep() {
   if (clip_grad_norm_) DTSIM_RETURN_IF_ERROR(ClipGradNorm());
   if (!optimizer_state_) {
     for (const int64_t bytes : param_bytes_) {
+      if (bytes == 0) continue;
       for (const int64_t state : {int64_t{4}, bytes, bytes}) DTSIM_RETURN_IF_ERROR(Hold(state));
     }
     optimizer_state_ = true;
@@ -250,8 +294,10 @@ void EagerTensors::NotePeak() {
 }
 
 Expected<EagerPeaks> EagerTensors::RunSteps(const EagerRun& run,
-                                            const std::function<Status()>& iteration) {
+                                            const std::function<Status()>& iteration,
+                                            const std::function<void()>& step_start) {
   for (int step = 0; step < run.warmup_steps + run.steps; ++step) {
+    if (step_start) step_start();
     if (step == run.warmup_steps) ResetPeaks();
     recording_ = run.record_last_step && step == run.warmup_steps + run.steps - 1;
     for (int micro_batch = 0; micro_batch < run.micro_batches; ++micro_batch) {
@@ -262,6 +308,7 @@ Expected<EagerPeaks> EagerTensors::RunSteps(const EagerRun& run,
     }
     DTSIM_RETURN_IF_ERROR(OptimizerStep());
   }
+  if (step_start) step_start();
   DTSIM_CHECK(live_count_ == 0 && accumulating_.empty(),
               "a tensor of the iteration was never freed");
   DTSIM_CHECK(peak_ == allocator_.stats().peak_allocated, "a peak not noted");
@@ -270,6 +317,7 @@ Expected<EagerPeaks> EagerTensors::RunSteps(const EagerRun& run,
                     .held_at_peak = held_at_peak_,
                     .grads_at_peak = grads_at_peak_,
                     .bucket_bytes = bucket_bytes_,
+                    .pipeline_buffer_bytes = pipeline_buffer_bytes_,
                     .blocks_at_peak = blocks_at_peak_,
                     .layer_kept = layer_kept_,
                     .last_step = recorded_,

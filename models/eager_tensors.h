@@ -43,13 +43,26 @@ class EagerTensors {
  public:
   // `kinds`: how many tensor roles a layer of `spec` has; the allocator configured as `run` says.
   EagerTensors(const TransformerSpec& spec, const EagerRun& run, int kinds);
+  // … of `layers` blocks (a pipeline rank's), each tensor slot `contexts` times over (one per
+  // model chunk and micro-batch a pipeline keeps in flight: SetContext).
+  EagerTensors(const EagerRun& run, int kinds, int layers, int contexts);
+
+  // The tensors Alloc, Free, View and TakeBuffer name from now on are those of `context`.
+  void SetContext(int context) { context_ = context; }
 
   // Tensor `tensor` of layer `layer` (kEagerModel: around the blocks), made and freed.
   Status Alloc(int layer, int tensor, int64_t bytes);
   void Free(int layer, int tensor);
   // A tensor that outlives the iterations.
   Status Hold(int64_t bytes);
-  // The parameters (fp32), in module order, made once; under DDP then its gradient buckets
+  // … kept as a pipeline stage's receive buffer (EagerPeaks::pipeline_buffer_bytes), which View
+  // lends to the iteration.
+  Expected<CachingAllocator::Handle> HoldPipelineBuffer(int64_t bytes);
+  // Held tensor `handle` seen as tensor `tensor` of `layer` (a block's input that is a
+  // pipeline's receive buffer) until Free, which then releases the view only.
+  void View(int layer, int tensor, CachingAllocator::Handle handle);
+  // The parameters (fp32), in module order, made once (none where 0 bytes: a pipeline rank's
+  // absent embedding or output layer); under DDP then its gradient buckets
   // (DdpBucketBytes over the parameters in module order; at the second forward, as the
   // reducer rebuilds them, over the reverse).
   Status HoldParameters(std::vector<int64_t> bytes);
@@ -75,6 +88,9 @@ class EagerTensors {
   // on `stream`, and its free.
   Expected<CachingAllocator::Handle> AllocBuffer(int64_t bytes, int stream);
   void FreeBuffer(CachingAllocator::Handle handle);
+  // … of a gradient (FSDP2's unsharded ones accumulated under pipelining): counted with .grad.
+  Expected<CachingAllocator::Handle> AllocGradientBuffer(int64_t bytes, int stream);
+  void FreeGradientBuffer(CachingAllocator::Handle handle, int64_t bytes);
   // Live tensor `tensor` of `layer` handed over as a buffer (an unsharded gradient).
   CachingAllocator::Handle TakeBuffer(int layer, int tensor);
   // Buffer `handle` of `bytes` (from AllocBuffer) kept as tensor `tensor` of `layer`: the
@@ -86,9 +102,11 @@ class EagerTensors {
   bool KeepAsGrad(int group, CachingAllocator::Handle handle, int64_t bytes);
 
   // run.warmup_steps + run.steps steps of run.micro_batches `iteration`s (forward and
-  // backward) and the optimizer's step, the peaks reset after the warm-up; every tensor of the
-  // iterations must have been freed.
-  Expected<EagerPeaks> RunSteps(const EagerRun& run, const std::function<Status()>& iteration);
+  // backward) and the optimizer's step, the peaks reset after the warm-up; `step_start` (if
+  // any) before each step and once after the last (what a step keeps until the next one's
+  // start is freed there); every tensor of the iterations must have been freed.
+  Expected<EagerPeaks> RunSteps(const EagerRun& run, const std::function<Status()>& iteration,
+                                const std::function<void()>& step_start = {});
 
  private:
   size_t Slot(int layer, int tensor) const;
@@ -102,9 +120,12 @@ class EagerTensors {
   void NotePeak();
 
   int kinds_;
+  int layers_;  // slots per context: the blocks, the tensors around them, the last output
+  int context_ = 0;
   CachingAllocator allocator_;
-  // The iteration's tensors by Slot; -1 where none is live.
+  // The iteration's tensors by Slot; -1 where none is live; whether a slot is a View.
   std::vector<CachingAllocator::Handle> live_;
+  std::vector<bool> views_;
   int64_t live_count_ = 0;
   std::vector<int64_t> param_bytes_;
   std::vector<CachingAllocator::Handle> held_;
@@ -127,6 +148,7 @@ class EagerTensors {
   std::vector<int64_t> layer_kept_;
   std::vector<CachingAllocator::Handle> buckets_;  // DDP's, counted in held_bytes_
   int64_t bucket_bytes_ = 0;
+  int64_t pipeline_buffer_bytes_ = 0;  // HoldPipelineBuffer's, counted in held_bytes_
   int64_t block_bytes_ = 0;
   int64_t blocks_at_peak_ = 0;
 };

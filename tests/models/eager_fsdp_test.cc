@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
 #include <vector>
 
 #include "models/eager_allocations.h"
@@ -59,7 +60,7 @@ TEST(EagerFsdpTest, AGroupsBuffersAcrossAStep) {
   for (const int64_t bytes : {int64_t{2000000}, int64_t{8000}}) {
     const Expected<CachingAllocator::Handle> gradient = tensors.AllocBuffer(bytes, 0);
     ASSERT_TRUE(gradient.ok());
-    fsdp.AddGradient(1, *gradient);
+    fsdp.AddGradient(1, bytes == 2000000 ? 0 : 1, *gradient, bytes);
   }
   ASSERT_TRUE(fsdp.PostBackward(1).ok());
   EXPECT_EQ(allocated(), kAllGatherOutput + kReduceInput + kReduceOutput);
@@ -68,7 +69,7 @@ TEST(EagerFsdpTest, AGroupsBuffersAcrossAStep) {
   EXPECT_EQ(allocated(), kUnsharded + kReduceInput + kReduceOutput);
   const Expected<CachingAllocator::Handle> gradient = tensors.AllocBuffer(2008000, 0);
   ASSERT_TRUE(gradient.ok());
-  fsdp.AddGradient(0, *gradient);
+  fsdp.AddGradient(0, 0, *gradient, 2008000);
   ASSERT_TRUE(fsdp.PostBackward(0).ok());
   EXPECT_EQ(allocated(), kReduceInput + 2 * kReduceOutput);
   fsdp.FinishBackward();
@@ -91,6 +92,45 @@ TEST(EagerFsdpTest, OneRankCastsItsShardsAndNeverReshardsWhatItKeeps) {
   EXPECT_EQ(tensors.allocator_stats().allocated, kOneRank);
   ASSERT_TRUE(fsdp.PostBackward(0).ok());  // no gradient: only the reshard
   EXPECT_EQ(tensors.allocator_stats().allocated, 0);
+}
+
+TEST(EagerFsdpTest, UnderPipeliningGradientsAccumulateInFp32UntilTheStagesLastBackward) {
+  // backward_maybe_with_nosync: no reshard and no reduce-scatter in any micro-batch's backward.
+  // The first micro-batch's post-backward casts each bf16 gradient to fp32 (the fp32 copy made,
+  // then the bf16 freed), the next adds into those in place; the stage's last backward calls the
+  // post-backward by hand: reshard, reduce-scatter of the fp32 gradients.
+  constexpr int64_t kBf16 = 2000384 + 8192;   // 2,000,000 and 8,000 B
+  constexpr int64_t kFp32 = 4000256 + 16384;  // 4,000,000 and 16,000 B
+  Tensors tensors;
+  FsdpGroups fsdp(tensors, 4, {Group(false)}, /*accumulate=*/true);
+  const auto allocated = [&] { return tensors.allocator_stats().allocated; };
+  ASSERT_TRUE(fsdp.PreForward(0).ok());
+  fsdp.PostForward(0);
+  fsdp.FinishForward();
+  EXPECT_EQ(allocated(), kUnsharded);  // kept through every micro-batch
+  for (int microbatch = 0; microbatch < 3; ++microbatch) {
+    ASSERT_TRUE(fsdp.PreBackward(0, -1).ok());  // unsharded already: nothing gathered
+    EXPECT_EQ(allocated(), kUnsharded + (microbatch > 0 ? kFp32 : 0));
+    // In backward order (the second parameter's gradient first): cast in module order.
+    for (const auto& [parameter, bytes] : {std::pair{1, int64_t{8000}}, {0, int64_t{2000000}}}) {
+      const Expected<CachingAllocator::Handle> gradient = tensors.AllocBuffer(bytes, 0);
+      ASSERT_TRUE(gradient.ok());
+      fsdp.AddGradient(0, parameter, *gradient, bytes);
+    }
+    const int64_t before = tensors.allocator_stats().peak_allocated;
+    ASSERT_TRUE(fsdp.PostBackward(0).ok());
+    EXPECT_EQ(allocated(), kUnsharded + kFp32);
+    if (microbatch == 0) {
+      // At most both bf16 gradients and the first fp32 copy (4,000,256) live.
+      EXPECT_EQ(tensors.allocator_stats().peak_allocated, kUnsharded + kBf16 + 4000256);
+    } else {  // added in place
+      EXPECT_EQ(tensors.allocator_stats().peak_allocated, before);
+    }
+  }
+  ASSERT_TRUE(fsdp.ReduceAccumulated(0).ok());
+  EXPECT_EQ(allocated(), kReduceInput + kReduceOutput);
+  fsdp.FinishBackward();
+  EXPECT_EQ(allocated(), kReduceOutput);
 }
 
 TEST(EagerDdpTest, BucketsCloseAtTheirLimit) {

@@ -7,28 +7,15 @@
 
 #include "models/eager_allocations.h"
 #include "models/model_spec.h"
+#include "tests/models/preset_helpers.h"
 
 namespace dtsim::models {
 namespace {
 
 using testing::HasSubstr;
 
-// Llama 3's preset (RMSNorm, SwiGLU, rotary, grouped-query attention) at a toy size whose
-// tensors are all multiples of the allocator's 512 B rounding: 2 layers, hidden 512, 8 heads
-// of 64 over 4 key-value heads (so repeat_kv copies), MLP 1,536, vocabulary 1,024.
-TransformerSpec Toy() {
-  Expected<ModelSpec> llama = ModelPreset("llama3-8b");
-  EXPECT_TRUE(llama.ok());
-  TransformerSpec spec = llama->transformer;
-  spec.layers = 2;
-  spec.hidden = 512;
-  spec.heads = 8;
-  spec.kv_heads = 4;
-  spec.ffn_hidden = 1536;
-  spec.vocab = 1024;
-  spec.max_seq = 256;
-  return spec;
-}
+// The toy Llama (tests/models/preset_helpers.h) of 2 layers.
+TransformerSpec Toy() { return ToyLlama(2, 256); }
 
 // A micro-batch of 2 × 256 tokens under FSDP2 over 2 ranks, bf16, saving every activation.
 EagerRun TpRun(int tensor_ranks) {
