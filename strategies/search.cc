@@ -119,6 +119,45 @@ class PassTimesCache {
   std::map<ShardKey, PassTimes> cache_;
 };
 
+// The plan's memory per GPU (its largest stage's) and whether it fits with the space's
+// headroom; false (`evaluated` invalid or out of memory, and why) where not.
+bool CheckMemory(const ResolvedConfig& config, const SearchSpace& space, MemoryReplay replay,
+                 EvaluatedPlan& evaluated) {
+  Expected<std::vector<models::MemoryBreakdown>> memory = EstimateStageMemory(config, replay);
+  if (!memory.ok()) {
+    evaluated.status = PlanStatus::kInvalid;
+    evaluated.reason = memory.error().location();
+    evaluated.detail = memory.error().message();
+    return false;
+  }
+  size_t largest = 0;
+  for (size_t stage = 0; stage < memory->size(); ++stage) {
+    if ((*memory)[stage].total() > (*memory)[largest].total()) largest = stage;
+  }
+  evaluated.memory_bytes = (*memory)[largest].total();
+  evaluated.allocator_reserve.reset();
+  if ((*memory)[largest].reserve_modelled) {
+    evaluated.allocator_reserve = (*memory)[largest].allocator_reserve;
+  }
+  const int64_t headroom = space.memory_headroom.count();
+  if (evaluated.memory_bytes + headroom <= config.gpu.memory.count()) return true;
+  evaluated.status = PlanStatus::kOutOfMemory;
+  evaluated.reason = "memory";
+  evaluated.detail = fmt::format(
+      "pipeline stage {} needs {} per GPU{}, {} has {}", largest, FormatGiB(evaluated.memory_bytes),
+      headroom > 0 ? fmt::format(" and the search keeps {} free", FormatGiB(headroom)) : "",
+      config.gpu.name, FormatGiB(config.gpu.memory.count()));
+  return false;
+}
+
+// A plan EvaluatedPlan::memory_replay_pending marks, about to be simulated: its replayed
+// memory, and whether it fits.
+bool FitsReplayed(const SimulationConfig& base, const SearchSpace& space, EvaluatedPlan& plan) {
+  plan.memory_replay_pending = false;
+  Expected<ResolvedConfig> config = Resolve(ConfigFor(base, space, plan.choice));
+  return config.ok() && CheckMemory(*config, space, MemoryReplay::kAll, plan);
+}
+
 // Checks, memory and lower bound of one plan: everything short of simulating it.
 EvaluatedPlan Check(const SimulationConfig& base, const SearchSpace& space, size_t index,
                     const PlanChoice& choice, PassTimesCache& passes) {
@@ -131,32 +170,8 @@ EvaluatedPlan Check(const SimulationConfig& base, const SearchSpace& space, size
     return evaluated;
   }
   const ResolvedConfig& config = *resolved;
-  Expected<std::vector<models::MemoryBreakdown>> memory = EstimateStageMemory(config);
-  if (!memory.ok()) {
-    evaluated.status = PlanStatus::kInvalid;
-    evaluated.reason = memory.error().location();
-    evaluated.detail = memory.error().message();
-    return evaluated;
-  }
-  size_t largest = 0;
-  for (size_t stage = 0; stage < memory->size(); ++stage) {
-    if ((*memory)[stage].total() > (*memory)[largest].total()) largest = stage;
-  }
-  evaluated.memory_bytes = (*memory)[largest].total();
-  if ((*memory)[largest].reserve_modelled) {
-    evaluated.allocator_reserve = (*memory)[largest].allocator_reserve;
-  }
-  const int64_t headroom = space.memory_headroom.count();
-  if (evaluated.memory_bytes + headroom > config.gpu.memory.count()) {
-    evaluated.status = PlanStatus::kOutOfMemory;
-    evaluated.reason = "memory";
-    evaluated.detail = fmt::format(
-        "pipeline stage {} needs {} per GPU{}, {} has {}", largest,
-        FormatGiB(evaluated.memory_bytes),
-        headroom > 0 ? fmt::format(" and the search keeps {} free", FormatGiB(headroom)) : "",
-        config.gpu.name, FormatGiB(config.gpu.memory.count()));
-    return evaluated;
-  }
+  if (!CheckMemory(config, space, MemoryReplay::kUnpipelined, evaluated)) return evaluated;
+  evaluated.memory_replay_pending = ReplaysPipelinedLoop(config);
   evaluated.status = PlanStatus::kBounded;  // until simulated
   if (config.model.family != models::ModelFamily::kTransformer) return evaluated;
   Expected<PassTimes> times = passes.Get(config);
@@ -667,7 +682,8 @@ Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& s
   done = 0;
   ParallelFor(order.size(), threads, [&](size_t k) {
     EvaluatedPlan& plan = plans[order[k]];
-    const bool run = plan.lower_bound.ns() <= best.Kth();
+    const bool run = plan.lower_bound.ns() <= best.Kth() &&
+                     (!plan.memory_replay_pending || FitsReplayed(base, space, plan));
     if (run) {
       if (Status simulated =
               SimulatePlan(base, space, options, *cost.model, network::DefaultNetworkModel(), plan);

@@ -137,6 +137,10 @@ struct EvaluatedPlan {
   // The caching allocator's reserve counted in memory_bytes, where dtsim replays the plan's loop
   // (strategies::EagerLoopOf); none where it is not modelled and so not counted.
   std::optional<int64_t> allocator_reserve;
+  // A pipelined plan whose loop dtsim replays (strategies::ReplaysPipelinedLoop): checked on the
+  // analytic estimate first, replayed (and found out of memory, or not) only when the search
+  // reaches it to simulate it — a pipeline's replay is every stage's every micro-batch.
+  bool memory_replay_pending = false;
   DurationNs lower_bound;  // 0: not computed
   std::optional<PlanFigures> figures;
   // Set by RankPlans when this plan simulated exactly as a better-ranked one (the same times,

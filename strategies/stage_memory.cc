@@ -2,10 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "models/eager_allocations.h"
 #include "sim/base/quantity.h"
@@ -54,9 +57,10 @@ void ApplyReplayedPeak(const models::EagerPeaks& peaks, models::MemoryBreakdown&
   // kilobytes). The activations are what the blocks hold at the peak, the working set the rest
   // of the iteration's tensors then (the loss, gradients in flight, and the slack of blocks the
   // allocator handed out unsplit).
+  // A pipeline stage's receive buffers (held from the first step on) are activations.
   const int64_t iteration = peaks.allocated - peaks.held_at_peak - peaks.grads_at_peak;
   memory.gradients = peaks.grads_at_peak + peaks.bucket_bytes;
-  memory.activations = peaks.blocks_at_peak;
+  memory.activations = peaks.blocks_at_peak + peaks.pipeline_buffer_bytes;
   memory.temporary = iteration - peaks.blocks_at_peak;
   memory.allocator_reserve = peaks.reserved - peaks.allocated;
   memory.reserve_modelled = true;
@@ -78,12 +82,13 @@ std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config) {
   const ParallelPlan& plan = config.plan;
   // One GPU unsharded, FSDP2 over every rank (zero_stage 3 on data parallelism alone, or on
   // data × context with PyTorch's ring attention as torchtitan runs it, or on data parallelism
-  // beside 1D tensor parallelism with sequence parallelism: torchtitan's 2D), or DDP
-  // (zero_stage 0 on data parallelism alone).
+  // beside 1D tensor parallelism with sequence parallelism: torchtitan's 2D; either under
+  // pipelining without context parallelism), or DDP (zero_stage 0 on data parallelism alone).
   const bool tensor_2d = plan.tensor > 1 && plan.tensor_layout == models::TensorLayout::k1D &&
                          plan.sequence_parallel && plan.context == 1 && plan.data > 1;
-  const bool fsdp = plan.zero_stage == 3 && plan.pipeline == 1 && (plan.tensor == 1 || tensor_2d) &&
-                    (plan.context == 1 || plan.context_comm == models::ContextComm::kP2p);
+  const bool fsdp =
+      plan.zero_stage == 3 && (plan.tensor == 1 || tensor_2d) &&
+      (plan.context == 1 || (plan.context_comm == models::ContextComm::kP2p && plan.pipeline == 1));
   const bool ddp = plan.zero_stage == 0 && plan.data == plan.world() && plan.world() > 1;
   if (config.model.family != models::ModelFamily::kTransformer ||
       training.framework != models::Framework::kPyTorch || plan.expert != 1 ||
@@ -94,12 +99,30 @@ std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config) {
       training.recompute == models::Recompute::kSelective || config.compression.method != "none") {
     return std::nullopt;
   }
+  // Under a pipeline the schedule's every micro-batch (the stage's receive buffers are made for
+  // each); else at most kMaxEagerReplayMicroBatches, past which the allocations repeat.
+  const int64_t microbatches =
+      plan.pipeline > 1
+          ? config.Microbatches()
+          : std::min<int64_t>(config.Microbatches(), models::kMaxEagerReplayMicroBatches);
+  models::EagerPipeline pipeline{.stages = plan.pipeline,
+                                 .schedule = plan.schedule,
+                                 .chunks = plan.virtual_stages,
+                                 .merge_outputs = PyTorchBefore(training, {2, 10, 0})};
+  for (int chunk = 0; plan.pipeline > 1 && chunk < plan.virtual_stages; ++chunk) {
+    for (int stage = 0; stage < plan.pipeline; ++stage) {
+      pipeline.chunk_layers.push_back(static_cast<int>(
+          models::ChunkLayerIndices(config.model.transformer, plan.pipeline, plan.virtual_stages,
+                                    stage, chunk, plan.chunk_layers)
+              .size()));
+    }
+  }
   return models::EagerRun{.micro_batch = training.micro_batch,
                           .seq_len = training.seq_len,
                           .recompute = training.recompute,
                           .recompute_every = training.recompute_every,
-                          .micro_batches = static_cast<int>(std::min<int64_t>(
-                              config.Microbatches(), models::kMaxEagerReplayMicroBatches)),
+                          .micro_batches = static_cast<int>(
+                              std::min<int64_t>(microbatches, std::numeric_limits<int>::max())),
                           .expandable_segments = training.expandable_segments,
                           // FSDP2 as torchtitan runs it, clipping the gradients' norm.
                           .fsdp_ranks = fsdp ? plan.DataIndices() : 0,
@@ -107,11 +130,17 @@ std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config) {
                           .fsdp_root_kept = PyTorchBefore(training, {2, 8, 0}),
                           .context_ranks = plan.context,
                           .tensor_ranks = plan.tensor,
+                          .pipeline = std::move(pipeline),
                           .clip_grad_norm = fsdp,
                           .ddp = ddp};
 }
 
-Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const ResolvedConfig& config) {
+bool ReplaysPipelinedLoop(const ResolvedConfig& config) {
+  return config.plan.pipeline > 1 && EagerLoopOf(config).has_value();
+}
+
+Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const ResolvedConfig& config,
+                                                                   MemoryReplay replay) {
   const ParallelPlan& plan = config.plan;
   if (plan.layer_split == ParallelPlan::LayerSplit::kBalanced && plan.chunk_layers.empty()) {
     return Error("balanced stages have no layer counts until Simulate balances them",
@@ -135,11 +164,16 @@ Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const Resolve
   // Where dtsim replays the plan's loop tensor by tensor (a model it does not replay keeps the
   // analytic estimate and leaves the allocator's reserve unmodelled), the peak is the
   // replay's: the gradients and the iteration's tensors live then, and the reserve over them.
-  if (const std::optional<models::EagerRun> loop = EagerLoopOf(config)) {
-    if (const Expected<models::EagerPeaks> peaks =
-            models::ReplayEagerTraining(config.model.transformer, *loop);
-        peaks.ok()) {
-      ApplyReplayedPeak(*peaks, stages.front());
+  // Under a pipeline each stage's rank is replayed.
+  if (replay == MemoryReplay::kUnpipelined && plan.pipeline > 1) return stages;
+  if (std::optional<models::EagerRun> loop = EagerLoopOf(config)) {
+    for (int stage = 0; stage < plan.pipeline; ++stage) {
+      loop->pipeline.rank = stage;
+      if (const Expected<models::EagerPeaks> peaks =
+              models::ReplayEagerTraining(config.model.transformer, *loop);
+          peaks.ok()) {
+        ApplyReplayedPeak(*peaks, stages[static_cast<size_t>(stage)]);
+      }
     }
   }
   return stages;

@@ -24,9 +24,18 @@ models::MemoryPlan MemoryPlanOf(const ResolvedConfig& config, int stage);
 // selective_op); else none.
 std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config);
 
+// Which plans' loops EstimateStageMemory replays: every one EagerLoopOf gives, or (the search's
+// first pass over many plans) those without a pipeline, whose rank's replay is one schedule
+// step, not a pipeline's every micro-batch on every stage.
+enum class MemoryReplay { kAll, kUnpipelined };
+
 // Per-stage memory (one rank of each pipeline stage), fitting the GPU or not; where EagerLoopOf
-// gives the loop, at the replayed peak with the caching allocator's reserve.
-Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const ResolvedConfig& config);
+// gives the loop (and `replay` takes it), at the replayed peak with the caching allocator's
+// reserve.
+Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(
+    const ResolvedConfig& config, MemoryReplay replay = MemoryReplay::kAll);
+// Whether EstimateStageMemory replays the plan's loop only under MemoryReplay::kAll.
+bool ReplaysPipelinedLoop(const ResolvedConfig& config);
 // The same; errors when a stage does not fit the GPU ("needs 97.2 GiB per GPU, …").
 Expected<std::vector<models::MemoryBreakdown>> StageMemory(const ResolvedConfig& config);
 

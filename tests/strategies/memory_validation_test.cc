@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "models/eager_allocations.h"
 #include "models/model_spec.h"
@@ -174,7 +175,8 @@ TEST(MemoryValidationTest, Fsdp2PlansReplayTheirLoop) {
 
 // FSDP2 over the data-parallel ranks beside sequence-parallel 1D tensor parallelism is
 // torchtitan's 2D: replayed with DTensor's layout (tests/models/eager_tensor_parallel_test.cc),
-// FSDP2 over the two data-parallel ranks. Beside pipelining, or on a 2D grid, it is not.
+// FSDP2 over the two data-parallel ranks; beside pipelining too, each stage's rank replayed
+// (tests/models/eager_pipeline_test.cc).
 TEST(MemoryValidationTest, TensorParallelFsdp2PlansReplayTheirLoop) {
   Json config = Json::parse(R"({
     "training": {"global_batch": 4, "micro_batch": 2, "seq_len": 1024, "framework": "pytorch",
@@ -196,11 +198,36 @@ TEST(MemoryValidationTest, TensorParallelFsdp2PlansReplayTheirLoop) {
   ASSERT_TRUE(two_d.reserve_modelled);
   EXPECT_EQ(two_d.allocator_reserve, peaks->reserved - peaks->allocated);
   EXPECT_EQ(two_d.activations, peaks->blocks_at_peak);
+  // Pipelined (PP 2, a layer a stage): the schedule's 2 micro-batches (8 sequences over 2
+  // data-parallel ranks in micro-batches of 2), every stage's rank replayed.
   Json pipelined = config;
   pipelined["cluster"]["gpus_per_node"] = 8;
   pipelined["training"]["global_batch"] = 8;
   pipelined["parallelism"]["pipeline"] = 2;
-  EXPECT_FALSE(EagerLoopOf(ConfigOf(pipelined)).has_value());
+  const ResolvedConfig staged = ConfigOf(pipelined);
+  std::optional<models::EagerRun> stage_loop = EagerLoopOf(staged);
+  ASSERT_TRUE(stage_loop.has_value());
+  EXPECT_EQ(stage_loop->micro_batches, 2);
+  EXPECT_EQ(stage_loop->pipeline.stages, 2);
+  EXPECT_EQ(stage_loop->pipeline.chunk_layers, (std::vector<int>{1, 1}));
+  Expected<std::vector<models::MemoryBreakdown>> stages = EstimateStageMemory(staged);
+  ASSERT_TRUE(stages.ok()) << stages.error().ToString();
+  ASSERT_EQ(stages->size(), 2u);
+  for (int stage = 0; stage < 2; ++stage) {
+    stage_loop->pipeline.rank = stage;
+    const Expected<models::EagerPeaks> stage_peaks =
+        models::ReplayEagerTraining(staged.model.transformer, *stage_loop);
+    ASSERT_TRUE(stage_peaks.ok()) << stage_peaks.error().ToString();
+    const models::MemoryBreakdown& memory = (*stages)[static_cast<size_t>(stage)];
+    ASSERT_TRUE(memory.reserve_modelled) << "stage " << stage;
+    EXPECT_EQ(memory.allocator_reserve, stage_peaks->reserved - stage_peaks->allocated);
+    // The receive buffers count with the activations: one a micro-batch for the second
+    // stage's input, one for the first's output's gradient; each 2 × 1,024 tokens / TP 2 on the
+    // rank's part of the sequence × hidden 512 × 2 B (bf16).
+    constexpr int64_t kBuffers = 2 * (2 * 1024 / 2) * 512 * 2;
+    EXPECT_EQ(stage_peaks->pipeline_buffer_bytes, kBuffers);
+    EXPECT_EQ(memory.activations, stage_peaks->blocks_at_peak + kBuffers);
+  }
 }
 
 // FSDP2 over data × context ranks with ring attention (context comm p2p) is torchtitan's

@@ -327,6 +327,49 @@ TEST(SearchTest, PyTorchPlansTrySelectiveAsTheirOwnSelectiveCheckpointing) {
   EXPECT_EQ(megatron_selective, tried[models::Recompute::kNone]);
 }
 
+TEST(SearchTest, PipelinedFsdp2PlansAreReplayedWhenReached) {
+  // FSDP2 plans of a Llama-style model under PyTorch: the search checks a pipelined one on the
+  // analytic estimate and replays its loop (every stage's rank, every micro-batch) only when it
+  // reaches it to simulate it, out of memory then if the replay says so; the top plans are
+  // still brute force's, which replays every plan.
+  Json json = SmallSearch();
+  json["model"] = Json{{"family", "transformer"}, {"layers", 8},
+                       {"hidden", 1024},          {"heads", 16},
+                       {"kv_heads", 8},           {"ffn_hidden", 2816},
+                       {"vocab", 8192},           {"max_seq", 512},
+                       {"norm", "rmsnorm"},       {"activation", "swiglu"},
+                       {"position", "rotary"},    {"linear_bias", false},
+                       {"tied_embeddings", false}};
+  json["training"]["framework"] = "pytorch";
+  json["training"]["flash_attention"] = true;
+  json["training"]["dropout"] = false;
+  json["cluster"]["gpu"]["memory"] = "1.6 GiB";
+  json["search"] = Json::parse(R"({"micro_batches": [1, 2], "zero_stages": [3],
+                                   "tensor_modes": ["1d"], "sequence_parallel": [true],
+                                   "recompute": ["none", "full"], "max_virtual_stages": 2})");
+  const SearchSetup setup = Read(json);
+  const Expected<SearchResult> result = SearchTopThreeAsBruteForce(setup);
+  ASSERT_TRUE(result.ok()) << result.error().ToString();
+  size_t replayed = 0;
+  size_t pending = 0;
+  for (const EvaluatedPlan& plan : result->plans) {
+    // (Data parallelism of 1 runs without ZeRO, no FSDP2 loop to replay.)
+    if (plan.choice.plan.pipeline == 1 || plan.choice.plan.zero_stage != 3) continue;
+    if (plan.status == PlanStatus::kSimulated) {
+      EXPECT_FALSE(plan.memory_replay_pending);
+      EXPECT_TRUE(plan.allocator_reserve.has_value()) << PlanLabel(plan.choice, setup.space);
+      ++replayed;
+    }
+    if (plan.memory_replay_pending) {
+      EXPECT_EQ(plan.status, PlanStatus::kBounded);
+      EXPECT_FALSE(plan.allocator_reserve.has_value());
+      ++pending;
+    }
+  }
+  EXPECT_GT(replayed, 0U);
+  EXPECT_GT(pending, 0U);
+}
+
 TEST(SearchTest, ContextParallelismIsADimension) {
   // 8,192-token sequences on 16 H100s with 2.75 GiB each: the search over CP 1, 2, 4 with both
   // variants (and FP8 or not) still equals brute force (the bound holds for ring and all-to-all
