@@ -483,11 +483,9 @@ Expected<EagerPeaks> ReplayEagerTraining(const TransformerSpec& spec, const Eage
     return Error("tensor-parallel ranks must be positive (1: none)", "tensor_ranks",
                  std::to_string(run.tensor_ranks));
   }
-  if (run.tensor_ranks > 1 && (run.fsdp_ranks == 0 || run.context_ranks > 1)) {
-    return Error(
-        "tensor parallelism is replayed under FSDP2 as torchtitan's 2D layout runs it, without "
-        "context parallelism",
-        "tensor_ranks", std::to_string(run.tensor_ranks));
+  if (run.tensor_ranks > 1 && run.fsdp_ranks == 0) {
+    return Error("tensor parallelism is replayed under FSDP2, as torchtitan's 2D layout runs it",
+                 "tensor_ranks", std::to_string(run.tensor_ranks));
   }
   if (run.pipeline.stages != 1 && run.fsdp_ranks == 0) {
     return Error("pipelining is replayed under FSDP2, as torchtitan runs it", "pipeline",

@@ -91,18 +91,20 @@ struct EagerRun {
   // backward; 1: none.
   int context_ranks = 1;
   // Tensor parallelism over this many ranks (within each FSDP2 rank's group; a Llama-style
-  // decoder under FSDP2 only, no context parallelism), as torchtitan's apply_tp lays out the
+  // decoder under FSDP2 only; beside context parallelism on the rank's part of the sequence,
+  // its ring attention over the rank's heads), as torchtitan's apply_tp lays out the
   // decoder with DTensor: the embedding rowwise over the vocabulary, every norm and the residual
   // stream sharded on the sequence (sequence parallelism), the attention's and MLP's inputs
   // all-gathered and saved whole by their column-parallel linears, the row-parallel outputs
   // reduce-scattered back onto the sequence, the output layer column-parallel into a
   // vocabulary-sharded loss (loss_parallel); 1: none.
   int tensor_ranks = 1;
-  // Pipeline parallelism (under FSDP2, with or without tensor parallelism, no context
-  // parallelism): this rank's stages run the schedule's passes over every micro-batch, each
-  // micro-batch's input a receive buffer made up front and its gradient kept as the buffer's
-  // .grad until the next step, the last stage's outputs kept for the step's merge, and FSDP2
-  // neither resharding nor syncing gradients until the stage's last backward (eager_fsdp.h).
+  // Pipeline parallelism (under FSDP2, with or without tensor and context parallelism): this
+  // rank's stages run the schedule's passes over every micro-batch (inside one
+  // context_parallel() under CP), each micro-batch's input a receive buffer made up front and
+  // its gradient kept as the buffer's .grad until the next step, the last stage's outputs kept
+  // for the step's merge, and FSDP2 neither resharding nor syncing gradients until the stage's
+  // last backward (eager_fsdp.h).
   EagerPipeline pipeline;
   // clip_grad_norm_(foreach=True) before the optimizer's step, as torchtitan runs it.
   bool clip_grad_norm = false;

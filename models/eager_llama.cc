@@ -32,13 +32,15 @@ Status CheckSupported(const TransformerSpec& spec) {
 }
 
 // torchtitan's tensor parallelism splits the heads, the key-value heads and the MLP's width
-// over the ranks, and (sequence parallelism) the sequence.
+// over the ranks, and (sequence parallelism) the rank's part of the sequence (all of it but
+// under context parallelism).
 Status CheckTensorParallel(const TransformerSpec& spec, const EagerRun& run) {
   const int64_t ranks = run.tensor_ranks;  // positive: ReplayEagerTraining checked the run
+  const int64_t tokens = run.seq_len / run.context_ranks;
   for (const auto& [what, count] : {std::pair<std::string_view, int64_t>{"heads", spec.heads},
                                     {"kv_heads", spec.kv_heads},
                                     {"ffn_hidden", spec.ffn_hidden},
-                                    {"seq_len", run.seq_len}}) {
+                                    {"seq_len", tokens}}) {
     if (count % ranks != 0) {
       return Error(
           fmt::format("{} tensor-parallel ranks do not divide the {} {}", ranks, count, what),
@@ -48,10 +50,10 @@ Status CheckTensorParallel(const TransformerSpec& spec, const EagerRun& run) {
   return Status::Ok();
 }
 
-// torch.distributed.pipelining as torchtitan runs it: FSDP2 over each model chunk, no context
-// parallelism; every model chunk a block at least, the chunks' blocks the model's; an
-// interleaved schedule's micro-batches a multiple of the stages; the rank's tensor slots
-// within kMaxEagerReplayPipelineSlots.
+// torch.distributed.pipelining as torchtitan runs it: FSDP2 over each model chunk; every model
+// chunk a block at least, the chunks' blocks the model's; an interleaved schedule's
+// micro-batches a multiple of the stages; the rank's tensor slots within
+// kMaxEagerReplayPipelineSlots, and its ring attention steps within kMaxEagerReplayRingSteps.
 Status CheckPipeline(const TransformerSpec& spec, const EagerRun& run) {
   const EagerPipeline& pipeline = run.pipeline;
   if (pipeline.stages < 1 || pipeline.chunks < 1 || pipeline.rank < 0 ||
@@ -61,10 +63,9 @@ Status CheckPipeline(const TransformerSpec& spec, const EagerRun& run) {
                  "pipeline", std::to_string(pipeline.rank));
   }
   if (pipeline.stages == 1) return Status::Ok();
-  if (run.fsdp_ranks == 0 || run.context_ranks > 1) {
-    return Error(
-        "pipelining is replayed under FSDP2, as torchtitan runs it, without context parallelism",
-        "pipeline", std::to_string(pipeline.stages));
+  if (run.fsdp_ranks == 0) {
+    return Error("pipelining is replayed under FSDP2, as torchtitan runs it", "pipeline",
+                 std::to_string(pipeline.stages));
   }
   const size_t chunks = static_cast<size_t>(pipeline.stages) * static_cast<size_t>(pipeline.chunks);
   int layers = 0;
@@ -100,6 +101,13 @@ Status CheckPipeline(const TransformerSpec& spec, const EagerRun& run) {
                     "replay keeps apart ({})",
                     pipeline.chunks, run.micro_batches, blocks, kMaxEagerReplayPipelineSlots),
         "micro_batches", std::to_string(run.micro_batches));
+  }
+  if (const int64_t steps = slots * run.context_ranks;
+      run.context_ranks > 1 && steps > kMaxEagerReplayRingSteps) {
+    return Error(fmt::format("{} tensor slots × {} context-parallel ranks is more ring attention "
+                             "steps than the replay takes ({})",
+                             slots, run.context_ranks, kMaxEagerReplayRingSteps),
+                 "context_ranks", std::to_string(run.context_ranks));
   }
   return Status::Ok();
 }
@@ -336,7 +344,13 @@ Expected<EagerPeaks> Replay::RunPipeline() {
   EagerRun steps = run_;
   steps.micro_batches = 1;  // the schedule runs them all in one
   return RunSteps(
-      steps, [&]() { return RunSchedule(schedule); },
+      steps,
+      [&]() -> Status {
+        if (Ring()) DTSIM_RETURN_IF_ERROR(EnterContextParallel());
+        DTSIM_RETURN_IF_ERROR(RunSchedule(schedule));
+        if (Ring()) ExitContextParallel();
+        return Status::Ok();
+      },
       [this]() {  // clear_runtime_states: the received inputs' gradients
         for (const CachingAllocator::Handle grad : input_grads_) FreeBuffer(grad);
         input_grads_.clear();

@@ -124,13 +124,6 @@ enum Tensor : int {
   kSortSeed,
   kSortSeed2,
   kPartial,
-  // context_parallel(): the rotation table's copy to restore, the three buffers' shards (inputs,
-  // labels, table) and the last one's clone
-  kCpTable,
-  kCpInputs,
-  kCpLabels,
-  kCpFreqs,
-  kCpClone,
   // tensor parallelism (DTensor): the attention's, MLP's and output layer's inputs gathered
   // whole, an all-gather's output before it is put in sequence order, a reduce-scatter's input
   // put in rank order, wo's and w2's outputs reduce-scattered onto the sequence, the embedding's
@@ -285,26 +278,41 @@ class Replay : private EagerTensors {
                           .grad_queries = kDq,
                           .grad_keys_values = repeats_ > 1 ? kDk : kGV});
   }
-  // torchtitan's context_parallel(cp_mesh, buffers=[inputs, labels, freqs_cis], no restore for
-  // the first two) around forward and backward: the table cloned (restored at the exit), each
-  // buffer's load-balanced shard made and cloned into it (resized in place: its storage stays);
-  // the shards and the last clone live in the context manager's frame until the exit.
+  // torchtitan's context_parallel(cp_mesh, buffers=[inputs, labels] + each chunk's freqs_cis,
+  // no restore for the first two) around forward and backward (under a pipeline around the
+  // schedule's step, over its micro-batches' inputs and labels): the tables cloned (restored at
+  // the exit), each buffer's load-balanced shard made and cloned into it (resized in place: its
+  // storage stays); the shards and the last clone live in the context manager's frame until
+  // the exit.
   Status EnterContextParallel() {
     const int64_t head = spec_.head_dim();
-    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kCpTable, run_.seq_len * head * 4));
-    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kCpInputs, t_ * 8));
-    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kCpLabels, t_ * 8));
-    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kCpFreqs, seq_ * head * 4));
-    for (const int64_t bytes : {t_ * 8, t_ * 8}) {
-      DTSIM_RETURN_IF_ERROR(Alloc(kModel, kCpClone, bytes));
-      Free(kModel, kCpClone);
+    const int64_t batch = t_ * 8 * (pipelined_ ? run_.micro_batches : 1);
+    const auto hold = [this](int64_t bytes) -> Status {
+      DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle handle,
+                             AllocBuffer(bytes, FsdpGroups::kCompute));
+      context_parallel_.push_back(handle);
+      return Status::Ok();
+    };
+    for (size_t chunk = 0; chunk < chunks_.size(); ++chunk) {
+      DTSIM_RETURN_IF_ERROR(hold(run_.seq_len * head * 4));
     }
-    return Alloc(kModel, kCpClone, seq_ * head * 4);
+    DTSIM_RETURN_IF_ERROR(hold(batch));
+    DTSIM_RETURN_IF_ERROR(hold(batch));
+    for (size_t chunk = 0; chunk < chunks_.size(); ++chunk) {
+      DTSIM_RETURN_IF_ERROR(hold(seq_ * head * 4));
+    }
+    std::vector<int64_t> clones = {batch, batch};
+    clones.insert(clones.end(), chunks_.size(), seq_ * head * 4);
+    for (size_t clone = 0; clone + 1 < clones.size(); ++clone) {
+      DTSIM_ASSIGN_OR_RETURN(const CachingAllocator::Handle handle,
+                             AllocBuffer(clones[clone], FsdpGroups::kCompute));
+      FreeBuffer(handle);
+    }
+    return hold(clones.back());
   }
   void ExitContextParallel() {
-    for (const int tensor : {kCpTable, kCpInputs, kCpLabels, kCpFreqs, kCpClone}) {
-      Free(kModel, tensor);
-    }
+    for (const CachingAllocator::Handle handle : context_parallel_) FreeBuffer(handle);
+    context_parallel_.clear();
   }
   // Chunk `chunk`'s root FSDP parameter group (fully_shard over the chunk: its embedding, final
   // norm and output layer, where it has them).
@@ -462,6 +470,8 @@ class Replay : private EagerTensors {
   std::vector<std::vector<CachingAllocator::Handle>> received_;
   std::vector<CachingAllocator::Handle> input_grads_;
   std::vector<CachingAllocator::Handle> output_chunks_;
+  // context_parallel()'s tables, shards and last clone (EnterContextParallel).
+  std::vector<CachingAllocator::Handle> context_parallel_;
   bool residual_grad_pending_ = false;
   // tp_: tensor-parallel ranks; q_, kv_, f_, v_: the rank's part of the query, key-value, MLP
   // and vocabulary widths; seq_: the tokens of a sequence on this rank (all but under context

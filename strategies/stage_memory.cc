@@ -81,14 +81,13 @@ std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config) {
   const TrainingConfig& training = config.training;
   const ParallelPlan& plan = config.plan;
   // One GPU unsharded, FSDP2 over every rank (zero_stage 3 on data parallelism alone, or on
-  // data × context with PyTorch's ring attention as torchtitan runs it, or on data parallelism
-  // beside 1D tensor parallelism with sequence parallelism: torchtitan's 2D; either under
-  // pipelining without context parallelism), or DDP (zero_stage 0 on data parallelism alone).
+  // data × context with PyTorch's ring attention as torchtitan runs it, beside 1D tensor
+  // parallelism with sequence parallelism — torchtitan's 2D — or not, under pipelining or
+  // not), or DDP (zero_stage 0 on data parallelism alone).
   const bool tensor_2d = plan.tensor > 1 && plan.tensor_layout == models::TensorLayout::k1D &&
-                         plan.sequence_parallel && plan.context == 1 && plan.data > 1;
-  const bool fsdp =
-      plan.zero_stage == 3 && (plan.tensor == 1 || tensor_2d) &&
-      (plan.context == 1 || (plan.context_comm == models::ContextComm::kP2p && plan.pipeline == 1));
+                         plan.sequence_parallel && plan.DataIndices() > 1;
+  const bool fsdp = plan.zero_stage == 3 && (plan.tensor == 1 || tensor_2d) &&
+                    (plan.context == 1 || plan.context_comm == models::ContextComm::kP2p);
   const bool ddp = plan.zero_stage == 0 && plan.data == plan.world() && plan.world() > 1;
   if (config.model.family != models::ModelFamily::kTransformer ||
       training.framework != models::Framework::kPyTorch || plan.expert != 1 ||

@@ -17,9 +17,10 @@ models::MemoryPlan MemoryPlanOf(const ResolvedConfig& config, int stage);
 
 // The eager PyTorch loop models::ReplayEagerTraining replays, when the config trains as it does:
 // framework pytorch on one GPU (micro-batches accumulated), bf16 autocast over fp32 parameters and
-// gradients — or FSDP2 (zero_stage 3) over data parallelism alone, on one GPU or more, as
-// torchtitan runs it (bf16 gathered, fp32 reduced, gradients clipped), or DDP (zero_stage 0 over
-// data parallelism alone: its gradient buckets) — flash attention, no
+// gradients — or FSDP2 (zero_stage 3) over data (× p2p context) parallelism, on one GPU or more,
+// beside sequence-parallel 1D tensor parallelism or not, pipelined or not, as torchtitan runs it
+// (bf16 gathered, fp32 reduced, gradients clipped), or DDP (zero_stage 0 over data parallelism
+// alone: its gradient buckets) — flash attention, no
 // dropout, Adam, no FP8 or compression, a PyTorch checkpoint policy (none, full,
 // selective_op); else none.
 std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config);
