@@ -417,7 +417,8 @@ TEST(SimulateTest, ShippedExamplesLoad) {
         "bert_large_64gpu_ethernet.json", "bert_large_64gpu_ethernet_onebit_adam.json",
         "bert_large_64gpu_ethernet_byteps.json", "mixtral_8x7b_ep8_64h100.json",
         "gpt3_6.7b_tesseract_64gpu.json", "resnet50_256gpu.json",
-        "llama3.1_405b_128k_16384h100.json", "llama3.1_70b_torchtitan_256h100.json"}) {
+        "llama3.1_405b_128k_16384h100.json", "llama3.1_70b_torchtitan_256h100.json",
+        "llama3.1_405b_torchtitan_512h100.json"}) {
     const std::string path = std::string(DTSIM_EXAMPLES_DIR) + "/" + name;
     Expected<ResolvedConfig> config = LoadConfig(path, {});
     ASSERT_TRUE(config.ok()) << config.error().ToString();
@@ -431,12 +432,23 @@ TEST(SimulateTest, ShippedExamplesLoad) {
   Expected<std::vector<models::MemoryBreakdown>> two_d_memory = StageMemory(*two_d);
   ASSERT_TRUE(two_d_memory.ok()) << two_d_memory.error().ToString();
   EXPECT_TRUE(two_d_memory->front().reserve_modelled);
+  // … and its 3D layout, FSDP2 under pipelining: every stage's rank.
+  Expected<ResolvedConfig> three_d =
+      LoadConfig(std::string(DTSIM_EXAMPLES_DIR) + "/llama3.1_405b_torchtitan_512h100.json", {});
+  ASSERT_TRUE(three_d.ok());
+  Expected<std::vector<models::MemoryBreakdown>> three_d_memory = StageMemory(*three_d);
+  ASSERT_TRUE(three_d_memory.ok()) << three_d_memory.error().ToString();
+  ASSERT_EQ(three_d_memory->size(), 8u);
+  for (const models::MemoryBreakdown& stage : *three_d_memory) {
+    EXPECT_TRUE(stage.reserve_modelled);
+  }
   // These run in well under a second.
   for (const char* name :
        {"llama2_70b_64h100.json", "bert_large_64gpu_ethernet.json",
         "bert_large_64gpu_ethernet_onebit_adam.json", "bert_large_64gpu_ethernet_byteps.json",
         "mixtral_8x7b_ep8_64h100.json", "gpt3_6.7b_tesseract_64gpu.json", "resnet50_256gpu.json",
-        "llama3.1_405b_128k_16384h100.json", "llama3.1_70b_torchtitan_256h100.json"}) {
+        "llama3.1_405b_128k_16384h100.json", "llama3.1_70b_torchtitan_256h100.json",
+        "llama3.1_405b_torchtitan_512h100.json"}) {
     Expected<ResolvedConfig> config = LoadConfig(std::string(DTSIM_EXAMPLES_DIR) + "/" + name, {});
     ASSERT_TRUE(config.ok());
     Expected<SimulationResult> result = Simulate(*config);
