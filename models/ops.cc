@@ -135,6 +135,9 @@ SelectiveOpSaves PlanSelectiveOp(const LayerOps& layer) {
     plan.recomputed[i] =
         total > 0 ? static_cast<double>(total - plan.kept_bytes[i]) / static_cast<double>(total)
                   : 1.0;
+    // A row-parallel layer's reduce-scatter output, stored beside what its matmul keeps.
+    if (op.boundary == Op::Boundary::kTensorReduce)
+      plan.kept_bytes[i] += layer.stored_scatter_bytes;
   }
   return plan;
 }

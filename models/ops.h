@@ -223,6 +223,11 @@ struct TransformerShard {
   // layer) save their input gathered whole, where Megatron-Core saves the sequence shard and
   // gathers it again in backward.
   bool saves_gathered_inputs = false;
+  // The blocks as PyTorch models write them (framework pytorch: torchtitan's Llama, Hugging
+  // Face's): SwiGLU as w2(silu(w1 x) * w3 x), whose silu output the product saves besides both
+  // halves (Megatron-Core's fused kernel recomputes it), and grouped-query keys and values
+  // repeated to every query head (repeat_kv) before the attention kernel saves them.
+  bool eager_modules = false;
 
   // The rank's tokens of a micro-batch: b · s/c.
   int64_t local_seq() const { return seq_len / context_parallel; }
@@ -276,6 +281,10 @@ struct LayerOps {
   std::vector<Op> backward;
   // The modules Recompute::kSelective re-runs (TransformerShard::recompute_modules).
   uint8_t selective_modules = kRecomputeCoreAttn;
+  // Under DTensor's sequence parallelism (TransformerShard::eager_modules), the output of each
+  // row-parallel layer's reduce-scatter (the rank's sequence shard): torchtitan's op policy
+  // stores it (_c10d_functional.reduce_scatter_tensor is on its save list); 0 elsewhere.
+  int64_t stored_scatter_bytes = 0;
 };
 
 // Of `op`'s saved bytes, those selective recompute of the modules in `mask` frees.
@@ -292,7 +301,8 @@ Op Fp8WeightQuantizeOp(DType dtype, Fp8Recipe recipe, int64_t elements, Pass pas
 // (torchtitan/models/llama3/infra/parallelize.py, _save_list and _custom_policy, over
 // torch.utils.checkpoint's create_selective_checkpoint_contexts): a layer keeps its input and
 // the outputs of its matmuls and flash attention kernels, except every second matmul of the
-// layer (the 2nd, 4th, … in forward order), and recomputes everything else in backward. Matmuls
+// layer (the 2nd, 4th, … in forward order), and its row-parallel layers' reduce-scatter
+// outputs (LayerOps::stored_scatter_bytes), and recomputes everything else in backward. Matmuls
 // are counted as PyTorch runs them (Op::matmul_outputs: a fused GEMM of separate projections
 // counts each). Per op of `layer.forward`: the bytes it keeps, and the share of it recomputed
 // (0: kept whole; 1: all of it; between: the fused GEMM's matmuls not kept, by output size).

@@ -41,8 +41,9 @@ struct Shape {
   // gathered whole and do not gather it again in backward (TransformerShard::
   // saves_gathered_inputs); else they save the shard.
   bool saves_gathered;
-  bool bias;      // the linear layers have biases
-  Fp8Recipe fp8;  // the linear layers' GEMMs in FP8 (1D only)
+  bool eager_modules;  // TransformerShard::eager_modules
+  bool bias;           // the linear layers have biases
+  Fp8Recipe fp8;       // the linear layers' GEMMs in FP8 (1D only)
 
   // Bytes per element a linear layer saves its input with for the weight gradient: BF16, or
   // under FP8 the column-wise FP8 copy Transformer Engine keeps.
@@ -91,6 +92,7 @@ Shape MakeShape(const TransformerSpec& spec, const TransformerShard& shard) {
   x.causal = spec.causal;
   x.autocast = shard.autocast;
   x.saves_gathered = shard.saves_gathered_inputs && x.replicated_tokens < x.tokens;
+  x.eager_modules = shard.eager_modules;
   x.bias = spec.linear_bias;
   x.fp8 = shard.fp8;
   return x;
@@ -386,12 +388,16 @@ void Attention(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
     // Saves its input (the sequence shard under sequence parallelism, which the backward
     // all-gathers again) and its outputs Q, K, V for the core attention's backward.
     const int64_t qkv = x.q + x.kv + x.v;
+    // PyTorch's modules repeat grouped-query keys and values to every query head first, and
+    // the attention kernel saves the copies.
+    const int64_t repeats = x.eager_modules ? x.heads / x.kv_heads : 1;
+    const int64_t saved_qkv = x.q + repeats * (x.kv + x.v);
     AutocastLinear(layer, "attn.qkv", x, x.width, x.width * qkv * x.steps, BiasColumns(x, qkv),
                    /*fp32_input=*/true);
     Op& projection =
         layer.Linear("attn.qkv", x.dtype, x.tokens, qkv, x.width,
-                     x.input_e() * SavedInputTokens(x) * x.width + x.e * tokens * qkv, x.steps, 1.0,
-                     Casts(x, x.replicated_tokens * x.width, x.tokens * qkv));
+                     x.input_e() * SavedInputTokens(x) * x.width + x.e * tokens * saved_qkv,
+                     x.steps, 1.0, Casts(x, x.replicated_tokens * x.width, x.tokens * qkv));
     // Rotary models are written with separate q, k, v projections (Llama's wq, wk, wv in
     // torchtitan and Hugging Face); GPT-2-style ones with one (c_attn).
     if (spec.position == PositionEmbedding::kRotary) {
@@ -439,10 +445,12 @@ void Mlp(LayerBuilder& layer, const Shape& x, bool swiglu, std::string_view pref
     if (!x.saves_gathered) RegatherSequenceShard(layer, x);
     layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
   }
-  // GeLU saves its input (e·sbf); SwiGLU reads 2f and writes f, saving both halves.
+  // GeLU saves its input (e·sbf); SwiGLU reads 2f and writes f, saving both halves — and as
+  // PyTorch's modules write it (silu, then the product) silu's output too.
   const int64_t elements = x.tokens * ffn;
+  const int64_t saved = swiglu && x.eager_modules ? width + ffn : width;
   layer.Stream(name + ".act", OpKind::kActivation, x.dtype, elements, swiglu ? 3 * x.e : 2 * x.e,
-               swiglu ? 5 * x.e : 3 * x.e, x.e * tokens * width);
+               swiglu ? 5 * x.e : 3 * x.e, x.e * tokens * saved);
   AutocastLinear(layer, name + ".fc2", x, ffn, ffn * x.width * x.steps, BiasColumns(x, x.width),
                  /*fp32_input=*/false);
   layer.Linear(name + ".fc2", x.dtype, x.tokens, x.width, ffn, x.input_e() * tokens * ffn, x.steps,
@@ -641,6 +649,10 @@ LayerOps TransformerLayerOps(const TransformerSpec& spec, int layer_index,
   LayerOps ops = std::move(layer).Finish();
   TagRecomputeModules(ops);
   ops.selective_modules = shard.recompute_modules;
+  if (x.eager_modules && sp) {
+    ops.stored_scatter_bytes =
+        static_cast<int64_t>(x.e * static_cast<double>(x.replicated_tokens * x.width));
+  }
   return ops;
 }
 

@@ -565,7 +565,8 @@ models::TransformerShard ShardOf(const SimulationConfig& config) {
               models::Autocasts(training.framework, training.param_dtype, training.dtype,
                                 plan.zero_stage == 3 && plan.DataIndices() * plan.tensor_depth > 1),
           .recompute_modules = training.recompute_modules,
-          .saves_gathered_inputs = training.framework == models::Framework::kPyTorch};
+          .saves_gathered_inputs = training.framework == models::Framework::kPyTorch,
+          .eager_modules = training.framework == models::Framework::kPyTorch};
 }
 
 bool SkewedRouting(const SimulationConfig& config) {

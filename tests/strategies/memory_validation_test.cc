@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/eager_allocations.h"
@@ -227,6 +228,45 @@ TEST(MemoryValidationTest, TensorParallelFsdp2PlansReplayTheirLoop) {
     constexpr int64_t kBuffers = 2 * (2 * 1024 / 2) * 512 * 2;
     EXPECT_EQ(stage_peaks->pipeline_buffer_bytes, kBuffers);
     EXPECT_EQ(memory.activations, stage_peaks->blocks_at_peak + kBuffers);
+  }
+}
+
+// Where a plan is not replayed (a 2D grid, a pipeline past the replay's limits, the search's
+// first pass), the analytic model keeps per layer what the replay keeps for PyTorch's Llama
+// block: repeat_kv's copies of the keys and values (saved at the queries' width), silu's
+// output beside w1's and w3's, and under the op policy the reduce-scatters' outputs. Two layers
+// of hidden 512, 8 heads over 2 key-value heads, MLP 1,536, 2 × 1,024 tokens under FSDP2 over
+// 4 ranks (TP 1) or 2 (TP 2, SP). What the analytic model leaves out is the norms' 1/rms (4 B
+// a token each, ts tokens: 2,048 / TP) where the norms' inputs are saved, and flash
+// attention's philox seed and offset (a 512 B block each).
+TEST(MemoryValidationTest, TheAnalyticModelKeepsWhatTheReplayKeepsPerLayer) {
+  for (const int tp : {1, 2}) {
+    const int64_t ts = 2048 / tp;
+    for (const auto& [recompute, left_out] :
+         {std::pair<std::string, int64_t>{"none", 2 * ts * 4 + 1024},
+          {"full", 0},
+          {"selective_op", 1024}}) {
+      Json config = Json::parse(R"({
+        "training": {"global_batch": 8, "micro_batch": 2, "seq_len": 1024, "framework": "pytorch",
+                     "flash_attention": true, "dropout": false},
+        "cluster": {"preset": "dgx-a100", "gpu": "h200-sxm-141gb", "nodes": 1, "gpus_per_node": 4},
+        "parallelism": {"data": 4, "zero_stage": 3}
+      })");
+      config["training"]["recompute"] = recompute;
+      if (tp > 1) {
+        config["parallelism"]["data"] = 2;
+        config["parallelism"]["tensor"] = {{"size", tp}, {"sequence_parallel", true}};
+      }
+      config["model"] = LlamaStyleModel(2, 512, 8, 2, 1536, 32000, 1024);
+      const ResolvedConfig resolved = ConfigOf(config);
+      const Expected<std::vector<models::MemoryBreakdown>> stages = EstimateStageMemory(resolved);
+      ASSERT_TRUE(stages.ok()) << stages.error().ToString();
+      const std::vector<int64_t>& replayed = stages->front().replayed_layer_kept;
+      ASSERT_FALSE(replayed.empty());
+      const int64_t analytic =
+          models::LayerKeptBytes(resolved.model.transformer, MemoryPlanOf(resolved, 0), 0);
+      EXPECT_EQ(replayed[0] - analytic, left_out) << "tp " << tp << ", " << recompute;
+    }
   }
 }
 
