@@ -88,12 +88,8 @@ Status CheckPipeline(const TransformerSpec& spec, const EagerRun& run) {
                              pipeline.stages),
                  "micro_batches", std::to_string(run.micro_batches));
   }
-  int blocks = 0;
-  for (int chunk = 0; chunk < pipeline.chunks; ++chunk) {
-    blocks +=
-        pipeline.chunk_layers[static_cast<size_t>(chunk) * static_cast<size_t>(pipeline.stages) +
-                              static_cast<size_t>(pipeline.rank)];
-  }
+  const std::vector<Chunk> rank_chunks = ChunksOf(spec, run);  // chunk_layers checked above
+  const int blocks = rank_chunks.back().first + rank_chunks.back().blocks;
   const int64_t slots = int64_t{pipeline.chunks} * run.micro_batches * (blocks + 2);
   if (slots > kMaxEagerReplayPipelineSlots) {
     return Error(
