@@ -109,6 +109,11 @@ struct EagerRun {
   EagerPipeline pipeline;
   // clip_grad_norm_(foreach=True) before the optimizer's step, as torchtitan runs it.
   bool clip_grad_norm = false;
+  // The loss compiled (torch.compile of cross_entropy(logits.float()), torchtitan's
+  // compile.components "loss"; not under tensor parallelism's loss_parallel): one graph whose
+  // forward keeps the bf16 logits and two fp32 values a token for its backward, which writes
+  // the logits' bf16 gradient in one kernel (eager_llama.cc, "The loss").
+  bool compiled_loss = false;
   // DistributedDataParallel (gradient_as_bucket_view=False, its defaults): the gradient
   // buckets, one flat fp32 tensor each, held from its construction (models/eager_tensors.h).
   bool ddp = false;

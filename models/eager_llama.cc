@@ -47,6 +47,12 @@ Status CheckTensorParallel(const TransformerSpec& spec, const EagerRun& run) {
           std::string(what), std::to_string(count));
     }
   }
+  if (run.compiled_loss && ranks > 1) {
+    return Error(
+        "a compiled loss is replayed without tensor parallelism (whose loss_parallel "
+        "dtsim replays eager)",
+        "tensor_ranks", std::to_string(ranks));
+  }
   return Status::Ok();
 }
 
@@ -295,6 +301,7 @@ Status Replay::Forward(int chunk) {
     if (!Checkpointed(l)) continue;
     for (const int weight : {kWq, kWk, kWv, kWo, kW1, kW3, kW2}) Free(l, weight);
   }
+  if (run_.compiled_loss) return CompiledLossForward();
   // cross_entropy(logits.float()): the fp32 copy, log_softmax's output (saved), nll_loss's
   // loss and total weight; then the copy and (del logits) the bf16 logits go.
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kLogits32, t_ * v_ * 4));
@@ -315,6 +322,18 @@ Status Replay::Forward(int chunk) {
   if (pipelined_) return Status::Ok();  // the stage's output: the schedule keeps it
   Free(kModel, kLogits);
   NoteForwardEnd();
+  return Status::Ok();
+}
+
+// The loss compiled (torch.compile of cross_entropy(logits.float())): AOTAutograd's
+// partitioner keeps for the backward the graph's input (the bf16 logits, which del logits then
+// leaves alive) and the reductions it will not recompute, each row's maximum and log-sum-exp
+// (fp32, a value each a token); the log-softmax itself is recomputed in the backward's one
+// fused kernel. Its output, the loss.
+Status Replay::CompiledLossForward() {
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kLossStats, t_ * 2 * 4));
+  DTSIM_RETURN_IF_ERROR(Alloc(kModel, kLoss, 4));
+  if (!pipelined_) NoteForwardEnd();
   return Status::Ok();
 }
 

@@ -248,10 +248,17 @@ Status Replay::Backward(int chunk) {
 }
 
 Status Replay::HeadBackward(int chunk) {
-  const int64_t t = t_, h = h_, v = v_;
-  const int end = End(chunk);
-  // The loss: nll_loss's dense gradient, log_softmax's, the cast back to bf16.
+  const int64_t t = t_, v = v_;
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLoss, 4));
+  if (run_.compiled_loss) {
+    // Compiled: one kernel writes the logits' bf16 gradient from the kept logits and row
+    // statistics, which the graph's node then releases (the schedule keeps a stage's output).
+    DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLogits, t * v * 2));
+    Free(kModel, kLossStats);
+    if (!pipelined_) Free(kModel, kLogits);
+    return OutputLayerBackward(chunk);
+  }
+  // The loss: nll_loss's dense gradient, log_softmax's, the cast back to bf16.
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGNll, t * v * 4));
   if (Tp()) {
     // loss_parallel fuses the two (_nll_loss_and_log_softmax_backward): (zeros with −1 at the
@@ -272,6 +279,14 @@ Status Replay::HeadBackward(int chunk) {
   Free(kModel, kLogSoftmax);
   DTSIM_RETURN_IF_ERROR(Alloc(kModel, kGLogits, t * v * 2));
   Free(kModel, kGLsm);
+  return OutputLayerBackward(chunk);
+}
+
+// From the logits' gradient: the output layer's backward, the final norm's, the residual
+// stream's gradient begun.
+Status Replay::OutputLayerBackward(int chunk) {
+  const int64_t h = h_, v = v_;
+  const int end = End(chunk);
   // FSDP2: the root's pre-backward (the logits' gradient made) unshards it and prefetches the
   // last block (which kept its parameters).
   if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PreBackward(Root(chunk), end - 1));

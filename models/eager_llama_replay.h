@@ -80,6 +80,7 @@ enum Tensor : int {
   kLogSoftmax,
   kLoss,
   kTotalWeight,
+  kLossStats,  // a compiled loss's row maxima and log-sum-exps, kept for its backward
   // gradients in flight (G…) and the backward's buffers
   kGLoss,
   kGNll,
@@ -428,6 +429,7 @@ class Replay : private EagerTensors {
   // Chunk `chunk`'s forward of the current micro-batch: its input (the embedding's output, or
   // its receive buffer), its blocks, and in the last the loss.
   Status Forward(int chunk);
+  Status CompiledLossForward();  // the loss under torch.compile (EagerRun::compiled_loss)
   // A linear layer's backward: its weight's gradient (bf16) and its input's (`grad_in`, bf16,
   // of `in_features`); then the output's gradient `grad_out`, the weight's cast and the input's
   // saved input `in` (none where < 0) freed; the input's gradient cast to fp32 into `grad_in32`
@@ -450,8 +452,9 @@ class Replay : private EagerTensors {
   Status RotaryBackward();
   Status EmbeddingBackward();
   // The loss's and output layer's backward and the final norm's (the residual's gradient
-  // begun), in chunk `chunk`, the model's last.
+  // begun), in chunk `chunk`, the model's last; from the logits' gradient on, the latter two.
   Status HeadBackward(int chunk);
+  Status OutputLayerBackward(int chunk);
   // Chunk `chunk`'s backward of the current micro-batch: from the loss, or from its output's
   // received gradient, through its blocks to the embedding or its input's gradient.
   Status Backward(int chunk);

@@ -268,11 +268,15 @@ LayerMemory TransformerLayerMemory(const TransformerSpec& spec, const MemoryPlan
   return memory;
 }
 
-// torchtitan's loss_parallel: a PyTorch plan's 1D tensor parallelism leaves the logits sharded
-// over the vocabulary into the loss.
-bool LossParallel(const MemoryPlan& plan) {
-  return plan.framework == Framework::kPyTorch && plan.shard.tensor_parallel > 1 &&
-         plan.shard.tensor_layout == TensorLayout::k1D;
+// The plan's loss kernel: torchtitan's loss_parallel where a PyTorch plan's 1D tensor
+// parallelism leaves the logits sharded over the vocabulary into the loss.
+LossKernel LossKernelOf(const MemoryPlan& plan) {
+  if (plan.framework == Framework::kMegatron) return LossKernel::kMegatronFused;
+  if (plan.framework == Framework::kPyTorch && plan.shard.tensor_parallel > 1 &&
+      plan.shard.tensor_layout == TensorLayout::k1D) {
+    return LossKernel::kLossParallel;
+  }
+  return plan.shard.compiled_loss ? LossKernel::kCompiled : LossKernel::kEager;
 }
 
 // The output layer's working set: the loss's (LossWorkingBytes, per head) or its largest
@@ -281,11 +285,11 @@ int64_t OutputWorkingBytes(const LayerOps& output, const MemoryPlan& plan) {
   int64_t working = 0;
   for (const std::vector<Op>* list : {&output.forward, &output.backward}) {
     for (const Op& op : *list) {
-      working =
-          std::max(working, op.kind == OpKind::kCrossEntropy
-                                ? LossWorkingBytes(plan.framework, op.signature.Dim("elements"),
-                                                   plan.shard.dtype, LossParallel(plan))
-                                : static_cast<int64_t>(op.bytes));
+      working = std::max(
+          working,
+          op.kind == OpKind::kCrossEntropy
+              ? LossWorkingBytes(LossKernelOf(plan), op.signature.Dim("elements"), plan.shard.dtype)
+              : static_cast<int64_t>(op.bytes));
     }
   }
   return working;
@@ -505,10 +509,17 @@ bool Autocasts(Framework framework, DType param_dtype, DType activations, bool s
          activations != DType::kFp32 && !shards_parameters;
 }
 
-int64_t LossWorkingBytes(Framework framework, int64_t logits, DType dtype, bool loss_parallel) {
+int64_t LossWorkingBytes(LossKernel kernel, int64_t logits, DType dtype) {
   const int64_t e = DTypeBytes(dtype);
-  if (framework == Framework::kMegatron) return logits * e;
-  if (framework == Framework::kPyTorch && loss_parallel) return logits * (e + 12);
+  switch (kernel) {
+    case LossKernel::kMegatronFused:
+    case LossKernel::kCompiled:
+      return logits * e;
+    case LossKernel::kLossParallel:
+      return logits * (e + 12);
+    case LossKernel::kEager:
+      break;
+  }
   return logits * std::max<int64_t>(e + 4, 8);
 }
 

@@ -33,18 +33,26 @@ std::string_view FrameworkName(Framework framework);
 // (TransformerShard::autocast) and the memory model both follow it.
 bool Autocasts(Framework framework, DType param_dtype, DType activations, bool shards_parameters);
 
-// The bytes a cross-entropy over `logits` elements (of `dtype`) holds at its peak beside the
-// fp32 softmax it keeps for the backward pass (4 B a logit, counted with the activations):
-// Megatron builds the softmax in place in an fp32 copy of the logits and the gradient in place
-// in the softmax, so only the logits (forward) or the gradient's cast (backward), e B a logit;
-// PyTorch's log_softmax + nll_loss hold, in backward, nll_loss's dense fp32 gradient and
-// log_softmax's fp32 input gradient (8 B), in forward the logits and their fp32 copy (e + 4).
-// PyTorch's loss_parallel over vocabulary shards (`loss_parallel`: torchtitan's with tensor
-// parallelism, torch/distributed/tensor/parallel/loss.py) holds in forward the logits, their fp32
-// copy, the copy less its maxima and their exponentials (e + 12), in backward the one-hot zeros,
-// the exponentials of the saved result and their sum (12).
-int64_t LossWorkingBytes(Framework framework, int64_t logits, DType dtype,
-                         bool loss_parallel = false);
+// How a plan's loss runs over the logits: Megatron's fused vocabulary-parallel cross-entropy,
+// PyTorch's eager log_softmax + nll_loss over an fp32 copy (DeepSpeed's too), PyTorch's
+// loss_parallel over vocabulary shards (torchtitan's with tensor parallelism,
+// torch/distributed/tensor/parallel/loss.py), or torch.compile's fused kernels
+// (TransformerShard::compiled_loss).
+enum class LossKernel : uint8_t { kMegatronFused, kEager, kLossParallel, kCompiled };
+
+// The bytes a cross-entropy over `logits` elements (of `dtype`) holds at its peak beside what
+// it keeps for the backward pass (counted with the activations: the fp32 softmax, 4 B a logit;
+// compiled, the logits themselves, e B):
+// - Megatron builds the softmax in place in an fp32 copy of the logits and the gradient in
+//   place in the softmax, so only the logits (forward) or the gradient's cast (backward), e;
+// - eager PyTorch holds, in backward, nll_loss's dense fp32 gradient and log_softmax's fp32
+//   input gradient (8), in forward the logits and their fp32 copy (e + 4);
+// - loss_parallel holds in forward the logits, their fp32 copy, the copy less its maxima and
+//   their exponentials (e + 12), in backward the one-hot zeros, the exponentials of the saved
+//   result and their sum (12);
+// - compiled, only the backward's bf16 gradient beside the kept logits (e): the forward's
+//   reductions keep a value or two a token.
+int64_t LossWorkingBytes(LossKernel kernel, int64_t logits, DType dtype);
 
 // Activation bytes one layer keeps for its backward pass: the sum of its forward ops' saved
 // bytes (none), without the core attention's (selective), or only the layer input (full).

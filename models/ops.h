@@ -228,6 +228,11 @@ struct TransformerShard {
   // halves (Megatron-Core's fused kernel recomputes it), and grouped-query keys and values
   // repeated to every query head (repeat_kv) before the attention kernel saves them.
   bool eager_modules = false;
+  // The loss compiled by torch.compile (training.compile "loss", framework pytorch without
+  // loss_parallel): inductor's fused cross-entropy over the bf16 logits, which it keeps for the
+  // backward in place of log_softmax's fp32 output, and whose backward writes the bf16 gradient
+  // without fp32 intermediates (docs/models.md, "torch.compile").
+  bool compiled_loss = false;
 
   // The rank's tokens of a micro-batch: b · s/c.
   int64_t local_seq() const { return seq_len / context_parallel; }

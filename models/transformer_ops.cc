@@ -42,6 +42,7 @@ struct Shape {
   // saves_gathered_inputs); else they save the shard.
   bool saves_gathered;
   bool eager_modules;  // TransformerShard::eager_modules
+  bool compiled_loss;  // TransformerShard::compiled_loss
   bool bias;           // the linear layers have biases
   Fp8Recipe fp8;       // the linear layers' GEMMs in FP8 (1D only)
 
@@ -93,6 +94,7 @@ Shape MakeShape(const TransformerSpec& spec, const TransformerShard& shard) {
   x.autocast = shard.autocast;
   x.saves_gathered = shard.saves_gathered_inputs && x.replicated_tokens < x.tokens;
   x.eager_modules = shard.eager_modules;
+  x.compiled_loss = shard.compiled_loss;
   x.bias = spec.linear_bias;
   x.fp8 = shard.fp8;
   return x;
@@ -728,11 +730,19 @@ LayerOps OutputOps(const TransformerSpec& spec, const TransformerShard& shard) {
   // PyTorch's F.cross_entropy(logits.float()): the fp32 copy (e + 4 B a logit), log_softmax (4 +
   // 4) in forward; in backward nll_loss's dense fp32 gradient (4), log_softmax's backward (4 + 4
   // + 4) and the copy back (4 + e).
+  // Compiled (torch.compile, TransformerShard::compiled_loss): inductor's looped reductions read
+  // the bf16 logits twice (their maxima, then the sum of exponentials) and keep them for the
+  // backward (e B a logit), whose one kernel reads them and writes the bf16 gradient (e + e).
   const int64_t logits = x.tokens * vocab;
-  const double loss_forward = x.autocast ? x.e + 3 * kFp32Bytes : x.e + 4;
-  const double loss_backward = x.autocast ? 5 * kFp32Bytes + x.e : 4 + x.e;
+  double loss_forward = x.autocast ? x.e + 3 * kFp32Bytes : x.e + 4;
+  double loss_backward = x.autocast ? 5 * kFp32Bytes + x.e : 4 + x.e;
+  double loss_kept = kFp32Bytes;
+  if (x.compiled_loss) {
+    loss_forward = loss_backward = 2 * x.e;
+    loss_kept = x.e;
+  }
   layer.Stream("output.cross_entropy", OpKind::kCrossEntropy, x.dtype, logits, loss_forward,
-               loss_backward, 4.0 * logits);
+               loss_backward, loss_kept * static_cast<double>(logits));
   // Each multi-token-prediction module's head: its final norm, the shared output layer and a
   // loss of its own (Megatron-Core applies the output layer to every module's hidden states).
   for (int depth = 0; depth < spec.mtp_layers; ++depth) {

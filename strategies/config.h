@@ -35,6 +35,10 @@ inline constexpr int64_t kMaxGlobalBatch = int64_t{1} << 36;
 inline constexpr int64_t kMaxSequenceLength = int64_t{1} << 24;
 inline constexpr int64_t kMaxPlanRanks = int64_t{1} << 24;
 
+// What torch.compile compiles (TrainingConfig::compile).
+enum CompileComponent : uint8_t { kCompileModel = 1, kCompileLoss = 2 };
+std::span<const std::string_view> CompileComponentNames();  // "model", "loss": bits 1, 2
+
 struct TrainingConfig {
   int64_t global_batch = 0;  // sequences (samples) per iteration
   int64_t micro_batch = 1;
@@ -73,6 +77,12 @@ struct TrainingConfig {
   // false: none does, each gathered once a step. Changes the replayed peak
   // (models/eager_fsdp.h).
   bool reshard_after_forward = true;
+  // "compile": what torch.compile compiles (framework "pytorch"), torchtitan's
+  // compile.components: "model" (each block) and "loss"; true, both (torchtitan's default), as
+  // `--training.compile` meant from torchtitan bbb1b616e (April 2025; before, the blocks only).
+  // The compiled loss is modelled (CompilesLoss, models::TransformerShard::compiled_loss); the
+  // compiled blocks run as eager in time and memory, which the result's warnings say.
+  uint8_t compile = 0;  // CompileComponent bits
   // "activation_offload_layers": Megatron-Core's --cpu-offloading-num-layers N, the first N
   // layers' activations kept in host memory between their forward and backward
   // (Transformer Engine's handler, models/activation_offload.h; ActivationOffload prices the
@@ -229,6 +239,13 @@ struct SimulationConfig {
 
 // How one rank sees a transformer layer under the config's training and plan.
 models::TransformerShard ShardOf(const SimulationConfig& config);
+// Whether the loss runs compiled (training.compile "loss"): a transformer's, but not under 1D
+// tensor parallelism, whose loss_parallel over vocabulary shards dtsim prices eager (and says so
+// in the result's warnings).
+bool CompilesLoss(const SimulationConfig& config);
+// What torch.compile would do that the plan runs eager, for the result's warnings: the
+// compiled blocks, a compiled loss dtsim prices eager; none: empty.
+std::vector<std::string> UnmodelledCompile(const SimulationConfig& config);
 
 // Whether skewed expert routing changes time: a dropless MoE model, expert parallelism and an
 // imbalance above 1 (with capacity padding the excess tokens are dropped instead).

@@ -211,6 +211,9 @@ Expected<SimulationResult> Simulate(const ResolvedConfig& input, const models::O
         "allocator's reserve (PyTorch's selective activation checkpointing, as torchtitan "
         "configures it, is \"selective_op\")");
   }
+  for (std::string& unmodelled : UnmodelledCompile(config)) {
+    result.warnings.push_back(std::move(unmodelled));
+  }
   if (config.ranks == RanksMode::kSymmetric && SkewedRouting(config)) {
     result.warnings.push_back(fmt::format(
         "symmetric ranks simulate balanced routing: the expert imbalance of {} is not in this "

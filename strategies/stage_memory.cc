@@ -131,6 +131,7 @@ std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config) {
                           .tensor_ranks = plan.tensor,
                           .pipeline = std::move(pipeline),
                           .clip_grad_norm = fsdp,
+                          .compiled_loss = CompilesLoss(config),
                           .ddp = ddp};
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <optional>
 #include <string>
@@ -122,6 +123,46 @@ Status ReadRecomputeModules(JsonObjectReader& reader, TrainingConfig& training) 
   return Status::Ok();
 }
 
+// "compile": true or false, or the components torch.compile compiles (torchtitan's
+// compile.components), for the pytorch framework only.
+Status ReadCompile(JsonObjectReader& reader, TrainingConfig& training) {
+  reader.Allow("compile");
+  const Json* value = reader.Find("compile");
+  if (value == nullptr) return Status::Ok();
+  const std::string path = "training.compile";
+  const std::span<const std::string_view> names = CompileComponentNames();
+  uint8_t mask = 0;
+  if (value->is_boolean()) {
+    mask = value->get<bool>() ? kCompileModel | kCompileLoss : 0;
+  } else if (value->is_array()) {
+    for (size_t i = 0; i < value->size(); ++i) {
+      const Json& item = (*value)[i];
+      const std::string at = JsonIndexPath(path, i);
+      if (!item.is_string()) return Error("expected a component name", at, JsonValueForError(item));
+      const std::string name = item.get<std::string>();
+      const auto known = std::find(names.begin(), names.end(), name);
+      if (known == names.end()) {
+        return Error(fmt::format("unknown torch.compile component{}; known: {}",
+                                 DidYouMean(name, names), JoinQuoted(names)),
+                     at, Quote(name));
+      }
+      const auto bit = static_cast<uint8_t>(1U << (known - names.begin()));
+      if ((mask & bit) != 0) return Error("named twice", at, Quote(name));
+      mask |= bit;
+    }
+  } else {
+    return Error("expected true, false or an array of components (\"model\", \"loss\")", path,
+                 JsonValueForError(*value));
+  }
+  if (mask != 0 && training.framework != models::Framework::kPyTorch) {
+    return Error(fmt::format("torch.compile is modelled for framework \"pytorch\", not \"{}\"",
+                             models::FrameworkName(training.framework)),
+                 path, JsonValueForError(*value));
+  }
+  training.compile = mask;
+  return Status::Ok();
+}
+
 // "framework_version": "MAJOR.MINOR.PATCH", for the deepspeed framework only (the one whose
 // releases dtsim tells apart).
 Status ReadFrameworkVersion(JsonObjectReader& reader, TrainingConfig& training) {
@@ -220,6 +261,7 @@ Status ReadTraining(const Json& value, TrainingConfig& training) {
   }
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("flash_attention", training.flash_attention));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("dropout", training.dropout));
+  DTSIM_RETURN_IF_ERROR(ReadCompile(reader, training));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("expandable_segments", training.expandable_segments));
   DTSIM_RETURN_IF_ERROR(
       reader.ReadOptional("reshard_after_forward", training.reshard_after_forward));
@@ -229,6 +271,11 @@ Status ReadTraining(const Json& value, TrainingConfig& training) {
       reader.ReadOptional("activation_offload_v1", training.activation_offload_v1));
   DTSIM_RETURN_IF_ERROR(ReadDeepSpeed(reader, training));
   return reader.Finish();
+}
+
+std::span<const std::string_view> CompileComponentNames() {
+  static constexpr std::array<std::string_view, 2> kNames = {"model", "loss"};
+  return kNames;
 }
 
 DType DefaultGradDtype(const TrainingConfig& training) {

@@ -294,5 +294,33 @@ TEST(EagerAllocationsTest, TheReserveIsTheCacheTheLossLeavesBehind) {
   EXPECT_GT(peaks->allocated, 12 * parameters + 3 * logits_fp32);
 }
 
+TEST(EagerAllocationsTest, ACompiledLossKeepsTheBf16LogitsInsteadOfItsFp32Tensors) {
+  // A Llama-style decoder whose loss dwarfs the rest: 2 blocks of width 256, a 131,072-token
+  // vocabulary, one sequence of 1,024 tokens: 2^27 logits, 256 MiB in bf16, 512 MiB in fp32.
+  Expected<ModelSpec> llama = ModelPreset("llama3-8b");
+  ASSERT_TRUE(llama.ok());
+  TransformerSpec spec = llama->transformer;
+  spec.layers = 2;
+  spec.hidden = 256;
+  spec.heads = 4;
+  spec.kv_heads = 4;
+  spec.ffn_hidden = 512;
+  spec.vocab = 131072;
+  const int64_t logits = int64_t{1024} * 131072;
+  const EagerRun eager_run{.micro_batch = 1, .seq_len = 1024};
+  EagerRun compiled_run = eager_run;
+  compiled_run.compiled_loss = true;
+  const Expected<EagerPeaks> eager = ReplayEagerTraining(spec, eager_run);
+  const Expected<EagerPeaks> compiled = ReplayEagerTraining(spec, compiled_run);
+  ASSERT_TRUE(eager.ok()) << eager.error().ToString();
+  ASSERT_TRUE(compiled.ok()) << compiled.error().ToString();
+  // Both peak as the loss's backward makes its gradient, over the same blocks' tensors, the
+  // loss and its gradient (4 B each, 512 B blocks). Eager then holds log_softmax's output,
+  // nll_loss's gradient and log_softmax's (the bf16 logits went at del logits): 12 B a logit;
+  // compiled, the kept bf16 logits and their bf16 gradient, 4 B a logit, and the row maxima and
+  // log-sum-exps, 2 × 4 B for each of the 1,024 tokens.
+  EXPECT_EQ(eager->allocated - compiled->allocated, (12 - 4) * logits - 1024 * 2 * 4);
+}
+
 }  // namespace
 }  // namespace dtsim::models

@@ -151,21 +151,21 @@ MemoryPlan Llama3OneGpu(Framework framework, Recompute recompute) {
       .grad_dtype = DType::kFp32};
 }
 
-TEST(MemoryTest, LossWorkingSetPerFramework) {
+TEST(MemoryTest, LossWorkingSetPerKernel) {
   // Megatron: the bf16 logits beside the fp32 softmax built in place (2 B a logit); PyTorch:
   // nll_loss's fp32 gradient and log_softmax's fp32 input gradient (4 + 4), or in forward the
   // bf16 logits and their fp32 copy (2 + 4): 8. In fp32, the forward's 4 + 4 = 8 as well.
-  EXPECT_EQ(LossWorkingBytes(Framework::kMegatron, kLlama3Logits, DType::kBf16), 2 * kLlama3Logits);
-  EXPECT_EQ(LossWorkingBytes(Framework::kPyTorch, kLlama3Logits, DType::kBf16), 8 * kLlama3Logits);
-  EXPECT_EQ(LossWorkingBytes(Framework::kMegatron, 1000, DType::kFp32), 4000);
-  EXPECT_EQ(LossWorkingBytes(Framework::kPyTorch, 1000, DType::kFp32), 8000);
+  EXPECT_EQ(LossWorkingBytes(LossKernel::kMegatronFused, kLlama3Logits, DType::kBf16),
+            2 * kLlama3Logits);
+  EXPECT_EQ(LossWorkingBytes(LossKernel::kEager, kLlama3Logits, DType::kBf16), 8 * kLlama3Logits);
+  EXPECT_EQ(LossWorkingBytes(LossKernel::kMegatronFused, 1000, DType::kFp32), 4000);
+  EXPECT_EQ(LossWorkingBytes(LossKernel::kEager, 1000, DType::kFp32), 8000);
   // loss_parallel (PyTorch with tensor parallelism, the rank's vocabulary shard): the bf16
   // logits, their fp32 copy, the copy less its maxima and exp of that (2 + 4 + 4 + 4) in
   // forward; in backward zeros, exp(log_softmax) and their sum (4 + 4 + 4): 14.
-  EXPECT_EQ(LossWorkingBytes(Framework::kPyTorch, 1000, DType::kBf16, /*loss_parallel=*/true),
-            14000);
-  EXPECT_EQ(LossWorkingBytes(Framework::kMegatron, 1000, DType::kBf16, /*loss_parallel=*/true),
-            2000);
+  EXPECT_EQ(LossWorkingBytes(LossKernel::kLossParallel, 1000, DType::kBf16), 14000);
+  // Compiled: the backward's bf16 gradient beside the kept bf16 logits, 2 B a logit.
+  EXPECT_EQ(LossWorkingBytes(LossKernel::kCompiled, 1000, DType::kBf16), 2000);
 }
 
 TEST(MemoryTest, PyTorchPeaksAtTheLossBeforeAnyGradientExists) {
@@ -196,6 +196,15 @@ TEST(MemoryTest, PyTorchPeaksAtTheLossBeforeAnyGradientExists) {
   const Expected<MemoryBreakdown> loss_parallel = EstimateMemory(model, split);
   ASSERT_TRUE(loss_parallel.ok()) << loss_parallel.error().ToString();
   EXPECT_EQ(loss_parallel->temporary, 14 * (kLlama3Logits / 2));
+  // The loss compiled keeps the bf16 logits for its backward, 2 B a logit where eager keeps
+  // the fp32 log-softmax (4), and holds beside them only its bf16 gradient (2 B a logit), less
+  // than the logits GEMM's operands, Megatron's working set there.
+  MemoryPlan compiled_plan = Llama3OneGpu(Framework::kPyTorch, Recompute::kNone);
+  compiled_plan.shard.compiled_loss = true;
+  const Expected<MemoryBreakdown> compiled = EstimateMemory(model, compiled_plan);
+  ASSERT_TRUE(compiled.ok()) << compiled.error().ToString();
+  EXPECT_EQ(pytorch->activations - compiled->activations, 2 * kLlama3Logits);
+  EXPECT_EQ(compiled->temporary, megatron->temporary);
 }
 
 TEST(MemoryTest, FsdpKeepsTheRootGatheredBesideTwoLayers) {

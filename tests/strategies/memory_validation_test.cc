@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -111,18 +112,26 @@ TEST(MemoryValidationTest, TheAllocatorReserveIsReplayedForTheEagerLoopOnly) {
   }
 }
 
+// A two-block Llama-style decoder (width 512, 32,000-token vocabulary) under FSDP2 over 4 GPUs,
+// two sequences of `seq_len` a micro-batch, op checkpointing.
+Json Fsdp2Config(int seq_len) {
+  Json config = Json::parse(R"({
+    "training": {"global_batch": 8, "micro_batch": 2, "framework": "pytorch",
+                 "flash_attention": true, "dropout": false, "recompute": "selective_op"},
+    "cluster": {"preset": "dgx-a100", "gpu": "h200-sxm-141gb", "nodes": 1, "gpus_per_node": 4},
+    "parallelism": {"data": 4, "zero_stage": 3}
+  })");
+  config["training"]["seq_len"] = seq_len;
+  config["model"] = LlamaStyleModel(2, 512, 8, 2, 1536, 32000, seq_len);
+  return config;
+}
+
 // A Llama-style decoder under FSDP2 (framework pytorch, zero_stage 3) over data parallelism
 // alone: the replay's peak with FSDP2's buffers over the plan's ranks, the reserve in the total.
 // FSDP2 beside tensor parallelism without sequence parallelism is not replayed (torchtitan's
 // 2D always shards the sequence); reshard_after_forward is FSDP2's only.
 TEST(MemoryValidationTest, Fsdp2PlansReplayTheirLoop) {
-  Json config = Json::parse(R"({
-    "training": {"global_batch": 8, "micro_batch": 2, "seq_len": 1024, "framework": "pytorch",
-                 "flash_attention": true, "dropout": false, "recompute": "selective_op"},
-    "cluster": {"preset": "dgx-a100", "gpu": "h200-sxm-141gb", "nodes": 1, "gpus_per_node": 4},
-    "parallelism": {"data": 4, "zero_stage": 3}
-  })");
-  config["model"] = LlamaStyleModel(2, 512, 8, 2, 1536, 32000, 1024);
+  const Json config = Fsdp2Config(1024);
   const ResolvedConfig resolved = ConfigOf(config);
   const std::optional<models::EagerRun> loop = EagerLoopOf(resolved);
   ASSERT_TRUE(loop.has_value());
@@ -172,6 +181,97 @@ TEST(MemoryValidationTest, Fsdp2PlansReplayTheirLoop) {
   EXPECT_EQ(ConfigError(zero1),
             "training.reshard_after_forward: reshard_after_forward is FSDP2's: it needs framework "
             "\"pytorch\" and zero_stage 3, got false");
+}
+
+// training.compile (torchtitan's compile.components): the loss compiled keeps the bf16 logits
+// instead of its fp32 tensors, in the replay and the analytic model alike; the blocks compiled
+// are not modelled, nor is the loss under tensor parallelism (loss_parallel's), which the
+// result says. Errors name the component and the framework.
+TEST(MemoryValidationTest, TrainingCompileCompilesTheLossOfPyTorchPlans) {
+  const Json config = Fsdp2Config(4096);
+  Json both = config;
+  both["training"]["compile"] = true;
+  Json loss = config;
+  loss["training"]["compile"] = {"loss"};
+  Json blocks = config;
+  blocks["training"]["compile"] = {"model"};
+  EXPECT_EQ(ConfigOf(both).training.compile, kCompileModel | kCompileLoss);
+  EXPECT_EQ(ConfigOf(loss).training.compile, kCompileLoss);
+  const std::optional<models::EagerRun> loop = EagerLoopOf(ConfigOf(both));
+  ASSERT_TRUE(loop.has_value());
+  EXPECT_TRUE(loop->compiled_loss);
+  EXPECT_TRUE(ShardOf(ConfigOf(loss)).compiled_loss);
+  EXPECT_FALSE(ShardOf(ConfigOf(blocks)).compiled_loss);
+  // Two sequences of 4,096 tokens over 32,000 logits each: the loss's backward held 12 B a logit
+  // eager (log_softmax's output, nll_loss's and log_softmax's gradients), compiled 4 (the bf16
+  // logits and their gradient) and two fp32 values a token (row maxima and log-sum-exps); the
+  // replay's peak is there in both (with fewer tokens against the root's parameters the
+  // compiled peak lies later, when the backward gathers them: 2 MiB higher at 1,024 tokens).
+  const int64_t tokens = int64_t{2} * 4096;
+  EXPECT_EQ(PeakOf(config).tensors() - PeakOf(loss).tensors(),
+            (12 - 4) * tokens * 32000 - tokens * 8);
+  EXPECT_EQ(PeakOf(blocks).tensors(), PeakOf(config).tensors());
+  const auto warned = [](const Json& json, std::string_view start) {
+    for (const std::string& warning : SimulateJson(json).warnings) {
+      if (warning.starts_with(start)) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(warned(both, "torch.compile of the model"));
+  EXPECT_FALSE(warned(loss, "torch.compile of the model"));
+  EXPECT_FALSE(warned(loss, "training.compile"));
+  Json twice = config;
+  twice["training"]["compile"] = {"loss", "model", "loss"};
+  EXPECT_EQ(ConfigError(twice), "training.compile[2]: named twice, got \"loss\"");
+  Json typo = config;
+  typo["training"]["compile"] = {"modle"};
+  EXPECT_THAT(ConfigError(typo), HasSubstr("training.compile[0]: unknown torch.compile component"));
+  EXPECT_THAT(ConfigError(typo), HasSubstr("\"model\""));
+  Json number = config;
+  number["training"]["compile"] = 1;
+  EXPECT_EQ(ConfigError(number),
+            "training.compile: expected true, false or an array of components (\"model\", "
+            "\"loss\"), got 1");
+  Json megatron = both;
+  megatron["training"]["framework"] = "megatron";
+  EXPECT_EQ(ConfigError(megatron),
+            "training.compile: torch.compile is modelled for framework \"pytorch\", not "
+            "\"megatron\", got true");
+  // Under tensor parallelism the loss is loss_parallel's, priced eager and said so.
+  Json tensor = loss;
+  tensor["parallelism"] = {
+      {"data", 2}, {"zero_stage", 3}, {"tensor", {{"size", 2}, {"sequence_parallel", true}}}};
+  EXPECT_FALSE(ShardOf(ConfigOf(tensor)).compiled_loss);
+  const std::optional<models::EagerRun> tensor_loop = EagerLoopOf(ConfigOf(tensor));
+  ASSERT_TRUE(tensor_loop.has_value());
+  EXPECT_FALSE(tensor_loop->compiled_loss);
+  EXPECT_TRUE(warned(tensor, "training.compile \"loss\" under tensor parallelism is priced eager"));
+  // Pipelined (FSDP2 × PP, each stage's rank replayed): the last stage keeps its outputs for
+  // the schedule as eager does, less the loss's fp32 tensors.
+  Json pipelined = config;
+  pipelined["parallelism"] = {
+      {"data", 2}, {"zero_stage", 3}, {"pipeline", {{"size", 2}, {"schedule", "1f1b"}}}};
+  Json pipelined_loss = pipelined;
+  pipelined_loss["training"]["compile"] = {"loss"};
+  const Expected<std::vector<models::MemoryBreakdown>> eager_stages =
+      EstimateStageMemory(ConfigOf(pipelined), MemoryReplay::kAll);
+  const Expected<std::vector<models::MemoryBreakdown>> compiled_stages =
+      EstimateStageMemory(ConfigOf(pipelined_loss), MemoryReplay::kAll);
+  ASSERT_TRUE(eager_stages.ok()) << eager_stages.error().ToString();
+  ASSERT_TRUE(compiled_stages.ok()) << compiled_stages.error().ToString();
+  EXPECT_TRUE((*compiled_stages)[1].reserve_modelled);
+  EXPECT_EQ((*compiled_stages)[0].tensors(), (*eager_stages)[0].tensors());
+  EXPECT_LT((*compiled_stages)[1].tensors(), (*eager_stages)[1].tensors());
+  // A model without a vocabulary (ResNet-50's loss is over 1,000 classes): priced eager, said so.
+  const Json resnet = Json::parse(R"({
+    "model": "resnet-50",
+    "training": {"global_batch": 64, "micro_batch": 64, "framework": "pytorch",
+                 "compile": ["loss"]},
+    "cluster": {"preset": "dgx-a100", "gpu": "a100-sxm4-80gb", "nodes": 1, "gpus_per_node": 1},
+    "parallelism": {"data": 1}
+  })");
+  EXPECT_FALSE(CompilesLoss(ConfigOf(resnet)));
+  EXPECT_TRUE(warned(resnet, "training.compile \"loss\" is modelled for transformers"));
 }
 
 // FSDP2 over the data-parallel ranks beside sequence-parallel 1D tensor parallelism is
