@@ -114,6 +114,11 @@ struct EagerRun {
   // forward keeps the bf16 logits and two fp32 values a token for its backward, which writes
   // the logits' bf16 gradient in one kernel (eager_llama.cc, "The loss").
   bool compiled_loss = false;
+  // The blocks compiled (torchtitan's compile.components "model"): under the op policy, w2's
+  // stored output (and under tensor parallelism its reduce-scatter's), which no backward
+  // reads, is not kept — AOTAutograd's partitioner saves only what the backward reads. The
+  // blocks' fused kernels are not replayed: their other tensors are eager's.
+  bool compiled_blocks = false;
   // DistributedDataParallel (gradient_as_bucket_view=False, its defaults): the gradient
   // buckets, one flat fp32 tensor each, held from its construction (models/eager_tensors.h).
   bool ddp = false;

@@ -243,14 +243,16 @@ Status Replay::Mlp(int l, Mode mode) {
   if (Tp() && !keep) Free(l, kG2);
   // w2's partial sums (which the op policy stores) reduce-scattered onto the sequence, then the
   // residual add: the block's output.
+  // Compiled, the partitioner saves neither (no backward reads them).
+  const bool stores_output = op_forward && !run_.compiled_blocks;
   if (Tp()) {  // the op policy stores the scatter's output, as wo's
     DTSIM_RETURN_IF_ERROR(ReduceScatterSequence(l, kO2Rs));
-    if (!op_forward) Free(l, kO2);
+    if (!stores_output) Free(l, kO2);
     DTSIM_RETURN_IF_ERROR(Alloc(l + 1, kX, ts_ * h_ * act_));
-    if (!op_forward) Free(l, kO2Rs);
+    if (!stores_output) Free(l, kO2Rs);
   } else {
     DTSIM_RETURN_IF_ERROR(Alloc(l + 1, kX, t_ * h_ * act_));
-    if (!op_forward) Free(l, kO2);
+    if (!stores_output) Free(l, kO2);
   }
   if (!keep) Free(l, kH);
   return Status::Ok();

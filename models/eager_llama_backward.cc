@@ -214,11 +214,9 @@ Status Replay::Backward(int chunk) {
     // w2's stored output, which no backward reads, goes with the checkpoint's frame (and under
     // tensor parallelism the stored outputs of wo's and w2's reduce-scatters).
     if (Checkpointed(l) && OpPolicy()) {
-      Free(l, kO2);
-      if (Tp()) {
-        Free(l, kORs);
-        Free(l, kO2Rs);
-      }
+      if (!run_.compiled_blocks) Free(l, kO2);
+      if (Tp()) Free(l, kORs);
+      if (Tp() && !run_.compiled_blocks) Free(l, kO2Rs);
     }
     if (fsdp_) DTSIM_RETURN_IF_ERROR(fsdp_->PostBackward(l));
   }

@@ -118,6 +118,7 @@ SelectiveOpSaves PlanSelectiveOp(const LayerOps& layer) {
   SelectiveOpSaves plan{.kept_bytes = std::vector<int64_t>(layer.forward.size(), 0),
                         .recomputed = std::vector<double>(layer.forward.size(), 1.0)};
   int matmuls = 0;
+  size_t last_matmul = layer.forward.size();  // the last forward GEMM's index
   for (size_t i = 0; i < layer.forward.size(); ++i) {
     const Op& op = layer.forward[i];
     if (op.kind == OpKind::kFlashAttention && op.output_bytes > 0) {
@@ -138,6 +139,10 @@ SelectiveOpSaves PlanSelectiveOp(const LayerOps& layer) {
     // A row-parallel layer's reduce-scatter output, stored beside what its matmul keeps.
     if (op.boundary == Op::Boundary::kTensorReduce)
       plan.kept_bytes[i] += layer.stored_scatter_bytes;
+    last_matmul = i;
+  }
+  if (layer.unread_last_output && last_matmul < layer.forward.size()) {
+    plan.kept_bytes[last_matmul] = 0;
   }
   return plan;
 }

@@ -233,6 +233,11 @@ struct TransformerShard {
   // backward in place of log_softmax's fp32 output, and whose backward writes the bf16 gradient
   // without fp32 intermediates (docs/models.md, "torch.compile").
   bool compiled_loss = false;
+  // The blocks compiled by torch.compile (training.compile "model"): of what torchtitan's op
+  // policy stores, AOTAutograd's partitioner keeps only what the backward reads — not a dense
+  // block's last matmul output, which only the residual add reads (LayerOps::
+  // unread_last_output). Their fused kernels are not modelled.
+  bool compiled_blocks = false;
 
   // The rank's tokens of a micro-batch: b · s/c.
   int64_t local_seq() const { return seq_len / context_parallel; }
@@ -290,6 +295,12 @@ struct LayerOps {
   // row-parallel layer's reduce-scatter (the rank's sequence shard): torchtitan's op policy
   // stores it (_c10d_functional.reduce_scatter_tensor is on its save list); 0 elsewhere.
   int64_t stored_scatter_bytes = 0;
+  // Whether the op policy's stored output of the layer's last matmul (a dense MLP's down
+  // projection, which only the residual add reads) and of its reduce-scatter is read by no
+  // backward, and so not kept where the block is compiled (TransformerShard::compiled_blocks):
+  // the partitioner saves only what the backward reads. A MoE layer's expert outputs are read by
+  // the combine's backward (for the router's gradient).
+  bool unread_last_output = false;
 };
 
 // Of `op`'s saved bytes, those selective recompute of the modules in `mask` frees.
@@ -311,6 +322,9 @@ Op Fp8WeightQuantizeOp(DType dtype, Fp8Recipe recipe, int64_t elements, Pass pas
 // are counted as PyTorch runs them (Op::matmul_outputs: a fused GEMM of separate projections
 // counts each). Per op of `layer.forward`: the bytes it keeps, and the share of it recomputed
 // (0: kept whole; 1: all of it; between: the fused GEMM's matmuls not kept, by output size).
+// Under torch.compile of the block (LayerOps::unread_last_output) its last matmul's output and
+// reduce-scatter output are stored by the policy but not kept: the partitioner saves only what
+// the backward reads.
 struct SelectiveOpSaves {
   std::vector<int64_t> kept_bytes;
   std::vector<double> recomputed;

@@ -655,6 +655,7 @@ LayerOps TransformerLayerOps(const TransformerSpec& spec, int layer_index,
     ops.stored_scatter_bytes =
         static_cast<int64_t>(x.e * static_cast<double>(x.replicated_tokens * x.width));
   }
+  ops.unread_last_output = shard.compiled_blocks && !spec.IsMoeLayer(layer_index);
   return ops;
 }
 

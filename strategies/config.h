@@ -80,8 +80,9 @@ struct TrainingConfig {
   // "compile": what torch.compile compiles (framework "pytorch"), torchtitan's
   // compile.components: "model" (each block) and "loss"; true, both (torchtitan's default), as
   // `--training.compile` meant from torchtitan bbb1b616e (April 2025; before, the blocks only).
-  // The compiled loss is modelled (CompilesLoss, models::TransformerShard::compiled_loss); the
-  // compiled blocks run as eager in time and memory, which the result's warnings say.
+  // The compiled loss is modelled (CompilesLoss, models::TransformerShard::compiled_loss); of the
+  // compiled blocks only what the op policy keeps (TransformerShard::compiled_blocks): their
+  // fused kernels run as eager in time and memory, which the result's warnings say.
   uint8_t compile = 0;  // CompileComponent bits
   // "activation_offload_layers": Megatron-Core's --cpu-offloading-num-layers N, the first N
   // layers' activations kept in host memory between their forward and backward

@@ -132,6 +132,7 @@ std::optional<models::EagerRun> EagerLoopOf(const ResolvedConfig& config) {
                           .pipeline = std::move(pipeline),
                           .clip_grad_norm = fsdp,
                           .compiled_loss = CompilesLoss(config),
+                          .compiled_blocks = (training.compile & kCompileModel) != 0,
                           .ddp = ddp};
 }
 
