@@ -220,12 +220,21 @@ Expected<std::string> ReadFile(const std::string& path, FileContent expected) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error("cannot open" + SystemReason()).InFile(path);
   NoteInputFile(path);
-  // In chunks, up to the limit: a device or pipe has no size to check first (/dev/zero grew
-  // this process by 150 MB a second until the kernel killed it).
+  // A regular file at once, at the size it has; what a device or pipe gives (it has no size to
+  // check first: /dev/zero grew this process by 150 MB a second until the kernel killed it), or
+  // what a file grew by since, in chunks up to the limit. No chunk buffer where nothing is left:
+  // a 1 MiB one zeroed for every read cost 7 ms a read under ASan (29 us in all without).
   std::string content;
-  if (regular && !code) content.reserve(static_cast<size_t>(size));
-  std::vector<char> chunk(size_t{1} << 20);
-  while (in) {
+  bool more = true;
+  if (regular && !code) {
+    content.resize(static_cast<size_t>(size));
+    in.read(content.data(), static_cast<std::streamsize>(size));
+    content.resize(static_cast<size_t>(in.gcount()));
+    more = in && in.peek() != std::ifstream::traits_type::eof();
+  }
+  std::vector<char> chunk;
+  if (more) chunk.resize(size_t{1} << 20);
+  while (more && in) {
     in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
     const bool first = content.empty();
     content.append(chunk.data(), static_cast<size_t>(in.gcount()));
