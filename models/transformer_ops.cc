@@ -727,16 +727,19 @@ LayerOps OutputOps(const TransformerSpec& spec, const TransformerShard& shard) {
                x.e * SavedInputTokens(x) * x.width, x.steps);
   if (!x.saves_gathered) RegatherSequenceShard(layer, unquantized);
   // Vocabulary-parallel cross-entropy in fp32: reads the logits, keeps the fp32 softmax for the
-  // backward (the 4·s·b·V term of Korthikanti's output-layer memory). Under autocast it is
-  // PyTorch's F.cross_entropy(logits.float()): the fp32 copy (e + 4 B a logit), log_softmax (4 +
-  // 4) in forward; in backward nll_loss's dense fp32 gradient (4), log_softmax's backward (4 + 4
-  // + 4) and the copy back (4 + e).
+  // backward (the 4·s·b·V term of Korthikanti's output-layer memory). PyTorch's in bf16 or
+  // fp16, under autocast or not (FSDP2's bf16 parameters), is F.cross_entropy(logits.float()):
+  // the fp32 copy (e + 4 B a logit), log_softmax (4 + 4) in forward; in backward nll_loss's
+  // dense fp32 gradient (4), log_softmax's backward (4 + 4 + 4) and the copy back (4 + e).
+  // loss_parallel over vocabulary shards and fp32 logits (no copy) are priced as the fused
+  // kernel.
   // Compiled (torch.compile, TransformerShard::compiled_loss): inductor's looped reductions read
   // the bf16 logits twice (their maxima, then the sum of exponentials) and keep them for the
   // backward (e B a logit), whose one kernel reads them and writes the bf16 gradient (e + e).
   const int64_t logits = x.tokens * vocab;
-  double loss_forward = x.autocast ? x.e + 3 * kFp32Bytes : x.e + 4;
-  double loss_backward = x.autocast ? 5 * kFp32Bytes + x.e : 4 + x.e;
+  const bool eager_loss = x.autocast || (x.eager_modules && split == 1 && x.dtype != DType::kFp32);
+  double loss_forward = eager_loss ? x.e + 3 * kFp32Bytes : x.e + 4;
+  double loss_backward = eager_loss ? 5 * kFp32Bytes + x.e : 4 + x.e;
   double loss_kept = kFp32Bytes;
   if (x.compiled_loss) {
     loss_forward = loss_backward = 2 * x.e;

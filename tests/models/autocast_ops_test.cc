@@ -136,6 +136,21 @@ TEST(AutocastOpsTest, EmbeddingsStayFp32AndTheLossIsPyTorchs) {
   EXPECT_DOUBLE_EQ(Find(output.forward, "output.cross_entropy").bytes, 14 * logits);
   EXPECT_DOUBLE_EQ(Find(output.backward, "output.cross_entropy.bwd").bytes, 22 * logits);
   EXPECT_DOUBLE_EQ(Find(plain.forward, "output.cross_entropy").bytes, 6 * logits);
+  // PyTorch without autocast (FSDP2 computes in bf16 parameters) runs the same F.cross_entropy
+  // over a copy: 14 and 22; compiled, two reads of the bf16 logits forward, a read and a write
+  // backward: 4 and 4; in fp32 (no copy to make) and under loss_parallel the fused kernel's.
+  TransformerShard fsdp = Gpt2Shard(false);
+  fsdp.eager_modules = true;
+  const LayerOps eager = OutputOps(spec, fsdp);
+  EXPECT_DOUBLE_EQ(Find(eager.forward, "output.cross_entropy").bytes, 14 * logits);
+  EXPECT_DOUBLE_EQ(Find(eager.backward, "output.cross_entropy.bwd").bytes, 22 * logits);
+  fsdp.compiled_loss = true;
+  const LayerOps compiled = OutputOps(spec, fsdp);
+  EXPECT_DOUBLE_EQ(Find(compiled.forward, "output.cross_entropy").bytes, 4 * logits);
+  EXPECT_DOUBLE_EQ(Find(compiled.backward, "output.cross_entropy.bwd").bytes, 4 * logits);
+  fsdp.compiled_loss = false;
+  fsdp.dtype = DType::kFp32;
+  EXPECT_DOUBLE_EQ(Find(OutputOps(spec, fsdp).forward, "output.cross_entropy").bytes, 8 * logits);
 }
 
 }  // namespace
