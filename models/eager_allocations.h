@@ -112,7 +112,7 @@ struct EagerRun {
   // The loss compiled (torch.compile of cross_entropy(logits.float()), torchtitan's
   // compile.components "loss"; not under tensor parallelism's loss_parallel): one graph whose
   // forward keeps the bf16 logits and two fp32 values a token for its backward, which writes
-  // the logits' bf16 gradient in one kernel (eager_llama.cc, "The loss").
+  // the logits' bf16 gradient in one kernel (eager_llama.cc, Replay::CompiledLossForward).
   bool compiled_loss = false;
   // The blocks compiled (torchtitan's compile.components "model"): under the op policy, w2's
   // stored output (and under tensor parallelism its reduce-scatter's), which no backward
