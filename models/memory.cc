@@ -268,12 +268,10 @@ LayerMemory TransformerLayerMemory(const TransformerSpec& spec, const MemoryPlan
   return memory;
 }
 
-// The plan's loss kernel: torchtitan's loss_parallel where a PyTorch plan's 1D tensor
-// parallelism leaves the logits sharded over the vocabulary into the loss.
+// The kernel the plan's loss runs (LossKernel).
 LossKernel LossKernelOf(const MemoryPlan& plan) {
   if (plan.framework == Framework::kMegatron) return LossKernel::kMegatronFused;
-  if (plan.framework == Framework::kPyTorch && plan.shard.tensor_parallel > 1 &&
-      plan.shard.tensor_layout == TensorLayout::k1D) {
+  if (LossParallel(plan.framework, plan.shard.tensor_parallel, plan.shard.tensor_layout)) {
     return LossKernel::kLossParallel;
   }
   return plan.shard.compiled_loss ? LossKernel::kCompiled : LossKernel::kEager;
@@ -507,6 +505,10 @@ std::string_view FrameworkName(Framework framework) {
 bool Autocasts(Framework framework, DType param_dtype, DType activations, bool shards_parameters) {
   return framework == Framework::kPyTorch && param_dtype == DType::kFp32 &&
          activations != DType::kFp32 && !shards_parameters;
+}
+
+bool LossParallel(Framework framework, int tensor_parallel, TensorLayout layout) {
+  return framework == Framework::kPyTorch && tensor_parallel > 1 && layout == TensorLayout::k1D;
 }
 
 int64_t LossWorkingBytes(LossKernel kernel, int64_t logits, DType dtype) {

@@ -33,6 +33,10 @@ std::string_view FrameworkName(Framework framework);
 // (TransformerShard::autocast) and the memory model both follow it.
 bool Autocasts(Framework framework, DType param_dtype, DType activations, bool shards_parameters);
 
+// torchtitan's loss_parallel: a PyTorch plan's 1D tensor parallelism leaves the logits sharded
+// over the vocabulary into the loss.
+bool LossParallel(Framework framework, int tensor_parallel, TensorLayout layout);
+
 // How a plan's loss runs over the logits: Megatron's fused vocabulary-parallel cross-entropy,
 // PyTorch's eager log_softmax + nll_loss over an fp32 copy (DeepSpeed's too), PyTorch's
 // loss_parallel over vocabulary shards (torchtitan's with tensor parallelism,

@@ -572,10 +572,10 @@ models::TransformerShard ShardOf(const SimulationConfig& config) {
 }
 
 bool CompilesLoss(const SimulationConfig& config) {
-  const ParallelPlan& plan = config.plan;
-  const bool loss_parallel = plan.tensor > 1 && plan.tensor_layout == models::TensorLayout::k1D;
   return (config.training.compile & kCompileLoss) != 0 &&
-         config.model.family == models::ModelFamily::kTransformer && !loss_parallel;
+         config.model.family == models::ModelFamily::kTransformer &&
+         !models::LossParallel(config.training.framework, config.plan.tensor,
+                               config.plan.tensor_layout);
 }
 
 std::vector<std::string> UnmodelledCompile(const SimulationConfig& config) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -88,6 +89,32 @@ Status ReadOptimizerState(JsonObjectReader& reader, TrainingConfig& training) {
 
 // "recompute_modules": ["core_attn", "mlp", ...] — what "selective" re-runs (Megatron-Core's
 // --recompute-modules; models::RecomputeModule), each named once; only with "selective".
+// An array of names from `names` as a mask, bit i for names[i], each named at most once.
+// Errors name the element: "expected a {noun} name", "unknown {kind}" with a suggestion.
+Expected<uint8_t> ReadNameMask(const Json& value, const std::string& path,
+                               std::span<const std::string_view> names, std::string_view kind,
+                               std::string_view noun) {
+  uint8_t mask = 0;
+  for (size_t i = 0; i < value.size(); ++i) {
+    const Json& item = value[i];
+    const std::string at = JsonIndexPath(path, i);
+    if (!item.is_string()) {
+      return Error(fmt::format("expected a {} name", noun), at, JsonValueForError(item));
+    }
+    const std::string name = item.get<std::string>();
+    const auto known = std::find(names.begin(), names.end(), name);
+    if (known == names.end()) {
+      return Error(
+          fmt::format("unknown {}{}; known: {}", kind, DidYouMean(name, names), JoinQuoted(names)),
+          at, Quote(name));
+    }
+    const auto bit = static_cast<uint8_t>(1U << (known - names.begin()));
+    if ((mask & bit) != 0) return Error("named twice", at, Quote(name));
+    mask |= bit;
+  }
+  return mask;
+}
+
 Status ReadRecomputeModules(JsonObjectReader& reader, TrainingConfig& training) {
   reader.Allow("recompute_modules");
   const Json* value = reader.Find("recompute_modules");
@@ -103,22 +130,9 @@ Status ReadRecomputeModules(JsonObjectReader& reader, TrainingConfig& training) 
   if (!value->is_array() || value->empty()) {
     return Error("expected a non-empty array of module names", path, JsonValueForError(*value));
   }
-  const std::span<const std::string_view> names = models::RecomputeModuleNames();
-  uint8_t mask = 0;
-  for (size_t i = 0; i < value->size(); ++i) {
-    const Json& item = (*value)[i];
-    const std::string at = JsonIndexPath(path, i);
-    if (!item.is_string()) return Error("expected a module name", at, JsonValueForError(item));
-    const std::string name = item.get<std::string>();
-    const std::optional<uint8_t> bit = models::RecomputeModuleBit(name);
-    if (!bit) {
-      return Error(fmt::format("unknown recompute module{}; known: {}", DidYouMean(name, names),
-                               JoinQuoted(names)),
-                   at, Quote(name));
-    }
-    if ((mask & *bit) != 0) return Error("named twice", at, Quote(name));
-    mask |= *bit;
-  }
+  DTSIM_ASSIGN_OR_RETURN(
+      const uint8_t mask,
+      ReadNameMask(*value, path, models::RecomputeModuleNames(), "recompute module", "module"));
   training.recompute_modules = mask;
   return Status::Ok();
 }
@@ -130,26 +144,12 @@ Status ReadCompile(JsonObjectReader& reader, TrainingConfig& training) {
   const Json* value = reader.Find("compile");
   if (value == nullptr) return Status::Ok();
   const std::string path = "training.compile";
-  const std::span<const std::string_view> names = CompileComponentNames();
   uint8_t mask = 0;
   if (value->is_boolean()) {
     mask = value->get<bool>() ? kCompileModel | kCompileLoss : 0;
   } else if (value->is_array()) {
-    for (size_t i = 0; i < value->size(); ++i) {
-      const Json& item = (*value)[i];
-      const std::string at = JsonIndexPath(path, i);
-      if (!item.is_string()) return Error("expected a component name", at, JsonValueForError(item));
-      const std::string name = item.get<std::string>();
-      const auto known = std::find(names.begin(), names.end(), name);
-      if (known == names.end()) {
-        return Error(fmt::format("unknown torch.compile component{}; known: {}",
-                                 DidYouMean(name, names), JoinQuoted(names)),
-                     at, Quote(name));
-      }
-      const auto bit = static_cast<uint8_t>(1U << (known - names.begin()));
-      if ((mask & bit) != 0) return Error("named twice", at, Quote(name));
-      mask |= bit;
-    }
+    DTSIM_ASSIGN_OR_RETURN(mask, ReadNameMask(*value, path, CompileComponentNames(),
+                                              "torch.compile component", "component"));
   } else {
     return Error("expected true, false or an array of components (\"model\", \"loss\")", path,
                  JsonValueForError(*value));
