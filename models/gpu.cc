@@ -260,6 +260,13 @@ Status ReadFields(JsonObjectReader& reader, GpuSpec& gpu) {
   if (reader.Has("host_bandwidth")) {
     DTSIM_ASSIGN_OR_RETURN(gpu.host_bandwidth, reader.Rate("host_bandwidth"));
   }
+  if (reader.Has("host_launch_time")) {
+    DTSIM_ASSIGN_OR_RETURN(gpu.host_launch_time, reader.Duration("host_launch_time"));
+    if (gpu.host_launch_time < DurationNs::Zero()) {
+      return Error("must not be negative", JsonChildPath(reader.path(), "host_launch_time"),
+                   JsonValueForError(*reader.Find("host_launch_time")));
+    }
+  }
   if (reader.Has("context_memory")) {
     DTSIM_ASSIGN_OR_RETURN(gpu.context_memory, reader.Size("context_memory"));
     if (gpu.context_memory.count() < 0) {
@@ -267,8 +274,8 @@ Status ReadFields(JsonObjectReader& reader, GpuSpec& gpu) {
                    JsonValueForError(*reader.Find("context_memory")));
     }
   }
-  for (std::string_view key :
-       {"memory_bandwidth", "memory", "launch_overhead", "context_memory", "host_bandwidth"}) {
+  for (std::string_view key : {"memory_bandwidth", "memory", "launch_overhead", "context_memory",
+                               "host_bandwidth", "host_launch_time"}) {
     reader.Allow(key);
   }
   DTSIM_RETURN_IF_ERROR(ReadCurve(reader, "matrix_efficiency", gpu.matrix_efficiency));

@@ -67,6 +67,12 @@ struct GpuSpec {
   // it (docs/models.md, "GPUs"): what activation offloading copies at; 0: not known (a custom
   // GPU without "host_bandwidth").
   Bandwidth host_bandwidth;
+  // The host's time in one CUDA call that enqueues GPU work (cudaMemcpyAsync, cudaLaunchKernel):
+  // what bounds a loop of small copies issued one by one (DeepSpeed's ZeRO-3 before 0.5.5,
+  // strategies/deepspeed_zero3.h). Measured on an A100 host: 8.9 µs, the median of 960
+  // device-to-device cudaMemcpyAsync calls in ../shared/traces/kineto's nccl_parser_config trace
+  // (their GPU copies took 1.7 µs); the default for any GPU.
+  DurationNs host_launch_time = DurationNs(8'900);
 
   FlopRate MatrixPeak(DType dtype) const { return matrix_peak[static_cast<size_t>(dtype)]; }
   const EfficiencyCurve& MatrixEfficiency(DType dtype) const {
@@ -99,8 +105,8 @@ Expected<GpuSpec> GpuPreset(std::string_view name);
 // {"preset": "a100-sxm4-80gb", "matrix_peak": {"bf16": "312 TFLOP/s"}, "vector_peak",
 //  "memory_bandwidth", "memory", "launch_overhead", "matrix_efficiency": {"max", "ramp"},
 //  "fp8_matrix_efficiency": {...}, "memory_efficiency": {...}, "microscaling": bool,
-//  "power_limited_compute": (0, 1], "context_memory", "host_bandwidth"}, or a bare
-//  preset name. With a preset any field overrides it;
+//  "power_limited_compute": (0, 1], "context_memory", "host_bandwidth", "host_launch_time"},
+//  or a bare preset name. With a preset any field overrides it;
 // without one all but the efficiencies and launch overhead are required. The calibration of
 // the preset, if `calibrations` has one, applies before the object's fields.
 Expected<GpuSpec> GpuFromJson(const Json& value, const std::string& path,

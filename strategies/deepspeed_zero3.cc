@@ -150,4 +150,14 @@ models::Op ListApiCopy(int64_t part_elements, DType dtype, models::Pass pass) {
                                part_elements, 2.0 * DTypeBytes(dtype), 0);
 }
 
+ListApiHost GatherHost(int ranks, const models::GpuSpec& gpu) {
+  return {.loop = kGatherListPerRank * ranks,
+          .copies = (kCopyDispatch + gpu.host_launch_time) * ranks};
+}
+
+ListApiHost ReduceScatterHost(int ranks, const models::GpuSpec& gpu) {
+  return {.loop = kReduceScatterListPerRank * ranks,
+          .copies = (kCopyDispatch + gpu.host_launch_time) * ranks};
+}
+
 }  // namespace dtsim::strategies

@@ -20,6 +20,7 @@
 #include <span>
 #include <vector>
 
+#include "models/gpu.h"
 #include "models/ops.h"
 #include "strategies/compression.h"
 #include "strategies/config.h"
@@ -69,5 +70,29 @@ std::vector<int64_t> ParameterTensors(const models::TransformerSpec& spec,
 // The copies torch.distributed's list API makes around one collective over `ranks` ranks:
 // `ranks` copies of `part_elements` elements each (read and written once).
 models::Op ListApiCopy(int64_t part_elements, DType dtype, models::Pass pass);
+
+// The host's time around one of these collectives over `ranks` ranks, which the GPU waits for
+// (docs/strategies.md, "DeepSpeed ZeRO-3"):
+// - `loop`: DeepSpeed's Python loop over the ranks building the list of parts, before the
+//   collective is launched — _allgather_param's narrow() and get_rank() a rank, or
+//   _reduce_scatter_gradient's view().narrow() a rank (kGatherListPerRank,
+//   kReduceScatterListPerRank);
+// - `copies`: ProcessGroupNCCL's loop issuing the list API's copies, one copy_ (its dispatch,
+//   kCopyDispatch, and its cudaMemcpyAsync, the GPU's host_launch_time) a rank: after the
+//   all-gather's launch, beside it; before the reduce-scatter's.
+struct ListApiHost {
+  DurationNs loop;
+  DurationNs copies;
+};
+ListApiHost GatherHost(int ranks, const models::GpuSpec& gpu);
+ListApiHost ReduceScatterHost(int ranks, const models::GpuSpec& gpu);
+
+// Measured (tools/dev/deepspeed_list_loops.py: the loops as DeepSpeed 0.3.13 writes them, on
+// CPU tensors, Python 3.11 and PyTorch 1.13 on the development machine's AMD EPYC, Zen 5, of
+// 2025; medians of three runs): 1.74 µs and 2.05 µs a rank, a small tensor's copy_ 0.55 µs. A
+// 2021 host (Python 3.8, PyTorch 1.8, DGX A100's Zen 2 EPYC 7742) ran them slower: lower bounds.
+inline constexpr DurationNs kGatherListPerRank = DurationNs(1'740);
+inline constexpr DurationNs kReduceScatterListPerRank = DurationNs(2'050);
+inline constexpr DurationNs kCopyDispatch = DurationNs(550);
 
 }  // namespace dtsim::strategies

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "models/parameters.h"
 #include "strategies/categories.h"
 #include "strategies/layer_gradients.h"
@@ -128,17 +130,23 @@ DurationNs ParameterGathers::ListCopies(int64_t part_elements) const {
 }
 
 // Each gather then its copies, on the compute stream: the synchronize before and after every
-// gather keeps compute from overlapping it.
+// gather keeps compute from overlapping it. The host builds the list of parts first (the GPU
+// idle), launches the gather, then issues the copies while it runs: the last copy ends
+// max(gather's end + the copies, launch + the host's copies), within one copy.
 void ParameterGathers::GatherEach(PeerGroup& group, size_t piece, bool backward,
                                   std::string_view name) {
   const int64_t replicas = config_.plan.WeightReplicas();
   const int64_t element_bytes = DTypeBytes(config_.training.dtype);
+  const ListApiHost host = GatherHost(static_cast<int>(replicas), config_.gpu);
   for (const int64_t elements : deepspeed_->At(piece, backward)) {
     const int64_t part = (elements + replicas - 1) / replicas;
-    group.Post(collectives_.Matched(StageCollectives::Across::kData, CommKind::kAllGather,
-                                    Bytes(part * element_bytes)),
-               name, kDataCategory);
-    group.Add(ListCopies(part), "gather list-API copies", kDataCategory);
+    const DurationNs copies = ListCopies(part);
+    group.Add(host.loop, "gather list (host)", kDataCategory);
+    group.PostBeside(collectives_.Matched(StageCollectives::Across::kData, CommKind::kAllGather,
+                                          Bytes(part * element_bytes)),
+                     name, kDataCategory, std::max(DurationNs::Zero(), host.copies - copies),
+                     "gather list-API copies issued (host)");
+    group.Add(copies, "gather list-API copies", kDataCategory);
   }
 }
 
@@ -146,9 +154,14 @@ void ParameterGathers::ReduceEach(PeerGroup& group, const GradientTensors& gradi
   if (!deepspeed_) return;
   const int64_t replicas = config_.plan.WeightReplicas();
   const int64_t grad_bytes = DTypeBytes(config_.training.grad_dtype);
+  // The host builds the list, then issues the copies one by one, the GPU running each as it
+  // comes (a copy's host time outlasts its GPU time), then launches the reduce-scatter.
+  const ListApiHost host = ReduceScatterHost(static_cast<int>(replicas), config_.gpu);
   for (const int64_t elements : ParameterTensors(config_.model.transformer, gradients, layer)) {
     const int64_t part = (elements + replicas - 1) / replicas;
-    group.Add(ListCopies(part), "reduce-scatter list-API copies", kDataCategory);
+    group.Add(host.loop, "reduce-scatter list (host)", kDataCategory);
+    group.Add(std::max(ListCopies(part), host.copies), "reduce-scatter list-API copies",
+              kDataCategory);
     group.Post(collectives_.Matched(StageCollectives::Across::kData, CommKind::kReduceScatter,
                                     Bytes(part * replicas * grad_bytes)),
                "gradient reduce-scatter", kDataCategory);

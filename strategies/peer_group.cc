@@ -117,6 +117,20 @@ void PeerGroup::Post(const std::vector<graph::CommId>& comms, std::string_view n
   ApplyWaits();
 }
 
+void PeerGroup::PostBeside(const std::vector<graph::CommId>& comms, std::string_view name,
+                           std::string_view category, DurationNs host, std::string_view host_name) {
+  Flush();
+  if (host <= DurationNs::Zero()) return Post(comms, name, category);
+  std::vector<TaskId> issued;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    const graph::StreamId stream = RoleStream(builder_, ranks_[i], StreamRole::kHost);
+    issued.push_back(builder_.AddTask(stream, TaskKind::kDelay, host_name, category, host));
+    if (last_[i]) builder_.AddDependency(issued.back(), *last_[i]);
+  }
+  Post(comms, name, category);
+  WaitBefore(issued);
+}
+
 void PeerGroup::Summa(DurationNs duration, std::string_view name, std::string_view comm_name,
                       std::string_view category, const std::vector<SummaStepComms>& steps,
                       bool output_reduced) {

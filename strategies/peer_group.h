@@ -54,6 +54,10 @@ class PeerGroup {
   // Each peer's part in a collective made elsewhere: comms[i] for peer i, on the compute stream.
   void Post(const std::vector<graph::CommId>& comms, std::string_view name,
             std::string_view category);
+  // Post, beside `host` of the host thread's work on each peer's "host" stream starting with
+  // the collective (issuing what follows it); the next task waits for both.
+  void PostBeside(const std::vector<graph::CommId>& comms, std::string_view name,
+                  std::string_view category, DurationNs host, std::string_view host_name);
 
   // One weight GEMM as SUMMA steps (Optimus; Tesseract per depth layer): step s's broadcasts
   // (before[c][peer]) run on the peer's "tp" stream, double-buffered — once the GEMM chunk of

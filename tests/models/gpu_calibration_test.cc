@@ -291,5 +291,23 @@ TEST(GpuCalibrationTest, ContextMemoryIsTheMeasuredOneAndReadable) {
       << bad.error().ToString();
 }
 
+TEST(GpuCalibrationTest, HostLaunchTimeIsTheMeasuredOneAndReadable) {
+  // 8.9 µs: the median device-to-device cudaMemcpyAsync on an A100 host (the shared Kineto
+  // trace nccl_parser_config); every preset keeps it, a config sets its own.
+  EXPECT_EQ(GpuPreset("a100-sxm4-80gb")->host_launch_time, DurationNs(8'900));
+  EXPECT_EQ(GpuPreset("h100-sxm5-80gb")->host_launch_time, DurationNs(8'900));
+  Expected<GpuSpec> gpu = GpuFromJson(
+      Json::parse(R"({"preset": "a100-sxm4-80gb", "host_launch_time": "4 us"})"), "gpu");
+  ASSERT_TRUE(gpu.ok()) << gpu.error().ToString();
+  EXPECT_EQ(gpu->host_launch_time, DurationNs(4'000));
+  for (const char* text : {R"({"preset": "a100-sxm4-80gb", "host_launch_time": "-1 us"})",
+                           R"({"preset": "a100-sxm4-80gb", "host_launch_time": "soon"})"}) {
+    Expected<GpuSpec> bad = GpuFromJson(Json::parse(text), "gpu");
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_NE(bad.error().ToString().find("gpu.host_launch_time"), std::string::npos)
+        << bad.error().ToString();
+  }
+}
+
 }  // namespace
 }  // namespace dtsim::models
