@@ -349,6 +349,7 @@ void ApplyGpuCalibration(const GpuCalibration& calibration, GpuSpec& gpu) {
   }
   if (calibration.memory_efficiency) gpu.memory_efficiency.max = *calibration.memory_efficiency;
   if (calibration.launch_overhead) gpu.launch_overhead = *calibration.launch_overhead;
+  if (calibration.host_launch_time) gpu.host_launch_time = *calibration.host_launch_time;
 }
 
 Expected<GpuSpec> GpuPreset(std::string_view name) {

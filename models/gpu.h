@@ -81,14 +81,16 @@ struct GpuSpec {
 };
 
 // What a calibration (strategies/calibration.h, `dtsim calibrate`) sets on one GPU preset: the
-// maxima of its efficiency curves (their ramps kept) and the fixed cost of every op. Applied
-// to the preset before a config's own fields, which still override it.
+// maxima of its efficiency curves (their ramps kept), the fixed cost of every op and the host's
+// time in a CUDA call. Applied to the preset before a config's own fields, which still override
+// it.
 struct GpuCalibration {
   std::string gpu;                              // the preset's name
   std::optional<double> matrix_efficiency;      // (0, 1]
   std::optional<double> fp8_matrix_efficiency;  // (0, 1]
   std::optional<double> memory_efficiency;      // (0, 1]
   std::optional<DurationNs> launch_overhead;    // >= 0
+  std::optional<DurationNs> host_launch_time;   // >= 0
 };
 void ApplyGpuCalibration(const GpuCalibration& calibration, GpuSpec& gpu);
 

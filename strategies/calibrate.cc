@@ -139,9 +139,8 @@ class Problem {
     std::vector<std::vector<double>> jacobian(active_.size(), std::vector<double>(x.size(), 0));
     for (size_t j = 0; j < x.size(); ++j) {
       const auto [low, high] = FieldBounds(constants_[j].name.field);
-      const double step = constants_[j].name.field == CalibratedField::kLaunchOverhead
-                              ? 0.25
-                              : std::max(1e-3, 0.01 * x[j]);
+      const double step =
+          IsTimeField(constants_[j].name.field) ? 0.25 : std::max(1e-3, 0.01 * x[j]);
       std::vector<double> moved = x;
       moved[j] = x[j] + step <= high ? x[j] + step : x[j] - step;
       moved[j] = std::max(low, moved[j]);

@@ -11,8 +11,9 @@
 namespace dtsim::strategies {
 namespace {
 
-constexpr std::array<std::string_view, 4> kFieldNames = {
-    "matrix_efficiency", "fp8_matrix_efficiency", "memory_efficiency", "launch_overhead"};
+constexpr std::array<std::string_view, 5> kFieldNames = {
+    "matrix_efficiency", "fp8_matrix_efficiency", "memory_efficiency", "launch_overhead",
+    "host_launch_time"};
 
 Expected<std::vector<std::string>> PointIds(const Json& value, const std::string& path) {
   if (!value.is_array()) return Error("expected an array of point ids", path);
@@ -112,11 +113,11 @@ std::string_view FieldName(CalibratedField field) {
 }
 
 std::string_view FieldUnit(CalibratedField field) {
-  return field == CalibratedField::kLaunchOverhead ? "µs" : "fraction of peak";
+  return IsTimeField(field) ? "µs" : "fraction of peak";
 }
 
 std::pair<double, double> FieldBounds(CalibratedField field) {
-  return field == CalibratedField::kLaunchOverhead ? std::pair(0.0, 100.0) : std::pair(0.05, 1.0);
+  return IsTimeField(field) ? std::pair(0.0, 100.0) : std::pair(0.05, 1.0);
 }
 
 double FieldValue(const models::GpuSpec& gpu, CalibratedField field) {
@@ -129,6 +130,8 @@ double FieldValue(const models::GpuSpec& gpu, CalibratedField field) {
       return gpu.memory_efficiency.max;
     case CalibratedField::kLaunchOverhead:
       return gpu.launch_overhead.ToMicrosecondsDouble();
+    case CalibratedField::kHostLaunchTime:
+      return gpu.host_launch_time.ToMicrosecondsDouble();
   }
   return 0;
 }
@@ -179,6 +182,9 @@ std::vector<models::GpuCalibration> Calibration::GpuCalibrations() const {
         break;
       case CalibratedField::kLaunchOverhead:
         it->launch_overhead = DurationNs(std::llround(constant.value * 1e3));
+        break;
+      case CalibratedField::kHostLaunchTime:
+        it->host_launch_time = DurationNs(std::llround(constant.value * 1e3));
         break;
     }
   }

@@ -26,7 +26,12 @@ enum class CalibratedField {
   kFp8MatrixEfficiency,  // "fp8_matrix_efficiency": the FP8 GEMM curve's maximum
   kMemoryEfficiency,     // "memory_efficiency": the memory-bound curve's maximum
   kLaunchOverhead,       // "launch_overhead": the fixed cost of every op, in µs
+  kHostLaunchTime,       // "host_launch_time": the host's time in one CUDA call, in µs
 };
+// Whether the field is a time in µs (else a fraction of peak).
+inline bool IsTimeField(CalibratedField field) {
+  return field == CalibratedField::kLaunchOverhead || field == CalibratedField::kHostLaunchTime;
+}
 
 struct ConstantName {
   std::string gpu;  // a GPU preset
@@ -39,7 +44,7 @@ struct ConstantName {
 Expected<ConstantName> ParseConstantName(std::string_view text, const std::string& path);
 std::string_view FieldName(CalibratedField field);
 std::string_view FieldUnit(CalibratedField field);  // "fraction of peak", "µs"
-// The physical range of the field's values: efficiencies in [0.05, 1], overheads 0 … 100 µs.
+// The physical range of the field's values: efficiencies in [0.05, 1], times 0 … 100 µs.
 std::pair<double, double> FieldBounds(CalibratedField field);
 // The field's value on `gpu` (the preset's value before any calibration).
 double FieldValue(const models::GpuSpec& gpu, CalibratedField field);

@@ -150,6 +150,11 @@ models::Op ListApiCopy(int64_t part_elements, DType dtype, models::Pass pass) {
                                part_elements, 2.0 * DTypeBytes(dtype), 0);
 }
 
+models::Op GatherBufferZeros(int64_t elements, DType dtype, models::Pass pass) {
+  return models::Op::Streaming("gather buffer zeros", models::OpKind::kElementwise, pass, dtype,
+                               elements, DTypeBytes(dtype), 0);
+}
+
 ListApiHost GatherHost(int ranks, const models::GpuSpec& gpu) {
   return {.loop = kGatherListPerRank * ranks,
           .copies = (kCopyDispatch + gpu.host_launch_time) * ranks};

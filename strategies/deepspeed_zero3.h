@@ -71,6 +71,10 @@ std::vector<int64_t> ParameterTensors(const models::TransformerSpec& spec,
 // `ranks` copies of `part_elements` elements each (read and written once).
 models::Op ListApiCopy(int64_t part_elements, DType dtype, models::Pass pass);
 
+// The buffer a gather of `elements` elements (the parameter padded to a multiple of the ranks)
+// lands in, zeroed first (_allgather_param's torch.zeros, before its synchronize): written once.
+models::Op GatherBufferZeros(int64_t elements, DType dtype, models::Pass pass);
+
 // The host's time around one of these collectives over `ranks` ranks, which the GPU waits for
 // (docs/strategies.md, "DeepSpeed ZeRO-3"):
 // - `loop`: DeepSpeed's Python loop over the ranks building the list of parts, before the

@@ -118,21 +118,24 @@ void ParameterGathers::Gather(PeerGroup& group, int64_t parameters, std::string_
   group.WaitBefore(gathers);
 }
 
-DurationNs ParameterGathers::ListCopies(int64_t part_elements) const {
-  const models::Op copy =
-      ListApiCopy(part_elements, config_.training.dtype, models::Pass::kForward);
+DurationNs ParameterGathers::Priced(const models::Op& op) const {
   // An op-cost table holds no such copies: the roofline prices what the table cannot.
-  const std::optional<models::OpCost> priced = cost_.Price(copy);
+  const std::optional<models::OpCost> priced = cost_.Price(op);
   const models::OpCost price =
       priced ? *priced
-             : models::RooflineCostModel(config_.gpu).Price(copy).value_or(models::OpCost{});
-  return DurationNs(price.duration.ns() * config_.plan.WeightReplicas());
+             : models::RooflineCostModel(config_.gpu).Price(op).value_or(models::OpCost{});
+  return price.duration;
+}
+
+DurationNs ParameterGathers::ListCopies(int64_t part_elements) const {
+  return Priced(ListApiCopy(part_elements, config_.training.dtype, models::Pass::kForward)) *
+         config_.plan.WeightReplicas();
 }
 
 // Each gather then its copies, on the compute stream: the synchronize before and after every
-// gather keeps compute from overlapping it. The host builds the list of parts first (the GPU
-// idle), launches the gather, then issues the copies while it runs: the last copy ends
-// max(gather's end + the copies, launch + the host's copies), within one copy.
+// gather keeps compute from overlapping it. Its buffer is zeroed, then the host builds the
+// list of parts (the GPU idle), launches the gather, then issues the copies while it runs: the
+// last copy ends max(gather's end + the copies, launch + the host's copies), within one copy.
 void ParameterGathers::GatherEach(PeerGroup& group, size_t piece, bool backward,
                                   std::string_view name) {
   const int64_t replicas = config_.plan.WeightReplicas();
@@ -141,6 +144,9 @@ void ParameterGathers::GatherEach(PeerGroup& group, size_t piece, bool backward,
   for (const int64_t elements : deepspeed_->At(piece, backward)) {
     const int64_t part = (elements + replicas - 1) / replicas;
     const DurationNs copies = ListCopies(part);
+    group.Add(
+        Priced(GatherBufferZeros(part * replicas, config_.training.dtype, models::Pass::kForward)),
+        "gather buffer zeros", kDataCategory);
     group.Add(host.loop, "gather list (host)", kDataCategory);
     group.PostBeside(collectives_.Matched(StageCollectives::Across::kData, CommKind::kAllGather,
                                           Bytes(part * element_bytes)),

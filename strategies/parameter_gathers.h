@@ -59,6 +59,8 @@ class ParameterGathers {
   // The list API's copies around one collective over the data-parallel group: one per rank of
   // `part_elements` elements, priced by the cost model.
   DurationNs ListCopies(int64_t part_elements) const;
+  // One op's time on the cost model, or the roofline's where an op-cost table has no entry.
+  DurationNs Priced(const models::Op& op) const;
   bool Gathers() const { return Gathers(config_); }
   // FSDP2 with training.reshard_after_forward false: what forward gathered is kept for the
   // backward (resharded after it).

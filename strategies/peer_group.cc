@@ -126,6 +126,7 @@ void PeerGroup::PostBeside(const std::vector<graph::CommId>& comms, std::string_
     const graph::StreamId stream = RoleStream(builder_, ranks_[i], StreamRole::kHost);
     issued.push_back(builder_.AddTask(stream, TaskKind::kDelay, host_name, category, host));
     if (last_[i]) builder_.AddDependency(issued.back(), *last_[i]);
+    Wait(i, issued.back());  // what the collective is asked to wait for, the host waits for too
   }
   Post(comms, name, category);
   WaitBefore(issued);

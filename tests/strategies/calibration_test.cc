@@ -89,6 +89,22 @@ TEST(CalibrationTest, BadFilesNameTheValue) {
   EXPECT_THAT(ErrorOf(json), HasSubstr("calibration.bands[0].points"));
 }
 
+TEST(CalibrationTest, HostLaunchTimeIsAConstantInMicroseconds) {
+  Json json = CalibrationJson();
+  json["constants"][1] = {{"name", "a100-sxm4-80gb/host_launch_time"}, {"value", 12.5}};
+  Expected<Calibration> read = CalibrationFromJson(json, "");
+  ASSERT_TRUE(read.ok()) << read.error().ToString();
+  EXPECT_EQ(FieldUnit(read->constants[1].name.field), "µs");
+  models::GpuSpec gpu = *models::GpuPreset("a100-sxm4-80gb");
+  EXPECT_EQ(FieldValue(gpu, read->constants[1].name.field), 8.9);  // the measured default
+  for (const models::GpuCalibration& calibration : read->GpuCalibrations()) {
+    models::ApplyGpuCalibration(calibration, gpu);
+  }
+  EXPECT_EQ(gpu.host_launch_time, DurationNs(12'500));
+  json["constants"][1]["value"] = 150;
+  EXPECT_THAT(ErrorOf(json), HasSubstr("must be in [0, 100] (µs)"));
+}
+
 Json ConfigJson() {
   return Json::parse(R"({
     "model": {"family": "transformer", "layers": 2, "hidden": 1024, "heads": 16,
