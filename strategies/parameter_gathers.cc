@@ -147,7 +147,7 @@ void ParameterGathers::GatherEach(PeerGroup& group, size_t piece, bool backward,
     group.Add(
         Priced(GatherBufferZeros(part * replicas, config_.training.dtype, models::Pass::kForward)),
         "gather buffer zeros", kDataCategory);
-    group.Add(host.loop, "gather list (host)", kDataCategory);
+    group.Host(host.loop, "gather list (host)", kDataCategory);
     group.PostBeside(collectives_.Matched(StageCollectives::Across::kData, CommKind::kAllGather,
                                           Bytes(part * element_bytes)),
                      name, kDataCategory, std::max(DurationNs::Zero(), host.copies - copies),
@@ -160,14 +160,17 @@ void ParameterGathers::ReduceEach(PeerGroup& group, const GradientTensors& gradi
   if (!deepspeed_) return;
   const int64_t replicas = config_.plan.WeightReplicas();
   const int64_t grad_bytes = DTypeBytes(config_.training.grad_dtype);
-  // The host builds the list, then issues the copies one by one, the GPU running each as it
-  // comes (a copy's host time outlasts its GPU time), then launches the reduce-scatter.
+  // The host builds the list (the GPU idle), then issues the copies one by one, the GPU running
+  // each as it comes: they end max(the host's copies, the GPU's) after the list, within one
+  // copy. Then the host launches the reduce-scatter.
   const ListApiHost host = ReduceScatterHost(static_cast<int>(replicas), config_.gpu);
   for (const int64_t elements : ParameterTensors(config_.model.transformer, gradients, layer)) {
     const int64_t part = (elements + replicas - 1) / replicas;
-    group.Add(host.loop, "reduce-scatter list (host)", kDataCategory);
-    group.Add(std::max(ListCopies(part), host.copies), "reduce-scatter list-API copies",
-              kDataCategory);
+    const DurationNs copies = ListCopies(part);
+    group.Host(host.loop, "reduce-scatter list (host)", kDataCategory);
+    group.Host(std::max(DurationNs::Zero(), host.copies - copies),
+               "reduce-scatter list-API copies issued (host)", kDataCategory);
+    group.Add(copies, "reduce-scatter list-API copies", kDataCategory);
     group.Post(collectives_.Matched(StageCollectives::Across::kData, CommKind::kReduceScatter,
                                     Bytes(part * replicas * grad_bytes)),
                "gradient reduce-scatter", kDataCategory);

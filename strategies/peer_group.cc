@@ -117,6 +117,19 @@ void PeerGroup::Post(const std::vector<graph::CommId>& comms, std::string_view n
   ApplyWaits();
 }
 
+void PeerGroup::Host(DurationNs duration, std::string_view name, std::string_view category) {
+  Flush();
+  if (duration <= DurationNs::Zero()) return;
+  std::vector<TaskId> done;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    const graph::StreamId stream = RoleStream(builder_, ranks_[i], StreamRole::kHost);
+    done.push_back(builder_.AddTask(stream, TaskKind::kDelay, name, category, duration));
+    if (last_[i]) builder_.AddDependency(done.back(), *last_[i]);
+    Wait(i, done.back());
+  }
+  WaitBefore(done);
+}
+
 void PeerGroup::PostBeside(const std::vector<graph::CommId>& comms, std::string_view name,
                            std::string_view category, DurationNs host, std::string_view host_name) {
   Flush();

@@ -54,6 +54,9 @@ class PeerGroup {
   // Each peer's part in a collective made elsewhere: comms[i] for peer i, on the compute stream.
   void Post(const std::vector<graph::CommId>& comms, std::string_view name,
             std::string_view category);
+  // `duration` of the host thread's own work on each peer's "host" stream after its last task,
+  // the GPU idle: the next task waits for it.
+  void Host(DurationNs duration, std::string_view name, std::string_view category);
   // Post, beside `host` of the host thread's work on each peer's "host" stream starting with
   // the collective (issuing what follows it); the next task waits for both.
   void PostBeside(const std::vector<graph::CommId>& comms, std::string_view name,
