@@ -150,7 +150,7 @@ struct ParallelPlan {
   int expert = 1;
   int expert_tensor = 0;  // each expert's FFN split this many ways; 0: `tensor`
   // Skewed routing: the busiest expert receives this many times the mean tokens (1: balanced;
-  // at most `expert`). Changes time only with dropless routing (docs/strategies.md).
+  // at most `expert`). Changes time only with dropless routing (docs/moe.md).
   double expert_imbalance = 1.0;
   int zero_stage = 0;
   Bytes gradient_bucket = Bytes(25 * kMebi);  // PyTorch DDP's bucket_cap_mb default
