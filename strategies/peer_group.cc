@@ -117,30 +117,31 @@ void PeerGroup::Post(const std::vector<graph::CommId>& comms, std::string_view n
   ApplyWaits();
 }
 
+// `duration` on each peer's "host" stream after its last task and whatever the next task is
+// asked to wait for.
+std::vector<TaskId> PeerGroup::HostTasks(DurationNs duration, std::string_view name,
+                                         std::string_view category) {
+  std::vector<TaskId> tasks;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    const graph::StreamId stream = RoleStream(builder_, ranks_[i], StreamRole::kHost);
+    tasks.push_back(builder_.AddTask(stream, TaskKind::kDelay, name, category, duration));
+    if (last_[i]) builder_.AddDependency(tasks.back(), *last_[i]);
+    Wait(i, tasks.back());
+  }
+  return tasks;
+}
+
 void PeerGroup::Host(DurationNs duration, std::string_view name, std::string_view category) {
   Flush();
   if (duration <= DurationNs::Zero()) return;
-  std::vector<TaskId> done;
-  for (size_t i = 0; i < ranks_.size(); ++i) {
-    const graph::StreamId stream = RoleStream(builder_, ranks_[i], StreamRole::kHost);
-    done.push_back(builder_.AddTask(stream, TaskKind::kDelay, name, category, duration));
-    if (last_[i]) builder_.AddDependency(done.back(), *last_[i]);
-    Wait(i, done.back());
-  }
-  WaitBefore(done);
+  WaitBefore(HostTasks(duration, name, category));
 }
 
 void PeerGroup::PostBeside(const std::vector<graph::CommId>& comms, std::string_view name,
                            std::string_view category, DurationNs host, std::string_view host_name) {
   Flush();
   if (host <= DurationNs::Zero()) return Post(comms, name, category);
-  std::vector<TaskId> issued;
-  for (size_t i = 0; i < ranks_.size(); ++i) {
-    const graph::StreamId stream = RoleStream(builder_, ranks_[i], StreamRole::kHost);
-    issued.push_back(builder_.AddTask(stream, TaskKind::kDelay, host_name, category, host));
-    if (last_[i]) builder_.AddDependency(issued.back(), *last_[i]);
-    Wait(i, issued.back());  // what the collective is asked to wait for, the host waits for too
-  }
+  const std::vector<TaskId> issued = HostTasks(host, host_name, category);
   Post(comms, name, category);
   WaitBefore(issued);
 }

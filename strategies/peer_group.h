@@ -100,6 +100,9 @@ class PeerGroup {
   // A collective over the peers, priced over the logical group (the groups made once).
   graph::CommId TensorCollective(graph::CommKind kind, Bytes size);
   void ApplyWaits();
+  // The host thread's work on each peer's "host" stream (Host, PostBeside).
+  std::vector<graph::TaskId> HostTasks(DurationNs duration, std::string_view name,
+                                       std::string_view category);
 
   graph::TaskGraphBuilder& builder_;
   std::vector<int32_t> ranks_;
