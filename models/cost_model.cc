@@ -317,14 +317,22 @@ Expected<EfficiencyCurve> FitCurve(const std::vector<std::pair<double, double>>&
 
 Expected<EfficiencyCurve> FitMatrixEfficiency(const traces::OpCostTable& table, const GpuSpec& gpu,
                                               DType dtype) {
+  const traces::OpCostTable* const tables[] = {&table};
+  return FitMatrixEfficiency(tables, gpu, dtype);
+}
+
+Expected<EfficiencyCurve> FitMatrixEfficiency(std::span<const traces::OpCostTable* const> tables,
+                                              const GpuSpec& gpu, DType dtype) {
   const double peak = gpu.MatrixPeak(dtype).flop_per_second();
   if (peak <= 0) {
     return Error(fmt::format("{} has no matrix peak for {}", gpu.name, DTypeName(dtype)));
   }
   std::vector<std::pair<double, double>> points;
-  for (const traces::MeasuredOp& op : table.ops()) {
-    if (op.signature.op != "gemm" || op.signature.dtype != dtype) continue;
-    points.emplace_back(2 * Work(op.signature), op.duration.ToSecondsDouble());
+  for (const traces::OpCostTable* table : tables) {
+    for (const traces::MeasuredOp& op : table->ops()) {
+      if (op.signature.op != "gemm" || op.signature.dtype != dtype) continue;
+      points.emplace_back(2 * Work(op.signature), op.duration.ToSecondsDouble());
+    }
   }
   return FitCurve(points, peak, fmt::format("{} GEMMs", DTypeName(dtype)));
 }

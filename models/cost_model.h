@@ -166,6 +166,9 @@ Expected<std::unique_ptr<OpCostModel>> MakeCostModel(std::string_view name, cons
 // fewer than two distinct GEMM sizes or a fit outside 0 < max <= 1.
 Expected<EfficiencyCurve> FitMatrixEfficiency(const traces::OpCostTable& table, const GpuSpec& gpu,
                                               DType dtype);
+// The same fit over the GEMMs of several tables of one GPU.
+Expected<EfficiencyCurve> FitMatrixEfficiency(std::span<const traces::OpCostTable* const> tables,
+                                              const GpuSpec& gpu, DType dtype);
 // The same fit for `dtype`'s flash attention kernels, forward or (`backward`) backward, over the
 // FLOPs each executes (FlashAttentionFlops), in one or more tables (GPUs of one die: the kernels
 // are compute-bound): the GPU's attention_efficiency and attention_backward_efficiency.

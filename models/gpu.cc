@@ -350,6 +350,19 @@ void ApplyGpuCalibration(const GpuCalibration& calibration, GpuSpec& gpu) {
   if (calibration.memory_efficiency) gpu.memory_efficiency.max = *calibration.memory_efficiency;
   if (calibration.launch_overhead) gpu.launch_overhead = *calibration.launch_overhead;
   if (calibration.host_launch_time) gpu.host_launch_time = *calibration.host_launch_time;
+  if (calibration.matrix_ramp) gpu.matrix_efficiency.ramp = *calibration.matrix_ramp;
+  if (calibration.fp8_matrix_ramp) gpu.fp8_matrix_efficiency.ramp = *calibration.fp8_matrix_ramp;
+  // Flash attention's curves start from the GEMM curve it ran on without them.
+  auto attention = [&gpu](std::optional<EfficiencyCurve>& curve, std::optional<double> max,
+                          std::optional<DurationNs> ramp) {
+    if (!max && !ramp) return;
+    if (!curve) curve = gpu.matrix_efficiency;
+    if (max) curve->max = *max;
+    if (ramp) curve->ramp = *ramp;
+  };
+  attention(gpu.attention_efficiency, calibration.attention_efficiency, calibration.attention_ramp);
+  attention(gpu.attention_backward_efficiency, calibration.attention_backward_efficiency,
+            calibration.attention_backward_ramp);
 }
 
 Expected<GpuSpec> GpuPreset(std::string_view name) {

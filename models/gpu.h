@@ -81,16 +81,23 @@ struct GpuSpec {
 };
 
 // What a calibration (strategies/calibration.h, `dtsim calibrate`) sets on one GPU preset: the
-// maxima of its efficiency curves (their ramps kept), the fixed cost of every op and the host's
-// time in a CUDA call. Applied to the preset before a config's own fields, which still override
-// it.
+// maxima and ramps of its efficiency curves (each part it does not set kept), flash
+// attention's own curves (starting from the GEMM curve on a preset without them), the fixed
+// cost of every op and the host's time in a CUDA call. Applied to the preset before a config's
+// own fields, which still override it.
 struct GpuCalibration {
-  std::string gpu;                              // the preset's name
-  std::optional<double> matrix_efficiency;      // (0, 1]
-  std::optional<double> fp8_matrix_efficiency;  // (0, 1]
-  std::optional<double> memory_efficiency;      // (0, 1]
-  std::optional<DurationNs> launch_overhead;    // >= 0
-  std::optional<DurationNs> host_launch_time;   // >= 0
+  std::string gpu;                                      // the preset's name
+  std::optional<double> matrix_efficiency;              // (0, 1]
+  std::optional<double> fp8_matrix_efficiency;          // (0, 1]
+  std::optional<double> memory_efficiency;              // (0, 1]
+  std::optional<DurationNs> launch_overhead;            // >= 0
+  std::optional<DurationNs> host_launch_time;           // >= 0
+  std::optional<DurationNs> matrix_ramp;                // >= 0
+  std::optional<DurationNs> fp8_matrix_ramp;            // >= 0
+  std::optional<double> attention_efficiency;           // (0, 1]
+  std::optional<DurationNs> attention_ramp;             // >= 0
+  std::optional<double> attention_backward_efficiency;  // (0, 1]
+  std::optional<DurationNs> attention_backward_ramp;    // >= 0
 };
 void ApplyGpuCalibration(const GpuCalibration& calibration, GpuSpec& gpu);
 

@@ -77,8 +77,15 @@ class Problem {
   // than two points.
   Status Setup(std::vector<std::string>& skipped) {
     std::vector<ConstantName> wanted = options_.constants;
-    if (wanted.empty()) wanted = DefaultConstants();
+    if (wanted.empty() && options_.fit_defaults) wanted = DefaultConstants();
     for (const ConstantName& name : wanted) {
+      if (IsFixed(name)) {
+        return Error(
+            "the constant was fitted from an op-cost table (--profile): fit it from "
+            "one or the other",
+            options_.constants_path.empty() ? "constants" : options_.constants_path,
+            Quote(name.ToString()));
+      }
       std::vector<size_t> rows;
       for (size_t i : Included()) {
         if (entries_[i].gpu == name.gpu) rows.push_back(i);
@@ -109,11 +116,15 @@ class Problem {
   size_t size() const { return constants_.size(); }
   int simulations() const { return simulations_; }
 
+  // The fixed constants, then the fitted ones at x.
   Calibration At(const std::vector<double>& x) const {
     Calibration calibration;
     calibration.command = options_.command;
-    calibration.constants = constants_;
-    for (size_t j = 0; j < x.size(); ++j) calibration.constants[j].value = x[j];
+    calibration.constants = options_.fixed;
+    for (size_t j = 0; j < x.size(); ++j) {
+      calibration.constants.push_back(constants_[j]);
+      calibration.constants.back().value = x[j];
+    }
     return calibration;
   }
 
@@ -181,12 +192,20 @@ class Problem {
     return included;
   }
 
+  bool IsFixed(const ConstantName& name) const {
+    return std::any_of(options_.fixed.begin(), options_.fixed.end(),
+                       [&](const CalibrationConstant& c) {
+                         return c.name.gpu == name.gpu && c.name.field == name.field;
+                       });
+  }
+
   std::vector<ConstantName> DefaultConstants() const {
     std::vector<ConstantName> names;
     for (size_t i : Included()) {
       const std::string& gpu = entries_[i].gpu;
       const Expected<models::GpuSpec> spec = models::GpuPreset(gpu);
       if (!spec.ok() || spec->measured_curves) continue;
+      if (IsFixed({.gpu = gpu, .field = CalibratedField::kMatrixEfficiency})) continue;
       auto same = [&](const ConstantName& n) { return n.gpu == gpu; };
       if (std::none_of(names.begin(), names.end(), same)) {
         names.push_back({.gpu = gpu, .field = CalibratedField::kMatrixEfficiency});
@@ -402,6 +421,7 @@ Expected<std::vector<HeldOutCategory>> LeaveOneCategoryOut(const CalibrationPoin
                         .fitted_mape = fitted.mean_absolute_percentage_error,
                         .fitted_mean_error = fitted.mean_error};
     for (const CalibrationConstant& constant : fit.calibration.constants) {
+      if (!constant.profile.empty()) continue;  // the same in every fit
       row.constants.push_back(fmt::format("{}={:.4g}", constant.name.ToString(), constant.value));
     }
     table.push_back(std::move(row));

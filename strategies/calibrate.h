@@ -45,6 +45,13 @@ struct FitOptions {
   // Where the constants were named (dtsim calibrate's "--fit"): given, a named constant with
   // fewer than two points is an error there rather than skipped.
   std::string constants_path;
+  // Whether, with no `constants` named, the default ones are fitted (else none: the points only
+  // score `fixed`).
+  bool fit_defaults = true;
+  // Constants measured elsewhere (an op-cost table's curves, strategies/profile_fit.h): applied
+  // in every simulation, not fitted, and written with the fitted ones. A GPU whose matrix
+  // efficiency is among them is left out of the default constants, as a measured one is.
+  std::vector<CalibrationConstant> fixed;
   // Categories whose points take no part (the leave-one-category-out check).
   std::vector<std::string> exclude_categories;
   int threads = 1;

@@ -11,9 +11,22 @@
 namespace dtsim::strategies {
 namespace {
 
-constexpr std::array<std::string_view, 5> kFieldNames = {
-    "matrix_efficiency", "fp8_matrix_efficiency", "memory_efficiency", "launch_overhead",
-    "host_launch_time"};
+constexpr std::array<std::string_view, 11> kFieldNames = {
+    "matrix_efficiency",      "fp8_matrix_efficiency",
+    "memory_efficiency",      "launch_overhead",
+    "host_launch_time",       "matrix_ramp",
+    "fp8_matrix_ramp",        "attention_efficiency",
+    "attention_ramp",         "attention_backward_efficiency",
+    "attention_backward_ramp"};
+
+bool IsRamp(CalibratedField field) {
+  return field == CalibratedField::kMatrixRamp || field == CalibratedField::kFp8MatrixRamp ||
+         field == CalibratedField::kAttentionRamp ||
+         field == CalibratedField::kAttentionBackwardRamp;
+}
+
+double Microseconds(DurationNs time) { return time.ToMicrosecondsDouble(); }
+DurationNs FromMicroseconds(double us) { return DurationNs(std::llround(us * 1e3)); }
 
 Expected<std::vector<std::string>> PointIds(const Json& value, const std::string& path) {
   if (!value.is_array()) return Error("expected an array of point ids", path);
@@ -53,6 +66,7 @@ Expected<CalibrationConstant> ConstantFromJson(const Json& value, const std::str
   if (const Json* points = reader.Find("points")) {
     DTSIM_ASSIGN_OR_RETURN(constant.points, PointIds(*points, JsonChildPath(path, "points")));
   }
+  DTSIM_ASSIGN_OR_RETURN(constant.profile, reader.StringOr("profile", ""));
   DTSIM_RETURN_IF_ERROR(reader.Finish());
   return constant;
 }
@@ -112,11 +126,17 @@ std::string_view FieldName(CalibratedField field) {
   return kFieldNames[static_cast<size_t>(field)];
 }
 
+bool IsTimeField(CalibratedField field) {
+  return field == CalibratedField::kLaunchOverhead || field == CalibratedField::kHostLaunchTime ||
+         IsRamp(field);
+}
+
 std::string_view FieldUnit(CalibratedField field) {
   return IsTimeField(field) ? "µs" : "fraction of peak";
 }
 
 std::pair<double, double> FieldBounds(CalibratedField field) {
+  if (IsRamp(field)) return {0.0, 1000.0};
   return IsTimeField(field) ? std::pair(0.0, 100.0) : std::pair(0.05, 1.0);
 }
 
@@ -129,9 +149,22 @@ double FieldValue(const models::GpuSpec& gpu, CalibratedField field) {
     case CalibratedField::kMemoryEfficiency:
       return gpu.memory_efficiency.max;
     case CalibratedField::kLaunchOverhead:
-      return gpu.launch_overhead.ToMicrosecondsDouble();
+      return Microseconds(gpu.launch_overhead);
     case CalibratedField::kHostLaunchTime:
-      return gpu.host_launch_time.ToMicrosecondsDouble();
+      return Microseconds(gpu.host_launch_time);
+    case CalibratedField::kMatrixRamp:
+      return Microseconds(gpu.matrix_efficiency.ramp);
+    case CalibratedField::kFp8MatrixRamp:
+      return Microseconds(gpu.fp8_matrix_efficiency.ramp);
+    // Without curves of its own, flash attention runs on the GEMM curve (of bf16 and fp16).
+    case CalibratedField::kAttentionEfficiency:
+      return gpu.attention_efficiency.value_or(gpu.matrix_efficiency).max;
+    case CalibratedField::kAttentionRamp:
+      return Microseconds(gpu.attention_efficiency.value_or(gpu.matrix_efficiency).ramp);
+    case CalibratedField::kAttentionBackwardEfficiency:
+      return gpu.attention_backward_efficiency.value_or(gpu.matrix_efficiency).max;
+    case CalibratedField::kAttentionBackwardRamp:
+      return Microseconds(gpu.attention_backward_efficiency.value_or(gpu.matrix_efficiency).ramp);
   }
   return 0;
 }
@@ -181,10 +214,28 @@ std::vector<models::GpuCalibration> Calibration::GpuCalibrations() const {
         it->memory_efficiency = constant.value;
         break;
       case CalibratedField::kLaunchOverhead:
-        it->launch_overhead = DurationNs(std::llround(constant.value * 1e3));
+        it->launch_overhead = FromMicroseconds(constant.value);
         break;
       case CalibratedField::kHostLaunchTime:
-        it->host_launch_time = DurationNs(std::llround(constant.value * 1e3));
+        it->host_launch_time = FromMicroseconds(constant.value);
+        break;
+      case CalibratedField::kMatrixRamp:
+        it->matrix_ramp = FromMicroseconds(constant.value);
+        break;
+      case CalibratedField::kFp8MatrixRamp:
+        it->fp8_matrix_ramp = FromMicroseconds(constant.value);
+        break;
+      case CalibratedField::kAttentionEfficiency:
+        it->attention_efficiency = constant.value;
+        break;
+      case CalibratedField::kAttentionRamp:
+        it->attention_ramp = FromMicroseconds(constant.value);
+        break;
+      case CalibratedField::kAttentionBackwardEfficiency:
+        it->attention_backward_efficiency = constant.value;
+        break;
+      case CalibratedField::kAttentionBackwardRamp:
+        it->attention_backward_ramp = FromMicroseconds(constant.value);
         break;
     }
   }
@@ -264,7 +315,11 @@ OrderedJson CalibrationToJson(const Calibration& calibration) {
     entry["value"] = constant.value;
     entry["preset"] = constant.preset;
     entry["unit"] = FieldUnit(constant.name.field);
-    entry["points"] = constant.points;
+    if (constant.profile.empty()) {
+      entry["points"] = constant.points;
+    } else {
+      entry["profile"] = constant.profile;
+    }
     out["constants"].push_back(std::move(entry));
   }
   if (!calibration.residuals.empty()) {

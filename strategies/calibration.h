@@ -2,7 +2,7 @@
 // to measured training runs, each with its value, the preset's value it replaces and the points
 // that fixed it, and the fit's residuals per category. A config names one with "calibration"
 // (a file, or the same object inline); `dtsim validate --calibration` applies one to every
-// point. File format "dtsim.calibration" 1.0 (docs/formats/calibration.md).
+// point. File format "dtsim.calibration" 1.1 (docs/formats/calibration.md).
 #pragma once
 
 #include <optional>
@@ -18,7 +18,7 @@
 
 namespace dtsim::strategies {
 
-inline constexpr FileFormat kCalibrationFormat{"dtsim.calibration", 1, 0, "not a calibration"};
+inline constexpr FileFormat kCalibrationFormat{"dtsim.calibration", 1, 1, "not a calibration"};
 
 // What a constant sets on its GPU preset ("<preset>/<field>").
 enum class CalibratedField {
@@ -27,11 +27,17 @@ enum class CalibratedField {
   kMemoryEfficiency,     // "memory_efficiency": the memory-bound curve's maximum
   kLaunchOverhead,       // "launch_overhead": the fixed cost of every op, in µs
   kHostLaunchTime,       // "host_launch_time": the host's time in one CUDA call, in µs
+  // The curves' fixed costs (EfficiencyCurve::ramp, µs) and flash attention's own curves, as
+  // `dtsim calibrate --profile` fits them from an op-cost table (strategies/profile_fit.h).
+  kMatrixRamp,                   // "matrix_ramp"
+  kFp8MatrixRamp,                // "fp8_matrix_ramp"
+  kAttentionEfficiency,          // "attention_efficiency": flash attention forward's maximum
+  kAttentionRamp,                // "attention_ramp"
+  kAttentionBackwardEfficiency,  // "attention_backward_efficiency"
+  kAttentionBackwardRamp,        // "attention_backward_ramp"
 };
 // Whether the field is a time in µs (else a fraction of peak).
-inline bool IsTimeField(CalibratedField field) {
-  return field == CalibratedField::kLaunchOverhead || field == CalibratedField::kHostLaunchTime;
-}
+bool IsTimeField(CalibratedField field);
 
 struct ConstantName {
   std::string gpu;  // a GPU preset
@@ -44,7 +50,8 @@ struct ConstantName {
 Expected<ConstantName> ParseConstantName(std::string_view text, const std::string& path);
 std::string_view FieldName(CalibratedField field);
 std::string_view FieldUnit(CalibratedField field);  // "fraction of peak", "µs"
-// The physical range of the field's values: efficiencies in [0.05, 1], times 0 … 100 µs.
+// The physical range of the field's values: efficiencies in [0.05, 1], fixed costs per op
+// 0 … 100 µs, the curves' ramps 0 … 1000 µs.
 std::pair<double, double> FieldBounds(CalibratedField field);
 // The field's value on `gpu` (the preset's value before any calibration).
 double FieldValue(const models::GpuSpec& gpu, CalibratedField field);
@@ -54,6 +61,9 @@ struct CalibrationConstant {
   double value = 0;
   double preset = 0;                // the preset's value the constant replaces
   std::vector<std::string> points;  // the ids of the measured points that fixed it
+  // Or the op-cost tables that fixed it, and which of their ops ("81 bf16 GEMMs of
+  // tools/examples/profiles/h100-sxm5-80gb.json"); empty for a constant fitted to points.
+  std::string profile;
 };
 
 // How far the calibrated predictions are from the measurements of one category of points:

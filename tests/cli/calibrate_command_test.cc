@@ -27,13 +27,14 @@ class CalibrateCommandTest : public testing_support::TempDirTest {
     ForgetInputFiles();
     return outcome;
   }
-  // SC'21 Table 2's six runs (ZeRO-3 under DeepSpeed and PTD-P on 384–1,536 A100s).
-  std::string Points() {
+  // SC'21 Table 2's six runs (ZeRO-3 under DeepSpeed and PTD-P on 384–1,536 A100s), or the
+  // shared points whose ids start with `prefix`.
+  std::string Points(std::string_view prefix = "sc21-t2-") {
     Expected<Json> all = ReadJsonFile(DTSIM_SHARED_DIR "/validation/calibration-points.json");
     EXPECT_TRUE(all.ok());
     Json some = {{"points", Json::array()}};
     for (const Json& point : (*all)["points"]) {
-      if (point.value("id", "").starts_with("sc21-t2-")) some["points"].push_back(point);
+      if (point.value("id", "").starts_with(prefix)) some["points"].push_back(point);
     }
     const std::string path = Path("points.json");
     EXPECT_TRUE(WriteFileAtomically(path, some.dump()).ok());
@@ -50,7 +51,7 @@ TEST_F(CalibrateCommandTest, FitsPrintsAndWritesACalibrationValidateApplies) {
   const std::string text = output_.str();
   EXPECT_THAT(text, HasSubstr("6 points simulated, 0 not"));
   EXPECT_THAT(text, HasSubstr("a100-sxm4-80gb/matrix_efficiency"));
-  EXPECT_THAT(text, HasSubstr("6 (zero3_vs_ptdp 6)"));
+  EXPECT_THAT(text, HasSubstr("6 points (zero3_vs_ptdp 6)"));
   EXPECT_THAT(text, HasSubstr("uncalibrated"));
   Expected<strategies::Calibration> written = strategies::ReadCalibrationFile(Path("cal.json"));
   ASSERT_TRUE(written.ok()) << written.error().ToString();
@@ -71,6 +72,34 @@ TEST_F(CalibrateCommandTest, FitsPrintsAndWritesACalibrationValidateApplies) {
   ASSERT_EQ(validate.kind, CommandOutcome::Kind::kOk) << validate.error->ToString();
   EXPECT_THAT(validated.str(), HasSubstr("calibration " + Path("cal.json") +
                                          ": a100-sxm4-80gb/matrix_efficiency 0."));
+}
+
+// --profile: the H100's curves fitted to its shipped op-cost table (which the preset's curves
+// were fitted to: the constants are the preset's values), written with where they came from;
+// the points, DGX Cloud's GPT-3 175B runs on H100s, only score them.
+TEST_F(CalibrateCommandTest, FitsAPresetsCurvesFromAnOpCostTable) {
+  const std::string points = Points("dgxc-gpt3-175b-bf16-");
+  const std::string table = DTSIM_EXAMPLES_DIR "/profiles/h100-sxm5-80gb.json";
+  const CommandOutcome outcome =
+      Run({points, "--profile", table, "-o", Path("cal.json"), "-j", "2"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  const std::string text = output_.str();
+  EXPECT_THAT(text, HasSubstr("from 1 op-cost table: 8 constants"));
+  EXPECT_THAT(text, HasSubstr("fit: 0 constants"));
+  EXPECT_THAT(text, HasSubstr("80 bf16 GEMMs of " + table + " (isolated)"));
+  Expected<strategies::Calibration> written = strategies::ReadCalibrationFile(Path("cal.json"));
+  ASSERT_TRUE(written.ok()) << written.error().ToString();
+  ASSERT_EQ(written->constants.size(), 8u);
+  EXPECT_EQ(written->constants[0].name.ToString(), "h100-sxm5-80gb/matrix_efficiency");
+  EXPECT_NEAR(written->constants[0].value, 0.7818, 0.0005);
+  EXPECT_THAT(written->constants[0].profile, HasSubstr("80 bf16 GEMMs"));
+  EXPECT_TRUE(written->constants[0].points.empty());
+  ASSERT_TRUE(written->BandFor("h100-sxm5-80gb", "megatron").has_value());
+  // The table is an input: the output may not replace it.
+  const CommandOutcome clobber =
+      Run({points, "--profile", Path("cal.json"), "-o", Path("cal.json")});
+  ASSERT_EQ(clobber.kind, CommandOutcome::Kind::kFailure);
+  EXPECT_THAT(clobber.error->ToString(), HasSubstr("input"));
 }
 
 TEST_F(CalibrateCommandTest, BadCommandLinesSayWhy) {

@@ -129,6 +129,39 @@ TEST_F(CalibrateTest, AConstantNeedsTwoPoints) {
   EXPECT_EQ(fit->calibration.constants[0].points.size(), 3u);  // the layer points sat out
 }
 
+// Constants measured elsewhere (an op-cost table's curves, dtsim calibrate --profile) are
+// applied in every simulation and written with the fitted ones, not fitted: the points score
+// them. Their GPU drops out of the default constants, as a GPU with measured curves does, and
+// naming one to fit as well is an error.
+TEST_F(CalibrateTest, FixedConstantsAreAppliedNotFitted) {
+  Expected<CalibrationPoints> points = CalibrationPoints::Read({WritePoints()}, 2);
+  ASSERT_TRUE(points.ok()) << points.error().ToString();
+  FitOptions options{.threads = 2};
+  options.fixed = A100At(0.7).constants;
+  options.fixed[0].profile = "40 bf16 GEMMs of a100.json (isolated)";
+  Expected<FitResult> fit = FitCalibration(*points, options);  // defaults: none left to fit
+  ASSERT_TRUE(fit.ok()) << fit.error().ToString();
+  EXPECT_EQ(fit->simulations, 0);
+  ASSERT_EQ(fit->calibration.constants.size(), 1u);
+  EXPECT_EQ(fit->calibration.constants[0].value, 0.7);
+  EXPECT_EQ(fit->calibration.constants[0].profile, "40 bf16 GEMMs of a100.json (isolated)");
+  EXPECT_LT(fit->calibrated.mean_absolute_percentage_error, 0.01);  // the truth, applied
+
+  options.fit_defaults = false;  // what --profile without --fit does: the same
+  fit = FitCalibration(*points, options);
+  ASSERT_TRUE(fit.ok());
+  EXPECT_EQ(fit->calibration.constants.size(), 1u);
+
+  options.constants.push_back(options.fixed[0].name);
+  options.constants_path = "--fit";
+  fit = FitCalibration(*points, options);
+  ASSERT_FALSE(fit.ok());
+  EXPECT_THAT(fit.error().ToString(),
+              testing::AllOf(testing::HasSubstr("--fit"),
+                             testing::HasSubstr("a100-sxm4-80gb/matrix_efficiency"),
+                             testing::HasSubstr("fitted from an op-cost table")));
+}
+
 TEST_F(CalibrateTest, AMemoryPointsFileIsNotForTime) {
   std::ofstream(Path("memory.json"))
       << R"({"format": "dtsim.memory_points", "version": "1.0", "points": []})";
