@@ -11,10 +11,10 @@
 namespace dtsim::models {
 namespace {
 
-constexpr std::array<std::string_view, 17> kKindNames = {
+constexpr std::array<std::string_view, 18> kKindNames = {
     "gemm",        "flash_attention", "norm",          "softmax", "dropout", "activation",
     "elementwise", "embedding",       "cross_entropy", "router",  "permute", "batch_norm",
-    "pool",        "optimizer",       "quantize",      "cast",    "bias"};
+    "pool",        "optimizer",       "quantize",      "cast",    "bias",    "rotary"};
 constexpr std::array<std::string_view, 5> kFp8RecipeNames = {"none", "delayed", "current",
                                                              "blockwise", "mxfp8"};
 constexpr std::array<std::string_view, 4> kPassNames = {"forward", "backward", "recompute",

@@ -36,6 +36,7 @@ enum class OpKind : uint8_t {
   kQuantize,  // FP8: a BF16 tensor cast to FP8 with its scales, row- and column-wise
   kCast,      // autocast: a copy between fp32 and the activations' dtype, either way
   kBias,      // a linear's bias: its gradient (backward only), a sum over the tokens
+  kRotary,    // rotary position embeddings applied to the queries and keys
 };
 
 enum class Pass : uint8_t { kForward, kBackward, kRecompute, kOptimizer };

@@ -41,10 +41,11 @@ struct Shape {
   // gathered whole and do not gather it again in backward (TransformerShard::
   // saves_gathered_inputs); else they save the shard.
   bool saves_gathered;
-  bool eager_modules;  // TransformerShard::eager_modules
-  bool compiled_loss;  // TransformerShard::compiled_loss
-  bool bias;           // the linear layers have biases
-  Fp8Recipe fp8;       // the linear layers' GEMMs in FP8 (1D only)
+  bool eager_modules;    // TransformerShard::eager_modules
+  bool compiled_loss;    // TransformerShard::compiled_loss
+  bool compiled_blocks;  // TransformerShard::compiled_blocks
+  bool bias;             // the linear layers have biases
+  Fp8Recipe fp8;         // the linear layers' GEMMs in FP8 (1D only)
 
   // Bytes per element a linear layer saves its input with for the weight gradient: BF16, or
   // under FP8 the column-wise FP8 copy Transformer Engine keeps.
@@ -95,6 +96,7 @@ Shape MakeShape(const TransformerSpec& spec, const TransformerShard& shard) {
   x.saves_gathered = shard.saves_gathered_inputs && x.replicated_tokens < x.tokens;
   x.eager_modules = shard.eager_modules;
   x.compiled_loss = shard.compiled_loss;
+  x.compiled_blocks = shard.compiled_blocks;
   x.bias = spec.linear_bias;
   x.fp8 = shard.fp8;
   return x;
@@ -260,6 +262,20 @@ Op FlashOp(const Shape& x, Pass pass, std::string name) {
   return op;
 }
 
+// Rotary position embeddings turn the rank's queries and keys (not the values) between their
+// projection and the attention kernel, whose saved inputs they become (no bytes kept of their
+// own; selective recompute does not re-run them, full recompute does). Fused — Megatron-Core's
+// apply_rope_fusion (Transformer Engine's fused_apply_rotary_pos_emb), inductor's compiled
+// blocks — one kernel reads each element and writes it, 2e a way (the cos/sin table, s·d, is
+// left out). Eager PyTorch as torchtitan writes it (apply_rotary_emb: the fp32 copy, its
+// complex product with freqs_cis, the cast back; the tensors models/eager_llama.cc replays)
+// three kernels, e + 4, 4 + 4 and 4 + e: 2e + 16 a way, its autograd the same three backward.
+void Rotary(LayerBuilder& layer, const Shape& x) {
+  const int64_t elements = x.tokens * (x.q + x.kv);
+  const double bytes = x.eager_modules && !x.compiled_blocks ? 2 * x.e + 16 : 2 * x.e;
+  layer.Stream("attn.rotary", OpKind::kRotary, x.dtype, elements, bytes, bytes, 0);
+}
+
 // Q, K and V are saved by the QKV projection that produces them (Korthikanti: "Q and K
 // 2·e·sbh, V e·sbh"), so that selective recompute, which drops and re-runs everything here,
 // keeps them.
@@ -411,6 +427,7 @@ void Attention(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
     if (!x.saves_gathered) RegatherSequenceShard(layer, x);
     layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);  // column-parallel: g in backward
     if (!gathers.input_gradient) layer.BoundaryWidths({}, {.gather = Op::kNoGather});
+    if (spec.position == PositionEmbedding::kRotary) Rotary(layer, x);
   }
   CoreAttention(layer, x);
   AutocastLinear(layer, "attn.proj", x, x.o, x.o * x.width * x.steps, BiasColumns(x, x.width),

@@ -305,6 +305,25 @@ CrossEntropy, CrossEntropyBackward = make(
 Router, RouterBackward = make(
     "Router", lambda s: s.torch.topk(s.torch.softmax(s.x, dim=-1), k=min(2, s.rows[1]), dim=-1)[0],
     "softmax and top-2 over [tokens, experts]", row_sizes=(64, 32, 16, 8, 4, 2, 1))
+# Rotary embeddings as torchtitan's apply_rotary_emb writes them, eager: the fp32 copy, its
+# complex product with the per-position rotation (freqs_cis), the cast back (three kernels; the
+# fused kernel Megatron-Core and inductor run moves 2 of their 2e + 16 bytes an element).
+def _rotary_setup(s):
+    rows, columns = s.rows
+    pairs = max(1, columns // 2)
+    angles = s.torch.rand(rows, pairs, device=s.device)
+    s.freqs = s.torch.polar(s.torch.ones_like(angles), angles)
+
+
+def _rotary(s):
+    rows, columns = s.rows
+    pairs = s.torch.view_as_complex(s.x.float().reshape(rows, -1, 2))
+    return s.torch.view_as_real(pairs * s.freqs[:, : pairs.shape[1]]).flatten(1).type_as(s.x)
+
+
+Rotary, RotaryBackward = make(
+    "Rotary", _rotary, "apply_rotary_emb of [tokens, heads x head_dim] (eager, complex)",
+    setup=_rotary_setup, row_sizes=tuple(size for size in ROW_SIZES if size % 2 == 0))
 Permute, PermuteBackward = make(
     "Permute", lambda s: s.x.index_select(0, s.order), "index_select of rows (token permutation)",
     setup=lambda s: setattr(s, "order", s.torch.randperm(s.rows[0], device=s.device)))
@@ -470,6 +489,7 @@ RUNNERS = {
     "pool": Pool, "pool_bwd": PoolBackward,
     "adam": Optimizer, "sgd": Sgd,
     "cast": Cast, "cast_bwd": CastBackward, "bias_bwd": BiasGradient,
+    "rotary": Rotary, "rotary_bwd": RotaryBackward,
     "cast_compress": CastCompress, "cast_decompress": CastDecompress,
     "onebit_compress": OnebitCompress, "onebit_server": OnebitCompress,
     "onebit_decompress": OnebitDecompress,

@@ -302,3 +302,62 @@ TEST(OpsTest, MoeAndLatentAttentionModules) {
 
 }  // namespace
 }  // namespace dtsim::models
+
+namespace dtsim::models {
+namespace {
+
+const Op* FindOp(const std::vector<Op>& ops, const std::string& name) {
+  const auto it =
+      std::find_if(ops.begin(), ops.end(), [&](const Op& op) { return op.name == name; });
+  return it == ops.end() ? nullptr : &*it;
+}
+
+// Llama 3 8B's rotary embeddings on one of two tensor-parallel ranks, micro-batch 1 of 4,096
+// tokens: the rank's 16 query heads and 4 key heads of 128, 4,096 · (16 + 4) · 128 =
+// 10,485,760 elements, between the projection and the attention. Fused (Megatron-Core,
+// compiled blocks) 2e = 4 bytes an element each way: 41,943,040 B; eager as torchtitan writes
+// it (fp32 copy, complex product, cast back) 2e + 16 = 20: 209,715,200 B. Nothing saved;
+// selective recompute leaves it out, full recompute re-runs it. GPT-3 (learned positions) has
+// none.
+TEST(OpsTest, RotaryEmbeddingsAreTheirOwnOp) {
+  const TransformerSpec llama = Preset("llama3-8b");
+  TransformerShard shard{.micro_batch = 1,
+                         .seq_len = 4096,
+                         .tensor_parallel = 2,
+                         .flash_attention = true,
+                         .dropout = false};
+  const auto rotary = [&](const TransformerShard& s) {
+    const LayerOps ops = TransformerLayerOps(llama, 0, s);
+    const Op* forward = FindOp(ops.forward, "attn.rotary");
+    const Op* backward = FindOp(ops.backward, "attn.rotary.bwd");
+    EXPECT_NE(forward, nullptr);
+    EXPECT_NE(backward, nullptr);
+    if (forward == nullptr || backward == nullptr) return std::pair(0.0, 0.0);
+    EXPECT_EQ(forward->kind, OpKind::kRotary);
+    EXPECT_EQ(forward->signature.Key(), "rotary bf16 elements=10485760");
+    EXPECT_EQ(forward->saved_bytes, 0);
+    return std::pair(forward->bytes, backward->bytes);
+  };
+  EXPECT_EQ(rotary(shard), std::pair(41'943'040.0, 41'943'040.0));
+  TransformerShard eager = shard;
+  eager.eager_modules = true;
+  EXPECT_EQ(rotary(eager), std::pair(209'715'200.0, 209'715'200.0));
+  eager.compiled_blocks = true;
+  EXPECT_EQ(rotary(eager), std::pair(41'943'040.0, 41'943'040.0));
+
+  const LayerOps ops = TransformerLayerOps(llama, 0, shard);
+  const auto recomputes = [&](Recompute recompute) {
+    const std::vector<Op> again = RecomputeOps(ops, recompute);
+    return std::any_of(again.begin(), again.end(),
+                       [](const Op& op) { return op.kind == OpKind::kRotary; });
+  };
+  EXPECT_FALSE(recomputes(Recompute::kSelective));
+  EXPECT_TRUE(recomputes(Recompute::kFull));
+
+  const LayerOps gpt = TransformerLayerOps(Preset("gpt3-175b"), 0, shard);
+  EXPECT_TRUE(std::none_of(gpt.forward.begin(), gpt.forward.end(),
+                           [](const Op& op) { return op.kind == OpKind::kRotary; }));
+}
+
+}  // namespace
+}  // namespace dtsim::models
