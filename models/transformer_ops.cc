@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <utility>
 
+#include "models/eager_kernels.h"
 #include "models/layer_builder.h"
 #include "models/ops.h"
 
@@ -44,6 +46,7 @@ struct Shape {
   bool eager_modules;    // TransformerShard::eager_modules
   bool compiled_loss;    // TransformerShard::compiled_loss
   bool compiled_blocks;  // TransformerShard::compiled_blocks
+  bool rms_norm;         // the norms are RMSNorm (else LayerNorm, one ATen kernel eager too)
   bool bias;             // the linear layers have biases
   Fp8Recipe fp8;         // the linear layers' GEMMs in FP8 (1D only)
 
@@ -97,6 +100,7 @@ Shape MakeShape(const TransformerSpec& spec, const TransformerShard& shard) {
   x.eager_modules = shard.eager_modules;
   x.compiled_loss = shard.compiled_loss;
   x.compiled_blocks = shard.compiled_blocks;
+  x.rms_norm = spec.norm == Norm::kRmsNorm;
   x.bias = spec.linear_bias;
   x.fp8 = shard.fp8;
   return x;
@@ -171,13 +175,18 @@ void RegatherSequenceShard(LayerBuilder& layer, const Shape& x, int64_t columns 
       x.input_e() * static_cast<double>(x.replicated_tokens * (columns > 0 ? columns : x.width)))));
 }
 
-void NormOp(LayerBuilder& layer, std::string_view name, const Shape& x) {
+// `in_block`: a transformer block's norm, which torch.compile of the blocks fuses (training.
+// compile "model"); the final norm outside them stays eager.
+void NormOp(LayerBuilder& layer, std::string_view name, const Shape& x, bool in_block = true) {
   const int64_t elements = x.replicated_tokens * x.width;
   // Saves its input (Korthikanti: "two LayerNorm inputs, 2·e·sbh" per layer). Under autocast it
   // reads and writes fp32 (the memory model widens what it keeps: models/memory.cc).
   const double e = x.autocast ? kFp32Bytes : x.e;
-  layer.Stream(name, OpKind::kNorm, x.autocast ? DType::kFp32 : x.dtype, elements, 2 * e, 3 * e,
-               x.e * elements);
+  // Eager PyTorch's RMSNorm is six kernels (models/eager_kernels.h); LayerNorm is one.
+  const bool eager = x.eager_modules && x.rms_norm && !(in_block && x.compiled_blocks);
+  const StreamBytes bytes = RmsNormBytes(e, eager);
+  layer.Stream(name, OpKind::kNorm, x.autocast ? DType::kFp32 : x.dtype, elements, bytes.forward,
+               bytes.backward, x.e * elements);
 }
 
 // Under autocast the branch (in the activations' dtype) is added to the fp32 residual stream:
@@ -264,16 +273,12 @@ Op FlashOp(const Shape& x, Pass pass, std::string name) {
 
 // Rotary position embeddings turn the rank's queries and keys (not the values) between their
 // projection and the attention kernel, whose saved inputs they become (no bytes kept of their
-// own; selective recompute does not re-run them, full recompute does). Fused — Megatron-Core's
-// apply_rope_fusion (Transformer Engine's fused_apply_rotary_pos_emb), inductor's compiled
-// blocks — one kernel reads each element and writes it, 2e a way (the cos/sin table, s·d, is
-// left out). Eager PyTorch as torchtitan writes it (apply_rotary_emb: the fp32 copy, its
-// complex product with freqs_cis, the cast back; the tensors models/eager_llama.cc replays)
-// three kernels, e + 4, 4 + 4 and 4 + e: 2e + 16 a way, its autograd the same three backward.
+// own; selective recompute does not re-run them, full recompute does): one fused kernel, or
+// eager PyTorch's three (models/eager_kernels.h; the tensors models/eager_llama.cc replays).
 void Rotary(LayerBuilder& layer, const Shape& x) {
   const int64_t elements = x.tokens * (x.q + x.kv);
-  const double bytes = x.eager_modules && !x.compiled_blocks ? 2 * x.e + 16 : 2 * x.e;
-  layer.Stream("attn.rotary", OpKind::kRotary, x.dtype, elements, bytes, bytes, 0);
+  const StreamBytes bytes = RotaryBytes(x.e, x.eager_modules && !x.compiled_blocks);
+  layer.Stream("attn.rotary", OpKind::kRotary, x.dtype, elements, bytes.forward, bytes.backward, 0);
 }
 
 // Q, K and V are saved by the QKV projection that produces them (Korthikanti: "Q and K
@@ -465,11 +470,14 @@ void Mlp(LayerBuilder& layer, const Shape& x, bool swiglu, std::string_view pref
     layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);
   }
   // GeLU saves its input (e·sbf); SwiGLU reads 2f and writes f, saving both halves — and as
-  // PyTorch's modules write it (silu, then the product) silu's output too.
+  // PyTorch's modules write it (silu, then the product) silu's output too, in two kernels
+  // where uncompiled (models/eager_kernels.h).
   const int64_t elements = x.tokens * ffn;
   const int64_t saved = swiglu && x.eager_modules ? width + ffn : width;
-  layer.Stream(name + ".act", OpKind::kActivation, x.dtype, elements, swiglu ? 3 * x.e : 2 * x.e,
-               swiglu ? 5 * x.e : 3 * x.e, x.e * tokens * saved);
+  const StreamBytes bytes = swiglu ? SwigluBytes(x.e, x.eager_modules && !x.compiled_blocks)
+                                   : StreamBytes{2 * x.e, 3 * x.e};
+  layer.Stream(name + ".act", OpKind::kActivation, x.dtype, elements, bytes.forward, bytes.backward,
+               x.e * tokens * saved);
   AutocastLinear(layer, name + ".fc2", x, ffn, ffn * x.width * x.steps, BiasColumns(x, x.width),
                  /*fp32_input=*/false);
   layer.Linear(name + ".fc2", x.dtype, x.tokens, x.width, ffn, x.input_e() * tokens * ffn, x.steps,
@@ -725,7 +733,7 @@ LayerOps OutputOps(const TransformerSpec& spec, const TransformerShard& shard) {
   const int split = shard.column_split();
   const int64_t vocab = spec.PaddedVocab(split) / split;
   LayerBuilder layer("");
-  if (spec.final_norm) NormOp(layer, "output.norm", x);
+  if (spec.final_norm) NormOp(layer, "output.norm", x, /*in_block=*/false);
   if (spec.lm_head_transform) {  // BERT: dense h→h, GeLU, norm before the logits
     AutocastLinear(layer, "output.transform", x, x.width, x.width * x.width * x.steps,
                    BiasColumns(x, x.width), /*fp32_input=*/true);

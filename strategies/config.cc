@@ -582,10 +582,10 @@ std::vector<std::string> UnmodelledCompile(const SimulationConfig& config) {
   std::vector<std::string> unmodelled;
   if ((config.training.compile & kCompileModel) != 0) {
     unmodelled.emplace_back(
-        "torch.compile of the model (training.compile \"model\") is modelled only in what "
-        "torchtitan's op checkpointing policy keeps (a block's last matmul output, which no "
-        "backward reads, is not saved): the blocks' fused kernels and the rest of their memory "
-        "are eager PyTorch's here");
+        "torch.compile of the model (training.compile \"model\") is modelled in the blocks' "
+        "fused norms, SwiGLU and rotary embeddings and in what torchtitan's op checkpointing "
+        "policy keeps (a block's last matmul output, which no backward reads, is not saved): "
+        "the rest of the blocks' fusions and of their memory are eager PyTorch's here");
   }
   if ((config.training.compile & kCompileLoss) != 0 && !CompilesLoss(config)) {
     unmodelled.emplace_back(

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "models/eager_kernels.h"
 #include "models/memory.h"
 #include "models/model_spec.h"
 
@@ -357,6 +358,72 @@ TEST(OpsTest, RotaryEmbeddingsAreTheirOwnOp) {
   const LayerOps gpt = TransformerLayerOps(Preset("gpt3-175b"), 0, shard);
   EXPECT_TRUE(std::none_of(gpt.forward.begin(), gpt.forward.end(),
                            [](const Op& op) { return op.kind == OpKind::kRotary; }));
+}
+
+}  // namespace
+}  // namespace dtsim::models
+
+namespace dtsim::models {
+namespace {
+
+// torchtitan's Llama blocks eager (9dec370: RMSNorm as x.float(), pow, mean, ·rsqrt, type_as,
+// ·weight; SwiGLU as silu(w1 x) * w3 x) against compiled (training.compile "model": inductor
+// fuses each into one kernel, as Megatron-Core's are). Llama 3 8B, one rank, 4,096 tokens:
+// a norm over 4,096 · 4,096 = 16,777,216 elements moves 36 B an element forward in bf16
+// (float 2 + 4, pow 4 + 4, mean 4, ·rsqrt 4 + 4, type_as 4 + 2, ·weight 2 + 2) and 92 backward
+// (·weight 12, type_as 6, ·rsqrt 24, mean 4, pow 28, the two gradients summed 12, float 6);
+// fused 2e = 4 and 3e = 6. SwiGLU over 4,096 · 14,336 = 58,720,256 outputs: eager 5e = 10 and
+// 9e = 18, fused 3e = 6 and 5e = 10. The final norm is outside the blocks: eager either way.
+// Under autocast (fp32 norms) the casts are no-ops: 28 forward, 92 backward.
+TEST(OpsTest, EagerNormsAndSwigluMoveWhatTheirKernelsMove) {
+  EXPECT_EQ(RmsNormBytes(2, true), (StreamBytes{36, 92}));
+  EXPECT_EQ(RmsNormBytes(4, true), (StreamBytes{28, 92}));
+  EXPECT_EQ(RmsNormBytes(2, false), (StreamBytes{4, 6}));
+  EXPECT_EQ(SwigluBytes(2, true), (StreamBytes{10, 18}));
+  EXPECT_EQ(SwigluBytes(2, false), (StreamBytes{6, 10}));
+  EXPECT_EQ(RotaryBytes(2, true), (StreamBytes{20, 20}));
+  EXPECT_EQ(RotaryBytes(2, false), (StreamBytes{4, 4}));
+  const TransformerSpec llama = Preset("llama3-8b");
+  TransformerShard shard{.micro_batch = 1,
+                         .seq_len = 4096,
+                         .flash_attention = true,
+                         .dropout = false,
+                         .eager_modules = true};
+  const auto bytes = [](const LayerOps& ops, const std::string& name) {
+    const Op* forward = FindOp(ops.forward, name);
+    const Op* backward = FindOp(ops.backward, name + ".bwd");
+    EXPECT_NE(forward, nullptr) << name;
+    EXPECT_NE(backward, nullptr) << name;
+    return forward && backward ? std::pair(forward->bytes, backward->bytes) : std::pair(0.0, 0.0);
+  };
+  const double norm = 16'777'216, act = 58'720'256;
+  LayerOps eager = TransformerLayerOps(llama, 0, shard);
+  EXPECT_EQ(bytes(eager, "attn.norm"), std::pair(36 * norm, 92 * norm));
+  EXPECT_EQ(bytes(eager, "mlp.norm"), std::pair(36 * norm, 92 * norm));
+  EXPECT_EQ(bytes(eager, "mlp.act"), std::pair(10 * act, 18 * act));
+  EXPECT_EQ(bytes(OutputOps(llama, shard), "output.norm"), std::pair(36 * norm, 92 * norm));
+
+  shard.compiled_blocks = true;
+  const LayerOps compiled = TransformerLayerOps(llama, 0, shard);
+  EXPECT_EQ(bytes(compiled, "attn.norm"), std::pair(4 * norm, 6 * norm));
+  EXPECT_EQ(bytes(compiled, "mlp.act"), std::pair(6 * act, 10 * act));
+  EXPECT_EQ(bytes(OutputOps(llama, shard), "output.norm"), std::pair(36 * norm, 92 * norm));
+
+  shard.compiled_blocks = false;
+  shard.autocast = true;
+  EXPECT_EQ(bytes(TransformerLayerOps(llama, 0, shard), "attn.norm"),
+            std::pair(28 * norm, 92 * norm));
+  // Megatron-Core's modules (no eager_modules) and LayerNorm (one ATen kernel eager too) are
+  // fused either way.
+  shard.autocast = false;
+  shard.eager_modules = false;
+  EXPECT_EQ(bytes(TransformerLayerOps(llama, 0, shard), "attn.norm"),
+            std::pair(4 * norm, 6 * norm));
+  shard.eager_modules = true;
+  const TransformerSpec gpt = Preset("gpt3-1.3b");
+  const double gpt_norm = 4096.0 * gpt.hidden;
+  EXPECT_EQ(bytes(TransformerLayerOps(gpt, 0, shard), "attn.norm"),
+            std::pair(4 * gpt_norm, 6 * gpt_norm));
 }
 
 }  // namespace

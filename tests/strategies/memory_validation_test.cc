@@ -222,8 +222,8 @@ TEST(MemoryValidationTest, TrainingCompileCompilesTheLossOfPyTorchPlans) {
     return false;
   };
   EXPECT_TRUE(warned(both,
-                     "torch.compile of the model (training.compile \"model\") is modelled "
-                     "only in what torchtitan's op checkpointing policy keeps"));
+                     "torch.compile of the model (training.compile \"model\") is modelled in "
+                     "the blocks' fused norms, SwiGLU and rotary embeddings"));
   EXPECT_FALSE(warned(loss, "torch.compile of the model"));
   EXPECT_FALSE(warned(loss, "training.compile"));
   Json twice = config;
