@@ -114,10 +114,7 @@ const EfficiencyCurve& TensorCoreCurve(const GpuSpec& gpu, const Op& op) {
 // The share of its burst speed a compute-bound op keeps at the power limit: flash attention's
 // own where measured, the GPU's otherwise.
 double PowerLimitedShare(const GpuSpec& gpu, const Op& op) {
-  if (op.kind == OpKind::kFlashAttention && gpu.attention_power_limited_compute) {
-    return *gpu.attention_power_limited_compute;
-  }
-  return gpu.power_limited_compute;
+  return gpu.PowerLimitedShare(op.kind == OpKind::kFlashAttention);
 }
 
 RooflineTimes RooflineSeconds(const GpuSpec& gpu, const Op& op) {

@@ -75,6 +75,12 @@ struct GpuSpec {
   DurationNs host_launch_time = DurationNs(8'900);
 
   FlopRate MatrixPeak(DType dtype) const { return matrix_peak[static_cast<size_t>(dtype)]; }
+  // The share of its burst speed a compute-bound kernel keeps at the power limit: flash
+  // attention's own where measured, power_limited_compute otherwise.
+  double PowerLimitedShare(bool flash_attention) const {
+    return flash_attention && attention_power_limited_compute ? *attention_power_limited_compute
+                                                              : power_limited_compute;
+  }
   const EfficiencyCurve& MatrixEfficiency(DType dtype) const {
     return dtype == DType::kFp8 ? fp8_matrix_efficiency : matrix_efficiency;
   }

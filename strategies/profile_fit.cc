@@ -66,14 +66,6 @@ std::vector<CurveOps> Curves(const PresetTables& preset) {
   };
 }
 
-// The share of its burst speed the preset's `curve` keeps at the power limit.
-double PowerLimitedShare(const models::GpuSpec& gpu, const CurveOps& curve) {
-  if (curve.attention && gpu.attention_power_limited_compute) {
-    return *gpu.attention_power_limited_compute;
-  }
-  return gpu.power_limited_compute;
-}
-
 Expected<models::EfficiencyCurve> Fit(const PresetTables& preset, const CurveOps& curve) {
   if (curve.attention) {
     return models::FitAttentionEfficiency(preset.tables, preset.gpu, curve.dtype,
@@ -101,14 +93,14 @@ Status FitCurveConstants(const PresetTables& preset, const CurveOps& curve, Prof
   double max = fitted->max;
   if (preset.timing == traces::OpTiming::kInRun) {
     // Timed in a training step: at the power limit, where the roofline slows the burst curve.
-    max /= PowerLimitedShare(preset.gpu, curve);
+    max /= preset.gpu.PowerLimitedShare(curve.attention);
     if (max > 1) {
       return Error(fmt::format(
           "the {} {} of {} ran at {:.3f} of the peak in the run, {:.3f} of it at boost clock "
           "(÷ the power-limited share {:.2f}): more than the peak; are the table and the GPU "
           "the same?",
           DTypeName(curve.dtype), curve.what, files, fitted->max, max,
-          PowerLimitedShare(preset.gpu, curve)));
+          preset.gpu.PowerLimitedShare(curve.attention)));
     }
   }
   const std::string source = fmt::format("{} {} {} of {} ({})", count, DTypeName(curve.dtype),
