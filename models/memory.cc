@@ -627,8 +627,9 @@ Expected<MemoryBreakdown> EstimateMemory(const ModelSpec& model, const MemoryPla
   memory.gradients = shard(DTypeBytes(plan.grad_dtype), 2);
   memory.optimizer_state =
       shard(OptimizerStateBytes(plan.optimizer, plan.param_dtype, plan.optimizer_state), 1);
-  memory.microbatches_in_flight = MicrobatchesInFlight(
-      plan.schedule, plan.pipeline_stages, plan.stage, plan.virtual_stages, plan.microbatches);
+  memory.microbatches_in_flight =
+      MicrobatchesInFlight(plan.schedule, plan.pipeline_stages, plan.stage, plan.virtual_stages,
+                           plan.microbatches, plan.extra_warmup);
   switch (model.family) {
     case ModelFamily::kTransformer:
       TransformerActivations(model.transformer, plan, memory);

@@ -91,6 +91,8 @@ struct MemoryPlan {
   PipelineSchedule schedule = PipelineSchedule::kOneForwardOneBackward;
   int pipeline_stages = 1;
   int virtual_stages = 1;
+  // Warm-up forwards beyond the schedule's own (Megatron-Core's all-to-all overlap runs one).
+  int extra_warmup = 0;
   int stage = 0;  // which pipeline rank (0 = first: embedding; p − 1 = last: output)
   int64_t microbatches = 1;
   int data_parallel = 1;

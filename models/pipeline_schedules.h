@@ -34,11 +34,13 @@ struct PipelineScheduleEntry {
   // least 2 stages and micro-batches divisible by the stages.
   bool virtual_stages;
   // The passes stage `stage` of `stages` runs, in order, for `microbatches` micro-batches of
-  // `chunks` model chunks (1 unless virtual_stages).
-  std::vector<PipelineStep> (*steps)(int stages, int stage, int64_t microbatches, int chunks);
+  // `chunks` model chunks (1 unless virtual_stages), with `extra_warmup` more warm-up forwards
+  // than the schedule's own (1F1B orders; Megatron-Core's all-to-all overlap takes one).
+  std::vector<PipelineStep> (*steps)(int stages, int stage, int64_t microbatches, int chunks,
+                                     int extra_warmup);
   // The micro-batches whose activations the stage holds at its peak, in units of one stage's
   // activations (fractional when chunks are 1/v of a stage).
-  double (*in_flight)(int stages, int stage, int64_t microbatches, int chunks);
+  double (*in_flight)(int stages, int stage, int64_t microbatches, int chunks, int extra_warmup);
 };
 
 std::span<const PipelineScheduleEntry> PipelineSchedules();
@@ -50,8 +52,8 @@ Expected<const PipelineScheduleEntry*> FindPipelineSchedule(std::string_view nam
 
 // PipelineScheduleOf(schedule).steps / .in_flight.
 std::vector<PipelineStep> StageSchedule(PipelineSchedule schedule, int stages, int stage,
-                                        int64_t microbatches, int chunks = 1);
+                                        int64_t microbatches, int chunks = 1, int extra_warmup = 0);
 double MicrobatchesInFlight(PipelineSchedule schedule, int stages, int stage, int virtual_stages,
-                            int64_t microbatches);
+                            int64_t microbatches, int extra_warmup = 0);
 
 }  // namespace dtsim::models

@@ -46,6 +46,14 @@ TEST(PipelineSchedulesTest, OrdersOfSmallCases) {
             "F0 F1 F0.1 B0.1 F1.1 B1.1 B0 B1");
   EXPECT_EQ(Order(StageSchedule(PipelineSchedule::kInterleaved, 2, 0, 2, 2)),
             "F0 F1 F0.1 F1.1 B0.1 B1.1 B0 B1");
+  // Megatron-Core's all-to-all overlap warms up one chunk forward more (2 + 1 = 3 on stage 1),
+  // so that each steady forward runs beside the backward of an earlier micro-batch: F1.1 with
+  // B0.1, F2 with B1.1, …
+  EXPECT_EQ(Order(StageSchedule(PipelineSchedule::kInterleaved, 2, 1, 4, 2, 1)),
+            "F0 F1 F0.1 F1.1 B0.1 F2 B1.1 F3 B0 F2.1 B1 F3.1 B2.1 B3.1 B2 B3");
+  // Without a pipeline (1F1B on one stage): F0, then F(i + 1) beside B(i), then B(m − 1).
+  EXPECT_EQ(Order(StageSchedule(PipelineSchedule::kOneForwardOneBackward, 1, 0, 3, 1, 1)),
+            "F0 F1 B0 F2 B1 B2");
 }
 
 // The peak, along `steps`, of chunk passes run forward whose backward has not run yet.
@@ -64,9 +72,13 @@ TEST(PipelineSchedulesTest, EveryChunkPassRunsOnceForwardThenBackward) {
     for (int stages : {2, 4, 8}) {
       for (int64_t m : {int64_t{8}, int64_t{16}, int64_t{24}}) {
         for (int chunks : entry.virtual_stages ? std::vector<int>{2, 3} : std::vector<int>{1}) {
-          for (int stage = 0; stage < stages; ++stage) {
+          for (int stage = 0; stage < stages * 2; ++stage) {
+            // Stages 0 … p − 1, then again with one extra warm-up forward (the all-to-all
+            // overlap's).
+            const int extra = stage / stages;
             std::map<std::pair<int64_t, int>, int> state;  // 1 after forward, 2 after backward
-            const std::vector<PipelineStep> steps = entry.steps(stages, stage, m, chunks);
+            const std::vector<PipelineStep> steps =
+                entry.steps(stages, stage % stages, m, chunks, extra);
             ASSERT_EQ(steps.size(), static_cast<size_t>(2 * m * chunks)) << entry.name;
             for (const PipelineStep& step : steps) {
               int& s = state[{step.microbatch, step.chunk}];
@@ -91,11 +103,15 @@ TEST(PipelineSchedulesTest, InFlightIsThePeakOfTheOrder) {
       for (int64_t m : {int64_t{2}, int64_t{3}, int64_t{4}, int64_t{8}, int64_t{16}, int64_t{24}}) {
         for (int chunks : entry.virtual_stages ? std::vector<int>{2, 3} : std::vector<int>{1}) {
           if (entry.virtual_stages && m % stages != 0) continue;
-          for (int stage = 0; stage < stages; ++stage) {
-            const double peak =
-                static_cast<double>(PeakLive(entry.steps(stages, stage, m, chunks))) / chunks;
-            EXPECT_DOUBLE_EQ(entry.in_flight(stages, stage, m, chunks), peak)
-                << entry.name << " p=" << stages << " s=" << stage << " m=" << m << " v=" << chunks;
+          for (int extra : {0, 1}) {
+            for (int stage = 0; stage < stages; ++stage) {
+              const double peak =
+                  static_cast<double>(PeakLive(entry.steps(stages, stage, m, chunks, extra))) /
+                  chunks;
+              EXPECT_DOUBLE_EQ(entry.in_flight(stages, stage, m, chunks, extra), peak)
+                  << entry.name << " p=" << stages << " s=" << stage << " m=" << m
+                  << " v=" << chunks << " extra=" << extra;
+            }
           }
         }
       }
