@@ -39,13 +39,14 @@ enum class StreamRole : uint8_t {
   kOffloadOut,  // device to host (its v1 handler)
   kOffloadIn,   // host to device (v1)
   kHost,        // the host thread's own work the GPU waits for (DeepSpeed's list loops)
+  kExpert,      // expert all-to-alls beside the compute (Megatron-Core's all-to-all overlap)
 };
 
 // The stream's name in the graph, its traces and timelines.
 constexpr std::string_view StreamName(StreamRole role) {
-  constexpr std::array<std::string_view, 12> kNames = {
-      "compute", "tp",   "tp-join", "cp",          "pp-send-fwd", "pp-send-bwd",
-      "dp",      "zero", "offload", "offload-d2h", "offload-h2d", "host"};
+  constexpr std::array<std::string_view, 13> kNames = {
+      "compute", "tp",      "tp-join",     "cp",          "pp-send-fwd", "pp-send-bwd", "dp",
+      "zero",    "offload", "offload-d2h", "offload-h2d", "host",        "ep"};
   return kNames[static_cast<size_t>(role)];
 }
 

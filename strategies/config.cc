@@ -171,6 +171,8 @@ Status ReadParallelism(const Json& value, ParallelPlan& plan) {
   DTSIM_RETURN_IF_ERROR(ReadSized(reader, "context", plan.context, context_options));
   const auto expert_options = [&plan](JsonObjectReader& r) -> Status {
     DTSIM_RETURN_IF_ERROR(r.ReadOptionalInt("tensor", plan.expert_tensor, 1));
+    DTSIM_RETURN_IF_ERROR(r.ReadOptional("overlap", plan.expert_overlap));
+    DTSIM_RETURN_IF_ERROR(r.ReadOptional("delay_wgrad", plan.expert_delay_wgrad));
     r.Allow("imbalance");
     if (!r.Has("imbalance")) return Status::Ok();
     DTSIM_ASSIGN_OR_RETURN(plan.expert_imbalance, r.Number("imbalance"));

@@ -152,6 +152,13 @@ struct ParallelPlan {
   // Skewed routing: the busiest expert receives this many times the mean tokens (1: balanced;
   // at most `expert`). Changes time only with dropless routing (docs/moe.md).
   double expert_imbalance = 1.0;
+  // Megatron-Core's --overlap-moe-expert-parallel-comm: in the steady state each forward chunk
+  // pass runs beside a backward one layer by layer, each one's all-to-alls on an "ep" stream
+  // behind the other's compute, after one more warm-up forward; `expert_delay_wgrad`
+  // (--delay-wgrad-compute) also defers the experts' and attention's weight gradients behind
+  // the all-to-alls (docs/moe.md, "All-to-all overlap").
+  bool expert_overlap = false;
+  bool expert_delay_wgrad = false;
   int zero_stage = 0;
   Bytes gradient_bucket = Bytes(25 * kMebi);  // PyTorch DDP's bucket_cap_mb default
   bool overlap_gradient_reduce = true;

@@ -117,6 +117,26 @@ void PeerGroup::Post(const std::vector<graph::CommId>& comms, std::string_view n
   ApplyWaits();
 }
 
+std::vector<TaskId> PeerGroup::PostAside(const std::vector<graph::CommId>& comms,
+                                         std::string_view name, std::string_view category) {
+  Flush();
+  std::vector<TaskId> tasks;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    const graph::StreamId stream = RoleStream(builder_, ranks_[i], StreamRole::kExpert);
+    tasks.push_back(builder_.AddCollectiveTask(stream, comms[i], name, category));
+    if (last_[i]) builder_.AddDependency(tasks.back(), *last_[i]);
+  }
+  return tasks;
+}
+
+std::vector<TaskId> PeerGroup::CollectiveAside(CommKind kind, Bytes size, std::string_view name,
+                                               std::string_view category) {
+  Flush();
+  if (logical_.size() < 2) return {};
+  const graph::CommId comm = TensorCollective(kind, size);
+  return PostAside(std::vector<graph::CommId>(ranks_.size(), comm), name, category);
+}
+
 // `duration` on each peer's "host" stream after its last task and whatever the next task is
 // asked to wait for.
 std::vector<TaskId> PeerGroup::HostTasks(DurationNs duration, std::string_view name,

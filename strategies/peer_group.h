@@ -54,6 +54,14 @@ class PeerGroup {
   // Each peer's part in a collective made elsewhere: comms[i] for peer i, on the compute stream.
   void Post(const std::vector<graph::CommId>& comms, std::string_view name,
             std::string_view category);
+  // The same on each peer's "ep" stream, after the peer's last task so far, while the compute
+  // stream goes on (Megatron-Core's all-to-all overlap): the tasks, for WaitBefore.
+  std::vector<graph::TaskId> PostAside(const std::vector<graph::CommId>& comms,
+                                       std::string_view name, std::string_view category);
+  // A tensor-parallel collective over the peers the same way (none when there is one: no
+  // tasks).
+  std::vector<graph::TaskId> CollectiveAside(graph::CommKind kind, Bytes size,
+                                             std::string_view name, std::string_view category);
   // `duration` of the host thread's own work on each peer's "host" stream after its last task,
   // the GPU idle: the next task waits for it.
   void Host(DurationNs duration, std::string_view name, std::string_view category);

@@ -39,7 +39,68 @@ Status CheckExpertTensor(const SimulationConfig& config) {
   return Status::Ok();
 }
 
+// Megatron-Core's all-to-all overlap (transformer_config.py, core_r0.14: overlap_moe_expert_
+// parallel_comm needs expert parallelism, no pipeline or a virtual one, no full recompute;
+// delay_wgrad_compute needs it), as its schedule is built here: the 1F1B orders, Megatron's
+// memory model.
+Status CheckExpertOverlap(const SimulationConfig& config) {
+  const ParallelPlan& plan = config.plan;
+  if (plan.expert_delay_wgrad && !plan.expert_overlap) {
+    return Error(
+        "delaying the weight gradients behind the all-to-alls needs their overlap "
+        "(parallelism.expert.overlap: true), as Megatron-Core's --delay-wgrad-compute "
+        "needs --overlap-moe-expert-parallel-comm",
+        "parallelism.expert.delay_wgrad", "true");
+  }
+  if (!plan.expert_overlap) return Status::Ok();
+  const std::string path = "parallelism.expert.overlap";
+  if (ExpertOverlapAllowed(plan, config.training.recompute, config.training.framework)) {
+    return Status::Ok();
+  }
+  if (plan.expert < 2) {
+    return Error(
+        "overlapping the expert all-to-alls needs expert parallelism (a size of 2 or "
+        "more): there are none to overlap",
+        path, "true");
+  }
+  if (plan.pipeline > 1 && plan.schedule != models::PipelineSchedule::kInterleaved) {
+    return Error(fmt::format("overlapping the expert all-to-alls pairs one forward with one "
+                             "backward, which Megatron-Core runs under the interleaved schedule "
+                             "with a pipeline (the {} schedule is not built): use \"schedule\": "
+                             "\"interleaved\" with virtual stages",
+                             models::PipelineScheduleName(plan.schedule)),
+                 path, "true");
+  }
+  if (plan.pipeline == 1 && plan.schedule == models::PipelineSchedule::kGpipe) {
+    return Error(
+        "overlapping the expert all-to-alls pairs one forward with one backward; "
+        "the gpipe schedule runs every forward first",
+        path, "true");
+  }
+  if (config.training.recompute == models::Recompute::kFull) {
+    return Error(
+        "Megatron-Core refuses full recompute with the all-to-all overlap: recompute "
+        "\"selective\" modules or none",
+        path, "true");
+  }
+  if (config.training.framework != models::Framework::kMegatron) {
+    return Error(
+        "the all-to-all overlap is Megatron-Core's: training.framework must be "
+        "\"megatron\"",
+        path, "true");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+bool ExpertOverlapAllowed(const ParallelPlan& plan, models::Recompute recompute,
+                          models::Framework framework) {
+  const bool schedule = plan.pipeline > 1 ? plan.schedule == models::PipelineSchedule::kInterleaved
+                                          : plan.schedule != models::PipelineSchedule::kGpipe;
+  return plan.expert >= 2 && schedule && recompute != models::Recompute::kFull &&
+         framework == models::Framework::kMegatron;
+}
 
 Status Divisible(int64_t value, std::string_view what, int64_t by, std::string_view by_what,
                  const std::string& path) {
@@ -75,6 +136,7 @@ Status CheckExpertPlan(const SimulationConfig& config) {
                                     "expert-parallel size", "parallelism.expert"));
   }
   DTSIM_RETURN_IF_ERROR(CheckExpertTensor(config));
+  DTSIM_RETURN_IF_ERROR(CheckExpertOverlap(config));
   if (plan.expert_imbalance > plan.expert) {
     return Error(fmt::format("the busiest of {} expert-parallel ranks can get at most {}× the "
                              "mean load (all of it)",

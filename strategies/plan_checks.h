@@ -20,6 +20,12 @@ Status Divisible(int64_t value, std::string_view what, int64_t by, std::string_v
 // expert tensor size is the tensor size or 1 (folding: 1D, sequence parallel, balanced
 // routing); skewed routing at most the expert-parallel size.
 Status CheckExpertPlan(const SimulationConfig& config);
+// Whether Megatron-Core runs its expert all-to-all overlap on `plan` (core_r0.14
+// transformer_config.py): expert parallelism, no pipeline or an interleaved one, no full
+// recompute; under framework megatron. CheckExpertPlan says which of them fails; the search
+// keeps a config's overlap on the plans that allow it.
+bool ExpertOverlapAllowed(const ParallelPlan& plan, models::Recompute recompute,
+                          models::Framework framework);
 
 // The GPU has a matrix peak for the training's dtype (a V100 none for bf16: its GEMMs had no
 // rate but the vector units' and its MFU printed "inf%") and, with FP8, FP8 tensor cores

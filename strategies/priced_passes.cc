@@ -46,6 +46,7 @@ class Pricer {
                                          .after = AfterOf(op, grid_),
                                          .pass = op.pass,
                                          .expert = op.expert,
+                                         .wgrad = op.weight_gemm == Op::WeightGemm::kWgrad,
                                          .attention = op.kind == models::OpKind::kFlashAttention,
                                          .regather_bytes = op.regather_bytes,
                                          .reduce_columns = op.reduce_columns,

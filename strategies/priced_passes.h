@@ -28,6 +28,7 @@ struct PricedOp {
   After after = After::kNothing;
   models::Pass pass = models::Pass::kForward;
   bool expert = false;  // an expert's GEMM or activation: scales with the rank's routed tokens
+  bool wgrad = false;   // a weight-gradient GEMM (what --delay-wgrad-compute defers)
   // The core attention kernel: under context parallelism a ring of K/V shifts (p2p) or between
   // all-to-alls (a2a).
   bool attention = false;

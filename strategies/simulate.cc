@@ -70,6 +70,10 @@ TimeBreakdown Breakdown(const graph::TaskGraph& graph, const graph::TaskTimes& t
         if (waited == kContextCategory) {
           breakdown.context += times.task_start[id.value()] - previous_end;
         }
+        // And for an expert all-to-all on the "ep" stream (Megatron-Core's overlap).
+        if (waited == kExpertCategory) {
+          breakdown.expert += times.task_start[id.value()] - previous_end;
+        }
         // And for a ZeRO-3 gather on the "zero" stream: exposed data-parallel time (the
         // optimizer step's wait for the reduction is counted below).
         if (waited == kDataCategory && category != kOptimizerCategory) {

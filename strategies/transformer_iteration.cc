@@ -2,12 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
 #include <span>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "models/memory.h"
@@ -95,12 +97,23 @@ class PassEmitter final : public LayoutSink {
     group_.Overlapped(comm.kind, comm.bytes, tensor_name_, Duration(op), name_, category_);
   }
 
+  // Megatron-Core's all-to-all overlap: the token exchanges (the all-to-alls and the
+  // expert-tensor collectives around them) go to each peer's "ep" stream beside the compute;
+  // TakeAside() hands the last one's tasks, which the compute waits for where it needs them.
+  void SetAside() { aside_ = true; }
+  std::vector<TaskId> TakeAside() { return std::exchange(aside_tasks_, {}); }
+
   // Peer i of data index dp exchanges with peer i of the other data indices of its expert group.
   void ExpertAllToAll() override {
     if (expert_parallel_ < 2) return;
-    group_.Post(
-        collectives_.Matched(StageCollectives::Across::kExpert, CommKind::kAllToAll, expert_bytes_),
-        fmt::format("layer{}.moe all-to-all", layer_), kExpertCategory);
+    const std::vector<graph::CommId> comms =
+        collectives_.Matched(StageCollectives::Across::kExpert, CommKind::kAllToAll, expert_bytes_);
+    const std::string name = fmt::format("layer{}.moe all-to-all", layer_);
+    if (aside_) {
+      aside_tasks_ = group_.PostAside(comms, name, kExpertCategory);
+    } else {
+      group_.Post(comms, name, kExpertCategory);
+    }
   }
 
   // The expert-tensor group is the tensor group (expert_gather() > 1 only when they coincide):
@@ -109,10 +122,14 @@ class PassEmitter final : public LayoutSink {
   void ExpertTensor(CommKind kind) override {
     const bool gather = kind == CommKind::kAllGather;
     const int64_t bytes = gather ? expert_bytes_.count() : expert_bytes_.count() * expert_gather_;
-    group_.Collective(
-        kind, Bytes(bytes),
-        fmt::format("layer{}.moe tp {}", layer_, gather ? "all-gather" : "reduce-scatter"),
-        kExpertCategory);
+    const std::string name =
+        fmt::format("layer{}.moe tp {}", layer_, gather ? "all-gather" : "reduce-scatter");
+    if (!aside_) {
+      group_.Collective(kind, Bytes(bytes), name, kExpertCategory);
+      return;
+    }
+    std::vector<TaskId> tasks = group_.CollectiveAside(kind, Bytes(bytes), name, kExpertCategory);
+    if (!tasks.empty()) aside_tasks_ = std::move(tasks);
   }
 
  private:
@@ -136,6 +153,8 @@ class PassEmitter final : public LayoutSink {
   int expert_gather_;
   std::string_view name_, tensor_name_, context_name_;
   int layer_ = -1;
+  bool aside_ = false;
+  std::vector<TaskId> aside_tasks_;
 };
 
 class IterationBuilder {
@@ -356,9 +375,13 @@ class IterationBuilder {
   // Chunk c of stage s receives from chunk c of stage s − 1, or from the last stage's chunk
   // c − 1 on the first stage (interleaving wraps around); sends the mirror way.
   void Forward(PeerGroup& group, int stage, int chunk, int64_t microbatch) {
-    const int last = plan_.pipeline - 1;
+    ForwardBegin(group, stage, chunk, microbatch);
+    for (const int layer : ChunkLayers(stage, chunk)) ForwardLayer(group, stage, layer);
+    ForwardEnd(group, stage, chunk, microbatch);
+  }
+  void ForwardBegin(PeerGroup& group, int stage, int chunk, int64_t microbatch) {
     if (!HoldsEmbedding(stage, chunk)) {
-      const int from = stage > 0 ? stage - 1 : last;
+      const int from = stage > 0 ? stage - 1 : plan_.pipeline - 1;
       const int from_chunk = stage > 0 ? chunk : chunk - 1;
       group.Recv(Peers(group_dp_, from), Tag(microbatch, from_chunk, Pass::kForward),
                  PipelineBytes(), "recv activations");
@@ -368,14 +391,23 @@ class IterationBuilder {
       EmitComms(group, layout_.EmbeddingComms(Pass::kForward), "embedding tp");
       HoldMemory(group, Track(stage).embedding);
     }
-    for (const int layer : ChunkLayers(stage, chunk)) {
-      gathers_.Layer(group, layer, false);
-      WeightCast(group, layer);
-      offload_.BeforeForward(group, layer);
-      Emit(group, model_.Layer(spec_, layer).forward, layer, "fwd", kComputeCategory);
-      HoldMemory(group, Track(stage).layers[static_cast<size_t>(layer)]);
-      offload_.AfterForward(group, layer);
-    }
+  }
+  void ForwardLayer(PeerGroup& group, int stage, int layer) {
+    BeforeForwardLayer(group, layer);
+    Emit(group, model_.Layer(spec_, layer).forward, layer, "fwd", kComputeCategory);
+    AfterForwardLayer(group, stage, layer);
+  }
+  void BeforeForwardLayer(PeerGroup& group, int layer) {
+    gathers_.Layer(group, layer, false);
+    WeightCast(group, layer);
+    offload_.BeforeForward(group, layer);
+  }
+  void AfterForwardLayer(PeerGroup& group, int stage, int layer) {
+    HoldMemory(group, Track(stage).layers[static_cast<size_t>(layer)]);
+    offload_.AfterForward(group, layer);
+  }
+  void ForwardEnd(PeerGroup& group, int stage, int chunk, int64_t microbatch) {
+    const int last = plan_.pipeline - 1;
     AmaxReduction(group, stage, chunk, Pass::kForward);
     if (HoldsOutput(stage, chunk)) {
       gathers_.Output(group, stage, false);
@@ -391,18 +423,30 @@ class IterationBuilder {
   }
 
   void Backward(PeerGroup& group, int stage, int chunk, int64_t microbatch, GradientReady* ready) {
+    BackwardBegin(group, stage, chunk, microbatch, ready);
+    const std::span<const int> layers = ChunkLayers(stage, chunk);
+    for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+      BackwardLayer(group, stage, *it, ready);
+    }
+    BackwardEnd(group, stage, chunk, microbatch, ready);
+  }
+  // Where gradients become final: DeepSpeed before 0.5.5 reduce-scatters each after every
+  // micro-batch's backward; on a chunk's last backward (`ready`) they are handed to the
+  // data-parallel reduction.
+  void MarkGradients(PeerGroup& group, GradientReady* ready, GradientTensors tensors,
+                     GradientTensors experts = {}, bool layer = false) {
+    gathers_.ReduceEach(group, tensors, layer);
+    if (ready == nullptr) return;
+    group.Flush();
+    for (size_t i = 0; i < group.ranks().size(); ++i) {
+      ready->at[i].push_back(group.GradientsReady(i));
+    }
+    ready->tensors.push_back(std::move(tensors));
+    ready->expert_tensors.push_back(std::move(experts));
+  }
+  void BackwardBegin(PeerGroup& group, int stage, int chunk, int64_t microbatch,
+                     GradientReady* ready) {
     const int last = plan_.pipeline - 1;
-    // DeepSpeed before 0.5.5 reduce-scatters each gradient after every micro-batch's backward.
-    auto mark = [&](GradientTensors tensors, GradientTensors experts = {}, bool layer = false) {
-      gathers_.ReduceEach(group, tensors, layer);
-      if (ready == nullptr) return;
-      group.Flush();
-      for (size_t i = 0; i < group.ranks().size(); ++i) {
-        ready->at[i].push_back(group.GradientsReady(i));
-      }
-      ready->tensors.push_back(std::move(tensors));
-      ready->expert_tensors.push_back(std::move(experts));
-    };
     if (!HoldsOutput(stage, chunk)) {
       const int from = stage < last ? stage + 1 : 0;
       const int from_chunk = stage < last ? chunk : chunk + 1;
@@ -413,27 +457,35 @@ class IterationBuilder {
       EmitWhole(group, model_.output.backward, "output bwd", "output tp");
       EmitComms(group, layout_.OutputComms(Pass::kBackward), "output tp");
       HoldMemory(group, -Track(stage).output);
-      mark(OutputGradients(spec_, plan_, stage));
+      MarkGradients(group, ready, OutputGradients(spec_, plan_, stage));
     }
-    const std::span<const int> layers = ChunkLayers(stage, chunk);
-    for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
-      const int layer = *it;
-      offload_.BeforeBackward(group, layer);
-      gathers_.Layer(group, layer, true);
-      WeightCast(group, layer);
-      Emit(group, model_.Layer(spec_, layer).recompute, layer, "recompute", kRecomputeCategory);
-      Emit(group, model_.Layer(spec_, layer).backward, layer, "bwd", kComputeCategory);
-      HoldMemory(group, -Track(stage).layers[static_cast<size_t>(layer)]);
-      LayerGradientSplit gradients = LayerGradients(spec_, plan_, layer);
-      mark(std::move(gradients.dense), std::move(gradients.experts), true);
-    }
+  }
+  void BackwardLayer(PeerGroup& group, int stage, int layer, GradientReady* ready) {
+    BeforeBackwardLayer(group, layer);
+    Emit(group, model_.Layer(spec_, layer).recompute, layer, "recompute", kRecomputeCategory);
+    Emit(group, model_.Layer(spec_, layer).backward, layer, "bwd", kComputeCategory);
+    AfterBackwardLayer(group, stage, layer, ready);
+  }
+  void BeforeBackwardLayer(PeerGroup& group, int layer) {
+    offload_.BeforeBackward(group, layer);
+    gathers_.Layer(group, layer, true);
+    WeightCast(group, layer);
+  }
+  void AfterBackwardLayer(PeerGroup& group, int stage, int layer, GradientReady* ready) {
+    HoldMemory(group, -Track(stage).layers[static_cast<size_t>(layer)]);
+    LayerGradientSplit gradients = LayerGradients(spec_, plan_, layer);
+    MarkGradients(group, ready, std::move(gradients.dense), std::move(gradients.experts), true);
+  }
+  void BackwardEnd(PeerGroup& group, int stage, int chunk, int64_t microbatch,
+                   GradientReady* ready) {
+    const int last = plan_.pipeline - 1;
     AmaxReduction(group, stage, chunk, Pass::kBackward);
     if (HoldsEmbedding(stage, chunk)) {
       gathers_.Embedding(group, true);
       EmitComms(group, layout_.EmbeddingComms(Pass::kBackward), "embedding tp");
       EmitWhole(group, model_.embedding.backward, "embedding bwd", "embedding tp");
       HoldMemory(group, -Track(stage).embedding);
-      mark(EmbeddingGradients(spec_, plan_));
+      MarkGradients(group, ready, EmbeddingGradients(spec_, plan_));
     } else {
       group.Send(Peers(group_dp_, stage > 0 ? stage - 1 : last),
                  Tag(microbatch, chunk, Pass::kBackward), PipelineBytes(), Pass::kBackward,
@@ -520,17 +572,140 @@ class IterationBuilder {
     }
     GradientReady ready;
     ready.at.resize(group.ranks().size());
-    for (const models::PipelineStep& step : models::StageSchedule(
-             plan_.schedule, plan_.pipeline, stage, microbatches, plan_.virtual_stages)) {
-      if (step.pass == models::Pass::kForward) {
-        Forward(group, stage, step.chunk, step.microbatch);
+    // Gradients are final in each chunk's last backward.
+    const auto ready_of = [&](const models::PipelineStep& step) {
+      return step.microbatch == microbatches - 1 ? &ready : nullptr;
+    };
+    const bool overlap = plan_.expert_overlap;
+    const std::vector<models::PipelineStep> steps = models::StageSchedule(
+        plan_.schedule, plan_.pipeline, stage, microbatches, plan_.virtual_stages, overlap ? 1 : 0);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const models::PipelineStep& step = steps[i];
+      if (step.pass == Pass::kBackward) {
+        Backward(group, stage, step.chunk, step.microbatch, ready_of(step));
+      } else if (overlap && i + 1 < steps.size() && steps[i + 1].pass == Pass::kBackward) {
+        // The all-to-all overlap's steady state: this forward beside the next backward.
+        ForwardBackward(group, stage, step, steps[i + 1], ready_of(steps[i + 1]));
+        ++i;
       } else {
-        // Gradients are final in each chunk's last backward.
-        const bool last = step.microbatch == microbatches - 1;
-        Backward(group, stage, step.chunk, step.microbatch, last ? &ready : nullptr);
+        Forward(group, stage, step.chunk, step.microbatch);
       }
     }
     return ready;
+  }
+
+  // Megatron-Core's combined 1F1B step under its all-to-all overlap (core_r0.14,
+  // models/common/model_chunk_schedule_plan.py, TransformerModelChunkSchedulePlan.run): the
+  // forward chunk pass `f` and the backward `b` begin (receives, the embedding's forward, the
+  // output layer's backward), pair their layers — f's first with b's last — each pair
+  // interleaved by ForwardBackwardLayer, run the unpaired rest alone, send, and end with the
+  // output layer's forward and the embedding's backward.
+  void ForwardBackward(PeerGroup& group, int stage, const models::PipelineStep& f,
+                       const models::PipelineStep& b, GradientReady* ready) {
+    ForwardBegin(group, stage, f.chunk, f.microbatch);
+    BackwardBegin(group, stage, b.chunk, b.microbatch, ready);
+    const std::span<const int> forward = ChunkLayers(stage, f.chunk);
+    const std::span<const int> backward = ChunkLayers(stage, b.chunk);
+    const size_t paired = std::min(forward.size(), backward.size());
+    for (size_t i = 0; i < paired; ++i) {
+      ForwardBackwardLayer(group, stage, forward[i], backward[backward.size() - 1 - i], ready);
+    }
+    for (size_t i = paired; i < backward.size(); ++i) {
+      BackwardLayer(group, stage, backward[backward.size() - 1 - i], ready);
+    }
+    for (size_t i = paired; i < forward.size(); ++i) ForwardLayer(group, stage, forward[i]);
+    const bool output = HoldsOutput(stage, f.chunk);
+    const bool embedding = HoldsEmbedding(stage, b.chunk);
+    if (!output) ForwardEnd(group, stage, f.chunk, f.microbatch);
+    if (!embedding) BackwardEnd(group, stage, b.chunk, b.microbatch, ready);
+    if (output) ForwardEnd(group, stage, f.chunk, f.microbatch);
+    if (embedding) BackwardEnd(group, stage, b.chunk, b.microbatch, ready);
+  }
+
+  // One forward layer beside one backward layer (TransformerLayerSchedulePlan.run): each pass
+  // is cut at its expert exchanges into three parts — forward: attention and router (F0),
+  // experts (F1), combine (F2); backward: the combine's (B0), the experts' (B1), router and
+  // attention (B2) — and the exchanges run on the "ep" stream in Megatron's order, each beside
+  // the other pass's compute:
+  //   ep:      combine bwd(B) | dispatch fwd(F), dispatch bwd(B) | combine fwd(F)
+  //   compute: B0, F0, B's recompute, B1 (its expert weight gradients after the dispatch's
+  //            all-to-all is issued under --delay-wgrad-compute), F1, B2, F2
+  // each part waiting for the exchange before it. A dense layer is one part.
+  void ForwardBackwardLayer(PeerGroup& group, int stage, int f_layer, int b_layer,
+                            GradientReady* ready) {
+    const PiecePasses& f = model_.Layer(spec_, f_layer);
+    const PiecePasses& b = model_.Layer(spec_, b_layer);
+    size_t f_next = 0;
+    size_t b_next = 0;
+    BeforeForwardLayer(group, f_layer);
+    BeforeBackwardLayer(group, b_layer);
+    // The backward layer's memory and gradients where its last part is emitted (a dense
+    // layer's first).
+    bool b_done = false;
+    const auto b_part = [&](bool delay_wgrad) {
+      std::vector<TaskId> exchanged = EmitPart(group, b.backward, b_next, b_layer, delay_wgrad);
+      if (!b_done && b_next == b.backward.ops.size()) {
+        b_done = true;
+        AfterBackwardLayer(group, stage, b_layer, ready);
+      }
+      return exchanged;
+    };
+    const bool b_moe = std::any_of(b.backward.ops.begin(), b.backward.ops.end(), ExchangesAfter);
+    if (!b_moe) Emit(group, b.recompute, b_layer, "recompute", kRecomputeCategory);
+    const std::vector<TaskId> b_combined = b_part(false);
+    const std::vector<TaskId> f_dispatched = EmitPart(group, f.forward, f_next, f_layer, false);
+    if (b_moe) Emit(group, b.recompute, b_layer, "recompute", kRecomputeCategory);
+    group.WaitBefore(b_combined);
+    const std::vector<TaskId> b_dispatched = b_part(plan_.expert_delay_wgrad);
+    group.WaitBefore(f_dispatched);
+    const std::vector<TaskId> f_combined = EmitPart(group, f.forward, f_next, f_layer, false);
+    group.WaitBefore(b_dispatched);
+    b_part(false);
+    group.WaitBefore(f_combined);
+    EmitPart(group, f.forward, f_next, f_layer, false);
+    AfterForwardLayer(group, stage, f_layer);
+  }
+
+  static bool ExchangesAfter(const PricedOp& op) {
+    return op.after == After::kExpertDispatch || op.after == After::kExpertCombine;
+  }
+
+  // Emits pass.ops from `next` through the first op followed by an expert exchange (or to the
+  // end), the exchange on the "ep" stream; returns its tasks to wait for (none without one).
+  // With `delay_wgrad` the part's weight-gradient GEMMs follow the exchange.
+  std::vector<TaskId> EmitPart(PeerGroup& group, const PricedPass& pass, size_t& next, int layer,
+                               bool delay_wgrad) {
+    const bool backward = !pass.ops.empty() && pass.ops.front().pass == Pass::kBackward;
+    const std::string_view suffix = backward ? "bwd" : "fwd";
+    PassEmitter emitter = Emitter(group, kComputeCategory, expert_load_);
+    emitter.SetAside();
+    std::string_view segment;
+    std::vector<PricedOp> deferred;
+    const auto lay_out = [&](const PricedOp& op) {
+      if (op.segment != segment) {
+        segment = op.segment;
+        const LayerNames& names = NamesOf(layer, op.segment, suffix);
+        emitter.Names(names.compute, names.tensor, names.context, layer);
+      }
+      layout_.LayOut(op, emitter);
+    };
+    while (next < pass.ops.size()) {
+      const PricedOp& op = pass.ops[next++];
+      const bool last = ExchangesAfter(op);
+      if (delay_wgrad && op.wgrad) {
+        PricedOp exchange = op;  // what follows the GEMM stays in place
+        exchange.duration = DurationNs::Zero();
+        if (exchange.after != After::kNothing) lay_out(exchange);
+        deferred.push_back(op);
+        deferred.back().after = After::kNothing;
+      } else {
+        lay_out(op);
+      }
+      if (last) break;
+    }
+    std::vector<TaskId> exchanged = emitter.TakeAside();
+    for (const PricedOp& op : deferred) lay_out(op);
+    return exchanged;
   }
 
   const ResolvedConfig& config_;
