@@ -25,7 +25,7 @@ struct Mapping {
   Kind kind;
 };
 
-constexpr std::array<Mapping, 40> kMappings = {{
+constexpr std::array<Mapping, 42> kMappings = {{
     {"--num-layers", "model.num_layers", Kind::kValue},
     {"--hidden-size", "model.hidden_size", Kind::kValue},
     {"--ffn-hidden-size", "model.ffn_hidden_size", Kind::kValue},
@@ -55,6 +55,9 @@ constexpr std::array<Mapping, 40> kMappings = {{
     {"--cp-comm-type", "model.cp_comm_type", Kind::kValue},
     {"--expert-model-parallel-size", "model.expert_model_parallel_size", Kind::kValue},
     {"--expert-tensor-parallel-size", "model.expert_tensor_parallel_size", Kind::kValue},
+    {"--overlap-moe-expert-parallel-comm", "comm_overlap.overlap_moe_expert_parallel_comm",
+     Kind::kTrue},
+    {"--delay-wgrad-compute", "comm_overlap.delay_wgrad_compute", Kind::kTrue},
     {"--use-distributed-optimizer", "ddp.use_distributed_optimizer", Kind::kTrue},
     {"--use-megatron-fsdp", "ddp.use_megatron_fsdp", Kind::kTrue},
     {"--data-parallel-sharding-strategy", "ddp.data_parallel_sharding_strategy", Kind::kValue},

@@ -109,6 +109,10 @@ void DeepSpeedParallelFlags(const SimulationConfig& config, Lines& args, Lines& 
     if (plan.expert_tensor > 0 && plan.expert_tensor != plan.tensor) {
       not_expressed.push_back(fmt::format("expert tensor parallelism of {}", plan.expert_tensor));
     }
+    if (plan.expert_overlap) {
+      not_expressed.emplace_back(
+          "the expert all-to-alls' overlap (Megatron-Core's --overlap-moe-expert-parallel-comm)");
+    }
   }
   args.push_back(fmt::format("--zero-stage {}", plan.zero_stage));
 }

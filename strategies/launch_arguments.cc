@@ -68,6 +68,8 @@ void ParallelFlags(const SimulationConfig& config, std::vector<std::string>& arg
     if (plan.expert_tensor > 0 && plan.expert_tensor != plan.tensor) {
       args.push_back(fmt::format("--expert-tensor-parallel-size {}", plan.expert_tensor));
     }
+    if (plan.expert_overlap) args.emplace_back("--overlap-moe-expert-parallel-comm");
+    if (plan.expert_delay_wgrad) args.emplace_back("--delay-wgrad-compute");
   }
   // ZeRO: the distributed optimizer shards the optimizer state (stage 1); Megatron-FSDP shards
   // gradients too (optim_grads, stage 2) or also the parameters (optim_grads_params, stage 3).

@@ -366,6 +366,8 @@ Status ParallelismSection(Flags& flags, Json& parallelism) {
   if (expert) {
     Json ep = {{"size", *expert}};
     DTSIM_RETURN_IF_ERROR(SetInt(flags, "expert-tensor-parallel-size", ep, "tensor"));
+    if (flags.Has("overlap-moe-expert-parallel-comm")) ep["overlap"] = true;
+    if (flags.Has("delay-wgrad-compute")) ep["delay_wgrad"] = true;
     parallelism["expert"] = ep;
   }
   DTSIM_ASSIGN_OR_RETURN(parallelism["zero_stage"], ZeroStage(flags));

@@ -27,6 +27,8 @@ Json PlanConfigJson(const Json& base, const PlanChoice& choice, const Json* comp
   Json expert = {{"size", plan.expert}};
   if (plan.expert_tensor > 0) expert["tensor"] = plan.expert_tensor;
   if (plan.expert_imbalance != 1.0) expert["imbalance"] = plan.expert_imbalance;
+  if (plan.expert_overlap) expert["overlap"] = true;
+  if (plan.expert_delay_wgrad) expert["delay_wgrad"] = true;
   parallelism["expert"] = std::move(expert);
   parallelism["zero_stage"] = plan.zero_stage;
 

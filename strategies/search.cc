@@ -13,6 +13,7 @@
 #include "sim/base/parallel.h"
 #include "sim/base/quantity.h"
 #include "sim/base/strings.h"
+#include "strategies/plan_checks.h"
 #include "strategies/search_bound.h"
 #include "strategies/stage_memory.h"
 
@@ -274,6 +275,7 @@ std::string PlanLabel(const PlanChoice& choice, const SearchSpace& space) {
   }
   if (plan.expert > 1) label += fmt::format(" × EP {}", plan.expert);
   if (plan.folded_experts()) label += " (folded, expert TP 1)";
+  if (plan.expert_overlap) label += " (a2a overlapped)";
   label += fmt::format(" · mb {} · ZeRO {} · recompute {}", choice.micro_batch, plan.zero_stage,
                        models::RecomputeName(choice.recompute));
   const std::string& method = space.compression[static_cast<size_t>(choice.compression)].method;
@@ -370,6 +372,12 @@ void AddTrainingChoices(const SimulationConfig& base, const SearchSpace& space,
                                                                .fp8 = fp8,
                                                                .activation_offload = offload});
             choice.plan.zero_stage = zero;
+            // The config's expert all-to-all overlap where Megatron-Core runs it on the plan.
+            choice.plan.expert_overlap =
+                base.plan.expert_overlap &&
+                ExpertOverlapAllowed(choice.plan, recompute, base.training.framework);
+            choice.plan.expert_delay_wgrad =
+                choice.plan.expert_overlap && base.plan.expert_delay_wgrad;
           }
         }
       }

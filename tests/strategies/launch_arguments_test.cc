@@ -181,6 +181,23 @@ TEST(MegatronBridgeArgumentsTest, ActivationOffloading) {
   EXPECT_THAT(bridge.arguments, Contains("model.cpu_offloading_num_layers=30"));
 }
 
+// The expert all-to-alls' overlap: Megatron-LM's two flags, Megatron-Bridge's comm_overlap keys
+// (run_script.py's A2A_1F1B), and not expressible for Megatron-DeepSpeed.
+TEST(MegatronBridgeArgumentsTest, ExpertAllToAllOverlap) {
+  ResolvedConfig config = Read(Json::parse(R"({"data": 16, "tensor": 8})"), "none");
+  config.plan.expert = 8;
+  config.plan.expert_overlap = true;
+  config.plan.expert_delay_wgrad = true;
+  const LaunchArguments megatron = MegatronArguments(config);
+  EXPECT_THAT(megatron.arguments, Contains("--overlap-moe-expert-parallel-comm"));
+  EXPECT_THAT(megatron.arguments, Contains("--delay-wgrad-compute"));
+  const LaunchArguments bridge = MegatronBridgeArguments(config);
+  EXPECT_THAT(bridge.arguments, Contains("comm_overlap.overlap_moe_expert_parallel_comm=true"));
+  EXPECT_THAT(bridge.arguments, Contains("comm_overlap.delay_wgrad_compute=true"));
+  EXPECT_THAT(DeepSpeedArguments(config).not_expressed,
+              Contains(HasSubstr("--overlap-moe-expert-parallel-comm")));
+}
+
 // FP8 with delayed scaling is Bridge's bf16_with_fp8_delayed_scaling_mixed recipe; ZeRO-3 is
 // Megatron-FSDP; a grid stays listed as Megatron-LM lists it.
 TEST(MegatronBridgeArgumentsTest, Fp8RecipesFsdpAndGrids) {

@@ -135,6 +135,14 @@ TEST(LaunchImportTest, EmittedFlagsReadBackAsThePlan) {
                        R"({"global_batch": 64, "micro_batch": 2, "seq_len": 8192,
       "flash_attention": true, "dropout": false, "activation_offload_layers": 16})",
                        1));
+  // The expert all-to-alls' overlap: --overlap-moe-expert-parallel-comm, --delay-wgrad-compute.
+  ExpectRoundTrip(Plan("mixtral-8x7b",
+                       R"({"data": 8, "tensor": {"size": 2, "sequence_parallel": true},
+      "pipeline": {"size": 2, "schedule": "interleaved", "virtual_stages": 2},
+      "expert": {"size": 8, "overlap": true, "delay_wgrad": true}, "zero_stage": 1})",
+                       R"({"global_batch": 256, "seq_len": 4096, "flash_attention": true,
+      "recompute": "selective"})",
+                       4));
 }
 
 TEST(LaunchImportTest, BadArgumentsNameTheFlag) {

@@ -303,6 +303,38 @@ TEST(SearchTest, ActivationOffloadingIsADimensionWhereMegatronAllowsIt) {
   ASSERT_TRUE(result.ok()) << result.error().ToString();
 }
 
+TEST(SearchTest, ExpertOverlapStaysOnThePlansMegatronRunsItOn) {
+  // The small search's model with 8 experts (top-2) and the config's all-to-all overlap: it
+  // stays on every plan with expert parallelism, no pipeline or an interleaved one and no full
+  // recompute (labelled, and in the config the plan simulates), and is dropped on the others,
+  // which are still searched. The top plans equal brute force: the bound leaves the all-to-alls
+  // out, so hiding them keeps it a bound.
+  Json json = SmallSearch();
+  json["model"]["moe"] = {{"experts", 8}, {"top_k", 2}, {"dropless", true}};
+  json["cluster"]["gpu"]["memory"] = "80 GiB";
+  json["parallelism"] = {{"expert", {{"size", 1}, {"overlap", true}}}};
+  json["search"] = Json::parse(R"({"micro_batches": [1], "zero_stages": [0],
+                                   "recompute": ["none", "full"], "tensor_modes": ["1d"]})");
+  const SearchSetup setup = Read(json);
+  size_t overlapped = 0;
+  size_t without = 0;
+  for (const PlanChoice& plan : EnumeratePlans(setup.base, setup.space)) {
+    const std::string label = PlanLabel(plan, setup.space);
+    const ParallelPlan& p = plan.plan;
+    const bool allowed = p.expert > 1 && plan.recompute != models::Recompute::kFull &&
+                         (p.pipeline == 1 ? p.schedule != models::PipelineSchedule::kGpipe
+                                          : p.schedule == models::PipelineSchedule::kInterleaved);
+    EXPECT_EQ(p.expert_overlap, allowed) << label;
+    EXPECT_EQ(label.find("(a2a overlapped)") != std::string::npos, allowed) << label;
+    EXPECT_EQ(ConfigFor(setup.base, setup.space, plan).plan.expert_overlap, allowed) << label;
+    ++(allowed ? overlapped : without);
+  }
+  EXPECT_GT(overlapped, 0U);
+  EXPECT_GT(without, 0U);
+  const Expected<SearchResult> result = SearchTopThreeAsBruteForce(setup);
+  ASSERT_TRUE(result.ok()) << result.error().ToString();
+}
+
 TEST(SearchTest, PyTorchPlansTrySelectiveAsTheirOwnSelectiveCheckpointing) {
   // Under framework pytorch, "selective" in the space is PyTorch's selective activation
   // checkpointing (selective_op, torchtitan's "selective" op policy), not Megatron-Core's
