@@ -23,7 +23,8 @@ struct RecipeSetting {
   bool fp8_only = false;
   bool unsharded_only = false;  // not under FSDP ("parallel.fsdp": true)
   bool unstated_recompute_only = false;
-  std::string_view key;    // the training key set
+  // The training key set, or with the prefix "expert." the key of parallelism.expert.
+  std::string_view key;
   std::string_view value;  // its value, as JSON text
   std::string_view note;   // what the notes say, with the source
 };
@@ -39,7 +40,9 @@ struct RecipeSetting {
 // deepseek_v3.py sets grad_reduce_in_fp32=False (the others True, the default modelled);
 // recipes/qwen/qwen3_30b_a3b.py recomputes every layer in full (granularity full, method
 // uniform, 1 layer), which scripts/performance does not override on H100; run_script.py
-// recomputes DeepSeek-V3's modules mla_up_proj and mlp on H100 (recompute_modules).
+// recomputes DeepSeek-V3's modules mla_up_proj and mlp on H100 (recompute_modules) and, there
+// (A2A_1F1B), overlaps its expert all-to-alls (comm_overlap.overlap_moe_expert_parallel_comm)
+// with delay_wgrad_compute.
 // Megatron-LM at commit 8aa4619f (March 2021, DLPerf's V100 runs): megatron/model/
 // distributed.py's local DDP all-reduces each dtype's gradients coalesced, in that dtype (the
 // parameters': fp16 under --fp16) unless --fp32-allreduce, which defaults off
@@ -107,6 +110,19 @@ constexpr std::array kRecipes = {
                   .value = R"(["mla_up_proj", "mlp"])",
                   .note = ""},
     RecipeSetting{.release = "nemo 25.09",
+                  .model = "deepseek-v3",
+                  .key = "expert.overlap",
+                  .value = "true",
+                  .note =
+                      "expert all-to-alls overlapped, weight gradients delayed (Megatron-Bridge "
+                      "25.09's scripts/performance/run_script.py on H100: A2A_1F1B sets "
+                      "overlap_moe_expert_parallel_comm and delay_wgrad_compute)"},
+    RecipeSetting{.release = "nemo 25.09",
+                  .model = "deepseek-v3",
+                  .key = "expert.delay_wgrad",
+                  .value = "true",
+                  .note = ""},
+    RecipeSetting{.release = "nemo 25.09",
                   .model = "qwen3-30b-a3b",
                   .unstated_recompute_only = true,
                   .key = "recompute",
@@ -133,10 +149,18 @@ bool Covers(const RecipeSetting& recipe, const Json& point, const Json& training
 
 }  // namespace
 
-void ApplyPublishedRecipe(const Json& point, Json& training, std::vector<std::string>& notes) {
+void ApplyPublishedRecipe(const Json& point, Json& training, Json& parallelism,
+                          std::vector<std::string>& notes) {
+  constexpr std::string_view kExpert = "expert.";
   for (const RecipeSetting& recipe : kRecipes) {
     if (!Covers(recipe, point, training)) continue;
-    training[std::string(recipe.key)] = Json::parse(recipe.value);
+    if (recipe.key.starts_with(kExpert)) {
+      Json& expert = parallelism["expert"];
+      if (!expert.is_object()) expert = Json{{"size", expert.is_null() ? Json(1) : expert}};
+      expert[std::string(recipe.key.substr(kExpert.size()))] = Json::parse(recipe.value);
+    } else {
+      training[std::string(recipe.key)] = Json::parse(recipe.value);
+    }
     if (recipe.key == "recompute") {
       // The recipe states what the table did not: no longer an assumption.
       std::erase_if(notes, [](const std::string& note) { return note.starts_with("recompute "); });

@@ -10,11 +10,13 @@
 
 namespace dtsim::strategies {
 
-// Adds to `training` (a simulation config's "training" section, its precision and recompute
-// already read from the point) what the recipe behind `point` (a calibration-points.json
-// record) sets beyond its table: the gradients' and optimizer state's dtypes, FP8 parameters,
-// a recompute policy the table leaves unsaid. Each setting applied is added to `notes` with
-// its source; a point no recipe below matches is left alone.
-void ApplyPublishedRecipe(const Json& point, Json& training, std::vector<std::string>& notes);
+// Adds to `training` and `parallelism` (a simulation config's sections, the precision,
+// recompute and plan already read from the point) what the recipe behind `point` (a
+// calibration-points.json record) sets beyond its table: the gradients' and optimizer state's
+// dtypes, FP8 parameters, a recompute policy the table leaves unsaid, the expert all-to-alls'
+// overlap. Each setting applied is added to `notes` with its source; a point no recipe below
+// matches is left alone.
+void ApplyPublishedRecipe(const Json& point, Json& training, Json& parallelism,
+                          std::vector<std::string>& notes);
 
 }  // namespace dtsim::strategies

@@ -611,12 +611,6 @@ Expected<TrainingRunConfig> TrainingRunConfigOf(const Json& point, const std::st
   }
   training["recompute"] = RecomputeOf(PointReader::Text(*parallel, "recompute"), out.assumed);
   DeepSpeedOf(point, *parallel, training, out.assumed);
-  ApplyPublishedRecipe(point, training, out.assumed);
-  out.sp_assumed = p.sp_assumed;
-  out.zero_assumed = p.zero_assumed && !training.contains("framework");
-  out.recompute_assumed =
-      std::any_of(out.assumed.begin(), out.assumed.end(),
-                  [](const std::string& note) { return note.starts_with("recompute "); });
   // Megatron-Core on Hopper runs Transformer Engine's fused (flash) attention, which context
   // parallelism needs; the A100 and V100 runs predate it.
   training["flash_attention"] = kind.hopper || p.cp > 1;
@@ -640,6 +634,12 @@ Expected<TrainingRunConfig> TrainingRunConfigOf(const Json& point, const std::st
   } else if (p.ep > 1) {
     parallelism["expert"] = p.ep;
   }
+  ApplyPublishedRecipe(point, training, parallelism, out.assumed);
+  out.sp_assumed = p.sp_assumed;
+  out.zero_assumed = p.zero_assumed && !training.contains("framework");
+  out.recompute_assumed =
+      std::any_of(out.assumed.begin(), out.assumed.end(),
+                  [](const std::string& note) { return note.starts_with("recompute "); });
   DTSIM_ASSIGN_OR_RETURN(Json cluster, ClusterJson(in, *hardware, kind));
   out.summary = fmt::format("{} ({}), {}",
                             TextField(*model, "name").empty() ? "model" : TextField(*model, "name"),

@@ -199,12 +199,16 @@ TEST(TrainingRunPointTest, FoldsWhereThePointCarvesExpertsFromTensorRanks) {
   Json deepseek = CalibrationPoint("mbridge-25.09-h100-DeepSeekV3-1024gpu");
   ASSERT_FALSE(deepseek.is_null());
   TrainingRunConfig run = ConfigOfPoint(deepseek);
-  EXPECT_EQ(run.config["parallelism"]["expert"], Json::parse(R"({"size": 64, "tensor": 1})"));
+  // Its recipe on H100 also overlaps the all-to-alls with delayed weight gradients.
+  EXPECT_EQ(run.config["parallelism"]["expert"],
+            Json::parse(R"({"size": 64, "tensor": 1, "overlap": true, "delay_wgrad": true})"));
   EXPECT_THAT(run.assumed, testing::Contains("expert TP 1 (MoE parallel folding)"));
+  EXPECT_THAT(run.assumed, testing::Contains(HasSubstr("overlap_moe_expert_parallel_comm")));
   EXPECT_THAT(run.summary, HasSubstr("EP 64 (folded)"));
   deepseek["inferred"] = Json::array({"network per DGX reference spec"});
   run = ConfigOfPoint(deepseek);
-  EXPECT_EQ(run.config["parallelism"]["expert"], 64);
+  EXPECT_EQ(run.config["parallelism"]["expert"],
+            Json::parse(R"({"size": 64, "overlap": true, "delay_wgrad": true})"));
   EXPECT_THAT(run.summary, HasSubstr("EP 64,"));
 }
 
