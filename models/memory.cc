@@ -402,6 +402,22 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
     return away;
   };
 
+  // Each steady forward beside a backward (Megatron-Core's all-to-all overlap), when the
+  // stage has a steady state: while a layer's backward runs, the paired forward has made its
+  // layers so far and the backward freed as many after this one — net, the forward's current
+  // layer, the stage's largest — and on the first stage its embedding, which it runs before
+  // the backward begins (before the loss's backward too); at the embedding's backward, which
+  // ends the pair, the forward's whole chunk pass (1/v of the stage's micro-batch).
+  int64_t paired = 0;
+  int64_t paired_loss = 0;
+  int64_t paired_end = 0;
+  if (plan.paired_passes && in_flight < static_cast<double>(plan.microbatches)) {
+    for (const LayerMemory& layer : layers) paired = std::max(paired, layer.kept);
+    paired += embedding;
+    paired_loss = embedding;
+    paired_end = (per_microbatch + mtp) / std::max(plan.virtual_stages, 1) +
+                 (IsLastStage(plan) ? OutputKeptBytes(spec, plan) : 0);
+  }
   Peak peak;
   // The multi-token-prediction modules' activations too: their backward comes first (the
   // reverse walk subtracts them as it passes them).
@@ -410,16 +426,20 @@ void TransformerActivations(const TransformerSpec& spec, const MemoryPlan& plan,
   if (IsLastStage(plan)) {
     // The last stage runs each micro-batch's backward right after its forward: one in flight.
     const LayerOps output = OutputOps(spec, MemoryShard(plan));
-    peak.Visit(kept + OutputKeptBytes(spec, plan) - offloaded(layers.size(), spec.layers),
-               OutputWorkingBytes(output, plan), gradients_after(0));
+    peak.Visit(
+        kept + OutputKeptBytes(spec, plan) + paired_loss - offloaded(layers.size(), spec.layers),
+        OutputWorkingBytes(output, plan), gradients_after(0));
     behind = memory.parameter_count - layer_parameters;  // the output layer's, first
   }
   for (size_t i = layers.size(); i-- > 0;) {
-    peak.Visit(kept - offloaded(i + 1, indices[i]), layers[i].working, gradients_after(behind));
+    peak.Visit(kept + paired - offloaded(i + 1, indices[i]), layers[i].working,
+               gradients_after(behind));
     kept -= layers[i].kept;
     behind += layers[i].parameters;
   }
-  if (IsFirstStage(plan)) peak.Visit(kept, embedding_working, gradients_after(behind));
+  if (IsFirstStage(plan)) {
+    peak.Visit(kept + paired_end, embedding_working, gradients_after(behind));
+  }
   memory.activations = peak.activations;
   memory.temporary = peak.working;
   memory.gradients = peak.gradients;
@@ -627,9 +647,8 @@ Expected<MemoryBreakdown> EstimateMemory(const ModelSpec& model, const MemoryPla
   memory.gradients = shard(DTypeBytes(plan.grad_dtype), 2);
   memory.optimizer_state =
       shard(OptimizerStateBytes(plan.optimizer, plan.param_dtype, plan.optimizer_state), 1);
-  memory.microbatches_in_flight =
-      MicrobatchesInFlight(plan.schedule, plan.pipeline_stages, plan.stage, plan.virtual_stages,
-                           plan.microbatches, plan.extra_warmup);
+  memory.microbatches_in_flight = MicrobatchesInFlight(
+      plan.schedule, plan.pipeline_stages, plan.stage, plan.virtual_stages, plan.microbatches);
   switch (model.family) {
     case ModelFamily::kTransformer:
       TransformerActivations(model.transformer, plan, memory);

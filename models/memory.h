@@ -91,8 +91,10 @@ struct MemoryPlan {
   PipelineSchedule schedule = PipelineSchedule::kOneForwardOneBackward;
   int pipeline_stages = 1;
   int virtual_stages = 1;
-  // Warm-up forwards beyond the schedule's own (Megatron-Core's all-to-all overlap runs one).
-  int extra_warmup = 0;
+  // Megatron-Core's all-to-all overlap: after one more warm-up forward each steady forward runs
+  // beside a backward, layer by layer; the micro-batches in flight are as without it, and
+  // while a layer's backward runs the paired forward's current layer is kept too.
+  bool paired_passes = false;
   int stage = 0;  // which pipeline rank (0 = first: embedding; p − 1 = last: output)
   int64_t microbatches = 1;
   int data_parallel = 1;

@@ -19,8 +19,7 @@ std::vector<PipelineStep> GpipeSteps(int /*stages*/, int /*stage*/, int64_t micr
   return steps;
 }
 
-double GpipeInFlight(int /*stages*/, int /*stage*/, int64_t microbatches, int /*chunks*/,
-                     int /*extra_warmup*/) {
+double GpipeInFlight(int /*stages*/, int /*stage*/, int64_t microbatches, int /*chunks*/) {
   return static_cast<double>(microbatches);
 }
 
@@ -33,7 +32,8 @@ std::vector<PipelineStep> OneForwardOneBackwardSteps(int stages, int stage, int6
   const int64_t warmup = std::min<int64_t>(stages - stage - 1 + extra_warmup, microbatches);
   for (int64_t i = 0; i < warmup; ++i) steps.push_back({Pass::kForward, i});
   for (int64_t i = 0; i < microbatches - warmup; ++i) {
-    steps.push_back({Pass::kForward, warmup + i});
+    steps.push_back(
+        {.pass = Pass::kForward, .microbatch = warmup + i, .beside_next = extra_warmup > 0});
     steps.push_back({Pass::kBackward, i});
   }
   for (int64_t i = microbatches - warmup; i < microbatches; ++i) {
@@ -42,10 +42,9 @@ std::vector<PipelineStep> OneForwardOneBackwardSteps(int stages, int stage, int6
   return steps;
 }
 
-// The warm-up and the steady forward before the first backward: min(p − s + extra, m).
-double OneForwardOneBackwardInFlight(int stages, int stage, int64_t microbatches, int /*chunks*/,
-                                     int extra_warmup) {
-  return std::min<double>(stages - stage + extra_warmup, static_cast<double>(microbatches));
+// The warm-up and the steady forward before the first backward: min(p − s, m).
+double OneForwardOneBackwardInFlight(int stages, int stage, int64_t microbatches, int /*chunks*/) {
+  return std::min<double>(stages - stage, static_cast<double>(microbatches));
 }
 
 // The k-th chunk pass of an interleaved stage: groups of p micro-batches per chunk, forward
@@ -82,6 +81,7 @@ std::vector<PipelineStep> InterleavedSteps(int stages, int stage, int64_t microb
   }
   for (int64_t k = 0; k < total - warmup; ++k) {
     steps.push_back(InterleavedStep(Pass::kForward, warmup + k, stages, chunks));
+    steps.back().beside_next = extra_warmup > 0;
     steps.push_back(InterleavedStep(Pass::kBackward, k, stages, chunks));
   }
   for (int64_t k = total - warmup; k < total; ++k) {
@@ -90,11 +90,10 @@ std::vector<PipelineStep> InterleavedSteps(int stages, int stage, int64_t microb
   return steps;
 }
 
-// (2(p − s − 1) + (v − 1)·p + extra + 1) chunk passes of 1/v of a stage each, capped at m·v:
-// the warm-up plus the steady forward.
-double InterleavedInFlight(int stages, int stage, int64_t microbatches, int chunks,
-                           int extra_warmup) {
-  const double passes = 2.0 * (stages - stage - 1) + (chunks - 1.0) * stages + extra_warmup + 1;
+// (2(p − s − 1) + (v − 1)·p + 1) chunk passes of 1/v of a stage each, capped at m·v: the
+// warm-up plus the steady forward.
+double InterleavedInFlight(int stages, int stage, int64_t microbatches, int chunks) {
+  const double passes = 2.0 * (stages - stage - 1) + (chunks - 1.0) * stages + 1;
   return std::min(passes, static_cast<double>(microbatches) * chunks) / chunks;
 }
 
@@ -141,9 +140,8 @@ std::vector<PipelineStep> StageSchedule(PipelineSchedule schedule, int stages, i
 }
 
 double MicrobatchesInFlight(PipelineSchedule schedule, int stages, int stage, int virtual_stages,
-                            int64_t microbatches, int extra_warmup) {
-  return PipelineScheduleOf(schedule).in_flight(stages, stage, microbatches, virtual_stages,
-                                                extra_warmup);
+                            int64_t microbatches) {
+  return PipelineScheduleOf(schedule).in_flight(stages, stage, microbatches, virtual_stages);
 }
 
 }  // namespace dtsim::models

@@ -24,6 +24,9 @@ struct PipelineStep {
   Pass pass = Pass::kForward;  // kForward or kBackward
   int64_t microbatch = 0;
   int chunk = 0;  // the model chunk (virtual stage) it runs: 0 unless the schedule interleaves
+  // A steady-state forward, with extra warm-up forwards, that runs beside the backward after it
+  // (Megatron-Core's combined 1F1B step under its all-to-all overlap).
+  bool beside_next = false;
 };
 
 struct PipelineScheduleEntry {
@@ -39,8 +42,11 @@ struct PipelineScheduleEntry {
   std::vector<PipelineStep> (*steps)(int stages, int stage, int64_t microbatches, int chunks,
                                      int extra_warmup);
   // The micro-batches whose activations the stage holds at its peak, in units of one stage's
-  // activations (fractional when chunks are 1/v of a stage).
-  double (*in_flight)(int stages, int stage, int64_t microbatches, int chunks, int extra_warmup);
+  // activations (fractional when chunks are 1/v of a stage). The same with one extra warm-up
+  // forward when each steady forward then runs beside a backward, layer by layer (as
+  // Megatron-Core's all-to-all overlap does): the forward it runs ahead is the steady forward
+  // the backward no longer waits for.
+  double (*in_flight)(int stages, int stage, int64_t microbatches, int chunks);
 };
 
 std::span<const PipelineScheduleEntry> PipelineSchedules();
@@ -54,6 +60,6 @@ Expected<const PipelineScheduleEntry*> FindPipelineSchedule(std::string_view nam
 std::vector<PipelineStep> StageSchedule(PipelineSchedule schedule, int stages, int stage,
                                         int64_t microbatches, int chunks = 1, int extra_warmup = 0);
 double MicrobatchesInFlight(PipelineSchedule schedule, int stages, int stage, int virtual_stages,
-                            int64_t microbatches, int extra_warmup = 0);
+                            int64_t microbatches);
 
 }  // namespace dtsim::models

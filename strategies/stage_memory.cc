@@ -27,7 +27,7 @@ models::MemoryPlan MemoryPlanOf(const ResolvedConfig& config, int stage) {
                             .schedule = plan.schedule,
                             .pipeline_stages = plan.pipeline,
                             .virtual_stages = plan.virtual_stages,
-                            .extra_warmup = plan.expert_overlap ? 1 : 0,
+                            .paired_passes = plan.expert_overlap,
                             .stage = stage,
                             .microbatches = config.Microbatches(),
                             // The ranks ZeRO shards over: data-parallel replicas and their

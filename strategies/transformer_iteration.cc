@@ -583,7 +583,7 @@ class IterationBuilder {
       const models::PipelineStep& step = steps[i];
       if (step.pass == Pass::kBackward) {
         Backward(group, stage, step.chunk, step.microbatch, ready_of(step));
-      } else if (overlap && i + 1 < steps.size() && steps[i + 1].pass == Pass::kBackward) {
+      } else if (step.beside_next) {
         // The all-to-all overlap's steady state: this forward beside the next backward.
         ForwardBackward(group, stage, step, steps[i + 1], ready_of(steps[i + 1]));
         ++i;
@@ -659,11 +659,14 @@ class IterationBuilder {
     const std::vector<TaskId> b_dispatched = b_part(plan_.expert_delay_wgrad);
     group.WaitBefore(f_dispatched);
     const std::vector<TaskId> f_combined = EmitPart(group, f.forward, f_next, f_layer, false);
+    // The forward layer's activations are made (the combine keeps little) before the backward
+    // layer's are freed: the pair's peak (models::MemoryPlan::paired_passes).
+    HoldMemory(group, Track(stage).layers[static_cast<size_t>(f_layer)]);
     group.WaitBefore(b_dispatched);
     b_part(false);
     group.WaitBefore(f_combined);
     EmitPart(group, f.forward, f_next, f_layer, false);
-    AfterForwardLayer(group, stage, f_layer);
+    offload_.AfterForward(group, f_layer);
   }
 
   static bool ExchangesAfter(const PricedOp& op) {

@@ -52,16 +52,33 @@ TEST(PipelineSchedulesTest, OrdersOfSmallCases) {
   EXPECT_EQ(Order(StageSchedule(PipelineSchedule::kInterleaved, 2, 1, 4, 2, 1)),
             "F0 F1 F0.1 F1.1 B0.1 F2 B1.1 F3 B0 F2.1 B1 F3.1 B2.1 B3.1 B2 B3");
   // Without a pipeline (1F1B on one stage): F0, then F(i + 1) beside B(i), then B(m − 1).
-  EXPECT_EQ(Order(StageSchedule(PipelineSchedule::kOneForwardOneBackward, 1, 0, 3, 1, 1)),
-            "F0 F1 B0 F2 B1 B2");
+  const std::vector<PipelineStep> one_stage =
+      StageSchedule(PipelineSchedule::kOneForwardOneBackward, 1, 0, 3, 1, 1);
+  EXPECT_EQ(Order(one_stage), "F0 F1 B0 F2 B1 B2");
+  const auto beside = [](const std::vector<PipelineStep>& steps) {
+    std::string out;
+    for (const PipelineStep& step : steps) out += step.beside_next ? "1" : "0";
+    return out;
+  };
+  EXPECT_EQ(beside(one_stage), "010100");
+  // When the extra forward leaves no steady state (stage 0 of 2, m = 2: both forwards warm
+  // up), no forward runs beside a backward.
+  EXPECT_EQ(beside(StageSchedule(PipelineSchedule::kOneForwardOneBackward, 2, 0, 2, 1, 1)), "0000");
+  EXPECT_EQ(beside(StageSchedule(PipelineSchedule::kOneForwardOneBackward, 1, 0, 3)), "000000");
 }
 
-// The peak, along `steps`, of chunk passes run forward whose backward has not run yet.
+// The peak, along `steps`, of chunk passes run forward whose backward has not run yet. A
+// forward that runs beside the backward after it (beside_next) changes nothing with it.
 int64_t PeakLive(const std::vector<PipelineStep>& steps) {
   int64_t live = 0;
   int64_t peak = 0;
-  for (const PipelineStep& step : steps) {
-    live += step.pass == Pass::kForward ? 1 : -1;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (steps[i].beside_next) {
+      EXPECT_TRUE(i + 1 < steps.size() && steps[i + 1].pass == Pass::kBackward);
+      ++i;
+      continue;
+    }
+    live += steps[i].pass == Pass::kForward ? 1 : -1;
     peak = std::max(peak, live);
   }
   return peak;
@@ -104,11 +121,14 @@ TEST(PipelineSchedulesTest, InFlightIsThePeakOfTheOrder) {
         for (int chunks : entry.virtual_stages ? std::vector<int>{2, 3} : std::vector<int>{1}) {
           if (entry.virtual_stages && m % stages != 0) continue;
           for (int extra : {0, 1}) {
+            // With one extra warm-up forward each steady forward runs beside the backward after
+            // it (Megatron-Core's all-to-all overlap): the pair adds and frees one chunk pass
+            // together, and the peak is as without the extra forward.
             for (int stage = 0; stage < stages; ++stage) {
               const double peak =
                   static_cast<double>(PeakLive(entry.steps(stages, stage, m, chunks, extra))) /
                   chunks;
-              EXPECT_DOUBLE_EQ(entry.in_flight(stages, stage, m, chunks, extra), peak)
+              EXPECT_DOUBLE_EQ(entry.in_flight(stages, stage, m, chunks), peak)
                   << entry.name << " p=" << stages << " s=" << stage << " m=" << m
                   << " v=" << chunks << " extra=" << extra;
             }

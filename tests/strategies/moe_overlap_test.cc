@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "models/memory.h"
 #include "strategies/stage_memory.h"
 #include "tests/strategies/simulate_helpers.h"
 
@@ -130,18 +132,43 @@ TEST(MoeOverlapTest, DelayedWeightGradientsLetTheDispatchBackwardStartSooner) {
   EXPECT_LE(b.iteration_time, a.iteration_time);
 }
 
-TEST(MoeOverlapTest, OneMoreWarmupForwardHoldsOneMoreMicroBatch) {
-  // Without a pipeline 1F1B holds one micro-batch's activations; with the overlap's extra
-  // warm-up forward, two (models::MicrobatchesInFlight, min(p − s + 1, m) = 2).
+TEST(MoeOverlapTest, ThePairedForwardKeepsOneLayerMoreAtThePeak) {
+  // 2 MoE layers, no pipeline, 4 micro-batches: 1F1B holds one micro-batch; with the overlap
+  // the extra warm-up forward is the one the steady forward no longer adds (one in flight
+  // still), and while a layer's backward runs the paired forward's current layer is kept too,
+  // with its embedding (it runs before the backward begins): the peak's activations grow by
+  // one layer's and the embedding's kept bytes. The memory track the timeline draws climbs as
+  // high: its top is the model's peak less the working set.
   Json json = OverlapConfig(false);
+  json["model"]["layers"] = 2;
   json["training"]["global_batch"] = 16;  // 4 micro-batches a replica
-  const Expected<std::vector<models::MemoryBreakdown>> plain = StageMemory(ConfigOf(json));
+  const ResolvedConfig plain_config = ConfigOf(json);
+  const Expected<std::vector<models::MemoryBreakdown>> plain = StageMemory(plain_config);
   json["parallelism"]["expert"]["overlap"] = true;
   const Expected<std::vector<models::MemoryBreakdown>> overlap = StageMemory(ConfigOf(json));
   ASSERT_TRUE(plain.ok() && overlap.ok());
   EXPECT_DOUBLE_EQ(plain->front().microbatches_in_flight, 1);
-  EXPECT_DOUBLE_EQ(overlap->front().microbatches_in_flight, 2);
-  EXPECT_GT(overlap->front().activations, plain->front().activations);
+  EXPECT_DOUBLE_EQ(overlap->front().microbatches_in_flight, 1);
+  const models::MemoryPlan memory_plan = MemoryPlanOf(plain_config, 0);
+  const int64_t layer = models::LayerKeptBytes(plain_config.model.transformer, memory_plan, 0);
+  const int64_t embedding = models::EmbeddingKeptBytes(plain_config.model.transformer, memory_plan);
+  EXPECT_GT(layer, 0);
+  EXPECT_EQ(overlap->front().activations, plain->front().activations + layer + embedding);
+
+  const SimulationResult result = SimulateJson(json);
+  const graph::TaskGraph& graph = result.iteration->graph;
+  int64_t now = graph.memory_base(0);
+  int64_t top = now;
+  std::vector<std::pair<int64_t, int64_t>> changes;  // (end, bytes) on rank 0
+  for (const graph::MemoryChange& change : graph.memory_changes()) {
+    if (graph.rank_of(change.task) != 0) continue;
+    changes.emplace_back(result.times.task_end[change.task.value()].ns(), change.bytes);
+  }
+  std::stable_sort(changes.begin(), changes.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [end, bytes] : changes) top = std::max(top, now += bytes);
+  const models::MemoryBreakdown& peak = result.iteration->stats.stage_memory.front();
+  EXPECT_EQ(top, peak.total() - peak.temporary);
 }
 
 TEST(MoeOverlapTest, InterleavedPipelineFullAndSymmetricRanksAgree) {
