@@ -517,6 +517,24 @@ TEST_F(SimulateCommandTest, CompressionPhasesAndWarningsReachTheSummaryAndTheRes
   EXPECT_THAT(bad.error->ToString(), HasSubstr("registered: \"none\", \"fp16\""));
 }
 
+// The result's input says when Megatron-Core's expert all-to-all overlap ran (the shipped
+// DeepSeek-V3 example sets it), and says nothing of it otherwise.
+TEST_F(SimulateCommandTest, TheResultRecordsTheExpertOverlap) {
+  const std::string example = DTSIM_EXAMPLES_DIR "/deepseek_v3_1024h100.json";
+  CommandOutcome outcome = Simulate({example, "-o", Path("overlap.json"), "--quiet"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  const Json overlap = *ReadJsonFile(Path("overlap.json"));
+  EXPECT_EQ(overlap["input"]["plan"]["expert_overlap"], true);
+  EXPECT_EQ(overlap["input"]["plan"]["expert_delay_wgrad"], true);
+  outcome = Simulate({example, "--set", R"(parallelism.expert={"size": 64, "tensor": 1})", "-o",
+                      Path("plain.json"), "--quiet"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  const Json plain = *ReadJsonFile(Path("plain.json"));
+  EXPECT_FALSE(plain["input"]["plan"].contains("expert_overlap"));
+  EXPECT_FALSE(plain["input"]["plan"].contains("expert_delay_wgrad"));
+  EXPECT_LT(overlap["iteration_time_ns"].get<int64_t>(), plain["iteration_time_ns"].get<int64_t>());
+}
+
 }  // namespace
 }  // namespace dtsim::cli
 

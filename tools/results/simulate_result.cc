@@ -63,6 +63,9 @@ OrderedJson PlanJson(const SimulationConfig& c) {
   // Only where the policy skips layers (training.recompute_every), so results of configs
   // without it keep their keys.
   if (c.training.recompute_every > 1) plan["recompute_every"] = c.training.recompute_every;
+  // Megatron-Core's expert all-to-all overlap, likewise only when set.
+  if (c.plan.expert_overlap) plan["expert_overlap"] = true;
+  if (c.plan.expert_delay_wgrad) plan["expert_delay_wgrad"] = true;
   // Megatron-Core's modules "selective" re-runs, where not the core attention alone.
   if (c.training.recompute == models::Recompute::kSelective &&
       c.training.recompute_modules != models::kRecomputeCoreAttn) {
