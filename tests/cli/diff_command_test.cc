@@ -148,5 +148,21 @@ TEST_F(DiffCommandTest, BadInputsAreErrorsNamingTheFile) {
   EXPECT_EQ(Diff({a, Path("missing.json")}).kind, CommandOutcome::Kind::kFailure);
 }
 
+// Fuzzing found a result whose provenance lists an input file with a number for its path:
+// `diff` threw nlohmann's type_error and stopped with "internal error". Such an entry names no
+// file; it is left out of the inputs compared (tests/fuzz/regressions/result_file/
+// diff_provenance_input_path_a_number.json).
+TEST_F(DiffCommandTest, AnInputWithoutAPathStringIsLeftOut) {
+  const std::string a = SimulateTo("a.json", {});
+  Expected<Json> edited = ReadJsonFile(a);
+  ASSERT_TRUE(edited.ok());
+  (*edited)["provenance"]["inputs"] = Json::parse(R"([{"path": 159.2}, {"sha256": "x"}])");
+  const std::string b = Path("b.json");
+  ASSERT_TRUE(WriteFileAtomically(b, edited->dump()).ok());
+  const CommandOutcome outcome = Diff({a, b});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("inputs that differ"));
+}
+
 }  // namespace
 }  // namespace dtsim::cli

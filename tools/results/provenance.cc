@@ -102,7 +102,8 @@ std::vector<std::pair<std::string, std::string>> FlatProvenance(const Json& prov
   }
   if (provenance.contains("inputs") && provenance["inputs"].is_array()) {
     for (const Json& file : provenance["inputs"]) {
-      if (!file.is_object() || !file.contains("path")) continue;
+      // A hand-edited or damaged result may hold anything here: only a file's path names one.
+      if (!file.is_object() || !file.contains("path") || !file["path"].is_string()) continue;
       const std::string name =
           std::filesystem::path(file["path"].get<std::string>()).filename().string();
       out.emplace_back("inputs." + name + ".sha256",
