@@ -12,28 +12,6 @@
 namespace dtsim::strategies {
 namespace {
 
-// Each rank's bytes over time: its base, then the running sum of the changes at their tasks'
-// ends (the timeline writer's rule).
-std::vector<std::vector<int64_t>> Tracks(const SimulationResult& result) {
-  const graph::TaskGraph& graph = result.iteration->graph;
-  std::vector<std::vector<std::pair<TimeNs, int64_t>>> changes(
-      static_cast<size_t>(graph.rank_count()));
-  for (const graph::MemoryChange& change : graph.memory_changes()) {
-    changes[static_cast<size_t>(graph.rank_of(change.task))].emplace_back(
-        result.times.task_end[change.task.value()], change.bytes);
-  }
-  std::vector<std::vector<int64_t>> tracks;
-  for (int32_t rank = 0; rank < graph.rank_count(); ++rank) {
-    auto& list = changes[static_cast<size_t>(rank)];
-    std::stable_sort(list.begin(), list.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::vector<int64_t> track = {graph.memory_base(rank)};
-    for (const auto& [at, bytes] : list) track.push_back(track.back() + bytes);
-    tracks.push_back(std::move(track));
-  }
-  return tracks;
-}
-
 TEST(MemoryTrackTest, OneForwardOneBackwardKeepsPMinusRMicrobatches) {
   // 16 layers on 4 stages (ranks 0–3), 16 micro-batches, 1F1B: stage r runs p − r = 4 − r
   // forwards before its first backward, so its track climbs 4 − r micro-batches' worth of kept
@@ -49,7 +27,7 @@ TEST(MemoryTrackTest, OneForwardOneBackwardKeepsPMinusRMicrobatches) {
     "parallelism": {"data": 1, "tensor": 1, "pipeline": {"size": 4, "schedule": "1f1b"}}
   })");
   const SimulationResult result = SimulateJson(json);
-  const std::vector<std::vector<int64_t>> tracks = Tracks(result);
+  const std::vector<std::vector<int64_t>> tracks = MemoryTracks(result);
   ASSERT_EQ(tracks.size(), 4u);
   for (int stage = 0; stage < 4; ++stage) {
     const std::vector<int64_t>& track = tracks[static_cast<size_t>(stage)];
@@ -87,7 +65,7 @@ TEST(MemoryTrackTest, AReplayedLoopDrawsWhatTheReplayKeeps) {
   })");
   json["model"] = LlamaStyleModel(3, 256, 4, 4, 768, 8192, 2048);
   const SimulationResult result = SimulateJson(json);
-  const std::vector<std::vector<int64_t>> tracks = Tracks(result);
+  const std::vector<std::vector<int64_t>> tracks = MemoryTracks(result);
   ASSERT_EQ(tracks.size(), 2u);
   const models::MemoryBreakdown& memory = result.iteration->stats.stage_memory.front();
   ASSERT_TRUE(memory.reserve_modelled);

@@ -156,17 +156,8 @@ TEST(MoeOverlapTest, ThePairedForwardKeepsOneLayerMoreAtThePeak) {
   EXPECT_EQ(overlap->front().activations, plain->front().activations + layer + embedding);
 
   const SimulationResult result = SimulateJson(json);
-  const graph::TaskGraph& graph = result.iteration->graph;
-  int64_t now = graph.memory_base(0);
-  int64_t top = now;
-  std::vector<std::pair<int64_t, int64_t>> changes;  // (end, bytes) on rank 0
-  for (const graph::MemoryChange& change : graph.memory_changes()) {
-    if (graph.rank_of(change.task) != 0) continue;
-    changes.emplace_back(result.times.task_end[change.task.value()].ns(), change.bytes);
-  }
-  std::stable_sort(changes.begin(), changes.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (const auto& [end, bytes] : changes) top = std::max(top, now += bytes);
+  const std::vector<int64_t> track = MemoryTracks(result).front();
+  const int64_t top = *std::max_element(track.begin(), track.end());
   const models::MemoryBreakdown& peak = result.iteration->stats.stage_memory.front();
   EXPECT_EQ(top, peak.total() - peak.temporary);
 }

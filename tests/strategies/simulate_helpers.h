@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "strategies/config.h"
 #include "strategies/simulate.h"
@@ -20,6 +23,28 @@ inline SimulationResult SimulateJson(const Json& json) {
   Expected<SimulationResult> result = Simulate(ConfigOf(json));
   EXPECT_TRUE(result.ok()) << result.error().ToString();
   return std::move(*result);
+}
+
+// Each rank's bytes over time as the timeline draws them: its base, then the running sum of the
+// memory changes at their tasks' ends.
+inline std::vector<std::vector<int64_t>> MemoryTracks(const SimulationResult& result) {
+  const graph::TaskGraph& graph = result.iteration->graph;
+  std::vector<std::vector<std::pair<TimeNs, int64_t>>> changes(
+      static_cast<size_t>(graph.rank_count()));
+  for (const graph::MemoryChange& change : graph.memory_changes()) {
+    changes[static_cast<size_t>(graph.rank_of(change.task))].emplace_back(
+        result.times.task_end[change.task.value()], change.bytes);
+  }
+  std::vector<std::vector<int64_t>> tracks;
+  for (int32_t rank = 0; rank < graph.rank_count(); ++rank) {
+    auto& list = changes[static_cast<size_t>(rank)];
+    std::stable_sort(list.begin(), list.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<int64_t> track = {graph.memory_base(rank)};
+    for (const auto& [at, bytes] : list) track.push_back(track.back() + bytes);
+    tracks.push_back(std::move(track));
+  }
+  return tracks;
 }
 
 // A shipped example config (tools/examples/NAME).
