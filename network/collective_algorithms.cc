@@ -112,11 +112,15 @@ Expected<DurationNs> AllReduceTree(const CollectiveRequest& r) {
   return Phase(rates, 1, TreeLatency(r.shape.per_node, n, *r.cluster), chain, busiest * size / 2);
 }
 
+// NCCL's point-to-point plan for one hop of the request (below).
+P2pPlan HopPlan(const CollectiveRequest& request, bool same_node);
+
 // The rates a pair's transfer never exceeds in an exchange step, on one node and across nodes
 // (NCCL's point-to-point channels for a shift; none for the MPI-style algorithms).
 struct HopCaps {
   double on_node = std::numeric_limits<double>::infinity();
   double off_node = std::numeric_limits<double>::infinity();
+  double net_efficiency = 1;  // of the NIC, for NCCL's point-to-point messages
 };
 
 // One step of pairwise exchanges, each pair (a, b) moving `bytes` from a to b: the latency of
@@ -140,7 +144,8 @@ DurationNs ExchangeStep(const CollectiveRequest& r,
   const int busiest = *std::max_element(off_node.begin(), off_node.end());
   const DurationNs alpha = busiest > 0 ? cluster.inter.latency : cluster.intra.latency;
   const double nvlink = cluster.intra.bandwidth.bytes_per_second() * cluster.intra.efficiency;
-  const double nic = cluster.inter.nic_bandwidth.bytes_per_second() * cluster.inter.efficiency;
+  const double nic = cluster.inter.nic_bandwidth.bytes_per_second() * cluster.inter.efficiency *
+                     caps.net_efficiency;
   const int rails = std::min(cluster.gpus_per_node, cluster.inter.nics_per_node);
   const double per_nic = std::ceil(static_cast<double>(busiest) / rails);
   const DurationNs wire = std::max(
@@ -297,13 +302,15 @@ Expected<DurationNs> RootedBinomialTree(const CollectiveRequest& r) {
 // --- all-to-all ----------------------------------------------------------------------------
 
 // Direct pairwise exchange: p-1 steps; a rank sends S/p to each peer, (k-1)/p · S of it on its
-// node; a node's NICs carry its k members' off-node shares, k(p-k)/p · S.
+// node; a node's NICs carry its k members' off-node shares, k(p-k)/p · S, as NCCL's
+// point-to-point messages of at most 128 KiB (AllToAllNetEfficiency).
 Expected<DurationNs> AllToAllDirect(const CollectiveRequest& r) {
   const Rates rates = RatesFor(r);
   const double p = r.shape.ranks;
   const double k = r.shape.per_node;
   const double size = static_cast<double>(r.size.count());
-  return Phase(rates, r.shape.ranks - 1, rates.alpha, (k - 1) / p * size, k * (p - k) / p * size);
+  const double node_bytes = k * (p - k) / p * size / AllToAllNetEfficiency(size / p);
+  return Phase(rates, r.shape.ranks - 1, rates.alpha, (k - 1) / p * size, node_bytes);
 }
 
 // Two-level (Tutel's 2DH): an all-to-all inside each node groups data by destination node
@@ -316,7 +323,8 @@ Expected<DurationNs> AllToAllHierarchical(const CollectiveRequest& r) {
   const double n = r.shape.nodes;
   const double size = static_cast<double>(r.size.count());
   return Phase(rates, r.shape.per_node - 1, rates.alpha_intra, (k - 1) / k * size, 0) +
-         Phase(rates, r.shape.nodes - 1, rates.alpha_inter, 0, k * (n - 1) / n * size);
+         Phase(rates, r.shape.nodes - 1, rates.alpha_inter, 0,
+               k * (n - 1) / n * size / AllToAllNetEfficiency(size / n));
 }
 
 // --- shift ----------------------------------------------------------------------------------
@@ -332,7 +340,7 @@ Expected<DurationNs> ShiftDirect(const CollectiveRequest& r) {
       ShiftRounds(r.ranks, static_cast<double>(r.size.count()));
   if (rounds.empty()) return DurationNs::Zero();
   return ExchangeStep(r, rounds.front().pairs, rounds.front().bytes,
-                      HopCaps{P2pRate(r, true), P2pRate(r, false)});
+                      HopCaps{P2pRate(r, true), P2pRate(r, false), P2pNetEfficiency(r)});
 }
 
 // --- barrier, send/recv --------------------------------------------------------------------
@@ -415,6 +423,10 @@ int ChannelsOf(const CollectiveRequest& request) {
 }
 
 }  // namespace
+
+double P2pNetEfficiency(const CollectiveRequest& request) {
+  return HopPlan(request, false).net_efficiency;
+}
 
 double P2pRate(const CollectiveRequest& request, bool same_node) {
   const double rate = HopPlan(request, same_node).bytes_per_second;

@@ -93,6 +93,10 @@ double IntraGroupRate(const ClusterSpec& cluster, std::span<const int32_t> ranks
 // a shift move at most this; both models use it.
 double P2pRate(const CollectiveRequest& request, bool same_node);
 
+// The share of a NIC the request's point-to-point transfers keep across nodes, in NCCL's
+// network messages (P2pPlan::net_efficiency); P2pRate's off-node rate includes it.
+double P2pNetEfficiency(const CollectiveRequest& request);
+
 // Exchange schedules shared by the analytical costs and the flow programs, so both models
 // price the same steps. A step is a list of (from, to) rank pairs moving `bytes` each.
 struct ExchangeRound {

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "network/collective_algorithms.h"
+#include "network/nccl_p2p.h"
 #include "network/topology.h"
 
 namespace dtsim::network {
@@ -132,6 +133,17 @@ CollectiveRequest P2pRequest(const FlowRequest& r) {
                            .ranks = r.ranks};
 }
 
+// NCCL's point-to-point messages cost a NIC more than their bytes (NetMessageEfficiency): an
+// off-node transfer of the step takes `bytes / efficiency` of its path, and its rate cap, if
+// any, counts the same inflated bytes — alone it takes what the analytical model charges.
+void ChargeNetMessages(const ClusterSpec& cluster, double efficiency, FlowStep& step) {
+  for (Transfer& transfer : step.transfers) {
+    if (cluster.NodeOf(transfer.from) == cluster.NodeOf(transfer.to)) continue;
+    transfer.bytes /= efficiency;
+    if (transfer.max_rate > 0) transfer.max_rate /= efficiency;
+  }
+}
+
 }  // namespace
 
 size_t FlowCount(const FlowStep& step) {
@@ -200,6 +212,7 @@ Expected<FlowProgram> AllToAllDirect(const FlowRequest& r) {
       if (from != to) step.transfers.push_back({from, to, Size(r) / P(r)});
     }
   }
+  ChargeNetMessages(*r.cluster, AllToAllNetEfficiency(Size(r) / P(r)), step);
   return FlowProgram{std::move(step)};
 }
 
@@ -226,6 +239,7 @@ Expected<FlowProgram> AllToAllHierarchical(const FlowRequest& r) {
       }
     }
   }
+  ChargeNetMessages(*r.cluster, AllToAllNetEfficiency(Size(r) / n), across);
   return FlowProgram{std::move(local), std::move(across)};
 }
 
@@ -384,6 +398,7 @@ Expected<FlowProgram> ShiftDirect(const FlowRequest& r) {
     const bool same_node = r.cluster->NodeOf(transfer.from) == r.cluster->NodeOf(transfer.to);
     transfer.max_rate = same_node ? on_node : off_node;
   }
+  ChargeNetMessages(*r.cluster, P2pNetEfficiency(request), program.front());
   return program;
 }
 
@@ -396,9 +411,11 @@ Expected<FlowProgram> BarrierDissemination(const FlowRequest& r) {
 // One flow at the rate NCCL's channels for the pair reach (P2pRate), at most.
 Expected<FlowProgram> SendRecvDirect(const FlowRequest& r) {
   const bool same_node = r.cluster->NodeOf(r.ranks[0]) == r.cluster->NodeOf(r.ranks[1]);
-  const FlowStep step{same_node ? r.cluster->intra.latency : r.cluster->inter.latency,
-                      {{r.ranks[0], r.ranks[1], Size(r), P2pRate(P2pRequest(r), same_node)}},
-                      1};
+  const CollectiveRequest request = P2pRequest(r);
+  FlowStep step{same_node ? r.cluster->intra.latency : r.cluster->inter.latency,
+                {{r.ranks[0], r.ranks[1], Size(r), P2pRate(request, same_node)}},
+                1};
+  if (!same_node) ChargeNetMessages(*r.cluster, P2pNetEfficiency(request), step);
   return FlowProgram{step};
 }
 

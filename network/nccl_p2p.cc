@@ -9,7 +9,7 @@ namespace {
 
 // src/init.cc: the point-to-point chunk, NCCL_P2P_NET_CHUNKSIZE for a communicator spanning
 // nodes, NCCL_P2P_NVL_CHUNKSIZE on an NVLink node, NCCL_P2P_PCI_CHUNKSIZE on a PCIe one.
-constexpr double kNetChunk = 128 * 1024;
+constexpr double kNetChunk = kP2pNetChunkBytes;
 constexpr double kNvlChunk = 512 * 1024;
 constexpr double kPciChunk = 128 * 1024;
 // src/graph/paths.cc, NCCL_P2P_PER_CHANNEL_NET_BW: what NCCL counts one channel to move
@@ -21,6 +21,17 @@ constexpr int kP2pPerBatch = 8;
 constexpr int kMaxRingChannels = 32;
 // src/graph/search.cc ncclTopoDupChannels: rings of at least 25 GB/s are duplicated.
 constexpr double kDuplicateRingBytesPerSecond = 25e9;
+
+// src/include/collectives.h, src/transport/net.cc: a ring collective's network message is a
+// slice, ALLREDUCE_SLICESTEPS (NCCL_STEPS / 4 = 2) steps of DEFAULT_BUFFSIZE / NCCL_STEPS
+// (4 MiB / 8): 1 MiB. inter_node.efficiency is measured on rings, so at this message size.
+constexpr double kRingNetSliceBytes = 1024 * 1024;
+// What a network message costs beyond its bytes, in bytes of the path's time (the proxy posts
+// one RDMA write per step and the receiver returns a credit per step). One constant, fitted on
+// one curve of ../shared/network/measured-collectives.json — send/recv across ten H100 nodes of
+// one GPU, 32 MiB–16 GiB, whose time was 0.915 of the model's at every size (docs/network.md,
+// "Network messages"); checked on the all-to-all on the same nodes and both on twenty GPUs.
+constexpr double kNetMessageOverheadBytes = 14'700;
 
 struct Communicator {
   int ranks = 2;
@@ -58,6 +69,17 @@ int ChannelsPerPeer(const ClusterSpec& cluster, const Communicator& communicator
 }
 
 }  // namespace
+
+double NetMessageEfficiency(double message_bytes) {
+  if (message_bytes >= kRingNetSliceBytes) return 1.0;
+  const double message = std::max(message_bytes, 1.0);
+  return (1 + kNetMessageOverheadBytes / kRingNetSliceBytes) /
+         (1 + kNetMessageOverheadBytes / message);
+}
+
+double AllToAllNetEfficiency(double part_bytes) {
+  return NetMessageEfficiency(std::min(kP2pNetChunkBytes, part_bytes));
+}
 
 // On one node the ring search runs rings over the GPU's links, two channels a link, at most 32.
 // Across nodes each NIC a node uses carries a ring, duplicated when it runs at 25 GB/s or more
@@ -98,9 +120,14 @@ P2pPlan PlanP2p(const ClusterSpec& cluster, int communicator_ranks, int communic
   plan.channels = channels;
   const IntraNodeSpec& intra = cluster.intra;
   const double nvlink = intra.bandwidth.bytes_per_second() * intra.efficiency;
-  const double nic = cluster.inter.nic_bandwidth.bytes_per_second() * cluster.inter.efficiency;
-  plan.channel_rate = same_node ? nvlink / std::max(intra.links, 1)
-                                : kNetChannelBytesPerSecond * cluster.inter.efficiency;
+  // Across nodes every channel sends its part in messages of at most one chunk.
+  plan.net_efficiency =
+      same_node ? 1.0 : NetMessageEfficiency(std::min(chunk, std::ceil(bytes / channels)));
+  const double nic = cluster.inter.nic_bandwidth.bytes_per_second() * cluster.inter.efficiency *
+                     plan.net_efficiency;
+  plan.channel_rate =
+      same_node ? nvlink / std::max(intra.links, 1)
+                : kNetChannelBytesPerSecond * cluster.inter.efficiency * plan.net_efficiency;
   plan.bytes_per_second = std::min(channels * plan.channel_rate, same_node ? nvlink : nic);
   return plan;
 }

@@ -238,13 +238,17 @@ TEST(BroadcastReduceTest, ChainAndBinomialTree) {
             Microseconds(34'022));
 }
 
+// NCCL's point-to-point traffic crosses a NIC in messages of at most 128 KiB, each costing
+// the path 14,700 bytes more, against the ring's 1 MiB slices that `efficiency` describes
+// (NetMessageEfficiency): f = (1 + 14,700 / 1,048,576) / (1 + 14,700 / 131,072) = 0.9117629.
+// A NIC moves such traffic at 1.25e10 · f = 1.139704e10 B/s.
 TEST(AllToAllTest, DirectAndHierarchical) {
   // Direct, 16 ranks on 4 nodes: 15 · 10 us; a node's NICs carry k(p-k)/p · S = 4 · 12/16 ·
-  // 1e8 = 3e8 B at 2.5e10 B/s = 12 ms. T = 12.15 ms.
-  EXPECT_EQ(Cost(CommKind::kAllToAll, "direct", Ranks(0, 16)), Microseconds(12'150));
+  // 1e8 = 3e8 B at 2.5e10 · f B/s = 13.161317 ms. T = 13.311317 ms.
+  EXPECT_EQ(Cost(CommKind::kAllToAll, "direct", Ranks(0, 16)), Nanoseconds(13'311'317));
   // 2DH: intra 3 · 1 us + 3/4 · 1e8 / 1e11 s = 753 us; inter 3 · 10 us + 4 · 3/4 · 1e8 /
-  // 2.5e10 s = 12.03 ms. T = 12.783 ms: the same volume, more phases.
-  EXPECT_EQ(Cost(CommKind::kAllToAll, "hierarchical", Ranks(0, 16)), Microseconds(12'783));
+  // (2.5e10 · f) s = 13.191317 ms. T = 13.944317 ms: the same volume, more phases.
+  EXPECT_EQ(Cost(CommKind::kAllToAll, "hierarchical", Ranks(0, 16)), Nanoseconds(13'944'317));
   // At 1 kB messages the 15 inter-node steps dominate direct (150 us), while 2DH takes
   // 3 · 1 + 3 · 10 = 33 us of latency: the hierarchical one is faster.
   EXPECT_LT(Cost(CommKind::kAllToAll, "hierarchical", Ranks(0, 16), 1000),
@@ -254,26 +258,29 @@ TEST(AllToAllTest, DirectAndHierarchical) {
 TEST(BarrierAndSendRecvTest, LatencyAndOneLink) {
   // Dissemination over 16 ranks on 4 nodes: ⌈log2 16⌉ · 10 us.
   EXPECT_EQ(Cost(CommKind::kBarrier, "", Ranks(0, 16), 0), Microseconds(40));
-  // Same node: 1 us + 1e8 / 1e11 s. Across nodes one NIC: 10 us + 1e8 / 1.25e10 s = 8.01 ms.
+  // Same node: 1 us + 1e8 / 1e11 s. Across nodes one NIC in 128 KiB messages (f above):
+  // 10 us + 1e8 / 1.139704e10 s = 8.784212 ms.
   EXPECT_EQ(Cost(CommKind::kSendRecv, "", {0, 1}), Microseconds(1001));
-  EXPECT_EQ(Cost(CommKind::kSendRecv, "", {0, 4}), Microseconds(8010));
+  EXPECT_EQ(Cost(CommKind::kSendRecv, "", {0, 4}), Nanoseconds(8'784'212));
 }
 
 TEST(ShiftTest, EveryMemberSendsToTheNextAtOnce) {
   // One node, ranks 0..3: every hop on NVLink at once, one transfer per GPU port:
   // 1 us + 1e8 / 1e11 s = 1.001 ms (a ring all-gather's single step).
   EXPECT_EQ(Cost(CommKind::kShift, "direct", Ranks(0, 4)), Microseconds(1001));
-  // Ranks 0, 4, 8, 12, one per node: every hop leaves its node over one NIC (1.25e10 B/s):
-  // 10 us + 8 ms.
-  EXPECT_EQ(Cost(CommKind::kShift, "", {0, 4, 8, 12}), Microseconds(8010));
+  // Ranks 0, 4, 8, 12, one per node: every hop leaves its node over one NIC in 128 KiB
+  // messages (1.139704e10 B/s, f above): 10 us + 8.774212 ms.
+  const DurationNs one_nic = Nanoseconds(8'784'212);
+  EXPECT_EQ(Cost(CommKind::kShift, "", {0, 4, 8, 12}), one_nic);
   // Ranks 0..7 on 2 nodes in node-major order: 3 hops on each node over NVLink (1 ms) and one
-  // leaving each node (3 → 4, 7 → 0) over a NIC (8 ms): 10 us + 8 ms.
-  EXPECT_EQ(Cost(CommKind::kShift, "", Ranks(0, 8)), Microseconds(8010));
+  // leaving each node (3 → 4, 7 → 0) over a NIC (8.77 ms): 10 us + 8.774212 ms.
+  EXPECT_EQ(Cost(CommKind::kShift, "", Ranks(0, 8)), one_nic);
   // Ranks 0, 4, 1, 5 alternate nodes: every hop leaves its node, two from each node over its
-  // 2 rails at once (one flow a NIC): still 10 us + 8 ms.
-  EXPECT_EQ(Cost(CommKind::kShift, "", {0, 4, 1, 5}), Microseconds(8010));
-  // Ranks 0, 4, 1, 5, 2, 6 leave 3 flows a node on 2 rails: ⌈3/2⌉ = 2 share one NIC, 16 ms.
-  EXPECT_EQ(Cost(CommKind::kShift, "", {0, 4, 1, 5, 2, 6}), Microseconds(16'010));
+  // 2 rails at once (one flow a NIC): still 10 us + 8.774212 ms.
+  EXPECT_EQ(Cost(CommKind::kShift, "", {0, 4, 1, 5}), one_nic);
+  // Ranks 0, 4, 1, 5, 2, 6 leave 3 flows a node on 2 rails: ⌈3/2⌉ = 2 share one NIC,
+  // 10 us + 2 · 8.774212 ms (17.548423, rounded up) = 17.558423 ms.
+  EXPECT_EQ(Cost(CommKind::kShift, "", {0, 4, 1, 5, 2, 6}), Nanoseconds(17'558'423));
 }
 
 TEST(CollectiveAlgorithmsTest, GroupOfOneCostsNothing) {

@@ -195,16 +195,18 @@ TEST(FlowContentionTest, IntraNodeTrafficIsSlowedWhereItSharesAPort) {
 TEST(FlowContentionTest, TwoToOneOversubscriptionHalvesCrossSpineThroughput) {
   // 4 nodes, 2 per leaf, 1 NIC each. Node 0 sends to node 2 and node 1 to node 3, both across
   // the spine. Leaf 0's uplink is 2 nodes · 1 NIC · 1.25e10 B/s / oversubscription.
-  // At 1:1 each transfer gets a full NIC: 10 us + 1e8 / 1.25e10 s = 8.01 ms; at 2:1 the two
-  // share an uplink of one NIC's rate: 10 us + 16 ms.
+  // A send crosses the network in NCCL's 128 KiB messages, which keep f = 0.9117629 of a NIC
+  // (NetMessageEfficiency; collective_algorithms_test.cc derives it): 1.139704e10 B/s.
+  // At 1:1 each transfer gets a full NIC: 10 us + 1e8 / 1.139704e10 s = 8.784212 ms; at 2:1
+  // the two share an uplink of one NIC's rate: 10 us + 17.548423 ms.
   ClusterSpec cluster = TestCluster(4);
   cluster.inter.nics_per_node = 1;
   cluster.inter.nodes_per_leaf = 2;
   const std::vector<Collective> traffic = {{CommKind::kSendRecv, {0, 8}, kS},
                                            {CommKind::kSendRecv, {4, 12}, kS}};
-  EXPECT_EQ(Makespan<FlowModel>(traffic, cluster), TimeNs(8'010'000));
+  EXPECT_EQ(Makespan<FlowModel>(traffic, cluster), TimeNs(8'784'212));
   cluster.inter.oversubscription = 2;
-  EXPECT_EQ(Makespan<FlowModel>(traffic, cluster), TimeNs(16'010'000));
+  EXPECT_EQ(Makespan<FlowModel>(traffic, cluster), TimeNs(17'558'423));
 }
 
 TEST(FlowModelTest, EveryRegisteredAlgorithmsFlowProgramBuilds) {
@@ -245,16 +247,17 @@ ClusterSpec Torus4x4() {
 
 TEST(FlowTorusTest, RoutesDimensionOrderTheShorterWayRound) {
   const ClusterSpec torus = Torus4x4();
-  // 0 → 5 is (0,0) → (1,1): +x then +y, two links of 1.25e10 B/s: 10 us + 1e8 / 1.25e10 s.
-  EXPECT_EQ(Makespan<FlowModel>({{CommKind::kSendRecv, {0, 5}}}, torus), TimeNs(8'010'000));
-  // 0 → 1 (+x) and 0 → 2 (+x twice) share node 0's +x link: each at half rate, 16.01 ms.
+  // 0 → 5 is (0,0) → (1,1): +x then +y, two links of 1.25e10 B/s, in NCCL's 128 KiB network
+  // messages (f = 0.9117629 of a link, NetMessageEfficiency): 10 us + 1e8 / 1.139704e10 s.
+  EXPECT_EQ(Makespan<FlowModel>({{CommKind::kSendRecv, {0, 5}}}, torus), TimeNs(8'784'212));
+  // 0 → 1 (+x) and 0 → 2 (+x twice) share node 0's +x link: each at half rate, 17.558423 ms.
   EXPECT_EQ(
       Makespan<FlowModel>({{CommKind::kSendRecv, {0, 1}}, {CommKind::kSendRecv, {0, 2}}}, torus),
-      TimeNs(16'010'000));
+      TimeNs(17'558'423));
   // 0 → 3 goes the other way round (−x, one hop): no shared link with 0 → 1.
   EXPECT_EQ(
       Makespan<FlowModel>({{CommKind::kSendRecv, {0, 1}}, {CommKind::kSendRecv, {0, 3}}}, torus),
-      TimeNs(8'010'000));
+      TimeNs(8'784'212));
 }
 
 // A send/recv runs at what NCCL's channels for the pair move (network/nccl_p2p.h), in both
@@ -263,8 +266,9 @@ TEST(FlowTorusTest, RoutesDimensionOrderTheShorterWayRound) {
 // 328.8 GB/s for 32 MiB: 8.4 + 2 us + 33,554,432 B / 328.8 GB/s = 10.4 us + 102,052 ns (rounded
 // up). Two such sends from GPU 0 (to 1 and to 2) share its 369.9 GB/s port: 184.95 GB/s each, 10.4
 // us + 181,425 ns, where the analytical model, blind to the shared port, keeps 112,452 ns. Across
-// nodes 4 channels of 13.58 GB/s would pass the NIC's 48.5 GB/s: the NIC's rate, 8.4 + 5 us +
-// 691,844 ns.
+// nodes 4 channels of 13.58 GB/s would pass the NIC's 48.5 GB/s: the NIC's rate in NCCL's
+// 128 KiB network messages, 48.5 GB/s × 0.9117629 (NetMessageEfficiency) = 44.22 GB/s,
+// 8.4 + 5 us + 758,799 ns.
 TEST(FlowSendRecvTest, RunsAtTheRateOfItsNcclChannels) {
   const ClusterSpec dgx = ClusterPreset("dgx-h100", 2).value();
   constexpr int64_t kSize = 32 << 20;
@@ -275,8 +279,8 @@ TEST(FlowSendRecvTest, RunsAtTheRateOfItsNcclChannels) {
   EXPECT_EQ(Makespan<AnalyticalModel>(fan, dgx), TimeNs(10'400 + 102'052));
   EXPECT_NEAR(static_cast<double>(Makespan<FlowModel>(fan, dgx).ns()), 10'400 + 181'425, 2);
   const Collective far{CommKind::kSendRecv, {0, 8}, kSize};
-  EXPECT_EQ(Makespan<AnalyticalModel>({far}, dgx), TimeNs(13'400 + 691'844));
-  EXPECT_NEAR(static_cast<double>(Makespan<FlowModel>({far}, dgx).ns()), 13'400 + 691'844, 2);
+  EXPECT_EQ(Makespan<AnalyticalModel>({far}, dgx), TimeNs(13'400 + 758'799));
+  EXPECT_NEAR(static_cast<double>(Makespan<FlowModel>({far}, dgx).ns()), 13'400 + 758'799, 2);
 }
 
 // A shift (ring attention's K/V exchange) is a group of NCCL sends in the group's communicator,
@@ -284,9 +288,9 @@ TEST(FlowSendRecvTest, RunsAtTheRateOfItsNcclChannels) {
 // 32 channels give each of the 8 hops 32 / 8 = 4, and a 32 MiB hop in parts of 8 MiB (within
 // the 16 MiB NVLink part limit) stays on them: 4 × 20.55 GB/s = 82.2 GB/s, 33,554,432 B in
 // 408,205 ns (rounded up) after 8.4 + 2 us, where NVLink's 369.9 GB/s would take 90,712 ns.
-// Sixteen ranks on two nodes: the hops leaving a node (7 → 8, 15 → 0) run on a NIC at
-// 48.5 GB/s, 691,844 ns after 8.4 + 5 us, and the 14 on-node hops (4 channels each in the
-// 2-node communicator, 408,205 ns) finish under them.
+// Sixteen ranks on two nodes: the hops leaving a node (7 → 8, 15 → 0) run on a NIC in 128 KiB
+// network messages at 48.5 × 0.9117629 = 44.22 GB/s, 758,799 ns after 8.4 + 5 us, and the 14
+// on-node hops (4 channels each in the 2-node communicator, 408,205 ns) finish under them.
 TEST(FlowShiftTest, EachHopRunsAtTheRateOfItsNcclChannels) {
   const ClusterSpec dgx = ClusterPreset("dgx-h100", 2).value();
   constexpr int64_t kSize = 32 << 20;
@@ -294,8 +298,8 @@ TEST(FlowShiftTest, EachHopRunsAtTheRateOfItsNcclChannels) {
   EXPECT_EQ(Makespan<AnalyticalModel>({node}, dgx), TimeNs(10'400 + 408'205));
   EXPECT_NEAR(static_cast<double>(Makespan<FlowModel>({node}, dgx).ns()), 10'400 + 408'205, 2);
   const Collective two{CommKind::kShift, Ranks(0, 16), kSize};
-  EXPECT_EQ(Makespan<AnalyticalModel>({two}, dgx), TimeNs(13'400 + 691'844));
-  EXPECT_NEAR(static_cast<double>(Makespan<FlowModel>({two}, dgx).ns()), 13'400 + 691'844, 2);
+  EXPECT_EQ(Makespan<AnalyticalModel>({two}, dgx), TimeNs(13'400 + 758'799));
+  EXPECT_NEAR(static_cast<double>(Makespan<FlowModel>({two}, dgx).ns()), 13'400 + 758'799, 2);
 }
 
 // Both models record how they run each communication, for results and timelines: the

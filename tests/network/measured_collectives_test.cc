@@ -37,9 +37,12 @@ TEST_F(MeasuredCollectivesTest, ReadsEveryMeasuredRecordOfTheSharedFile) {
 }
 
 // Across ten H100 nodes (one or two GPUs each, one NIC per GPU used) the ring and tree collectives
-// are within 7% of NCCL at every size; send/recv across nodes, on the two channels NCCL gives a
-// network peer (2 × 14 GB/s × 0.97 = 27.2 GB/s, nccl_p2p.h), is 7–11% faster than measured
-// (25.1 GB/s): it was twice as fast when one send filled the NIC.
+// are within 7% of NCCL at every size; send/recv and all-to-all, NCCL's point-to-point traffic in
+// 128 KiB network messages (2 channels × 14 GB/s × 0.97 × 0.912 = 24.8 GB/s a send, 44.2 GB/s a
+// NIC for the all-to-all, nccl_p2p.h), within 3%. The send/recv on one GPU a node is the curve
+// the message cost was fitted on; the all-to-all and both on two GPUs a node check it. Before
+// the message cost both were 7–15% faster than measured; before NCCL's channels one send filled
+// the NIC, twice as fast.
 TEST_F(MeasuredCollectivesTest, TheModelAgainstTenH100Nodes) {
   const Expected<MeasuredCollectives> measured = ReadMeasuredCollectives(kShared);
   ASSERT_TRUE(measured.ok()) << measured.error().ToString();
@@ -54,7 +57,9 @@ TEST_F(MeasuredCollectivesTest, TheModelAgainstTenH100Nodes) {
         point.kind == graph::CommKind::kReduceScatter) {
       EXPECT_NEAR(ratio, 1.0, 0.07) << point.id << " (" << predicted->algorithm << ")";
     } else if (point.kind == graph::CommKind::kSendRecv) {
-      EXPECT_NEAR(ratio, 0.91, 0.03) << point.id;
+      EXPECT_NEAR(ratio, 1.0, 0.03) << point.id;
+    } else if (point.kind == graph::CommKind::kAllToAll && point.size >= int64_t{64} << 20) {
+      EXPECT_NEAR(ratio, 1.0, 0.03) << point.id;
     }
     ++scored;
   }

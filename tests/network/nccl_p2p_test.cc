@@ -39,10 +39,15 @@ TEST(NcclP2pTest, ChannelsDoubleWithSizeOnOneNode) {
 
 // Across nodes the chunk is 128 KiB (parts of 64–128 KiB). A network peer gets
 // ⌈50 GB/s / 14 GB/s⌉ = 4 channels (400 Gb/s NIC); the communicator has four channels per NIC
-// its nodes use. Ten nodes of one GPU: 4 channels, and 4 × ⌈10 / 8⌉ = 8 > 4, so 2 per peer —
-// 2 × 14 GB/s × 0.97 = 27.16 GB/s, half the NIC (48.5 GB/s). Two ranks on two full DGX nodes:
-// 32 channels, 4 per peer, 4 × 13.58 = 54.32 GB/s: the NIC's 48.5 GB/s.
+// its nodes use. Ten nodes of one GPU: 4 channels, and 4 × ⌈10 / 8⌉ = 8 > 4, so 2 per peer.
+// Every channel crosses the network in 128 KiB messages, which keep
+// f = (1 + 14,700 / 1,048,576) / (1 + 14,700 / 131,072) = 0.9117629 of a ring's rate
+// (NetMessageEfficiency): 2 × 14 GB/s × 0.97 × f = 24.76 GB/s, half the NIC (44.22 GB/s),
+// where 24.86 GB/s was measured (../shared/network/measured-collectives.json, 16 GiB). Two
+// ranks on two full DGX nodes: 32 channels, 4 per peer, 4 × 13.58 × f GB/s: the NIC's
+// 48.5 × f GB/s.
 TEST(NcclP2pTest, ANetworkPeerGetsFewChannels) {
+  const double f = (1 + 14'700.0 / 1'048'576) / (1 + 14'700.0 / 131'072);
   ClusterSpec one_gpu = DgxH100(10);
   one_gpu.gpus_per_node = 1;
   one_gpu.inter.nics_per_node = 1;
@@ -50,17 +55,33 @@ TEST(NcclP2pTest, ANetworkPeerGetsFewChannels) {
   EXPECT_EQ(ten.communicator_channels, 4);
   EXPECT_EQ(ten.channels_per_peer, 2);
   EXPECT_EQ(ten.channels, 2);
-  EXPECT_DOUBLE_EQ(ten.bytes_per_second, 2 * 14e9 * 0.97);
+  EXPECT_DOUBLE_EQ(ten.net_efficiency, f);
+  EXPECT_DOUBLE_EQ(ten.bytes_per_second, 2 * 14e9 * 0.97 * f);
 
   const P2pPlan pair = PlanP2p(DgxH100(2), 2, 2, false, 1024 * kMiB);
   EXPECT_EQ(pair.communicator_channels, 32);
   EXPECT_EQ(pair.channels, 4);
-  EXPECT_DOUBLE_EQ(pair.bytes_per_second, 400e9 / 8 * 0.97);
+  EXPECT_DOUBLE_EQ(pair.bytes_per_second, 400e9 / 8 * 0.97 * f);
   // A 100 Gb/s NIC (12.5 GB/s): one channel per peer fills it.
   ClusterSpec slow = DgxH100(2);
   slow.inter.nic_bandwidth = Bandwidth::BitsPerSecond(100'000'000'000);
   EXPECT_EQ(PlanP2p(slow, 2, 2, false, 1024 * kMiB).channels_per_peer, 1);
-  EXPECT_DOUBLE_EQ(PlanP2p(slow, 2, 2, false, 1024 * kMiB).bytes_per_second, 12.5e9 * 0.97);
+  EXPECT_DOUBLE_EQ(PlanP2p(slow, 2, 2, false, 1024 * kMiB).bytes_per_second, 12.5e9 * 0.97 * f);
+  // On one node NVLink is not the network: no message cost.
+  EXPECT_DOUBLE_EQ(PlanP2p(DgxH100(1), 8, 1, true, 1024 * kMiB).net_efficiency, 1.0);
+}
+
+// The message cost: none from the ring's 1 MiB slice up; at NCCL's 128 KiB point-to-point
+// step 0.9117629 (above); a 16 KiB message (a small all-to-all part) pays
+// (1 + 14,700 / 1,048,576) / (1 + 14,700 / 16,384) = 0.5345.
+TEST(NcclP2pTest, SmallerNetworkMessagesKeepLessOfThePath) {
+  EXPECT_DOUBLE_EQ(NetMessageEfficiency(1024 * kMiB), 1.0);
+  EXPECT_DOUBLE_EQ(NetMessageEfficiency(kMiB), 1.0);
+  EXPECT_NEAR(NetMessageEfficiency(128 * 1024), 0.9117629, 1e-7);
+  EXPECT_NEAR(NetMessageEfficiency(16 * 1024), 0.5345, 1e-4);
+  // An all-to-all's parts cross in messages of at most one 128 KiB chunk.
+  EXPECT_DOUBLE_EQ(AllToAllNetEfficiency(64 * kMiB), NetMessageEfficiency(128 * 1024));
+  EXPECT_DOUBLE_EQ(AllToAllNetEfficiency(16 * 1024), NetMessageEfficiency(16 * 1024));
 }
 
 }  // namespace

@@ -55,8 +55,14 @@ TEST(PublishedBusbwTest, ModelStaysWithinItsBandOnEveryPublishedPoint) {
       }
       if (!curve.Scored(point)) continue;
       ++scored;
+      // The two all-to-all curves are not measured: a maintainer's rule that an all-to-all
+      // across nodes runs at one NIC's rate, taken as 48.5 GB/s on NDR (the ring's rate). The
+      // measured all-to-all across ten H100 nodes ran 8% below it (44.7 GB/s a NIC,
+      // ../shared/network/measured-collectives.json), as NCCL's 128 KiB point-to-point
+      // messages keep 0.912 of the ring's rate (NetMessageEfficiency): 10% for them.
+      const double band = curve.kind == graph::CommKind::kAllToAll ? 0.10 : 0.05;
       if (point.size >= (int64_t{1} << 30)) {
-        EXPECT_NEAR(ratio, 1.0, 0.05) << where;
+        EXPECT_NEAR(ratio, 1.0, band) << where;
       }
       EXPECT_GE(ratio, 0.7) << where;
       EXPECT_LE(ratio, 2.5) << where;
