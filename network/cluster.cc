@@ -395,6 +395,25 @@ Status ReadServers(const Json& value, const std::string& path, ServerSpec& serve
   return reader.Finish();
 }
 
+// NCCL reads its chunk as an int (src/init.cc NCCL_PARAM).
+constexpr int64_t kMaxNcclChunk = (int64_t{1} << 31) - 1;
+
+Status ReadNccl(const Json& value, const std::string& path, NcclSettings& nccl) {
+  DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, path));
+  reader.Allow("p2p_net_chunk_size");
+  if (reader.Has("p2p_net_chunk_size")) {
+    DTSIM_ASSIGN_OR_RETURN(nccl.p2p_net_chunk_size, reader.Size("p2p_net_chunk_size"));
+    const int64_t chunk = nccl.p2p_net_chunk_size.count();
+    if (chunk <= 0 || chunk > kMaxNcclChunk) {
+      return Error(
+          fmt::format("must be positive and at most {} bytes (NCCL reads an int)", kMaxNcclChunk),
+          JsonChildPath(path, "p2p_net_chunk_size"),
+          JsonValueForError(*reader.Find("p2p_net_chunk_size")));
+    }
+  }
+  return reader.Finish();
+}
+
 // Colocated servers run on the first `count` nodes, so there must be that many.
 Status CheckColocatedServers(const ClusterSpec& cluster, const std::string& path) {
   const ServerSpec& servers = cluster.servers;
@@ -575,6 +594,9 @@ Expected<ClusterSpec> ClusterFromJson(const Json& value, const std::string& path
   if (const Json* servers = reader.Find("servers")) {
     DTSIM_RETURN_IF_ERROR(ReadServers(*servers, JsonChildPath(path, "servers"), cluster.servers));
   }
+  if (const Json* nccl = reader.Find("nccl")) {
+    DTSIM_RETURN_IF_ERROR(ReadNccl(*nccl, JsonChildPath(path, "nccl"), cluster.nccl));
+  }
   DTSIM_RETURN_IF_ERROR(reader.Finish());
   if (!preset) NoteAssumedDefaults(value, path, cluster);
   DTSIM_RETURN_IF_ERROR(CheckConsistent(cluster, path));
@@ -632,6 +654,8 @@ OrderedJson ClusterSpecToJson(const ClusterSpec& cluster) {
     servers_json["partition"] = fmt::format("{} B", servers.partition.count());
     json["servers"] = std::move(servers_json);
   }
+  json["nccl"] = {
+      {"p2p_net_chunk_size", fmt::format("{} B", cluster.nccl.p2p_net_chunk_size.count())}};
   return json;
 }
 

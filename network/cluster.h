@@ -89,6 +89,15 @@ struct ServerSpec {
   Bytes partition = Bytes(4096000);  // the push/pull unit (BytePS's BYTEPS_PARTITION_BYTES)
 };
 
+// NCCL's environment as the run sets it, where dtsim's costs depend on it (docs/network.md,
+// "NCCL settings"). Defaults: NCCL's own.
+struct NcclSettings {
+  // NCCL_P2P_NET_CHUNKSIZE (src/init.cc): the step in which point-to-point traffic (sends,
+  // receives, all-to-alls) crosses the network. NCCL 2.19 and later use at most an eighth of
+  // the Simple protocol's 4 MiB buffer (P2pNetChunkBytes, nccl_p2p.h).
+  Bytes p2p_net_chunk_size = Bytes(128 * 1024);
+};
+
 struct ClusterSpec {
   std::string name;  // the preset's name, or "custom"
   int nodes = 0;     // 0: not given; FitCluster sizes it to the workload
@@ -96,6 +105,7 @@ struct ClusterSpec {
   IntraNodeSpec intra;
   InterNodeSpec inter;
   ServerSpec servers;
+  NcclSettings nccl;
   // Charged once per collective before its first step: the kernel launch and the set-up
   // NCCL's tuning model calls its base latency (docs/network.md, "Presets").
   DurationNs collective_latency;
@@ -121,7 +131,8 @@ Expected<ClusterSpec> ClusterPreset(std::string_view name, int nodes = 1);
 //                 "nvls": {"latency", "efficiency", "channels", "chunk_overhead"} or false},
 //  "inter_node": {"topology", "nics_per_node", "nic_bandwidth", "latency", "oversubscription",
 //                 "nodes_per_leaf", "dimensions", "efficiency"},
-//  "servers": {"count", "placement" ("dedicated" | "colocated"), "nic_bandwidth", "partition"}}
+//  "servers": {"count", "placement" ("dedicated" | "colocated"), "nic_bandwidth", "partition"},
+//  "nccl": {"p2p_net_chunk_size"}}
 // Without a preset every field but the optional ones is required; with one, any field
 // overrides the preset's. Errors carry the JSON path under `path`.
 Expected<ClusterSpec> ClusterFromJson(const Json& value, const std::string& path);

@@ -303,13 +303,13 @@ Expected<DurationNs> RootedBinomialTree(const CollectiveRequest& r) {
 
 // Direct pairwise exchange: p-1 steps; a rank sends S/p to each peer, (k-1)/p · S of it on its
 // node; a node's NICs carry its k members' off-node shares, k(p-k)/p · S, as NCCL's
-// point-to-point messages of at most 128 KiB (AllToAllNetEfficiency).
+// point-to-point messages of one network step at most (AllToAllNetEfficiency).
 Expected<DurationNs> AllToAllDirect(const CollectiveRequest& r) {
   const Rates rates = RatesFor(r);
   const double p = r.shape.ranks;
   const double k = r.shape.per_node;
   const double size = static_cast<double>(r.size.count());
-  const double node_bytes = k * (p - k) / p * size / AllToAllNetEfficiency(size / p);
+  const double node_bytes = k * (p - k) / p * size / AllToAllNetEfficiency(*r.cluster, size / p);
   return Phase(rates, r.shape.ranks - 1, rates.alpha, (k - 1) / p * size, node_bytes);
 }
 
@@ -324,7 +324,7 @@ Expected<DurationNs> AllToAllHierarchical(const CollectiveRequest& r) {
   const double size = static_cast<double>(r.size.count());
   return Phase(rates, r.shape.per_node - 1, rates.alpha_intra, (k - 1) / k * size, 0) +
          Phase(rates, r.shape.nodes - 1, rates.alpha_inter, 0,
-               k * (n - 1) / n * size / AllToAllNetEfficiency(size / n));
+               k * (n - 1) / n * size / AllToAllNetEfficiency(*r.cluster, size / n));
 }
 
 // --- shift ----------------------------------------------------------------------------------

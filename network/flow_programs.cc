@@ -212,7 +212,7 @@ Expected<FlowProgram> AllToAllDirect(const FlowRequest& r) {
       if (from != to) step.transfers.push_back({from, to, Size(r) / P(r)});
     }
   }
-  ChargeNetMessages(*r.cluster, AllToAllNetEfficiency(Size(r) / P(r)), step);
+  ChargeNetMessages(*r.cluster, AllToAllNetEfficiency(*r.cluster, Size(r) / P(r)), step);
   return FlowProgram{std::move(step)};
 }
 
@@ -239,7 +239,7 @@ Expected<FlowProgram> AllToAllHierarchical(const FlowRequest& r) {
       }
     }
   }
-  ChargeNetMessages(*r.cluster, AllToAllNetEfficiency(Size(r) / n), across);
+  ChargeNetMessages(*r.cluster, AllToAllNetEfficiency(*r.cluster, Size(r) / n), across);
   return FlowProgram{std::move(local), std::move(across)};
 }
 

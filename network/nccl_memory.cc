@@ -18,7 +18,6 @@ constexpr int64_t kConnectionMemBytes = 4 * kKiB;  // ncclSendMem, ncclRecvMem (
 constexpr int64_t kGranularity = 2 * kMiB;         // CUDA_IPC_MIN; cuMem's granularity
 constexpr int kSteps = 8;                          // NCCL_STEPS
 constexpr int kSharedSteps = 16;                   // NCCL_SHARED_STEPS (src/transport/net.cc)
-constexpr int64_t kNetP2pChunk = 128 * kKiB;       // NCCL_P2P_NET_CHUNKSIZE
 constexpr int64_t kNvlsChunk = 128 * kKiB;         // NCCL_NVLS_CHUNKSIZE
 
 int64_t RoundUp(int64_t bytes) { return (bytes + kGranularity - 1) / kGranularity * kGranularity; }
@@ -97,7 +96,10 @@ NcclBuffers P2pBuffers(const ClusterSpec& cluster, const CommunicatorUse& use) {
   buffers.p2p = int64_t{use.local_peers} * plan.channels_per_peer * LocalChannelPairBytes();
   if (use.remote_peers > 0) {
     // One pool each way, shared by every network peer of the rank.
-    buffers.p2p += 2 * RoundUp(int64_t{plan.communicator_channels} * kSharedSteps * kNetP2pChunk);
+    // Each holds NCCL_SHARED_STEPS steps of the network chunk per channel
+    // (NCCL_P2P_NET_CHUNKSIZE, as NCCL clamps it: P2pNetChunkBytes).
+    const auto chunk = static_cast<int64_t>(P2pNetChunkBytes(cluster));
+    buffers.p2p += 2 * RoundUp(int64_t{plan.communicator_channels} * kSharedSteps * chunk);
   }
   return buffers;
 }

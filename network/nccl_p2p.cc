@@ -8,8 +8,8 @@ namespace dtsim::network {
 namespace {
 
 // src/init.cc: the point-to-point chunk, NCCL_P2P_NET_CHUNKSIZE for a communicator spanning
-// nodes, NCCL_P2P_NVL_CHUNKSIZE on an NVLink node, NCCL_P2P_PCI_CHUNKSIZE on a PCIe one.
-constexpr double kNetChunk = kP2pNetChunkBytes;
+// nodes (P2pNetChunkBytes), NCCL_P2P_NVL_CHUNKSIZE on an NVLink node, NCCL_P2P_PCI_CHUNKSIZE
+// on a PCIe one.
 constexpr double kNvlChunk = 512 * 1024;
 constexpr double kPciChunk = 128 * 1024;
 // src/graph/paths.cc, NCCL_P2P_PER_CHANNEL_NET_BW: what NCCL counts one channel to move
@@ -22,6 +22,9 @@ constexpr int kMaxRingChannels = 32;
 // src/graph/search.cc ncclTopoDupChannels: rings of at least 25 GB/s are duplicated.
 constexpr double kDuplicateRingBytesPerSecond = 25e9;
 
+// src/init.cc computeBuffSizes (NCCL 2.19 and later): the point-to-point chunk is at most the
+// Simple protocol's buffer (DEFAULT_BUFFSIZE, 4 MiB) over NCCL_STEPS (8).
+constexpr double kMaxP2pChunk = 4.0 * 1024 * 1024 / 8;
 // src/include/collectives.h, src/transport/net.cc: a ring collective's network message is a
 // slice, ALLREDUCE_SLICESTEPS (NCCL_STEPS / 4 = 2) steps of DEFAULT_BUFFSIZE / NCCL_STEPS
 // (4 MiB / 8): 1 MiB. inter_node.efficiency is measured on rings, so at this message size.
@@ -77,8 +80,12 @@ double NetMessageEfficiency(double message_bytes) {
          (1 + kNetMessageOverheadBytes / message);
 }
 
-double AllToAllNetEfficiency(double part_bytes) {
-  return NetMessageEfficiency(std::min(kP2pNetChunkBytes, part_bytes));
+double P2pNetChunkBytes(const ClusterSpec& cluster) {
+  return std::min(static_cast<double>(cluster.nccl.p2p_net_chunk_size.count()), kMaxP2pChunk);
+}
+
+double AllToAllNetEfficiency(const ClusterSpec& cluster, double part_bytes) {
+  return NetMessageEfficiency(std::min(P2pNetChunkBytes(cluster), part_bytes));
 }
 
 // On one node the ring search runs rings over the GPU's links, two channels a link, at most 32.
@@ -105,7 +112,8 @@ P2pPlan PlanP2p(const ClusterSpec& cluster, int communicator_ranks, int communic
   // addP2pToPlan: as few channels as keep each part within the chunking, starting from the
   // per-peer channels that let every rank's transfer run at once.
   const bool multi_node = communicator.nodes > 1;
-  const double chunk = multi_node ? kNetChunk : (IsNvlink(cluster) ? kNvlChunk : kPciChunk);
+  const double chunk =
+      multi_node ? P2pNetChunkBytes(cluster) : (IsNvlink(cluster) ? kNvlChunk : kPciChunk);
   const double min_part = multi_node ? chunk / 2 : chunk / 8;
   const double max_part = multi_node ? chunk : chunk * 32;
   int at_least = plan.channels_per_peer;

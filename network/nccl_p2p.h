@@ -24,10 +24,13 @@ struct P2pPlan {
   double net_efficiency = 1;      // across nodes: NetMessageEfficiency of its messages; else 1
 };
 
-// NCCL's network message for point-to-point traffic (NCCL_P2P_NET_CHUNKSIZE, src/init.cc): a
-// send, a receive, and so every part of an all-to-all, crosses the network in steps of this
-// size (src/device/sendrecv.h), or of its whole part when that is smaller.
-inline constexpr double kP2pNetChunkBytes = 128 * 1024;
+// NCCL's network step for point-to-point traffic: a send, a receive, and so every part of an
+// all-to-all, crosses the network in steps of this size (src/device/sendrecv.h), or of its
+// whole part when that is smaller. NCCL_P2P_NET_CHUNKSIZE (`cluster.nccl.p2p_net_chunk_size`,
+// 128 KiB by default), at most an eighth (NCCL_STEPS) of the Simple protocol's buffer: NCCL
+// 2.19 and later clamp it so (src/init.cc computeBuffSizes), and dtsim keeps NCCL's 4 MiB
+// buffer (DEFAULT_BUFFSIZE), so a 2 MiB setting runs 512 KiB steps.
+double P2pNetChunkBytes(const ClusterSpec& cluster);
 
 // The share of its rate a network path keeps when it moves `message_bytes` messages, against
 // the ring collectives `inter_node.efficiency` describes. Each message the proxy posts costs
@@ -35,12 +38,13 @@ inline constexpr double kP2pNetChunkBytes = 128 * 1024;
 // sends slices of 1 MiB (2 steps of its 4 MiB buffer's 8, src/include/collectives.h and
 // src/transport/net.cc), point-to-point traffic 128 KiB steps:
 //   (1 + c / 1 MiB) / (1 + c / m).
-// 1 for a message of 1 MiB or more; 0.912 for 128 KiB (docs/network.md, "Network messages").
+// 1 for a message of 1 MiB or more; 0.912 for 128 KiB, 0.986 for 512 KiB (docs/network.md,
+// "Network messages").
 double NetMessageEfficiency(double message_bytes);
 
 // The same for an all-to-all (NCCL runs it as grouped sends and receives) whose parts, one per
-// peer, are `part_bytes`: messages of one chunk, or of the whole part when it is smaller.
-double AllToAllNetEfficiency(double part_bytes);
+// peer, are `part_bytes`: messages of one network step, or of the whole part when smaller.
+double AllToAllNetEfficiency(const ClusterSpec& cluster, double part_bytes);
 
 // NCCL's collective channels for a communicator spanning `nodes`, whose GPUs of a node use
 // `nics` NICs: two per NVLink on one node (ncclTopoCompute's rings; two over PCIe), two or four

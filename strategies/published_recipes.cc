@@ -14,16 +14,29 @@ bool Has(std::string_view text, std::string_view word) {
   return text.find(word) != std::string_view::npos;
 }
 
+// Whether `text` contains one of `words`, separated by '|' (any text contains "").
+bool HasAny(std::string_view text, std::string_view words) {
+  while (true) {
+    const size_t bar = words.find('|');
+    if (Has(text, words.substr(0, bar))) return true;
+    if (bar == std::string_view::npos) return false;
+    words.remove_prefix(bar + 1);
+  }
+}
+
 // One recipe's settings: the points it covers (the release in the source's location, a word
 // of the model's name, the framework the point names, FP8 only), and what it sets.
 struct RecipeSetting {
-  std::string_view release;    // in the point's source location, lower case: "nemo 24.07"
-  std::string_view model;      // in the model's name, lower case; empty: every model
+  std::string_view release;  // in the point's source location, lower case: "nemo 24.07"
+  // In the model's name, lower case, or one of several separated by '|'; empty: every model.
+  std::string_view model;
   std::string_view framework;  // in the point's parallel.framework, lower case; empty: any
   bool fp8_only = false;
   bool unsharded_only = false;  // not under FSDP ("parallel.fsdp": true)
   bool unstated_recompute_only = false;
-  // The training key set, or with the prefix "expert." the key of parallelism.expert.
+  bool pipelined_only = false;  // the point's PP is above 1
+  // The training key set; with the prefix "expert." the key of parallelism.expert, with
+  // "nccl." the key of cluster.nccl.
   std::string_view key;
   std::string_view value;  // its value, as JSON text
   std::string_view note;   // what the notes say, with the source
@@ -42,7 +55,10 @@ struct RecipeSetting {
 // uniform, 1 layer), which scripts/performance does not override on H100; run_script.py
 // recomputes DeepSeek-V3's modules mla_up_proj and mlp on H100 (recompute_modules) and, there
 // (A2A_1F1B), overlaps its expert all-to-alls (comm_overlap.overlap_moe_expert_parallel_comm)
-// with delay_wgrad_compute.
+// with delay_wgrad_compute. Its scripts/performance/setup_experiment.py passes
+// nccl_pp_comm_chunksize=2097152 to NeMo-Run's PerfEnvPlugin for the 70B and 405B models, which
+// exports NCCL_P2P_NET_CHUNKSIZE=2097152 when the run is pipelined
+// (nemo/lightning/run/plugins.py).
 // Megatron-LM at commit 8aa4619f (March 2021, DLPerf's V100 runs): megatron/model/
 // distributed.py's local DDP all-reduces each dtype's gradients coalesced, in that dtype (the
 // parameters': fp16 under --fp16) unless --fp32-allreduce, which defaults off
@@ -123,6 +139,14 @@ constexpr std::array kRecipes = {
                   .value = "true",
                   .note = ""},
     RecipeSetting{.release = "nemo 25.09",
+                  .model = "70b|405b",
+                  .pipelined_only = true,
+                  .key = "nccl.p2p_net_chunk_size",
+                  .value = R"("2 MiB")",
+                  .note = "NCCL_P2P_NET_CHUNKSIZE=2097152 (Megatron-Bridge 25.09's "
+                          "scripts/performance/setup_experiment.py for 70B and 405B: "
+                          "nccl_pp_comm_chunksize; NCCL 2.19+ runs 512 KiB steps)"},
+    RecipeSetting{.release = "nemo 25.09",
                   .model = "qwen3-30b-a3b",
                   .unstated_recompute_only = true,
                   .key = "recompute",
@@ -140,26 +164,34 @@ bool Covers(const RecipeSetting& recipe, const Json& point, const Json& training
   const Json& model =
       point.contains("model") && point["model"].is_object() ? point["model"] : empty;
   if (!Has(ToLower(TextField(source, "location")), recipe.release)) return false;
-  if (!Has(ToLower(TextField(model, "name")), recipe.model)) return false;
+  if (!HasAny(ToLower(TextField(model, "name")), recipe.model)) return false;
   if (!Has(ToLower(TextField(parallel, "framework")), recipe.framework)) return false;
   if (recipe.fp8_only && training.value("precision", "") != "fp8") return false;
   if (recipe.unsharded_only && parallel.contains("fsdp") && parallel["fsdp"] == true) return false;
+  if (recipe.pipelined_only) {
+    const Json& pp = parallel.contains("pp") ? parallel["pp"] : empty;
+    if (!pp.is_number_integer() || pp.get<int64_t>() <= 1) return false;
+  }
   return !recipe.unstated_recompute_only || TextField(parallel, "recompute").empty();
 }
 
 }  // namespace
 
-void ApplyPublishedRecipe(const Json& point, Json& training, Json& parallelism,
+void ApplyPublishedRecipe(const Json& point, RecipeSections sections,
                           std::vector<std::string>& notes) {
   constexpr std::string_view kExpert = "expert.";
+  constexpr std::string_view kNccl = "nccl.";
   for (const RecipeSetting& recipe : kRecipes) {
-    if (!Covers(recipe, point, training)) continue;
+    if (!Covers(recipe, point, sections.training)) continue;
     if (recipe.key.starts_with(kExpert)) {
-      Json& expert = parallelism["expert"];
+      Json& expert = sections.parallelism["expert"];
       if (!expert.is_object()) expert = Json{{"size", expert.is_null() ? Json(1) : expert}};
       expert[std::string(recipe.key.substr(kExpert.size()))] = Json::parse(recipe.value);
+    } else if (recipe.key.starts_with(kNccl)) {
+      sections.cluster["nccl"][std::string(recipe.key.substr(kNccl.size()))] =
+          Json::parse(recipe.value);
     } else {
-      training[std::string(recipe.key)] = Json::parse(recipe.value);
+      sections.training[std::string(recipe.key)] = Json::parse(recipe.value);
     }
     if (recipe.key == "recompute") {
       // The recipe states what the table did not: no longer an assumption.

@@ -10,13 +10,20 @@
 
 namespace dtsim::strategies {
 
-// Adds to `training` and `parallelism` (a simulation config's sections, the precision,
-// recompute and plan already read from the point) what the recipe behind `point` (a
-// calibration-points.json record) sets beyond its table: the gradients' and optimizer state's
-// dtypes, FP8 parameters, a recompute policy the table leaves unsaid, the expert all-to-alls'
-// overlap. Each setting applied is added to `notes` with its source; a point no recipe below
-// matches is left alone.
-void ApplyPublishedRecipe(const Json& point, Json& training, Json& parallelism,
+// A simulation config's sections a recipe may add to: the precision, recompute, plan and
+// cluster already read from the point.
+struct RecipeSections {
+  Json& training;
+  Json& parallelism;
+  Json& cluster;
+};
+
+// Adds to `sections` what the recipe behind `point` (a calibration-points.json record) sets
+// beyond its table: the gradients' and optimizer state's dtypes, FP8 parameters, a recompute
+// policy the table leaves unsaid, the expert all-to-alls' overlap, the NCCL environment its
+// launch scripts export. Each setting applied is added to `notes` with its source; a point no
+// recipe below matches is left alone.
+void ApplyPublishedRecipe(const Json& point, RecipeSections sections,
                           std::vector<std::string>& notes);
 
 }  // namespace dtsim::strategies

@@ -634,13 +634,13 @@ Expected<TrainingRunConfig> TrainingRunConfigOf(const Json& point, const std::st
   } else if (p.ep > 1) {
     parallelism["expert"] = p.ep;
   }
-  ApplyPublishedRecipe(point, training, parallelism, out.assumed);
+  DTSIM_ASSIGN_OR_RETURN(Json cluster, ClusterJson(in, *hardware, kind));
+  ApplyPublishedRecipe(point, {training, parallelism, cluster}, out.assumed);
   out.sp_assumed = p.sp_assumed;
   out.zero_assumed = p.zero_assumed && !training.contains("framework");
   out.recompute_assumed =
       std::any_of(out.assumed.begin(), out.assumed.end(),
                   [](const std::string& note) { return note.starts_with("recompute "); });
-  DTSIM_ASSIGN_OR_RETURN(Json cluster, ClusterJson(in, *hardware, kind));
   out.summary = fmt::format("{} ({}), {}",
                             TextField(*model, "name").empty() ? "model" : TextField(*model, "name"),
                             style.name, Summary(p, folded, training));

@@ -161,6 +161,29 @@ TEST(ClusterFromJsonTest, CollectiveLatency) {
             "cluster.collective_latency: duration must not be negative, got \"-1 us\"");
 }
 
+// NCCL_P2P_NET_CHUNKSIZE as the run sets it: NCCL's 128 KiB unless given, read back as bytes.
+TEST(ClusterFromJsonTest, NcclSettings) {
+  EXPECT_EQ(ClusterPreset("dgx-h100")->nccl.p2p_net_chunk_size, Bytes(128 * 1024));
+  const Expected<ClusterSpec> cluster = ClusterFromJson(
+      Json::parse(R"({"preset": "dgx-h100", "nccl": {"p2p_net_chunk_size": "2 MiB"}})"), "cluster");
+  ASSERT_TRUE(cluster.ok()) << cluster.error().ToString();
+  EXPECT_EQ(cluster->nccl.p2p_net_chunk_size, Bytes(2 * 1024 * 1024));
+  EXPECT_EQ(ClusterSpecToJson(*cluster)["nccl"]["p2p_net_chunk_size"], "2097152 B");
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-h100", "nccl": {"p2p_net_chunk_size": 2097152}})"),
+            "cluster.nccl.p2p_net_chunk_size: expected a quantity with a unit, such as "
+            "\"4 MiB\", got 2097152");
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-h100", "nccl": {"p2p_net_chunk_size": "0 B"}})"),
+            "cluster.nccl.p2p_net_chunk_size: must be positive and at most 2147483647 bytes "
+            "(NCCL reads an int), got \"0 B\"");
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-h100", "nccl": {"p2p_net_chunk_size": "4 GiB"}})"),
+            "cluster.nccl.p2p_net_chunk_size: must be positive and at most 2147483647 bytes "
+            "(NCCL reads an int), got \"4 GiB\"");
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-h100", "nccl": {"buffsize": "8 MiB"}})"),
+            "cluster.nccl.buffsize: unknown key (expected one of \"p2p_net_chunk_size\")");
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-h100", "nccl": 4})"),
+            "cluster.nccl: expected a JSON object, got 4");
+}
+
 TEST(ClusterFromJsonTest, PresetFieldsCanBeOverridden) {
   const Expected<ClusterSpec> cluster =
       ClusterFromJson(Json::parse(R"({"preset": "dgx-h100", "gpus": 64,

@@ -116,6 +116,14 @@ TEST(NcclMemoryTest, PointToPointPeers) {
   const NcclBuffers three =
       CommunicatorBuffers(h100, {.ranks = 16, .nodes = 2, .local_ranks = 8, .remote_peers = 3});
   EXPECT_EQ(three.p2p, 128 * kMiB);
+  // NCCL_P2P_NET_CHUNKSIZE = 2 MiB runs 512 KiB steps (P2pNetChunkBytes): the pools hold four
+  // times as much, 32 × 16 × 512 KiB = 256 MiB each way.
+  ClusterSpec chunked = h100;
+  chunked.nccl.p2p_net_chunk_size = Bytes(2 * kMiB);
+  EXPECT_EQ(
+      CommunicatorBuffers(chunked, {.ranks = 2, .nodes = 2, .local_ranks = 1, .remote_peers = 1})
+          .p2p,
+      512 * kMiB);
 }
 
 TEST(NcclMemoryTest, OneRankHasNoCommunicator) {

@@ -71,6 +71,33 @@ TEST(NcclP2pTest, ANetworkPeerGetsFewChannels) {
   EXPECT_DOUBLE_EQ(PlanP2p(DgxH100(1), 8, 1, true, 1024 * kMiB).net_efficiency, 1.0);
 }
 
+// NCCL_P2P_NET_CHUNKSIZE = 2 MiB, as NVIDIA's NeMo and Megatron-Bridge performance scripts set
+// it for pipelined runs: NCCL 2.19+ keeps at most 4 MiB / 8 = 512 KiB, so parts run from
+// 256 KiB to 512 KiB and each message keeps (1 + 14,700 / 1,048,576) / (1 + 14,700 / 524,288)
+// = 0.98636 of the path, where 128 KiB kept 0.91176. Two ranks on two DGX H100 nodes: a 1 GiB
+// send on 4 channels at the NIC's 48.5 × 0.98636 = 47.84 GB/s. A 64 KiB setting is kept.
+TEST(NcclP2pTest, TheNetworkChunkIsNcclsSettingClampedToItsBuffer) {
+  ClusterSpec dgx = DgxH100(2);
+  EXPECT_DOUBLE_EQ(P2pNetChunkBytes(dgx), 128 * 1024);
+  dgx.nccl.p2p_net_chunk_size = Bytes(2 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(P2pNetChunkBytes(dgx), 512 * 1024);
+  const double f = (1 + 14'700.0 / 1'048'576) / (1 + 14'700.0 / 524'288);
+  EXPECT_NEAR(f, 0.98636, 1e-5);
+  const P2pPlan pair = PlanP2p(dgx, 2, 2, false, 1024 * kMiB);
+  EXPECT_EQ(pair.channels, 4);
+  EXPECT_DOUBLE_EQ(pair.net_efficiency, f);
+  EXPECT_DOUBLE_EQ(pair.bytes_per_second, 400e9 / 8 * 0.97 * f);
+  // 1 MiB in parts of at least 256 KiB: 4 channels of 256 KiB messages.
+  const P2pPlan small = PlanP2p(dgx, 2, 2, false, kMiB);
+  EXPECT_EQ(small.channels, 4);
+  EXPECT_DOUBLE_EQ(small.net_efficiency, NetMessageEfficiency(256 * 1024));
+  EXPECT_DOUBLE_EQ(AllToAllNetEfficiency(dgx, 64 * kMiB), f);
+  dgx.nccl.p2p_net_chunk_size = Bytes(64 * 1024);
+  EXPECT_DOUBLE_EQ(P2pNetChunkBytes(dgx), 64 * 1024);
+  EXPECT_DOUBLE_EQ(PlanP2p(dgx, 2, 2, false, 1024 * kMiB).net_efficiency,
+                   NetMessageEfficiency(64 * 1024));
+}
+
 // The message cost: none from the ring's 1 MiB slice up; at NCCL's 128 KiB point-to-point
 // step 0.9117629 (above); a 16 KiB message (a small all-to-all part) pays
 // (1 + 14,700 / 1,048,576) / (1 + 14,700 / 16,384) = 0.5345.
@@ -80,8 +107,9 @@ TEST(NcclP2pTest, SmallerNetworkMessagesKeepLessOfThePath) {
   EXPECT_NEAR(NetMessageEfficiency(128 * 1024), 0.9117629, 1e-7);
   EXPECT_NEAR(NetMessageEfficiency(16 * 1024), 0.5345, 1e-4);
   // An all-to-all's parts cross in messages of at most one 128 KiB chunk.
-  EXPECT_DOUBLE_EQ(AllToAllNetEfficiency(64 * kMiB), NetMessageEfficiency(128 * 1024));
-  EXPECT_DOUBLE_EQ(AllToAllNetEfficiency(16 * 1024), NetMessageEfficiency(16 * 1024));
+  const ClusterSpec dgx = DgxH100(2);
+  EXPECT_DOUBLE_EQ(AllToAllNetEfficiency(dgx, 64 * kMiB), NetMessageEfficiency(128 * 1024));
+  EXPECT_DOUBLE_EQ(AllToAllNetEfficiency(dgx, 16 * 1024), NetMessageEfficiency(16 * 1024));
 }
 
 }  // namespace

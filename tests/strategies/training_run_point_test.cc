@@ -269,8 +269,9 @@ TEST(TrainingRunPointTest, EveryCalibrationPointSimulatesOrSaysWhyNot) {
 // file): NeMo 24.07's FP8 examples sync gradients in bf16 (GPT, Llama; Nemotron-4 340B also
 // keeps its optimizer state in bf16; the Nemotron 8B example sets neither); Megatron-Bridge
 // 25.09's FP8 configs keep FP8 parameters, DeepSeek-V3's recipe bf16 gradients and its H100
-// run recomputes the modules mla_up_proj and mlp, Qwen3-30B-A3B's recipe every layer in full.
-// Megatron-LM at 8aa4619f (DLPerf's V100 runs) all-reduces fp16 gradients.
+// run recomputes the modules mla_up_proj and mlp, Qwen3-30B-A3B's recipe every layer in full,
+// and its performance scripts export NCCL_P2P_NET_CHUNKSIZE=2097152 for the pipelined 70B and
+// 405B runs. Megatron-LM at 8aa4619f (DLPerf's V100 runs) all-reduces fp16 gradients.
 TEST(TrainingRunPointTest, AppliesWhatThePublishedRecipesSet) {
   const auto training = [](std::string_view id) {
     const Json point = CalibrationPoint(id);
@@ -287,9 +288,19 @@ TEST(TrainingRunPointTest, AppliesWhatThePublishedRecipesSet) {
   EXPECT_EQ(nemotron["moment_precision"], "bf16");
   EXPECT_FALSE(
       training("nemo2407-Nemotron-8B-64gpu").config["training"].contains("grad_precision"));
-  const Json llama405 = training("mbridge-25.09-h100-LLAMA3.1-405B-1024gpu").config["training"];
+  const TrainingRunConfig llama405_run = training("mbridge-25.09-h100-LLAMA3.1-405B-1024gpu");
+  const Json& llama405 = llama405_run.config["training"];
   EXPECT_EQ(llama405["param_precision"], "fp8");
   EXPECT_FALSE(llama405.contains("grad_precision"));  // grad_reduce_in_fp32=True
+  EXPECT_EQ(llama405_run.config["cluster"]["nccl"]["p2p_net_chunk_size"], "2 MiB");
+  EXPECT_THAT(llama405_run.assumed, testing::Contains(HasSubstr("NCCL_P2P_NET_CHUNKSIZE")));
+  EXPECT_EQ(training("mbridge-25.09-h100-LLAMA3-70B-64gpu")
+                .config["cluster"]["nccl"]["p2p_net_chunk_size"],
+            "2 MiB");
+  // Not for the 8B (one stage) nor for models the script leaves at NCCL's default.
+  EXPECT_FALSE(training("mbridge-25.09-h100-LLAMA3-8B-8gpu").config["cluster"].contains("nccl"));
+  EXPECT_FALSE(
+      training("mbridge-25.09-h100-DeepSeekV3-1024gpu").config["cluster"].contains("nccl"));
   const TrainingRunConfig deepseek = training("mbridge-25.09-h100-DeepSeekV3-1024gpu");
   EXPECT_EQ(deepseek.config["training"]["grad_precision"], "bf16");
   EXPECT_EQ(deepseek.config["training"]["param_precision"], "fp8");
