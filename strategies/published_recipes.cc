@@ -49,20 +49,21 @@ struct RecipeSetting {
 // default); conf/training/nemotron/nemotron_340b.yaml sets optim.grad_sync_dtype and optim.dtype
 // (the optimizer state's) bf16. Megatron-Bridge 25.09 (the NeMo 25.09 container;
 // NVIDIA-NeMo/Megatron-Bridge a73c1be): every bf16_with_fp8_* config of
-// src/megatron/bridge/training/mixed_precision.py sets fp8_param_gather; recipes/deepseek/
-// deepseek_v3.py sets grad_reduce_in_fp32=False (the others True, the default modelled);
-// recipes/qwen/qwen3_30b_a3b.py recomputes every layer in full (granularity full, method
-// uniform, 1 layer), which scripts/performance does not override on H100; run_script.py
-// recomputes DeepSeek-V3's modules mla_up_proj and mlp on H100 (recompute_modules) and, there
-// (A2A_1F1B), overlaps its expert all-to-alls (comm_overlap.overlap_moe_expert_parallel_comm)
-// with delay_wgrad_compute. Its scripts/performance/setup_experiment.py passes
-// nccl_pp_comm_chunksize=2097152 to NeMo-Run's PerfEnvPlugin for the 70B and 405B models, which
-// exports NCCL_P2P_NET_CHUNKSIZE=2097152 when the run is pipelined
-// (nemo/lightning/run/plugins.py).
-// Megatron-LM at commit 8aa4619f (March 2021, DLPerf's V100 runs): megatron/model/
-// distributed.py's local DDP all-reduces each dtype's gradients coalesced, in that dtype (the
-// parameters': fp16 under --fp16) unless --fp32-allreduce, which defaults off
-// (megatron/arguments.py).
+// src/megatron/bridge/training/mixed_precision.py sets fp8_param_gather; the YAML overrides
+// scripts/performance/setup_experiment.py hands run_script.py for every model
+// (scripts/performance/configs/*/*_llm_pretrain.yaml) set mixed_precision.grad_reduce_in_fp32
+// false: bf16 gradient buffers and reductions (the recipes' own default is True, and only
+// recipes/deepseek/deepseek_v3.py sets it False); recipes/qwen/qwen3_30b_a3b.py recomputes every
+// layer in full (granularity full, method uniform, 1 layer), which scripts/performance does not
+// override on H100; run_script.py recomputes DeepSeek-V3's modules mla_up_proj and mlp on H100
+// (recompute_modules) and, there (A2A_1F1B), overlaps its expert all-to-alls
+// (comm_overlap.overlap_moe_expert_parallel_comm) with delay_wgrad_compute. Its
+// scripts/performance/setup_experiment.py passes nccl_pp_comm_chunksize=2097152 to NeMo-Run's
+// PerfEnvPlugin for the 70B and 405B models, which exports NCCL_P2P_NET_CHUNKSIZE=2097152 when the
+// run is pipelined (nemo/lightning/run/plugins.py). Megatron-LM at commit 8aa4619f (March 2021,
+// DLPerf's V100 runs): megatron/model/ distributed.py's local DDP all-reduces each dtype's
+// gradients coalesced, in that dtype (the parameters': fp16 under --fp16) unless --fp32-allreduce,
+// which defaults off (megatron/arguments.py).
 constexpr std::array kRecipes = {
     RecipeSetting{.framework = "megatron-lm commit 8aa4619f",
                   .key = "grad_precision",
@@ -106,11 +107,10 @@ constexpr std::array kRecipes = {
                   .note = "FP8 parameters (Megatron-Bridge 25.09's mixed_precision.py: "
                           "fp8_param_gather)"},
     RecipeSetting{.release = "nemo 25.09",
-                  .model = "deepseek-v3",
                   .key = "grad_precision",
                   .value = R"("bf16")",
-                  .note = "bf16 gradients (Megatron-Bridge 25.09's recipes/deepseek/"
-                          "deepseek_v3.py: grad_reduce_in_fp32=False)"},
+                  .note = "bf16 gradients (Megatron-Bridge 25.09's scripts/performance/configs/"
+                          "*_llm_pretrain.yaml: mixed_precision.grad_reduce_in_fp32 false)"},
     RecipeSetting{.release = "nemo 25.09",
                   .model = "deepseek-v3",
                   .unstated_recompute_only = true,

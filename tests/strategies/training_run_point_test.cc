@@ -268,7 +268,8 @@ TEST(TrainingRunPointTest, EveryCalibrationPointSimulatesOrSaysWhyNot) {
 // What NVIDIA's recipes set beyond their tables (strategies/published_recipes.cc cites each
 // file): NeMo 24.07's FP8 examples sync gradients in bf16 (GPT, Llama; Nemotron-4 340B also
 // keeps its optimizer state in bf16; the Nemotron 8B example sets neither); Megatron-Bridge
-// 25.09's FP8 configs keep FP8 parameters, DeepSeek-V3's recipe bf16 gradients and its H100
+// 25.09's FP8 configs keep FP8 parameters, its performance scripts' configs bf16 gradients
+// (every model: grad_reduce_in_fp32 false), DeepSeek-V3's H100
 // run recomputes the modules mla_up_proj and mlp, Qwen3-30B-A3B's recipe every layer in full,
 // and its performance scripts export NCCL_P2P_NET_CHUNKSIZE=2097152 for the pipelined 70B and
 // 405B runs. Megatron-LM at 8aa4619f (DLPerf's V100 runs) all-reduces fp16 gradients.
@@ -291,7 +292,7 @@ TEST(TrainingRunPointTest, AppliesWhatThePublishedRecipesSet) {
   const TrainingRunConfig llama405_run = training("mbridge-25.09-h100-LLAMA3.1-405B-1024gpu");
   const Json& llama405 = llama405_run.config["training"];
   EXPECT_EQ(llama405["param_precision"], "fp8");
-  EXPECT_FALSE(llama405.contains("grad_precision"));  // grad_reduce_in_fp32=True
+  EXPECT_EQ(llama405["grad_precision"], "bf16");  // the performance YAML's override
   EXPECT_EQ(llama405_run.config["cluster"]["nccl"]["p2p_net_chunk_size"], "2 MiB");
   EXPECT_THAT(llama405_run.assumed, testing::Contains(HasSubstr("NCCL_P2P_NET_CHUNKSIZE")));
   EXPECT_EQ(training("mbridge-25.09-h100-LLAMA3-70B-64gpu")
@@ -310,6 +311,8 @@ TEST(TrainingRunPointTest, AppliesWhatThePublishedRecipesSet) {
   EXPECT_FALSE(deepseek.recompute_assumed);
   const TrainingRunConfig qwen = training("mbridge-25.09-h100-Qwen3-30B-A3B-16gpu");
   EXPECT_EQ(qwen.config["training"]["recompute"], "full");
+  EXPECT_EQ(qwen.config["training"]["grad_precision"], "bf16");
+  EXPECT_THAT(qwen.assumed, testing::Contains(HasSubstr("grad_reduce_in_fp32 false")));
   EXPECT_FALSE(qwen.recompute_assumed);
   EXPECT_THAT(qwen.assumed, testing::Contains(HasSubstr("qwen3_30b_a3b.py")));
   const TrainingRunConfig dlperf = training("dlperf-megatron-DP_16x1x1_32_1536x16");
