@@ -113,6 +113,7 @@ LaunchArguments MegatronBridgeArguments(const SimulationConfig& config) {
   const LaunchArguments megatron = MegatronArguments(config);
   LaunchArguments out{.framework = std::string(kBridgeRelease),
                       .what = "scripts/training/run_recipe.py overrides",
+                      .environment = megatron.environment,
                       .not_expressed = megatron.not_expressed};
   for (std::string& note : out.not_expressed) {
     const size_t at = note.find("--tokenizer-type");

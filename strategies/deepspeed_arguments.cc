@@ -194,7 +194,8 @@ Json DeepSpeedConfig(const SimulationConfig& config, Lines& not_expressed) {
 }  // namespace
 
 LaunchArguments DeepSpeedArguments(const SimulationConfig& config, std::string_view config_path) {
-  LaunchArguments out{.framework = std::string(kDeepSpeedRelease)};
+  LaunchArguments out{.framework = std::string(kDeepSpeedRelease),
+                      .environment = LaunchEnvironment(config)};
   DeepSpeedModelFlags(config.model.transformer, out.arguments, out.not_expressed);
   DeepSpeedParallelFlags(config, out.arguments, out.not_expressed);
   DeepSpeedTrainingFlags(config, out.arguments, out.not_expressed);

@@ -176,8 +176,18 @@ void TokenizerNote(const models::TransformerSpec& spec, std::vector<std::string>
   }
 }
 
+std::vector<std::string> LaunchEnvironment(const SimulationConfig& config) {
+  std::vector<std::string> environment;
+  const int64_t chunk = config.cluster.nccl.p2p_net_chunk_size.count();
+  if (chunk != network::NcclSettings{}.p2p_net_chunk_size.count()) {
+    environment.push_back(fmt::format("NCCL_P2P_NET_CHUNKSIZE={}", chunk));
+  }
+  return environment;
+}
+
 LaunchArguments MegatronArguments(const SimulationConfig& config) {
-  LaunchArguments out{.framework = std::string(kMegatronRelease)};
+  LaunchArguments out{.framework = std::string(kMegatronRelease),
+                      .environment = LaunchEnvironment(config)};
   ModelFlags(config.model.transformer, out.arguments, out.not_expressed);
   ParallelFlags(config, out.arguments, out.not_expressed);
   TrainingFlags(config, out.arguments, out.not_expressed);

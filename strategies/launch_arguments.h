@@ -25,10 +25,17 @@ inline constexpr std::string_view kBridgeRelease = "Megatron-Bridge 067f987 (202
 struct LaunchArguments {
   std::string framework;                       // "Megatron-LM core_v0.14"
   std::string what = "pretrain_gpt.py flags";  // what `arguments` are
-  std::vector<std::string> arguments;          // "--tensor-model-parallel-size 2", one flag a line
-  std::vector<std::string> not_expressed;      // settings of the plan no flag expresses
-  Json config_file;                            // DeepSpeed: the ds_config.json; else null
+  // Exported for the launch, before the flags: "NCCL_P2P_NET_CHUNKSIZE=2097152" (the config's
+  // NCCL settings that differ from NCCL's defaults; LaunchEnvironment).
+  std::vector<std::string> environment;
+  std::vector<std::string> arguments;      // "--tensor-model-parallel-size 2", one flag a line
+  std::vector<std::string> not_expressed;  // settings of the plan no flag expresses
+  Json config_file;                        // DeepSpeed: the ds_config.json; else null
 };
+
+// The environment a launch exports for the config's cluster: NCCL_P2P_NET_CHUNKSIZE when
+// `cluster.nccl.p2p_net_chunk_size` is not NCCL's 128 KiB. Every framework's arguments carry it.
+std::vector<std::string> LaunchEnvironment(const SimulationConfig& config);
 
 // The model shape, batch, precision and parallelism of `config` as pretrain_gpt.py flags:
 // TP/SP/PP (interleaved: virtual pipeline size), CP, EP, ZeRO (1: the distributed optimizer;

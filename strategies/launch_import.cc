@@ -24,6 +24,9 @@ struct Flags {
   std::map<std::string, std::vector<std::string>, std::less<>> values;
   std::vector<std::string> order;
   std::set<std::string, std::less<>> used;
+  // Assignments before the first flag ("NCCL_P2P_NET_CHUNKSIZE=2097152"): the environment the
+  // script was launched with, as a shell reads them before a command.
+  std::vector<std::pair<std::string, std::string>> environment;
 
   bool Has(std::string_view name) {
     if (!values.contains(name)) return false;
@@ -70,11 +73,25 @@ struct Flags {
   }
 };
 
+// NAME=value with NAME a shell variable's name.
+bool IsAssignment(std::string_view arg) {
+  const size_t equals = arg.find('=');
+  if (equals == 0 || equals == std::string_view::npos) return false;
+  const std::string_view name = arg.substr(0, equals);
+  return std::isdigit(static_cast<unsigned char>(name.front())) == 0 &&
+         std::all_of(name.begin(), name.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+         });
+}
+
 Expected<Flags> Parse(std::span<const std::string> args) {
   Flags flags;
   std::string current;
   for (const std::string& arg : args) {
-    if (arg.starts_with("--") && arg.size() > 2) {
+    if (flags.order.empty() && IsAssignment(arg)) {
+      const size_t equals = arg.find('=');
+      flags.environment.emplace_back(arg.substr(0, equals), arg.substr(equals + 1));
+    } else if (arg.starts_with("--") && arg.size() > 2) {
       const size_t equals = arg.find('=');
       current = arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
       std::vector<std::string>& values = flags.values[current];
@@ -92,6 +109,25 @@ Expected<Flags> Parse(std::span<const std::string> args) {
     }
   }
   return flags;
+}
+
+// The launch's environment: NCCL_P2P_NET_CHUNKSIZE (bytes, as NCCL reads it) sets
+// cluster.nccl.p2p_net_chunk_size; every other assignment is listed as not modelled.
+Status ApplyEnvironment(const Flags& flags, Json& cluster, std::vector<std::string>& not_modelled) {
+  for (const auto& [name, value] : flags.environment) {
+    if (name != "NCCL_P2P_NET_CHUNKSIZE") {
+      not_modelled.push_back(fmt::format("{}={} (environment)", name, value));
+      continue;
+    }
+    int64_t bytes = 0;
+    const auto [end, code] = std::from_chars(value.data(), value.data() + value.size(), bytes);
+    if (code != std::errc() || end != value.data() + value.size() || bytes <= 0) {
+      return Error("expected a positive integer: the bytes NCCL reads", name, Quote(value));
+    }
+    if (!cluster.is_object()) cluster = Json::object();
+    cluster["nccl"]["p2p_net_chunk_size"] = fmt::format("{} B", bytes);
+  }
+  return Status::Ok();
 }
 
 // Sets json[key] from the flag when given (a positive integer).
@@ -688,6 +724,7 @@ Expected<ImportedConfig> ImportMegatronArguments(std::span<const std::string> ar
   config["parallelism"] = Json::object();
   DTSIM_RETURN_IF_ERROR(ParallelismSection(flags, config["parallelism"]));
   DTSIM_RETURN_IF_ERROR(SizeDataParallelism(config));
+  DTSIM_RETURN_IF_ERROR(ApplyEnvironment(flags, config["cluster"], approximated));
   if (Expected<ResolvedConfig> checked = ConfigFromJson(config, ""); !checked.ok()) {
     return std::move(checked).error();
   }
@@ -722,6 +759,7 @@ Expected<ImportedConfig> ImportDeepSpeedArguments(std::span<const std::string> a
   DTSIM_RETURN_IF_ERROR(DeepSpeedZeroBuffers(ds, config));
   DTSIM_RETURN_IF_ERROR(SizeDataParallelism(config));
   DTSIM_RETURN_IF_ERROR(CheckAccumulation(ds, config));
+  DTSIM_RETURN_IF_ERROR(ApplyEnvironment(flags, config["cluster"], approximated));
   if (Expected<ResolvedConfig> checked = ConfigFromJson(config, ""); !checked.ok()) {
     return std::move(checked).error();
   }

@@ -34,8 +34,10 @@ struct ImportTarget {
 std::vector<std::string> SplitLaunchArguments(std::string_view text);
 
 // `args`: the arguments of pretrain_gpt.py, as a shell splits them ("--num-layers", "96", or
-// "--num-layers=96"). Errors name the flag and its value; a config the flags leave invalid is
-// an error from the config reader, naming the JSON path.
+// "--num-layers=96"), after the environment assignments the launch exports, if any
+// ("NCCL_P2P_NET_CHUNKSIZE=2097152": cluster.nccl; the others listed as not modelled). Errors
+// name the flag or variable and its value; a config the flags leave invalid is an error from
+// the config reader, naming the JSON path.
 Expected<ImportedConfig> ImportMegatronArguments(std::span<const std::string> args,
                                                  const ImportTarget& target);
 

@@ -81,9 +81,9 @@ TEST(LaunchImportTest, LlamaLaunchSimulatesAsTheShippedExample) {
   }
 }
 
-// Emitted flags (a line each, "--flag value") as a shell would split them.
+// Emitted environment and flags (a line each, "--flag value") as a shell would split them.
 std::vector<std::string> Words(const LaunchArguments& emitted) {
-  std::vector<std::string> words;
+  std::vector<std::string> words = emitted.environment;
   for (const std::string& line : emitted.arguments) {
     const std::vector<std::string> split = SplitLaunchArguments(line);
     words.insert(words.end(), split.begin(), split.end());
@@ -96,8 +96,11 @@ std::vector<std::string> Words(const LaunchArguments& emitted) {
 void ExpectRoundTrip(const Json& json) {
   const ResolvedConfig original = ConfigOf(json);
   const std::vector<std::string> words = Words(MegatronArguments(original));
+  // The cluster without its NCCL settings: the emitted environment must bring them back.
+  Json cluster = json["cluster"];
+  cluster.erase("nccl");
   Expected<ImportedConfig> imported = ImportMegatronArguments(
-      words, {.cluster = json["cluster"], .vocab = original.model.transformer.vocab});
+      words, {.cluster = cluster, .vocab = original.model.transformer.vocab});
   ASSERT_TRUE(imported.ok()) << imported.error().ToString() << "\n" << json.dump();
   ExpectSameIteration(imported->config, json);
 }
@@ -143,6 +146,43 @@ TEST(LaunchImportTest, EmittedFlagsReadBackAsThePlan) {
                        R"({"global_batch": 256, "seq_len": 4096, "flash_attention": true,
       "recompute": "selective"})",
                        4));
+  // NCCL_P2P_NET_CHUNKSIZE in the launch's environment: the pipeline's sends cross nodes in
+  // 512 KiB steps (cluster.nccl), which changes the iteration.
+  Json chunked = Plan("llama2-70b", R"({"data": 1, "tensor": 8, "pipeline": 4})",
+                      R"({"global_batch": 16, "seq_len": 4096, "flash_attention": true,
+      "recompute": "full"})",
+                      4);
+  chunked["cluster"]["nccl"] = {{"p2p_net_chunk_size", "2 MiB"}};
+  EXPECT_EQ(MegatronArguments(ConfigOf(chunked)).environment,
+            std::vector<std::string>{"NCCL_P2P_NET_CHUNKSIZE=2097152"});
+  ExpectRoundTrip(chunked);
+}
+
+// The environment before the flags: NCCL_P2P_NET_CHUNKSIZE sets cluster.nccl, other
+// assignments are listed, a bad value names the variable; after a flag an assignment is a value.
+TEST(LaunchImportTest, TheLaunchEnvironmentIsRead) {
+  const Json cluster = {{"preset", "dgx-h100"}, {"gpu", "h100-sxm5-80gb"}, {"nodes", 1}};
+  const std::vector<std::string> shape = {"--num-layers",          "2", "--hidden-size", "512",
+                                          "--num-attention-heads", "8", "--seq-length",  "1024",
+                                          "--global-batch-size",   "8", "--vocab-size",  "32000"};
+  auto with = [&](std::vector<std::string> environment) {
+    environment.insert(environment.end(), shape.begin(), shape.end());
+    return ImportMegatronArguments(environment, {.cluster = cluster});
+  };
+  const Expected<ImportedConfig> imported =
+      with({"NCCL_P2P_NET_CHUNKSIZE=524288", "CUDA_DEVICE_MAX_CONNECTIONS=1"});
+  ASSERT_TRUE(imported.ok()) << imported.error().ToString();
+  EXPECT_EQ(imported->config["cluster"]["nccl"]["p2p_net_chunk_size"], "524288 B");
+  EXPECT_THAT(imported->not_modelled, Contains("CUDA_DEVICE_MAX_CONNECTIONS=1 (environment)"));
+  const Expected<ImportedConfig> bad = with({"NCCL_P2P_NET_CHUNKSIZE=2MB"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().ToString(),
+            "NCCL_P2P_NET_CHUNKSIZE: expected a positive integer: the bytes NCCL reads, got "
+            "\"2MB\"");
+  EXPECT_FALSE(with({"NCCL_P2P_NET_CHUNKSIZE=0"}).ok());
+  std::vector<std::string> late = shape;
+  late.emplace_back("NCCL_P2P_NET_CHUNKSIZE=524288");
+  EXPECT_FALSE(ImportMegatronArguments(late, {.cluster = cluster}).ok());
 }
 
 TEST(LaunchImportTest, BadArgumentsNameTheFlag) {

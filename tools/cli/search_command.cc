@@ -308,6 +308,8 @@ std::string LaunchText(const strategies::LaunchArguments& launch) {
   for (const std::string& note : launch.not_expressed) {
     text += "# not expressed: " + note + "\n";
   }
+  // The environment first, as a shell reads assignments before a command.
+  for (const std::string& assignment : launch.environment) text += assignment + " \\\n";
   for (size_t i = 0; i < launch.arguments.size(); ++i) {
     text += launch.arguments[i] + (i + 1 < launch.arguments.size() ? " \\\n" : "\n");
   }
