@@ -95,7 +95,7 @@ struct NcclSettings {
   // NCCL_P2P_NET_CHUNKSIZE (src/init.cc): the step in which point-to-point traffic (sends,
   // receives, all-to-alls) crosses the network. NCCL 2.19 and later use at most an eighth of
   // the Simple protocol's 4 MiB buffer (P2pNetChunkBytes, nccl_p2p.h).
-  Bytes p2p_net_chunk_size = Bytes(128 * 1024);
+  Bytes p2p_net_chunk_size = Bytes(int64_t{128} * 1024);
 };
 
 struct ClusterSpec {

@@ -163,11 +163,11 @@ TEST(ClusterFromJsonTest, CollectiveLatency) {
 
 // NCCL_P2P_NET_CHUNKSIZE as the run sets it: NCCL's 128 KiB unless given, read back as bytes.
 TEST(ClusterFromJsonTest, NcclSettings) {
-  EXPECT_EQ(ClusterPreset("dgx-h100")->nccl.p2p_net_chunk_size, Bytes(128 * 1024));
+  EXPECT_EQ(ClusterPreset("dgx-h100")->nccl.p2p_net_chunk_size, Bytes(int64_t{128} * 1024));
   const Expected<ClusterSpec> cluster = ClusterFromJson(
       Json::parse(R"({"preset": "dgx-h100", "nccl": {"p2p_net_chunk_size": "2 MiB"}})"), "cluster");
   ASSERT_TRUE(cluster.ok()) << cluster.error().ToString();
-  EXPECT_EQ(cluster->nccl.p2p_net_chunk_size, Bytes(2 * 1024 * 1024));
+  EXPECT_EQ(cluster->nccl.p2p_net_chunk_size, Bytes(int64_t{2} * 1024 * 1024));
   EXPECT_EQ(ClusterSpecToJson(*cluster)["nccl"]["p2p_net_chunk_size"], "2097152 B");
   EXPECT_EQ(ErrorOf(R"({"preset": "dgx-h100", "nccl": {"p2p_net_chunk_size": 2097152}})"),
             "cluster.nccl.p2p_net_chunk_size: expected a quantity with a unit, such as "

@@ -79,7 +79,7 @@ TEST(NcclP2pTest, ANetworkPeerGetsFewChannels) {
 TEST(NcclP2pTest, TheNetworkChunkIsNcclsSettingClampedToItsBuffer) {
   ClusterSpec dgx = DgxH100(2);
   EXPECT_DOUBLE_EQ(P2pNetChunkBytes(dgx), 128 * 1024);
-  dgx.nccl.p2p_net_chunk_size = Bytes(2 * 1024 * 1024);
+  dgx.nccl.p2p_net_chunk_size = Bytes(int64_t{2} * 1024 * 1024);
   EXPECT_DOUBLE_EQ(P2pNetChunkBytes(dgx), 512 * 1024);
   const double f = (1 + 14'700.0 / 1'048'576) / (1 + 14'700.0 / 524'288);
   EXPECT_NEAR(f, 0.98636, 1e-5);
@@ -92,7 +92,7 @@ TEST(NcclP2pTest, TheNetworkChunkIsNcclsSettingClampedToItsBuffer) {
   EXPECT_EQ(small.channels, 4);
   EXPECT_DOUBLE_EQ(small.net_efficiency, NetMessageEfficiency(256 * 1024));
   EXPECT_DOUBLE_EQ(AllToAllNetEfficiency(dgx, 64 * kMiB), f);
-  dgx.nccl.p2p_net_chunk_size = Bytes(64 * 1024);
+  dgx.nccl.p2p_net_chunk_size = Bytes(int64_t{64} * 1024);
   EXPECT_DOUBLE_EQ(P2pNetChunkBytes(dgx), 64 * 1024);
   EXPECT_DOUBLE_EQ(PlanP2p(dgx, 2, 2, false, 1024 * kMiB).net_efficiency,
                    NetMessageEfficiency(64 * 1024));
