@@ -1,7 +1,7 @@
 // The measured NCCL collectives of ../shared/network/measured-collectives.json (nccl-tests runs
 // on A100, H100 and H200 nodes, one to ten nodes) and the analytical model's time for each:
-// how far the network model is from NCCL, curve by curve and per size band (docs/network.md,
-// "Against measured collectives"; issue 25's yardstick).
+// how far the network model is from NCCL, curve by curve and per size band
+// (docs/network-accuracy.md, "Against measured collectives"; issue 25's yardstick).
 //
 // nccl-tests' conventions: S is one rank's buffer for all-reduce and send/recv, the whole n-rank
 // buffer for all-gather, reduce-scatter and all-to-all; dtsim's collective size is each rank's

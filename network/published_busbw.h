@@ -1,5 +1,5 @@
 // Published NCCL bus bandwidths and the analytical model's prediction of them
-// (tests/data/network/published_busbw.json; docs/network.md, "Bus bandwidth against
+// (tests/data/network/published_busbw.json; docs/network-accuracy.md, "Bus bandwidth against
 // nccl-tests"). nccl-tests' bus bandwidth (its doc/PERFORMANCE.md): algbw = S / t, all-reduce
 // busbw = algbw · 2(n−1)/n, all-to-all busbw = algbw · (n−1)/n, S one rank's buffer.
 #pragma once
