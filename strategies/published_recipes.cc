@@ -60,10 +60,11 @@ struct RecipeSetting {
 // (comm_overlap.overlap_moe_expert_parallel_comm) with delay_wgrad_compute. Its
 // scripts/performance/setup_experiment.py passes nccl_pp_comm_chunksize=2097152 to NeMo-Run's
 // PerfEnvPlugin for the 70B and 405B models, which exports NCCL_P2P_NET_CHUNKSIZE=2097152 when the
-// run is pipelined (nemo/lightning/run/plugins.py). Megatron-LM at commit 8aa4619f (March 2021,
-// DLPerf's V100 runs): megatron/model/ distributed.py's local DDP all-reduces each dtype's
-// gradients coalesced, in that dtype (the parameters': fp16 under --fp16) unless --fp32-allreduce,
-// which defaults off (megatron/arguments.py).
+// run is pipelined (nemo/lightning/run/plugins.py).
+// Megatron-LM at commit 8aa4619f (March 2021, DLPerf's V100 runs): megatron/model/
+// distributed.py's local DDP all-reduces each dtype's gradients coalesced, in that dtype (the
+// parameters': fp16 under --fp16) unless --fp32-allreduce, which defaults off
+// (megatron/arguments.py).
 constexpr std::array kRecipes = {
     RecipeSetting{.framework = "megatron-lm commit 8aa4619f",
                   .key = "grad_precision",
