@@ -339,8 +339,10 @@ Expected<DurationNs> ShiftDirect(const CollectiveRequest& r) {
   const std::vector<ExchangeRound> rounds =
       ShiftRounds(r.ranks, static_cast<double>(r.size.count()));
   if (rounds.empty()) return DurationNs::Zero();
-  return ExchangeStep(r, rounds.front().pairs, rounds.front().bytes,
-                      HopCaps{P2pRate(r, true), P2pRate(r, false), P2pNetEfficiency(r)});
+  const P2pPlan off_node = HopPlan(r, false);  // its rate is P2pRate's off-node one
+  return ExchangeStep(
+      r, rounds.front().pairs, rounds.front().bytes,
+      HopCaps{P2pRate(r, true), off_node.bytes_per_second, off_node.net_efficiency});
 }
 
 // --- barrier, send/recv --------------------------------------------------------------------

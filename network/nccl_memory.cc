@@ -13,10 +13,10 @@ constexpr int64_t kMiB = 1024 * kKiB;
 // × 16 B; LL128 120 elements × 640 threads × 8 steps × 8 B; Simple 4 MiB.
 constexpr int64_t kLlBytes = int64_t{8} * 512 * 8 * 16;
 constexpr int64_t kLl128Bytes = int64_t{120} * 640 * 8 * 8;
-constexpr int64_t kSimpleBytes = 4 * kMiB;
+constexpr int64_t kSimpleBytes = kNcclSimpleBufferBytes;
 constexpr int64_t kConnectionMemBytes = 4 * kKiB;  // ncclSendMem, ncclRecvMem (MEM_ALIGN)
 constexpr int64_t kGranularity = 2 * kMiB;         // CUDA_IPC_MIN; cuMem's granularity
-constexpr int kSteps = 8;                          // NCCL_STEPS
+constexpr int kSteps = kNcclSteps;                 // NCCL_STEPS (nccl_p2p.h)
 constexpr int kSharedSteps = 16;                   // NCCL_SHARED_STEPS (src/transport/net.cc)
 constexpr int64_t kNvlsChunk = 128 * kKiB;         // NCCL_NVLS_CHUNKSIZE
 

@@ -22,13 +22,14 @@ constexpr int kMaxRingChannels = 32;
 // src/graph/search.cc ncclTopoDupChannels: rings of at least 25 GB/s are duplicated.
 constexpr double kDuplicateRingBytesPerSecond = 25e9;
 
-// src/init.cc computeBuffSizes (NCCL 2.19 and later): the point-to-point chunk is at most the
-// Simple protocol's buffer (DEFAULT_BUFFSIZE, 4 MiB) over NCCL_STEPS (8).
-constexpr double kMaxP2pChunk = 4.0 * 1024 * 1024 / 8;
+// One step of the Simple protocol's buffer: DEFAULT_BUFFSIZE / NCCL_STEPS = 512 KiB. NCCL 2.19
+// and later keep the point-to-point chunk at most that (src/init.cc computeBuffSizes).
+constexpr double kSimpleStepBytes = static_cast<double>(kNcclSimpleBufferBytes) / kNcclSteps;
+constexpr double kMaxP2pChunk = kSimpleStepBytes;
 // src/include/collectives.h, src/transport/net.cc: a ring collective's network message is a
 // slice, ALLREDUCE_SLICESTEPS (NCCL_STEPS / 4 = 2) steps of DEFAULT_BUFFSIZE / NCCL_STEPS
 // (4 MiB / 8): 1 MiB. inter_node.efficiency is measured on rings, so at this message size.
-constexpr double kRingNetSliceBytes = 1024 * 1024;
+constexpr double kRingNetSliceBytes = (kNcclSteps / 4) * kSimpleStepBytes;
 // What a network message costs beyond its bytes, in bytes of the path's time (the proxy posts
 // one RDMA write per step and the receiver returns a credit per step). One constant, fitted on
 // one curve of ../shared/network/measured-collectives.json — send/recv across ten H100 nodes of

@@ -15,6 +15,11 @@
 
 namespace dtsim::network {
 
+// NCCL's Simple-protocol buffer per connection (DEFAULT_BUFFSIZE, src/include/device.h) and
+// the steps it is cut into (NCCL_STEPS): what its chunks, slices and buffers derive from.
+inline constexpr int64_t kNcclSimpleBufferBytes = int64_t{4} << 20;
+inline constexpr int kNcclSteps = 8;
+
 struct P2pPlan {
   int channels = 1;               // channels the transfer is split over
   int channels_per_peer = 1;      // at most, for one peer (p2pnChannelsPerPeer)
