@@ -29,7 +29,8 @@ constexpr double kMaxP2pChunk = kSimpleStepBytes;
 // src/include/collectives.h, src/transport/net.cc: a ring collective's network message is a
 // slice, ALLREDUCE_SLICESTEPS (NCCL_STEPS / 4 = 2) steps of DEFAULT_BUFFSIZE / NCCL_STEPS
 // (4 MiB / 8): 1 MiB. inter_node.efficiency is measured on rings, so at this message size.
-constexpr double kRingNetSliceBytes = (kNcclSteps / 4) * kSimpleStepBytes;
+constexpr int kRingSliceSteps = kNcclSteps / 4;
+constexpr double kRingNetSliceBytes = kRingSliceSteps * kSimpleStepBytes;
 // What a network message costs beyond its bytes, in bytes of the path's time (the proxy posts
 // one RDMA write per step and the receiver returns a credit per step). One constant, fitted on
 // one curve of ../shared/network/measured-collectives.json — send/recv across ten H100 nodes of
