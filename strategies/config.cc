@@ -22,6 +22,7 @@ namespace dtsim::strategies {
 namespace {
 
 constexpr std::array<std::string_view, 2> kGradientSyncNames = {"all_reduce", "parameter_server"};
+constexpr std::array<std::string_view, 2> kTensorOverlapNames = {"none", "async"};
 constexpr std::array<std::string_view, 3> kPlanDimensionNames = {"tp", "dp",
                                                                  "pp"};  // by PlanDimension
 constexpr std::array<std::string_view, 2> kRanksNames = {"full", "symmetric"};
@@ -153,6 +154,15 @@ Status ReadParallelism(const Json& value, ParallelPlan& plan) {
                    JsonValueForError(*r.Find("depth")));
     }
     DTSIM_RETURN_IF_ERROR(r.ReadOptionalInt("depth", plan.tensor_depth));
+    if (r.Has("overlap") && plan.tensor_layout != models::TensorLayout::k1D) {
+      return Error("overlap is a 1D setting: a 2D/2.5D grid's SUMMA steps overlap on their own",
+                   JsonChildPath(r.path(), "overlap"), JsonValueForError(*r.Find("overlap")));
+    }
+    if (r.Has("overlap")) {
+      TensorOverlap overlap = TensorOverlap::kAsync;
+      DTSIM_RETURN_IF_ERROR(r.ReadOptionalEnum("overlap", kTensorOverlapNames, overlap));
+      plan.tensor_overlap = overlap;
+    }
     return r.ReadOptional("sequence_parallel", plan.sequence_parallel);
   };
   const auto pipeline_options = [&plan](JsonObjectReader& r) -> Status {
@@ -588,6 +598,14 @@ bool SkewedRouting(const SimulationConfig& config) {
 std::string PlanOrderName(const ParallelPlan& plan) {
   const auto name = [](PlanDimension d) { return kPlanDimensionNames[static_cast<size_t>(d)]; };
   return fmt::format("{}-{}-{}", name(plan.order[0]), name(plan.order[1]), name(plan.order[2]));
+}
+
+std::span<const std::string_view> TensorOverlapNames() { return kTensorOverlapNames; }
+
+TensorOverlap TensorOverlapOf(const SimulationConfig& config) {
+  if (config.plan.tensor_overlap) return *config.plan.tensor_overlap;
+  return config.training.framework == models::Framework::kPyTorch ? TensorOverlap::kNone
+                                                                  : TensorOverlap::kAsync;
 }
 
 std::string_view GradientSyncName(GradientSync sync) {

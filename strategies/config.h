@@ -113,6 +113,14 @@ struct TrainingConfig {
 enum class GradientSync { kAllReduce, kParameterServer };
 std::string_view GradientSyncName(GradientSync sync);
 
+// How 1D tensor-parallel collectives overlap the compute (docs/strategies.md, "Tensor-parallel
+// overlap"): kNone, every one on the compute stream (Megatron-LM before its commit cf7efd4 of
+// August 2021; PyTorch's DTensor); kAsync, the backward's input-gradient reduction (all-reduce,
+// or the reduce-scatter under sequence parallelism) beside the weight-gradient GEMM after it
+// (Megatron-LM since then, Megatron-Core, Transformer Engine's linears).
+enum class TensorOverlap : uint8_t { kNone, kAsync };
+std::span<const std::string_view> TensorOverlapNames();  // "none", "async"
+
 // The parallel dimensions a rank's index is made of, for the placement order.
 enum class PlanDimension : uint8_t { kTensor, kData, kPipeline };
 
@@ -123,6 +131,8 @@ struct ParallelPlan {
   int tensor_depth = 1;  // 2.5D: d
   int pipeline = 1;
   bool sequence_parallel = false;
+  // `parallelism.tensor.overlap`; unset: TensorOverlapOf's default for the framework.
+  std::optional<TensorOverlap> tensor_overlap;
   models::PipelineSchedule schedule = models::PipelineSchedule::kOneForwardOneBackward;
   int virtual_stages = 1;
   // Transformer layers per model chunk: L/(p·v) each (Megatron's default), balanced by cost
@@ -254,6 +264,11 @@ bool CompilesLoss(const SimulationConfig& config);
 // What torch.compile would do that the plan runs eager, for the result's warnings: the
 // compiled blocks, a compiled loss dtsim prices eager; none: empty.
 std::vector<std::string> UnmodelledCompile(const SimulationConfig& config);
+
+// The plan's tensor-parallel overlap: `parallelism.tensor.overlap` where given, else async under
+// the megatron and deepspeed frameworks (Megatron's linears, which Megatron-DeepSpeed keeps)
+// and none under pytorch (DTensor's collectives are synchronous on the compute stream).
+TensorOverlap TensorOverlapOf(const SimulationConfig& config);
 
 // Whether skewed expert routing changes time: a dropless MoE model, expert parallelism and an
 // imbalance above 1 (with capacity padding the excess tokens are dropped instead).

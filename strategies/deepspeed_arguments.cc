@@ -73,6 +73,17 @@ void DeepSpeedParallelFlags(const SimulationConfig& config, Lines& args, Lines& 
   }
   args.push_back(fmt::format("--tensor-model-parallel-size {}", plan.tensor));
   if (plan.sequence_parallel) args.emplace_back("--sequence-parallel");
+  if (plan.tensor > 1 && !plan.on_grid() && TensorOverlapOf(config) == TensorOverlap::kNone) {
+    // Megatron-DeepSpeed keeps Megatron-LM's 2021 switch; under sequence parallelism the
+    // reduce-scatter stays async whatever it says.
+    if (plan.sequence_parallel) {
+      not_expressed.emplace_back(
+          "tensor-parallel collectives without overlap (the sequence-parallel reduce-scatter "
+          "runs beside the weight-gradient GEMM whatever the flags say)");
+    } else {
+      args.emplace_back("--no-async-tensor-model-parallel-allreduce");
+    }
+  }
   args.push_back(fmt::format("--pipeline-model-parallel-size {}", plan.pipeline));
   // Without a pipeline, DeepSpeed's plain engine (ZeRO-2 and -3 need it), not PipelineEngine.
   if (plan.pipeline == 1) args.emplace_back("--no-pipeline-parallel");

@@ -359,6 +359,11 @@ Expected<std::optional<int64_t>> TensorAndPipeline(Flags& flags, Json& paralleli
                          flags.Int("tensor-model-parallel-size"));
   parallelism["tensor"] = {{"size", tensor.value_or(1)},
                            {"sequence_parallel", flags.Has("sequence-parallel")}};
+  // Megatron-LM's switch (2021–2024) for its async input-gradient all-reduce; under sequence
+  // parallelism the reduce-scatter in its place stayed async whatever the flag said.
+  if (flags.Has("no-async-tensor-model-parallel-allreduce") && !flags.Has("sequence-parallel")) {
+    parallelism["tensor"]["overlap"] = "none";
+  }
   return flags.Int("pipeline-model-parallel-size");
 }
 

@@ -11,7 +11,8 @@ using models::Op;
 
 }  // namespace
 
-MicrobatchLayout::MicrobatchLayout(const SimulationConfig& config) : config_(config) {}
+MicrobatchLayout::MicrobatchLayout(const SimulationConfig& config)
+    : config_(config), tensor_overlap_(TensorOverlapOf(config)) {}
 
 Bytes MicrobatchLayout::ActivationBytes() const {
   return Bytes(ShardOf(config_).tokens() * config_.model.transformer.hidden *
@@ -104,7 +105,24 @@ std::vector<LayoutComm> MicrobatchLayout::TensorReduce(int64_t reduce_columns,
   return comms;
 }
 
+// Megatron's async input-gradient reduction (tensor_parallel/layers.py,
+// LinearWithGradAccumulationAndAsyncCommunication.backward: the all-reduce, or under sequence
+// parallelism the reduce-scatter, of the dgrad's output is issued with async_op=True before the
+// weight-gradient GEMM and waited for after it; CUDA_DEVICE_MAX_CONNECTIONS=1 keeps that order;
+// Transformer Engine's Linear and LayerNormLinear backward the same): the reduction a
+// column-parallel linear's wgrad is followed by runs beside that wgrad.
+bool MicrobatchLayout::ReducesBesideWgrad(const PricedOp& op) const {
+  return op.wgrad && op.after == After::kTensor && op.reduce_columns != models::Op::kNoReduce &&
+         config_.plan.tensor > 1 && tensor_overlap_ != TensorOverlap::kNone;
+}
+
 void MicrobatchLayout::LayOut(const PricedOp& op, LayoutSink& sink) const {
+  if (ReducesBesideWgrad(op)) {
+    const std::vector<LayoutComm> comms = TensorReduce(op.reduce_columns, op.gather_columns);
+    sink.Overlapped(op, comms.front());  // the reduction; what follows it waits as before
+    for (size_t i = 1; i < comms.size(); ++i) sink.Collective(comms[i]);
+    return;
+  }
   if (op.attention && config_.plan.context > 1) {
     ContextAttention(op, sink);
   } else if (op.summa != Op::WeightGemm::kNone) {

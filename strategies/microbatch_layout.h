@@ -67,7 +67,8 @@ class LayoutSink {
   // all-to-all, the reduce-scatter before the combine's (models::Op::Boundary).
   virtual void ExpertTensor(graph::CommKind kind) = 0;
   // The op on the compute stream with `comm` (tensor-parallel) beside it from the op's start;
-  // what follows the op waits for both (sequence parallelism's backward re-gather).
+  // what follows the op waits for both (sequence parallelism's backward re-gather, the async
+  // input-gradient reduction beside a wgrad).
   virtual void Overlapped(const PricedOp& op, const LayoutComm& comm) = 0;
 };
 
@@ -113,8 +114,11 @@ class MicrobatchLayout {
   int64_t GridTokens() const;
   std::vector<SummaStep> SummaSteps(const PricedOp& op) const;
   void ContextAttention(const PricedOp& op, LayoutSink& sink) const;
+  // Whether the tensor-parallel reduction after `op` runs beside it (TensorOverlap::kAsync).
+  bool ReducesBesideWgrad(const PricedOp& op) const;
 
   const SimulationConfig& config_;
+  TensorOverlap tensor_overlap_;
 };
 
 }  // namespace dtsim::strategies

@@ -17,6 +17,9 @@ Json PlanConfigJson(const Json& base, const PlanChoice& choice, const Json* comp
                  {"mode", models::TensorLayoutNames()[static_cast<size_t>(plan.tensor_layout)]},
                  {"sequence_parallel", plan.sequence_parallel}};
   if (plan.tensor_layout == models::TensorLayout::k2p5D) tensor["depth"] = plan.tensor_depth;
+  if (plan.tensor_overlap && !plan.on_grid()) {
+    tensor["overlap"] = TensorOverlapNames()[static_cast<size_t>(*plan.tensor_overlap)];
+  }
   parallelism["tensor"] = std::move(tensor);
   parallelism["pipeline"] = {{"size", plan.pipeline},
                              {"schedule", models::PipelineScheduleName(plan.schedule)},

@@ -27,6 +27,7 @@ bool HasAny(std::string_view text, std::string_view words) {
 // One recipe's settings: the points it covers (the release in the source's location, a word
 // of the model's name, the framework the point names, FP8 only), and what it sets.
 struct RecipeSetting {
+  std::string_view paper;    // in the point's source paper, lower case: "narayanan et al."
   std::string_view release;  // in the point's source location, lower case: "nemo 24.07"
   // In the model's name, lower case, or one of several separated by '|'; empty: every model.
   std::string_view model;
@@ -34,9 +35,10 @@ struct RecipeSetting {
   bool fp8_only = false;
   bool unsharded_only = false;  // not under FSDP ("parallel.fsdp": true)
   bool unstated_recompute_only = false;
-  bool pipelined_only = false;  // the point's PP is above 1
-  // The training key set; with the prefix "expert." the key of parallelism.expert, with
-  // "nccl." the key of cluster.nccl.
+  bool pipelined_only = false;        // the point's PP is above 1
+  bool tensor_parallel_only = false;  // the point's TP is above 1
+  // The training key set; with the prefix "expert." (or "tensor.") the key of
+  // parallelism.expert (parallelism.tensor), with "nccl." the key of cluster.nccl.
   std::string_view key;
   std::string_view value;  // its value, as JSON text
   std::string_view note;   // what the notes say, with the source
@@ -64,8 +66,24 @@ struct RecipeSetting {
 // Megatron-LM at commit 8aa4619f (March 2021, DLPerf's V100 runs): megatron/model/
 // distributed.py's local DDP all-reduces each dtype's gradients coalesced, in that dtype (the
 // parameters': fp16 under --fp16) unless --fp32-allreduce, which defaults off
-// (megatron/arguments.py).
+// (megatron/arguments.py). Neither it nor the Megatron-LM of Narayanan et al. (SC'21, submitted
+// April 2021) had the async input-gradient all-reduce beside the weight-gradient GEMM, which
+// came with commit cf7efd4 ("allreduce overlap with wgrad gemm", August 2021): every
+// tensor-parallel collective on the compute stream.
+constexpr std::string_view kNoAsyncNote =
+    "tensor-parallel collectives not overlapped (Megatron-LM before commit cf7efd4, August 2021: "
+    "no async input-gradient all-reduce beside the weight-gradient GEMM)";
 constexpr std::array kRecipes = {
+    RecipeSetting{.framework = "megatron-lm commit 8aa4619f",
+                  .tensor_parallel_only = true,
+                  .key = "tensor.overlap",
+                  .value = R"("none")",
+                  .note = kNoAsyncNote},
+    RecipeSetting{.paper = "narayanan et al.",
+                  .tensor_parallel_only = true,
+                  .key = "tensor.overlap",
+                  .value = R"("none")",
+                  .note = kNoAsyncNote},
     RecipeSetting{.framework = "megatron-lm commit 8aa4619f",
                   .key = "grad_precision",
                   .value = R"("fp16")",
@@ -164,15 +182,18 @@ bool Covers(const RecipeSetting& recipe, const Json& point, const Json& training
       point.contains("parallel") && point["parallel"].is_object() ? point["parallel"] : empty;
   const Json& model =
       point.contains("model") && point["model"].is_object() ? point["model"] : empty;
+  if (!Has(ToLower(TextField(source, "paper")), recipe.paper)) return false;
   if (!Has(ToLower(TextField(source, "location")), recipe.release)) return false;
   if (!HasAny(ToLower(TextField(model, "name")), recipe.model)) return false;
   if (!Has(ToLower(TextField(parallel, "framework")), recipe.framework)) return false;
   if (recipe.fp8_only && training.value("precision", "") != "fp8") return false;
   if (recipe.unsharded_only && parallel.contains("fsdp") && parallel["fsdp"] == true) return false;
-  if (recipe.pipelined_only) {
-    const Json& pp = parallel.contains("pp") ? parallel["pp"] : empty;
-    if (!pp.is_number_integer() || pp.get<int64_t>() <= 1) return false;
-  }
+  const auto above_one = [&parallel](std::string_view key) {
+    const auto found = parallel.find(key);
+    return found != parallel.end() && found->is_number_integer() && found->get<int64_t>() > 1;
+  };
+  if (recipe.pipelined_only && !above_one("pp")) return false;
+  if (recipe.tensor_parallel_only && !above_one("tp")) return false;
   return !recipe.unstated_recompute_only || TextField(parallel, "recompute").empty();
 }
 
@@ -182,9 +203,14 @@ void ApplyPublishedRecipe(const Json& point, RecipeSections sections,
                           std::vector<std::string>& notes) {
   constexpr std::string_view kExpert = "expert.";
   constexpr std::string_view kNccl = "nccl.";
+  constexpr std::string_view kTensor = "tensor.";
   for (const RecipeSetting& recipe : kRecipes) {
     if (!Covers(recipe, point, sections.training)) continue;
-    if (recipe.key.starts_with(kExpert)) {
+    if (recipe.key.starts_with(kTensor)) {
+      Json& tensor = sections.parallelism["tensor"];
+      if (!tensor.is_object()) tensor = Json{{"size", tensor.is_null() ? Json(1) : tensor}};
+      tensor[std::string(recipe.key.substr(kTensor.size()))] = Json::parse(recipe.value);
+    } else if (recipe.key.starts_with(kExpert)) {
       Json& expert = sections.parallelism["expert"];
       if (!expert.is_object()) expert = Json{{"size", expert.is_null() ? Json(1) : expert}};
       expert[std::string(recipe.key.substr(kExpert.size()))] = Json::parse(recipe.value);

@@ -206,6 +206,28 @@ TEST_F(SearchCommandTest, EmittedPlansSimulateToTheSearchsFigures) {
   EXPECT_FALSE(std::filesystem::exists(Path("plans") + "/plan-4.json"));  // --top 3
 }
 
+// A tensor overlap the config gives is kept in the emitted 1D plans (a grid refuses the key),
+// which still simulate to the search's figures.
+TEST_F(SearchCommandTest, EmittedPlansKeepTheTensorOverlap) {
+  const CommandOutcome outcome =
+      Search(SmallSearch({"-o", Path("all"), "--emit", Path("plans"), "-q", "--set",
+                          "parallelism.tensor.overlap=none"}));
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  Expected<SearchFile> file = ReadSearchFile(Path("all.json"));
+  ASSERT_TRUE(file.ok());
+  const std::string stem = Path("plans") + "/plan-1";
+  const Json emitted = *ReadJsonFile(stem + ".json");
+  EXPECT_EQ(emitted["parallelism"]["tensor"]["overlap"], "none");
+  ForgetInputFiles();
+  std::ostringstream ignored;
+  const std::vector<std::string> args = {stem + ".json", "-o", stem + ".result.json", "-q"};
+  const CommandOutcome simulated = SimulateCommand(args, ignored);
+  ASSERT_EQ(simulated.kind, CommandOutcome::Kind::kOk) << simulated.error->ToString();
+  const strategies::EvaluatedPlan& plan = file->result.plans[file->result.ranking[0]];
+  EXPECT_EQ((*ReadJsonFile(stem + ".result.json"))["compression"]["average_iteration_time_ns"],
+            plan.figures->average_iteration_time.ns());
+}
+
 TEST_F(SearchCommandTest, MergedShardsEqualTheWholeSearch) {
   ASSERT_EQ(Search(SmallSearch({"-o", Path("whole"), "-q"})).kind, CommandOutcome::Kind::kOk);
   for (const char* shard : {"1/2", "2/2"}) {

@@ -66,6 +66,29 @@ TEST(MegatronArgumentsTest, ALlamaPlanAsPretrainGptFlags) {
   EXPECT_THAT(args.not_expressed[0], HasSubstr("vocabulary (32000 tokens)"));
 }
 
+// Megatron-LM always overlaps the input-gradient reduction with the wgrad: a plan without
+// that overlap has no flag, and says so.
+TEST(MegatronArgumentsTest, TensorCollectivesWithoutOverlapAreNotExpressed) {
+  const LaunchArguments args = MegatronArguments(Read(Json::parse(R"({
+    "data": 16, "tensor": {"size": 8, "overlap": "none"}})")));
+  EXPECT_THAT(args.not_expressed, Contains(HasSubstr("tensor-parallel collectives without "
+                                                     "overlap")));
+  EXPECT_THAT(MegatronArguments(LlamaPlan()).not_expressed,
+              testing::Not(Contains(HasSubstr("without overlap"))));
+  // Megatron-DeepSpeed kept Megatron-LM's 2021 switch, which stops the all-reduce's overlap but
+  // not sequence parallelism's reduce-scatter's.
+  const ResolvedConfig none = Read(Json::parse(R"({
+    "data": 16, "tensor": {"size": 8, "overlap": "none"}})"));
+  EXPECT_THAT(DeepSpeedArguments(none).arguments,
+              Contains("--no-async-tensor-model-parallel-allreduce"));
+  const LaunchArguments sp = DeepSpeedArguments(Read(Json::parse(R"({
+    "data": 16, "tensor": {"size": 8, "overlap": "none", "sequence_parallel": true}})")));
+  EXPECT_THAT(sp.arguments, testing::Not(Contains("--no-async-tensor-model-parallel-allreduce")));
+  EXPECT_THAT(sp.not_expressed, Contains(HasSubstr("without overlap")));
+  EXPECT_THAT(DeepSpeedArguments(LlamaPlan()).arguments,
+              testing::Not(Contains("--no-async-tensor-model-parallel-allreduce")));
+}
+
 // ZeRO-3 is Megatron-FSDP sharding parameters, gradients and optimizer state; a 2D grid has no
 // flag and is said so; full recompute is uniform over one layer.
 TEST(MegatronArgumentsTest, ZeroThreeGridsAndFullRecompute) {

@@ -185,6 +185,38 @@ TEST(LaunchImportTest, TheLaunchEnvironmentIsRead) {
   EXPECT_FALSE(ImportMegatronArguments(late, {.cluster = cluster}).ok());
 }
 
+// Megatron-LM's 2021–2024 switch for its async input-gradient all-reduce.
+TEST(LaunchImportTest, NoAsyncAllReduceTurnsTheTensorOverlapOff) {
+  const Json cluster = {{"preset", "dgx-h100"}, {"gpu", "h100-sxm5-80gb"}, {"nodes", 1}};
+  std::vector<std::string> args = {"--num-layers",
+                                   "2",
+                                   "--hidden-size",
+                                   "512",
+                                   "--num-attention-heads",
+                                   "8",
+                                   "--seq-length",
+                                   "1024",
+                                   "--global-batch-size",
+                                   "8",
+                                   "--vocab-size",
+                                   "32000",
+                                   "--tensor-model-parallel-size",
+                                   "2"};
+  const Expected<ImportedConfig> async = ImportMegatronArguments(args, {.cluster = cluster});
+  ASSERT_TRUE(async.ok()) << async.error().ToString();
+  EXPECT_FALSE(async->config["parallelism"]["tensor"].contains("overlap"));
+  args.emplace_back("--no-async-tensor-model-parallel-allreduce");
+  const Expected<ImportedConfig> none = ImportMegatronArguments(args, {.cluster = cluster});
+  ASSERT_TRUE(none.ok()) << none.error().ToString();
+  EXPECT_EQ(none->config["parallelism"]["tensor"]["overlap"], "none");
+  EXPECT_THAT(none->not_modelled, testing::Not(Contains(HasSubstr("no-async"))));
+  // Under sequence parallelism it stopped nothing: the reduce-scatter stayed async.
+  args.emplace_back("--sequence-parallel");
+  const Expected<ImportedConfig> sp = ImportMegatronArguments(args, {.cluster = cluster});
+  ASSERT_TRUE(sp.ok()) << sp.error().ToString();
+  EXPECT_FALSE(sp->config["parallelism"]["tensor"].contains("overlap"));
+}
+
 TEST(LaunchImportTest, BadArgumentsNameTheFlag) {
   const Json cluster = {{"preset", "dgx-h100"}, {"gpu", "h100-sxm5-80gb"}, {"nodes", 1}};
   const auto error = [&](std::vector<std::string> args, std::optional<int64_t> vocab = 32000) {

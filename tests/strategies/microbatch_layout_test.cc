@@ -3,9 +3,10 @@
 // micro-batch on one pipeline stage, rank 0's compute stream runs each
 // piece's forward, backward and recompute once and nothing waits on another rank's earlier
 // work, so its busy time — ops, tensor-parallel reductions (priced the same way by the
-// analytical network model), a grid's row statistics, and the part of sequence parallelism's
-// backward re-gathers (on the "tp" stream, beside a dgrad) that outlasts the compute beside it
-// — must equal the bound's pieces summed:
+// analytical network model), a grid's row statistics, and the part of the 1D collectives on
+// the "tp" stream — sequence parallelism's backward re-gathers beside a dgrad, the async
+// input-gradient reductions beside a wgrad — that outlasts the compute beside it — must equal
+// the bound's pieces summed:
 // embedding + L layers + output, each forward + backward + recompute. Left out on both sides:
 // the embedding's collectives (the bound leaves them out), the optimizer step, the expert
 // all-to-alls and FP8's amax all-reduces (not in the bound). On a grid the bound counts each
@@ -57,7 +58,7 @@ int64_t BoundWork(const SimulationConfig& config, const PassTimes& times) {
 int64_t ComputeStreamWork(const SimulationResult& result) {
   const graph::TaskGraph& graph = result.iteration->graph;
   int64_t busy = 0;
-  std::vector<std::pair<int64_t, int64_t>> computing, regathers;
+  std::vector<std::pair<int64_t, int64_t>> computing, beside;
   for (size_t i = 0; i < graph.task_count(); ++i) {
     const graph::TaskId id(static_cast<uint32_t>(i));
     const graph::Task& task = graph.task(id);
@@ -65,9 +66,12 @@ int64_t ComputeStreamWork(const SimulationResult& result) {
     const std::pair<int64_t, int64_t> span = {result.times.task_start[i].ns(),
                                               result.times.task_end[i].ns()};
     if (stream.rank != 0) continue;
-    if (graph.name(stream.name) == StreamName(StreamRole::kTensor) &&
-        graph.comm(task.comm).kind == graph::CommKind::kAllGather) {
-      regathers.push_back(span);  // not a grid's SUMMA broadcasts and reduces
+    if (graph.name(stream.name) == StreamName(StreamRole::kTensor)) {
+      const graph::CommKind kind = graph.comm(task.comm).kind;
+      if (kind == graph::CommKind::kAllGather || kind == graph::CommKind::kReduceScatter ||
+          kind == graph::CommKind::kAllReduce) {
+        beside.push_back(span);  // not a grid's SUMMA broadcasts and reduces
+      }
     }
     if (graph.name(stream.name) != StreamName(StreamRole::kCompute)) continue;
     computing.push_back(span);
@@ -77,8 +81,8 @@ int64_t ComputeStreamWork(const SimulationResult& result) {
     if (name == "embedding tp" || name == "fp8 amax all-reduce") continue;
     busy += span.second - span.first;
   }
-  // A re-gather's time while the compute stream is idle (waiting for it).
-  for (const auto& [start, end] : regathers) {
+  // Their time while the compute stream is idle (waiting for them).
+  for (const auto& [start, end] : beside) {
     int64_t covered = 0;
     for (const auto& [from, to] : computing) {
       covered += std::max<int64_t>(0, std::min(end, to) - std::max(start, from));

@@ -32,8 +32,8 @@ Json SplitExpertsConfig(int shared_experts) {
   return json;
 }
 
-// Rank 0's collectives of `kind` on its compute stream in `category`: how many, and the bytes
-// of each (the all-gather's per-rank share, the reduce-scatter's whole input), summed.
+// Rank 0's collectives of `kind` in `category` the compute stream waits for: how many, and the
+// bytes of each (the all-gather's per-rank share, the reduce-scatter's whole input), summed.
 CommTally RankZero(const SimulationResult& result, graph::CommKind kind,
                    std::string_view category) {
   const graph::TaskGraph& graph = result.iteration->graph;
@@ -42,9 +42,13 @@ CommTally RankZero(const SimulationResult& result, graph::CommKind kind,
     const graph::Task& task = graph.task(graph::TaskId(static_cast<uint32_t>(i)));
     const graph::Stream& stream = graph.stream(task.stream);
     if (stream.rank != 0 || task.kind != graph::TaskKind::kCollective) continue;
-    if (graph.name(stream.name) != StreamName(StreamRole::kCompute)) continue;
-    if (graph.category_name(task.category) != category) continue;
     const graph::Communication& comm = graph.comm(task.comm);
+    // The compute stream's, and the input-gradient reductions beside the wgrads on the "tp"
+    // stream (not its re-gathers).
+    const bool beside_wgrad = graph.name(stream.name) == StreamName(StreamRole::kTensor) &&
+                              comm.kind != graph::CommKind::kAllGather;
+    if (graph.name(stream.name) != StreamName(StreamRole::kCompute) && !beside_wgrad) continue;
+    if (graph.category_name(task.category) != category) continue;
     if (comm.kind != kind) continue;
     ++tally.count;
     tally.bytes += comm.size.count();
@@ -56,8 +60,8 @@ constexpr int64_t kShard = 256LL * 512 * 2;      // T/t = 256 tokens × h × 2 B
 constexpr int64_t kRouted = 8LL * 64 * 512 * 2;  // E·C·h·e, C = ⌈k·256/E⌉ = 64: 512 KiB
 constexpr int kPasses = 4 * 4;                   // layers × micro-batches
 
-// Rank 0's tensor-parallel reduce-scatters (each of the b·s·h·e the ranks hold) and
-// all-gathers (each rank's b·s/t·h·e shard) on its compute stream.
+// Rank 0's tensor-parallel reduce-scatters (each of the b·s·h·e the ranks hold; on its compute
+// stream, or beside a wgrad) and all-gathers (each rank's b·s/t·h·e shard) on its compute stream.
 void ExpectTensorCollectives(const SimulationResult& r, int scatters, int gathers) {
   const CommTally reduced = RankZero(r, graph::CommKind::kReduceScatter, kTensorCategory);
   EXPECT_EQ(reduced.count, scatters);
@@ -121,7 +125,8 @@ TEST(MoeSequenceParallelTest, SharedExpertsGatherAndReduceScatterTheirOwn) {
       const graph::Task& task = graph.task(graph::TaskId(static_cast<uint32_t>(i)));
       const graph::Stream& stream = graph.stream(task.stream);
       if (stream.rank == 0 && task.kind == graph::TaskKind::kCollective &&
-          graph.name(stream.name) == StreamName(StreamRole::kTensor)) {
+          graph.name(stream.name) == StreamName(StreamRole::kTensor) &&
+          graph.comm(task.comm).kind == graph::CommKind::kAllGather) {
         ++count;
       }
     }

@@ -2,9 +2,11 @@
 // its input's sequence shard, and its backward all-gathers the shard again for the weight
 // gradient, beside the dgrad GEMM (models/transformer_ops.cc RegatherSequenceShard;
 // docs/strategies.md, "Sequence parallelism").
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string_view>
 #include <vector>
 
 #include "strategies/categories.h"
@@ -31,8 +33,9 @@ struct Span {
 };
 
 struct RankZero {
-  std::vector<Span> compute, regathers;
-  std::vector<int64_t> regather_bytes;
+  std::vector<Span> compute, regathers, reductions;
+  std::vector<Span> waited;  // the compute stream's collectives
+  std::vector<int64_t> regather_bytes, reduction_bytes;
 };
 
 RankZero SpansOf(const SimulationResult& result) {
@@ -46,15 +49,21 @@ RankZero SpansOf(const SimulationResult& result) {
     if (graph.name(stream.name) == StreamName(StreamRole::kCompute) &&
         task.kind == graph::TaskKind::kCompute) {
       out.compute.push_back(span);
+    } else if (graph.name(stream.name) == StreamName(StreamRole::kCompute)) {
+      out.waited.push_back(span);
     } else if (graph.name(stream.name) == StreamName(StreamRole::kTensor)) {
-      out.regathers.push_back(span);
-      out.regather_bytes.push_back(graph.comm(task.comm).size.count());
-      EXPECT_EQ(graph.comm(task.comm).kind, graph::CommKind::kAllGather);
+      // Re-gathers beside a dgrad; async input-gradient reductions beside a wgrad.
+      const bool gather = graph.comm(task.comm).kind == graph::CommKind::kAllGather;
+      (gather ? out.regathers : out.reductions).push_back(span);
+      (gather ? out.regather_bytes : out.reduction_bytes)
+          .push_back(graph.comm(task.comm).size.count());
+      if (!gather) EXPECT_EQ(graph.comm(task.comm).kind, graph::CommKind::kReduceScatter);
     }
   }
   const auto by_start = [](const Span& a, const Span& b) { return a.start < b.start; };
   std::sort(out.compute.begin(), out.compute.end(), by_start);
   std::sort(out.regathers.begin(), out.regathers.end(), by_start);  // (the bytes are all equal)
+  std::sort(out.reductions.begin(), out.reductions.end(), by_start);
   return out;
 }
 
@@ -80,6 +89,51 @@ TEST(SequenceParallelTest, TheBackwardGathersEachColumnParallelInputBesideItsDgr
     ASSERT_NE(dgrad + 1, spans.compute.end());
     EXPECT_EQ((dgrad + 1)->start, std::max(dgrad->end, gather.end));
   }
+}
+
+TEST(SequenceParallelTest, TheBackwardReduceScattersEachInputGradientBesideItsWgrad) {
+  // Megatron's async reduction (TensorOverlap::kAsync, the megatron framework's default): per
+  // layer QKV's and FC1's input gradients, b·s·h·e = 1024 · 2048 · 2 = 4 MiB each, reduce-
+  // scattered on the "tp" stream from the start of their wgrad (when the dgrad and the
+  // re-gather beside it have ended); what follows the wgrad starts when both have ended:
+  // 4 · 2. (The output layer's
+  // follows no wgrad of its own: the loss's backward ends in it, on the compute stream.)
+  const SimulationResult result = SimulateJson(SequenceParallel());
+  const RankZero spans = SpansOf(result);
+  ASSERT_EQ(spans.reductions.size(), 4U * 2);
+  for (int64_t bytes : spans.reduction_bytes) EXPECT_EQ(bytes, 1024 * 2048 * 2);
+  for (const Span& reduction : spans.reductions) {
+    const auto wgrad = std::find_if(spans.compute.begin(), spans.compute.end(),
+                                    [&](const Span& c) { return c.start == reduction.start; });
+    ASSERT_NE(wgrad, spans.compute.end()) << "no compute starts with the reduction";
+    ASSERT_NE(wgrad, spans.compute.begin());
+    // Issued once the dgrad and the re-gather beside it have ended, as the wgrad starts.
+    EXPECT_GE(reduction.start, (wgrad - 1)->end);
+    // Then the compute stream's all-gather of the previous block's output-gradient shard,
+    // when both have ended.
+    const int64_t both = std::max(wgrad->end, reduction.end);
+    EXPECT_TRUE(std::any_of(spans.waited.begin(), spans.waited.end(), [&](const Span& w) {
+      return w.start == both;
+    })) << "nothing on the compute stream starts when the wgrad and its reduction have ended";
+  }
+  // Without the overlap ("none": Megatron-LM before August 2021) they run on the compute
+  // stream after the wgrad, and the pass takes longer by what the overlap hid.
+  Json serial = SequenceParallel();
+  serial["parallelism"]["tensor"]["overlap"] = "none";
+  const SimulationResult without = SimulateJson(serial);
+  EXPECT_TRUE(SpansOf(without).reductions.empty());
+  EXPECT_GT(without.iteration_time, result.iteration_time);
+}
+
+TEST(SequenceParallelTest, TheOverlapIsTheFrameworksUnlessGiven) {
+  Json json = SequenceParallel();
+  EXPECT_EQ(TensorOverlapOf(ConfigOf(json)), TensorOverlap::kAsync);  // megatron
+  json["training"]["framework"] = "pytorch";
+  EXPECT_EQ(TensorOverlapOf(ConfigOf(json)), TensorOverlap::kNone);  // DTensor
+  json["parallelism"]["tensor"]["overlap"] = "async";
+  EXPECT_EQ(TensorOverlapOf(ConfigOf(json)), TensorOverlap::kAsync);
+  json["parallelism"]["tensor"]["overlap"] = "userbuffers";
+  EXPECT_THAT(ConfigError(json), testing::HasSubstr("parallelism.tensor.overlap"));
 }
 
 TEST(SequenceParallelTest, AReGatherLongerThanItsDgradIsExposed) {
@@ -136,18 +190,20 @@ Json LatentAttention() {
   return config;
 }
 
-// Rank 0's tensor-parallel collectives on its compute stream, (kind, bytes) in task order.
-std::vector<std::pair<graph::CommKind, int64_t>> ComputeStreamCollectives(
+// Rank 0's tensor-parallel collectives on its compute stream, (kind, bytes) in task order,
+// and the input-gradient reductions beside the wgrads on its "tp" stream.
+std::vector<std::pair<graph::CommKind, int64_t>> ReductionsAndGathers(
     const SimulationResult& result) {
   const graph::TaskGraph& graph = result.iteration->graph;
   std::vector<std::pair<graph::CommKind, int64_t>> out;
   for (size_t i = 0; i < graph.task_count(); ++i) {
     const graph::Task& task = graph.task(graph::TaskId(static_cast<uint32_t>(i)));
     const graph::Stream& stream = graph.stream(task.stream);
-    if (stream.rank != 0 || task.kind != graph::TaskKind::kCollective ||
-        graph.name(stream.name) != StreamName(StreamRole::kCompute)) {
-      continue;
-    }
+    if (stream.rank != 0 || task.kind != graph::TaskKind::kCollective) continue;
+    const std::string_view name = graph.name(stream.name);
+    const bool reduction = name == StreamName(StreamRole::kTensor) &&
+                           graph.comm(task.comm).kind != graph::CommKind::kAllGather;
+    if (name != StreamName(StreamRole::kCompute) && !reduction) continue;
     out.emplace_back(graph.comm(task.comm).kind, graph.comm(task.comm).size.count());
   }
   return out;
@@ -163,7 +219,7 @@ TEST(SequenceParallelTest, LatentAttentionGathersItsLatentsNotTheHiddenState) {
   // part's, T · (256 + 64) · 2 = 655,360 B; the query's T · 512 · 2 = 1 MiB, then the gather of
   // the previous block's 1 MiB output-gradient shard.
   const SimulationResult result = SimulateJson(LatentAttention());
-  const std::vector<std::pair<graph::CommKind, int64_t>> comms = ComputeStreamCollectives(result);
+  const std::vector<std::pair<graph::CommKind, int64_t>> comms = ReductionsAndGathers(result);
   using graph::CommKind;
   const auto count = [&](CommKind kind, int64_t bytes) {
     return std::count(comms.begin(), comms.end(), std::make_pair(kind, bytes));

@@ -145,6 +145,8 @@ TEST(TensorGridTest, BadGridsAreErrors) {
               HasSubstr("parallelism.tensor.depth: depth is a 2.5D setting"));
   EXPECT_THAT(ConfigError(GridConfig({{"size", 4}, {"mode", "3d"}})),
               HasSubstr("parallelism.tensor.mode"));
+  EXPECT_THAT(ConfigError(GridConfig({{"size", 4}, {"mode", "2d"}, {"overlap", "none"}})),
+              HasSubstr("parallelism.tensor.overlap: overlap is a 1D setting"));
   Json json = GridConfig({{"size", 8}, {"mode", "2.5d"}, {"depth", 2}});
   json["training"]["micro_batch"] = 2;
   EXPECT_THAT(ConfigError(json), HasSubstr("q × depth (the grid splits the batch) (4) must "
