@@ -11,8 +11,9 @@
 #include <utility>
 
 #include "models/cost_model.h"
-#include "network/collective_algorithms.h"
+#include "models/ops.h"
 #include "sim/base/strings.h"
+#include "strategies/pass_times.h"
 #include "strategies/simulate.h"
 #include "strategies/training_run_point.h"
 
@@ -121,12 +122,27 @@ Expected<ValidationRow> WeakScalingPoint(const Json& point, const std::string& p
       .framework = std::string(models::FrameworkName(simulation->training.framework))};
 }
 
-// One layer at TP = t on dgx-a100: the roofline cost of its ops plus its tensor-parallel
-// collectives (as models_validation_test).
+// One layer at TP = t on dgx-a100 (PredictLayerTimes).
 Expected<ValidationRow> LayerPoint(const Json& point, const std::string& path,
                                    const std::string& id, const Calibration* calibration) {
-  DTSIM_ASSIGN_OR_RETURN(Json model_json, ModelOf(point, path, 1));
-  DTSIM_ASSIGN_OR_RETURN(models::ModelSpec model, models::ModelFromJson(model_json, path));
+  DTSIM_ASSIGN_OR_RETURN(const LayerTimes times, PredictLayerTimes(point, path, calibration));
+  DTSIM_ASSIGN_OR_RETURN(const double measured, Metric(point, "fwd+bwd_time", path));
+  return ValidationRow{.id = id,
+                       .metric = "fwd+bwd_time",
+                       .unit = "ms",
+                       .measured = measured,
+                       .predicted = (times.forward_seconds + times.backward_seconds) * 1e3,
+                       .is_time = true,
+                       .how = times.how,
+                       .gpu = "a100-sxm4-80gb",
+                       .framework = "megatron"};
+}
+
+}  // namespace
+
+Expected<LayerTimes> PredictLayerTimes(const Json& point, const std::string& path,
+                                       const Calibration* calibration) {
+  DTSIM_ASSIGN_OR_RETURN(Json model, ModelOf(point, path, 1));
   DTSIM_ASSIGN_OR_RETURN(const Json* parallel, Member(point, "parallel", path));
   const std::string parallel_path = JsonChildPath(path, "parallel");
   DTSIM_ASSIGN_OR_RETURN(const int64_t tp, IntAt(*parallel, "tp", parallel_path));
@@ -137,86 +153,30 @@ Expected<ValidationRow> LayerPoint(const Json& point, const std::string& path,
                                  : recompute.starts_with("selective")
                                      ? models::Recompute::kSelective
                                      : models::Recompute::kNone;
-  const models::TransformerShard shard{.micro_batch = micro,
-                                       .seq_len = model.transformer.max_seq,
-                                       .dtype = DType::kFp16,
-                                       .tensor_parallel = static_cast<int>(tp),
-                                       .sequence_parallel = sp};
-  Status valid = models::ValidateShard(model.transformer, shard);
-  if (!valid.ok()) return std::move(valid).error().Under(parallel_path);
-  DTSIM_ASSIGN_OR_RETURN(models::GpuSpec gpu, models::GpuPreset("a100-sxm4-80gb"));
-  if (calibration != nullptr) {
-    for (const models::GpuCalibration& constants : calibration->GpuCalibrations()) {
-      if (constants.gpu == gpu.name) models::ApplyGpuCalibration(constants, gpu);
-    }
-  }
-  DTSIM_ASSIGN_OR_RETURN(const network::ClusterSpec cluster, network::ClusterPreset("dgx-a100", 1));
-  const models::RooflineCostModel roofline(gpu);
-  DTSIM_ASSIGN_OR_RETURN(const LayerTimes times,
-                         PredictLayerTimes(model.transformer, shard, mode, roofline, cluster));
-  DTSIM_ASSIGN_OR_RETURN(const double measured, Metric(point, "fwd+bwd_time", path));
-  return ValidationRow{
-      .id = id,
-      .metric = "fwd+bwd_time",
-      .unit = "ms",
-      .measured = measured,
-      .predicted = (times.forward_seconds + times.backward_seconds) * 1e3,
-      .is_time = true,
-      .how = fmt::format("one layer, TP {}, micro-batch {}, {}", tp, micro, recompute),
-      .gpu = gpu.name,
-      .framework = "megatron"};
-}
-
-}  // namespace
-
-Expected<LayerTimes> PredictLayerTimes(const models::TransformerSpec& spec,
-                                       const models::TransformerShard& shard,
-                                       models::Recompute recompute, const models::OpCostModel& cost,
-                                       const network::ClusterSpec& cluster) {
-  const models::LayerOps layer = models::TransformerLayerOps(spec, 0, shard);
-  auto seconds = [&](const std::vector<models::Op>& ops) -> Expected<double> {
-    double sum = 0;
-    for (const models::Op& op : ops) {
-      DTSIM_ASSIGN_OR_RETURN(const models::OpCost price, cost.PriceOrError(op));
-      sum += price.duration.ToSecondsDouble();
-    }
-    return sum;
-  };
-  std::vector<int32_t> ranks(static_cast<size_t>(shard.tensor_parallel));
-  for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = static_cast<int32_t>(i);
-  auto collective = [&](graph::CommKind kind, int64_t bytes) -> Expected<double> {
-    const network::CollectiveRequest request{.kind = kind,
-                                             .size = Bytes(bytes),
-                                             .shape = network::ShapeOfGroup(ranks, cluster),
-                                             .cluster = &cluster,
-                                             .ranks = ranks};
-    DTSIM_ASSIGN_OR_RETURN(const network::AlgorithmChoice choice,
-                           network::ChooseCollectiveAlgorithm(request, ""));
-    return choice.time.ToSecondsDouble();
-  };
-  // Per pass: two all-reduces of the b·s·h activations (Megatron), or with sequence
-  // parallelism two all-gathers and two reduce-scatters (Korthikanti §4.2.2, the paper's count).
-  const int64_t activation = shard.tokens() * spec.hidden * DTypeBytes(shard.dtype);
-  double comm = 0;
-  if (shard.sequence_parallel) {
-    DTSIM_ASSIGN_OR_RETURN(const double gather, collective(graph::CommKind::kAllGather,
-                                                           activation / shard.tensor_parallel));
-    DTSIM_ASSIGN_OR_RETURN(const double scatter,
-                           collective(graph::CommKind::kReduceScatter, activation));
-    comm = 2 * (gather + scatter);
-  } else {
-    DTSIM_ASSIGN_OR_RETURN(const double all_reduce,
-                           collective(graph::CommKind::kAllReduce, activation));
-    comm = 2 * all_reduce;
-  }
-  DTSIM_ASSIGN_OR_RETURN(const double forward, seconds(layer.forward));
-  DTSIM_ASSIGN_OR_RETURN(const double backward, seconds(layer.backward));
-  DTSIM_ASSIGN_OR_RETURN(const double again, seconds(models::RecomputeOps(layer, recompute)));
-  // The backward re-runs what recompute dropped first (full: the whole forward, collectives
-  // included).
-  return LayerTimes{.forward_seconds = forward + comm,
-                    .backward_seconds = backward + comm + again +
-                                        (recompute == models::Recompute::kFull ? comm : 0)};
+  const int64_t seq_len = model["max_seq"].get<int64_t>();
+  // Megatron-LM of 2022 (sequence parallelism's release): the async input-gradient reduction
+  // beside the wgrad, the megatron framework's default.
+  Json config = {
+      {"model", std::move(model)},
+      {"training",
+       {{"global_batch", micro},
+        {"micro_batch", micro},
+        {"seq_len", seq_len},
+        {"precision", "fp16"},
+        {"recompute", models::RecomputeName(mode)}}},
+      {"cluster", {{"preset", "dgx-a100"}, {"gpu", "a100-sxm4-80gb"}}},
+      {"parallelism", {{"data", 1}, {"tensor", {{"size", tp}, {"sequence_parallel", sp}}}}},
+      {"simulation", {{"ranks", "symmetric"}, {"network_model", "analytical"}}}};
+  if (calibration != nullptr) config["calibration"] = Json(CalibrationToJson(*calibration));
+  Expected<ResolvedConfig> resolved = ConfigFromJson(config, path);
+  if (!resolved.ok()) return std::move(resolved).error().Under(path);
+  DTSIM_ASSIGN_OR_RETURN(const ConfigCostModel cost, LoadCostModel(*resolved));
+  DTSIM_ASSIGN_OR_RETURN(const PassTimes times, PricePassTimes(*resolved, *cost.model));
+  const PieceTimes& layer = times.Layer(resolved->model.transformer, 0);
+  return LayerTimes{
+      .forward_seconds = layer.forward.ToSecondsDouble(),
+      .backward_seconds = (layer.backward + layer.recompute).ToSecondsDouble(),
+      .how = fmt::format("one layer, TP {}, micro-batch {}, {}", tp, micro, recompute)};
 }
 
 Expected<std::vector<MeasuredPoint>> MeasuredPoints(const Json& points, const std::string& source) {

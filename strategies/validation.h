@@ -10,9 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include "models/cost_model.h"
-#include "models/ops.h"
-#include "network/cluster.h"
 #include "sim/base/json_reader.h"
 #include "sim/base/status.h"
 #include "strategies/calibration.h"
@@ -70,15 +67,17 @@ struct ValidationReport {
 struct LayerTimes {
   double forward_seconds = 0;
   double backward_seconds = 0;  // with what recompute re-runs
+  std::string how;              // what was simulated, for the report
 };
 
-// One transformer layer on one of the shard's t tensor-parallel ranks: its ops priced by `cost`
-// plus its tensor-parallel collectives priced analytically over ranks 0 … t − 1 of `cluster`
-// (Korthikanti et al. Table 4's setting). Precondition: ValidateShard(spec, shard) passed.
-Expected<LayerTimes> PredictLayerTimes(const models::TransformerSpec& spec,
-                                       const models::TransformerShard& shard,
-                                       models::Recompute recompute, const models::OpCostModel& cost,
-                                       const network::ClusterSpec& cluster);
+// One transformer layer of a layer-microbenchmark point (Korthikanti et al. Table 4's setting:
+// one DGX A100, TP t, fp16, the point's recompute and sequence parallelism) as the simulator
+// lays out a micro-batch on one rank: the search bound's pass times (strategies/pass_times.h)
+// — its ops priced by the config's cost model, its tensor-parallel collectives analytically
+// over the node, the re-gathers and the async input-gradient reductions beside their GEMMs.
+// Errors name the point's field.
+Expected<LayerTimes> PredictLayerTimes(const Json& point, const std::string& path,
+                                       const Calibration* calibration);
 
 // Whether a point of `category` is a measured training run (TrainingRunPoint), not one of the
 // two categories with a simulation of their own below.
