@@ -57,7 +57,9 @@ RankZero SpansOf(const SimulationResult& result) {
       (gather ? out.regathers : out.reductions).push_back(span);
       (gather ? out.regather_bytes : out.reduction_bytes)
           .push_back(graph.comm(task.comm).size.count());
-      if (!gather) EXPECT_EQ(graph.comm(task.comm).kind, graph::CommKind::kReduceScatter);
+      if (!gather) {
+        EXPECT_EQ(graph.comm(task.comm).kind, graph::CommKind::kReduceScatter);
+      }
     }
   }
   const auto by_start = [](const Span& a, const Span& b) { return a.start < b.start; };
