@@ -608,6 +608,11 @@ TensorOverlap TensorOverlapOf(const SimulationConfig& config) {
                                                                   : TensorOverlap::kAsync;
 }
 
+bool SerialTensorCollectives(const SimulationConfig& config) {
+  return config.plan.tensor > 1 && !config.plan.on_grid() &&
+         TensorOverlapOf(config) == TensorOverlap::kNone;
+}
+
 std::string_view GradientSyncName(GradientSync sync) {
   return kGradientSyncNames[static_cast<size_t>(sync)];
 }

@@ -269,6 +269,9 @@ std::vector<std::string> UnmodelledCompile(const SimulationConfig& config);
 // the megatron and deepspeed frameworks (Megatron's linears, which Megatron-DeepSpeed keeps)
 // and none under pytorch (DTensor's collectives are synchronous on the compute stream).
 TensorOverlap TensorOverlapOf(const SimulationConfig& config);
+// Whether the plan has 1D tensor parallelism whose collectives all run on the compute stream
+// (TensorOverlap::kNone): what a launch file must ask for, or say it cannot.
+bool SerialTensorCollectives(const SimulationConfig& config);
 
 // Whether skewed expert routing changes time: a dropless MoE model, expert parallelism and an
 // imbalance above 1 (with capacity padding the excess tokens are dropped instead).

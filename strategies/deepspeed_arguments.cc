@@ -73,7 +73,7 @@ void DeepSpeedParallelFlags(const SimulationConfig& config, Lines& args, Lines& 
   }
   args.push_back(fmt::format("--tensor-model-parallel-size {}", plan.tensor));
   if (plan.sequence_parallel) args.emplace_back("--sequence-parallel");
-  if (plan.tensor > 1 && !plan.on_grid() && TensorOverlapOf(config) == TensorOverlap::kNone) {
+  if (SerialTensorCollectives(config)) {
     // Megatron-DeepSpeed keeps Megatron-LM's 2021 switch; under sequence parallelism the
     // reduce-scatter stays async whatever it says.
     if (plan.sequence_parallel) {

@@ -50,7 +50,7 @@ void ParallelFlags(const SimulationConfig& config, std::vector<std::string>& arg
   }
   args.push_back(fmt::format("--tensor-model-parallel-size {}", plan.tensor));
   if (plan.sequence_parallel) args.emplace_back("--sequence-parallel");
-  if (plan.tensor > 1 && !plan.on_grid() && TensorOverlapOf(config) == TensorOverlap::kNone) {
+  if (SerialTensorCollectives(config)) {
     not_expressed.emplace_back(
         "tensor-parallel collectives without overlap (Megatron-LM overlaps the backward's "
         "input-gradient reduction with the weight-gradient GEMM, and has no flag to stop it "

@@ -197,23 +197,26 @@ bool Covers(const RecipeSetting& recipe, const Json& point, const Json& training
   return !recipe.unstated_recompute_only || TextField(parallel, "recompute").empty();
 }
 
+// The option `key` of the sized parallelism section `section` ("tensor": 8 or {"size": 8, …}),
+// made an object first.
+Json& SizedOption(Json& parallelism, const std::string& section, std::string_view key) {
+  Json& sized = parallelism[section];
+  if (!sized.is_object()) sized = Json{{"size", sized.is_null() ? Json(1) : sized}};
+  return sized[std::string(key)];
+}
+
 }  // namespace
 
 void ApplyPublishedRecipe(const Json& point, RecipeSections sections,
                           std::vector<std::string>& notes) {
-  constexpr std::string_view kExpert = "expert.";
   constexpr std::string_view kNccl = "nccl.";
-  constexpr std::string_view kTensor = "tensor.";
   for (const RecipeSetting& recipe : kRecipes) {
     if (!Covers(recipe, point, sections.training)) continue;
-    if (recipe.key.starts_with(kTensor)) {
-      Json& tensor = sections.parallelism["tensor"];
-      if (!tensor.is_object()) tensor = Json{{"size", tensor.is_null() ? Json(1) : tensor}};
-      tensor[std::string(recipe.key.substr(kTensor.size()))] = Json::parse(recipe.value);
-    } else if (recipe.key.starts_with(kExpert)) {
-      Json& expert = sections.parallelism["expert"];
-      if (!expert.is_object()) expert = Json{{"size", expert.is_null() ? Json(1) : expert}};
-      expert[std::string(recipe.key.substr(kExpert.size()))] = Json::parse(recipe.value);
+    const size_t dot = recipe.key.find('.');
+    const std::string prefix(recipe.key.substr(0, dot));
+    if (prefix == "tensor" || prefix == "expert") {
+      SizedOption(sections.parallelism, prefix, recipe.key.substr(dot + 1)) =
+          Json::parse(recipe.value);
     } else if (recipe.key.starts_with(kNccl)) {
       sections.cluster["nccl"][std::string(recipe.key.substr(kNccl.size()))] =
           Json::parse(recipe.value);

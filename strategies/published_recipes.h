@@ -18,11 +18,12 @@ struct RecipeSections {
   Json& cluster;
 };
 
-// Adds to `sections` what the recipe behind `point` (a calibration-points.json record) sets
-// beyond its table: the gradients' and optimizer state's dtypes, FP8 parameters, a recompute
-// policy the table leaves unsaid, the expert all-to-alls' overlap, the NCCL environment its
-// launch scripts export. Each setting applied is added to `notes` with its source; a point no
-// recipe below matches is left alone.
+// Adds to `sections` what the recipe behind `point` (a calibration-points.json or
+// published-points.json record) sets beyond its table: the gradients' and optimizer state's
+// dtypes, FP8 parameters, a recompute policy the table leaves unsaid, the expert all-to-alls'
+// overlap, the tensor-parallel collectives' (none before Megatron-LM's async all-reduce), the
+// NCCL environment its launch scripts export. Each setting applied is added to `notes` with its
+// source; a point no recipe below matches is left alone.
 void ApplyPublishedRecipe(const Json& point, RecipeSections sections,
                           std::vector<std::string>& notes);
 
