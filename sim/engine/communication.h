@@ -45,6 +45,13 @@ class CommunicationModel {
   virtual void Attach(CommunicationContext& context) { (void)context; }
   // Every participant of `comm` has arrived at context.Now(); begin it.
   virtual void Start(graph::CommId comm, CommunicationContext& context) = 0;
+  // The thread blocks the communication's kernel holds on each participant's GPU while it runs
+  // (NCCL: one per channel it uses), which compute running beside it cannot use
+  // (Simulator::ShareSms). Asked once per communication, after Attach; 0: none counted.
+  virtual int KernelBlocks(graph::CommId comm) const {
+    (void)comm;
+    return 0;
+  }
 };
 
 }  // namespace dtsim::engine

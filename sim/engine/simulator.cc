@@ -102,10 +102,25 @@ void Simulator::CompleteAt(CommId comm, TimeNs time) {
   queue_.Push(time, 0, kCommEnd, comm.value());
 }
 
+void Simulator::ShareSms(int sms) {
+  DTSIM_CHECK(!ran_, "Simulator::ShareSms after Run");
+  DTSIM_CHECK(sms > 0 && sms <= kMaxSms, "Simulator::ShareSms: SM count out of range");
+  sms_ = sms;
+  held_blocks_.assign(static_cast<size_t>(graph_.rank_count()), 0);
+  shared_compute_.assign(static_cast<size_t>(graph_.rank_count()), {});
+}
+
 Status Simulator::Run() {
   DTSIM_CHECK(!ran_, "Simulator::Run called twice");
   ran_ = true;
   model_.Attach(*this);
+  if (sms_ > 0) {
+    comm_blocks_.resize(graph_.comm_count());
+    for (uint32_t c = 0; c < graph_.comm_count(); ++c) {
+      comm_blocks_[c] =
+          static_cast<uint16_t>(std::clamp(model_.KernelBlocks(CommId(c)), 0, kMaxSms));
+    }
+  }
   for (uint32_t s = 0; s < graph_.stream_count(); ++s) {
     const StreamId stream(s);
     if (graph_.stream(stream).order == graph::StreamOrder::kInOrder) {
@@ -164,16 +179,67 @@ void Simulator::SetBusy(int32_t rank, bool busy) {
   }
 }
 
+// A task of `rank`'s compute runs on the SMs its communications leave: its work is
+// duration × sms SM·ns, done at (sms − held blocks) SM·ns per ns.
+void Simulator::StartSharedCompute(TaskId id, int32_t rank) {
+  std::vector<SharedCompute>& running = shared_compute_[static_cast<size_t>(rank)];
+  const int64_t duration = std::min(graph_.task(id).duration, kHorizon - TimeNs::Zero()).ns();
+  running.push_back({.task = id, .work_left = duration * sms_, .since = now_});
+  ScheduleComputeEnd(rank, running.size() - 1);
+}
+
+void Simulator::EndSharedCompute(TaskId id, int32_t rank) {
+  std::vector<SharedCompute>& running = shared_compute_[static_cast<size_t>(rank)];
+  const auto it = std::find_if(running.begin(), running.end(),
+                               [id](const SharedCompute& c) { return c.task == id; });
+  DTSIM_CHECK(it != running.end(), "a shared compute task ended that was not running");
+  *it = running.back();
+  running.pop_back();
+}
+
+void Simulator::ScheduleComputeEnd(int32_t rank, size_t index) {
+  SharedCompute& compute = shared_compute_[static_cast<size_t>(rank)][index];
+  const int64_t free = sms_ - held_blocks_[static_cast<size_t>(rank)];
+  compute.end_scheduled = free > 0;
+  if (!compute.end_scheduled) return;  // resumes when a communication ends
+  const TimeNs end = now_ + DurationNs((compute.work_left + free - 1) / free);
+  if (end > kHorizon) [[unlikely]] {
+    PassHorizon(end, fmt::format("{}, slowed by the communication kernels beside it,",
+                                 graph_.Describe(compute.task)));
+  }
+  compute.end = queue_.Push(end, 0, kTaskEnd, compute.task.value());
+}
+
+void Simulator::HoldSms(int32_t rank, CommId comm, int sign) {
+  if (sms_ == 0 || comm_blocks_[comm.value()] == 0) return;
+  const auto r = static_cast<size_t>(rank);
+  std::vector<SharedCompute>& running = shared_compute_[r];
+  const int64_t free = std::max(0, sms_ - held_blocks_[r]);
+  for (SharedCompute& compute : running) {
+    compute.work_left =
+        std::max<int64_t>(0, compute.work_left - (now_ - compute.since).ns() * free);
+    compute.since = now_;
+    if (compute.end_scheduled) queue_.Cancel(compute.end);
+  }
+  held_blocks_[r] += sign * comm_blocks_[comm.value()];
+  for (size_t i = 0; i < running.size(); ++i) ScheduleComputeEnd(rank, i);
+}
+
 void Simulator::StartTask(TaskId id) {
   const Task& task = graph_.task(id);
   times_.task_start[id.value()] = now_;
   if (!graph::IsCommunication(task.kind)) {
     state_[id.value()] = TaskState::kRunning;
-    if (graph::CountsAsBusy(task.kind)) SetBusy(graph_.stream(task.stream).rank, true);
+    const int32_t rank = graph_.stream(task.stream).rank;
+    if (graph::CountsAsBusy(task.kind)) SetBusy(rank, true);
     const TimeNs end = now_ + task.duration;
     if (end > kHorizon) [[unlikely]] {
       PassHorizon(end,
                   fmt::format("{} takes {} and", graph_.Describe(id), LongDuration(task.duration)));
+    }
+    if (sms_ > 0 && task.kind == graph::TaskKind::kCompute) {
+      StartSharedCompute(id, rank);
+      return;
     }
     queue_.Push(end, 0, kTaskEnd, id.value());
     return;
@@ -189,6 +255,7 @@ void Simulator::StartTask(TaskId id) {
   for (TaskId participant : graph_.participants(task.comm)) {
     state_[participant.value()] = TaskState::kRunning;
     SetBusy(graph_.rank_of(participant), true);
+    HoldSms(graph_.rank_of(participant), task.comm, +1);
   }
   model_.Start(task.comm, *this);
 }
@@ -200,9 +267,10 @@ void Simulator::StartEager(TaskId id, const Task& task) {
   const uint32_t comm = task.comm.value();
   ++arrived_[comm];
   const std::span<const TaskId> pair = graph_.participants(task.comm);
-  const auto run = [this](TaskId participant) {
+  const auto run = [this, &task](TaskId participant) {
     state_[participant.value()] = TaskState::kRunning;
     SetBusy(graph_.rank_of(participant), true);
+    HoldSms(graph_.rank_of(participant), task.comm, +1);
   };
   if (task.kind == graph::TaskKind::kSend) {
     times_.comm_start[comm] = now_;
@@ -293,7 +361,12 @@ void Simulator::FinishTask(TaskId id) {
   state_[id.value()] = TaskState::kDone;
   times_.task_end[id.value()] = now_;
   ++finished_;
-  if (graph::CountsAsBusy(task.kind)) SetBusy(graph_.stream(task.stream).rank, false);
+  const int32_t rank = graph_.stream(task.stream).rank;
+  if (graph::CountsAsBusy(task.kind)) SetBusy(rank, false);
+  if (sms_ > 0) {
+    if (task.kind == graph::TaskKind::kCompute) EndSharedCompute(id, rank);
+    if (graph::IsCommunication(task.kind)) HoldSms(rank, task.comm, -1);
+  }
   for (TaskId successor : graph_.successors(id)) {
     if (--remaining_dependencies_[successor.value()] == 0) OnReady(successor);
   }
@@ -456,7 +529,8 @@ size_t Simulator::MemoryBytes() const {
          VectorBytes(stream_head_task_) + VectorBytes(stream_holder_) + VectorBytes(ready_) +
          VectorBytes(choice_scheduled_) + VectorBytes(choosing_) + VectorBytes(arrived_) +
          VectorBytes(completion_scheduled_) + VectorBytes(comm_finished_) + VectorBytes(working_) +
-         VectorBytes(busy_since_) + VectorBytes(busy_) + VectorBytes(times_.task_start) +
+         VectorBytes(busy_since_) + VectorBytes(busy_) + VectorBytes(comm_blocks_) +
+         VectorBytes(held_blocks_) + VectorBytes(shared_compute_) + VectorBytes(times_.task_start) +
          VectorBytes(times_.task_end) + VectorBytes(times_.comm_start) +
          VectorBytes(times_.comm_end);
 }

@@ -11,7 +11,11 @@
 //    that become ready at the same time compete whatever the order their events came in,
 //    which keeps identical ranks identical. An unbounded stream starts every task once its
 //    dependencies are done (graph::StreamOrder).
-//  - Compute, memcpy and delay tasks take their fixed duration.
+//  - Compute, memcpy and delay tasks take their fixed duration. After ShareSms(s), a compute
+//    task instead does its duration's work on the SMs its rank's communications leave: while
+//    communications holding b thread blocks in all (CommunicationModel::KernelBlocks) run on
+//    its rank, it advances at (s − b)/s of its speed (not at all while b >= s), and its end
+//    moves whenever b changes. Memcpy (copy engines) and delays are not slowed.
 //  - A collective, send or recv task "arrives" when it would start; it occupies its stream from
 //    then on. When the last participant arrives, the CommunicationModel starts the
 //    communication; all participants end when the model completes it.
@@ -78,6 +82,13 @@ class Simulator final : public CommunicationContext {
   // Where simulated time ends: 2^53 ns, about 104 days.
   static constexpr TimeNs kHorizon = TimeNs(int64_t{1} << 53);
 
+  // Every GPU has `sms` streaming multiprocessors, shared by its compute and its
+  // communications' kernels (see above); before Run(). Precondition: 0 < sms <= kMaxSms.
+  // Without it (traces, whose measured durations already hold the sharing) compute tasks take
+  // their duration.
+  static constexpr int kMaxSms = 512;
+  void ShareSms(int sms);
+
   // Simulates the whole graph. May be called once.
   Status Run();
   // Whether Run() stopped at the horizon (its error then says what got there).
@@ -126,6 +137,13 @@ class Simulator final : public CommunicationContext {
   void FinishTask(graph::TaskId task);
   void FinishComm(graph::CommId comm);
   void SetBusy(int32_t rank, bool busy);
+  // SM sharing (ShareSms): a participant of `comm` on `rank` starts (+1) or ends (-1) running.
+  void HoldSms(int32_t rank, graph::CommId comm, int sign);
+  // Schedules `running`'s end at the rate its rank's free SMs allow (none while no SM is free).
+  void ScheduleComputeEnd(int32_t rank, size_t index);
+  // Starts or ends a compute task under SM sharing.
+  void StartSharedCompute(graph::TaskId task, int32_t rank);
+  void EndSharedCompute(graph::TaskId task, int32_t rank);
   Error DeadlockReport() const;
   // Stops the run at the next event: `what` would end at `time`, past kHorizon.
   void PassHorizon(TimeNs time, std::string what);
@@ -161,6 +179,19 @@ class Simulator final : public CommunicationContext {
   std::vector<uint32_t> working_;              // per rank: tasks running now
   std::vector<TimeNs> busy_since_;             // per rank
   std::vector<DurationNs> busy_;               // per rank
+  // SM sharing (0: off). A running compute task's work left is counted in SM-nanoseconds
+  // (duration × sms at the start), so rates and ends are exact integers.
+  struct SharedCompute {
+    graph::TaskId task;
+    int64_t work_left = 0;  // SM·ns
+    TimeNs since;           // when work_left was last brought up to date
+    EventId end;
+    bool end_scheduled = false;
+  };
+  int sms_ = 0;
+  std::vector<uint16_t> comm_blocks_;                       // per comm, from the model
+  std::vector<int32_t> held_blocks_;                        // per rank: of running communications
+  std::vector<std::vector<SharedCompute>> shared_compute_;  // per rank: its running compute
   graph::TaskTimes times_;
   RunSummary summary_;  // ranks, categories and kinds, by Tally()
 };
