@@ -19,6 +19,7 @@ Status AnalyticalModel::Prepare(const graph::TaskGraph& graph) {
   costs_.resize(graph.comm_count());
   algorithms_.resize(graph.comm_count());
   methods_.of_comm.resize(graph.comm_count());
+  blocks_.resize(graph.comm_count());
   for (uint32_t c = 0; c < graph.comm_count(); ++c) {
     const graph::Communication& comm = graph.comm(graph::CommId(c));
     const uint32_t group = comm.priced_group.value();
@@ -48,6 +49,7 @@ Status AnalyticalModel::Prepare(const graph::TaskGraph& graph) {
     costs_[c] = it->second.first.time;
     algorithms_[c] = it->second.first.algorithm;
     methods_.of_comm[c] = it->second.second;
+    blocks_[c] = static_cast<uint16_t>(it->second.first.blocks);
   }
   return Status::Ok();
 }

@@ -43,9 +43,13 @@ class ClusterModel : public engine::CommunicationModel {
   virtual const ClusterSpec& cluster() const = 0;
   // How each communication of the prepared graph runs (set by Prepare).
   const CommMethods& methods() const { return methods_; }
+  // The thread blocks each communication's NCCL kernel holds on a GPU (network::KernelBlocks,
+  // set by Prepare).
+  int KernelBlocks(graph::CommId comm) const override { return blocks_[comm.value()]; }
 
  protected:
   CommMethods methods_;
+  std::vector<uint16_t> blocks_;  // per communication of the prepared graph
 };
 
 }  // namespace dtsim::network

@@ -426,6 +426,33 @@ int ChannelsOf(const CollectiveRequest& request) {
 
 }  // namespace
 
+int KernelBlocks(const CollectiveRequest& request, const CollectiveAlgorithm& algorithm) {
+  const ClusterSpec& cluster = *request.cluster;
+  const GroupShape& shape = request.shape;
+  if (shape.ranks <= 1) return 0;
+  switch (request.kind) {
+    case CommKind::kSendRecv:
+    case CommKind::kShift:
+      return ChannelsOf(request);
+    case CommKind::kAllToAll:
+      return HopPlan(request, shape.nodes <= 1).communicator_channels;
+    case CommKind::kBarrier:
+      return 1;
+    default:
+      break;
+  }
+  if (algorithm.name == "nvls") return cluster.intra.nvls.channels;
+  const int nodes = algorithm.name == "parameter_server" ? 1 : shape.nodes;
+  const int channels =
+      CollectiveChannels(cluster, nodes, std::min(shape.per_node, cluster.inter.nics_per_node));
+  // 512 threads × NCCL_SIMPLE_THREAD_THRESHOLD (64 B) a channel.
+  constexpr double kBytesPerChannel = 512 * 64;
+  const double bytes = static_cast<double>(request.size.count()) *
+                       (request.kind == CommKind::kAllGather ? shape.ranks : 1);
+  return static_cast<int>(
+      std::clamp(std::ceil(bytes / kBytesPerChannel), 1.0, static_cast<double>(channels)));
+}
+
 double P2pNetEfficiency(const CollectiveRequest& request) {
   return HopPlan(request, false).net_efficiency;
 }
@@ -690,7 +717,8 @@ Expected<AlgorithmChoice> ChooseCollectiveAlgorithm(const CollectiveRequest& req
                            FindCollectiveAlgorithm(request.kind, forced));
     if (request.shape.ranks <= 1) return AlgorithmChoice{algorithm, DurationNs::Zero()};
     DTSIM_ASSIGN_OR_RETURN(const DurationNs time, algorithm->cost(request));
-    return AlgorithmChoice{algorithm, launch + time, ChannelsOf(request)};
+    return AlgorithmChoice{algorithm, launch + time, ChannelsOf(request),
+                           KernelBlocks(request, *algorithm)};
   }
   if (request.shape.ranks <= 1) return AlgorithmChoice{nullptr, DurationNs::Zero()};
   AlgorithmChoice best{nullptr, DurationNs::Max()};
@@ -724,6 +752,7 @@ Expected<AlgorithmChoice> ChooseCollectiveAlgorithm(const CollectiveRequest& req
   DTSIM_CHECK(best.algorithm != nullptr, "every collective kind has a default algorithm");
   best.time += launch;
   best.channels = ChannelsOf(request);
+  best.blocks = KernelBlocks(request, *best.algorithm);
   return best;
 }
 

@@ -156,10 +156,22 @@ struct AlgorithmChoice {
   DurationNs time;
   int channels =
       0;  // NCCL channels, where the model counts them (send/recv, shift); 0: not counted
+  // The thread blocks its kernel holds on each member's GPU while it runs (KernelBlocks).
+  int blocks = 0;
 
   // "ring", "direct on 4 channels"; "" for a group of one rank.
   std::string Label() const;
 };
+
+// The thread blocks NCCL's kernel for the request holds on each member's GPU, one per channel
+// it runs on (src/enqueue.cc topoGetAlgoInfo, NCCL 2.27): NVLS on the NVLS channels; a
+// send/recv or a shift on its point-to-point channels (nccl_p2p.h); an all-to-all, NCCL's
+// grouped sends and receives, on the communicator's point-to-point channels; every other
+// collective on the communicator's collective channels (CollectiveChannels; a parameter
+// server's on-node part on a node's), fewer for a small buffer — NCCL drops channels while the
+// buffer (an all-gather's whole output) is under channels × 512 threads × 64 B
+// (NCCL_SIMPLE_THREAD_THRESHOLD), 32 KiB a channel; a barrier on one. 0 for one rank.
+int KernelBlocks(const CollectiveRequest& request, const CollectiveAlgorithm& algorithm);
 
 // The forced algorithm when `forced` is not empty; otherwise, as NCCL's tuner does, the
 // default candidate with the lowest predicted time for this size and placement.

@@ -57,6 +57,7 @@ Expected<FlowModel::Planned> FlowModel::Plan(const graph::TaskGraph& graph,
                          ChooseCollectiveAlgorithm(request, graph.name(comm.algorithm)));
   Planned planned{std::make_shared<FlowProgram>(), std::make_shared<StepLinks>(), {}};
   planned.method = methods_.Intern(choice.Label());
+  planned.blocks = static_cast<uint16_t>(choice.blocks);
   if (choice.algorithm == nullptr) return planned;  // a group of one rank: nothing to move
   planned.algorithm = choice.algorithm->name;
   DTSIM_ASSIGN_OR_RETURN(*planned.program, choice.algorithm->program({.kind = comm.kind,
@@ -81,6 +82,7 @@ Status FlowModel::Prepare(const graph::TaskGraph& graph) {
   links_.resize(graph.comm_count());
   algorithms_.resize(graph.comm_count());
   methods_.of_comm.resize(graph.comm_count());
+  blocks_.resize(graph.comm_count());
   // Iterations repeat the same communications: plan each distinct one once.
   std::map<std::tuple<graph::CommKind, int64_t, uint32_t, uint32_t, int32_t>, Planned> planned;
   for (uint32_t c = 0; c < graph.comm_count(); ++c) {
@@ -101,6 +103,7 @@ Status FlowModel::Prepare(const graph::TaskGraph& graph) {
     links_[c] = it->second.links;
     algorithms_[c] = it->second.algorithm;
     methods_.of_comm[c] = it->second.method;
+    blocks_[c] = it->second.blocks;
   }
   return Status::Ok();
 }

@@ -76,6 +76,7 @@ class FlowModel final : public ClusterModel, public engine::EventHandler {
     std::shared_ptr<StepLinks> links;
     std::string_view algorithm;
     uint32_t method = 0;  // index in methods_
+    uint16_t blocks = 0;  // KernelBlocks
   };
 
   Expected<Planned> Plan(const graph::TaskGraph& graph, const graph::Communication& comm);

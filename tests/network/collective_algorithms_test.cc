@@ -328,5 +328,46 @@ TEST(CollectiveAlgorithmsTest, EveryKindHasADefault) {
   }
 }
 
+// The thread blocks NCCL's kernel holds on each GPU: one per channel (KernelBlocks).
+int Blocks(CommKind kind, const std::vector<int32_t>& group, int64_t size,
+           const ClusterSpec& cluster = TestCluster(), std::string_view algorithm = "") {
+  const CollectiveRequest request{.kind = kind,
+                                  .size = Bytes(size),
+                                  .shape = ShapeOfGroup(group, cluster),
+                                  .cluster = &cluster,
+                                  .ranks = group};
+  const Expected<AlgorithmChoice> choice = ChooseCollectiveAlgorithm(request, algorithm);
+  EXPECT_TRUE(choice.ok()) << choice.error().ToString();
+  return choice.ok() ? choice->blocks : -1;
+}
+
+TEST(KernelBlocksTest, OnePerCollectiveChannelFewerForSmallBuffers) {
+  // One node of the test cluster: two channels per NVLink, one link: 2 channels.
+  EXPECT_EQ(Blocks(CommKind::kAllReduce, Ranks(0, 4), kS), 2);
+  // Four nodes, 4 members each on 2 NICs of 12.5 GB/s (under 25 GB/s: two channels a NIC): 4.
+  EXPECT_EQ(Blocks(CommKind::kAllReduce, Ranks(0, 16), kS), 4);
+  EXPECT_EQ(Blocks(CommKind::kReduceScatter, Ranks(0, 16), kS), 4);
+  // NCCL keeps 32 KiB a channel: a 40 KiB buffer runs on ⌈40 / 32⌉ = 2, 1 KiB on one.
+  EXPECT_EQ(Blocks(CommKind::kAllReduce, Ranks(0, 16), 40 * 1024), 2);
+  EXPECT_EQ(Blocks(CommKind::kAllReduce, Ranks(0, 16), 1024), 1);
+  // An all-gather counts its whole output: 4 KiB from each of 16 ranks is 64 KiB, 2 channels.
+  EXPECT_EQ(Blocks(CommKind::kAllGather, Ranks(0, 16), 4 * 1024), 2);
+  EXPECT_EQ(Blocks(CommKind::kBarrier, Ranks(0, 16), 0), 1);
+  EXPECT_EQ(Blocks(CommKind::kAllReduce, Ranks(0, 1), kS), 0);  // one rank: no kernel
+}
+
+TEST(KernelBlocksTest, DgxNodesAndNvls) {
+  // DGX A100: 12 NVLinks, 24 ring channels on a node; across nodes one GPU a node reaches one
+  // 200 Gb/s (25 GB/s) NIC, four channels, and eight GPUs a node eight NICs: 32 (NCCL's most).
+  const ClusterSpec a100 = ClusterPreset("dgx-a100", 4).value();
+  EXPECT_EQ(Blocks(CommKind::kAllReduce, Ranks(0, 8), kS, a100), 24);
+  EXPECT_EQ(Blocks(CommKind::kAllReduce, {0, 8, 16, 24}, kS, a100), 4);
+  EXPECT_EQ(Blocks(CommKind::kAllReduce, Ranks(0, 32), kS, a100), 32);
+  // DGX H100: 18 NVLinks, 36 capped at 32; NVLS on its 16 NVLS channels.
+  const ClusterSpec h100 = ClusterPreset("dgx-h100", 1).value();
+  EXPECT_EQ(Blocks(CommKind::kAllReduce, Ranks(0, 8), kS, h100, "ring"), 32);
+  EXPECT_EQ(Blocks(CommKind::kAllReduce, Ranks(0, 8), kS, h100, "nvls"), 16);
+}
+
 }  // namespace
 }  // namespace dtsim::network
