@@ -123,6 +123,13 @@ GpuSpec WithHostLink(GpuSpec gpu, double gb_per_s) {
   return gpu;
 }
 
+// SM counts from NVIDIA's architecture whitepapers (V100: 80, A100: 108, H100 SXM5: 132, H100
+// PCIe: 114; H200 is an H100 SXM5 with more HBM; B200: 148, the GB200's GPU taken as the same).
+GpuSpec WithSms(GpuSpec gpu, int sms) {
+  gpu.sms = sms;
+  return gpu;
+}
+
 GpuSpec WithMeasured(GpuSpec gpu, const Measured& measured) {
   gpu.matrix_efficiency = measured.matrix;
   gpu.fp8_matrix_efficiency = measured.fp8_matrix;
@@ -136,11 +143,13 @@ GpuSpec WithMeasured(GpuSpec gpu, const Measured& measured) {
 
 // An SXM Hopper (H100, H200): the same peaks, its own HBM and measured curves, PCIe Gen5.
 GpuSpec HopperSxm(std::string name, int64_t gb_per_s, Bytes memory, const Measured& measured) {
-  return WithHostLink(
-      WithMeasured(MakeGpu(std::move(name), {66.9, 66.9, 494.7, 989.4, 989.4, 1978.9, 1978.9}, 66.9,
-                           gb_per_s, memory, kMatrixUnmeasured),
-                   measured),
-      kPcieGen5HostGbPerS);
+  return WithSms(
+      WithHostLink(
+          WithMeasured(MakeGpu(std::move(name), {66.9, 66.9, 494.7, 989.4, 989.4, 1978.9, 1978.9},
+                               66.9, gb_per_s, memory, kMatrixUnmeasured),
+                       measured),
+          kPcieGen5HostGbPerS),
+      132);
 }
 
 // Dense (no structured sparsity) peaks from the NVIDIA datasheets cited in docs/models.md.
@@ -149,29 +158,36 @@ const std::vector<GpuSpec>& GpuTable() {
   // Host links: PCIe Gen3 (V100), Gen4 (A100), Gen5 (Hopper, B200), NVLink-C2C (GB200).
   constexpr double kGen5 = kPcieGen5HostGbPerS;
   static const std::vector<GpuSpec> kPresets = {
-      WithHostLink(WithContext(MakeGpu("v100-sxm2-32gb", {7.8, 15.7, 0, 125, 0, 0, 0}, 15.7, 900,
-                                       Bytes(32 * kGibi), kMatrixDefault),
-                               kV100Context),
-                   kGen5 / 4),
-      WithHostLink(MakeGpu("a100-sxm4-40gb", {19.5, 19.5, 156, 312, 312, 0, 624}, 19.5, 1555,
-                           Bytes(40 * kGibi), kMatrixDefault),
-                   kGen5 / 2),
-      WithHostLink(MakeGpu("a100-sxm4-80gb", {19.5, 19.5, 156, 312, 312, 0, 624}, 19.5, 2039,
-                           Bytes(80 * kGibi), kMatrixDefault),
-                   kGen5 / 2),
+      WithSms(WithHostLink(WithContext(MakeGpu("v100-sxm2-32gb", {7.8, 15.7, 0, 125, 0, 0, 0}, 15.7,
+                                               900, Bytes(32 * kGibi), kMatrixDefault),
+                                       kV100Context),
+                           kGen5 / 4),
+              80),
+      WithSms(WithHostLink(MakeGpu("a100-sxm4-40gb", {19.5, 19.5, 156, 312, 312, 0, 624}, 19.5,
+                                   1555, Bytes(40 * kGibi), kMatrixDefault),
+                           kGen5 / 2),
+              108),
+      WithSms(WithHostLink(MakeGpu("a100-sxm4-80gb", {19.5, 19.5, 156, 312, 312, 0, 624}, 19.5,
+                                   2039, Bytes(80 * kGibi), kMatrixDefault),
+                           kGen5 / 2),
+              108),
       HopperSxm("h100-sxm5-80gb", 3350, Bytes(80 * kGibi), kH100Sxm),
-      WithHostLink(MakeGpu("h100-pcie-80gb", {51.2, 51.2, 378, 756, 756, 1513, 1513}, 51.2, 2000,
-                           Bytes(80 * kGibi), kMatrixUnmeasured),
-                   kGen5),
+      WithSms(WithHostLink(MakeGpu("h100-pcie-80gb", {51.2, 51.2, 378, 756, 756, 1513, 1513}, 51.2,
+                                   2000, Bytes(80 * kGibi), kMatrixUnmeasured),
+                           kGen5),
+              114),
       HopperSxm("h200-sxm-141gb", 4800, Bytes(141 * kGiga), kH200),
-      WithHostLink(MakeGpu("b200-sxm-180gb", {40, 75, 1100, 2250, 2250, 4500, 4500}, 75, 8000,
-                           Bytes(180 * kGiga), kMatrixUnmeasured, /*microscaling=*/true),
-                   kGen5),
+      WithSms(WithHostLink(MakeGpu("b200-sxm-180gb", {40, 75, 1100, 2250, 2250, 4500, 4500}, 75,
+                                   8000, Bytes(180 * kGiga), kMatrixUnmeasured,
+                                   /*microscaling=*/true),
+                           kGen5),
+              148),
       // The Blackwell GPU of a GB200 superchip (1,200 W): the NVL72 datasheet's rack figures
       // (sparse, except fp64) ÷ 72 ÷ 2.
-      WithHostLink(MakeGpu("gb200-186gb", {45, 83, 1250, 2500, 2500, 5000, 5000}, 83, 8000,
-                           Bytes(186 * kGiga), kMatrixUnmeasured, /*microscaling=*/true),
-                   450 * kGen5 / 63),
+      WithSms(WithHostLink(MakeGpu("gb200-186gb", {45, 83, 1250, 2500, 2500, 5000, 5000}, 83, 8000,
+                                   Bytes(186 * kGiga), kMatrixUnmeasured, /*microscaling=*/true),
+                           450 * kGen5 / 63),
+              148),
   };
   return kPresets;
 }
@@ -274,6 +290,7 @@ Status ReadFields(JsonObjectReader& reader, GpuSpec& gpu) {
                    JsonValueForError(*reader.Find("context_memory")));
     }
   }
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("sms", gpu.sms, 0, 512));
   for (std::string_view key : {"memory_bandwidth", "memory", "launch_overhead", "context_memory",
                                "host_bandwidth", "host_launch_time"}) {
     reader.Allow(key);

@@ -36,9 +36,13 @@ struct GpuSpec {
   std::array<FlopRate, kDTypeCount> matrix_peak{};  // dense tensor-core peak; 0: unsupported
   FlopRate vector_peak;                             // fp32 on the CUDA cores
   Bandwidth memory_bandwidth;                       // HBM
-  Bytes memory;                                     // HBM capacity
-  DurationNs launch_overhead;                       // added to every op
-  EfficiencyCurve matrix_efficiency;                // GEMMs in every dtype but FP8
+  // Streaming multiprocessors, which a training step's compute shares with its communication
+  // kernels: one per NCCL channel they run on (docs/models.md, "SMs shared with
+  // communication"); 0: not known, communication takes none.
+  int sms = 0;
+  Bytes memory;                           // HBM capacity
+  DurationNs launch_overhead;             // added to every op
+  EfficiencyCurve matrix_efficiency;      // GEMMs in every dtype but FP8
   EfficiencyCurve fp8_matrix_efficiency;  // FP8 GEMMs (Transformer Engine's), their own curve
   EfficiencyCurve memory_efficiency;
   // Flash attention's kernels, forward and backward, their own curves over the FLOPs they
@@ -120,7 +124,8 @@ Expected<GpuSpec> GpuPreset(std::string_view name);
 // {"preset": "a100-sxm4-80gb", "matrix_peak": {"bf16": "312 TFLOP/s"}, "vector_peak",
 //  "memory_bandwidth", "memory", "launch_overhead", "matrix_efficiency": {"max", "ramp"},
 //  "fp8_matrix_efficiency": {...}, "memory_efficiency": {...}, "microscaling": bool,
-//  "power_limited_compute": (0, 1], "context_memory", "host_bandwidth", "host_launch_time"},
+//  "power_limited_compute": (0, 1], "context_memory", "host_bandwidth", "host_launch_time",
+//  "sms": 0–512},
 //  or a bare preset name. With a preset any field overrides it;
 // without one all but the efficiencies and launch overhead are required. The calibration of
 // the preset, if `calibrations` has one, applies before the object's fields.

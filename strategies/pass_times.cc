@@ -68,37 +68,49 @@ class PassTimer final : public LayoutSink {
   void ExpertAllToAll() override {}
   void ExpertTensor(graph::CommKind /*kind*/) override {}
 
-  // The next op starts when both the op and the collective beside it have ended.
+  // The next op starts when both the op and the collective beside it have ended; the two
+  // start together. The op does d of work, at (s − b)/s of its speed while the collective (c,
+  // holding b of the GPU's s SMs: the engine's SM sharing) runs: d + c·b/s when the collective
+  // ends first (c·(s − b)/s <= d), else the collective's c.
   void Overlapped(const PricedOp& op, const LayoutComm& comm) override {
-    *compute_ += std::max(op.duration, CommTime(comm));
+    const network::AlgorithmChoice choice = CommChoice(comm);
+    const int64_t sms = config_.gpu.sms;
+    const int64_t blocks = std::min<int64_t>(choice.blocks, sms);
+    const DurationNs c = choice.time;
+    if (sms == 0 || blocks == 0 || c.ns() * (sms - blocks) > op.duration.ns() * sms) {
+      *compute_ += std::max(op.duration, c);
+      return;
+    }
+    // As the engine counts it, in SM·ns rounded up to whole ns.
+    const int64_t left = op.duration.ns() * sms - c.ns() * (sms - blocks);
+    *compute_ += c + DurationNs((left + sms - 1) / sms);
   }
 
  private:
   // One collective over `ranks` as the analytical network model prices it (its cheapest
   // algorithm for the group's placement).
-  Expected<DurationNs> CollectiveTime(const LayoutComm& comm, const std::vector<int32_t>& ranks,
-                                      int32_t root) const {
+  Expected<network::AlgorithmChoice> CollectiveTime(const LayoutComm& comm,
+                                                    const std::vector<int32_t>& ranks,
+                                                    int32_t root) const {
     const network::GroupShape shape = network::ShapeOfGroup(ranks, config_.cluster);
-    DTSIM_ASSIGN_OR_RETURN(const network::AlgorithmChoice choice,
-                           network::ChooseCollectiveAlgorithm({.kind = comm.kind,
-                                                               .size = comm.bytes,
-                                                               .shape = shape,
-                                                               .cluster = &config_.cluster,
-                                                               .ranks = ranks,
-                                                               .root = root},
-                                                              ""));
-    return choice.time;
+    return network::ChooseCollectiveAlgorithm({.kind = comm.kind,
+                                               .size = comm.bytes,
+                                               .shape = shape,
+                                               .cluster = &config_.cluster,
+                                               .ranks = ranks,
+                                               .root = root},
+                                              "");
   }
 
   // On the first tensor-parallel group or the first context-parallel group; on a grid, the
   // cheaper of the first ROW (COL) group
   // rooted at member `root` and at member 0, as a rank may be priced either way (the builder's
   // GridComms roots a group without the member at the simulated one).
-  Expected<DurationNs> PriceComm(const LayoutComm& comm) const {
+  Expected<network::AlgorithmChoice> PriceComm(const LayoutComm& comm) const {
     const ParallelPlan& plan = config_.plan;
     std::vector<int32_t> ranks;
     if (comm.group == CommGroup::kTensor) {
-      if (plan.tensor < 2) return DurationNs::Zero();
+      if (plan.tensor < 2) return network::AlgorithmChoice{};
       for (int tp = 0; tp < plan.tensor; ++tp) ranks.push_back(plan.Rank(0, 0, tp));
       return CollectiveTime(comm, ranks, ranks.front());
     }
@@ -109,21 +121,23 @@ class PassTimer final : public LayoutSink {
     const int q = plan.grid();
     const int stride = comm.group == CommGroup::kGridRow ? 1 : q;
     for (int c = 0; c < q; ++c) ranks.push_back(plan.Rank(0, 0, c * stride));
-    DTSIM_ASSIGN_OR_RETURN(const DurationNs at_root,
+    DTSIM_ASSIGN_OR_RETURN(const network::AlgorithmChoice at_root,
                            CollectiveTime(comm, ranks, ranks[static_cast<size_t>(comm.root)]));
-    DTSIM_ASSIGN_OR_RETURN(const DurationNs at_first, CollectiveTime(comm, ranks, ranks.front()));
-    return std::min(at_root, at_first);
+    DTSIM_ASSIGN_OR_RETURN(const network::AlgorithmChoice at_first,
+                           CollectiveTime(comm, ranks, ranks.front()));
+    return at_root.time <= at_first.time ? at_root : at_first;
   }
 
-  DurationNs CommTime(const LayoutComm& comm) {
-    if (!status_.ok()) return DurationNs::Zero();
-    Expected<DurationNs> time = PriceComm(comm);
-    if (!time.ok()) {
-      status_ = std::move(time).error();
-      return DurationNs::Zero();
+  network::AlgorithmChoice CommChoice(const LayoutComm& comm) {
+    if (!status_.ok()) return {};
+    Expected<network::AlgorithmChoice> choice = PriceComm(comm);
+    if (!choice.ok()) {
+      status_ = std::move(choice).error();
+      return {};
     }
-    return *time;
+    return *choice;
   }
+  DurationNs CommTime(const LayoutComm& comm) { return CommChoice(comm).time; }
 
   const SimulationConfig& config_;
   DurationNs* compute_ = nullptr;

@@ -29,6 +29,8 @@ Expected<engine::RunSummary> Run(const SimulationConfig& config, const graph::Ta
   DTSIM_ASSIGN_OR_RETURN(const std::unique_ptr<network::ClusterModel> model,
                          network::MakePreparedModel(*config.network_model, config.cluster, graph));
   engine::Simulator simulator(graph, *model);
+  // Durations priced in isolation; on the GPU, compute runs on the SMs NCCL's kernels leave.
+  if (config.gpu.sms > 0) simulator.ShareSms(config.gpu.sms);
   DTSIM_RETURN_IF_ERROR(simulator.Run());
   engine::RunSummary summary = simulator.Summarize();
   times = simulator.TakeTimes();
@@ -89,6 +91,11 @@ TimeBreakdown Breakdown(const graph::TaskGraph& graph, const graph::TaskTimes& t
       before_optimizer = times.task_end[id.value()];
       if (category == kComputeCategory) breakdown.compute += length;
       if (category == kRecomputeCategory) breakdown.recompute += length;
+      const graph::Task& task = graph.task(id);
+      if (task.kind == graph::TaskKind::kCompute &&
+          (category == kComputeCategory || category == kRecomputeCategory)) {
+        breakdown.sm_shared += length - task.duration;
+      }
       if (category == kTensorCategory) breakdown.tensor += length;
       if (category == kPipelineCategory) breakdown.pipeline += length;
       if (category == kExpertCategory) breakdown.expert += length;

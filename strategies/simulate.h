@@ -35,6 +35,9 @@ struct TimeBreakdown {
   DurationNs data_exposed;
   DurationNs optimizer;
   DurationNs idle;  // the rest: pipeline bubble and other waits
+  // Of compute and recompute: what communication kernels beside them took by holding SMs
+  // (docs/models.md, "SMs shared with communication"): their time beyond their durations.
+  DurationNs sm_shared;
 };
 
 // With gradient compression: one phase of the training run (docs/strategies.md).

@@ -110,8 +110,14 @@ TEST_F(ReplayCommandTest, AChakraExportNeedsEveryRank) {
 // `dtsim simulate --chakra` exports every rank; `dtsim replay --all-ranks` reads them back.
 TEST_F(ReplayCommandTest, ReplaysEveryRankOfAChakraExport) {
   std::ostringstream simulate_output;
+  // Its GPUs' SMs not counted (`sms` 0): a replay never slows compute beside communication
+  // (measured durations already hold it), so it reproduces this simulation exactly.
   const std::vector<std::string> simulate_args = {DTSIM_EXAMPLES_DIR "/gpt3_1.3b_16gpu.json",
-                                                  "--chakra", Path("gpt"), "-o",
+                                                  "--chakra",
+                                                  Path("gpt"),
+                                                  "--set",
+                                                  "cluster.gpu.sms=0",
+                                                  "-o",
                                                   Path("simulated.json")};
   const CommandOutcome simulated = SimulateCommand(simulate_args, simulate_output);
   ASSERT_EQ(simulated.kind, CommandOutcome::Kind::kOk) << simulated.error->ToString();

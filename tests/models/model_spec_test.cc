@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <iterator>
+#include <string_view>
+#include <utility>
+
 #include "models/gpu.h"
 #include "models/parameters.h"
 
@@ -134,6 +138,22 @@ TEST(ModelSpecTest, GpuPresetsAndOverrides) {
   EXPECT_EQ(gpu->matrix_efficiency.ramp.ns(), 3110);  // the preset's, untouched
   EXPECT_EQ(gpu->power_limited_compute, 0.85);        // likewise
   for (std::string_view name : GpuPresetNames()) EXPECT_TRUE(GpuPreset(name).ok()) << name;
+}
+
+// SM counts from NVIDIA's architecture whitepapers; "sms" overrides, 0 counts none.
+TEST(ModelSpecTest, GpuSmCounts) {
+  const std::pair<std::string_view, int> expected[] = {
+      {"v100-sxm2-32gb", 80},  {"a100-sxm4-40gb", 108}, {"a100-sxm4-80gb", 108},
+      {"h100-sxm5-80gb", 132}, {"h100-pcie-80gb", 114}, {"h200-sxm-141gb", 132},
+      {"b200-sxm-180gb", 148}, {"gb200-186gb", 148}};
+  EXPECT_EQ(std::size(expected), GpuPresetNames().size());
+  for (const auto& [name, sms] : expected) EXPECT_EQ(GpuPreset(name)->sms, sms) << name;
+  const Expected<GpuSpec> gpu =
+      GpuFromJson(Json::parse(R"({"preset": "h100-sxm5-80gb", "sms": 0})"), "gpu");
+  ASSERT_TRUE(gpu.ok()) << gpu.error().ToString();
+  EXPECT_EQ(gpu->sms, 0);
+  ExpectContains(GpuError(R"({"preset": "a100-sxm4-80gb", "sms": 513})"), "cluster.gpu.sms");
+  ExpectContains(GpuError(R"({"preset": "a100-sxm4-80gb", "sms": 1.5})"), "cluster.gpu.sms");
 }
 
 TEST(ModelSpecTest, BadGpuInputNamesPathAndValue) {

@@ -63,12 +63,30 @@ TEST(DataParallelTest, IterationIsThePassesPlusTheExposedReduction) {
   // 8×200 Gb/s InfiniBand only the last bucket's is exposed. Bound: under 5% of the passes —
   // the whole 51 MB fp16 all-reduce over 2 nodes takes about 2·51 MB / 25 GB/s ≈ 4 ms against
   // about 40 ms of passes, and most of it hides.
+  // With no SMs counted (`sms` 0) the passes take what they take alone.
   json = ResNetConfig();
   json["training"]["global_batch"] = 16 * 128;
+  json["cluster"]["gpu"] = {{"preset", "a100-sxm4-80gb"}, {"sms", 0}};
   const SimulationResult data = SimulateJson(json);
   EXPECT_EQ(data.stages.front().compute, stage.compute);
   EXPECT_GT(data.stages.front().data_exposed, DurationNs::Zero());
   EXPECT_LT(data.stages.front().data_exposed.ns() * 20, stage.compute.ns());
+  // On the A100's 108 SMs, the backward ops beside a reduction run on the SMs its kernel leaves
+  // (32 blocks: 16 ranks on 2 nodes, four channels a 200 Gb/s NIC on eight): each is slowed by
+  // 32/108 of the time a reduction runs beside it, so the compute grows by at most the
+  // reductions' time × 32/108.
+  json["cluster"]["gpu"] = "a100-sxm4-80gb";
+  const SimulationResult shared = SimulateJson(json);
+  DurationNs reducing;
+  for (const CollectiveSummary& c : shared.collectives) {
+    if (c.kind == graph::CommKind::kAllReduce) reducing += c.total;
+  }
+  const int64_t growth = (shared.stages.front().compute - stage.compute).ns();
+  EXPECT_GT(growth, 0);
+  EXPECT_LE(growth * 108, reducing.ns() * 32);
+  // The breakdown names the growth: the compute tasks' time beyond their durations.
+  EXPECT_EQ(shared.stages.front().sm_shared.ns(), growth);
+  EXPECT_EQ(data.stages.front().sm_shared, DurationNs::Zero());
 }
 
 TEST(DataParallelTest, SymmetricRanksAgreeWithFullRanks) {

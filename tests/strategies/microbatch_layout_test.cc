@@ -35,7 +35,8 @@ Json OneMicrobatch(const Json& parallelism, bool moe) {
               "vocab": 32768, "max_seq": 1024},
     "training": {"global_batch": 4, "micro_batch": 4, "seq_len": 1024,
                  "recompute": "selective"},
-    "cluster": {"preset": "dgx-a100", "gpu": "a100-sxm4-80gb", "nodes": 1},
+    "cluster": {"preset": "dgx-a100", "gpu": {"preset": "a100-sxm4-80gb", "sms": 0},
+                "nodes": 1},
     "simulation": {"network_model": "analytical"}
   })");
   json["parallelism"] = parallelism;
@@ -124,6 +125,26 @@ void ExpectBoundIsTheGraphsWork(const Json& json) {
   SimulationResult result;
   ASSERT_NO_FATAL_FAILURE(BoundAndGraph(json, bound, result));
   EXPECT_EQ(ComputeStreamWork(result), bound) << json.dump();
+}
+
+// The layouts' work on GPUs whose SMs are not counted (`sms` 0): compute takes what it takes
+// alone. With them counted, the ops beside a collective are slowed; the bound counts it for the
+// collective laid beside the weight-gradient GEMM (PassTimer::Overlapped), the graph's only one
+// without data parallelism.
+TEST(MicrobatchLayoutTest, TheBoundCountsTheSmsOfTheReductionBesideTheWgrad) {
+  Json json = OneMicrobatch({{"data", 1}, {"tensor", 8}}, false);
+  json["cluster"]["gpu"] = "a100-sxm4-80gb";
+  ExpectBoundIsTheGraphsWork(json);
+  json["parallelism"]["tensor"] = {{"size", 8}, {"sequence_parallel", true}};
+  ExpectBoundIsTheGraphsWork(json);
+  // With data parallelism its reductions slow the backward too: the bound, which leaves them
+  // out, stays below.
+  json = OneMicrobatch({{"data", 2}, {"tensor", 4}}, false);
+  json["cluster"]["gpu"] = "a100-sxm4-80gb";
+  int64_t bound = 0;
+  SimulationResult result;
+  ASSERT_NO_FATAL_FAILURE(BoundAndGraph(json, bound, result));
+  EXPECT_GT(ComputeStreamWork(result), bound);
 }
 
 TEST(MicrobatchLayoutTest, TensorParallelReductionsAreTheBoundsWork) {

@@ -226,6 +226,21 @@ void PrintCollectives(std::ostream& out, const SimulationResult& r) {
   }
 }
 
+// What communication kernels took from compute by holding SMs, where they did: the stage that
+// lost most.
+void PrintSmShared(std::ostream& out, const std::vector<strategies::TimeBreakdown>& stages) {
+  const auto most =
+      std::max_element(stages.begin(), stages.end(),
+                       [](const auto& a, const auto& b) { return a.sm_shared < b.sm_shared; });
+  if (most == stages.end() || most->sm_shared <= DurationNs::Zero()) return;
+  const DurationNs work = most->compute + most->recompute;
+  fmt::print(out,
+             "  (compute and recompute include what NCCL's kernels took from them by holding SMs: "
+             "{} ms on stage {}, {:.1f}% of its compute and recompute)\n",
+             FormatMilliseconds(most->sm_shared, 2), most - stages.begin(),
+             100.0 * most->sm_shared.ToSecondsDouble() / work.ToSecondsDouble());
+}
+
 void PrintSummary(std::ostream& out, const SimulationConfig& c, const SimulationResult& r) {
   const strategies::IterationStats& stats = r.iteration->stats;
   fmt::print(out, "dtsim simulate {}\n", c.source);
@@ -303,6 +318,7 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
                GiB(c.gpu.memory.count()));
   }
   fmt::print(out, "  (times in ms on each stage's first rank)\n");
+  PrintSmShared(out, r.stages);
   PrintCollectives(out, r);
   for (const std::string& warning : r.warnings) fmt::print(out, "\n  warning: {}\n", warning);
   fmt::print(out,

@@ -111,7 +111,8 @@ OrderedJson BreakdownJson(const strategies::TimeBreakdown& b) {
           {"cp_exposed_ns", b.context.ns()},
           {"dp_exposed_ns", b.data_exposed.ns()},
           {"optimizer_ns", b.optimizer.ns()},
-          {"idle_ns", b.idle.ns()}};
+          {"idle_ns", b.idle.ns()},
+          {"sm_shared_ns", b.sm_shared.ns()}};
 }
 
 OrderedJson MemoryJson(const models::MemoryBreakdown& m, Bytes capacity) {
@@ -169,6 +170,9 @@ Expected<strategies::TimeBreakdown> BreakdownFromJson(JsonObjectReader& time) {
   DTSIM_ASSIGN_OR_RETURN(b.data_exposed, Nanoseconds(time, "dp_exposed_ns"));
   DTSIM_ASSIGN_OR_RETURN(b.optimizer, Nanoseconds(time, "optimizer_ns"));
   DTSIM_ASSIGN_OR_RETURN(b.idle, Nanoseconds(time, "idle_ns"));
+  if (time.Has("sm_shared_ns")) {  // since 1.10
+    DTSIM_ASSIGN_OR_RETURN(b.sm_shared, Nanoseconds(time, "sm_shared_ns"));
+  }
   return b;
 }
 

@@ -27,8 +27,9 @@ namespace dtsim::results {
 // the defaults; 1.7 "virtual_stages" in the plan and "provenance"; 1.8 each stage's
 // "nccl_bytes" (NCCL's buffers for the rank's communicators, in the total); 1.9 the first
 // stage's "allocator_reserve_bytes" where the caching allocator's reserve is modelled (in the
-// total).
-inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 9,
+// total); 1.10 each stage's "sm_shared_ns" (of compute and recompute: what communication
+// kernels took by holding SMs), which a reader takes as 0 when absent.
+inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 10,
                                                   "not a simulation result"};
 
 OrderedJson SimulateResultJson(const strategies::SimulationConfig& config,
