@@ -200,9 +200,11 @@ void Simulator::EndSharedCompute(TaskId id, int32_t rank) {
 void Simulator::ScheduleComputeEnd(int32_t rank, size_t index) {
   SharedCompute& compute = shared_compute_[static_cast<size_t>(rank)][index];
   const int64_t free = sms_ - held_blocks_[static_cast<size_t>(rank)];
-  compute.end_scheduled = free > 0;
-  if (!compute.end_scheduled) return;  // resumes when a communication ends
-  const TimeNs end = now_ + DurationNs((compute.work_left + free - 1) / free);
+  // No SM free: it resumes when a communication ends (a task with no work left ends now).
+  compute.end_scheduled = free > 0 || compute.work_left == 0;
+  if (!compute.end_scheduled) return;
+  const TimeNs end =
+      now_ + DurationNs(compute.work_left == 0 ? 0 : (compute.work_left + free - 1) / free);
   if (end > kHorizon) [[unlikely]] {
     PassHorizon(end, fmt::format("{}, slowed by the communication kernels beside it,",
                                  graph_.Describe(compute.task)));

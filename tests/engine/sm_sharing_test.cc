@@ -113,6 +113,16 @@ TEST(SmSharingTest, ComputeStopsWhileCommunicationsHoldEverySm) {
   EXPECT_EQ(sim.times().task_end[o.shared.value()], TimeNs(13'200));
 }
 
+TEST(SmSharingTest, AnEmptyTaskEndsAtOnceEvenWithNoSmFree) {
+  // 120 of 100 SMs held 0–2 us: a 0 ns task has no work to wait for.
+  const Overlap o = OneAllReduceBeside(DurationNs(0), {Bytes(1000), Bytes(1000)});
+  BlocksModel model({60, 60});
+  Simulator sim(o.graph, model);
+  sim.ShareSms(100);
+  ASSERT_TRUE(sim.Run().ok());
+  EXPECT_EQ(sim.times().task_end[o.shared.value()], TimeNs(0));
+}
+
 TEST(SmSharingTest, EndsRoundUpToWholeNanoseconds) {
   // 7 SMs, 4 held for the whole GEMM (a 1000 B all-reduce lasts 2 us): its 500 × 7 SM·ns at
   // 3 SM·ns per ns take ⌈3500 / 3⌉ = 1,167 ns.
