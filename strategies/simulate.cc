@@ -24,13 +24,15 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 }
 
 // Runs the graph; `methods`, when given, receives how the network model ran each communication.
-Expected<engine::RunSummary> Run(const SimulationConfig& config, const graph::TaskGraph& graph,
-                                 graph::TaskTimes& times, network::CommMethods* methods = nullptr) {
+// Its durations priced in isolation (`cost`), compute runs on the SMs NCCL's kernels leave;
+// times taken inside a training run already hold that.
+Expected<engine::RunSummary> Run(const SimulationConfig& config, const models::OpCostModel& cost,
+                                 const graph::TaskGraph& graph, graph::TaskTimes& times,
+                                 network::CommMethods* methods = nullptr) {
   DTSIM_ASSIGN_OR_RETURN(const std::unique_ptr<network::ClusterModel> model,
                          network::MakePreparedModel(*config.network_model, config.cluster, graph));
   engine::Simulator simulator(graph, *model);
-  // Durations priced in isolation; on the GPU, compute runs on the SMs NCCL's kernels leave.
-  if (config.gpu.sms > 0) simulator.ShareSms(config.gpu.sms);
+  if (config.gpu.sms > 0 && !cost.TimedInRun()) simulator.ShareSms(config.gpu.sms);
   DTSIM_RETURN_IF_ERROR(simulator.Run());
   engine::RunSummary summary = simulator.Summarize();
   times = simulator.TakeTimes();
@@ -121,7 +123,8 @@ Status SimulatePhases(const ResolvedConfig& config, const models::OpCostModel& c
   DTSIM_ASSIGN_OR_RETURN(const IterationGraph iteration,
                          BuildIteration(config, cost, CompressionPhase::kWarmup));
   graph::TaskTimes times;
-  DTSIM_ASSIGN_OR_RETURN(const engine::RunSummary summary, Run(config, iteration.graph, times));
+  DTSIM_ASSIGN_OR_RETURN(const engine::RunSummary summary,
+                         Run(config, cost, iteration.graph, times));
   const DurationNs warm = summary.makespan - TimeNs::Zero();
   const int64_t steps = compression->steps();
   result.phases = {{CompressionPhase::kWarmup, warmup, warm},
@@ -206,7 +209,7 @@ Expected<SimulationResult> Simulate(const ResolvedConfig& input, const models::O
   const IterationStats& stats = result.iteration->stats;
   result.build_seconds = Seconds(build_start);
   const auto run_start = std::chrono::steady_clock::now();
-  DTSIM_ASSIGN_OR_RETURN(result.summary, Run(config, graph, result.times, &result.methods));
+  DTSIM_ASSIGN_OR_RETURN(result.summary, Run(config, cost, graph, result.times, &result.methods));
   result.simulate_seconds = Seconds(run_start);
   result.collectives = SummarizeCollectives(graph, result.times, result.methods);
 
