@@ -4,6 +4,7 @@
 // order and records which one priced each op.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <optional>
@@ -39,6 +40,9 @@ class OpCostModel {
   // Price, or an error naming the model, the op (as `what`, e.g. "op", "compression kernel")
   // and its signature.
   Expected<OpCost> PriceOrError(const Op& op, std::string_view what = "op") const;
+  // Whether it prices from times taken inside a training run (an `in_run` op-cost table),
+  // which already hold what the run's overlapped communication took from them (SM sharing).
+  virtual bool TimedInRun() const { return false; }
 };
 
 // max(compute, memory) + launch overhead, where compute = FLOPs over the matrix peak of the
@@ -65,6 +69,7 @@ class MeasuredCostModel final : public OpCostModel {
       : gpu_(std::move(gpu)), table_(&table) {}
   std::string_view name() const override { return "measured"; }
   std::optional<OpCost> Price(const Op& op) const override;
+  bool TimedInRun() const override { return table_->timing() == traces::OpTiming::kInRun; }
 
  private:
   GpuSpec gpu_;
@@ -84,6 +89,7 @@ class InterpolatedCostModel final : public OpCostModel {
       : gpu_(std::move(gpu)), table_(&table) {}
   std::string_view name() const override { return "interpolated"; }
   std::optional<OpCost> Price(const Op& op) const override;
+  bool TimedInRun() const override { return table_->timing() == traces::OpTiming::kInRun; }
 
  private:
   GpuSpec gpu_;
@@ -97,6 +103,11 @@ class ChainCostModel final : public OpCostModel {
       : models_(std::move(models)) {}
   std::string_view name() const override { return "chain"; }
   std::optional<OpCost> Price(const Op& op) const override;
+  // Any of its models: their ops run on one GPU together.
+  bool TimedInRun() const override {
+    return std::any_of(models_.begin(), models_.end(),
+                       [](const auto& model) { return model->TimedInRun(); });
+  }
 
  private:
   std::vector<std::unique_ptr<OpCostModel>> models_;
@@ -116,6 +127,7 @@ class RecordingCostModel final : public OpCostModel {
   explicit RecordingCostModel(const OpCostModel& inner) : inner_(&inner) {}
   std::string_view name() const override { return inner_->name(); }
   std::optional<OpCost> Price(const Op& op) const override;
+  bool TimedInRun() const override { return inner_->TimedInRun(); }
   // In the order first asked about.
   const std::vector<Recorded>& recorded() const { return recorded_; }
 

@@ -1,0 +1,46 @@
+// Compute shares its GPU's SMs with NCCL's kernels where its durations were priced alone, and
+// not where they were timed inside a training run (an `in_run` op-cost table), whose times
+// already hold it (docs/models.md, "SMs shared with communication").
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "sim/base/json_reader.h"
+#include "tests/strategies/simulate_helpers.h"
+
+namespace dtsim::strategies {
+namespace {
+
+// GPT-3 1.3B on 16 H100s (TP 4 with SP, PP 2, DP 2), its ops priced from the H100's op-cost
+// table at `profile`.
+Json Gpt13bOnH100s(const std::string& profile) {
+  Json json = Json::parse(R"({
+    "model": "gpt3-1.3b",
+    "training": {"global_batch": 64, "micro_batch": 4, "seq_len": 2048, "precision": "bf16",
+                 "recompute": "selective"},
+    "cluster": {"preset": "dgx-h100", "gpu": "h100-sxm5-80gb"},
+    "parallelism": {"data": 2, "tensor": {"size": 4, "sequence_parallel": true},
+                    "pipeline": {"size": 2, "schedule": "1f1b"}, "zero_stage": 1},
+    "simulation": {"network_model": "analytical", "cost_model": "chain"}
+  })");
+  json["profile"] = profile;
+  return json;
+}
+
+TEST(SmSharingTest, OnlyDurationsPricedAloneAreSlowedBesideCollectives) {
+  const std::string isolated = DTSIM_EXAMPLES_DIR "/profiles/h100-sxm5-80gb.json";
+  const SimulationResult alone = SimulateJson(Gpt13bOnH100s(isolated));
+  for (const TimeBreakdown& stage : alone.stages) EXPECT_GT(stage.sm_shared, DurationNs::Zero());
+  // The same table marked as timed inside a run.
+  Expected<Json> table = ReadJsonFile(isolated);
+  ASSERT_TRUE(table.ok()) << table.error().ToString();
+  (*table)["timing"] = "in_run";
+  const std::string in_run = testing::TempDir() + "/h100_in_run.json";
+  std::ofstream(in_run) << table->dump();
+  const SimulationResult timed = SimulateJson(Gpt13bOnH100s(in_run));
+  for (const TimeBreakdown& stage : timed.stages) EXPECT_EQ(stage.sm_shared, DurationNs::Zero());
+}
+
+}  // namespace
+}  // namespace dtsim::strategies
