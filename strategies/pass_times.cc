@@ -15,7 +15,9 @@ namespace {
 // their kind: the first tensor-parallel group, or the first ROW (COL) group of the grid.
 class PassTimer final : public LayoutSink {
  public:
-  explicit PassTimer(const SimulationConfig& config) : config_(config) {}
+  // `sms`: the GPU's SMs shared with communication kernels as the simulation shares them (0
+  // where it does not: durations timed inside a run).
+  PassTimer(const SimulationConfig& config, int sms) : config_(config), sms_(sms) {}
 
   Status Time(const MicrobatchLayout& layout, const PricedPass& pass, DurationNs& compute,
               DurationNs& grid) {
@@ -74,7 +76,7 @@ class PassTimer final : public LayoutSink {
   // ends first (c·(s − b)/s <= d), else the collective's c.
   void Overlapped(const PricedOp& op, const LayoutComm& comm) override {
     const network::AlgorithmChoice choice = CommChoice(comm);
-    const int64_t sms = config_.gpu.sms;
+    const int64_t sms = sms_;
     const int64_t blocks = std::min<int64_t>(choice.blocks, sms);
     const DurationNs c = choice.time;
     if (sms == 0 || blocks == 0 || c.ns() * (sms - blocks) > op.duration.ns() * sms) {
@@ -140,6 +142,7 @@ class PassTimer final : public LayoutSink {
   DurationNs CommTime(const LayoutComm& comm) { return CommChoice(comm).time; }
 
   const SimulationConfig& config_;
+  int sms_ = 0;
   DurationNs* compute_ = nullptr;
   DurationNs* grid_ = nullptr;
   Status status_ = Status::Ok();
@@ -185,7 +188,7 @@ DurationNs SummaSpan(DurationNs duration, const std::vector<SummaStepTimes>& ste
 Expected<PassTimes> PricePassTimes(const ResolvedConfig& config, const models::OpCostModel& cost) {
   DTSIM_ASSIGN_OR_RETURN(const PricedModel model, PriceModel(config, cost));
   const MicrobatchLayout layout(config);
-  PassTimer timer(config);
+  PassTimer timer(config, cost.TimedInRun() ? 0 : config.gpu.sms);
   PassTimes times;
   times.recompute_every = model.recompute_every;
   for (size_t kind = 0; kind < times.layers.size(); ++kind) {

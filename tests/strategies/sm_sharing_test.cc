@@ -7,6 +7,7 @@
 #include <string>
 
 #include "sim/base/json_reader.h"
+#include "strategies/pass_times.h"
 #include "tests/strategies/simulate_helpers.h"
 
 namespace dtsim::strategies {
@@ -40,6 +41,32 @@ TEST(SmSharingTest, OnlyDurationsPricedAloneAreSlowedBesideCollectives) {
   std::ofstream(in_run) << table->dump();
   const SimulationResult timed = SimulateJson(Gpt13bOnH100s(in_run));
   for (const TimeBreakdown& stage : timed.stages) EXPECT_EQ(stage.sm_shared, DurationNs::Zero());
+}
+
+// The search's bound shares SMs exactly when the simulation does, so it stays below it: with
+// the table timed inside a run, its layers cost what they cost with no SMs counted.
+TEST(SmSharingTest, TheBoundSharesWhenTheSimulationDoes) {
+  const std::string isolated = DTSIM_EXAMPLES_DIR "/profiles/h100-sxm5-80gb.json";
+  Expected<Json> table = ReadJsonFile(isolated);
+  ASSERT_TRUE(table.ok()) << table.error().ToString();
+  (*table)["timing"] = "in_run";
+  const std::string in_run = testing::TempDir() + "/h100_in_run_bound.json";
+  std::ofstream(in_run) << table->dump();
+  const auto backward = [](const Json& json) {
+    const ResolvedConfig config = ConfigOf(json);
+    const Expected<ConfigCostModel> cost = LoadCostModel(config);
+    EXPECT_TRUE(cost.ok()) << cost.error().ToString();
+    const Expected<PassTimes> times = PricePassTimes(config, *cost->model);
+    EXPECT_TRUE(times.ok()) << times.error().ToString();
+    return times.ok() ? times->layers[0].backward : DurationNs::Zero();
+  };
+  const auto without_sms = [](Json json) {
+    json["cluster"]["gpu"] = {{"preset", "h100-sxm5-80gb"}, {"sms", 0}};
+    return json;
+  };
+  // Priced alone: the wgrad beside the input-gradient reduce-scatter is slowed.
+  EXPECT_GT(backward(Gpt13bOnH100s(isolated)), backward(without_sms(Gpt13bOnH100s(isolated))));
+  EXPECT_EQ(backward(Gpt13bOnH100s(in_run)), backward(without_sms(Gpt13bOnH100s(in_run))));
 }
 
 }  // namespace
