@@ -290,7 +290,7 @@ Status ReadFields(JsonObjectReader& reader, GpuSpec& gpu) {
                    JsonValueForError(*reader.Find("context_memory")));
     }
   }
-  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("sms", gpu.sms, 0, 512));
+  DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("sms", gpu.sms, 0, GpuSpec::kMaxSms));
   for (std::string_view key : {"memory_bandwidth", "memory", "launch_overhead", "context_memory",
                                "host_bandwidth", "host_launch_time"}) {
     reader.Allow(key);

@@ -40,6 +40,9 @@ struct GpuSpec {
   // kernels: one per NCCL channel they run on (docs/models.md, "SMs shared with
   // communication"); 0: not known, communication takes none.
   int sms = 0;
+  // The most a config may give: what the engine can share (engine::Simulator::kMaxSms; the
+  // simulation checks the two agree).
+  static constexpr int kMaxSms = 512;
   Bytes memory;                           // HBM capacity
   DurationNs launch_overhead;             // added to every op
   EfficiencyCurve matrix_efficiency;      // GEMMs in every dtype but FP8

@@ -23,6 +23,9 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
+static_assert(models::GpuSpec::kMaxSms == engine::Simulator::kMaxSms,
+              "every SM count a config may give is one the engine can share");
+
 // Runs the graph; `methods`, when given, receives how the network model ran each communication.
 // Its durations priced in isolation (`cost`), compute runs on the SMs NCCL's kernels leave;
 // times taken inside a training run already hold that.

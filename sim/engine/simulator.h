@@ -86,6 +86,7 @@ class Simulator final : public CommunicationContext {
   // communications' kernels (see above); before Run(). Precondition: 0 < sms <= kMaxSms.
   // Without it (traces, whose measured durations already hold the sharing) compute tasks take
   // their duration.
+  // A task's work, duration (< 2^53 ns, the horizon) × sms, stays below 2^62 SM·ns.
   static constexpr int kMaxSms = 512;
   void ShareSms(int sms);
 

@@ -29,16 +29,26 @@ Json Gpt13bOnH100s(const std::string& profile) {
   return json;
 }
 
+constexpr const char* kIsolated = DTSIM_EXAMPLES_DIR "/profiles/h100-sxm5-80gb.json";
+
+// The shipped H100 table, marked as timed inside a run, written to `name` in the test's
+// scratch directory.
+std::string InRunCopy(const std::string& name) {
+  Expected<Json> table = ReadJsonFile(kIsolated);
+  EXPECT_TRUE(table.ok()) << table.error().ToString();
+  if (!table.ok()) return "";
+  (*table)["timing"] = "in_run";
+  const std::string path = testing::TempDir() + "/" + name;
+  std::ofstream(path) << table->dump();
+  return path;
+}
+
 TEST(SmSharingTest, OnlyDurationsPricedAloneAreSlowedBesideCollectives) {
-  const std::string isolated = DTSIM_EXAMPLES_DIR "/profiles/h100-sxm5-80gb.json";
+  const std::string isolated = kIsolated;
   const SimulationResult alone = SimulateJson(Gpt13bOnH100s(isolated));
   for (const TimeBreakdown& stage : alone.stages) EXPECT_GT(stage.sm_shared, DurationNs::Zero());
-  // The same table marked as timed inside a run.
-  Expected<Json> table = ReadJsonFile(isolated);
-  ASSERT_TRUE(table.ok()) << table.error().ToString();
-  (*table)["timing"] = "in_run";
-  const std::string in_run = testing::TempDir() + "/h100_in_run.json";
-  std::ofstream(in_run) << table->dump();
+  const std::string in_run = InRunCopy("h100_in_run.json");
+  ASSERT_FALSE(in_run.empty());
   const SimulationResult timed = SimulateJson(Gpt13bOnH100s(in_run));
   for (const TimeBreakdown& stage : timed.stages) EXPECT_EQ(stage.sm_shared, DurationNs::Zero());
 }
@@ -46,12 +56,9 @@ TEST(SmSharingTest, OnlyDurationsPricedAloneAreSlowedBesideCollectives) {
 // The search's bound shares SMs exactly when the simulation does, so it stays below it: with
 // the table timed inside a run, its layers cost what they cost with no SMs counted.
 TEST(SmSharingTest, TheBoundSharesWhenTheSimulationDoes) {
-  const std::string isolated = DTSIM_EXAMPLES_DIR "/profiles/h100-sxm5-80gb.json";
-  Expected<Json> table = ReadJsonFile(isolated);
-  ASSERT_TRUE(table.ok()) << table.error().ToString();
-  (*table)["timing"] = "in_run";
-  const std::string in_run = testing::TempDir() + "/h100_in_run_bound.json";
-  std::ofstream(in_run) << table->dump();
+  const std::string isolated = kIsolated;
+  const std::string in_run = InRunCopy("h100_in_run_bound.json");
+  ASSERT_FALSE(in_run.empty());
   const auto backward = [](const Json& json) {
     const ResolvedConfig config = ConfigOf(json);
     const Expected<ConfigCostModel> cost = LoadCostModel(config);
