@@ -112,6 +112,11 @@ struct ClusterSpec {
   // What a custom cluster (no preset) left out and dtsim assumed, as sentences naming the key:
   // an efficiency of 1 (the line rate), no collective latency. Results repeat them as warnings.
   std::vector<std::string> assumed;
+  // Whether every GPU of a node communicates off-node at once, as a training step's parallel
+  // groups do (set for simulations of training configs; not for replayed traces or collectives
+  // priced alone): the analytical model then gives a group's members on a node only their GPUs'
+  // share of its NICs where it has fewer NICs than GPUs (docs/network.md, "Analytical model").
+  bool gpus_share_nics = false;
 
   int gpu_count() const { return nodes * gpus_per_node; }
   int NodeOf(int32_t rank) const { return rank / gpus_per_node; }

@@ -29,10 +29,23 @@ struct Rates {
   bool single_node;
 };
 
+// The NICs of a node that `members` of a group there drive (docs/network.md, "Analytical
+// model"): one each, as many as the node has — and, where every GPU communicates at once
+// (ClusterSpec::gpus_share_nics: a training step, whose other data-parallel replicas all-reduce
+// and whose other tensor-parallel peers send at the same time) on a node with fewer NICs than
+// GPUs (one 100 Gb/s NIC for eight V100s), only their GPUs' share, members × NICs / GPUs.
+double GroupNics(const ClusterSpec& cluster, int members) {
+  const int nics = cluster.inter.nics_per_node;
+  const double own = std::min(members, nics);
+  if (!cluster.gpus_share_nics) return own;
+  const int gpus = std::max(cluster.gpus_per_node, members);
+  return std::min(own, static_cast<double>(members) * nics / gpus);
+}
+
 Rates RatesFor(const CollectiveRequest& request) {
   const ClusterSpec& cluster = *request.cluster;
   const GroupShape& shape = request.shape;
-  const double nics = std::min(shape.per_node, cluster.inter.nics_per_node);
+  const double nics = GroupNics(cluster, shape.per_node);
   const double spine = shape.crosses_spine ? cluster.inter.oversubscription : 1.0;
   Rates rates{.intra_bytes_per_second = IntraGroupRate(cluster, request.ranks),
               .node_bytes_per_second = nics * cluster.inter.nic_bandwidth.bytes_per_second() *
@@ -146,8 +159,12 @@ DurationNs ExchangeStep(const CollectiveRequest& r,
   const double nvlink = cluster.intra.bandwidth.bytes_per_second() * cluster.intra.efficiency;
   const double nic = cluster.inter.nic_bandwidth.bytes_per_second() * cluster.inter.efficiency *
                      caps.net_efficiency;
+  // The transfers spread over the node's rails; where every GPU communicates at once on a node
+  // with fewer NICs than GPUs, over its members' share of the NICs (GroupNics).
   const int rails = std::min(cluster.gpus_per_node, cluster.inter.nics_per_node);
-  const double per_nic = std::ceil(static_cast<double>(busiest) / rails);
+  const double per_nic = cluster.gpus_share_nics && rails < cluster.gpus_per_node
+                             ? static_cast<double>(busiest) / GroupNics(cluster, r.shape.per_node)
+                             : std::ceil(static_cast<double>(busiest) / rails);
   const DurationNs wire = std::max(
       on_node ? Move(bytes, std::min(nvlink, caps.on_node)) : DurationNs::Zero(),
       busiest > 0 ? Move(bytes, std::min(nic / per_nic, caps.off_node)) : DurationNs::Zero());
@@ -458,8 +475,14 @@ double P2pNetEfficiency(const CollectiveRequest& request) {
 }
 
 double P2pRate(const CollectiveRequest& request, bool same_node) {
-  const double rate = HopPlan(request, same_node).bytes_per_second;
-  return same_node ? std::min(rate, IntraGroupRate(*request.cluster, request.ranks)) : rate;
+  const P2pPlan plan = HopPlan(request, same_node);
+  if (same_node)
+    return std::min(plan.bytes_per_second, IntraGroupRate(*request.cluster, request.ranks));
+  // Across nodes at most the sending GPU's share of its node's NICs (GroupNics).
+  const ClusterSpec& cluster = *request.cluster;
+  const double nic = cluster.inter.nic_bandwidth.bytes_per_second() * cluster.inter.efficiency *
+                     plan.net_efficiency;
+  return std::min(plan.bytes_per_second, nic * GroupNics(cluster, 1));
 }
 
 double IntraGroupRate(const ClusterSpec& cluster, std::span<const int32_t> ranks) {

@@ -171,6 +171,7 @@ Status ReadParallelism(const Json& value, ParallelPlan& plan) {
     DTSIM_RETURN_IF_ERROR(r.ReadOptionalInt("virtual_stages", plan.virtual_stages));
     DTSIM_RETURN_IF_ERROR(r.ReadOptional("embedding_as_layer", plan.embedding_as_layer));
     DTSIM_RETURN_IF_ERROR(r.ReadOptional("loss_as_layer", plan.loss_as_layer));
+    DTSIM_RETURN_IF_ERROR(r.ReadOptional("scatter_gather", plan.pipeline_scatter_gather));
     return ReadStageLayers(r, plan);
   };
   DTSIM_RETURN_IF_ERROR(ReadSized(reader, "tensor", plan.tensor, tensor_options));
@@ -231,6 +232,8 @@ Status ReadCluster(const Json& value, std::span<const models::GpuCalibration> ca
   Json network = value;
   network.erase("gpu");
   DTSIM_ASSIGN_OR_RETURN(cluster, network::ClusterFromJson(network, "cluster"));
+  // A training step: every GPU runs its own groups' communication at the same time.
+  cluster.gpus_share_nics = true;
   return Status::Ok();
 }
 

@@ -147,6 +147,12 @@ struct ParallelPlan {
   // split, the embedding (the loss) takes one layer's place on the first (last) chunk.
   bool embedding_as_layer = false;
   bool loss_as_layer = false;
+  // Megatron-LM's scatter/gather of pipeline transfers (--scatter-gather-tensors-in-pipeline,
+  // on from February 2021 until Megatron-Core's pipeline code replaced it in 2023): each
+  // tensor-parallel peer sends 1/t of the replicated activations and the receivers all-gather
+  // them. Off (Megatron-Core; Megatron-LM before it): every peer sends all of them. Moot under
+  // sequence parallelism and on a 2D/2.5D grid, where each peer sends its own shard anyway.
+  bool pipeline_scatter_gather = false;
   // Context parallelism (docs/strategies.md, "Context parallelism"): each sequence split over
   // `context` ranks that hold the same weights, their attention a p2p ring or a2a. Its peers are
   // adjacent just inside data parallelism (Megatron's tp-cp-dp-pp): the builder's data index

@@ -24,6 +24,7 @@ Json PlanConfigJson(const Json& base, const PlanChoice& choice, const Json* comp
   parallelism["pipeline"] = {{"size", plan.pipeline},
                              {"schedule", models::PipelineScheduleName(plan.schedule)},
                              {"virtual_stages", plan.virtual_stages}};
+  if (plan.pipeline_scatter_gather) parallelism["pipeline"]["scatter_gather"] = true;
   parallelism["context"] = {
       {"size", plan.context},
       {"comm", models::ContextCommNames()[static_cast<size_t>(plan.context_comm)]}};

@@ -37,8 +37,9 @@ struct RecipeSetting {
   bool unstated_recompute_only = false;
   bool pipelined_only = false;        // the point's PP is above 1
   bool tensor_parallel_only = false;  // the point's TP is above 1
-  // The training key set; with the prefix "expert." (or "tensor.") the key of
-  // parallelism.expert (parallelism.tensor), with "nccl." the key of cluster.nccl.
+  // The training key set; with the prefix "expert." (or "tensor.", "pipeline.") the key of
+  // parallelism.expert (parallelism.tensor, parallelism.pipeline), with "nccl." the key of
+  // cluster.nccl.
   std::string_view key;
   std::string_view value;  // its value, as JSON text
   std::string_view note;   // what the notes say, with the source
@@ -73,7 +74,29 @@ struct RecipeSetting {
 constexpr std::string_view kNoAsyncNote =
     "tensor-parallel collectives not overlapped (Megatron-LM before commit cf7efd4, August 2021: "
     "no async input-gradient all-reduce beside the weight-gradient GEMM)";
+// Megatron-LM scattered pipeline transfers over the tensor-parallel peers and all-gathered them
+// from commit 72e4230 ("Turn scatter-gather optimization on by default", February 2021) — the
+// optimization Narayanan et al. describe (SC'21, §4.1) — until Megatron-Core's
+// p2p_communication.py (2023), which sends the whole tensor from every peer unless sequence
+// parallel; Korthikanti et al. (2022) ran the same legacy code. Megatron-LM 8aa4619f, which
+// DLPerf ran, is not a descendant of 72e4230: its training.py communicate() sends seq ×
+// micro-batch × hidden from every peer.
+constexpr std::string_view kScatterGatherNote =
+    "pipeline transfers scattered over the tensor-parallel peers and all-gathered (Megatron-LM's "
+    "scatter/gather, on by default from commit 72e4230, February 2021, until Megatron-Core)";
 constexpr std::array kRecipes = {
+    RecipeSetting{.paper = "narayanan et al.",
+                  .pipelined_only = true,
+                  .tensor_parallel_only = true,
+                  .key = "pipeline.scatter_gather",
+                  .value = "true",
+                  .note = kScatterGatherNote},
+    RecipeSetting{.paper = "korthikanti et al.",
+                  .pipelined_only = true,
+                  .tensor_parallel_only = true,
+                  .key = "pipeline.scatter_gather",
+                  .value = "true",
+                  .note = kScatterGatherNote},
     RecipeSetting{.framework = "megatron-lm commit 8aa4619f",
                   .tensor_parallel_only = true,
                   .key = "tensor.overlap",
@@ -214,7 +237,7 @@ void ApplyPublishedRecipe(const Json& point, RecipeSections sections,
     if (!Covers(recipe, point, sections.training)) continue;
     const size_t dot = recipe.key.find('.');
     const std::string prefix(recipe.key.substr(0, dot));
-    if (prefix == "tensor" || prefix == "expert") {
+    if (prefix == "tensor" || prefix == "expert" || prefix == "pipeline") {
       SizedOption(sections.parallelism, prefix, recipe.key.substr(dot + 1)) =
           Json::parse(recipe.value);
     } else if (recipe.key.starts_with(kNccl)) {

@@ -353,9 +353,22 @@ class IterationBuilder {
     return ranks;
   }
 
+  // What each tensor-parallel peer sends at a stage boundary (docs/strategies.md, "Pipeline
+  // transfers"): its sequence shard under SP, its block on a grid, 1/t of the replicated
+  // activations under Megatron-LM's scatter/gather; otherwise all of them, as Megatron-Core
+  // (p2p_communication.py: the shape is seq × micro-batch × hidden unless SP) and Megatron-LM
+  // before February 2021 send them from every peer.
   Bytes PipelineBytes() const {
-    // Megatron's scatter/gather (or the sequence-parallel shard): each peer sends 1/t.
-    return Bytes(layout_.ActivationBytes().count() / plan_.tensor);
+    const int64_t bytes = layout_.ActivationBytes().count();
+    const bool sharded =
+        plan_.sequence_parallel || plan_.on_grid() || plan_.pipeline_scatter_gather;
+    return Bytes(sharded ? bytes / plan_.tensor : bytes);
+  }
+  // Megatron-LM's scatter/gather: the receivers all-gather the 1/t pieces on the compute
+  // stream (gather_split_1d_tensor) before using them.
+  void GatherPipelinePieces(PeerGroup& group, std::string_view name) {
+    if (!plan_.pipeline_scatter_gather || plan_.sequence_parallel || plan_.on_grid()) return;
+    group.Collective(CommKind::kAllGather, PipelineBytes(), name);
   }
 
   // The layers of chunk `chunk` of `stage`, in order (models::ChunkLayerIndices, which the
@@ -385,6 +398,7 @@ class IterationBuilder {
       const int from_chunk = stage > 0 ? chunk : chunk - 1;
       group.Recv(Peers(group_dp_, from), Tag(microbatch, from_chunk, Pass::kForward),
                  PipelineBytes(), "recv activations");
+      GatherPipelinePieces(group, "gather activations");
     } else {
       gathers_.Embedding(group, false);
       EmitWhole(group, model_.embedding.forward, "embedding fwd", "embedding tp");
@@ -452,6 +466,7 @@ class IterationBuilder {
       const int from_chunk = stage < last ? chunk : chunk + 1;
       group.Recv(Peers(group_dp_, from), Tag(microbatch, from_chunk, Pass::kBackward),
                  PipelineBytes(), "recv gradients");
+      GatherPipelinePieces(group, "gather gradients");
     } else {
       gathers_.Output(group, stage, true);
       EmitWhole(group, model_.output.backward, "output bwd", "output tp");

@@ -283,6 +283,36 @@ TEST(ShiftTest, EveryMemberSendsToTheNextAtOnce) {
   EXPECT_EQ(Cost(CommKind::kShift, "", {0, 4, 1, 5, 2, 6}), Nanoseconds(17'558'423));
 }
 
+TEST(SharedNicsTest, WhereEveryGpuCommunicatesAGroupGetsItsGpusShareOfTheNics) {
+  // A training step (ClusterSpec::gpus_share_nics): the test cluster's 2 NICs serve 4 GPUs, so
+  // a group's k members on a node get min(k, 2, k · 2/4) NICs — half a NIC a member.
+  ClusterSpec shared = TestCluster();
+  shared.gpus_share_nics = true;
+  // Ranks 0, 4, 8, 12, one per node: half a NIC (6.25e9 B/s) where the group alone had one.
+  // 2 · 3/4 · 1e8 = 1.5e8 B take 24 ms, plus 2 · 3 · 10 us: T = 24.06 ms (12.06 ms alone).
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "ring", {0, 4, 8, 12}, kS, shared), Microseconds(24'060));
+  // Four members a node own the node's GPUs, so both NICs: unchanged (RingAcrossNodes).
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "ring", Ranks(0, 16), kS, shared),
+            Cost(CommKind::kAllReduce, "ring", Ranks(0, 16)));
+  // A send across nodes at most half a NIC in 128 KiB messages (f above): 1.139704e10 / 2 =
+  // 5.69852e9 B/s; 10 us + 1e8 B at that rate = 10 us + 17.548423 ms (twice the lone send's
+  // 8.774212 ms, rounded up).
+  EXPECT_EQ(Cost(CommKind::kSendRecv, "", {0, 4}, kS, shared), Nanoseconds(17'558'423));
+  // On one node nothing changes: NVLink, 1 us + 1e8 / 1e11 s.
+  EXPECT_EQ(Cost(CommKind::kSendRecv, "", {0, 1}, kS, shared), Microseconds(1001));
+  // A shift with one member a node: each hop on half a NIC, as the send.
+  EXPECT_EQ(Cost(CommKind::kShift, "", {0, 4, 8, 12}, kS, shared), Nanoseconds(17'558'423));
+  // A node with a NIC per GPU has nothing to share: a lone member keeps its NIC.
+  ClusterSpec railed = shared;
+  railed.inter.nics_per_node = 4;
+  ClusterSpec alone = railed;
+  alone.gpus_share_nics = false;
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "ring", {0, 4, 8, 12}, kS, railed),
+            Cost(CommKind::kAllReduce, "ring", {0, 4, 8, 12}, kS, alone));
+  EXPECT_EQ(Cost(CommKind::kSendRecv, "", {0, 4}, kS, railed),
+            Cost(CommKind::kSendRecv, "", {0, 4}, kS, alone));
+}
+
 TEST(CollectiveAlgorithmsTest, GroupOfOneCostsNothing) {
   EXPECT_EQ(Cost(CommKind::kAllReduce, "", {3}), DurationNs::Zero());
 }
