@@ -273,6 +273,32 @@ TEST(TrainingRunPointTest, EveryCalibrationPointSimulatesOrSaysWhyNot) {
 // run recomputes the modules mla_up_proj and mlp, Qwen3-30B-A3B's recipe every layer in full,
 // and its performance scripts export NCCL_P2P_NET_CHUNKSIZE=2097152 for the pipelined 70B and
 // 405B runs. Megatron-LM at 8aa4619f (DLPerf's V100 runs) all-reduces fp16 gradients.
+// The measured runs kept for checking (tools/validation/checking-points.json, not in ../shared)
+// all simulate, and none of them fixed a constant of the shipped calibration: they check that
+// it generalizes (docs/validation.md, "Checking points"). Their errors are printed.
+TEST(TrainingRunPointTest, CheckingPointsSimulateAndFixNoShippedConstant) {
+  const std::string path = std::string(DTSIM_SOURCE_DIR) + "/tools/validation/checking-points.json";
+  Expected<Json> points = ReadJsonFile(path);
+  ASSERT_TRUE(points.ok()) << points.error().ToString();
+  Expected<ValidationReport> report = Validate(*points, path);
+  ASSERT_TRUE(report.ok()) << report.error().ToString();
+  EXPECT_TRUE(report->unsimulated.empty());
+  ASSERT_EQ(report->rows.size(), (*points)["points"].size());
+  Expected<Json> shipped =
+      ReadJsonFile(std::string(DTSIM_SOURCE_DIR) + "/tools/calibration/default.json");
+  ASSERT_TRUE(shipped.ok()) << shipped.error().ToString();
+  std::set<std::string> fitted;
+  for (const Json& constant : (*shipped)["constants"]) {
+    for (const Json& id : constant["points"]) fitted.insert(id.get<std::string>());
+  }
+  EXPECT_FALSE(fitted.empty());
+  for (const ValidationRow& row : report->rows) {
+    EXPECT_FALSE(fitted.contains(row.id)) << row.id << " is for checking, not fitting";
+    std::printf("  %-44s %-24s %10.2f %10.2f %+7.1f%%\n", row.id.c_str(), row.metric.c_str(),
+                row.measured, row.predicted, 100 * row.Error());
+  }
+}
+
 TEST(TrainingRunPointTest, AppliesWhatThePublishedRecipesSet) {
   const auto training = [](std::string_view id) {
     const Json point = CalibrationPoint(id);
