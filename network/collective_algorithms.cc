@@ -29,19 +29,6 @@ struct Rates {
   bool single_node;
 };
 
-// The NICs of a node that `members` of a group there drive (docs/network.md, "Analytical
-// model"): one each, as many as the node has — and, where every GPU communicates at once
-// (ClusterSpec::gpus_share_nics: a training step, whose other data-parallel replicas all-reduce
-// and whose other tensor-parallel peers send at the same time) on a node with fewer NICs than
-// GPUs (one 100 Gb/s NIC for eight V100s), only their GPUs' share, members × NICs / GPUs.
-double GroupNics(const ClusterSpec& cluster, int members) {
-  const int nics = cluster.inter.nics_per_node;
-  const double own = std::min(members, nics);
-  if (!cluster.gpus_share_nics) return own;
-  const int gpus = std::max(cluster.gpus_per_node, members);
-  return std::min(own, static_cast<double>(members) * nics / gpus);
-}
-
 Rates RatesFor(const CollectiveRequest& request) {
   const ClusterSpec& cluster = *request.cluster;
   const GroupShape& shape = request.shape;
@@ -472,6 +459,17 @@ int KernelBlocks(const CollectiveRequest& request, const CollectiveAlgorithm& al
 
 double P2pNetEfficiency(const CollectiveRequest& request) {
   return HopPlan(request, false).net_efficiency;
+}
+
+// A training step (ClusterSpec::gpus_share_nics) runs the other data-parallel replicas'
+// all-reduces and the other tensor-parallel peers' sends beside a group's: on a node with fewer
+// NICs than GPUs (one 100 Gb/s NIC for eight V100s) they split its NICs.
+double GroupNics(const ClusterSpec& cluster, int members) {
+  const int nics = cluster.inter.nics_per_node;
+  const double own = std::min(members, nics);
+  if (!cluster.gpus_share_nics) return own;
+  const int gpus = std::max(cluster.gpus_per_node, members);
+  return std::min(own, static_cast<double>(members) * nics / gpus);
 }
 
 double P2pRate(const CollectiveRequest& request, bool same_node) {

@@ -87,6 +87,12 @@ double NvlsRate(const ClusterSpec& cluster, int ranks, double size);
 // 6 on all 8). Both models use it for every transfer between GPUs of one node.
 double IntraGroupRate(const ClusterSpec& cluster, std::span<const int32_t> ranks);
 
+// The NICs of a node that `members` of a group there drive: min(members, NICs) — and where
+// every GPU communicates at once (ClusterSpec::gpus_share_nics) on a node with fewer NICs than
+// GPUs, only their GPUs' share, members × NICs / GPUs (docs/network.md, "Analytical model").
+// Both models use it.
+double GroupNics(const ClusterSpec& cluster, int members);
+
 // The rate of one point-to-point transfer of the request's size between two GPUs on one node
 // (`same_node`) or on two: what NCCL's channels for the pair move in the request's
 // communicator, or in its group when none is given (nccl_p2p.h). A send/recv and each hop of

@@ -40,6 +40,35 @@ void CapMeshTransfers(FlowProgram& program, std::span<const int32_t> ranks,
   }
 }
 
+// Where every GPU of a node communicates at once on a node with fewer NICs than GPUs
+// (ClusterSpec::gpus_share_nics), a step's transfers leaving a node share the NICs its members
+// there own (GroupNics), as the analytical model prices them: under symmetric ranks the sibling
+// groups that take the rest are not simulated; with every rank simulated they are, and the cap
+// is the share max-min fairness gives each transfer anyway.
+void CapSharedNicTransfers(FlowProgram& program, std::span<const int32_t> ranks,
+                           const ClusterSpec& cluster) {
+  if (!cluster.gpus_share_nics || cluster.inter.nics_per_node >= cluster.gpus_per_node) return;
+  const double nics = GroupNics(cluster, ShapeOfGroup(ranks, cluster).per_node);
+  const double rate =
+      nics * cluster.inter.nic_bandwidth.bytes_per_second() * cluster.inter.efficiency;
+  const auto leaves = [&cluster](const Transfer& transfer) {
+    return !cluster.IsServer(transfer.from) && !cluster.IsServer(transfer.to) &&
+           cluster.NodeOf(transfer.from) != cluster.NodeOf(transfer.to);
+  };
+  std::map<int, int> leaving;  // node → transfers leaving it in the step
+  for (FlowStep& step : program) {
+    leaving.clear();
+    for (const Transfer& transfer : step.transfers) {
+      if (leaves(transfer)) ++leaving[cluster.NodeOf(transfer.from)];
+    }
+    for (Transfer& transfer : step.transfers) {
+      if (!leaves(transfer)) continue;
+      const double cap = rate / leaving[cluster.NodeOf(transfer.from)];
+      transfer.max_rate = transfer.max_rate > 0 ? std::min(transfer.max_rate, cap) : cap;
+    }
+  }
+}
+
 }  // namespace
 
 // The algorithm for one communication and its flow program: the forced algorithm, or the
@@ -66,6 +95,7 @@ Expected<FlowModel::Planned> FlowModel::Plan(const graph::TaskGraph& graph,
                                                                       .root = comm.root,
                                                                       .cluster = &cluster_}));
   CapMeshTransfers(*planned.program, ranks, cluster_);
+  CapSharedNicTransfers(*planned.program, ranks, cluster_);
   planned.links->links.resize(planned.program->size());
   planned.links->routed.assign(planned.program->size(), false);
   return planned;
