@@ -66,6 +66,22 @@ TEST(MegatronArgumentsTest, ALlamaPlanAsPretrainGptFlags) {
   EXPECT_THAT(args.not_expressed[0], HasSubstr("vocabulary (32000 tokens)"));
 }
 
+// Megatron-Core sends the whole activation from every tensor-parallel peer unless sequence
+// parallel: a plan with Megatron-LM's old scatter/gather has no flag there, and says so.
+TEST(MegatronArgumentsTest, ScatteredPipelineTransfersAreNotExpressed) {
+  const auto notes = [](const char* parallelism) {
+    return MegatronArguments(Read(Json::parse(parallelism))).not_expressed;
+  };
+  EXPECT_THAT(notes(R"({"data": 4, "tensor": 8, "pipeline": {"size": 4, "scatter_gather": true}})"),
+              Contains(HasSubstr("pipeline transfers scattered")));
+  EXPECT_THAT(notes(R"({"data": 4, "tensor": 8, "pipeline": 4})"),
+              testing::Not(Contains(HasSubstr("pipeline transfers scattered"))));
+  // Under SP each peer sends its own sequence shard: the same transfers either way.
+  EXPECT_THAT(notes(R"({"data": 4, "tensor": {"size": 8, "sequence_parallel": true},
+                        "pipeline": {"size": 4, "scatter_gather": true}})"),
+              testing::Not(Contains(HasSubstr("pipeline transfers scattered"))));
+}
+
 // Megatron-LM always overlaps the input-gradient reduction with the wgrad: a plan without
 // that overlap has no flag, and says so.
 TEST(MegatronArgumentsTest, TensorCollectivesWithoutOverlapAreNotExpressed) {
