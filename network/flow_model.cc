@@ -45,10 +45,10 @@ void CapMeshTransfers(FlowProgram& program, std::span<const int32_t> ranks,
 // there own (GroupNics), as the analytical model prices them: under symmetric ranks the sibling
 // groups that take the rest are not simulated; with every rank simulated they are, and the cap
 // is the share max-min fairness gives each transfer anyway.
-void CapSharedNicTransfers(FlowProgram& program, std::span<const int32_t> ranks,
+void CapSharedNicTransfers(FlowProgram& program, const GroupShape& shape,
                            const ClusterSpec& cluster) {
   if (!cluster.gpus_share_nics || cluster.inter.nics_per_node >= cluster.gpus_per_node) return;
-  const double nics = GroupNics(cluster, ShapeOfGroup(ranks, cluster).per_node);
+  const double nics = GroupNics(cluster, shape.per_node);
   const double rate =
       nics * cluster.inter.nic_bandwidth.bytes_per_second() * cluster.inter.efficiency;
   const auto leaves = [&cluster](const Transfer& transfer) {
@@ -95,7 +95,7 @@ Expected<FlowModel::Planned> FlowModel::Plan(const graph::TaskGraph& graph,
                                                                       .root = comm.root,
                                                                       .cluster = &cluster_}));
   CapMeshTransfers(*planned.program, ranks, cluster_);
-  CapSharedNicTransfers(*planned.program, ranks, cluster_);
+  CapSharedNicTransfers(*planned.program, request.shape, cluster_);
   planned.links->links.resize(planned.program->size());
   planned.links->routed.assign(planned.program->size(), false);
   return planned;

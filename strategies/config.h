@@ -194,6 +194,13 @@ struct ParallelPlan {
   int WeightReplicas() const { return data * context * tensor_depth; }
   int grid() const { return models::TensorGrid(tensor_layout, tensor, tensor_depth); }
   bool on_grid() const { return tensor_layout != models::TensorLayout::k1D; }
+  // Whether stage boundaries move 1/t of replicated activations that the receivers all-gather
+  // (`pipeline_scatter_gather` where it has an effect: pipelined, 1D tensor parallelism
+  // without SP, whose sequence shard is sent as it is).
+  bool ScattersPipelineTransfers() const {
+    return pipeline_scatter_gather && pipeline > 1 && tensor > 1 && !sequence_parallel &&
+           !on_grid();
+  }
   // The rank of (data index, stage, tensor index) in `order`: by default tp + t·(dp + D·pp),
   // with D = DataIndices() and dp = cp + c·(data-parallel index). On a 2D/2.5D grid, tensor
   // index tp = i + q·(j + q·k): column i, row j, depth k (ColossalAI's order: a row's q ranks

@@ -60,8 +60,7 @@ void ParallelFlags(const SimulationConfig& config, std::vector<std::string>& arg
   if (plan.virtual_stages > 1) {
     args.push_back(fmt::format("--virtual-pipeline-model-parallel-size {}", plan.virtual_stages));
   }
-  if (plan.pipeline > 1 && plan.tensor > 1 && plan.pipeline_scatter_gather &&
-      !plan.sequence_parallel) {
+  if (plan.ScattersPipelineTransfers()) {
     not_expressed.emplace_back(
         "pipeline transfers scattered over the tensor-parallel peers (Megatron-LM's scatter/"
         "gather of 2021-2023; Megatron-Core sends the whole activation from every peer unless "

@@ -361,13 +361,13 @@ class IterationBuilder {
   Bytes PipelineBytes() const {
     const int64_t bytes = layout_.ActivationBytes().count();
     const bool sharded =
-        plan_.sequence_parallel || plan_.on_grid() || plan_.pipeline_scatter_gather;
+        plan_.sequence_parallel || plan_.on_grid() || plan_.ScattersPipelineTransfers();
     return Bytes(sharded ? bytes / plan_.tensor : bytes);
   }
   // Megatron-LM's scatter/gather: the receivers all-gather the 1/t pieces on the compute
   // stream (gather_split_1d_tensor) before using them.
   void GatherPipelinePieces(PeerGroup& group, std::string_view name) {
-    if (!plan_.pipeline_scatter_gather || plan_.sequence_parallel || plan_.on_grid()) return;
+    if (!plan_.ScattersPipelineTransfers()) return;
     group.Collective(CommKind::kAllGather, PipelineBytes(), name);
   }
 
