@@ -112,6 +112,7 @@ Status Experts(const HfReader& in, std::string_view experts_key, std::string_vie
 
 Expected<Json> QwenMoe(const HfReader& in) {
   DTSIM_ASSIGN_OR_RETURN(Json spec, Decoder(in));
+  if (in.StringOr("model_type", "") == "qwen3_moe") spec["qk_norm"] = true;  // as Qwen3's
   DTSIM_RETURN_IF_ERROR(Experts(in, "num_experts", "num_experts_per_tok", spec));
   DTSIM_ASSIGN_OR_RETURN(spec["moe"]["expert_ffn_hidden"], in.Int("moe_intermediate_size"));
   DTSIM_ASSIGN_OR_RETURN(spec["moe"]["every"], in.IntOr("decoder_sparse_step", 1));
@@ -230,6 +231,9 @@ Expected<Json> ModelJsonFromHfConfig(const Json& hf) {
   const std::string type = in.StringOr("model_type", "");
   if (type == "llama" || type == "qwen2" || type == "qwen3") {
     DTSIM_ASSIGN_OR_RETURN(Json spec, Decoder(in));
+    // Qwen3's attention normalizes each query and key head (q_norm, k_norm in
+    // transformers' modeling_qwen3.py); its config has no key for it.
+    if (type == "qwen3") spec["qk_norm"] = true;
     // Qwen2's QKV biases (q + 2·kv a layer; its config names none) are not counted.
     DTSIM_RETURN_IF_ERROR(SlidingWindow(in, false, spec));
     return spec;

@@ -93,12 +93,14 @@ TransformerSpec Grok1() {
 }
 
 // Qwen3 (Qwen team 2025, the released configs): 128 experts, top-8, head dimension 128
-// (wider than hidden / heads), untied. Its per-head QK RMSNorm (2 × 128 weights a layer) is
-// not modelled.
+// (wider than hidden / heads), untied, and a QK RMSNorm over each head (2 × 128 weights a
+// layer).
 TransformerSpec Qwen3Moe(int layers, int64_t hidden, int heads, int kv_heads, int64_t expert_ffn) {
-  return WithHeadDim(
+  TransformerSpec t = WithHeadDim(
       WithExperts(Llama(layers, hidden, heads, kv_heads, expert_ffn, 151936, 40960), 128, 8, 0),
       128);
+  t.qk_norm = true;
+  return t;
 }
 
 // DeepSeek-V3 (DeepSeek-AI 2024, §2 and the released config): MLA with a 1,536-wide query

@@ -137,7 +137,8 @@ Status ReadTransformer(JsonObjectReader& reader, bool preset, TransformerSpec& t
                             {"embedding_norm", &t.embedding_norm},
                             {"final_norm", &t.final_norm},
                             {"pooler", &t.pooler},
-                            {"lm_head_transform", &t.lm_head_transform}}) {
+                            {"lm_head_transform", &t.lm_head_transform},
+                            {"qk_norm", &t.qk_norm}}) {
     DTSIM_RETURN_IF_ERROR(reader.ReadOptional(key, *field));
   }
   DTSIM_RETURN_IF_ERROR(ReadMla(reader, t.mla));
@@ -200,6 +201,11 @@ Status ValidateTransformer(const TransformerSpec& t, const std::string& path) {
                                   path, "mtp_layers", t.mtp_layers));
   }
   if (t.mla.enabled()) {
+    // MLA normalizes its latents instead (counted with them).
+    DTSIM_RETURN_IF_ERROR(Require(!t.qk_norm,
+                                  "multi-head latent attention normalizes its latents, not "
+                                  "its heads (\"qk_norm\": false)",
+                                  path, "qk_norm", 1));
     DTSIM_RETURN_IF_ERROR(Require(t.kv_heads == t.heads,
                                   "multi-head latent attention has a key and value per head "
                                   "(kv_heads = heads)",

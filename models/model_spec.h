@@ -83,6 +83,10 @@ struct TransformerSpec {
   bool final_norm = true;          // a norm before the output layer (GPT, LLaMA)
   bool pooler = false;             // BERT pooler (h×h + h)
   bool lm_head_transform = false;  // BERT MLM head: dense h×h + norm + output bias
+  // QK norm (Megatron-Core's --qk-layernorm; Qwen3, Gemma 3): the model's norm over
+  // each query and key head (head_dim wide, weights shared by the heads) between the QKV
+  // projection and the rotary embedding. It saves its input for the backward pass.
+  bool qk_norm = false;
   MoeSpec moe;
   MlaSpec mla;
   // Sliding-window attention (Mistral, Gemma 2, GPT-OSS): on the layers with index %

@@ -40,9 +40,13 @@ int64_t AttentionVectorElements(const TransformerSpec& t, int tensor_parallel) {
     const int64_t per = t.norm == Norm::kLayerNorm ? 2 : 1;
     return per * (t.mla.q_lora_rank + t.mla.kv_lora_rank);
   }
-  if (!t.linear_bias) return 0;
+  // A QK norm's weights (and LayerNorm's biases) over head_dim, for the queries and the keys,
+  // replicated on every tensor-parallel rank.
+  const int64_t vectors = t.norm == Norm::kLayerNorm ? 2 : 1;
+  const int64_t qk_norm = t.qk_norm ? 2 * vectors * t.head_dim() : 0;
+  if (!t.linear_bias) return qk_norm;
   const std::array<int64_t, 2> qkv = AttentionMatrices(t, tensor_parallel).front();
-  return qkv[1] + t.hidden;  // QKV's column-parallel biases, the output projection's h
+  return qkv[1] + t.hidden + qk_norm;  // QKV's column-parallel biases, the output projection's h
 }
 
 int64_t AttentionParameters(const TransformerSpec& t) {

@@ -271,6 +271,23 @@ Op FlashOp(const Shape& x, Pass pass, std::string name) {
   return op;
 }
 
+// QK norm (TransformerSpec::qk_norm): Megatron-Core's q_layernorm and k_layernorm over each of
+// the rank's query and key heads (SelfAttention.get_query_key_value_tensors), between the QKV
+// projection and the rotary embedding. Each saves its input — the projection's queries or keys
+// as they came out, e bytes an element beside the normalized copies the attention keeps — as
+// the block's norms do (their fp32 row statistics, 4 B per head and token, left out likewise).
+void QkNorm(LayerBuilder& layer, const Shape& x) {
+  const double e = x.autocast ? kFp32Bytes : x.e;
+  const bool eager = x.eager_modules && x.rms_norm && !x.compiled_blocks;
+  const StreamBytes bytes = RmsNormBytes(e, eager);
+  const DType dtype = x.autocast ? DType::kFp32 : x.dtype;
+  for (const auto& [name, width] : {std::pair{"attn.q_norm", x.q}, {"attn.k_norm", x.kv}}) {
+    const int64_t elements = x.tokens * width;
+    layer.Stream(name, OpKind::kNorm, dtype, elements, bytes.forward, bytes.backward,
+                 x.e * elements);
+  }
+}
+
 // Rotary position embeddings turn the rank's queries and keys (not the values) between their
 // projection and the attention kernel, whose saved inputs they become (no bytes kept of their
 // own; selective recompute does not re-run them, full recompute does): one fused kernel, or
@@ -432,6 +449,7 @@ void Attention(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
     if (!x.saves_gathered) RegatherSequenceShard(layer, x);
     layer.Boundaries(Boundary::kNone, Boundary::kTensorReduce);  // column-parallel: g in backward
     if (!gathers.input_gradient) layer.BoundaryWidths({}, {.gather = Op::kNoGather});
+    if (spec.qk_norm) QkNorm(layer, x);
     if (spec.position == PositionEmbedding::kRotary) Rotary(layer, x);
   }
   CoreAttention(layer, x);

@@ -25,7 +25,7 @@ struct Mapping {
   Kind kind;
 };
 
-constexpr std::array<Mapping, 42> kMappings = {{
+constexpr std::array<Mapping, 43> kMappings = {{
     {"--num-layers", "model.num_layers", Kind::kValue},
     {"--hidden-size", "model.hidden_size", Kind::kValue},
     {"--ffn-hidden-size", "model.ffn_hidden_size", Kind::kValue},
@@ -40,6 +40,7 @@ constexpr std::array<Mapping, 42> kMappings = {{
     {"--disable-bias-linear", "model.add_bias_linear", Kind::kFalse},
     {"--untie-embeddings-and-output-weights", "model.share_embeddings_and_output_weights",
      Kind::kFalse},
+    {"--qk-layernorm", "model.qk_layernorm", Kind::kTrue},
     {"--num-experts", "model.num_moe_experts", Kind::kValue},
     {"--moe-router-topk", "model.moe_router_topk", Kind::kValue},
     {"--moe-ffn-hidden-size", "model.moe_ffn_hidden_size", Kind::kValue},

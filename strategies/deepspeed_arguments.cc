@@ -54,6 +54,7 @@ void DeepSpeedModelFlags(const models::TransformerSpec& spec, Lines& args, Lines
   if (!spec.tied_embeddings) args.emplace_back("--untie-embeddings-and-output-weights");
   if (spec.moe.enabled()) DeepSpeedMoeFlags(spec.moe, spec.ffn_hidden, args, not_expressed);
   if (spec.mla.enabled()) not_expressed.emplace_back("multi-latent attention");
+  if (spec.qk_norm) not_expressed.emplace_back("a QK norm over each query and key head");
   if (spec.sliding_window > 0) {
     not_expressed.push_back(
         fmt::format("sliding-window attention ({} tokens)", spec.sliding_window));

@@ -24,6 +24,7 @@ void ModelFlags(const models::TransformerSpec& spec, std::vector<std::string>& a
   }
   if (!spec.linear_bias) args.emplace_back("--disable-bias-linear");
   if (!spec.tied_embeddings) args.emplace_back("--untie-embeddings-and-output-weights");
+  if (spec.qk_norm) args.emplace_back("--qk-layernorm");
   if (spec.moe.enabled()) {
     args.push_back(fmt::format("--num-experts {}", spec.moe.experts));
     args.push_back(fmt::format("--moe-router-topk {}", spec.moe.top_k));

@@ -208,6 +208,7 @@ Status ModelSection(Flags& flags, const ImportTarget& target, Dialect dialect, J
   }
   if (flags.Has("disable-bias-linear")) model["linear_bias"] = false;
   if (flags.Has("untie-embeddings-and-output-weights")) model["tied_embeddings"] = false;
+  if (flags.Has("qk-layernorm")) model["qk_norm"] = true;
   DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> experts, flags.Int("num-experts"));
   if (experts && dialect == Dialect::kMegatronDeepSpeed) {
     Json moe = {{"experts", *experts}};

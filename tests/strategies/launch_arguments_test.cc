@@ -206,6 +206,17 @@ TEST(MegatronBridgeArgumentsTest, ALlamaPlanAsRunRecipeOverrides) {
   EXPECT_THAT(args.not_expressed[0], HasSubstr("tokenizer.tokenizer_type"));
 }
 
+// A QK norm: Megatron-LM's --qk-layernorm, Megatron-Bridge's provider key; Megatron-DeepSpeed
+// has none, and says so.
+TEST(MegatronBridgeArgumentsTest, QkNorm) {
+  ResolvedConfig config = LlamaPlan();
+  config.model.transformer.qk_norm = true;
+  EXPECT_THAT(MegatronArguments(config).arguments, Contains("--qk-layernorm"));
+  EXPECT_THAT(MegatronBridgeArguments(config).arguments, Contains("model.qk_layernorm=true"));
+  EXPECT_THAT(DeepSpeedArguments(config).not_expressed, Contains(HasSubstr("QK norm")));
+  EXPECT_THAT(MegatronArguments(LlamaPlan()).arguments, testing::Not(Contains("--qk-layernorm")));
+}
+
 // Activation offloading: Megatron-LM's --cpu-offloading-num-layers (it derives the switch),
 // Bridge's two provider keys; TE's v1 handler is the environment's, listed.
 TEST(MegatronBridgeArgumentsTest, ActivationOffloading) {

@@ -185,6 +185,22 @@ TEST(LaunchImportTest, TheLaunchEnvironmentIsRead) {
   EXPECT_FALSE(ImportMegatronArguments(late, {.cluster = cluster}).ok());
 }
 
+// --qk-layernorm: a QK norm over each query and key head.
+TEST(LaunchImportTest, QkLayerNormIsTheModelsQkNorm) {
+  const Json cluster = {{"preset", "dgx-h100"}, {"gpu", "h100-sxm5-80gb"}, {"nodes", 1}};
+  std::vector<std::string> flags = {"--num-layers",          "2", "--hidden-size", "512",
+                                    "--num-attention-heads", "8", "--seq-length",  "1024",
+                                    "--global-batch-size",   "8", "--vocab-size",  "32000"};
+  const Expected<ImportedConfig> plain = ImportMegatronArguments(flags, {.cluster = cluster});
+  ASSERT_TRUE(plain.ok()) << plain.error().ToString();
+  EXPECT_FALSE(plain->config["model"].contains("qk_norm"));
+  flags.emplace_back("--qk-layernorm");
+  const Expected<ImportedConfig> imported = ImportMegatronArguments(flags, {.cluster = cluster});
+  ASSERT_TRUE(imported.ok()) << imported.error().ToString();
+  EXPECT_EQ(imported->config["model"]["qk_norm"], true);
+  EXPECT_THAT(imported->not_modelled, testing::Not(Contains("--qk-layernorm")));
+}
+
 // Megatron-LM's 2021–2024 switch for its async input-gradient all-reduce.
 TEST(LaunchImportTest, NoAsyncAllReduceTurnsTheTensorOverlapOff) {
   const Json cluster = {{"preset", "dgx-h100"}, {"gpu", "h100-sxm5-80gb"}, {"nodes", 1}};
