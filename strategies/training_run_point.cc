@@ -174,6 +174,10 @@ Expected<Json> ModelJson(const PointReader& in, const Json& model, const ArchSty
     spec["head_dim"] = 128;  // every Qwen3 model's (its released configs), not hidden / heads
     assumed.emplace_back("head dimension 128 (Qwen3's)");
   }
+  if (Has(PointReader::Text(model, "name"), "qwen3")) {
+    spec["qk_norm"] = true;  // every Qwen3 model's (Megatron-Bridge's providers: qk_layernorm)
+    assumed.emplace_back("a QK norm over each head (Qwen3's)");
+  }
   const std::string arch = PointReader::Text(model, "arch");
   if (Has(arch, "mla") || Has(arch, "latent")) {
     DTSIM_ASSIGN_OR_RETURN(spec["mla"], MlaJson(in, model, assumed));
