@@ -1,6 +1,7 @@
 #include "strategies/priced_passes.h"
 
 #include <optional>
+#include <string_view>
 #include <utility>
 
 namespace dtsim::strategies {
@@ -9,8 +10,11 @@ namespace {
 using models::Op;
 
 // On a grid LayerNorm2D all-reduces its row statistics in forward and backward, as does the
-// loss in forward.
+// loss in forward. A QK norm does not: it normalizes over one head, and a grid keeps a rank's
+// heads whole (the heads split over its columns, models/transformer_ops.cc).
 bool RowStatistics(const Op& op) {
+  const std::string_view name = op.name;
+  if (name.find("attn.q_norm") != name.npos || name.find("attn.k_norm") != name.npos) return false;
   return op.kind == models::OpKind::kNorm ||
          (op.kind == models::OpKind::kCrossEntropy && op.pass == models::Pass::kForward);
 }

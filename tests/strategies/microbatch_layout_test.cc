@@ -169,6 +169,22 @@ TEST(MicrobatchLayoutTest, GridSpansLieBetweenTheGraphsWorkAndItsElapsedTime) {
   EXPECT_LE(bound, ComputeStreamElapsed(result));
 }
 
+// A QK norm normalizes over one head and a grid keeps a rank's heads whole: on a 2×2 grid it
+// adds no row-statistics all-reduce (LayerNorm2D's two a norm, forward and backward: the
+// layers' own norms and the loss keep theirs), while every SUMMA op is the same.
+TEST(MicrobatchLayoutTest, QkNormsAddNoRowStatisticsOnAGrid) {
+  Json json = OneMicrobatch({{"data", 1}, {"tensor", {{"size", 4}, {"mode", "2d"}}}}, false);
+  json["cluster"]["gpus_per_node"] = 4;
+  const SimulationResult plain = SimulateJson(json);
+  json["model"]["qk_norm"] = true;
+  const SimulationResult normed = SimulateJson(json);
+  const CommTally without = Tally(plain.iteration->graph, graph::CommKind::kAllReduce, 2);
+  const CommTally with = Tally(normed.iteration->graph, graph::CommKind::kAllReduce, 2);
+  EXPECT_GT(without.count, 0);
+  EXPECT_EQ(with.count, without.count);
+  EXPECT_EQ(with.bytes, without.bytes);
+}
+
 // A SUMMA op of 8 ns (10 ns in the first case) in q steps, each broadcasting for 3 ns first:
 // q = 2, no reduces: B0 [0,3], B1 [3,6] (both wait only for the task before the op), C0 [3,8],
 //   C1 [8,13] → 13.
