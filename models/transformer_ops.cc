@@ -175,18 +175,23 @@ void RegatherSequenceShard(LayerBuilder& layer, const Shape& x, int64_t columns 
       x.input_e() * static_cast<double>(x.replicated_tokens * (columns > 0 ? columns : x.width)))));
 }
 
-// `in_block`: a transformer block's norm, which torch.compile of the blocks fuses (training.
-// compile "model"); the final norm outside them stays eager.
-void NormOp(LayerBuilder& layer, std::string_view name, const Shape& x, bool in_block = true) {
-  const int64_t elements = x.replicated_tokens * x.width;
-  // Saves its input (Korthikanti: "two LayerNorm inputs, 2·e·sbh" per layer). Under autocast it
-  // reads and writes fp32 (the memory model widens what it keeps: models/memory.cc).
+// A norm over `elements` that saves its input (Korthikanti: "two LayerNorm inputs, 2·e·sbh" per
+// layer). Under autocast it reads and writes fp32 (the memory model widens what it keeps:
+// models/memory.cc). `in_block`: a transformer block's norm, which torch.compile of the blocks
+// fuses (training.compile "model"); the final norm outside them stays eager.
+void NormOver(LayerBuilder& layer, std::string_view name, const Shape& x, int64_t elements,
+              bool in_block = true) {
   const double e = x.autocast ? kFp32Bytes : x.e;
   // Eager PyTorch's RMSNorm is six kernels (models/eager_kernels.h); LayerNorm is one.
   const bool eager = x.eager_modules && x.rms_norm && !(in_block && x.compiled_blocks);
   const StreamBytes bytes = RmsNormBytes(e, eager);
   layer.Stream(name, OpKind::kNorm, x.autocast ? DType::kFp32 : x.dtype, elements, bytes.forward,
                bytes.backward, x.e * elements);
+}
+
+// A norm over the hidden state (the sequence shard under sequence parallelism).
+void NormOp(LayerBuilder& layer, std::string_view name, const Shape& x, bool in_block = true) {
+  NormOver(layer, name, x, x.replicated_tokens * x.width, in_block);
 }
 
 // Under autocast the branch (in the activations' dtype) is added to the fp32 residual stream:
@@ -274,18 +279,11 @@ Op FlashOp(const Shape& x, Pass pass, std::string name) {
 // QK norm (TransformerSpec::qk_norm): Megatron-Core's q_layernorm and k_layernorm over each of
 // the rank's query and key heads (SelfAttention.get_query_key_value_tensors), between the QKV
 // projection and the rotary embedding. Each saves its input — the projection's queries or keys
-// as they came out, e bytes an element beside the normalized copies the attention keeps — as
-// the block's norms do (their fp32 row statistics, 4 B per head and token, left out likewise).
+// as they came out, beside the normalized copies the attention keeps — as the block's norms do
+// (their fp32 row statistics, 4 B per head and token, left out likewise).
 void QkNorm(LayerBuilder& layer, const Shape& x) {
-  const double e = x.autocast ? kFp32Bytes : x.e;
-  const bool eager = x.eager_modules && x.rms_norm && !x.compiled_blocks;
-  const StreamBytes bytes = RmsNormBytes(e, eager);
-  const DType dtype = x.autocast ? DType::kFp32 : x.dtype;
-  for (const auto& [name, width] : {std::pair{"attn.q_norm", x.q}, {"attn.k_norm", x.kv}}) {
-    const int64_t elements = x.tokens * width;
-    layer.Stream(name, OpKind::kNorm, dtype, elements, bytes.forward, bytes.backward,
-                 x.e * elements);
-  }
+  NormOver(layer, "attn.q_norm", x, x.tokens * x.q);
+  NormOver(layer, "attn.k_norm", x, x.tokens * x.kv);
 }
 
 // Rotary position embeddings turn the rank's queries and keys (not the values) between their

@@ -168,13 +168,14 @@ Expected<Json> ModelJson(const PointReader& in, const Json& model, const ArchSty
   if (PointReader::Present(model, "kv_heads")) {
     DTSIM_ASSIGN_OR_RETURN(spec["kv_heads"], in.Int(model, "model", "kv_heads"));
   }
+  const bool qwen3 = Has(PointReader::Text(model, "name"), "qwen3");
   if (PointReader::Present(model, "head_dim")) {
     DTSIM_ASSIGN_OR_RETURN(spec["head_dim"], in.Int(model, "model", "head_dim"));
-  } else if (Has(PointReader::Text(model, "name"), "qwen3")) {
+  } else if (qwen3) {
     spec["head_dim"] = 128;  // every Qwen3 model's (its released configs), not hidden / heads
     assumed.emplace_back("head dimension 128 (Qwen3's)");
   }
-  if (Has(PointReader::Text(model, "name"), "qwen3")) {
+  if (qwen3) {
     spec["qk_norm"] = true;  // every Qwen3 model's (Megatron-Bridge's providers: qk_layernorm)
     assumed.emplace_back("a QK norm over each head (Qwen3's)");
   }
