@@ -11,6 +11,9 @@
 namespace dtsim::models {
 namespace {
 
+// Windows are read one flag a layer, for at most this many layers.
+constexpr int64_t kMaxListedLayers = 1 << 16;
+
 constexpr std::array<std::string_view, 11> kModelTypes = {
     "llama",       "mistral", "mixtral", "qwen2", "qwen3",    "qwen3_moe",
     "deepseek_v3", "gpt_oss", "gpt2",    "bert",  "qwen2_moe"};
@@ -88,17 +91,79 @@ Expected<Json> Decoder(const HfReader& in) {
   return spec;
 }
 
-// Mistral's (every layer) or Qwen2/3's (use_sliding_window) sliding window.
-Status SlidingWindow(const HfReader& in, bool every_layer, Json& spec) {
-  if (!in.Has("sliding_window")) return Status::Ok();
-  DTSIM_ASSIGN_OR_RETURN(const bool used, in.BoolOr("use_sliding_window", every_layer));
-  if (!used) return Status::Ok();
-  DTSIM_ASSIGN_OR_RETURN(spec["sliding_window"], in.Int("sliding_window"));
-  if (in.Has("max_window_layers") && !every_layer) {
-    return Error("a sliding window on some layers only (max_window_layers) is not modelled",
-                 "max_window_layers");
+// Per-layer windows written as dtsim's sliding_window_pattern: nothing when every layer is
+// windowed, N when every N-th layer from 1 is full and the rest windowed (GPT-OSS's 2, Gemma 3's
+// 6), else one flag a layer; no sliding_window at all when no layer is windowed.
+Status WriteWindows(const HfReader& in, const std::vector<uint8_t>& windowed, Json& spec) {
+  if (std::none_of(windowed.begin(), windowed.end(), [](uint8_t w) { return w != 0; })) {
+    return Status::Ok();
   }
+  DTSIM_ASSIGN_OR_RETURN(spec["sliding_window"], in.Int("sliding_window"));
+  const auto full = std::find(windowed.begin(), windowed.end(), uint8_t{0});
+  if (full == windowed.end()) return Status::Ok();
+  const size_t every = static_cast<size_t>(full - windowed.begin()) + 1;
+  bool periodic = every >= 2;
+  for (size_t i = 0; periodic && i < windowed.size(); ++i) {
+    periodic = (windowed[i] != 0) == ((i + 1) % every != 0);
+  }
+  spec["sliding_window_pattern"] = periodic ? Json(every) : Json(windowed);
   return Status::Ok();
+}
+
+// transformers' layer_types: "sliding_attention" or "full_attention" for each layer.
+Expected<std::vector<uint8_t>> LayerTypes(const HfReader& in, int64_t layers) {
+  const Json& types = in.Raw("layer_types");
+  if (!types.is_array() || std::ssize(types) != layers) {
+    return Error(fmt::format("expected a list of {} attention kinds, one a layer", layers),
+                 "layer_types");
+  }
+  std::vector<uint8_t> windowed;
+  for (size_t i = 0; i < types.size(); ++i) {
+    const bool sliding = types[i] == "sliding_attention";
+    if (!sliding && types[i] != "full_attention") {
+      return Error("an attention kind dtsim does not model (sliding_attention, full_attention)",
+                   JsonIndexPath("layer_types", i), JsonValueForError(types[i]));
+    }
+    windowed.push_back(sliding ? 1 : 0);
+  }
+  return windowed;
+}
+
+// Each layer windowed but every `full_every`-th from 1 (0: none), for at most kMaxListedLayers.
+Expected<std::vector<uint8_t>> EveryNthFull(int64_t layers, int64_t full_every) {
+  if (layers > kMaxListedLayers) {
+    return Error(fmt::format("more layers than dtsim lists windows for ({})", kMaxListedLayers),
+                 "num_hidden_layers", std::to_string(layers));
+  }
+  std::vector<uint8_t> windowed(static_cast<size_t>(layers), 1);
+  for (int64_t i = full_every - 1; full_every > 0 && i < layers; i += full_every) windowed[i] = 0;
+  return windowed;
+}
+
+// A decoder's windowed layers: its layer_types when it has them, else all but every
+// `full_every`-th layer from 1 (0: every layer; Mistral's, and transformers' GptOssConfig
+// default of 2).
+Status SlidingWindow(const HfReader& in, int64_t full_every, Json& spec) {
+  if (!in.Has("sliding_window")) return Status::Ok();
+  const int64_t layers = spec["layers"].get<int64_t>();
+  Expected<std::vector<uint8_t>> windowed =
+      in.Has("layer_types") ? LayerTypes(in, layers) : EveryNthFull(layers, full_every);
+  if (!windowed.ok()) return std::move(windowed).error();
+  return WriteWindows(in, *windowed, spec);
+}
+
+// Qwen2/3 window with use_sliding_window (default false) the layers layer_types names, else
+// those from max_window_layers on (default 28; transformers' Qwen2Config and Qwen3Config).
+Status QwenSlidingWindow(const HfReader& in, Json& spec) {
+  if (!in.Has("sliding_window")) return Status::Ok();
+  DTSIM_ASSIGN_OR_RETURN(const bool used, in.BoolOr("use_sliding_window", false));
+  if (!used) return Status::Ok();
+  if (in.Has("layer_types")) return SlidingWindow(in, 0, spec);
+  DTSIM_ASSIGN_OR_RETURN(const int64_t first, in.IntOr("max_window_layers", 28, 0));
+  const int64_t layers = spec["layers"].get<int64_t>();
+  DTSIM_ASSIGN_OR_RETURN(std::vector<uint8_t> windowed, EveryNthFull(layers, 0));
+  std::fill_n(windowed.begin(), std::min(first, layers), uint8_t{0});
+  return WriteWindows(in, windowed, spec);
 }
 
 Status Experts(const HfReader& in, std::string_view experts_key, std::string_view top_k_key,
@@ -132,6 +197,7 @@ Expected<Json> QwenMoe(const HfReader& in) {
     }
     spec["moe"]["shared_experts"] = shared / expert;
   }
+  DTSIM_RETURN_IF_ERROR(QwenSlidingWindow(in, spec));
   return spec;
 }
 
@@ -166,31 +232,7 @@ Expected<Json> GptOss(const HfReader& in) {
   DTSIM_ASSIGN_OR_RETURN(Json spec, Decoder(in));
   DTSIM_RETURN_IF_ERROR(Experts(in, "num_local_experts", "num_experts_per_tok", spec));
   spec["moe"]["expert_ffn_hidden"] = spec["ffn_hidden"];
-  if (!in.Has("layer_types")) return spec;
-  const Json& types = in.Raw("layer_types");
-  if (!types.is_array()) return Error("expected a list of attention kinds", "layer_types");
-  // Windows on every layer, or on every second from layer 0 (the released models').
-  bool every = true;
-  bool alternate = true;
-  for (size_t i = 0; i < types.size(); ++i) {
-    const bool sliding = types[i] == "sliding_attention";
-    if (!sliding && types[i] != "full_attention") {
-      return Error("an attention kind dtsim does not model", JsonIndexPath("layer_types", i),
-                   JsonValueForError(types[i]));
-    }
-    every = every && sliding;
-    alternate = alternate && sliding == (i % 2 == 0);
-  }
-  if (every || alternate) {
-    DTSIM_ASSIGN_OR_RETURN(spec["sliding_window"], in.Int("sliding_window"));
-    spec["sliding_window_every"] = every ? 1 : 2;
-  } else if (std::any_of(types.begin(), types.end(),
-                         [](const Json& t) { return t == "sliding_attention"; })) {
-    return Error(
-        "sliding windows on layers other than all or every second from the first are "
-        "not modelled",
-        "layer_types");
-  }
+  DTSIM_RETURN_IF_ERROR(SlidingWindow(in, 2, spec));
   return spec;
 }
 
@@ -235,12 +277,12 @@ Expected<Json> ModelJsonFromHfConfig(const Json& hf) {
     // transformers' modeling_qwen3.py); its config has no key for it.
     if (type == "qwen3") spec["qk_norm"] = true;
     // Qwen2's QKV biases (q + 2·kv a layer; its config names none) are not counted.
-    DTSIM_RETURN_IF_ERROR(SlidingWindow(in, false, spec));
+    DTSIM_RETURN_IF_ERROR(QwenSlidingWindow(in, spec));
     return spec;
   }
   if (type == "mistral" || type == "mixtral") {
     DTSIM_ASSIGN_OR_RETURN(Json spec, Decoder(in));
-    DTSIM_RETURN_IF_ERROR(SlidingWindow(in, true, spec));
+    DTSIM_RETURN_IF_ERROR(SlidingWindow(in, 0, spec));
     if (type == "mixtral") {
       DTSIM_RETURN_IF_ERROR(Experts(in, "num_local_experts", "num_experts_per_tok", spec));
     }

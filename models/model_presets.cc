@@ -130,15 +130,15 @@ TransformerSpec DeepSeekV3() {
 
 // GPT-OSS-120B (OpenAI 2025 model card and the released config): 36 layers of hidden 2,880,
 // 64 query heads and 8 KV heads of 64; 128 experts top-4 of FFN 2,880 with biases, as the
-// attention has; sliding windows of 128 tokens on every second layer from layer 0; vocabulary
-// 201,088, untied. Its per-head attention sinks (64 scalars a layer) and the router's bias are
-// not modelled; its clamped SwiGLU is priced as SwiGLU.
+// attention has; sliding windows of 128 tokens on every second layer from layer 0 (pattern 2);
+// vocabulary 201,088, untied. Its per-head attention sinks (64 scalars a layer) and the router's
+// bias are not modelled; its clamped SwiGLU is priced as SwiGLU.
 TransformerSpec GptOss120b() {
   TransformerSpec t =
       WithHeadDim(WithExperts(Llama(36, 2880, 64, 8, 2880, 201088, 131072), 128, 4, 0), 64);
   t.linear_bias = true;
   t.sliding_window = 128;
-  t.window_every = 2;
+  t.window_full_every = 2;
   return t;
 }
 

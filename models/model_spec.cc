@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -100,6 +101,48 @@ Status ReadMla(JsonObjectReader& parent, MlaSpec& mla) {
   return reader.Finish();
 }
 
+// Which layers are windowed: `sliding_window_pattern` N (every N-th layer from 1 keeps full
+// attention, Megatron-Core's window_attn_skip_freq) or a list of 0/1 a layer (1 windowed).
+Status ReadWindowPattern(JsonObjectReader& reader, TransformerSpec& t) {
+  if (reader.Has("sliding_window_every")) {
+    reader.Allow("sliding_window_every");
+    return Error(
+        "replaced by sliding_window_pattern, whose N keeps full attention on every N-th layer "
+        "(Megatron-Core's --window-attn-skip-freq, Hugging Face's sliding_window_pattern): "
+        "\"sliding_window_every\": 2 is \"sliding_window_pattern\": 2; 1 is no pattern (every "
+        "layer windowed)",
+        JsonChildPath(reader.path(), "sliding_window_every"));
+  }
+  const Json* value = reader.Find("sliding_window_pattern");
+  if (value == nullptr) return Status::Ok();
+  const std::string path = JsonChildPath(reader.path(), "sliding_window_pattern");
+  if (t.sliding_window == 0) {
+    return Error("places windows, but the model has none: give sliding_window too", path,
+                 JsonValueForError(*value));
+  }
+  if (value->is_array()) {
+    std::vector<uint8_t> layers;
+    for (size_t i = 0; i < value->size(); ++i) {
+      DTSIM_ASSIGN_OR_RETURN(const int64_t flag,
+                             JsonToInt((*value)[i], JsonIndexPath(path, i), 0, 1));
+      layers.push_back(static_cast<uint8_t>(flag));
+    }
+    t.window_layers = std::move(layers);
+    t.window_full_every = 0;
+    return Status::Ok();
+  }
+  DTSIM_ASSIGN_OR_RETURN(const int64_t every, JsonToInt(*value, path, 1, kMaxSize));
+  if (every == 1) {
+    return Error(
+        "1 would keep every layer full: give N of at least 2 (every N-th layer keeps full "
+        "attention), or leave it out to window every layer",
+        path, "1");
+  }
+  t.window_full_every = static_cast<int>(std::min<int64_t>(every, std::numeric_limits<int>::max()));
+  t.window_layers.clear();
+  return Status::Ok();
+}
+
 // Fields derived from others in a preset (kv_heads == heads for multi-head attention,
 // ffn_hidden == 4·hidden) follow an override of their source unless given themselves.
 void FollowDerived(const TransformerSpec& before, const JsonObjectReader& reader,
@@ -125,7 +168,7 @@ Status ReadTransformer(JsonObjectReader& reader, bool preset, TransformerSpec& t
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "max_seq", t.max_seq));
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "token_types", t.token_types, 0));
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "sliding_window", t.sliding_window, 0));
-  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "sliding_window_every", t.window_every));
+  DTSIM_RETURN_IF_ERROR(ReadWindowPattern(reader, t));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("mtp_layers", t.mtp_layers, 0, kMaxMtpLayers));
   FollowDerived(before, reader, t);
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalEnum("norm", kNormNames, t.norm));
@@ -194,6 +237,11 @@ Status ValidateTransformer(const TransformerSpec& t, const std::string& path) {
     DTSIM_RETURN_IF_ERROR(Require(t.causal,
                                   "sliding-window attention is built for causal (decoder) models",
                                   path, "sliding_window", t.sliding_window));
+  }
+  if (!t.window_layers.empty() && std::ssize(t.window_layers) != t.layers) {
+    return Error(fmt::format("expected one flag a layer (1 windowed, 0 full): {} layers, {} flags",
+                             t.layers, t.window_layers.size()),
+                 JsonChildPath(path, "sliding_window_pattern"));
   }
   if (t.mtp_layers > 0) {
     DTSIM_RETURN_IF_ERROR(Require(t.causal,

@@ -89,11 +89,15 @@ struct TransformerSpec {
   bool qk_norm = false;
   MoeSpec moe;
   MlaSpec mla;
-  // Sliding-window attention (Mistral, Gemma 2, GPT-OSS): on the layers with index %
-  // window_every == 0 (every layer with 1; GPT-OSS's every second from layer 0 with 2) a query
-  // attends to the last `sliding_window` keys; 0: full attention everywhere.
+  // Sliding-window attention (Mistral, Gemma 2 and 3, GPT-OSS): on a windowed layer a query
+  // attends to the last `sliding_window` keys; 0: full attention everywhere. Which layers are
+  // windowed: every one; or, with `window_full_every` N, all but every N-th counted from 1
+  // (Megatron-Core's window_attn_skip_freq N, Hugging Face's sliding_window_pattern N: GPT-OSS's
+  // 2, Gemma 3's 6); or one flag a layer in `window_layers` (1 windowed: Megatron-Core's list
+  // form, Hugging Face's layer_types — Qwen2's first max_window_layers full).
   int64_t sliding_window = 0;
-  int window_every = 1;
+  int window_full_every = 0;
+  std::vector<uint8_t> window_layers;
   // Multi-token prediction (DeepSeek-V3 §2.2; Megatron-Core's MTP block): `mtp_layers` modules
   // after the last layer, module k predicting token i + k + 1. Each embeds the tokens shifted by
   // k (the shared embedding), normalizes them and the previous hidden states (enorm, hnorm),
@@ -139,7 +143,16 @@ struct TransformerSpec {
     return moe.enabled() && base >= moe.first_dense_layers && (base + 1) % moe.every == 0;
   }
   int64_t WindowOf(int index) const {
-    return sliding_window > 0 && BaseLayer(index) % window_every == 0 ? sliding_window : 0;
+    if (sliding_window == 0) return 0;
+    const int base = BaseLayer(index);
+    if (!window_layers.empty()) return window_layers[base] != 0 ? sliding_window : 0;
+    return window_full_every == 0 || (base + 1) % window_full_every != 0 ? sliding_window : 0;
+  }
+  // How many of the decoder layers are windowed.
+  int WindowedLayers() const {
+    int windowed = 0;
+    for (int i = 0; i < layers; ++i) windowed += WindowOf(i) > 0 ? 1 : 0;
+    return windowed;
   }
   // A MoE block without shared experts: under sequence parallelism it routes the rank's shard
   // and hands back the shard's gradient, so nothing gathers around it — where a dense MLP or

@@ -96,6 +96,12 @@ bool Special(std::string_view flag, std::string_view value, std::vector<std::str
     // count, Megatron-Bridge's CPU offloading guide sets them side by side.
     out.emplace_back("model.cpu_offloading=true");
     out.push_back(fmt::format("model.cpu_offloading_num_layers={}", value));
+  } else if (flag == "--window-size") {
+    // The table's model.window_size takes the tuple; Hydra writes it as a list.
+    out.push_back(fmt::format("model.window_size=[{}]", value));
+  } else if (flag == "--window-attn-skip-freq") {
+    // Not in the table (067f987), but a field of the provider's TransformerConfig.
+    out.push_back(fmt::format("model.window_attn_skip_freq={}", value));
   } else if (flag == "--seq-length") {
     out.push_back(fmt::format("model.seq_length={}", value));
     out.push_back(fmt::format("dataset.seq_length={}", value));

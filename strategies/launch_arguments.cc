@@ -1,6 +1,7 @@
 #include "strategies/launch_arguments.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace dtsim::strategies {
 namespace {
@@ -25,6 +26,17 @@ void ModelFlags(const models::TransformerSpec& spec, std::vector<std::string>& a
   if (!spec.linear_bias) args.emplace_back("--disable-bias-linear");
   if (!spec.tied_embeddings) args.emplace_back("--untie-embeddings-and-output-weights");
   if (spec.qk_norm) args.emplace_back("--qk-layernorm");
+  if (spec.sliding_window > 0) {
+    // Megatron-Core's (left, right) keys around a query: Megatron-Bridge's GPT-OSS provider
+    // writes Hugging Face's sliding_window 128 as (128, 0).
+    args.push_back(fmt::format("--window-size {},0", spec.sliding_window));
+    if (!spec.window_layers.empty()) {
+      args.push_back(
+          fmt::format("--window-attn-skip-freq [{}]", fmt::join(spec.window_layers, ",")));
+    } else if (spec.window_full_every > 0) {
+      args.push_back(fmt::format("--window-attn-skip-freq {}", spec.window_full_every));
+    }
+  }
   if (spec.moe.enabled()) {
     args.push_back(fmt::format("--num-experts {}", spec.moe.experts));
     args.push_back(fmt::format("--moe-router-topk {}", spec.moe.top_k));

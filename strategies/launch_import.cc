@@ -14,6 +14,7 @@
 #include "network/cluster.h"
 #include "sim/base/strings.h"
 #include "strategies/config.h"
+#include "strategies/layer_pattern.h"
 
 namespace dtsim::strategies {
 namespace {
@@ -158,6 +159,20 @@ Status DeepSpeedMoe(Flags& flags, Json& moe) {
   return Status::Ok();
 }
 
+// Megatron-Core's sliding windows: --window-size and --window-attn-skip-freq.
+Status SlidingWindow(Flags& flags, Json& model) {
+  if (!flags.Has("window-size")) {
+    if (!flags.Has("window-attn-skip-freq")) return Status::Ok();
+    return Error("places windows, but --window-size gives none", "--window-attn-skip-freq");
+  }
+  DTSIM_ASSIGN_OR_RETURN(const std::string size, flags.Value("window-size"));
+  std::optional<std::string> skip;
+  if (flags.Has("window-attn-skip-freq")) {
+    DTSIM_ASSIGN_OR_RETURN(skip, flags.Value("window-attn-skip-freq"));
+  }
+  return ReadMegatronWindows(size, skip, model);
+}
+
 Status ModelSection(Flags& flags, const ImportTarget& target, Dialect dialect, Json& model) {
   model = {{"family", "transformer"}};
   DTSIM_ASSIGN_OR_RETURN(model["layers"], flags.RequiredInt("num-layers"));
@@ -209,6 +224,7 @@ Status ModelSection(Flags& flags, const ImportTarget& target, Dialect dialect, J
   if (flags.Has("disable-bias-linear")) model["linear_bias"] = false;
   if (flags.Has("untie-embeddings-and-output-weights")) model["tied_embeddings"] = false;
   if (flags.Has("qk-layernorm")) model["qk_norm"] = true;
+  DTSIM_RETURN_IF_ERROR(SlidingWindow(flags, model));
   DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> experts, flags.Int("num-experts"));
   if (experts && dialect == Dialect::kMegatronDeepSpeed) {
     Json moe = {{"experts", *experts}};

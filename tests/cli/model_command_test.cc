@@ -78,6 +78,20 @@ TEST_F(ModelCommandTest, ModelFileAndErrors) {
   EXPECT_EQ(Run({}).kind, CommandOutcome::Kind::kUsage);
 }
 
+// Gemma 3's windows, five layers of six: layers 5, 11, 17, 23 and 29 of 32 keep full
+// attention, 27 are windowed; the report file says the same.
+TEST_F(ModelCommandTest, SlidingWindowPattern) {
+  ASSERT_TRUE(WriteFileAtomically(Path("w.json"), R"({"preset": "llama3-8b",
+      "sliding_window": 1024, "sliding_window_pattern": 6})")
+                  .ok());
+  ASSERT_EQ(Run({Path("w.json"), "-o", Path("w.out.json")}).kind, CommandOutcome::Kind::kOk);
+  EXPECT_THAT(output_.str(), HasSubstr("sliding window of 1024 keys on 27 of 32 layers"));
+  const Expected<Json> json = ReadJsonFile(Path("w.out.json"));
+  ASSERT_TRUE(json.ok()) << json.error().ToString();
+  EXPECT_EQ((*json)["model"]["sliding_window"],
+            Json::parse(R"({"tokens": 1024, "windowed_layers": 27, "pattern": 6})"));
+}
+
 // Errors name the option the user gave (the API names ModelQuery's fields).
 TEST_F(ModelCommandTest, ErrorsNameTheOption) {
   const auto error_of = [this](std::vector<std::string> args) {

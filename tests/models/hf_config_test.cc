@@ -77,7 +77,7 @@ TEST(HfConfigTest, ReleasedConfigsGiveThePresetsParameters) {
     EXPECT_EQ(from_hf.total, expected.total) << released.preset;
     EXPECT_EQ(from_hf.active, expected.active) << released.preset;
     EXPECT_EQ(model->transformer.sliding_window, preset->transformer.sliding_window);
-    EXPECT_EQ(model->transformer.window_every, preset->transformer.window_every);
+    EXPECT_EQ(model->transformer.window_full_every, preset->transformer.window_full_every);
     // num_nextn_predict_layers (DeepSeek-V3's 1): the multi-token-prediction modules.
     EXPECT_EQ(model->transformer.mtp_layers, preset->transformer.mtp_layers) << released.preset;
     EXPECT_EQ(from_hf.mtp, expected.mtp) << released.preset;
@@ -108,6 +108,49 @@ TEST(HfConfigTest, WhatDtsimCannotModelIsAnErrorNamingTheField) {
       "intermediate_size": 128, "moe_intermediate_size": 32, "num_experts": 4,
       "num_experts_per_tok": 2, "mlp_only_layers": [0]})"),
             "mlp_only_layers: dense layers at chosen places (mlp_only_layers) are not modelled");
+}
+
+// Windows per layer: transformers' layer_types (GPT-OSS, Gemma), else its configs' defaults —
+// GptOssConfig every second layer from the first, Qwen2Config the layers from max_window_layers
+// on under use_sliding_window, Mistral every layer.
+TEST(HfConfigTest, SlidingWindowsFollowTheLayers) {
+  const auto window = [](const std::string& extra) {
+    const std::string base = R"({"num_hidden_layers": 6, "hidden_size": 64,
+        "num_attention_heads": 4, "vocab_size": 10, "max_position_embeddings": 8,
+        "intermediate_size": 128, "sliding_window": 32, )";
+    Expected<Json> spec = ModelJsonFromHfConfig(Json::parse(base + extra + "}"));
+    if (!spec.ok()) return spec.error().ToString();
+    return spec->contains("sliding_window")
+               ? DumpJson(
+                     Json{(*spec)["sliding_window"], spec->value("sliding_window_pattern", Json())})
+               : std::string("none");
+  };
+  EXPECT_EQ(window(R"("model_type": "mistral")"), "[32,null]");
+  EXPECT_EQ(window(R"("model_type": "qwen2")"), "none");  // use_sliding_window false
+  EXPECT_EQ(window(R"("model_type": "qwen2", "use_sliding_window": true, "max_window_layers": 4)"),
+            "[32,[0,0,0,0,1,1]]");
+  EXPECT_EQ(window(R"("model_type": "qwen2", "use_sliding_window": true, "max_window_layers": 6)"),
+            "none");
+  EXPECT_EQ(window(R"("model_type": "qwen2", "use_sliding_window": true, "max_window_layers": 0)"),
+            "[32,null]");
+  const std::string gpt_oss = R"("model_type": "gpt_oss", "num_local_experts": 4,
+      "num_experts_per_tok": 2)";
+  EXPECT_EQ(window(gpt_oss), "[32,2]");
+  EXPECT_EQ(window(gpt_oss + R"(, "layer_types": ["sliding_attention", "sliding_attention",
+      "full_attention", "sliding_attention", "sliding_attention", "full_attention"])"),
+            "[32,3]");
+  EXPECT_EQ(window(gpt_oss + R"(, "layer_types": ["full_attention", "sliding_attention",
+      "sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention"])"),
+            "[32,[0,1,1,1,1,1]]");
+  EXPECT_EQ(window(gpt_oss + R"(, "layer_types": ["full_attention", "full_attention",
+      "full_attention", "full_attention", "full_attention", "full_attention"])"),
+            "none");
+  EXPECT_EQ(window(gpt_oss + R"(, "layer_types": ["sliding_attention"])"),
+            "layer_types: expected a list of 6 attention kinds, one a layer");
+  EXPECT_EQ(window(gpt_oss + R"(, "layer_types": ["chunked_attention", "full_attention",
+      "full_attention", "full_attention", "full_attention", "full_attention"])"),
+            "layer_types[0]: an attention kind dtsim does not model (sliding_attention, "
+            "full_attention), got \"chunked_attention\"");
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// Sliding-window attention (GPT-OSS, Mistral): the attention op's FLOPs on windowed and full
-// layers, derived in comments, and the plan checks.
+// Sliding-window attention (GPT-OSS, Mistral, Gemma 3's pattern): the attention op's FLOPs on
+// windowed and full layers, derived in comments, which layers a pattern windows, and the checks.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -98,6 +98,61 @@ TEST(SlidingWindowTest, ChecksNameTheField) {
   EXPECT_EQ(encoder.error().ToString(),
             "model.sliding_window: sliding-window attention is built for causal (decoder) "
             "models, got 128");
+}
+
+// Gemma 3's 5:1 (Hugging Face's sliding_window_pattern 6, Megatron-Core's
+// window_attn_skip_freq 6): layers 5, 11, … keep full attention, the rest are windowed; a list
+// places them one a layer (Qwen2's first max_window_layers full).
+TEST(SlidingWindowTest, PatternsPlaceTheFullLayers) {
+  const Json every_sixth = Json::parse(R"({"preset": "llama3-8b", "sliding_window": 1024,
+                                            "sliding_window_pattern": 6})");
+  Expected<ModelSpec> gemma_like = ModelFromJson(every_sixth, "model");
+  ASSERT_TRUE(gemma_like.ok()) << gemma_like.error().ToString();
+  std::vector<int> full;
+  for (int i = 0; i < 32; ++i) {
+    if (gemma_like->transformer.WindowOf(i) == 0) full.push_back(i);
+  }
+  EXPECT_THAT(full, testing::ElementsAre(5, 11, 17, 23, 29));
+  EXPECT_EQ(gemma_like->transformer.WindowOf(30), 1024);
+
+  const Json listed = Json::parse(R"({"preset": "llama3-8b", "layers": 4, "sliding_window": 64,
+                                       "sliding_window_pattern": [0, 0, 1, 1]})");
+  Expected<ModelSpec> qwen_like = ModelFromJson(listed, "model");
+  ASSERT_TRUE(qwen_like.ok()) << qwen_like.error().ToString();
+  EXPECT_EQ(qwen_like->transformer.WindowOf(1), 0);
+  EXPECT_EQ(qwen_like->transformer.WindowOf(2), 64);
+  // Windowed and full layers price apart.
+  EXPECT_NE(qwen_like->transformer.LayerKind(1), qwen_like->transformer.LayerKind(2));
+
+  // No pattern: every layer windowed (Mistral).
+  const Json mistral = Json::parse(R"({"preset": "llama3-8b", "sliding_window": 4096})");
+  Expected<ModelSpec> every = ModelFromJson(mistral, "model");
+  ASSERT_TRUE(every.ok());
+  EXPECT_EQ(every->transformer.WindowOf(31), 4096);
+}
+
+TEST(SlidingWindowTest, PatternErrorsNameTheField) {
+  const auto error = [](const char* text) {
+    Expected<ModelSpec> model = ModelFromJson(Json::parse(text), "model");
+    return model.ok() ? std::string("ok") : model.error().ToString();
+  };
+  EXPECT_THAT(error(R"({"preset": "llama3-8b", "sliding_window": 64,
+                        "sliding_window_pattern": 1})"),
+              testing::HasSubstr("model.sliding_window_pattern: 1 would keep every layer full"));
+  EXPECT_EQ(error(R"({"preset": "llama3-8b", "sliding_window": 64,
+                      "sliding_window_pattern": [1, 0]})"),
+            "model.sliding_window_pattern: expected one flag a layer (1 windowed, 0 full): 32 "
+            "layers, 2 flags");
+  EXPECT_THAT(error(R"({"preset": "llama3-8b", "layers": 2, "sliding_window": 64,
+                        "sliding_window_pattern": [1, 2]})"),
+              testing::HasSubstr("model.sliding_window_pattern[1]"));
+  EXPECT_THAT(error(R"({"preset": "llama3-8b", "sliding_window_pattern": 2})"),
+              testing::HasSubstr("model.sliding_window_pattern: places windows, but the model "
+                                 "has none: give sliding_window too"));
+  EXPECT_THAT(error(R"({"preset": "llama3-8b", "sliding_window": 64,
+                        "sliding_window_every": 2})"),
+              testing::HasSubstr("model.sliding_window_every: replaced by "
+                                 "sliding_window_pattern"));
 }
 
 }  // namespace

@@ -217,6 +217,25 @@ TEST(MegatronBridgeArgumentsTest, QkNorm) {
   EXPECT_THAT(MegatronArguments(LlamaPlan()).arguments, testing::Not(Contains("--qk-layernorm")));
 }
 
+// Sliding windows: Megatron-LM's --window-size (left, right) and --window-attn-skip-freq,
+// Megatron-Bridge's provider keys (a list for Hydra); Megatron-DeepSpeed has none, and says so.
+TEST(MegatronBridgeArgumentsTest, SlidingWindows) {
+  ResolvedConfig config = LlamaPlan();
+  config.model.transformer.sliding_window = 1024;
+  config.model.transformer.window_full_every = 6;
+  EXPECT_THAT(MegatronArguments(config).arguments, Contains("--window-size 1024,0"));
+  EXPECT_THAT(MegatronArguments(config).arguments, Contains("--window-attn-skip-freq 6"));
+  EXPECT_THAT(MegatronBridgeArguments(config).arguments, Contains("model.window_size=[1024,0]"));
+  EXPECT_THAT(MegatronBridgeArguments(config).arguments, Contains("model.window_attn_skip_freq=6"));
+  EXPECT_THAT(DeepSpeedArguments(config).not_expressed, Contains(HasSubstr("sliding-window")));
+  config.model.transformer.window_layers.assign(config.model.transformer.layers, 1);
+  config.model.transformer.window_layers[0] = 0;
+  const std::vector<std::string> listed = MegatronArguments(config).arguments;
+  EXPECT_THAT(listed, Contains(testing::StartsWith("--window-attn-skip-freq [0,1,1,")));
+  EXPECT_THAT(MegatronArguments(LlamaPlan()).arguments,
+              testing::Not(Contains(testing::StartsWith("--window"))));
+}
+
 // Activation offloading: Megatron-LM's --cpu-offloading-num-layers (it derives the switch),
 // Bridge's two provider keys; TE's v1 handler is the environment's, listed.
 TEST(MegatronBridgeArgumentsTest, ActivationOffloading) {

@@ -146,6 +146,19 @@ TEST(LaunchImportTest, EmittedFlagsReadBackAsThePlan) {
                        R"({"global_batch": 256, "seq_len": 4096, "flash_attention": true,
       "recompute": "selective"})",
                        4));
+  // Sliding windows: --window-size, and --window-attn-skip-freq as an integer (Gemma 3's 5:1)
+  // or a list (Qwen2's full layers first).
+  Json windowed = Plan("llama3-8b", R"({"data": 8, "zero_stage": 1})",
+                       R"({"global_batch": 64, "seq_len": 8192, "flash_attention": true,
+      "recompute": "full"})",
+                       1);
+  windowed["model"] = {
+      {"preset", "llama3-8b"}, {"sliding_window", 1024}, {"sliding_window_pattern", 6}};
+  ExpectRoundTrip(windowed);
+  std::vector<int> first_full(32, 1);
+  std::fill_n(first_full.begin(), 8, 0);
+  windowed["model"]["sliding_window_pattern"] = first_full;
+  ExpectRoundTrip(windowed);
   // NCCL_P2P_NET_CHUNKSIZE in the launch's environment: the pipeline's sends cross nodes in
   // 512 KiB steps (cluster.nccl), which changes the iteration.
   Json chunked = Plan("llama2-70b", R"({"data": 1, "tensor": 8, "pipeline": 4})",

@@ -117,7 +117,7 @@ TEST(MoeTest, SlidingWindowLayersArePricedApart) {
   json["training"]["flash_attention"] = true;
   const SimulationResult without = SimulateJson(json);
   json["model"]["sliding_window"] = 64;
-  json["model"]["sliding_window_every"] = 2;
+  json["model"]["sliding_window_pattern"] = 2;
   const ResolvedConfig config = ConfigOf(json);
   const auto cost = LoadCostModel(config);
   ASSERT_TRUE(cost.ok());

@@ -144,6 +144,10 @@ void PrintModel(std::ostream& out, const results::ModelReport& report) {
       fmt::print(out, "            {} shared expert(s), {} dense layer(s) first\n",
                  t.moe.shared_experts, t.moe.first_dense_layers);
     }
+    if (t.sliding_window > 0) {
+      fmt::print(out, "            sliding window of {} keys on {} of {} layers\n",
+                 t.sliding_window, t.WindowedLayers(), t.layers);
+    }
     fmt::print(out, "            KV cache {} bytes per token in bf16\n",
                report.kv_cache_bytes_per_token);
   }

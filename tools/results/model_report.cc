@@ -37,7 +37,13 @@ OrderedJson Architecture(const models::ModelSpec& model) {
                   {"v_head_dim", t.mla.v_head_dim}};
   }
   if (t.sliding_window > 0) {
-    out["sliding_window"] = {{"tokens", t.sliding_window}, {"every", t.window_every}};
+    OrderedJson window = {{"tokens", t.sliding_window}, {"windowed_layers", t.WindowedLayers()}};
+    if (!t.window_layers.empty()) {
+      window["pattern"] = t.window_layers;
+    } else if (t.window_full_every > 0) {
+      window["pattern"] = t.window_full_every;
+    }
+    out["sliding_window"] = std::move(window);
   }
   if (t.mtp_layers > 0) out["mtp_layers"] = t.mtp_layers;
   return out;

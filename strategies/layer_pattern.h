@@ -1,0 +1,36 @@
+// Megatron-LM's per-layer patterns on the command line (megatron/training/arguments.py,
+// moe_freq_type and its kin): a flag such as --window-attn-skip-freq takes an integer, or a
+// Python list expression that its _eval_pattern evaluates, "([1]*3+[0])*12" for twelve
+// repetitions of three windowed layers and a full one.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "sim/base/json_reader.h"
+#include "sim/base/status.h"
+
+namespace dtsim::strategies {
+
+// The longest list a pattern may evaluate to (a model's layer count is far below it).
+inline constexpr int64_t kMaxLayerPatternLength = int64_t{1} << 16;
+
+// An integer, or the list of integers a pattern expression evaluates to: integer literals and
+// lists of them, parentheses, + (sum, or concatenation of lists) and * (product, or a list
+// repeated). Anything else — names, calls, floats, a list longer than kMaxLayerPatternLength —
+// is an error naming what it met; `flag` names the argument in errors.
+Expected<std::variant<int64_t, std::vector<int64_t>>> EvalLayerPattern(std::string_view text,
+                                                                       std::string_view flag);
+
+// Megatron-Core's windows as a model's fields: --window-size LEFT,RIGHT (its window_size, keys
+// before and after a query; "(4096, 0)" and "4096,0" alike; LEFT -1 is unbounded: no window)
+// sets sliding_window to LEFT, which must be causal (RIGHT 0); --window-attn-skip-freq
+// (`skip`), an integer N or a list expression, sets sliding_window_pattern. Errors name the flag.
+Status ReadMegatronWindows(std::string_view window_size, const std::optional<std::string>& skip,
+                           Json& model);
+
+}  // namespace dtsim::strategies
