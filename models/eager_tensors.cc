@@ -11,6 +11,7 @@ std::string_view UnreplayedFeature(const TransformerSpec& spec) {
   if (spec.moe.enabled() || spec.mla.enabled()) return "MoE or MLA layers";
   if (spec.sliding_window > 0) return "sliding windows";
   if (spec.qk_norm) return "QK norms";
+  if (spec.post_norms) return "norms after the attention and the MLP";
   if (!spec.causal || spec.token_types > 0 || spec.embedding_norm || spec.pooler ||
       spec.lm_head_transform) {
     return "an encoder's embeddings or heads";

@@ -14,9 +14,9 @@ namespace {
 // Windows are read one flag a layer, for at most this many layers.
 constexpr int64_t kMaxListedLayers = 1 << 16;
 
-constexpr std::array<std::string_view, 11> kModelTypes = {
-    "llama",       "mistral", "mixtral", "qwen2", "qwen3",    "qwen3_moe",
-    "deepseek_v3", "gpt_oss", "gpt2",    "bert",  "qwen2_moe"};
+constexpr std::array<std::string_view, 13> kModelTypes = {
+    "llama",   "mistral", "mixtral",     "qwen2", "qwen3", "qwen3_moe", "deepseek_v3",
+    "gpt_oss", "gemma3",  "gemma3_text", "gpt2",  "bert",  "qwen2_moe"};
 
 // Reads a Hugging Face config's fields, each error naming the field.
 class HfReader {
@@ -54,6 +54,10 @@ class HfReader {
 Expected<std::string> ReadActivation(const HfReader& in, std::string_view key, bool gated) {
   const std::string act = in.StringOr(key, gated ? "silu" : "gelu");
   if (gated && (act == "silu" || act == "swiglu")) return std::string("swiglu");
+  // Gemma's gelu_pytorch_tanh (priced as GeLU: an elementwise op either way).
+  if (gated && (act == "gelu" || act == "gelu_new" || act == "gelu_pytorch_tanh")) {
+    return std::string("geglu");
+  }
   if (!gated && (act == "gelu" || act == "gelu_new" || act == "gelu_pytorch_tanh")) {
     return std::string("gelu");
   }
@@ -236,6 +240,43 @@ Expected<Json> GptOss(const HfReader& in) {
   return spec;
 }
 
+// Gemma 3's text model (transformers' Gemma3TextConfig, 4.50+): a decoder with GeGLU, a QK norm,
+// norms after the attention and the MLP as well as before, tied embeddings, and windows on five
+// layers of six. Its config.json leaves out the class's defaults, which fill them here; a
+// multimodal config ("gemma3") gives its text_config, the SigLIP vision tower left out. Not
+// modelled: the embeddings' scaling by √hidden (one elementwise op) and logit soft-capping,
+// which Gemma 3 does not use (an error when a config sets it).
+Expected<Json> Gemma3(const Json& text) {
+  Json merged = {{"vocab_size", 262208},
+                 {"hidden_size", 2304},
+                 {"intermediate_size", 9216},
+                 {"num_hidden_layers", 26},
+                 {"num_attention_heads", 8},
+                 {"num_key_value_heads", 4},
+                 {"head_dim", 256},
+                 {"max_position_embeddings", 131072},
+                 {"hidden_activation", "gelu_pytorch_tanh"},
+                 {"sliding_window", 4096},
+                 {"sliding_window_pattern", 6},
+                 {"tie_word_embeddings", true}};
+  for (const auto& [key, value] : text.items()) {
+    if (!value.is_null()) merged[key] = value;
+  }
+  merged["hidden_act"] = merged["hidden_activation"];
+  const HfReader in(merged);
+  for (const char* cap : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+    if (in.Has(cap)) {
+      return Error("logit soft-capping is not modelled", cap, JsonValueForError(in.Raw(cap)));
+    }
+  }
+  DTSIM_ASSIGN_OR_RETURN(Json spec, Decoder(in));
+  spec["qk_norm"] = true;
+  spec["post_norms"] = true;
+  DTSIM_ASSIGN_OR_RETURN(const int64_t every, in.IntOr("sliding_window_pattern", 6));
+  DTSIM_RETURN_IF_ERROR(SlidingWindow(in, every, spec));
+  return spec;
+}
+
 Expected<Json> Gpt2(const HfReader& in) {
   Json spec = {{"family", "transformer"}, {"norm", "layernorm"}, {"position", "learned"}};
   DTSIM_ASSIGN_OR_RETURN(spec["layers"], in.Int("n_layer"));
@@ -291,6 +332,15 @@ Expected<Json> ModelJsonFromHfConfig(const Json& hf) {
   if (type == "qwen3_moe" || type == "qwen2_moe") return QwenMoe(in);
   if (type == "deepseek_v3") return DeepSeekV3(in);
   if (type == "gpt_oss") return GptOss(in);
+  if (type == "gemma3_text") return Gemma3(hf);
+  if (type == "gemma3") {
+    if (!hf.contains("text_config") || !hf["text_config"].is_object()) {
+      return Error("a Gemma 3 config without its text model", "text_config");
+    }
+    Expected<Json> spec = Gemma3(hf["text_config"]);
+    if (!spec.ok()) return std::move(spec).error().Under("text_config");
+    return spec;
+  }
   if (type == "gpt2") return Gpt2(in);
   if (type == "bert") return Bert(in);
   return Error(fmt::format("a model type dtsim does not read; known: {}", JoinQuoted(kModelTypes)),

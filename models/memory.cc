@@ -18,7 +18,7 @@ namespace {
 
 int64_t LocalMlpParameters(const TransformerSpec& spec, int64_t ffn, int t) {
   const int64_t local = ffn / t;
-  if (spec.activation == Activation::kSwiGlu) {
+  if (spec.gated_mlp()) {
     return 3 * spec.hidden * local + (spec.linear_bias ? 2 * local + spec.hidden : 0);
   }
   return 2 * spec.hidden * local + (spec.linear_bias ? local + spec.hidden : 0);
@@ -73,7 +73,7 @@ int64_t KvCacheBytesPerToken(const TransformerSpec& spec, DType dtype) {
 
 int64_t LayerParameterCount(const TransformerSpec& spec, int t, int ep, int etp, int index) {
   const int64_t h = spec.hidden;
-  int64_t params = AttentionVectorElements(spec, t) + 2 * NormParameters(spec);
+  int64_t params = AttentionVectorElements(spec, t) + LayerNormParameters(spec);
   for (const std::array<int64_t, 2>& matrix : AttentionMatrices(spec, t)) {
     params += matrix[0] * matrix[1];
   }

@@ -41,6 +41,22 @@ TransformerSpec Llama(int layers, int64_t hidden, int heads, int kv_heads, int64
   return t;
 }
 
+// Gemma 3 (Gemma Team 2025, the technical report's Table 1 and the released Hugging Face
+// configs): a Llama-style decoder with GeGLU, a QK norm, norms after the attention and the MLP
+// too, tied embeddings, and windows on five layers of six (every sixth from layer 5 full).
+TransformerSpec Gemma3(int layers, int64_t hidden, int heads, int kv_heads, int64_t head_dim,
+                       int64_t ffn, int64_t vocab, int64_t max_seq, int64_t window) {
+  TransformerSpec t =
+      WithHeadDim(Llama(layers, hidden, heads, kv_heads, ffn, vocab, max_seq), head_dim);
+  t.activation = Activation::kGeGlu;
+  t.tied_embeddings = true;
+  t.qk_norm = true;
+  t.post_norms = true;
+  t.sliding_window = window;
+  t.window_full_every = 6;
+  return t;
+}
+
 TransformerSpec Bert(int layers, int64_t hidden, int heads) {
   TransformerSpec t = Gpt(layers, hidden, heads, 30522, 512);
   t.causal = false;
@@ -84,10 +100,11 @@ TransformerSpec Nemotron4() {
   return t;
 }
 
-// Grok-1 (xai-org/grok-1 model.py): 8 experts, top-2; its gated GeLU MLP has SwiGLU's three
-// matrices (priced as SwiGLU); tied input and output embeddings.
+// Grok-1 (xai-org/grok-1 model.py): 8 experts, top-2; its gated GeLU MLP (GeGLU); tied input and
+// output embeddings.
 TransformerSpec Grok1() {
   TransformerSpec t = WithExperts(Llama(64, 6144, 48, 8, 32768, 131072, 8192), 8, 2, 0);
+  t.activation = Activation::kGeGlu;
   t.tied_embeddings = true;
   return t;
 }
@@ -221,6 +238,11 @@ const std::vector<ModelSpec>& ModelTable() {
       Transformer("qwen3-235b-a22b", Qwen3Moe(94, 4096, 64, 4, 1536)),
       Transformer("deepseek-v3", DeepSeekV3()),
       Transformer("gpt-oss-120b", GptOss120b()),
+      // Gemma 3's text models (the 4B, 12B and 27B without their 417M-parameter vision tower).
+      Transformer("gemma3-1b", Gemma3(26, 1152, 4, 1, 256, 6912, 262144, 32768, 512)),
+      Transformer("gemma3-4b", Gemma3(34, 2560, 8, 4, 256, 10240, 262208, 131072, 1024)),
+      Transformer("gemma3-12b", Gemma3(48, 3840, 16, 8, 256, 15360, 262208, 131072, 1024)),
+      Transformer("gemma3-27b", Gemma3(62, 5376, 32, 16, 128, 21504, 262208, 131072, 1024)),
       ResNet50(),
       DlrmMlperf(),
   };

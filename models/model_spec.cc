@@ -14,8 +14,8 @@ namespace {
 
 constexpr std::array<std::string_view, 3> kFamilyNames = {"transformer", "resnet", "dlrm"};
 constexpr std::array<std::string_view, 2> kNormNames = {"layernorm", "rmsnorm"};
-constexpr std::array<std::string_view, 4> kActivationNames = {"gelu", "swiglu", "relu",
-                                                              "squared_relu"};
+constexpr std::array<std::string_view, 5> kActivationNames = {"gelu", "swiglu", "relu",
+                                                              "squared_relu", "geglu"};
 constexpr std::array<std::string_view, 2> kPositionNames = {"learned", "rotary"};
 constexpr int64_t kMaxSize = std::numeric_limits<int64_t>::max() / 1024;
 
@@ -181,7 +181,8 @@ Status ReadTransformer(JsonObjectReader& reader, bool preset, TransformerSpec& t
                             {"final_norm", &t.final_norm},
                             {"pooler", &t.pooler},
                             {"lm_head_transform", &t.lm_head_transform},
-                            {"qk_norm", &t.qk_norm}}) {
+                            {"qk_norm", &t.qk_norm},
+                            {"post_norms", &t.post_norms}}) {
     DTSIM_RETURN_IF_ERROR(reader.ReadOptional(key, *field));
   }
   DTSIM_RETURN_IF_ERROR(ReadMla(reader, t.mla));

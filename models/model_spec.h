@@ -16,8 +16,9 @@ namespace dtsim::models {
 
 enum class ModelFamily { kTransformer, kResNet, kDlrm };
 enum class Norm { kLayerNorm, kRmsNorm };
-// kSquaredRelu: relu(x)², Nemotron-4's ungated MLP (So et al. 2021, Primer).
-enum class Activation { kGelu, kSwiGlu, kRelu, kSquaredRelu };
+// kSquaredRelu: relu(x)², Nemotron-4's ungated MLP (So et al. 2021, Primer). kGeGlu: the gated
+// MLP of SwiGLU with GeLU on the gate (Shazeer 2020; Gemma's gelu_pytorch_tanh).
+enum class Activation { kGelu, kSwiGlu, kRelu, kSquaredRelu, kGeGlu };
 enum class PositionEmbedding { kLearned, kRotary };
 
 std::string_view ModelFamilyName(ModelFamily family);
@@ -87,6 +88,10 @@ struct TransformerSpec {
   // each query and key head (head_dim wide, weights shared by the heads) between the QKV
   // projection and the rotary embedding. It saves its input for the backward pass.
   bool qk_norm = false;
+  // Norms on the attention's and the MLP's outputs before each residual add, beside the norms on
+  // their inputs (Gemma 2 and 3's post_attention_layernorm and post_feedforward_layernorm): two
+  // more norms a layer, each saving its input.
+  bool post_norms = false;
   MoeSpec moe;
   MlaSpec mla;
   // Sliding-window attention (Mistral, Gemma 2 and 3, GPT-OSS): on a windowed layer a query
@@ -121,6 +126,10 @@ struct TransformerSpec {
     if (!mla.enabled()) return hidden;
     return (mla.q_lora_rank > 0 ? mla.q_lora_rank : hidden) + mla.kv_lora_rank +
            mla.qk_rope_head_dim;
+  }
+  // A gated MLP (SwiGLU, GeGLU): gate and up projections h → f, then down f → h.
+  bool gated_mlp() const {
+    return activation == Activation::kSwiGlu || activation == Activation::kGeGlu;
   }
   int64_t q_dim() const { return head_dim() * heads; }  // attention's inner width
   int64_t kv_dim() const { return head_dim() * kv_heads; }

@@ -58,7 +58,7 @@ int64_t AttentionParameters(const TransformerSpec& t) {
 }
 
 int64_t MlpParameters(const TransformerSpec& t, int64_t ffn_hidden) {
-  if (t.activation == Activation::kSwiGlu) {
+  if (t.gated_mlp()) {
     // gate and up h → f, down f → h.
     return 3 * t.hidden * ffn_hidden + (t.linear_bias ? 2 * ffn_hidden + t.hidden : 0);
   }
@@ -69,15 +69,19 @@ int64_t NormParameters(const TransformerSpec& t) {
   return t.norm == Norm::kLayerNorm ? 2 * t.hidden : t.hidden;
 }
 
+int64_t LayerNormParameters(const TransformerSpec& t) {
+  return (t.post_norms ? 4 : 2) * NormParameters(t);
+}
+
 int64_t DenseLayerParameters(const TransformerSpec& t) {
-  return AttentionParameters(t) + MlpParameters(t, t.ffn_hidden) + 2 * NormParameters(t);
+  return AttentionParameters(t) + MlpParameters(t, t.ffn_hidden) + LayerNormParameters(t);
 }
 
 int64_t MoeLayerParameters(const TransformerSpec& t) {
   const int64_t router = t.hidden * t.moe.experts;
   const int64_t shared = t.moe.shared_experts > 0 ? MlpParameters(t, t.SharedFfnHidden()) : 0;
   return AttentionParameters(t) + t.moe.experts * MlpParameters(t, t.MoeFfnHidden()) + shared +
-         router + 2 * NormParameters(t);
+         router + LayerNormParameters(t);
 }
 
 int64_t MtpModuleParameters(const TransformerSpec& t) {

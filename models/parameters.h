@@ -37,6 +37,9 @@ int64_t AttentionVectorElements(const TransformerSpec& t, int tensor_parallel);
 int64_t AttentionParameters(const TransformerSpec& t);
 int64_t MlpParameters(const TransformerSpec& t, int64_t ffn_hidden);
 int64_t NormParameters(const TransformerSpec& t);  // one norm over `hidden`
+// A decoder layer's norms over `hidden`: before the attention and the MLP, and after each with
+// post_norms.
+int64_t LayerNormParameters(const TransformerSpec& t);
 int64_t DenseLayerParameters(const TransformerSpec& t);
 int64_t MoeLayerParameters(const TransformerSpec& t);   // all experts, shared ones, the router
 int64_t MtpModuleParameters(const TransformerSpec& t);  // one multi-token-prediction module

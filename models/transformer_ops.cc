@@ -457,6 +457,7 @@ void Attention(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
                1.0, Casts(x, x.tokens * x.o, x.tokens * x.width));
   layer.Boundaries(Boundary::kTensorReduce, Boundary::kNone);  // row-parallel: f in forward
   if (!gathers.output) layer.BoundaryWidths({.gather = Op::kNoGather}, {});
+  if (spec.post_norms) NormOp(layer, "attn.post_norm", x);
   ResidualAdd(layer, "attn.residual", x);
 }
 
@@ -540,7 +541,7 @@ void MoeMlp(LayerBuilder& layer, const Shape& x, const TransformerSpec& spec,
   const int64_t rows = ep * capacity * shard.expert_gather();  // tokens per local expert
   const int64_t processed = local_experts * rows;
   const int64_t ffn = spec.MoeFfnHidden() / shard.expert_tensor();
-  const bool swiglu = spec.activation == Activation::kSwiGlu;
+  const bool swiglu = spec.gated_mlp();
   const int64_t width = swiglu ? 2 * ffn : ffn;
   const double routed = static_cast<double>(moe.top_k) * static_cast<double>(tokens);
 
@@ -686,8 +687,9 @@ LayerOps TransformerLayerOps(const TransformerSpec& spec, int layer_index,
   if (spec.IsMoeLayer(layer_index)) {
     MoeMlp(layer, x, spec, shard);
   } else {
-    DenseMlp(layer, x, spec.activation == Activation::kSwiGlu);
+    DenseMlp(layer, x, spec.gated_mlp());
   }
+  if (spec.post_norms) NormOp(layer, "mlp.post_norm", x);
   ResidualAdd(layer, "mlp.residual", x);
   LayerOps ops = std::move(layer).Finish();
   TagRecomputeModules(ops);

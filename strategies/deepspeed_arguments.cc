@@ -55,6 +55,7 @@ void DeepSpeedModelFlags(const models::TransformerSpec& spec, Lines& args, Lines
   if (spec.moe.enabled()) DeepSpeedMoeFlags(spec.moe, spec.ffn_hidden, args, not_expressed);
   if (spec.mla.enabled()) not_expressed.emplace_back("multi-latent attention");
   if (spec.qk_norm) not_expressed.emplace_back("a QK norm over each query and key head");
+  GemmaLayerNotes(spec, not_expressed);
   if (spec.sliding_window > 0) {
     not_expressed.push_back(
         fmt::format("sliding-window attention ({} tokens)", spec.sliding_window));

@@ -26,6 +26,7 @@ void ModelFlags(const models::TransformerSpec& spec, std::vector<std::string>& a
   if (!spec.linear_bias) args.emplace_back("--disable-bias-linear");
   if (!spec.tied_embeddings) args.emplace_back("--untie-embeddings-and-output-weights");
   if (spec.qk_norm) args.emplace_back("--qk-layernorm");
+  GemmaLayerNotes(spec, not_expressed);
   if (spec.sliding_window > 0) {
     // Megatron-Core's (left, right) keys around a query: Megatron-Bridge's GPT-OSS provider
     // writes Hugging Face's sliding_window 128 as (128, 0).
@@ -191,6 +192,13 @@ void BatchAndRecomputeFlags(const TrainingConfig& training, std::vector<std::str
           "NVTE_CPU_OFFLOAD_V1=1 in the environment, or Transformer Engine before 2.10");
     }
   }
+}
+
+void GemmaLayerNotes(const models::TransformerSpec& spec, std::vector<std::string>& not_expressed) {
+  if (spec.activation == models::Activation::kGeGlu) {
+    not_expressed.emplace_back("a GeGLU MLP (the script has GeLU, SwiGLU and squared ReLU)");
+  }
+  if (spec.post_norms) not_expressed.emplace_back("norms after the attention and the MLP");
 }
 
 void TokenizerNote(const models::TransformerSpec& spec, std::vector<std::string>& not_expressed) {

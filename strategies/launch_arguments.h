@@ -56,6 +56,10 @@ void SizeFlags(const models::TransformerSpec& spec, std::vector<std::string>& ar
 void BatchAndRecomputeFlags(const TrainingConfig& training, std::vector<std::string>& args,
                             std::vector<std::string>& not_expressed);
 void TokenizerNote(const models::TransformerSpec& spec, std::vector<std::string>& not_expressed);
+// What neither GPT script's layer has a flag for: a GeGLU MLP (Megatron-LM's --quick-geglu is
+// another approximation) and norms after the attention and the MLP (Gemma's, which
+// Megatron-Bridge builds with a layer spec of its own).
+void GemmaLayerNotes(const models::TransformerSpec& spec, std::vector<std::string>& not_expressed);
 
 // The same for DeepSpeed through Megatron-DeepSpeed's pretrain_gpt.py (`deepspeed` or
 // `torchrun` launches it with `--deepspeed --deepspeed_config ds_config.json`): its flags for

@@ -19,9 +19,7 @@ LayerGradientSplit OneDLayerGradients(const models::TransformerSpec& spec, int t
     split.dense.matrices.push_back(matrix);
   }
   const bool moe = spec.IsMoeLayer(layer);
-  const auto up_of = [&spec](int64_t f) {
-    return spec.activation == models::Activation::kSwiGlu ? 2 * f : f;
-  };
+  const auto up_of = [&spec](int64_t f) { return spec.gated_mlp() ? 2 * f : f; };
   if (moe && spec.moe.shared_experts > 0) {  // dense: reduced over data parallelism
     const int64_t shared = spec.SharedFfnHidden() / t;
     split.dense.matrices.push_back({h, up_of(shared)});

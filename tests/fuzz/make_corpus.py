@@ -287,6 +287,12 @@ def add_launch_args(corpus):
                  "bf16": {"enabled": True}, "communication_data_type": "bf16",
                  "optimizer": {"type": "OneBitAdam", "params": {"freeze_step": 100}}}
     corpus.add("launch_args", "deepspeed.txt", (deepspeed + json.dumps(ds_config)).encode())
+    # Gemma 3's windows as Megatron-LM takes them: the pattern as a Python list expression.
+    windows = ("--num-layers 12 --hidden-size 512 --num-attention-heads 8 --seq-length 4096\n"
+               "--global-batch-size 16 --qk-layernorm --window-size 1024,0\n"
+               "--window-attn-skip-freq ([1]*5+[0])*2\n")
+    corpus.add("launch_args", "windows.txt", windows.encode())
+    corpus.tokens["launch_args"].update(w for w in windows.split() if w.startswith("--"))
     corpus.tokens["launch_args"].update(w for w in deepspeed.split() if w.startswith("--"))
     keys_of(ds_config, corpus.tokens["launch_args"])
 

@@ -56,6 +56,25 @@ const Released kReleased[] = {
       "sliding_attention", "full_attention", "sliding_attention", "full_attention",
       "sliding_attention", "full_attention", "sliding_attention", "full_attention",
       "sliding_attention", "full_attention"]})"},
+    // Gemma 3: the 1B's text-only config whole, the 12B's and 27B's multimodal ones with the
+    // sparse text_config transformers writes (Gemma3TextConfig's defaults left out).
+    {"gemma3-1b", R"({"model_type": "gemma3_text", "attention_bias": false,
+      "attn_logit_softcapping": null, "final_logit_softcapping": null, "head_dim": 256,
+      "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 1152, "intermediate_size": 6912,
+      "max_position_embeddings": 32768, "num_attention_heads": 4, "num_hidden_layers": 26,
+      "num_key_value_heads": 1, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06,
+      "rope_local_base_freq": 10000, "rope_scaling": null, "rope_theta": 1000000,
+      "sliding_window": 512, "sliding_window_pattern": 6, "vocab_size": 262144})"},
+    {"gemma3-12b", R"({"model_type": "gemma3", "mm_tokens_per_image": 256,
+      "text_config": {"hidden_size": 3840, "intermediate_size": 15360,
+      "model_type": "gemma3_text", "num_attention_heads": 16, "num_hidden_layers": 48,
+      "num_key_value_heads": 8, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+      "sliding_window": 1024},
+      "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model"}})"},
+    {"gemma3-27b", R"({"model_type": "gemma3", "text_config": {"head_dim": 128,
+      "hidden_size": 5376, "intermediate_size": 21504, "model_type": "gemma3_text",
+      "num_attention_heads": 32, "num_hidden_layers": 62, "num_key_value_heads": 16,
+      "query_pre_attn_scalar": 168, "sliding_window": 1024}})"},
     {"gpt2-124m", R"({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
       "n_positions": 1024, "vocab_size": 50257, "n_inner": null,
       "activation_function": "gelu_new"})"},
@@ -78,6 +97,9 @@ TEST(HfConfigTest, ReleasedConfigsGiveThePresetsParameters) {
     EXPECT_EQ(from_hf.active, expected.active) << released.preset;
     EXPECT_EQ(model->transformer.sliding_window, preset->transformer.sliding_window);
     EXPECT_EQ(model->transformer.window_full_every, preset->transformer.window_full_every);
+    EXPECT_EQ(model->transformer.activation, preset->transformer.activation) << released.preset;
+    EXPECT_EQ(model->transformer.qk_norm, preset->transformer.qk_norm) << released.preset;
+    EXPECT_EQ(model->transformer.post_norms, preset->transformer.post_norms) << released.preset;
     // num_nextn_predict_layers (DeepSeek-V3's 1): the multi-token-prediction modules.
     EXPECT_EQ(model->transformer.mtp_layers, preset->transformer.mtp_layers) << released.preset;
     EXPECT_EQ(from_hf.mtp, expected.mtp) << released.preset;
@@ -108,6 +130,10 @@ TEST(HfConfigTest, WhatDtsimCannotModelIsAnErrorNamingTheField) {
       "intermediate_size": 128, "moe_intermediate_size": 32, "num_experts": 4,
       "num_experts_per_tok": 2, "mlp_only_layers": [0]})"),
             "mlp_only_layers: dense layers at chosen places (mlp_only_layers) are not modelled");
+  EXPECT_EQ(HfError(R"({"model_type": "gemma3", "text_config": {"final_logit_softcapping": 30}})"),
+            "text_config.final_logit_softcapping: logit soft-capping is not modelled, got 30");
+  EXPECT_EQ(HfError(R"({"model_type": "gemma3"})"),
+            "text_config: a Gemma 3 config without its text model");
 }
 
 // Windows per layer: transformers' layer_types (GPT-OSS, Gemma), else its configs' defaults —

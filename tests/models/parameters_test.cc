@@ -62,6 +62,14 @@ const Published kPublished[] = {
     {"qwen3-235b-a22b", 235e9, 0.5e9, "Qwen3 technical report 2025 (235B total)"},
     {"deepseek-v3", 671e9, 0.5e9, "DeepSeek-AI 2024 (671B, without the 14B MTP module)"},
     {"gpt-oss-120b", 116.83e9, 0.005e9, "OpenAI 2025 gpt-oss model card (116.83B total)"},
+    // Gemma 3's text models: Table 1's embedding + non-embedding parameters, the vision
+    // encoder (417M) left out. dtsim's non-embedding counts round to the table's (698,
+    // 3,209, 10,759, 25,600M); its embeddings (the vocabulary × hidden) are 0.3–0.6% under the
+    // table's 675, 1,012 and 1,416M, which likely hold the vision projection (1,152 × hidden).
+    {"gemma3-1b", 1000e6, 1e6, "Gemma Team 2025, Gemma 3 report Table 1 (302M + 698M)"},
+    {"gemma3-4b", 3884e6, 1e6, "Gemma Team 2025, Gemma 3 report Table 1 (675M + 3,209M)"},
+    {"gemma3-12b", 11771e6, 1e6, "Gemma Team 2025, Gemma 3 report Table 1 (1,012M + 10,759M)"},
+    {"gemma3-27b", 27016e6, 1e6, "Gemma Team 2025, Gemma 3 report Table 1 (1,416M + 25,600M)"},
     {"resnet-50", 25'557'032, 0, "torchvision resnet50 (25.6M)"},
 };
 

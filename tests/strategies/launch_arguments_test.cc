@@ -236,6 +236,20 @@ TEST(MegatronBridgeArgumentsTest, SlidingWindows) {
               testing::Not(Contains(testing::StartsWith("--window"))));
 }
 
+// Gemma's layer: neither GPT script has a flag for a GeGLU MLP or norms after the attention and
+// the MLP; both say so (and so does the Bridge rendering, which starts from Megatron-LM's).
+TEST(MegatronBridgeArgumentsTest, GemmaLayerIsListed) {
+  ResolvedConfig config = LlamaPlan();
+  config.model.transformer.activation = models::Activation::kGeGlu;
+  config.model.transformer.post_norms = true;
+  for (const LaunchArguments& args :
+       {MegatronArguments(config), MegatronBridgeArguments(config), DeepSpeedArguments(config)}) {
+    EXPECT_THAT(args.not_expressed, Contains(HasSubstr("a GeGLU MLP")));
+    EXPECT_THAT(args.not_expressed, Contains("norms after the attention and the MLP"));
+  }
+  EXPECT_THAT(MegatronArguments(config).arguments, testing::Not(Contains("--swiglu")));
+}
+
 // Activation offloading: Megatron-LM's --cpu-offloading-num-layers (it derives the switch),
 // Bridge's two provider keys; TE's v1 handler is the environment's, listed.
 TEST(MegatronBridgeArgumentsTest, ActivationOffloading) {
