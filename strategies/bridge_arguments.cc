@@ -5,12 +5,14 @@
 // kBridgeRelease). One set of decisions, two renderings: a flag the table has no key for is
 // listed, never dropped.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
 #include <string_view>
 
 #include "strategies/launch_arguments.h"
+#include "strategies/layer_pattern.h"
 
 namespace dtsim::strategies {
 namespace {
@@ -25,7 +27,7 @@ struct Mapping {
   Kind kind;
 };
 
-constexpr std::array<Mapping, 43> kMappings = {{
+constexpr std::array<Mapping, 51> kMappings = {{
     {"--num-layers", "model.num_layers", Kind::kValue},
     {"--hidden-size", "model.hidden_size", Kind::kValue},
     {"--ffn-hidden-size", "model.ffn_hidden_size", Kind::kValue},
@@ -45,7 +47,16 @@ constexpr std::array<Mapping, 43> kMappings = {{
     {"--moe-router-topk", "model.moe_router_topk", Kind::kValue},
     {"--moe-ffn-hidden-size", "model.moe_ffn_hidden_size", Kind::kValue},
     {"--moe-expert-capacity-factor", "model.moe_expert_capacity_factor", Kind::kValue},
+    {"--moe-shared-expert-intermediate-size", "model.moe_shared_expert_intermediate_size",
+     Kind::kValue},
     {"--moe-grouped-gemm", "model.moe_grouped_gemm", Kind::kTrue},
+    {"--multi-latent-attention", "model.multi_latent_attention", Kind::kTrue},
+    {"--q-lora-rank", "model.q_lora_rank", Kind::kValue},
+    {"--kv-lora-rank", "model.kv_lora_rank", Kind::kValue},
+    {"--qk-head-dim", "model.qk_head_dim", Kind::kValue},
+    {"--qk-pos-emb-head-dim", "model.qk_pos_emb_head_dim", Kind::kValue},
+    {"--v-head-dim", "model.v_head_dim", Kind::kValue},
+    {"--mtp-num-layers", "model.mtp_num_layers", Kind::kValue},
     {"--moe-token-dispatcher-type", "model.moe_token_dispatcher_type", Kind::kValue},
     {"--tensor-model-parallel-size", "model.tensor_model_parallel_size", Kind::kValue},
     {"--sequence-parallel", "model.sequence_parallel", Kind::kTrue},
@@ -99,9 +110,19 @@ bool Special(std::string_view flag, std::string_view value, std::vector<std::str
   } else if (flag == "--window-size") {
     // The table's model.window_size takes the tuple; Hydra writes it as a list.
     out.push_back(fmt::format("model.window_size=[{}]", value));
-  } else if (flag == "--window-attn-skip-freq") {
-    // Not in the table (067f987), but a field of the provider's TransformerConfig.
-    out.push_back(fmt::format("model.window_attn_skip_freq={}", value));
+  } else if (flag == "--window-attn-skip-freq" || flag == "--moe-layer-freq") {
+    // Hydra takes a list, not Megatron-LM's Python expression: evaluated here. The window
+    // pattern is not in the table (067f987), but a field of the provider's TransformerConfig.
+    const auto pattern = EvalLayerPattern(value, flag);
+    const std::string_view key =
+        flag == "--moe-layer-freq" ? "model.moe_layer_freq" : "model.window_attn_skip_freq";
+    if (!pattern.ok()) return false;  // listed as not expressed
+    if (const auto* every = std::get_if<int64_t>(&*pattern)) {
+      out.push_back(fmt::format("{}={}", key, *every));
+    } else {
+      out.push_back(
+          fmt::format("{}=[{}]", key, fmt::join(std::get<std::vector<int64_t>>(*pattern), ",")));
+    }
   } else if (flag == "--seq-length") {
     out.push_back(fmt::format("model.seq_length={}", value));
     out.push_back(fmt::format("dataset.seq_length={}", value));

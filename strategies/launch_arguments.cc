@@ -3,8 +3,25 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
+#include "strategies/layer_pattern.h"
+
 namespace dtsim::strategies {
 namespace {
+
+// Which layers are MoE (Megatron-Core's --moe-layer-freq: its list form, 1 a MoE layer, where
+// not every layer is — DeepSeek-V3's three dense layers first) and the shared experts' width.
+void MoeLayerFlags(const models::TransformerSpec& spec, std::vector<std::string>& args) {
+  std::vector<int64_t> moe;
+  for (int i = 0; i < spec.layers; ++i) moe.push_back(spec.IsMoeLayer(i) ? 1 : 0);
+  if (std::find(moe.begin(), moe.end(), 0) != moe.end()) {
+    args.push_back(fmt::format("--moe-layer-freq {}", LayerPatternExpression(moe)));
+  }
+  if (spec.moe.shared_experts > 0) {
+    args.push_back(fmt::format("--moe-shared-expert-intermediate-size {}", spec.SharedFfnHidden()));
+  }
+}
 
 // The model's shape: what pretrain_gpt.py must be told to build the same network.
 void ModelFlags(const models::TransformerSpec& spec, std::vector<std::string>& args,
@@ -32,8 +49,8 @@ void ModelFlags(const models::TransformerSpec& spec, std::vector<std::string>& a
     // writes Hugging Face's sliding_window 128 as (128, 0).
     args.push_back(fmt::format("--window-size {},0", spec.sliding_window));
     if (!spec.window_layers.empty()) {
-      args.push_back(
-          fmt::format("--window-attn-skip-freq [{}]", fmt::join(spec.window_layers, ",")));
+      const std::vector<int64_t> flags(spec.window_layers.begin(), spec.window_layers.end());
+      args.push_back(fmt::format("--window-attn-skip-freq {}", LayerPatternExpression(flags)));
     } else if (spec.window_full_every > 0) {
       args.push_back(fmt::format("--window-attn-skip-freq {}", spec.window_full_every));
     }
@@ -47,9 +64,21 @@ void ModelFlags(const models::TransformerSpec& spec, std::vector<std::string>& a
     if (!spec.moe.dropless) {
       args.push_back(fmt::format("--moe-expert-capacity-factor {}", spec.moe.capacity_factor));
     }
+    MoeLayerFlags(spec, args);
     args.emplace_back("--moe-grouped-gemm");
     args.emplace_back("--moe-token-dispatcher-type alltoall");
   }
+  if (spec.mla.enabled()) {
+    args.emplace_back("--multi-latent-attention");
+    if (spec.mla.q_lora_rank > 0) {
+      args.push_back(fmt::format("--q-lora-rank {}", spec.mla.q_lora_rank));
+    }
+    args.push_back(fmt::format("--kv-lora-rank {}", spec.mla.kv_lora_rank));
+    args.push_back(fmt::format("--qk-head-dim {}", spec.mla.qk_nope_head_dim));
+    args.push_back(fmt::format("--qk-pos-emb-head-dim {}", spec.mla.qk_rope_head_dim));
+    args.push_back(fmt::format("--v-head-dim {}", spec.mla.v_head_dim));
+  }
+  if (spec.mtp_layers > 0) args.push_back(fmt::format("--mtp-num-layers {}", spec.mtp_layers));
   TokenizerNote(spec, not_expressed);
 }
 

@@ -14,103 +14,13 @@
 #include "network/cluster.h"
 #include "sim/base/strings.h"
 #include "strategies/config.h"
+#include "strategies/launch_flags.h"
 #include "strategies/layer_pattern.h"
 
 namespace dtsim::strategies {
 namespace {
 
-// The flags as given: name (without "--") → its values (none for a switch), the last
-// occurrence winning; and the order they came in, for the list of those not modelled.
-struct Flags {
-  std::map<std::string, std::vector<std::string>, std::less<>> values;
-  std::vector<std::string> order;
-  std::set<std::string, std::less<>> used;
-  // Assignments before the first flag ("NCCL_P2P_NET_CHUNKSIZE=2097152"): the environment the
-  // script was launched with, as a shell reads them before a command.
-  std::vector<std::pair<std::string, std::string>> environment;
-
-  bool Has(std::string_view name) {
-    if (!values.contains(name)) return false;
-    used.emplace(name);
-    return true;
-  }
-  // The flag's one value; an error when it has none or several.
-  Expected<std::string> Value(std::string_view name) {
-    used.emplace(name);
-    const std::vector<std::string>& given = values.find(name)->second;
-    if (given.size() != 1) {
-      return Error(fmt::format("expected one value, got {}", given.size()),
-                   fmt::format("--{}", name));
-    }
-    return given.front();
-  }
-  // A positive integer (non-negative with `zero`), or nothing when the flag is absent.
-  Expected<std::optional<int64_t>> Int(std::string_view name, bool zero = false) {
-    if (!Has(name)) return std::optional<int64_t>();
-    DTSIM_ASSIGN_OR_RETURN(const std::string text, Value(name));
-    int64_t value = 0;
-    const auto [end, code] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (code != std::errc() || end != text.data() + text.size() || value < (zero ? 0 : 1)) {
-      return Error(zero ? "expected a non-negative integer" : "expected a positive integer",
-                   fmt::format("--{}", name), Quote(text));
-    }
-    return std::optional<int64_t>(value);
-  }
-  // A positive number, or nothing when the flag is absent.
-  Expected<std::optional<double>> Number(std::string_view name) {
-    if (!Has(name)) return std::optional<double>();
-    DTSIM_ASSIGN_OR_RETURN(const std::string text, Value(name));
-    double value = 0;
-    const auto [end, code] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (code != std::errc() || end != text.data() + text.size() || value <= 0) {
-      return Error("expected a positive number", fmt::format("--{}", name), Quote(text));
-    }
-    return std::optional<double>(value);
-  }
-  Expected<int64_t> RequiredInt(std::string_view name) {
-    DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> value, Int(name));
-    if (!value) return Error("required: pretrain_gpt.py needs it too", fmt::format("--{}", name));
-    return *value;
-  }
-};
-
-// NAME=value with NAME a shell variable's name.
-bool IsAssignment(std::string_view arg) {
-  const size_t equals = arg.find('=');
-  if (equals == 0 || equals == std::string_view::npos) return false;
-  const std::string_view name = arg.substr(0, equals);
-  return std::isdigit(static_cast<unsigned char>(name.front())) == 0 &&
-         std::all_of(name.begin(), name.end(), [](char c) {
-           return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
-         });
-}
-
-Expected<Flags> Parse(std::span<const std::string> args) {
-  Flags flags;
-  std::string current;
-  for (const std::string& arg : args) {
-    if (flags.order.empty() && IsAssignment(arg)) {
-      const size_t equals = arg.find('=');
-      flags.environment.emplace_back(arg.substr(0, equals), arg.substr(equals + 1));
-    } else if (arg.starts_with("--") && arg.size() > 2) {
-      const size_t equals = arg.find('=');
-      current = arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
-      std::vector<std::string>& values = flags.values[current];
-      values.clear();
-      flags.order.push_back(current);
-      if (equals != std::string::npos) {
-        values.push_back(arg.substr(equals + 1));
-        current.clear();
-      }
-    } else if (!current.empty()) {
-      flags.values[current].push_back(arg);
-    } else {
-      return Error("an argument outside any flag (pretrain_gpt.py takes flags only)", "",
-                   Quote(arg));
-    }
-  }
-  return flags;
-}
+using Flags = LaunchFlags;
 
 // The launch's environment: NCCL_P2P_NET_CHUNKSIZE (bytes, as NCCL reads it) sets
 // cluster.nccl.p2p_net_chunk_size; every other assignment is listed as not modelled.
@@ -173,7 +83,31 @@ Status SlidingWindow(Flags& flags, Json& model) {
   return ReadMegatronWindows(size, skip, model);
 }
 
-Status ModelSection(Flags& flags, const ImportTarget& target, Dialect dialect, Json& model) {
+// Which layers are MoE (--moe-layer-freq) and the shared experts' width, a multiple of the
+// experts' (--moe-shared-expert-intermediate-size).
+Status MoeLayers(Flags& flags, int64_t layers, Json& moe, std::vector<std::string>& approximated) {
+  if (flags.Has("moe-layer-freq")) {
+    DTSIM_ASSIGN_OR_RETURN(const std::string text, flags.Value("moe-layer-freq"));
+    DTSIM_ASSIGN_OR_RETURN(const std::optional<std::string> note,
+                           ReadMegatronMoeLayers(text, layers, moe));
+    if (note) approximated.push_back(*note);
+  }
+  DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> shared,
+                         flags.Int("moe-shared-expert-intermediate-size"));
+  if (!shared) return Status::Ok();
+  DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> ffn, flags.Int("ffn-hidden-size"));
+  const int64_t expert =
+      moe.contains("expert_ffn_hidden") ? moe["expert_ffn_hidden"].get<int64_t>() : ffn.value_or(0);
+  if (expert <= 0 || *shared % expert != 0) {
+    return Error(fmt::format("expected a multiple of the experts' width ({})", expert),
+                 "--moe-shared-expert-intermediate-size", std::to_string(*shared));
+  }
+  moe["shared_experts"] = *shared / expert;
+  return Status::Ok();
+}
+
+Status ModelSection(Flags& flags, const ImportTarget& target, Dialect dialect, Json& model,
+                    std::vector<std::string>& approximated) {
   model = {{"family", "transformer"}};
   DTSIM_ASSIGN_OR_RETURN(model["layers"], flags.RequiredInt("num-layers"));
   DTSIM_ASSIGN_OR_RETURN(model["hidden"], flags.RequiredInt("hidden-size"));
@@ -234,7 +168,7 @@ Status ModelSection(Flags& flags, const ImportTarget& target, Dialect dialect, J
     Json moe = {{"experts", *experts}};
     DTSIM_RETURN_IF_ERROR(SetInt(flags, "moe-router-topk", moe, "top_k"));
     DTSIM_RETURN_IF_ERROR(SetInt(flags, "moe-ffn-hidden-size", moe, "expert_ffn_hidden"));
-    DTSIM_RETURN_IF_ERROR(SetInt(flags, "moe-layer-freq", moe, "every"));
+    DTSIM_RETURN_IF_ERROR(MoeLayers(flags, model["layers"].get<int64_t>(), moe, approximated));
     DTSIM_ASSIGN_OR_RETURN(const std::optional<double> factor,
                            flags.Number("moe-expert-capacity-factor"));
     if (factor) {
@@ -459,19 +393,6 @@ Status SizeDataParallelism(Json& config) {
   }
   config["parallelism"]["data"] = gpus / model_parallel;
   return Status::Ok();
-}
-
-// The flags given but not read, as given.
-std::vector<std::string> Unused(const Flags& flags) {
-  std::vector<std::string> unused;
-  std::set<std::string, std::less<>> listed;
-  for (const std::string& name : flags.order) {
-    if (flags.used.contains(name) || !listed.insert(name).second) continue;
-    const std::vector<std::string>& values = flags.values.find(name)->second;
-    unused.push_back(values.empty() ? "--" + name
-                                    : fmt::format("--{} {}", name, fmt::join(values, " ")));
-  }
-  return unused;
 }
 
 // DeepSpeed's configuration JSON (deepspeed.ai/docs/config-json) as read: each key path read is
@@ -735,12 +656,13 @@ std::vector<std::string> SplitLaunchArguments(std::string_view text) {
 
 Expected<ImportedConfig> ImportMegatronArguments(std::span<const std::string> args,
                                                  const ImportTarget& target) {
-  DTSIM_ASSIGN_OR_RETURN(Flags flags, Parse(args));
+  DTSIM_ASSIGN_OR_RETURN(Flags flags, ParseLaunchFlags(args));
   ImportedConfig out;
   Json& config = out.config;
   config = Json::object();
   std::vector<std::string> approximated;
-  DTSIM_RETURN_IF_ERROR(ModelSection(flags, target, Dialect::kMegatronLm, config["model"]));
+  DTSIM_RETURN_IF_ERROR(
+      ModelSection(flags, target, Dialect::kMegatronLm, config["model"], approximated));
   DTSIM_RETURN_IF_ERROR(TrainingSection(flags, config["training"], approximated));
   config["cluster"] = target.cluster;
   config["parallelism"] = Json::object();
@@ -750,7 +672,7 @@ Expected<ImportedConfig> ImportMegatronArguments(std::span<const std::string> ar
   if (Expected<ResolvedConfig> checked = ConfigFromJson(config, ""); !checked.ok()) {
     return std::move(checked).error();
   }
-  out.not_modelled = Unused(flags);
+  out.not_modelled = UnusedFlags(flags);
   for (std::string& note : approximated) out.not_modelled.push_back(std::move(note));
   return out;
 }
@@ -762,7 +684,7 @@ Expected<ImportedConfig> ImportDeepSpeedArguments(std::span<const std::string> a
   if (!ds_config.is_object()) {
     return Error("expected DeepSpeed's config object", "", "").InFile(ds_config_file);
   }
-  DTSIM_ASSIGN_OR_RETURN(Flags flags, Parse(args));
+  DTSIM_ASSIGN_OR_RETURN(Flags flags, ParseLaunchFlags(args));
   // The engine's switches; the config file is the one given.
   flags.Has("deepspeed");
   flags.Has("deepspeed_config");
@@ -772,7 +694,8 @@ Expected<ImportedConfig> ImportDeepSpeedArguments(std::span<const std::string> a
   config = Json::object();
   std::vector<std::string> approximated;
   DsConfig ds{.json = ds_config, .file = ds_config_file};
-  DTSIM_RETURN_IF_ERROR(ModelSection(flags, target, Dialect::kMegatronDeepSpeed, config["model"]));
+  DTSIM_RETURN_IF_ERROR(
+      ModelSection(flags, target, Dialect::kMegatronDeepSpeed, config["model"], approximated));
   DTSIM_RETURN_IF_ERROR(DeepSpeedTraining(flags, ds, config["training"], approximated));
   config["cluster"] = target.cluster;
   config["parallelism"] = Json::object();
@@ -785,7 +708,7 @@ Expected<ImportedConfig> ImportDeepSpeedArguments(std::span<const std::string> a
   if (Expected<ResolvedConfig> checked = ConfigFromJson(config, ""); !checked.ok()) {
     return std::move(checked).error();
   }
-  out.not_modelled = Unused(flags);
+  out.not_modelled = UnusedFlags(flags);
   for (std::string& key : ds.Unused()) out.not_modelled.push_back(std::move(key));
   for (std::string& note : approximated) out.not_modelled.push_back(std::move(note));
   return out;

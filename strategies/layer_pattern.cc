@@ -1,7 +1,9 @@
 #include "strategies/layer_pattern.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <string>
@@ -132,6 +134,68 @@ class Evaluator {
 Expected<std::variant<int64_t, std::vector<int64_t>>> EvalLayerPattern(std::string_view text,
                                                                        std::string_view flag) {
   return Evaluator(text, flag).Run();
+}
+
+std::string LayerPatternExpression(const std::vector<int64_t>& flags) {
+  const size_t n = flags.size();
+  for (size_t period = 1; period < n; ++period) {
+    if (n % period != 0) continue;
+    bool repeats = true;
+    for (size_t i = period; repeats && i < n; ++i) repeats = flags[i] == flags[i - period];
+    if (repeats) {
+      const std::vector<int64_t> head(flags.begin(),
+                                      flags.begin() + static_cast<ptrdiff_t>(period));
+      return fmt::format("([{}])*{}", fmt::join(head, ","), n / period);
+    }
+  }
+  std::vector<std::string> runs;
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j < n && flags[j] == flags[i]) ++j;
+    runs.push_back(fmt::format("[{}]*{}", flags[i], j - i));
+    i = j;
+  }
+  return fmt::format("{}", fmt::join(runs, "+"));
+}
+
+Expected<std::optional<std::string>> ReadMegatronMoeLayers(const std::string& text, int64_t layers,
+                                                           Json& moe) {
+  DTSIM_ASSIGN_OR_RETURN(const auto pattern, EvalLayerPattern(text, "--moe-layer-freq"));
+  if (const auto* every = std::get_if<int64_t>(&pattern)) {
+    if (*every < 1) {
+      return Error("expected a positive integer or a list", "--moe-layer-freq", Quote(text));
+    }
+    moe["every"] = *every;
+    if (*every == 1) return std::optional<std::string>();
+    return std::optional<std::string>(fmt::format(
+        "--moe-layer-freq {}: MoE on layers 0, {}, {}, …, which dtsim places on {}, {}, … (the "
+        "same count when {} divides the layers)",
+        *every, *every, 2 * *every, *every - 1, 2 * *every - 1, *every));
+  }
+  const std::vector<int64_t>& flags = std::get<std::vector<int64_t>>(pattern);
+  if (std::ssize(flags) != layers) {
+    return Error(
+        fmt::format("expected one flag a layer: {} layers, {} flags", layers, flags.size()),
+        "--moe-layer-freq", Quote(text));
+  }
+  const auto first = std::find(flags.begin(), flags.end(), 1);
+  const auto second = first == flags.end() ? first : std::find(first + 1, flags.end(), 1);
+  const int64_t dense = first - flags.begin();
+  const int64_t every = second == flags.end() ? 1 : second - first;
+  bool placed = first != flags.end();
+  for (int64_t i = 0; placed && i < layers; ++i) {
+    const int64_t expected = i >= dense && (i + 1) % every == 0 ? 1 : 0;
+    placed = flags[static_cast<size_t>(i)] == expected;
+  }
+  if (!placed) {
+    return Error(
+        "a MoE layer pattern dtsim cannot place: it puts MoE layers after the first dense ones, "
+        "every N-th counted from 1",
+        "--moe-layer-freq", Quote(text));
+  }
+  moe["first_dense_layers"] = dense;
+  moe["every"] = every;
+  return std::optional<std::string>();
 }
 
 Status ReadMegatronWindows(std::string_view window_size, const std::optional<std::string>& skip,

@@ -26,11 +26,24 @@ inline constexpr int64_t kMaxLayerPatternLength = int64_t{1} << 16;
 Expected<std::variant<int64_t, std::vector<int64_t>>> EvalLayerPattern(std::string_view text,
                                                                        std::string_view flag);
 
+// A per-layer list as the shortest of the expressions EvalLayerPattern reads back: a repeated
+// period ("([1,1,1,1,1,0])*10"), else runs ("[0]*3+[1]*58").
+std::string LayerPatternExpression(const std::vector<int64_t>& flags);
+
 // Megatron-Core's windows as a model's fields: --window-size LEFT,RIGHT (its window_size, keys
 // before and after a query; "(4096, 0)" and "4096,0" alike; LEFT -1 is unbounded: no window)
 // sets sliding_window to LEFT, which must be causal (RIGHT 0); --window-attn-skip-freq
 // (`skip`), an integer N or a list expression, sets sliding_window_pattern. Errors name the flag.
 Status ReadMegatronWindows(std::string_view window_size, const std::optional<std::string>& skip,
                            Json& model);
+
+// Megatron-Core's --moe-layer-freq `text` over `layers` decoder layers as a model's
+// moe.first_dense_layers and moe.every (MoE on layer i >= first_dense_layers with (i + 1) %
+// every == 0), set in `moe`. A list (1 a MoE layer) must be one dtsim places so — DeepSeek-V3's
+// "[0]*3+[1]*58", an alternation from layer 1 — or it is an error naming the flag. An integer N
+// > 1 puts MoE on layers 0, N, 2N, … (gpt_layer_specs.py), which dtsim places on N - 1, 2N - 1,
+// …: returned as a note for the list of what was imported approximately.
+Expected<std::optional<std::string>> ReadMegatronMoeLayers(const std::string& text, int64_t layers,
+                                                           Json& moe);
 
 }  // namespace dtsim::strategies

@@ -231,9 +231,37 @@ TEST(MegatronBridgeArgumentsTest, SlidingWindows) {
   config.model.transformer.window_layers.assign(config.model.transformer.layers, 1);
   config.model.transformer.window_layers[0] = 0;
   const std::vector<std::string> listed = MegatronArguments(config).arguments;
-  EXPECT_THAT(listed, Contains(testing::StartsWith("--window-attn-skip-freq [0,1,1,")));
+  EXPECT_THAT(listed, Contains("--window-attn-skip-freq [0]*1+[1]*79"));
+  EXPECT_THAT(MegatronBridgeArguments(config).arguments,
+              Contains(testing::StartsWith("model.window_attn_skip_freq=[0,1,1,")));
   EXPECT_THAT(MegatronArguments(LlamaPlan()).arguments,
               testing::Not(Contains(testing::StartsWith("--window"))));
+}
+
+// DeepSeek-V3's model: MLA's ranks and head sizes, the dense layers first as a pattern, the
+// shared expert's width, the MTP module — as Megatron-LM flags and Megatron-Bridge overrides.
+TEST(MegatronBridgeArgumentsTest, LatentAttentionExpertsAndMtp) {
+  ResolvedConfig config = LlamaPlan();
+  Expected<models::ModelSpec> deepseek = models::ModelPreset("deepseek-v3");
+  ASSERT_TRUE(deepseek.ok());
+  config.model = *deepseek;
+  const std::vector<std::string> flags = MegatronArguments(config).arguments;
+  for (const char* flag :
+       {"--multi-latent-attention", "--q-lora-rank 1536", "--kv-lora-rank 512", "--qk-head-dim 128",
+        "--qk-pos-emb-head-dim 64", "--v-head-dim 128", "--moe-layer-freq [0]*3+[1]*58",
+        "--moe-shared-expert-intermediate-size 2048", "--mtp-num-layers 1"}) {
+    EXPECT_THAT(flags, Contains(flag));
+  }
+  const LaunchArguments bridge = MegatronBridgeArguments(config);
+  for (const char* override :
+       {"model.multi_latent_attention=true", "model.q_lora_rank=1536", "model.mtp_num_layers=1",
+        "model.moe_shared_expert_intermediate_size=2048"}) {
+    EXPECT_THAT(bridge.arguments, Contains(override));
+  }
+  EXPECT_THAT(bridge.arguments, Contains(testing::StartsWith("model.moe_layer_freq=[0,0,0,1,1,")));
+  for (const std::string& line : bridge.arguments) {
+    EXPECT_EQ(line.find("--"), std::string::npos) << line;
+  }
 }
 
 // Gemma's layer: neither GPT script has a flag for a GeGLU MLP or norms after the attention and

@@ -159,6 +159,15 @@ TEST(LaunchImportTest, EmittedFlagsReadBackAsThePlan) {
   std::fill_n(first_full.begin(), 8, 0);
   windowed["model"]["sliding_window_pattern"] = first_full;
   ExpectRoundTrip(windowed);
+  // DeepSeek-V3's layer at a toy size: MLA, dense layers first (--moe-layer-freq as a list),
+  // a shared expert (--moe-shared-expert-intermediate-size) and an MTP module.
+  Json deepseek = Plan("deepseek-v3", R"({"data": 8, "expert": 8, "zero_stage": 1})",
+                       R"({"global_batch": 16, "seq_len": 2048, "flash_attention": true,
+      "recompute": "full"})",
+                       1);
+  deepseek["model"] = Json::parse(R"({"preset": "deepseek-v3", "layers": 6, "mtp_layers": 1,
+      "moe": {"experts": 16, "top_k": 2, "first_dense_layers": 2, "shared_experts": 1}})");
+  ExpectRoundTrip(deepseek);
   // NCCL_P2P_NET_CHUNKSIZE in the launch's environment: the pipeline's sends cross nodes in
   // 512 KiB steps (cluster.nccl), which changes the iteration.
   Json chunked = Plan("llama2-70b", R"({"data": 1, "tensor": 8, "pipeline": 4})",

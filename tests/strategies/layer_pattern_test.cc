@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace dtsim::strategies {
 namespace {
 
@@ -45,6 +47,43 @@ TEST(LayerPatternTest, AnythingElseIsAnErrorNamingTheFlag) {
   EXPECT_THAT(Eval("9999999999"), HasSubstr("an integer too large"));
   EXPECT_THAT(Eval(std::string(100, '(') + "1" + std::string(100, ')')),
               HasSubstr("nested too deeply"));
+}
+
+// The writer's expressions read back as the list they were written from.
+TEST(LayerPatternTest, ExpressionsAreShortAndReadBack) {
+  std::vector<int64_t> deepseek(61, 1);
+  std::fill_n(deepseek.begin(), 3, 0);
+  std::vector<int64_t> gemma;
+  for (int i = 0; i < 60; ++i) gemma.push_back((i + 1) % 6 != 0 ? 1 : 0);
+  EXPECT_EQ(LayerPatternExpression(deepseek), "[0]*3+[1]*58");
+  EXPECT_EQ(LayerPatternExpression(gemma), "([1,1,1,1,1,0])*10");
+  EXPECT_EQ(LayerPatternExpression({1, 1, 0}), "[1]*2+[0]*1");
+  for (const auto& flags : {deepseek, gemma}) {
+    EXPECT_EQ(Eval(LayerPatternExpression(flags)), DumpJson(Json(flags)));
+  }
+}
+
+std::string MoeLayers(const std::string& text, int64_t layers) {
+  Json moe = Json::object();
+  const auto note = ReadMegatronMoeLayers(text, layers, moe);
+  if (!note.ok()) return note.error().ToString();
+  return DumpJson(moe) + (note->has_value() ? " " + **note : "");
+}
+
+// --moe-layer-freq: lists dtsim places exactly, integers (MoE on layers 0, N, …) placed on
+// N - 1, 2N - 1, … with a note, the rest an error.
+TEST(LayerPatternTest, MoeLayerFrequencies) {
+  EXPECT_EQ(MoeLayers("[0]*3+[1]*58", 61), R"({"every":1,"first_dense_layers":3})");
+  EXPECT_EQ(MoeLayers("([0,1])*4", 8), R"({"every":2,"first_dense_layers":1})");
+  EXPECT_EQ(MoeLayers("1", 8), R"({"every":1})");
+  EXPECT_EQ(MoeLayers("2", 8),
+            R"({"every":2} --moe-layer-freq 2: MoE on layers 0, 2, 4, …, which dtsim places on )"
+            "1, 3, … (the same count when 2 divides the layers)");
+  EXPECT_THAT(MoeLayers("([1,0])*4", 8),
+              HasSubstr("--moe-layer-freq: a MoE layer pattern dtsim cannot place"));
+  EXPECT_THAT(MoeLayers("[0]*8", 8), HasSubstr("a MoE layer pattern dtsim cannot place"));
+  EXPECT_THAT(MoeLayers("[1]*3", 8),
+              HasSubstr("--moe-layer-freq: expected one flag a layer: 8 layers, 3 flags"));
 }
 
 std::string Windows(std::string_view size, std::optional<std::string> skip = std::nullopt) {
