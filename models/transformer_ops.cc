@@ -654,7 +654,8 @@ void TagRecomputeModules(LayerOps& ops) {
       op.reruns_in |= kRecomputeMlaUpProj;
       op.frees_output_in |= kRecomputeMlaUpProj;
     }
-    if (!moe_layer && name.starts_with("mlp.") && name != "mlp.residual") {
+    const bool layer_op = name == "mlp.residual" || name == "mlp.post_norm";  // not the MLP's
+    if (!moe_layer && name.starts_with("mlp.") && !layer_op) {
       op.reruns_in |= kRecomputeMlp;
       if (name != "mlp.norm") op.frees_all_in |= kRecomputeMlp;
     }

@@ -58,6 +58,15 @@ TEST(GemmaLayerTest, PostNormsAddTwoNormsThatSaveTheirInputs) {
             2 * 1024 * 512 * 2);
   EXPECT_EQ(LayerActivationBytes(with, Recompute::kFull, shard, 1024),
             LayerActivationBytes(without, Recompute::kFull, shard, 1024));
+  // Megatron-Core's "mlp" recompute module re-runs the MLP, not the post norm after it: the
+  // norm keeps its input, so the two layers still differ by both norms' inputs.
+  TransformerShard mlp_recompute = shard;
+  mlp_recompute.recompute_modules = kRecomputeMlp;
+  EXPECT_EQ(LayerActivationBytes(TransformerLayerOps(Toy(true), 0, mlp_recompute),
+                                 Recompute::kSelective, mlp_recompute, 1024) -
+                LayerActivationBytes(TransformerLayerOps(Toy(false), 0, mlp_recompute),
+                                     Recompute::kSelective, mlp_recompute, 1024),
+            2 * 1024 * 512 * 2);
   // Each runs on its branch's output, before the residual add.
   std::string order;
   for (const Op& op : with.forward) {
