@@ -160,7 +160,8 @@ TransformerSpec GptOss120b() {
 }
 
 ModelSpec Transformer(std::string name, TransformerSpec spec) {
-  return {.name = std::move(name), .family = ModelFamily::kTransformer, .transformer = spec};
+  return {
+      .name = std::move(name), .family = ModelFamily::kTransformer, .transformer = std::move(spec)};
 }
 
 // Megatron-LM GPT: SC'21 Table 1 and Korthikanti et al. Table 3 (vocabulary 51,200, sequence

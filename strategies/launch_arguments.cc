@@ -13,8 +13,8 @@ namespace {
 // Which layers are MoE (Megatron-Core's --moe-layer-freq: its list form, 1 a MoE layer, where
 // not every layer is — DeepSeek-V3's three dense layers first) and the shared experts' width.
 void MoeLayerFlags(const models::TransformerSpec& spec, std::vector<std::string>& args) {
-  std::vector<int64_t> moe;
-  for (int i = 0; i < spec.layers; ++i) moe.push_back(spec.IsMoeLayer(i) ? 1 : 0);
+  std::vector<int64_t> moe(static_cast<size_t>(std::max(spec.layers, 0)));
+  for (int i = 0; i < spec.layers; ++i) moe[static_cast<size_t>(i)] = spec.IsMoeLayer(i) ? 1 : 0;
   if (std::find(moe.begin(), moe.end(), 0) != moe.end()) {
     args.push_back(fmt::format("--moe-layer-freq {}", LayerPatternExpression(moe)));
   }
