@@ -3,6 +3,7 @@
 // preset can be overridden field by field.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -157,11 +158,13 @@ struct TransformerSpec {
     if (!window_layers.empty()) return window_layers[base] != 0 ? sliding_window : 0;
     return window_full_every == 0 || (base + 1) % window_full_every != 0 ? sliding_window : 0;
   }
-  // How many of the decoder layers are windowed.
+  // How many of the decoder layers are windowed (counted, not walked: layers may be many).
   int WindowedLayers() const {
-    int windowed = 0;
-    for (int i = 0; i < layers; ++i) windowed += WindowOf(i) > 0 ? 1 : 0;
-    return windowed;
+    if (sliding_window == 0) return 0;
+    if (!window_layers.empty()) {
+      return static_cast<int>(std::count(window_layers.begin(), window_layers.end(), 1));
+    }
+    return window_full_every == 0 ? layers : layers - layers / window_full_every;
   }
   // A MoE block without shared experts: under sequence parallelism it routes the rank's shard
   // and hands back the shard's gradient, so nothing gathers around it — where a dense MLP or
