@@ -121,6 +121,9 @@ Status ReadWindowPattern(JsonObjectReader& reader, TransformerSpec& t) {
                  JsonValueForError(*value));
   }
   if (value->is_array()) {
+    if (value->empty()) {
+      return Error("expected one flag a layer (1 windowed, 0 full)", path, "[]");
+    }
     std::vector<uint8_t> layers;
     for (size_t i = 0; i < value->size(); ++i) {
       DTSIM_ASSIGN_OR_RETURN(const int64_t flag,

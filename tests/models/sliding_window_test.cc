@@ -143,6 +143,10 @@ TEST(SlidingWindowTest, PatternErrorsNameTheField) {
                       "sliding_window_pattern": [1, 0]})"),
             "model.sliding_window_pattern: expected one flag a layer (1 windowed, 0 full): 32 "
             "layers, 2 flags");
+  EXPECT_EQ(error(R"({"preset": "llama3-8b", "sliding_window": 64,
+                      "sliding_window_pattern": []})"),
+            "model.sliding_window_pattern: expected one flag a layer (1 windowed, 0 full), got "
+            "[]");
   EXPECT_THAT(error(R"({"preset": "llama3-8b", "layers": 2, "sliding_window": 64,
                         "sliding_window_pattern": [1, 2]})"),
               testing::HasSubstr("model.sliding_window_pattern[1]"));
