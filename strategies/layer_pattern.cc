@@ -7,6 +7,7 @@
 #include <cctype>
 #include <charconv>
 #include <string>
+#include <utility>
 
 #include "sim/base/strings.h"
 
@@ -60,7 +61,7 @@ class Evaluator {
     DTSIM_ASSIGN_OR_RETURN(Value left, operand());
     while (Take(op)) {
       DTSIM_ASSIGN_OR_RETURN(const Value right, operand());
-      DTSIM_ASSIGN_OR_RETURN(left, Combine(left, right, op));
+      DTSIM_ASSIGN_OR_RETURN(left, Combine(std::move(left), right, op));
     }
     return left;
   }
@@ -95,7 +96,7 @@ class Evaluator {
     return Value(std::move(items));
   }
 
-  Expected<Value> Combine(const Value& left, const Value& right, char op) const {
+  Expected<Value> Combine(Value left, const Value& right, char op) const {
     const auto* a = std::get_if<int64_t>(&left);
     const auto* b = std::get_if<int64_t>(&right);
     if (a != nullptr && b != nullptr) {
@@ -105,7 +106,7 @@ class Evaluator {
     }
     if (op == '+') {
       if (a != nullptr || b != nullptr) return Fail("a list added to an integer");
-      std::vector<int64_t> joined = std::get<std::vector<int64_t>>(left);
+      std::vector<int64_t> joined = std::get<std::vector<int64_t>>(std::move(left));
       const std::vector<int64_t>& tail = std::get<std::vector<int64_t>>(right);
       if (std::ssize(joined) + std::ssize(tail) > kMaxLayerPatternLength) {
         return Fail("a list too long");
