@@ -4,14 +4,16 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <string_view>
+#include <vector>
 
 #include "sim/base/strings.h"
 
 namespace dtsim::models {
 namespace {
 
-// Windows are read one flag a layer, for at most this many layers.
+// Windows and MoE layers are listed one flag a layer, for at most this many layers.
 constexpr int64_t kMaxListedLayers = 1 << 16;
 
 constexpr std::array<std::string_view, 13> kModelTypes = {
@@ -179,17 +181,54 @@ Status Experts(const HfReader& in, std::string_view experts_key, std::string_vie
   return Status::Ok();
 }
 
+// MoE layers listed one flag a layer (1 MoE), for a placement `every` and `first_dense_layers`
+// cannot say: moe.layers.
+Status WriteMoeLayers(int64_t layers, const std::string& key,
+                      const std::function<bool(int64_t)>& is_moe, Json& spec) {
+  if (layers > kMaxListedLayers) {
+    return Error(fmt::format("more layers than dtsim lists MoE layers for ({})", kMaxListedLayers),
+                 key, std::to_string(layers));
+  }
+  std::vector<uint8_t> flags(static_cast<size_t>(layers));
+  for (int64_t i = 0; i < layers; ++i) flags[static_cast<size_t>(i)] = is_moe(i) ? 1 : 0;
+  if (std::find(flags.begin(), flags.end(), 1) == flags.end()) {
+    return Error("no layer is MoE", key);
+  }
+  spec["moe"]["layers"] = flags;
+  return Status::Ok();
+}
+
+// transformers' Qwen2MoeDecoderLayer (and Qwen3's): MoE on the layers with (i + 1) %
+// decoder_sparse_step == 0 that mlp_only_layers does not list.
+Status QwenMoeLayers(const HfReader& in, Json& spec) {
+  DTSIM_ASSIGN_OR_RETURN(const int64_t step, in.IntOr("decoder_sparse_step", 1));
+  const Json* dense = in.Has("mlp_only_layers") ? &in.Raw("mlp_only_layers") : nullptr;
+  if (dense != nullptr && !dense->is_array()) {
+    return Error("expected a list of layer indices", "mlp_only_layers", JsonValueForError(*dense));
+  }
+  if (dense == nullptr || dense->empty()) {
+    spec["moe"]["every"] = step;
+    return Status::Ok();
+  }
+  const int64_t layers = spec["layers"].get<int64_t>();
+  std::vector<bool> listed(static_cast<size_t>(std::min(layers, kMaxListedLayers + 1)));
+  for (size_t j = 0; j < dense->size(); ++j) {
+    DTSIM_ASSIGN_OR_RETURN(
+        const int64_t index,
+        JsonToInt((*dense)[j], JsonIndexPath("mlp_only_layers", j), 0, std::ssize(listed) - 1));
+    listed[static_cast<size_t>(index)] = true;
+  }
+  return WriteMoeLayers(
+      layers, "mlp_only_layers",
+      [&](int64_t i) { return !listed[static_cast<size_t>(i)] && (i + 1) % step == 0; }, spec);
+}
+
 Expected<Json> QwenMoe(const HfReader& in) {
   DTSIM_ASSIGN_OR_RETURN(Json spec, Decoder(in));
   if (in.StringOr("model_type", "") == "qwen3_moe") spec["qk_norm"] = true;  // as Qwen3's
   DTSIM_RETURN_IF_ERROR(Experts(in, "num_experts", "num_experts_per_tok", spec));
   DTSIM_ASSIGN_OR_RETURN(spec["moe"]["expert_ffn_hidden"], in.Int("moe_intermediate_size"));
-  DTSIM_ASSIGN_OR_RETURN(spec["moe"]["every"], in.IntOr("decoder_sparse_step", 1));
-  if (in.Has("mlp_only_layers") &&
-      (!in.Raw("mlp_only_layers").is_array() || !in.Raw("mlp_only_layers").empty())) {
-    return Error("dense layers at chosen places (mlp_only_layers) are not modelled",
-                 "mlp_only_layers");
-  }
+  DTSIM_RETURN_IF_ERROR(QwenMoeLayers(in, spec));
   if (in.Has("shared_expert_intermediate_size")) {
     DTSIM_ASSIGN_OR_RETURN(const int64_t shared, in.Int("shared_expert_intermediate_size", 0));
     const int64_t expert = spec["moe"]["expert_ffn_hidden"].get<int64_t>();
@@ -220,10 +259,15 @@ Expected<Json> DeepSeekV3(const HfReader& in) {
   DTSIM_ASSIGN_OR_RETURN(spec["moe"]["shared_experts"], in.IntOr("n_shared_experts", 0, 0));
   DTSIM_ASSIGN_OR_RETURN(spec["moe"]["first_dense_layers"],
                          in.IntOr("first_k_dense_replace", 0, 0));
+  // transformers' DeepseekV3DecoderLayer: MoE on layer i >= first_k_dense_replace with
+  // i % moe_layer_freq == 0, counted from 0 (every layer at the default 1).
   DTSIM_ASSIGN_OR_RETURN(const int64_t frequency, in.IntOr("moe_layer_freq", 1));
   if (frequency != 1) {
-    return Error("MoE on every n-th layer after the dense ones is not modelled", "moe_layer_freq",
-                 std::to_string(frequency));
+    const int64_t dense = spec["moe"]["first_dense_layers"].get<int64_t>();
+    spec["moe"].erase("first_dense_layers");
+    DTSIM_RETURN_IF_ERROR(WriteMoeLayers(
+        spec["layers"].get<int64_t>(), "moe_layer_freq",
+        [&](int64_t i) { return i >= dense && i % frequency == 0; }, spec));
   }
   // The multi-token-prediction modules the model was trained with (the checkpoint's layers
   // after num_hidden_layers).

@@ -60,6 +60,45 @@ Status RequireUnlessPreset(const JsonObjectReader& reader, bool preset,
   return Status::Ok();
 }
 
+// A JSON array of one 0/1 a layer (`meaning` says what 1 and 0 are), not empty.
+Expected<std::vector<uint8_t>> ReadLayerFlags(const Json& value, const std::string& path,
+                                              std::string_view meaning) {
+  if (value.empty())
+    return Error(fmt::format("expected one flag a layer ({})", meaning), path, "[]");
+  std::vector<uint8_t> layers;
+  layers.reserve(value.size());
+  for (size_t i = 0; i < value.size(); ++i) {
+    DTSIM_ASSIGN_OR_RETURN(const int64_t flag, JsonToInt(value[i], JsonIndexPath(path, i), 0, 1));
+    layers.push_back(static_cast<uint8_t>(flag));
+  }
+  return layers;
+}
+
+// Which layers are MoE: `every` and `first_dense_layers`, or `layers`, one 0/1 a decoder layer
+// (1 MoE), which replaces them — a preset's placement gives way to either.
+Status ReadMoeLayers(JsonObjectReader& reader, MoeSpec& moe) {
+  const Json* value = reader.Find("layers");
+  if (value == nullptr) {
+    if (reader.Has("every") || reader.Has("first_dense_layers")) moe.layers.clear();
+    DTSIM_RETURN_IF_ERROR(ReadInt(reader, "every", moe.every));
+    return ReadInt(reader, "first_dense_layers", moe.first_dense_layers, 0);
+  }
+  const std::string path = JsonChildPath(reader.path(), "layers");
+  for (std::string_view key : {"every", "first_dense_layers"}) {
+    if (reader.Has(key)) {
+      reader.Allow(key);
+      return Error(fmt::format("places MoE layers beside {}: give one or the other", key), path);
+    }
+  }
+  if (!value->is_array()) {
+    return Error("expected one flag a layer (1 MoE, 0 dense MLP)", path, JsonValueForError(*value));
+  }
+  DTSIM_ASSIGN_OR_RETURN(moe.layers, ReadLayerFlags(*value, path, "1 MoE, 0 dense MLP"));
+  moe.every = 1;
+  moe.first_dense_layers = 0;
+  return Status::Ok();
+}
+
 Status ReadMoe(JsonObjectReader& parent, MoeSpec& moe) {
   const Json* value = parent.Find("moe");
   if (value == nullptr) return Status::Ok();
@@ -67,10 +106,9 @@ Status ReadMoe(JsonObjectReader& parent, MoeSpec& moe) {
                          JsonObjectReader::Make(*value, JsonChildPath(parent.path(), "moe")));
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "experts", moe.experts, 0));
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "top_k", moe.top_k));
-  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "every", moe.every));
+  DTSIM_RETURN_IF_ERROR(ReadMoeLayers(reader, moe));
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "expert_ffn_hidden", moe.expert_ffn_hidden));
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "shared_experts", moe.shared_experts, 0));
-  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "first_dense_layers", moe.first_dense_layers, 0));
   if (reader.Has("capacity_factor")) {
     DTSIM_ASSIGN_OR_RETURN(moe.capacity_factor, reader.Number("capacity_factor"));
   }
@@ -121,16 +159,7 @@ Status ReadWindowPattern(JsonObjectReader& reader, TransformerSpec& t) {
                  JsonValueForError(*value));
   }
   if (value->is_array()) {
-    if (value->empty()) {
-      return Error("expected one flag a layer (1 windowed, 0 full)", path, "[]");
-    }
-    std::vector<uint8_t> layers;
-    for (size_t i = 0; i < value->size(); ++i) {
-      DTSIM_ASSIGN_OR_RETURN(const int64_t flag,
-                             JsonToInt((*value)[i], JsonIndexPath(path, i), 0, 1));
-      layers.push_back(static_cast<uint8_t>(flag));
-    }
-    t.window_layers = std::move(layers);
+    DTSIM_ASSIGN_OR_RETURN(t.window_layers, ReadLayerFlags(*value, path, "1 windowed, 0 full"));
     t.window_full_every = 0;
     return Status::Ok();
   }
@@ -269,6 +298,18 @@ Status ValidateTransformer(const TransformerSpec& t, const std::string& path) {
   }
   const MoeSpec& moe = t.moe;
   if (!moe.enabled()) return Status::Ok();
+  if (!moe.layers.empty()) {
+    const std::string layers_path = JsonChildPath(JsonChildPath(path, "moe"), "layers");
+    if (std::ssize(moe.layers) != t.layers) {
+      return Error(
+          fmt::format("expected one flag a layer (1 MoE, 0 dense MLP): {} layers, {} flags",
+                      t.layers, moe.layers.size()),
+          layers_path);
+    }
+    if (t.MoeLayerCount() == 0) {
+      return Error("no layer is MoE: flag one, or make the model dense (experts 0)", layers_path);
+    }
+  }
   DTSIM_RETURN_IF_ERROR(
       Require(moe.first_dense_layers < t.layers,
               fmt::format("first_dense_layers must be below layers = {}", t.layers),

@@ -28,8 +28,9 @@ std::string_view ActivationName(Activation activation);
 std::string_view PositionEmbeddingName(PositionEmbedding position);
 
 // Mixture of experts in place of the MLP of every `every`-th layer (Switch/Mixtral style),
-// after `first_dense_layers` dense ones (DeepSeek-V3: 3), with `shared_experts` every token
-// goes through besides its top-k routed ones (DeepSeekMoE).
+// after `first_dense_layers` dense ones (DeepSeek-V3: 3), or on the layers `layers` flags (one
+// 0/1 a decoder layer: Megatron-Core's --moe-layer-freq, Hugging Face's mlp_only_layers), with
+// `shared_experts` every token goes through besides its top-k routed ones (DeepSeekMoE).
 struct MoeSpec {
   int experts = 0;  // 0: dense model
   int top_k = 1;
@@ -41,6 +42,8 @@ struct MoeSpec {
   int64_t expert_ffn_hidden = 0;  // 0: the model's ffn_hidden
   int shared_experts = 0;         // each an MLP of expert_ffn_hidden, tensor-parallel
   int first_dense_layers = 0;     // layers 0 … first_dense_layers − 1 keep the dense MLP
+  // One flag a decoder layer, 1 MoE; when set it decides alone (every 1, first_dense_layers 0).
+  std::vector<uint8_t> layers;
 
   bool enabled() const { return experts > 0; }
   // Tokens each expert takes from one rank's `tokens` with balanced routing:
@@ -149,8 +152,10 @@ struct TransformerSpec {
   // spec); other indices stand for themselves.
   int BaseLayer(int index) const { return index < layers ? index : layers - 1; }
   bool IsMoeLayer(int index) const {
+    if (!moe.enabled()) return false;
     const int base = BaseLayer(index);
-    return moe.enabled() && base >= moe.first_dense_layers && (base + 1) % moe.every == 0;
+    if (!moe.layers.empty()) return moe.layers[static_cast<size_t>(base)] != 0;
+    return base >= moe.first_dense_layers && (base + 1) % moe.every == 0;
   }
   int64_t WindowOf(int index) const {
     if (sliding_window == 0) return 0;
@@ -185,10 +190,14 @@ struct TransformerSpec {
     return (IsMoeLayer(index) ? 1 : 0) + (WindowOf(index) > 0 ? 2 : 0) +
            (FollowsRoutedOnlyMlp(index) ? 4 : 0);
   }
+  // How many of the decoder layers are MoE (counted, not walked).
   int MoeLayerCount() const {
-    int count = 0;
-    for (int index = 0; index < layers; ++index) count += IsMoeLayer(index) ? 1 : 0;
-    return count;
+    if (!moe.enabled()) return 0;
+    if (!moe.layers.empty()) {
+      return static_cast<int>(std::count(moe.layers.begin(), moe.layers.end(), 1));
+    }
+    const int from = std::min(moe.first_dense_layers, layers);
+    return layers / moe.every - from / moe.every;
   }
 };
 

@@ -5,6 +5,7 @@
 
 #include "strategies/compression.h"
 #include "strategies/launch_arguments.h"
+#include "strategies/layer_pattern.h"
 
 namespace dtsim::strategies {
 namespace {
@@ -15,8 +16,21 @@ void DeepSpeedMoeFlags(const models::MoeSpec& moe, int64_t ffn_hidden, Lines& ar
                        Lines& not_expressed) {
   args.push_back(fmt::format("--num-experts {}", moe.experts));
   args.push_back(fmt::format("--topk {}", moe.top_k));
-  // MoE on every `every`-th layer, 1-based (its default is 2, so always written).
-  args.push_back(fmt::format("--expert-interval {}", moe.every));
+  // MoE on every `every`-th layer, 1-based (its default is 2, so always written); a placement
+  // listed one flag a layer is written so where it is one.
+  EveryPlacement placement{.first_dense = moe.first_dense_layers, .every = moe.every};
+  if (!moe.layers.empty()) {
+    const std::vector<int64_t> flags(moe.layers.begin(), moe.layers.end());
+    if (const std::optional<EveryPlacement> every = PlacementAsEvery(flags)) {
+      placement = *every;
+    } else {
+      not_expressed.push_back(
+          fmt::format("MoE on the layers {} (Megatron-DeepSpeed puts experts on every "
+                      "--expert-interval-th layer)",
+                      LayerPatternExpression(flags)));
+    }
+  }
+  args.push_back(fmt::format("--expert-interval {}", placement.every));
   if (moe.dropless) {
     args.emplace_back("--disable-moe-token-dropping");
   } else {
@@ -30,9 +44,9 @@ void DeepSpeedMoeFlags(const models::MoeSpec& moe, int64_t ffn_hidden, Lines& ar
   if (moe.shared_experts > 0) {
     not_expressed.push_back(fmt::format("{} shared experts", moe.shared_experts));
   }
-  if (moe.first_dense_layers > 0) {
+  if (placement.first_dense > 0) {
     not_expressed.push_back(
-        fmt::format("dense MLPs in the first {} layers", moe.first_dense_layers));
+        fmt::format("dense MLPs in the first {} layers", placement.first_dense));
   }
 }
 

@@ -12,10 +12,16 @@ namespace {
 
 // Which layers are MoE (Megatron-Core's --moe-layer-freq: its list form, 1 a MoE layer, where
 // not every layer is — DeepSeek-V3's three dense layers first) and the shared experts' width.
-void MoeLayerFlags(const models::TransformerSpec& spec, std::vector<std::string>& args) {
-  std::vector<int64_t> moe(static_cast<size_t>(std::max(spec.layers, 0)));
-  for (int i = 0; i < spec.layers; ++i) moe[static_cast<size_t>(i)] = spec.IsMoeLayer(i) ? 1 : 0;
-  if (std::find(moe.begin(), moe.end(), 0) != moe.end()) {
+void MoeLayerFlags(const models::TransformerSpec& spec, std::vector<std::string>& args,
+                   std::vector<std::string>& not_expressed) {
+  if (spec.MoeLayerCount() == spec.layers) {
+    // Every layer: Megatron-Core's default.
+  } else if (spec.layers > kMaxLayerPatternLength) {
+    not_expressed.push_back(fmt::format("MoE on {} of {} layers (more layers than dtsim lists)",
+                                        spec.MoeLayerCount(), spec.layers));
+  } else {
+    std::vector<int64_t> moe(static_cast<size_t>(spec.layers));
+    for (int i = 0; i < spec.layers; ++i) moe[static_cast<size_t>(i)] = spec.IsMoeLayer(i) ? 1 : 0;
     args.push_back(fmt::format("--moe-layer-freq {}", LayerPatternExpression(moe)));
   }
   if (spec.moe.shared_experts > 0) {
@@ -64,7 +70,7 @@ void ModelFlags(const models::TransformerSpec& spec, std::vector<std::string>& a
     if (!spec.moe.dropless) {
       args.push_back(fmt::format("--moe-expert-capacity-factor {}", spec.moe.capacity_factor));
     }
-    MoeLayerFlags(spec, args);
+    MoeLayerFlags(spec, args, not_expressed);
     args.emplace_back("--moe-grouped-gemm");
     args.emplace_back("--moe-token-dispatcher-type alltoall");
   }

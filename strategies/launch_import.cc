@@ -85,12 +85,10 @@ Status SlidingWindow(Flags& flags, Json& model) {
 
 // Which layers are MoE (--moe-layer-freq) and the shared experts' width, a multiple of the
 // experts' (--moe-shared-expert-intermediate-size).
-Status MoeLayers(Flags& flags, int64_t layers, Json& moe, std::vector<std::string>& approximated) {
+Status MoeLayers(Flags& flags, int64_t layers, Json& moe) {
   if (flags.Has("moe-layer-freq")) {
     DTSIM_ASSIGN_OR_RETURN(const std::string text, flags.Value("moe-layer-freq"));
-    DTSIM_ASSIGN_OR_RETURN(const std::optional<std::string> note,
-                           ReadMegatronMoeLayers(text, layers, moe));
-    if (note) approximated.push_back(*note);
+    DTSIM_RETURN_IF_ERROR(ReadMegatronMoeLayers(text, layers, moe));
   }
   DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> shared,
                          flags.Int("moe-shared-expert-intermediate-size"));
@@ -106,8 +104,7 @@ Status MoeLayers(Flags& flags, int64_t layers, Json& moe, std::vector<std::strin
   return Status::Ok();
 }
 
-Status ModelSection(Flags& flags, const ImportTarget& target, Dialect dialect, Json& model,
-                    std::vector<std::string>& approximated) {
+Status ModelSection(Flags& flags, const ImportTarget& target, Dialect dialect, Json& model) {
   model = {{"family", "transformer"}};
   DTSIM_ASSIGN_OR_RETURN(model["layers"], flags.RequiredInt("num-layers"));
   DTSIM_ASSIGN_OR_RETURN(model["hidden"], flags.RequiredInt("hidden-size"));
@@ -168,7 +165,7 @@ Status ModelSection(Flags& flags, const ImportTarget& target, Dialect dialect, J
     Json moe = {{"experts", *experts}};
     DTSIM_RETURN_IF_ERROR(SetInt(flags, "moe-router-topk", moe, "top_k"));
     DTSIM_RETURN_IF_ERROR(SetInt(flags, "moe-ffn-hidden-size", moe, "expert_ffn_hidden"));
-    DTSIM_RETURN_IF_ERROR(MoeLayers(flags, model["layers"].get<int64_t>(), moe, approximated));
+    DTSIM_RETURN_IF_ERROR(MoeLayers(flags, model["layers"].get<int64_t>(), moe));
     DTSIM_ASSIGN_OR_RETURN(const std::optional<double> factor,
                            flags.Number("moe-expert-capacity-factor"));
     if (factor) {
@@ -661,8 +658,7 @@ Expected<ImportedConfig> ImportMegatronArguments(std::span<const std::string> ar
   Json& config = out.config;
   config = Json::object();
   std::vector<std::string> approximated;
-  DTSIM_RETURN_IF_ERROR(
-      ModelSection(flags, target, Dialect::kMegatronLm, config["model"], approximated));
+  DTSIM_RETURN_IF_ERROR(ModelSection(flags, target, Dialect::kMegatronLm, config["model"]));
   DTSIM_RETURN_IF_ERROR(TrainingSection(flags, config["training"], approximated));
   config["cluster"] = target.cluster;
   config["parallelism"] = Json::object();
@@ -694,8 +690,7 @@ Expected<ImportedConfig> ImportDeepSpeedArguments(std::span<const std::string> a
   config = Json::object();
   std::vector<std::string> approximated;
   DsConfig ds{.json = ds_config, .file = ds_config_file};
-  DTSIM_RETURN_IF_ERROR(
-      ModelSection(flags, target, Dialect::kMegatronDeepSpeed, config["model"], approximated));
+  DTSIM_RETURN_IF_ERROR(ModelSection(flags, target, Dialect::kMegatronDeepSpeed, config["model"]));
   DTSIM_RETURN_IF_ERROR(DeepSpeedTraining(flags, ds, config["training"], approximated));
   config["cluster"] = target.cluster;
   config["parallelism"] = Json::object();

@@ -159,44 +159,64 @@ std::string LayerPatternExpression(const std::vector<int64_t>& flags) {
   return fmt::format("{}", fmt::join(runs, "+"));
 }
 
-Expected<std::optional<std::string>> ReadMegatronMoeLayers(const std::string& text, int64_t layers,
-                                                           Json& moe) {
+std::optional<EveryPlacement> PlacementAsEvery(std::span<const int64_t> flags) {
+  const auto first = std::find(flags.begin(), flags.end(), 1);
+  if (first == flags.end()) return std::nullopt;
+  const auto second = std::find(first + 1, flags.end(), 1);
+  EveryPlacement placement{.first_dense = first - flags.begin(),
+                           .every = second == flags.end() ? 1 : second - first};
+  // Layers before the first every-th are dense without being counted.
+  if (placement.first_dense + 1 == placement.every) placement.first_dense = 0;
+  for (size_t i = 0; i < flags.size(); ++i) {
+    const auto layer = static_cast<int64_t>(i);
+    const bool moe = layer >= placement.first_dense && (layer + 1) % placement.every == 0;
+    if (flags[i] != (moe ? 1 : 0)) return std::nullopt;
+  }
+  return placement;
+}
+
+Status ReadMegatronMoeLayers(const std::string& text, int64_t layers, Json& moe) {
   DTSIM_ASSIGN_OR_RETURN(const auto pattern, EvalLayerPattern(text, "--moe-layer-freq"));
+  std::vector<int64_t> flags;
   if (const auto* every = std::get_if<int64_t>(&pattern)) {
     if (*every < 1) {
       return Error("expected a positive integer or a list", "--moe-layer-freq", Quote(text));
     }
-    moe["every"] = *every;
-    if (*every == 1) return std::optional<std::string>();
-    return std::optional<std::string>(fmt::format(
-        "--moe-layer-freq {}: MoE on layers 0, {}, {}, …, which dtsim places on {}, {}, … (the "
-        "same count when {} divides the layers)",
-        *every, *every, 2 * *every, *every - 1, 2 * *every - 1, *every));
+    if (*every == 1) {
+      moe["every"] = 1;
+      return Status::Ok();
+    }
+    // gpt_layer_specs.py: [1 if i % N == 0 else 0 for i in range(num_layers)].
+    if (layers > kMaxLayerPatternLength) {
+      return Error(
+          fmt::format("more layers than dtsim lists MoE layers for ({})", kMaxLayerPatternLength),
+          "--num-layers", std::to_string(layers));
+    }
+    flags.resize(static_cast<size_t>(layers));
+    for (int64_t i = 0; i < layers; ++i) flags[static_cast<size_t>(i)] = i % *every == 0 ? 1 : 0;
+  } else {
+    flags = std::get<std::vector<int64_t>>(pattern);
   }
-  const std::vector<int64_t>& flags = std::get<std::vector<int64_t>>(pattern);
   if (std::ssize(flags) != layers) {
     return Error(
         fmt::format("expected one flag a layer: {} layers, {} flags", layers, flags.size()),
         "--moe-layer-freq", Quote(text));
   }
-  const auto first = std::find(flags.begin(), flags.end(), 1);
-  const auto second = first == flags.end() ? first : std::find(first + 1, flags.end(), 1);
-  const int64_t dense = first - flags.begin();
-  const int64_t every = second == flags.end() ? 1 : second - first;
-  bool placed = first != flags.end();
-  for (int64_t i = 0; placed && i < layers; ++i) {
-    const int64_t expected = i >= dense && (i + 1) % every == 0 ? 1 : 0;
-    placed = flags[static_cast<size_t>(i)] == expected;
+  if (std::any_of(flags.begin(), flags.end(),
+                  [](int64_t flag) { return flag != 0 && flag != 1; })) {
+    return Error("expected flags of 0 (dense MLP) or 1 (MoE)", "--moe-layer-freq", Quote(text));
   }
-  if (!placed) {
-    return Error(
-        "a MoE layer pattern dtsim cannot place: it puts MoE layers after the first dense ones, "
-        "every N-th counted from 1",
-        "--moe-layer-freq", Quote(text));
+  if (std::find(flags.begin(), flags.end(), 1) == flags.end()) {
+    return Error("no layer is MoE", "--moe-layer-freq", Quote(text));
   }
-  moe["first_dense_layers"] = dense;
-  moe["every"] = every;
-  return std::optional<std::string>();
+  // Where it can, the plan says it as first_dense_layers and every (from 1).
+  if (const std::optional<EveryPlacement> placement = PlacementAsEvery(flags)) {
+    moe["first_dense_layers"] = placement->first_dense;
+    moe["every"] = placement->every;
+  } else {
+    moe["layers"] = flags;
+  }
+  return Status::Ok();
 }
 
 Status ReadMegatronWindows(std::string_view window_size, const std::optional<std::string>& skip,

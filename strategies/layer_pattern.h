@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -37,13 +38,21 @@ std::string LayerPatternExpression(const std::vector<int64_t>& flags);
 Status ReadMegatronWindows(std::string_view window_size, const std::optional<std::string>& skip,
                            Json& model);
 
-// Megatron-Core's --moe-layer-freq `text` over `layers` decoder layers as a model's
-// moe.first_dense_layers and moe.every (MoE on layer i >= first_dense_layers with (i + 1) %
-// every == 0), set in `moe`. A list (1 a MoE layer) must be one dtsim places so — DeepSeek-V3's
-// "[0]*3+[1]*58", an alternation from layer 1 — or it is an error naming the flag. An integer N
-// > 1 puts MoE on layers 0, N, 2N, … (gpt_layer_specs.py), which dtsim places on N - 1, 2N - 1,
-// …: returned as a note for the list of what was imported approximately.
-Expected<std::optional<std::string>> ReadMegatronMoeLayers(const std::string& text, int64_t layers,
-                                                           Json& moe);
+// MoE on layer i >= first_dense with (i + 1) % every == 0 (a model's moe.first_dense_layers and
+// moe.every).
+struct EveryPlacement {
+  int64_t first_dense = 0;
+  int64_t every = 1;
+};
+// The placement that puts MoE on the layers `flags` marks 1, if one does (the first MoE layer
+// after the dense ones must be the every-th counted from 1).
+std::optional<EveryPlacement> PlacementAsEvery(std::span<const int64_t> flags);
+
+// Megatron-Core's --moe-layer-freq `text` over `layers` decoder layers, set in `moe`: an integer
+// N puts MoE on layers 0, N, 2N, … (gpt_layer_specs.py), a list on the layers it flags 1. The
+// placement is written as moe.first_dense_layers and moe.every where they say it (MoE on layer
+// i >= first_dense_layers with (i + 1) % every == 0: DeepSeek-V3's "[0]*3+[1]*58", N = 1, an
+// alternation from layer 1), else as moe.layers, one flag a layer. Errors name the flag.
+Status ReadMegatronMoeLayers(const std::string& text, int64_t layers, Json& moe);
 
 }  // namespace dtsim::strategies

@@ -40,7 +40,7 @@ TEST_F(ModelCommandTest, LatentAttentionAndTheKvCache) {
   const CommandOutcome outcome = Run({"deepseek-v3"});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
   EXPECT_THAT(output_.str(), HasSubstr("latent attention: query latent 1536, KV latent 512"));
-  EXPECT_THAT(output_.str(), HasSubstr("1 shared expert(s), 3 dense layer(s) first"));
+  EXPECT_THAT(output_.str(), HasSubstr("MoE on 58 of 61 layers after 3 dense, 1 shared expert(s)"));
   EXPECT_THAT(output_.str(), HasSubstr("KV cache 70272 bytes per token"));
   EXPECT_THAT(output_.str(), HasSubstr("671.026 B total"));
 }

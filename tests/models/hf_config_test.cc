@@ -128,12 +128,54 @@ TEST(HfConfigTest, WhatDtsimCannotModelIsAnErrorNamingTheField) {
   EXPECT_EQ(HfError(R"({"model_type": "qwen3_moe", "num_hidden_layers": 2, "hidden_size": 64,
       "num_attention_heads": 4, "vocab_size": 10, "max_position_embeddings": 8,
       "intermediate_size": 128, "moe_intermediate_size": 32, "num_experts": 4,
-      "num_experts_per_tok": 2, "mlp_only_layers": [0]})"),
-            "mlp_only_layers: dense layers at chosen places (mlp_only_layers) are not modelled");
+      "num_experts_per_tok": 2, "mlp_only_layers": [0, 2]})"),
+            "mlp_only_layers[1]: must be in [0, 1], got 2");
+  EXPECT_EQ(HfError(R"({"model_type": "qwen3_moe", "num_hidden_layers": 2, "hidden_size": 64,
+      "num_attention_heads": 4, "vocab_size": 10, "max_position_embeddings": 8,
+      "intermediate_size": 128, "moe_intermediate_size": 32, "num_experts": 4,
+      "num_experts_per_tok": 2, "mlp_only_layers": [0, 1]})"),
+            "mlp_only_layers: no layer is MoE");
   EXPECT_EQ(HfError(R"({"model_type": "gemma3", "text_config": {"final_logit_softcapping": 30}})"),
             "text_config.final_logit_softcapping: logit soft-capping is not modelled, got 30");
   EXPECT_EQ(HfError(R"({"model_type": "gemma3"})"),
             "text_config: a Gemma 3 config without its text model");
+}
+
+std::vector<uint8_t> MoeLayersOf(const char* config) {
+  Expected<Json> spec = ModelJsonFromHfConfig(Json::parse(config));
+  if (!spec.ok()) {
+    ADD_FAILURE() << spec.error().ToString();
+    return {};
+  }
+  Expected<ModelSpec> model = ModelFromJson(*spec, "model");
+  if (!model.ok()) {
+    ADD_FAILURE() << model.error().ToString();
+    return {};
+  }
+  std::vector<uint8_t> flags;
+  for (int i = 0; i < model->transformer.layers; ++i) {
+    flags.push_back(model->transformer.IsMoeLayer(i) ? 1 : 0);
+  }
+  return flags;
+}
+
+// MoE layers as transformers places them: Qwen2MoeDecoderLayer's (i + 1) % decoder_sparse_step
+// == 0 unless mlp_only_layers lists i; DeepseekV3DecoderLayer's i >= first_k_dense_replace with
+// i % moe_layer_freq == 0 (counted from 0).
+TEST(HfConfigTest, MoeLayersFollowTheConfig) {
+  constexpr const char* kQwen = R"({"model_type": "qwen2_moe", "num_hidden_layers": 6,
+      "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10,
+      "max_position_embeddings": 8, "intermediate_size": 128, "moe_intermediate_size": 32,
+      "num_experts": 4, "num_experts_per_tok": 2, "decoder_sparse_step": 2,
+      "mlp_only_layers": [3]})";
+  EXPECT_EQ(MoeLayersOf(kQwen), (std::vector<uint8_t>{0, 1, 0, 0, 0, 1}));
+  constexpr const char* kDeepSeek = R"({"model_type": "deepseek_v3", "num_hidden_layers": 7,
+      "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10,
+      "max_position_embeddings": 8, "intermediate_size": 128, "moe_intermediate_size": 32,
+      "n_routed_experts": 4, "num_experts_per_tok": 2, "kv_lora_rank": 16,
+      "qk_nope_head_dim": 8, "qk_rope_head_dim": 8, "v_head_dim": 8,
+      "first_k_dense_replace": 1, "moe_layer_freq": 2})";
+  EXPECT_EQ(MoeLayersOf(kDeepSeek), (std::vector<uint8_t>{0, 0, 1, 0, 1, 0, 1}));
 }
 
 // Windows per layer: transformers' layer_types (GPT-OSS, Gemma), else its configs' defaults —

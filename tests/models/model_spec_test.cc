@@ -88,6 +88,47 @@ TEST(ModelSpecTest, CustomModelsOfEveryFamily) {
   EXPECT_TRUE(ModelFromJson(Json("bert-large"), "model").ok());
 }
 
+// moe.layers: one flag a decoder layer decides alone where the experts are, in place of a
+// preset's every and first_dense_layers; either of those in turn drops a preset's list.
+TEST(ModelSpecTest, MoeLayersListedOneFlagALayer) {
+  Expected<ModelSpec> listed =
+      ModelFromJson(Json::parse(R"({"preset": "deepseek-v3", "layers": 4, "mtp_layers": 0,
+                      "moe": {"layers": [1, 0, 0, 1]}})"),
+                    "model");
+  ASSERT_TRUE(listed.ok()) << listed.error().ToString();
+  const TransformerSpec& t = listed->transformer;
+  EXPECT_EQ(t.moe.first_dense_layers, 0);  // the preset's 3 gives way
+  EXPECT_TRUE(t.IsMoeLayer(0));
+  EXPECT_FALSE(t.IsMoeLayer(1));
+  EXPECT_FALSE(t.IsMoeLayer(2));
+  EXPECT_TRUE(t.IsMoeLayer(3));
+  EXPECT_EQ(t.MoeLayerCount(), 2);
+  // Counted without walking: every 3 after 4 dense of 20 layers: 5, 8, 11, 14, 17 (i + 1 a
+  // multiple of 3 from 6 to 18) — 20/3 − 4/3 = 6 − 1 = 5.
+  Expected<ModelSpec> every =
+      ModelFromJson(Json::parse(R"({"family": "transformer", "layers": 20, "hidden": 64, "heads": 4,
+                      "vocab": 100, "max_seq": 16,
+                      "moe": {"experts": 4, "every": 3, "first_dense_layers": 4}})"),
+                    "model");
+  ASSERT_TRUE(every.ok()) << every.error().ToString();
+  int walked = 0;
+  for (int i = 0; i < 20; ++i) walked += every->transformer.IsMoeLayer(i) ? 1 : 0;
+  EXPECT_EQ(walked, 5);
+  EXPECT_EQ(every->transformer.MoeLayerCount(), 5);
+
+  std::string e = ModelError(R"({"preset": "mixtral-8x7b", "moe": {"layers": [1, 0]}})");
+  ExpectContains(e, "model.moe.layers");
+  ExpectContains(e, "expected one flag a layer (1 MoE, 0 dense MLP): 32 layers, 2 flags");
+  e = ModelError(R"({"preset": "mixtral-8x7b", "layers": 2, "moe": {"layers": [0, 0]}})");
+  ExpectContains(e, "model.moe.layers: no layer is MoE");
+  e = ModelError(R"({"preset": "mixtral-8x7b", "moe": {"layers": [1, 2]}})");
+  ExpectContains(e, "model.moe.layers[1]");
+  e = ModelError(R"({"preset": "mixtral-8x7b", "moe": {"layers": [], "every": 2}})");
+  ExpectContains(e, "places MoE layers beside every: give one or the other");
+  e = ModelError(R"({"preset": "mixtral-8x7b", "moe": {"layers": []}})");
+  ExpectContains(e, "expected one flag a layer (1 MoE, 0 dense MLP)");
+}
+
 TEST(ModelSpecTest, BadModelInputNamesPathAndValue) {
   std::string e = ModelError(R"({"preset": "gpt3-175b", "heads": 100})");
   ExpectContains(e, "model.heads");

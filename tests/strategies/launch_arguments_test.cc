@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace dtsim::strategies {
 namespace {
 
@@ -262,6 +264,27 @@ TEST(MegatronBridgeArgumentsTest, LatentAttentionExpertsAndMtp) {
   for (const std::string& line : bridge.arguments) {
     EXPECT_EQ(line.find("--"), std::string::npos) << line;
   }
+}
+
+// MoE layers listed one flag a layer: Megatron-LM takes the list; Megatron-DeepSpeed's
+// --expert-interval takes what is every N-th layer from 1 and says when a list is not.
+TEST(DeepSpeedArgumentsTest, MoeLayersListedOrAnInterval) {
+  ResolvedConfig config = LlamaPlan();
+  Expected<models::ModelSpec> mixtral = models::ModelPreset("mixtral-8x7b");
+  ASSERT_TRUE(mixtral.ok());
+  config.model = *mixtral;
+  models::MoeSpec& moe = config.model.transformer.moe;
+  moe.layers.assign(32, 0);
+  for (size_t i = 1; i < 32; i += 2) moe.layers[i] = 1;  // 1, 3, 5, …: every 2 from 1
+  EXPECT_THAT(DeepSpeedArguments(config).arguments, Contains("--expert-interval 2"));
+  EXPECT_THAT(DeepSpeedArguments(config).not_expressed,
+              testing::Not(Contains(HasSubstr("MoE on the layers"))));
+  EXPECT_THAT(MegatronArguments(config).arguments, Contains("--moe-layer-freq ([0,1])*16"));
+  std::rotate(moe.layers.begin(), moe.layers.begin() + 1, moe.layers.end());  // 0, 2, 4, …
+  EXPECT_THAT(DeepSpeedArguments(config).not_expressed,
+              Contains("MoE on the layers ([1,0])*16 (Megatron-DeepSpeed puts experts on every "
+                       "--expert-interval-th layer)"));
+  EXPECT_THAT(MegatronArguments(config).arguments, Contains("--moe-layer-freq ([1,0])*16"));
 }
 
 // Gemma's layer: neither GPT script has a flag for a GeGLU MLP or norms after the attention and

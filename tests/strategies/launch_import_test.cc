@@ -168,6 +168,18 @@ TEST(LaunchImportTest, EmittedFlagsReadBackAsThePlan) {
   deepseek["model"] = Json::parse(R"({"preset": "deepseek-v3", "layers": 6, "mtp_layers": 1,
       "moe": {"experts": 16, "top_k": 2, "first_dense_layers": 2, "shared_experts": 1}})");
   ExpectRoundTrip(deepseek);
+  // MoE on layers placed one flag a layer (Megatron-Core's integer --moe-layer-freq 2: layers
+  // 0, 2, 4), which every and first_dense_layers cannot say.
+  deepseek["model"]["moe"] = Json::parse(
+      R"({"experts": 16, "top_k": 2, "shared_experts": 1, "layers": [1, 0, 1, 0, 1, 0]})");
+  ExpectRoundTrip(deepseek);
+  const ResolvedConfig listed_plan = ConfigOf(deepseek);
+  const std::vector<std::string> words = Words(MegatronArguments(listed_plan));
+  EXPECT_THAT(words, Contains("([1,0])*3"));
+  const Expected<ImportedConfig> listed = ImportMegatronArguments(
+      words, {.cluster = deepseek["cluster"], .vocab = listed_plan.model.transformer.vocab});
+  ASSERT_TRUE(listed.ok()) << listed.error().ToString();
+  EXPECT_EQ(listed->config["model"]["moe"]["layers"], Json::parse("[1, 0, 1, 0, 1, 0]"));
   // NCCL_P2P_NET_CHUNKSIZE in the launch's environment: the pipeline's sends cross nodes in
   // 512 KiB steps (cluster.nccl), which changes the iteration.
   Json chunked = Plan("llama2-70b", R"({"data": 1, "tensor": 8, "pipeline": 4})",

@@ -2,6 +2,7 @@
 // expressions its _eval_pattern evaluates, and its window flags read as a model's fields.
 #include "strategies/layer_pattern.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -65,25 +66,45 @@ TEST(LayerPatternTest, ExpressionsAreShortAndReadBack) {
 
 std::string MoeLayers(const std::string& text, int64_t layers) {
   Json moe = Json::object();
-  const auto note = ReadMegatronMoeLayers(text, layers, moe);
-  if (!note.ok()) return note.error().ToString();
-  return DumpJson(moe) + (note->has_value() ? " " + **note : "");
+  const Status status = ReadMegatronMoeLayers(text, layers, moe);
+  return status.ok() ? DumpJson(moe) : status.error().ToString();
 }
 
-// --moe-layer-freq: lists dtsim places exactly, integers (MoE on layers 0, N, …) placed on
-// N - 1, 2N - 1, … with a note, the rest an error.
+// --moe-layer-freq exactly as Megatron-Core places it: an integer N on layers 0, N, 2N, …
+// (gpt_layer_specs.py), a list on the layers it flags; written as first_dense_layers and every
+// where they say it, else one flag a layer.
 TEST(LayerPatternTest, MoeLayerFrequencies) {
   EXPECT_EQ(MoeLayers("[0]*3+[1]*58", 61), R"({"every":1,"first_dense_layers":3})");
-  EXPECT_EQ(MoeLayers("([0,1])*4", 8), R"({"every":2,"first_dense_layers":1})");
+  // An alternation from layer 1 is every 2 (layer 0 dense without being counted).
+  EXPECT_EQ(MoeLayers("([0,1])*4", 8), R"({"every":2,"first_dense_layers":0})");
+  EXPECT_EQ(MoeLayers("[0]*3+([1,0])*4", 11), R"({"every":2,"first_dense_layers":3})");
+  EXPECT_EQ(MoeLayers("[0]*3+([0,1])*4", 11), R"({"layers":[0,0,0,0,1,0,1,0,1,0,1]})");
   EXPECT_EQ(MoeLayers("1", 8), R"({"every":1})");
-  EXPECT_EQ(MoeLayers("2", 8),
-            R"({"every":2} --moe-layer-freq 2: MoE on layers 0, 2, 4, …, which dtsim places on )"
-            "1, 3, … (the same count when 2 divides the layers)");
-  EXPECT_THAT(MoeLayers("([1,0])*4", 8),
-              HasSubstr("--moe-layer-freq: a MoE layer pattern dtsim cannot place"));
-  EXPECT_THAT(MoeLayers("[0]*8", 8), HasSubstr("a MoE layer pattern dtsim cannot place"));
+  // 2 on 8 layers: [1 if i % 2 == 0 else 0 for i in range(8)], MoE on 0, 2, 4, 6.
+  EXPECT_EQ(MoeLayers("2", 8), R"({"layers":[1,0,1,0,1,0,1,0]})");
+  EXPECT_EQ(MoeLayers("([1,0])*4", 8), R"({"layers":[1,0,1,0,1,0,1,0]})");
+  EXPECT_EQ(MoeLayers("[0,1,1,0]", 4), R"({"layers":[0,1,1,0]})");
+  EXPECT_THAT(MoeLayers("[0]*8", 8), HasSubstr("--moe-layer-freq: no layer is MoE"));
+  EXPECT_THAT(MoeLayers("[0,2]", 2), HasSubstr("expected flags of 0 (dense MLP) or 1 (MoE)"));
+  EXPECT_THAT(MoeLayers("0", 8), HasSubstr("expected a positive integer or a list"));
   EXPECT_THAT(MoeLayers("[1]*3", 8),
               HasSubstr("--moe-layer-freq: expected one flag a layer: 8 layers, 3 flags"));
+  EXPECT_THAT(MoeLayers("4", 100000), HasSubstr("more layers than dtsim lists MoE layers for"));
+}
+
+TEST(LayerPatternTest, PlacementsAsEvery) {
+  const auto placed = [](std::vector<int64_t> flags) {
+    const std::optional<EveryPlacement> p = PlacementAsEvery(flags);
+    return p ? fmt::format("{}/{}", p->first_dense, p->every) : std::string("none");
+  };
+  EXPECT_EQ(placed({1, 1, 1}), "0/1");
+  EXPECT_EQ(placed({0, 0, 1, 1}), "2/1");
+  EXPECT_EQ(placed({0, 1, 0, 1}), "0/2");
+  EXPECT_EQ(placed({0, 0, 1, 0, 0, 1}), "0/3");
+  EXPECT_EQ(placed({0, 0, 0, 1, 0, 1}), "3/2");
+  EXPECT_EQ(placed({1, 0, 1, 0}), "none");
+  EXPECT_EQ(placed({0, 1, 1, 0}), "none");
+  EXPECT_EQ(placed({0, 0}), "none");
 }
 
 std::string Windows(std::string_view size, std::optional<std::string> skip = std::nullopt) {

@@ -140,9 +140,13 @@ void PrintModel(std::ostream& out, const results::ModelReport& report) {
                  t.mla.q_lora_rank, t.mla.kv_lora_rank, t.mla.qk_nope_head_dim,
                  t.mla.qk_rope_head_dim, t.mla.v_head_dim);
     }
-    if (t.moe.shared_experts > 0 || t.moe.first_dense_layers > 0) {
-      fmt::print(out, "            {} shared expert(s), {} dense layer(s) first\n",
-                 t.moe.shared_experts, t.moe.first_dense_layers);
+    if (t.moe.enabled()) {
+      fmt::print(
+          out, "            MoE on {} of {} layers{}{}\n", t.MoeLayerCount(), t.layers,
+          t.moe.first_dense_layers > 0 ? fmt::format(" after {} dense", t.moe.first_dense_layers)
+                                       : "",
+          t.moe.shared_experts > 0 ? fmt::format(", {} shared expert(s)", t.moe.shared_experts)
+                                   : "");
     }
     if (t.sliding_window > 0) {
       fmt::print(out, "            sliding window of {} keys on {} of {} layers\n",

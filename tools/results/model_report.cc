@@ -27,7 +27,9 @@ OrderedJson Architecture(const models::ModelSpec& model) {
         {"every", t.moe.every},
         {"expert_ffn_hidden", t.moe.expert_ffn_hidden > 0 ? t.moe.expert_ffn_hidden : t.ffn_hidden},
         {"shared_experts", t.moe.shared_experts},
-        {"first_dense_layers", t.moe.first_dense_layers}};
+        {"first_dense_layers", t.moe.first_dense_layers},
+        {"moe_layers", t.MoeLayerCount()}};
+    if (!t.moe.layers.empty()) out["moe"]["layers"] = t.moe.layers;
   }
   if (t.mla.enabled()) {
     out["mla"] = {{"q_lora_rank", t.mla.q_lora_rank},

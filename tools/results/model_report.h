@@ -17,7 +17,7 @@
 
 namespace dtsim::results {
 
-inline constexpr FileFormat kModelReportFormat{"dtsim.model", 1, 1, "not a model report"};
+inline constexpr FileFormat kModelReportFormat{"dtsim.model", 1, 2, "not a model report"};
 
 // One op of the layer priced on the GPU's roofline.
 struct PricedOp {
