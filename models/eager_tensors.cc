@@ -9,7 +9,8 @@ namespace dtsim::models {
 
 std::string_view UnreplayedFeature(const TransformerSpec& spec) {
   if (spec.moe.enabled() || spec.mla.enabled()) return "MoE or MLA layers";
-  if (spec.sliding_window > 0) return "sliding windows";
+  if (spec.sliding_window > 0)
+    return spec.chunked_attention ? "attention chunks" : "sliding windows";
   if (spec.qk_norm) return "QK norms";
   if (spec.post_norms) return "norms after the attention and the MLP";
   if (!spec.causal || spec.token_types > 0 || spec.embedding_norm || spec.pooler ||

@@ -16,9 +16,10 @@ namespace {
 // Windows and MoE layers are listed one flag a layer, for at most this many layers.
 constexpr int64_t kMaxListedLayers = 1 << 16;
 
-constexpr std::array<std::string_view, 13> kModelTypes = {
-    "llama",   "mistral", "mixtral",     "qwen2", "qwen3", "qwen3_moe", "deepseek_v3",
-    "gpt_oss", "gemma3",  "gemma3_text", "gpt2",  "bert",  "qwen2_moe"};
+constexpr std::array<std::string_view, 15> kModelTypes = {
+    "llama",     "mistral",     "mixtral", "qwen2",  "qwen3",
+    "qwen3_moe", "deepseek_v3", "gpt_oss", "gemma3", "gemma3_text",
+    "llama4",    "llama4_text", "gpt2",    "bert",   "qwen2_moe"};
 
 // Reads a Hugging Face config's fields, each error naming the field.
 class HfReader {
@@ -97,27 +98,34 @@ Expected<Json> Decoder(const HfReader& in) {
   return spec;
 }
 
-// Per-layer windows written as dtsim's sliding_window_pattern: nothing when every layer is
-// windowed, N when every N-th layer from 1 is full and the rest windowed (GPT-OSS's 2, Gemma 3's
-// 6), else one flag a layer; no sliding_window at all when no layer is windowed.
-Status WriteWindows(const HfReader& in, const std::vector<uint8_t>& windowed, Json& spec) {
-  if (std::none_of(windowed.begin(), windowed.end(), [](uint8_t w) { return w != 0; })) {
-    return Status::Ok();
-  }
-  DTSIM_ASSIGN_OR_RETURN(spec["sliding_window"], in.Int("sliding_window"));
+// The local (windowed or chunked) layers' pattern as dtsim's sliding_window_pattern: nothing
+// when every layer is local, N when every N-th layer from 1 is full and the rest local (GPT-OSS's
+// 2, Gemma 3's 6, Llama 4's 4), else one flag a layer.
+void WriteLocalPattern(const std::vector<uint8_t>& windowed, Json& spec) {
   const auto full = std::find(windowed.begin(), windowed.end(), uint8_t{0});
-  if (full == windowed.end()) return Status::Ok();
+  if (full == windowed.end()) return;
   const size_t every = static_cast<size_t>(full - windowed.begin()) + 1;
   bool periodic = every >= 2;
   for (size_t i = 0; periodic && i < windowed.size(); ++i) {
     periodic = (windowed[i] != 0) == ((i + 1) % every != 0);
   }
   spec["sliding_window_pattern"] = periodic ? Json(every) : Json(windowed);
+}
+
+// Per-layer windows: sliding_window and its pattern; nothing when no layer is windowed.
+Status WriteWindows(const HfReader& in, const std::vector<uint8_t>& windowed, Json& spec) {
+  if (std::none_of(windowed.begin(), windowed.end(), [](uint8_t w) { return w != 0; })) {
+    return Status::Ok();
+  }
+  DTSIM_ASSIGN_OR_RETURN(spec["sliding_window"], in.Int("sliding_window"));
+  WriteLocalPattern(windowed, spec);
   return Status::Ok();
 }
 
-// transformers' layer_types: "sliding_attention" or "full_attention" for each layer.
-Expected<std::vector<uint8_t>> LayerTypes(const HfReader& in, int64_t layers) {
+// transformers' layer_types: `local` ("sliding_attention", Llama 4's "chunked_attention") or
+// "full_attention" for each layer.
+Expected<std::vector<uint8_t>> LayerTypes(const HfReader& in, int64_t layers,
+                                          std::string_view local = "sliding_attention") {
   const Json& types = in.Raw("layer_types");
   if (!types.is_array() || std::ssize(types) != layers) {
     return Error(fmt::format("expected a list of {} attention kinds, one a layer", layers),
@@ -125,10 +133,11 @@ Expected<std::vector<uint8_t>> LayerTypes(const HfReader& in, int64_t layers) {
   }
   std::vector<uint8_t> windowed;
   for (size_t i = 0; i < types.size(); ++i) {
-    const bool sliding = types[i] == "sliding_attention";
+    const bool sliding = types[i] == local;
     if (!sliding && types[i] != "full_attention") {
-      return Error("an attention kind dtsim does not model (sliding_attention, full_attention)",
-                   JsonIndexPath("layer_types", i), JsonValueForError(types[i]));
+      return Error(
+          fmt::format("an attention kind dtsim does not model here ({}, full_attention)", local),
+          JsonIndexPath("layer_types", i), JsonValueForError(types[i]));
     }
     windowed.push_back(sliding ? 1 : 0);
   }
@@ -198,29 +207,37 @@ Status WriteMoeLayers(int64_t layers, const std::string& key,
   return Status::Ok();
 }
 
+// The layer indices a config lists under `key` (mlp_only_layers, moe_layers), as one flag a layer.
+Expected<std::vector<bool>> ListedLayers(const HfReader& in, const std::string& key,
+                                         int64_t layers) {
+  const Json& listed = in.Raw(key);
+  if (!listed.is_array()) {
+    return Error("expected a list of layer indices", key, JsonValueForError(listed));
+  }
+  std::vector<bool> flags(static_cast<size_t>(std::min(layers, kMaxListedLayers + 1)));
+  for (size_t j = 0; j < listed.size(); ++j) {
+    DTSIM_ASSIGN_OR_RETURN(const int64_t index,
+                           JsonToInt(listed[j], JsonIndexPath(key, j), 0, std::ssize(flags) - 1));
+    flags[static_cast<size_t>(index)] = true;
+  }
+  return flags;
+}
+
 // transformers' Qwen2MoeDecoderLayer (and Qwen3's): MoE on the layers with (i + 1) %
 // decoder_sparse_step == 0 that mlp_only_layers does not list.
 Status QwenMoeLayers(const HfReader& in, Json& spec) {
   DTSIM_ASSIGN_OR_RETURN(const int64_t step, in.IntOr("decoder_sparse_step", 1));
-  const Json* dense = in.Has("mlp_only_layers") ? &in.Raw("mlp_only_layers") : nullptr;
-  if (dense != nullptr && !dense->is_array()) {
-    return Error("expected a list of layer indices", "mlp_only_layers", JsonValueForError(*dense));
-  }
-  if (dense == nullptr || dense->empty()) {
+  if (!in.Has("mlp_only_layers") ||
+      (in.Raw("mlp_only_layers").is_array() && in.Raw("mlp_only_layers").empty())) {
     spec["moe"]["every"] = step;
     return Status::Ok();
   }
   const int64_t layers = spec["layers"].get<int64_t>();
-  std::vector<bool> listed(static_cast<size_t>(std::min(layers, kMaxListedLayers + 1)));
-  for (size_t j = 0; j < dense->size(); ++j) {
-    DTSIM_ASSIGN_OR_RETURN(
-        const int64_t index,
-        JsonToInt((*dense)[j], JsonIndexPath("mlp_only_layers", j), 0, std::ssize(listed) - 1));
-    listed[static_cast<size_t>(index)] = true;
-  }
+  DTSIM_ASSIGN_OR_RETURN(const std::vector<bool> dense,
+                         ListedLayers(in, "mlp_only_layers", layers));
   return WriteMoeLayers(
       layers, "mlp_only_layers",
-      [&](int64_t i) { return !listed[static_cast<size_t>(i)] && (i + 1) % step == 0; }, spec);
+      [&](int64_t i) { return !dense[static_cast<size_t>(i)] && (i + 1) % step == 0; }, spec);
 }
 
 Expected<Json> QwenMoe(const HfReader& in) {
@@ -321,6 +338,83 @@ Expected<Json> Gemma3(const Json& text) {
   return spec;
 }
 
+// Llama 4's chunked layers (1 chunked): those layer_types names chunked_attention, else those
+// no_rope_layers flags (transformers' name: 1 a layer that uses RoPE, which is chunked), else all
+// but every no_rope_layer_interval-th from 1 (4).
+Expected<std::vector<uint8_t>> Llama4ChunkedLayers(const HfReader& in, int64_t layers) {
+  if (in.Has("layer_types")) return LayerTypes(in, layers, "chunked_attention");
+  if (!in.Has("no_rope_layers") ||
+      (in.Raw("no_rope_layers").is_array() && in.Raw("no_rope_layers").empty())) {
+    DTSIM_ASSIGN_OR_RETURN(const int64_t interval, in.IntOr("no_rope_layer_interval", 4));
+    return EveryNthFull(layers, interval);
+  }
+  const Json& rope = in.Raw("no_rope_layers");
+  if (!rope.is_array() || std::ssize(rope) != layers) {
+    return Error(fmt::format("expected one flag a layer: {} layers", layers), "no_rope_layers",
+                 JsonValueForError(rope));
+  }
+  std::vector<uint8_t> chunked;
+  for (size_t i = 0; i < rope.size(); ++i) {
+    DTSIM_ASSIGN_OR_RETURN(const int64_t flag,
+                           JsonToInt(rope[i], JsonIndexPath("no_rope_layers", i), 0, 1));
+    chunked.push_back(static_cast<uint8_t>(flag));
+  }
+  return chunked;
+}
+
+// Llama 4's text model (transformers' Llama4TextConfig; a multimodal "llama4" config gives its
+// text_config, the vision encoder left out): a Llama decoder with MoE layers of routed experts
+// and one shared expert (intermediate_size each) — every layer (Scout), or interleaved with
+// dense MLPs of intermediate_size_mlp (Maverick's step 2; moe_layers when listed) — a QK norm,
+// and chunked attention (attention_chunk_size) on the RoPE layers, full attention on every
+// no_rope_layer_interval-th (4: iRoPE), or as no_rope_layers or layer_types list them. Its QK
+// norm is a weightless L2 norm on the chunked layers only, priced as the model's norm on every
+// layer (2·head_dim weights a layer too many). Omitted fields take the class's defaults.
+Expected<Json> Llama4(const Json& text) {
+  Json merged = {{"vocab_size", 202048},
+                 {"hidden_size", 5120},
+                 {"intermediate_size", 8192},
+                 {"intermediate_size_mlp", 16384},
+                 {"num_hidden_layers", 48},
+                 {"num_attention_heads", 40},
+                 {"num_key_value_heads", 8},
+                 {"head_dim", 128},
+                 {"max_position_embeddings", 131072},
+                 {"hidden_act", "silu"},
+                 {"tie_word_embeddings", false},
+                 {"num_local_experts", 16},
+                 {"num_experts_per_tok", 1},
+                 {"use_qk_norm", true}};
+  for (const auto& [key, value] : text.items()) {
+    if (!value.is_null() || key == "attention_chunk_size") merged[key] = value;
+  }
+  const HfReader in(merged);
+  DTSIM_ASSIGN_OR_RETURN(Json spec, Decoder(in));
+  DTSIM_ASSIGN_OR_RETURN(spec["ffn_hidden"], in.Int("intermediate_size_mlp"));
+  DTSIM_RETURN_IF_ERROR(Experts(in, "num_local_experts", "num_experts_per_tok", spec));
+  DTSIM_ASSIGN_OR_RETURN(spec["moe"]["expert_ffn_hidden"], in.Int("intermediate_size"));
+  spec["moe"]["shared_experts"] = 1;
+  const int64_t layers = spec["layers"].get<int64_t>();
+  if (in.Has("moe_layers")) {
+    DTSIM_ASSIGN_OR_RETURN(const std::vector<bool> moe, ListedLayers(in, "moe_layers", layers));
+    DTSIM_RETURN_IF_ERROR(WriteMoeLayers(
+        layers, "moe_layers", [&](int64_t i) { return moe[static_cast<size_t>(i)]; }, spec));
+  } else {
+    DTSIM_ASSIGN_OR_RETURN(spec["moe"]["every"], in.IntOr("interleave_moe_layer_step", 1));
+  }
+  DTSIM_ASSIGN_OR_RETURN(spec["qk_norm"], in.BoolOr("use_qk_norm", true));
+  // attention_chunk_size null: full attention on every layer.
+  if (merged.contains("attention_chunk_size") && merged["attention_chunk_size"].is_null()) {
+    return spec;
+  }
+  DTSIM_ASSIGN_OR_RETURN(const int64_t chunk, in.IntOr("attention_chunk_size", 8192));
+  DTSIM_ASSIGN_OR_RETURN(const std::vector<uint8_t> chunked, Llama4ChunkedLayers(in, layers));
+  if (std::none_of(chunked.begin(), chunked.end(), [](uint8_t c) { return c != 0; })) return spec;
+  spec["attention_chunk"] = chunk;
+  WriteLocalPattern(chunked, spec);
+  return spec;
+}
+
 Expected<Json> Gpt2(const HfReader& in) {
   Json spec = {{"family", "transformer"}, {"norm", "layernorm"}, {"position", "learned"}};
   DTSIM_ASSIGN_OR_RETURN(spec["layers"], in.Int("n_layer"));
@@ -347,6 +441,17 @@ Expected<Json> Bert(const HfReader& in) {
   DTSIM_ASSIGN_OR_RETURN(spec["max_seq"], in.Int("max_position_embeddings"));
   DTSIM_ASSIGN_OR_RETURN(spec["token_types"], in.IntOr("type_vocab_size", 2, 0));
   DTSIM_ASSIGN_OR_RETURN(spec["activation"], ReadActivation(in, "hidden_act", false));
+  return spec;
+}
+
+// A multimodal config's text model, read from its text_config (errors under that key).
+Expected<Json> TextModel(const Json& hf, std::string_view family,
+                         Expected<Json> (*read)(const Json& text)) {
+  if (!hf.contains("text_config") || !hf["text_config"].is_object()) {
+    return Error(fmt::format("a {} config without its text model", family), "text_config");
+  }
+  Expected<Json> spec = read(hf["text_config"]);
+  if (!spec.ok()) return std::move(spec).error().Under("text_config");
   return spec;
 }
 
@@ -377,14 +482,9 @@ Expected<Json> ModelJsonFromHfConfig(const Json& hf) {
   if (type == "deepseek_v3") return DeepSeekV3(in);
   if (type == "gpt_oss") return GptOss(in);
   if (type == "gemma3_text") return Gemma3(hf);
-  if (type == "gemma3") {
-    if (!hf.contains("text_config") || !hf["text_config"].is_object()) {
-      return Error("a Gemma 3 config without its text model", "text_config");
-    }
-    Expected<Json> spec = Gemma3(hf["text_config"]);
-    if (!spec.ok()) return std::move(spec).error().Under("text_config");
-    return spec;
-  }
+  if (type == "gemma3") return TextModel(hf, "Gemma 3", Gemma3);
+  if (type == "llama4_text") return Llama4(hf);
+  if (type == "llama4") return TextModel(hf, "Llama 4", Llama4);
   if (type == "gpt2") return Gpt2(in);
   if (type == "bert") return Bert(in);
   return Error(fmt::format("a model type dtsim does not read; known: {}", JoinQuoted(kModelTypes)),

@@ -91,6 +91,24 @@ TransformerSpec WithExperts(TransformerSpec t, int experts, int top_k, int64_t e
   return t;
 }
 
+// Llama 4 (Meta 2025, the released Hugging Face configs' text models; the vision encoder left
+// out): 48 layers, hidden 5,120, 40 heads of 128 (8 KV), vocabulary 202,048, untied; MoE of
+// `experts` routed experts (top-1) and one shared expert, 8,192 wide, on every `moe_every`-th
+// layer (dense MLPs of 16,384 between); chunked attention of 8,192 tokens on three layers of
+// four (every fourth from layer 3 attends the whole sequence: iRoPE); Scout's QK norm
+// (use_qk_norm: Maverick's config has none).
+TransformerSpec Llama4(int experts, int moe_every, int64_t max_seq, bool qk_norm) {
+  TransformerSpec t = WithHeadDim(
+      WithExperts(Llama(48, 5120, 40, 8, 16384, 202048, max_seq), experts, 1, 8192), 128);
+  t.moe.every = moe_every;
+  t.moe.shared_experts = 1;
+  t.qk_norm = qk_norm;
+  t.sliding_window = 8192;
+  t.chunked_attention = true;
+  t.window_full_every = 4;
+  return t;
+}
+
 // Nemotron-4 340B (NVIDIA 2024, Table 1 and the released config): GQA, rotary, LayerNorm,
 // squared-ReLU MLP, no biases, untied output layer, vocabulary 256,000, sequence 4,096.
 TransformerSpec Nemotron4() {
@@ -244,6 +262,10 @@ const std::vector<ModelSpec>& ModelTable() {
       Transformer("gemma3-4b", Gemma3(34, 2560, 8, 4, 256, 10240, 262208, 131072, 1024)),
       Transformer("gemma3-12b", Gemma3(48, 3840, 16, 8, 256, 15360, 262208, 131072, 1024)),
       Transformer("gemma3-27b", Gemma3(62, 5376, 32, 16, 128, 21504, 262208, 131072, 1024)),
+      // Llama 4 Scout (16 experts on every layer, 10M positions) and Maverick (128 experts on
+      // every second layer, 1M positions): 17B active parameters each.
+      Transformer("llama4-scout-17b-16e", Llama4(16, 1, 10485760, true)),
+      Transformer("llama4-maverick-17b-128e", Llama4(128, 2, 1048576, false)),
       ResNet50(),
       DlrmMlperf(),
   };

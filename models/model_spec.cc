@@ -139,6 +139,23 @@ Status ReadMla(JsonObjectReader& parent, MlaSpec& mla) {
   return reader.Finish();
 }
 
+// Local attention: `sliding_window` W (a query's last W keys) or `attention_chunk` C (chunks of
+// C tokens, causal within each), one or the other; either replaces a preset's.
+Status ReadLocalAttention(JsonObjectReader& reader, TransformerSpec& t) {
+  if (!reader.Has("attention_chunk")) {
+    if (reader.Has("sliding_window")) t.chunked_attention = false;
+    return ReadInt(reader, "sliding_window", t.sliding_window, 0);
+  }
+  if (reader.Has("sliding_window")) {
+    reader.Allow("sliding_window");
+    return Error("a model has sliding windows or attention chunks: give one or the other",
+                 JsonChildPath(reader.path(), "attention_chunk"));
+  }
+  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "attention_chunk", t.sliding_window, 0));
+  t.chunked_attention = t.sliding_window > 0;
+  return Status::Ok();
+}
+
 // Which layers are windowed: `sliding_window_pattern` N (every N-th layer from 1 keeps full
 // attention, Megatron-Core's window_attn_skip_freq) or a list of 0/1 a layer (1 windowed).
 Status ReadWindowPattern(JsonObjectReader& reader, TransformerSpec& t) {
@@ -155,8 +172,10 @@ Status ReadWindowPattern(JsonObjectReader& reader, TransformerSpec& t) {
   if (value == nullptr) return Status::Ok();
   const std::string path = JsonChildPath(reader.path(), "sliding_window_pattern");
   if (t.sliding_window == 0) {
-    return Error("places windows, but the model has none: give sliding_window too", path,
-                 JsonValueForError(*value));
+    return Error(
+        "places windows, but the model has none: give sliding_window (or "
+        "attention_chunk) too",
+        path, JsonValueForError(*value));
   }
   if (value->is_array()) {
     DTSIM_ASSIGN_OR_RETURN(t.window_layers, ReadLayerFlags(*value, path, "1 windowed, 0 full"));
@@ -199,7 +218,7 @@ Status ReadTransformer(JsonObjectReader& reader, bool preset, TransformerSpec& t
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "vocab_divisible_by", t.vocab_divisible_by));
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "max_seq", t.max_seq));
   DTSIM_RETURN_IF_ERROR(ReadInt(reader, "token_types", t.token_types, 0));
-  DTSIM_RETURN_IF_ERROR(ReadInt(reader, "sliding_window", t.sliding_window, 0));
+  DTSIM_RETURN_IF_ERROR(ReadLocalAttention(reader, t));
   DTSIM_RETURN_IF_ERROR(ReadWindowPattern(reader, t));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("mtp_layers", t.mtp_layers, 0, kMaxMtpLayers));
   FollowDerived(before, reader, t);
@@ -267,9 +286,11 @@ Status ValidateTransformer(const TransformerSpec& t, const std::string& path) {
                                             t.kv_heads, t.heads % t.kv_heads),
                                 path, "kv_heads", t.kv_heads));
   if (t.sliding_window > 0) {
-    DTSIM_RETURN_IF_ERROR(Require(t.causal,
-                                  "sliding-window attention is built for causal (decoder) models",
-                                  path, "sliding_window", t.sliding_window));
+    DTSIM_RETURN_IF_ERROR(Require(
+        t.causal,
+        t.chunked_attention ? "chunked attention is built for causal (decoder) models"
+                            : "sliding-window attention is built for causal (decoder) models",
+        path, t.chunked_attention ? "attention_chunk" : "sliding_window", t.sliding_window));
   }
   if (!t.window_layers.empty() && std::ssize(t.window_layers) != t.layers) {
     return Error(fmt::format("expected one flag a layer (1 windowed, 0 full): {} layers, {} flags",

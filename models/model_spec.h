@@ -107,6 +107,9 @@ struct TransformerSpec {
   int64_t sliding_window = 0;
   int window_full_every = 0;
   std::vector<uint8_t> window_layers;
+  // Chunked attention (Llama 4's attention_chunk_size) on those layers instead: the sequence cut
+  // into chunks of `sliding_window` tokens, a query attending causally within its own chunk.
+  bool chunked_attention = false;
   // Multi-token prediction (DeepSeek-V3 §2.2; Megatron-Core's MTP block): `mtp_layers` modules
   // after the last layer, module k predicting token i + k + 1. Each embeds the tokens shifted by
   // k (the shared embedding), normalizes them and the previous hidden states (enorm, hnorm),

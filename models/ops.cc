@@ -173,9 +173,19 @@ double FlashAttentionFlops(const traces::OpSignature& signature, bool backward) 
   const double seq = dim("seq");
   const double keys = signature.Dim("kv_seq") > 0 ? dim("kv_seq") : seq;
   const double window = dim("window");
+  const int64_t chunk = signature.Dim("chunk");
   const double heads = dim("batch") * dim("heads");
-  const double pairs = window > 0 ? heads * (keys * window - window * (window - 1) / 2)
-                                  : heads * seq * keys * (signature.Dim("causal") != 0 ? 0.5 : 1);
+  double pairs = heads * seq * keys * (signature.Dim("causal") != 0 ? 0.5 : 1);
+  if (window > 0) {
+    pairs = heads * (keys * window - window * (window - 1) / 2);
+  } else if (chunk > 0) {
+    // k chunks of c and one of r (s = k·c + r), each causal: c(c+1)/2 pairs, r(r+1)/2.
+    const int64_t all =
+        signature.Dim("kv_seq") > 0 ? signature.Dim("kv_seq") : signature.Dim("seq");
+    const auto causal = [](double n) { return n * (n + 1) / 2; };
+    pairs = heads * (static_cast<double>(all / chunk) * causal(static_cast<double>(chunk)) +
+                     causal(static_cast<double>(all % chunk)));
+  }
   const double d = dim("head_dim");
   const double dv = signature.Dim("v_head_dim") > 0 ? dim("v_head_dim") : d;
   return (backward ? 2 * (3 * d + 2 * dv) : 2 * (d + dv)) * pairs;
@@ -261,12 +271,13 @@ Status ValidateContext(const TransformerSpec& spec, const TransformerShard& shar
   }
   // Transformer Engine runs sliding windows under context parallelism only with a2a (or
   // all-gather) CP: each a2a rank attends the whole sequence for its heads, so the window applies
-  // as without CP; the p2p ring's causal chunk pairs do not.
+  // as without CP; the p2p ring's causal chunk pairs do not. Attention chunks likewise.
   if (spec.sliding_window > 0 && shard.context_comm != ContextComm::kAllToAll) {
     return Error(
-        "sliding-window attention under context parallelism needs \"comm\": \"a2a\" "
-        "(Transformer Engine runs windows with a2a or all-gather context parallelism, not the "
-        "p2p ring)",
+        fmt::format("{} under context parallelism needs \"comm\": \"a2a\" (Transformer "
+                    "Engine runs windows with a2a or all-gather context parallelism, not the p2p "
+                    "ring; dtsim prices attention chunks so too)",
+                    spec.chunked_attention ? "chunked attention" : "sliding-window attention"),
         "comm", Quote(ContextCommNames()[static_cast<size_t>(shard.context_comm)]));
   }
   DTSIM_RETURN_IF_ERROR(Divides(int64_t{2} * c, shard.seq_len, "the sequence length",

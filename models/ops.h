@@ -130,7 +130,8 @@ std::span<const std::string_view> Fp8RecipeNames();  // indexed by Fp8Recipe: "n
 // The FLOPs a flash attention kernel of `signature` executes, forward or (`backward`) backward:
 // 2·(d + d_v) a query-key pair forward (QKᵀ and PV), 2·(3d + 2d_v) backward (QKᵀ again, dQ, dK,
 // dP, dV), over the pairs its mask leaves — half of seq × kv_seq under the causal mask, all
-// without it, s·w − w(w − 1)/2 of a head's with a window of w over s keys.
+// without it, s·w − w(w − 1)/2 of a head's with a window of w over s keys, k·c(c + 1)/2 +
+// r(r + 1)/2 with chunks of c (s = k·c + r, each chunk causal: Llama 4's chunked attention).
 double FlashAttentionFlops(const traces::OpSignature& signature, bool backward);
 
 // HBM bytes per element to quantize a BF16 tensor: read it (2), write FP8 row- and column-wise

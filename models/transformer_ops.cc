@@ -36,6 +36,7 @@ struct Shape {
   // the whole sequence with the heads split c ways more.
   int64_t q_len, kv_len, attn_heads, attn_kv_heads;
   int64_t window;  // sliding-window attention: keys a query attends to; 0: all
+  bool chunked;    // `window` is an attention chunk (TransformerSpec::chunked_attention)
   double e;        // bytes per activation element
   DType dtype;
   bool flash, dropout, causal;
@@ -234,10 +235,17 @@ void ResidualAdd(LayerBuilder& layer, std::string_view name, const Shape& x) {
 // ring steps (1/c each; the strategy splits the op), a2a on the whole sequence with 1/c of the
 // heads; either way 1/c of the pairs, the causal half balanced by the 2c chunks.
 // The query-key pairs the rank's attention scores, for model FLOPs: b · heads · q_len · kv_len
-// unmasked; with a window w < s each query's last w keys, s·w a head (the unmasked analogue).
-// What a causal or windowed kernel executes is FlashAttentionFlops' (models/ops.h).
+// unmasked; with a window w < s each query's last w keys, s·w a head (the unmasked analogue);
+// with chunks of c < s the chunks' own pairs, k·c² + r² a head for s = k·c + r (attention within
+// each chunk, unmasked). What a causal, windowed or chunked kernel executes is
+// FlashAttentionFlops' (models/ops.h).
 double PairsOf(const Shape& x) {
   const double per_head = static_cast<double>(x.b) * x.attn_heads;
+  if (x.window > 0 && x.window < x.kv_len && x.chunked) {
+    const double c = static_cast<double>(x.window);
+    const double r = static_cast<double>(x.kv_len % x.window);
+    return per_head * (static_cast<double>(x.kv_len / x.window) * c * c + r * r);
+  }
   if (x.window > 0 && x.window < x.kv_len) {
     return per_head * static_cast<double>(x.kv_len) * static_cast<double>(x.window);
   }
@@ -255,7 +263,8 @@ Op FlashOp(const Shape& x, Pass pass, std::string name) {
   op.signature.SetDim("kv_heads", x.attn_kv_heads);
   op.signature.SetDim("seq", x.q_len);
   if (x.kv_len != x.q_len) op.signature.SetDim("kv_seq", x.kv_len);
-  if (x.window > 0 && x.window < x.kv_len) op.signature.SetDim("window", x.window);
+  if (x.window > 0 && x.window < x.kv_len)
+    op.signature.SetDim(x.chunked ? "chunk" : "window", x.window);
   op.signature.SetDim("head_dim", x.head_dim);
   if (x.v_head_dim != x.head_dim) op.signature.SetDim("v_head_dim", x.v_head_dim);
   op.signature.SetDim("causal", x.causal ? 1 : 0);
@@ -623,6 +632,7 @@ LayerOps TransformerLayerOps(const TransformerSpec& spec, int layer_index,
                              const TransformerShard& shard) {
   Shape x = MakeShape(spec, shard);
   x.window = spec.WindowOf(layer_index);
+  x.chunked = spec.chunked_attention;
   LayerBuilder layer("");
   if (spec.IsMtpLayer(layer_index)) MtpInput(layer, x, shard.column_split());
   const bool sp = shard.sequence_sharded();

@@ -71,8 +71,9 @@ void DeepSpeedModelFlags(const models::TransformerSpec& spec, Lines& args, Lines
   if (spec.qk_norm) not_expressed.emplace_back("a QK norm over each query and key head");
   GemmaLayerNotes(spec, not_expressed);
   if (spec.sliding_window > 0) {
-    not_expressed.push_back(
-        fmt::format("sliding-window attention ({} tokens)", spec.sliding_window));
+    not_expressed.push_back(fmt::format(
+        "{} ({} tokens)", spec.chunked_attention ? "chunked attention" : "sliding-window attention",
+        spec.sliding_window));
   }
   if (spec.mtp_layers > 0) {
     not_expressed.push_back(fmt::format("{} multi-token-prediction modules", spec.mtp_layers));

@@ -50,7 +50,12 @@ void ModelFlags(const models::TransformerSpec& spec, std::vector<std::string>& a
   if (!spec.tied_embeddings) args.emplace_back("--untie-embeddings-and-output-weights");
   if (spec.qk_norm) args.emplace_back("--qk-layernorm");
   GemmaLayerNotes(spec, not_expressed);
-  if (spec.sliding_window > 0) {
+  if (spec.sliding_window > 0 && spec.chunked_attention) {
+    not_expressed.push_back(fmt::format(
+        "chunked attention of {} tokens on {} of {} layers (Llama 4's: pretrain_gpt.py has no "
+        "flag; Megatron-Bridge's Llama 4 provider has it)",
+        spec.sliding_window, spec.WindowedLayers(), spec.layers));
+  } else if (spec.sliding_window > 0) {
     // Megatron-Core's (left, right) keys around a query: Megatron-Bridge's GPT-OSS provider
     // writes Hugging Face's sliding_window 128 as (128, 0).
     args.push_back(fmt::format("--window-size {},0", spec.sliding_window));

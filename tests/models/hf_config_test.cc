@@ -75,6 +75,20 @@ const Released kReleased[] = {
       "hidden_size": 5376, "intermediate_size": 21504, "model_type": "gemma3_text",
       "num_attention_heads": 32, "num_hidden_layers": 62, "num_key_value_heads": 16,
       "query_pre_attn_scalar": 168, "sliding_window": 1024}})"},
+    // Llama 4's multimodal configs (the vision_config left out): Scout's text model as released,
+    // Maverick's with the fields transformers' defaults fill left out of it.
+    {"llama4-scout-17b-16e", R"({"model_type": "llama4", "text_config": {
+      "attention_bias": false, "attention_chunk_size": 8192, "head_dim": 128,
+      "hidden_act": "silu", "hidden_size": 5120, "interleave_moe_layer_step": 1,
+      "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+      "max_position_embeddings": 10485760, "model_type": "llama4_text", "no_rope_layers": [],
+      "num_attention_heads": 40, "num_experts_per_tok": 1, "num_hidden_layers": 48,
+      "num_key_value_heads": 8, "num_local_experts": 16, "rope_theta": 500000.0,
+      "use_qk_norm": true, "vocab_size": 202048}, "tie_word_embeddings": false})"},
+    {"llama4-maverick-17b-128e", R"({"model_type": "llama4", "text_config": {
+      "interleave_moe_layer_step": 2, "max_position_embeddings": 1048576,
+      "model_type": "llama4_text", "num_local_experts": 128, "use_qk_norm": false,
+      "rope_scaling": null}})"},
     {"gpt2-124m", R"({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
       "n_positions": 1024, "vocab_size": 50257, "n_inner": null,
       "activation_function": "gelu_new"})"},
@@ -97,6 +111,10 @@ TEST(HfConfigTest, ReleasedConfigsGiveThePresetsParameters) {
     EXPECT_EQ(from_hf.active, expected.active) << released.preset;
     EXPECT_EQ(model->transformer.sliding_window, preset->transformer.sliding_window);
     EXPECT_EQ(model->transformer.window_full_every, preset->transformer.window_full_every);
+    EXPECT_EQ(model->transformer.chunked_attention, preset->transformer.chunked_attention)
+        << released.preset;
+    EXPECT_EQ(model->transformer.MoeLayerCount(), preset->transformer.MoeLayerCount())
+        << released.preset;
     EXPECT_EQ(model->transformer.activation, preset->transformer.activation) << released.preset;
     EXPECT_EQ(model->transformer.qk_norm, preset->transformer.qk_norm) << released.preset;
     EXPECT_EQ(model->transformer.post_norms, preset->transformer.post_norms) << released.preset;
@@ -178,6 +196,32 @@ TEST(HfConfigTest, MoeLayersFollowTheConfig) {
   EXPECT_EQ(MoeLayersOf(kDeepSeek), (std::vector<uint8_t>{0, 0, 1, 0, 1, 0, 1}));
 }
 
+// Llama 4's chunked layers: layer_types, else no_rope_layers (1: RoPE, chunked), else every
+// no_rope_layer_interval-th full; attention_chunk_size null turns chunks off.
+TEST(HfConfigTest, LlamaFourChunksFollowTheConfig) {
+  const auto chunks = [](const std::string& extra) -> std::string {
+    Expected<Json> spec = ModelJsonFromHfConfig(Json::parse(
+        R"({"model_type": "llama4_text", "num_hidden_layers": 4, "hidden_size": 64,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+            "vocab_size": 10, "num_local_experts": 2, "intermediate_size": 32,
+            "intermediate_size_mlp": 64)" +
+        extra + "}"));
+    if (!spec.ok()) return spec.error().ToString();
+    return spec->value("attention_chunk", Json(0)).dump() + " " +
+           spec->value("sliding_window_pattern", Json(0)).dump();
+  };
+  EXPECT_EQ(chunks(""), "8192 4");  // every fourth layer full
+  EXPECT_EQ(chunks(R"(, "no_rope_layer_interval": 2, "attention_chunk_size": 16)"), "16 2");
+  EXPECT_EQ(chunks(R"(, "no_rope_layers": [1, 0, 0, 1])"), "8192 [1,0,0,1]");
+  EXPECT_EQ(chunks(R"(, "layer_types": ["chunked_attention", "full_attention",
+      "chunked_attention", "chunked_attention"])"),
+            "8192 [1,0,1,1]");
+  EXPECT_EQ(chunks(R"(, "attention_chunk_size": null)"), "0 0");
+  EXPECT_EQ(chunks(R"(, "no_rope_layers": [1, 0])"),
+            "no_rope_layers: expected one flag a layer: 4 layers, got [1,0]");
+  EXPECT_EQ(chunks(R"(, "moe_layers": [1, 9])"), "moe_layers[1]: must be in [0, 3], got 9");
+}
+
 // Windows per layer: transformers' layer_types (GPT-OSS, Gemma), else its configs' defaults —
 // GptOssConfig every second layer from the first, Qwen2Config the layers from max_window_layers
 // on under use_sliding_window, Mistral every layer.
@@ -217,7 +261,7 @@ TEST(HfConfigTest, SlidingWindowsFollowTheLayers) {
             "layer_types: expected a list of 6 attention kinds, one a layer");
   EXPECT_EQ(window(gpt_oss + R"(, "layer_types": ["chunked_attention", "full_attention",
       "full_attention", "full_attention", "full_attention", "full_attention"])"),
-            "layer_types[0]: an attention kind dtsim does not model (sliding_attention, "
+            "layer_types[0]: an attention kind dtsim does not model here (sliding_attention, "
             "full_attention), got \"chunked_attention\"");
 }
 

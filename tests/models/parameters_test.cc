@@ -84,6 +84,9 @@ const Published kPublishedActive[] = {
     // "37B" as printed; dtsim counts 37.55B, the input embedding (0.93B, a lookup) included —
     // the report does not say whether it counts it — so the row is checked within 0.6B.
     {"deepseek-v3", 37e9, 0.6e9, "DeepSeek-AI 2024 (37B activated)"},
+    // "17B" as printed for both: dtsim counts 17.17B (the input embedding's 1.03B included).
+    {"llama4-scout-17b-16e", 17e9, 0.5e9, "Meta 2025, Llama 4 model card (17B activated)"},
+    {"llama4-maverick-17b-128e", 17e9, 0.5e9, "Meta 2025, Llama 4 model card (17B activated)"},
 };
 
 TEST(ParametersTest, EveryPublishedPresetWithinOnePercentOrItsRounding) {

@@ -149,8 +149,13 @@ void PrintModel(std::ostream& out, const results::ModelReport& report) {
                                    : "");
     }
     if (t.sliding_window > 0) {
-      fmt::print(out, "            sliding window of {} keys on {} of {} layers\n",
-                 t.sliding_window, t.WindowedLayers(), t.layers);
+      if (t.chunked_attention) {
+        fmt::print(out, "            attention in chunks of {} tokens on {} of {} layers\n",
+                   t.sliding_window, t.WindowedLayers(), t.layers);
+      } else {
+        fmt::print(out, "            sliding window of {} keys on {} of {} layers\n",
+                   t.sliding_window, t.WindowedLayers(), t.layers);
+      }
     }
     fmt::print(out, "            KV cache {} bytes per token in bf16\n",
                report.kv_cache_bytes_per_token);

@@ -40,6 +40,7 @@ OrderedJson Architecture(const models::ModelSpec& model) {
   }
   if (t.sliding_window > 0) {
     OrderedJson window = {{"tokens", t.sliding_window}, {"windowed_layers", t.WindowedLayers()}};
+    if (t.chunked_attention) window["chunked"] = true;
     if (!t.window_layers.empty()) {
       window["pattern"] = t.window_layers;
     } else if (t.window_full_every > 0) {
