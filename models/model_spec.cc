@@ -63,8 +63,9 @@ Status RequireUnlessPreset(const JsonObjectReader& reader, bool preset,
 // A JSON array of one 0/1 a layer (`meaning` says what 1 and 0 are), not empty.
 Expected<std::vector<uint8_t>> ReadLayerFlags(const Json& value, const std::string& path,
                                               std::string_view meaning) {
-  if (value.empty())
+  if (value.empty()) {
     return Error(fmt::format("expected one flag a layer ({})", meaning), path, "[]");
+  }
   std::vector<uint8_t> layers;
   layers.reserve(value.size());
   for (size_t i = 0; i < value.size(); ++i) {

@@ -53,7 +53,7 @@ void ModelFlags(const models::TransformerSpec& spec, std::vector<std::string>& a
   if (spec.sliding_window > 0 && spec.chunked_attention) {
     not_expressed.push_back(fmt::format(
         "chunked attention of {} tokens on {} of {} layers (Llama 4's: pretrain_gpt.py has no "
-        "flag; Megatron-Bridge's Llama 4 provider has it)",
+        "flag, nor Megatron-Bridge a recipe override)",
         spec.sliding_window, spec.WindowedLayers(), spec.layers));
   } else if (spec.sliding_window > 0) {
     // Megatron-Core's (left, right) keys around a query: Megatron-Bridge's GPT-OSS provider

@@ -287,8 +287,8 @@ TEST(DeepSpeedArgumentsTest, MoeLayersListedOrAnInterval) {
   EXPECT_THAT(MegatronArguments(config).arguments, Contains("--moe-layer-freq ([1,0])*16"));
 }
 
-// Llama 4's chunked attention: no pretrain_gpt.py flag (Megatron-Bridge's Llama 4 provider
-// has it), so neither script claims a window.
+// Llama 4's chunked attention: no pretrain_gpt.py flag (Megatron-Bridge has it only inside
+// llama4_utils.py's attention, no override), so neither script claims a window.
 TEST(MegatronBridgeArgumentsTest, ChunkedAttentionIsListed) {
   ResolvedConfig config = LlamaPlan();
   Expected<models::ModelSpec> scout = models::ModelPreset("llama4-scout-17b-16e");
@@ -297,7 +297,7 @@ TEST(MegatronBridgeArgumentsTest, ChunkedAttentionIsListed) {
   const LaunchArguments megatron = MegatronArguments(config);
   EXPECT_THAT(megatron.not_expressed,
               Contains("chunked attention of 8192 tokens on 36 of 48 layers (Llama 4's: "
-                       "pretrain_gpt.py has no flag; Megatron-Bridge's Llama 4 provider has it)"));
+                       "pretrain_gpt.py has no flag, nor Megatron-Bridge a recipe override)"));
   EXPECT_THAT(megatron.arguments, testing::Not(Contains(testing::StartsWith("--window"))));
   EXPECT_THAT(DeepSpeedArguments(config).not_expressed,
               Contains("chunked attention (8192 tokens)"));
