@@ -1,7 +1,7 @@
 // A model from a Hugging Face `config.json` (`"model": {"hf_config": "path/config.json"}`,
 // docs/models.md "From a Hugging Face config"): the architectures dtsim models — Llama,
-// Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, DeepSeek-V3, GPT-OSS, GPT-2, BERT — read into a
-// model spec; a field dtsim cannot model is an error naming it.
+// Mistral, Mixtral, Qwen2, Qwen3, Qwen2/3-MoE, DeepSeek-V3, GPT-OSS, Gemma 3, Llama 4, GPT-2,
+// BERT — read into a model spec; a field dtsim cannot model is an error naming it.
 #pragma once
 
 #include <string>

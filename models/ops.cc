@@ -182,8 +182,9 @@ double FlashAttentionFlops(const traces::OpSignature& signature, bool backward) 
     // k chunks of c and one of r (s = k·c + r), each causal: c(c+1)/2 pairs, r(r+1)/2.
     const int64_t all =
         signature.Dim("kv_seq") > 0 ? signature.Dim("kv_seq") : signature.Dim("seq");
+    const int64_t whole_chunks = all / chunk;
     const auto causal = [](double n) { return n * (n + 1) / 2; };
-    pairs = heads * (static_cast<double>(all / chunk) * causal(static_cast<double>(chunk)) +
+    pairs = heads * (static_cast<double>(whole_chunks) * causal(static_cast<double>(chunk)) +
                      causal(static_cast<double>(all % chunk)));
   }
   const double d = dim("head_dim");

@@ -242,9 +242,10 @@ void ResidualAdd(LayerBuilder& layer, std::string_view name, const Shape& x) {
 double PairsOf(const Shape& x) {
   const double per_head = static_cast<double>(x.b) * x.attn_heads;
   if (x.window > 0 && x.window < x.kv_len && x.chunked) {
+    const int64_t whole_chunks = x.kv_len / x.window;
     const double c = static_cast<double>(x.window);
     const double r = static_cast<double>(x.kv_len % x.window);
-    return per_head * (static_cast<double>(x.kv_len / x.window) * c * c + r * r);
+    return per_head * (static_cast<double>(whole_chunks) * c * c + r * r);
   }
   if (x.window > 0 && x.window < x.kv_len) {
     return per_head * static_cast<double>(x.kv_len) * static_cast<double>(x.window);

@@ -185,24 +185,26 @@ TEST(ChunkedAttentionTest, ChunksAreCausalEachOnTheirOwn) {
   // pairs unmasked, 2·c² + r² a head; the kernel executes each chunk causally,
   // 2·c(c+1)/2 + r(r+1)/2; 2·(d + d_v) = 512 FLOPs a pair forward.
   const double c = 8192, r = 4096, heads = 5, d = 128, s = 20480;
-  const Op& chunked = Core(TransformerLayerOps(spec, 0, shard));
+  const LayerOps layer0 = TransformerLayerOps(spec, 0, shard);
+  const Op& chunked = Core(layer0);
   EXPECT_DOUBLE_EQ(chunked.model_flops, 2 * (d + d) * heads * (2 * c * c + r * r));
   EXPECT_DOUBLE_EQ(chunked.flops, 2 * (d + d) * heads * (2 * c * (c + 1) / 2 + r * (r + 1) / 2));
   EXPECT_EQ(chunked.signature.Dim("chunk"), 8192);
   EXPECT_EQ(chunked.signature.Dim("window"), 0);
   // Backward: 2·(3d + 2d_v) = 1,280 FLOPs a pair over the same pairs.
-  const LayerOps layer0 = TransformerLayerOps(spec, 0, shard);
   double backward = 0;
   for (const Op& op : layer0.backward) {
     if (op.kind == OpKind::kFlashAttention) backward += op.flops;
   }
   EXPECT_DOUBLE_EQ(backward, 2 * (3 * d + 2 * d) * heads * (2 * c * (c + 1) / 2 + r * (r + 1) / 2));
   // Full layer 3: s² pairs a head, half executed under the causal mask.
-  const Op& full = Core(TransformerLayerOps(spec, 3, shard));
+  const LayerOps layer3 = TransformerLayerOps(spec, 3, shard);
+  const Op& full = Core(layer3);
   EXPECT_DOUBLE_EQ(full.model_flops, 2 * (d + d) * heads * s * s);
   EXPECT_DOUBLE_EQ(full.flops, full.model_flops / 2);
   // A sequence no longer than a chunk is plain causal attention.
-  const Op& whole = Core(TransformerLayerOps(spec, 0, Shard(8192)));
+  const LayerOps short_layer = TransformerLayerOps(spec, 0, Shard(8192));
+  const Op& whole = Core(short_layer);
   EXPECT_DOUBLE_EQ(whole.flops, whole.model_flops / 2);
   EXPECT_EQ(whole.signature.Dim("chunk"), 0);
 }
