@@ -171,7 +171,9 @@ double FlashAttentionFlops(const traces::OpSignature& signature, bool backward) 
     return static_cast<double>(signature.Dim(name));
   };
   const double seq = dim("seq");
-  const double keys = signature.Dim("kv_seq") > 0 ? dim("kv_seq") : seq;
+  const int64_t key_count =
+      signature.Dim("kv_seq") > 0 ? signature.Dim("kv_seq") : signature.Dim("seq");
+  const double keys = static_cast<double>(key_count);
   const double window = dim("window");
   const int64_t chunk = signature.Dim("chunk");
   const double heads = dim("batch") * dim("heads");
@@ -180,12 +182,10 @@ double FlashAttentionFlops(const traces::OpSignature& signature, bool backward) 
     pairs = heads * (keys * window - window * (window - 1) / 2);
   } else if (chunk > 0) {
     // k chunks of c and one of r (s = k·c + r), each causal: c(c+1)/2 pairs, r(r+1)/2.
-    const int64_t all =
-        signature.Dim("kv_seq") > 0 ? signature.Dim("kv_seq") : signature.Dim("seq");
-    const int64_t whole_chunks = all / chunk;
+    const int64_t whole_chunks = key_count / chunk;
     const auto causal = [](double n) { return n * (n + 1) / 2; };
     pairs = heads * (static_cast<double>(whole_chunks) * causal(static_cast<double>(chunk)) +
-                     causal(static_cast<double>(all % chunk)));
+                     causal(static_cast<double>(key_count % chunk)));
   }
   const double d = dim("head_dim");
   const double dv = signature.Dim("v_head_dim") > 0 ? dim("v_head_dim") : d;
