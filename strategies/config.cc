@@ -727,6 +727,10 @@ Expected<SimulationConfig> ReadConfigSections(const Json& value, const std::stri
   if (const Json* compression = reader.Find("compression")) {
     DTSIM_ASSIGN_OR_RETURN(config.compression, CompressionFromJson(*compression, "compression"));
   }
+  if (const Json* time_to_train = reader.Find("time_to_train")) {
+    DTSIM_ASSIGN_OR_RETURN(config.time_to_train,
+                           TimeToTrainFromJson(*time_to_train, "time_to_train"));
+  }
   if (const Json* simulation = reader.Find("simulation")) {
     DTSIM_ASSIGN_OR_RETURN(const SimulationSection section, ReadSimulation(*simulation));
     config.network_model = section.network_model;

@@ -25,6 +25,7 @@
 #include "sim/base/units.h"
 #include "strategies/calibration.h"
 #include "strategies/compression.h"
+#include "strategies/time_to_train.h"
 
 namespace dtsim::strategies {
 
@@ -247,6 +248,8 @@ struct SimulationConfig {
   network::ClusterSpec cluster;
   ParallelPlan plan;
   CompressionConfig compression;
+  // "time_to_train": the training run the iteration is one of (strategies/time_to_train.h).
+  std::optional<TimeToTrainConfig> time_to_train;
   std::string profile;  // an op-cost table file, or empty
   // "calibration" (strategies/calibration.h): where it came from (a file, "inline"; "" none)
   // and the constants it set on this config's GPU ("name=value").

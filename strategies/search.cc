@@ -219,6 +219,7 @@ PlanFigures FiguresOf(const SimulationResult& result) {
                       .samples_per_second = result.samples_per_second,
                       .tokens_per_second = result.tokens_per_second,
                       .mfu = result.mfu};
+  if (result.time_to_train) figures.time_to_train_s = result.time_to_train->wall_s;
   // The result's throughput is the compressed phase's; rank by the run's average.
   const double ratio = static_cast<double>(result.iteration_time.ns()) /
                        static_cast<double>(result.average_iteration_time.ns());

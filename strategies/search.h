@@ -120,6 +120,7 @@ struct PlanFigures {
   std::optional<DurationNs> flow_iteration_time;  // re-simulated with the flow model
   std::optional<DurationNs> flow_average_iteration_time;
   std::optional<TimeBreakdown> flow_breakdown;  // the flow model's (not in search files)
+  std::optional<double> time_to_train_s;  // the run's wall clock, with a time_to_train section
 };
 
 // The figures of one simulation (`dtsim sweep` tabulates them too).

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "models/parameters.h"
 #include "network/network_models.h"
 #include "sim/base/strings.h"
 #include "strategies/collective_summary.h"
@@ -163,6 +164,30 @@ Status CheckTableGpu(const traces::OpCostTable& table, const models::GpuSpec& gp
                "profile", Quote(profile));
 }
 
+// The training run the iteration is one of (strategies/time_to_train.h).
+Expected<TimeToTrain> TimeToTrainOf(const ResolvedConfig& config, const SimulationResult& result) {
+  const TrainingConfig& training = config.training;
+  if (training.seq_len <= 0) {
+    return Error("time to train counts tokens: a transformer's (this model has no sequence)",
+                 "time_to_train");
+  }
+  const models::ParameterCount parameters = models::CountParameters(config.model);
+  TrainingRun run{
+      .model = &config.model,
+      .batch_tokens = training.global_batch * training.seq_len,
+      .gpus = config.plan.world(),
+      .checkpoint_bytes = CheckpointBytes(parameters.total + parameters.mtp, training.optimizer,
+                                          training.param_dtype, training.optimizer_state),
+      .host_bandwidth = config.gpu.host_bandwidth,
+      .iteration_time = result.iteration_time,
+  };
+  if (!result.phases.empty() && result.phases.front().phase == CompressionPhase::kWarmup) {
+    run.warmup_steps = result.phases.front().steps;
+    run.warmup_time = result.phases.front().iteration_time;
+  }
+  return EstimateTimeToTrain(*config.time_to_train, run);
+}
+
 }  // namespace
 
 Expected<ConfigCostModel> LoadCostModel(const SimulationConfig& config) {
@@ -270,6 +295,9 @@ Expected<SimulationResult> Simulate(const ResolvedConfig& input, const models::O
   for (int stage = 0; stage < config.plan.pipeline; ++stage) {
     result.stages.push_back(
         Breakdown(graph, result.times, config.plan.Rank(0, stage, 0), result.summary.makespan));
+  }
+  if (config.time_to_train) {
+    DTSIM_ASSIGN_OR_RETURN(result.time_to_train, TimeToTrainOf(config, result));
   }
   return result;
 }

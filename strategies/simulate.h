@@ -14,6 +14,7 @@
 #include "sim/graph/task_times.h"
 #include "strategies/collective_summary.h"
 #include "strategies/config.h"
+#include "strategies/time_to_train.h"
 #include "strategies/transformer_iteration.h"
 #include "traces/op_cost_table.h"
 
@@ -71,6 +72,8 @@ struct SimulationResult {
   // no phases, and the average is the iteration time.
   std::vector<PhaseResult> phases;
   DurationNs average_iteration_time;
+  // The whole training run, when the config has a "time_to_train" section.
+  std::optional<TimeToTrain> time_to_train;
   // What the result cannot show (symmetric ranks with skewed routing, …).
   std::vector<std::string> warnings;
   double build_seconds = 0;

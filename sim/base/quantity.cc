@@ -36,7 +36,8 @@ constexpr std::array kByteUnits = {
     Unit{"PiB", 1125899906842624.0L},
 };
 constexpr std::array kDurationUnits = {
-    Unit{"ns", 1}, Unit{"us", 1e3}, Unit{"\u00b5s", 1e3}, Unit{"ms", 1e6}, Unit{"s", 1e9},
+    Unit{"ns", 1},  Unit{"us", 1e3},   Unit{"\u00b5s", 1e3}, Unit{"ms", 1e6},
+    Unit{"s", 1e9}, Unit{"min", 60e9}, Unit{"h", 3600e9},
 };
 constexpr std::array kBandwidthUnits = {
     // factors in bits per second

@@ -31,6 +31,12 @@ TEST(ParseDurationTest, Units) {
   EXPECT_EQ(*ParseDuration("1.5 ms"), Microseconds(1500));
   EXPECT_EQ(*ParseDuration("1e3 ns"), Microseconds(1));
   EXPECT_EQ(*ParseDuration("3 s"), Seconds(3));
+  // Minutes and hours, for what a training run's reliability is told in (time_to_train).
+  EXPECT_EQ(*ParseDuration("10 min"), Seconds(600));
+  EXPECT_EQ(*ParseDuration("1.5 h"), Seconds(5400));
+  // 292 years of nanoseconds fit an int64; 3·10^6 hours (342 years) do not.
+  EXPECT_EQ(*ParseDuration("2000000 h"), Seconds(7200000000));
+  EXPECT_FALSE(ParseDuration("3e6 h").ok());
   // 1.2345 us = 1234.5 ns, rounded to the nearest ns (away from zero at .5).
   EXPECT_EQ(*ParseDuration("1.2345 us"), Nanoseconds(1235));
 }
@@ -78,7 +84,7 @@ TEST(ParseQuantityErrorsTest, UnknownUnitWithoutCloseMatchListsUnits) {
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.error().message(),
             "unknown duration unit \"fortnights\" (expected one of \"ns\", \"us\", \"\u00b5s\", "
-            "\"ms\", \"s\")");
+            "\"ms\", \"s\", \"min\", \"h\")");
 }
 
 TEST(ParseQuantityErrorsTest, DurationBelowResolution) {

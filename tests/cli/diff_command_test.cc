@@ -66,6 +66,19 @@ TEST_F(DiffCommandTest, TwoRunsAtDifferentNicBandwidthsDifferInThatInput) {
   EXPECT_GT(rb["iteration_time_ns"].get<int64_t>(), ra["iteration_time_ns"].get<int64_t>());
 }
 
+// The same run with twice the tokens to train: the budget differs, and the time to train
+// doubles (failure-free: iterations × the same iteration).
+TEST_F(DiffCommandTest, TimeToTrainMovesWithItsBudget) {
+  const std::string a = SimulateTo("a.json", {"time_to_train.tokens=1e10"});
+  const std::string b = SimulateTo("b.json", {"time_to_train.tokens=2e10"});
+  const CommandOutcome outcome = Diff({a, b});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  const std::string text = output_.str();
+  EXPECT_THAT(text, HasSubstr("config.time_to_train.tokens"));
+  EXPECT_THAT(text, HasSubstr("time to train"));
+  EXPECT_THAT(text, HasSubstr("+100.0%"));
+}
+
 TEST_F(DiffCommandTest, AResultAgainstItselfDiffersInNothing) {
   const std::string a = SimulateTo("a.json", {});
   ASSERT_EQ(Diff({a, a}).kind, CommandOutcome::Kind::kOk);

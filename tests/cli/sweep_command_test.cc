@@ -59,6 +59,7 @@ TEST_F(SweepCommandTest, OneBitAdamPaysOffOnSlowNetworksOnly) {
             "compression,cluster.inter_node.nic_bandwidth_bytes_per_s,status,iteration_time_s,"
             "average_it");
   EXPECT_THAT(header, HasSubstr(",mfu,memory_bytes,compute_s,"));
+  EXPECT_THAT(header, HasSubstr(",idle_s,time_to_train_s,error"));
   std::string first;
   std::getline(csv, first);
   EXPECT_THAT(first, HasSubstr(",1250000000,ok,"));  // 10 Gbps

@@ -88,7 +88,7 @@ TEST_F(ResultFilesTest, SimulateResult) {
   Expected<strategies::SimulationResult> result = strategies::Simulate(*config);
   ASSERT_TRUE(result.ok()) << result.error().ToString();
   const Json json = RoundTrip(SimulateResultJson(*config, *result), kSimulateResultFormat);
-  EXPECT_EQ(json["version"], "1.10");
+  EXPECT_EQ(json["version"], "1.11");
   // Every distinct communication, costliest first, with how the analytical model ran it. The
   // pipeline sends of 8 MiB go from node 0 to node 1 of the DGX A100s (stage 0 is ranks 0–7):
   // a 2-rank communicator across nodes, 200 Gb/s NICs give a network peer ⌈25 / 14⌉ = 2
@@ -134,6 +134,24 @@ TEST_F(ResultFilesTest, SimulateResult) {
     EXPECT_EQ(read->stage_memory[i].total(), result->iteration->stats.stage_memory[i].total());
   }
   EXPECT_EQ(read->warnings, result->warnings);
+  EXPECT_FALSE(json.contains("time_to_train"));
+  EXPECT_FALSE(read->time_to_train_s);
+
+  // With a time_to_train section (1.11): the run's wall clock comes back.
+  Expected<strategies::ResolvedConfig> run = strategies::LoadConfig(
+      kSmall, {"time_to_train.tokens=1e9", "time_to_train.reliability.restart=\"5 min\"",
+               "time_to_train.reliability.checkpoint_write=\"10 GB/s\""});
+  ASSERT_TRUE(run.ok()) << run.error().ToString();
+  Expected<strategies::SimulationResult> simulated = strategies::Simulate(*run);
+  ASSERT_TRUE(simulated.ok()) << simulated.error().ToString();
+  ASSERT_TRUE(simulated->time_to_train);
+  const Json with_run = RoundTrip(SimulateResultJson(*run, *simulated), kSimulateResultFormat);
+  EXPECT_EQ(with_run["time_to_train"]["iterations"], simulated->time_to_train->iterations);
+  EXPECT_TRUE(with_run["time_to_train"]["reliability"].is_object());
+  Expected<SimulateResultRecord> read_run = SimulateResultFromJson(with_run);
+  ASSERT_TRUE(read_run.ok()) << read_run.error().ToString();
+  ASSERT_TRUE(read_run->time_to_train_s);
+  EXPECT_DOUBLE_EQ(*read_run->time_to_train_s, simulated->time_to_train->wall_s);
 
   // The op list of the same plan.
   Expected<std::vector<models::RecordingCostModel::Recorded>> ops = strategies::PricedOps(*config);
@@ -175,7 +193,7 @@ TEST_F(ResultFilesTest, SimulateResult) {
   // The CSV: a header and a row per point; the failed one carries its error.
   const std::string csv = ReadText(Path("sweep.csv"));
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3);
-  EXPECT_NE(csv.find("3,failed,,,,,,,,,,,,,,,,c.json: parallelism: 3 does not divide 16\n"),
+  EXPECT_NE(csv.find("3,failed,,,,,,,,,,,,,,,,,c.json: parallelism: 3 does not divide 16\n"),
             std::string::npos)
       << csv;
 }

@@ -421,7 +421,8 @@ TEST(SimulateTest, ShippedExamplesLoad) {
         "bert_large_64gpu_ethernet_byteps.json", "mixtral_8x7b_ep8_64h100.json",
         "gpt3_6.7b_tesseract_64gpu.json", "resnet50_256gpu.json",
         "llama3.1_405b_128k_16384h100.json", "llama3.1_70b_torchtitan_256h100.json",
-        "llama3.1_405b_torchtitan_512h100.json", "deepseek_v3_1024h100.json"}) {
+        "llama3.1_405b_torchtitan_512h100.json", "deepseek_v3_1024h100.json",
+        "llama3.1_405b_time_to_train_16384h100.json"}) {
     const std::string path = std::string(DTSIM_EXAMPLES_DIR) + "/" + name;
     Expected<ResolvedConfig> config = LoadConfig(path, {});
     ASSERT_TRUE(config.ok()) << config.error().ToString();
@@ -451,13 +452,21 @@ TEST(SimulateTest, ShippedExamplesLoad) {
         "bert_large_64gpu_ethernet_onebit_adam.json", "bert_large_64gpu_ethernet_byteps.json",
         "mixtral_8x7b_ep8_64h100.json", "gpt3_6.7b_tesseract_64gpu.json", "resnet50_256gpu.json",
         "llama3.1_405b_128k_16384h100.json", "llama3.1_70b_torchtitan_256h100.json",
-        "llama3.1_405b_torchtitan_512h100.json", "deepseek_v3_1024h100.json"}) {
+        "llama3.1_405b_torchtitan_512h100.json", "deepseek_v3_1024h100.json",
+        "llama3.1_405b_time_to_train_16384h100.json"}) {
     Expected<ResolvedConfig> config = LoadConfig(std::string(DTSIM_EXAMPLES_DIR) + "/" + name, {});
     ASSERT_TRUE(config.ok());
     Expected<SimulationResult> result = Simulate(*config);
     ASSERT_TRUE(result.ok()) << result.error().ToString();
     EXPECT_GT(result->mfu, 0.05) << name;
     EXPECT_LT(result->mfu, 0.8) << name;
+    // Only the time-to-train example has a run; its effective training time is Llama 3's "more
+    // than 90%" with Meta's failure rate and storage (docs/time_to_train.md).
+    EXPECT_EQ(result->time_to_train.has_value(),
+              std::string(name) == "llama3.1_405b_time_to_train_16384h100.json");
+    if (result->time_to_train) {
+      EXPECT_GT(result->time_to_train->reliability->effective_training_time_ratio, 0.9);
+    }
   }
 }
 

@@ -151,6 +151,19 @@ class SweepTest(unittest.TestCase):
                          result["points"][0]["result"]["iteration_time_ns"])
         self.assertGreater(frame["memory_bytes"][0], 0)
 
+    def test_time_to_train_per_batch(self):
+        # A larger global batch past the critical batch needs more tokens (docs/time_to_train.md):
+        # at 2 Mi tokens (1,024 × 2,048) against the 1 Mi-token reference with a 1 Mi-token
+        # critical batch, (1 + 2) / (1 + 1) = 1.5 times the budget.
+        run = {"time_to_train.tokens": 1e10, "time_to_train.critical_batch_tokens": 1 << 20,
+               "time_to_train.reference_batch_tokens": 1 << 20}
+        result = dtsim.sweep(SMALL, {"training.global_batch": [512, 1024]}, overrides=run)
+        frame = dtsim.to_dataframe(result)
+        factors = [p["result"]["time_to_train"]["batch_factor"] for p in result["points"]]
+        self.assertEqual(factors, [1.0, 1.5])
+        self.assertEqual(list(frame["time_to_train_s"]),
+                         [p["result"]["time_to_train"]["wall_s"] for p in result["points"]])
+
     def test_bad_axes(self):
         with self.assertRaises(dtsim.Error) as raised:
             dtsim.sweep(SMALL, {"parallelism.pipelin": [1, 2]})

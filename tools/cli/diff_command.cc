@@ -126,6 +126,7 @@ void PrintSimulateFigures(std::ostream& out, const Json& a, const Json& b) {
   headline("samples per second", "samples_per_second", 1, "");
   headline("tokens per second", "tokens_per_second", 1, "");
   headline("MFU", "mfu", 100, "%");
+  headline("time to train", "time_to_train/wall_s", 1.0 / 86400, "days");
   const Json& sa = a.value("stages", Json::array());
   const Json& sb = b.value("stages", Json::array());
   if (!sa.is_array() || !sb.is_array() || sa.empty() || sb.empty()) return;

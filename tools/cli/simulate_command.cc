@@ -241,6 +241,35 @@ void PrintSmShared(std::ostream& out, const std::vector<strategies::TimeBreakdow
              100.0 * most->sm_shared.ToSecondsDouble() / work.ToSecondsDouble());
 }
 
+// The training run the iteration is one of (docs/time_to_train.md).
+void PrintTimeToTrain(std::ostream& out, const strategies::TimeToTrain& t) {
+  using strategies::FormatAmount;
+  using strategies::FormatSeconds;
+  fmt::print(out, "\n  time to train  {} tokens ({}", FormatAmount(t.tokens), t.budget);
+  if (t.batch_factor != 1) {
+    fmt::print(out, ", × {:.3f} for the batch: {} at the reference", t.batch_factor,
+               FormatAmount(t.budget_tokens));
+  }
+  fmt::print(out, ") in {} iterations: {} of training\n",
+             FormatAmount(static_cast<double>(t.iterations)), FormatSeconds(t.compute_s));
+  if (t.reliability) {
+    const strategies::ReliabilityEstimate& r = *t.reliability;
+    fmt::print(out,
+               "  failures       one every {} ({:.3g} expected); a checkpoint every {}{} "
+               "stopping {} each; a restart {} (load included), {} of work lost on average\n",
+               FormatSeconds(r.mtbf_s), r.expected_failures, FormatSeconds(r.interval_s),
+               r.interval_optimal ? " (optimal)" : "", FormatSeconds(r.save_blocking_s),
+               FormatSeconds(r.restart_s), FormatSeconds(r.lost_per_failure_s));
+    fmt::print(out, "  wall clock     {} at {:.1f}% effective training time\n",
+               FormatSeconds(t.wall_s), 100 * r.effective_training_time_ratio);
+  }
+  fmt::print(out, "  GPU-hours      {}{}\n", FormatAmount(t.gpu_hours),
+             t.cost ? fmt::format(", cost {}", FormatAmount(*t.cost)) : "");
+  for (const std::string& assumption : t.assumptions) {
+    fmt::print(out, "  assumed        {}\n", assumption);
+  }
+}
+
 void PrintSummary(std::ostream& out, const SimulationConfig& c, const SimulationResult& r) {
   const strategies::IterationStats& stats = r.iteration->stats;
   fmt::print(out, "dtsim simulate {}\n", c.source);
@@ -320,6 +349,7 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
   fmt::print(out, "  (times in ms on each stage's first rank)\n");
   PrintSmShared(out, r.stages);
   PrintCollectives(out, r);
+  if (r.time_to_train) PrintTimeToTrain(out, *r.time_to_train);
   for (const std::string& warning : r.warnings) fmt::print(out, "\n  warning: {}\n", warning);
   fmt::print(out,
              "\n  simulator      {} tasks, {} events; built in {:.3f} s, simulated in {:.3f} s\n",

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <array>
+#include <cmath>
 #include <limits>
 
 #include "sim/base/atomic_file.h"
@@ -141,6 +142,32 @@ OrderedJson CompressionJson(const SimulationConfig& c, const SimulationResult& r
   return {{"method", c.compression.method},
           {"phases", std::move(phases)},
           {"average_iteration_time_ns", r.average_iteration_time.ns()}};
+}
+
+// The training run (docs/time_to_train.md): seconds, tokens and counts as numbers.
+OrderedJson TimeToTrainJson(const strategies::TimeToTrain& t) {
+  OrderedJson out = {
+      {"budget", t.budget}, {"budget_tokens", t.budget_tokens}, {"batch_factor", t.batch_factor},
+      {"tokens", t.tokens}, {"iterations", t.iterations},       {"compute_s", t.compute_s},
+      {"wall_s", t.wall_s}, {"gpu_hours", t.gpu_hours}};
+  if (t.cost) out["cost"] = *t.cost;
+  if (t.reliability) {
+    const strategies::ReliabilityEstimate& r = *t.reliability;
+    // An infinite MTBF (no failures) is written as null: JSON has no infinity.
+    out["reliability"] = {
+        {"mtbf_s", std::isfinite(r.mtbf_s) ? OrderedJson(r.mtbf_s) : OrderedJson()},
+        {"expected_failures", r.expected_failures},
+        {"checkpoint_interval_s", r.interval_s},
+        {"checkpoint_interval_optimal", r.interval_optimal},
+        {"checkpoints", r.checkpoints},
+        {"checkpoint_blocking_s", r.save_blocking_s},
+        {"checkpoint_write_s", r.save_write_s},
+        {"restart_s", r.restart_s},
+        {"lost_per_failure_s", r.lost_per_failure_s},
+        {"effective_training_time_ratio", r.effective_training_time_ratio}};
+  }
+  out["assumptions"] = t.assumptions;
+  return out;
 }
 
 // The transformer layers stage `i` holds (null for a model without layers to split).
@@ -380,6 +407,7 @@ OrderedJson SimulateResultJson(const SimulationConfig& c, const SimulationResult
                                 {"fingerprint", FingerprintText(r.summary.fingerprint)},
                                 {"build_seconds", r.build_seconds},
                                 {"simulate_seconds", r.simulate_seconds}}}});
+  if (r.time_to_train) document["time_to_train"] = TimeToTrainJson(*r.time_to_train);
   // Which calibration set the GPU's constants (strategies/calibration.h), when one did.
   if (!c.calibration_source.empty()) {
     document["input"]["calibration"] = {{"source", c.calibration_source},
@@ -423,6 +451,10 @@ Expected<SimulateResultRecord> SimulateResultFromJson(const Json& document,
                    JsonValueForError(warning));
     }
     record.warnings.push_back(warning.get<std::string>());
+  }
+  if (root.Has("time_to_train")) {  // since 1.11
+    DTSIM_ASSIGN_OR_RETURN(JsonObjectReader run, ChildObject(root, "time_to_train"));
+    DTSIM_ASSIGN_OR_RETURN(record.time_to_train_s, run.Number("wall_s"));
   }
   DTSIM_RETURN_IF_ERROR(ReadDescriptions(root));
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader simulator, ChildObject(root, "simulator"));

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,8 +29,9 @@ namespace dtsim::results {
 // "nccl_bytes" (NCCL's buffers for the rank's communicators, in the total); 1.9 the first
 // stage's "allocator_reserve_bytes" where the caching allocator's reserve is modelled (in the
 // total); 1.10 each stage's "sm_shared_ns" (of compute and recompute: what communication
-// kernels took by holding SMs), which a reader takes as 0 when absent.
-inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 10,
+// kernels took by holding SMs), which a reader takes as 0 when absent; 1.11 "time_to_train"
+// where the config has that section.
+inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 11,
                                                   "not a simulation result"};
 
 OrderedJson SimulateResultJson(const strategies::SimulationConfig& config,
@@ -66,6 +68,7 @@ struct SimulateResultRecord {
   std::vector<models::MemoryBreakdown> stage_memory;   // parameter_count is not written
   std::vector<std::string> warnings;
   uint64_t fingerprint = 0;
+  std::optional<double> time_to_train_s;  // the run's wall clock, where the result has one
 };
 
 // Reads a simulation result (a whole file, or a sweep point's "result" at `path`); errors name

@@ -56,14 +56,14 @@ Status WriteCsv(const std::string& path, const SweepDocument& sweep) {
   }
   csv.Append(
       "status,iteration_time_s,average_iteration_time_s,samples_per_second,"
-      "tokens_per_second,mfu,memory_bytes,{},error\n",
+      "tokens_per_second,mfu,memory_bytes,{},time_to_train_s,error\n",
       kBreakdownCsvColumns);
   for (const SweepPoint& point : sweep.points) {
     for (size_t a = 0; a < sweep.axes.size(); ++a) {
       csv.Append("{},", columns[a].cells[point.choice[a]]);
     }
     if (!point.figures) {
-      csv.Append("failed,,,,,,,,,,,,,,,,{}\n", CsvField(point.error));
+      csv.Append("failed,,,,,,,,,,,,,,,,,{}\n", CsvField(point.error));
       continue;
     }
     const strategies::PlanFigures& f = *point.figures;
@@ -72,7 +72,8 @@ Status WriteCsv(const std::string& path, const SweepDocument& sweep) {
                f.average_iteration_time.ToSecondsDouble(), f.samples_per_second,
                f.tokens_per_second, f.mfu, point.memory_bytes);
     for (DurationNs part : BreakdownCsvParts(b)) csv.Append(",{}", part.ToSecondsDouble());
-    csv.Append(",\n");
+    // Empty without a time_to_train section.
+    csv.Append(",{},\n", f.time_to_train_s ? fmt::format("{}", *f.time_to_train_s) : "");
   }
   csv.Flush();
   return writer->Commit();

@@ -15,8 +15,9 @@
 
 namespace dtsim::results {
 
-// 1.1 added the CSV's cp_exposed_s column (after ep_exposed_s).
-inline constexpr FileFormat kSweepFormat{"dtsim.sweep", 1, 2, "not a sweep result"};
+// 1.1 added the CSV's cp_exposed_s column (after ep_exposed_s); 1.3 its time_to_train_s column
+// (before error).
+inline constexpr FileFormat kSweepFormat{"dtsim.sweep", 1, 3, "not a sweep result"};
 
 // A varied config key: its values as given on the command line and as the JSON each became.
 struct SweepAxis {

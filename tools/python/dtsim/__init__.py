@@ -257,7 +257,8 @@ def to_dataframe(result):
 
 def _sweep_row(point):
     """A sweep point's values, status and the scalar figures of its result, with
-    "memory_bytes": the largest stage's peak per GPU."""
+    "memory_bytes": the largest stage's peak per GPU, and "time_to_train_s": the training run's
+    wall clock where the config has a time_to_train section (docs/time_to_train.md)."""
     row = dict(point["values"])
     row["status"] = point["status"]
     row["error"] = point["error"] or ""
@@ -267,4 +268,6 @@ def _sweep_row(point):
             row[key] = value
     if outcome.get("stages"):
         row["memory_bytes"] = max(stage["memory"]["total_bytes"] for stage in outcome["stages"])
+    if outcome.get("time_to_train"):
+        row["time_to_train_s"] = outcome["time_to_train"]["wall_s"]
     return row
