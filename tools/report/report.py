@@ -97,6 +97,10 @@ def run_from_simulate(result, label, extra_inputs):
     resolved = (result.get("provenance") or {}).get("resolved") or {}
     if resolved.get("cluster"):
         inputs.update(flatten(resolved["cluster"], "resolved.cluster"))
+    # The training run's settings (docs/time_to_train.md), which only the config holds.
+    run_config = ((result.get("provenance") or {}).get("config") or {}).get("time_to_train")
+    if run_config:
+        inputs.update(flatten(run_config, "time_to_train"))
     # Named even when absent, so that a calibrated and an uncalibrated run differ in an input.
     inputs["calibration"] = result["input"].get("calibration", {}).get("source", "none")
     inputs["compression"] = result["compression"]["method"]
@@ -118,6 +122,9 @@ def run_from_simulate(result, label, extra_inputs):
         "memory": largest,
         # The calibration's error band (docs/calibration.md), in percent; None without one.
         "band": result.get("error_band", {}).get("mape_percent"),
+        # The whole training run's wall clock in days, with a time_to_train section; else None.
+        "train_days": (result["time_to_train"]["wall_s"] / 86400
+                       if result.get("time_to_train") else None),
     }
 
 
@@ -614,11 +621,15 @@ def replay_tables(replays):
 
 
 def conclusion(runs):
-    """The page's first statement: the best run, its speed-up over the first, what bounds it."""
+    """The page's first statement: the best run, its speed-up over the first, what bounds it.
+    When every run has a time to train, the best is the one that trains soonest: a larger batch
+    can run more samples a second and still train later (docs/time_to_train.md)."""
     if not runs:
         return ""
     esc = html.escape
-    best = max(runs, key=lambda r: r["samples_per_second"])
+    fastest = max(runs, key=lambda r: r["samples_per_second"])
+    timed = all(r.get("train_days") is not None for r in runs)
+    best = min(runs, key=lambda r: r["train_days"]) if timed else fastest
     first = runs[0]
     parts = sorted(((best["breakdown_ms"].get(key, 0), name) for key, name, _ in PARTS), reverse=True)
     total = sum(ms for ms, _ in parts) or 1.0
@@ -626,18 +637,27 @@ def conclusion(runs):
     speedup = (f"{best['samples_per_second'] / first['samples_per_second']:.2f}× the first run "
                f"({esc(first['label'])})" if best is not first and first["samples_per_second"] > 0
                else "it is the first run")
-    return (f"<p class=\"conclusion\"><strong>Best: {esc(best['label'])}</strong> — "
+    trains = ""
+    if timed:
+        trains = f"trains in {best['train_days']:.1f} days, "
+        if fastest is not best:
+            trains = (f"trains soonest, in {best['train_days']:.1f} days (the most samples a second, "
+                      f"{esc(fastest['label'])}, take {fastest['train_days']:.1f}), ")
+    return (f"<p class=\"conclusion\"><strong>Best: {esc(best['label'])}</strong> — {trains}"
             f"{best['samples_per_second']:.2f} samples/s, {best['iteration_s']:.3f} s per iteration, "
             f"MFU {100 * best['mfu']:.1f}%; {speedup}. Its time goes to {esc(bound)}.</p>")
 
 
 def write_html(out, title, runs, figures, skipped, sources, replays=()):
     esc = html.escape
+    any_trains = any(r.get("train_days") is not None for r in runs)
     rows = "".join(
         f"<tr><td>{esc(r['label'])}</td><td>{r['gpus']}</td><td>{r['iteration_s'] * 1e3:.1f}"
         f"{' ±%.1f%%' % r['band'] if r.get('band') else ''}</td>"
         f"<td>{r['samples_per_second']:.2f}</td><td>{100 * r['mfu']:.1f}%</td>"
-        f"<td>{r['memory'].get('total_bytes', 0) / GIB:.1f}</td></tr>" for r in runs)
+        f"<td>{r['memory'].get('total_bytes', 0) / GIB:.1f}</td>"
+        + (f"<td>{r['train_days']:.1f}</td>" if r.get("train_days") is not None
+           else ("<td>—</td>" if any_trains else "")) + "</tr>" for r in runs)
     keys = differing_inputs(runs)
     diff = "<p>The runs differ in no input.</p>" if not keys else (
         "<table><tr><th>run</th>" + "".join(f"<th>{esc(k)}</th>" for k in keys) + "</tr>"
@@ -649,7 +669,8 @@ def write_html(out, title, runs, figures, skipped, sources, replays=()):
     missing = "".join(f"<li>{esc(caption)}: not drawn — {esc(reason)}</li>" for caption, reason in skipped)
     run_tables = "" if not runs else (
         "<h2>Runs</h2><table><tr><th>run</th><th>GPUs</th><th>iteration (ms)</th><th>samples/s</th>"
-        f"<th>MFU</th><th>memory/GPU (GiB)</th></tr>{rows}</table>"
+        f"<th>MFU</th><th>memory/GPU (GiB)</th>{'<th>time to train (days)</th>' if any_trains else ''}"
+        f"</tr>{rows}</table>"
         f"<h2>Inputs that differ between runs</h2>{diff}")
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
