@@ -176,6 +176,12 @@ Expected<ReliabilityEstimate> EstimateReliability(const ReliabilityConfig& confi
   r.save_blocking_s = r.save_write_s;
   double lag = 0;
   if (config.async_save) {
+    if (run.host_bandwidth.bits_per_second() == 0) {
+      return Error(
+          "an async save copies each GPU's share to host memory at the GPU's host_bandwidth, "
+          "which this GPU does not give (cluster.gpu.host_bandwidth)",
+          "time_to_train.reliability.async_save", "true");
+    }
     // Each GPU copies its share to host memory; the storage write follows in the background,
     // and a failure before it ends falls back to the checkpoint before.
     r.save_blocking_s =

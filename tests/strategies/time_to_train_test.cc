@@ -170,6 +170,15 @@ TEST(TimeToTrainTest, AsyncSavesBlockForTheCopyToHost) {
   EXPECT_DOUBLE_EQ(r.save_write_s, 1);
   EXPECT_NEAR(r.interval_s + r.save_blocking_s, 37.62871, 1e-5);
   EXPECT_NEAR(r.effective_training_time_ratio, 0.982233, 1e-6);
+
+  // A GPU that does not give its host link's rate cannot say how long the copy takes.
+  TrainingRun unknown = RunOf(model);
+  unknown.host_bandwidth = Bandwidth();
+  Expected<TimeToTrain> refused =
+      EstimateTimeToTrain(Read({{"tokens", 4e12}, {"reliability", reliability}}), unknown);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error().ToString(), HasSubstr("time_to_train.reliability.async_save"));
+  EXPECT_THAT(refused.error().ToString(), HasSubstr("host_bandwidth"));
 }
 
 TEST(TimeToTrainTest, DefaultFailureRateIsLlamaThrees) {
