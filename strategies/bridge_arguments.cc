@@ -27,7 +27,7 @@ struct Mapping {
   Kind kind;
 };
 
-constexpr std::array<Mapping, 51> kMappings = {{
+constexpr std::array<Mapping, 52> kMappings = {{
     {"--num-layers", "model.num_layers", Kind::kValue},
     {"--hidden-size", "model.hidden_size", Kind::kValue},
     {"--ffn-hidden-size", "model.ffn_hidden_size", Kind::kValue},
@@ -77,6 +77,7 @@ constexpr std::array<Mapping, 51> kMappings = {{
     {"--overlap-param-gather", "ddp.overlap_param_gather", Kind::kTrue},
     {"--micro-batch-size", "train.micro_batch_size", Kind::kValue},
     {"--global-batch-size", "train.global_batch_size", Kind::kValue},
+    {"--train-iters", "train.train_iters", Kind::kValue},
     {"--recompute-granularity", "model.recompute_granularity", Kind::kValue},
     {"--recompute-method", "model.recompute_method", Kind::kValue},
     {"--recompute-num-layers", "model.recompute_num_layers", Kind::kValue},

@@ -148,6 +148,7 @@ void DeepSpeedParallelFlags(const SimulationConfig& config, Lines& args, Lines& 
 void DeepSpeedTrainingFlags(const SimulationConfig& config, Lines& args, Lines& not_expressed) {
   const TrainingConfig& training = config.training;
   BatchAndRecomputeFlags(training, args, not_expressed);
+  RunLengthFlags(config, args, not_expressed);
   // Full recompute through DeepSpeed's activation checkpointing (its examples' pairing).
   if (training.recompute == models::Recompute::kFull) {
     args.emplace_back("--deepspeed-activation-checkpointing");

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "strategies/layer_pattern.h"
+#include "strategies/time_to_train.h"
 
 namespace dtsim::strategies {
 namespace {
@@ -155,6 +156,7 @@ void TrainingFlags(const SimulationConfig& config, std::vector<std::string>& arg
                    std::vector<std::string>& not_expressed) {
   const TrainingConfig& training = config.training;
   BatchAndRecomputeFlags(training, args, not_expressed);
+  RunLengthFlags(config, args, not_expressed);
   if (training.fp8 != models::Fp8Recipe::kNone) {
     args.emplace_back("--bf16");
     args.emplace_back("--fp8-format hybrid");
@@ -193,6 +195,19 @@ void SizeFlags(const models::TransformerSpec& spec, std::vector<std::string>& ar
   if (spec.head_dim_override > 0) args.push_back(fmt::format("--kv-channels {}", spec.head_dim()));
   args.push_back(fmt::format("--max-position-embeddings {}", spec.max_seq));
   args.push_back(fmt::format("--make-vocab-size-divisible-by {}", spec.vocab_divisible_by));
+}
+
+void RunLengthFlags(const SimulationConfig& config, std::vector<std::string>& args,
+                    std::vector<std::string>& not_expressed) {
+  if (!config.time_to_train || config.training.seq_len <= 0) return;
+  const Expected<TokenBudget> budget = TokensToTrain(
+      *config.time_to_train, config.model, config.training.global_batch * config.training.seq_len);
+  if (!budget.ok()) {
+    not_expressed.push_back(
+        fmt::format("the run's length (--train-iters): {}", budget.error().ToString()));
+    return;
+  }
+  args.push_back(fmt::format("--train-iters {}", budget->iterations));
 }
 
 void BatchAndRecomputeFlags(const TrainingConfig& training, std::vector<std::string>& args,

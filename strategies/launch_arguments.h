@@ -55,6 +55,10 @@ void SizeFlags(const models::TransformerSpec& spec, std::vector<std::string>& ar
 // layer; the rest listed): both scripts' flags.
 void BatchAndRecomputeFlags(const TrainingConfig& training, std::vector<std::string>& args,
                             std::vector<std::string>& not_expressed);
+// With a time_to_train section, the iterations it needs at the plan's batch: --train-iters
+// (both scripts; docs/time_to_train.md). A budget that cannot be computed is listed instead.
+void RunLengthFlags(const SimulationConfig& config, std::vector<std::string>& args,
+                    std::vector<std::string>& not_expressed);
 void TokenizerNote(const models::TransformerSpec& spec, std::vector<std::string>& not_expressed);
 // What neither GPT script's layer has a flag for: a GeGLU MLP (Megatron-LM's --quick-geglu is
 // another approximation) and norms after the attention and the MLP (Gemma's, which

@@ -284,6 +284,32 @@ Status TrainingSection(Flags& flags, Json& training, std::vector<std::string>& a
   return Dropout(flags, training, approximated);
 }
 
+// The run's length (docs/time_to_train.md): pretrain_gpt.py trains for --train-iters
+// iterations of the global batch or --train-samples sequences, one or the other (Megatron-LM's
+// validate_args; Megatron-DeepSpeed also stops at --train-tokens), as time_to_train.tokens.
+Status RunLength(Flags& flags, Json& config) {
+  const Json& training = config["training"];
+  const int64_t sequence =
+      training.value("seq_len", config["model"].value("max_seq", static_cast<int64_t>(0)));
+  const int64_t batch = training.value("global_batch", static_cast<int64_t>(0));
+  std::vector<std::pair<const char*, double>> given;
+  for (const auto& [flag, tokens_each] :
+       {std::pair{"train-iters", static_cast<double>(batch) * static_cast<double>(sequence)},
+        std::pair{"train-samples", static_cast<double>(sequence)},
+        std::pair{"train-tokens", 1.0}}) {
+    DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> count, flags.Int(flag));
+    if (count) given.emplace_back(flag, static_cast<double>(*count) * tokens_each);
+  }
+  if (given.empty()) return Status::Ok();
+  if (given.size() > 1) {
+    return Error(
+        fmt::format("give one run length: --{} or --{}, not both", given[0].first, given[1].first),
+        fmt::format("--{}", given[1].first));
+  }
+  config["time_to_train"] = {{"tokens", given[0].second}};
+  return Status::Ok();
+}
+
 // ZeRO: 1 the distributed optimizer; Megatron-FSDP's sharding strategies name the rest.
 Expected<int> ZeroStage(Flags& flags) {
   int stage = flags.Has("use-distributed-optimizer") ? 1 : 0;
@@ -660,6 +686,7 @@ Expected<ImportedConfig> ImportMegatronArguments(std::span<const std::string> ar
   std::vector<std::string> approximated;
   DTSIM_RETURN_IF_ERROR(ModelSection(flags, target, Dialect::kMegatronLm, config["model"]));
   DTSIM_RETURN_IF_ERROR(TrainingSection(flags, config["training"], approximated));
+  DTSIM_RETURN_IF_ERROR(RunLength(flags, config));
   config["cluster"] = target.cluster;
   config["parallelism"] = Json::object();
   DTSIM_RETURN_IF_ERROR(ParallelismSection(flags, config["parallelism"]));
@@ -692,6 +719,7 @@ Expected<ImportedConfig> ImportDeepSpeedArguments(std::span<const std::string> a
   DsConfig ds{.json = ds_config, .file = ds_config_file};
   DTSIM_RETURN_IF_ERROR(ModelSection(flags, target, Dialect::kMegatronDeepSpeed, config["model"]));
   DTSIM_RETURN_IF_ERROR(DeepSpeedTraining(flags, ds, config["training"], approximated));
+  DTSIM_RETURN_IF_ERROR(RunLength(flags, config));
   config["cluster"] = target.cluster;
   config["parallelism"] = Json::object();
   DTSIM_RETURN_IF_ERROR(DeepSpeedParallelism(flags, ds, config["parallelism"]));

@@ -393,7 +393,8 @@ Status Trainer(NemoConfig& config, const ImportTarget& target, Json& cluster, Tr
     return config.Fail("expected 16, bf16 or 32 (or their -mixed forms)", "trainer.precision",
                        given);
   }
-  return Status::Ok();
+  // The run's length: max_steps iterations of the global batch (docs/time_to_train.md).
+  return out.AddInt(config, "train-iters", "trainer.max_steps");
 }
 
 // The model's shape and its layers' kinds; the vocabulary from the tokenizer.

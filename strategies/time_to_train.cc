@@ -253,28 +253,43 @@ std::string FormatAmount(double amount) {
   return fmt::format("{:.4g}", amount);
 }
 
+Expected<TokenBudget> TokensToTrain(const TimeToTrainConfig& config, const models::ModelSpec& model,
+                                    int64_t batch_tokens) {
+  DTSIM_CHECK(batch_tokens > 0, "TokensToTrain needs a batch");
+  TokenBudget b;
+  DTSIM_ASSIGN_OR_RETURN(b.budget_tokens, BudgetTokens(config, model, b.how));
+  const auto batch = static_cast<double>(batch_tokens);
+  if (config.critical_batch_tokens) {
+    // McCandlish et al. 2018: to reach a loss, E = E_min (1 + B / B_noise) examples.
+    const double critical = *config.critical_batch_tokens;
+    b.batch_factor = (1 + batch / critical) / (1 + config.reference_batch_tokens / critical);
+  }
+  b.tokens = b.budget_tokens * b.batch_factor;
+  const double iterations = std::ceil(b.tokens / batch);
+  if (!(iterations <= 1e15)) {
+    return Error(fmt::format("{:.3g} iterations of {} tokens: past the 10^15 dtsim takes",
+                             iterations, batch_tokens),
+                 "time_to_train");
+  }
+  b.iterations = static_cast<int64_t>(iterations);
+  return b;
+}
+
 Expected<TimeToTrain> EstimateTimeToTrain(const TimeToTrainConfig& config, const TrainingRun& run) {
   DTSIM_CHECK(run.model != nullptr && run.batch_tokens > 0 && run.gpus > 0,
               "EstimateTimeToTrain needs a model, a batch and GPUs");
   TimeToTrain t;
-  DTSIM_ASSIGN_OR_RETURN(t.budget_tokens, BudgetTokens(config, *run.model, t.budget));
-  const auto batch = static_cast<double>(run.batch_tokens);
-  if (config.critical_batch_tokens) {
-    // McCandlish et al. 2018: to reach a loss, E = E_min (1 + B / B_noise) examples.
-    const double critical = *config.critical_batch_tokens;
-    t.batch_factor = (1 + batch / critical) / (1 + config.reference_batch_tokens / critical);
-  } else {
+  DTSIM_ASSIGN_OR_RETURN(const TokenBudget budget,
+                         TokensToTrain(config, *run.model, run.batch_tokens));
+  t.budget = budget.how;
+  t.budget_tokens = budget.budget_tokens;
+  t.batch_factor = budget.batch_factor;
+  t.tokens = budget.tokens;
+  t.iterations = budget.iterations;
+  if (!config.critical_batch_tokens) {
     t.assumptions.push_back(
         "the budget's tokens at any batch (no critical_batch_tokens: no large-batch penalty)");
   }
-  t.tokens = t.budget_tokens * t.batch_factor;
-  const double iterations = std::ceil(t.tokens / batch);
-  if (!(iterations <= 1e15)) {
-    return Error(fmt::format("{:.3g} iterations of {} tokens: past the 10^15 dtsim takes",
-                             iterations, run.batch_tokens),
-                 "time_to_train");
-  }
-  t.iterations = static_cast<int64_t>(iterations);
   const int64_t warmup = std::min(t.iterations, run.warmup_steps);
   t.compute_s = static_cast<double>(warmup) * run.warmup_time.ToSecondsDouble() +
                 static_cast<double>(t.iterations - warmup) * run.iteration_time.ToSecondsDouble();

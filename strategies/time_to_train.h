@@ -111,6 +111,18 @@ struct TimeToTrain {
   std::vector<std::string> assumptions;
 };
 
+// The tokens and iterations a run of `batch_tokens` a step needs: the budget and the batch's
+// correction, nothing simulated (launch flags write the iterations: --train-iters).
+struct TokenBudget {
+  std::string how;           // how the budget was set, for the report
+  double budget_tokens = 0;  // at the reference batch
+  double batch_factor = 1;
+  double tokens = 0;  // at this batch
+  int64_t iterations = 0;
+};
+Expected<TokenBudget> TokensToTrain(const TimeToTrainConfig& config, const models::ModelSpec& model,
+                                    int64_t batch_tokens);
+
 // Errors name the time_to_train field: a loss the law cannot reach with this model, a law for
 // a MoE model, a run that fails faster than it restarts.
 Expected<TimeToTrain> EstimateTimeToTrain(const TimeToTrainConfig& config, const TrainingRun& run);

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -42,26 +43,17 @@ TEST(LaunchImportTest, GptThreeLaunchSimulatesAsTheShippedExample) {
   ASSERT_TRUE(imported.ok()) << imported.error().ToString();
   EXPECT_EQ(imported->config["parallelism"]["data"], 8);  // 1,024 GPUs over TP 8 × PP 16
   ExpectSameIteration(imported->config, example);
-  EXPECT_THAT(imported->not_modelled, ElementsAreArray({"--rampup-batch-size 16 16 5859375",
-                                                        "--train-iters 500000",
-                                                        "--weight-decay 0.1",
-                                                        "--adam-beta1 0.9",
-                                                        "--adam-beta2 0.95",
-                                                        "--init-method-std 0.006",
-                                                        "--clip-grad 1.0",
-                                                        "--lr 6.0e-5",
-                                                        "--lr-decay-style cosine",
-                                                        "--min-lr 6.0e-6",
-                                                        "--lr-warmup-fraction .001",
-                                                        "--lr-decay-iters 430000",
-                                                        "--data-path /data/gpt3_text_document",
-                                                        "--vocab-file gpt2-vocab.json",
-                                                        "--merge-file gpt2-merges.txt",
-                                                        "--split 949,50,1",
-                                                        "--log-interval 100",
-                                                        "--save-interval 10000",
-                                                        "--eval-interval 1000",
-                                                        "--eval-iters 10"}));
+  // The run: 500,000 iterations of 1,536 × 2,048 tokens (the batch ramp not modelled).
+  EXPECT_EQ(imported->config["time_to_train"]["tokens"].get<double>(), 500000.0 * 1536 * 2048);
+  EXPECT_THAT(
+      imported->not_modelled,
+      ElementsAreArray({"--rampup-batch-size 16 16 5859375", "--weight-decay 0.1",
+                        "--adam-beta1 0.9", "--adam-beta2 0.95", "--init-method-std 0.006",
+                        "--clip-grad 1.0", "--lr 6.0e-5", "--lr-decay-style cosine",
+                        "--min-lr 6.0e-6", "--lr-warmup-fraction .001", "--lr-decay-iters 430000",
+                        "--data-path /data/gpt3_text_document", "--vocab-file gpt2-vocab.json",
+                        "--merge-file gpt2-merges.txt", "--split 949,50,1", "--log-interval 100",
+                        "--save-interval 10000", "--eval-interval 1000", "--eval-iters 10"}));
 }
 
 // A core_v0.14 launch of the LLaMA-2 70B example: GQA, RMSNorm, SwiGLU, RoPE, no biases or
@@ -327,6 +319,46 @@ void ExpectDeepSpeedRoundTrip(Json json) {
                 testing::AnyOf(HasSubstr("steps_per_print"), HasSubstr("contiguous_gradients")))
         << json.dump();
   }
+}
+
+// The run's length (docs/time_to_train.md): a time_to_train section becomes --train-iters, the
+// iterations it needs at the plan's batch, and --train-iters or --train-samples read back as
+// its tokens. 10^10 tokens at 512 × 4,096 = 2,097,152 a step: ⌈4,768.37⌉ = 4,769 iterations,
+// which read back as 4,769 × 2,097,152 = 10,001,317,888 tokens.
+TEST(LaunchImportTest, TheRunLengthIsTrainIters) {
+  Json json = Plan("llama3-8b", R"({"data": 8})",
+                   R"({"global_batch": 512, "seq_len": 4096, "flash_attention": true})", 1);
+  json["time_to_train"] = {{"tokens", 1e10}};
+  const ResolvedConfig original = ConfigOf(json);
+  const LaunchArguments megatron = MegatronArguments(original);
+  EXPECT_THAT(megatron.arguments, testing::Contains("--train-iters 4769"));
+  Expected<ImportedConfig> imported =
+      ImportMegatronArguments(Words(megatron), {.cluster = json["cluster"], .vocab = 128256});
+  ASSERT_TRUE(imported.ok()) << imported.error().ToString();
+  EXPECT_EQ(imported->config["time_to_train"]["tokens"].get<double>(), 10001317888.0);
+  // Megatron-Bridge's override and Megatron-DeepSpeed's flag say the same.
+  EXPECT_THAT(MegatronBridgeArguments(original).arguments,
+              testing::Contains("train.train_iters=4769"));
+  EXPECT_THAT(DeepSpeedArguments(original, "ds.json").arguments,
+              testing::Contains("--train-iters 4769"));
+  // Sequences instead of iterations: 1,000 × 4,096 tokens.
+  std::vector<std::string> words = Words(megatron);
+  const auto iters = std::find(words.begin(), words.end(), "--train-iters");
+  ASSERT_NE(iters, words.end());
+  *iters = "--train-samples";
+  *(iters + 1) = "1000";
+  imported = ImportMegatronArguments(words, {.cluster = json["cluster"], .vocab = 128256});
+  ASSERT_TRUE(imported.ok()) << imported.error().ToString();
+  EXPECT_EQ(imported->config["time_to_train"]["tokens"].get<double>(), 4096000.0);
+  // Not both.
+  words.insert(words.end(), {"--train-iters", "10"});
+  imported = ImportMegatronArguments(words, {.cluster = json["cluster"], .vocab = 128256});
+  ASSERT_FALSE(imported.ok());
+  EXPECT_THAT(imported.error().ToString(), HasSubstr("give one run length"));
+  // Without a section, no flag.
+  json.erase("time_to_train");
+  EXPECT_THAT(MegatronArguments(ConfigOf(json)).arguments,
+              testing::Not(testing::Contains(HasSubstr("--train-iters"))));
 }
 
 TEST(LaunchImportTest, DeepSpeedFlagsAndConfigReadBackAsThePlan) {

@@ -46,6 +46,8 @@ TEST(NemoImportTest, GptThreeConfigSimulatesAsTheShippedExample) {
   EXPECT_EQ(imported->config["model"]["ffn_hidden"], 4 * 12288);
   EXPECT_EQ(imported->config["model"]["vocab"], 50257);
   ExpectSameIteration(imported->config, example);
+  // trainer.max_steps: 75,000 iterations of 1,536 × 2,048 tokens (docs/time_to_train.md).
+  EXPECT_EQ(imported->config["time_to_train"]["tokens"].get<double>(), 75000.0 * 1536 * 2048);
   EXPECT_THAT(imported->not_modelled,
               ElementsAreArray({
                   "exp_manager.checkpoint_callback_params.model_parallel_size: "
@@ -72,7 +74,6 @@ TEST(NemoImportTest, GptThreeConfigSimulatesAsTheShippedExample) {
                   "run.time_limit: 26-00:00:00",
                   "trainer.gradient_clip_val: 1.0",
                   "trainer.logger: False",
-                  "trainer.max_steps: 75000",
                   "trainer.val_check_interval: 2000",
               }));
 }

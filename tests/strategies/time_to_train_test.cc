@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "models/parameters.h"
@@ -263,6 +264,19 @@ TEST(TimeToTrainTest, SimulatedIterationsMakeTheRun) {
   Expected<SimulationResult> images = Simulate(ConfigOf(resnet));
   ASSERT_FALSE(images.ok());
   EXPECT_THAT(images.error().ToString(), HasSubstr("counts tokens"));
+}
+
+TEST(TimeToTrainTest, SpansAndCountsAsAReaderSaysThem) {
+  EXPECT_EQ(FormatSeconds(0.0213), "0.0213 s");
+  EXPECT_EQ(FormatSeconds(42), "42 s");
+  EXPECT_EQ(FormatSeconds(600), "10.0 min");
+  EXPECT_EQ(FormatSeconds(11135), "3.1 h");       // under 48 hours
+  EXPECT_EQ(FormatSeconds(6.23e6), "72.1 days");  // 6.23e6 / 86,400 = 72.106
+  EXPECT_EQ(FormatSeconds(std::numeric_limits<double>::infinity()), "never");
+  EXPECT_EQ(FormatAmount(15.6e12), "15.6T");
+  EXPECT_EQ(FormatAmount(28.36e6), "28.4M");
+  EXPECT_EQ(FormatAmount(929833), "929.8k");
+  EXPECT_EQ(FormatAmount(512), "512");
 }
 
 }  // namespace
