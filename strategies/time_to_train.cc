@@ -20,7 +20,8 @@ constexpr double kSecondsPerHour = 3600;
 // Past 10^18 tokens (a million times today's largest runs) a budget is a typo.
 constexpr double kMostTokens = 1e18;
 
-// A number in (min, max]; `present` says whether the key was there.
+// An optional number above 0 (at least 0 with `allow_zero`) and at most `max` into `out`:
+// whether the key was there.
 Expected<bool> ReadPositive(JsonObjectReader& reader, std::string_view key, double max, double& out,
                             bool allow_zero = false) {
   reader.Allow(key);
@@ -76,8 +77,9 @@ Expected<ReliabilityConfig> ReliabilityFromJson(const Json& value, const std::st
   }
   for (const auto& [key, rate] : {std::pair{"checkpoint_write", config.checkpoint_write},
                                   std::pair{"checkpoint_read", config.checkpoint_read}}) {
-    if (rate.bits_per_second() == 0) {
-      return Error("must be above 0", JsonChildPath(path, key), "\"0\"");
+    const Json* given = reader.Find(key);
+    if (rate.bits_per_second() == 0 && given != nullptr) {
+      return Error("must be above 0", JsonChildPath(path, key), JsonValueForError(*given));
     }
   }
   DTSIM_RETURN_IF_ERROR(reader.ReadOptional("async_save", config.async_save));
@@ -95,16 +97,17 @@ Expected<ReliabilityConfig> ReliabilityFromJson(const Json& value, const std::st
 
 Status ReadBudget(JsonObjectReader& reader, TimeToTrainConfig& config) {
   using Budget = TimeToTrainConfig::Budget;
-  int budgets = 0;
   DTSIM_ASSIGN_OR_RETURN(const bool tokens,
                          ReadPositive(reader, "tokens", kMostTokens, config.tokens));
-  if (tokens) config.budget = Budget::kTokens, ++budgets;
   DTSIM_ASSIGN_OR_RETURN(const bool per_parameter, ReadPositive(reader, "tokens_per_parameter", 1e9,
                                                                 config.tokens_per_parameter));
-  if (per_parameter) config.budget = Budget::kTokensPerParameter, ++budgets;
   DTSIM_ASSIGN_OR_RETURN(const bool loss,
                          ReadPositive(reader, "target_loss", 1e6, config.target_loss));
-  if (loss) config.budget = Budget::kTargetLoss, ++budgets;
+  const int budgets =
+      static_cast<int>(tokens) + static_cast<int>(per_parameter) + static_cast<int>(loss);
+  config.budget = loss            ? Budget::kTargetLoss
+                  : per_parameter ? Budget::kTokensPerParameter
+                                  : Budget::kTokens;
   if (budgets != 1) {
     return Error(budgets == 0 ? "missing the token budget: give one of \"tokens\", "
                                 "\"tokens_per_parameter\" or \"target_loss\""
