@@ -65,6 +65,20 @@ TEST_F(SweepCommandTest, OneBitAdamPaysOffOnSlowNetworksOnly) {
   EXPECT_THAT(first, HasSubstr(",1250000000,ok,"));  // 10 Gbps
 }
 
+// With a time_to_train section the table has the run's wall clock: BERT-Large's 10^10 tokens at
+// 4,096 and 8,192 sequences of 128 tokens (docs/time_to_train.md).
+TEST_F(SweepCommandTest, TheTableShowsTheTimeToTrain) {
+  const CommandOutcome outcome = Sweep({kBert, "--vary", "training.global_batch=4096,8192", "--set",
+                                        "time_to_train.tokens=1e10", "-o", Path("run")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("time to train"));
+  EXPECT_THAT(output_.str(), HasSubstr("the run's wall clock"));
+  // Without one, no such column.
+  ASSERT_EQ(Sweep({kBert, "--vary", "training.global_batch=4096,8192"}).kind,
+            CommandOutcome::Kind::kOk);
+  EXPECT_THAT(output_.str(), testing::Not(HasSubstr("time to train")));
+}
+
 TEST_F(SweepCommandTest, BadInputIsNamed) {
   CommandOutcome outcome = Sweep({kBert, "--vary", "training.globl_batch=1,2"});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kFailure);

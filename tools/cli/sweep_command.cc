@@ -11,6 +11,7 @@
 #include "sim/base/quantity.h"
 #include "sim/base/strings.h"
 #include "strategies/search.h"
+#include "strategies/time_to_train.h"
 #include "tools/api/api.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/progress.h"
@@ -70,7 +71,12 @@ void PrintTable(std::ostream& out, const SweepOptions& options, const std::vecto
   }
   fmt::print(out, " ");
   for (size_t a = 0; a < axes.size(); ++a) fmt::print(out, " {:<{}}", axes[a].key, widths[a]);
-  fmt::print(out, " {:>12} {:>12} {:>6} {:>10}\n", "iteration", "samples/s", "MFU", "memory");
+  // A column for the training run's wall clock when any point has one (docs/time_to_train.md).
+  const bool trains = std::any_of(points.begin(), points.end(), [](const SweepPoint& point) {
+    return point.figures && point.figures->time_to_train_s;
+  });
+  fmt::print(out, " {:>12} {:>12} {:>6} {:>10}{}\n", "iteration", "samples/s", "MFU", "memory",
+             trains ? fmt::format(" {:>14}", "time to train") : "");
   for (const SweepPoint& point : points) {
     fmt::print(out, " ");
     for (size_t a = 0; a < axes.size(); ++a) {
@@ -81,13 +87,20 @@ void PrintTable(std::ostream& out, const SweepOptions& options, const std::vecto
       continue;
     }
     const strategies::PlanFigures& f = *point.figures;
-    fmt::print(out, " {:>12} {:>12.2f} {:>5.1f}% {:>6.1f} GiB\n",
+    fmt::print(out, " {:>12} {:>12.2f} {:>5.1f}% {:>6.1f} GiB",
                FormatDuration(f.average_iteration_time), f.samples_per_second, 100 * f.mfu,
                static_cast<double>(point.memory_bytes) / kGibi);
+    if (trains) {
+      fmt::print(out, " {:>14}",
+                 f.time_to_train_s ? strategies::FormatSeconds(*f.time_to_train_s) : "-");
+    }
+    fmt::print(out, "\n");
   }
-  fmt::print(out,
-             "  (iteration: the run's average with a compression warm-up; memory: the largest "
-             "stage's, per GPU)\n");
+  fmt::print(
+      out,
+      "  (iteration: the run's average with a compression warm-up; memory: the largest "
+      "stage's, per GPU{})\n",
+      trains ? "; time to train: the run's wall clock with its failures and checkpoints" : "");
 }
 
 Status Execute(const SweepOptions& options, std::ostream& out) {
