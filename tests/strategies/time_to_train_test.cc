@@ -197,6 +197,26 @@ TEST(TimeToTrainTest, DefaultFailureRateIsLlamaThrees) {
   EXPECT_THAT(t->assumptions.back(), HasSubstr("Llama 3"));
 }
 
+TEST(TimeToTrainTest, NoFailuresNeedNoCheckpoints) {
+  // failures_per_gpu_hour 0: nothing to lose, so no checkpoint unless an interval is given; with
+  // one of an hour and δ = 1 s (10^12 B at 1 TB/s) the run keeps 3,600 / 3,601 of its time.
+  const models::ModelSpec model = Model("gpt2-124m");
+  Json reliability = {
+      {"failures_per_gpu_hour", 0}, {"restart", "10 min"}, {"checkpoint_write", "1 TB/s"}};
+  Expected<TimeToTrain> t =
+      EstimateTimeToTrain(Read({{"tokens", 1e12}, {"reliability", reliability}}), RunOf(model));
+  ASSERT_TRUE(t.ok()) << t.error().ToString();
+  EXPECT_TRUE(std::isinf(t->reliability->mtbf_s));
+  EXPECT_EQ(t->reliability->interval_s, 0);
+  EXPECT_EQ(t->reliability->effective_training_time_ratio, 1);
+  EXPECT_EQ(t->reliability->expected_failures, 0);
+  EXPECT_DOUBLE_EQ(t->wall_s, t->compute_s);
+  reliability["checkpoint_interval"] = "1 h";
+  t = EstimateTimeToTrain(Read({{"tokens", 1e12}, {"reliability", reliability}}), RunOf(model));
+  ASSERT_TRUE(t.ok()) << t.error().ToString();
+  EXPECT_DOUBLE_EQ(t->reliability->effective_training_time_ratio, 3600.0 / 3601.0);
+}
+
 TEST(TimeToTrainTest, ARunThatNeverFinishesIsAnError) {
   // A failure every 36 s (1,000 GPUs at 0.1 a GPU-hour) against a 10-minute restart.
   const models::ModelSpec model = Model("gpt2-124m");

@@ -5,6 +5,7 @@
 #include <fmt/ostream.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <iostream>
 
 #include "sim/base/atomic_file.h"
@@ -254,12 +255,20 @@ void PrintTimeToTrain(std::ostream& out, const strategies::TimeToTrain& t) {
              FormatAmount(static_cast<double>(t.iterations)), FormatSeconds(t.compute_s));
   if (t.reliability) {
     const strategies::ReliabilityEstimate& r = *t.reliability;
-    fmt::print(out,
-               "  failures       one every {} ({:.3g} expected); a checkpoint every {}{} "
-               "stopping {} each; a restart {} (load included), {} of work lost on average\n",
-               FormatSeconds(r.mtbf_s), r.expected_failures, FormatSeconds(r.interval_s),
-               r.interval_optimal ? " (optimal)" : "", FormatSeconds(r.save_blocking_s),
-               FormatSeconds(r.restart_s), FormatSeconds(r.lost_per_failure_s));
+    const std::string checkpoints =
+        r.interval_s > 0
+            ? fmt::format("a checkpoint every {}{} stopping {} each", FormatSeconds(r.interval_s),
+                          r.interval_optimal ? " (optimal)" : "", FormatSeconds(r.save_blocking_s))
+            : std::string("no checkpoints");
+    if (std::isfinite(r.mtbf_s)) {
+      fmt::print(out,
+                 "  failures       one every {} ({:.3g} expected); {}; a restart {} (load "
+                 "included), {} of work lost on average\n",
+                 FormatSeconds(r.mtbf_s), r.expected_failures, checkpoints,
+                 FormatSeconds(r.restart_s), FormatSeconds(r.lost_per_failure_s));
+    } else {
+      fmt::print(out, "  failures       none (failures_per_gpu_hour 0); {}\n", checkpoints);
+    }
     fmt::print(out, "  wall clock     {} at {:.1f}% effective training time\n",
                FormatSeconds(t.wall_s), 100 * r.effective_training_time_ratio);
   }
