@@ -154,10 +154,13 @@ def main(binary, source):
                       breakdown_ms=parts, train_days=days)
                  for label, sps, days in (("batch 1k", 10.0, 30.0), ("batch 2k", 12.0, 45.0))]
         said = report.conclusion(timed)
-        if "Best: batch 1k" not in said or "take 45.0" not in said:
+        if "Best: batch 1k" not in said or "take 45.0" not in said or "it is the first run" not in said:
             failures.append(f"conclusion with times to train: {said}")
         if "Best: batch 2k" not in report.conclusion([dict(r, train_days=None) for r in timed]):
             failures.append("conclusion without times to train is not the most samples a second")
+        # The first run slower to train: the speed-up is in days (45 / 30 = 1.50× sooner).
+        if "1.50× sooner than the first run" not in report.conclusion(timed[::-1]):
+            failures.append(f"conclusion's speed-up in days: {report.conclusion(timed[::-1])}")
 
         for figure, fig in sorted(drawn.items()):
             check_layout(figure, fig, failures)

@@ -638,6 +638,10 @@ def conclusion(runs):
                f"({esc(first['label'])})" if best is not first and first["samples_per_second"] > 0
                else "it is the first run")
     trains = ""
+    if timed and best is not first and best["train_days"] > 0:
+        # Against the first run, in the measure the best was chosen by.
+        speedup = (f"{first['train_days'] / best['train_days']:.2f}× sooner than the first run "
+                   f"({esc(first['label'])})")
     if timed:
         trains = f"trains in {best['train_days']:.1f} days, "
         if fastest is not best:
