@@ -66,9 +66,11 @@ Expected<ScalingLaw> LawFromJson(const Json& value, const std::string& path) {
 Expected<ReliabilityConfig> ReliabilityFromJson(const Json& value, const std::string& path) {
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(value, path));
   ReliabilityConfig config;
-  DTSIM_ASSIGN_OR_RETURN(config.failures_given, ReadPositive(reader, "failures_per_gpu_hour", 1,
-                                                             config.failures_per_gpu_hour,
-                                                             /*allow_zero=*/true));
+  double failures = 0;
+  DTSIM_ASSIGN_OR_RETURN(const bool failures_given,
+                         ReadPositive(reader, "failures_per_gpu_hour", 1, failures,
+                                      /*allow_zero=*/true));
+  if (failures_given) config.failures_per_gpu_hour = failures;
   DTSIM_ASSIGN_OR_RETURN(config.restart, reader.Duration("restart"));
   DTSIM_ASSIGN_OR_RETURN(config.checkpoint_write, reader.Rate("checkpoint_write"));
   config.checkpoint_read = config.checkpoint_write;
@@ -193,8 +195,9 @@ Expected<ReliabilityEstimate> EstimateReliability(const ReliabilityConfig& confi
   }
   r.restart_s =
       config.restart.ToSecondsDouble() + bytes / config.checkpoint_read.bytes_per_second();
-  const double rate = config.failures_per_gpu_hour * static_cast<double>(run.gpus);
-  if (!config.failures_given) {
+  const double rate = config.failures_per_gpu_hour.value_or(kLlama3FailuresPerGpuHour) *
+                      static_cast<double>(run.gpus);
+  if (!config.failures_per_gpu_hour) {
     assumptions.push_back(
         "failures at Llama 3 405B's rate: 419 unexpected interruptions in 54 days on 16,384 "
         "H100s (1.97e-5 per GPU-hour)");
@@ -282,20 +285,15 @@ Expected<TimeToTrain> EstimateTimeToTrain(const TimeToTrainConfig& config, const
   DTSIM_CHECK(run.model != nullptr && run.batch_tokens > 0 && run.gpus > 0,
               "EstimateTimeToTrain needs a model, a batch and GPUs");
   TimeToTrain t;
-  DTSIM_ASSIGN_OR_RETURN(const TokenBudget budget,
-                         TokensToTrain(config, *run.model, run.batch_tokens));
-  t.budget = budget.how;
-  t.budget_tokens = budget.budget_tokens;
-  t.batch_factor = budget.batch_factor;
-  t.tokens = budget.tokens;
-  t.iterations = budget.iterations;
+  DTSIM_ASSIGN_OR_RETURN(t.budget, TokensToTrain(config, *run.model, run.batch_tokens));
   if (!config.critical_batch_tokens) {
     t.assumptions.push_back(
         "the budget's tokens at any batch (no critical_batch_tokens: no large-batch penalty)");
   }
-  const int64_t warmup = std::min(t.iterations, run.warmup_steps);
+  const int64_t iterations = t.budget.iterations;
+  const int64_t warmup = std::min(iterations, run.warmup_steps);
   t.compute_s = static_cast<double>(warmup) * run.warmup_time.ToSecondsDouble() +
-                static_cast<double>(t.iterations - warmup) * run.iteration_time.ToSecondsDouble();
+                static_cast<double>(iterations - warmup) * run.iteration_time.ToSecondsDouble();
   t.wall_s = t.compute_s;
   if (config.reliability) {
     DTSIM_ASSIGN_OR_RETURN(t.reliability,

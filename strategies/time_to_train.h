@@ -37,13 +37,14 @@ ScalingLaw ChinchillaLaw();
 // A 482.01, B 2085.43, α 0.3478, β 0.3658.
 ScalingLaw ChinchillaReplicationLaw();
 
+// Llama 3 405B's pre-training: 419 unexpected interruptions in a 54-day snapshot on 16,384
+// H100s (Dubey et al. 2024, §3.3.4, Table 5), 419 / (16,384 · 54 · 24) = 1.973e-5 a GPU-hour.
+inline constexpr double kLlama3FailuresPerGpuHour = 419.0 / (16384.0 * 54.0 * 24.0);
+
 // What fails and what recovery costs ("time_to_train.reliability").
 struct ReliabilityConfig {
-  // Unexpected interruptions per GPU-hour of the job. Default: Llama 3 405B's pre-training,
-  // 419 in a 54-day snapshot on 16,384 H100s (Dubey et al. 2024, §3.3.4, Table 5):
-  // 419 / (16,384 · 54 · 24) = 1.973e-5.
-  double failures_per_gpu_hour = 419.0 / (16384.0 * 54.0 * 24.0);
-  bool failures_given = false;
+  // Unexpected interruptions per GPU-hour of the job; absent: kLlama3FailuresPerGpuHour.
+  std::optional<double> failures_per_gpu_hour;
   DurationNs restart;          // detection, rescheduling and start-up, before loading
   Bandwidth checkpoint_write;  // the storage's aggregate write rate, for the whole job
   Bandwidth checkpoint_read;   // and read rate (default: the write rate)
@@ -97,20 +98,6 @@ struct ReliabilityEstimate {
   double checkpoints = 0;
 };
 
-struct TimeToTrain {
-  std::string budget;        // how the tokens were set, for the report
-  double budget_tokens = 0;  // before the batch's correction
-  double tokens = 0;         // at this batch
-  double batch_factor = 1;   // tokens / budget_tokens
-  int64_t iterations = 0;
-  double compute_s = 0;  // iterations back to back, nothing failing
-  std::optional<ReliabilityEstimate> reliability;
-  double wall_s = 0;  // compute_s / the effective training time ratio
-  double gpu_hours = 0;
-  std::optional<double> cost;
-  std::vector<std::string> assumptions;
-};
-
 // The tokens and iterations a run of `batch_tokens` a step needs: the budget and the batch's
 // correction, nothing simulated (launch flags write the iterations: --train-iters).
 struct TokenBudget {
@@ -122,6 +109,16 @@ struct TokenBudget {
 };
 Expected<TokenBudget> TokensToTrain(const TimeToTrainConfig& config, const models::ModelSpec& model,
                                     int64_t batch_tokens);
+
+struct TimeToTrain {
+  TokenBudget budget;    // the tokens and iterations at this batch
+  double compute_s = 0;  // iterations back to back, nothing failing
+  std::optional<ReliabilityEstimate> reliability;
+  double wall_s = 0;  // compute_s / the effective training time ratio
+  double gpu_hours = 0;
+  std::optional<double> cost;
+  std::vector<std::string> assumptions;
+};
 
 // Errors name the time_to_train field: a loss the law cannot reach with this model, a law for
 // a MoE model, a run that fails faster than it restarts.

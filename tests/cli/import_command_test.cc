@@ -44,7 +44,7 @@ TEST_F(ImportCommandTest, ALaunchFileBecomesAConfigThatSimulates) {
   EXPECT_THAT(output_.str(), HasSubstr("not modelled (13 argument(s), read and left out):\n"));
   EXPECT_THAT(output_.str(), HasSubstr("  --lr 3.0e-4\n"));
   const Json config = *ReadJsonFile(Path("llama.json"));
-  EXPECT_EQ(config["parallelism"]["data"], 4);  // 64 GPUs over TP 8 × PP 2
+  EXPECT_EQ(config["parallelism"]["data"], 4);                 // 64 GPUs over TP 8 × PP 2
   EXPECT_TRUE(config["time_to_train"]["tokens"].is_number());  // from --train-iters
   std::ostringstream ignored;
   ForgetInputFiles();

@@ -146,7 +146,7 @@ TEST_F(ResultFilesTest, SimulateResult) {
   ASSERT_TRUE(simulated.ok()) << simulated.error().ToString();
   ASSERT_TRUE(simulated->time_to_train);
   const Json with_run = RoundTrip(SimulateResultJson(*run, *simulated), kSimulateResultFormat);
-  EXPECT_EQ(with_run["time_to_train"]["iterations"], simulated->time_to_train->iterations);
+  EXPECT_EQ(with_run["time_to_train"]["iterations"], simulated->time_to_train->budget.iterations);
   EXPECT_TRUE(with_run["time_to_train"]["reliability"].is_object());
   Expected<SimulateResultRecord> read_run = SimulateResultFromJson(with_run);
   ASSERT_TRUE(read_run.ok()) << read_run.error().ToString();

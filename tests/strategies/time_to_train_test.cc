@@ -67,9 +67,10 @@ TEST(TimeToTrainTest, BudgetsInTokensPerParameterAndLoss) {
   Expected<TimeToTrain> per_parameter =
       EstimateTimeToTrain(Read({{"tokens_per_parameter", 20}}), run);
   ASSERT_TRUE(per_parameter.ok()) << per_parameter.error().ToString();
-  EXPECT_DOUBLE_EQ(per_parameter->tokens, 20 * n);
-  EXPECT_EQ(per_parameter->iterations, static_cast<int64_t>(std::ceil(20 * n / (4 << 20))));
-  EXPECT_DOUBLE_EQ(per_parameter->compute_s, 2.0 * static_cast<double>(per_parameter->iterations));
+  EXPECT_DOUBLE_EQ(per_parameter->budget.tokens, 20 * n);
+  EXPECT_EQ(per_parameter->budget.iterations, static_cast<int64_t>(std::ceil(20 * n / (4 << 20))));
+  EXPECT_DOUBLE_EQ(per_parameter->compute_s,
+                   2.0 * static_cast<double>(per_parameter->budget.iterations));
   EXPECT_DOUBLE_EQ(per_parameter->wall_s, per_parameter->compute_s);  // nothing fails
   // GPU-hours: 1,000 GPUs over the wall clock.
   EXPECT_DOUBLE_EQ(per_parameter->gpu_hours, per_parameter->wall_s * 1000 / 3600);
@@ -78,8 +79,8 @@ TEST(TimeToTrainTest, BudgetsInTokensPerParameterAndLoss) {
   // gives back as L.
   Expected<TimeToTrain> loss = EstimateTimeToTrain(Read({{"target_loss", 3.3}}), run);
   ASSERT_TRUE(loss.ok()) << loss.error().ToString();
-  EXPECT_NEAR(ChinchillaLaw().Loss(n, loss->tokens), 3.3, 1e-9);
-  EXPECT_THAT(loss->budget, HasSubstr("chinchilla"));
+  EXPECT_NEAR(ChinchillaLaw().Loss(n, loss->budget.tokens), 3.3, 1e-9);
+  EXPECT_THAT(loss->budget.how, HasSubstr("chinchilla"));
   // A loss the model cannot reach: E + A / N^α is its floor however long it trains.
   const double floor = 1.69 + 406.4 / std::pow(n, 0.34);
   Expected<TimeToTrain> unreachable =
@@ -104,9 +105,9 @@ TEST(TimeToTrainTest, LargeBatchesNeedMoreTokens) {
                                                       {"reference_batch_tokens", 1 << 20}}),
                                                 RunOf(model));
   ASSERT_TRUE(t.ok()) << t.error().ToString();
-  EXPECT_DOUBLE_EQ(t->batch_factor, 2.0);
-  EXPECT_DOUBLE_EQ(t->tokens, 2e10);
-  EXPECT_DOUBLE_EQ(t->budget_tokens, 1e10);
+  EXPECT_DOUBLE_EQ(t->budget.batch_factor, 2.0);
+  EXPECT_DOUBLE_EQ(t->budget.tokens, 2e10);
+  EXPECT_DOUBLE_EQ(t->budget.budget_tokens, 1e10);
   // At the reference batch itself, the budget as given.
   TrainingRun reference = RunOf(model);
   reference.batch_tokens = 1 << 20;
@@ -115,7 +116,7 @@ TEST(TimeToTrainTest, LargeBatchesNeedMoreTokens) {
                                                          {"reference_batch_tokens", 1 << 20}}),
                                                    reference);
   ASSERT_TRUE(same.ok());
-  EXPECT_DOUBLE_EQ(same->batch_factor, 1.0);
+  EXPECT_DOUBLE_EQ(same->budget.batch_factor, 1.0);
 }
 
 TEST(TimeToTrainTest, FailuresAndTheOptimalCheckpointInterval) {
@@ -269,7 +270,7 @@ TEST(TimeToTrainTest, SimulatedIterationsMakeTheRun) {
   ASSERT_TRUE(result.time_to_train);
   const TimeToTrain& t = *result.time_to_train;
   // ⌈10^9 / 65,536⌉ = 15,259 iterations.
-  EXPECT_EQ(t.iterations, 15259);
+  EXPECT_EQ(t.budget.iterations, 15259);
   EXPECT_DOUBLE_EQ(t.compute_s, 15259 * result.iteration_time.ToSecondsDouble());
   const int64_t parameters = models::CountParameters(ConfigOf(json).model).total;
   EXPECT_EQ(CheckpointBytes(parameters, models::Optimizer::kAdam, DType::kBf16, {}),

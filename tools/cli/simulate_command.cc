@@ -246,13 +246,14 @@ void PrintSmShared(std::ostream& out, const std::vector<strategies::TimeBreakdow
 void PrintTimeToTrain(std::ostream& out, const strategies::TimeToTrain& t) {
   using strategies::FormatAmount;
   using strategies::FormatSeconds;
-  fmt::print(out, "\n  time to train  {} tokens ({}", FormatAmount(t.tokens), t.budget);
-  if (t.batch_factor != 1) {
-    fmt::print(out, ", × {:.3f} for the batch: {} at the reference", t.batch_factor,
-               FormatAmount(t.budget_tokens));
+  const strategies::TokenBudget& b = t.budget;
+  fmt::print(out, "\n  time to train  {} tokens ({}", FormatAmount(b.tokens), b.how);
+  if (b.batch_factor != 1) {
+    fmt::print(out, ", × {:.3f} for the batch: {} at the reference", b.batch_factor,
+               FormatAmount(b.budget_tokens));
   }
   fmt::print(out, ") in {} iterations: {} of training\n",
-             FormatAmount(static_cast<double>(t.iterations)), FormatSeconds(t.compute_s));
+             FormatAmount(static_cast<double>(b.iterations)), FormatSeconds(t.compute_s));
   if (t.reliability) {
     const strategies::ReliabilityEstimate& r = *t.reliability;
     const std::string checkpoints =

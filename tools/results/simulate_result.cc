@@ -146,9 +146,10 @@ OrderedJson CompressionJson(const SimulationConfig& c, const SimulationResult& r
 
 // The training run (docs/time_to_train.md): seconds, tokens and counts as numbers.
 OrderedJson TimeToTrainJson(const strategies::TimeToTrain& t) {
+  const strategies::TokenBudget& b = t.budget;
   OrderedJson out = {
-      {"budget", t.budget}, {"budget_tokens", t.budget_tokens}, {"batch_factor", t.batch_factor},
-      {"tokens", t.tokens}, {"iterations", t.iterations},       {"compute_s", t.compute_s},
+      {"budget", b.how},    {"budget_tokens", b.budget_tokens}, {"batch_factor", b.batch_factor},
+      {"tokens", b.tokens}, {"iterations", b.iterations},       {"compute_s", t.compute_s},
       {"wall_s", t.wall_s}, {"gpu_hours", t.gpu_hours}};
   if (t.cost) out["cost"] = *t.cost;
   if (t.reliability) {
