@@ -37,6 +37,7 @@ Json PlanConfigJson(const Json& base, const PlanChoice& choice, const Json* comp
   parallelism["zero_stage"] = plan.zero_stage;
 
   Json& training = config["training"];
+  if (choice.global_batch > 0) training["global_batch"] = choice.global_batch;
   training["micro_batch"] = choice.micro_batch;
   training["recompute"] = models::RecomputeName(choice.recompute);
   if (choice.fp8 != models::Fp8Recipe::kNone) {

@@ -1,7 +1,7 @@
 // A plan the search ranked, as a config `dtsim simulate` reads and simulates to the same
 // figures (issue 35: plans out): the search's base config (its JSON after --set) with the
-// plan's parallelism, micro-batch, recompute, precision and compression written in, and the
-// cluster sized and the ranks simulated as the search had them.
+// plan's parallelism, global batch, micro-batch, recompute, precision and compression written in,
+// and the cluster sized and the ranks simulated as the search had them.
 #pragma once
 
 #include "sim/base/json_reader.h"

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <mutex>
 #include <tuple>
@@ -16,6 +17,7 @@
 #include "strategies/plan_checks.h"
 #include "strategies/search_bound.h"
 #include "strategies/stage_memory.h"
+#include "strategies/time_to_train.h"
 
 namespace dtsim::strategies {
 namespace {
@@ -199,6 +201,7 @@ Status SimulatePlan(const SimulationConfig& base, const SearchSpace& space,
     plan.figures->flow_iteration_time = result.iteration_time;
     plan.figures->flow_average_iteration_time = result.average_iteration_time;
     plan.figures->flow_breakdown = FiguresOf(result).breakdown;
+    if (result.time_to_train) plan.figures->flow_time_to_train_s = result.time_to_train->wall_s;
   } else {
     plan.figures = FiguresOf(result);
   }
@@ -219,7 +222,10 @@ PlanFigures FiguresOf(const SimulationResult& result) {
                       .samples_per_second = result.samples_per_second,
                       .tokens_per_second = result.tokens_per_second,
                       .mfu = result.mfu};
-  if (result.time_to_train) figures.time_to_train_s = result.time_to_train->wall_s;
+  if (result.time_to_train) {
+    figures.train_iterations = result.time_to_train->budget.iterations;
+    figures.time_to_train_s = result.time_to_train->wall_s;
+  }
   // The result's throughput is the compressed phase's; rank by the run's average.
   const double ratio = static_cast<double>(result.iteration_time.ns()) /
                        static_cast<double>(result.average_iteration_time.ns());
@@ -277,6 +283,9 @@ std::string PlanLabel(const PlanChoice& choice, const SearchSpace& space) {
   if (plan.expert > 1) label += fmt::format(" × EP {}", plan.expert);
   if (plan.folded_experts()) label += " (folded, expert TP 1)";
   if (plan.expert_overlap) label += " (a2a overlapped)";
+  if (space.global_batches.size() > 1 && choice.global_batch > 0) {
+    label += fmt::format(" · batch {}", choice.global_batch);
+  }
   label += fmt::format(" · mb {} · ZeRO {} · recompute {}", choice.micro_batch, plan.zero_stage,
                        models::RecomputeName(choice.recompute));
   const std::string& method = space.compression[static_cast<size_t>(choice.compression)].method;
@@ -345,10 +354,10 @@ std::vector<models::Recompute> RecomputeChoices(const SimulationConfig& base,
   return choices;
 }
 
-// The plan with every training choice of the space: ZeRO stage, micro-batch, recompute,
-// compression, FP8 and activation offloading.
+// The plan at one global batch with every training choice of the space: ZeRO stage,
+// micro-batch, recompute, compression, FP8 and activation offloading.
 void AddTrainingChoices(const SimulationConfig& base, const SearchSpace& space,
-                        const ParallelPlan& plan, bool transformer,
+                        const ParallelPlan& plan, bool transformer, int64_t global_batch,
                         std::vector<PlanChoice>& plans) {
   // ZeRO shards over data (× context) parallelism; compression compresses its reduction.
   const bool replicated = plan.DataIndices() > 1;
@@ -371,7 +380,8 @@ void AddTrainingChoices(const SimulationConfig& base, const SearchSpace& space,
                                                                .recompute = recompute,
                                                                .compression = method,
                                                                .fp8 = fp8,
-                                                               .activation_offload = offload});
+                                                               .activation_offload = offload,
+                                                               .global_batch = global_batch});
             choice.plan.zero_stage = zero;
             // The config's expert all-to-all overlap where Megatron-Core runs it on the plan.
             choice.plan.expert_overlap =
@@ -438,7 +448,9 @@ std::vector<PlanChoice> EnumeratePlans(const SimulationConfig& base, const Searc
                    Schedules(pipeline, transformer ? spec.layers : 1, space)) {
                 plan.schedule = schedule;
                 plan.virtual_stages = virtual_stages;
-                AddTrainingChoices(base, space, plan, transformer, plans);
+                for (const int64_t batch : space.global_batches) {
+                  AddTrainingChoices(base, space, plan, transformer, batch, plans);
+                }
                 if (plans.size() > limit) return plans;
               }
             }
@@ -455,6 +467,7 @@ SimulationConfig ConfigFor(const SimulationConfig& base, const SearchSpace& spac
   SimulationConfig config = base;
   config.plan = choice.plan;
   config.training.micro_batch = choice.micro_batch;
+  if (choice.global_batch > 0) config.training.global_batch = choice.global_batch;
   config.training.recompute = choice.recompute;
   config.compression = space.compression[static_cast<size_t>(choice.compression)];
   config.training.fp8 = choice.fp8;
@@ -497,111 +510,6 @@ DurationNs IterationLowerBound(const ResolvedConfig& config, const PassTimes& ti
   return bound;
 }
 
-size_t SearchResult::Count(PlanStatus status) const {
-  return static_cast<size_t>(std::count_if(
-      plans.begin(), plans.end(), [status](const EvaluatedPlan& p) { return p.status == status; }));
-}
-
-std::vector<std::pair<std::string, size_t>> SearchResult::PrunedByReason() const {
-  std::map<std::string, size_t> counts;
-  for (const EvaluatedPlan& plan : plans) {
-    if (plan.status == PlanStatus::kInvalid || plan.status == PlanStatus::kOutOfMemory) {
-      ++counts[plan.reason];
-    }
-  }
-  std::vector<std::pair<std::string, size_t>> sorted(counts.begin(), counts.end());
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const auto& a, const auto& b) { return a.second > b.second; });
-  return sorted;
-}
-
-namespace {
-
-// Two simulations that agree in every figure the ranking and the memory check read.
-bool SimulatedAlike(const EvaluatedPlan& a, const EvaluatedPlan& b) {
-  const PlanFigures& x = *a.figures;
-  const PlanFigures& y = *b.figures;
-  const TimeBreakdown& p = x.breakdown;
-  const TimeBreakdown& q = y.breakdown;
-  return a.memory_bytes == b.memory_bytes && x.iteration_time == y.iteration_time &&
-         x.average_iteration_time == y.average_iteration_time && p.compute == q.compute &&
-         p.recompute == q.recompute && p.tensor == q.tensor && p.expert == q.expert &&
-         p.context == q.context && p.pipeline == q.pipeline && p.data_exposed == q.data_exposed &&
-         p.optimizer == q.optimizer && p.idle == q.idle;
-}
-
-// Splits a plan label into its " · " parts.
-std::vector<std::string> LabelParts(const std::string& label) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  for (size_t at = label.find(" · "); at != std::string::npos; at = label.find(" · ", start)) {
-    parts.push_back(label.substr(start, at - start));
-    start = at + std::string(" · ").size();
-  }
-  parts.push_back(label.substr(start));
-  return parts;
-}
-
-}  // namespace
-
-std::vector<std::string> SameAsLabels(const SearchResult& result, size_t ranked,
-                                      const SearchSpace& space) {
-  const EvaluatedPlan& kept = result.plans[ranked];
-  const std::vector<std::string> own = LabelParts(PlanLabel(kept.choice, space));
-  std::vector<std::string> others;
-  for (const EvaluatedPlan& plan : result.plans) {
-    if (plan.same_as != kept.index) continue;
-    std::string differs;
-    const std::vector<std::string> parts = LabelParts(PlanLabel(plan.choice, space));
-    for (size_t i = 0; i < parts.size(); ++i) {
-      if (i < own.size() && parts[i] == own[i]) continue;
-      differs += (differs.empty() ? "" : " · ") + parts[i];
-    }
-    others.push_back(differs);
-  }
-  return others;
-}
-
-void RankPlans(SearchResult& result, int rerank) {
-  std::vector<size_t>& ranking = result.ranking;
-  ranking.clear();
-  for (size_t i = 0; i < result.plans.size(); ++i) {
-    result.plans[i].same_as.reset();
-    if (result.plans[i].status == PlanStatus::kSimulated) ranking.push_back(i);
-  }
-  const auto by = [&result](auto time) {
-    return [&result, time](size_t a, size_t b) {
-      const EvaluatedPlan& pa = result.plans[a];
-      const EvaluatedPlan& pb = result.plans[b];
-      return std::tuple(time(*pa.figures), pa.index) < std::tuple(time(*pb.figures), pb.index);
-    };
-  };
-  std::sort(ranking.begin(), ranking.end(),
-            by([](const PlanFigures& f) { return f.average_iteration_time.ns(); }));
-  // Alike plans sort next to each other (same time); each keeps the first of its run.
-  std::vector<size_t> kept;
-  for (size_t i : ranking) {
-    EvaluatedPlan& plan = result.plans[i];
-    for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
-      const EvaluatedPlan& earlier = result.plans[*it];
-      if (earlier.figures->average_iteration_time != plan.figures->average_iteration_time) break;
-      if (SimulatedAlike(earlier, plan)) {
-        plan.same_as = earlier.index;
-        break;
-      }
-    }
-    if (!plan.same_as) kept.push_back(i);
-  }
-  ranking = std::move(kept);
-  const auto flowed =
-      ranking.begin() + std::min<std::ptrdiff_t>(std::max(rerank, 0), std::ssize(ranking));
-  std::sort(ranking.begin(), flowed, by([](const PlanFigures& f) {
-              return std::tuple(
-                  f.flow_average_iteration_time.value_or(f.average_iteration_time).ns(),
-                  f.average_iteration_time.ns());
-            }));
-}
-
 namespace {
 
 // The error for a space past `limit` plans, with the sizes of the lists that multiply it.
@@ -609,7 +517,7 @@ Error TooManyPlans(const SearchSpace& space, size_t limit) {
   return Error(
       fmt::format(
           "the search space has more than {} plans (each parallel layout × {} "
-          "micro-batches × {} ZeRO stages × {} recompute policies{}{}{}): give shorter "
+          "micro-batches × {} ZeRO stages × {} recompute policies{}{}{}{}): give shorter "
           "lists, or fewer GPUs",
           limit, space.micro_batches.size(), space.zero_stages.size(), space.recompute.size(),
           space.compression.size() > 1
@@ -617,8 +525,28 @@ Error TooManyPlans(const SearchSpace& space, size_t limit) {
               : "",
           space.fp8.size() > 1 ? fmt::format(" × {} FP8 choices", space.fp8.size()) : "",
           space.context.size() > 1 ? fmt::format(", over {} context sizes", space.context.size())
-                                   : ""),
+                                   : "",
+          space.global_batches.size() > 1
+              ? fmt::format(", × {} global batches", space.global_batches.size())
+              : ""),
       "search");
+}
+
+// The iterations a run of each global batch of the space needs (with a time_to_train section), by
+// which a plan's iteration bound scales to a bound on its run's wall clock: the run's iterations
+// each take at least the bound, and failures and checkpoints only add. 1 each without a
+// section, where the search ranks iterations.
+Expected<std::map<int64_t, int64_t>> RunIterations(const SimulationConfig& base,
+                                                   const SearchSpace& space) {
+  std::map<int64_t, int64_t> iterations;
+  for (const int64_t batch : space.global_batches) {
+    iterations[batch] = 1;
+    if (!base.time_to_train || base.training.seq_len <= 0 || batch <= 0) continue;
+    DTSIM_ASSIGN_OR_RETURN(const TokenBudget budget, TokensToTrain(*base.time_to_train, base.model,
+                                                                   batch * base.training.seq_len));
+    iterations[batch] = budget.iterations;
+  }
+  return iterations;
 }
 
 }  // namespace
@@ -648,6 +576,7 @@ Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& s
     if (options.progress) options.progress(phase, done, total);
   };
   DTSIM_ASSIGN_OR_RETURN(const ConfigCostModel cost, LoadCostModel(base));
+  DTSIM_ASSIGN_OR_RETURN(const auto iterations, RunIterations(base, space));
   const std::vector<PlanChoice> all = EnumeratePlans(base, space, options.max_plans);
   if (all.size() > options.max_plans) return TooManyPlans(space, options.max_plans);
   SearchResult result;
@@ -671,13 +600,20 @@ Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& s
     report("checking", ++done, plans.size());
   });
 
-  // Simulate in order of lower bound; stop where the bound passes the K-th best.
+  // Simulate in order of lower bound (on what the ranking reads, RankingNs: the iteration, or
+  // the run); stop where the bound passes the K-th best.
+  const auto bound = [&iterations](const EvaluatedPlan& plan) {
+    const auto found = iterations.find(plan.choice.global_batch);
+    const int64_t steps = found == iterations.end() ? 1 : found->second;
+    return static_cast<int64_t>(
+        std::min(static_cast<double>(plan.lower_bound.ns()) * static_cast<double>(steps), 1e18));
+  };
   std::vector<size_t> order;
   for (size_t i = 0; i < plans.size(); ++i) {
     if (plans[i].status == PlanStatus::kBounded) order.push_back(i);
   }
-  std::sort(order.begin(), order.end(), [&plans](size_t a, size_t b) {
-    return std::tuple(plans[a].lower_bound.ns(), a) < std::tuple(plans[b].lower_bound.ns(), b);
+  std::sort(order.begin(), order.end(), [&plans, &bound](size_t a, size_t b) {
+    return std::tuple(bound(plans[a]), a) < std::tuple(bound(plans[b]), b);
   });
   TopTimes best(static_cast<size_t>(std::max(options.top, options.rerank)));
   // Progress counts simulations, not plans (most plans past the first few hundred are pruned
@@ -685,21 +621,22 @@ Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& s
   // forecast to need.
   std::vector<int64_t> bounds;
   bounds.reserve(order.size());
-  for (size_t i : order) bounds.push_back(plans[i].lower_bound.ns());
+  for (size_t i : order) bounds.push_back(bound(plans[i]));
   SimulationForecast forecast(std::move(bounds));
   std::atomic<size_t> reached{0};
   done = 0;
   ParallelFor(order.size(), threads, [&](size_t k) {
     EvaluatedPlan& plan = plans[order[k]];
-    const bool run = plan.lower_bound.ns() <= best.Kth() &&
+    const bool run = bound(plan) <= best.Kth() &&
                      (!plan.memory_replay_pending || FitsReplayed(base, space, plan));
     if (run) {
       if (Status simulated =
               SimulatePlan(base, space, options, *cost.model, network::DefaultNetworkModel(), plan);
           simulated.ok()) {
         plan.status = PlanStatus::kSimulated;
-        best.Add(plan.figures->average_iteration_time.ns());
-        forecast.Simulated(plan.lower_bound.ns(), plan.figures->average_iteration_time.ns());
+        const int64_t ranked = RankingNs(*plan.figures, false);
+        best.Add(ranked);
+        forecast.Simulated(bound(plan), ranked);
       } else {
         Fail(plan, simulated);
       }

@@ -5,6 +5,8 @@
 // the rest simulated with the analytical network model; the best re-simulated with the flow
 // model. Plans whose lower bound is above the K-th best simulated time cannot enter the top K
 // and are not simulated (branch and bound: the top K equals that of simulating every plan).
+// With a time_to_train section the search may vary the global batch too, and ranks (and
+// bounds) the whole run's wall clock instead of one iteration's.
 #pragma once
 
 #include <cstddef>
@@ -58,6 +60,11 @@ struct SearchSpace {
   // training.activation_offload_layers); by default only the config's own. Tried where
   // Megatron-Core allows it (no pipeline, no recompute, fewer than the model's layers).
   std::vector<int> activation_offload;
+  // Global batches in sequences ("global_batches": [1024, 2048, 4096]); by default only the
+  // config's own. More than one needs a time_to_train section: plans of different batches are
+  // ranked by the whole run's wall clock (their iterations differ, and past the critical batch
+  // so do their tokens), not by the time of one iteration.
+  std::vector<int64_t> global_batches;
   // Memory a plan must leave free on each GPU beyond what the memory model counts (which has the
   // CUDA context, `runtime_bytes`, and NCCL's buffers, `nccl_bytes`, but the caching
   // allocator's reserve only for a one-GPU eager PyTorch loop, `allocator_reserve_bytes`):
@@ -77,6 +84,7 @@ struct PlanChoice {
   int compression = 0;  // index into SearchSpace::compression
   models::Fp8Recipe fp8 = models::Fp8Recipe::kNone;
   int activation_offload = 0;  // layers (training.activation_offload_layers)
+  int64_t global_batch = 0;    // sequences; 0: the config's own (a search file before 1.6)
 };
 
 // "DP 8 × TP 8 (1d, SP) × PP 16 (1f1b) · mb 1 · ZeRO 1 · recompute selective".
@@ -120,8 +128,17 @@ struct PlanFigures {
   std::optional<DurationNs> flow_iteration_time;  // re-simulated with the flow model
   std::optional<DurationNs> flow_average_iteration_time;
   std::optional<TimeBreakdown> flow_breakdown;  // the flow model's (not in search files)
-  std::optional<double> time_to_train_s;  // the run's wall clock, with a time_to_train section
+  // With a time_to_train section: the run's iterations and wall clock (failures and checkpoints
+  // included), and the wall clock at the flow model's iteration time where re-simulated.
+  std::optional<int64_t> train_iterations;
+  std::optional<double> time_to_train_s;
+  std::optional<double> flow_time_to_train_s;
 };
+
+// What the search ranks a simulated plan by, in ns: the whole run's wall clock where the config
+// has a time_to_train section (its plans may differ in global batch, so in iterations), else
+// the run's average iteration time; `flow`: the flow model's figure where the plan has one.
+int64_t RankingNs(const PlanFigures& figures, bool flow);
 
 // The figures of one simulation (`dtsim sweep` tabulates them too).
 PlanFigures FiguresOf(const SimulationResult& result);
@@ -166,8 +183,9 @@ struct SearchOptions {
 struct SearchResult {
   size_t enumerated = 0;             // the whole space (all shards)
   std::vector<EvaluatedPlan> plans;  // this shard's, in enumeration order
-  // Simulated plans best first: the best `rerank` by flow-model time, then the rest by
-  // analytical time (the run's average with a compression warm-up); indices into `plans`.
+  // Simulated plans best first by RankingNs: the best `rerank` by the flow model's figure, then
+  // the rest by the analytical model's (the average iteration with a compression warm-up, or
+  // with a time_to_train section the run's wall clock); indices into `plans`.
   std::vector<size_t> ranking;
   double seconds = 0;
 

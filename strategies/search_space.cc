@@ -1,6 +1,7 @@
 // Reading a search space: the config's "search" section (docs/search.md).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <span>
 #include <string>
 #include <string_view>
@@ -54,6 +55,33 @@ Expected<bool> BoolAt(const Json& v, const std::string& path) {
   return v.get<bool>();
 }
 
+// "global_batches": distinct sizes in sequences; several only with a time_to_train section, by
+// which the search then ranks (a larger batch's faster iterations are fewer samples' worth of
+// progress each only if the run's tokens hold: time to train says).
+Status ReadGlobalBatches(JsonObjectReader& reader, const SimulationConfig& base,
+                         std::vector<int64_t>& batches) {
+  DTSIM_RETURN_IF_ERROR(
+      ReadList(reader, "global_batches", batches, [](const Json& v, const std::string& path) {
+        return JsonToInt(v, path, 1, int64_t{1} << 40);
+      }));
+  const std::string path = JsonChildPath(reader.path(), "global_batches");
+  for (size_t i = 0; i < batches.size(); ++i) {
+    if (std::find(batches.begin(), batches.begin() + static_cast<std::ptrdiff_t>(i), batches[i]) !=
+        batches.begin() + static_cast<std::ptrdiff_t>(i)) {
+      return Error("listed twice", JsonIndexPath(path, i), std::to_string(batches[i]));
+    }
+  }
+  if (batches.size() > 1 && !base.time_to_train) {
+    return Error(
+        "plans of different global batches are ranked by time to train: give a "
+        "\"time_to_train\" section (the tokens the run needs and, with critical_batch_tokens, how "
+        "a larger batch raises them; docs/time_to_train.md). A faster iteration of a larger "
+        "batch is not a faster run",
+        path, fmt::format("{} batches", batches.size()));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Expected<SearchSpace> SearchSpaceFromJson(const Json* value, const SimulationConfig& base) {
@@ -63,6 +91,7 @@ Expected<SearchSpace> SearchSpaceFromJson(const Json* value, const SimulationCon
   space.context = {base.plan.context};
   space.context_comm = {base.plan.context_comm};
   space.activation_offload = {base.training.activation_offload_layers};
+  space.global_batches = {base.training.global_batch};
   if (value == nullptr) return space;
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(*value, "search"));
   const auto integer = [](int64_t min, int64_t max) {
@@ -107,6 +136,7 @@ Expected<SearchSpace> SearchSpaceFromJson(const Json* value, const SimulationCon
   DTSIM_RETURN_IF_ERROR(
       ReadList(reader, "activation_offload_layers", offload, integer(0, 1 << 20)));
   if (!offload.empty()) space.activation_offload.assign(offload.begin(), offload.end());
+  DTSIM_RETURN_IF_ERROR(ReadGlobalBatches(reader, base, space.global_batches));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("max_virtual_stages", space.max_virtual_stages));
   reader.Allow("memory_headroom");
   if (reader.Has("memory_headroom")) {

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -46,6 +47,18 @@ class SearchCommandTest : public testing_support::TempDirTest {
                                      "1"};
     args.insert(args.end(), more.begin(), more.end());
     return args;
+  }
+  // `dtsim simulate STEM.json -o STEM.result.json` of an emitted plan: the result (null when it
+  // failed, which fails the test).
+  static Json SimulateEmitted(const std::string& stem) {
+    ForgetInputFiles();
+    std::ostringstream ignored;
+    const std::vector<std::string> args = {stem + ".json", "-o", stem + ".result.json", "-q"};
+    const CommandOutcome simulated = SimulateCommand(args, ignored);
+    EXPECT_EQ(simulated.kind, CommandOutcome::Kind::kOk)
+        << (simulated.error ? simulated.error->ToString() : "");
+    if (simulated.kind != CommandOutcome::Kind::kOk) return Json();
+    return *ReadJsonFile(stem + ".result.json");
   }
   std::ostringstream output_;
 };
@@ -166,12 +179,8 @@ TEST_F(SearchCommandTest, EmittedPlansSimulateToTheSearchsFigures) {
   ASSERT_GE(file->result.ranking.size(), 3u);
   for (size_t k = 0; k < 3; ++k) {
     const std::string stem = Path("plans") + "/plan-" + std::to_string(k + 1);
-    ForgetInputFiles();
-    std::ostringstream ignored;
-    const std::vector<std::string> args = {stem + ".json", "-o", stem + ".result.json", "-q"};
-    const CommandOutcome simulated = SimulateCommand(args, ignored);
-    ASSERT_EQ(simulated.kind, CommandOutcome::Kind::kOk) << simulated.error->ToString();
-    const Json result = *ReadJsonFile(stem + ".result.json");
+    const Json result = SimulateEmitted(stem);
+    ASSERT_FALSE(result.is_null());
     const strategies::EvaluatedPlan& plan = file->result.plans[file->result.ranking[k]];
     EXPECT_EQ(result["compression"]["average_iteration_time_ns"].get<int64_t>(),
               plan.figures->average_iteration_time.ns())
@@ -206,6 +215,74 @@ TEST_F(SearchCommandTest, EmittedPlansSimulateToTheSearchsFigures) {
   EXPECT_FALSE(std::filesystem::exists(Path("plans") + "/plan-4.json"));  // --top 3
 }
 
+// Several global batches with a time_to_train section: the table gains the run's wall clock, by
+// which it ranks; the files keep each plan's batch, iterations and run; an emitted plan
+// simulates to the same run and launches for as many iterations.
+TEST_F(SearchCommandTest, GlobalBatchesAreRankedByTimeToTrain) {
+  const CommandOutcome outcome = Search(
+      SmallSearch({"-o", Path("all"), "--emit", Path("plans"), "--set",
+                   "search.global_batches=[32,64,128]", "--set", "time_to_train.tokens=1e10"}));
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  const std::string text = output_.str();
+  EXPECT_THAT(text, HasSubstr("MFU    to train      memory"));
+  EXPECT_THAT(text, HasSubstr("ranked by time to train: the run's wall clock with failures and "
+                              "checkpoints"));
+  EXPECT_THAT(text, HasSubstr("    iterations   "));
+  Expected<SearchFile> file = ReadSearchFile(Path("all.json"));
+  ASSERT_TRUE(file.ok()) << file.error().ToString();
+  EXPECT_THAT(file->space.global_batches, testing::ElementsAre(32, 64, 128));
+  ASSERT_GE(file->result.ranking.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    const strategies::EvaluatedPlan& plan = file->result.plans[file->result.ranking[k]];
+    const strategies::PlanFigures& f = *plan.figures;
+    // 10^10 tokens at the plan's batch of 2,048-token sequences, rounded up.
+    const auto iterations = static_cast<int64_t>(
+        std::ceil(1e10 / static_cast<double>(plan.choice.global_batch * 2048)));
+    EXPECT_EQ(f.train_iterations, iterations);
+    ASSERT_TRUE(f.time_to_train_s);
+    EXPECT_THAT(strategies::PlanLabel(plan.choice, file->space),
+                HasSubstr(fmt::format(" · batch {} · ", plan.choice.global_batch)));
+    if (k > 0) {
+      const strategies::PlanFigures& before =
+          *file->result.plans[file->result.ranking[k - 1]].figures;
+      EXPECT_LE(strategies::RankingNs(before, false), strategies::RankingNs(f, false));
+    }
+  }
+  const strategies::EvaluatedPlan& best = file->result.plans[file->result.ranking[0]];
+  const std::string stem = Path("plans") + "/plan-1";
+  EXPECT_EQ((*ReadJsonFile(stem + ".json"))["training"]["global_batch"], best.choice.global_batch);
+  EXPECT_THAT(*ReadFile(stem + ".megatron.txt"),
+              HasSubstr(fmt::format("--train-iters {} \\\n", *best.figures->train_iterations)));
+  const Json result = SimulateEmitted(stem);
+  ASSERT_FALSE(result.is_null());
+  EXPECT_DOUBLE_EQ(result["time_to_train"]["wall_s"].get<double>(), *best.figures->time_to_train_s);
+  // The CSV has the run in seconds, as the sweep's.
+  std::ifstream csv(Path("all.csv"));
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_THAT(header, HasSubstr(",global_batch,"));
+  EXPECT_THAT(header, HasSubstr(",train_iterations,time_to_train_s,flow_time_to_train_s,"));
+}
+
+// Where #1 and #2 differ in batch, the batch says why #2 trains longer, not the parts of one
+// iteration: on one GPU, 10^9 tokens at 64 × 2,048 tokens are ceil(7,629.4) = 7,630 iterations
+// and at 16 × 2,048, 30,518; the batch of 16 pays the optimizer step four times as often.
+TEST_F(SearchCommandTest, TwoBatchesSayWhyTheSlowerRunTrainsLonger) {
+  const CommandOutcome outcome = Search(
+      {kSmall, "--set", "cluster.gpus_per_node=1", "--gpus", "1", "--set",
+       "search.micro_batches=[2]", "--set", "search.recompute=[\"none\"]", "--set",
+       "search.global_batches=[16,64]", "--set", "time_to_train.tokens=1e9", "--rerank", "0"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  const std::string text = output_.str();
+  EXPECT_THAT(text, HasSubstr("they differ in global batch 64 vs 16;"));
+  EXPECT_THAT(text, HasSubstr("    iterations         7630      30518\n"));
+  EXPECT_THAT(text, testing::ContainsRegex(
+                        "#2 trains [0-9.]+% longer: its batch of 16 sequences takes 30518 "
+                        "iterations of [0-9.]+ s where #1's of 64 takes 7630 of [0-9.]+ s "
+                        "\\(1.00× the tokens\\)"));
+  EXPECT_THAT(text, testing::Not(HasSubstr("#2 loses most to")));
+}
+
 // A tensor overlap the config gives is kept in the emitted 1D plans (a grid refuses the key),
 // which still simulate to the search's figures.
 TEST_F(SearchCommandTest, EmittedPlansKeepTheTensorOverlap) {
@@ -218,13 +295,10 @@ TEST_F(SearchCommandTest, EmittedPlansKeepTheTensorOverlap) {
   const std::string stem = Path("plans") + "/plan-1";
   const Json emitted = *ReadJsonFile(stem + ".json");
   EXPECT_EQ(emitted["parallelism"]["tensor"]["overlap"], "none");
-  ForgetInputFiles();
-  std::ostringstream ignored;
-  const std::vector<std::string> args = {stem + ".json", "-o", stem + ".result.json", "-q"};
-  const CommandOutcome simulated = SimulateCommand(args, ignored);
-  ASSERT_EQ(simulated.kind, CommandOutcome::Kind::kOk) << simulated.error->ToString();
+  const Json result = SimulateEmitted(stem);
+  ASSERT_FALSE(result.is_null());
   const strategies::EvaluatedPlan& plan = file->result.plans[file->result.ranking[0]];
-  EXPECT_EQ((*ReadJsonFile(stem + ".result.json"))["compression"]["average_iteration_time_ns"],
+  EXPECT_EQ(result["compression"]["average_iteration_time_ns"],
             plan.figures->average_iteration_time.ns());
 }
 

@@ -11,6 +11,7 @@
 
 #include "strategies/pass_times.h"
 #include "strategies/stage_memory.h"
+#include "tests/testing/search_setup.h"
 
 namespace dtsim::strategies {
 namespace {
@@ -31,23 +32,9 @@ Json SmallSearch() {
   })json");
 }
 
-struct SearchSetup {
-  SimulationConfig base;
-  SearchSpace space;
-};
+using testing_support::SearchSetup;
 
-SearchSetup Read(const Json& json) {
-  SearchSetup setup;
-  constexpr std::array<std::string_view, 1> kSearch = {"search"};
-  Expected<SimulationConfig> base = ReadConfigSections(json, "", kSearch);
-  EXPECT_TRUE(base.ok()) << base.error().ToString();
-  setup.base = *base;
-  const Json* section = json.contains("search") ? &json["search"] : nullptr;
-  Expected<SearchSpace> space = SearchSpaceFromJson(section, setup.base);
-  EXPECT_TRUE(space.ok()) << space.error().ToString();
-  setup.space = *space;
-  return setup;
-}
+SearchSetup Read(const Json& json) { return testing_support::ReadSearchSetup(json); }
 
 // What the search compares to call two plans alike (RankPlans): the times, the breakdown and
 // the largest stage's memory.

@@ -162,6 +162,28 @@ def main(binary, source):
         if "1.50× sooner than the first run" not in report.conclusion(timed[::-1]):
             failures.append(f"conclusion's speed-up in days: {report.conclusion(timed[::-1])}")
 
+        # A search over two global batches (one GPU, one plan each): each ranked plan's label
+        # names its batch, its time to train comes from the search file, and the conclusion
+        # picks by it (10^9 tokens: 7,630 iterations at 64 sequences of 2,048, 30,518 at 16).
+        batches = os.path.join(work, "batches")
+        subprocess.run([binary, "search", os.path.join(source, "tools", "examples", "gpt3_1.3b_16gpu.json"),
+                        "--set", "cluster.gpus_per_node=1", "--gpus", "1", "--set", "search.micro_batches=[2]",
+                        "--set", 'search.recompute=["none"]', "--set", "search.global_batches=[16,64]",
+                        "--set", "time_to_train.tokens=1e9", "--rerank", "0", "-o", batches, "--quiet"],
+                       check=True)
+        searched, _ = report.load([batches + ".json"])
+        labels = [r["label"] for r in searched]
+        if labels != ["#1 DP 1 × TP 1 × PP 1 · batch 64 · mb 2 · ZeRO 0 · recompute none",
+                      "#2 DP 1 × TP 1 × PP 1 · batch 16 · mb 2 · ZeRO 0 · recompute none"]:
+            failures.append(f"search over batches: labels {labels}")
+        if [r["inputs"]["global_batch"] for r in searched] != [64, 16]:
+            failures.append(f"search over batches: inputs {[r['inputs'] for r in searched]}")
+        if any(r["train_days"] is None or r["train_days"] <= 0 for r in searched) or \
+                searched[0]["train_days"] > searched[1]["train_days"]:
+            failures.append(f"search over batches: days {[r['train_days'] for r in searched]}")
+        if "Best: #1 DP 1 × TP 1 × PP 1 · batch 64" not in report.conclusion(searched):
+            failures.append(f"search over batches: {report.conclusion(searched)}")
+
         for figure, fig in sorted(drawn.items()):
             check_layout(figure, fig, failures)
     for failure in failures:

@@ -74,19 +74,20 @@ Expected<results::SearchFile> RunSearch(const ConfigInput& input, const SearchCa
     compression.push_back(method.method);
   json.erase("search");
   results::SearchFile file;
-  file.settings = {
-      {"config", source},
-      {"simulation_config", json},
-      {"model", base->model.name},
-      {"gpu", base->gpu.name},
-      {"gpu_memory_bytes", base->gpu.memory.count()},
-      {"cluster", base->cluster.name},
-      {"gpus", base->cluster.gpu_count()},
-      {"space",
-       {{"search", section.value_or(Json::object())}, {"compression", std::move(compression)}}},
-      {"top", call.top},
-      {"rerank", call.rerank},
-      {"ranks", call.ranks}};
+  file.settings = {{"config", source},
+                   {"simulation_config", json},
+                   {"model", base->model.name},
+                   {"gpu", base->gpu.name},
+                   {"gpu_memory_bytes", base->gpu.memory.count()},
+                   {"cluster", base->cluster.name},
+                   {"gpus", base->cluster.gpu_count()},
+                   {"space",
+                    {{"search", section.value_or(Json::object())},
+                     {"compression", std::move(compression)},
+                     {"global_batches", space->global_batches}}},
+                   {"top", call.top},
+                   {"rerank", call.rerank},
+                   {"ranks", call.ranks}};
   file.shard = call.shard;
   file.shards = call.shards;
   file.space = std::move(space).value();

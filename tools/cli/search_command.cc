@@ -18,6 +18,7 @@
 #include "strategies/launch_arguments.h"
 #include "strategies/plan_config.h"
 #include "strategies/search.h"
+#include "strategies/time_to_train.h"
 #include "tools/api/api.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/progress.h"
@@ -160,22 +161,35 @@ std::string MemoryNote(const SearchFile& file, size_t rows, size_t without) {
   return fmt::format("memory: the largest stage's, per GPU; * without {}{}", why, kept);
 }
 
+// The run's wall clock to train (the flow model's where re-simulated), as the ranking reads it.
+std::string TrainTime(const strategies::PlanFigures& f) {
+  const std::optional<double>& run =
+      f.flow_time_to_train_s ? f.flow_time_to_train_s : f.time_to_train_s;
+  return run ? strategies::FormatSeconds(*run) : "—";
+}
+
 void PrintTop(std::ostream& out, const SearchFile& file, int top) {
   const SearchResult& r = file.result;
   const size_t rows = std::min(r.ranking.size(), static_cast<size_t>(std::max(top, 0)));
   size_t without = 0;
-  for (size_t k = 0; k < rows; ++k) without += r.plans[r.ranking[k]].allocator_reserve ? 0 : 1;
+  bool timed = false;
+  for (size_t k = 0; k < rows; ++k) {
+    const EvaluatedPlan& plan = r.plans[r.ranking[k]];
+    without += plan.allocator_reserve ? 0 : 1;
+    timed = timed || plan.figures->time_to_train_s.has_value();
+  }
   const bool mark = without > 0 && without < rows;
-  fmt::print(out, "\n  {:>4}  {:<84} {:>10} {:>10} {:>10} {:>6} {:>11}\n", "rank", "plan",
-             "iteration", "flow", "samples/s", "MFU", "memory");
+  fmt::print(out, "\n  {:>4}  {:<84} {:>10} {:>10} {:>10} {:>6}{} {:>11}\n", "rank", "plan",
+             "iteration", "flow", "samples/s", "MFU",
+             timed ? fmt::format(" {:>11}", "to train") : "", "memory");
   for (size_t k = 0; k < rows; ++k) {
     const EvaluatedPlan& plan = r.plans[r.ranking[k]];
     const strategies::PlanFigures& f = *plan.figures;
-    fmt::print(out, "  {:>4}  {:<84} {:>10} {:>10} {:>10.2f} {:>5.1f}% {:>10}{}\n", k + 1,
+    fmt::print(out, "  {:>4}  {:<84} {:>10} {:>10} {:>10.2f} {:>5.1f}%{} {:>10}{}\n", k + 1,
                strategies::PlanLabel(plan.choice, file.space),
                FormatDuration(f.average_iteration_time), FlowTime(f), f.samples_per_second,
-               100 * f.mfu, FormatGiB(plan.memory_bytes),
-               mark && !plan.allocator_reserve ? "*" : " ");
+               100 * f.mfu, timed ? fmt::format(" {:>11}", TrainTime(f)) : "",
+               FormatGiB(plan.memory_bytes), mark && !plan.allocator_reserve ? "*" : " ");
     // Plans that simulate exactly as this one are one row: what they change in its label.
     const std::vector<std::string> same = strategies::SameAsLabels(r, r.ranking[k], file.space);
     if (!same.empty()) {
@@ -191,8 +205,12 @@ void PrintTop(std::ostream& out, const SearchFile& file, int top) {
   }
   fmt::print(out,
              "  (iteration: analytical network model; flow: the flow model, for the best "
-             "{}; {})\n",
-             file.settings.value("rerank", 0), MemoryNote(file, rows, without));
+             "{}; {}{})\n",
+             file.settings.value("rerank", 0), MemoryNote(file, rows, without),
+             timed ? "; ranked by time to train: the run's wall clock with failures and "
+                     "checkpoints, at the flow model's iteration where it has one "
+                     "(docs/time_to_train.md)"
+                   : "");
 }
 
 // "pipeline 1 vs 2, zero_stage 3 vs 1": the choices two plans differ in.
@@ -220,6 +238,7 @@ std::string Differences(const EvaluatedPlan& a, const EvaluatedPlan& b, const Se
          models::ContextCommNames()[static_cast<size_t>(y.context_comm)]);
   differ("expert", x.expert, y.expert);
   differ("ZeRO", x.zero_stage, y.zero_stage);
+  differ("global batch", a.choice.global_batch, b.choice.global_batch);
   differ("micro-batch", a.choice.micro_batch, b.choice.micro_batch);
   differ("recompute", models::RecomputeName(a.choice.recompute),
          models::RecomputeName(b.choice.recompute));
@@ -229,6 +248,41 @@ std::string Differences(const EvaluatedPlan& a, const EvaluatedPlan& b, const Se
   differ("compression", method(a), method(b));
   differ("offloaded layers", a.choice.activation_offload, b.choice.activation_offload);
   return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+// With a time_to_train section: both runs' iterations and wall clocks; when the plans' global
+// batches differ, the batch — not the iteration's parts — says why #2 trains longer (fewer,
+// slower iterations, and more tokens past the critical batch). True when it said why.
+bool PrintRunsDiffer(std::ostream& out, const EvaluatedPlan& best, const EvaluatedPlan& next,
+                     bool flow) {
+  const strategies::PlanFigures& a = *best.figures;
+  const strategies::PlanFigures& b = *next.figures;
+  if (!a.train_iterations || !b.train_iterations || !a.time_to_train_s || !b.time_to_train_s) {
+    return false;
+  }
+  const auto wall = [flow](const strategies::PlanFigures& f) {
+    return flow && f.flow_time_to_train_s ? *f.flow_time_to_train_s : *f.time_to_train_s;
+  };
+  const auto iteration = [flow](const strategies::PlanFigures& f) {
+    return flow && f.flow_average_iteration_time ? *f.flow_average_iteration_time
+                                                 : f.average_iteration_time;
+  };
+  fmt::print(out, "    {:<12} {:>10} {:>10}\n", "iterations", *a.train_iterations,
+             *b.train_iterations);
+  fmt::print(out, "    {:<12} {:>10} {:>10}\n", "to train", strategies::FormatSeconds(wall(a)),
+             strategies::FormatSeconds(wall(b)));
+  const int64_t batch_a = best.choice.global_batch;
+  const int64_t batch_b = next.choice.global_batch;
+  if (batch_a == batch_b || batch_a <= 0 || batch_b <= 0) return false;
+  const double tokens = static_cast<double>(*b.train_iterations) * static_cast<double>(batch_b) /
+                        (static_cast<double>(*a.train_iterations) * static_cast<double>(batch_a));
+  fmt::print(out,
+             "    #2 trains {:.1f}% longer: its batch of {} sequences takes {} iterations of {} "
+             "where #1's of {} takes {} of {} ({:.2f}× the tokens)\n",
+             100 * (wall(b) / wall(a) - 1), batch_b, *b.train_iterations,
+             FormatDuration(iteration(b)), batch_a, *a.train_iterations,
+             FormatDuration(iteration(a)), tokens);
+  return true;
 }
 
 // Why the best wins: where the two plans differ and their mean time per stage, part by part.
@@ -277,6 +331,7 @@ void PrintWhy(std::ostream& out, const SearchFile& file) {
        {"exposed gradient reduction", b.data_exposed - a.data_exposed},
        {"the optimizer step", b.optimizer - a.optimizer},
        {"idle time (pipeline bubble)", b.idle - a.idle}}};
+  if (PrintRunsDiffer(out, best, next, flow)) return;
   const auto largest =
       std::max_element(deltas.begin(), deltas.end(),
                        [](const auto& x, const auto& y) { return x.second < y.second; });

@@ -62,7 +62,7 @@ class ReportError(Exception):
     pass
 
 
-def plan_label(plan):
+def plan_label(plan, batch=None):
     tensor = f"TP {plan['tensor']}"
     if plan.get("tensor_mode", "1d") != "1d":
         tensor += f" ({plan['tensor_mode']})"
@@ -74,6 +74,8 @@ def plan_label(plan):
         label += f" (interleaved ×{v})" if v > 1 else f" ({plan['schedule']})"
     if plan.get("expert", 1) > 1:
         label += f" × EP {plan['expert']}"
+    if batch is not None:  # a search over several global batches names each plan's
+        label += f" · batch {batch}"
     return (label + f" · mb {plan['micro_batch']} · ZeRO {plan['zero_stage']}"
             f" · recompute {plan.get('recompute', 'none')}")
 
@@ -144,6 +146,7 @@ def runs_from_search(search, source):
     columns = search["columns"]
     rows = {plan["index"]: plan for plan in (dict(zip(columns, row)) for row in search["plans"])}
     methods = settings["space"]["compression"]
+    several = len(settings["space"].get("global_batches", [])) > 1
     runs = []
     for rank, index in enumerate(search["ranking"][:SEARCH_TOP], start=1):
         row = rows[index]
@@ -155,11 +158,13 @@ def runs_from_search(search, source):
                   "gpus": settings["gpus"], "compression": methods[int(row["compression"])],
                   "network_model": "analytical", "config": settings["config"],
                   **{k: training[k] for k in ("global_batch", "seq_len") if k in training}, **plan}
+        if row.get("global_batch"):  # since 1.6: the plan's own, when the search varied it
+            inputs["global_batch"] = row["global_batch"]
         # The analytical model's time, as every other run's (the flow model's is in the search's
         # own printout and files).
         time = row["average_iteration_time_ns"]
         runs.append({
-            "label": f"#{rank} {plan_label(plan)}",
+            "label": f"#{rank} {plan_label(plan, row.get('global_batch') if several else None)}",
             "inputs": inputs,
             "gpus": settings["gpus"],
             "iteration_s": time / 1e9,
@@ -168,6 +173,10 @@ def runs_from_search(search, source):
             "breakdown_ms": {key: row.get(key, 0) / 1e6 for key, _, _ in PARTS},
             "memory": {"total_bytes": row["memory_bytes"],
                        "capacity_bytes": settings.get("gpu_memory_bytes", 0)},
+            # Since 1.6, with a time_to_train section: the run's wall clock (analytical, as the
+            # iteration above), by which the search ranked.
+            "train_days": (row["time_to_train_ns"] / 1e9 / 86400
+                           if row.get("time_to_train_ns") is not None else None),
         })
     return runs
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <map>
@@ -121,6 +122,25 @@ Column FlowNs(std::string_view name, std::optional<DurationNs> PlanFigures::*fie
           }};
 }
 
+// An optional span of seconds of the figures, written in whole ns: null unless the config has a
+// time_to_train section (and, for the flow model's, unless re-simulated).
+Column SecondsAsNs(std::string_view name, std::optional<double> PlanFigures::*field) {
+  return {name,
+          [field](const EvaluatedPlan& p) {
+            if (!p.figures || !((*p.figures).*field)) return Json();
+            return Json(std::llround(*((*p.figures).*field) * 1e9));
+          },
+          [field](const Json& cell, EvaluatedPlan& p) -> Status {
+            if (cell.is_null()) return Status::Ok();
+            if (!p.figures) p.figures.emplace();
+            int64_t ns = 0;
+            DTSIM_RETURN_IF_ERROR(Get(cell, ns));
+            if (ns < 0) return Error("unexpected value", "", JsonValueForError(cell));
+            (*p.figures).*field = static_cast<double>(ns) / 1e9;
+            return Status::Ok();
+          }};
+}
+
 const std::vector<Column>& Columns() {
   static const std::vector<Column> kColumns = {
       {"index", [](const EvaluatedPlan& p) { return Json(p.index); },
@@ -193,6 +213,9 @@ const std::vector<Column>& Columns() {
       Later(PlanInt(
           "activation_offload_layers",
           [](auto& p) -> auto& { return p.choice.activation_offload; })),
+      // Since 1.6: the plan's global batch in sequences (search.global_batches).
+      Later(PlanInt(
+          "global_batch", [](auto& p) -> auto& { return p.choice.global_batch; })),
       PlanInt(
           "memory_bytes", [](auto& p) -> auto& { return p.memory_bytes; }),
       // Since 1.4: the caching allocator's reserve memory_bytes counts, or null where dtsim does
@@ -225,6 +248,24 @@ const std::vector<Column>& Columns() {
       FigureNumber("samples_per_second", &PlanFigures::samples_per_second),
       FigureNumber("tokens_per_second", &PlanFigures::tokens_per_second),
       FigureNumber("mfu", &PlanFigures::mfu),
+      // Since 1.6, with a time_to_train section (else null): the run's iterations and wall clock,
+      // by which the plans are ranked, and the wall clock at the flow model's iteration time.
+      Later({"train_iterations",
+             [](const EvaluatedPlan& p) {
+               return p.figures && p.figures->train_iterations ? Json(*p.figures->train_iterations)
+                                                               : Json();
+             },
+             [](const Json& c, EvaluatedPlan& p) -> Status {
+               if (c.is_null()) return Status::Ok();
+               if (!p.figures) p.figures.emplace();
+               int64_t iterations = 0;
+               DTSIM_RETURN_IF_ERROR(Get(c, iterations));
+               if (iterations < 1) return Error("unexpected value", "", JsonValueForError(c));
+               p.figures->train_iterations = iterations;
+               return Status::Ok();
+             }}),
+      Later(SecondsAsNs("time_to_train_ns", &PlanFigures::time_to_train_s)),
+      Later(SecondsAsNs("flow_time_to_train_ns", &PlanFigures::flow_time_to_train_s)),
       FigureNs(
           "compute_ns", [](auto& f) -> auto& { return f.breakdown.compute; }),
       FigureNs(
@@ -453,8 +494,14 @@ Expected<SearchFile> SearchFileFromJson(const Json& json, const std::string& pat
   try {
     file.settings = json.at("settings");
     file.result.seconds = json.at("seconds").get<double>();
-    for (const Json& method : json.at("settings").at("space").at("compression")) {
+    const Json& space = json.at("settings").at("space");
+    for (const Json& method : space.at("compression")) {
       file.space.compression.push_back({.method = method.get<std::string>()});
+    }
+    // Since 1.6 (the plan labels name the batch when there are several).
+    file.space.global_batches.clear();
+    for (const Json& batch : space.value("global_batches", Json::array())) {
+      file.space.global_batches.push_back(batch.get<int64_t>());
     }
   } catch (const Json::exception& e) {
     return fail(fmt::format("malformed search result head: {}", e.what()), "");
@@ -565,6 +612,7 @@ Expected<SearchFile> MergeSearchFiles(std::vector<SearchFile> shards, int rerank
     std::optional<PlanFigures>& figures = merged.result.plans[ranking[k]].figures;
     figures->flow_iteration_time.reset();
     figures->flow_average_iteration_time.reset();
+    figures->flow_time_to_train_s.reset();
   }
   return merged;
 }
