@@ -598,6 +598,7 @@ int64_t StageParameterCount(const ModelSpec& model, const MemoryPlan& plan) {
       return TransformerStageParameters(model.transformer, plan);
     case ModelFamily::kDlrm: {
       const ParameterCount count = CountParameters(model);
+      if (plan.embedding_parameters) return count.layers + *plan.embedding_parameters;
       return count.layers + (count.embedding + plan.embedding_shards - 1) / plan.embedding_shards;
     }
     case ModelFamily::kResNet:
@@ -647,6 +648,12 @@ Expected<MemoryBreakdown> EstimateMemory(const ModelSpec& model, const MemoryPla
   memory.gradients = shard(DTypeBytes(plan.grad_dtype), 2);
   memory.optimizer_state =
       shard(OptimizerStateBytes(plan.optimizer, plan.param_dtype, plan.optimizer_state), 1);
+  if (model.family == ModelFamily::kDlrm && plan.embedding_parameters) {
+    // A sharded table's gradient is applied in the backward row by row, never held whole.
+    const int64_t sparse = *plan.embedding_parameters - plan.replicated_embedding_parameters;
+    memory.gradients -=
+        static_cast<int64_t>(static_cast<double>(sparse) * DTypeBytes(plan.grad_dtype));
+  }
   memory.microbatches_in_flight = MicrobatchesInFlight(
       plan.schedule, plan.pipeline_stages, plan.stage, plan.virtual_stages, plan.microbatches);
   switch (model.family) {

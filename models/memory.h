@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -107,6 +108,12 @@ struct MemoryPlan {
   bool fp8_params = false;
   DType grad_dtype = DType::kBf16;  // fp32 for Megatron-style main gradients
   int embedding_shards = 1;         // DLRM: tables split over this many ranks
+  // DLRM: the embedding parameters (rows × dim) this rank holds, where a sharding plan placed
+  // them (strategies/embedding_sharding.h); unset: the tables' over embedding_shards. Of them,
+  // the replicated tables' have dense gradients; the sharded tables' are applied in the
+  // backward, fused, and never held whole (FBGEMM's table-batched embeddings).
+  std::optional<int64_t> embedding_parameters;
+  int64_t replicated_embedding_parameters = 0;
   // Layers per model chunk when not L/(p·v) each, in model order (chunk k runs on stage
   // k mod p as its virtual stage k / p; p entries without virtual stages); else empty.
   std::vector<int> chunk_layers;

@@ -368,6 +368,20 @@ Op OptimizerOp(Optimizer optimizer, int64_t parameters, DType grad_dtype, DType 
 LayerOps ResNetOps(const ResNetSpec& spec, int64_t micro_batch, DType dtype);
 LayerOps DlrmOps(const DlrmSpec& spec, int64_t micro_batch, DType dtype);
 
+// One table's embedding-bag work on one rank for one micro-batch: `rows_read` rows gathered and
+// summed into `outputs` pooled vectors (table-wise: every sample of the global batch; row-wise:
+// each sample's partial sum over the rank's rows; replicated: the rank's own samples).
+struct TableLookup {
+  int table = 0;
+  int64_t rows_read = 0;
+  int64_t outputs = 0;
+};
+// Their forward bags ("embedding.table7") and backward sparse updates with the optimizer fused
+// in, as FBGEMM's table-batched embedding kernel runs it: each touched row read and written
+// with `state_bytes` of optimizer state per element read and written too.
+LayerOps DlrmEmbeddingOps(const DlrmSpec& spec, std::span<const TableLookup> lookups, DType dtype,
+                          double state_bytes);
+
 // Sums over op lists.
 double TotalFlops(const std::vector<Op>& ops);
 double TotalModelFlops(const std::vector<Op>& ops);

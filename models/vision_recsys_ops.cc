@@ -2,6 +2,8 @@
 // implicit GEMMs) and DLRM (embedding bags, MLPs, dot-product interaction).
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "models/layer_builder.h"
 #include "models/ops.h"
 #include "models/resnet.h"
@@ -88,23 +90,48 @@ LayerOps ResNetOps(const ResNetSpec& spec, int64_t micro_batch, DType dtype) {
   return std::move(layer).Finish();
 }
 
+namespace {
+
+// A table's bag: `rows_read` rows of `dim` read, `outputs` pooled vectors written; its backward
+// scatters the output gradient into those rows (read the gradient, read and write each row) and,
+// fused, updates the optimizer's `state_bytes` per element of those rows.
+void EmbeddingBag(LayerBuilder& layer, const DlrmSpec& spec, const TableLookup& lookup, DType dtype,
+                  double state_bytes) {
+  const double e = DTypeBytes(dtype);
+  const int64_t dim = spec.embedding_dim;
+  const int64_t elements = std::max<int64_t>(lookup.rows_read, 1) * dim;
+  const double written = e * static_cast<double>(lookup.outputs) /
+                         static_cast<double>(std::max<int64_t>(lookup.rows_read, 1));
+  Op bag = Op::Streaming(fmt::format("embedding.table{}", lookup.table), OpKind::kEmbedding,
+                         Pass::kForward, dtype, elements, e + written);
+  bag.signature.SetDim("rows", spec.table_rows[static_cast<size_t>(lookup.table)]);
+  std::vector<Op> grad;
+  grad.push_back(Op::Streaming(fmt::format("embedding.table{}.grad", lookup.table),
+                               OpKind::kEmbedding, Pass::kBackward, dtype, elements,
+                               3 * e + 2 * state_bytes));
+  layer.Forward(std::move(bag), 8.0 * static_cast<double>(lookup.rows_read), std::move(grad));
+}
+
+}  // namespace
+
+LayerOps DlrmEmbeddingOps(const DlrmSpec& spec, std::span<const TableLookup> lookups, DType dtype,
+                          double state_bytes) {
+  LayerBuilder layer("");
+  for (const TableLookup& lookup : lookups) EmbeddingBag(layer, spec, lookup, dtype, state_bytes);
+  return std::move(layer).Finish();
+}
+
 LayerOps DlrmOps(const DlrmSpec& spec, int64_t micro_batch, DType dtype) {
   const double e = DTypeBytes(dtype);
   LayerBuilder layer("");
   MlpChain(layer, "bottom", micro_batch, spec.dense_features, spec.bottom_mlp, dtype);
   const int64_t dim = spec.embedding_dim;
   for (size_t i = 0; i < spec.table_rows.size(); ++i) {
-    // Embedding bag: reads lookups_per_table rows per sample, writes their sum; backward
-    // scatters the output gradient into those rows (a sparse update).
+    // Each sample reads lookups_per_table rows of each table and writes their sum.
     const int64_t rows_read = micro_batch * spec.lookups_per_table;
-    Op bag =
-        Op::Streaming(fmt::format("embedding.table{}", i), OpKind::kEmbedding, Pass::kForward,
-                      dtype, rows_read * dim, e + e / static_cast<double>(spec.lookups_per_table));
-    bag.signature.SetDim("rows", spec.table_rows[i]);
-    std::vector<Op> grad;
-    grad.push_back(Op::Streaming(fmt::format("embedding.table{}.grad", i), OpKind::kEmbedding,
-                                 Pass::kBackward, dtype, rows_read * dim, 3 * e));
-    layer.Forward(std::move(bag), 8.0 * rows_read, std::move(grad));
+    EmbeddingBag(layer, spec,
+                 {.table = static_cast<int>(i), .rows_read = rows_read, .outputs = micro_batch},
+                 dtype, 0);
   }
   // Interaction: a batched Z·Zᵀ over the F = tables + 1 vectors of each sample, then the upper
   // triangle concatenated with the bottom MLP's output.

@@ -15,6 +15,7 @@
 
 #include "models/hf_config.h"
 #include "sim/base/strings.h"
+#include "strategies/embedding_sharding.h"
 #include "strategies/plan_checks.h"
 #include "strategies/training_section.h"
 
@@ -220,6 +221,7 @@ Status ReadParallelism(const Json& value, ParallelPlan& plan) {
     DTSIM_ASSIGN_OR_RETURN(plan.order, ParsePlanOrder(order.get<std::string>()));
   }
   reader.Allow("order");
+  DTSIM_RETURN_IF_ERROR(ReadEmbeddingSharding(reader, plan));
   return reader.Finish();
 }
 
@@ -294,6 +296,22 @@ Status CheckDataParallelPlan(const SimulationConfig& config) {
                  "training.seq_len", std::to_string(config.training.seq_len));
   }
   return Status::Ok();
+}
+
+// A DLRM: its dense part replicated as TorchRec's DDP runs it (no ZeRO, no compression), its
+// tables sharded one way for all or one way each.
+Status CheckDlrmPlan(const SimulationConfig& config) {
+  if (config.plan.zero_stage != 0) {
+    return Error(
+        "a DLRM's dense part is replicated (TorchRec wraps it in DDP): ZeRO is not built "
+        "for it; its tables are sharded by parallelism.embedding_sharding",
+        "parallelism.zero_stage", std::to_string(config.plan.zero_stage));
+  }
+  if (config.compression.method != "none") {
+    return Error("gradient compression of a DLRM's dense gradients is not built",
+                 "compression.method", Quote(config.compression.method));
+  }
+  return CheckEmbeddingSharding(config.model.dlrm, config.plan);
 }
 
 // Uniform: pipeline stages × virtual stages divide the layers (with the embedding and loss
@@ -485,11 +503,15 @@ Expected<ResolvedConfig> Resolve(const SimulationConfig& input) {
                     config.cluster.gpu_count(), RankMismatchHint(config.cluster, plan)),
         "parallelism", std::to_string(plan.world()));
   }
-  if (config.model.family == models::ModelFamily::kDlrm) {
-    return Error("DLRM plans are not built yet (its embedding tables need model parallelism)",
-                 "model", Quote(config.model.name));
+  if (!plan.embedding_sharding.empty() && config.model.family != models::ModelFamily::kDlrm) {
+    return Error("a DLRM's setting: this model has no embedding tables to shard",
+                 "parallelism.embedding_sharding",
+                 Quote(EmbeddingShardingNames()[static_cast<size_t>(plan.embedding_sharding[0])]));
   }
-  if (config.model.family == models::ModelFamily::kResNet) {
+  if (config.model.family == models::ModelFamily::kDlrm) {
+    DTSIM_RETURN_IF_ERROR(CheckDataParallelPlan(config));
+    DTSIM_RETURN_IF_ERROR(CheckDlrmPlan(config));
+  } else if (config.model.family == models::ModelFamily::kResNet) {
     DTSIM_RETURN_IF_ERROR(CheckDataParallelPlan(config));
   } else {
     if (training.seq_len == 0) {

@@ -114,6 +114,11 @@ struct TrainingConfig {
 enum class GradientSync { kAllReduce, kParameterServer };
 std::string_view GradientSyncName(GradientSync sync);
 
+// Where a DLRM's embedding tables live (TorchRec's sharding types; docs/strategies.md, "DLRM"):
+// each table whole on one rank, its rows split over every rank, or a copy on every rank.
+enum class EmbeddingSharding { kTableWise, kRowWise, kDataParallel };
+std::span<const std::string_view> EmbeddingShardingNames();
+
 // How 1D tensor-parallel collectives overlap the compute (docs/strategies.md, "Tensor-parallel
 // overlap"): kNone, every one on the compute stream (Megatron-LM before its commit cf7efd4 of
 // August 2021; PyTorch's DTensor); kAsync, the backward's input-gradient reduction (all-reduce,
@@ -177,6 +182,9 @@ struct ParallelPlan {
   bool expert_overlap = false;
   bool expert_delay_wgrad = false;
   int zero_stage = 0;
+  // DLRM: one sharding for every table, or one per table (`parallelism.embedding_sharding`);
+  // empty: table-wise.
+  std::vector<EmbeddingSharding> embedding_sharding;
   Bytes gradient_bucket = Bytes(25 * kMebi);  // PyTorch DDP's bucket_cap_mb default
   bool overlap_gradient_reduce = true;
   GradientSync gradient_sync = GradientSync::kAllReduce;

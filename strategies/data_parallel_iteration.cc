@@ -89,11 +89,7 @@ class DataParallelBuilder {
     std::iota(group.logical.begin(), group.logical.end(), 0);
     group.simulated.assign(group.logical.begin(), group.logical.begin() + simulated_);
     for (const std::vector<TaskId>& rank_ready : ready) group.ready.emplace_back(rank_ready);
-    StepWaits waits;
-    DTSIM_RETURN_IF_ERROR(reducer.Reduce(points, group, waits));
-    int64_t parameters = 0;
-    for (const GradientTensors& point : points) parameters += point.elements();
-    reducer.Step(group, parameters, waits);
+    DTSIM_RETURN_IF_ERROR(ReduceAndStep(reducer, points, group));
     DTSIM_ASSIGN_OR_RETURN(graph::TaskGraph graph, std::move(builder_).Build());
     return IterationGraph{std::move(graph), std::move(result_)};
   }

@@ -179,4 +179,14 @@ void GradientReducer::Step(const ReductionGroup& group, int64_t parameters, Step
   sources_.Add(step, group.represented);
 }
 
+Status ReduceAndStep(GradientReducer& reducer, const std::vector<GradientTensors>& points,
+                     const ReductionGroup& group) {
+  StepWaits waits;
+  DTSIM_RETURN_IF_ERROR(reducer.Reduce(points, group, waits));
+  int64_t parameters = 0;
+  for (const GradientTensors& point : points) parameters += point.elements();
+  reducer.Step(group, parameters, waits);
+  return Status::Ok();
+}
+
 }  // namespace dtsim::strategies

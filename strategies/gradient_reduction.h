@@ -89,4 +89,9 @@ class GradientReducer {
   std::unique_ptr<GradientCompression> compression_;
 };
 
+// The end of a data-parallel model's iteration (a ResNet, a DLRM's dense part): `points`
+// reduced over `group` as their gradients are ready, then the optimizer step over all of them.
+Status ReduceAndStep(GradientReducer& reducer, const std::vector<GradientTensors>& points,
+                     const ReductionGroup& group);
+
 }  // namespace dtsim::strategies

@@ -92,6 +92,12 @@ Expected<SearchSpace> SearchSpaceFromJson(const Json* value, const SimulationCon
   space.context_comm = {base.plan.context_comm};
   space.activation_offload = {base.training.activation_offload_layers};
   space.global_batches = {base.training.global_batch};
+  if (base.model.family == models::ModelFamily::kDlrm) {
+    // A DLRM step is one pass over the rank's samples (TorchRec's loop accumulates nothing) and
+    // its replicated dense part is never ZeRO-sharded: the config's micro-batch, ZeRO 0.
+    space.micro_batches = {base.training.micro_batch};
+    space.zero_stages = {0};
+  }
   if (value == nullptr) return space;
   DTSIM_ASSIGN_OR_RETURN(JsonObjectReader reader, JsonObjectReader::Make(*value, "search"));
   const auto integer = [](int64_t min, int64_t max) {

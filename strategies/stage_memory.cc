@@ -13,6 +13,7 @@
 #include "models/eager_allocations.h"
 #include "sim/base/quantity.h"
 #include "strategies/compression.h"
+#include "strategies/embedding_sharding.h"
 #include "strategies/layer_gradients.h"
 #include "strategies/stage_communicators.h"
 
@@ -20,7 +21,7 @@ namespace dtsim::strategies {
 
 models::MemoryPlan MemoryPlanOf(const ResolvedConfig& config, int stage) {
   const ParallelPlan& plan = config.plan;
-  return models::MemoryPlan{.shard = ShardOf(config),
+  models::MemoryPlan memory{.shard = ShardOf(config),
                             .recompute = config.training.recompute,
                             .recompute_every = config.training.recompute_every,
                             .framework = config.training.framework,
@@ -46,6 +47,17 @@ models::MemoryPlan MemoryPlanOf(const ResolvedConfig& config, int stage) {
                             .offload_handler = config.training.activation_offload_v1
                                                    ? models::OffloadHandler::kV1
                                                    : models::OffloadHandler::kSynchronizer};
+  if (config.model.family == models::ModelFamily::kDlrm) {
+    // The rank holding the most of the tables (the memory check's worst case).
+    const EmbeddingLayout layout =
+        LayoutEmbeddings(config.model.dlrm, plan.embedding_sharding, plan.data,
+                         config.training.micro_batch, config.training.dtype);
+    int64_t most = 0;
+    for (const RankEmbeddings& rank : layout.ranks) most = std::max(most, rank.parameters);
+    memory.embedding_parameters = most;
+    memory.replicated_embedding_parameters = layout.replicated_parameters;
+  }
+  return memory;
 }
 
 namespace {

@@ -15,6 +15,7 @@
 #include "models/memory.h"
 #include "strategies/activation_offload.h"
 #include "strategies/data_parallel_iteration.h"
+#include "strategies/dlrm_iteration.h"
 #include "strategies/footprint.h"
 #include "strategies/layer_gradients.h"
 #include "strategies/microbatch_layout.h"
@@ -760,10 +761,19 @@ Expected<IterationGraph> BuildTransformerIteration(
 Expected<IterationGraph> BuildIteration(const ResolvedConfig& config,
                                         const models::OpCostModel& cost, CompressionPhase phase) {
   DTSIM_ASSIGN_OR_RETURN(std::vector<models::MemoryBreakdown> memory, StageMemory(config));
-  DTSIM_ASSIGN_OR_RETURN(IterationGraph iteration,
-                         config.model.family == models::ModelFamily::kResNet
-                             ? BuildDataParallelIteration(config, cost, phase)
-                             : BuildTransformerIteration(config, cost, memory, phase));
+  Expected<IterationGraph> built = Error("unreachable");
+  switch (config.model.family) {
+    case models::ModelFamily::kResNet:
+      built = BuildDataParallelIteration(config, cost, phase);
+      break;
+    case models::ModelFamily::kDlrm:
+      built = BuildDlrmIteration(config, cost);
+      break;
+    case models::ModelFamily::kTransformer:
+      built = BuildTransformerIteration(config, cost, memory, phase);
+      break;
+  }
+  DTSIM_ASSIGN_OR_RETURN(IterationGraph iteration, std::move(built));
   iteration.stats.stage_memory = std::move(memory);
   return iteration;
 }

@@ -283,6 +283,25 @@ TEST_F(SearchCommandTest, TwoBatchesSayWhyTheSlowerRunTrainsLonger) {
   EXPECT_THAT(text, testing::Not(HasSubstr("#2 loses most to")));
 }
 
+// A DLRM's plans: its own micro-batch at ZeRO 0 (no plan refused for a ZeRO stage its dense
+// part cannot take), emitted as dtsim configs without Megatron or DeepSpeed flags.
+TEST_F(SearchCommandTest, ADlrmPlanIsEmittedWithoutLaunchFlags) {
+  const CommandOutcome outcome = Search({DTSIM_EXAMPLES_DIR "/dlrm_mlperf_8h100.json", "--emit",
+                                         Path("plans"), "-o", Path("all"), "--rerank", "0"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("no launch flags: Megatron-LM, DeepSpeed and "
+                                       "Megatron-Bridge train transformers, not a dlrm"));
+  Expected<SearchFile> file = ReadSearchFile(Path("all.json"));
+  ASSERT_TRUE(file.ok()) << file.error().ToString();
+  EXPECT_EQ(file->result.enumerated, 1u);  // DP 8, mb 8,192, ZeRO 0
+  EXPECT_EQ(file->result.Count(strategies::PlanStatus::kSimulated), 1u);
+  const Json result = SimulateEmitted(Path("plans") + "/plan-1");
+  ASSERT_FALSE(result.is_null());
+  EXPECT_EQ(result["compression"]["average_iteration_time_ns"].get<int64_t>(),
+            file->result.plans[file->result.ranking[0]].figures->average_iteration_time.ns());
+  EXPECT_FALSE(std::filesystem::exists(Path("plans") + "/plan-1.megatron.txt"));
+}
+
 // A tensor overlap the config gives is kept in the emitted 1D plans (a grid refuses the key),
 // which still simulate to the search's figures.
 TEST_F(SearchCommandTest, EmittedPlansKeepTheTensorOverlap) {

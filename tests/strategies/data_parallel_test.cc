@@ -193,9 +193,14 @@ TEST(DataParallelTest, PlansThatAreNotDataParallelAreErrors) {
   json["parallelism"]["zero_stage"] = 3;
   EXPECT_THAT(ConfigError(json), HasSubstr("parallelism.zero_stage: ZeRO-3 is built for "
                                            "transformers"));
+  // A DLRM's dense part is data parallel too, as TorchRec's DDP runs it: no ZeRO
+  // (tests/strategies/dlrm_test.cc has the rest of its checks).
   json = ResNetConfig();
   json["model"] = "dlrm-mlperf";
-  EXPECT_THAT(ConfigError(json), HasSubstr("DLRM plans are not built yet"));
+  EXPECT_EQ(ConfigError(json), "");
+  json["parallelism"]["zero_stage"] = 1;
+  EXPECT_THAT(ConfigError(json), HasSubstr("parallelism.zero_stage: a DLRM's dense part is "
+                                           "replicated"));
 }
 
 }  // namespace

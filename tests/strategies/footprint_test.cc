@@ -31,7 +31,7 @@ TEST(FootprintTest, TheEstimateIsALowerBoundOnEveryExamplesTasks) {
        {"gpt3_1.3b_16gpu.json", "llama2_70b_64h100.json", "bert_large_64gpu_ethernet.json",
         "bert_large_64gpu_ethernet_byteps.json", "mixtral_8x7b_ep8_64h100.json",
         "gpt3_6.7b_tesseract_64gpu.json", "resnet50_256gpu.json", "gpt3_175b_1024gpu.json",
-        "deepseek_v3_1024h100.json"}) {
+        "deepseek_v3_1024h100.json", "dlrm_mlperf_8h100.json"}) {
     for (const char* ranks : {"full", "symmetric"}) {
       // Every rank of the three largest (21 M, 5.3 M and ≈ 43 M tasks: 128 × the symmetric
       // graph's 333 k) takes too long for a unit test.

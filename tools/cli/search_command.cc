@@ -422,9 +422,30 @@ Status CheckEmittedFiles(const SearchCommandOptions& options,
   return Status::Ok();
 }
 
+// Plan #k's launch files in `dir`: Megatron-LM flags, Megatron-DeepSpeed flags with their
+// ds_config.json, and Megatron-Bridge overrides, each after `header`.
+Status EmitLaunchFiles(const std::string& dir, size_t k, const std::string& header,
+                       const strategies::ResolvedConfig& resolved) {
+  const std::string stem = fmt::format("{}/plan-{}", dir, k);
+  DTSIM_RETURN_IF_ERROR(WriteFileAtomically(
+      stem + ".megatron.txt", header + LaunchText(strategies::MegatronArguments(resolved))));
+  const std::string ds_config = fmt::format("plan-{}.ds_config.json", k);
+  const strategies::LaunchArguments deepspeed = strategies::DeepSpeedArguments(resolved, ds_config);
+  DTSIM_RETURN_IF_ERROR(WriteFileAtomically(fmt::format("{}/{}", dir, ds_config),
+                                            DumpJson(deepspeed.config_file, 2) + "\n"));
+  DTSIM_RETURN_IF_ERROR(
+      WriteFileAtomically(stem + ".deepspeed.txt", header + LaunchText(deepspeed)));
+  return WriteFileAtomically(
+      stem + ".bridge.txt",
+      header +
+          "# run_recipe.py --recipe <a pretrain recipe of this model> --mode pretrain, then:\n" +
+          LaunchText(strategies::MegatronBridgeArguments(resolved)));
+}
+
 // Plans out (docs/search.md, "Plans out"): each of the top plans as a dtsim config, as
-// Megatron-LM flags and as Megatron-DeepSpeed flags with their ds_config.json; every config is
-// read back and checked before it is written.
+// Megatron-LM flags and as Megatron-DeepSpeed flags with their ds_config.json (transformers:
+// those frameworks train nothing else); every config is read back and checked before it is
+// written.
 Status EmitPlans(const std::string& dir, const SearchFile& file, int top, std::ostream& out,
                  bool quiet) {
   const Json& settings = file.settings;
@@ -440,6 +461,7 @@ Status EmitPlans(const std::string& dir, const SearchFile& file, int top, std::o
                                           ? strategies::RanksMode::kFull
                                           : strategies::RanksMode::kSymmetric;
   DTSIM_RETURN_IF_ERROR(MakeOutputDirectory(dir, "--emit"));
+  const bool launchable = read->model.family == models::ModelFamily::kTransformer;
   const SearchResult& r = file.result;
   const size_t count = std::min(r.ranking.size(), static_cast<size_t>(std::max(top, 0)));
   for (size_t k = 0; k < count; ++k) {
@@ -456,27 +478,22 @@ Status EmitPlans(const std::string& dir, const SearchFile& file, int top, std::o
           .InFile(stem + ".json");
     }
     DTSIM_RETURN_IF_ERROR(WriteFileAtomically(stem + ".json", DumpJson(config, 2) + "\n"));
-    const std::string header = fmt::format(
-        "# dtsim search plan #{}: {}\n# simulated {} per iteration (analytical "
-        "network model)\n",
-        k + 1, strategies::PlanLabel(plan.choice, file.space),
-        FormatDuration(plan.figures->average_iteration_time));
-    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(
-        stem + ".megatron.txt", header + LaunchText(strategies::MegatronArguments(*resolved))));
-    const std::string ds_config = fmt::format("plan-{}.ds_config.json", k + 1);
-    const strategies::LaunchArguments deepspeed =
-        strategies::DeepSpeedArguments(*resolved, ds_config);
-    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(fmt::format("{}/{}", dir, ds_config),
-                                              DumpJson(deepspeed.config_file, 2) + "\n"));
-    DTSIM_RETURN_IF_ERROR(
-        WriteFileAtomically(stem + ".deepspeed.txt", header + LaunchText(deepspeed)));
-    DTSIM_RETURN_IF_ERROR(WriteFileAtomically(
-        stem + ".bridge.txt",
-        header +
-            "# run_recipe.py --recipe <a pretrain recipe of this model> --mode pretrain, then:\n" +
-            LaunchText(strategies::MegatronBridgeArguments(*resolved))));
+    if (launchable) {
+      const std::string header = fmt::format(
+          "# dtsim search plan #{}: {}\n# simulated {} per iteration (analytical "
+          "network model)\n",
+          k + 1, strategies::PlanLabel(plan.choice, file.space),
+          FormatDuration(plan.figures->average_iteration_time));
+      DTSIM_RETURN_IF_ERROR(EmitLaunchFiles(dir, k + 1, header, *resolved));
+    }
   }
-  if (!quiet) {
+  if (!quiet && !launchable) {
+    fmt::print(out,
+               "\n  plans out      {0}/plan-1.json … plan-{1}.json (dtsim configs: `dtsim "
+               "simulate` gives the figures above); no launch flags: Megatron-LM, DeepSpeed and "
+               "Megatron-Bridge train transformers, not a {2}\n",
+               dir, count, models::ModelFamilyName(read->model.family));
+  } else if (!quiet) {
     fmt::print(
         out,
         "\n  plans out      {0}/plan-1.json … plan-{1}.json (dtsim configs: `dtsim simulate` "

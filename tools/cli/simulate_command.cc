@@ -10,6 +10,7 @@
 
 #include "sim/base/atomic_file.h"
 #include "sim/base/quantity.h"
+#include "strategies/embedding_sharding.h"
 #include "strategies/simulate.h"
 #include "strategies/training_section.h"
 #include "tools/cli/command_line.h"
@@ -160,6 +161,20 @@ std::string PlanLine(const SimulationConfig& c) {
   const std::string batches =
       fmt::format("{} micro-batch{} of {}, ZeRO {}{}", microbatches, microbatches == 1 ? "" : "es",
                   c.training.micro_batch, c.plan.zero_stage, sync);
+  if (c.model.family == models::ModelFamily::kDlrm) {
+    // "tables 6 row-wise, 11 table-wise, 9 replicated" (strategies/embedding_sharding.h).
+    const strategies::EmbeddingLayout layout =
+        strategies::LayoutEmbeddings(c.model.dlrm, c.plan.embedding_sharding, c.plan.data,
+                                     c.training.micro_batch, c.training.dtype);
+    std::vector<std::string> kinds;
+    for (const auto& [count, name] :
+         {std::pair{layout.row_wise, "row-wise"}, std::pair{layout.table_wise, "table-wise"},
+          std::pair{layout.replicated, "replicated"}}) {
+      if (count > 0) kinds.push_back(fmt::format("{} {}", count, name));
+    }
+    return fmt::format("DP {} (dense part data parallel; tables {}), {}", c.plan.data,
+                       fmt::join(kinds, ", "), batches);
+  }
   if (c.model.family != models::ModelFamily::kTransformer) {
     return fmt::format("DP {} (data parallel), {}", c.plan.data, batches);
   }

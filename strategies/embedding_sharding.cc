@@ -1,0 +1,153 @@
+#include "strategies/embedding_sharding.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <numeric>
+#include <string>
+#include <tuple>
+
+#include "sim/base/strings.h"
+
+namespace dtsim::strategies {
+namespace {
+
+constexpr std::array<std::string_view, 3> kShardingNames = {"table_wise", "row_wise",
+                                                            "data_parallel"};
+
+Expected<EmbeddingSharding> ShardingAt(const Json& value, const std::string& path) {
+  if (value.is_string()) {
+    const std::string name = value.get<std::string>();
+    for (size_t i = 0; i < kShardingNames.size(); ++i) {
+      if (kShardingNames[i] == name) return static_cast<EmbeddingSharding>(i);
+    }
+    return Error(fmt::format("unknown sharding{}; known: {}", DidYouMean(name, kShardingNames),
+                             JoinQuoted(kShardingNames)),
+                 path, Quote(name));
+  }
+  return Error(
+      fmt::format("expected one of {}, or a list of one per table", JoinQuoted(kShardingNames)),
+      path, JsonValueForError(value));
+}
+
+}  // namespace
+
+std::span<const std::string_view> EmbeddingShardingNames() { return kShardingNames; }
+
+Status ReadEmbeddingSharding(JsonObjectReader& parallelism, ParallelPlan& plan) {
+  constexpr std::string_view kKey = "embedding_sharding";
+  parallelism.Allow(kKey);
+  const Json* value = parallelism.Find(kKey);
+  if (value == nullptr) return Status::Ok();
+  const std::string path = JsonChildPath(parallelism.path(), kKey);
+  plan.embedding_sharding.clear();
+  if (!value->is_array()) {
+    DTSIM_ASSIGN_OR_RETURN(const EmbeddingSharding sharding, ShardingAt(*value, path));
+    plan.embedding_sharding.push_back(sharding);
+    return Status::Ok();
+  }
+  if (value->empty()) return Error("expected a non-empty list", path, "[]");
+  for (size_t i = 0; i < value->size(); ++i) {
+    DTSIM_ASSIGN_OR_RETURN(const EmbeddingSharding sharding,
+                           ShardingAt((*value)[i], JsonIndexPath(path, i)));
+    plan.embedding_sharding.push_back(sharding);
+  }
+  return Status::Ok();
+}
+
+Status CheckEmbeddingSharding(const models::DlrmSpec& spec, const ParallelPlan& plan) {
+  const size_t given = plan.embedding_sharding.size();
+  if (given > 1 && given != spec.table_rows.size()) {
+    return Error(fmt::format("one sharding for every table, or one per table: the model has {} "
+                             "tables",
+                             spec.table_rows.size()),
+                 "parallelism.embedding_sharding", fmt::format("{} entries", given));
+  }
+  return Status::Ok();
+}
+
+EmbeddingLayout LayoutEmbeddings(const models::DlrmSpec& spec,
+                                 const std::vector<EmbeddingSharding>& sharding, int ranks,
+                                 int64_t micro_batch, DType dtype) {
+  DTSIM_CHECK(ranks >= 1 && micro_batch >= 1, "LayoutEmbeddings needs ranks and samples");
+  const auto tables = static_cast<int>(spec.table_rows.size());
+  const int64_t dim = spec.embedding_dim;
+  const int64_t lookups = spec.lookups_per_table;
+  const int64_t global = micro_batch * ranks;  // samples a micro-batch, over every rank
+  EmbeddingLayout layout;
+  layout.ranks.resize(static_cast<size_t>(ranks));
+  layout.sharding.resize(static_cast<size_t>(tables), EmbeddingSharding::kTableWise);
+  for (int t = 0; t < tables; ++t) {
+    if (!sharding.empty()) {
+      layout.sharding[static_cast<size_t>(t)] =
+          sharding[sharding.size() == 1 ? 0 : static_cast<size_t>(t)];
+    }
+  }
+  const auto add = [&](RankEmbeddings& rank, int table, int64_t rows_held, int64_t rows_read,
+                       int64_t outputs) {
+    rank.lookups.push_back({.table = table, .rows_read = rows_read, .outputs = outputs});
+    rank.parameters += rows_held * dim;
+    rank.lookup_bytes += static_cast<double>(rows_read * dim);
+  };
+  // Table-wise, largest first: each table's whole global batch of lookups on one rank.
+  std::vector<int> order(static_cast<size_t>(tables));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&spec](int a, int b) {
+    return spec.table_rows[static_cast<size_t>(a)] > spec.table_rows[static_cast<size_t>(b)];
+  });
+  for (const int t : order) {
+    const int64_t rows = spec.table_rows[static_cast<size_t>(t)];
+    switch (layout.sharding[static_cast<size_t>(t)]) {
+      case EmbeddingSharding::kTableWise: {
+        const auto least = std::min_element(layout.ranks.begin(), layout.ranks.end(),
+                                            [](const RankEmbeddings& a, const RankEmbeddings& b) {
+                                              return std::tuple(a.lookup_bytes, a.parameters) <
+                                                     std::tuple(b.lookup_bytes, b.parameters);
+                                            });
+        least->tables.push_back(t);
+        add(*least, t, rows, global * lookups, global);
+        ++layout.table_wise;
+        break;
+      }
+      case EmbeddingSharding::kRowWise:
+        // Rows split evenly (TorchRec's block size ceil(rows / ranks)); indices hash uniformly
+        // over them, so each rank reads 1/ranks of every sample's rows and writes every
+        // sample's partial sum.
+        for (int r = 0; r < ranks; ++r) {
+          const int64_t block = (rows + ranks - 1) / ranks;
+          const int64_t held = std::clamp<int64_t>(rows - r * block, 0, block);
+          add(layout.ranks[static_cast<size_t>(r)], t, held, (global * lookups + ranks - 1) / ranks,
+              global);
+        }
+        ++layout.row_wise;
+        break;
+      case EmbeddingSharding::kDataParallel:
+        for (RankEmbeddings& rank : layout.ranks)
+          add(rank, t, rows, micro_batch * lookups, micro_batch);
+        layout.replicated_parameters += rows * dim;
+        ++layout.replicated;
+        break;
+    }
+  }
+  for (size_t r = 0; r < layout.ranks.size(); ++r) {
+    if (layout.ranks[r].lookup_bytes >
+        layout.ranks[static_cast<size_t>(layout.busiest)].lookup_bytes) {
+      layout.busiest = static_cast<int>(r);
+    }
+  }
+  const auto e = static_cast<int64_t>(DTypeBytes(dtype));
+  // Each rank's samples: their indices and one length per (sample, table), to the owners.
+  layout.index_all_to_all = Bytes(micro_batch * (layout.table_wise + layout.row_wise) *
+                                  (lookups * kIndexBytes + kLengthBytes));
+  size_t most_tables = 0;
+  for (const RankEmbeddings& rank : layout.ranks)
+    most_tables = std::max(most_tables, rank.tables.size());
+  // An owner sends every sample's pooled vector of each of its tables, a slice to each rank.
+  layout.output_all_to_all = Bytes(global * static_cast<int64_t>(most_tables) * dim * e);
+  layout.output_reduce_scatter = Bytes(global * layout.row_wise * dim * e);
+  layout.gradient_all_gather = Bytes(micro_batch * layout.row_wise * dim * e);
+  return layout;
+}
+
+}  // namespace dtsim::strategies
