@@ -35,25 +35,42 @@ Expected<EmbeddingSharding> ShardingAt(const Json& value, const std::string& pat
 
 std::span<const std::string_view> EmbeddingShardingNames() { return kShardingNames; }
 
+Expected<std::vector<EmbeddingSharding>> EmbeddingShardingFromJson(const Json& value,
+                                                                   const std::string& path) {
+  if (!value.is_array()) {
+    DTSIM_ASSIGN_OR_RETURN(const EmbeddingSharding sharding, ShardingAt(value, path));
+    return std::vector<EmbeddingSharding>{sharding};
+  }
+  if (value.empty()) return Error("expected a non-empty list", path, "[]");
+  std::vector<EmbeddingSharding> sharding;
+  for (size_t i = 0; i < value.size(); ++i) {
+    DTSIM_ASSIGN_OR_RETURN(const EmbeddingSharding one,
+                           ShardingAt(value[i], JsonIndexPath(path, i)));
+    sharding.push_back(one);
+  }
+  return sharding;
+}
+
 Status ReadEmbeddingSharding(JsonObjectReader& parallelism, ParallelPlan& plan) {
   constexpr std::string_view kKey = "embedding_sharding";
   parallelism.Allow(kKey);
   const Json* value = parallelism.Find(kKey);
   if (value == nullptr) return Status::Ok();
-  const std::string path = JsonChildPath(parallelism.path(), kKey);
-  plan.embedding_sharding.clear();
-  if (!value->is_array()) {
-    DTSIM_ASSIGN_OR_RETURN(const EmbeddingSharding sharding, ShardingAt(*value, path));
-    plan.embedding_sharding.push_back(sharding);
-    return Status::Ok();
-  }
-  if (value->empty()) return Error("expected a non-empty list", path, "[]");
-  for (size_t i = 0; i < value->size(); ++i) {
-    DTSIM_ASSIGN_OR_RETURN(const EmbeddingSharding sharding,
-                           ShardingAt((*value)[i], JsonIndexPath(path, i)));
-    plan.embedding_sharding.push_back(sharding);
-  }
+  DTSIM_ASSIGN_OR_RETURN(
+      plan.embedding_sharding,
+      EmbeddingShardingFromJson(*value, JsonChildPath(parallelism.path(), kKey)));
   return Status::Ok();
+}
+
+std::string EmbeddingShardingLabel(const std::vector<EmbeddingSharding>& sharding) {
+  if (!sharding.empty() &&
+      std::any_of(sharding.begin(), sharding.end(),
+                  [&sharding](EmbeddingSharding s) { return s != sharding.front(); })) {
+    return "mixed";
+  }
+  constexpr std::array<std::string_view, 3> kLabels = {"table-wise", "row-wise", "replicated"};
+  return std::string(
+      kLabels[static_cast<size_t>(sharding.empty() ? EmbeddingSharding::kTableWise : sharding[0])]);
 }
 
 Status CheckEmbeddingSharding(const models::DlrmSpec& spec, const ParallelPlan& plan) {
@@ -148,6 +165,14 @@ EmbeddingLayout LayoutEmbeddings(const models::DlrmSpec& spec,
   layout.output_reduce_scatter = Bytes(global * layout.row_wise * dim * e);
   layout.gradient_all_gather = Bytes(micro_batch * layout.row_wise * dim * e);
   return layout;
+}
+
+Json EmbeddingShardingJson(const std::vector<EmbeddingSharding>& sharding) {
+  const auto name = [](EmbeddingSharding s) { return kShardingNames[static_cast<size_t>(s)]; };
+  if (sharding.size() == 1) return Json(name(sharding.front()));
+  Json list = Json::array();
+  for (const EmbeddingSharding s : sharding) list.push_back(name(s));
+  return list;
 }
 
 }  // namespace dtsim::strategies

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "models/model_spec.h"
@@ -20,6 +21,14 @@ namespace dtsim::strategies {
 // Reads `parallelism.embedding_sharding`: a sharding name for every table, or a list of one per
 // table (its length is checked against the model by CheckEmbeddingSharding).
 Status ReadEmbeddingSharding(JsonObjectReader& parallelism, ParallelPlan& plan);
+// One such value at `path`.
+Expected<std::vector<EmbeddingSharding>> EmbeddingShardingFromJson(const Json& value,
+                                                                   const std::string& path);
+// "table-wise", "row-wise", "replicated" (one for every table, or an empty list: table-wise), or
+// "mixed" (a list of several).
+std::string EmbeddingShardingLabel(const std::vector<EmbeddingSharding>& sharding);
+// As parallelism.embedding_sharding takes it: a name, or a list of one per table.
+Json EmbeddingShardingJson(const std::vector<EmbeddingSharding>& sharding);
 
 // The plan's sharding against its DLRM: one entry or one per table; errors name
 // `parallelism.embedding_sharding`.

@@ -14,6 +14,7 @@
 #include "sim/base/parallel.h"
 #include "sim/base/quantity.h"
 #include "sim/base/strings.h"
+#include "strategies/embedding_sharding.h"
 #include "strategies/plan_checks.h"
 #include "strategies/search_bound.h"
 #include "strategies/stage_memory.h"
@@ -253,6 +254,13 @@ PlanFigures FiguresOf(const SimulationResult& result) {
   return figures;
 }
 
+std::vector<EmbeddingSharding> EmbeddingShardingOf(const PlanChoice& choice,
+                                                   const SearchSpace& space) {
+  const auto index = static_cast<size_t>(choice.embedding_sharding);
+  return index < space.embedding_shardings.size() ? space.embedding_shardings[index]
+                                                  : std::vector<EmbeddingSharding>{};
+}
+
 std::string_view PlanStatusName(PlanStatus status) {
   return kStatusNames[static_cast<size_t>(status)];
 }
@@ -295,6 +303,10 @@ std::string PlanLabel(const PlanChoice& choice, const SearchSpace& space) {
   }
   if (choice.activation_offload > 0) {
     label += fmt::format(" · offload {} layers", choice.activation_offload);
+  }
+  if (space.embedding_shardings.size() > 1) {
+    label +=
+        fmt::format(" · tables {}", EmbeddingShardingLabel(EmbeddingShardingOf(choice, space)));
   }
   return label;
 }
@@ -354,11 +366,12 @@ std::vector<models::Recompute> RecomputeChoices(const SimulationConfig& base,
   return choices;
 }
 
-// The plan at one global batch with every training choice of the space: ZeRO stage,
+// The plan at one global batch (and, for a DLRM, one table placement: an index into
+// SearchSpace::embedding_shardings) with every training choice of the space: ZeRO stage,
 // micro-batch, recompute, compression, FP8 and activation offloading.
 void AddTrainingChoices(const SimulationConfig& base, const SearchSpace& space,
                         const ParallelPlan& plan, bool transformer, int64_t global_batch,
-                        std::vector<PlanChoice>& plans) {
+                        int placement, std::vector<PlanChoice>& plans) {
   // ZeRO shards over data (× context) parallelism; compression compresses its reduction.
   const bool replicated = plan.DataIndices() > 1;
   const std::vector<int> zero_stages = replicated ? space.zero_stages : std::vector<int>{0};
@@ -381,7 +394,8 @@ void AddTrainingChoices(const SimulationConfig& base, const SearchSpace& space,
                                                                .compression = method,
                                                                .fp8 = fp8,
                                                                .activation_offload = offload,
-                                                               .global_batch = global_batch});
+                                                               .global_batch = global_batch,
+                                                               .embedding_sharding = placement});
             choice.plan.zero_stage = zero;
             // The config's expert all-to-all overlap where Megatron-Core runs it on the plan.
             choice.plan.expert_overlap =
@@ -449,7 +463,11 @@ std::vector<PlanChoice> EnumeratePlans(const SimulationConfig& base, const Searc
                 plan.schedule = schedule;
                 plan.virtual_stages = virtual_stages;
                 for (const int64_t batch : space.global_batches) {
-                  AddTrainingChoices(base, space, plan, transformer, batch, plans);
+                  for (size_t placement = 0; placement < space.embedding_shardings.size();
+                       ++placement) {
+                    AddTrainingChoices(base, space, plan, transformer, batch,
+                                       static_cast<int>(placement), plans);
+                  }
                 }
                 if (plans.size() > limit) return plans;
               }
@@ -468,6 +486,7 @@ SimulationConfig ConfigFor(const SimulationConfig& base, const SearchSpace& spac
   config.plan = choice.plan;
   config.training.micro_batch = choice.micro_batch;
   if (choice.global_batch > 0) config.training.global_batch = choice.global_batch;
+  config.plan.embedding_sharding = EmbeddingShardingOf(choice, space);
   config.training.recompute = choice.recompute;
   config.compression = space.compression[static_cast<size_t>(choice.compression)];
   config.training.fp8 = choice.fp8;
@@ -517,7 +536,7 @@ Error TooManyPlans(const SearchSpace& space, size_t limit) {
   return Error(
       fmt::format(
           "the search space has more than {} plans (each parallel layout × {} "
-          "micro-batches × {} ZeRO stages × {} recompute policies{}{}{}{}): give shorter "
+          "micro-batches × {} ZeRO stages × {} recompute policies{}{}{}{}{}): give shorter "
           "lists, or fewer GPUs",
           limit, space.micro_batches.size(), space.zero_stages.size(), space.recompute.size(),
           space.compression.size() > 1
@@ -528,6 +547,9 @@ Error TooManyPlans(const SearchSpace& space, size_t limit) {
                                    : "",
           space.global_batches.size() > 1
               ? fmt::format(", × {} global batches", space.global_batches.size())
+              : "",
+          space.embedding_shardings.size() > 1
+              ? fmt::format(", × {} table placements", space.embedding_shardings.size())
               : ""),
       "search");
 }

@@ -65,6 +65,10 @@ struct SearchSpace {
   // ranked by the whole run's wall clock (their iterations differ, and past the critical batch
   // so do their tokens), not by the time of one iteration.
   std::vector<int64_t> global_batches;
+  // A DLRM's table placements ("embedding_sharding": ["table_wise", "row_wise", [...]]: a name
+  // for every table, or a list of one per table, as parallelism.embedding_sharding takes); by
+  // default only the config's own.
+  std::vector<std::vector<EmbeddingSharding>> embedding_shardings;
   // Memory a plan must leave free on each GPU beyond what the memory model counts (which has the
   // CUDA context, `runtime_bytes`, and NCCL's buffers, `nccl_bytes`, but the caching
   // allocator's reserve only for a one-GPU eager PyTorch loop, `allocator_reserve_bytes`):
@@ -85,10 +89,14 @@ struct PlanChoice {
   models::Fp8Recipe fp8 = models::Fp8Recipe::kNone;
   int activation_offload = 0;  // layers (training.activation_offload_layers)
   int64_t global_batch = 0;    // sequences; 0: the config's own (a search file before 1.6)
+  int embedding_sharding = 0;  // index into SearchSpace::embedding_shardings (DLRM)
 };
 
 // "DP 8 × TP 8 (1d, SP) × PP 16 (1f1b) · mb 1 · ZeRO 1 · recompute selective".
 std::string PlanLabel(const PlanChoice& choice, const SearchSpace& space);
+// A DLRM plan's table placement (empty: table-wise, or a search file before 1.6).
+std::vector<EmbeddingSharding> EmbeddingShardingOf(const PlanChoice& choice,
+                                                   const SearchSpace& space);
 
 // The most plans one search enumerates. Each holds about 1 kB while the search runs (178,200
 // plans: 194 MB) and 280 bytes of its result file; the shipped examples' default spaces have

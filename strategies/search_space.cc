@@ -9,6 +9,7 @@
 
 #include "sim/base/quantity.h"
 #include "sim/base/strings.h"
+#include "strategies/embedding_sharding.h"
 #include "strategies/search.h"
 
 namespace dtsim::strategies {
@@ -82,6 +83,28 @@ Status ReadGlobalBatches(JsonObjectReader& reader, const SimulationConfig& base,
   return Status::Ok();
 }
 
+// "embedding_sharding": a DLRM's placements to try, each as parallelism.embedding_sharding takes.
+Status ReadEmbeddingShardings(JsonObjectReader& reader, const SimulationConfig& base,
+                              std::vector<std::vector<EmbeddingSharding>>& shardings) {
+  if (reader.Has("embedding_sharding") && base.model.family != models::ModelFamily::kDlrm) {
+    return Error("a DLRM's dimension: this model has no embedding tables",
+                 JsonChildPath(reader.path(), "embedding_sharding"));
+  }
+  DTSIM_RETURN_IF_ERROR(ReadList(
+      reader, "embedding_sharding", shardings,
+      [&base](const Json& v, const std::string& path) -> Expected<std::vector<EmbeddingSharding>> {
+        DTSIM_ASSIGN_OR_RETURN(std::vector<EmbeddingSharding> sharding,
+                               EmbeddingShardingFromJson(v, path));
+        ParallelPlan plan;
+        plan.embedding_sharding = sharding;
+        if (Status checked = CheckEmbeddingSharding(base.model.dlrm, plan); !checked.ok()) {
+          return Error(checked.error().message(), path, checked.error().value());
+        }
+        return sharding;
+      }));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Expected<SearchSpace> SearchSpaceFromJson(const Json* value, const SimulationConfig& base) {
@@ -92,6 +115,7 @@ Expected<SearchSpace> SearchSpaceFromJson(const Json* value, const SimulationCon
   space.context_comm = {base.plan.context_comm};
   space.activation_offload = {base.training.activation_offload_layers};
   space.global_batches = {base.training.global_batch};
+  space.embedding_shardings = {base.plan.embedding_sharding};
   if (base.model.family == models::ModelFamily::kDlrm) {
     // A DLRM step is one pass over the rank's samples (TorchRec's loop accumulates nothing) and
     // its replicated dense part is never ZeRO-sharded: the config's micro-batch, ZeRO 0.
@@ -143,6 +167,7 @@ Expected<SearchSpace> SearchSpaceFromJson(const Json* value, const SimulationCon
       ReadList(reader, "activation_offload_layers", offload, integer(0, 1 << 20)));
   if (!offload.empty()) space.activation_offload.assign(offload.begin(), offload.end());
   DTSIM_RETURN_IF_ERROR(ReadGlobalBatches(reader, base, space.global_batches));
+  DTSIM_RETURN_IF_ERROR(ReadEmbeddingShardings(reader, base, space.embedding_shardings));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("max_virtual_stages", space.max_virtual_stages));
   reader.Allow("memory_headroom");
   if (reader.Has("memory_headroom")) {

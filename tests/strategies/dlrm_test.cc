@@ -8,6 +8,7 @@
 
 #include "strategies/dlrm_iteration.h"
 #include "strategies/embedding_sharding.h"
+#include "strategies/search.h"
 #include "strategies/simulate.h"
 #include "strategies/stage_memory.h"
 
@@ -229,6 +230,30 @@ TEST(DlrmIterationTest, BadPlansAreNamed) {
       "cluster": {"preset": "dgx-h100", "nodes": 1, "gpu": "h100-sxm5-80gb"},
       "parallelism": {"data": 8, "embedding_sharding": "row_wise"}})");
   EXPECT_THAT(error(json), HasSubstr("parallelism.embedding_sharding: a DLRM's setting"));
+}
+
+// search.embedding_sharding: placements of a DLRM only, each checked against its tables.
+TEST(DlrmIterationTest, SearchedPlacementsAreCheckedAgainstTheModel) {
+  const auto space_error = [](const Json& config, const Json& section) {
+    constexpr std::array<std::string_view, 1> kSearch = {"search"};
+    Expected<SimulationConfig> base = ReadConfigSections(config, "", kSearch);
+    EXPECT_TRUE(base.ok());
+    Expected<SearchSpace> space = SearchSpaceFromJson(&section, *base);
+    return space.ok() ? std::string() : space.error().ToString();
+  };
+  const Json dlrm = DlrmConfig(2, "table_wise");
+  EXPECT_EQ(
+      space_error(dlrm, {{"embedding_sharding",
+                          {"row_wise", {"table_wise", "row_wise", "data_parallel", "row_wise"}}}}),
+      "");
+  EXPECT_EQ(space_error(dlrm, {{"embedding_sharding",
+                                {"row_wise", {"table_wise"}, {"row_wise", "row_wise"}}}}),
+            "search.embedding_sharding[2]: one sharding for every table, or one per table: the "
+            "model has 4 tables, got 2 entries");
+  Json gpt = Json::parse(R"({"model": "gpt2-124m", "training": {"global_batch": 8},
+      "cluster": {"preset": "dgx-h100", "nodes": 1, "gpu": "h100-sxm5-80gb"}})");
+  EXPECT_THAT(space_error(gpt, {{"embedding_sharding", {"row_wise"}}}),
+              HasSubstr("search.embedding_sharding: a DLRM's dimension"));
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "sim/base/atomic_file.h"
 #include "sim/base/quantity.h"
 #include "sim/base/strings.h"
+#include "strategies/embedding_sharding.h"
 #include "strategies/launch_arguments.h"
 #include "strategies/plan_config.h"
 #include "strategies/search.h"
@@ -247,6 +248,9 @@ std::string Differences(const EvaluatedPlan& a, const EvaluatedPlan& b, const Se
   };
   differ("compression", method(a), method(b));
   differ("offloaded layers", a.choice.activation_offload, b.choice.activation_offload);
+  differ("tables",
+         strategies::EmbeddingShardingLabel(strategies::EmbeddingShardingOf(a.choice, space)),
+         strategies::EmbeddingShardingLabel(strategies::EmbeddingShardingOf(b.choice, space)));
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
@@ -325,7 +329,7 @@ void PrintWhy(std::ostream& out, const SearchFile& file) {
       {{"compute", b.compute - a.compute},
        {"recompute", b.recompute - a.recompute},
        {"exposed tensor-parallel communication", b.tensor - a.tensor},
-       {"exposed expert all-to-alls", b.expert - a.expert},
+       {"exposed all-to-alls (MoE experts', a DLRM's tables')", b.expert - a.expert},
        {"exposed context-parallel communication", b.context - a.context},
        {"pipeline waits", b.pipeline - a.pipeline},
        {"exposed gradient reduction", b.data_exposed - a.data_exposed},
@@ -468,6 +472,10 @@ Status EmitPlans(const std::string& dir, const SearchFile& file, int top, std::o
     const EvaluatedPlan& plan = r.plans[r.ranking[k]];
     const std::string stem = fmt::format("{}/plan-{}", dir, k + 1);
     Json config = strategies::PlanConfigJson(base, plan.choice, compression, nodes, ranks);
+    if (file.space.embedding_shardings.size() > 1) {  // a DLRM's placements were searched
+      config["parallelism"]["embedding_sharding"] = strategies::EmbeddingShardingJson(
+          strategies::EmbeddingShardingOf(plan.choice, file.space));
+    }
     strategies::AnchorRelativePaths(config, settings.value("config", ""));
     Expected<strategies::ResolvedConfig> resolved =
         strategies::ConfigFromJson(config, stem + ".json");

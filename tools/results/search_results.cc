@@ -13,6 +13,7 @@
 #include "sim/base/atomic_file.h"
 #include "sim/base/buffered_text_writer.h"
 #include "sim/base/strings.h"
+#include "strategies/embedding_sharding.h"
 #include "tools/results/provenance.h"
 #include "tools/results/result_file.h"
 
@@ -213,9 +214,12 @@ const std::vector<Column>& Columns() {
       Later(PlanInt(
           "activation_offload_layers",
           [](auto& p) -> auto& { return p.choice.activation_offload; })),
-      // Since 1.6: the plan's global batch in sequences (search.global_batches).
+      // Since 1.6: the plan's global batch in sequences (search.global_batches), and a DLRM's
+      // table placement (an index into search.embedding_sharding; 0: the config's own).
       Later(PlanInt(
           "global_batch", [](auto& p) -> auto& { return p.choice.global_batch; })),
+      Later(PlanInt(
+          "embedding_sharding", [](auto& p) -> auto& { return p.choice.embedding_sharding; })),
       PlanInt(
           "memory_bytes", [](auto& p) -> auto& { return p.memory_bytes; }),
       // Since 1.4: the caching allocator's reserve memory_bytes counts, or null where dtsim does
@@ -498,10 +502,19 @@ Expected<SearchFile> SearchFileFromJson(const Json& json, const std::string& pat
     for (const Json& method : space.at("compression")) {
       file.space.compression.push_back({.method = method.get<std::string>()});
     }
-    // Since 1.6 (the plan labels name the batch when there are several).
+    // Since 1.6 (the plan labels name the batch and a DLRM's placement when there are several).
     file.space.global_batches.clear();
     for (const Json& batch : space.value("global_batches", Json::array())) {
       file.space.global_batches.push_back(batch.get<int64_t>());
+    }
+    const Json& placements =
+        space.value("search", Json::object()).value("embedding_sharding", Json::array());
+    for (size_t i = 0; i < placements.size(); ++i) {
+      const std::string where = JsonIndexPath("settings.space.search.embedding_sharding", i);
+      Expected<std::vector<strategies::EmbeddingSharding>> placement =
+          strategies::EmbeddingShardingFromJson(placements[i], where);
+      if (!placement.ok()) return std::move(placement).error().InFile(path);
+      file.space.embedding_shardings.push_back(*std::move(placement));
     }
   } catch (const Json::exception& e) {
     return fail(fmt::format("malformed search result head: {}", e.what()), "");
