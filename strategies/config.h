@@ -116,7 +116,8 @@ std::string_view GradientSyncName(GradientSync sync);
 
 // Where a DLRM's embedding tables live (TorchRec's sharding types; docs/strategies.md, "DLRM"):
 // each table whole on one rank, its rows split over every rank, or a copy on every rank.
-enum class EmbeddingSharding { kTableWise, kRowWise, kDataParallel };
+// Table-row-wise: each table on one node, its rows split over that node's ranks.
+enum class EmbeddingSharding { kTableWise, kRowWise, kDataParallel, kTableRowWise };
 std::span<const std::string_view> EmbeddingShardingNames();
 
 // How 1D tensor-parallel collectives overlap the compute (docs/strategies.md, "Tensor-parallel

@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "sim/graph/builder.h"
@@ -35,7 +38,8 @@ class DlrmBuilder {
         spec_(config.model.dlrm),
         ranks_(config.plan.data),
         layout_(LayoutEmbeddings(spec_, config.plan.embedding_sharding, ranks_,
-                                 config.training.micro_batch, config.training.dtype)) {
+                                 config.training.micro_batch, config.training.dtype,
+                                 config.cluster.gpus_per_node)) {
     if (config.ranks == RanksMode::kSymmetric) {
       // Rank 0 stands for every rank, with the busiest one's tables: the rank a result's
       // breakdown reads, doing the work every rank waits for at the exchanges.
@@ -89,6 +93,9 @@ class DlrmBuilder {
   // there is nothing to send (one rank, or no tables of the kind).
   struct Exchanges {
     std::optional<graph::CommId> indices, pooled, summed, gradients, gathered;
+    // Table-row-wise: per node (the reduce-scatter, the all-gather) and per local index (the
+    // all-to-alls across nodes), for the groups a simulated rank is in.
+    std::map<int, graph::CommId> node_summed, node_gathered, across, across_back;
   };
   // The ops of `ops` in (or, `inside` false, out of) the segment `segment`, embedding bags left
   // out unless `segment` is empty (then every op), with their prices.
@@ -117,19 +124,29 @@ class DlrmBuilder {
     const std::optional<TaskId> indices =
         Post(exchange, exchanges.indices, "indices all-to-all", std::nullopt);
     const TaskId lookups = Work(compute, bags, "embedding fwd", indices);
-    std::optional<TaskId> pooled = Post(exchange, exchanges.pooled, "pooled all-to-all", lookups);
-    if (const std::optional<TaskId> summed =
-            Post(exchange, exchanges.summed, "pooled reduce-scatter", lookups)) {
-      pooled = summed;  // after the all-to-all on the in-order stream
+    // On the in-order exchange stream each waits for the one before: the last ends them all.
+    const int node = rank / layout_.ranks_per_node;
+    const int local = rank % layout_.ranks_per_node;
+    std::optional<TaskId> pooled;
+    for (const auto& [comm, name] :
+         {std::pair{exchanges.pooled, "pooled all-to-all"},
+          std::pair{exchanges.summed, "pooled reduce-scatter"},
+          std::pair{Find(exchanges.node_summed, node), "pooled node reduce-scatter"},
+          std::pair{Find(exchanges.across, local), "pooled all-to-all across nodes"}}) {
+      if (const std::optional<TaskId> posted = Post(exchange, comm, name, lookups)) pooled = posted;
     }
     const TaskId interaction = Emit(compute, top_forward_, "fwd", nullptr).first;
     if (pooled) builder_.AddDependency(interaction, *pooled);
     const TaskId dense_backward = Emit(compute, top_backward_, "bwd", ready).second;
-    std::optional<TaskId> gradients =
-        Post(exchange, exchanges.gradients, "gradient all-to-all", dense_backward);
-    if (const std::optional<TaskId> gathered =
-            Post(exchange, exchanges.gathered, "gradient all-gather", dense_backward)) {
-      gradients = gathered;
+    std::optional<TaskId> gradients;
+    for (const auto& [comm, name] :
+         {std::pair{exchanges.gradients, "gradient all-to-all"},
+          std::pair{exchanges.gathered, "gradient all-gather"},
+          std::pair{Find(exchanges.across_back, local), "gradient all-to-all across nodes"},
+          std::pair{Find(exchanges.node_gathered, node), "gradient node all-gather"}}) {
+      if (const std::optional<TaskId> posted = Post(exchange, comm, name, dense_backward)) {
+        gradients = posted;
+      }
     }
     Emit(compute, bottom_backward_, "bwd", ready);
     const TaskId update = Work(compute, updates, "embedding bwd", gradients);
@@ -141,11 +158,61 @@ class DlrmBuilder {
       if (bytes.count() <= 0 || ranks_ == 1) return std::nullopt;
       return builder_.AddCollective(kind, bytes, Members(), Priced());
     };
-    return {.indices = make(graph::CommKind::kAllToAll, layout_.index_all_to_all),
-            .pooled = make(graph::CommKind::kAllToAll, layout_.output_all_to_all),
-            .summed = make(graph::CommKind::kReduceScatter, layout_.output_reduce_scatter),
-            .gradients = make(graph::CommKind::kAllToAll, layout_.output_all_to_all),
-            .gathered = make(graph::CommKind::kAllGather, layout_.gradient_all_gather)};
+    Exchanges exchanges{
+        .indices = make(graph::CommKind::kAllToAll, layout_.index_all_to_all),
+        .pooled = make(graph::CommKind::kAllToAll, layout_.output_all_to_all),
+        .summed = make(graph::CommKind::kReduceScatter, layout_.output_reduce_scatter),
+        .gradients = make(graph::CommKind::kAllToAll, layout_.output_all_to_all),
+        .gathered = make(graph::CommKind::kAllGather, layout_.gradient_all_gather),
+        .node_summed = {},
+        .node_gathered = {},
+        .across = {},
+        .across_back = {}};
+    // The subgroups of the simulated ranks, each over its whole logical group.
+    const int per_node = layout_.ranks_per_node;
+    for (const int32_t rank : simulated_) {
+      const int node = rank / per_node;
+      const int local = rank % per_node;
+      if (per_node > 1 && layout_.node_reduce_scatter.count() > 0 &&
+          !exchanges.node_summed.contains(node)) {
+        const auto [members, priced] = Subgroup(node * per_node, 1, per_node);
+        exchanges.node_summed[node] = builder_.AddCollective(
+            graph::CommKind::kReduceScatter, layout_.node_reduce_scatter, members, priced);
+        exchanges.node_gathered[node] = builder_.AddCollective(
+            graph::CommKind::kAllGather, layout_.node_all_gather, members, priced);
+      }
+      if (layout_.cross_node_all_to_all.count() > 0 && !exchanges.across.contains(local)) {
+        const auto [members, priced] = Subgroup(local, per_node, ranks_ / per_node);
+        exchanges.across[local] = builder_.AddCollective(
+            graph::CommKind::kAllToAll, layout_.cross_node_all_to_all, members, priced);
+        exchanges.across_back[local] = builder_.AddCollective(
+            graph::CommKind::kAllToAll, layout_.cross_node_all_to_all, members, priced);
+      }
+    }
+    return exchanges;
+  }
+
+  // The group of `count` ranks from `first`, `stride` apart: its simulated members and all of it.
+  std::pair<graph::GroupId, graph::GroupId> Subgroup(int first, int stride, int count) {
+    const auto key = std::tuple(first, stride, count);
+    if (const auto found = subgroups_.find(key); found != subgroups_.end()) return found->second;
+    std::vector<int32_t> logical, members;
+    for (int i = 0; i < count; ++i) {
+      const int32_t rank = first + i * stride;
+      logical.push_back(rank);
+      if (std::find(simulated_.begin(), simulated_.end(), rank) != simulated_.end()) {
+        members.push_back(rank);
+      }
+    }
+    const std::pair<graph::GroupId, graph::GroupId> groups = {builder_.MakeGroup(members),
+                                                              builder_.MakeGroup(logical)};
+    subgroups_.emplace(key, groups);
+    return groups;
+  }
+
+  static std::optional<graph::CommId> Find(const std::map<int, graph::CommId>& comms, int key) {
+    const auto found = comms.find(key);
+    return found == comms.end() ? std::nullopt : std::optional<graph::CommId>(found->second);
   }
 
   // `rank`'s part in `comm` on the exchange stream after `after`.
@@ -252,6 +319,7 @@ class DlrmBuilder {
   std::vector<int32_t> simulated_;
   std::vector<int32_t> logical_;
   std::optional<graph::GroupId> members_, priced_;
+  std::map<std::tuple<int, int, int>, std::pair<graph::GroupId, graph::GroupId>> subgroups_;
   PricedPart bottom_forward_, top_forward_, top_backward_, bottom_backward_;
   std::vector<models::OpCost> costs_;
   graph::TaskGraphBuilder builder_;

@@ -13,8 +13,8 @@
 namespace dtsim::strategies {
 namespace {
 
-constexpr std::array<std::string_view, 3> kShardingNames = {"table_wise", "row_wise",
-                                                            "data_parallel"};
+constexpr std::array<std::string_view, 4> kShardingNames = {"table_wise", "row_wise",
+                                                            "data_parallel", "table_row_wise"};
 
 Expected<EmbeddingSharding> ShardingAt(const Json& value, const std::string& path) {
   if (value.is_string()) {
@@ -68,7 +68,8 @@ std::string EmbeddingShardingLabel(const std::vector<EmbeddingSharding>& shardin
                   [&sharding](EmbeddingSharding s) { return s != sharding.front(); })) {
     return "mixed";
   }
-  constexpr std::array<std::string_view, 3> kLabels = {"table-wise", "row-wise", "replicated"};
+  constexpr std::array<std::string_view, 4> kLabels = {"table-wise", "row-wise", "replicated",
+                                                       "table-row-wise"};
   return std::string(
       kLabels[static_cast<size_t>(sharding.empty() ? EmbeddingSharding::kTableWise : sharding[0])]);
 }
@@ -86,13 +87,18 @@ Status CheckEmbeddingSharding(const models::DlrmSpec& spec, const ParallelPlan& 
 
 EmbeddingLayout LayoutEmbeddings(const models::DlrmSpec& spec,
                                  const std::vector<EmbeddingSharding>& sharding, int ranks,
-                                 int64_t micro_batch, DType dtype) {
+                                 int64_t micro_batch, DType dtype, int ranks_per_node) {
   DTSIM_CHECK(ranks >= 1 && micro_batch >= 1, "LayoutEmbeddings needs ranks and samples");
+  const int per_node = ranks_per_node <= 0 || ranks_per_node > ranks || ranks % ranks_per_node != 0
+                           ? ranks
+                           : ranks_per_node;
+  const int nodes = ranks / per_node;
   const auto tables = static_cast<int>(spec.table_rows.size());
   const int64_t dim = spec.embedding_dim;
   const int64_t lookups = spec.lookups_per_table;
   const int64_t global = micro_batch * ranks;  // samples a micro-batch, over every rank
   EmbeddingLayout layout;
+  layout.ranks_per_node = per_node;
   layout.ranks.resize(static_cast<size_t>(ranks));
   layout.sharding.resize(static_cast<size_t>(tables), EmbeddingSharding::kTableWise);
   for (int t = 0; t < tables; ++t) {
@@ -107,7 +113,22 @@ EmbeddingLayout LayoutEmbeddings(const models::DlrmSpec& spec,
     rank.parameters += rows_held * dim;
     rank.lookup_bytes += static_cast<double>(rows_read * dim);
   };
-  // Table-wise, largest first: each table's whole global batch of lookups on one rank.
+  // Rows split evenly over `count` ranks from `first` (TorchRec's block size ceil(rows /
+  // count)); indices hash uniformly over them, so each reads 1/count of every sample's rows and
+  // writes every sample's partial sum.
+  const auto split_rows = [&](int t, int64_t rows, int first, int count) {
+    const int64_t block = (rows + count - 1) / count;
+    for (int r = 0; r < count; ++r) {
+      const int64_t held = std::clamp<int64_t>(rows - r * block, 0, block);
+      add(layout.ranks[static_cast<size_t>(first + r)], t, held,
+          (global * lookups + count - 1) / count, global);
+    }
+  };
+  std::vector<double> node_work(static_cast<size_t>(nodes), 0);
+  std::vector<int64_t> node_rows(static_cast<size_t>(nodes), 0);
+  std::vector<int> node_tables(static_cast<size_t>(nodes), 0);
+  // Largest first: a table-wise table's whole global batch of lookups on one rank, a
+  // table-row-wise table's on one node.
   std::vector<int> order(static_cast<size_t>(tables));
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&spec](int a, int b) {
@@ -128,20 +149,28 @@ EmbeddingLayout LayoutEmbeddings(const models::DlrmSpec& spec,
         break;
       }
       case EmbeddingSharding::kRowWise:
-        // Rows split evenly (TorchRec's block size ceil(rows / ranks)); indices hash uniformly
-        // over them, so each rank reads 1/ranks of every sample's rows and writes every
-        // sample's partial sum.
-        for (int r = 0; r < ranks; ++r) {
-          const int64_t block = (rows + ranks - 1) / ranks;
-          const int64_t held = std::clamp<int64_t>(rows - r * block, 0, block);
-          add(layout.ranks[static_cast<size_t>(r)], t, held, (global * lookups + ranks - 1) / ranks,
-              global);
-        }
+        split_rows(t, rows, 0, ranks);
         ++layout.row_wise;
         break;
+      case EmbeddingSharding::kTableRowWise: {
+        size_t node = 0;
+        for (size_t n = 1; n < node_work.size(); ++n) {
+          if (std::tuple(node_work[n], node_rows[n]) <
+              std::tuple(node_work[node], node_rows[node])) {
+            node = n;
+          }
+        }
+        split_rows(t, rows, static_cast<int>(node) * per_node, per_node);
+        node_work[node] += static_cast<double>(global * lookups * dim);
+        node_rows[node] += rows;
+        ++node_tables[node];
+        ++layout.table_row_wise;
+        break;
+      }
       case EmbeddingSharding::kDataParallel:
-        for (RankEmbeddings& rank : layout.ranks)
+        for (RankEmbeddings& rank : layout.ranks) {
           add(rank, t, rows, micro_batch * lookups, micro_batch);
+        }
         layout.replicated_parameters += rows * dim;
         ++layout.replicated;
         break;
@@ -155,8 +184,9 @@ EmbeddingLayout LayoutEmbeddings(const models::DlrmSpec& spec,
   }
   const auto e = static_cast<int64_t>(DTypeBytes(dtype));
   // Each rank's samples: their indices and one length per (sample, table), to the owners.
-  layout.index_all_to_all = Bytes(micro_batch * (layout.table_wise + layout.row_wise) *
-                                  (lookups * kIndexBytes + kLengthBytes));
+  layout.index_all_to_all =
+      Bytes(micro_batch * (layout.table_wise + layout.row_wise + layout.table_row_wise) *
+            (lookups * kIndexBytes + kLengthBytes));
   size_t most_tables = 0;
   for (const RankEmbeddings& rank : layout.ranks)
     most_tables = std::max(most_tables, rank.tables.size());
@@ -164,6 +194,14 @@ EmbeddingLayout LayoutEmbeddings(const models::DlrmSpec& spec,
   layout.output_all_to_all = Bytes(global * static_cast<int64_t>(most_tables) * dim * e);
   layout.output_reduce_scatter = Bytes(global * layout.row_wise * dim * e);
   layout.gradient_all_gather = Bytes(micro_batch * layout.row_wise * dim * e);
+  // Table-row-wise (TorchRec's TWRW output dist): the node's partial sums of its tables for
+  // every sample reduce-scattered inside the node, each rank left with the sums of 1/per_node of
+  // the samples — those of its local index on every node — then an all-to-all among the ranks of
+  // that local index sends each node's samples home; the gradients the reverse way.
+  const int most_node_tables = *std::max_element(node_tables.begin(), node_tables.end());
+  layout.node_reduce_scatter = Bytes(global * most_node_tables * dim * e);
+  layout.node_all_gather = Bytes(global / per_node * most_node_tables * dim * e);
+  layout.cross_node_all_to_all = nodes > 1 ? layout.node_all_gather : Bytes(0);
   return layout;
 }
 

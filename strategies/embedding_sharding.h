@@ -49,21 +49,29 @@ struct EmbeddingLayout {
   std::vector<EmbeddingSharding> sharding;  // per table
   std::vector<RankEmbeddings> ranks;
   int busiest = 0;  // the rank with the most embedding work (the one a symmetric run simulates)
-  int table_wise = 0, row_wise = 0, replicated = 0;  // tables of each kind
+  int table_wise = 0, row_wise = 0, replicated = 0, table_row_wise = 0;  // tables of each kind
+  int ranks_per_node = 1;  // the node groups table-row-wise tables are split over
   // Per micro-batch, sizes per rank as dtsim's collectives take them (all-to-all: a rank's whole
   // buffer; reduce-scatter: its input; all-gather: its share).
-  Bytes index_all_to_all;             // each rank's samples' indices and lengths to the owners
-  Bytes output_all_to_all;            // table-wise pooled embeddings, the largest sender's buffer
-  Bytes output_reduce_scatter;        // row-wise partial sums of every sample
-  Bytes gradient_all_gather;          // row-wise: each rank's samples' pooled gradients
+  Bytes index_all_to_all;       // each rank's samples' indices and lengths to the owners
+  Bytes output_all_to_all;      // table-wise pooled embeddings, the largest sender's buffer
+  Bytes output_reduce_scatter;  // row-wise partial sums of every sample
+  Bytes gradient_all_gather;    // row-wise: each rank's samples' pooled gradients
+  // Table-row-wise: the node's partial sums of every sample (reduce-scatter over the node's
+  // ranks), then each rank's slice to the samples' nodes (all-to-all over the ranks of its local
+  // index; none on one node); backward the all-to-all and an all-gather of the slice.
+  Bytes node_reduce_scatter;
+  Bytes cross_node_all_to_all;
+  Bytes node_all_gather;
   int64_t replicated_parameters = 0;  // data-parallel tables', all-reduced with the dense grads
 };
 
-// The placement over `ranks` ranks of `micro_batch` samples each: table-wise tables go, largest
-// first, to the rank with the least lookup work so far (then the fewest parameters), as
-// TorchRec's greedy partitioner balances its perf estimates.
+// The placement over `ranks` ranks of `micro_batch` samples each, `ranks_per_node` to a node
+// (0, or one that does not divide the ranks: all on one): table-wise tables go, largest first, to
+// the rank with the least lookup work so far (then the fewest parameters), table-row-wise
+// tables likewise to a node, as TorchRec's greedy partitioner balances its perf estimates.
 EmbeddingLayout LayoutEmbeddings(const models::DlrmSpec& spec,
                                  const std::vector<EmbeddingSharding>& sharding, int ranks,
-                                 int64_t micro_batch, DType dtype);
+                                 int64_t micro_batch, DType dtype, int ranks_per_node = 0);
 
 }  // namespace dtsim::strategies

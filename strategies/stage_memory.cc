@@ -49,9 +49,9 @@ models::MemoryPlan MemoryPlanOf(const ResolvedConfig& config, int stage) {
                                                    : models::OffloadHandler::kSynchronizer};
   if (config.model.family == models::ModelFamily::kDlrm) {
     // The rank holding the most of the tables (the memory check's worst case).
-    const EmbeddingLayout layout =
-        LayoutEmbeddings(config.model.dlrm, plan.embedding_sharding, plan.data,
-                         config.training.micro_batch, config.training.dtype);
+    const EmbeddingLayout layout = LayoutEmbeddings(
+        config.model.dlrm, plan.embedding_sharding, plan.data, config.training.micro_batch,
+        config.training.dtype, config.cluster.gpus_per_node);
     int64_t most = 0;
     for (const RankEmbeddings& rank : layout.ranks) most = std::max(most, rank.parameters);
     memory.embedding_parameters = most;

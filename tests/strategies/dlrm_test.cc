@@ -94,6 +94,36 @@ TEST(EmbeddingShardingTest, TablesMayEachBeShardedTheirOwnWay) {
   EXPECT_EQ(layout.output_reduce_scatter.count(), 8 * 1 * 16 * 4);
 }
 
+TEST(EmbeddingShardingTest, TableRowWiseTablesGoToANodeAndSplitOverItsRanks) {
+  // 4 ranks, 2 to a node, 4 samples each: 16 a micro-batch. Largest first: table 0 to node 0,
+  // table 1 to node 1 (no work yet), table 2 to node 1 (the same work, fewer rows: 500 < 1,000),
+  // table 3 to node 0 (one table's work against two).
+  const EmbeddingLayout layout =
+      LayoutEmbeddings(SmallSpec(), {EmbeddingSharding::kTableRowWise}, 4, 4, DType::kBf16, 2);
+  EXPECT_EQ(layout.table_row_wise, 4);
+  EXPECT_EQ(layout.ranks_per_node, 2);
+  // Rank 0 (node 0): blocks of ceil(1,000 / 2) and ceil(100 / 2) rows; rank 2 (node 1): of 500
+  // and 200.
+  EXPECT_EQ(layout.ranks[0].parameters, (500 + 50) * 16);
+  EXPECT_EQ(layout.ranks[1].parameters, (500 + 50) * 16);
+  EXPECT_EQ(layout.ranks[2].parameters, (250 + 100) * 16);
+  // Each of a node's 2 ranks reads half of every sample's 2 rows and sums all 16 samples.
+  ASSERT_EQ(layout.ranks[0].lookups.size(), 2u);
+  EXPECT_EQ(layout.ranks[0].lookups[0].rows_read, 16);
+  EXPECT_EQ(layout.ranks[0].lookups[0].outputs, 16);
+  // Inside the node: 16 samples × 2 tables × 16 × 2 B reduce-scattered; each rank keeps 8
+  // samples' sums (512 B), which go across the nodes by all-to-all and come back gathered.
+  EXPECT_EQ(layout.node_reduce_scatter.count(), 1024);
+  EXPECT_EQ(layout.cross_node_all_to_all.count(), 512);
+  EXPECT_EQ(layout.node_all_gather.count(), 512);
+  EXPECT_EQ(layout.index_all_to_all.count(), 4 * 4 * (2 * 8 + 4));
+  // On one node nothing crosses: it is row-wise over the node.
+  const EmbeddingLayout one_node =
+      LayoutEmbeddings(SmallSpec(), {EmbeddingSharding::kTableRowWise}, 4, 4, DType::kBf16);
+  EXPECT_EQ(one_node.cross_node_all_to_all.count(), 0);
+  EXPECT_EQ(one_node.ranks_per_node, 4);
+}
+
 // A config of a small DLRM on `gpus` H100s of one node: four tables of 64 fp32 columns, 100
 // lookups a sample each (a pooling factor production models reach), 1,024 samples per GPU.
 Json DlrmConfig(int gpus, const char* sharding) {
@@ -146,6 +176,27 @@ TEST(DlrmIterationTest, SymmetricRanksSimulateTheBusiestRank) {
           << sharding;
     }
   }
+}
+
+// Two nodes of four: table-row-wise keeps each table's partial sums inside its node (a
+// reduce-scatter over NVLink, then a quarter of them across), where row-wise reduce-scatters
+// every table's sums over all eight ranks, across the NICs. Symmetric ranks agree with full.
+TEST(DlrmIterationTest, TableRowWiseKeepsThePartialSumsInsideTheNode) {
+  const auto two_nodes = [](const char* sharding) {
+    Json json = DlrmConfig(8, sharding);
+    json["cluster"]["nodes"] = 2;
+    json["cluster"]["gpus_per_node"] = 4;
+    return json;
+  };
+  Expected<SimulationResult> twrw = SimulateDlrm(two_nodes("table_row_wise"));
+  ASSERT_TRUE(twrw.ok()) << twrw.error().ToString();
+  Expected<SimulationResult> full = SimulateDlrm(two_nodes("table_row_wise"), RanksMode::kFull);
+  ASSERT_TRUE(full.ok()) << full.error().ToString();
+  EXPECT_EQ(twrw->iteration_time, full->iteration_time);
+  Expected<SimulationResult> rw = SimulateDlrm(two_nodes("row_wise"));
+  ASSERT_TRUE(rw.ok());
+  EXPECT_LT(twrw->iteration_time, rw->iteration_time);
+  EXPECT_LT(twrw->stages[0].expert, rw->stages[0].expert);
 }
 
 // Four tables on eight GPUs: table-wise leaves four GPUs without a table and gives each of the

@@ -163,13 +163,14 @@ std::string PlanLine(const SimulationConfig& c) {
                   c.training.micro_batch, c.plan.zero_stage, sync);
   if (c.model.family == models::ModelFamily::kDlrm) {
     // "tables 6 row-wise, 11 table-wise, 9 replicated" (strategies/embedding_sharding.h).
-    const strategies::EmbeddingLayout layout =
-        strategies::LayoutEmbeddings(c.model.dlrm, c.plan.embedding_sharding, c.plan.data,
-                                     c.training.micro_batch, c.training.dtype);
+    const strategies::EmbeddingLayout layout = strategies::LayoutEmbeddings(
+        c.model.dlrm, c.plan.embedding_sharding, c.plan.data, c.training.micro_batch,
+        c.training.dtype, c.cluster.gpus_per_node);
     std::vector<std::string> kinds;
     for (const auto& [count, name] :
-         {std::pair{layout.row_wise, "row-wise"}, std::pair{layout.table_wise, "table-wise"},
-          std::pair{layout.replicated, "replicated"}}) {
+         {std::pair{layout.row_wise, "row-wise"},
+          std::pair{layout.table_row_wise, "table-row-wise"},
+          std::pair{layout.table_wise, "table-wise"}, std::pair{layout.replicated, "replicated"}}) {
       if (count > 0) kinds.push_back(fmt::format("{} {}", count, name));
     }
     return fmt::format("DP {} (dense part data parallel; tables {}), {}", c.plan.data,
