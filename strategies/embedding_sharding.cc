@@ -120,7 +120,7 @@ EmbeddingLayout LayoutEmbeddings(const models::DlrmSpec& spec,
     const int64_t block = (rows + count - 1) / count;
     for (int r = 0; r < count; ++r) {
       const int64_t held = std::clamp<int64_t>(rows - r * block, 0, block);
-      add(layout.ranks[static_cast<size_t>(first + r)], t, held,
+      add(layout.ranks[static_cast<size_t>(first) + static_cast<size_t>(r)], t, held,
           (global * lookups + count - 1) / count, global);
     }
   };
