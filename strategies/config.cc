@@ -311,7 +311,8 @@ Status CheckDlrmPlan(const SimulationConfig& config) {
     return Error("gradient compression of a DLRM's dense gradients is not built",
                  "compression.method", Quote(config.compression.method));
   }
-  return CheckEmbeddingSharding(config.model.dlrm, config.plan);
+  return CheckEmbeddingSharding(config.model.dlrm, config.plan.embedding_sharding,
+                                "parallelism.embedding_sharding");
 }
 
 // Uniform: pipeline stages × virtual stages divide the layers (with the embedding and loss

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -127,27 +128,21 @@ class DlrmBuilder {
     // On the in-order exchange stream each waits for the one before: the last ends them all.
     const int node = rank / layout_.ranks_per_node;
     const int local = rank % layout_.ranks_per_node;
-    std::optional<TaskId> pooled;
-    for (const auto& [comm, name] :
-         {std::pair{exchanges.pooled, "pooled all-to-all"},
-          std::pair{exchanges.summed, "pooled reduce-scatter"},
-          std::pair{Find(exchanges.node_summed, node), "pooled node reduce-scatter"},
-          std::pair{Find(exchanges.across, local), "pooled all-to-all across nodes"}}) {
-      if (const std::optional<TaskId> posted = Post(exchange, comm, name, lookups)) pooled = posted;
-    }
+    const std::optional<TaskId> pooled =
+        PostChain(exchange, lookups,
+                  {{exchanges.pooled, "pooled all-to-all"},
+                   {exchanges.summed, "pooled reduce-scatter"},
+                   {Find(exchanges.node_summed, node), "pooled node reduce-scatter"},
+                   {Find(exchanges.across, local), "pooled all-to-all across nodes"}});
     const TaskId interaction = Emit(compute, top_forward_, "fwd", nullptr).first;
     if (pooled) builder_.AddDependency(interaction, *pooled);
     const TaskId dense_backward = Emit(compute, top_backward_, "bwd", ready).second;
-    std::optional<TaskId> gradients;
-    for (const auto& [comm, name] :
-         {std::pair{exchanges.gradients, "gradient all-to-all"},
-          std::pair{exchanges.gathered, "gradient all-gather"},
-          std::pair{Find(exchanges.across_back, local), "gradient all-to-all across nodes"},
-          std::pair{Find(exchanges.node_gathered, node), "gradient node all-gather"}}) {
-      if (const std::optional<TaskId> posted = Post(exchange, comm, name, dense_backward)) {
-        gradients = posted;
-      }
-    }
+    const std::optional<TaskId> gradients =
+        PostChain(exchange, dense_backward,
+                  {{exchanges.gradients, "gradient all-to-all"},
+                   {exchanges.gathered, "gradient all-gather"},
+                   {Find(exchanges.across_back, local), "gradient all-to-all across nodes"},
+                   {Find(exchanges.node_gathered, node), "gradient node all-gather"}});
     Emit(compute, bottom_backward_, "bwd", ready);
     const TaskId update = Work(compute, updates, "embedding bwd", gradients);
     if (ready != nullptr && layout_.replicated_parameters > 0) ready->push_back(update);
@@ -156,7 +151,8 @@ class DlrmBuilder {
   Exchanges NewExchanges() {
     const auto make = [this](graph::CommKind kind, Bytes bytes) -> std::optional<graph::CommId> {
       if (bytes.count() <= 0 || ranks_ == 1) return std::nullopt;
-      return builder_.AddCollective(kind, bytes, Members(), Priced());
+      const auto [members, priced] = Subgroup(0, 1, ranks_);
+      return builder_.AddCollective(kind, bytes, members, priced);
     };
     Exchanges exchanges{
         .indices = make(graph::CommKind::kAllToAll, layout_.index_all_to_all),
@@ -215,6 +211,18 @@ class DlrmBuilder {
     return found == comms.end() ? std::nullopt : std::optional<graph::CommId>(found->second);
   }
 
+  // The exchanges of `chain` that exist, each posted after `after`; the last posted (on the
+  // in-order stream it ends after all of them), none when none exists.
+  std::optional<TaskId> PostChain(
+      graph::StreamId stream, TaskId after,
+      std::initializer_list<std::pair<std::optional<graph::CommId>, std::string_view>> chain) {
+    std::optional<TaskId> last;
+    for (const auto& [comm, name] : chain) {
+      if (const std::optional<TaskId> posted = Post(stream, comm, name, after)) last = posted;
+    }
+    return last;
+  }
+
   // `rank`'s part in `comm` on the exchange stream after `after`.
   std::optional<TaskId> Post(graph::StreamId stream, std::optional<graph::CommId> comm,
                              std::string_view name, std::optional<TaskId> after) {
@@ -264,15 +272,6 @@ class DlrmBuilder {
     return {*first, *last};
   }
 
-  graph::GroupId Members() {
-    if (!members_) members_ = builder_.MakeGroup(simulated_);
-    return *members_;
-  }
-  graph::GroupId Priced() {
-    if (!priced_) priced_ = builder_.MakeGroup(logical_);
-    return *priced_;
-  }
-
   // FLOPs and compute sources of every rank (simulated or not) over the iteration.
   void Tally(const std::vector<PricedPart>& bags, const std::vector<PricedPart>& updates,
              int64_t microbatches) {
@@ -318,7 +317,6 @@ class DlrmBuilder {
   EmbeddingLayout layout_;
   std::vector<int32_t> simulated_;
   std::vector<int32_t> logical_;
-  std::optional<graph::GroupId> members_, priced_;
   std::map<std::tuple<int, int, int>, std::pair<graph::GroupId, graph::GroupId>> subgroups_;
   PricedPart bottom_forward_, top_forward_, top_backward_, bottom_backward_;
   std::vector<models::OpCost> costs_;

@@ -74,13 +74,15 @@ std::string EmbeddingShardingLabel(const std::vector<EmbeddingSharding>& shardin
       kLabels[static_cast<size_t>(sharding.empty() ? EmbeddingSharding::kTableWise : sharding[0])]);
 }
 
-Status CheckEmbeddingSharding(const models::DlrmSpec& spec, const ParallelPlan& plan) {
-  const size_t given = plan.embedding_sharding.size();
+Status CheckEmbeddingSharding(const models::DlrmSpec& spec,
+                              const std::vector<EmbeddingSharding>& sharding,
+                              const std::string& path) {
+  const size_t given = sharding.size();
   if (given > 1 && given != spec.table_rows.size()) {
     return Error(fmt::format("one sharding for every table, or one per table: the model has {} "
                              "tables",
                              spec.table_rows.size()),
-                 "parallelism.embedding_sharding", fmt::format("{} entries", given));
+                 path, fmt::format("{} entries", given));
   }
   return Status::Ok();
 }

@@ -30,9 +30,10 @@ std::string EmbeddingShardingLabel(const std::vector<EmbeddingSharding>& shardin
 // As parallelism.embedding_sharding takes it: a name, or a list of one per table.
 Json EmbeddingShardingJson(const std::vector<EmbeddingSharding>& sharding);
 
-// The plan's sharding against its DLRM: one entry or one per table; errors name
-// `parallelism.embedding_sharding`.
-Status CheckEmbeddingSharding(const models::DlrmSpec& spec, const ParallelPlan& plan);
+// A sharding against its DLRM: one entry or one per table; errors name `path`.
+Status CheckEmbeddingSharding(const models::DlrmSpec& spec,
+                              const std::vector<EmbeddingSharding>& sharding,
+                              const std::string& path);
 
 // Bytes of a sparse index (TorchRec's KeyedJaggedTensor values, int64) and of a length (int32).
 inline constexpr int64_t kIndexBytes = 8;

@@ -90,19 +90,14 @@ Status ReadEmbeddingShardings(JsonObjectReader& reader, const SimulationConfig& 
     return Error("a DLRM's dimension: this model has no embedding tables",
                  JsonChildPath(reader.path(), "embedding_sharding"));
   }
-  DTSIM_RETURN_IF_ERROR(ReadList(
-      reader, "embedding_sharding", shardings,
+  const auto placement =
       [&base](const Json& v, const std::string& path) -> Expected<std::vector<EmbeddingSharding>> {
-        DTSIM_ASSIGN_OR_RETURN(std::vector<EmbeddingSharding> sharding,
-                               EmbeddingShardingFromJson(v, path));
-        ParallelPlan plan;
-        plan.embedding_sharding = sharding;
-        if (Status checked = CheckEmbeddingSharding(base.model.dlrm, plan); !checked.ok()) {
-          return Error(checked.error().message(), path, checked.error().value());
-        }
-        return sharding;
-      }));
-  return Status::Ok();
+    DTSIM_ASSIGN_OR_RETURN(std::vector<EmbeddingSharding> sharding,
+                           EmbeddingShardingFromJson(v, path));
+    DTSIM_RETURN_IF_ERROR(CheckEmbeddingSharding(base.model.dlrm, sharding, path));
+    return sharding;
+  };
+  return ReadList(reader, "embedding_sharding", shardings, placement);
 }
 
 }  // namespace
