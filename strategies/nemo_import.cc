@@ -132,12 +132,15 @@ class NemoConfig {
     return Resolve(value->get<std::string>(), ParentOf(path), std::string(path), 0);
   }
   Expected<std::optional<int64_t>> Int(std::string_view path, int64_t min = 1) {
-    DTSIM_ASSIGN_OR_RETURN(const std::optional<std::string> text, Text(path));
+    DTSIM_ASSIGN_OR_RETURN(std::optional<std::string> text, Text(path));
     if (!text) return std::optional<int64_t>();
-    const std::optional<int64_t> value = IntOf(*text);
+    // Moved out of the optional: GCC 12 at -O2 warns (-Wmaybe-uninitialized, a false positive)
+    // on the optional's payload read through IntOf's inlined string_view.
+    const std::string given = std::move(*text);
+    const std::optional<int64_t> value = IntOf(given);
     if (!value || *value < min) {
       return Fail(min == 1 ? "expected a positive integer" : "expected a non-negative integer",
-                  std::string(path), *text);
+                  std::string(path), given);
     }
     return value;
   }
