@@ -15,6 +15,7 @@
 
 #include "models/hf_config.h"
 #include "sim/base/strings.h"
+#include "strategies/diloco_sync.h"
 #include "strategies/embedding_sharding.h"
 #include "strategies/plan_checks.h"
 #include "strategies/training_section.h"
@@ -554,6 +555,7 @@ Expected<ResolvedConfig> Resolve(const SimulationConfig& input) {
                  "compression.method", Quote(method));
   }
   DTSIM_RETURN_IF_ERROR(CheckParameterServers(config));
+  DTSIM_RETURN_IF_ERROR(CheckDiloco(config));
   DTSIM_RETURN_IF_ERROR(CheckGpuPrecision(config.gpu, config.training.dtype, config.training.fp8,
                                           "training.precision", "training.fp8_recipe"));
   DTSIM_RETURN_IF_ERROR(CheckFp8(config));
@@ -753,6 +755,9 @@ Expected<SimulationConfig> ReadConfigSections(const Json& value, const std::stri
   if (const Json* time_to_train = reader.Find("time_to_train")) {
     DTSIM_ASSIGN_OR_RETURN(config.time_to_train,
                            TimeToTrainFromJson(*time_to_train, "time_to_train"));
+  }
+  if (const Json* diloco = reader.Find("diloco")) {
+    DTSIM_ASSIGN_OR_RETURN(config.diloco, DilocoFromJson(*diloco, "diloco"));
   }
   if (const Json* simulation = reader.Find("simulation")) {
     DTSIM_ASSIGN_OR_RETURN(const SimulationSection section, ReadSimulation(*simulation));

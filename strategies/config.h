@@ -25,6 +25,7 @@
 #include "sim/base/units.h"
 #include "strategies/calibration.h"
 #include "strategies/compression.h"
+#include "strategies/diloco.h"
 #include "strategies/time_to_train.h"
 
 namespace dtsim::strategies {
@@ -259,6 +260,9 @@ struct SimulationConfig {
   CompressionConfig compression;
   // "time_to_train": the training run the iteration is one of (strategies/time_to_train.h).
   std::optional<TimeToTrainConfig> time_to_train;
+  // "diloco": data parallelism relaxed into replicas synchronized every few steps
+  // (strategies/diloco.h); Simulate runs one replica's inner step and prices the rest.
+  std::optional<DilocoConfig> diloco;
   std::string profile;  // an op-cost table file, or empty
   // "calibration" (strategies/calibration.h): where it came from (a file, "inline"; "" none)
   // and the constants it set on this config's GPU ("name=value").

@@ -586,6 +586,11 @@ Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& s
                                               : "parallelism.pipeline.loss_as_layer",
                  "true");
   }
+  if (base.diloco) {
+    return Error("the search does not vary DiLoCo replicas yet: search the plan of one replica "
+                 "(its share of the GPUs and the batch), then simulate or sweep the DiLoCo job",
+                 "diloco", std::to_string(base.diloco->replicas));
+  }
   if (base.plan.layer_split != ParallelPlan::LayerSplit::kUniform) {
     return Error(
         "the search varies the pipeline size with uniform stages; simulate a balanced "

@@ -13,6 +13,7 @@
 #include "network/network_models.h"
 #include "sim/base/strings.h"
 #include "strategies/collective_summary.h"
+#include "strategies/diloco_sync.h"
 #include "strategies/footprint.h"
 #include "strategies/stage_balance.h"
 #include "traces/op_cost_table.h"
@@ -179,13 +180,101 @@ Expected<TimeToTrain> TimeToTrainOf(const ResolvedConfig& config, const Simulati
       .checkpoint_bytes = CheckpointBytes(parameters.total + parameters.mtp, training.optimizer,
                                           training.param_dtype, training.optimizer_state),
       .host_bandwidth = config.gpu.host_bandwidth,
-      .iteration_time = result.iteration_time,
+      .iteration_time = result.diloco ? result.diloco->average_step : result.iteration_time,
   };
   if (!result.phases.empty() && result.phases.front().phase == CompressionPhase::kWarmup) {
     run.warmup_steps = result.phases.front().steps;
     run.warmup_time = result.phases.front().iteration_time;
   }
-  return EstimateTimeToTrain(*config.time_to_train, run);
+  DTSIM_ASSIGN_OR_RETURN(TimeToTrain estimate, EstimateTimeToTrain(*config.time_to_train, run));
+  if (config.diloco) {
+    estimate.assumptions.push_back(
+        "DiLoCo trains on the budget's tokens as data parallelism would: its effect on the "
+        "tokens to reach a loss is not modelled (give the tokens your DiLoCo run needs)");
+  }
+  return estimate;
+}
+
+// The outer synchronization of a DiLoCo job whose replica ran `result`: the busiest stage's
+// rank's (all synchronize at once; the step waits for the last), priced on the job's cluster.
+Expected<DilocoResult> PriceDiloco(const ResolvedConfig& job, const ResolvedConfig& replica,
+                                   const models::OpCostModel& cost,
+                                   const SimulationResult& result) {
+  const DilocoConfig& diloco = *job.diloco;
+  const std::vector<models::MemoryBreakdown>& stages = result.iteration->stats.stage_memory;
+  int busiest = 0;
+  double site_parameters = 0;  // every parameter of a replica, once per tensor-parallel rank
+  for (size_t s = 0; s < stages.size(); ++s) {
+    if (stages[s].parameter_count > stages[static_cast<size_t>(busiest)].parameter_count) {
+      busiest = static_cast<int>(s);
+    }
+    site_parameters += static_cast<double>(stages[s].parameter_count) * replica.plan.tensor;
+  }
+  const int64_t parameters = stages[static_cast<size_t>(busiest)].parameter_count;
+  DTSIM_ASSIGN_OR_RETURN(const graph::TaskGraph graph,
+                         OuterSyncGraph(job, replica, busiest, parameters));
+  graph::TaskTimes times;
+  DTSIM_ASSIGN_OR_RETURN(const engine::RunSummary summary, Run(job, cost, graph, times));
+  DilocoResult out{
+      .replicas = diloco.replicas,
+      .replica_gpus = replica.plan.world(),
+      .sync_every = diloco.sync_every,
+      .fragments = diloco.fragments,
+      .overlap_steps = diloco.overlap_steps,
+      .precision = std::string(OuterPrecisionNames()[static_cast<size_t>(diloco.precision)]),
+      .across_sites = diloco.link.has_value()};
+  const int64_t shards = int64_t{OuterShards(replica)} * diloco.fragments;
+  out.fragment_bytes =
+      Bytes(static_cast<int64_t>(std::ceil(static_cast<double>((parameters + shards - 1) / shards) *
+                                           OuterPrecisionBytes(diloco.precision))));
+  for (size_t t = 0; t < graph.task_count(); ++t) {
+    const graph::TaskId id(static_cast<uint32_t>(t));
+    const DurationNs length = times.task_end[t] - times.task_start[t];
+    const std::string_view name = graph.name(graph.task(id).name);
+    if (name == "outer all-reduce") out.all_reduce = length;
+    if (name == "outer update") out.update = length;
+    if (name == "outer all-gather") out.all_gather = length;
+    if (name == "outer copy in" || name == "outer copy out") out.copies += length;
+  }
+  if (diloco.link) {
+    out.all_reduce = SiteAllReduce(
+        diloco, site_parameters * OuterPrecisionBytes(diloco.precision) / diloco.fragments);
+  }
+  // The graph holds the all-reduce unless the link prices it.
+  out.synchronization =
+      (summary.makespan - TimeNs::Zero()) + (diloco.link ? out.all_reduce : DurationNs::Zero());
+  out.inner_step = result.iteration_time;
+  out.exposed = ExposedSynchronization(diloco, out.synchronization, out.inner_step);
+  out.average_step =
+      out.inner_step + DurationNs(out.exposed.ns() * diloco.fragments / diloco.sync_every);
+  out.outer_state = std::string(OuterStateNames()[static_cast<size_t>(diloco.outer_state)]);
+  out.outer_state_bytes = OuterStateBytes(replica, parameters);
+  return out;
+}
+
+// A DiLoCo job: one replica simulated, its outer synchronizations priced and averaged in.
+Expected<SimulationResult> SimulateDiloco(const ResolvedConfig& job,
+                                          const models::OpCostModel& cost) {
+  DTSIM_ASSIGN_OR_RETURN(const ResolvedConfig replica, DilocoReplica(job));
+  DTSIM_ASSIGN_OR_RETURN(SimulationResult result, Simulate(replica, cost));
+  DTSIM_ASSIGN_OR_RETURN(result.diloco, PriceDiloco(job, replica, cost, result));
+  const DilocoResult& diloco = *result.diloco;
+  result.average_iteration_time = diloco.average_step;
+  // The whole job's batch over the inner step (like a compressed phase's, the figures are the
+  // iteration's; readers scale them by iteration / average); per GPU the replica's figures hold.
+  result.samples_per_second =
+      static_cast<double>(job.training.global_batch) / result.iteration_time.ToSecondsDouble();
+  result.tokens_per_second = result.samples_per_second * static_cast<double>(job.training.seq_len);
+  if (!diloco.across_sites && diloco.overlap_steps > 0) {
+    result.warnings.push_back(
+        "the outer synchronizations run behind the inner steps on the same network: their "
+        "traffic is not made to share the links with the inner steps' (give diloco.link when "
+        "the replicas are apart, whose link carries the outer traffic alone)");
+  }
+  if (job.time_to_train) {
+    DTSIM_ASSIGN_OR_RETURN(result.time_to_train, TimeToTrainOf(job, result));
+  }
+  return result;
 }
 
 }  // namespace
@@ -213,6 +302,7 @@ Expected<SimulationResult> Simulate(const ResolvedConfig& config) {
 }
 
 Expected<SimulationResult> Simulate(const ResolvedConfig& input, const models::OpCostModel& cost) {
+  if (input.diloco && !input.diloco->replica) return SimulateDiloco(input, cost);
   DTSIM_RETURN_IF_ERROR(CheckFootprint(input, input.max_memory));
   ResolvedConfig config = input;  // with the balanced stages filled in
   if (config.plan.layer_split == ParallelPlan::LayerSplit::kBalanced &&

@@ -14,6 +14,7 @@
 #include "sim/graph/task_times.h"
 #include "strategies/collective_summary.h"
 #include "strategies/config.h"
+#include "strategies/diloco.h"
 #include "strategies/time_to_train.h"
 #include "strategies/transformer_iteration.h"
 #include "traces/op_cost_table.h"
@@ -72,6 +73,10 @@ struct SimulationResult {
   // no phases, and the average is the iteration time.
   std::vector<PhaseResult> phases;
   DurationNs average_iteration_time;
+  // DiLoCo: the rest of the result is one replica's inner step (its graph, breakdown, memory);
+  // the throughput is the whole job's batch over that step, and average_iteration_time the
+  // run's average with the outer synchronizations.
+  std::optional<DilocoResult> diloco;
   // The whole training run, when the config has a "time_to_train" section.
   std::optional<TimeToTrain> time_to_train;
   // What the result cannot show (symmetric ranks with skewed routing, …).

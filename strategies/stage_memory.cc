@@ -13,6 +13,7 @@
 #include "models/eager_allocations.h"
 #include "sim/base/quantity.h"
 #include "strategies/compression.h"
+#include "strategies/diloco_sync.h"
 #include "strategies/embedding_sharding.h"
 #include "strategies/layer_gradients.h"
 #include "strategies/stage_communicators.h"
@@ -179,15 +180,22 @@ Expected<std::vector<models::MemoryBreakdown>> EstimateStageMemory(const Resolve
   // analytic estimate and leaves the allocator's reserve unmodelled), the peak is the
   // replay's: the gradients and the iteration's tensors live then, and the reserve over them.
   // Under a pipeline each stage's rank is replayed.
-  if (replay == MemoryReplay::kUnpipelined && plan.pipeline > 1) return stages;
-  if (std::optional<models::EagerRun> loop = EagerLoopOf(config)) {
-    for (int stage = 0; stage < plan.pipeline; ++stage) {
-      loop->pipeline.rank = stage;
-      if (const Expected<models::EagerPeaks> peaks =
-              models::ReplayEagerTraining(config.model.transformer, *loop);
-          peaks.ok()) {
-        ApplyReplayedPeak(*peaks, stages[static_cast<size_t>(stage)]);
+  if (replay == MemoryReplay::kAll || plan.pipeline == 1) {
+    if (std::optional<models::EagerRun> loop = EagerLoopOf(config)) {
+      for (int stage = 0; stage < plan.pipeline; ++stage) {
+        loop->pipeline.rank = stage;
+        if (const Expected<models::EagerPeaks> peaks =
+                models::ReplayEagerTraining(config.model.transformer, *loop);
+            peaks.ok()) {
+          ApplyReplayedPeak(*peaks, stages[static_cast<size_t>(stage)]);
+        }
       }
+    }
+  }
+  // DiLoCo's outer parameters and momentum are the outer optimizer's state, held all along.
+  if (config.diloco) {
+    for (models::MemoryBreakdown& memory : stages) {
+      memory.optimizer_state += OuterStateBytes(config, memory.parameter_count);
     }
   }
   return stages;

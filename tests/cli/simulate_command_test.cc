@@ -517,6 +517,36 @@ TEST_F(SimulateCommandTest, CompressionPhasesAndWarningsReachTheSummaryAndTheRes
   EXPECT_THAT(bad.error->ToString(), HasSubstr("registered: \"none\", \"fp16\""));
 }
 
+// A DiLoCo job (docs/diloco.md): the summary names the replicas, the outer synchronization and
+// its state, the result file has them, and the run's average is the one the readers take.
+TEST_F(SimulateCommandTest, DilocoReachesTheSummaryAndTheResult) {
+  const std::string example = DTSIM_EXAMPLES_DIR "/llama3_70b_diloco_4sites_1024h100.json";
+  CommandOutcome outcome = Simulate({example, "-o", Path("diloco.json")});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_THAT(output_.str(), HasSubstr("(one replica's inner step)"));
+  EXPECT_THAT(output_.str(), HasSubstr("diloco         4 replicas of 256 GPUs; each of 1 fragment "
+                                       "synchronized every 100 steps"));
+  EXPECT_THAT(output_.str(), HasSubstr("(across sites)"));
+  EXPECT_THAT(output_.str(), HasSubstr("the fp32 outer copy in host memory"));
+  const Json result = *ReadJsonFile(Path("diloco.json"));
+  const Json& diloco = result["diloco"];
+  EXPECT_EQ(diloco["replicas"], 4);
+  EXPECT_EQ(diloco["inner_step_ns"], result["iteration_time_ns"]);
+  EXPECT_EQ(diloco["average_step_ns"], result["compression"]["average_iteration_time_ns"]);
+  EXPECT_EQ(diloco["synchronization_ns"].get<int64_t>(),
+            diloco["copies_ns"].get<int64_t>() + diloco["all_reduce_ns"].get<int64_t>() +
+                diloco["update_ns"].get<int64_t>() + diloco["all_gather_ns"].get<int64_t>());
+  // The whole job's 2,048 sequences over the inner step, as for any iteration; the summary adds
+  // the run average's.
+  EXPECT_NEAR(result["samples_per_second"].get<double>(),
+              2048 / (diloco["inner_step_ns"].get<double>() * 1e-9), 1e-9);
+  EXPECT_THAT(output_.str(), HasSubstr("(inner step; over the run average "));
+  // Without the section the same plan runs synchronously, and the result has no "diloco".
+  outcome = Simulate({example, "--set", "diloco=null", "-o", Path("sync.json"), "--quiet"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  EXPECT_FALSE((*ReadJsonFile(Path("sync.json"))).contains("diloco"));
+}
+
 // The result's input says when Megatron-Core's expert all-to-all overlap ran (the shipped
 // DeepSeek-V3 example sets it), and says nothing of it otherwise.
 TEST_F(SimulateCommandTest, TheResultRecordsTheExpertOverlap) {

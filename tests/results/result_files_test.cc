@@ -88,7 +88,7 @@ TEST_F(ResultFilesTest, SimulateResult) {
   Expected<strategies::SimulationResult> result = strategies::Simulate(*config);
   ASSERT_TRUE(result.ok()) << result.error().ToString();
   const Json json = RoundTrip(SimulateResultJson(*config, *result), kSimulateResultFormat);
-  EXPECT_EQ(json["version"], "1.11");
+  EXPECT_EQ(json["version"], "1.12");
   // Every distinct communication, costliest first, with how the analytical model ran it. The
   // pipeline sends of 8 MiB go from node 0 to node 1 of the DGX A100s (stage 0 is ranks 0–7):
   // a 2-rank communicator across nodes, 200 Gb/s NICs give a network peer ⌈25 / 14⌉ = 2

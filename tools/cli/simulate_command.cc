@@ -296,6 +296,34 @@ void PrintTimeToTrain(std::ostream& out, const strategies::TimeToTrain& t) {
   }
 }
 
+// The iteration over the run's average one: what a figure of the iteration becomes over the run.
+double Ratio(const SimulationResult& r) {
+  return r.iteration_time.ToSecondsDouble() / r.average_iteration_time.ToSecondsDouble();
+}
+
+// DiLoCo's replicas and what their outer synchronizations cost (docs/diloco.md).
+void PrintDiloco(std::ostream& out, const strategies::DilocoResult& d) {
+  fmt::print(out,
+             "  diloco         {} replicas of {} GPUs; each of {} fragment{} synchronized every {} "
+             "steps, {} a GPU in {}\n",
+             d.replicas, d.replica_gpus, d.fragments, d.fragments == 1 ? "" : "s", d.sync_every,
+             SizeText(d.fragment_bytes.count()), d.precision);
+  const std::string copies =
+      d.outer_state == "host" ? fmt::format("host copies {}, ", FormatDuration(d.copies)) : "";
+  fmt::print(out,
+             "  outer sync     {}all-reduce {} ({}), update {}, all-gather {}: {}, {} exposed "
+             "behind {} step{}; run average {} ({:+.2f}% over the inner step)\n",
+             copies, FormatDuration(d.all_reduce),
+             d.across_sites ? "across sites" : "cluster network", FormatDuration(d.update),
+             FormatDuration(d.all_gather), FormatDuration(d.synchronization),
+             FormatDuration(d.exposed), d.overlap_steps, d.overlap_steps == 1 ? "" : "s",
+             FormatDuration(d.average_step),
+             100 * (d.average_step.ToSecondsDouble() / d.inner_step.ToSecondsDouble() - 1));
+  fmt::print(out, "  outer state    {} a GPU in optimizer state (fp32 momentum{}){}\n",
+             SizeText(d.outer_state_bytes), d.outer_state == "gpu" ? " and outer copy" : "",
+             d.outer_state == "host" ? "; the fp32 outer copy in host memory" : "");
+}
+
 void PrintSummary(std::ostream& out, const SimulationConfig& c, const SimulationResult& r) {
   const strategies::IterationStats& stats = r.iteration->stats;
   fmt::print(out, "dtsim simulate {}\n", c.source);
@@ -305,7 +333,7 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
   fmt::print(
       out, "  iteration      {}{}{}\n", FormatDuration(r.iteration_time),
       c.error_band ? fmt::format(" (±{:.1f}%)", c.error_band->mean_absolute_percentage_error) : "",
-      r.phases.empty() ? "" : " (compressed phase)");
+      r.phases.empty() ? (r.diloco ? " (one replica's inner step)" : "") : " (compressed phase)");
   if (c.compression.method != "none") {
     fmt::print(out, "  compression    {}", c.compression.method);
     for (const strategies::PhaseResult& phase : r.phases) {
@@ -317,8 +345,13 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
     }
     fmt::print(out, "\n");
   }
-  fmt::print(out, "  throughput     {:.2f} samples/s{}\n", r.samples_per_second,
-             c.training.seq_len > 0 ? fmt::format(", {:.0f} tokens/s", r.tokens_per_second) : "");
+  if (r.diloco) PrintDiloco(out, *r.diloco);
+  fmt::print(out, "  throughput     {:.2f} samples/s{}{}\n", r.samples_per_second,
+             c.training.seq_len > 0 ? fmt::format(", {:.0f} tokens/s", r.tokens_per_second) : "",
+             r.diloco ? fmt::format(" (inner step; over the run average {:.2f} samples/s, MFU "
+                                    "{:.1f}%)",
+                                    r.samples_per_second * Ratio(r), 100 * r.mfu * Ratio(r))
+                      : "");
   fmt::print(out,
              "  per GPU        {:.1f} model TFLOP/s (MFU {:.1f}%), {:.1f} hardware TFLOP/s "
              "(HFU {:.1f}%)\n",

@@ -98,8 +98,8 @@ void PrintTable(std::ostream& out, const SweepOptions& options, const std::vecto
   }
   fmt::print(
       out,
-      "  (iteration: the run's average with a compression warm-up; memory: the largest "
-      "stage's, per GPU{})\n",
+      "  (iteration: the run's average with a compression warm-up or DiLoCo's "
+      "synchronizations; memory: the largest stage's, per GPU{})\n",
       trains ? "; time to train: the run's wall clock with its failures and checkpoints" : "");
 }
 

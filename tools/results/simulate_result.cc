@@ -144,6 +144,28 @@ OrderedJson CompressionJson(const SimulationConfig& c, const SimulationResult& r
           {"average_iteration_time_ns", r.average_iteration_time.ns()}};
 }
 
+// DiLoCo's replicas and outer synchronization (docs/diloco.md).
+OrderedJson DilocoJson(const strategies::DilocoResult& d) {
+  return {{"replicas", d.replicas},
+          {"replica_gpus", d.replica_gpus},
+          {"sync_every", d.sync_every},
+          {"fragments", d.fragments},
+          {"overlap_steps", d.overlap_steps},
+          {"precision", d.precision},
+          {"across_sites", d.across_sites},
+          {"fragment_bytes", d.fragment_bytes.count()},
+          {"copies_ns", d.copies.ns()},
+          {"all_reduce_ns", d.all_reduce.ns()},
+          {"update_ns", d.update.ns()},
+          {"all_gather_ns", d.all_gather.ns()},
+          {"synchronization_ns", d.synchronization.ns()},
+          {"exposed_ns", d.exposed.ns()},
+          {"inner_step_ns", d.inner_step.ns()},
+          {"average_step_ns", d.average_step.ns()},
+          {"outer_state", d.outer_state},
+          {"outer_state_bytes", d.outer_state_bytes}};
+}
+
 // The training run (docs/time_to_train.md): seconds, tokens and counts as numbers.
 OrderedJson TimeToTrainJson(const strategies::TimeToTrain& t) {
   const strategies::TokenBudget& b = t.budget;
@@ -409,6 +431,7 @@ OrderedJson SimulateResultJson(const SimulationConfig& c, const SimulationResult
                                 {"build_seconds", r.build_seconds},
                                 {"simulate_seconds", r.simulate_seconds}}}});
   if (r.time_to_train) document["time_to_train"] = TimeToTrainJson(*r.time_to_train);
+  if (r.diloco) document["diloco"] = DilocoJson(*r.diloco);
   // Which calibration set the GPU's constants (strategies/calibration.h), when one did.
   if (!c.calibration_source.empty()) {
     document["input"]["calibration"] = {{"source", c.calibration_source},
