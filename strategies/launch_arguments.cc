@@ -201,7 +201,7 @@ void RunLengthFlags(const SimulationConfig& config, std::vector<std::string>& ar
                     std::vector<std::string>& not_expressed) {
   if (!config.time_to_train || config.training.seq_len <= 0) return;
   const Expected<TokenBudget> budget = TokensToTrain(
-      *config.time_to_train, config.model, config.training.global_batch * config.training.seq_len);
+      *config.time_to_train, config.model, config.training.global_batch, config.training.seq_len);
   if (!budget.ok()) {
     not_expressed.push_back(
         fmt::format("the run's length (--train-iters): {}", budget.error().ToString()));

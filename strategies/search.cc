@@ -563,9 +563,10 @@ Expected<std::map<int64_t, int64_t>> RunIterations(const SimulationConfig& base,
   std::map<int64_t, int64_t> iterations;
   for (const int64_t batch : space.global_batches) {
     iterations[batch] = 1;
-    if (!base.time_to_train || base.training.seq_len <= 0 || batch <= 0) continue;
-    DTSIM_ASSIGN_OR_RETURN(const TokenBudget budget, TokensToTrain(*base.time_to_train, base.model,
-                                                                   batch * base.training.seq_len));
+    if (!base.time_to_train || batch <= 0) continue;
+    DTSIM_ASSIGN_OR_RETURN(const TokenBudget budget,
+                           TokensToTrain(*base.time_to_train, base.model, batch,
+                                         std::max<int64_t>(base.training.seq_len, 0)));
     iterations[batch] = budget.iterations;
   }
   return iterations;
@@ -587,9 +588,10 @@ Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& s
                  "true");
   }
   if (base.diloco) {
-    return Error("the search does not vary DiLoCo replicas yet: search the plan of one replica "
-                 "(its share of the GPUs and the batch), then simulate or sweep the DiLoCo job",
-                 "diloco", std::to_string(base.diloco->replicas));
+    return Error(
+        "the search does not vary DiLoCo replicas yet: search the plan of one replica "
+        "(its share of the GPUs and the batch), then simulate or sweep the DiLoCo job",
+        "diloco", std::to_string(base.diloco->replicas));
   }
   if (base.plan.layer_split != ParallelPlan::LayerSplit::kUniform) {
     return Error(

@@ -168,14 +168,11 @@ Status CheckTableGpu(const traces::OpCostTable& table, const models::GpuSpec& gp
 // The training run the iteration is one of (strategies/time_to_train.h).
 Expected<TimeToTrain> TimeToTrainOf(const ResolvedConfig& config, const SimulationResult& result) {
   const TrainingConfig& training = config.training;
-  if (training.seq_len <= 0) {
-    return Error("time to train counts tokens: a transformer's (this model has no sequence)",
-                 "time_to_train");
-  }
   const models::ParameterCount parameters = models::CountParameters(config.model);
   TrainingRun run{
       .model = &config.model,
-      .batch_tokens = training.global_batch * training.seq_len,
+      .global_batch = training.global_batch,
+      .sequence = std::max<int64_t>(training.seq_len, 0),
       .gpus = config.plan.world(),
       .checkpoint_bytes = CheckpointBytes(parameters.total + parameters.mtp, training.optimizer,
                                           training.param_dtype, training.optimizer_state),

@@ -105,16 +105,19 @@ Status ReadBudget(JsonObjectReader& reader, TimeToTrainConfig& config) {
                                                                 config.tokens_per_parameter));
   DTSIM_ASSIGN_OR_RETURN(const bool loss,
                          ReadPositive(reader, "target_loss", 1e6, config.target_loss));
-  const int budgets =
-      static_cast<int>(tokens) + static_cast<int>(per_parameter) + static_cast<int>(loss);
+  DTSIM_ASSIGN_OR_RETURN(const bool samples,
+                         ReadPositive(reader, "samples", kMostTokens, config.samples));
+  const int budgets = static_cast<int>(tokens) + static_cast<int>(per_parameter) +
+                      static_cast<int>(loss) + static_cast<int>(samples);
   config.budget = loss            ? Budget::kTargetLoss
                   : per_parameter ? Budget::kTokensPerParameter
+                  : samples       ? Budget::kSamples
                                   : Budget::kTokens;
   if (budgets != 1) {
     return Error(budgets == 0 ? "missing the token budget: give one of \"tokens\", "
-                                "\"tokens_per_parameter\" or \"target_loss\""
-                              : "give one token budget: \"tokens\", \"tokens_per_parameter\" or "
-                                "\"target_loss\", not several",
+                                "\"tokens_per_parameter\", \"target_loss\" or \"samples\""
+                              : "give one budget: \"tokens\", \"tokens_per_parameter\", "
+                                "\"target_loss\" or \"samples\", not several",
                  reader.path());
   }
   if (const Json* law = reader.Find("scaling_law")) {
@@ -125,10 +128,28 @@ Status ReadBudget(JsonObjectReader& reader, TimeToTrainConfig& config) {
   return Status::Ok();
 }
 
-// The tokens the budget asks for at the reference batch, and how it was set.
+// The tokens (samples, for a model without a sequence) the budget asks for at the reference
+// batch, and how it was set.
 Expected<double> BudgetTokens(const TimeToTrainConfig& config, const models::ModelSpec& model,
-                              std::string& how) {
+                              int64_t sequence, std::string& how) {
   using Budget = TimeToTrainConfig::Budget;
+  if (config.budget == Budget::kSamples) {
+    how = sequence > 0
+              ? fmt::format("{} samples of {} tokens", FormatAmount(config.samples), sequence)
+              : "given";
+    const double units = config.samples * static_cast<double>(std::max<int64_t>(sequence, 1));
+    if (!(units <= kMostTokens)) {
+      return Error(fmt::format("{:.3g} tokens, past the {:g} dtsim takes", units, kMostTokens),
+                   "time_to_train.samples", fmt::format("{:g}", config.samples));
+    }
+    return units;
+  }
+  if (sequence <= 0) {
+    return Error(
+        "this model has no sequence to count tokens of: give the samples to train "
+        "(\"samples\": images, or a recommendation model's samples)",
+        "time_to_train");
+  }
   const models::ParameterCount count = models::CountParameters(model);
   const auto parameters = static_cast<double>(count.total);
   switch (config.budget) {
@@ -140,6 +161,7 @@ Expected<double> BudgetTokens(const TimeToTrainConfig& config, const models::Mod
                         FormatAmount(parameters));
       return config.tokens_per_parameter * parameters;
     case Budget::kTargetLoss:
+    case Budget::kSamples:
       break;
   }
   if (count.active != count.total) {
@@ -260,11 +282,18 @@ std::string FormatAmount(double amount) {
 }
 
 Expected<TokenBudget> TokensToTrain(const TimeToTrainConfig& config, const models::ModelSpec& model,
-                                    int64_t batch_tokens) {
-  DTSIM_CHECK(batch_tokens > 0, "TokensToTrain needs a batch");
+                                    int64_t global_batch, int64_t sequence) {
+  DTSIM_CHECK(global_batch > 0 && sequence >= 0, "TokensToTrain needs a batch");
   TokenBudget b;
-  DTSIM_ASSIGN_OR_RETURN(b.budget_tokens, BudgetTokens(config, model, b.how));
+  if (sequence <= 0) b.unit = "samples";
+  DTSIM_ASSIGN_OR_RETURN(b.budget_tokens, BudgetTokens(config, model, sequence, b.how));
+  const int64_t batch_tokens = global_batch * std::max<int64_t>(sequence, 1);
   const auto batch = static_cast<double>(batch_tokens);
+  if (config.critical_batch_tokens && sequence <= 0) {
+    return Error("the critical batch is in tokens; this model has no sequence",
+                 "time_to_train.critical_batch_tokens",
+                 fmt::format("{:g}", *config.critical_batch_tokens));
+  }
   if (config.critical_batch_tokens) {
     // McCandlish et al. 2018: to reach a loss, E = E_min (1 + B / B_noise) examples.
     const double critical = *config.critical_batch_tokens;
@@ -273,8 +302,8 @@ Expected<TokenBudget> TokensToTrain(const TimeToTrainConfig& config, const model
   b.tokens = b.budget_tokens * b.batch_factor;
   const double iterations = std::ceil(b.tokens / batch);
   if (!(iterations <= 1e15)) {
-    return Error(fmt::format("{:.3g} iterations of {} tokens: past the 10^15 dtsim takes",
-                             iterations, batch_tokens),
+    return Error(fmt::format("{:.3g} iterations of {} {}: past the 10^15 dtsim takes", iterations,
+                             batch_tokens, b.unit),
                  "time_to_train");
   }
   b.iterations = static_cast<int64_t>(iterations);
@@ -282,13 +311,17 @@ Expected<TokenBudget> TokensToTrain(const TimeToTrainConfig& config, const model
 }
 
 Expected<TimeToTrain> EstimateTimeToTrain(const TimeToTrainConfig& config, const TrainingRun& run) {
-  DTSIM_CHECK(run.model != nullptr && run.batch_tokens > 0 && run.gpus > 0,
+  DTSIM_CHECK(run.model != nullptr && run.global_batch > 0 && run.gpus > 0,
               "EstimateTimeToTrain needs a model, a batch and GPUs");
   TimeToTrain t;
-  DTSIM_ASSIGN_OR_RETURN(t.budget, TokensToTrain(config, *run.model, run.batch_tokens));
+  DTSIM_ASSIGN_OR_RETURN(t.budget,
+                         TokensToTrain(config, *run.model, run.global_batch, run.sequence));
   if (!config.critical_batch_tokens) {
     t.assumptions.push_back(
-        "the budget's tokens at any batch (no critical_batch_tokens: no large-batch penalty)");
+        run.sequence > 0
+            ? "the budget's tokens at any batch (no critical_batch_tokens: no large-batch penalty)"
+            : "the budget's samples at any batch (no large-batch penalty: a critical batch is in "
+              "tokens, which this model has none of)");
   }
   const int64_t iterations = t.budget.iterations;
   const int64_t warmup = std::min(iterations, run.warmup_steps);

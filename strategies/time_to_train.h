@@ -54,11 +54,14 @@ struct ReliabilityConfig {
   std::optional<DurationNs> interval;  // of training between checkpoints; default: the optimum
 };
 
-// The config's "time_to_train" section (docs/config.md). Exactly one budget.
+// The config's "time_to_train" section (docs/config.md). Exactly one budget: tokens (given, per
+// parameter, or from a target loss) for a model of sequences, or samples — sequences, images,
+// DLRM samples — for any model (the one budget a model without a sequence takes).
 struct TimeToTrainConfig {
-  enum class Budget { kTokens, kTokensPerParameter, kTargetLoss };
+  enum class Budget { kTokens, kTokensPerParameter, kTargetLoss, kSamples };
   Budget budget = Budget::kTokens;
   double tokens = 0;
+  double samples = 0;
   double tokens_per_parameter = 0;
   double target_loss = 0;
   ScalingLaw law = ChinchillaLaw();
@@ -76,7 +79,8 @@ Expected<TimeToTrainConfig> TimeToTrainFromJson(const Json& value, const std::st
 // its iterations (with a compression warm-up, the warm-up's first).
 struct TrainingRun {
   const models::ModelSpec* model = nullptr;
-  int64_t batch_tokens = 0;  // global batch × sequence
+  int64_t global_batch = 0;  // samples a step
+  int64_t sequence = 0;      // tokens a sample; 0: a model without a sequence (counts samples)
   int64_t gpus = 0;
   int64_t checkpoint_bytes = 0;  // weights and optimizer state of the whole model
   Bandwidth host_bandwidth;      // one GPU to host memory (async saves)
@@ -98,17 +102,20 @@ struct ReliabilityEstimate {
   double checkpoints = 0;
 };
 
-// The tokens and iterations a run of `batch_tokens` a step needs: the budget and the batch's
-// correction, nothing simulated (launch flags write the iterations: --train-iters).
+// The tokens and iterations a run of `global_batch` samples of `sequence` tokens a step needs:
+// the budget and the batch's correction, nothing simulated (launch flags write the iterations:
+// --train-iters). A model without a sequence (`sequence` 0: ResNet, DLRM) counts samples
+// instead, in the same fields (`unit` "samples"), and takes only a samples budget.
 struct TokenBudget {
-  std::string how;           // how the budget was set, for the report
+  std::string how;  // how the budget was set, for the report
+  std::string unit = "tokens";
   double budget_tokens = 0;  // at the reference batch
   double batch_factor = 1;
   double tokens = 0;  // at this batch
   int64_t iterations = 0;
 };
 Expected<TokenBudget> TokensToTrain(const TimeToTrainConfig& config, const models::ModelSpec& model,
-                                    int64_t batch_tokens);
+                                    int64_t global_batch, int64_t sequence);
 
 struct TimeToTrain {
   TokenBudget budget;    // the tokens and iterations at this batch

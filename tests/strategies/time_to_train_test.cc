@@ -39,7 +39,8 @@ std::string ReadError(const Json& json) {
 // 1,000 GPUs, 4 Mi tokens an iteration of 2 s, a checkpoint of 10^12 bytes.
 TrainingRun RunOf(const models::ModelSpec& model) {
   return TrainingRun{.model = &model,
-                     .batch_tokens = 4 << 20,
+                     .global_batch = 1024,  // of 4,096 tokens: 4 Mi
+                     .sequence = 4096,
                      .gpus = 1000,
                      .checkpoint_bytes = 1000000000000,
                      .host_bandwidth = Bandwidth::BytesPerSecond(50000000000),
@@ -110,7 +111,7 @@ TEST(TimeToTrainTest, LargeBatchesNeedMoreTokens) {
   EXPECT_DOUBLE_EQ(t->budget.budget_tokens, 1e10);
   // At the reference batch itself, the budget as given.
   TrainingRun reference = RunOf(model);
-  reference.batch_tokens = 1 << 20;
+  reference.global_batch = 256;  // 1 Mi tokens
   Expected<TimeToTrain> same = EstimateTimeToTrain(Read({{"tokens", 1e10},
                                                          {"critical_batch_tokens", 2 << 20},
                                                          {"reference_batch_tokens", 1 << 20}}),
@@ -276,7 +277,7 @@ TEST(TimeToTrainTest, SimulatedIterationsMakeTheRun) {
   EXPECT_EQ(CheckpointBytes(parameters, models::Optimizer::kAdam, DType::kBf16, {}),
             14 * parameters);
 
-  // A ResNet has no tokens to count.
+  // A ResNet has no tokens to count: it takes samples.
   Json resnet = {{"model", "resnet-50"},
                  {"training", {{"global_batch", 64}, {"micro_batch", 8}}},
                  {"cluster", {{"preset", "dgx-h100"}, {"nodes", 1}, {"gpu", "h100-sxm5-80gb"}}},
@@ -284,7 +285,30 @@ TEST(TimeToTrainTest, SimulatedIterationsMakeTheRun) {
                  {"time_to_train", {{"tokens", 1e9}}}};
   Expected<SimulationResult> images = Simulate(ConfigOf(resnet));
   ASSERT_FALSE(images.ok());
-  EXPECT_THAT(images.error().ToString(), HasSubstr("counts tokens"));
+  EXPECT_THAT(images.error().ToString(),
+              HasSubstr("time_to_train: this model has no sequence to count tokens of: give the "
+                        "samples to train"));
+  // 40 epochs of ImageNet's 1,281,167 images at 64 a step: ⌈51,246,680 / 64⌉ = 800,730
+  // iterations.
+  resnet["time_to_train"] = {{"samples", 40 * 1281167}};
+  const SimulationResult epochs = SimulateJson(resnet);
+  ASSERT_TRUE(epochs.time_to_train);
+  EXPECT_EQ(epochs.time_to_train->budget.unit, "samples");
+  EXPECT_EQ(epochs.time_to_train->budget.iterations, 800730);
+  EXPECT_DOUBLE_EQ(epochs.time_to_train->compute_s,
+                   800730 * epochs.iteration_time.ToSecondsDouble());
+  // A critical batch is in tokens, which a ResNet has none of.
+  resnet["time_to_train"]["critical_batch_tokens"] = 1e6;
+  resnet["time_to_train"]["reference_batch_tokens"] = 1e6;
+  EXPECT_THAT(Simulate(ConfigOf(resnet)).error().ToString(),
+              HasSubstr("time_to_train.critical_batch_tokens: the critical batch is in tokens"));
+  // A transformer's samples are sequences: 10^6 of 1,024 tokens at 64 a step, 15,625 steps.
+  json["time_to_train"] = {{"samples", 1e6}};
+  const SimulationResult sequences = SimulateJson(json);
+  EXPECT_EQ(sequences.time_to_train->budget.unit, "tokens");
+  EXPECT_DOUBLE_EQ(sequences.time_to_train->budget.tokens, 1.024e9);
+  EXPECT_EQ(sequences.time_to_train->budget.iterations, 15625);
+  EXPECT_EQ(sequences.time_to_train->budget.how, "1.0M samples of 1024 tokens");
 }
 
 TEST(TimeToTrainTest, SpansAndCountsAsAReaderSaysThem) {

@@ -263,7 +263,7 @@ void PrintTimeToTrain(std::ostream& out, const strategies::TimeToTrain& t) {
   using strategies::FormatAmount;
   using strategies::FormatSeconds;
   const strategies::TokenBudget& b = t.budget;
-  fmt::print(out, "\n  time to train  {} tokens ({}", FormatAmount(b.tokens), b.how);
+  fmt::print(out, "\n  time to train  {} {} ({}", FormatAmount(b.tokens), b.unit, b.how);
   if (b.batch_factor != 1) {
     fmt::print(out, ", × {:.3f} for the batch: {} at the reference", b.batch_factor,
                FormatAmount(b.budget_tokens));

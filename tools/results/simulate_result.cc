@@ -169,10 +169,15 @@ OrderedJson DilocoJson(const strategies::DilocoResult& d) {
 // The training run (docs/time_to_train.md): seconds, tokens and counts as numbers.
 OrderedJson TimeToTrainJson(const strategies::TimeToTrain& t) {
   const strategies::TokenBudget& b = t.budget;
-  OrderedJson out = {
-      {"budget", b.how},    {"budget_tokens", b.budget_tokens}, {"batch_factor", b.batch_factor},
-      {"tokens", b.tokens}, {"iterations", b.iterations},       {"compute_s", t.compute_s},
-      {"wall_s", t.wall_s}, {"gpu_hours", t.gpu_hours}};
+  OrderedJson out = {{"budget", b.how},
+                     {"unit", b.unit},
+                     {"budget_tokens", b.budget_tokens},
+                     {"batch_factor", b.batch_factor},
+                     {"tokens", b.tokens},
+                     {"iterations", b.iterations},
+                     {"compute_s", t.compute_s},
+                     {"wall_s", t.wall_s},
+                     {"gpu_hours", t.gpu_hours}};
   if (t.cost) out["cost"] = *t.cost;
   if (t.reliability) {
     const strategies::ReliabilityEstimate& r = *t.reliability;
