@@ -94,6 +94,11 @@ int OuterShards(const SimulationConfig& config) {
   return config.diloco && !config.diloco->replica ? indices / config.diloco->replicas : indices;
 }
 
+int64_t OuterShare(const SimulationConfig& config, int64_t parameter_count) {
+  const int64_t parts = int64_t{OuterShards(config)} * config.diloco->fragments;
+  return (parameter_count + parts - 1) / parts;
+}
+
 int64_t OuterStateBytes(const SimulationConfig& config, int64_t parameter_count) {
   const int64_t shard = (parameter_count + OuterShards(config) - 1) / OuterShards(config);
   const int64_t per_parameter = config.diloco->outer_state == OuterState::kGpu ? 8 : 4;
@@ -104,10 +109,7 @@ Expected<graph::TaskGraph> OuterSyncGraph(const ResolvedConfig& job, const Resol
                                           int stage, int64_t parameter_count) {
   const DilocoConfig& diloco = *job.diloco;
   const int shards = OuterShards(replica);
-  // The rank's share of one fragment.
-  const auto shard =
-      static_cast<double>((parameter_count + int64_t{shards} * diloco.fragments - 1) /
-                          (int64_t{shards} * diloco.fragments));
+  const auto shard = static_cast<double>(OuterShare(replica, parameter_count));
   const ParallelPlan& plan = replica.plan;
   const int32_t rank = plan.Rank(0, stage, 0);
   graph::TaskGraphBuilder builder;

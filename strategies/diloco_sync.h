@@ -28,6 +28,9 @@ Expected<ResolvedConfig> DilocoReplica(const ResolvedConfig& job);
 // state): the replica's data × context × 2.5D depth.
 int OuterShards(const SimulationConfig& config);
 
+// A rank's share of one fragment of `parameter_count`: ⌈count / (OuterShards · F)⌉ parameters.
+int64_t OuterShare(const SimulationConfig& config, int64_t parameter_count);
+
 // A rank's outer state on the GPU: the fp32 outer Nesterov momentum of its 1/OuterShards share
 // of `parameter_count`, and with `outer_state` "gpu" the fp32 outer copy too: 4 or 8 B a
 // parameter.

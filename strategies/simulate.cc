@@ -220,9 +220,8 @@ Expected<DilocoResult> PriceDiloco(const ResolvedConfig& job, const ResolvedConf
       .overlap_steps = diloco.overlap_steps,
       .precision = std::string(OuterPrecisionNames()[static_cast<size_t>(diloco.precision)]),
       .across_sites = diloco.link.has_value()};
-  const int64_t shards = int64_t{OuterShards(replica)} * diloco.fragments;
   out.fragment_bytes =
-      Bytes(static_cast<int64_t>(std::ceil(static_cast<double>((parameters + shards - 1) / shards) *
+      Bytes(static_cast<int64_t>(std::ceil(static_cast<double>(OuterShare(replica, parameters)) *
                                            OuterPrecisionBytes(diloco.precision))));
   for (size_t t = 0; t < graph.task_count(); ++t) {
     const graph::TaskId id(static_cast<uint32_t>(t));
