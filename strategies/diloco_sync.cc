@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "sim/base/dtype.h"
 #include "sim/base/strings.h"
@@ -13,6 +14,14 @@
 
 namespace dtsim::strategies {
 namespace {
+
+// A byte count computed in floating point, rounded up and kept within int64 (a size nobody can
+// move saturates, as ClampedNs saturates a time).
+Bytes CeilBytes(double bytes) {
+  constexpr double kLimit = 9223372036854775807.0;
+  return Bytes(bytes < kLimit ? static_cast<int64_t>(std::ceil(bytes))
+                              : std::numeric_limits<int64_t>::max());
+}
 
 // An error about one of the section's keys.
 Error DilocoError(std::string message, std::string_view key, std::string value) {
@@ -116,8 +125,7 @@ Expected<graph::TaskGraph> OuterSyncGraph(const ResolvedConfig& job, const Resol
   const graph::StreamId stream = RoleStream(builder, rank, StreamRole::kCompute);
   // The fp32 outer copy of the shard, over the GPU's host link each way.
   const bool host = diloco.outer_state == OuterState::kHost;
-  const DurationNs copy =
-      TransferTime(Bytes(static_cast<int64_t>(4 * shard)), job.gpu.host_bandwidth);
+  const DurationNs copy = TransferTime(CeilBytes(4 * shard), job.gpu.host_bandwidth);
   if (host) {
     builder.AddTask(stream, graph::TaskKind::kMemcpy, "outer copy in", kOptimizerCategory, copy);
   }
@@ -126,10 +134,9 @@ Expected<graph::TaskGraph> OuterSyncGraph(const ResolvedConfig& job, const Resol
     std::vector<int32_t> outer;
     for (int m = 0; m < diloco.replicas; ++m) outer.push_back(rank + m * plan.world());
     const std::vector<int32_t> self = {rank};
-    const graph::CommId comm = builder.AddCollective(
-        graph::CommKind::kAllReduce,
-        Bytes(static_cast<int64_t>(std::ceil(shard * OuterPrecisionBytes(diloco.precision)))),
-        self);
+    const graph::CommId comm =
+        builder.AddCollective(graph::CommKind::kAllReduce,
+                              CeilBytes(shard * OuterPrecisionBytes(diloco.precision)), self);
     builder.PriceAs(comm, outer);
     builder.AddCollectiveTask(stream, comm, "outer all-reduce", kDataCategory);
   }
@@ -138,9 +145,8 @@ Expected<graph::TaskGraph> OuterSyncGraph(const ResolvedConfig& job, const Resol
   const double param_bytes = DTypeBytes(job.training.param_dtype);
   const double update_bytes =
       shard * (2 * param_bytes + 2 * OuterPrecisionBytes(diloco.precision) + 16);
-  builder.AddTask(
-      stream, graph::TaskKind::kCompute, "outer update", kOptimizerCategory,
-      TransferTime(Bytes(static_cast<int64_t>(std::ceil(update_bytes))), job.gpu.memory_bandwidth));
+  builder.AddTask(stream, graph::TaskKind::kCompute, "outer update", kOptimizerCategory,
+                  TransferTime(CeilBytes(update_bytes), job.gpu.memory_bandwidth));
   if (host) {
     builder.AddTask(stream, graph::TaskKind::kMemcpy, "outer copy out", kOptimizerCategory, copy);
   }
@@ -149,8 +155,7 @@ Expected<graph::TaskGraph> OuterSyncGraph(const ResolvedConfig& job, const Resol
     for (int dp = 0; dp < plan.DataIndices(); ++dp) members.push_back(plan.Rank(dp, stage, 0));
     const std::vector<int32_t> self = {rank};
     const graph::CommId comm =
-        builder.AddCollective(graph::CommKind::kAllGather,
-                              Bytes(static_cast<int64_t>(std::ceil(shard * param_bytes))), self);
+        builder.AddCollective(graph::CommKind::kAllGather, CeilBytes(shard * param_bytes), self);
     builder.PriceAs(comm, members);
     builder.AddCollectiveTask(stream, comm, "outer all-gather", kDataCategory);
   }
@@ -159,8 +164,7 @@ Expected<graph::TaskGraph> OuterSyncGraph(const ResolvedConfig& job, const Resol
 
 DurationNs SiteAllReduce(const DilocoConfig& diloco, double site_bytes) {
   const double m = diloco.replicas;
-  const auto sent = static_cast<int64_t>(std::ceil(2 * (m - 1) / m * site_bytes));
-  return TransferTime(Bytes(sent), diloco.link->bandwidth) +
+  return TransferTime(CeilBytes(2 * (m - 1) / m * site_bytes), diloco.link->bandwidth) +
          diloco.link->latency * static_cast<int64_t>(2 * (diloco.replicas - 1));
 }
 

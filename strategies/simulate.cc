@@ -241,8 +241,10 @@ Expected<DilocoResult> PriceDiloco(const ResolvedConfig& job, const ResolvedConf
       (summary.makespan - TimeNs::Zero()) + (diloco.link ? out.all_reduce : DurationNs::Zero());
   out.inner_step = result.iteration_time;
   out.exposed = ExposedSynchronization(diloco, out.synchronization, out.inner_step);
-  out.average_step =
-      out.inner_step + DurationNs(out.exposed.ns() * diloco.fragments / diloco.sync_every);
+  // F / H of it a step, in floating point: exposed × F may not fit an int64.
+  out.average_step = out.inner_step +
+                     ClampedNs(std::floor(static_cast<double>(out.exposed.ns()) * diloco.fragments /
+                                          static_cast<double>(diloco.sync_every)));
   out.outer_state = std::string(OuterStateNames()[static_cast<size_t>(diloco.outer_state)]);
   out.outer_state_bytes = OuterStateBytes(replica, parameters);
   return out;
