@@ -21,6 +21,7 @@ figure functions with `save` intercepted, so every figure is inspected as matplo
 
 import importlib.util
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -145,6 +146,21 @@ def main(binary, source):
 
         name, reason = report.figure_gantt(timeline, work)
         assert name, reason
+
+        # A DiLoCo job against the same plan trained synchronously: the replicas are the input
+        # that differs, and the DiLoCo run's iteration is its run average (docs/diloco.md).
+        example = os.path.join(source, "tools", "examples", "llama3_70b_diloco_4sites_1024h100.json")
+        diloco, synchronous = os.path.join(work, "diloco.json"), os.path.join(work, "sync.json")
+        subprocess.run([binary, "simulate", example, "-o", diloco, "--quiet"], check=True)
+        subprocess.run([binary, "simulate", example, "--set", "diloco=null", "-o", synchronous,
+                        "--quiet"], check=True)
+        paired, _ = report.load([diloco, synchronous])
+        if "diloco.replicas" not in report.differing_inputs(paired):
+            failures.append(f"diloco: differing inputs {report.differing_inputs(paired)}")
+        with open(diloco) as f:
+            average = json.load(f)["diloco"]["average_step_ns"] / 1e9
+        if abs(paired[0]["iteration_s"] - average) > 1e-9:
+            failures.append(f"diloco: iteration {paired[0]['iteration_s']} s, not the average {average} s")
 
         # With a time to train on every run, the best is the one that trains soonest: here the
         # larger batch runs 20% more samples a second but needs 1.5× the tokens, 45 days

@@ -103,6 +103,12 @@ def run_from_simulate(result, label, extra_inputs):
     run_config = ((result.get("provenance") or {}).get("config") or {}).get("time_to_train")
     if run_config:
         inputs.update(flatten(run_config, "time_to_train"))
+    # DiLoCo's settings (docs/diloco.md), which only the config holds; the replicas named even
+    # when absent, so that a synchronous and a DiLoCo run differ in an input.
+    diloco_config = ((result.get("provenance") or {}).get("config") or {}).get("diloco")
+    if diloco_config:
+        inputs.update(flatten(diloco_config, "diloco"))
+    inputs["diloco.replicas"] = (diloco_config or {}).get("replicas", "none")
     # Named even when absent, so that a calibrated and an uncalibrated run differ in an input.
     inputs["calibration"] = result["input"].get("calibration", {}).get("source", "none")
     inputs["compression"] = result["compression"]["method"]
