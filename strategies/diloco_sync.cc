@@ -132,6 +132,7 @@ Expected<graph::TaskGraph> OuterSyncGraph(const ResolvedConfig& job, const Resol
   if (!diloco.link) {
     // Its counterparts in the other replicas, W/M ranks apart.
     std::vector<int32_t> outer;
+    outer.reserve(static_cast<size_t>(diloco.replicas));
     for (int m = 0; m < diloco.replicas; ++m) outer.push_back(rank + m * plan.world());
     const std::vector<int32_t> self = {rank};
     const graph::CommId comm =
@@ -152,6 +153,7 @@ Expected<graph::TaskGraph> OuterSyncGraph(const ResolvedConfig& job, const Resol
   }
   if (plan.zero_stage < 3 && shards > 1) {
     std::vector<int32_t> members;
+    members.reserve(static_cast<size_t>(plan.DataIndices()));
     for (int dp = 0; dp < plan.DataIndices(); ++dp) members.push_back(plan.Rank(dp, stage, 0));
     const std::vector<int32_t> self = {rank};
     const graph::CommId comm =
@@ -165,7 +167,7 @@ Expected<graph::TaskGraph> OuterSyncGraph(const ResolvedConfig& job, const Resol
 DurationNs SiteAllReduce(const DilocoConfig& diloco, double site_bytes) {
   const double m = diloco.replicas;
   return TransferTime(CeilBytes(2 * (m - 1) / m * site_bytes), diloco.link->bandwidth) +
-         diloco.link->latency * static_cast<int64_t>(2 * (diloco.replicas - 1));
+         diloco.link->latency * (2 * (int64_t{diloco.replicas} - 1));
 }
 
 DurationNs ExposedSynchronization(const DilocoConfig& diloco, DurationNs synchronization,
