@@ -139,7 +139,8 @@ Expected<double> BudgetTokens(const TimeToTrainConfig& config, const models::Mod
               : "given";
     const double units = config.samples * static_cast<double>(std::max<int64_t>(sequence, 1));
     if (!(units <= kMostTokens)) {
-      return Error(fmt::format("{:.3g} tokens, past the {:g} dtsim takes", units, kMostTokens),
+      return Error(fmt::format("{:.3g} {}, past the {:g} dtsim takes", units,
+                               sequence > 0 ? "tokens" : "samples", kMostTokens),
                    "time_to_train.samples", fmt::format("{:g}", config.samples));
     }
     return units;
