@@ -54,15 +54,9 @@ struct DilocoConfig {
 // The "diloco" section at `path` ("diloco"); errors name the key and the value.
 Expected<DilocoConfig> DilocoFromJson(const Json& value, const std::string& path);
 
-// How the outer synchronization went, per fragment synchronization and per inner step.
+// What one fragment's outer synchronization costs (its settings are the config's; the inner
+// step and the run's average are the result's iteration_time and average_iteration_time).
 struct DilocoResult {
-  int replicas = 0;
-  int replica_gpus = 0;
-  int64_t sync_every = 0;
-  int fragments = 1;
-  int64_t overlap_steps = 0;
-  std::string precision;
-  bool across_sites = false;
   Bytes fragment_bytes;        // one rank's outer gradient for one fragment, on the wire
   DurationNs copies;           // host outer state: the outer copy in before, the new one out after
   DurationNs all_reduce;       // a fragment's outer all-reduce over the replicas
@@ -70,9 +64,6 @@ struct DilocoResult {
   DurationNs all_gather;       // its updated shard all-gathered in the replica (not under ZeRO-3)
   DurationNs synchronization;  // all of them in sequence
   DurationNs exposed;          // of one synchronization: what τ inner steps do not hide
-  DurationNs inner_step;
-  DurationNs average_step;        // inner step + F · exposed / H
-  std::string outer_state;        // "host", "gpu"
   int64_t outer_state_bytes = 0;  // per GPU: the fp32 momentum (and outer copy) of its shard
 };
 

@@ -177,7 +177,7 @@ Expected<TimeToTrain> TimeToTrainOf(const ResolvedConfig& config, const Simulati
       .checkpoint_bytes = CheckpointBytes(parameters.total + parameters.mtp, training.optimizer,
                                           training.param_dtype, training.optimizer_state),
       .host_bandwidth = config.gpu.host_bandwidth,
-      .iteration_time = result.diloco ? result.diloco->average_step : result.iteration_time,
+      .iteration_time = config.diloco ? result.average_iteration_time : result.iteration_time,
   };
   if (!result.phases.empty() && result.phases.front().phase == CompressionPhase::kWarmup) {
     run.warmup_steps = result.phases.front().steps;
@@ -212,14 +212,7 @@ Expected<DilocoResult> PriceDiloco(const ResolvedConfig& job, const ResolvedConf
                          OuterSyncGraph(job, replica, busiest, parameters));
   graph::TaskTimes times;
   DTSIM_ASSIGN_OR_RETURN(const engine::RunSummary summary, Run(job, cost, graph, times));
-  DilocoResult out{
-      .replicas = diloco.replicas,
-      .replica_gpus = replica.plan.world(),
-      .sync_every = diloco.sync_every,
-      .fragments = diloco.fragments,
-      .overlap_steps = diloco.overlap_steps,
-      .precision = std::string(OuterPrecisionNames()[static_cast<size_t>(diloco.precision)]),
-      .across_sites = diloco.link.has_value()};
+  DilocoResult out;
   out.fragment_bytes =
       Bytes(static_cast<int64_t>(std::ceil(static_cast<double>(OuterShare(replica, parameters)) *
                                            OuterPrecisionBytes(diloco.precision))));
@@ -239,13 +232,7 @@ Expected<DilocoResult> PriceDiloco(const ResolvedConfig& job, const ResolvedConf
   // The graph holds the all-reduce unless the link prices it.
   out.synchronization =
       (summary.makespan - TimeNs::Zero()) + (diloco.link ? out.all_reduce : DurationNs::Zero());
-  out.inner_step = result.iteration_time;
-  out.exposed = ExposedSynchronization(diloco, out.synchronization, out.inner_step);
-  // F / H of it a step, in floating point: exposed × F may not fit an int64.
-  out.average_step = out.inner_step +
-                     ClampedNs(std::floor(static_cast<double>(out.exposed.ns()) * diloco.fragments /
-                                          static_cast<double>(diloco.sync_every)));
-  out.outer_state = std::string(OuterStateNames()[static_cast<size_t>(diloco.outer_state)]);
+  out.exposed = ExposedSynchronization(diloco, out.synchronization, result.iteration_time);
   out.outer_state_bytes = OuterStateBytes(replica, parameters);
   return out;
 }
@@ -256,14 +243,19 @@ Expected<SimulationResult> SimulateDiloco(const ResolvedConfig& job,
   DTSIM_ASSIGN_OR_RETURN(const ResolvedConfig replica, DilocoReplica(job));
   DTSIM_ASSIGN_OR_RETURN(SimulationResult result, Simulate(replica, cost));
   DTSIM_ASSIGN_OR_RETURN(result.diloco, PriceDiloco(job, replica, cost, result));
-  const DilocoResult& diloco = *result.diloco;
-  result.average_iteration_time = diloco.average_step;
+  const DilocoConfig& diloco = *job.diloco;
+  // One synchronization every H/F steps: F / H of its exposed time a step, in floating point
+  // (exposed × F may not fit an int64).
+  result.average_iteration_time =
+      result.iteration_time +
+      ClampedNs(std::floor(static_cast<double>(result.diloco->exposed.ns()) * diloco.fragments /
+                           static_cast<double>(diloco.sync_every)));
   // The whole job's batch over the inner step (like a compressed phase's, the figures are the
   // iteration's; readers scale them by iteration / average); per GPU the replica's figures hold.
   result.samples_per_second =
       static_cast<double>(job.training.global_batch) / result.iteration_time.ToSecondsDouble();
   result.tokens_per_second = result.samples_per_second * static_cast<double>(job.training.seq_len);
-  if (!diloco.across_sites && diloco.overlap_steps > 0) {
+  if (!diloco.link && diloco.overlap_steps > 0) {
     result.warnings.push_back(
         "the outer synchronizations run behind the inner steps on the same network: their "
         "traffic is not made to share the links with the inner steps' (give diloco.link when "

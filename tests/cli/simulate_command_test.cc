@@ -531,6 +531,8 @@ TEST_F(SimulateCommandTest, DilocoReachesTheSummaryAndTheResult) {
   const Json result = *ReadJsonFile(Path("diloco.json"));
   const Json& diloco = result["diloco"];
   EXPECT_EQ(diloco["replicas"], 4);
+  EXPECT_EQ(diloco["replica_gpus"], 256);
+  EXPECT_EQ(diloco["across_sites"], true);
   EXPECT_EQ(diloco["inner_step_ns"], result["iteration_time_ns"]);
   EXPECT_EQ(diloco["average_step_ns"], result["compression"]["average_iteration_time_ns"]);
   EXPECT_EQ(diloco["synchronization_ns"].get<int64_t>(),

@@ -302,26 +302,29 @@ double Ratio(const SimulationResult& r) {
 }
 
 // DiLoCo's replicas and what their outer synchronizations cost (docs/diloco.md).
-void PrintDiloco(std::ostream& out, const strategies::DilocoResult& d) {
+void PrintDiloco(std::ostream& out, const SimulationConfig& c, const SimulationResult& r) {
+  const strategies::DilocoConfig& config = *c.diloco;
+  const strategies::DilocoResult& d = *r.diloco;
+  const bool host = config.outer_state == strategies::OuterState::kHost;
   fmt::print(out,
              "  diloco         {} replicas of {} GPUs; each of {} fragment{} synchronized every {} "
              "steps, {} a GPU in {}\n",
-             d.replicas, d.replica_gpus, d.fragments, d.fragments == 1 ? "" : "s", d.sync_every,
-             SizeText(d.fragment_bytes.count()), d.precision);
-  const std::string copies =
-      d.outer_state == "host" ? fmt::format("host copies {}, ", FormatDuration(d.copies)) : "";
+             config.replicas, c.plan.world() / config.replicas, config.fragments,
+             config.fragments == 1 ? "" : "s", config.sync_every,
+             SizeText(d.fragment_bytes.count()),
+             strategies::OuterPrecisionNames()[static_cast<size_t>(config.precision)]);
+  const std::string copies = host ? fmt::format("host copies {}, ", FormatDuration(d.copies)) : "";
   fmt::print(out,
              "  outer sync     {}all-reduce {} ({}), update {}, all-gather {}: {}, {} exposed "
              "behind {} step{}; run average {} ({:+.2f}% over the inner step)\n",
-             copies, FormatDuration(d.all_reduce),
-             d.across_sites ? "across sites" : "cluster network", FormatDuration(d.update),
-             FormatDuration(d.all_gather), FormatDuration(d.synchronization),
-             FormatDuration(d.exposed), d.overlap_steps, d.overlap_steps == 1 ? "" : "s",
-             FormatDuration(d.average_step),
-             100 * (d.average_step.ToSecondsDouble() / d.inner_step.ToSecondsDouble() - 1));
+             copies, FormatDuration(d.all_reduce), config.link ? "across sites" : "cluster network",
+             FormatDuration(d.update), FormatDuration(d.all_gather),
+             FormatDuration(d.synchronization), FormatDuration(d.exposed), config.overlap_steps,
+             config.overlap_steps == 1 ? "" : "s", FormatDuration(r.average_iteration_time),
+             100 * (1 / Ratio(r) - 1));
   fmt::print(out, "  outer state    {} a GPU in optimizer state (fp32 momentum{}){}\n",
-             SizeText(d.outer_state_bytes), d.outer_state == "gpu" ? " and outer copy" : "",
-             d.outer_state == "host" ? "; the fp32 outer copy in host memory" : "");
+             SizeText(d.outer_state_bytes), host ? "" : " and outer copy",
+             host ? "; the fp32 outer copy in host memory" : "");
 }
 
 void PrintSummary(std::ostream& out, const SimulationConfig& c, const SimulationResult& r) {
@@ -345,7 +348,7 @@ void PrintSummary(std::ostream& out, const SimulationConfig& c, const Simulation
     }
     fmt::print(out, "\n");
   }
-  if (r.diloco) PrintDiloco(out, *r.diloco);
+  if (r.diloco) PrintDiloco(out, c, r);
   fmt::print(out, "  throughput     {:.2f} samples/s{}{}\n", r.samples_per_second,
              c.training.seq_len > 0 ? fmt::format(", {:.0f} tokens/s", r.tokens_per_second) : "",
              r.diloco ? fmt::format(" (inner step; over the run average {:.2f} samples/s, MFU "

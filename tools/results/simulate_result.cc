@@ -145,14 +145,17 @@ OrderedJson CompressionJson(const SimulationConfig& c, const SimulationResult& r
 }
 
 // DiLoCo's replicas and outer synchronization (docs/diloco.md).
-OrderedJson DilocoJson(const strategies::DilocoResult& d) {
-  return {{"replicas", d.replicas},
-          {"replica_gpus", d.replica_gpus},
-          {"sync_every", d.sync_every},
-          {"fragments", d.fragments},
-          {"overlap_steps", d.overlap_steps},
-          {"precision", d.precision},
-          {"across_sites", d.across_sites},
+OrderedJson DilocoJson(const SimulationConfig& c, const SimulationResult& r) {
+  const strategies::DilocoConfig& config = *c.diloco;
+  const strategies::DilocoResult& d = *r.diloco;
+  return {{"replicas", config.replicas},
+          {"replica_gpus", c.plan.world() / config.replicas},
+          {"sync_every", config.sync_every},
+          {"fragments", config.fragments},
+          {"overlap_steps", config.overlap_steps},
+          {"precision",
+           std::string(strategies::OuterPrecisionNames()[static_cast<size_t>(config.precision)])},
+          {"across_sites", config.link.has_value()},
           {"fragment_bytes", d.fragment_bytes.count()},
           {"copies_ns", d.copies.ns()},
           {"all_reduce_ns", d.all_reduce.ns()},
@@ -160,9 +163,10 @@ OrderedJson DilocoJson(const strategies::DilocoResult& d) {
           {"all_gather_ns", d.all_gather.ns()},
           {"synchronization_ns", d.synchronization.ns()},
           {"exposed_ns", d.exposed.ns()},
-          {"inner_step_ns", d.inner_step.ns()},
-          {"average_step_ns", d.average_step.ns()},
-          {"outer_state", d.outer_state},
+          {"inner_step_ns", r.iteration_time.ns()},
+          {"average_step_ns", r.average_iteration_time.ns()},
+          {"outer_state",
+           std::string(strategies::OuterStateNames()[static_cast<size_t>(config.outer_state)])},
           {"outer_state_bytes", d.outer_state_bytes}};
 }
 
@@ -436,7 +440,7 @@ OrderedJson SimulateResultJson(const SimulationConfig& c, const SimulationResult
                                 {"build_seconds", r.build_seconds},
                                 {"simulate_seconds", r.simulate_seconds}}}});
   if (r.time_to_train) document["time_to_train"] = TimeToTrainJson(*r.time_to_train);
-  if (r.diloco) document["diloco"] = DilocoJson(*r.diloco);
+  if (r.diloco) document["diloco"] = DilocoJson(c, r);
   // Which calibration set the GPU's constants (strategies/calibration.h), when one did.
   if (!c.calibration_source.empty()) {
     document["input"]["calibration"] = {{"source", c.calibration_source},

@@ -30,7 +30,8 @@ namespace dtsim::results {
 // stage's "allocator_reserve_bytes" where the caching allocator's reserve is modelled (in the
 // total); 1.10 each stage's "sm_shared_ns" (of compute and recompute: what communication
 // kernels took by holding SMs), which a reader takes as 0 when absent; 1.11 "time_to_train"
-// where the config has that section; 1.12 "diloco" where the config has that section, and "time_to_train"'s "unit".
+// where the config has that section; 1.12 "diloco" where the config has that section, and
+// "time_to_train"'s "unit".
 inline constexpr FileFormat kSimulateResultFormat{"dtsim.simulate_result", 1, 12,
                                                   "not a simulation result"};
 
