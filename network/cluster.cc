@@ -53,8 +53,12 @@ const std::array<Preset, 10>& Presets() {
       IntraTopology::kSwitch, Rate("900 GB/s"), 18, Time("2 us"), 0.822, kNvls5};
   // Eight 400 Gb/s ConnectX-7 rails (DGX H100 SuperPOD: 32 nodes per leaf), at the DGX H100's
   // NIC efficiency; and one NIC per GPU of `rate` into a non-blocking fat-tree.
-  static const InterNodeSpec kCx7Rails{
-      InterTopology::kRailOptimized, 8, Rate("400 Gbps"), Time("5 us"), 1.0, 32, {}, 0.97};
+  static const InterNodeSpec kCx7Rails{.topology = InterTopology::kRailOptimized,
+                                       .nics_per_node = 8,
+                                       .nic_bandwidth = Rate("400 Gbps"),
+                                       .latency = Time("5 us"),
+                                       .nodes_per_leaf = 32,
+                                       .efficiency = 0.97};
   // DGX-1's hybrid cube-mesh (DGX-1 with Tesla V100 System Architecture white paper;
   // nvidia-smi topo -m on a DGX-1V): two fully connected quads, 0–3 and 4–7, joined GPU g to
   // g + 4; 8 of the 16 joined pairs bonded by two NVLinks; six links per GPU.
@@ -67,14 +71,23 @@ const std::array<Preset, 10>& Presets() {
                                                 0, 0, 1, 0, 1, 2, 0, 2,  //
                                                 0, 0, 0, 1, 2, 1, 2, 0};
   const auto fat_tree = [](int nics, std::string_view rate) {
-    return InterNodeSpec{InterTopology::kFatTree, nics, Rate(rate), Time("5 us"), 1.0, 0, {}, 0.97};
+    return InterNodeSpec{.topology = InterTopology::kFatTree,
+                         .nics_per_node = nics,
+                         .nic_bandwidth = Rate(rate),
+                         .latency = Time("5 us"),
+                         .efficiency = 0.97};
   };
   static const std::array<Preset, 10> kPresets = {{
       // Efficiencies: measured nccl-tests bus bandwidth / line rate (docs/network.md).
       {"dgx-a100",
        8,
        {IntraTopology::kSwitch, Rate("300 GB/s"), 12, Time("2 us"), 0.775},
-       {InterTopology::kRailOptimized, 8, Rate("200 Gbps"), Time("5 us"), 1.0, 32, {}, 0.96},
+       {.topology = InterTopology::kRailOptimized,
+        .nics_per_node = 8,
+        .nic_bandwidth = Rate("200 Gbps"),
+        .latency = Time("5 us"),
+        .nodes_per_leaf = 32,
+        .efficiency = 0.96},
        kNcclBaseLatency},
       {"dgx-h100", 8, kNvlink4, kCx7Rails, kNcclBaseLatency},
       // Same NVLink 4 NVSwitch fabric and ConnectX-7 NICs as the DGX H100: its efficiencies.
@@ -100,12 +113,22 @@ const std::array<Preset, 10>& Presets() {
       {"dgx1-v100",
        8,
        {IntraTopology::kMesh, Rate("150 GB/s"), 6, Time("3 us"), 0.89, {}, kDgx1Nvlinks},
-       {InterTopology::kFatTree, 4, Rate("100 Gbps"), Time("5 us"), 1.0, 16, {}, 1.0},
+       {.topology = InterTopology::kFatTree,
+        .nics_per_node = 4,
+        .nic_bandwidth = Rate("100 Gbps"),
+        .latency = Time("5 us"),
+        .nodes_per_leaf = 16,
+        .efficiency = 1.0},
        kNcclBaseLatency},
       {"ethernet-25g",
        8,
        {IntraTopology::kPcie, Rate("12 GB/s"), 1, Time("5 us"), 1.0},
-       {InterTopology::kFatTree, 1, Rate("25 Gbps"), Time("25 us"), 1.0, 32, {}, 1.0},
+       {.topology = InterTopology::kFatTree,
+        .nics_per_node = 1,
+        .nic_bandwidth = Rate("25 Gbps"),
+        .latency = Time("25 us"),
+        .nodes_per_leaf = 32,
+        .efficiency = 1.0},
        kNcclBaseLatency},
   }};
   return kPresets;
@@ -362,6 +385,9 @@ Status ReadInter(const Json& value, const std::string& path, bool preset, InterN
   DTSIM_RETURN_IF_ERROR(
       ReadFraction(reader, "oversubscription", 1, 1e6, true, inter.oversubscription));
   DTSIM_RETURN_IF_ERROR(ReadCount(reader, "nodes_per_leaf", kMaxNodes, inter.nodes_per_leaf));
+  DTSIM_RETURN_IF_ERROR(ReadCount(reader, "nodes_per_pod", kMaxNodes, inter.nodes_per_pod));
+  DTSIM_RETURN_IF_ERROR(
+      ReadFraction(reader, "pod_oversubscription", 1, 1e6, true, inter.pod_oversubscription));
   DTSIM_RETURN_IF_ERROR(ReadDimensions(reader, inter));
   DTSIM_RETURN_IF_ERROR(ReadFraction(reader, "efficiency", 0, 1, false, inter.efficiency));
   return reader.Finish();
@@ -471,10 +497,43 @@ void NoteAssumedDefaults(const Json& value, const std::string& path, ClusterSpec
   }
 }
 
-// Checks that need the whole spec: torus dimensions against the node count; a torus given
-// without a node count takes it from its dimensions.
+// Pods group whole leaves of a switched fabric (docs/network.md, "Pods").
+Status CheckPods(const InterNodeSpec& inter, const std::string& path) {
+  const std::string inter_path = JsonChildPath(path, "inter_node");
+  const std::string pods_path = JsonChildPath(inter_path, "nodes_per_pod");
+  if (inter.nodes_per_pod == 0) {
+    if (inter.pod_oversubscription != 1) {
+      return Error("applies between pods; set inter_node.nodes_per_pod",
+                   JsonChildPath(inter_path, "pod_oversubscription"),
+                   fmt::format("{}", inter.pod_oversubscription));
+    }
+    return Status::Ok();
+  }
+  const std::string pods = std::to_string(inter.nodes_per_pod);
+  if (IsDirectConnected(inter.topology)) {
+    return Error(fmt::format("pods are a switch tier of a fat-tree or rail-optimized fabric, "
+                             "not of a {}",
+                             InterTopologyName(inter.topology)),
+                 pods_path, pods);
+  }
+  if (inter.nodes_per_leaf == 0) {
+    return Error("a pod groups leaf switches; set inter_node.nodes_per_leaf too", pods_path, pods);
+  }
+  if (inter.nodes_per_pod <= inter.nodes_per_leaf ||
+      inter.nodes_per_pod % inter.nodes_per_leaf != 0) {
+    return Error(fmt::format("must be a multiple of nodes_per_leaf ({}) larger than it: a pod "
+                             "holds whole leaves",
+                             inter.nodes_per_leaf),
+                 pods_path, pods);
+  }
+  return Status::Ok();
+}
+
+// Checks that need the whole spec: pods against leaves; torus dimensions against the node
+// count; a torus given without a node count takes it from its dimensions.
 Status CheckConsistent(ClusterSpec& cluster, const std::string& path) {
   const InterNodeSpec& inter = cluster.inter;
+  DTSIM_RETURN_IF_ERROR(CheckPods(inter, path));
   if (cluster.servers.count > 0 && cluster.servers.placement == ServerPlacement::kDedicated &&
       IsDirectConnected(inter.topology)) {
     return Error(fmt::format("dedicated parameter servers attach to a switched fabric "
@@ -637,6 +696,10 @@ OrderedJson ClusterSpecToJson(const ClusterSpec& cluster) {
                             {"oversubscription", inter.oversubscription},
                             {"efficiency", inter.efficiency}};
   if (inter.nodes_per_leaf > 0) inter_json["nodes_per_leaf"] = inter.nodes_per_leaf;
+  if (inter.nodes_per_pod > 0) {
+    inter_json["nodes_per_pod"] = inter.nodes_per_pod;
+    inter_json["pod_oversubscription"] = inter.pod_oversubscription;
+  }
   if (!inter.dimensions.empty()) inter_json["dimensions"] = inter.dimensions;
   OrderedJson json = {{"gpus_per_node", cluster.gpus_per_node}};
   if (cluster.nodes > 0) json["nodes"] = cluster.nodes;

@@ -70,7 +70,12 @@ struct InterNodeSpec {
   DurationNs latency;
   double oversubscription = 1.0;  // fat-tree: leaf down-links / up-links (>= 1)
   int nodes_per_leaf = 0;         // fat-tree / rail-optimized: nodes under one leaf switch
-  std::vector<int> dimensions;    // torus: nodes along each dimension (product = nodes)
+  // A third switch tier: pods of `nodes_per_pod` nodes (whole leaves) joined by a core tier
+  // whose up-links carry 1 / pod_oversubscription of what the pod's leaves send up (Llama 3's
+  // 24k-GPU cluster: full bisection within 3,072-GPU pods, 1:7 between them).
+  int nodes_per_pod = 0;  // 0: no pods (two tiers at most)
+  double pod_oversubscription = 1.0;
+  std::vector<int> dimensions;  // torus: nodes along each dimension (product = nodes)
   double efficiency = 1.0;
 };
 
@@ -125,6 +130,14 @@ struct ClusterSpec {
   bool IsServer(int32_t endpoint) const { return endpoint >= gpu_count(); }
   // Whether nodes sit under more than one leaf switch (fat-tree, rail-optimized).
   bool HasLeafSwitches() const { return inter.nodes_per_leaf > 0 && inter.nodes_per_leaf < nodes; }
+  // Whether leaves are grouped into more than one pod (a three-tier fabric).
+  bool HasPods() const {
+    return HasLeafSwitches() && inter.nodes_per_pod > 0 && inter.nodes_per_pod < nodes;
+  }
+  // A tier's up-link capacity as a fraction of the NIC bandwidth under it: 1 / oversubscription
+  // at the leaves, 1 / (oversubscription × pod_oversubscription) at the pods.
+  double LeafOversubscription() const { return inter.oversubscription; }
+  double PodOversubscription() const { return inter.oversubscription * inter.pod_oversubscription; }
 };
 
 std::span<const std::string_view> ClusterPresetNames();
@@ -135,7 +148,8 @@ Expected<ClusterSpec> ClusterPreset(std::string_view name, int nodes = 1);
 //  "intra_node": {"topology", "bandwidth", "latency", "efficiency",
 //                 "nvls": {"latency", "efficiency", "channels", "chunk_overhead"} or false},
 //  "inter_node": {"topology", "nics_per_node", "nic_bandwidth", "latency", "oversubscription",
-//                 "nodes_per_leaf", "dimensions", "efficiency"},
+//                 "nodes_per_leaf", "nodes_per_pod", "pod_oversubscription", "dimensions",
+//                 "efficiency"},
 //  "servers": {"count", "placement" ("dedicated" | "colocated"), "nic_bandwidth", "partition"},
 //  "nccl": {"p2p_net_chunk_size"}}
 // Without a preset every field but the optional ones is required; with one, any field

@@ -29,11 +29,45 @@ struct Rates {
   bool single_node;
 };
 
-Rates RatesFor(const CollectiveRequest& request) {
+// Which of a node's off-node bytes climb above its leaf (or pod), by the algorithm's traffic
+// pattern (docs/network.md, "Switch tiers").
+enum class Traffic {
+  kNeighbour,  // rings and trees over the group in rank order: one edge leaves a block
+  kAllToAll,   // every member to every member: the share bound for other blocks
+  kSpanned,    // all of it, at every tier the group spans (colocated parameter servers)
+  kToCore,     // all of it, at every tier (dedicated parameter servers hang off the top)
+};
+
+// What the tiers' up-links divide a node's rate by: at a tier whose up-links carry 1/o of the
+// NIC bandwidth below them, with a share c of a node's traffic climbing, max(1, o · c) — every
+// block's nodes busy alike (a training step's groups are copies of each other), so a block
+// sends c of its NIC traffic up through 1/o of its NIC bandwidth. Rings and trees leave a block
+// on one edge out of the m of the group's nodes in it: c = 1/m at the block holding fewest;
+// an all-to-all sends (p − k·m)/(p − k) of a node's off-node bytes to other blocks.
+double TierFactor(const ClusterSpec& cluster, const GroupShape& shape, Traffic traffic) {
+  double factor = 1;
+  const auto tier = [&](const TierSpan& span, double oversubscription) {
+    if (span.blocks <= 1 && traffic != Traffic::kToCore) return;
+    double climbing = 1;
+    if (traffic == Traffic::kNeighbour) {
+      climbing = 1.0 / std::max(span.fewest_nodes, 1);
+    } else if (traffic == Traffic::kAllToAll) {
+      const double p = shape.ranks;
+      const double k = shape.per_node;
+      climbing = std::clamp((p - k * span.fewest_nodes) / (p - k), 0.0, 1.0);
+    }
+    factor = std::max(factor, oversubscription * climbing);
+  };
+  if (cluster.HasLeafSwitches()) tier(shape.leaves, cluster.LeafOversubscription());
+  if (cluster.HasPods()) tier(shape.pods, cluster.PodOversubscription());
+  return factor;
+}
+
+Rates RatesFor(const CollectiveRequest& request, Traffic traffic) {
   const ClusterSpec& cluster = *request.cluster;
   const GroupShape& shape = request.shape;
   const double nics = GroupNics(cluster, shape.per_node);
-  const double spine = shape.crosses_spine ? cluster.inter.oversubscription : 1.0;
+  const double spine = TierFactor(cluster, shape, traffic);
   Rates rates{.intra_bytes_per_second = IntraGroupRate(cluster, request.ranks),
               .node_bytes_per_second = nics * cluster.inter.nic_bandwidth.bytes_per_second() *
                                        cluster.inter.efficiency / spine,
@@ -78,7 +112,7 @@ double IntraShare(const CollectiveRequest& r) {
 // 2(p-1)/p · S. Across nodes the node's NICs carry the same 2(p-1)/p · S (one crossing per
 // channel, the data split across channels): T = 2(p-1)α + 2(p-1)/p · S / B.
 Expected<DurationNs> AllReduceRing(const CollectiveRequest& r) {
-  const Rates rates = RatesFor(r);
+  const Rates rates = RatesFor(r, Traffic::kNeighbour);
   const double p = r.shape.ranks;
   const double bytes = 2 * (p - 1) / p * static_cast<double>(r.size.count());
   return Phase(rates, int64_t{2} * (r.shape.ranks - 1), RingHop(r), bytes * IntraShare(r), bytes);
@@ -100,7 +134,7 @@ int HeapEdges(int position, int count) {
 }
 
 Expected<DurationNs> AllReduceTree(const CollectiveRequest& r) {
-  const Rates rates = RatesFor(r);
+  const Rates rates = RatesFor(r, Traffic::kNeighbour);
   const double size = static_cast<double>(r.size.count());
   const int k = r.shape.per_node;
   const double chain = k >= 3 ? 2 * size : (k == 2 ? size : 0);
@@ -121,6 +155,7 @@ struct HopCaps {
   double on_node = std::numeric_limits<double>::infinity();
   double off_node = std::numeric_limits<double>::infinity();
   double net_efficiency = 1;  // of the NIC, for NCCL's point-to-point messages
+  double tier_factor = 1;     // what the switch tiers above the NICs divide them by
 };
 
 // One step of pairwise exchanges, each pair (a, b) moving `bytes` from a to b: the latency of
@@ -145,7 +180,7 @@ DurationNs ExchangeStep(const CollectiveRequest& r,
   const DurationNs alpha = busiest > 0 ? cluster.inter.latency : cluster.intra.latency;
   const double nvlink = cluster.intra.bandwidth.bytes_per_second() * cluster.intra.efficiency;
   const double nic = cluster.inter.nic_bandwidth.bytes_per_second() * cluster.inter.efficiency *
-                     caps.net_efficiency;
+                     caps.net_efficiency / caps.tier_factor;
   // The transfers spread over the node's rails; where every GPU communicates at once on a node
   // with fewer NICs than GPUs, over its members' share of the NICs (GroupNics).
   const int rails = std::min(cluster.gpus_per_node, cluster.inter.nics_per_node);
@@ -177,7 +212,7 @@ Expected<DurationNs> AllReduceHalvingDoubling(const CollectiveRequest& r) {
 // k · 2(N-1)/N · S/k), ring all-gather inside each node.
 Expected<DurationNs> AllReduceHierarchical(const CollectiveRequest& r) {
   if (!r.shape.uniform) return NeedsUniformGroup("hierarchical");
-  const Rates rates = RatesFor(r);
+  const Rates rates = RatesFor(r, Traffic::kNeighbour);
   const double k = r.shape.per_node;
   const double n = r.shape.nodes;
   const double size = static_cast<double>(r.size.count());
@@ -207,17 +242,15 @@ Expected<DurationNs> AllReduceParameterServer(const CollectiveRequest& r) {
   const ServerSpec& servers = cluster.servers;
   DTSIM_RETURN_IF_ERROR(NeedsServers(cluster));
   if (!r.shape.uniform) return NeedsUniformGroup("parameter_server");
-  const Rates rates = RatesFor(r);
+  // Every byte to or from a dedicated server climbs every tier (they hang off the top);
+  // colocated servers' bytes climb the tiers the group spans.
+  const bool dedicated = servers.placement == ServerPlacement::kDedicated;
+  const Rates rates = RatesFor(r, dedicated ? Traffic::kToCore : Traffic::kSpanned);
   if (rates.single_node) return AllReduceRing(r);
   const int k = r.shape.per_node;
   const ServerPipeline pipeline =
       PlanServerPipeline(cluster, static_cast<double>(r.size.count()), k);
-  // Every byte to or from a dedicated server crosses the leaf up-links when there are leaves;
-  // colocated servers are priced like the group's own traffic (RatesFor).
-  const bool dedicated = servers.placement == ServerPlacement::kDedicated;
-  const double node_rate = dedicated && cluster.HasLeafSwitches() && !r.shape.crosses_spine
-                               ? rates.node_bytes_per_second / cluster.inter.oversubscription
-                               : rates.node_bytes_per_second;
+  const double node_rate = rates.node_bytes_per_second;
   const double server_rate = servers.nic_bandwidth.bytes_per_second() * cluster.inter.efficiency;
   std::vector<double> members(static_cast<size_t>(cluster.nodes), 0);
   for (int32_t rank : r.ranks) members[static_cast<size_t>(cluster.NodeOf(rank))] += 1;
@@ -268,7 +301,7 @@ Expected<DurationNs> AllReduceNvls(const CollectiveRequest& r) {
 
 // Ring reduce-scatter of an S-byte input: p-1 steps, (p-1)/p · S per rank and per node.
 Expected<DurationNs> ReduceScatterRing(const CollectiveRequest& r) {
-  const Rates rates = RatesFor(r);
+  const Rates rates = RatesFor(r, Traffic::kNeighbour);
   const double p = r.shape.ranks;
   const double bytes = (p - 1) / p * static_cast<double>(r.size.count());
   return Phase(rates, r.shape.ranks - 1, RingHop(r), bytes * IntraShare(r), bytes);
@@ -276,7 +309,7 @@ Expected<DurationNs> ReduceScatterRing(const CollectiveRequest& r) {
 
 // Ring all-gather of S-byte contributions: p-1 steps, each rank forwards (p-1) · S.
 Expected<DurationNs> AllGatherRing(const CollectiveRequest& r) {
-  const Rates rates = RatesFor(r);
+  const Rates rates = RatesFor(r, Traffic::kNeighbour);
   const double bytes = (r.shape.ranks - 1) * static_cast<double>(r.size.count());
   return Phase(rates, r.shape.ranks - 1, RingHop(r), bytes * IntraShare(r), bytes);
 }
@@ -285,7 +318,7 @@ Expected<DurationNs> AllGatherRing(const CollectiveRequest& r) {
 
 // Pipelined chain (NCCL's ring broadcast/reduce): p-1 hops of latency, S through every link.
 Expected<DurationNs> RootedRing(const CollectiveRequest& r) {
-  const Rates rates = RatesFor(r);
+  const Rates rates = RatesFor(r, Traffic::kNeighbour);
   const double size = static_cast<double>(r.size.count());
   return Phase(rates, r.shape.ranks - 1, RingHop(r), size, size);
 }
@@ -309,7 +342,7 @@ Expected<DurationNs> RootedBinomialTree(const CollectiveRequest& r) {
 // node; a node's NICs carry its k members' off-node shares, k(p-k)/p · S, as NCCL's
 // point-to-point messages of one network step at most (AllToAllNetEfficiency).
 Expected<DurationNs> AllToAllDirect(const CollectiveRequest& r) {
-  const Rates rates = RatesFor(r);
+  const Rates rates = RatesFor(r, Traffic::kAllToAll);
   const double p = r.shape.ranks;
   const double k = r.shape.per_node;
   const double size = static_cast<double>(r.size.count());
@@ -322,7 +355,7 @@ Expected<DurationNs> AllToAllDirect(const CollectiveRequest& r) {
 // carry k(N-1)/N · S, the same volume as direct, in N-1 instead of p-1 messages per rank).
 Expected<DurationNs> AllToAllHierarchical(const CollectiveRequest& r) {
   if (!r.shape.uniform) return NeedsUniformGroup("hierarchical");
-  const Rates rates = RatesFor(r);
+  const Rates rates = RatesFor(r, Traffic::kAllToAll);
   const double k = r.shape.per_node;
   const double n = r.shape.nodes;
   const double size = static_cast<double>(r.size.count());
@@ -344,24 +377,28 @@ Expected<DurationNs> ShiftDirect(const CollectiveRequest& r) {
       ShiftRounds(r.ranks, static_cast<double>(r.size.count()));
   if (rounds.empty()) return DurationNs::Zero();
   const P2pPlan off_node = HopPlan(r, false);  // its rate is P2pRate's off-node one
-  return ExchangeStep(
-      r, rounds.front().pairs, rounds.front().bytes,
-      HopCaps{P2pRate(r, true), off_node.bytes_per_second, off_node.net_efficiency});
+  return ExchangeStep(r, rounds.front().pairs, rounds.front().bytes,
+                      HopCaps{.on_node = P2pRate(r, true),
+                              .off_node = off_node.bytes_per_second,
+                              .net_efficiency = off_node.net_efficiency,
+                              .tier_factor = TierFactor(*r.cluster, r.shape, Traffic::kNeighbour)});
 }
 
 // --- barrier, send/recv --------------------------------------------------------------------
 
 // Dissemination barrier: ⌈log2 p⌉ rounds of latency.
 Expected<DurationNs> BarrierDissemination(const CollectiveRequest& r) {
-  return RatesFor(r).alpha * CeilLog2(r.shape.ranks);
+  return RatesFor(r, Traffic::kNeighbour).alpha * CeilLog2(r.shape.ranks);
 }
 
 // One message: α + S / B, where B is what NCCL's channels for the pair move (nccl_p2p.h): at
-// most NVLink on one node, one NIC across nodes.
+// most NVLink on one node, one NIC across nodes — divided by the switch tiers the pair crosses
+// at their whole oversubscription, as every pair of a pipeline boundary sends at once.
 Expected<DurationNs> SendRecvDirect(const CollectiveRequest& r) {
-  const Rates rates = RatesFor(r);
+  const Rates rates = RatesFor(r, Traffic::kNeighbour);
   const double size = static_cast<double>(r.size.count());
-  return rates.alpha + Move(size, P2pRate(r, r.shape.nodes <= 1));
+  return rates.alpha + Move(size, P2pRate(r, r.shape.nodes <= 1,
+                                          TierFactor(*r.cluster, r.shape, Traffic::kSpanned)));
 }
 
 constexpr std::array kAlgorithms = {
@@ -472,7 +509,7 @@ double GroupNics(const ClusterSpec& cluster, int members) {
   return std::min(own, static_cast<double>(members) * nics / gpus);
 }
 
-double P2pRate(const CollectiveRequest& request, bool same_node) {
+double P2pRate(const CollectiveRequest& request, bool same_node, double nic_divisor) {
   const P2pPlan plan = HopPlan(request, same_node);
   if (same_node)
     return std::min(plan.bytes_per_second, IntraGroupRate(*request.cluster, request.ranks));
@@ -480,7 +517,7 @@ double P2pRate(const CollectiveRequest& request, bool same_node) {
   const ClusterSpec& cluster = *request.cluster;
   const double nic = cluster.inter.nic_bandwidth.bytes_per_second() * cluster.inter.efficiency *
                      plan.net_efficiency;
-  return std::min(plan.bytes_per_second, nic * GroupNics(cluster, 1));
+  return std::min(plan.bytes_per_second, nic * GroupNics(cluster, 1) / nic_divisor);
 }
 
 double IntraGroupRate(const ClusterSpec& cluster, std::span<const int32_t> ranks) {
@@ -648,6 +685,28 @@ bool ServerIsLocal(const ClusterSpec& cluster, int32_t rank, int server) {
   return cluster.servers.placement == ServerPlacement::kColocated && cluster.NodeOf(rank) == server;
 }
 
+namespace {
+
+// The blocks of `per_block` nodes that sorted `nodes` (repeats allowed) occupy, and the fewest
+// distinct nodes in one of them.
+TierSpan SpanOver(const std::vector<int>& nodes, int per_block) {
+  TierSpan span{.blocks = 0, .fewest_nodes = std::numeric_limits<int>::max()};
+  for (size_t i = 0; i < nodes.size();) {
+    const int block = nodes[i] / per_block;
+    int distinct = 0;
+    for (int last = -1; i < nodes.size() && nodes[i] / per_block == block; ++i) {
+      if (nodes[i] != last) ++distinct;
+      last = nodes[i];
+    }
+    ++span.blocks;
+    span.fewest_nodes = std::min(span.fewest_nodes, distinct);
+  }
+  if (span.blocks == 0) return TierSpan{};
+  return span;
+}
+
+}  // namespace
+
 GroupShape ShapeOfGroup(std::span<const int32_t> ranks, const ClusterSpec& cluster) {
   std::vector<int> nodes;
   nodes.reserve(ranks.size());
@@ -663,11 +722,11 @@ GroupShape ShapeOfGroup(std::span<const int32_t> ranks, const ClusterSpec& clust
     ++shape.nodes;
     i = j;
   }
-  const int per_leaf = cluster.inter.nodes_per_leaf;
-  const bool leafed = cluster.inter.topology == InterTopology::kFatTree ||
-                      cluster.inter.topology == InterTopology::kRailOptimized;
-  shape.crosses_spine = leafed && per_leaf > 0 && !nodes.empty() &&
-                        nodes.front() / per_leaf != nodes.back() / per_leaf;
+  const bool switched = !IsDirectConnected(cluster.inter.topology);
+  if (switched && cluster.HasLeafSwitches()) {
+    shape.leaves = SpanOver(nodes, cluster.inter.nodes_per_leaf);
+  }
+  if (switched && cluster.HasPods()) shape.pods = SpanOver(nodes, cluster.inter.nodes_per_pod);
   return shape;
 }
 

@@ -18,13 +18,21 @@
 
 namespace dtsim::network {
 
+// How a group spreads over one switch tier's blocks (leaves or pods) of a fat-tree or
+// rail-optimized fabric.
+struct TierSpan {
+  int blocks = 1;        // blocks holding at least one member
+  int fewest_nodes = 0;  // the fewest of the group's nodes under one of them
+};
+
 // Where a group's ranks sit (rank r is GPU r: node r / gpus_per_node).
 struct GroupShape {
-  int ranks = 0;               // p
-  int nodes = 0;               // N: nodes holding at least one member
-  int per_node = 0;            // k: the most members on one node
-  bool uniform = true;         // every one of the N nodes holds exactly k members
-  bool crosses_spine = false;  // fat-tree/rail: members under more than one leaf switch
+  int ranks = 0;        // p
+  int nodes = 0;        // N: nodes holding at least one member
+  int per_node = 0;     // k: the most members on one node
+  bool uniform = true;  // every one of the N nodes holds exactly k members
+  TierSpan leaves;      // the leaf switches it spans (one where the fabric has none)
+  TierSpan pods;        // the pods it spans (one where the fabric has none)
 };
 
 GroupShape ShapeOfGroup(std::span<const int32_t> ranks, const ClusterSpec& cluster);
@@ -96,8 +104,9 @@ double GroupNics(const ClusterSpec& cluster, int members);
 // The rate of one point-to-point transfer of the request's size between two GPUs on one node
 // (`same_node`) or on two: what NCCL's channels for the pair move in the request's
 // communicator, or in its group when none is given (nccl_p2p.h). A send/recv and each hop of
-// a shift move at most this; both models use it.
-double P2pRate(const CollectiveRequest& request, bool same_node);
+// a shift move at most this; both models use it. `nic_divisor` divides the NIC's share (the
+// analytical model's switch tiers; the flow model routes through them instead).
+double P2pRate(const CollectiveRequest& request, bool same_node, double nic_divisor = 1);
 
 // The share of a NIC the request's point-to-point transfers keep across nodes, in NCCL's
 // network messages (P2pPlan::net_efficiency); P2pRate's off-node rate includes it.

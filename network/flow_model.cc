@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "network/collective_algorithms.h"
@@ -69,6 +70,49 @@ void CapSharedNicTransfers(FlowProgram& program, const GroupShape& shape,
   }
 }
 
+// Where every GPU communicates at once (ClusterSpec::gpus_share_nics), the nodes of a leaf or
+// pod that are not the group's run copies of it, as the analytical model assumes
+// (TierFactor): a block's up-link gives the group's m nodes under it m / o of their NICs'
+// worth (o: the tier's oversubscription), shared by the step's transfers that climb out of
+// the block. Under symmetric ranks the copies are not simulated; with every rank simulated
+// they are, and the cap is what max-min fairness gives each climbing transfer anyway.
+// Transfers to and from parameter servers are left to the servers' NICs.
+void CapTierTransfers(FlowProgram& program, std::span<const int32_t> ranks, const GroupShape& shape,
+                      const ClusterSpec& cluster) {
+  if (!cluster.gpus_share_nics) return;
+  const double node_rate = GroupNics(cluster, shape.per_node) *
+                           cluster.inter.nic_bandwidth.bytes_per_second() *
+                           cluster.inter.efficiency;
+  const auto cap_tier = [&](int per_block, double oversubscription) {
+    std::map<int, std::set<int>> members;  // block → the group's nodes under it
+    for (int32_t rank : ranks)
+      members[cluster.NodeOf(rank) / per_block].insert(cluster.NodeOf(rank));
+    const auto block = [&](int32_t gpu) { return cluster.NodeOf(gpu) / per_block; };
+    const auto climbs = [&](const Transfer& transfer) {
+      return !cluster.IsServer(transfer.from) && !cluster.IsServer(transfer.to) &&
+             block(transfer.from) != block(transfer.to);
+    };
+    std::map<int, int> climbing;  // block → transfers leaving it in the step
+    for (FlowStep& step : program) {
+      climbing.clear();
+      for (const Transfer& transfer : step.transfers) {
+        if (climbs(transfer)) ++climbing[block(transfer.from)];
+      }
+      for (Transfer& transfer : step.transfers) {
+        if (!climbs(transfer)) continue;
+        const int from = block(transfer.from);
+        const double cap = static_cast<double>(members[from].size()) * node_rate /
+                           (oversubscription * climbing[from]);
+        transfer.max_rate = transfer.max_rate > 0 ? std::min(transfer.max_rate, cap) : cap;
+      }
+    }
+  };
+  if (cluster.HasLeafSwitches()) {
+    cap_tier(cluster.inter.nodes_per_leaf, cluster.LeafOversubscription());
+  }
+  if (cluster.HasPods()) cap_tier(cluster.inter.nodes_per_pod, cluster.PodOversubscription());
+}
+
 }  // namespace
 
 // The algorithm for one communication and its flow program: the forced algorithm, or the
@@ -96,6 +140,7 @@ Expected<FlowModel::Planned> FlowModel::Plan(const graph::TaskGraph& graph,
                                                                       .cluster = &cluster_}));
   CapMeshTransfers(*planned.program, ranks, cluster_);
   CapSharedNicTransfers(*planned.program, request.shape, cluster_);
+  CapTierTransfers(*planned.program, ranks, request.shape, cluster_);
   planned.links->links.resize(planned.program->size());
   planned.links->routed.assign(planned.program->size(), false);
   return planned;

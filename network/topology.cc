@@ -58,16 +58,25 @@ void Topology::AddInter(FluidNetwork& net) {
       net.AddLink(server_nic);
     }
   }
-  const int per_leaf = inter.nodes_per_leaf;
   leaves_ = cluster_.HasLeafSwitches();
   if (!leaves_) return;
-  first_leaf_up_ = static_cast<FluidNetwork::LinkId>(net.link_count());
-  for (int first = 0; first < cluster_.nodes; first += per_leaf) {
-    const int nodes = std::min(per_leaf, cluster_.nodes - first);
-    const double uplink = nodes * inter.nics_per_node * nic / inter.oversubscription;
+  first_leaf_up_ = AddUplinks(net, inter.nodes_per_leaf, cluster_.LeafOversubscription());
+  pods_ = cluster_.HasPods();
+  if (pods_) first_pod_up_ = AddUplinks(net, inter.nodes_per_pod, cluster_.PodOversubscription());
+}
+
+FluidNetwork::LinkId Topology::AddUplinks(FluidNetwork& net, int per_block,
+                                          double oversubscription) const {
+  const InterNodeSpec& inter = cluster_.inter;
+  const double nic = inter.nic_bandwidth.bytes_per_second() * inter.efficiency;
+  const auto first = static_cast<FluidNetwork::LinkId>(net.link_count());
+  for (int node = 0; node < cluster_.nodes; node += per_block) {
+    const int nodes = std::min(per_block, cluster_.nodes - node);
+    const double uplink = nodes * inter.nics_per_node * nic / oversubscription;
     net.AddLink(uplink);
     net.AddLink(uplink);
   }
+  return first;
 }
 
 void Topology::Route(int32_t from, int32_t to, std::vector<FluidNetwork::LinkId>& path) const {
@@ -122,6 +131,10 @@ void Topology::RouteSwitched(int32_t from, int32_t to,
   path.push_back(nic_link(from_node, from));
   if (leaves_ && LeafOf(from_node) != LeafOf(to_node)) {
     path.push_back(first_leaf_up_ + 2 * static_cast<uint32_t>(LeafOf(from_node)));
+    if (pods_ && PodOf(from_node) != PodOf(to_node)) {
+      path.push_back(first_pod_up_ + 2 * static_cast<uint32_t>(PodOf(from_node)));
+      path.push_back(first_pod_up_ + 2 * static_cast<uint32_t>(PodOf(to_node)) + 1);
+    }
     path.push_back(first_leaf_up_ + 2 * static_cast<uint32_t>(LeafOf(to_node)) + 1);
   }
   path.push_back(nic_link(to_node, to) + 1);
@@ -145,12 +158,16 @@ void Topology::RouteServer(int32_t gpu, int server, bool to_server,
   const FluidNetwork::LinkId server_up = first_server_up_ + 2 * static_cast<uint32_t>(server);
   const FluidNetwork::LinkId leaf =
       leaves_ ? first_leaf_up_ + 2 * static_cast<uint32_t>(LeafOf(node)) : 0;
+  const FluidNetwork::LinkId pod =
+      pods_ ? first_pod_up_ + 2 * static_cast<uint32_t>(PodOf(node)) : 0;
   if (to_server) {
     path.push_back(nic);
     if (leaves_) path.push_back(leaf);
+    if (pods_) path.push_back(pod);
     path.push_back(server_up + 1);
   } else {
     path.push_back(server_up);
+    if (pods_) path.push_back(pod + 1);
     if (leaves_) path.push_back(leaf + 1);
     path.push_back(nic + 1);
   }

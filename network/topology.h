@@ -7,18 +7,22 @@
 //   - fat-tree and rail-optimized: per node `nics_per_node` NICs, each with an up and a down
 //     link; GPU g uses NIC g mod nics_per_node of its node (its rail); with leaves
 //     (nodes_per_leaf > 0), per leaf an aggregate up-link to the spine and a down-link from it,
-//     of capacity (nodes under the leaf x NICs x NIC bandwidth) / oversubscription;
+//     of capacity (nodes under the leaf x NICs x NIC bandwidth) / oversubscription; with pods
+//     (nodes_per_pod > 0), per pod an aggregate up-link to the core and a down-link from it, of
+//     capacity (nodes in the pod x NICs x NIC bandwidth) / (oversubscription x
+//     pod_oversubscription);
 //   - ring and torus: nodes are direct-connected to their neighbours; per node and dimension
 //     of extent > 1, a link in each direction, the node's NIC bandwidth split evenly over them.
 //   - dedicated parameter servers (switched fabrics only): per server an up and a down link of
 //     its NIC's capacity, attached to the spine.
 // Routes: same node: GPU out-port, GPU in-port (ring: hop by hop the shorter way round).
-// Across nodes: fat-tree/rail: sender's NIC up, [its leaf up, the receiver's leaf down when the
-// leaves differ], receiver's NIC down; ring/torus: dimension-order routing, each dimension the
-// shorter way round (ties go up). To and from a dedicated server: the GPU's NIC, [its leaf's
-// up- or down-link when there are leaves], the server's NIC. A colocated server on node n is
-// reached as the GPU on node n with the sender's local index (rail-matched); not at all from
-// its own node (host memory, not the network).
+// Across nodes: fat-tree/rail: sender's NIC up, [its leaf up, [its pod up, the receiver's pod
+// down when the pods differ], the receiver's leaf down when the leaves differ], receiver's NIC
+// down; ring/torus: dimension-order routing, each dimension the shorter way round (ties go
+// up). To and from a dedicated server (attached to the top tier): the GPU's NIC, [its leaf's
+// and pod's up- or down-links where there are leaves and pods], the server's NIC. A colocated
+// server on node n is reached as the GPU on node n with the sender's local index (rail-matched);
+// not at all from its own node (host memory, not the network).
 #pragma once
 
 #include <vector>
@@ -41,6 +45,9 @@ class Topology {
  private:
   explicit Topology(const ClusterSpec& cluster) : cluster_(cluster) {}
   int LeafOf(int node) const { return node / cluster_.inter.nodes_per_leaf; }
+  int PodOf(int node) const { return node / cluster_.inter.nodes_per_pod; }
+  // Aggregate up-links (and down-links, +1) of `per_block` nodes each, at 1/oversubscription.
+  FluidNetwork::LinkId AddUplinks(FluidNetwork& net, int per_block, double oversubscription) const;
   void AddIntra(FluidNetwork& net);
   void AddInter(FluidNetwork& net);
   void RouteIntra(int32_t from, int32_t to, std::vector<FluidNetwork::LinkId>& path) const;
@@ -55,10 +62,12 @@ class Topology {
                                             // ring: GPU g to g+1 = first + 2g, to g-1 = +1
   FluidNetwork::LinkId first_nic_up_ = 0;   // node n, NIC i: up = first + 2(n·nics + i), down +1
   FluidNetwork::LinkId first_leaf_up_ = 0;  // leaf l: up = first + 2l, down = +1
+  FluidNetwork::LinkId first_pod_up_ = 0;   // pod q: up = first + 2q, down = +1
   FluidNetwork::LinkId first_direct_ = 0;  // node n, dimension d: up = first + 2(n·D + d), down +1
   FluidNetwork::LinkId first_server_up_ = 0;  // dedicated server s: up = first + 2s, down +1
   std::vector<int> extents_;                  // ring/torus: nodes along each dimension
   bool leaves_ = false;
+  bool pods_ = false;
 };
 
 }  // namespace dtsim::network

@@ -77,6 +77,11 @@ TEST(ClusterSpecToJsonTest, EveryPresetReadsBackTheSame) {
   std::vector<ClusterSpec> specs;
   for (std::string_view name : ClusterPresetNames()) specs.push_back(*ClusterPreset(name, 2));
   specs.push_back(*ClusterFromJson(Json::parse(kCustom), "cluster"));
+  Json pods = Json::parse(kCustom);
+  pods["nodes"] = 8;
+  pods["inter_node"]["nodes_per_pod"] = 4;
+  pods["inter_node"]["pod_oversubscription"] = 7;
+  specs.push_back(*ClusterFromJson(pods, "cluster"));
   for (const ClusterSpec& spec : specs) {
     const OrderedJson written = ClusterSpecToJson(spec);
     const Expected<ClusterSpec> back = ClusterFromJson(Json::parse(written.dump()), "cluster");
@@ -101,6 +106,8 @@ TEST(ClusterSpecToJsonTest, EveryPresetReadsBackTheSame) {
     EXPECT_EQ(back->inter.latency, spec.inter.latency);
     EXPECT_EQ(back->inter.oversubscription, spec.inter.oversubscription);
     EXPECT_EQ(back->inter.nodes_per_leaf, spec.inter.nodes_per_leaf);
+    EXPECT_EQ(back->inter.nodes_per_pod, spec.inter.nodes_per_pod);
+    EXPECT_EQ(back->inter.pod_oversubscription, spec.inter.pod_oversubscription);
     EXPECT_EQ(back->inter.efficiency, spec.inter.efficiency);
   }
   const OrderedJson h100 = ClusterSpecToJson(*ClusterPreset("dgx-h100", 1));
@@ -194,6 +201,46 @@ TEST(ClusterFromJsonTest, PresetFieldsCanBeOverridden) {
   EXPECT_EQ(cluster->inter.nic_bandwidth.bits_per_second(), 200 * kGiga);  // overridden
   EXPECT_EQ(cluster->inter.nics_per_node, 8);                              // from the preset
   EXPECT_EQ(cluster->intra.bandwidth.bits_per_second(), 450 * kGiga * 8);  // from the preset
+}
+
+// A third switch tier: pods of whole leaves (Llama 3's 24k-GPU cluster: racks of 2 nodes, pods
+// of 384 nodes, 1:7 between pods).
+TEST(ClusterFromJsonTest, PodsGroupWholeLeaves) {
+  const Expected<ClusterSpec> meta =
+      ClusterFromJson(Json::parse(R"({"preset": "dgx-h100", "nodes": 3072,
+                      "inter_node": {"topology": "fat-tree", "nodes_per_leaf": 2,
+                                     "nodes_per_pod": 384, "pod_oversubscription": 7}})"),
+                      "cluster");
+  ASSERT_TRUE(meta.ok()) << meta.error().ToString();
+  EXPECT_TRUE(meta->HasPods());
+  EXPECT_EQ(meta->PodOversubscription(), 7);
+  // One pod holding every node is no tier.
+  ClusterSpec small = *meta;
+  small.nodes = 384;
+  EXPECT_FALSE(small.HasPods());
+  Json leafless = Json::parse(kCustom);
+  leafless["inter_node"].erase("nodes_per_leaf");
+  leafless["inter_node"]["nodes_per_pod"] = 64;
+  EXPECT_EQ(ErrorOf(leafless.dump()),
+            "cluster.inter_node.nodes_per_pod: a pod groups leaf switches; set "
+            "inter_node.nodes_per_leaf too, got 64");
+  EXPECT_THAT(ErrorOf(R"({"preset": "dgx-h100", "inter_node": {"nodes_per_pod": 48}})"),
+              HasSubstr("cluster.inter_node.nodes_per_pod: must be a multiple of nodes_per_leaf "
+                        "(32) larger than it: a pod holds whole leaves, got 48"));
+  EXPECT_THAT(ErrorOf(R"({"preset": "dgx-h100", "inter_node": {"nodes_per_pod": 32}})"),
+              HasSubstr("must be a multiple of nodes_per_leaf (32) larger than it"));
+  EXPECT_EQ(ErrorOf(R"({"preset": "dgx-h100", "inter_node": {"pod_oversubscription": 7}})"),
+            "cluster.inter_node.pod_oversubscription: applies between pods; set "
+            "inter_node.nodes_per_pod, got 7");
+  EXPECT_THAT(ErrorOf(R"({"preset": "dgx-h100", "inter_node": {"nodes_per_pod": 0.5}})"),
+              HasSubstr("cluster.inter_node.nodes_per_pod"));
+  EXPECT_THAT(ErrorOf(R"({"preset": "dgx-h100", "inter_node": {"topology": "torus-2d",
+                          "dimensions": [2, 2], "nodes_per_pod": 64}})"),
+              HasSubstr("pods are a switch tier of a fat-tree or rail-optimized fabric, not of a "
+                        "torus-2d"));
+  EXPECT_THAT(
+      ErrorOf(R"({"preset": "dgx-h100", "inter_node": {"pod_oversubscription": 0.5}})"),
+      HasSubstr("cluster.inter_node.pod_oversubscription: must be in [1, 1000000], got 0.5"));
 }
 
 TEST(ClusterFromJsonTest, TorusDimensionsGiveTheNodeCount) {

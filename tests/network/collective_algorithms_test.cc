@@ -317,18 +317,108 @@ TEST(CollectiveAlgorithmsTest, GroupOfOneCostsNothing) {
   EXPECT_EQ(Cost(CommKind::kAllReduce, "", {3}), DurationNs::Zero());
 }
 
-TEST(CollectiveAlgorithmsTest, OversubscribedSpineSlowsCrossLeafGroups) {
-  // 2 nodes per leaf, 2:1 oversubscription: a group over 4 nodes crosses the spine, its nodes
-  // get half the NIC bandwidth (1.25e10 B/s): ring all-reduce of 16 ranks = 30 hops of 3.25 us
-  // (RingAcrossNodes) + 1.875e8 / 1.25e10 s = 15.0975 ms (7.5975 ms without the spine).
+TEST(CollectiveAlgorithmsTest, OversubscribedSpineSlowsRingsByTheShareThatClimbs) {
+  // 2:1 oversubscription: a leaf's up-links carry half its nodes' NIC bandwidth. A ring over
+  // 16 ranks on 4 nodes (4 a node) runs 30 hops of 3.25 us (RingAcrossNodes) and moves
+  // 2 · 15/16 · 1e8 = 1.875e8 B through each node's 2.5e10 B/s: 7.5975 ms at full rate.
   ClusterSpec cluster = TestCluster();
-  cluster.inter.nodes_per_leaf = 2;
   cluster.inter.oversubscription = 2;
+  // One node a leaf: every ring edge leaves its leaf (c = 1), so the nodes get 1/2 of their
+  // NICs: 97.5 us + 1.875e8 / 1.25e10 s = 15.0975 ms.
+  cluster.inter.nodes_per_leaf = 1;
   EXPECT_EQ(Cost(CommKind::kAllReduce, "ring", Ranks(0, 16), kS, cluster), Nanoseconds(15'097'500));
+  // Two nodes a leaf: the ring leaves each leaf on one edge of its two nodes (c = 1/2), and
+  // the up-links carry half the NIC bandwidth: they keep up, max(1, 2 · 1/2) = 1, 7.5975 ms.
+  cluster.inter.nodes_per_leaf = 2;
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "ring", Ranks(0, 16), kS, cluster), Nanoseconds(7'597'500));
+  // At 3:1 they do not: max(1, 3 · 1/2) = 1.5, 97.5 us + 1.875e8 / (2.5e10 / 1.5) s = 11.3475 ms.
+  cluster.inter.oversubscription = 3;
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "ring", Ranks(0, 16), kS, cluster), Nanoseconds(11'347'500));
   // Ranks 0..7 sit on nodes 0 and 1, under one leaf: no spine, full rate. A circuit of 8 hops
   // crosses 2 node boundaries: (6 · 1 us + 2 · 10 us) / 8 = 3.25 us a hop, 14 hops = 45.5 us;
   // 2 · 7/8 · 1e8 / 2.5e10 s = 7 ms.
   EXPECT_EQ(Cost(CommKind::kAllReduce, "ring", Ranks(0, 8), kS, cluster), Nanoseconds(7'045'500));
+}
+
+TEST(CollectiveAlgorithmsTest, AllToAllClimbsWithTheShareBoundForOtherLeaves) {
+  // 16 ranks on 4 nodes, 2 nodes a leaf: a node's k(p − k)/p of S goes to the 12 ranks off its
+  // node, 8 of them under the other leaf: c = (16 − 4 · 2) / (16 − 4) = 2/3. At 3:1 the nodes
+  // get 1 / max(1, 3 · 2/3) = 1/2 of their NICs — as on a flat fabric of half the NIC rate
+  // (same latencies, same messages).
+  ClusterSpec cluster = TestCluster();
+  cluster.inter.nodes_per_leaf = 2;
+  cluster.inter.oversubscription = 3;
+  ClusterSpec half = TestCluster();
+  half.inter.nic_bandwidth = Bandwidth::BitsPerSecond(50 * kGiga);
+  EXPECT_NEAR(Cost(CommKind::kAllToAll, "direct", Ranks(0, 16), kS, cluster).ns(),
+              Cost(CommKind::kAllToAll, "direct", Ranks(0, 16), kS, half).ns(), 1);
+}
+
+// 8 nodes of 4 GPUs, 2 nodes a leaf, 4 a pod: pods joined at 1:8 (the leaves at 1:1).
+ClusterSpec PodCluster() {
+  ClusterSpec cluster = TestCluster(8);
+  cluster.inter.nodes_per_leaf = 2;
+  cluster.inter.nodes_per_pod = 4;
+  cluster.inter.pod_oversubscription = 8;
+  return cluster;
+}
+
+TEST(CollectiveAlgorithmsTest, GroupShapeCountsTheLeavesAndPodsItSpans) {
+  const ClusterSpec cluster = PodCluster();
+  // Ranks 0..11: nodes 0, 1, 2 — leaves 0 and 1 (node 2 alone under leaf 1), one pod.
+  const GroupShape three = ShapeOfGroup(Ranks(0, 12), cluster);
+  EXPECT_EQ(three.leaves.blocks, 2);
+  EXPECT_EQ(three.leaves.fewest_nodes, 1);
+  EXPECT_EQ(three.pods.blocks, 1);
+  // One rank a node, all 8 nodes: 4 leaves of 2, 2 pods of 4.
+  const std::vector<int32_t> one_a_node = {0, 4, 8, 12, 16, 20, 24, 28};
+  const GroupShape spread = ShapeOfGroup(one_a_node, cluster);
+  EXPECT_EQ(spread.leaves.blocks, 4);
+  EXPECT_EQ(spread.leaves.fewest_nodes, 2);
+  EXPECT_EQ(spread.pods.blocks, 2);
+  EXPECT_EQ(spread.pods.fewest_nodes, 4);
+  // Without pods in the fabric a group spans one.
+  ClusterSpec flat = cluster;
+  flat.inter.nodes_per_pod = 0;
+  EXPECT_EQ(ShapeOfGroup(Ranks(0, 32), flat).pods.blocks, 1);
+}
+
+TEST(CollectiveAlgorithmsTest, PodsSlowRingsByTheShareThatClimbsToTheCore) {
+  // The pods' up-links carry 1/8 of their NIC bandwidth. A ring of one GPU a node over the 8
+  // nodes leaves each pod on one edge of its 4 nodes: c = 1/4, max(1, 8 · 1/4) = 2 — the cost
+  // on a flat fabric of half the NIC rate (same hops). Inside one pod (nodes 0–3) the core is
+  // not crossed and the leaves keep up (1:1): full rate.
+  const ClusterSpec cluster = PodCluster();
+  ClusterSpec half = TestCluster(8);
+  half.inter.nic_bandwidth = Bandwidth::BitsPerSecond(50 * kGiga);
+  const std::vector<int32_t> ring = {0, 4, 8, 12, 16, 20, 24, 28};
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "ring", ring, kS, cluster),
+            Cost(CommKind::kAllReduce, "ring", ring, kS, half));
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "ring", {0, 4, 8, 12}, kS, cluster),
+            Cost(CommKind::kAllReduce, "ring", {0, 4, 8, 12}, kS, TestCluster(8)));
+  // At 1:4 between pods, 4 · 1/4 = 1: the core keeps up with a ring.
+  ClusterSpec wider = cluster;
+  wider.inter.pod_oversubscription = 4;
+  EXPECT_EQ(Cost(CommKind::kAllReduce, "ring", ring, kS, wider),
+            Cost(CommKind::kAllReduce, "ring", ring, kS, TestCluster(8)));
+}
+
+TEST(CollectiveAlgorithmsTest, PairsAcrossPodsShareTheCoreAtItsWholeOversubscription) {
+  // A send/recv across pods climbs whole (every pair of a pipeline boundary sends at once): the
+  // NIC's 1.25e10 B/s, in NCCL's 128 KiB network messages (f = 0.9117629: 1.139704e10 B/s,
+  // FlowContentionTest), over 8: 1.42463e9 B/s, 10 us + 1e8 / 1.42463e9 s = 70.204 ms. Inside a
+  // pod the leaves keep up: 10 us + 8.774212 ms.
+  const ClusterSpec cluster = PodCluster();
+  EXPECT_EQ(Cost(CommKind::kSendRecv, "", {0, 8}, kS, cluster), Nanoseconds(8'784'212));
+  EXPECT_NEAR(Cost(CommKind::kSendRecv, "", {0, 16}, kS, cluster).ns(), 10'000 + 8 * 8'774'212, 8);
+  // A shift around one GPU a node leaves each pod on one hop of its 4 nodes: max(1, 8/4) = 2.
+  const std::vector<int32_t> ring = {0, 4, 8, 12, 16, 20, 24, 28};
+  ClusterSpec half = TestCluster(8);
+  half.inter.nic_bandwidth = Bandwidth::BitsPerSecond(50 * kGiga);
+  EXPECT_EQ(Cost(CommKind::kShift, "", ring, kS, cluster),
+            Cost(CommKind::kShift, "", ring, kS, half));
+  EXPECT_LT(Cost(CommKind::kShift, "", ring, kS, TestCluster(8)).ns() * 19 / 10,
+            Cost(CommKind::kShift, "", ring, kS, cluster).ns());
 }
 
 TEST(CollectiveAlgorithmsTest, EfficiencyScalesBandwidth) {

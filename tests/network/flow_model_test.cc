@@ -209,6 +209,58 @@ TEST(FlowContentionTest, TwoToOneOversubscriptionHalvesCrossSpineThroughput) {
   EXPECT_EQ(Makespan<FlowModel>(traffic, cluster), TimeNs(17'558'423));
 }
 
+// 8 nodes of 4 GPUs and `nics` NICs, 2 nodes a leaf (1:1), 4 a pod, pods at 1:`oversubscription`.
+ClusterSpec Pods(int nics, double oversubscription) {
+  ClusterSpec cluster = TestCluster(8);
+  cluster.inter.nics_per_node = nics;
+  cluster.inter.nodes_per_leaf = 2;
+  cluster.inter.nodes_per_pod = 4;
+  cluster.inter.pod_oversubscription = oversubscription;
+  return cluster;
+}
+
+TEST(FlowContentionTest, PodUplinksCarryOnlyTrafficBetweenPods) {
+  // 8 nodes of 1 NIC, 2 a leaf (1:1), 4 a pod, pods at 1:4: pod 0's up-link to the core is
+  // 4 nodes · 1 NIC / 4 = one NIC's rate. Nodes 0 and 1 sending to nodes 4 and 5 share it: half
+  // a NIC each, as in the 2:1 spine test (17.558423 ms). Sending to nodes 2 and 3 instead
+  // crosses leaves but not pods: a full NIC each (8.784212 ms).
+  const ClusterSpec cluster = Pods(1, 4);
+  EXPECT_EQ(Makespan<FlowModel>(
+                {{CommKind::kSendRecv, {0, 16}, kS}, {CommKind::kSendRecv, {4, 20}, kS}}, cluster),
+            TimeNs(17'558'423));
+  EXPECT_EQ(Makespan<FlowModel>(
+                {{CommKind::kSendRecv, {0, 8}, kS}, {CommKind::kSendRecv, {4, 12}, kS}}, cluster),
+            TimeNs(8'784'212));
+}
+
+TEST(FlowContentionTest, RingsAcrossPodsAgreeWithTheAnalyticalShareThatClimbs) {
+  // 8 nodes of 4 GPUs and 4 NICs, 2 a leaf, 4 a pod, pods at 1:8: each pod's up-link carries
+  // 16 NICs / 8 = 2 NICs' rate. Four rings, one per local GPU (each on its own rail), over all
+  // 8 nodes: each leaves each pod on one edge, 4 edges through 2 NICs' worth — half a NIC each,
+  // what the analytical model charges one ring on copies of it: max(1, 8 · 1/4) = 2.
+  ClusterSpec cluster = Pods(4, 8);
+  std::vector<Collective> rings;
+  for (int gpu = 0; gpu < 4; ++gpu) {
+    std::vector<int32_t> group;
+    for (int node = 0; node < 8; ++node) group.push_back(node * 4 + gpu);
+    rings.push_back({CommKind::kAllReduce, group, kS, "ring"});
+  }
+  const TimeNs analytical = Makespan<AnalyticalModel>({rings.front()}, cluster);
+  const TimeNs flow = Makespan<FlowModel>(rings, cluster);
+  EXPECT_NEAR(Ratio(flow, analytical), 1.0, 0.01)
+      << "flow " << flow.ns() << " ns, analytical " << analytical.ns() << " ns";
+  // In a training step (every GPU communicating at once) one ring stands for its copies: its
+  // climbing transfers are capped at their share of the pods' up-links, and it alone takes as
+  // long as the four.
+  cluster.gpus_share_nics = true;
+  EXPECT_NEAR(Ratio(Makespan<FlowModel>({rings.front()}, cluster), analytical), 1.0, 0.01);
+  cluster.gpus_share_nics = false;
+  EXPECT_NEAR(Ratio(Makespan<FlowModel>({rings.front()}, cluster), analytical), 0.5, 0.01);
+  // Without the pods' oversubscription both run at a full NIC: about half as long.
+  cluster.inter.pod_oversubscription = 1;
+  EXPECT_NEAR(Ratio(Makespan<AnalyticalModel>({rings.front()}, cluster), analytical), 0.5, 0.01);
+}
+
 TEST(FlowModelTest, EveryRegisteredAlgorithmsFlowProgramBuilds) {
   // The flow model runs whatever algorithm the analytical chooser picks or a graph forces: every
   // entry has a cost and a program, and each program builds for a plain group.

@@ -16,14 +16,10 @@ inline ClusterSpec TestCluster(int nodes = 4) {
                      .gpus_per_node = 4,
                      .intra = {IntraTopology::kSwitch, Bandwidth::BytesPerSecond(100 * kGiga), 1,
                                Microseconds(1), 1.0},
-                     .inter = {InterTopology::kFatTree,
-                               2,
-                               Bandwidth::BitsPerSecond(100 * kGiga),
-                               Microseconds(10),
-                               1.0,
-                               0,
-                               {},
-                               1.0}};
+                     .inter = {.topology = InterTopology::kFatTree,
+                               .nics_per_node = 2,
+                               .nic_bandwidth = Bandwidth::BitsPerSecond(100 * kGiga),
+                               .latency = Microseconds(10)}};
 }
 
 inline std::vector<int32_t> Ranks(int first, int count) {

@@ -422,7 +422,8 @@ TEST(SimulateTest, ShippedExamplesLoad) {
         "gpt3_6.7b_tesseract_64gpu.json", "resnet50_256gpu.json",
         "llama3.1_405b_128k_16384h100.json", "llama3.1_70b_torchtitan_256h100.json",
         "llama3.1_405b_torchtitan_512h100.json", "deepseek_v3_1024h100.json",
-        "llama3.1_405b_time_to_train_16384h100.json", "dlrm_mlperf_8h100.json"}) {
+        "llama3.1_405b_time_to_train_16384h100.json", "dlrm_mlperf_8h100.json",
+        "llama3.1_405b_pods_16384h100.json"}) {
     const std::string path = std::string(DTSIM_EXAMPLES_DIR) + "/" + name;
     Expected<ResolvedConfig> config = LoadConfig(path, {});
     ASSERT_TRUE(config.ok()) << config.error().ToString();
@@ -453,7 +454,8 @@ TEST(SimulateTest, ShippedExamplesLoad) {
         "mixtral_8x7b_ep8_64h100.json", "gpt3_6.7b_tesseract_64gpu.json", "resnet50_256gpu.json",
         "llama3.1_405b_128k_16384h100.json", "llama3.1_70b_torchtitan_256h100.json",
         "llama3.1_405b_torchtitan_512h100.json", "deepseek_v3_1024h100.json",
-        "llama3.1_405b_time_to_train_16384h100.json", "dlrm_mlperf_8h100.json"}) {
+        "llama3.1_405b_time_to_train_16384h100.json", "dlrm_mlperf_8h100.json",
+        "llama3.1_405b_pods_16384h100.json"}) {
     Expected<ResolvedConfig> config = LoadConfig(std::string(DTSIM_EXAMPLES_DIR) + "/" + name, {});
     ASSERT_TRUE(config.ok());
     Expected<SimulationResult> result = Simulate(*config);
