@@ -84,8 +84,10 @@ Status ReadStageLayers(JsonObjectReader& reader, ParallelPlan& plan) {
   return Status::Ok();
 }
 
-// "tp-dp-pp": each of tp, dp, pp once, innermost first.
-Expected<std::array<PlanDimension, 3>> ParsePlanOrder(std::string_view text) {
+}  // namespace
+
+Expected<std::array<PlanDimension, 3>> ParsePlanOrder(std::string_view text,
+                                                      const std::string& path) {
   std::array<PlanDimension, 3> order{};
   std::array<bool, 3> seen{};
   size_t count = 0;
@@ -93,7 +95,7 @@ Expected<std::array<PlanDimension, 3>> ParsePlanOrder(std::string_view text) {
     return Error(fmt::format("{}: the order names tp, dp and pp once each, innermost first "
                              "(\"tp-dp-pp\", Megatron's, is the default)",
                              why),
-                 "parallelism.order", Quote(text));
+                 path, Quote(text));
   };
   for (size_t begin = 0; begin <= text.size();) {
     const size_t dash = std::min(text.find('-', begin), text.size());
@@ -112,6 +114,8 @@ Expected<std::array<PlanDimension, 3>> ParsePlanOrder(std::string_view text) {
   if (count != order.size()) return bad("a dimension is missing");
   return order;
 }
+
+namespace {
 
 // "data × tensor × pipeline = 2 × 8 × 4" (with context parallelism, its size after data).
 std::string PlanProduct(const ParallelPlan& plan) {
@@ -219,7 +223,8 @@ Status ReadParallelism(const Json& value, ParallelPlan& plan) {
       return Error("expected a string such as \"tp-dp-pp\"", "parallelism.order",
                    JsonValueForError(order));
     }
-    DTSIM_ASSIGN_OR_RETURN(plan.order, ParsePlanOrder(order.get<std::string>()));
+    DTSIM_ASSIGN_OR_RETURN(plan.order,
+                           ParsePlanOrder(order.get<std::string>(), "parallelism.order"));
   }
   reader.Allow("order");
   DTSIM_RETURN_IF_ERROR(ReadEmbeddingSharding(reader, plan));
@@ -621,6 +626,20 @@ std::vector<std::string> UnmodelledCompile(const SimulationConfig& config) {
 bool SkewedRouting(const SimulationConfig& config) {
   return config.model.transformer.moe.dropless && config.plan.expert > 1 &&
          config.plan.expert_imbalance > 1;
+}
+
+bool ParallelPlan::NumbersLike(const std::array<PlanDimension, 3>& other) const {
+  const auto spread = [this](const std::array<PlanDimension, 3>& dimensions) {
+    std::vector<PlanDimension> kept;
+    for (const PlanDimension d : dimensions) {
+      const int size = d == PlanDimension::kTensor ? tensor
+                       : d == PlanDimension::kData ? DataIndices()
+                                                   : pipeline;
+      if (size > 1) kept.push_back(d);
+    }
+    return kept;
+  };
+  return spread(order) == spread(other);
 }
 
 std::string PlanOrderName(const ParallelPlan& plan) {

@@ -227,6 +227,9 @@ struct ParallelPlan {
     };
     return index(order[0]) + size(order[0]) * (index(order[1]) + size(order[1]) * index(order[2]));
   }
+  // Whether `other` numbers this plan's ranks as `order` does: the two differ only in where
+  // dimensions of size 1 sit.
+  bool NumbersLike(const std::array<PlanDimension, 3>& other) const;
   int ExpertTensor() const { return expert_tensor > 0 ? expert_tensor : tensor; }
   // MoE parallel folding: experts split fewer ways than the tensor-parallel group (1 < t).
   bool folded_experts() const { return ExpertTensor() != tensor; }
@@ -247,6 +250,9 @@ struct ParallelPlan {
 
 // "tp-dp-pp": the plan's placement order as `parallelism.order` writes it.
 std::string PlanOrderName(const ParallelPlan& plan);
+// `parallelism.order`'s text: tp, dp and pp once each, innermost first; errors name `path`.
+Expected<std::array<PlanDimension, 3>> ParsePlanOrder(std::string_view text,
+                                                      const std::string& path);
 
 enum class RanksMode { kFull, kSymmetric };
 

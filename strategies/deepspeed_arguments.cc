@@ -101,6 +101,12 @@ void DeepSpeedParallelFlags(const SimulationConfig& config, Lines& args, Lines& 
       args.emplace_back("--no-async-tensor-model-parallel-allreduce");
     }
   }
+  if (!plan.NumbersLike(ParallelPlan{}.order)) {
+    not_expressed.push_back(
+        fmt::format("the rank order {} (Megatron-DeepSpeed numbers ranks tp-dp-pp: DeepSpeed's "
+                    "PipeModelDataParallelTopology, model innermost, then data, then pipe)",
+                    PlanOrderName(plan)));
+  }
   args.push_back(fmt::format("--pipeline-model-parallel-size {}", plan.pipeline));
   // Without a pipeline, DeepSpeed's plain engine (ZeRO-2 and -3 need it), not PipelineEngine.
   if (plan.pipeline == 1) args.emplace_back("--no-pipeline-parallel");

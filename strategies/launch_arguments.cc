@@ -94,6 +94,30 @@ void ModelFlags(const models::TransformerSpec& spec, std::vector<std::string>& a
   TokenizerNote(spec, not_expressed);
 }
 
+// The rank order: Megatron-LM numbers ranks tp-cp-ep-dp-pp (dtsim's tp-dp-pp), or
+// tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping (megatron/training/initialize.py), whose
+// context-parallel peers sit inside the pipeline where dtsim's tp-pp-dp keeps them just inside
+// data parallelism.
+void OrderFlags(const ParallelPlan& plan, std::vector<std::string>& args,
+                std::vector<std::string>& not_expressed) {
+  constexpr std::array<PlanDimension, 3> kPipelineInside = {
+      PlanDimension::kTensor, PlanDimension::kPipeline, PlanDimension::kData};
+  if (plan.NumbersLike(ParallelPlan{}.order)) return;
+  if (plan.NumbersLike(kPipelineInside)) {
+    args.emplace_back("--use-tp-pp-dp-mapping");
+    if (plan.context > 1 && plan.pipeline > 1) {
+      not_expressed.emplace_back(
+          "context-parallel peers outside the pipeline (dtsim's tp-pp-dp order; Megatron's "
+          "--use-tp-pp-dp-mapping numbers ranks tp-cp-ep-pp-dp)");
+    }
+    return;
+  }
+  not_expressed.push_back(fmt::format(
+      "the rank order {} (Megatron-LM numbers ranks tp-cp-ep-dp-pp, or tp-cp-ep-pp-dp with "
+      "--use-tp-pp-dp-mapping)",
+      PlanOrderName(plan)));
+}
+
 void ParallelFlags(const SimulationConfig& config, std::vector<std::string>& args,
                    std::vector<std::string>& not_expressed) {
   const ParallelPlan& plan = config.plan;
@@ -124,6 +148,7 @@ void ParallelFlags(const SimulationConfig& config, std::vector<std::string>& arg
   if (plan.pipeline > 1 && plan.schedule == models::PipelineSchedule::kGpipe) {
     not_expressed.emplace_back("the GPipe schedule (Megatron-LM runs 1F1B or interleaved 1F1B)");
   }
+  OrderFlags(plan, args, not_expressed);
   if (plan.context > 1) {
     args.push_back(fmt::format("--context-parallel-size {}", plan.context));
     if (plan.context_comm == models::ContextComm::kAllToAll) {

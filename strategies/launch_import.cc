@@ -341,7 +341,7 @@ Expected<std::optional<int64_t>> TensorAndPipeline(Flags& flags, Json& paralleli
   return flags.Int("pipeline-model-parallel-size");
 }
 
-Status ParallelismSection(Flags& flags, Json& parallelism) {
+Status ParallelismSection(Flags& flags, Json& parallelism, std::vector<std::string>& approximated) {
   DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> pipeline,
                          TensorAndPipeline(flags, parallelism));
   Json stages = {{"size", pipeline.value_or(1)}};
@@ -386,6 +386,17 @@ Status ParallelismSection(Flags& flags, Json& parallelism) {
     parallelism["expert"] = ep;
   }
   DTSIM_ASSIGN_OR_RETURN(parallelism["zero_stage"], ZeroStage(flags));
+  // Megatron-LM's rank order: tp-cp-ep-dp-pp, dtsim's default; tp-cp-ep-pp-dp with the mapping
+  // flag (megatron/training/initialize.py), dtsim's tp-pp-dp but for context parallelism.
+  if (flags.Has("use-tp-pp-dp-mapping")) {
+    parallelism["order"] = "tp-pp-dp";
+    if (context.value_or(1) > 1 && pipeline.value_or(1) > 1) {
+      approximated.emplace_back(
+          "--use-tp-pp-dp-mapping with context parallelism: Megatron numbers ranks "
+          "tp-cp-ep-pp-dp; dtsim's tp-pp-dp keeps the context-parallel peers just inside data "
+          "parallelism");
+    }
+  }
   // Megatron reduces gradients after the backward pass unless told to overlap.
   parallelism["overlap_gradient_reduce"] = flags.Has("overlap-grad-reduce");
   return Status::Ok();
@@ -689,7 +700,7 @@ Expected<ImportedConfig> ImportMegatronArguments(std::span<const std::string> ar
   DTSIM_RETURN_IF_ERROR(RunLength(flags, config));
   config["cluster"] = target.cluster;
   config["parallelism"] = Json::object();
-  DTSIM_RETURN_IF_ERROR(ParallelismSection(flags, config["parallelism"]));
+  DTSIM_RETURN_IF_ERROR(ParallelismSection(flags, config["parallelism"], approximated));
   DTSIM_RETURN_IF_ERROR(SizeDataParallelism(config));
   DTSIM_RETURN_IF_ERROR(ApplyEnvironment(flags, config["cluster"], approximated));
   if (Expected<ResolvedConfig> checked = ConfigFromJson(config, ""); !checked.ok()) {

@@ -145,11 +145,12 @@ class NemoConfig {
     return value;
   }
   Expected<std::optional<double>> Number(std::string_view path) {
-    DTSIM_ASSIGN_OR_RETURN(const std::optional<std::string> text, Text(path));
+    DTSIM_ASSIGN_OR_RETURN(std::optional<std::string> text, Text(path));
     if (!text) return std::optional<double>();
-    const std::optional<double> value = NumberOf(*text);
+    const std::string given = std::move(*text);  // as in Int: GCC 12's false positive
+    const std::optional<double> value = NumberOf(given);
     if (!value || *value < 0) {
-      return Fail("expected a non-negative number", std::string(path), *text);
+      return Fail("expected a non-negative number", std::string(path), given);
     }
     return value;
   }
@@ -552,6 +553,8 @@ Status Parallelism(NemoConfig& config, Translation& out) {
   for (const auto& [flag, key] : sizes) DTSIM_RETURN_IF_ERROR(out.AddInt(config, flag, key));
   DTSIM_RETURN_IF_ERROR(
       out.AddSwitch(config, "sequence-parallel", "model.sequence_parallel", true));
+  DTSIM_RETURN_IF_ERROR(
+      out.AddSwitch(config, "use-tp-pp-dp-mapping", "model.use_tp_pp_dp_mapping", true));
   DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> experts, config.Int("model.num_moe_experts"));
   if (experts.value_or(1) > 1) {
     out.Add("num-experts", "model.num_moe_experts", std::to_string(*experts));

@@ -35,6 +35,7 @@ Json PlanConfigJson(const Json& base, const PlanChoice& choice, const Json* comp
   if (plan.expert_delay_wgrad) expert["delay_wgrad"] = true;
   parallelism["expert"] = std::move(expert);
   parallelism["zero_stage"] = plan.zero_stage;
+  parallelism["order"] = PlanOrderName(plan);
 
   Json& training = config["training"];
   if (choice.global_batch > 0) training["global_batch"] = choice.global_batch;

@@ -84,11 +84,16 @@ std::vector<std::pair<models::PipelineSchedule, int>> Schedules(int pipeline, in
 }
 
 // The piece of the plan that prices a transformer's passes (PricePassTimes): configs that
-// agree on it have the same pass times.
-using ShardKey = std::tuple<int64_t, int, int, int, bool, int, int, int, int, int>;
+// agree on it have the same pass times. The tensor- and context-parallel groups are priced
+// where the rank order puts them: their strides (the ranks of tensor index 1 and of data
+// index 1) are part of it.
+using ShardKey =
+    std::tuple<int64_t, int32_t, int32_t, int, int, int, bool, int, int, int, int, int>;
 ShardKey KeyOf(const SimulationConfig& config) {
   const ParallelPlan& plan = config.plan;
   return {config.training.micro_batch,
+          plan.Rank(0, 0, 1),
+          plan.Rank(1, 0, 0),
           plan.tensor,
           static_cast<int>(plan.tensor_layout),
           plan.tensor_depth,
@@ -308,6 +313,9 @@ std::string PlanLabel(const PlanChoice& choice, const SearchSpace& space) {
     label +=
         fmt::format(" · tables {}", EmbeddingShardingLabel(EmbeddingShardingOf(choice, space)));
   }
+  if (space.orders.size() > 1 || plan.order != ParallelPlan{}.order) {
+    label += fmt::format(" · order {}", PlanOrderName(plan));
+  }
   return label;
 }
 
@@ -410,6 +418,20 @@ void AddTrainingChoices(const SimulationConfig& base, const SearchSpace& space,
   }
 }
 
+// The space's rank orders that number `plan`'s ranks differently: two orders that differ only
+// in where its dimensions of size 1 sit are the same numbering, tried once (the first).
+std::vector<std::array<PlanDimension, 3>> DistinctOrders(const SearchSpace& space,
+                                                         ParallelPlan plan) {
+  std::vector<std::array<PlanDimension, 3>> orders;
+  for (const auto& order : space.orders) {
+    plan.order = order;
+    const bool seen = std::any_of(orders.begin(), orders.end(),
+                                  [&plan](const auto& kept) { return plan.NumbersLike(kept); });
+    if (!seen) orders.push_back(order);
+  }
+  return orders;
+}
+
 // (expert-parallel size, expert tensor size; 0: the tensor size) of a MoE model: experts carved
 // out of the data (× context) indices, each split over the tensor group; and under 1D tensor
 // parallelism with sequence parallelism also MoE parallel folding, whole experts over
@@ -462,11 +484,14 @@ std::vector<PlanChoice> EnumeratePlans(const SimulationConfig& base, const Searc
                    Schedules(pipeline, transformer ? spec.layers : 1, space)) {
                 plan.schedule = schedule;
                 plan.virtual_stages = virtual_stages;
-                for (const int64_t batch : space.global_batches) {
-                  for (size_t placement = 0; placement < space.embedding_shardings.size();
-                       ++placement) {
-                    AddTrainingChoices(base, space, plan, transformer, batch,
-                                       static_cast<int>(placement), plans);
+                for (const auto& order : DistinctOrders(space, plan)) {
+                  plan.order = order;
+                  for (const int64_t batch : space.global_batches) {
+                    for (size_t placement = 0; placement < space.embedding_shardings.size();
+                         ++placement) {
+                      AddTrainingChoices(base, space, plan, transformer, batch,
+                                         static_cast<int>(placement), plans);
+                    }
                   }
                 }
                 if (plans.size() > limit) return plans;

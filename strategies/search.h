@@ -69,6 +69,11 @@ struct SearchSpace {
   // for every table, or a list of one per table, as parallelism.embedding_sharding takes); by
   // default only the config's own.
   std::vector<std::vector<EmbeddingSharding>> embedding_shardings;
+  // Rank orders ("orders": ["tp-dp-pp", "tp-pp-dp"]; parallelism.order): which groups stay
+  // inside a node, a leaf or a pod (docs/network.md, "Switch tiers"); by default only the
+  // config's own. Orders that number a plan's ranks alike (they differ only in dimensions of
+  // size 1) are tried once.
+  std::vector<std::array<PlanDimension, 3>> orders;
   // Memory a plan must leave free on each GPU beyond what the memory model counts (which has the
   // CUDA context, `runtime_bytes`, and NCCL's buffers, `nccl_bytes`, but the caching
   // allocator's reserve only for a one-GPU eager PyTorch loop, `allocator_reserve_bytes`):

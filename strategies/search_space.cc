@@ -111,6 +111,7 @@ Expected<SearchSpace> SearchSpaceFromJson(const Json* value, const SimulationCon
   space.activation_offload = {base.training.activation_offload_layers};
   space.global_batches = {base.training.global_batch};
   space.embedding_shardings = {base.plan.embedding_sharding};
+  space.orders = {base.plan.order};
   if (base.model.family == models::ModelFamily::kDlrm) {
     // A DLRM step is one pass over the rank's samples (TorchRec's loop accumulates nothing) and
     // its replicated dense part is never ZeRO-sharded: the config's micro-batch, ZeRO 0.
@@ -163,6 +164,14 @@ Expected<SearchSpace> SearchSpaceFromJson(const Json* value, const SimulationCon
   if (!offload.empty()) space.activation_offload.assign(offload.begin(), offload.end());
   DTSIM_RETURN_IF_ERROR(ReadGlobalBatches(reader, base, space.global_batches));
   DTSIM_RETURN_IF_ERROR(ReadEmbeddingShardings(reader, base, space.embedding_shardings));
+  DTSIM_RETURN_IF_ERROR(
+      ReadList(reader, "orders", space.orders, [](const Json& v, const std::string& path) {
+        if (!v.is_string()) {
+          return Expected<std::array<PlanDimension, 3>>(
+              Error("expected a string such as \"tp-pp-dp\"", path, JsonValueForError(v)));
+        }
+        return ParsePlanOrder(v.get<std::string>(), path);
+      }));
   DTSIM_RETURN_IF_ERROR(reader.ReadOptionalInt("max_virtual_stages", space.max_virtual_stages));
   reader.Allow("memory_headroom");
   if (reader.Has("memory_headroom")) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <sstream>
 
 #include "sim/base/atomic_file.h"
@@ -332,6 +333,70 @@ TEST_F(SearchCommandTest, EmittedPlansKeepTheTensorOverlap) {
   const strategies::EvaluatedPlan& plan = file->result.plans[file->result.ranking[0]];
   EXPECT_EQ(result["compression"]["average_iteration_time_ns"],
             plan.figures->average_iteration_time.ns());
+}
+
+// Rank orders searched on a cluster of pods (docs/network.md, "Switch tiers"): each plan's order
+// is in its row and in its emitted config, which simulates to the search's figures; the
+// Megatron-LM and Bridge launches carry the tp-pp-dp mapping; a file written before the order
+// had a column reads its plans in the config's order.
+TEST_F(SearchCommandTest, RankOrdersAreSearchedEmittedAndReadBack) {
+  const std::string config = Path("pods.json");
+  ASSERT_TRUE(WriteFileAtomically(config, R"({
+    "model": {"family": "transformer", "layers": 8, "hidden": 2048, "heads": 16,
+              "vocab": 8192, "max_seq": 1024},
+    "training": {"global_batch": 32, "seq_len": 1024, "precision": "bf16"},
+    "cluster": {"preset": "dgx-h100", "nodes": 8, "gpus_per_node": 4, "gpu": "h100-sxm5-80gb",
+                "inter_node": {"topology": "fat-tree", "nics_per_node": 4, "nodes_per_leaf": 1,
+                               "nodes_per_pod": 2, "pod_oversubscription": 8}},
+    "parallelism": {"order": "tp-pp-dp"},
+    "search": {"micro_batches": [1], "zero_stages": [1], "recompute": ["none"],
+               "schedules": ["1f1b"], "tensor_modes": ["1d"], "sequence_parallel": [false],
+               "orders": ["tp-dp-pp", "tp-pp-dp"]}})")
+                  .ok());
+  const CommandOutcome outcome = Search(
+      {config, "-o", Path("all"), "--emit", Path("plans"), "--top", "10", "--rerank", "0", "-q"});
+  ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();
+  Expected<SearchFile> file = ReadSearchFile(Path("all.json"));
+  ASSERT_TRUE(file.ok()) << file.error().ToString();
+  ASSERT_EQ(file->space.orders.size(), 2u);
+  std::set<std::string> orders;
+  for (size_t k = 0; k < std::min<size_t>(10, file->result.ranking.size()); ++k) {
+    const strategies::EvaluatedPlan& plan = file->result.plans[file->result.ranking[k]];
+    const std::string order = strategies::PlanOrderName(plan.choice.plan);
+    orders.insert(order);
+    const std::string stem = Path("plans") + "/plan-" + std::to_string(k + 1);
+    EXPECT_EQ((*ReadJsonFile(stem + ".json"))["parallelism"]["order"], order) << stem;
+    const Json result = SimulateEmitted(stem);
+    ASSERT_FALSE(result.is_null());
+    EXPECT_EQ(result["compression"]["average_iteration_time_ns"],
+              plan.figures->average_iteration_time.ns())
+        << stem;
+    const bool mapped = plan.choice.plan.NumbersLike({strategies::PlanDimension::kTensor,
+                                                      strategies::PlanDimension::kPipeline,
+                                                      strategies::PlanDimension::kData});
+    const bool default_order = plan.choice.plan.NumbersLike(strategies::ParallelPlan{}.order);
+    EXPECT_EQ(ReadFile(stem + ".megatron.txt")->find("--use-tp-pp-dp-mapping") != std::string::npos,
+              mapped && !default_order)
+        << stem;
+    EXPECT_EQ(
+        ReadFile(stem + ".bridge.txt")->find("dist.use_tp_pp_dp_mapping=true") != std::string::npos,
+        mapped && !default_order)
+        << stem;
+  }
+  EXPECT_EQ(orders.size(), 2u);  // both orders among the best 10 (tp-pp-dp first at 9)
+  // Without the order column (a 1.6 file) every plan is read in the config's order.
+  Json json = *ReadJsonFile(Path("all.json"));
+  const auto column = std::find(json["columns"].begin(), json["columns"].end(), "order");
+  ASSERT_NE(column, json["columns"].end());
+  const auto at = static_cast<size_t>(column - json["columns"].begin());
+  json["columns"].erase(at);
+  for (Json& row : json["plans"]) row.erase(at);
+  json["version"] = "1.6";
+  const Expected<SearchFile> old = results::SearchFileFromJson(json, "old.json");
+  ASSERT_TRUE(old.ok()) << old.error().ToString();
+  for (const strategies::EvaluatedPlan& plan : old->result.plans) {
+    EXPECT_EQ(strategies::PlanOrderName(plan.choice.plan), "tp-pp-dp");
+  }
 }
 
 TEST_F(SearchCommandTest, MergedShardsEqualTheWholeSearch) {

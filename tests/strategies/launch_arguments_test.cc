@@ -84,6 +84,40 @@ TEST(MegatronArgumentsTest, ScatteredPipelineTransfersAreNotExpressed) {
               testing::Not(Contains(HasSubstr("pipeline transfers scattered"))));
 }
 
+// The rank order: Megatron-LM's default numbering is dtsim's tp-dp-pp; tp-pp-dp is
+// --use-tp-pp-dp-mapping (Bridge: dist.use_tp_pp_dp_mapping), but with context parallelism
+// Megatron puts the CP peers inside the pipeline; any other order has no flag. Orders that
+// number the plan's ranks alike (PP 1) need none. Megatron-DeepSpeed numbers tp-dp-pp only.
+TEST(MegatronArgumentsTest, TheRankOrder) {
+  const auto plan = [](const char* order, int pipeline = 4, int context = 1) {
+    Json parallelism = {{"data", 4 / context},
+                        {"tensor", 8},
+                        {"pipeline", pipeline},
+                        {"context", context},
+                        {"order", order}};
+    if (pipeline == 1) parallelism["data"] = 16 / context;
+    return Read(parallelism);
+  };
+  const LaunchArguments mapped = MegatronArguments(plan("tp-pp-dp"));
+  EXPECT_THAT(mapped.arguments, Contains("--use-tp-pp-dp-mapping"));
+  EXPECT_THAT(mapped.not_expressed, testing::Not(Contains(HasSubstr("rank order"))));
+  EXPECT_THAT(MegatronBridgeArguments(plan("tp-pp-dp")).arguments,
+              Contains("dist.use_tp_pp_dp_mapping=true"));
+  EXPECT_THAT(MegatronArguments(plan("tp-dp-pp")).arguments,
+              testing::Not(Contains("--use-tp-pp-dp-mapping")));
+  EXPECT_THAT(MegatronArguments(plan("tp-pp-dp", 1)).arguments,
+              testing::Not(Contains("--use-tp-pp-dp-mapping")));
+  EXPECT_THAT(MegatronArguments(plan("tp-pp-dp", 4, 2)).not_expressed,
+              Contains(HasSubstr("context-parallel peers outside the pipeline")));
+  const LaunchArguments other = MegatronArguments(plan("pp-dp-tp"));
+  EXPECT_THAT(other.arguments, testing::Not(Contains("--use-tp-pp-dp-mapping")));
+  EXPECT_THAT(other.not_expressed, Contains(HasSubstr("the rank order pp-dp-tp (Megatron-LM")));
+  EXPECT_THAT(DeepSpeedArguments(plan("tp-pp-dp")).not_expressed,
+              Contains(HasSubstr("the rank order tp-pp-dp (Megatron-DeepSpeed numbers")));
+  EXPECT_THAT(DeepSpeedArguments(plan("tp-dp-pp")).not_expressed,
+              testing::Not(Contains(HasSubstr("rank order"))));
+}
+
 // Megatron-LM always overlaps the input-gradient reduction with the wgrad: a plan without
 // that overlap has no flag, and says so.
 TEST(MegatronArgumentsTest, TensorCollectivesWithoutOverlapAreNotExpressed) {

@@ -124,6 +124,27 @@ TEST(LaunchImportTest, EmittedFlagsReadBackAsThePlan) {
            1));
   ExpectRoundTrip(Plan("gpt3-175b", R"({"data": 8, "tensor": 8, "pipeline": 16, "zero_stage": 1})",
                        R"({"global_batch": 1536, "precision": "fp16"})", 128));
+  // The rank order: --use-tp-pp-dp-mapping, here on a cluster of pods where it moves the
+  // iteration (the data-parallel rings, not the pipelines, cross the 1:8 core).
+  Json pods = Plan("gpt3-175b",
+                   R"({"data": 8, "tensor": 8, "pipeline": 16, "zero_stage": 1,
+                       "order": "tp-pp-dp"})",
+                   R"({"global_batch": 1536, "precision": "fp16"})", 128);
+  pods["cluster"]["inter_node"] = {{"topology", "fat-tree"},
+                                   {"nodes_per_leaf", 2},
+                                   {"nodes_per_pod", 16},
+                                   {"pod_oversubscription", 8}};
+  ExpectRoundTrip(pods);
+  Json megatron_order = pods;
+  megatron_order["parallelism"].erase("order");
+  megatron_order["simulation"] = {{"ranks", "symmetric"}};
+  pods["simulation"] = megatron_order["simulation"];
+  EXPECT_NE(SimulateJson(megatron_order).iteration_time, SimulateJson(pods).iteration_time);
+  const Expected<ImportedConfig> mapped = ImportMegatronArguments(
+      Words(MegatronArguments(ConfigOf(pods))), {.cluster = pods["cluster"], .vocab = 50257});
+  ASSERT_TRUE(mapped.ok()) << mapped.error().ToString();
+  EXPECT_EQ(mapped->config["parallelism"]["order"], "tp-pp-dp");
+  EXPECT_THAT(mapped->not_modelled, testing::Not(Contains(HasSubstr("use-tp-pp-dp-mapping"))));
   // Activation offloading: --cpu-offloading-num-layers.
   ExpectRoundTrip(Plan("llama3-8b", R"({"data": 4, "tensor": {"size": 2, "sequence_parallel": true},
       "zero_stage": 1})",

@@ -208,6 +208,19 @@ TEST(NemoImportTest, CpuOffloadingIsActivationOffloading) {
   }
 }
 
+// NeMo's model.use_tp_pp_dp_mapping (Megatron-LM's --use-tp-pp-dp-mapping): the tp-pp-dp order.
+TEST(NemoImportTest, TheRankMappingIsTheOrder) {
+  Expected<ImportedConfig> mapped = Import(Config("  use_tp_pp_dp_mapping: true\n"));
+  ASSERT_TRUE(mapped.ok()) << mapped.error().ToString();
+  EXPECT_EQ(mapped->config["parallelism"]["order"], "tp-pp-dp");
+  Expected<ImportedConfig> plain = Import(Config("  use_tp_pp_dp_mapping: false\n"));
+  ASSERT_TRUE(plain.ok()) << plain.error().ToString();
+  EXPECT_FALSE(plain->config["parallelism"].contains("order"));
+  for (const std::string& key : plain->not_modelled) {
+    EXPECT_THAT(key, Not(HasSubstr("use_tp_pp_dp_mapping"))) << key;
+  }
+}
+
 // "  key: ${.next}${.next}…" (ten times).
 std::string Tenfold(const std::string& key, const std::string& next) {
   std::string line = "  " + key + ": ";

@@ -248,6 +248,8 @@ std::string Differences(const EvaluatedPlan& a, const EvaluatedPlan& b, const Se
   };
   differ("compression", method(a), method(b));
   differ("offloaded layers", a.choice.activation_offload, b.choice.activation_offload);
+  differ("rank order", strategies::PlanOrderName(a.choice.plan),
+         strategies::PlanOrderName(b.choice.plan));
   differ("tables",
          strategies::EmbeddingShardingLabel(strategies::EmbeddingShardingOf(a.choice, space)),
          strategies::EmbeddingShardingLabel(strategies::EmbeddingShardingOf(b.choice, space)));

@@ -220,6 +220,16 @@ const std::vector<Column>& Columns() {
           "global_batch", [](auto& p) -> auto& { return p.choice.global_batch; })),
       Later(PlanInt(
           "embedding_sharding", [](auto& p) -> auto& { return p.choice.embedding_sharding; })),
+      // Since 1.7: the plan's rank order (search.orders; parallelism.order); read as the
+      // config's when absent.
+      Later({"order",
+             [](const EvaluatedPlan& p) { return Json(strategies::PlanOrderName(p.choice.plan)); },
+             [](const Json& c, EvaluatedPlan& p) -> Status {
+               std::string text;
+               DTSIM_RETURN_IF_ERROR(Get(c, text));
+               DTSIM_ASSIGN_OR_RETURN(p.choice.plan.order, strategies::ParsePlanOrder(text, ""));
+               return Status::Ok();
+             }}),
       PlanInt(
           "memory_bytes", [](auto& p) -> auto& { return p.memory_bytes; }),
       // Since 1.4: the caching allocator's reserve memory_bytes counts, or null where dtsim does
@@ -472,6 +482,31 @@ Expected<SearchFile> ReadSearchFile(const std::string& path) {
   return SearchFileFromJson(json, path);
 }
 
+namespace {
+
+// The searched config's rank order (settings.simulation_config's parallelism.order; Megatron's
+// by default), for the plans of a file written before the order had a column (1.7).
+Expected<std::array<strategies::PlanDimension, 3>> ConfigOrder(const Json& settings,
+                                                               const std::string& path) {
+  const Json config = settings.value("simulation_config", Json::object());
+  const Json parallelism =
+      config.is_object() ? config.value("parallelism", Json::object()) : Json();
+  if (!parallelism.is_object() || !parallelism.contains("order")) {
+    return strategies::ParallelPlan{}.order;
+  }
+  const Json& order = parallelism["order"];
+  const std::string where = "settings.simulation_config.parallelism.order";
+  if (!order.is_string()) {
+    return Error("expected a string", where, JsonValueForError(order)).InFile(path);
+  }
+  Expected<std::array<strategies::PlanDimension, 3>> parsed =
+      strategies::ParsePlanOrder(order.get<std::string>(), where);
+  if (!parsed.ok()) return std::move(parsed).error().InFile(path);
+  return parsed;
+}
+
+}  // namespace
+
 Expected<SearchFile> SearchFileFromJson(const Json& json, const std::string& path) {
   const auto fail = [&path](std::string message, std::string location, std::string value = "") {
     return Error(std::move(message), std::move(location), std::move(value)).InFile(path);
@@ -515,6 +550,14 @@ Expected<SearchFile> SearchFileFromJson(const Json& json, const std::string& pat
           strategies::EmbeddingShardingFromJson(placements[i], where);
       if (!placement.ok()) return std::move(placement).error().InFile(path);
       file.space.embedding_shardings.push_back(*std::move(placement));
+    }
+    // Since 1.7 (the labels name the order when several were searched).
+    const Json& orders = space.value("search", Json::object()).value("orders", Json::array());
+    for (size_t i = 0; i < orders.size(); ++i) {
+      Expected<std::array<strategies::PlanDimension, 3>> order = strategies::ParsePlanOrder(
+          orders[i].get<std::string>(), JsonIndexPath("settings.space.search.orders", i));
+      if (!order.ok()) return std::move(order).error().InFile(path);
+      file.space.orders.push_back(*order);
     }
   } catch (const Json::exception& e) {
     return fail(fmt::format("malformed search result head: {}", e.what()), "");
@@ -568,6 +611,10 @@ Expected<SearchFile> SearchFileFromJson(const Json& json, const std::string& pat
       return fail("a simulated plan without figures", location);
     }
     file.result.plans.push_back(std::move(plan));
+  }
+  if (!at.contains("order")) {
+    DTSIM_ASSIGN_OR_RETURN(const auto order, ConfigOrder(file.settings, path));
+    for (EvaluatedPlan& plan : file.result.plans) plan.choice.plan.order = order;
   }
   int64_t rerank = 0;
   if (file.settings.is_object() && file.settings.contains("rerank")) {

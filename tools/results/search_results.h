@@ -15,7 +15,7 @@ namespace dtsim::results {
 
 // 1.1 added the "fp8_recipe" column; 1.2 "context", "context_comm" and "cp_exposed_ns"; 1.3
 // "same_as" and provenance; 1.4 "allocator_reserve_bytes".
-inline constexpr FileFormat kSearchResultFormat{"dtsim.search", 1, 6, "not a search result"};
+inline constexpr FileFormat kSearchResultFormat{"dtsim.search", 1, 7, "not a search result"};
 
 // One search, or one shard of it.
 struct SearchFile {
