@@ -65,8 +65,9 @@ TEST(SwitchTiersTest, TheParallelOrderDecidesWhatCrossesThePods) {
   // Llama 3.1 405B on 16,384 H100s of a cluster built like Meta's (racks of 2 nodes, pods of
   // 384, 1:7 between pods). Llama 3's order, TP-PP-DP innermost first, keeps each pipeline
   // inside 16 consecutive nodes and leaves the pods on one edge of every data-parallel ring of
-  // 128 nodes: 7 · 1/21 < 1, nothing slows. Megatron's default TP-DP-PP puts each pipeline
-  // across 2,048 nodes: a fifth of the stage boundaries cross pods, their sends at 1/7 of a NIC.
+  // 128 nodes (8 of them in the last, partly used pod: 7 · 1/8 < 1), nothing slows. Megatron's
+  // default TP-DP-PP puts each pipeline across 2,048 nodes, three stages a pod: 5 of its 15
+  // stage boundaries cross pods, their sends at 1/7 of a NIC.
   const std::string path = std::string(DTSIM_EXAMPLES_DIR) + "/llama3.1_405b_pods_16384h100.json";
   const auto iteration = [&](std::vector<std::string> sets) {
     Expected<ResolvedConfig> config = LoadConfig(path, sets);
