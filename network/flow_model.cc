@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 #include <tuple>
+#include <vector>
 
 #include "network/collective_algorithms.h"
 
@@ -84,25 +84,32 @@ void CapTierTransfers(FlowProgram& program, std::span<const int32_t> ranks, cons
                            cluster.inter.nic_bandwidth.bytes_per_second() *
                            cluster.inter.efficiency;
   const auto cap_tier = [&](int per_block, double oversubscription) {
-    std::map<int, std::set<int>> members;  // block → the group's nodes under it
-    for (int32_t rank : ranks)
-      members[cluster.NodeOf(rank) / per_block].insert(cluster.NodeOf(rank));
-    const auto block = [&](int32_t gpu) { return cluster.NodeOf(gpu) / per_block; };
+    if (oversubscription <= 1) return;  // the up-links carry what the NICs below can send
+    const auto blocks = static_cast<size_t>((cluster.nodes + per_block - 1) / per_block);
+    const auto block = [&](int32_t gpu) {
+      return static_cast<size_t>(cluster.NodeOf(gpu) / per_block);
+    };
+    std::vector<int> nodes;  // the group's nodes, each once
+    nodes.reserve(ranks.size());
+    for (int32_t rank : ranks) nodes.push_back(cluster.NodeOf(rank));
+    std::sort(nodes.begin(), nodes.end());
+    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+    std::vector<double> members(blocks, 0);  // the group's nodes under each block
+    for (int node : nodes) members[static_cast<size_t>(node / per_block)] += 1;
     const auto climbs = [&](const Transfer& transfer) {
       return !cluster.IsServer(transfer.from) && !cluster.IsServer(transfer.to) &&
              block(transfer.from) != block(transfer.to);
     };
-    std::map<int, int> climbing;  // block → transfers leaving it in the step
+    std::vector<int> climbing(blocks, 0);  // transfers leaving each block in the step
     for (FlowStep& step : program) {
-      climbing.clear();
+      std::fill(climbing.begin(), climbing.end(), 0);
       for (const Transfer& transfer : step.transfers) {
         if (climbs(transfer)) ++climbing[block(transfer.from)];
       }
       for (Transfer& transfer : step.transfers) {
         if (!climbs(transfer)) continue;
-        const int from = block(transfer.from);
-        const double cap = static_cast<double>(members[from].size()) * node_rate /
-                           (oversubscription * climbing[from]);
+        const size_t from = block(transfer.from);
+        const double cap = members[from] * node_rate / (oversubscription * climbing[from]);
         transfer.max_rate = transfer.max_rate > 0 ? std::min(transfer.max_rate, cap) : cap;
       }
     }
