@@ -497,7 +497,7 @@ void NoteAssumedDefaults(const Json& value, const std::string& path, ClusterSpec
   }
 }
 
-// Pods group whole leaves of a switched fabric (docs/network.md, "Pods").
+// Pods group whole leaves of a switched fabric (docs/network.md, "Switch tiers").
 Status CheckPods(const InterNodeSpec& inter, const std::string& path) {
   const std::string inter_path = JsonChildPath(path, "inter_node");
   const std::string pods_path = JsonChildPath(inter_path, "nodes_per_pod");
