@@ -27,7 +27,7 @@ struct Mapping {
   Kind kind;
 };
 
-constexpr std::array<Mapping, 53> kMappings = {{
+constexpr std::array<Mapping, 55> kMappings = {{
     {"--num-layers", "model.num_layers", Kind::kValue},
     {"--hidden-size", "model.hidden_size", Kind::kValue},
     {"--ffn-hidden-size", "model.ffn_hidden_size", Kind::kValue},
@@ -64,6 +64,10 @@ constexpr std::array<Mapping, 53> kMappings = {{
     {"--virtual-pipeline-model-parallel-size", "model.virtual_pipeline_model_parallel_size",
      Kind::kValue},
     {"--use-tp-pp-dp-mapping", "dist.use_tp_pp_dp_mapping", Kind::kTrue},
+    {"--account-for-embedding-in-pipeline-split", "model.account_for_embedding_in_pipeline_split",
+     Kind::kTrue},
+    {"--account-for-loss-in-pipeline-split", "model.account_for_loss_in_pipeline_split",
+     Kind::kTrue},
     {"--context-parallel-size", "model.context_parallel_size", Kind::kValue},
     {"--cp-comm-type", "model.cp_comm_type", Kind::kValue},
     {"--expert-model-parallel-size", "model.expert_model_parallel_size", Kind::kValue},

@@ -108,6 +108,11 @@ void DeepSpeedParallelFlags(const SimulationConfig& config, Lines& args, Lines& 
                     PlanOrderName(plan)));
   }
   args.push_back(fmt::format("--pipeline-model-parallel-size {}", plan.pipeline));
+  if (plan.pipeline > 1 && (plan.embedding_as_layer || plan.loss_as_layer)) {
+    not_expressed.emplace_back(
+        "the embedding or loss counted as a layer of the pipeline split (Megatron-DeepSpeed "
+        "splits the transformer layers alone)");
+  }
   // Without a pipeline, DeepSpeed's plain engine (ZeRO-2 and -3 need it), not PipelineEngine.
   if (plan.pipeline == 1) args.emplace_back("--no-pipeline-parallel");
   if (plan.pipeline > 1 && plan.virtual_stages > 1) {

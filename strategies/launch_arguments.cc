@@ -139,6 +139,13 @@ void ParallelFlags(const SimulationConfig& config, std::vector<std::string>& arg
   if (plan.virtual_stages > 1) {
     args.push_back(fmt::format("--virtual-pipeline-model-parallel-size {}", plan.virtual_stages));
   }
+  // Megatron-Core's account_for_embedding/loss_in_pipeline_split: the uniform split counts them.
+  if (plan.pipeline > 1 && plan.embedding_as_layer) {
+    args.emplace_back("--account-for-embedding-in-pipeline-split");
+  }
+  if (plan.pipeline > 1 && plan.loss_as_layer) {
+    args.emplace_back("--account-for-loss-in-pipeline-split");
+  }
   if (plan.ScattersPipelineTransfers()) {
     not_expressed.emplace_back(
         "pipeline transfers scattered over the tensor-parallel peers (Megatron-LM's scatter/"

@@ -363,6 +363,8 @@ Status ParallelismSection(Flags& flags, Json& parallelism, std::vector<std::stri
     stages["schedule"] = "interleaved";
     stages["virtual_stages"] = *virtual_stages;
   }
+  if (flags.Has("account-for-embedding-in-pipeline-split")) stages["embedding_as_layer"] = true;
+  if (flags.Has("account-for-loss-in-pipeline-split")) stages["loss_as_layer"] = true;
   parallelism["pipeline"] = stages;
   DTSIM_ASSIGN_OR_RETURN(const std::optional<int64_t> context, flags.Int("context-parallel-size"));
   if (context) {

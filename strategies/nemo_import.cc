@@ -38,7 +38,10 @@ std::optional<bool> BoolOf(std::string_view text) {
   return std::nullopt;
 }
 
-std::optional<int64_t> IntOf(std::string_view text) {
+// Not inlined: inlined into NemoConfig::Int and Number, GCC 12 at -O2 warns that the string's
+// first character may be uninitialized (-Wmaybe-uninitialized, a false positive that comes and
+// goes as the unity batches change; a -Werror build fails on it).
+[[gnu::noinline]] std::optional<int64_t> IntOf(std::string_view text) {
   if (text.starts_with('+')) text.remove_prefix(1);
   int64_t value = 0;
   const auto [end, code] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -46,7 +49,7 @@ std::optional<int64_t> IntOf(std::string_view text) {
   return value;
 }
 
-std::optional<double> NumberOf(std::string_view text) {
+[[gnu::noinline]] std::optional<double> NumberOf(std::string_view text) {  // as IntOf
   if (text.starts_with('+')) text.remove_prefix(1);
   double value = 0;
   const auto [end, code] = std::from_chars(text.data(), text.data() + text.size(), value);

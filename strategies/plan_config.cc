@@ -25,6 +25,8 @@ Json PlanConfigJson(const Json& base, const PlanChoice& choice, const Json* comp
                              {"schedule", models::PipelineScheduleName(plan.schedule)},
                              {"virtual_stages", plan.virtual_stages}};
   if (plan.pipeline_scatter_gather) parallelism["pipeline"]["scatter_gather"] = true;
+  if (plan.embedding_as_layer) parallelism["pipeline"]["embedding_as_layer"] = true;
+  if (plan.loss_as_layer) parallelism["pipeline"]["loss_as_layer"] = true;
   parallelism["context"] = {
       {"size", plan.context},
       {"comm", models::ContextCommNames()[static_cast<size_t>(plan.context_comm)]}};

@@ -65,6 +65,12 @@ std::vector<std::pair<int, models::Fp8Recipe>> Variants(int methods, models::Ten
   return variants;
 }
 
+// What the uniform split divides: the layers, and the embedding and loss where they count as
+// layers (parallelism.pipeline.embedding_as_layer, loss_as_layer).
+int PipelineUnits(const ParallelPlan& plan, const models::TransformerSpec& spec) {
+  return spec.layers + (plan.embedding_as_layer ? 1 : 0) + (plan.loss_as_layer ? 1 : 0);
+}
+
 // The schedules and virtual stages of `pipeline` stages over `layers` layers.
 std::vector<std::pair<models::PipelineSchedule, int>> Schedules(int pipeline, int layers,
                                                                 const SearchSpace& space) {
@@ -481,7 +487,7 @@ std::vector<PlanChoice> EnumeratePlans(const SimulationConfig& base, const Searc
               plan.expert_imbalance =
                   expert == 1 || expert_tensor == 1 ? 1.0 : base.plan.expert_imbalance;
               for (const auto& [schedule, virtual_stages] :
-                   Schedules(pipeline, transformer ? spec.layers : 1, space)) {
+                   Schedules(pipeline, transformer ? PipelineUnits(base.plan, spec) : 1, space)) {
                 plan.schedule = schedule;
                 plan.virtual_stages = virtual_stages;
                 for (const auto& order : DistinctOrders(space, plan)) {
@@ -524,13 +530,10 @@ SimulationConfig ConfigFor(const SimulationConfig& base, const SearchSpace& spac
 DurationNs IterationLowerBound(const ResolvedConfig& config, const PassTimes& times) {
   const models::TransformerSpec& spec = config.model.transformer;
   const ParallelPlan& plan = config.plan;
-  const int per_chunk = spec.layers / (plan.pipeline * plan.virtual_stages);
   const int64_t microbatches = config.Microbatches();
   DurationNs before;  // the first micro-batch's forward and the last one's backward, stages < s
   DurationNs bound;
   for (int stage = 0; stage < plan.pipeline; ++stage) {
-    const std::vector<int> layers =
-        models::StageLayerIndices(spec, plan.pipeline, plan.virtual_stages, stage);
     // All chunks' compute and grid work, and chunk 0's compute forward and backward.
     DurationNs compute, grid, first_forward, first_backward;
     const auto add = [&](const PieceTimes& piece, bool first_chunk) {
@@ -541,8 +544,11 @@ DurationNs IterationLowerBound(const ResolvedConfig& config, const PassTimes& ti
         first_backward += piece.backward + piece.recompute;
       }
     };
-    for (size_t i = 0; i < layers.size(); ++i) {
-      add(times.Layer(spec, layers[i]), static_cast<int>(i) < per_chunk);
+    for (int chunk = 0; chunk < plan.virtual_stages; ++chunk) {
+      for (const int layer : models::ChunkLayerIndices(spec, plan.pipeline, plan.virtual_stages,
+                                                       stage, chunk, plan.chunk_layers)) {
+        add(times.Layer(spec, layer), chunk == 0);
+      }
     }
     if (stage == 0) add(times.embedding, true);
     if (stage == plan.pipeline - 1) add(times.output, plan.virtual_stages == 1);
@@ -605,12 +611,6 @@ Expected<SearchResult> Search(const SimulationConfig& base, const SearchSpace& s
   if (base.cluster.nodes <= 0) {
     return Error("the search needs the cluster's size: give cluster.nodes (or --gpus)",
                  "cluster.nodes");
-  }
-  if (base.plan.embedding_as_layer || base.plan.loss_as_layer) {
-    return Error("the search does not count the embedding and loss as pipeline layers yet",
-                 base.plan.embedding_as_layer ? "parallelism.pipeline.embedding_as_layer"
-                                              : "parallelism.pipeline.loss_as_layer",
-                 "true");
   }
   if (base.diloco) {
     return Error(

@@ -118,6 +118,24 @@ TEST(MegatronArgumentsTest, TheRankOrder) {
               testing::Not(Contains(HasSubstr("rank order"))));
 }
 
+// The embedding and loss counted as pipeline layers: Megatron-LM's
+// --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split (Bridge:
+// model.account_for_…); Megatron-DeepSpeed has no such split, and says so.
+TEST(MegatronArgumentsTest, TheEmbeddingAndLossCountedAsPipelineLayers) {
+  const ResolvedConfig config = Read(Json::parse(R"({"data": 8, "tensor": 8,
+      "pipeline": {"size": 2, "embedding_as_layer": true, "loss_as_layer": true}})"));
+  const LaunchArguments megatron = MegatronArguments(config);
+  EXPECT_THAT(megatron.arguments, Contains("--account-for-embedding-in-pipeline-split"));
+  EXPECT_THAT(megatron.arguments, Contains("--account-for-loss-in-pipeline-split"));
+  const LaunchArguments bridge = MegatronBridgeArguments(config);
+  EXPECT_THAT(bridge.arguments, Contains("model.account_for_embedding_in_pipeline_split=true"));
+  EXPECT_THAT(bridge.arguments, Contains("model.account_for_loss_in_pipeline_split=true"));
+  EXPECT_THAT(DeepSpeedArguments(config).not_expressed,
+              Contains(HasSubstr("the embedding or loss counted as a layer")));
+  EXPECT_THAT(MegatronArguments(LlamaPlan()).arguments,
+              testing::Not(Contains("--account-for-embedding-in-pipeline-split")));
+}
+
 // Megatron-LM always overlaps the input-gradient reduction with the wgrad: a plan without
 // that overlap has no flag, and says so.
 TEST(MegatronArgumentsTest, TensorCollectivesWithoutOverlapAreNotExpressed) {

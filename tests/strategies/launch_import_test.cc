@@ -124,6 +124,25 @@ TEST(LaunchImportTest, EmittedFlagsReadBackAsThePlan) {
            1));
   ExpectRoundTrip(Plan("gpt3-175b", R"({"data": 8, "tensor": 8, "pipeline": 16, "zero_stage": 1})",
                        R"({"global_batch": 1536, "precision": "fp16"})", 128));
+  // The embedding and loss as pipeline layers: 80 + 2 layers over 2 stages of 41 — as 40 and
+  // 40 blocks, the split without them, so the flags are checked as read too — and the embedding
+  // alone, 80 + 1 over 3 stages of 27: 26, 27, 27 blocks.
+  const Json counted = Plan("llama2-70b", R"({"data": 8, "tensor": 8,
+      "pipeline": {"size": 2, "embedding_as_layer": true, "loss_as_layer": true}})",
+                            R"({"global_batch": 512, "seq_len": 4096, "flash_attention": true,
+      "recompute": "full"})",
+                            16);
+  ExpectRoundTrip(counted);
+  const Expected<ImportedConfig> split = ImportMegatronArguments(
+      Words(MegatronArguments(ConfigOf(counted))), {.cluster = counted["cluster"], .vocab = 32000});
+  ASSERT_TRUE(split.ok()) << split.error().ToString();
+  EXPECT_EQ(split->config["parallelism"]["pipeline"]["embedding_as_layer"], true);
+  EXPECT_EQ(split->config["parallelism"]["pipeline"]["loss_as_layer"], true);
+  ExpectRoundTrip(Plan("llama2-70b", R"({"data": 4, "tensor": 8,
+      "pipeline": {"size": 3, "embedding_as_layer": true}})",
+                       R"({"global_batch": 512, "seq_len": 4096, "flash_attention": true,
+      "recompute": "full"})",
+                       12));
   // The rank order: --use-tp-pp-dp-mapping, here on a cluster of pods where it moves the
   // iteration (the data-parallel rings, not the pipelines, cross the 1:8 core).
   Json pods = Plan("gpt3-175b",

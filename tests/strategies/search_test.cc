@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "strategies/pass_times.h"
+#include "strategies/plan_config.h"
 #include "strategies/stage_memory.h"
 #include "tests/testing/search_setup.h"
 
@@ -112,6 +114,23 @@ Expected<SearchResult> SearchTopThreeAsBruteForce(const SearchSetup& setup) {
     EXPECT_EQ(result->plans[result->ranking[k]].index, brute[k].second) << "rank " << k + 1;
   }
   return result;
+}
+
+// Every priced plan's bound is the one its own config gives (the search shares pass times
+// between plans that agree on what they depend on).
+void ExpectOwnBounds(const SearchSetup& setup, const SearchResult& result) {
+  Expected<ConfigCostModel> cost = LoadCostModel(setup.base);
+  ASSERT_TRUE(cost.ok());
+  for (const EvaluatedPlan& plan : result.plans) {
+    if (plan.status != PlanStatus::kSimulated && plan.status != PlanStatus::kBounded) continue;
+    const Expected<ResolvedConfig> config =
+        Resolve(ConfigFor(setup.base, setup.space, plan.choice));
+    ASSERT_TRUE(config.ok());
+    const Expected<PassTimes> passes = PricePassTimes(*config, *cost->model);
+    ASSERT_TRUE(passes.ok());
+    EXPECT_EQ(plan.lower_bound, IterationLowerBound(*config, *passes))
+        << PlanLabel(plan.choice, setup.space);
+  }
 }
 
 TEST(SearchTest, TopPlansEqualBruteForceAndTheBoundHolds) {
@@ -421,18 +440,7 @@ TEST(SearchTest, ContextParallelismIsADimension) {
   EXPECT_EQ(best.choice.plan.context, 2) << PlanLabel(best.choice, setup.space);
   // Each plan's bound is its own: the search prices pass times once per kind of shard and
   // shares them, so the sharing key must hold everything they depend on (CP, FP8, …).
-  Expected<ConfigCostModel> cost = LoadCostModel(setup.base);
-  ASSERT_TRUE(cost.ok());
-  for (const EvaluatedPlan& plan : result->plans) {
-    if (plan.status != PlanStatus::kSimulated && plan.status != PlanStatus::kBounded) continue;
-    const Expected<ResolvedConfig> config =
-        Resolve(ConfigFor(setup.base, setup.space, plan.choice));
-    ASSERT_TRUE(config.ok());
-    const Expected<PassTimes> passes = PricePassTimes(*config, *cost->model);
-    ASSERT_TRUE(passes.ok());
-    EXPECT_EQ(plan.lower_bound, IterationLowerBound(*config, *passes))
-        << PlanLabel(plan.choice, setup.space);
-  }
+  ExpectOwnBounds(setup, *result);
   size_t priced = 0;
   for (const EvaluatedPlan& plan : result->plans) {
     if (plan.choice.plan.context == 1) continue;
@@ -440,6 +448,42 @@ TEST(SearchTest, ContextParallelismIsADimension) {
     EXPECT_THAT(PlanLabel(plan.choice, setup.space), testing::HasSubstr(" × CP "));
   }
   EXPECT_GT(priced, 0U);
+}
+
+TEST(SearchTest, TheEmbeddingAndLossMayCountAsPipelineLayers) {
+  // 6 layers with the embedding and the loss counted as layers (Megatron-Core's
+  // account_for_embedding/loss_in_pipeline_split): 8 slots, so 2, 4 and 8 stages split them
+  // (6 layers alone: only 2 of the GPU count's divisors). The search still equals brute force,
+  // each plan's bound is its own (the first and last chunks hold a layer fewer), and a plan
+  // written out keeps the flags.
+  Json json = SmallSearch();
+  json["model"]["layers"] = 6;
+  json["parallelism"] = {{"pipeline", {{"embedding_as_layer", true}, {"loss_as_layer", true}}}};
+  json["search"] = Json::parse(R"({"micro_batches": [1, 2], "zero_stages": [1],
+                                   "recompute": ["none"], "tensor_modes": ["1d"],
+                                   "max_virtual_stages": 2})");
+  const SearchSetup setup = Read(json);
+  std::set<int> pipelines;
+  for (const PlanChoice& plan : EnumeratePlans(setup.base, setup.space)) {
+    if (Resolve(ConfigFor(setup.base, setup.space, plan)).ok()) {
+      pipelines.insert(plan.plan.pipeline);
+    }
+  }
+  EXPECT_EQ(pipelines, (std::set<int>{1, 2, 4, 8}));
+  const Expected<SearchResult> result = SearchTopThreeAsBruteForce(setup);
+  ASSERT_TRUE(result.ok()) << result.error().ToString();
+  ExpectOwnBounds(setup, *result);
+  bool deep = false;
+  for (const EvaluatedPlan& plan : result->plans) {
+    const bool priced =
+        plan.status == PlanStatus::kSimulated || plan.status == PlanStatus::kBounded;
+    deep |= priced && plan.choice.plan.pipeline >= 4;
+  }
+  EXPECT_TRUE(deep);
+  const EvaluatedPlan& best = result->plans[result->ranking[0]];
+  const Json written = PlanConfigJson(json, best.choice, nullptr, 4, RanksMode::kSymmetric);
+  EXPECT_EQ(written["parallelism"]["pipeline"]["embedding_as_layer"], true);
+  EXPECT_EQ(written["parallelism"]["pipeline"]["loss_as_layer"], true);
 }
 
 TEST(SearchTest, RecomputePoliciesPerLayerKeepTheBound) {
