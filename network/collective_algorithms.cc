@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "network/nccl_p2p.h"
+#include "network/switch_tiers.h"
 #include "sim/base/check.h"
 #include "sim/base/strings.h"
 
@@ -29,48 +30,14 @@ struct Rates {
   bool single_node;
 };
 
-// Which of a node's off-node bytes climb above its leaf (or pod), by the algorithm's traffic
-// pattern (docs/network.md, "Switch tiers").
-enum class Traffic {
-  kNeighbour,  // rings and trees over the group in rank order: one edge leaves a block
-  kAllToAll,   // every member to every member: the share bound for other blocks
-  kSpanned,    // all of it, at every tier the group spans (colocated parameter servers)
-  kToCore,     // all of it, at every tier (dedicated parameter servers hang off the top)
-};
-
-// What the tiers' up-links divide a node's rate by: at a tier whose up-links carry 1/o of the
-// NIC bandwidth below them, with a share c of a node's traffic climbing, max(1, o · c) — every
-// block's nodes busy alike (a training step's groups are copies of each other), so a block
-// sends c of its NIC traffic up through 1/o of its NIC bandwidth. Rings and trees leave a block
-// on one edge out of the m of the group's nodes in it: c = 1/m at the block holding fewest;
-// an all-to-all sends (p − k·m)/(p − k) of a node's off-node bytes to other blocks.
-double TierFactor(const ClusterSpec& cluster, const GroupShape& shape, Traffic traffic) {
-  double factor = 1;
-  const auto tier = [&](const TierSpan& span, double oversubscription) {
-    if (span.blocks <= 1 && traffic != Traffic::kToCore) return;
-    double climbing = 1;
-    if (traffic == Traffic::kNeighbour) {
-      climbing = 1.0 / std::max(span.fewest_nodes, 1);
-    } else if (traffic == Traffic::kAllToAll) {
-      const double p = shape.ranks;
-      const double k = shape.per_node;
-      climbing = std::clamp((p - k * span.fewest_nodes) / (p - k), 0.0, 1.0);
-    }
-    factor = std::max(factor, oversubscription * climbing);
-  };
-  if (cluster.HasLeafSwitches()) tier(shape.leaves, cluster.LeafOversubscription());
-  if (cluster.HasPods()) tier(shape.pods, cluster.PodOversubscription());
-  return factor;
-}
-
 Rates RatesFor(const CollectiveRequest& request, Traffic traffic) {
   const ClusterSpec& cluster = *request.cluster;
   const GroupShape& shape = request.shape;
   const double nics = GroupNics(cluster, shape.per_node);
-  const double spine = TierFactor(cluster, shape, traffic);
+  const double tiers = TierFactor(cluster, shape, traffic);
   Rates rates{.intra_bytes_per_second = IntraGroupRate(cluster, request.ranks),
               .node_bytes_per_second = nics * cluster.inter.nic_bandwidth.bytes_per_second() *
-                                       cluster.inter.efficiency / spine,
+                                       cluster.inter.efficiency / tiers,
               .alpha_intra = cluster.intra.latency,
               .alpha_inter = cluster.inter.latency,
               .single_node = shape.nodes <= 1};
@@ -685,28 +652,6 @@ bool ServerIsLocal(const ClusterSpec& cluster, int32_t rank, int server) {
   return cluster.servers.placement == ServerPlacement::kColocated && cluster.NodeOf(rank) == server;
 }
 
-namespace {
-
-// The blocks of `per_block` nodes that sorted `nodes` (repeats allowed) occupy, and the fewest
-// distinct nodes in one of them.
-TierSpan SpanOver(const std::vector<int>& nodes, int per_block) {
-  TierSpan span{.blocks = 0, .fewest_nodes = std::numeric_limits<int>::max()};
-  for (size_t i = 0; i < nodes.size();) {
-    const int block = nodes[i] / per_block;
-    int distinct = 0;
-    for (int last = -1; i < nodes.size() && nodes[i] / per_block == block; ++i) {
-      if (nodes[i] != last) ++distinct;
-      last = nodes[i];
-    }
-    ++span.blocks;
-    span.fewest_nodes = std::min(span.fewest_nodes, distinct);
-  }
-  if (span.blocks == 0) return TierSpan{};
-  return span;
-}
-
-}  // namespace
-
 GroupShape ShapeOfGroup(std::span<const int32_t> ranks, const ClusterSpec& cluster) {
   std::vector<int> nodes;
   nodes.reserve(ranks.size());
@@ -722,11 +667,7 @@ GroupShape ShapeOfGroup(std::span<const int32_t> ranks, const ClusterSpec& clust
     ++shape.nodes;
     i = j;
   }
-  const bool switched = !IsDirectConnected(cluster.inter.topology);
-  if (switched && cluster.HasLeafSwitches()) {
-    shape.leaves = SpanOver(nodes, cluster.inter.nodes_per_leaf);
-  }
-  if (switched && cluster.HasPods()) shape.pods = SpanOver(nodes, cluster.inter.nodes_per_pod);
+  SpanTiers(nodes, cluster, shape);
   return shape;
 }
 

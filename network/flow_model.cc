@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "network/collective_algorithms.h"
+#include "network/switch_tiers.h"
 
 namespace dtsim::network {
 namespace {
@@ -68,56 +69,6 @@ void CapSharedNicTransfers(FlowProgram& program, const GroupShape& shape,
       transfer.max_rate = transfer.max_rate > 0 ? std::min(transfer.max_rate, cap) : cap;
     }
   }
-}
-
-// Where every GPU communicates at once (ClusterSpec::gpus_share_nics), the nodes of a leaf or
-// pod that are not the group's run copies of it, as the analytical model assumes
-// (TierFactor): a block's up-link gives the group's m nodes under it m / o of their NICs'
-// worth (o: the tier's oversubscription), shared by the step's transfers that climb out of
-// the block. Under symmetric ranks the copies are not simulated; with every rank simulated
-// they are, and the cap is what max-min fairness gives each climbing transfer anyway.
-// Transfers to and from parameter servers are left to the servers' NICs.
-void CapTierTransfers(FlowProgram& program, std::span<const int32_t> ranks, const GroupShape& shape,
-                      const ClusterSpec& cluster) {
-  if (!cluster.gpus_share_nics) return;
-  const double node_rate = GroupNics(cluster, shape.per_node) *
-                           cluster.inter.nic_bandwidth.bytes_per_second() *
-                           cluster.inter.efficiency;
-  const auto cap_tier = [&](int per_block, double oversubscription) {
-    if (oversubscription <= 1) return;  // the up-links carry what the NICs below can send
-    const auto blocks = static_cast<size_t>((cluster.nodes + per_block - 1) / per_block);
-    const auto block = [&](int32_t gpu) {
-      return static_cast<size_t>(cluster.NodeOf(gpu) / per_block);
-    };
-    std::vector<int> nodes;  // the group's nodes, each once
-    nodes.reserve(ranks.size());
-    for (int32_t rank : ranks) nodes.push_back(cluster.NodeOf(rank));
-    std::sort(nodes.begin(), nodes.end());
-    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
-    std::vector<double> members(blocks, 0);  // the group's nodes under each block
-    for (int node : nodes) members[static_cast<size_t>(node / per_block)] += 1;
-    const auto climbs = [&](const Transfer& transfer) {
-      return !cluster.IsServer(transfer.from) && !cluster.IsServer(transfer.to) &&
-             block(transfer.from) != block(transfer.to);
-    };
-    std::vector<int> climbing(blocks, 0);  // transfers leaving each block in the step
-    for (FlowStep& step : program) {
-      std::fill(climbing.begin(), climbing.end(), 0);
-      for (const Transfer& transfer : step.transfers) {
-        if (climbs(transfer)) ++climbing[block(transfer.from)];
-      }
-      for (Transfer& transfer : step.transfers) {
-        if (!climbs(transfer)) continue;
-        const size_t from = block(transfer.from);
-        const double cap = members[from] * node_rate / (oversubscription * climbing[from]);
-        transfer.max_rate = transfer.max_rate > 0 ? std::min(transfer.max_rate, cap) : cap;
-      }
-    }
-  };
-  if (cluster.HasLeafSwitches()) {
-    cap_tier(cluster.inter.nodes_per_leaf, cluster.LeafOversubscription());
-  }
-  if (cluster.HasPods()) cap_tier(cluster.inter.nodes_per_pod, cluster.PodOversubscription());
 }
 
 }  // namespace

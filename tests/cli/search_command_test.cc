@@ -14,6 +14,7 @@
 #include "sim/base/atomic_file.h"
 #include "sim/base/input_files.h"
 #include "sim/base/json_reader.h"
+#include "tests/testing/search_setup.h"
 #include "tests/testing/temp_dir.h"
 #include "tools/cli/simulate_command.h"
 #include "tools/results/search_results.h"
@@ -341,18 +342,9 @@ TEST_F(SearchCommandTest, EmittedPlansKeepTheTensorOverlap) {
 // had a column reads its plans in the config's order.
 TEST_F(SearchCommandTest, RankOrdersAreSearchedEmittedAndReadBack) {
   const std::string config = Path("pods.json");
-  ASSERT_TRUE(WriteFileAtomically(config, R"({
-    "model": {"family": "transformer", "layers": 8, "hidden": 2048, "heads": 16,
-              "vocab": 8192, "max_seq": 1024},
-    "training": {"global_batch": 32, "seq_len": 1024, "precision": "bf16"},
-    "cluster": {"preset": "dgx-h100", "nodes": 8, "gpus_per_node": 4, "gpu": "h100-sxm5-80gb",
-                "inter_node": {"topology": "fat-tree", "nics_per_node": 4, "nodes_per_leaf": 1,
-                               "nodes_per_pod": 2, "pod_oversubscription": 8}},
-    "parallelism": {"order": "tp-pp-dp"},
-    "search": {"micro_batches": [1], "zero_stages": [1], "recompute": ["none"],
-               "schedules": ["1f1b"], "tensor_modes": ["1d"], "sequence_parallel": [false],
-               "orders": ["tp-dp-pp", "tp-pp-dp"]}})")
-                  .ok());
+  Json pods = testing_support::PodsSearchConfig(Json::array({"tp-dp-pp", "tp-pp-dp"}));
+  pods["parallelism"] = {{"order", "tp-pp-dp"}};
+  ASSERT_TRUE(WriteFileAtomically(config, pods.dump()).ok());
   const CommandOutcome outcome = Search(
       {config, "-o", Path("all"), "--emit", Path("plans"), "--top", "10", "--rerank", "0", "-q"});
   ASSERT_EQ(outcome.kind, CommandOutcome::Kind::kOk) << outcome.error->ToString();

@@ -18,6 +18,23 @@ struct SearchSetup {
   strategies::SearchSpace space;
 };
 
+// A small transformer on 8 nodes of 4 H100s, one node a leaf, two a pod, pods joined at 1:8
+// (docs/network.md, "Switch tiers"), with a narrow search space: where the rank order matters.
+inline Json PodsSearchConfig(const Json& orders) {
+  Json json = Json::parse(R"json({
+    "model": {"family": "transformer", "layers": 8, "hidden": 2048, "heads": 16,
+              "vocab": 8192, "max_seq": 1024},
+    "training": {"global_batch": 32, "seq_len": 1024, "precision": "bf16"},
+    "cluster": {"preset": "dgx-h100", "nodes": 8, "gpus_per_node": 4, "gpu": "h100-sxm5-80gb",
+                "inter_node": {"topology": "fat-tree", "nics_per_node": 4, "nodes_per_leaf": 1,
+                               "nodes_per_pod": 2, "pod_oversubscription": 8}},
+    "search": {"micro_batches": [1], "zero_stages": [1], "recompute": ["none"],
+               "schedules": ["1f1b"], "tensor_modes": ["1d"], "sequence_parallel": [false]}
+  })json");
+  json["search"]["orders"] = orders;
+  return json;
+}
+
 inline SearchSetup ReadSearchSetup(const Json& json) {
   SearchSetup setup;
   constexpr std::array<std::string_view, 1> kSearch = {"search"};
